@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# deps/build-source.sh lib|peer: build the pinned llama.cpp commit from the bundle's checkout.
+#
+#   lib   the shared libraries only (GGML_BACKEND_DL=ON, every CPU variant, no server, no examples):
+#         what `make LLAMA_FROM_SOURCE=1` puts in an artifact, for hosts the prebuilt set misses.
+#   peer  the same libraries plus llama-bench, llama-batched-bench and llama-server: the peers that
+#         bench/ measures sipp against, built from the very same source.
+#
+# Builds live in the cache ($SIPP_CACHE_DIR, default ~/.cache/sipp), never in the work tree, and are
+# reused while their flags are unchanged. Prints the build directory. About 7-15 minutes on 2 cores.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/llama.lock"
+die() { echo "sipp deps: $*" >&2; exit 1; }
+
+kind=${1:-lib}
+cache=${SIPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sipp}
+src="$cache/llama.cpp-$LLAMA_COMMIT"
+[ -f "$src/.sipp-ok" ] || die "no checkout at $src; run deps/fetch.sh first (make does)"
+command -v cmake >/dev/null || die "cmake is needed for a source build: apt-get install -y cmake ninja-build"
+command -v ninja >/dev/null || die "ninja is needed for a source build: apt-get install -y ninja-build"
+
+flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON
+       -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+       -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_HTML=OFF)
+case "$kind" in
+  lib)  flags+=(-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF)
+        targets=(llama ggml) ;;
+  peer) flags+=(-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_COMMON=ON)
+        targets=(llama ggml llama-bench llama-batched-bench llama-server) ;;
+  *) die "usage: deps/build-source.sh lib|peer" ;;
+esac
+
+build="$cache/build-$LLAMA_COMMIT-$kind"
+want="${flags[*]}"
+if [ ! -f "$build/sipp-flags" ] || [ "$(cat "$build/sipp-flags")" != "$want" ] || [ ! -f "$build/.sipp-ok" ]; then
+  rm -rf "$build"
+  echo "sipp deps: building llama.cpp $LLAMA_RELEASE ($kind) from source in $build" >&2
+  cmake -S "$src" -B "$build" -G Ninja "${flags[@]}" >"$build.configure.log" 2>&1 ||
+    die "cmake configure failed; see $build.configure.log"
+  printf '%s' "$want" >"$build/sipp-flags"
+  cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >"$build.build.log" 2>&1 ||
+    die "build failed; see $build.build.log"
+  touch "$build/.sipp-ok"
+fi
+echo "$build"

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# deps/fetch.sh: obtain the pinned llama.cpp (deps/llama.lock) and lay it out under the build tree.
+#
+#   deps/fetch.sh OUT_DIR [BACKEND...]          e.g. deps/fetch.sh build cpu vulkan
+#
+# What it produces, under OUT_DIR:
+#   llama/include/     llama.h, ggml*.h, gguf.h from the git bundle at the pinned commit
+#   llama/vocab/       the bundle's models/ggml-vocab-*.gguf real tokenizers and their test vectors
+#   llama/source       a symbolic link to the bundle's checkout in the cache (for source builds)
+#   artifacts/NAME/    NAME = the backends joined by '+': the core libraries plus exactly the chosen
+#                      backend modules, and manifest.json saying what they are and where they came from
+#
+# Packages come from npm with `npm pack`, exact versions, and are refused unless their sha512 equals the
+# integrity recorded in deps/llama.lock. Downloads and the checkout are cached outside the work tree in
+# $SIPP_CACHE_DIR (default ${XDG_CACHE_HOME:-~/.cache}/sipp), keyed by package and integrity, so a second
+# run does no network work.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=llama.lock
+. "$here/llama.lock"
+
+die() { echo "sipp deps: $*" >&2; exit 1; }
+
+[ $# -ge 1 ] || die "usage: deps/fetch.sh OUT_DIR [cpu] [vulkan] [cuda]"
+out=$1; shift
+backends=("$@")
+[ ${#backends[@]} -gt 0 ] || backends=(cpu)
+
+cache=${SIPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sipp}
+mkdir -p "$cache/npm" "$out"
+
+# sri_of FILE: the file's sha512 in the registry's integrity form.
+sri_of() { printf 'sha512-%s' "$(openssl dgst -sha512 -binary "$1" | base64 -w0)"; }
+
+# fetch_pkg "name|version|integrity": prints the path of the cached, verified tarball.
+fetch_pkg() {
+  local name ver want key tgz tmp got
+  IFS='|' read -r name ver want <<<"$1"
+  key=$(printf '%s' "$want" | openssl dgst -sha256 | awk '{print substr($NF,1,16)}')
+  tgz="$cache/npm/$(printf '%s' "$name" | tr '/@' '__')-$ver-$key.tgz"
+  if [ ! -f "$tgz" ]; then
+    command -v npm >/dev/null || die "npm is needed to fetch $name@$ver; install it with: apt-get install -y npm"
+    tmp=$(mktemp -d "$cache/npm/pack.XXXXXX")
+    echo "sipp deps: fetching $name@$ver" >&2
+    (cd "$tmp" && npm pack --silent "$name@$ver" >/dev/null) ||
+      { rm -rf "$tmp"; die "npm pack $name@$ver failed; check that npm can reach its registry"; }
+    got=$(sri_of "$tmp"/*.tgz)
+    if [ "$got" != "$want" ]; then
+      rm -rf "$tmp"
+      die "$name@$ver: integrity $got does not match deps/llama.lock ($want); refusing it"
+    fi
+    mv "$tmp"/*.tgz "$tgz"
+    rm -rf "$tmp"
+  fi
+  # A cached file is checked again: the cache is outside the tree and anything may have touched it.
+  [ "$(sri_of "$tgz")" = "$want" ] || die "cached $tgz is corrupt; delete it and run again"
+  printf '%s\n' "$tgz"
+}
+
+# unpack TGZ: prints a directory holding the package's contents, extracted once per tarball.
+unpack() {
+  local dir="${1%.tgz}.d"
+  if [ ! -f "$dir/.ok" ]; then
+    rm -rf "$dir"; mkdir -p "$dir"
+    tar xzf "$1" -C "$dir"
+    touch "$dir/.ok"
+  fi
+  printf '%s\n' "$dir/package"
+}
+
+# --- the source: headers, vocab files and the checkout for source builds ---------------------------
+src_pkg=$(unpack "$(fetch_pkg "$PKG_SOURCE")")
+bundle="$src_pkg/llama/gitRelease.bundle"
+[ -f "$bundle" ] || die "node-llama-cpp has no llama/gitRelease.bundle"
+got=$(sha256sum "$bundle" | awk '{print $1}')
+[ "$got" = "$LLAMA_BUNDLE_SHA256" ] || die "git bundle sha256 $got differs from deps/llama.lock"
+
+checkout="$cache/llama.cpp-$LLAMA_COMMIT"
+if [ ! -f "$checkout/.sipp-ok" ]; then
+  rm -rf "$checkout"
+  git clone -q --no-checkout "$bundle" "$checkout"
+  git -C "$checkout" -c advice.detachedHead=false checkout -q "$LLAMA_COMMIT"
+  touch "$checkout/.sipp-ok"
+fi
+head=$(git -C "$checkout" rev-parse HEAD)
+[ "$head" = "$LLAMA_COMMIT" ] || die "bundle checkout is at $head, expected $LLAMA_COMMIT"
+
+mkdir -p "$out/llama/include" "$out/llama/vocab"
+cp "$checkout"/include/llama.h "$checkout"/ggml/include/*.h "$out/llama/include/"
+cp "$checkout"/models/ggml-vocab-* "$out/llama/vocab/"
+ln -sfn "$checkout" "$out/llama/source"
+
+# --- the artifact: core libraries plus the chosen backend modules ---------------------------------
+artifact_name=$(IFS=+; echo "${backends[*]}")
+art="$out/artifacts/$artifact_name"
+rm -rf "$art.tmp"; mkdir -p "$art.tmp"
+
+if [ "${LLAMA_FROM_SOURCE:-0}" = 1 ]; then
+  # The core and the CPU modules from a source build of the same commit (deps/build-source.sh).
+  build=$("$here/build-source.sh" lib)
+  cp -P "$build"/bin/libllama.so* "$build"/bin/libggml.so* "$build"/bin/libggml-base.so* "$art.tmp/"
+  cp "$build"/bin/libggml-cpu*.so "$art.tmp/"
+  origin="source build of $LLAMA_COMMIT ($(cat "$build/sipp-flags"))"
+  integrities='[]'
+  for b in "${backends[@]}"; do
+    [ "$b" = cpu ] && continue
+    [ "$b" = vulkan ] && die "the vulkan module does not build from source on Debian 12 (Vulkan headers too old); drop LLAMA_FROM_SOURCE=1 to use the prebuilt one"
+    die "backend '$b' has no source build here yet; build with BACKENDS=cpu"
+  done
+else
+  cpu_pkg=$(unpack "$(fetch_pkg "$PKG_CPU")")/bins/linux-x64
+  cp "$cpu_pkg"/libllama.v0.4.0.so "$cpu_pkg"/libggml.v0.4.0.so "$cpu_pkg"/libggml-base.so "$art.tmp/"
+  # Names the linker can find; the libraries keep their own sonames.
+  ln -sf libllama.v0.4.0.so "$art.tmp/libllama.so"
+  ln -sf libggml.v0.4.0.so "$art.tmp/libggml.so"
+  origin="prebuilt $LLAMA_RELEASE"
+  integrities="[\"${PKG_CPU%%|*}@$(echo "$PKG_CPU" | cut -d'|' -f2) $(echo "$PKG_CPU" | cut -d'|' -f3)\""
+  for b in "${backends[@]}"; do
+    case "$b" in
+      cpu) cp "$cpu_pkg"/libggml-cpu-*.so "$art.tmp/" ;;
+      vulkan)
+        vk_pkg=$(unpack "$(fetch_pkg "$PKG_VULKAN")")/bins/linux-x64-vulkan
+        cp "$vk_pkg"/libggml-vulkan.so "$art.tmp/"
+        integrities+=",\"${PKG_VULKAN%%|*}@$(echo "$PKG_VULKAN" | cut -d'|' -f2) $(echo "$PKG_VULKAN" | cut -d'|' -f3)\""
+        ;;
+      cuda)
+        cu_pkg=$(unpack "$(fetch_pkg "$PKG_CUDA")")/bins/linux-x64-cuda
+        cp "$cu_pkg"/libggml-cuda.so "$art.tmp/"
+        integrities+=",\"${PKG_CUDA%%|*}@$(echo "$PKG_CUDA" | cut -d'|' -f2) $(echo "$PKG_CUDA" | cut -d'|' -f3)\""
+        ;;
+      *) die "unknown backend '$b' for an artifact (known: cpu vulkan cuda)" ;;
+    esac
+  done
+  integrities+="]"
+fi
+# Every artifact has the CPU backend: ggml needs a CPU device to hold what no other device takes.
+case " ${backends[*]} " in *" cpu "*) ;; *) cp "${cpu_pkg:-$build/bin}"/libggml-cpu*.so "$art.tmp/" ;; esac
+
+json_list=$(printf '"%s",' "${backends[@]}"); json_list="[${json_list%,}]"
+cat >"$art.tmp/manifest.json" <<EOF
+{
+  "name": "$artifact_name",
+  "backends": $json_list,
+  "llama_release": "$LLAMA_RELEASE",
+  "llama_commit": "$LLAMA_COMMIT",
+  "origin": "$origin",
+  "packages": $integrities
+}
+EOF
+rm -rf "$art"; mv "$art.tmp" "$art"
+echo "$art"

@@ -1,0 +1,327 @@
+/*
+ * sipp.h: the public C API of libsipp, a local inference runtime on top of llama.cpp.
+ *
+ * The model of use:
+ *
+ *   sipp_runtime_init()         once per process: load the artifact's ggml backend modules
+ *   sipp_model_load()           weights on the chosen backend (cpu, vulkan, cuda, ... or auto)
+ *   sipp_engine_new()           a thread that owns one llama context with `parallel` slots and
+ *                               serves requests from any thread (continuous batching)
+ *   sipp_engine_submit()        a query (raw prompt) or a chat (messages); tokens stream to a
+ *                               callback and/or are read with sipp_request_read()
+ *   sipp_request_wait()         its end: finish reason, text, stats
+ *
+ * Conventions, as in llama.h, curl and libuv:
+ *   - Handles are opaque. Parameters come from sipp_*_default_params() and the caller changes fields.
+ *   - Every fallible call returns a sipp_status. Calls that create a handle take an error buffer of
+ *     SIPP_ERROR_SIZE bytes (like curl's CURLOPT_ERRORBUFFER); calls on a handle leave their message
+ *     on it (sipp_model_last_error, sipp_engine_last_error, sipp_request_error).
+ *   - Ownership is in the names: *_new / *_load create, *_free destroys; a `const char *` returned by
+ *     a function ending in _borrow or documented as borrowed belongs to the handle.
+ *   - Strings are UTF-8. Streamed pieces never split a UTF-8 character.
+ *   - Thread safety: functions marked [any thread] may be called concurrently from any thread on the
+ *     same handle. Others need the caller to serialise use of that handle.
+ */
+#ifndef SIPP_H
+#define SIPP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SIPP_API __attribute__((visibility("default")))
+#else
+#define SIPP_API
+#endif
+
+#define SIPP_ERROR_SIZE 512
+
+typedef enum sipp_status {
+    SIPP_OK = 0,
+    SIPP_ERR_INVALID_ARGUMENT, /* a parameter or input is wrong; the message names it */
+    SIPP_ERR_NOT_FOUND,        /* a file, model, target or key does not exist */
+    SIPP_ERR_IO,               /* reading or writing failed */
+    SIPP_ERR_MODEL,            /* the file is not a usable GGUF model */
+    SIPP_ERR_BACKEND,          /* the backend is not compiled, not available, or failed */
+    SIPP_ERR_CONTEXT_FULL,     /* the prompt (plus generation) does not fit the context */
+    SIPP_ERR_BUSY,             /* the queue is full; try again later */
+    SIPP_ERR_CANCELLED,        /* the request was cancelled */
+    SIPP_ERR_TIMEOUT,          /* a deadline passed */
+    SIPP_ERR_NO_MEMORY,        /* an allocation failed */
+    SIPP_ERR_CLOSED,           /* the engine is shutting down or closed */
+    SIPP_ERR_INTERNAL,         /* llama.cpp failed in a way sipp did not expect */
+} sipp_status;
+
+/* The status's name, e.g. "invalid_argument". [any thread] */
+SIPP_API const char *sipp_status_name(sipp_status status);
+
+/* ---- runtime ------------------------------------------------------------------------------------ */
+
+/* sipp's own version ("0.1.0") and the pinned llama.cpp release and commit. [any thread] */
+SIPP_API const char *sipp_version(void);
+SIPP_API const char *sipp_llama_release(void);
+SIPP_API const char *sipp_llama_commit(void);
+
+typedef enum sipp_log_level {
+    SIPP_LOG_QUIET = 0, /* nothing from llama.cpp */
+    SIPP_LOG_ERROR,
+    SIPP_LOG_WARN,
+    SIPP_LOG_INFO,
+    SIPP_LOG_DEBUG,
+} sipp_log_level;
+
+typedef struct sipp_runtime_params {
+    /* Directory of the artifact whose backend modules to load. NULL: $SIPP_ARTIFACT, else the
+     * artifact the library was built with (the directory libllama was loaded from). */
+    const char *artifact_dir;
+    /* How much of llama.cpp's and ggml's own logging reaches stderr. Default SIPP_LOG_ERROR. */
+    sipp_log_level log_level;
+} sipp_runtime_params;
+
+SIPP_API sipp_runtime_params sipp_runtime_default_params(void);
+
+/* Loads the backend modules once per process. Later calls return the first call's status.
+ * Every other function that needs a backend calls this with default parameters if it has not
+ * been called. [any thread] */
+SIPP_API sipp_status sipp_runtime_init(const sipp_runtime_params *params, char *errbuf);
+
+/* The artifact directory in use (borrowed), or NULL before sipp_runtime_init. [any thread] */
+SIPP_API const char *sipp_runtime_artifact_dir(void);
+
+/* ---- backends ----------------------------------------------------------------------------------- */
+
+/* What a load decided: the backend used, why, and where the layers went. */
+typedef struct sipp_backend_decision {
+    char backend[16];       /* "cpu", "vulkan", ... */
+    char reason[256];       /* e.g. "auto: vulkan is compiled but its only device is a software
+                               renderer (llvmpipe); auto never picks one" */
+    char devices[256];      /* the devices the model uses, comma-separated: "CPU" or "Vulkan0" */
+    int gpu_layers;         /* layers placed on a GPU device */
+} sipp_backend_decision;
+
+/* Checks a backend name (auto, cpu, cuda, metal, vulkan, webgpu, rpc) without loading anything:
+ * SIPP_ERR_INVALID_ARGUMENT with a message listing the names otherwise. [any thread] */
+SIPP_API sipp_status sipp_backend_check_name(const char *name, char *errbuf);
+
+/* ---- model -------------------------------------------------------------------------------------- */
+
+typedef struct sipp_model sipp_model;
+
+/* Called during load with progress in [0, 1]. Return false to abort the load. */
+typedef bool (*sipp_progress_fn)(float progress, void *user);
+
+typedef struct sipp_model_params {
+    const char *backend;   /* "auto" (default), "cpu", "vulkan", "cuda", "metal", ... */
+    int gpu_layers;        /* layers to offload to the GPU backend; -1 (default) = all */
+    sipp_progress_fn progress;
+    void *progress_user;
+    bool vocab_only;       /* load only the tokenizer: for tokenize/detokenize without weights */
+} sipp_model_params;
+
+SIPP_API sipp_model_params sipp_model_default_params(void);
+
+/* Loads a GGUF file. On failure *out is NULL and errbuf holds one line naming the file and the
+ * problem. */
+SIPP_API sipp_status sipp_model_load(const char *path, const sipp_model_params *params,
+                                     sipp_model **out, char *errbuf);
+SIPP_API void sipp_model_free(sipp_model *model);
+
+/* The last error on this model handle (borrowed). */
+SIPP_API const char *sipp_model_last_error(const sipp_model *model);
+
+/* What the load decided. Borrowed; valid while the model lives. [any thread] */
+SIPP_API const sipp_backend_decision *sipp_model_backend(const sipp_model *model);
+
+typedef struct sipp_model_info {
+    char architecture[64];   /* general.architecture */
+    char description[128];   /* llama.cpp's one-line description: "llama 1B Q4_0" */
+    uint64_t n_params;
+    uint64_t size_bytes;     /* size of the weights */
+    int n_ctx_train;
+    int n_embd;
+    int n_layer;
+    int n_head;
+    int n_head_kv;
+    int n_vocab;
+    bool has_chat_template;
+    double load_ms;          /* wall time of sipp_model_load */
+} sipp_model_info;
+
+SIPP_API void sipp_model_get_info(const sipp_model *model, sipp_model_info *info);
+
+/* Tokenizes UTF-8 text. add_special adds BOS/EOS as the model's tokenizer says; parse_special
+ * turns texts like "<|im_start|>" into their special tokens. Writes at most cap tokens; *n_out is
+ * the number the text needs (so a call with cap 0 sizes the buffer). SIPP_ERR_INVALID_ARGUMENT
+ * when cap is too small. [any thread] */
+SIPP_API sipp_status sipp_tokenize(sipp_model *model, const char *text, size_t len, bool add_special,
+                                   bool parse_special, int32_t *tokens, size_t cap, size_t *n_out);
+
+/* Detokenizes; writes at most cap bytes and NUL-terminates when room is left. *len_out is the
+ * length the text needs. [any thread] */
+SIPP_API sipp_status sipp_detokenize(sipp_model *model, const int32_t *tokens, size_t n_tokens,
+                                     bool render_special, char *buf, size_t cap, size_t *len_out);
+
+typedef struct sipp_message {
+    const char *role;    /* "system", "user", "assistant" */
+    const char *content;
+} sipp_message;
+
+/* Renders messages with the model's tokenizer.chat_template, or with tmpl when not NULL (a
+ * template name known to llama.cpp such as "chatml", or a template text). add_assistant appends
+ * the assistant's turn opening. *out is malloc'ed; free it with sipp_free. SIPP_ERR_MODEL when the
+ * model has no template and none is given. */
+SIPP_API sipp_status sipp_chat_render(sipp_model *model, const char *tmpl, const sipp_message *messages,
+                                      size_t n_messages, bool add_assistant, char **out);
+
+/* Frees memory that sipp allocated for the caller. */
+SIPP_API void sipp_free(void *ptr);
+
+/* ---- engine ------------------------------------------------------------------------------------- */
+
+typedef struct sipp_engine sipp_engine;
+
+typedef enum sipp_policy {
+    SIPP_POLICY_BALANCED = 0,   /* decode first, moderate prefill chunks */
+    SIPP_POLICY_LATENCY_FIRST,  /* decode first, small prefill chunks: steady token pace */
+    SIPP_POLICY_THROUGHPUT_FIRST /* large prefill chunks: more tokens per step */
+} sipp_policy;
+
+typedef struct sipp_engine_params {
+    int ctx_size;     /* tokens of context in all (shared by the slots); 0 = min(model's, 4096) */
+    int parallel;     /* slots, i.e. sequences decoded together; default 4 */
+    int threads;      /* CPU threads; 0 = the number of cores */
+    int batch_size;   /* token budget of one decode step; 0 = 512 */
+    int max_queued;   /* requests waiting for a slot before submit says busy; default 64 */
+    sipp_policy policy;
+    bool embeddings;  /* also create the embedding context (sipp_engine_embed) */
+} sipp_engine_params;
+
+SIPP_API sipp_engine_params sipp_engine_default_params(void);
+
+/* Starts an engine on a loaded model. The model must outlive the engine. */
+SIPP_API sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
+                                     sipp_engine **out, char *errbuf);
+
+/* Cancels every request still running, stops the thread and frees the context. Requests remain
+ * valid handles (finished as cancelled) until freed. */
+SIPP_API void sipp_engine_free(sipp_engine *engine);
+
+SIPP_API const char *sipp_engine_last_error(const sipp_engine *engine);
+
+typedef enum sipp_finish_reason {
+    SIPP_FINISH_NONE = 0, /* still running */
+    SIPP_FINISH_STOP,     /* end of generation token or a stop string */
+    SIPP_FINISH_LENGTH,   /* max_tokens reached */
+    SIPP_FINISH_CANCELLED,
+    SIPP_FINISH_ERROR,
+} sipp_finish_reason;
+
+/* "stop", "length", "cancelled", "error" or "" */
+SIPP_API const char *sipp_finish_reason_name(sipp_finish_reason reason);
+
+/* A streamed piece of text: complete UTF-8 characters only, never part of a stop string.
+ * Called on the engine thread; keep it short. Return false to cancel the request. */
+typedef bool (*sipp_piece_fn)(const char *piece, size_t len, void *user);
+
+typedef struct sipp_sampling {
+    float temperature;    /* 0 = greedy; default 0.8 */
+    int top_k;            /* 0 = off; default 40 */
+    float top_p;          /* 1 = off; default 0.95 */
+    float min_p;          /* 0 = off; default 0.05 */
+    float repeat_penalty; /* 1 = off; default 1.0 */
+    int repeat_last_n;    /* tokens the penalty looks back over; default 64 */
+    uint32_t seed;        /* SIPP_SEED_RANDOM = a fresh seed each request */
+} sipp_sampling;
+
+#define SIPP_SEED_RANDOM 0xFFFFFFFFu
+
+typedef struct sipp_request_params {
+    /* Exactly one of prompt (a raw query) or messages (a chat) is set. */
+    const char *prompt;
+    const sipp_message *messages;
+    size_t n_messages;
+    const char *chat_template; /* NULL: the model's */
+
+    int max_tokens;            /* default 256; -1 = until the context is full */
+    sipp_sampling sampling;
+    const char *const *stop;   /* stop strings, matched across token boundaries, never emitted */
+    size_t n_stop;
+    bool ignore_eos;           /* keep generating past end-of-generation tokens */
+
+    /* Pins a conversation to a slot: the next request with the same key reuses the slot's KV and
+     * evaluates only the new tokens. Two requests with one key never run at once. */
+    const char *context_key;
+    int timeout_ms;            /* 0 = none; past it the request finishes as cancelled (timeout) */
+
+    sipp_piece_fn on_piece;    /* optional */
+    void *user;
+} sipp_request_params;
+
+SIPP_API sipp_request_params sipp_request_default_params(void);
+
+typedef struct sipp_request sipp_request;
+
+typedef struct sipp_request_stats {
+    int prompt_tokens;
+    int cached_tokens;        /* prompt tokens reused from a slot's KV, not evaluated again */
+    int generated_tokens;
+    double queue_ms;          /* submit to first scheduled */
+    double ttft_ms;           /* submit to first token */
+    double prefill_ms;
+    double decode_ms;
+    double prefill_tokens_per_s;
+    double decode_tokens_per_s;
+    double total_ms;
+} sipp_request_stats;
+
+/* Queues a request. SIPP_ERR_BUSY at once when the queue is full; SIPP_ERR_INVALID_ARGUMENT for
+ * bad parameters (the message is on the engine). The request must be freed with
+ * sipp_request_free. [any thread] */
+SIPP_API sipp_status sipp_engine_submit(sipp_engine *engine, const sipp_request_params *params,
+                                        sipp_request **out);
+
+/* Asks the request to stop; it finishes as cancelled within one engine step. [any thread] */
+SIPP_API void sipp_request_cancel(sipp_request *request);
+
+/* Waits until the request finishes or timeout_ms passes (-1 = forever). SIPP_OK when finished,
+ * SIPP_ERR_TIMEOUT when not yet. [any thread] */
+SIPP_API sipp_status sipp_request_wait(sipp_request *request, int timeout_ms);
+
+/* Copies up to cap bytes of text not yet read (cut at a character boundary) and returns the byte
+ * count; waits up to timeout_ms (-1 = forever) for some. Returns 0 with *finished set once all text
+ * is read and the request has ended. One reader per request. [any thread] */
+SIPP_API size_t sipp_request_read(sipp_request *request, char *buf, size_t cap, int timeout_ms,
+                                  bool *finished);
+
+/* After the request finished: */
+SIPP_API sipp_finish_reason sipp_request_finish_reason(const sipp_request *request);
+SIPP_API sipp_status sipp_request_status(const sipp_request *request);
+SIPP_API const char *sipp_request_error(const sipp_request *request); /* borrowed, "" if none */
+SIPP_API const char *sipp_request_text(const sipp_request *request);  /* borrowed, whole text */
+SIPP_API void sipp_request_get_stats(const sipp_request *request, sipp_request_stats *stats);
+
+/* Cancels the request if it still runs, waits for its end, and frees it. */
+SIPP_API void sipp_request_free(sipp_request *request);
+
+typedef struct sipp_engine_stats {
+    int slots;
+    int running;              /* requests in a slot */
+    int queued;               /* requests waiting */
+    uint64_t requests_done;
+    uint64_t tokens_in;       /* prompt tokens evaluated */
+    uint64_t tokens_out;      /* tokens generated */
+    uint64_t decode_steps;
+    double mean_busy_slots;   /* busy slots per decode step, averaged */
+} sipp_engine_stats;
+
+SIPP_API void sipp_engine_get_stats(sipp_engine *engine, sipp_engine_stats *stats); /* [any thread] */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SIPP_H */

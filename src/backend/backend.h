@@ -1,0 +1,89 @@
+/*
+ * backend.h: backend names, device discovery and the selection policy (internal to libsipp).
+ *
+ * Two questions decide where a model runs. Compiled: is the backend's ggml module in the active
+ * artifact (the process registered it)? Available: is at least one of its devices visible? The
+ * policy answers "which backend for this load" from those facts, the user's request and the
+ * preference order, and always records why. It works on plain descriptions of devices so that
+ * tests can inject any machine.
+ */
+#ifndef SIPP_BACKEND_H
+#define SIPP_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "sipp.h"
+
+/* The backend names sipp knows, in one table. "all" is a build selector, not a runtime name. */
+typedef enum sipp_backend_id {
+    SIPP_BACKEND_AUTO = 0,
+    SIPP_BACKEND_CPU,
+    SIPP_BACKEND_CUDA,
+    SIPP_BACKEND_METAL,
+    SIPP_BACKEND_VULKAN,
+    SIPP_BACKEND_WEBGPU,
+    SIPP_BACKEND_RPC,
+    SIPP_BACKEND_COUNT
+} sipp_backend_id;
+
+const char *sipp_backend_name(sipp_backend_id id);
+/* ggml's registry name for the backend ("CPU", "Vulkan", ...), NULL for auto. */
+const char *sipp_backend_ggml_name(sipp_backend_id id);
+/* Parses a name; SIPP_ERR_INVALID_ARGUMENT with a message listing the names otherwise. */
+sipp_status sipp_backend_parse(const char *name, sipp_backend_id *out, char *errbuf);
+/* Maps a ggml registry name to sipp's id; SIPP_BACKEND_COUNT if sipp has no name for it. */
+sipp_backend_id sipp_backend_from_ggml(const char *ggml_name);
+
+#define SIPP_MAX_DEVICES 16
+#define SIPP_DEFAULT_ORDER "cuda,metal,vulkan,webgpu"
+
+typedef enum sipp_device_kind {
+    SIPP_DEVICE_CPU,
+    SIPP_DEVICE_GPU,
+    SIPP_DEVICE_IGPU,
+    SIPP_DEVICE_ACCEL,
+} sipp_device_kind;
+
+typedef struct sipp_device_desc {
+    sipp_backend_id backend;
+    char name[64];         /* ggml's device name: "CPU", "Vulkan0" */
+    char description[128]; /* "llvmpipe (LLVM 15.0.6, 256 bits)" */
+    sipp_device_kind kind;
+    bool software;         /* a software renderer (lavapipe/llvmpipe, SwiftShader) */
+    size_t memory_free;
+    size_t memory_total;
+    int index;             /* ggml device index, for the loader */
+} sipp_device_desc;
+
+typedef struct sipp_host_view {
+    bool compiled[SIPP_BACKEND_COUNT];
+    sipp_device_desc devices[SIPP_MAX_DEVICES];
+    int n_devices;
+} sipp_host_view;
+
+/* What the process has now: the registered backends and their devices. Needs the runtime. */
+void sipp_host_discover(sipp_host_view *view);
+
+/* Number of devices of a backend in the view. */
+int sipp_host_count(const sipp_host_view *view, sipp_backend_id id);
+
+typedef struct sipp_policy_result {
+    sipp_backend_id backend;
+    int device;                /* index into view->devices; -1 for cpu */
+    char reason[256];
+} sipp_policy_result;
+
+/* Decides the backend for a load. requested: a backend name (auto, cpu, vulkan, ...). order: a
+ * comma-separated preference for auto (NULL: $SIPP_BACKEND_ORDER, else SIPP_DEFAULT_ORDER).
+ * Fails with SIPP_ERR_BACKEND naming which half (compiled or available) is missing and what to do. */
+sipp_status sipp_policy_decide(const sipp_host_view *view, const char *requested, const char *order,
+                               sipp_policy_result *out, char *errbuf);
+
+/* Keeps the calling thread's next llama.cpp error line in buf (SIPP_ERROR_SIZE); NULL stops. */
+void sipp_log_capture(char *buf);
+
+/* True when a device description names a software renderer. */
+bool sipp_device_is_software(const char *description);
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * cli.h: what the CLI's files share. The CLI is a thin client of sipp.h; each subcommand lives in a
+ * file of its own name (run.c is `sipp MODEL PROMPT`, version.c is `sipp version`, ...).
+ */
+#ifndef SIPP_CLI_H
+#define SIPP_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sipp.h"
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+/* Prints "sipp: MESSAGE" on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Argument cursor: flags as "--name value" or "--name=value". */
+typedef struct cli_args {
+    int argc;
+    char **argv;
+    int i;              /* next argument */
+    const char *value;  /* value of the last flag matched with cli_flag_value */
+    bool bad;           /* a parse error was reported */
+} cli_args;
+
+/* True when argv[i] is the flag `name` (consumes it). */
+bool cli_flag(cli_args *a, const char *name);
+/* True when argv[i] is `name` with a value (consumes both); reports a missing value. */
+bool cli_flag_value(cli_args *a, const char *name);
+/* Parse a->value as a number within [lo, hi]; reports the flag and the problem on failure. */
+bool cli_int(cli_args *a, const char *flag, long lo, long hi, int *out);
+bool cli_uint32(cli_args *a, const char *flag, uint32_t *out);
+bool cli_float(cli_args *a, const char *flag, double lo, double hi, float *out);
+
+/* True when stdout and stderr are both terminals: only then is there a progress bar. */
+bool cli_interactive_output(void);
+
+/* Initialises the runtime with --artifact (may be NULL); prints the error. */
+bool cli_runtime_init(const char *artifact);
+
+int cmd_run(int argc, char **argv);
+int cmd_version(int argc, char **argv);
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * common.c: argument parsing and error printing shared by the subcommands.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+void cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("sipp: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+bool cli_flag(cli_args *a, const char *name) {
+    if (a->i < a->argc && strcmp(a->argv[a->i], name) == 0) {
+        a->i++;
+        return true;
+    }
+    return false;
+}
+
+bool cli_flag_value(cli_args *a, const char *name) {
+    if (a->i >= a->argc) return false;
+    const char *arg = a->argv[a->i];
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0) return false;
+    if (arg[n] == '=') {
+        a->value = arg + n + 1;
+        a->i++;
+        return true;
+    }
+    if (arg[n] != '\0') return false;
+    if (a->i + 1 >= a->argc) {
+        cli_error("%s needs a value", name);
+        a->bad = true;
+        a->i++;
+        a->value = NULL;
+        return true;
+    }
+    a->value = a->argv[a->i + 1];
+    a->i += 2;
+    return true;
+}
+
+bool cli_int(cli_args *a, const char *flag, long lo, long hi, int *out) {
+    if (!a->value) return false;
+    char *end;
+    errno = 0;
+    long v = strtol(a->value, &end, 10);
+    if (errno || end == a->value || *end || v < lo || v > hi) {
+        cli_error("%s '%s' is not a whole number in [%ld, %ld]", flag, a->value, lo, hi);
+        a->bad = true;
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+bool cli_uint32(cli_args *a, const char *flag, uint32_t *out) {
+    if (!a->value) return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(a->value, &end, 10);
+    if (errno || end == a->value || *end || a->value[0] == '-' || v > UINT32_MAX) {
+        cli_error("%s '%s' is not a whole number in [0, %u]", flag, a->value, UINT32_MAX);
+        a->bad = true;
+        return false;
+    }
+    *out = (uint32_t)v;
+    return true;
+}
+
+bool cli_float(cli_args *a, const char *flag, double lo, double hi, float *out) {
+    if (!a->value) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(a->value, &end);
+    if (errno || end == a->value || *end || !isfinite(v) || v < lo || v > hi) {
+        cli_error("%s '%s' is not a number in [%g, %g]", flag, a->value, lo, hi);
+        a->bad = true;
+        return false;
+    }
+    *out = (float)v;
+    return true;
+}
+
+bool cli_interactive_output(void) { return isatty(STDOUT_FILENO) && isatty(STDERR_FILENO); }
+
+bool cli_runtime_init(const char *artifact) {
+    sipp_runtime_params rp = sipp_runtime_default_params();
+    rp.artifact_dir = artifact;
+    const char *lvl = getenv("SIPP_LOG");
+    if (lvl) {
+        static const char *const names[] = {"quiet", "error", "warn", "info", "debug"};
+        for (int i = 0; i < 5; i++)
+            if (strcmp(lvl, names[i]) == 0) rp.log_level = (sipp_log_level)i;
+    }
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_runtime_init(&rp, err) != SIPP_OK) {
+        cli_error("%s", err);
+        return false;
+    }
+    return true;
+}

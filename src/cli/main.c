@@ -1,0 +1,44 @@
+/*
+ * main.c: the `sipp` command. The first argument picks a subcommand; anything else is a model path,
+ * so `sipp model.gguf "prompt"` runs the model.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"version", cmd_version, "print sipp's version and the pinned llama.cpp release and commit"},
+};
+
+static void print_help(void) {
+    printf("sipp %s: run GGUF models locally on the backend you choose\n\n"
+           "usage: sipp MODEL PROMPT [options]   run a model (sipp MODEL --help for the options)\n"
+           "       sipp MODEL --chat             interactive chat\n"
+           "       sipp COMMAND [--help]\n\ncommands:\n",
+           sipp_version());
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        printf("  %-12s %s\n", commands[i].name, commands[i].summary);
+    printf("\nenvironment: SIPP_ARTIFACT (llama.cpp libraries to use), SIPP_BACKEND_ORDER (auto's order),\n"
+           "SIPP_LOG=quiet|error|warn|info|debug (llama.cpp's logging)\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        print_help();
+        return EXIT_USAGE;
+    }
+    const char *first = argv[1];
+    if (strcmp(first, "--help") == 0 || strcmp(first, "-h") == 0 || strcmp(first, "help") == 0) {
+        print_help();
+        return EXIT_OK;
+    }
+    if (strcmp(first, "--version") == 0) return cmd_version(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(first, commands[i].name) == 0) return commands[i].fn(argc - 2, argv + 2);
+    return cmd_run(argc - 1, argv + 1);
+}

@@ -1,0 +1,396 @@
+/*
+ * run.c: `sipp MODEL PROMPT [options]`, and `sipp MODEL --chat` as an interactive chat.
+ *
+ * Tokens go to stdout as the engine produces them; everything else (progress, errors, stats) goes to
+ * stderr, so `sipp m.gguf "..." > out.txt` captures only the text. With --stats json the last line
+ * of stderr is one JSON object. Ctrl-C during a generation stops that generation; a second Ctrl-C,
+ * or one while idle, ends the program.
+ */
+#include <jansson.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+#define MAX_STOP 16
+#define PROGRESS_WIDTH 30
+#define WAIT_SLICE_MS 100
+#define LINE_MAX_BYTES (64 * 1024)
+
+typedef enum { STATS_OFF, STATS_TEXT, STATS_JSON } stats_mode;
+
+typedef struct run_opts {
+    const char *model;
+    const char *prompt;
+    const char *system;
+    const char *backend;
+    const char *artifact;
+    const char *chat_template;
+    bool chat;
+    bool ignore_eos;
+    int max_tokens;
+    int ctx_size;
+    int threads;
+    int gpu_layers;
+    sipp_sampling sampling;
+    const char *stop[MAX_STOP];
+    size_t n_stop;
+    stats_mode stats;
+} run_opts;
+
+static const char usage[] =
+    "usage: sipp MODEL PROMPT [options]\n"
+    "       sipp MODEL --chat            (interactive chat on a terminal)\n"
+    "\n"
+    "Runs a GGUF model on PROMPT and streams the generated text to stdout.\n"
+    "PROMPT '-' (or no PROMPT with stdin not a terminal) reads the prompt from stdin.\n"
+    "\n"
+    "options:\n"
+    "  --chat                 treat PROMPT as a user message, rendered with the model's chat template\n"
+    "  --system TEXT          system message for --chat\n"
+    "  --chat-template NAME   template to use instead of the model's (chatml, llama3, ...)\n"
+    "  --max-tokens N         generate at most N tokens (default 256; -1 = until the context is full)\n"
+    "  --temperature T        0 = greedy (default 0.8)\n"
+    "  --top-k K              (default 40; 0 = off)\n"
+    "  --top-p P              (default 0.95; 1 = off)\n"
+    "  --min-p P              (default 0.05; 0 = off)\n"
+    "  --repeat-penalty R     (default 1.0 = off)\n"
+    "  --seed S               sampling seed (default: random)\n"
+    "  --stop TEXT            stop when TEXT is generated (repeatable; TEXT is not printed)\n"
+    "  --ignore-eos           keep generating past end-of-generation tokens\n"
+    "  --ctx-size N           context size in tokens (default: the model's, at most 4096)\n"
+    "  --threads N            CPU threads (default: all cores)\n"
+    "  --backend NAME         auto (default), cpu, vulkan, cuda, metal, webgpu, rpc\n"
+    "  --gpu-layers N         layers to put on the GPU backend (default: all)\n"
+    "  --artifact DIR         use the llama.cpp libraries in DIR (also SIPP_ARTIFACT)\n"
+    "  --stats off|text|json  print timing stats on stderr at the end (default off)\n"
+    "\n"
+    "exit status: 0 success, 1 runtime failure, 2 bad usage\n";
+
+static atomic_int interrupts;
+
+static void on_sigint(int sig) { atomic_fetch_add(&interrupts, 1); }
+
+/* Returns EXIT_OK, or EXIT_USAGE after printing what is wrong. */
+static int parse(int argc, char **argv, run_opts *o) {
+    sipp_request_params d = sipp_request_default_params();
+    memset(o, 0, sizeof *o);
+    o->max_tokens = d.max_tokens;
+    o->sampling = d.sampling;
+    o->backend = "auto";
+    o->gpu_layers = -1;
+    cli_args a = {.argc = argc, .argv = argv, .i = 0};
+    const char *positional[2] = {NULL, NULL};
+    int n_pos = 0;
+    while (a.i < argc && !a.bad) {
+        const char *arg = argv[a.i];
+        if (cli_flag(&a, "--chat")) o->chat = true;
+        else if (cli_flag(&a, "--ignore-eos")) o->ignore_eos = true;
+        else if (cli_flag_value(&a, "--system")) o->system = a.value;
+        else if (cli_flag_value(&a, "--chat-template")) o->chat_template = a.value;
+        else if (cli_flag_value(&a, "--backend")) o->backend = a.value;
+        else if (cli_flag_value(&a, "--artifact")) o->artifact = a.value;
+        else if (cli_flag_value(&a, "--max-tokens")) cli_int(&a, "--max-tokens", -1, 1 << 24, &o->max_tokens);
+        else if (cli_flag_value(&a, "--ctx-size")) cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
+        else if (cli_flag_value(&a, "--threads")) cli_int(&a, "--threads", 1, 1024, &o->threads);
+        else if (cli_flag_value(&a, "--gpu-layers")) cli_int(&a, "--gpu-layers", -1, 100000, &o->gpu_layers);
+        else if (cli_flag_value(&a, "--temperature")) cli_float(&a, "--temperature", 0, 100, &o->sampling.temperature);
+        else if (cli_flag_value(&a, "--top-k")) cli_int(&a, "--top-k", 0, 1 << 24, &o->sampling.top_k);
+        else if (cli_flag_value(&a, "--top-p")) cli_float(&a, "--top-p", 1e-9, 1, &o->sampling.top_p);
+        else if (cli_flag_value(&a, "--min-p")) cli_float(&a, "--min-p", 0, 1, &o->sampling.min_p);
+        else if (cli_flag_value(&a, "--repeat-penalty")) cli_float(&a, "--repeat-penalty", 1e-9, 100, &o->sampling.repeat_penalty);
+        else if (cli_flag_value(&a, "--seed")) cli_uint32(&a, "--seed", &o->sampling.seed);
+        else if (cli_flag_value(&a, "--stop")) {
+            if (!a.value) break;
+            if (o->n_stop == MAX_STOP) {
+                cli_error("--stop: at most %d stop strings", MAX_STOP);
+                return EXIT_USAGE;
+            }
+            o->stop[o->n_stop++] = a.value;
+        } else if (cli_flag_value(&a, "--stats")) {
+            if (!a.value) break;
+            if (strcmp(a.value, "off") == 0) o->stats = STATS_OFF;
+            else if (strcmp(a.value, "text") == 0) o->stats = STATS_TEXT;
+            else if (strcmp(a.value, "json") == 0) o->stats = STATS_JSON;
+            else {
+                cli_error("--stats '%s' is not one of off, text, json", a.value);
+                return EXIT_USAGE;
+            }
+        } else if (arg[0] == '-' && arg[1] != '\0') {
+            cli_error("unknown option '%s' (see sipp --help)", arg);
+            return EXIT_USAGE;
+        } else {
+            if (n_pos == 2) {
+                cli_error("unexpected argument '%s': give MODEL and one PROMPT (quote a prompt with spaces)", arg);
+                return EXIT_USAGE;
+            }
+            positional[n_pos++] = arg;
+            a.i++;
+        }
+    }
+    if (a.bad) return EXIT_USAGE;
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_backend_check_name(o->backend, err) != SIPP_OK) {
+        cli_error("--backend: %s", err);
+        return EXIT_USAGE;
+    }
+    o->model = positional[0];
+    o->prompt = positional[1];
+    if (!o->model) {
+        cli_error("no MODEL given (see sipp --help)");
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* Reads all of stdin as the prompt. */
+static char *read_stdin(void) {
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, stdin)) > 0) {
+        len += n;
+        if (len + 1 == cap) {
+            char *bigger = realloc(buf, cap *= 2);
+            if (!bigger) {
+                free(buf);
+                return NULL;
+            }
+            buf = bigger;
+        }
+    }
+    if (buf) buf[len] = '\0';
+    return buf;
+}
+
+static bool progress_bar(float p, void *user) {
+    const char *name = user;
+    int filled = (int)(p * PROGRESS_WIDTH + 0.5f);
+    fprintf(stderr, "\rloading %s [", name);
+    for (int i = 0; i < PROGRESS_WIDTH; i++) fputc(i < filled ? '#' : ' ', stderr);
+    fprintf(stderr, "] %3d%%", (int)(p * 100 + 0.5f));
+    if (p >= 1.0f) fputs("\r\033[K", stderr);
+    fflush(stderr);
+    return atomic_load(&interrupts) == 0;
+}
+
+static bool print_piece(const char *piece, size_t len, void *user) {
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+    return true;
+}
+
+static void print_stats(const run_opts *o, const sipp_model *m, const sipp_request *r) {
+    sipp_request_stats s;
+    sipp_request_get_stats(r, &s);
+    sipp_model_info info;
+    sipp_model_get_info(m, &info);
+    const sipp_backend_decision *b = sipp_model_backend(m);
+    if (o->stats == STATS_TEXT) {
+        fprintf(stderr,
+                "\n--\nbackend %s (%s), devices %s, gpu layers %d\n"
+                "load %.0f ms | prompt %d tokens (%d cached), %.1f tokens/s | ttft %.0f ms\n"
+                "generated %d tokens, %.1f tokens/s | finish %s\n",
+                b->backend, b->reason, b->devices, b->gpu_layers, info.load_ms, s.prompt_tokens, s.cached_tokens,
+                s.prefill_tokens_per_s, s.ttft_ms, s.generated_tokens, s.decode_tokens_per_s,
+                sipp_finish_reason_name(sipp_request_finish_reason(r)));
+        return;
+    }
+    json_t *j = json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:s, s:s, s:i, s:s, s:s}",
+                          "prompt_tokens", s.prompt_tokens, "generated_tokens", s.generated_tokens, "cached_tokens",
+                          s.cached_tokens, "load_ms", info.load_ms, "ttft_ms", s.ttft_ms, "prefill_tokens_per_s",
+                          s.prefill_tokens_per_s, "decode_tokens_per_s", s.decode_tokens_per_s, "queue_ms", s.queue_ms,
+                          "total_ms", s.total_ms, "backend", b->backend, "backend_reason", b->reason, "devices",
+                          b->devices, "gpu_layers", b->gpu_layers, "finish_reason",
+                          sipp_finish_reason_name(sipp_request_finish_reason(r)), "model", info.description);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (text) fprintf(stderr, "%s\n", text);
+    free(text);
+    json_decref(j);
+}
+
+/* Submits one request and streams it. Ctrl-C cancels it. Returns the request (finished) or NULL. */
+static sipp_request *generate(sipp_engine *e, const run_opts *o, const char *prompt, const sipp_message *msgs,
+                              size_t n_msgs, const char *context_key) {
+    sipp_request_params p = sipp_request_default_params();
+    p.prompt = prompt;
+    p.messages = msgs;
+    p.n_messages = n_msgs;
+    p.chat_template = o->chat_template;
+    p.max_tokens = o->max_tokens;
+    p.sampling = o->sampling;
+    p.stop = o->stop;
+    p.n_stop = o->n_stop;
+    p.ignore_eos = o->ignore_eos;
+    p.context_key = context_key;
+    p.on_piece = print_piece;
+    sipp_request *r;
+    if (sipp_engine_submit(e, &p, &r) != SIPP_OK) {
+        cli_error("%s", sipp_engine_last_error(e));
+        return NULL;
+    }
+    int seen = atomic_load(&interrupts);
+    while (sipp_request_wait(r, WAIT_SLICE_MS) != SIPP_OK)
+        if (atomic_load(&interrupts) != seen) sipp_request_cancel(r);
+    return r;
+}
+
+static int finish_one(const run_opts *o, sipp_model *m, sipp_request *r) {
+    if (!r) return EXIT_RUNTIME;
+    sipp_finish_reason fr = sipp_request_finish_reason(r);
+    const char *text = sipp_request_text(r);
+    size_t len = strlen(text);
+    if (len && text[len - 1] != '\n') fputc('\n', stdout);
+    fflush(stdout);
+    int rc = EXIT_OK;
+    if (fr == SIPP_FINISH_ERROR) {
+        cli_error("%s", sipp_request_error(r));
+        rc = EXIT_RUNTIME;
+    } else if (fr == SIPP_FINISH_CANCELLED) {
+        fprintf(stderr, "sipp: generation stopped\n");
+    }
+    if (o->stats != STATS_OFF) print_stats(o, m, r);
+    return rc;
+}
+
+/* The interactive chat: one conversation pinned to one slot, so each turn evaluates only its new
+ * tokens. /clear starts over, /exit (or end of input) leaves. */
+static int chat_loop(sipp_engine *e, sipp_model *m, const run_opts *o) {
+    size_t cap = 16, n = 0;
+    sipp_message *msgs = malloc(cap * sizeof *msgs);
+    char **owned = malloc(cap * sizeof *owned);
+    if (!msgs || !owned) return EXIT_RUNTIME;
+    if (o->system) msgs[n] = (sipp_message){"system", o->system}, owned[n++] = NULL;
+    size_t base = n;
+    char *line = malloc(LINE_MAX_BYTES);
+    int rc = EXIT_OK;
+    fprintf(stderr, "sipp chat: type a message; /clear starts over, /exit leaves.\n");
+    for (;;) {
+        fprintf(stderr, "> ");
+        fflush(stderr);
+        atomic_store(&interrupts, 0);
+        if (!fgets(line, LINE_MAX_BYTES, stdin)) break;
+        line[strcspn(line, "\n")] = '\0';
+        if (strcmp(line, "/exit") == 0) break;
+        if (strcmp(line, "/clear") == 0) {
+            for (size_t i = base; i < n; i++) free(owned[i]);
+            n = base;
+            continue;
+        }
+        if (!*line) continue;
+        if (n + 2 > cap) {
+            cap *= 2;
+            sipp_message *nm = realloc(msgs, cap * sizeof *msgs);
+            char **no = realloc(owned, cap * sizeof *owned);
+            if (!nm || !no) break;
+            msgs = nm;
+            owned = no;
+        }
+        owned[n] = strdup(line);
+        msgs[n] = (sipp_message){"user", owned[n]};
+        n++;
+        sipp_request *r = generate(e, o, NULL, msgs, n, "cli-chat");
+        if (!r) {
+            free(owned[--n]);
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        owned[n] = strdup(sipp_request_text(r));
+        msgs[n] = (sipp_message){"assistant", owned[n]};
+        n++;
+        finish_one(o, m, r);
+        sipp_request_free(r);
+    }
+    for (size_t i = base; i < n; i++) free(owned[i]);
+    free(msgs);
+    free(owned);
+    free(line);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage, stdout);
+            return EXIT_OK;
+        }
+    run_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc != EXIT_OK) return rc;
+
+    bool interactive = false;
+    char *stdin_prompt = NULL;
+    if (!o.prompt || strcmp(o.prompt, "-") == 0) {
+        if (isatty(STDIN_FILENO)) {
+            if (!o.chat || o.prompt) {
+                cli_error("no PROMPT given: sipp MODEL PROMPT, or sipp MODEL --chat for an interactive chat");
+                return EXIT_USAGE;
+            }
+            interactive = true;
+        } else {
+            stdin_prompt = read_stdin();
+            o.prompt = stdin_prompt ? stdin_prompt : "";
+        }
+    }
+    if (!interactive && !*o.prompt) {
+        cli_error("the prompt is empty; give the text to complete");
+        free(stdin_prompt);
+        return EXIT_USAGE;
+    }
+
+    struct sigaction sa = {.sa_handler = on_sigint};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+
+    if (!cli_runtime_init(o.artifact)) {
+        free(stdin_prompt);
+        return EXIT_RUNTIME;
+    }
+    sipp_model_params mp = sipp_model_default_params();
+    mp.backend = o.backend;
+    mp.gpu_layers = o.gpu_layers;
+    if (cli_interactive_output()) {
+        const char *base = strrchr(o.model, '/');
+        mp.progress = progress_bar;
+        mp.progress_user = (void *)(base ? base + 1 : o.model);
+    }
+    char err[SIPP_ERROR_SIZE];
+    sipp_model *m = NULL;
+    if (sipp_model_load(o.model, &mp, &m, err) != SIPP_OK) {
+        if (mp.progress) fputs("\r\033[K", stderr);
+        cli_error("%s", err);
+        free(stdin_prompt);
+        return EXIT_RUNTIME;
+    }
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.parallel = 1;
+    ep.ctx_size = o.ctx_size;
+    ep.threads = o.threads;
+    sipp_engine *e = NULL;
+    if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) {
+        cli_error("%s", err);
+        sipp_model_free(m);
+        free(stdin_prompt);
+        return EXIT_RUNTIME;
+    }
+
+    if (interactive) {
+        rc = chat_loop(e, m, &o);
+    } else {
+        sipp_message msgs[2];
+        size_t n = 0;
+        if (o.chat && o.system) msgs[n++] = (sipp_message){"system", o.system};
+        if (o.chat) msgs[n++] = (sipp_message){"user", o.prompt};
+        sipp_request *r = generate(e, &o, o.chat ? NULL : o.prompt, o.chat ? msgs : NULL, n, NULL);
+        rc = finish_one(&o, m, r);
+        sipp_request_free(r);
+    }
+    sipp_engine_free(e);
+    sipp_model_free(m);
+    free(stdin_prompt);
+    return rc;
+}

@@ -1,0 +1,292 @@
+/*
+ * model.c: loading a GGUF model on the chosen backend, its tokenizer, and chat templates.
+ *
+ * A load first reads the GGUF header itself (gguf.h), so that the common mistakes get a precise
+ * message: not a file, not GGUF, an architecture llama.cpp does not know. Only then does llama.cpp
+ * load the weights, with the backend the policy chose. A CPU load gets an empty device list, so no
+ * weight, KV cell or op can land on a GPU even when the artifact has one.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend/backend.h"
+#include "engine/model.h"
+#include "gguf.h"
+#include "util/util.h"
+
+#define GGUF_MAGIC "GGUF"
+#define ALL_LAYERS 9999
+
+sipp_model_params sipp_model_default_params(void) {
+    sipp_model_params p = {.backend = "auto", .gpu_layers = -1};
+    return p;
+}
+
+sipp_status sipp_model_fail(sipp_model *m, sipp_status st, const char *fmt, ...) {
+    pthread_mutex_lock(&m->err_lock);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->last_error, sizeof m->last_error, fmt, ap);
+    va_end(ap);
+    pthread_mutex_unlock(&m->err_lock);
+    return st;
+}
+
+const char *sipp_model_last_error(const sipp_model *m) { return m ? m->last_error : ""; }
+const sipp_backend_decision *sipp_model_backend(const sipp_model *m) { return &m->decision; }
+void sipp_model_get_info(const sipp_model *m, sipp_model_info *info) { *info = m->info; }
+void sipp_free(void *p) { free(p); }
+
+/* Checks the file and its GGUF header before llama.cpp sees it. */
+static sipp_status precheck(const char *path, char *arch, size_t arch_len, char *errbuf) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return sipp_fail(errbuf, errno == ENOENT ? SIPP_ERR_NOT_FOUND : SIPP_ERR_IO, "model '%s': %s", path,
+                         strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "model '%s' is a directory; give the path of a .gguf file",
+                         path);
+    FILE *f = fopen(path, "rb");
+    if (!f) return sipp_fail(errbuf, SIPP_ERR_IO, "model '%s': %s", path, strerror(errno));
+    char magic[4] = {0};
+    size_t got = fread(magic, 1, sizeof magic, f);
+    fclose(f);
+    if (got != sizeof magic || memcmp(magic, GGUF_MAGIC, sizeof magic) != 0)
+        return sipp_fail(errbuf, SIPP_ERR_MODEL, "model '%s' is not a GGUF file (it does not start with 'GGUF')",
+                         path);
+
+    struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
+    struct gguf_context *g = gguf_init_from_file(path, gp);
+    if (!g)
+        return sipp_fail(errbuf, SIPP_ERR_MODEL,
+                         "model '%s' is not a valid GGUF file (truncated or corrupt header or metadata)", path);
+    /* The tensor data must lie inside the file: a truncated download passes the header check. */
+    size_t need = gguf_get_data_offset(g);
+    int64_t n_tensors = gguf_get_n_tensors(g);
+    for (int64_t i = 0; i < n_tensors; i++) {
+        size_t end = gguf_get_data_offset(g) + gguf_get_tensor_offset(g, i) + gguf_get_tensor_size(g, i);
+        if (end > need) need = end;
+    }
+    int64_t k = gguf_find_key(g, "general.architecture");
+    if (k >= 0 && gguf_get_kv_type(g, k) == GGUF_TYPE_STRING) sipp_strlcpy(arch, gguf_get_val_str(g, k), arch_len);
+    else arch[0] = '\0';
+    gguf_free(g);
+    if ((size_t)st.st_size < need)
+        return sipp_fail(errbuf, SIPP_ERR_MODEL,
+                         "model '%s' is truncated: %lld bytes, its tensors need %zu; download it again", path,
+                         (long long)st.st_size, need);
+    if (!*arch)
+        return sipp_fail(errbuf, SIPP_ERR_MODEL, "model '%s' has no general.architecture key; it is not a model",
+                         path);
+    return SIPP_OK;
+}
+
+static void collect_eog(sipp_model *m) {
+    int n_vocab = llama_vocab_n_tokens(m->vocab);
+    for (int t = 0; t < n_vocab; t++)
+        if (llama_vocab_is_eog(m->vocab, t)) m->n_eog++;
+    m->eog = calloc((size_t)m->n_eog + 1, sizeof *m->eog);
+    m->n_eog = 0;
+    for (int t = 0; m->eog && t < n_vocab; t++)
+        if (llama_vocab_is_eog(m->vocab, t)) m->eog[m->n_eog++] = t;
+}
+
+sipp_status sipp_model_load(const char *path, const sipp_model_params *params, sipp_model **out, char *errbuf) {
+    *out = NULL;
+    sipp_model_params def = sipp_model_default_params();
+    if (!params) params = &def;
+    if (!path || !*path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model path given");
+
+    sipp_status st = sipp_runtime_init(NULL, errbuf);
+    if (st != SIPP_OK) return st;
+
+    char arch[64];
+    if ((st = precheck(path, arch, sizeof arch, errbuf)) != SIPP_OK) return st;
+
+    sipp_host_view view;
+    sipp_host_discover(&view);
+    sipp_policy_result pick;
+    if (!params->vocab_only && (st = sipp_policy_decide(&view, params->backend, NULL, &pick, errbuf)) != SIPP_OK)
+        return st;
+
+    sipp_model *m = calloc(1, sizeof *m);
+    if (!m) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
+    pthread_mutex_init(&m->err_lock, NULL);
+    sipp_strlcpy(m->path, path, sizeof m->path);
+
+    ggml_backend_dev_t devices[2] = {NULL, NULL};
+    struct llama_model_params mp = llama_model_default_params();
+    mp.progress_callback = params->progress;
+    mp.progress_callback_user_data = params->progress_user;
+    mp.vocab_only = params->vocab_only;
+    mp.devices = devices; /* NULL-terminated: empty means no GPU device at all */
+    if (params->vocab_only || pick.backend == SIPP_BACKEND_CPU) {
+        mp.n_gpu_layers = 0;
+        m->cpu_only = true;
+    } else {
+        devices[0] = ggml_backend_dev_get((size_t)view.devices[pick.device].index);
+        mp.n_gpu_layers = params->gpu_layers < 0 ? ALL_LAYERS : params->gpu_layers;
+    }
+
+    char llama_err[SIPP_ERROR_SIZE];
+    double t0 = sipp_now_ms();
+    sipp_log_capture(llama_err);
+    m->lm = llama_model_load_from_file(path, mp);
+    sipp_log_capture(NULL);
+    if (!m->lm) {
+        bool aborted = params->progress && strstr(llama_err, "cancel");
+        if (strstr(llama_err, "unknown model architecture"))
+            sipp_fail(errbuf, SIPP_ERR_MODEL, "model '%s' has architecture '%s', which llama.cpp %s does not support; sipp cannot run it",
+                      path, arch, sipp_llama_release());
+        else
+            sipp_fail(errbuf, aborted ? SIPP_ERR_CANCELLED : SIPP_ERR_MODEL, "model '%s' failed to load: %s", path,
+                      *llama_err ? llama_err : "llama.cpp gave no reason");
+        pthread_mutex_destroy(&m->err_lock);
+        free(m);
+        return aborted ? SIPP_ERR_CANCELLED : SIPP_ERR_MODEL;
+    }
+    m->vocab = llama_model_get_vocab(m->lm);
+    collect_eog(m);
+
+    sipp_model_info *in = &m->info;
+    in->load_ms = sipp_now_ms() - t0;
+    sipp_strlcpy(in->architecture, arch, sizeof in->architecture);
+    llama_model_desc(m->lm, in->description, sizeof in->description);
+    in->n_params = llama_model_n_params(m->lm);
+    in->size_bytes = llama_model_size(m->lm);
+    in->n_ctx_train = llama_model_n_ctx_train(m->lm);
+    in->n_embd = llama_model_n_embd(m->lm);
+    in->n_layer = llama_model_n_layer(m->lm);
+    in->n_head = llama_model_n_head(m->lm);
+    in->n_head_kv = llama_model_n_head_kv(m->lm);
+    in->n_vocab = llama_vocab_n_tokens(m->vocab);
+    in->has_chat_template = llama_model_chat_template(m->lm, NULL) != NULL;
+
+    sipp_backend_decision *d = &m->decision;
+    if (params->vocab_only) {
+        sipp_strlcpy(d->backend, "none", sizeof d->backend);
+        sipp_strlcpy(d->reason, "vocabulary only", sizeof d->reason);
+    } else {
+        sipp_strlcpy(d->backend, sipp_backend_name(pick.backend), sizeof d->backend);
+        sipp_strlcpy(d->reason, pick.reason, sizeof d->reason);
+        if (m->cpu_only) {
+            sipp_strlcpy(d->devices, "CPU", sizeof d->devices);
+        } else {
+            int layers = mp.n_gpu_layers > in->n_layer ? in->n_layer : mp.n_gpu_layers;
+            d->gpu_layers = layers;
+            snprintf(d->devices, sizeof d->devices, "%s%s", view.devices[pick.device].name,
+                     layers < in->n_layer ? ",CPU" : "");
+        }
+    }
+    *out = m;
+    return SIPP_OK;
+}
+
+void sipp_model_free(sipp_model *m) {
+    if (!m) return;
+    llama_model_free(m->lm);
+    free(m->eog);
+    pthread_mutex_destroy(&m->err_lock);
+    free(m);
+}
+
+sipp_status sipp_tokenize(sipp_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                          int32_t *tokens, size_t cap, size_t *n_out) {
+    if (!m || (!text && len)) return SIPP_ERR_INVALID_ARGUMENT;
+    if (len > INT32_MAX) return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT, "text too long to tokenize");
+    size_t cap32 = cap > INT32_MAX ? INT32_MAX : cap;
+    int32_t n = llama_tokenize(m->vocab, text ? text : "", (int32_t)len, tokens, (int32_t)cap32, add_special,
+                               parse_special);
+    if (n == INT32_MIN) return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT, "tokenization overflowed int32");
+    if (n_out) *n_out = (size_t)(n < 0 ? -n : n);
+    if (n < 0)
+        return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT, "token buffer of %zu too small, need %d", cap, -n);
+    return SIPP_OK;
+}
+
+sipp_status sipp_model_tokenize_alloc(sipp_model *m, const char *text, bool add_special, bool parse_special,
+                                      llama_token **out, int *n_out, char *errbuf) {
+    size_t len = strlen(text), need = 0;
+    sipp_tokenize(m, text, len, add_special, parse_special, NULL, 0, &need);
+    llama_token *toks = malloc((need + 1) * sizeof *toks);
+    if (!toks) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory tokenizing %zu bytes", len);
+    size_t got = 0;
+    sipp_status st = sipp_tokenize(m, text, len, add_special, parse_special, toks, need + 1, &got);
+    if (st != SIPP_OK) {
+        free(toks);
+        return sipp_fail(errbuf, st, "%s", m->last_error);
+    }
+    *out = toks;
+    *n_out = (int)got;
+    return SIPP_OK;
+}
+
+sipp_status sipp_detokenize(sipp_model *m, const int32_t *tokens, size_t n_tokens, bool render_special, char *buf,
+                            size_t cap, size_t *len_out) {
+    if (!m || (!tokens && n_tokens) || n_tokens > INT32_MAX) return SIPP_ERR_INVALID_ARGUMENT;
+    size_t cap32 = cap > INT32_MAX ? INT32_MAX : cap;
+    int32_t n = llama_detokenize(m->vocab, tokens, (int32_t)n_tokens, buf, (int32_t)cap32, false, render_special);
+    size_t need = (size_t)(n < 0 ? -(int64_t)n : n);
+    if (len_out) *len_out = need;
+    if (n < 0 || need >= cap) {
+        if (buf && cap) buf[0] = '\0';
+        return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT, "text buffer of %zu too small, need %zu", cap, need + 1);
+    }
+    buf[need] = '\0';
+    return SIPP_OK;
+}
+
+int sipp_model_token_piece(const sipp_model *m, llama_token t, bool render_special, char *buf, int cap) {
+    int n = llama_token_to_piece(m->vocab, t, buf, cap, 0, render_special);
+    return n < 0 ? 0 : n;
+}
+
+sipp_status sipp_chat_render(sipp_model *m, const char *tmpl, const sipp_message *messages, size_t n_messages,
+                             bool add_assistant, char **out) {
+    *out = NULL;
+    if (!tmpl || !*tmpl) tmpl = llama_model_chat_template(m->lm, NULL);
+    if (!tmpl)
+        return sipp_model_fail(m, SIPP_ERR_MODEL,
+                               "model '%s' has no chat template (tokenizer.chat_template); pass one (e.g. --chat-template "
+                               "chatml) or send a plain prompt instead of a chat",
+                               m->path);
+    struct llama_chat_message *msgs = calloc(n_messages ? n_messages : 1, sizeof *msgs);
+    if (!msgs) return sipp_model_fail(m, SIPP_ERR_NO_MEMORY, "out of memory");
+    size_t total = 0;
+    for (size_t i = 0; i < n_messages; i++) {
+        if (!messages[i].role || !messages[i].content) {
+            free(msgs);
+            return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT, "message %zu has no %s", i,
+                                   messages[i].role ? "content" : "role");
+        }
+        msgs[i].role = messages[i].role;
+        msgs[i].content = messages[i].content;
+        total += strlen(messages[i].role) + strlen(messages[i].content);
+    }
+    /* A template adds a few dozen bytes per message; start there and grow once if needed. */
+    int32_t cap = (int32_t)(total * 2 + 256 * (n_messages + 1));
+    char *buf = malloc((size_t)cap);
+    int32_t n = buf ? llama_chat_apply_template(tmpl, msgs, n_messages, add_assistant, buf, cap) : -1;
+    if (buf && n > cap) {
+        char *bigger = realloc(buf, (size_t)n + 1);
+        if (bigger) {
+            buf = bigger;
+            n = llama_chat_apply_template(tmpl, msgs, n_messages, add_assistant, buf, n + 1);
+        }
+    }
+    free(msgs);
+    if (!buf || n < 0) {
+        free(buf);
+        return sipp_model_fail(m, SIPP_ERR_MODEL,
+                               "chat template of '%s' is not one llama.cpp can apply; pass a known template name "
+                               "(chatml, llama3, ...)",
+                               m->path);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return SIPP_OK;
+}

@@ -1,0 +1,38 @@
+/*
+ * model.h: the inside of a sipp_model (internal). The engine needs the llama handles and the
+ * decisions the load made (CPU-only loads turn off every kind of offload in the context too).
+ */
+#ifndef SIPP_ENGINE_MODEL_H
+#define SIPP_ENGINE_MODEL_H
+
+#include <limits.h>
+#include <pthread.h>
+
+#include "llama.h"
+#include "sipp.h"
+
+struct sipp_model {
+    struct llama_model *lm;
+    const struct llama_vocab *vocab;
+    char path[PATH_MAX];
+    sipp_backend_decision decision;
+    sipp_model_info info;
+    bool cpu_only;
+    llama_token *eog;  /* every end-of-generation token, for ignore_eos */
+    int n_eog;
+    pthread_mutex_t err_lock;
+    char last_error[SIPP_ERROR_SIZE];
+};
+
+/* Sets the model's last error and returns status. */
+sipp_status sipp_model_fail(sipp_model *m, sipp_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Tokenizes into a malloc'ed array; *n_out tokens. */
+sipp_status sipp_model_tokenize_alloc(sipp_model *m, const char *text, bool add_special, bool parse_special,
+                                      llama_token **out, int *n_out, char *errbuf);
+
+/* The text of one token (special tokens rendered only when render_special). Appends to buf. */
+int sipp_model_token_piece(const sipp_model *m, llama_token t, bool render_special, char *buf, int cap);
+
+#endif

@@ -1,0 +1,162 @@
+/*
+ * request.c: a request as its submitter sees it. The engine thread produces text and results; any
+ * other thread reads, waits and cancels through these functions.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/engine_internal.h"
+
+sipp_request_params sipp_request_default_params(void) {
+    sipp_request_params p = {
+        .max_tokens = 256,
+        .sampling = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
+                     .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = SIPP_SEED_RANDOM},
+    };
+    return p;
+}
+
+const char *sipp_finish_reason_name(sipp_finish_reason r) {
+    switch (r) {
+    case SIPP_FINISH_STOP: return "stop";
+    case SIPP_FINISH_LENGTH: return "length";
+    case SIPP_FINISH_CANCELLED: return "cancelled";
+    case SIPP_FINISH_ERROR: return "error";
+    default: return "";
+    }
+}
+
+sipp_request *sipp_request_alloc(sipp_engine *engine, const sipp_request_params *p) {
+    sipp_request *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->engine = engine;
+    r->max_tokens = p->max_tokens;
+    r->sampling = p->sampling;
+    r->ignore_eos = p->ignore_eos;
+    r->on_piece = p->on_piece;
+    r->user = p->user;
+    r->t_submit = sipp_now_ms();
+    r->deadline_ms = p->timeout_ms > 0 ? r->t_submit + p->timeout_ms : 0;
+    atomic_init(&r->cancel, false);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    bool ok = sipp_output_init(&r->out, p->stop, p->n_stop);
+    if (p->context_key && *p->context_key) ok = ok && (r->context_key = strdup(p->context_key));
+    if (!ok) {
+        sipp_request_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+bool sipp_request_publish(sipp_request *r, const char *text, size_t len) {
+    if (len == 0) return true;
+    pthread_mutex_lock(&r->mu);
+    sipp_buf_append(&r->text, text, len);
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return r->on_piece ? r->on_piece(text, len, r->user) : true;
+}
+
+void sipp_request_finish(sipp_request *r, sipp_finish_reason reason, sipp_status status, const char *error) {
+    double now = sipp_now_ms();
+    sipp_request_stats *s = &r->stats;
+    s->generated_tokens = r->n_generated;
+    s->total_ms = now - r->t_submit;
+    s->queue_ms = (r->t_start ? r->t_start : now) - r->t_submit;
+    if (r->t_first) {
+        s->ttft_ms = r->t_first - r->t_submit;
+        s->prefill_ms = r->t_first - r->t_start;
+        s->decode_ms = now - r->t_first;
+        int evaluated = s->prompt_tokens - s->cached_tokens;
+        s->prefill_tokens_per_s = s->prefill_ms > 0 ? evaluated / (s->prefill_ms / 1e3) : 0;
+        /* The first token comes out of the prefill; decode speed counts the ones after it. */
+        s->decode_tokens_per_s = s->decode_ms > 0 && r->n_generated > 1 ? (r->n_generated - 1) / (s->decode_ms / 1e3) : 0;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->finish = reason;
+    r->status = status;
+    if (error) sipp_strlcpy(r->error, error, sizeof r->error);
+    r->t_end = now;
+    r->finished = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void sipp_request_cancel(sipp_request *r) {
+    if (!r) return;
+    pthread_mutex_lock(&r->mu);
+    /* While the request is unfinished the engine is alive (it finishes every request before it
+     * goes away), so waking it is safe here and only here. */
+    if (!r->finished) {
+        atomic_store(&r->cancel, true);
+        if (r->engine) sipp_engine_wake(r->engine);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void deadline_after(struct timespec *ts, int timeout_ms) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += timeout_ms / 1000;
+    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static bool is_finished(const sipp_request *r) { return r->finished; }
+static bool has_text_or_finished(const sipp_request *r) { return r->finished || r->text.len > r->read_pos; }
+
+/* Waits on r->cv (r->mu held) until cond(r) holds or timeout_ms passes (-1 = forever). */
+static bool wait_locked(sipp_request *r, bool (*cond)(const sipp_request *), int timeout_ms) {
+    struct timespec ts;
+    if (timeout_ms >= 0) deadline_after(&ts, timeout_ms);
+    int rc = 0;
+    while (!cond(r) && rc != ETIMEDOUT)
+        rc = timeout_ms < 0 ? pthread_cond_wait(&r->cv, &r->mu) : pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+    return cond(r);
+}
+
+sipp_status sipp_request_wait(sipp_request *r, int timeout_ms) {
+    pthread_mutex_lock(&r->mu);
+    bool done = wait_locked(r, is_finished, timeout_ms);
+    pthread_mutex_unlock(&r->mu);
+    return done ? SIPP_OK : SIPP_ERR_TIMEOUT;
+}
+
+size_t sipp_request_read(sipp_request *r, char *buf, size_t cap, int timeout_ms, bool *finished) {
+    pthread_mutex_lock(&r->mu);
+    wait_locked(r, has_text_or_finished, timeout_ms);
+    size_t avail = r->text.len - r->read_pos, n = avail < cap ? avail : cap;
+    if (n < avail) n = sipp_utf8_complete_prefix(r->text.data + r->read_pos, n);
+    if (n) memcpy(buf, r->text.data + r->read_pos, n);
+    r->read_pos += n;
+    if (finished) *finished = r->finished && r->read_pos == r->text.len;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+sipp_finish_reason sipp_request_finish_reason(const sipp_request *r) { return r->finished ? r->finish : SIPP_FINISH_NONE; }
+sipp_status sipp_request_status(const sipp_request *r) { return r->status; }
+const char *sipp_request_error(const sipp_request *r) { return r->error; }
+const char *sipp_request_text(const sipp_request *r) { return r->text.data ? r->text.data : ""; }
+void sipp_request_get_stats(const sipp_request *r, sipp_request_stats *s) { *s = r->stats; }
+
+void sipp_request_free(sipp_request *r) {
+    if (!r) return;
+    if (r->engine) {
+        sipp_request_cancel(r);
+        sipp_request_wait(r, -1);
+    }
+    free(r->prompt);
+    free(r->context_key);
+    sipp_output_free(&r->out);
+    sipp_buf_free(&r->emit);
+    sipp_buf_free(&r->text);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}

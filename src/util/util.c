@@ -1,0 +1,127 @@
+/*
+ * util.c: see util.h. Small on purpose: each helper exists because two or more modules need it.
+ */
+#include "util/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+sipp_status sipp_fail(char *buf, sipp_status status, const char *fmt, ...) {
+    if (buf) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, SIPP_ERROR_SIZE, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+char *sipp_strdup(const char *s) {
+    return s ? strdup(s) : NULL;
+}
+
+void sipp_strlcpy(char *dst, const char *src, size_t n) {
+    if (n == 0) return;
+    size_t len = src ? strlen(src) : 0;
+    if (len >= n) len = sipp_utf8_complete_prefix(src, n - 1);
+    if (len) memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+double sipp_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static bool buf_reserve(sipp_buf *b, size_t extra) {
+    if (b->len + extra + 1 <= b->cap) return true;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + extra + 1) cap *= 2;
+    char *p = realloc(b->data, cap);
+    if (!p) return false;
+    b->data = p;
+    b->cap = cap;
+    return true;
+}
+
+bool sipp_buf_append(sipp_buf *b, const char *s, size_t n) {
+    if (!buf_reserve(b, n)) return false;
+    if (n) memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return true;
+}
+
+bool sipp_buf_appendf(sipp_buf *b, const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    bool ok = n >= 0 && buf_reserve(b, (size_t)n);
+    if (ok) {
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
+        b->len += (size_t)n;
+    }
+    va_end(ap2);
+    return ok;
+}
+
+void sipp_buf_consume(sipp_buf *b, size_t n) {
+    if (n >= b->len) {
+        b->len = 0;
+    } else {
+        memmove(b->data, b->data + n, b->len - n);
+        b->len -= n;
+    }
+    if (b->data) b->data[b->len] = '\0';
+}
+
+void sipp_buf_free(sipp_buf *b) {
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* The number of bytes a UTF-8 sequence has, from its lead byte; 0 for a continuation or invalid
+ * lead byte. */
+static int utf8_seq_len(unsigned char c) {
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return 2;
+    if (c >= 0xE0 && c <= 0xEF) return 3;
+    if (c >= 0xF0 && c <= 0xF4) return 4;
+    return 0;
+}
+
+size_t sipp_utf8_complete_prefix(const char *s, size_t n) {
+    /* Only the last three bytes can start an unfinished character. */
+    for (size_t back = 1; back <= 4 && back <= n; back++) {
+        unsigned char c = (unsigned char)s[n - back];
+        if ((c & 0xC0) == 0x80) continue; /* continuation: keep looking for the lead byte */
+        int need = utf8_seq_len(c);
+        if (need > (int)back) return n - back; /* the lead byte's character is not complete */
+        return n;
+    }
+    return n;
+}
+
+bool sipp_utf8_valid(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        int len = utf8_seq_len(p[i]);
+        if (len == 0 || i + (size_t)len > n) return false;
+        uint32_t cp = len == 1 ? p[i] : (uint32_t)(p[i] & (0x7F >> len));
+        for (int k = 1; k < len; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (p[i + k] & 0x3F);
+        }
+        static const uint32_t min_for_len[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min_for_len[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        i += (size_t)len;
+    }
+    return true;
+}

@@ -1,0 +1,52 @@
+/*
+ * util.h: the small helpers every part of libsipp uses: error messages into fixed buffers, a
+ * growable byte buffer, monotonic time, and UTF-8 boundaries.
+ *
+ * They are internal (not in sipp.h). Nothing here knows about llama.cpp.
+ */
+#ifndef SIPP_UTIL_H
+#define SIPP_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sipp.h"
+
+#define SIPP_PRINTF(fmt_idx, args_idx) __attribute__((format(printf, fmt_idx, args_idx)))
+
+/* Writes a message into buf (SIPP_ERROR_SIZE bytes) when buf is not NULL; returns status, so that
+ * `return sipp_fail(err, SIPP_ERR_IO, "...")` reads as one statement. */
+sipp_status sipp_fail(char *buf, sipp_status status, const char *fmt, ...) SIPP_PRINTF(3, 4);
+
+/* Like strdup, NULL in gives NULL out. */
+char *sipp_strdup(const char *s);
+
+/* Copies src into dst of size n, always NUL-terminated, truncating at a UTF-8 character boundary. */
+void sipp_strlcpy(char *dst, const char *src, size_t n);
+
+/* Milliseconds on the monotonic clock. */
+double sipp_now_ms(void);
+
+/* A growable byte buffer, always NUL-terminated. */
+typedef struct sipp_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+} sipp_buf;
+
+bool sipp_buf_append(sipp_buf *b, const char *s, size_t n);
+bool sipp_buf_appendf(sipp_buf *b, const char *fmt, ...) SIPP_PRINTF(2, 3);
+void sipp_buf_consume(sipp_buf *b, size_t n); /* drops the first n bytes */
+void sipp_buf_free(sipp_buf *b);
+
+/* The length of the longest prefix of s[0..n) that does not end inside a UTF-8 character: what can
+ * be emitted now without splitting one. Invalid bytes count as complete (they are passed through
+ * for the caller to replace). */
+size_t sipp_utf8_complete_prefix(const char *s, size_t n);
+
+/* True when s[0..n) is valid UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF). */
+bool sipp_utf8_valid(const char *s, size_t n);
+
+#endif

@@ -15,8 +15,10 @@ BUILD ?= build
 empty :=
 space := $(empty) $(empty)
 ARTIFACT_NAME := $(subst $(space),+,$(strip $(BACKENDS)))
-ART := $(BUILD)/artifacts/$(ARTIFACT_NAME)
-LLAMA_INC := $(BUILD)/llama/include
+# llama.cpp is laid out once, in build/, also for sanitizer builds in another BUILD directory.
+LLAMA_ROOT := build
+ART := $(LLAMA_ROOT)/artifacts/$(ARTIFACT_NAME)
+LLAMA_INC := $(LLAMA_ROOT)/llama/include
 LLAMA_STAMP := $(ART)/manifest.json
 
 LLAMA_RELEASE := $(shell sed -n 's/^LLAMA_RELEASE=//p' deps/llama.lock)
@@ -29,7 +31,7 @@ CFLAGS ?= -O2 -g
 SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) -Iinclude -Isrc -I$(LLAMA_INC) \
   -DSIPP_VERSION='"$(SIPP_VERSION)"' -DSIPP_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' -DSIPP_LLAMA_COMMIT='"$(LLAMA_COMMIT)"' \
   $(EXTRA_CFLAGS)
-LLAMA_LIBS := -L$(BUILD)/artifact -lllama -lggml -lggml-base
+LLAMA_LIBS := -L$(LLAMA_ROOT)/artifact -lllama -lggml -lggml-base
 SYS_LIBS := -ljansson -lcrypto -lpthread -lm -ldl
 
 LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/model/*.c src/verify/*.c src/core/*.c))
@@ -56,20 +58,26 @@ setup:
 
 # The pinned llama.cpp; fetch.sh is a no-op past its caches, and runs again if the lock changes.
 $(LLAMA_STAMP): deps/llama.lock deps/fetch.sh
-	@LLAMA_FROM_SOURCE=$(LLAMA_FROM_SOURCE) bash deps/fetch.sh $(BUILD) $(BACKENDS) >/dev/null
-	@ln -sfn artifacts/$(ARTIFACT_NAME) $(BUILD)/artifact
-deps: $(LLAMA_STAMP)
+	@LLAMA_FROM_SOURCE=$(LLAMA_FROM_SOURCE) bash deps/fetch.sh $(LLAMA_ROOT) $(BACKENDS) >/dev/null
 
-$(BUILD)/obj/%.o: %.c $(LLAMA_STAMP) | $(BUILD)/obj
+# build/artifact names the default artifact; binaries find their libraries through it ($ORIGIN/../artifact).
+.PHONY: llama-links
+llama-links: $(LLAMA_STAMP)
+	@ln -sfn artifacts/$(ARTIFACT_NAME) $(LLAMA_ROOT)/artifact
+	@[ "$(BUILD)" = "$(LLAMA_ROOT)" ] || { mkdir -p $(BUILD); ln -sfn $(abspath $(LLAMA_ROOT))/artifact $(BUILD)/artifact; }
+deps: llama-links
+
+$(BUILD)/obj/%.o: %.c $(LLAMA_STAMP) | $(BUILD)/obj llama-links
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SIPP_CFLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC  $<"
+	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj:
 	@mkdir -p $@
 
 $(LIBSIPP): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -o $@ $^ $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-soname,libsipp.so -Wl,-rpath,'$$ORIGIN/../artifact'
+	$(CC) -shared $(LDFLAGS_EXTRA) -o $@ $^ $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-soname,libsipp.so -Wl,-rpath,'$$ORIGIN/../artifact'
 
 $(LIBSIPP_A): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -78,28 +86,29 @@ $(LIBSIPP_A): $(LIB_OBJS)
 
 $(SIPP): $(CLI_OBJS) $(LIBSIPP_A)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(CLI_OBJS) $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -lmicrohttpd -lcurl -Wl,-rpath,'$$ORIGIN/../artifact'
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $(CLI_OBJS) $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -lmicrohttpd -lcurl -Wl,-rpath,'$$ORIGIN/../artifact'
 
 $(SYNTH): $(SYNTH_OBJS) $(LIBSIPP_A)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(SYNTH_OBJS) $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $(SYNTH_OBJS) $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
 
 # Unit tests link libsipp statically so that internal modules (toml, utf8, ...) can be tested.
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIBSIPP_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SIPP_CFLAGS) -o $@ $< $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -lcriterion -Wl,-rpath,'$$ORIGIN/../artifact'
+	$(CC) $(CFLAGS) $(SIPP_CFLAGS) $(LDFLAGS_EXTRA) -o $@ $< $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -lcriterion -Wl,-rpath,'$$ORIGIN/../artifact'
 
 $(BUILD)/tests/%: tests/tools/%.c $(LIBSIPP_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SIPP_CFLAGS) -o $@ $< $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
+	$(CC) $(CFLAGS) $(SIPP_CFLAGS) $(LDFLAGS_EXTRA) -o $@ $< $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
 
 test-bins: all $(UNIT_BINS) $(TOOL_BINS)
+unit-bins: $(UNIT_BINS)
 
 # The demo: what a new user sees first. Random weights, so the text is meaningless; the pipeline is real.
 DEMO_MODEL := $(BUILD)/models/demo.gguf
 $(DEMO_MODEL): $(SYNTH)
 	@mkdir -p $(dir $@)
-	$(SYNTH) --out $@ --vocab $(BUILD)/llama/vocab/ggml-vocab-llama-bpe.gguf --n-embd 256 --n-layer 4 \
+	$(SYNTH) --out $@ --vocab $(LLAMA_ROOT)/llama/vocab/ggml-vocab-llama-bpe.gguf --n-embd 256 --n-layer 4 \
 	  --n-head 8 --n-head-kv 4 --n-ff 768 --type q8_0 --chat-template chatml --seed 1
 
 demo: setup

@@ -41,5 +41,15 @@ bool cli_runtime_init(const char *artifact);
 
 int cmd_run(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+int cmd_backends(int argc, char **argv);
+int cmd_build(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_ops(int argc, char **argv);
+int cmd_backend_ops(int argc, char **argv);
+int cmd_models(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
 
 #endif

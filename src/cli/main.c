@@ -12,6 +12,16 @@ static const struct {
     int (*fn)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"serve", cmd_serve, "run the gateway: OpenAI-compatible and sipp-native HTTP routes"},
+    {"doctor", cmd_doctor, "report the host, the artifact, devices, drivers and the auto decision"},
+    {"backends", cmd_backends, "list every backend: compiled, available, devices"},
+    {"build", cmd_build, "make an artifact with the chosen backend modules"},
+    {"bench", cmd_bench, "measure prefill and decode speed"},
+    {"verify", cmd_verify, "check that backends agree on a model's outputs"},
+    {"ops", cmd_ops, "list the ops of a model's graph and where each runs"},
+    {"backend-ops", cmd_backend_ops, "run llama.cpp's test-backend-ops against an artifact"},
+    {"models", cmd_models, "list, inspect and remove models in the local store"},
+    {"pull", cmd_pull, "download a model into the local store"},
     {"version", cmd_version, "print sipp's version and the pinned llama.cpp release and commit"},
 };
 

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# tests/run.sh: runs every test suite of sipp and prints one closing line "N passed, N failed".
+#
+# Suites: the C unit tests (Criterion, build/tests/test_*), the same under AddressSanitizer and
+# UndefinedBehaviorSanitizer (build-asan/), toml-test, and the integration tests (Python unittest,
+# tests/integration, which run the real CLI, gateway and bindings on synthetic models).
+# SIPP_TEST_ONLY=unit|asan|toml|integration runs one suite; SIPP_TEST_PATTERN filters integration tests.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export SIPP_BUILD=${SIPP_BUILD:-build}
+export PYTHONUNBUFFERED=1
+only=${SIPP_TEST_ONLY:-}
+
+passed=0 failed=0
+failures=()
+count() { # count SUITE PASSED FAILED
+  passed=$((passed + $2)); failed=$((failed + $3))
+  [ "$3" -eq 0 ] || failures+=("$1")
+  echo "== $1: $2 passed, $3 failed"
+}
+
+run_criterion() { # run_criterion DIR LABEL
+  local t out p f c
+  for t in "$1"/tests/test_*; do
+    [ -x "$t" ] || continue
+    out=$("$t" --jobs 1 2>&1); rc=$?
+    p=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' <<<"$out" | tail -1)
+    f=$(sed -n 's/.*Failing: \([0-9]*\).*/\1/p' <<<"$out" | tail -1)
+    c=$(sed -n 's/.*Crashing: \([0-9]*\).*/\1/p' <<<"$out" | tail -1)
+    p=${p:-0}; f=$(( ${f:-0} + ${c:-0} ))
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    [ "$f" -eq 0 ] || echo "$out" | grep -v '^\[----\]' | tail -40
+    count "$2 $(basename "$t")" "$p" "$f"
+  done
+}
+
+if [ -z "$only" ] || [ "$only" = unit ]; then
+  run_criterion "$SIPP_BUILD" unit
+fi
+
+if [ -z "$only" ] || [ "$only" = asan ]; then
+  if make --no-print-directory BUILD=build-asan CC=clang EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+       LDFLAGS_EXTRA="-fsanitize=address,undefined" unit-bins >build-asan.log 2>&1; then
+    ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=tests/lsan.supp run_criterion build-asan asan
+  else
+    tail -30 build-asan.log; count "asan build" 0 1
+  fi
+fi
+
+if [ -z "$only" ] || [ "$only" = toml ]; then
+  if [ -x tests/toml-test.sh ]; then
+    out=$(bash tests/toml-test.sh 2>&1); rc=$?
+    line=$(grep -E '^toml-test: [0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
+    p=$(sed -n 's/^toml-test: \([0-9]*\) passed.*/\1/p' <<<"$line"); f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
+    [ -n "$line" ] || { p=0; f=1; }
+    [ $rc -eq 0 ] || [ "${f:-0}" -gt 0 ] || f=1
+    [ "$f" -eq 0 ] || echo "$out" | tail -30
+    count toml-test "$p" "$f"
+  fi
+fi
+
+if [ -z "$only" ] || [ "$only" = integration ]; then
+  pattern=${SIPP_TEST_PATTERN:-test_*.py}
+  out=$(python3 -m unittest discover -s tests/integration -t . -p "$pattern" 2>&1); rc=$?
+  echo "$out" | grep -E '^(FAIL|ERROR):|^Traceback|Error' | head -40
+  ran=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\}.*/\1/p' <<<"$out" | tail -1)
+  bad=$(sed -n 's/^FAILED (\(.*\))/\1/p' <<<"$out" | tr ',' '\n' | grep -oE '(failures|errors)=[0-9]+' | cut -d= -f2 | awk '{s+=$1} END {print s+0}')
+  skipped=$(grep -oE 'skipped=[0-9]+' <<<"$out" | tail -1 | cut -d= -f2)
+  ran=${ran:-0}; bad=${bad:-0}; skipped=${skipped:-0}
+  [ $rc -eq 0 ] || [ "$bad" -gt 0 ] || bad=1
+  [ "$bad" -eq 0 ] || echo "$out" | tail -60
+  count integration $((ran - bad - skipped)) "$bad"
+fi
+
+[ ${#failures[@]} -eq 0 ] || echo "failed suites: ${failures[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -321,6 +321,22 @@ typedef struct sipp_engine_stats {
 
 SIPP_API void sipp_engine_get_stats(sipp_engine *engine, sipp_engine_stats *stats); /* [any thread] */
 
+/* ---- embeddings --------------------------------------------------------------------------------- */
+
+/* Embeds n_texts texts with the model's pooling (mean when the model has none), in a second context
+ * of the same model: the weights are shared, not loaded twice, and generation is not disturbed.
+ * *out is malloc'ed (free with sipp_free) and holds n_texts rows of *n_embd floats; with normalize
+ * each row has unit L2 norm. *n_tokens (optional) receives the number of tokens embedded in all.
+ * Runs on the calling thread; calls on one engine are serialised. [any thread] */
+SIPP_API sipp_status sipp_engine_embed(sipp_engine *engine, const char *const *texts, size_t n_texts,
+                                       bool normalize, float **out, int *n_embd, int *n_tokens);
+
+/* Scores documents against a query with a reranking model (rank pooling): *scores is malloc'ed
+ * (free with sipp_free) and holds n_docs floats, higher is more relevant. SIPP_ERR_MODEL when the
+ * model is not a reranker. [any thread] */
+SIPP_API sipp_status sipp_engine_rerank(sipp_engine *engine, const char *query, const char *const *docs,
+                                        size_t n_docs, float **scores);
+
 #ifdef __cplusplus
 }
 #endif

@@ -66,6 +66,8 @@ struct sipp_engine {
     sipp_engine_stats stats;
     uint64_t busy_slot_steps;
 
+    sipp_embedder *embedder;
+
     pthread_mutex_t err_lock;
     char last_error[SIPP_ERROR_SIZE];
 };
@@ -149,6 +151,23 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
         return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
     }
     for (int i = 0; i < p.parallel; i++) e->slots[i].id = i;
+    e->embedder = sipp_embedder_new();
+    if (!e->embedder) {
+        sipp_engine_free(e);
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+    if (p.embeddings) {
+        float *probe = NULL;
+        int n_embd;
+        const char *text = "embedding context warm-up";
+        sipp_status est = sipp_embed_run(e->embedder, model, p.ctx_size, p.threads, &text, 1, false, &probe, &n_embd,
+                                         NULL, errbuf);
+        free(probe);
+        if (est != SIPP_OK && est != SIPP_ERR_MODEL) {
+            sipp_engine_free(e);
+            return est;
+        }
+    }
     e->stats.slots = p.parallel;
 
     e->thread_started = pthread_create(&e->thread, NULL, engine_main, e) == 0;
@@ -602,6 +621,7 @@ void sipp_engine_free(sipp_engine *e) {
         }
         free(e->slots);
     }
+    sipp_embedder_free(e->embedder);
     if (e->ctx) {
         llama_batch_free(e->batch);
         llama_free(e->ctx);
@@ -620,4 +640,20 @@ void sipp_engine_get_stats(sipp_engine *e, sipp_engine_stats *out) {
     for (int i = 0; i < e->params.parallel; i++) out->running += e->slots[i].req != NULL;
     out->mean_busy_slots = e->stats.decode_steps ? (double)e->busy_slot_steps / (double)e->stats.decode_steps : 0;
     pthread_mutex_unlock(&e->mu);
+}
+
+sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n_texts, bool normalize, float **out,
+                              int *n_embd, int *n_tokens) {
+    char err[SIPP_ERROR_SIZE];
+    sipp_status st = sipp_embed_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, texts, n_texts,
+                                    normalize, out, n_embd, n_tokens, err);
+    return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
+}
+
+sipp_status sipp_engine_rerank(sipp_engine *e, const char *query, const char *const *docs, size_t n_docs,
+                               float **scores) {
+    char err[SIPP_ERROR_SIZE];
+    sipp_status st =
+        sipp_rerank_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, query, docs, n_docs, scores, err);
+    return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
 }

@@ -71,6 +71,15 @@ bool sipp_request_publish(sipp_request *r, const char *text, size_t len);
 /* Ends the request: records results and wakes waiters. The engine must not touch r afterwards. */
 void sipp_request_finish(sipp_request *r, sipp_finish_reason reason, sipp_status status, const char *error);
 
+/* The embedding context (embed.c). */
+typedef struct sipp_embedder sipp_embedder;
+sipp_embedder *sipp_embedder_new(void);
+void sipp_embedder_free(sipp_embedder *em);
+sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *const *texts,
+                           size_t n_texts, bool normalize, float **out, int *n_embd, int *n_tokens, char *err);
+sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *query,
+                            const char *const *docs, size_t n_docs, float **scores, char *err);
+
 /* Wakes the engine thread (after a cancel). */
 void sipp_engine_wake(sipp_engine *engine);
 

@@ -108,6 +108,40 @@ typedef struct sipp_backend_decision {
  * SIPP_ERR_INVALID_ARGUMENT with a message listing the names otherwise. [any thread] */
 SIPP_API sipp_status sipp_backend_check_name(const char *name, char *errbuf);
 
+typedef struct sipp_device_info {
+    char backend[16];       /* "cpu", "vulkan", ... */
+    char name[64];          /* ggml's device name: "CPU", "Vulkan0" */
+    char description[128];  /* "llvmpipe (LLVM 15.0.6, 256 bits)" */
+    char kind[8];           /* "cpu", "gpu", "igpu", "accel" */
+    bool software;          /* a software renderer (lavapipe): real, but on the CPU */
+    uint64_t memory_free;
+    uint64_t memory_total;
+} sipp_device_info;
+
+typedef struct sipp_backend_info {
+    char name[16];          /* every name of the table: auto, cpu, cuda, metal, vulkan, webgpu, rpc */
+    bool compiled;          /* its module is in the active artifact */
+    bool available;         /* compiled and at least one device is visible */
+    int n_devices;
+} sipp_backend_info;
+
+/* Fills up to cap entries, one per backend name (auto excluded); returns how many there are.
+ * Initialises the runtime with defaults if needed. [any thread] */
+SIPP_API int sipp_backends_list(sipp_backend_info *out, int cap);
+
+/* Fills up to cap devices of every compiled backend; returns how many there are. [any thread] */
+SIPP_API int sipp_devices_list(sipp_device_info *out, int cap);
+
+/* What a load with this backend request would decide, without loading anything: the backend, why,
+ * and its device. SIPP_ERR_BACKEND (with the reason in errbuf) when the request cannot be met.
+ * order: auto's preference ("cuda,metal,vulkan,webgpu"); NULL = $SIPP_BACKEND_ORDER or default. */
+SIPP_API sipp_status sipp_backend_decide(const char *requested, const char *order, sipp_backend_decision *out,
+                                         char *errbuf);
+
+/* The file name of the CPU backend module ggml picks on this CPU (e.g. "libggml-cpu-haswell.so"),
+ * or "" when unknown. [any thread] */
+SIPP_API const char *sipp_cpu_module(void);
+
 /* ---- model -------------------------------------------------------------------------------------- */
 
 typedef struct sipp_model sipp_model;
@@ -117,11 +151,18 @@ typedef bool (*sipp_progress_fn)(float progress, void *user);
 
 typedef struct sipp_model_params {
     const char *backend;   /* "auto" (default), "cpu", "vulkan", "cuda", "metal", ... */
+    const char *backend_order; /* auto's preference; NULL = $SIPP_BACKEND_ORDER or the default */
     int gpu_layers;        /* layers to offload to the GPU backend; -1 (default) = all */
     sipp_progress_fn progress;
     void *progress_user;
     bool vocab_only;       /* load only the tokenizer: for tokenize/detokenize without weights */
 } sipp_model_params;
+
+/* A load on a GPU device first takes that device's residency lease: a lock file per device
+ * ($SIPP_LEASE_DIR, default /tmp/sipp-leases) holding the owner's pid, released when the model is
+ * freed or the process dies, and a check that the device has the model's size plus a margin
+ * ($SIPP_GPU_MARGIN_MB, default 512) free. A second process asking for a leased device gets
+ * SIPP_ERR_BUSY naming the owner. SIPP_GPU_LEASE=off skips both checks. CPU loads take no lease. */
 
 SIPP_API sipp_model_params sipp_model_default_params(void);
 

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sipp.h"
 
@@ -79,6 +80,12 @@ typedef struct sipp_policy_result {
  * Fails with SIPP_ERR_BACKEND naming which half (compiled or available) is missing and what to do. */
 sipp_status sipp_policy_decide(const sipp_host_view *view, const char *requested, const char *order,
                                sipp_policy_result *out, char *errbuf);
+
+/* GPU residency lease (lease.c). The key names the lease for release. */
+bool sipp_lease_enabled(void);
+sipp_status sipp_lease_check_memory(const sipp_device_desc *dev, uint64_t need_bytes, char *errbuf);
+sipp_status sipp_lease_acquire(const char *backend, const char *device, char *key_out, size_t key_len, char *errbuf);
+void sipp_lease_release(const char *key);
 
 /* Keeps the calling thread's next llama.cpp error line in buf (SIPP_ERROR_SIZE); NULL stops. */
 void sipp_log_capture(char *buf);

@@ -1,9 +1,92 @@
 /*
- * backends.c: `sipp backends`: list every backend: compiled, available, devices.
+ * backends.c: `sipp backends [--json]`: every backend name with whether it is compiled into the
+ * active artifact, whether it is available (a device is visible), and its devices.
  */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/cli.h"
 
+#define MAX_BACKENDS 16
+#define MAX_DEVICES 32
+#define MIB (1024.0 * 1024.0)
+
+json_t *cli_devices_json(const char *backend) {
+    sipp_device_info devs[MAX_DEVICES];
+    int n = sipp_devices_list(devs, MAX_DEVICES);
+    json_t *arr = json_array();
+    for (int i = 0; i < n && i < MAX_DEVICES; i++) {
+        if (backend && strcmp(devs[i].backend, backend) != 0) continue;
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:b, s:I, s:I}", "backend", devs[i].backend, "name",
+                                             devs[i].name, "description", devs[i].description, "type", devs[i].kind,
+                                             "software", devs[i].software, "memory_free",
+                                             (json_int_t)devs[i].memory_free, "memory_total",
+                                             (json_int_t)devs[i].memory_total));
+    }
+    return arr;
+}
+
+json_t *cli_backends_json(void) {
+    sipp_backend_info b[MAX_BACKENDS];
+    int n = sipp_backends_list(b, MAX_BACKENDS);
+    json_t *arr = json_array();
+    for (int i = 0; i < n && i < MAX_BACKENDS; i++)
+        json_array_append_new(arr, json_pack("{s:s, s:b, s:b, s:o}", "name", b[i].name, "compiled", b[i].compiled,
+                                             "available", b[i].available, "devices", cli_devices_json(b[i].name)));
+    return arr;
+}
+
 int cmd_backends(int argc, char **argv) {
-    cli_error("'backends' is not implemented in this version yet");
-    return EXIT_RUNTIME;
+    bool as_json = false;
+    const char *artifact = NULL;
+    cli_args a = {.argc = argc, .argv = argv};
+    while (a.i < argc && !a.bad) {
+        if (cli_flag(&a, "--json")) as_json = true;
+        else if (cli_flag_value(&a, "--artifact")) artifact = a.value;
+        else if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
+            printf("usage: sipp backends [--json] [--artifact DIR]\n\n"
+                   "Lists every backend: compiled (its module is in the artifact), available (a device is\n"
+                   "visible) and its devices. Software devices such as lavapipe are marked.\n");
+            return EXIT_OK;
+        } else {
+            cli_error("backends: unknown option '%s'", argv[a.i]);
+            return EXIT_USAGE;
+        }
+    }
+    if (a.bad) return EXIT_USAGE;
+    if (!cli_runtime_init(artifact)) return EXIT_RUNTIME;
+    json_t *list = cli_backends_json();
+    if (as_json) {
+        json_t *root = json_pack("{s:s, s:O}", "artifact", sipp_runtime_artifact_dir(), "backends", list);
+        char *s = json_dumps(root, JSON_INDENT(2));
+        puts(s);
+        free(s);
+        json_decref(root);
+        json_decref(list);
+        return EXIT_OK;
+    }
+    printf("artifact %s\n\n%-8s %-9s %-10s %s\n", sipp_runtime_artifact_dir(), "backend", "compiled", "available",
+           "devices");
+    size_t i;
+    json_t *b;
+    json_array_foreach(list, i, b) {
+        json_t *devs = json_object_get(b, "devices");
+        printf("%-8s %-9s %-10s", json_string_value(json_object_get(b, "name")),
+               json_is_true(json_object_get(b, "compiled")) ? "yes" : "no",
+               json_is_true(json_object_get(b, "available")) ? "yes" : "no");
+        size_t k;
+        json_t *d;
+        json_array_foreach(devs, k, d) {
+            printf("%s%s (%s%s, %.0f/%.0f MiB free)", k ? "; " : "", json_string_value(json_object_get(d, "name")),
+                   json_string_value(json_object_get(d, "description")),
+                   json_is_true(json_object_get(d, "software")) ? ", software" : "",
+                   (double)json_integer_value(json_object_get(d, "memory_free")) / MIB,
+                   (double)json_integer_value(json_object_get(d, "memory_total")) / MIB);
+        }
+        printf("%s\n", json_array_size(devs) ? "" : "-");
+    }
+    json_decref(list);
+    return EXIT_OK;
 }

@@ -42,7 +42,7 @@ void sipp_model_get_info(const sipp_model *m, sipp_model_info *info) { *info = m
 void sipp_free(void *p) { free(p); }
 
 /* Checks the file and its GGUF header before llama.cpp sees it. */
-static sipp_status precheck(const char *path, char *arch, size_t arch_len, char *errbuf) {
+static sipp_status precheck(const char *path, char *arch, size_t arch_len, uint64_t *size, char *errbuf) {
     struct stat st;
     if (stat(path, &st) != 0)
         return sipp_fail(errbuf, errno == ENOENT ? SIPP_ERR_NOT_FOUND : SIPP_ERR_IO, "model '%s': %s", path,
@@ -82,6 +82,7 @@ static sipp_status precheck(const char *path, char *arch, size_t arch_len, char 
     if (!*arch)
         return sipp_fail(errbuf, SIPP_ERR_MODEL, "model '%s' has no general.architecture key; it is not a model",
                          path);
+    *size = (uint64_t)st.st_size;
     return SIPP_OK;
 }
 
@@ -105,12 +106,13 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     if (st != SIPP_OK) return st;
 
     char arch[64];
-    if ((st = precheck(path, arch, sizeof arch, errbuf)) != SIPP_OK) return st;
+    uint64_t file_size = 0;
+    if ((st = precheck(path, arch, sizeof arch, &file_size, errbuf)) != SIPP_OK) return st;
 
     sipp_host_view view;
     sipp_host_discover(&view);
     sipp_policy_result pick;
-    if (!params->vocab_only && (st = sipp_policy_decide(&view, params->backend, NULL, &pick, errbuf)) != SIPP_OK)
+    if (!params->vocab_only && (st = sipp_policy_decide(&view, params->backend, params->backend_order, &pick, errbuf)) != SIPP_OK)
         return st;
 
     sipp_model *m = calloc(1, sizeof *m);
@@ -128,8 +130,19 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
         mp.n_gpu_layers = 0;
         m->cpu_only = true;
     } else {
-        devices[0] = ggml_backend_dev_get((size_t)view.devices[pick.device].index);
+        const sipp_device_desc *dev = &view.devices[pick.device];
+        devices[0] = ggml_backend_dev_get((size_t)dev->index);
         mp.n_gpu_layers = params->gpu_layers < 0 ? ALL_LAYERS : params->gpu_layers;
+        if (sipp_lease_enabled() && mp.n_gpu_layers > 0) {
+            st = sipp_lease_check_memory(dev, file_size, errbuf);
+            if (st == SIPP_OK)
+                st = sipp_lease_acquire(sipp_backend_name(pick.backend), dev->name, m->lease, sizeof m->lease, errbuf);
+            if (st != SIPP_OK) {
+                pthread_mutex_destroy(&m->err_lock);
+                free(m);
+                return st;
+            }
+        }
     }
 
     char llama_err[SIPP_ERROR_SIZE];
@@ -145,6 +158,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
         else
             sipp_fail(errbuf, aborted ? SIPP_ERR_CANCELLED : SIPP_ERR_MODEL, "model '%s' failed to load: %s", path,
                       *llama_err ? llama_err : "llama.cpp gave no reason");
+        sipp_lease_release(m->lease);
         pthread_mutex_destroy(&m->err_lock);
         free(m);
         return aborted ? SIPP_ERR_CANCELLED : SIPP_ERR_MODEL;
@@ -189,6 +203,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
 void sipp_model_free(sipp_model *m) {
     if (!m) return;
     llama_model_free(m->lm);
+    sipp_lease_release(m->lease);
     free(m->eog);
     pthread_mutex_destroy(&m->err_lock);
     free(m);

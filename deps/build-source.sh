@@ -3,8 +3,10 @@
 #
 #   lib   the shared libraries only (GGML_BACKEND_DL=ON, every CPU variant, no server, no examples):
 #         what `make LLAMA_FROM_SOURCE=1` puts in an artifact, for hosts the prebuilt set misses.
-#   peer  the same libraries plus llama-bench, llama-batched-bench and llama-server: the peers that
-#         bench/ measures sipp against, built from the very same source.
+#   peer  llama-bench, llama-batched-bench and llama-server with their libraries, the peers that
+#         bench/ measures sipp against, built from the very same source. Only the CPU module for this
+#         machine is built, into libggml (GGML_NATIVE, no GGML_BACKEND_DL); bench/ runs sipp on these same libraries, so a ratio
+#         measures sipp's own overhead and nothing of compiler flags.
 #
 # Builds live in the cache ($SIPP_CACHE_DIR, default ~/.cache/sipp), never in the work tree, and are
 # reused while their flags are unchanged. Prints the build directory. About 7-15 minutes on 2 cores.
@@ -20,13 +22,15 @@ src="$cache/llama.cpp-$LLAMA_COMMIT"
 command -v cmake >/dev/null || die "cmake is needed for a source build: apt-get install -y cmake ninja-build"
 command -v ninja >/dev/null || die "ninja is needed for a source build: apt-get install -y ninja-build"
 
-flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON
-       -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
-       -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_HTML=OFF)
+flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DLLAMA_CURL=OFF
+       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF
+       -DLLAMA_BUILD_HTML=OFF)
 case "$kind" in
-  lib)  flags+=(-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF)
+  lib)  flags+=(-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_NATIVE=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
+                -DLLAMA_BUILD_COMMON=OFF)
         targets=(llama ggml) ;;
-  peer) flags+=(-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_COMMON=ON)
+  peer) flags+=(-DGGML_BACKEND_DL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON
+                -DLLAMA_BUILD_COMMON=ON)
         targets=(llama ggml llama-bench llama-batched-bench llama-server) ;;
   *) die "usage: deps/build-source.sh lib|peer" ;;
 esac

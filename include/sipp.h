@@ -282,10 +282,13 @@ typedef struct sipp_sampling {
 #define SIPP_SEED_RANDOM 0xFFFFFFFFu
 
 typedef struct sipp_request_params {
-    /* Exactly one of prompt (a raw query) or messages (a chat) is set. */
+    /* Exactly one of prompt (a raw query), messages (a chat) or tokens (token ids, used as they are:
+     * for benchmarks and teacher-forced checks) is set. */
     const char *prompt;
     const sipp_message *messages;
     size_t n_messages;
+    const int32_t *tokens;
+    size_t n_tokens;
     const char *chat_template; /* NULL: the model's */
 
     int max_tokens;            /* default 256; -1 = until the context is full */

@@ -187,10 +187,34 @@ void sipp_engine_wake(sipp_engine *e) {
 
 /* ---- submit ------------------------------------------------------------------------------------ */
 
+static sipp_status check_fits(sipp_engine *e, sipp_request *r, char *err) {
+    if (r->n_prompt >= e->n_ctx)
+        return sipp_fail(err, SIPP_ERR_CONTEXT_FULL,
+                         "the prompt is %d tokens but the context holds %d; shorten it or raise --ctx-size",
+                         r->n_prompt, e->n_ctx);
+    r->stats.prompt_tokens = r->n_prompt;
+    return SIPP_OK;
+}
+
 static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, sipp_request *r, char *err) {
     sipp_model *m = e->model;
     char *rendered = NULL;
     const char *text = p->prompt;
+    if (p->tokens) {
+        if (p->prompt || p->messages)
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "give one of prompt, messages or tokens");
+        int n_vocab = m->info.n_vocab;
+        for (size_t i = 0; i < p->n_tokens; i++)
+            if (p->tokens[i] < 0 || p->tokens[i] >= n_vocab)
+                return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "token %zu is %d, outside the vocabulary [0, %d)", i,
+                                 p->tokens[i], n_vocab);
+        if (p->n_tokens == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt has no tokens");
+        if (!(r->prompt = malloc(p->n_tokens * sizeof *r->prompt)))
+            return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+        memcpy(r->prompt, p->tokens, p->n_tokens * sizeof *r->prompt);
+        r->n_prompt = (int)p->n_tokens;
+        return check_fits(e, r, err);
+    }
     if (p->messages) {
         if (p->prompt) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "give either a prompt or messages, not both");
         if (p->n_messages == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "messages is empty");
@@ -204,12 +228,7 @@ static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, 
     free(rendered);
     if (st != SIPP_OK) return st;
     if (r->n_prompt == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt has no tokens");
-    if (r->n_prompt >= e->n_ctx)
-        return sipp_fail(err, SIPP_ERR_CONTEXT_FULL,
-                         "the prompt is %d tokens but the context holds %d; shorten it or raise --ctx-size",
-                         r->n_prompt, e->n_ctx);
-    r->stats.prompt_tokens = r->n_prompt;
-    return SIPP_OK;
+    return check_fits(e, r, err);
 }
 
 static sipp_status check_sampling(const sipp_sampling *s, int max_tokens, char *err) {

@@ -2,9 +2,10 @@
 # tests/run.sh: runs every test suite of sipp and prints one closing line "N passed, N failed".
 #
 # Suites: the C unit tests (Criterion, build/tests/test_*), the same under AddressSanitizer and
-# UndefinedBehaviorSanitizer (build-asan/), toml-test, and the integration tests (Python unittest,
+# UndefinedBehaviorSanitizer (build-asan/), the engine stress test under ThreadSanitizer (build-tsan/),
+# toml-test, and the integration tests (Python unittest,
 # tests/integration, which run the real CLI, gateway and bindings on synthetic models).
-# SIPP_TEST_ONLY=unit|asan|toml|integration runs one suite; SIPP_TEST_PATTERN filters integration tests.
+# SIPP_TEST_ONLY=unit|asan|tsan|toml|integration runs one suite; SIPP_TEST_PATTERN filters integration tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export SIPP_BUILD=${SIPP_BUILD:-build}
@@ -44,6 +45,22 @@ if [ -z "$only" ] || [ "$only" = asan ]; then
     ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=tests/lsan.supp run_criterion build-asan asan
   else
     tail -30 build-asan.log; count "asan build" 0 1
+  fi
+fi
+
+if [ -z "$only" ] || [ "$only" = tsan ]; then
+  # The engine's concurrency test under ThreadSanitizer.
+  if make --no-print-directory BUILD=build-tsan CC=clang EXTRA_CFLAGS="-fsanitize=thread -O1" \
+       LDFLAGS_EXTRA="-fsanitize=thread" build-tsan/tests/engine_stress >build-tsan.log 2>&1 &&
+     model=$(python3 -c "import tempfile,sys; sys.path.insert(0,'.'); from tests.integration.common import make_model; print(make_model(tempfile.mkdtemp(), n_embd=128, n_head=4, n_head_kv=2, n_ff=256))"); then
+    out=$(TSAN_OPTIONS="halt_on_error=1" build-tsan/tests/engine_stress "$model" 4 6 2>&1); rc=$?
+    rm -rf "$(dirname "$model")"
+    p=$(sed -n 's/^engine_stress: \([0-9]*\) passed.*/\1/p' <<<"$out"); f=$(sed -n 's/.* \([0-9]*\) failed$/\1/p' <<<"$out")
+    p=${p:-0}; f=${f:-1}; [ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
+    [ "$f" -eq 0 ] || echo "$out" | tail -40
+    count "tsan engine_stress" "$p" "$f"
+  else
+    tail -30 build-tsan.log; count "tsan build" 0 1
   fi
 fi
 

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# bench/run.sh: sipp side by side with llama.cpp's own tools, built from the same pinned source, in
+# one run, on the 1B-shaped synthetic model (n_embd 2048, 16 layers, 32 heads, 8 KV heads, n_ff 8192,
+# Q4_0, llama-bpe vocab). Prints ratios; BENCHMARKS.md records them with this command.
+#
+#   bench/run.sh [decode|batched|prefill|all]      (default all)
+#
+# Fairness: the peers are built from the bundle's source for this machine (deps/build-source.sh peer),
+# and sipp runs twice: on those very libraries (so a ratio measures sipp's own overhead) and on its
+# default prebuilt artifact (what users get). Runs alternate sipp / peer / sipp / peer so that drift
+# on a shared machine hits both sides alike. Absolute numbers on a 2-core shared machine are noise;
+# the ratios are the result.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+THREADS=${BENCH_THREADS:-2}
+ROUNDS=${BENCH_ROUNDS:-3}
+cache=${SIPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sipp}
+out=${BENCH_OUT:-build/bench}
+mkdir -p "$out" "$cache/models"
+
+make --no-print-directory all >/dev/null
+SIPP=build/bin/sipp
+model="$cache/models/bench-1b-q4_0.gguf"
+if [ ! -f "$model" ]; then
+  echo "bench: writing the 1B-shaped synthetic model to $model" >&2
+  build/bin/sipp-synth --out "$model" --vocab build/llama/vocab/ggml-vocab-llama-bpe.gguf --n-embd 2048 \
+    --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192 --type q4_0 --seed 1 >/dev/null
+fi
+
+peer_targets="llama-bench llama-batched-bench"
+peer=$(SIPP_PEER_TARGETS="$peer_targets" bash deps/build-source.sh peer)
+
+# sipp on the peer's libraries: the same libllama/libggml files under the names sipp links against.
+same="$out/peer-libs"
+mkdir -p "$same"
+ln -sf "$peer/bin/libllama.so" "$same/libllama.v0.4.0.so"
+ln -sf "$peer/bin/libggml.so" "$same/libggml.v0.4.0.so"
+ln -sf "$peer/bin/libggml-base.so" "$same/libggml-base.so"
+sipp_same() { LD_LIBRARY_PATH="$(realpath "$same"):$peer/bin" SIPP_ARTIFACT="$same" "$SIPP" "$@"; }
+peer_run() { LD_LIBRARY_PATH="$peer/bin" "$@"; }
+
+jq_num() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
+mean() { python3 -c "import sys,statistics as s; v=[float(x) for x in sys.argv[1:]]; print(f'{s.mean(v):.2f}')" "$@"; }
+ratio() { python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.3f}')" "$1" "$2"; }
+
+report="$out/report.md"
+: >"$report"
+say() { echo "$*" | tee -a "$report"; }
+
+say "# bench/run.sh $what, $(date -u +%Y-%m-%dT%H:%MZ), threads $THREADS, $ROUNDS rounds"
+say "model: 1B-shaped synthetic Q4_0 ($(du -h "$model" | cut -f1)), cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+
+# llama-bench -o json prints a list of tests; avg_ts is the mean tokens/s.
+lb_ts() { jq_num "$1" "[t['avg_ts'] for t in d if t['n_$2'] > 0][0]"; }
+
+if [ "$what" = all ] || [ "$what" = decode ] || [ "$what" = prefill ]; then
+  if [ "$what" = prefill ]; then P=512 N=128; else P=${BENCH_PP:-0} N=${BENCH_TG:-64}; fi
+  [ "$what" = all ] && P=512 N=128
+  s_same=() s_pre=() l=() sp_same=() sp_pre=() lp=()
+  for r in $(seq "$ROUNDS"); do
+    sipp_same bench "$model" -p "$P" -n "$N" -r 3 --threads "$THREADS" -o json >"$out/sipp-same-$r.json"
+    peer_run "$peer/bin/llama-bench" -m "$model" -t "$THREADS" -p "$P" -n "$N" -r 3 -o json >"$out/llama-bench-$r.json" 2>/dev/null
+    "$SIPP" bench "$model" -p "$P" -n "$N" -r 3 --threads "$THREADS" -o json >"$out/sipp-prebuilt-$r.json"
+    s_same+=("$(jq_num "$out/sipp-same-$r.json" "d['tg']['mean']")")
+    s_pre+=("$(jq_num "$out/sipp-prebuilt-$r.json" "d['tg']['mean']")")
+    l+=("$(lb_ts "$out/llama-bench-$r.json" gen)")
+    if [ "$P" -gt 0 ]; then
+      sp_same+=("$(jq_num "$out/sipp-same-$r.json" "d['pp']['mean']")")
+      sp_pre+=("$(jq_num "$out/sipp-prebuilt-$r.json" "d['pp']['mean']")")
+      lp+=("$(lb_ts "$out/llama-bench-$r.json" prompt)")
+    fi
+  done
+  say ""
+  say "## decode: tg$N tokens/s (llama-bench vs sipp bench)"
+  say "| | tokens/s (mean of $ROUNDS rounds) | ratio to llama-bench |"
+  say "|---|---|---|"
+  say "| llama-bench (source build) | $(mean "${l[@]}") | 1.000 |"
+  say "| sipp, same libraries | $(mean "${s_same[@]}") | $(ratio "$(mean "${s_same[@]}")" "$(mean "${l[@]}")") |"
+  say "| sipp, prebuilt artifact | $(mean "${s_pre[@]}") | $(ratio "$(mean "${s_pre[@]}")" "$(mean "${l[@]}")") |"
+  if [ "$P" -gt 0 ]; then
+    say ""
+    say "## prefill: pp$P tokens/s"
+    say "| | tokens/s | ratio to llama-bench |"
+    say "|---|---|---|"
+    say "| llama-bench (source build) | $(mean "${lp[@]}") | 1.000 |"
+    say "| sipp, same libraries | $(mean "${sp_same[@]}") | $(ratio "$(mean "${sp_same[@]}")" "$(mean "${lp[@]}")") |"
+    say "| sipp, prebuilt artifact | $(mean "${sp_pre[@]}") | $(ratio "$(mean "${sp_pre[@]}")" "$(mean "${lp[@]}")") |"
+  fi
+fi
+
+if [ "$what" = all ] || [ "$what" = batched ]; then
+  PL=16 TG=32
+  a1=() a4=() b1=() b4=()
+  for r in $(seq "$ROUNDS"); do
+    sipp_same bench "$model" -p $PL -n $TG -r 1 --concurrency 1,4 --threads "$THREADS" -o json >"$out/sipp-batched-$r.json"
+    peer_run "$peer/bin/llama-batched-bench" -m "$model" -c 2048 -b 512 -ub 512 -npp $PL -ntg $TG -npl 1,4 \
+      -t "$THREADS" --output-format jsonl >"$out/batched-bench-$r.jsonl" 2>/dev/null
+    a1+=("$(jq_num "$out/sipp-batched-$r.json" "d['levels'][0]['aggregate_tokens_per_s']")")
+    a4+=("$(jq_num "$out/sipp-batched-$r.json" "d['levels'][1]['aggregate_tokens_per_s']")")
+    # pl x tg / t: generated tokens over the whole time of that row, as sipp's aggregate is defined.
+    read -r v1 v4 < <(python3 -c "
+import json,sys
+rows=[json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith('{')]
+get=lambda pl:[r for r in rows if r['pl']==pl][0]
+print(*[f\"{get(pl)['pl']*get(pl)['tg']/get(pl)['t']:.3f}\" for pl in (1,4)])" "$out/batched-bench-$r.jsonl")
+    b1+=("$v1"); b4+=("$v4")
+  done
+  say ""
+  say "## concurrency: aggregate generated tokens/s, $PL-token prompts, $TG generated (sipp bench vs llama-batched-bench)"
+  say "| sequences | llama-batched-bench (pl x tg / t) | sipp (same libraries) | ratio |"
+  say "|---|---|---|---|"
+  say "| 1 | $(mean "${b1[@]}") | $(mean "${a1[@]}") | $(ratio "$(mean "${a1[@]}")" "$(mean "${b1[@]}")") |"
+  say "| 4 | $(mean "${b4[@]}") | $(mean "${a4[@]}") | $(ratio "$(mean "${a4[@]}")" "$(mean "${b4[@]}")") |"
+fi
+echo "bench: report in $report, raw results in $out" >&2

@@ -1,9 +1,172 @@
 /*
- * serve.c: `sipp serve`: run the gateway: OpenAI-compatible and sipp-native HTTP routes.
+ * serve.c: `sipp serve`: run the gateway (src/gateway): OpenAI-compatible and sipp-native HTTP
+ * routes in front of local models and remote OpenAI-compatible servers.
+ *
+ *   sipp serve MODEL [flags]             one local target, named after the file
+ *   sipp serve --config FILE [flags]     the targets, tokens and limits of a TOML file
+ *   sipp serve --check --config FILE     validate the file (and what it refers to) and exit
+ *
+ * Flags given with --config override the file's [server] listen address. The configuration is
+ * validated before anything is loaded; every problem is printed as "FILE:LINE: problem".
  */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/cli.h"
+#include "gateway/gateway.h"
+
+#define SERVE_MAX_PORT 65535
+#define SERVE_MAX_PARALLEL 256
+#define SERVE_MAX_CTX (1 << 24)
+#define SERVE_MAX_THREADS 1024
+#define SERVE_MAX_GPU_LAYERS 100000
+
+static const char usage[] =
+    "usage: sipp serve MODEL [options]\n"
+    "       sipp serve --config FILE [--host ADDR] [--port N]\n"
+    "       sipp serve --check --config FILE\n"
+    "\n"
+    "Runs the gateway: OpenAI-compatible routes (/v1/models, /v1/chat/completions, /v1/completions,\n"
+    "/v1/embeddings), sipp-native routes (/v1/query, /v1/chat, /v1/embed) and /health, /ready,\n"
+    "/metrics, /v1/backends. MODEL becomes one local target named after its file (without .gguf).\n"
+    "\n"
+    "options:\n"
+    "  --config FILE            targets, tokens and limits from a TOML file (see docs/gateway.md)\n"
+    "  --check                  validate --config FILE and exit (0 valid, 1 not)\n"
+    "  --host ADDR              listen address (default 127.0.0.1)\n"
+    "  --port N                 listen port (default 8080; 0 = any free port, printed at start)\n"
+    "  --backend NAME           MODEL's backend: auto (default), cpu, vulkan, cuda, metal, ...\n"
+    "  --parallel N             MODEL's slots: requests decoded together (default 4)\n"
+    "  --ctx-size N             MODEL's context in tokens, shared by the slots (default: the model's, at most 4096)\n"
+    "  --threads N              MODEL's CPU threads (default: all cores)\n"
+    "  --gpu-layers N           MODEL's layers on the GPU backend (default: all)\n"
+    "  --allow-unauthenticated  allow a non-loopback --host without [[tokens]]\n"
+    "  --artifact DIR           use the llama.cpp libraries in DIR (also SIPP_ARTIFACT)\n"
+    "\n"
+    "SIGTERM or Ctrl-C stops accepting, lets requests finish (shutdown_timeout_seconds), exits 0.\n"
+    "exit status: 0 clean stop or valid config, 1 runtime failure or invalid config, 2 bad usage\n";
+
+typedef struct serve_opts {
+    const char *model;
+    const char *config;
+    const char *host;
+    const char *artifact;
+    const char *backend;
+    int port; /* -1 = not given */
+    int parallel, ctx_size, threads, gpu_layers;
+    bool parallel_set, ctx_set, threads_set, gpu_set;
+    bool check;
+    bool allow_unauthenticated;
+} serve_opts;
+
+static int parse(int argc, char **argv, serve_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->port = -1;
+    cli_args a = {.argc = argc, .argv = argv};
+    while (a.i < argc && !a.bad) {
+        const char *arg = argv[a.i];
+        if (cli_flag(&a, "--check")) o->check = true;
+        else if (cli_flag(&a, "--allow-unauthenticated")) o->allow_unauthenticated = true;
+        else if (cli_flag_value(&a, "--config")) o->config = a.value;
+        else if (cli_flag_value(&a, "--host")) o->host = a.value;
+        else if (cli_flag_value(&a, "--artifact")) o->artifact = a.value;
+        else if (cli_flag_value(&a, "--backend")) o->backend = a.value;
+        else if (cli_flag_value(&a, "--port")) cli_int(&a, "--port", 0, SERVE_MAX_PORT, &o->port);
+        else if (cli_flag_value(&a, "--parallel")) o->parallel_set = cli_int(&a, "--parallel", 1, SERVE_MAX_PARALLEL, &o->parallel);
+        else if (cli_flag_value(&a, "--ctx-size")) o->ctx_set = cli_int(&a, "--ctx-size", 0, SERVE_MAX_CTX, &o->ctx_size);
+        else if (cli_flag_value(&a, "--threads")) o->threads_set = cli_int(&a, "--threads", 1, SERVE_MAX_THREADS, &o->threads);
+        else if (cli_flag_value(&a, "--gpu-layers")) o->gpu_set = cli_int(&a, "--gpu-layers", -1, SERVE_MAX_GPU_LAYERS, &o->gpu_layers);
+        else if (arg[0] == '-' && arg[1] != '\0') {
+            cli_error("serve: unknown option '%s' (see sipp serve --help)", arg);
+            return EXIT_USAGE;
+        } else if (o->model) {
+            cli_error("serve: unexpected argument '%s': give one MODEL, or several targets with --config FILE", arg);
+            return EXIT_USAGE;
+        } else {
+            o->model = arg;
+            a.i++;
+        }
+    }
+    if (a.bad) return EXIT_USAGE;
+    if (!o->model == !o->config) {
+        cli_error(o->model ? "serve: give MODEL or --config FILE, not both"
+                           : "serve: no MODEL given: sipp serve MODEL.gguf, or sipp serve --config FILE");
+        return EXIT_USAGE;
+    }
+    if (o->check && !o->config) {
+        cli_error("serve: --check needs --config FILE");
+        return EXIT_USAGE;
+    }
+    if (o->config && (o->backend || o->parallel_set || o->ctx_set || o->threads_set || o->gpu_set)) {
+        cli_error("serve: --backend, --parallel, --ctx-size, --threads and --gpu-layers apply to MODEL; with --config set "
+                  "them per target in the file");
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+static void print_errors(const sipp_buf *errs) {
+    const char *p = errs->data ? errs->data : "";
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        int n = nl ? (int)(nl - p) : (int)strlen(p);
+        fprintf(stderr, "sipp: %.*s\n", n, p);
+        p += n + (nl ? 1 : 0);
+    }
+}
 
 int cmd_serve(int argc, char **argv) {
-    cli_error("'serve' is not implemented in this version yet");
-    return EXIT_RUNTIME;
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage, stdout);
+            return EXIT_OK;
+        }
+    serve_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc != EXIT_OK) return rc;
+
+    gw_config cfg;
+    gw_config_init(&cfg);
+    sipp_buf errs = {0};
+    bool ok = o.config ? gw_config_load(o.config, &cfg, &errs) : gw_config_add_local(&cfg, o.model, &errs);
+    if (ok && o.model) {
+        gw_target_config *t = &cfg.targets[0];
+        if (o.backend) {
+            free(t->backend);
+            t->backend = strdup(o.backend);
+        }
+        if (o.parallel_set) t->parallel = o.parallel;
+        if (o.ctx_set) t->ctx_size = o.ctx_size;
+        if (o.threads_set) t->threads = o.threads;
+        if (o.gpu_set) t->gpu_layers = o.gpu_layers;
+    }
+    if (o.host) {
+        free(cfg.host);
+        cfg.host = strdup(o.host);
+    }
+    if (o.port >= 0) cfg.port = o.port;
+    if (o.allow_unauthenticated) cfg.allow_unauthenticated = true;
+    ok = ok && gw_config_validate(&cfg, &errs);
+    if (!ok) {
+        print_errors(&errs);
+        sipp_buf_free(&errs);
+        gw_config_free(&cfg);
+        return EXIT_RUNTIME;
+    }
+    sipp_buf_free(&errs);
+    if (o.check) {
+        printf("%s: valid: %zu target%s (", o.config, cfg.n_targets, cfg.n_targets == 1 ? "" : "s");
+        for (size_t i = 0; i < cfg.n_targets; i++) printf("%s%s", i ? ", " : "", cfg.targets[i].name);
+        printf("), %zu token%s, listen %s:%d\n", cfg.n_tokens, cfg.n_tokens == 1 ? "" : "s", cfg.host, cfg.port);
+        gw_config_free(&cfg);
+        return EXIT_OK;
+    }
+    if (!cli_runtime_init(o.artifact)) {
+        gw_config_free(&cfg);
+        return EXIT_RUNTIME;
+    }
+    rc = gw_serve(&cfg);
+    gw_config_free(&cfg);
+    return rc;
 }

@@ -1,0 +1,65 @@
+/*
+ * auth.c: bearer tokens and their target scopes.
+ *
+ * Secrets come from environment variables named in [[tokens]] (never from the config file, which
+ * tends to end up in repositories). With no [[tokens]] every call passes; config.c then refuses a
+ * non-loopback listen address unless allow_unauthenticated is set.
+ *
+ * A presented token is compared with each secret through SHA-256 and CRYPTO_memcmp: the digests
+ * have a fixed length and the comparison a fixed time, so the response time says nothing about
+ * how much of a secret a guess got right.
+ */
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gateway/gateway.h"
+
+#define BEARER "Bearer "
+#define DIGEST_SIZE 32
+
+static void digest(const char *s, unsigned char out[DIGEST_SIZE]) {
+    unsigned int n = 0;
+    if (!EVP_Digest(s, strlen(s), out, &n, EVP_sha256(), NULL)) memset(out, 0, DIGEST_SIZE);
+}
+
+bool gw_auth_check(gw_call *call) {
+    const gw_config *c = call->srv->cfg;
+    if (c->n_tokens == 0) return true;
+    const char *h = gw_call_header(call, "Authorization");
+    if (!h || !*h) {
+        gw_reply_error(call, GW_E_MISSING_KEY, "this server needs a token: send the header 'Authorization: Bearer TOKEN'");
+        return false;
+    }
+    if (strncasecmp(h, BEARER, strlen(BEARER)) != 0) {
+        gw_reply_error(call, GW_E_INVALID_KEY, "the Authorization header must be 'Bearer TOKEN'");
+        return false;
+    }
+    const char *given = h + strlen(BEARER);
+    while (*given == ' ') given++;
+    unsigned char want[DIGEST_SIZE], got[DIGEST_SIZE];
+    digest(given, got);
+    const gw_token_config *match = NULL;
+    for (size_t i = 0; i < c->n_tokens; i++) {
+        if (!c->tokens[i].secret) continue;
+        digest(c->tokens[i].secret, want);
+        if (CRYPTO_memcmp(want, got, DIGEST_SIZE) == 0 && !match) match = &c->tokens[i];
+    }
+    if (!match) {
+        gw_reply_error(call, GW_E_INVALID_KEY, "the bearer token is not valid for this server");
+        return false;
+    }
+    call->token = match;
+    snprintf(call->client, sizeof call->client, "%s", match->caller);
+    return true;
+}
+
+bool gw_auth_allows(const gw_call *call, const gw_target_config *target) {
+    const gw_token_config *t = call->token;
+    if (!t || t->n_targets == 0) return true;
+    for (size_t i = 0; i < t->n_targets; i++)
+        if (strcmp(t->targets[i], target->name) == 0) return true;
+    return false;
+}

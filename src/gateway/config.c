@@ -1,0 +1,545 @@
+/*
+ * config.c: the gateway's TOML configuration.
+ *
+ *   [server]                 listen, max_request_bytes, max_concurrent_requests, max_queue,
+ *                            request_timeout_seconds, shutdown_timeout_seconds, allowed_origins,
+ *                            allow_unauthenticated
+ *   [security.rate_limit]    requests_per_minute, burst (per client)
+ *   [[tokens]]               env, caller, targets
+ *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
+ *                            ctx_size, parallel, threads, gpu_layers, policy; openai_compatible:
+ *                            base_url or base_urls, model, api_key_env, timeout_seconds
+ *
+ * The file is read with sipp's own TOML parser (util/toml.h), whose nodes carry their line, so each
+ * problem is reported as "FILE:LINE: problem". Parsing does not stop at the first problem: every
+ * unknown key, wrong type and duplicate name is listed, so that one `sipp serve --check` run shows
+ * all of them. What depends on the machine (model files, environment variables, the listen address)
+ * is checked separately by gw_config_validate, so that the parser stays pure and fuzzable.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gateway/gateway.h"
+#include "util/toml.h"
+
+#define GW_MAX_TIMEOUT_S (7 * 24 * 3600)
+#define GW_MAX_COUNT 1000000
+#define GW_MAX_CTX (1 << 24)
+#define GW_MAX_THREADS 1024
+#define GW_MAX_GPU_LAYERS 100000
+#define GW_MAX_PARALLEL 256
+#define GW_MAX_REQUEST_BYTES_LIMIT ((int64_t)1 << 32)
+#define GW_MAX_RATE 1000000
+#define GW_CONFIG_MAX_FILE_BYTES ((size_t)16 << 20)
+#define GW_MODEL_SUFFIX ".gguf"
+
+typedef struct cfg_ctx {
+    const char *file; /* for messages */
+    const char *path; /* the config file, NULL when there is none */
+    sipp_buf *errs;
+    bool ok;
+} cfg_ctx;
+
+static void cfg_err(cfg_ctx *x, int line, const char *fmt, ...) SIPP_PRINTF(3, 4);
+static void cfg_err(cfg_ctx *x, int line, const char *fmt, ...) {
+    char msg[SIPP_ERROR_SIZE];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (line > 0) sipp_buf_appendf(x->errs, "%s:%d: %s\n", x->file, line, msg);
+    else sipp_buf_appendf(x->errs, "%s: %s\n", x->file, msg);
+    x->ok = false;
+}
+
+void gw_config_init(gw_config *c) {
+    memset(c, 0, sizeof *c);
+    c->host = strdup(GW_DEFAULT_HOST);
+    c->port = GW_DEFAULT_PORT;
+    c->max_request_bytes = GW_DEFAULT_MAX_REQUEST_BYTES;
+    c->max_concurrent_requests = GW_DEFAULT_MAX_CONCURRENT;
+    c->max_queue = GW_DEFAULT_MAX_QUEUE;
+    c->request_timeout_seconds = GW_DEFAULT_REQUEST_TIMEOUT_S;
+    c->shutdown_timeout_seconds = GW_DEFAULT_SHUTDOWN_TIMEOUT_S;
+}
+
+static void free_strv(char **v, size_t n) {
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+void gw_config_free(gw_config *c) {
+    if (!c) return;
+    free(c->path);
+    free(c->host);
+    free_strv(c->allowed_origins, c->n_allowed_origins);
+    for (size_t i = 0; i < c->n_tokens; i++) {
+        gw_token_config *t = &c->tokens[i];
+        free(t->env);
+        free(t->caller);
+        free(t->secret);
+        free_strv(t->targets, t->n_targets);
+    }
+    free(c->tokens);
+    for (size_t i = 0; i < c->n_targets; i++) {
+        gw_target_config *t = &c->targets[i];
+        free(t->name);
+        free(t->model_path);
+        free(t->backend);
+        free(t->remote_model);
+        free(t->api_key_env);
+        free_strv(t->base_urls, t->n_base_urls);
+    }
+    free(c->targets);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- typed lookups ------------------------------------------------------------------------------ */
+
+static int node_line(const toml_node *tbl, const toml_node *n) {
+    return n ? toml_node_line(n) : toml_node_line(tbl);
+}
+
+/* Every key of tbl must be in known (NULL-terminated). */
+static void check_keys(cfg_ctx *x, const toml_node *tbl, const char *where, const char *const *known) {
+    for (size_t i = 0; i < toml_table_len(tbl); i++) {
+        const toml_entry *e = toml_table_at(tbl, i);
+        bool found = false;
+        for (const char *const *k = known; *k && !found; k++) found = strlen(*k) == e->key_len && !memcmp(*k, e->key, e->key_len);
+        if (found) continue;
+        sipp_buf list = {0};
+        for (const char *const *k = known; *k; k++) sipp_buf_appendf(&list, "%s%s", k == known ? "" : ", ", *k);
+        cfg_err(x, e->line, "unknown key '%s' in %s (known keys: %s)", e->key, where, list.data ? list.data : "none");
+        sipp_buf_free(&list);
+    }
+}
+
+static bool expect_kind(cfg_ctx *x, const toml_node *n, toml_kind kind, const char *where, const char *key,
+                        const char *what) {
+    if (toml_node_kind(n) == kind) return true;
+    cfg_err(x, toml_node_line(n), "%s %s: expected %s, found %s", where, key, what, toml_kind_name(toml_node_kind(n)));
+    return false;
+}
+
+/* Reads an optional integer key within [lo, hi]; leaves *out alone when the key is absent. */
+static void get_int(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key, int64_t lo, int64_t hi,
+                    int64_t *out) {
+    const toml_node *n = toml_table_get(tbl, key);
+    if (!n || !expect_kind(x, n, TOML_INTEGER, where, key, "an integer")) return;
+    int64_t v = 0;
+    toml_get_int(n, &v, NULL, 0);
+    if (v < lo || v > hi) {
+        cfg_err(x, toml_node_line(n), "%s %s: %lld is out of range [%lld, %lld]", where, key, (long long)v,
+                (long long)lo, (long long)hi);
+        return;
+    }
+    *out = v;
+}
+
+static void get_int32(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key, int lo, int hi, int *out) {
+    int64_t v = *out;
+    get_int(x, tbl, where, key, lo, hi, &v);
+    *out = (int)v;
+}
+
+static void get_bool(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key, bool *out) {
+    const toml_node *n = toml_table_get(tbl, key);
+    if (n && expect_kind(x, n, TOML_BOOL, where, key, "true or false")) toml_get_bool(n, out, NULL, 0);
+}
+
+/* A non-empty string; *out is replaced by a copy. Returns the node when present. */
+static const toml_node *get_str(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key, char **out) {
+    const toml_node *n = toml_table_get(tbl, key);
+    if (!n || !expect_kind(x, n, TOML_STRING, where, key, "a string")) return n;
+    const char *s = NULL;
+    size_t len = 0;
+    toml_get_string(n, &s, &len, NULL, 0);
+    if (len == 0 || strlen(s) != len) {
+        cfg_err(x, toml_node_line(n), "%s %s: must be a non-empty string without NUL characters", where, key);
+        return n;
+    }
+    free(*out);
+    *out = strdup(s);
+    return n;
+}
+
+/* An array of non-empty strings. */
+static const toml_node *get_strv(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key, char ***out,
+                                 size_t *n_out) {
+    const toml_node *n = toml_table_get(tbl, key);
+    if (!n || !expect_kind(x, n, TOML_ARRAY, where, key, "an array of strings")) return n;
+    size_t count = toml_array_len(n);
+    char **v = calloc(count ? count : 1, sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; v && i < count; i++) {
+        const toml_node *e = toml_array_at(n, i);
+        const char *s = NULL;
+        size_t len = 0;
+        if (toml_node_kind(e) != TOML_STRING || !toml_get_string(e, &s, &len, NULL, 0) || len == 0 || strlen(s) != len) {
+            cfg_err(x, node_line(n, e), "%s %s: element %zu must be a non-empty string", where, key, i);
+            continue;
+        }
+        v[k++] = strdup(s);
+    }
+    free_strv(*out, *n_out);
+    *out = v;
+    *n_out = k;
+    return n;
+}
+
+/* ---- sections ----------------------------------------------------------------------------------- */
+
+/* "HOST:PORT", "[V6]:PORT". */
+static bool parse_listen(const char *s, char **host, int *port) {
+    const char *colon;
+    const char *h = s;
+    size_t hlen;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':') return false;
+        h = s + 1;
+        hlen = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon) return false;
+        hlen = (size_t)(colon - s);
+    }
+    if (hlen == 0) return false;
+    char *end;
+    errno = 0;
+    long p = strtol(colon + 1, &end, 10);
+    if (errno || end == colon + 1 || *end || p < 0 || p > GW_MAX_PORT) return false;
+    free(*host);
+    *host = strndup(h, hlen);
+    *port = (int)p;
+    return true;
+}
+
+static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
+    static const char *const known[] = {"listen", "max_request_bytes", "max_concurrent_requests", "max_queue",
+                                        "request_timeout_seconds", "shutdown_timeout_seconds", "allowed_origins",
+                                        "allow_unauthenticated", NULL};
+    const char *where = "[server]";
+    check_keys(x, srv, where, known);
+    char *listen = NULL;
+    const toml_node *ln = get_str(x, srv, where, "listen", &listen);
+    if (listen && !parse_listen(listen, &c->host, &c->port))
+        cfg_err(x, toml_node_line(ln), "[server] listen: '%s' is not HOST:PORT (e.g. \"127.0.0.1:8080\" or \"[::1]:8080\")",
+                listen);
+    free(listen);
+    int64_t mrb = (int64_t)c->max_request_bytes;
+    get_int(x, srv, where, "max_request_bytes", 1, GW_MAX_REQUEST_BYTES_LIMIT, &mrb);
+    c->max_request_bytes = (size_t)mrb;
+    get_int32(x, srv, where, "max_concurrent_requests", 1, GW_MAX_COUNT, &c->max_concurrent_requests);
+    get_int32(x, srv, where, "max_queue", 0, GW_MAX_COUNT, &c->max_queue);
+    get_int32(x, srv, where, "request_timeout_seconds", 1, GW_MAX_TIMEOUT_S, &c->request_timeout_seconds);
+    get_int32(x, srv, where, "shutdown_timeout_seconds", 0, GW_MAX_TIMEOUT_S, &c->shutdown_timeout_seconds);
+    get_strv(x, srv, where, "allowed_origins", &c->allowed_origins, &c->n_allowed_origins);
+    get_bool(x, srv, where, "allow_unauthenticated", &c->allow_unauthenticated);
+}
+
+static void parse_security(cfg_ctx *x, const toml_node *sec, gw_config *c) {
+    static const char *const known[] = {"rate_limit", NULL};
+    static const char *const rl_known[] = {"requests_per_minute", "burst", NULL};
+    check_keys(x, sec, "[security]", known);
+    const toml_node *rl = toml_table_get(sec, "rate_limit");
+    if (!rl || !expect_kind(x, rl, TOML_TABLE, "[security]", "rate_limit", "a table")) return;
+    const char *where = "[security.rate_limit]";
+    check_keys(x, rl, where, rl_known);
+    get_int32(x, rl, where, "requests_per_minute", 0, GW_MAX_RATE, &c->rate_requests_per_minute);
+    get_int32(x, rl, where, "burst", 1, GW_MAX_RATE, &c->rate_burst);
+}
+
+static void parse_tokens(cfg_ctx *x, const toml_node *arr, gw_config *c) {
+    static const char *const known[] = {"env", "caller", "targets", NULL};
+    size_t n = toml_array_len(arr);
+    c->tokens = calloc(n ? n : 1, sizeof *c->tokens);
+    if (!c->tokens) return;
+    for (size_t i = 0; i < n; i++) {
+        const toml_node *t = toml_array_at(arr, i);
+        char where[64];
+        snprintf(where, sizeof where, "[[tokens]] #%zu", i + 1);
+        if (!expect_kind(x, t, TOML_TABLE, where, "", "a table")) continue;
+        gw_token_config *tc = &c->tokens[c->n_tokens++];
+        tc->line = toml_node_line(t);
+        check_keys(x, t, where, known);
+        get_str(x, t, where, "env", &tc->env);
+        get_str(x, t, where, "caller", &tc->caller);
+        get_strv(x, t, where, "targets", &tc->targets, &tc->n_targets);
+        if (!tc->env) cfg_err(x, tc->line, "%s: 'env' is missing: name the environment variable that holds the secret", where);
+        if (!tc->caller) tc->caller = strdup(tc->env ? tc->env : "token");
+    }
+}
+
+static bool parse_policy(const char *s, sipp_policy *p) {
+    static const struct {
+        const char *name;
+        sipp_policy policy;
+    } names[] = {{"balanced", SIPP_POLICY_BALANCED},
+                 {"latency_first", SIPP_POLICY_LATENCY_FIRST},
+                 {"throughput_first", SIPP_POLICY_THROUGHPUT_FIRST}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *p = names[i].policy;
+            return true;
+        }
+    return false;
+}
+
+/* A relative model path is relative to the config file's directory. */
+static char *resolve_path(const char *config_path, const char *p) {
+    if (p[0] == '/' || !config_path) return strdup(p);
+    char *copy = strdup(config_path);
+    if (!copy) return NULL;
+    const char *dir = dirname(copy);
+    size_t n = strlen(dir) + strlen(p) + 2;
+    char *out = malloc(n);
+    if (out) snprintf(out, n, "%s/%s", dir, p);
+    free(copy);
+    return out;
+}
+
+static void init_target(gw_target_config *t) {
+    memset(t, 0, sizeof *t);
+    t->backend = strdup("auto");
+    t->parallel = sipp_engine_default_params().parallel;
+    t->gpu_layers = sipp_model_default_params().gpu_layers;
+    t->timeout_seconds = GW_DEFAULT_UPSTREAM_TIMEOUT_S;
+}
+
+static void trim_slash(char *s) {
+    size_t n = strlen(s);
+    while (n > 0 && s[n - 1] == '/') s[--n] = '\0';
+}
+
+static void parse_remote(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    char *single = NULL;
+    const toml_node *one = get_str(x, t, where, "base_url", &single);
+    const toml_node *many = toml_table_get(t, "base_urls");
+    if (one && many) cfg_err(x, toml_node_line(many), "%s: give base_url or base_urls, not both", where);
+    if (single) {
+        tc->base_urls = calloc(1, sizeof *tc->base_urls);
+        if (tc->base_urls) tc->base_urls[tc->n_base_urls++] = single;
+        else free(single);
+    } else if (many) {
+        get_strv(x, t, where, "base_urls", &tc->base_urls, &tc->n_base_urls);
+    }
+    if (tc->n_base_urls == 0)
+        cfg_err(x, tc->line, "%s: an openai_compatible target needs base_url (or base_urls), e.g. \"http://10.0.0.2:8080/v1\"",
+                where);
+    for (size_t i = 0; i < tc->n_base_urls; i++) {
+        trim_slash(tc->base_urls[i]);
+        if (strncmp(tc->base_urls[i], "http://", 7) != 0 && strncmp(tc->base_urls[i], "https://", 8) != 0)
+            cfg_err(x, node_line(t, one ? one : many), "%s: base URL '%s' must start with http:// or https://", where,
+                    tc->base_urls[i]);
+    }
+    get_str(x, t, where, "model", &tc->remote_model);
+    get_str(x, t, where, "api_key_env", &tc->api_key_env);
+    get_int32(x, t, where, "timeout_seconds", 1, GW_MAX_TIMEOUT_S, &tc->timeout_seconds);
+}
+
+static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    char *model = NULL;
+    get_str(x, t, where, "model", &model);
+    if (!model) cfg_err(x, tc->line, "%s: a local target needs model = \"PATH.gguf\"", where);
+    else tc->model_path = resolve_path(x->path, model);
+    free(model);
+    get_str(x, t, where, "backend", &tc->backend);
+    get_int32(x, t, where, "ctx_size", 0, GW_MAX_CTX, &tc->ctx_size);
+    get_int32(x, t, where, "parallel", 1, GW_MAX_PARALLEL, &tc->parallel);
+    get_int32(x, t, where, "threads", 0, GW_MAX_THREADS, &tc->threads);
+    get_int32(x, t, where, "gpu_layers", -1, GW_MAX_GPU_LAYERS, &tc->gpu_layers);
+    char *policy = NULL;
+    const toml_node *pn = get_str(x, t, where, "policy", &policy);
+    if (policy && !parse_policy(policy, &tc->policy))
+        cfg_err(x, toml_node_line(pn), "%s policy: '%s' is not one of balanced, latency_first, throughput_first", where,
+                policy);
+    free(policy);
+}
+
+static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
+    static const char *const local_keys[] = {"name", "type", "model", "backend", "ctx_size", "parallel",
+                                             "threads", "gpu_layers", "policy", NULL};
+    static const char *const remote_keys[] = {"name", "type", "base_url", "base_urls", "model", "api_key_env",
+                                              "timeout_seconds", NULL};
+    size_t n = toml_array_len(arr);
+    c->targets = calloc(n ? n : 1, sizeof *c->targets);
+    if (!c->targets) return;
+    for (size_t i = 0; i < n; i++) {
+        const toml_node *t = toml_array_at(arr, i);
+        char where[64];
+        snprintf(where, sizeof where, "[[targets]] #%zu", i + 1);
+        if (!expect_kind(x, t, TOML_TABLE, where, "", "a table")) continue;
+        gw_target_config *tc = &c->targets[c->n_targets++];
+        init_target(tc);
+        tc->line = toml_node_line(t);
+        get_str(x, t, where, "name", &tc->name);
+        if (!tc->name) {
+            cfg_err(x, tc->line, "%s: 'name' is missing: the name clients give as \"model\"", where);
+            tc->name = strdup("");
+        } else {
+            snprintf(where, sizeof where, "target '%s'", tc->name);
+        }
+        for (size_t k = 0; k + 1 < c->n_targets; k++)
+            if (strcmp(c->targets[k].name, tc->name) == 0 && *tc->name)
+                cfg_err(x, tc->line, "duplicate target name '%s' (first defined on line %d)", tc->name, c->targets[k].line);
+        char *type = NULL;
+        const toml_node *tn = get_str(x, t, where, "type", &type);
+        if (!type || strcmp(type, "local") == 0) {
+            tc->type = GW_TARGET_LOCAL;
+            check_keys(x, t, where, local_keys);
+            parse_local(x, t, where, tc);
+        } else if (strcmp(type, "openai_compatible") == 0) {
+            tc->type = GW_TARGET_REMOTE;
+            check_keys(x, t, where, remote_keys);
+            parse_remote(x, t, where, tc);
+        } else {
+            cfg_err(x, toml_node_line(tn), "%s type: '%s' is not one of local, openai_compatible", where, type);
+        }
+        free(type);
+    }
+}
+
+bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *c, sipp_buf *errs) {
+    cfg_ctx x = {.file = path ? path : "<config>", .path = path, .errs = errs, .ok = true};
+    char terr[SIPP_ERROR_SIZE];
+    toml_doc *doc = toml_parse(text, len, x.file, terr, sizeof terr);
+    if (!doc) {
+        sipp_buf_appendf(errs, "%s\n", terr);
+        return false;
+    }
+    free(c->path);
+    c->path = path ? strdup(path) : NULL;
+    const toml_node *root = toml_root(doc);
+    static const char *const known[] = {"server", "security", "tokens", "targets", NULL};
+    check_keys(&x, root, "the top level", known);
+    const toml_node *n;
+    if ((n = toml_table_get(root, "server")) && expect_kind(&x, n, TOML_TABLE, "", "[server]", "a table"))
+        parse_server(&x, n, c);
+    if ((n = toml_table_get(root, "security")) && expect_kind(&x, n, TOML_TABLE, "", "[security]", "a table"))
+        parse_security(&x, n, c);
+    if ((n = toml_table_get(root, "tokens")) && expect_kind(&x, n, TOML_ARRAY, "", "[[tokens]]", "an array of tables"))
+        parse_tokens(&x, n, c);
+    if ((n = toml_table_get(root, "targets")) && expect_kind(&x, n, TOML_ARRAY, "", "[[targets]]", "an array of tables"))
+        parse_targets(&x, n, c);
+    if (c->n_targets == 0) cfg_err(&x, 0, "no [[targets]]: add at least one, e.g. name = \"tiny\" and model = \"tiny.gguf\"");
+    if (c->rate_requests_per_minute > 0 && c->rate_burst == 0) c->rate_burst = c->rate_requests_per_minute;
+    for (size_t i = 0; i < c->n_tokens; i++)
+        for (size_t k = 0; k < c->tokens[i].n_targets; k++) {
+            bool found = false;
+            for (size_t j = 0; j < c->n_targets && !found; j++) found = strcmp(c->targets[j].name, c->tokens[i].targets[k]) == 0;
+            if (!found)
+                cfg_err(&x, c->tokens[i].line, "[[tokens]] '%s': targets names '%s', which is not a target",
+                        c->tokens[i].caller, c->tokens[i].targets[k]);
+        }
+    toml_free(doc);
+    return x.ok;
+}
+
+bool gw_config_load(const char *path, gw_config *c, sipp_buf *errs) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        sipp_buf_appendf(errs, "%s: cannot open the config file: %s\n", path, strerror(errno));
+        return false;
+    }
+    sipp_buf text = {0};
+    char chunk[4096];
+    size_t n;
+    bool ok = true;
+    while (ok && (n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        ok = sipp_buf_append(&text, chunk, n) && text.len <= GW_CONFIG_MAX_FILE_BYTES;
+    }
+    if (ferror(f) || !ok) {
+        sipp_buf_appendf(errs, "%s: cannot read the config file (or it is over %zu bytes)\n", path, GW_CONFIG_MAX_FILE_BYTES);
+        ok = false;
+    }
+    fclose(f);
+    if (ok) ok = gw_config_parse(text.data ? text.data : "", text.len, path, c, errs);
+    sipp_buf_free(&text);
+    return ok;
+}
+
+char *gw_target_name_from_path(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base), sl = strlen(GW_MODEL_SUFFIX);
+    if (n > sl && strcasecmp(base + n - sl, GW_MODEL_SUFFIX) == 0) n -= sl;
+    return strndup(base, n);
+}
+
+bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
+    gw_target_config *t = realloc(c->targets, (c->n_targets + 1) * sizeof *t);
+    if (!t) return false;
+    c->targets = t;
+    gw_target_config *tc = &c->targets[c->n_targets++];
+    init_target(tc);
+    tc->type = GW_TARGET_LOCAL;
+    tc->name = gw_target_name_from_path(model_path);
+    tc->model_path = strdup(model_path);
+    if (!tc->name || !*tc->name) {
+        sipp_buf_appendf(errs, "MODEL '%s' has no file name to name the target after\n", model_path);
+        return false;
+    }
+    return true;
+}
+
+/* ---- what depends on the machine ---------------------------------------------------------------- */
+
+static bool is_loopback(const char *host) {
+    if (strcmp(host, "localhost") == 0) return true;
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+    return false;
+}
+
+bool gw_config_validate(gw_config *c, sipp_buf *errs) {
+    cfg_ctx x = {.file = c->path ? c->path : "sipp serve", .errs = errs, .ok = true};
+    int line;
+    for (size_t i = 0; i < c->n_targets; i++) {
+        gw_target_config *t = &c->targets[i];
+        line = c->path ? t->line : 0;
+        if (t->type == GW_TARGET_LOCAL) {
+            struct stat st;
+            const char *why = NULL;
+            if (!t->model_path) why = "no path";
+            else if (stat(t->model_path, &st) != 0) why = strerror(errno);
+            else if (!S_ISREG(st.st_mode)) why = "not a regular file";
+            else if (access(t->model_path, R_OK) != 0) why = strerror(errno);
+            if (why)
+                cfg_err(&x, line, "target '%s': model file '%s' cannot be read (%s); check the path", t->name,
+                        t->model_path ? t->model_path : "", why);
+            char berr[SIPP_ERROR_SIZE];
+            if (sipp_backend_check_name(t->backend, berr) != SIPP_OK) cfg_err(&x, line, "target '%s' backend: %s", t->name, berr);
+        } else if (t->api_key_env && !getenv(t->api_key_env)) {
+            cfg_err(&x, line, "target '%s': api_key_env names '%s', which is not set; export it with the upstream's key",
+                    t->name, t->api_key_env);
+        }
+    }
+    for (size_t i = 0; i < c->n_tokens; i++) {
+        gw_token_config *tk = &c->tokens[i];
+        const char *v = tk->env ? getenv(tk->env) : NULL;
+        if (!v || !*v) {
+            cfg_err(&x, c->path ? tk->line : 0,
+                    "[[tokens]] '%s': environment variable '%s' is not set (or empty); export it with the bearer secret",
+                    tk->caller, tk->env ? tk->env : "?");
+            continue;
+        }
+        free(tk->secret);
+        tk->secret = strdup(v);
+    }
+    if (c->n_tokens == 0 && !c->allow_unauthenticated && !is_loopback(c->host))
+        cfg_err(&x, 0,
+                "refusing to listen on %s without authentication: add [[tokens]], or set allow_unauthenticated = true "
+                "in [server] (--allow-unauthenticated) if this network is trusted",
+                c->host);
+    return x.ok;
+}

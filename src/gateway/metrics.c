@@ -1,0 +1,217 @@
+/*
+ * metrics.c: the gateway's counters, gauges and histograms, rendered as Prometheus text for
+ * GET /metrics.
+ *
+ *   sipp_requests_total{target,code}          HTTP requests by target ("" for none) and status
+ *   sipp_errors_total{code}                   error replies by error code (queue_full, timeout, ...)
+ *   sipp_active_requests{target}              generations holding an admission permit
+ *   sipp_queued_requests{target}              generations waiting for one
+ *   sipp_engine_running_requests{target}      requests in an engine slot (engine stats)
+ *   sipp_engine_queued_requests{target}       requests in an engine's queue
+ *   sipp_engine_slots{target}
+ *   sipp_prompt_tokens_total{target}, sipp_cached_tokens_total{target}, sipp_generated_tokens_total{target}
+ *   sipp_ttft_seconds{target}                 histogram: time to first token
+ *   sipp_request_duration_seconds{target}     histogram: whole HTTP request
+ *   sipp_target_ready{target}                 1 when loaded
+ *   sipp_upstream_healthy{target,url}         1 when a replica is not ejected
+ *
+ * Everything is counted under one mutex: the updates are a few additions per request, far below
+ * anything an engine step costs. Status codes index a fixed array, so a new code needs no setup.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/gateway.h"
+
+#define GW_CODE_MIN 100
+#define GW_CODE_MAX 599
+#define GW_N_CODES (GW_CODE_MAX - GW_CODE_MIN + 1)
+
+static const double ttft_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+static const double duration_bounds[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+#define N_TTFT (sizeof ttft_bounds / sizeof ttft_bounds[0])
+#define N_DURATION (sizeof duration_bounds / sizeof duration_bounds[0])
+
+typedef struct histogram {
+    uint64_t counts[N_DURATION + 1]; /* per bucket (not cumulative); the last is +Inf */
+    uint64_t n;
+    double sum;
+} histogram;
+
+typedef struct target_metrics {
+    uint64_t codes[GW_N_CODES];
+    int active, queued;
+    uint64_t prompt, cached, generated;
+    histogram ttft, duration;
+} target_metrics;
+
+struct gw_metrics {
+    pthread_mutex_t mu;
+    size_t n_targets;
+    target_metrics *t; /* n_targets + 1: the last is for requests that name no target */
+    uint64_t errors[GW_E_COUNT];
+};
+
+gw_metrics *gw_metrics_new(size_t n_targets) {
+    gw_metrics *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->t = calloc(n_targets + 1, sizeof *m->t);
+    if (!m->t) {
+        free(m);
+        return NULL;
+    }
+    m->n_targets = n_targets;
+    pthread_mutex_init(&m->mu, NULL);
+    return m;
+}
+
+void gw_metrics_free(gw_metrics *m) {
+    if (!m) return;
+    pthread_mutex_destroy(&m->mu);
+    free(m->t);
+    free(m);
+}
+
+static target_metrics *of(gw_metrics *m, int target) {
+    return target >= 0 && (size_t)target < m->n_targets ? &m->t[target] : &m->t[m->n_targets];
+}
+
+static void observe(histogram *h, const double *bounds, size_t n, double v) {
+    size_t i = 0;
+    while (i < n && v > bounds[i]) i++;
+    h->counts[i]++;
+    h->n++;
+    h->sum += v;
+}
+
+void gw_metrics_request(gw_metrics *m, int target, int status, const char *error_code, double seconds) {
+    pthread_mutex_lock(&m->mu);
+    target_metrics *t = of(m, target);
+    if (status >= GW_CODE_MIN && status <= GW_CODE_MAX) t->codes[status - GW_CODE_MIN]++;
+    observe(&t->duration, duration_bounds, N_DURATION, seconds);
+    if (error_code)
+        for (int k = 0; k < GW_E_COUNT; k++)
+            if (strcmp(gw_error_code((gw_error_kind)k), error_code) == 0) {
+                m->errors[k]++;
+                break;
+            }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void gw_metrics_tokens(gw_metrics *m, int target, int prompt, int cached, int generated, double ttft_s) {
+    pthread_mutex_lock(&m->mu);
+    target_metrics *t = of(m, target);
+    t->prompt += (uint64_t)(prompt > 0 ? prompt : 0);
+    t->cached += (uint64_t)(cached > 0 ? cached : 0);
+    t->generated += (uint64_t)(generated > 0 ? generated : 0);
+    if (ttft_s >= 0) observe(&t->ttft, ttft_bounds, N_TTFT, ttft_s);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void gw_metrics_active(gw_metrics *m, int target, int delta) {
+    pthread_mutex_lock(&m->mu);
+    of(m, target)->active += delta;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void gw_metrics_queued(gw_metrics *m, int target, int delta) {
+    pthread_mutex_lock(&m->mu);
+    of(m, target)->queued += delta;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* ---- rendering ---------------------------------------------------------------------------------- */
+
+static void header(sipp_buf *o, const char *name, const char *type, const char *help) {
+    sipp_buf_appendf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Label values are target names from the config; quotes and backslashes are escaped anyway. */
+static void label(sipp_buf *o, const char *v) {
+    for (; *v; v++) {
+        if (*v == '"' || *v == '\\') sipp_buf_append(o, "\\", 1);
+        if (*v == '\n') sipp_buf_append(o, "\\n", 2);
+        else sipp_buf_append(o, v, 1);
+    }
+}
+
+static void line_u(sipp_buf *o, const char *name, const char *target, uint64_t v) {
+    sipp_buf_appendf(o, "%s{target=\"", name);
+    label(o, target);
+    sipp_buf_appendf(o, "\"} %llu\n", (unsigned long long)v);
+}
+
+static void render_histogram(sipp_buf *o, const char *name, const char *target, const histogram *h, const double *bounds,
+                             size_t n) {
+    uint64_t cum = 0;
+    for (size_t i = 0; i <= n; i++) {
+        cum += h->counts[i];
+        sipp_buf_appendf(o, "%s_bucket{target=\"", name);
+        label(o, target);
+        if (i < n) sipp_buf_appendf(o, "\",le=\"%g\"} %llu\n", bounds[i], (unsigned long long)cum);
+        else sipp_buf_appendf(o, "\",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    }
+    sipp_buf_appendf(o, "%s_sum{target=\"", name);
+    label(o, target);
+    sipp_buf_appendf(o, "\"} %.6f\n%s_count{target=\"", h->sum, name);
+    label(o, target);
+    sipp_buf_appendf(o, "\"} %llu\n", (unsigned long long)h->n);
+}
+
+static const char *name_of(gw_server *srv, size_t i) { return i < srv->n_targets ? srv->targets[i].cfg->name : ""; }
+
+void gw_metrics_render(gw_server *srv, sipp_buf *o) {
+    gw_metrics *m = srv->metrics;
+    size_t n = m->n_targets;
+    pthread_mutex_lock(&m->mu);
+    header(o, "sipp_requests_total", "counter", "HTTP requests by target and status code.");
+    for (size_t i = 0; i <= n; i++)
+        for (int c = 0; c < GW_N_CODES; c++) {
+            if (!m->t[i].codes[c]) continue;
+            sipp_buf_appendf(o, "sipp_requests_total{target=\"");
+            label(o, name_of(srv, i));
+            sipp_buf_appendf(o, "\",code=\"%d\"} %llu\n", c + GW_CODE_MIN, (unsigned long long)m->t[i].codes[c]);
+        }
+    header(o, "sipp_errors_total", "counter", "Error replies by error code.");
+    for (int k = 0; k < GW_E_COUNT; k++)
+        sipp_buf_appendf(o, "sipp_errors_total{code=\"%s\"} %llu\n", gw_error_code((gw_error_kind)k),
+                         (unsigned long long)m->errors[k]);
+    header(o, "sipp_active_requests", "gauge", "Generations holding an admission permit.");
+    for (size_t i = 0; i < n; i++) line_u(o, "sipp_active_requests", name_of(srv, i), (uint64_t)m->t[i].active);
+    header(o, "sipp_queued_requests", "gauge", "Generations waiting for an admission permit.");
+    for (size_t i = 0; i < n; i++) line_u(o, "sipp_queued_requests", name_of(srv, i), (uint64_t)m->t[i].queued);
+    header(o, "sipp_prompt_tokens_total", "counter", "Prompt tokens of finished generations.");
+    for (size_t i = 0; i < n; i++) line_u(o, "sipp_prompt_tokens_total", name_of(srv, i), m->t[i].prompt);
+    header(o, "sipp_cached_tokens_total", "counter", "Prompt tokens reused from a slot's KV cache.");
+    for (size_t i = 0; i < n; i++) line_u(o, "sipp_cached_tokens_total", name_of(srv, i), m->t[i].cached);
+    header(o, "sipp_generated_tokens_total", "counter", "Generated tokens.");
+    for (size_t i = 0; i < n; i++) line_u(o, "sipp_generated_tokens_total", name_of(srv, i), m->t[i].generated);
+    header(o, "sipp_ttft_seconds", "histogram", "Time to first token.");
+    for (size_t i = 0; i < n; i++) render_histogram(o, "sipp_ttft_seconds", name_of(srv, i), &m->t[i].ttft, ttft_bounds, N_TTFT);
+    header(o, "sipp_request_duration_seconds", "histogram", "HTTP request duration.");
+    for (size_t i = 0; i <= n; i++)
+        render_histogram(o, "sipp_request_duration_seconds", name_of(srv, i), &m->t[i].duration, duration_bounds, N_DURATION);
+    pthread_mutex_unlock(&m->mu);
+
+    header(o, "sipp_target_ready", "gauge", "1 when the target is loaded and serving.");
+    for (size_t i = 0; i < n; i++) line_u(o, "sipp_target_ready", name_of(srv, i), atomic_load(&srv->targets[i].state) == GW_STATE_READY);
+    static const struct {
+        const char *name, *help;
+    } engine_gauges[] = {{"sipp_engine_running_requests", "Requests in an engine slot."},
+                         {"sipp_engine_queued_requests", "Requests in an engine's queue."},
+                         {"sipp_engine_slots", "Slots (parallel sequences) of an engine."}};
+    for (size_t g = 0; g < sizeof engine_gauges / sizeof engine_gauges[0]; g++) {
+        header(o, engine_gauges[g].name, "gauge", engine_gauges[g].help);
+        for (size_t i = 0; i < n; i++) {
+            gw_target *t = &srv->targets[i];
+            if (t->cfg->type != GW_TARGET_LOCAL || atomic_load(&t->state) != GW_STATE_READY) continue;
+            sipp_engine_stats es;
+            sipp_engine_get_stats(t->engine, &es);
+            int v = g == 0 ? es.running : g == 1 ? es.queued : es.slots;
+            line_u(o, engine_gauges[g].name, t->cfg->name, (uint64_t)v);
+        }
+    }
+    header(o, "sipp_upstream_healthy", "gauge", "1 when a remote target's replica is in rotation.");
+    for (size_t i = 0; i < n; i++)
+        if (srv->targets[i].upstream) gw_upstream_metrics(srv->targets[i].upstream, srv->targets[i].cfg->name, o);
+}

@@ -1,0 +1,178 @@
+/*
+ * routes_openai.c: the OpenAI-compatible routes: GET /v1/models (and /v1/models/ID),
+ * POST /v1/chat/completions, /v1/completions and /v1/embeddings.
+ *
+ * The shapes are OpenAI's, so that its clients work unchanged: a chat stream opens with a chunk
+ * whose delta carries the role, sends one chunk per piece of text, closes with an empty delta and
+ * the finish_reason, then (with stream_options.include_usage) a chunk with empty choices and the
+ * usage, then "data: [DONE]". An error after the stream began is sent as a data line holding an
+ * {"error": ...} object, which OpenAI's clients raise as an API error.
+ *
+ * A remote target gets the body as it came (with the model name swapped for the upstream's), so
+ * options the gateway itself does not implement still reach servers that do.
+ */
+#include <string.h>
+
+#include "gateway/gateway.h"
+
+#define GW_OWNER "sipp"
+
+/* ---- usage -------------------------------------------------------------------------------------- */
+
+static json_t *usage_json(sipp_request *r) {
+    sipp_request_stats s;
+    sipp_request_get_stats(r, &s);
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", s.prompt_tokens, "completion_tokens",
+                     s.generated_tokens, "total_tokens", s.prompt_tokens + s.generated_tokens, "prompt_tokens_details",
+                     "cached_tokens", s.cached_tokens);
+}
+
+static const char *finish_name(sipp_request *r) { return sipp_finish_reason_name(sipp_request_finish_reason(r)); }
+
+static json_t *chunk(const gw_gen_view *v, const char *object, json_t *choice) {
+    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", v->id, "object", object, "created", (json_int_t)v->created,
+                          "model", v->target->cfg->name, "choices", choice);
+    if (j && v->gen->include_usage) json_object_set_new(j, "usage", json_null());
+    return j;
+}
+
+static void usage_chunk(const gw_gen_view *v, const char *object, sipp_buf *out) {
+    if (!v->gen->include_usage) return;
+    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", v->id, "object", object, "created",
+                          (json_int_t)v->created, "model", v->target->cfg->name, "choices", "usage", usage_json(v->req));
+    gw_sse_json(out, NULL, j);
+}
+
+static void stream_fail(const gw_gen_view *v, gw_error_kind kind, const char *message, sipp_buf *out) {
+    gw_sse_json(out, NULL, gw_error_json(kind, message));
+}
+
+/* ---- chat completions --------------------------------------------------------------------------- */
+
+#define CHAT_CHUNK "chat.completion.chunk"
+
+static void chat_begin(const gw_gen_view *v, sipp_buf *out) {
+    json_t *choice = json_pack("{s:i, s:{s:s, s:s}, s:n, s:n}", "index", 0, "delta", "role", "assistant", "content", "",
+                               "logprobs", "finish_reason");
+    gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
+}
+
+static void chat_piece(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    json_t *choice = json_pack("{s:i, s:{s:s%}, s:n, s:n}", "index", 0, "delta", "content", text, len, "logprobs",
+                               "finish_reason");
+    gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
+}
+
+static void chat_end(const gw_gen_view *v, sipp_buf *out) {
+    json_t *choice = json_pack("{s:i, s:{}, s:n, s:s}", "index", 0, "delta", "logprobs", "finish_reason", finish_name(v->req));
+    gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
+    usage_chunk(v, CHAT_CHUNK, out);
+    gw_sse_done(out);
+}
+
+static json_t *chat_whole(const gw_gen_view *v) {
+    return json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:s}, s:n, s:s}], s:o}", "id", v->id, "object",
+                     "chat.completion", "created", (json_int_t)v->created, "model", v->target->cfg->name, "choices",
+                     "index", 0, "message", "role", "assistant", "content", v->text, "logprobs",
+                     "finish_reason", finish_name(v->req), "usage", usage_json(v->req));
+}
+
+static const gw_format chat_format = {
+    .id_prefix = "chatcmpl-", .begin = chat_begin, .piece = chat_piece, .end = chat_end, .fail = stream_fail, .whole = chat_whole};
+
+/* ---- text completions --------------------------------------------------------------------------- */
+
+#define TEXT_OBJECT "text_completion"
+
+static void text_begin(const gw_gen_view *v, sipp_buf *out) {}
+
+static void text_piece(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    json_t *choice = json_pack("{s:s%, s:i, s:n, s:n}", "text", text, len, "index", 0, "logprobs", "finish_reason");
+    gw_sse_json(out, NULL, chunk(v, TEXT_OBJECT, choice));
+}
+
+static void text_end(const gw_gen_view *v, sipp_buf *out) {
+    json_t *choice = json_pack("{s:s, s:i, s:n, s:s}", "text", "", "index", 0, "logprobs", "finish_reason", finish_name(v->req));
+    gw_sse_json(out, NULL, chunk(v, TEXT_OBJECT, choice));
+    usage_chunk(v, TEXT_OBJECT, out);
+    gw_sse_done(out);
+}
+
+static json_t *text_whole(const gw_gen_view *v) {
+    return json_pack("{s:s, s:s, s:I, s:s, s:[{s:s, s:i, s:n, s:s}], s:o}", "id", v->id, "object", TEXT_OBJECT, "created",
+                     (json_int_t)v->created, "model", v->target->cfg->name, "choices", "text", v->text,
+                     "index", 0, "logprobs", "finish_reason", finish_name(v->req), "usage", usage_json(v->req));
+}
+
+static const gw_format text_format = {
+    .id_prefix = "cmpl-", .begin = text_begin, .piece = text_piece, .end = text_end, .fail = stream_fail, .whole = text_whole};
+
+/* ---- shared flow -------------------------------------------------------------------------------- */
+
+void gw_run_generation(gw_call *call, gw_api api, const char *upstream_suffix, const gw_format *fmt) {
+    gw_gen g;
+    gw_error_kind kind;
+    char err[SIPP_ERROR_SIZE];
+    if (!gw_decode(api, call->body, call->body_len, &g, &kind, err, sizeof err)) {
+        /* A remote target may accept what sipp does not (tools, logprobs, ...): peek at the model. */
+        gw_gen head;
+        if (kind == GW_E_INVALID_FIELD && gw_decode_head(call->body, call->body_len, api == GW_API_NATIVE_QUERY || api == GW_API_NATIVE_CHAT, &head)) {
+            gw_target *t = head.model ? gw_target_find(call->srv, head.model) : NULL;
+            if (t && t->cfg->type == GW_TARGET_REMOTE) {
+                if (gw_call_target(call, head.model)) gw_upstream_forward(call, t, upstream_suffix, head.stream);
+                gw_gen_free(&head);
+                return;
+            }
+            gw_gen_free(&head);
+        }
+        gw_reply_error(call, kind, "%s", err);
+        return;
+    }
+    gw_target *t = gw_call_target(call, g.model);
+    if (!t) {
+        gw_gen_free(&g);
+        return;
+    }
+    if (t->cfg->type == GW_TARGET_REMOTE) {
+        gw_upstream_forward(call, t, upstream_suffix, g.stream);
+        gw_gen_free(&g);
+        return;
+    }
+    if (!fmt) {
+        gw_gen_free(&g);
+        gw_reply_error(call, GW_E_NOT_IMPLEMENTED,
+                       "embeddings are not available for local model '%s' yet: this libsipp has no sipp_engine_embed",
+                       t->cfg->name);
+        return;
+    }
+    gw_generate(call, t, &g, fmt);
+}
+
+void gw_route_chat_completions(gw_call *call) { gw_run_generation(call, GW_API_CHAT, "/chat/completions", &chat_format); }
+void gw_route_completions(gw_call *call) { gw_run_generation(call, GW_API_COMPLETION, "/completions", &text_format); }
+void gw_route_embeddings(gw_call *call) { gw_run_generation(call, GW_API_EMBEDDINGS, "/embeddings", NULL); }
+
+/* ---- models ------------------------------------------------------------------------------------- */
+
+static json_t *model_json(gw_call *call, const gw_target *t) {
+    return json_pack("{s:s, s:s, s:I, s:s}", "id", t->cfg->name, "object", "model", "created",
+                     (json_int_t)call->srv->started_unix, "owned_by", GW_OWNER);
+}
+
+void gw_route_models(gw_call *call) {
+    json_t *data = json_array();
+    for (size_t i = 0; i < call->srv->n_targets; i++) {
+        const gw_target *t = &call->srv->targets[i];
+        if (gw_auth_allows(call, t->cfg)) json_array_append_new(data, model_json(call, t));
+    }
+    gw_reply_json(call, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
+}
+
+void gw_route_model(gw_call *call, const char *id) {
+    gw_target *t = gw_target_find(call->srv, id);
+    if (!t || !gw_auth_allows(call, t->cfg)) {
+        gw_reply_error(call, GW_E_UNKNOWN_TARGET, "the model '%s' does not exist on this server; GET /v1/models lists them", id);
+        return;
+    }
+    gw_reply_json(call, 200, model_json(call, t));
+}

@@ -1,0 +1,76 @@
+/*
+ * routes_ops.c: the operations routes.
+ *
+ *   GET /health        200 while the process lives (no auth): for a liveness probe
+ *   GET /ready         200 once every target is loaded, 503 before (or when one failed), with
+ *                      each target's state: for a readiness probe and for tests
+ *   GET /metrics       Prometheus text (no auth, like most exporters: keep the port private)
+ *   GET /v1/backends   per target: the backend decision of its load (backend, reason, devices,
+ *                      gpu_layers) or its upstream replicas and their health
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/gateway.h"
+
+static const char *state_name(int s) {
+    switch (s) {
+    case GW_STATE_READY: return "ready";
+    case GW_STATE_FAILED: return "failed";
+    default: return "loading";
+    }
+}
+
+static const char *type_name(const gw_target *t) { return t->cfg->type == GW_TARGET_LOCAL ? "local" : "openai_compatible"; }
+
+void gw_route_health(gw_call *call) { gw_reply_json(call, 200, json_pack("{s:s}", "status", "ok")); }
+
+void gw_route_ready(gw_call *call) {
+    gw_server *srv = call->srv;
+    json_t *targets = json_array();
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        gw_target *t = &srv->targets[i];
+        int s = atomic_load(&t->state);
+        json_t *o = json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
+        if (s == GW_STATE_FAILED) json_object_set_new(o, "error", json_string(t->error));
+        json_array_append_new(targets, o);
+    }
+    bool ready = gw_targets_ready(srv) && !atomic_load(&srv->draining);
+    gw_reply_json(call, ready ? 200 : 503, json_pack("{s:s, s:o}", "status", ready ? "ready" : "not_ready", "targets", targets));
+}
+
+void gw_route_metrics(gw_call *call) {
+    sipp_buf out = {0};
+    gw_metrics_render(call->srv, &out);
+    gw_reply_text(call, 200, "text/plain; version=0.0.4; charset=utf-8", out.data, out.len);
+}
+
+void gw_route_backends(gw_call *call) {
+    gw_server *srv = call->srv;
+    json_t *targets = json_array();
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        gw_target *t = &srv->targets[i];
+        if (!gw_auth_allows(call, t->cfg)) continue;
+        int s = atomic_load(&t->state);
+        json_t *o = json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
+        if (t->cfg->type == GW_TARGET_LOCAL) {
+            json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
+            if (s == GW_STATE_READY) {
+                const sipp_backend_decision *b = sipp_model_backend(t->model);
+                json_object_set_new(o, "backend", json_string(b->backend));
+                json_object_set_new(o, "reason", json_string(b->reason));
+                json_object_set_new(o, "devices", json_string(b->devices));
+                json_object_set_new(o, "gpu_layers", json_integer(b->gpu_layers));
+            } else if (s == GW_STATE_FAILED) {
+                json_object_set_new(o, "error", json_string(t->error));
+            }
+        } else {
+            json_object_set_new(o, "replicas", gw_upstream_describe(t->upstream));
+        }
+        json_array_append_new(targets, o);
+    }
+    const char *art = sipp_runtime_artifact_dir();
+    gw_reply_json(call, 200,
+                  json_pack("{s:s, s:s, s:s, s:s?, s:o}", "sipp_version", sipp_version(), "llama_release",
+                            sipp_llama_release(), "llama_commit", sipp_llama_commit(), "artifact", art, "targets", targets));
+}

@@ -1,0 +1,373 @@
+"""libsipp through ctypes: finding the library, choosing the artifact, and the C declarations.
+
+Two decisions happen here, in this order.
+
+1. Which artifact (at import). SIPP_PYTHON_BACKEND = auto | cpu | vulkan | cuda | metal names the
+   backend the process wants. An artifact is a directory of llama.cpp libraries whose
+   manifest.json lists the backends compiled into it (build/artifacts/<name>/). ``auto`` takes the
+   default artifact (build/artifact, the one libsipp was linked against); an explicit backend takes
+   the default artifact when it has that backend, else another artifact that has it. SIPP_ARTIFACT
+   names the artifact directly and wins, but an explicit backend must still be in it. A name sipp
+   does not know, or a backend no artifact has, raises BackendError at import, listing the usable
+   names: failing at import is cheaper than failing after a model has been read.
+
+2. Loading libsipp (on first use, i.e. the first local endpoint). The library is found through
+   SIPP_LIB, else relative to this package in the repository's build directory ($SIPP_BUILD or
+   build/), else on the system's library path. sipp_runtime_init then loads the chosen artifact's
+   backend modules once for the process. A process that only talks to gateways never loads it.
+
+The ctypes structures mirror include/sipp.h field by field; tests/test_abi.py compiles a C program
+against the header and compares sizes and offsets, so that a change to the header cannot silently
+shift a field. ctypes.CDLL (not PyDLL) releases the GIL around every foreign call, so a thread
+blocked in sipp_request_read or sipp_engine_embed lets the other Python threads run.
+"""
+
+import ctypes
+import ctypes.util
+import glob
+import json
+import os
+import threading
+
+from ._errors import BackendError, NotFoundError, error_for_status
+
+ENV_BACKEND = "SIPP_PYTHON_BACKEND"
+# The names SIPP_PYTHON_BACKEND accepts: auto and the backends sipp can run models on.
+BACKEND_NAMES = ("auto", "cpu", "vulkan", "cuda", "metal")
+ERROR_SIZE = 512  # SIPP_ERROR_SIZE
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# bindings/python/sipp -> the repository root
+REPO_ROOT = os.path.normpath(os.path.join(PACKAGE_DIR, "..", "..", ".."))
+
+
+# ---- finding libsipp and the artifacts ----------------------------------------------------------
+
+
+def _build_dir():
+    build = os.environ.get("SIPP_BUILD") or "build"
+    return build if os.path.isabs(build) else os.path.join(REPO_ROOT, build)
+
+
+def find_library():
+    """The path of libsipp.so, or None when it cannot be found."""
+    explicit = os.environ.get("SIPP_LIB")
+    if explicit:
+        return explicit  # checked when loaded, so that the error names it
+    for build in (_build_dir(), os.path.join(REPO_ROOT, "build")):
+        path = os.path.join(build, "lib", "libsipp.so")
+        if os.path.isfile(path):
+            return path
+    return ctypes.util.find_library("sipp")
+
+
+def _read_manifest(artifact_dir):
+    """The backends listed in an artifact's manifest.json, or None when it has none."""
+    try:
+        with open(os.path.join(artifact_dir, "manifest.json"), encoding="utf-8") as f:
+            backends = json.load(f).get("backends")
+    except (OSError, ValueError):
+        return None
+    return [str(b) for b in backends] if isinstance(backends, list) else None
+
+
+def list_artifacts(lib_path):
+    """The artifacts next to libsipp: [(dir, [backends])], the default artifact first."""
+    if not lib_path or not os.path.isfile(lib_path):
+        return []
+    build = os.path.dirname(os.path.dirname(os.path.realpath(lib_path)))
+    default = os.path.realpath(os.path.join(build, "artifact"))
+    found = []
+    for manifest in sorted(glob.glob(os.path.join(build, "artifacts", "*", "manifest.json"))):
+        d = os.path.realpath(os.path.dirname(manifest))
+        backends = _read_manifest(d)
+        if backends is not None:
+            found.append((d, backends))
+    # the default artifact first, then the smallest: the fewest modules to load
+    found.sort(key=lambda a: (a[0] != default, len(a[1]), a[0]))
+    return found
+
+
+class Selection:
+    """What the process chose at import: the backend asked for and the artifact that has it."""
+
+    def __init__(self, backend, artifact_dir, backends, source):
+        self.backend = backend  # "auto", "cpu", "vulkan", ...
+        self.artifact_dir = artifact_dir  # None: libsipp's own choice ($SIPP_ARTIFACT or build/artifact)
+        self.backends = backends  # the artifact's compiled backends, or None when unknown
+        self.source = source  # why this artifact, in words
+        self.decision = None  # for an explicit backend: what libsipp decided at import
+
+    def as_dict(self):
+        return {"backend": self.backend, "artifact": self.artifact_dir, "backends": self.backends,
+                "source": self.source, "decision": self.decision}
+
+    def __repr__(self):
+        return f"Selection({self.as_dict()!r})"
+
+
+def _usable(artifacts):
+    names = ["auto"]
+    for _, backends in artifacts:
+        names += [b for b in backends if b in BACKEND_NAMES and b not in names]
+    return names
+
+
+def select_backend(env=None):
+    """Decides the artifact for the value of SIPP_PYTHON_BACKEND; raises BackendError if unusable."""
+    env = os.environ if env is None else env
+    raw = env.get(ENV_BACKEND, "")
+    name = raw.strip().lower() or "auto"
+    lib = find_library()
+    artifacts = list_artifacts(lib)
+    names = ", ".join(f"{os.path.basename(d)} ({'+'.join(b)})" for d, b in artifacts)
+    where = f"artifacts found: {names}" if artifacts else f"no artifact found next to {lib or 'libsipp (not found)'}"
+    if name not in BACKEND_NAMES:
+        raise BackendError(
+            f"{ENV_BACKEND}={raw!r} is not a backend sipp knows; usable here: {', '.join(_usable(artifacts))} "
+            f"({where}). Set {ENV_BACKEND} to one of them, or unset it for auto.")
+
+    forced = env.get("SIPP_ARTIFACT")
+    if forced:
+        backends = _read_manifest(forced)
+        if name != "auto" and backends is not None and name not in backends:
+            raise BackendError(
+                f"{ENV_BACKEND}={name} but SIPP_ARTIFACT={forced} has only {', '.join(backends)}; usable here: "
+                f"{', '.join(_usable([(forced, backends)]))}. Unset SIPP_ARTIFACT, or build an artifact with "
+                f"make BACKENDS=\"cpu {name}\".")
+        return Selection(name, forced, backends, "SIPP_ARTIFACT")
+
+    if name == "auto":
+        if artifacts:
+            d, backends = artifacts[0]
+            return Selection(name, d, backends, "the default artifact")
+        return Selection(name, None, None, "libsipp's default")
+
+    for d, backends in artifacts:
+        if name in backends:
+            return Selection(name, d, backends, f"the first artifact with {name}")
+    raise BackendError(
+        f"{ENV_BACKEND}={name} but no artifact has the {name} backend; usable here: {', '.join(_usable(artifacts))} "
+        f"({where}). Build one with make BACKENDS=\"cpu {name}\", or choose another backend.")
+
+
+# ---- the C declarations ------------------------------------------------------------------------
+
+c_char_p, c_int, c_bool, c_size_t, c_float, c_double = (
+    ctypes.c_char_p, ctypes.c_int, ctypes.c_bool, ctypes.c_size_t, ctypes.c_float, ctypes.c_double)
+c_void_p, c_uint32, c_uint64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
+
+PROGRESS_FN = ctypes.CFUNCTYPE(c_bool, c_float, c_void_p)
+PIECE_FN = ctypes.CFUNCTYPE(c_bool, ctypes.POINTER(ctypes.c_char), c_size_t, c_void_p)
+
+
+class RuntimeParams(ctypes.Structure):
+    _fields_ = [("artifact_dir", c_char_p), ("log_level", c_int)]
+
+
+class BackendDecision(ctypes.Structure):
+    _fields_ = [("backend", ctypes.c_char * 16), ("reason", ctypes.c_char * 256),
+                ("devices", ctypes.c_char * 256), ("gpu_layers", c_int)]
+
+
+class BackendInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 16), ("compiled", c_bool), ("available", c_bool), ("n_devices", c_int)]
+
+
+class ModelParams(ctypes.Structure):
+    _fields_ = [("backend", c_char_p), ("backend_order", c_char_p), ("gpu_layers", c_int), ("progress", PROGRESS_FN),
+                ("progress_user", c_void_p), ("vocab_only", c_bool)]
+
+
+class ModelInfo(ctypes.Structure):
+    _fields_ = [("architecture", ctypes.c_char * 64), ("description", ctypes.c_char * 128),
+                ("n_params", c_uint64), ("size_bytes", c_uint64), ("n_ctx_train", c_int), ("n_embd", c_int),
+                ("n_layer", c_int), ("n_head", c_int), ("n_head_kv", c_int), ("n_vocab", c_int),
+                ("has_chat_template", c_bool), ("load_ms", c_double)]
+
+
+class Message(ctypes.Structure):
+    _fields_ = [("role", c_char_p), ("content", c_char_p)]
+
+
+class EngineParams(ctypes.Structure):
+    _fields_ = [("ctx_size", c_int), ("parallel", c_int), ("threads", c_int), ("batch_size", c_int),
+                ("max_queued", c_int), ("policy", c_int), ("embeddings", c_bool)]
+
+
+class Sampling(ctypes.Structure):
+    _fields_ = [("temperature", c_float), ("top_k", c_int), ("top_p", c_float), ("min_p", c_float),
+                ("repeat_penalty", c_float), ("repeat_last_n", c_int), ("seed", c_uint32)]
+
+
+class RequestParams(ctypes.Structure):
+    _fields_ = [("prompt", c_char_p), ("messages", ctypes.POINTER(Message)), ("n_messages", c_size_t),
+                ("tokens", ctypes.POINTER(ctypes.c_int32)), ("n_tokens", c_size_t), ("chat_template", c_char_p), ("max_tokens", c_int), ("sampling", Sampling),
+                ("stop", ctypes.POINTER(c_char_p)), ("n_stop", c_size_t), ("ignore_eos", c_bool),
+                ("context_key", c_char_p), ("timeout_ms", c_int), ("on_piece", PIECE_FN), ("user", c_void_p)]
+
+
+class RequestStats(ctypes.Structure):
+    _fields_ = [("prompt_tokens", c_int), ("cached_tokens", c_int), ("generated_tokens", c_int),
+                ("queue_ms", c_double), ("ttft_ms", c_double), ("prefill_ms", c_double), ("decode_ms", c_double),
+                ("prefill_tokens_per_s", c_double), ("decode_tokens_per_s", c_double), ("total_ms", c_double)]
+
+
+class EngineStats(ctypes.Structure):
+    _fields_ = [("slots", c_int), ("running", c_int), ("queued", c_int), ("requests_done", c_uint64),
+                ("tokens_in", c_uint64), ("tokens_out", c_uint64), ("decode_steps", c_uint64),
+                ("mean_busy_slots", c_double)]
+
+
+# The C name of every structure above, for the layout check (tests/test_abi.py).
+C_STRUCTS = {
+    RuntimeParams: "sipp_runtime_params", BackendDecision: "sipp_backend_decision", BackendInfo: "sipp_backend_info",
+    ModelParams: "sipp_model_params", ModelInfo: "sipp_model_info", Message: "sipp_message",
+    EngineParams: "sipp_engine_params", Sampling: "sipp_sampling", RequestParams: "sipp_request_params",
+    RequestStats: "sipp_request_stats", EngineStats: "sipp_engine_stats",
+}
+
+SEED_RANDOM = 0xFFFFFFFF
+FINISH_NAMES = ["", "stop", "length", "cancelled", "error"]  # sipp_finish_reason
+FINISH_ERROR = 4
+STATUS_OK, STATUS_CANCELLED = 0, 8
+
+P = ctypes.POINTER
+# name: (restype, argtypes); optional functions (newer than the oldest libsipp this supports) are
+# looked up with getattr and may be missing.
+_PROTOTYPES = {
+    "sipp_status_name": (c_char_p, [c_int]),
+    "sipp_version": (c_char_p, []),
+    "sipp_llama_release": (c_char_p, []),
+    "sipp_runtime_default_params": (RuntimeParams, []),
+    "sipp_runtime_init": (c_int, [P(RuntimeParams), c_char_p]),
+    "sipp_runtime_artifact_dir": (c_char_p, []),
+    "sipp_backend_check_name": (c_int, [c_char_p, c_char_p]),
+    "sipp_backends_list": (c_int, [P(BackendInfo), c_int]),
+    "sipp_backend_decide": (c_int, [c_char_p, c_char_p, P(BackendDecision), c_char_p]),
+    "sipp_model_default_params": (ModelParams, []),
+    "sipp_model_load": (c_int, [c_char_p, P(ModelParams), P(c_void_p), c_char_p]),
+    "sipp_model_free": (None, [c_void_p]),
+    "sipp_model_backend": (P(BackendDecision), [c_void_p]),
+    "sipp_model_get_info": (None, [c_void_p, P(ModelInfo)]),
+    "sipp_engine_default_params": (EngineParams, []),
+    "sipp_engine_new": (c_int, [c_void_p, P(EngineParams), P(c_void_p), c_char_p]),
+    "sipp_engine_free": (None, [c_void_p]),
+    "sipp_engine_last_error": (c_char_p, [c_void_p]),
+    "sipp_request_default_params": (RequestParams, []),
+    "sipp_engine_submit": (c_int, [c_void_p, P(RequestParams), P(c_void_p)]),
+    "sipp_request_cancel": (None, [c_void_p]),
+    "sipp_request_wait": (c_int, [c_void_p, c_int]),
+    "sipp_request_read": (c_size_t, [c_void_p, c_char_p, c_size_t, c_int, P(c_bool)]),
+    "sipp_request_finish_reason": (c_int, [c_void_p]),
+    "sipp_request_status": (c_int, [c_void_p]),
+    "sipp_request_error": (c_char_p, [c_void_p]),
+    "sipp_request_text": (ctypes.c_void_p, [c_void_p]),  # bytes read with ctypes.string_at
+    "sipp_request_get_stats": (None, [c_void_p, P(RequestStats)]),
+    "sipp_request_free": (None, [c_void_p]),
+    "sipp_engine_get_stats": (None, [c_void_p, P(EngineStats)]),
+    "sipp_engine_embed": (c_int, [c_void_p, P(c_char_p), c_size_t, c_bool, P(P(c_float)), P(c_int), P(c_int)]),
+    "sipp_free": (None, [c_void_p]),
+}
+OPTIONAL = {"sipp_engine_embed", "sipp_backends_list", "sipp_backend_decide"}
+
+
+class Library:
+    """libsipp loaded, with its prototypes declared and the runtime initialised."""
+
+    def __init__(self, path, selection):
+        try:
+            self.dll = ctypes.CDLL(path)
+        except OSError as e:
+            raise NotFoundError(f"cannot load libsipp from {path}: {e}; build it with make, or set SIPP_LIB "
+                                f"to the path of libsipp.so") from None
+        self.path = path
+        self.missing = set()
+        for name, (restype, argtypes) in _PROTOTYPES.items():
+            fn = getattr(self.dll, name, None)
+            if fn is None:
+                if name in OPTIONAL:
+                    self.missing.add(name)
+                    continue
+                raise NotFoundError(f"{path} has no function {name}; it is older than these bindings: rebuild "
+                                    f"it with make")
+            fn.restype, fn.argtypes = restype, argtypes
+            setattr(self, name[len("sipp_"):], fn)
+        self._init_runtime(selection)
+
+    def _init_runtime(self, selection):
+        params = self.runtime_default_params()
+        if selection.artifact_dir:
+            params.artifact_dir = selection.artifact_dir.encode()
+        err = ctypes.create_string_buffer(ERROR_SIZE)
+        status = self.runtime_init(ctypes.byref(params), err)
+        check(status, err)
+        self.artifact_dir = (self.runtime_artifact_dir() or b"").decode()
+
+    def has(self, name):
+        return name not in self.missing
+
+
+def check(status, err):
+    """Raises the exception for a failed status; err is an error buffer or a message."""
+    if status != STATUS_OK:
+        msg = err.value.decode("utf-8", "replace") if hasattr(err, "value") else (err or "")
+        raise error_for_status(status, msg or f"libsipp failed with status {status}")
+
+
+_lock = threading.Lock()
+_library = None
+selection = None  # set by the package at import
+
+
+def library():
+    """libsipp, loaded and initialised on first call (thread-safe)."""
+    global _library
+    with _lock:
+        if _library is None:
+            path = find_library()
+            if not path:
+                raise NotFoundError(
+                    f"cannot find libsipp.so (looked in {os.path.join(_build_dir(), 'lib')} and on the library "
+                    f"path); build it with make in {REPO_ROOT}, or set SIPP_LIB to its path")
+            _library = Library(path, selection)
+        return _library
+
+
+def verify_selection():
+    """For an explicit backend: loads libsipp now and checks that the backend can run here.
+
+    sipp_backend_decide answers both halves (compiled into the artifact, a device visible) without
+    loading a model, in well under a second, so an unusable SIPP_PYTHON_BACKEND fails at import with
+    libsipp's reason (e.g. that lavapipe needs GGML_VK_VISIBLE_DEVICES=0) and the usable names.
+    """
+    sel = selection
+    if sel.backend == "auto":
+        return
+    try:
+        lib = library()
+    except NotFoundError as e:
+        raise BackendError(f"{ENV_BACKEND}={sel.backend} needs libsipp, which cannot be loaded: {e}") from None
+    if not lib.has("sipp_backend_decide"):
+        return
+    decision = BackendDecision()
+    err = ctypes.create_string_buffer(ERROR_SIZE)
+    if lib.backend_decide(sel.backend.encode(), None, ctypes.byref(decision), err) != STATUS_OK:
+        raise BackendError(f"{ENV_BACKEND}={sel.backend}: {text(err.value)}; usable here: "
+                           f"{', '.join(usable_backends(lib))}")
+    sel.decision = {"backend": text(decision.backend), "reason": text(decision.reason),
+                    "devices": text(decision.devices)}
+
+
+def usable_backends(lib):
+    """auto and the backends that are compiled and have a device, from sipp_backends_list."""
+    if not lib.has("sipp_backends_list"):
+        return ["auto"]
+    infos = (BackendInfo * 16)()
+    n = min(lib.backends_list(infos, len(infos)), len(infos))
+    return ["auto"] + [text(infos[i].name) for i in range(n) if infos[i].available]
+
+
+def text(b):
+    """A C string from libsipp as str (UTF-8; never raises)."""
+    return b.decode("utf-8", "replace") if b else ""

@@ -1,0 +1,171 @@
+"""What every endpoint kind shares: the Response, the TokenStream and input checks.
+
+A request of any endpoint kind (local or gateway) offers the same five operations, so that the
+stream and the blocking query are written once:
+
+    read()    the next piece of text (str), or None once the request has ended
+    wait()    blocks until the request has ended
+    cancel()  asks it to stop; safe from any thread, also after it ended
+    result()  the Response of an ended request, or raises its error
+    free()    releases it (cancelling it first if it still runs); idempotent
+"""
+
+from dataclasses import dataclass, field
+
+from ._errors import InvalidArgumentError, SippError
+
+
+@dataclass
+class Response:
+    """The outcome of a query or chat.
+
+    Attributes:
+        text: the generated text (stop strings removed).
+        finish_reason: "stop" (end of generation or a stop string), "length" (max_tokens), or
+            "cancelled" (cancelled, closed early, or timed out).
+        usage: prompt_tokens, completion_tokens, total_tokens, cached_tokens.
+        stats: timings and speeds (ttft_ms, prefill_tokens_per_s, decode_tokens_per_s, total_ms,
+            ...) and the backend that ran it; what a gateway reports for gateway endpoints.
+        endpoint: the name of the endpoint that answered.
+        error: why a cancelled request ended, when it was not the caller (e.g. a timeout).
+    """
+
+    text: str
+    finish_reason: str
+    usage: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+    endpoint: str = ""
+    error: str = None
+
+    def __str__(self):
+        return self.text
+
+
+class TokenStream:
+    """An iterator of text pieces as the model produces them (query(..., stream=True)).
+
+    Each piece is a str of whole characters. When the iteration ends, ``response`` holds the
+    Response (finish reason, usage, stats). ``close()``, leaving a ``with`` block or
+    ``break``-ing out of a ``for`` loop inside a ``with`` block cancels the request if it still
+    runs; ``cancel()`` may be called from any thread and makes the iteration end soon after with
+    finish_reason "cancelled". One thread iterates a stream.
+    """
+
+    def __init__(self, request):
+        self._req = request
+        self._done = False
+        self._response = None
+        self._error = None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        try:
+            piece = self._req.read()
+        except BaseException:
+            self._req.cancel()
+            self._end(raise_error=False)
+            raise
+        if piece is None:
+            self._end(raise_error=True)
+            raise StopIteration
+        return piece
+
+    def _end(self, raise_error):
+        if self._done:
+            return
+        self._done = True
+        try:
+            self._req.wait()
+            self._response = self._req.result()
+        except SippError as e:
+            self._error = e
+            if raise_error:
+                raise
+        finally:
+            self._req.free()
+
+    def cancel(self):
+        """Asks the request to stop. Safe from any thread; the iteration then ends."""
+        self._req.cancel()
+
+    def close(self):
+        """Cancels the request if it still runs and releases it. Idempotent."""
+        if not self._done:
+            self._req.cancel()
+            self._end(raise_error=False)
+
+    @property
+    def response(self):
+        """The Response; reads the rest of the stream first if it has not ended."""
+        for _ in self:
+            pass
+        if self._error is not None:
+            raise self._error
+        return self._response
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+def run_to_end(req):
+    """Waits for a request (Ctrl-C cancels it), frees it, and returns its Response."""
+    try:
+        req.wait()
+        return req.result()
+    except BaseException:
+        req.cancel()
+        raise
+    finally:
+        req.free()
+
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def check_messages(messages):
+    """[(role, content)] from a list of {"role", "content"} dicts or (role, content) pairs."""
+    if isinstance(messages, (str, bytes)) or not hasattr(messages, "__iter__"):
+        raise InvalidArgumentError(
+            'messages must be a list of {"role": ..., "content": ...} dicts, e.g. '
+            '[{"role": "user", "content": "Hello"}]')
+    out = []
+    for i, m in enumerate(messages):
+        if isinstance(m, dict):
+            role, content = m.get("role"), m.get("content")
+        elif isinstance(m, (tuple, list)) and len(m) == 2:
+            role, content = m
+        else:
+            raise InvalidArgumentError(f"messages[{i}] must be a dict with role and content, not {m!r}")
+        if not isinstance(role, str) or not isinstance(content, str):
+            raise InvalidArgumentError(f"messages[{i}] needs a str role and a str content, got {m!r}")
+        out.append((role, content))
+    if not out:
+        raise InvalidArgumentError("messages is empty; give at least one message")
+    return out
+
+
+def check_stop(stop):
+    """A list of stop strings from None, a str or a list of str."""
+    if stop is None:
+        return []
+    if isinstance(stop, str):
+        stop = [stop]
+    stops = list(stop)
+    for s in stops:
+        if not isinstance(s, str) or not s:
+            raise InvalidArgumentError(f"stop must be a str or a list of non-empty str, got {stop!r}")
+    return stops

@@ -219,6 +219,42 @@ typedef struct sipp_message {
 SIPP_API sipp_status sipp_chat_render(sipp_model *model, const char *tmpl, const sipp_message *messages,
                                       size_t n_messages, bool add_assistant, char **out);
 
+/* ---- inspection (sipp verify, sipp ops) --------------------------------------------------------- */
+
+/* Teacher-forced logits: evaluates the tokens in a fresh context of the model and returns the logits
+ * of every position, n_tokens rows of *n_vocab floats (malloc'ed; free with sipp_free). incremental
+ * evaluates one token at a time through the KV cache instead of one batched prefill; the two must
+ * agree within the backend's numerics. threads: 0 = 1. */
+SIPP_API sipp_status sipp_model_eval_logits(sipp_model *model, const int32_t *tokens, size_t n_tokens,
+                                            bool incremental, int threads, float **logits, int *n_vocab,
+                                            char *errbuf);
+
+#define SIPP_MAX_OPS 128
+
+typedef struct sipp_op_stat {
+    char op[32];        /* ggml's op name ("MUL_MAT", "ROPE", ...; unary ops by their own name) */
+    int count;          /* nodes of this op in one decode step's graph */
+    int supported;      /* of them, how many the chosen device supports */
+    int on_device;      /* of them, how many ran on the chosen device */
+    char where[64];     /* the devices they ran on, comma-separated */
+} sipp_op_stat;
+
+typedef struct sipp_graph_report {
+    char backend[16];
+    char device[64];          /* the chosen device ("CPU", "Vulkan0") */
+    int n_nodes;              /* nodes in one decode step's graph */
+    int n_ops;
+    sipp_op_stat ops[SIPP_MAX_OPS];
+    int boundaries_decode;    /* device changes between consecutive nodes, one decode step */
+    int boundaries_prefill;   /* the same for a short prefill */
+} sipp_graph_report;
+
+/* Walks the model's real compute graph (a short prefill, then one decode step) through the
+ * scheduler's evaluation callback and reports per op where it ran and whether the chosen device
+ * supports it. */
+SIPP_API sipp_status sipp_model_trace_graph(sipp_model *model, int threads, sipp_graph_report *report,
+                                            char *errbuf);
+
 /* Frees memory that sipp allocated for the caller. */
 SIPP_API void sipp_free(void *ptr);
 

@@ -1,0 +1,178 @@
+/*
+ * inspect.c: looking inside a loaded model for `sipp verify` and `sipp ops`.
+ *
+ * Teacher-forced logits evaluate fixed tokens and return the logits of every position, either as one
+ * batched prefill or one token at a time through the KV cache: the two must agree, and backends must
+ * agree with each other, within a tolerance. The graph trace walks the real compute graph of a
+ * prefill and of one decode step through the scheduler's evaluation callback, and records for each
+ * node its op, the device whose buffer holds its result (where it ran) and whether the chosen device
+ * supports it. A change of device between consecutive nodes is a boundary: a copy between devices,
+ * paid every step when it sits in the decode graph.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "engine/engine_internal.h"
+
+#define TRACE_PROMPT_TOKENS 8
+#define TRACE_CTX 256
+#define MAX_TRACE_DEVICES 8
+
+static struct llama_context *scratch_ctx(sipp_model *m, int n_ctx, int n_batch, int threads,
+                                         ggml_backend_sched_eval_callback cb, void *cb_user) {
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)n_ctx;
+    cp.n_batch = (uint32_t)n_batch;
+    cp.n_ubatch = (uint32_t)n_batch;
+    cp.n_seq_max = 1;
+    cp.n_threads = threads > 0 ? threads : 1;
+    cp.n_threads_batch = cp.n_threads;
+    cp.no_perf = true;
+    cp.cb_eval = cb;
+    cp.cb_eval_user_data = cb_user;
+    if (m->cpu_only) {
+        cp.offload_kqv = false;
+        cp.op_offload = false;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    }
+    return llama_init_from_model(m->lm, cp);
+}
+
+static int decode_range(struct llama_context *ctx, const int32_t *tokens, int from, int n, bool all_logits) {
+    llama_batch b = llama_batch_init(n, 0, 1);
+    for (int i = 0; i < n; i++) {
+        b.token[i] = tokens[from + i];
+        b.pos[i] = from + i;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = 0;
+        b.logits[i] = all_logits || i == n - 1;
+    }
+    b.n_tokens = n;
+    int rc = llama_decode(ctx, b);
+    llama_batch_free(b);
+    return rc;
+}
+
+sipp_status sipp_model_eval_logits(sipp_model *m, const int32_t *tokens, size_t n_tokens, bool incremental, int threads,
+                                   float **out, int *n_vocab_out, char *errbuf) {
+    *out = NULL;
+    if (!m || !tokens || n_tokens == 0 || n_tokens > INT32_MAX / 2)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no tokens to evaluate");
+    int n = (int)n_tokens, n_vocab = m->info.n_vocab;
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "token %d is %d, outside the vocabulary", i, tokens[i]);
+    float *logits = malloc((size_t)n * (size_t)n_vocab * sizeof *logits);
+    if (!logits) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory for %d x %d logits", n, n_vocab);
+    struct llama_context *ctx = scratch_ctx(m, n + TRACE_PROMPT_TOKENS, incremental ? 1 : n, threads, NULL, NULL);
+    if (!ctx) {
+        free(logits);
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "cannot create a context to evaluate %d tokens", n);
+    }
+    sipp_status st = SIPP_OK;
+    if (incremental) {
+        for (int i = 0; i < n && st == SIPP_OK; i++) {
+            if (decode_range(ctx, tokens, i, 1, true) != 0) st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "decode failed at token %d", i);
+            else memcpy(logits + (size_t)i * n_vocab, llama_get_logits_ith(ctx, -1), (size_t)n_vocab * sizeof *logits);
+        }
+    } else if (decode_range(ctx, tokens, 0, n, true) != 0) {
+        st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "decode of %d tokens failed", n);
+    } else {
+        for (int i = 0; i < n; i++)
+            memcpy(logits + (size_t)i * n_vocab, llama_get_logits_ith(ctx, i), (size_t)n_vocab * sizeof *logits);
+    }
+    llama_free(ctx);
+    if (st != SIPP_OK) {
+        free(logits);
+        return st;
+    }
+    *out = logits;
+    *n_vocab_out = n_vocab;
+    return SIPP_OK;
+}
+
+typedef struct trace {
+    sipp_graph_report *report;
+    ggml_backend_dev_t chosen;
+    ggml_backend_dev_t devs[MAX_TRACE_DEVICES];
+    int n_devs;
+    bool decode_phase;
+    const char *last_device;
+} trace;
+
+/* The device a node ran on: the device whose own buffer type holds its result; host buffers are the
+ * CPU's (a GPU backend may hand the CPU pinned host memory, which does not make it the GPU's work). */
+static const char *node_device(const trace *tr, const struct ggml_tensor *t) {
+    ggml_backend_buffer_t buf = t->view_src ? t->view_src->buffer : t->buffer;
+    if (!buf) return "none";
+    ggml_backend_buffer_type_t buft = ggml_backend_buffer_get_type(buf);
+    for (int i = 0; i < tr->n_devs; i++)
+        if (ggml_backend_dev_buffer_type(tr->devs[i]) == buft) return ggml_backend_dev_name(tr->devs[i]);
+    return "CPU";
+}
+
+static sipp_op_stat *op_slot(sipp_graph_report *r, const char *op) {
+    for (int i = 0; i < r->n_ops; i++)
+        if (strcmp(r->ops[i].op, op) == 0) return &r->ops[i];
+    if (r->n_ops == SIPP_MAX_OPS) return NULL;
+    sipp_op_stat *s = &r->ops[r->n_ops++];
+    memset(s, 0, sizeof *s);
+    sipp_strlcpy(s->op, op, sizeof s->op);
+    return s;
+}
+
+static bool trace_cb(struct ggml_tensor *t, bool ask, void *user) {
+    trace *tr = user;
+    if (!ask) return true;
+    sipp_graph_report *r = tr->report;
+    const char *dev = node_device(tr, t);
+    if (tr->last_device && strcmp(tr->last_device, dev) != 0) {
+        if (tr->decode_phase) r->boundaries_decode++;
+        else r->boundaries_prefill++;
+    }
+    tr->last_device = dev;
+    if (!tr->decode_phase) return false; /* ops are counted once, from the decode step's graph */
+    r->n_nodes++;
+    sipp_op_stat *s = op_slot(r, ggml_op_desc(t));
+    if (!s) return false;
+    s->count++;
+    if (!tr->chosen || ggml_backend_dev_supports_op(tr->chosen, t)) s->supported++;
+    if (strcmp(dev, r->device) == 0) s->on_device++;
+    if (!strstr(s->where, dev) && strlen(s->where) + strlen(dev) + 2 < sizeof s->where) {
+        if (*s->where) strcat(s->where, ",");
+        strcat(s->where, dev);
+    }
+    return false; /* observe only: no need for the node's data */
+}
+
+sipp_status sipp_model_trace_graph(sipp_model *m, int threads, sipp_graph_report *out, char *errbuf) {
+    memset(out, 0, sizeof *out);
+    trace tr = {.report = out};
+    for (size_t i = 0; i < ggml_backend_dev_count() && tr.n_devs < MAX_TRACE_DEVICES; i++)
+        tr.devs[tr.n_devs++] = ggml_backend_dev_get(i);
+    /* The chosen device: the model's GPU device, or the CPU. */
+    const char *want = m->cpu_only ? "CPU" : m->decision.devices;
+    for (int i = 0; i < tr.n_devs; i++)
+        if (strncmp(want, ggml_backend_dev_name(tr.devs[i]), strlen(ggml_backend_dev_name(tr.devs[i]))) == 0)
+            tr.chosen = tr.devs[i];
+    sipp_strlcpy(out->device, tr.chosen ? ggml_backend_dev_name(tr.chosen) : "CPU", sizeof out->device);
+    sipp_strlcpy(out->backend, m->decision.backend, sizeof out->backend);
+
+    struct llama_context *ctx = scratch_ctx(m, TRACE_CTX, TRACE_PROMPT_TOKENS, threads, trace_cb, &tr);
+    if (!ctx) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "cannot create a context to trace the graph");
+    int32_t toks[TRACE_PROMPT_TOKENS + 1];
+    llama_token bos = llama_vocab_bos(m->vocab);
+    for (int i = 0; i <= TRACE_PROMPT_TOKENS; i++) toks[i] = bos >= 0 ? bos : 0;
+    sipp_status st = SIPP_OK;
+    if (decode_range(ctx, toks, 0, TRACE_PROMPT_TOKENS, false) != 0) {
+        st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "the traced prefill failed");
+    } else {
+        tr.decode_phase = true;
+        tr.last_device = NULL;
+        if (decode_range(ctx, toks, TRACE_PROMPT_TOKENS, 1, false) != 0)
+            st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "the traced decode step failed");
+    }
+    llama_free(ctx);
+    return st;
+}

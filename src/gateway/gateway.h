@@ -181,6 +181,7 @@ typedef struct gw_gen {
     const char *context_key;
     const char **inputs; /* embeddings */
     size_t n_inputs;
+    bool normalize; /* embeddings: unit L2 norm (always for OpenAI's route) */
     char **owned; /* strings made while decoding (joined content parts) */
     size_t n_owned;
 } gw_gen;
@@ -360,8 +361,10 @@ struct gw_format {
 /* Runs g on a ready local target and replies: a stream when g->stream, else one JSON body. Takes
  * over g's contents. */
 void gw_generate(gw_call *call, gw_target *target, gw_gen *g, const gw_format *fmt);
+/* Embeds g's inputs on a ready local target and replies (embed.c). */
+void gw_embed(gw_call *call, gw_target *target, gw_gen *g);
 /* Decodes the call's body for api, resolves its target, and forwards it (remote target: to
- * base_url + upstream_suffix) or runs it with fmt (local target; fmt NULL: 501). */
+ * base_url + upstream_suffix) or runs it: with fmt, or with gw_embed for the embedding routes. */
 void gw_run_generation(gw_call *call, gw_api api, const char *upstream_suffix, const gw_format *fmt);
 
 /* ---- remote targets (upstream.c) --------------------------------------------------------------- */

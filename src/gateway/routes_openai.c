@@ -138,11 +138,9 @@ void gw_run_generation(gw_call *call, gw_api api, const char *upstream_suffix, c
         gw_gen_free(&g);
         return;
     }
-    if (!fmt) {
+    if (api == GW_API_EMBEDDINGS || api == GW_API_NATIVE_EMBED) {
+        gw_embed(call, t, &g);
         gw_gen_free(&g);
-        gw_reply_error(call, GW_E_NOT_IMPLEMENTED,
-                       "embeddings are not available for local model '%s' yet: this libsipp has no sipp_engine_embed",
-                       t->cfg->name);
         return;
     }
     gw_generate(call, t, &g, fmt);

@@ -5,13 +5,17 @@
  *   GET /ready         200 once every target is loaded, 503 before (or when one failed), with
  *                      each target's state: for a readiness probe and for tests
  *   GET /metrics       Prometheus text (no auth, like most exporters: keep the port private)
- *   GET /v1/backends   per target: the backend decision of its load (backend, reason, devices,
- *                      gpu_layers) or its upstream replicas and their health
+ *   GET /v1/backends   what `sipp doctor` reports of this process: the artifact, every backend
+ *                      (compiled, available), the devices, and per target the backend decision of
+ *                      its load (backend, reason, devices, gpu_layers) or its upstream replicas
+ *                      and their health
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "gateway/gateway.h"
+
+#define GW_MAX_LISTED 32 /* backends and devices listed by /v1/backends */
 
 static const char *state_name(int s) {
     switch (s) {
@@ -69,8 +73,22 @@ void gw_route_backends(gw_call *call) {
         }
         json_array_append_new(targets, o);
     }
+    json_t *backends = json_array(), *devices = json_array();
+    sipp_backend_info bi[GW_MAX_LISTED];
+    int nb = sipp_backends_list(bi, GW_MAX_LISTED);
+    for (int i = 0; i < nb && i < GW_MAX_LISTED; i++)
+        json_array_append_new(backends, json_pack("{s:s, s:b, s:b, s:i}", "name", bi[i].name, "compiled", bi[i].compiled,
+                                                  "available", bi[i].available, "devices", bi[i].n_devices));
+    sipp_device_info di[GW_MAX_LISTED];
+    int nd = sipp_devices_list(di, GW_MAX_LISTED);
+    for (int i = 0; i < nd && i < GW_MAX_LISTED; i++)
+        json_array_append_new(devices, json_pack("{s:s, s:s, s:s, s:s, s:b, s:I, s:I}", "backend", di[i].backend, "name",
+                                                 di[i].name, "description", di[i].description, "kind", di[i].kind,
+                                                 "software", di[i].software, "memory_free", (json_int_t)di[i].memory_free,
+                                                 "memory_total", (json_int_t)di[i].memory_total));
     const char *art = sipp_runtime_artifact_dir();
     gw_reply_json(call, 200,
-                  json_pack("{s:s, s:s, s:s, s:s?, s:o}", "sipp_version", sipp_version(), "llama_release",
-                            sipp_llama_release(), "llama_commit", sipp_llama_commit(), "artifact", art, "targets", targets));
+                  json_pack("{s:s, s:s, s:s, s:s?, s:s, s:o, s:o, s:o}", "sipp_version", sipp_version(), "llama_release",
+                            sipp_llama_release(), "llama_commit", sipp_llama_commit(), "artifact", art, "cpu_module",
+                            sipp_cpu_module(), "backends", backends, "devices", devices, "targets", targets));
 }

@@ -1,0 +1,47 @@
+/*
+ * embed.c: embeddings on a local target, for POST /v1/embeddings (OpenAI's shape) and
+ * POST /v1/embed (sipp's).
+ *
+ * sipp_engine_embed runs on the calling thread, in the engine's second (embedding) context, so an
+ * embedding request neither waits behind generations nor slows them beyond sharing the cores.
+ * OpenAI's embeddings have unit length, so /v1/embeddings always normalizes; /v1/embed lets the
+ * caller choose with "normalize" (default true).
+ */
+#include <stdlib.h>
+
+#include "gateway/gateway.h"
+
+static json_t *vector(const float *v, int n) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) json_array_append_new(a, json_real(v[i]));
+    return a;
+}
+
+void gw_embed(gw_call *call, gw_target *t, gw_gen *g) {
+    float *out = NULL;
+    int n_embd = 0, n_tokens = 0;
+    sipp_status st = sipp_engine_embed(t->engine, g->inputs, g->n_inputs, g->normalize, &out, &n_embd, &n_tokens);
+    if (st != SIPP_OK) {
+        gw_error_kind kind = st == SIPP_ERR_MODEL ? GW_E_INVALID_FIELD : gw_error_from_status(st);
+        gw_reply_error(call, kind, "model '%s': %s", t->cfg->name, sipp_engine_last_error(t->engine));
+        return;
+    }
+    json_t *rows = json_array();
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        json_t *v = vector(out + i * (size_t)n_embd, n_embd);
+        if (g->api == GW_API_EMBEDDINGS)
+            json_array_append_new(rows, json_pack("{s:s, s:I, s:o}", "object", "embedding", "index", (json_int_t)i, "embedding", v));
+        else
+            json_array_append_new(rows, v);
+    }
+    sipp_free(out);
+    gw_metrics_tokens(call->srv->metrics, t->index, n_tokens, 0, 0, -1);
+    if (g->api == GW_API_EMBEDDINGS)
+        gw_reply_json(call, 200,
+                      json_pack("{s:s, s:o, s:s, s:{s:i, s:i}}", "object", "list", "data", rows, "model", t->cfg->name,
+                                "usage", "prompt_tokens", n_tokens, "total_tokens", n_tokens));
+    else
+        gw_reply_json(call, 200,
+                      json_pack("{s:s, s:i, s:o, s:{s:i}}", "model", t->cfg->name, "n_embd", n_embd, "embeddings", rows,
+                                "usage", "prompt_tokens", n_tokens));
+}

@@ -352,10 +352,6 @@ static void slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp
 
 static sipp_status slot_start(sipp_engine *e, slot *s, sipp_request *r) {
     r->t_start = sipp_now_ms();
-    if (r->context_key && (!s->key || strcmp(s->key, r->context_key) != 0)) {
-        free(s->key);
-        s->key = strdup(r->context_key);
-    }
     /* At least the last prompt token is evaluated again: its logits give the first new token. */
     int keep = common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
     if (keep >= r->n_prompt) keep = r->n_prompt - 1;
@@ -405,7 +401,14 @@ static void assign(sipp_engine *e, sipp_request **dropped, sipp_request **starti
             r->next = *dropped;
             *dropped = r;
         } else {
-            e->slots[si].req = r; /* reserve now; slot_start runs outside the lock */
+            /* Reserve the slot and pin its key now, so that a later request with the same key in
+             * this very pass sees the slot busy and waits. slot_start runs outside the lock. */
+            slot *s = &e->slots[si];
+            s->req = r;
+            if (r->context_key && (!s->key || strcmp(s->key, r->context_key) != 0)) {
+                free(s->key);
+                s->key = strdup(r->context_key);
+            }
             starting[*n_start] = r;
             starting_slot[(*n_start)++] = si;
         }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sipp.h"
 
@@ -149,6 +150,98 @@ static void check_queue_full(sipp_model *m) {
     }
 }
 
+typedef struct timeline {
+    double first, last;
+} timeline;
+
+static double mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static bool on_piece_time(const char *piece, size_t len, void *user) {
+    timeline *t = user;
+    double now = mono_ms();
+    if (!t->first) t->first = now;
+    t->last = now;
+    return true;
+}
+
+/* Two requests with one context_key never run at once, and the next turn of a conversation finds its
+ * history in the slot. */
+static void check_context_key(sipp_model *m) {
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.parallel = 2;
+    ep.threads = 1;
+    sipp_engine *e;
+    char err[SIPP_ERROR_SIZE];
+    CHECK(sipp_engine_new(m, &ep, &e, err) == SIPP_OK, "engine: %s", err);
+    timeline ta = {0}, tb = {0};
+    sipp_request_params pa = greedy(prompts[0], NULL), pb = greedy(prompts[2], NULL);
+    pa.on_piece = pb.on_piece = on_piece_time;
+    pa.user = &ta;
+    pb.user = &tb;
+    pa.context_key = pb.context_key = "conversation-1";
+    sipp_request *a, *b;
+    CHECK(sipp_engine_submit(e, &pa, &a) == SIPP_OK && sipp_engine_submit(e, &pb, &b) == SIPP_OK, "submit");
+    sipp_request_wait(a, WAIT_LIMIT_MS);
+    sipp_request_wait(b, WAIT_LIMIT_MS);
+    CHECK(tb.first >= ta.last, "the second request of a key ran while the first was running");
+    /* The next turn: the first request's prompt and answer, then more. */
+    char next[PIECES_CAP];
+    snprintf(next, sizeof next, "%s%s and then", prompts[2], sipp_request_text(b));
+    sipp_request_params pc = greedy(next, NULL);
+    pc.on_piece = NULL;
+    pc.context_key = "conversation-1";
+    sipp_request *c;
+    sipp_engine_submit(e, &pc, &c);
+    sipp_request_wait(c, WAIT_LIMIT_MS);
+    sipp_request_stats sa, sc;
+    sipp_request_get_stats(b, &sa);
+    sipp_request_get_stats(c, &sc);
+    /* All of the first turn's prompt but perhaps its last token, which the answer's first characters
+     * may merge with when the whole conversation is tokenized again. Another slot would share only BOS. */
+    CHECK(sc.cached_tokens >= sa.prompt_tokens - 1 && sc.cached_tokens > 1,
+          "next turn reused %d tokens, the first turn's prompt had %d", sc.cached_tokens, sa.prompt_tokens);
+    sipp_request_free(a);
+    sipp_request_free(b);
+    sipp_request_free(c);
+    sipp_engine_free(e);
+}
+
+/* Out of KV space: one request fails with a clear message, the other runs to its end. */
+static void check_kv_full(sipp_model *m) {
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.parallel = 2;
+    ep.threads = 1;
+    ep.ctx_size = 64; /* llama.cpp pads the context to 256 cells: two requests of 200 tokens overflow it */
+    sipp_engine *e;
+    char err[SIPP_ERROR_SIZE];
+    CHECK(sipp_engine_new(m, &ep, &e, err) == SIPP_OK, "engine: %s", err);
+    sipp_request *r[2];
+    for (int i = 0; i < 2; i++) {
+        sipp_request_params p = greedy(prompts[i], NULL);
+        p.on_piece = NULL;
+        p.max_tokens = 200;
+        CHECK(sipp_engine_submit(e, &p, &r[i]) == SIPP_OK, "submit: %s", sipp_engine_last_error(e));
+    }
+    int errors = 0, lengths = 0;
+    for (int i = 0; i < 2; i++) {
+        sipp_request_wait(r[i], WAIT_LIMIT_MS);
+        sipp_finish_reason fr = sipp_request_finish_reason(r[i]);
+        if (fr == SIPP_FINISH_ERROR) {
+            errors++;
+            CHECK(sipp_request_status(r[i]) == SIPP_ERR_CONTEXT_FULL && strstr(sipp_request_error(r[i]), "context is full"),
+                  "kv-full error: %s", sipp_request_error(r[i]));
+        }
+        lengths += fr == SIPP_FINISH_LENGTH;
+        sipp_request_free(r[i]);
+    }
+    CHECK(errors == 1 && lengths == 1, "out of KV space: %d errors, %d finished (want 1 and 1)", errors, lengths);
+    sipp_engine_free(e);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: engine_stress MODEL [THREADS] [REQUESTS_PER_THREAD]\n");
@@ -207,6 +300,8 @@ int main(int argc, char **argv) {
     sipp_request_free(r);
     sipp_engine_free(engine);
     check_queue_full(m);
+    check_context_key(m);
+    check_kv_full(m);
     sipp_model_free(m);
     for (int k = 0; k < N_PROMPTS; k++) free(expected[k]);
     free(th);

@@ -32,7 +32,7 @@ SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) -Iinclude -Isrc -I$
   -DSIPP_VERSION='"$(SIPP_VERSION)"' -DSIPP_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' -DSIPP_LLAMA_COMMIT='"$(LLAMA_COMMIT)"' \
   $(EXTRA_CFLAGS)
 LLAMA_LIBS := -L$(LLAMA_ROOT)/artifact -lllama -lggml -lggml-base
-SYS_LIBS := -ljansson -lcrypto -lpthread -lm -ldl
+SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl
 
 LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/model/*.c src/verify/*.c src/core/*.c))
 CLI_SRCS := $(sort $(wildcard src/cli/*.c src/gateway/*.c))

@@ -37,14 +37,20 @@ esac
 
 build="$cache/build-$LLAMA_COMMIT-$kind"
 want="${flags[*]}"
-if [ ! -f "$build/sipp-flags" ] || [ "$(cat "$build/sipp-flags")" != "$want" ] || [ ! -f "$build/.sipp-ok" ]; then
-  rm -rf "$build"
-  echo "sipp deps: building llama.cpp $LLAMA_RELEASE ($kind) from source in $build" >&2
-  cmake -S "$src" -B "$build" -G Ninja "${flags[@]}" >"$build.configure.log" 2>&1 ||
-    die "cmake configure failed; see $build.configure.log"
-  printf '%s' "$want" >"$build/sipp-flags"
+# Targets can be narrowed (SIPP_PEER_TARGETS="llama-bench") to build only what a benchmark needs.
+[ -n "${SIPP_PEER_TARGETS:-}" ] && [ "$kind" = peer ] && read -r -a targets <<<"llama ggml $SIPP_PEER_TARGETS"
+stamp="$build/.sipp-ok-$(printf '%s' "${targets[*]}" | tr ' ' '_')"
+if [ ! -f "$build/sipp-flags" ] || [ "$(cat "$build/sipp-flags")" != "$want" ] || [ ! -f "$stamp" ]; then
+  # A build with other flags is started over; an interrupted one resumes where ninja stopped.
+  if [ ! -f "$build/sipp-flags" ] || [ "$(cat "$build/sipp-flags")" != "$want" ]; then
+    rm -rf "$build"
+    cmake -S "$src" -B "$build" -G Ninja "${flags[@]}" >"$build.configure.log" 2>&1 ||
+      die "cmake configure failed; see $build.configure.log"
+    printf '%s' "$want" >"$build/sipp-flags"
+  fi
+  echo "sipp deps: building llama.cpp $LLAMA_RELEASE ($kind: ${targets[*]}) from source in $build" >&2
   cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >"$build.build.log" 2>&1 ||
     die "build failed; see $build.build.log"
-  touch "$build/.sipp-ok"
+  touch "$stamp"
 fi
 echo "$build"

@@ -37,7 +37,10 @@ SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl
 LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/model/*.c src/verify/*.c src/core/*.c))
 CLI_SRCS := $(sort $(wildcard src/cli/*.c src/gateway/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+# The web page's files are embedded in the sipp binary (scripts/embed_assets.py writes a C table).
+WEB_FILES := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg))
+WEB_ASSETS_C := $(BUILD)/gen/web_assets.c
+CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/web_assets.o
 SYNTH_SRCS := $(sort $(wildcard tools/synth/*.c))
 SYNTH_OBJS := $(SYNTH_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
@@ -74,6 +77,15 @@ $(BUILD)/obj/%.o: %.c $(LLAMA_STAMP) | $(BUILD)/obj llama-links
 
 $(BUILD)/obj:
 	@mkdir -p $@
+
+$(WEB_ASSETS_C): $(WEB_FILES) scripts/embed_assets.py
+	@mkdir -p $(dir $@)
+	@python3 scripts/embed_assets.py $@ $(WEB_FILES)
+
+$(BUILD)/obj/gen/web_assets.o: $(WEB_ASSETS_C)
+	@mkdir -p $(dir $@)
+	@echo "  CC  $<"
+	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) -c $< -o $@
 
 $(LIBSIPP): $(LIB_OBJS)
 	@mkdir -p $(dir $@)

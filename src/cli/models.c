@@ -1,9 +1,416 @@
 /*
  * models.c: `sipp models`: list, inspect and remove models in the local store.
+ *
+ *   sipp models list [--json] [--all]       what the store holds; --all adds the catalog's models
+ *   sipp models info NAME|PATH [--json]     a GGUF header read without loading weights, and the sha256
+ *   sipp models rm NAME...                  removes models (and their partial downloads)
+ *   sipp models path NAME                   the file a MODEL argument resolves to
+ *
+ * The work is in src/model (store.c, catalog.c, inspect.c); this file only prints. JSON output is one
+ * object on stdout with fixed keys, values unknown to the model's header are null.
  */
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
 #include "cli/cli.h"
+#include "model/catalog.h"
+#include "model/inspect.h"
+#include "model/store.h"
+
+#define SIZE_TEXT 32
+#define DATE_LEN 10 /* "YYYY-MM-DD" of an ISO 8601 time */
+#define LABELS_TEXT 128
+
+static const char usage[] =
+    "usage: sipp models list [--json] [--all]\n"
+    "       sipp models info NAME|PATH [--json] [--no-hash]\n"
+    "       sipp models rm NAME...\n"
+    "       sipp models path NAME\n"
+    "\n"
+    "  list    the models in the local store; --all adds the catalog's models that can be pulled\n"
+    "  info    reads a GGUF header (no weights are loaded): architecture, parameters, context length,\n"
+    "          sizes, quantisation types, tokenizer, chat template, file size and sha256 (cached;\n"
+    "          --no-hash skips it)\n"
+    "  rm      removes models from the store, with any partial downloads of them\n"
+    "  path    prints the GGUF file a model name (or path) resolves to\n"
+    "\n"
+    "The store is $SIPP_MODELS_DIR (default ${XDG_DATA_HOME:-~/.local/share}/sipp/models); the user\n"
+    "catalog is catalog.json beside it; the shipped catalog is found as docs/models.md explains\n"
+    "(SIPP_CATALOG overrides it).\n"
+    "\n"
+    "exit status: 0 success, 1 runtime failure (including a model that is not there), 2 bad usage\n";
+
+static json_t *json_int_or_null(int64_t v) { return v < 0 ? json_null() : json_integer((json_int_t)v); }
+
+static json_t *json_strings(char **v, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_string(v[i]));
+    return a;
+}
+
+static void join(char **v, size_t n, char *out, size_t cap) {
+    out[0] = '\0';
+    size_t used = 0;
+    for (size_t i = 0; i < n && used < cap; i++) {
+        int w = snprintf(out + used, cap - used, "%s%s", i ? "," : "", v[i]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}
+
+static int print_json(json_t *j) {
+    char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(j);
+    if (!text) {
+        cli_error("out of memory");
+        return EXIT_RUNTIME;
+    }
+    printf("%s\n", text);
+    free(text);
+    return EXIT_OK;
+}
+
+/* The catalog entry's fields that describe a model, added to obj. */
+static void add_catalog_fields(json_t *obj, const sipp_catalog_entry *e) {
+    json_object_set_new(obj, "labels", e ? json_strings(e->labels, e->n_labels) : json_array());
+    json_object_set_new(obj, "backends", e ? json_strings(e->backends, e->n_backends) : json_array());
+    json_object_set_new(obj, "ctx_size", e && e->ctx_size ? json_integer(e->ctx_size) : json_null());
+    json_object_set_new(obj, "description", json_string(e ? e->description : ""));
+    json_object_set_new(obj, "in_catalog", json_boolean(e != NULL));
+}
+
+static int models_list(int argc, char **argv) {
+    bool as_json = false, all = false;
+    cli_args a = {.argc = argc, .argv = argv, .i = 0};
+    while (a.i < argc) {
+        if (cli_flag(&a, "--json")) as_json = true;
+        else if (cli_flag(&a, "--all")) all = true;
+        else {
+            cli_error("unknown argument '%s' to models list (see sipp models --help)", argv[a.i]);
+            return EXIT_USAGE;
+        }
+    }
+    char err[SIPP_ERROR_SIZE], dir[PATH_MAX];
+    if (sipp_store_dir(dir, sizeof dir, err) != SIPP_OK) {
+        cli_error("%s", err);
+        return EXIT_RUNTIME;
+    }
+    sipp_catalog *cat = NULL;
+    if (sipp_catalog_load(&cat, err) != SIPP_OK) {
+        if (all) {
+            cli_error("%s", err);
+            return EXIT_RUNTIME;
+        }
+        fprintf(stderr, "sipp: warning: %s\n", err); /* the store can still be listed */
+    }
+    sipp_store_model *models;
+    size_t n;
+    if (sipp_store_list(dir, &models, &n, err) != SIPP_OK) {
+        cli_error("%s", err);
+        sipp_catalog_free(cat);
+        return EXIT_RUNTIME;
+    }
+
+    int rc = EXIT_OK;
+    if (as_json) {
+        json_t *list = json_array();
+        for (size_t i = 0; i < n; i++) {
+            const sipp_store_model *m = &models[i];
+            json_t *o = json_pack("{s:s, s:b, s:s, s:I, s:i, s:s, s:s, s:s, s:b, s:s}", "name", m->name, "in_store", 1,
+                                  "path", m->path, "size", (json_int_t)m->size, "n_files", m->n_files, "source",
+                                  m->source, "url", m->files[0].url, "sha256", m->files[0].sha256, "sha256_verified",
+                                  m->verified, "pulled_at", m->pulled_at);
+            add_catalog_fields(o, sipp_catalog_find(cat, m->name));
+            json_array_append_new(list, o);
+        }
+        for (size_t i = 0; all && cat && i < cat->n; i++) {
+            const sipp_catalog_entry *e = &cat->entries[i];
+            bool have = false;
+            for (size_t j = 0; j < n; j++) have |= strcmp(models[j].name, e->name) == 0;
+            if (have) continue;
+            json_t *o = json_pack("{s:s, s:b, s:s, s:o, s:o, s:o}", "name", e->name, "in_store", 0, "url", e->url,
+                                  "size", e->size ? json_integer((json_int_t)e->size) : json_null(), "sha256",
+                                  json_strings(e->sha256, e->n_sha256), "license", json_string(e->license));
+            add_catalog_fields(o, e);
+            json_array_append_new(list, o);
+        }
+        json_t *root = json_pack("{s:s, s:o, s:s, s:b, s:o}", "store", dir, "catalog",
+                                 cat && cat->shipped_path[0] ? json_string(cat->shipped_path) : json_null(),
+                                 "user_catalog", cat ? cat->user_path : "", "user_catalog_exists",
+                                 cat && cat->user_exists, "models", list);
+        rc = print_json(root);
+    } else if (n == 0 && !all) {
+        printf("no models in the store (%s); pull one with: sipp pull NAME|URL (sipp models list --all shows the "
+               "catalog)\n",
+               dir);
+    } else {
+        int width = (int)strlen("NAME");
+        for (size_t i = 0; i < n; i++) width = (int)strlen(models[i].name) > width ? (int)strlen(models[i].name) : width;
+        for (size_t i = 0; all && cat && i < cat->n; i++)
+            width = (int)strlen(cat->entries[i].name) > width ? (int)strlen(cat->entries[i].name) : width;
+        char size[SIZE_TEXT], labels[LABELS_TEXT];
+        if (!all) {
+            printf("%-*s  %10s  %-10s  %s\n", width, "NAME", "SIZE", "PULLED", "SOURCE");
+            for (size_t i = 0; i < n; i++) {
+                const sipp_store_model *m = &models[i];
+                sipp_store_format_size(m->size, size, sizeof size);
+                printf("%-*s  %10s  %-10.*s  %s\n", width, m->name, size, DATE_LEN,
+                       m->pulled_at[0] ? m->pulled_at : "-", m->source[0] ? m->source : "(copied in)");
+            }
+        } else {
+            printf("%-*s  %10s  %-9s  %-28s  %s\n", width, "NAME", "SIZE", "STORE", "LABELS", "DESCRIPTION");
+            for (size_t i = 0; i < n; i++) {
+                const sipp_store_model *m = &models[i];
+                const sipp_catalog_entry *e = sipp_catalog_find(cat, m->name);
+                sipp_store_format_size(m->size, size, sizeof size);
+                join(e ? e->labels : NULL, e ? e->n_labels : 0, labels, sizeof labels);
+                printf("%-*s  %10s  %-9s  %-28s  %s\n", width, m->name, size, "pulled", labels[0] ? labels : "-",
+                       e ? e->description : "");
+            }
+            for (size_t i = 0; cat && i < cat->n; i++) {
+                const sipp_catalog_entry *e = &cat->entries[i];
+                bool have = false;
+                for (size_t j = 0; j < n; j++) have |= strcmp(models[j].name, e->name) == 0;
+                if (have) continue;
+                if (e->size) sipp_store_format_size(e->size, size, sizeof size);
+                else strcpy(size, "?");
+                join(e->labels, e->n_labels, labels, sizeof labels);
+                printf("%-*s  %10s  %-9s  %-28s  %s\n", width, e->name, size, "-", labels[0] ? labels : "-",
+                       e->description);
+            }
+            if (!cat || !cat->shipped_path[0])
+                fprintf(stderr, "sipp: no shipped catalog was found; set SIPP_CATALOG to its path\n");
+        }
+    }
+    sipp_store_list_free(models, n);
+    sipp_catalog_free(cat);
+    return rc;
+}
+
+static int models_rm(int argc, char **argv) {
+    if (argc == 0) {
+        cli_error("models rm needs a NAME (see sipp models list)");
+        return EXIT_USAGE;
+    }
+    for (int i = 0; i < argc; i++)
+        if (argv[i][0] == '-') {
+            cli_error("unknown option '%s' to models rm", argv[i]);
+            return EXIT_USAGE;
+        }
+    char err[SIPP_ERROR_SIZE], dir[PATH_MAX];
+    if (sipp_store_dir(dir, sizeof dir, err) != SIPP_OK) {
+        cli_error("%s", err);
+        return EXIT_RUNTIME;
+    }
+    int rc = EXIT_OK;
+    for (int i = 0; i < argc; i++) {
+        if (sipp_store_remove(dir, argv[i], err) != SIPP_OK) {
+            cli_error("%s", err);
+            rc = EXIT_RUNTIME;
+            continue;
+        }
+        printf("removed %s\n", argv[i]);
+    }
+    return rc;
+}
+
+static int models_path(int argc, char **argv) {
+    if (argc != 1 || argv[0][0] == '-') {
+        cli_error("usage: sipp models path NAME");
+        return EXIT_USAGE;
+    }
+    char err[SIPP_ERROR_SIZE], path[PATH_MAX];
+    if (sipp_store_resolve(argv[0], path, sizeof path, err) != SIPP_OK) {
+        cli_error("%s", err);
+        return EXIT_RUNTIME;
+    }
+    printf("%s\n", path);
+    return EXIT_OK;
+}
+
+typedef struct file_hash {
+    char path[PATH_MAX];
+    uint64_t size;
+    char sha256[SIPP_SHA256_HEX];
+    bool cached;
+} file_hash;
+
+/* A header value for a table: "-" when the model does not say. */
+static const char *num(int64_t v, char buf[32]) {
+    if (v < 0) return "-";
+    snprintf(buf, 32, "%lld", (long long)v);
+    return buf;
+}
+
+static void print_info_text(const char *name, const sipp_gguf_info *g, const file_hash *files, bool hashed) {
+    char size[SIZE_TEXT], nb[32];
+    const char *dash = "-";
+#define ROW(label, ...)                                                                                                \
+    do {                                                                                                               \
+        printf("%-15s ", label);                                                                                       \
+        printf(__VA_ARGS__);                                                                                           \
+        putchar('\n');                                                                                                 \
+    } while (0)
+    if (name) ROW("name", "%s (in the store)", name);
+    ROW("path", "%s", g->path);
+    sipp_store_format_size(g->file_size, size, sizeof size);
+    if (g->n_files > 1) ROW("file size", "%s (%llu bytes, %d files)", size, (unsigned long long)g->file_size, g->n_files);
+    else ROW("file size", "%s (%llu bytes)", size, (unsigned long long)g->file_size);
+    if (hashed)
+        for (int i = 0; i < g->n_files; i++)
+            ROW(i == 0 ? "sha256" : "", "%s%s%s", files[i].sha256, g->n_files > 1 ? "  " : "",
+                g->n_files > 1 ? strrchr(files[i].path, '/') ? strrchr(files[i].path, '/') + 1 : files[i].path : "");
+    ROW("architecture", "%s", g->architecture);
+    if (g->name[0]) ROW("general.name", "%s", g->name);
+    double params = (double)g->n_params;
+    const char *unit = params >= 1e9 ? "B" : params >= 1e6 ? "M" : "K";
+    double scaled = params >= 1e9 ? params / 1e9 : params >= 1e6 ? params / 1e6 : params / 1e3;
+    ROW("parameters", "%.2f %s (%llu)", scaled, unit, (unsigned long long)g->n_params);
+    if (g->file_type[0]) ROW("file type", "%s", g->file_type);
+    ROW("context length", "%s", num(g->n_ctx_train, nb));
+    ROW("embedding", "%s", num(g->n_embd, nb));
+    ROW("layers", "%s", num(g->n_layer, nb));
+    ROW("heads", "%s", num(g->n_head, nb));
+    ROW("kv heads", "%s", num(g->n_head_kv, nb));
+    ROW("feed-forward", "%s", num(g->n_ff, nb));
+    ROW("vocabulary", "%s", num(g->n_vocab, nb));
+    ROW("tokenizer", "%s", g->tokenizer[0] ? g->tokenizer : dash);
+    ROW("chat template", "%s", g->has_chat_template ? "yes" : "no");
+    if (g->pooling[0]) ROW("pooling", "%s", g->pooling);
+    printf("%-15s ", "tensor types");
+    for (int i = 0; i < g->n_types; i++)
+        printf("%s%s x%lld", i ? ", " : "", g->types[i].type, (long long)g->types[i].n_tensors);
+    printf(" (%lld tensors)\n", (long long)g->n_tensors);
+#undef ROW
+}
+
+static json_t *info_json(const char *name, const sipp_gguf_info *g, const file_hash *files, bool hashed) {
+    json_t *quant = json_object(), *types = json_array(), *jfiles = json_array();
+    for (int i = 0; i < g->n_types; i++) {
+        const sipp_gguf_type_count *t = &g->types[i];
+        json_object_set_new(quant, t->type, json_integer(t->n_tensors));
+        json_array_append_new(types, json_pack("{s:s, s:I, s:I, s:I}", "type", t->type, "n_tensors",
+                                               (json_int_t)t->n_tensors, "n_params", (json_int_t)t->n_params, "bytes",
+                                               (json_int_t)t->bytes));
+    }
+    for (int i = 0; i < g->n_files; i++)
+        json_array_append_new(jfiles, json_pack("{s:s, s:I, s:o}", "path", files[i].path, "size",
+                                                (json_int_t)files[i].size,
+                                                "sha256", hashed ? json_string(files[i].sha256) : json_null()));
+    json_t *o = json_object();
+    json_object_set_new(o, "name", name ? json_string(name) : json_null());
+    json_object_set_new(o, "path", json_string(g->path));
+    json_object_set_new(o, "architecture", json_string(g->architecture));
+    json_object_set_new(o, "general_name", json_string(g->name));
+    json_object_set_new(o, "file_type", g->file_type[0] ? json_string(g->file_type) : json_null());
+    json_object_set_new(o, "gguf_version", json_integer(g->gguf_version));
+    json_object_set_new(o, "n_params", json_integer((json_int_t)g->n_params));
+    json_object_set_new(o, "n_tensors", json_integer((json_int_t)g->n_tensors));
+    json_object_set_new(o, "n_ctx_train", json_int_or_null(g->n_ctx_train));
+    json_object_set_new(o, "n_embd", json_int_or_null(g->n_embd));
+    json_object_set_new(o, "n_layer", json_int_or_null(g->n_layer));
+    json_object_set_new(o, "n_head", json_int_or_null(g->n_head));
+    json_object_set_new(o, "n_head_kv", json_int_or_null(g->n_head_kv));
+    json_object_set_new(o, "n_ff", json_int_or_null(g->n_ff));
+    json_object_set_new(o, "n_vocab", json_int_or_null(g->n_vocab));
+    json_object_set_new(o, "tokenizer", g->tokenizer[0] ? json_string(g->tokenizer) : json_null());
+    json_object_set_new(o, "has_chat_template", json_boolean(g->has_chat_template));
+    json_object_set_new(o, "pooling", g->pooling[0] ? json_string(g->pooling) : json_null());
+    json_object_set_new(o, "quantization", quant);
+    json_object_set_new(o, "tensor_types", types);
+    json_object_set_new(o, "file_size", json_integer((json_int_t)g->file_size));
+    json_object_set_new(o, "n_files", json_integer(g->n_files));
+    json_object_set_new(o, "sha256", hashed ? json_string(files[0].sha256) : json_null());
+    json_object_set_new(o, "sha256_cached", hashed ? json_boolean(files[0].cached) : json_null());
+    json_object_set_new(o, "files", jfiles);
+    return o;
+}
+
+static int models_info(int argc, char **argv) {
+    bool as_json = false, hash = true;
+    const char *target = NULL;
+    cli_args a = {.argc = argc, .argv = argv, .i = 0};
+    while (a.i < argc) {
+        if (cli_flag(&a, "--json")) as_json = true;
+        else if (cli_flag(&a, "--no-hash")) hash = false;
+        else if (argv[a.i][0] == '-' && argv[a.i][1]) {
+            cli_error("unknown option '%s' to models info (see sipp models --help)", argv[a.i]);
+            return EXIT_USAGE;
+        } else if (target) {
+            cli_error("models info takes one NAME or PATH");
+            return EXIT_USAGE;
+        } else {
+            target = argv[a.i++];
+        }
+    }
+    if (!target) {
+        cli_error("models info needs a NAME or PATH");
+        return EXIT_USAGE;
+    }
+    char err[SIPP_ERROR_SIZE], path[PATH_MAX];
+    if (sipp_store_resolve(target, path, sizeof path, err) != SIPP_OK) {
+        cli_error("%s", err);
+        return EXIT_RUNTIME;
+    }
+    struct stat st;
+    const char *name = stat(target, &st) == 0 ? NULL : target; /* a store name, not a path */
+    sipp_gguf_info *g = malloc(sizeof *g);
+    file_hash *files = NULL;
+    int rc = EXIT_RUNTIME;
+    if (!g) {
+        cli_error("out of memory");
+        return EXIT_RUNTIME;
+    }
+    if (sipp_gguf_inspect(path, g, err) != SIPP_OK) {
+        cli_error("%s", err);
+        goto out;
+    }
+    files = calloc((size_t)g->n_files, sizeof *files);
+    if (!files) {
+        cli_error("out of memory");
+        goto out;
+    }
+    for (int i = 0; i < g->n_files; i++) {
+        file_hash *f = &files[i];
+        if (g->n_files == 1) snprintf(f->path, sizeof f->path, "%s", g->path);
+        else sipp_split_sibling(g->path, i + 1, f->path, sizeof f->path);
+        if (stat(f->path, &st) == 0) f->size = (uint64_t)st.st_size;
+        if (hash && sipp_store_file_sha256(f->path, f->sha256, &f->cached, err) != SIPP_OK) {
+            cli_error("%s", err);
+            goto out;
+        }
+    }
+    if (as_json) {
+        rc = print_json(info_json(name, g, files, hash));
+    } else {
+        print_info_text(name, g, files, hash);
+        rc = EXIT_OK;
+    }
+out:
+    free(files);
+    free(g);
+    return rc;
+}
 
 int cmd_models(int argc, char **argv) {
-    cli_error("'models' is not implemented in this version yet");
-    return EXIT_RUNTIME;
+    if (argc == 0 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "help") == 0) {
+        fputs(usage, argc == 0 ? stderr : stdout);
+        return argc == 0 ? EXIT_USAGE : EXIT_OK;
+    }
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage, stdout);
+            return EXIT_OK;
+        }
+    const char *sub = argv[0];
+    if (strcmp(sub, "list") == 0 || strcmp(sub, "ls") == 0) return models_list(argc - 1, argv + 1);
+    if (strcmp(sub, "info") == 0 || strcmp(sub, "show") == 0) return models_info(argc - 1, argv + 1);
+    if (strcmp(sub, "rm") == 0 || strcmp(sub, "remove") == 0) return models_rm(argc - 1, argv + 1);
+    if (strcmp(sub, "path") == 0) return models_path(argc - 1, argv + 1);
+    cli_error("unknown models subcommand '%s': list, info, rm or path (see sipp models --help)", sub);
+    return EXIT_USAGE;
 }

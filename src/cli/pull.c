@@ -1,9 +1,179 @@
 /*
- * pull.c: `sipp pull`: download a model into the local store.
+ * pull.c: `sipp pull SOURCE`: download a model into the local store (src/model/pull.c does the work).
+ *
+ * Output follows the rest of the CLI: on a terminal, stderr carries a progress line redrawn a few
+ * times a second (bytes, percent, speed, ETA); when stderr is not a terminal nothing is printed while
+ * the download runs, so logs hold only the result. The result is one line on stdout (the model's
+ * name and path); errors are one line on stderr. Ctrl-C stops the download and keeps the partial
+ * file, so the same command resumes it.
  */
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "cli/cli.h"
+#include "model/pull.h"
+#include "model/store.h"
+
+#define REDRAW_MS 100
+#define BAR_WIDTH 24
+#define SIZE_TEXT 32
+#define SECONDS_PER_MINUTE 60
+#define SECONDS_PER_HOUR 3600
+
+static const char usage[] =
+    "usage: sipp pull SOURCE [--name NAME] [--sha256 HEX[,HEX...]] [--force] [--retries N]\n"
+    "\n"
+    "Downloads a GGUF model into the local store, where `sipp NAME ...` and gateway targets find it.\n"
+    "\n"
+    "SOURCE is one of:\n"
+    "  https://host/path/model.gguf         any http(s) URL of a .gguf file\n"
+    "  hf://ORG/REPO/FILE.gguf              a file in a Hugging Face repository (hf://ORG/REPO@REV/FILE.gguf\n"
+    "                                       pins a revision)\n"
+    "  NAME                                 a model of the catalog (sipp models list --all)\n"
+    "A split model (FILE-00001-of-00003.gguf) is pulled as a whole set.\n"
+    "\n"
+    "options:\n"
+    "  --name NAME            store the model under NAME (default: the catalog's name, or the file name\n"
+    "                         without .gguf)\n"
+    "  --sha256 HEX           the expected SHA-256 (one per file of a split set, comma-separated);\n"
+    "                         default: the catalog's. A mismatch deletes the download and exits 1\n"
+    "  --force                download again even if the store has the model from this URL\n"
+    "  --retries N            reconnect up to N times after a broken transfer (default 3)\n"
+    "\n"
+    "An interrupted pull keeps its partial file; running the same command again resumes it.\n"
+    "\n"
+    "environment: SIPP_MODELS_DIR (the store; default ${XDG_DATA_HOME:-~/.local/share}/sipp/models),\n"
+    "SIPP_CATALOG (the catalog file), SIPP_HF_ENDPOINT (instead of https://huggingface.co), HF_TOKEN\n"
+    "(gated Hugging Face models), http_proxy/https_proxy/no_proxy, CURL_CA_BUNDLE/SSL_CERT_FILE\n"
+    "\n"
+    "exit status: 0 success, 1 runtime failure, 2 bad usage\n";
+
+static atomic_int interrupted;
+
+static void on_sigint(int sig) { atomic_store(&interrupted, 1); }
+
+typedef struct bar {
+    double last_ms;
+    bool drawn;
+} bar;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void format_duration(double s, char *out, size_t cap) {
+    long t = (long)(s + 0.5);
+    if (t >= SECONDS_PER_HOUR)
+        snprintf(out, cap, "%ld:%02ld:%02ld", t / SECONDS_PER_HOUR, t % SECONDS_PER_HOUR / SECONDS_PER_MINUTE,
+                 t % SECONDS_PER_MINUTE);
+    else snprintf(out, cap, "%ld:%02ld", t / SECONDS_PER_MINUTE, t % SECONDS_PER_MINUTE);
+}
+
+static void draw(const sipp_pull_progress *p) {
+    char done[SIZE_TEXT], total[SIZE_TEXT], speed[SIZE_TEXT], eta[SIZE_TEXT] = "--:--";
+    sipp_store_format_size(p->done, done, sizeof done);
+    sipp_store_format_size((uint64_t)p->bytes_per_s, speed, sizeof speed);
+    if (p->eta_s >= 0) format_duration(p->eta_s, eta, sizeof eta);
+    fprintf(stderr, "\r");
+    if (p->n_files > 1) fprintf(stderr, "[%d/%d] ", p->file_index, p->n_files);
+    fprintf(stderr, "%s ", p->file);
+    if (p->total) {
+        sipp_store_format_size(p->total, total, sizeof total);
+        double frac = (double)p->done / (double)p->total;
+        if (frac > 1) frac = 1;
+        int filled = (int)(frac * BAR_WIDTH + 0.5);
+        fputc('[', stderr);
+        for (int i = 0; i < BAR_WIDTH; i++) fputc(i < filled ? '#' : ' ', stderr);
+        fprintf(stderr, "] %3d%% %s / %s", (int)(frac * 100), done, total);
+    } else {
+        fprintf(stderr, "%s", done);
+    }
+    fprintf(stderr, "  %s/s", speed);
+    if (!p->file_done) fprintf(stderr, "  ETA %s", eta);
+    fprintf(stderr, "\033[K");
+    if (p->file_done) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+static bool on_progress(const sipp_pull_progress *p, void *user) {
+    bar *b = user;
+    if (p->note) {
+        fprintf(stderr, "\r\033[Ksipp: %s: %s\n", p->file, p->note);
+        b->drawn = false;
+    }
+    double now = now_ms();
+    if (p->file_done || !b->drawn || now - b->last_ms >= REDRAW_MS) {
+        draw(p);
+        b->last_ms = now;
+        b->drawn = !p->file_done;
+    }
+    return atomic_load(&interrupted) == 0;
+}
+
+static bool on_progress_quiet(const sipp_pull_progress *p, void *user) { return atomic_load(&interrupted) == 0; }
 
 int cmd_pull(int argc, char **argv) {
-    cli_error("'pull' is not implemented in this version yet");
-    return EXIT_RUNTIME;
+    sipp_pull_params pp = sipp_pull_default_params();
+    cli_args a = {.argc = argc, .argv = argv, .i = 0};
+    while (a.i < argc && !a.bad) {
+        const char *arg = argv[a.i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            fputs(usage, stdout);
+            return EXIT_OK;
+        }
+        if (cli_flag(&a, "--force")) pp.force = true;
+        else if (cli_flag_value(&a, "--name")) pp.name = a.value;
+        else if (cli_flag_value(&a, "--sha256")) pp.sha256 = a.value;
+        else if (cli_flag_value(&a, "--retries")) cli_int(&a, "--retries", 0, 100, &pp.retries);
+        else if (arg[0] == '-' && arg[1] != '\0') {
+            cli_error("unknown option '%s' (see sipp pull --help)", arg);
+            return EXIT_USAGE;
+        } else {
+            if (pp.source) {
+                cli_error("unexpected argument '%s': pull one SOURCE at a time", arg);
+                return EXIT_USAGE;
+            }
+            pp.source = arg;
+            a.i++;
+        }
+    }
+    if (a.bad) return EXIT_USAGE;
+    if (!pp.source) {
+        cli_error("no SOURCE given: sipp pull URL|hf://ORG/REPO/FILE.gguf|NAME (see sipp pull --help)");
+        return EXIT_USAGE;
+    }
+
+    struct sigaction sa = {.sa_handler = on_sigint};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+
+    bar b = {0};
+    pp.progress = isatty(STDERR_FILENO) ? on_progress : on_progress_quiet;
+    pp.user = &b;
+    sipp_pull_result r;
+    char err[SIPP_ERROR_SIZE];
+    sipp_status st = sipp_store_pull(&pp, &r, err);
+    if (st != SIPP_OK) {
+        if (b.drawn) fputs("\r\033[K", stderr);
+        cli_error("%s", err);
+        return EXIT_RUNTIME;
+    }
+    char size[SIZE_TEXT];
+    sipp_store_format_size(r.size, size, sizeof size);
+    if (r.already) {
+        printf("%s is already in the store (%s%s): %s\n", r.name, size, r.verified ? ", sha256 verified" : "", r.path);
+        return EXIT_OK;
+    }
+    char files[SIZE_TEXT] = "";
+    if (r.n_files > 1) snprintf(files, sizeof files, ", %d files", r.n_files);
+    printf("pulled %s (%s%s, sha256 %s%s) in %.1f s%s%s: %s\n", r.name, size, files, r.sha256,
+           r.verified ? " verified" : ", not verified: no known hash", r.seconds, r.resumed ? ", resumed" : "",
+           r.replaced ? ", replacing the model of that name" : "", r.path);
+    return EXIT_OK;
 }

@@ -1,0 +1,618 @@
+/*
+ * store.c: the local model store (layout in store.h): where it is, its metadata files, listing,
+ * removal, resolving a MODEL argument, and cached file hashes.
+ *
+ * Metadata is trusted no further than the store's own naming: the file names a NAME.json lists must
+ * be exactly the names the store would give (NAME.gguf, or NAME-0000i-of-0000n.gguf in order), so a
+ * hand-edited or hostile metadata file can never make `sipp models rm` delete anything else.
+ *
+ * Hashes are cached by (size, mtime in nanoseconds): a changed file changes at least one of them in
+ * practice, and re-hashing a multi-gigabyte model on every `sipp models info` would make it useless.
+ * Files in the store keep their hash in NAME.json (written by the pull, which hashed the bytes as
+ * they arrived); other files go to .sha256-cache.json in the store directory, bounded in size.
+ */
+#include "model/store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "model/catalog.h"
+#include "util/util.h"
+
+#define STORE_SUBDIR "sipp/models"
+#define XDG_DEFAULT_SUBDIR ".local/share"
+#define USER_CATALOG_FILE "catalog.json"
+#define HASH_CACHE_FILE ".sha256-cache.json"
+#define HASH_CACHE_MAX_ENTRIES 1024
+#define META_VERSION 1
+#define DIR_MODE 0755
+#define FILE_MODE 0644
+
+bool sipp_pathf(char *out, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out, cap, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < cap) return true;
+    if (cap) out[0] = '\0';
+    return false;
+}
+
+sipp_status sipp_store_dir(char *out, size_t cap, char *errbuf) {
+    const char *env = getenv("SIPP_MODELS_DIR");
+    int n;
+    if (env && *env) {
+        n = snprintf(out, cap, "%s", env);
+    } else {
+        /* XDG: a relative XDG_DATA_HOME is invalid and must be ignored */
+        const char *xdg = getenv("XDG_DATA_HOME");
+        if (xdg && xdg[0] == '/') {
+            n = snprintf(out, cap, "%s/%s", xdg, STORE_SUBDIR);
+        } else {
+            const char *home = getenv("HOME");
+            if (!home || !*home) {
+                struct passwd *pw = getpwuid(getuid());
+                home = pw ? pw->pw_dir : NULL;
+            }
+            if (!home || !*home)
+                return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
+                                 "no model store: HOME is not set; set SIPP_MODELS_DIR to a directory");
+            n = snprintf(out, cap, "%s/%s/%s", home, XDG_DEFAULT_SUBDIR, STORE_SUBDIR);
+        }
+    }
+    if (n < 0 || (size_t)n >= cap) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the model store path is too long");
+    /* "dir/" and "dir" are one store */
+    while (n > 1 && out[n - 1] == '/') out[--n] = '\0';
+    return SIPP_OK;
+}
+
+sipp_status sipp_store_user_catalog(char *out, size_t cap, char *errbuf) {
+    char dir[PATH_MAX];
+    sipp_status s = sipp_store_dir(dir, sizeof dir, errbuf);
+    if (s != SIPP_OK) return s;
+    char *slash = strrchr(dir, '/');
+    int n;
+    if (!slash) n = snprintf(out, cap, "%s", USER_CATALOG_FILE);
+    else if (slash == dir) n = snprintf(out, cap, "/%s", USER_CATALOG_FILE);
+    else n = snprintf(out, cap, "%.*s/%s", (int)(slash - dir), dir, USER_CATALOG_FILE);
+    if (n < 0 || (size_t)n >= cap) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the user catalog path is too long");
+    return SIPP_OK;
+}
+
+sipp_status sipp_store_mkdirs(const char *dir, char *errbuf) {
+    char path[PATH_MAX];
+    if (strlen(dir) >= sizeof path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "path '%s' is too long", dir);
+    strcpy(path, dir);
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(path, DIR_MODE) != 0 && errno != EEXIST)
+            return sipp_fail(errbuf, SIPP_ERR_IO, "cannot create directory '%s': %s", path, strerror(errno));
+        *p = saved;
+        if (!saved) break;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return sipp_fail(errbuf, SIPP_ERR_IO, "'%s' is not a directory", dir);
+    return SIPP_OK;
+}
+
+sipp_status sipp_store_ensure(const char *dir, char *errbuf) {
+    sipp_status s = sipp_store_mkdirs(dir, errbuf);
+    if (s != SIPP_OK) return s;
+    char partial[PATH_MAX];
+    sipp_pathf(partial, sizeof partial, "%s/%s", dir, SIPP_STORE_PARTIAL_DIR);
+    return sipp_store_mkdirs(partial, errbuf);
+}
+
+sipp_status sipp_store_write_atomic(const char *path, const char *data, size_t len, char *errbuf) {
+    char tmp[PATH_MAX];
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof tmp) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "path '%s' is too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, FILE_MODE);
+    if (fd < 0) return sipp_fail(errbuf, SIPP_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return sipp_fail(errbuf, SIPP_ERR_IO, "cannot write '%s': %s", path, strerror(e));
+        }
+        off += (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return sipp_fail(errbuf, SIPP_ERR_IO, "cannot write '%s': %s", path, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return sipp_fail(errbuf, SIPP_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(e));
+    }
+    return SIPP_OK;
+}
+
+void sipp_store_now(char out[SIPP_STORE_TIME_MAX]) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, SIPP_STORE_TIME_MAX, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void sipp_store_format_size(uint64_t bytes, char *out, size_t cap) {
+    static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1000 && u + 1 < sizeof units / sizeof units[0]) v /= 1000, u++;
+    if (u == 0) snprintf(out, cap, "%llu B", (unsigned long long)bytes);
+    else snprintf(out, cap, "%.1f %s", v, units[u]);
+}
+
+void sipp_store_model_clear(sipp_store_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_files; i++) free(m->files[i].url);
+    free(m->files);
+    free(m->source);
+    memset(m, 0, sizeof *m);
+}
+
+static int64_t mtime_ns(const struct stat *st) {
+    return (int64_t)st->st_mtim.tv_sec * 1000000000 + (int64_t)st->st_mtim.tv_nsec;
+}
+
+static const char *json_str(json_t *obj, const char *key) {
+    const char *s = json_string_value(json_object_get(obj, key));
+    return s ? s : "";
+}
+
+/* Reads NAME.json. SIPP_ERR_NOT_FOUND when there is none. */
+static sipp_status meta_read(const char *dir, const char *name, sipp_store_model *m, char *errbuf) {
+    char path[PATH_MAX];
+    sipp_pathf(path, sizeof path, "%s/%s%s", dir, name, SIPP_STORE_META_EXT);
+    if (access(path, F_OK) != 0)
+        return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "model '%s' is not in the store (%s)", name, dir);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return sipp_fail(errbuf, SIPP_ERR_IO, "store metadata '%s' is unreadable (%s); remove it with: sipp models rm %s",
+                         path, jerr.text, name);
+    sipp_status st = SIPP_OK;
+    json_t *files = json_object_get(root, "files");
+    size_t n = json_array_size(files);
+    memset(m, 0, sizeof *m);
+    if (!json_is_object(root) || strcmp(json_str(root, "name"), name) != 0 || n == 0 || n > SIPP_SPLIT_MAX) {
+        st = sipp_fail(errbuf, SIPP_ERR_IO, "store metadata '%s' is not sipp's; remove it with: sipp models rm %s", path,
+                       name);
+        goto out;
+    }
+    sipp_strlcpy(m->name, name, sizeof m->name);
+    m->source = strdup(json_str(root, "source"));
+    sipp_strlcpy(m->pulled_at, json_str(root, "pulled_at"), sizeof m->pulled_at);
+    m->verified = json_is_true(json_object_get(root, "sha256_verified"));
+    m->managed = true;
+    m->files = calloc(n, sizeof *m->files);
+    if (!m->source || !m->files) {
+        st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory reading '%s'", path);
+        goto out;
+    }
+    m->n_files = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *f = json_array_get(files, i);
+        sipp_store_file *sf = &m->files[i];
+        char expect[sizeof sf->file];
+        sipp_store_file_name(name, (int)i + 1, (int)n, expect, sizeof expect);
+        if (strcmp(json_str(f, "file"), expect) != 0) {
+            st = sipp_fail(errbuf, SIPP_ERR_IO,
+                           "store metadata '%s' lists '%s' where '%s' belongs; remove it with: sipp models rm %s",
+                           path, json_str(f, "file"), expect, name);
+            goto out;
+        }
+        strcpy(sf->file, expect);
+        sf->url = strdup(json_str(f, "url"));
+        if (!sf->url) {
+            st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory reading '%s'", path);
+            goto out;
+        }
+        sf->size = (uint64_t)json_integer_value(json_object_get(f, "size"));
+        sf->mtime_ns = (int64_t)json_integer_value(json_object_get(f, "mtime_ns"));
+        const char *h = json_str(f, "sha256");
+        if (sipp_sha256_valid(h)) sipp_sha256_normalize(h, sf->sha256);
+        m->size += sf->size;
+    }
+    sipp_pathf(m->path, sizeof m->path, "%s/%s", dir, m->files[0].file);
+out:
+    json_decref(root);
+    if (st != SIPP_OK) sipp_store_model_clear(m);
+    return st;
+}
+
+sipp_status sipp_store_meta_write(const char *dir, const sipp_store_model *m, char *errbuf) {
+    json_t *files = json_array();
+    for (int i = 0; files && i < m->n_files; i++) {
+        const sipp_store_file *f = &m->files[i];
+        json_array_append_new(files, json_pack("{s:s, s:s, s:I, s:I, s:s}", "file", f->file, "url", f->url ? f->url : "",
+                                               "size", (json_int_t)f->size, "mtime_ns", (json_int_t)f->mtime_ns,
+                                               "sha256", f->sha256));
+    }
+    json_t *root = json_pack("{s:i, s:s, s:s, s:s, s:b, s:o}", "version", META_VERSION, "name", m->name, "source",
+                             m->source ? m->source : "", "pulled_at", m->pulled_at, "sha256_verified", m->verified,
+                             "files", files);
+    char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(root);
+    if (!text) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory writing the metadata of '%s'", m->name);
+    char path[PATH_MAX];
+    sipp_pathf(path, sizeof path, "%s/%s%s", dir, m->name, SIPP_STORE_META_EXT);
+    size_t len = strlen(text);
+    sipp_buf b = {0};
+    bool ok = sipp_buf_append(&b, text, len) && sipp_buf_append(&b, "\n", 1);
+    free(text);
+    sipp_status s = ok ? sipp_store_write_atomic(path, b.data, b.len, errbuf)
+                       : sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory writing '%s'", path);
+    sipp_buf_free(&b);
+    return s;
+}
+
+/* A bare model: NAME.gguf, or a split set NAME-00001-of-0000n.gguf with all its shards, put in the
+ * store by hand. */
+static sipp_status bare_lookup(const char *dir, const char *name, sipp_store_model *m, char *errbuf) {
+    char file[SIPP_NAME_MAX + 32];
+    struct stat st;
+    int count = 0;
+    sipp_store_file_name(name, 1, 1, file, sizeof file);
+    char path[PATH_MAX];
+    sipp_pathf(path, sizeof path, "%s/%s", dir, file);
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        count = 1;
+    } else {
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        size_t nlen = strlen(name);
+        sipp_split sp;
+        while (d && (e = readdir(d)) != NULL)
+            if (strncmp(e->d_name, name, nlen) == 0 && sipp_split_parse(e->d_name, &sp) && sp.prefix_len == nlen &&
+                sp.index == 1) {
+                count = sp.count;
+                break;
+            }
+        if (d) closedir(d);
+    }
+    if (count == 0) return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "model '%s' is not in the store (%s)", name, dir);
+    memset(m, 0, sizeof *m);
+    m->files = calloc((size_t)count, sizeof *m->files);
+    m->source = strdup("");
+    if (!m->files || !m->source) {
+        sipp_store_model_clear(m);
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+    sipp_strlcpy(m->name, name, sizeof m->name);
+    m->n_files = count;
+    for (int i = 0; i < count; i++) {
+        sipp_store_file *f = &m->files[i];
+        sipp_store_file_name(name, i + 1, count, f->file, sizeof f->file);
+        f->url = strdup("");
+        sipp_pathf(path, sizeof path, "%s/%s", dir, f->file);
+        if (stat(path, &st) == 0) {
+            f->size = (uint64_t)st.st_size;
+            f->mtime_ns = mtime_ns(&st);
+        }
+        m->size += f->size;
+    }
+    sipp_pathf(m->path, sizeof m->path, "%s/%s", dir, m->files[0].file);
+    return SIPP_OK;
+}
+
+sipp_status sipp_store_lookup(const char *dir, const char *name, sipp_store_model *out, char *errbuf) {
+    if (!sipp_name_valid(name))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "'%s' is not a model name (letters, digits, '.', '_', '-'; at most %d bytes)", name,
+                         SIPP_NAME_MAX);
+    sipp_status s = meta_read(dir, name, out, errbuf);
+    if (s != SIPP_ERR_NOT_FOUND) return s;
+    return bare_lookup(dir, name, out, errbuf);
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const sipp_store_model *)a)->name, ((const sipp_store_model *)b)->name);
+}
+
+static bool listed(const sipp_store_model *models, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(models[i].name, name) == 0) return true;
+    return false;
+}
+
+sipp_status sipp_store_list(const char *dir, sipp_store_model **out, size_t *n_out, char *errbuf) {
+    *out = NULL;
+    *n_out = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT) return SIPP_OK; /* no store yet: nothing in it */
+        return sipp_fail(errbuf, SIPP_ERR_IO, "cannot read the model store '%s': %s", dir, strerror(errno));
+    }
+    sipp_store_model *models = NULL;
+    size_t n = 0, cap = 0;
+    sipp_status st = SIPP_OK;
+    /* Two passes: models with metadata first, so that their files are not listed again as bare. */
+    for (int pass = 0; pass < 2 && st == SIPP_OK; pass++) {
+        rewinddir(d);
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            char name[SIPP_NAME_MAX + 1];
+            const char *fn = e->d_name;
+            size_t len = strlen(fn);
+            const char *ext = pass == 0 ? SIPP_STORE_META_EXT : ".gguf";
+            size_t elen = strlen(ext);
+            if (fn[0] == '.' || len <= elen || strcmp(fn + len - elen, ext) != 0) continue;
+            size_t stem = len - elen;
+            sipp_split sp;
+            if (pass == 1 && sipp_split_parse(fn, &sp)) {
+                if (sp.index != 1) continue;
+                stem = sp.prefix_len;
+            }
+            if (stem > SIPP_NAME_MAX) continue;
+            memcpy(name, fn, stem);
+            name[stem] = '\0';
+            if (!sipp_name_valid(name) || listed(models, n, name)) continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 16;
+                sipp_store_model *bigger = realloc(models, cap * sizeof *models);
+                if (!bigger) {
+                    st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory listing the store");
+                    break;
+                }
+                models = bigger;
+            }
+            char ignored[SIPP_ERROR_SIZE];
+            /* A metadata file that does not parse is skipped here; `models info NAME` reports it. */
+            sipp_status s = pass == 0 ? meta_read(dir, name, &models[n], ignored)
+                                      : bare_lookup(dir, name, &models[n], ignored);
+            if (s == SIPP_OK) n++;
+        }
+    }
+    closedir(d);
+    if (st != SIPP_OK) {
+        sipp_store_list_free(models, n);
+        return st;
+    }
+    if (n) qsort(models, n, sizeof *models, by_name);
+    *out = models;
+    *n_out = n;
+    return SIPP_OK;
+}
+
+void sipp_store_list_free(sipp_store_model *models, size_t n) {
+    for (size_t i = 0; i < n; i++) sipp_store_model_clear(&models[i]);
+    free(models);
+}
+
+/* True when a partial/ entry belongs to model `name`: NAME.gguf.part[.json] or a shard of NAME. */
+static bool partial_of(const char *entry, const char *name) {
+    size_t nlen = strlen(name);
+    if (strncmp(entry, name, nlen) != 0) return false;
+    char file[SIPP_NAME_MAX + 64];
+    sipp_strlcpy(file, entry, sizeof file);
+    char *part = strstr(file, SIPP_STORE_PART_EXT);
+    if (!part || (strcmp(part, SIPP_STORE_PART_EXT) != 0 && strcmp(part, SIPP_STORE_PART_EXT ".json") != 0))
+        return false;
+    *part = '\0';
+    sipp_split sp;
+    if (sipp_split_parse(file, &sp)) return sp.prefix_len == nlen;
+    return strcmp(file + nlen, ".gguf") == 0;
+}
+
+sipp_status sipp_store_remove(const char *dir, const char *name, char *errbuf) {
+    sipp_store_model m;
+    sipp_status s = sipp_store_lookup(dir, name, &m, errbuf);
+    if (s != SIPP_OK && s != SIPP_ERR_NOT_FOUND) return s;
+    bool found = s == SIPP_OK;
+    char path[PATH_MAX];
+    if (found) {
+        /* The metadata goes first: from then on the model is not listed, whatever is left. */
+        if (m.managed) {
+            sipp_pathf(path, sizeof path, "%s/%s%s", dir, name, SIPP_STORE_META_EXT);
+            if (unlink(path) != 0 && errno != ENOENT) {
+                s = sipp_fail(errbuf, SIPP_ERR_IO, "cannot remove '%s': %s", path, strerror(errno));
+                sipp_store_model_clear(&m);
+                return s;
+            }
+        }
+        for (int i = 0; i < m.n_files; i++) {
+            sipp_pathf(path, sizeof path, "%s/%s", dir, m.files[i].file);
+            if (unlink(path) != 0 && errno != ENOENT) {
+                s = sipp_fail(errbuf, SIPP_ERR_IO, "cannot remove '%s': %s", path, strerror(errno));
+                sipp_store_model_clear(&m);
+                return s;
+            }
+        }
+        sipp_store_model_clear(&m);
+    }
+    sipp_pathf(path, sizeof path, "%s/%s", dir, SIPP_STORE_PARTIAL_DIR);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (!partial_of(e->d_name, name)) continue;
+        char part[PATH_MAX];
+        sipp_pathf(part, sizeof part, "%s/%s", path, e->d_name);
+        if (unlink(part) == 0) found = true;
+    }
+    if (d) closedir(d);
+    if (!found)
+        return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "model '%s' is not in the store (%s); see sipp models list", name,
+                         dir);
+    return SIPP_OK;
+}
+
+sipp_status sipp_store_resolve(const char *name_or_path, char *path_out, size_t cap, char *errbuf) {
+    if (!name_or_path || !*name_or_path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model given");
+    struct stat st;
+    if (stat(name_or_path, &st) == 0) {
+        /* An existing path is what the user meant; the loader says what is wrong with it, if anything. */
+        if (strlen(name_or_path) >= cap)
+            return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "model path '%s' is too long", name_or_path);
+        strcpy(path_out, name_or_path);
+        return SIPP_OK;
+    }
+    if (!sipp_name_valid(name_or_path))
+        return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "model '%s': no such file (and it is not a store name)",
+                         name_or_path);
+    char dir[PATH_MAX];
+    sipp_status s = sipp_store_dir(dir, sizeof dir, errbuf);
+    if (s != SIPP_OK) return s;
+    sipp_store_model m;
+    char err[SIPP_ERROR_SIZE];
+    s = sipp_store_lookup(dir, name_or_path, &m, err);
+    if (s == SIPP_OK) {
+        if (stat(m.path, &st) != 0) {
+            s = sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "model '%s' in the store is incomplete (%s is missing); pull it again",
+                          name_or_path, m.path);
+        } else if (strlen(m.path) >= cap) {
+            s = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "model path '%s' is too long", m.path);
+        } else {
+            strcpy(path_out, m.path);
+        }
+        sipp_store_model_clear(&m);
+        return s;
+    }
+    if (s != SIPP_ERR_NOT_FOUND) {
+        if (errbuf) sipp_strlcpy(errbuf, err, SIPP_ERROR_SIZE);
+        return s;
+    }
+    sipp_catalog *cat = NULL;
+    char cat_err[SIPP_ERROR_SIZE];
+    bool known = sipp_catalog_load(&cat, cat_err) == SIPP_OK && sipp_catalog_find(cat, name_or_path) != NULL;
+    sipp_catalog_free(cat);
+    if (known)
+        return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
+                         "model '%s' is not a file and not in the store (%s); pull it with: sipp pull %s", name_or_path,
+                         dir, name_or_path);
+    return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
+                     "model '%s' is not a file and not in the store (%s); pull it with: sipp pull URL --name %s "
+                     "(sipp models list --all shows the catalog)",
+                     name_or_path, dir, name_or_path);
+}
+
+/* ---- cached hashes ---------------------------------------------------------------------------- */
+
+/* If `path` is a file of a managed model in the store, the model's name and the file's index. */
+static bool store_file_of(const char *dir, const char *path, char name[SIPP_NAME_MAX + 1], int *index) {
+    char real_dir[PATH_MAX], real_path[PATH_MAX];
+    if (!realpath(dir, real_dir) || !realpath(path, real_path)) return false;
+    size_t dlen = strlen(real_dir);
+    if (strncmp(real_path, real_dir, dlen) != 0 || real_path[dlen] != '/') return false;
+    const char *file = real_path + dlen + 1;
+    if (strchr(file, '/')) return false;
+    size_t len = strlen(file);
+    sipp_split sp;
+    size_t stem;
+    if (sipp_split_parse(file, &sp)) {
+        stem = sp.prefix_len;
+        *index = sp.index - 1;
+    } else if (len > 5 && strcmp(file + len - 5, ".gguf") == 0) {
+        stem = len - 5;
+        *index = 0;
+    } else {
+        return false;
+    }
+    if (stem > SIPP_NAME_MAX) return false;
+    memcpy(name, file, stem);
+    name[stem] = '\0';
+    return sipp_name_valid(name);
+}
+
+static sipp_status cache_in_meta(const char *dir, const char *path, const struct stat *st, char hex[SIPP_SHA256_HEX],
+                                 bool *cached, bool *handled, char *errbuf) {
+    char name[SIPP_NAME_MAX + 1];
+    int index;
+    *handled = false;
+    sipp_store_model m;
+    char ignored[SIPP_ERROR_SIZE];
+    if (!store_file_of(dir, path, name, &index) || meta_read(dir, name, &m, ignored) != SIPP_OK) return SIPP_OK;
+    sipp_status s = SIPP_OK;
+    if (index < m.n_files) {
+        *handled = true;
+        sipp_store_file *f = &m.files[index];
+        if (f->sha256[0] && f->size == (uint64_t)st->st_size && f->mtime_ns == mtime_ns(st)) {
+            memcpy(hex, f->sha256, SIPP_SHA256_HEX);
+            *cached = true;
+        } else if ((s = sipp_sha256_file(path, hex, errbuf)) == SIPP_OK) {
+            /* a file whose bytes changed since the pull no longer matches what was verified */
+            if (strcmp(f->sha256, hex) != 0) m.verified = false;
+            memcpy(f->sha256, hex, SIPP_SHA256_HEX);
+            f->size = (uint64_t)st->st_size;
+            f->mtime_ns = mtime_ns(st);
+            char werr[SIPP_ERROR_SIZE];
+            sipp_store_meta_write(dir, &m, werr); /* a read-only store still gets its answer */
+        }
+    }
+    sipp_store_model_clear(&m);
+    return s;
+}
+
+static sipp_status cache_in_file(const char *dir, const char *path, const struct stat *st, char hex[SIPP_SHA256_HEX],
+                                 bool *cached, char *errbuf) {
+    char real_path[PATH_MAX], cache_path[PATH_MAX];
+    if (!realpath(path, real_path)) return sipp_sha256_file(path, hex, errbuf);
+    sipp_pathf(cache_path, sizeof cache_path, "%s/%s", dir, HASH_CACHE_FILE);
+    json_t *root = json_load_file(cache_path, 0, NULL);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        root = json_object();
+    }
+    json_t *files = json_object_get(root, "files");
+    if (!json_is_object(files)) {
+        files = json_object();
+        json_object_set_new(root, "files", files);
+    }
+    json_t *e = json_object_get(files, real_path);
+    const char *h = json_str(e, "sha256");
+    if (sipp_sha256_valid(h) && (uint64_t)json_integer_value(json_object_get(e, "size")) == (uint64_t)st->st_size &&
+        json_integer_value(json_object_get(e, "mtime_ns")) == mtime_ns(st)) {
+        sipp_sha256_normalize(h, hex);
+        *cached = true;
+        json_decref(root);
+        return SIPP_OK;
+    }
+    sipp_status s = sipp_sha256_file(path, hex, errbuf);
+    if (s == SIPP_OK && (json_object_size(files) < HASH_CACHE_MAX_ENTRIES || e)) {
+        json_object_set_new(files, real_path,
+                            json_pack("{s:I, s:I, s:s}", "size", (json_int_t)st->st_size, "mtime_ns",
+                                      (json_int_t)mtime_ns(st), "sha256", hex));
+        char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
+        char werr[SIPP_ERROR_SIZE];
+        if (text && sipp_store_mkdirs(dir, werr) == SIPP_OK) sipp_store_write_atomic(cache_path, text, strlen(text), werr);
+        free(text);
+    }
+    json_decref(root);
+    return s;
+}
+
+sipp_status sipp_store_file_sha256(const char *path, char hex[SIPP_SHA256_HEX], bool *cached, char *errbuf) {
+    *cached = false;
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return sipp_fail(errbuf, errno == ENOENT ? SIPP_ERR_NOT_FOUND : SIPP_ERR_IO, "cannot open '%s': %s", path,
+                         strerror(errno));
+    if (!S_ISREG(st.st_mode)) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "'%s' is not a file", path);
+    char dir[PATH_MAX];
+    char ignored[SIPP_ERROR_SIZE];
+    if (sipp_store_dir(dir, sizeof dir, ignored) != SIPP_OK) return sipp_sha256_file(path, hex, errbuf);
+    bool handled;
+    sipp_status s = cache_in_meta(dir, path, &st, hex, cached, &handled, errbuf);
+    if (s != SIPP_OK || handled) return s;
+    return cache_in_file(dir, path, &st, hex, cached, errbuf);
+}

@@ -172,6 +172,7 @@ class Gateway:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(STOP_TIMEOUT_S)
+        self.log.close()
 
 
 def serve_model(path=None, *flags, env=None, wait_ready=True):

@@ -89,29 +89,34 @@ $(BUILD)/obj/gen/web_assets.o: $(WEB_ASSETS_C)
 
 $(LIBSIPP): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(LDFLAGS_EXTRA) -o $@ $^ $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-soname,libsipp.so -Wl,-rpath,'$$ORIGIN/../artifact'
+	@echo "  LD  $@"
+	@$(CC) -shared $(LDFLAGS_EXTRA) -o $@ $^ $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-soname,libsipp.so -Wl,-rpath,'$$ORIGIN/../artifact'
 
 $(LIBSIPP_A): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 $(SIPP): $(CLI_OBJS) $(LIBSIPP_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_EXTRA) -o $@ $(CLI_OBJS) $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -lmicrohttpd -lcurl -Wl,-rpath,'$$ORIGIN/../artifact'
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(CLI_OBJS) $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -lmicrohttpd -lcurl -Wl,-rpath,'$$ORIGIN/../artifact'
 
 $(SYNTH): $(SYNTH_OBJS) $(LIBSIPP_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_EXTRA) -o $@ $(SYNTH_OBJS) $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(SYNTH_OBJS) $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
 
 # Unit tests link libsipp statically so that internal modules (toml, utf8, ...) can be tested.
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIBSIPP_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SIPP_CFLAGS) $(LDFLAGS_EXTRA) -o $@ $< $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -lcriterion -Wl,-rpath,'$$ORIGIN/../artifact'
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) $(LDFLAGS_EXTRA) -o $@ $< $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -lcriterion -Wl,-rpath,'$$ORIGIN/../artifact'
 
 $(BUILD)/tests/%: tests/tools/%.c $(LIBSIPP_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SIPP_CFLAGS) $(LDFLAGS_EXTRA) -o $@ $< $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) $(LDFLAGS_EXTRA) -o $@ $< $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
 
 test-bins: all $(UNIT_BINS) $(TOOL_BINS)
 unit-bins: $(UNIT_BINS)

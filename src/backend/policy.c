@@ -110,14 +110,20 @@ sipp_status sipp_policy_decide(const sipp_host_view *view, const char *requested
     char buf[ORDER_MAX];
     sipp_strlcpy(buf, order, sizeof buf);
 
-    char why[256] = "";
+    /* The whole order is checked first: a typo is an error even behind a usable backend. */
+    sipp_backend_id cands[ORDER_MAX];
+    int n_cands = 0;
     char *save = NULL;
     for (char *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
-        sipp_backend_id cand;
-        if (sipp_backend_parse(tok, &cand, NULL) != SIPP_OK || cand == SIPP_BACKEND_AUTO)
+        if (sipp_backend_parse(tok, &cands[n_cands], NULL) != SIPP_OK || cands[n_cands] == SIPP_BACKEND_AUTO)
             return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
                              "backend order '%s': '%s' is not a backend name (use e.g. cuda,metal,vulkan,webgpu)",
                              order, tok);
+        n_cands++;
+    }
+    char why[256] = "";
+    for (int c = 0; c < n_cands; c++) {
+        sipp_backend_id cand = cands[c];
         if (cand == SIPP_BACKEND_CPU) break; /* cpu in the order means: stop looking */
         const char *skip = NULL;
         char soft_why[160];

@@ -59,13 +59,13 @@ bool sipp_output_push(sipp_output *o, const char *piece, size_t len, sipp_buf *e
         if (hit && (size_t)(hit - s) < at) at = (size_t)(hit - s);
     }
     if (at < n) {
-        sipp_buf_append(emit, s, at);
+        sipp_buf_append_utf8(emit, s, at);
         sipp_buf_consume(&o->pending, n);
         return true;
     }
     size_t release = n - held_for_stop(o, s, n);
     release = sipp_utf8_complete_prefix(s, release);
-    sipp_buf_append(emit, s, release);
+    sipp_buf_append_utf8(emit, s, release);
     sipp_buf_consume(&o->pending, release);
     return false;
 }
@@ -73,7 +73,7 @@ bool sipp_output_push(sipp_output *o, const char *piece, size_t len, sipp_buf *e
 void sipp_output_flush(sipp_output *o, sipp_buf *emit) {
     size_t n = o->pending.len;
     size_t whole = sipp_utf8_complete_prefix(o->pending.data, n);
-    sipp_buf_append(emit, o->pending.data, whole);
+    sipp_buf_append_utf8(emit, o->pending.data, whole);
     if (whole < n) sipp_buf_append(emit, REPLACEMENT_CHAR, strlen(REPLACEMENT_CHAR));
     sipp_buf_consume(&o->pending, n);
 }

@@ -4,7 +4,9 @@
  * Two things hold text back. A UTF-8 character can be split across tokens (byte-fallback tokens),
  * so a trailing incomplete character waits for the next piece. A stop string can also be split
  * across tokens, so a tail that could still become a stop string waits until it either completes
- * (the text before it is emitted, the stop string never is) or cannot anymore.
+ * (the text before it is emitted, the stop string never is) or cannot anymore. Released text is
+ * always valid UTF-8: bytes that cannot be part of a character (a random or broken model can emit
+ * them) become U+FFFD.
  */
 #ifndef SIPP_ENGINE_OUTPUT_H
 #define SIPP_ENGINE_OUTPUT_H

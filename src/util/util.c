@@ -108,20 +108,41 @@ size_t sipp_utf8_complete_prefix(const char *s, size_t n) {
     return n;
 }
 
+/* The length of the valid UTF-8 character at p[0..n), or 0 when it is not one (truncated, overlong,
+ * a surrogate, above U+10FFFF, or a stray continuation byte). */
+static size_t utf8_char_len(const unsigned char *p, size_t n) {
+    int len = utf8_seq_len(p[0]);
+    if (len == 0 || (size_t)len > n) return 0;
+    uint32_t cp = len == 1 ? p[0] : (uint32_t)(p[0] & (0x7F >> len));
+    for (int k = 1; k < len; k++) {
+        if ((p[k] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (p[k] & 0x3F);
+    }
+    static const uint32_t min_for_len[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_for_len[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return (size_t)len;
+}
+
 bool sipp_utf8_valid(const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        int len = utf8_seq_len(p[i]);
-        if (len == 0 || i + (size_t)len > n) return false;
-        uint32_t cp = len == 1 ? p[i] : (uint32_t)(p[i] & (0x7F >> len));
-        for (int k = 1; k < len; k++) {
-            if ((p[i + k] & 0xC0) != 0x80) return false;
-            cp = (cp << 6) | (p[i + k] & 0x3F);
-        }
-        static const uint32_t min_for_len[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min_for_len[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-        i += (size_t)len;
-    }
+    for (size_t i = 0, len; i < n; i += len)
+        if ((len = utf8_char_len(p + i, n - i)) == 0) return false;
     return true;
+}
+
+#define REPLACEMENT_CHAR "\xEF\xBF\xBD"
+
+bool sipp_buf_append_utf8(sipp_buf *b, const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, run = 0; /* a run of valid bytes is copied at once */
+    while (i < n) {
+        size_t len = utf8_char_len(p + i, n - i);
+        if (len) {
+            i += len;
+            continue;
+        }
+        if (!sipp_buf_append(b, s + run, i - run) || !sipp_buf_append(b, REPLACEMENT_CHAR, 3)) return false;
+        run = ++i;
+    }
+    return sipp_buf_append(b, s + run, n - run);
 }

@@ -7,6 +7,12 @@
  * "qwen2.attention.head_count_kv", ...). Some architectures store a per-layer array where others
  * store one number (OpenELM's head counts); the largest element stands for the array.
  *
+ * gguf.h reports a malformed header through ggml's logger (to stderr unless someone installed a
+ * callback). A header read here is wrapped so that the logger's error line becomes part of sipp's
+ * one-line message instead of a second line on stderr: reads are serialised by a mutex, the callback
+ * is swapped for one that keeps this thread's errors and passes everything else on, and the old
+ * callback is put back.
+ *
  * A split set (gguf-split's "-00001-of-00003.gguf" files) keeps the metadata in shard 1 and spreads
  * the tensors over all shards: parameters, tensor types and sizes are summed over the shards, which
  * are found by their names, as llama.cpp finds them.
@@ -14,6 +20,7 @@
 #include "model/inspect.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +96,36 @@ static int64_t get_arch_int(const struct gguf_context *g, const char *arch, cons
     return get_int(g, key);
 }
 
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static ggml_log_callback saved_log;
+static void *saved_log_user;
+static __thread char *captured; /* this thread's gguf error, while it reads a header */
+
+static void capture_log(enum ggml_log_level level, const char *text, void *user) {
+    if (captured && level == GGML_LOG_LEVEL_ERROR && text && *text && *text != '\n' && !captured[0]) {
+        sipp_strlcpy(captured, text, SIPP_ERROR_SIZE);
+        size_t n = strlen(captured);
+        while (n && (captured[n - 1] == '\n' || captured[n - 1] == ' ')) captured[--n] = '\0';
+    } else if (!captured && saved_log) {
+        saved_log(level, text, saved_log_user);
+    }
+}
+
+/* gguf_init_from_file with its error message caught into why (SIPP_ERROR_SIZE bytes). */
+static struct gguf_context *read_header(const char *path, char *why) {
+    struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
+    why[0] = '\0';
+    pthread_mutex_lock(&log_lock);
+    ggml_log_get(&saved_log, &saved_log_user);
+    ggml_log_set(capture_log, NULL);
+    captured = why;
+    struct gguf_context *g = gguf_init_from_file(path, gp);
+    captured = NULL;
+    ggml_log_set(saved_log, saved_log_user);
+    pthread_mutex_unlock(&log_lock);
+    return g;
+}
+
 /* Opens one file as GGUF and checks that its tensor data fits. *g is the header's context. */
 static sipp_status open_gguf(const char *path, struct gguf_context **out, uint64_t *size, char *errbuf) {
     *out = NULL;
@@ -104,10 +141,11 @@ static sipp_status open_gguf(const char *path, struct gguf_context **out, uint64
     fclose(f);
     if (got != sizeof magic || memcmp(magic, GGUF_MAGIC, sizeof magic) != 0)
         return sipp_fail(errbuf, SIPP_ERR_MODEL, "'%s' is not a GGUF file (it does not start with 'GGUF')", path);
-    struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
-    struct gguf_context *g = gguf_init_from_file(path, gp);
+    char why[SIPP_ERROR_SIZE];
+    struct gguf_context *g = read_header(path, why);
     if (!g)
-        return sipp_fail(errbuf, SIPP_ERR_MODEL, "'%s' is not a valid GGUF file (truncated or corrupt header)", path);
+        return sipp_fail(errbuf, SIPP_ERR_MODEL, "'%s' is not a valid GGUF file (truncated or corrupt header%s%s)", path,
+                         why[0] ? ": " : "", why);
     size_t need = gguf_get_data_offset(g);
     for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
         size_t end = gguf_get_data_offset(g) + gguf_get_tensor_offset(g, i) + gguf_get_tensor_size(g, i);

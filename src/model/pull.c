@@ -743,8 +743,8 @@ sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char
             goto out;
         }
         sipp_strlcpy(m.name, p->name, sizeof m.name);
-    } else if (entry) {
-        sipp_strlcpy(m.name, entry->name, sizeof m.name);
+    } else if (entry && !sipp_source_is_url(p->source)) {
+        sipp_strlcpy(m.name, entry->name, sizeof m.name); /* a URL is named by its file, even when cataloged */
     } else if ((st = sipp_source_default_name(url, m.name, sizeof m.name, errbuf)) != SIPP_OK) {
         goto out;
     }

@@ -118,6 +118,21 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIBSIPP_A)
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) $(LDFLAGS_EXTRA) -o $@ $< $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
 
+# libFuzzer harnesses (clang). Each lists the sources it exercises; tests/run.sh runs each briefly.
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(LLAMA_INC)
+FUZZ_toml_SRCS := tests/fuzz/fuzz_toml.c src/util/toml.c
+FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/decode.c src/gateway/errors.c
+FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request
+$(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ $@"
+	@clang $(FUZZ_CFLAGS) $^ -o $@
+$(BUILD)/fuzz/fuzz_request: $(FUZZ_request_SRCS) $(LIBSIPP)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ $@"
+	@clang $(FUZZ_CFLAGS) $(FUZZ_request_SRCS) -o $@ -L$(BUILD)/lib -lsipp -ljansson -Wl,-rpath,'$$ORIGIN/../lib'
+fuzz-bins: $(FUZZ_BINS)
+
 test-bins: all $(UNIT_BINS) $(TOOL_BINS)
 unit-bins: $(UNIT_BINS)
 

@@ -3,9 +3,9 @@
 #
 # Suites: the C unit tests (Criterion, build/tests/test_*), the same under AddressSanitizer and
 # UndefinedBehaviorSanitizer (build-asan/), the engine stress test under ThreadSanitizer (build-tsan/),
-# toml-test, and the integration tests (Python unittest,
+# toml-test, the libFuzzer harnesses of every parser (30 s each), and the integration tests (Python unittest,
 # tests/integration, which run the real CLI, gateway and bindings on synthetic models).
-# SIPP_TEST_ONLY=unit|asan|tsan|toml|integration runs one suite; SIPP_TEST_PATTERN filters integration tests.
+# SIPP_TEST_ONLY=unit|asan|tsan|toml|fuzz|integration runs one suite; SIPP_TEST_PATTERN filters integration tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export SIPP_BUILD=${SIPP_BUILD:-build}
@@ -73,6 +73,23 @@ if [ -z "$only" ] || [ "$only" = toml ]; then
     [ $rc -eq 0 ] || [ "${f:-0}" -gt 0 ] || f=1
     [ "$f" -eq 0 ] || echo "$out" | tail -30
     count toml-test "$p" "$f"
+  fi
+fi
+
+if [ -z "$only" ] || [ "$only" = fuzz ]; then
+  # Every parser's libFuzzer harness, briefly, from its seed corpus: a crash or sanitizer report fails.
+  if make --no-print-directory fuzz-bins >build-fuzz.log 2>&1; then
+    for f in "$SIPP_BUILD"/fuzz/fuzz_*; do
+      name=$(basename "$f" | sed 's/^fuzz_//'); work="$SIPP_BUILD/fuzz/corpus-$name"; mkdir -p "$work"
+      seeds=(); [ -d "tests/fuzz/corpus/$name" ] && seeds=("tests/fuzz/corpus/$name")
+      if "$f" -max_total_time="${SIPP_FUZZ_SECONDS:-30}" -max_len=4096 "$work" "${seeds[@]}" >"$work.log" 2>&1; then
+        count "fuzz $name" 1 0
+      else
+        tail -30 "$work.log"; count "fuzz $name" 0 1
+      fi
+    done
+  else
+    tail -30 build-fuzz.log; count "fuzz build" 0 1
   fi
 fi
 

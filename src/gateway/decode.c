@@ -325,7 +325,9 @@ bool gw_decode(gw_api api, const char *body, size_t len, gw_gen *g, gw_error_kin
         g->normalize = true;
         ok = ok && decode_inputs(&d, root) && get_str(&d, root, "encoding_format", &fmt) &&
              (api == GW_API_EMBEDDINGS || get_bool(&d, root, "normalize", &g->normalize));
-        if (ok && fmt && strcmp(fmt, "float") != 0) ok = fail(&d, "'encoding_format' '%s' is not supported; use \"float\"", fmt);
+        if (ok && fmt && strcmp(fmt, "base64") == 0) g->base64 = true;
+        else if (ok && fmt && strcmp(fmt, "float") != 0)
+            ok = fail(&d, "'encoding_format' '%s' is not supported; use \"float\" or \"base64\"", fmt);
         break;
     }
     }

@@ -5,11 +5,37 @@
  * sipp_engine_embed runs on the calling thread, in the engine's second (embedding) context, so an
  * embedding request neither waits behind generations nor slows them beyond sharing the cores.
  * OpenAI's embeddings have unit length, so /v1/embeddings always normalizes; /v1/embed lets the
- * caller choose with "normalize" (default true).
+ * caller choose with "normalize" (default true). encoding_format "base64" (what OpenAI's clients
+ * ask for by default) packs a vector as little-endian float32, base64-encoded.
  */
+#include <openssl/evp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gateway/gateway.h"
+
+#define BASE64_GROUP_IN 3
+#define BASE64_GROUP_OUT 4
+#define FLOAT_BYTES 4
+
+static json_t *vector_base64(const float *v, int n) {
+    size_t bytes = (size_t)n * FLOAT_BYTES;
+    unsigned char *raw = malloc(bytes ? bytes : 1);
+    char *text = malloc((bytes + BASE64_GROUP_IN - 1) / BASE64_GROUP_IN * BASE64_GROUP_OUT + 1);
+    json_t *out = NULL;
+    if (raw && text) {
+        for (int i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &v[i], sizeof u);
+            for (int k = 0; k < FLOAT_BYTES; k++) raw[(size_t)i * FLOAT_BYTES + (size_t)k] = (unsigned char)(u >> (8 * k));
+        }
+        EVP_EncodeBlock((unsigned char *)text, raw, (int)bytes);
+        out = json_string(text);
+    }
+    free(raw);
+    free(text);
+    return out;
+}
 
 static json_t *vector(const float *v, int n) {
     json_t *a = json_array();
@@ -28,7 +54,8 @@ void gw_embed(gw_call *call, gw_target *t, gw_gen *g) {
     }
     json_t *rows = json_array();
     for (size_t i = 0; i < g->n_inputs; i++) {
-        json_t *v = vector(out + i * (size_t)n_embd, n_embd);
+        const float *row = out + i * (size_t)n_embd;
+        json_t *v = g->base64 ? vector_base64(row, n_embd) : vector(row, n_embd);
         if (g->api == GW_API_EMBEDDINGS)
             json_array_append_new(rows, json_pack("{s:s, s:I, s:o}", "object", "embedding", "index", (json_int_t)i, "embedding", v));
         else

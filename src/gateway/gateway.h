@@ -182,6 +182,7 @@ typedef struct gw_gen {
     const char **inputs; /* embeddings */
     size_t n_inputs;
     bool normalize; /* embeddings: unit L2 norm (always for OpenAI's route) */
+    bool base64;    /* embeddings: encoding_format "base64" (little-endian float32) */
     char **owned; /* strings made while decoding (joined content parts) */
     size_t n_owned;
 } gw_gen;

@@ -48,7 +48,8 @@ static json_t *json_int_or_null(int64_t v) { return v < 0 ? json_null() : json_i
 
 static json_t *json_strings(char **v, size_t n) {
     json_t *a = json_array();
-    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_string(v[i]));
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(v[i]));
     return a;
 }
 
@@ -87,8 +88,10 @@ static int models_list(int argc, char **argv) {
     bool as_json = false, all = false;
     cli_args a = {.argc = argc, .argv = argv, .i = 0};
     while (a.i < argc) {
-        if (cli_flag(&a, "--json")) as_json = true;
-        else if (cli_flag(&a, "--all")) all = true;
+        if (cli_flag(&a, "--json"))
+            as_json = true;
+        else if (cli_flag(&a, "--all"))
+            all = true;
         else {
             cli_error("unknown argument '%s' to models list (see sipp models --help)", argv[a.i]);
             return EXIT_USAGE;
@@ -120,21 +123,24 @@ static int models_list(int argc, char **argv) {
         json_t *list = json_array();
         for (size_t i = 0; i < n; i++) {
             const sipp_store_model *m = &models[i];
-            json_t *o = json_pack("{s:s, s:b, s:s, s:I, s:i, s:s, s:s, s:s, s:b, s:s}", "name", m->name, "in_store", 1,
-                                  "path", m->path, "size", (json_int_t)m->size, "n_files", m->n_files, "source",
-                                  m->source, "url", m->files[0].url, "sha256", m->files[0].sha256, "sha256_verified",
-                                  m->verified, "pulled_at", m->pulled_at);
+            json_t *o =
+                json_pack("{s:s, s:b, s:s, s:I, s:i, s:s, s:s, s:s, s:b, s:s}", "name", m->name, "in_store",
+                          1, "path", m->path, "size", (json_int_t)m->size, "n_files", m->n_files, "source",
+                          m->source, "url", m->files[0].url, "sha256", m->files[0].sha256, "sha256_verified",
+                          m->verified, "pulled_at", m->pulled_at);
             add_catalog_fields(o, sipp_catalog_find(cat, m->name));
             json_array_append_new(list, o);
         }
         for (size_t i = 0; all && cat && i < cat->n; i++) {
             const sipp_catalog_entry *e = &cat->entries[i];
             bool have = false;
-            for (size_t j = 0; j < n; j++) have |= strcmp(models[j].name, e->name) == 0;
+            for (size_t j = 0; j < n; j++)
+                have |= strcmp(models[j].name, e->name) == 0;
             if (have) continue;
-            json_t *o = json_pack("{s:s, s:b, s:s, s:o, s:o, s:o}", "name", e->name, "in_store", 0, "url", e->url,
-                                  "size", e->size ? json_integer((json_int_t)e->size) : json_null(), "sha256",
-                                  json_strings(e->sha256, e->n_sha256), "license", json_string(e->license));
+            json_t *o =
+                json_pack("{s:s, s:b, s:s, s:o, s:o, s:o}", "name", e->name, "in_store", 0, "url", e->url,
+                          "size", e->size ? json_integer((json_int_t)e->size) : json_null(), "sha256",
+                          json_strings(e->sha256, e->n_sha256), "license", json_string(e->license));
             add_catalog_fields(o, e);
             json_array_append_new(list, o);
         }
@@ -144,12 +150,14 @@ static int models_list(int argc, char **argv) {
                                  cat && cat->user_exists, "models", list);
         rc = print_json(root);
     } else if (n == 0 && !all) {
-        printf("no models in the store (%s); pull one with: sipp pull NAME|URL (sipp models list --all shows the "
+        printf("no models in the store (%s); pull one with: sipp pull NAME|URL (sipp models list --all shows "
+               "the "
                "catalog)\n",
                dir);
     } else {
         int width = (int)strlen("NAME");
-        for (size_t i = 0; i < n; i++) width = (int)strlen(models[i].name) > width ? (int)strlen(models[i].name) : width;
+        for (size_t i = 0; i < n; i++)
+            width = (int)strlen(models[i].name) > width ? (int)strlen(models[i].name) : width;
         for (size_t i = 0; all && cat && i < cat->n; i++)
             width = (int)strlen(cat->entries[i].name) > width ? (int)strlen(cat->entries[i].name) : width;
         char size[SIZE_TEXT], labels[LABELS_TEXT];
@@ -168,16 +176,19 @@ static int models_list(int argc, char **argv) {
                 const sipp_catalog_entry *e = sipp_catalog_find(cat, m->name);
                 sipp_store_format_size(m->size, size, sizeof size);
                 join(e ? e->labels : NULL, e ? e->n_labels : 0, labels, sizeof labels);
-                printf("%-*s  %10s  %-9s  %-28s  %s\n", width, m->name, size, "pulled", labels[0] ? labels : "-",
-                       e ? e->description : "");
+                printf("%-*s  %10s  %-9s  %-28s  %s\n", width, m->name, size, "pulled",
+                       labels[0] ? labels : "-", e ? e->description : "");
             }
             for (size_t i = 0; cat && i < cat->n; i++) {
                 const sipp_catalog_entry *e = &cat->entries[i];
                 bool have = false;
-                for (size_t j = 0; j < n; j++) have |= strcmp(models[j].name, e->name) == 0;
+                for (size_t j = 0; j < n; j++)
+                    have |= strcmp(models[j].name, e->name) == 0;
                 if (have) continue;
-                if (e->size) sipp_store_format_size(e->size, size, sizeof size);
-                else strcpy(size, "?");
+                if (e->size)
+                    sipp_store_format_size(e->size, size, sizeof size);
+                else
+                    strcpy(size, "?");
                 join(e->labels, e->n_labels, labels, sizeof labels);
                 printf("%-*s  %10s  %-9s  %-28s  %s\n", width, e->name, size, "-", labels[0] ? labels : "-",
                        e->description);
@@ -249,21 +260,24 @@ static const char *num(int64_t v, char buf[32]) {
 static void print_info_text(const char *name, const sipp_gguf_info *g, const file_hash *files, bool hashed) {
     char size[SIZE_TEXT], nb[32];
     const char *dash = "-";
-#define ROW(label, ...)                                                                                                \
-    do {                                                                                                               \
-        printf("%-15s ", label);                                                                                       \
-        printf(__VA_ARGS__);                                                                                           \
-        putchar('\n');                                                                                                 \
+#define ROW(label, ...)                                                                                      \
+    do {                                                                                                     \
+        printf("%-15s ", label);                                                                             \
+        printf(__VA_ARGS__);                                                                                 \
+        putchar('\n');                                                                                       \
     } while (0)
     if (name) ROW("name", "%s (in the store)", name);
     ROW("path", "%s", g->path);
     sipp_store_format_size(g->file_size, size, sizeof size);
-    if (g->n_files > 1) ROW("file size", "%s (%llu bytes, %d files)", size, (unsigned long long)g->file_size, g->n_files);
-    else ROW("file size", "%s (%llu bytes)", size, (unsigned long long)g->file_size);
+    if (g->n_files > 1)
+        ROW("file size", "%s (%llu bytes, %d files)", size, (unsigned long long)g->file_size, g->n_files);
+    else
+        ROW("file size", "%s (%llu bytes)", size, (unsigned long long)g->file_size);
     if (hashed)
         for (int i = 0; i < g->n_files; i++)
             ROW(i == 0 ? "sha256" : "", "%s%s%s", files[i].sha256, g->n_files > 1 ? "  " : "",
-                g->n_files > 1 ? strrchr(files[i].path, '/') ? strrchr(files[i].path, '/') + 1 : files[i].path : "");
+                g->n_files > 1 ? strrchr(files[i].path, '/') ? strrchr(files[i].path, '/') + 1 : files[i].path
+                               : "");
     ROW("architecture", "%s", g->architecture);
     if (g->name[0]) ROW("general.name", "%s", g->name);
     double params = (double)g->n_params;
@@ -294,13 +308,13 @@ static json_t *info_json(const char *name, const sipp_gguf_info *g, const file_h
         const sipp_gguf_type_count *t = &g->types[i];
         json_object_set_new(quant, t->type, json_integer(t->n_tensors));
         json_array_append_new(types, json_pack("{s:s, s:I, s:I, s:I}", "type", t->type, "n_tensors",
-                                               (json_int_t)t->n_tensors, "n_params", (json_int_t)t->n_params, "bytes",
-                                               (json_int_t)t->bytes));
+                                               (json_int_t)t->n_tensors, "n_params", (json_int_t)t->n_params,
+                                               "bytes", (json_int_t)t->bytes));
     }
     for (int i = 0; i < g->n_files; i++)
         json_array_append_new(jfiles, json_pack("{s:s, s:I, s:o}", "path", files[i].path, "size",
-                                                (json_int_t)files[i].size,
-                                                "sha256", hashed ? json_string(files[i].sha256) : json_null()));
+                                                (json_int_t)files[i].size, "sha256",
+                                                hashed ? json_string(files[i].sha256) : json_null()));
     json_t *o = json_object();
     json_object_set_new(o, "name", name ? json_string(name) : json_null());
     json_object_set_new(o, "path", json_string(g->path));
@@ -335,8 +349,10 @@ static int models_info(int argc, char **argv) {
     const char *target = NULL;
     cli_args a = {.argc = argc, .argv = argv, .i = 0};
     while (a.i < argc) {
-        if (cli_flag(&a, "--json")) as_json = true;
-        else if (cli_flag(&a, "--no-hash")) hash = false;
+        if (cli_flag(&a, "--json"))
+            as_json = true;
+        else if (cli_flag(&a, "--no-hash"))
+            hash = false;
         else if (argv[a.i][0] == '-' && argv[a.i][1]) {
             cli_error("unknown option '%s' to models info (see sipp models --help)", argv[a.i]);
             return EXIT_USAGE;
@@ -376,8 +392,10 @@ static int models_info(int argc, char **argv) {
     }
     for (int i = 0; i < g->n_files; i++) {
         file_hash *f = &files[i];
-        if (g->n_files == 1) snprintf(f->path, sizeof f->path, "%s", g->path);
-        else sipp_split_sibling(g->path, i + 1, f->path, sizeof f->path);
+        if (g->n_files == 1)
+            snprintf(f->path, sizeof f->path, "%s", g->path);
+        else
+            sipp_split_sibling(g->path, i + 1, f->path, sizeof f->path);
         if (stat(f->path, &st) == 0) f->size = (uint64_t)st.st_size;
         if (hash && sipp_store_file_sha256(f->path, f->sha256, &f->cached, err) != SIPP_OK) {
             cli_error("%s", err);
@@ -397,7 +415,8 @@ out:
 }
 
 int cmd_models(int argc, char **argv) {
-    if (argc == 0 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "help") == 0) {
+    if (argc == 0 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0 ||
+        strcmp(argv[0], "help") == 0) {
         fputs(usage, argc == 0 ? stderr : stdout);
         return argc == 0 ? EXIT_USAGE : EXIT_OK;
     }

@@ -31,7 +31,8 @@ static const char usage[] =
     "\n"
     "SOURCE is one of:\n"
     "  https://host/path/model.gguf         any http(s) URL of a .gguf file\n"
-    "  hf://ORG/REPO/FILE.gguf              a file in a Hugging Face repository (hf://ORG/REPO@REV/FILE.gguf\n"
+    "  hf://ORG/REPO/FILE.gguf              a file in a Hugging Face repository "
+    "(hf://ORG/REPO@REV/FILE.gguf\n"
     "                                       pins a revision)\n"
     "  NAME                                 a model of the catalog (sipp models list --all)\n"
     "A split model (FILE-00001-of-00003.gguf) is pulled as a whole set.\n"
@@ -72,7 +73,8 @@ static void format_duration(double s, char *out, size_t cap) {
     if (t >= SECONDS_PER_HOUR)
         snprintf(out, cap, "%ld:%02ld:%02ld", t / SECONDS_PER_HOUR, t % SECONDS_PER_HOUR / SECONDS_PER_MINUTE,
                  t % SECONDS_PER_MINUTE);
-    else snprintf(out, cap, "%ld:%02ld", t / SECONDS_PER_MINUTE, t % SECONDS_PER_MINUTE);
+    else
+        snprintf(out, cap, "%ld:%02ld", t / SECONDS_PER_MINUTE, t % SECONDS_PER_MINUTE);
 }
 
 static void draw(const sipp_pull_progress *p) {
@@ -89,7 +91,8 @@ static void draw(const sipp_pull_progress *p) {
         if (frac > 1) frac = 1;
         int filled = (int)(frac * BAR_WIDTH + 0.5);
         fputc('[', stderr);
-        for (int i = 0; i < BAR_WIDTH; i++) fputc(i < filled ? '#' : ' ', stderr);
+        for (int i = 0; i < BAR_WIDTH; i++)
+            fputc(i < filled ? '#' : ' ', stderr);
         fprintf(stderr, "] %3d%% %s / %s", (int)(frac * 100), done, total);
     } else {
         fprintf(stderr, "%s", done);
@@ -116,7 +119,9 @@ static bool on_progress(const sipp_pull_progress *p, void *user) {
     return atomic_load(&interrupted) == 0;
 }
 
-static bool on_progress_quiet(const sipp_pull_progress *p, void *user) { return atomic_load(&interrupted) == 0; }
+static bool on_progress_quiet(const sipp_pull_progress *p, void *user) {
+    return atomic_load(&interrupted) == 0;
+}
 
 int cmd_pull(int argc, char **argv) {
     sipp_pull_params pp = sipp_pull_default_params();
@@ -127,10 +132,14 @@ int cmd_pull(int argc, char **argv) {
             fputs(usage, stdout);
             return EXIT_OK;
         }
-        if (cli_flag(&a, "--force")) pp.force = true;
-        else if (cli_flag_value(&a, "--name")) pp.name = a.value;
-        else if (cli_flag_value(&a, "--sha256")) pp.sha256 = a.value;
-        else if (cli_flag_value(&a, "--retries")) cli_int(&a, "--retries", 0, 100, &pp.retries);
+        if (cli_flag(&a, "--force"))
+            pp.force = true;
+        else if (cli_flag_value(&a, "--name"))
+            pp.name = a.value;
+        else if (cli_flag_value(&a, "--sha256"))
+            pp.sha256 = a.value;
+        else if (cli_flag_value(&a, "--retries"))
+            cli_int(&a, "--retries", 0, 100, &pp.retries);
         else if (arg[0] == '-' && arg[1] != '\0') {
             cli_error("unknown option '%s' (see sipp pull --help)", arg);
             return EXIT_USAGE;
@@ -167,13 +176,14 @@ int cmd_pull(int argc, char **argv) {
     char size[SIZE_TEXT];
     sipp_store_format_size(r.size, size, sizeof size);
     if (r.already) {
-        printf("%s is already in the store (%s%s): %s\n", r.name, size, r.verified ? ", sha256 verified" : "", r.path);
+        printf("%s is already in the store (%s%s): %s\n", r.name, size, r.verified ? ", sha256 verified" : "",
+               r.path);
         return EXIT_OK;
     }
     char files[SIZE_TEXT] = "";
     if (r.n_files > 1) snprintf(files, sizeof files, ", %d files", r.n_files);
     printf("pulled %s (%s%s, sha256 %s%s) in %.1f s%s%s: %s\n", r.name, size, files, r.sha256,
-           r.verified ? " verified" : ", not verified: no known hash", r.seconds, r.resumed ? ", resumed" : "",
-           r.replaced ? ", replacing the model of that name" : "", r.path);
+           r.verified ? " verified" : ", not verified: no known hash", r.seconds,
+           r.resumed ? ", resumed" : "", r.replaced ? ", replacing the model of that name" : "", r.path);
     return EXIT_OK;
 }

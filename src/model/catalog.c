@@ -56,7 +56,8 @@ bool sipp_catalog_label_valid(const char *label) {
 sipp_catalog *sipp_catalog_new(void) { return calloc(1, sizeof(sipp_catalog)); }
 
 static void free_strings(char **v, size_t n) {
-    for (size_t i = 0; i < n; i++) free(v[i]);
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
     free(v);
 }
 
@@ -73,7 +74,8 @@ static void entry_clear(sipp_catalog_entry *e) {
 
 void sipp_catalog_free(sipp_catalog *cat) {
     if (!cat) return;
-    for (size_t i = 0; i < cat->n; i++) entry_clear(&cat->entries[i]);
+    for (size_t i = 0; i < cat->n; i++)
+        entry_clear(&cat->entries[i]);
     free(cat->entries);
     free(cat);
 }
@@ -125,17 +127,20 @@ static bool sha_ok(const char *s) { return sipp_sha256_valid(s); }
 /* Parses one entry of "models"; `where` names it in messages. */
 static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *where, char *errbuf) {
     memset(e, 0, sizeof *e);
-    if (!json_is_object(obj)) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s is not an object", where);
+    if (!json_is_object(obj))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s is not an object", where);
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
         bool known = false;
-        for (size_t i = 0; i < sizeof known_keys / sizeof known_keys[0]; i++) known |= strcmp(key, known_keys[i]) == 0;
+        for (size_t i = 0; i < sizeof known_keys / sizeof known_keys[0]; i++)
+            known |= strcmp(key, known_keys[i]) == 0;
         if (!known)
-            return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                             "%s: unknown key '%s' (known: name, url, sha256, size, labels, backends, ctx_size, "
-                             "description, license)",
-                             where, key);
+            return sipp_fail(
+                errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                "%s: unknown key '%s' (known: name, url, sha256, size, labels, backends, ctx_size, "
+                "description, license)",
+                where, key);
     }
     const char *name = json_string_value(json_object_get(obj, "name"));
     if (!name || !sipp_name_valid(name))
@@ -143,7 +148,8 @@ static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *w
                          "%s: \"name\" must be a model name (letters, digits, '.', '_', '-')", where);
     const char *url = json_string_value(json_object_get(obj, "url"));
     char mapped[SIPP_URL_MAX], err[SIPP_ERROR_SIZE];
-    if (!url) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): \"url\" is missing", where, name);
+    if (!url)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): \"url\" is missing", where, name);
     if (sipp_source_to_url(url, mapped, sizeof mapped, err) != SIPP_OK)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): %s", where, name, err);
     char file[SIPP_URL_MAX];
@@ -151,8 +157,8 @@ static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *w
     sipp_split sp;
     int n_files = sipp_split_parse(file, &sp) ? sp.count : 1;
     if (n_files > 1 && sp.index != 1)
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): \"url\" of a split set must name shard 1",
-                         where, name);
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%s ('%s'): \"url\" of a split set must name shard 1", where, name);
 
     e->name = strdup(name);
     e->url = strdup(url);
@@ -166,8 +172,8 @@ static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *w
     json_t *sha = json_object_get(obj, "sha256");
     if (json_is_string(sha)) {
         if (!sha_ok(json_string_value(sha)))
-            return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): \"sha256\" is not 64 hex digits", where,
-                             name);
+            return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): \"sha256\" is not 64 hex digits",
+                             where, name);
         e->sha256 = calloc(1, sizeof *e->sha256);
         if (!e->sha256) goto oom;
         e->sha256[0] = malloc(SIPP_SHA256_HEX);
@@ -179,45 +185,52 @@ static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *w
             return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
                              "%s ('%s'): \"sha256\" must be 64 hex digits or a list of them%s%s", where, name,
                              bad ? ", not " : "", bad ? bad : "");
-        for (size_t i = 0; i < e->n_sha256; i++) sipp_sha256_normalize(e->sha256[i], e->sha256[i]);
+        for (size_t i = 0; i < e->n_sha256; i++)
+            sipp_sha256_normalize(e->sha256[i], e->sha256[i]);
     }
     if (e->n_sha256 && e->n_sha256 != (size_t)n_files)
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): %zu sha256 values for %d file%s", where, name,
-                         e->n_sha256, n_files, n_files == 1 ? "" : "s");
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): %zu sha256 values for %d file%s",
+                         where, name, e->n_sha256, n_files, n_files == 1 ? "" : "s");
 
     json_t *size = json_object_get(obj, "size");
     if (size && (!json_is_integer(size) || json_integer_value(size) < 0))
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): \"size\" must be a byte count", where, name);
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): \"size\" must be a byte count", where,
+                         name);
     e->size = (uint64_t)json_integer_value(size);
 
     json_t *labels = json_object_get(obj, "labels");
     if (labels && !string_list(labels, &e->labels, &e->n_labels, sipp_catalog_label_valid, &bad))
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                         "%s ('%s'): \"labels\" must list chat, reasoning, tool-calling, embeddings, reranking, "
-                         "vision or coding%s%s",
-                         where, name, bad ? ", not " : "", bad ? bad : "");
+        return sipp_fail(
+            errbuf, SIPP_ERR_INVALID_ARGUMENT,
+            "%s ('%s'): \"labels\" must list chat, reasoning, tool-calling, embeddings, reranking, "
+            "vision or coding%s%s",
+            where, name, bad ? ", not " : "", bad ? bad : "");
     json_t *backends = json_object_get(obj, "backends");
     if (backends && !string_list(backends, &e->backends, &e->n_backends, backend_ok, &bad))
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                         "%s ('%s'): \"backends\" must list backend names (auto, cpu, cuda, metal, vulkan, webgpu, "
-                         "rpc)%s%s",
-                         where, name, bad ? ", not " : "", bad ? bad : "");
+        return sipp_fail(
+            errbuf, SIPP_ERR_INVALID_ARGUMENT,
+            "%s ('%s'): \"backends\" must list backend names (auto, cpu, cuda, metal, vulkan, webgpu, "
+            "rpc)%s%s",
+            where, name, bad ? ", not " : "", bad ? bad : "");
     json_t *ctx = json_object_get(obj, "ctx_size");
-    if (ctx && (!json_is_integer(ctx) || json_integer_value(ctx) < 0 || json_integer_value(ctx) > CTX_SIZE_MAX))
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): \"ctx_size\" must be a whole number in [0, %d]",
-                         where, name, CTX_SIZE_MAX);
+    if (ctx &&
+        (!json_is_integer(ctx) || json_integer_value(ctx) < 0 || json_integer_value(ctx) > CTX_SIZE_MAX))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%s ('%s'): \"ctx_size\" must be a whole number in [0, %d]", where, name,
+                         CTX_SIZE_MAX);
     e->ctx_size = (int)json_integer_value(ctx);
     return SIPP_OK;
 oom:
     return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory reading the catalog");
 }
 
-sipp_status sipp_catalog_parse(sipp_catalog *cat, const char *text, size_t len, const char *origin, char *errbuf) {
+sipp_status sipp_catalog_parse(sipp_catalog *cat, const char *text, size_t len, const char *origin,
+                               char *errbuf) {
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "catalog %s:%d:%d: %s", origin, jerr.line, jerr.column,
-                         jerr.text);
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "catalog %s:%d:%d: %s", origin, jerr.line,
+                         jerr.column, jerr.text);
     sipp_status st = SIPP_OK;
     json_t *version = json_object_get(root, "version");
     json_t *models = json_object_get(root, "models");
@@ -230,14 +243,15 @@ sipp_status sipp_catalog_parse(sipp_catalog *cat, const char *text, size_t len, 
     }
     json_object_foreach(root, key, v) {
         if (strcmp(key, "version") != 0 && strcmp(key, "models") != 0) {
-            st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "catalog %s: unknown key '%s' (known: version, models)",
-                           origin, key);
+            st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                           "catalog %s: unknown key '%s' (known: version, models)", origin, key);
             goto out;
         }
     }
     if (version && json_integer_value(version) != CATALOG_VERSION) {
-        st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "catalog %s: version %lld is not supported (this sipp reads %d)",
-                       origin, (long long)json_integer_value(version), CATALOG_VERSION);
+        st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                       "catalog %s: version %lld is not supported (this sipp reads %d)", origin,
+                       (long long)json_integer_value(version), CATALOG_VERSION);
         goto out;
     }
     size_t n = json_array_size(models);
@@ -349,7 +363,8 @@ bool sipp_catalog_find_shipped(char *out, size_t cap) {
                 return true;
             }
         }
-    static const char *const system_paths[] = {"/usr/local/share/sipp/" CATALOG_FILE, "/usr/share/sipp/" CATALOG_FILE};
+    static const char *const system_paths[] = {"/usr/local/share/sipp/" CATALOG_FILE,
+                                               "/usr/share/sipp/" CATALOG_FILE};
     for (size_t i = 0; i < sizeof system_paths / sizeof system_paths[0]; i++) {
         if (exists(system_paths[i])) {
             snprintf(out, cap, "%s", system_paths[i]);
@@ -377,9 +392,11 @@ sipp_status sipp_catalog_load(sipp_catalog **out, char *errbuf) {
         sipp_strlcpy(cat->shipped_path, found, sizeof cat->shipped_path);
         s = parse_file(cat, cat->shipped_path, errbuf);
     } else if (getenv("SIPP_CATALOG") && *getenv("SIPP_CATALOG")) {
-        s = sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "SIPP_CATALOG names '%s', which does not exist", getenv("SIPP_CATALOG"));
+        s = sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "SIPP_CATALOG names '%s', which does not exist",
+                      getenv("SIPP_CATALOG"));
     }
-    if (s == SIPP_OK && (s = sipp_store_user_catalog(cat->user_path, sizeof cat->user_path, errbuf)) == SIPP_OK &&
+    if (s == SIPP_OK &&
+        (s = sipp_store_user_catalog(cat->user_path, sizeof cat->user_path, errbuf)) == SIPP_OK &&
         exists(cat->user_path)) {
         cat->user_exists = true;
         s = parse_file(cat, cat->user_path, errbuf);

@@ -17,14 +17,14 @@
 
 typedef struct sipp_catalog_entry {
     char *name;
-    char *description;  /* "" when not given */
-    char *url;          /* as written: hf://ORG/REPO/FILE.gguf or http(s)://...; a split set names shard 1 */
-    char **sha256;      /* lowercase digests, one per file of the set; n_sha256 is 0 when unknown */
+    char *description; /* "" when not given */
+    char *url;         /* as written: hf://ORG/REPO/FILE.gguf or http(s)://...; a split set names shard 1 */
+    char **sha256;     /* lowercase digests, one per file of the set; n_sha256 is 0 when unknown */
     size_t n_sha256;
-    uint64_t size;      /* bytes of all files together; 0 when unknown */
-    char **labels;      /* chat, reasoning, tool-calling, embeddings, reranking, vision, coding */
+    uint64_t size; /* bytes of all files together; 0 when unknown */
+    char **labels; /* chat, reasoning, tool-calling, embeddings, reranking, vision, coding */
     size_t n_labels;
-    char **backends;    /* suggested backends, best first */
+    char **backends; /* suggested backends, best first */
     size_t n_backends;
     int ctx_size;       /* suggested context size; 0 when not given */
     char *license;      /* "" when not given */
@@ -49,7 +49,8 @@ sipp_catalog *sipp_catalog_new(void);
 
 /* Parses a catalog text and adds its entries, replacing entries of the same name. `origin` names the
  * text in messages and must outlive the catalog. */
-sipp_status sipp_catalog_parse(sipp_catalog *cat, const char *text, size_t len, const char *origin, char *errbuf);
+sipp_status sipp_catalog_parse(sipp_catalog *cat, const char *text, size_t len, const char *origin,
+                               char *errbuf);
 
 const sipp_catalog_entry *sipp_catalog_find(const sipp_catalog *cat, const char *name);
 

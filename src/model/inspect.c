@@ -20,8 +20,8 @@
 #include "model/inspect.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,12 +40,12 @@ static const struct {
     int value;
     const char *name;
 } file_types[] = {
-    {0, "F32"},      {1, "F16"},      {2, "Q4_0"},     {3, "Q4_1"},    {7, "Q8_0"},     {8, "Q5_0"},
-    {9, "Q5_1"},     {10, "Q2_K"},    {11, "Q3_K_S"},  {12, "Q3_K_M"}, {13, "Q3_K_L"},  {14, "Q4_K_S"},
-    {15, "Q4_K_M"},  {16, "Q5_K_S"},  {17, "Q5_K_M"},  {18, "Q6_K"},   {19, "IQ2_XXS"}, {20, "IQ2_XS"},
-    {21, "Q2_K_S"},  {22, "IQ3_XS"},  {23, "IQ3_XXS"}, {24, "IQ1_S"},  {25, "IQ4_NL"},  {26, "IQ3_S"},
-    {27, "IQ3_M"},   {28, "IQ2_S"},   {29, "IQ2_M"},   {30, "IQ4_XS"}, {31, "IQ1_M"},   {32, "BF16"},
-    {36, "TQ1_0"},   {37, "TQ2_0"},   {38, "MXFP4_MOE"},
+    {0, "F32"},     {1, "F16"},     {2, "Q4_0"},       {3, "Q4_1"},    {7, "Q8_0"},     {8, "Q5_0"},
+    {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"},    {12, "Q3_K_M"}, {13, "Q3_K_L"},  {14, "Q4_K_S"},
+    {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"},    {18, "Q6_K"},   {19, "IQ2_XXS"}, {20, "IQ2_XS"},
+    {21, "Q2_K_S"}, {22, "IQ3_XS"}, {23, "IQ3_XXS"},   {24, "IQ1_S"},  {25, "IQ4_NL"},  {26, "IQ3_S"},
+    {27, "IQ3_M"},  {28, "IQ2_S"},  {29, "IQ2_M"},     {30, "IQ4_XS"}, {31, "IQ1_M"},   {32, "BF16"},
+    {36, "TQ1_0"},  {37, "TQ2_0"},  {38, "MXFP4_MOE"},
 };
 
 static const char *const pooling_names[] = {"none", "mean", "cls", "last", "rank"};
@@ -86,8 +86,10 @@ static int64_t get_int(const struct gguf_context *g, const char *key) {
 
 static void get_str(const struct gguf_context *g, const char *key, char *out, size_t cap) {
     int64_t k = gguf_find_key(g, key);
-    if (k >= 0 && gguf_get_kv_type(g, k) == GGUF_TYPE_STRING) sipp_strlcpy(out, gguf_get_val_str(g, k), cap);
-    else out[0] = '\0';
+    if (k >= 0 && gguf_get_kv_type(g, k) == GGUF_TYPE_STRING)
+        sipp_strlcpy(out, gguf_get_val_str(g, k), cap);
+    else
+        out[0] = '\0';
 }
 
 static int64_t get_arch_int(const struct gguf_context *g, const char *arch, const char *suffix) {
@@ -105,7 +107,8 @@ static void capture_log(enum ggml_log_level level, const char *text, void *user)
     if (captured && level == GGML_LOG_LEVEL_ERROR && text && *text && *text != '\n' && !captured[0]) {
         sipp_strlcpy(captured, text, SIPP_ERROR_SIZE);
         size_t n = strlen(captured);
-        while (n && (captured[n - 1] == '\n' || captured[n - 1] == ' ')) captured[--n] = '\0';
+        while (n && (captured[n - 1] == '\n' || captured[n - 1] == ' '))
+            captured[--n] = '\0';
     } else if (!captured && saved_log) {
         saved_log(level, text, saved_log_user);
     }
@@ -131,8 +134,8 @@ static sipp_status open_gguf(const char *path, struct gguf_context **out, uint64
     *out = NULL;
     struct stat st;
     if (stat(path, &st) != 0)
-        return sipp_fail(errbuf, errno == ENOENT ? SIPP_ERR_NOT_FOUND : SIPP_ERR_IO, "cannot open '%s': %s", path,
-                         strerror(errno));
+        return sipp_fail(errbuf, errno == ENOENT ? SIPP_ERR_NOT_FOUND : SIPP_ERR_IO, "cannot open '%s': %s",
+                         path, strerror(errno));
     if (!S_ISREG(st.st_mode)) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "'%s' is not a file", path);
     FILE *f = fopen(path, "rb");
     if (!f) return sipp_fail(errbuf, SIPP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
@@ -140,11 +143,13 @@ static sipp_status open_gguf(const char *path, struct gguf_context **out, uint64
     size_t got = fread(magic, 1, sizeof magic, f);
     fclose(f);
     if (got != sizeof magic || memcmp(magic, GGUF_MAGIC, sizeof magic) != 0)
-        return sipp_fail(errbuf, SIPP_ERR_MODEL, "'%s' is not a GGUF file (it does not start with 'GGUF')", path);
+        return sipp_fail(errbuf, SIPP_ERR_MODEL, "'%s' is not a GGUF file (it does not start with 'GGUF')",
+                         path);
     char why[SIPP_ERROR_SIZE];
     struct gguf_context *g = read_header(path, why);
     if (!g)
-        return sipp_fail(errbuf, SIPP_ERR_MODEL, "'%s' is not a valid GGUF file (truncated or corrupt header%s%s)", path,
+        return sipp_fail(errbuf, SIPP_ERR_MODEL,
+                         "'%s' is not a valid GGUF file (truncated or corrupt header%s%s)", path,
                          why[0] ? ": " : "", why);
     size_t need = gguf_get_data_offset(g);
     for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
@@ -174,7 +179,8 @@ static void add_tensors(const struct gguf_context *g, sipp_gguf_type_count count
     for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
         const int64_t *ne = gguf_get_tensor_ne(g, i);
         uint64_t elems = 1;
-        for (int d = 0; d < GGML_MAX_DIMS; d++) elems *= (uint64_t)ne[d];
+        for (int d = 0; d < GGML_MAX_DIMS; d++)
+            elems *= (uint64_t)ne[d];
         info->n_params += elems;
         info->n_tensors++;
         enum ggml_type t = gguf_get_tensor_type(g, i);
@@ -207,8 +213,8 @@ sipp_status sipp_gguf_inspect(const char *path, sipp_gguf_info *info, char *errb
         gguf_free(g);
         if (!sipp_split_sibling(path, 1, shard, sizeof shard))
             return sipp_fail(errbuf, SIPP_ERR_MODEL,
-                             "'%s' is shard %lld of a split set, and its name does not say where shard 1 is", path,
-                             (long long)split_no + 1);
+                             "'%s' is shard %lld of a split set, and its name does not say where shard 1 is",
+                             path, (long long)split_no + 1);
         first = shard;
         if ((s = open_gguf(first, &g, &size, errbuf)) != SIPP_OK) return s;
         split_count = get_int(g, "split.count");
@@ -225,8 +231,10 @@ sipp_status sipp_gguf_inspect(const char *path, sipp_gguf_info *info, char *errb
     get_str(g, "general.name", info->name, sizeof info->name);
     int64_t ft = get_int(g, "general.file_type");
     for (size_t i = 0; ft >= 0 && i < sizeof file_types / sizeof file_types[0]; i++)
-        if (file_types[i].value == ft) sipp_strlcpy(info->file_type, file_types[i].name, sizeof info->file_type);
-    if (ft >= 0 && !info->file_type[0]) snprintf(info->file_type, sizeof info->file_type, "type %lld", (long long)ft);
+        if (file_types[i].value == ft)
+            sipp_strlcpy(info->file_type, file_types[i].name, sizeof info->file_type);
+    if (ft >= 0 && !info->file_type[0])
+        snprintf(info->file_type, sizeof info->file_type, "type %lld", (long long)ft);
     const char *arch = info->architecture;
     info->n_ctx_train = get_arch_int(g, arch, "context_length");
     info->n_embd = get_arch_int(g, arch, "embedding_length");
@@ -239,7 +247,7 @@ sipp_status sipp_gguf_inspect(const char *path, sipp_gguf_info *info, char *errb
         sipp_strlcpy(info->pooling, pooling_names[pooling], sizeof info->pooling);
     int64_t k = gguf_find_key(g, "tokenizer.ggml.tokens");
     info->n_vocab = k >= 0 && gguf_get_kv_type(g, k) == GGUF_TYPE_ARRAY ? (int64_t)gguf_get_arr_n(g, k)
-                                                                       : get_arch_int(g, arch, "vocab_size");
+                                                                        : get_arch_int(g, arch, "vocab_size");
     get_str(g, "tokenizer.ggml.model", info->tokenizer, sizeof info->tokenizer);
     info->has_chat_template = gguf_find_key(g, "tokenizer.chat_template") >= 0;
 
@@ -258,8 +266,8 @@ sipp_status sipp_gguf_inspect(const char *path, sipp_gguf_info *info, char *errb
                              (long long)split_count);
         if ((s = open_gguf(other, &g, &size, errbuf)) != SIPP_OK) {
             if (s == SIPP_ERR_NOT_FOUND)
-                return sipp_fail(errbuf, SIPP_ERR_MODEL, "split set '%s' is incomplete: shard '%s' is missing", first,
-                                 other);
+                return sipp_fail(errbuf, SIPP_ERR_MODEL,
+                                 "split set '%s' is incomplete: shard '%s' is missing", first, other);
             return s;
         }
         info->n_files++;
@@ -269,7 +277,8 @@ sipp_status sipp_gguf_inspect(const char *path, sipp_gguf_info *info, char *errb
     }
 
     if (!info->architecture[0])
-        return sipp_fail(errbuf, SIPP_ERR_MODEL, "'%s' has no general.architecture key; it is not a model", first);
+        return sipp_fail(errbuf, SIPP_ERR_MODEL, "'%s' has no general.architecture key; it is not a model",
+                         first);
     for (int t = 0; t < GGML_TYPE_COUNT && info->n_types < SIPP_GGUF_MAX_TYPES; t++) {
         if (!counts[t].n_tensors) continue;
         sipp_gguf_type_count *c = &info->types[info->n_types++];

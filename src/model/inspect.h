@@ -14,9 +14,9 @@
 #define SIPP_GGUF_MAX_TYPES 48 /* distinct tensor types listed (ggml has fewer) */
 
 typedef struct sipp_gguf_type_count {
-    char type[16];       /* ggml's name: "f32", "q8_0", "q4_K", ... */
+    char type[16]; /* ggml's name: "f32", "q8_0", "q4_K", ... */
     int64_t n_tensors;
-    uint64_t n_params;   /* elements in tensors of this type */
+    uint64_t n_params; /* elements in tensors of this type */
     uint64_t bytes;
 } sipp_gguf_type_count;
 
@@ -26,9 +26,9 @@ typedef struct sipp_gguf_info {
     char name[128];        /* general.name; "" when absent */
     char file_type[32];    /* general.file_type by name ("Q4_K_M"); "" when absent */
     uint32_t gguf_version;
-    int n_files;           /* 1, or the shard count of a split set */
-    uint64_t file_size;    /* bytes of all files */
-    uint64_t n_params;     /* elements of all tensors */
+    int n_files;        /* 1, or the shard count of a split set */
+    uint64_t file_size; /* bytes of all files */
+    uint64_t n_params;  /* elements of all tensors */
     int64_t n_tensors;
     /* From the "<arch>.*" keys; -1 when the model does not say. */
     int64_t n_ctx_train;
@@ -37,9 +37,9 @@ typedef struct sipp_gguf_info {
     int64_t n_head;
     int64_t n_head_kv;
     int64_t n_ff;
-    int64_t n_vocab;       /* tokens in tokenizer.ggml.tokens, else <arch>.vocab_size */
-    char pooling[8];       /* none, mean, cls, last, rank; "" when absent */
-    char tokenizer[32];    /* tokenizer.ggml.model: llama, gpt2, bert, ...; "" when absent */
+    int64_t n_vocab;    /* tokens in tokenizer.ggml.tokens, else <arch>.vocab_size */
+    char pooling[8];    /* none, mean, cls, last, rank; "" when absent */
+    char tokenizer[32]; /* tokenizer.ggml.model: llama, gpt2, bert, ...; "" when absent */
     bool has_chat_template;
     int n_types;
     sipp_gguf_type_count types[SIPP_GGUF_MAX_TYPES]; /* most tensors first */

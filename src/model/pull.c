@@ -53,12 +53,12 @@
 #include "util/util.h"
 
 #define CONNECT_TIMEOUT_S 30L
-#define LOW_SPEED_BYTES 1L       /* a transfer slower than this ... */
-#define LOW_SPEED_TIME_S 60L     /* ... for this long is broken off (and retried) */
+#define LOW_SPEED_BYTES 1L   /* a transfer slower than this ... */
+#define LOW_SPEED_TIME_S 60L /* ... for this long is broken off (and retried) */
 #define MAX_REDIRECTS 10L
-#define RETRY_DELAY_MS 500       /* pause before retry k is k times this */
+#define RETRY_DELAY_MS 500 /* pause before retry k is k times this */
 #define RETRIES_MAX 100
-#define RESTARTS_MAX 3           /* times one file may start over from byte 0 */
+#define RESTARTS_MAX 3 /* times one file may start over from byte 0 */
 #define GGUF_MAGIC "GGUF"
 #define GGUF_MAGIC_LEN 4
 #define ETAG_MAX 256
@@ -78,13 +78,13 @@ static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAUL
 /* What ended a transfer, when it was not libcurl's own doing. */
 typedef enum {
     END_NONE = 0,
-    END_COMPLETE,   /* 416 for a .part that already holds the whole file */
-    END_RESTART,    /* the response cannot continue the .part: start over from byte 0 */
-    END_HTTP,       /* an HTTP error status */
-    END_WRITE,      /* writing the .part failed (errno in write_errno) */
-    END_NO_SPACE,   /* the file system has less room than the file needs */
-    END_NOT_GGUF,   /* the body does not start with "GGUF" */
-    END_CANCELLED,  /* the progress callback said stop */
+    END_COMPLETE,  /* 416 for a .part that already holds the whole file */
+    END_RESTART,   /* the response cannot continue the .part: start over from byte 0 */
+    END_HTTP,      /* an HTTP error status */
+    END_WRITE,     /* writing the .part failed (errno in write_errno) */
+    END_NO_SPACE,  /* the file system has less room than the file needs */
+    END_NOT_GGUF,  /* the body does not start with "GGUF" */
+    END_CANCELLED, /* the progress callback said stop */
 } transfer_end;
 
 /* One pull: what the progress callback needs across files. */
@@ -98,18 +98,18 @@ typedef struct pull_state {
 /* One file's download, across its attempts. */
 typedef struct transfer {
     pull_state *pull;
-    int index;                 /* 1-based */
-    const char *file;          /* store file name */
+    int index;        /* 1-based */
+    const char *file; /* store file name */
     const char *url;
     const char *part_path;
     const char *part_dir;
     int fd;
     sipp_sha256 *hash;
-    uint64_t offset;           /* bytes in the .part: where the next body byte goes */
-    uint64_t total;            /* the whole file's size; 0 while unknown */
-    char etag[ETAG_MAX];       /* of the .part's content, as the server named it */
+    uint64_t offset;     /* bytes in the .part: where the next body byte goes */
+    uint64_t total;      /* the whole file's size; 0 while unknown */
+    char etag[ETAG_MAX]; /* of the .part's content, as the server named it */
     bool resumed;
-    const char *note;          /* handed to the next progress call */
+    const char *note; /* handed to the next progress call */
     /* the current response */
     long status;
     bool has_length, has_range;
@@ -158,10 +158,12 @@ static bool truncate_part(transfer *t) {
 
 /* "bytes A-B/T" or "bytes * /T" */
 static void parse_content_range(transfer *t, const char *v) {
-    while (*v == ' ') v++;
+    while (*v == ' ')
+        v++;
     if (strncasecmp(v, "bytes", 5) != 0) return;
     v += 5;
-    while (*v == ' ') v++;
+    while (*v == ' ')
+        v++;
     unsigned long long a = 0, total = 0;
     const char *slash = strchr(v, '/');
     if (!slash) return;
@@ -184,7 +186,8 @@ static bool strong_etag(const char *etag) { return etag[0] && strncmp(etag, "W/"
 static bool headers_done(transfer *t) {
     if (t->status < 200 || (t->status >= 300 && t->status < 400)) return true; /* interim or redirect */
     if (t->status == 416 && t->offset > 0) {
-        t->end = t->has_range && t->range_start == 0 && t->range_total == t->offset ? END_COMPLETE : END_RESTART;
+        t->end =
+            t->has_range && t->range_start == 0 && t->range_total == t->offset ? END_COMPLETE : END_RESTART;
         if (t->end == END_COMPLETE) t->total = t->offset;
         return false;
     }
@@ -235,13 +238,15 @@ static size_t on_header(char *buf, size_t size, size_t n, void *user) {
     char line[ETAG_MAX + 64];
     size_t m = len < sizeof line - 1 ? len : sizeof line - 1;
     memcpy(line, buf, m);
-    while (m && (line[m - 1] == '\r' || line[m - 1] == '\n')) m--;
+    while (m && (line[m - 1] == '\r' || line[m - 1] == '\n'))
+        m--;
     line[m] = '\0';
     char *colon = strchr(line, ':');
     if (!colon) return len;
     *colon = '\0';
     char *value = colon + 1;
-    while (*value == ' ' || *value == '\t') value++;
+    while (*value == ' ' || *value == '\t')
+        value++;
     if (strcasecmp(line, "content-length") == 0) {
         char *end;
         unsigned long long v = strtoull(value, &end, 10);
@@ -309,7 +314,8 @@ static bool report(transfer *t, bool file_done) {
     return p->progress(&pr, p->user);
 }
 
-static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
     transfer *t = user;
     if (report(t, false)) return 0;
     t->end = END_CANCELLED;
@@ -325,10 +331,8 @@ static bool transient(CURLcode rc) {
     case CURLE_GOT_NOTHING:
     case CURLE_OPERATION_TIMEDOUT:
     case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-        return true;
-    default:
-        return false;
+    case CURLE_HTTP2_STREAM: return true;
+    default: return false;
     }
 }
 
@@ -405,52 +409,57 @@ static sipp_status transfer_error(const transfer *t, CURLcode rc, const char *cu
         if (t->status == 404)
             return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "%s: not found (HTTP 404); check the URL", t->url);
         if (t->status == 401 || t->status == 403)
-            return sipp_fail(errbuf, SIPP_ERR_IO,
-                             "%s: access denied (HTTP %ld); a gated Hugging Face model needs HF_TOKEN set to a token "
-                             "that has accepted its license",
-                             t->url, t->status);
+            return sipp_fail(
+                errbuf, SIPP_ERR_IO,
+                "%s: access denied (HTTP %ld); a gated Hugging Face model needs HF_TOKEN set to a token "
+                "that has accepted its license",
+                t->url, t->status);
         return sipp_fail(errbuf, SIPP_ERR_IO, "%s: the server answered HTTP %ld", t->url, t->status);
     case END_WRITE:
-        return sipp_fail(errbuf, SIPP_ERR_IO,
-                         "cannot write '%s': %s; free some space (or fix the error), then run the same pull again to "
-                         "resume",
-                         t->part_path, strerror(t->write_errno));
+        return sipp_fail(
+            errbuf, SIPP_ERR_IO,
+            "cannot write '%s': %s; free some space (or fix the error), then run the same pull again to "
+            "resume",
+            t->part_path, strerror(t->write_errno));
     case END_NO_SPACE:
-        return sipp_fail(errbuf, SIPP_ERR_IO,
-                         "not enough space in '%s' for %s: it needs %llu more bytes; free some space, then run the "
-                         "same pull again",
-                         t->part_dir, t->file, (unsigned long long)(t->total - t->offset));
+        return sipp_fail(
+            errbuf, SIPP_ERR_IO,
+            "not enough space in '%s' for %s: it needs %llu more bytes; free some space, then run the "
+            "same pull again",
+            t->part_dir, t->file, (unsigned long long)(t->total - t->offset));
     case END_NOT_GGUF:
-        return sipp_fail(errbuf, SIPP_ERR_MODEL,
-                         "%s is not a GGUF file (it does not start with 'GGUF'); nothing was kept. Check the URL: "
-                         "it must point at the .gguf file itself",
-                         t->url);
+        return sipp_fail(
+            errbuf, SIPP_ERR_MODEL,
+            "%s is not a GGUF file (it does not start with 'GGUF'); nothing was kept. Check the URL: "
+            "it must point at the .gguf file itself",
+            t->url);
     case END_CANCELLED:
-        return sipp_fail(errbuf, SIPP_ERR_CANCELLED,
-                         "the pull was interrupted; %llu bytes of %s are kept in %s, run the same pull again to resume",
-                         (unsigned long long)t->offset, t->file, t->part_dir);
-    default:
-        break;
+        return sipp_fail(
+            errbuf, SIPP_ERR_CANCELLED,
+            "the pull was interrupted; %llu bytes of %s are kept in %s, run the same pull again to resume",
+            (unsigned long long)t->offset, t->file, t->part_dir);
+    default: break;
     }
     switch (rc) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
     case CURLE_COULDNT_CONNECT:
-        return sipp_fail(errbuf, SIPP_ERR_IO, "cannot reach %s: %s; check the URL and the network (or the proxy)",
-                         t->url, why);
+        return sipp_fail(errbuf, SIPP_ERR_IO,
+                         "cannot reach %s: %s; check the URL and the network (or the proxy)", t->url, why);
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CACERT_BADFILE:
     case CURLE_SSL_CONNECT_ERROR:
-        return sipp_fail(errbuf, SIPP_ERR_IO,
-                         "TLS with %s failed: %s; set CURL_CA_BUNDLE or SSL_CERT_FILE if a proxy re-signs traffic",
-                         t->url, why);
-    case CURLE_TOO_MANY_REDIRECTS:
-        return sipp_fail(errbuf, SIPP_ERR_IO, "%s: too many redirects", t->url);
+        return sipp_fail(
+            errbuf, SIPP_ERR_IO,
+            "TLS with %s failed: %s; set CURL_CA_BUNDLE or SSL_CERT_FILE if a proxy re-signs traffic", t->url,
+            why);
+    case CURLE_TOO_MANY_REDIRECTS: return sipp_fail(errbuf, SIPP_ERR_IO, "%s: too many redirects", t->url);
     default:
         if (transient(rc))
-            return sipp_fail(errbuf, SIPP_ERR_IO,
-                             "downloading %s broke off: %s; %llu bytes are kept, run the same pull again to resume",
-                             t->url, why, (unsigned long long)t->offset);
+            return sipp_fail(
+                errbuf, SIPP_ERR_IO,
+                "downloading %s broke off: %s; %llu bytes are kept, run the same pull again to resume",
+                t->url, why, (unsigned long long)t->offset);
         return sipp_fail(errbuf, SIPP_ERR_IO, "downloading %s failed: %s", t->url, why);
     }
 }
@@ -478,14 +487,15 @@ static sipp_status fetch(pull_state *ps, int index, const char *file, const char
     const sipp_pull_params *p = ps->params;
     char part_path[PATH_MAX];
     sipp_pathf(part_path, sizeof part_path, "%s/%s%s", part_dir, file, SIPP_STORE_PART_EXT);
-    transfer t = {.pull = ps, .index = index, .file = file, .url = url, .part_path = part_path, .part_dir = part_dir};
+    transfer t = {
+        .pull = ps, .index = index, .file = file, .url = url, .part_path = part_path, .part_dir = part_dir};
     t.fd = open(part_path, O_RDWR | O_CREAT | O_CLOEXEC, FILE_MODE);
     if (t.fd < 0) return sipp_fail(errbuf, SIPP_ERR_IO, "cannot write '%s': %s", part_path, strerror(errno));
     /* One pull per file at a time: the lock dies with the process, so a killed pull never blocks. */
     if (flock(t.fd, LOCK_EX | LOCK_NB) != 0) {
         close(t.fd);
-        return sipp_fail(errbuf, SIPP_ERR_BUSY, "another sipp pull is downloading %s (%s is locked); wait for it",
-                         file, part_path);
+        return sipp_fail(errbuf, SIPP_ERR_BUSY,
+                         "another sipp pull is downloading %s (%s is locked); wait for it", file, part_path);
     }
     sipp_status st = SIPP_OK;
     t.hash = sipp_sha256_new();
@@ -496,7 +506,8 @@ static sipp_status fetch(pull_state *ps, int index, const char *file, const char
     struct stat sb;
     char part_url[SIPP_URL_MAX];
     if (fstat(t.fd, &sb) == 0 && sb.st_size > 0) {
-        if (part_meta_read(part_path, part_url, sizeof part_url, t.etag, sizeof t.etag) && strcmp(part_url, url) == 0) {
+        if (part_meta_read(part_path, part_url, sizeof part_url, t.etag, sizeof t.etag) &&
+            strcmp(part_url, url) == 0) {
             t.offset = (uint64_t)sb.st_size;
             t.resumed = true;
             if ((st = sipp_sha256_add_file(t.hash, t.fd, t.offset, part_path, errbuf)) != SIPP_OK) goto out;
@@ -511,7 +522,8 @@ static sipp_status fetch(pull_state *ps, int index, const char *file, const char
         if (pread(t.fd, t.head, n, 0) != (ssize_t)n || memcmp(t.head, GGUF_MAGIC, n) != 0) {
             t.resumed = false;
             if (!truncate_part(&t)) {
-                st = sipp_fail(errbuf, SIPP_ERR_IO, "cannot truncate '%s': %s", part_path, strerror(t.write_errno));
+                st = sipp_fail(errbuf, SIPP_ERR_IO, "cannot truncate '%s': %s", part_path,
+                               strerror(t.write_errno));
                 goto out;
             }
         }
@@ -558,8 +570,9 @@ static sipp_status fetch(pull_state *ps, int index, const char *file, const char
         goto out;
     }
     if (t.total && t.offset != t.total) {
-        st = sipp_fail(errbuf, SIPP_ERR_IO, "%s: got %llu bytes, the server announced %llu; run the same pull again",
-                       url, (unsigned long long)t.offset, (unsigned long long)t.total);
+        st = sipp_fail(errbuf, SIPP_ERR_IO,
+                       "%s: got %llu bytes, the server announced %llu; run the same pull again", url,
+                       (unsigned long long)t.offset, (unsigned long long)t.total);
         goto out;
     }
     if (fsync(t.fd) != 0) {
@@ -574,10 +587,11 @@ static sipp_status fetch(pull_state *ps, int index, const char *file, const char
         close(t.fd);
         t.fd = -1;
         part_delete(part_path);
-        st = sipp_fail(errbuf, SIPP_ERR_MODEL,
-                       "sha256 mismatch for %s: expected %s, got %s; the download was deleted. Check the URL and the "
-                       "expected hash",
-                       file, expected, sha);
+        st = sipp_fail(
+            errbuf, SIPP_ERR_MODEL,
+            "sha256 mismatch for %s: expected %s, got %s; the download was deleted. Check the URL and the "
+            "expected hash",
+            file, expected, sha);
         goto out;
     }
     char check_err[SIPP_ERROR_SIZE];
@@ -585,8 +599,9 @@ static sipp_status fetch(pull_state *ps, int index, const char *file, const char
         close(t.fd);
         t.fd = -1;
         part_delete(part_path);
-        st = sipp_fail(errbuf, SIPP_ERR_MODEL, "the download from %s is not a usable GGUF file, so it was deleted: %s",
-                       url, check_err);
+        st = sipp_fail(errbuf, SIPP_ERR_MODEL,
+                       "the download from %s is not a usable GGUF file, so it was deleted: %s", url,
+                       check_err);
         goto out;
     }
 out:
@@ -612,7 +627,8 @@ static bool parse_expected(const char *list, int n, char (*out)[SIPP_SHA256_HEX]
         }
         sipp_sha256_normalize(one, out[i]);
         p += strcspn(p, ",");
-        if (*p == ',') p++;
+        if (*p == ',')
+            p++;
         else if (i + 1 < n) {
             sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
                       "--sha256: the split set has %d files; give %d digests separated by commas", n, n);
@@ -620,7 +636,8 @@ static bool parse_expected(const char *list, int n, char (*out)[SIPP_SHA256_HEX]
         }
     }
     if (*p) {
-        sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "--sha256: %d digest%s expected, more given", n, n == 1 ? "" : "s");
+        sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "--sha256: %d digest%s expected, more given", n,
+                  n == 1 ? "" : "s");
         return false;
     }
     return true;
@@ -636,7 +653,8 @@ static void fsync_dir(const char *dir) {
 
 /* Moves the checked .part files into the store and writes the metadata; replaces an older model of
  * the same name. */
-static sipp_status install(const char *dir, const char *part_dir, sipp_store_model *m, bool *replaced, char *errbuf) {
+static sipp_status install(const char *dir, const char *part_dir, sipp_store_model *m, bool *replaced,
+                           char *errbuf) {
     sipp_store_model old;
     char ignored[SIPP_ERROR_SIZE];
     bool had_old = sipp_store_lookup(dir, m->name, &old, ignored) == SIPP_OK;
@@ -662,7 +680,8 @@ static sipp_status install(const char *dir, const char *part_dir, sipp_store_mod
     }
     for (int i = 0; had_old && i < old.n_files; i++) {
         bool kept = false;
-        for (int j = 0; j < m->n_files; j++) kept |= strcmp(old.files[i].file, m->files[j].file) == 0;
+        for (int j = 0; j < m->n_files; j++)
+            kept |= strcmp(old.files[i].file, m->files[j].file) == 0;
         if (kept) continue;
         sipp_pathf(path, sizeof path, "%s/%s", dir, old.files[i].file);
         unlink(path);
@@ -677,7 +696,8 @@ out:
 }
 
 /* The store already has this model from this URL, complete. */
-static bool already_there(const char *dir, const char *name, const char *url, int n_files, sipp_store_model *out) {
+static bool already_there(const char *dir, const char *name, const char *url, int n_files,
+                          sipp_store_model *out) {
     char ignored[SIPP_ERROR_SIZE];
     if (sipp_store_lookup(dir, name, out, ignored) != SIPP_OK) return false;
     bool same = out->managed && out->n_files == n_files && strcmp(out->files[0].url, url) == 0;
@@ -693,10 +713,12 @@ static bool already_there(const char *dir, const char *name, const char *url, in
 
 sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char *errbuf) {
     memset(r, 0, sizeof *r);
-    if (!p || !p->source || !*p->source) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "nothing to pull");
+    if (!p || !p->source || !*p->source)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "nothing to pull");
     pthread_once(&curl_once, curl_init);
     if (curl_init_rc != CURLE_OK)
-        return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "libcurl failed to start: %s", curl_easy_strerror(curl_init_rc));
+        return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "libcurl failed to start: %s",
+                         curl_easy_strerror(curl_init_rc));
 
     sipp_catalog *cat = NULL;
     sipp_status st = sipp_catalog_load(&cat, errbuf);
@@ -718,7 +740,8 @@ sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char
             st = sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
                            "'%s' is neither a URL nor a model in the catalog%s%s; give an http(s):// or "
                            "hf://ORG/REPO/FILE.gguf URL, or see sipp models list --all",
-                           p->source, cat->shipped_path[0] ? "" : " (no shipped catalog was found; set SIPP_CATALOG)",
+                           p->source,
+                           cat->shipped_path[0] ? "" : " (no shipped catalog was found; set SIPP_CATALOG)",
                            "");
             goto out;
         }
@@ -736,15 +759,17 @@ sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char
 
     if (p->name) {
         if (!sipp_name_valid(p->name)) {
-            st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                           "--name '%s' is not a model name (letters, digits, '.', '_', '-'; at most %d bytes; not "
-                           "ending in .gguf)",
-                           p->name, SIPP_NAME_MAX);
+            st = sipp_fail(
+                errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                "--name '%s' is not a model name (letters, digits, '.', '_', '-'; at most %d bytes; not "
+                "ending in .gguf)",
+                p->name, SIPP_NAME_MAX);
             goto out;
         }
         sipp_strlcpy(m.name, p->name, sizeof m.name);
     } else if (entry && !sipp_source_is_url(p->source)) {
-        sipp_strlcpy(m.name, entry->name, sizeof m.name); /* a URL is named by its file, even when cataloged */
+        sipp_strlcpy(m.name, entry->name,
+                     sizeof m.name); /* a URL is named by its file, even when cataloged */
     } else if ((st = sipp_source_default_name(url, m.name, sizeof m.name, errbuf)) != SIPP_OK) {
         goto out;
     }
@@ -756,7 +781,8 @@ sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char
         }
         have_expected = true;
     } else if (entry && entry->n_sha256 == (size_t)n_files) {
-        for (int i = 0; i < n_files; i++) sipp_strlcpy(expected[i], entry->sha256[i], SIPP_SHA256_HEX);
+        for (int i = 0; i < n_files; i++)
+            sipp_strlcpy(expected[i], entry->sha256[i], SIPP_SHA256_HEX);
         have_expected = true;
     }
 
@@ -774,11 +800,12 @@ sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char
         /* a hash given now must still hold for what is there */
         for (int i = 0; have_expected && i < n_files; i++)
             if (strcmp(have.files[i].sha256, expected[i]) != 0)
-                st = sipp_fail(errbuf, SIPP_ERR_MODEL,
-                               "model '%s' is in the store with sha256 %s for %s, not the expected %s; pull again "
-                               "with --force",
-                               m.name, have.files[i].sha256[0] ? have.files[i].sha256 : "(unknown)", have.files[i].file,
-                               expected[i]);
+                st = sipp_fail(
+                    errbuf, SIPP_ERR_MODEL,
+                    "model '%s' is in the store with sha256 %s for %s, not the expected %s; pull again "
+                    "with --force",
+                    m.name, have.files[i].sha256[0] ? have.files[i].sha256 : "(unknown)", have.files[i].file,
+                    expected[i]);
         sipp_store_model_clear(&have);
         goto out;
     }
@@ -799,16 +826,18 @@ sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char
         sipp_store_file *f = &m.files[i];
         sipp_store_file_name(m.name, i + 1, n_files, f->file, sizeof f->file);
         char shard_url[SIPP_URL_MAX];
-        if (n_files > 1) sipp_split_sibling(url, i + 1, shard_url, sizeof shard_url);
-        else sipp_strlcpy(shard_url, url, sizeof shard_url);
+        if (n_files > 1)
+            sipp_split_sibling(url, i + 1, shard_url, sizeof shard_url);
+        else
+            sipp_strlcpy(shard_url, url, sizeof shard_url);
         f->url = strdup(shard_url);
         if (!f->url) {
             st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
             goto out;
         }
         bool resumed = false;
-        st = fetch(&ps, i + 1, f->file, f->url, part_dir, have_expected ? expected[i] : NULL, f->sha256, &f->size,
-                   &resumed, errbuf);
+        st = fetch(&ps, i + 1, f->file, f->url, part_dir, have_expected ? expected[i] : NULL, f->sha256,
+                   &f->size, &resumed, errbuf);
         if (st != SIPP_OK) goto out;
         r->resumed |= resumed;
         m.size += f->size;

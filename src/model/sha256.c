@@ -78,8 +78,9 @@ sipp_status sipp_sha256_add_file(sipp_sha256 *h, int fd, uint64_t len, const cha
 
 sipp_status sipp_sha256_file(const char *path, char hex[SIPP_SHA256_HEX], char *errbuf) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sipp_fail(errbuf, errno == ENOENT ? SIPP_ERR_NOT_FOUND : SIPP_ERR_IO, "cannot open '%s': %s",
-                                 path, strerror(errno));
+    if (fd < 0)
+        return sipp_fail(errbuf, errno == ENOENT ? SIPP_ERR_NOT_FOUND : SIPP_ERR_IO, "cannot open '%s': %s",
+                         path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         close(fd);
@@ -107,6 +108,7 @@ bool sipp_sha256_valid(const char *s) {
 
 void sipp_sha256_normalize(const char *s, char out[SIPP_SHA256_HEX]) {
     size_t i = 0;
-    for (; i < 2 * SHA256_BYTES && s[i]; i++) out[i] = (char)tolower((unsigned char)s[i]);
+    for (; i < 2 * SHA256_BYTES && s[i]; i++)
+        out[i] = (char)tolower((unsigned char)s[i]);
     out[i] = '\0';
 }

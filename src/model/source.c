@@ -73,9 +73,10 @@ sipp_status sipp_source_to_url(const char *source, char *url, size_t cap, char *
                              "'%s' is not a URL (http://, https:// or hf://ORG/REPO/FILE.gguf)", source);
         for (const char *p = source; *p; p++)
             if ((unsigned char)*p <= ' ')
-                return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "URL '%s' contains a space or control character",
-                                 source);
-        if (strlen(source) >= cap) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "URL '%s' is too long", source);
+                return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                                 "URL '%s' contains a space or control character", source);
+        if (strlen(source) >= cap)
+            return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "URL '%s' is too long", source);
         strcpy(url, source);
         return SIPP_OK;
     }
@@ -84,10 +85,11 @@ sipp_status sipp_source_to_url(const char *source, char *url, size_t cap, char *
     const char *p = source + strlen(SIPP_HF_SCHEME);
     const char *slash1 = strchr(p, '/');
     const char *slash2 = slash1 ? strchr(slash1 + 1, '/') : NULL;
-    static const char usage[] = "write it as hf://ORG/REPO/FILE.gguf or hf://ORG/REPO@REVISION/PATH/FILE.gguf";
+    static const char usage[] =
+        "write it as hf://ORG/REPO/FILE.gguf or hf://ORG/REPO@REVISION/PATH/FILE.gguf";
     if (!slash1 || !slash2 || !slash2[1])
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "'%s' does not name a file in a repository; %s", source,
-                         usage);
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "'%s' does not name a file in a repository; %s",
+                         source, usage);
     const char *org = p;
     size_t org_len = (size_t)(slash1 - p);
     const char *repo = slash1 + 1;
@@ -110,21 +112,26 @@ sipp_status sipp_source_to_url(const char *source, char *url, size_t cap, char *
         seg = end ? end + 1 : seg + n;
         if (end && !*seg) ok = false; /* a trailing '/' names a directory */
     }
-    if (!ok) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "'%s' is not a valid hf:// source; %s", source, usage);
+    if (!ok)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "'%s' is not a valid hf:// source; %s", source,
+                         usage);
 
     const char *endpoint = hf_endpoint();
     size_t ep_len = strlen(endpoint);
-    while (ep_len && endpoint[ep_len - 1] == '/') ep_len--;
+    while (ep_len && endpoint[ep_len - 1] == '/')
+        ep_len--;
     int n = snprintf(url, cap, "%.*s/%.*s/%.*s/resolve/%.*s/%s", (int)ep_len, endpoint, (int)org_len, org,
                      (int)repo_len, repo, (int)rev_len, rev, path);
-    if (n < 0 || (size_t)n >= cap) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "'%s' is too long", source);
+    if (n < 0 || (size_t)n >= cap)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "'%s' is too long", source);
     return SIPP_OK;
 }
 
 void sipp_url_file_name(const char *url, char *out, size_t cap) {
     size_t end = strcspn(url, "?#");
     size_t start = end;
-    while (start > 0 && url[start - 1] != '/') start--;
+    while (start > 0 && url[start - 1] != '/')
+        start--;
     /* "https://host" has no path: the last segment would be the host */
     const char *scheme_end = strstr(url, "://");
     if (scheme_end && (size_t)(scheme_end - url) + 3 >= start) start = end;
@@ -177,19 +184,24 @@ sipp_status sipp_source_default_name(const char *url, char *name, size_t cap, ch
     sipp_url_file_name(url, file, sizeof file);
     size_t n = strlen(file);
     sipp_split sp;
-    if (sipp_split_parse(file, &sp)) n = sp.prefix_len;
-    else if (ends_with(file, GGUF_EXT)) n -= strlen(GGUF_EXT);
+    if (sipp_split_parse(file, &sp))
+        n = sp.prefix_len;
+    else if (ends_with(file, GGUF_EXT))
+        n -= strlen(GGUF_EXT);
     file[n] = '\0';
     if (!sipp_name_valid(file) || n >= cap)
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                         "cannot make a store name from '%s'; give one with --name NAME (letters, digits, '.', '_', "
-                         "'-')",
-                         url);
+        return sipp_fail(
+            errbuf, SIPP_ERR_INVALID_ARGUMENT,
+            "cannot make a store name from '%s'; give one with --name NAME (letters, digits, '.', '_', "
+            "'-')",
+            url);
     strcpy(name, file);
     return SIPP_OK;
 }
 
 void sipp_store_file_name(const char *name, int index, int count, char *out, size_t cap) {
-    if (count <= 1) snprintf(out, cap, "%s%s", name, GGUF_EXT);
-    else snprintf(out, cap, "%s-%0*d-of-%0*d%s", name, SPLIT_DIGITS, index, SPLIT_DIGITS, count, GGUF_EXT);
+    if (count <= 1)
+        snprintf(out, cap, "%s%s", name, GGUF_EXT);
+    else
+        snprintf(out, cap, "%s-%0*d-of-%0*d%s", name, SPLIT_DIGITS, index, SPLIT_DIGITS, count, GGUF_EXT);
 }

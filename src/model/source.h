@@ -14,8 +14,8 @@
 #include "sipp.h"
 
 #define SIPP_URL_MAX 4096
-#define SIPP_NAME_MAX 128     /* bytes of a store name, without the terminating NUL */
-#define SIPP_SPLIT_MAX 512    /* most shards a split set may have */
+#define SIPP_NAME_MAX 128  /* bytes of a store name, without the terminating NUL */
+#define SIPP_SPLIT_MAX 512 /* most shards a split set may have */
 #define SIPP_HF_SCHEME "hf://"
 #define SIPP_HF_DEFAULT_ENDPOINT "https://huggingface.co"
 #define SIPP_HF_DEFAULT_REVISION "main"

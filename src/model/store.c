@@ -70,9 +70,11 @@ sipp_status sipp_store_dir(char *out, size_t cap, char *errbuf) {
             n = snprintf(out, cap, "%s/%s/%s", home, XDG_DEFAULT_SUBDIR, STORE_SUBDIR);
         }
     }
-    if (n < 0 || (size_t)n >= cap) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the model store path is too long");
+    if (n < 0 || (size_t)n >= cap)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the model store path is too long");
     /* "dir/" and "dir" are one store */
-    while (n > 1 && out[n - 1] == '/') out[--n] = '\0';
+    while (n > 1 && out[n - 1] == '/')
+        out[--n] = '\0';
     return SIPP_OK;
 }
 
@@ -82,16 +84,21 @@ sipp_status sipp_store_user_catalog(char *out, size_t cap, char *errbuf) {
     if (s != SIPP_OK) return s;
     char *slash = strrchr(dir, '/');
     int n;
-    if (!slash) n = snprintf(out, cap, "%s", USER_CATALOG_FILE);
-    else if (slash == dir) n = snprintf(out, cap, "/%s", USER_CATALOG_FILE);
-    else n = snprintf(out, cap, "%.*s/%s", (int)(slash - dir), dir, USER_CATALOG_FILE);
-    if (n < 0 || (size_t)n >= cap) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the user catalog path is too long");
+    if (!slash)
+        n = snprintf(out, cap, "%s", USER_CATALOG_FILE);
+    else if (slash == dir)
+        n = snprintf(out, cap, "/%s", USER_CATALOG_FILE);
+    else
+        n = snprintf(out, cap, "%.*s/%s", (int)(slash - dir), dir, USER_CATALOG_FILE);
+    if (n < 0 || (size_t)n >= cap)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the user catalog path is too long");
     return SIPP_OK;
 }
 
 sipp_status sipp_store_mkdirs(const char *dir, char *errbuf) {
     char path[PATH_MAX];
-    if (strlen(dir) >= sizeof path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "path '%s' is too long", dir);
+    if (strlen(dir) >= sizeof path)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "path '%s' is too long", dir);
     strcpy(path, dir);
     for (char *p = path + 1;; p++) {
         if (*p != '/' && *p != '\0') continue;
@@ -119,7 +126,8 @@ sipp_status sipp_store_ensure(const char *dir, char *errbuf) {
 sipp_status sipp_store_write_atomic(const char *path, const char *data, size_t len, char *errbuf) {
     char tmp[PATH_MAX];
     int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof tmp) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "path '%s' is too long", path);
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "path '%s' is too long", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, FILE_MODE);
     if (fd < 0) return sipp_fail(errbuf, SIPP_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
     size_t off = 0;
@@ -158,14 +166,18 @@ void sipp_store_format_size(uint64_t bytes, char *out, size_t cap) {
     static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
     double v = (double)bytes;
     size_t u = 0;
-    while (v >= 1000 && u + 1 < sizeof units / sizeof units[0]) v /= 1000, u++;
-    if (u == 0) snprintf(out, cap, "%llu B", (unsigned long long)bytes);
-    else snprintf(out, cap, "%.1f %s", v, units[u]);
+    while (v >= 1000 && u + 1 < sizeof units / sizeof units[0])
+        v /= 1000, u++;
+    if (u == 0)
+        snprintf(out, cap, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(out, cap, "%.1f %s", v, units[u]);
 }
 
 void sipp_store_model_clear(sipp_store_model *m) {
     if (!m) return;
-    for (int i = 0; i < m->n_files; i++) free(m->files[i].url);
+    for (int i = 0; i < m->n_files; i++)
+        free(m->files[i].url);
     free(m->files);
     free(m->source);
     memset(m, 0, sizeof *m);
@@ -189,15 +201,16 @@ static sipp_status meta_read(const char *dir, const char *name, sipp_store_model
     json_error_t jerr;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
-        return sipp_fail(errbuf, SIPP_ERR_IO, "store metadata '%s' is unreadable (%s); remove it with: sipp models rm %s",
-                         path, jerr.text, name);
+        return sipp_fail(errbuf, SIPP_ERR_IO,
+                         "store metadata '%s' is unreadable (%s); remove it with: sipp models rm %s", path,
+                         jerr.text, name);
     sipp_status st = SIPP_OK;
     json_t *files = json_object_get(root, "files");
     size_t n = json_array_size(files);
     memset(m, 0, sizeof *m);
     if (!json_is_object(root) || strcmp(json_str(root, "name"), name) != 0 || n == 0 || n > SIPP_SPLIT_MAX) {
-        st = sipp_fail(errbuf, SIPP_ERR_IO, "store metadata '%s' is not sipp's; remove it with: sipp models rm %s", path,
-                       name);
+        st = sipp_fail(errbuf, SIPP_ERR_IO,
+                       "store metadata '%s' is not sipp's; remove it with: sipp models rm %s", path, name);
         goto out;
     }
     sipp_strlcpy(m->name, name, sizeof m->name);
@@ -217,9 +230,10 @@ static sipp_status meta_read(const char *dir, const char *name, sipp_store_model
         char expect[sizeof sf->file];
         sipp_store_file_name(name, (int)i + 1, (int)n, expect, sizeof expect);
         if (strcmp(json_str(f, "file"), expect) != 0) {
-            st = sipp_fail(errbuf, SIPP_ERR_IO,
-                           "store metadata '%s' lists '%s' where '%s' belongs; remove it with: sipp models rm %s",
-                           path, json_str(f, "file"), expect, name);
+            st = sipp_fail(
+                errbuf, SIPP_ERR_IO,
+                "store metadata '%s' lists '%s' where '%s' belongs; remove it with: sipp models rm %s", path,
+                json_str(f, "file"), expect, name);
             goto out;
         }
         strcpy(sf->file, expect);
@@ -245,16 +259,17 @@ sipp_status sipp_store_meta_write(const char *dir, const sipp_store_model *m, ch
     json_t *files = json_array();
     for (int i = 0; files && i < m->n_files; i++) {
         const sipp_store_file *f = &m->files[i];
-        json_array_append_new(files, json_pack("{s:s, s:s, s:I, s:I, s:s}", "file", f->file, "url", f->url ? f->url : "",
-                                               "size", (json_int_t)f->size, "mtime_ns", (json_int_t)f->mtime_ns,
-                                               "sha256", f->sha256));
+        json_array_append_new(files, json_pack("{s:s, s:s, s:I, s:I, s:s}", "file", f->file, "url",
+                                               f->url ? f->url : "", "size", (json_int_t)f->size, "mtime_ns",
+                                               (json_int_t)f->mtime_ns, "sha256", f->sha256));
     }
-    json_t *root = json_pack("{s:i, s:s, s:s, s:s, s:b, s:o}", "version", META_VERSION, "name", m->name, "source",
-                             m->source ? m->source : "", "pulled_at", m->pulled_at, "sha256_verified", m->verified,
-                             "files", files);
+    json_t *root = json_pack("{s:i, s:s, s:s, s:s, s:b, s:o}", "version", META_VERSION, "name", m->name,
+                             "source", m->source ? m->source : "", "pulled_at", m->pulled_at,
+                             "sha256_verified", m->verified, "files", files);
     char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
-    if (!text) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory writing the metadata of '%s'", m->name);
+    if (!text)
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory writing the metadata of '%s'", m->name);
     char path[PATH_MAX];
     sipp_pathf(path, sizeof path, "%s/%s%s", dir, m->name, SIPP_STORE_META_EXT);
     size_t len = strlen(text);
@@ -284,14 +299,15 @@ static sipp_status bare_lookup(const char *dir, const char *name, sipp_store_mod
         size_t nlen = strlen(name);
         sipp_split sp;
         while (d && (e = readdir(d)) != NULL)
-            if (strncmp(e->d_name, name, nlen) == 0 && sipp_split_parse(e->d_name, &sp) && sp.prefix_len == nlen &&
-                sp.index == 1) {
+            if (strncmp(e->d_name, name, nlen) == 0 && sipp_split_parse(e->d_name, &sp) &&
+                sp.prefix_len == nlen && sp.index == 1) {
                 count = sp.count;
                 break;
             }
         if (d) closedir(d);
     }
-    if (count == 0) return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "model '%s' is not in the store (%s)", name, dir);
+    if (count == 0)
+        return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "model '%s' is not in the store (%s)", name, dir);
     memset(m, 0, sizeof *m);
     m->files = calloc((size_t)count, sizeof *m->files);
     m->source = strdup("");
@@ -396,7 +412,8 @@ sipp_status sipp_store_list(const char *dir, sipp_store_model **out, size_t *n_o
 }
 
 void sipp_store_list_free(sipp_store_model *models, size_t n) {
-    for (size_t i = 0; i < n; i++) sipp_store_model_clear(&models[i]);
+    for (size_t i = 0; i < n; i++)
+        sipp_store_model_clear(&models[i]);
     free(models);
 }
 
@@ -452,13 +469,14 @@ sipp_status sipp_store_remove(const char *dir, const char *name, char *errbuf) {
     }
     if (d) closedir(d);
     if (!found)
-        return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "model '%s' is not in the store (%s); see sipp models list", name,
-                         dir);
+        return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
+                         "model '%s' is not in the store (%s); see sipp models list", name, dir);
     return SIPP_OK;
 }
 
 sipp_status sipp_store_resolve(const char *name_or_path, char *path_out, size_t cap, char *errbuf) {
-    if (!name_or_path || !*name_or_path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model given");
+    if (!name_or_path || !*name_or_path)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model given");
     struct stat st;
     if (stat(name_or_path, &st) == 0) {
         /* An existing path is what the user meant; the loader says what is wrong with it, if anything. */
@@ -478,7 +496,8 @@ sipp_status sipp_store_resolve(const char *name_or_path, char *path_out, size_t 
     s = sipp_store_lookup(dir, name_or_path, &m, err);
     if (s == SIPP_OK) {
         if (stat(m.path, &st) != 0) {
-            s = sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "model '%s' in the store is incomplete (%s is missing); pull it again",
+            s = sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
+                          "model '%s' in the store is incomplete (%s is missing); pull it again",
                           name_or_path, m.path);
         } else if (strlen(m.path) >= cap) {
             s = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "model path '%s' is too long", m.path);
@@ -498,12 +517,13 @@ sipp_status sipp_store_resolve(const char *name_or_path, char *path_out, size_t 
     sipp_catalog_free(cat);
     if (known)
         return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
-                         "model '%s' is not a file and not in the store (%s); pull it with: sipp pull %s", name_or_path,
-                         dir, name_or_path);
-    return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
-                     "model '%s' is not a file and not in the store (%s); pull it with: sipp pull URL --name %s "
-                     "(sipp models list --all shows the catalog)",
-                     name_or_path, dir, name_or_path);
+                         "model '%s' is not a file and not in the store (%s); pull it with: sipp pull %s",
+                         name_or_path, dir, name_or_path);
+    return sipp_fail(
+        errbuf, SIPP_ERR_NOT_FOUND,
+        "model '%s' is not a file and not in the store (%s); pull it with: sipp pull URL --name %s "
+        "(sipp models list --all shows the catalog)",
+        name_or_path, dir, name_or_path);
 }
 
 /* ---- cached hashes ---------------------------------------------------------------------------- */
@@ -534,14 +554,15 @@ static bool store_file_of(const char *dir, const char *path, char name[SIPP_NAME
     return sipp_name_valid(name);
 }
 
-static sipp_status cache_in_meta(const char *dir, const char *path, const struct stat *st, char hex[SIPP_SHA256_HEX],
-                                 bool *cached, bool *handled, char *errbuf) {
+static sipp_status cache_in_meta(const char *dir, const char *path, const struct stat *st,
+                                 char hex[SIPP_SHA256_HEX], bool *cached, bool *handled, char *errbuf) {
     char name[SIPP_NAME_MAX + 1];
     int index;
     *handled = false;
     sipp_store_model m;
     char ignored[SIPP_ERROR_SIZE];
-    if (!store_file_of(dir, path, name, &index) || meta_read(dir, name, &m, ignored) != SIPP_OK) return SIPP_OK;
+    if (!store_file_of(dir, path, name, &index) || meta_read(dir, name, &m, ignored) != SIPP_OK)
+        return SIPP_OK;
     sipp_status s = SIPP_OK;
     if (index < m.n_files) {
         *handled = true;
@@ -563,8 +584,8 @@ static sipp_status cache_in_meta(const char *dir, const char *path, const struct
     return s;
 }
 
-static sipp_status cache_in_file(const char *dir, const char *path, const struct stat *st, char hex[SIPP_SHA256_HEX],
-                                 bool *cached, char *errbuf) {
+static sipp_status cache_in_file(const char *dir, const char *path, const struct stat *st,
+                                 char hex[SIPP_SHA256_HEX], bool *cached, char *errbuf) {
     char real_path[PATH_MAX], cache_path[PATH_MAX];
     if (!realpath(path, real_path)) return sipp_sha256_file(path, hex, errbuf);
     sipp_pathf(cache_path, sizeof cache_path, "%s/%s", dir, HASH_CACHE_FILE);
@@ -580,7 +601,8 @@ static sipp_status cache_in_file(const char *dir, const char *path, const struct
     }
     json_t *e = json_object_get(files, real_path);
     const char *h = json_str(e, "sha256");
-    if (sipp_sha256_valid(h) && (uint64_t)json_integer_value(json_object_get(e, "size")) == (uint64_t)st->st_size &&
+    if (sipp_sha256_valid(h) &&
+        (uint64_t)json_integer_value(json_object_get(e, "size")) == (uint64_t)st->st_size &&
         json_integer_value(json_object_get(e, "mtime_ns")) == mtime_ns(st)) {
         sipp_sha256_normalize(h, hex);
         *cached = true;
@@ -594,7 +616,8 @@ static sipp_status cache_in_file(const char *dir, const char *path, const struct
                                       (json_int_t)mtime_ns(st), "sha256", hex));
         char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
         char werr[SIPP_ERROR_SIZE];
-        if (text && sipp_store_mkdirs(dir, werr) == SIPP_OK) sipp_store_write_atomic(cache_path, text, strlen(text), werr);
+        if (text && sipp_store_mkdirs(dir, werr) == SIPP_OK)
+            sipp_store_write_atomic(cache_path, text, strlen(text), werr);
         free(text);
     }
     json_decref(root);
@@ -605,8 +628,8 @@ sipp_status sipp_store_file_sha256(const char *path, char hex[SIPP_SHA256_HEX], 
     *cached = false;
     struct stat st;
     if (stat(path, &st) != 0)
-        return sipp_fail(errbuf, errno == ENOENT ? SIPP_ERR_NOT_FOUND : SIPP_ERR_IO, "cannot open '%s': %s", path,
-                         strerror(errno));
+        return sipp_fail(errbuf, errno == ENOENT ? SIPP_ERR_NOT_FOUND : SIPP_ERR_IO, "cannot open '%s': %s",
+                         path, strerror(errno));
     if (!S_ISREG(st.st_mode)) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "'%s' is not a file", path);
     char dir[PATH_MAX];
     char ignored[SIPP_ERROR_SIZE];

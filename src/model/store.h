@@ -34,23 +34,23 @@
 #define SIPP_STORE_TIME_MAX 32
 
 typedef struct sipp_store_file {
-    char file[SIPP_NAME_MAX + 32];  /* file name inside the store */
-    char *url;                      /* where it was downloaded from; "" when unknown */
+    char file[SIPP_NAME_MAX + 32]; /* file name inside the store */
+    char *url;                     /* where it was downloaded from; "" when unknown */
     uint64_t size;
-    int64_t mtime_ns;               /* when the sha256 below was taken: it is valid while size and */
-    char sha256[SIPP_SHA256_HEX];   /* mtime are unchanged; "" when not known */
+    int64_t mtime_ns;             /* when the sha256 below was taken: it is valid while size and */
+    char sha256[SIPP_SHA256_HEX]; /* mtime are unchanged; "" when not known */
 } sipp_store_file;
 
 typedef struct sipp_store_model {
     char name[SIPP_NAME_MAX + 1];
-    char *source;                   /* what was pulled: a URL, hf://..., or a catalog name; "" if unknown */
+    char *source; /* what was pulled: a URL, hf://..., or a catalog name; "" if unknown */
     char pulled_at[SIPP_STORE_TIME_MAX]; /* UTC, ISO 8601; "" for a bare file */
-    bool verified;                  /* every file matched a sha256 known before the download */
-    bool managed;                   /* false for a bare NAME.gguf without metadata */
+    bool verified;                       /* every file matched a sha256 known before the download */
+    bool managed;                        /* false for a bare NAME.gguf without metadata */
     int n_files;
     sipp_store_file *files;
-    uint64_t size;                  /* all files together */
-    char path[PATH_MAX];            /* the file to load: the only file or shard 1 */
+    uint64_t size;       /* all files together */
+    char path[PATH_MAX]; /* the file to load: the only file or shard 1 */
 } sipp_store_model;
 
 /* The store directory (not created). */

@@ -28,7 +28,9 @@
 
 static char tmp[64];
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) { return remove(path); }
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    return remove(path);
+}
 
 static void make_tmp(void) {
     snprintf(tmp, sizeof tmp, "/tmp/sipp-test-store-XXXXXX");
@@ -93,7 +95,8 @@ static void expect_url(const char *source, const char *want) {
 
 static void expect_bad_source(const char *source) {
     char url[SIPP_URL_MAX], err[SIPP_ERROR_SIZE] = "";
-    cr_assert_eq(sipp_source_to_url(source, url, sizeof url, err), SIPP_ERR_INVALID_ARGUMENT, "%s was accepted", source);
+    cr_assert_eq(sipp_source_to_url(source, url, sizeof url, err), SIPP_ERR_INVALID_ARGUMENT,
+                 "%s was accepted", source);
     cr_assert(strlen(err) > 0);
 }
 
@@ -206,15 +209,19 @@ Test(split, store_file_names) {
 
 Test(split, default_names) {
     char name[SIPP_NAME_MAX + 1], err[SIPP_ERROR_SIZE];
-    cr_assert_eq(sipp_source_default_name("https://h/Llama-3.2-1B-Q4_K_M.gguf", name, sizeof name, err), SIPP_OK);
+    cr_assert_eq(sipp_source_default_name("https://h/Llama-3.2-1B-Q4_K_M.gguf", name, sizeof name, err),
+                 SIPP_OK);
     cr_assert_str_eq(name, "Llama-3.2-1B-Q4_K_M");
-    cr_assert_eq(sipp_source_default_name("https://h/r/q-00001-of-00002.gguf?x=1", name, sizeof name, err), SIPP_OK);
+    cr_assert_eq(sipp_source_default_name("https://h/r/q-00001-of-00002.gguf?x=1", name, sizeof name, err),
+                 SIPP_OK);
     cr_assert_str_eq(name, "q");
     cr_assert_eq(sipp_source_default_name("https://h/weights.bin", name, sizeof name, err), SIPP_OK);
     cr_assert_str_eq(name, "weights.bin");
-    cr_assert_eq(sipp_source_default_name("https://h/a%20b.gguf", name, sizeof name, err), SIPP_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(sipp_source_default_name("https://h/a%20b.gguf", name, sizeof name, err),
+                 SIPP_ERR_INVALID_ARGUMENT);
     cr_assert(strstr(err, "--name") != NULL);
-    cr_assert_eq(sipp_source_default_name("https://host/", name, sizeof name, err), SIPP_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(sipp_source_default_name("https://host/", name, sizeof name, err),
+                 SIPP_ERR_INVALID_ARGUMENT);
 }
 
 /* ---- the store's place ------------------------------------------------------------------------- */
@@ -275,8 +282,12 @@ Test(resolve, paths_names_and_errors, .init = make_tmp, .fini = remove_tmp) {
                                 {.url = "https://h/x-00002-of-00002.gguf", .size = 4}};
     strcpy(files[0].file, "managed-00001-of-00002.gguf");
     strcpy(files[1].file, "managed-00002-of-00002.gguf");
-    sipp_store_model m = {.name = "managed", .source = "hf://o/r/x-00001-of-00002.gguf", .n_files = 2,
-                          .files = files, .managed = true, .verified = true};
+    sipp_store_model m = {.name = "managed",
+                          .source = "hf://o/r/x-00001-of-00002.gguf",
+                          .n_files = 2,
+                          .files = files,
+                          .managed = true,
+                          .verified = true};
     strcpy(m.pulled_at, "2025-01-01T00:00:00Z");
     cr_assert_eq(sipp_store_meta_write(dir, &m, err), SIPP_OK, "%s", err);
     store_path(p, "managed-00002-of-00002.gguf");
@@ -380,8 +391,10 @@ Test(catalog, good_entries_and_lookup) {
     char err[SIPP_ERROR_SIZE] = "";
     cr_assert_eq(parse(c,
                        "{\"version\": 1, \"models\": ["
-                       "{\"name\": \"one\", \"url\": \"hf://o/r/one.gguf\", \"sha256\": \"" SHA_A "\", \"size\": 5,"
-                       " \"labels\": [\"chat\", \"tool-calling\"], \"backends\": [\"cpu\", \"vulkan\"], \"ctx_size\": 4096},"
+                       "{\"name\": \"one\", \"url\": \"hf://o/r/one.gguf\", \"sha256\": \"" SHA_A
+                       "\", \"size\": 5,"
+                       " \"labels\": [\"chat\", \"tool-calling\"], \"backends\": [\"cpu\", \"vulkan\"], "
+                       "\"ctx_size\": 4096},"
                        "{\"name\": \"two\", \"url\": \"hf://o/r/two-00001-of-00002.gguf\","
                        " \"sha256\": [\"" SHA_A "\", \"" SHA_B "\"], \"labels\": [\"embeddings\"]}]}",
                        err),
@@ -398,12 +411,13 @@ Test(catalog, good_entries_and_lookup) {
     const sipp_catalog_entry *two = sipp_catalog_find(c, "two");
     cr_assert_eq(two->n_sha256, 2);
     /* any shard of the set finds the entry */
-    cr_assert_eq(sipp_catalog_find_url(c, "https://huggingface.co/o/r/resolve/main/two-00002-of-00002.gguf"), two);
+    cr_assert_eq(sipp_catalog_find_url(c, "https://huggingface.co/o/r/resolve/main/two-00002-of-00002.gguf"),
+                 two);
     cr_assert_null(sipp_catalog_find(c, "three"));
 
     /* a later catalog (the user's) replaces an entry of the same name */
-    cr_assert_eq(parse(c, "{\"models\": [{\"name\": \"one\", \"url\": \"https://mirror/one.gguf\"}]}", err), SIPP_OK,
-                 "%s", err);
+    cr_assert_eq(parse(c, "{\"models\": [{\"name\": \"one\", \"url\": \"https://mirror/one.gguf\"}]}", err),
+                 SIPP_OK, "%s", err);
     cr_assert_eq(c->n, 2);
     e = sipp_catalog_find(c, "one");
     cr_assert_str_eq(e->url, "https://mirror/one.gguf");
@@ -432,16 +446,22 @@ Test(catalog, errors_name_the_problem) {
     expect_bad_catalog("{\"models\": [{\"name\": \"x\", \"url\": \"hf://o\"}]}", "hf://");
     expect_bad_catalog("{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x.gguf\", \"sha256\": \"abc\"}]}",
                        "64 hex digits");
-    expect_bad_catalog("{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x-00001-of-00002.gguf\", \"sha256\": \"" SHA_A
-                       "\"}]}",
-                       "1 sha256 values for 2 files");
-    expect_bad_catalog("{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x-00002-of-00002.gguf\"}]}", "shard 1");
-    expect_bad_catalog("{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x.gguf\", \"labels\": [\"chatty\"]}]}",
-                       "chatty");
-    expect_bad_catalog("{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x.gguf\", \"backends\": [\"tpu\"]}]}", "tpu");
-    expect_bad_catalog("{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x.gguf\", \"size\": -1}]}", "\"size\"");
-    expect_bad_catalog("{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x.gguf\", \"ctx_size\": \"big\"}]}",
-                       "\"ctx_size\"");
+    expect_bad_catalog(
+        "{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x-00001-of-00002.gguf\", \"sha256\": \"" SHA_A
+        "\"}]}",
+        "1 sha256 values for 2 files");
+    expect_bad_catalog("{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x-00002-of-00002.gguf\"}]}",
+                       "shard 1");
+    expect_bad_catalog(
+        "{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x.gguf\", \"labels\": [\"chatty\"]}]}",
+        "chatty");
+    expect_bad_catalog(
+        "{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x.gguf\", \"backends\": [\"tpu\"]}]}", "tpu");
+    expect_bad_catalog("{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x.gguf\", \"size\": -1}]}",
+                       "\"size\"");
+    expect_bad_catalog(
+        "{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x.gguf\", \"ctx_size\": \"big\"}]}",
+        "\"ctx_size\"");
 }
 
 Test(catalog, shipped_file_is_valid) {
@@ -456,7 +476,8 @@ Test(catalog, shipped_file_is_valid) {
     char err[SIPP_ERROR_SIZE] = "";
     cr_assert_eq(sipp_catalog_parse(c, text, len, path, err), SIPP_OK, "%s", err);
     cr_assert_geq(c->n, 5);
-    for (size_t i = 0; i < c->n; i++) cr_assert_gt(c->entries[i].n_labels, 0, "%s has no labels", c->entries[i].name);
+    for (size_t i = 0; i < c->n; i++)
+        cr_assert_gt(c->entries[i].n_labels, 0, "%s has no labels", c->entries[i].name);
     sipp_catalog_free(c);
     free(text);
 }

@@ -228,7 +228,10 @@ class _GatewayRequest:
             if choice.get("finish_reason"):
                 self._finish = choice["finish_reason"]
         if isinstance(chunk.get("usage"), dict):
-            self._usage = chunk["usage"]
+            self._usage = dict(chunk["usage"])
+            details = self._usage.pop("prompt_tokens_details", None)
+            if isinstance(details, dict) and "cached_tokens" in details:
+                self._usage["cached_tokens"] = details["cached_tokens"]
         for key in ("stats", "timings"):
             if isinstance(chunk.get(key), dict):
                 self._stats = chunk[key]

@@ -201,6 +201,8 @@ class RealGatewayTest(unittest.TestCase):
         r = self.client.query("Hello", endpoint=self.ep, max_tokens=6, temperature=0, ignore_eos=True)
         self.assertEqual(r.finish_reason, "length")
         self.assertTrue(r.text)
+        self.assertEqual(r.usage["completion_tokens"], 6)
+        self.assertIn("cached_tokens", r.usage)  # from usage.prompt_tokens_details
         stream = self.client.query("Hello", endpoint=self.ep, max_tokens=6, temperature=0, ignore_eos=True,
                                    stream=True)
         self.assertEqual("".join(stream), r.text)  # greedy: the same text both ways

@@ -1,0 +1,115 @@
+// Types of sipp's Node.js binding (lib/index.js). See docs/bindings.md.
+
+export type BackendName = 'auto' | 'cpu' | 'vulkan' | 'cuda' | 'metal';
+
+/** libsipp's status names, or 'gateway' for an HTTP failure of a gateway endpoint. */
+export type ErrorCode =
+  | 'invalid_argument' | 'not_found' | 'io_error' | 'model_error' | 'backend_error' | 'context_full' | 'busy'
+  | 'cancelled' | 'timeout' | 'no_memory' | 'closed' | 'internal_error' | 'gateway';
+
+export class SippError extends Error {
+  code: ErrorCode;
+  /** Gateway errors: the HTTP status, or null when the gateway could not be reached. */
+  httpStatus?: number | null;
+  gatewayCode?: string | null;
+}
+
+export interface LocalOptions {
+  backend?: BackendName;
+  ctxSize?: number;
+  parallel?: number;
+  threads?: number;
+  gpuLayers?: number;
+  batchSize?: number;
+  maxQueued?: number;
+  embeddings?: boolean;
+}
+
+export interface LocalSpec { kind: 'local'; model: string; options?: LocalOptions }
+export interface GatewaySpec { kind: 'gateway'; baseUrl: string; token?: string; model?: string }
+
+export interface BackendDecision { backend: string; reason: string; devices: string; gpuLayers: number }
+
+export interface Endpoint {
+  readonly name: string;
+  readonly kind: 'local' | 'gateway';
+  readonly backend: BackendDecision;
+  readonly info: Record<string, unknown>;
+  readonly closed: boolean;
+}
+
+export interface GenerationOptions {
+  endpoint?: Endpoint | string;
+  signal?: AbortSignal;
+  maxTokens?: number;
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  minP?: number;
+  repeatPenalty?: number;
+  seed?: number;
+  stop?: string | string[];
+  contextKey?: string;
+  chatTemplate?: string;
+  ignoreEos?: boolean;
+  timeoutMs?: number;
+}
+
+export interface Usage { promptTokens: number; completionTokens: number; totalTokens: number; cachedTokens?: number }
+
+export interface Stats {
+  backend: string;
+  promptTokens?: number;
+  cachedTokens?: number;
+  generatedTokens?: number;
+  queueMs?: number;
+  ttftMs?: number;
+  prefillMs?: number;
+  decodeMs?: number;
+  prefillTokensPerS?: number;
+  decodeTokensPerS?: number;
+  totalMs?: number;
+  [key: string]: unknown;
+}
+
+export interface Response {
+  text: string;
+  finishReason: 'stop' | 'length' | 'cancelled';
+  usage: Usage;
+  stats: Stats;
+  endpoint: string;
+  error?: string;
+}
+
+export interface Query {
+  response: Promise<Response>;
+  tokens: AsyncIterable<string>;
+  cancel(): void;
+}
+
+export interface Message { role: string; content: string }
+
+export class SippClient {
+  constructor();
+  add(name: string, spec: LocalSpec | GatewaySpec): Promise<Endpoint>;
+  endpoint(which?: Endpoint | string): Endpoint;
+  readonly endpoints: Record<string, Endpoint>;
+  query(prompt: string, options?: GenerationOptions): Query;
+  chat(messages: Message[], options?: GenerationOptions): Query;
+  embed(input: string, options?: { endpoint?: Endpoint | string; normalize?: boolean }): Promise<number[]>;
+  embed(input: string[], options?: { endpoint?: Endpoint | string; normalize?: boolean }): Promise<number[][]>;
+  stats(endpoint?: Endpoint | string): Record<string, number | string>;
+  remove(endpoint: Endpoint | string): Promise<void>;
+  close(): Promise<void>;
+  readonly closed: boolean;
+}
+
+export function backendSelection(): {
+  backend: BackendName; artifact: string | null; backends: string[] | null; source: string;
+  decision: BackendDecision | null;
+};
+
+export function runtimeInfo(): Promise<{
+  artifact: string; version: string; llamaRelease: string; llamaCommit: string;
+  selection: ReturnType<typeof backendSelection>;
+}>;

@@ -1,0 +1,126 @@
+'use strict';
+/**
+ * A local endpoint: a model loaded by libsipp in this process and the engine serving it, through
+ * the addon. Every wait happens off the event loop (see src/addon.c); this file turns the addon's
+ * events into Queries and its numbers into the binding's camelCase shapes.
+ */
+const native = require('./native');
+const { SippError, toSippError, invalid } = require('./errors');
+
+const LOCAL_OPTIONS = ['backend', 'ctxSize', 'parallel', 'threads', 'gpuLayers', 'batchSize', 'maxQueued', 'embeddings'];
+
+function checkLocalOptions(options) {
+  const o = options || {};
+  if (typeof o !== 'object') throw invalid(`options must be an object such as { backend: 'cpu' }, not ${typeof o}`);
+  for (const [k, v] of Object.entries(o)) {
+    if (!LOCAL_OPTIONS.includes(k)) throw invalid(`unknown local option '${k}' (known: ${LOCAL_OPTIONS.join(', ')})`);
+    if (v === undefined || v === null) continue;
+    if (k === 'backend' && typeof v !== 'string') throw invalid(`options.backend must be a string such as 'cpu', not ${JSON.stringify(v)}`);
+    if (k === 'embeddings' && typeof v !== 'boolean') throw invalid('options.embeddings must be true or false');
+    if (!['backend', 'embeddings'].includes(k) && (!Number.isInteger(v) || (v < 0 && k !== 'gpuLayers'))) {
+      throw invalid(`options.${k} must be an integer >= 0, not ${JSON.stringify(v)}`);
+    }
+  }
+  return o;
+}
+
+class LocalEndpoint {
+  constructor(name, model, opened) {
+    this.name = name;
+    this.kind = 'local';
+    this.model = model;
+    /** What the load decided: {backend, reason, devices, gpuLayers}. */
+    this.backend = opened.backend;
+    /** The model's shape: {architecture, description, nParams, nEmbd, nLayer, nVocab, ...}. */
+    this.info = opened.info;
+    this._handle = opened.handle;
+    this._closed = false;
+  }
+
+  static async open(name, spec, selection) {
+    if (typeof spec.model !== 'string' || !spec.model) {
+      throw invalid(`a local endpoint needs model: the path of a .gguf file, got ${JSON.stringify(spec.model)}`);
+    }
+    const options = checkLocalOptions(spec.options);
+    await native.init(selection.artifact);
+    const backend = options.backend || selection.backend;
+    try {
+      const opened = await native.load().open(spec.model, { ...options, backend });
+      return new LocalEndpoint(name, spec.model, opened);
+    } catch (e) {
+      throw toSippError(e);
+    }
+  }
+
+  get closed() {
+    return this._closed;
+  }
+
+  /** Starts a generation into query q; what = {prompt} or {messages}; opts checked already. */
+  submit(what, opts, q) {
+    if (this._closed) throw new SippError(`endpoint '${this.name}' is closed; create a new SippClient and add it again`, 'closed');
+    const params = { ...opts, ...what };
+    delete params.endpoint;
+    delete params.signal;
+    const backend = this.backend.backend;
+    const onEvent = (kind, data) => {
+      try {
+        if (kind === 'piece') {
+          q._piece(data);
+        } else if (kind === 'error') {
+          q._fail(toSippError(data));
+        } else if (data.finishReason === 'error') {
+          q._fail(new SippError(data.error || 'the request failed', data.status));
+        } else {
+          const s = data.stats;
+          q._end({
+            finishReason: data.finishReason,
+            usage: {
+              promptTokens: s.promptTokens,
+              completionTokens: s.generatedTokens,
+              totalTokens: s.promptTokens + s.generatedTokens,
+              cachedTokens: s.cachedTokens,
+            },
+            stats: { ...s, backend },
+            ...(data.error && data.status !== 'cancelled' ? { error: data.error } : {}),
+          });
+        }
+      } catch (e) {
+        q._fail(toSippError(e));
+      }
+    };
+    let req;
+    try {
+      req = native.load().submit(this._handle, params, onEvent);
+    } catch (e) {
+      throw toSippError(e);
+    }
+    q._bindCancel(() => native.load().cancel(req));
+  }
+
+  async embed(texts, normalize) {
+    if (this._closed) throw new SippError(`endpoint '${this.name}' is closed`, 'closed');
+    try {
+      const r = await native.load().embed(this._handle, texts, normalize);
+      return r.vectors.map((v) => Array.from(v));
+    } catch (e) {
+      throw toSippError(e);
+    }
+  }
+
+  stats() {
+    try {
+      return native.load().stats(this._handle);
+    } catch (e) {
+      throw toSippError(e);
+    }
+  }
+
+  async close() {
+    if (this._closed) return;
+    this._closed = true;
+    await native.load().close(this._handle);
+  }
+}
+
+module.exports = { LocalEndpoint };

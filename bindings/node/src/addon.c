@@ -1,0 +1,949 @@
+/*
+ * addon.c: the Node-API addon of sipp's Node.js binding: libsipp's handles and calls, made safe for
+ * JavaScript's event loop. lib/local.js builds the public API on top of it.
+ *
+ * The event loop never waits on the engine. Slow calls (model load, engine start and stop,
+ * embeddings) run as napi_async_work on libuv's thread pool and settle a promise. A generation gets
+ * a reader thread of its own: it submits the request, reads the text with sipp_request_read as the
+ * engine produces it, and hands each piece, then the end, to JavaScript through a thread-safe
+ * function. Submitting on the reader thread keeps tokenisation and chat-template rendering off the
+ * loop too, so every outcome of a request, including a submit error, arrives as an event.
+ *
+ * Lifetimes. An endpoint (model + engine) is shared by its JavaScript handle, by every reader
+ * thread and by every async work that uses it, each holding a reference; the memory goes with the
+ * last one. The engine itself is freed by close() (or by the last reference, if JavaScript dropped
+ * the handle without closing). Calls that use the engine (submit, embed, stats) enter a gate that
+ * close() shuts and drains before freeing, so none runs on a freed engine. Requests submitted
+ * before close() stay valid: libsipp finishes them as cancelled, and their readers end normally.
+ * A request is shared by its JavaScript handle (for cancel) and its reader; the reader alone frees
+ * the sipp_request, under the request's lock, so a cancel never touches a freed one.
+ *
+ * Only include/sipp.h is used, as for every client of libsipp.
+ */
+#define NAPI_VERSION 8
+#include <node_api.h>
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sipp.h"
+
+#define READ_CAP 16384                    /* bytes one sipp_request_read may hand over */
+#define READER_STACK (256 * 1024)         /* the reader thread keeps its buffer on the heap */
+#define MAX_STRING (64u * 1024u * 1024u)  /* longest prompt or message accepted, in bytes */
+
+/* ---- small helpers ------------------------------------------------------------------------------ */
+
+/* Evaluates a napi call; on failure throws (unless an exception is pending) and returns NULL. */
+#define NAPI_CALL(env, call)                                                                         \
+    do {                                                                                             \
+        if ((call) != napi_ok) {                                                                     \
+            throw_last(env, #call);                                                                  \
+            return NULL;                                                                             \
+        }                                                                                            \
+    } while (0)
+
+static void throw_last(napi_env env, const char *what) {
+    bool pending = false;
+    napi_is_exception_pending(env, &pending);
+    if (pending) return;
+    const napi_extended_error_info *info = NULL;
+    napi_get_last_error_info(env, &info);
+    char msg[256];
+    snprintf(msg, sizeof msg, "sipp addon: %s failed: %s", what,
+             info && info->error_message ? info->error_message : "unknown Node-API error");
+    napi_throw_error(env, "internal_error", msg);
+}
+
+/* An Error whose .code is libsipp's status name and .status its number. */
+static napi_value make_error(napi_env env, sipp_status status, const char *message) {
+    napi_value code, msg, err, num;
+    napi_create_string_utf8(env, sipp_status_name(status), NAPI_AUTO_LENGTH, &code);
+    napi_create_string_utf8(env, message && *message ? message : sipp_status_name(status), NAPI_AUTO_LENGTH, &msg);
+    napi_create_error(env, code, msg, &err);
+    napi_create_int32(env, (int32_t)status, &num);
+    napi_set_named_property(env, err, "status", num);
+    return err;
+}
+
+static napi_value throw_status(napi_env env, sipp_status status, const char *message) {
+    napi_throw(env, make_error(env, status, message));
+    return NULL;
+}
+
+static napi_value type_error(napi_env env, const char *message) {
+    napi_throw_type_error(env, "invalid_argument", message);
+    return NULL;
+}
+
+static void set_str(napi_env env, napi_value obj, const char *key, const char *value) {
+    napi_value v;
+    napi_create_string_utf8(env, value ? value : "", NAPI_AUTO_LENGTH, &v);
+    napi_set_named_property(env, obj, key, v);
+}
+
+static void set_num(napi_env env, napi_value obj, const char *key, double value) {
+    napi_value v;
+    napi_create_double(env, value, &v);
+    napi_set_named_property(env, obj, key, v);
+}
+
+static void set_bool(napi_env env, napi_value obj, const char *key, bool value) {
+    napi_value v;
+    napi_get_boolean(env, value, &v);
+    napi_set_named_property(env, obj, key, v);
+}
+
+/* A property of obj, or NULL when it is absent, undefined or null. */
+static napi_value prop(napi_env env, napi_value obj, const char *key) {
+    napi_value v;
+    napi_valuetype t;
+    if (napi_get_named_property(env, obj, key, &v) != napi_ok) return NULL;
+    if (napi_typeof(env, v, &t) != napi_ok || t == napi_undefined || t == napi_null) return NULL;
+    return v;
+}
+
+/* A malloc'ed UTF-8 copy of a JS string; NULL (with a TypeError thrown) if v is not one. */
+static char *dup_string(napi_env env, napi_value v, const char *what) {
+    size_t len = 0;
+    if (napi_get_value_string_utf8(env, v, NULL, 0, &len) != napi_ok) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s must be a string", what);
+        type_error(env, msg);
+        return NULL;
+    }
+    if (len > MAX_STRING) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s is %zu bytes; at most %u are accepted", what, len, MAX_STRING);
+        type_error(env, msg);
+        return NULL;
+    }
+    char *s = malloc(len + 1);
+    if (!s) {
+        throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
+        return NULL;
+    }
+    napi_get_value_string_utf8(env, v, s, len + 1, &len);
+    return s;
+}
+
+static bool get_number(napi_env env, napi_value obj, const char *key, double *out, bool *found) {
+    napi_value v = prop(env, obj, key);
+    *found = v != NULL;
+    if (!v) return true;
+    if (napi_get_value_double(env, v, out) != napi_ok) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s must be a number", key);
+        type_error(env, msg);
+        return false;
+    }
+    return true;
+}
+
+/* Sets *out from obj[key] when present; false (TypeError thrown) when it is not a number. */
+static bool opt_int(napi_env env, napi_value obj, const char *key, int *out) {
+    double d;
+    bool found;
+    if (!get_number(env, obj, key, &d, &found)) return false;
+    if (!found) return true;
+    if (!(d >= INT_MIN && d <= INT_MAX)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s is out of range", key);
+        type_error(env, msg);
+        return false;
+    }
+    *out = (int)d;
+    return true;
+}
+
+static bool opt_float(napi_env env, napi_value obj, const char *key, float *out) {
+    double d;
+    bool found;
+    if (!get_number(env, obj, key, &d, &found)) return false;
+    if (found) *out = (float)d;
+    return true;
+}
+
+static bool opt_bool(napi_env env, napi_value obj, const char *key, bool *out) {
+    napi_value v = prop(env, obj, key);
+    if (!v) return true;
+    if (napi_get_value_bool(env, v, out) != napi_ok) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s must be a boolean", key);
+        type_error(env, msg);
+        return false;
+    }
+    return true;
+}
+
+static bool get_args(napi_env env, napi_callback_info info, size_t want, napi_value *argv) {
+    size_t argc = want;
+    if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < want) {
+        type_error(env, "sipp addon: too few arguments");
+        return false;
+    }
+    return true;
+}
+
+/* ---- runtime ------------------------------------------------------------------------------------ */
+
+static napi_value runtime_object(napi_env env) {
+    napi_value o;
+    napi_create_object(env, &o);
+    set_str(env, o, "artifact", sipp_runtime_artifact_dir());
+    set_str(env, o, "version", sipp_version());
+    set_str(env, o, "llamaRelease", sipp_llama_release());
+    set_str(env, o, "llamaCommit", sipp_llama_commit());
+    return o;
+}
+
+/* init(artifactDir | null): loads the artifact's backend modules, once per process. Synchronous:
+ * lib/index.js calls it at load for an explicit backend (where blocking is what loading a module
+ * does anyway) and otherwise through initAsync. */
+static napi_value js_init(napi_env env, napi_callback_info info) {
+    napi_value argv[1];
+    if (!get_args(env, info, 1, argv)) return NULL;
+    char *dir = NULL;
+    napi_valuetype t;
+    napi_typeof(env, argv[0], &t);
+    if (t == napi_string && !(dir = dup_string(env, argv[0], "artifactDir"))) return NULL;
+    sipp_runtime_params p = sipp_runtime_default_params();
+    p.artifact_dir = dir;
+    char err[SIPP_ERROR_SIZE] = "";
+    sipp_status st = sipp_runtime_init(&p, err);
+    free(dir);
+    if (st != SIPP_OK) return throw_status(env, st, err);
+    return runtime_object(env);
+}
+
+typedef struct init_work {
+    napi_async_work work;
+    napi_deferred deferred;
+    char *dir;
+    sipp_status status;
+    char err[SIPP_ERROR_SIZE];
+} init_work;
+
+static void init_execute(napi_env env, void *data) {
+    init_work *w = data;
+    sipp_runtime_params p = sipp_runtime_default_params();
+    p.artifact_dir = w->dir;
+    w->status = sipp_runtime_init(&p, w->err);
+}
+
+static void init_complete(napi_env env, napi_status status, void *data) {
+    init_work *w = data;
+    if (w->status == SIPP_OK) napi_resolve_deferred(env, w->deferred, runtime_object(env));
+    else napi_reject_deferred(env, w->deferred, make_error(env, w->status, w->err));
+    napi_delete_async_work(env, w->work);
+    free(w->dir);
+    free(w);
+}
+
+static napi_value js_init_async(napi_env env, napi_callback_info info) {
+    napi_value argv[1], promise, name;
+    if (!get_args(env, info, 1, argv)) return NULL;
+    init_work *w = calloc(1, sizeof *w);
+    if (!w) return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
+    napi_valuetype t;
+    napi_typeof(env, argv[0], &t);
+    if (t == napi_string && !(w->dir = dup_string(env, argv[0], "artifactDir"))) {
+        free(w);
+        return NULL;
+    }
+    NAPI_CALL(env, napi_create_promise(env, &w->deferred, &promise));
+    napi_create_string_utf8(env, "sipp.init", NAPI_AUTO_LENGTH, &name);
+    NAPI_CALL(env, napi_create_async_work(env, NULL, name, init_execute, init_complete, w, &w->work));
+    NAPI_CALL(env, napi_queue_async_work(env, w->work));
+    return promise;
+}
+
+static napi_value decision_object(napi_env env, const sipp_backend_decision *d) {
+    napi_value o;
+    napi_create_object(env, &o);
+    set_str(env, o, "backend", d->backend);
+    set_str(env, o, "reason", d->reason);
+    set_str(env, o, "devices", d->devices);
+    set_num(env, o, "gpuLayers", d->gpu_layers);
+    return o;
+}
+
+/* backendDecide(name): what a load with this backend would decide, or throws why it cannot. */
+static napi_value js_backend_decide(napi_env env, napi_callback_info info) {
+    napi_value argv[1];
+    if (!get_args(env, info, 1, argv)) return NULL;
+    char *name = dup_string(env, argv[0], "backend");
+    if (!name) return NULL;
+    sipp_backend_decision d;
+    memset(&d, 0, sizeof d);
+    char err[SIPP_ERROR_SIZE] = "";
+    sipp_status st = sipp_backend_decide(name, NULL, &d, err);
+    free(name);
+    if (st != SIPP_OK) return throw_status(env, st, err);
+    return decision_object(env, &d);
+}
+
+/* backendsList(): [{name, compiled, available, devices}] for every backend name but auto. */
+static napi_value js_backends_list(napi_env env, napi_callback_info info) {
+    sipp_backend_info infos[16];
+    int n = sipp_backends_list(infos, 16);
+    if (n > 16) n = 16;
+    napi_value arr;
+    NAPI_CALL(env, napi_create_array_with_length(env, (size_t)n, &arr));
+    for (int i = 0; i < n; i++) {
+        napi_value o;
+        napi_create_object(env, &o);
+        set_str(env, o, "name", infos[i].name);
+        set_bool(env, o, "compiled", infos[i].compiled);
+        set_bool(env, o, "available", infos[i].available);
+        set_num(env, o, "devices", infos[i].n_devices);
+        napi_set_element(env, arr, (uint32_t)i, o);
+    }
+    return arr;
+}
+
+/* ---- endpoints ---------------------------------------------------------------------------------- */
+
+typedef struct endpoint {
+    atomic_int refs;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sipp_model *model;
+    sipp_engine *engine;
+    int inside;   /* threads inside a call that uses the engine */
+    bool closing; /* the gate is shut: no new calls */
+    bool freed;   /* engine and model are gone */
+} endpoint;
+
+static void ep_free_engine(endpoint *ep) {
+    sipp_engine_free(ep->engine);
+    sipp_model_free(ep->model);
+    ep->engine = NULL;
+    ep->model = NULL;
+    ep->freed = true;
+}
+
+static void ep_retain(endpoint *ep) { atomic_fetch_add(&ep->refs, 1); }
+
+static void ep_release(endpoint *ep) {
+    if (atomic_fetch_sub(&ep->refs, 1) != 1) return;
+    if (!ep->freed) ep_free_engine(ep); /* dropped without close(): nobody else can be inside */
+    pthread_cond_destroy(&ep->cv);
+    pthread_mutex_destroy(&ep->mu);
+    free(ep);
+}
+
+/* Enters the gate; false when the endpoint is closing or closed. */
+static bool ep_enter(endpoint *ep) {
+    pthread_mutex_lock(&ep->mu);
+    bool ok = !ep->closing;
+    if (ok) ep->inside++;
+    pthread_mutex_unlock(&ep->mu);
+    return ok;
+}
+
+static void ep_leave(endpoint *ep) {
+    pthread_mutex_lock(&ep->mu);
+    if (--ep->inside == 0) pthread_cond_broadcast(&ep->cv);
+    pthread_mutex_unlock(&ep->mu);
+}
+
+static void ep_finalize(napi_env env, void *data, void *hint) { ep_release(data); }
+
+static endpoint *get_endpoint(napi_env env, napi_value v) {
+    void *p = NULL;
+    if (napi_get_value_external(env, v, &p) != napi_ok || !p) {
+        type_error(env, "sipp addon: not an endpoint handle");
+        return NULL;
+    }
+    return p;
+}
+
+static const char ENDPOINT_CLOSED[] = "the endpoint is closed; create a new SippClient and add it again";
+
+typedef struct open_work {
+    napi_async_work work;
+    napi_deferred deferred;
+    char *path;
+    char *backend;
+    sipp_model_params mp;
+    sipp_engine_params ep_params;
+    sipp_model *model;
+    sipp_engine *engine;
+    sipp_status status;
+    char err[SIPP_ERROR_SIZE];
+} open_work;
+
+static void open_execute(napi_env env, void *data) {
+    open_work *w = data;
+    w->mp.backend = w->backend;
+    w->status = sipp_model_load(w->path, &w->mp, &w->model, w->err);
+    if (w->status != SIPP_OK) return;
+    w->status = sipp_engine_new(w->model, &w->ep_params, &w->engine, w->err);
+    if (w->status != SIPP_OK) {
+        sipp_model_free(w->model);
+        w->model = NULL;
+    }
+}
+
+static napi_value info_object(napi_env env, const sipp_model *model) {
+    sipp_model_info mi;
+    sipp_model_get_info(model, &mi);
+    napi_value o;
+    napi_create_object(env, &o);
+    set_str(env, o, "architecture", mi.architecture);
+    set_str(env, o, "description", mi.description);
+    set_num(env, o, "nParams", (double)mi.n_params);
+    set_num(env, o, "sizeBytes", (double)mi.size_bytes);
+    set_num(env, o, "nCtxTrain", mi.n_ctx_train);
+    set_num(env, o, "nEmbd", mi.n_embd);
+    set_num(env, o, "nLayer", mi.n_layer);
+    set_num(env, o, "nHead", mi.n_head);
+    set_num(env, o, "nHeadKv", mi.n_head_kv);
+    set_num(env, o, "nVocab", mi.n_vocab);
+    set_bool(env, o, "hasChatTemplate", mi.has_chat_template);
+    set_num(env, o, "loadMs", mi.load_ms);
+    return o;
+}
+
+static void open_complete(napi_env env, napi_status status, void *data) {
+    open_work *w = data;
+    if (w->status != SIPP_OK) {
+        napi_reject_deferred(env, w->deferred, make_error(env, w->status, w->err));
+    } else {
+        endpoint *ep = calloc(1, sizeof *ep);
+        napi_value handle, result;
+        if (!ep || napi_create_external(env, ep, ep_finalize, NULL, &handle) != napi_ok) {
+            free(ep);
+            sipp_engine_free(w->engine);
+            sipp_model_free(w->model);
+            napi_reject_deferred(env, w->deferred, make_error(env, SIPP_ERR_NO_MEMORY, "out of memory"));
+        } else {
+            atomic_init(&ep->refs, 1);
+            pthread_mutex_init(&ep->mu, NULL);
+            pthread_cond_init(&ep->cv, NULL);
+            ep->model = w->model;
+            ep->engine = w->engine;
+            napi_create_object(env, &result);
+            napi_set_named_property(env, result, "handle", handle);
+            napi_set_named_property(env, result, "backend", decision_object(env, sipp_model_backend(w->model)));
+            napi_set_named_property(env, result, "info", info_object(env, w->model));
+            napi_resolve_deferred(env, w->deferred, result);
+        }
+    }
+    napi_delete_async_work(env, w->work);
+    free(w->path);
+    free(w->backend);
+    free(w);
+}
+
+/* open(path, options) -> Promise<{handle, backend, info}>: loads a model and starts its engine. */
+static napi_value js_open(napi_env env, napi_callback_info info) {
+    napi_value argv[2], promise, name;
+    if (!get_args(env, info, 2, argv)) return NULL;
+    open_work *w = calloc(1, sizeof *w);
+    if (!w) return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
+    w->mp = sipp_model_default_params();
+    w->ep_params = sipp_engine_default_params();
+    napi_value o = argv[1], b;
+    bool ok = (w->path = dup_string(env, argv[0], "model")) != NULL;
+    if (ok && (b = prop(env, o, "backend"))) ok = (w->backend = dup_string(env, b, "options.backend")) != NULL;
+    ok = ok && opt_int(env, o, "gpuLayers", &w->mp.gpu_layers) && opt_int(env, o, "ctxSize", &w->ep_params.ctx_size) &&
+         opt_int(env, o, "parallel", &w->ep_params.parallel) && opt_int(env, o, "threads", &w->ep_params.threads) &&
+         opt_int(env, o, "batchSize", &w->ep_params.batch_size) &&
+         opt_int(env, o, "maxQueued", &w->ep_params.max_queued) &&
+         opt_bool(env, o, "embeddings", &w->ep_params.embeddings);
+    if (!ok) {
+        free(w->path);
+        free(w->backend);
+        free(w);
+        return NULL;
+    }
+    NAPI_CALL(env, napi_create_promise(env, &w->deferred, &promise));
+    napi_create_string_utf8(env, "sipp.open", NAPI_AUTO_LENGTH, &name);
+    NAPI_CALL(env, napi_create_async_work(env, NULL, name, open_execute, open_complete, w, &w->work));
+    NAPI_CALL(env, napi_queue_async_work(env, w->work));
+    return promise;
+}
+
+typedef struct close_work {
+    napi_async_work work;
+    napi_deferred deferred;
+    endpoint *ep;
+} close_work;
+
+static void close_execute(napi_env env, void *data) {
+    endpoint *ep = ((close_work *)data)->ep;
+    pthread_mutex_lock(&ep->mu);
+    bool first = !ep->closing;
+    ep->closing = true;
+    while (ep->inside > 0) pthread_cond_wait(&ep->cv, &ep->mu);
+    pthread_mutex_unlock(&ep->mu);
+    if (first) ep_free_engine(ep); /* cancels what still runs; readers then see the end */
+}
+
+static void close_complete(napi_env env, napi_status status, void *data) {
+    close_work *w = data;
+    napi_value undef;
+    napi_get_undefined(env, &undef);
+    napi_resolve_deferred(env, w->deferred, undef);
+    napi_delete_async_work(env, w->work);
+    ep_release(w->ep);
+    free(w);
+}
+
+/* close(handle) -> Promise<void>: cancels running requests, frees the engine and the model. */
+static napi_value js_close(napi_env env, napi_callback_info info) {
+    napi_value argv[1], promise, name;
+    if (!get_args(env, info, 1, argv)) return NULL;
+    endpoint *ep = get_endpoint(env, argv[0]);
+    if (!ep) return NULL;
+    close_work *w = calloc(1, sizeof *w);
+    if (!w) return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
+    w->ep = ep;
+    ep_retain(ep);
+    NAPI_CALL(env, napi_create_promise(env, &w->deferred, &promise));
+    napi_create_string_utf8(env, "sipp.close", NAPI_AUTO_LENGTH, &name);
+    NAPI_CALL(env, napi_create_async_work(env, NULL, name, close_execute, close_complete, w, &w->work));
+    NAPI_CALL(env, napi_queue_async_work(env, w->work));
+    return promise;
+}
+
+/* stats(handle) -> the engine's counters. Quick: libsipp copies them under a lock. */
+static napi_value js_stats(napi_env env, napi_callback_info info) {
+    napi_value argv[1];
+    if (!get_args(env, info, 1, argv)) return NULL;
+    endpoint *ep = get_endpoint(env, argv[0]);
+    if (!ep) return NULL;
+    if (!ep_enter(ep)) return throw_status(env, SIPP_ERR_CLOSED, ENDPOINT_CLOSED);
+    sipp_engine_stats s;
+    sipp_engine_get_stats(ep->engine, &s);
+    ep_leave(ep);
+    napi_value o;
+    napi_create_object(env, &o);
+    set_num(env, o, "slots", s.slots);
+    set_num(env, o, "running", s.running);
+    set_num(env, o, "queued", s.queued);
+    set_num(env, o, "requestsDone", (double)s.requests_done);
+    set_num(env, o, "tokensIn", (double)s.tokens_in);
+    set_num(env, o, "tokensOut", (double)s.tokens_out);
+    set_num(env, o, "decodeSteps", (double)s.decode_steps);
+    set_num(env, o, "meanBusySlots", s.mean_busy_slots);
+    return o;
+}
+
+/* ---- embeddings --------------------------------------------------------------------------------- */
+
+typedef struct embed_work {
+    napi_async_work work;
+    napi_deferred deferred;
+    endpoint *ep;
+    char **texts;
+    size_t n;
+    bool normalize;
+    float *out;
+    int n_embd, n_tokens;
+    sipp_status status;
+    char err[SIPP_ERROR_SIZE];
+} embed_work;
+
+static void embed_execute(napi_env env, void *data) {
+    embed_work *w = data;
+    if (!ep_enter(w->ep)) {
+        w->status = SIPP_ERR_CLOSED;
+        snprintf(w->err, sizeof w->err, "%s", ENDPOINT_CLOSED);
+        return;
+    }
+    w->status = sipp_engine_embed(w->ep->engine, (const char *const *)w->texts, w->n, w->normalize, &w->out,
+                                  &w->n_embd, &w->n_tokens);
+    if (w->status != SIPP_OK) snprintf(w->err, sizeof w->err, "%s", sipp_engine_last_error(w->ep->engine));
+    ep_leave(w->ep);
+}
+
+static void embed_complete(napi_env env, napi_status status, void *data) {
+    embed_work *w = data;
+    if (w->status != SIPP_OK) {
+        napi_reject_deferred(env, w->deferred, make_error(env, w->status, w->err));
+    } else {
+        napi_value rows, result;
+        napi_create_array_with_length(env, w->n, &rows);
+        for (size_t i = 0; i < w->n; i++) {
+            void *bytes = NULL;
+            napi_value ab, row;
+            size_t n = (size_t)w->n_embd;
+            napi_create_arraybuffer(env, n * sizeof(float), &bytes, &ab);
+            memcpy(bytes, w->out + i * n, n * sizeof(float));
+            napi_create_typedarray(env, napi_float32_array, n, ab, 0, &row);
+            napi_set_element(env, rows, (uint32_t)i, row);
+        }
+        napi_create_object(env, &result);
+        napi_set_named_property(env, result, "vectors", rows);
+        set_num(env, result, "tokens", w->n_tokens);
+        napi_resolve_deferred(env, w->deferred, result);
+    }
+    sipp_free(w->out);
+    for (size_t i = 0; i < w->n; i++) free(w->texts[i]);
+    free(w->texts);
+    napi_delete_async_work(env, w->work);
+    ep_release(w->ep);
+    free(w);
+}
+
+/* embed(handle, texts[], normalize) -> Promise<{vectors: Float32Array[], tokens}> */
+static napi_value js_embed(napi_env env, napi_callback_info info) {
+    napi_value argv[3], promise, name;
+    if (!get_args(env, info, 3, argv)) return NULL;
+    endpoint *ep = get_endpoint(env, argv[0]);
+    if (!ep) return NULL;
+    uint32_t n = 0;
+    if (napi_get_array_length(env, argv[1], &n) != napi_ok) return type_error(env, "texts must be an array");
+    embed_work *w = calloc(1, sizeof *w);
+    if (!w || !(w->texts = calloc(n ? n : 1, sizeof *w->texts))) {
+        free(w);
+        return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+    bool ok = napi_get_value_bool(env, argv[2], &w->normalize) == napi_ok;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        napi_value e;
+        ok = napi_get_element(env, argv[1], i, &e) == napi_ok && (w->texts[i] = dup_string(env, e, "input")) != NULL;
+        if (ok) w->n++;
+    }
+    if (!ok) {
+        for (size_t i = 0; i < w->n; i++) free(w->texts[i]);
+        free(w->texts);
+        free(w);
+        return NULL;
+    }
+    w->ep = ep;
+    ep_retain(ep);
+    NAPI_CALL(env, napi_create_promise(env, &w->deferred, &promise));
+    napi_create_string_utf8(env, "sipp.embed", NAPI_AUTO_LENGTH, &name);
+    NAPI_CALL(env, napi_create_async_work(env, NULL, name, embed_execute, embed_complete, w, &w->work));
+    NAPI_CALL(env, napi_queue_async_work(env, w->work));
+    return promise;
+}
+
+/* ---- requests ----------------------------------------------------------------------------------- */
+
+typedef enum event_kind { EV_PIECE, EV_END, EV_ERROR } event_kind;
+
+/* What a reader thread hands to JavaScript. */
+typedef struct event {
+    event_kind kind;
+    char *text; /* EV_PIECE: the piece; EV_END/EV_ERROR: the error message (may be "") */
+    size_t len;
+    sipp_status status;
+    sipp_finish_reason finish;
+    sipp_request_stats stats;
+} event;
+
+typedef struct request {
+    atomic_int refs; /* the JavaScript handle and the reader thread */
+    endpoint *ep;
+    pthread_mutex_t mu;
+    sipp_request *r; /* set by the reader once submitted; NULL again before it is freed */
+    bool cancelled;  /* cancel() came, maybe before the submit */
+    napi_threadsafe_function tsfn;
+
+    /* the parameters and the memory they point into, owned by the request */
+    sipp_request_params params;
+    char *prompt, *chat_template, *context_key;
+    sipp_message *messages;
+    size_t n_messages;
+    char **stop;
+    size_t n_stop;
+} request;
+
+static void request_release(request *q) {
+    if (atomic_fetch_sub(&q->refs, 1) != 1) return;
+    free(q->prompt);
+    free(q->chat_template);
+    free(q->context_key);
+    for (size_t i = 0; i < q->n_messages; i++) {
+        free((char *)q->messages[i].role);
+        free((char *)q->messages[i].content);
+    }
+    free(q->messages);
+    for (size_t i = 0; i < q->n_stop; i++) free(q->stop[i]);
+    free(q->stop);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+}
+
+static void request_finalize(napi_env env, void *data, void *hint) { request_release(data); }
+
+static void event_free(event *ev) {
+    if (!ev) return;
+    free(ev->text);
+    free(ev);
+}
+
+static napi_value stats_object(napi_env env, const sipp_request_stats *s) {
+    napi_value o;
+    napi_create_object(env, &o);
+    set_num(env, o, "promptTokens", s->prompt_tokens);
+    set_num(env, o, "cachedTokens", s->cached_tokens);
+    set_num(env, o, "generatedTokens", s->generated_tokens);
+    set_num(env, o, "queueMs", s->queue_ms);
+    set_num(env, o, "ttftMs", s->ttft_ms);
+    set_num(env, o, "prefillMs", s->prefill_ms);
+    set_num(env, o, "decodeMs", s->decode_ms);
+    set_num(env, o, "prefillTokensPerS", s->prefill_tokens_per_s);
+    set_num(env, o, "decodeTokensPerS", s->decode_tokens_per_s);
+    set_num(env, o, "totalMs", s->total_ms);
+    return o;
+}
+
+/* Runs on the JavaScript thread: onEvent('piece', text) | ('end', {...}) | ('error', Error). */
+static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
+    event *ev = data;
+    if (!env || !js_cb) { /* the environment is going away */
+        event_free(ev);
+        return;
+    }
+    napi_value argv[2], undef;
+    napi_get_undefined(env, &undef);
+    const char *kind = ev->kind == EV_PIECE ? "piece" : ev->kind == EV_END ? "end" : "error";
+    napi_create_string_utf8(env, kind, NAPI_AUTO_LENGTH, &argv[0]);
+    if (ev->kind == EV_PIECE) {
+        napi_create_string_utf8(env, ev->text, ev->len, &argv[1]);
+    } else if (ev->kind == EV_ERROR) {
+        argv[1] = make_error(env, ev->status, ev->text);
+    } else {
+        napi_create_object(env, &argv[1]);
+        set_str(env, argv[1], "finishReason", sipp_finish_reason_name(ev->finish));
+        set_str(env, argv[1], "status", sipp_status_name(ev->status));
+        napi_value code;
+        napi_create_int32(env, (int32_t)ev->status, &code);
+        napi_set_named_property(env, argv[1], "statusCode", code);
+        set_str(env, argv[1], "error", ev->text);
+        napi_set_named_property(env, argv[1], "stats", stats_object(env, &ev->stats));
+    }
+    event_free(ev);
+    napi_call_function(env, undef, js_cb, 2, argv, NULL);
+    /* An exception thrown by the callback is reported by Node as uncaught, as for any callback. */
+}
+
+static void post(request *q, event *ev) {
+    if (!ev) return;
+    if (napi_call_threadsafe_function(q->tsfn, ev, napi_tsfn_blocking) != napi_ok) event_free(ev);
+}
+
+static event *new_event(event_kind kind, const char *text, size_t len) {
+    event *ev = calloc(1, sizeof *ev);
+    if (!ev) return NULL;
+    ev->kind = kind;
+    ev->len = len;
+    if (!(ev->text = malloc(len + 1))) {
+        free(ev);
+        return NULL;
+    }
+    memcpy(ev->text, text, len);
+    ev->text[len] = '\0';
+    return ev;
+}
+
+static void *reader_main(void *arg) {
+    request *q = arg;
+    endpoint *ep = q->ep;
+    sipp_request *r = NULL;
+    sipp_status st;
+    char msg[SIPP_ERROR_SIZE] = "";
+
+    if (ep_enter(ep)) {
+        st = sipp_engine_submit(ep->engine, &q->params, &r);
+        if (st != SIPP_OK) snprintf(msg, sizeof msg, "%s", sipp_engine_last_error(ep->engine));
+        ep_leave(ep);
+    } else {
+        st = SIPP_ERR_CLOSED;
+        snprintf(msg, sizeof msg, "%s", ENDPOINT_CLOSED);
+    }
+    char *buf = st == SIPP_OK ? malloc(READ_CAP) : NULL;
+    if (st == SIPP_OK && !buf) {
+        sipp_request_free(r);
+        st = SIPP_ERR_NO_MEMORY;
+        snprintf(msg, sizeof msg, "out of memory");
+    }
+    if (st != SIPP_OK) {
+        event *ev = new_event(EV_ERROR, msg, strlen(msg));
+        if (ev) ev->status = st;
+        post(q, ev);
+    } else {
+        pthread_mutex_lock(&q->mu);
+        q->r = r;
+        if (q->cancelled) sipp_request_cancel(r);
+        pthread_mutex_unlock(&q->mu);
+
+        bool finished = false;
+        while (!finished) {
+            size_t n = sipp_request_read(r, buf, READ_CAP, -1, &finished);
+            if (n) post(q, new_event(EV_PIECE, buf, n));
+        }
+        const char *error = sipp_request_error(r);
+        event *ev = new_event(EV_END, error ? error : "", error ? strlen(error) : 0);
+        if (ev) {
+            ev->status = sipp_request_status(r);
+            ev->finish = sipp_request_finish_reason(r);
+            sipp_request_get_stats(r, &ev->stats);
+        }
+        pthread_mutex_lock(&q->mu);
+        q->r = NULL;
+        pthread_mutex_unlock(&q->mu);
+        sipp_request_free(r);
+        free(buf);
+        post(q, ev);
+    }
+    napi_release_threadsafe_function(q->tsfn, napi_tsfn_release);
+    ep_release(ep);
+    request_release(q);
+    return NULL;
+}
+
+/* Copies the generation options of a JS object into q->params. false with an exception pending. */
+static bool read_params(napi_env env, napi_value o, request *q) {
+    sipp_request_params *p = &q->params;
+    *p = sipp_request_default_params();
+    napi_value v;
+    if ((v = prop(env, o, "prompt")) && !(q->prompt = dup_string(env, v, "prompt"))) return false;
+    p->prompt = q->prompt;
+    if ((v = prop(env, o, "messages"))) {
+        uint32_t n = 0;
+        if (napi_get_array_length(env, v, &n) != napi_ok) return type_error(env, "messages must be an array"), false;
+        if (!(q->messages = calloc(n ? n : 1, sizeof *q->messages))) return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory"), false;
+        for (uint32_t i = 0; i < n; i++) {
+            napi_value m, role, content;
+            if (napi_get_element(env, v, i, &m) != napi_ok || !(role = prop(env, m, "role")) ||
+                !(content = prop(env, m, "content")))
+                return type_error(env, "every message needs a role and a content"), false;
+            q->n_messages++;
+            if (!(q->messages[i].role = dup_string(env, role, "a message's role"))) return false;
+            if (!(q->messages[i].content = dup_string(env, content, "a message's content"))) return false;
+        }
+        p->messages = q->messages;
+        p->n_messages = q->n_messages;
+    }
+    if ((v = prop(env, o, "chatTemplate")) && !(q->chat_template = dup_string(env, v, "chatTemplate"))) return false;
+    p->chat_template = q->chat_template;
+    if ((v = prop(env, o, "contextKey")) && !(q->context_key = dup_string(env, v, "contextKey"))) return false;
+    p->context_key = q->context_key;
+    if ((v = prop(env, o, "stop"))) {
+        uint32_t n = 0;
+        if (napi_get_array_length(env, v, &n) != napi_ok) return type_error(env, "stop must be an array"), false;
+        if (!(q->stop = calloc(n ? n : 1, sizeof *q->stop))) return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory"), false;
+        for (uint32_t i = 0; i < n; i++) {
+            napi_value s;
+            if (napi_get_element(env, v, i, &s) != napi_ok) return false;
+            q->n_stop++;
+            if (!(q->stop[i] = dup_string(env, s, "a stop string"))) return false;
+        }
+        p->stop = (const char *const *)q->stop;
+        p->n_stop = q->n_stop;
+    }
+    double seed = 0;
+    bool has_seed = false;
+    if (!get_number(env, o, "seed", &seed, &has_seed)) return false;
+    if (has_seed) {
+        if (!(seed >= 0 && seed < SIPP_SEED_RANDOM)) return type_error(env, "seed must be an integer in [0, 2^32 - 2]"), false;
+        p->sampling.seed = (uint32_t)seed;
+    }
+    return opt_int(env, o, "maxTokens", &p->max_tokens) && opt_float(env, o, "temperature", &p->sampling.temperature) &&
+           opt_int(env, o, "topK", &p->sampling.top_k) && opt_float(env, o, "topP", &p->sampling.top_p) &&
+           opt_float(env, o, "minP", &p->sampling.min_p) &&
+           opt_float(env, o, "repeatPenalty", &p->sampling.repeat_penalty) &&
+           opt_bool(env, o, "ignoreEos", &p->ignore_eos) && opt_int(env, o, "timeoutMs", &p->timeout_ms);
+}
+
+/* submit(handle, params, onEvent) -> request handle. Never blocks: the reader thread submits. */
+static napi_value js_submit(napi_env env, napi_callback_info info) {
+    napi_value argv[3], name, handle;
+    if (!get_args(env, info, 3, argv)) return NULL;
+    endpoint *ep = get_endpoint(env, argv[0]);
+    if (!ep) return NULL;
+    request *q = calloc(1, sizeof *q);
+    if (!q) return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
+    atomic_init(&q->refs, 1);
+    pthread_mutex_init(&q->mu, NULL);
+    if (!read_params(env, argv[1], q)) {
+        request_release(q);
+        return NULL;
+    }
+    napi_create_string_utf8(env, "sipp.request", NAPI_AUTO_LENGTH, &name);
+    if (napi_create_threadsafe_function(env, argv[2], NULL, name, 0, 1, NULL, NULL, q, call_js, &q->tsfn) != napi_ok) {
+        request_release(q);
+        throw_last(env, "napi_create_threadsafe_function");
+        return NULL;
+    }
+    if (napi_create_external(env, q, request_finalize, NULL, &handle) != napi_ok) {
+        napi_release_threadsafe_function(q->tsfn, napi_tsfn_abort);
+        request_release(q);
+        throw_last(env, "napi_create_external");
+        return NULL;
+    }
+    /* From here the JS handle owns one reference; the reader takes another. */
+    q->ep = ep;
+    ep_retain(ep);
+    atomic_fetch_add(&q->refs, 1);
+    pthread_attr_t attr;
+    pthread_t thread;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, READER_STACK);
+    int rc = pthread_create(&thread, &attr, reader_main, q);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        napi_release_threadsafe_function(q->tsfn, napi_tsfn_abort);
+        ep_release(ep);
+        request_release(q);
+        return throw_status(env, SIPP_ERR_INTERNAL, "cannot start a reader thread for the request");
+    }
+    return handle;
+}
+
+/* cancel(request): asks the request to stop; it ends as cancelled within one engine step. */
+static napi_value js_cancel(napi_env env, napi_callback_info info) {
+    napi_value argv[1];
+    if (!get_args(env, info, 1, argv)) return NULL;
+    void *p = NULL;
+    if (napi_get_value_external(env, argv[0], &p) != napi_ok || !p) return type_error(env, "not a request handle");
+    request *q = p;
+    pthread_mutex_lock(&q->mu);
+    q->cancelled = true;
+    if (q->r) sipp_request_cancel(q->r);
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+/* ---- module ------------------------------------------------------------------------------------- */
+
+static napi_value init_module(napi_env env, napi_value exports) {
+    static const struct {
+        const char *name;
+        napi_callback fn;
+    } fns[] = {
+        {"init", js_init},
+        {"initAsync", js_init_async},
+        {"backendDecide", js_backend_decide},
+        {"backendsList", js_backends_list},
+        {"open", js_open},
+        {"close", js_close},
+        {"stats", js_stats},
+        {"embed", js_embed},
+        {"submit", js_submit},
+        {"cancel", js_cancel},
+    };
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        napi_value f;
+        NAPI_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f));
+        NAPI_CALL(env, napi_set_named_property(env, exports, fns[i].name, f));
+    }
+    set_str(env, exports, "version", sipp_version());
+    return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init_module)

@@ -428,7 +428,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         set_request_id(&cs->call, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-request-id"));
         set_client(cs);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > srv->cfg->max_request_bytes) cs->too_large = true;
+        unsigned long long announced = cl ? strtoull(cl, NULL, 10) : 0;
+        if (announced > srv->cfg->max_request_bytes) {
+            cs->too_large = true;
+            /* A client that waits for "100 Continue", or announces an absurd size, is answered
+             * before its body (MHD then closes the connection). Others are read to the end and
+             * dropped, since closing on a client still sending resets the connection before it
+             * can read the 413. */
+            const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+            if ((expect && strcasecmp(expect, "100-continue") == 0) ||
+                announced / GW_DISCARD_FACTOR > srv->cfg->max_request_bytes) {
+                dispatch(cs);
+                return queue_reply(cs);
+            }
+        }
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -438,10 +451,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!cs->too_large && cs->body.len + n > srv->cfg->max_request_bytes) cs->too_large = true;
         if (cs->too_large) {
             sipp_buf_free(&cs->body);
-            /* Past this much, stop reading: answer now and let MHD close the connection. */
+            /* A body of unannounced length is read and dropped, so that the client, still sending,
+             * can read the 413; past this much it is cut off instead. */
             if (cs->body_seen / GW_DISCARD_FACTOR > srv->cfg->max_request_bytes) {
-                dispatch(cs);
-                return queue_reply(cs);
+                cs->call.status = gw_error_status(GW_E_TOO_LARGE);
+                cs->call.error_code = gw_error_code(GW_E_TOO_LARGE);
+                return MHD_NO;
             }
             return MHD_YES;
         }
@@ -468,7 +483,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         gw_metrics_active(srv->metrics, call->target, -1);
     }
     double secs = (sipp_now_ms() - call->t_start) / 1e3;
-    int status = call->replied ? call->status : 0;
+    int status = call->replied || call->status ? call->status : 0;
     gw_metrics_request(srv->metrics, call->target, status, call->error_code, secs);
     fprintf(stderr, "sipp: %s \"%s %s\" %d %.1f ms%s%s id=%s%s\n", call->client, call->method, call->path, status,
             secs * 1e3, call->target >= 0 ? " target=" : "", call->target >= 0 ? srv->targets[call->target].cfg->name : "",

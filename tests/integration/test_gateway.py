@@ -251,6 +251,21 @@ class GatewayRoutesTest(unittest.TestCase):
         # the connection's server is still fine
         self.assertEqual(self.gw.request("GET", "/health")[0], 200)
 
+    def test_body_too_large_answered_before_the_body(self):
+        # a client that waits for "100 Continue" gets the 413 without sending its body
+        sock = socket.create_connection((self.gw.host, self.gw.port), timeout=gw.HTTP_TIMEOUT_S)
+        try:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 50000000\r\nExpect: 100-continue\r\n\r\n")
+            got = b""
+            while b"\r\n\r\n" not in got:
+                chunk = sock.recv(4096)
+                self.assertTrue(chunk)
+                got += chunk
+            self.assertTrue(got.startswith(b"HTTP/1.1 413"), got[:100])
+        finally:
+            sock.close()
+
     def test_context_too_long(self):
         status, _, out = self.gw.json("POST", "/v1/completions",
                                       {"model": TARGET, "prompt": "word " * 3000, "max_tokens": 2})

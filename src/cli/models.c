@@ -373,7 +373,7 @@ static int models_info(int argc, char **argv) {
         return EXIT_RUNTIME;
     }
     struct stat st;
-    const char *name = stat(target, &st) == 0 ? NULL : target; /* a store name, not a path */
+    const char *name = strcmp(path, target) != 0 ? target : NULL; /* a store name, not a path */
     sipp_gguf_info *g = malloc(sizeof *g);
     file_hash *files = NULL;
     int rc = EXIT_RUNTIME;

@@ -58,7 +58,9 @@
 #define MAX_REDIRECTS 10L
 #define RETRY_DELAY_MS 500 /* pause before retry k is k times this */
 #define RETRIES_MAX 100
-#define RESTARTS_MAX 3 /* times one file may start over from byte 0 */
+#define RESTARTS_MAX 3            /* times one file may start over from byte 0 */
+#define PROGRESS_BYTES (1u << 20) /* a broken transfer that got this far does not use up a retry ... */
+#define ATTEMPTS_MAX 1000         /* ... but no file gets more requests than this */
 #define GGUF_MAGIC "GGUF"
 #define GGUF_MAGIC_LEN 4
 #define ETAG_MAX 256
@@ -530,7 +532,7 @@ static sipp_status fetch(pull_state *ps, int index, const char *file, const char
     }
 
     int retries = p->retries < 0 ? 0 : p->retries > RETRIES_MAX ? RETRIES_MAX : p->retries;
-    int tries = 0, restarts = 0;
+    int tries = 0, restarts = 0, attempts = 0;
     char curl_err[CURL_ERROR_SIZE];
     for (;;) {
         uint64_t before = t.offset;
@@ -554,9 +556,9 @@ static sipp_status fetch(pull_state *ps, int index, const char *file, const char
             part_delete(part_path);
             goto out;
         }
-        if (t.end == END_NONE && transient(rc) && tries < retries) {
+        if (t.end == END_NONE && transient(rc) && tries < retries && ++attempts < ATTEMPTS_MAX) {
             /* a transfer that made progress earns its retries back: only a stuck one runs out */
-            tries = t.offset > before ? 1 : tries + 1;
+            tries = t.offset >= before + PROGRESS_BYTES ? 1 : tries + 1;
             t.note = "the connection broke off; resuming";
             if (!report(&t, false)) {
                 t.end = END_CANCELLED;

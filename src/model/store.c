@@ -474,16 +474,22 @@ sipp_status sipp_store_remove(const char *dir, const char *name, char *errbuf) {
     return SIPP_OK;
 }
 
+static sipp_status copy_path(const char *path, char *out, size_t cap, char *errbuf) {
+    if (strlen(path) >= cap)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "model path '%s' is too long", path);
+    strcpy(out, path);
+    return SIPP_OK;
+}
+
 sipp_status sipp_store_resolve(const char *name_or_path, char *path_out, size_t cap, char *errbuf) {
     if (!name_or_path || !*name_or_path)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model given");
     struct stat st;
-    if (stat(name_or_path, &st) == 0) {
-        /* An existing path is what the user meant; the loader says what is wrong with it, if anything. */
-        if (strlen(name_or_path) >= cap)
-            return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "model path '%s' is too long", name_or_path);
-        strcpy(path_out, name_or_path);
-        return SIPP_OK;
+    bool exists = stat(name_or_path, &st) == 0;
+    /* A file is what the user meant. Something else that exists (a directory) is too, unless the
+     * store has a model of that name; the loader says what is wrong with it. */
+    if (exists && (S_ISREG(st.st_mode) || !sipp_name_valid(name_or_path))) {
+        return copy_path(name_or_path, path_out, cap, errbuf);
     }
     if (!sipp_name_valid(name_or_path))
         return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "model '%s': no such file (and it is not a store name)",
@@ -499,10 +505,8 @@ sipp_status sipp_store_resolve(const char *name_or_path, char *path_out, size_t 
             s = sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
                           "model '%s' in the store is incomplete (%s is missing); pull it again",
                           name_or_path, m.path);
-        } else if (strlen(m.path) >= cap) {
-            s = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "model path '%s' is too long", m.path);
         } else {
-            strcpy(path_out, m.path);
+            s = copy_path(m.path, path_out, cap, errbuf);
         }
         sipp_store_model_clear(&m);
         return s;
@@ -510,6 +514,9 @@ sipp_status sipp_store_resolve(const char *name_or_path, char *path_out, size_t 
     if (s != SIPP_ERR_NOT_FOUND) {
         if (errbuf) sipp_strlcpy(errbuf, err, SIPP_ERROR_SIZE);
         return s;
+    }
+    if (exists) { /* not in the store either: the path it is */
+        return copy_path(name_or_path, path_out, cap, errbuf);
     }
     sipp_catalog *cat = NULL;
     char cat_err[SIPP_ERROR_SIZE];

@@ -8,6 +8,7 @@ It serves byte strings registered by path and can misbehave on purpose:
     drop_after=N, drops=K
                     the next K responses send N body bytes and then close the connection, although
                     their Content-Length promised the rest (a dropped transfer)
+    chunk_delay=S   sleep S seconds between 64 KiB chunks of a body (a slow link)
 
 It counts the body bytes it sent (`bytes_served`) and records each request's path and Range header,
 so a test can prove that a resumed download fetched only the missing part. Everything is bounded:
@@ -20,6 +21,7 @@ import http.server
 import re
 import socket
 import threading
+import time
 
 CHUNK = 64 * 1024
 SOCKET_TIMEOUT_S = 10
@@ -37,6 +39,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         fx = self.server.fixture
+        with fx.lock:
+            fx.active += 1
+        try:
+            self._get(fx)
+        finally:
+            with fx.lock:
+                fx.active -= 1
+
+    def _get(self, fx):
         path = self.path.split("?", 1)[0]
         rng = self.headers.get("Range")
         with fx.lock:
@@ -95,6 +106,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(piece)
                 with fx.lock:
                     fx.bytes_served += len(piece)
+                    delay = fx.chunk_delay
+                if delay:
+                    self.wfile.flush()
+                    time.sleep(delay)
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, socket.timeout):
             pass  # the client went away; that is its business
@@ -112,6 +127,8 @@ class HTTPFixture:
         self.mode = "normal"
         self.drop_after = 0
         self.drops = 0
+        self.chunk_delay = 0
+        self.active = 0
         self.bytes_served = 0
         self.requests = []
         self.lock = threading.Lock()
@@ -136,14 +153,27 @@ class HTTPFixture:
             self.redirects[path] = self.url(to_path)
         return self.url(path)
 
-    def set(self, mode=None, drop_after=None, drops=None):
+    def set(self, mode=None, drop_after=None, drops=None, chunk_delay=None):
         with self.lock:
+            if chunk_delay is not None:
+                self.chunk_delay = chunk_delay
             if mode is not None:
                 self.mode = mode
             if drop_after is not None:
                 self.drop_after = drop_after
             if drops is not None:
                 self.drops = drops
+
+    def wait_idle(self, timeout=JOIN_TIMEOUT_S):
+        """Waits until no response is being sent (a client that went away leaves its handler writing
+        until the socket says so)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.active == 0:
+                    return True
+            time.sleep(POLL_INTERVAL_S)
+        return False
 
     def reset_counters(self):
         with self.lock:

@@ -147,7 +147,8 @@ class ModelStoreTest(unittest.TestCase):
         self.env.update({"SIPP_MODELS_DIR": self.store, "SIPP_CATALOG": self.catalog, "NO_PROXY": "*",
                          "no_proxy": "*", "SIPP_HF_ENDPOINT": self.fx.url(""), "HOME": self.tmp})
         self.env.pop("HF_TOKEN", None)
-        self.fx.set(mode="normal", drops=0)
+        self.fx.set(mode="normal", drops=0, chunk_delay=0)
+        self.fx.wait_idle()  # a response an earlier test abandoned must not count here
         self.fx.reset_counters()
 
     # ---- helpers ----
@@ -297,6 +298,32 @@ class ModelStoreTest(unittest.TestCase):
         r = self.sipp("pull", url, "--sha256", sha(other))
         self.ok(r)
         self.assertEqual(self.read("changing.gguf"), other)
+
+    def test_ctrl_c_keeps_the_partial_download(self):
+        self.fx.set(chunk_delay=0.05)  # about 1.3 MB/s: the pull takes seconds
+        part = os.path.join(self.store, "partial", "tiny.gguf.part")
+        p = subprocess.Popen([SIPP, "pull", self.url], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=self.env)
+        deadline = time.monotonic() + PTY_TIMEOUT_S
+        while time.monotonic() < deadline and not (os.path.exists(part) and os.path.getsize(part) > 0):
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=RUN_TIMEOUT_S)
+        self.assertEqual(p.returncode, EXIT_RUNTIME, err)
+        self.assertIn("interrupted", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertEqual(self.store_files(), [])
+        kept = os.path.getsize(part)
+        self.assertGreater(kept, 0)
+        self.assertLess(kept, len(self.model))
+
+        self.fx.set(chunk_delay=0)
+        self.assertTrue(self.fx.wait_idle())
+        self.fx.reset_counters()
+        r = self.sipp("pull", self.url, "--sha256", sha(self.model))
+        self.ok(r)
+        self.assertIn("resumed", r.stdout)
+        self.assertEqual(self.fx.bytes_served, len(self.model) - kept)
 
     # ---- failures ----
 

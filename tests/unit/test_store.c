@@ -300,6 +300,16 @@ Test(resolve, paths_names_and_errors, .init = make_tmp, .fini = remove_tmp) {
     cr_assert_eq(sipp_store_resolve("managed", out, sizeof out, err), SIPP_OK, "%s", err);
     cr_assert_str_eq(out, p);
 
+    /* a directory that shares a store model's name does not hide the model; another one is a path */
+    cr_assert_eq(chdir(tmp), 0);
+    cr_assert_eq(mkdir("bare", 0755), 0);
+    cr_assert_eq(mkdir("somedir", 0755), 0);
+    store_path(p, "bare.gguf");
+    cr_assert_eq(sipp_store_resolve("bare", out, sizeof out, err), SIPP_OK, "%s", err);
+    cr_assert_str_eq(out, p);
+    cr_assert_eq(sipp_store_resolve("somedir", out, sizeof out, err), SIPP_OK, "%s", err);
+    cr_assert_str_eq(out, "somedir");
+
     /* not there: the message says how to pull */
     cr_assert_eq(sipp_store_resolve("missing", out, sizeof out, err), SIPP_ERR_NOT_FOUND);
     cr_assert(strstr(err, "sipp pull") != NULL, "%s", err);

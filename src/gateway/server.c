@@ -245,6 +245,15 @@ gw_target *gw_call_target(gw_call *call, const char *name) {
 
 /* ---- routing ------------------------------------------------------------------------------------ */
 
+/* The web page (web.c): "/" and its embedded files, with security headers of its own. */
+void gw_route_web(gw_call *call);
+void gw_reply_header(gw_call *call, const char *name, const char *value);
+/* Adds a header to the reply a gw_reply_* call has just made (a no-op without one). */
+void gw_reply_header(gw_call *call, const char *name, const char *value) {
+    conn_state *cs = state_of(call);
+    if (cs->response) MHD_add_response_header(cs->response, name, value);
+}
+
 enum { ROUTE_OPEN = 0, ROUTE_AUTH = 1 };
 
 static const struct route {
@@ -253,6 +262,11 @@ static const struct route {
     void (*fn)(gw_call *call);
     int flags;
 } routes[] = {
+    {"GET", "/", gw_route_web, ROUTE_OPEN},
+    {"GET", "/index.html", gw_route_web, ROUTE_OPEN},
+    {"GET", "/app.js", gw_route_web, ROUTE_OPEN},
+    {"GET", "/style.css", gw_route_web, ROUTE_OPEN},
+    {"GET", "/favicon.svg", gw_route_web, ROUTE_OPEN},
     {"GET", "/health", gw_route_health, ROUTE_OPEN},
     {"GET", "/ready", gw_route_ready, ROUTE_OPEN},
     {"GET", "/metrics", gw_route_metrics, ROUTE_OPEN},

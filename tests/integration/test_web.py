@@ -1,0 +1,98 @@
+"""End-to-end test of the web page that `sipp serve` serves at "/", in a real browser.
+
+Two gateways run on loopback on a tiny synthetic model: an open one, and one with a [[tokens]]
+bearer token. tests/integration/web/web.test.js then drives Debian's Chromium (headless, through
+the npm package playwright-core pinned in web/package.json; no browser is downloaded) through the
+page: pick the target, stream an answer, read the status strip, stop a long answer, clear, the
+keyboard-only flow, a 375 px screen, and the token. Screenshots go to build/test-artifacts/web-*.png.
+
+npm installs playwright-core (`npm ci --ignore-scripts`) when web/node_modules lacks it. Without
+/usr/bin/chromium or Node.js the test is skipped: `make setup` installs both.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_gateway_support as gw  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+WEB_TESTS = os.path.join(HERE, "web")
+ARTIFACTS = os.path.join(ROOT, "build", "test-artifacts")
+CHROMIUM = os.environ.get("SIPP_CHROMIUM", "/usr/bin/chromium")
+TARGET = "tiny"
+TOKEN_ENV = "SIPP_WEB_TEST_TOKEN"
+TOKEN = "web-test-secret-7f3a"
+NPM_TIMEOUT_S = 180
+NODE_TIMEOUT_S = 150  # the script cuts itself off earlier (RUN_TIMEOUT_MS); this is the backstop
+
+
+def text(b):
+    """Output of a killed process, which subprocess may leave as bytes even with text=True."""
+    return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+
+
+def have_playwright():
+    return os.path.isfile(os.path.join(WEB_TESTS, "node_modules", "playwright-core", "package.json"))
+
+
+class WebPageTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        missing = [what for what, ok in (("Chromium at " + CHROMIUM, os.access(CHROMIUM, os.X_OK)),
+                                         ("node", shutil.which("node")), ("npm", shutil.which("npm"))) if not ok]
+        if missing:
+            raise unittest.SkipTest(f"{', '.join(missing)} not installed (make setup installs them)")
+        if not have_playwright():
+            r = subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=WEB_TESTS,
+                               capture_output=True, text=True, timeout=NPM_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            if r.returncode != 0 or not have_playwright():
+                raise AssertionError(f"npm ci in {WEB_TESTS} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        cls.servers = []
+        model = gw.model(TARGET)
+        # Two slots and room for a long answer (2048 tokens a slot): the stop check needs one running.
+        cls.open = cls.start(lambda: gw.serve_model(model, "--parallel", "2", "--ctx-size", "4096"))
+        cls.auth = cls.start(lambda: gw.serve_config(
+            f'[[tokens]]\nenv = "{TOKEN_ENV}"\ncaller = "web-test"\n\n' + gw.local_target(TARGET, model, parallel=1),
+            env={TOKEN_ENV: TOKEN}))
+
+    @classmethod
+    def start(cls, make):
+        try:
+            g = make()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+        cls.servers.append(g)
+        return g
+
+    @classmethod
+    def tearDownClass(cls):
+        for g in getattr(cls, "servers", []):
+            g.stop()  # only the process this test started
+
+    def test_page_in_chromium(self):
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        cmd = ["node", os.path.join(WEB_TESTS, "web.test.js"), "--base", self.open.base, "--target", TARGET,
+               "--artifacts", ARTIFACTS, "--auth-base", self.auth.base, "--auth-token", TOKEN]
+        env = dict(os.environ, SIPP_CHROMIUM=CHROMIUM)
+        try:
+            r = subprocess.run(cmd, cwd=WEB_TESTS, capture_output=True, text=True, timeout=NODE_TIMEOUT_S,
+                               stdin=subprocess.DEVNULL, env=env)
+            out, rc = r.stdout + r.stderr, r.returncode
+        except subprocess.TimeoutExpired as e:
+            out, rc = f"{text(e.stdout)}{text(e.stderr)}\nnode was killed after {NODE_TIMEOUT_S} s", -1
+        counts = [line for line in out.splitlines() if line.startswith("web: ")]
+        print(f"\n{counts[-1] if counts else 'web: no result line'} (screenshots in {ARTIFACTS})",
+              file=sys.stderr)
+        if rc != 0:
+            self.fail(f"the browser test failed (exit {rc}):\n{out}\n--- open gateway log ---\n"
+                      f"{self.open.text()[-3000:]}\n--- auth gateway log ---\n{self.auth.text()[-2000:]}")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -39,6 +39,7 @@
 #define GW_PROBE_PATH "/models"
 #define GW_HTTP_OK 200
 #define GW_HTTP_CONTINUE 100
+#define GW_HTTP_BAD_REQUEST 400
 
 typedef struct upstream_replica {
     char *url;
@@ -128,7 +129,9 @@ typedef struct xfer {
     CURL *easy;
     struct curl_slist *headers;
     char *body;
-    sipp_buf in; /* received, not handed on yet */
+    sipp_buf in;   /* received, not handed on yet */
+    sipp_buf scan; /* a streamed answer's incomplete last line, scanned for usage */
+    bool first_seen;
     long status;
     bool headers_done;
     bool done;
@@ -201,6 +204,7 @@ static void xfer_free(xfer *x) {
     curl_slist_free_all(x->headers);
     free(x->body);
     sipp_buf_free(&x->in);
+    sipp_buf_free(&x->scan);
     free(x);
 }
 
@@ -248,12 +252,50 @@ static xfer *xfer_start(gw_call *call, gw_upstream *u, size_t replica, const cha
 static bool is_timeout(CURLcode c) { return c == CURLE_OPERATION_TIMEDOUT; }
 static bool is_replica_status(long s) { return s == 502 || s == 503 || s == 504; }
 
+/* ---- usage, for the metrics --------------------------------------------------------------------- */
+
+/* Records the token counts of an answer (OpenAI's "usage" object, or sipp-native usage fields at
+ * the top level). */
+static void record_usage(gw_call *call, int target, json_t *j, double ttft_s) {
+    json_t *u = json_object_get(j, "usage");
+    if (!json_is_object(u)) u = json_is_integer(json_object_get(j, "generated_tokens")) ? j : NULL;
+    if (!u) return;
+    json_t *gen = json_object_get(u, "completion_tokens");
+    if (!gen) gen = json_object_get(u, "generated_tokens");
+    json_t *cached = json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens");
+    if (!cached) cached = json_object_get(u, "cached_tokens");
+    gw_metrics_tokens(call->srv->metrics, target, (int)json_integer_value(json_object_get(u, "prompt_tokens")),
+                      (int)json_integer_value(cached), (int)json_integer_value(gen), ttft_s);
+}
+
+/* Scans complete "data: {...}" lines of a streamed answer for usage. */
+static void scan_stream(xfer *x, int target, const char *data, size_t len) {
+    static const char prefix[] = "data: {";
+    sipp_buf_append(&x->scan, data, len);
+    char *nl;
+    while (x->scan.data && (nl = memchr(x->scan.data, '\n', x->scan.len))) {
+        size_t n = (size_t)(nl - x->scan.data);
+        if (n > sizeof prefix - 1 && memcmp(x->scan.data, prefix, sizeof prefix - 2) == 0 &&
+            memmem(x->scan.data, n, "_tokens\"", sizeof "_tokens\"" - 1)) {
+            json_t *j = json_loadb(x->scan.data + sizeof prefix - 2, n - (sizeof prefix - 2), 0, NULL);
+            if (j) record_usage(x->call, target, j, -1);
+            json_decref(j);
+        }
+        sipp_buf_consume(&x->scan, n + 1);
+    }
+}
+
 /* ---- the stream --------------------------------------------------------------------------------- */
 
 static bool xs_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
     xfer *x = (xfer *)s;
     if (x->in.len == 0 && !x->done) drive(x, wait_ms);
     if (x->in.len) {
+        if (!x->first_seen) {
+            x->first_seen = true;
+            gw_metrics_tokens(x->call->srv->metrics, x->call->target, 0, 0, 0, (sipp_now_ms() - x->call->t_start) / 1e3);
+        }
+        scan_stream(x, x->call->target, x->in.data, x->in.len);
         sipp_buf_append(out, x->in.data, x->in.len);
         x->in.len = 0;
     }
@@ -362,12 +404,17 @@ void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, bool s
         gw_reply_error(call, GW_E_UPSTREAM, "model '%s': the upstream's answer is over %zu bytes", t->cfg->name,
                        GW_MAX_UPSTREAM_BODY);
     } else {
-        if (x->status >= 400) call->error_code = gw_error_code(GW_E_UPSTREAM);
+        if (x->status >= GW_HTTP_OK && x->status < GW_HTTP_OK + 100) {
+            json_t *j = json_loadb(x->in.data ? x->in.data : "", x->in.len, 0, NULL);
+            record_usage(call, t->index, j, -1);
+            json_decref(j);
+        } else if (x->status >= GW_HTTP_BAD_REQUEST) {
+            call->error_code = gw_error_code(GW_E_UPSTREAM);
+        }
         char *text = x->in.data;
         size_t len = x->in.len;
         x->in = (sipp_buf){0};
         gw_reply_text(call, (int)x->status, x->content_type[0] ? x->content_type : "application/json", text, len);
-        if (x->status < 400) call->error_code = NULL;
     }
     xfer_free(x);
 }

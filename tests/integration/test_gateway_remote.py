@@ -71,6 +71,9 @@ class RemoteTargetTest(unittest.TestCase):
         self.assertEqual(events[-1][1], "[DONE]")
         chunks = [json.loads(d) for _, d in events[:-1]]
         self.assertEqual(chunks[-1]["usage"]["completion_tokens"], 5)
+        m = self.gw.metrics()
+        self.assertGreaterEqual(gw.metric(m, "sipp_generated_tokens_total", target="pool"), 5)
+        self.assertGreater(gw.metric(m, "sipp_ttft_seconds_count", target="pool"), 0)
 
     def test_completions_native_and_embeddings(self):
         status, _, body = self.gw.json("POST", "/v1/completions", {"model": "pool", "prompt": "Hi", "max_tokens": 3})

@@ -172,7 +172,7 @@ bool gw_call_abandoned(gw_call *call) {
     if (p.revents & POLLIN) {
         char c;
         ssize_t n = recv(cs->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0) cs->client_gone = true;
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) cs->client_gone = true;
     }
     return cs->client_gone;
 }

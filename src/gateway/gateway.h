@@ -19,6 +19,8 @@
  *   limits.c          per-client rate limit (token bucket), admission (concurrency and queue)
  *   metrics.c         counters, gauges and histograms, rendered as Prometheus text
  *   upstream.c        remote targets: proxying with libcurl, replica ejection and health probes
+ *   embed.c           embeddings on a local target
+ *   web.c             the web page at "/"
  *
  * Threads. libmicrohttpd runs every connection on a thread of its own, so a handler may block while
  * it waits for an engine or an upstream, and a stream never holds up another connection. Shared
@@ -300,6 +302,8 @@ void gw_reply_json(gw_call *call, int status, json_t *body);
 void gw_reply_error(gw_call *call, gw_error_kind kind, const char *fmt, ...) SIPP_PRINTF(3, 4);
 void gw_reply_text(gw_call *call, int status, const char *content_type, char *text, size_t len);
 void gw_reply_stream(gw_call *call, const char *content_type, gw_stream *stream);
+/* Adds a header to the reply a gw_reply_* call has just made (a no-op without one). */
+void gw_reply_header(gw_call *call, const char *name, const char *value);
 
 /* A request header (case-insensitive name), or NULL. */
 const char *gw_call_header(gw_call *call, const char *name);
@@ -398,6 +402,8 @@ void gw_route_health(gw_call *call);
 void gw_route_ready(gw_call *call);
 void gw_route_metrics(gw_call *call);
 void gw_route_backends(gw_call *call);
+/* The web page (web.c): "/" and its embedded files, with security headers of its own. */
+void gw_route_web(gw_call *call);
 
 /* Renders the metrics (metrics.c) with the server's gauges. */
 void gw_metrics_render(gw_server *srv, sipp_buf *out);

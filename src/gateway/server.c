@@ -245,10 +245,6 @@ gw_target *gw_call_target(gw_call *call, const char *name) {
 
 /* ---- routing ------------------------------------------------------------------------------------ */
 
-/* The web page (web.c): "/" and its embedded files, with security headers of its own. */
-void gw_route_web(gw_call *call);
-void gw_reply_header(gw_call *call, const char *name, const char *value);
-/* Adds a header to the reply a gw_reply_* call has just made (a no-op without one). */
 void gw_reply_header(gw_call *call, const char *name, const char *value) {
     conn_state *cs = state_of(call);
     if (cs->response) MHD_add_response_header(cs->response, name, value);

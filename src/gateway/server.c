@@ -294,8 +294,11 @@ static bool origin_allowed(const gw_config *c, const char *origin, const char **
 
 static bool guard(gw_call *call, int flags) {
     if ((flags & ROUTE_AUTH) == 0) return true;
-    if (!gw_auth_check(call)) return false;
     int retry = 0;
+    if (!gw_auth_check(call)) {
+        gw_rate_take(call->srv->limits, call->client, &retry); /* failed guesses count against the IP */
+        return false;
+    }
     if (!gw_rate_take(call->srv->limits, call->client, &retry)) {
         call->retry_after_s = retry;
         gw_reply_error(call, GW_E_RATE_LIMITED, "'%s' is over the rate limit of %d requests per minute; retry in %d s",

@@ -250,7 +250,10 @@ static xfer *xfer_start(gw_call *call, gw_upstream *u, size_t replica, const cha
 }
 
 static bool is_timeout(CURLcode c) { return c == CURLE_OPERATION_TIMEDOUT; }
-static bool is_replica_status(long s) { return s == 502 || s == 503 || s == 504; }
+/* Answers that say "this replica cannot serve now" rather than "this request is wrong". */
+static bool is_replica_status(long s) {
+    return s == gw_error_status(GW_E_UPSTREAM) || s == gw_error_status(GW_E_NOT_READY) || s == gw_error_status(GW_E_TIMEOUT);
+}
 
 /* ---- usage, for the metrics --------------------------------------------------------------------- */
 

@@ -59,7 +59,11 @@ describe('backend selection by SIPP_NODE_BACKEND', () => {
 
   it('vulkan through lavapipe', (t) => {
     if (!artifactsWith('vulkan').length) return t.skip('no artifact with the vulkan backend (make BACKENDS="cpu vulkan")');
-    const r = S.runNode(probe(true), { SIPP_NODE_BACKEND: 'vulkan', GGML_VK_VISIBLE_DEVICES: '0', SIPP_ARTIFACT: null });
+    // lavapipe is software: a private lease directory keeps other sipp processes on this machine
+    // (other test suites) from holding "the GPU" while this runs
+    const r = S.runNode(probe(true), {
+      SIPP_NODE_BACKEND: 'vulkan', GGML_VK_VISIBLE_DEVICES: '0', SIPP_ARTIFACT: null, SIPP_LEASE_DIR: path.join(S.tmpdir(), 'leases'),
+    });
     if (r.status !== 0 && r.stderr.includes('not available')) {
       return t.skip(`no Vulkan device even with GGML_VK_VISIBLE_DEVICES=0: ${r.stderr.trim()}`);
     }

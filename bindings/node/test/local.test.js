@@ -117,18 +117,19 @@ describe('local endpoint', () => {
 
   it('runs concurrent promises together without blocking the event loop', async () => {
     let results;
+    const t0 = performance.now();
     const stall = await S.maxLoopStall(async () => {
       const qs = Array.from({ length: 8 }, (_, i) =>
-        client.query(`Promise ${i} says`, { endpoint: ep, maxTokens: 10, temperature: 0, ignoreEos: true }));
+        client.query(`Promise ${i} says`, { endpoint: ep, maxTokens: 48, temperature: 0, ignoreEos: true }));
       results = await Promise.all(qs.map((q) => q.response));
     });
+    const took = performance.now() - t0;
     for (const r of results) {
       assert.equal(r.finishReason, 'length');
-      assert.equal(r.usage.completionTokens, 10);
+      assert.equal(r.usage.completionTokens, 48);
     }
-    // the timer fires every 5 ms; a blocked loop would stall for whole decode steps or longer
-    assert.ok(stall < 250, `the event loop stalled for ${stall.toFixed(0)} ms`);
-    assert.ok(client.stats(ep).meanBusySlots >= 1);
+    assertLoopFree(stall, took);
+    assert.ok(client.stats(ep).meanBusySlots > 1, 'the requests were not batched together');
   });
 
   it('reuses the slot of a context key', async () => {
@@ -156,11 +157,19 @@ describe('local endpoint', () => {
 
   it('loads a model without blocking the event loop', async () => {
     const c = new SippClient();
+    const t0 = performance.now();
     const stall = await S.maxLoopStall(() =>
       c.add('other', { kind: 'local', model: S.model(), options: { backend: 'cpu', threads: 1, parallel: 1 } }));
+    const took = performance.now() - t0;
     await c.close();
-    assert.ok(stall < 250, `the event loop stalled for ${stall.toFixed(0)} ms`);
+    assertLoopFree(stall, took);
   });
+
+  // A 5 ms timer ran during work that took `took` ms. Had the work blocked the loop, the timer
+  // would have stalled for about all of it; the shared machine alone causes much shorter stalls.
+  function assertLoopFree(stall, took) {
+    assert.ok(stall < Math.max(100, took * 0.6), `the event loop stalled for ${stall.toFixed(0)} of ${took.toFixed(0)} ms`);
+  }
 
   async function idle() {
     const deadline = Date.now() + 10000;

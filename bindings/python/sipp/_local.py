@@ -238,37 +238,75 @@ def _float(v, what):
 
 
 class _LocalRequest:
-    """A submitted request: read its text, wait for its end, cancel it. Freed by free()."""
+    """A submitted request: read its text, wait for its end, cancel it. Freed by free().
+
+    Any thread may call cancel() and free() while another reads: the handle is lent out to each
+    foreign call (_borrow), and free() takes it away first, then waits until no call has it, so
+    libsipp never sees a freed request.
+    """
 
     def __init__(self, lib, handle, endpoint):
         self._lib = lib
         self._h = handle
         self._endpoint = endpoint
-        self._lock = threading.Lock()  # guards _h against free() racing cancel() from another thread
+        self._cv = threading.Condition()
+        self._lent = 0
         self._buf = ctypes.create_string_buffer(READ_CAP)
+
+    def _borrow(self):
+        with self._cv:
+            if self._h:
+                self._lent += 1
+            return self._h
+
+    def _give_back(self):
+        with self._cv:
+            self._lent -= 1
+            self._cv.notify_all()
 
     def read(self):
         """The next piece of text (str), or None at the end. Blocks, with the GIL released."""
-        finished = ctypes.c_bool(False)
-        while True:
-            n = self._lib.request_read(self._h, self._buf, READ_CAP, POLL_MS, ctypes.byref(finished))
-            if n:
-                return self._buf.raw[:n].decode("utf-8", "replace")
-            if finished.value:
-                return None
+        h = self._borrow()
+        if not h:
+            return None  # freed by another thread: the stream is over
+        try:
+            finished = ctypes.c_bool(False)
+            while True:
+                n = self._lib.request_read(h, self._buf, READ_CAP, POLL_MS, ctypes.byref(finished))
+                if n:
+                    return self._buf.raw[:n].decode("utf-8", "replace")
+                if finished.value:
+                    return None
+        finally:
+            self._give_back()
 
     def wait(self):
-        while self._lib.request_wait(self._h, POLL_MS) != N.STATUS_OK:
-            pass
+        h = self._borrow()
+        if not h:
+            return
+        try:
+            while self._lib.request_wait(h, POLL_MS) != N.STATUS_OK:
+                pass
+        finally:
+            self._give_back()
 
     def cancel(self):
-        with self._lock:
+        with self._cv:
             if self._h:
                 self._lib.request_cancel(self._h)
 
     def result(self):
         """The Response of a finished request; raises the request's error if it failed."""
-        lib, h = self._lib, self._h
+        h = self._borrow()
+        if not h:
+            raise ClosedError("this request was already freed")
+        try:
+            return self._result(h)
+        finally:
+            self._give_back()
+
+    def _result(self, h):
+        lib = self._lib
         reason = N.FINISH_NAMES[lib.request_finish_reason(h)]
         status = lib.request_status(h)
         if reason == "error":
@@ -285,10 +323,14 @@ class _LocalRequest:
                         error=error or None)
 
     def free(self):
-        with self._lock:
+        with self._cv:
             h, self._h = self._h, None
+            if h:
+                self._lib.request_cancel(h)  # wakes a reader blocked in another thread
+            while self._lent:
+                self._cv.wait()
         if h:
-            self._lib.request_free(h)  # cancels it first if it still runs
+            self._lib.request_free(h)
 
     def __del__(self):
         try:

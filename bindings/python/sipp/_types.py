@@ -10,6 +10,7 @@ stream and the blocking query are written once:
     free()    releases it (cancelling it first if it still runs); idempotent
 """
 
+import threading
 from dataclasses import dataclass, field
 
 from ._errors import InvalidArgumentError, SippError
@@ -53,6 +54,7 @@ class TokenStream:
 
     def __init__(self, request):
         self._req = request
+        self._lock = threading.Lock()  # one _end, also when close() races the iterating thread
         self._done = False
         self._response = None
         self._error = None
@@ -75,18 +77,20 @@ class TokenStream:
         return piece
 
     def _end(self, raise_error):
-        if self._done:
-            return
-        self._done = True
-        try:
-            self._req.wait()
-            self._response = self._req.result()
-        except SippError as e:
-            self._error = e
-            if raise_error:
-                raise
-        finally:
-            self._req.free()
+        # Held throughout, so that a thread arriving second finds the response already set.
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            try:
+                self._req.wait()
+                self._response = self._req.result()
+            except SippError as e:
+                self._error = e
+            finally:
+                self._req.free()
+        if raise_error and self._error is not None:
+            raise self._error
 
     def cancel(self):
         """Asks the request to stop. Safe from any thread; the iteration then ends."""

@@ -62,7 +62,11 @@ class BackendEnvTest(unittest.TestCase):
     def test_vulkan_through_lavapipe(self):
         if not artifacts_with("vulkan"):
             self.skipTest("no artifact with the vulkan backend (make BACKENDS=\"cpu vulkan\")")
-        r = self.probe({"SIPP_PYTHON_BACKEND": "vulkan", "GGML_VK_VISIBLE_DEVICES": "0", "SIPP_ARTIFACT": None})
+        # lavapipe is software: a private lease directory keeps other sipp processes on this machine
+        # (other test suites) from holding "the GPU" while this runs
+        lease_dir = os.path.join(_support.tmpdir(), "leases")
+        r = self.probe({"SIPP_PYTHON_BACKEND": "vulkan", "GGML_VK_VISIBLE_DEVICES": "0", "SIPP_ARTIFACT": None,
+                        "SIPP_LEASE_DIR": lease_dir})
         if r.returncode != 0 and "not available" in r.stderr:
             self.skipTest(f"no Vulkan device even with GGML_VK_VISIBLE_DEVICES=0 (install mesa-vulkan-drivers): "
                           f"{r.stderr.strip().splitlines()[-1]}")

@@ -1,5 +1,6 @@
 """A local endpoint end to end: query, chat, streaming, cancel, threads, context keys, embeddings."""
 
+import ctypes
 import math
 import threading
 import time
@@ -129,24 +130,34 @@ class LocalTest(unittest.TestCase):
             self.assertEqual(r.usage["completion_tokens"], 10)
 
     def test_gil_is_released_while_waiting(self):
-        # A thread blocked in libsipp must not hold the GIL: the main thread keeps computing.
+        # ctypes releases the GIL around calls through CDLL functions, not PyDLL ones
+        lib = sipp._native.library()
+        self.assertNotIsInstance(lib.dll, ctypes.PyDLL)
+        self.assertFalse(lib.request_read._flags_ & ctypes._FUNCFLAG_PYTHONAPI)
+
+        # and in practice: a thread blocked in libsipp leaves the main thread computing. Were the
+        # GIL held, the main thread would run only between 100 ms polls, about 5% of the time.
         def spin(seconds):
             n, end = 0, time.monotonic() + seconds
             while time.monotonic() < end:
                 n += 1
             return n
 
-        alone = spin(0.3)
-        stream = self.query("GIL:", max_tokens=-1, ignore_eos=True, stream=True)
-        reader = threading.Thread(target=lambda: list(stream))
-        reader.start()
-        try:
-            together = spin(0.3)
-        finally:
-            stream.cancel()
-            reader.join(30)
-        # With the GIL held in foreign calls the main thread would stall for whole 100 ms polls.
-        self.assertGreater(together, alone * 0.2, f"alone {alone} iterations, with a waiting reader {together}")
+        best = 0.0
+        for _ in range(3):  # the machine is shared: keep the best of three
+            alone = spin(0.2)
+            stream = self.query("GIL:", max_tokens=-1, ignore_eos=True, stream=True)
+            reader = threading.Thread(target=lambda: list(stream))
+            reader.start()
+            try:
+                together = spin(0.2)
+            finally:
+                stream.cancel()
+                reader.join(30)
+            best = max(best, together / max(alone, 1))
+            if best > 0.25:
+                break
+        self.assertGreater(best, 0.25, "the main thread stalled while another thread waited in libsipp")
 
     def test_context_key_reuses_the_slot(self):
         key = f"conv-{time.monotonic_ns()}"
@@ -197,6 +208,18 @@ class LifetimeTest(unittest.TestCase):
         self.assertEqual(stream.response.finish_reason, "cancelled")
         with self.assertRaises(sipp.ClosedError):
             client.query("again")
+
+    def test_stream_closed_from_another_thread(self):
+        with sipp.Client() as client:
+            client.add("m", sipp.local(_support.model(), backend="cpu", threads=_support.THREADS, parallel=1))
+            stream = client.query("Race:", max_tokens=-1, ignore_eos=True, stream=True)
+            next(stream)
+            closer = threading.Timer(0.05, stream.close)  # while this thread is blocked reading
+            closer.start()
+            rest = list(stream)
+            closer.join()
+            self.assertIsInstance(rest, list)
+            self.assertEqual(stream.response.finish_reason, "cancelled")
 
     def test_context_manager_closes(self):
         with sipp.Client() as client:

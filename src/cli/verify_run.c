@@ -1,0 +1,375 @@
+/*
+ * verify_run.c: one backend's part of `sipp verify`.
+ *
+ * The model is loaded once per backend and freed before the next backend loads it, so a machine needs
+ * memory for one copy only. On it, for every prompt (fixed tokens, the same on every backend):
+ *
+ *   teacher-forced logits   one batched prefill of the prompt's tokens; every position's logits are
+ *                           compared with the reference backend's (the reference's are kept)
+ *   cached decoding         the same tokens one at a time through the KV cache, compared with this
+ *                           backend's own batched logits: a broken KV cache path shows here
+ *   greedy continuation     through an engine (one slot, temperature 0, end-of-generation ignored),
+ *                           so the sampler and the scheduler are in the loop as in real use
+ *   graph trace             where each op of a decode step ran (for the manifest's graph contract)
+ *
+ * Greedy agreement is counted in tokens: both continuations' texts are tokenized again with the
+ * model's tokenizer and compared position by position. Re-tokenizing can merge differently from how
+ * generation split the text, but only next to where two texts differ; equal texts always count as
+ * fully equal. (The engine streams text, not token ids.)
+ *
+ * `--bench` runs `sipp bench -o json` on the same binary as a child process after the model is freed:
+ * the bench then measures a cold load like a user's, and the figures are the bench's own.
+ */
+#include <errno.h>
+#include <math.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/verify.h"
+#include "util/util.h"
+
+#define CTX_MARGIN 16
+#define MAX_DEVICES 32
+#define BENCH_OUTPUT_MAX (1 << 20)
+#define SELF_EXE "/proc/self/exe"
+#define UTF8_REPLACEMENT "\xEF\xBF\xBD"
+
+void verify_sha256_hex(const void *data, size_t len, char out[65]) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
+    for (unsigned int i = 0; i < n && i < 32; i++) sprintf(out + 2 * i, "%02x", md[i]);
+    out[64] = '\0';
+}
+
+/* A line per stage on a terminal, with the seconds since the first: lavapipe and big models are slow. */
+static void progress(const verify_config *cfg, const char *backend, const char *what) {
+    static double start;
+    double now = sipp_now_ms();
+    if (start == 0) start = now;
+    if (!cfg->quiet) fprintf(stderr, "verify: %6.1f s  %s: %s\n", (now - start) / 1e3, backend, what);
+}
+
+static json_t *device_json(const sipp_backend_decision *d) {
+    sipp_device_info devs[MAX_DEVICES];
+    int n = sipp_devices_list(devs, MAX_DEVICES);
+    for (int i = 0; i < n && i < MAX_DEVICES; i++) {
+        if (strcmp(devs[i].name, d->devices) != 0) continue;
+        /* ggml reports no driver version; the CPU's "driver" is the CPU module ggml picked, a GPU's is in
+         * its description (lavapipe: "llvmpipe (LLVM 15.0.6, 256 bits)"). */
+        const char *driver = strcmp(devs[i].backend, "cpu") == 0 ? sipp_cpu_module() : devs[i].description;
+        return json_pack("{s:s, s:s, s:s, s:s, s:b, s:I, s:I}", "name", devs[i].name, "description",
+                         devs[i].description, "type", devs[i].kind, "driver", driver, "software", devs[i].software,
+                         "memory_total", (json_int_t)devs[i].memory_total, "memory_free",
+                         (json_int_t)devs[i].memory_free);
+    }
+    return json_pack("{s:s}", "name", d->devices);
+}
+
+/* Tokens of text (no BOS: continuation text); malloc'ed, NULL on failure. */
+static int32_t *tokenize(sipp_model *vocab, const char *text, int *n) {
+    size_t need = 0, len = strlen(text);
+    *n = 0;
+    sipp_tokenize(vocab, text, len, false, false, NULL, 0, &need);
+    int32_t *t = malloc((need + 1) * sizeof *t);
+    if (!t) return NULL;
+    if (need && sipp_tokenize(vocab, text, len, false, false, t, need, &need) != SIPP_OK) {
+        free(t);
+        return NULL;
+    }
+    *n = (int)need;
+    return t;
+}
+
+int verify_token_agreement(sipp_model *vocab, const char *ref, const char *other, int *n_ref) {
+    int na = 0, nb = 0;
+    int32_t *a = tokenize(vocab, ref, &na), *b = tokenize(vocab, other, &nb);
+    int k = 0;
+    if (a && b)
+        while (k < na && k < nb && a[k] == b[k]) k++;
+    if (strcmp(ref, other) == 0) k = na;
+    free(a);
+    free(b);
+    *n_ref = na;
+    return k;
+}
+
+int verify_tokenize_prompts(const verify_config *cfg, verify_prompt *prompts, int n_prompts) {
+    for (int p = 0; p < n_prompts; p++) {
+        size_t need = 0, len = strlen(prompts[p].text);
+        sipp_tokenize(cfg->vocab, prompts[p].text, len, true, false, NULL, 0, &need);
+        prompts[p].tokens = malloc((need + 1) * sizeof(int32_t));
+        if (!prompts[p].tokens ||
+            sipp_tokenize(cfg->vocab, prompts[p].text, len, true, false, prompts[p].tokens, need, &need) != SIPP_OK) {
+            cli_error("verify: cannot tokenize prompt %d ('%.40s'): %s", p + 1, prompts[p].text,
+                      sipp_model_last_error(cfg->vocab));
+            return EXIT_RUNTIME;
+        }
+        prompts[p].n_tokens = (int)need;
+        if (need == 0) {
+            cli_error("verify: prompt %d is empty after tokenization; give every prompt some text", p + 1);
+            return EXIT_USAGE;
+        }
+    }
+    return EXIT_OK;
+}
+
+static int logits_pass(const verify_config *cfg, sipp_model *m, const verify_prompt *prompts, int n_prompts,
+                       const verify_result *ref, verify_result *out) {
+    char err[SIPP_ERROR_SIZE];
+    out->logits = calloc((size_t)n_prompts, sizeof *out->logits);
+    if (!out->logits) return EXIT_RUNTIME;
+    for (int p = 0; p < n_prompts; p++) {
+        int nv = 0;
+        float *inc = NULL;
+        if (sipp_model_eval_logits(m, prompts[p].tokens, (size_t)prompts[p].n_tokens, false, cfg->threads,
+                                   &out->logits[p], &nv, err) != SIPP_OK ||
+            sipp_model_eval_logits(m, prompts[p].tokens, (size_t)prompts[p].n_tokens, true, cfg->threads, &inc, &nv,
+                                   err) != SIPP_OK) {
+            cli_error("verify: %s: evaluating prompt %d failed: %s", out->backend, p + 1, err);
+            return EXIT_RUNTIME;
+        }
+        out->n_vocab = nv;
+        verify_metrics_add(&out->cached, out->logits[p], inc, prompts[p].n_tokens, nv);
+        sipp_free(inc);
+        if (ref) {
+            if (ref->n_vocab != nv) {
+                cli_error("verify: %s has %d vocabulary entries, the reference %s %d: not the same model", out->backend,
+                          nv, ref->backend, ref->n_vocab);
+                return EXIT_RUNTIME;
+            }
+            verify_metrics_add(&out->vs_ref, ref->logits[p], out->logits[p], prompts[p].n_tokens, nv);
+        }
+    }
+    verify_metrics_finish(&out->cached);
+    verify_metrics_finish(&out->vs_ref);
+    return EXIT_OK;
+}
+
+static int greedy_pass(const verify_config *cfg, sipp_model *m, const verify_prompt *prompts, int n_prompts,
+                       const verify_result *ref, verify_result *out) {
+    char err[SIPP_ERROR_SIZE];
+    int longest = 0;
+    for (int p = 0; p < n_prompts; p++) longest = prompts[p].n_tokens > longest ? prompts[p].n_tokens : longest;
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.parallel = 1;
+    ep.threads = cfg->threads;
+    ep.ctx_size = longest + cfg->greedy_tokens + CTX_MARGIN;
+    sipp_engine *e = NULL;
+    if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) {
+        cli_error("verify: %s: cannot start an engine: %s", out->backend, err);
+        return EXIT_RUNTIME;
+    }
+    out->greedy = calloc((size_t)n_prompts, sizeof *out->greedy);
+    out->greedy_agree = calloc((size_t)n_prompts, sizeof *out->greedy_agree);
+    out->greedy_len = calloc((size_t)n_prompts, sizeof *out->greedy_len);
+    int rc = out->greedy && out->greedy_agree && out->greedy_len ? EXIT_OK : EXIT_RUNTIME;
+    for (int p = 0; rc == EXIT_OK && p < n_prompts; p++) {
+        sipp_request_params rp = sipp_request_default_params();
+        rp.tokens = prompts[p].tokens;
+        rp.n_tokens = (size_t)prompts[p].n_tokens;
+        rp.max_tokens = cfg->greedy_tokens;
+        rp.ignore_eos = true;
+        rp.sampling.temperature = 0;
+        sipp_request *r = NULL;
+        if (sipp_engine_submit(e, &rp, &r) != SIPP_OK) {
+            cli_error("verify: %s: greedy continuation of prompt %d: %s", out->backend, p + 1, sipp_engine_last_error(e));
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        sipp_request_wait(r, -1);
+        if (sipp_request_status(r) != SIPP_OK) {
+            cli_error("verify: %s: greedy continuation of prompt %d failed: %s", out->backend, p + 1,
+                      sipp_request_error(r));
+            rc = EXIT_RUNTIME;
+        } else {
+            out->greedy[p] = strdup(sipp_request_text(r));
+            const char *against = ref ? ref->greedy[p] : out->greedy[p];
+            out->greedy_agree[p] = verify_token_agreement(cfg->vocab, against, out->greedy[p], &out->greedy_len[p]);
+        }
+        sipp_request_free(r);
+    }
+    sipp_engine_free(e);
+    return rc;
+}
+
+/* Runs `sipp bench MODEL -o json ...` (this same binary) and parses its one line of JSON. */
+static json_t *run_bench(const verify_config *cfg, const char *backend) {
+    char pp[16], tg[16], reps[16], threads[16];
+    snprintf(pp, sizeof pp, "%d", cfg->bench_pp);
+    snprintf(tg, sizeof tg, "%d", cfg->bench_tg);
+    snprintf(reps, sizeof reps, "%d", cfg->bench_reps);
+    snprintf(threads, sizeof threads, "%d", cfg->threads);
+    const char *argv[] = {"sipp", "bench", cfg->model_path, "--backend", backend, "-o", "json", "-p", pp, "-n", tg,
+                          "-r", reps, "--threads", threads, cfg->artifact ? "--artifact" : NULL, cfg->artifact, NULL};
+    int fd[2];
+    if (pipe(fd) != 0) return NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return NULL;
+    }
+    if (pid == 0) {
+        dup2(fd[1], STDOUT_FILENO);
+        close(fd[0]);
+        close(fd[1]);
+        execv(SELF_EXE, (char *const *)argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    char *buf = malloc(BENCH_OUTPUT_MAX);
+    size_t len = 0;
+    ssize_t k;
+    while (buf && len + 1 < BENCH_OUTPUT_MAX && ((k = read(fd[0], buf + len, BENCH_OUTPUT_MAX - 1 - len)) > 0 || (k < 0 && errno == EINTR)))
+        if (k > 0) len += (size_t)k;
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    json_t *j = NULL;
+    if (buf && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        buf[len] = '\0';
+        j = json_loads(buf, 0, NULL);
+    }
+    free(buf);
+    if (!j) cli_error("verify: %s: sipp bench failed (its error is above)", backend);
+    return j;
+}
+
+/* The top tokens of every position, so that a later run on another machine can compare its logits
+ * with these without the full rows: {"ids": [[...] per position], "logits": [[...]]} per prompt. */
+static json_t *top_json(const verify_result *r, const verify_prompt *prompts, int n_prompts) {
+    json_t *arr = json_array();
+    for (int p = 0; p < n_prompts; p++) {
+        json_t *ids = json_array(), *vals = json_array();
+        for (int t = 0; r->logits && r->logits[p] && t < prompts[p].n_tokens; t++) {
+            int32_t id[VERIFY_TOPK];
+            float v[VERIFY_TOPK];
+            verify_topk(r->logits[p] + (size_t)t * r->n_vocab, r->n_vocab, VERIFY_TOPK, id, v);
+            json_t *ri = json_array(), *rv = json_array();
+            for (int k = 0; k < VERIFY_TOPK; k++) {
+                json_array_append_new(ri, json_integer(id[k]));
+                json_array_append_new(rv, isfinite(v[k]) ? json_real(v[k]) : json_null());
+            }
+            json_array_append_new(ids, ri);
+            json_array_append_new(vals, rv);
+        }
+        json_array_append_new(arr, json_pack("{s:o, s:o}", "ids", ids, "logits", vals));
+    }
+    return arr;
+}
+
+int verify_run_backend(const verify_config *cfg, const char *backend, const verify_prompt *prompts, int n_prompts,
+                       const verify_result *ref, verify_result *out) {
+    char err[SIPP_ERROR_SIZE];
+    snprintf(out->backend, sizeof out->backend, "%s", backend);
+    progress(cfg, backend, "loading the model");
+    sipp_model_params mp = sipp_model_default_params();
+    mp.backend = backend;
+    sipp_model *m = NULL;
+    if (sipp_model_load(cfg->model_path, &mp, &m, err) != SIPP_OK) {
+        cli_error("verify: %s", err);
+        return EXIT_RUNTIME;
+    }
+    sipp_model_get_info(m, &out->info);
+    snprintf(out->model_desc, sizeof out->model_desc, "%s", out->info.description);
+    out->device = device_json(sipp_model_backend(m));
+
+    progress(cfg, backend, "teacher-forced logits, batched and one token at a time");
+    int rc = logits_pass(cfg, m, prompts, n_prompts, ref, out);
+    if (rc == EXIT_OK) out->top = top_json(out, prompts, n_prompts);
+    for (int p = 0; ref && out->logits && p < n_prompts; p++) {
+        free(out->logits[p]);
+        out->logits[p] = NULL;
+    }
+    if (rc == EXIT_OK && cfg->greedy_tokens > 0) {
+        progress(cfg, backend, "greedy continuations");
+        rc = greedy_pass(cfg, m, prompts, n_prompts, ref, out);
+    }
+    if (rc == EXIT_OK) {
+        progress(cfg, backend, "tracing the compute graph");
+        if (sipp_model_trace_graph(m, cfg->threads, &out->graph, err) != SIPP_OK) {
+            cli_error("verify: %s: tracing the graph failed: %s", backend, err);
+            rc = EXIT_RUNTIME;
+        }
+    }
+    sipp_model_free(m);
+    progress(cfg, backend, "done");
+    if (rc == EXIT_OK && cfg->bench) {
+        progress(cfg, backend, "sipp bench");
+        out->bench = run_bench(cfg, backend);
+        if (!out->bench) rc = EXIT_RUNTIME;
+    }
+    out->ran = rc == EXIT_OK;
+    return rc;
+}
+
+void verify_result_free(verify_result *r, int n_prompts) {
+    for (int p = 0; p < n_prompts; p++) {
+        if (r->logits) free(r->logits[p]);
+        if (r->greedy) free(r->greedy[p]);
+    }
+    free(r->logits);
+    free(r->greedy);
+    free(r->greedy_agree);
+    free(r->greedy_len);
+    json_decref(r->device);
+    json_decref(r->bench);
+    json_decref(r->top);
+    memset(r, 0, sizeof *r);
+}
+
+json_t *verify_graph_json(const sipp_graph_report *g) {
+    json_t *ops = json_object();
+    for (int i = 0; i < g->n_ops; i++)
+        json_object_set_new(ops, g->ops[i].op,
+                            json_pack("{s:i, s:i, s:i, s:s}", "count", g->ops[i].count, "supported",
+                                      g->ops[i].supported, "on_device", g->ops[i].on_device, "where", g->ops[i].where));
+    return json_pack("{s:s, s:i, s:i, s:i, s:o}", "device", g->device, "n_nodes", g->n_nodes, "boundaries_decode",
+                     g->boundaries_decode, "boundaries_prefill", g->boundaries_prefill, "ops", ops);
+}
+
+/* A copy of s with every byte that is not part of valid UTF-8 replaced by U+FFFD, for JSON. The hash
+ * is of the bytes as generated. */
+static char *utf8_clean(const char *s) {
+    size_t n = strlen(s);
+    char *out = malloc(3 * n + 1), *w = out;
+    for (size_t i = 0; out && i < n;) {
+        size_t k = 1;
+        while (k <= 4 && i + k <= n && !sipp_utf8_valid(s + i, k)) k++;
+        if (k <= 4 && i + k <= n) {
+            memcpy(w, s + i, k);
+            w += k;
+            i += k;
+        } else {
+            memcpy(w, UTF8_REPLACEMENT, 3);
+            w += 3;
+            i++;
+        }
+    }
+    if (out) *w = '\0';
+    return out;
+}
+
+json_t *verify_result_json(const verify_result *r, const verify_prompt *prompts, int n_prompts) {
+    json_t *greedy = json_array();
+    for (int p = 0; r->greedy && p < n_prompts; p++) {
+        char hash[65];
+        verify_sha256_hex(r->greedy[p], strlen(r->greedy[p]), hash);
+        char *text = utf8_clean(r->greedy[p]);
+        json_array_append_new(greedy, json_pack("{s:s, s:s, s:i, s:i}", "sha256", hash, "text", text ? text : "",
+                                                "agree_tokens", r->greedy_agree[p], "ref_tokens", r->greedy_len[p]));
+        free(text);
+    }
+    json_t *o = json_pack("{s:s, s:O, s:s, s:o, s:o, s:o, s:o}", "backend", r->backend, "device", r->device, "model",
+                          r->model_desc, "cached", verify_metrics_json(&r->cached), "greedy", greedy, "top",
+                          r->top ? json_incref(r->top) : json_array(), "graph", verify_graph_json(&r->graph));
+    json_object_set_new(o, "vs_ref", r->vs_ref.positions ? verify_metrics_json(&r->vs_ref) : json_null());
+    if (r->bench) json_object_set(o, "bench", r->bench);
+    return o;
+}

@@ -130,6 +130,7 @@ class GatewayEndpoint {
 
   submit(what, opts, q) {
     if (this._closed) throw new SippError(`endpoint '${this.name}' is closed`, 'closed');
+    if (q.cancelRequested) return q._endUnsent('gateway'); // an AbortSignal aborted already
     const chat = 'messages' in what;
     const body = { model: this.model, ...what, stream: true, stream_options: { include_usage: true } };
     const map = {

@@ -59,6 +59,7 @@ class LocalEndpoint {
   /** Starts a generation into query q; what = {prompt} or {messages}; opts checked already. */
   submit(what, opts, q) {
     if (this._closed) throw new SippError(`endpoint '${this.name}' is closed; create a new SippClient and add it again`, 'closed');
+    if (q.cancelRequested) return q._endUnsent(this.backend.backend); // an AbortSignal aborted already
     const params = { ...opts, ...what };
     delete params.endpoint;
     delete params.signal;

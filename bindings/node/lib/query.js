@@ -66,6 +66,15 @@ class Query {
     return this._cancelAsked;
   }
 
+  /** Ends a query cancelled before its request was sent: nothing was generated. */
+  _endUnsent(backend) {
+    this._end({
+      finishReason: 'cancelled',
+      usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0, cachedTokens: 0 },
+      stats: { backend },
+    });
+  }
+
   _piece(text) {
     if (this._done) return;
     this._parts.push(text);

@@ -756,6 +756,18 @@ static void *reader_main(void *arg) {
     sipp_status st;
     char msg[SIPP_ERROR_SIZE] = "";
 
+    pthread_mutex_lock(&q->mu);
+    bool cancelled_early = q->cancelled;
+    pthread_mutex_unlock(&q->mu);
+    if (cancelled_early) { /* cancelled before it was submitted: never submit it */
+        event *ev = new_event(EV_END, "", 0);
+        if (ev) {
+            ev->status = SIPP_ERR_CANCELLED;
+            ev->finish = SIPP_FINISH_CANCELLED;
+        }
+        post(q, ev);
+        goto done;
+    }
     if (ep_enter(ep)) {
         st = sipp_engine_submit(ep->engine, &q->params, &r);
         if (st != SIPP_OK) snprintf(msg, sizeof msg, "%s", sipp_engine_last_error(ep->engine));
@@ -799,6 +811,7 @@ static void *reader_main(void *arg) {
         free(buf);
         post(q, ev);
     }
+done:
     napi_release_threadsafe_function(q->tsfn, napi_tsfn_release);
     ep_release(ep);
     request_release(q);

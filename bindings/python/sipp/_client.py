@@ -194,11 +194,7 @@ class Client:
                               chat_template=chat_template, ignore_eos=ignore_eos, timeout=timeout)
 
     def _generate(self, what, endpoint, stream, **opts):
-        ep = self.endpoint(endpoint)
-        if ep.kind == "gateway":
-            req = ep.submit(**what, stream=bool(stream), **opts)
-        else:
-            req = ep.submit(**what, **opts)
+        req = self.endpoint(endpoint).submit(**what, **opts)
         return TokenStream(req) if stream else run_to_end(req)
 
     def embed(self, input, *, endpoint=None, normalize=True):

@@ -2,8 +2,9 @@
 
 It speaks the gateway's OpenAI-compatible routes: /v1/models (to find and check the model when the
 endpoint is added), /v1/completions for query, /v1/chat/completions for chat, /v1/embeddings for
-embed. Streaming uses server-sent events ("data: {chunk}" lines, ending with "data: [DONE]") and
-asks for the usage in the last chunk (stream_options.include_usage). Extensions sipp's gateway
+embed. Every generation is streamed, a blocking query reading its stream to the end: server-sent
+events ("data: {chunk}" lines, ending with "data: [DONE]"), with the usage in the last chunk
+(stream_options.include_usage). Extensions sipp's gateway
 understands ride along as extra JSON fields: context_key, top_k, min_p, repeat_penalty,
 ignore_eos; an OpenAI server ignores them.
 
@@ -116,7 +117,7 @@ class GatewayEndpoint:
 
     # -- requests ----------------------------------------------------------------------------------
 
-    def submit(self, prompt=None, messages=None, *, stream=False, max_tokens=None, temperature=None, top_k=None,
+    def submit(self, prompt=None, messages=None, *, max_tokens=None, temperature=None, top_k=None,
                top_p=None, min_p=None, repeat_penalty=None, seed=None, stop=None, context_key=None,
                chat_template=None, ignore_eos=False, timeout=None):
         body = {"model": self.model}
@@ -140,11 +141,15 @@ class GatewayEndpoint:
             body["stop"] = stops
         if ignore_eos:
             body["ignore_eos"] = True
-        if stream:
-            body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
-        resp = self._open("POST", path, body, timeout=timeout, stream=stream)
-        return _GatewayRequest(self, resp, chat, stream)
+        # Always streamed, also for a blocking query: one code path, and a timeout or a cancel from
+        # another thread ends it the same way as on a local endpoint (finish_reason "cancelled").
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        resp = self._open("POST", path, body, stream=True)
+        req = _GatewayRequest(self, resp, chat)
+        if timeout is not None:
+            req.set_deadline(float(timeout))
+        return req
 
     def embed(self, texts, normalize=True):
         for t in texts:
@@ -186,11 +191,11 @@ def _socket_of(resp):
 class _GatewayRequest:
     """A request in flight on a gateway; the same five operations as a local request."""
 
-    def __init__(self, endpoint, resp, chat, stream):
+    def __init__(self, endpoint, resp, chat):
         self._ep = endpoint
         self._resp = resp
         self._chat = chat
-        self._stream = stream
+        self._timer = None
         self._lock = threading.Lock()
         self._cancelled = False
         self._ended = False
@@ -199,7 +204,7 @@ class _GatewayRequest:
         self._usage = {}
         self._stats = {}
         self._pending = None  # the whole text of a non-streamed answer, handed out by the first read
-        if not stream:
+        if "json" in (resp.headers.get("Content-Type") or ""):  # a server that ignored "stream"
             try:
                 payload = json.loads(resp.read().decode("utf-8"))
             except (ValueError, OSError) as e:
@@ -209,6 +214,12 @@ class _GatewayRequest:
             self._take_chunk(payload, whole=True)
             self._pending = "".join(self._parts)
             self._ended = True
+
+    def set_deadline(self, seconds):
+        """Cancels the request after seconds, as libsipp's timeout_ms does for local requests."""
+        self._timer = threading.Timer(seconds, self.cancel)
+        self._timer.daemon = True
+        self._timer.start()
 
     def _take_chunk(self, chunk, whole=False):
         """Records one JSON chunk (or a whole answer); returns its text piece."""
@@ -284,6 +295,8 @@ class _GatewayRequest:
 
     def _end(self):
         self._ended = True
+        if self._timer is not None:
+            self._timer.cancel()
         self._close_resp()
         return None
 
@@ -318,6 +331,5 @@ class _GatewayRequest:
                         stats=dict(self._stats, backend="gateway"), endpoint=self._ep.name)
 
     def free(self):
-        self._ended = True
-        self._close_resp()
+        self._end()
 

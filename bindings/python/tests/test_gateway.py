@@ -51,7 +51,8 @@ class FakeGatewayTest(unittest.TestCase):
         self.assertEqual(r.endpoint, "gw")
         body = get_state(self.server)["last_body"]
         self.assertEqual(body, {"model": fake_gateway.MODEL, "prompt": "Hello", "max_tokens": 3, "temperature": 0,
-                                "seed": 7, "stop": ["x"], "context_key": "k1"})
+                                "seed": 7, "stop": ["x"], "context_key": "k1", "stream": True,
+                                "stream_options": {"include_usage": True}})
 
     def test_stream(self):
         stream = self.client.query("Hello", endpoint=self.ep, max_tokens=4, stream=True)
@@ -99,6 +100,13 @@ class FakeGatewayTest(unittest.TestCase):
         for a, b in zip(v, raw):
             self.assertAlmostEqual(a, b / norm)
         self.assertEqual(self.client.embed(["abc", "de"], endpoint=self.ep, normalize=False)[1][0], 2.0)
+
+    def test_timeout_cancels(self):
+        t0 = time.monotonic()
+        r = self.client.query("slow please", endpoint=self.ep, timeout=0.3)
+        self.assertEqual(r.finish_reason, "cancelled")
+        self.assertTrue(r.text.startswith(" w0"))
+        self.assertLess(time.monotonic() - t0, 5)
 
     def test_max_tokens_unlimited_is_left_out(self):
         self.client.query("Hello", endpoint=self.ep, max_tokens=-1)

@@ -53,7 +53,7 @@ LIBSIPP_A := $(BUILD)/lib/libsipp.a
 SIPP := $(BUILD)/bin/sipp
 SYNTH := $(BUILD)/bin/sipp-synth
 
-.PHONY: all deps setup demo test test-unit test-asan clean format bench
+.PHONY: all deps setup demo test test-unit test-asan clean format bench bindings
 all: $(SIPP) $(SYNTH) $(LIBSIPP)
 
 setup:
@@ -133,7 +133,11 @@ $(BUILD)/fuzz/fuzz_request: $(FUZZ_request_SRCS) $(LIBSIPP)
 	@clang $(FUZZ_CFLAGS) $(FUZZ_request_SRCS) -o $@ -L$(BUILD)/lib -lsipp -ljansson -Wl,-rpath,'$$ORIGIN/../lib'
 fuzz-bins: $(FUZZ_BINS)
 
-test-bins: all $(UNIT_BINS) $(TOOL_BINS)
+# The Node.js addon (bindings/node/build.sh: plain C against the pinned Node-API headers).
+bindings: $(LIBSIPP)
+	@bash bindings/node/build.sh
+
+test-bins: all bindings $(UNIT_BINS) $(TOOL_BINS)
 unit-bins: $(UNIT_BINS)
 
 # The demo: what a new user sees first. Random weights, so the text is meaningless; the pipeline is real.
@@ -153,7 +157,7 @@ test: setup
 	@bash tests/run.sh
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-tsan bindings/node/build
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

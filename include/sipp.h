@@ -41,6 +41,13 @@ extern "C" {
 
 #define SIPP_ERROR_SIZE 512
 
+/* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
+ * (Python's ctypes) can refuse a libsipp they do not match. */
+#define SIPP_ABI_VERSION 1
+
+/* The SIPP_ABI_VERSION the library was built with. [any thread] */
+SIPP_API int sipp_abi_version(void);
+
 typedef enum sipp_status {
     SIPP_OK = 0,
     SIPP_ERR_INVALID_ARGUMENT, /* a parameter or input is wrong; the message names it */
@@ -141,6 +148,15 @@ SIPP_API sipp_status sipp_backend_decide(const char *requested, const char *orde
 /* The file name of the CPU backend module ggml picks on this CPU (e.g. "libggml-cpu-haswell.so"),
  * or "" when unknown. [any thread] */
 SIPP_API const char *sipp_cpu_module(void);
+
+/* ---- model store -------------------------------------------------------------------------------- */
+
+/* What a MODEL argument names: an existing file as it is; else a model in the local store
+ * ($SIPP_MODELS_DIR, default ${XDG_DATA_HOME:-~/.local/share}/sipp/models) by name, giving its GGUF
+ * file (shard 1 of a split set); else SIPP_ERR_NOT_FOUND with one line in errbuf saying how to pull
+ * it. Writes at most cap bytes to path_out. sipp_model_load resolves its path this way itself.
+ * [any thread] */
+SIPP_API sipp_status sipp_store_resolve(const char *name_or_path, char *path_out, size_t cap, char *errbuf);
 
 /* ---- model -------------------------------------------------------------------------------------- */
 
@@ -288,6 +304,8 @@ SIPP_API sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params
  * valid handles (finished as cancelled) until freed. */
 SIPP_API void sipp_engine_free(sipp_engine *engine);
 
+/* The message of the calling thread's last failed call on this engine (borrowed; valid until that
+ * thread's next failing call). Threads do not see each other's messages. [any thread] */
 SIPP_API const char *sipp_engine_last_error(const sipp_engine *engine);
 
 typedef enum sipp_finish_reason {

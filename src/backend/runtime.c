@@ -38,6 +38,7 @@ static char artifact_dir[PATH_MAX];
 static sipp_log_level log_level = SIPP_LOG_ERROR;
 
 const char *sipp_version(void) { return SIPP_VERSION; }
+int sipp_abi_version(void) { return SIPP_ABI_VERSION; }
 const char *sipp_llama_release(void) { return SIPP_LLAMA_RELEASE; }
 const char *sipp_llama_commit(void) { return SIPP_LLAMA_COMMIT; }
 
@@ -75,10 +76,15 @@ void sipp_log_capture(char *buf) {
 }
 
 static void log_cb(enum ggml_log_level level, const char *text, void *user) {
-    if (capture_buf && level == GGML_LOG_LEVEL_ERROR && text && *text && *text != '\n') {
-        sipp_strlcpy(capture_buf, text, SIPP_ERROR_SIZE);
-        size_t n = strlen(capture_buf);
-        while (n && (capture_buf[n - 1] == '\n' || capture_buf[n - 1] == ' ')) capture_buf[--n] = '\0';
+    if (capture_buf) {
+        /* The first error line says what went wrong; later ones say that loading failed. The caller
+         * reports it in its own message, so nothing is printed twice. */
+        if (level == GGML_LOG_LEVEL_ERROR && !*capture_buf && text && *text && *text != '\n') {
+            sipp_strlcpy(capture_buf, text, SIPP_ERROR_SIZE);
+            size_t n = strlen(capture_buf);
+            while (n && (capture_buf[n - 1] == '\n' || capture_buf[n - 1] == ' ')) capture_buf[--n] = '\0';
+        }
+        if (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_CONT) return;
     }
     sipp_log_level want;
     switch (level) {

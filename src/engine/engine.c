@@ -80,17 +80,27 @@ sipp_engine_params sipp_engine_default_params(void) {
 }
 
 static sipp_status engine_fail(sipp_engine *e, sipp_status st, const char *fmt, ...) SIPP_PRINTF(3, 4);
+/* Errors of calls on an engine are kept per thread, like errno: two threads whose submits fail at
+ * the same moment each read their own message. The engine's copy serves readers on other threads. */
+static __thread const sipp_engine *tl_error_engine;
+static __thread char tl_error[SIPP_ERROR_SIZE];
+
 static sipp_status engine_fail(sipp_engine *e, sipp_status st, const char *fmt, ...) {
-    pthread_mutex_lock(&e->err_lock);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->last_error, sizeof e->last_error, fmt, ap);
+    vsnprintf(tl_error, sizeof tl_error, fmt, ap);
     va_end(ap);
+    tl_error_engine = e;
+    pthread_mutex_lock(&e->err_lock);
+    sipp_strlcpy(e->last_error, tl_error, sizeof e->last_error);
     pthread_mutex_unlock(&e->err_lock);
     return st;
 }
 
-const char *sipp_engine_last_error(const sipp_engine *e) { return e ? e->last_error : ""; }
+const char *sipp_engine_last_error(const sipp_engine *e) {
+    if (!e) return "";
+    return tl_error_engine == e ? tl_error : e->last_error;
+}
 
 sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out, char *errbuf) {
     *out = NULL;
@@ -142,8 +152,10 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
         return SIPP_ERR_NO_MEMORY;
     }
     e->mem = llama_get_memory(e->ctx);
-    e->n_ctx = (int)llama_n_ctx(e->ctx);
-    e->n_batch = p.batch_size;
+    /* llama.cpp rounds the context up (to 256 cells) and caps the batch at the context: the engine
+     * keeps to the size the caller asked for and to the batch llama.cpp accepts. */
+    e->n_ctx = (int)llama_n_ctx(e->ctx) < p.ctx_size ? (int)llama_n_ctx(e->ctx) : p.ctx_size;
+    e->n_batch = (int)llama_n_batch(e->ctx) < p.batch_size ? (int)llama_n_batch(e->ctx) : p.batch_size;
     e->batch = llama_batch_init(e->n_batch, 0, 1);
     e->slots = calloc((size_t)p.parallel, sizeof *e->slots);
     if (!e->slots) {

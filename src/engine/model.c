@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "engine/model.h"
 #include "gguf.h"
+#include "model/store.h"
 #include "util/util.h"
 
 #define GGUF_MAGIC "GGUF"
@@ -60,10 +61,14 @@ static sipp_status precheck(const char *path, char *arch, size_t arch_len, uint6
                          path);
 
     struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
+    char gguf_err[SIPP_ERROR_SIZE];
+    sipp_log_capture(gguf_err);
     struct gguf_context *g = gguf_init_from_file(path, gp);
+    sipp_log_capture(NULL);
     if (!g)
         return sipp_fail(errbuf, SIPP_ERR_MODEL,
-                         "model '%s' is not a valid GGUF file (truncated or corrupt header or metadata)", path);
+                         "model '%s' is not a valid GGUF file (truncated or corrupt header or metadata%s%s)", path,
+                         *gguf_err ? ": " : "", gguf_err);
     /* The tensor data must lie inside the file: a truncated download passes the header check. */
     size_t need = gguf_get_data_offset(g);
     int64_t n_tensors = gguf_get_n_tensors(g);
@@ -104,6 +109,10 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
 
     sipp_status st = sipp_runtime_init(NULL, errbuf);
     if (st != SIPP_OK) return st;
+    /* A store name works wherever a path does. */
+    char resolved[PATH_MAX];
+    if ((st = sipp_store_resolve(path, resolved, sizeof resolved, errbuf)) != SIPP_OK) return st;
+    path = resolved;
 
     char arch[64];
     uint64_t file_size = 0;
@@ -170,13 +179,15 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     in->load_ms = sipp_now_ms() - t0;
     sipp_strlcpy(in->architecture, arch, sizeof in->architecture);
     llama_model_desc(m->lm, in->description, sizeof in->description);
-    in->n_params = llama_model_n_params(m->lm);
-    in->size_bytes = llama_model_size(m->lm);
-    in->n_ctx_train = llama_model_n_ctx_train(m->lm);
-    in->n_embd = llama_model_n_embd(m->lm);
-    in->n_layer = llama_model_n_layer(m->lm);
-    in->n_head = llama_model_n_head(m->lm);
-    in->n_head_kv = llama_model_n_head_kv(m->lm);
+    if (!params->vocab_only) { /* a vocabulary-only model has no layers to ask about */
+        in->n_params = llama_model_n_params(m->lm);
+        in->size_bytes = llama_model_size(m->lm);
+        in->n_ctx_train = llama_model_n_ctx_train(m->lm);
+        in->n_embd = llama_model_n_embd(m->lm);
+        in->n_layer = llama_model_n_layer(m->lm);
+        in->n_head = llama_model_n_head(m->lm);
+        in->n_head_kv = llama_model_n_head_kv(m->lm);
+    }
     in->n_vocab = llama_vocab_n_tokens(m->vocab);
     in->has_chat_template = llama_model_chat_template(m->lm, NULL) != NULL;
 
@@ -263,7 +274,8 @@ int sipp_model_token_piece(const sipp_model *m, llama_token t, bool render_speci
 sipp_status sipp_chat_render(sipp_model *m, const char *tmpl, const sipp_message *messages, size_t n_messages,
                              bool add_assistant, char **out) {
     *out = NULL;
-    if (!tmpl || !*tmpl) tmpl = llama_model_chat_template(m->lm, NULL);
+    const char *user_tmpl = tmpl && *tmpl ? tmpl : NULL;
+    if (!user_tmpl) tmpl = llama_model_chat_template(m->lm, NULL);
     if (!tmpl)
         return sipp_model_fail(m, SIPP_ERR_MODEL,
                                "model '%s' has no chat template (tokenizer.chat_template); pass one (e.g. --chat-template "
@@ -296,8 +308,13 @@ sipp_status sipp_chat_render(sipp_model *m, const char *tmpl, const sipp_message
     free(msgs);
     if (!buf || n < 0) {
         free(buf);
+        if (user_tmpl)
+            return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT,
+                                   "chat template '%.64s' is not one llama.cpp knows; use a known name (chatml, llama3, "
+                                   "mistral-v7, phi3, gemma, ...) or the model's own",
+                                   user_tmpl);
         return sipp_model_fail(m, SIPP_ERR_MODEL,
-                               "chat template of '%s' is not one llama.cpp can apply; pass a known template name "
+                               "the chat template of '%s' is not one llama.cpp can apply; pass a known template name "
                                "(chatml, llama3, ...)",
                                m->path);
     }

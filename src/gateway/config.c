@@ -19,6 +19,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,6 +307,22 @@ static char *resolve_path(const char *config_path, const char *p) {
     return out;
 }
 
+/* A target's model: a path (relative to the config file) or, when no such file exists and the value
+ * has no '/', a model in the local store by name. */
+static char *resolve_model(cfg_ctx *x, gw_target_config *tc, const char *where, const char *model) {
+    char *path = resolve_path(x->path, model);
+    struct stat st;
+    if (!path || strchr(model, '/') || stat(path, &st) == 0) return path;
+    char found[PATH_MAX], err[SIPP_ERROR_SIZE];
+    if (sipp_store_resolve(model, found, sizeof found, err) != SIPP_OK) {
+        cfg_err(x, tc->line, "%s: %s", where, err);
+        free(path);
+        return NULL; /* reported here; validation skips a target without a path */
+    }
+    free(path);
+    return strdup(found);
+}
+
 static void init_target(gw_target_config *t) {
     memset(t, 0, sizeof *t);
     t->backend = strdup("auto");
@@ -348,8 +365,8 @@ static void parse_remote(cfg_ctx *x, const toml_node *t, const char *where, gw_t
 static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     char *model = NULL;
     get_str(x, t, where, "model", &model);
-    if (!model) cfg_err(x, tc->line, "%s: a local target needs model = \"PATH.gguf\"", where);
-    else tc->model_path = resolve_path(x->path, model);
+    if (!model) cfg_err(x, tc->line, "%s: a local target needs model = \"PATH.gguf\" or a store name", where);
+    else tc->model_path = resolve_model(x, tc, where, model);
     free(model);
     get_str(x, t, where, "backend", &tc->backend);
     get_int32(x, t, where, "ctx_size", 0, GW_MAX_CTX, &tc->ctx_size);
@@ -482,7 +499,11 @@ bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
     init_target(tc);
     tc->type = GW_TARGET_LOCAL;
     tc->name = gw_target_name_from_path(model_path);
-    tc->model_path = strdup(model_path);
+    /* `sipp serve NAME` takes a store name as well as a path. */
+    char found[PATH_MAX], err[SIPP_ERROR_SIZE];
+    struct stat st;
+    bool from_store = stat(model_path, &st) != 0 && sipp_store_resolve(model_path, found, sizeof found, err) == SIPP_OK;
+    tc->model_path = strdup(from_store ? found : model_path);
     if (!tc->name || !*tc->name) {
         sipp_buf_appendf(errs, "MODEL '%s' has no file name to name the target after\n", model_path);
         return false;
@@ -510,8 +531,8 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
         if (t->type == GW_TARGET_LOCAL) {
             struct stat st;
             const char *why = NULL;
-            if (!t->model_path) why = "no path";
-            else if (stat(t->model_path, &st) != 0) why = strerror(errno);
+            if (!t->model_path) continue; /* already reported where the target was parsed */
+            if (stat(t->model_path, &st) != 0) why = strerror(errno);
             else if (!S_ISREG(st.st_mode)) why = "not a regular file";
             else if (access(t->model_path, R_OK) != 0) why = strerror(errno);
             if (why)

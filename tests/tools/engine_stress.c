@@ -183,7 +183,7 @@ static void check_context_key(sipp_model *m) {
     pa.user = &ta;
     pb.user = &tb;
     pa.context_key = pb.context_key = "conversation-1";
-    sipp_request *a, *b;
+    sipp_request *a = NULL, *b = NULL;
     CHECK(sipp_engine_submit(e, &pa, &a) == SIPP_OK && sipp_engine_submit(e, &pb, &b) == SIPP_OK, "submit");
     sipp_request_wait(a, WAIT_LIMIT_MS);
     sipp_request_wait(b, WAIT_LIMIT_MS);
@@ -194,7 +194,7 @@ static void check_context_key(sipp_model *m) {
     sipp_request_params pc = greedy(next, NULL);
     pc.on_piece = NULL;
     pc.context_key = "conversation-1";
-    sipp_request *c;
+    sipp_request *c = NULL;
     sipp_engine_submit(e, &pc, &c);
     sipp_request_wait(c, WAIT_LIMIT_MS);
     sipp_request_stats sa, sc;
@@ -215,7 +215,7 @@ static void check_kv_full(sipp_model *m) {
     sipp_engine_params ep = sipp_engine_default_params();
     ep.parallel = 2;
     ep.threads = 1;
-    ep.ctx_size = 64; /* llama.cpp pads the context to 256 cells: two requests of 200 tokens overflow it */
+    ep.ctx_size = 256; /* shared by the slots: two requests of 200 tokens overflow it, one alone fits */
     sipp_engine *e;
     char err[SIPP_ERROR_SIZE];
     CHECK(sipp_engine_new(m, &ep, &e, err) == SIPP_OK, "engine: %s", err);

@@ -305,11 +305,14 @@ bool gw_decode(gw_api api, const char *body, size_t len, gw_gen *g, gw_error_kin
     json_t *root = g->root;
     bool ok = get_str(&d, root, "model", &g->model);
     switch (api) {
+    /* context_key is sipp's extension of the OpenAI routes too, as llama-server's extensions are. */
     case GW_API_CHAT:
-        ok = ok && decode_messages(&d, root) && decode_stream(&d, root, false) && decode_sampling(&d, root);
+        ok = ok && decode_messages(&d, root) && decode_stream(&d, root, false) && decode_sampling(&d, root) &&
+             get_str(&d, root, "context_key", &g->context_key);
         break;
     case GW_API_COMPLETION:
-        ok = ok && decode_prompt(&d, root) && decode_stream(&d, root, false) && decode_sampling(&d, root);
+        ok = ok && decode_prompt(&d, root) && decode_stream(&d, root, false) && decode_sampling(&d, root) &&
+             get_str(&d, root, "context_key", &g->context_key);
         break;
     case GW_API_NATIVE_QUERY:
         ok = ok && decode_prompt(&d, root) && decode_stream(&d, root, true) && decode_sampling(&d, root) &&

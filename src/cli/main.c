@@ -34,7 +34,8 @@ static void print_help(void) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         printf("  %-12s %s\n", commands[i].name, commands[i].summary);
     printf("\nenvironment: SIPP_ARTIFACT (llama.cpp libraries to use), SIPP_BACKEND_ORDER (auto's order),\n"
-           "SIPP_LOG=quiet|error|warn|info|debug (llama.cpp's logging)\n");
+           "SIPP_LOG=quiet|error|warn|info|debug (llama.cpp's logging), SIPP_MODELS_DIR (the model store),\n"
+           "SIPP_CACHE_DIR (downloads and builds), SIPP_LEASE_DIR, SIPP_GPU_MARGIN_MB, SIPP_GPU_LEASE=off\n");
 }
 
 int main(int argc, char **argv) {

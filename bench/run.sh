@@ -3,7 +3,7 @@
 # one run, on the 1B-shaped synthetic model (n_embd 2048, 16 layers, 32 heads, 8 KV heads, n_ff 8192,
 # Q4_0, llama-bpe vocab). Prints ratios; BENCHMARKS.md records them with this command.
 #
-#   bench/run.sh [decode|batched|prefill|all]      (default all)
+#   bench/run.sh [decode|batched|prefill|gateway|all]      (default all)
 #
 # Fairness: the peers are built from the bundle's source for this machine (deps/build-source.sh peer),
 # and sipp runs twice: on those very libraries (so a ratio measures sipp's own overhead) and on its
@@ -29,6 +29,7 @@ if [ ! -f "$model" ]; then
 fi
 
 peer_targets="llama-bench llama-batched-bench"
+[ "$what" = all ] || [ "$what" = gateway ] && peer_targets="$peer_targets llama-server"
 peer=$(SIPP_PEER_TARGETS="$peer_targets" bash deps/build-source.sh peer)
 
 # sipp on the peer's libraries: the same libllama/libggml files under the names sipp links against.
@@ -112,5 +113,57 @@ print(*[f\"{get(pl)['pl']*get(pl)['tg']/get(pl)['t']:.3f}\" for pl in (1,4)])" "
   say "|---|---|---|---|"
   say "| 1 | $(mean "${b1[@]}") | $(mean "${a1[@]}") | $(ratio "$(mean "${a1[@]}")" "$(mean "${b1[@]}")") |"
   say "| 4 | $(mean "${b4[@]}") | $(mean "${a4[@]}") | $(ratio "$(mean "${a4[@]}")" "$(mean "${b4[@]}")") |"
+fi
+free_port() { python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
+wait_http() { # wait_http URL: a bounded wait for a 200
+  python3 - "$1" <<'PY'
+import sys, time, urllib.request
+for _ in range(600):
+    try:
+        if urllib.request.urlopen(sys.argv[1], timeout=2).status == 200: sys.exit(0)
+    except Exception: pass
+    time.sleep(0.5)
+sys.exit(1)
+PY
+}
+# serve_and_load NAME LOG_PREFIX CMD...: starts a server, runs the load levels, stops it by its pid.
+serve_and_load() {
+  local name=$1 port=$2; shift 2
+  "$@" >"$out/$name-server.log" 2>&1 &
+  local pid=$!
+  local ready=/health; [ "$name" = sipp ] && ready=/ready
+  wait_http "http://127.0.0.1:$port$ready" || { kill "$pid"; echo "bench: $name did not come up" >&2; return 1; }
+  python3 bench/load.py "http://127.0.0.1:$port" bench --clients 1 --requests 4 --max-tokens 64 >"$out/$name-c1-$r.json"
+  python3 bench/load.py "http://127.0.0.1:$port" bench --clients 4 --requests 2 --max-tokens 64 >"$out/$name-c4-$r.json"
+  kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+}
+
+if [ "$what" = all ] || [ "$what" = gateway ]; then
+  s1=() s4=() l1=() l4=() st=() lt=() g4=()
+  for r in $(seq "$ROUNDS"); do
+    p=$(free_port)
+    printf '[server]\nlisten = "127.0.0.1:%s"\n[[targets]]\nname = "bench"\ntype = "local"\nmodel = "%s"\nparallel = 4\nctx_size = 2048\nthreads = %s\n' \
+      "$p" "$model" "$THREADS" >"$out/sipp-serve.toml"
+    serve_and_load sipp "$p" env LD_LIBRARY_PATH="$(realpath "$same"):$peer/bin" SIPP_ARTIFACT="$same" \
+      "$SIPP" serve --config "$out/sipp-serve.toml"
+    p=$(free_port)
+    serve_and_load llama-server "$p" env LD_LIBRARY_PATH="$peer/bin" "$peer/bin/llama-server" -m "$model" --host 127.0.0.1 \
+      --port "$p" -t "$THREADS" -np 4 -c 2048 -fa off --no-webui -a bench
+    peer_run "$peer/bin/llama-batched-bench" -m "$model" -c 2048 -b 512 -ub 512 -npp 16 -ntg 64 -npl 4 -t "$THREADS" \
+      --output-format jsonl >"$out/batched-bench-g-$r.jsonl" 2>/dev/null
+    s1+=("$(jq_num "$out/sipp-c1-$r.json" "d['aggregate_tokens_per_s']")"); s4+=("$(jq_num "$out/sipp-c4-$r.json" "d['aggregate_tokens_per_s']")")
+    l1+=("$(jq_num "$out/llama-server-c1-$r.json" "d['aggregate_tokens_per_s']")"); l4+=("$(jq_num "$out/llama-server-c4-$r.json" "d['aggregate_tokens_per_s']")")
+    st+=("$(jq_num "$out/sipp-c1-$r.json" "d['ttft_ms_p50']")"); lt+=("$(jq_num "$out/llama-server-c1-$r.json" "d['ttft_ms_p50']")")
+    g4+=("$(python3 -c "import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')][0]['speed_tg'])" "$out/batched-bench-g-$r.jsonl")")
+  done
+  say ""
+  say "## gateway: streaming /v1/completions, 64 tokens, ignore_eos, 4 slots (sipp serve vs llama-server)"
+  say "| clients | llama-server tokens/s | sipp serve tokens/s | ratio |"
+  say "|---|---|---|---|"
+  say "| 1 | $(mean "${l1[@]}") | $(mean "${s1[@]}") | $(ratio "$(mean "${s1[@]}")" "$(mean "${l1[@]}")") |"
+  say "| 4 | $(mean "${l4[@]}") | $(mean "${s4[@]}") | $(ratio "$(mean "${s4[@]}")" "$(mean "${l4[@]}")") |"
+  say ""
+  say "TTFT p50 at 1 client: llama-server $(mean "${lt[@]}") ms, sipp $(mean "${st[@]}") ms."
+  say "llama-batched-bench generation at 4 sequences (S_TG, 16+64): $(mean "${g4[@]}") tokens/s; sipp serve at 4 clients is $(ratio "$(mean "${s4[@]}")" "$(mean "${g4[@]}")") of it."
 fi
 echo "bench: report in $report, raw results in $out" >&2

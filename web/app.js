@@ -59,6 +59,7 @@ const state = {
   readySnapshot: '',    // the last /ready targets, to notice a target that finished loading
   notice: '',           // why there are no models to pick (a token is needed, ...), shown under the select
   controller: null,     // the AbortController of the answer being generated, or null
+  conversation: 0,      // counts Clears, so that an answer ending after one stays out of the new history
   readyTimer: 0,
 };
 
@@ -266,6 +267,24 @@ function nearBottom() {
 }
 
 /*
+ * Adds streamed text and keeps the log scrolled to its end, unless the reader has scrolled up.
+ * Reading the scroll position after a change forces a layout, which for a long answer costs more
+ * than the text itself; so the position is read once per frame, at the frame's first piece (when
+ * layout is still clean), and the log scrolls once per frame, just before it is painted.
+ */
+const follow = { frame: 0, stick: false };
+function appendFollowing(node, piece) {
+  if (!follow.frame) {
+    follow.stick = nearBottom();
+    follow.frame = requestAnimationFrame(() => {
+      follow.frame = 0;
+      if (follow.stick) ui.log.scrollTop = ui.log.scrollHeight;
+    });
+  }
+  node.appendData(piece);
+}
+
+/*
  * A message in the log. Its text is one Text node that grows with appendData, so a streamed answer
  * costs no re-parsing and can never become markup.
  */
@@ -289,11 +308,7 @@ function addMessage(role, text, who) {
   ui.log.scrollTop = ui.log.scrollHeight;
   return {
     el,
-    append(piece) {
-      const stick = nearBottom();
-      node.appendData(piece);
-      if (stick) ui.log.scrollTop = ui.log.scrollHeight;
-    },
+    append: (piece) => appendFollowing(node, piece),
     text: () => node.data,
     note(textNote, isError) {
       note.textContent = textNote;
@@ -355,6 +370,7 @@ async function send(text) {
   if (settings.maxTokens !== null) body.max_tokens = settings.maxTokens;
   if (ui.ignoreEos.checked) body.ignore_eos = true; // llama.cpp's extension, which the gateway takes
 
+  const conversation = state.conversation;
   addMessage('user', text, 'You');
   state.history.push({ role: 'user', content: text });
   const reply = addMessage('assistant', '', target);
@@ -429,7 +445,7 @@ async function send(text) {
     announce('Answer finished.');
   }
   // A stopped or broken answer stays in the conversation for what it says so far.
-  if (answer) state.history.push({ role: 'assistant', content: answer });
+  if (answer && conversation === state.conversation) state.history.push({ role: 'assistant', content: answer });
   if (outcome !== 'error' || m.ttftMs !== null) showAnswerStats(m);
 }
 
@@ -439,6 +455,7 @@ function stop() {
 
 function clearConversation() {
   stop();
+  state.conversation++;
   state.history = [];
   for (const el of ui.log.querySelectorAll('.msg')) el.remove();
   ui.empty.hidden = false;

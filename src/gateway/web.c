@@ -28,8 +28,8 @@ void gw_reply_header(gw_call *call, const char *name, const char *value);
 
 #define WEB_INDEX "/index.html"
 
-#define WEB_CSP                                                                                                  \
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "              \
+#define WEB_CSP                                                                                              \
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "          \
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 static const struct {
@@ -54,8 +54,8 @@ void gw_route_web(gw_call *call) {
     const sipp_web_asset *a = find_asset(path);
     if (!a) {
         /* A route for a file that web/ no longer has, or a build with no web/ files at all. */
-        gw_reply_error(call, GW_E_UNKNOWN_ROUTE, "the web page's file %s is not in this build of sipp (see docs/web.md)",
-                       path);
+        gw_reply_error(call, GW_E_UNKNOWN_ROUTE,
+                       "the web page's file %s is not in this build of sipp (see docs/web.md)", path);
         return;
     }
     /* gw_reply_text takes a malloc'd text and frees it; the asset is static, so it is copied (a few

@@ -50,10 +50,12 @@ async function check(name, fn) {
     await fn();
     results.passed++;
     console.log(`ok - ${name} (${Date.now() - t0} ms)`);
+    return true;
   } catch (err) {
     results.failed++;
     const msg = (err && err.stack) || String(err);
     console.log(`not ok - ${name} (${Date.now() - t0} ms)\n  ${msg.split('\n').slice(0, 6).join('\n  ')}`);
+    return false;
   }
 }
 
@@ -170,7 +172,8 @@ async function run(args) {
     page.on('pageerror', (e) => consoleErrors.push(String(e)));
 
     let backends = null;
-    await check('the page loads from the gateway with a strict CSP', async () => {
+    // Without the page every other check would only wait out its timeout.
+    const loaded = await check('the page loads from the gateway with a strict CSP', async () => {
       const res = await page.goto(`${base}/`, { waitUntil: 'load' });
       assert(res.status() === 200, `GET / answered ${res.status()}`);
       const h = res.headers();
@@ -181,6 +184,7 @@ async function run(args) {
       assert((await page.title()) === 'sipp', 'title');
       backends = await (await fetch(`${base}/v1/backends`)).json();
     });
+    if (!loaded) return;
 
     await check('every control has a label', async () => {
       const unlabelled = await page.evaluate(() =>
@@ -233,14 +237,24 @@ async function run(args) {
       await setMaxTokens(page, LONG_MAX_TOKENS);
       const before = await count(page, 'message-assistant');
       await page.fill(byId('prompt'), 'Tell me a very long story.');
+      await watchGrowth(page);
+      const t0 = Date.now();
       await page.click(byId('send'));
       await until('the long answer to start', async () =>
         (await count(page, 'message-assistant')) > before && ((await lastText(page, 'message-assistant')) || '').length > 0);
+      const tStart = Date.now() - t0;
       const l1 = (await lastText(page, 'message-assistant')).length;
       await sleep(GROW_GAP_MS);
       const l2 = (await lastText(page, 'message-assistant')).length;
-      assert(l2 > l1, `the answer did not grow between two reads (${l1} then ${l2})`);
-      assert(!(await page.isEnabled(byId('send'))) && (await page.isEnabled(byId('stop'))), 'send/stop states while busy');
+      const busy = !(await page.isEnabled(byId('send'))) && (await page.isEnabled(byId('stop')));
+      if (!(l2 > l1) || !busy) {
+        const g = await growth(page);
+        const note = await page.locator(`${byId('message-assistant')} .note`).last().textContent();
+        throw new Error(`the answer did not grow while busy: lengths ${l1} then ${l2}, busy ${busy}, ` +
+          `first text after ${tStart} ms, ${g.length} steps over ${g.length ? Math.round(g[g.length - 1][1] - g[0][1]) : 0} ms, ` +
+          `note "${note}", stats "${await page.textContent('#stat-speed')}"`);
+      }
+      await growth(page);
       assert((await metric(base, 'sipp_active_requests', target)) === 1, 'the gateway shows the request active');
       await page.click(byId('stop'));
       await until('the stop button to disable and send to enable', () => idle(page), STOP_END_TIMEOUT_MS);
@@ -248,20 +262,28 @@ async function run(args) {
         (await metric(base, 'sipp_active_requests', target)) === 0 &&
         (await metric(base, 'sipp_engine_running_requests', target)) === 0, STOP_END_TIMEOUT_MS, 100);
       const l3 = (await lastText(page, 'message-assistant')).length;
-      assert(l3 < LONG_MAX_TOKENS, 'it ran to the end instead of stopping');
       await sleep(SETTLE_MS);
       assert((await lastText(page, 'message-assistant')).length === l3, 'text kept arriving after Stop');
       const note = await page.locator(`${byId('message-assistant')} .note`).last().textContent();
       assert(/Stopped/.test(note), `the message is not marked as stopped: ${note}`);
+      // Only a stream that ran to its end has a usage chunk; without one the speed is in chunks.
       const speed = await page.textContent('#stat-speed');
-      assert(/chunks\/s/.test(speed), `a stopped answer has no token count, yet the speed says ${speed}`);
+      assert(/chunks\/s/.test(speed), `the answer ran to its end (it has a token count): ${speed}`);
       await shot(page, 'stopped');
     });
 
-    await check('markup in a message is shown as text', async () => {
+    await check('markup in a message is shown as text; the request carries the settings and the history', async () => {
       await setMaxTokens(page, 4);
+      await page.fill('#system', 'Be brief.');
       const evil = '<img src=x onerror="window.__pwned=1"><b>bold</b>';
+      const posted = page.waitForRequest((r) => r.url().endsWith('/v1/chat/completions') && r.method() === 'POST');
       await sendAndWait(page, evil);
+      const body = (await posted).postDataJSON();
+      const roles = body.messages.map((m) => m.role).join(',');
+      assert(roles === 'system,user,assistant,user,assistant,user', `messages: ${roles}`);
+      assert(body.messages[0].content === 'Be brief.' && body.messages[5].content === evil, 'message contents');
+      assert(body.model === target && body.stream === true && body.stream_options.include_usage === true &&
+        body.max_tokens === 4 && body.temperature === 0.7 && body.ignore_eos === true, `body: ${JSON.stringify(body)}`);
       assert((await lastText(page, 'message-user')) === evil, 'the text changed');
       const found = await page.evaluate(() => ({
         tags: document.querySelectorAll('#log img, #log b').length,
@@ -301,8 +323,10 @@ async function run(args) {
       await page.keyboard.type(String(LONG_MAX_TOKENS));
       await page.focus(byId('prompt'));
       await page.keyboard.type('Another long story, please.');
+      const before = await count(page, 'message-assistant');
       await page.keyboard.press('Enter');
-      await until('the long answer to start', async () => ((await lastText(page, 'message-assistant')) || '').length > 0 && !(await idle(page)));
+      await until('the long answer to start', async () => (await count(page, 'message-assistant')) > before &&
+        ((await lastText(page, 'message-assistant')) || '').length > 0 && !(await idle(page)));
       await page.keyboard.press('Escape');
       await until('Escape to stop the answer', () => idle(page), STOP_END_TIMEOUT_MS);
       const focused = await page.evaluate(() => document.activeElement.dataset.testid);

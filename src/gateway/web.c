@@ -22,10 +22,6 @@
 #include "gateway/gateway.h"
 #include "gateway/web_assets.h"
 
-/* Registered in server.c's route table; gateway.h is the natural home for both declarations. */
-void gw_route_web(gw_call *call);
-void gw_reply_header(gw_call *call, const char *name, const char *value);
-
 #define WEB_INDEX "/index.html"
 
 #define WEB_CSP                                                                                              \

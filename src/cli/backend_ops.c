@@ -37,7 +37,8 @@
 #define CXX_OPT "-O2"
 
 static const char usage[] =
-    "usage: sipp backend-ops --backend NAME [--mode test|perf|support] [--op OP] [--artifact DIR] [-- ARGS...]\n\n"
+    "usage: sipp backend-ops --backend NAME [--mode test|perf|support] [--op OP] [--artifact DIR] [-- "
+    "ARGS...]\n\n"
     "Runs llama.cpp's test-backend-ops against the active artifact's backend: test compares every op\n"
     "with the CPU backend, perf times them, support lists which ops the device supports. --op restricts\n"
     "it to one op (as ggml names it: ADD, MUL_MAT, ...). ARGS after -- go to test-backend-ops as they\n"
@@ -57,9 +58,12 @@ static bool path_fmt(char *out, size_t n, const char *fmt, ...) {
 
 static void cache_dir(char *out, size_t n) {
     const char *c = getenv("SIPP_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (c && *c) snprintf(out, n, "%s", c);
-    else if (x && *x) snprintf(out, n, "%s/sipp", x);
-    else snprintf(out, n, "%s/.cache/sipp", home ? home : ".");
+    if (c && *c)
+        snprintf(out, n, "%s", c);
+    else if (x && *x)
+        snprintf(out, n, "%s/sipp", x);
+    else
+        snprintf(out, n, "%s/.cache/sipp", home ? home : ".");
 }
 
 static bool is_file(const char *p) {
@@ -92,14 +96,16 @@ static int run(char *const *argv, const char *log_path, const char *dir, const c
 }
 
 /* The compile command; the build is redone when it changes (another compiler, another source). */
-static int compile_argv(char **argv, char *cmdline, size_t n, const char *src, const char *art, const char *out) {
+static int compile_argv(char **argv, char *cmdline, size_t n, const char *src, const char *art,
+                        const char *out) {
     static char cxx[PATH_BYTES], inc[PATH_BYTES], source[PATH_BYTES], libdir[PATH_BYTES];
     const char *env = getenv("CXX");
     path_fmt(cxx, sizeof cxx, "%s", env && *env ? env : "c++");
     path_fmt(inc, sizeof inc, "-I%s/ggml/include", src);
     path_fmt(source, sizeof source, "%s/%s", src, SOURCE_FILE);
     path_fmt(libdir, sizeof libdir, "-L%s", art);
-    char *args[] = {cxx, CXX_STD, CXX_OPT, inc, source, "-o", (char *)out, libdir, "-lggml", "-lggml-base", "-pthread", NULL};
+    char *args[] = {cxx,         CXX_STD, CXX_OPT,  inc,           source,     "-o",
+                    (char *)out, libdir,  "-lggml", "-lggml-base", "-pthread", NULL};
     int k = 0;
     cmdline[0] = '\0';
     for (; args[k]; k++) {
@@ -148,14 +154,16 @@ static bool ensure_built(const char *src, const char *art, const char *build_dir
         return false;
     }
     remove(stamp);
-    fprintf(stderr, "sipp: building llama.cpp's test-backend-ops from the pinned source (%s) against %s;\n"
-                    "sipp: this takes a few minutes the first time (log: %s)\n",
+    fprintf(stderr,
+            "sipp: building llama.cpp's test-backend-ops from the pinned source (%s) against %s;\n"
+            "sipp: this takes a few minutes the first time (log: %s)\n",
             src, art, log);
     int rc = run(argv, log, NULL, NULL);
     if (rc != 0) {
-        cli_error("backend-ops: building test-backend-ops failed (exit %d); see %s. It needs a C++17 compiler "
-                  "(apt-get install g++, or set CXX)",
-                  rc, log);
+        cli_error(
+            "backend-ops: building test-backend-ops failed (exit %d); see %s. It needs a C++17 compiler "
+            "(apt-get install g++, or set CXX)",
+            rc, log);
         return false;
     }
     f = fopen(stamp, "w");
@@ -180,10 +188,14 @@ int cmd_backend_ops(int argc, char **argv) {
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(usage, stdout);
             return EXIT_OK;
-        } else if (cli_flag_value(&a, "--backend")) backend = a.value;
-        else if (cli_flag_value(&a, "--mode")) mode = a.value;
-        else if (cli_flag_value(&a, "--op")) op = a.value;
-        else if (cli_flag_value(&a, "--artifact")) artifact = a.value;
+        } else if (cli_flag_value(&a, "--backend"))
+            backend = a.value;
+        else if (cli_flag_value(&a, "--mode"))
+            mode = a.value;
+        else if (cli_flag_value(&a, "--op"))
+            op = a.value;
+        else if (cli_flag_value(&a, "--artifact"))
+            artifact = a.value;
         else {
             cli_error("backend-ops: unknown argument '%s' (see sipp backend-ops --help)", arg);
             return EXIT_USAGE;
@@ -222,14 +234,19 @@ int cmd_backend_ops(int argc, char **argv) {
     cache_dir(cache, sizeof cache);
     char source[PATH_BYTES];
     /* Room is left under PATH_BYTES for the file names appended to the build directory. */
-    if (strlen(cache) > PATH_BYTES - PATH_ROOM || !path_fmt(src, sizeof src, "%s/llama.cpp-%s", cache, sipp_llama_commit()) ||
-        !path_fmt(ok, sizeof ok, "%s/.sipp-ok", src) || !path_fmt(source, sizeof source, "%s/%s", src, SOURCE_FILE) ||
+    if (strlen(cache) > PATH_BYTES - PATH_ROOM ||
+        !path_fmt(src, sizeof src, "%s/llama.cpp-%s", cache, sipp_llama_commit()) ||
+        !path_fmt(ok, sizeof ok, "%s/.sipp-ok", src) ||
+        !path_fmt(source, sizeof source, "%s/%s", src, SOURCE_FILE) ||
         !path_fmt(build_dir, sizeof build_dir, "%s/build-%s-backend-ops", cache, sipp_llama_commit())) {
-        cli_error("backend-ops: the cache directory path '%s' is too long; set SIPP_CACHE_DIR to a shorter one", cache);
+        cli_error(
+            "backend-ops: the cache directory path '%s' is too long; set SIPP_CACHE_DIR to a shorter one",
+            cache);
         return EXIT_RUNTIME;
     }
     if (!is_file(ok) || !is_file(source)) {
-        cli_error("backend-ops: no llama.cpp %s checkout at %s; run deps/fetch.sh (make does), or set SIPP_CACHE_DIR "
+        cli_error("backend-ops: no llama.cpp %s checkout at %s; run deps/fetch.sh (make does), or set "
+                  "SIPP_CACHE_DIR "
                   "to the cache that has it",
                   sipp_llama_release(), src);
         return EXIT_RUNTIME;
@@ -247,7 +264,8 @@ int cmd_backend_ops(int argc, char **argv) {
         targv[k++] = "-o";
         targv[k++] = (char *)op;
     }
-    for (int i = extra; i < argc; i++) targv[k++] = argv[i];
+    for (int i = extra; i < argc; i++)
+        targv[k++] = argv[i];
     targv[k] = NULL;
     printf("sipp backend-ops: test-backend-ops %s -b %s%s%s on artifact %s\n", mode, device, op ? " -o " : "",
            op ? op : "", art);

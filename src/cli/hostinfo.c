@@ -18,8 +18,9 @@
 
 /* The CPU's model name and the ISA features that matter to ggml's CPU modules. */
 json_t *cli_host_cpu_json(void) {
-    static const char *const isa[] = {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
-                                      "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8"};
+    static const char *const isa[] = {"sse4_2",      "avx",      "avx2",     "fma",
+                                      "f16c",        "avx512f",  "avx512bw", "avx512_vnni",
+                                      "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8"};
     char model[256] = "unknown", line[LINE_BYTES];
     json_t *features = json_array();
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -41,8 +42,8 @@ json_t *cli_host_cpu_json(void) {
         }
     }
     if (f) fclose(f);
-    return json_pack("{s:s, s:i, s:o, s:s}", "model", model, "cores", (int)sysconf(_SC_NPROCESSORS_ONLN), "features",
-                     features, "ggml_cpu_module", sipp_cpu_module());
+    return json_pack("{s:s, s:i, s:o, s:s}", "model", model, "cores", (int)sysconf(_SC_NPROCESSORS_ONLN),
+                     "features", features, "ggml_cpu_module", sipp_cpu_module());
 }
 
 json_t *cli_host_os_json(void) {

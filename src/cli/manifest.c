@@ -30,7 +30,8 @@
 #define HEX_SHA256 65
 
 static void hex(const unsigned char *md, unsigned int n, char out[HEX_SHA256]) {
-    for (unsigned int i = 0; i < n && i < 32; i++) sprintf(out + 2 * i, "%02x", md[i]);
+    for (unsigned int i = 0; i < n && i < 32; i++)
+        sprintf(out + 2 * i, "%02x", md[i]);
     out[64] = '\0';
 }
 
@@ -42,7 +43,8 @@ static bool file_sha256(const char *path, char out[HEX_SHA256]) {
     unsigned char *buf = malloc(HASH_CHUNK);
     bool ok = md && buf && EVP_DigestInit_ex(md, EVP_sha256(), NULL);
     size_t n;
-    while (ok && (n = fread(buf, 1, HASH_CHUNK, f)) > 0) ok = EVP_DigestUpdate(md, buf, n);
+    while (ok && (n = fread(buf, 1, HASH_CHUNK, f)) > 0)
+        ok = EVP_DigestUpdate(md, buf, n);
     ok = ok && !ferror(f);
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
@@ -115,7 +117,8 @@ json_t *manifest_model_json(const char *path) {
     for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
         const int64_t *ne = gguf_get_tensor_ne(g, i);
         uint64_t n = 1;
-        for (int d = 0; d < GGML_MAX_DIMS; d++) n *= (uint64_t)ne[d];
+        for (int d = 0; d < GGML_MAX_DIMS; d++)
+            n *= (uint64_t)ne[d];
         params += n;
         const char *tn = ggml_type_name(gguf_get_tensor_type(g, i));
         json_t *c = json_object_get(types, tn);
@@ -133,23 +136,23 @@ json_t *manifest_model_json(const char *path) {
     }
     char abs[4096];
     const char *arch = str_key(g, "general.architecture"), *tok_model = str_key(g, "tokenizer.ggml.model");
-    json_t *model = json_pack("{s:s, s:s, s:I, s:s, s:s?, s:s?, s:I, s:I, s:o, s:{s:s?, s:I, s:o, s:I, s:o, s:o, s:o}, s:o}",
-                              "path", path, "abs_path", realpath(path, abs) ? abs : path, "size_bytes",
-                              (json_int_t)st.st_size, "sha256", sha, "architecture", arch, "name",
-                              str_key(g, "general.name"), "n_params", (json_int_t)params, "n_tensors",
-                              (json_int_t)gguf_get_n_tensors(g), "tensor_types", types, "tokenizer", "model",
-                              tok_model, "n_vocab", (json_int_t)n_tokens, "vocab_sha256", vocab_hash, "n_merges",
-                              (json_int_t)n_merges, "merges_sha256", merges_hash, "bos_id",
-                              int_key(g, "tokenizer.ggml.bos_token_id"), "eos_id",
-                              int_key(g, "tokenizer.ggml.eos_token_id"), "chat_template_sha256", tmpl_hash);
+    json_t *model = json_pack(
+        "{s:s, s:s, s:I, s:s, s:s?, s:s?, s:I, s:I, s:o, s:{s:s?, s:I, s:o, s:I, s:o, s:o, s:o}, s:o}",
+        "path", path, "abs_path", realpath(path, abs) ? abs : path, "size_bytes", (json_int_t)st.st_size,
+        "sha256", sha, "architecture", arch, "name", str_key(g, "general.name"), "n_params",
+        (json_int_t)params, "n_tensors", (json_int_t)gguf_get_n_tensors(g), "tensor_types", types,
+        "tokenizer", "model", tok_model, "n_vocab", (json_int_t)n_tokens, "vocab_sha256", vocab_hash,
+        "n_merges", (json_int_t)n_merges, "merges_sha256", merges_hash, "bos_id",
+        int_key(g, "tokenizer.ggml.bos_token_id"), "eos_id", int_key(g, "tokenizer.ggml.eos_token_id"),
+        "chat_template_sha256", tmpl_hash);
     gguf_free(g);
     return model;
 }
 
 json_t *manifest_runtime_json(void) {
     return json_pack("{s:s, s:s, s:s, s:s, s:o}", "sipp_version", sipp_version(), "llama_release",
-                     sipp_llama_release(), "llama_commit", sipp_llama_commit(), "ggml_cpu_module", sipp_cpu_module(),
-                     "artifact", cli_artifact_json());
+                     sipp_llama_release(), "llama_commit", sipp_llama_commit(), "ggml_cpu_module",
+                     sipp_cpu_module(), "artifact", cli_artifact_json());
 }
 
 json_t *manifest_host_json(void) {
@@ -168,8 +171,8 @@ json_t *manifest_load(const char *path) {
     json_t *m = json_loadf(f, 0, &jerr);
     fclose(f);
     if (!m) {
-        cli_error("verify: manifest '%s' is not valid JSON (line %d, column %d: %s)", path, jerr.line, jerr.column,
-                  jerr.text);
+        cli_error("verify: manifest '%s' is not valid JSON (line %d, column %d: %s)", path, jerr.line,
+                  jerr.column, jerr.text);
         return NULL;
     }
     const char *kind = json_string_value(json_object_get(m, "kind"));
@@ -179,12 +182,14 @@ json_t *manifest_load(const char *path) {
         problem = "is not a sipp verify manifest (no \"kind\": \"" VERIFY_MANIFEST_KIND "\")";
     else if (!json_is_integer(fmt) || json_integer_value(fmt) > VERIFY_MANIFEST_FORMAT)
         problem = "has a format this sipp does not know (written by a newer sipp?)";
-    else if (!json_is_object(json_object_get(m, "model")) || !json_is_object(json_object_get(m, "backends")) ||
-             !json_is_array(json_object_get(m, "prompts")) || !json_is_string(json_object_get(m, "reference")))
+    else if (!json_is_object(json_object_get(m, "model")) ||
+             !json_is_object(json_object_get(m, "backends")) ||
+             !json_is_array(json_object_get(m, "prompts")) ||
+             !json_is_string(json_object_get(m, "reference")))
         problem = "lacks one of \"model\", \"backends\", \"prompts\", \"reference\"";
     if (problem) {
-        cli_error("verify: manifest '%s' %s; write one with sipp verify MODEL --backends LIST --manifest OUT", path,
-                  problem);
+        cli_error("verify: manifest '%s' %s; write one with sipp verify MODEL --backends LIST --manifest OUT",
+                  path, problem);
         json_decref(m);
         return NULL;
     }
@@ -194,7 +199,8 @@ json_t *manifest_load(const char *path) {
 bool manifest_write(const char *path, const json_t *manifest) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (json_dump_file(manifest, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(9)) != 0 || rename(tmp, path) != 0) {
+    if (json_dump_file(manifest, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(9)) != 0 ||
+        rename(tmp, path) != 0) {
         cli_error("verify: cannot write manifest '%s': %s", path, strerror(errno));
         remove(tmp);
         return false;

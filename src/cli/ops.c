@@ -33,23 +33,28 @@ static const char usage[] =
 
 /* "yes" when all are, "no" when none, "2/3" otherwise. */
 static void fraction(char *buf, size_t n, int part, int whole) {
-    if (part == whole) snprintf(buf, n, "yes");
-    else if (part == 0) snprintf(buf, n, "no");
-    else snprintf(buf, n, "%d/%d", part, whole);
+    if (part == whole)
+        snprintf(buf, n, "yes");
+    else if (part == 0)
+        snprintf(buf, n, "no");
+    else
+        snprintf(buf, n, "%d/%d", part, whole);
 }
 
-static json_t *report_json(const sipp_graph_report *g, const char *description, const char *model, const char *warning) {
+static json_t *report_json(const sipp_graph_report *g, const char *description, const char *model,
+                           const char *warning) {
     json_t *ops = json_array();
     for (int i = 0; i < g->n_ops; i++) {
         const sipp_op_stat *s = &g->ops[i];
-        json_array_append_new(ops, json_pack("{s:s, s:i, s:i, s:b, s:i, s:s}", "op", s->op, "count", s->count,
-                                             "supported", s->supported, "all_supported", s->supported == s->count,
-                                             "on_device", s->on_device, "where", s->where));
+        json_array_append_new(ops,
+                              json_pack("{s:s, s:i, s:i, s:b, s:i, s:s}", "op", s->op, "count", s->count,
+                                        "supported", s->supported, "all_supported", s->supported == s->count,
+                                        "on_device", s->on_device, "where", s->where));
     }
-    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:o, s:s?}", "model", model, "backend", g->backend,
-                     "device", g->device, "description", description, "n_nodes", g->n_nodes, "n_ops", g->n_ops,
-                     "boundaries_decode", g->boundaries_decode, "boundaries_prefill", g->boundaries_prefill, "ops", ops,
-                     "warning", warning);
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:o, s:s?}", "model", model, "backend",
+                     g->backend, "device", g->device, "description", description, "n_nodes", g->n_nodes,
+                     "n_ops", g->n_ops, "boundaries_decode", g->boundaries_decode, "boundaries_prefill",
+                     g->boundaries_prefill, "ops", ops, "warning", warning);
 }
 
 int cmd_ops(int argc, char **argv) {
@@ -62,10 +67,14 @@ int cmd_ops(int argc, char **argv) {
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(usage, stdout);
             return EXIT_OK;
-        } else if (cli_flag(&a, "--json")) as_json = true;
-        else if (cli_flag_value(&a, "--backend")) backend = a.value;
-        else if (cli_flag_value(&a, "--artifact")) artifact = a.value;
-        else if (cli_flag_value(&a, "--threads")) cli_int(&a, "--threads", 1, 1024, &threads);
+        } else if (cli_flag(&a, "--json"))
+            as_json = true;
+        else if (cli_flag_value(&a, "--backend"))
+            backend = a.value;
+        else if (cli_flag_value(&a, "--artifact"))
+            artifact = a.value;
+        else if (cli_flag_value(&a, "--threads"))
+            cli_int(&a, "--threads", 1, 1024, &threads);
         else if (arg[0] == '-' && arg[1]) {
             cli_error("ops: unknown option '%s' (see sipp ops --help)", arg);
             return EXIT_USAGE;
@@ -79,7 +88,8 @@ int cmd_ops(int argc, char **argv) {
     }
     if (a.bad) return EXIT_USAGE;
     if (!model || !backend) {
-        cli_error("ops: %s (sipp ops MODEL --backend NAME)", !model ? "no MODEL given" : "--backend is required");
+        cli_error("ops: %s (sipp ops MODEL --backend NAME)",
+                  !model ? "no MODEL given" : "--backend is required");
         return EXIT_USAGE;
     }
     char err[SIPP_ERROR_SIZE];
@@ -112,7 +122,8 @@ int cmd_ops(int argc, char **argv) {
     sipp_device_info devs[MAX_DEVICES];
     int nd = sipp_devices_list(devs, MAX_DEVICES);
     for (int i = 0; i < nd && i < MAX_DEVICES; i++)
-        if (strcmp(devs[i].name, g->device) == 0) snprintf(description, sizeof description, "%s", devs[i].description);
+        if (strcmp(devs[i].name, g->device) == 0)
+            snprintf(description, sizeof description, "%s", devs[i].description);
 
     /* Ops whose nodes did not all run on the chosen device: what the boundaries come from. */
     char off[OFF_DEVICE_LIST] = "";
@@ -120,13 +131,14 @@ int cmd_ops(int argc, char **argv) {
         const sipp_op_stat *s = &g->ops[i];
         if (s->on_device == s->count && s->supported == s->count) continue;
         size_t len = strlen(off);
-        snprintf(off + len, sizeof off - len, "%s%s (%d of %d on %s%s)", len ? ", " : "", s->op, s->on_device, s->count,
-                 g->device, s->supported < s->count ? ", not all supported" : "");
+        snprintf(off + len, sizeof off - len, "%s%s (%d of %d on %s%s)", len ? ", " : "", s->op, s->on_device,
+                 s->count, g->device, s->supported < s->count ? ", not all supported" : "");
     }
     char warning[OFF_DEVICE_LIST + 256] = "";
     if (g->boundaries_decode > 0)
         snprintf(warning, sizeof warning, "%d boundar%s per decode step: each costs a copy every token (%s)",
-                 g->boundaries_decode, g->boundaries_decode == 1 ? "y" : "ies", off[0] ? off : "see the table");
+                 g->boundaries_decode, g->boundaries_decode == 1 ? "y" : "ies",
+                 off[0] ? off : "see the table");
 
     if (as_json) {
         json_t *j = report_json(g, description, info.description, warning[0] ? warning : NULL);

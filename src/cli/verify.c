@@ -27,7 +27,9 @@
 #define DEFAULT_BENCH_TG 32
 #define DEFAULT_BENCH_REPS 3
 #define MAX_PROMPTS 64
-#define MAX_PROMPT_TOKENS 1024
+/* Positions in all: the reference keeps every position's logits, 4 bytes x vocabulary each (512 MiB
+ * for 1024 positions of a 128k vocabulary). */
+#define MAX_POSITIONS 1024
 #define MAX_LINE (1 << 16)
 
 /* Fixed inputs: prose, code, numbers and punctuation, and several scripts, so that many kinds of
@@ -36,16 +38,21 @@ static const char *const builtin_prompts[] = {
     "The quick brown fox jumps over the lazy dog. A portable model gives the same answer on every machine.",
     "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n\nprint([fib(i) for i in range(10)])",
     "1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144; pi = 3.14159, e = 2.71828 (approximately).",
-    "Gr\xc3\xbc\xc3\x9f" "e aus M\xc3\xbcnchen! \xe6\x9d\xb1\xe4\xba\xac\xe3\x81\xaf\xe6\x99\xb4\xe3\x82\x8c\xe3\x81\xa7\xe3\x81\x99\xe3\x80\x82 "
+    "Gr\xc3\xbc\xc3\x9f"
+    "e aus M\xc3\xbcnchen! "
+    "\xe6\x9d\xb1\xe4\xba\xac\xe3\x81\xaf\xe6\x99\xb4\xe3\x82\x8c\xe3\x81\xa7\xe3\x81\x99\xe3\x80\x82 "
     "\xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82, \xd0\xbc\xd0\xb8\xd1\x80!",
 };
 #define N_BUILTIN (int)(sizeof builtin_prompts / sizeof builtin_prompts[0])
+
+/* The thresholds, to remember which were given on the command line. */
+enum { T_KL, T_KL_MAX, T_TOP1, T_CKL, T_CTOP1, T_GREEDY, T_SPEED, T_COUNT };
 
 typedef struct verify_opts {
     const char *model, *backends_arg, *ref, *prompts_file, *manifest_out, *against, *artifact;
     bool json, no_bench;
     verify_thresholds t;
-    bool t_set[8]; /* which thresholds were given on the command line (they win over a manifest's) */
+    bool t_set[T_COUNT]; /* which thresholds were given on the command line (they win over a manifest's) */
     verify_config cfg;
     char backends[VERIFY_MAX_BACKENDS][16];
     int n_backends;
@@ -61,7 +68,8 @@ static const char usage[] =
     "each with the reference backend (--ref, default cpu): teacher-forced logits (max and RMS difference,\n"
     "mean and worst KL divergence of the softmax in nats, top-1 agreement, top-5 overlap), cached decoding\n"
     "(one token at a time against one batched prefill, on every backend), and greedy continuations\n"
-    "(--greedy-tokens per prompt, temperature 0; agreement counted in tokens after re-tokenizing the text).\n\n"
+    "(--greedy-tokens per prompt, temperature 0; agreement counted in tokens after re-tokenizing the "
+    "text).\n\n"
     "Thresholds (defaults): --max-kl 0.01 mean KL against the reference; --max-kl-max 0.1 worst position;\n"
     "--min-top1 0.9 top-1 agreement; --max-cached-kl 0.01 and --min-cached-top1 0.9 for cached decoding;\n"
     "--min-greedy 0 fraction of greedy tokens equal to the reference's (greedy paths may split at a near\n"
@@ -75,12 +83,11 @@ static const char usage[] =
     "--speed-tolerance slower. Exit status: 0 all within thresholds, 1 failure, 2 usage, 3 drift or a\n"
     "changed contract. Vulkan on a software device (lavapipe) needs GGML_VK_VISIBLE_DEVICES=0.\n";
 
-enum { T_KL, T_KL_MAX, T_TOP1, T_CKL, T_CTOP1, T_GREEDY, T_SPEED };
-
 static bool add_backend(verify_opts *o, const char *name) {
     char err[SIPP_ERROR_SIZE];
     if (strcmp(name, "auto") == 0) {
-        cli_error("verify: --backends: 'auto' is not a backend to compare; name them (cpu, vulkan, cuda, ...)");
+        cli_error(
+            "verify: --backends: 'auto' is not a backend to compare; name them (cpu, vulkan, cuda, ...)");
         return false;
     }
     if (sipp_backend_check_name(name, err) != SIPP_OK) {
@@ -100,7 +107,8 @@ static bool add_backend(verify_opts *o, const char *name) {
 static bool parse_backends(verify_opts *o, const char *list) {
     char *copy = strdup(list), *save = NULL;
     bool ok = copy != NULL;
-    for (char *t = strtok_r(copy, ",", &save); ok && t; t = strtok_r(NULL, ",", &save)) ok = add_backend(o, t);
+    for (char *t = strtok_r(copy, ",", &save); ok && t; t = strtok_r(NULL, ",", &save))
+        ok = add_backend(o, t);
     free(copy);
     return ok;
 }
@@ -124,27 +132,48 @@ static int parse(int argc, char **argv, verify_opts *o) {
     cli_args a = {.argc = argc, .argv = argv};
     while (a.i < argc && !a.bad) {
         const char *arg = argv[a.i];
-        if (cli_flag_value(&a, "--backends")) o->backends_arg = a.value;
-        else if (cli_flag_value(&a, "--ref")) o->ref = a.value;
-        else if (cli_flag_value(&a, "--prompts")) o->prompts_file = a.value;
-        else if (cli_flag_value(&a, "--manifest")) o->manifest_out = a.value;
-        else if (cli_flag_value(&a, "--against")) o->against = a.value;
-        else if (cli_flag_value(&a, "--artifact")) o->artifact = a.value;
-        else if (cli_flag_value(&a, "--threads")) cli_int(&a, "--threads", 1, 1024, &o->cfg.threads);
-        else if (cli_flag_value(&a, "--greedy-tokens")) cli_int(&a, "--greedy-tokens", 0, 4096, &o->cfg.greedy_tokens);
-        else if (cli_flag_value(&a, "--bench-p")) cli_int(&a, "--bench-p", 0, 1 << 16, &o->cfg.bench_pp);
-        else if (cli_flag_value(&a, "--bench-n")) cli_int(&a, "--bench-n", 0, 1 << 16, &o->cfg.bench_tg);
-        else if (cli_flag_value(&a, "--bench-r")) cli_int(&a, "--bench-r", 1, 1000, &o->cfg.bench_reps);
-        else if (threshold_flag(&a, o, "--max-kl-max", T_KL_MAX, &o->t.max_kl_max)) continue;
-        else if (threshold_flag(&a, o, "--max-kl", T_KL, &o->t.max_kl)) continue;
-        else if (threshold_flag(&a, o, "--min-top1", T_TOP1, &o->t.min_top1)) continue;
-        else if (threshold_flag(&a, o, "--max-cached-kl", T_CKL, &o->t.max_cached_kl)) continue;
-        else if (threshold_flag(&a, o, "--min-cached-top1", T_CTOP1, &o->t.min_cached_top1)) continue;
-        else if (threshold_flag(&a, o, "--min-greedy", T_GREEDY, &o->t.min_greedy)) continue;
-        else if (threshold_flag(&a, o, "--speed-tolerance", T_SPEED, &o->t.speed_tolerance)) continue;
-        else if (cli_flag(&a, "--json")) o->json = true;
-        else if (cli_flag(&a, "--bench")) o->cfg.bench = true;
-        else if (cli_flag(&a, "--no-bench")) o->no_bench = true;
+        if (cli_flag_value(&a, "--backends"))
+            o->backends_arg = a.value;
+        else if (cli_flag_value(&a, "--ref"))
+            o->ref = a.value;
+        else if (cli_flag_value(&a, "--prompts"))
+            o->prompts_file = a.value;
+        else if (cli_flag_value(&a, "--manifest"))
+            o->manifest_out = a.value;
+        else if (cli_flag_value(&a, "--against"))
+            o->against = a.value;
+        else if (cli_flag_value(&a, "--artifact"))
+            o->artifact = a.value;
+        else if (cli_flag_value(&a, "--threads"))
+            cli_int(&a, "--threads", 1, 1024, &o->cfg.threads);
+        else if (cli_flag_value(&a, "--greedy-tokens"))
+            cli_int(&a, "--greedy-tokens", 0, 4096, &o->cfg.greedy_tokens);
+        else if (cli_flag_value(&a, "--bench-p"))
+            cli_int(&a, "--bench-p", 0, 1 << 16, &o->cfg.bench_pp);
+        else if (cli_flag_value(&a, "--bench-n"))
+            cli_int(&a, "--bench-n", 0, 1 << 16, &o->cfg.bench_tg);
+        else if (cli_flag_value(&a, "--bench-r"))
+            cli_int(&a, "--bench-r", 1, 1000, &o->cfg.bench_reps);
+        else if (threshold_flag(&a, o, "--max-kl-max", T_KL_MAX, &o->t.max_kl_max))
+            continue;
+        else if (threshold_flag(&a, o, "--max-kl", T_KL, &o->t.max_kl))
+            continue;
+        else if (threshold_flag(&a, o, "--min-top1", T_TOP1, &o->t.min_top1))
+            continue;
+        else if (threshold_flag(&a, o, "--max-cached-kl", T_CKL, &o->t.max_cached_kl))
+            continue;
+        else if (threshold_flag(&a, o, "--min-cached-top1", T_CTOP1, &o->t.min_cached_top1))
+            continue;
+        else if (threshold_flag(&a, o, "--min-greedy", T_GREEDY, &o->t.min_greedy))
+            continue;
+        else if (threshold_flag(&a, o, "--speed-tolerance", T_SPEED, &o->t.speed_tolerance))
+            continue;
+        else if (cli_flag(&a, "--json"))
+            o->json = true;
+        else if (cli_flag(&a, "--bench"))
+            o->cfg.bench = true;
+        else if (cli_flag(&a, "--no-bench"))
+            o->no_bench = true;
         else if (arg[0] == '-' && arg[1] != '\0') {
             cli_error("verify: unknown option '%s' (see sipp verify --help)", arg);
             return EXIT_USAGE;
@@ -161,6 +190,10 @@ static int parse(int argc, char **argv, verify_opts *o) {
         cli_error("verify: --min-top1, --min-cached-top1 and --min-greedy are fractions in [0, 1]");
         return EXIT_USAGE;
     }
+    if (o->against && o->prompts_file) {
+        cli_error("verify: --prompts and --against do not mix: --against reruns the manifest's own prompts");
+        return EXIT_USAGE;
+    }
     if (o->backends_arg && !parse_backends(o, o->backends_arg)) return EXIT_USAGE;
     if (!o->against && o->n_backends == 0) {
         cli_error("verify: --backends is required (e.g. --backends cpu,vulkan), or --against MANIFEST");
@@ -172,7 +205,8 @@ static int parse(int argc, char **argv, verify_opts *o) {
     }
     char err[SIPP_ERROR_SIZE];
     if (o->ref && (strcmp(o->ref, "auto") == 0 || sipp_backend_check_name(o->ref, err) != SIPP_OK)) {
-        cli_error("verify: --ref: %s", strcmp(o->ref, "auto") == 0 ? "'auto' is not a backend to compare with" : err);
+        cli_error("verify: --ref: %s",
+                  strcmp(o->ref, "auto") == 0 ? "'auto' is not a backend to compare with" : err);
         return EXIT_USAGE;
     }
     return EXIT_OK;
@@ -192,11 +226,12 @@ static int read_prompts(const char *path, verify_prompt *prompts, int *n) {
     *n = 0;
     while ((len = getline(&line, &cap, f)) >= 0) {
         lineno++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
         if (len == 0) continue;
         if (len > MAX_LINE || *n == MAX_PROMPTS) {
             cli_error("verify: --prompts '%s' line %d: %s", path, lineno,
-                      *n == MAX_PROMPTS ? "more than 64 prompts; split the file" : "longer than 64 KiB");
+                      *n == MAX_PROMPTS ? "more than 64 prompts; use fewer" : "longer than 64 KiB");
             free(line);
             fclose(f);
             return EXIT_USAGE;
@@ -236,9 +271,10 @@ static int manifest_prompts(const json_t *m, verify_prompt *prompts, int *n) {
 
 static void add_failure(json_t *failures, const char *backend, const char *metric, double value, double limit,
                         const char *flag, bool above) {
-    json_array_append_new(failures, json_pack("{s:s, s:s, s:o, s:f, s:s, s:s}", "backend", backend, "metric", metric,
-                                              "value", isfinite(value) ? json_real(value) : json_null(), "threshold",
-                                              limit, "flag", flag, "direction", above ? "above" : "below"));
+    json_array_append_new(failures,
+                          json_pack("{s:s, s:s, s:o, s:f, s:s, s:s}", "backend", backend, "metric", metric,
+                                    "value", isfinite(value) ? json_real(value) : json_null(), "threshold",
+                                    limit, "flag", flag, "direction", above ? "above" : "below"));
 }
 
 static void check_thresholds(const verify_result *res, int n, const char *ref, const verify_thresholds *t,
@@ -248,13 +284,15 @@ static void check_thresholds(const verify_result *res, int n, const char *ref, c
         if (!r->ran) continue;
         const verify_metrics *c = &r->cached;
         if (!(c->kl_mean <= t->max_cached_kl))
-            add_failure(failures, r->backend, "cached.kl_mean", c->kl_mean, t->max_cached_kl, "--max-cached-kl", true);
+            add_failure(failures, r->backend, "cached.kl_mean", c->kl_mean, t->max_cached_kl,
+                        "--max-cached-kl", true);
         if (!(c->top1 >= t->min_cached_top1))
             add_failure(failures, r->backend, "cached.top1_agreement", c->top1, t->min_cached_top1,
                         "--min-cached-top1", false);
         if (strcmp(r->backend, ref) == 0) continue;
         const verify_metrics *v = &r->vs_ref;
-        if (!(v->kl_mean <= t->max_kl)) add_failure(failures, r->backend, "kl_mean", v->kl_mean, t->max_kl, "--max-kl", true);
+        if (!(v->kl_mean <= t->max_kl))
+            add_failure(failures, r->backend, "kl_mean", v->kl_mean, t->max_kl, "--max-kl", true);
         if (!(v->kl_max <= t->max_kl_max))
             add_failure(failures, r->backend, "kl_max", v->kl_max, t->max_kl_max, "--max-kl-max", true);
         if (!(v->top1 >= t->min_top1))
@@ -264,8 +302,8 @@ static void check_thresholds(const verify_result *res, int n, const char *ref, c
 
 /* Greedy agreement: a fraction over every prompt's continuation. Kept apart because it needs the
  * prompt count. */
-static void check_greedy(const verify_result *res, int n, int n_prompts, const char *ref, const verify_thresholds *t,
-                         json_t *failures) {
+static void check_greedy(const verify_result *res, int n, int n_prompts, const char *ref,
+                         const verify_thresholds *t, json_t *failures) {
     for (int i = 0; i < n; i++) {
         const verify_result *r = &res[i];
         if (!r->ran || !r->greedy || strcmp(r->backend, ref) == 0) continue;
@@ -285,30 +323,36 @@ static void check_greedy(const verify_result *res, int n, int n_prompts, const c
 static const char *metric_unit(const char *metric) { return strstr(metric, "kl") ? " nats" : ""; }
 
 static void print_metrics_row(const char *backend, const verify_metrics *m) {
-    printf("  %-8s %10.3g %10.3g %10.3g %10.3g %7.1f%% %7.1f%%\n", backend, m->max_abs, m->rms, m->kl_mean, m->kl_max,
-           100 * m->top1, 100 * m->top5);
+    printf("  %-8s %10.3g %10.3g %10.3g %10.3g %7.1f%% %7.1f%%\n", backend, m->max_abs, m->rms, m->kl_mean,
+           m->kl_max, 100 * m->top1, 100 * m->top5);
 }
 
 static void print_text(const verify_opts *o, const verify_result *res, int n, const verify_prompt *prompts,
                        int n_prompts, const json_t *failures) {
     long positions = 0;
-    for (int p = 0; p < n_prompts; p++) positions += prompts[p].n_tokens;
+    for (int p = 0; p < n_prompts; p++)
+        positions += prompts[p].n_tokens;
     const char *ref = o->ref;
-    printf("sipp verify: %s (%s), %d prompt%s, %ld positions, reference %s\n", res[0].model_desc, o->cfg.model_path,
-           n_prompts, n_prompts == 1 ? "" : "s", positions, ref);
+    printf("sipp verify: %s (%s), %d prompt%s, %ld positions, reference %s\n", res[0].model_desc,
+           o->cfg.model_path, n_prompts, n_prompts == 1 ? "" : "s", positions, ref);
     for (int i = 0; i < n; i++) {
         const verify_result *r = &res[i];
-        if (!r->ran) printf("  %-8s not run: %s\n", r->backend, r->skipped);
-        else printf("  %-8s %s (%s)\n", r->backend, json_string_value(json_object_get(r->device, "name")),
-                    json_string_value(json_object_get(r->device, "description")));
+        if (!r->ran)
+            printf("  %-8s not run: %s\n", r->backend, r->skipped);
+        else
+            printf("  %-8s %s (%s)\n", r->backend, json_string_value(json_object_get(r->device, "name")),
+                   json_string_value(json_object_get(r->device, "description")));
     }
     printf("\nteacher-forced logits against %s\n", ref);
-    printf("  %-8s %10s %10s %10s %10s %8s %8s\n", "backend", "max |d|", "rms", "KL mean", "KL max", "top-1", "top-5");
+    printf("  %-8s %10s %10s %10s %10s %8s %8s\n", "backend", "max |d|", "rms", "KL mean", "KL max", "top-1",
+           "top-5");
     for (int i = 0; i < n; i++) {
         const verify_result *r = &res[i];
         if (!r->ran) continue;
-        if (strcmp(r->backend, ref) == 0) printf("  %-8s reference\n", r->backend);
-        else print_metrics_row(r->backend, &r->vs_ref);
+        if (strcmp(r->backend, ref) == 0)
+            printf("  %-8s reference\n", r->backend);
+        else
+            print_metrics_row(r->backend, &r->vs_ref);
     }
     printf("\ncached decoding: one token at a time against one batched prefill, same backend\n");
     for (int i = 0; i < n; i++)
@@ -334,24 +378,28 @@ static void print_text(const verify_opts *o, const verify_result *res, int n, co
         const verify_result *r = &res[i];
         if (!r->ran) continue;
         printf("  %-8s %d node%s on %s, %d boundar%s per decode step, %d per prefill\n", r->backend,
-               r->graph.n_nodes, r->graph.n_nodes == 1 ? "" : "s", r->graph.device, r->graph.boundaries_decode,
-               r->graph.boundaries_decode == 1 ? "y" : "ies", r->graph.boundaries_prefill);
+               r->graph.n_nodes, r->graph.n_nodes == 1 ? "" : "s", r->graph.device,
+               r->graph.boundaries_decode, r->graph.boundaries_decode == 1 ? "y" : "ies",
+               r->graph.boundaries_prefill);
     }
     for (int i = 0; i < n; i++) {
         const verify_result *r = &res[i];
         if (!r->bench) continue;
         json_t *pp = json_object_get(r->bench, "pp"), *tg = json_object_get(r->bench, "tg");
-        printf("%s  %-8s pp%lld %.2f ± %.2f t/s, tg%lld %.2f ± %.2f t/s, load %.0f ms\n", i == 0 ? "\nbench\n" : "",
-               r->backend, (long long)json_integer_value(json_object_get(pp, "tokens")),
-               json_number_value(json_object_get(pp, "mean")), json_number_value(json_object_get(pp, "stddev")),
-               (long long)json_integer_value(json_object_get(tg, "tokens")),
-               json_number_value(json_object_get(tg, "mean")), json_number_value(json_object_get(tg, "stddev")),
-               json_number_value(json_object_get(r->bench, "load_ms")));
+        printf(
+            "%s  %-8s pp%lld %.2f ± %.2f t/s, tg%lld %.2f ± %.2f t/s, load %.0f ms\n",
+            i == 0 ? "\nbench\n" : "", r->backend,
+            (long long)json_integer_value(json_object_get(pp, "tokens")),
+            json_number_value(json_object_get(pp, "mean")), json_number_value(json_object_get(pp, "stddev")),
+            (long long)json_integer_value(json_object_get(tg, "tokens")),
+            json_number_value(json_object_get(tg, "mean")), json_number_value(json_object_get(tg, "stddev")),
+            json_number_value(json_object_get(r->bench, "load_ms")));
     }
     const verify_thresholds *t = &o->t;
-    printf("\nthresholds: KL mean <= %g, KL max <= %g, top-1 >= %g; cached KL mean <= %g, cached top-1 >= %g; "
-           "greedy >= %g\n",
-           t->max_kl, t->max_kl_max, t->min_top1, t->max_cached_kl, t->min_cached_top1, t->min_greedy);
+    printf(
+        "\nthresholds: KL mean <= %g, KL max <= %g, top-1 >= %g; cached KL mean <= %g, cached top-1 >= %g; "
+        "greedy >= %g\n",
+        t->max_kl, t->max_kl_max, t->min_top1, t->max_cached_kl, t->min_cached_top1, t->min_greedy);
     printf("result: %s\n", json_array_size(failures) ? "FAIL" : "pass");
 }
 
@@ -362,12 +410,15 @@ static void print_failures(const json_t *failures) {
         const char *metric = json_string_value(json_object_get(f, "metric"));
         json_t *v = json_object_get(f, "value");
         char value[64];
-        if (json_is_number(v)) snprintf(value, sizeof value, "%.4g%s", json_number_value(v), metric_unit(metric));
-        else snprintf(value, sizeof value, "not finite");
+        if (json_is_number(v))
+            snprintf(value, sizeof value, "%.4g%s", json_number_value(v), metric_unit(metric));
+        else
+            snprintf(value, sizeof value, "not finite");
         cli_error("verify: %s on %s is %s, %s the threshold %g (%s)", metric,
                   json_string_value(json_object_get(f, "backend")), value,
                   json_string_value(json_object_get(f, "direction")),
-                  json_number_value(json_object_get(f, "threshold")), json_string_value(json_object_get(f, "flag")));
+                  json_number_value(json_object_get(f, "threshold")),
+                  json_string_value(json_object_get(f, "flag")));
     }
 }
 
@@ -412,7 +463,8 @@ static json_t *prompts_json(const verify_prompt *prompts, int n) {
     json_t *arr = json_array();
     for (int p = 0; p < n; p++) {
         json_t *toks = json_array();
-        for (int t = 0; t < prompts[p].n_tokens; t++) json_array_append_new(toks, json_integer(prompts[p].tokens[t]));
+        for (int t = 0; t < prompts[p].n_tokens; t++)
+            json_array_append_new(toks, json_integer(prompts[p].tokens[t]));
         json_array_append_new(arr, json_pack("{s:s, s:o}", "text", prompts[p].text, "tokens", toks));
     }
     return arr;
@@ -425,20 +477,22 @@ static json_t *build_report(const verify_opts *o, json_t *model, const verify_re
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     json_t *backends = json_object();
     for (int i = 0; i < n; i++)
-        if (res[i].ran) json_object_set_new(backends, res[i].backend, verify_result_json(&res[i], prompts, n_prompts));
+        if (res[i].ran)
+            json_object_set_new(backends, res[i].backend, verify_result_json(&res[i], prompts, n_prompts));
     json_t *skipped = json_object();
     for (int i = 0; i < n; i++)
-        if (!res[i].ran && res[i].skipped[0]) json_object_set_new(skipped, res[i].backend, json_string(res[i].skipped));
-    json_t *bench = o->cfg.bench ? json_pack("{s:i, s:i, s:i}", "pp", o->cfg.bench_pp, "tg", o->cfg.bench_tg, "reps",
-                                             o->cfg.bench_reps)
+        if (!res[i].ran && res[i].skipped[0])
+            json_object_set_new(skipped, res[i].backend, json_string(res[i].skipped));
+    json_t *bench = o->cfg.bench ? json_pack("{s:i, s:i, s:i}", "pp", o->cfg.bench_pp, "tg", o->cfg.bench_tg,
+                                             "reps", o->cfg.bench_reps)
                                  : json_null();
-    return json_pack("{s:s, s:i, s:s, s:o, s:o, s:o, s:s, s:o, s:o, s:i, s:i, s:o, s:o, s:o, s:{s:b, s:O}}", "kind",
-                     VERIFY_MANIFEST_KIND, "format", VERIFY_MANIFEST_FORMAT, "created", created, "model", model,
-                     "runtime", manifest_runtime_json(), "host", manifest_host_json(), "reference", o->ref,
-                     "thresholds", verify_thresholds_json(&o->t), "prompts", prompts_json(prompts, n_prompts),
-                     "greedy_tokens", o->cfg.greedy_tokens, "threads", o->cfg.threads, "bench", bench, "backends",
-                     backends, "not_run", skipped, "verdict", "passed", json_array_size(failures) == 0, "failures",
-                     failures);
+    return json_pack("{s:s, s:i, s:s, s:o, s:o, s:o, s:s, s:o, s:o, s:i, s:i, s:o, s:o, s:o, s:{s:b, s:O}}",
+                     "kind", VERIFY_MANIFEST_KIND, "format", VERIFY_MANIFEST_FORMAT, "created", created,
+                     "model", model, "runtime", manifest_runtime_json(), "host", manifest_host_json(),
+                     "reference", o->ref, "thresholds", verify_thresholds_json(&o->t), "prompts",
+                     prompts_json(prompts, n_prompts), "greedy_tokens", o->cfg.greedy_tokens, "threads",
+                     o->cfg.threads, "bench", bench, "backends", backends, "not_run", skipped, "verdict",
+                     "passed", json_array_size(failures) == 0, "failures", failures);
 }
 
 /* Settings a manifest recorded become this run's, unless given on the command line. */
@@ -453,13 +507,18 @@ static int adopt_manifest(verify_opts *o, const json_t *m) {
         const char *name;
         json_t *v;
         if (!add_backend(o, o->ref)) return EXIT_RUNTIME;
-        json_object_foreach(json_object_get(m, "backends"), name, v) if (!add_backend(o, name)) return EXIT_RUNTIME;
+        json_object_foreach(json_object_get(m, "backends"), name,
+                            v) if (!add_backend(o, name)) return EXIT_RUNTIME;
     }
-    verify_thresholds recorded = o->t;
-    verify_thresholds_from_json(json_object_get(m, "thresholds"), &recorded);
-    double *mine = &o->t.max_kl, *theirs = &recorded.max_kl;
-    for (int i = 0; i <= T_SPEED; i++)
-        if (!o->t_set[i]) mine[i] = theirs[i];
+    verify_thresholds given = o->t;
+    verify_thresholds_from_json(json_object_get(m, "thresholds"), &o->t);
+    if (o->t_set[T_KL]) o->t.max_kl = given.max_kl;
+    if (o->t_set[T_KL_MAX]) o->t.max_kl_max = given.max_kl_max;
+    if (o->t_set[T_TOP1]) o->t.min_top1 = given.min_top1;
+    if (o->t_set[T_CKL]) o->t.max_cached_kl = given.max_cached_kl;
+    if (o->t_set[T_CTOP1]) o->t.min_cached_top1 = given.min_cached_top1;
+    if (o->t_set[T_GREEDY]) o->t.min_greedy = given.min_greedy;
+    if (o->t_set[T_SPEED]) o->t.speed_tolerance = given.speed_tolerance;
     json_t *g = json_object_get(m, "greedy_tokens");
     if (json_is_integer(g)) o->cfg.greedy_tokens = (int)json_integer_value(g);
     json_t *b = json_object_get(m, "bench");
@@ -519,10 +578,13 @@ int cmd_verify(int argc, char **argv) {
     json_t *model = NULL, *failures = json_array(), *report = NULL;
     if ((rc = resolve_backends(&o, recorded, res, runnable)) != EXIT_OK) goto out;
 
-    if (recorded) rc = manifest_prompts(recorded, prompts, &n_prompts);
-    else if (o.prompts_file) rc = read_prompts(o.prompts_file, prompts, &n_prompts);
+    if (recorded)
+        rc = manifest_prompts(recorded, prompts, &n_prompts);
+    else if (o.prompts_file)
+        rc = read_prompts(o.prompts_file, prompts, &n_prompts);
     else
-        for (n_prompts = 0; n_prompts < N_BUILTIN; n_prompts++) prompts[n_prompts].text = strdup(builtin_prompts[n_prompts]);
+        for (n_prompts = 0; n_prompts < N_BUILTIN; n_prompts++)
+            prompts[n_prompts].text = strdup(builtin_prompts[n_prompts]);
     if (rc != EXIT_OK) goto out;
 
     if (!(model = manifest_model_json(o.model))) {
@@ -530,23 +592,25 @@ int cmd_verify(int argc, char **argv) {
         goto out;
     }
     char err[SIPP_ERROR_SIZE];
-    /* The tokenizer: a CPU load, whose weights are memory-mapped and never touched by tokenizing.
-     * (A vocab_only load would be lighter, but sipp_model_load aborts in llama_model_n_head on one.) */
+    /* The tokenizer: a vocabulary-only load (tokenization does not depend on the backend). */
     sipp_model_params vp = sipp_model_default_params();
-    vp.backend = "cpu";
+    vp.vocab_only = true;
     if (sipp_model_load(o.model, &vp, &o.cfg.vocab, err) != SIPP_OK) {
         cli_error("verify: %s", err);
         rc = EXIT_RUNTIME;
         goto out;
     }
     if ((rc = verify_tokenize_prompts(&o.cfg, prompts, n_prompts)) != EXIT_OK) goto out;
+    long positions = 0;
     for (int p = 0; p < n_prompts; p++)
-        if (prompts[p].n_tokens > MAX_PROMPT_TOKENS) {
-            cli_error("verify: prompt %d is %d tokens, more than %d; shorten it", p + 1, prompts[p].n_tokens,
-                      MAX_PROMPT_TOKENS);
-            rc = EXIT_USAGE;
-            goto out;
-        }
+        positions += prompts[p].n_tokens;
+    if (positions > MAX_POSITIONS) {
+        cli_error("verify: the prompts are %ld tokens in all, more than %d (the reference's logits of every "
+                  "position are kept in memory); use fewer or shorter prompts",
+                  positions, MAX_POSITIONS);
+        rc = EXIT_USAGE;
+        goto out;
+    }
 
     for (int i = 0; i < o.n_backends; i++) {
         if (!runnable[i]) continue;
@@ -555,7 +619,8 @@ int cmd_verify(int argc, char **argv) {
     }
     check_thresholds(res, o.n_backends, o.ref, &o.t, failures);
     check_greedy(res, o.n_backends, n_prompts, o.ref, &o.t, failures);
-    report = build_report(&o, json_incref(model), res, o.n_backends, prompts, n_prompts, json_incref(failures));
+    report =
+        build_report(&o, json_incref(model), res, o.n_backends, prompts, n_prompts, json_incref(failures));
     bool contracts_hold = true;
     if (recorded) contracts_hold = verify_against(o.cfg.vocab, recorded, report, &o.t, report);
     if (o.manifest_out && !manifest_write(o.manifest_out, report)) {
@@ -576,10 +641,12 @@ int cmd_verify(int argc, char **argv) {
         if (recorded) print_contracts(report);
     }
     print_failures(failures);
-    if (recorded && !contracts_hold) cli_error("verify: a contract of manifest '%s' changed on this machine (see the report)", o.against);
+    if (recorded && !contracts_hold)
+        cli_error("verify: a contract of manifest '%s' changed on this machine (see the report)", o.against);
     rc = json_array_size(failures) || !contracts_hold ? EXIT_DRIFT : EXIT_OK;
 out:
-    for (int i = 0; i < o.n_backends; i++) verify_result_free(&res[i], n_prompts);
+    for (int i = 0; i < o.n_backends; i++)
+        verify_result_free(&res[i], n_prompts);
     for (int p = 0; p < n_prompts; p++) {
         free(prompts[p].text);
         free(prompts[p].tokens);

@@ -24,7 +24,7 @@
 enum { EXIT_DRIFT = 3 };
 
 #define VERIFY_MAX_BACKENDS 8
-#define VERIFY_TOPK 5           /* top-k overlap and the recorded top tokens per position */
+#define VERIFY_TOPK 5 /* top-k overlap and the recorded top tokens per position */
 #define VERIFY_MANIFEST_FORMAT 1
 #define VERIFY_MANIFEST_KIND "sipp-verify-manifest"
 
@@ -33,12 +33,12 @@ enum { EXIT_DRIFT = 3 };
 /* Drift of one set of logits against another, accumulated over many positions (rows). */
 typedef struct verify_metrics {
     long positions;
-    double max_abs;     /* largest |a - b| over every logit */
-    double rms;         /* sqrt(mean (a - b)^2) over every logit */
-    double kl_mean;     /* mean over positions of KL(softmax(ref) || softmax(other)), nats */
-    double kl_max;      /* the worst position's KL */
-    double top1;        /* fraction of positions whose argmax agrees */
-    double top5;        /* mean fraction of the reference's top-5 tokens also in the other's top-5 */
+    double max_abs; /* largest |a - b| over every logit */
+    double rms;     /* sqrt(mean (a - b)^2) over every logit */
+    double kl_mean; /* mean over positions of KL(softmax(ref) || softmax(other)), nats */
+    double kl_max;  /* the worst position's KL */
+    double top1;    /* fraction of positions whose argmax agrees */
+    double top5;    /* mean fraction of the reference's top-5 tokens also in the other's top-5 */
     /* running sums, internal to verify_metrics_add / verify_metrics_finish */
     double sum_sq, sum_kl, sum_top5;
     long n_values, top1_hits;
@@ -81,13 +81,13 @@ typedef struct verify_prompt {
 
 typedef struct verify_config {
     const char *model_path;
-    sipp_model *vocab;      /* a CPU load of the model that tokenizes prompts and continuations */
+    sipp_model *vocab; /* a vocabulary-only load of the model: tokenizes prompts and continuations */
     const char *artifact;
     int threads;
-    int greedy_tokens;      /* tokens of greedy continuation per prompt */
-    bool bench;             /* also run `sipp bench` per backend */
+    int greedy_tokens; /* tokens of greedy continuation per prompt */
+    bool bench;        /* also run `sipp bench` per backend */
     int bench_pp, bench_tg, bench_reps;
-    bool quiet;             /* no progress lines on stderr */
+    bool quiet; /* no progress lines on stderr */
 } verify_config;
 
 /* Everything one backend produced. The reference's logits stay alive for the others' comparison. */
@@ -98,17 +98,17 @@ typedef struct verify_result {
     json_t *device;                /* {name, description, type, software, memory_total, memory_free} */
     char model_desc[128];
     sipp_model_info info;
-    float **logits;                /* per prompt: n_tokens rows of n_vocab (batched prefill); kept for the
-                                      reference only, freed after the comparison for the others */
-    json_t *top;                   /* per prompt and position: the top tokens and their logits */
+    float **logits; /* per prompt: n_tokens rows of n_vocab (batched prefill); kept for the
+                       reference only, freed after the comparison for the others */
+    json_t *top;    /* per prompt and position: the top tokens and their logits */
     int n_vocab;
-    verify_metrics vs_ref;         /* batched logits against the reference backend's */
-    verify_metrics cached;         /* incremental against batched, on this backend */
-    char **greedy;                 /* per prompt: the continuation's text */
-    int *greedy_agree;             /* per prompt: leading tokens equal to the reference's */
-    int *greedy_len;               /* per prompt: tokens in the reference's continuation */
+    verify_metrics vs_ref; /* batched logits against the reference backend's */
+    verify_metrics cached; /* incremental against batched, on this backend */
+    char **greedy;         /* per prompt: the continuation's text */
+    int *greedy_agree;     /* per prompt: leading tokens equal to the reference's */
+    int *greedy_len;       /* per prompt: tokens in the reference's continuation */
     sipp_graph_report graph;
-    json_t *bench;                 /* `sipp bench -o json` output, or NULL */
+    json_t *bench; /* `sipp bench -o json` output, or NULL */
 } verify_result;
 
 /* Leading tokens two texts share, both tokenized with vocab; *n_ref: tokens of ref. Equal texts
@@ -120,8 +120,8 @@ int verify_tokenize_prompts(const verify_config *cfg, verify_prompt *prompts, in
 
 /* Runs one backend; ref is the reference's result (NULL when this is the reference). Returns an exit
  * status (EXIT_OK or EXIT_RUNTIME, after printing the error). */
-int verify_run_backend(const verify_config *cfg, const char *backend, const verify_prompt *prompts, int n_prompts,
-                       const verify_result *ref, verify_result *out);
+int verify_run_backend(const verify_config *cfg, const char *backend, const verify_prompt *prompts,
+                       int n_prompts, const verify_result *ref, verify_result *out);
 void verify_result_free(verify_result *r, int n_prompts);
 
 /* The results of one backend as the manifest records them: device, metrics, greedy outputs and their
@@ -151,7 +151,7 @@ bool manifest_write(const char *path, const json_t *manifest);
 
 /* Compares this machine's run with a manifest, contract by contract; prints the report (text, or
  * adds "contracts" to report_json). Returns true when every checked contract holds. */
-bool verify_against(sipp_model *vocab, const json_t *recorded, const json_t *current, const verify_thresholds *t,
-                    json_t *report);
+bool verify_against(sipp_model *vocab, const json_t *recorded, const json_t *current,
+                    const verify_thresholds *t, json_t *report);
 
 #endif

@@ -50,14 +50,16 @@ static const char *str(const json_t *o, const char *key) {
     return s ? s : "(none)";
 }
 
-static json_t *path(const json_t *o, const char *a, const char *b) { return json_object_get(json_object_get(o, a), b); }
+static json_t *path(const json_t *o, const char *a, const char *b) {
+    return json_object_get(json_object_get(o, a), b);
+}
 
 static void check_checkpoint(contract *c, const json_t *rm, const json_t *cm) {
     c->checked = true;
     const char *rh = str(rm, "sha256"), *ch = str(cm, "sha256");
     if (strcmp(rh, ch) != 0)
-        note(c, true, "model sha256 is %.*s... here, the manifest recorded %.*s... ('%s')", SHORT_HASH, ch, SHORT_HASH,
-             rh, str(cm, "path"));
+        note(c, true, "model sha256 is %.*s... here, the manifest recorded %.*s... ('%s')", SHORT_HASH, ch,
+             SHORT_HASH, rh, str(cm, "path"));
     if (!json_equal(json_object_get(rm, "size_bytes"), json_object_get(cm, "size_bytes")))
         note(c, true, "model size is %lld bytes here, %lld in the manifest",
              (long long)json_integer_value(json_object_get(cm, "size_bytes")),
@@ -68,30 +70,35 @@ static void check_checkpoint(contract *c, const json_t *rm, const json_t *cm) {
 }
 
 static void check_tokenizer(contract *c, const json_t *recorded, const json_t *current) {
-    static const char *const keys[] = {"model", "n_vocab", "vocab_sha256", "n_merges", "merges_sha256", "bos_id", "eos_id"};
+    static const char *const keys[] = {"model",         "n_vocab", "vocab_sha256", "n_merges",
+                                       "merges_sha256", "bos_id",  "eos_id"};
     c->checked = true;
     const json_t *rt = path(recorded, "model", "tokenizer"), *ct = path(current, "model", "tokenizer");
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         json_t *a = json_object_get(rt, keys[i]), *b = json_object_get(ct, keys[i]);
         if (json_equal(a, b) || (!a && json_is_null(b)) || (json_is_null(a) && !b)) continue;
-        char *sa = json_dumps(a ? a : json_null(), JSON_ENCODE_ANY), *sb = json_dumps(b ? b : json_null(), JSON_ENCODE_ANY);
+        char *sa = json_dumps(a ? a : json_null(), JSON_ENCODE_ANY),
+             *sb = json_dumps(b ? b : json_null(), JSON_ENCODE_ANY);
         note(c, true, "tokenizer %s is %s here, %s in the manifest", keys[i], sb ? sb : "?", sa ? sa : "?");
         free(sa);
         free(sb);
     }
-    if (!json_equal(path(recorded, "model", "chat_template_sha256"), path(current, "model", "chat_template_sha256")))
+    if (!json_equal(path(recorded, "model", "chat_template_sha256"),
+                    path(current, "model", "chat_template_sha256")))
         note(c, true, "the chat template differs (sha256 %.*s here, %.*s in the manifest)", SHORT_HASH,
              str(json_object_get(current, "model"), "chat_template_sha256"), SHORT_HASH,
              str(json_object_get(recorded, "model"), "chat_template_sha256"));
     json_t *rp = json_object_get(recorded, "prompts"), *cp = json_object_get(current, "prompts");
     for (size_t p = 0; p < json_array_size(rp) && p < json_array_size(cp); p++) {
-        json_t *a = json_object_get(json_array_get(rp, p), "tokens"), *b = json_object_get(json_array_get(cp, p), "tokens");
+        json_t *a = json_object_get(json_array_get(rp, p), "tokens"),
+               *b = json_object_get(json_array_get(cp, p), "tokens");
         if (json_equal(a, b)) continue;
         size_t k = 0;
         while (k < json_array_size(a) && k < json_array_size(b) &&
                json_equal(json_array_get(a, k), json_array_get(b, k)))
             k++;
-        note(c, true, "prompt %zu tokenizes to %zu tokens here, %zu in the manifest; they differ from token %zu on",
+        note(c, true,
+             "prompt %zu tokenizes to %zu tokens here, %zu in the manifest; they differ from token %zu on",
              p + 1, json_array_size(b), json_array_size(a), k);
     }
     if (!c->changed)
@@ -100,7 +107,9 @@ static void check_tokenizer(contract *c, const json_t *recorded, const json_t *c
              str(ct, "vocab_sha256"), json_array_size(rp));
 }
 
-static long ival(const json_t *o, const char *key) { return (long)json_integer_value(json_object_get(o, key)); }
+static long ival(const json_t *o, const char *key) {
+    return (long)json_integer_value(json_object_get(o, key));
+}
 
 static void check_graph(contract *c, const char *backend, const json_t *rg, const json_t *cg) {
     static const char *const totals[] = {"n_nodes", "boundaries_decode", "boundaries_prefill"};
@@ -115,13 +124,14 @@ static void check_graph(contract *c, const char *backend, const json_t *rg, cons
     json_object_foreach(rops, op, v) {
         json_t *w = json_object_get(cops, op);
         if (!w) {
-            note(c, true, "%s: op %s (%ld in the manifest) is no longer in the graph", backend, op, ival(v, "count"));
+            note(c, true, "%s: op %s (%ld in the manifest) is no longer in the graph", backend, op,
+                 ival(v, "count"));
             continue;
         }
         for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
             if (ival(v, fields[i]) != ival(w, fields[i]))
-                note(c, true, "%s: op %s %s is %ld here, %ld in the manifest", backend, op, fields[i], ival(w, fields[i]),
-                     ival(v, fields[i]));
+                note(c, true, "%s: op %s %s is %ld here, %ld in the manifest", backend, op, fields[i],
+                     ival(w, fields[i]), ival(v, fields[i]));
     }
     json_object_foreach(cops, op, v) if (!json_object_get(rops, op))
         note(c, true, "%s: op %s (%ld) is new in the graph", backend, op, ival(v, "count"));
@@ -131,11 +141,13 @@ static void check_graph(contract *c, const char *backend, const json_t *rg, cons
 }
 
 /* This run's logits against the top tokens the manifest recorded for the same backend. */
-static void check_top(contract *c, const char *backend, const json_t *rtop, const json_t *ctop, double min_top1) {
+static void check_top(contract *c, const char *backend, const json_t *rtop, const json_t *ctop,
+                      double min_top1) {
     long positions = 0, hits = 0;
     double overlap = 0, max_abs = 0;
     for (size_t p = 0; p < json_array_size(rtop) && p < json_array_size(ctop); p++) {
-        json_t *ri = json_object_get(json_array_get(rtop, p), "ids"), *ci = json_object_get(json_array_get(ctop, p), "ids");
+        json_t *ri = json_object_get(json_array_get(rtop, p), "ids"),
+               *ci = json_object_get(json_array_get(ctop, p), "ids");
         json_t *rv = json_object_get(json_array_get(rtop, p), "logits"),
                *cv = json_object_get(json_array_get(ctop, p), "logits");
         for (size_t t = 0; t < json_array_size(ri) && t < json_array_size(ci); t++) {
@@ -148,9 +160,10 @@ static void check_top(contract *c, const char *backend, const json_t *rtop, cons
                     if (json_equal(json_array_get(a, i), json_array_get(b, j))) {
                         common++;
                         /* Logits are floats; the manifest stores 9 significant digits, which
-                                         * give back the same float, so compare as floats. */
-                        double d = fabs((double)(float)json_number_value(json_array_get(json_array_get(rv, t), i)) -
-                                        (double)(float)json_number_value(json_array_get(json_array_get(cv, t), j)));
+                         * give back the same float, so compare as floats. */
+                        double d =
+                            fabs((double)(float)json_number_value(json_array_get(json_array_get(rv, t), i)) -
+                                 (double)(float)json_number_value(json_array_get(json_array_get(cv, t), j)));
                         if (d > max_abs) max_abs = d;
                     }
             overlap += (double)common / VERIFY_TOPK;
@@ -158,18 +171,22 @@ static void check_top(contract *c, const char *backend, const json_t *rtop, cons
     }
     if (positions == 0) return;
     double top1 = (double)hits / positions;
-    note(c, top1 < min_top1, "%s: logits against the manifest's: top-1 %.1f%%%s, top-5 overlap %.1f%%, max |d| on the "
+    note(c, top1 < min_top1,
+         "%s: logits against the manifest's: top-1 %.1f%%%s, top-5 overlap %.1f%%, max |d| on the "
          "top tokens %.3g",
-         backend, 100 * top1, top1 < min_top1 ? " (below --min-top1)" : "", 100 * overlap / positions, max_abs);
+         backend, 100 * top1, top1 < min_top1 ? " (below --min-top1)" : "", 100 * overlap / positions,
+         max_abs);
 }
 
-static void check_greedy(contract *c, sipp_model *vocab, const char *backend, const json_t *rgr, const json_t *cgr) {
+static void check_greedy(contract *c, sipp_model *vocab, const char *backend, const json_t *rgr,
+                         const json_t *cgr) {
     int differing = 0;
     for (size_t p = 0; p < json_array_size(rgr) && p < json_array_size(cgr); p++) {
         json_t *a = json_array_get(rgr, p), *b = json_array_get(cgr, p);
         if (strcmp(str(a, "sha256"), str(b, "sha256")) == 0) continue;
         int n_ref = 0, agree = verify_token_agreement(vocab, str(a, "text"), str(b, "text"), &n_ref);
-        note(c, true, "%s: the greedy continuation of prompt %zu differs from the manifest's after %d of %d tokens",
+        note(c, true,
+             "%s: the greedy continuation of prompt %zu differs from the manifest's after %d of %d tokens",
              backend, p + 1, agree, n_ref);
         differing++;
     }
@@ -177,17 +194,19 @@ static void check_greedy(contract *c, sipp_model *vocab, const char *backend, co
         note(c, true, "%s: %zu greedy continuations here, %zu in the manifest", backend, json_array_size(cgr),
              json_array_size(rgr));
     else if (!differing && json_array_size(rgr))
-        note(c, false, "%s: %zu greedy continuations identical to the manifest's", backend, json_array_size(rgr));
+        note(c, false, "%s: %zu greedy continuations identical to the manifest's", backend,
+             json_array_size(rgr));
 }
 
-static void check_numerics(contract *c, sipp_model *vocab, const char *backend, const json_t *rb, const json_t *cb,
-                           const json_t *current, const verify_thresholds *t) {
+static void check_numerics(contract *c, sipp_model *vocab, const char *backend, const json_t *rb,
+                           const json_t *cb, const json_t *current, const verify_thresholds *t) {
     size_t i;
     json_t *f;
     json_array_foreach(path(current, "verdict", "failures"), i, f) {
         if (strcmp(str(f, "backend"), backend) != 0) continue;
         note(c, true, "%s: %s is %.4g, %s the threshold %g (%s)", backend, str(f, "metric"),
-             json_is_number(json_object_get(f, "value")) ? json_number_value(json_object_get(f, "value")) : INFINITY,
+             json_is_number(json_object_get(f, "value")) ? json_number_value(json_object_get(f, "value"))
+                                                         : INFINITY,
              str(f, "direction"), json_number_value(json_object_get(f, "threshold")), str(f, "flag"));
     }
     check_greedy(c, vocab, backend, json_object_get(rb, "greedy"), json_object_get(cb, "greedy"));
@@ -204,7 +223,8 @@ static void check_speed(contract *c, const char *backend, const json_t *rb, cons
     }
     c->checked = true;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        double was = json_number_value(path(rbench, tests[i], "mean")), now = json_number_value(path(cbench, tests[i], "mean"));
+        double was = json_number_value(path(rbench, tests[i], "mean")),
+               now = json_number_value(path(cbench, tests[i], "mean"));
         bool slower = now < was * (1 - tol);
         note(c, slower, "%s: %s %.2f t/s here, %.2f in the manifest (%+.1f%%)%s", backend, tests[i], now, was,
              was > 0 ? 100 * (now - was) / was : 0.0, slower ? ", slower than --speed-tolerance allows" : "");
@@ -222,9 +242,12 @@ static json_t *context_json(const json_t *r, const json_t *c) {
     static const struct {
         const char *label, *a, *b, *d;
     } fields[] = {
-        {"sipp", "runtime", "sipp_version", NULL},       {"llama.cpp commit", "runtime", "llama_commit", NULL},
-        {"ggml CPU module", "runtime", "ggml_cpu_module", NULL}, {"cpu", "host", "cpu", "model"},
-        {"os", "host", "os", "name"},                    {"kernel", "host", "os", "kernel"},
+        {"sipp", "runtime", "sipp_version", NULL},
+        {"llama.cpp commit", "runtime", "llama_commit", NULL},
+        {"ggml CPU module", "runtime", "ggml_cpu_module", NULL},
+        {"cpu", "host", "cpu", "model"},
+        {"os", "host", "os", "name"},
+        {"kernel", "host", "os", "kernel"},
     };
     json_t *ctx = json_array();
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
@@ -241,8 +264,9 @@ static json_t *context_json(const json_t *r, const json_t *c) {
         json_t *cb = json_object_get(json_object_get(c, "backends"), name);
         char label[64];
         snprintf(label, sizeof label, "%s device", name);
-        if (cb) context_diff(ctx, label, json_string_value(path(cb, "device", "description")),
-                             json_string_value(path(rb, "device", "description")));
+        if (cb)
+            context_diff(ctx, label, json_string_value(path(cb, "device", "description")),
+                         json_string_value(path(rb, "device", "description")));
     }
     return ctx;
 }
@@ -252,11 +276,16 @@ static json_t *contract_json(contract *c) {
     return json_pack("{s:s, s:s, s:o}", "contract", c->name, "status", status, "details", c->details);
 }
 
-bool verify_against(sipp_model *vocab, const json_t *recorded, const json_t *current, const verify_thresholds *t,
-                    json_t *report) {
-    contract cs[] = {{.name = "checkpoint"}, {.name = "tokenizer"}, {.name = "graph"}, {.name = "numerics"}, {.name = "speed"}};
+bool verify_against(sipp_model *vocab, const json_t *recorded, const json_t *current,
+                    const verify_thresholds *t, json_t *report) {
+    contract cs[] = {{.name = "checkpoint"},
+                     {.name = "tokenizer"},
+                     {.name = "graph"},
+                     {.name = "numerics"},
+                     {.name = "speed"}};
     enum { C_CKPT, C_TOK, C_GRAPH, C_NUM, C_SPEED, N_CONTRACTS };
-    for (int i = 0; i < N_CONTRACTS; i++) cs[i].details = json_array();
+    for (int i = 0; i < N_CONTRACTS; i++)
+        cs[i].details = json_array();
 
     check_checkpoint(&cs[C_CKPT], json_object_get(recorded, "model"), json_object_get(current, "model"));
     check_tokenizer(&cs[C_TOK], recorded, current);
@@ -268,7 +297,8 @@ bool verify_against(sipp_model *vocab, const json_t *recorded, const json_t *cur
         if (!cb) {
             const char *why = json_string_value(path(current, "not_run", name));
             for (int i = C_GRAPH; i <= C_NUM; i++)
-                note(&cs[i], false, "%s: not checked here: %s", name, why ? why : "not run (not in --backends)");
+                note(&cs[i], false, "%s: not checked here: %s", name,
+                     why ? why : "not run (not in --backends)");
             continue;
         }
         cs[C_GRAPH].checked = cs[C_NUM].checked = true;

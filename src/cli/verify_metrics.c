@@ -91,9 +91,11 @@ void verify_topk(const float *row, int n_vocab, int k, int32_t *ids, float *valu
 
 static double log_sum_exp(const float *x, int n) {
     double mx = -INFINITY;
-    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    for (int i = 0; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
     double s = 0;
-    for (int i = 0; i < n; i++) s += exp((double)x[i] - mx);
+    for (int i = 0; i < n; i++)
+        s += exp((double)x[i] - mx);
     return mx + log(s);
 }
 
@@ -153,9 +155,9 @@ void verify_metrics_finish(verify_metrics *m) {
 static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
 json_t *verify_metrics_json(const verify_metrics *m) {
-    return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "positions", (json_int_t)m->positions, "max_abs_diff",
-                     num(m->max_abs), "rms_diff", num(m->rms), "kl_mean", num(m->kl_mean), "kl_max", num(m->kl_max),
-                     "top1_agreement", num(m->top1), "top5_overlap", num(m->top5));
+    return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "positions", (json_int_t)m->positions,
+                     "max_abs_diff", num(m->max_abs), "rms_diff", num(m->rms), "kl_mean", num(m->kl_mean),
+                     "kl_max", num(m->kl_max), "top1_agreement", num(m->top1), "top5_overlap", num(m->top5));
 }
 
 /* null (a non-finite value when written) reads back as infinite: it failed then and fails now. */

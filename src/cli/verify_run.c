@@ -42,7 +42,8 @@ void verify_sha256_hex(const void *data, size_t len, char out[65]) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
     EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-    for (unsigned int i = 0; i < n && i < 32; i++) sprintf(out + 2 * i, "%02x", md[i]);
+    for (unsigned int i = 0; i < n && i < 32; i++)
+        sprintf(out + 2 * i, "%02x", md[i]);
     out[64] = '\0';
 }
 
@@ -63,8 +64,8 @@ static json_t *device_json(const sipp_backend_decision *d) {
          * its description (lavapipe: "llvmpipe (LLVM 15.0.6, 256 bits)"). */
         const char *driver = strcmp(devs[i].backend, "cpu") == 0 ? sipp_cpu_module() : devs[i].description;
         return json_pack("{s:s, s:s, s:s, s:s, s:b, s:I, s:I}", "name", devs[i].name, "description",
-                         devs[i].description, "type", devs[i].kind, "driver", driver, "software", devs[i].software,
-                         "memory_total", (json_int_t)devs[i].memory_total, "memory_free",
+                         devs[i].description, "type", devs[i].kind, "driver", driver, "software",
+                         devs[i].software, "memory_total", (json_int_t)devs[i].memory_total, "memory_free",
                          (json_int_t)devs[i].memory_free);
     }
     return json_pack("{s:s}", "name", d->devices);
@@ -90,7 +91,8 @@ int verify_token_agreement(sipp_model *vocab, const char *ref, const char *other
     int32_t *a = tokenize(vocab, ref, &na), *b = tokenize(vocab, other, &nb);
     int k = 0;
     if (a && b)
-        while (k < na && k < nb && a[k] == b[k]) k++;
+        while (k < na && k < nb && a[k] == b[k])
+            k++;
     if (strcmp(ref, other) == 0) k = na;
     free(a);
     free(b);
@@ -103,8 +105,8 @@ int verify_tokenize_prompts(const verify_config *cfg, verify_prompt *prompts, in
         size_t need = 0, len = strlen(prompts[p].text);
         sipp_tokenize(cfg->vocab, prompts[p].text, len, true, false, NULL, 0, &need);
         prompts[p].tokens = malloc((need + 1) * sizeof(int32_t));
-        if (!prompts[p].tokens ||
-            sipp_tokenize(cfg->vocab, prompts[p].text, len, true, false, prompts[p].tokens, need, &need) != SIPP_OK) {
+        if (!prompts[p].tokens || sipp_tokenize(cfg->vocab, prompts[p].text, len, true, false,
+                                                prompts[p].tokens, need, &need) != SIPP_OK) {
             cli_error("verify: cannot tokenize prompt %d ('%.40s'): %s", p + 1, prompts[p].text,
                       sipp_model_last_error(cfg->vocab));
             return EXIT_RUNTIME;
@@ -128,8 +130,8 @@ static int logits_pass(const verify_config *cfg, sipp_model *m, const verify_pro
         float *inc = NULL;
         if (sipp_model_eval_logits(m, prompts[p].tokens, (size_t)prompts[p].n_tokens, false, cfg->threads,
                                    &out->logits[p], &nv, err) != SIPP_OK ||
-            sipp_model_eval_logits(m, prompts[p].tokens, (size_t)prompts[p].n_tokens, true, cfg->threads, &inc, &nv,
-                                   err) != SIPP_OK) {
+            sipp_model_eval_logits(m, prompts[p].tokens, (size_t)prompts[p].n_tokens, true, cfg->threads,
+                                   &inc, &nv, err) != SIPP_OK) {
             cli_error("verify: %s: evaluating prompt %d failed: %s", out->backend, p + 1, err);
             return EXIT_RUNTIME;
         }
@@ -138,8 +140,8 @@ static int logits_pass(const verify_config *cfg, sipp_model *m, const verify_pro
         sipp_free(inc);
         if (ref) {
             if (ref->n_vocab != nv) {
-                cli_error("verify: %s has %d vocabulary entries, the reference %s %d: not the same model", out->backend,
-                          nv, ref->backend, ref->n_vocab);
+                cli_error("verify: %s has %d vocabulary entries, the reference %s %d: not the same model",
+                          out->backend, nv, ref->backend, ref->n_vocab);
                 return EXIT_RUNTIME;
             }
             verify_metrics_add(&out->vs_ref, ref->logits[p], out->logits[p], prompts[p].n_tokens, nv);
@@ -154,7 +156,8 @@ static int greedy_pass(const verify_config *cfg, sipp_model *m, const verify_pro
                        const verify_result *ref, verify_result *out) {
     char err[SIPP_ERROR_SIZE];
     int longest = 0;
-    for (int p = 0; p < n_prompts; p++) longest = prompts[p].n_tokens > longest ? prompts[p].n_tokens : longest;
+    for (int p = 0; p < n_prompts; p++)
+        longest = prompts[p].n_tokens > longest ? prompts[p].n_tokens : longest;
     sipp_engine_params ep = sipp_engine_default_params();
     ep.parallel = 1;
     ep.threads = cfg->threads;
@@ -177,7 +180,8 @@ static int greedy_pass(const verify_config *cfg, sipp_model *m, const verify_pro
         rp.sampling.temperature = 0;
         sipp_request *r = NULL;
         if (sipp_engine_submit(e, &rp, &r) != SIPP_OK) {
-            cli_error("verify: %s: greedy continuation of prompt %d: %s", out->backend, p + 1, sipp_engine_last_error(e));
+            cli_error("verify: %s: greedy continuation of prompt %d: %s", out->backend, p + 1,
+                      sipp_engine_last_error(e));
             rc = EXIT_RUNTIME;
             break;
         }
@@ -189,7 +193,8 @@ static int greedy_pass(const verify_config *cfg, sipp_model *m, const verify_pro
         } else {
             out->greedy[p] = strdup(sipp_request_text(r));
             const char *against = ref ? ref->greedy[p] : out->greedy[p];
-            out->greedy_agree[p] = verify_token_agreement(cfg->vocab, against, out->greedy[p], &out->greedy_len[p]);
+            out->greedy_agree[p] =
+                verify_token_agreement(cfg->vocab, against, out->greedy[p], &out->greedy_len[p]);
         }
         sipp_request_free(r);
     }
@@ -204,8 +209,24 @@ static json_t *run_bench(const verify_config *cfg, const char *backend) {
     snprintf(tg, sizeof tg, "%d", cfg->bench_tg);
     snprintf(reps, sizeof reps, "%d", cfg->bench_reps);
     snprintf(threads, sizeof threads, "%d", cfg->threads);
-    const char *argv[] = {"sipp", "bench", cfg->model_path, "--backend", backend, "-o", "json", "-p", pp, "-n", tg,
-                          "-r", reps, "--threads", threads, cfg->artifact ? "--artifact" : NULL, cfg->artifact, NULL};
+    const char *argv[] = {"sipp",
+                          "bench",
+                          cfg->model_path,
+                          "--backend",
+                          backend,
+                          "-o",
+                          "json",
+                          "-p",
+                          pp,
+                          "-n",
+                          tg,
+                          "-r",
+                          reps,
+                          "--threads",
+                          threads,
+                          cfg->artifact ? "--artifact" : NULL,
+                          cfg->artifact,
+                          NULL};
     int fd[2];
     if (pipe(fd) != 0) return NULL;
     fflush(NULL);
@@ -226,7 +247,8 @@ static json_t *run_bench(const verify_config *cfg, const char *backend) {
     char *buf = malloc(BENCH_OUTPUT_MAX);
     size_t len = 0;
     ssize_t k;
-    while (buf && len + 1 < BENCH_OUTPUT_MAX && ((k = read(fd[0], buf + len, BENCH_OUTPUT_MAX - 1 - len)) > 0 || (k < 0 && errno == EINTR)))
+    while (buf && len + 1 < BENCH_OUTPUT_MAX &&
+           ((k = read(fd[0], buf + len, BENCH_OUTPUT_MAX - 1 - len)) > 0 || (k < 0 && errno == EINTR)))
         if (k > 0) len += (size_t)k;
     close(fd[0]);
     int status = 0;
@@ -264,8 +286,8 @@ static json_t *top_json(const verify_result *r, const verify_prompt *prompts, in
     return arr;
 }
 
-int verify_run_backend(const verify_config *cfg, const char *backend, const verify_prompt *prompts, int n_prompts,
-                       const verify_result *ref, verify_result *out) {
+int verify_run_backend(const verify_config *cfg, const char *backend, const verify_prompt *prompts,
+                       int n_prompts, const verify_result *ref, verify_result *out) {
     char err[SIPP_ERROR_SIZE];
     snprintf(out->backend, sizeof out->backend, "%s", backend);
     progress(cfg, backend, "loading the model");
@@ -329,9 +351,11 @@ json_t *verify_graph_json(const sipp_graph_report *g) {
     for (int i = 0; i < g->n_ops; i++)
         json_object_set_new(ops, g->ops[i].op,
                             json_pack("{s:i, s:i, s:i, s:s}", "count", g->ops[i].count, "supported",
-                                      g->ops[i].supported, "on_device", g->ops[i].on_device, "where", g->ops[i].where));
-    return json_pack("{s:s, s:i, s:i, s:i, s:o}", "device", g->device, "n_nodes", g->n_nodes, "boundaries_decode",
-                     g->boundaries_decode, "boundaries_prefill", g->boundaries_prefill, "ops", ops);
+                                      g->ops[i].supported, "on_device", g->ops[i].on_device, "where",
+                                      g->ops[i].where));
+    return json_pack("{s:s, s:i, s:i, s:i, s:o}", "device", g->device, "n_nodes", g->n_nodes,
+                     "boundaries_decode", g->boundaries_decode, "boundaries_prefill", g->boundaries_prefill,
+                     "ops", ops);
 }
 
 /* A copy of s with every byte that is not part of valid UTF-8 replaced by U+FFFD, for JSON. The hash
@@ -341,7 +365,8 @@ static char *utf8_clean(const char *s) {
     char *out = malloc(3 * n + 1), *w = out;
     for (size_t i = 0; out && i < n;) {
         size_t k = 1;
-        while (k <= 4 && i + k <= n && !sipp_utf8_valid(s + i, k)) k++;
+        while (k <= 4 && i + k <= n && !sipp_utf8_valid(s + i, k))
+            k++;
         if (k <= 4 && i + k <= n) {
             memcpy(w, s + i, k);
             w += k;
@@ -362,13 +387,15 @@ json_t *verify_result_json(const verify_result *r, const verify_prompt *prompts,
         char hash[65];
         verify_sha256_hex(r->greedy[p], strlen(r->greedy[p]), hash);
         char *text = utf8_clean(r->greedy[p]);
-        json_array_append_new(greedy, json_pack("{s:s, s:s, s:i, s:i}", "sha256", hash, "text", text ? text : "",
-                                                "agree_tokens", r->greedy_agree[p], "ref_tokens", r->greedy_len[p]));
+        json_array_append_new(greedy,
+                              json_pack("{s:s, s:s, s:i, s:i}", "sha256", hash, "text", text ? text : "",
+                                        "agree_tokens", r->greedy_agree[p], "ref_tokens", r->greedy_len[p]));
         free(text);
     }
-    json_t *o = json_pack("{s:s, s:O, s:s, s:o, s:o, s:o, s:o}", "backend", r->backend, "device", r->device, "model",
-                          r->model_desc, "cached", verify_metrics_json(&r->cached), "greedy", greedy, "top",
-                          r->top ? json_incref(r->top) : json_array(), "graph", verify_graph_json(&r->graph));
+    json_t *o =
+        json_pack("{s:s, s:O, s:s, s:o, s:o, s:o, s:o}", "backend", r->backend, "device", r->device, "model",
+                  r->model_desc, "cached", verify_metrics_json(&r->cached), "greedy", greedy, "top",
+                  r->top ? json_incref(r->top) : json_array(), "graph", verify_graph_json(&r->graph));
     json_object_set_new(o, "vs_ref", r->vs_ref.positions ? verify_metrics_json(&r->vs_ref) : json_null());
     if (r->bench) json_object_set(o, "bench", r->bench);
     return o;

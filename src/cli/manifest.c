@@ -28,6 +28,7 @@
 
 #define HASH_CHUNK (1 << 20)
 #define HEX_SHA256 65
+#define GGUF_MAGIC_BYTES 4
 
 static void hex(const unsigned char *md, unsigned int n, char out[HEX_SHA256]) {
     for (unsigned int i = 0; i < n && i < 32; i++)
@@ -98,6 +99,15 @@ json_t *manifest_model_json(const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) {
         cli_error("verify: cannot read model '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    /* gguf.h logs its own complaint about a bad magic; check it first to keep the error one line. */
+    char magic[GGUF_MAGIC_BYTES] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
+    if (f) fclose(f);
+    if (got != sizeof magic || memcmp(magic, GGUF_MAGIC, sizeof magic) != 0) {
+        cli_error("verify: '%s' is not a GGUF file (it does not start with \"GGUF\")", path);
         return NULL;
     }
     struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};

@@ -19,7 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/hostinfo.h"
 #include "cli/verify.h"
 
 #define DEFAULT_GREEDY_TOKENS 32
@@ -58,21 +57,22 @@ typedef struct verify_opts {
     int n_backends;
 } verify_opts;
 
-static const char usage[] =
+/* The usage text; the %g are the default thresholds, printed from verify_default_thresholds(). */
+static const char usage_fmt[] =
     "usage: sipp verify MODEL --backends cpu,vulkan[,cuda...] [--ref cpu] [--prompts FILE] [--json]\n"
     "                   [--manifest OUT] [--against MANIFEST] [--threads N] [--greedy-tokens 32]\n"
-    "                   [--max-kl 0.01] [--max-kl-max 0.1] [--min-top1 0.9] [--max-cached-kl 0.01]\n"
-    "                   [--min-cached-top1 0.9] [--min-greedy 0] [--bench] [--bench-p 128] [--bench-n 32]\n"
-    "                   [--bench-r 3] [--speed-tolerance 0.25] [--no-bench] [--artifact DIR]\n\n"
+    "                   [--max-kl X] [--max-kl-max X] [--min-top1 X] [--max-cached-kl X]\n"
+    "                   [--min-cached-top1 X] [--min-greedy X] [--bench] [--bench-p 128] [--bench-n 32]\n"
+    "                   [--bench-r 3] [--speed-tolerance X] [--no-bench] [--artifact DIR]\n\n"
     "Evaluates fixed prompts (built in, or FILE with one prompt per line) on every backend and compares\n"
     "each with the reference backend (--ref, default cpu): teacher-forced logits (max and RMS difference,\n"
     "mean and worst KL divergence of the softmax in nats, top-1 agreement, top-5 overlap), cached decoding\n"
     "(one token at a time against one batched prefill, on every backend), and greedy continuations\n"
     "(--greedy-tokens per prompt, temperature 0; agreement counted in tokens after re-tokenizing the "
     "text).\n\n"
-    "Thresholds (defaults): --max-kl 0.01 mean KL against the reference; --max-kl-max 0.1 worst position;\n"
-    "--min-top1 0.9 top-1 agreement; --max-cached-kl 0.01 and --min-cached-top1 0.9 for cached decoding;\n"
-    "--min-greedy 0 fraction of greedy tokens equal to the reference's (greedy paths may split at a near\n"
+    "Thresholds (defaults): --max-kl %g mean KL against the reference; --max-kl-max %g worst position;\n"
+    "--min-top1 %g top-1 agreement; --max-cached-kl %g and --min-cached-top1 %g for cached decoding;\n"
+    "--min-greedy %g fraction of greedy tokens equal to the reference's (greedy paths may split at a near\n"
     "tie, so by default they are reported, not gated). Exceeding one exits 3 naming metric and backend.\n\n"
     "--manifest OUT writes a JSON manifest: model (sha256, architecture, parameters, tensor types,\n"
     "tokenizer and vocabulary hash, chat template hash), runtime, host, devices, every figure, greedy\n"
@@ -80,7 +80,7 @@ static const char usage[] =
     "--against MANIFEST reruns what it recorded here (MODEL and --backends default to the manifest's) and\n"
     "reports per contract (checkpoint, tokenizer, graph, numerics, speed) what holds and what changed;\n"
     "speed is checked when the manifest has bench figures (--no-bench skips it), allowing pp/tg to be\n"
-    "--speed-tolerance slower. Exit status: 0 all within thresholds, 1 failure, 2 usage, 3 drift or a\n"
+    "--speed-tolerance (%g) slower. Exit status: 0 all within thresholds, 1 failure, 2 usage, 3 drift or a\n"
     "changed contract. Vulkan on a software device (lavapipe) needs GGML_VK_VISIBLE_DEVICES=0.\n";
 
 static bool add_backend(verify_opts *o, const char *name) {
@@ -534,7 +534,9 @@ static int adopt_manifest(verify_opts *o, const json_t *m) {
 int cmd_verify(int argc, char **argv) {
     for (int i = 0; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(usage, stdout);
+            verify_thresholds t = verify_default_thresholds();
+            printf(usage_fmt, t.max_kl, t.max_kl_max, t.min_top1, t.max_cached_kl, t.min_cached_top1,
+                   t.min_greedy, t.speed_tolerance);
             return EXIT_OK;
         }
     verify_opts o;
@@ -587,16 +589,17 @@ int cmd_verify(int argc, char **argv) {
             prompts[n_prompts].text = strdup(builtin_prompts[n_prompts]);
     if (rc != EXIT_OK) goto out;
 
-    if (!(model = manifest_model_json(o.model))) {
-        rc = EXIT_RUNTIME;
-        goto out;
-    }
+    /* The tokenizer: a vocabulary-only load (tokenization does not depend on the backend). It comes
+     * first because its errors about a file that is not a model are the clearest. */
     char err[SIPP_ERROR_SIZE];
-    /* The tokenizer: a vocabulary-only load (tokenization does not depend on the backend). */
     sipp_model_params vp = sipp_model_default_params();
     vp.vocab_only = true;
     if (sipp_model_load(o.model, &vp, &o.cfg.vocab, err) != SIPP_OK) {
         cli_error("verify: %s", err);
+        rc = EXIT_RUNTIME;
+        goto out;
+    }
+    if (!(model = manifest_model_json(o.model))) {
         rc = EXIT_RUNTIME;
         goto out;
     }

@@ -34,7 +34,6 @@
 
 #define CTX_MARGIN 16
 #define MAX_DEVICES 32
-#define BENCH_OUTPUT_MAX (1 << 20)
 #define SELF_EXE "/proc/self/exe"
 #define UTF8_REPLACEMENT "\xEF\xBF\xBD"
 
@@ -244,21 +243,21 @@ static json_t *run_bench(const verify_config *cfg, const char *backend) {
         _exit(127);
     }
     close(fd[1]);
-    char *buf = malloc(BENCH_OUTPUT_MAX);
-    size_t len = 0;
-    ssize_t k;
-    while (buf && len + 1 < BENCH_OUTPUT_MAX &&
-           ((k = read(fd[0], buf + len, BENCH_OUTPUT_MAX - 1 - len)) > 0 || (k < 0 && errno == EINTR)))
-        if (k > 0) len += (size_t)k;
-    close(fd[0]);
+    /* Closing the pipe after reading (or failing to parse) ends a child that still writes (SIGPIPE),
+     * so waiting for it cannot hang. */
+    FILE *out = fdopen(fd[0], "r");
+    json_t *j = out ? json_loadf(out, 0, NULL) : NULL;
+    if (out)
+        fclose(out);
+    else
+        close(fd[0]);
     int status = 0;
-    waitpid(pid, &status, 0);
-    json_t *j = NULL;
-    if (buf && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        buf[len] = '\0';
-        j = json_loads(buf, 0, NULL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        continue;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        json_decref(j);
+        j = NULL;
     }
-    free(buf);
     if (!j) cli_error("verify: %s: sipp bench failed (its error is above)", backend);
     return j;
 }

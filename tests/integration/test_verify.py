@@ -147,6 +147,8 @@ class VerifyTests(unittest.TestCase):
             (["verify", self.model, "--backends", "cpu", "--min-top1", "2"], 2, "fractions"),
             (["verify", "--against", self.path("nowhere.json")], 1, "cannot read manifest"),
             (["verify", self.path("nowhere.gguf"), "--backends", "cpu"], 1, "nowhere.gguf"),
+            (["verify", self.prompts, "--backends", "cpu"], 1, "not a GGUF file"),
+            (["verify", "--against", self.manifest, "--prompts", self.prompts], 2, "do not mix"),
         ]
         bad = self.path("bad.json")
         with open(bad, "w") as f:

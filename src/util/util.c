@@ -133,7 +133,7 @@ bool sipp_utf8_valid(const char *s, size_t n) {
 #define REPLACEMENT_CHAR "\xEF\xBF\xBD"
 
 bool sipp_buf_append_utf8(sipp_buf *b, const char *s, size_t n) {
-    if (n == 0) return true;
+    if (n == 0) return sipp_buf_append(b, "", 0); /* keeps the buffer NUL-terminated, s may be NULL */
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0, run = 0; /* a run of valid bytes is copied at once */
     while (i < n) {

@@ -3,18 +3,20 @@
 #
 #   make BACKENDS="cpu vulkan"   the default on Linux x64: core libraries + CPU and Vulkan modules
 #   make BACKENDS=cpu            a CPU-only artifact
-#   make LLAMA_FROM_SOURCE=1     build llama.cpp (CPU) from the pinned source instead of prebuilt
+#   make LLAMA_FROM_SOURCE=1     build llama.cpp (CPU) from the pinned source instead of prebuilt;
+#                                the artifact is build/artifacts/cpu-src
 #
 # Outputs live under build/: build/bin/sipp, build/lib/libsipp.so, build/artifacts/NAME/ (the llama.cpp
 # libraries with the chosen backend modules) and build/artifact, the default artifact.
 
-BACKENDS ?= cpu vulkan
 LLAMA_FROM_SOURCE ?= 0
+# Vulkan comes prebuilt only (it does not build from source on Debian 12), so a source build is CPU.
+BACKENDS ?= $(if $(filter 1,$(LLAMA_FROM_SOURCE)),cpu,cpu vulkan)
 BUILD ?= build
 
 empty :=
 space := $(empty) $(empty)
-ARTIFACT_NAME := $(subst $(space),+,$(strip $(BACKENDS)))
+ARTIFACT_NAME := $(subst $(space),+,$(strip $(BACKENDS)))$(if $(filter 1,$(LLAMA_FROM_SOURCE)),-src)
 # llama.cpp is laid out once, in build/, also for sanitizer builds in another BUILD directory.
 LLAMA_ROOT := build
 ART := $(LLAMA_ROOT)/artifacts/$(ARTIFACT_NAME)

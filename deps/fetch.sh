@@ -7,7 +7,8 @@
 #   llama/include/     llama.h, ggml*.h, gguf.h from the git bundle at the pinned commit
 #   llama/vocab/       the bundle's models/ggml-vocab-*.gguf real tokenizers and their test vectors
 #   llama/source       a symbolic link to the bundle's checkout in the cache (for source builds)
-#   artifacts/NAME/    NAME = the backends joined by '+': the core libraries plus exactly the chosen
+#   artifacts/NAME/    NAME = the backends joined by '+' (with -src for a source build, LLAMA_FROM_SOURCE=1):
+#                      the core libraries plus exactly the chosen
 #                      backend modules, and manifest.json saying what they are and where they came from
 #
 # Packages come from npm with `npm pack`, exact versions, and are refused unless their sha512 equals the
@@ -93,21 +94,23 @@ ln -sfn "$checkout" "$out/llama/source"
 
 # --- the artifact: core libraries plus the chosen backend modules ---------------------------------
 artifact_name=$(IFS=+; echo "${backends[*]}")
+# A source build is a different artifact from the prebuilt one with the same backends.
+[ "${LLAMA_FROM_SOURCE:-0}" = 1 ] && artifact_name="$artifact_name-src"
 art="$out/artifacts/$artifact_name"
 rm -rf "$art.tmp"; mkdir -p "$art.tmp"
 
 if [ "${LLAMA_FROM_SOURCE:-0}" = 1 ]; then
   # The core and the CPU modules from a source build of the same commit (deps/build-source.sh).
-  build=$("$here/build-source.sh" lib)
-  cp -P "$build"/bin/libllama.so* "$build"/bin/libggml.so* "$build"/bin/libggml-base.so* "$art.tmp/"
-  cp "$build"/bin/libggml-cpu*.so "$art.tmp/"
-  origin="source build of $LLAMA_COMMIT ($(cat "$build/sipp-flags"))"
-  integrities='[]'
   for b in "${backends[@]}"; do
     [ "$b" = cpu ] && continue
     [ "$b" = vulkan ] && die "the vulkan module does not build from source on Debian 12 (Vulkan headers too old); drop LLAMA_FROM_SOURCE=1 to use the prebuilt one"
     die "backend '$b' has no source build here yet; build with BACKENDS=cpu"
   done
+  build=$("$here/build-source.sh" lib)
+  cp -P "$build"/bin/libllama.so* "$build"/bin/libggml.so* "$build"/bin/libggml-base.so* "$art.tmp/"
+  cp "$build"/bin/libggml-cpu*.so "$art.tmp/"
+  origin="source build of $LLAMA_COMMIT ($(cat "$build/sipp-flags"))"
+  integrities='[]'
 else
   cpu_pkg=$(unpack "$(fetch_pkg "$PKG_CPU")")/bins/linux-x64
   cp "$cpu_pkg"/libllama.v0.4.0.so "$cpu_pkg"/libggml.v0.4.0.so "$cpu_pkg"/libggml-base.so "$art.tmp/"

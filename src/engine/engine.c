@@ -68,11 +68,29 @@ struct sipp_engine {
 
     sipp_embedder *embedder;
 
+    /* A persistent CPU thread pool, as llama-bench and llama-server attach: without one, ggml starts
+     * and joins its worker threads for every graph, that is for every generated token. */
+    struct ggml_threadpool *threadpool;
+    void (*threadpool_free)(struct ggml_threadpool *);
+
     pthread_mutex_t err_lock;
     char last_error[SIPP_ERROR_SIZE];
 };
 
 static void *engine_main(void *arg);
+
+static void attach_threadpool(sipp_engine *e, int threads) {
+    ggml_backend_reg_t cpu = ggml_backend_reg_by_name("CPU");
+    if (!cpu) return;
+    struct ggml_threadpool *(*tp_new)(struct ggml_threadpool_params *) =
+        (struct ggml_threadpool *(*)(struct ggml_threadpool_params *))ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_new");
+    e->threadpool_free =
+        (void (*)(struct ggml_threadpool *))ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_free");
+    if (!tp_new || !e->threadpool_free) return;
+    struct ggml_threadpool_params tpp = ggml_threadpool_params_default(threads);
+    e->threadpool = tp_new(&tpp);
+    if (e->threadpool) llama_attach_threadpool(e->ctx, e->threadpool, e->threadpool);
+}
 
 sipp_engine_params sipp_engine_default_params(void) {
     sipp_engine_params p = {.parallel = DEFAULT_PARALLEL, .max_queued = DEFAULT_MAX_QUEUED};
@@ -151,6 +169,7 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
         sipp_engine_free(e);
         return SIPP_ERR_NO_MEMORY;
     }
+    attach_threadpool(e, p.threads);
     e->mem = llama_get_memory(e->ctx);
     /* llama.cpp rounds the context up (to 256 cells) and caps the batch at the context: the engine
      * keeps to the size the caller asked for and to the batch llama.cpp accepts. */
@@ -573,7 +592,9 @@ static void step(sipp_engine *e) {
             slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory");
             continue;
         }
-        llama_token t = llama_sampler_sample(s->smpl, e->ctx, s->i_logits);
+        llama_token t = sipp_sampling_is_greedy(&r->sampling)
+                            ? sipp_sample_argmax(e->model, llama_get_logits_ith(e->ctx, s->i_logits), r->ignore_eos)
+                            : llama_sampler_sample(s->smpl, e->ctx, s->i_logits);
         if (!r->t_first) r->t_first = sipp_now_ms();
         on_token(e, s, t);
     }
@@ -660,6 +681,7 @@ void sipp_engine_free(sipp_engine *e) {
         llama_batch_free(e->batch);
         llama_free(e->ctx);
     }
+    if (e->threadpool) e->threadpool_free(e->threadpool);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->err_lock);

@@ -60,6 +60,11 @@ struct sipp_request {
 /* Builds the sampler chain of a request. NULL on allocation failure. */
 struct llama_sampler *sipp_sampler_new(const sipp_model *model, const sipp_sampling *s, bool ignore_eos);
 
+/* Greedy without penalties: the token is the argmax of the logits, read in place (the chain's
+ * result, without its copy of the whole vocabulary). ignore_eos excludes end-of-generation tokens. */
+bool sipp_sampling_is_greedy(const sipp_sampling *s);
+llama_token sipp_sample_argmax(const sipp_model *model, const float *logits, bool ignore_eos);
+
 /* Allocates a request and takes copies of what it needs from params (prompt tokens are set by the
  * engine). */
 sipp_request *sipp_request_alloc(sipp_engine *engine, const sipp_request_params *params);

@@ -5,6 +5,10 @@
  * random draw), so that a request with the same parameters and seed samples as llama-cli would.
  * Temperature 0 is greedy: deterministic and independent of the seed. ignore_eos is a -inf bias on
  * every end-of-generation token, as llama-server does, so the model cannot pick one.
+ *
+ * Greedy decoding without penalties skips the chain: the chain would copy all logits into a
+ * candidate array (the vocabulary is 128k tokens for Llama 3) to take their maximum, every token.
+ * sipp_sample_argmax reads the logits in place and gives the same token.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -48,4 +52,21 @@ struct llama_sampler *sipp_sampler_new(const sipp_model *m, const sipp_sampling 
     llama_sampler_chain_add(chain, llama_sampler_init_temp(s->temperature));
     llama_sampler_chain_add(chain, llama_sampler_init_dist(s->seed == SIPP_SEED_RANDOM ? fresh_seed() : s->seed));
     return chain;
+}
+
+bool sipp_sampling_is_greedy(const sipp_sampling *s) {
+    return s->temperature <= 0.0f && (s->repeat_penalty == 1.0f || s->repeat_last_n == 0);
+}
+
+llama_token sipp_sample_argmax(const sipp_model *m, const float *logits, bool ignore_eos) {
+    int n_vocab = m->info.n_vocab;
+    llama_token best = 0;
+    for (llama_token t = 1; t < n_vocab; t++)
+        if (logits[t] > logits[best]) best = t;
+    if (!ignore_eos || !llama_vocab_is_eog(m->vocab, best)) return best;
+    /* The rare case: the best is an end-of-generation token that must not be chosen. */
+    best = -1;
+    for (llama_token t = 0; t < n_vocab; t++)
+        if (!llama_vocab_is_eog(m->vocab, t) && (best < 0 || logits[t] > logits[best])) best = t;
+    return best < 0 ? 0 : best;
 }

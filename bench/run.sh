@@ -5,7 +5,8 @@
 #
 #   bench/run.sh [decode|batched|prefill|gateway|all]      (default all)
 #
-# Fairness: the peers are built from the bundle's source for this machine (deps/build-source.sh peer),
+# Fairness: sipp's CPU policy turns flash attention off, so the peers run with -fa off (llama-bench's
+# default, auto, is reported beside it). The peers are built from the bundle's source for this machine (deps/build-source.sh peer),
 # and sipp runs twice: on those very libraries (so a ratio measures sipp's own overhead) and on its
 # default prebuilt artifact (what users get). Runs alternate sipp / peer / sipp / peer so that drift
 # on a shared machine hits both sides alike. Absolute numbers on a 2-core shared machine are noise;
@@ -43,7 +44,11 @@ peer_run() { LD_LIBRARY_PATH="$peer/bin" "$@"; }
 
 jq_num() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
 mean() { python3 -c "import sys,statistics as s; v=[float(x) for x in sys.argv[1:]]; print(f'{s.mean(v):.2f}')" "$@"; }
-ratio() { python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.3f}')" "$1" "$2"; }
+# paired A... -- B...: the median over rounds of A[i]/B[i]; a round's two runs share its machine state.
+paired() { python3 -c "
+import sys,statistics as s
+a=sys.argv[1:]; i=a.index('--'); x=[float(v) for v in a[:i]]; y=[float(v) for v in a[i+1:]]
+print(f'{s.median([p/q for p,q in zip(x,y)]):.3f}')" "$@"; }
 
 report="$out/report.md"
 : >"$report"
@@ -55,40 +60,54 @@ say "model: 1B-shaped synthetic Q4_0 ($(du -h "$model" | cut -f1)), cpu: $(grep 
 # llama-bench -o json prints a list of tests; avg_ts is the mean tokens/s.
 lb_ts() { jq_num "$1" "[t['avg_ts'] for t in d if t['n_$2'] > 0][0]"; }
 
-if [ "$what" = all ] || [ "$what" = decode ] || [ "$what" = prefill ]; then
-  if [ "$what" = prefill ]; then P=512 N=128; else P=${BENCH_PP:-0} N=${BENCH_TG:-64}; fi
-  [ "$what" = all ] && P=512 N=128
-  s_same=() s_pre=() l=() sp_same=() sp_pre=() lp=()
+# One llama-bench run: tg (or pp) tokens/s. FA_ARGS: sipp's CPU policy keeps flash attention off,
+# so the like-for-like peer runs with -fa off; llama-bench's own default (auto) is reported too.
+lb_run() { # lb_run OUTFILE FA P N
+  peer_run "$peer/bin/llama-bench" -m "$model" -t "$THREADS" -p "$3" -n "$4" -r 3 -fa "$2" -o json >"$1" 2>/dev/null
+}
+
+bench_pair() { # bench_pair P N LABEL: one section of paired rounds
+  local P=$1 N=$2 label=$3
+  local s_same=() s_pre=() l_off=() l_auto=() sp_same=() sp_pre=() lp_off=() lp_auto=()
   for r in $(seq "$ROUNDS"); do
-    sipp_same bench "$model" -p "$P" -n "$N" -r 3 --threads "$THREADS" -o json >"$out/sipp-same-$r.json"
-    peer_run "$peer/bin/llama-bench" -m "$model" -t "$THREADS" -p "$P" -n "$N" -r 3 -o json >"$out/llama-bench-$r.json" 2>/dev/null
-    "$SIPP" bench "$model" -p "$P" -n "$N" -r 3 --threads "$THREADS" -o json >"$out/sipp-prebuilt-$r.json"
-    s_same+=("$(jq_num "$out/sipp-same-$r.json" "d['tg']['mean']")")
-    s_pre+=("$(jq_num "$out/sipp-prebuilt-$r.json" "d['tg']['mean']")")
-    l+=("$(lb_ts "$out/llama-bench-$r.json" gen)")
+    sipp_same bench "$model" -p "$P" -n "$N" -r 3 --threads "$THREADS" -o json >"$out/$label-sipp-same-$r.json"
+    lb_run "$out/$label-llama-bench-off-$r.json" off "$P" "$N"
+    "$SIPP" bench "$model" -p "$P" -n "$N" -r 3 --threads "$THREADS" -o json >"$out/$label-sipp-prebuilt-$r.json"
+    lb_run "$out/$label-llama-bench-auto-$r.json" auto "$P" "$N"
+    s_same+=("$(jq_num "$out/$label-sipp-same-$r.json" "d['tg']['mean']")")
+    s_pre+=("$(jq_num "$out/$label-sipp-prebuilt-$r.json" "d['tg']['mean']")")
+    l_off+=("$(lb_ts "$out/$label-llama-bench-off-$r.json" gen)")
+    l_auto+=("$(lb_ts "$out/$label-llama-bench-auto-$r.json" gen)")
     if [ "$P" -gt 0 ]; then
-      sp_same+=("$(jq_num "$out/sipp-same-$r.json" "d['pp']['mean']")")
-      sp_pre+=("$(jq_num "$out/sipp-prebuilt-$r.json" "d['pp']['mean']")")
-      lp+=("$(lb_ts "$out/llama-bench-$r.json" prompt)")
+      sp_same+=("$(jq_num "$out/$label-sipp-same-$r.json" "d['pp']['mean']")")
+      sp_pre+=("$(jq_num "$out/$label-sipp-prebuilt-$r.json" "d['pp']['mean']")")
+      lp_off+=("$(lb_ts "$out/$label-llama-bench-off-$r.json" prompt)")
+      lp_auto+=("$(lb_ts "$out/$label-llama-bench-auto-$r.json" prompt)")
     fi
   done
   say ""
-  say "## decode: tg$N tokens/s (llama-bench vs sipp bench)"
-  say "| | tokens/s (mean of $ROUNDS rounds) | ratio to llama-bench |"
-  say "|---|---|---|"
-  say "| llama-bench (source build) | $(mean "${l[@]}") | 1.000 |"
-  say "| sipp, same libraries | $(mean "${s_same[@]}") | $(ratio "$(mean "${s_same[@]}")" "$(mean "${l[@]}")") |"
-  say "| sipp, prebuilt artifact | $(mean "${s_pre[@]}") | $(ratio "$(mean "${s_pre[@]}")" "$(mean "${l[@]}")") |"
+  say "## decode: tg$N tokens/s (sipp bench vs llama-bench), $ROUNDS paired rounds"
+  say "| | tokens/s (mean) | sipp / llama-bench -fa off (median of rounds) | sipp / llama-bench default (-fa auto) |"
+  say "|---|---|---|---|"
+  say "| llama-bench -fa off (source build) | $(mean "${l_off[@]}") | | |"
+  say "| llama-bench -fa auto (source build) | $(mean "${l_auto[@]}") | | |"
+  say "| sipp, same libraries | $(mean "${s_same[@]}") | $(paired "${s_same[@]}" -- "${l_off[@]}") | $(paired "${s_same[@]}" -- "${l_auto[@]}") |"
+  say "| sipp, prebuilt artifact | $(mean "${s_pre[@]}") | $(paired "${s_pre[@]}" -- "${l_off[@]}") | $(paired "${s_pre[@]}" -- "${l_auto[@]}") |"
   if [ "$P" -gt 0 ]; then
     say ""
-    say "## prefill: pp$P tokens/s"
-    say "| | tokens/s | ratio to llama-bench |"
-    say "|---|---|---|"
-    say "| llama-bench (source build) | $(mean "${lp[@]}") | 1.000 |"
-    say "| sipp, same libraries | $(mean "${sp_same[@]}") | $(ratio "$(mean "${sp_same[@]}")" "$(mean "${lp[@]}")") |"
-    say "| sipp, prebuilt artifact | $(mean "${sp_pre[@]}") | $(ratio "$(mean "${sp_pre[@]}")" "$(mean "${lp[@]}")") |"
+    say "## prefill: pp$P tokens/s, $ROUNDS paired rounds"
+    say "| | tokens/s (mean) | sipp / llama-bench -fa off | sipp / llama-bench -fa auto |"
+    say "|---|---|---|---|"
+    say "| llama-bench -fa off (source build) | $(mean "${lp_off[@]}") | | |"
+    say "| llama-bench -fa auto (source build) | $(mean "${lp_auto[@]}") | | |"
+    say "| sipp, same libraries | $(mean "${sp_same[@]}") | $(paired "${sp_same[@]}" -- "${lp_off[@]}") | $(paired "${sp_same[@]}" -- "${lp_auto[@]}") |"
+    say "| sipp, prebuilt artifact | $(mean "${sp_pre[@]}") | $(paired "${sp_pre[@]}" -- "${lp_off[@]}") | $(paired "${sp_pre[@]}" -- "${lp_auto[@]}") |"
   fi
-fi
+}
+
+# decode: issue 2's figure, tg64 after a one-token prompt. prefill: pp512 and tg128, as llama-bench's defaults.
+if [ "$what" = all ] || [ "$what" = decode ]; then bench_pair 0 64 decode; fi
+if [ "$what" = all ] || [ "$what" = prefill ]; then bench_pair 512 128 prefill; fi
 
 if [ "$what" = all ] || [ "$what" = batched ]; then
   PL=16 TG=32
@@ -96,7 +115,7 @@ if [ "$what" = all ] || [ "$what" = batched ]; then
   for r in $(seq "$ROUNDS"); do
     sipp_same bench "$model" -p $PL -n $TG -r 1 --concurrency 1,4 --threads "$THREADS" -o json >"$out/sipp-batched-$r.json"
     peer_run "$peer/bin/llama-batched-bench" -m "$model" -c 2048 -b 512 -ub 512 -npp $PL -ntg $TG -npl 1,4 \
-      -t "$THREADS" --output-format jsonl >"$out/batched-bench-$r.jsonl" 2>/dev/null
+      -t "$THREADS" -fa off --output-format jsonl >"$out/batched-bench-$r.jsonl" 2>/dev/null
     a1+=("$(jq_num "$out/sipp-batched-$r.json" "d['levels'][0]['aggregate_tokens_per_s']")")
     a4+=("$(jq_num "$out/sipp-batched-$r.json" "d['levels'][1]['aggregate_tokens_per_s']")")
     # pl x tg / t: generated tokens over the whole time of that row, as sipp's aggregate is defined.
@@ -111,8 +130,8 @@ print(*[f\"{get(pl)['pl']*get(pl)['tg']/get(pl)['t']:.3f}\" for pl in (1,4)])" "
   say "## concurrency: aggregate generated tokens/s, $PL-token prompts, $TG generated (sipp bench vs llama-batched-bench)"
   say "| sequences | llama-batched-bench (pl x tg / t) | sipp (same libraries) | ratio |"
   say "|---|---|---|---|"
-  say "| 1 | $(mean "${b1[@]}") | $(mean "${a1[@]}") | $(ratio "$(mean "${a1[@]}")" "$(mean "${b1[@]}")") |"
-  say "| 4 | $(mean "${b4[@]}") | $(mean "${a4[@]}") | $(ratio "$(mean "${a4[@]}")" "$(mean "${b4[@]}")") |"
+  say "| 1 | $(mean "${b1[@]}") | $(mean "${a1[@]}") | $(paired "${a1[@]}" -- "${b1[@]}") |"
+  say "| 4 | $(mean "${b4[@]}") | $(mean "${a4[@]}") | $(paired "${a4[@]}" -- "${b4[@]}") |"
 fi
 free_port() { python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
 wait_http() { # wait_http URL: a bounded wait for a 200
@@ -150,7 +169,7 @@ if [ "$what" = all ] || [ "$what" = gateway ]; then
     serve_and_load llama-server "$p" env LD_LIBRARY_PATH="$peer/bin" "$peer/bin/llama-server" -m "$model" --host 127.0.0.1 \
       --port "$p" -t "$THREADS" -np 4 -c 2048 -fa off --no-webui -a bench
     peer_run "$peer/bin/llama-batched-bench" -m "$model" -c 2048 -b 512 -ub 512 -npp 16 -ntg 64 -npl 4 -t "$THREADS" \
-      --output-format jsonl >"$out/batched-bench-g-$r.jsonl" 2>/dev/null
+      -fa off --output-format jsonl >"$out/batched-bench-g-$r.jsonl" 2>/dev/null
     s1+=("$(jq_num "$out/sipp-c1-$r.json" "d['aggregate_tokens_per_s']")"); s4+=("$(jq_num "$out/sipp-c4-$r.json" "d['aggregate_tokens_per_s']")")
     l1+=("$(jq_num "$out/llama-server-c1-$r.json" "d['aggregate_tokens_per_s']")"); l4+=("$(jq_num "$out/llama-server-c4-$r.json" "d['aggregate_tokens_per_s']")")
     st+=("$(jq_num "$out/sipp-c1-$r.json" "d['ttft_ms_p50']")"); lt+=("$(jq_num "$out/llama-server-c1-$r.json" "d['ttft_ms_p50']")")
@@ -160,10 +179,10 @@ if [ "$what" = all ] || [ "$what" = gateway ]; then
   say "## gateway: streaming /v1/completions, 64 tokens, ignore_eos, 4 slots (sipp serve vs llama-server)"
   say "| clients | llama-server tokens/s | sipp serve tokens/s | ratio |"
   say "|---|---|---|---|"
-  say "| 1 | $(mean "${l1[@]}") | $(mean "${s1[@]}") | $(ratio "$(mean "${s1[@]}")" "$(mean "${l1[@]}")") |"
-  say "| 4 | $(mean "${l4[@]}") | $(mean "${s4[@]}") | $(ratio "$(mean "${s4[@]}")" "$(mean "${l4[@]}")") |"
+  say "| 1 | $(mean "${l1[@]}") | $(mean "${s1[@]}") | $(paired "${s1[@]}" -- "${l1[@]}") |"
+  say "| 4 | $(mean "${l4[@]}") | $(mean "${s4[@]}") | $(paired "${s4[@]}" -- "${l4[@]}") |"
   say ""
   say "TTFT p50 at 1 client: llama-server $(mean "${lt[@]}") ms, sipp $(mean "${st[@]}") ms."
-  say "llama-batched-bench generation at 4 sequences (S_TG, 16+64): $(mean "${g4[@]}") tokens/s; sipp serve at 4 clients is $(ratio "$(mean "${s4[@]}")" "$(mean "${g4[@]}")") of it."
+  say "llama-batched-bench generation at 4 sequences (S_TG, 16+64): $(mean "${g4[@]}") tokens/s; sipp serve at 4 clients is $(paired "${s4[@]}" -- "${g4[@]}") of it."
 fi
 echo "bench: report in $report, raw results in $out" >&2

@@ -33,7 +33,7 @@ CFLAGS ?= -O2 -g
 SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) -Iinclude -Isrc -I$(LLAMA_INC) \
   -DSIPP_VERSION='"$(SIPP_VERSION)"' -DSIPP_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' -DSIPP_LLAMA_COMMIT='"$(LLAMA_COMMIT)"' \
   $(EXTRA_CFLAGS)
-LLAMA_LIBS := -L$(LLAMA_ROOT)/artifact -lllama -lggml -lggml-base
+LLAMA_LIBS := -L$(BUILD)/artifact -lllama -lggml -lggml-base
 SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl
 
 LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/model/*.c src/verify/*.c src/core/*.c))
@@ -65,11 +65,13 @@ setup:
 $(LLAMA_STAMP): deps/llama.lock deps/fetch.sh
 	@LLAMA_FROM_SOURCE=$(LLAMA_FROM_SOURCE) bash deps/fetch.sh $(LLAMA_ROOT) $(BACKENDS) >/dev/null
 
-# build/artifact names the default artifact; binaries find their libraries through it ($ORIGIN/../artifact).
+# BUILD/artifact names the artifact of that build tree; its binaries find their libraries through it
+# ($ORIGIN/../artifact). A second tree (sanitizers, a source build) points at its own artifact and
+# leaves build/artifact alone.
 .PHONY: llama-links
 llama-links: $(LLAMA_STAMP)
-	@ln -sfn artifacts/$(ARTIFACT_NAME) $(LLAMA_ROOT)/artifact
-	@[ "$(BUILD)" = "$(LLAMA_ROOT)" ] || { mkdir -p $(BUILD); ln -sfn $(abspath $(LLAMA_ROOT))/artifact $(BUILD)/artifact; }
+	@mkdir -p $(BUILD)
+	@ln -sfn $(if $(filter $(LLAMA_ROOT),$(BUILD)),artifacts/$(ARTIFACT_NAME),$(abspath $(ART))) $(BUILD)/artifact
 deps: llama-links
 
 $(BUILD)/obj/%.o: %.c $(LLAMA_STAMP) | $(BUILD)/obj llama-links

@@ -37,7 +37,7 @@ void sipp_embedder_free(sipp_embedder *em) {
 }
 
 static struct llama_context *make_ctx(sipp_model *m, int n_ctx, int threads, enum llama_pooling_type pooling) {
-    struct llama_context_params cp = llama_context_default_params();
+    struct llama_context_params cp = sipp_model_context_params(m);
     cp.n_ctx = (uint32_t)n_ctx;
     cp.n_batch = (uint32_t)n_ctx;
     cp.n_ubatch = (uint32_t)n_ctx; /* pooling needs each input whole in one ubatch */
@@ -46,12 +46,6 @@ static struct llama_context *make_ctx(sipp_model *m, int n_ctx, int threads, enu
     cp.n_threads_batch = threads;
     cp.embeddings = true;
     cp.pooling_type = pooling;
-    cp.no_perf = true;
-    if (m->cpu_only) {
-        cp.offload_kqv = false;
-        cp.op_offload = false;
-        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    }
     return llama_init_from_model(m->lm, cp);
 }
 

@@ -144,7 +144,7 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
     pthread_cond_init(&e->cv, NULL);
     pthread_mutex_init(&e->err_lock, NULL);
 
-    struct llama_context_params cp = llama_context_default_params();
+    struct llama_context_params cp = sipp_model_context_params(model);
     cp.n_ctx = (uint32_t)p.ctx_size;
     cp.n_batch = (uint32_t)p.batch_size;
     cp.n_ubatch = (uint32_t)p.batch_size;
@@ -152,13 +152,6 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
     cp.n_threads = p.threads;
     cp.n_threads_batch = p.threads;
     cp.kv_unified = true;
-    cp.no_perf = true;
-    if (model->cpu_only) {
-        /* A CPU load keeps everything on the CPU: no KV, op or attention offload to any device. */
-        cp.offload_kqv = false;
-        cp.op_offload = false;
-        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    }
     char llama_err[SIPP_ERROR_SIZE];
     sipp_log_capture(llama_err);
     e->ctx = llama_init_from_model(model->lm, cp);

@@ -21,21 +21,15 @@
 
 static struct llama_context *scratch_ctx(sipp_model *m, int n_ctx, int n_batch, int threads,
                                          ggml_backend_sched_eval_callback cb, void *cb_user) {
-    struct llama_context_params cp = llama_context_default_params();
+    struct llama_context_params cp = sipp_model_context_params(m);
     cp.n_ctx = (uint32_t)n_ctx;
     cp.n_batch = (uint32_t)n_batch;
     cp.n_ubatch = (uint32_t)n_batch;
     cp.n_seq_max = 1;
     cp.n_threads = threads > 0 ? threads : 1;
     cp.n_threads_batch = cp.n_threads;
-    cp.no_perf = true;
     cp.cb_eval = cb;
     cp.cb_eval_user_data = cb_user;
-    if (m->cpu_only) {
-        cp.offload_kqv = false;
-        cp.op_offload = false;
-        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    }
     return llama_init_from_model(m->lm, cp);
 }
 

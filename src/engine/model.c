@@ -211,6 +211,17 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     return SIPP_OK;
 }
 
+struct llama_context_params sipp_model_context_params(const sipp_model *m) {
+    struct llama_context_params cp = llama_context_default_params();
+    cp.no_perf = true;
+    if (m->cpu_only) {
+        cp.offload_kqv = false;
+        cp.op_offload = false;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    }
+    return cp;
+}
+
 void sipp_model_free(sipp_model *m) {
     if (!m) return;
     llama_model_free(m->lm);

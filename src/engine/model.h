@@ -29,6 +29,11 @@ struct sipp_model {
 sipp_status sipp_model_fail(sipp_model *m, sipp_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* llama.cpp's context defaults with the load's backend policy applied: a CPU load keeps the KV cache,
+ * every op and attention on the CPU (no KV, op or flash-attention offload). Every context sipp makes
+ * of a model (generation, embeddings, inspection) starts from here. */
+struct llama_context_params sipp_model_context_params(const sipp_model *m);
+
 /* Tokenizes into a malloc'ed array; *n_out tokens. */
 sipp_status sipp_model_tokenize_alloc(sipp_model *m, const char *text, bool add_special, bool parse_special,
                                       llama_token **out, int *n_out, char *errbuf);

@@ -43,7 +43,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 1
+#define SIPP_ABI_VERSION 2
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -323,6 +323,10 @@ SIPP_API const char *sipp_finish_reason_name(sipp_finish_reason reason);
  * Called on the engine thread; keep it short. Return false to cancel the request. */
 typedef bool (*sipp_piece_fn)(const char *piece, size_t len, void *user);
 
+/* Called once when a request ends, however it ends (stop, length, cancelled, error), on the engine
+ * thread, before waiters wake. The request must not be freed from inside it. */
+typedef void (*sipp_finish_fn)(sipp_finish_reason reason, void *user);
+
 typedef struct sipp_sampling {
     float temperature;    /* 0 = greedy; default 0.8 */
     int top_k;            /* 0 = off; default 40 */
@@ -357,7 +361,8 @@ typedef struct sipp_request_params {
     int timeout_ms;            /* 0 = none; past it the request finishes as cancelled (timeout) */
 
     sipp_piece_fn on_piece;    /* optional */
-    void *user;
+    void *user;                /* given to on_piece and on_finish */
+    sipp_finish_fn on_finish;  /* optional */
 } sipp_request_params;
 
 SIPP_API sipp_request_params sipp_request_default_params(void);

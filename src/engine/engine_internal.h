@@ -34,6 +34,7 @@ struct sipp_request {
     char *context_key;
     double deadline_ms; /* absolute, 0 = none */
     sipp_piece_fn on_piece;
+    sipp_finish_fn on_finish;
     void *user;
 
     /* Engine thread only. */

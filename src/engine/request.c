@@ -36,6 +36,7 @@ sipp_request *sipp_request_alloc(sipp_engine *engine, const sipp_request_params 
     r->sampling = p->sampling;
     r->ignore_eos = p->ignore_eos;
     r->on_piece = p->on_piece;
+    r->on_finish = p->on_finish;
     r->user = p->user;
     r->t_submit = sipp_now_ms();
     r->deadline_ms = p->timeout_ms > 0 ? r->t_submit + p->timeout_ms : 0;
@@ -75,6 +76,7 @@ void sipp_request_finish(sipp_request *r, sipp_finish_reason reason, sipp_status
         /* The first token comes out of the prefill; decode speed counts the ones after it. */
         s->decode_tokens_per_s = s->decode_ms > 0 && r->n_generated > 1 ? (r->n_generated - 1) / (s->decode_ms / 1e3) : 0;
     }
+    if (r->on_finish) r->on_finish(reason, r->user); /* before waiters wake: they may free r */
     pthread_mutex_lock(&r->mu);
     r->finish = reason;
     r->status = status;

@@ -53,7 +53,15 @@ typedef struct stream {
     size_t len;
     int calls;
     int stop_after; /* return false after this many pieces; 0 = never */
+    int finishes;   /* on_finish calls: exactly one per request */
+    sipp_finish_reason finish_reason;
 } stream;
+
+static void on_finish(sipp_finish_reason reason, void *user) {
+    stream *s = user;
+    s->finishes++;
+    s->finish_reason = reason;
+}
 
 static bool on_piece(const char *piece, size_t len, void *user) {
     stream *s = user;
@@ -72,6 +80,7 @@ static sipp_request_params greedy(const char *prompt, stream *s) {
     p.ignore_eos = true;
     p.sampling.temperature = 0;
     p.on_piece = on_piece;
+    p.on_finish = s ? on_finish : NULL;
     p.user = s;
     return p;
 }
@@ -115,6 +124,8 @@ static void *worker(void *arg) {
             CHECK(act != ACT_FINISH, "a request left alone was cancelled");
             CHECK(strncmp(expected[k], text, strlen(text)) == 0, "a cancelled request's text is not a prefix");
         }
+        CHECK(s.finishes == 1 && s.finish_reason == fr, "on_finish called %d times, last with %s (finished as %s)",
+              s.finishes, sipp_finish_reason_name(s.finish_reason), sipp_finish_reason_name(fr));
         /* Ended exactly once: waiting again returns at once and nothing changes. */
         CHECK(sipp_request_wait(r, 0) == SIPP_OK && sipp_request_finish_reason(r) == fr, "finish changed");
         sipp_request_free(r);

@@ -159,6 +159,7 @@ c_void_p, c_uint32, c_uint64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
 
 PROGRESS_FN = ctypes.CFUNCTYPE(c_bool, c_float, c_void_p)
 PIECE_FN = ctypes.CFUNCTYPE(c_bool, ctypes.POINTER(ctypes.c_char), c_size_t, c_void_p)
+FINISH_FN = ctypes.CFUNCTYPE(None, c_int, c_void_p)
 
 
 class RuntimeParams(ctypes.Structure):
@@ -204,7 +205,8 @@ class RequestParams(ctypes.Structure):
     _fields_ = [("prompt", c_char_p), ("messages", ctypes.POINTER(Message)), ("n_messages", c_size_t),
                 ("tokens", ctypes.POINTER(ctypes.c_int32)), ("n_tokens", c_size_t), ("chat_template", c_char_p), ("max_tokens", c_int), ("sampling", Sampling),
                 ("stop", ctypes.POINTER(c_char_p)), ("n_stop", c_size_t), ("ignore_eos", c_bool),
-                ("context_key", c_char_p), ("timeout_ms", c_int), ("on_piece", PIECE_FN), ("user", c_void_p)]
+                ("context_key", c_char_p), ("timeout_ms", c_int), ("on_piece", PIECE_FN), ("user", c_void_p),
+                ("on_finish", FINISH_FN)]
 
 
 class RequestStats(ctypes.Structure):

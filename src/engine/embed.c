@@ -70,17 +70,7 @@ static sipp_status eval_one(sipp_embedder *em, const llama_token *toks, int n_to
         return sipp_fail(err, SIPP_ERR_CONTEXT_FULL,
                          "an input is %d tokens but the embedding context holds %d; shorten it", n_toks, em->n_ctx);
     llama_memory_clear(llama_get_memory(em->ctx), true);
-    llama_batch b = llama_batch_init(n_toks, 0, 1);
-    for (int i = 0; i < n_toks; i++) {
-        b.token[i] = toks[i];
-        b.pos[i] = i;
-        b.n_seq_id[i] = 1;
-        b.seq_id[i][0] = 0;
-        b.logits[i] = true;
-    }
-    b.n_tokens = n_toks;
-    int rc = llama_decode(em->ctx, b);
-    llama_batch_free(b);
+    int rc = sipp_decode_range(em->ctx, toks, 0, n_toks, true);
     if (rc != 0) return sipp_fail(err, SIPP_ERR_INTERNAL, "llama_decode failed embedding an input (code %d)", rc);
     const float *v = llama_get_embeddings_seq(em->ctx, 0);
     if (!v) return sipp_fail(err, SIPP_ERR_INTERNAL, "llama.cpp returned no pooled embedding");

@@ -77,6 +77,11 @@ bool sipp_request_publish(sipp_request *r, const char *text, size_t len);
 /* Ends the request: records results and wakes waiters. The engine must not touch r afterwards. */
 void sipp_request_finish(sipp_request *r, sipp_finish_reason reason, sipp_status status, const char *error);
 
+/* Decodes tokens[from .. from+n) as sequence 0 at their own positions, in one llama_decode; outputs
+ * for every token or only the last. Returns llama_decode's code. For the side contexts (embeddings,
+ * inspection); the engine's batches carry many sequences and build their own. */
+int sipp_decode_range(struct llama_context *ctx, const llama_token *tokens, int from, int n, bool all_logits);
+
 /* The embedding context (embed.c). */
 typedef struct sipp_embedder sipp_embedder;
 sipp_embedder *sipp_embedder_new(void);

@@ -33,7 +33,7 @@ static struct llama_context *scratch_ctx(sipp_model *m, int n_ctx, int n_batch, 
     return llama_init_from_model(m->lm, cp);
 }
 
-static int decode_range(struct llama_context *ctx, const int32_t *tokens, int from, int n, bool all_logits) {
+int sipp_decode_range(struct llama_context *ctx, const llama_token *tokens, int from, int n, bool all_logits) {
     llama_batch b = llama_batch_init(n, 0, 1);
     for (int i = 0; i < n; i++) {
         b.token[i] = tokens[from + i];
@@ -67,10 +67,10 @@ sipp_status sipp_model_eval_logits(sipp_model *m, const int32_t *tokens, size_t 
     sipp_status st = SIPP_OK;
     if (incremental) {
         for (int i = 0; i < n && st == SIPP_OK; i++) {
-            if (decode_range(ctx, tokens, i, 1, true) != 0) st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "decode failed at token %d", i);
+            if (sipp_decode_range(ctx, tokens, i, 1, true) != 0) st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "decode failed at token %d", i);
             else memcpy(logits + (size_t)i * n_vocab, llama_get_logits_ith(ctx, -1), (size_t)n_vocab * sizeof *logits);
         }
-    } else if (decode_range(ctx, tokens, 0, n, true) != 0) {
+    } else if (sipp_decode_range(ctx, tokens, 0, n, true) != 0) {
         st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "decode of %d tokens failed", n);
     } else {
         for (int i = 0; i < n; i++)
@@ -159,12 +159,12 @@ sipp_status sipp_model_trace_graph(sipp_model *m, int threads, sipp_graph_report
     llama_token bos = llama_vocab_bos(m->vocab);
     for (int i = 0; i <= TRACE_PROMPT_TOKENS; i++) toks[i] = bos >= 0 ? bos : 0;
     sipp_status st = SIPP_OK;
-    if (decode_range(ctx, toks, 0, TRACE_PROMPT_TOKENS, false) != 0) {
+    if (sipp_decode_range(ctx, toks, 0, TRACE_PROMPT_TOKENS, false) != 0) {
         st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "the traced prefill failed");
     } else {
         tr.decode_phase = true;
         tr.last_device = NULL;
-        if (decode_range(ctx, toks, TRACE_PROMPT_TOKENS, 1, false) != 0)
+        if (sipp_decode_range(ctx, toks, TRACE_PROMPT_TOKENS, 1, false) != 0)
             st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "the traced decode step failed");
     }
     llama_free(ctx);

@@ -221,23 +221,25 @@ static void usage(FILE * f) {
         DEFAULT_SEED);
 }
 
-static void die_usage(const char * fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
+static void vreport(const char * fmt, va_list ap) {
     fputs(PROG ": ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
-    va_end(ap);
-    exit(EXIT_USAGE);
 }
 
 static void report(const char * fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs(PROG ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vreport(fmt, ap);
     va_end(ap);
+}
+
+static void die_usage(const char * fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(fmt, ap);
+    va_end(ap);
+    exit(EXIT_USAGE);
 }
 
 static int64_t parse_int(const char * flag, const char * s, int64_t max) {

@@ -563,7 +563,12 @@ static bool wait_signal(const sigset_t *set, int ms) {
 static void shutdown_gracefully(gw_server *srv, struct MHD_Daemon *d, const sigset_t *set) {
     atomic_store(&srv->draining, true);
     MHD_socket ls = MHD_quiesce_daemon(d);
-    if (ls != MHD_INVALID_SOCKET) close(ls);
+    /* MHD's polling thread may still hold the socket in poll() for a moment, and close() alone leaves
+     * it listening until that returns; shutdown() stops it accepting at once. */
+    if (ls != MHD_INVALID_SOCKET) {
+        shutdown(ls, SHUT_RDWR);
+        close(ls);
+    }
     int n = atomic_load(&srv->in_flight);
     fprintf(stderr, "sipp: shutting down: %d request%s in flight, waiting up to %d s\n", n, n == 1 ? "" : "s",
             srv->cfg->shutdown_timeout_seconds);

@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """bench/load.py: a streaming load generator for OpenAI-compatible servers (sipp serve, llama-server).
 
-    load.py URL MODEL --clients N --requests R --max-tokens T [--prompt TEXT]
+    load.py URL MODEL --clients N --requests R --max-tokens T [--prompt TEXT] [--suffixes 0,3,7]
 
 Each of N client threads sends R streaming POST /v1/completions requests one after another
 (temperature 0, ignore_eos, stream_options.include_usage) and reads the SSE stream as a client
-would. Prints one JSON object: aggregate generated tokens/s (all tokens over the wall time from
-the first request to the last end), TTFT p50/p99 (request sent to first text), and counts.
-Standard library only; loopback only.
+would. Every request has its own prompt, "TEXT (S)" with the next suffix S of --suffixes (the
+first one goes to an uncounted warm-up request), so each request shares the common prefix with
+the others but has a few new tokens to evaluate, as a chat turn does.
+
+A request counts as an error, not as tokens, when the server answers with an HTTP error, sends an
+error event in the stream, or ends the stream with fewer than --max-tokens tokens (ignore_eos means
+every request must run to its limit). Prints one JSON object: aggregate generated tokens/s (all
+tokens over the wall time from the first request to the last end), TTFT p50/p99 (request sent to
+first text), and counts. Standard library only; loopback only.
 """
 import argparse
 import http.client
@@ -21,7 +27,7 @@ TIMEOUT_S = 600
 
 
 def one_request(host, port, body):
-    """Returns (ttft seconds, generated tokens)."""
+    """Returns (ttft seconds, generated tokens); raises on any failure, a short stream included."""
     conn = http.client.HTTPConnection(host, port, timeout=TIMEOUT_S)
     t0 = time.monotonic()
     conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
@@ -37,6 +43,8 @@ def one_request(host, port, body):
         if data == "[DONE]":
             break
         obj = json.loads(data)
+        if obj.get("error"):
+            raise RuntimeError(f"error event after {chunks} chunks: {json.dumps(obj['error'])[:300]}")
         if obj.get("usage"):
             usage = obj["usage"]
         for c in obj.get("choices") or []:
@@ -46,6 +54,8 @@ def one_request(host, port, body):
                     ttft = time.monotonic() - t0
     conn.close()
     tokens = usage["completion_tokens"] if usage else chunks
+    if tokens < body["max_tokens"]:
+        raise RuntimeError(f"short stream: {tokens} of {body['max_tokens']} tokens")
     return ttft if ttft is not None else time.monotonic() - t0, tokens
 
 
@@ -57,7 +67,14 @@ def main():
     ap.add_argument("--requests", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--prompt", default="The history of the lighthouse on the northern cape began when")
+    ap.add_argument("--suffixes", default=",".join(str(i) for i in range(64)),
+                    help="comma-separated; request k's prompt is 'PROMPT (suffix k)', k = 0 is the warm-up")
     a = ap.parse_args()
+    suffixes = a.suffixes.split(",")
+
+    def prompt(k):
+        return f"{a.prompt} ({suffixes[k % len(suffixes)]})"
+
     u = urllib.parse.urlparse(a.url)
     body = {"model": a.model, "prompt": a.prompt, "max_tokens": a.max_tokens, "temperature": 0, "ignore_eos": True,
             "stream": True, "stream_options": {"include_usage": True}}
@@ -65,9 +82,9 @@ def main():
     lock = threading.Lock()
 
     def client(i):
-        for _ in range(a.requests):
+        for j in range(a.requests):
             try:
-                t, n = one_request(u.hostname, u.port, dict(body, prompt=f"{a.prompt} ({i})"))
+                t, n = one_request(u.hostname, u.port, dict(body, prompt=prompt(1 + i * a.requests + j)))
                 with lock:
                     ttfts.append(t)
                     tokens.append(n)
@@ -76,7 +93,7 @@ def main():
                     errors.append(str(e))
 
     # One warm-up request, not counted.
-    one_request(u.hostname, u.port, body)
+    one_request(u.hostname, u.port, dict(body, prompt=prompt(0)))
     start = time.monotonic()
     threads = [threading.Thread(target=client, args=(i,)) for i in range(a.clients)]
     for t in threads:
@@ -86,7 +103,7 @@ def main():
     wall = time.monotonic() - start
     ttfts.sort()
     print(json.dumps({
-        "clients": a.clients, "requests": len(tokens), "errors": errors[:3], "generated_tokens": sum(tokens),
+        "clients": a.clients, "requests": len(tokens), "n_errors": len(errors), "errors": errors[:3], "generated_tokens": sum(tokens),
         "aggregate_tokens_per_s": sum(tokens) / wall if wall > 0 else 0,
         "ttft_ms_p50": statistics.median(ttfts) * 1e3 if ttfts else None,
         "ttft_ms_p99": ttfts[min(len(ttfts) - 1, int(0.99 * len(ttfts)))] * 1e3 if ttfts else None,

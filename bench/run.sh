@@ -145,44 +145,71 @@ for _ in range(600):
 sys.exit(1)
 PY
 }
-# serve_and_load NAME LOG_PREFIX CMD...: starts a server, runs the load levels, stops it by its pid.
+# The load's prompts: "... began when (S)", one suffix per request. llama-server ends some of this
+# random-weight model's streams with a 500 ("does not match the expected Content-only format", its
+# chat-output parser choking on random text) and so generates less; these suffixes are ones it
+# completes. load.py counts an error event or a short stream as an error, never as tokens, so a
+# server that fails shows up in the report's error column instead of in its speed.
+C1_SUFFIXES=0,3,7,8,9,10,11            # warm-up + 6 requests
+C4_SUFFIXES=12,14,15,17,20,21,22,24,25 # warm-up + 4 clients x 2 requests
+# serve_and_load NAME PORT CMD...: starts a server, runs the two load levels, stops it by its pid.
 serve_and_load() {
   local name=$1 port=$2; shift 2
   "$@" >"$out/$name-server.log" 2>&1 &
   local pid=$!
-  local ready=/health; [ "$name" = sipp ] && ready=/ready
+  local ready=/health; [ "$name" != llama-server ] && ready=/ready
   wait_http "http://127.0.0.1:$port$ready" || { kill "$pid"; echo "bench: $name did not come up" >&2; return 1; }
-  python3 bench/load.py "http://127.0.0.1:$port" bench --clients 1 --requests 4 --max-tokens 64 >"$out/$name-c1-$r.json"
-  python3 bench/load.py "http://127.0.0.1:$port" bench --clients 4 --requests 2 --max-tokens 64 >"$out/$name-c4-$r.json"
+  python3 bench/load.py "http://127.0.0.1:$port" bench --clients 1 --requests 6 --max-tokens 64 \
+    --suffixes "$C1_SUFFIXES" >"$out/$name-c1-$r.json"
+  python3 bench/load.py "http://127.0.0.1:$port" bench --clients 4 --requests 2 --max-tokens 64 \
+    --suffixes "$C4_SUFFIXES" >"$out/$name-c4-$r.json"
   kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+}
+sipp_serve() { # sipp_serve NAME [ENV...]: sipp serve with the bench target, under the given environment
+  local name=$1; shift
+  local p; p=$(free_port)
+  printf '[server]\nlisten = "127.0.0.1:%s"\n[[targets]]\nname = "bench"\ntype = "local"\nmodel = "%s"\nparallel = 4\nctx_size = 2048\nthreads = %s\n' \
+    "$p" "$model" "$THREADS" >"$out/$name.toml"
+  serve_and_load "$name" "$p" env "$@" "$SIPP" serve --config "$out/$name.toml"
 }
 
 if [ "$what" = all ] || [ "$what" = gateway ]; then
-  s1=() s4=() l1=() l4=() st=() lt=() g4=()
+  names="sipp-same sipp-prebuilt llama-server"
+  declare -A c1 c4 t1 t4 errs
+  g4=() lb=()
   for r in $(seq "$ROUNDS"); do
-    p=$(free_port)
-    printf '[server]\nlisten = "127.0.0.1:%s"\n[[targets]]\nname = "bench"\ntype = "local"\nmodel = "%s"\nparallel = 4\nctx_size = 2048\nthreads = %s\n' \
-      "$p" "$model" "$THREADS" >"$out/sipp-serve.toml"
-    serve_and_load sipp "$p" env LD_LIBRARY_PATH="$(realpath "$same"):$peer/bin" SIPP_ARTIFACT="$same" \
-      "$SIPP" serve --config "$out/sipp-serve.toml"
+    sipp_serve sipp-same LD_LIBRARY_PATH="$(realpath "$same"):$peer/bin" SIPP_ARTIFACT="$same"
     p=$(free_port)
     serve_and_load llama-server "$p" env LD_LIBRARY_PATH="$peer/bin" "$peer/bin/llama-server" -m "$model" --host 127.0.0.1 \
       --port "$p" -t "$THREADS" -np 4 -c 2048 -fa off --no-webui -a bench
+    sipp_serve sipp-prebuilt
     peer_run "$peer/bin/llama-batched-bench" -m "$model" -c 2048 -b 512 -ub 512 -npp 16 -ntg 64 -npl 4 -t "$THREADS" \
       -fa off --output-format jsonl >"$out/batched-bench-g-$r.jsonl" 2>/dev/null
-    s1+=("$(jq_num "$out/sipp-c1-$r.json" "d['aggregate_tokens_per_s']")"); s4+=("$(jq_num "$out/sipp-c4-$r.json" "d['aggregate_tokens_per_s']")")
-    l1+=("$(jq_num "$out/llama-server-c1-$r.json" "d['aggregate_tokens_per_s']")"); l4+=("$(jq_num "$out/llama-server-c4-$r.json" "d['aggregate_tokens_per_s']")")
-    st+=("$(jq_num "$out/sipp-c1-$r.json" "d['ttft_ms_p50']")"); lt+=("$(jq_num "$out/llama-server-c1-$r.json" "d['ttft_ms_p50']")")
+    lb_run "$out/gateway-llama-bench-$r.json" off 0 64
+    for n in $names; do
+      c1[$n]+=" $(jq_num "$out/$n-c1-$r.json" "d['aggregate_tokens_per_s']")"
+      c4[$n]+=" $(jq_num "$out/$n-c4-$r.json" "d['aggregate_tokens_per_s']")"
+      t1[$n]+=" $(jq_num "$out/$n-c1-$r.json" "d['ttft_ms_p50']")"
+      t4[$n]+=" $(jq_num "$out/$n-c4-$r.json" "d['ttft_ms_p50']")"
+      errs[$n]=$(( ${errs[$n]:-0} + $(jq_num "$out/$n-c1-$r.json" "d['n_errors']") + $(jq_num "$out/$n-c4-$r.json" "d['n_errors']") ))
+    done
     g4+=("$(python3 -c "import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')][0]['speed_tg'])" "$out/batched-bench-g-$r.jsonl")")
+    lb+=("$(lb_ts "$out/gateway-llama-bench-$r.json" gen)")
   done
+  # shellcheck disable=SC2086 # the lists are space-separated numbers
+  row() { # row LABEL NAME
+    say "| $1 | $(mean ${c1[$2]}) | $(paired ${c1[$2]} -- ${c1[llama-server]}) | $(mean ${t1[$2]}) | $(mean ${c4[$2]}) | $(paired ${c4[$2]} -- ${c4[llama-server]}) | $(paired ${c4[$2]} -- "${g4[@]}") | $(mean ${t4[$2]}) | ${errs[$2]} |"
+  }
   say ""
-  say "## gateway: streaming /v1/completions, 64 tokens, ignore_eos, 4 slots (sipp serve vs llama-server)"
-  say "| clients | llama-server tokens/s | sipp serve tokens/s | ratio |"
-  say "|---|---|---|---|"
-  say "| 1 | $(mean "${l1[@]}") | $(mean "${s1[@]}") | $(paired "${s1[@]}" -- "${l1[@]}") |"
-  say "| 4 | $(mean "${l4[@]}") | $(mean "${s4[@]}") | $(paired "${s4[@]}" -- "${l4[@]}") |"
+  say "## gateway: streaming /v1/completions, 64 tokens, ignore_eos, 4 slots, $ROUNDS paired rounds"
+  say "| server | 1 client tokens/s | / llama-server | TTFT p50 ms | 4 clients tokens/s | / llama-server | / batched-bench S_TG | TTFT p50 ms | failed requests |"
+  say "|---|---|---|---|---|---|---|---|---|"
+  row "llama-server -fa off" llama-server
+  row "sipp serve, same libraries" sipp-same
+  row "sipp serve, prebuilt artifact" sipp-prebuilt
   say ""
-  say "TTFT p50 at 1 client: llama-server $(mean "${lt[@]}") ms, sipp $(mean "${st[@]}") ms."
-  say "llama-batched-bench generation at 4 sequences (S_TG, 16+64): $(mean "${g4[@]}") tokens/s; sipp serve at 4 clients is $(paired "${s4[@]}" -- "${g4[@]}") of it."
+  say "Kernel ceilings in the same rounds: llama-bench tg64 -fa off $(mean "${lb[@]}") tokens/s (one stream);"
+  say "llama-batched-bench S_TG at 4 sequences (16+64) $(mean "${g4[@]}") tokens/s."
+  say "1 client against llama-bench tg64: llama-server $(paired ${c1[llama-server]} -- "${lb[@]}"), sipp same libraries $(paired ${c1[sipp-same]} -- "${lb[@]}"), prebuilt $(paired ${c1[sipp-prebuilt]} -- "${lb[@]}")."
 fi
 echo "bench: report in $report, raw results in $out" >&2

@@ -371,7 +371,8 @@ typedef struct sipp_request sipp_request;
 
 typedef struct sipp_request_stats {
     int prompt_tokens;
-    int cached_tokens;        /* prompt tokens reused from a slot's KV, not evaluated again */
+    int cached_tokens;        /* prompt tokens reused from the KV (this slot's, or shared from
+                                 another slot holding the same prefix), not evaluated again */
     int generated_tokens;
     double queue_ms;          /* submit to first scheduled */
     double ttft_ms;           /* submit to first token */

@@ -10,8 +10,10 @@
  *
  * Prefix reuse. A slot keeps its KV cells when its request ends, along with the tokens they hold.
  * A new request goes to the idle slot whose tokens share the longest prefix with its prompt, and
- * only the rest is evaluated. A context_key pins a conversation to one slot, so its next turn finds
- * its history there; two requests with one key never run at once (the second waits in the queue).
+ * only the rest is evaluated. When another slot, busy or idle, holds a longer prefix, its cells are
+ * shared into the new request's sequence (the cache is unified: sharing copies no data). A
+ * context_key pins a conversation to one slot, so its next turn finds its history there; two
+ * requests with one key never run at once (the second waits in the queue).
  *
  * Failures stay local. A request that is cancelled, times out, or cannot get KV space ends alone;
  * the other slots keep running. The queue is bounded: a full queue refuses at once.
@@ -374,12 +376,46 @@ static void slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp
     sipp_request_finish(r, reason, status, error);
 }
 
+/* How many of a prompt's tokens a slot's KV holds: its common prefix with the slot's tokens, if the
+ * sequence still has every cell from position 0 (a sliding-window cache drops old cells), and never
+ * the whole prompt: the last prompt token is evaluated again, its logits give the first new token. */
+static int usable_prefix(sipp_engine *e, const slot *s, const sipp_request *r) {
+    if (s->n_cache == 0 || llama_memory_seq_pos_min(e->mem, s->id) != 0) return 0;
+    int n = common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
+    return n < r->n_prompt ? n : r->n_prompt - 1;
+}
+
+/* The slot (busy or idle) other than `s` whose KV holds the longest prefix of the prompt, if it is
+ * longer than `than`; NULL otherwise. */
+static slot *prefix_donor(sipp_engine *e, const slot *s, const sipp_request *r, int than, int *n) {
+    slot *best = NULL;
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *o = &e->slots[i];
+        if (o == s) continue;
+        int k = usable_prefix(e, o, r);
+        if (k > than) {
+            best = o;
+            than = k;
+        }
+    }
+    *n = than;
+    return best;
+}
+
 static sipp_status slot_start(sipp_engine *e, slot *s, sipp_request *r) {
     r->t_start = sipp_now_ms();
-    /* At least the last prompt token is evaluated again: its logits give the first new token. */
-    int keep = common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
-    if (keep >= r->n_prompt) keep = r->n_prompt - 1;
-    if (!llama_memory_seq_rm(e->mem, s->id, keep, -1)) {
+    if (!cache_reserve(s, r->n_prompt + 1)) return SIPP_ERR_NO_MEMORY;
+    int keep = usable_prefix(e, s, r), shared;
+    /* A longer prefix in another slot (a system prompt or document that several requests share) is
+     * shared instead of evaluated again: in the unified KV cache the cells gain this sequence's id,
+     * no data moves, and later removals by either sequence leave the other's cells alone. */
+    slot *donor = prefix_donor(e, s, r, keep, &shared);
+    if (donor) {
+        llama_memory_seq_rm(e->mem, s->id, -1, -1);
+        llama_memory_seq_cp(e->mem, donor->id, s->id, 0, shared);
+        memcpy(s->cache, donor->cache, (size_t)shared * sizeof *s->cache);
+        keep = shared;
+    } else if (!llama_memory_seq_rm(e->mem, s->id, keep, -1)) {
         llama_memory_seq_rm(e->mem, s->id, -1, -1);
         keep = 0;
     }
@@ -388,8 +424,7 @@ static sipp_status slot_start(sipp_engine *e, slot *s, sipp_request *r) {
     r->stats.cached_tokens = keep;
     s->generating = false;
     s->smpl = sipp_sampler_new(e->model, &r->sampling, r->ignore_eos);
-    if (!s->smpl || !cache_reserve(s, r->n_prompt + 1)) return SIPP_ERR_NO_MEMORY;
-    return SIPP_OK;
+    return s->smpl ? SIPP_OK : SIPP_ERR_NO_MEMORY;
 }
 
 static bool request_expired(sipp_request *r, double now) {

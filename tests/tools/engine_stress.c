@@ -10,7 +10,8 @@
  *     (batching does not change results on the CPU backend);
  *   - streamed pieces concatenate to the final text;
  *   - afterwards no slot is busy and nothing is queued (no slot leaks);
- *   - a full queue refuses at once with SIPP_ERR_BUSY instead of hanging.
+ *   - a full queue refuses at once with SIPP_ERR_BUSY instead of hanging;
+ *   - a prompt sharing a prefix with another slot's KV reuses those cells without changing any output.
  * Prints "engine_stress: N passed, M failed" and exits 1 on any failure. Bounded: every wait has a
  * timeout, and the number of requests is fixed.
  */
@@ -221,6 +222,80 @@ static void check_context_key(sipp_model *m) {
     sipp_engine_free(e);
 }
 
+/* Runs one greedy request to its end on `e`; returns its text (malloc'd) and its stats. */
+static char *run_alone(sipp_engine *e, const char *prompt, int max_tokens, sipp_request_stats *stats) {
+    sipp_request_params p = greedy(prompt, NULL);
+    p.on_piece = NULL;
+    p.max_tokens = max_tokens;
+    sipp_request *r = NULL;
+    if (sipp_engine_submit(e, &p, &r) != SIPP_OK) return NULL;
+    sipp_request_wait(r, WAIT_LIMIT_MS);
+    char *text = strdup(sipp_request_text(r));
+    if (stats) sipp_request_get_stats(r, stats);
+    sipp_request_free(r);
+    return text;
+}
+
+/* A prompt that shares a long prefix with what another slot holds takes those cells instead of
+ * evaluating them, whether that slot is busy or idle, and the output stays exactly what it is
+ * without sharing; the donor's own output is not disturbed, nor is the borrower's when the donor's
+ * slot is later reused for something else. */
+static void check_shared_prefix(sipp_model *m) {
+    static const char prefix[] = "You are a careful assistant. Answer in one short sentence, and never "
+                                 "repeat the question back. Here is the question:";
+    char pa[256], pb[256], pc[256];
+    snprintf(pa, sizeof pa, "%s what is a lighthouse?", prefix);
+    snprintf(pb, sizeof pb, "%s why is the sea salty?", prefix);
+    snprintf(pc, sizeof pc, "%s", "Numbers: seven eight nine ten eleven twelve");
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.parallel = 2;
+    ep.threads = 1;
+    sipp_engine *ref, *e;
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_engine_new(m, &ep, &ref, err) != SIPP_OK) {
+        CHECK(false, "engine: %s", err);
+        return;
+    }
+    sipp_request_stats st;
+    char *want_a = run_alone(ref, pa, 40, NULL);
+    sipp_engine_free(ref); /* a fresh engine each, so nothing is shared in the references */
+    sipp_engine_new(m, &ep, &ref, err);
+    char *want_b = run_alone(ref, pb, 12, &st);
+    int n_prompt_b = st.prompt_tokens;
+    sipp_engine_free(ref);
+    CHECK(sipp_engine_new(m, &ep, &e, err) == SIPP_OK, "engine: %s", err);
+
+    /* B arrives while A is generating in the other slot. */
+    sipp_request_params p = greedy(pa, NULL);
+    p.on_piece = NULL;
+    p.max_tokens = 40;
+    sipp_request *a = NULL;
+    CHECK(sipp_engine_submit(e, &p, &a) == SIPP_OK, "submit A");
+    while (sipp_request_wait(a, 1) != SIPP_OK && !*sipp_request_text(a)) continue; /* A is generating */
+    char *got_b = run_alone(e, pb, 12, &st);
+    sipp_request_wait(a, WAIT_LIMIT_MS);
+    CHECK(st.cached_tokens >= n_prompt_b / 2, "B took %d of its %d prompt tokens from A's slot", st.cached_tokens,
+          n_prompt_b);
+    CHECK(got_b && strcmp(got_b, want_b) == 0, "a shared prefix changed B's output:\n  got      '%s'\n  expected '%s'",
+          got_b ? got_b : "(none)", want_b);
+    CHECK(strcmp(sipp_request_text(a), want_a) == 0, "sharing A's prefix changed A's output");
+    sipp_request_free(a);
+    free(got_b);
+
+    /* Both slots are idle now. Another prompt takes one of them over and drops what it held, which
+     * for one of them means cells the other still shares; B's prompt again must still find its
+     * prefix in whichever slot kept it, and give the same output. */
+    free(run_alone(e, pc, 4, NULL));
+    got_b = run_alone(e, pb, 12, &st);
+    CHECK(got_b && strcmp(got_b, want_b) == 0 && st.cached_tokens >= n_prompt_b / 2,
+          "B again: cached %d of %d, output %s", st.cached_tokens, n_prompt_b,
+          got_b && strcmp(got_b, want_b) == 0 ? "unchanged" : "changed");
+    free(got_b);
+    free(want_a);
+    free(want_b);
+    sipp_engine_free(e);
+}
+
 /* Out of KV space: one request fails with a clear message, the other runs to its end. */
 static void check_kv_full(sipp_model *m) {
     sipp_engine_params ep = sipp_engine_default_params();
@@ -312,6 +387,7 @@ int main(int argc, char **argv) {
     sipp_engine_free(engine);
     check_queue_full(m);
     check_context_key(m);
+    check_shared_prefix(m);
     check_kv_full(m);
     sipp_model_free(m);
     for (int k = 0; k < N_PROMPTS; k++) free(expected[k]);

@@ -292,6 +292,11 @@ static bool origin_allowed(const gw_config *c, const char *origin, const char **
     return false;
 }
 
+/* HEAD is GET without the body (MHD leaves the body out): health checks and `curl -I` use it. */
+static bool method_matches(const char *route_method, const char *method) {
+    return strcmp(route_method, method) == 0 || (strcmp(route_method, "GET") == 0 && strcmp(method, "HEAD") == 0);
+}
+
 static bool guard(gw_call *call, int flags) {
     if ((flags & ROUTE_AUTH) == 0) return true;
     int retry = 0;
@@ -332,24 +337,24 @@ static void dispatch(conn_state *cs) {
                        srv->cfg->max_request_bytes);
         return;
     }
-    bool path_known = false;
+    const char *allowed = NULL; /* the path's method, when the path is known */
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (strcmp(routes[i].path, call->path) != 0) continue;
-        path_known = true;
-        if (strcmp(routes[i].method, call->method) != 0) continue;
+        allowed = routes[i].method;
+        if (!method_matches(routes[i].method, call->method)) continue;
         if (guard(call, routes[i].flags)) routes[i].fn(call);
         return;
     }
-    if (!path_known && strncmp(call->path, MODELS_PREFIX, strlen(MODELS_PREFIX)) == 0) {
-        if (strcmp(call->method, "GET") != 0) {
-            gw_reply_error(call, GW_E_METHOD, "%s %s is not allowed; use GET", call->method, call->path);
-        } else if (guard(call, ROUTE_AUTH)) {
-            gw_route_model(call, call->path + strlen(MODELS_PREFIX));
+    if (!allowed && strncmp(call->path, MODELS_PREFIX, strlen(MODELS_PREFIX)) == 0) {
+        if (method_matches("GET", call->method)) {
+            if (guard(call, ROUTE_AUTH)) gw_route_model(call, call->path + strlen(MODELS_PREFIX));
+            return;
         }
-        return;
+        allowed = "GET";
     }
-    if (path_known) {
-        gw_reply_error(call, GW_E_METHOD, "%s is not allowed on %s", call->method, call->path);
+    if (allowed) {
+        gw_reply_error(call, GW_E_METHOD, "%s is not allowed on %s; use %s", call->method, call->path, allowed);
+        gw_reply_header(call, "Allow", strcmp(allowed, "GET") == 0 ? "GET, HEAD" : allowed);
         return;
     }
     gw_reply_error(call, GW_E_UNKNOWN_ROUTE, "no route %s %s; see docs/gateway.md for the routes", call->method, call->path);

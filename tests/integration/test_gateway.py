@@ -78,9 +78,25 @@ class GatewayRoutesTest(unittest.TestCase):
         status, _, body = self.gw.json("GET", "/v2/nothing")
         self.assertEqual(status, 404)
         self.assertEqual(set(body["error"]), {"message", "type", "code"})
-        status, _, body = self.gw.json("GET", "/v1/chat/completions")
+        status, hdrs, body = self.gw.json("GET", "/v1/chat/completions")
         self.assertEqual(status, 405)
         self.assertEqual(body["error"]["code"], "method_not_allowed")
+        self.assertEqual(hdrs["allow"], "POST")
+        status, hdrs, body = self.gw.json("PUT", "/health")
+        self.assertEqual((status, hdrs["allow"]), (405, "GET, HEAD"))
+        self.assertIn("use GET", body["error"]["message"])
+        status, hdrs, _ = self.gw.json("DELETE", f"/v1/models/{TARGET}")
+        self.assertEqual((status, hdrs["allow"]), (405, "GET, HEAD"))
+
+    def test_head_is_get_without_body(self):
+        for path in ("/", "/health", "/ready", "/v1/models", f"/v1/models/{TARGET}"):
+            status, hdrs, body = self.gw.request("HEAD", path)
+            self.assertEqual(status, 200, path)
+            self.assertEqual(body, b"", path)
+            _, get_hdrs, get_body = self.gw.request("GET", path)
+            self.assertEqual(hdrs["content-type"], get_hdrs["content-type"], path)
+        status, _, body = self.gw.request("HEAD", "/v1/models/nope")
+        self.assertEqual((status, body), (404, b""))
 
     # ---- OpenAI: chat ---------------------------------------------------------------------------
 

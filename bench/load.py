@@ -29,30 +29,32 @@ TIMEOUT_S = 600
 def one_request(host, port, body):
     """Returns (ttft seconds, generated tokens); raises on any failure, a short stream included."""
     conn = http.client.HTTPConnection(host, port, timeout=TIMEOUT_S)
-    t0 = time.monotonic()
-    conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    if resp.status != 200:
-        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
-    ttft, chunks, usage = None, 0, None
-    for raw in resp:
-        line = raw.decode("utf-8", "replace").strip()
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            break
-        obj = json.loads(data)
-        if obj.get("error"):
-            raise RuntimeError(f"error event after {chunks} chunks: {json.dumps(obj['error'])[:300]}")
-        if obj.get("usage"):
-            usage = obj["usage"]
-        for c in obj.get("choices") or []:
-            if c.get("text"):
-                chunks += 1
-                if ttft is None:
-                    ttft = time.monotonic() - t0
-    conn.close()
+    try:
+        t0 = time.monotonic()
+        conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
+        ttft, chunks, usage = None, 0, None
+        for raw in resp:
+            line = raw.decode("utf-8", "replace").strip()
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            obj = json.loads(data)
+            if obj.get("error"):
+                raise RuntimeError(f"error event after {chunks} chunks: {json.dumps(obj['error'])[:300]}")
+            if obj.get("usage"):
+                usage = obj["usage"]
+            for c in obj.get("choices") or []:
+                if c.get("text"):
+                    chunks += 1
+                    if ttft is None:
+                        ttft = time.monotonic() - t0
+    finally:
+        conn.close()
     tokens = usage["completion_tokens"] if usage else chunks
     if tokens < body["max_tokens"]:
         raise RuntimeError(f"short stream: {tokens} of {body['max_tokens']} tokens")
@@ -67,6 +69,7 @@ def main():
     ap.add_argument("--requests", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--prompt", default="The history of the lighthouse on the northern cape began when")
+    ap.add_argument("--warmup-tokens", type=int, help="max_tokens of the warm-up request (default: --max-tokens)")
     ap.add_argument("--suffixes", default=",".join(str(i) for i in range(64)),
                     help="comma-separated; request k's prompt is 'PROMPT (suffix k)', k = 0 is the warm-up")
     a = ap.parse_args()
@@ -93,7 +96,7 @@ def main():
                     errors.append(str(e))
 
     # One warm-up request, not counted.
-    one_request(u.hostname, u.port, dict(body, prompt=prompt(0)))
+    one_request(u.hostname, u.port, dict(body, prompt=prompt(0), max_tokens=a.warmup_tokens or a.max_tokens))
     start = time.monotonic()
     threads = [threading.Thread(target=client, args=(i,)) for i in range(a.clients)]
     for t in threads:

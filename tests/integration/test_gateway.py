@@ -120,14 +120,10 @@ class GatewayRoutesTest(unittest.TestCase):
         body = gw.chat_body(TARGET, content="Tell me a story", max_tokens=12, seed=3, ignore_eos=True)
         status, _, plain = self.gw.json("POST", "/v1/chat/completions", body)
         self.assertEqual(status, 200)
-        conn, resp = self.gw.stream("/v1/chat/completions",
-                                    dict(body, stream=True, stream_options={"include_usage": True}))
-        try:
-            self.assertEqual(resp.status, 200)
-            self.assertTrue(resp.getheader("Content-Type").startswith("text/event-stream"))
-            events = list(gw.read_sse(resp))
-        finally:
-            conn.close()
+        status, ctype, events = self.gw.sse("/v1/chat/completions",
+                                            dict(body, stream=True, stream_options={"include_usage": True}))
+        self.assertEqual(status, 200)
+        self.assertTrue(ctype.startswith("text/event-stream"))
         self.assertEqual(events[-1], (None, "[DONE]"))
         chunks = [json.loads(d) for _, d in events[:-1]]
         self.assertEqual(chunks[0]["choices"][0]["delta"]["role"], "assistant")
@@ -146,11 +142,7 @@ class GatewayRoutesTest(unittest.TestCase):
         self.assertGreater(usage["usage"]["prompt_tokens_details"]["cached_tokens"], 0)
 
     def test_chat_stream_without_usage(self):
-        conn, resp = self.gw.stream("/v1/chat/completions", gw.chat_body(TARGET, stream=True, max_tokens=3))
-        try:
-            events = list(gw.read_sse(resp))
-        finally:
-            conn.close()
+        _, _, events = self.gw.sse("/v1/chat/completions", gw.chat_body(TARGET, stream=True, max_tokens=3))
         self.assertEqual(events[-1][1], "[DONE]")
         for _, d in events[:-1]:
             self.assertNotIn("usage", json.loads(d))
@@ -202,11 +194,7 @@ class GatewayRoutesTest(unittest.TestCase):
         self.assertEqual(plain["object"], "text_completion")
         self.assertEqual(plain["choices"][0]["finish_reason"], "length")
         self.assertEqual(plain["usage"]["completion_tokens"], 8)
-        conn, resp = self.gw.stream("/v1/completions", dict(body, stream=True, stream_options={"include_usage": True}))
-        try:
-            events = list(gw.read_sse(resp))
-        finally:
-            conn.close()
+        _, _, events = self.gw.sse("/v1/completions", dict(body, stream=True, stream_options={"include_usage": True}))
         self.assertEqual(events[-1][1], "[DONE]")
         chunks = [json.loads(d) for _, d in events[:-1]]
         text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
@@ -290,12 +278,9 @@ class GatewayRoutesTest(unittest.TestCase):
     # ---- sipp-native --------------------------------------------------------------------------
 
     def native(self, path, body):
-        conn, resp = self.gw.stream(path, body)
-        try:
-            self.assertEqual(resp.status, 200)
-            return list(gw.read_sse(resp))
-        finally:
-            conn.close()
+        status, _, events = self.gw.sse(path, body)
+        self.assertEqual(status, 200)
+        return events
 
     def test_native_query_stream(self):
         events = self.native("/v1/query", {"model": TARGET, "prompt": "Hello", "max_tokens": 6, "ignore_eos": True,
@@ -359,13 +344,9 @@ class GatewayRoutesTest(unittest.TestCase):
         results = [None] * n
 
         def one(i):
-            conn, resp = self.gw.stream("/v1/completions", {"model": TARGET, "prompt": f"Story {i}", "max_tokens": 10,
-                                                            "ignore_eos": True, "stream": True})
-            try:
-                events = list(gw.read_sse(resp))
-                results[i] = (resp.status, events)
-            finally:
-                conn.close()
+            status, _, events = self.gw.sse("/v1/completions", {"model": TARGET, "prompt": f"Story {i}",
+                                                               "max_tokens": 10, "ignore_eos": True, "stream": True})
+            results[i] = (status, events)
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
         for t in threads:

@@ -59,15 +59,11 @@ class RemoteTargetTest(unittest.TestCase):
         self.assertLessEqual(body["usage"]["completion_tokens"], 4)
 
     def test_stream_passthrough(self):
-        conn, resp = self.gw.stream("/v1/chat/completions",
-                                    gw.chat_body("pool", max_tokens=5, ignore_eos=True, stream=True,
-                                                 stream_options={"include_usage": True}))
-        try:
-            self.assertEqual(resp.status, 200)
-            self.assertTrue(resp.getheader("Content-Type").startswith("text/event-stream"))
-            events = list(gw.read_sse(resp))
-        finally:
-            conn.close()
+        status, ctype, events = self.gw.sse("/v1/chat/completions",
+                                            gw.chat_body("pool", max_tokens=5, ignore_eos=True, stream=True,
+                                                         stream_options={"include_usage": True}))
+        self.assertEqual(status, 200)
+        self.assertTrue(ctype.startswith("text/event-stream"))
         self.assertEqual(events[-1][1], "[DONE]")
         chunks = [json.loads(d) for _, d in events[:-1]]
         self.assertEqual(chunks[-1]["usage"]["completion_tokens"], 5)

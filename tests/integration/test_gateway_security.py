@@ -194,12 +194,8 @@ class AdmissionTest(unittest.TestCase):
         self.assertEqual((status, body["error"]["code"]), (504, "timeout"), body)
         self.assertLess(time.monotonic() - t0, WAIT_S)
         # streamed: the error arrives as an event after the stream began
-        conn, resp = self.gw.stream("/v1/completions", {"model": "tiny", "prompt": "Forever", "max_tokens": LONG,
-                                                        "ignore_eos": True, "stream": True})
-        try:
-            events = list(gw.read_sse(resp))
-        finally:
-            conn.close()
+        _, _, events = self.gw.sse("/v1/completions", {"model": "tiny", "prompt": "Forever", "max_tokens": LONG,
+                                                       "ignore_eos": True, "stream": True})
         last = json.loads(events[-1][1])
         self.assertEqual(last["error"]["code"], "timeout")
 

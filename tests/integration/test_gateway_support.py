@@ -149,6 +149,14 @@ class Gateway:
         conn.request("POST", path, body=json.dumps(body), headers=hdrs)
         return conn, conn.getresponse()
 
+    def sse(self, path, body, headers=None, timeout=HTTP_TIMEOUT_S):
+        """Posts and reads the whole event stream: (status, Content-Type, [(event, data), ...])."""
+        conn, resp = self.stream(path, body, headers, timeout)
+        try:
+            return resp.status, resp.getheader("Content-Type") or "", list(read_sse(resp))
+        finally:
+            conn.close()
+
     def metrics(self):
         status, _, data = self.request("GET", "/metrics")
         assert status == 200, status

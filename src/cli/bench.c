@@ -175,11 +175,10 @@ static const char usage[] =
     "device_memory_mb, levels[] {concurrency, aggregate_tokens_per_s, ttft_ms_p50, ttft_ms_p99}.\n";
 
 int cmd_bench(int argc, char **argv) {
-    for (int i = 0; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(usage, stdout);
-            return EXIT_OK;
-        }
+    if (cli_wants_help(argc, argv)) {
+        fputs(usage, stdout);
+        return EXIT_OK;
+    }
     bench_opts o;
     int rc = parse(argc, argv, &o);
     if (rc != EXIT_OK) return rc;

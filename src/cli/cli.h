@@ -24,6 +24,8 @@ typedef struct cli_args {
     bool bad;           /* a parse error was reported */
 } cli_args;
 
+/* True when any argument is --help or -h: the command then prints its usage and nothing else. */
+bool cli_wants_help(int argc, char **argv);
 /* True when argv[i] is the flag `name` (consumes it). */
 bool cli_flag(cli_args *a, const char *name);
 /* True when argv[i] is `name` with a value (consumes both); reports a missing value. */

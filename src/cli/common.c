@@ -20,6 +20,12 @@ void cli_error(const char *fmt, ...) {
     va_end(ap);
 }
 
+bool cli_wants_help(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+    return false;
+}
+
 bool cli_flag(cli_args *a, const char *name) {
     if (a->i < a->argc && strcmp(a->argv[a->i], name) == 0) {
         a->i++;

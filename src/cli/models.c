@@ -420,11 +420,10 @@ int cmd_models(int argc, char **argv) {
         fputs(usage, argc == 0 ? stderr : stdout);
         return argc == 0 ? EXIT_USAGE : EXIT_OK;
     }
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(usage, stdout);
-            return EXIT_OK;
-        }
+    if (cli_wants_help(argc - 1, argv + 1)) {
+        fputs(usage, stdout);
+        return EXIT_OK;
+    }
     const char *sub = argv[0];
     if (strcmp(sub, "list") == 0 || strcmp(sub, "ls") == 0) return models_list(argc - 1, argv + 1);
     if (strcmp(sub, "info") == 0 || strcmp(sub, "show") == 0) return models_info(argc - 1, argv + 1);

@@ -313,11 +313,10 @@ static int chat_loop(sipp_engine *e, sipp_model *m, const run_opts *o) {
 }
 
 int cmd_run(int argc, char **argv) {
-    for (int i = 0; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(usage, stdout);
-            return EXIT_OK;
-        }
+    if (cli_wants_help(argc, argv)) {
+        fputs(usage, stdout);
+        return EXIT_OK;
+    }
     run_opts o;
     int rc = parse(argc, argv, &o);
     if (rc != EXIT_OK) return rc;

@@ -117,11 +117,10 @@ static void print_errors(const sipp_buf *errs) {
 }
 
 int cmd_serve(int argc, char **argv) {
-    for (int i = 0; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(usage, stdout);
-            return EXIT_OK;
-        }
+    if (cli_wants_help(argc, argv)) {
+        fputs(usage, stdout);
+        return EXIT_OK;
+    }
     serve_opts o;
     int rc = parse(argc, argv, &o);
     if (rc != EXIT_OK) return rc;

@@ -532,13 +532,12 @@ static int adopt_manifest(verify_opts *o, const json_t *m) {
 }
 
 int cmd_verify(int argc, char **argv) {
-    for (int i = 0; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            verify_thresholds t = verify_default_thresholds();
-            printf(usage_fmt, t.max_kl, t.max_kl_max, t.min_top1, t.max_cached_kl, t.min_cached_top1,
-                   t.min_greedy, t.speed_tolerance);
-            return EXIT_OK;
-        }
+    if (cli_wants_help(argc, argv)) {
+        verify_thresholds t = verify_default_thresholds();
+        printf(usage_fmt, t.max_kl, t.max_kl_max, t.min_top1, t.max_cached_kl, t.min_cached_top1, t.min_greedy,
+               t.speed_tolerance);
+        return EXIT_OK;
+    }
     verify_opts o;
     memset(&o, 0, sizeof o);
     int rc = parse(argc, argv, &o);

@@ -2,12 +2,14 @@
 """bench/load.py: a streaming load generator for OpenAI-compatible servers (sipp serve, llama-server).
 
     load.py URL MODEL --clients N --requests R --max-tokens T [--prompt TEXT] [--suffixes 0,3,7]
+            [--warmup-tokens W]
 
 Each of N client threads sends R streaming POST /v1/completions requests one after another
 (temperature 0, ignore_eos, stream_options.include_usage) and reads the SSE stream as a client
 would. Every request has its own prompt, "TEXT (S)" with the next suffix S of --suffixes (the
-first one goes to an uncounted warm-up request), so each request shares the common prefix with
-the others but has a few new tokens to evaluate, as a chat turn does.
+first one goes to an uncounted warm-up request, of --warmup-tokens tokens when given), so each
+request shares the common prefix with the others but has a few new tokens to evaluate, as a chat
+turn does.
 
 A request counts as an error, not as tokens, when the server answers with an HTTP error, sends an
 error event in the stream, or ends the stream with fewer than --max-tokens tokens (ignore_eos means

@@ -8,15 +8,15 @@
 # Prints "toml-test: N passed, M failed" and exits non-zero if anything failed.
 #
 # Environment:
-#   TOML_TEST_DIR  the toml-test checkout (holding tests/files-toml-1.0.0); default
-#                  <repo>/../shared/data/toml-test, where CI puts a copy of shared/ beside the clone
+#   TOML_TEST_DIR  the toml-test checkout (holding tests/files-toml-1.0.0); default the TOML 1.0 cases
+#                  vendored in tests/data/toml-test (see its SOURCE)
 #   TOML_DECODE    the decoder to run; default $SIPP_BUILD/tests/toml_decode (SIPP_BUILD, else BUILD, else
 #                  build) when it is newer than its sources, else one compiled into a temporary directory
 #   VERBOSE=1      also print each failure's decoder output
 set -u
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-data=${TOML_TEST_DIR:-$root/../shared/data/toml-test}
+data=${TOML_TEST_DIR:-$root/tests/data/toml-test}
 list=$data/tests/files-toml-1.0.0
 if [[ ! -f $list ]]; then
     echo "toml-test: corpus not found: $list (set TOML_TEST_DIR)" >&2

@@ -8,7 +8,7 @@ PACKAGES=(
   libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libssl-dev
   libcriterion-dev
   libvulkan1 mesa-vulkan-drivers vulkan-tools
-  clang libclang-rt-14-dev valgrind
+  clang libclang-rt-14-dev clang-format valgrind
   python3
 )
 # Node.js and npm fetch the pinned llama.cpp packages; install them only when absent, so a

@@ -36,7 +36,7 @@ SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) -Iinclude -Isrc -I$
 LLAMA_LIBS := -L$(BUILD)/artifact -lllama -lggml -lggml-base
 SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl
 
-LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/model/*.c src/verify/*.c src/core/*.c))
+LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/store/*.c src/verify/*.c src/core/*.c))
 CLI_SRCS := $(sort $(wildcard src/cli/*.c src/gateway/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 # The web page's files are embedded in the sipp binary (scripts/embed_assets.py writes a C table).
@@ -125,7 +125,7 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIBSIPP_A)
 # libFuzzer harnesses (clang). Each lists the sources it exercises; tests/run.sh runs each briefly.
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(LLAMA_INC)
 FUZZ_toml_SRCS := tests/fuzz/fuzz_toml.c src/util/toml.c
-FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/decode.c src/gateway/errors.c
+FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/errors.c
 FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request
 $(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
 	@mkdir -p $(dir $@)

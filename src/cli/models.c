@@ -6,7 +6,7 @@
  *   sipp models rm NAME...                  removes models (and their partial downloads)
  *   sipp models path NAME                   the file a MODEL argument resolves to
  *
- * The work is in src/model (store.c, catalog.c, inspect.c); this file only prints. JSON output is one
+ * The work is in src/store (store.c, catalog.c, inspect.c); this file only prints. JSON output is one
  * object on stdout with fixed keys, values unknown to the model's header are null.
  */
 #include <jansson.h>
@@ -17,9 +17,9 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
-#include "model/catalog.h"
-#include "model/inspect.h"
-#include "model/store.h"
+#include "store/catalog.h"
+#include "store/inspect.h"
+#include "store/store.h"
 
 #define SIZE_TEXT 32
 #define DATE_LEN 10 /* "YYYY-MM-DD" of an ISO 8601 time */

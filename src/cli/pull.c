@@ -1,5 +1,5 @@
 /*
- * pull.c: `sipp pull SOURCE`: download a model into the local store (src/model/pull.c does the work).
+ * pull.c: `sipp pull SOURCE`: download a model into the local store (src/store/pull.c does the work).
  *
  * Output follows the rest of the CLI: on a terminal, stderr carries a progress line redrawn a few
  * times a second (bytes, percent, speed, ETA); when stderr is not a terminal nothing is printed while
@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "model/pull.h"
-#include "model/store.h"
+#include "store/pull.h"
+#include "store/store.h"
 
 #define REDRAW_MS 100
 #define BAR_WIDTH 24

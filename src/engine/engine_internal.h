@@ -16,7 +16,7 @@
 #include <stdatomic.h>
 
 #include "engine/model.h"
-#include "engine/output.h"
+#include "engine/stop_filter.h"
 #include "llama.h"
 #include "sipp.h"
 #include "util/util.h"

@@ -9,7 +9,7 @@
  *                     CORS, body limits, streamed replies, graceful shutdown
  *   errors.c          the OpenAI error shape and the table of error kinds
  *   targets.c         target runtime: local models loading in the background, readiness
- *   decode.c          request bodies (JSON) into generation requests, with 400s naming the field
+ *   request_parse.c   request bodies (JSON) into generation requests, with 400s naming the field
  *   generate.c        running a generation on a local engine: waiting, streaming, cancelling
  *   sse.c             server-sent events framing
  *   routes_openai.c   /v1/models, /v1/chat/completions, /v1/completions, /v1/embeddings
@@ -150,7 +150,7 @@ json_t *gw_error_json(gw_error_kind kind, const char *message);
 /* The error kind of a failed engine call. */
 gw_error_kind gw_error_from_status(sipp_status status);
 
-/* ---- requests (decode.c) ----------------------------------------------------------------------- */
+/* ---- requests (request_parse.c) ----------------------------------------------------------------------- */
 
 typedef enum gw_api {
     GW_API_CHAT,         /* POST /v1/chat/completions */

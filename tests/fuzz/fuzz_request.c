@@ -1,5 +1,5 @@
 /*
- * fuzz_request.c: libFuzzer harness for the gateway's request-body decoder (src/gateway/decode.c),
+ * fuzz_request.c: libFuzzer harness for the gateway's request-body decoder (src/gateway/request_parse.c),
  * the code that turns untrusted HTTP bodies into generation requests.
  *
  * Each input is decoded as every route's body (chat, completion, embeddings, the native routes) and
@@ -10,7 +10,7 @@
  * Build and run (about a minute, from the repository root, after `make`):
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Iinclude -Isrc \
- *     tests/fuzz/fuzz_request.c src/gateway/decode.c src/gateway/errors.c -o build/fuzz_request \
+ *     tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/errors.c -o build/fuzz_request \
  *     -Lbuild/lib -lsipp -Wl,-rpath,$PWD/build/lib -ljansson
  *   mkdir -p build/fuzz-corpus/request
  *   build/fuzz_request -max_total_time=60 -max_len=4096 build/fuzz-corpus/request tests/fuzz/corpus/request

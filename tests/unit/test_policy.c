@@ -2,7 +2,7 @@
  * test_policy.c: backend names and the selection policy of src/backend/backend.h, on injected
  * machines (sipp_host_view), so that every rule can be checked without the hardware it talks about.
  *
- * The rules (policy.c): an explicit backend always wins and cpu always works; an explicit GPU backend
+ * The rules (select.c): an explicit backend always wins and cpu always works; an explicit GPU backend
  * must be compiled and available, else SIPP_ERR_BACKEND names the missing half and the next step; a
  * software device is used only when asked for explicitly; auto takes the first backend of the order
  * (argument, else $SIPP_BACKEND_ORDER, else cuda,metal,vulkan,webgpu) that is compiled and has a

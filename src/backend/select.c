@@ -1,5 +1,5 @@
 /*
- * policy.c: which backend a load uses, and why.
+ * select.c: which backend a load uses, and why.
  *
  * The rules, in order:
  *   - An explicit backend always wins. cpu always works. A GPU backend must be compiled (its module

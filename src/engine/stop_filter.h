@@ -1,5 +1,5 @@
 /*
- * output.h: turns generated token pieces into text a client may see (internal).
+ * stop_filter.h: turns generated token pieces into text a client may see (internal).
  *
  * Two things hold text back. A UTF-8 character can be split across tokens (byte-fallback tokens),
  * so a trailing incomplete character waits for the next piece. A stop string can also be split
@@ -8,8 +8,8 @@
  * always valid UTF-8: bytes that cannot be part of a character (a random or broken model can emit
  * them) become U+FFFD.
  */
-#ifndef SIPP_ENGINE_OUTPUT_H
-#define SIPP_ENGINE_OUTPUT_H
+#ifndef SIPP_ENGINE_STOP_FILTER_H
+#define SIPP_ENGINE_STOP_FILTER_H
 
 #include <stdbool.h>
 #include <stddef.h>

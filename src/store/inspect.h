@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/source.h"
+#include "store/source.h"
 #include "sipp.h"
 
 #define SIPP_GGUF_MAX_TYPES 48 /* distinct tensor types listed (ggml has fewer) */

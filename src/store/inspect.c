@@ -17,7 +17,7 @@
  * the tensors over all shards: parameters, tensor types and sizes are summed over the shards, which
  * are found by their names, as llama.cpp finds them.
  */
-#include "model/inspect.h"
+#include "store/inspect.h"
 
 #include <errno.h>
 #include <limits.h>

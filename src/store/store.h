@@ -24,8 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/sha256.h"
-#include "model/source.h"
+#include "store/sha256.h"
+#include "store/source.h"
 #include "sipp.h"
 
 #define SIPP_STORE_PARTIAL_DIR "partial"

@@ -22,7 +22,7 @@
  * executable (/proc/self/exe) or the library (dladdr) sits in build/bin or build/lib next to the
  * source's catalog/, or in PREFIX/bin or PREFIX/lib next to PREFIX/share/sipp/.
  */
-#include "model/catalog.h"
+#include "store/catalog.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,9 +32,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/sha256.h"
-#include "model/source.h"
-#include "model/store.h"
+#include "store/sha256.h"
+#include "store/source.h"
+#include "store/store.h"
 #include "util/util.h"
 
 #define CATALOG_VERSION 1

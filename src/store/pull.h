@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/sha256.h"
-#include "model/source.h"
+#include "store/sha256.h"
+#include "store/source.h"
 #include "sipp.h"
 
 #define SIPP_PULL_DEFAULT_RETRIES 3

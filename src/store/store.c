@@ -11,7 +11,7 @@
  * Files in the store keep their hash in NAME.json (written by the pull, which hashed the bytes as
  * they arrived); other files go to .sha256-cache.json in the store directory, bounded in size.
  */
-#include "model/store.h"
+#include "store/store.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model/catalog.h"
+#include "store/catalog.h"
 #include "util/util.h"
 
 #define STORE_SUBDIR "sipp/models"

@@ -1,5 +1,5 @@
 /*
- * test_output.c: the streaming filter of src/engine/output.h, which turns token pieces into the text
+ * test_stop_filter.c: the streaming filter of src/engine/stop_filter.h, which turns token pieces into the text
  * a client sees.
  *
  * Its promises: a stop string is never emitted, even when it arrives split across pieces; the text
@@ -11,7 +11,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "engine/output.h"
+#include "engine/stop_filter.h"
 
 #define FFFD "\xEF\xBF\xBD"
 

@@ -30,7 +30,7 @@
  * HF_TOKEN is sent as a bearer token for hf:// sources (libcurl sends it only to the original host,
  * never to the CDN a redirect leads to).
  */
-#include "model/pull.h"
+#include "store/pull.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -47,9 +47,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model/catalog.h"
-#include "model/inspect.h"
-#include "model/store.h"
+#include "store/catalog.h"
+#include "store/inspect.h"
+#include "store/store.h"
 #include "util/util.h"
 
 #define CONNECT_TIMEOUT_S 30L

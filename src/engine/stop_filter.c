@@ -1,7 +1,7 @@
 /*
- * output.c: see output.h.
+ * stop_filter.c: see stop_filter.h.
  */
-#include "engine/output.h"
+#include "engine/stop_filter.h"
 
 #include <stdlib.h>
 #include <string.h>

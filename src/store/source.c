@@ -11,7 +11,7 @@
  * mirrors replace the host with SIPP_HF_ENDPOINT (HF_ENDPOINT, huggingface_hub's variable, is honoured
  * too), e.g. http://127.0.0.1:8080.
  */
-#include "model/source.h"
+#include "store/source.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * decode.c: request bodies into gw_gen, the one form every generation route runs on.
+ * request_parse.c: request bodies into gw_gen, the one form every generation route runs on.
  *
  * The body is untrusted input (it is fuzzed by tests/fuzz/fuzz_request.c). It is parsed by jansson
  * with duplicate keys and NUL characters refused, so every string handed on is a plain C string.

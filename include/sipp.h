@@ -407,6 +407,9 @@ SIPP_API sipp_finish_reason sipp_request_finish_reason(const sipp_request *reque
 SIPP_API sipp_status sipp_request_status(const sipp_request *request);
 SIPP_API const char *sipp_request_error(const sipp_request *request); /* borrowed, "" if none */
 SIPP_API const char *sipp_request_text(const sipp_request *request);  /* borrowed, whole text */
+/* The stop string (of params.stop) that ended the request; NULL when it ended otherwise (an
+ * end-of-generation token, a limit, ...). Borrowed, valid until the request is freed. */
+SIPP_API const char *sipp_request_stop_string(const sipp_request *request);
 SIPP_API void sipp_request_get_stats(const sipp_request *request, sipp_request_stats *stats);
 
 /* Cancels the request if it still runs, waits for its end, and frees it. */

@@ -145,6 +145,7 @@ sipp_finish_reason sipp_request_finish_reason(const sipp_request *r) { return r-
 sipp_status sipp_request_status(const sipp_request *r) { return r->status; }
 const char *sipp_request_error(const sipp_request *r) { return r->error; }
 const char *sipp_request_text(const sipp_request *r) { return r->text.data ? r->text.data : ""; }
+const char *sipp_request_stop_string(const sipp_request *r) { return r->out.matched; }
 void sipp_request_get_stats(const sipp_request *r, sipp_request_stats *s) { *s = r->stats; }
 
 void sipp_request_free(sipp_request *r) {

@@ -56,7 +56,10 @@ bool sipp_output_push(sipp_output *o, const char *piece, size_t len, sipp_buf *e
     size_t at = n;
     for (size_t i = 0; i < o->n_stop; i++) {
         const char *hit = memmem(s, n, o->stop[i], strlen(o->stop[i]));
-        if (hit && (size_t)(hit - s) < at) at = (size_t)(hit - s);
+        if (hit && (size_t)(hit - s) < at) {
+            at = (size_t)(hit - s);
+            o->matched = o->stop[i];
+        }
     }
     if (at < n) {
         sipp_buf_append_utf8(emit, s, at);

@@ -21,6 +21,7 @@ typedef struct sipp_output {
     char **stop;
     size_t n_stop;
     size_t max_stop_len;
+    const char *matched; /* the stop string that completed (one of stop), NULL while none has */
 } sipp_output;
 
 /* Copies the stop strings (empty ones are ignored). False on allocation failure. */

@@ -5,6 +5,9 @@
  * tends to end up in repositories). With no [[tokens]] every call passes; config.c then refuses a
  * non-loopback listen address unless allow_unauthenticated is set.
  *
+ * The token comes from 'Authorization: Bearer TOKEN', or from 'x-api-key: TOKEN' (what Anthropic's
+ * clients send) when there is no Authorization header; both name the same [[tokens]].
+ *
  * A presented token is compared with each secret through SHA-256 and CRYPTO_memcmp: the digests
  * have a fixed length and the comparison a fixed time, so the response time says nothing about
  * how much of a secret a guess got right.
@@ -29,15 +32,21 @@ bool gw_auth_check(gw_call *call) {
     const gw_config *c = call->srv->cfg;
     if (c->n_tokens == 0) return true;
     const char *h = gw_call_header(call, "Authorization");
-    if (!h || !*h) {
-        gw_reply_error(call, GW_E_MISSING_KEY, "this server needs a token: send the header 'Authorization: Bearer TOKEN'");
+    const char *api_key = gw_call_header(call, "x-api-key"); /* Anthropic's clients send this */
+    const char *given = NULL;
+    if (h && *h) {
+        if (strncasecmp(h, BEARER, strlen(BEARER)) != 0) {
+            gw_reply_error(call, GW_E_INVALID_KEY, "the Authorization header must be 'Bearer TOKEN'");
+            return false;
+        }
+        given = h + strlen(BEARER);
+    } else if (api_key && *api_key) {
+        given = api_key;
+    } else {
+        gw_reply_error(call, GW_E_MISSING_KEY,
+                       "this server needs a token: send the header 'Authorization: Bearer TOKEN' (or 'x-api-key: TOKEN')");
         return false;
     }
-    if (strncasecmp(h, BEARER, strlen(BEARER)) != 0) {
-        gw_reply_error(call, GW_E_INVALID_KEY, "the Authorization header must be 'Bearer TOKEN'");
-        return false;
-    }
-    const char *given = h + strlen(BEARER);
     while (*given == ' ') given++;
     unsigned char want[DIGEST_SIZE], got[DIGEST_SIZE];
     digest(given, got);

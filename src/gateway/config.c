@@ -5,6 +5,7 @@
  *                            request_timeout_seconds, shutdown_timeout_seconds, allowed_origins,
  *                            allow_unauthenticated
  *   [security.rate_limit]    requests_per_minute, burst (per client)
+ *   [responses]              max_stored, max_stored_bytes, ttl_seconds (the Responses API's store)
  *   [[tokens]]               env, caller, targets
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
  *                            ctx_size, parallel, threads, gpu_layers, policy; openai_compatible:
@@ -68,6 +69,9 @@ void gw_config_init(gw_config *c) {
     c->max_queue = GW_DEFAULT_MAX_QUEUE;
     c->request_timeout_seconds = GW_DEFAULT_REQUEST_TIMEOUT_S;
     c->shutdown_timeout_seconds = GW_DEFAULT_SHUTDOWN_TIMEOUT_S;
+    c->responses_max_stored = GW_DEFAULT_RESPONSES_MAX;
+    c->responses_max_bytes = GW_DEFAULT_RESPONSES_BYTES;
+    c->responses_ttl_seconds = GW_DEFAULT_RESPONSES_TTL_S;
 }
 
 static void free_strv(char **v, size_t n) {
@@ -258,6 +262,17 @@ static void parse_security(cfg_ctx *x, const toml_node *sec, gw_config *c) {
     get_int32(x, rl, where, "burst", 1, GW_MAX_RATE, &c->rate_burst);
 }
 
+static void parse_responses(cfg_ctx *x, const toml_node *r, gw_config *c) {
+    static const char *const known[] = {"max_stored", "max_stored_bytes", "ttl_seconds", NULL};
+    const char *where = "[responses]";
+    check_keys(x, r, where, known);
+    get_int32(x, r, where, "max_stored", 0, GW_MAX_COUNT, &c->responses_max_stored);
+    int64_t bytes = (int64_t)c->responses_max_bytes;
+    get_int(x, r, where, "max_stored_bytes", 0, GW_MAX_REQUEST_BYTES_LIMIT, &bytes);
+    c->responses_max_bytes = (size_t)bytes;
+    get_int32(x, r, where, "ttl_seconds", 1, GW_MAX_TIMEOUT_S, &c->responses_ttl_seconds);
+}
+
 static void parse_tokens(cfg_ctx *x, const toml_node *arr, gw_config *c) {
     static const char *const known[] = {"env", "caller", "targets", NULL};
     size_t n = toml_array_len(arr);
@@ -435,13 +450,15 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
     free(c->path);
     c->path = path ? strdup(path) : NULL;
     const toml_node *root = toml_root(doc);
-    static const char *const known[] = {"server", "security", "tokens", "targets", NULL};
+    static const char *const known[] = {"server", "security", "responses", "tokens", "targets", NULL};
     check_keys(&x, root, "the top level", known);
     const toml_node *n;
     if ((n = toml_table_get(root, "server")) && expect_kind(&x, n, TOML_TABLE, "", "[server]", "a table"))
         parse_server(&x, n, c);
     if ((n = toml_table_get(root, "security")) && expect_kind(&x, n, TOML_TABLE, "", "[security]", "a table"))
         parse_security(&x, n, c);
+    if ((n = toml_table_get(root, "responses")) && expect_kind(&x, n, TOML_TABLE, "", "[responses]", "a table"))
+        parse_responses(&x, n, c);
     if ((n = toml_table_get(root, "tokens")) && expect_kind(&x, n, TOML_ARRAY, "", "[[tokens]]", "an array of tables"))
         parse_tokens(&x, n, c);
     if ((n = toml_table_get(root, "targets")) && expect_kind(&x, n, TOML_ARRAY, "", "[[targets]]", "an array of tables"))

@@ -21,6 +21,12 @@
  *   upstream.c        remote targets: proxying with libcurl, replica ejection and health probes
  *   embed.c           embeddings on a local target
  *   web.c             the web page at "/"
+ *   translate.c       what the other APIs share: a request rebuilt as a chat-completions body, run
+ *                     through the one request parser, errors renamed into the API's own field names
+ *   routes_responses.c  OpenAI's Responses API: /v1/responses (+ /{id}, /{id}/input_items)
+ *   responses_store.c the bounded in-memory store behind previous_response_id
+ *   routes_anthropic.c  Anthropic's Messages API: /v1/messages (+ count_tokens)
+ *   routes_ollama.c   Ollama's API: /api/version, /api/tags, /api/chat, ...
  *
  * Threads. libmicrohttpd runs every connection on a thread of its own, so a handler may block while
  * it waits for an engine or an upstream, and a stream never holds up another connection. Shared
@@ -51,6 +57,9 @@
 #define GW_DEFAULT_SHUTDOWN_TIMEOUT_S 30
 #define GW_DEFAULT_UPSTREAM_TIMEOUT_S 600
 #define GW_MAX_PORT 65535
+#define GW_DEFAULT_RESPONSES_MAX 1024                  /* stored responses */
+#define GW_DEFAULT_RESPONSES_BYTES ((size_t)64 << 20)  /* their JSON, all together */
+#define GW_DEFAULT_RESPONSES_TTL_S 3600
 
 typedef enum gw_target_type { GW_TARGET_LOCAL, GW_TARGET_REMOTE } gw_target_type;
 
@@ -94,6 +103,9 @@ typedef struct gw_config {
     bool allow_unauthenticated;
     int rate_requests_per_minute; /* 0 = no rate limit */
     int rate_burst;
+    int responses_max_stored;   /* [responses]: 0 = store nothing */
+    size_t responses_max_bytes;
+    int responses_ttl_seconds;
     gw_token_config *tokens;
     size_t n_tokens;
     gw_target_config *targets;
@@ -130,6 +142,7 @@ typedef enum gw_error_kind {
     GW_E_ORIGIN_FORBIDDEN, /* 403 */
     GW_E_UNKNOWN_TARGET,   /* 404 */
     GW_E_UNKNOWN_ROUTE,    /* 404 */
+    GW_E_NOT_FOUND,        /* 404: a stored response, a model in the store, ... named by the request */
     GW_E_METHOD,           /* 405 */
     GW_E_TOO_LARGE,        /* 413 */
     GW_E_RATE_LIMITED,     /* 429 */
@@ -149,6 +162,12 @@ const char *gw_error_code(gw_error_kind kind);
 json_t *gw_error_json(gw_error_kind kind, const char *message);
 /* The error kind of a failed engine call. */
 gw_error_kind gw_error_from_status(sipp_status status);
+
+/* Whose error shape a route answers in: OpenAI's {"error":{"message","type","code"}}, Anthropic's
+ * {"type":"error","error":{"type","message"}}, or Ollama's {"error":"..."}. Statuses are the same. */
+typedef enum gw_dialect { GW_DIALECT_OPENAI = 0, GW_DIALECT_ANTHROPIC, GW_DIALECT_OLLAMA } gw_dialect;
+/* The error body in a dialect (new reference). */
+json_t *gw_error_json_in(gw_dialect dialect, gw_error_kind kind, const char *message);
 
 /* ---- requests (request_parse.c) ----------------------------------------------------------------------- */
 
@@ -187,6 +206,8 @@ typedef struct gw_gen {
     bool base64;    /* embeddings: encoding_format "base64" (little-endian float32) */
     char **owned; /* strings made while decoding (joined content parts) */
     size_t n_owned;
+    void *route;                  /* a route's own state for rendering (translate.c); NULL mostly */
+    void (*route_free)(void *route); /* frees it with the request, when set */
 } gw_gen;
 
 /* Decodes body[0..len) for api. On failure returns false with kind set (GW_E_INVALID_JSON or
@@ -254,6 +275,7 @@ struct gw_server {
     pthread_t loader;
     bool loader_started;
     struct gw_prober *prober; /* upstream.c */
+    struct gw_responses *responses; /* responses_store.c */
 };
 
 /* Starts loading every local target in the background (one after the other, in config order) and
@@ -288,6 +310,7 @@ struct gw_call {
     size_t body_len;
     double t_start;
     int target; /* index of the target it names, -1 if none */
+    gw_dialect dialect; /* the error shape of the route (set from the route table) */
     bool admitted;
     /* the reply, set by exactly one gw_reply_* call */
     int status;
@@ -356,6 +379,7 @@ typedef struct gw_gen_view {
 
 struct gw_format {
     const char *id_prefix;
+    const char *content_type; /* NULL: text/event-stream */
     void (*begin)(const gw_gen_view *v, sipp_buf *out);
     void (*piece)(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out);
     void (*end)(const gw_gen_view *v, sipp_buf *out);
@@ -402,6 +426,20 @@ void gw_route_health(gw_call *call);
 void gw_route_ready(gw_call *call);
 void gw_route_metrics(gw_call *call);
 void gw_route_backends(gw_call *call);
+void gw_route_responses(gw_call *call);        /* POST /v1/responses */
+void gw_route_response_get(gw_call *call);     /* GET /v1/responses/{id}[/input_items] */
+void gw_route_response_delete(gw_call *call);  /* DELETE /v1/responses/{id} */
+void gw_route_messages(gw_call *call);         /* POST /v1/messages */
+void gw_route_messages_count(gw_call *call);   /* POST /v1/messages/count_tokens */
+void gw_route_ollama_version(gw_call *call);
+void gw_route_ollama_tags(gw_call *call);
+void gw_route_ollama_show(gw_call *call);
+void gw_route_ollama_ps(gw_call *call);
+void gw_route_ollama_chat(gw_call *call);
+void gw_route_ollama_generate(gw_call *call);
+void gw_route_ollama_embed(gw_call *call);      /* /api/embed and the legacy /api/embeddings */
+void gw_route_ollama_pull(gw_call *call);
+void gw_route_ollama_delete(gw_call *call);
 /* The web page (web.c): "/" and its embedded files, with security headers of its own. */
 void gw_route_web(gw_call *call);
 

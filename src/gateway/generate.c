@@ -157,7 +157,7 @@ void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
     }
     gs->view.req = gs->req;
     if (gs->gen.stream) {
-        gw_reply_stream(call, "text/event-stream", &gs->base);
+        gw_reply_stream(call, fmt->content_type ? fmt->content_type : "text/event-stream", &gs->base);
         return;
     }
     while (sipp_request_wait(gs->req, GW_WAIT_SLICE_MS) != SIPP_OK)

@@ -270,6 +270,7 @@ static bool decode_inputs(dec *d, json_t *root) {
 
 void gw_gen_free(gw_gen *g) {
     if (!g) return;
+    if (g->route_free) g->route_free(g->route);
     json_decref(g->root);
     free(g->messages);
     free(g->inputs);

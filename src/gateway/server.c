@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "gateway/gateway.h"
+#include "gateway/responses_store.h"
 
 #define GW_STREAM_BLOCK 4096      /* bytes MHD asks a stream for at a time */
 #define GW_PULL_SLICE_MS 100      /* how long a stream waits before checking for a disconnect */
@@ -112,7 +113,7 @@ void gw_reply_error(gw_call *call, gw_error_kind kind, const char *fmt, ...) {
     if (kind == GW_E_RATE_LIMITED || kind == GW_E_QUEUE_FULL) {
         if (call->retry_after_s <= 0) call->retry_after_s = GW_QUEUE_RETRY_S;
     }
-    gw_reply_json(call, gw_error_status(kind), gw_error_json(kind, msg));
+    gw_reply_json(call, gw_error_status(kind), gw_error_json_in(call->dialect, kind, msg));
 }
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -250,7 +251,10 @@ void gw_reply_header(gw_call *call, const char *name, const char *value) {
     if (cs->response) MHD_add_response_header(cs->response, name, value);
 }
 
-enum { ROUTE_OPEN = 0, ROUTE_AUTH = 1 };
+/* Flags: whether the route needs a token, and whose error shape it answers in. A path ending in
+ * '*' matches every path that starts with what comes before it (the route reads call->path). */
+enum { ROUTE_OPEN = 0, ROUTE_AUTH = 1, ROUTE_ANTHROPIC = 2, ROUTE_OLLAMA = 4 };
+#define ROUTE_WILDCARD '*'
 
 static const struct route {
     const char *method;
@@ -274,7 +278,32 @@ static const struct route {
     {"POST", "/v1/query", gw_route_native_query, ROUTE_AUTH},
     {"POST", "/v1/chat", gw_route_native_chat, ROUTE_AUTH},
     {"POST", "/v1/embed", gw_route_native_embed, ROUTE_AUTH},
+    {"POST", "/v1/responses", gw_route_responses, ROUTE_AUTH},
+    {"GET", "/v1/responses/*", gw_route_response_get, ROUTE_AUTH},
+    {"DELETE", "/v1/responses/*", gw_route_response_delete, ROUTE_AUTH},
+    {"POST", "/v1/messages", gw_route_messages, ROUTE_AUTH | ROUTE_ANTHROPIC},
+    {"POST", "/v1/messages/count_tokens", gw_route_messages_count, ROUTE_AUTH | ROUTE_ANTHROPIC},
+    {"GET", "/api/version", gw_route_ollama_version, ROUTE_OPEN | ROUTE_OLLAMA},
+    {"GET", "/api/tags", gw_route_ollama_tags, ROUTE_AUTH | ROUTE_OLLAMA},
+    {"POST", "/api/show", gw_route_ollama_show, ROUTE_AUTH | ROUTE_OLLAMA},
+    {"GET", "/api/ps", gw_route_ollama_ps, ROUTE_AUTH | ROUTE_OLLAMA},
+    {"POST", "/api/chat", gw_route_ollama_chat, ROUTE_AUTH | ROUTE_OLLAMA},
+    {"POST", "/api/generate", gw_route_ollama_generate, ROUTE_AUTH | ROUTE_OLLAMA},
+    {"POST", "/api/embed", gw_route_ollama_embed, ROUTE_AUTH | ROUTE_OLLAMA},
+    {"POST", "/api/embeddings", gw_route_ollama_embed, ROUTE_AUTH | ROUTE_OLLAMA},
+    {"POST", "/api/pull", gw_route_ollama_pull, ROUTE_AUTH | ROUTE_OLLAMA},
+    {"DELETE", "/api/delete", gw_route_ollama_delete, ROUTE_AUTH | ROUTE_OLLAMA},
 };
+
+static bool path_matches(const char *route_path, const char *path) {
+    size_t n = strlen(route_path);
+    if (n && route_path[n - 1] == ROUTE_WILDCARD) return strncmp(route_path, path, n - 1) == 0 && path[n - 1];
+    return strcmp(route_path, path) == 0;
+}
+
+static gw_dialect route_dialect(int flags) {
+    return flags & ROUTE_ANTHROPIC ? GW_DIALECT_ANTHROPIC : flags & ROUTE_OLLAMA ? GW_DIALECT_OLLAMA : GW_DIALECT_OPENAI;
+}
 
 #define MODELS_PREFIX "/v1/models/"
 
@@ -339,8 +368,9 @@ static void dispatch(conn_state *cs) {
     }
     const char *allowed = NULL; /* the path's method, when the path is known */
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        if (strcmp(routes[i].path, call->path) != 0) continue;
+        if (!path_matches(routes[i].path, call->path)) continue;
         allowed = routes[i].method;
+        call->dialect = route_dialect(routes[i].flags);
         if (!method_matches(routes[i].method, call->method)) continue;
         if (guard(call, routes[i].flags)) routes[i].fn(call);
         return;
@@ -374,8 +404,9 @@ static void add_headers(conn_state *cs) {
         MHD_add_response_header(r, "Vary", "Origin");
         MHD_add_response_header(r, "Access-Control-Expose-Headers", "x-request-id, Retry-After");
         if (strcmp(call->method, "OPTIONS") == 0) {
-            MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-            MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, x-request-id");
+            MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+            MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                                    "Authorization, Content-Type, x-request-id, x-api-key, anthropic-version");
             MHD_add_response_header(r, "Access-Control-Max-Age", GW_CORS_MAX_AGE);
         }
     }
@@ -609,8 +640,9 @@ int gw_serve(gw_config *cfg) {
     }
     srv.metrics = gw_metrics_new(cfg->n_targets);
     srv.limits = gw_limits_new(cfg);
-    if (!srv.metrics || !srv.limits || !gw_targets_start(&srv, err)) {
-        fprintf(stderr, "sipp: %s\n", srv.metrics && srv.limits ? err : "out of memory");
+    srv.responses = gw_responses_new(cfg);
+    if (!srv.metrics || !srv.limits || !srv.responses || !gw_targets_start(&srv, err)) {
+        fprintf(stderr, "sipp: %s\n", srv.metrics && srv.limits && srv.responses ? err : "out of memory");
         close(lfd);
         gw_targets_stop(&srv);
         gw_metrics_free(srv.metrics);
@@ -643,6 +675,7 @@ int gw_serve(gw_config *cfg) {
     gw_targets_stop(&srv);
     gw_metrics_free(srv.metrics);
     gw_limits_free(srv.limits);
+    gw_responses_free(srv.responses);
     fprintf(stderr, "sipp: stopped\n");
     return 0;
 }

@@ -1,0 +1,799 @@
+/*
+ * routes_ollama.c: Ollama's API, what a large body of editors and desktop tools speak:
+ * GET /api/version, /api/tags, /api/ps; POST /api/show, /api/chat, /api/generate, /api/embed,
+ * /api/embeddings (legacy), /api/pull; DELETE /api/delete.
+ *
+ * Names. A target "tiny" answers to "tiny" and "tiny:latest" (Ollama's default tag); a target whose
+ * name has a tag of its own ("qwen:7b") answers to exactly that. Replies echo the name the client
+ * used. /api/tags and /api/ps list the local targets (remote ones are reached through
+ * /v1/chat/completions); a model that /api/pull puts into the store is served once a target names
+ * it (`sipp serve NAME`).
+ *
+ * Generation. /api/chat and /api/generate become chat-completions bodies (translate.c); raw
+ * generate prompts become completions. options map one to one (num_predict -> max_tokens,
+ * temperature, top_k, top_p, min_p, seed, stop, repeat_penalty); num_ctx is honoured when it is the
+ * target's context size and refused otherwise (the context is fixed per target); options that only
+ * tune speed (num_thread, num_batch, num_gpu, main_gpu, use_mmap, use_mlock, numa) are accepted and
+ * ignored; any other option is refused by name. Ollama's own defaults apply where a request gives
+ * none (temperature 0.8, top_k 40, top_p 0.9, repeat_penalty 1.1). stream defaults to true: one
+ * JSON object per line (application/x-ndjson), the last with done: true, done_reason and the
+ * timings in nanoseconds.
+ *
+ * keep_alive: models stay loaded until the server stops (residency, with unloading, is a later
+ * issue), so only values that mean "stay loaded" are honoured: absent, or negative. Any other value
+ * is refused naming keep_alive. template (a Modelfile template per request) and suffix are refused
+ * unless empty: sipp renders with the model's own template and has no fill-in-the-middle.
+ *
+ * Errors are Ollama's {"error": "..."} with its statuses (400 for a bad request, 404 for an unknown
+ * model); an error after a stream began is one more line holding {"error": ...}.
+ *
+ * /api/pull downloads into the model store (store/pull.h, the internal API that `sipp pull` uses)
+ * on a thread of its own, and streams its progress as Ollama's status lines; a client that goes
+ * away cancels the download (the partial file stays for the next pull to resume).
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gateway/gateway.h"
+#include "gateway/translate.h"
+#include "store/pull.h"
+#include "store/store.h"
+
+#define API_NAME "Ollama's API"
+#define NDJSON "application/x-ndjson"
+#define LATEST_TAG ":latest"
+/* The Ollama API version whose shapes these routes follow (clients check it for features). */
+#define GW_OLLAMA_VERSION "0.12.0"
+#define NAME_SIZE 256
+#define NS_PER_MS 1e6
+#define BILLION 1e9
+#define MILLION 1e6
+#define THOUSAND 1e3
+/* A model that stays loaded "forever" has this expiry in /api/ps, as Ollama shows keep_alive -1. */
+#define FOREVER_TIME "2318-11-03T00:00:00Z"
+#define OLLAMA_TEMPERATURE 0.8
+#define OLLAMA_TOP_K 40
+#define OLLAMA_TOP_P 0.9
+#define OLLAMA_REPEAT_PENALTY 1.1
+#define PULL_WAIT_SLICE_MS 100
+
+static const gw_rename renames[] = {
+    {"max_tokens", "options.num_predict"},
+    {"temperature", "options.temperature"},
+    {"top_k", "options.top_k"},
+    {"top_p", "options.top_p"},
+    {"min_p", "options.min_p"},
+    {"seed", "options.seed"},
+    {"stop", "options.stop"},
+    {"repeat_penalty", "options.repeat_penalty"},
+    {"response_format", "format"},
+    {NULL, NULL},
+};
+
+static const char *const chat_fields[] = {"model",  "messages",   "tools", "format", "options",
+                                          "stream", "keep_alive", "think", NULL};
+static const char *const generate_fields[] = {"model",   "prompt",     "suffix", "system", "template",
+                                              "context", "stream",     "raw",    "format", "images",
+                                              "options", "keep_alive", "think",  NULL};
+static const char *const embed_fields[] = {"model",   "input",      "prompt",     "truncate",
+                                           "options", "keep_alive", "dimensions", NULL};
+
+/* ---- small helpers ------------------------------------------------------------------------------ */
+
+static bool refuse(gw_call *call, const char *fmt, ...) SIPP_PRINTF(2, 3);
+static bool refuse(gw_call *call, const char *fmt, ...) {
+    char msg[SIPP_ERROR_SIZE];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    gw_reply_error(call, GW_E_INVALID_FIELD, "%s", msg);
+    return false;
+}
+
+static json_t *now_json(void) {
+    char t[GW_TIME_SIZE];
+    gw_iso_time(gw_unix_now(), t, sizeof t);
+    return json_string(t);
+}
+
+/* The target a client's model name means, or NULL. */
+static gw_target *find_target(gw_server *srv, const char *name) {
+    if (!name) return NULL;
+    gw_target *t = gw_target_find(srv, name);
+    size_t n = strlen(name), tn = strlen(LATEST_TAG);
+    if (!t && n > tn && n - tn < NAME_SIZE && strcmp(name + n - tn, LATEST_TAG) == 0) {
+        char base[NAME_SIZE];
+        memcpy(base, name, n - tn);
+        base[n - tn] = 0;
+        t = gw_target_find(srv, base);
+    }
+    return t;
+}
+
+/* The name under which a target is listed: with a tag, as Ollama's names have one. */
+static json_t *listed_name(const gw_target *t) {
+    if (strchr(t->cfg->name, ':')) return json_string(t->cfg->name);
+    char n[NAME_SIZE];
+    snprintf(n, sizeof n, "%s%s", t->cfg->name, LATEST_TAG);
+    return json_string(n);
+}
+
+/* Resolves the request's model to a local target and takes an admission permit; replies and
+ * returns NULL when it cannot. */
+static gw_target *request_target(gw_call *call, const char *name) {
+    if (!name || !*name) {
+        refuse(call, "'model' is missing: name one of the models GET /api/tags lists");
+        return NULL;
+    }
+    gw_target *t = find_target(call->srv, name);
+    if (!t) {
+        gw_reply_error(call, GW_E_UNKNOWN_TARGET, "model '%s' not found; GET /api/tags lists the models",
+                       name);
+        return NULL;
+    }
+    return gw_translated_target(call, t->cfg->name, API_NAME);
+}
+
+/* "1.2B", "500M": Ollama's parameter_size. */
+static void param_size(uint64_t n, char *out, size_t cap) {
+    if (n >= BILLION)
+        snprintf(out, cap, "%.1fB", n / BILLION);
+    else if (n >= MILLION)
+        snprintf(out, cap, "%.1fM", n / MILLION);
+    else
+        snprintf(out, cap, "%.1fK", n / THOUSAND);
+}
+
+/* The quantization in llama.cpp's description ("llama 1B Q4_0" -> "Q4_0"). */
+static const char *quantization(const sipp_model_info *info) {
+    const char *sp = strrchr(info->description, ' ');
+    return sp ? sp + 1 : info->description;
+}
+
+static bool target_loaded(const gw_target *t) {
+    return t->cfg->type == GW_TARGET_LOCAL && atomic_load(&t->state) == GW_STATE_READY;
+}
+
+static json_t *details(const gw_target *t, sipp_model_info *info) {
+    char ps[32] = "";
+    memset(info, 0, sizeof *info);
+    if (target_loaded(t)) {
+        sipp_model_get_info(t->model, info);
+        param_size(info->n_params, ps, sizeof ps);
+    }
+    return json_pack("{s:s, s:s, s:s, s:[s], s:s, s:s}", "parent_model", "", "format", "gguf", "family",
+                     info->architecture, "families", info->architecture, "parameter_size", ps,
+                     "quantization_level", quantization(info));
+}
+
+static json_t *modified_at(const gw_target *t) {
+    struct stat st;
+    char out[GW_TIME_SIZE];
+    if (!t->cfg->model_path || stat(t->cfg->model_path, &st) != 0) return now_json();
+    gw_iso_time((double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / BILLION, out, sizeof out);
+    return json_string(out);
+}
+
+/* ---- read-only routes --------------------------------------------------------------------------- */
+
+void gw_route_ollama_version(gw_call *call) {
+    gw_reply_json(call, 200, json_pack("{s:s}", "version", GW_OLLAMA_VERSION));
+}
+
+static json_t *model_entry(gw_call *call, const gw_target *t, bool running) {
+    sipp_model_info info;
+    json_t *d = details(t, &info);
+    json_t *m = json_pack("{s:o, s:o, s:I, s:s, s:o}", "name", listed_name(t), "model", listed_name(t),
+                          "size", (json_int_t)info.size_bytes, "digest", "", "details", d);
+    if (running) {
+        const sipp_backend_decision *bd = sipp_model_backend(t->model);
+        bool cpu = !bd || strcmp(bd->backend, "cpu") == 0 || bd->gpu_layers == 0;
+        json_object_set_new(m, "expires_at", json_string(FOREVER_TIME));
+        json_object_set_new(m, "size_vram", json_integer(cpu ? 0 : (json_int_t)info.size_bytes));
+        if (t->cfg->ctx_size > 0) json_object_set_new(m, "context_length", json_integer(t->cfg->ctx_size));
+    } else {
+        json_object_set_new(m, "modified_at", modified_at(t));
+    }
+    return m;
+}
+
+static void list_models(gw_call *call, bool running) {
+    json_t *models = json_array();
+    for (size_t i = 0; i < call->srv->n_targets; i++) {
+        const gw_target *t = &call->srv->targets[i];
+        if (t->cfg->type != GW_TARGET_LOCAL || !gw_auth_allows(call, t->cfg)) continue;
+        if (running && !target_loaded(t)) continue;
+        json_array_append_new(models, model_entry(call, t, running));
+    }
+    gw_reply_json(call, 200, json_pack("{s:o}", "models", models));
+}
+
+void gw_route_ollama_tags(gw_call *call) { list_models(call, false); }
+void gw_route_ollama_ps(gw_call *call) { list_models(call, true); }
+
+static const char *body_model(json_t *root) {
+    const char *m = json_string_value(json_object_get(root, "model"));
+    return m ? m : json_string_value(json_object_get(root, "name")); /* older clients send "name" */
+}
+
+void gw_route_ollama_show(gw_call *call) {
+    json_t *root = gw_body_object(call);
+    if (!root) return;
+    const char *name = body_model(root);
+    gw_target *t = find_target(call->srv, name);
+    if (!name) {
+        refuse(call, "'model' is missing: name one of the models GET /api/tags lists");
+    } else if (!t || t->cfg->type != GW_TARGET_LOCAL || !gw_auth_allows(call, t->cfg)) {
+        gw_reply_error(call, GW_E_UNKNOWN_TARGET, "model '%s' not found; GET /api/tags lists the models",
+                       name);
+    } else if (!target_loaded(t)) {
+        gw_reply_error(call, GW_E_NOT_READY, "model '%s' is not loaded (yet); GET /ready says when", name);
+    } else {
+        sipp_model_info info;
+        json_t *d = details(t, &info);
+        json_t *mi = json_pack("{s:s, s:I}", "general.architecture", info.architecture,
+                               "general.parameter_count", (json_int_t)info.n_params);
+        char key[NAME_SIZE];
+        const struct {
+            const char *suffix;
+            int value;
+        } arch_keys[] = {{"context_length", info.n_ctx_train},
+                         {"embedding_length", info.n_embd},
+                         {"block_count", info.n_layer},
+                         {"attention.head_count", info.n_head},
+                         {"attention.head_count_kv", info.n_head_kv},
+                         {"vocab_size", info.n_vocab}};
+        for (size_t i = 0; i < sizeof arch_keys / sizeof arch_keys[0]; i++) {
+            snprintf(key, sizeof key, "%s.%s", info.architecture, arch_keys[i].suffix);
+            json_object_set_new(mi, key, json_integer(arch_keys[i].value));
+        }
+        gw_reply_json(call, 200,
+                      json_pack("{s:s, s:s, s:s, s:o, s:o, s:[s], s:o}", "modelfile", "", "parameters", "",
+                                "template", "", "details", d, "model_info", mi, "capabilities", "completion",
+                                "modified_at", modified_at(t)));
+    }
+    json_decref(root);
+}
+
+/* ---- options ------------------------------------------------------------------------------------ */
+
+/* keep_alive: only "stay loaded" can be honoured until models can be unloaded. */
+static bool check_keep_alive(gw_call *call, json_t *root) {
+    json_t *ka = json_object_get(root, "keep_alive");
+    if (!ka || json_is_null(ka)) return true;
+    if (json_is_number(ka) && json_number_value(ka) < 0) return true;
+    if (json_is_string(ka) && json_string_value(ka)[0] == '-') return true;
+    char *shown = json_dumps(ka, JSON_ENCODE_ANY);
+    refuse(call,
+           "'keep_alive' %s cannot be honoured: models stay loaded until the server stops; leave it out or "
+           "give a "
+           "negative value",
+           shown ? shown : "?");
+    free(shown);
+    return false;
+}
+
+/* options -> chat fields, with Ollama's defaults. */
+static bool translate_options(gw_call *call, json_t *root, const gw_target_config *tc, json_t *chat) {
+    static const struct {
+        const char *option, *field;
+    } mapped[] = {{"num_predict", "max_tokens"},
+                  {"temperature", "temperature"},
+                  {"top_k", "top_k"},
+                  {"top_p", "top_p"},
+                  {"min_p", "min_p"},
+                  {"seed", "seed"},
+                  {"stop", "stop"},
+                  {"repeat_penalty", "repeat_penalty"}};
+    static const char *const speed_only[] = {"num_thread", "num_batch", "num_gpu",  "main_gpu", "use_mmap",
+                                             "use_mlock",  "numa",      "low_vram", NULL};
+    json_object_set_new(chat, "temperature", json_real(OLLAMA_TEMPERATURE));
+    json_object_set_new(chat, "top_k", json_integer(OLLAMA_TOP_K));
+    json_object_set_new(chat, "top_p", json_real(OLLAMA_TOP_P));
+    json_object_set_new(chat, "repeat_penalty", json_real(OLLAMA_REPEAT_PENALTY));
+    json_t *opts = json_object_get(root, "options");
+    if (!opts || json_is_null(opts)) return true;
+    if (!json_is_object(opts))
+        return refuse(call, "'options' must be an object such as {\"temperature\": 0}");
+    const char *key;
+    json_t *v;
+    json_object_foreach(opts, key, v) {
+        bool done = false;
+        for (size_t i = 0; i < sizeof mapped / sizeof mapped[0] && !done; i++) {
+            if (strcmp(key, mapped[i].option) != 0) continue;
+            done = true;
+            /* num_predict -1 (and -2, "until the context is full") is no limit. */
+            if (strcmp(key, "num_predict") == 0 && json_is_integer(v) && json_integer_value(v) < 0)
+                json_object_del(chat, "max_tokens");
+            else
+                json_object_set(chat, mapped[i].field, v);
+        }
+        for (const char *const *s = speed_only; *s && !done; s++)
+            done = strcmp(key, *s) == 0;
+        if (done) continue;
+        if (strcmp(key, "num_ctx") == 0) {
+            if (tc->ctx_size > 0 && json_is_integer(v) && json_integer_value(v) == tc->ctx_size) continue;
+            if (tc->ctx_size > 0)
+                return refuse(call,
+                              "'options.num_ctx' must be this model's context size (%d): it is fixed per "
+                              "target (ctx_size)",
+                              tc->ctx_size);
+            return refuse(call, "'options.num_ctx' cannot be honoured: the context size is fixed per target "
+                                "(set ctx_size in its "
+                                "[[targets]] entry and leave num_ctx out)");
+        }
+        return refuse(call, "'options.%s' is not supported by this server; leave it out", key);
+    }
+    return true;
+}
+
+static bool translate_format(gw_call *call, json_t *root, json_t *chat) {
+    json_t *f = json_object_get(root, "format");
+    if (!f || json_is_null(f) || (json_is_string(f) && !*json_string_value(f))) return true;
+    if (json_is_string(f) && strcmp(json_string_value(f), "json") == 0)
+        json_object_set_new(chat, "response_format", json_pack("{s:s}", "type", "json_object"));
+    else if (json_is_object(f))
+        json_object_set_new(chat, "response_format",
+                            json_pack("{s:s, s:{s:s, s:O}}", "type", "json_schema", "json_schema", "name",
+                                      "format", "schema", f));
+    else
+        return refuse(call, "'format' must be \"json\" or a JSON schema object");
+    return true;
+}
+
+static bool check_think(gw_call *call, json_t *root) {
+    json_t *th = json_object_get(root, "think");
+    if (!th || json_is_null(th) || json_is_false(th)) return true;
+    return refuse(
+        call,
+        "'think' is not supported by this server yet (no thinking switch); leave it out or set it to false");
+}
+
+/* An optional string field that must be empty when present. */
+static bool empty_only(gw_call *call, json_t *root, const char *key, const char *why) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v) || (json_is_string(v) && !*json_string_value(v)) ||
+        (json_is_array(v) && json_array_size(v) == 0))
+        return true;
+    return refuse(call, "'%s' is not supported: %s", key, why);
+}
+
+/* ---- rendering ---------------------------------------------------------------------------------- */
+
+typedef struct ollama_state {
+    char *model; /* the name the client used */
+    bool chat;   /* /api/chat (message) or /api/generate (response) */
+} ollama_state;
+
+static void state_free(void *p) {
+    ollama_state *s = p;
+    if (!s) return;
+    free(s->model);
+    free(s);
+}
+
+static const ollama_state *st_of(const gw_gen_view *v) { return v->gen->route; }
+
+static json_t *line(const gw_gen_view *v, const char *text, size_t len, bool done) {
+    const ollama_state *s = st_of(v);
+    json_t *j = json_pack("{s:s, s:o}", "model", s->model, "created_at", now_json());
+    if (s->chat)
+        json_object_set_new(j, "message",
+                            json_pack("{s:s, s:s%}", "role", "assistant", "content", text, len));
+    else
+        json_object_set_new(j, "response", json_stringn(text, len));
+    json_object_set_new(j, "done", json_boolean(done));
+    return j;
+}
+
+static void append_line(sipp_buf *out, json_t *j) {
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s) return;
+    sipp_buf_append(out, s, strlen(s));
+    sipp_buf_append(out, "\n", 1);
+    free(s);
+}
+
+static json_t *final_line(const gw_gen_view *v, const char *text) {
+    sipp_request_stats st;
+    sipp_request_get_stats(v->req, &st);
+    json_t *j = line(v, text, strlen(text), true);
+    bool length = sipp_request_finish_reason(v->req) == SIPP_FINISH_LENGTH;
+    json_object_set_new(j, "done_reason", json_string(length ? "length" : "stop"));
+    json_object_set_new(j, "total_duration", json_integer((json_int_t)(st.total_ms * NS_PER_MS)));
+    json_object_set_new(j, "load_duration", json_integer(0));
+    json_object_set_new(j, "prompt_eval_count", json_integer(st.prompt_tokens));
+    json_object_set_new(j, "prompt_eval_duration", json_integer((json_int_t)(st.prefill_ms * NS_PER_MS)));
+    json_object_set_new(j, "eval_count", json_integer(st.generated_tokens));
+    json_object_set_new(j, "eval_duration", json_integer((json_int_t)(st.decode_ms * NS_PER_MS)));
+    return j;
+}
+
+static void ol_begin(const gw_gen_view *v, sipp_buf *out) {}
+static void ol_piece(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    append_line(out, line(v, text, len, false));
+}
+static void ol_end(const gw_gen_view *v, sipp_buf *out) { append_line(out, final_line(v, "")); }
+static void ol_fail(const gw_gen_view *v, gw_error_kind kind, const char *msg, sipp_buf *out) {
+    append_line(out, gw_error_json_in(GW_DIALECT_OLLAMA, kind, msg));
+}
+static json_t *ol_whole(const gw_gen_view *v) { return final_line(v, v->text); }
+
+static const gw_format ollama_format = {.id_prefix = "ollama-",
+                                        .content_type = NDJSON,
+                                        .begin = ol_begin,
+                                        .piece = ol_piece,
+                                        .end = ol_end,
+                                        .fail = ol_fail,
+                                        .whole = ol_whole};
+
+/* ---- chat and generate -------------------------------------------------------------------------- */
+
+static bool translate_messages(gw_call *call, json_t *msgs, json_t *chat) {
+    if (!json_is_array(msgs))
+        return refuse(call, "'messages' must be an array of {\"role\", \"content\"} objects");
+    json_t *out = json_array();
+    json_object_set_new(chat, "messages", out);
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        if (!json_is_object(m))
+            return refuse(call, "'messages[%zu]' must be an object with \"role\" and \"content\"", i);
+        json_t *images = json_object_get(m, "images"), *calls = json_object_get(m, "tool_calls");
+        if (images && !json_is_null(images) && !(json_is_array(images) && json_array_size(images) == 0))
+            return refuse(call, "'messages[%zu].images' is not supported: the models here take text only", i);
+        if (calls && !json_is_null(calls) && !(json_is_array(calls) && json_array_size(calls) == 0))
+            return refuse(
+                call, "'messages[%zu].tool_calls' needs tool calling; this server does not support tools yet",
+                i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (role && strcmp(role, "tool") == 0)
+            return refuse(call,
+                          "'messages[%zu]' is a tool message, which needs tool calling; this server does not "
+                          "support tools yet",
+                          i);
+        json_t *copy = json_object();
+        gw_copy_field(m, "role", copy, NULL);
+        gw_copy_field(m, "content", copy, NULL);
+        json_array_append_new(out, copy);
+    }
+    return true;
+}
+
+/* The reply to an empty request, which Ollama's clients send to load a model. */
+static void reply_loaded(gw_call *call, const char *model, bool chat) {
+    json_t *j = json_pack("{s:s, s:o, s:b, s:s}", "model", model, "created_at", now_json(), "done", 1,
+                          "done_reason", "load");
+    if (chat)
+        json_object_set_new(j, "message", json_pack("{s:s, s:s}", "role", "assistant", "content", ""));
+    else
+        json_object_set_new(j, "response", json_string(""));
+    gw_reply_json(call, 200, j);
+}
+
+static void run(gw_call *call, json_t *root, bool is_chat) {
+    const char *model = body_model(root);
+    gw_target *t = find_target(call->srv, model);
+    /* The target's config is needed for num_ctx before the request is decoded. */
+    const gw_target_config *tc = t ? t->cfg : NULL;
+    json_t *chat = json_pack("{s:s}", "model", t ? t->cfg->name : (model ? model : ""));
+    gw_api api = GW_API_CHAT;
+    bool ok = gw_check_fields(call, root, is_chat ? chat_fields : generate_fields, API_NAME) &&
+              check_keep_alive(call, root) && check_think(call, root) && translate_format(call, root, chat);
+    if (ok && !model) ok = refuse(call, "'model' is missing: name one of the models GET /api/tags lists");
+    if (ok && !tc) {
+        gw_reply_error(call, GW_E_UNKNOWN_TARGET, "model '%s' not found; GET /api/tags lists the models",
+                       model);
+        ok = false;
+    }
+    ok = ok && translate_options(call, root, tc, chat);
+    json_t *tools = json_object_get(root, "tools");
+    if (ok && tools) json_object_set(chat, "tools", tools);
+    json_t *stream = json_object_get(root, "stream");
+    if (ok && stream && !json_is_boolean(stream)) ok = refuse(call, "'stream' must be true or false");
+    json_object_set_new(chat, "stream", json_boolean(!json_is_false(stream)));
+    bool empty = false;
+    if (ok && is_chat) {
+        json_t *msgs = json_object_get(root, "messages");
+        empty = !msgs || json_is_null(msgs) || (json_is_array(msgs) && json_array_size(msgs) == 0);
+        if (!empty) ok = translate_messages(call, msgs, chat);
+    } else if (ok) {
+        ok = empty_only(
+                 call, root, "template",
+                 "sipp renders with the model's own chat template; use raw: true for a prompt as it is") &&
+             empty_only(call, root, "suffix", "fill-in-the-middle is not available") &&
+             empty_only(call, root, "context", "pass the conversation as /api/chat messages instead") &&
+             empty_only(call, root, "images", "the models here take text only");
+        json_t *p = json_object_get(root, "prompt"), *sys = json_object_get(root, "system"),
+               *raw = json_object_get(root, "raw");
+        if (ok && p && !json_is_string(p)) ok = refuse(call, "'prompt' must be a string");
+        if (ok && sys && !json_is_null(sys) && !json_is_string(sys))
+            ok = refuse(call, "'system' must be a string");
+        if (ok && raw && !json_is_boolean(raw)) ok = refuse(call, "'raw' must be true or false");
+        empty = !p || !*json_string_value(p);
+        if (ok && !empty && json_is_true(raw)) {
+            if (sys && json_string_length(sys))
+                ok = refuse(call, "'system' cannot be combined with raw: true (no template is applied)");
+            api = GW_API_COMPLETION;
+            json_object_set(chat, "prompt", p);
+        } else if (ok && !empty) {
+            json_t *msgs = json_array();
+            if (sys && json_string_length(sys))
+                json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "system", "content", sys));
+            json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "user", "content", p));
+            json_object_set_new(chat, "messages", msgs);
+        }
+    }
+    if (!ok) {
+        json_decref(chat);
+        return;
+    }
+    if (empty) {
+        json_decref(chat);
+        if (request_target(call, model)) reply_loaded(call, model, is_chat);
+        return;
+    }
+    ollama_state *s = calloc(1, sizeof *s);
+    if (s) s->model = strdup(model);
+    if (!s || !s->model) {
+        state_free(s);
+        json_decref(chat);
+        gw_reply_error(call, GW_E_INTERNAL, "out of memory");
+        return;
+    }
+    s->chat = is_chat;
+    gw_run_translated(call, api, chat, renames, API_NAME, &ollama_format, s, state_free);
+}
+
+void gw_route_ollama_chat(gw_call *call) {
+    json_t *root = gw_body_object(call);
+    if (!root) return;
+    run(call, root, true);
+    json_decref(root);
+}
+
+void gw_route_ollama_generate(gw_call *call) {
+    json_t *root = gw_body_object(call);
+    if (!root) return;
+    run(call, root, false);
+    json_decref(root);
+}
+
+/* ---- embeddings --------------------------------------------------------------------------------- */
+
+static json_t *vector(const float *v, int n) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        json_array_append_new(a, json_real(v[i]));
+    return a;
+}
+
+void gw_route_ollama_embed(gw_call *call) {
+    bool legacy = strcmp(call->path, "/api/embeddings") == 0;
+    json_t *root = gw_body_object(call);
+    if (!root) return;
+    const char *model = body_model(root);
+    json_t *in = json_object_get(root, legacy ? "prompt" : "input");
+    const char **texts = NULL;
+    size_t n = json_is_array(in) ? json_array_size(in) : 1;
+    bool ok = gw_check_fields(call, root, embed_fields, API_NAME) && check_keep_alive(call, root);
+    json_t *opts = json_object_get(root, "options");
+    if (ok && opts && !json_is_null(opts) && !(json_is_object(opts) && json_object_size(opts) == 0))
+        ok = refuse(call, "'options' cannot change an embedding here; leave it out");
+    json_t *tr = json_object_get(root, "truncate");
+    if (ok && tr && !json_is_boolean(tr)) ok = refuse(call, "'truncate' must be true or false");
+    if (ok && (!in || (!json_is_string(in) && !(json_is_array(in) && !legacy)) || n == 0 ||
+               n > GW_MAX_EMBED_INPUTS))
+        ok = refuse(call, legacy ? "'prompt' must be a string"
+                                 : "'input' must be a string or a non-empty array of strings");
+    if (ok && !(texts = calloc(n, sizeof *texts))) ok = refuse(call, "out of memory");
+    for (size_t i = 0; ok && i < n; i++) {
+        json_t *e = json_is_array(in) ? json_array_get(in, i) : in;
+        if (!json_is_string(e))
+            ok = refuse(call, "'input[%zu]' must be a string", i);
+        else
+            texts[i] = json_string_value(e);
+    }
+    gw_target *t = ok ? request_target(call, model) : NULL;
+    if (t) {
+        float *out = NULL;
+        int n_embd = 0, n_tokens = 0;
+        double t0 = sipp_now_ms();
+        /* /api/embed returns unit vectors; the legacy route returns them as the model makes them. */
+        sipp_status st = sipp_engine_embed(t->engine, texts, n, !legacy, &out, &n_embd, &n_tokens);
+        json_t *dim = json_object_get(root, "dimensions");
+        if (st != SIPP_OK) {
+            gw_reply_error(call, st == SIPP_ERR_MODEL ? GW_E_INVALID_FIELD : gw_error_from_status(st),
+                           "model '%s': %s", model, sipp_engine_last_error(t->engine));
+        } else if (dim && !json_is_null(dim) &&
+                   !(json_is_integer(dim) && json_integer_value(dim) == n_embd)) {
+            refuse(call, "'dimensions' must be this model's embedding size (%d): vectors are not shortened",
+                   n_embd);
+        } else if (legacy) {
+            gw_reply_json(call, 200, json_pack("{s:o}", "embedding", vector(out, n_embd)));
+        } else {
+            json_t *rows = json_array();
+            for (size_t i = 0; i < n; i++)
+                json_array_append_new(rows, vector(out + i * (size_t)n_embd, n_embd));
+            json_int_t ns = (json_int_t)((sipp_now_ms() - t0) * NS_PER_MS);
+            gw_reply_json(call, 200,
+                          json_pack("{s:s, s:o, s:I, s:i, s:i}", "model", model, "embeddings", rows,
+                                    "total_duration", ns, "load_duration", 0, "prompt_eval_count", n_tokens));
+        }
+        if (st == SIPP_OK) gw_metrics_tokens(call->srv->metrics, t->index, n_tokens, 0, 0, -1);
+        sipp_free(out);
+    }
+    free(texts);
+    json_decref(root);
+}
+
+/* ---- the store: pull and delete ----------------------------------------------------------------- */
+
+typedef struct pull_job {
+    gw_stream base;
+    gw_call *call;
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    sipp_buf lines; /* NDJSON not yet handed to the stream */
+    bool finished;
+    atomic_bool cancel;
+    sipp_pull_params params;
+    char *source;
+    char last_file[NAME_SIZE];
+    sipp_status status;
+    char err[SIPP_ERROR_SIZE];
+} pull_job;
+
+static void push_line(pull_job *j, json_t *obj) {
+    pthread_mutex_lock(&j->lock);
+    append_line(&j->lines, obj);
+    pthread_cond_signal(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+}
+
+static bool pull_progress(const sipp_pull_progress *p, void *user) {
+    pull_job *j = user;
+    if (p->note) push_line(j, json_pack("{s:s}", "status", p->note));
+    char status[NAME_SIZE + 16];
+    snprintf(status, sizeof status, "pulling %s", p->file);
+    snprintf(j->last_file, sizeof j->last_file, "%s", p->file);
+    json_t *line_obj =
+        json_pack("{s:s, s:s, s:I}", "status", status, "digest", p->file, "completed", (json_int_t)p->done);
+    if (p->total) json_object_set_new(line_obj, "total", json_integer((json_int_t)p->total));
+    push_line(j, line_obj);
+    return !atomic_load(&j->cancel);
+}
+
+static void *pull_main(void *arg) {
+    pull_job *j = arg;
+    sipp_pull_result res;
+    push_line(j, json_pack("{s:s}", "status", "pulling manifest"));
+    j->status = sipp_store_pull(&j->params, &res, j->err);
+    if (j->status == SIPP_OK) {
+        push_line(j, json_pack("{s:s}", "status",
+                               res.verified ? "verifying sha256 digest" : "checking the GGUF header"));
+        push_line(j, json_pack("{s:s}", "status", "writing manifest"));
+        push_line(j, json_pack("{s:s, s:s, s:s}", "status", "success", "name", res.name, "path", res.path));
+    } else {
+        push_line(j, gw_error_json_in(GW_DIALECT_OLLAMA, gw_error_from_status(j->status), j->err));
+    }
+    pthread_mutex_lock(&j->lock);
+    j->finished = true;
+    pthread_cond_signal(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+    return NULL;
+}
+
+static bool pull_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
+    pull_job *j = (pull_job *)s;
+    pthread_mutex_lock(&j->lock);
+    if (j->lines.len == 0 && !j->finished) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long ns = ts.tv_nsec + (long)wait_ms * 1000000L;
+        ts.tv_sec += ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
+        pthread_cond_timedwait(&j->cond, &j->lock, &ts);
+    }
+    if (j->lines.len) {
+        sipp_buf_append(out, j->lines.data, j->lines.len);
+        j->lines.len = 0;
+    }
+    bool more = !j->finished || j->lines.len;
+    pthread_mutex_unlock(&j->lock);
+    return more;
+}
+
+static void pull_close(gw_stream *s) {
+    pull_job *j = (pull_job *)s;
+    atomic_store(&j->cancel, true);
+    if (j->started) pthread_join(j->thread, NULL);
+    pthread_mutex_destroy(&j->lock);
+    pthread_cond_destroy(&j->cond);
+    sipp_buf_free(&j->lines);
+    free(j->source);
+    free(j);
+}
+
+void gw_route_ollama_pull(gw_call *call) {
+    json_t *root = gw_body_object(call);
+    if (!root) return;
+    static const char *const fields[] = {"model", "name", "insecure", "stream", NULL};
+    const char *source = body_model(root);
+    json_t *stream = json_object_get(root, "stream");
+    pull_job *j = NULL;
+    if (!gw_check_fields(call, root, fields, API_NAME)) {
+    } else if (!source || !*source) {
+        refuse(call,
+               "'model' is missing: give a URL (http, https), hf://ORG/REPO/FILE.gguf or a catalog name");
+    } else if (json_is_true(json_object_get(root, "insecure"))) {
+        refuse(call, "'insecure' is not supported: downloads always verify TLS");
+    } else if (!(j = calloc(1, sizeof *j)) || !(j->source = strdup(source))) {
+        gw_reply_error(call, GW_E_INTERNAL, "out of memory");
+    } else {
+        pthread_mutex_init(&j->lock, NULL);
+        pthread_cond_init(&j->cond, NULL);
+        j->call = call;
+        j->base.pull = pull_pull;
+        j->base.close = pull_close;
+        j->params = sipp_pull_default_params();
+        j->params.source = j->source;
+        j->params.progress = pull_progress;
+        j->params.user = j;
+        if (pthread_create(&j->thread, NULL, pull_main, j) != 0) {
+            gw_reply_error(call, GW_E_INTERNAL, "cannot start the download thread");
+            pull_close(&j->base);
+        } else if ((j->started = true) && !json_is_false(stream)) {
+            gw_reply_stream(call, NDJSON, &j->base);
+        } else {
+            /* Not streamed: wait here, cancelling when the client goes away. */
+            sipp_buf progress = {0}; /* dropped: only the outcome is sent */
+            while (pull_pull(&j->base, &progress, PULL_WAIT_SLICE_MS)) {
+                progress.len = 0;
+                if (gw_call_abandoned(call)) atomic_store(&j->cancel, true);
+            }
+            sipp_buf_free(&progress);
+            pthread_join(j->thread, NULL);
+            j->started = false;
+            if (j->status == SIPP_OK)
+                gw_reply_json(call, 200, json_pack("{s:s}", "status", "success"));
+            else
+                gw_reply_error(call, gw_error_from_status(j->status), "%s", j->err);
+            pull_close(&j->base);
+        }
+    }
+    json_decref(root);
+}
+
+void gw_route_ollama_delete(gw_call *call) {
+    json_t *root = gw_body_object(call);
+    if (!root) return;
+    const char *name = body_model(root);
+    char dir[PATH_MAX], err[SIPP_ERROR_SIZE];
+    if (!name || !*name) {
+        refuse(call, "'model' is missing: name a model in the store (sipp models list)");
+    } else if (find_target(call->srv, name)) {
+        gw_reply_error(
+            call, GW_E_INVALID_FIELD,
+            "model '%s' is a target of this server and stays loaded; it cannot be deleted while served",
+            name);
+    } else if (sipp_store_dir(dir, sizeof dir, err) != SIPP_OK) {
+        gw_reply_error(call, GW_E_INTERNAL, "%s", err);
+    } else {
+        sipp_status st = sipp_store_remove(dir, name, err);
+        if (st == SIPP_OK)
+            gw_reply_text(call, 200, "application/json", NULL, 0);
+        else
+            gw_reply_error(call, st == SIPP_ERR_NOT_FOUND ? GW_E_NOT_FOUND : gw_error_from_status(st), "%s",
+                           err);
+    }
+    json_decref(root);
+}

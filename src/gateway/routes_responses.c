@@ -1,0 +1,601 @@
+/*
+ * routes_responses.c: OpenAI's Responses API, what Codex speaks: POST /v1/responses,
+ * GET /v1/responses/{id}, DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
+ *
+ * A request becomes a chat-completions body (translate.c): instructions are the system message,
+ * input (a string, or message items whose content is input_text/output_text parts) the turns after
+ * it, max_output_tokens is max_tokens, text.format is response_format. Fields the chat layer
+ * refuses are refused under their Responses names. Fields of the API that cannot change the output
+ * (metadata, user, safety_identifier, prompt_cache_key, service_tier) are accepted; anything else
+ * is refused by name.
+ *
+ * The reply is a response object whose output is one message item with one output_text part;
+ * status is "completed", or "incomplete" with incomplete_details.reason "max_output_tokens" when
+ * the token limit ended it. A stream sends the documented events, each with its sequence_number:
+ *
+ *   response.created, response.in_progress, response.output_item.added,
+ *   response.content_part.added, response.output_text.delta ..., response.output_text.done,
+ *   response.content_part.done, response.output_item.done,
+ *   response.completed | response.incomplete  (or response.failed on an error)
+ *
+ * store (default true) keeps the response (responses_store.c). previous_response_id continues the
+ * stored conversation: its messages are put before this input (its instructions are not carried
+ * over, as OpenAI documents), and the request runs under the conversation's context key, so the
+ * engine finds the previous turn's KV in its slot and evaluates only the new tokens; usage reports
+ * them as input_tokens_details.cached_tokens.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/gateway.h"
+#include "gateway/responses_store.h"
+#include "gateway/translate.h"
+
+#define API_NAME "/v1/responses"
+#define RESPONSES_PREFIX "/v1/responses/"
+#define INPUT_ITEMS_SUFFIX "/input_items"
+#define ID_SIZE 96
+#define KEY_PREFIX "resp-conversation:"
+#define OPENAI_DEFAULT_TEMPERATURE 1.0 /* what the chat layer uses when a request gives none */
+#define OPENAI_DEFAULT_TOP_P 1.0
+
+static const gw_rename renames[] = {
+    {"max_tokens", "max_output_tokens"},
+    {"response_format", "text.format"},
+    {"messages", "input"},
+    {NULL, NULL},
+};
+
+static const char *const known_fields[] = {
+    "model",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "stream",
+    "store",
+    "previous_response_id",
+    "metadata",
+    "text",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "reasoning",
+    "user",
+    "safety_identifier",
+    "prompt_cache_key",
+    "service_tier",
+    "include",
+    "truncation",
+    "stream_options",
+    NULL,
+};
+
+/* What rendering needs beyond the generation: the request's own fields echoed in the response,
+ * and what the store keeps. */
+typedef struct resp_state {
+    char id[ID_SIZE];
+    char msg_id[ID_SIZE];
+    char *key;       /* the conversation's context key */
+    json_t *echo;    /* request fields the response object repeats */
+    json_t *history; /* chat messages of the conversation before this turn's output */
+    json_t *input_items;
+    bool store;
+    int seq; /* the next sequence_number */
+    double created_at;
+} resp_state;
+
+static void state_free(void *p) {
+    resp_state *s = p;
+    if (!s) return;
+    free(s->key);
+    json_decref(s->echo);
+    json_decref(s->history);
+    json_decref(s->input_items);
+    free(s);
+}
+
+static resp_state *state_of(const gw_gen_view *v) { return v->gen->route; }
+
+/* ---- the response object ------------------------------------------------------------------------ */
+
+static json_t *usage_json(sipp_request *r) {
+    sipp_request_stats s;
+    sipp_request_get_stats(r, &s);
+    return json_pack("{s:i, s:{s:i}, s:i, s:{s:i}, s:i}", "input_tokens", s.prompt_tokens,
+                     "input_tokens_details", "cached_tokens", s.cached_tokens, "output_tokens",
+                     s.generated_tokens, "output_tokens_details", "reasoning_tokens", 0, "total_tokens",
+                     s.prompt_tokens + s.generated_tokens);
+}
+
+static json_t *text_part(const char *text) {
+    return json_pack("{s:s, s:s, s:[], s:[]}", "type", "output_text", "text", text, "annotations",
+                     "logprobs");
+}
+
+static json_t *message_item(const resp_state *s, const char *status, json_t *content) {
+    return json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", s->msg_id, "type", "message", "status", status,
+                     "role", "assistant", "content", content);
+}
+
+/* status: in_progress | completed | incomplete | failed. output and usage are stolen (NULL: none). */
+static json_t *response_object(const gw_gen_view *v, const char *status, json_t *output, json_t *usage) {
+    const resp_state *s = state_of(v);
+    json_t *r =
+        json_pack("{s:s, s:s, s:I, s:s, s:n, s:n, s:s, s:o, s:b}", "id", s->id, "object", "response",
+                  "created_at", (json_int_t)s->created_at, "status", status, "error", "incomplete_details",
+                  "model", v->target->cfg->name, "output", output ? output : json_array(), "store", s->store);
+    json_object_update(r, s->echo);
+    json_object_set_new(r, "usage", usage ? usage : json_null());
+    if (strcmp(status, "incomplete") == 0)
+        json_object_set_new(r, "incomplete_details", json_pack("{s:s}", "reason", "max_output_tokens"));
+    return r;
+}
+
+static bool incomplete(const gw_gen_view *v) {
+    return sipp_request_finish_reason(v->req) == SIPP_FINISH_LENGTH;
+}
+
+/* Keeps the finished response (a copy of r) with what a follow-up turn needs. */
+static void store_response(const gw_gen_view *v, json_t *r) {
+    resp_state *s = state_of(v);
+    if (!s->store) return;
+    json_t *history = json_deep_copy(s->history);
+    json_array_append_new(history, json_pack("{s:s, s:s}", "role", "assistant", "content", v->text));
+    json_t *entry = json_pack("{s:O, s:O, s:o, s:s}", "response", r, "input_items", s->input_items, "history",
+                              history, "key", s->key ? s->key : "");
+    if (!gw_responses_put(v->call->srv->responses, s->id, entry))
+        fprintf(stderr,
+                "sipp: response %s was not stored: over [responses] max_stored_bytes or max_stored = 0\n",
+                s->id);
+}
+
+static json_t *final_response(const gw_gen_view *v) {
+    const resp_state *s = state_of(v);
+    json_t *output = json_pack("[o]", message_item(s, incomplete(v) ? "incomplete" : "completed",
+                                                   json_pack("[o]", text_part(v->text))));
+    json_t *r = response_object(v, incomplete(v) ? "incomplete" : "completed", output, usage_json(v->req));
+    store_response(v, r);
+    return r;
+}
+
+/* ---- stream ------------------------------------------------------------------------------------- */
+
+/* One event: "event: TYPE" and data holding type and sequence_number beside fields (stolen). */
+static void event(const gw_gen_view *v, const char *type, json_t *fields, sipp_buf *out) {
+    resp_state *s = state_of(v);
+    json_object_set_new(fields, "type", json_string(type));
+    json_object_set_new(fields, "sequence_number", json_integer(s->seq++));
+    gw_sse_json(out, type, fields);
+}
+
+static json_t *part_position(const resp_state *s) {
+    return json_pack("{s:s, s:i, s:i}", "item_id", s->msg_id, "output_index", 0, "content_index", 0);
+}
+
+static void rs_begin(const gw_gen_view *v, sipp_buf *out) {
+    const resp_state *s = state_of(v);
+    event(v, "response.created",
+          json_pack("{s:o}", "response", response_object(v, "in_progress", NULL, NULL)), out);
+    event(v, "response.in_progress",
+          json_pack("{s:o}", "response", response_object(v, "in_progress", NULL, NULL)), out);
+    event(v, "response.output_item.added",
+          json_pack("{s:i, s:o}", "output_index", 0, "item", message_item(s, "in_progress", json_array())),
+          out);
+    json_t *f = part_position(s);
+    json_object_set_new(f, "part", text_part(""));
+    event(v, "response.content_part.added", f, out);
+}
+
+static void rs_piece(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    json_t *f = part_position(state_of(v));
+    json_object_set_new(f, "delta", json_stringn(text, len));
+    json_object_set_new(f, "logprobs", json_array());
+    event(v, "response.output_text.delta", f, out);
+}
+
+static void rs_end(const gw_gen_view *v, sipp_buf *out) {
+    const resp_state *s = state_of(v);
+    json_t *f = part_position(s);
+    json_object_set_new(f, "text", json_string(v->text));
+    json_object_set_new(f, "logprobs", json_array());
+    event(v, "response.output_text.done", f, out);
+    f = part_position(s);
+    json_object_set_new(f, "part", text_part(v->text));
+    event(v, "response.content_part.done", f, out);
+    json_t *r = final_response(v);
+    event(v, "response.output_item.done",
+          json_pack("{s:i, s:O}", "output_index", 0, "item", json_array_get(json_object_get(r, "output"), 0)),
+          out);
+    event(v, incomplete(v) ? "response.incomplete" : "response.completed", json_pack("{s:o}", "response", r),
+          out);
+}
+
+static void rs_fail(const gw_gen_view *v, gw_error_kind kind, const char *message, sipp_buf *out) {
+    json_t *r = response_object(v, "failed", NULL, usage_json(v->req));
+    json_object_set_new(r, "error", json_pack("{s:s, s:s}", "code", gw_error_code(kind), "message", message));
+    event(v, "response.failed", json_pack("{s:o}", "response", r), out);
+}
+
+static const gw_format responses_format = {.id_prefix = "resp_",
+                                           .begin = rs_begin,
+                                           .piece = rs_piece,
+                                           .end = rs_end,
+                                           .fail = rs_fail,
+                                           .whole = final_response};
+
+/* ---- request translation ------------------------------------------------------------------------ */
+
+typedef struct xlate {
+    gw_call *call;
+    json_t *messages;    /* chat messages sent to the model (instructions first) */
+    json_t *history;     /* the same without the instructions: what the store keeps */
+    json_t *input_items; /* this request's input, as message items with ids */
+} xlate;
+
+static bool refuse(xlate *x, const char *fmt, ...) SIPP_PRINTF(2, 3);
+static bool refuse(xlate *x, const char *fmt, ...) {
+    char msg[SIPP_ERROR_SIZE];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    gw_reply_error(x->call, GW_E_INVALID_FIELD, "%s", msg);
+    return false;
+}
+
+static void add_turn(xlate *x, const char *role, const char *text) {
+    json_array_append_new(x->messages, json_pack("{s:s, s:s}", "role", role, "content", text));
+    json_array_append_new(x->history, json_pack("{s:s, s:s}", "role", role, "content", text));
+}
+
+static void add_input_item(xlate *x, const char *role, const char *text) {
+    char id[ID_SIZE];
+    snprintf(id, sizeof id, "msg_%s_%zu", x->call->request_id, json_array_size(x->input_items));
+    json_array_append_new(x->input_items,
+                          json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:s}]}", "id", id, "type", "message",
+                                    "status", "completed", "role", role, "content", "type",
+                                    strcmp(role, "assistant") == 0 ? "output_text" : "input_text", "text",
+                                    text));
+}
+
+/* A message item's content: a string, or input_text / output_text parts joined. */
+static bool item_text(xlate *x, json_t *content, size_t i, sipp_buf *text) {
+    if (json_is_string(content))
+        return sipp_buf_append(text, json_string_value(content), json_string_length(content));
+    if (!json_is_array(content))
+        return refuse(x, "'input[%zu].content' must be a string or an array of input_text parts", i);
+    size_t k;
+    json_t *part;
+    json_array_foreach(content, k, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *t = json_object_get(part, "text");
+        if (!type) return refuse(x, "'input[%zu].content[%zu].type' is missing", i, k);
+        if (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0)
+            return refuse(x,
+                          "'input[%zu].content[%zu].type' '%s' is not supported; only input_text and "
+                          "output_text parts are",
+                          i, k, type);
+        if (!json_is_string(t)) return refuse(x, "'input[%zu].content[%zu].text' must be a string", i, k);
+        sipp_buf_append(text, json_string_value(t), json_string_length(t));
+    }
+    return true;
+}
+
+static bool input_item(xlate *x, json_t *item, size_t i) {
+    if (!json_is_object(item)) return refuse(x, "'input[%zu]' must be an object (a message item)", i);
+    const char *type = json_string_value(json_object_get(item, "type"));
+    if (type && (strcmp(type, "function_call") == 0 || strcmp(type, "function_call_output") == 0))
+        return refuse(
+            x, "'input[%zu]' is a %s item, which needs tool calling; this server does not support tools yet",
+            i, type);
+    if (type && strcmp(type, "reasoning") == 0)
+        return true; /* templates drop past reasoning; see docs/gateway.md */
+    if (type && strcmp(type, "message") != 0)
+        return refuse(x, "'input[%zu].type' '%s' is not supported; use message items", i, type);
+    const char *role = json_string_value(json_object_get(item, "role"));
+    if (!role)
+        return refuse(x, "'input[%zu].role' must be a string (user, system, developer or assistant)", i);
+    if (strcmp(role, "user") != 0 && strcmp(role, "system") != 0 && strcmp(role, "developer") != 0 &&
+        strcmp(role, "assistant") != 0)
+        return refuse(x, "'input[%zu].role' is '%s'; use user, system, developer or assistant", i, role);
+    sipp_buf text = {0};
+    bool ok = item_text(x, json_object_get(item, "content"), i, &text);
+    if (ok) {
+        const char *t = text.data ? text.data : "";
+        add_turn(x, strcmp(role, "developer") == 0 ? "system" : role, t);
+        add_input_item(x, role, t);
+    }
+    sipp_buf_free(&text);
+    return ok;
+}
+
+static bool translate_input(xlate *x, json_t *input) {
+    if (!input || json_is_null(input))
+        return refuse(x, "'input' is missing: give a string or an array of message items");
+    if (json_is_string(input)) {
+        add_turn(x, "user", json_string_value(input));
+        add_input_item(x, "user", json_string_value(input));
+        return true;
+    }
+    if (!json_is_array(input)) return refuse(x, "'input' must be a string or an array of message items");
+    size_t i;
+    json_t *item;
+    json_array_foreach(input, i, item) if (!input_item(x, item, i)) return false;
+    return true;
+}
+
+/* text.format -> response_format; {"format": {"type": "json_schema", "name", "schema", "strict"}}
+ * becomes chat's {"type": "json_schema", "json_schema": {...}}. */
+static bool translate_text(xlate *x, json_t *text, json_t *chat) {
+    if (!text || json_is_null(text)) return true;
+    if (!json_is_object(text))
+        return refuse(x, "'text' must be an object such as {\"format\": {\"type\": \"text\"}}");
+    const char *key;
+    json_t *v;
+    json_object_foreach(text, key, v) {
+        if (strcmp(key, "format") != 0 && !(strcmp(key, "verbosity") == 0 && json_is_string(v) &&
+                                            strcmp(json_string_value(v), "medium") == 0))
+            return refuse(x, "'text.%s' is not supported; only text.format (and verbosity \"medium\") are",
+                          key);
+    }
+    json_t *format = json_object_get(text, "format");
+    if (!format) return true;
+    const char *type = json_string_value(json_object_get(format, "type"));
+    if (!json_is_object(format) || !type) return refuse(x, "'text.format' must be an object with a \"type\"");
+    if (strcmp(type, "json_schema") == 0) {
+        json_t *schema = json_object();
+        gw_copy_field(format, "name", schema, NULL);
+        gw_copy_field(format, "schema", schema, NULL);
+        gw_copy_field(format, "strict", schema, NULL);
+        gw_copy_field(format, "description", schema, NULL);
+        json_object_set_new(chat, "response_format",
+                            json_pack("{s:s, s:o}", "type", "json_schema", "json_schema", schema));
+    } else {
+        json_object_set(chat, "response_format", format);
+    }
+    return true;
+}
+
+/* Function tools -> chat's {"type": "function", "function": {...}}. */
+static bool translate_tools(xlate *x, json_t *root, json_t *chat) {
+    json_t *tools = json_object_get(root, "tools");
+    if (tools && !json_is_null(tools)) {
+        if (!json_is_array(tools)) return refuse(x, "'tools' must be an array of function tools");
+        json_t *out = json_array();
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t) {
+            const char *type = json_string_value(json_object_get(t, "type"));
+            if (!type || strcmp(type, "function") != 0) {
+                json_decref(out);
+                return refuse(x,
+                              "'tools[%zu].type' must be \"function\" (built-in tools such as web_search are "
+                              "not available here)",
+                              i);
+            }
+            json_t *fn = json_object();
+            gw_copy_field(t, "name", fn, NULL);
+            gw_copy_field(t, "description", fn, NULL);
+            gw_copy_field(t, "parameters", fn, NULL);
+            gw_copy_field(t, "strict", fn, NULL);
+            json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+        }
+        json_object_set_new(chat, "tools", out);
+    }
+    json_t *tc = json_object_get(root, "tool_choice");
+    if (json_is_object(tc) && json_is_string(json_object_get(tc, "name")))
+        json_object_set_new(
+            chat, "tool_choice",
+            json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name", json_object_get(tc, "name")));
+    else if (tc)
+        json_object_set(chat, "tool_choice", tc);
+    gw_copy_field(root, "parallel_tool_calls", chat, NULL);
+    return true;
+}
+
+/* Fields accepted because they cannot change the output, and those only some values of which can
+ * be honoured. */
+static bool check_options(xlate *x, json_t *root) {
+    json_t *r = json_object_get(root, "reasoning");
+    if (r && !json_is_null(r)) {
+        json_t *effort = json_object_get(r, "effort");
+        if (!json_is_object(r) || (effort && !json_is_null(effort)))
+            return refuse(
+                x,
+                "'reasoning.effort' is not supported by this server yet (no thinking switch); leave it out");
+    }
+    json_t *inc = json_object_get(root, "include");
+    if (inc && !json_is_null(inc)) {
+        if (!json_is_array(inc)) return refuse(x, "'include' must be an array of strings");
+        size_t i;
+        json_t *e;
+        json_array_foreach(inc, i, e) {
+            /* Reasoning is never hidden here, so there is nothing to encrypt: asking for it is harmless. */
+            if (!json_is_string(e) || strcmp(json_string_value(e), "reasoning.encrypted_content") != 0)
+                return refuse(
+                    x, "'include[%zu]' is not supported; only \"reasoning.encrypted_content\" is accepted",
+                    i);
+        }
+    }
+    const char *trunc = json_string_value(json_object_get(root, "truncation"));
+    if (json_object_get(root, "truncation") && !json_is_null(json_object_get(root, "truncation")) &&
+        (!trunc || strcmp(trunc, "disabled") != 0))
+        return refuse(x,
+                      "'truncation' must be \"disabled\": a prompt over the context is an error, never cut");
+    json_t *md = json_object_get(root, "metadata");
+    if (md && !json_is_null(md) && !json_is_object(md))
+        return refuse(x, "'metadata' must be an object of strings");
+    json_t *st = json_object_get(root, "store");
+    if (st && !json_is_boolean(st)) return refuse(x, "'store' must be true or false");
+    return true;
+}
+
+static json_t *echo_fields(json_t *root) {
+    json_t *e =
+        json_pack("{s:n, s:n, s:n, s:f, s:f, s:{s:n, s:n}, s:{s:{s:s}}, s:s, s:[], s:b, s:s, s:n, s:{}}",
+                  "instructions", "max_output_tokens", "previous_response_id", "temperature",
+                  OPENAI_DEFAULT_TEMPERATURE, "top_p", OPENAI_DEFAULT_TOP_P, "reasoning", "effort", "summary",
+                  "text", "format", "type", "text", "tool_choice", "auto", "tools", "parallel_tool_calls", 1,
+                  "truncation", "disabled", "user", "metadata");
+    static const char *const echoed[] = {"instructions",
+                                         "max_output_tokens",
+                                         "previous_response_id",
+                                         "temperature",
+                                         "top_p",
+                                         "tool_choice",
+                                         "tools",
+                                         "parallel_tool_calls",
+                                         "user",
+                                         "metadata",
+                                         "text",
+                                         NULL};
+    for (const char *const *k = echoed; *k; k++) {
+        json_t *v = json_object_get(root, *k);
+        if (v && !json_is_null(v)) json_object_set(e, *k, v);
+    }
+    if (json_is_object(json_object_get(root, "text")) &&
+        !json_object_get(json_object_get(root, "text"), "format"))
+        json_object_set_new(e, "text", json_pack("{s:{s:s}}", "format", "type", "text"));
+    return e;
+}
+
+void gw_route_responses(gw_call *call) {
+    json_t *root = gw_body_object(call);
+    if (!root) return;
+    resp_state *s = calloc(1, sizeof *s);
+    json_t *chat = json_object();
+    xlate x = {.call = call, .messages = json_array(), .history = json_array(), .input_items = json_array()};
+    bool ok = s && chat && gw_check_fields(call, root, known_fields, API_NAME) && check_options(&x, root);
+    json_t *prev = NULL;
+    if (ok) {
+        snprintf(s->id, sizeof s->id, "resp_%s", call->request_id);
+        snprintf(s->msg_id, sizeof s->msg_id, "msg_%s", call->request_id);
+        s->created_at = gw_unix_now();
+        s->store = !json_is_false(json_object_get(root, "store"));
+        const char *instructions = json_string_value(json_object_get(root, "instructions"));
+        json_t *ins = json_object_get(root, "instructions");
+        if (ins && !json_is_null(ins) && !instructions) ok = refuse(&x, "'instructions' must be a string");
+        if (instructions)
+            json_array_append_new(x.messages,
+                                  json_pack("{s:s, s:s}", "role", "system", "content", instructions));
+        json_t *pid = json_object_get(root, "previous_response_id");
+        if (ok && pid && !json_is_null(pid)) {
+            if (!json_is_string(pid)) {
+                ok = refuse(&x, "'previous_response_id' must be a string");
+            } else if (!(prev = gw_responses_get(call->srv->responses, json_string_value(pid)))) {
+                gw_reply_error(
+                    call, GW_E_NOT_FOUND,
+                    "'previous_response_id': no stored response '%s' (unknown, deleted, expired after "
+                    "[responses] ttl_seconds, or made with store: false)",
+                    json_string_value(pid));
+                ok = false;
+            } else {
+                json_array_extend(x.messages, json_object_get(prev, "history"));
+                json_array_extend(x.history, json_object_get(prev, "history"));
+                const char *key = json_string_value(json_object_get(prev, "key"));
+                if (key && *key) s->key = strdup(key);
+            }
+        }
+    }
+    ok = ok && translate_input(&x, json_object_get(root, "input")) &&
+         translate_text(&x, json_object_get(root, "text"), chat) && translate_tools(&x, root, chat);
+    if (!ok) {
+        json_decref(prev);
+        json_decref(root);
+        json_decref(chat);
+        json_decref(x.messages);
+        json_decref(x.history);
+        json_decref(x.input_items);
+        state_free(s);
+        if (!call->replied) gw_reply_error(call, GW_E_INTERNAL, "out of memory");
+        return;
+    }
+    json_decref(prev);
+    if (!s->key && s->store) {
+        char key[ID_SIZE + sizeof KEY_PREFIX];
+        snprintf(key, sizeof key, "%s%s", KEY_PREFIX, s->id);
+        s->key = strdup(key);
+    }
+    gw_copy_field(root, "model", chat, NULL);
+    gw_copy_field(root, "stream", chat, NULL);
+    gw_copy_field(root, "temperature", chat, NULL);
+    gw_copy_field(root, "top_p", chat, NULL);
+    gw_copy_field(root, "max_output_tokens", chat, "max_tokens");
+    json_object_set_new(chat, "messages", x.messages);
+    if (s->key) json_object_set_new(chat, "context_key", json_string(s->key));
+    s->echo = echo_fields(root);
+    s->history = x.history;
+    s->input_items = x.input_items;
+    json_decref(root);
+    gw_run_translated(call, GW_API_CHAT, chat, renames, API_NAME, &responses_format, s, state_free);
+}
+
+/* ---- stored responses --------------------------------------------------------------------------- */
+
+/* The id in /v1/responses/{id}[/input_items], copied to out; *items says which. False when the
+ * path has no id. */
+static bool path_id(const char *path, char *out, size_t cap, bool *items) {
+    const char *id = path + strlen(RESPONSES_PREFIX);
+    size_t n = strlen(id), sn = strlen(INPUT_ITEMS_SUFFIX);
+    *items = n > sn && strcmp(id + n - sn, INPUT_ITEMS_SUFFIX) == 0;
+    if (*items) n -= sn;
+    if (n == 0 || n >= cap || memchr(id, '/', n)) return false;
+    memcpy(out, id, n);
+    out[n] = 0;
+    return true;
+}
+
+static json_t *lookup(gw_call *call, bool *items) {
+    char id[ID_SIZE];
+    if (!path_id(call->path, id, sizeof id, items)) {
+        gw_reply_error(call, GW_E_UNKNOWN_ROUTE,
+                       "no route %s %s; use /v1/responses/{id} or /v1/responses/{id}/input_items",
+                       call->method, call->path);
+        return NULL;
+    }
+    json_t *e = gw_responses_get(call->srv->responses, id);
+    if (!e)
+        gw_reply_error(call, GW_E_NOT_FOUND, "no stored response '%s' (unknown, deleted, or expired)", id);
+    return e;
+}
+
+void gw_route_response_get(gw_call *call) {
+    bool items = false;
+    json_t *e = lookup(call, &items);
+    if (!e) return;
+    if (!items) {
+        gw_reply_json(call, 200, json_incref(json_object_get(e, "response")));
+        json_decref(e);
+        return;
+    }
+    /* Newest first, as OpenAI lists them by default. */
+    json_t *in = json_object_get(e, "input_items"), *data = json_array();
+    for (size_t i = json_array_size(in); i-- > 0;)
+        json_array_append(data, json_array_get(in, i));
+    size_t n = json_array_size(data);
+    json_t *first = n ? json_object_get(json_array_get(data, 0), "id") : json_null();
+    json_t *last = n ? json_object_get(json_array_get(data, n - 1), "id") : json_null();
+    gw_reply_json(call, 200,
+                  json_pack("{s:s, s:o, s:O, s:O, s:b}", "object", "list", "data", data, "first_id", first,
+                            "last_id", last, "has_more", 0));
+    json_decref(e);
+}
+
+void gw_route_response_delete(gw_call *call) {
+    char id[ID_SIZE];
+    bool items = false;
+    if (!path_id(call->path, id, sizeof id, &items) || items) {
+        gw_reply_error(call, GW_E_UNKNOWN_ROUTE, "no route %s %s; use DELETE /v1/responses/{id}",
+                       call->method, call->path);
+        return;
+    }
+    if (!gw_responses_delete(call->srv->responses, id)) {
+        gw_reply_error(call, GW_E_NOT_FOUND, "no stored response '%s' (unknown, deleted, or expired)", id);
+        return;
+    }
+    gw_reply_json(call, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "response", "deleted", 1));
+}

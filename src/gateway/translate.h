@@ -1,0 +1,50 @@
+/*
+ * translate.h: helpers of the routes that translate another API into a chat completion (the
+ * Responses, Messages and Ollama routes; see translate.c).
+ */
+#ifndef SIPP_GATEWAY_TRANSLATE_H
+#define SIPP_GATEWAY_TRANSLATE_H
+
+#include "gateway/gateway.h"
+
+#define GW_TIME_SIZE 48
+
+/* A field's name in chat-completions terms and in the route's API; a table ends with {NULL}. */
+typedef struct gw_rename {
+    const char *chat;
+    const char *api;
+} gw_rename;
+
+/* Rewrites every quoted field name of msg ('max_tokens', 'max_tokens[0]', 'messages.x') that the
+ * table names, in place (at most cap bytes). */
+void gw_rename_fields(char *msg, size_t cap, const gw_rename *renames);
+
+/* Decodes a body built by a route for api (GW_API_CHAT, or GW_API_COMPLETION for a raw prompt;
+ * chat is stolen) into g. On failure it has
+ * replied, naming the field through renames, and returns false. */
+bool gw_decode_tree(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames, gw_gen *g);
+
+/* gw_call_target for a translated API (named by api_name in messages): remote targets are refused. */
+gw_target *gw_translated_target(gw_call *call, const char *name, const char *api_name);
+
+/* Decodes chat for api, resolves its target and generates with fmt; route (freed with route_free however
+ * the request ends) is the route's rendering state, reached through gen->route. Replies always. */
+void gw_run_translated(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames,
+                       const char *api_name, const gw_format *fmt, void *route, void (*route_free)(void *));
+
+/* The call's body as a JSON object, or NULL after replying 400. */
+json_t *gw_body_object(gw_call *call);
+
+/* Sets to[as or key] = from[key] when present; true when it was. */
+bool gw_copy_field(json_t *from, const char *key, json_t *to, const char *as);
+
+/* Replies 400 naming the first key of root that is not in known (NULL-terminated) and returns
+ * false: fields a route does not know are refused, never ignored. */
+bool gw_check_fields(gw_call *call, json_t *root, const char *const *known, const char *api);
+
+/* RFC 3339 UTC time with nanoseconds ("2026-12-01T09:28:30.123456789Z"). */
+void gw_iso_time(double unix_s, char *out, size_t cap);
+/* Wall-clock seconds since the epoch. */
+double gw_unix_now(void);
+
+#endif

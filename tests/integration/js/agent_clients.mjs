@@ -1,0 +1,240 @@
+// agent_clients.mjs: drives `sipp serve` with the official clients of the APIs agents speak: openai
+// (Responses), @anthropic-ai/sdk (Messages) and ollama, as applications would.
+// Usage: node agent_clients.mjs BASE MODEL TOKEN PULL_URL
+// (BASE like http://127.0.0.1:8080, no path). Prints one JSON line with what it checked, and exits 1
+// with the reason on the first failure.
+import Anthropic from "@anthropic-ai/sdk";
+import { Ollama } from "ollama";
+import OpenAI from "openai";
+
+const [base, model, token, pullUrl] = process.argv.slice(2);
+const MAX_TOKENS = 8;
+const TIMEOUT_MS = 60000;
+const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: token, timeout: TIMEOUT_MS, maxRetries: 0 });
+const anthropic = new Anthropic({ baseURL: base, apiKey: token, timeout: TIMEOUT_MS, maxRetries: 0 });
+const ollama = new Ollama({ host: base, headers: { Authorization: `Bearer ${token}` } });
+const done = [];
+
+function check(cond, what) {
+  if (!cond) throw new Error(`check failed: ${what}`);
+}
+
+// Removes consecutive repeats: the documented order names each kind of event once.
+function kinds(types) {
+  return types.filter((t, i) => i === 0 || types[i - 1] !== t);
+}
+
+function sameList(a, b, what) {
+  check(JSON.stringify(a) === JSON.stringify(b), `${what}: ${JSON.stringify(a)} vs ${JSON.stringify(b)}`);
+}
+
+// ---- OpenAI Responses ------------------------------------------------------------------------
+
+const RESPONSES_ORDER = [
+  "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+  "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+  "response.output_item.done", "response.incomplete",
+];
+
+async function responsesPlain() {
+  const r = await openai.responses.create({
+    model, instructions: "Be brief.", input: "Hello!", max_output_tokens: MAX_TOKENS, temperature: 0,
+  });
+  check(r.object === "response" && r.id.startsWith("resp_"), "response object");
+  check(r.status === "incomplete" && r.incomplete_details.reason === "max_output_tokens", `status ${r.status}`);
+  check(r.output[0].type === "message" && r.output[0].content[0].type === "output_text", "output item");
+  check(typeof r.output_text === "string" && r.output_text === r.output[0].content[0].text, "output_text");
+  check(r.usage.output_tokens === MAX_TOKENS, "usage.output_tokens");
+  const again = await openai.responses.retrieve(r.id);
+  check(again.id === r.id && again.output_text === r.output_text, "responses.retrieve");
+  done.push("responses");
+  return r;
+}
+
+async function responsesStream(plain) {
+  const stream = await openai.responses.create({
+    model, instructions: "Be brief.", input: "Hello!", max_output_tokens: MAX_TOKENS, temperature: 0, stream: true,
+  });
+  const types = [];
+  let text = "";
+  let seq = -1;
+  let final = null;
+  for await (const ev of stream) {
+    types.push(ev.type);
+    check(ev.sequence_number === seq + 1, `sequence_number ${ev.sequence_number} after ${seq}`);
+    seq = ev.sequence_number;
+    if (ev.type === "response.output_text.delta") text += ev.delta;
+    if (ev.type === "response.incomplete") final = ev.response;
+  }
+  sameList(kinds(types), RESPONSES_ORDER, "Responses event order");
+  check(text === plain.output_text, `streamed text equals the plain one: ${JSON.stringify(text)}`);
+  check(final && final.usage.output_tokens === MAX_TOKENS, "final response with usage");
+  done.push("responses-stream");
+}
+
+async function responsesFollowUp(first) {
+  const next = await openai.responses.create({
+    model, instructions: "Be brief.", input: "And then?", previous_response_id: first.id,
+    max_output_tokens: MAX_TOKENS, temperature: 0,
+  });
+  check(next.previous_response_id === first.id, "previous_response_id echoed");
+  // The first turn's prompt is a prefix of this one's, and its KV is reused, not read again.
+  check(next.usage.input_tokens_details.cached_tokens >= first.usage.input_tokens,
+    `cached_tokens ${next.usage.input_tokens_details.cached_tokens} >= ${first.usage.input_tokens}`);
+  check(next.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens, "history included");
+  const items = await openai.responses.inputItems.list(next.id);
+  check(items.data.length === 1 && items.data[0].content[0].text === "And then?", "input items");
+  await openai.responses.delete(next.id);
+  let gone = false;
+  try {
+    await openai.responses.retrieve(next.id);
+  } catch (e) {
+    gone = e.status === 404;
+  }
+  check(gone, "a deleted response is 404");
+  done.push("responses-previous");
+}
+
+async function responsesTools() {
+  // Tool calling arrives with the chat layer; until then the request is refused naming the field.
+  let err = null;
+  try {
+    await openai.responses.create({
+      model, input: "Weather in Paris?", max_output_tokens: MAX_TOKENS,
+      tools: [{ type: "function", name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } }],
+    });
+  } catch (e) {
+    err = e;
+  }
+  check(err && err.status === 400 && /'tools'/.test(err.message), `tools refused by name: ${err && err.message}`);
+  done.push("responses-tools");
+}
+
+// ---- Anthropic Messages ----------------------------------------------------------------------
+
+const MESSAGES_ORDER = [
+  "message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop",
+];
+
+async function messagesPlain() {
+  const m = await anthropic.messages.create({
+    model, system: "Be brief.", messages: [{ role: "user", content: "Hello!" }], max_tokens: MAX_TOKENS, temperature: 0,
+  });
+  check(m.type === "message" && m.role === "assistant", "message object");
+  check(m.content[0].type === "text" && typeof m.content[0].text === "string", "text block");
+  check(m.stop_reason === "max_tokens" && m.usage.output_tokens === MAX_TOKENS, `stop_reason ${m.stop_reason}`);
+  const counted = await anthropic.messages.countTokens({
+    model, system: "Be brief.", messages: [{ role: "user", content: "Hello!" }],
+  });
+  check(counted.input_tokens === m.usage.input_tokens + m.usage.cache_read_input_tokens,
+    `countTokens ${counted.input_tokens} equals the prompt ${m.usage.input_tokens} + ${m.usage.cache_read_input_tokens}`);
+  done.push("messages", "count-tokens");
+  return m;
+}
+
+async function messagesStream(plain) {
+  const stream = await anthropic.messages.create({
+    model, system: "Be brief.", messages: [{ role: "user", content: "Hello!" }], max_tokens: MAX_TOKENS, temperature: 0,
+    stream: true,
+  });
+  const types = [];
+  let text = "";
+  let reason = null;
+  for await (const ev of stream) {
+    types.push(ev.type);
+    if (ev.type === "content_block_delta" && ev.delta.type === "text_delta") text += ev.delta.text;
+    if (ev.type === "message_delta") reason = ev.delta.stop_reason;
+  }
+  sameList(kinds(types), MESSAGES_ORDER, "Messages event order");
+  check(text === plain.content[0].text, `streamed text equals the plain one: ${JSON.stringify(text)}`);
+  check(reason === "max_tokens", "stream stop_reason");
+  // The SDK's accumulating helper too.
+  const helper = anthropic.messages.stream({
+    model, messages: [{ role: "user", content: "Hello!" }], system: "Be brief.", max_tokens: MAX_TOKENS, temperature: 0,
+  });
+  const final = await helper.finalMessage();
+  check(final.content[0].text === plain.content[0].text, "messages.stream().finalMessage()");
+  done.push("messages-stream");
+}
+
+async function messagesErrors() {
+  let err = null;
+  try {
+    await anthropic.messages.create({ model: "no-such-model", messages: [{ role: "user", content: "x" }], max_tokens: 4 });
+  } catch (e) {
+    err = e;
+  }
+  check(err instanceof Anthropic.NotFoundError && err.error?.error?.type === "not_found_error", `404 shape: ${err}`);
+  done.push("messages-errors");
+}
+
+// ---- Ollama ----------------------------------------------------------------------------------
+
+async function ollamaModels() {
+  const list = await ollama.list();
+  check(list.models.some((m) => m.name === `${model}:latest`), `list: ${JSON.stringify(list.models.map((m) => m.name))}`);
+  const show = await ollama.show({ model });
+  check(show.details.format === "gguf" && show.model_info["general.architecture"], "show");
+  const ps = await ollama.ps();
+  check(ps.models.some((m) => m.name === `${model}:latest`), "ps");
+  done.push("ollama-list", "ollama-show", "ollama-ps");
+}
+
+async function ollamaChat() {
+  const messages = [{ role: "system", content: "Be brief." }, { role: "user", content: "Hello!" }];
+  const options = { num_predict: MAX_TOKENS, temperature: 0 };
+  const r = await ollama.chat({ model: `${model}:latest`, messages, options });
+  check(r.done === true && r.done_reason === "length" && r.eval_count === MAX_TOKENS, `chat ${JSON.stringify(r)}`);
+  check(r.message.role === "assistant" && typeof r.message.content === "string", "chat message");
+  check(r.total_duration > 0 && r.prompt_eval_count > 0, "chat timings");
+  let text = "";
+  let last = null;
+  for await (const part of await ollama.chat({ model, messages, options, stream: true })) {
+    text += part.message.content;
+    last = part;
+  }
+  check(last.done === true && text === r.message.content, `streamed chat equals the plain one: ${JSON.stringify(text)}`);
+  done.push("ollama-chat", "ollama-chat-stream");
+}
+
+async function ollamaGenerate() {
+  const r = await ollama.generate({ model, prompt: "Once upon a time", options: { num_predict: MAX_TOKENS, temperature: 0 } });
+  check(r.done && typeof r.response === "string" && r.eval_count === MAX_TOKENS, "generate");
+  const e = await ollama.embed({ model, input: ["hello", "world"] });
+  check(e.embeddings.length === 2 && e.embeddings[0].length > 0, "embed");
+  const norm = Math.hypot(...e.embeddings[0]);
+  check(Math.abs(norm - 1) < 1e-3, `embed returns unit vectors (${norm})`);
+  done.push("ollama-generate", "ollama-embed");
+}
+
+async function ollamaPull() {
+  const statuses = [];
+  let completed = 0;
+  for await (const p of await ollama.pull({ model: pullUrl, stream: true })) {
+    statuses.push(p.status);
+    if (p.completed) completed = p.completed;
+  }
+  check(statuses[0] === "pulling manifest" && statuses[statuses.length - 1] === "success", `pull: ${JSON.stringify(statuses)}`);
+  check(completed > 0, "pull progress counts bytes");
+  const again = await ollama.pull({ model: pullUrl });
+  check(again.status === "success", "a second, non-streamed pull");
+  done.push("ollama-pull");
+}
+
+try {
+  const first = await responsesPlain();
+  await responsesStream(first);
+  await responsesFollowUp(first);
+  await responsesTools();
+  const m = await messagesPlain();
+  await messagesStream(m);
+  await messagesErrors();
+  await ollamaModels();
+  await ollamaChat();
+  await ollamaGenerate();
+  await ollamaPull();
+  console.log(JSON.stringify({ ok: true, checked: done }));
+} catch (e) {
+  console.log(JSON.stringify({ ok: false, checked: done, error: String(e && e.stack ? e.stack : e) }));
+  process.exit(1);
+}

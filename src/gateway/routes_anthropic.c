@@ -221,6 +221,8 @@ static bool check_options(gw_call *call, json_t *root) {
         return refuse(call, "'temperature' is %g; it must be in [0, 1]", json_number_value(t));
     json_t *md = json_object_get(root, "metadata");
     if (md && !json_is_null(md) && !json_is_object(md)) return refuse(call, "'metadata' must be an object");
+    json_t *ss = json_object_get(root, "stop_sequences");
+    if (ss && !json_is_null(ss) && !json_is_array(ss)) return refuse(call, "'stop_sequences' must be an array of strings");
     return true;
 }
 

@@ -516,7 +516,7 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
         if (ok && sys && !json_is_null(sys) && !json_is_string(sys))
             ok = refuse(call, "'system' must be a string");
         if (ok && raw && !json_is_boolean(raw)) ok = refuse(call, "'raw' must be true or false");
-        empty = !p || !*json_string_value(p);
+        empty = !json_is_string(p) || !*json_string_value(p);
         if (ok && !empty && json_is_true(raw)) {
             if (sys && json_string_length(sys))
                 ok = refuse(call, "'system' cannot be combined with raw: true (no template is applied)");

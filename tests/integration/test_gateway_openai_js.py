@@ -24,7 +24,7 @@ TOKEN = "js-client-secret"
 
 
 def ensure_client():
-    if os.path.isdir(os.path.join(JS_DIR, "node_modules", "openai")):
+    if all(os.path.isdir(os.path.join(JS_DIR, "node_modules", p)) for p in ("openai", "@anthropic-ai/sdk", "ollama")):
         return
     r = subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=JS_DIR,
                        capture_output=True, text=True, timeout=NPM_TIMEOUT_S)

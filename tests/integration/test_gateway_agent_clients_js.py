@@ -1,0 +1,68 @@
+"""The official npm clients of the APIs agents speak, against `sipp serve`: `openai` (responses.create
+plain, streamed, with tools, with previous_response_id), `@anthropic-ai/sdk` (messages.create plain and
+streamed, countTokens, errors) and `ollama` (list, show, ps, chat plain and streamed, generate, embed,
+pull from a loopback HTTP server), through tests/integration/js/agent_clients.mjs.
+
+The clients are pinned to exact versions with their registry integrity in js/package-lock.json; the
+test installs them with `npm ci --ignore-scripts` when one is missing from js/node_modules (which is
+not committed). Without node and npm the test is skipped, saying so.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import httpfixture  # noqa: E402
+import test_gateway_support as gw  # noqa: E402
+
+JS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js")
+PACKAGES = ("openai", os.path.join("@anthropic-ai", "sdk"), "ollama")
+NPM_TIMEOUT_S = 300
+NODE_TIMEOUT_S = 180
+TOKEN_ENV = "SIPP_GW_AGENT_JS_TOKEN"
+TOKEN = "agent-js-secret"
+CHECKED = ["responses", "responses-stream", "responses-previous", "responses-tools", "messages", "count-tokens",
+           "messages-stream", "messages-errors", "ollama-list", "ollama-show", "ollama-ps", "ollama-chat",
+           "ollama-chat-stream", "ollama-generate", "ollama-embed", "ollama-pull"]
+
+
+def ensure_clients():
+    if all(os.path.isdir(os.path.join(JS_DIR, "node_modules", p)) for p in PACKAGES):
+        return
+    r = subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=JS_DIR,
+                       capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+    if r.returncode != 0:
+        raise AssertionError(f"npm ci failed in {JS_DIR}:\n{r.stdout}\n{r.stderr}")
+
+
+@unittest.skipUnless(shutil.which("node") and shutil.which("npm"), "node and npm are needed for the agent client tests")
+class AgentClientsTest(unittest.TestCase):
+    def test_agent_npm_clients(self):
+        ensure_clients()
+        store = tempfile.mkdtemp(prefix="sipp-agent-js-store-", dir=gw.tmpdir())
+        cfg = f'[[tokens]]\nenv = "{TOKEN_ENV}"\n\n' + gw.local_target("tiny", parallel=2, ctx=2048)
+        with httpfixture.HTTPFixture() as http:
+            with open(gw.model("tiny"), "rb") as f:
+                url = http.add("/models/agent-pulled.gguf", f.read())
+            g = gw.serve_config(cfg, env={TOKEN_ENV: TOKEN, "SIPP_MODELS_DIR": store, "NO_PROXY": "*"})
+            try:
+                r = subprocess.run(["node", "agent_clients.mjs", g.base, "tiny", TOKEN, url], cwd=JS_DIR,
+                                   capture_output=True, text=True, timeout=NODE_TIMEOUT_S)
+                lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+                self.assertTrue(lines, f"no result from node:\n{r.stdout}\n{r.stderr}")
+                result = json.loads(lines[-1])
+                self.assertTrue(result["ok"], f"{result.get('error')}\n--- gateway log:\n{g.text()[-3000:]}")
+                self.assertEqual(r.returncode, 0)
+                self.assertEqual(result["checked"], CHECKED)
+                self.assertTrue(os.path.isfile(os.path.join(store, "agent-pulled.gguf")))
+            finally:
+                self.assertEqual(g.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

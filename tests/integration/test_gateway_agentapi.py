@@ -1,0 +1,622 @@
+"""The APIs agent clients speak, over real HTTP against `sipp serve`: OpenAI's Responses API
+(/v1/responses), Anthropic's Messages API (/v1/messages) and Ollama's API (/api/*).
+
+Each API is checked for its shapes, its streamed event sequence against the documented order, its
+errors in its own shape (every error code the route can give), its bounded response store (Responses),
+its authentication (x-api-key for Anthropic's clients), and a client that disconnects mid-stream
+freeing its slot. Ollama's /api/pull downloads from a loopback HTTP server (httpfixture) into a store
+directory of the test's own. The official npm clients run in test_gateway_agent_clients_js.py.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import httpfixture  # noqa: E402
+import test_gateway_support as gw  # noqa: E402
+
+TARGET = "tiny"
+TOKEN_ENV = "SIPP_AGENTAPI_TOKEN"
+TOKEN = "agent-api-secret"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+LONG = 100000  # max tokens that only the context ends
+DISCONNECT_TIMEOUT_S = 10
+TTL_S = 1
+CTX = 2048
+
+RESPONSES_ORDER = [
+    "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+    "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+    "response.output_item.done",
+]
+MESSAGES_ORDER = ["message_start", "content_block_start", "ping", "content_block_delta", "content_block_stop",
+                  "message_delta", "message_stop"]
+
+
+def kinds(types):
+    """Consecutive repeats collapsed: the documented order names each kind of event once."""
+    return [t for i, t in enumerate(types) if i == 0 or types[i - 1] != t]
+
+
+def ndjson(data):
+    return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+
+
+class AgentAPIBase(unittest.TestCase):
+    """One gateway with a token for the class."""
+
+    extra = ""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.store = tempfile.mkdtemp(prefix="sipp-agentapi-store-", dir=gw.tmpdir())
+        cfg = (f'[[tokens]]\nenv = "{TOKEN_ENV}"\n\n{cls.extra}\n' +
+               gw.local_target(TARGET, parallel=2, ctx=CTX))
+        cls.gw = gw.serve_config(cfg, env={TOKEN_ENV: TOKEN, "SIPP_MODELS_DIR": cls.store, "NO_PROXY": "*"})
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.gw.stop()
+        assert rc == 0, f"sipp serve exited with {rc}:\n{cls.gw.text()}"
+
+    def post(self, path, body, headers=None):
+        return self.gw.json("POST", path, body, {**AUTH, **(headers or {})})
+
+    def sse(self, path, body, headers=None):
+        status, ctype, events = self.gw.sse(path, body, {**AUTH, **(headers or {})})
+        self.assertEqual(status, 200, events)
+        self.assertTrue(ctype.startswith("text/event-stream"), ctype)
+        return events
+
+    def assert_openai_error(self, status, body, want_status, code, *words):
+        self.assertEqual(status, want_status, body)
+        self.assertEqual(set(body), {"error"})
+        self.assertEqual(body["error"]["code"], code, body)
+        for w in words:
+            self.assertIn(w, body["error"]["message"])
+
+    def assert_disconnect_frees_slot(self, path, body, marker):
+        sock = socket.create_connection((self.gw.host, self.gw.port), timeout=gw.HTTP_TIMEOUT_S)
+        data = json.dumps(body)
+        sock.sendall((f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(data)}\r\n\r\n{data}").encode())
+        got = b""
+        while got.count(marker) < 3:
+            chunk = sock.recv(4096)
+            self.assertTrue(chunk, f"the stream ended early: {got[-500:]!r}")
+            got += chunk
+        m = self.gw.metrics()
+        self.assertEqual(gw.metric(m, "sipp_engine_running_requests", target=TARGET), 1)
+        sock.close()
+
+        def freed():
+            m = self.gw.metrics()
+            return (gw.metric(m, "sipp_active_requests", target=TARGET) == 0 and
+                    gw.metric(m, "sipp_engine_running_requests", target=TARGET) == 0)
+
+        gw.wait_until(freed, DISCONNECT_TIMEOUT_S, f"the slot of a disconnected {path} stream being freed")
+
+
+class ResponsesTest(AgentAPIBase):
+    def create(self, **kw):
+        body = {"model": TARGET, "input": "Hello there", "max_output_tokens": 6, "temperature": 0, **kw}
+        return self.post("/v1/responses", body)
+
+    def test_plain(self):
+        status, _, r = self.create(instructions="Be brief.", metadata={"k": "v"})
+        self.assertEqual(status, 200, r)
+        self.assertEqual(r["object"], "response")
+        self.assertTrue(r["id"].startswith("resp_"))
+        self.assertEqual(r["status"], "incomplete")
+        self.assertEqual(r["incomplete_details"], {"reason": "max_output_tokens"})
+        self.assertEqual(r["instructions"], "Be brief.")
+        self.assertEqual(r["metadata"], {"k": "v"})
+        self.assertEqual(r["model"], TARGET)
+        item = r["output"][0]
+        self.assertEqual((item["type"], item["role"]), ("message", "assistant"))
+        self.assertEqual(item["content"][0]["type"], "output_text")
+        u = r["usage"]
+        self.assertEqual(u["output_tokens"], 6)
+        self.assertEqual(u["total_tokens"], u["input_tokens"] + u["output_tokens"])
+        self.assertIn("cached_tokens", u["input_tokens_details"])
+
+    def test_input_items_list_and_roles(self):
+        items = [{"type": "message", "role": "developer", "content": "Be brief."},
+                 {"role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+                 {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello."}]},
+                 {"role": "user", "content": "How are you?"}]
+        status, _, r = self.create(input=items)
+        self.assertEqual(status, 200, r)
+        status, _, listed = self.gw.json("GET", f"/v1/responses/{r['id']}/input_items", headers=AUTH)
+        self.assertEqual(status, 200, listed)
+        self.assertEqual(listed["object"], "list")
+        texts = [i["content"][0]["text"] for i in listed["data"]]
+        self.assertEqual(texts, ["How are you?", "Hello.", "Hi", "Be brief."])  # newest first
+        self.assertEqual(listed["first_id"], listed["data"][0]["id"])
+
+    def test_stream_event_order(self):
+        _, _, plain = self.create()
+        events = self.sse("/v1/responses", {"model": TARGET, "input": "Hello there", "max_output_tokens": 6,
+                                            "temperature": 0, "stream": True})
+        data = [json.loads(d) for _, d in events]
+        names = [e for e, _ in events]
+        self.assertEqual(names, [d["type"] for d in data])  # the SSE event name is the type
+        self.assertEqual(kinds(names), RESPONSES_ORDER + ["response.incomplete"])
+        self.assertEqual([d["sequence_number"] for d in data], list(range(len(data))))
+        text = "".join(d["delta"] for d in data if d["type"] == "response.output_text.delta")
+        self.assertEqual(text, plain["output"][0]["content"][0]["text"])
+        done = next(d for d in data if d["type"] == "response.output_text.done")
+        self.assertEqual(done["text"], text)
+        final = data[-1]["response"]
+        self.assertEqual(final["status"], "incomplete")
+        self.assertEqual(final["usage"]["output_tokens"], 6)
+        self.assertEqual(data[0]["response"]["status"], "in_progress")
+        # The streamed response is stored too.
+        status, _, got = self.gw.json("GET", f"/v1/responses/{final['id']}", headers=AUTH)
+        self.assertEqual(status, 200)
+        self.assertEqual(got["output"], final["output"])
+
+    def test_previous_response_id_reuses_the_kv(self):
+        _, _, first = self.create(instructions="Be brief.", input="Tell me about the sea")
+        status, _, second = self.create(instructions="Be brief.", input="And the mountains?",
+                                        previous_response_id=first["id"])
+        self.assertEqual(status, 200, second)
+        self.assertEqual(second["previous_response_id"], first["id"])
+        # The follow-up carries the history and finds the first turn's tokens in the KV.
+        self.assertGreater(second["usage"]["input_tokens"], first["usage"]["input_tokens"] + first["usage"]["output_tokens"])
+        self.assertGreaterEqual(second["usage"]["input_tokens_details"]["cached_tokens"], first["usage"]["input_tokens"])
+        # A third turn continues from the second.
+        status, _, third = self.create(instructions="Be brief.", input="And rivers?", previous_response_id=second["id"])
+        self.assertEqual(status, 200)
+        self.assertGreater(third["usage"]["input_tokens"], second["usage"]["input_tokens"])
+        self.assertGreaterEqual(third["usage"]["input_tokens_details"]["cached_tokens"], second["usage"]["input_tokens"])
+
+    def test_get_delete(self):
+        _, _, r = self.create()
+        status, _, got = self.gw.json("GET", f"/v1/responses/{r['id']}", headers=AUTH)
+        self.assertEqual(status, 200)
+        self.assertEqual(got, r)
+        status, _, deleted = self.gw.json("DELETE", f"/v1/responses/{r['id']}", headers=AUTH)
+        self.assertEqual(status, 200)
+        self.assertEqual(deleted, {"id": r["id"], "object": "response", "deleted": True})
+        for method in ("GET", "DELETE"):
+            status, _, body = self.gw.json(method, f"/v1/responses/{r['id']}", headers=AUTH)
+            self.assert_openai_error(status, body, 404, "not_found", r["id"])
+        status, _, body = self.create(previous_response_id=r["id"])
+        self.assert_openai_error(status, body, 404, "not_found", "'previous_response_id'", r["id"])
+
+    def test_store_false_is_not_kept(self):
+        _, _, r = self.create(store=False)
+        self.assertFalse(r["store"])
+        status, _, body = self.gw.json("GET", f"/v1/responses/{r['id']}", headers=AUTH)
+        self.assert_openai_error(status, body, 404, "not_found")
+
+    def test_errors_name_the_field(self):
+        cases = [
+            ({"max_output_tokens": 0}, "'max_output_tokens'"),
+            ({"temperature": 5}, "'temperature'"),
+            ({"input": 7}, "'input'"),
+            ({"input": None}, "'input' is missing"),
+            ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "'input[0].content[0].type'"),
+            ({"input": [{"role": "robot", "content": "x"}]}, "'input[0].role'"),
+            ({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]}, "'input[0]'"),
+            ({"input": [{"type": "item_reference", "id": "x"}]}, "'input[0].type'"),
+            ({"instructions": 3}, "'instructions'"),
+            ({"text": {"format": {"type": "json_object"}}}, "'text.format"),
+            ({"text": {"color": "red"}}, "'text.color'"),
+            ({"reasoning": {"effort": "high"}}, "'reasoning.effort'"),
+            ({"include": ["file_search_call.results"]}, "'include[0]'"),
+            ({"truncation": "auto"}, "'truncation'"),
+            ({"tools": [{"type": "web_search"}]}, "'tools[0].type'"),
+            ({"tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}]}, "'tools'"),
+            ({"store": "yes"}, "'store'"),
+            ({"previous_response_id": 5}, "'previous_response_id'"),
+            ({"background": True}, "'background'"),
+            ({"top_logprobs": 2}, "'top_logprobs'"),
+        ]
+        for extra, name in cases:
+            with self.subTest(extra=extra):
+                status, _, body = self.create(**extra)
+                self.assert_openai_error(status, body, 400, "invalid_field", name)
+        # The slot stays usable.
+        status, _, _ = self.create()
+        self.assertEqual(status, 200)
+
+    def test_error_codes(self):
+        status, _, body = self.gw.json("POST", "/v1/responses", "{not json", AUTH)
+        self.assert_openai_error(status, body, 400, "invalid_json")
+        status, _, body = self.gw.json("POST", "/v1/responses", [1], AUTH)
+        self.assert_openai_error(status, body, 400, "invalid_field")
+        status, _, body = self.create(model="nope")
+        self.assert_openai_error(status, body, 404, "model_not_found", "'nope'")
+        status, _, body = self.gw.json("POST", "/v1/responses", {"model": TARGET, "input": "x"})
+        self.assert_openai_error(status, body, 401, "missing_api_key")
+        status, _, body = self.gw.json("POST", "/v1/responses", {"model": TARGET, "input": "x"},
+                                       {"Authorization": "Bearer wrong"})
+        self.assert_openai_error(status, body, 401, "invalid_api_key")
+        status, _, body = self.gw.json("PUT", "/v1/responses", {}, AUTH)
+        self.assert_openai_error(status, body, 405, "method_not_allowed")
+        status, _, body = self.gw.json("GET", "/v1/responses/resp_x/other", headers=AUTH)
+        self.assert_openai_error(status, body, 404, "route_not_found")
+        status, _, body = self.create(input="word " * 3000)
+        self.assert_openai_error(status, body, 400, "context_length_exceeded")
+
+    def test_disconnect_mid_stream_frees_the_slot(self):
+        self.assert_disconnect_frees_slot("/v1/responses", {"model": TARGET, "input": "Go on", "max_output_tokens": LONG,
+                                                             "stream": True, "store": False},
+                                          b"response.output_text.delta")
+
+
+class ResponsesStoreBoundsTest(unittest.TestCase):
+    """[responses] max_stored, max_stored_bytes and ttl_seconds."""
+
+    def serve(self, table):
+        return gw.serve_config(f"[responses]\n{table}\n\n" + gw.local_target(TARGET, parallel=1, ctx=CTX))
+
+    def create(self, g, **kw):
+        status, _, r = g.json("POST", "/v1/responses", {"model": TARGET, "input": "Hi", "max_output_tokens": 2,
+                                                        "temperature": 0, **kw})
+        self.assertEqual(status, 200, r)
+        return r["id"]
+
+    def test_count_bound_drops_the_oldest(self):
+        g = self.serve("max_stored = 2")
+        try:
+            ids = [self.create(g) for _ in range(3)]
+            self.assertEqual(g.json("GET", f"/v1/responses/{ids[0]}")[0], 404)
+            self.assertEqual(g.json("GET", f"/v1/responses/{ids[1]}")[0], 200)
+            self.assertEqual(g.json("GET", f"/v1/responses/{ids[2]}")[0], 200)
+        finally:
+            self.assertEqual(g.stop(), 0)
+
+    def test_byte_bound(self):
+        g = self.serve("max_stored_bytes = 100")
+        try:
+            rid = self.create(g)  # a response is well over 100 bytes of JSON: not kept
+            status, _, body = g.json("GET", f"/v1/responses/{rid}")
+            self.assertEqual(status, 404, body)
+            self.assertIn("not stored", g.text())
+        finally:
+            self.assertEqual(g.stop(), 0)
+
+    def test_ttl_expires(self):
+        g = self.serve(f"ttl_seconds = {TTL_S}")
+        try:
+            rid = self.create(g)
+            time.sleep(TTL_S + 0.5)  # past the TTL however slow the machine is
+            status, _, body = g.json("POST", "/v1/responses", {"model": TARGET, "input": "x", "previous_response_id": rid})
+            self.assertEqual(status, 404, body)
+            self.assertIn(rid, body["error"]["message"])
+        finally:
+            self.assertEqual(g.stop(), 0)
+
+    def test_bad_config_names_the_key(self):
+        path = gw.write("bad-responses.toml", "[responses]\nmax_stored = -1\ncolour = 1\n" + gw.local_target(TARGET))
+        r = subprocess.run([gw.SIPP, "serve", "--config", path, "--check"], capture_output=True, text=True,
+                           timeout=gw.HTTP_TIMEOUT_S)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("[responses]", r.stderr)
+        self.assertIn("max_stored", r.stderr)
+        self.assertIn("colour", r.stderr)
+
+
+class MessagesTest(AgentAPIBase):
+    def body(self, **kw):
+        return {"model": TARGET, "system": "Be brief.", "messages": [{"role": "user", "content": "Hello there"}],
+                "max_tokens": 6, "temperature": 0, **kw}
+
+    def assert_anthropic_error(self, status, body, want_status, etype, *words):
+        self.assertEqual(status, want_status, body)
+        self.assertEqual(body["type"], "error", body)
+        self.assertEqual(set(body["error"]), {"type", "message"})
+        self.assertEqual(body["error"]["type"], etype, body)
+        for w in words:
+            self.assertIn(w, body["error"]["message"])
+
+    def test_plain_and_count_tokens(self):
+        status, _, m = self.post("/v1/messages", self.body())
+        self.assertEqual(status, 200, m)
+        self.assertEqual((m["type"], m["role"], m["model"]), ("message", "assistant", TARGET))
+        self.assertTrue(m["id"].startswith("msg_"))
+        self.assertEqual(m["content"][0]["type"], "text")
+        self.assertEqual(m["stop_reason"], "max_tokens")
+        self.assertIsNone(m["stop_sequence"])
+        u = m["usage"]
+        self.assertEqual(u["output_tokens"], 6)
+        status, _, c = self.post("/v1/messages/count_tokens", {"model": TARGET, "system": "Be brief.",
+                                                               "messages": [{"role": "user", "content": "Hello there"}]})
+        self.assertEqual(status, 200, c)
+        self.assertEqual(c["input_tokens"], u["input_tokens"] + u["cache_read_input_tokens"])
+
+    def test_system_blocks_and_text_blocks(self):
+        body = self.body(system=[{"type": "text", "text": "Be "}, {"type": "text", "text": "brief."}],
+                         messages=[{"role": "user", "content": [{"type": "text", "text": "Hello there"}]}])
+        status, _, blocks = self.post("/v1/messages", body)
+        _, _, plain = self.post("/v1/messages", self.body())
+        self.assertEqual(status, 200, blocks)
+        self.assertEqual(blocks["content"], plain["content"])
+
+    def test_stop_sequence(self):
+        _, _, plain = self.post("/v1/messages", self.body(max_tokens=12))
+        text = plain["content"][0]["text"]
+        words = [w for w in text.split(" ") if w]
+        self.assertGreater(len(words), 2, text)
+        stop = words[2]
+        _, _, m = self.post("/v1/messages", self.body(max_tokens=12, stop_sequences=["never-appears-here", stop]))
+        self.assertEqual(m["stop_reason"], "stop_sequence", m)
+        self.assertEqual(m["stop_sequence"], stop)
+        self.assertEqual(m["content"][0]["text"], text[:text.index(stop)])
+
+    def test_stream_event_order(self):
+        _, _, plain = self.post("/v1/messages", self.body())
+        events = self.sse("/v1/messages", self.body(stream=True))
+        names = [e for e, _ in events]
+        data = [json.loads(d) for _, d in events]
+        self.assertEqual(names, [d["type"] for d in data])
+        self.assertEqual(kinds(names), MESSAGES_ORDER)
+        text = "".join(d["delta"]["text"] for d in data if d["type"] == "content_block_delta")
+        self.assertEqual(text, plain["content"][0]["text"])
+        delta = next(d for d in data if d["type"] == "message_delta")
+        self.assertEqual(delta["delta"]["stop_reason"], "max_tokens")
+        self.assertEqual(delta["usage"]["output_tokens"], 6)
+        self.assertEqual(data[0]["message"]["content"], [])
+
+    def test_x_api_key(self):
+        status, _, m = self.gw.json("POST", "/v1/messages", self.body(), {"x-api-key": TOKEN, "anthropic-version": "2023-06-01"})
+        self.assertEqual(status, 200, m)
+        status, _, body = self.gw.json("POST", "/v1/messages", self.body(), {"x-api-key": "wrong"})
+        self.assert_anthropic_error(status, body, 401, "authentication_error")
+        status, _, body = self.gw.json("POST", "/v1/messages", self.body())
+        self.assert_anthropic_error(status, body, 401, "authentication_error", "x-api-key")
+
+    def test_errors_in_anthropic_shape(self):
+        cases = [
+            ({"max_tokens": None}, "'max_tokens' is missing"),
+            ({"max_tokens": 0}, "'max_tokens'"),
+            ({"temperature": 1.5}, "'temperature'"),
+            ({"top_k": -1}, "'top_k'"),
+            ({"messages": []}, "'messages'"),
+            ({"messages": [{"role": "system", "content": "x"}]}, "'messages[0].role'"),
+            ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, "'messages[0].content[0].type'"),
+            ({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}]},
+             "'messages[0].content[0]'"),
+            ({"system": 5}, "'system'"),
+            ({"stop_sequences": "x"}, "'stop_sequences'"),
+            ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "'thinking'"),
+            ({"tools": [{"name": "f", "input_schema": {"type": "object"}}]}, "'tools'"),
+            ({"tool_choice": {"type": "any"}}, "'tool_choice'"),
+            ({"container": "x"}, "'container'"),
+        ]
+        for extra, name in cases:
+            with self.subTest(extra=extra):
+                status, _, body = self.post("/v1/messages", self.body(**extra))
+                self.assert_anthropic_error(status, body, 400, "invalid_request_error", name)
+        status, _, body = self.gw.json("POST", "/v1/messages", "{bad", AUTH)
+        self.assert_anthropic_error(status, body, 400, "invalid_request_error", "not valid JSON")
+        status, _, body = self.post("/v1/messages", self.body(model="nope"))
+        self.assert_anthropic_error(status, body, 404, "not_found_error", "'nope'")
+        status, _, body = self.post("/v1/messages/count_tokens", {"model": TARGET, "messages": [], "max_tokens": 3})
+        self.assert_anthropic_error(status, body, 400, "invalid_request_error", "'max_tokens'")
+        status, _, body = self.gw.json("GET", "/v1/messages", headers=AUTH)
+        self.assert_anthropic_error(status, body, 405, "invalid_request_error")
+        status, _, body = self.post("/v1/messages", self.body(messages=[{"role": "user", "content": "word " * 3000}]))
+        self.assert_anthropic_error(status, body, 400, "invalid_request_error")
+
+    def test_disconnect_mid_stream_frees_the_slot(self):
+        self.assert_disconnect_frees_slot("/v1/messages", self.body(max_tokens=LONG, stream=True), b"content_block_delta")
+
+
+class OllamaTest(AgentAPIBase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.http = httpfixture.HTTPFixture()
+        with open(gw.model(TARGET), "rb") as f:
+            cls.gguf = f.read()
+        cls.url = cls.http.add("/files/pulled.gguf", cls.gguf)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.http.stop()
+        super().tearDownClass()
+
+    def chat(self, **kw):
+        body = {"model": TARGET, "messages": [{"role": "user", "content": "Hello there"}], "stream": False,
+                "options": {"num_predict": 6, "temperature": 0}, **kw}
+        return self.post("/api/chat", body)
+
+    def assert_ollama_error(self, status, body, want_status, *words):
+        self.assertEqual(status, want_status, body)
+        self.assertEqual(set(body), {"error"}, body)
+        self.assertIsInstance(body["error"], str)
+        for w in words:
+            self.assertIn(w, body["error"])
+
+    def test_version_tags_ps_show(self):
+        status, _, v = self.gw.json("GET", "/api/version")
+        self.assertEqual(status, 200)
+        self.assertRegex(v["version"], r"^\d+\.\d+\.\d+$")
+        _, _, tags = self.gw.json("GET", "/api/tags", headers=AUTH)
+        m = tags["models"][0]
+        self.assertEqual(m["name"], f"{TARGET}:latest")
+        self.assertEqual(m["details"]["format"], "gguf")
+        self.assertEqual(m["details"]["family"], "llama")
+        self.assertGreater(m["size"], 0)
+        _, _, ps = self.gw.json("GET", "/api/ps", headers=AUTH)
+        self.assertEqual(ps["models"][0]["name"], f"{TARGET}:latest")
+        self.assertEqual(ps["models"][0]["context_length"], CTX)
+        for name in (TARGET, f"{TARGET}:latest"):
+            status, _, show = self.post("/api/show", {"model": name})
+            self.assertEqual(status, 200, show)
+            self.assertEqual(show["model_info"]["general.architecture"], "llama")
+            self.assertEqual(show["model_info"]["llama.embedding_length"], 64)
+        status, _, body = self.post("/api/show", {"model": "nope"})
+        self.assert_ollama_error(status, body, 404, "'nope'")
+
+    def test_chat_plain_and_stream(self):
+        status, _, r = self.chat(model=f"{TARGET}:latest")
+        self.assertEqual(status, 200, r)
+        self.assertEqual(r["model"], f"{TARGET}:latest")  # the name the client used
+        self.assertTrue(r["done"])
+        self.assertEqual(r["done_reason"], "length")
+        self.assertEqual(r["eval_count"], 6)
+        self.assertEqual(r["message"]["role"], "assistant")
+        for k in ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_duration"):
+            self.assertIsInstance(r[k], int, k)
+        self.assertRegex(r["created_at"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z$")
+        body = {"model": TARGET, "messages": [{"role": "user", "content": "Hello there"}],
+                "options": {"num_predict": 6, "temperature": 0}}  # stream defaults to true
+        status, hdrs, data = self.gw.request("POST", "/api/chat", body, AUTH)
+        self.assertEqual(status, 200)
+        self.assertEqual(hdrs["content-type"], "application/x-ndjson")
+        lines = ndjson(data)
+        self.assertTrue(all(not x["done"] for x in lines[:-1]))
+        self.assertTrue(lines[-1]["done"])
+        self.assertEqual(lines[-1]["done_reason"], "length")
+        self.assertEqual("".join(x["message"]["content"] for x in lines), r["message"]["content"])
+
+    def test_generate_templated_raw_and_system(self):
+        opts = {"num_predict": 4, "temperature": 0}
+        _, _, templated = self.post("/api/generate", {"model": TARGET, "prompt": "Hello", "stream": False, "options": opts})
+        _, _, raw = self.post("/api/generate", {"model": TARGET, "prompt": "Hello", "raw": True, "stream": False,
+                                                "options": opts})
+        _, _, system = self.post("/api/generate", {"model": TARGET, "prompt": "Hello", "system": "Be brief.",
+                                                   "stream": False, "options": opts})
+        self.assertEqual(templated["eval_count"], 4)
+        self.assertGreater(templated["prompt_eval_count"], raw["prompt_eval_count"])  # the chat template wraps it
+        self.assertGreater(system["prompt_eval_count"], templated["prompt_eval_count"])
+        self.assertIsInstance(raw["response"], str)
+        # An empty prompt loads the model, as Ollama's clients use it.
+        _, _, loaded = self.post("/api/generate", {"model": TARGET, "stream": False})
+        self.assertEqual((loaded["done"], loaded["done_reason"]), (True, "load"))
+        _, _, loaded = self.post("/api/chat", {"model": TARGET, "messages": []})
+        self.assertEqual(loaded["done_reason"], "load")
+
+    def test_options(self):
+        _, _, a = self.chat(options={"num_predict": 8, "temperature": 0, "top_k": 1, "seed": 3, "num_thread": 1,
+                                     "num_ctx": CTX, "repeat_penalty": 1.0, "min_p": 0.0, "top_p": 1.0})
+        self.assertEqual(a["eval_count"], 8)
+        words = [w for w in a["message"]["content"].split(" ") if w]
+        self.assertGreater(len(words), 1, a)
+        _, _, b = self.chat(options={"num_predict": 8, "temperature": 0, "top_k": 1, "seed": 3, "repeat_penalty": 1.0,
+                                     "stop": [words[1]]})
+        self.assertEqual(b["done_reason"], "stop")
+        self.assertTrue(a["message"]["content"].startswith(b["message"]["content"]))
+        for ka in (-1, "-1m", None):
+            status, _, r = self.chat(keep_alive=ka)
+            self.assertEqual(status, 200, (ka, r))
+
+    def test_refusals_name_the_field(self):
+        cases = [
+            ({"options": {"num_predict": 0}}, "'options.num_predict'"),
+            ({"options": {"temperature": "hot"}}, "'options.temperature'"),
+            ({"options": {"mirostat": 2}}, "'options.mirostat'"),
+            ({"options": {"num_ctx": 64}}, "'options.num_ctx'"),
+            ({"options": 3}, "'options'"),
+            ({"keep_alive": "5m"}, "'keep_alive'"),
+            ({"keep_alive": 0}, "'keep_alive'"),
+            ({"format": 3}, "'format'"),
+            ({"format": "json"}, "'format"),
+            ({"think": True}, "'think'"),
+            ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}, "'tools'"),
+            ({"messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}, "'messages[0].images'"),
+            ({"messages": [{"role": "tool", "content": "x"}]}, "'messages[0]'"),
+            ({"stream": "no"}, "'stream'"),
+            ({"mystery": 1}, "'mystery'"),
+        ]
+        for extra, name in cases:
+            with self.subTest(extra=extra):
+                status, _, body = self.chat(**extra)
+                self.assert_ollama_error(status, body, 400, name)
+        gen = [({"template": "{{ .Prompt }}"}, "'template'"), ({"suffix": "end"}, "'suffix'"),
+               ({"context": [1, 2]}, "'context'"), ({"raw": True, "system": "s"}, "'system'"), ({"prompt": 3}, "'prompt'")]
+        for extra, name in gen:
+            with self.subTest(extra=extra):
+                status, _, body = self.post("/api/generate", {"model": TARGET, "prompt": "x", "stream": False, **extra})
+                self.assert_ollama_error(status, body, 400, name)
+
+    def test_error_codes(self):
+        status, _, body = self.chat(model="nope")
+        self.assert_ollama_error(status, body, 404, "'nope'")
+        status, _, body = self.chat(model=f"{TARGET}:7b")
+        self.assert_ollama_error(status, body, 404)
+        status, _, body = self.gw.json("POST", "/api/chat", "{x", AUTH)
+        self.assert_ollama_error(status, body, 400, "not valid JSON")
+        status, _, body = self.gw.json("POST", "/api/chat", {"model": TARGET})
+        self.assert_ollama_error(status, body, 401)
+        status, _, body = self.gw.json("GET", "/api/chat", headers=AUTH)
+        self.assert_ollama_error(status, body, 405)
+        status, _, body = self.chat(messages=[{"role": "user", "content": "word " * 3000}])
+        self.assert_ollama_error(status, body, 400)
+
+    def test_embed_and_legacy_embeddings(self):
+        status, _, e = self.post("/api/embed", {"model": TARGET, "input": ["hello", "world"]})
+        self.assertEqual(status, 200, e)
+        self.assertEqual(len(e["embeddings"]), 2)
+        self.assertAlmostEqual(sum(x * x for x in e["embeddings"][0]), 1.0, places=3)
+        self.assertGreater(e["prompt_eval_count"], 0)
+        _, _, one = self.post("/api/embed", {"model": TARGET, "input": "hello"})
+        self.assertEqual(len(one["embeddings"]), 1)
+        status, _, legacy = self.post("/api/embeddings", {"model": TARGET, "prompt": "hello"})
+        self.assertEqual(status, 200, legacy)
+        self.assertEqual(len(legacy["embedding"]), len(e["embeddings"][0]))
+        norm = sum(x * x for x in legacy["embedding"]) ** 0.5
+        for a, b in zip(e["embeddings"][0], legacy["embedding"]):
+            self.assertAlmostEqual(a, b / norm, places=4)  # the same vector, not normalized
+        for body, name in (({"model": TARGET, "input": []}, "'input'"), ({"model": TARGET, "input": [1]}, "'input[0]'"),
+                           ({"model": TARGET, "input": "x", "dimensions": 3}, "'dimensions'"),
+                           ({"model": TARGET, "input": "x", "options": {"temperature": 1}}, "'options'")):
+            status, _, err = self.post("/api/embed", body)
+            self.assert_ollama_error(status, err, 400, name)
+
+    def test_pull_and_delete(self):
+        status, hdrs, data = self.gw.request("POST", "/api/pull", {"model": self.url}, AUTH)
+        self.assertEqual(status, 200)
+        self.assertEqual(hdrs["content-type"], "application/x-ndjson")
+        lines = ndjson(data)
+        self.assertEqual(lines[0], {"status": "pulling manifest"})
+        self.assertEqual(lines[-1]["status"], "success", lines)
+        progress = [x for x in lines if x["status"].startswith("pulling pulled")]
+        self.assertTrue(progress, lines)
+        self.assertEqual(progress[-1]["completed"], len(self.gguf))
+        self.assertEqual(progress[-1]["total"], len(self.gguf))
+        with open(os.path.join(self.store, "pulled.gguf"), "rb") as f:
+            self.assertEqual(f.read(), self.gguf)
+        status, _, body = self.post("/api/pull", {"model": self.url, "stream": False})
+        self.assertEqual((status, body), (200, {"status": "success"}))
+        status, _, body = self.gw.json("DELETE", "/api/delete", {"model": "pulled"}, AUTH)
+        self.assertEqual(status, 200, body)
+        self.assertFalse(os.path.exists(os.path.join(self.store, "pulled.gguf")))
+        status, _, body = self.gw.json("DELETE", "/api/delete", {"model": "pulled"}, AUTH)
+        self.assert_ollama_error(status, body, 404, "pulled")
+        status, _, body = self.gw.json("DELETE", "/api/delete", {"model": TARGET}, AUTH)
+        self.assert_ollama_error(status, body, 400, TARGET)
+
+    def test_pull_failures(self):
+        missing = self.http.url("/files/missing.gguf")
+        status, _, data = self.gw.request("POST", "/api/pull", {"model": missing}, AUTH)
+        self.assertEqual(status, 200)  # the stream began; the error is its last line, as Ollama sends it
+        last = ndjson(data)[-1]
+        self.assertEqual(set(last), {"error"})
+        self.assertIn("404", last["error"])
+        status, _, body = self.post("/api/pull", {"model": missing, "stream": False})
+        self.assertGreaterEqual(status, 400)
+        self.assertIn("404", body["error"])
+        status, _, body = self.post("/api/pull", {"model": ""})
+        self.assert_ollama_error(status, body, 400, "'model'")
+        status, _, body = self.post("/api/pull", {"model": self.url, "insecure": True})
+        self.assert_ollama_error(status, body, 400, "'insecure'")
+
+    def test_disconnect_mid_stream_frees_the_slot(self):
+        self.assert_disconnect_frees_slot("/api/chat", {"model": TARGET, "messages": [{"role": "user", "content": "Go"}],
+                                                        "options": {"num_predict": -1}}, b'"done":false')
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -247,6 +247,13 @@ class ResponsesTest(AgentAPIBase):
         status, _, body = self.create(input="word " * 3000)
         self.assert_openai_error(status, body, 400, "context_length_exceeded")
 
+    def test_web_page_lists_the_routes(self):
+        status, _, page = self.gw.request("GET", "/")
+        self.assertEqual(status, 200)
+        for route in ("/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/api/chat", "/api/generate",
+                      "/api/embed", "/api/tags", "/api/pull", "/v1/chat/completions"):
+            self.assertIn(f"{route}</code>".encode(), page.replace(b"ID</code>", b"</code>"), route)
+
     def test_disconnect_mid_stream_frees_the_slot(self):
         self.assert_disconnect_frees_slot("/v1/responses", {"model": TARGET, "input": "Go on", "max_output_tokens": LONG,
                                                              "stream": True, "store": False},

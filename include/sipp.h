@@ -334,8 +334,10 @@ typedef struct sipp_sampling {
     float top_p;          /* 1 = off; default 0.95 */
     float min_p;          /* 0 = off; default 0.05 */
     float repeat_penalty; /* 1 = off; default 1.0 */
-    int repeat_last_n;    /* tokens the penalty looks back over; default 64 */
+    int repeat_last_n;    /* tokens the penalties look back over; default 64 */
     uint32_t seed;        /* SIPP_SEED_RANDOM = a fresh seed each request */
+    float frequency_penalty; /* OpenAI's: subtracted per earlier occurrence; 0 = off (default) */
+    float presence_penalty;  /* OpenAI's: subtracted once a token occurred; 0 = off (default) */
 } sipp_sampling;
 
 #define SIPP_SEED_RANDOM 0xFFFFFFFFu

@@ -20,6 +20,8 @@
 #include <exception>
 #include <mutex>
 #include <random>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -178,6 +180,22 @@ void plan_triggers(const common_chat_params &cp, const llama_vocab *vocab, std::
     }
 }
 
+/* With tool_choice "required", llama.cpp's grammars still let free text come before the calls
+ * (root ::= ... until-N? tool-calls: text up to the call marker). A model then may answer in prose
+ * and never call, which is what "required" rules out; sipp takes that optional text out of the
+ * root rule, so the answer is (reasoning, where the format has it, and) the tool calls. */
+std::string require_calls(const std::string &grammar) {
+    static const std::regex optional_text(R"( until-[0-9]+\?)");
+    std::istringstream in(grammar);
+    std::string line, out;
+    while (std::getline(in, line)) {
+        if (line.rfind("root ::=", 0) == 0) line = std::regex_replace(line, optional_text, "");
+        out += line;
+        out += '\n';
+    }
+    return out;
+}
+
 void free_message(chat_message &m) {
     free(m.content);
     free(m.reasoning);
@@ -248,6 +266,9 @@ sipp_status chat_apply(const chat_templates *t, const struct llama_vocab *vocab,
             inputs.chat_template_kwargs[in->kwarg_keys[i]] = in->kwarg_values[i];
 
         common_chat_params cp = common_chat_templates_apply(t->ptr.get(), inputs);
+        if (inputs.tool_choice == COMMON_CHAT_TOOL_CHOICE_REQUIRED && !inputs.tools.empty() &&
+            !cp.grammar.empty())
+            cp.grammar = require_calls(cp.grammar);
 
         auto *parser = new common_chat_parser_params(cp);
         std::unique_ptr<common_chat_parser_params> parser_guard(parser);

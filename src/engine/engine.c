@@ -8,6 +8,7 @@
  * Failures stay local. A request that is cancelled, times out, or cannot get KV space ends alone;
  * the other slots keep running. The queue is bounded: a full queue refuses at once.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +224,8 @@ static sipp_status check_sampling(const sipp_sampling *s, int max_tokens, char *
     if (!(s->top_p > 0 && s->top_p <= 1)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "top_p must be in (0, 1]");
     if (!(s->min_p >= 0 && s->min_p <= 1)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "min_p must be in [0, 1]");
     if (!(s->repeat_penalty > 0)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "repeat_penalty must be > 0");
+    if (!isfinite(s->frequency_penalty) || !isfinite(s->presence_penalty))
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "frequency_penalty and presence_penalty must be finite");
     if (max_tokens == 0 || max_tokens < -1)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "max_tokens must be positive (or -1 for no limit)");
     return SIPP_OK;

@@ -38,6 +38,11 @@ static uint32_t fresh_seed(void) {
     return (uint32_t)(ts.tv_nsec ^ ts.tv_sec ^ (atomic_fetch_add(&counter, 1) * 2654435761u));
 }
 
+static bool has_penalties(const sipp_sampling *s) {
+    return s->repeat_last_n != 0 &&
+           (s->repeat_penalty != 1.0f || s->frequency_penalty != 0.0f || s->presence_penalty != 0.0f);
+}
+
 struct llama_sampler *sipp_sampler_chain_new(const sipp_model *m, const sipp_sampling *s, bool ignore_eos) {
     struct llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     cp.no_perf = true;
@@ -55,8 +60,9 @@ struct llama_sampler *sipp_sampler_chain_new(const sipp_model *m, const sipp_sam
         llama_sampler_chain_add(chain, llama_sampler_init_logit_bias(n_vocab, m->n_eog, bias));
         free(bias);
     }
-    if (s->repeat_penalty != 1.0f && s->repeat_last_n != 0)
-        llama_sampler_chain_add(chain, llama_sampler_init_penalties(n_vocab, s->repeat_last_n, s->repeat_penalty, 0.0f, 0.0f));
+    if (has_penalties(s))
+        llama_sampler_chain_add(chain, llama_sampler_init_penalties(n_vocab, s->repeat_last_n, s->repeat_penalty,
+                                                                    s->frequency_penalty, s->presence_penalty));
     if (s->temperature <= 0.0f) {
         llama_sampler_chain_add(chain, llama_sampler_init_greedy());
         return chain;
@@ -70,7 +76,7 @@ struct llama_sampler *sipp_sampler_chain_new(const sipp_model *m, const sipp_sam
 }
 
 bool sipp_sampling_is_greedy(const sipp_sampling *s) {
-    return s->temperature <= 0.0f && (s->repeat_penalty == 1.0f || s->repeat_last_n == 0);
+    return s->temperature <= 0.0f && !has_penalties(s);
 }
 
 llama_token sipp_sample_argmax(const sipp_model *m, const float *logits, bool ignore_eos) {

@@ -30,15 +30,23 @@ SIPP_VERSION := 0.1.0
 CC ?= cc
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS ?= -O2 -g
+CXXFLAGS ?= -O2 -g
 SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) -Iinclude -Isrc -I$(LLAMA_INC) \
   -DSIPP_VERSION='"$(SIPP_VERSION)"' -DSIPP_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' -DSIPP_LLAMA_COMMIT='"$(LLAMA_COMMIT)"' \
   $(EXTRA_CFLAGS)
-LLAMA_LIBS := -L$(BUILD)/artifact -lllama -lggml -lggml-base
+LLAMA_LIBS := -L$(BUILD)/artifact -lllama-common -lllama -lggml -lggml-base -lstdc++
+# src/chat/chat_bridge.cpp, sipp's one C++ file, against the pinned tree's common/ headers: g++ (the
+# compiler libllama-common.so was built with, so the C++ ABI matches), no exceptions leave it.
+CXX ?= g++
+LLAMA_SOURCE := $(LLAMA_ROOT)/llama/source
+SIPP_CXXFLAGS := -std=c++17 -fPIC -pthread -Wall -Wextra -Werror -Wno-unused-parameter -Iinclude -Isrc -I$(LLAMA_INC) \
+  -isystem $(LLAMA_SOURCE)/include -isystem $(LLAMA_SOURCE)/common -isystem $(LLAMA_SOURCE)/vendor $(EXTRA_CXXFLAGS)
 SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl
 
-LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/store/*.c src/verify/*.c src/core/*.c))
+LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/chat/*.c src/store/*.c src/verify/*.c src/core/*.c))
+LIB_CXX_SRCS := src/chat/chat_bridge.cpp
 CLI_SRCS := $(sort $(wildcard src/cli/*.c src/gateway/*.c))
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB_CXX_SRCS:%.cpp=$(BUILD)/obj/%.o)
 # The web page's files are embedded in the sipp binary (scripts/embed_assets.py writes a C table).
 WEB_FILES := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg))
 WEB_ASSETS_C := $(BUILD)/gen/web_assets.c
@@ -78,6 +86,11 @@ $(BUILD)/obj/%.o: %.c $(LLAMA_STAMP) | $(BUILD)/obj llama-links
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cpp $(LLAMA_STAMP) | $(BUILD)/obj llama-links
+	@mkdir -p $(dir $@)
+	@echo "  CXX $<"
+	@$(CXX) $(CXXFLAGS) $(SIPP_CXXFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj:
 	@mkdir -p $@

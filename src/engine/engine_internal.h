@@ -1,9 +1,10 @@
 /*
  * engine_internal.h: the structures shared by the engine's files (internal).
  *
- *   engine.c    the thread, the queue, slots and the scheduler (one llama_decode per step)
+ *   engine.c    the engine's life, the queue and the thread
+ *   scheduler.c which request goes to which slot, and what each step decodes (one llama_decode)
  *   request.c   a request's life as its submitter sees it: reading text, waiting, stats, freeing
- *   sampling.c  the sampler chain built from a request's sampling parameters
+ *   sampling.c  the sampler of a request: its chain, grammar, reasoning budget and logprobs
  *
  * Locking: engine->mu guards the queue, the slots' assignment and the engine stats. request->mu
  * guards what a request's readers see (text, finished, results). The engine thread never holds
@@ -15,6 +16,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "chat/chat_request.h"
 #include "engine/model.h"
 #include "engine/stop_filter.h"
 #include "llama.h"
@@ -36,6 +38,9 @@ struct sipp_request {
     sipp_piece_fn on_piece;
     sipp_finish_fn on_finish;
     void *user;
+    chat_request chat;                /* the chat's plan and the grammar to enforce (src/chat) */
+    struct llama_sampler *grammar;    /* made (and so checked) at submit; the slot's sampler takes it */
+    int top_logprobs;                 /* -1: no logprobs */
 
     /* Engine thread only. */
     sipp_output out;
@@ -56,10 +61,93 @@ struct sipp_request {
     char error[SIPP_ERROR_SIZE];
     sipp_request_stats stats;
     double t_submit, t_start, t_first, t_end;
+    struct sipp_logprob *logprobs;    /* one per generated token when top_logprobs >= 0 */
+    size_t n_logprobs, cap_logprobs;
+};
+
+/* One generated token's log-probability and its most likely alternatives. */
+typedef struct sipp_logprob {
+    llama_token token;
+    float logprob;
+    int n_top;
+    llama_token top[SIPP_MAX_TOP_LOGPROBS];
+    float top_logprob[SIPP_MAX_TOP_LOGPROBS];
+} sipp_logprob;
+
+/* A request's sampler: the chain of its sampling parameters, and beside it the grammar (checked on
+ * the chain's pick first, applied to the whole vocabulary only when it rejects the pick) and the
+ * reasoning budget. */
+typedef struct sipp_sampler {
+    struct llama_sampler *chain;
+    struct llama_sampler *grammar; /* NULL: unconstrained */
+    struct llama_sampler *budget;  /* NULL: no thinking budget */
+    llama_token_data *cand;        /* n_vocab candidates, reused every token */
+    int n_vocab;
+    bool greedy_in_place;          /* argmax over the logits, nothing else to apply */
+} sipp_sampler;
+
+typedef struct sipp_embedder sipp_embedder;
+
+/* A slot is one llama sequence of the engine's context. Engine thread only, except `req`, which
+ * changes under engine->mu so that stats readers see a consistent view. */
+typedef struct slot {
+    int id;                     /* the llama sequence id */
+    sipp_request *req;          /* NULL when idle */
+    llama_token *cache;         /* the tokens whose KV this sequence holds, in order */
+    int n_cache;
+    int cap_cache;
+    int n_prompt_done;          /* prompt tokens in the KV so far */
+    bool generating;            /* prompt done: next_token is to be fed */
+    llama_token next_token;
+    int i_logits;               /* index of this slot's output in the current batch, or -1 */
+    int n_fed;                  /* tokens this slot put in the current batch */
+    sipp_sampler *smpl;
+    char *key;                  /* the context_key pinned here, kept after the request ends */
+    double last_used;
+} slot;
+
+struct sipp_engine {
+    sipp_model *model;
+    struct llama_context *ctx;
+    llama_memory_t mem;
+    sipp_engine_params params;
+    int n_ctx;
+    int n_batch;
+    llama_batch batch;
+
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stopping;
+    sipp_request *queue_head, *queue_tail;
+    int n_queued;
+    slot *slots;
+    sipp_engine_stats stats;
+    uint64_t busy_slot_steps;
+
+    sipp_embedder *embedder;
+
+    /* A persistent CPU thread pool, as llama-bench and llama-server attach: without one, ggml starts
+     * and joins its worker threads for every graph, that is for every generated token. */
+    struct ggml_threadpool *threadpool;
+    void (*threadpool_free)(struct ggml_threadpool *);
+
+    pthread_mutex_t err_lock;
+    char last_error[SIPP_ERROR_SIZE];
 };
 
 /* Builds the sampler chain of a request. NULL on allocation failure. */
-struct llama_sampler *sipp_sampler_new(const sipp_model *model, const sipp_sampling *s, bool ignore_eos);
+struct llama_sampler *sipp_sampler_chain_new(const sipp_model *model, const sipp_sampling *s, bool ignore_eos);
+
+/* The sampler of a request (takes r->grammar). NULL with err on failure. */
+sipp_sampler *sipp_sampler_new(const sipp_model *model, sipp_request *r, char *err);
+void sipp_sampler_free(sipp_sampler *ss);
+/* Samples the token of output idx, records its logprobs when the request wants them, and accepts
+ * it into every sampler. */
+llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_context *ctx, int idx, sipp_request *r);
+/* Makes the grammar sampler a request asks for (r->chat), checking the GBNF. */
+sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err);
 
 /* Greedy without penalties: the token is the argmax of the logits, read in place (the chain's
  * result, without its copy of the whole vocabulary). ignore_eos excludes end-of-generation tokens. */
@@ -83,7 +171,6 @@ void sipp_request_finish(sipp_request *r, sipp_finish_reason reason, sipp_status
 int sipp_decode_range(struct llama_context *ctx, const llama_token *tokens, int from, int n, bool all_logits);
 
 /* The embedding context (embed.c). */
-typedef struct sipp_embedder sipp_embedder;
 sipp_embedder *sipp_embedder_new(void);
 void sipp_embedder_free(sipp_embedder *em);
 sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *const *texts,
@@ -93,5 +180,31 @@ sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int 
 
 /* Wakes the engine thread (after a cancel). */
 void sipp_engine_wake(sipp_engine *engine);
+
+/* The scheduler (scheduler.c), driven by the engine thread. */
+
+/* Moves queued requests into free slots (reserving each slot, pinning its key) and unlinks the
+ * queued requests that were cancelled or expired into *dropped. Called with engine->mu held; the
+ * caller starts (sipp_slot_start) and drops (sipp_sched_cancel) them after releasing the lock.
+ * `starting` and `starting_slot` hold room for one entry per slot. */
+void sipp_sched_assign(sipp_engine *e, sipp_request **dropped, sipp_request **starting, int *starting_slot,
+                       int *n_start);
+
+/* Prepares a slot reserved by sipp_sched_assign for its request: reuses the longest cached prefix
+ * (its own or another slot's) and builds the sampler. SIPP_ERR_NO_MEMORY on allocation failure. */
+sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r);
+
+/* Ends a slot's request and frees the slot; the KV stays for the next request to reuse. */
+void sipp_slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp_status status, const char *error);
+
+/* Ends a cancelled or timed-out request, in slot s or (s NULL) still queued. */
+void sipp_sched_cancel(sipp_engine *e, slot *s, sipp_request *r);
+
+/* One step: a batch of every generating slot's next token and prompt chunks, one llama_decode,
+ * then sampling and text release for every slot that produced logits. */
+void sipp_sched_step(sipp_engine *e);
+
+/* Whether any slot holds a request. */
+bool sipp_sched_has_active(const sipp_engine *e);
 
 #endif

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "backend/backend.h"
+#include "chat/chat_request.h"
 #include "engine/model.h"
 #include "gguf.h"
 #include "store/store.h"
@@ -190,6 +191,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     }
     in->n_vocab = llama_vocab_n_tokens(m->vocab);
     in->has_chat_template = llama_model_chat_template(m->lm, NULL) != NULL;
+    sipp_strlcpy(in->chat_template, chat_template_kind(m->lm), sizeof in->chat_template);
 
     sipp_backend_decision *d = &m->decision;
     if (params->vocab_only) {
@@ -227,6 +229,7 @@ void sipp_model_free(sipp_model *m) {
     llama_model_free(m->lm);
     sipp_lease_release(m->lease);
     free(m->eog);
+    chat_cache_free(m->chat);
     pthread_mutex_destroy(&m->err_lock);
     free(m);
 }

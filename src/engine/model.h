@@ -23,6 +23,7 @@ struct sipp_model {
     int n_eog;
     pthread_mutex_t err_lock;
     char last_error[SIPP_ERROR_SIZE];
+    struct chat_cache *chat; /* parsed chat templates (src/chat), made on first use */
 };
 
 /* Sets the model's last error and returns status. */

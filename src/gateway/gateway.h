@@ -70,6 +70,7 @@ typedef struct gw_target_config {
     /* local */
     char *model_path; /* resolved against the config file's directory */
     char *backend;
+    char *chat_template; /* NULL: the model's; "chatml" or a template file's path */
     int ctx_size, parallel, threads, gpu_layers;
     sipp_policy policy;
     /* openai_compatible */
@@ -208,6 +209,22 @@ typedef struct gw_gen {
     size_t n_owned;
     void *route;                  /* a route's own state for rendering (translate.c); NULL mostly */
     void (*route_free)(void *route); /* frees it with the request, when set */
+
+    /* The chat interface, what every chat API (chat completions, native chat, and the routes that
+     * translate Responses, Anthropic and Ollama requests onto chat completions) hands to libsipp:
+     *   chat      an OpenAI chat body (owned), given to the engine as sipp_request_params.chat_json:
+     *             "messages" (with assistant "tool_calls" and "tool" messages), "tools",
+     *             "tool_choice", "parallel_tool_calls", "response_format", "json_schema", "grammar",
+     *             "reasoning_format", "chat_template_kwargs", "thinking_budget_tokens". libsipp
+     *             checks these fields and its errors name them.
+     *   prompts (completions, /v1/query) carry their constraint in grammar / json_schema instead.
+     * The answer's side is gw_choice (below): the parsed message (content, reasoning_content,
+     * tool_calls), finish_reason "tool_calls" when it called tools, and the logprobs. */
+    json_t *chat;            /* chats; NULL for prompts */
+    const char *grammar;     /* prompts: GBNF */
+    char *json_schema;       /* prompts: a JSON Schema text (owned) */
+    int n;                   /* choices, 1 by default; at most the target's parallel */
+    int logprobs;            /* -1: none; else how many alternatives per token (top_logprobs) */
 } gw_gen;
 
 /* Decodes body[0..len) for api. On failure returns false with kind set (GW_E_INVALID_JSON or
@@ -367,21 +384,43 @@ void gw_limits_counts(gw_limits *l, int *active, int *queued);
 
 /* How a route renders a generation: as SSE chunks and as one JSON body. */
 typedef struct gw_format gw_format;
+/* One choice of a generation (gw_gen.n of them). Set when end/whole are called, except req. */
+typedef struct gw_choice {
+    sipp_request *req;
+    sipp_chat_parser *parser; /* chats: parses the answer as it streams */
+    const char *text;         /* the whole text, valid UTF-8 */
+    json_t *message;          /* chats: {"role":"assistant", "content", "reasoning_content"?, "tool_calls"?} */
+    json_t *logprobs;         /* the tokens' logprobs (OpenAI's content[] entries), or NULL */
+    const char *finish;       /* "stop", "length" or "tool_calls" */
+    size_t n_logprobs_sent;   /* streaming: logprob entries already sent */
+    sipp_buf clean;           /* the whole text made valid UTF-8 */
+} gw_choice;
+
 typedef struct gw_gen_view {
     gw_call *call;
     gw_target *target;
     const gw_gen *gen;
-    sipp_request *req; /* finished when end/whole are called */
-    const char *text;  /* whole text, valid UTF-8: set when end/whole are called */
+    sipp_request *req; /* choice 0's; finished when end/whole are called */
+    const char *text;  /* choice 0's whole text, valid UTF-8: set when end/whole are called */
     const char *id;    /* "chatcmpl-..." etc. */
     long long created;
+    gw_choice *choices; /* gen->n of them */
+    size_t n_choices;
 } gw_gen_view;
 
+struct gw_rename;
 struct gw_format {
     const char *id_prefix;
-    const char *content_type; /* NULL: text/event-stream */
+    const char *content_type;        /* NULL: text/event-stream */
+    const struct gw_rename *renames; /* translated APIs: field names in engine errors (translate.h) */
     void (*begin)(const gw_gen_view *v, sipp_buf *out);
     void (*piece)(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out);
+    /* Optional. When set, the stream is rendered choice by choice through delta instead of piece:
+     * for chats delta is one parsed OpenAI chat delta ({"content"}, {"reasoning_content"} or
+     * {"tool_calls":[{"index","id","type","function":{"name","arguments"}}]}), for prompts
+     * {"text"}; logprobs holds the entries of the tokens since the last call (or NULL). Both are
+     * borrowed. */
+    void (*delta)(const gw_gen_view *v, size_t index, json_t *delta, json_t *logprobs, sipp_buf *out);
     void (*end)(const gw_gen_view *v, sipp_buf *out);
     void (*fail)(const gw_gen_view *v, gw_error_kind kind, const char *message, sipp_buf *out);
     json_t *(*whole)(const gw_gen_view *v);

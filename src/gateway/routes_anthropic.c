@@ -19,8 +19,8 @@
  *
  * and an error after the stream began as "event: error".
  *
- * count_tokens renders the messages through the model's chat template and tokenizes them exactly
- * as a generation would, so its input_tokens equals what /v1/messages then reports.
+ * count_tokens has the engine render and tokenize the request exactly as a generation would (it
+ * runs it for one token), so its input_tokens equals what /v1/messages then reports.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,9 +33,17 @@
 #define API_NAME "/v1/messages"
 #define ID_SIZE 96
 #define ANTHROPIC_TEMPERATURE_MAX 1.0
+#define TOOL_ERROR_PREFIX "Error: "
+#define COUNT_MAX_TOKENS 1
+#define COUNT_WAIT_SLICE_MS 100
+#define FIELD_PATH_SIZE 96 /* "messages[12].content[3].content" and the like */
 
 static const gw_rename renames[] = {
     {"stop", "stop_sequences"},
+    {"tools[*].function.parameters", "tools[*].input_schema"},
+    {"tools[*].function", "tools[*]"},
+    {"tool_choice.function", "tool_choice"},
+    {"thinking_budget_tokens", "thinking.budget_tokens"},
     {NULL, NULL},
 };
 
@@ -47,16 +55,23 @@ static const char *const known_fields[] = {
 static const char *const count_fields[] = {"model",       "messages", "system", "tools",
                                            "tool_choice", "thinking", NULL};
 
+typedef enum block_kind { BLOCK_NONE, BLOCK_THINKING, BLOCK_TEXT, BLOCK_TOOL } block_kind;
+
 typedef struct msg_state {
     char id[ID_SIZE];
+    /* streaming: the open content block */
+    block_kind open;
+    int index; /* of the open block; -1 before the first */
 } msg_state;
 
-static const msg_state *state_of(const gw_gen_view *v) { return v->gen->route; }
+static msg_state *state_of(const gw_gen_view *v) { return v->gen->route; }
 
 /* ---- rendering ---------------------------------------------------------------------------------- */
 
 static const char *stop_reason(const gw_gen_view *v) {
-    if (sipp_request_finish_reason(v->req) == SIPP_FINISH_LENGTH) return "max_tokens";
+    const char *f = v->choices[0].finish;
+    if (strcmp(f, "length") == 0) return "max_tokens";
+    if (strcmp(f, "tool_calls") == 0) return "tool_use";
     return sipp_request_stop_string(v->req) ? "stop_sequence" : "end_turn";
 }
 
@@ -81,9 +96,41 @@ static json_t *message(const gw_gen_view *v, json_t *content, const char *reason
                      reason ? json_string(reason) : json_null(), "stop_sequence", stop, "usage", usage);
 }
 
+/* A tool call's arguments as the object tool_use.input is; {} when the text is not one (an answer
+ * cut off by max_tokens). */
+static json_t *arguments_object(const char *args) {
+    json_t *j = args ? json_loads(args, 0, NULL) : NULL;
+    if (json_is_object(j)) return j;
+    json_decref(j);
+    return json_object();
+}
+
+/* The content blocks of a finished answer: thinking, text (when there is some, or nothing else),
+ * then one tool_use per tool call. */
+static json_t *content_blocks(const gw_gen_view *v) {
+    json_t *m = v->choices[0].message, *out = json_array();
+    const char *text = json_string_value(json_object_get(m, "content"));
+    const char *thinking = json_string_value(json_object_get(m, "reasoning_content"));
+    json_t *calls = json_object_get(m, "tool_calls");
+    if (thinking && *thinking)
+        json_array_append_new(
+            out, json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", thinking, "signature", ""));
+    if ((text && *text) || json_array_size(calls) == 0)
+        json_array_append_new(out, json_pack("{s:s, s:s}", "type", "text", "text", text ? text : ""));
+    size_t k;
+    json_t *c;
+    json_array_foreach(calls, k, c) {
+        json_t *fn = json_object_get(c, "function");
+        json_array_append_new(
+            out, json_pack("{s:s, s:O, s:O, s:o}", "type", "tool_use", "id", json_object_get(c, "id"), "name",
+                           json_object_get(fn, "name"), "input",
+                           arguments_object(json_string_value(json_object_get(fn, "arguments")))));
+    }
+    return out;
+}
+
 static json_t *am_whole(const gw_gen_view *v) {
-    return message(v, json_pack("[{s:s, s:s}]", "type", "text", "text", v->text), stop_reason(v),
-                   stop_sequence(v), usage_json(v->req));
+    return message(v, content_blocks(v), stop_reason(v), stop_sequence(v), usage_json(v->req));
 }
 
 static void event(const char *type, json_t *fields, sipp_buf *out) {
@@ -91,23 +138,71 @@ static void event(const char *type, json_t *fields, sipp_buf *out) {
     gw_sse_json(out, type, fields);
 }
 
+static void close_block(msg_state *s, sipp_buf *out) {
+    if (s->open == BLOCK_NONE) return;
+    event("content_block_stop", json_pack("{s:i}", "index", s->index), out);
+    s->open = BLOCK_NONE;
+}
+
+/* Opens a block of kind k described by block (stolen). */
+static void open_block(msg_state *s, block_kind k, json_t *block, sipp_buf *out) {
+    close_block(s, out);
+    s->open = k;
+    s->index++;
+    event("content_block_start", json_pack("{s:i, s:o}", "index", s->index, "content_block", block), out);
+    if (s->index == 0) event("ping", json_object(), out); /* where Anthropic's own streams send it */
+}
+
+static void block_delta(msg_state *s, json_t *delta, sipp_buf *out) {
+    event("content_block_delta", json_pack("{s:i, s:o}", "index", s->index, "delta", delta), out);
+}
+
 static void am_begin(const gw_gen_view *v, sipp_buf *out) {
+    msg_state *s = state_of(v);
+    s->index = -1;
     event("message_start",
           json_pack("{s:o}", "message", message(v, json_array(), NULL, json_null(), usage_json(v->req))),
           out);
-    event("content_block_start",
-          json_pack("{s:i, s:{s:s, s:s}}", "index", 0, "content_block", "type", "text", "text", ""), out);
-    event("ping", json_object(), out);
 }
 
-static void am_piece(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
-    event("content_block_delta",
-          json_pack("{s:i, s:{s:s, s:s%}}", "index", 0, "delta", "type", "text_delta", "text", text, len),
-          out);
+/* A parsed chat delta: reasoning (thinking), content (text), or a tool call's start or fragment. */
+static void am_delta(const gw_gen_view *v, size_t index, json_t *d, json_t *logprobs, sipp_buf *out) {
+    msg_state *s = state_of(v);
+    json_t *t;
+    if ((t = json_object_get(d, "reasoning_content")) && json_string_length(t)) {
+        if (s->open != BLOCK_THINKING)
+            open_block(s, BLOCK_THINKING,
+                       json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", "", "signature", ""),
+                       out);
+        block_delta(s, json_pack("{s:s, s:O}", "type", "thinking_delta", "thinking", t), out);
+    }
+    if ((t = json_object_get(d, "content")) && json_string_length(t)) {
+        if (s->open != BLOCK_TEXT)
+            open_block(s, BLOCK_TEXT, json_pack("{s:s, s:s}", "type", "text", "text", ""), out);
+        block_delta(s, json_pack("{s:s, s:O}", "type", "text_delta", "text", t), out);
+    }
+    size_t k;
+    json_t *tc;
+    json_array_foreach(json_object_get(d, "tool_calls"), k, tc) {
+        json_t *fn = json_object_get(tc, "function"), *id = json_object_get(tc, "id");
+        if (json_is_string(id))
+            open_block(s, BLOCK_TOOL,
+                       json_pack("{s:s, s:O, s:s, s:{}}", "type", "tool_use", "id", id, "name",
+                                 json_string_value(json_object_get(fn, "name"))
+                                     ? json_string_value(json_object_get(fn, "name"))
+                                     : "",
+                                 "input"),
+                       out);
+        json_t *args = json_object_get(fn, "arguments");
+        if (s->open == BLOCK_TOOL && json_string_length(args))
+            block_delta(s, json_pack("{s:s, s:O}", "type", "input_json_delta", "partial_json", args), out);
+    }
 }
 
 static void am_end(const gw_gen_view *v, sipp_buf *out) {
-    event("content_block_stop", json_pack("{s:i}", "index", 0), out);
+    msg_state *s = state_of(v);
+    if (s->index < 0) open_block(s, BLOCK_TEXT, json_pack("{s:s, s:s}", "type", "text", "text", ""), out);
+    close_block(s, out);
     event("message_delta",
           json_pack("{s:{s:s, s:o}, s:o}", "delta", "stop_reason", stop_reason(v), "stop_sequence",
                     stop_sequence(v), "usage", usage_json(v->req)),
@@ -120,8 +215,9 @@ static void am_fail(const gw_gen_view *v, gw_error_kind kind, const char *msg, s
 }
 
 static const gw_format messages_format = {.id_prefix = "msg_",
+                                          .renames = renames,
                                           .begin = am_begin,
-                                          .piece = am_piece,
+                                          .delta = am_delta,
                                           .end = am_end,
                                           .fail = am_fail,
                                           .whole = am_whole};
@@ -139,40 +235,112 @@ static bool refuse(gw_call *call, const char *fmt, ...) {
     return false;
 }
 
-/* Text blocks joined; where names the field ("system", "messages[2].content"). */
-static bool blocks_text(gw_call *call, json_t *c, const char *where, sipp_buf *out) {
-    if (json_is_string(c)) return sipp_buf_append(out, json_string_value(c), json_string_length(c));
+/* What one turn's content blocks become: its text, thinking and tool calls (assistant), or its
+ * text and tool results (user). */
+typedef struct turn {
+    sipp_buf text;
+    sipp_buf thinking;
+    json_t *calls;   /* assistant: chat tool_calls */
+    json_t *results; /* user: chat tool messages */
+} turn;
+
+static bool text_of(gw_call *call, json_t *c, const char *where, sipp_buf *out);
+
+static bool tool_result(gw_call *call, json_t *b, const char *where, turn *t) {
+    json_t *id = json_object_get(b, "tool_use_id"), *err = json_object_get(b, "is_error");
+    if (!json_is_string(id)) return refuse(call, "'%s.tool_use_id' must be a string", where);
+    if (err && !json_is_boolean(err)) return refuse(call, "'%s.is_error' must be true or false", where);
+    sipp_buf text = {0};
+    char inner[FIELD_PATH_SIZE + sizeof ".content"];
+    snprintf(inner, sizeof inner, "%s.content", where);
+    /* A tool's failure reaches the model as such: chat templates have no flag for it. */
+    if (json_is_true(err)) sipp_buf_append(&text, TOOL_ERROR_PREFIX, strlen(TOOL_ERROR_PREFIX));
+    json_t *content = json_object_get(b, "content");
+    bool ok = !content || json_is_null(content) || text_of(call, content, inner, &text);
+    if (ok)
+        json_array_append_new(t->results, json_pack("{s:s, s:O, s:s}", "role", "tool", "tool_call_id", id,
+                                                    "content", text.data ? text.data : ""));
+    sipp_buf_free(&text);
+    return ok;
+}
+
+static bool tool_use(gw_call *call, json_t *b, const char *where, turn *t) {
+    json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name"),
+           *input = json_object_get(b, "input");
+    if (!json_is_string(id)) return refuse(call, "'%s.id' must be a string", where);
+    if (!json_is_string(name)) return refuse(call, "'%s.name' must be a string", where);
+    if (!json_is_object(input)) return refuse(call, "'%s.input' must be an object", where);
+    char *args = json_dumps(input, JSON_COMPACT);
+    json_array_append_new(t->calls, json_pack("{s:O, s:s, s:{s:O, s:s}}", "id", id, "type", "function",
+                                              "function", "name", name, "arguments", args ? args : "{}"));
+    free(args);
+    return true;
+}
+
+/* Content blocks into t; role says which blocks may appear. where names the field. */
+static bool blocks(gw_call *call, json_t *c, const char *role, const char *where, turn *t) {
+    if (json_is_string(c)) return sipp_buf_append(&t->text, json_string_value(c), json_string_length(c));
     if (!json_is_array(c)) return refuse(call, "'%s' must be a string or an array of content blocks", where);
     size_t k;
     json_t *b;
     json_array_foreach(c, k, b) {
+        char here[FIELD_PATH_SIZE];
+        snprintf(here, sizeof here, "%s[%zu]", where, k);
         const char *type = json_string_value(json_object_get(b, "type"));
+        bool assistant = role && strcmp(role, "assistant") == 0, user = role && strcmp(role, "user") == 0;
         if (!json_is_object(b) || !type)
-            return refuse(call, "'%s[%zu]' must be a content block with a \"type\"", where, k);
-        if (strcmp(type, "thinking") == 0 || strcmp(type, "redacted_thinking") == 0)
-            continue; /* see docs/gateway.md */
-        if (strcmp(type, "tool_use") == 0 || strcmp(type, "tool_result") == 0)
-            return refuse(
-                call,
-                "'%s[%zu]' is a %s block, which needs tool calling; this server does not support tools yet",
-                where, k, type);
-        if (strcmp(type, "text") != 0)
-            return refuse(call, "'%s[%zu].type' '%s' is not supported; only text blocks are", where, k, type);
-        json_t *t = json_object_get(b, "text");
-        if (!json_is_string(t)) return refuse(call, "'%s[%zu].text' must be a string", where, k);
-        sipp_buf_append(out, json_string_value(t), json_string_length(t));
+            return refuse(call, "'%s' must be a content block with a \"type\"", here);
+        if (assistant && strcmp(type, "thinking") == 0) {
+            json_t *th = json_object_get(b, "thinking");
+            if (!json_is_string(th)) return refuse(call, "'%s.thinking' must be a string", here);
+            sipp_buf_append(&t->thinking, json_string_value(th), json_string_length(th));
+        } else if (assistant && strcmp(type, "redacted_thinking") == 0) {
+            continue; /* nothing readable to give the template */
+        } else if (assistant && strcmp(type, "tool_use") == 0) {
+            if (!tool_use(call, b, here, t)) return false;
+        } else if (user && strcmp(type, "tool_result") == 0) {
+            if (!tool_result(call, b, here, t)) return false;
+        } else if (strcmp(type, "text") == 0) {
+            json_t *tx = json_object_get(b, "text");
+            if (!json_is_string(tx)) return refuse(call, "'%s.text' must be a string", here);
+            sipp_buf_append(&t->text, json_string_value(tx), json_string_length(tx));
+        } else {
+            return refuse(call, "'%s.type' '%s' is not supported here; use text%s blocks", here, type,
+                          assistant ? ", thinking or tool_use"
+                          : user    ? " or tool_result"
+                                    : "");
+        }
     }
     return true;
 }
 
-static bool add_message(gw_call *call, json_t *messages, const char *role, json_t *content,
-                        const char *where) {
-    sipp_buf text = {0};
-    bool ok = blocks_text(call, content, where, &text);
-    if (ok)
-        json_array_append_new(messages,
-                              json_pack("{s:s, s:s}", "role", role, "content", text.data ? text.data : ""));
-    sipp_buf_free(&text);
+/* Text blocks only (system, and a tool result's content). */
+static bool text_of(gw_call *call, json_t *c, const char *where, sipp_buf *out) {
+    turn t = {0};
+    bool ok = blocks(call, c, NULL, where, &t);
+    if (ok && t.text.len) sipp_buf_append(out, t.text.data, t.text.len);
+    sipp_buf_free(&t.text);
+    sipp_buf_free(&t.thinking);
+    return ok;
+}
+
+static bool add_turn(gw_call *call, json_t *messages, const char *role, json_t *content, const char *where) {
+    turn t = {.calls = json_array(), .results = json_array()};
+    bool ok = blocks(call, content, role, where, &t);
+    if (ok) {
+        json_array_extend(messages, t.results); /* tool results answer the calls before them */
+        bool has_text = t.text.len > 0 || json_array_size(t.results) == 0;
+        if (has_text || json_array_size(t.calls)) {
+            json_t *m = json_pack("{s:s, s:s}", "role", role, "content", t.text.data ? t.text.data : "");
+            if (json_array_size(t.calls)) json_object_set(m, "tool_calls", t.calls);
+            if (t.thinking.len) json_object_set_new(m, "reasoning_content", json_string(t.thinking.data));
+            json_array_append_new(messages, m);
+        }
+    }
+    json_decref(t.calls);
+    json_decref(t.results);
+    sipp_buf_free(&t.text);
+    sipp_buf_free(&t.thinking);
     return ok;
 }
 
@@ -180,7 +348,15 @@ static bool translate_messages(gw_call *call, json_t *root, json_t *chat) {
     json_t *out = json_array();
     json_object_set_new(chat, "messages", out);
     json_t *sys = json_object_get(root, "system");
-    if (sys && !json_is_null(sys) && !add_message(call, out, "system", sys, "system")) return false;
+    if (sys && !json_is_null(sys)) {
+        sipp_buf text = {0};
+        bool ok = text_of(call, sys, "system", &text);
+        if (ok)
+            json_array_append_new(
+                out, json_pack("{s:s, s:s}", "role", "system", "content", text.data ? text.data : ""));
+        sipp_buf_free(&text);
+        if (!ok) return false;
+    }
     json_t *msgs = json_object_get(root, "messages");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return refuse(call, "'messages' must be a non-empty array of {\"role\", \"content\"} objects");
@@ -192,44 +368,105 @@ static bool translate_messages(gw_call *call, json_t *root, json_t *chat) {
             return refuse(call, "'messages[%zu].role' must be \"user\" or \"assistant\"", i);
         char where[64];
         snprintf(where, sizeof where, "messages[%zu].content", i);
-        if (!add_message(call, out, role, json_object_get(m, "content"), where)) return false;
+        if (!add_turn(call, out, role, json_object_get(m, "content"), where)) return false;
     }
     return true;
 }
 
-/* Fields that only some values of can be honoured, and Anthropic's own ranges. */
-static bool check_options(gw_call *call, json_t *root) {
-    json_t *th = json_object_get(root, "thinking");
-    if (th && !json_is_null(th)) {
-        const char *type = json_string_value(json_object_get(th, "type"));
-        if (!type || strcmp(type, "disabled") != 0)
-            return refuse(call, "'thinking' is not supported by this server yet (no thinking switch); leave "
-                                "it out or use {\"type\": \"disabled\"}");
-    }
+/* tools -> chat's function tools; tool_choice auto | any | tool | none. */
+static bool translate_tools(gw_call *call, json_t *root, json_t *chat) {
     json_t *tools = json_object_get(root, "tools");
-    if (tools && !json_is_null(tools) && !(json_is_array(tools) && json_array_size(tools) == 0))
-        return refuse(call, "'tools' is not supported by this server yet; leave it out");
+    if (tools && !json_is_null(tools)) {
+        if (!json_is_array(tools))
+            return refuse(call, "'tools' must be an array of {\"name\", \"input_schema\"} tools");
+        json_t *out = json_array();
+        json_object_set_new(chat, "tools", out);
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t) {
+            const char *type = json_string_value(json_object_get(t, "type"));
+            if (!json_is_object(t)) return refuse(call, "'tools[%zu]' must be an object", i);
+            if (type && strcmp(type, "custom") != 0)
+                return refuse(call,
+                              "'tools[%zu].type' '%s' is a server tool, which this server does not run; give "
+                              "a custom tool",
+                              i, type);
+            json_t *fn = json_object();
+            gw_copy_field(t, "name", fn, NULL);
+            gw_copy_field(t, "description", fn, NULL);
+            gw_copy_field(t, "input_schema", fn, "parameters");
+            json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+        }
+    }
     json_t *tc = json_object_get(root, "tool_choice");
+    bool parallel = true; /* Anthropic's default */
     if (tc && !json_is_null(tc)) {
         const char *type = json_string_value(json_object_get(tc, "type"));
-        if (!type || (strcmp(type, "auto") != 0 && strcmp(type, "none") != 0))
-            return refuse(call,
-                          "'tool_choice' needs tools, which this server does not support yet; leave it out");
+        json_t *dp = json_object_get(tc, "disable_parallel_tool_use");
+        if (!json_is_object(tc) || !type)
+            return refuse(call, "'tool_choice' must be an object with a \"type\"");
+        if (dp && !json_is_boolean(dp))
+            return refuse(call, "'tool_choice.disable_parallel_tool_use' must be true or false");
+        parallel = !json_is_true(dp);
+        if (strcmp(type, "auto") == 0 || strcmp(type, "none") == 0) {
+            json_object_set_new(chat, "tool_choice", json_string(type));
+        } else if (strcmp(type, "any") == 0) {
+            json_object_set_new(chat, "tool_choice", json_string("required"));
+        } else if (strcmp(type, "tool") == 0) {
+            json_t *name = json_object_get(tc, "name");
+            if (!json_is_string(name)) return refuse(call, "'tool_choice.name' must name one of the tools");
+            json_object_set_new(chat, "tool_choice",
+                                json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name", name));
+        } else {
+            return refuse(call, "'tool_choice.type' is '%s'; use auto, any, tool or none", type);
+        }
     }
+    if (json_array_size(json_object_get(chat, "tools")))
+        json_object_set_new(chat, "parallel_tool_calls", json_boolean(parallel));
+    return true;
+}
+
+/* thinking {"type": "enabled", "budget_tokens"} -> the template's thinking switch and the budget. */
+static bool translate_thinking(gw_call *call, json_t *root, json_t *chat) {
+    json_t *th = json_object_get(root, "thinking");
+    if (!th || json_is_null(th)) return true;
+    const char *type = json_string_value(json_object_get(th, "type"));
+    if (!json_is_object(th) || !type)
+        return refuse(
+            call,
+            "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}");
+    if (strcmp(type, "disabled") == 0) {
+        json_object_set_new(chat, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 0));
+        return true;
+    }
+    if (strcmp(type, "enabled") != 0)
+        return refuse(call, "'thinking.type' is '%s'; use enabled or disabled", type);
+    json_t *budget = json_object_get(th, "budget_tokens");
+    if (!json_is_integer(budget) || json_integer_value(budget) < 1)
+        return refuse(call, "'thinking.budget_tokens' must be a positive integer");
+    json_object_set_new(chat, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 1));
+    json_object_set(chat, "thinking_budget_tokens", budget);
+    return true;
+}
+
+/* Anthropic's own ranges and shapes. */
+static bool check_options(gw_call *call, json_t *root) {
     json_t *t = json_object_get(root, "temperature");
     if (json_is_number(t) && (json_number_value(t) < 0 || json_number_value(t) > ANTHROPIC_TEMPERATURE_MAX))
         return refuse(call, "'temperature' is %g; it must be in [0, 1]", json_number_value(t));
     json_t *md = json_object_get(root, "metadata");
     if (md && !json_is_null(md) && !json_is_object(md)) return refuse(call, "'metadata' must be an object");
     json_t *ss = json_object_get(root, "stop_sequences");
-    if (ss && !json_is_null(ss) && !json_is_array(ss)) return refuse(call, "'stop_sequences' must be an array of strings");
+    if (ss && !json_is_null(ss) && !json_is_array(ss))
+        return refuse(call, "'stop_sequences' must be an array of strings");
     return true;
 }
 
 static json_t *translate(gw_call *call, json_t *root, bool counting) {
     json_t *chat = json_object();
     if (!gw_check_fields(call, root, counting ? count_fields : known_fields, API_NAME) ||
-        !check_options(call, root) || !translate_messages(call, root, chat)) {
+        !check_options(call, root) || !translate_messages(call, root, chat) ||
+        !translate_tools(call, root, chat) || !translate_thinking(call, root, chat)) {
         json_decref(chat);
         return NULL;
     }
@@ -264,6 +501,9 @@ void gw_route_messages(gw_call *call) {
     gw_run_translated(call, GW_API_CHAT, chat, renames, API_NAME, &messages_format, s, free);
 }
 
+/* The prompt's tokens as a generation would count them: the request is rendered and tokenized by
+ * the engine exactly as for /v1/messages (template, tools, thinking switch) and stopped after one
+ * token. Its prefill also warms the slot's KV for the request that usually follows. */
 void gw_route_messages_count(gw_call *call) {
     json_t *root = gw_body_object(call);
     if (!root) return;
@@ -272,22 +512,38 @@ void gw_route_messages_count(gw_call *call) {
     gw_gen g;
     if (!chat || !gw_decode_tree(call, GW_API_CHAT, chat, renames, &g)) return;
     gw_target *t = gw_translated_target(call, g.model, API_NAME "/count_tokens");
-    if (!t) {
-        gw_gen_free(&g);
-        return;
+    char *chat_json = t ? json_dumps(g.chat, JSON_COMPACT) : NULL;
+    if (t && !chat_json) gw_reply_error(call, GW_E_INTERNAL, "out of memory");
+    if (chat_json) {
+        sipp_request_params p = sipp_request_default_params();
+        p.chat_json = chat_json;
+        p.chat_template = t->cfg->chat_template;
+        p.max_tokens = COUNT_MAX_TOKENS;
+        p.timeout_ms = gw_call_ms_left(call);
+        sipp_request *r = NULL;
+        sipp_status st = sipp_engine_submit(t->engine, &p, &r);
+        if (st != SIPP_OK) {
+            char err[SIPP_ERROR_SIZE];
+            sipp_strlcpy(err, sipp_engine_last_error(t->engine), sizeof err);
+            gw_rename_fields(err, sizeof err, renames);
+            gw_reply_error(call, gw_error_from_status(st), "model '%s': %s", t->cfg->name, err);
+        } else {
+            while (sipp_request_wait(r, COUNT_WAIT_SLICE_MS) != SIPP_OK)
+                if (gw_call_abandoned(call)) sipp_request_cancel(r);
+            sipp_request_stats stats;
+            sipp_request_get_stats(r, &stats);
+            sipp_finish_reason fr = sipp_request_finish_reason(r);
+            if (fr == SIPP_FINISH_STOP || fr == SIPP_FINISH_LENGTH)
+                gw_reply_json(call, 200, json_pack("{s:i}", "input_tokens", stats.prompt_tokens));
+            else
+                gw_reply_error(call,
+                               sipp_request_status(r) == SIPP_ERR_CONTEXT_FULL
+                                   ? GW_E_CONTEXT_LENGTH
+                                   : gw_error_from_status(sipp_request_status(r)),
+                               "model '%s': %s", t->cfg->name, sipp_request_error(r));
+            sipp_request_free(r);
+        }
     }
-    char *prompt = NULL;
-    size_t n = 0;
-    sipp_status st = sipp_chat_render(t->model, NULL, g.messages, g.n_messages, true, &prompt);
-    if (st == SIPP_OK) {
-        st = sipp_tokenize(t->model, prompt, strlen(prompt), true, true, NULL, 0, &n);
-        if (st == SIPP_ERR_INVALID_ARGUMENT) st = SIPP_OK; /* cap 0 only sizes */
-    }
-    if (st != SIPP_OK)
-        gw_reply_error(call, gw_error_from_status(st), "model '%s': %s", t->cfg->name,
-                       sipp_model_last_error(t->model));
-    else
-        gw_reply_json(call, 200, json_pack("{s:I}", "input_tokens", (json_int_t)n));
-    sipp_free(prompt);
+    free(chat_json);
     gw_gen_free(&g);
 }

@@ -346,12 +346,20 @@ static bool translate_format(gw_call *call, json_t *root, json_t *chat) {
     return true;
 }
 
-static bool check_think(gw_call *call, json_t *root) {
+/* think: true/false is the template's thinking switch; "low" | "medium" | "high" its effort. */
+static bool translate_think(gw_call *call, json_t *root, json_t *chat) {
     json_t *th = json_object_get(root, "think");
-    if (!th || json_is_null(th) || json_is_false(th)) return true;
-    return refuse(
-        call,
-        "'think' is not supported by this server yet (no thinking switch); leave it out or set it to false");
+    if (!th || json_is_null(th)) return true;
+    if (json_is_boolean(th)) {
+        json_object_set_new(chat, "chat_template_kwargs", json_pack("{s:O}", "enable_thinking", th));
+        return true;
+    }
+    const char *e = json_string_value(th);
+    if (e && (strcmp(e, "low") == 0 || strcmp(e, "medium") == 0 || strcmp(e, "high") == 0)) {
+        json_object_set_new(chat, "reasoning_effort", json_string(e));
+        return true;
+    }
+    return refuse(call, "'think' must be true, false, \"low\", \"medium\" or \"high\"");
 }
 
 /* An optional string field that must be empty when present. */
@@ -379,14 +387,20 @@ static void state_free(void *p) {
 
 static const ollama_state *st_of(const gw_gen_view *v) { return v->gen->route; }
 
-static json_t *line(const gw_gen_view *v, const char *text, size_t len, bool done) {
+/* One line: content and thinking text (either may be NULL), and tool calls (stolen, NULL: none). */
+static json_t *line(const gw_gen_view *v, const char *text, const char *thinking, json_t *calls, bool done) {
     const ollama_state *s = st_of(v);
     json_t *j = json_pack("{s:s, s:o}", "model", s->model, "created_at", now_json());
-    if (s->chat)
-        json_object_set_new(j, "message",
-                            json_pack("{s:s, s:s%}", "role", "assistant", "content", text, len));
-    else
-        json_object_set_new(j, "response", json_stringn(text, len));
+    if (s->chat) {
+        json_t *m = json_pack("{s:s, s:s}", "role", "assistant", "content", text ? text : "");
+        if (thinking) json_object_set_new(m, "thinking", json_string(thinking));
+        if (calls) json_object_set_new(m, "tool_calls", calls);
+        json_object_set_new(j, "message", m);
+    } else {
+        json_object_set_new(j, "response", json_string(text ? text : ""));
+        if (thinking) json_object_set_new(j, "thinking", json_string(thinking));
+        json_decref(calls);
+    }
     json_object_set_new(j, "done", json_boolean(done));
     return j;
 }
@@ -400,11 +414,33 @@ static void append_line(sipp_buf *out, json_t *j) {
     free(s);
 }
 
-static json_t *final_line(const gw_gen_view *v, const char *text) {
+/* The answer's tool calls in Ollama's shape, arguments as objects (NULL when there are none). */
+static json_t *tool_calls(const gw_gen_view *v) {
+    json_t *calls = json_object_get(v->choices[0].message, "tool_calls");
+    if (!json_array_size(calls)) return NULL;
+    json_t *out = json_array();
+    size_t k;
+    json_t *c;
+    json_array_foreach(calls, k, c) {
+        json_t *fn = json_object_get(c, "function");
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        json_t *obj = args ? json_loads(args, 0, NULL) : NULL;
+        if (!json_is_object(obj)) {
+            json_decref(obj);
+            obj = json_object(); /* cut off by num_predict */
+        }
+        json_array_append_new(out, json_pack("{s:O, s:{s:I, s:O, s:o}}", "id", json_object_get(c, "id"),
+                                             "function", "index", (json_int_t)k, "name",
+                                             json_object_get(fn, "name"), "arguments", obj));
+    }
+    return out;
+}
+
+static json_t *final_line(const gw_gen_view *v, const char *text, const char *thinking, json_t *calls) {
     sipp_request_stats st;
     sipp_request_get_stats(v->req, &st);
-    json_t *j = line(v, text, strlen(text), true);
-    bool length = sipp_request_finish_reason(v->req) == SIPP_FINISH_LENGTH;
+    json_t *j = line(v, text, thinking, calls, true);
+    bool length = strcmp(v->choices[0].finish, "length") == 0;
     json_object_set_new(j, "done_reason", json_string(length ? "length" : "stop"));
     json_object_set_new(j, "total_duration", json_integer((json_int_t)(st.total_ms * NS_PER_MS)));
     json_object_set_new(j, "load_duration", json_integer(0));
@@ -416,54 +452,115 @@ static json_t *final_line(const gw_gen_view *v, const char *text) {
 }
 
 static void ol_begin(const gw_gen_view *v, sipp_buf *out) {}
-static void ol_piece(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
-    append_line(out, line(v, text, len, false));
+
+/* Text and thinking stream as they come; tool calls are sent whole, as Ollama sends them. */
+static void ol_delta(const gw_gen_view *v, size_t index, json_t *d, json_t *logprobs, sipp_buf *out) {
+    const char *text = json_string_value(json_object_get(d, "content"));
+    const char *thinking = json_string_value(json_object_get(d, "reasoning_content"));
+    if (!st_of(v)->chat && !text) text = json_string_value(json_object_get(d, "text"));
+    if ((text && *text) || (thinking && *thinking)) append_line(out, line(v, text, thinking, NULL, false));
 }
-static void ol_end(const gw_gen_view *v, sipp_buf *out) { append_line(out, final_line(v, "")); }
+
+static void ol_end(const gw_gen_view *v, sipp_buf *out) {
+    json_t *calls = tool_calls(v);
+    if (calls) append_line(out, line(v, "", NULL, calls, false));
+    append_line(out, final_line(v, "", NULL, NULL));
+}
+
 static void ol_fail(const gw_gen_view *v, gw_error_kind kind, const char *msg, sipp_buf *out) {
     append_line(out, gw_error_json_in(GW_DIALECT_OLLAMA, kind, msg));
 }
-static json_t *ol_whole(const gw_gen_view *v) { return final_line(v, v->text); }
+
+static json_t *ol_whole(const gw_gen_view *v) {
+    json_t *m = v->choices[0].message;
+    const char *text = m ? json_string_value(json_object_get(m, "content")) : v->text;
+    const char *thinking = m ? json_string_value(json_object_get(m, "reasoning_content")) : NULL;
+    return final_line(v, text ? text : "", thinking, tool_calls(v));
+}
 
 static const gw_format ollama_format = {.id_prefix = "ollama-",
                                         .content_type = NDJSON,
+                                        .renames = renames,
                                         .begin = ol_begin,
-                                        .piece = ol_piece,
+                                        .delta = ol_delta,
                                         .end = ol_end,
                                         .fail = ol_fail,
                                         .whole = ol_whole};
 
 /* ---- chat and generate -------------------------------------------------------------------------- */
 
+/* Ollama's tool calls carry no ids: each call gets one here, and a tool message answers the
+ * oldest call not yet answered, which is how Ollama's templates pair them. */
 static bool translate_messages(gw_call *call, json_t *msgs, json_t *chat) {
     if (!json_is_array(msgs))
         return refuse(call, "'messages' must be an array of {\"role\", \"content\"} objects");
     json_t *out = json_array();
     json_object_set_new(chat, "messages", out);
-    size_t i;
+    json_t *pending = json_array(); /* ids of calls not yet answered */
+    size_t n_calls = 0, answered = 0, i;
     json_t *m;
+    bool ok = true;
     json_array_foreach(msgs, i, m) {
-        if (!json_is_object(m))
-            return refuse(call, "'messages[%zu]' must be an object with \"role\" and \"content\"", i);
+        if (!json_is_object(m)) {
+            ok = refuse(call, "'messages[%zu]' must be an object with \"role\" and \"content\"", i);
+            break;
+        }
         json_t *images = json_object_get(m, "images"), *calls = json_object_get(m, "tool_calls");
-        if (images && !json_is_null(images) && !(json_is_array(images) && json_array_size(images) == 0))
-            return refuse(call, "'messages[%zu].images' is not supported: the models here take text only", i);
-        if (calls && !json_is_null(calls) && !(json_is_array(calls) && json_array_size(calls) == 0))
-            return refuse(
-                call, "'messages[%zu].tool_calls' needs tool calling; this server does not support tools yet",
-                i);
-        const char *role = json_string_value(json_object_get(m, "role"));
-        if (role && strcmp(role, "tool") == 0)
-            return refuse(call,
-                          "'messages[%zu]' is a tool message, which needs tool calling; this server does not "
-                          "support tools yet",
-                          i);
+        if (images && !json_is_null(images) && !(json_is_array(images) && json_array_size(images) == 0)) {
+            ok = refuse(call, "'messages[%zu].images' is not supported: the models here take text only", i);
+            break;
+        }
         json_t *copy = json_object();
+        json_array_append_new(out, copy);
         gw_copy_field(m, "role", copy, NULL);
         gw_copy_field(m, "content", copy, NULL);
-        json_array_append_new(out, copy);
+        gw_copy_field(m, "thinking", copy, "reasoning_content");
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (role && strcmp(role, "tool") == 0) {
+            json_t *id = json_array_get(pending, answered);
+            if (!id) {
+                ok = refuse(call,
+                            "'messages[%zu]' is a tool message, but no tool call before it is unanswered", i);
+                break;
+            }
+            answered++;
+            json_object_set(copy, "tool_call_id", id);
+            continue;
+        }
+        if (!calls || json_is_null(calls)) continue;
+        if (!json_is_array(calls)) {
+            ok = refuse(
+                call,
+                "'messages[%zu].tool_calls' must be an array of {\"function\": {\"name\", \"arguments\"}}",
+                i);
+            break;
+        }
+        json_t *chat_calls = json_array();
+        json_object_set_new(copy, "tool_calls", chat_calls);
+        size_t k;
+        json_t *c;
+        json_array_foreach(calls, k, c) {
+            json_t *fn = json_object_get(c, "function"), *args = json_object_get(fn, "arguments");
+            if (!json_is_string(json_object_get(fn, "name")) || (args && !json_is_object(args))) {
+                ok = refuse(call,
+                            "'messages[%zu].tool_calls[%zu]' must be {\"function\": {\"name\", "
+                            "\"arguments\": {...}}}",
+                            i, k);
+                break;
+            }
+            char id[NAME_SIZE];
+            snprintf(id, sizeof id, "call_%zu", n_calls++);
+            char *text = args ? json_dumps(args, JSON_COMPACT) : NULL;
+            json_array_append_new(
+                chat_calls, json_pack("{s:s, s:s, s:{s:O, s:s}}", "id", id, "type", "function", "function",
+                                      "name", json_object_get(fn, "name"), "arguments", text ? text : "{}"));
+            free(text);
+            json_array_append_new(pending, json_string(id));
+        }
+        if (!ok) break;
     }
-    return true;
+    json_decref(pending);
+    return ok;
 }
 
 /* The reply to an empty request, which Ollama's clients send to load a model. */
@@ -485,7 +582,8 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
     json_t *chat = json_pack("{s:s}", "model", t ? t->cfg->name : (model ? model : ""));
     gw_api api = GW_API_CHAT;
     bool ok = gw_check_fields(call, root, is_chat ? chat_fields : generate_fields, API_NAME) &&
-              check_keep_alive(call, root) && check_think(call, root) && translate_format(call, root, chat);
+              check_keep_alive(call, root) && translate_think(call, root, chat) &&
+              translate_format(call, root, chat);
     if (ok && !model) ok = refuse(call, "'model' is missing: name one of the models GET /api/tags lists");
     if (ok && !tc) {
         gw_reply_error(call, GW_E_UNKNOWN_TARGET, "model '%s' not found; GET /api/tags lists the models",

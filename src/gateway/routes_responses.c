@@ -37,6 +37,7 @@
 #define RESPONSES_PREFIX "/v1/responses/"
 #define INPUT_ITEMS_SUFFIX "/input_items"
 #define ID_SIZE 96
+#define RID_SIZE 64 /* gw_call.request_id */
 #define KEY_PREFIX "resp-conversation:"
 #define OPENAI_DEFAULT_TEMPERATURE 1.0 /* what the chat layer uses when a request gives none */
 #define OPENAI_DEFAULT_TOP_P 1.0
@@ -45,6 +46,9 @@ static const gw_rename renames[] = {
     {"max_tokens", "max_output_tokens"},
     {"response_format", "text.format"},
     {"messages", "input"},
+    {"reasoning_effort", "reasoning.effort"},
+    {"tools[*].function", "tools[*]"},
+    {"tool_choice.function", "tool_choice"},
     {NULL, NULL},
 };
 
@@ -76,16 +80,26 @@ static const char *const known_fields[] = {
 
 /* What rendering needs beyond the generation: the request's own fields echoed in the response,
  * and what the store keeps. */
+typedef enum item_kind { ITEM_NONE, ITEM_REASONING, ITEM_MESSAGE, ITEM_CALL } item_kind;
+
 typedef struct resp_state {
-    char id[ID_SIZE];
-    char msg_id[ID_SIZE];
-    char *key;       /* the conversation's context key */
-    json_t *echo;    /* request fields the response object repeats */
-    json_t *history; /* chat messages of the conversation before this turn's output */
+    char id[ID_SIZE];   /* resp_... */
+    char rid[RID_SIZE]; /* the request id, which item ids carry */
+    char *key;          /* the conversation's context key */
+    json_t *echo;       /* request fields the response object repeats */
+    json_t *history;    /* chat messages of the conversation before this turn's output */
     json_t *input_items;
     bool store;
     int seq; /* the next sequence_number */
     double created_at;
+    /* streaming: the items sent so far, and the one open */
+    json_t *items;
+    item_kind open;
+    size_t open_index;
+    char open_id[ID_SIZE];
+    char *open_call_id, *open_name;
+    sipp_buf open_text; /* its text or arguments so far */
+    size_t n_calls;
 } resp_state;
 
 static void state_free(void *p) {
@@ -95,12 +109,16 @@ static void state_free(void *p) {
     json_decref(s->echo);
     json_decref(s->history);
     json_decref(s->input_items);
+    json_decref(s->items);
+    free(s->open_call_id);
+    free(s->open_name);
+    sipp_buf_free(&s->open_text);
     free(s);
 }
 
 static resp_state *state_of(const gw_gen_view *v) { return v->gen->route; }
 
-/* ---- the response object ------------------------------------------------------------------------ */
+/* ---- output items ------------------------------------------------------------------------------- */
 
 static json_t *usage_json(sipp_request *r) {
     sipp_request_stats s;
@@ -116,9 +134,67 @@ static json_t *text_part(const char *text) {
                      "logprobs");
 }
 
-static json_t *message_item(const resp_state *s, const char *status, json_t *content) {
-    return json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", s->msg_id, "type", "message", "status", status,
-                     "role", "assistant", "content", content);
+static json_t *reasoning_part(const char *text) {
+    return json_pack("{s:s, s:s}", "type", "reasoning_text", "text", text);
+}
+
+/* An item of kind k; text is the message's or the reasoning's text (NULL: no part yet), or the
+ * call's arguments. */
+static json_t *make_item(item_kind k, const char *id, const char *status, const char *text,
+                         const char *call_id, const char *name) {
+    switch (k) {
+    case ITEM_REASONING:
+        return json_pack("{s:s, s:s, s:s, s:[], s:o}", "id", id, "type", "reasoning", "status", status,
+                         "summary", "content", text ? json_pack("[o]", reasoning_part(text)) : json_array());
+    case ITEM_CALL:
+        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type", "function_call", "status",
+                         status, "call_id", call_id ? call_id : "", "name", name ? name : "", "arguments",
+                         text ? text : "");
+    case ITEM_MESSAGE:
+    default:
+        return json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", id, "type", "message", "status", status, "role",
+                         "assistant", "content", text ? json_pack("[o]", text_part(text)) : json_array());
+    }
+}
+
+static void item_id(const resp_state *s, item_kind k, size_t call, char *out, size_t cap) {
+    if (k == ITEM_CALL)
+        snprintf(out, cap, "fc_%s_%zu", s->rid, call);
+    else
+        snprintf(out, cap, "%s_%s", k == ITEM_REASONING ? "rs" : "msg", s->rid);
+}
+
+static bool incomplete(const gw_gen_view *v) { return strcmp(v->choices[0].finish, "length") == 0; }
+
+/* The output of a finished answer: its reasoning, its message (when it has text, or calls nothing),
+ * then one function_call item per tool call. */
+static json_t *output_items(const gw_gen_view *v) {
+    const resp_state *s = state_of(v);
+    json_t *m = v->choices[0].message, *out = json_array();
+    const char *status = incomplete(v) ? "incomplete" : "completed";
+    const char *content = json_string_value(json_object_get(m, "content"));
+    const char *reasoning = json_string_value(json_object_get(m, "reasoning_content"));
+    json_t *calls = json_object_get(m, "tool_calls");
+    char id[ID_SIZE];
+    if (reasoning && *reasoning) {
+        item_id(s, ITEM_REASONING, 0, id, sizeof id);
+        json_array_append_new(out, make_item(ITEM_REASONING, id, status, reasoning, NULL, NULL));
+    }
+    if ((content && *content) || json_array_size(calls) == 0) {
+        item_id(s, ITEM_MESSAGE, 0, id, sizeof id);
+        json_array_append_new(out, make_item(ITEM_MESSAGE, id, status, content ? content : "", NULL, NULL));
+    }
+    size_t k;
+    json_t *c;
+    json_array_foreach(calls, k, c) {
+        json_t *fn = json_object_get(c, "function");
+        item_id(s, ITEM_CALL, k, id, sizeof id);
+        json_array_append_new(out, make_item(ITEM_CALL, id, "completed",
+                                             json_string_value(json_object_get(fn, "arguments")),
+                                             json_string_value(json_object_get(c, "id")),
+                                             json_string_value(json_object_get(fn, "name"))));
+    }
+    return out;
 }
 
 /* status: in_progress | completed | incomplete | failed. output and usage are stolen (NULL: none). */
@@ -135,16 +211,13 @@ static json_t *response_object(const gw_gen_view *v, const char *status, json_t 
     return r;
 }
 
-static bool incomplete(const gw_gen_view *v) {
-    return sipp_request_finish_reason(v->req) == SIPP_FINISH_LENGTH;
-}
-
-/* Keeps the finished response (a copy of r) with what a follow-up turn needs. */
+/* Keeps the finished response (a copy of r) with what a follow-up turn needs: the conversation,
+ * ending with this answer as a chat assistant message (its tool calls included). */
 static void store_response(const gw_gen_view *v, json_t *r) {
     resp_state *s = state_of(v);
     if (!s->store) return;
     json_t *history = json_deep_copy(s->history);
-    json_array_append_new(history, json_pack("{s:s, s:s}", "role", "assistant", "content", v->text));
+    json_array_append_new(history, json_deep_copy(v->choices[0].message));
     json_t *entry = json_pack("{s:O, s:O, s:o, s:s}", "response", r, "input_items", s->input_items, "history",
                               history, "key", s->key ? s->key : "");
     if (!gw_responses_put(v->call->srv->responses, s->id, entry))
@@ -153,14 +226,14 @@ static void store_response(const gw_gen_view *v, json_t *r) {
                 s->id);
 }
 
-static json_t *final_response(const gw_gen_view *v) {
-    const resp_state *s = state_of(v);
-    json_t *output = json_pack("[o]", message_item(s, incomplete(v) ? "incomplete" : "completed",
-                                                   json_pack("[o]", text_part(v->text))));
+/* The finished response with output (stolen), stored. */
+static json_t *final_response(const gw_gen_view *v, json_t *output) {
     json_t *r = response_object(v, incomplete(v) ? "incomplete" : "completed", output, usage_json(v->req));
     store_response(v, r);
     return r;
 }
+
+static json_t *rs_whole(const gw_gen_view *v) { return final_response(v, output_items(v)); }
 
 /* ---- stream ------------------------------------------------------------------------------------- */
 
@@ -172,60 +245,136 @@ static void event(const gw_gen_view *v, const char *type, json_t *fields, sipp_b
     gw_sse_json(out, type, fields);
 }
 
-static json_t *part_position(const resp_state *s) {
-    return json_pack("{s:s, s:i, s:i}", "item_id", s->msg_id, "output_index", 0, "content_index", 0);
+/* {"item_id", "output_index"} of the open item (and "content_index": 0 for a part's events). */
+static json_t *position(const resp_state *s, bool part) {
+    json_t *f = json_pack("{s:s, s:I}", "item_id", s->open_id, "output_index", (json_int_t)s->open_index);
+    if (part) json_object_set_new(f, "content_index", json_integer(0));
+    return f;
+}
+
+static void open_item(const gw_gen_view *v, item_kind k, size_t call, const char *call_id, const char *name,
+                      sipp_buf *out) {
+    resp_state *s = state_of(v);
+    s->open = k;
+    s->open_index = json_array_size(s->items);
+    s->open_text.len = 0;
+    item_id(s, k, call, s->open_id, sizeof s->open_id);
+    free(s->open_call_id);
+    free(s->open_name);
+    s->open_call_id = call_id ? strdup(call_id) : NULL;
+    s->open_name = name ? strdup(name) : NULL;
+    json_t *item = make_item(k, s->open_id, "in_progress", NULL, call_id, name);
+    json_array_append(s->items, item);
+    event(v, "response.output_item.added",
+          json_pack("{s:I, s:o}", "output_index", (json_int_t)s->open_index, "item", item), out);
+    if (k == ITEM_MESSAGE) {
+        json_t *f = position(s, true);
+        json_object_set_new(f, "part", text_part(""));
+        event(v, "response.content_part.added", f, out);
+    }
+}
+
+static const char *open_text(const resp_state *s) { return s->open_text.data ? s->open_text.data : ""; }
+
+static void close_item(const gw_gen_view *v, const char *status, sipp_buf *out) {
+    resp_state *s = state_of(v);
+    if (s->open == ITEM_NONE) return;
+    const char *text = open_text(s);
+    json_t *f = position(s, s->open != ITEM_CALL);
+    if (s->open == ITEM_MESSAGE) {
+        json_object_set_new(f, "text", json_string(text));
+        json_object_set_new(f, "logprobs", json_array());
+        event(v, "response.output_text.done", f, out);
+        f = position(s, true);
+        json_object_set_new(f, "part", text_part(text));
+        event(v, "response.content_part.done", f, out);
+    } else if (s->open == ITEM_REASONING) {
+        json_object_set_new(f, "text", json_string(text));
+        event(v, "response.reasoning_text.done", f, out);
+    } else {
+        json_object_set_new(f, "arguments", json_string(text));
+        event(v, "response.function_call_arguments.done", f, out);
+    }
+    json_t *item = make_item(s->open, s->open_id, s->open == ITEM_CALL ? "completed" : status, text,
+                             s->open_call_id, s->open_name);
+    json_array_set(s->items, s->open_index, item);
+    event(v, "response.output_item.done",
+          json_pack("{s:I, s:o}", "output_index", (json_int_t)s->open_index, "item", item), out);
+    s->open = ITEM_NONE;
+}
+
+/* Text for an item of kind k (opened when another kind is open), with its delta event. */
+static void text_delta(const gw_gen_view *v, item_kind k, const char *text, size_t len, sipp_buf *out) {
+    resp_state *s = state_of(v);
+    if (s->open != k) {
+        close_item(v, "completed", out);
+        open_item(v, k, 0, NULL, NULL, out);
+    }
+    sipp_buf_append(&s->open_text, text, len);
+    json_t *f = position(s, k != ITEM_CALL);
+    json_object_set_new(f, "delta", json_stringn(text, len));
+    if (k == ITEM_MESSAGE) json_object_set_new(f, "logprobs", json_array());
+    event(v,
+          k == ITEM_MESSAGE     ? "response.output_text.delta"
+          : k == ITEM_REASONING ? "response.reasoning_text.delta"
+                                : "response.function_call_arguments.delta",
+          f, out);
 }
 
 static void rs_begin(const gw_gen_view *v, sipp_buf *out) {
-    const resp_state *s = state_of(v);
     event(v, "response.created",
           json_pack("{s:o}", "response", response_object(v, "in_progress", NULL, NULL)), out);
     event(v, "response.in_progress",
           json_pack("{s:o}", "response", response_object(v, "in_progress", NULL, NULL)), out);
-    event(v, "response.output_item.added",
-          json_pack("{s:i, s:o}", "output_index", 0, "item", message_item(s, "in_progress", json_array())),
-          out);
-    json_t *f = part_position(s);
-    json_object_set_new(f, "part", text_part(""));
-    event(v, "response.content_part.added", f, out);
 }
 
-static void rs_piece(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
-    json_t *f = part_position(state_of(v));
-    json_object_set_new(f, "delta", json_stringn(text, len));
-    json_object_set_new(f, "logprobs", json_array());
-    event(v, "response.output_text.delta", f, out);
+/* A parsed chat delta: content, reasoning_content, or a tool call's start or argument fragment. */
+static void rs_delta(const gw_gen_view *v, size_t index, json_t *d, json_t *logprobs, sipp_buf *out) {
+    resp_state *s = state_of(v);
+    json_t *t;
+    if ((t = json_object_get(d, "reasoning_content")) && json_string_length(t))
+        text_delta(v, ITEM_REASONING, json_string_value(t), json_string_length(t), out);
+    if ((t = json_object_get(d, "content")) && json_string_length(t))
+        text_delta(v, ITEM_MESSAGE, json_string_value(t), json_string_length(t), out);
+    size_t k;
+    json_t *tc;
+    json_array_foreach(json_object_get(d, "tool_calls"), k, tc) {
+        json_t *fn = json_object_get(tc, "function");
+        if (json_is_string(json_object_get(tc, "id"))) { /* a new call */
+            close_item(v, "completed", out);
+            open_item(v, ITEM_CALL, s->n_calls++, json_string_value(json_object_get(tc, "id")),
+                      json_string_value(json_object_get(fn, "name")), out);
+        }
+        json_t *args = json_object_get(fn, "arguments");
+        if (s->open == ITEM_CALL && json_string_length(args))
+            text_delta(v, ITEM_CALL, json_string_value(args), json_string_length(args), out);
+    }
 }
 
 static void rs_end(const gw_gen_view *v, sipp_buf *out) {
-    const resp_state *s = state_of(v);
-    json_t *f = part_position(s);
-    json_object_set_new(f, "text", json_string(v->text));
-    json_object_set_new(f, "logprobs", json_array());
-    event(v, "response.output_text.done", f, out);
-    f = part_position(s);
-    json_object_set_new(f, "part", text_part(v->text));
-    event(v, "response.content_part.done", f, out);
-    json_t *r = final_response(v);
-    event(v, "response.output_item.done",
-          json_pack("{s:i, s:O}", "output_index", 0, "item", json_array_get(json_object_get(r, "output"), 0)),
-          out);
+    resp_state *s = state_of(v);
+    const char *status = incomplete(v) ? "incomplete" : "completed";
+    if (json_array_size(s->items) == 0 && s->open == ITEM_NONE)
+        open_item(v, ITEM_MESSAGE, 0, NULL, NULL, out);
+    close_item(v, status, out);
+    json_t *r = final_response(v, json_deep_copy(s->items));
     event(v, incomplete(v) ? "response.incomplete" : "response.completed", json_pack("{s:o}", "response", r),
           out);
 }
 
 static void rs_fail(const gw_gen_view *v, gw_error_kind kind, const char *message, sipp_buf *out) {
-    json_t *r = response_object(v, "failed", NULL, usage_json(v->req));
+    json_t *r = response_object(v, "failed", json_deep_copy(state_of(v)->items), usage_json(v->req));
     json_object_set_new(r, "error", json_pack("{s:s, s:s}", "code", gw_error_code(kind), "message", message));
     event(v, "response.failed", json_pack("{s:o}", "response", r), out);
 }
 
 static const gw_format responses_format = {.id_prefix = "resp_",
+                                           .renames = renames,
                                            .begin = rs_begin,
-                                           .piece = rs_piece,
+                                           .delta = rs_delta,
                                            .end = rs_end,
                                            .fail = rs_fail,
-                                           .whole = final_response};
+                                           .whole = rs_whole};
 
 /* ---- request translation ------------------------------------------------------------------------ */
 
@@ -285,17 +434,79 @@ static bool item_text(xlate *x, json_t *content, size_t i, sipp_buf *text) {
     return true;
 }
 
+/* Keeps an input item (with an id) for GET /v1/responses/{id}/input_items. */
+static void keep_item(xlate *x, json_t *item) {
+    json_t *copy = json_deep_copy(item);
+    if (!json_object_get(copy, "id")) {
+        char id[ID_SIZE];
+        snprintf(id, sizeof id, "item_%s_%zu", x->call->request_id, json_array_size(x->input_items));
+        json_object_set_new(copy, "id", json_string(id));
+    }
+    json_array_append_new(x->input_items, copy);
+}
+
+/* A function_call item joins the assistant turn before it (a model's text and its calls are one
+ * chat message), or starts one. */
+static void add_tool_call(json_t *messages, json_t *call) {
+    json_t *last = json_array_get(messages, json_array_size(messages) - 1);
+    const char *role = json_string_value(json_object_get(last, "role"));
+    if (!role || strcmp(role, "assistant") != 0) {
+        last = json_pack("{s:s, s:s}", "role", "assistant", "content", "");
+        json_array_append_new(messages, last);
+    }
+    json_t *calls = json_object_get(last, "tool_calls");
+    if (!calls) json_object_set_new(last, "tool_calls", calls = json_array());
+    json_array_append(calls, call);
+}
+
+static bool function_call_item(xlate *x, json_t *item, size_t i) {
+    json_t *id = json_object_get(item, "call_id"), *name = json_object_get(item, "name"),
+           *args = json_object_get(item, "arguments");
+    if (!json_is_string(id)) return refuse(x, "'input[%zu].call_id' must be a string", i);
+    if (!json_is_string(name)) return refuse(x, "'input[%zu].name' must be a string", i);
+    if (!json_is_string(args))
+        return refuse(x, "'input[%zu].arguments' must be a string (the arguments as JSON text)", i);
+    json_t *call = json_pack("{s:O, s:s, s:{s:O, s:O}}", "id", id, "type", "function", "function", "name",
+                             name, "arguments", args);
+    add_tool_call(x->messages, call);
+    add_tool_call(x->history, call);
+    json_decref(call);
+    keep_item(x, item);
+    return true;
+}
+
+static bool function_output_item(xlate *x, json_t *item, size_t i) {
+    json_t *id = json_object_get(item, "call_id"), *output = json_object_get(item, "output");
+    if (!json_is_string(id)) return refuse(x, "'input[%zu].call_id' must be a string", i);
+    sipp_buf text = {0};
+    char where[64];
+    snprintf(where, sizeof where, "input[%zu].output", i);
+    if (!json_is_string(output) && !json_is_array(output))
+        return refuse(x, "'%s' must be a string or input_text parts", where);
+    bool ok = item_text(x, output, i, &text);
+    if (ok) {
+        json_t *m = json_pack("{s:s, s:O, s:s}", "role", "tool", "tool_call_id", id, "content",
+                              text.data ? text.data : "");
+        json_array_append(x->messages, m);
+        json_array_append_new(x->history, m);
+        keep_item(x, item);
+    }
+    sipp_buf_free(&text);
+    return ok;
+}
+
 static bool input_item(xlate *x, json_t *item, size_t i) {
     if (!json_is_object(item)) return refuse(x, "'input[%zu]' must be an object (a message item)", i);
     const char *type = json_string_value(json_object_get(item, "type"));
-    if (type && (strcmp(type, "function_call") == 0 || strcmp(type, "function_call_output") == 0))
-        return refuse(
-            x, "'input[%zu]' is a %s item, which needs tool calling; this server does not support tools yet",
-            i, type);
+    if (type && strcmp(type, "function_call") == 0) return function_call_item(x, item, i);
+    if (type && strcmp(type, "function_call_output") == 0) return function_output_item(x, item, i);
     if (type && strcmp(type, "reasoning") == 0)
         return true; /* templates drop past reasoning; see docs/gateway.md */
     if (type && strcmp(type, "message") != 0)
-        return refuse(x, "'input[%zu].type' '%s' is not supported; use message items", i, type);
+        return refuse(x,
+                      "'input[%zu].type' '%s' is not supported; use message, function_call or "
+                      "function_call_output items",
+                      i, type);
     const char *role = json_string_value(json_object_get(item, "role"));
     if (!role)
         return refuse(x, "'input[%zu].role' must be a string (user, system, developer or assistant)", i);
@@ -393,7 +604,10 @@ static bool translate_tools(xlate *x, json_t *root, json_t *chat) {
             json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name", json_object_get(tc, "name")));
     else if (tc)
         json_object_set(chat, "tool_choice", tc);
-    gw_copy_field(root, "parallel_tool_calls", chat, NULL);
+    /* The Responses API's default is true (chat completions' is false). */
+    if (!gw_copy_field(root, "parallel_tool_calls", chat, NULL) &&
+        json_array_size(json_object_get(chat, "tools")))
+        json_object_set_new(chat, "parallel_tool_calls", json_true());
     return true;
 }
 
@@ -402,11 +616,19 @@ static bool translate_tools(xlate *x, json_t *root, json_t *chat) {
 static bool check_options(xlate *x, json_t *root) {
     json_t *r = json_object_get(root, "reasoning");
     if (r && !json_is_null(r)) {
-        json_t *effort = json_object_get(r, "effort");
-        if (!json_is_object(r) || (effort && !json_is_null(effort)))
-            return refuse(
-                x,
-                "'reasoning.effort' is not supported by this server yet (no thinking switch); leave it out");
+        json_t *effort = json_object_get(r, "effort"), *summary = json_object_get(r, "summary");
+        if (!json_is_object(r))
+            return refuse(x, "'reasoning' must be an object such as {\"effort\": \"low\"}");
+        if (effort && !json_is_null(effort) && !json_is_string(effort))
+            return refuse(x, "'reasoning.effort' must be a string (none, minimal, low, medium, high)");
+        if (summary && !json_is_null(summary) && !json_is_string(summary))
+            return refuse(x, "'reasoning.summary' must be a string (auto, concise, detailed)");
+        const char *key;
+        json_t *v;
+        json_object_foreach(r, key, v) {
+            if (strcmp(key, "effort") != 0 && strcmp(key, "summary") != 0)
+                return refuse(x, "'reasoning.%s' is not supported; only effort and summary are", key);
+        }
     }
     json_t *inc = json_object_get(root, "include");
     if (inc && !json_is_null(inc)) {
@@ -473,7 +695,8 @@ void gw_route_responses(gw_call *call) {
     json_t *prev = NULL;
     if (ok) {
         snprintf(s->id, sizeof s->id, "resp_%s", call->request_id);
-        snprintf(s->msg_id, sizeof s->msg_id, "msg_%s", call->request_id);
+        snprintf(s->rid, sizeof s->rid, "%s", call->request_id);
+        s->items = json_array();
         s->created_at = gw_unix_now();
         s->store = !json_is_false(json_object_get(root, "store"));
         const char *instructions = json_string_value(json_object_get(root, "instructions"));
@@ -525,6 +748,13 @@ void gw_route_responses(gw_call *call) {
     gw_copy_field(root, "temperature", chat, NULL);
     gw_copy_field(root, "top_p", chat, NULL);
     gw_copy_field(root, "max_output_tokens", chat, "max_tokens");
+    /* reasoning.effort is the chat layer's reasoning_effort (the template's thinking switch);
+     * reasoning comes back as reasoning items, in full: summary has nothing to choose. */
+    json_t *effort = json_object_get(json_object_get(root, "reasoning"), "effort");
+    if (json_is_string(effort)) {
+        const char *e = json_string_value(effort);
+        json_object_set_new(chat, "reasoning_effort", json_string(strcmp(e, "minimal") == 0 ? "low" : e));
+    }
     json_object_set_new(chat, "messages", x.messages);
     if (s->key) json_object_set_new(chat, "context_key", json_string(s->key));
     s->echo = echo_fields(root);

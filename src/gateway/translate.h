@@ -9,7 +9,10 @@
 
 #define GW_TIME_SIZE 48
 
-/* A field's name in chat-completions terms and in the route's API; a table ends with {NULL}. */
+/* A field's name in chat-completions terms and in the route's API; a table ends with {NULL}, and
+ * the first entry that matches wins. GW_RENAME_INDEX stands for an array index in both names:
+ * {"tools[*].function", "tools[*]"} renames 'tools[2].function.name' to 'tools[2].name'. */
+#define GW_RENAME_INDEX '*'
 typedef struct gw_rename {
     const char *chat;
     const char *api;

@@ -36,7 +36,7 @@ RESPONSES_ORDER = [
     "response.output_item.done",
 ]
 MESSAGES_ORDER = ["message_start", "content_block_start", "ping", "content_block_delta", "content_block_stop",
-                  "message_delta", "message_stop"]
+                  "message_delta", "message_stop"]  # Anthropic's example stream, ping included
 
 
 def kinds(types):
@@ -205,16 +205,22 @@ class ResponsesTest(AgentAPIBase):
             ({"input": None}, "'input' is missing"),
             ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "'input[0].content[0].type'"),
             ({"input": [{"role": "robot", "content": "x"}]}, "'input[0].role'"),
-            ({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]}, "'input[0]'"),
             ({"input": [{"type": "item_reference", "id": "x"}]}, "'input[0].type'"),
             ({"instructions": 3}, "'instructions'"),
-            ({"text": {"format": {"type": "json_object"}}}, "'text.format"),
             ({"text": {"color": "red"}}, "'text.color'"),
-            ({"reasoning": {"effort": "high"}}, "'reasoning.effort'"),
             ({"include": ["file_search_call.results"]}, "'include[0]'"),
             ({"truncation": "auto"}, "'truncation'"),
             ({"tools": [{"type": "web_search"}]}, "'tools[0].type'"),
-            ({"tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}]}, "'tools'"),
+            ({"tools": [{"type": "function", "parameters": {"type": "object"}}]}, "'tools[0].name'"),
+            ({"tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+              "tool_choice": {"type": "function", "name": "g"}}, "'tool_choice'"),
+            ({"tool_choice": "sometimes"}, "'tool_choice'"),
+            ({"text": {"format": {"type": "bogus"}}}, "'text.format.type'"),
+            ({"reasoning": {"effort": 3}}, "'reasoning.effort'"),
+            ({"reasoning": {"effort": "high", "colour": "red"}}, "'reasoning.colour'"),
+            ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "'input[0].call_id'"),
+            ({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": {}}]}, "'input[0].arguments'"),
+            ({"input": [{"type": "function_call_output", "output": "x"}]}, "'input[0].call_id'"),
             ({"store": "yes"}, "'store'"),
             ({"previous_response_id": 5}, "'previous_response_id'"),
             ({"background": True}, "'background'"),
@@ -391,13 +397,22 @@ class MessagesTest(AgentAPIBase):
             ({"messages": []}, "'messages'"),
             ({"messages": [{"role": "system", "content": "x"}]}, "'messages[0].role'"),
             ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, "'messages[0].content[0].type'"),
-            ({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}]},
-             "'messages[0].content[0]'"),
             ({"system": 5}, "'system'"),
             ({"stop_sequences": "x"}, "'stop_sequences'"),
-            ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "'thinking'"),
-            ({"tools": [{"name": "f", "input_schema": {"type": "object"}}]}, "'tools'"),
-            ({"tool_choice": {"type": "any"}}, "'tool_choice'"),
+            ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "'thinking.budget_tokens'"),  # no thinking tags
+            ({"thinking": {"type": "enabled"}}, "'thinking.budget_tokens'"),
+            ({"thinking": {"type": "sometimes"}}, "'thinking.type'"),
+            ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "'tools[0].type'"),
+            ({"tools": [{"input_schema": {"type": "object"}}]}, "'tools[0].name'"),
+            ({"tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "tool", "name": "g"}},
+             "'tool_choice'"),
+            ({"tool_choice": {"type": "maybe"}}, "'tool_choice.type'"),
+            ({"messages": [{"role": "user", "content": [{"type": "tool_result", "content": "x"}]}]},
+             "'messages[0].content[0].tool_use_id'"),
+            ({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": "x"}]}]},
+             "'messages[0].content[0].input'"),
+            ({"messages": [{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]},
+             "'messages[0].content[0].type'"),
             ({"container": "x"}, "'container'"),
         ]
         for extra, name in cases:
@@ -529,12 +544,13 @@ class OllamaTest(AgentAPIBase):
             ({"keep_alive": "5m"}, "'keep_alive'"),
             ({"keep_alive": 0}, "'keep_alive'"),
             ({"format": 3}, "'format'"),
-            ({"format": "json"}, "'format"),
-            ({"think": True}, "'think'"),
-            ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}, "'tools'"),
             ({"messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}, "'messages[0].images'"),
-            ({"messages": [{"role": "tool", "content": "x"}]}, "'messages[0]'"),
             ({"stream": "no"}, "'stream'"),
+            ({"think": "very"}, "'think'"),
+            ({"messages": [{"role": "tool", "content": "x"}]}, "'messages[0]'"),
+            ({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"function": {"arguments": {}}}]}]},
+             "'messages[0].tool_calls[0]'"),
+            ({"tools": [{"type": "function", "function": {"parameters": {"type": "object"}}}]}, "'tools[0].function.name'"),
             ({"mystery": 1}, "'mystery'"),
         ]
         for extra, name in cases:
@@ -627,3 +643,169 @@ class OllamaTest(AgentAPIBase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+QWEN_TEMPLATE = os.path.join(os.path.dirname(gw.VOCAB), "..", "source", "models", "templates", "Qwen-Qwen2.5-7B-Instruct.jinja")
+QWEN_VOCAB = os.path.join(os.path.dirname(gw.VOCAB), "ggml-vocab-qwen2.gguf")
+TOOL = "qwen"
+WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]},
+                                                   "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+                  "required": ["city", "days"], "additionalProperties": False}
+
+
+def valid_weather(args):
+    """The arguments obey WEATHER_SCHEMA: a random-weight model only manages it under the grammar."""
+    return (isinstance(args, dict) and set(args) == {"city", "days"} and args["city"] in ("Paris", "Rome", "Oslo") and
+            isinstance(args["days"], int) and not isinstance(args["days"], bool) and 1 <= args["days"] <= 7)
+
+
+class AgentToolsTest(unittest.TestCase):
+    """Tools, tool choice and structured output through each API, on a random-weight model with a real
+    vocabulary and a real template (Qwen 2.5): the output can only be valid when the grammar made from
+    the schema really constrains it."""
+
+    @classmethod
+    def setUpClass(cls):
+        gw.check_build()
+        cls.path = os.path.join(gw.tmpdir(), "qwen.gguf")
+        r = subprocess.run([gw.SYNTH, "--out", cls.path, "--vocab", QWEN_VOCAB, "--chat-template-file", QWEN_TEMPLATE,
+                            "--seed", "1", *gw.TINY], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        cls.gw = gw.serve_config(gw.local_target(TOOL, path=cls.path, parallel=2, ctx=4096))
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.gw.stop()
+        assert rc == 0, f"sipp serve exited with {rc}:\n{cls.gw.text()}"
+
+    # ---- Responses ----
+
+    def responses_body(self, **kw):
+        return {"model": TOOL, "input": "What is the weather in Paris?", "max_output_tokens": 400, "temperature": 0,
+                "tools": [{"type": "function", "name": "get_weather", "description": "Weather by city",
+                           "parameters": WEATHER_SCHEMA, "strict": True}],
+                "tool_choice": "required", "parallel_tool_calls": False, **kw}
+
+    def test_responses_required_tool(self):
+        status, _, r = self.gw.json("POST", "/v1/responses", self.responses_body())
+        self.assertEqual(status, 200, r)
+        calls = [o for o in r["output"] if o["type"] == "function_call"]
+        self.assertEqual(len(calls), 1, r["output"])
+        self.assertEqual(calls[0]["name"], "get_weather")
+        self.assertTrue(calls[0]["call_id"].startswith("call_"))
+        self.assertTrue(valid_weather(json.loads(calls[0]["arguments"])), calls[0]["arguments"])
+        self.assertEqual(r["status"], "completed")
+
+    def test_responses_named_tool_streamed(self):
+        body = self.responses_body(tool_choice={"type": "function", "name": "get_weather"}, stream=True)
+        _, _, events = self.gw.sse("/v1/responses", body)
+        data = [json.loads(d) for _, d in events]
+        names = kinds([d["type"] for d in data])
+        self.assertEqual(names, ["response.created", "response.in_progress", "response.output_item.added",
+                                 "response.function_call_arguments.delta", "response.function_call_arguments.done",
+                                 "response.output_item.done", "response.completed"])
+        args = "".join(d["delta"] for d in data if d["type"] == "response.function_call_arguments.delta")
+        done = next(d for d in data if d["type"] == "response.function_call_arguments.done")
+        self.assertEqual(done["arguments"], args)
+        self.assertTrue(valid_weather(json.loads(args)), args)
+        final = data[-1]["response"]
+        self.assertEqual(final["output"][0]["arguments"], args)
+        # The streamed call equals the plain one (same prompt, greedy).
+        _, _, plain = self.gw.json("POST", "/v1/responses", self.responses_body(tool_choice={"type": "function",
+                                                                                          "name": "get_weather"}))
+        self.assertEqual(plain["output"][0]["arguments"], args)
+
+    def test_responses_tool_round_trip(self):
+        _, _, first = self.gw.json("POST", "/v1/responses", self.responses_body())
+        call = next(o for o in first["output"] if o["type"] == "function_call")
+        out = {"type": "function_call_output", "call_id": call["call_id"], "output": "Sunny, 21 C"}
+        # Through the store ...
+        status, _, second = self.gw.json("POST", "/v1/responses", self.responses_body(
+            input=[out], previous_response_id=first["id"], tool_choice="none", max_output_tokens=8))
+        self.assertEqual(status, 200, second)
+        self.assertEqual(second["output"][0]["type"], "message")
+        self.assertGreaterEqual(second["usage"]["input_tokens_details"]["cached_tokens"], first["usage"]["input_tokens"])
+        # ... and with the whole history in the input, as a client with store: false sends it.
+        items = [{"role": "user", "content": "What is the weather in Paris?"},
+                 {"type": "function_call", "call_id": call["call_id"], "name": call["name"], "arguments": call["arguments"]},
+                 out]
+        status, _, third = self.gw.json("POST", "/v1/responses", self.responses_body(
+            input=items, store=False, tool_choice="none", max_output_tokens=8))
+        self.assertEqual(status, 200, third)
+        self.assertEqual(third["output"], [dict(second["output"][0], id=third["output"][0]["id"])])
+
+    def test_responses_json_schema(self):
+        body = {"model": TOOL, "input": "Weather?", "max_output_tokens": 400, "temperature": 0,
+                "text": {"format": {"type": "json_schema", "name": "weather", "schema": WEATHER_SCHEMA, "strict": True}}}
+        status, _, r = self.gw.json("POST", "/v1/responses", body)
+        self.assertEqual(status, 200, r)
+        self.assertEqual(r["text"]["format"]["type"], "json_schema")
+        self.assertTrue(valid_weather(json.loads(r["output"][0]["content"][0]["text"])), r["output"])
+
+    # ---- Messages ----
+
+    def messages_body(self, **kw):
+        return {"model": TOOL, "max_tokens": 400, "temperature": 0,
+                "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+                "tools": [{"name": "get_weather", "description": "Weather by city", "input_schema": WEATHER_SCHEMA}],
+                "tool_choice": {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True}, **kw}
+
+    def test_messages_tool_choice_tool(self):
+        status, _, m = self.gw.json("POST", "/v1/messages", self.messages_body())
+        self.assertEqual(status, 200, m)
+        self.assertEqual(m["stop_reason"], "tool_use")
+        uses = [b for b in m["content"] if b["type"] == "tool_use"]
+        self.assertEqual(len(uses), 1, m["content"])
+        self.assertEqual(uses[0]["name"], "get_weather")
+        self.assertTrue(valid_weather(uses[0]["input"]), uses[0])
+        # The answer goes back as a tool_result, and the model answers in prose.
+        follow = self.messages_body(tool_choice={"type": "none"}, max_tokens=8, messages=[
+            {"role": "user", "content": "What is the weather in Paris?"},
+            {"role": "assistant", "content": m["content"]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": uses[0]["id"], "content": "Sunny"},
+                                         {"type": "tool_result", "tool_use_id": uses[0]["id"], "is_error": True,
+                                          "content": [{"type": "text", "text": "timeout"}]}]}])
+        status, _, m2 = self.gw.json("POST", "/v1/messages", follow)
+        self.assertEqual(status, 200, m2)
+        self.assertEqual(m2["content"][0]["type"], "text")
+        status, _, counted = self.gw.json("POST", "/v1/messages/count_tokens",
+                                          {k: follow[k] for k in ("model", "messages", "tools", "tool_choice")})
+        self.assertEqual(status, 200, counted)
+        self.assertEqual(counted["input_tokens"], m2["usage"]["input_tokens"] + m2["usage"]["cache_read_input_tokens"])
+
+    def test_messages_tool_streamed(self):
+        _, _, events = self.gw.sse("/v1/messages", self.messages_body(stream=True))
+        data = [json.loads(d) for _, d in events]
+        self.assertEqual(kinds([d["type"] for d in data]), MESSAGES_ORDER)
+        start = next(d for d in data if d["type"] == "content_block_start")
+        self.assertEqual(start["content_block"]["type"], "tool_use")
+        partial = "".join(d["delta"]["partial_json"] for d in data if d["type"] == "content_block_delta")
+        self.assertTrue(all(d["delta"]["type"] == "input_json_delta" for d in data if d["type"] == "content_block_delta"))
+        self.assertTrue(valid_weather(json.loads(partial)), partial)
+        delta = next(d for d in data if d["type"] == "message_delta")
+        self.assertEqual(delta["delta"]["stop_reason"], "tool_use")
+        _, _, plain = self.gw.json("POST", "/v1/messages", self.messages_body())
+        self.assertEqual(json.loads(partial), plain["content"][0]["input"])
+
+    # ---- Ollama ----
+
+    def test_ollama_format_schema_and_tool_history(self):
+        body = {"model": TOOL, "messages": [{"role": "user", "content": "Weather?"}], "stream": False,
+                "format": WEATHER_SCHEMA, "options": {"num_predict": 400, "temperature": 0}}
+        status, _, r = self.gw.json("POST", "/api/chat", body)
+        self.assertEqual(status, 200, r)
+        self.assertTrue(valid_weather(json.loads(r["message"]["content"])), r["message"])
+        status, _, r = self.gw.json("POST", "/api/generate", {"model": TOOL, "prompt": "Weather?", "stream": False,
+                                                             "format": "json", "options": {"num_predict": 200}})
+        self.assertEqual(status, 200, r)
+        self.assertIsInstance(json.loads(r["response"]), dict)
+        # A conversation with a tool call and its answer renders through the template.
+        history = [{"role": "user", "content": "Weather in Paris?"},
+                   {"role": "assistant", "content": "", "tool_calls": [
+                       {"function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 1}}}]},
+                   {"role": "tool", "content": "Sunny"}]
+        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER_SCHEMA}}]
+        status, _, r = self.gw.json("POST", "/api/chat", {"model": TOOL, "messages": history, "tools": tools,
+                                                         "stream": False, "options": {"num_predict": 4}})
+        self.assertEqual(status, 200, r)
+        self.assertEqual(r["message"]["role"], "assistant")

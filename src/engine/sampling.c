@@ -94,6 +94,20 @@ llama_token sipp_sample_argmax(const sipp_model *m, const float *logits, bool ig
 
 /* ---- grammar, budget and logprobs ------------------------------------------------------------- */
 
+/* Feeds the template's generation prompt (what it put after the last message) to a sampler that
+ * follows the answer's syntax from its very start. */
+static sipp_status prefill(const sipp_model *m, const chat_plan *p, struct llama_sampler *smpl, char *err) {
+    if (!p || !*p->generation_prompt) return SIPP_OK;
+    llama_token *toks = NULL;
+    int n = 0;
+    sipp_status st = sipp_model_tokenize_alloc((sipp_model *)m, p->generation_prompt, false, true, &toks, &n, err);
+    if (st != SIPP_OK) return st;
+    for (int i = 0; i < n; i++)
+        llama_sampler_accept(smpl, toks[i]);
+    free(toks);
+    return SIPP_OK;
+}
+
 sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err) {
     const chat_request *c = &r->chat;
     if (!c->grammar) return SIPP_OK;
@@ -111,17 +125,10 @@ sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err
     if (!r->grammar)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'grammar' does not parse as GBNF%s%s", *why ? ": " : "",
                          why);
-    if (!c->grammar_prefill || !c->plan || !*c->plan->generation_prompt) return SIPP_OK;
+    if (!c->grammar_prefill) return SIPP_OK;
     /* The grammar of a chat starts where the template's generation prompt ends (e.g. after an
      * opened "<think>" block): feed it those tokens. */
-    llama_token *toks = NULL;
-    int n = 0;
-    sipp_status st = sipp_model_tokenize_alloc((sipp_model *)m, c->plan->generation_prompt, false, true, &toks, &n, err);
-    if (st != SIPP_OK) return st;
-    for (int i = 0; i < n; i++)
-        llama_sampler_accept(r->grammar, toks[i]);
-    free(toks);
-    return SIPP_OK;
+    return prefill(m, c->plan, r->grammar, err);
 }
 
 sipp_sampler *sipp_sampler_new(const sipp_model *m, sipp_request *r, char *err) {
@@ -135,7 +142,7 @@ sipp_sampler *sipp_sampler_new(const sipp_model *m, sipp_request *r, char *err) 
     if (r->chat.thinking_budget >= 0 && p) {
         ss->budget = chat_budget_sampler_new(m->vocab, p->thinking_start, (const char *const *)p->thinking_end,
                                              p->n_thinking_end, r->chat.thinking_budget, err);
-        if (!ss->budget) {
+        if (!ss->budget || prefill(m, p, ss->budget, err) != SIPP_OK) {
             sipp_sampler_free(ss);
             return NULL;
         }

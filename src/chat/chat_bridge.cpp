@@ -294,6 +294,8 @@ sipp_status chat_apply(const chat_templates *t, const struct llama_vocab *vocab,
         if (inputs.tool_choice == COMMON_CHAT_TOOL_CHOICE_REQUIRED && !inputs.tools.empty() &&
             !cp.grammar.empty())
             cp.grammar = require_calls(cp.grammar);
+        /* Without tools the library leaves a caller's GBNF to the caller: it is the answer's grammar. */
+        if (cp.grammar.empty() && !inputs.grammar.empty()) cp.grammar = inputs.grammar;
         if (!inputs.parallel_tool_calls && !inputs.tools.empty() && !cp.grammar.empty())
             cp.grammar = single_call(cp.grammar);
 
@@ -466,7 +468,7 @@ sipp_status chat_schema_to_grammar(const char *schema_json, char **grammar, char
 
 struct llama_sampler *chat_budget_sampler_new(const struct llama_vocab *vocab, const char *start_tag,
                                               const char *const *end_tags, size_t n_end, int budget,
-                                              char *err) {
+                                              bool in_thinking, char *err) {
     struct llama_sampler *out = nullptr;
     guarded(err, "thinking_budget_tokens", [&] {
         if (!start_tag || !*start_tag || n_end == 0)
@@ -476,7 +478,8 @@ struct llama_sampler *chat_budget_sampler_new(const struct llama_vocab *vocab, c
         std::vector<llama_tokens> end;
         for (size_t i = 0; i < n_end; i++)
             end.push_back(common_tokenize(vocab, end_tags[i], false, true));
-        out = common_reasoning_budget_init(vocab, start, end, end[0], budget);
+        out = common_reasoning_budget_init(vocab, start, end, end[0], budget,
+                                           in_thinking ? REASONING_BUDGET_COUNTING : REASONING_BUDGET_IDLE);
         if (!out) throw std::runtime_error("the reasoning-budget sampler could not be made");
         return SIPP_OK;
     });

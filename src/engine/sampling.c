@@ -26,6 +26,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "backend/backend.h"
@@ -131,6 +132,14 @@ sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err
     return prefill(m, c->plan, r->grammar, err);
 }
 
+/* text ends with tag, trailing whitespace aside. */
+static bool ends_with_tag(const char *text, const char *tag) {
+    size_t n = strlen(text), k = strlen(tag);
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ' || text[n - 1] == '\t'))
+        n--;
+    return k > 0 && n >= k && memcmp(text + n - k, tag, k) == 0;
+}
+
 sipp_sampler *sipp_sampler_new(const sipp_model *m, sipp_request *r, char *err) {
     sipp_sampler *ss = calloc(1, sizeof *ss);
     if (!ss) return NULL;
@@ -140,9 +149,12 @@ sipp_sampler *sipp_sampler_new(const sipp_model *m, sipp_request *r, char *err) 
     r->grammar = NULL;
     const chat_plan *p = r->chat.plan;
     if (r->chat.thinking_budget >= 0 && p) {
+        /* A generation prompt that opens the block ("...<think>\n") starts the count at once: the
+         * tag's tokens inside the prompt need not be the tag's tokens alone. */
+        bool in_thinking = ends_with_tag(p->generation_prompt, p->thinking_start);
         ss->budget = chat_budget_sampler_new(m->vocab, p->thinking_start, (const char *const *)p->thinking_end,
-                                             p->n_thinking_end, r->chat.thinking_budget, err);
-        if (!ss->budget || prefill(m, p, ss->budget, err) != SIPP_OK) {
+                                             p->n_thinking_end, r->chat.thinking_budget, in_thinking, err);
+        if (!ss->budget || (!in_thinking && prefill(m, p, ss->budget, err) != SIPP_OK)) {
             sipp_sampler_free(ss);
             return NULL;
         }

@@ -35,6 +35,9 @@ namespace {
 
 constexpr size_t TOOL_CALL_ID_CHARS = 24;
 constexpr const char *TOOL_CALL_ID_PREFIX = "call_";
+/* Mistral's templates refuse a history whose tool call ids are not 9 letters or digits. */
+constexpr size_t SHORT_ID_CHARS = 9;
+constexpr const char *SHORT_ID_RULE = "alphanumeric strings with length 9";
 
 struct bad_input : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -112,15 +115,22 @@ void free_list(char **v, size_t n) {
     free(v);
 }
 
-std::string random_call_id() {
+/* "call_" and 24 letters or digits, as OpenAI's; 9 of them alone for a template that demands it. */
+std::string random_call_id(bool short_id) {
     static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     thread_local std::mt19937 rng{std::random_device{}()};
     std::uniform_int_distribution<size_t> pick(0, sizeof alnum - 2);
-    std::string id = TOOL_CALL_ID_PREFIX;
-    for (size_t i = 0; i < TOOL_CALL_ID_CHARS; i++)
+    std::string id = short_id ? "" : TOOL_CALL_ID_PREFIX;
+    for (size_t i = 0; i < (short_id ? SHORT_ID_CHARS : TOOL_CALL_ID_CHARS); i++)
         id += alnum[pick(rng)];
     return id;
 }
+
+/* What a plan keeps for parsing its answer. */
+struct answer_format {
+    common_chat_parser_params params;
+    bool short_ids;
+};
 
 common_reasoning_format reasoning_of(chat_reasoning r) {
     switch (r) {
@@ -196,6 +206,20 @@ std::string require_calls(const std::string &grammar) {
     return out;
 }
 
+/* With parallel_tool_calls false some of llama.cpp's grammars (the autoparser's, e.g. Qwen 2.5's)
+ * still repeat the call: tool-calls ::= (tool-call space)+. sipp makes that one call, so that the
+ * request's parallel_tool_calls holds. */
+std::string single_call(const std::string &grammar) {
+    static const std::regex repeated(R"(^(tool-calls ::= )\((.*)\)\+$)");
+    std::istringstream in(grammar);
+    std::string line, out;
+    while (std::getline(in, line)) {
+        out += std::regex_replace(line, repeated, "$1$2");
+        out += '\n';
+    }
+    return out;
+}
+
 void free_message(chat_message &m) {
     free(m.content);
     free(m.reasoning);
@@ -216,6 +240,7 @@ struct chat_templates {
 
 struct chat_parser {
     common_chat_parser_params params;
+    bool short_ids = false;
     std::string text;
     common_chat_msg msg;
     std::vector<std::string> ids;
@@ -269,9 +294,17 @@ sipp_status chat_apply(const chat_templates *t, const struct llama_vocab *vocab,
         if (inputs.tool_choice == COMMON_CHAT_TOOL_CHOICE_REQUIRED && !inputs.tools.empty() &&
             !cp.grammar.empty())
             cp.grammar = require_calls(cp.grammar);
+        /* Without tools the library leaves a caller's GBNF to the caller: it is the answer's grammar. */
+        if (cp.grammar.empty() && !inputs.grammar.empty()) cp.grammar = inputs.grammar;
+        if (!inputs.parallel_tool_calls && !inputs.tools.empty() && !cp.grammar.empty())
+            cp.grammar = single_call(cp.grammar);
 
-        auto *parser = new common_chat_parser_params(cp);
-        std::unique_ptr<common_chat_parser_params> parser_guard(parser);
+        auto *fmt = new answer_format{common_chat_parser_params(cp), false};
+        std::unique_ptr<answer_format> parser_guard(fmt);
+        common_chat_parser_params *parser = &fmt->params;
+        fmt->short_ids =
+            common_chat_templates_source(t->ptr.get()).find(SHORT_ID_RULE) != std::string::npos ||
+            common_chat_templates_source(t->ptr.get(), "tool_use").find(SHORT_ID_RULE) != std::string::npos;
         parser->reasoning_format = reasoning_of(in->reasoning);
         parser->parse_tool_calls =
             !inputs.tools.empty() && inputs.tool_choice != COMMON_CHAT_TOOL_CHOICE_NONE;
@@ -328,7 +361,7 @@ void chat_plan_free(chat_plan *p) {
     free(p->thinking_start);
     free_list(p->thinking_end, p->n_thinking_end);
     free(p->format);
-    delete static_cast<common_chat_parser_params *>(p->parser);
+    delete static_cast<answer_format *>(p->parser);
     free(p);
 }
 
@@ -336,7 +369,9 @@ sipp_status chat_parser_new(const chat_plan *p, chat_parser **out, char *err) {
     *out = nullptr;
     return guarded(err, "chat parser", [&] {
         auto *ps = new chat_parser();
-        ps->params = *static_cast<const common_chat_parser_params *>(p->parser);
+        const auto *fmt = static_cast<const answer_format *>(p->parser);
+        ps->params = fmt->params;
+        ps->short_ids = fmt->short_ids;
         *out = ps;
         return SIPP_OK;
     });
@@ -378,7 +413,8 @@ sipp_status chat_parser_feed(chat_parser *ps, const char *text, size_t len, bool
             throw;
         }
         if (parsed.empty() && !is_final) return SIPP_OK;
-        parsed.set_tool_call_ids(ps->ids, random_call_id);
+        bool short_ids = ps->short_ids;
+        parsed.set_tool_call_ids(ps->ids, [short_ids] { return random_call_id(short_ids); });
         auto diffs = common_chat_msg_diff::compute_diffs(ps->msg, parsed);
         ps->msg = std::move(parsed);
         fill_view(ps);
@@ -432,7 +468,7 @@ sipp_status chat_schema_to_grammar(const char *schema_json, char **grammar, char
 
 struct llama_sampler *chat_budget_sampler_new(const struct llama_vocab *vocab, const char *start_tag,
                                               const char *const *end_tags, size_t n_end, int budget,
-                                              char *err) {
+                                              bool in_thinking, char *err) {
     struct llama_sampler *out = nullptr;
     guarded(err, "thinking_budget_tokens", [&] {
         if (!start_tag || !*start_tag || n_end == 0)
@@ -442,7 +478,8 @@ struct llama_sampler *chat_budget_sampler_new(const struct llama_vocab *vocab, c
         std::vector<llama_tokens> end;
         for (size_t i = 0; i < n_end; i++)
             end.push_back(common_tokenize(vocab, end_tags[i], false, true));
-        out = common_reasoning_budget_init(vocab, start, end, end[0], budget);
+        out = common_reasoning_budget_init(vocab, start, end, end[0], budget,
+                                           in_thinking ? REASONING_BUDGET_COUNTING : REASONING_BUDGET_IDLE);
         if (!out) throw std::runtime_error("the reasoning-budget sampler could not be made");
         return SIPP_OK;
     });

@@ -130,10 +130,11 @@ void chat_deltas_free(chat_delta *d, size_t n);
 sipp_status chat_schema_to_grammar(const char *schema_json, char **grammar, char *err);
 
 /* The reasoning-budget sampler: after `budget` tokens inside the reasoning tags it forces the end
- * tag. NULL (with err) when the tags do not tokenize. */
+ * tag. in_thinking: the generation prompt already opened the block (counting starts at once).
+ * NULL (with err) when the tags do not tokenize. */
 struct llama_sampler *chat_budget_sampler_new(const struct llama_vocab *vocab, const char *start_tag,
                                               const char *const *end_tags, size_t n_end, int budget,
-                                              char *err);
+                                              bool in_thinking, char *err);
 
 #ifdef __cplusplus
 }

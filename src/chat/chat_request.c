@@ -220,11 +220,135 @@ static sipp_status check_messages(json_t *msgs, char *err) {
     return SIPP_OK;
 }
 
+/* ---- what llama.cpp's schema converter enforces -------------------------------------------------
+ *
+ * json_schema_to_grammar enforces most of JSON Schema but passes some keywords over in silence
+ * (minimum on a number, multipleOf, uniqueItems, patternProperties, not, if/then, most formats) and
+ * turns an unanchored pattern into "any string" with only a line on stderr. A schema with such a
+ * keyword would be accepted and not enforced, so each one is refused here by name. */
+
+static const char *const SCHEMA_ANNOTATIONS[] = {"description", "title",    "default",  "examples",
+                                                 "$schema",     "$id",      "$comment", "deprecated",
+                                                 "readOnly",    "writeOnly"};
+static const char *const SCHEMA_ENFORCED[] = {"type",      "properties",  "required", "additionalProperties",
+                                              "items",     "prefixItems", "minItems", "maxItems",
+                                              "enum",      "const",       "anyOf",    "oneOf",
+                                              "allOf",     "$ref",        "$defs",    "definitions",
+                                              "minLength", "maxLength"};
+static const char *const SCHEMA_INTEGER_BOUNDS[] = {"minimum", "maximum", "exclusiveMinimum",
+                                                    "exclusiveMaximum"};
+static const char *const SCHEMA_FORMATS[] = {"date",  "time",  "date-time", "uuid", "uuid1",
+                                             "uuid2", "uuid3", "uuid4",     "uuid5"};
+
+static bool in_list(const char *s, const char *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s, list[i]) == 0) return true;
+    return false;
+}
+#define IN(s, list) in_list((s), (list), sizeof(list) / sizeof *(list))
+
+static bool is_type(const json_t *node, const char *type) {
+    json_t *t = json_object_get(node, "type");
+    return json_is_string(t) && strcmp(json_string_value(t), type) == 0;
+}
+
+static sipp_status schema_node(const json_t *node, const char *field, sipp_buf *path, char *err);
+
+static sipp_status schema_children(const json_t *v, const char *key, const char *field, sipp_buf *path,
+                                   bool map, char *err) {
+    size_t at = path->len;
+    sipp_status st = SIPP_OK;
+    if (map && json_is_object(v)) {
+        const char *k;
+        json_t *child;
+        json_object_foreach((json_t *)v, k, child) {
+            path->len = at;
+            sipp_buf_appendf(path, "%s%s.%s", at ? "." : "", key, k);
+            if ((st = schema_node(child, field, path, err)) != SIPP_OK) break;
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *child;
+        json_array_foreach(v, i, child) {
+            path->len = at;
+            sipp_buf_appendf(path, "%s%s[%zu]", at ? "." : "", key, i);
+            if ((st = schema_node(child, field, path, err)) != SIPP_OK) break;
+        }
+    } else if (json_is_object(v)) {
+        sipp_buf_appendf(path, "%s%s", at ? "." : "", key);
+        st = schema_node(v, field, path, err);
+    }
+    path->len = at;
+    if (path->data) path->data[at] = '\0';
+    return st;
+}
+
+static sipp_status schema_node(const json_t *node, const char *field, sipp_buf *path, char *err) {
+    if (json_is_boolean(node)) return SIPP_OK;
+    const char *where = path->len ? path->data : "the top";
+    if (!json_is_object(node))
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'%s': the schema at %s must be an object", field,
+                         where);
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)node, key, v) {
+        if (IN(key, SCHEMA_ANNOTATIONS)) continue;
+        if (IN(key, SCHEMA_INTEGER_BOUNDS)) {
+            if (is_type(node, "integer")) continue;
+            return sipp_fail(
+                err, SIPP_ERR_INVALID_ARGUMENT,
+                "'%s': '%s' at %s is enforced by llama.cpp's grammar converter only on integers; make it "
+                "\"type\": \"integer\" or remove it",
+                field, key, where);
+        }
+        if (strcmp(key, "pattern") == 0) {
+            const char *pat = json_is_string(v) ? json_string_value(v) : "";
+            size_t n = strlen(pat);
+            if (n >= 2 && pat[0] == '^' && pat[n - 1] == '$') continue;
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                             "'%s': 'pattern' at %s must be anchored with ^ and $ to be enforced", field,
+                             where);
+        }
+        if (strcmp(key, "format") == 0) {
+            if (json_is_string(v) && IN(json_string_value(v), SCHEMA_FORMATS)) continue;
+            return sipp_fail(
+                err, SIPP_ERR_INVALID_ARGUMENT,
+                "'%s': 'format' '%.64s' at %s cannot be enforced (enforced formats: date, time, date-time, "
+                "uuid); use a pattern",
+                field, json_is_string(v) ? json_string_value(v) : "?", where);
+        }
+        if (!IN(key, SCHEMA_ENFORCED))
+            return sipp_fail(
+                err, SIPP_ERR_INVALID_ARGUMENT,
+                "'%s': '%.64s' at %s cannot be enforced by llama.cpp's grammar converter; remove it or give "
+                "a GBNF 'grammar' instead",
+                field, key, where);
+    }
+    static const char *const maps[] = {"properties", "$defs", "definitions"};
+    static const char *const lists[] = {"items", "prefixItems", "anyOf",
+                                        "oneOf", "allOf",       "additionalProperties"};
+    for (size_t i = 0; i < sizeof maps / sizeof *maps; i++) {
+        json_t *c = json_object_get(node, maps[i]);
+        sipp_status st = c ? schema_children(c, maps[i], field, path, true, err) : SIPP_OK;
+        if (st != SIPP_OK) return st;
+    }
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        json_t *c = json_object_get(node, lists[i]);
+        sipp_status st = c ? schema_children(c, lists[i], field, path, false, err) : SIPP_OK;
+        if (st != SIPP_OK) return st;
+    }
+    return SIPP_OK;
+}
+
 /* Checks that a schema is one llama.cpp's converter can express; the message names the feature. */
 static sipp_status check_schema(const json_t *schema, const char *field, char *err) {
+    sipp_buf path = {0};
+    sipp_status st = schema_node(schema, field, &path, err);
+    sipp_buf_free(&path);
+    if (st != SIPP_OK) return st;
     char *text = json_dumps(schema, JSON_COMPACT), *grammar = NULL;
     char why[SIPP_ERROR_SIZE];
-    sipp_status st = text ? chat_schema_to_grammar(text, &grammar, why) : SIPP_ERR_NO_MEMORY;
+    st = text ? chat_schema_to_grammar(text, &grammar, why) : SIPP_ERR_NO_MEMORY;
     free(text);
     free(grammar);
     if (st == SIPP_ERR_NO_MEMORY) return sipp_fail(err, st, "out of memory");
@@ -509,9 +633,7 @@ static sipp_status apply_fields(const chat_templates *t, const struct llama_voca
 /* ---- planning a request ----------------------------------------------------------------------- */
 
 static sipp_status grammar_of_schema_text(const char *schema, char **grammar, char *err) {
-    char why[SIPP_ERROR_SIZE];
-    sipp_status st = chat_schema_to_grammar(schema, grammar, why);
-    return st == SIPP_OK ? st : sipp_fail(err, st, "'json_schema' cannot be enforced: %s", why);
+    return sipp_json_schema_to_grammar(schema, grammar, err);
 }
 
 static sipp_status prepare_chat(sipp_model *m, const sipp_request_params *p, json_t *root, chat_request *out,
@@ -695,8 +817,15 @@ size_t sipp_chat_parser_n_tool_calls(const sipp_chat_parser *p) { return p->n_to
 const char *sipp_chat_parser_error(const sipp_chat_parser *p) { return p->error; }
 
 sipp_status sipp_json_schema_to_grammar(const char *schema_json, char **grammar, char *errbuf) {
+    if (grammar) *grammar = NULL;
     if (!schema_json || !grammar) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no schema given");
-    return chat_schema_to_grammar(schema_json, grammar, errbuf);
+    json_error_t je;
+    json_t *schema = json_loads(schema_json, JSON_DECODE_ANY, &je);
+    if (!schema)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "'json_schema' is not valid JSON: %s", je.text);
+    sipp_status st = check_schema(schema, "json_schema", errbuf);
+    json_decref(schema);
+    return st == SIPP_OK ? chat_schema_to_grammar(schema_json, grammar, errbuf) : st;
 }
 
 sipp_status sipp_chat_render_json(const char *tmpl, const char *chat_json, char **prompt, char *errbuf) {

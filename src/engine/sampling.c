@@ -26,6 +26,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "backend/backend.h"
@@ -94,6 +95,20 @@ llama_token sipp_sample_argmax(const sipp_model *m, const float *logits, bool ig
 
 /* ---- grammar, budget and logprobs ------------------------------------------------------------- */
 
+/* Feeds the template's generation prompt (what it put after the last message) to a sampler that
+ * follows the answer's syntax from its very start. */
+static sipp_status prefill(const sipp_model *m, const chat_plan *p, struct llama_sampler *smpl, char *err) {
+    if (!p || !*p->generation_prompt) return SIPP_OK;
+    llama_token *toks = NULL;
+    int n = 0;
+    sipp_status st = sipp_model_tokenize_alloc((sipp_model *)m, p->generation_prompt, false, true, &toks, &n, err);
+    if (st != SIPP_OK) return st;
+    for (int i = 0; i < n; i++)
+        llama_sampler_accept(smpl, toks[i]);
+    free(toks);
+    return SIPP_OK;
+}
+
 sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err) {
     const chat_request *c = &r->chat;
     if (!c->grammar) return SIPP_OK;
@@ -111,17 +126,18 @@ sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err
     if (!r->grammar)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'grammar' does not parse as GBNF%s%s", *why ? ": " : "",
                          why);
-    if (!c->grammar_prefill || !c->plan || !*c->plan->generation_prompt) return SIPP_OK;
+    if (!c->grammar_prefill) return SIPP_OK;
     /* The grammar of a chat starts where the template's generation prompt ends (e.g. after an
      * opened "<think>" block): feed it those tokens. */
-    llama_token *toks = NULL;
-    int n = 0;
-    sipp_status st = sipp_model_tokenize_alloc((sipp_model *)m, c->plan->generation_prompt, false, true, &toks, &n, err);
-    if (st != SIPP_OK) return st;
-    for (int i = 0; i < n; i++)
-        llama_sampler_accept(r->grammar, toks[i]);
-    free(toks);
-    return SIPP_OK;
+    return prefill(m, c->plan, r->grammar, err);
+}
+
+/* text ends with tag, trailing whitespace aside. */
+static bool ends_with_tag(const char *text, const char *tag) {
+    size_t n = strlen(text), k = strlen(tag);
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ' || text[n - 1] == '\t'))
+        n--;
+    return k > 0 && n >= k && memcmp(text + n - k, tag, k) == 0;
 }
 
 sipp_sampler *sipp_sampler_new(const sipp_model *m, sipp_request *r, char *err) {
@@ -133,9 +149,12 @@ sipp_sampler *sipp_sampler_new(const sipp_model *m, sipp_request *r, char *err) 
     r->grammar = NULL;
     const chat_plan *p = r->chat.plan;
     if (r->chat.thinking_budget >= 0 && p) {
+        /* A generation prompt that opens the block ("...<think>\n") starts the count at once: the
+         * tag's tokens inside the prompt need not be the tag's tokens alone. */
+        bool in_thinking = ends_with_tag(p->generation_prompt, p->thinking_start);
         ss->budget = chat_budget_sampler_new(m->vocab, p->thinking_start, (const char *const *)p->thinking_end,
-                                             p->n_thinking_end, r->chat.thinking_budget, err);
-        if (!ss->budget) {
+                                             p->n_thinking_end, r->chat.thinking_budget, in_thinking, err);
+        if (!ss->budget || (!in_thinking && prefill(m, p, ss->budget, err) != SIPP_OK)) {
             sipp_sampler_free(ss);
             return NULL;
         }

@@ -85,10 +85,10 @@ class RemoteTargetTest(unittest.TestCase):
         self.assertEqual(len(body["data"][0]["embedding"]), 64)
 
     def test_upstream_errors_pass_through(self):
-        # sipp itself would refuse n=2 for a local target; for a remote one the upstream decides
-        status, _, body = self.gw.json("POST", "/v1/chat/completions", gw.chat_body("pool", n=2))
+        # sipp itself would refuse logit_bias for a local target; for a remote one the upstream decides
+        status, _, body = self.gw.json("POST", "/v1/chat/completions", gw.chat_body("pool", logit_bias={"1": 5}))
         self.assertEqual(status, 400, body)
-        self.assertIn("'n'", body["error"]["message"])
+        self.assertIn("'logit_bias'", body["error"]["message"])
 
     def test_zz_replica_ejection_and_return(self):
         # runs last in this class (alphabetical order): it kills and restarts an upstream

@@ -1,6 +1,6 @@
 """The official npm clients of the APIs agents speak, against `sipp serve`: `openai` (responses.create
 plain, streamed, with tools, with previous_response_id), `@anthropic-ai/sdk` (messages.create plain and
-streamed, countTokens, errors) and `ollama` (list, show, ps, chat plain and streamed, generate, embed,
+streamed, tools with tool_choice tool, countTokens, errors) and `ollama` (list, show, ps, chat plain and streamed, generate, embed,
 pull from a loopback HTTP server), through tests/integration/js/agent_clients.mjs.
 
 The clients are pinned to exact versions with their registry integrity in js/package-lock.json; the
@@ -26,8 +26,11 @@ NPM_TIMEOUT_S = 300
 NODE_TIMEOUT_S = 180
 TOKEN_ENV = "SIPP_GW_AGENT_JS_TOKEN"
 TOKEN = "agent-js-secret"
+VOCABS = os.path.dirname(gw.VOCAB)
+QWEN_VOCAB = os.path.join(VOCABS, "ggml-vocab-qwen2.gguf")
+QWEN_TEMPLATE = os.path.join(VOCABS, "..", "source", "models", "templates", "Qwen-Qwen2.5-7B-Instruct.jinja")
 CHECKED = ["responses", "responses-stream", "responses-previous", "responses-tools", "messages", "count-tokens",
-           "messages-stream", "messages-errors", "ollama-list", "ollama-show", "ollama-ps", "ollama-chat",
+           "messages-stream", "messages-tools", "messages-errors", "ollama-list", "ollama-show", "ollama-ps", "ollama-chat",
            "ollama-chat-stream", "ollama-generate", "ollama-embed", "ollama-pull"]
 
 
@@ -45,13 +48,18 @@ class AgentClientsTest(unittest.TestCase):
     def test_agent_npm_clients(self):
         ensure_clients()
         store = tempfile.mkdtemp(prefix="sipp-agent-js-store-", dir=gw.tmpdir())
-        cfg = f'[[tokens]]\nenv = "{TOKEN_ENV}"\n\n' + gw.local_target("tiny", parallel=2, ctx=2048)
+        tool_model = os.path.join(gw.tmpdir(), "agent-js-qwen.gguf")
+        r = subprocess.run([gw.SYNTH, "--out", tool_model, "--vocab", QWEN_VOCAB, "--chat-template-file", QWEN_TEMPLATE,
+                            "--seed", "1", *gw.TINY], capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        cfg = (f'[[tokens]]\nenv = "{TOKEN_ENV}"\n\n' + gw.local_target("tiny", parallel=2, ctx=2048) +
+               gw.local_target("qwen", path=tool_model, parallel=2, ctx=4096))
         with httpfixture.HTTPFixture() as http:
             with open(gw.model("tiny"), "rb") as f:
                 url = http.add("/models/agent-pulled.gguf", f.read())
             g = gw.serve_config(cfg, env={TOKEN_ENV: TOKEN, "SIPP_MODELS_DIR": store, "NO_PROXY": "*"})
             try:
-                r = subprocess.run(["node", "agent_clients.mjs", g.base, "tiny", TOKEN, url], cwd=JS_DIR,
+                r = subprocess.run(["node", "agent_clients.mjs", g.base, "tiny", TOKEN, url, "qwen"], cwd=JS_DIR,
                                    capture_output=True, text=True, timeout=NODE_TIMEOUT_S)
                 lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
                 self.assertTrue(lines, f"no result from node:\n{r.stdout}\n{r.stderr}")

@@ -1,19 +1,19 @@
 // agent_clients.mjs: drives `sipp serve` with the official clients of the APIs agents speak: openai
 // (Responses), @anthropic-ai/sdk (Messages) and ollama, as applications would.
-// Usage: node agent_clients.mjs BASE MODEL TOKEN PULL_URL
-// (BASE like http://127.0.0.1:8080, no path). Prints one JSON line with what it checked, and exits 1
+// Usage: node agent_clients.mjs BASE MODEL TOKEN PULL_URL TOOL_MODEL
+// (BASE like http://127.0.0.1:8080, no path; TOOL_MODEL a target with a real tool-calling template). Prints one JSON line with what it checked, and exits 1
 // with the reason on the first failure.
 import Anthropic from "@anthropic-ai/sdk";
 import { Ollama } from "ollama";
 import OpenAI from "openai";
 
-const [base, model, token, pullUrl] = process.argv.slice(2);
+const [base, model, token, pullUrl, toolModel] = process.argv.slice(2);
 const MAX_TOKENS = 8;
 const TIMEOUT_MS = 60000;
 const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: token, timeout: TIMEOUT_MS, maxRetries: 0 });
 const anthropic = new Anthropic({ baseURL: base, apiKey: token, timeout: TIMEOUT_MS, maxRetries: 0 });
 const ollama = new Ollama({ host: base, headers: { Authorization: `Bearer ${token}` } });
-const done = [];
+const doneList = [];
 
 function check(cond, what) {
   if (!cond) throw new Error(`check failed: ${what}`);
@@ -47,7 +47,7 @@ async function responsesPlain() {
   check(r.usage.output_tokens === MAX_TOKENS, "usage.output_tokens");
   const again = await openai.responses.retrieve(r.id);
   check(again.id === r.id && again.output_text === r.output_text, "responses.retrieve");
-  done.push("responses");
+  doneList.push("responses");
   return r;
 }
 
@@ -69,7 +69,7 @@ async function responsesStream(plain) {
   sameList(kinds(types), RESPONSES_ORDER, "Responses event order");
   check(text === plain.output_text, `streamed text equals the plain one: ${JSON.stringify(text)}`);
   check(final && final.usage.output_tokens === MAX_TOKENS, "final response with usage");
-  done.push("responses-stream");
+  doneList.push("responses-stream");
 }
 
 async function responsesFollowUp(first) {
@@ -92,22 +92,47 @@ async function responsesFollowUp(first) {
     gone = e.status === 404;
   }
   check(gone, "a deleted response is 404");
-  done.push("responses-previous");
+  doneList.push("responses-previous");
+}
+
+const WEATHER = {
+  type: "object",
+  properties: { city: { type: "string", enum: ["Paris", "Rome"] }, days: { type: "integer", minimum: 1, maximum: 7 } },
+  required: ["city", "days"],
+  additionalProperties: false,
+};
+
+// Arguments that obey WEATHER: a random-weight model only writes them under the schema's grammar.
+function validWeather(a) {
+  return a && Object.keys(a).sort().join() === "city,days" && ["Paris", "Rome"].includes(a.city) &&
+    Number.isInteger(a.days) && a.days >= 1 && a.days <= 7;
 }
 
 async function responsesTools() {
-  // Tool calling arrives with the chat layer; until then the request is refused naming the field.
-  let err = null;
-  try {
-    await openai.responses.create({
-      model, input: "Weather in Paris?", max_output_tokens: MAX_TOKENS,
-      tools: [{ type: "function", name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } }],
-    });
-  } catch (e) {
-    err = e;
+  const tools = [{ type: "function", name: "get_weather", parameters: WEATHER, strict: true }];
+  const r = await openai.responses.create({
+    model: toolModel, input: "Weather in Paris?", tools, tool_choice: "required", parallel_tool_calls: false,
+    max_output_tokens: 200, temperature: 0,
+  });
+  const call = r.output.find((o) => o.type === "function_call");
+  check(call && call.name === "get_weather" && validWeather(JSON.parse(call.arguments)), `function_call: ${JSON.stringify(r.output)}`);
+  const stream = await openai.responses.create({
+    model: toolModel, input: "Weather in Paris?", tools, tool_choice: { type: "function", name: "get_weather" },
+    parallel_tool_calls: false, max_output_tokens: 200, temperature: 0, stream: true,
+  });
+  let args = "";
+  let done = null;
+  for await (const ev of stream) {
+    if (ev.type === "response.function_call_arguments.delta") args += ev.delta;
+    if (ev.type === "response.function_call_arguments.done") done = ev.arguments;
   }
-  check(err && err.status === 400 && /'tools'/.test(err.message), `tools refused by name: ${err && err.message}`);
-  done.push("responses-tools");
+  check(done === args && validWeather(JSON.parse(args)), `streamed arguments: ${args}`);
+  const next = await openai.responses.create({
+    model: toolModel, previous_response_id: r.id, tools, tool_choice: "none", max_output_tokens: 8, temperature: 0,
+    input: [{ type: "function_call_output", call_id: call.call_id, output: "Sunny" }],
+  });
+  check(next.output[0].type === "message", "an answer after the tool's output");
+  doneList.push("responses-tools");
 }
 
 // ---- Anthropic Messages ----------------------------------------------------------------------
@@ -128,7 +153,7 @@ async function messagesPlain() {
   });
   check(counted.input_tokens === m.usage.input_tokens + m.usage.cache_read_input_tokens,
     `countTokens ${counted.input_tokens} equals the prompt ${m.usage.input_tokens} + ${m.usage.cache_read_input_tokens}`);
-  done.push("messages", "count-tokens");
+  doneList.push("messages", "count-tokens");
   return m;
 }
 
@@ -154,7 +179,25 @@ async function messagesStream(plain) {
   });
   const final = await helper.finalMessage();
   check(final.content[0].text === plain.content[0].text, "messages.stream().finalMessage()");
-  done.push("messages-stream");
+  doneList.push("messages-stream");
+}
+
+async function messagesTools() {
+  const m = await anthropic.messages.create({
+    model: toolModel, max_tokens: 200, temperature: 0, messages: [{ role: "user", content: "Weather in Paris?" }],
+    tools: [{ name: "get_weather", description: "Weather by city", input_schema: WEATHER }],
+    tool_choice: { type: "tool", name: "get_weather", disable_parallel_tool_use: true },
+  });
+  const use = m.content.find((b) => b.type === "tool_use");
+  check(m.stop_reason === "tool_use" && use && validWeather(use.input), `tool_use: ${JSON.stringify(m.content)}`);
+  const helper = anthropic.messages.stream({
+    model: toolModel, max_tokens: 200, temperature: 0, messages: [{ role: "user", content: "Weather in Paris?" }],
+    tools: [{ name: "get_weather", input_schema: WEATHER }], tool_choice: { type: "tool", name: "get_weather" },
+  });
+  const final = await helper.finalMessage();
+  const streamed = final.content.find((b) => b.type === "tool_use");
+  check(streamed && validWeather(streamed.input), `streamed tool_use: ${JSON.stringify(final.content)}`);
+  doneList.push("messages-tools");
 }
 
 async function messagesErrors() {
@@ -165,7 +208,7 @@ async function messagesErrors() {
     err = e;
   }
   check(err instanceof Anthropic.NotFoundError && err.error?.error?.type === "not_found_error", `404 shape: ${err}`);
-  done.push("messages-errors");
+  doneList.push("messages-errors");
 }
 
 // ---- Ollama ----------------------------------------------------------------------------------
@@ -177,7 +220,7 @@ async function ollamaModels() {
   check(show.details.format === "gguf" && show.model_info["general.architecture"], "show");
   const ps = await ollama.ps();
   check(ps.models.some((m) => m.name === `${model}:latest`), "ps");
-  done.push("ollama-list", "ollama-show", "ollama-ps");
+  doneList.push("ollama-list", "ollama-show", "ollama-ps");
 }
 
 async function ollamaChat() {
@@ -194,7 +237,7 @@ async function ollamaChat() {
     last = part;
   }
   check(last.done === true && text === r.message.content, `streamed chat equals the plain one: ${JSON.stringify(text)}`);
-  done.push("ollama-chat", "ollama-chat-stream");
+  doneList.push("ollama-chat", "ollama-chat-stream");
 }
 
 async function ollamaGenerate() {
@@ -204,7 +247,7 @@ async function ollamaGenerate() {
   check(e.embeddings.length === 2 && e.embeddings[0].length > 0, "embed");
   const norm = Math.hypot(...e.embeddings[0]);
   check(Math.abs(norm - 1) < 1e-3, `embed returns unit vectors (${norm})`);
-  done.push("ollama-generate", "ollama-embed");
+  doneList.push("ollama-generate", "ollama-embed");
 }
 
 async function ollamaPull() {
@@ -218,7 +261,7 @@ async function ollamaPull() {
   check(completed > 0, "pull progress counts bytes");
   const again = await ollama.pull({ model: pullUrl });
   check(again.status === "success", "a second, non-streamed pull");
-  done.push("ollama-pull");
+  doneList.push("ollama-pull");
 }
 
 try {
@@ -228,13 +271,14 @@ try {
   await responsesTools();
   const m = await messagesPlain();
   await messagesStream(m);
+  await messagesTools();
   await messagesErrors();
   await ollamaModels();
   await ollamaChat();
   await ollamaGenerate();
   await ollamaPull();
-  console.log(JSON.stringify({ ok: true, checked: done }));
+  console.log(JSON.stringify({ ok: true, checked: doneList }));
 } catch (e) {
-  console.log(JSON.stringify({ ok: false, checked: done, error: String(e && e.stack ? e.stack : e) }));
+  console.log(JSON.stringify({ ok: false, checked: doneList, error: String(e && e.stack ? e.stack : e) }));
   process.exit(1);
 }

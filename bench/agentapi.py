@@ -23,6 +23,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -97,6 +98,8 @@ def serve(sipp, model, threads):
                 try:
                     c.request("GET", "/ready")
                     if c.getresponse().status == 200:
+                        # Drain the log from here on, so the server never blocks writing it.
+                        threading.Thread(target=proc.stderr.read, daemon=True).start()
                         return proc, host, port
                 except OSError:
                     pass

@@ -796,9 +796,10 @@ class AgentToolsTest(unittest.TestCase):
         self.assertEqual(status, 200, r)
         self.assertTrue(valid_weather(json.loads(r["message"]["content"])), r["message"])
         status, _, r = self.gw.json("POST", "/api/generate", {"model": TOOL, "prompt": "Weather?", "stream": False,
-                                                             "format": "json", "options": {"num_predict": 200}})
+                                                             "format": WEATHER_SCHEMA,
+                                                             "options": {"num_predict": 400, "temperature": 0}})
         self.assertEqual(status, 200, r)
-        self.assertIsInstance(json.loads(r["response"]), dict)
+        self.assertTrue(valid_weather(json.loads(r["response"])), r)
         # A conversation with a tool call and its answer renders through the template.
         history = [{"role": "user", "content": "Weather in Paris?"},
                    {"role": "assistant", "content": "", "tool_calls": [

@@ -3,21 +3,23 @@
  * POST /v1/messages/count_tokens.
  *
  * A request becomes a chat-completions body (translate.c): system (a string or text blocks) is the
- * system message, messages with text blocks the turns after it, stop_sequences is stop, and
+ * system message; messages' text blocks are turns, an assistant's tool_use blocks its tool_calls,
+ * a user's tool_result blocks tool messages (before the user's text); tools (input_schema) are
+ * function tools; tool_choice auto | any | tool | none is chat's auto | required | a named
+ * function | none; thinking is the template's thinking switch and budget; stop_sequences is stop;
  * max_tokens (required here, as Anthropic requires it), temperature (0..1), top_p and top_k pass
- * as they are. Unknown fields and content blocks this server cannot honour are refused by name.
- * Errors, before and during a stream, are Anthropic's shape (the route table marks these routes),
- * and clients authenticate with x-api-key as with Authorization: Bearer (auth.c).
+ * as they are. Unknown fields and blocks this server cannot honour are refused by name. Errors,
+ * before and during a stream, are Anthropic's shape (the route table marks these routes), and
+ * clients authenticate with x-api-key as with Authorization: Bearer (auth.c).
  *
- * The reply is a message with one text block; stop_reason is end_turn, max_tokens, or
- * stop_sequence (with the string that matched). usage counts input_tokens as the prompt tokens the
- * engine evaluated and cache_read_input_tokens as those it reused from the KV, which together are
- * the prompt, as Anthropic counts them. A stream sends
- *
- *   message_start, content_block_start, ping, content_block_delta (text_delta) ...,
- *   content_block_stop, message_delta (stop_reason, usage), message_stop
- *
- * and an error after the stream began as "event: error".
+ * The reply is a message whose content is a thinking block, a text block and tool_use blocks (from
+ * the chat layer's parsed answer); stop_reason is end_turn, max_tokens, stop_sequence (with the
+ * string that matched) or tool_use. usage counts input_tokens as the prompt tokens the engine
+ * evaluated and cache_read_input_tokens as those it reused from the KV, which together are the
+ * prompt, as Anthropic counts them. A stream sends message_start, then per block
+ * content_block_start, content_block_delta (thinking_delta, text_delta, input_json_delta) ...,
+ * content_block_stop (with a ping after the first block's start), then message_delta (stop_reason,
+ * usage) and message_stop; an error after the stream began is "event: error".
  *
  * count_tokens has the engine render and tokenize the request exactly as a generation would (it
  * runs it for one token), so its input_tokens equals what /v1/messages then reports.

@@ -15,14 +15,18 @@
  * target's context size and refused otherwise (the context is fixed per target); options that only
  * tune speed (num_thread, num_batch, num_gpu, main_gpu, use_mmap, use_mlock, numa) are accepted and
  * ignored; any other option is refused by name. Ollama's own defaults apply where a request gives
- * none (temperature 0.8, top_k 40, top_p 0.9, repeat_penalty 1.1). stream defaults to true: one
- * JSON object per line (application/x-ndjson), the last with done: true, done_reason and the
- * timings in nanoseconds.
+ * none (temperature 0.8, top_k 40, top_p 0.9, repeat_penalty 1.1). format ("json" or a schema) is
+ * response_format, think the template's thinking switch (or effort), tools chat's tools; history
+ * tool_calls get ids here (Ollama's carry none) and each tool message answers the oldest unanswered
+ * call. stream defaults to true: one JSON object per line (application/x-ndjson) with content and
+ * thinking as they come, the answer's tool calls whole in one line, and last a line with done:
+ * true, done_reason and the timings in nanoseconds.
  *
  * keep_alive: models stay loaded until the server stops (residency, with unloading, is a later
  * issue), so only values that mean "stay loaded" are honoured: absent, or negative. Any other value
- * is refused naming keep_alive. template (a Modelfile template per request) and suffix are refused
- * unless empty: sipp renders with the model's own template and has no fill-in-the-middle.
+ * is refused naming keep_alive. template (a Modelfile template per request), suffix, context and
+ * images are refused unless empty: sipp renders with the model's own template, has no
+ * fill-in-the-middle, and its models take text.
  *
  * Errors are Ollama's {"error": "..."} with its statuses (400 for a bad request, 404 for an unknown
  * model); an error after a stream began is one more line holding {"error": ...}.

@@ -3,20 +3,23 @@
  * GET /v1/responses/{id}, DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
  *
  * A request becomes a chat-completions body (translate.c): instructions are the system message,
- * input (a string, or message items whose content is input_text/output_text parts) the turns after
- * it, max_output_tokens is max_tokens, text.format is response_format. Fields the chat layer
- * refuses are refused under their Responses names. Fields of the API that cannot change the output
- * (metadata, user, safety_identifier, prompt_cache_key, service_tier) are accepted; anything else
- * is refused by name.
+ * input the turns after it (message items; function_call items join the assistant turn before them
+ * as chat tool_calls; function_call_output items are tool messages), max_output_tokens is
+ * max_tokens, text.format is response_format, function tools become chat's function tools and
+ * reasoning.effort the template's thinking switch. What the chat layer refuses is refused under
+ * the Responses names. Fields of the API that cannot change the output (metadata, user,
+ * safety_identifier, prompt_cache_key, service_tier) are accepted; anything else is refused.
  *
- * The reply is a response object whose output is one message item with one output_text part;
- * status is "completed", or "incomplete" with incomplete_details.reason "max_output_tokens" when
- * the token limit ended it. A stream sends the documented events, each with its sequence_number:
- *
- *   response.created, response.in_progress, response.output_item.added,
- *   response.content_part.added, response.output_text.delta ..., response.output_text.done,
- *   response.content_part.done, response.output_item.done,
- *   response.completed | response.incomplete  (or response.failed on an error)
+ * The answer, parsed by the chat layer into content, reasoning and tool calls, becomes output
+ * items: a reasoning item, a message item with one output_text part, one function_call item per
+ * call. status is "completed", or "incomplete" with incomplete_details.reason "max_output_tokens"
+ * when the token limit ended it. A stream renders the parsed deltas as the documented events,
+ * each with its sequence_number: response.created, response.in_progress, then per item
+ * response.output_item.added, its part and text events (output_text / reasoning_text /
+ * function_call_arguments .delta and .done), response.output_item.done, and last
+ * response.completed | response.incomplete (or response.failed on an error). An item opens when
+ * the first delta of its kind arrives and closes when another kind begins; the final response's
+ * output is the items as streamed.
  *
  * store (default true) keeps the response (responses_store.c). previous_response_id continues the
  * stored conversation: its messages are put before this input (its instructions are not carried

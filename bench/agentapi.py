@@ -146,6 +146,8 @@ def main():
                 if toks < a.tokens:
                     failed[p] += 1
                 rates[p].append(toks / secs)
+            print(f"bench: round {r + 1}/{a.rounds}: " + ", ".join(f"{p} {rates[p][-1]:.2f}" for p in paths),
+                  file=sys.stderr, flush=True)
         base = rates["/v1/chat/completions"]
         result = {"model": model, "rounds": a.rounds, "tokens": a.tokens, "threads": a.threads, "routes": {}}
         for p in paths:

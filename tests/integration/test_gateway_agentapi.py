@@ -621,6 +621,25 @@ class OllamaTest(AgentAPIBase):
         status, _, body = self.gw.json("DELETE", "/api/delete", {"model": TARGET}, AUTH)
         self.assert_ollama_error(status, body, 400, TARGET)
 
+    def test_pull_cancelled_when_the_client_goes_away(self):
+        slow = self.http.add("/files/slow.gguf", self.gguf)
+        self.http.set(chunk_delay=0.2)  # about a minute for the whole file: the client leaves long before
+        try:
+            sock = socket.create_connection((self.gw.host, self.gw.port), timeout=gw.HTTP_TIMEOUT_S)
+            data = json.dumps({"model": slow})
+            sock.sendall((f"POST /api/pull HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(data)}\r\n\r\n{data}").encode())
+            got = b""
+            while b'"completed"' not in got:
+                chunk = sock.recv(4096)
+                self.assertTrue(chunk, f"the pull ended early: {got!r}")
+                got += chunk
+            sock.close()
+            self.assertTrue(self.http.wait_idle(DISCONNECT_TIMEOUT_S), "the download went on after the client left")
+            self.assertFalse(os.path.exists(os.path.join(self.store, "slow.gguf")))
+        finally:
+            self.http.set(chunk_delay=0)
+
     def test_pull_failures(self):
         missing = self.http.url("/files/missing.gguf")
         status, _, data = self.gw.request("POST", "/api/pull", {"model": missing}, AUTH)

@@ -357,6 +357,8 @@ static void dispatch(conn_state *cs) {
         gw_reply_text(call, 204, NULL, NULL, 0);
         return;
     }
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) /* errors from here on in the route's shape */
+        if (path_matches(routes[i].path, call->path)) call->dialect = route_dialect(routes[i].flags);
     if (atomic_load(&srv->draining)) {
         gw_reply_error(call, GW_E_NOT_READY, "the server is shutting down");
         return;

@@ -829,3 +829,63 @@ class AgentToolsTest(unittest.TestCase):
                                                          "stream": False, "options": {"num_predict": 4}})
         self.assertEqual(status, 200, r)
         self.assertEqual(r["message"]["role"], "assistant")
+
+
+class ErrorShapesTest(unittest.TestCase):
+    """The errors that come from the gateway around a route (size limit, rate limit, token scope, a
+    remote target) in each API's own shape, with the same statuses as OpenAI's routes."""
+
+    ROUTES = [
+        ("/v1/responses", {"model": TARGET, "input": "x", "max_output_tokens": 2}, "openai"),
+        ("/v1/messages", {"model": TARGET, "max_tokens": 2, "messages": [{"role": "user", "content": "x"}]}, "anthropic"),
+        ("/api/chat", {"model": TARGET, "stream": False, "messages": [{"role": "user", "content": "x"}]}, "ollama"),
+    ]
+
+    @classmethod
+    def setUpClass(cls):
+        cfg = ('[server]\nmax_request_bytes = 4096\n\n[security.rate_limit]\nrequests_per_minute = 1\nburst = 10\n\n'
+               '[[tokens]]\nenv = "SIPP_SHAPES_ALL"\ncaller = "all"\n\n'
+               '[[tokens]]\nenv = "SIPP_SHAPES_SCOPED"\ncaller = "scoped"\ntargets = ["remote"]\n\n'
+               '[[tokens]]\nenv = "SIPP_SHAPES_BURST"\ncaller = "burst"\n\n' +
+               gw.local_target(TARGET, parallel=1, ctx=CTX) +
+               '[[targets]]\nname = "remote"\ntype = "openai_compatible"\nbase_url = "http://127.0.0.1:9/v1"\n')
+        cls.gw = gw.serve_config(cfg, env={"SIPP_SHAPES_ALL": "all", "SIPP_SHAPES_SCOPED": "scoped",
+                                           "SIPP_SHAPES_BURST": "burst"})
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.gw.stop()
+        assert rc == 0, f"sipp serve exited with {rc}:\n{cls.gw.text()}"
+
+    def check(self, shape, status, body, want, anthropic_type, *words):
+        self.assertEqual(status, want, body)
+        if shape == "openai":
+            message = body["error"]["message"]
+        elif shape == "anthropic":
+            self.assertEqual((body["type"], body["error"]["type"]), ("error", anthropic_type), body)
+            message = body["error"]["message"]
+        else:
+            self.assertEqual(set(body), {"error"})
+            message = body["error"]
+        for w in words:
+            self.assertIn(w, message)
+
+    def test_413_403_501_429(self):
+        for path, body, shape in self.ROUTES:
+            with self.subTest(path=path):
+                big = dict(body, padding="x" * 8192)
+                status, _, b = self.gw.json("POST", path, big, {"Authorization": "Bearer all"})
+                self.check(shape, status, b, 413, "request_too_large", "max_request_bytes")
+                status, _, b = self.gw.json("POST", path, body, {"Authorization": "Bearer scoped"})
+                self.check(shape, status, b, 403, "permission_error", "'scoped'", TARGET)
+                status, _, b = self.gw.json("POST", path, dict(body, model="remote"), {"Authorization": "Bearer scoped"})
+                self.check(shape, status, b, 501, "api_error", "'remote'", "/v1/chat/completions")
+        statuses = []
+        for _ in range(11):  # the burst of 10, then one over it (one request a minute refills it)
+            status, hdrs, b = self.gw.json("POST", "/v1/messages", self.ROUTES[1][1], {"x-api-key": "burst"})
+            statuses.append(status)
+        self.assertEqual(statuses[-1], 429, statuses)
+        self.check("anthropic", status, b, 429, "rate_limit_error", "rate limit")
+        self.assertIn("retry-after", hdrs)
+        status, _, b = self.gw.json("POST", "/api/chat", self.ROUTES[2][1], {"Authorization": "Bearer burst"})
+        self.check("ollama", status, b, 429, None, "rate limit")

@@ -406,6 +406,10 @@ typedef struct gw_gen_view {
     long long created;
     gw_choice *choices; /* gen->n of them */
     size_t n_choices;
+    /* A remote target's answer translated back (translate.c): req is NULL, and these are the
+     * upstream's counts. */
+    bool remote;
+    sipp_request_stats remote_stats;
 } gw_gen_view;
 
 struct gw_rename;
@@ -443,6 +447,10 @@ void gw_upstream_free(gw_upstream *u);
  * healthy replica, trying the next one when a replica cannot be reached; replies with the
  * upstream's answer, streamed through when stream is true. */
 void gw_upstream_forward(gw_call *call, gw_target *target, const char *suffix, bool stream);
+/* Posts body (a JSON object; its "model" is set to the upstream's) to base_url + suffix as
+ * gw_upstream_forward does, waits for the whole answer and parses it: *status and *answer (new
+ * reference) for the caller to translate. False after replying when no answer came. */
+bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status, json_t **answer);
 /* Starts/stops the thread that probes ejected replicas (nothing to do without remote targets). */
 bool gw_probe_start(gw_server *srv);
 void gw_probe_stop(gw_server *srv);

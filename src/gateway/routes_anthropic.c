@@ -74,17 +74,17 @@ static const char *stop_reason(const gw_gen_view *v) {
     const char *f = v->choices[0].finish;
     if (strcmp(f, "length") == 0) return "max_tokens";
     if (strcmp(f, "tool_calls") == 0) return "tool_use";
-    return sipp_request_stop_string(v->req) ? "stop_sequence" : "end_turn";
+    return gw_view_stop_string(v) ? "stop_sequence" : "end_turn";
 }
 
 static json_t *stop_sequence(const gw_gen_view *v) {
-    const char *s = sipp_request_stop_string(v->req);
+    const char *s = gw_view_stop_string(v);
     return s ? json_string(s) : json_null();
 }
 
-static json_t *usage_json(sipp_request *r) {
+static json_t *usage_json(const gw_gen_view *v) {
     sipp_request_stats s;
-    sipp_request_get_stats(r, &s);
+    gw_view_stats(v, &s);
     return json_pack("{s:i, s:i, s:i, s:i}", "input_tokens", s.prompt_tokens - s.cached_tokens,
                      "output_tokens", s.generated_tokens, "cache_read_input_tokens", s.cached_tokens,
                      "cache_creation_input_tokens", 0);
@@ -132,7 +132,7 @@ static json_t *content_blocks(const gw_gen_view *v) {
 }
 
 static json_t *am_whole(const gw_gen_view *v) {
-    return message(v, content_blocks(v), stop_reason(v), stop_sequence(v), usage_json(v->req));
+    return message(v, content_blocks(v), stop_reason(v), stop_sequence(v), usage_json(v));
 }
 
 static void event(const char *type, json_t *fields, sipp_buf *out) {
@@ -163,7 +163,7 @@ static void am_begin(const gw_gen_view *v, sipp_buf *out) {
     msg_state *s = state_of(v);
     s->index = -1;
     event("message_start",
-          json_pack("{s:o}", "message", message(v, json_array(), NULL, json_null(), usage_json(v->req))),
+          json_pack("{s:o}", "message", message(v, json_array(), NULL, json_null(), usage_json(v))),
           out);
 }
 
@@ -207,7 +207,7 @@ static void am_end(const gw_gen_view *v, sipp_buf *out) {
     close_block(s, out);
     event("message_delta",
           json_pack("{s:{s:s, s:o}, s:o}", "delta", "stop_reason", stop_reason(v), "stop_sequence",
-                    stop_sequence(v), "usage", usage_json(v->req)),
+                    stop_sequence(v), "usage", usage_json(v)),
           out);
     event("message_stop", json_object(), out);
 }

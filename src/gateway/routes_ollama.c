@@ -442,7 +442,7 @@ static json_t *tool_calls(const gw_gen_view *v) {
 
 static json_t *final_line(const gw_gen_view *v, const char *text, const char *thinking, json_t *calls) {
     sipp_request_stats st;
-    sipp_request_get_stats(v->req, &st);
+    gw_view_stats(v, &st);
     json_t *j = line(v, text, thinking, calls, true);
     bool length = strcmp(v->choices[0].finish, "length") == 0;
     json_object_set_new(j, "done_reason", json_string(length ? "length" : "stop"));

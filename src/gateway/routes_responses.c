@@ -123,9 +123,9 @@ static resp_state *state_of(const gw_gen_view *v) { return v->gen->route; }
 
 /* ---- output items ------------------------------------------------------------------------------- */
 
-static json_t *usage_json(sipp_request *r) {
+static json_t *usage_json(const gw_gen_view *v) {
     sipp_request_stats s;
-    sipp_request_get_stats(r, &s);
+    gw_view_stats(v, &s);
     return json_pack("{s:i, s:{s:i}, s:i, s:{s:i}, s:i}", "input_tokens", s.prompt_tokens,
                      "input_tokens_details", "cached_tokens", s.cached_tokens, "output_tokens",
                      s.generated_tokens, "output_tokens_details", "reasoning_tokens", 0, "total_tokens",
@@ -231,7 +231,7 @@ static void store_response(const gw_gen_view *v, json_t *r) {
 
 /* The finished response with output (stolen), stored. */
 static json_t *final_response(const gw_gen_view *v, json_t *output) {
-    json_t *r = response_object(v, incomplete(v) ? "incomplete" : "completed", output, usage_json(v->req));
+    json_t *r = response_object(v, incomplete(v) ? "incomplete" : "completed", output, usage_json(v));
     store_response(v, r);
     return r;
 }
@@ -366,7 +366,7 @@ static void rs_end(const gw_gen_view *v, sipp_buf *out) {
 }
 
 static void rs_fail(const gw_gen_view *v, gw_error_kind kind, const char *message, sipp_buf *out) {
-    json_t *r = response_object(v, "failed", json_deep_copy(state_of(v)->items), usage_json(v->req));
+    json_t *r = response_object(v, "failed", json_deep_copy(state_of(v)->items), usage_json(v));
     json_object_set_new(r, "error", json_pack("{s:s, s:s}", "code", gw_error_code(kind), "message", message));
     event(v, "response.failed", json_pack("{s:o}", "response", r), out);
 }

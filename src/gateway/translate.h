@@ -27,13 +27,20 @@ void gw_rename_fields(char *msg, size_t cap, const gw_rename *renames);
  * replied, naming the field through renames, and returns false. */
 bool gw_decode_tree(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames, gw_gen *g);
 
-/* gw_call_target for a translated API (named by api_name in messages): remote targets are refused. */
+/* gw_call_target for the routes that reach local targets only (count_tokens, Ollama's embed):
+ * a remote target is refused with 501, named by api_name. */
 gw_target *gw_translated_target(gw_call *call, const char *name, const char *api_name);
 
-/* Decodes chat for api, resolves its target and generates with fmt; route (freed with route_free however
+/* Decodes chat for api, resolves its target and generates with fmt (a remote target is sent the
+ * same body and its answer rendered with fmt); route (freed with route_free however
  * the request ends) is the route's rendering state, reached through gen->route. Replies always. */
 void gw_run_translated(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames,
                        const char *api_name, const gw_format *fmt, void *route, void (*route_free)(void *));
+
+/* A generation's counts: the engine's, or a remote target's. */
+void gw_view_stats(const gw_gen_view *v, sipp_request_stats *stats);
+/* The stop string that ended it (NULL when none, and for remote targets, which do not say). */
+const char *gw_view_stop_string(const gw_gen_view *v);
 
 /* The call's body as a JSON object, or NULL after replying 400. */
 json_t *gw_body_object(gw_call *call);

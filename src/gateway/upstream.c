@@ -332,16 +332,14 @@ static char *rewrite_body(const gw_call *call, const gw_target_config *cfg) {
     return s;
 }
 
-void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, bool stream) {
+/* Sends body to a replica in rotation, trying the next one when a replica cannot be reached or
+ * answers 502/503/504, and waits for the status line. Returns the transfer (*replica is the one
+ * that answered), or NULL after replying with the error. */
+static xfer *send_to_replicas(gw_call *call, gw_target *t, const char *suffix, const char *body, size_t *replica) {
     gw_upstream *u = t->upstream;
-    char *body = rewrite_body(call, t->cfg);
-    if (!body) {
-        gw_reply_error(call, GW_E_INVALID_JSON, "the body must be a JSON object");
-        return;
-    }
     bool *tried = calloc(u->n ? u->n : 1, sizeof *tried);
     char last[SIPP_ERROR_SIZE] = "no replica configured";
-    size_t i;
+    size_t i = 0;
     xfer *x = NULL;
     while (tried && pick(u, tried, &i)) {
         tried[i] = true;
@@ -384,28 +382,24 @@ void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, bool s
         break;
     }
     free(tried);
-    free(body);
-    if (call->replied) return;
-    if (!x) {
+    if (!x && !call->replied)
         gw_reply_error(call, GW_E_UPSTREAM, "model '%s': no upstream replica answered (last: %s)", t->cfg->name, last);
-        return;
-    }
-    if (stream && x->status >= GW_HTTP_OK && x->status < GW_HTTP_OK + 100 && !x->done) {
-        x->base.pull = xs_pull;
-        x->base.close = xs_close;
-        gw_reply_stream(call, x->content_type[0] ? x->content_type : "text/event-stream", &x->base);
-        return;
-    }
+    *replica = i;
+    return x;
+}
+
+/* Reads the rest of a transfer's answer. False after replying when it broke off. */
+static bool finish_transfer(gw_call *call, gw_target *t, xfer *x, size_t i) {
     while (!x->done && !gw_call_abandoned(call)) drive(x, GW_DRIVE_SLICE_MS);
     if (!x->done) {
         gw_reply_error(call, GW_E_NOT_READY, "the request was abandoned");
-    } else if (x->result != CURLE_OK && !x->too_big) {
-        gw_error_kind kind = is_timeout(x->result) ? GW_E_TIMEOUT : GW_E_UPSTREAM;
-        gw_reply_error(call, kind, "model '%s': upstream %s failed: %s", t->cfg->name, u->r[i].url,
-                       x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result));
     } else if (x->too_big) {
         gw_reply_error(call, GW_E_UPSTREAM, "model '%s': the upstream's answer is over %zu bytes", t->cfg->name,
                        GW_MAX_UPSTREAM_BODY);
+    } else if (x->result != CURLE_OK) {
+        gw_error_kind kind = is_timeout(x->result) ? GW_E_TIMEOUT : GW_E_UPSTREAM;
+        gw_reply_error(call, kind, "model '%s': upstream %s failed: %s", t->cfg->name, t->upstream->r[i].url,
+                       x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result));
     } else {
         if (x->status >= GW_HTTP_OK && x->status < GW_HTTP_OK + 100) {
             json_t *j = json_loadb(x->in.data ? x->in.data : "", x->in.len, 0, NULL);
@@ -414,12 +408,58 @@ void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, bool s
         } else if (x->status >= GW_HTTP_BAD_REQUEST) {
             call->error_code = gw_error_code(GW_E_UPSTREAM);
         }
+        return true;
+    }
+    return false;
+}
+
+void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, bool stream) {
+    char *body = rewrite_body(call, t->cfg);
+    if (!body) {
+        gw_reply_error(call, GW_E_INVALID_JSON, "the body must be a JSON object");
+        return;
+    }
+    size_t i;
+    xfer *x = send_to_replicas(call, t, suffix, body, &i);
+    free(body);
+    if (!x) return;
+    if (stream && x->status >= GW_HTTP_OK && x->status < GW_HTTP_OK + 100 && !x->done) {
+        x->base.pull = xs_pull;
+        x->base.close = xs_close;
+        gw_reply_stream(call, x->content_type[0] ? x->content_type : "text/event-stream", &x->base);
+        return;
+    }
+    if (finish_transfer(call, t, x, i)) {
         char *text = x->in.data;
         size_t len = x->in.len;
         x->in = (sipp_buf){0};
         gw_reply_text(call, (int)x->status, x->content_type[0] ? x->content_type : "application/json", text, len);
     }
     xfer_free(x);
+}
+
+bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status, json_t **answer) {
+    json_object_set_new(body, "model", json_string(t->cfg->remote_model ? t->cfg->remote_model : t->cfg->name));
+    char *text = json_dumps(body, JSON_COMPACT);
+    if (!text) {
+        gw_reply_error(call, GW_E_INTERNAL, "out of memory");
+        return false;
+    }
+    size_t i;
+    xfer *x = send_to_replicas(call, t, suffix, text, &i);
+    free(text);
+    bool ok = x && finish_transfer(call, t, x, i);
+    if (ok) {
+        *status = x->status;
+        *answer = json_loadb(x->in.data ? x->in.data : "", x->in.len, 0, NULL);
+        if (!*answer) {
+            gw_reply_error(call, GW_E_UPSTREAM, "model '%s': the upstream's answer (HTTP %ld) is not JSON", t->cfg->name,
+                           x->status);
+            ok = false;
+        }
+    }
+    xfer_free(x);
+    return ok;
 }
 
 /* ---- health --------------------------------------------------------------------------------------- */

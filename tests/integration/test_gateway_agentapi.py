@@ -833,7 +833,7 @@ class AgentToolsTest(unittest.TestCase):
 
 class ErrorShapesTest(unittest.TestCase):
     """The errors that come from the gateway around a route (size limit, rate limit, token scope, a
-    remote target) in each API's own shape, with the same statuses as OpenAI's routes."""
+    remote target that cannot be reached) in each API's own shape, with the same statuses as OpenAI's routes."""
 
     ROUTES = [
         ("/v1/responses", {"model": TARGET, "input": "x", "max_output_tokens": 2}, "openai"),
@@ -870,7 +870,7 @@ class ErrorShapesTest(unittest.TestCase):
         for w in words:
             self.assertIn(w, message)
 
-    def test_413_403_501_429(self):
+    def test_413_403_502_429(self):
         for path, body, shape in self.ROUTES:
             with self.subTest(path=path):
                 big = dict(body, padding="x" * 8192)
@@ -879,7 +879,7 @@ class ErrorShapesTest(unittest.TestCase):
                 status, _, b = self.gw.json("POST", path, body, {"Authorization": "Bearer scoped"})
                 self.check(shape, status, b, 403, "permission_error", "'scoped'", TARGET)
                 status, _, b = self.gw.json("POST", path, dict(body, model="remote"), {"Authorization": "Bearer scoped"})
-                self.check(shape, status, b, 501, "api_error", "'remote'", "/v1/chat/completions")
+                self.check(shape, status, b, 502, "api_error", "'remote'", "no upstream replica answered")
         statuses = []
         for _ in range(11):  # the burst of 10, then one over it (one request a minute refills it)
             status, hdrs, b = self.gw.json("POST", "/v1/messages", self.ROUTES[1][1], {"x-api-key": "burst"})
@@ -889,3 +889,83 @@ class ErrorShapesTest(unittest.TestCase):
         self.assertIn("retry-after", hdrs)
         status, _, b = self.gw.json("POST", "/api/chat", self.ROUTES[2][1], {"Authorization": "Bearer burst"})
         self.check("ollama", status, b, 429, None, "rate limit")
+
+
+class RemoteTargetTest(unittest.TestCase):
+    """A remote (openai_compatible) target through every API: the gateway translates to chat
+    completions for the upstream (here another sipp serve, on the Qwen-templated model) and the answer
+    back, tools included."""
+
+    @classmethod
+    def setUpClass(cls):
+        gw.check_build()
+        path = os.path.join(gw.tmpdir(), "remote-qwen.gguf")
+        r = subprocess.run([gw.SYNTH, "--out", path, "--vocab", QWEN_VOCAB, "--chat-template-file", QWEN_TEMPLATE,
+                            "--seed", "1", *gw.TINY], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        cls.up = gw.serve_config(gw.local_target("upstream-qwen", path=path, parallel=2, ctx=4096))
+        try:
+            cls.gw = gw.serve_config(f'[[targets]]\nname = "far"\ntype = "openai_compatible"\n'
+                                     f'base_url = "{cls.up.base}/v1"\nmodel = "upstream-qwen"\n')
+        except Exception:
+            cls.up.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.gw.stop()
+        rc_up = cls.up.stop()
+        assert rc == 0 and rc_up == 0, (rc, rc_up)
+
+    def direct(self, **kw):
+        """The upstream's own chat completion: what every API must give back."""
+        body = {"model": "upstream-qwen", "messages": [{"role": "user", "content": "Hello there"}], "temperature": 0,
+                "max_tokens": 6, **kw}
+        status, _, out = self.up.json("POST", "/v1/chat/completions", body)
+        self.assertEqual(status, 200, out)
+        return out
+
+    def test_text_through_every_api(self):
+        want = self.direct()["choices"][0]["message"]["content"]
+        _, _, r = self.gw.json("POST", "/v1/responses", {"model": "far", "input": "Hello there", "max_output_tokens": 6,
+                                                         "temperature": 0})
+        self.assertEqual(r["output"][0]["content"][0]["text"], want, r)
+        self.assertEqual(r["status"], "incomplete")
+        self.assertEqual(r["usage"]["output_tokens"], 6)
+        _, _, m = self.gw.json("POST", "/v1/messages", {"model": "far", "max_tokens": 6, "temperature": 0,
+                                                        "messages": [{"role": "user", "content": "Hello there"}]})
+        self.assertEqual(m["content"][0]["text"], want, m)
+        self.assertEqual(m["stop_reason"], "max_tokens")
+        _, _, o = self.gw.json("POST", "/api/chat", {"model": "far", "stream": False, "messages": [
+            {"role": "user", "content": "Hello there"}], "options": {"num_predict": 6, "temperature": 0, "top_k": 0,
+                                                                     "top_p": 1, "repeat_penalty": 1}})
+        self.assertEqual(o["message"]["content"], want, o)
+        self.assertEqual(o["eval_count"], 6)
+
+    def test_streams_have_the_documented_sequence(self):
+        want = self.direct()["choices"][0]["message"]["content"]
+        _, _, events = self.gw.sse("/v1/responses", {"model": "far", "input": "Hello there", "max_output_tokens": 6,
+                                                     "temperature": 0, "stream": True})
+        data = [json.loads(d) for _, d in events]
+        self.assertEqual(kinds([d["type"] for d in data]), RESPONSES_ORDER + ["response.incomplete"])
+        self.assertEqual("".join(d["delta"] for d in data if d["type"] == "response.output_text.delta"), want)
+        _, _, events = self.gw.sse("/v1/messages", {"model": "far", "max_tokens": 6, "temperature": 0, "stream": True,
+                                                    "messages": [{"role": "user", "content": "Hello there"}]})
+        self.assertEqual(kinds([e for e, _ in events]), MESSAGES_ORDER)
+
+    def test_tool_call_through_the_upstream(self):
+        tools = [{"name": "get_weather", "input_schema": WEATHER_SCHEMA}]
+        status, _, m = self.gw.json("POST", "/v1/messages", {
+            "model": "far", "max_tokens": 400, "temperature": 0, "tools": tools,
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tool_choice": {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True}})
+        self.assertEqual(status, 200, m)
+        self.assertEqual(m["stop_reason"], "tool_use", m)
+        self.assertTrue(valid_weather(m["content"][0]["input"]), m["content"])
+        # An error of the upstream keeps its status, in the API's shape and names.
+        status, _, e = self.gw.json("POST", "/v1/messages", {
+            "model": "far", "max_tokens": 4, "messages": [{"role": "user", "content": "x"}],
+            "tools": [{"name": "", "input_schema": {"type": "object"}}]})
+        self.assertEqual(status, 400, e)
+        self.assertEqual(e["type"], "error")
+        self.assertIn("'tools[0].name'", e["error"]["message"])

@@ -97,6 +97,14 @@ sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n
 
 const char *sipp_engine_last_error(const sipp_engine *e) { return "not a real engine"; }
 
+int gw_call_ms_left(const gw_call *call) { return 1; }
+
+/* The fuzzed target is local; a remote one would be reached here. */
+bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
+                       json_t **answer) {
+    abort();
+}
+
 /* ---- the harness -------------------------------------------------------------------------------- */
 
 typedef struct route {

@@ -144,7 +144,7 @@ struct llama_sampler *sipp_sampler_chain_new(const sipp_model *model, const sipp
 sipp_sampler *sipp_sampler_new(const sipp_model *model, sipp_request *r, char *err);
 void sipp_sampler_free(sipp_sampler *ss);
 /* Samples the token of output idx, records its logprobs when the request wants them, and accepts
- * it into every sampler. */
+ * it into every sampler. LLAMA_TOKEN_NULL when the grammar cannot take the token. */
 llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_context *ctx, int idx, sipp_request *r);
 /* Makes the grammar sampler a request asks for (r->chat), checking the GBNF. */
 sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err);

@@ -29,7 +29,7 @@ from ._client import Client, GatewaySpec, LocalSpec, gateway, local
 from ._errors import (BackendError, BusyError, CancelledError, ClosedError, ContextFullError, GatewayError,
                       InternalError, InvalidArgumentError, ModelError, NoMemoryError, NotFoundError,
                       NotSupportedError, SippError, SippIOError, SippTimeoutError)
-from ._types import Response, TokenStream
+from ._types import Delta, Response, TokenStream
 
 __version__ = "0.1.0"
 
@@ -56,7 +56,7 @@ def runtime_info():
 
 
 __all__ = [
-    "Client", "local", "gateway", "LocalSpec", "GatewaySpec", "Response", "TokenStream", "backend_selection",
+    "Client", "local", "gateway", "LocalSpec", "GatewaySpec", "Response", "TokenStream", "Delta", "backend_selection",
     "runtime_info", "SippError", "InvalidArgumentError", "NotFoundError", "SippIOError", "ModelError",
     "BackendError", "ContextFullError", "BusyError", "CancelledError", "SippTimeoutError", "NoMemoryError",
     "ClosedError", "InternalError", "NotSupportedError", "GatewayError",

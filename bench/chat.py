@@ -85,7 +85,10 @@ def run_server(name, cmd, ready, env, max_tokens):
         post(cmd_port(cmd), "/v1/chat/completions", request(WARMUP_TOKENS))
         out = post(cmd_port(cmd), "/v1/chat/completions", request(max_tokens))
         content = out["choices"][0]["message"]["content"]
-        json.loads(content)  # the answer is schema-shaped JSON (or the grammar did not hold)
+        if out["choices"][0]["finish_reason"] != "length":
+            json.loads(content)  # a finished answer is schema-shaped JSON (or the grammar did not hold)
+        elif not content.lstrip().startswith("{"):
+            raise RuntimeError(f"{name}: the answer does not follow the schema: {content[:80]!r}")
         if name == "sipp":
             return out["usage"]["sipp"]["decode_tokens_per_s"], out["usage"]["completion_tokens"]
         return out["timings"]["predicted_per_second"], out["usage"]["completion_tokens"]

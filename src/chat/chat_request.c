@@ -654,6 +654,15 @@ static sipp_status prepare_chat(sipp_model *m, const sipp_request_params *p, jso
         if (pl->grammar && !(out->grammar = strdup(pl->grammar)))
             st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
         out->thinking_budget = f.thinking_budget;
+        /* A template without tool-call syntax (ChatML, say) renders no tools and parses no calls:
+         * the tools would be dropped in silence. */
+        bool tools_active = f.tools && json_array_size(f.tools) > 0 && f.choice != CHAT_TOOLS_NONE;
+        if (st == SIPP_OK && tools_active && !pl->grammar)
+            st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                           "'tools': this chat template (format %s) has no tool-call syntax, so tools can be neither "
+                           "shown to the model nor parsed from its answer; use a template with tool support "
+                           "(chat_template, e.g. one of llama.cpp's models/templates/*.jinja)",
+                           pl->format);
         if (f.thinking_budget >= 0 && (!*pl->thinking_start || pl->n_thinking_end == 0))
             st = sipp_fail(
                 err, SIPP_ERR_INVALID_ARGUMENT,

@@ -188,7 +188,9 @@ SIPP_API sipp_status sipp_model_load(const char *path, const sipp_model_params *
                                      sipp_model **out, char *errbuf);
 SIPP_API void sipp_model_free(sipp_model *model);
 
-/* The last error on this model handle (borrowed). */
+/* The message of the calling thread's last failed call on this model (borrowed; valid on this thread
+ * until its next failing call or error read). A thread that has not failed on the model reads the
+ * last failure of any thread. [any thread] */
 SIPP_API const char *sipp_model_last_error(const sipp_model *model);
 
 /* What the load decided. Borrowed; valid while the model lives. [any thread] */
@@ -304,8 +306,9 @@ SIPP_API sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params
  * valid handles (finished as cancelled) until freed. */
 SIPP_API void sipp_engine_free(sipp_engine *engine);
 
-/* The message of the calling thread's last failed call on this engine (borrowed; valid until that
- * thread's next failing call). Threads do not see each other's messages. [any thread] */
+/* The message of the calling thread's last failed call on this engine (borrowed; valid on this thread
+ * until its next failing call or error read). Threads do not see each other's messages; a thread
+ * that has not failed on the engine reads the last failure of any thread. [any thread] */
 SIPP_API const char *sipp_engine_last_error(const sipp_engine *engine);
 
 typedef enum sipp_finish_reason {

@@ -16,7 +16,6 @@
 #include "backend/backend.h"
 #include "engine/model.h"
 #include "gguf.h"
-#include "store/store.h"
 #include "util/util.h"
 
 #define GGUF_MAGIC "GGUF"

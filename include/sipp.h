@@ -465,6 +465,90 @@ SIPP_API sipp_status sipp_model_trace_graph(sipp_model *model, int threads, sipp
 /* Frees memory that sipp allocated for the caller. */
 SIPP_API void sipp_free(void *ptr);
 
+/* ---- verify (sipp verify) ------------------------------------------------------------------------ */
+
+/* Proves that backends agree on a model's outputs. Fixed prompts run on the reference backend first
+ * (its logits are kept), then on every other backend, one model in memory at a time: teacher-forced
+ * logits compared with the reference's (max and RMS difference, KL divergence in nats, top-1 and
+ * top-5 agreement), incremental decoding against one batched prefill on each backend, greedy
+ * continuations through an engine, and the compute graph's placement. The result is a report, which
+ * is also the manifest format: JSON with "kind": "sipp-verify-manifest" (docs/verify.md describes
+ * every field). Against a recorded manifest, the run repeats what it recorded and checks its
+ * contracts (checkpoint, tokenizer, graph, numerics, speed). */
+
+typedef struct sipp_verify_thresholds {
+    double max_kl;          /* mean KL against the reference, nats */
+    double max_kl_max;      /* worst single position's KL against the reference, nats */
+    double min_top1;        /* top-1 agreement rate against the reference, [0, 1] */
+    double max_cached_kl;   /* mean KL of incremental decoding against batched prefill, each backend */
+    double min_cached_top1; /* top-1 agreement of incremental against batched, [0, 1] */
+    double min_greedy;      /* fraction of the greedy continuation's tokens equal to the reference's */
+    double speed_tolerance; /* against a manifest: how much slower pp or tg may be (fraction) */
+} sipp_verify_thresholds;
+
+/* Bits of sipp_verify_params.thresholds_given: thresholds that win over a manifest's. */
+enum {
+    SIPP_VERIFY_MAX_KL = 1 << 0,
+    SIPP_VERIFY_MAX_KL_MAX = 1 << 1,
+    SIPP_VERIFY_MIN_TOP1 = 1 << 2,
+    SIPP_VERIFY_MAX_CACHED_KL = 1 << 3,
+    SIPP_VERIFY_MIN_CACHED_TOP1 = 1 << 4,
+    SIPP_VERIFY_MIN_GREEDY = 1 << 5,
+    SIPP_VERIFY_SPEED_TOLERANCE = 1 << 6,
+};
+
+#define SIPP_VERIFY_MAX_BACKENDS 8
+#define SIPP_VERIFY_MAX_PROMPTS 64
+
+/* Called at each stage of each backend's run ("loading the model", "greedy continuations", ...),
+ * with the seconds since the run started. */
+typedef void (*sipp_verify_progress_fn)(double seconds, const char *backend, const char *stage, void *user);
+
+typedef struct sipp_verify_params {
+    const char *model;               /* a GGUF path; NULL with `against`: the manifest's */
+    const char *const *backends;     /* names (cpu, vulkan, ...); NULL with `against`: the manifest's */
+    size_t n_backends;
+    const char *ref;                 /* the reference backend; NULL: the manifest's, else "cpu" */
+    const char *const *prompts;      /* NULL: the built-in prompts (or, with `against`, the manifest's) */
+    size_t n_prompts;
+    const char *against;             /* a manifest to check this machine against, or NULL */
+    sipp_verify_thresholds thresholds; /* default: sipp_verify_default_thresholds() */
+    unsigned thresholds_given;       /* SIPP_VERIFY_* bits: these win over the manifest's */
+    int threads;                     /* 0: the number of cores */
+    int greedy_tokens;               /* per prompt; default 32; 0 skips the greedy pass */
+    bool bench;                      /* also run `BENCH_EXE bench -o json` per backend */
+    bool no_bench;                   /* with `against`: skip the bench even if the manifest has one */
+    int bench_pp, bench_tg, bench_reps; /* default 128, 32, 3 */
+    const char *bench_exe;           /* the sipp executable that runs the bench; required with bench */
+    const char *artifact;            /* passed to the bench (--artifact); NULL: none */
+    sipp_verify_progress_fn progress; /* optional */
+    void *user;
+} sipp_verify_params;
+
+SIPP_API sipp_verify_thresholds sipp_verify_default_thresholds(void);
+SIPP_API sipp_verify_params sipp_verify_default_params(void);
+
+/* Runs the comparison. *report_json (malloc'ed, free with sipp_free) is the report, with
+ * "verdict": {"passed", "failures": [{backend, metric, value, threshold, flag, direction}]}, and
+ * with `against` also "contracts", "context" and "against_passed". *passed: every threshold and
+ * every checked contract held. SIPP_OK whenever the run completed, whatever the verdict;
+ * SIPP_ERR_INVALID_ARGUMENT for bad parameters or prompts (the message names them); other statuses
+ * when a backend, the model or the manifest failed. Initialises the runtime if needed. */
+SIPP_API sipp_status sipp_verify_run(const sipp_verify_params *params, char **report_json, bool *passed,
+                                     char *errbuf);
+
+/* Reads a manifest and checks that it is one this sipp can use (its kind, format and the fields a
+ * check needs). *json (optional; malloc'ed, free with sipp_free) receives its text. */
+SIPP_API sipp_status sipp_verify_manifest_read(const char *path, char **json, char *errbuf);
+
+/* Writes a report as a manifest file, atomically (a temporary file renamed over path). */
+SIPP_API sipp_status sipp_verify_manifest_write(const char *path, const char *report_json, char *errbuf);
+
+/* Facts about this host and the active artifact, as `sipp doctor` and manifests record them:
+ * {"os": {name, kernel, machine}, "cpu": {model, cores, features, ggml_cpu_module},
+ *  "artifact": {dir, manifest}}. Malloc'ed (free with sipp_free); NULL when out of memory. */
+SIPP_API char *sipp_host_facts_json(void);
+
 /* ---- engine ------------------------------------------------------------------------------------- */
 
 typedef struct sipp_engine sipp_engine;

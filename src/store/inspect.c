@@ -8,11 +8,9 @@
  * "qwen2.attention.head_count_kv", ...). Some architectures store a per-layer array where others
  * store one number (OpenELM's head counts); the largest element stands for the array.
  *
- * gguf.h reports a malformed header through ggml's logger (to stderr unless someone installed a
- * callback). A header read here is wrapped so that the logger's error line becomes part of sipp's
- * one-line message instead of a second line on stderr: reads are serialised by a mutex, the callback
- * is swapped for one that keeps this thread's errors and passes everything else on, and the old
- * callback is put back.
+ * gguf.h reports a malformed header through ggml's logger. A header read here captures this
+ * thread's error line (sipp_log_capture, backend/log.c) so that it becomes part of sipp's one-line
+ * message instead of a second line on stderr.
  *
  * A split set (gguf-split's "-00001-of-00003.gguf" files) keeps the metadata in shard 1 and spreads
  * the tensors over all shards: parameters, tensor types and sizes are summed over the shards, which
@@ -22,7 +20,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +27,7 @@
 
 #include "ggml.h"
 #include "gguf.h"
+#include "backend/backend.h"
 #include "store/sha256.h"
 #include "util/util.h"
 
@@ -100,34 +98,12 @@ static int64_t get_arch_int(const struct gguf_context *g, const char *arch, cons
     return get_int(g, key);
 }
 
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static ggml_log_callback saved_log;
-static void *saved_log_user;
-static __thread char *captured; /* this thread's gguf error, while it reads a header */
-
-static void capture_log(enum ggml_log_level level, const char *text, void *user) {
-    if (captured && level == GGML_LOG_LEVEL_ERROR && text && *text && *text != '\n' && !captured[0]) {
-        sipp_strlcpy(captured, text, SIPP_ERROR_SIZE);
-        size_t n = strlen(captured);
-        while (n && (captured[n - 1] == '\n' || captured[n - 1] == ' '))
-            captured[--n] = '\0';
-    } else if (!captured && saved_log) {
-        saved_log(level, text, saved_log_user);
-    }
-}
-
 /* gguf_init_from_file with its error message caught into why (SIPP_ERROR_SIZE bytes). */
 static struct gguf_context *read_header(const char *path, char *why) {
     struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
-    why[0] = '\0';
-    pthread_mutex_lock(&log_lock);
-    ggml_log_get(&saved_log, &saved_log_user);
-    ggml_log_set(capture_log, NULL);
-    captured = why;
+    sipp_log_capture(why);
     struct gguf_context *g = gguf_init_from_file(path, gp);
-    captured = NULL;
-    ggml_log_set(saved_log, saved_log_user);
-    pthread_mutex_unlock(&log_lock);
+    sipp_log_capture(NULL);
     return g;
 }
 

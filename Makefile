@@ -140,11 +140,11 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIBSIPP_A)
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) $(LDFLAGS_EXTRA) -o $@ $< $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
 
-# libFuzzer harnesses (clang). Each lists the sources it exercises; tests/run.sh runs each briefly.
-FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(LLAMA_INC)
+# libFuzzer harnesses (clang). Each lists the sources it exercises, built with the fuzzer's
+# instrumentation; tests/run.sh runs each briefly from its seed corpus (tests/fuzz/corpus/NAME).
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc -I$(LLAMA_INC)
 FUZZ_toml_SRCS := tests/fuzz/fuzz_toml.c src/util/toml.c
 FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/errors.c src/util/util.c
-FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request
 $(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -153,6 +153,23 @@ $(BUILD)/fuzz/fuzz_request: $(FUZZ_request_SRCS) $(LIBSIPP)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $(FUZZ_request_SRCS) -o $@ -L$(BUILD)/lib -lsipp -ljansson -Wl,-rpath,'$$ORIGIN/../lib'
+
+# The library's parsers: the sources under test are instrumented, the rest of libsipp comes from the
+# static archive (its objects that the harness's own sources replace are never pulled in).
+FUZZ_catalog_SRCS := tests/fuzz/fuzz_catalog.c src/store/catalog.c
+FUZZ_store_meta_SRCS := tests/fuzz/fuzz_store_meta.c src/store/store.c
+FUZZ_manifest_SRCS := tests/fuzz/fuzz_manifest.c src/verify/manifest.c src/verify/metrics.c
+FUZZ_gguf_SRCS := tests/fuzz/fuzz_gguf.c src/store/inspect.c
+FUZZ_LIB := catalog store_meta manifest gguf
+define fuzz_lib_rule
+$(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
+	@mkdir -p $$(dir $$@)
+	@echo "  FUZZ $$@"
+	@clang $(FUZZ_CFLAGS) $$(FUZZ_$(1)_SRCS) -o $$@ $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$$$ORIGIN/../artifact'
+endef
+$(foreach h,$(FUZZ_LIB),$(eval $(call fuzz_lib_rule,$(h))))
+
+FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
 fuzz-bins: $(FUZZ_BINS)
 
 # The Node.js addon (bindings/node/build.sh: plain C against the pinned Node-API headers).

@@ -62,8 +62,10 @@ static int64_t get_int(const struct gguf_context *g, const char *key) {
         n = gguf_get_arr_n(g, k);
         if (t == GGUF_TYPE_STRING || t == GGUF_TYPE_ARRAY || n == 0) return -1;
         data = gguf_get_arr_data(g, k);
+    } else if (t != GGUF_TYPE_STRING) {
+        data = gguf_get_val_data(g, k); /* gguf aborts when asked for a string's data this way */
     } else {
-        data = gguf_get_val_data(g, k);
+        return -1;
     }
     int64_t best = -1;
     for (size_t i = 0; i < n; i++) {

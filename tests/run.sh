@@ -20,6 +20,10 @@ count() { # count SUITE PASSED FAILED
   echo "== $1: $2 passed, $3 failed"
 }
 
+# A sanitizer's report. Criterion counts a test whose worker prints a LeakSanitizer report at exit
+# as passing (the test itself passed): the report is looked for in the output instead.
+SANITIZER_REPORT='ERROR: [A-Za-z]+Sanitizer|runtime error:'
+
 run_criterion() { # run_criterion DIR LABEL
   local t out p f c
   for t in "$1"/tests/test_*; do
@@ -30,6 +34,7 @@ run_criterion() { # run_criterion DIR LABEL
     c=$(sed -n 's/.*Crashing: \([0-9]*\).*/\1/p' <<<"$out" | tail -1)
     p=${p:-0}; f=$(( ${f:-0} + ${c:-0} ))
     if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    if grep -qE "$SANITIZER_REPORT" <<<"$out"; then f=$((f + 1)); echo "$out" | grep -E -A12 "$SANITIZER_REPORT" | head -40; fi
     [ "$f" -eq 0 ] || echo "$out" | grep -v '^\[----\]' | tail -40
     count "$2 $(basename "$t")" "$p" "$f"
   done
@@ -50,7 +55,8 @@ if [ -z "$only" ] || [ "$only" = asan ]; then
   else
     tail -30 build-asan.log; count "asan build" 0 1
   fi
-  out=$(SIPP_ASAN_OPTIONS=$asan_options bash tests/sanitizer/lsan_check.sh clang "$asan_flags" 2>&1)
+  out=$(SIPP_ASAN_OPTIONS=$asan_options SANITIZER_REPORT=$SANITIZER_REPORT \
+    bash tests/sanitizer/lsan_check.sh clang "$asan_flags" 2>&1)
   p=$(sed -n 's/^lsan_check: \([0-9]*\) passed.*/\1/p' <<<"$out"); f=$(sed -n 's/.* \([0-9]*\) failed$/\1/p' <<<"$out")
   p=${p:-0}; f=${f:-1}
   [ "$f" -eq 0 ] || echo "$out" | tail -30

@@ -2,8 +2,10 @@
 # tests/sanitizer/lsan_check.sh CC "SANITIZER FLAGS": proves that LeakSanitizer reports leaks in the
 # configuration the ASan unit tests run in. Builds tests/sanitizer/leak.c with those flags and runs
 # it with the ASAN_OPTIONS tests/run.sh gives (and, like it, no LSAN_OPTIONS): the leaking run must fail with
-# LeakSanitizer's report naming the leaked size; the freeing run must pass with no report. Prints
-# "lsan_check: N passed, M failed".
+# LeakSanitizer's report naming the leaked size; the freeing run must pass with no report. Then the
+# same for a Criterion test that passes and leaks (tests/sanitizer/leak_test.c): Criterion calls it
+# passing, so its output must carry the report that tests/run.sh looks for ($SANITIZER_REPORT).
+# Prints "lsan_check: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 cc=${1:?usage: lsan_check.sh CC FLAGS}
@@ -29,6 +31,14 @@ check "no complaint about a suppressions file" bash -c "! grep -qi 'suppressions
 "$tmp/leak" free >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "no leak exits 0 (rc $rc)" test "$rc" -eq 0
 check "no leak prints no report" bash -c "! grep -q LeakSanitizer '$tmp/err'"
+# shellcheck disable=SC2086
+if "$cc" $flags -g tests/sanitizer/leak_test.c -o "$tmp/leak_test" -lcriterion 2>"$tmp/build.log"; then
+  out=$("$tmp/leak_test" --jobs 1 2>&1)
+  check "a leaking Criterion test prints LeakSanitizer's report" grep -q "4243 byte(s) leaked" <<<"$out"
+  check "run.sh's pattern finds the report" grep -qE "${SANITIZER_REPORT:-ERROR: [A-Za-z]+Sanitizer}" <<<"$out"
+else
+  cat "$tmp/build.log"; failed=$((failed + 1))
+fi
 [ "$failed" -eq 0 ] || sed -n 1,20p "$tmp/err"
 echo "lsan_check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -21,6 +21,7 @@
 #include "engine/stop_filter.h"
 #include "llama.h"
 #include "sipp.h"
+#include "util/last_error.h"
 #include "util/util.h"
 
 struct sipp_request {
@@ -133,8 +134,7 @@ struct sipp_engine {
     struct ggml_threadpool *threadpool;
     void (*threadpool_free)(struct ggml_threadpool *);
 
-    pthread_mutex_t err_lock;
-    char last_error[SIPP_ERROR_SIZE];
+    sipp_last_error error;
 };
 
 /* Builds the sampler chain of a request. NULL on allocation failure. */

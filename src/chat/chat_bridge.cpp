@@ -220,6 +220,48 @@ std::string single_call(const std::string &grammar) {
     return out;
 }
 
+/* The text of a GBNF string literal starting at s[i] (the opening quote); i moves past it. */
+bool gbnf_literal(const std::string &s, size_t &i, std::string &out) {
+    if (i >= s.size() || s[i] != '"') return false;
+    for (i++; i < s.size() && s[i] != '"'; i++) {
+        if (s[i] != '\\') {
+            out += s[i];
+            continue;
+        }
+        if (++i >= s.size()) return false;
+        switch (s[i]) {
+        case 'n': out += '\n'; break;
+        case 't': out += '\t'; break;
+        case 'r': out += '\r'; break;
+        case 'x': {
+            if (i + 2 >= s.size()) return false;
+            out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+            i += 2;
+            break;
+        }
+        default: out += s[i]; /* \" \\ \[ ... */
+        }
+    }
+    return i < s.size() && s[i++] == '"';
+}
+
+/* A grammar that the library made for a chat spells out the template's generation prompt first
+ * (root ::= "<|im_start|>assistant\n" ...), which the prompt already holds. llama-server feeds the
+ * grammar the prompt's tokens; but those need not match the literal character by character (a
+ * SentencePiece tokenizer glues a space to the first one), so sipp takes the literal out of the
+ * root rule instead. True when it did. */
+bool strip_generation_prompt(std::string &grammar, const std::string &gen) {
+    if (gen.empty()) return false;
+    size_t at = grammar.rfind("\nroot ::= ", std::string::npos);
+    at = grammar.compare(0, 9, "root ::= ") == 0 ? 0 : at == std::string::npos ? at : at + 1;
+    if (at == std::string::npos) return false;
+    size_t i = at + 9;
+    std::string lit;
+    if (!gbnf_literal(grammar, i, lit) || lit != gen) return false;
+    grammar.erase(at + 9, i - (at + 9));
+    return true;
+}
+
 void free_message(chat_message &m) {
     free(m.content);
     free(m.reasoning);
@@ -325,12 +367,15 @@ sipp_status chat_apply(const chat_templates *t, const struct llama_vocab *vocab,
         if (!p) throw std::bad_alloc();
         try {
             p->prompt = dup(cp.prompt);
-            p->grammar = dup_or_null(cp.grammar);
             p->grammar_lazy = cp.grammar_lazy;
             /* A grammar the library made (tools, a schema) starts where the template's generation
              * prompt ends; a user's GBNF starts at the answer (as llama-server's
              * common_grammar_needs_prefill). */
-            p->grammar_prefill = !cp.grammar.empty() && !(in->grammar && *in->grammar) && !cp.grammar_lazy;
+            bool made = !cp.grammar.empty() && !(in->grammar && *in->grammar);
+            if (made && !cp.grammar_lazy && strip_generation_prompt(cp.grammar, cp.generation_prompt))
+                made = false;
+            p->grammar_prefill = made && !cp.grammar_lazy;
+            p->grammar = dup_or_null(cp.grammar);
             p->trigger_patterns = dup_list(patterns, &p->n_trigger_patterns);
             p->trigger_tokens = dup_tokens(trig_tokens, &p->n_trigger_tokens);
             p->preserved_tokens = dup_tokens(preserved, &p->n_preserved_tokens);
@@ -484,6 +529,13 @@ struct llama_sampler *chat_budget_sampler_new(const struct llama_vocab *vocab, c
         return SIPP_OK;
     });
     return out;
+}
+
+bool chat_sampler_accept(struct llama_sampler *smpl, int32_t token, char *err) {
+    return guarded(err, "grammar", [&] {
+               llama_sampler_accept(smpl, token);
+               return SIPP_OK;
+           }) == SIPP_OK;
 }
 
 } /* extern "C" */

@@ -136,6 +136,10 @@ struct llama_sampler *chat_budget_sampler_new(const struct llama_vocab *vocab, c
                                               const char *const *end_tags, size_t n_end, int budget,
                                               bool in_thinking, char *err);
 
+/* llama_sampler_accept, whose grammar sampler throws (C++) when the token does not fit: false with
+ * the reason in err instead. For any sampler that may throw. */
+bool chat_sampler_accept(struct llama_sampler *smpl, int32_t token, char *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,10 +15,10 @@
  * grammar: free text until the template's tool-call trigger, then the schema. "none" renders the
  * tools (the template may mention them) and parses no calls.
  *
- * Templates. A model's templates are parsed once and cached on the model; a template given by the
- * request (a file, a Jinja text, "chatml") is cached too, up to CACHE_MAX of them, since a gateway
- * target sends the same one with every request. A model without a template is rendered with
- * ChatML, as llama-server does, and the request carries a warning saying so.
+ * Templates. A model's templates are parsed once and cached on the model (made with it); a template given by
+ * the request (a file, a Jinja text, "chatml") is cached too, up to CACHE_MAX of them, since a gateway target
+ * sends the same one with every request. A model without a template is rendered with ChatML, as llama-server
+ * does, and the request carries a warning saying so.
  */
 #include "chat/chat_request.h"
 
@@ -50,15 +50,9 @@ struct chat_cache {
     int n;
 };
 
-static chat_cache *cache_of(sipp_model *m) {
-    /* Made on first use under the model's error lock, which every model has from its load. */
-    pthread_mutex_lock(&m->err_lock);
-    if (!m->chat) {
-        m->chat = calloc(1, sizeof *m->chat);
-        if (m->chat) pthread_mutex_init(&m->chat->mu, NULL);
-    }
-    chat_cache *c = m->chat;
-    pthread_mutex_unlock(&m->err_lock);
+chat_cache *chat_cache_new(void) {
+    chat_cache *c = calloc(1, sizeof *c);
+    if (c) pthread_mutex_init(&c->mu, NULL);
     return c;
 }
 
@@ -117,8 +111,7 @@ static sipp_status template_source(const char *name, const char **src, char **ow
 static sipp_status templates_for(sipp_model *m, const char *source, chat_templates **out, bool *owned,
                                  bool *fallback, char *err) {
     *owned = false;
-    chat_cache *c = cache_of(m);
-    if (!c) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    chat_cache *c = m->chat;
     pthread_mutex_lock(&c->mu);
     for (int i = 0; i < c->n; i++)
         if (strcmp(c->entries[i].source, source) == 0) {
@@ -654,6 +647,16 @@ static sipp_status prepare_chat(sipp_model *m, const sipp_request_params *p, jso
         if (pl->grammar && !(out->grammar = strdup(pl->grammar)))
             st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
         out->thinking_budget = f.thinking_budget;
+        /* A template without tool-call syntax (ChatML, say) renders no tools and parses no calls:
+         * the tools would be dropped in silence. */
+        bool tools_active = f.tools && json_array_size(f.tools) > 0 && f.choice != CHAT_TOOLS_NONE;
+        if (st == SIPP_OK && tools_active && !pl->grammar)
+            st = sipp_fail(
+                err, SIPP_ERR_INVALID_ARGUMENT,
+                "'tools': this chat template (format %s) has no tool-call syntax, so tools can be neither "
+                "shown to the model nor parsed from its answer; use a template with tool support "
+                "(chat_template, e.g. one of llama.cpp's models/templates/*.jinja)",
+                pl->format);
         if (f.thinking_budget >= 0 && (!*pl->thinking_start || pl->n_thinking_end == 0))
             st = sipp_fail(
                 err, SIPP_ERR_INVALID_ARGUMENT,

@@ -30,6 +30,8 @@ typedef struct chat_request {
 sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p, chat_request *out, char *err);
 void chat_request_clear(chat_request *c);
 
+/* The template cache of a model (sipp_model.chat), made at its load. NULL when out of memory. */
+chat_cache *chat_cache_new(void);
 void chat_cache_free(chat_cache *c);
 
 /* The public parser (sipp_chat_parser_new) for a plan; NULL plan: not a chat. */

@@ -43,27 +43,17 @@ sipp_engine_params sipp_engine_default_params(void) {
 }
 
 static sipp_status engine_fail(sipp_engine *e, sipp_status st, const char *fmt, ...) SIPP_PRINTF(3, 4);
-/* Errors of calls on an engine are kept per thread, like errno: two threads whose submits fail at
- * the same moment each read their own message. The engine's copy serves readers on other threads. */
-static __thread const sipp_engine *tl_error_engine;
-static __thread char tl_error[SIPP_ERROR_SIZE];
-
+/* Errors of calls on an engine are kept per thread, like errno (util/last_error.h): two threads
+ * whose submits fail at the same moment each read their own message. */
 static sipp_status engine_fail(sipp_engine *e, sipp_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tl_error, sizeof tl_error, fmt, ap);
+    sipp_last_error_setv(&e->error, st, fmt, ap);
     va_end(ap);
-    tl_error_engine = e;
-    pthread_mutex_lock(&e->err_lock);
-    sipp_strlcpy(e->last_error, tl_error, sizeof e->last_error);
-    pthread_mutex_unlock(&e->err_lock);
     return st;
 }
 
-const char *sipp_engine_last_error(const sipp_engine *e) {
-    if (!e) return "";
-    return tl_error_engine == e ? tl_error : e->last_error;
-}
+const char *sipp_engine_last_error(const sipp_engine *e) { return e ? sipp_last_error_get(&e->error) : ""; }
 
 sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out, char *errbuf) {
     *out = NULL;
@@ -87,7 +77,7 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
     e->params = p;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
-    pthread_mutex_init(&e->err_lock, NULL);
+    sipp_last_error_init(&e->error);
 
     struct llama_context_params cp = sipp_model_context_params(model);
     cp.n_ctx = (uint32_t)p.ctx_size;
@@ -352,7 +342,7 @@ void sipp_engine_free(sipp_engine *e) {
     if (e->threadpool) e->threadpool_free(e->threadpool);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
-    pthread_mutex_destroy(&e->err_lock);
+    sipp_last_error_destroy(&e->error);
     free(e);
 }
 

@@ -21,6 +21,7 @@
 #include "engine/stop_filter.h"
 #include "llama.h"
 #include "sipp.h"
+#include "util/last_error.h"
 #include "util/util.h"
 
 struct sipp_request {
@@ -133,8 +134,7 @@ struct sipp_engine {
     struct ggml_threadpool *threadpool;
     void (*threadpool_free)(struct ggml_threadpool *);
 
-    pthread_mutex_t err_lock;
-    char last_error[SIPP_ERROR_SIZE];
+    sipp_last_error error;
 };
 
 /* Builds the sampler chain of a request. NULL on allocation failure. */
@@ -144,7 +144,7 @@ struct llama_sampler *sipp_sampler_chain_new(const sipp_model *model, const sipp
 sipp_sampler *sipp_sampler_new(const sipp_model *model, sipp_request *r, char *err);
 void sipp_sampler_free(sipp_sampler *ss);
 /* Samples the token of output idx, records its logprobs when the request wants them, and accepts
- * it into every sampler. */
+ * it into every sampler. LLAMA_TOKEN_NULL when the grammar cannot take the token. */
 llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_context *ctx, int idx, sipp_request *r);
 /* Makes the grammar sampler a request asks for (r->chat), checking the GBNF. */
 sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err);

@@ -10,6 +10,7 @@
 
 #include "llama.h"
 #include "sipp.h"
+#include "util/last_error.h"
 
 struct sipp_model {
     struct llama_model *lm;
@@ -21,12 +22,11 @@ struct sipp_model {
     char lease[96];    /* the GPU residency lease this model holds, "" for none */
     llama_token *eog;  /* every end-of-generation token, for ignore_eos */
     int n_eog;
-    pthread_mutex_t err_lock;
-    char last_error[SIPP_ERROR_SIZE];
-    struct chat_cache *chat; /* parsed chat templates (src/chat), made on first use */
+    sipp_last_error error;   /* per thread: tokenize and chat render are [any thread] */
+    struct chat_cache *chat; /* parsed chat templates (src/chat), cached as they are used */
 };
 
-/* Sets the model's last error and returns status. */
+/* Sets the calling thread's last error on the model and returns status. */
 sipp_status sipp_model_fail(sipp_model *m, sipp_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -24,13 +24,17 @@
  * (what OpenAI reports too: logprobs do not change with temperature). Asking for them applies the
  * grammar to the whole vocabulary every token, since the alternatives must be the allowed ones.
  */
+#include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "backend/backend.h"
 #include "engine/engine_internal.h"
+
+#define PROMPT_PIECE_MAX 256
 
 static uint32_t fresh_seed(void) {
     static atomic_uint counter;
@@ -102,11 +106,18 @@ static sipp_status prefill(const sipp_model *m, const chat_plan *p, struct llama
     llama_token *toks = NULL;
     int n = 0;
     sipp_status st = sipp_model_tokenize_alloc((sipp_model *)m, p->generation_prompt, false, true, &toks, &n, err);
-    if (st != SIPP_OK) return st;
-    for (int i = 0; i < n; i++)
-        llama_sampler_accept(smpl, toks[i]);
+    /* Some tokenizers (SentencePiece) put a space before the first token: not part of the prompt's
+     * text, so not fed (as llama-server skips it). */
+    int from = 0;
+    if (st == SIPP_OK && n > 0 && !isspace((unsigned char)p->generation_prompt[0])) {
+        char piece[PROMPT_PIECE_MAX];
+        int k = sipp_model_token_piece(m, toks[0], true, piece, sizeof piece);
+        if (k > 0 && isspace((unsigned char)piece[0])) from = 1;
+    }
+    for (int i = from; st == SIPP_OK && i < n; i++)
+        if (!chat_sampler_accept(smpl, toks[i], err)) st = SIPP_ERR_INVALID_ARGUMENT;
     free(toks);
-    return SIPP_OK;
+    return st;
 }
 
 sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err) {
@@ -127,9 +138,17 @@ sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'grammar' does not parse as GBNF%s%s", *why ? ": " : "",
                          why);
     if (!c->grammar_prefill) return SIPP_OK;
-    /* The grammar of a chat starts where the template's generation prompt ends (e.g. after an
-     * opened "<think>" block): feed it those tokens. */
-    return prefill(m, c->plan, r->grammar, err);
+    /* The grammar of a chat may start with the template's generation prompt (e.g. an opened
+     * "<think>" block): feed it those tokens, on a copy, since grammars that do not start there
+     * refuse them; the copy that took them replaces the original. */
+    struct llama_sampler *copy = llama_sampler_clone(r->grammar);
+    if (copy && prefill(m, c->plan, copy, why) == SIPP_OK) {
+        llama_sampler_free(r->grammar);
+        r->grammar = copy;
+    } else if (copy) {
+        llama_sampler_free(copy);
+    }
+    return SIPP_OK;
 }
 
 /* text ends with tag, trailing whitespace aside. */
@@ -261,8 +280,9 @@ llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_c
             record_logprob(r, &lp);
         }
     }
-    if (ss->grammar) llama_sampler_accept(ss->grammar, t);
-    if (ss->budget) llama_sampler_accept(ss->budget, t);
+    char err[SIPP_ERROR_SIZE];
+    if ((ss->grammar && !chat_sampler_accept(ss->grammar, t, err)) || (ss->budget && !chat_sampler_accept(ss->budget, t, err)))
+        return LLAMA_TOKEN_NULL;
     llama_sampler_accept(ss->chain, t);
     return t;
 }

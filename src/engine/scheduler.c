@@ -362,6 +362,11 @@ void sipp_sched_step(sipp_engine *e) {
             continue;
         }
         llama_token t = sipp_sampler_sample(s->smpl, e, e->ctx, s->i_logits, r);
+        if (t == LLAMA_TOKEN_NULL) {
+            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_INTERNAL,
+                             "the grammar could not take the sampled token (no allowed continuation)");
+            continue;
+        }
         if (!r->t_first) r->t_first = sipp_now_ms();
         on_token(e, s, t);
     }

@@ -31,10 +31,11 @@
  * Errors are Ollama's {"error": "..."} with its statuses (400 for a bad request, 404 for an unknown
  * model); an error after a stream began is one more line holding {"error": ...}.
  *
- * /api/pull downloads into the model store (store/pull.h, the internal API that `sipp pull` uses)
+ * /api/pull downloads into the model store (sipp_store_pull, what `sipp pull` uses)
  * on a thread of its own, and streams its progress as Ollama's status lines; a client that goes
  * away cancels the download (the partial file stays for the next pull to resume).
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -44,8 +45,6 @@
 
 #include "gateway/gateway.h"
 #include "gateway/translate.h"
-#include "store/pull.h"
-#include "store/store.h"
 
 #define API_NAME "Ollama's API"
 #define NDJSON "application/x-ndjson"

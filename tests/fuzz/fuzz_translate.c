@@ -6,8 +6,8 @@
  * Each input is posted as the body of POST /v1/responses, /v1/messages, /api/chat, /api/generate
  * and /api/embed to the real route functions. What lies beyond the translation is replaced by
  * small stand-ins defined here: the HTTP replies (recorded, not sent), the target table (one local
- * target, "tiny"), and gw_generate / sipp_engine_embed, which free what they are given instead of
- * running a model. The store of previous responses is the real one. Every route must reply exactly
+ * target, "tiny", whose embeddings end at the target), and gw_generate, which checks and frees
+ * what it is given instead of running a model; libsipp itself is the static archive. The store of previous responses is the real one. Every route must reply exactly
  * once, never crash, leak or read out of bounds; an error reply must be in the route's own shape
  * with a non-empty message.
  *
@@ -73,10 +73,13 @@ gw_target *gw_target_find(gw_server *s, const char *name) {
     return name && strcmp(name, "tiny") == 0 ? &target : NULL;
 }
 
+/* Embeddings would run on the engine right after this, so their requests end here. */
 gw_target *gw_call_target(gw_call *call, const char *name) {
     gw_target *t = gw_target_find(call->srv, name);
     if (!t) gw_reply_error(call, GW_E_UNKNOWN_TARGET, "no model '%s'", name ? name : "(none)");
-    return t;
+    else if (strncmp(call->path, "/api/embed", strlen("/api/embed")) == 0)
+        gw_reply_error(call, GW_E_NOT_READY, "no engine in the harness");
+    return strncmp(call->path, "/api/embed", strlen("/api/embed")) == 0 ? NULL : t;
 }
 
 /* A decoded request reaches the engine here: check what the parser handed on, then free it. */
@@ -87,15 +90,6 @@ void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
     gw_gen_free(g);
     gw_reply_json(call, HTTP_OK, NULL);
 }
-
-sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n, bool normalize, float **out,
-                              int *n_embd, int *n_tokens) {
-    for (size_t i = 0; i < n; i++)
-        (void)strlen(texts[i]);
-    return SIPP_ERR_MODEL;
-}
-
-const char *sipp_engine_last_error(const sipp_engine *e) { return "not a real engine"; }
 
 int gw_call_ms_left(const gw_call *call) { return 1; }
 

@@ -360,6 +360,7 @@ class ChatToolsTest(unittest.TestCase):
             (dict(model="qwen", messages=MESSAGES, tools=TOOLS, grammar='root ::= "x"'), "grammar"),
             (dict(model="qwen", messages=MESSAGES, top_logprobs=2), "top_logprobs"),
             (dict(model="qwen", messages=MESSAGES, thinking_budget_tokens=5), "thinking_budget_tokens"),
+            (dict(model="plain", messages=MESSAGES, tools=TOOLS), "'tools'"),
         ]
         for body, needle in cases:
             with self.subTest(needle=needle):

@@ -58,6 +58,19 @@ class RemoteTargetTest(unittest.TestCase):
         self.assertEqual(body["id"], "chatcmpl-remote-1")  # the request id reached the upstream
         self.assertLessEqual(body["usage"]["completion_tokens"], 4)
 
+    def test_tools_and_schemas_pass_through(self):
+        # the upstream (another sipp) decides: its model's ChatML template has no tool-call syntax,
+        # so it refuses the tools by name, and that answer comes back as it is
+        tools = [{"type": "function", "function": {"name": "pick", "parameters": {"type": "object"}}}]
+        status, _, body = self.gw.json("POST", "/v1/chat/completions", gw.chat_body(
+            "pool", max_tokens=30, tools=tools, tool_choice="required"))
+        self.assertEqual(status, 400, body)
+        self.assertIn("'tools'", body["error"]["message"])
+        status, _, body = self.gw.json("POST", "/v1/chat/completions", gw.chat_body(
+            "pool", max_tokens=12, logprobs=True, top_logprobs=2, response_format={"type": "json_object"}))
+        self.assertEqual(status, 200, body)
+        self.assertEqual(len(body["choices"][0]["logprobs"]["content"]), body["usage"]["completion_tokens"])
+
     def test_stream_passthrough(self):
         status, ctype, events = self.gw.sse("/v1/chat/completions",
                                             gw.chat_body("pool", max_tokens=5, ignore_eos=True, stream=True,

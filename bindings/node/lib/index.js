@@ -10,6 +10,9 @@
  *   const { text, finishReason, usage, stats } = await q.response;
  *   await client.close();
  *
+ *   const { store } = require('sipp');
+ *   await store.pull('hf://ORG/REPO/model.gguf');         // the local model store: list, pull, info
+ *
  * The artifact (which llama.cpp backend modules the process loads) is chosen when this module is
  * loaded, from SIPP_NODE_BACKEND = auto | cpu | vulkan | cuda | metal (SIPP_ARTIFACT names an
  * artifact directory directly). An unknown value, or one that cannot run here, throws a SippError
@@ -125,7 +128,13 @@ class SippClient {
     return this._generate(() => ({ prompt: checkPrompt(prompt) }), options);
   }
 
-  /** Answers a conversation, messages = [{ role, content }]; the same options plus chatTemplate. */
+  /**
+   * Answers a conversation, messages = [{ role, content }] (assistant messages may carry tool_calls,
+   * tool messages a tool_call_id); the same options plus chatTemplate ('chatml' or a Jinja file) and
+   * tools, toolChoice, parallelToolCalls, responseFormat, grammar, jsonSchema, reasoningFormat,
+   * chatTemplateKwargs, thinkingBudgetTokens (OpenAI's and llama.cpp's fields). Its response has
+   * toolCalls and reasoning; query.deltas streams typed pieces.
+   */
   chat(messages, options = {}) {
     return this._generate(() => ({ messages: checkMessages(messages) }), options);
   }
@@ -200,3 +209,4 @@ exports.SippError = SippError;
 exports.Query = Query;
 exports.backendSelection = backendSelection;
 exports.runtimeInfo = runtimeInfo;
+exports.store = require('./store');

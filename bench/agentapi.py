@@ -9,7 +9,10 @@ Without --model it writes (once) the 1B-shaped synthetic model that bench/run.sh
 sends one request per route, in an order that rotates from round to round, so drift on a shared
 machine hits every route alike; the result per route is the median over rounds of its throughput
 divided by chat completions' in the same round. Throughput is generated tokens over the request's
-wall time (send to the last byte), read as a client reads the stream (SSE or NDJSON). All four
+wall time (send to the last byte), read as a client reads the stream (SSE or NDJSON). Beside it, the
+server's CPU time per request (/proc/PID/stat): every route decodes the same tokens, so the CPU ratio
+isolates what a route's translation costs, and it holds up on a loaded machine where wall time does
+not. All four
 requests render the same prompt (one user message, no system) with the same sampling (greedy, no
 penalties), so they generate the same tokens; a request that generates fewer than --tokens counts as
 failed. Loopback only, standard library only.
@@ -84,6 +87,13 @@ def one(host, port, path, body):
     return seconds, generated(path, events)
 
 
+def cpu_seconds(pid):
+    """The server's user + system CPU time so far (/proc/PID/stat, in clock ticks)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def serve(sipp, model, threads):
     proc = subprocess.Popen([sipp, "serve", model, "--port", "0", "--threads", str(threads), "--parallel", "1"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -138,11 +148,14 @@ def main():
         for p in paths:  # warm-up: the prompt's KV and every code path once, uncounted
             one(host, port, p, reqs[p])
         rates = {p: [] for p in paths}
+        cpu = {p: [] for p in paths}
         failed = {p: 0 for p in paths}
         for r in range(a.rounds):
             order = paths[r % len(paths):] + paths[:r % len(paths)]
             for p in order:
+                c0 = cpu_seconds(proc.pid)
                 secs, toks = one(host, port, p, reqs[p])
+                cpu[p].append(cpu_seconds(proc.pid) - c0)
                 if toks < a.tokens:
                     failed[p] += 1
                 rates[p].append(toks / secs)
@@ -154,7 +167,13 @@ def main():
             ratios = [x / y for x, y in zip(rates[p], base)]
             result["routes"][p] = {"tokens_per_s_median": round(statistics.median(rates[p]), 2),
                                    "ratio_to_chat_median": round(statistics.median(ratios), 3),
-                                   "ratios": [round(x, 3) for x in ratios], "failed": failed[p]}
+                                   "ratios": [round(x, 3) for x in ratios], "failed": failed[p],
+                                   # the server's CPU seconds per request: the same decode on every
+                                   # route, so a difference is what the route itself costs, and CPU
+                                   # time is far less at the mercy of other load than wall time
+                                   # (summed over the rounds: /proc counts in 10 ms ticks)
+                                   "cpu_s_total": round(sum(cpu[p]), 2),
+                                   "cpu_ratio_to_chat": round(sum(cpu["/v1/chat/completions"]) / sum(cpu[p]), 3)}
         print(json.dumps(result, indent=1))
     finally:
         proc.send_signal(signal.SIGTERM)

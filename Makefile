@@ -110,10 +110,11 @@ $(BUILD)/obj/gen/web_assets.o: $(WEB_ASSETS_C)
 	@echo "  CC  $<"
 	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) -c $< -o $@
 
-$(LIBSIPP): $(LIB_OBJS)
+$(LIBSIPP): $(LIB_OBJS) src/libsipp.version
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
-	@$(CC) -shared $(LDFLAGS_EXTRA) -o $@ $^ $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-soname,libsipp.so -Wl,-rpath,'$$ORIGIN/../artifact'
+	@$(CC) -shared $(LDFLAGS_EXTRA) -o $@ $(LIB_OBJS) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-soname,libsipp.so \
+	  -Wl,--version-script=src/libsipp.version -Wl,-rpath,'$$ORIGIN/../artifact'
 
 # The static archive of every library object, for the unit tests, which test internals.
 $(LIBSIPP_A): $(LIB_OBJS)

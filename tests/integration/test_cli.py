@@ -209,9 +209,14 @@ class SippCli(unittest.TestCase):
         tools = os.path.join(self.tmp, "tools.json")
         with open(tools, "w") as f:
             json.dump([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], f)
-        proc = run(self.model, "hi", "--chat", "--tools", tools, "--max-tokens", "4", "--temperature", "0")
+        hermes = os.path.join("build", "llama", "source", "models", "templates",
+                              "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja")
+        proc = run(self.model, "hi", "--chat", "--tools", tools, "--chat-template", hermes, "--max-tokens", "4",
+                   "--temperature", "0")
         self.assertRan(proc)
         self.assertIsInstance(json.loads(proc.stdout.strip().split(b"\n")[-1]), list)
+        # ChatML has no tool-call syntax: the tools would be dropped, so they are refused by name
+        self.assertOneLineError(run(self.model, "hi", "--chat", "--tools", tools), 1, "'tools'")
         self.assertOneLineError(run(self.model, "hi", "--tools", tools), 2, "--tools", "--chat")
         self.assertOneLineError(run(self.model, "hi", "--chat", "--reasoning", "loud"), 2, "--reasoning")
         self.assertOneLineError(run(self.model, "hi", "--json-schema", "{bad"), 2, "--json-schema")

@@ -21,10 +21,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "cli/hostinfo.h"
-#include "cli/verify.h"
 #include "ggml.h"
 #include "gguf.h"
+#include "util/util.h"
+#include "verify/verify_internal.h"
 
 #define HASH_CHUNK (1 << 20)
 #define HEX_SHA256 65
@@ -95,10 +95,10 @@ static json_t *int_key(const struct gguf_context *g, const char *key) {
     }
 }
 
-json_t *manifest_model_json(const char *path) {
+json_t *manifest_model_json(const char *path, char *err) {
     struct stat st;
     if (stat(path, &st) != 0) {
-        cli_error("verify: cannot read model '%s': %s", path, strerror(errno));
+        sipp_fail(err, SIPP_ERR_IO, "cannot read model '%s': %s", path, strerror(errno));
         return NULL;
     }
     /* gguf.h logs its own complaint about a bad magic; check it first to keep the error one line. */
@@ -107,18 +107,18 @@ json_t *manifest_model_json(const char *path) {
     size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
     if (f) fclose(f);
     if (got != sizeof magic || memcmp(magic, GGUF_MAGIC, sizeof magic) != 0) {
-        cli_error("verify: '%s' is not a GGUF file (it does not start with \"GGUF\")", path);
+        sipp_fail(err, SIPP_ERR_MODEL, "'%s' is not a GGUF file (it does not start with \"GGUF\")", path);
         return NULL;
     }
     struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
     struct gguf_context *g = gguf_init_from_file(path, gp);
     if (!g) {
-        cli_error("verify: '%s' is not a readable GGUF file (its header does not parse)", path);
+        sipp_fail(err, SIPP_ERR_MODEL, "'%s' is not a readable GGUF file (its header does not parse)", path);
         return NULL;
     }
     char sha[HEX_SHA256];
     if (!file_sha256(path, sha)) {
-        cli_error("verify: cannot hash model '%s': %s", path, strerror(errno));
+        sipp_fail(err, SIPP_ERR_IO, "cannot hash model '%s': %s", path, strerror(errno));
         gguf_free(g);
         return NULL;
     }
@@ -162,29 +162,26 @@ json_t *manifest_model_json(const char *path) {
 json_t *manifest_runtime_json(void) {
     return json_pack("{s:s, s:s, s:s, s:s, s:o}", "sipp_version", sipp_version(), "llama_release",
                      sipp_llama_release(), "llama_commit", sipp_llama_commit(), "ggml_cpu_module",
-                     sipp_cpu_module(), "artifact", cli_artifact_json());
+                     sipp_cpu_module(), "artifact", verify_artifact_json());
 }
 
 json_t *manifest_host_json(void) {
-    return json_pack("{s:o, s:o}", "cpu", cli_host_cpu_json(), "os", cli_host_os_json());
+    return json_pack("{s:o, s:o}", "cpu", verify_host_cpu_json(), "os", verify_host_os_json());
 }
 
-json_t *manifest_load(const char *path) {
+sipp_status manifest_load(const char *path, json_t **out, char *err) {
+    *out = NULL;
     json_error_t jerr;
     FILE *f = fopen(path, "r");
-    if (!f) {
-        cli_error("verify: cannot read manifest '%s': %s; write one with sipp verify MODEL --backends LIST "
-                  "--manifest OUT",
-                  path, strerror(errno));
-        return NULL;
-    }
+    if (!f)
+        return sipp_fail(err, SIPP_ERR_IO,
+                         "cannot read manifest '%s': %s; write one with sipp verify MODEL --backends LIST --manifest OUT",
+                         path, strerror(errno));
     json_t *m = json_loadf(f, 0, &jerr);
     fclose(f);
-    if (!m) {
-        cli_error("verify: manifest '%s' is not valid JSON (line %d, column %d: %s)", path, jerr.line,
-                  jerr.column, jerr.text);
-        return NULL;
-    }
+    if (!m)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "manifest '%s' is not valid JSON (line %d, column %d: %s)",
+                         path, jerr.line, jerr.column, jerr.text);
     const char *kind = json_string_value(json_object_get(m, "kind"));
     json_t *fmt = json_object_get(m, "format");
     const char *problem = NULL;
@@ -192,28 +189,59 @@ json_t *manifest_load(const char *path) {
         problem = "is not a sipp verify manifest (no \"kind\": \"" VERIFY_MANIFEST_KIND "\")";
     else if (!json_is_integer(fmt) || json_integer_value(fmt) > VERIFY_MANIFEST_FORMAT)
         problem = "has a format this sipp does not know (written by a newer sipp?)";
-    else if (!json_is_object(json_object_get(m, "model")) ||
-             !json_is_object(json_object_get(m, "backends")) ||
-             !json_is_array(json_object_get(m, "prompts")) ||
-             !json_is_string(json_object_get(m, "reference")))
+    else if (!json_is_object(json_object_get(m, "model")) || !json_is_object(json_object_get(m, "backends")) ||
+             !json_is_array(json_object_get(m, "prompts")) || !json_is_string(json_object_get(m, "reference")))
         problem = "lacks one of \"model\", \"backends\", \"prompts\", \"reference\"";
     if (problem) {
-        cli_error("verify: manifest '%s' %s; write one with sipp verify MODEL --backends LIST --manifest OUT",
-                  path, problem);
         json_decref(m);
-        return NULL;
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                         "manifest '%s' %s; write one with sipp verify MODEL --backends LIST --manifest OUT", path,
+                         problem);
     }
-    return m;
+    *out = m;
+    return SIPP_OK;
 }
 
-bool manifest_write(const char *path, const json_t *manifest) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (json_dump_file(manifest, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(9)) != 0 ||
-        rename(tmp, path) != 0) {
-        cli_error("verify: cannot write manifest '%s': %s", path, strerror(errno));
+sipp_status manifest_write(const char *path, const json_t *manifest, char *err) {
+    char tmp[SIPP_PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "manifest path '%.64s...' is too long", path);
+    if (json_dump_file(manifest, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(9)) != 0 || rename(tmp, path) != 0) {
+        sipp_status st = sipp_fail(err, SIPP_ERR_IO, "cannot write manifest '%s': %s", path, strerror(errno));
         remove(tmp);
-        return false;
+        return st;
     }
-    return true;
+    return SIPP_OK;
+}
+
+sipp_status sipp_verify_manifest_read(const char *path, char **json, char *errbuf) {
+    if (json) *json = NULL;
+    if (!path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no manifest path given");
+    json_t *m;
+    sipp_status st = manifest_load(path, &m, errbuf);
+    if (st != SIPP_OK) return st;
+    if (json && !(*json = json_dumps(m, JSON_INDENT(1) | JSON_REAL_PRECISION(9)))) {
+        json_decref(m);
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+    json_decref(m);
+    return SIPP_OK;
+}
+
+sipp_status sipp_verify_manifest_write(const char *path, const char *report_json, char *errbuf) {
+    if (!path || !report_json)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no manifest path or no report given");
+    json_error_t jerr;
+    json_t *m = json_loads(report_json, 0, &jerr);
+    if (!m)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the report is not valid JSON (line %d, column %d: %s)",
+                         jerr.line, jerr.column, jerr.text);
+    const char *kind = json_string_value(json_object_get(m, "kind"));
+    sipp_status st = !kind || strcmp(kind, VERIFY_MANIFEST_KIND) != 0
+                         ? sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                                     "the report is not a sipp verify report (no \"kind\": \"" VERIFY_MANIFEST_KIND
+                                     "\")")
+                         : manifest_write(path, m, errbuf);
+    json_decref(m);
+    return st;
 }

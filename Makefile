@@ -126,7 +126,8 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIBSIPP_A)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(LLAMA_INC)
 FUZZ_toml_SRCS := tests/fuzz/fuzz_toml.c src/util/toml.c
 FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/errors.c
-FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request
+FUZZ_gguf_header_SRCS := tests/fuzz/fuzz_gguf_header.c src/store/gguf_header.c src/engine/model_check.c
+FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_gguf_header
 $(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -135,6 +136,12 @@ $(BUILD)/fuzz/fuzz_request: $(FUZZ_request_SRCS) $(LIBSIPP)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $(FUZZ_request_SRCS) -o $@ -L$(BUILD)/lib -lsipp -ljansson -Wl,-rpath,'$$ORIGIN/../lib'
+# gguf.h is the prebuilt libggml-base (uninstrumented); sipp_fail and friends come from libsipp.
+$(BUILD)/fuzz/fuzz_gguf_header: $(FUZZ_gguf_header_SRCS) $(LIBSIPP)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ $@"
+	@clang $(FUZZ_CFLAGS) $(FUZZ_gguf_header_SRCS) -o $@ -L$(BUILD)/lib -lsipp -L$(BUILD)/artifact -lggml-base \
+	  -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,'$$ORIGIN/../artifact'
 fuzz-bins: $(FUZZ_BINS)
 
 # The Node.js addon (bindings/node/build.sh: plain C against the pinned Node-API headers).

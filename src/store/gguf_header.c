@@ -174,6 +174,9 @@ sipp_status sipp_gguf_get_uint(const sipp_gguf_header *h, const char *key, uint6
         if (n == 0) return sipp_fail(errbuf, SIPP_ERR_MODEL, "'%s': key %s is an empty array", h->path, key);
         data = gguf_get_arr_data(h->g, k);
     } else {
+        /* gguf_get_val_data asserts on a string: only a number's bytes are asked for. */
+        if (t == GGUF_TYPE_STRING || t == GGUF_TYPE_BOOL || t == GGUF_TYPE_FLOAT32 || t == GGUF_TYPE_FLOAT64)
+            return wrong_type(h, key, k, "an integer", errbuf);
         data = gguf_get_val_data(h->g, k);
     }
     uint64_t best = 0;

@@ -11,6 +11,8 @@ negative numbers, other architectures.
 
 Usage as a program: python3 gguf_corrupt.py MODEL.gguf OUTDIR [FIRST_SEED] [N_SEEDS]
 writes OUTDIR/corrupt-SEED.gguf and prints one line per file: the file and what was changed.
+python3 gguf_corrupt.py --fuzz-seeds OUTDIR [N] writes the fuzzer's seeds: a skeleton model (about
+3 KiB, no tokenizer) and N corrupted copies of it.
 """
 
 import math
@@ -70,6 +72,11 @@ def _skip_value(data, off, vtype):
 def parse(data):
     """The fields of a GGUF file: header counts, every key's type tag and scalar value (and array
     lengths), and every tensor's dimensions, type and offset."""
+    return _parse(data)[0]
+
+
+def _parse(data):
+    """parse's fields, and the offset where the tensor descriptors end."""
     magic, version, n_tensors, n_kv = struct.unpack_from(HEADER, data, 0)
     if magic != b"GGUF":
         raise ValueError("not a GGUF file")
@@ -98,7 +105,7 @@ def parse(data):
         fields.append(Field(f"tensor {name}:type", off, U32, 4))
         fields.append(Field(f"tensor {name}:offset", off + 4, U64, 8))
         off += 12
-    return fields
+    return fields, off
 
 
 def _hostile_int(rng, vtype):
@@ -187,7 +194,19 @@ def named_corruptions(data):
         struct.pack_into(fmt, buf, fields[key].offset, value)
         out.append((name, bytes(buf)))
     out.append(("alignment_1", with_alignment(data, 1)))
+    out.append(("block_count_string", with_string_value(data, "llama.block_count", "two")))
     return out
+
+
+def with_string_value(data, key, text):
+    """The file with a scalar key's value replaced by a string (the data section moves to the next
+    aligned offset, so the tensors stay whole)."""
+    fields, end = _parse(data)
+    f = [x for x in fields if x.what == key][0]
+    enc = text.encode()
+    head = data[:f.offset - 4] + struct.pack("<IQ", STRING, len(enc)) + enc + data[f.offset + f.size:end]
+    old_start = end + (-end % GGUF_ALIGNMENT)
+    return head + bytes(-len(head) % GGUF_ALIGNMENT) + data[old_start:]
 
 
 def with_alignment(data, alignment):
@@ -199,9 +218,66 @@ def with_alignment(data, alignment):
     return head + kv + data[struct.calcsize(HEADER):]
 
 
+# A skeleton llama model, small enough for a fuzzer's input (about 3 KiB): the keys sipp-synth writes
+# but no tokenizer, and the llama layout's tensors with tiny shapes, all f32 zeros.
+SKELETON_EMBD, SKELETON_HEADS, SKELETON_KV_HEADS, SKELETON_FF, SKELETON_VOCAB = 8, 2, 1, 8, 16
+GGUF_ALIGNMENT = 32
+
+
+def _kv(key, vtype, value):
+    enc = key.encode()
+    out = struct.pack("<Q", len(enc)) + enc + struct.pack("<I", vtype)
+    if vtype == STRING:
+        v = value.encode()
+        return out + struct.pack("<Q", len(v)) + v
+    return out + struct.pack(SCALAR[vtype], value)
+
+
+def skeleton(n_layer=1):
+    """The bytes of a minimal, well-formed llama GGUF that passes sipp's pre-load check."""
+    e, h, hk, ff, nv = SKELETON_EMBD, SKELETON_HEADS, SKELETON_KV_HEADS, SKELETON_FF, SKELETON_VOCAB
+    head = e // h
+    kv = [("general.architecture", STRING, "llama"), ("general.name", STRING, "skeleton"),
+          ("llama.context_length", U32, 64), ("llama.embedding_length", U32, e),
+          ("llama.block_count", U32, n_layer), ("llama.feed_forward_length", U32, ff),
+          ("llama.attention.head_count", U32, h), ("llama.attention.head_count_kv", U32, hk),
+          ("llama.rope.dimension_count", U32, head), ("llama.attention.layer_norm_rms_epsilon", F32, 1e-5),
+          ("llama.rope.freq_base", F32, 10000.0), ("llama.vocab_size", U32, nv)]
+    tensors = [("token_embd.weight", [e, nv]), ("output_norm.weight", [e]), ("output.weight", [e, nv])]
+    for i in range(n_layer):
+        tensors += [(f"blk.{i}.attn_norm.weight", [e]), (f"blk.{i}.attn_q.weight", [e, e]),
+                    (f"blk.{i}.attn_k.weight", [e, head * hk]), (f"blk.{i}.attn_v.weight", [e, head * hk]),
+                    (f"blk.{i}.attn_output.weight", [e, e]), (f"blk.{i}.ffn_norm.weight", [e]),
+                    (f"blk.{i}.ffn_gate.weight", [e, ff]), (f"blk.{i}.ffn_up.weight", [e, ff]),
+                    (f"blk.{i}.ffn_down.weight", [ff, e])]
+    out = bytearray(struct.pack(HEADER, b"GGUF", 3, len(tensors), len(kv)))
+    for key, vtype, value in kv:
+        out += _kv(key, vtype, value)
+    offset = 0
+    for name, shape in tensors:
+        enc = name.encode()
+        out += struct.pack("<Q", len(enc)) + enc + struct.pack("<I", len(shape))
+        out += b"".join(struct.pack("<q", d) for d in shape) + struct.pack("<IQ", 0, offset)  # type 0: f32
+        size = 4 * math.prod(shape)
+        offset += size + (-size % GGUF_ALIGNMENT)
+    out += bytes(-len(out) % GGUF_ALIGNMENT)
+    return bytes(out) + bytes(offset)
+
+
 def main(argv):
+    if len(argv) >= 3 and argv[1] == "--fuzz-seeds":
+        # --fuzz-seeds OUTDIR [N]: the skeleton and N corrupted copies of it, for the libFuzzer harness.
+        outdir, count = argv[2], int(argv[3]) if len(argv) > 3 else 64
+        os.makedirs(outdir, exist_ok=True)
+        base = skeleton()
+        blobs = [("skeleton", base), ("skeleton-2", skeleton(2))] + named_corruptions(base)
+        blobs += [(f"seed-{s}", corrupt(base, s)[0]) for s in range(count)]
+        for name, blob in blobs:
+            with open(os.path.join(outdir, name + ".gguf"), "wb") as fh:
+                fh.write(blob)
+        return 0
     if len(argv) < 3:
-        print(__doc__.strip().splitlines()[-3], file=sys.stderr)
+        print("usage: gguf_corrupt.py MODEL.gguf OUTDIR [FIRST_SEED] [N_SEEDS] | --fuzz-seeds OUTDIR [N]", file=sys.stderr)
         return 2
     src, outdir = argv[1], argv[2]
     first = int(argv[3]) if len(argv) > 3 else 0

@@ -717,6 +717,27 @@ SIPP_API sipp_status sipp_engine_embed(sipp_engine *engine, const char *const *t
 SIPP_API sipp_status sipp_engine_rerank(sipp_engine *engine, const char *query, const char *const *docs,
                                         size_t n_docs, float **scores);
 
+/* How an embedding or rerank call may be stopped part-way, and how it embeds. Each input (each
+ * document, for rerank) is one llama_decode; between two of them the call looks at the clock and
+ * asks should_continue, so an abandoned call stops within one input's time and frees the embedding
+ * context for the next caller. A model whose output is not finite (NaN or infinity) is an error,
+ * SIPP_ERR_MODEL naming the input, never a row of garbage. */
+typedef struct sipp_embed_options {
+    bool normalize;                      /* embed: unit L2 norm per row (default true) */
+    int timeout_ms;                      /* 0: none; past it SIPP_ERR_TIMEOUT (counted from the call) */
+    bool (*should_continue)(void *user); /* NULL, or false to stop: SIPP_ERR_CANCELLED */
+    void *user;
+} sipp_embed_options;
+
+SIPP_API sipp_embed_options sipp_embed_default_options(void);
+
+/* sipp_engine_embed and sipp_engine_rerank with options (NULL: the defaults). [any thread] */
+SIPP_API sipp_status sipp_engine_embed_with(sipp_engine *engine, const char *const *texts, size_t n_texts,
+                                            const sipp_embed_options *options, float **out, int *n_embd,
+                                            int *n_tokens);
+SIPP_API sipp_status sipp_engine_rerank_with(sipp_engine *engine, const char *query, const char *const *docs,
+                                             size_t n_docs, const sipp_embed_options *options, float **scores);
+
 #ifdef __cplusplus
 }
 #endif

@@ -198,6 +198,26 @@ def named_corruptions(data):
     return out
 
 
+def with_tensor_filled(data, name, value):
+    """The file with every element of an f32 tensor set to value (the header is untouched: a model
+    whose weights, not metadata, are broken, e.g. NaN norms that make every output NaN)."""
+    fields, end = _parse(data)
+    by = {f.what: f for f in fields}
+    (offset,) = struct.unpack_from("<Q", data, by[f"tensor {name}:offset"].offset)
+    (ttype,) = struct.unpack_from("<I", data, by[f"tensor {name}:type"].offset)
+    if ttype != 0:
+        raise ValueError(f"tensor {name} is not f32")
+    n = 1
+    for d in range(4):
+        f = by.get(f"tensor {name}:ne[{d}]")
+        if f:
+            n *= struct.unpack_from("<q", data, f.offset)[0]
+    start = end + (-end % GGUF_ALIGNMENT) + offset
+    out = bytearray(data)
+    out[start:start + 4 * n] = struct.pack(f"<{n}f", *([value] * n))
+    return bytes(out)
+
+
 def with_string_value(data, key, text):
     """The file with a scalar key's value replaced by a string (the data section moves to the next
     aligned offset, so the tensors stay whole)."""

@@ -372,10 +372,18 @@ typedef struct sipp_model_params {
 SIPP_API sipp_model_params sipp_model_default_params(void);
 
 /* Loads a GGUF file. On failure *out is NULL and errbuf holds one line naming the file and the
- * problem. */
+ * problem. Before llama.cpp sees the file its header is checked as sipp_model_check does. */
 SIPP_API sipp_status sipp_model_load(const char *path, const sipp_model_params *params,
                                      sipp_model **out, char *errbuf);
 SIPP_API void sipp_model_free(sipp_model *model);
+
+/* Checks a model file without loading its weights, as sipp_model_load does first: a whole GGUF file
+ * (not truncated) with an architecture, and hyperparameters that llama.cpp's loader and ggml's ops
+ * would not assert on (they abort the process instead of returning an error): block_count in 1..512,
+ * finite floats, non-negative norm epsilons, consistent head, expert and RoPE counts, known RoPE
+ * scaling, 32-byte-aligned tensor data, shapes that match token_embd and the blk.N layers.
+ * SIPP_ERR_MODEL with one line naming the file and the key. Reads only the header. [any thread] */
+SIPP_API sipp_status sipp_model_check(const char *path, char *errbuf);
 
 /* The message of the calling thread's last failed call on this model (borrowed; valid on this thread
  * until its next failing call or error read). A thread that has not failed on the model reads the

@@ -22,6 +22,7 @@
 #include "util/util.h"
 
 #define ALL_LAYERS 9999
+#define SIPP_ARCH_MAX 64
 
 sipp_model_params sipp_model_default_params(void) {
     sipp_model_params p = {.backend = "auto", .gpu_layers = -1};
@@ -62,6 +63,15 @@ static sipp_status precheck(const char *path, bool vocab_only, char *arch, size_
     return st;
 }
 
+sipp_status sipp_model_check(const char *path, char *errbuf) {
+    char arch[SIPP_ARCH_MAX];
+    uint64_t size;
+    if (!path || !*path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model path given");
+    char resolved[PATH_MAX];
+    sipp_status st = sipp_store_resolve(path, resolved, sizeof resolved, errbuf);
+    return st == SIPP_OK ? precheck(resolved, false, arch, sizeof arch, &size, errbuf) : st;
+}
+
 static void collect_eog(sipp_model *m) {
     int n_vocab = llama_vocab_n_tokens(m->vocab);
     for (int t = 0; t < n_vocab; t++)
@@ -85,7 +95,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     if ((st = sipp_store_resolve(path, resolved, sizeof resolved, errbuf)) != SIPP_OK) return st;
     path = resolved;
 
-    char arch[64];
+    char arch[SIPP_ARCH_MAX];
     uint64_t file_size = 0;
     if ((st = precheck(path, params->vocab_only, arch, sizeof arch, &file_size, errbuf)) != SIPP_OK) return st;
 

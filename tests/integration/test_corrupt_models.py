@@ -12,6 +12,7 @@ SIPP_CORRUPT_SEEDS sets how many seeds run (default 40).
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -94,6 +95,20 @@ class CorruptModelTest(unittest.TestCase):
 
 class CorruptTargetGatewayTest(unittest.TestCase):
     """Two corrupt targets beside a good one: the gateway stays up and the good one serves."""
+
+    def test_check_refuses_a_corrupt_model(self):
+        with open(gw.model(), "rb") as f:
+            blob = dict(gguf_corrupt.named_corruptions(f.read()))["block_count_0"]
+        bad = os.path.join(gw.tmpdir(), "check-block_count_0.gguf")
+        with open(bad, "wb") as f:
+            f.write(blob)
+        config = gw.write("check-corrupt.toml", gw.local_target("good") + gw.local_target("broken", path=bad))
+        r = subprocess.run([SIPP, "serve", "--check", "--config", config], capture_output=True, text=True,
+                           timeout=GEN_TIMEOUT_S)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("target 'broken'", r.stderr)
+        self.assertIn("llama.block_count", r.stderr)
+        self.assertNotIn("'good'", r.stderr)
 
     def test_corrupt_targets_fail_alone(self):
         with open(gw.model(), "rb") as f:

@@ -58,7 +58,8 @@ static sipp_status precheck(const char *path, bool vocab_only, char *arch, size_
     }
     sipp_strlcpy(arch, a, arch_len);
     *size = sipp_gguf_header_file_size(h);
-    if (!vocab_only) st = sipp_model_check_hparams(h, errbuf);
+    st = sipp_model_check_vocab(h, errbuf);
+    if (st == SIPP_OK && !vocab_only) st = sipp_model_check_hparams(h, errbuf);
     sipp_gguf_header_close(h);
     return st;
 }

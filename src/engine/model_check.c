@@ -36,6 +36,9 @@ static const char *const llama_layout[] = {"llama", "mistral3", "granite", "llam
 /* RoPE scaling types llama.cpp knows (LLAMA_ROPE_SCALING_TYPES); another string makes it assert. */
 static const char *const rope_scaling_types[] = {"none", "linear", "yarn", "longrope"};
 
+/* tokenizer.ggml.model values that mean "no vocabulary" to llama.cpp. */
+static const char *const no_vocab_models[] = {"none", "no_vocab"};
+
 /* Architectures for which llama.cpp reads an expert count of 0 or 1 as "not a mixture of experts". */
 static const char *const expert_count_optional[] = {"hunyuan-dense", "hunyuan_vl"};
 
@@ -267,5 +270,18 @@ sipp_status sipp_model_check_hparams(const sipp_gguf_header *h, char *errbuf) {
     if ((st = check_float_min(&c, "rope.scaling.factor", 0, false)) != SIPP_OK) return st;
     if (IN_LIST(c.arch, llama_layout) && (st = check_llama_tensors(&c, n_embd, n_layer)) != SIPP_OK)
         return st;
+    return SIPP_OK;
+}
+
+sipp_status sipp_model_check_vocab(const sipp_gguf_header *h, char *errbuf) {
+    const char *tok;
+    if (sipp_gguf_get_str(h, "tokenizer.ggml.model", &tok, errbuf) != SIPP_OK)
+        return SIPP_OK; /* llama.cpp says */
+    if (IN_LIST(tok, no_vocab_models))
+        return sipp_fail(
+            errbuf, SIPP_ERR_MODEL,
+            "model '%s' has no vocabulary (tokenizer.ggml.model is '%s'); sipp needs a tokenizer to "
+            "read prompts and write text",
+            sipp_gguf_header_path(h), tok);
     return SIPP_OK;
 }

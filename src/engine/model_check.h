@@ -18,4 +18,9 @@
  * reporting: a crash there cannot be caught. */
 sipp_status sipp_model_check_hparams(const sipp_gguf_header *h, char *errbuf);
 
+/* The vocabulary sipp needs to read prompts and print text: llama.cpp loads a model whose
+ * tokenizer.ggml.model is "none" (or "no_vocab") without one, and its tokenizer then asserts. Checked
+ * for vocabulary-only loads too. */
+sipp_status sipp_model_check_vocab(const sipp_gguf_header *h, char *errbuf);
+
 #endif

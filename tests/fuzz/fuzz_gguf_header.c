@@ -43,6 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     if (sipp_model_check_hparams(h, err) != SIPP_OK && !err[0]) abort();
+    err[0] = '\0';
+    if (sipp_model_check_vocab(h, err) != SIPP_OK && !err[0]) abort();
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         uint64_t u;
         size_t n;

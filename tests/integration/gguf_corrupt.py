@@ -126,11 +126,13 @@ def _hostile_float(rng):
 
 
 def _replace_string(data, field, value):
-    """A string value replaced by another (the file grows or shrinks; offsets after it are relative
-    to the data section, which moves with its alignment padding as the parser computes it)."""
+    """A string value replaced by another. The header grows or shrinks; the data section is padded
+    to the next aligned offset after it, as the parser will look for it, so the tensors stay whole."""
+    end = _parse(data)[1]
     (n,) = struct.unpack_from("<Q", data, field.offset)
     enc = value.encode()
-    return data[:field.offset] + struct.pack("<Q", len(enc)) + enc + data[field.offset + 8 + n:]
+    head = data[:field.offset] + struct.pack("<Q", len(enc)) + enc + data[field.offset + 8 + n:end]
+    return head + bytes(-len(head) % GGUF_ALIGNMENT) + data[end + (-end % GGUF_ALIGNMENT):]
 
 
 def corrupt(data, seed):
@@ -195,6 +197,9 @@ def named_corruptions(data):
         out.append((name, bytes(buf)))
     out.append(("alignment_1", with_alignment(data, 1)))
     out.append(("block_count_string", with_string_value(data, "llama.block_count", "two")))
+    tok = [f for f in parse(data) if f.what == "tokenizer.ggml.model"]
+    if tok:
+        out.append(("tokenizer_none", _replace_string(data, tok[0], "none")))
     return out
 
 

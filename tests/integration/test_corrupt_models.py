@@ -36,6 +36,7 @@ KNOWN = {
     "embedding_length_0": "llama.embedding_length",
     "alignment_1": "general.alignment",
     "block_count_string": "llama.block_count",
+    "tokenizer_none": "tokenizer.ggml.model",
 }
 
 

@@ -206,9 +206,13 @@ SIPP_API sipp_status sipp_store_resolve(const char *name_or_path, char *path_out
 /* The SHA-256 of a file (lowercase hex), cached: from the store's metadata when the file is in the
  * store, else from the store's hash cache (.sha256-cache.json, keyed by path, size and mtime);
  * computed and cached only when size or mtime changed. *cached (optional) tells whether the value
- * was reused. Every file hash sipp takes goes through here. */
+ * was reused. Every file hash sipp takes goes through here (`models info`, verify manifests). */
 SIPP_API sipp_status sipp_store_file_sha256(const char *path, char hex[SIPP_SHA256_HEX], bool *cached,
                                             char *errbuf);
+
+/* The SHA-256 of a byte string (lowercase hex). False (hex "") when out of memory. The store's
+ * files are hashed with sipp_store_file_sha256; this is the same function for data in memory. */
+SIPP_API bool sipp_sha256_hex(const void *data, size_t len, char hex[SIPP_SHA256_HEX]);
 
 /* The path of shard `index` (1-based) of the split set that path (a URL or file path whose last
  * segment is NAME-0000i-of-0000n.gguf) belongs to. False when path is not a shard or out is too

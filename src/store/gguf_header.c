@@ -2,12 +2,10 @@
  * gguf_header.c: opening a GGUF header (gguf.h with no_alloc: the key/value section and the tensor
  * descriptors, never the weights), checking it, and typed key getters.
  *
- * gguf.h reports a malformed header through ggml's logger (to stderr unless someone installed a
- * callback). A header read here is wrapped so that the logger's error line becomes part of sipp's
- * one-line message instead of a second line on stderr: reads are serialised by a mutex, the callback
- * is swapped for one that keeps this thread's errors and passes everything else (other threads'
- * lines) on to the callback it replaced, which is put back afterwards. This works whether or not the
- * runtime has installed its own logger, so `models info` needs no llama.cpp initialisation.
+ * gguf.h reports a malformed header through ggml's logger. A header read here captures this
+ * thread's error line (sipp_log_capture, backend/log.c), so that it becomes part of sipp's one-line
+ * message instead of a second line on stderr; that works before the runtime is initialised, so
+ * `models info` loads no backend.
  *
  * The truncation check: gguf.h checks that the header is whole, not that the data section is. The
  * end of the furthest tensor (data offset + tensor offset + size) must lie inside the file.
@@ -16,12 +14,12 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backend/backend.h"
 #include "ggml.h"
 #include "gguf.h"
 #include "util/util.h"
@@ -35,34 +33,12 @@ struct sipp_gguf_header {
     char path[PATH_MAX];
 };
 
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static ggml_log_callback saved_log;
-static void *saved_log_user;
-static __thread char *captured; /* this thread's gguf error, while it reads a header */
-
-static void capture_log(enum ggml_log_level level, const char *text, void *user) {
-    if (captured && level == GGML_LOG_LEVEL_ERROR && text && *text && *text != '\n' && !captured[0]) {
-        sipp_strlcpy(captured, text, SIPP_ERROR_SIZE);
-        size_t n = strlen(captured);
-        while (n && (captured[n - 1] == '\n' || captured[n - 1] == ' '))
-            captured[--n] = '\0';
-    } else if (!captured && saved_log) {
-        saved_log(level, text, saved_log_user);
-    }
-}
-
-/* gguf_init_from_file with its error message caught into why (SIPP_ERROR_SIZE bytes). */
+/* gguf_init_from_file with this thread's error line caught into why (SIPP_ERROR_SIZE bytes). */
 static struct gguf_context *read_header(const char *path, char *why) {
     struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
-    why[0] = '\0';
-    pthread_mutex_lock(&log_lock);
-    ggml_log_get(&saved_log, &saved_log_user);
-    ggml_log_set(capture_log, NULL);
-    captured = why;
+    sipp_log_capture(why);
     struct gguf_context *g = gguf_init_from_file(path, gp);
-    captured = NULL;
-    ggml_log_set(saved_log, saved_log_user);
-    pthread_mutex_unlock(&log_lock);
+    sipp_log_capture(NULL);
     return g;
 }
 

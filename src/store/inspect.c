@@ -1,7 +1,8 @@
 /*
  * inspect.c: a GGUF model described from its header (gguf.h with no_alloc: only the key/value
  * section and the tensor descriptors are read, never the weights), for `sipp models info` and for the
- * check `sipp pull` makes on a finished download.
+ * check `sipp pull` makes on a finished download, and the tokenizer's identity a verify manifest
+ * records.
  *
  * The hyperparameters live under the architecture's own prefix ("llama.block_count",
  * "qwen2.attention.head_count_kv", ...). Some architectures store a per-layer array where others
@@ -23,6 +24,7 @@
 #include "ggml.h"
 #include "gguf.h"
 #include "store/gguf_header.h"
+#include "store/sha256.h"
 #include "util/util.h"
 
 #define KEY_MAX 128
@@ -168,4 +170,42 @@ sipp_status sipp_gguf_inspect(const char *path, sipp_gguf_info *info, char *errb
     }
     qsort(info->types, (size_t)info->n_types, sizeof info->types[0], by_tensors);
     return SIPP_OK;
+}
+
+/* The hash of a string array key, every string followed by a NUL; "" and 0 when the key is absent. */
+static bool strings_hash(const struct gguf_context *g, const char *key, char hex[SIPP_SHA256_HEX], size_t *count) {
+    int64_t k = gguf_find_key(g, key);
+    hex[0] = '\0';
+    *count = 0;
+    if (k < 0 || gguf_get_kv_type(g, k) != GGUF_TYPE_ARRAY || gguf_get_arr_type(g, k) != GGUF_TYPE_STRING)
+        return true;
+    sipp_sha256 *h = sipp_sha256_new();
+    if (!h) return false;
+    size_t n = gguf_get_arr_n(g, k);
+    for (size_t i = 0; i < n; i++) {
+        const char *str = gguf_get_arr_str(g, k, i);
+        sipp_sha256_update(h, str, strlen(str) + 1);
+    }
+    sipp_sha256_final(h, hex);
+    sipp_sha256_free(h);
+    *count = n;
+    return true;
+}
+
+sipp_status sipp_gguf_tokenizer_read(const char *path, sipp_gguf_tokenizer *out, char *errbuf) {
+    memset(out, 0, sizeof *out);
+    sipp_gguf_header *h;
+    sipp_status s = sipp_gguf_header_open(path, &h, errbuf);
+    if (s != SIPP_OK) return s;
+    const struct gguf_context *g = sipp_gguf_header_ctx(h);
+    bool ok = strings_hash(g, "tokenizer.ggml.tokens", out->tokens_sha256, &out->n_tokens) &&
+              strings_hash(g, "tokenizer.ggml.merges", out->merges_sha256, &out->n_merges);
+    out->bos_id = sipp_gguf_int_or(h, "tokenizer.ggml.bos_token_id", -1);
+    out->eos_id = sipp_gguf_int_or(h, "tokenizer.ggml.eos_token_id", -1);
+    char err[SIPP_ERROR_SIZE];
+    const char *tmpl;
+    if (ok && sipp_gguf_get_str(h, "tokenizer.chat_template", &tmpl, err) == SIPP_OK)
+        ok = sipp_sha256_hex(tmpl, strlen(tmpl), out->chat_template_sha256);
+    sipp_gguf_header_close(h);
+    return ok ? SIPP_OK : sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory hashing the tokenizer of '%s'", path);
 }

@@ -632,6 +632,8 @@ static sipp_status cache_in_file(const char *dir, const char *path, const struct
 }
 
 sipp_status sipp_store_file_sha256(const char *path, char hex[SIPP_SHA256_HEX], bool *cached, char *errbuf) {
+    bool reused_ignored;
+    if (!cached) cached = &reused_ignored;
     *cached = false;
     struct stat st;
     if (stat(path, &st) != 0)

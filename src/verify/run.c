@@ -23,7 +23,6 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,15 +35,6 @@
 #define CTX_MARGIN 16
 #define MAX_DEVICES 32
 #define UTF8_REPLACEMENT "\xEF\xBF\xBD"
-
-void verify_sha256_hex(const void *data, size_t len, char out[SIPP_SHA256_HEX]) {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-    for (unsigned int i = 0; i < n && i < 32; i++)
-        sprintf(out + 2 * i, "%02x", md[i]);
-    out[64] = '\0';
-}
 
 /* Each stage, with the seconds since the run started: lavapipe and big models are slow. */
 static void progress(const verify_config *cfg, const char *backend, const char *what) {
@@ -371,7 +361,7 @@ json_t *verify_result_json(const verify_result *r, const verify_prompt *prompts,
     json_t *greedy = json_array();
     for (int p = 0; r->greedy && p < n_prompts; p++) {
         char hash[SIPP_SHA256_HEX];
-        verify_sha256_hex(r->greedy[p], strlen(r->greedy[p]), hash);
+        sipp_sha256_hex(r->greedy[p], strlen(r->greedy[p]), hash);
         char *text = utf8_clean(r->greedy[p]);
         json_array_append_new(greedy,
                               json_pack("{s:s, s:s, s:i, s:i}", "sha256", hash, "text", text ? text : "",

@@ -122,9 +122,6 @@ json_t *verify_result_json(const verify_result *r, const verify_prompt *prompts,
 /* A graph report as JSON: {n_nodes, boundaries_decode, boundaries_prefill, ops: {OP: {...}}}. */
 json_t *verify_graph_json(const sipp_graph_report *g);
 
-/* The hex SHA-256 of a byte string. */
-void verify_sha256_hex(const void *data, size_t len, char out[SIPP_SHA256_HEX]);
-
 /* ---- manifest ---- */
 
 /* The model's facts: path, size, sha256, GGUF architecture, parameters, tensor types, tokenizer model,

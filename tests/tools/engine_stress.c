@@ -443,6 +443,35 @@ static void check_until_full(sipp_model *m) {
     sipp_engine_free(e);
 }
 
+static bool stop_after_three(void *user) { return ++*(int *)user <= 3; }
+
+/* An embedding call stops between inputs (issue 21, item 7): should_continue answering false after
+ * three inputs ends it with SIPP_ERR_CANCELLED saying how far it got, and the embedder is free for
+ * the next call. */
+static void check_embed_cancel(sipp_model *m) {
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.threads = 1;
+    ep.ctx_size = 256;
+    sipp_engine *e;
+    char err[SIPP_ERROR_SIZE];
+    CHECK(sipp_engine_new(m, &ep, &e, err) == SIPP_OK, "engine: %s", err);
+    enum { N_INPUTS = 8 };
+    const char *texts[N_INPUTS];
+    for (int i = 0; i < N_INPUTS; i++) texts[i] = prompts[i % N_PROMPTS];
+    float *out = NULL;
+    int n_embd = 0, calls = 0;
+    sipp_embed_options o = sipp_embed_default_options();
+    o.should_continue = stop_after_three;
+    o.user = &calls;
+    sipp_status st = sipp_engine_embed_with(e, texts, N_INPUTS, &o, &out, &n_embd, NULL);
+    CHECK(st == SIPP_ERR_CANCELLED && !out && strstr(sipp_engine_last_error(e), "after 3 of 8"),
+          "cancelled embedding: %s: %s", sipp_status_name(st), sipp_engine_last_error(e));
+    st = sipp_engine_embed_with(e, texts, N_INPUTS, NULL, &out, &n_embd, NULL);
+    CHECK(st == SIPP_OK && out && n_embd > 0, "embedding after a cancel: %s", sipp_engine_last_error(e));
+    free(out);
+    sipp_engine_free(e);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: engine_stress MODEL [THREADS] [REQUESTS_PER_THREAD]\n");
@@ -509,6 +538,7 @@ int main(int argc, char **argv) {
     check_kv_full(m);
     check_idle_kv_yields(m);
     check_until_full(m);
+    check_embed_cancel(m);
     sipp_model_free(m);
     for (int k = 0; k < N_PROMPTS; k++) free(expected[k]);
     free(th);

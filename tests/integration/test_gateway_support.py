@@ -131,6 +131,7 @@ class Gateway:
             hdrs = dict(headers or {})
             if body is not None and not isinstance(body, (bytes, str)):
                 data = json.dumps(body)
+            if body is not None:  # raw bodies too: they are (malformed) JSON as a client sends it
                 hdrs.setdefault("Content-Type", "application/json")
             conn.request(method, path, body=data, headers=hdrs)
             r = conn.getresponse()

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "gateway/config.h"
+#include "gateway/errors.h"
 #include "util/toml.h"
 
 #define GW_MAX_TIMEOUT_S (7 * 24 * 3600)
@@ -56,8 +57,12 @@ static void cfg_err(cfg_ctx *x, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (line > 0) sipp_buf_appendf(x->errs, "%s:%d: %s\n", x->file, line, msg);
-    else sipp_buf_appendf(x->errs, "%s: %s\n", x->file, msg);
+    /* A message may quote a value from the file: escaped, a newline in it cannot start a line. */
+    sipp_buf clean = {0};
+    gw_echo_escape(msg, &clean);
+    if (line > 0) sipp_buf_appendf(x->errs, "%s:%d: %s\n", x->file, line, clean.data ? clean.data : "");
+    else sipp_buf_appendf(x->errs, "%s: %s\n", x->file, clean.data ? clean.data : "");
+    sipp_buf_free(&clean);
     x->ok = false;
 }
 

@@ -4,9 +4,10 @@
  * A gateway without tokens on loopback is reachable from every web page the user opens: a page
  * cannot read the answers (CORS), but it can send requests, and with DNS rebinding
  * (attacker.example resolving to 127.0.0.1) it can even read them. So, without [[tokens]]:
- *   - Host must name this server: a loopback name or address ("localhost", "*.localhost",
- *     127.0.0.0/8, [::1]), the listen address itself, or an entry of [server] allowed_hosts
- *     ("*" allows any). A rebound name is not among them: 403 host_not_allowed.
+ *   - Host must name this server: a loopback name ("localhost", "*.localhost"), an IP address,
+ *     the listen host itself, or an entry of [server] allowed_hosts ("*" allows any). Rebinding
+ *     needs a name the attacker controls, so an IP address is safe: the page it loaded is then of
+ *     that address's own origin. A rebound name is refused: 403 host_not_allowed.
  *   - A request with an Origin must come from the same origin (the web page at "/") or one in
  *     allowed_origins: 403 origin_not_allowed. Browsers send Origin on every cross-site POST.
  *   - A POST body must be application/json: 415. Browsers send text/plain, form types or none at
@@ -82,19 +83,16 @@ static bool host_name(const char *host, char *out, size_t size) {
     return true;
 }
 
-static bool is_loopback(const char *name) {
+static bool is_localhost(const char *name) {
     size_t n = strlen(name), sn = strlen(GW_LOCALHOST_SUFFIX);
-    if (strcasecmp(name, GW_LOCALHOST) == 0 ||
-        (n > sn && strcasecmp(name + n - sn, GW_LOCALHOST_SUFFIX) == 0))
-        return true;
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (inet_pton(AF_INET, name, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-    return inet_pton(AF_INET6, name, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+    return strcasecmp(name, GW_LOCALHOST) == 0 ||
+           (n > sn && strcasecmp(name + n - sn, GW_LOCALHOST_SUFFIX) == 0);
 }
 
-static bool is_wildcard(const char *listen) {
-    return strcmp(listen, "0.0.0.0") == 0 || strcmp(listen, "::") == 0;
+static bool is_address(const char *name) {
+    struct in_addr a4;
+    struct in6_addr a6;
+    return inet_pton(AF_INET, name, &a4) == 1 || inet_pton(AF_INET6, name, &a6) == 1;
 }
 
 /* Without tokens: is the Host this server's? A request without Host (HTTP/1.0) passes: browsers
@@ -105,8 +103,8 @@ static bool host_allowed(gw_call *call) {
     if (!host) return true;
     char name[GW_MAX_HOST];
     if (!host_name(host, name, sizeof name)) return false;
-    if (is_loopback(name) || in_list(c->allowed_hosts, c->n_allowed_hosts, name)) return true;
-    return !is_wildcard(c->host) && strcasecmp(name, c->host) == 0;
+    return is_localhost(name) || is_address(name) || strcasecmp(name, c->host) == 0 ||
+           in_list(c->allowed_hosts, c->n_allowed_hosts, name);
 }
 
 /* Same origin: the page this server served, as the browser names it ("http://" + Host). */

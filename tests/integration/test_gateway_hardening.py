@@ -106,10 +106,10 @@ class OpenServerTest(unittest.TestCase):
         status, _, body = self.get("/v1/models", Host="attacker.example")
         self.assertEqual((status, body["error"]["code"]), (403, "host_not_allowed"))
         self.assertIn("allowed_hosts", body["error"]["message"])
-        status, _, body = self.get("/health", Host="attacker.example:8080")
-        self.assertEqual(status, 403)
+        for host in ("attacker.example:8080", "localhost.attacker.example", "127.0.0.1.nip.io", "[bad"):
+            self.assertEqual(self.get("/health", Host=host)[0], 403, host)
         for host in ("localhost", f"localhost:{self.gw.port}", "127.0.0.1", "127.1.2.3:80", "[::1]:8080",
-                     "app.localhost", "sipp.internal", "SIPP.internal:443"):
+                     "10.1.2.3:8080", "[fe80::1]", "app.localhost", "sipp.internal", "SIPP.internal:443"):
             self.assertEqual(self.get("/v1/models", Host=host)[0], 200, host)
 
     def test_cross_origin_requests_are_refused(self):

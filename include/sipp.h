@@ -19,9 +19,10 @@
  *   - Ownership is in the names: *_new / *_load create, *_free destroys; a `const char *` returned by
  *     a function ending in _borrow or documented as borrowed belongs to the handle.
  *   - Strings are UTF-8. Every piece of text the engine emits (sipp_piece_fn, sipp_request_read,
- *     sipp_request_text) is valid UTF-8 and never splits a character: bytes a model produces that
- *     are not UTF-8 (byte tokens, a character cut off by the end of the generation) are replaced by
- *     U+FFFD in the stop filter, including its final flush. Clients need no repair of their own.
+ *     sipp_request_text) is valid UTF-8 without NUL bytes and never splits a character: bytes a
+ *     model produces that are not UTF-8 (byte tokens, a character cut off by the end of the
+ *     generation) and NUL are replaced by U+FFFD in the stop filter, including its final flush.
+ *     Clients need no repair of their own.
  *   - Thread safety: functions marked [any thread] may be called concurrently from any thread on the
  *     same handle. Others need the caller to serialise use of that handle.
  */

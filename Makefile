@@ -126,7 +126,7 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIBSIPP_A)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(LLAMA_INC)
 FUZZ_toml_SRCS := tests/fuzz/fuzz_toml.c src/util/toml.c
 FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/errors.c
-FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/util/toml.c
+FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/util/toml.c src/util/util.c
 FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config
 $(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
 	@mkdir -p $(dir $@)

@@ -558,20 +558,25 @@ static size_t unescape(void *cls, struct MHD_Connection *conn, char *s) {
 
 /* ---- the daemon --------------------------------------------------------------------------------- */
 
-/* max_connections, lowered to leave GW_FD_RESERVE descriptors (and one per connection's socket)
- * below the process's limit. */
+/* Every connection holds a descriptor, so max_connections (with GW_FD_RESERVE more for models,
+ * engines and upstream sockets) must fit under RLIMIT_NOFILE: the soft limit is raised toward the
+ * hard one as far as that needs (as servers commonly do; 1024 is a common soft default), and
+ * max_connections is lowered, with a line on stderr, when even the hard limit is too low. */
 static unsigned connection_cap(const gw_config *cfg) {
     unsigned cap = (unsigned)cfg->max_connections;
+    rlim_t want = (rlim_t)cap + GW_FD_RESERVE;
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-        rlim_t room = rl.rlim_cur > GW_FD_RESERVE ? rl.rlim_cur - GW_FD_RESERVE : 1;
-        if (room < cap) {
-            fprintf(stderr, "sipp: max_connections lowered from %u to %u (the descriptor limit is %llu)\n",
-                    cap, (unsigned)room, (unsigned long long)rl.rlim_cur);
-            cap = (unsigned)room;
-        }
-    }
-    return cap;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want) return cap;
+    struct rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+    if (raised.rlim_cur > rl.rlim_cur && setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+    if (rl.rlim_cur >= want) return cap;
+    unsigned room = rl.rlim_cur > GW_FD_RESERVE ? (unsigned)(rl.rlim_cur - GW_FD_RESERVE) : 1;
+    fprintf(stderr,
+            "sipp: max_connections lowered from %u to %u (the descriptor limit is %llu; raise it with ulimit "
+            "-n)\n",
+            cap, room, (unsigned long long)rl.rlim_cur);
+    return room;
 }
 
 gw_http *gw_http_start(gw_server *srv, int listen_fd, const gw_handler *handler, char *err) {

@@ -10,6 +10,7 @@ get a remote target on a closed port, so that they start at once.
 import http.client
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -240,8 +241,23 @@ class ConnectionCapTest(unittest.TestCase):
         r = subprocess.run(["bash", "-c", f'ulimit -n 256 && exec timeout -s INT 3 "{gw.SIPP}" serve --config "{cfg}" --port 0'],
                            capture_output=True, text=True, timeout=WAIT_S)
         self.assertIn(r.returncode, (0, 124), r.stderr)  # 124: timeout's status when it had to signal
-        self.assertIn("max_connections lowered from 100000", r.stderr)
+        self.assertIn("max_connections lowered from 100000 to 192", r.stderr)
         self.assertIn("sipp: stopped", r.stderr)
+
+    def test_the_soft_descriptor_limit_is_raised_for_max_connections(self):
+        hard = 4096
+        if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < hard:
+            self.skipTest(f"the hard descriptor limit here is below {hard}")
+        cfg = "[server]\nmax_connections = 1000\n\n" + remote_target()
+        g = gw.Gateway(["--config", gw.write(f"soft-{time.monotonic_ns()}.toml", cfg), "--port", "0"],
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)))
+        try:
+            with open(f"/proc/{g.proc.pid}/limits") as fh:
+                soft = next(int(line.split()[3]) for line in fh if line.startswith("Max open files"))
+            self.assertGreaterEqual(soft, 1000)
+            self.assertNotIn("max_connections lowered", g.text())
+        finally:
+            self.assertEqual(g.stop(), 0, g.text())
 
     def test_incomplete_bodies_are_bounded(self):
         cfg = f"[server]\nmax_request_bytes = {MIB}\nmax_buffered_bytes = {2 * MIB}\n\n" + remote_target()

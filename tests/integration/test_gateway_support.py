@@ -76,13 +76,13 @@ def write(name, text):
 class Gateway:
     """One `sipp serve` process."""
 
-    def __init__(self, args, env=None, wait_ready=True):
+    def __init__(self, args, env=None, wait_ready=True, preexec_fn=None):
         self.log_path = os.path.join(tmpdir(), f"serve-{os.getpid()}-{time.monotonic_ns()}.log")
         self.log = open(self.log_path, "w+")
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.proc = subprocess.Popen([SIPP, "serve", *args], stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=full_env)
+                                     stdin=subprocess.DEVNULL, env=full_env, preexec_fn=preexec_fn)
         self.host, self.port = self._wait_listening()
         if wait_ready:
             self.wait_ready()

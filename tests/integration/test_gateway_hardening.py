@@ -382,3 +382,36 @@ class SignalTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class HardeningConfigTest(unittest.TestCase):
+    """The [server] keys of this file: accepted with their values, refused out of range, each
+    problem on its FILE:LINE."""
+
+    def check(self, server):
+        path = gw.write(f"keys-{time.monotonic_ns()}.toml", "[server]\n" + server + "\n" + remote_target())
+        r = subprocess.run([gw.SIPP, "serve", "--check", "--config", path], capture_output=True, text=True,
+                           timeout=WAIT_S)
+        return r, path
+
+    def test_the_keys_are_accepted(self):
+        r, _ = self.check('read_timeout_seconds = 5\nmax_connections = 10\nmax_connections_per_client = 2\n'
+                          'max_buffered_bytes = 2097152\nallowed_hosts = ["sipp.lan", "*"]\n')
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_bad_values_name_their_line(self):
+        r, path = self.check('read_timeout_seconds = 0\nmax_connections = -1\nmax_connections_per_client = "x"\n'
+                             'max_request_bytes = 4096\nmax_buffered_bytes = 100\nallowed_hosts = "sipp.lan"\n')
+        self.assertEqual(r.returncode, 1, r.stderr)
+        for line, words in ((2, "read_timeout_seconds"), (3, "max_connections"), (4, "max_connections_per_client"),
+                            (6, "below max_request_bytes"), (7, "allowed_hosts")):
+            self.assertIn(f"{path}:{line}:", r.stderr)
+            self.assertTrue(any(ln.startswith(f"sipp: {path}:{line}:") and words in ln for ln in r.stderr.splitlines()),
+                            f"line {line}: {words!r} not in\n{r.stderr}")
+
+    def test_a_quoted_newline_stays_on_its_line(self):
+        r, path = self.check('listen = "a\\nb"\n')
+        self.assertEqual(r.returncode, 1, r.stderr)
+        problems = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        self.assertTrue(all(ln.startswith(f"sipp: {path}") for ln in problems), problems)
+        self.assertIn("a\\x0ab", r.stderr)

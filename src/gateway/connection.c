@@ -88,7 +88,6 @@ struct gw_http {
     pthread_t watchdog;
     bool watchdog_started;
     atomic_bool stopping;
-    atomic_size_t buffered; /* bytes of request bodies held */
 };
 
 typedef struct conn_state {
@@ -98,7 +97,7 @@ typedef struct conn_state {
     int fd;
     sipp_buf body;
     size_t body_seen; /* bytes received, including dropped ones */
-    size_t body_held; /* bytes counted in http->buffered */
+    size_t body_held; /* bytes counted in srv->buffered */
     struct MHD_Response *response;
     gw_stream *stream;
     bool stream_ended;
@@ -272,6 +271,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         h->conns = w;
         pthread_mutex_unlock(&h->mu);
         *socket_context = w;
+        atomic_fetch_add(&h->srv->connections, 1);
         return;
     }
     conn_watch *w = *socket_context;
@@ -285,6 +285,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     pthread_mutex_unlock(&h->mu);
     free(w);
     *socket_context = NULL;
+    atomic_fetch_sub(&h->srv->connections, 1);
 }
 
 static void *watchdog_main(void *arg) {
@@ -405,7 +406,7 @@ static enum MHD_Result scan_length(void *cls, enum MHD_ValueKind kind, const cha
 }
 
 static void release_body(conn_state *cs) {
-    if (cs->body_held) atomic_fetch_sub(&cs->http->buffered, cs->body_held);
+    if (cs->body_held) atomic_fetch_sub(&cs->call.srv->buffered, cs->body_held);
     cs->body_held = 0;
     sipp_buf_free(&cs->body);
 }
@@ -448,7 +449,7 @@ static enum MHD_Result on_body(conn_state *cs, const char *data, size_t n) {
     cs->body_seen += n;
     if (!call->too_large && !call->busy && cs->body.len + n > cfg->max_request_bytes) call->too_large = true;
     if (!call->too_large && !call->busy) {
-        size_t before = atomic_fetch_add(&cs->http->buffered, n);
+        size_t before = atomic_fetch_add(&call->srv->buffered, n);
         cs->body_held += n;
         if (before + n > cfg->max_buffered_bytes) {
             call->busy = true;

@@ -14,6 +14,7 @@
  *   sipp_request_duration_seconds{target}     histogram: whole HTTP request
  *   sipp_target_ready{target}                 1 when loaded
  *   sipp_upstream_healthy{target,url}         1 when a replica is not ejected
+ *   sipp_open_connections, sipp_buffered_request_bytes   connections and incoming bodies held
  *
  * This file keeps the counters and histograms; the gauges that read other modules' state (targets,
  * engines, upstreams) are rendered by the /metrics route (routes_ops.c) with the helpers here.

@@ -65,6 +65,10 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
             gw_metrics_line(o, engine_gauges[g].name, t->cfg->name, (uint64_t)v);
         }
     }
+    gw_metrics_header(o, "sipp_open_connections", "gauge", "Open HTTP connections.");
+    sipp_buf_appendf(o, "sipp_open_connections %d\n", atomic_load(&srv->connections));
+    gw_metrics_header(o, "sipp_buffered_request_bytes", "gauge", "Bytes of request bodies held while they arrive.");
+    sipp_buf_appendf(o, "sipp_buffered_request_bytes %zu\n", atomic_load(&srv->buffered));
     gw_metrics_header(o, "sipp_upstream_healthy", "gauge", "1 when a remote target's replica is in rotation.");
     for (size_t i = 0; i < n; i++)
         if (srv->targets[i].upstream) gw_upstream_metrics(srv->targets[i].upstream, srv->targets[i].cfg->name, o);

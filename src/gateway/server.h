@@ -46,6 +46,8 @@ typedef struct gw_server {
     atomic_bool draining;    /* SIGTERM seen: new requests get 503 */
     atomic_bool cancel_all;  /* the shutdown deadline passed: in-flight work is cancelled */
     atomic_int in_flight;    /* HTTP requests being handled */
+    atomic_int connections;  /* open connections (connection.c) */
+    atomic_size_t buffered;  /* bytes of request bodies held while they arrive (connection.c) */
     long long started_unix;  /* for "created" fields */
     pthread_t loader;
     bool loader_started;

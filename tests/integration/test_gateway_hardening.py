@@ -210,9 +210,22 @@ class ConnectionCapTest(unittest.TestCase):
     """max_connections_per_client and max_connections; max_buffered_bytes."""
 
     def hold(self, g, n):
+        """n open connections, each proven accepted by one keep-alive request (a connection the
+        server still closes from an earlier request may take a place for a moment: retried)."""
         socks = []
-        for _ in range(n):
-            socks.append(socket.create_connection((g.host, g.port), timeout=WAIT_S))
+        deadline = time.monotonic() + WAIT_S
+        while len(socks) < n and time.monotonic() < deadline:
+            s = socket.create_connection((g.host, g.port), timeout=WAIT_S)
+            try:
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                resp = http.client.HTTPResponse(s, method="GET")
+                resp.begin()
+                resp.read()
+                socks.append(s)
+            except OSError:
+                s.close()
+                time.sleep(0.1)
+        self.assertEqual(len(socks), n, "could not open the connections to hold")
         return socks
 
     def check_cap(self, key, cap):
@@ -273,7 +286,8 @@ class ConnectionCapTest(unittest.TestCase):
                 s = socket.create_connection((g.host, g.port), timeout=WAIT_S)
                 s.sendall(head + body[:part])
                 socks.append(s)
-            time.sleep(0.5)  # both partial bodies are held
+            gw.wait_until(lambda: gw.metric(g.metrics(), "sipp_buffered_request_bytes") >= 2 * part, WAIT_S,
+                          "both partial bodies being held")
             status, hdrs, err = raw_json(g, head + body)
             self.assertEqual((status, err["error"]["code"]), (503, "server_busy"))
             self.assertGreaterEqual(int(hdrs["retry-after"]), 1)
@@ -284,6 +298,7 @@ class ConnectionCapTest(unittest.TestCase):
                 resp.begin()
                 self.assertNotEqual(resp.status, 503)
             self.assertEqual(raw(g, head + body)[0], 502)  # the memory was given back
+            self.assertEqual(gw.metric(g.metrics(), "sipp_buffered_request_bytes"), 0)
         finally:
             for s in socks:
                 s.close()

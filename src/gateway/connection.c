@@ -505,6 +505,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     cs->call.body = cs->body.data ? cs->body.data : "";
     cs->call.body_len = cs->body.len;
     h->handler->dispatch(&cs->call);
+    /* The route has parsed what it needs (a stream keeps its JSON tree, not these bytes): the body
+     * is given back now rather than when a long stream ends. */
+    release_body(cs);
+    cs->call.body = "";
+    cs->call.body_len = 0;
     return queue_reply(cs);
 }
 

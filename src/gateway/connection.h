@@ -42,7 +42,7 @@ struct gw_call {
     char client[64];              /* rate-limit identity: the caller's name with a token, else the IP */
     char address[64];             /* the peer's IP address */
     const gw_token_config *token; /* NULL without authentication */
-    const char *body;             /* the request body, NUL-terminated */
+    const char *body;             /* the request body, NUL-terminated; valid while dispatch runs */
     size_t body_len;
     bool too_large; /* the body is over max_request_bytes (and was dropped) */
     bool busy;      /* the body would take the server over max_buffered_bytes */

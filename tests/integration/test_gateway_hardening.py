@@ -298,7 +298,8 @@ class ConnectionCapTest(unittest.TestCase):
                 resp.begin()
                 self.assertNotEqual(resp.status, 503)
             self.assertEqual(raw(g, head + body)[0], 502)  # the memory was given back
-            self.assertEqual(gw.metric(g.metrics(), "sipp_buffered_request_bytes"), 0)
+            gw.wait_until(lambda: gw.metric(g.metrics(), "sipp_buffered_request_bytes") == 0, WAIT_S,
+                          "the bodies' memory being given back")
         finally:
             for s in socks:
                 s.close()

@@ -307,6 +307,9 @@ static const field_rule FIELDS[] = {
     {"verbosity", F_CHAT, FIELD_REFUSED, "no template here takes a verbosity; use chat_template_kwargs"},
     {"functions", F_CHAT, FIELD_REFUSED, "the deprecated form of tools; send tools"},
     {"function_call", F_CHAT, FIELD_REFUSED, "the deprecated form of tool_choice; send tool_choice"},
+    {"chat_template", F_CHAT, FIELD_REFUSED,
+     "a target's template is set in its config (chat_template = \"chatml\" or a file): a request may not name "
+     "files on the server"},
     {"echo", F_PROMPT, FIELD_REFUSED, "the prompt is not echoed; prepend it yourself"},
     {"suffix", F_PROMPT, FIELD_REFUSED, "fill-in-the-middle is not implemented"},
     {"best_of", F_PROMPT, FIELD_REFUSED, "use n and choose yourself"},

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "backend/backend.h"
+#include "chat/chat_request.h"
 #include "engine/model.h"
 #include "engine/model_check.h"
 #include "store/gguf_header.h"
@@ -109,6 +110,11 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     sipp_model *m = calloc(1, sizeof *m);
     if (!m) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
     sipp_last_error_init(&m->error);
+    if (!(m->chat = chat_cache_new())) {
+        sipp_last_error_destroy(&m->error);
+        free(m);
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
+    }
     sipp_strlcpy(m->path, path, sizeof m->path);
 
     ggml_backend_dev_t devices[2] = {NULL, NULL};
@@ -172,6 +178,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     }
     in->n_vocab = llama_vocab_n_tokens(m->vocab);
     in->has_chat_template = llama_model_chat_template(m->lm, NULL) != NULL;
+    sipp_strlcpy(in->chat_template, chat_template_kind(m->lm), sizeof in->chat_template);
 
     sipp_backend_decision *d = &m->decision;
     if (params->vocab_only) {
@@ -209,6 +216,7 @@ void sipp_model_free(sipp_model *m) {
     llama_model_free(m->lm);
     sipp_lease_release(m->lease);
     free(m->eog);
+    chat_cache_free(m->chat);
     sipp_last_error_destroy(&m->error);
     free(m);
 }

@@ -1,7 +1,8 @@
 # sipp's build. `make` builds libsipp, the CLI and the tools against the pinned llama.cpp;
 # `make demo` runs sipp on a small synthetic model; `make test` runs the whole suite.
 #
-#   make BACKENDS="cpu vulkan"   the default on Linux x64: core libraries + CPU and Vulkan modules
+#   make BACKENDS="cpu vulkan rpc"  the default on Linux x64: core libraries + CPU, Vulkan and RPC modules
+#                                (rpc: ggml's RPC backend, compiled from the pinned source in seconds)
 #   make BACKENDS=cpu            a CPU-only artifact
 #   make LLAMA_FROM_SOURCE=1     build llama.cpp (CPU) from the pinned source instead of prebuilt;
 #                                the artifact is build/artifacts/cpu-src
@@ -11,7 +12,7 @@
 
 LLAMA_FROM_SOURCE ?= 0
 # Vulkan comes prebuilt only (it does not build from source on Debian 12), so a source build is CPU.
-BACKENDS ?= $(if $(filter 1,$(LLAMA_FROM_SOURCE)),cpu,cpu vulkan)
+BACKENDS ?= $(if $(filter 1,$(LLAMA_FROM_SOURCE)),cpu,cpu vulkan rpc)
 BUILD ?= build
 
 empty :=

@@ -75,7 +75,18 @@ void sipp_log_capture(char *buf) {
     if (buf) buf[0] = '\0';
 }
 
+/* A thread may also watch every line llama.cpp logs while it loads (placement.c reads where the
+ * layers and buffers went from them: llama.h has no call that says so). */
+static __thread sipp_log_observer observer;
+static __thread void *observer_user;
+
+void sipp_log_observe(sipp_log_observer fn, void *user) {
+    observer = fn;
+    observer_user = user;
+}
+
 static void log_cb(enum ggml_log_level level, const char *text, void *user) {
+    if (observer && text) observer(text, observer_user);
     if (capture_buf) {
         /* The first error line says what went wrong; later ones say that loading failed. The caller
          * reports it in its own message, so nothing is printed twice. */

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "backend/backend.h"
+#include "backend/rpc.h"
 #include "engine/model.h"
 #include "gguf.h"
 #include "store/store.h"
@@ -43,7 +44,8 @@ void sipp_model_get_info(const sipp_model *m, sipp_model_info *info) { *info = m
 void sipp_free(void *p) { free(p); }
 
 /* Checks the file and its GGUF header before llama.cpp sees it. */
-static sipp_status precheck(const char *path, char *arch, size_t arch_len, uint64_t *size, char *errbuf) {
+static sipp_status precheck(const char *path, char *arch, size_t arch_len, uint64_t *size, int *n_layer,
+                            char *errbuf) {
     struct stat st;
     if (stat(path, &st) != 0)
         return sipp_fail(errbuf, errno == ENOENT ? SIPP_ERR_NOT_FOUND : SIPP_ERR_IO, "model '%s': %s", path,
@@ -79,6 +81,10 @@ static sipp_status precheck(const char *path, char *arch, size_t arch_len, uint6
     int64_t k = gguf_find_key(g, "general.architecture");
     if (k >= 0 && gguf_get_kv_type(g, k) == GGUF_TYPE_STRING) sipp_strlcpy(arch, gguf_get_val_str(g, k), arch_len);
     else arch[0] = '\0';
+    char key[96];
+    snprintf(key, sizeof key, "%s.block_count", arch);
+    k = *arch ? gguf_find_key(g, key) : -1;
+    *n_layer = k >= 0 && gguf_get_kv_type(g, k) == GGUF_TYPE_UINT32 ? (int)gguf_get_val_u32(g, k) : 0;
     gguf_free(g);
     if ((size_t)st.st_size < need)
         return sipp_fail(errbuf, SIPP_ERR_MODEL,
@@ -116,13 +122,23 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
 
     char arch[64];
     uint64_t file_size = 0;
-    if ((st = precheck(path, arch, sizeof arch, &file_size, errbuf)) != SIPP_OK) return st;
+    int n_layer = 0;
+    if ((st = precheck(path, arch, sizeof arch, &file_size, &n_layer, errbuf)) != SIPP_OK) return st;
 
+    bool rpc = !params->vocab_only && params->backend && strcmp(params->backend, "rpc") == 0;
+    if (!rpc && ((params->rpc_servers && *params->rpc_servers) || (params->tensor_split && *params->tensor_split)))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%s is only used with backend 'rpc' (the backend is '%s'); add --backend rpc or drop it",
+                         params->rpc_servers && *params->rpc_servers ? "rpc servers (--rpc)" : "tensor_split",
+                         params->backend ? params->backend : "auto");
     sipp_host_view view;
     sipp_host_discover(&view);
-    sipp_policy_result pick;
-    if (!params->vocab_only && (st = sipp_policy_decide(&view, params->backend, params->backend_order, &pick, errbuf)) != SIPP_OK)
+    sipp_policy_result pick = {.backend = SIPP_BACKEND_RPC, .device = -1};
+    if (!params->vocab_only && !rpc &&
+        (st = sipp_policy_decide(&view, params->backend, params->backend_order, &pick, errbuf)) != SIPP_OK)
         return st;
+    sipp_rpc_plan plan = {0};
+    if (rpc && (st = sipp_rpc_plan_load(params, n_layer, &plan, errbuf)) != SIPP_OK) return st;
 
     sipp_model *m = calloc(1, sizeof *m);
     if (!m) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
@@ -135,7 +151,14 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     mp.progress_callback_user_data = params->progress_user;
     mp.vocab_only = params->vocab_only;
     mp.devices = devices; /* NULL-terminated: empty means no GPU device at all */
-    if (params->vocab_only || pick.backend == SIPP_BACKEND_CPU) {
+    m->info.n_layer = n_layer; /* placement.c needs it while llama.cpp loads */
+    if (rpc) {
+        mp.devices = plan.devices;
+        mp.split_mode = LLAMA_SPLIT_MODE_LAYER;
+        mp.n_gpu_layers = plan.gpu_layers;
+        mp.tensor_split = plan.split;
+        snprintf(pick.reason, sizeof pick.reason, "rpc: %s", plan.reason);
+    } else if (params->vocab_only || pick.backend == SIPP_BACKEND_CPU) {
         mp.n_gpu_layers = 0;
         m->cpu_only = true;
     } else {
@@ -157,7 +180,9 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     char llama_err[SIPP_ERROR_SIZE];
     double t0 = sipp_now_ms();
     sipp_log_capture(llama_err);
+    sipp_placement_begin(m);
     m->lm = llama_model_load_from_file(path, mp);
+    sipp_placement_end(m);
     sipp_log_capture(NULL);
     if (!m->lm) {
         bool aborted = params->progress && strstr(llama_err, "cancel");
@@ -200,6 +225,8 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
         sipp_strlcpy(d->reason, pick.reason, sizeof d->reason);
         if (m->cpu_only) {
             sipp_strlcpy(d->devices, "CPU", sizeof d->devices);
+        } else if (rpc) {
+            sipp_rpc_plan_describe(m, d);
         } else {
             int layers = mp.n_gpu_layers > in->n_layer ? in->n_layer : mp.n_gpu_layers;
             d->gpu_layers = layers;

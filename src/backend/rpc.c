@@ -47,6 +47,8 @@
 #define RPC_CONNECT_TIMEOUT_MS 3000
 #define RPC_ANSWER_TIMEOUT_MS 5000
 #define RPC_DEATH_PROBE_MS 1000 /* how long the abort path waits on each server's connect */
+#define RPC_DEATH_ROUNDS 10 /* ... and how often it looks, RPC_DEATH_PAUSE_US apart */
+#define RPC_DEATH_PAUSE_US 100000
 #define RPC_DEFAULT_HOST "127.0.0.1"
 
 typedef struct rpc_server {
@@ -263,29 +265,31 @@ static void rpc_abort_callback(const char *message) {
     }
     char lost[1024] = "";
     size_t used = 0;
-    /* Not locking rpc_lock: the abort may come from inside a call that holds it. The table only grows. */
-    for (int i = 0; i < n_servers && used < sizeof lost - SIPP_RPC_ENDPOINT_MAX - 4; i++) {
-        char ignored[SIPP_ERROR_SIZE];
-        int fd = connect_endpoint(servers[i].endpoint, RPC_DEATH_PROBE_MS, ignored);
-        if (fd >= 0) {
-            close(fd);
-            continue;
+    /* A server that died refuses connections, but its listening socket may close a moment after
+     * the connection that broke: look a few times. Not locking rpc_lock: the abort may come from
+     * inside a call that holds it, and the table only grows. */
+    for (int round = 0; round < RPC_DEATH_ROUNDS && !used; round++) {
+        if (round) usleep(RPC_DEATH_PAUSE_US);
+        for (int i = 0; i < n_servers && used < sizeof lost - SIPP_RPC_ENDPOINT_MAX - 4; i++) {
+            char ignored[SIPP_ERROR_SIZE];
+            int fd = connect_endpoint(servers[i].endpoint, RPC_DEATH_PROBE_MS, ignored);
+            if (fd >= 0) {
+                close(fd);
+                continue;
+            }
+            used += (size_t)snprintf(lost + used, sizeof lost - used, "%s%s", used ? ", " : "", servers[i].endpoint);
         }
-        used +=
-            (size_t)snprintf(lost + used, sizeof lost - used, "%s%s", used ? ", " : "", servers[i].endpoint);
     }
-    const char *what = strstr(message, "error: ") ? strstr(message, "error: ") + 7 : message;
+    /* ggml's message is "FILE:LINE: what happened"; keep what happened. */
+    const char *what = strrchr(message, ':') ? strrchr(message, ':') + 1 : message;
+    while (*what == ' ') what++;
     if (*lost)
-        fprintf(
-            stderr,
-            "sipp: rpc server %s went away (%s); the model has layers there and cannot continue. Restart the "
-            "server and run again\n",
-            lost, what);
-    else
         fprintf(stderr,
-                "sipp: the connection to an rpc server broke (%s; servers: %d connected, all reachable again "
-                "now); "
-                "run again\n",
+                "sipp: rpc server %s went away (%s); the model has layers there and cannot continue. Restart the "
+                "server and run again\n",
+                lost, what);
+    else
+        fprintf(stderr, "sipp: the connection to an rpc server broke (%s), though all %d answer again; run again\n",
                 what, n_servers);
     fflush(stderr);
     _exit(SIPP_RPC_LOST_EXIT);

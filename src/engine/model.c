@@ -153,6 +153,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     mp.devices = devices; /* NULL-terminated: empty means no GPU device at all */
     m->info.n_layer = n_layer; /* placement.c needs it while llama.cpp loads */
     if (rpc) {
+        m->rpc = true;
         mp.devices = plan.devices;
         mp.split_mode = LLAMA_SPLIT_MODE_LAYER;
         mp.n_gpu_layers = plan.gpu_layers;
@@ -246,6 +247,10 @@ struct llama_context_params sipp_model_context_params(const sipp_model *m) {
         cp.op_offload = false;
         cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     }
+    /* A split keeps flash attention off, as a CPU load does: with it on ("auto" turns it on for
+     * the remote devices) the split computes attention differently from the local run it must
+     * match (sipp verify --backends cpu,rpc), and greedy output drifts apart within tokens. */
+    if (m->rpc) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     return cp;
 }
 

@@ -20,6 +20,7 @@ struct sipp_model {
     sipp_backend_decision decision;
     sipp_model_info info;
     bool cpu_only;
+    bool rpc;          /* split across rpc servers (backend "rpc") */
     char lease[96];    /* the GPU residency lease this model holds, "" for none */
     llama_token *eog;  /* every end-of-generation token, for ignore_eos */
     int n_eog;

@@ -166,9 +166,9 @@ class RpcSplitTest(unittest.TestCase):
         cmd = self.hosts.prefix("client") + [SIPP, *args]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
 
-    def generate(self, *extra):
+    def generate(self, *extra, env=None):
         return self.client([self.model, "Once upon a time", "--temperature", "0", "--max-tokens", "24",
-                            "--threads", "1", "--seed", "1", *extra])
+                            "--threads", "1", "--seed", "1", *extra], env=env)
 
     def test_split_is_greedy_identical_to_cpu(self):
         cpu = self.generate("--backend", "cpu")
@@ -243,9 +243,11 @@ class RpcSplitTest(unittest.TestCase):
         script = (
             "import json, sys, sipp\n"
             "out = {}\n"
-            "for b in ('cpu', 'rpc'):\n"
-            "    with sipp.local(sys.argv[1], backend=b, threads=1) as c:\n"
-            "        out[b] = c.embed(['a split model', 'the same numbers'])\n"
+            "with sipp.Client() as c:\n"
+            "    for b in ('cpu', 'rpc'):\n"
+            "        c.add(b, sipp.local(sys.argv[1], backend=b, threads=1, parallel=1, ctx_size=256))\n"
+            "        e = c.embed(['a split model', 'the same numbers'], endpoint=b)\n"
+            "        out[b] = [list(v) for v in e]\n"
             "print(json.dumps(out))\n")
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ, SIPP_RPC_SERVERS=self.servers(),
@@ -255,7 +257,6 @@ class RpcSplitTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         out = json.loads(r.stdout.strip().splitlines()[-1])
         cpu, rpc = out["cpu"], out["rpc"]
-        cpu = getattr(cpu, "vectors", cpu)
         self.assertEqual(len(cpu), len(rpc))
         for u, v in zip(cpu, rpc):
             self.assertEqual(len(u), len(v))

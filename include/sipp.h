@@ -172,6 +172,16 @@ typedef struct sipp_rpc_server_info {
  * protocol version mismatch. [any thread] */
 SIPP_API sipp_status sipp_rpc_probe(const char *endpoint, sipp_rpc_server_info *info, char *errbuf);
 
+/* Checks a server list "HOST:PORT[,HOST:PORT...]" without connecting: each entry a host and a port
+ * in 1..65535, none twice, at least one. [any thread] */
+SIPP_API sipp_status sipp_rpc_check_servers(const char *list, char *errbuf);
+
+/* ggml's RPC client cannot survive losing a server it placed layers on (its dispatcher aborts the
+ * process). Once a process has connected to an rpc server, sipp turns that abort into one line on
+ * stderr naming the server that went away and exit status SIPP_RPC_LOST_EXIT, so that a supervisor
+ * or a load balancer in front (docs/scale-out.md) restarts or routes around the process. */
+#define SIPP_RPC_LOST_EXIT 75 /* EX_TEMPFAIL */
+
 typedef struct sipp_rpc_server_params {
     const char *host;        /* address to bind; default "127.0.0.1" */
     int port;                /* default SIPP_RPC_DEFAULT_PORT */

@@ -47,7 +47,7 @@
 #define RPC_CONNECT_TIMEOUT_MS 3000
 #define RPC_ANSWER_TIMEOUT_MS 5000
 #define RPC_DEATH_PROBE_MS 1000 /* how long the abort path waits on each server's connect */
-#define RPC_DEATH_ROUNDS 10 /* ... and how often it looks, RPC_DEATH_PAUSE_US apart */
+#define RPC_DEATH_ROUNDS 10     /* ... and how often it looks, RPC_DEATH_PAUSE_US apart */
 #define RPC_DEATH_PAUSE_US 100000
 #define RPC_DEFAULT_HOST "127.0.0.1"
 
@@ -126,6 +126,12 @@ sipp_status sipp_rpc_parse_list(const char *list, char (*out)[SIPP_RPC_ENDPOINT_
             "backend 'rpc' needs at least one server: --rpc HOST:PORT[,...], rpc = [\"HOST:PORT\"] in a "
             "target, or SIPP_RPC_SERVERS");
     return SIPP_OK;
+}
+
+sipp_status sipp_rpc_check_servers(const char *list, char *errbuf) {
+    char endpoints[SIPP_RPC_MAX_SERVERS][SIPP_RPC_ENDPOINT_MAX];
+    int n = 0;
+    return sipp_rpc_parse_list(list, endpoints, SIPP_RPC_MAX_SERVERS, &n, errbuf);
 }
 
 /* Waits for fd to become readable (POLLIN) or writable (POLLOUT); false on timeout or error. */
@@ -277,19 +283,23 @@ static void rpc_abort_callback(const char *message) {
                 close(fd);
                 continue;
             }
-            used += (size_t)snprintf(lost + used, sizeof lost - used, "%s%s", used ? ", " : "", servers[i].endpoint);
+            used += (size_t)snprintf(lost + used, sizeof lost - used, "%s%s", used ? ", " : "",
+                                     servers[i].endpoint);
         }
     }
     /* ggml's message is "FILE:LINE: what happened"; keep what happened. */
     const char *what = strrchr(message, ':') ? strrchr(message, ':') + 1 : message;
-    while (*what == ' ') what++;
+    while (*what == ' ')
+        what++;
     if (*lost)
-        fprintf(stderr,
-                "sipp: rpc server %s went away (%s); the model has layers there and cannot continue. Restart the "
-                "server and run again\n",
-                lost, what);
+        fprintf(
+            stderr,
+            "sipp: rpc server %s went away (%s); the model has layers there and cannot continue. Restart the "
+            "server and run again\n",
+            lost, what);
     else
-        fprintf(stderr, "sipp: the connection to an rpc server broke (%s), though all %d answer again; run again\n",
+        fprintf(stderr,
+                "sipp: the connection to an rpc server broke (%s), though all %d answer again; run again\n",
                 what, n_servers);
     fflush(stderr);
     _exit(SIPP_RPC_LOST_EXIT);

@@ -12,8 +12,6 @@
 
 #define SIPP_RPC_ENDPOINT_MAX 128
 #define SIPP_RPC_MAX_SERVERS 16
-/* The exit status when a connected rpc server goes away (EX_TEMPFAIL: try again later). */
-#define SIPP_RPC_LOST_EXIT 75
 
 /* Splits "HOST:PORT". */
 sipp_status sipp_rpc_parse_endpoint(const char *endpoint, char *host, size_t host_cap, int *port,

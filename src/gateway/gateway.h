@@ -62,6 +62,8 @@ typedef struct gw_target_config {
     char *model_path; /* resolved against the config file's directory */
     char *backend;
     int ctx_size, parallel, threads, gpu_layers;
+    char *rpc_servers;  /* backend "rpc": rpc = ["host:port", ...] joined by ','; NULL = $SIPP_RPC_SERVERS */
+    char *tensor_split; /* backend "rpc": tensor_split = [1, 2, 2] as "1,2,2"; NULL = by free memory */
     sipp_policy policy;
     /* openai_compatible */
     char **base_urls; /* without a trailing '/', e.g. "http://10.0.0.2:8080/v1" */
@@ -224,7 +226,9 @@ void gw_metrics_queued(gw_metrics *m, int target, int delta);
 
 /* ---- servers, targets and calls ---------------------------------------------------------------- */
 
-typedef enum gw_target_state { GW_STATE_LOADING, GW_STATE_READY, GW_STATE_FAILED } gw_target_state;
+/* WAITING: an rpc target whose server cannot be used yet (unreachable, busy); the loader tries
+ * again with backoff, and its error says why meanwhile. */
+typedef enum gw_target_state { GW_STATE_LOADING, GW_STATE_READY, GW_STATE_FAILED, GW_STATE_WAITING } gw_target_state;
 
 typedef struct gw_upstream gw_upstream;
 

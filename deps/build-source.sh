@@ -36,7 +36,7 @@ case "$kind" in
         targets=(llama ggml llama-bench llama-batched-bench llama-server) ;;
   peer-rpc) flags+=(-DGGML_BACKEND_DL=OFF -DGGML_NATIVE=ON -DGGML_RPC=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF
                 -DLLAMA_BUILD_COMMON=ON)
-        targets=(llama ggml llama-bench rpc-server) ;;
+        targets=(llama ggml llama-bench ggml-rpc-server) ;;
   *) die "usage: deps/build-source.sh lib|peer|peer-rpc" ;;
 esac
 

@@ -332,6 +332,9 @@ sipp_status sipp_rpc_connect(const char *endpoint, ggml_backend_dev_t *devices, 
         s = &servers[n_servers++];
         sipp_strlcpy(s->endpoint, endpoint, sizeof s->endpoint);
         ggml_backend_reg_t server = add(endpoint);
+        /* Registered like llama.cpp's own tools do, so that its devices are listed with the others
+         * (sipp backends, ops); loads name their devices explicitly, so no load takes one unasked. */
+        if (server) ggml_backend_register(server);
         size_t n = server ? ggml_backend_reg_dev_count(server) : 0;
         for (size_t i = 0; i < n && s->n_devices < SIPP_MAX_DEVICES; i++)
             s->devices[s->n_devices++] = ggml_backend_reg_dev_get(server, i);

@@ -239,6 +239,23 @@ class RpcSplitTest(unittest.TestCase):
         self.assertEqual(dead.returncode, 1)
         self.assertIn("unreachable", dead.stdout + dead.stderr)
 
+    def test_verify_compares_the_split_with_a_local_run(self):
+        r = self.client(["verify", self.model, "--backends", "cpu,rpc", "--rpc", self.servers(), "--threads", "1",
+                         "--json", "--no-bench"])
+        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
+        doc = json.loads(r.stdout)
+        self.assertTrue(doc["verdict"]["passed"], doc["verdict"])
+
+    def test_ops_shows_layers_per_host(self):
+        r = self.client(["ops", self.model, "--backend", "rpc", "--rpc", self.servers(), "--threads", "1", "--json"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        hosts = {p["host"]: p["n_layers"] for p in doc["placement"]}
+        self.assertEqual(sum(hosts.values()), 6)
+        self.assertGreater(hosts[self.a.endpoint], 0)
+        ran_on = ",".join(op["where"] for op in doc["ops"])
+        self.assertIn("RPC", ran_on)
+
     def test_embeddings_match_cpu_within_tolerance(self):
         script = (
             "import json, sys, sipp\n"

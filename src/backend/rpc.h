@@ -19,6 +19,8 @@ sipp_status sipp_rpc_parse_endpoint(const char *endpoint, char *host, size_t hos
 /* Splits "HOST:PORT[,HOST:PORT...]" into out (up to cap); at least one, none twice. */
 sipp_status sipp_rpc_parse_list(const char *list, char (*out)[SIPP_RPC_ENDPOINT_MAX], int cap, int *n_out,
                                 char *errbuf);
+/* Parses "a,b,c" into exactly want non-negative shares with a positive sum. */
+sipp_status sipp_rpc_parse_split(const char *text, float *out, int want, char *errbuf);
 /* The protocol's HELLO with timeouts: the server's version in version[3]; errors name the endpoint. */
 sipp_status sipp_rpc_handshake(const char *endpoint, int version[3], char *errbuf);
 /* Handshake, then ggml's connection: the server's devices (as this process names them). */

@@ -21,41 +21,6 @@
 #define BYTES_PER_MIB (1024.0 * 1024.0)
 #define SERVERS_ENV "SIPP_RPC_SERVERS"
 
-/* Parses "a,b,c" into exactly want non-negative shares with a positive sum. */
-static sipp_status parse_split(const char *text, float *out, int want, char *errbuf) {
-    int n = 0;
-    double sum = 0;
-    const char *p = text;
-    while (*p) {
-        char *end = NULL;
-        double v = strtod(p, &end);
-        if (end == p || !isfinite(v) || v < 0)
-            return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                             "tensor_split '%s': '%.16s' is not a non-negative number", text, p);
-        if (n == want) break;
-        out[n++] = (float)v;
-        sum += v;
-        p = end;
-        while (*p == ' ')
-            p++;
-        if (*p == ',')
-            p++;
-        else if (*p)
-            return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "tensor_split '%s': expected ',' at '%.16s'",
-                             text, p);
-    }
-    if (n != want || *p)
-        return sipp_fail(
-            errbuf, SIPP_ERR_INVALID_ARGUMENT,
-            "tensor_split '%s' has %s shares; it needs %d: the local device's first, then one per rpc "
-            "device in the order of the servers",
-            text, *p ? "too many" : "too few", want);
-    if (sum <= 0)
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                         "tensor_split '%s' gives every device a share of 0", text);
-    return SIPP_OK;
-}
-
 static double free_mib(ggml_backend_dev_t dev, ggml_backend_dev_t cpu) {
     size_t free_b = 0, total_b = 0;
     ggml_backend_dev_memory(dev, &free_b, &total_b);
@@ -86,7 +51,7 @@ sipp_status sipp_rpc_plan_load(const sipp_model_params *params, int n_layer, sip
     ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
     int used = 0;
     if (params->tensor_split && *params->tensor_split) {
-        if ((st = parse_split(params->tensor_split, shares, plan->n_devices + 1, errbuf)) != SIPP_OK)
+        if ((st = sipp_rpc_parse_split(params->tensor_split, shares, plan->n_devices + 1, errbuf)) != SIPP_OK)
             return st;
         used = snprintf(plan->reason, sizeof plan->reason, "layers by tensor_split %s (local first)",
                         params->tensor_split);

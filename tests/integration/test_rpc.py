@@ -207,7 +207,7 @@ class RpcSplitTest(unittest.TestCase):
         cases = [
             (["--backend", "rpc", "--rpc", self.a.endpoint.split(":")[0]], "is not HOST:PORT"),
             (["--backend", "rpc", "--rpc", self.servers(), "--tensor-split", "1,1"], "needs 3"),
-            (["--backend", "rpc", "--rpc", self.servers(), "--tensor-split", "1,x,1"], "not a non-negative number"),
+            (["--backend", "rpc", "--rpc", self.servers(), "--tensor-split", "1,x,1"], "is not a number in 0.."),
             (["--backend", "cpu", "--rpc", self.servers()], "only used with backend 'rpc'"),
             (["--backend", "rpc"], "needs at least one server"),
             (["--backend", "rpc", "--rpc", f"{self.a.endpoint},{self.a.endpoint}"], "given twice"),

@@ -158,7 +158,10 @@ int cmd_doctor(int argc, char **argv) {
         if (cli_flag(&a, "--json")) as_json = true;
         else if (cli_flag_value(&a, "--backend")) backend = a.value;
         else if (cli_flag_value(&a, "--artifact")) artifact = a.value;
-        else if (cli_flag_value(&a, "--rpc")) rpc = a.value;
+        else if (cli_flag_value(&a, "--rpc")) {
+            rpc = a.value;
+            if (rpc) setenv("SIPP_RPC_SERVERS", rpc, 1); /* what --backend rpc decides with */
+        }
         else if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             printf("usage: sipp doctor [--backend NAME] [--json] [--artifact DIR] [--rpc HOST:PORT[,...]]\n\n"
                    "Reports the OS, CPU and ISA, the CPU module ggml picked, the artifact and its backends,\n"

@@ -27,9 +27,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EXAMPLE = os.path.join(ROOT, "docs", "nginx-sipp.conf")
 START_S = 30
 HTTP_S = 120
-LOAD_REQUESTS = 16
+LOAD_REQUESTS = 8
 LOAD_STREAMS = 4
-LONG_TOKENS = 1500  # long enough that requests are in flight when an instance is killed
+LONG_TOKENS = 800  # long enough that requests are in flight when an instance is killed
 
 
 def free_port():

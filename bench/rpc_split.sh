@@ -64,21 +64,28 @@ ip -n "$client" link set "sb$$c" up
 ip -n "$server" link set "sb$$s" up
 endpoint="10.79.1.2:$PORT"
 
-start_server() { # start_server sipp|peer|prebuilt
+port_open() { ip netns exec "$client" bash -c "exec 3<>/dev/tcp/10.79.1.2/$PORT" 2>/dev/null; }
+start_server() { # start_server sipp|peer|prebuilt: each runs as the very process $! names (ip netns exec execs)
+  local log="$out/server-$1.log"
   case "$1" in
-    sipp) ip netns exec "$server" "${same_env[@]}" "$SIPP" rpc-server --host 10.79.1.2 --port $PORT --threads "$THREADS" ;;
-    prebuilt) ip netns exec "$server" "$SIPP" rpc-server --host 10.79.1.2 --port $PORT --threads "$THREADS" ;;
-    peer) ip netns exec "$server" "${peer_env[@]}" "$peer/bin/ggml-rpc-server" -H 10.79.1.2 -p $PORT -t "$THREADS" ;;
-  esac >"$out/server-$1.log" 2>&1 &
+    sipp) ip netns exec "$server" "${same_env[@]}" "$SIPP" rpc-server --host 10.79.1.2 --port $PORT --threads "$THREADS" >"$log" 2>&1 & ;;
+    prebuilt) ip netns exec "$server" "$SIPP" rpc-server --host 10.79.1.2 --port $PORT --threads "$THREADS" >"$log" 2>&1 & ;;
+    peer) ip netns exec "$server" "${peer_env[@]}" "$peer/bin/ggml-rpc-server" -H 10.79.1.2 -p $PORT -t "$THREADS" >"$log" 2>&1 & ;;
+  esac
   srv_pid=$!
   for _ in $(seq 300); do
-    ip netns exec "$client" bash -c "exec 3<>/dev/tcp/10.79.1.2/$PORT" 2>/dev/null && return 0
+    kill -0 "$srv_pid" 2>/dev/null || break
+    port_open && return 0
     sleep 0.1
   done
-  echo "bench: the $1 rpc server did not start; see $out/server-$1.log" >&2
+  echo "bench: the $1 rpc server did not start; see $log" >&2
   exit 1
 }
-stop_server() { kill "$srv_pid" 2>/dev/null; wait "$srv_pid" 2>/dev/null || true; srv_pid=; }
+stop_server() {
+  kill "$srv_pid" 2>/dev/null; wait "$srv_pid" 2>/dev/null || true; srv_pid=
+  for _ in $(seq 100); do port_open || return 0; sleep 0.1; done
+  echo "bench: port $PORT still open after the server stopped" >&2; exit 1
+}
 
 jq_num() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
 mean() { python3 -c "import sys,statistics as s; v=[float(x) for x in sys.argv[1:]]; print(f'{s.mean(v):.2f}')" "$@"; }
@@ -100,8 +107,13 @@ peer_bench() { # peer_bench OUT
 lb_ts() { jq_num "$1" "[t['avg_ts'] for t in d if t['n_$2'] > 0][0]"; }
 
 s_tg=() s_pp=() p_tg=() p_pp=() b_tg=() b_pp=()
+placement=
 for r in $(seq "$ROUNDS"); do
-  start_server sipp; sipp_bench same "$out/sipp-same-$r.json"; stop_server
+  start_server sipp; sipp_bench same "$out/sipp-same-$r.json"
+  # Where the layers went, as sipp reports it (once, while a server runs).
+  [ -n "$placement" ] || placement=$(ip netns exec "$client" "${same_env[@]}" "$SIPP" "$model" x --backend rpc \
+    --rpc "$endpoint" --tensor-split 1,1 --max-tokens 1 --threads "$THREADS" --stats text 2>&1 >/dev/null | grep ' on ')
+  stop_server
   start_server peer; peer_bench "$out/llama-bench-$r.json"; stop_server
   start_server prebuilt; sipp_bench prebuilt "$out/sipp-prebuilt-$r.json"; stop_server
   s_tg+=("$(jq_num "$out/sipp-same-$r.json" "d['tg']['mean']")"); s_pp+=("$(jq_num "$out/sipp-same-$r.json" "d['pp']['mean']")")
@@ -109,8 +121,6 @@ for r in $(seq "$ROUNDS"); do
   p_tg+=("$(lb_ts "$out/llama-bench-$r.json" gen)"); p_pp+=("$(lb_ts "$out/llama-bench-$r.json" prompt)")
 done
 
-placement=$(ip netns exec "$client" "${same_env[@]}" "$SIPP" "$model" x --backend rpc --rpc "$endpoint" --tensor-split 1,1 \
-  --max-tokens 1 --threads "$THREADS" --stats text 2>&1 >/dev/null | grep ' on ' || true)
 report="$out/report.md"
 {
   echo "# bench/rpc_split.sh, $(date -u +%Y-%m-%dT%H:%MZ), threads $THREADS per side, $ROUNDS rounds, -r $REPS"

@@ -237,9 +237,18 @@ sipp_status sipp_rpc_connect(const char *endpoint, ggml_backend_dev_t *devices, 
     *n_out = 0;
     ggml_backend_reg_t reg = rpc_reg(errbuf);
     if (!reg) return SIPP_ERR_BACKEND;
-    int version[3];
-    sipp_status st = sipp_rpc_handshake(endpoint, version, errbuf);
-    if (st != SIPP_OK) return st;
+    /* A server this process already uses is not asked again: it serves one client at a time, and
+     * that client may be this process's own open connection (another model on the same server). */
+    pthread_mutex_lock(&rpc_lock);
+    const rpc_server *known = NULL;
+    for (int i = 0; i < n_servers && !known; i++)
+        if (strcmp(servers[i].endpoint, endpoint) == 0) known = &servers[i];
+    pthread_mutex_unlock(&rpc_lock);
+    if (!known) {
+        int version[3];
+        sipp_status st = sipp_rpc_handshake(endpoint, version, errbuf);
+        if (st != SIPP_OK) return st;
+    }
     typedef ggml_backend_reg_t (*add_server_fn)(const char *);
     add_server_fn add = (add_server_fn)ggml_backend_reg_get_proc_address(reg, "ggml_backend_rpc_add_server");
     if (!add) return sipp_fail(errbuf, SIPP_ERR_BACKEND, "the rpc module has no ggml_backend_rpc_add_server");

@@ -149,5 +149,28 @@ class GatewayRpcTargetTest(unittest.TestCase):
             g.kill()
 
 
+class GatewayTwoTargetsOneServerTest(unittest.TestCase):
+    def test_two_targets_share_one_server(self):
+        # An rpc-server serves one client at a time; the second target must reuse this process's
+        # connection rather than wait for the server to be free.
+        a = Server("127.0.0.6")
+        a.start()
+        try:
+            extra = f'backend = "rpc"\nrpc = ["{a.endpoint}"]'
+            config = (gw.local_target(name="one", path=six_layers(), parallel=1, extra=extra) +
+                      gw.local_target(name="two", path=six_layers(), parallel=1, extra=extra))
+            g = gw.serve_config(config, wait_ready=False)
+            try:
+                g.wait_ready(WAIT_S)
+                for name in ("one", "two"):
+                    status, _, body = g.json("POST", "/v1/completions",
+                                             {"model": name, "prompt": "hi", "max_tokens": 4, "temperature": 0})
+                    self.assertEqual(status, 200, body)
+            finally:
+                g.stop()
+        finally:
+            a.stop()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -10,6 +10,7 @@
 
 #include "llama.h"
 #include "sipp.h"
+#include "util/last_error.h"
 
 #define SIPP_MAX_PLACEMENT 20
 
@@ -26,11 +27,10 @@ struct sipp_model {
     int n_eog;
     sipp_placement placement[SIPP_MAX_PLACEMENT]; /* where the weights went (placement.c) */
     int n_placement;
-    pthread_mutex_t err_lock;
-    char last_error[SIPP_ERROR_SIZE];
+    sipp_last_error error; /* per thread: tokenize and chat render are [any thread] */
 };
 
-/* Sets the model's last error and returns status. */
+/* Sets the calling thread's last error on the model and returns status. */
 sipp_status sipp_model_fail(sipp_model *m, sipp_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -4,7 +4,8 @@
  * A load first reads the GGUF header itself (gguf.h), so that the common mistakes get a precise
  * message: not a file, not GGUF, an architecture llama.cpp does not know. Only then does llama.cpp
  * load the weights, with the backend the policy chose. A CPU load gets an empty device list, so no
- * weight, KV cell or op can land on a GPU even when the artifact has one.
+ * weight, KV cell or op can land on a GPU even when the artifact has one. An rpc load gets the
+ * servers' devices and a split of the layers (rpc_split.c).
  */
 #include <errno.h>
 #include <stdarg.h>

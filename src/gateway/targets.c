@@ -32,6 +32,7 @@
 #define GW_RPC_RETRY_MIN_MS 500
 #define GW_RPC_RETRY_MAX_MS 30000
 #define GW_RPC_RETRY_SLICE_MS 100
+#define GW_BACKEND_LIST_MAX 16
 
 static bool load_progress(float progress, void *user) {
     gw_server *srv = user;
@@ -39,6 +40,15 @@ static bool load_progress(float progress, void *user) {
 }
 
 static bool is_rpc(const gw_target_config *c) { return c->backend && strcmp(c->backend, "rpc") == 0; }
+
+/* Waiting helps only when the servers are what is missing, not the rpc module itself. */
+static bool rpc_compiled(void) {
+    sipp_backend_info b[GW_BACKEND_LIST_MAX];
+    int n = sipp_backends_list(b, GW_BACKEND_LIST_MAX);
+    for (int i = 0; i < n && i < GW_BACKEND_LIST_MAX; i++)
+        if (strcmp(b[i].name, "rpc") == 0) return b[i].compiled;
+    return false;
+}
 
 static void load_one(gw_server *srv, gw_target *t) {
     const gw_target_config *c = t->cfg;
@@ -54,7 +64,7 @@ static void load_one(gw_server *srv, gw_target *t) {
     sipp_model *m = NULL;
     sipp_status st = sipp_model_load(c->model_path, &mp, &m, err);
     if (st != SIPP_OK) {
-        bool wait = is_rpc(c) && st == SIPP_ERR_BACKEND && !atomic_load(&srv->draining);
+        bool wait = is_rpc(c) && st == SIPP_ERR_BACKEND && rpc_compiled() && !atomic_load(&srv->draining);
         snprintf(t->error, sizeof t->error, "%s", err);
         atomic_store(&t->state, wait ? GW_STATE_WAITING : GW_STATE_FAILED);
         fprintf(stderr, "sipp: target '%s' %s: %s\n", c->name,

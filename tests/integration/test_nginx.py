@@ -151,7 +151,12 @@ class NginxTest(unittest.TestCase):
             body, headers = self.completion(key="conversation-1")
             status, data = self.nginx.request("POST", "/v1/completions", body, headers)
             self.assertEqual(status, 200, data)
+        # An instance counts a request once its reply is sent, a moment after the client has it.
+        deadline = time.monotonic() + START_S
         grew = [served(g) - b for g, b in zip(self.instances, before)]
+        while sum(grew) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            grew = [served(g) - b for g, b in zip(self.instances, before)]
         self.assertEqual(sorted(grew), [0, 4], grew)
 
         # Streaming is passed through as it is made: the first event arrives while the instance

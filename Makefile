@@ -1,7 +1,8 @@
 # sipp's build. `make` builds libsipp, the CLI and the tools against the pinned llama.cpp;
 # `make demo` runs sipp on a small synthetic model; `make test` runs the whole suite.
 #
-#   make BACKENDS="cpu vulkan"   the default on Linux x64: core libraries + CPU and Vulkan modules
+#   make BACKENDS="cpu vulkan rpc"  the default on Linux x64: core libraries + CPU, Vulkan and RPC modules
+#                                (rpc: ggml's RPC backend, compiled from the pinned source in seconds)
 #   make BACKENDS=cpu            a CPU-only artifact
 #   make LLAMA_FROM_SOURCE=1     build llama.cpp (CPU) from the pinned source instead of prebuilt;
 #                                the artifact is build/artifacts/cpu-src
@@ -11,7 +12,7 @@
 
 LLAMA_FROM_SOURCE ?= 0
 # Vulkan comes prebuilt only (it does not build from source on Debian 12), so a source build is CPU.
-BACKENDS ?= $(if $(filter 1,$(LLAMA_FROM_SOURCE)),cpu,cpu vulkan)
+BACKENDS ?= $(if $(filter 1,$(LLAMA_FROM_SOURCE)),cpu,cpu vulkan rpc)
 BUILD ?= build
 
 empty :=
@@ -159,6 +160,7 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIBSIPP_A)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc -I$(LLAMA_INC)
 FUZZ_toml_SRCS := tests/fuzz/fuzz_toml.c src/util/toml.c
 FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/errors.c src/util/util.c
+FUZZ_rpc_SRCS := tests/fuzz/fuzz_rpc.c src/backend/rpc_parse.c src/util/util.c
 FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/util/toml.c src/util/util.c
 $(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
 	@mkdir -p $(dir $@)
@@ -168,6 +170,10 @@ $(BUILD)/fuzz/fuzz_request: $(FUZZ_request_SRCS) $(LIBSIPP)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $(FUZZ_request_SRCS) -o $@ -L$(BUILD)/lib -lsipp -ljansson -Wl,-rpath,'$$ORIGIN/../lib'
+$(BUILD)/fuzz/fuzz_rpc: $(FUZZ_rpc_SRCS) $(LLAMA_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ $@"
+	@clang $(FUZZ_CFLAGS) $(FUZZ_rpc_SRCS) -o $@ -lm
 $(BUILD)/fuzz/fuzz_config: $(FUZZ_config_SRCS) $(LIBSIPP)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -191,7 +197,7 @@ $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 endef
 $(foreach h,$(FUZZ_LIB),$(eval $(call fuzz_lib_rule,$(h))))
 
-FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
+FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_rpc $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
 fuzz-bins: $(FUZZ_BINS)
 
 # The Node.js addon (bindings/node/build.sh: plain C against the pinned Node-API headers).

@@ -153,6 +153,54 @@ SIPP_API sipp_status sipp_backend_decide(const char *requested, const char *orde
  * or "" when unknown. [any thread] */
 SIPP_API const char *sipp_cpu_module(void);
 
+/* ---- rpc: ggml's RPC backend, a model split across hosts --------------------------------------- */
+
+/* An rpc-server exposes its host's device over TCP with no authentication and no encryption; a
+ * client (backend "rpc") places layers on it as if it were a local GPU. Both ends must run the same
+ * protocol version, i.e. the same llama.cpp release. */
+#define SIPP_RPC_DEFAULT_PORT 50052
+
+typedef struct sipp_rpc_server_info {
+    char endpoint[128];      /* host:port as given */
+    int proto_major, proto_minor, proto_patch; /* the server's protocol version */
+    int n_devices;           /* the devices it exposes */
+    char device[64];         /* the first one, as this process names it ("RPC0") */
+    char description[128];
+    uint64_t memory_free;
+    uint64_t memory_total;
+} sipp_rpc_server_info;
+
+/* Connects to an rpc-server, checks its protocol version against this build's and reads its first
+ * device and free memory. Errors name the endpoint: not a host:port, unreachable, not answering the
+ * handshake (not an rpc-server, or busy serving another client: a server serves one at a time), a
+ * protocol version mismatch. [any thread] */
+SIPP_API sipp_status sipp_rpc_probe(const char *endpoint, sipp_rpc_server_info *info, char *errbuf);
+
+/* Checks a server list "HOST:PORT[,HOST:PORT...]" without connecting: each entry a host and a port
+ * in 1..65535, none twice, at least one. [any thread] */
+SIPP_API sipp_status sipp_rpc_check_servers(const char *list, char *errbuf);
+
+/* ggml's RPC client cannot survive losing a server it placed layers on (its dispatcher aborts the
+ * process). Once a process has connected to an rpc server, sipp turns that abort into one line on
+ * stderr naming the server that went away and exit status SIPP_RPC_LOST_EXIT, so that a supervisor
+ * or a load balancer in front (docs/scale-out.md) restarts or routes around the process. */
+#define SIPP_RPC_LOST_EXIT 75 /* EX_TEMPFAIL */
+
+typedef struct sipp_rpc_server_params {
+    const char *host;        /* address to bind; default "127.0.0.1" */
+    int port;                /* default SIPP_RPC_DEFAULT_PORT */
+    const char *backend;     /* the local device to serve: "cpu" (default), "vulkan", ... */
+    int threads;             /* CPU threads of the served backend; 0 = the number of cores */
+    const char *cache_dir;   /* where the server caches tensors it received (by hash); NULL = none */
+} sipp_rpc_server_params;
+
+SIPP_API sipp_rpc_server_params sipp_rpc_server_default_params(void);
+
+/* Serves the device until the process ends (ggml's server loop does not return while it runs; it
+ * serves one client at a time and prints "Accepted client connection" / "Client connection closed"
+ * on stdout). Returns only on failure: an unknown or unavailable backend, an address it cannot bind. */
+SIPP_API sipp_status sipp_rpc_server_run(const sipp_rpc_server_params *params, char *errbuf);
+
 /* ---- model store -------------------------------------------------------------------------------- */
 
 /* The local store of pulled models ($SIPP_MODELS_DIR, default ${XDG_DATA_HOME:-~/.local/share}/sipp/
@@ -369,6 +417,11 @@ typedef struct sipp_model_params {
     sipp_progress_fn progress;
     void *progress_user;
     bool vocab_only;       /* load only the tokenizer: for tokenize/detokenize without weights */
+    /* backend "rpc" only: the servers ("host:port,host:port"); NULL = $SIPP_RPC_SERVERS. */
+    const char *rpc_servers;
+    /* backend "rpc" only: the share of layers of the local device and of each server, in that order
+     * ("1,2,2"); NULL = in proportion to each one's free memory. */
+    const char *tensor_split;
 } sipp_model_params;
 
 /* A load on a GPU device first takes that device's residency lease: a lock file per device
@@ -418,6 +471,20 @@ typedef struct sipp_model_info {
 } sipp_model_info;
 
 SIPP_API void sipp_model_get_info(const sipp_model *model, sipp_model_info *info);
+
+/* Where the weights went, one entry per device that holds any: which layers and how many bytes of
+ * weight buffers. A CPU or single-GPU load has one or two entries; an rpc load one per host. */
+typedef struct sipp_placement {
+    char device[64];       /* ggml's device name: "CPU", "Vulkan0", "RPC0" */
+    char host[128];        /* "local", or the rpc server's host:port */
+    int first_layer;       /* the first repeating layer on it; -1 when it holds none */
+    int n_layers;          /* repeating layers on it */
+    bool output;           /* it holds the output layer */
+    uint64_t buffer_bytes; /* its model weight buffers */
+} sipp_placement;
+
+/* Fills up to cap entries; returns how many there are. [any thread] */
+SIPP_API int sipp_model_placement(const sipp_model *model, sipp_placement *out, int cap);
 
 /* Tokenizes UTF-8 text. add_special adds BOS/EOS as the model's tokenizer says; parse_special
  * turns texts like "<|im_start|>" into their special tokens. Writes at most cap tokens; *n_out is

@@ -10,6 +10,7 @@ PACKAGES=(
   libvulkan1 mesa-vulkan-drivers vulkan-tools
   clang libclang-rt-14-dev clang-format valgrind
   python3
+  nginx-light iproute2
 )
 # Node.js and npm fetch the pinned llama.cpp packages; install them only when absent, so a
 # newer Node.js that the machine already has is left alone.

@@ -59,12 +59,15 @@ struct sipp_engine {
 
     pthread_t thread;
     bool thread_started;
+    bool stepped;               /* no thread: the caller runs steps with sipp_engine_step */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping;
     sipp_request *queue_head, *queue_tail;
     int n_queued;
     slot *slots;
+    sipp_request **starting; /* the requests one turn moves into slots, and their slots */
+    int *starting_slot;
     sipp_engine_stats stats;
     uint64_t busy_slot_steps;
 
@@ -122,7 +125,8 @@ const char *sipp_engine_last_error(const sipp_engine *e) {
     return tl_error_engine == e ? tl_error : e->last_error;
 }
 
-sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out, char *errbuf) {
+static sipp_status engine_create(sipp_model *model, const sipp_engine_params *params, bool stepped, sipp_engine **out,
+                                 char *errbuf) {
     *out = NULL;
     sipp_engine_params p = params ? *params : sipp_engine_default_params();
     if (!model) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model given");
@@ -195,14 +199,32 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
         }
     }
     e->stats.slots = p.parallel;
-
-    e->thread_started = pthread_create(&e->thread, NULL, engine_main, e) == 0;
-    if (!e->thread_started) {
+    e->starting = calloc((size_t)p.parallel, sizeof *e->starting);
+    e->starting_slot = calloc((size_t)p.parallel, sizeof *e->starting_slot);
+    if (!e->starting || !e->starting_slot) {
         sipp_engine_free(e);
-        return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "cannot start the engine thread");
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+
+    e->stepped = stepped;
+    if (!stepped) {
+        e->thread_started = pthread_create(&e->thread, NULL, engine_main, e) == 0;
+        if (!e->thread_started) {
+            sipp_engine_free(e);
+            return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "cannot start the engine thread");
+        }
     }
     *out = e;
     return SIPP_OK;
+}
+
+sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out, char *errbuf) {
+    return engine_create(model, params, false, out, errbuf);
+}
+
+sipp_status sipp_engine_new_stepped(sipp_model *model, const sipp_engine_params *params, sipp_engine **out,
+                                    char *errbuf) {
+    return engine_create(model, params, true, out, errbuf);
 }
 
 void sipp_engine_wake(sipp_engine *e) {
@@ -636,41 +658,42 @@ static bool has_active(const sipp_engine *e) {
     return false;
 }
 
-static void *engine_main(void *arg) {
-    sipp_engine *e = arg;
-    int max_start = e->params.parallel;
-    sipp_request **starting = calloc((size_t)max_start, sizeof *starting);
-    int *starting_slot = calloc((size_t)max_start, sizeof *starting_slot);
+/* One turn of the engine: queued requests into free slots, cancelled ones out, then one step.
+ * With block, waits for work first (the engine thread); without, returns at once when there is none
+ * (a stepped engine). Returns false once the engine is stopping. */
+static bool engine_turn(sipp_engine *e, bool block) {
+    sipp_request *dropped = NULL;
+    int n_start = 0;
+    pthread_mutex_lock(&e->mu);
     for (;;) {
-        sipp_request *dropped = NULL;
-        int n_start = 0;
-        pthread_mutex_lock(&e->mu);
-        for (;;) {
-            if (e->stopping) break;
-            assign(e, &dropped, starting, starting_slot, &n_start);
-            if (dropped || n_start || has_active(e)) break;
-            pthread_cond_wait(&e->cv, &e->mu);
-        }
-        bool stopping = e->stopping;
-        e->stats.running = 0;
-        for (int i = 0; i < e->params.parallel; i++) e->stats.running += e->slots[i].req != NULL;
-        e->stats.queued = e->n_queued;
-        pthread_mutex_unlock(&e->mu);
-
-        while (dropped) {
-            sipp_request *r = dropped;
-            dropped = r->next;
-            finish_cancelled(e, NULL, r);
-        }
-        for (int k = 0; k < n_start; k++) {
-            slot *s = &e->slots[starting_slot[k]];
-            if (slot_start(e, s, starting[k]) != SIPP_OK)
-                slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory starting the request");
-        }
-        if (stopping) break;
-        step(e);
+        if (e->stopping) break;
+        assign(e, &dropped, e->starting, e->starting_slot, &n_start);
+        if (dropped || n_start || has_active(e) || !block) break;
+        pthread_cond_wait(&e->cv, &e->mu);
     }
-    /* Shutting down: everything still running or queued ends as cancelled. */
+    bool stopping = e->stopping;
+    e->stats.running = 0;
+    for (int i = 0; i < e->params.parallel; i++) e->stats.running += e->slots[i].req != NULL;
+    e->stats.queued = e->n_queued;
+    pthread_mutex_unlock(&e->mu);
+
+    while (dropped) {
+        sipp_request *r = dropped;
+        dropped = r->next;
+        finish_cancelled(e, NULL, r);
+    }
+    for (int k = 0; k < n_start; k++) {
+        slot *s = &e->slots[e->starting_slot[k]];
+        if (slot_start(e, s, e->starting[k]) != SIPP_OK)
+            slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory starting the request");
+    }
+    if (stopping) return false;
+    step(e);
+    return true;
+}
+
+/* Shutting down: everything still running or queued ends as cancelled. */
+static void engine_drain(sipp_engine *e) {
     for (int i = 0; i < e->params.parallel; i++)
         if (e->slots[i].req) slot_finish(e, &e->slots[i], SIPP_FINISH_CANCELLED, SIPP_ERR_CLOSED, "the engine was closed");
     pthread_mutex_lock(&e->mu);
@@ -683,10 +706,32 @@ static void *engine_main(void *arg) {
         q = r->next;
         sipp_request_finish(r, SIPP_FINISH_CANCELLED, SIPP_ERR_CLOSED, "the engine was closed");
     }
-    free(starting);
-    free(starting_slot);
+}
+
+static void *engine_main(void *arg) {
+    sipp_engine *e = arg;
+    while (engine_turn(e, true)) {
+    }
+    engine_drain(e);
     return NULL;
 }
+
+sipp_status sipp_engine_step(sipp_engine *e, bool *busy) {
+    if (busy) *busy = false;
+    if (!e) return SIPP_ERR_INVALID_ARGUMENT;
+    if (!e->stepped)
+        return engine_fail(e, SIPP_ERR_INVALID_ARGUMENT,
+                           "sipp_engine_step drives only engines made by sipp_engine_new_stepped; this one has its own thread");
+    engine_turn(e, false);
+    if (busy) {
+        pthread_mutex_lock(&e->mu);
+        *busy = has_active(e) || e->n_queued > 0;
+        pthread_mutex_unlock(&e->mu);
+    }
+    return SIPP_OK;
+}
+
+bool sipp_engine_is_stepped(const sipp_engine *e) { return e && e->stepped; }
 
 void sipp_engine_free(sipp_engine *e) {
     if (!e) return;
@@ -696,7 +741,12 @@ void sipp_engine_free(sipp_engine *e) {
         pthread_cond_signal(&e->cv);
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
+    } else if (e->stepped && e->slots) {
+        e->stopping = true;
+        engine_drain(e);
     }
+    free(e->starting);
+    free(e->starting_slot);
     if (e->slots) {
         for (int i = 0; i < e->params.parallel; i++) {
             free(e->slots[i].cache);

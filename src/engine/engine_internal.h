@@ -94,4 +94,7 @@ sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int 
 /* Wakes the engine thread (after a cancel). */
 void sipp_engine_wake(sipp_engine *engine);
 
+/* Whether the engine was made by sipp_engine_new_stepped (its waiters run its steps). */
+bool sipp_engine_is_stepped(const sipp_engine *engine);
+
 #endif

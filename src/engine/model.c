@@ -135,6 +135,11 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     mp.progress_callback_user_data = params->progress_user;
     mp.vocab_only = params->vocab_only;
     mp.devices = devices; /* NULL-terminated: empty means no GPU device at all */
+#ifdef __EMSCRIPTEN__
+    /* In the browser runtime the file is a File or Blob the page mounted, which cannot be mapped. */
+    mp.load_mode = LLAMA_LOAD_MODE_NONE;
+    mp.lazy_mode = LLAMA_LAZY_MODE_OFF;
+#endif
     if (params->vocab_only || pick.backend == SIPP_BACKEND_CPU) {
         mp.n_gpu_layers = 0;
         m->cpu_only = true;

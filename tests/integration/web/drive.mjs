@@ -1,0 +1,67 @@
+/**
+ * drive.mjs PLAN.json: runs browser scenarios in Debian's headless Chromium with playwright-core and
+ * prints their results as one JSON array (the tests in ../test_web.py and `sipp verify --runtime
+ * browser` read it). No browser is downloaded: the executable is /usr/bin/chromium (or $CHROMIUM).
+ *
+ * PLAN: { userDataDir, screenshotDir?, webgpu?, timeoutMs?, steps: [{ url, scenario, args, block?,
+ * screenshot? }] }. Steps share one persistent profile, so the origin private file system (the
+ * model cache) lives from one step to the next. `block` lists URL globs whose requests are aborted
+ * during that step; each step reports the requests it saw and the ones it blocked.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const FLAGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--no-first-run', '--disable-quic'];
+
+const plan = JSON.parse(readFileSync(process.argv[2], 'utf8'));
+const stepTimeout = plan.timeoutMs || 240000;
+const context = await chromium.launchPersistentContext(plan.userDataDir, {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: [...FLAGS, ...(plan.webgpu ? ['--enable-unsafe-webgpu'] : [])],
+  viewport: { width: 1000, height: 700 },
+});
+const results = [];
+try {
+  const page = context.pages()[0] || await context.newPage();
+  const consoleLines = [];
+  page.on('console', (m) => consoleLines.push(`${m.type()}: ${m.text()}`));
+  page.on('pageerror', (e) => consoleLines.push(`pageerror: ${e.message}`));
+  for (const step of plan.steps) {
+    const seen = [];
+    const blocked = [];
+    const onRequest = (r) => seen.push(r.url());
+    context.on('request', onRequest);
+    const routes = [];
+    for (const glob of step.block || []) {
+      const handler = (route) => { blocked.push(route.request().url()); route.abort(); };
+      await context.route(glob, handler);
+      routes.push([glob, handler]);
+    }
+    let result;
+    let error = null;
+    const t0 = Date.now();
+    try {
+      await page.goto(step.url, { waitUntil: 'load' });
+      await page.waitForFunction(() => window.harnessReady === true || window.sippPageReady === true, null, { timeout: 30000 });
+      result = await Promise.race([
+        page.evaluate(([name, args]) => window.scenarios[name](args), [step.scenario, step.args || {}]),
+        new Promise((_, reject) => setTimeout(() => reject(new Error(`scenario ${step.scenario} took over ${stepTimeout} ms`)), stepTimeout)),
+      ]);
+    } catch (e) {
+      error = e.message;
+    }
+    if (step.screenshot && plan.screenshotDir) {
+      await page.screenshot({ path: path.join(plan.screenshotDir, `${step.screenshot}.png`) }).catch(() => {});
+    }
+    for (const [glob, handler] of routes) await context.unroute(glob, handler);
+    context.off('request', onRequest);
+    results.push({ scenario: step.scenario, result, error, requests: seen, blocked, ms: Date.now() - t0,
+      console: consoleLines.splice(0) });
+  }
+} finally {
+  await context.close();
+}
+process.stdout.write(JSON.stringify(results));

@@ -1,7 +1,7 @@
 """A static HTTP server on 127.0.0.1 for the browser tests: the repository's browser files and test
 models, in a thread of the test process.
 
-    /bindings/web/*, /build/web/*, /tests/integration/web/*, /web/*
+    /bindings/web/*, /build/web/*, /tests/integration/web/*, /web/*, /bench/web/*
                         files of the repository (the package, the runtime make web built, the harness)
     /models/NAME        a registered model file (no-store: a second load cannot come from the HTTP cache)
     /models/corrupt/NAME  the same bytes with one flipped in the middle (a corrupted download)
@@ -18,7 +18,7 @@ import threading
 
 from tests.integration.common import ROOT
 
-SERVED_PREFIXES = ("/bindings/web/", "/build/web/", "/tests/integration/web/", "/web/")
+SERVED_PREFIXES = ("/bindings/web/", "/build/web/", "/tests/integration/web/", "/web/", "/bench/web/")
 TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".wasm": "application/wasm", ".html": "text/html",
          ".css": "text/css", ".json": "application/json", ".gguf": "application/octet-stream"}
 JOIN_TIMEOUT_S = 5

@@ -15,6 +15,8 @@ import { chromium } from 'playwright-core';
 const FLAGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync',
   '--no-first-run', '--disable-quic'];
 
+const CLOSE_TIMEOUT_MS = 10000;
+
 const plan = JSON.parse(readFileSync(process.argv[2], 'utf8'));
 const stepTimeout = plan.timeoutMs || 240000;
 const context = await chromium.launchPersistentContext(plan.userDataDir, {
@@ -62,6 +64,11 @@ try {
       console: consoleLines.splice(0) });
   }
 } finally {
-  await context.close();
+  // A page whose workers still compute can hold Chromium's shutdown for minutes: leave it first,
+  // and bound the close (playwright kills the browser it launched when this process exits).
+  const page = context.pages()[0];
+  if (page) await page.goto('about:blank').catch(() => {});
+  await Promise.race([context.close(), new Promise((r) => setTimeout(r, CLOSE_TIMEOUT_MS))]);
 }
 process.stdout.write(JSON.stringify(results));
+process.exit(0);

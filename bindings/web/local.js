@@ -13,6 +13,7 @@
  * 'auto' asks libsipp's own policy, which picks cpu and says why.
  */
 import { SippError, toSippError, invalid } from './errors.js';
+import { Query } from './query.js';
 
 const BROWSER_BACKENDS = ['auto', 'cpu', 'webgpu'];
 const LOCAL_OPTIONS = ['backend', 'ctxSize', 'parallel', 'threads', 'batchSize', 'embeddings', 'runtime'];
@@ -261,9 +262,22 @@ export class LocalEndpoint {
     return r.vectors;
   }
 
-  /** Teacher-forced logits of a prompt, for sipp verify: { tokens, logits: Float32Array }. */
-  async logits(prompt) {
-    return this._host.call('logits', { model: this._h.model, prompt, threads: this.runtime.threads, nVocab: this.info.nVocab });
+  /**
+   * For sipp verify: the logits of every position of a prompt of token ids (a Float32Array of
+   * tokens.length rows of info.nVocab), in one batch or, with incremental, one token at a time
+   * through the KV cache.
+   */
+  async logits(tokens, { incremental = false } = {}) {
+    if (this._closed) throw new SippError(`endpoint '${this.name}' is closed`, 'closed');
+    return this._host.call('logits', { model: this._h.model, tokens, incremental, threads: this.runtime.threads,
+      nVocab: this.info.nVocab });
+  }
+
+  /** For sipp verify: the greedy continuation of token ids, end of generation ignored. */
+  async continueTokens(tokens, maxTokens) {
+    const q = new Query(this.name);
+    this.submit({ tokens }, { temperature: 0, maxTokens, ignoreEos: true }, q);
+    return (await q.response).text;
   }
 
   stats() {

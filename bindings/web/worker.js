@@ -59,8 +59,8 @@ function wrap(Module) {
     embedRun: f('sw_embed_run', 'number', ['number', 'number']),
     embedDim: f('sw_embed_dim', 'number', []),
     embedTokens: f('sw_embed_tokens', 'number', []),
-    tokenize: f('sw_tokenize', 'number', ['number', 'string', 'number', 'number']),
-    evalLogits: f('sw_eval_logits', 'number', ['number', 'number', 'number', 'number']),
+    evalLogits: f('sw_eval_logits', 'number', ['number', 'number', 'number', 'number', 'number']),
+    reqTokens: f('sw_req_tokens', 'number', ['number', 'number']),
     free: f('sw_free', null, ['number']),
   };
 }
@@ -140,9 +140,11 @@ const ops = {
     return true;
   },
 
-  submit({ stream, engine, prompt, messages, o }) {
+  submit({ stream, engine, prompt, messages, tokens, o }) {
     api.reqBegin();
-    if (messages) {
+    if (tokens) {
+      withInts(tokens, (ptr) => { if (!api.reqTokens(ptr, tokens.length)) fail(api.error(), 'no_memory'); });
+    } else if (messages) {
       for (const m of messages) if (!api.reqMessage(m.role, m.content)) fail(api.error(), 'invalid_argument');
     } else {
       api.reqPrompt(prompt);
@@ -186,24 +188,28 @@ const ops = {
     return { vectors, tokens: api.embedTokens() };
   },
 
-  // Teacher-forced logits of a prompt (sipp verify): its tokens and every position's logits.
-  logits({ model, prompt, threads, nVocab }) {
-    const cap = prompt.length + 16;
-    const tp = M._malloc(cap * 4);
-    try {
-      const n = api.tokenize(model, prompt, tp, cap);
-      if (n < 0) fail(api.error(), 'invalid_argument');
-      const tokens = Array.from(new Int32Array(M.HEAP32.buffer, tp, n));
-      const lp = api.evalLogits(model, tp, n, threads);
+  // Teacher-forced logits of token ids (sipp verify): n rows of nVocab floats, batched or incremental.
+  logits({ model, tokens, incremental, threads, nVocab }) {
+    return withInts(tokens, (ptr) => {
+      const lp = api.evalLogits(model, ptr, tokens.length, incremental ? 1 : 0, threads);
       if (!lp) fail(api.error(), 'internal_error');
-      const logits = new Float32Array(M.HEAPF32.buffer, lp, n * nVocab).slice();
+      const logits = new Float32Array(M.HEAPF32.buffer, lp, tokens.length * nVocab).slice();
       api.free(lp);
-      return { tokens, logits };
-    } finally {
-      M._free(tp);
-    }
+      return logits;
+    });
   },
 };
+
+// Calls fn with the ints copied into the module's memory, and frees them after.
+function withInts(ints, fn) {
+  const ptr = M._malloc(Math.max(1, ints.length) * 4);
+  try {
+    M.HEAP32.set(ints, ptr >> 2);
+    return fn(ptr);
+  } finally {
+    M._free(ptr);
+  }
+}
 
 // Posts what each running request has released; ends those that finished.
 function drain(id, s, buf, finPtr) {

@@ -90,8 +90,8 @@ static bool add_backend(verify_opts *o, const char *name) {
             "verify: --backends: 'auto' is not a backend to compare; name them (cpu, vulkan, cuda, ...)");
         return false;
     }
-    if (sipp_backend_check_name(name, err) != SIPP_OK) {
-        cli_error("verify: --backends: %s", err);
+    if (!verify_is_browser(name) && sipp_backend_check_name(name, err) != SIPP_OK) {
+        cli_error("verify: --backends: %s (or browser: the WebAssembly runtime in headless Chromium)", err);
         return false;
     }
     for (int i = 0; i < o->n_backends; i++)
@@ -445,7 +445,7 @@ static int resolve_backends(verify_opts *o, const json_t *recorded, verify_resul
     for (int i = 0; i < o->n_backends; i++) {
         snprintf(res[i].backend, sizeof res[i].backend, "%s", o->backends[i]);
         sipp_backend_decision d;
-        runnable[i] = sipp_backend_decide(o->backends[i], NULL, &d, err) == SIPP_OK;
+        runnable[i] = verify_is_browser(o->backends[i]) || sipp_backend_decide(o->backends[i], NULL, &d, err) == SIPP_OK;
         if (runnable[i]) continue;
         /* Against a manifest, a backend this machine lacks is reported as not checked; asked for by
          * name, it is an error. The reference must run in any case. */
@@ -616,7 +616,9 @@ int cmd_verify(int argc, char **argv) {
 
     for (int i = 0; i < o.n_backends; i++) {
         if (!runnable[i]) continue;
-        rc = verify_run_backend(&o.cfg, o.backends[i], prompts, n_prompts, i == 0 ? NULL : &res[0], &res[i]);
+        const verify_result *ref = i == 0 ? NULL : &res[0];
+        rc = verify_is_browser(o.backends[i]) ? verify_run_browser(&o.cfg, prompts, n_prompts, ref, &res[i])
+                                              : verify_run_backend(&o.cfg, o.backends[i], prompts, n_prompts, ref, &res[i]);
         if (rc != EXIT_OK) goto out;
     }
     check_thresholds(res, o.n_backends, o.ref, &o.t, failures);

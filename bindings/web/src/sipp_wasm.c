@@ -37,10 +37,11 @@ static struct {
     char *prompt;
     char *template;
     char *context_key;
+    int32_t *tokens;
     char *stops[MAX_STOPS];
     sipp_message messages[MAX_MESSAGES];
     char *texts[2 * MAX_MESSAGES]; /* the role and content strings of messages */
-    size_t n_stop, n_messages;
+    size_t n_stop, n_messages, n_tokens;
 } pending;
 
 static struct {
@@ -62,9 +63,12 @@ static void set_error(const char *fmt, ...) {
 static size_t json_string(size_t at, const char *text) {
     if (at < JSON_CAP - 1) json[at++] = '"';
     for (const unsigned char *c = (const unsigned char *)text; *c && at < JSON_CAP - 8; c++) {
-        if (*c == '"' || *c == '\\') at += (size_t)snprintf(json + at, JSON_CAP - at, "\\%c", *c);
-        else if (*c < 0x20) at += (size_t)snprintf(json + at, JSON_CAP - at, "\\u%04x", *c);
-        else json[at++] = (char)*c;
+        if (*c == '"' || *c == '\\')
+            at += (size_t)snprintf(json + at, JSON_CAP - at, "\\%c", *c);
+        else if (*c < 0x20)
+            at += (size_t)snprintf(json + at, JSON_CAP - at, "\\u%04x", *c);
+        else
+            json[at++] = (char)*c;
     }
     if (at < JSON_CAP - 1) json[at++] = '"';
     json[at] = '\0';
@@ -147,8 +151,9 @@ EMSCRIPTEN_KEEPALIVE const char *sw_model_json(sipp_model *m) {
     json_raw(at,
              ",\"nParams\":%llu,\"sizeBytes\":%llu,\"nCtxTrain\":%d,\"nEmbd\":%d,\"nLayer\":%d,\"nVocab\":%d,"
              "\"hasChatTemplate\":%s,\"loadMs\":%.3f}}",
-             (unsigned long long)info.n_params, (unsigned long long)info.size_bytes, info.n_ctx_train, info.n_embd,
-             info.n_layer, info.n_vocab, info.has_chat_template ? "true" : "false", info.load_ms);
+             (unsigned long long)info.n_params, (unsigned long long)info.size_bytes, info.n_ctx_train,
+             info.n_embd, info.n_layer, info.n_vocab, info.has_chat_template ? "true" : "false",
+             info.load_ms);
     return json;
 }
 
@@ -180,8 +185,11 @@ static void pending_clear(void) {
     free(pending.prompt);
     free(pending.template);
     free(pending.context_key);
-    for (size_t i = 0; i < pending.n_stop; i++) free(pending.stops[i]);
-    for (size_t i = 0; i < 2 * pending.n_messages; i++) free(pending.texts[i]);
+    free(pending.tokens);
+    for (size_t i = 0; i < pending.n_stop; i++)
+        free(pending.stops[i]);
+    for (size_t i = 0; i < 2 * pending.n_messages; i++)
+        free(pending.texts[i]);
     memset(&pending, 0, sizeof pending);
     pending.p = sipp_request_default_params();
 }
@@ -191,6 +199,19 @@ EMSCRIPTEN_KEEPALIVE void sw_req_begin(void) { pending_clear(); }
 EMSCRIPTEN_KEEPALIVE void sw_req_prompt(const char *prompt) {
     free(pending.prompt);
     pending.prompt = copy(prompt);
+}
+
+/* A prompt of token ids, used as they are (sipp verify's teacher-forced and greedy checks). */
+EMSCRIPTEN_KEEPALIVE int sw_req_tokens(const int32_t *tokens, int n) {
+    free(pending.tokens);
+    pending.tokens = n > 0 ? malloc((size_t)n * sizeof *tokens) : NULL;
+    if (n > 0 && !pending.tokens) {
+        set_error("out of memory");
+        return 0;
+    }
+    if (n > 0) memcpy(pending.tokens, tokens, (size_t)n * sizeof *tokens);
+    pending.n_tokens = (size_t)(n > 0 ? n : 0);
+    return 1;
 }
 
 EMSCRIPTEN_KEEPALIVE int sw_req_message(const char *role, const char *content) {
@@ -249,6 +270,8 @@ EMSCRIPTEN_KEEPALIVE void sw_req_template(const char *tmpl) {
 EMSCRIPTEN_KEEPALIVE sipp_request *sw_req_submit(sipp_engine *e) {
     sipp_request_params *p = &pending.p;
     p->prompt = pending.prompt;
+    p->tokens = pending.tokens;
+    p->n_tokens = pending.n_tokens;
     p->messages = pending.n_messages ? pending.messages : NULL;
     p->n_messages = pending.n_messages;
     p->chat_template = pending.template;
@@ -263,7 +286,9 @@ EMSCRIPTEN_KEEPALIVE sipp_request *sw_req_submit(sipp_engine *e) {
 }
 
 /* The status name of the last failed submit, load or engine start. */
-EMSCRIPTEN_KEEPALIVE const char *sw_status_of_error(int status) { return sipp_status_name((sipp_status)status); }
+EMSCRIPTEN_KEEPALIVE const char *sw_status_of_error(int status) {
+    return sipp_status_name((sipp_status)status);
+}
 
 /* Text produced since the last read, without waiting; *finished once everything is read and the
  * request has ended. */
@@ -291,15 +316,16 @@ EMSCRIPTEN_KEEPALIVE const char *sw_req_result_json(sipp_request *r) {
              ",\"stats\":{\"promptTokens\":%d,\"cachedTokens\":%d,\"generatedTokens\":%d,\"queueMs\":%.3f,"
              "\"ttftMs\":%.3f,\"prefillMs\":%.3f,\"decodeMs\":%.3f,\"prefillTokensPerS\":%.3f,"
              "\"decodeTokensPerS\":%.3f,\"totalMs\":%.3f}}",
-             s.prompt_tokens, s.cached_tokens, s.generated_tokens, s.queue_ms, s.ttft_ms, s.prefill_ms, s.decode_ms,
-             s.prefill_tokens_per_s, s.decode_tokens_per_s, s.total_ms);
+             s.prompt_tokens, s.cached_tokens, s.generated_tokens, s.queue_ms, s.ttft_ms, s.prefill_ms,
+             s.decode_ms, s.prefill_tokens_per_s, s.decode_tokens_per_s, s.total_ms);
     return json;
 }
 
 /* ---- embeddings --------------------------------------------------------------------------------- */
 
 static void embed_clear(void) {
-    for (size_t i = 0; i < embed.n; i++) free(embed.texts[i]);
+    for (size_t i = 0; i < embed.n; i++)
+        free(embed.texts[i]);
     sipp_free(embed.vectors);
     memset(&embed, 0, sizeof embed);
 }
@@ -318,9 +344,10 @@ EMSCRIPTEN_KEEPALIVE int sw_embed_text(const char *text) {
 EMSCRIPTEN_KEEPALIVE const float *sw_embed_run(sipp_engine *e, int normalize) {
     sipp_free(embed.vectors);
     embed.vectors = NULL;
-    sipp_status st = sipp_engine_embed(e, (const char *const *)embed.texts, embed.n, normalize != 0, &embed.vectors,
-                                       &embed.n_embd, &embed.n_tokens);
-    for (size_t i = 0; i < embed.n; i++) free(embed.texts[i]);
+    sipp_status st = sipp_engine_embed(e, (const char *const *)embed.texts, embed.n, normalize != 0,
+                                       &embed.vectors, &embed.n_embd, &embed.n_tokens);
+    for (size_t i = 0; i < embed.n; i++)
+        free(embed.texts[i]);
     embed.n = 0;
     if (st != SIPP_OK) {
         set_error("%s", sipp_engine_last_error(e));
@@ -335,21 +362,14 @@ EMSCRIPTEN_KEEPALIVE void sw_embed_reset(void) { embed_clear(); }
 
 /* ---- inspection (sipp verify's browser runtime) ------------------------------------------------- */
 
-/* Tokenizes text as a prompt (special tokens added and parsed); returns the count, the ids in out. */
-EMSCRIPTEN_KEEPALIVE int sw_tokenize(sipp_model *m, const char *text, int32_t *out, int cap) {
-    size_t n = 0;
-    if (sipp_tokenize(m, text, strlen(text), true, true, out, (size_t)cap, &n) != SIPP_OK) {
-        set_error("%s", sipp_model_last_error(m));
-        return -1;
-    }
-    return (int)n;
-}
-
-/* Teacher-forced logits of n tokens: n rows of n_vocab floats (free with sw_free), or NULL. */
-EMSCRIPTEN_KEEPALIVE float *sw_eval_logits(sipp_model *m, const int32_t *tokens, int n, int threads) {
+/* Teacher-forced logits of n tokens, in one batch or one token at a time through the KV cache: n rows
+ * of n_vocab floats (free with sw_free), or NULL. */
+EMSCRIPTEN_KEEPALIVE float *sw_eval_logits(sipp_model *m, const int32_t *tokens, int n, int incremental,
+                                           int threads) {
     float *logits = NULL;
     int n_vocab = 0;
-    if (sipp_model_eval_logits(m, tokens, (size_t)n, false, threads, &logits, &n_vocab, last_error) != SIPP_OK)
+    if (sipp_model_eval_logits(m, tokens, (size_t)n, incremental != 0, threads, &logits, &n_vocab,
+                               last_error) != SIPP_OK)
         return NULL;
     return logits;
 }

@@ -173,13 +173,21 @@ window.scenarios = {
     return { text: out.response.text, pieces: out.pieces.length, response: out.response, kind: ep.kind };
   },
 
-  // Teacher-forced logits for sipp verify.
-  async logits(args) {
-    const { client, ep } = await localClient(args);
-    const { tokens, logits } = await ep.logits(args.prompt);
-    const gen = await collect(client.query(args.prompt, { ...greedy, maxTokens: args.maxTokens }));
+  // sipp verify --backends ...,browser: per prompt (token ids) the batched and the incremental
+  // logits, uploaded as raw float32 to the driver's server, and the greedy continuation.
+  async verify(args) {
+    const { client, ep } = await localClient({ ...args, ctxSize: args.ctxSize });
+    const greedy = [];
+    for (let p = 0; p < args.prompts.length; p++) {
+      for (const incremental of [false, true]) {
+        const logits = await ep.logits(args.prompts[p], { incremental });
+        const res = await fetch(`${args.upload}/p${p}.${incremental ? 'inc' : 'batched'}.f32`, { method: 'PUT', body: logits });
+        if (!res.ok) throw new Error(`upload of prompt ${p} failed: HTTP ${res.status}`);
+      }
+      greedy.push(await ep.continueTokens(args.prompts[p], args.greedyTokens));
+    }
     await client.close();
-    return { tokens, logits: Array.from(logits), text: gen.response.text, runtime: ep.runtime };
+    return { nVocab: ep.info.nVocab, greedy, runtime: ep.runtime, backend: ep.backend, userAgent: navigator.userAgent };
   },
 };
 window.harnessReady = true;

@@ -174,13 +174,14 @@ WEB_THREAD_FLAGS_mt := -pthread
 WEB_THREAD_FLAGS_st :=
 # The pthread build keeps a pool of workers started with the module (a thread created later would
 # need the worker's event loop, which a computing thread never returns to); the page sizes it.
-WEB_LINK_mt := -pthread -sPTHREAD_POOL_SIZE=Module.sippPoolSize -Wno-pthreads-mem-growth
-WEB_LINK_st :=
+# Exception handling as deps/build-web.sh compiled llama.cpp for the variant (see there why they differ).
+WEB_LINK_mt := -pthread -fexceptions -sPTHREAD_POOL_SIZE=Module.sippPoolSize -Wno-pthreads-mem-growth
+WEB_LINK_st := -fwasm-exceptions
 # Debian's emscripten runs its JavaScript passes with node and finds their modules (acorn) in
 # /usr/share/nodejs, which a Node.js installed from elsewhere does not search by itself.
 EMCC_ENV := NODE_PATH=/usr/share/nodejs
-WEB_LINK_OPT ?= -O3
-WEB_LDFLAGS := $(WEB_LINK_OPT) -fwasm-exceptions -sMODULARIZE=1 -sEXPORT_NAME=createSippRuntime -sENVIRONMENT=web,worker \
+WEB_LINK_OPT ?= -O1
+WEB_LDFLAGS := $(WEB_LINK_OPT) -sMODULARIZE=1 -sEXPORT_NAME=createSippRuntime -sENVIRONMENT=web,worker \
   -sALLOW_MEMORY_GROWTH=1 -sINITIAL_MEMORY=67108864 -sMAXIMUM_MEMORY=4294967296 -sFORCE_FILESYSTEM=1 -lworkerfs.js \
   -sEXPORTED_FUNCTIONS=_malloc,_free -sEXPORTED_RUNTIME_METHODS=ccall,cwrap,UTF8ToString,stringToUTF8,lengthBytesUTF8,FS,WORKERFS
 

@@ -20,9 +20,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 die() { echo "sipp deps: $*" >&2; exit 1; }
 
 variant=${1:-}
+# llama.cpp throws and catches C++ exceptions (its loader, chat template detection): they need
+# exception handling, which Emscripten leaves off by default. The single-thread build uses
+# WebAssembly's own (-fwasm-exceptions). The pthread build uses Emscripten's JavaScript-based
+# exceptions: with 3.1.6, wasm exceptions in a pthread build lose the type of what was thrown, so
+# `catch (const std::out_of_range &)` misses and the exception escapes (found here: llama.cpp's
+# chat template detection crashed the page).
 case "$variant" in
-  mt) thread_flags="-pthread" ;;
-  st) thread_flags="" ;;
+  mt) thread_flags="-pthread -fexceptions" ;;
+  st) thread_flags="-fwasm-exceptions" ;;
   *) die "usage: deps/build-web.sh mt|st" ;;
 esac
 command -v emcmake >/dev/null || die "emscripten is needed for the browser runtime: apt-get install -y emscripten"
@@ -33,9 +39,7 @@ src="$cache/llama.cpp-$LLAMA_COMMIT"
 [ -f "$src/.sipp-ok" ] || die "no checkout at $src; run deps/fetch.sh first (make does)"
 
 emcc_version=$(emcc -dumpversion)
-# llama.cpp throws and catches C++ exceptions while loading (a missing key, an unknown type): they
-# need WebAssembly's exception handling, which Emscripten leaves off by default.
-cflags="-msimd128 -fwasm-exceptions $thread_flags"
+cflags="-msimd128 $thread_flags"
 flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DEMSCRIPTEN_SYSTEM_PROCESSOR=wasm32
        -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DLLAMA_WASM_MEM64=OFF -DLLAMA_CURL=OFF
        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF

@@ -19,30 +19,32 @@
 import { SippError, toSippError, invalid } from './errors.js';
 import { Query, failedQuery } from './query.js';
 import { generationOptions, checkPrompt, checkMessages, checkEmbedInput } from './options.js';
-import { LocalEndpoint, RuntimeHost, probeWebGpu, describeWebGpu } from './local.js';
+import { LocalEndpoint, RuntimeHost, probeWebGpu, describeWebGpu, LOG_LEVELS } from './local.js';
 import { GatewayEndpoint } from './gateway.js';
 import { ModelCache } from './cache.js';
 
 const BUILDS = ['auto', 'pthreads', 'single'];
-const CLIENT_OPTIONS = ['runtimeUrl', 'workerUrl', 'build', 'threads'];
+const CLIENT_OPTIONS = ['runtimeUrl', 'workerUrl', 'build', 'threads', 'logLevel'];
 
 export class SippClient {
   /**
    * options: runtimeUrl (where sipp-mt.js / sipp-st.js are), workerUrl (worker.js), build
    * ('auto' | 'pthreads' | 'single'), threads (WebAssembly threads of the pthread build; default
-   * navigator.hardwareConcurrency).
+   * navigator.hardwareConcurrency), logLevel (llama.cpp's logging in the console: 'quiet' (default),
+   * 'error', 'warn', 'info', 'debug').
    */
   constructor(options = {}) {
     for (const k of Object.keys(options || {})) {
       if (!CLIENT_OPTIONS.includes(k)) throw invalid(`unknown SippClient option '${k}' (known: ${CLIENT_OPTIONS.join(', ')})`);
     }
     const { runtimeUrl = new URL('../../build/web/', import.meta.url).href,
-      workerUrl = new URL('./worker.js', import.meta.url).href, build = 'auto', threads } = options || {};
+      workerUrl = new URL('./worker.js', import.meta.url).href, build = 'auto', threads, logLevel = 'quiet' } = options || {};
+    if (!LOG_LEVELS.includes(logLevel)) throw invalid(`logLevel must be one of ${LOG_LEVELS.join(', ')}, not ${JSON.stringify(logLevel)}`);
     if (!BUILDS.includes(build)) throw invalid(`build must be one of ${BUILDS.join(', ')}, not ${JSON.stringify(build)}`);
     if (threads !== undefined && (!Number.isInteger(threads) || threads < 1)) {
       throw invalid(`threads must be a positive integer, not ${JSON.stringify(threads)}`);
     }
-    this._options = { runtimeUrl: runtimeUrl.endsWith('/') ? runtimeUrl : `${runtimeUrl}/`, workerUrl, build, threads };
+    this._options = { runtimeUrl: runtimeUrl.endsWith('/') ? runtimeUrl : `${runtimeUrl}/`, workerUrl, build, threads, logLevel };
     this._host = null;
     this._endpoints = new Map();
     this._closed = false;

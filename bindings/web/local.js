@@ -16,6 +16,8 @@ import { SippError, toSippError, invalid } from './errors.js';
 import { Query } from './query.js';
 
 const BROWSER_BACKENDS = ['auto', 'cpu', 'webgpu'];
+/** llama.cpp's logging in the browser console: sipp_log_level's names, in its order. */
+export const LOG_LEVELS = ['quiet', 'error', 'warn', 'info', 'debug'];
 const LOCAL_OPTIONS = ['backend', 'ctxSize', 'parallel', 'threads', 'batchSize', 'embeddings', 'runtime'];
 const WEBGPU_BUILD = 'ggml-webgpu is not compiled into this browser runtime: it was built with Debian\'s Emscripten '
   + '3.1.6, and ggml\'s WebGPU backend needs Emscripten >= 4.0.10 with the emdawnwebgpu port (see bindings/web/README.md, '
@@ -47,7 +49,8 @@ export function describeWebGpu(gpu) {
 
 /** The worker and the WebAssembly build it runs; one per client, started by the first local add. */
 export class RuntimeHost {
-  constructor({ runtimeUrl, workerUrl, build, threads }) {
+  constructor({ runtimeUrl, workerUrl, build, threads, logLevel }) {
+    this.logLevel = LOG_LEVELS.indexOf(logLevel || 'quiet');
     const isolated = globalThis.crossOriginIsolated === true;
     if (build === 'pthreads' && !isolated) {
       throw invalid("build 'pthreads' needs a cross-origin-isolated page (headers Cross-Origin-Opener-Policy: same-origin "
@@ -78,7 +81,8 @@ export class RuntimeHost {
         for (const c of this._calls.values()) c.reject(err);
         this._calls.clear();
       };
-      this._ready = this.call('init', { runtimeUrl: this.runtimeUrl, variant: this.variant, threads: this.threads })
+      this._ready = this.call('init', { runtimeUrl: this.runtimeUrl, variant: this.variant, threads: this.threads,
+        logLevel: this.logLevel })
         .then((rt) => ({ ...rt, build: this.variant === 'mt' ? 'pthreads' : 'single', reason: this.reason }));
     }
     return this._ready;

@@ -33,7 +33,7 @@ function wrap(Module) {
   const f = (name, ret, args) => Module.cwrap(name, ret, args);
   return {
     error: f('sw_error', 'string', []),
-    init: f('sw_init', 'number', []),
+    init: f('sw_init', 'number', ['number']),
     runtimeJson: f('sw_runtime_json', 'string', []),
     decide: f('sw_backend_decide', 'string', ['string']),
     modelLoad: f('sw_model_load', 'number', ['string', 'string']),
@@ -84,18 +84,18 @@ function codeOf(message) {
 }
 
 const ops = {
-  async init({ runtimeUrl, variant, threads }) {
+  async init({ runtimeUrl, variant, threads, logLevel }) {
     const script = `${runtimeUrl}sipp-${variant}.js`;
     importScripts(script);
     M = await self.createSippRuntime({
       sippPoolSize: variant === 'mt' ? Math.max(2, 2 * threads) : 0,
       locateFile: (p) => runtimeUrl + p,
       mainScriptUrlOrBlob: script,
-      print: () => {},
-      printErr: () => {},
+      print: logLevel ? (t) => console.log(t) : () => {},
+      printErr: logLevel ? (t) => console.warn(t) : () => {},
     });
     api = wrap(M);
-    if (api.init() !== 0) fail(api.error(), 'backend_error');
+    if (api.init(logLevel || 0) !== 0) fail(api.error(), 'backend_error');
     runtime = { ...JSON.parse(api.runtimeJson()), variant, threads };
     return runtime;
   },

@@ -304,5 +304,31 @@ class BrowserRuntimeTest(unittest.TestCase):
         self.assertEqual(r["response"]["backend"], "gateway")
 
 
+class VerifyBrowserTest(unittest.TestCase):
+    """`sipp verify --backends cpu,browser`: the browser runtime compared with native cpu, in the manifest."""
+
+    def test_verify_records_the_browser_runtime(self):
+        for what, ok in (("Chromium at " + CHROMIUM, os.access(CHROMIUM, os.X_OK)), ("node", shutil.which("node"))):
+            if not ok:
+                self.skipTest(f"{what} not installed (make setup installs it)")
+        if not os.path.isfile(RUNTIME_FILES[0]) or not have_playwright():
+            self.skipTest("the browser runtime or playwright-core is missing (make web; BrowserRuntimeTest installs it)")
+        with tempfile.TemporaryDirectory() as tmp:
+            model = make_model(tmp, "tiny.gguf", n_embd=64, n_layer=2)
+            manifest = os.path.join(tmp, "manifest.json")
+            p = run_sipp(["verify", model, "--backends", "cpu,browser", "--greedy-tokens", "8", "--manifest", manifest,
+                          "--min-top1", "1", "--min-greedy", "1"], timeout=DRIVE_TIMEOUT_S)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            with open(manifest) as f:
+                m = json.load(f)
+            b = m["backends"]["browser"]
+            self.assertEqual(b["vs_ref"]["top1_agreement"], 1.0)
+            self.assertLess(b["vs_ref"]["kl_mean"], 1e-3)
+            self.assertEqual(b["device"]["name"], "wasm")
+            self.assertEqual(b["device"]["runtime"]["build"], "pthreads")
+            cpu = m["backends"]["cpu"]
+            self.assertEqual([g["sha256"] for g in b["greedy"]], [g["sha256"] for g in cpu["greedy"]])
+
+
 if __name__ == "__main__":
     unittest.main()

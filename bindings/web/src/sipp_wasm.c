@@ -89,9 +89,10 @@ static char *copy(const char *s) { return s ? strdup(s) : NULL; }
 
 EMSCRIPTEN_KEEPALIVE const char *sw_error(void) { return last_error; }
 
-EMSCRIPTEN_KEEPALIVE int sw_init(void) {
+/* log_level: how much of llama.cpp's logging reaches the console (sipp_log_level). */
+EMSCRIPTEN_KEEPALIVE int sw_init(int log_level) {
     sipp_runtime_params rp = sipp_runtime_default_params();
-    rp.log_level = SIPP_LOG_QUIET;
+    rp.log_level = (sipp_log_level)log_level;
     return (int)sipp_runtime_init(&rp, last_error);
 }
 

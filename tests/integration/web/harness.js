@@ -41,7 +41,7 @@ window.scenarios = {
 
   // Greedy generation on the build the page picks (or args.build), with its stats.
   async greedy(args) {
-    const { client, ep } = await localClient(args, args.build ? { build: args.build } : {});
+    const { client, ep } = await localClient(args, { ...(args.build ? { build: args.build } : {}), ...(args.logLevel ? { logLevel: args.logLevel } : {}) });
     const run = client.query(args.prompt, { ...greedy, maxTokens: args.maxTokens, endpoint: ep });
     const out = await collect(run);
     const chat = await collect(client.chat([{ role: 'user', content: args.prompt }], { ...greedy, maxTokens: args.maxTokens }));

@@ -240,7 +240,7 @@ export class LocalEndpoint {
           return;
         }
         const s = data.stats;
-        const { promptTokens, cachedTokens, generatedTokens, ...timings } = s;
+        const { promptTokens, cachedTokens, generatedTokens, piecesAfterCancel, ...timings } = s;
         q._end({
           finishReason: data.finishReason,
           usage: { promptTokens, completionTokens: generatedTokens, totalTokens: promptTokens + generatedTokens, cachedTokens },

@@ -160,7 +160,9 @@ const ops = {
       const msg = api.error();
       fail(msg, codeOf(msg));
     }
-    streams.set(stream, { req, engine });
+    // posted/postedAtCancel: how many pieces went out, and how many had when a cancel came in, so
+    // that the end can say how many steps the cancel took to act (piecesAfterCancel).
+    streams.set(stream, { req, engine, posted: 0, postedAtCancel: null });
     if (!looping) {
       looping = true;
       yieldThen();
@@ -170,7 +172,10 @@ const ops = {
 
   cancel({ stream }) {
     const s = streams.get(stream);
-    if (s) api.reqCancel(s.req);
+    if (s) {
+      if (s.postedAtCancel === null) s.postedAtCancel = s.posted;
+      api.reqCancel(s.req);
+    }
     return true;
   },
 
@@ -215,9 +220,13 @@ function withInts(ints, fn) {
 function drain(id, s, buf, finPtr) {
   for (;;) {
     const n = api.reqRead(s.req, buf, READ_CAP, finPtr);
-    if (n > 0) self.postMessage({ stream: id, piece: M.UTF8ToString(buf, n) });
+    if (n > 0) {
+      s.posted++;
+      self.postMessage({ stream: id, piece: M.UTF8ToString(buf, n) });
+    }
     if (M.HEAP32[finPtr >> 2]) {
       const end = JSON.parse(api.reqResult(s.req));
+      end.stats.piecesAfterCancel = s.postedAtCancel === null ? null : s.posted - s.postedAtCancel;
       api.reqFree(s.req);
       streams.delete(id);
       self.postMessage({ stream: id, end });

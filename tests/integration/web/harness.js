@@ -66,7 +66,7 @@ window.scenarios = {
     const next = await collect(client.query(args.prompt, { ...greedy, maxTokens: 8, endpoint: ep }));
     await client.close();
     return { finishReason: r.finishReason, generated: r.usage.completionTokens, piecesAfterAbort: afterAbort,
-      next: next.response };
+      piecesAfterCancel: r.stats.piecesAfterCancel, next: next.response };
   },
 
   async embed(args) {

@@ -137,7 +137,7 @@ bool sipp_buf_append_utf8(sipp_buf *b, const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0, run = 0; /* a run of valid bytes is copied at once */
     while (i < n) {
-        size_t len = utf8_char_len(p + i, n - i);
+        size_t len = p[i] ? utf8_char_len(p + i, n - i) : 0; /* NUL: see util.h */
         if (len) {
             i += len;
             continue;
@@ -146,4 +146,16 @@ bool sipp_buf_append_utf8(sipp_buf *b, const char *s, size_t n) {
         run = ++i;
     }
     return sipp_buf_append(b, s + run, n - run);
+}
+
+void sipp_format_size(uint64_t bytes, char *out, size_t cap) {
+    static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1000 && u + 1 < sizeof units / sizeof units[0])
+        v /= 1000, u++;
+    if (u == 0)
+        snprintf(out, cap, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(out, cap, "%.1f %s", v, units[u]);
 }

@@ -1,5 +1,5 @@
 /*
- * verify_browser.c: `sipp verify MODEL --backends cpu,browser`: the browser runtime as one more
+ * browser.c: `sipp verify MODEL --backends cpu,browser`: the browser runtime as one more
  * runtime to compare.
  *
  * "browser" is libsipp and the pinned llama.cpp compiled to WebAssembly (make web), run in headless
@@ -27,8 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/verify.h"
 #include "util/util.h"
+#include "verify/verify_internal.h"
 
 #define SELF_EXE "/proc/self/exe"
 #define DRIVER "tests/integration/web/drive.mjs"
@@ -87,9 +87,9 @@ static json_t *token_array(const verify_prompt *p) {
     return a;
 }
 
-static int collect(const verify_config *cfg, const verify_prompt *prompts, int n_prompts,
-                   const verify_result *ref, verify_result *out, const char *root, const char *tmp,
-                   const char *plan_path);
+static sipp_status collect(const verify_config *cfg, const verify_prompt *prompts, int n_prompts,
+                           const verify_result *ref, verify_result *out, const char *root, const char *tmp,
+                           const char *plan_path, char *err);
 
 /* Runs the driver on the plan; returns its one step's result object (new reference) or NULL. */
 static json_t *run_driver(const char *root, const char *plan_path, char *why, size_t why_n) {
@@ -148,32 +148,25 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return remove(path);
 }
 
-int verify_run_browser(const verify_config *cfg, const verify_prompt *prompts, int n_prompts,
-                       const verify_result *ref, verify_result *out) {
+sipp_status verify_run_browser(const verify_config *cfg, const verify_prompt *prompts, int n_prompts,
+                               const verify_result *ref, verify_result *out, char *err) {
     sipp_strlcpy(out->backend, "browser", sizeof out->backend);
     char root[PATH_MAX];
-    if (!web_root(root, sizeof root) || !exists(root, DRIVER)) {
-        cli_error("verify: browser: cannot find %s beside this sipp (set SIPP_WEB_ROOT to the repository)",
-                  DRIVER);
-        return EXIT_RUNTIME;
-    }
-    if (!exists(root, RUNTIME_JS)) {
-        cli_error("verify: browser: the browser runtime is not built (%s/%s is missing); run make web", root,
-                  RUNTIME_JS);
-        return EXIT_RUNTIME;
-    }
-    if (!exists(root, PLAYWRIGHT)) {
-        cli_error(
-            "verify: browser: playwright-core is not installed; run: (cd %s/tests/integration/web && npm ci "
-            "--ignore-scripts)",
-            root);
-        return EXIT_RUNTIME;
-    }
+    if (!web_root(root, sizeof root) || !exists(root, DRIVER))
+        return sipp_fail(err, SIPP_ERR_NOT_FOUND,
+                         "browser: cannot find " DRIVER
+                         " beside this sipp (set SIPP_WEB_ROOT to the repository)");
+    if (!exists(root, RUNTIME_JS))
+        return sipp_fail(err, SIPP_ERR_NOT_FOUND,
+                         "browser: the browser runtime is not built (" RUNTIME_JS
+                         " is missing); run make web");
+    if (!exists(root, PLAYWRIGHT))
+        return sipp_fail(err, SIPP_ERR_NOT_FOUND,
+                         "browser: playwright-core is not installed; run npm ci --ignore-scripts in "
+                         "tests/integration/web");
     char tmp[] = "/tmp/sipp-verify-browser-XXXXXX";
-    if (!mkdtemp(tmp)) {
-        cli_error("verify: browser: cannot make a temporary directory: %s", strerror(errno));
-        return EXIT_RUNTIME;
-    }
+    if (!mkdtemp(tmp))
+        return sipp_fail(err, SIPP_ERR_IO, "browser: cannot make a temporary directory: %s", strerror(errno));
     char model_abs[PATH_MAX], plan_path[JOIN_MAX], profile[JOIN_MAX];
     if (!realpath(cfg->model_path, model_abs)) sipp_strlcpy(model_abs, cfg->model_path, sizeof model_abs);
     join(plan_path, sizeof plan_path, tmp, "plan.json", NULL);
@@ -193,29 +186,24 @@ int verify_run_browser(const verify_config *cfg, const verify_prompt *prompts, i
                              "timeoutMs", STEP_TIMEOUT_MS, "serve", "root", root, "files",
                              "/models/model.gguf", model_abs, "uploadDir", tmp, "steps", "url",
                              "{base}/tests/integration/web/harness.html", "scenario", "verify", "args", args);
-    int rc = plan && json_dump_file(plan, plan_path, 0) == 0 ? EXIT_OK : EXIT_RUNTIME;
+    bool written = plan && json_dump_file(plan, plan_path, 0) == 0;
     json_decref(plan);
-    if (rc != EXIT_OK) {
-        cli_error("verify: browser: cannot write %s", plan_path);
-        return rc;
-    }
-    if (!cfg->quiet)
-        fprintf(stderr, "verify: browser: running the model in headless Chromium (WebAssembly)\n");
-    rc = collect(cfg, prompts, n_prompts, ref, out, root, tmp, plan_path);
+    sipp_status rc = written ? SIPP_OK : sipp_fail(err, SIPP_ERR_IO, "browser: cannot write %s", plan_path);
+    if (cfg->progress)
+        cfg->progress((sipp_now_ms() - cfg->t_start) / 1e3, "browser",
+                      "the model in headless Chromium (WebAssembly)", cfg->user);
+    if (rc == SIPP_OK) rc = collect(cfg, prompts, n_prompts, ref, out, root, tmp, plan_path, err);
     nftw(tmp, remove_entry, FTW_FD_MAX, FTW_DEPTH | FTW_PHYS);
     return rc;
 }
 
-static int collect(const verify_config *cfg, const verify_prompt *prompts, int n_prompts,
-                   const verify_result *ref, verify_result *out, const char *root, const char *tmp,
-                   const char *plan_path) {
-    int rc = EXIT_OK;
+static sipp_status collect(const verify_config *cfg, const verify_prompt *prompts, int n_prompts,
+                           const verify_result *ref, verify_result *out, const char *root, const char *tmp,
+                           const char *plan_path, char *err) {
+    sipp_status rc = SIPP_OK;
     char why[SIPP_ERROR_SIZE];
     json_t *res = run_driver(root, plan_path, why, sizeof why);
-    if (!res) {
-        cli_error("verify: browser: %s", why);
-        return EXIT_RUNTIME;
-    }
+    if (!res) return sipp_fail(err, SIPP_ERR_BACKEND, "browser: %s", why);
     int nv = (int)json_integer_value(json_object_get(res, "nVocab"));
     json_t *greedy = json_object_get(res, "greedy");
     json_t *rt = json_object_get(res, "runtime");
@@ -233,28 +221,26 @@ static int collect(const verify_config *cfg, const verify_prompt *prompts, int n
     out->greedy_len = calloc((size_t)n_prompts, sizeof *out->greedy_len);
     if (!out->logits || !out->greedy || !out->greedy_agree || !out->greedy_len || nv <= 0 ||
         json_array_size(greedy) != (size_t)n_prompts) {
-        cli_error("verify: browser: the page's results are incomplete");
         json_decref(res);
-        return EXIT_RUNTIME;
+        return sipp_fail(err, SIPP_ERR_INTERNAL, "browser: the page's results are incomplete");
     }
     if (ref && ref->n_vocab != nv) {
-        cli_error("verify: browser has %d vocabulary entries, the reference %s %d: not the same model", nv,
-                  ref->backend, ref->n_vocab);
         json_decref(res);
-        return EXIT_RUNTIME;
+        return sipp_fail(err, SIPP_ERR_MODEL,
+                         "browser has %d vocabulary entries, the reference %s %d: not the same model", nv,
+                         ref->backend, ref->n_vocab);
     }
-    for (int p = 0; p < n_prompts && rc == EXIT_OK; p++) {
-        char path[JOIN_MAX];
+    for (int p = 0; p < n_prompts && rc == SIPP_OK; p++) {
+        char path[JOIN_MAX], name[32];
         size_t want = (size_t)prompts[p].n_tokens * (size_t)nv;
-        char name[32];
         snprintf(name, sizeof name, "p%d.batched.f32", p);
         out->logits[p] = join(path, sizeof path, tmp, name, NULL) ? read_floats(path, want) : NULL;
         snprintf(name, sizeof name, "p%d.inc.f32", p);
         float *inc = join(path, sizeof path, tmp, name, NULL) ? read_floats(path, want) : NULL;
         if (!out->logits[p] || !inc) {
-            cli_error("verify: browser: the logits of prompt %d did not come back whole", p + 1);
             free(inc);
-            rc = EXIT_RUNTIME;
+            rc = sipp_fail(err, SIPP_ERR_INTERNAL, "browser: the logits of prompt %d did not come back whole",
+                           p + 1);
             break;
         }
         verify_metrics_add(&out->cached, out->logits[p], inc, prompts[p].n_tokens, nv);

@@ -320,7 +320,8 @@ class VerifyBrowserTest(unittest.TestCase):
         if not os.path.isfile(RUNTIME_FILES[0]) or not have_playwright():
             self.skipTest("the browser runtime or playwright-core is missing (make web; BrowserRuntimeTest installs it)")
         with tempfile.TemporaryDirectory() as tmp:
-            model = make_model(tmp, "tiny.gguf", n_embd=64, n_layer=2)
+            # F16: see BrowserRuntimeTest; on Q8_0 the browser's top-1 agreement is 99.3% (BENCHMARKS.md).
+            model = make_model(tmp, "tiny.gguf", n_embd=64, n_layer=2, type="f16")
             manifest = os.path.join(tmp, "manifest.json")
             p = run_sipp(["verify", model, "--backends", "cpu,browser", "--greedy-tokens", "8", "--manifest", manifest,
                           "--min-top1", "1", "--min-greedy", "1"], timeout=DRIVE_TIMEOUT_S)

@@ -47,7 +47,7 @@ window.scenarios = {
     const chat = await collect(client.chat([{ role: 'user', content: args.prompt }], { ...greedy, maxTokens: args.maxTokens }));
     await client.close();
     log(`greedy ${out.response.text.length} chars`);
-    return { text: out.response.text, pieces: out.pieces, response: out.response, chatText: chat.response.text,
+    return { text: out.response.text, pieces: out.pieces, times: out.times, response: out.response, chatText: chat.response.text,
       endpoint: { backend: ep.backend, runtime: ep.runtime, info: ep.info } };
   },
 

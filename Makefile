@@ -205,7 +205,7 @@ demo: setup
 # Outputs: build/web/sipp-mt.{js,wasm,worker.js} and build/web/sipp-st.{js,wasm}; bindings/web loads them.
 WEB_OUT := $(BUILD)/web
 WEB_VARIANTS := mt st
-WEB_SRCS := $(sort $(wildcard src/backend/*.c src/engine/*.c)) src/util/util.c src/util/last_error.c src/web/store_browser.c \
+WEB_SRCS := $(sort $(wildcard src/backend/*.c src/engine/*.c)) src/util/util.c src/util/last_error.c src/store/gguf_header.c src/web/store_browser.c \
   bindings/web/src/sipp_wasm.c
 LLAMA_SRC_DIR := $(LLAMA_ROOT)/llama/source
 WEB_CFLAGS := -O3 -msimd128 -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc -I$(LLAMA_SRC_DIR)/include \

@@ -219,8 +219,61 @@ demo: setup
 	@echo "== sipp $(DEMO_MODEL) (random weights: the text is meaningless, the pipeline is real) =="
 	$(SIPP) $(DEMO_MODEL) "Hello, sipp!" --max-tokens 32 --seed 7 --stats text
 
+# ---- the browser runtime (make web) -------------------------------------------------------------
+# libsipp's engine, backend and util sources and the pinned llama.cpp's CPU path compiled to
+# WebAssembly with emscripten, twice: with pthreads (for cross-origin-isolated pages) and single
+# threaded (any page). llama.cpp's static libraries are built once per llama.cpp commit, emcc version
+# and variant in the cache (deps/build-web.sh); sipp's sources are compiled here and linked each time.
+# Outputs: build/web/sipp-mt.{js,wasm,worker.js} and build/web/sipp-st.{js,wasm}; bindings/web loads them.
+WEB_OUT := $(BUILD)/web
+WEB_VARIANTS := mt st
+WEB_SRCS := $(sort $(wildcard src/backend/*.c src/engine/*.c)) src/util/util.c src/util/last_error.c src/store/gguf_header.c src/web/store_browser.c \
+  bindings/web/src/sipp_wasm.c
+LLAMA_SRC_DIR := $(LLAMA_ROOT)/llama/source
+WEB_CFLAGS := -O3 -msimd128 -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc -I$(LLAMA_SRC_DIR)/include \
+  -I$(LLAMA_SRC_DIR)/ggml/include -DSIPP_VERSION='"$(SIPP_VERSION)"' -DSIPP_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' \
+  -DSIPP_LLAMA_COMMIT='"$(LLAMA_COMMIT)"'
+WEB_THREAD_FLAGS_mt := -pthread
+WEB_THREAD_FLAGS_st :=
+# The pthread build keeps a pool of workers started with the module (a thread created later would
+# need the worker's event loop, which a computing thread never returns to); the page sizes it.
+# Exception handling as deps/build-web.sh compiled llama.cpp for the variant (see there why they differ).
+WEB_LINK_mt := -pthread -fexceptions -sPTHREAD_POOL_SIZE=Module.sippPoolSize -Wno-pthreads-mem-growth
+WEB_LINK_st := -fwasm-exceptions
+# Debian's emscripten runs its JavaScript passes with node and finds their modules (acorn) in
+# /usr/share/nodejs, which a Node.js installed from elsewhere does not search by itself.
+EMCC_ENV := NODE_PATH=/usr/share/nodejs
+WEB_LINK_OPT ?= -O1
+WEB_LDFLAGS := $(WEB_LINK_OPT) -sMODULARIZE=1 -sEXPORT_NAME=createSippRuntime -sENVIRONMENT=web,worker \
+  -sALLOW_MEMORY_GROWTH=1 -sINITIAL_MEMORY=67108864 -sMAXIMUM_MEMORY=4294967296 -sFORCE_FILESYSTEM=1 -lworkerfs.js \
+  -sEXPORTED_FUNCTIONS=_malloc,_free -sEXPORTED_RUNTIME_METHODS=ccall,cwrap,UTF8ToString,stringToUTF8,lengthBytesUTF8,FS,WORKERFS
+
+.PHONY: web web-llama-force
+web: $(foreach v,$(WEB_VARIANTS),$(WEB_OUT)/sipp-$(v).js)
+
+# The cached llama.cpp build of a variant: the script returns at once when the cache holds it.
+$(WEB_OUT)/llama-%.dir: web-llama-force $(LLAMA_STAMP) deps/build-web.sh
+	@mkdir -p $(dir $@)
+	@bash deps/build-web.sh $* >$@.tmp && if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+web-llama-force:
+
+define WEB_VARIANT
+$(WEB_OUT)/obj-$(1)/%.o: %.c $(LLAMA_STAMP) | llama-links
+	@mkdir -p $$(dir $$@)
+	@echo "  EMCC $$< ($(1))"
+	@emcc $(WEB_CFLAGS) $(WEB_THREAD_FLAGS_$(1)) -MMD -MP -c $$< -o $$@
+
+$(WEB_OUT)/sipp-$(1).js: $(WEB_SRCS:%.c=$(WEB_OUT)/obj-$(1)/%.o) $(WEB_OUT)/llama-$(1).dir
+	@echo "  EMLD $$@"
+	@L=$$$$(cat $(WEB_OUT)/llama-$(1).dir) && $(EMCC_ENV) emcc $(WEB_LDFLAGS) $(WEB_LINK_$(1)) -o $$@ \
+	  $(WEB_SRCS:%.c=$(WEB_OUT)/obj-$(1)/%.o) $$$$L/src/libllama.a $$$$L/ggml/src/libggml.a \
+	  $$$$L/ggml/src/libggml-cpu.a $$$$L/ggml/src/libggml-base.a
+endef
+$(foreach v,$(WEB_VARIANTS),$(eval $(call WEB_VARIANT,$(v))))
+-include $(foreach v,$(WEB_VARIANTS),$(WEB_SRCS:%.c=$(WEB_OUT)/obj-$(v)/%.d))
+
 test: setup
-	@$(MAKE) --no-print-directory test-bins
+	@$(MAKE) --no-print-directory test-bins web
 	@bash tests/run.sh
 
 clean:

@@ -659,6 +659,20 @@ SIPP_API sipp_engine_params sipp_engine_default_params(void);
 SIPP_API sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
                                      sipp_engine **out, char *errbuf);
 
+/* The same engine without a thread of its own, for hosts that have no threads (a browser page
+ * without SharedArrayBuffer) or that must keep the engine on their own event loop (a Web Worker):
+ * the caller drives it with sipp_engine_step. Scheduling, slots and requests are the same; only
+ * who runs the steps differs. sipp_request_wait and sipp_request_read on its requests run its
+ * steps themselves while they wait. Use a stepped engine and its requests from one thread. */
+SIPP_API sipp_status sipp_engine_new_stepped(sipp_model *model, const sipp_engine_params *params,
+                                             sipp_engine **out, char *errbuf);
+
+/* Runs one turn of a stepped engine: queued requests into free slots, cancelled ones finished, then
+ * one llama_decode for every running slot. *busy (optional) says whether requests are still queued
+ * or running afterwards. Returns at once when there is nothing to do. SIPP_ERR_INVALID_ARGUMENT for
+ * an engine that has its own thread. */
+SIPP_API sipp_status sipp_engine_step(sipp_engine *engine, bool *busy);
+
 /* Cancels every request still running, stops the thread and frees the context. Requests remain
  * valid handles (finished as cancelled) until freed. */
 SIPP_API void sipp_engine_free(sipp_engine *engine);

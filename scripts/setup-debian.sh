@@ -16,7 +16,8 @@ PACKAGES=(
 # newer Node.js that the machine already has is left alone.
 command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
 command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
-if [ "${SIPP_SETUP_BROWSER:-1}" = 1 ]; then PACKAGES+=(chromium); fi
+# The browser runtime (make web) is compiled with emscripten and tested in headless Chromium.
+if [ "${SIPP_SETUP_BROWSER:-1}" = 1 ]; then PACKAGES+=(chromium emscripten); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

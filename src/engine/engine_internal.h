@@ -118,12 +118,15 @@ struct sipp_engine {
 
     pthread_t thread;
     bool thread_started;
+    bool stepped; /* no thread: the caller runs turns with sipp_engine_step */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping;
     sipp_request *queue_head, *queue_tail;
     int n_queued;
     slot *slots;
+    sipp_request **starting; /* the requests one turn moves into slots, and their slots */
+    int *starting_slot;
     sipp_engine_stats stats;
     uint64_t busy_slot_steps;
 
@@ -208,5 +211,8 @@ void sipp_sched_step(sipp_engine *e);
 
 /* Whether any slot holds a request. */
 bool sipp_sched_has_active(const sipp_engine *e);
+
+/* Whether the engine was made by sipp_engine_new_stepped (its waiters run its steps). */
+bool sipp_engine_is_stepped(const sipp_engine *engine);
 
 #endif

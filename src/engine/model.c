@@ -141,6 +141,11 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     mp.progress_callback_user_data = params->progress_user;
     mp.vocab_only = params->vocab_only;
     mp.devices = devices; /* NULL-terminated: empty means no GPU device at all */
+#ifdef __EMSCRIPTEN__
+    /* In the browser runtime the file is a File or Blob the page mounted, which cannot be mapped. */
+    mp.load_mode = LLAMA_LOAD_MODE_NONE;
+    mp.lazy_mode = LLAMA_LAZY_MODE_OFF;
+#endif
     m->info.n_layer = n_layer; /* placement.c needs it while llama.cpp loads */
     if (rpc) {
         m->rpc = true;

@@ -18,7 +18,11 @@
  *     on it (sipp_model_last_error, sipp_engine_last_error, sipp_request_error).
  *   - Ownership is in the names: *_new / *_load create, *_free destroys; a `const char *` returned by
  *     a function ending in _borrow or documented as borrowed belongs to the handle.
- *   - Strings are UTF-8. Streamed pieces never split a UTF-8 character.
+ *   - Strings are UTF-8. Every piece of text the engine emits (sipp_piece_fn, sipp_request_read,
+ *     sipp_request_text) is valid UTF-8 without NUL bytes and never splits a character: bytes a
+ *     model produces that are not UTF-8 (byte tokens, a character cut off by the end of the
+ *     generation) and NUL are replaced by U+FFFD in the stop filter, including its final flush.
+ *     Clients need no repair of their own.
  *   - Thread safety: functions marked [any thread] may be called concurrently from any thread on the
  *     same handle. Others need the caller to serialise use of that handle.
  */
@@ -148,6 +152,54 @@ SIPP_API sipp_status sipp_backend_decide(const char *requested, const char *orde
 /* The file name of the CPU backend module ggml picks on this CPU (e.g. "libggml-cpu-haswell.so"),
  * or "" when unknown. [any thread] */
 SIPP_API const char *sipp_cpu_module(void);
+
+/* ---- rpc: ggml's RPC backend, a model split across hosts --------------------------------------- */
+
+/* An rpc-server exposes its host's device over TCP with no authentication and no encryption; a
+ * client (backend "rpc") places layers on it as if it were a local GPU. Both ends must run the same
+ * protocol version, i.e. the same llama.cpp release. */
+#define SIPP_RPC_DEFAULT_PORT 50052
+
+typedef struct sipp_rpc_server_info {
+    char endpoint[128];      /* host:port as given */
+    int proto_major, proto_minor, proto_patch; /* the server's protocol version */
+    int n_devices;           /* the devices it exposes */
+    char device[64];         /* the first one, as this process names it ("RPC0") */
+    char description[128];
+    uint64_t memory_free;
+    uint64_t memory_total;
+} sipp_rpc_server_info;
+
+/* Connects to an rpc-server, checks its protocol version against this build's and reads its first
+ * device and free memory. Errors name the endpoint: not a host:port, unreachable, not answering the
+ * handshake (not an rpc-server, or busy serving another client: a server serves one at a time), a
+ * protocol version mismatch. [any thread] */
+SIPP_API sipp_status sipp_rpc_probe(const char *endpoint, sipp_rpc_server_info *info, char *errbuf);
+
+/* Checks a server list "HOST:PORT[,HOST:PORT...]" without connecting: each entry a host and a port
+ * in 1..65535, none twice, at least one. [any thread] */
+SIPP_API sipp_status sipp_rpc_check_servers(const char *list, char *errbuf);
+
+/* ggml's RPC client cannot survive losing a server it placed layers on (its dispatcher aborts the
+ * process). Once a process has connected to an rpc server, sipp turns that abort into one line on
+ * stderr naming the server that went away and exit status SIPP_RPC_LOST_EXIT, so that a supervisor
+ * or a load balancer in front (docs/scale-out.md) restarts or routes around the process. */
+#define SIPP_RPC_LOST_EXIT 75 /* EX_TEMPFAIL */
+
+typedef struct sipp_rpc_server_params {
+    const char *host;        /* address to bind; default "127.0.0.1" */
+    int port;                /* default SIPP_RPC_DEFAULT_PORT */
+    const char *backend;     /* the local device to serve: "cpu" (default), "vulkan", ... */
+    int threads;             /* CPU threads of the served backend; 0 = the number of cores */
+    const char *cache_dir;   /* where the server caches tensors it received (by hash); NULL = none */
+} sipp_rpc_server_params;
+
+SIPP_API sipp_rpc_server_params sipp_rpc_server_default_params(void);
+
+/* Serves the device until the process ends (ggml's server loop does not return while it runs; it
+ * serves one client at a time and prints "Accepted client connection" / "Client connection closed"
+ * on stdout). Returns only on failure: an unknown or unavailable backend, an address it cannot bind. */
+SIPP_API sipp_status sipp_rpc_server_run(const sipp_rpc_server_params *params, char *errbuf);
 
 /* ---- model store -------------------------------------------------------------------------------- */
 
@@ -365,6 +417,11 @@ typedef struct sipp_model_params {
     sipp_progress_fn progress;
     void *progress_user;
     bool vocab_only;       /* load only the tokenizer: for tokenize/detokenize without weights */
+    /* backend "rpc" only: the servers ("host:port,host:port"); NULL = $SIPP_RPC_SERVERS. */
+    const char *rpc_servers;
+    /* backend "rpc" only: the share of layers of the local device and of each server, in that order
+     * ("1,2,2"); NULL = in proportion to each one's free memory. */
+    const char *tensor_split;
 } sipp_model_params;
 
 /* A load on a GPU device first takes that device's residency lease: a lock file per device
@@ -376,10 +433,18 @@ typedef struct sipp_model_params {
 SIPP_API sipp_model_params sipp_model_default_params(void);
 
 /* Loads a GGUF file. On failure *out is NULL and errbuf holds one line naming the file and the
- * problem. */
+ * problem. Before llama.cpp sees the file its header is checked as sipp_model_check does. */
 SIPP_API sipp_status sipp_model_load(const char *path, const sipp_model_params *params,
                                      sipp_model **out, char *errbuf);
 SIPP_API void sipp_model_free(sipp_model *model);
+
+/* Checks a model file without loading its weights, as sipp_model_load does first: a whole GGUF file
+ * (not truncated) with an architecture, and hyperparameters that llama.cpp's loader and ggml's ops
+ * would not assert on (they abort the process instead of returning an error): block_count in 1..512,
+ * finite floats, non-negative norm epsilons, consistent head, expert and RoPE counts, known RoPE
+ * scaling, 32-byte-aligned tensor data, shapes that match token_embd and the blk.N layers.
+ * SIPP_ERR_MODEL with one line naming the file and the key. Reads only the header. [any thread] */
+SIPP_API sipp_status sipp_model_check(const char *path, char *errbuf);
 
 /* The message of the calling thread's last failed call on this model (borrowed; valid on this thread
  * until its next failing call or error read). A thread that has not failed on the model reads the
@@ -406,6 +471,20 @@ typedef struct sipp_model_info {
 } sipp_model_info;
 
 SIPP_API void sipp_model_get_info(const sipp_model *model, sipp_model_info *info);
+
+/* Where the weights went, one entry per device that holds any: which layers and how many bytes of
+ * weight buffers. A CPU or single-GPU load has one or two entries; an rpc load one per host. */
+typedef struct sipp_placement {
+    char device[64];       /* ggml's device name: "CPU", "Vulkan0", "RPC0" */
+    char host[128];        /* "local", or the rpc server's host:port */
+    int first_layer;       /* the first repeating layer on it; -1 when it holds none */
+    int n_layers;          /* repeating layers on it */
+    bool output;           /* it holds the output layer */
+    uint64_t buffer_bytes; /* its model weight buffers */
+} sipp_placement;
+
+/* Fills up to cap entries; returns how many there are. [any thread] */
+SIPP_API int sipp_model_placement(const sipp_model *model, sipp_placement *out, int cap);
 
 /* Tokenizes UTF-8 text. add_special adds BOS/EOS as the model's tokenizer says; parse_special
  * turns texts like "<|im_start|>" into their special tokens. Writes at most cap tokens; *n_out is
@@ -580,6 +659,20 @@ SIPP_API sipp_engine_params sipp_engine_default_params(void);
 SIPP_API sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
                                      sipp_engine **out, char *errbuf);
 
+/* The same engine without a thread of its own, for hosts that have no threads (a browser page
+ * without SharedArrayBuffer) or that must keep the engine on their own event loop (a Web Worker):
+ * the caller drives it with sipp_engine_step. Scheduling, slots and requests are the same; only
+ * who runs the steps differs. sipp_request_wait and sipp_request_read on its requests run its
+ * steps themselves while they wait. Use a stepped engine and its requests from one thread. */
+SIPP_API sipp_status sipp_engine_new_stepped(sipp_model *model, const sipp_engine_params *params,
+                                             sipp_engine **out, char *errbuf);
+
+/* Runs one turn of a stepped engine: queued requests into free slots, cancelled ones finished, then
+ * one llama_decode for every running slot. *busy (optional) says whether requests are still queued
+ * or running afterwards. Returns at once when there is nothing to do. SIPP_ERR_INVALID_ARGUMENT for
+ * an engine that has its own thread. */
+SIPP_API sipp_status sipp_engine_step(sipp_engine *engine, bool *busy);
+
 /* Cancels every request still running, stops the thread and frees the context. Requests remain
  * valid handles (finished as cancelled) until freed. */
 SIPP_API void sipp_engine_free(sipp_engine *engine);
@@ -600,7 +693,7 @@ typedef enum sipp_finish_reason {
 /* "stop", "length", "cancelled", "error" or "" */
 SIPP_API const char *sipp_finish_reason_name(sipp_finish_reason reason);
 
-/* A streamed piece of text: complete UTF-8 characters only, never part of a stop string.
+/* A streamed piece of text: valid UTF-8 of complete characters only, never part of a stop string.
  * Called on the engine thread; keep it short. Return false to cancel the request. */
 typedef bool (*sipp_piece_fn)(const char *piece, size_t len, void *user);
 
@@ -707,7 +800,7 @@ SIPP_API void sipp_request_cancel(sipp_request *request);
  * SIPP_ERR_TIMEOUT when not yet. [any thread] */
 SIPP_API sipp_status sipp_request_wait(sipp_request *request, int timeout_ms);
 
-/* Copies up to cap bytes of text not yet read (cut at a character boundary) and returns the byte
+/* Copies up to cap bytes of text not yet read (valid UTF-8, cut at a character boundary) and returns the byte
  * count; waits up to timeout_ms (-1 = forever) for some. Returns 0 with *finished set once all text
  * is read and the request has ended. One reader per request. [any thread] */
 SIPP_API size_t sipp_request_read(sipp_request *request, char *buf, size_t cap, int timeout_ms,
@@ -717,7 +810,7 @@ SIPP_API size_t sipp_request_read(sipp_request *request, char *buf, size_t cap, 
 SIPP_API sipp_finish_reason sipp_request_finish_reason(const sipp_request *request);
 SIPP_API sipp_status sipp_request_status(const sipp_request *request);
 SIPP_API const char *sipp_request_error(const sipp_request *request); /* borrowed, "" if none */
-SIPP_API const char *sipp_request_text(const sipp_request *request);  /* borrowed, whole text */
+SIPP_API const char *sipp_request_text(const sipp_request *request);  /* borrowed, whole text, valid UTF-8 */
 /* The stop string (of params.stop) that ended the request; NULL when it ended otherwise (an
  * end-of-generation token, a limit, ...). Borrowed, valid until the request is freed. */
 SIPP_API const char *sipp_request_stop_string(const sipp_request *request);
@@ -799,6 +892,27 @@ SIPP_API sipp_status sipp_engine_embed(sipp_engine *engine, const char *const *t
  * model is not a reranker. [any thread] */
 SIPP_API sipp_status sipp_engine_rerank(sipp_engine *engine, const char *query, const char *const *docs,
                                         size_t n_docs, float **scores);
+
+/* How an embedding or rerank call may be stopped part-way, and how it embeds. Each input (each
+ * document, for rerank) is one llama_decode; between two of them the call looks at the clock and
+ * asks should_continue, so an abandoned call stops within one input's time and frees the embedding
+ * context for the next caller. A model whose output is not finite (NaN or infinity) is an error,
+ * SIPP_ERR_MODEL naming the input, never a row of garbage. */
+typedef struct sipp_embed_options {
+    bool normalize;                      /* embed: unit L2 norm per row (default true) */
+    int timeout_ms;                      /* 0: none; past it SIPP_ERR_TIMEOUT (counted from the call) */
+    bool (*should_continue)(void *user); /* NULL, or false to stop: SIPP_ERR_CANCELLED */
+    void *user;
+} sipp_embed_options;
+
+SIPP_API sipp_embed_options sipp_embed_default_options(void);
+
+/* sipp_engine_embed and sipp_engine_rerank with options (NULL: the defaults). [any thread] */
+SIPP_API sipp_status sipp_engine_embed_with(sipp_engine *engine, const char *const *texts, size_t n_texts,
+                                            const sipp_embed_options *options, float **out, int *n_embd,
+                                            int *n_tokens);
+SIPP_API sipp_status sipp_engine_rerank_with(sipp_engine *engine, const char *query, const char *const *docs,
+                                             size_t n_docs, const sipp_embed_options *options, float **scores);
 
 #ifdef __cplusplus
 }

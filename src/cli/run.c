@@ -40,6 +40,8 @@ typedef struct run_opts {
     const char *backend;
     const char *artifact;
     const char *chat_template;
+    const char *rpc;
+    const char *tensor_split;
     bool chat;
     bool ignore_eos;
     int max_tokens;
@@ -86,10 +88,14 @@ static const char usage[] =
     "  --threads N            CPU threads (default: all cores)\n"
     "  --backend NAME         auto (default), cpu, vulkan, cuda, metal, webgpu, rpc\n"
     "  --gpu-layers N         layers to put on the GPU backend (default: all)\n"
+    "  --rpc HOST:PORT[,...]  with --backend rpc: the rpc servers to split the model across\n"
+    "                         (default $SIPP_RPC_SERVERS; start them with sipp rpc-server)\n"
+    "  --tensor-split A,B,..  with --backend rpc: layer shares, local first, then each server\n"
+    "                         (default: in proportion to free memory)\n"
     "  --artifact DIR         use the llama.cpp libraries in DIR (also SIPP_ARTIFACT)\n"
     "  --stats off|text|json  print timing stats on stderr at the end (default off)\n"
     "\n"
-    "exit status: 0 success, 1 runtime failure, 2 bad usage\n";
+    "exit status: 0 success, 1 runtime failure, 2 bad usage, 75 an rpc server went away mid-run\n";
 
 static atomic_int interrupts;
 
@@ -114,6 +120,8 @@ static int parse(int argc, char **argv, run_opts *o) {
         else if (cli_flag_value(&a, "--chat-template")) o->chat_template = a.value;
         else if (cli_flag_value(&a, "--backend")) o->backend = a.value;
         else if (cli_flag_value(&a, "--artifact")) o->artifact = a.value;
+        else if (cli_flag_value(&a, "--rpc")) o->rpc = a.value;
+        else if (cli_flag_value(&a, "--tensor-split")) o->tensor_split = a.value;
         else if (cli_flag_value(&a, "--max-tokens")) cli_int(&a, "--max-tokens", -1, 1 << 24, &o->max_tokens);
         else if (cli_flag_value(&a, "--ctx-size")) cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
         else if (cli_flag_value(&a, "--threads")) cli_int(&a, "--threads", 1, 1024, &o->threads);
@@ -253,6 +261,9 @@ static void print_stats(const run_opts *o, const sipp_model *m, const sipp_reque
     sipp_model_info info;
     sipp_model_get_info(m, &info);
     const sipp_backend_decision *b = sipp_model_backend(m);
+    sipp_placement place[MAX_PLACEMENT];
+    int n_place = sipp_model_placement(m, place, MAX_PLACEMENT);
+    if (n_place > MAX_PLACEMENT) n_place = MAX_PLACEMENT;
     if (o->stats == STATS_TEXT) {
         fprintf(stderr,
                 "\n--\nbackend %s (%s), devices %s, gpu layers %d\n"
@@ -261,6 +272,7 @@ static void print_stats(const run_opts *o, const sipp_model *m, const sipp_reque
                 b->backend, b->reason, b->devices, b->gpu_layers, info.load_ms, s.prompt_tokens, s.cached_tokens,
                 s.prefill_tokens_per_s, s.ttft_ms, s.generated_tokens, s.decode_tokens_per_s,
                 sipp_finish_reason_name(sipp_request_finish_reason(r)));
+        for (int i = 0; i < n_place; i++) cli_print_placement(stderr, &place[i]);
         return;
     }
     json_t *j = json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:s, s:s, s:i, s:s, s:s}",
@@ -270,6 +282,7 @@ static void print_stats(const run_opts *o, const sipp_model *m, const sipp_reque
                           "total_ms", s.total_ms, "backend", b->backend, "backend_reason", b->reason, "devices",
                           b->devices, "gpu_layers", b->gpu_layers, "finish_reason",
                           sipp_finish_reason_name(sipp_request_finish_reason(r)), "model", info.description);
+    if (j) json_object_set_new(j, "placement", cli_placement_json(place, n_place));
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     if (text) fprintf(stderr, "%s\n", text);
     free(text);
@@ -505,6 +518,8 @@ int cmd_run(int argc, char **argv) {
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = o.backend;
     mp.gpu_layers = o.gpu_layers;
+    mp.rpc_servers = o.rpc;
+    mp.tensor_split = o.tensor_split;
     if (cli_interactive_output()) {
         const char *base = strrchr(o.model, '/');
         mp.progress = progress_bar;

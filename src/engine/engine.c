@@ -2,7 +2,7 @@
  * engine.c: one thread that owns a llama context and serves requests from any thread.
  *
  * sipp_engine_submit (any thread) checks a request, tokenizes its prompt and queues it; the engine
- * thread (engine_main) waits for work, hands queued requests to the scheduler (scheduler.c), which
+ * thread (engine_main; for a stepped engine, the caller of sipp_engine_step) waits for work, hands queued requests to the scheduler (scheduler.c), which
  * places them in slots and runs one llama_decode per step, and drains everything at shutdown.
  *
  * Failures stay local. A request that is cancelled, times out, or cannot get KV space ends alone;
@@ -55,7 +55,8 @@ static sipp_status engine_fail(sipp_engine *e, sipp_status st, const char *fmt, 
 
 const char *sipp_engine_last_error(const sipp_engine *e) { return e ? sipp_last_error_get(&e->error) : ""; }
 
-sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out, char *errbuf) {
+static sipp_status engine_create(sipp_model *model, const sipp_engine_params *params, bool stepped, sipp_engine **out,
+                                 char *errbuf) {
     *out = NULL;
     sipp_engine_params p = params ? *params : sipp_engine_default_params();
     if (!model) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model given");
@@ -119,7 +120,9 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
         float *probe = NULL;
         int n_embd;
         const char *text = "embedding context warm-up";
-        sipp_status est = sipp_embed_run(e->embedder, model, p.ctx_size, p.threads, &text, 1, false, &probe, &n_embd,
+        sipp_embed_options raw = sipp_embed_default_options();
+        raw.normalize = false;
+        sipp_status est = sipp_embed_run(e->embedder, model, p.ctx_size, p.threads, &text, 1, &raw, &probe, &n_embd,
                                          NULL, errbuf);
         free(probe);
         if (est != SIPP_OK && est != SIPP_ERR_MODEL) {
@@ -128,14 +131,32 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
         }
     }
     e->stats.slots = p.parallel;
-
-    e->thread_started = pthread_create(&e->thread, NULL, engine_main, e) == 0;
-    if (!e->thread_started) {
+    e->starting = calloc((size_t)p.parallel, sizeof *e->starting);
+    e->starting_slot = calloc((size_t)p.parallel, sizeof *e->starting_slot);
+    if (!e->starting || !e->starting_slot) {
         sipp_engine_free(e);
-        return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "cannot start the engine thread");
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+
+    e->stepped = stepped;
+    if (!stepped) {
+        e->thread_started = pthread_create(&e->thread, NULL, engine_main, e) == 0;
+        if (!e->thread_started) {
+            sipp_engine_free(e);
+            return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "cannot start the engine thread");
+        }
     }
     *out = e;
     return SIPP_OK;
+}
+
+sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out, char *errbuf) {
+    return engine_create(model, params, false, out, errbuf);
+}
+
+sipp_status sipp_engine_new_stepped(sipp_model *model, const sipp_engine_params *params, sipp_engine **out,
+                                    char *errbuf) {
+    return engine_create(model, params, true, out, errbuf);
 }
 
 void sipp_engine_wake(sipp_engine *e) {
@@ -266,41 +287,42 @@ sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sip
 
 /* ---- the thread -------------------------------------------------------------------------------- */
 
-static void *engine_main(void *arg) {
-    sipp_engine *e = arg;
-    int max_start = e->params.parallel;
-    sipp_request **starting = calloc((size_t)max_start, sizeof *starting);
-    int *starting_slot = calloc((size_t)max_start, sizeof *starting_slot);
+/* One turn of the engine: queued requests into free slots, cancelled ones out, then one step.
+ * With block, waits for work first (the engine thread); without, returns at once when there is none
+ * (a stepped engine, whose caller runs the turns). Returns false once the engine is stopping. */
+static bool engine_turn(sipp_engine *e, bool block) {
+    sipp_request *dropped = NULL;
+    int n_start = 0;
+    pthread_mutex_lock(&e->mu);
     for (;;) {
-        sipp_request *dropped = NULL;
-        int n_start = 0;
-        pthread_mutex_lock(&e->mu);
-        for (;;) {
-            if (e->stopping) break;
-            sipp_sched_assign(e, &dropped, starting, starting_slot, &n_start);
-            if (dropped || n_start || sipp_sched_has_active(e)) break;
-            pthread_cond_wait(&e->cv, &e->mu);
-        }
-        bool stopping = e->stopping;
-        e->stats.running = 0;
-        for (int i = 0; i < e->params.parallel; i++) e->stats.running += e->slots[i].req != NULL;
-        e->stats.queued = e->n_queued;
-        pthread_mutex_unlock(&e->mu);
-
-        while (dropped) {
-            sipp_request *r = dropped;
-            dropped = r->next;
-            sipp_sched_cancel(e, NULL, r);
-        }
-        for (int k = 0; k < n_start; k++) {
-            slot *s = &e->slots[starting_slot[k]];
-            if (sipp_slot_start(e, s, starting[k]) != SIPP_OK)
-                sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory starting the request");
-        }
-        if (stopping) break;
-        sipp_sched_step(e);
+        if (e->stopping) break;
+        sipp_sched_assign(e, &dropped, e->starting, e->starting_slot, &n_start);
+        if (dropped || n_start || sipp_sched_has_active(e) || !block) break;
+        pthread_cond_wait(&e->cv, &e->mu);
     }
-    /* Shutting down: everything still running or queued ends as cancelled. */
+    bool stopping = e->stopping;
+    e->stats.running = 0;
+    for (int i = 0; i < e->params.parallel; i++) e->stats.running += e->slots[i].req != NULL;
+    e->stats.queued = e->n_queued;
+    pthread_mutex_unlock(&e->mu);
+
+    while (dropped) {
+        sipp_request *r = dropped;
+        dropped = r->next;
+        sipp_sched_cancel(e, NULL, r);
+    }
+    for (int k = 0; k < n_start; k++) {
+        slot *s = &e->slots[e->starting_slot[k]];
+        if (sipp_slot_start(e, s, e->starting[k]) != SIPP_OK)
+            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory starting the request");
+    }
+    if (stopping) return false;
+    sipp_sched_step(e);
+    return true;
+}
+
+/* Shutting down: everything still running or queued ends as cancelled. */
+static void engine_drain(sipp_engine *e) {
     for (int i = 0; i < e->params.parallel; i++)
         if (e->slots[i].req) sipp_slot_finish(e, &e->slots[i], SIPP_FINISH_CANCELLED, SIPP_ERR_CLOSED, "the engine was closed");
     pthread_mutex_lock(&e->mu);
@@ -313,10 +335,32 @@ static void *engine_main(void *arg) {
         q = r->next;
         sipp_request_finish(r, SIPP_FINISH_CANCELLED, SIPP_ERR_CLOSED, "the engine was closed");
     }
-    free(starting);
-    free(starting_slot);
+}
+
+static void *engine_main(void *arg) {
+    sipp_engine *e = arg;
+    while (engine_turn(e, true)) {
+    }
+    engine_drain(e);
     return NULL;
 }
+
+sipp_status sipp_engine_step(sipp_engine *e, bool *busy) {
+    if (busy) *busy = false;
+    if (!e) return SIPP_ERR_INVALID_ARGUMENT;
+    if (!e->stepped)
+        return engine_fail(e, SIPP_ERR_INVALID_ARGUMENT,
+                           "sipp_engine_step drives only engines made by sipp_engine_new_stepped; this one has its own thread");
+    engine_turn(e, false);
+    if (busy) {
+        pthread_mutex_lock(&e->mu);
+        *busy = sipp_sched_has_active(e) || e->n_queued > 0;
+        pthread_mutex_unlock(&e->mu);
+    }
+    return SIPP_OK;
+}
+
+bool sipp_engine_is_stepped(const sipp_engine *e) { return e && e->stepped; }
 
 void sipp_engine_free(sipp_engine *e) {
     if (!e) return;
@@ -326,7 +370,12 @@ void sipp_engine_free(sipp_engine *e) {
         pthread_cond_signal(&e->cv);
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
+    } else if (e->stepped && e->slots) {
+        e->stopping = true;
+        engine_drain(e);
     }
+    free(e->starting);
+    free(e->starting_slot);
     if (e->slots) {
         for (int i = 0; i < e->params.parallel; i++) {
             free(e->slots[i].cache);
@@ -356,18 +405,30 @@ void sipp_engine_get_stats(sipp_engine *e, sipp_engine_stats *out) {
     pthread_mutex_unlock(&e->mu);
 }
 
-sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n_texts, bool normalize, float **out,
-                              int *n_embd, int *n_tokens) {
+sipp_status sipp_engine_embed_with(sipp_engine *e, const char *const *texts, size_t n_texts,
+                                   const sipp_embed_options *options, float **out, int *n_embd, int *n_tokens) {
     char err[SIPP_ERROR_SIZE];
     sipp_status st = sipp_embed_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, texts, n_texts,
-                                    normalize, out, n_embd, n_tokens, err);
+                                    options, out, n_embd, n_tokens, err);
+    return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
+}
+
+sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n_texts, bool normalize, float **out,
+                              int *n_embd, int *n_tokens) {
+    sipp_embed_options o = sipp_embed_default_options();
+    o.normalize = normalize;
+    return sipp_engine_embed_with(e, texts, n_texts, &o, out, n_embd, n_tokens);
+}
+
+sipp_status sipp_engine_rerank_with(sipp_engine *e, const char *query, const char *const *docs, size_t n_docs,
+                                    const sipp_embed_options *options, float **scores) {
+    char err[SIPP_ERROR_SIZE];
+    sipp_status st = sipp_rerank_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, query, docs,
+                                     n_docs, options, scores, err);
     return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
 }
 
 sipp_status sipp_engine_rerank(sipp_engine *e, const char *query, const char *const *docs, size_t n_docs,
                                float **scores) {
-    char err[SIPP_ERROR_SIZE];
-    sipp_status st =
-        sipp_rerank_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, query, docs, n_docs, scores, err);
-    return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
+    return sipp_engine_rerank_with(e, query, docs, n_docs, NULL, scores);
 }

@@ -118,12 +118,15 @@ struct sipp_engine {
 
     pthread_t thread;
     bool thread_started;
+    bool stepped; /* no thread: the caller runs turns with sipp_engine_step */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping;
     sipp_request *queue_head, *queue_tail;
     int n_queued;
     slot *slots;
+    sipp_request **starting; /* the requests one turn moves into slots, and their slots */
+    int *starting_slot;
     sipp_engine_stats stats;
     uint64_t busy_slot_steps;
 
@@ -174,9 +177,11 @@ int sipp_decode_range(struct llama_context *ctx, const llama_token *tokens, int 
 sipp_embedder *sipp_embedder_new(void);
 void sipp_embedder_free(sipp_embedder *em);
 sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *const *texts,
-                           size_t n_texts, bool normalize, float **out, int *n_embd, int *n_tokens, char *err);
+                           size_t n_texts, const sipp_embed_options *opt, float **out, int *n_embd, int *n_tokens,
+                           char *err);
 sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *query,
-                            const char *const *docs, size_t n_docs, float **scores, char *err);
+                            const char *const *docs, size_t n_docs, const sipp_embed_options *opt, float **scores,
+                            char *err);
 
 /* Wakes the engine thread (after a cancel). */
 void sipp_engine_wake(sipp_engine *engine);
@@ -206,5 +211,8 @@ void sipp_sched_step(sipp_engine *e);
 
 /* Whether any slot holds a request. */
 bool sipp_sched_has_active(const sipp_engine *e);
+
+/* Whether the engine was made by sipp_engine_new_stepped (its waiters run its steps). */
+bool sipp_engine_is_stepped(const sipp_engine *engine);
 
 #endif

@@ -1,10 +1,13 @@
 /*
  * model.c: loading a GGUF model on the chosen backend, its tokenizer, and chat templates.
  *
- * A load first reads the GGUF header itself (gguf.h), so that the common mistakes get a precise
- * message: not a file, not GGUF, an architecture llama.cpp does not know. Only then does llama.cpp
+ * A load first reads the GGUF header itself (store/gguf_header.c), so that the common mistakes get a
+ * precise message: not a file, not GGUF, truncated, no architecture; and it checks the
+ * hyperparameters llama.cpp would assert on (engine/model_check.c), since an assert aborts the
+ * process. Only then does llama.cpp
  * load the weights, with the backend the policy chose. A CPU load gets an empty device list, so no
- * weight, KV cell or op can land on a GPU even when the artifact has one.
+ * weight, KV cell or op can land on a GPU even when the artifact has one. An rpc load gets the
+ * servers' devices and a split of the layers (rpc_split.c).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -15,12 +18,14 @@
 
 #include "backend/backend.h"
 #include "chat/chat_request.h"
+#include "backend/rpc.h"
 #include "engine/model.h"
-#include "gguf.h"
+#include "engine/model_check.h"
+#include "store/gguf_header.h"
 #include "util/util.h"
 
-#define GGUF_MAGIC "GGUF"
 #define ALL_LAYERS 9999
+#define SIPP_ARCH_MAX 64
 
 sipp_model_params sipp_model_default_params(void) {
     sipp_model_params p = {.backend = "auto", .gpu_layers = -1};
@@ -40,53 +45,40 @@ const sipp_backend_decision *sipp_model_backend(const sipp_model *m) { return &m
 void sipp_model_get_info(const sipp_model *m, sipp_model_info *info) { *info = m->info; }
 void sipp_free(void *p) { free(p); }
 
-/* Checks the file and its GGUF header before llama.cpp sees it. */
-static sipp_status precheck(const char *path, char *arch, size_t arch_len, uint64_t *size, char *errbuf) {
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return sipp_fail(errbuf, errno == ENOENT ? SIPP_ERR_NOT_FOUND : SIPP_ERR_IO, "model '%s': %s", path,
-                         strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "model '%s' is a directory; give the path of a .gguf file",
-                         path);
-    FILE *f = fopen(path, "rb");
-    if (!f) return sipp_fail(errbuf, SIPP_ERR_IO, "model '%s': %s", path, strerror(errno));
-    char magic[4] = {0};
-    size_t got = fread(magic, 1, sizeof magic, f);
-    fclose(f);
-    if (got != sizeof magic || memcmp(magic, GGUF_MAGIC, sizeof magic) != 0)
-        return sipp_fail(errbuf, SIPP_ERR_MODEL, "model '%s' is not a GGUF file (it does not start with 'GGUF')",
-                         path);
-
-    struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
-    char gguf_err[SIPP_ERROR_SIZE];
-    sipp_log_capture(gguf_err);
-    struct gguf_context *g = gguf_init_from_file(path, gp);
-    sipp_log_capture(NULL);
-    if (!g)
-        return sipp_fail(errbuf, SIPP_ERR_MODEL,
-                         "model '%s' is not a valid GGUF file (truncated or corrupt header or metadata%s%s)", path,
-                         *gguf_err ? ": " : "", gguf_err);
-    /* The tensor data must lie inside the file: a truncated download passes the header check. */
-    size_t need = gguf_get_data_offset(g);
-    int64_t n_tensors = gguf_get_n_tensors(g);
-    for (int64_t i = 0; i < n_tensors; i++) {
-        size_t end = gguf_get_data_offset(g) + gguf_get_tensor_offset(g, i) + gguf_get_tensor_size(g, i);
-        if (end > need) need = end;
-    }
-    int64_t k = gguf_find_key(g, "general.architecture");
-    if (k >= 0 && gguf_get_kv_type(g, k) == GGUF_TYPE_STRING) sipp_strlcpy(arch, gguf_get_val_str(g, k), arch_len);
-    else arch[0] = '\0';
-    gguf_free(g);
-    if ((size_t)st.st_size < need)
-        return sipp_fail(errbuf, SIPP_ERR_MODEL,
-                         "model '%s' is truncated: %lld bytes, its tensors need %zu; download it again", path,
-                         (long long)st.st_size, need);
-    if (!*arch)
+/* Checks the file and its GGUF header before llama.cpp sees it: a readable, whole GGUF file with an
+ * architecture and, unless only the vocabulary is wanted, hyperparameters llama.cpp will not assert
+ * on (model_check.c). */
+static sipp_status precheck(const char *path, bool vocab_only, char *arch, size_t arch_len, uint64_t *size,
+                            int *n_layer, char *errbuf) {
+    sipp_gguf_header *h;
+    sipp_status st = sipp_gguf_header_open(path, &h, errbuf);
+    if (st != SIPP_OK) return st;
+    const char *a;
+    if (sipp_gguf_get_str(h, "general.architecture", &a, errbuf) != SIPP_OK || !*a) {
+        sipp_gguf_header_close(h);
         return sipp_fail(errbuf, SIPP_ERR_MODEL, "model '%s' has no general.architecture key; it is not a model",
                          path);
-    *size = (uint64_t)st.st_size;
-    return SIPP_OK;
+    }
+    sipp_strlcpy(arch, a, arch_len);
+    *size = sipp_gguf_header_file_size(h);
+    char key[96];
+    snprintf(key, sizeof key, "%s.block_count", arch);
+    int64_t layers = sipp_gguf_int_or(h, key, 0);
+    *n_layer = layers > 0 && layers <= INT32_MAX ? (int)layers : 0;
+    st = sipp_model_check_vocab(h, errbuf);
+    if (st == SIPP_OK && !vocab_only) st = sipp_model_check_hparams(h, errbuf);
+    sipp_gguf_header_close(h);
+    return st;
+}
+
+sipp_status sipp_model_check(const char *path, char *errbuf) {
+    char arch[SIPP_ARCH_MAX];
+    uint64_t size;
+    int n_layer;
+    if (!path || !*path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model path given");
+    char resolved[PATH_MAX];
+    sipp_status st = sipp_store_resolve(path, resolved, sizeof resolved, errbuf);
+    return st == SIPP_OK ? precheck(resolved, false, arch, sizeof arch, &size, &n_layer, errbuf) : st;
 }
 
 static void collect_eog(sipp_model *m) {
@@ -112,15 +104,26 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     if ((st = sipp_store_resolve(path, resolved, sizeof resolved, errbuf)) != SIPP_OK) return st;
     path = resolved;
 
-    char arch[64];
+    char arch[SIPP_ARCH_MAX];
     uint64_t file_size = 0;
-    if ((st = precheck(path, arch, sizeof arch, &file_size, errbuf)) != SIPP_OK) return st;
+    int n_layer = 0;
+    if ((st = precheck(path, params->vocab_only, arch, sizeof arch, &file_size, &n_layer, errbuf)) != SIPP_OK)
+        return st;
 
+    bool rpc = !params->vocab_only && params->backend && strcmp(params->backend, "rpc") == 0;
+    if (!rpc && ((params->rpc_servers && *params->rpc_servers) || (params->tensor_split && *params->tensor_split)))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%s is only used with backend 'rpc' (the backend is '%s'); add --backend rpc or drop it",
+                         params->rpc_servers && *params->rpc_servers ? "rpc servers (--rpc)" : "tensor_split",
+                         params->backend ? params->backend : "auto");
     sipp_host_view view;
     sipp_host_discover(&view);
-    sipp_policy_result pick;
-    if (!params->vocab_only && (st = sipp_policy_decide(&view, params->backend, params->backend_order, &pick, errbuf)) != SIPP_OK)
+    sipp_policy_result pick = {.backend = SIPP_BACKEND_RPC, .device = -1};
+    if (!params->vocab_only && !rpc &&
+        (st = sipp_policy_decide(&view, params->backend, params->backend_order, &pick, errbuf)) != SIPP_OK)
         return st;
+    sipp_rpc_plan plan = {0};
+    if (rpc && (st = sipp_rpc_plan_load(params, n_layer, &plan, errbuf)) != SIPP_OK) return st;
 
     sipp_model *m = calloc(1, sizeof *m);
     if (!m) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
@@ -138,7 +141,20 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     mp.progress_callback_user_data = params->progress_user;
     mp.vocab_only = params->vocab_only;
     mp.devices = devices; /* NULL-terminated: empty means no GPU device at all */
-    if (params->vocab_only || pick.backend == SIPP_BACKEND_CPU) {
+#ifdef __EMSCRIPTEN__
+    /* In the browser runtime the file is a File or Blob the page mounted, which cannot be mapped. */
+    mp.load_mode = LLAMA_LOAD_MODE_NONE;
+    mp.lazy_mode = LLAMA_LAZY_MODE_OFF;
+#endif
+    m->info.n_layer = n_layer; /* placement.c needs it while llama.cpp loads */
+    if (rpc) {
+        m->rpc = true;
+        mp.devices = plan.devices;
+        mp.split_mode = LLAMA_SPLIT_MODE_LAYER;
+        mp.n_gpu_layers = plan.gpu_layers;
+        mp.tensor_split = plan.split;
+        snprintf(pick.reason, sizeof pick.reason, "rpc: %s", plan.reason);
+    } else if (params->vocab_only || pick.backend == SIPP_BACKEND_CPU) {
         mp.n_gpu_layers = 0;
         m->cpu_only = true;
     } else {
@@ -160,7 +176,9 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     char llama_err[SIPP_ERROR_SIZE];
     double t0 = sipp_now_ms();
     sipp_log_capture(llama_err);
+    sipp_placement_begin(m);
     m->lm = llama_model_load_from_file(path, mp);
+    sipp_placement_end(m);
     sipp_log_capture(NULL);
     if (!m->lm) {
         bool aborted = params->progress && strstr(llama_err, "cancel");
@@ -204,6 +222,8 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
         sipp_strlcpy(d->reason, pick.reason, sizeof d->reason);
         if (m->cpu_only) {
             sipp_strlcpy(d->devices, "CPU", sizeof d->devices);
+        } else if (rpc) {
+            sipp_rpc_plan_describe(m, d);
         } else {
             int layers = mp.n_gpu_layers > in->n_layer ? in->n_layer : mp.n_gpu_layers;
             d->gpu_layers = layers;
@@ -223,6 +243,10 @@ struct llama_context_params sipp_model_context_params(const sipp_model *m) {
         cp.op_offload = false;
         cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     }
+    /* A split keeps flash attention off, as a CPU load does: with it on ("auto" turns it on for
+     * the remote devices) the split computes attention differently from the local run it must
+     * match (sipp verify --backends cpu,rpc), and greedy output drifts apart within tokens. */
+    if (m->rpc) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     return cp;
 }
 

@@ -129,16 +129,36 @@ static bool wait_locked(sipp_request *r, bool (*cond)(const sipp_request *), int
     return cond(r);
 }
 
+/* The same for a stepped engine, which has no thread to make progress while its caller waits: the
+ * waiter runs the steps itself. An unfinished request's engine is alive, so it is touched only
+ * while cond(r) is false (both conditions hold once the request has finished). */
+static bool wait_stepping(sipp_request *r, bool (*cond)(const sipp_request *), int timeout_ms) {
+    double end = sipp_now_ms() + timeout_ms;
+    while (!cond(r) && (timeout_ms < 0 || sipp_now_ms() < end)) {
+        pthread_mutex_unlock(&r->mu);
+        bool busy = false;
+        sipp_engine_step(r->engine, &busy);
+        pthread_mutex_lock(&r->mu);
+        if (!busy) break; /* nothing queued or running: no step can change the request */
+    }
+    return cond(r);
+}
+
+static bool wait_for(sipp_request *r, bool (*cond)(const sipp_request *), int timeout_ms) {
+    if (!cond(r) && r->engine && sipp_engine_is_stepped(r->engine)) return wait_stepping(r, cond, timeout_ms);
+    return wait_locked(r, cond, timeout_ms);
+}
+
 sipp_status sipp_request_wait(sipp_request *r, int timeout_ms) {
     pthread_mutex_lock(&r->mu);
-    bool done = wait_locked(r, is_finished, timeout_ms);
+    bool done = wait_for(r, is_finished, timeout_ms);
     pthread_mutex_unlock(&r->mu);
     return done ? SIPP_OK : SIPP_ERR_TIMEOUT;
 }
 
 size_t sipp_request_read(sipp_request *r, char *buf, size_t cap, int timeout_ms, bool *finished) {
     pthread_mutex_lock(&r->mu);
-    wait_locked(r, has_text_or_finished, timeout_ms);
+    wait_for(r, has_text_or_finished, timeout_ms);
     size_t avail = r->text.len - r->read_pos, n = avail < cap ? avail : cap;
     if (n < avail) n = sipp_utf8_complete_prefix(r->text.data + r->read_pos, n);
     if (n) memcpy(buf, r->text.data + r->read_pos, n);

@@ -2,13 +2,15 @@
  * config.c: the gateway's TOML configuration.
  *
  *   [server]                 listen, max_request_bytes, max_concurrent_requests, max_queue,
- *                            request_timeout_seconds, shutdown_timeout_seconds, allowed_origins,
- *                            allow_unauthenticated
+ *                            request_timeout_seconds, shutdown_timeout_seconds, read_timeout_seconds,
+ *                            max_connections, max_connections_per_client, max_buffered_bytes,
+ *                            allowed_origins, allowed_hosts, allow_unauthenticated
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [responses]              max_stored, max_stored_bytes, ttl_seconds (the Responses API's store)
  *   [[tokens]]               env, caller, targets
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
- *                            ctx_size, parallel, threads, gpu_layers, policy; openai_compatible:
+ *                            ctx_size, parallel, threads, gpu_layers, policy, rpc, tensor_split;
+ *                            openai_compatible:
  *                            base_url or base_urls, model, api_key_env, timeout_seconds
  *
  * The file is read with sipp's own TOML parser (util/toml.h), whose nodes carry their line, so each
@@ -21,13 +23,15 @@
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gateway/gateway.h"
+#include "gateway/config.h"
+#include "gateway/errors.h"
 #include "util/toml.h"
 
 #define GW_MAX_TIMEOUT_S (7 * 24 * 3600)
@@ -38,6 +42,7 @@
 #define GW_MAX_PARALLEL 256
 #define GW_MAX_REQUEST_BYTES_LIMIT ((int64_t)1 << 32)
 #define GW_MAX_RATE 1000000
+#define GW_MAX_CONNECTIONS 1000000
 #define GW_CONFIG_MAX_FILE_BYTES ((size_t)16 << 20)
 #define GW_MODEL_SUFFIX ".gguf"
 
@@ -55,8 +60,12 @@ static void cfg_err(cfg_ctx *x, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (line > 0) sipp_buf_appendf(x->errs, "%s:%d: %s\n", x->file, line, msg);
-    else sipp_buf_appendf(x->errs, "%s: %s\n", x->file, msg);
+    /* A message may quote a value from the file: escaped, a newline in it cannot start a line. */
+    sipp_buf clean = {0};
+    gw_echo_escape(msg, &clean);
+    if (line > 0) sipp_buf_appendf(x->errs, "%s:%d: %s\n", x->file, line, clean.data ? clean.data : "");
+    else sipp_buf_appendf(x->errs, "%s: %s\n", x->file, clean.data ? clean.data : "");
+    sipp_buf_free(&clean);
     x->ok = false;
 }
 
@@ -69,6 +78,10 @@ void gw_config_init(gw_config *c) {
     c->max_queue = GW_DEFAULT_MAX_QUEUE;
     c->request_timeout_seconds = GW_DEFAULT_REQUEST_TIMEOUT_S;
     c->shutdown_timeout_seconds = GW_DEFAULT_SHUTDOWN_TIMEOUT_S;
+    c->read_timeout_seconds = GW_DEFAULT_READ_TIMEOUT_S;
+    c->max_connections = GW_DEFAULT_MAX_CONNECTIONS;
+    c->max_connections_per_client = GW_DEFAULT_MAX_CONNECTIONS_PER_CLIENT;
+    c->max_buffered_bytes = GW_DEFAULT_MAX_BUFFERED_BYTES;
     c->responses_max_stored = GW_DEFAULT_RESPONSES_MAX;
     c->responses_max_bytes = GW_DEFAULT_RESPONSES_BYTES;
     c->responses_ttl_seconds = GW_DEFAULT_RESPONSES_TTL_S;
@@ -84,6 +97,7 @@ void gw_config_free(gw_config *c) {
     free(c->path);
     free(c->host);
     free_strv(c->allowed_origins, c->n_allowed_origins);
+    free_strv(c->allowed_hosts, c->n_allowed_hosts);
     for (size_t i = 0; i < c->n_tokens; i++) {
         gw_token_config *t = &c->tokens[i];
         free(t->env);
@@ -98,6 +112,8 @@ void gw_config_free(gw_config *c) {
         free(t->model_path);
         free(t->backend);
         free(t->chat_template);
+        free(t->rpc_servers);
+        free(t->tensor_split);
         free(t->remote_model);
         free(t->api_key_env);
         free_strv(t->base_urls, t->n_base_urls);
@@ -229,9 +245,20 @@ static bool parse_listen(const char *s, char **host, int *port) {
 }
 
 static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
-    static const char *const known[] = {"listen", "max_request_bytes", "max_concurrent_requests", "max_queue",
-                                        "request_timeout_seconds", "shutdown_timeout_seconds", "allowed_origins",
-                                        "allow_unauthenticated", NULL};
+    static const char *const known[] = {"listen",
+                                        "max_request_bytes",
+                                        "max_concurrent_requests",
+                                        "max_queue",
+                                        "request_timeout_seconds",
+                                        "shutdown_timeout_seconds",
+                                        "read_timeout_seconds",
+                                        "max_connections",
+                                        "max_connections_per_client",
+                                        "max_buffered_bytes",
+                                        "allowed_origins",
+                                        "allowed_hosts",
+                                        "allow_unauthenticated",
+                                        NULL};
     const char *where = "[server]";
     check_keys(x, srv, where, known);
     char *listen = NULL;
@@ -247,7 +274,21 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     get_int32(x, srv, where, "max_queue", 0, GW_MAX_COUNT, &c->max_queue);
     get_int32(x, srv, where, "request_timeout_seconds", 1, GW_MAX_TIMEOUT_S, &c->request_timeout_seconds);
     get_int32(x, srv, where, "shutdown_timeout_seconds", 0, GW_MAX_TIMEOUT_S, &c->shutdown_timeout_seconds);
+    get_int32(x, srv, where, "read_timeout_seconds", 1, GW_MAX_TIMEOUT_S, &c->read_timeout_seconds);
+    get_int32(x, srv, where, "max_connections", 1, GW_MAX_CONNECTIONS, &c->max_connections);
+    get_int32(x, srv, where, "max_connections_per_client", 1, GW_MAX_CONNECTIONS, &c->max_connections_per_client);
+    int64_t mbb = (int64_t)c->max_buffered_bytes;
+    get_int(x, srv, where, "max_buffered_bytes", 1, GW_MAX_REQUEST_BYTES_LIMIT, &mbb);
+    const toml_node *bn = toml_table_get(srv, "max_buffered_bytes");
+    c->max_buffered_bytes = (size_t)mbb;
+    if (!bn && c->max_buffered_bytes < c->max_request_bytes) c->max_buffered_bytes = c->max_request_bytes;
+    if (c->max_buffered_bytes < c->max_request_bytes)
+        cfg_err(x, toml_node_line(bn ? bn : srv),
+                "[server] max_buffered_bytes (%zu) is below max_request_bytes (%zu): no body of the largest size could "
+                "ever be read; raise it",
+                c->max_buffered_bytes, c->max_request_bytes);
     get_strv(x, srv, where, "allowed_origins", &c->allowed_origins, &c->n_allowed_origins);
+    get_strv(x, srv, where, "allowed_hosts", &c->allowed_hosts, &c->n_allowed_hosts);
     get_bool(x, srv, where, "allow_unauthenticated", &c->allow_unauthenticated);
 }
 
@@ -378,6 +419,42 @@ static void parse_remote(cfg_ctx *x, const toml_node *t, const char *where, gw_t
     get_int32(x, t, where, "timeout_seconds", 1, GW_MAX_TIMEOUT_S, &tc->timeout_seconds);
 }
 
+/* rpc = ["host:port", ...] and tensor_split = [1, 2, 2] (local first), for backend "rpc". */
+static void parse_rpc_keys(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    char **servers = NULL;
+    size_t n = 0;
+    const toml_node *rn = get_strv(x, t, where, "rpc", &servers, &n);
+    sipp_buf joined = {0};
+    for (size_t i = 0; i < n; i++) sipp_buf_appendf(&joined, "%s%s", i ? "," : "", servers[i]);
+    free_strv(servers, n);
+    char err[SIPP_ERROR_SIZE];
+    if (rn && (!joined.data || sipp_rpc_check_servers(joined.data, err) != SIPP_OK))
+        cfg_err(x, toml_node_line(rn), "%s rpc: %s", where, joined.data ? err : "give at least one \"host:port\"");
+    tc->rpc_servers = joined.data;
+    const toml_node *sn = toml_table_get(t, "tensor_split");
+    if (sn && expect_kind(x, sn, TOML_ARRAY, where, "tensor_split", "an array of numbers")) {
+        sipp_buf split = {0};
+        for (size_t i = 0; i < toml_array_len(sn); i++) {
+            const toml_node *e = toml_array_at(sn, i);
+            double v = -1;
+            int64_t iv = 0;
+            if (toml_node_kind(e) == TOML_FLOAT) toml_get_float(e, &v, NULL, 0);
+            else if (toml_node_kind(e) == TOML_INTEGER && toml_get_int(e, &iv, NULL, 0)) v = (double)iv;
+            if (!(v >= 0) || isinf(v))
+                cfg_err(x, node_line(sn, e), "%s tensor_split: element %zu must be a non-negative number", where, i);
+            sipp_buf_appendf(&split, "%s%g", i ? "," : "", v);
+        }
+        tc->tensor_split = split.data;
+    }
+    bool is_rpc = tc->backend && strcmp(tc->backend, "rpc") == 0;
+    if (!is_rpc && (rn || sn))
+        cfg_err(x, toml_node_line(rn ? rn : sn), "%s %s: only used with backend = \"rpc\" (the backend is '%s')", where,
+                rn ? "rpc" : "tensor_split", tc->backend ? tc->backend : "auto");
+    if (is_rpc && !rn && !getenv("SIPP_RPC_SERVERS"))
+        cfg_err(x, tc->line, "%s: backend \"rpc\" needs its servers: rpc = [\"host:port\", ...] (or SIPP_RPC_SERVERS)",
+                where);
+}
+
 static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     char *model = NULL;
     get_str(x, t, where, "model", &model);
@@ -394,6 +471,7 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     get_int32(x, t, where, "parallel", 1, GW_MAX_PARALLEL, &tc->parallel);
     get_int32(x, t, where, "threads", 0, GW_MAX_THREADS, &tc->threads);
     get_int32(x, t, where, "gpu_layers", -1, GW_MAX_GPU_LAYERS, &tc->gpu_layers);
+    parse_rpc_keys(x, t, where, tc);
     char *policy = NULL;
     const toml_node *pn = get_str(x, t, where, "policy", &policy);
     if (policy && !parse_policy(policy, &tc->policy))
@@ -403,8 +481,9 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {"name",    "type",       "model",  "backend",       "ctx_size", "parallel",
-                                             "threads", "gpu_layers", "policy", "chat_template", NULL};
+    static const char *const local_keys[] = {"name",       "type",          "model",  "backend", "ctx_size",
+                                             "parallel",   "threads",       "gpu_layers", "policy", "chat_template",
+                                             "rpc",        "tensor_split",  NULL};
     static const char *const remote_keys[] = {"name", "type", "base_url", "base_urls", "model", "api_key_env",
                                               "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);
@@ -575,6 +654,12 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
             cfg_err(&x, c->path ? tk->line : 0,
                     "[[tokens]] '%s': environment variable '%s' is not set (or empty); export it with the bearer secret",
                     tk->caller, tk->env ? tk->env : "?");
+            continue;
+        }
+        if (strlen(v) < GW_MIN_TOKEN_SECRET) {
+            cfg_err(&x, c->path ? tk->line : 0,
+                    "[[tokens]] '%s': the secret in '%s' is %zu bytes; use at least %d (e.g. `openssl rand -hex 32`)",
+                    tk->caller, tk->env ? tk->env : "?", strlen(v), GW_MIN_TOKEN_SECRET);
             continue;
         }
         free(tk->secret);

@@ -31,8 +31,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "gateway/gateway.h"
-#include "gateway/translate.h"
+#include "gateway/generate.h"
+#include "gateway/metrics.h"
+#include "gateway/rename.h"
 
 #define GW_READ_CHUNK 4096
 #define GW_WAIT_SLICE_MS 100
@@ -54,7 +55,7 @@ typedef struct gen_stream {
     char id[GW_ID_SIZE];
     phase phase;
     bool recorded;
-    sipp_buf clean; /* a piece made valid UTF-8 */
+    bool stopping; /* the server is stopping: the requests were cancelled to end the stream */
     char buf[GW_READ_CHUNK];
 } gen_stream;
 
@@ -131,9 +132,7 @@ static void feed(gen_stream *gs, size_t i, const char *text, size_t len, bool is
 /* Sets a finished choice's text, message, finish_reason and logprobs. */
 static void finalize(gen_stream *gs, gw_choice *c) {
     const char *t = sipp_request_text(c->req);
-    c->clean.len = 0;
-    gw_utf8_clean(t, strlen(t), &c->clean);
-    c->text = c->clean.data ? c->clean.data : "";
+    c->text = t; /* valid UTF-8, as sipp.h promises */
     c->finish = sipp_finish_reason_name(sipp_request_finish_reason(c->req));
     if (gs->gen.chat) {
         json_decref(c->message);
@@ -171,7 +170,10 @@ static void stream_finish(gen_stream *gs, sipp_buf *out) {
     } else {
         gw_error_kind kind = failure_kind(gs->call, bad->req);
         gs->call->error_code = gw_error_code(kind);
-        gs->fmt->fail(&gs->view, kind, sipp_request_error(bad->req), out);
+        gs->fmt->fail(&gs->view, kind,
+                      gs->stopping ? "the server is shutting down: shutdown_timeout_seconds passed"
+                                   : sipp_request_error(bad->req),
+                      out);
     }
     record_all(gs);
     gs->phase = PHASE_DONE;
@@ -183,11 +185,9 @@ static bool pull_choice(gen_stream *gs, size_t i, sipp_buf *out, int wait_ms) {
     bool finished = false;
     size_t n = sipp_request_read(c->req, gs->buf, sizeof gs->buf, wait_ms, &finished);
     if (n) {
-        gs->clean.len = 0;
-        gw_utf8_clean(gs->buf, n, &gs->clean);
-        if (gs->clean.len) {
-            if (gs->fmt->delta) feed(gs, i, gs->clean.data, gs->clean.len, false, out);
-            else gs->fmt->piece(&gs->view, gs->clean.data, gs->clean.len, out);
+        {
+            if (gs->fmt->delta) feed(gs, i, gs->buf, n, false, out);
+            else gs->fmt->piece(&gs->view, gs->buf, n, out);
         }
     }
     if (finished) {
@@ -228,6 +228,13 @@ static bool gs_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
     return false;
 }
 
+static void gs_stop(gw_stream *s) {
+    gen_stream *gs = (gen_stream *)s;
+    gs->stopping = true;
+    for (size_t i = 0; i < gs->n; i++)
+        if (gs->choices[i].req) sipp_request_cancel(gs->choices[i].req);
+}
+
 static void gs_close(gw_stream *s) {
     gen_stream *gs = (gen_stream *)s;
     for (size_t i = 0; i < gs->n; i++)
@@ -242,13 +249,11 @@ static void gs_close(gw_stream *s) {
         sipp_chat_parser_free(c->parser);
         json_decref(c->message);
         json_decref(c->logprobs);
-        sipp_buf_free(&c->clean);
     }
     free(gs->choices);
     free(gs->done);
     free(gs->chat_json);
     gw_gen_free(&gs->gen);
-    sipp_buf_free(&gs->clean);
     free(gs);
 }
 
@@ -338,6 +343,7 @@ void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
     gs->target = t;
     gs->fmt = fmt;
     gs->base.pull = gs_pull;
+    gs->base.stop = gs_stop;
     gs->base.close = gs_close;
     snprintf(gs->id, sizeof gs->id, "%s%s", fmt->id_prefix, call->request_id);
     gs->view = (gw_gen_view){.call = call,
@@ -362,11 +368,9 @@ void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
                     sipp_request_cancel(gs->choices[k].req);
     gw_choice *bad = failed_choice(gs);
     if (!bad) {
-        for (size_t i = 0; i < n; i++) { /* the same valid UTF-8 a stream would have parsed */
+        for (size_t i = 0; i < n; i++) {
             const char *text = sipp_request_text(gs->choices[i].req);
-            gs->clean.len = 0;
-            gw_utf8_clean(text, strlen(text), &gs->clean);
-            feed(gs, i, gs->clean.data ? gs->clean.data : "", gs->clean.len, true, NULL);
+            feed(gs, i, text, strlen(text), true, NULL);
         }
         finalize_all(gs);
         gw_reply_json(call, 200, fmt->whole(&gs->view));

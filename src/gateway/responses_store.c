@@ -16,10 +16,10 @@
  * below a generation. Entries are immutable once stored; a get returns a deep copy, so no JSON is
  * shared between threads.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
 #include "gateway/responses_store.h"
 
 typedef struct entry {

@@ -5,7 +5,11 @@
 #ifndef SIPP_GATEWAY_RESPONSES_STORE_H
 #define SIPP_GATEWAY_RESPONSES_STORE_H
 
-#include "gateway/gateway.h"
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gateway/config.h"
 
 typedef struct gw_responses gw_responses;
 

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/routes.h"
 #include "gateway/translate.h"
 
 #define API_NAME "/v1/messages"

@@ -43,7 +43,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gateway/gateway.h"
+#include "gateway/routes.h"
 #include "gateway/translate.h"
 
 #define API_NAME "Ollama's API"

@@ -7,20 +7,36 @@
  *   GET /metrics       Prometheus text (no auth, like most exporters: keep the port private)
  *   GET /v1/backends   what `sipp doctor` reports of this process: the artifact, every backend
  *                      (compiled, available), the devices, and per target the backend decision of
- *                      its load (backend, reason, devices, gpu_layers) or its upstream replicas
- *                      and their health
+ *                      its load (backend, reason, devices, gpu_layers, and the placement: which
+ *                      layers and weight buffers sit on which device and host) or its upstream
+ *                      replicas and their health
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/routes.h"
 
 #define GW_MAX_LISTED 32 /* backends and devices listed by /v1/backends */
+
+#define GW_MAX_PLACEMENT 20 /* devices listed per target */
+
+/* Where a model's weights went, per device and host (sipp_model_placement). */
+static json_t *placement_json(const sipp_model *m) {
+    sipp_placement p[GW_MAX_PLACEMENT];
+    int n = sipp_model_placement(m, p, GW_MAX_PLACEMENT);
+    json_t *a = json_array();
+    for (int i = 0; a && i < n && i < GW_MAX_PLACEMENT; i++)
+        json_array_append_new(a, json_pack("{s:s, s:s, s:i, s:i, s:b, s:I}", "device", p[i].device, "host", p[i].host,
+                                           "first_layer", p[i].first_layer, "n_layers", p[i].n_layers, "output",
+                                           p[i].output, "buffer_bytes", (json_int_t)p[i].buffer_bytes));
+    return a;
+}
 
 static const char *state_name(int s) {
     switch (s) {
     case GW_STATE_READY: return "ready";
     case GW_STATE_FAILED: return "failed";
+    case GW_STATE_WAITING: return "waiting";
     default: return "loading";
     }
 }
@@ -36,16 +52,56 @@ void gw_route_ready(gw_call *call) {
         gw_target *t = &srv->targets[i];
         int s = atomic_load(&t->state);
         json_t *o = json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
-        if (s == GW_STATE_FAILED) json_object_set_new(o, "error", json_string(t->error));
+        if (s == GW_STATE_FAILED || s == GW_STATE_WAITING) json_object_set_new(o, "error", json_string(t->error));
         json_array_append_new(targets, o);
     }
     bool ready = gw_targets_ready(srv) && !atomic_load(&srv->draining);
     gw_reply_json(call, ready ? 200 : 503, json_pack("{s:s, s:o}", "status", ready ? "ready" : "not_ready", "targets", targets));
 }
 
+/* The gauges that read the targets' state, after metrics.c's counters. */
+static void render_gauges(gw_server *srv, sipp_buf *o) {
+    size_t n = srv->n_targets;
+    gw_metrics_header(o, "sipp_target_ready", "gauge", "1 when the target is loaded and serving.");
+    for (size_t i = 0; i < n; i++)
+        gw_metrics_line(o, "sipp_target_ready", srv->targets[i].cfg->name, atomic_load(&srv->targets[i].state) == GW_STATE_READY);
+    static const struct {
+        const char *name, *help;
+    } engine_gauges[] = {{"sipp_engine_running_requests", "Requests in an engine slot."},
+                         {"sipp_engine_queued_requests", "Requests in an engine's queue."},
+                         {"sipp_engine_slots", "Slots (parallel sequences) of an engine."}};
+    for (size_t g = 0; g < sizeof engine_gauges / sizeof engine_gauges[0]; g++) {
+        gw_metrics_header(o, engine_gauges[g].name, "gauge", engine_gauges[g].help);
+        for (size_t i = 0; i < n; i++) {
+            gw_target *t = &srv->targets[i];
+            if (t->cfg->type != GW_TARGET_LOCAL || atomic_load(&t->state) != GW_STATE_READY) continue;
+            sipp_engine_stats es;
+            sipp_engine_get_stats(t->engine, &es);
+            int v = g == 0 ? es.running : g == 1 ? es.queued : es.slots;
+            gw_metrics_line(o, engine_gauges[g].name, t->cfg->name, (uint64_t)v);
+        }
+    }
+    gw_metrics_header(o, "sipp_open_connections", "gauge", "Open HTTP connections.");
+    sipp_buf_appendf(o, "sipp_open_connections %d\n", atomic_load(&srv->connections));
+    gw_metrics_header(o, "sipp_buffered_request_bytes", "gauge", "Bytes of request bodies held while they arrive.");
+    sipp_buf_appendf(o, "sipp_buffered_request_bytes %zu\n", atomic_load(&srv->buffered));
+    gw_metrics_header(o, "sipp_upstream_healthy", "gauge", "1 when a remote target's replica is in rotation.");
+    for (size_t i = 0; i < n; i++)
+        if (srv->targets[i].upstream) gw_upstream_metrics(srv->targets[i].upstream, srv->targets[i].cfg->name, o);
+}
+
 void gw_route_metrics(gw_call *call) {
+    gw_server *srv = call->srv;
     sipp_buf out = {0};
-    gw_metrics_render(call->srv, &out);
+    const char **names = calloc(srv->n_targets + 1, sizeof *names);
+    if (!names) {
+        gw_reply_error(call, GW_E_INTERNAL, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < srv->n_targets; i++) names[i] = srv->targets[i].cfg->name;
+    gw_metrics_render(srv->metrics, names, &out);
+    free(names);
+    render_gauges(srv, &out);
     gw_reply_text(call, 200, "text/plain; version=0.0.4; charset=utf-8", out.data, out.len);
 }
 
@@ -65,7 +121,8 @@ void gw_route_backends(gw_call *call) {
                 json_object_set_new(o, "reason", json_string(b->reason));
                 json_object_set_new(o, "devices", json_string(b->devices));
                 json_object_set_new(o, "gpu_layers", json_integer(b->gpu_layers));
-            } else if (s == GW_STATE_FAILED) {
+                json_object_set_new(o, "placement", placement_json(t->model));
+            } else if (s == GW_STATE_FAILED || s == GW_STATE_WAITING) {
                 json_object_set_new(o, "error", json_string(t->error));
             }
         } else {

@@ -32,8 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
 #include "gateway/responses_store.h"
+#include "gateway/routes.h"
 #include "gateway/translate.h"
 
 #define API_NAME "/v1/responses"

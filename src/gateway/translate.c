@@ -26,11 +26,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "gateway/gateway.h"
 #include "gateway/translate.h"
 
-#define GW_QUOTE '\''
-#define GW_INDEX_DIGITS 24
 #define ID_SIZE 96
 #define UPSTREAM_CHAT_SUFFIX "/chat/completions"
 #define HTTP_OK 200
@@ -39,69 +36,11 @@
 #define HTTP_TOO_MANY 429
 #define HTTP_GATEWAY_TIMEOUT 504
 
-/* True when c may follow a field name inside a quoted path: the closing quote, a member, an index. */
-static bool ends_name(char c) { return c == GW_QUOTE || c == '.' || c == '['; }
-
-/* Matches pattern (where '*' stands for a run of digits) at the start of s. On a match returns the
- * length of s it covers and copies the digits '*' stood for to digits. */
-static size_t match(const char *pattern, const char *s, char *digits, size_t cap) {
-    size_t n = 0;
-    digits[0] = 0;
-    for (const char *q = pattern; *q; q++) {
-        if (*q != GW_RENAME_INDEX) {
-            if (s[n] != *q) return 0;
-            n++;
-            continue;
-        }
-        size_t start = n;
-        while (s[n] >= '0' && s[n] <= '9')
-            n++;
-        if (n == start || n - start >= cap) return 0;
-        memcpy(digits, s + start, n - start);
-        digits[n - start] = 0;
-    }
-    return ends_name(s[n]) ? n : 0;
-}
-
-void gw_rename_fields(char *msg, size_t cap, const gw_rename *renames) {
-    if (!renames) return;
-    sipp_buf out = {0};
-    const char *p = msg;
-    char digits[GW_INDEX_DIGITS];
-    while (*p) {
-        size_t used = 0;
-        const gw_rename *r = renames;
-        if (*p == GW_QUOTE)
-            for (; r->chat && !used; r++)
-                used = match(r->chat, p + 1, digits, sizeof digits);
-        if (!used) {
-            sipp_buf_append(&out, p++, 1);
-            continue;
-        }
-        sipp_buf_append(&out, p, 1);
-        for (const char *q = r[-1].api; *q; q++) {
-            if (*q == GW_RENAME_INDEX)
-                sipp_buf_append(&out, digits, strlen(digits));
-            else
-                sipp_buf_append(&out, q, 1);
-        }
-        p += 1 + used;
-    }
-    if (out.data) sipp_strlcpy(msg, out.data, cap);
-    sipp_buf_free(&out);
-}
-
 bool gw_decode_tree(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames, gw_gen *g) {
-    char *body = json_dumps(chat, JSON_COMPACT);
-    json_decref(chat);
-    if (!body) {
-        gw_reply_error(call, GW_E_INTERNAL, "out of memory");
-        return false;
-    }
     gw_error_kind kind;
     char err[SIPP_ERROR_SIZE];
-    bool ok = gw_decode(api, body, strlen(body), g, &kind, err, sizeof err);
-    free(body);
+    bool ok = gw_decode(api, chat, g, &kind, err, sizeof err); /* g takes a reference of its own */
+    json_decref(chat);
     if (!ok) {
         gw_rename_fields(err, sizeof err, renames);
         gw_reply_error(call, kind, "%s", err);
@@ -268,11 +207,10 @@ void gw_run_translated(gw_call *call, gw_api api, json_t *chat, const gw_rename 
 }
 
 json_t *gw_body_object(gw_call *call) {
-    json_error_t je;
-    json_t *root = json_loadb(call->body, call->body_len, JSON_REJECT_DUPLICATES, &je);
+    char err[SIPP_ERROR_SIZE];
+    json_t *root = gw_parse_body(call->body, call->body_len, err, sizeof err);
     if (!root) {
-        gw_reply_error(call, GW_E_INVALID_JSON, "the body is not valid JSON: %s (line %d, column %d)",
-                       je.text, je.line, je.column);
+        gw_reply_error(call, GW_E_INVALID_JSON, "%s", err);
         return NULL;
     }
     if (!json_is_object(root)) {

@@ -5,22 +5,13 @@
 #ifndef SIPP_GATEWAY_TRANSLATE_H
 #define SIPP_GATEWAY_TRANSLATE_H
 
-#include "gateway/gateway.h"
+#include "gateway/admission.h"
+#include "gateway/generate.h"
+#include "gateway/rename.h"
+#include "gateway/request_parse.h"
+#include "gateway/upstream.h"
 
 #define GW_TIME_SIZE 48
-
-/* A field's name in chat-completions terms and in the route's API; a table ends with {NULL}, and
- * the first entry that matches wins. GW_RENAME_INDEX stands for an array index in both names:
- * {"tools[*].function", "tools[*]"} renames 'tools[2].function.name' to 'tools[2].name'. */
-#define GW_RENAME_INDEX '*'
-typedef struct gw_rename {
-    const char *chat;
-    const char *api;
-} gw_rename;
-
-/* Rewrites every quoted field name of msg ('max_tokens', 'max_tokens[0]', 'messages.x') that the
- * table names, in place (at most cap bytes). */
-void gw_rename_fields(char *msg, size_t cap, const gw_rename *renames);
 
 /* Decodes a body built by a route for api (GW_API_CHAT, or GW_API_COMPLETION for a raw prompt;
  * chat is stolen) into g. On failure it has

@@ -19,8 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
 #include "gateway/responses_store.h"
+#include "gateway/routes.h"
+#include "gateway/translate.h"
 
 #define MSG_SIZE 1024
 #define HTTP_OK 200

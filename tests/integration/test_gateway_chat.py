@@ -412,7 +412,8 @@ class FieldTableTest(unittest.TestCase):
     def test_refused_fields_are_named(self):
         for k, v in {"logit_bias": {"1": 2}, "modalities": ["text", "audio"], "audio": {"voice": "x"},
                      "prediction": {"type": "content", "content": "x"}, "web_search_options": {},
-                     "verbosity": "low", "functions": [], "function_call": "auto", "mirostat": 2}.items():
+                     "verbosity": "low", "functions": [], "function_call": "auto", "mirostat": 2,
+                     "chat_template": "/etc/passwd"}.items():
             with self.subTest(field=k):
                 status, out = self.post(self.body(**{k: v}))
                 self.assertEqual(status, 400, out)

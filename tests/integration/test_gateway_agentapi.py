@@ -25,6 +25,10 @@ TARGET = "tiny"
 TOKEN_ENV = "SIPP_AGENTAPI_TOKEN"
 TOKEN = "agent-api-secret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+# ErrorShapesTest's tokens (secrets are at least 16 bytes: config.c)
+ALL_TOKEN = "shapes-all-secret-0001"
+SCOPED_TOKEN = "shapes-scoped-secret-02"
+BURST_TOKEN = "shapes-burst-secret-003"
 LONG = 100000  # max tokens that only the context ends
 DISCONNECT_TIMEOUT_S = 10
 TTL_S = 1
@@ -84,7 +88,7 @@ class AgentAPIBase(unittest.TestCase):
     def assert_disconnect_frees_slot(self, path, body, marker):
         sock = socket.create_connection((self.gw.host, self.gw.port), timeout=gw.HTTP_TIMEOUT_S)
         data = json.dumps(body)
-        sock.sendall((f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall((f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                       f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(data)}\r\n\r\n{data}").encode())
         got = b""
         while got.count(marker) < 3:
@@ -627,7 +631,7 @@ class OllamaTest(AgentAPIBase):
         try:
             sock = socket.create_connection((self.gw.host, self.gw.port), timeout=gw.HTTP_TIMEOUT_S)
             data = json.dumps({"model": slow})
-            sock.sendall((f"POST /api/pull HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sock.sendall((f"POST /api/pull HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                           f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(data)}\r\n\r\n{data}").encode())
             got = b""
             while b'"completed"' not in got:
@@ -831,6 +835,66 @@ class AgentToolsTest(unittest.TestCase):
         self.assertEqual(r["message"]["role"], "assistant")
 
 
+class BodyTypeTest(unittest.TestCase):
+    """Without tokens a POST body must be application/json (415 otherwise, against cross-site form
+    posts), except that Ollama's routes also take none or text/plain, as Ollama does for its
+    clients, when the request has no Origin (a browser's cross-site POST always has one)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.gw = gw.serve_config(gw.local_target(TARGET, parallel=1, ctx=CTX))
+        cls.body = json.dumps({"model": TARGET})
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.gw.stop()
+        assert rc == 0, f"sipp serve exited with {rc}:\n{cls.gw.text()}"
+
+    def post(self, path, headers, body=None):
+        """Posts with exactly these headers (no Content-Type unless given): (status, JSON body)."""
+        conn = self.gw.connect()
+        try:
+            conn.request("POST", path, body=self.body if body is None else body, headers=headers)
+            r = conn.getresponse()
+            return r.status, json.loads(r.read())
+        finally:
+            conn.close()
+
+    def test_ollama_takes_no_type_or_text_plain_without_origin(self):
+        for headers in ({}, {"Content-Type": "text/plain"}, {"Content-Type": "text/plain; charset=utf-8"},
+                        {"Content-Type": "application/json"}):
+            with self.subTest(headers=headers):
+                status, body = self.post("/api/show", headers)
+                self.assertEqual(status, 200, body)
+                self.assertIn("model_info", body)
+
+    def test_ollama_refuses_other_types_and_any_type_but_json_with_origin(self):
+        own = f"http://{self.gw.host}:{self.gw.port}"
+        for headers in ({"Content-Type": "application/x-www-form-urlencoded"},
+                        {"Content-Type": "multipart/form-data; boundary=x"},
+                        {"Origin": own}, {"Origin": own, "Content-Type": "text/plain"}):
+            with self.subTest(headers=headers):
+                status, body = self.post("/api/show", headers)
+                self.assertEqual(status, 415, body)
+                self.assertEqual(set(body), {"error"})  # Ollama's shape
+                self.assertIn("application/json", body["error"])
+        status, body = self.post("/api/show", {"Origin": own, "Content-Type": "application/json"})
+        self.assertEqual(status, 200, body)
+        status, body = self.post("/api/chat", {"Origin": "http://evil.example", "Content-Type": "text/plain"})
+        self.assertEqual(status, 403, body)
+        self.assertIn("allowed_origins", body["error"])
+
+    def test_other_apis_still_need_json(self):
+        chat = json.dumps({"model": TARGET, "max_tokens": 1, "messages": [{"role": "user", "content": "x"}]})
+        status, body = self.post("/v1/messages", {}, chat)
+        self.assertEqual(status, 415, body)
+        self.assertEqual((body["type"], body["error"]["type"]), ("error", "invalid_request_error"), body)
+        status, body = self.post("/v1/responses", {"Content-Type": "text/plain"}, chat)
+        self.assertEqual((status, body["error"]["code"]), (415, "unsupported_media_type"), body)
+        status, body = self.post("/v1/chat/completions", {}, chat)
+        self.assertEqual((status, body["error"]["code"]), (415, "unsupported_media_type"), body)
+
+
 class ErrorShapesTest(unittest.TestCase):
     """The errors that come from the gateway around a route (size limit, rate limit, token scope, a
     remote target that cannot be reached) in each API's own shape, with the same statuses as OpenAI's routes."""
@@ -849,8 +913,8 @@ class ErrorShapesTest(unittest.TestCase):
                '[[tokens]]\nenv = "SIPP_SHAPES_BURST"\ncaller = "burst"\n\n' +
                gw.local_target(TARGET, parallel=1, ctx=CTX) +
                '[[targets]]\nname = "remote"\ntype = "openai_compatible"\nbase_url = "http://127.0.0.1:9/v1"\n')
-        cls.gw = gw.serve_config(cfg, env={"SIPP_SHAPES_ALL": "all", "SIPP_SHAPES_SCOPED": "scoped",
-                                           "SIPP_SHAPES_BURST": "burst"})
+        cls.gw = gw.serve_config(cfg, env={"SIPP_SHAPES_ALL": ALL_TOKEN, "SIPP_SHAPES_SCOPED": SCOPED_TOKEN,
+                                           "SIPP_SHAPES_BURST": BURST_TOKEN})
 
     @classmethod
     def tearDownClass(cls):
@@ -870,24 +934,25 @@ class ErrorShapesTest(unittest.TestCase):
         for w in words:
             self.assertIn(w, message)
 
-    def test_413_403_502_429(self):
+    def test_413_404_502_429(self):
         for path, body, shape in self.ROUTES:
             with self.subTest(path=path):
                 big = dict(body, padding="x" * 8192)
-                status, _, b = self.gw.json("POST", path, big, {"Authorization": "Bearer all"})
+                status, _, b = self.gw.json("POST", path, big, {"Authorization": f"Bearer {ALL_TOKEN}"})
                 self.check(shape, status, b, 413, "request_too_large", "max_request_bytes")
-                status, _, b = self.gw.json("POST", path, body, {"Authorization": "Bearer scoped"})
-                self.check(shape, status, b, 403, "permission_error", "'scoped'", TARGET)
-                status, _, b = self.gw.json("POST", path, dict(body, model="remote"), {"Authorization": "Bearer scoped"})
+                # a target outside the token's scope is, to that caller, one that does not exist
+                status, _, b = self.gw.json("POST", path, body, {"Authorization": f"Bearer {SCOPED_TOKEN}"})
+                self.check(shape, status, b, 404, "not_found_error", f"'{TARGET}'", "does not exist")
+                status, _, b = self.gw.json("POST", path, dict(body, model="remote"), {"Authorization": f"Bearer {SCOPED_TOKEN}"})
                 self.check(shape, status, b, 502, "api_error", "'remote'", "no upstream replica answered")
         statuses = []
         for _ in range(11):  # the burst of 10, then one over it (one request a minute refills it)
-            status, hdrs, b = self.gw.json("POST", "/v1/messages", self.ROUTES[1][1], {"x-api-key": "burst"})
+            status, hdrs, b = self.gw.json("POST", "/v1/messages", self.ROUTES[1][1], {"x-api-key": BURST_TOKEN})
             statuses.append(status)
         self.assertEqual(statuses[-1], 429, statuses)
         self.check("anthropic", status, b, 429, "rate_limit_error", "rate limit")
         self.assertIn("retry-after", hdrs)
-        status, _, b = self.gw.json("POST", "/api/chat", self.ROUTES[2][1], {"Authorization": "Bearer burst"})
+        status, _, b = self.gw.json("POST", "/api/chat", self.ROUTES[2][1], {"Authorization": f"Bearer {BURST_TOKEN}"})
         self.check("ollama", status, b, 429, None, "rate limit")
 
 

@@ -22,6 +22,7 @@
 #include "gateway/routes.h"
 
 #define GW_MS_PER_S 1000.0
+#define GW_ALLOW_SIZE 64 /* a path's methods, for Allow */
 
 /* Flags: whether the route needs a token, and whose error shape it answers in (an Ollama route
  * also takes the bodies Ollama's clients send: see gw_guard_route). A path ending in '*' matches
@@ -85,6 +86,13 @@ static bool method_matches(const char *route_method, const char *method) {
            (strcmp(route_method, "GET") == 0 && strcmp(method, "HEAD") == 0);
 }
 
+/* Adds method (and HEAD with GET) to the list of a path's methods, "GET, HEAD, DELETE". */
+static void add_method(char allowed[GW_ALLOW_SIZE], const char *method) {
+    size_t n = strlen(allowed);
+    snprintf(allowed + n, GW_ALLOW_SIZE - n, "%s%s%s", n ? ", " : "", method,
+             strcmp(method, "GET") == 0 ? ", HEAD" : "");
+}
+
 static void run(gw_call *call, int flags, void (*fn)(gw_call *)) {
     if ((flags & ROUTE_AUTH) == 0 || gw_guard_route(call, (flags & ROUTE_OLLAMA) != 0)) fn(call);
 }
@@ -116,25 +124,25 @@ static void dispatch(gw_call *call) {
                        srv->cfg->max_buffered_bytes);
         return;
     }
-    const char *allowed = NULL; /* the path's method, when the path is known */
+    char allowed[GW_ALLOW_SIZE] = ""; /* the path's methods, when the path is known */
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (!path_matches(routes[i].path, call->path)) continue;
-        allowed = routes[i].method;
+        add_method(allowed, routes[i].method);
         if (!method_matches(routes[i].method, call->method)) continue;
         run(call, routes[i].flags, routes[i].fn);
         return;
     }
-    if (!allowed && strncmp(call->path, MODELS_PREFIX, strlen(MODELS_PREFIX)) == 0) {
+    if (!*allowed && strncmp(call->path, MODELS_PREFIX, strlen(MODELS_PREFIX)) == 0) {
         if (method_matches("GET", call->method)) {
             run(call, ROUTE_AUTH, route_model);
             return;
         }
-        allowed = "GET";
+        add_method(allowed, "GET");
     }
-    if (allowed) {
+    if (*allowed) {
         gw_reply_error(call, GW_E_METHOD, "%s is not allowed on %s; use %s", call->method, call->path,
                        allowed);
-        gw_reply_header(call, "Allow", strcmp(allowed, "GET") == 0 ? "GET, HEAD" : allowed);
+        gw_reply_header(call, "Allow", allowed);
         return;
     }
     gw_reply_error(call, GW_E_UNKNOWN_ROUTE, "no route %s %s; see docs/gateway.md for the routes",

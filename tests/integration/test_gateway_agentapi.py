@@ -194,6 +194,9 @@ class ResponsesTest(AgentAPIBase):
             self.assert_openai_error(status, body, 404, "not_found", r["id"])
         status, _, body = self.create(previous_response_id=r["id"])
         self.assert_openai_error(status, body, 404, "not_found", "'previous_response_id'", r["id"])
+        # another method on a stored response's path: 405 with every method the path has
+        status, hdrs, body = self.gw.json("PUT", f"/v1/responses/{r['id']}", {}, AUTH)
+        self.assertEqual((status, hdrs["allow"]), (405, "GET, HEAD, DELETE"), body)
 
     def test_store_false_is_not_kept(self):
         _, _, r = self.create(store=False)

@@ -36,7 +36,8 @@
 #define CMD_BYTES (4 * PATH_MAX)
 
 static const char usage[] =
-    "usage: sipp build [TARGET] --backend cpu|vulkan|cuda|all [--backend ...] [--from-source] [--out DIR]\n\n"
+    "usage: sipp build [TARGET] --backend cpu|vulkan|cuda|all [--backend ...] [--from-source] [--out DIR]\n"
+    "                  [--sign KEY.pem]\n\n"
     "TARGET is who loads the artifact:\n"
     "  cli     (default) the CLI and gateway: use it with --artifact DIR or SIPP_ARTIFACT=DIR\n"
     "  node    the Node package: builds its addon; SIPP_NODE_BACKEND=NAME then selects this artifact\n"
@@ -47,7 +48,10 @@ static const char usage[] =
     "llama.cpp libraries with exactly these backend modules and a manifest.json. Every artifact has the\n"
     "CPU backend. 'all' is every backend this host can have; it says which it left out and why.\n"
     "--from-source builds llama.cpp (CPU) from the pinned source instead of the prebuilt libraries.\n"
-    "The artifact is recorded in build/targets/TARGET.json; sipp backends --target TARGET lists it.\n";
+    "The artifact is recorded in build/targets/TARGET.json; sipp backends --target TARGET lists it.\n"
+    "Beside manifest.json it writes sbom.spdx.json (SPDX 2.3: every file with its hash and origin, and\n"
+    "the Debian packages sipp links against); --sign KEY.pem signs both with an Ed25519 key\n"
+    "(signature.json; check it with sipp artifact verify DIR --key PUB.pem).\n";
 
 static bool loadable(const char *lib) {
     void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
@@ -128,6 +132,23 @@ static bool fetch(const char *root, const char **list, int n, bool from_source, 
     return true;
 }
 
+/* Writes the artifact's SBOM (deps/sbom.py), listing this binary and libsipp as sipp's files. */
+static bool write_sbom(const char *root, const char *art) {
+    char exe[PATH_MAX], cmd[CMD_BYTES];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[len > 0 ? len : 0] = '\0';
+    snprintf(cmd, sizeof cmd,
+             "SIPP_VERSION='%s' python3 '%s/deps/sbom.py' '%s' '%s' '%s/build/lib/libsipp.so' >/dev/null",
+             sipp_version(), root, art, exe, root);
+    int rc = system(cmd);
+    if (rc != 0) {
+        cli_error("build: deps/sbom.py failed for %s (status %d); see the message above", art,
+                  WIFEXITED(rc) ? WEXITSTATUS(rc) : rc);
+        return false;
+    }
+    return true;
+}
+
 /* What a target's package selects once the artifact is recorded, in words. */
 static void say_built(cli_target t, const char *art, const char **list, int n) {
     const char *env = cli_target_backend_env(t);
@@ -156,7 +177,7 @@ int cmd_build(int argc, char **argv) {
     int n = 1;
     bool from_source = false, all = false, any_backend = false, all_targets = false;
     bool want[TARGET_COUNT] = {false};
-    const char *out_dir = NULL;
+    const char *out_dir = NULL, *sign_key = NULL;
     cli_args a = {.argc = argc, .argv = argv};
     while (a.i < argc && !a.bad) {
         cli_target t;
@@ -164,6 +185,8 @@ int cmd_build(int argc, char **argv) {
             from_source = true;
         else if (cli_flag_value(&a, "--out"))
             out_dir = a.value;
+        else if (cli_flag_value(&a, "--sign"))
+            sign_key = a.value;
         else if (cli_flag_value(&a, "--backend")) {
             if (!a.value) break;
             any_backend = true;
@@ -253,7 +276,21 @@ int cmd_build(int argc, char **argv) {
     if (web_only) return EXIT_OK;
 
     char art[PATH_MAX];
+    if (sign_key && access(sign_key, R_OK) != 0) {
+        cli_error("build: --sign '%s': %s; make a key with: openssl genpkey -algorithm ed25519 -out KEY.pem",
+                  sign_key, strerror(errno));
+        return EXIT_USAGE;
+    }
     if (!fetch(root, list, n, from_source, out_dir, art, sizeof art)) return EXIT_RUNTIME;
+    if (!write_sbom(root, art)) return EXIT_RUNTIME;
+    if (sign_key) {
+        char err[SIPP_ERROR_SIZE];
+        if (sipp_artifact_sign(art, sign_key, err) != SIPP_OK) {
+            cli_error("build: --sign: %s", err);
+            return EXIT_RUNTIME;
+        }
+        printf("sipp build: signed %s/signature.json\n", art);
+    }
     if (want[TARGET_NODE] && !run_script(root, NODE_BUILD_SCRIPT)) return EXIT_RUNTIME;
     for (int t = 0; t < TARGET_COUNT; t++) {
         if (!want[t] || t == TARGET_WEB) continue;

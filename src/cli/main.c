@@ -21,6 +21,7 @@ static const struct {
     {"ops", cmd_ops, "list the ops of a model's graph and where each runs"},
     {"backend-ops", cmd_backend_ops, "run llama.cpp's test-backend-ops against an artifact"},
     {"run", cmd_run_tool, "run llama.cpp's own tools against the artifact: sipp run llama backend-ops|bench"},
+    {"artifact", cmd_artifact, "verify or sign an artifact: sipp artifact verify DIR [--key PUB.pem]"},
     {"models", cmd_models, "list, inspect and remove models in the local store"},
     {"pull", cmd_pull, "download a model into the local store"},
     {"version", cmd_version, "print sipp's version and the pinned llama.cpp release and commit"},

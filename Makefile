@@ -50,13 +50,19 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRCS := $(sort $(wildcard tests/tools/*.c))
 TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/%)
 
+# The artifact's bill of materials (deps/sbom.py), the man page (sipp --man), the release.
+SBOM := $(ART)/sbom.spdx.json
+MAN := $(BUILD)/share/man/man1/sipp.1
+PREFIX ?= /usr/local
+DIST_NAME := sipp-$(SIPP_VERSION)-linux-x64
+DIST_TGZ := $(BUILD)/$(DIST_NAME).tar.gz
 LIBSIPP := $(BUILD)/lib/libsipp.so
 LIBSIPP_A := $(BUILD)/lib/libsipp.a
 SIPP := $(BUILD)/bin/sipp
 SYNTH := $(BUILD)/bin/sipp-synth
 
-.PHONY: all deps setup demo test test-unit test-asan clean format bench bindings
-all: $(SIPP) $(SYNTH) $(LIBSIPP)
+.PHONY: all deps setup demo test test-unit test-asan clean format bench bindings dist install
+all: $(SIPP) $(SYNTH) $(LIBSIPP) $(SBOM) $(MAN)
 
 setup:
 	@bash scripts/setup-debian.sh
@@ -110,6 +116,27 @@ $(SYNTH): $(SYNTH_OBJS) $(LIBSIPP_A)
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
 	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(SYNTH_OBJS) $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
+
+# The SBOM lists the artifact's files and what sipp links against, so it follows the binaries.
+$(SBOM): $(LLAMA_STAMP) $(SIPP) $(LIBSIPP) deps/sbom.py
+	@echo "  SBOM $@"
+	@SIPP_VERSION=$(SIPP_VERSION) python3 deps/sbom.py $(ART) $(SIPP) $(LIBSIPP) >/dev/null
+
+# The man page comes from the same command table as sipp --help.
+$(MAN): $(SIPP)
+	@mkdir -p $(dir $@)
+	@$(SIPP) --man >$@.tmp && mv $@.tmp $@
+
+# make dist: the release tarball (scripts/stage.sh lays it out, its install.sh installs it).
+# make install PREFIX=... [DESTDIR=...]: the same tree, installed by the same install.sh.
+dist: all
+	@bash scripts/stage.sh $(BUILD)/dist/$(DIST_NAME) $(BUILD) $(SIPP_VERSION) >/dev/null
+	@tar czf $(DIST_TGZ) -C $(BUILD)/dist $(DIST_NAME)
+	@echo "$(DIST_TGZ)"
+
+install: all
+	@bash scripts/stage.sh $(BUILD)/stage $(BUILD) $(SIPP_VERSION) >/dev/null
+	@DESTDIR=$(DESTDIR) bash $(BUILD)/stage/install.sh --prefix $(PREFIX)
 
 # Unit tests link libsipp statically so that internal modules (toml, utf8, ...) can be tested.
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIBSIPP_A)

@@ -123,6 +123,9 @@ static void print_text(json_t *r) {
     printf("artifact  %s", json_string_value(json_object_get(art, "dir")));
     if (json_is_object(man)) printf(" (%s, %s)", json_string_value(json_object_get(man, "name")),
                                     json_string_value(json_object_get(man, "origin")));
+    const char *sbom = json_string_value(json_object_get(art, "sbom"));
+    printf("\nsbom      %s%s", sbom ? sbom : "none (rebuild the artifact with make or sipp build)",
+           json_string_value(json_object_get(art, "signature")) ? ", signed" : "");
     printf("\n\nbackends\n");
     json_array_foreach(json_object_get(r, "backends"), i, v) {
         printf("  %-7s compiled %-3s available %-3s", json_string_value(json_object_get(v, "name")),

@@ -92,7 +92,10 @@ class TargetRecord:
         self.path = os.path.join(TARGETS, f"{target}.json")
 
     def __enter__(self):
-        self.saved = open(self.path, "rb").read() if os.path.exists(self.path) else None
+        self.saved = None
+        if os.path.exists(self.path):
+            with open(self.path, "rb") as f:
+                self.saved = f.read()
         return self
 
     def read(self):

@@ -26,10 +26,22 @@ static void write_file(const char *name, const uint8_t *data, size_t n) {
     fclose(f);
 }
 
+static void cleanup(void) {
+    static const char *const names[] = {"manifest.json", "libggml-base.so", "signature.json",
+                                        "sbom.spdx.json"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[sizeof dir + 64];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     if (!mkdtemp(dir)) abort();
+    atexit(cleanup);
     static const char manifest[] = "{\"name\": \"fuzz\", \"backends\": [\"cpu\"]}\n";
     write_file("manifest.json", (const uint8_t *)manifest, sizeof manifest - 1);
     write_file("libggml-base.so", (const uint8_t *)"lib", 3);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/targets.h"
 #include "cli/llama_tools.h"
 
 #define MAX_ARGS LLAMA_TOOL_MAX_ARGS
@@ -76,7 +77,7 @@ int cmd_backend_ops(int argc, char **argv) {
         cli_error("backend-ops: --backend: %s", err);
         return EXIT_USAGE;
     }
-    if (!cli_runtime_init(artifact)) return EXIT_RUNTIME;
+    if (!cli_runtime_init_for(artifact, backend)) return EXIT_RUNTIME;
     char device[sizeof((sipp_backend_decision *)0)->devices], binary[LLAMA_TOOL_PATH];
     if (!llama_tool_device("backend-ops", backend, device, sizeof device)) return EXIT_RUNTIME;
     const char *art = sipp_runtime_artifact_dir();

@@ -3,7 +3,8 @@
  * artifact, a directory of the pinned llama.cpp libraries with exactly the chosen backend modules, by
  * running the same deps/fetch.sh that `make BACKENDS=...` runs, for a target package:
  *
- *   cli     (the default) the artifact the CLI and gateway use with --artifact DIR / SIPP_ARTIFACT
+ *   cli     (the default) for the CLI and gateway: --artifact DIR / SIPP_ARTIFACT select it, and an
+ *           explicit --backend the default artifact lacks is taken from it
  *   node    the same artifact, plus the Node addon (bindings/node/build.sh) that loads it
  *   python  the same artifact, for the ctypes binding
  *   web     the browser runtime (bindings/web/build.sh), once the tree has one
@@ -39,7 +40,8 @@ static const char usage[] =
     "usage: sipp build [TARGET] --backend cpu|vulkan|cuda|all [--backend ...] [--from-source] [--out DIR]\n"
     "                  [--sign KEY.pem]\n\n"
     "TARGET is who loads the artifact:\n"
-    "  cli     (default) the CLI and gateway: use it with --artifact DIR or SIPP_ARTIFACT=DIR\n"
+    "  cli     (default) the CLI: --backend NAME takes it when the default artifact lacks NAME;\n"
+    "          --artifact DIR or SIPP_ARTIFACT=DIR select it for anything (the gateway too)\n"
     "  node    the Node package: builds its addon; SIPP_NODE_BACKEND=NAME then selects this artifact\n"
     "  python  the Python package: SIPP_PYTHON_BACKEND=NAME then selects this artifact\n"
     "  web     the browser runtime (bindings/web), when this tree has it\n"
@@ -158,7 +160,8 @@ static void say_built(cli_target t, const char *art, const char **list, int n) {
     if (env)
         printf("): %s=%s selects it\n", env, n > 1 ? list[n - 1] : "cpu");
     else
-        printf("): use it with sipp --artifact %s, or SIPP_ARTIFACT=%s\n", art, art);
+        printf("): sipp --backend %s takes it when the default artifact lacks %s; --artifact %s selects it\n",
+               list[n - 1], list[n - 1], art);
 }
 
 static bool build_web(const char *root) {

@@ -181,7 +181,7 @@ static json_t *target_fix(cli_target t, const char *backend) {
     char fix[256];
     const char *b = strcmp(backend, "auto") == 0 ? "cpu" : backend;
     snprintf(fix, sizeof fix, "sipp build %s --backend %s%s", cli_target_name(t), b,
-             t == TARGET_CLI ? " (then run with --artifact DIR, the directory it prints)" : "");
+             "");
     return json_string(fix);
 }
 
@@ -269,7 +269,7 @@ int cmd_doctor(int argc, char **argv) {
         }
         artifact = dir;
     }
-    if (!cli_runtime_init(artifact)) {
+    if (!cli_runtime_init_for(artifact, backend)) {
         json_decref(tj);
         return EXIT_RUNTIME;
     }

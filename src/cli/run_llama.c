@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/targets.h"
 #include "cli/llama_tools.h"
 
 #define TOOL_LIST "backend-ops, bench"
@@ -71,7 +72,7 @@ static int run_bench(int argc, char **argv) {
         cli_error("run llama bench: --backend: %s", err);
         return EXIT_USAGE;
     }
-    if (!cli_runtime_init(artifact)) return EXIT_RUNTIME;
+    if (!cli_runtime_init_for(artifact, backend)) return EXIT_RUNTIME;
     char device[sizeof((sipp_backend_decision *)0)->devices] = "", binary[LLAMA_TOOL_PATH];
     if (!own_device &&
         !llama_tool_device("run llama bench", backend ? backend : "auto", device, sizeof device))

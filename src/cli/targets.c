@@ -6,9 +6,10 @@
  * `sipp build TARGET --backend ...` records the artifact it made for that target in
  * build/targets/TARGET.json, {"target", "artifact", "backends"}: the Node and Python packages read
  * that file when they choose their artifact (SIPP_NODE_BACKEND, SIPP_PYTHON_BACKEND), so a build for
- * a target is what that target then selects. The CLI's choice is explicit instead (--artifact,
- * SIPP_ARTIFACT, else the artifact it was linked against), so that building an artifact never
- * changes what an existing command line loads.
+ * a target is what that target then selects. The CLI's choice stays with --artifact, SIPP_ARTIFACT,
+ * else the artifact it was linked against; only an explicit --backend that artifact lacks falls to
+ * the artifact `sipp build cli` recorded, so that building an artifact never changes what a command
+ * line that works already loads, and `sipp build cli --backend cuda` makes `--backend cuda` work.
  *
  * The choosing rules are those of bindings/node/lib/artifact.js and bindings/python/sipp/_native.py,
  * restated here so that `sipp doctor --target` reports what the package itself would do; the
@@ -218,7 +219,17 @@ void cli_target_choose(cli_target t, const char *backend, const char *explicit_d
     bool have_default = default_artifact(t, dir, sizeof dir);
     if (have_default) {
         choose(out, dir, "the default artifact", backend);
-        if (out->has_backend || t == TARGET_CLI) return;
+        if (out->has_backend) return;
+    }
+    if (t == TARGET_CLI) {
+        /* The CLI never scans: an explicit backend its default lacks comes from sipp build cli or not at all.
+         */
+        cli_target_choice rec;
+        if (record_artifact(t, dir, sizeof dir)) {
+            choose(&rec, dir, "sipp build cli", backend);
+            if (rec.has_backend || !have_default) *out = rec;
+        }
+        return;
     }
     json_t *all = artifact_dirs();
     size_t i;
@@ -241,7 +252,7 @@ void cli_target_choose(cli_target t, const char *backend, const char *explicit_d
 
 json_t *cli_target_json(cli_target t) {
     char rec[PATH_MAX] = "";
-    bool has_rec = t != TARGET_CLI && t != TARGET_WEB && record_artifact(t, rec, sizeof rec);
+    bool has_rec = t != TARGET_WEB && record_artifact(t, rec, sizeof rec);
     json_t *arts = json_array(), *select = json_object();
     if (t != TARGET_WEB) {
         json_t *all = artifact_dirs();
@@ -256,6 +267,13 @@ json_t *cli_target_json(cli_target t) {
             json_array_append(arts, a);
         }
         json_decref(all);
+        /* A record made with --out lies outside build/artifacts. */
+        bool listed = false;
+        json_array_foreach(arts, i, a) listed |= json_is_true(json_object_get(a, "record"));
+        json_t *rb = has_rec && !listed ? cli_artifact_backends(rec) : NULL;
+        if (rb)
+            json_array_append_new(arts, json_pack("{s:s, s:o, s:b, s:b}", "dir", rec, "backends", rb,
+                                                  "record", 1, "default", strcmp(rec, def) == 0));
         static const char *const names[] = {"auto", "cpu", "vulkan", "cuda", "metal"};
         for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
             cli_target_choice c;
@@ -268,4 +286,15 @@ json_t *cli_target_json(cli_target t) {
     return json_pack("{s:s, s:s?, s:s?, s:o, s:o}", "target", cli_target_name(t), "backend_env",
                      cli_target_backend_env(t), "record", has_rec ? rec : NULL, "artifacts", arts, "select",
                      select);
+}
+
+bool cli_runtime_init_for(const char *artifact, const char *backend) {
+    if (!artifact && backend && strcmp(backend, "auto") != 0) {
+        cli_target_choice c;
+        cli_target_choose(TARGET_CLI, backend, NULL, &c);
+        /* Only a different artifact that has the backend changes anything; otherwise libsipp's own
+         * choice stands, and its error says what is missing. */
+        if (c.found && c.has_backend && strcmp(c.source, "sipp build cli") == 0) artifact = c.dir;
+    }
+    return cli_runtime_init(artifact);
 }

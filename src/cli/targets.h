@@ -50,6 +50,11 @@ void cli_target_choose(cli_target t, const char *backend, const char *explicit_d
  * "select": {"auto": dir, "vulkan": dir, ...}}. */
 json_t *cli_target_json(cli_target t);
 
+/* cli_runtime_init for a command that asks for `backend`: with no --artifact and no SIPP_ARTIFACT,
+ * an explicit backend the default artifact lacks is taken from the artifact `sipp build cli`
+ * recorded, when that one has it. */
+bool cli_runtime_init_for(const char *artifact, const char *backend);
+
 /* The environment variable that names the backend the package wants (NULL for cli and web). */
 const char *cli_target_backend_env(cli_target t);
 

@@ -222,6 +222,35 @@ class BuildTargetTest(unittest.TestCase):
             self.assertIn("target    node: usable", d.stdout)
 
 
+    def test_cli_takes_a_backend_its_default_lacks_from_sipp_build_cli(self):
+        """The CLI keeps its default artifact, except for an explicit backend that artifact lacks, which
+        comes from the artifact `sipp build cli` recorded. No backend is buildable here that the default
+        artifact lacks, so the recorded artifact's manifest claims cuda (a stand-in for a CUDA host's
+        build): the CLI must load that artifact, whose modules then honestly say cuda is not compiled."""
+        out = os.path.join(self.tmp, "cli-cpu")
+        with TargetRecord("cli"):
+            p = run_sipp(["build", "cli", "--backend", "cpu", "--out", out])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            manifest = os.path.join(out, "manifest.json")
+            with open(manifest) as f:
+                m = json.load(f)
+            m["backends"] = ["cpu", "cuda"]
+            with open(manifest, "w") as f:
+                json.dump(m, f)
+            d = run_sipp(["doctor", "--target", "cli", "--backend", "cuda", "--json"])
+            self.assertEqual(d.returncode, 1)
+            t = json.loads(d.stdout)["target"]
+            self.assertEqual((t["artifact"], t["source"]), (os.path.realpath(out), "sipp build cli"))
+            p = run_sipp([self.model, "Hi", "--max-tokens", "2", "--backend", "cuda"])
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("'cuda' is not compiled into this build (compiled: cpu)", p.stderr)  # not cpu, vulkan
+            d = json.loads(run_sipp(["doctor", "--backend", "cpu", "--json"], check=True).stdout)
+            self.assertNotEqual(d["artifact"]["dir"], os.path.realpath(out))  # a working command line is unchanged
+            b = json.loads(run_sipp(["backends", "--target", "cli", "--json"], check=True).stdout)
+            self.assertEqual(b["select"]["cuda"]["artifact"], os.path.realpath(out))
+            self.assertIn(os.path.realpath(out), [a["dir"] for a in b["artifacts"] if a["record"]])
+
+
 class DoctorTargetTest(unittest.TestCase):
     def doctor(self, *args, env=None):
         p = run_sipp(["doctor", *args, "--json"], env=env)

@@ -137,7 +137,7 @@ bool sipp_buf_append_utf8(sipp_buf *b, const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0, run = 0; /* a run of valid bytes is copied at once */
     while (i < n) {
-        size_t len = utf8_char_len(p + i, n - i);
+        size_t len = p[i] ? utf8_char_len(p + i, n - i) : 0; /* NUL: see util.h */
         if (len) {
             i += len;
             continue;

@@ -47,7 +47,9 @@ void sipp_buf_free(sipp_buf *b);
 size_t sipp_utf8_complete_prefix(const char *s, size_t n);
 
 /* Appends s[0..n) with every byte that is not part of a valid UTF-8 character replaced by U+FFFD,
- * so that what reaches a client (and a JSON encoder) is always valid UTF-8. */
+ * so that what reaches a client (and a JSON encoder) is always valid UTF-8. NUL is replaced too:
+ * a model can emit it (byte-fallback token <0x00>), but sipp's text is NUL-terminated, and a
+ * client that sends the answer back as history would have it refused ("\u0000" in JSON). */
 bool sipp_buf_append_utf8(sipp_buf *b, const char *s, size_t n);
 
 /* True when s[0..n) is valid UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF). */

@@ -129,8 +129,9 @@ $(MAN): $(SIPP)
 
 # make dist: the release tarball (scripts/stage.sh lays it out, its install.sh installs it).
 # make install PREFIX=... [DESTDIR=...]: the same tree, installed by the same install.sh.
+# make dist SIGN=KEY.pem signs the release's artifact with that Ed25519 key.
 dist: all
-	@bash scripts/stage.sh $(BUILD)/dist/$(DIST_NAME) $(BUILD) $(SIPP_VERSION) >/dev/null
+	@SIPP_SIGN_KEY=$(SIGN) bash scripts/stage.sh $(BUILD)/dist/$(DIST_NAME) $(BUILD) $(SIPP_VERSION) >/dev/null
 	@tar czf $(DIST_TGZ) -C $(BUILD)/dist $(DIST_NAME)
 	@echo "$(DIST_TGZ)"
 

@@ -14,6 +14,7 @@
 #   share/sipp/web/                   the web page (also embedded in bin/sipp, served by sipp serve)
 #   share/doc/sipp/README.md
 #   install.sh                        install.sh [--prefix DIR], honours DESTDIR
+# SIPP_SIGN_KEY=KEY.pem (make dist SIGN=KEY.pem) signs the staged artifact.
 set -euo pipefail
 die() { echo "sipp stage: $*" >&2; exit 1; }
 [ $# -eq 3 ] || die "usage: scripts/stage.sh STAGE_DIR BUILD_DIR VERSION"
@@ -35,6 +36,14 @@ cp "$build/bin/sipp" "$stage/bin/sipp"
 cp "$build/lib/libsipp.so" "$stage/lib/libsipp.so"
 patchelf --set-rpath '$ORIGIN/../lib/sipp/artifact:$ORIGIN/../lib' "$stage/bin/sipp"
 patchelf --set-rpath '$ORIGIN/sipp/artifact' "$stage/lib/libsipp.so"
+# The SBOM names sipp's binaries by hash: these ones, with their run paths set. A signature of the
+# build tree's artifact would no longer match it, so the staged one is signed again or not at all.
+rm -f "$stage/lib/sipp/artifacts/$name/signature.json"
+SIPP_VERSION=$version python3 "$repo/deps/sbom.py" "$stage/lib/sipp/artifacts/$name" "$stage/bin/sipp" \
+  "$stage/lib/libsipp.so" >/dev/null
+if [ -n "${SIPP_SIGN_KEY:-}" ]; then
+  "$stage/bin/sipp" artifact sign "$stage/lib/sipp/artifacts/$name" --key "$SIPP_SIGN_KEY" >/dev/null
+fi
 cp "$repo/include/sipp.h" "$stage/include/"
 cp "$build/share/man/man1/sipp.1" "$stage/share/man/man1/"
 cp "$repo"/web/*.html "$repo"/web/*.css "$repo"/web/*.js "$repo"/web/*.svg "$stage/share/sipp/web/" 2>/dev/null || true

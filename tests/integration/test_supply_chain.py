@@ -359,6 +359,12 @@ class ReleaseTest(unittest.TestCase):
         p = self.run_installed(prefix, "artifact", "verify", os.path.join(prefix, "lib", "sipp", "artifact"))
         self.assertEqual(p.returncode, 1)  # the release artifact is not signed unless its maker signs it
         self.assertIn("is not signed", p.stderr)
+        # the installed SBOM names the installed binaries (their run paths differ from the build tree's)
+        with open(os.path.join(prefix, "lib", "sipp", "artifact", "sbom.spdx.json")) as f:
+            sipp_pkg = next(p for p in json.load(f)["packages"] if p["name"] == "sipp")
+        self.assertIn(f"sipp sha256 {sha(os.path.join(prefix, 'bin', 'sipp'), 'sha256')}", sipp_pkg["comment"])
+        self.assertIn(f"libsipp.so sha256 {sha(os.path.join(prefix, 'lib', 'libsipp.so'), 'sha256')}",
+                      sipp_pkg["comment"])
         # a program built against the installed headers and pkg-config file
         src = os.path.join(self.tmp, "hello.c")
         with open(src, "w") as f:
@@ -371,6 +377,22 @@ class ReleaseTest(unittest.TestCase):
         subprocess.run(["cc", src, "-o", exe, *flags], check=True, capture_output=True, timeout=120)
         self.assertEqual(subprocess.run([exe], capture_output=True, text=True, env={}).stdout.strip(),
                          run_sipp(["version"], check=True).stdout.split()[1])
+
+    def test_signed_release(self):
+        key, pub = keypair(self.tmp, "release")
+        p = subprocess.run(["make", "--no-print-directory", "dist", f"SIGN={key}"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=MAKE_TIMEOUT_S)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        unpack = os.path.join(self.tmp, "signed-unpack")
+        os.makedirs(unpack, exist_ok=True)
+        subprocess.run(["tar", "xzf", p.stdout.strip().splitlines()[-1], "-C", unpack], check=True)
+        (top,) = os.listdir(unpack)
+        art = os.path.join(unpack, top, "lib", "sipp", "artifact")
+        v = run_sipp(["artifact", "verify", art, "--key", pub], threads=False)
+        self.assertEqual(v.returncode, 0, v.stderr)
+        # and the unsigned tarball is what make dist writes again without SIGN
+        subprocess.run(["make", "--no-print-directory", "dist"], cwd=ROOT, capture_output=True, timeout=MAKE_TIMEOUT_S,
+                       check=True)
 
     def test_destdir_and_make_install(self):
         dest = os.path.join(self.tmp, "dest")

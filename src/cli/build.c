@@ -159,9 +159,11 @@ static void say_built(cli_target t, const char *art, const char **list, int n) {
         printf("%s%s", i ? "+" : "", list[i]);
     if (env)
         printf("): %s=%s selects it\n", env, n > 1 ? list[n - 1] : "cpu");
-    else
+    else if (n > 1)
         printf("): sipp --backend %s takes it when the default artifact lacks %s; --artifact %s selects it\n",
                list[n - 1], list[n - 1], art);
+    else
+        printf("): sipp --artifact %s (or SIPP_ARTIFACT=%s) selects it\n", art, art);
 }
 
 static bool build_web(const char *root) {

@@ -17,8 +17,8 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"serve", cmd_serve, "run the gateway: OpenAI-compatible and sipp-native HTTP routes"},
-    {"doctor", cmd_doctor, "report the host, the artifact, devices, drivers and the auto decision"},
-    {"backends", cmd_backends, "list every backend: compiled, available, devices"},
+    {"doctor", cmd_doctor, "report the host, the artifact, devices, drivers and the auto decision; --target PACKAGE"},
+    {"backends", cmd_backends, "list every backend: compiled, available, devices; --target PACKAGE: what it selects"},
     {"build", cmd_build, "make an artifact for a target (cli, node, python, web) with the chosen backends"},
     {"bench", cmd_bench, "measure prefill and decode speed"},
     {"verify", cmd_verify, "check that backends agree on a model's outputs"},

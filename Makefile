@@ -30,13 +30,18 @@ SIPP_VERSION := 0.1.0
 CC ?= cc
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS ?= -O2 -g
-SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) -Iinclude -Isrc -I$(LLAMA_INC) \
+# Every symbol is hidden unless sipp.h declares it SIPP_API: libsipp.so exports its API and nothing else.
+SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -fvisibility=hidden $(WARN) -Iinclude -Isrc -I$(LLAMA_INC) \
   -DSIPP_VERSION='"$(SIPP_VERSION)"' -DSIPP_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' -DSIPP_LLAMA_COMMIT='"$(LLAMA_COMMIT)"' \
   $(EXTRA_CFLAGS)
 LLAMA_LIBS := -L$(BUILD)/artifact -lllama -lggml -lggml-base
 SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl
 
-LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/store/*.c src/verify/*.c src/core/*.c))
+LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/store/*.c src/verify/*.c))
+# libsipp-util.a: the helpers clients may link beside libsipp.so (strings, buffers, errors, TOML);
+# docs/architecture.md states the rule.
+UTIL_SRCS := $(sort $(wildcard src/util/*.c))
+UTIL_OBJS := $(UTIL_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_SRCS := $(sort $(wildcard src/cli/*.c src/gateway/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 # The web page's files are embedded in the sipp binary (scripts/embed_assets.py writes a C table).
@@ -58,11 +63,12 @@ DIST_NAME := sipp-$(SIPP_VERSION)-linux-x64
 DIST_TGZ := $(BUILD)/$(DIST_NAME).tar.gz
 LIBSIPP := $(BUILD)/lib/libsipp.so
 LIBSIPP_A := $(BUILD)/lib/libsipp.a
+LIBSIPP_UTIL := $(BUILD)/lib/libsipp-util.a
 SIPP := $(BUILD)/bin/sipp
 SYNTH := $(BUILD)/bin/sipp-synth
 
-.PHONY: all deps setup demo test test-unit test-asan clean format bench bindings dist install
-all: $(SIPP) $(SYNTH) $(LIBSIPP) $(SBOM) $(MAN)
+.PHONY: all deps setup demo test clean format bindings fuzz-bins test-bins unit-bins dist install
+all: $(SIPP) $(SYNTH) $(LIBSIPP) $(LIBSIPP_A) $(SBOM) $(MAN)
 
 setup:
 	@bash scripts/setup-debian.sh
@@ -80,7 +86,7 @@ llama-links: $(LLAMA_STAMP)
 	@ln -sfn $(if $(filter $(LLAMA_ROOT),$(BUILD)),artifacts/$(ARTIFACT_NAME),$(abspath $(ART))) $(BUILD)/artifact
 deps: llama-links
 
-$(BUILD)/obj/%.o: %.c $(LLAMA_STAMP) | $(BUILD)/obj llama-links
+$(BUILD)/obj/%.o: %.c $(LLAMA_STAMP) Makefile | $(BUILD)/obj llama-links
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) -MMD -MP -c $< -o $@
@@ -102,20 +108,32 @@ $(LIBSIPP): $(LIB_OBJS)
 	@echo "  LD  $@"
 	@$(CC) -shared $(LDFLAGS_EXTRA) -o $@ $^ $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-soname,libsipp.so -Wl,-rpath,'$$ORIGIN/../artifact'
 
+# The static archive of every library object, for the unit tests, which test internals.
 $(LIBSIPP_A): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	@rm -f $@
 	@ar rcs $@ $^
 
-$(SIPP): $(CLI_OBJS) $(LIBSIPP_A)
+$(LIBSIPP_UTIL): $(UTIL_OBJS)
 	@mkdir -p $(dir $@)
-	@echo "  LD  $@"
-	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(CLI_OBJS) $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -lmicrohttpd -lcurl -Wl,-rpath,'$$ORIGIN/../artifact'
+	@rm -f $@
+	@ar rcs $@ $^
 
-$(SYNTH): $(SYNTH_OBJS) $(LIBSIPP_A)
+# The clients link libsipp.so: a call across the boundary to anything sipp.h does not export fails
+# to link. The CLI finds libsipp.so beside it ($ORIGIN/../lib) and llama.cpp's libraries through
+# libsipp.so's own rpath.
+CLIENT_LIBS := -L$(BUILD)/lib -lsipp $(LIBSIPP_UTIL) -Wl,-rpath,'$$ORIGIN/../lib'
+
+$(SIPP): $(CLI_OBJS) $(LIBSIPP) $(LIBSIPP_UTIL)
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
-	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(SYNTH_OBJS) $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
+	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(CLI_OBJS) $(CLIENT_LIBS) -ljansson -lmicrohttpd -lcurl -lcrypto -lpthread -lm
+
+# sipp-synth writes GGUF files with ggml's gguf API (libggml-base) and uses nothing else of libsipp.
+$(SYNTH): $(SYNTH_OBJS) $(LIBSIPP) $(LIBSIPP_UTIL)
+	@mkdir -p $(dir $@)
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(SYNTH_OBJS) $(CLIENT_LIBS) -L$(BUILD)/artifact -lggml-base -lm -Wl,-rpath,'$$ORIGIN/../artifact'
 
 # The SBOM lists the artifact's files and what sipp links against, so it follows the binaries.
 $(SBOM): $(LLAMA_STAMP) $(SIPP) $(LIBSIPP) deps/sbom.py
@@ -150,12 +168,11 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIBSIPP_A)
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) $(LDFLAGS_EXTRA) -o $@ $< $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
 
-# libFuzzer harnesses (clang). Each lists the sources it exercises; tests/run.sh runs each briefly.
-FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(LLAMA_INC)
+# libFuzzer harnesses (clang). Each lists the sources it exercises, built with the fuzzer's
+# instrumentation; tests/run.sh runs each briefly from its seed corpus (tests/fuzz/corpus/NAME).
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc -I$(LLAMA_INC)
 FUZZ_toml_SRCS := tests/fuzz/fuzz_toml.c src/util/toml.c
-FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/errors.c
-FUZZ_signature_SRCS := tests/fuzz/fuzz_signature.c src/backend/signature.c src/store/sha256.c src/util/util.c
-FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_signature
+FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/errors.c src/util/util.c
 $(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -164,10 +181,24 @@ $(BUILD)/fuzz/fuzz_request: $(FUZZ_request_SRCS) $(LIBSIPP)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $(FUZZ_request_SRCS) -o $@ -L$(BUILD)/lib -lsipp -ljansson -Wl,-rpath,'$$ORIGIN/../lib'
-$(BUILD)/fuzz/fuzz_signature: $(FUZZ_signature_SRCS)
-	@mkdir -p $(dir $@)
-	@echo "  FUZZ $@"
-	@clang $(FUZZ_CFLAGS) $^ -o $@ -ljansson -lcrypto
+
+# The library's parsers: the sources under test are instrumented, the rest of libsipp comes from the
+# static archive (its objects that the harness's own sources replace are never pulled in).
+FUZZ_catalog_SRCS := tests/fuzz/fuzz_catalog.c src/store/catalog.c
+FUZZ_store_meta_SRCS := tests/fuzz/fuzz_store_meta.c src/store/store.c
+FUZZ_manifest_SRCS := tests/fuzz/fuzz_manifest.c src/verify/manifest.c src/verify/metrics.c
+FUZZ_gguf_SRCS := tests/fuzz/fuzz_gguf.c src/store/inspect.c
+FUZZ_signature_SRCS := tests/fuzz/fuzz_signature.c src/backend/signature.c
+FUZZ_LIB := catalog store_meta manifest gguf signature
+define fuzz_lib_rule
+$(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
+	@mkdir -p $$(dir $$@)
+	@echo "  FUZZ $$@"
+	@clang $(FUZZ_CFLAGS) $$(FUZZ_$(1)_SRCS) -o $$@ $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$$$ORIGIN/../artifact'
+endef
+$(foreach h,$(FUZZ_LIB),$(eval $(call fuzz_lib_rule,$(h))))
+
+FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
 fuzz-bins: $(FUZZ_BINS)
 
 # The Node.js addon (bindings/node/build.sh: plain C against the pinned Node-API headers).

@@ -161,12 +161,205 @@ SIPP_API const char *sipp_cpu_module(void);
 
 /* ---- model store -------------------------------------------------------------------------------- */
 
-/* What a MODEL argument names: an existing file as it is; else a model in the local store
- * ($SIPP_MODELS_DIR, default ${XDG_DATA_HOME:-~/.local/share}/sipp/models) by name, giving its GGUF
- * file (shard 1 of a split set); else SIPP_ERR_NOT_FOUND with one line in errbuf saying how to pull
- * it. Writes at most cap bytes to path_out. sipp_model_load resolves its path this way itself.
- * [any thread] */
+/* The local store of pulled models ($SIPP_MODELS_DIR, default ${XDG_DATA_HOME:-~/.local/share}/sipp/
+ * models): NAME.gguf (or the shards NAME-0000i-of-0000n.gguf of a split set) and NAME.json, its
+ * metadata (source, per-file URL, size, sha256, pull time). A pull puts the files in place first and
+ * the metadata last, so a model that is listed is complete. Functions taking `dir` use the default
+ * store when it is NULL. Every function here works without the runtime (no backend is loaded).
+ * [any thread], but two processes or threads changing one model at once are not serialised. */
+
+#define SIPP_PATH_MAX 4096
+#define SIPP_URL_MAX 4096
+#define SIPP_NAME_MAX 128  /* bytes of a store name, without the terminating NUL */
+#define SIPP_SHA256_HEX 65 /* 64 lowercase hex digits and a NUL */
+#define SIPP_STORE_TIME_MAX 32 /* "YYYY-MM-DDTHH:MM:SSZ" and room to spare */
+
+/* The store directory (not created). */
+SIPP_API sipp_status sipp_store_dir(char *out, size_t cap, char *errbuf);
+
+typedef struct sipp_store_file {
+    char file[SIPP_NAME_MAX + 32]; /* file name inside the store */
+    char *url;                     /* where it was downloaded from; "" when unknown */
+    uint64_t size;
+    int64_t mtime_ns;             /* when the sha256 below was taken: it is valid while size and */
+    char sha256[SIPP_SHA256_HEX]; /* mtime are unchanged; "" when not known */
+} sipp_store_file;
+
+typedef struct sipp_store_model {
+    char name[SIPP_NAME_MAX + 1];
+    char *source; /* what was pulled: a URL, hf://..., or a catalog name; "" if unknown */
+    char pulled_at[SIPP_STORE_TIME_MAX]; /* UTC, ISO 8601; "" for a bare file */
+    bool verified;                       /* every file matched a sha256 known before the download */
+    bool managed;                        /* false for a bare NAME.gguf without metadata */
+    int n_files;
+    sipp_store_file *files;
+    uint64_t size;       /* all files together */
+    char path[SIPP_PATH_MAX]; /* the file to load: the only file or shard 1 */
+} sipp_store_model;
+
+/* Every model in the store, sorted by name; a store that does not exist yet is empty. *out is an
+ * array of *n models; free it with sipp_store_list_free. */
+SIPP_API sipp_status sipp_store_list(const char *dir, sipp_store_model **out, size_t *n, char *errbuf);
+SIPP_API void sipp_store_list_free(sipp_store_model *models, size_t n);
+
+/* Removes a model's files, its metadata and any partial downloads of it. SIPP_ERR_NOT_FOUND when
+ * the store has no such model. */
+SIPP_API sipp_status sipp_store_remove(const char *dir, const char *name, char *errbuf);
+
+/* What a MODEL argument names: an existing file as it is; else a model in the store by name, giving
+ * its GGUF file (shard 1 of a split set); else SIPP_ERR_NOT_FOUND with one line in errbuf saying how
+ * to pull it (by name when the catalog knows it). Anything else (a directory, a name with '/' that
+ * does not exist) is an error naming the input. Writes at most cap bytes to path_out.
+ * sipp_model_load resolves its path this way itself. */
 SIPP_API sipp_status sipp_store_resolve(const char *name_or_path, char *path_out, size_t cap, char *errbuf);
+
+/* The SHA-256 of a file (lowercase hex), cached: from the store's metadata when the file is in the
+ * store, else from the store's hash cache (.sha256-cache.json, keyed by path, size and mtime);
+ * computed and cached only when size or mtime changed. *cached (optional) tells whether the value
+ * was reused. Every file hash sipp takes goes through here (`models info`, verify manifests). */
+SIPP_API sipp_status sipp_store_file_sha256(const char *path, char hex[SIPP_SHA256_HEX], bool *cached,
+                                            char *errbuf);
+
+/* The SHA-256 of a byte string (lowercase hex). False (hex "") when out of memory. The store's
+ * files are hashed with sipp_store_file_sha256; this is the same function for data in memory. */
+SIPP_API bool sipp_sha256_hex(const void *data, size_t len, char hex[SIPP_SHA256_HEX]);
+
+/* The path of shard `index` (1-based) of the split set that path (a URL or file path whose last
+ * segment is NAME-0000i-of-0000n.gguf) belongs to. False when path is not a shard or out is too
+ * small. */
+SIPP_API bool sipp_split_sibling(const char *path, int index, char *out, size_t cap);
+
+/* Pulling. */
+
+/* Where a download stands; passed to the progress callback several times a second. */
+typedef struct sipp_pull_progress {
+    int file_index; /* 1-based, of n_files */
+    int n_files;
+    const char *file;   /* the file's name in the store */
+    uint64_t done;      /* bytes of this file on disk */
+    uint64_t total;     /* bytes of this file; 0 while unknown */
+    uint64_t received;  /* bytes received over the network in this pull, all files */
+    double bytes_per_s; /* average over this pull */
+    double eta_s;       /* seconds left for this file; -1 while unknown */
+    bool file_done;     /* the file is complete (the last call for it) */
+    const char *note;   /* a one-off remark ("the server ignored the range request; starting over");
+                           NULL mostly */
+} sipp_pull_progress;
+
+/* Return false to stop the pull (it fails with SIPP_ERR_CANCELLED; the partial file is kept). */
+typedef bool (*sipp_pull_progress_fn)(const sipp_pull_progress *p, void *user);
+
+typedef struct sipp_pull_params {
+    const char *source; /* http(s) URL, hf://ORG/REPO/FILE.gguf, or a catalog name */
+    const char *name;   /* store name; NULL: the catalog's name, else one made from the URL */
+    const char *sha256; /* expected digest(s), comma-separated, one per file of a split set;
+                           NULL: the catalog's, when it knows them */
+    bool force;         /* download even when the store already has this model from this URL */
+    int retries;        /* reconnects after a transfer breaks off (default 3) */
+    sipp_pull_progress_fn progress;
+    void *user;
+} sipp_pull_params;
+
+SIPP_API sipp_pull_params sipp_pull_default_params(void);
+
+typedef struct sipp_pull_result {
+    char name[SIPP_NAME_MAX + 1];
+    char path[SIPP_PATH_MAX];    /* the file to load (shard 1 of a split set) */
+    char url[SIPP_URL_MAX]; /* where it came from (shard 1) */
+    int n_files;
+    uint64_t size;                /* bytes of all files */
+    uint64_t received;            /* bytes received in this pull */
+    bool verified;                /* every file matched a known sha256 */
+    bool already;                 /* the store had it: nothing was downloaded */
+    bool resumed;                 /* some file continued an earlier partial download */
+    bool replaced;                /* the store had another model under this name; it is gone */
+    char sha256[SIPP_SHA256_HEX]; /* of the first file */
+    double seconds;
+} sipp_pull_result;
+
+/* Downloads a model into the store. Each file is fetched into partial/FILE.part (resuming what an
+ * earlier pull left there when the server supports ranges), hashed as it arrives, checked (sha256
+ * when known, GGUF magic and header), and only then renamed into the store. On any failure the
+ * store itself is unchanged; a .part may remain in partial/ for the next pull to resume. */
+SIPP_API sipp_status sipp_store_pull(const sipp_pull_params *params, sipp_pull_result *result, char *errbuf);
+
+/* The catalog: the models sipp can pull by name. Two JSON files of one format: the one shipped with
+ * sipp ($SIPP_CATALOG, else found beside the executable or library, see docs/models.md), and the
+ * user's own, catalog.json beside the store, whose entries replace shipped ones of the same name. */
+
+typedef struct sipp_catalog_entry {
+    char *name;
+    char *description; /* "" when not given */
+    char *url;         /* as written: hf://ORG/REPO/FILE.gguf or http(s)://...; a split set names shard 1 */
+    char **sha256;     /* lowercase digests, one per file of the set; n_sha256 is 0 when unknown */
+    size_t n_sha256;
+    uint64_t size; /* bytes of all files together; 0 when unknown */
+    char **labels; /* chat, reasoning, tool-calling, embeddings, reranking, vision, coding */
+    size_t n_labels;
+    char **backends; /* suggested backends, best first */
+    size_t n_backends;
+    int ctx_size;       /* suggested context size; 0 when not given */
+    char *license;      /* "" when not given */
+    const char *origin; /* the file it came from (borrowed from the catalog) */
+} sipp_catalog_entry;
+
+typedef struct sipp_catalog {
+    sipp_catalog_entry *entries;
+    size_t n;
+    char shipped_path[SIPP_PATH_MAX]; /* "" when no shipped catalog was found */
+    char user_path[SIPP_PATH_MAX];    /* where the user catalog is or would be */
+    bool user_exists;
+} sipp_catalog;
+
+/* Loads the shipped catalog (when found) and the user catalog (when it exists). A file that exists
+ * but is not a valid catalog is an error naming the file and the problem; a missing shipped catalog
+ * is not (shipped_path stays ""). */
+SIPP_API sipp_status sipp_catalog_load(sipp_catalog **out, char *errbuf);
+
+/* The entry of that name, or NULL (also for a NULL catalog). */
+SIPP_API const sipp_catalog_entry *sipp_catalog_find(const sipp_catalog *cat, const char *name);
+SIPP_API void sipp_catalog_free(sipp_catalog *cat);
+
+/* A GGUF header, read without loading any weights (`sipp models info`). */
+
+#define SIPP_GGUF_MAX_TYPES 48 /* distinct tensor types listed (ggml has fewer) */
+
+typedef struct sipp_gguf_type_count {
+    char type[16]; /* ggml's name: "f32", "q8_0", "q4_K", ... */
+    int64_t n_tensors;
+    uint64_t n_params; /* elements in tensors of this type */
+    uint64_t bytes;
+} sipp_gguf_type_count;
+
+typedef struct sipp_gguf_info {
+    char path[SIPP_PATH_MAX];   /* the file read: the one given, or shard 1 of its split set */
+    char architecture[64]; /* general.architecture */
+    char name[128];        /* general.name; "" when absent */
+    char file_type[32];    /* general.file_type by name ("Q4_K_M"); "" when absent */
+    uint32_t gguf_version;
+    int n_files;        /* 1, or the shard count of a split set */
+    uint64_t file_size; /* bytes of all files */
+    uint64_t n_params;  /* elements of all tensors */
+    int64_t n_tensors;
+    /* From the "<arch>.*" keys; -1 when the model does not say. */
+    int64_t n_ctx_train;
+    int64_t n_embd;
+    int64_t n_layer;
+    int64_t n_head;
+    int64_t n_head_kv;
+    int64_t n_ff;
+    int64_t n_vocab;    /* tokens in tokenizer.ggml.tokens, else <arch>.vocab_size */
+    char pooling[8];    /* none, mean, cls, last, rank; "" when absent */
+    char tokenizer[32]; /* tokenizer.ggml.model: llama, gpt2, bert, ...; "" when absent */
+    bool has_chat_template;
+    int n_types;
+    sipp_gguf_type_count types[SIPP_GGUF_MAX_TYPES]; /* most tensors first */
+} sipp_gguf_info;
+
+/* Reads the header of a GGUF file, and of the other shards when it is shard 1 of a split set (a
+ * later shard is read as its set, from shard 1). SIPP_ERR_MODEL when it is not a GGUF model or is
+ * truncated, with a message naming the file. */
+SIPP_API sipp_status sipp_gguf_inspect(const char *path, sipp_gguf_info *info, char *errbuf);
 
 /* ---- model -------------------------------------------------------------------------------------- */
 
@@ -198,7 +391,9 @@ SIPP_API sipp_status sipp_model_load(const char *path, const sipp_model_params *
                                      sipp_model **out, char *errbuf);
 SIPP_API void sipp_model_free(sipp_model *model);
 
-/* The last error on this model handle (borrowed). */
+/* The message of the calling thread's last failed call on this model (borrowed; valid on this thread
+ * until its next failing call or error read). A thread that has not failed on the model reads the
+ * last failure of any thread. [any thread] */
 SIPP_API const char *sipp_model_last_error(const sipp_model *model);
 
 /* What the load decided. Borrowed; valid while the model lives. [any thread] */
@@ -284,6 +479,90 @@ SIPP_API sipp_status sipp_model_trace_graph(sipp_model *model, int threads, sipp
 /* Frees memory that sipp allocated for the caller. */
 SIPP_API void sipp_free(void *ptr);
 
+/* ---- verify (sipp verify) ------------------------------------------------------------------------ */
+
+/* Proves that backends agree on a model's outputs. Fixed prompts run on the reference backend first
+ * (its logits are kept), then on every other backend, one model in memory at a time: teacher-forced
+ * logits compared with the reference's (max and RMS difference, KL divergence in nats, top-1 and
+ * top-5 agreement), incremental decoding against one batched prefill on each backend, greedy
+ * continuations through an engine, and the compute graph's placement. The result is a report, which
+ * is also the manifest format: JSON with "kind": "sipp-verify-manifest" (docs/verify.md describes
+ * every field). Against a recorded manifest, the run repeats what it recorded and checks its
+ * contracts (checkpoint, tokenizer, graph, numerics, speed). */
+
+typedef struct sipp_verify_thresholds {
+    double max_kl;          /* mean KL against the reference, nats */
+    double max_kl_max;      /* worst single position's KL against the reference, nats */
+    double min_top1;        /* top-1 agreement rate against the reference, [0, 1] */
+    double max_cached_kl;   /* mean KL of incremental decoding against batched prefill, each backend */
+    double min_cached_top1; /* top-1 agreement of incremental against batched, [0, 1] */
+    double min_greedy;      /* fraction of the greedy continuation's tokens equal to the reference's */
+    double speed_tolerance; /* against a manifest: how much slower pp or tg may be (fraction) */
+} sipp_verify_thresholds;
+
+/* Bits of sipp_verify_params.thresholds_given: thresholds that win over a manifest's. */
+enum {
+    SIPP_VERIFY_MAX_KL = 1 << 0,
+    SIPP_VERIFY_MAX_KL_MAX = 1 << 1,
+    SIPP_VERIFY_MIN_TOP1 = 1 << 2,
+    SIPP_VERIFY_MAX_CACHED_KL = 1 << 3,
+    SIPP_VERIFY_MIN_CACHED_TOP1 = 1 << 4,
+    SIPP_VERIFY_MIN_GREEDY = 1 << 5,
+    SIPP_VERIFY_SPEED_TOLERANCE = 1 << 6,
+};
+
+#define SIPP_VERIFY_MAX_BACKENDS 8
+#define SIPP_VERIFY_MAX_PROMPTS 64
+
+/* Called at each stage of each backend's run ("loading the model", "greedy continuations", ...),
+ * with the seconds since the run started. */
+typedef void (*sipp_verify_progress_fn)(double seconds, const char *backend, const char *stage, void *user);
+
+typedef struct sipp_verify_params {
+    const char *model;               /* a GGUF path; NULL with `against`: the manifest's */
+    const char *const *backends;     /* names (cpu, vulkan, ...); NULL with `against`: the manifest's */
+    size_t n_backends;
+    const char *ref;                 /* the reference backend; NULL: the manifest's, else "cpu" */
+    const char *const *prompts;      /* NULL: the built-in prompts (or, with `against`, the manifest's) */
+    size_t n_prompts;
+    const char *against;             /* a manifest to check this machine against, or NULL */
+    sipp_verify_thresholds thresholds; /* default: sipp_verify_default_thresholds() */
+    unsigned thresholds_given;       /* SIPP_VERIFY_* bits: these win over the manifest's */
+    int threads;                     /* 0: the number of cores */
+    int greedy_tokens;               /* per prompt; default 32; 0 skips the greedy pass */
+    bool bench;                      /* also run `BENCH_EXE bench -o json` per backend */
+    bool no_bench;                   /* with `against`: skip the bench even if the manifest has one */
+    int bench_pp, bench_tg, bench_reps; /* default 128, 32, 3 */
+    const char *bench_exe;           /* the sipp executable that runs the bench; required with bench */
+    const char *artifact;            /* passed to the bench (--artifact); NULL: none */
+    sipp_verify_progress_fn progress; /* optional */
+    void *user;
+} sipp_verify_params;
+
+SIPP_API sipp_verify_thresholds sipp_verify_default_thresholds(void);
+SIPP_API sipp_verify_params sipp_verify_default_params(void);
+
+/* Runs the comparison. *report_json (malloc'ed, free with sipp_free) is the report, with
+ * "verdict": {"passed", "failures": [{backend, metric, value, threshold, flag, direction}]}, and
+ * with `against` also "contracts", "context" and "against_passed". *passed: every threshold and
+ * every checked contract held. SIPP_OK whenever the run completed, whatever the verdict;
+ * SIPP_ERR_INVALID_ARGUMENT for bad parameters or prompts (the message names them); other statuses
+ * when a backend, the model or the manifest failed. Initialises the runtime if needed. */
+SIPP_API sipp_status sipp_verify_run(const sipp_verify_params *params, char **report_json, bool *passed,
+                                     char *errbuf);
+
+/* Reads a manifest and checks that it is one this sipp can use (its kind, format and the fields a
+ * check needs). *json (optional; malloc'ed, free with sipp_free) receives its text. */
+SIPP_API sipp_status sipp_verify_manifest_read(const char *path, char **json, char *errbuf);
+
+/* Writes a report as a manifest file, atomically (a temporary file renamed over path). */
+SIPP_API sipp_status sipp_verify_manifest_write(const char *path, const char *report_json, char *errbuf);
+
+/* Facts about this host and the active artifact, as `sipp doctor` and manifests record them:
+ * {"os": {name, kernel, machine}, "cpu": {model, cores, features, ggml_cpu_module},
+ *  "artifact": {dir, manifest}}. Malloc'ed (free with sipp_free); NULL when out of memory. */
+SIPP_API char *sipp_host_facts_json(void);
+
 /* ---- engine ------------------------------------------------------------------------------------- */
 
 typedef struct sipp_engine sipp_engine;
@@ -314,8 +593,9 @@ SIPP_API sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params
  * valid handles (finished as cancelled) until freed. */
 SIPP_API void sipp_engine_free(sipp_engine *engine);
 
-/* The message of the calling thread's last failed call on this engine (borrowed; valid until that
- * thread's next failing call). Threads do not see each other's messages. [any thread] */
+/* The message of the calling thread's last failed call on this engine (borrowed; valid on this thread
+ * until its next failing call or error read). Threads do not see each other's messages; a thread
+ * that has not failed on the engine reads the last failure of any thread. [any thread] */
 SIPP_API const char *sipp_engine_last_error(const sipp_engine *engine);
 
 typedef enum sipp_finish_reason {

@@ -20,6 +20,10 @@ count() { # count SUITE PASSED FAILED
   echo "== $1: $2 passed, $3 failed"
 }
 
+# A sanitizer's report. Criterion counts a test whose worker prints a LeakSanitizer report at exit
+# as passing (the test itself passed): the report is looked for in the output instead.
+SANITIZER_REPORT='ERROR: [A-Za-z]+Sanitizer|runtime error:'
+
 run_criterion() { # run_criterion DIR LABEL
   local t out p f c
   for t in "$1"/tests/test_*; do
@@ -30,6 +34,7 @@ run_criterion() { # run_criterion DIR LABEL
     c=$(sed -n 's/.*Crashing: \([0-9]*\).*/\1/p' <<<"$out" | tail -1)
     p=${p:-0}; f=$(( ${f:-0} + ${c:-0} ))
     if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    if grep -qE "$SANITIZER_REPORT" <<<"$out"; then f=$((f + 1)); echo "$out" | grep -E -A12 "$SANITIZER_REPORT" | head -40; fi
     [ "$f" -eq 0 ] || echo "$out" | grep -v '^\[----\]' | tail -40
     count "$2 $(basename "$t")" "$p" "$f"
   done
@@ -40,12 +45,22 @@ if [ -z "$only" ] || [ "$only" = unit ]; then
 fi
 
 if [ -z "$only" ] || [ "$only" = asan ]; then
-  if make --no-print-directory BUILD=build-asan CC=clang EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+  # LeakSanitizer runs with no suppressions: the unit tests leak nothing. lsan_check proves that a
+  # leak in this very configuration is reported (a missing suppressions file, say, would hide it).
+  asan_flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+  asan_options=detect_leaks=1
+  if make --no-print-directory BUILD=build-asan CC=clang EXTRA_CFLAGS="$asan_flags" \
        LDFLAGS_EXTRA="-fsanitize=address,undefined" unit-bins >build-asan.log 2>&1; then
-    ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=tests/lsan.supp run_criterion build-asan asan
+    ASAN_OPTIONS=$asan_options run_criterion build-asan asan
   else
     tail -30 build-asan.log; count "asan build" 0 1
   fi
+  out=$(SIPP_ASAN_OPTIONS=$asan_options SANITIZER_REPORT=$SANITIZER_REPORT \
+    bash tests/sanitizer/lsan_check.sh clang "$asan_flags" 2>&1)
+  p=$(sed -n 's/^lsan_check: \([0-9]*\) passed.*/\1/p' <<<"$out"); f=$(sed -n 's/.* \([0-9]*\) failed$/\1/p' <<<"$out")
+  p=${p:-0}; f=${f:-1}
+  [ "$f" -eq 0 ] || echo "$out" | tail -30
+  count "asan lsan_check" "$p" "$f"
 fi
 
 if [ -z "$only" ] || [ "$only" = tsan ]; then

@@ -113,3 +113,36 @@ export function runtimeInfo(): Promise<{
   artifact: string; version: string; llamaRelease: string; llamaCommit: string;
   selection: ReturnType<typeof backendSelection>;
 }>;
+
+export interface StoreFile { file: string; url: string; size: number; sha256: string | null }
+export interface StoreModel {
+  name: string; path: string; size: number; nFiles: number; source: string | null; pulledAt: string | null;
+  verified: boolean; managed: boolean; files: StoreFile[];
+}
+export interface PullProgress {
+  fileIndex: number; nFiles: number; file: string; done: number; total: number; received: number;
+  bytesPerS: number; etaS: number; fileDone: boolean; note: string | null;
+}
+export interface PullOptions {
+  name?: string; sha256?: string; force?: boolean; retries?: number;
+  /** Called several times a second; returning false stops the pull (code 'cancelled'). */
+  onProgress?: (p: PullProgress) => boolean | void;
+}
+export interface PullResult {
+  name: string; path: string; url: string; nFiles: number; size: number; received: number; verified: boolean;
+  already: boolean; resumed: boolean; replaced: boolean; sha256: string; seconds: number;
+}
+export interface GgufTypeCount { type: string; nTensors: number; nParams: number; bytes: number }
+export interface ModelFacts {
+  path: string; architecture: string; generalName: string | null; fileType: string | null; ggufVersion: number;
+  nFiles: number; fileSize: number; nParams: number; nTensors: number | null; nCtxTrain: number | null;
+  nEmbd: number | null; nLayer: number | null; nHead: number | null; nHeadKv: number | null; nFf: number | null;
+  nVocab: number | null; pooling: string | null; tokenizer: string | null; hasChatTemplate: boolean;
+  tensorTypes: GgufTypeCount[]; sha256: string | null;
+}
+/** The local model store ($SIPP_MODELS_DIR). */
+export declare const store: {
+  list(options?: { dir?: string }): Promise<StoreModel[]>;
+  info(nameOrPath: string, options?: { hash?: boolean }): Promise<ModelFacts>;
+  pull(source: string, options?: PullOptions): Promise<PullResult>;
+};

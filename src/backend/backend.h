@@ -87,7 +87,11 @@ sipp_status sipp_lease_check_memory(const sipp_device_desc *dev, uint64_t need_b
 sipp_status sipp_lease_acquire(const char *backend, const char *device, char *key_out, size_t key_len, char *errbuf);
 void sipp_lease_release(const char *key);
 
-/* Keeps the calling thread's next llama.cpp error line in buf (SIPP_ERROR_SIZE); NULL stops. */
+/* llama.cpp's and ggml's log (log.c). Sets how much of it reaches stderr. */
+void sipp_log_route(sipp_log_level level);
+
+/* Keeps the calling thread's first llama.cpp or ggml error line from now on in buf (SIPP_ERROR_SIZE
+ * bytes, emptied here), instead of printing it; NULL stops. */
 void sipp_log_capture(char *buf);
 
 /* True when a device description names a software renderer. */

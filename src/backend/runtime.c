@@ -1,6 +1,7 @@
 /*
  * runtime.c: one-time process setup. It loads the ggml backend modules of one artifact directory,
- * routes llama.cpp's logging, and answers what the process has (sipp_host_discover).
+ * sets how much of llama.cpp's logging reaches stderr (log.c), and answers what the process has
+ * (sipp_host_discover).
  *
  * Backend modules are loaded once per process: ggml keeps a global registry of them, so this is the
  * only global state libsipp has. Which modules load is decided by which files the artifact holds;
@@ -35,7 +36,6 @@ static bool init_done;
 static sipp_status init_status;
 static char init_error[SIPP_ERROR_SIZE];
 static char artifact_dir[PATH_MAX];
-static sipp_log_level log_level = SIPP_LOG_ERROR;
 
 const char *sipp_version(void) { return SIPP_VERSION; }
 int sipp_abi_version(void) { return SIPP_ABI_VERSION; }
@@ -66,37 +66,6 @@ sipp_runtime_params sipp_runtime_default_params(void) {
     return p;
 }
 
-/* While a thread loads a model, llama.cpp's error lines are kept for it, so that a failed load can
- * say what llama.cpp objected to instead of "failed to load". */
-static __thread char *capture_buf;
-
-void sipp_log_capture(char *buf) {
-    capture_buf = buf;
-    if (buf) buf[0] = '\0';
-}
-
-static void log_cb(enum ggml_log_level level, const char *text, void *user) {
-    if (capture_buf) {
-        /* The first error line says what went wrong; later ones say that loading failed. The caller
-         * reports it in its own message, so nothing is printed twice. */
-        if (level == GGML_LOG_LEVEL_ERROR && !*capture_buf && text && *text && *text != '\n') {
-            sipp_strlcpy(capture_buf, text, SIPP_ERROR_SIZE);
-            size_t n = strlen(capture_buf);
-            while (n && (capture_buf[n - 1] == '\n' || capture_buf[n - 1] == ' ')) capture_buf[--n] = '\0';
-        }
-        if (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_CONT) return;
-    }
-    sipp_log_level want;
-    switch (level) {
-    case GGML_LOG_LEVEL_ERROR: want = SIPP_LOG_ERROR; break;
-    case GGML_LOG_LEVEL_WARN: want = SIPP_LOG_WARN; break;
-    case GGML_LOG_LEVEL_INFO: want = SIPP_LOG_INFO; break;
-    case GGML_LOG_LEVEL_CONT: want = SIPP_LOG_DEBUG; break;
-    default: want = SIPP_LOG_DEBUG; break;
-    }
-    if (want <= log_level) fputs(text, stderr);
-}
-
 /* The directory libllama was loaded from: the artifact this library was linked against. */
 static bool own_artifact_dir(char *out, size_t n) {
     Dl_info info;
@@ -108,8 +77,7 @@ static bool own_artifact_dir(char *out, size_t n) {
 }
 
 static sipp_status do_init(const sipp_runtime_params *p) {
-    log_level = p->log_level;
-    llama_log_set(log_cb, NULL);
+    sipp_log_route(p->log_level);
 
     const char *dir = p->artifact_dir;
     if (!dir || !*dir) dir = getenv("SIPP_ARTIFACT");

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/hostinfo.h"
 #include "cli/targets.h"
 
 #define VULKAN_ICD_DIRS "/usr/share/vulkan/icd.d:/etc/vulkan/icd.d:/usr/local/share/vulkan/icd.d"
@@ -275,12 +274,21 @@ int cmd_doctor(int argc, char **argv) {
     }
 
     bool ok;
+    char *facts_text = sipp_host_facts_json();
+    json_t *facts = facts_text ? json_loads(facts_text, 0, NULL) : NULL;
+    sipp_free(facts_text);
+    if (!facts) {
+        cli_error("doctor: out of memory");
+        return EXIT_RUNTIME;
+    }
     json_t *notes = json_array();
-    json_t *report = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "sipp_version", sipp_version(),
+    json_t *report = json_pack("{s:s, s:s, s:s, s:O, s:O, s:O, s:o, s:o, s:o, s:o}", "sipp_version", sipp_version(),
                                "llama_release", sipp_llama_release(), "llama_commit", sipp_llama_commit(), "os",
-                               cli_host_os_json(), "cpu", cli_host_cpu_json(), "artifact", cli_artifact_json(), "backends",
+                               json_object_get(facts, "os"), "cpu", json_object_get(facts, "cpu"), "artifact",
+                               json_object_get(facts, "artifact"), "backends",
                                cli_backends_json(), "drivers", drivers_json(notes), "toolchains", toolchains_json(),
                                "decision", decision_json(backend ? backend : "auto", &ok));
+    json_decref(facts);
     json_object_set_new(report, "notes", notes);
     if (tj) {
         if (!ok && !json_object_get(tj, "usable")) {

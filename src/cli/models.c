@@ -17,9 +17,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
-#include "store/catalog.h"
-#include "store/inspect.h"
-#include "store/store.h"
+#include "util/util.h"
 
 #define SIZE_TEXT 32
 #define DATE_LEN 10 /* "YYYY-MM-DD" of an ISO 8601 time */
@@ -165,7 +163,7 @@ static int models_list(int argc, char **argv) {
             printf("%-*s  %10s  %-10s  %s\n", width, "NAME", "SIZE", "PULLED", "SOURCE");
             for (size_t i = 0; i < n; i++) {
                 const sipp_store_model *m = &models[i];
-                sipp_store_format_size(m->size, size, sizeof size);
+                sipp_format_size(m->size, size, sizeof size);
                 printf("%-*s  %10s  %-10.*s  %s\n", width, m->name, size, DATE_LEN,
                        m->pulled_at[0] ? m->pulled_at : "-", m->source[0] ? m->source : "(copied in)");
             }
@@ -174,7 +172,7 @@ static int models_list(int argc, char **argv) {
             for (size_t i = 0; i < n; i++) {
                 const sipp_store_model *m = &models[i];
                 const sipp_catalog_entry *e = sipp_catalog_find(cat, m->name);
-                sipp_store_format_size(m->size, size, sizeof size);
+                sipp_format_size(m->size, size, sizeof size);
                 join(e ? e->labels : NULL, e ? e->n_labels : 0, labels, sizeof labels);
                 printf("%-*s  %10s  %-9s  %-28s  %s\n", width, m->name, size, "pulled",
                        labels[0] ? labels : "-", e ? e->description : "");
@@ -186,7 +184,7 @@ static int models_list(int argc, char **argv) {
                     have |= strcmp(models[j].name, e->name) == 0;
                 if (have) continue;
                 if (e->size)
-                    sipp_store_format_size(e->size, size, sizeof size);
+                    sipp_format_size(e->size, size, sizeof size);
                 else
                     strcpy(size, "?");
                 join(e->labels, e->n_labels, labels, sizeof labels);
@@ -268,7 +266,7 @@ static void print_info_text(const char *name, const sipp_gguf_info *g, const fil
     } while (0)
     if (name) ROW("name", "%s (in the store)", name);
     ROW("path", "%s", g->path);
-    sipp_store_format_size(g->file_size, size, sizeof size);
+    sipp_format_size(g->file_size, size, sizeof size);
     if (g->n_files > 1)
         ROW("file size", "%s (%llu bytes, %d files)", size, (unsigned long long)g->file_size, g->n_files);
     else

@@ -15,8 +15,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "store/pull.h"
-#include "store/store.h"
+#include "util/util.h"
 
 #define REDRAW_MS 100
 #define BAR_WIDTH 24
@@ -79,14 +78,14 @@ static void format_duration(double s, char *out, size_t cap) {
 
 static void draw(const sipp_pull_progress *p) {
     char done[SIZE_TEXT], total[SIZE_TEXT], speed[SIZE_TEXT], eta[SIZE_TEXT] = "--:--";
-    sipp_store_format_size(p->done, done, sizeof done);
-    sipp_store_format_size((uint64_t)p->bytes_per_s, speed, sizeof speed);
+    sipp_format_size(p->done, done, sizeof done);
+    sipp_format_size((uint64_t)p->bytes_per_s, speed, sizeof speed);
     if (p->eta_s >= 0) format_duration(p->eta_s, eta, sizeof eta);
     fprintf(stderr, "\r");
     if (p->n_files > 1) fprintf(stderr, "[%d/%d] ", p->file_index, p->n_files);
     fprintf(stderr, "%s ", p->file);
     if (p->total) {
-        sipp_store_format_size(p->total, total, sizeof total);
+        sipp_format_size(p->total, total, sizeof total);
         double frac = (double)p->done / (double)p->total;
         if (frac > 1) frac = 1;
         int filled = (int)(frac * BAR_WIDTH + 0.5);
@@ -174,7 +173,7 @@ int cmd_pull(int argc, char **argv) {
         return EXIT_RUNTIME;
     }
     char size[SIZE_TEXT];
-    sipp_store_format_size(r.size, size, sizeof size);
+    sipp_format_size(r.size, size, sizeof size);
     if (r.already) {
         printf("%s is already in the store (%s%s): %s\n", r.name, size, r.verified ? ", sha256 verified" : "",
                r.path);

@@ -1,7 +1,8 @@
 /*
  * engine_internal.h: the structures shared by the engine's files (internal).
  *
- *   engine.c    the thread, the queue, slots and the scheduler (one llama_decode per step)
+ *   engine.c    the engine's life, the queue and the thread
+ *   scheduler.c which request goes to which slot, and what each step decodes (one llama_decode)
  *   request.c   a request's life as its submitter sees it: reading text, waiting, stats, freeing
  *   sampling.c  the sampler chain built from a request's sampling parameters
  *
@@ -19,6 +20,7 @@
 #include "engine/stop_filter.h"
 #include "llama.h"
 #include "sipp.h"
+#include "util/last_error.h"
 #include "util/util.h"
 
 struct sipp_request {
@@ -58,6 +60,56 @@ struct sipp_request {
     double t_submit, t_start, t_first, t_end;
 };
 
+typedef struct sipp_embedder sipp_embedder;
+
+/* A slot is one llama sequence of the engine's context. Engine thread only, except `req`, which
+ * changes under engine->mu so that stats readers see a consistent view. */
+typedef struct slot {
+    int id;                     /* the llama sequence id */
+    sipp_request *req;          /* NULL when idle */
+    llama_token *cache;         /* the tokens whose KV this sequence holds, in order */
+    int n_cache;
+    int cap_cache;
+    int n_prompt_done;          /* prompt tokens in the KV so far */
+    bool generating;            /* prompt done: next_token is to be fed */
+    llama_token next_token;
+    int i_logits;               /* index of this slot's output in the current batch, or -1 */
+    int n_fed;                  /* tokens this slot put in the current batch */
+    struct llama_sampler *smpl;
+    char *key;                  /* the context_key pinned here, kept after the request ends */
+    double last_used;
+} slot;
+
+struct sipp_engine {
+    sipp_model *model;
+    struct llama_context *ctx;
+    llama_memory_t mem;
+    sipp_engine_params params;
+    int n_ctx;
+    int n_batch;
+    llama_batch batch;
+
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stopping;
+    sipp_request *queue_head, *queue_tail;
+    int n_queued;
+    slot *slots;
+    sipp_engine_stats stats;
+    uint64_t busy_slot_steps;
+
+    sipp_embedder *embedder;
+
+    /* A persistent CPU thread pool, as llama-bench and llama-server attach: without one, ggml starts
+     * and joins its worker threads for every graph, that is for every generated token. */
+    struct ggml_threadpool *threadpool;
+    void (*threadpool_free)(struct ggml_threadpool *);
+
+    sipp_last_error error;
+};
+
 /* Builds the sampler chain of a request. NULL on allocation failure. */
 struct llama_sampler *sipp_sampler_new(const sipp_model *model, const sipp_sampling *s, bool ignore_eos);
 
@@ -83,7 +135,6 @@ void sipp_request_finish(sipp_request *r, sipp_finish_reason reason, sipp_status
 int sipp_decode_range(struct llama_context *ctx, const llama_token *tokens, int from, int n, bool all_logits);
 
 /* The embedding context (embed.c). */
-typedef struct sipp_embedder sipp_embedder;
 sipp_embedder *sipp_embedder_new(void);
 void sipp_embedder_free(sipp_embedder *em);
 sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *const *texts,
@@ -93,5 +144,31 @@ sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int 
 
 /* Wakes the engine thread (after a cancel). */
 void sipp_engine_wake(sipp_engine *engine);
+
+/* The scheduler (scheduler.c), driven by the engine thread. */
+
+/* Moves queued requests into free slots (reserving each slot, pinning its key) and unlinks the
+ * queued requests that were cancelled or expired into *dropped. Called with engine->mu held; the
+ * caller starts (sipp_slot_start) and drops (sipp_sched_cancel) them after releasing the lock.
+ * `starting` and `starting_slot` hold room for one entry per slot. */
+void sipp_sched_assign(sipp_engine *e, sipp_request **dropped, sipp_request **starting, int *starting_slot,
+                       int *n_start);
+
+/* Prepares a slot reserved by sipp_sched_assign for its request: reuses the longest cached prefix
+ * (its own or another slot's) and builds the sampler. SIPP_ERR_NO_MEMORY on allocation failure. */
+sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r);
+
+/* Ends a slot's request and frees the slot; the KV stays for the next request to reuse. */
+void sipp_slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp_status status, const char *error);
+
+/* Ends a cancelled or timed-out request, in slot s or (s NULL) still queued. */
+void sipp_sched_cancel(sipp_engine *e, slot *s, sipp_request *r);
+
+/* One step: a batch of every generating slot's next token and prompt chunks, one llama_decode,
+ * then sampling and text release for every slot that produced logits. */
+void sipp_sched_step(sipp_engine *e);
+
+/* Whether any slot holds a request. */
+bool sipp_sched_has_active(const sipp_engine *e);
 
 #endif

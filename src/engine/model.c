@@ -16,7 +16,6 @@
 #include "backend/backend.h"
 #include "engine/model.h"
 #include "gguf.h"
-#include "store/store.h"
 #include "util/util.h"
 
 #define GGUF_MAGIC "GGUF"
@@ -28,16 +27,14 @@ sipp_model_params sipp_model_default_params(void) {
 }
 
 sipp_status sipp_model_fail(sipp_model *m, sipp_status st, const char *fmt, ...) {
-    pthread_mutex_lock(&m->err_lock);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m->last_error, sizeof m->last_error, fmt, ap);
+    sipp_last_error_setv(&m->error, st, fmt, ap);
     va_end(ap);
-    pthread_mutex_unlock(&m->err_lock);
     return st;
 }
 
-const char *sipp_model_last_error(const sipp_model *m) { return m ? m->last_error : ""; }
+const char *sipp_model_last_error(const sipp_model *m) { return m ? sipp_last_error_get(&m->error) : ""; }
 const sipp_backend_decision *sipp_model_backend(const sipp_model *m) { return &m->decision; }
 void sipp_model_get_info(const sipp_model *m, sipp_model_info *info) { *info = m->info; }
 void sipp_free(void *p) { free(p); }
@@ -126,7 +123,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
 
     sipp_model *m = calloc(1, sizeof *m);
     if (!m) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
-    pthread_mutex_init(&m->err_lock, NULL);
+    sipp_last_error_init(&m->error);
     sipp_strlcpy(m->path, path, sizeof m->path);
 
     ggml_backend_dev_t devices[2] = {NULL, NULL};
@@ -147,7 +144,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
             if (st == SIPP_OK)
                 st = sipp_lease_acquire(sipp_backend_name(pick.backend), dev->name, m->lease, sizeof m->lease, errbuf);
             if (st != SIPP_OK) {
-                pthread_mutex_destroy(&m->err_lock);
+                sipp_last_error_destroy(&m->error);
                 free(m);
                 return st;
             }
@@ -168,7 +165,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
             sipp_fail(errbuf, aborted ? SIPP_ERR_CANCELLED : SIPP_ERR_MODEL, "model '%s' failed to load: %s", path,
                       *llama_err ? llama_err : "llama.cpp gave no reason");
         sipp_lease_release(m->lease);
-        pthread_mutex_destroy(&m->err_lock);
+        sipp_last_error_destroy(&m->error);
         free(m);
         return aborted ? SIPP_ERR_CANCELLED : SIPP_ERR_MODEL;
     }
@@ -227,7 +224,7 @@ void sipp_model_free(sipp_model *m) {
     llama_model_free(m->lm);
     sipp_lease_release(m->lease);
     free(m->eog);
-    pthread_mutex_destroy(&m->err_lock);
+    sipp_last_error_destroy(&m->error);
     free(m);
 }
 
@@ -255,7 +252,7 @@ sipp_status sipp_model_tokenize_alloc(sipp_model *m, const char *text, bool add_
     sipp_status st = sipp_tokenize(m, text, len, add_special, parse_special, toks, need + 1, &got);
     if (st != SIPP_OK) {
         free(toks);
-        return sipp_fail(errbuf, st, "%s", m->last_error);
+        return sipp_fail(errbuf, st, "%s", sipp_model_last_error(m));
     }
     *out = toks;
     *n_out = (int)got;

@@ -10,6 +10,7 @@
 
 #include "llama.h"
 #include "sipp.h"
+#include "util/last_error.h"
 
 struct sipp_model {
     struct llama_model *lm;
@@ -21,11 +22,10 @@ struct sipp_model {
     char lease[96];    /* the GPU residency lease this model holds, "" for none */
     llama_token *eog;  /* every end-of-generation token, for ignore_eos */
     int n_eog;
-    pthread_mutex_t err_lock;
-    char last_error[SIPP_ERROR_SIZE];
+    sipp_last_error error; /* per thread: tokenize and chat render are [any thread] */
 };
 
-/* Sets the model's last error and returns status. */
+/* Sets the calling thread's last error on the model and returns status. */
 sipp_status sipp_model_fail(sipp_model *m, sipp_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -1,17 +1,16 @@
 /*
  * inspect.c: a GGUF model described from its header (gguf.h with no_alloc: only the key/value
  * section and the tensor descriptors are read, never the weights), for `sipp models info` and for the
- * check `sipp pull` makes on a finished download.
+ * check `sipp pull` makes on a finished download, and the tokenizer's identity a verify manifest
+ * records.
  *
  * The hyperparameters live under the architecture's own prefix ("llama.block_count",
  * "qwen2.attention.head_count_kv", ...). Some architectures store a per-layer array where others
  * store one number (OpenELM's head counts); the largest element stands for the array.
  *
- * gguf.h reports a malformed header through ggml's logger (to stderr unless someone installed a
- * callback). A header read here is wrapped so that the logger's error line becomes part of sipp's
- * one-line message instead of a second line on stderr: reads are serialised by a mutex, the callback
- * is swapped for one that keeps this thread's errors and passes everything else on, and the old
- * callback is put back.
+ * gguf.h reports a malformed header through ggml's logger. A header read here captures this
+ * thread's error line (sipp_log_capture, backend/log.c) so that it becomes part of sipp's one-line
+ * message instead of a second line on stderr.
  *
  * A split set (gguf-split's "-00001-of-00003.gguf" files) keeps the metadata in shard 1 and spreads
  * the tensors over all shards: parameters, tensor types and sizes are summed over the shards, which
@@ -21,7 +20,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +27,8 @@
 
 #include "ggml.h"
 #include "gguf.h"
+#include "backend/backend.h"
+#include "store/sha256.h"
 #include "util/util.h"
 
 #define GGUF_MAGIC "GGUF"
@@ -62,8 +62,10 @@ static int64_t get_int(const struct gguf_context *g, const char *key) {
         n = gguf_get_arr_n(g, k);
         if (t == GGUF_TYPE_STRING || t == GGUF_TYPE_ARRAY || n == 0) return -1;
         data = gguf_get_arr_data(g, k);
+    } else if (t != GGUF_TYPE_STRING) {
+        data = gguf_get_val_data(g, k); /* gguf aborts when asked for a string's data this way */
     } else {
-        data = gguf_get_val_data(g, k);
+        return -1;
     }
     int64_t best = -1;
     for (size_t i = 0; i < n; i++) {
@@ -98,34 +100,12 @@ static int64_t get_arch_int(const struct gguf_context *g, const char *arch, cons
     return get_int(g, key);
 }
 
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static ggml_log_callback saved_log;
-static void *saved_log_user;
-static __thread char *captured; /* this thread's gguf error, while it reads a header */
-
-static void capture_log(enum ggml_log_level level, const char *text, void *user) {
-    if (captured && level == GGML_LOG_LEVEL_ERROR && text && *text && *text != '\n' && !captured[0]) {
-        sipp_strlcpy(captured, text, SIPP_ERROR_SIZE);
-        size_t n = strlen(captured);
-        while (n && (captured[n - 1] == '\n' || captured[n - 1] == ' '))
-            captured[--n] = '\0';
-    } else if (!captured && saved_log) {
-        saved_log(level, text, saved_log_user);
-    }
-}
-
 /* gguf_init_from_file with its error message caught into why (SIPP_ERROR_SIZE bytes). */
 static struct gguf_context *read_header(const char *path, char *why) {
     struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
-    why[0] = '\0';
-    pthread_mutex_lock(&log_lock);
-    ggml_log_get(&saved_log, &saved_log_user);
-    ggml_log_set(capture_log, NULL);
-    captured = why;
+    sipp_log_capture(why);
     struct gguf_context *g = gguf_init_from_file(path, gp);
-    captured = NULL;
-    ggml_log_set(saved_log, saved_log_user);
-    pthread_mutex_unlock(&log_lock);
+    sipp_log_capture(NULL);
     return g;
 }
 
@@ -287,4 +267,43 @@ sipp_status sipp_gguf_inspect(const char *path, sipp_gguf_info *info, char *errb
     }
     qsort(info->types, (size_t)info->n_types, sizeof info->types[0], by_tensors);
     return SIPP_OK;
+}
+
+/* The hash of a string array key, every string followed by a NUL; "" and 0 when the key is absent. */
+static bool strings_hash(const struct gguf_context *g, const char *key, char hex[SIPP_SHA256_HEX], size_t *count) {
+    int64_t k = gguf_find_key(g, key);
+    hex[0] = '\0';
+    *count = 0;
+    if (k < 0 || gguf_get_kv_type(g, k) != GGUF_TYPE_ARRAY || gguf_get_arr_type(g, k) != GGUF_TYPE_STRING)
+        return true;
+    sipp_sha256 *h = sipp_sha256_new();
+    if (!h) return false;
+    size_t n = gguf_get_arr_n(g, k);
+    for (size_t i = 0; i < n; i++) {
+        const char *str = gguf_get_arr_str(g, k, i);
+        sipp_sha256_update(h, str, strlen(str) + 1);
+    }
+    sipp_sha256_final(h, hex);
+    sipp_sha256_free(h);
+    *count = n;
+    return true;
+}
+
+sipp_status sipp_gguf_tokenizer_read(const char *path, sipp_gguf_tokenizer *out, char *errbuf) {
+    memset(out, 0, sizeof *out);
+    struct gguf_context *g;
+    uint64_t size;
+    sipp_status s = open_gguf(path, &g, &size, errbuf);
+    if (s != SIPP_OK) return s;
+    bool ok = strings_hash(g, "tokenizer.ggml.tokens", out->tokens_sha256, &out->n_tokens) &&
+              strings_hash(g, "tokenizer.ggml.merges", out->merges_sha256, &out->n_merges);
+    out->bos_id = get_int(g, "tokenizer.ggml.bos_token_id");
+    out->eos_id = get_int(g, "tokenizer.ggml.eos_token_id");
+    int64_t k = gguf_find_key(g, "tokenizer.chat_template");
+    if (ok && k >= 0 && gguf_get_kv_type(g, k) == GGUF_TYPE_STRING) {
+        const char *tmpl = gguf_get_val_str(g, k);
+        ok = sipp_sha256_hex(tmpl, strlen(tmpl), out->chat_template_sha256);
+    }
+    gguf_free(g);
+    return ok ? SIPP_OK : sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory hashing the tokenizer of '%s'", path);
 }

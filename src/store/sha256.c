@@ -50,6 +50,18 @@ void sipp_sha256_final(sipp_sha256 *h, char hex[SIPP_SHA256_HEX]) {
     hex[2 * SHA256_BYTES] = '\0';
 }
 
+bool sipp_sha256_hex(const void *data, size_t len, char hex[SIPP_SHA256_HEX]) {
+    sipp_sha256 *h = sipp_sha256_new();
+    if (!h) {
+        hex[0] = '\0';
+        return false;
+    }
+    sipp_sha256_update(h, data, len);
+    sipp_sha256_final(h, hex);
+    sipp_sha256_free(h);
+    return true;
+}
+
 void sipp_sha256_free(sipp_sha256 *h) {
     if (!h) return;
     EVP_MD_CTX_free(h->ctx);

@@ -10,8 +10,6 @@
 
 #include "sipp.h"
 
-#define SIPP_SHA256_HEX 65 /* 64 hex digits and a NUL */
-
 typedef struct sipp_sha256 sipp_sha256;
 
 /* A running hash; NULL when out of memory. */

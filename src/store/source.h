@@ -13,8 +13,6 @@
 
 #include "sipp.h"
 
-#define SIPP_URL_MAX 4096
-#define SIPP_NAME_MAX 128  /* bytes of a store name, without the terminating NUL */
 #define SIPP_SPLIT_MAX 512 /* most shards a split set may have */
 #define SIPP_HF_SCHEME "hf://"
 #define SIPP_HF_DEFAULT_ENDPOINT "https://huggingface.co"
@@ -48,10 +46,6 @@ typedef struct sipp_split {
 /* Parses a file name (not a path) as a split shard. False when it is not one, or the numbers are
  * out of range (index not in 1..count, count above SIPP_SPLIT_MAX). */
 bool sipp_split_parse(const char *file_name, sipp_split *out);
-
-/* Writes s with its split shard number replaced by `index` (1-based): s is a URL or a file name
- * whose last segment parses as a shard (split describes that segment). False when it does not fit. */
-bool sipp_split_sibling(const char *s, int index, char *out, size_t cap);
 
 /* The store name a URL suggests: its file name without ".gguf" and without a split suffix
  * ("Llama-3.2-1B-Q4_K_M.gguf" -> "Llama-3.2-1B-Q4_K_M", "m-00001-of-00003.gguf" -> "m").

@@ -29,6 +29,8 @@
 #include "store/catalog.h"
 #include "util/util.h"
 
+_Static_assert(SIPP_PATH_MAX >= PATH_MAX, "sipp.h's paths hold every path the store builds");
+
 #define STORE_SUBDIR "sipp/models"
 #define XDG_DEFAULT_SUBDIR ".local/share"
 #define USER_CATALOG_FILE "catalog.json"
@@ -160,18 +162,6 @@ void sipp_store_now(char out[SIPP_STORE_TIME_MAX]) {
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(out, SIPP_STORE_TIME_MAX, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-void sipp_store_format_size(uint64_t bytes, char *out, size_t cap) {
-    static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-    double v = (double)bytes;
-    size_t u = 0;
-    while (v >= 1000 && u + 1 < sizeof units / sizeof units[0])
-        v /= 1000, u++;
-    if (u == 0)
-        snprintf(out, cap, "%llu B", (unsigned long long)bytes);
-    else
-        snprintf(out, cap, "%.1f %s", v, units[u]);
 }
 
 void sipp_store_model_clear(sipp_store_model *m) {
@@ -352,9 +342,17 @@ static bool listed(const sipp_store_model *models, size_t n, const char *name) {
     return false;
 }
 
+/* The directory a public call names: dir, or the default store when dir is NULL. */
+static const char *store_dir_or_default(const char *dir, char buf[PATH_MAX], char *errbuf) {
+    if (dir) return dir;
+    return sipp_store_dir(buf, PATH_MAX, errbuf) == SIPP_OK ? buf : NULL;
+}
+
 sipp_status sipp_store_list(const char *dir, sipp_store_model **out, size_t *n_out, char *errbuf) {
     *out = NULL;
     *n_out = 0;
+    char dflt[PATH_MAX];
+    if (!(dir = store_dir_or_default(dir, dflt, errbuf))) return SIPP_ERR_INVALID_ARGUMENT;
     DIR *d = opendir(dir);
     if (!d) {
         if (errno == ENOENT) return SIPP_OK; /* no store yet: nothing in it */
@@ -433,6 +431,8 @@ static bool partial_of(const char *entry, const char *name) {
 }
 
 sipp_status sipp_store_remove(const char *dir, const char *name, char *errbuf) {
+    char dflt[PATH_MAX];
+    if (!(dir = store_dir_or_default(dir, dflt, errbuf))) return SIPP_ERR_INVALID_ARGUMENT;
     sipp_store_model m;
     sipp_status s = sipp_store_lookup(dir, name, &m, errbuf);
     if (s != SIPP_OK && s != SIPP_ERR_NOT_FOUND) return s;
@@ -632,6 +632,8 @@ static sipp_status cache_in_file(const char *dir, const char *path, const struct
 }
 
 sipp_status sipp_store_file_sha256(const char *path, char hex[SIPP_SHA256_HEX], bool *cached, char *errbuf) {
+    bool reused_ignored;
+    if (!cached) cached = &reused_ignored;
     *cached = false;
     struct stat st;
     if (stat(path, &st) != 0)

@@ -147,3 +147,15 @@ bool sipp_buf_append_utf8(sipp_buf *b, const char *s, size_t n) {
     }
     return sipp_buf_append(b, s + run, n - run);
 }
+
+void sipp_format_size(uint64_t bytes, char *out, size_t cap) {
+    static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1000 && u + 1 < sizeof units / sizeof units[0])
+        v /= 1000, u++;
+    if (u == 0)
+        snprintf(out, cap, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(out, cap, "%.1f %s", v, units[u]);
+}

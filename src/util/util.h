@@ -26,6 +26,9 @@ char *sipp_strdup(const char *s);
 /* Copies src into dst of size n, always NUL-terminated, truncating at a UTF-8 character boundary. */
 void sipp_strlcpy(char *dst, const char *src, size_t n);
 
+/* A byte count for people: "807.7 MB" (decimal units, as Hugging Face shows sizes). */
+void sipp_format_size(uint64_t bytes, char *out, size_t cap);
+
 /* Milliseconds on the monotonic clock. */
 double sipp_now_ms(void);
 

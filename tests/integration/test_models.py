@@ -500,6 +500,19 @@ class ModelStoreTest(unittest.TestCase):
             f.write(self.model[:4096])
         self.fails(self.sipp("models", "info", junk), junk)
 
+    def test_models_info_with_a_string_where_a_number_belongs(self):
+        # gguf aborts when asked for a string key's data as a number: the header reader must check the
+        # type first (found by tests/fuzz/fuzz_gguf). The value then counts as not given.
+        odd = os.path.join(self.tmp, "odd.gguf")
+        with open(odd, "wb") as f:
+            f.write(gguf_file([("general.architecture", GGUF_STRING, "llama"),
+                               ("llama.context_length", GGUF_STRING, "2048")], [("token_embd.weight", [8, 4])]))
+        r = self.sipp("models", "info", odd, "--json", "--no-hash")
+        self.ok(r)
+        info = json.loads(r.stdout)
+        self.assertEqual(info["architecture"], "llama")
+        self.assertIsNone(info["n_ctx_train"])
+
     def test_models_list_and_rm(self):
         r = self.sipp("models", "list")
         self.ok(r)

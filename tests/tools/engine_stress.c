@@ -11,7 +11,10 @@
  *   - streamed pieces concatenate to the final text;
  *   - afterwards no slot is busy and nothing is queued (no slot leaks);
  *   - a full queue refuses at once with SIPP_ERR_BUSY instead of hanging;
- *   - a prompt sharing a prefix with another slot's KV reuses those cells without changing any output.
+ *   - a prompt sharing a prefix with another slot's KV reuses those cells without changing any output;
+ *   - while requests run, other threads tokenize and render chats on the same model, failing on
+ *     purpose, and each reads its own error message (the model's error path is [any thread], and a
+ *     chat submit reads the model's message on the submitting thread).
  * Prints "engine_stress: N passed, M failed" and exits 1 on any failure. Bounded: every wait has a
  * timeout, and the number of requests is fixed.
  */
@@ -30,6 +33,10 @@
 #define WAIT_LIMIT_MS 120000
 #define N_PROMPTS 3
 #define PIECES_CAP 4096
+#define MODEL_WORKERS 2
+#define MODEL_ROUNDS 40
+#define TOKENS_CAP 256
+#define BAD_TEMPLATE "no-such-chat-template"
 
 static const char *const prompts[N_PROMPTS] = {"The quick brown fox", "Once upon a time in a land",
                                                "Numbers: one two three"};
@@ -130,6 +137,44 @@ static void *worker(void *arg) {
         /* Ended exactly once: waiting again returns at once and nothing changes. */
         CHECK(sipp_request_wait(r, 0) == SIPP_OK && sipp_request_finish_reason(r) == fr, "finish changed");
         sipp_request_free(r);
+    }
+    return NULL;
+}
+
+/* The model's [any thread] calls, failing and succeeding, beside the request workers: every failure's
+ * message is the one this thread caused, never another thread's. */
+static void *model_worker(void *arg) {
+    sipp_model *m = arg;
+    static const char text[] = "a sentence of several words that needs more than one token";
+    const sipp_message msgs[] = {{"system", "be brief"}, {"user", "hello there"}};
+    const size_t n_msgs = sizeof msgs / sizeof *msgs;
+    int32_t tokens[TOKENS_CAP];
+    for (int i = 0; i < MODEL_ROUNDS; i++) {
+        size_t need = 0;
+        sipp_status st = sipp_tokenize(m, text, strlen(text), true, false, tokens, 1, &need);
+        CHECK(st == SIPP_ERR_INVALID_ARGUMENT && strstr(sipp_model_last_error(m), "too small"),
+              "tokenize into 1 slot: %s: %s", sipp_status_name(st), sipp_model_last_error(m));
+        st = sipp_tokenize(m, text, strlen(text), true, false, tokens, TOKENS_CAP, &need);
+        CHECK(st == SIPP_OK && need > 1, "tokenize: %s: %s", sipp_status_name(st), sipp_model_last_error(m));
+
+        char *out = NULL;
+        st = sipp_chat_render(m, "chatml", msgs, n_msgs, true, &out);
+        CHECK(st == SIPP_OK && out && strstr(out, "hello there"), "render: %s", sipp_model_last_error(m));
+        sipp_free(out);
+        out = NULL;
+        st = sipp_chat_render(m, BAD_TEMPLATE, msgs, n_msgs, true, &out);
+        CHECK(st == SIPP_ERR_INVALID_ARGUMENT && strstr(sipp_model_last_error(m), BAD_TEMPLATE),
+              "render with a bad template: %s: %s", sipp_status_name(st), sipp_model_last_error(m));
+
+        /* A chat submit renders on this thread and reports the model's message as the engine's. */
+        sipp_request_params p = greedy(NULL, NULL);
+        p.messages = msgs;
+        p.n_messages = n_msgs;
+        p.chat_template = BAD_TEMPLATE;
+        sipp_request *r = NULL;
+        st = sipp_engine_submit(engine, &p, &r);
+        CHECK(st == SIPP_ERR_INVALID_ARGUMENT && !r && strstr(sipp_engine_last_error(engine), BAD_TEMPLATE),
+              "chat submit with a bad template: %s: %s", sipp_status_name(st), sipp_engine_last_error(engine));
     }
     return NULL;
 }
@@ -363,11 +408,14 @@ int main(int argc, char **argv) {
     }
     pthread_t *th = calloc((size_t)n_threads, sizeof *th);
     worker_arg *args = calloc((size_t)n_threads, sizeof *args);
+    pthread_t model_th[MODEL_WORKERS];
+    for (int i = 0; i < MODEL_WORKERS; i++) pthread_create(&model_th[i], NULL, model_worker, m);
     for (int i = 0; i < n_threads; i++) {
         args[i] = (worker_arg){.seed = (unsigned)(i * 7919 + 17), .per_thread = per_thread};
         pthread_create(&th[i], NULL, worker, &args[i]);
     }
     for (int i = 0; i < n_threads; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < MODEL_WORKERS; i++) pthread_join(model_th[i], NULL);
     sipp_engine_stats st;
     sipp_engine_get_stats(engine, &st);
     CHECK(st.running == 0 && st.queued == 0, "slots leak: %d running, %d queued after all ended", st.running, st.queued);

@@ -10,6 +10,9 @@
  *   const { text, finishReason, usage, stats } = await q.response;
  *   await client.close();
  *
+ *   const { store } = require('sipp');
+ *   await store.pull('hf://ORG/REPO/model.gguf');         // the local model store: list, pull, info
+ *
  * The artifact (which llama.cpp backend modules the process loads) is chosen when this module is
  * loaded, from SIPP_NODE_BACKEND = auto | cpu | vulkan | cuda | metal (SIPP_ARTIFACT names an
  * artifact directory directly). An unknown value, or one that cannot run here, throws a SippError
@@ -200,3 +203,4 @@ exports.SippError = SippError;
 exports.Query = Query;
 exports.backendSelection = backendSelection;
 exports.runtimeInfo = runtimeInfo;
+exports.store = require('./store');

@@ -932,6 +932,361 @@ static napi_value js_cancel(napi_env env, napi_callback_info info) {
     return NULL;
 }
 
+/* ---- the model store ------------------------------------------------------------------------------ */
+
+/* storeList, storeInfo and storePull run on libuv's thread pool (a store listing reads files, info
+ * hashes the model, a pull downloads it) and settle a promise. A pull's progress goes to JavaScript
+ * through a thread-safe function; the JavaScript callback returning false sets `stop`, which the
+ * pull's own progress callback (on the worker thread) reads and answers, so the pull ends as
+ * cancelled at its next progress report. */
+
+typedef enum { STORE_LIST, STORE_INFO, STORE_PULL } store_op;
+
+typedef struct store_work {
+    napi_async_work work;
+    napi_deferred deferred;
+    store_op op;
+    char *target; /* list: the store directory (NULL: the default); info: a name or path; pull: the source */
+    char *name, *sha256;
+    bool force, hash;
+    int retries;
+    napi_threadsafe_function progress; /* pull only, NULL without a callback */
+    atomic_bool *stop;                  /* the progress function's context: it outlives this work */
+    sipp_status status;
+    char err[SIPP_ERROR_SIZE];
+    sipp_store_model *models;
+    size_t n_models;
+    sipp_gguf_info *info;
+    char sha[SIPP_SHA256_HEX];
+    sipp_pull_result result;
+} store_work;
+
+/* A pull's progress report on its way to JavaScript. Reports still queued when the pull ends are
+ * delivered after its work is freed, so they reach the stop flag through the function's context,
+ * which the function's finalizer frees after the last one. */
+typedef struct progress_event {
+    sipp_pull_progress p;
+    char *file, *note;
+} progress_event;
+
+static void set_u64(napi_env env, napi_value obj, const char *key, uint64_t value) {
+    set_num(env, obj, key, (double)value);
+}
+
+/* A number, or null when negative (the header does not say). */
+static void set_known(napi_env env, napi_value obj, const char *key, int64_t value) {
+    napi_value v;
+    if (value < 0) napi_get_null(env, &v);
+    else napi_create_double(env, (double)value, &v);
+    napi_set_named_property(env, obj, key, v);
+}
+
+/* A string, or null when empty. */
+static void set_str_or_null(napi_env env, napi_value obj, const char *key, const char *value) {
+    napi_value v;
+    if (!value || !*value) napi_get_null(env, &v);
+    else napi_create_string_utf8(env, value, NAPI_AUTO_LENGTH, &v);
+    napi_set_named_property(env, obj, key, v);
+}
+
+static napi_value store_model_object(napi_env env, const sipp_store_model *m) {
+    napi_value o, files;
+    napi_create_object(env, &o);
+    set_str(env, o, "name", m->name);
+    set_str(env, o, "path", m->path);
+    set_u64(env, o, "size", m->size);
+    set_num(env, o, "nFiles", m->n_files);
+    set_str_or_null(env, o, "source", m->source);
+    set_str_or_null(env, o, "pulledAt", m->pulled_at);
+    set_bool(env, o, "verified", m->verified);
+    set_bool(env, o, "managed", m->managed);
+    napi_create_array_with_length(env, (size_t)m->n_files, &files);
+    for (int i = 0; i < m->n_files; i++) {
+        napi_value f;
+        napi_create_object(env, &f);
+        set_str(env, f, "file", m->files[i].file);
+        set_str(env, f, "url", m->files[i].url);
+        set_u64(env, f, "size", m->files[i].size);
+        set_str_or_null(env, f, "sha256", m->files[i].sha256);
+        napi_set_element(env, files, (uint32_t)i, f);
+    }
+    napi_set_named_property(env, o, "files", files);
+    return o;
+}
+
+static napi_value gguf_info_object(napi_env env, const sipp_gguf_info *g, const char *sha) {
+    napi_value o, types;
+    napi_create_object(env, &o);
+    set_str(env, o, "path", g->path);
+    set_str(env, o, "architecture", g->architecture);
+    set_str_or_null(env, o, "generalName", g->name);
+    set_str_or_null(env, o, "fileType", g->file_type);
+    set_num(env, o, "ggufVersion", g->gguf_version);
+    set_num(env, o, "nFiles", g->n_files);
+    set_u64(env, o, "fileSize", g->file_size);
+    set_u64(env, o, "nParams", g->n_params);
+    set_known(env, o, "nTensors", g->n_tensors);
+    set_known(env, o, "nCtxTrain", g->n_ctx_train);
+    set_known(env, o, "nEmbd", g->n_embd);
+    set_known(env, o, "nLayer", g->n_layer);
+    set_known(env, o, "nHead", g->n_head);
+    set_known(env, o, "nHeadKv", g->n_head_kv);
+    set_known(env, o, "nFf", g->n_ff);
+    set_known(env, o, "nVocab", g->n_vocab);
+    set_str_or_null(env, o, "pooling", g->pooling);
+    set_str_or_null(env, o, "tokenizer", g->tokenizer);
+    set_bool(env, o, "hasChatTemplate", g->has_chat_template);
+    napi_create_array_with_length(env, (size_t)g->n_types, &types);
+    for (int i = 0; i < g->n_types; i++) {
+        napi_value t;
+        napi_create_object(env, &t);
+        set_str(env, t, "type", g->types[i].type);
+        set_known(env, t, "nTensors", g->types[i].n_tensors);
+        set_u64(env, t, "nParams", g->types[i].n_params);
+        set_u64(env, t, "bytes", g->types[i].bytes);
+        napi_set_element(env, types, (uint32_t)i, t);
+    }
+    napi_set_named_property(env, o, "tensorTypes", types);
+    set_str_or_null(env, o, "sha256", sha);
+    return o;
+}
+
+static napi_value pull_result_object(napi_env env, const sipp_pull_result *r) {
+    napi_value o;
+    napi_create_object(env, &o);
+    set_str(env, o, "name", r->name);
+    set_str(env, o, "path", r->path);
+    set_str(env, o, "url", r->url);
+    set_num(env, o, "nFiles", r->n_files);
+    set_u64(env, o, "size", r->size);
+    set_u64(env, o, "received", r->received);
+    set_bool(env, o, "verified", r->verified);
+    set_bool(env, o, "already", r->already);
+    set_bool(env, o, "resumed", r->resumed);
+    set_bool(env, o, "replaced", r->replaced);
+    set_str(env, o, "sha256", r->sha256);
+    set_num(env, o, "seconds", r->seconds);
+    return o;
+}
+
+/* On the main thread: one progress report to the JavaScript callback; false from it stops the pull. */
+static void progress_call_js(napi_env env, napi_value js_cb, void *context, void *data) {
+    progress_event *ev = data;
+    atomic_bool *stop = context;
+    if (env && js_cb) {
+        const sipp_pull_progress *p = &ev->p;
+        napi_value o, undefined, ret;
+        napi_create_object(env, &o);
+        set_num(env, o, "fileIndex", p->file_index);
+        set_num(env, o, "nFiles", p->n_files);
+        set_str(env, o, "file", ev->file);
+        set_u64(env, o, "done", p->done);
+        set_u64(env, o, "total", p->total);
+        set_u64(env, o, "received", p->received);
+        set_num(env, o, "bytesPerS", p->bytes_per_s);
+        set_num(env, o, "etaS", p->eta_s);
+        set_bool(env, o, "fileDone", p->file_done);
+        set_str_or_null(env, o, "note", ev->note);
+        napi_get_undefined(env, &undefined);
+        bool go_on = true;
+        if (napi_call_function(env, undefined, js_cb, 1, &o, &ret) != napi_ok) {
+            go_on = false; /* the callback threw: stop; the exception is reported by Node */
+        } else {
+            napi_valuetype t;
+            napi_typeof(env, ret, &t);
+            if (t == napi_boolean) napi_get_value_bool(env, ret, &go_on);
+        }
+        if (!go_on) atomic_store(stop, true);
+    }
+    free(ev->file);
+    free(ev->note);
+    free(ev);
+}
+
+static void free_stop(napi_env env, void *data, void *hint) { free(data); }
+
+/* On the worker thread: passes the report on (copied: the pull reuses its strings), answers stop. */
+static bool on_pull_progress(const sipp_pull_progress *p, void *user) {
+    store_work *w = user;
+    progress_event *ev = calloc(1, sizeof *ev);
+    if (ev) {
+        ev->p = *p;
+        ev->file = strdup(p->file ? p->file : "");
+        ev->note = p->note ? strdup(p->note) : NULL;
+        if (napi_call_threadsafe_function(w->progress, ev, napi_tsfn_nonblocking) != napi_ok) {
+            free(ev->file);
+            free(ev->note);
+            free(ev);
+        }
+    }
+    return !atomic_load(w->stop);
+}
+
+static void store_execute(napi_env env, void *data) {
+    store_work *w = data;
+    switch (w->op) {
+    case STORE_LIST: w->status = sipp_store_list(w->target, &w->models, &w->n_models, w->err); break;
+    case STORE_INFO: {
+        char path[SIPP_PATH_MAX];
+        w->status = sipp_store_resolve(w->target, path, sizeof path, w->err);
+        if (w->status != SIPP_OK) break;
+        if (!(w->info = malloc(sizeof *w->info))) {
+            w->status = SIPP_ERR_NO_MEMORY;
+            snprintf(w->err, sizeof w->err, "out of memory");
+            break;
+        }
+        w->status = sipp_gguf_inspect(path, w->info, w->err);
+        if (w->status == SIPP_OK && w->hash) w->status = sipp_store_file_sha256(path, w->sha, NULL, w->err);
+        break;
+    }
+    case STORE_PULL: {
+        sipp_pull_params p = sipp_pull_default_params();
+        p.source = w->target;
+        p.name = w->name;
+        p.sha256 = w->sha256;
+        p.force = w->force;
+        if (w->retries >= 0) p.retries = w->retries;
+        if (w->progress) {
+            p.progress = on_pull_progress;
+            p.user = w;
+        }
+        w->status = sipp_store_pull(&p, &w->result, w->err);
+        break;
+    }
+    }
+}
+
+static void store_work_free(napi_env env, store_work *w) {
+    if (w->progress) napi_release_threadsafe_function(w->progress, napi_tsfn_release);
+    sipp_store_list_free(w->models, w->n_models);
+    free(w->info);
+    free(w->target);
+    free(w->name);
+    free(w->sha256);
+    napi_delete_async_work(env, w->work);
+    free(w);
+}
+
+static void store_complete(napi_env env, napi_status status, void *data) {
+    store_work *w = data;
+    if (w->status != SIPP_OK) {
+        napi_reject_deferred(env, w->deferred, make_error(env, w->status, w->err));
+    } else if (w->op == STORE_LIST) {
+        napi_value arr;
+        napi_create_array_with_length(env, w->n_models, &arr);
+        for (size_t i = 0; i < w->n_models; i++)
+            napi_set_element(env, arr, (uint32_t)i, store_model_object(env, &w->models[i]));
+        napi_resolve_deferred(env, w->deferred, arr);
+    } else if (w->op == STORE_INFO) {
+        napi_resolve_deferred(env, w->deferred, gguf_info_object(env, w->info, w->hash ? w->sha : NULL));
+    } else {
+        napi_resolve_deferred(env, w->deferred, pull_result_object(env, &w->result));
+    }
+    store_work_free(env, w);
+}
+
+/* A string argument, or NULL for undefined/null; false (TypeError thrown) for anything else. */
+static bool opt_string(napi_env env, napi_value v, const char *what, char **out) {
+    *out = NULL;
+    napi_valuetype t;
+    if (!v || napi_typeof(env, v, &t) != napi_ok || t == napi_undefined || t == napi_null) return true;
+    return (*out = dup_string(env, v, what)) != NULL;
+}
+
+static napi_value store_queue(napi_env env, store_work *w, const char *name) {
+    napi_value promise, resource;
+    if (napi_create_promise(env, &w->deferred, &promise) != napi_ok) {
+        store_work_free(env, w);
+        throw_last(env, "napi_create_promise");
+        return NULL;
+    }
+    napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource);
+    if (napi_create_async_work(env, NULL, resource, store_execute, store_complete, w, &w->work) != napi_ok ||
+        napi_queue_async_work(env, w->work) != napi_ok) {
+        throw_last(env, "napi_queue_async_work");
+        store_work_free(env, w); /* the promise is never settled: nobody received it */
+        return NULL;
+    }
+    return promise;
+}
+
+static store_work *store_work_new(napi_env env, store_op op) {
+    store_work *w = calloc(1, sizeof *w);
+    if (!w) throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
+    else {
+        w->op = op;
+        w->retries = -1;
+    }
+    return w;
+}
+
+/* storeList(dir | null): resolves to [{name, path, size, nFiles, source, pulledAt, verified, managed,
+ * files: [{file, url, size, sha256}]}], sorted by name. */
+static napi_value js_store_list(napi_env env, napi_callback_info info) {
+    napi_value argv[1];
+    if (!get_args(env, info, 1, argv)) return NULL;
+    store_work *w = store_work_new(env, STORE_LIST);
+    if (!w) return NULL;
+    if (!opt_string(env, argv[0], "dir", &w->target)) {
+        free(w);
+        return NULL;
+    }
+    return store_queue(env, w, "sipp.storeList");
+}
+
+/* storeInfo(nameOrPath, hash): resolves to the GGUF header's facts (and the sha256 when hash). */
+static napi_value js_store_info(napi_env env, napi_callback_info info) {
+    napi_value argv[2];
+    if (!get_args(env, info, 2, argv)) return NULL;
+    store_work *w = store_work_new(env, STORE_INFO);
+    if (!w) return NULL;
+    bool named = (w->target = dup_string(env, argv[0], "nameOrPath")) != NULL;
+    if (!named || napi_get_value_bool(env, argv[1], &w->hash) != napi_ok) {
+        free(w->target);
+        free(w);
+        return named ? type_error(env, "hash must be a boolean") : NULL;
+    }
+    return store_queue(env, w, "sipp.storeInfo");
+}
+
+/* storePull(source, {name, sha256, force, retries}, onProgress | null): resolves to the pull's result. */
+static napi_value js_store_pull(napi_env env, napi_callback_info info) {
+    napi_value argv[3];
+    if (!get_args(env, info, 3, argv)) return NULL;
+    store_work *w = store_work_new(env, STORE_PULL);
+    if (!w) return NULL;
+    bool ok = (w->target = dup_string(env, argv[0], "source")) != NULL &&
+              opt_string(env, prop(env, argv[1], "name"), "name", &w->name) &&
+              opt_string(env, prop(env, argv[1], "sha256"), "sha256", &w->sha256) &&
+              opt_bool(env, argv[1], "force", &w->force) && opt_int(env, argv[1], "retries", &w->retries);
+    napi_valuetype t = napi_undefined;
+    if (ok) napi_typeof(env, argv[2], &t);
+    if (ok && t == napi_function) {
+        napi_value resource;
+        napi_create_string_utf8(env, "sipp.storePull.progress", NAPI_AUTO_LENGTH, &resource);
+        ok = (w->stop = calloc(1, sizeof *w->stop)) != NULL &&
+             napi_create_threadsafe_function(env, argv[2], NULL, resource, 0, 1, w->stop, free_stop, w->stop,
+                                             progress_call_js, &w->progress) == napi_ok;
+        if (!ok) {
+            free(w->stop);
+            w->progress = NULL;
+            throw_last(env, "napi_create_threadsafe_function");
+        }
+    } else if (ok && t != napi_null && t != napi_undefined) {
+        ok = false;
+        type_error(env, "onProgress must be a function");
+    }
+    if (!ok) {
+        if (w->progress) napi_release_threadsafe_function(w->progress, napi_tsfn_release);
+        free(w->target);
+        free(w->name);
+        free(w->sha256);
+        free(w);
+        return NULL;
+    }
+    return store_queue(env, w, "sipp.storePull");
+}
+
 /* ---- module ------------------------------------------------------------------------------------- */
 
 static napi_value init_module(napi_env env, napi_value exports) {
@@ -949,6 +1304,9 @@ static napi_value init_module(napi_env env, napi_value exports) {
         {"embed", js_embed},
         {"submit", js_submit},
         {"cancel", js_cancel},
+        {"storeList", js_store_list},
+        {"storeInfo", js_store_info},
+        {"storePull", js_store_pull},
     };
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         napi_value f;

@@ -15,6 +15,10 @@
 
         client.add("gw", sipp.gateway("http://127.0.0.1:8080", token="..."))
 
+    import sipp.store
+    sipp.store.pull("hf://ORG/REPO/model.gguf")              # into the local model store
+    sipp.store.list(); sipp.store.info("model")              # what it holds; a GGUF header
+
 The native library is libsipp (ctypes; nothing outside the standard library). Which llama.cpp
 artifact it uses is chosen at import from SIPP_PYTHON_BACKEND = auto | cpu | vulkan | cuda | metal
 (SIPP_ARTIFACT names an artifact directory directly); a value that no built artifact can serve
@@ -24,7 +28,7 @@ endpoint is added, so gateway-only programs never need it. Calls release the GIL
 engine works, so several threads can query at once.
 """
 
-from . import _native
+from . import _native, store
 from ._client import Client, GatewaySpec, LocalSpec, gateway, local
 from ._errors import (BackendError, BusyError, CancelledError, ClosedError, ContextFullError, GatewayError,
                       InternalError, InvalidArgumentError, ModelError, NoMemoryError, NotFoundError,
@@ -56,7 +60,7 @@ def runtime_info():
 
 
 __all__ = [
-    "Client", "local", "gateway", "LocalSpec", "GatewaySpec", "Response", "TokenStream", "backend_selection",
+    "Client", "local", "gateway", "store", "LocalSpec", "GatewaySpec", "Response", "TokenStream", "backend_selection",
     "runtime_info", "SippError", "InvalidArgumentError", "NotFoundError", "SippIOError", "ModelError",
     "BackendError", "ContextFullError", "BusyError", "CancelledError", "SippTimeoutError", "NoMemoryError",
     "ClosedError", "InternalError", "NotSupportedError", "GatewayError",

@@ -248,8 +248,66 @@ class EngineStats(ctypes.Structure):
                 ("mean_busy_slots", c_double)]
 
 
+# ---- the model store (sipp.h "model store") ----
+NAME_MAX = 128  # SIPP_NAME_MAX
+PATH_MAX = 4096  # SIPP_PATH_MAX
+URL_MAX = 4096  # SIPP_URL_MAX
+SHA256_HEX = 65  # SIPP_SHA256_HEX
+STORE_TIME_MAX = 32  # SIPP_STORE_TIME_MAX
+GGUF_MAX_TYPES = 48  # SIPP_GGUF_MAX_TYPES
+
+
+class StoreFile(ctypes.Structure):
+    _fields_ = [("file", ctypes.c_char * (NAME_MAX + 32)), ("url", c_char_p), ("size", c_uint64), ("mtime_ns", ctypes.c_int64),
+                ("sha256", ctypes.c_char * SHA256_HEX)]
+
+
+class StoreModel(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * (NAME_MAX + 1)), ("source", c_char_p), ("pulled_at", ctypes.c_char * STORE_TIME_MAX),
+                ("verified", c_bool), ("managed", c_bool), ("n_files", c_int), ("files", ctypes.POINTER(StoreFile)),
+                ("size", c_uint64), ("path", ctypes.c_char * PATH_MAX)]
+
+
+class PullProgress(ctypes.Structure):
+    _fields_ = [("file_index", c_int), ("n_files", c_int), ("file", c_char_p), ("done", c_uint64), ("total", c_uint64),
+                ("received", c_uint64), ("bytes_per_s", c_double), ("eta_s", c_double), ("file_done", c_bool),
+                ("note", c_char_p)]
+
+
+PULL_PROGRESS_FN = ctypes.CFUNCTYPE(c_bool, ctypes.POINTER(PullProgress), c_void_p)
+
+
+class PullParams(ctypes.Structure):
+    _fields_ = [("source", c_char_p), ("name", c_char_p), ("sha256", c_char_p), ("force", c_bool), ("retries", c_int),
+                ("progress", PULL_PROGRESS_FN), ("user", c_void_p)]
+
+
+class PullResult(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * (NAME_MAX + 1)), ("path", ctypes.c_char * PATH_MAX), ("url", ctypes.c_char * URL_MAX),
+                ("n_files", c_int), ("size", c_uint64), ("received", c_uint64), ("verified", c_bool),
+                ("already", c_bool), ("resumed", c_bool), ("replaced", c_bool), ("sha256", ctypes.c_char * SHA256_HEX),
+                ("seconds", c_double)]
+
+
+class GgufTypeCount(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_char * 16), ("n_tensors", ctypes.c_int64), ("n_params", c_uint64), ("bytes", c_uint64)]
+
+
+class GgufInfo(ctypes.Structure):
+    _fields_ = [("path", ctypes.c_char * PATH_MAX), ("architecture", ctypes.c_char * 64), ("name", ctypes.c_char * 128),
+                ("file_type", ctypes.c_char * 32), ("gguf_version", c_uint32), ("n_files", c_int), ("file_size", c_uint64),
+                ("n_params", c_uint64), ("n_tensors", ctypes.c_int64), ("n_ctx_train", ctypes.c_int64),
+                ("n_embd", ctypes.c_int64), ("n_layer", ctypes.c_int64), ("n_head", ctypes.c_int64),
+                ("n_head_kv", ctypes.c_int64), ("n_ff", ctypes.c_int64), ("n_vocab", ctypes.c_int64),
+                ("pooling", ctypes.c_char * 8), ("tokenizer", ctypes.c_char * 32), ("has_chat_template", c_bool),
+                ("n_types", c_int), ("types", GgufTypeCount * GGUF_MAX_TYPES)]
+
+
 # The C name of every structure above, for the layout check (tests/test_abi.py).
 C_STRUCTS = {
+    StoreFile: "sipp_store_file", StoreModel: "sipp_store_model", PullProgress: "sipp_pull_progress",
+    PullParams: "sipp_pull_params", PullResult: "sipp_pull_result", GgufTypeCount: "sipp_gguf_type_count",
+    GgufInfo: "sipp_gguf_info",
     RuntimeParams: "sipp_runtime_params", BackendDecision: "sipp_backend_decision", BackendInfo: "sipp_backend_info",
     ModelParams: "sipp_model_params", ModelInfo: "sipp_model_info", Message: "sipp_message",
     EngineParams: "sipp_engine_params", Sampling: "sipp_sampling", RequestParams: "sipp_request_params",
@@ -297,8 +355,22 @@ _PROTOTYPES = {
     "sipp_engine_get_stats": (None, [c_void_p, P(EngineStats)]),
     "sipp_engine_embed": (c_int, [c_void_p, P(c_char_p), c_size_t, c_bool, P(P(c_float)), P(c_int), P(c_int)]),
     "sipp_free": (None, [c_void_p]),
+    "sipp_store_dir": (c_int, [c_char_p, c_size_t, c_char_p]),
+    "sipp_store_list": (c_int, [c_char_p, P(P(StoreModel)), P(c_size_t), c_char_p]),
+    "sipp_store_list_free": (None, [P(StoreModel), c_size_t]),
+    "sipp_store_remove": (c_int, [c_char_p, c_char_p, c_char_p]),
+    "sipp_store_resolve": (c_int, [c_char_p, c_char_p, c_size_t, c_char_p]),
+    "sipp_store_file_sha256": (c_int, [c_char_p, c_char_p, P(c_bool), c_char_p]),
+    "sipp_pull_default_params": (PullParams, []),
+    "sipp_store_pull": (c_int, [P(PullParams), P(PullResult), c_char_p]),
+    "sipp_gguf_inspect": (c_int, [c_char_p, P(GgufInfo), c_char_p]),
 }
-OPTIONAL = {"sipp_engine_embed", "sipp_backends_list", "sipp_backend_decide"}
+# Functions newer than the oldest libsipp these bindings load: a binding call that needs one that is
+# missing raises NotSupportedError naming it.
+STORE_FUNCTIONS = {"sipp_store_dir", "sipp_store_list", "sipp_store_list_free", "sipp_store_remove",
+                   "sipp_store_resolve", "sipp_store_file_sha256", "sipp_pull_default_params", "sipp_store_pull",
+                   "sipp_gguf_inspect"}
+OPTIONAL = {"sipp_engine_embed", "sipp_backends_list", "sipp_backend_decide"} | STORE_FUNCTIONS
 
 
 class Library:

@@ -1,5 +1,5 @@
 /*
- * verify_metrics.c: how far one set of logits is from another.
+ * metrics.c: how far one set of logits is from another.
  *
  * Raw differences (max, RMS) say how large the drift is in logit units, but logits are only defined
  * up to a constant per row and their scale varies from model to model, so the gate is the KL
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/verify.h"
+#include "verify/verify_internal.h"
 
 /* Defaults of the thresholds: see docs/verify.md for how they were chosen. */
 #define DEFAULT_MAX_KL 0.01
@@ -29,8 +29,8 @@
 #define DEFAULT_MIN_GREEDY 0.0
 #define DEFAULT_SPEED_TOLERANCE 0.25
 
-verify_thresholds verify_default_thresholds(void) {
-    return (verify_thresholds){.max_kl = DEFAULT_MAX_KL,
+sipp_verify_thresholds sipp_verify_default_thresholds(void) {
+    return (sipp_verify_thresholds){.max_kl = DEFAULT_MAX_KL,
                                .max_kl_max = DEFAULT_MAX_KL_MAX,
                                .min_top1 = DEFAULT_MIN_TOP1,
                                .max_cached_kl = DEFAULT_MAX_CACHED_KL,
@@ -43,17 +43,17 @@ static const struct {
     const char *key;
     size_t offset;
 } threshold_fields[] = {
-    {"max_kl", offsetof(verify_thresholds, max_kl)},
-    {"max_kl_max", offsetof(verify_thresholds, max_kl_max)},
-    {"min_top1", offsetof(verify_thresholds, min_top1)},
-    {"max_cached_kl", offsetof(verify_thresholds, max_cached_kl)},
-    {"min_cached_top1", offsetof(verify_thresholds, min_cached_top1)},
-    {"min_greedy", offsetof(verify_thresholds, min_greedy)},
-    {"speed_tolerance", offsetof(verify_thresholds, speed_tolerance)},
+    {"max_kl", offsetof(sipp_verify_thresholds, max_kl)},
+    {"max_kl_max", offsetof(sipp_verify_thresholds, max_kl_max)},
+    {"min_top1", offsetof(sipp_verify_thresholds, min_top1)},
+    {"max_cached_kl", offsetof(sipp_verify_thresholds, max_cached_kl)},
+    {"min_cached_top1", offsetof(sipp_verify_thresholds, min_cached_top1)},
+    {"min_greedy", offsetof(sipp_verify_thresholds, min_greedy)},
+    {"speed_tolerance", offsetof(sipp_verify_thresholds, speed_tolerance)},
 };
 #define N_THRESHOLD_FIELDS (sizeof threshold_fields / sizeof threshold_fields[0])
 
-json_t *verify_thresholds_json(const verify_thresholds *t) {
+json_t *verify_thresholds_json(const sipp_verify_thresholds *t) {
     json_t *o = json_object();
     for (size_t i = 0; i < N_THRESHOLD_FIELDS; i++)
         json_object_set_new(o, threshold_fields[i].key,
@@ -61,7 +61,7 @@ json_t *verify_thresholds_json(const verify_thresholds *t) {
     return o;
 }
 
-void verify_thresholds_from_json(const json_t *j, verify_thresholds *t) {
+void verify_thresholds_from_json(const json_t *j, sipp_verify_thresholds *t) {
     for (size_t i = 0; i < N_THRESHOLD_FIELDS; i++) {
         json_t *v = json_object_get(j, threshold_fields[i].key);
         if (json_is_number(v)) *(double *)((char *)t + threshold_fields[i].offset) = json_number_value(v);

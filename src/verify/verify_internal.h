@@ -1,29 +1,27 @@
 /*
- * verify.h: what the files of `sipp verify` share.
+ * verify_internal.h: what the files of src/verify share (internal; the API is the verify section of
+ * sipp.h).
  *
- *   verify.c          the command: options, the order of the runs, thresholds, the report
- *   verify_metrics.c  comparing two sets of logits (max/RMS difference, KL divergence, top-k agreement)
- *   verify_run.c      one backend's run: load, teacher-forced logits, cached decoding, greedy
- *                     continuations, the graph trace, the optional bench
- *   verify_against.c  `--against MANIFEST`: the contracts (checkpoint, tokenizer, graph, numerics,
- *                     speed) a recorded manifest states, checked on this machine
- *   manifest.c        the model's facts read from its GGUF header and file, and the manifest's JSON
+ *   verify.c    sipp_verify_run: the order of the runs, thresholds, the report (the manifest)
+ *   metrics.c   comparing two sets of logits (max/RMS difference, KL divergence, top-k agreement)
+ *   run.c       one backend's run: load, teacher-forced logits, cached decoding, greedy continuations,
+ *               the graph trace, the optional bench
+ *   against.c   the contracts (checkpoint, tokenizer, graph, numerics, speed) a recorded manifest
+ *               states, checked on this machine
+ *   manifest.c  the model's facts read from its GGUF header and file; reading and writing manifests
+ *   host.c      facts about this host and the active artifact (also sipp doctor's, via sipp.h)
  *
- * Exit status: 0 everything within thresholds, 1 a runtime failure, 2 bad usage, 3 a threshold
- * exceeded or a contract changed.
+ * Failures return a sipp_status with one line in `err` (SIPP_ERROR_SIZE bytes).
  */
-#ifndef SIPP_CLI_VERIFY_H
-#define SIPP_CLI_VERIFY_H
+#ifndef SIPP_VERIFY_INTERNAL_H
+#define SIPP_VERIFY_INTERNAL_H
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cli/cli.h"
+#include "sipp.h"
 
-enum { EXIT_DRIFT = 3 };
-
-#define VERIFY_MAX_BACKENDS 8
 #define VERIFY_TOPK 5 /* top-k overlap and the recorded top tokens per position */
 #define VERIFY_MANIFEST_FORMAT 1
 #define VERIFY_MANIFEST_KIND "sipp-verify-manifest"
@@ -56,20 +54,9 @@ void verify_topk(const float *row, int n_vocab, int k, int32_t *ids, float *valu
 
 /* ---- thresholds ---- */
 
-typedef struct verify_thresholds {
-    double max_kl;          /* mean KL against the reference, nats */
-    double max_kl_max;      /* worst single position's KL against the reference, nats */
-    double min_top1;        /* top-1 agreement rate against the reference */
-    double max_cached_kl;   /* mean KL of incremental decoding against batched prefill, each backend */
-    double min_cached_top1; /* top-1 agreement of incremental against batched */
-    double min_greedy;      /* fraction of the greedy continuation's tokens equal to the reference's */
-    double speed_tolerance; /* --against: how much slower pp or tg may be than recorded (fraction) */
-} verify_thresholds;
-
-verify_thresholds verify_default_thresholds(void);
-json_t *verify_thresholds_json(const verify_thresholds *t);
+json_t *verify_thresholds_json(const sipp_verify_thresholds *t);
 /* Overwrites the fields present in j. */
-void verify_thresholds_from_json(const json_t *j, verify_thresholds *t);
+void verify_thresholds_from_json(const json_t *j, sipp_verify_thresholds *t);
 
 /* ---- inputs and one backend's run ---- */
 
@@ -86,8 +73,11 @@ typedef struct verify_config {
     int threads;
     int greedy_tokens; /* tokens of greedy continuation per prompt */
     bool bench;        /* also run `sipp bench` per backend */
+    const char *bench_exe;
     int bench_pp, bench_tg, bench_reps;
-    bool quiet; /* no progress lines on stderr */
+    sipp_verify_progress_fn progress;
+    void *user;
+    double t_start; /* sipp_now_ms() when the run started, for progress */
 } verify_config;
 
 /* Everything one backend produced. The reference's logits stay alive for the others' comparison. */
@@ -115,13 +105,14 @@ typedef struct verify_result {
  * count as fully equal. */
 int verify_token_agreement(sipp_model *vocab, const char *ref, const char *other, int *n_ref);
 
-/* Tokenizes the prompts with cfg->vocab (tokenization does not depend on the backend). */
-int verify_tokenize_prompts(const verify_config *cfg, verify_prompt *prompts, int n_prompts);
+/* Tokenizes the prompts with cfg->vocab (tokenization does not depend on the backend).
+ * SIPP_ERR_INVALID_ARGUMENT for a prompt that has no tokens. */
+sipp_status verify_tokenize_prompts(const verify_config *cfg, verify_prompt *prompts, int n_prompts,
+                                    char *err);
 
-/* Runs one backend; ref is the reference's result (NULL when this is the reference). Returns an exit
- * status (EXIT_OK or EXIT_RUNTIME, after printing the error). */
-int verify_run_backend(const verify_config *cfg, const char *backend, const verify_prompt *prompts,
-                       int n_prompts, const verify_result *ref, verify_result *out);
+/* Runs one backend; ref is the reference's result (NULL when this is the reference). */
+sipp_status verify_run_backend(const verify_config *cfg, const char *backend, const verify_prompt *prompts,
+                               int n_prompts, const verify_result *ref, verify_result *out, char *err);
 void verify_result_free(verify_result *r, int n_prompts);
 
 /* The results of one backend as the manifest records them: device, metrics, greedy outputs and their
@@ -131,27 +122,34 @@ json_t *verify_result_json(const verify_result *r, const verify_prompt *prompts,
 /* A graph report as JSON: {n_nodes, boundaries_decode, boundaries_prefill, ops: {OP: {...}}}. */
 json_t *verify_graph_json(const sipp_graph_report *g);
 
-/* The hex SHA-256 of a byte string (out: 65 bytes). */
-void verify_sha256_hex(const void *data, size_t len, char out[65]);
-
 /* ---- manifest ---- */
 
 /* The model's facts: path, size, sha256, GGUF architecture, parameters, tensor types, tokenizer model,
- * vocabulary hash, chat template hash. NULL (message printed) when the file cannot be read. */
-json_t *manifest_model_json(const char *path);
+ * vocabulary hash, chat template hash. NULL (message in err) when the file cannot be read. */
+json_t *manifest_model_json(const char *path, char *err);
 /* sipp's version, the llama.cpp release and commit, the artifact and its manifest. */
 json_t *manifest_runtime_json(void);
 /* CPU, ISA features, OS, kernel. */
 json_t *manifest_host_json(void);
-/* Reads and checks a manifest file; NULL with a one-line error printed. */
-json_t *manifest_load(const char *path);
-bool manifest_write(const char *path, const json_t *manifest);
+/* Reads and checks a manifest file: SIPP_ERR_IO when it cannot be read, SIPP_ERR_INVALID_ARGUMENT
+ * when it is not a manifest this sipp can use. */
+sipp_status manifest_load(const char *path, json_t **out, char *err);
+sipp_status manifest_write(const char *path, const json_t *manifest, char *err);
 
-/* ---- --against ---- */
+/* ---- host (host.c) ---- */
 
-/* Compares this machine's run with a manifest, contract by contract; prints the report (text, or
- * adds "contracts" to report_json). Returns true when every checked contract holds. */
+/* {"model", "cores", "features": [ISA flags that matter to ggml's CPU modules], "ggml_cpu_module"} */
+json_t *verify_host_cpu_json(void);
+/* {"name" (os-release PRETTY_NAME), "kernel", "machine"} */
+json_t *verify_host_os_json(void);
+/* {"dir", "manifest": <artifact>/manifest.json or null} */
+json_t *verify_artifact_json(void);
+
+/* ---- against ---- */
+
+/* Compares this machine's run with a manifest, contract by contract; adds "contracts", "context" and
+ * "against_passed" to report. Returns true when every checked contract holds. */
 bool verify_against(sipp_model *vocab, const json_t *recorded, const json_t *current,
-                    const verify_thresholds *t, json_t *report);
+                    const sipp_verify_thresholds *t, json_t *report);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * verify_run.c: one backend's part of `sipp verify`.
+ * run.c: one backend's part of a verify run (sipp_verify_run).
  *
  * The model is loaded once per backend and freed before the next backend loads it, so a machine needs
  * memory for one copy only. On it, for every prompt (fixed tokens, the same on every backend):
@@ -17,41 +17,28 @@
  * generation split the text, but only next to where two texts differ; equal texts always count as
  * fully equal. (The engine streams text, not token ids.)
  *
- * `--bench` runs `sipp bench -o json` on the same binary as a child process after the model is freed:
- * the bench then measures a cold load like a user's, and the figures are the bench's own.
+ * The bench runs `sipp bench -o json` (params.bench_exe, the CLI passes its own binary) as a child
+ * process after the model is freed: the bench then measures a cold load like a user's, and the
+ * figures are the bench's own.
  */
 #include <errno.h>
 #include <math.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/verify.h"
 #include "util/util.h"
+#include "verify/verify_internal.h"
 
 #define CTX_MARGIN 16
 #define MAX_DEVICES 32
-#define SELF_EXE "/proc/self/exe"
 #define UTF8_REPLACEMENT "\xEF\xBF\xBD"
 
-void verify_sha256_hex(const void *data, size_t len, char out[65]) {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-    for (unsigned int i = 0; i < n && i < 32; i++)
-        sprintf(out + 2 * i, "%02x", md[i]);
-    out[64] = '\0';
-}
-
-/* A line per stage on a terminal, with the seconds since the first: lavapipe and big models are slow. */
+/* Each stage, with the seconds since the run started: lavapipe and big models are slow. */
 static void progress(const verify_config *cfg, const char *backend, const char *what) {
-    static double start;
-    double now = sipp_now_ms();
-    if (start == 0) start = now;
-    if (!cfg->quiet) fprintf(stderr, "verify: %6.1f s  %s: %s\n", (now - start) / 1e3, backend, what);
+    if (cfg->progress) cfg->progress((sipp_now_ms() - cfg->t_start) / 1e3, backend, what, cfg->user);
 }
 
 static json_t *device_json(const sipp_backend_decision *d) {
@@ -99,61 +86,57 @@ int verify_token_agreement(sipp_model *vocab, const char *ref, const char *other
     return k;
 }
 
-int verify_tokenize_prompts(const verify_config *cfg, verify_prompt *prompts, int n_prompts) {
+sipp_status verify_tokenize_prompts(const verify_config *cfg, verify_prompt *prompts, int n_prompts, char *err) {
     for (int p = 0; p < n_prompts; p++) {
         size_t need = 0, len = strlen(prompts[p].text);
         sipp_tokenize(cfg->vocab, prompts[p].text, len, true, false, NULL, 0, &need);
         prompts[p].tokens = malloc((need + 1) * sizeof(int32_t));
         if (!prompts[p].tokens || sipp_tokenize(cfg->vocab, prompts[p].text, len, true, false,
                                                 prompts[p].tokens, need, &need) != SIPP_OK) {
-            cli_error("verify: cannot tokenize prompt %d ('%.40s'): %s", p + 1, prompts[p].text,
-                      sipp_model_last_error(cfg->vocab));
-            return EXIT_RUNTIME;
+            return sipp_fail(err, SIPP_ERR_INTERNAL, "cannot tokenize prompt %d ('%.40s'): %s", p + 1,
+                             prompts[p].text, sipp_model_last_error(cfg->vocab));
         }
         prompts[p].n_tokens = (int)need;
         if (need == 0) {
-            cli_error("verify: prompt %d is empty after tokenization; give every prompt some text", p + 1);
-            return EXIT_USAGE;
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                             "prompt %d is empty after tokenization; give every prompt some text", p + 1);
         }
     }
-    return EXIT_OK;
+    return SIPP_OK;
 }
 
-static int logits_pass(const verify_config *cfg, sipp_model *m, const verify_prompt *prompts, int n_prompts,
-                       const verify_result *ref, verify_result *out) {
-    char err[SIPP_ERROR_SIZE];
+static sipp_status logits_pass(const verify_config *cfg, sipp_model *m, const verify_prompt *prompts, int n_prompts,
+                               const verify_result *ref, verify_result *out, char *err) {
+    char why[SIPP_ERROR_SIZE];
     out->logits = calloc((size_t)n_prompts, sizeof *out->logits);
-    if (!out->logits) return EXIT_RUNTIME;
+    if (!out->logits) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
     for (int p = 0; p < n_prompts; p++) {
         int nv = 0;
         float *inc = NULL;
         if (sipp_model_eval_logits(m, prompts[p].tokens, (size_t)prompts[p].n_tokens, false, cfg->threads,
-                                   &out->logits[p], &nv, err) != SIPP_OK ||
+                                   &out->logits[p], &nv, why) != SIPP_OK ||
             sipp_model_eval_logits(m, prompts[p].tokens, (size_t)prompts[p].n_tokens, true, cfg->threads,
-                                   &inc, &nv, err) != SIPP_OK) {
-            cli_error("verify: %s: evaluating prompt %d failed: %s", out->backend, p + 1, err);
-            return EXIT_RUNTIME;
-        }
+                                   &inc, &nv, why) != SIPP_OK)
+            return sipp_fail(err, SIPP_ERR_INTERNAL, "%s: evaluating prompt %d failed: %s", out->backend, p + 1, why);
         out->n_vocab = nv;
         verify_metrics_add(&out->cached, out->logits[p], inc, prompts[p].n_tokens, nv);
         sipp_free(inc);
         if (ref) {
-            if (ref->n_vocab != nv) {
-                cli_error("verify: %s has %d vocabulary entries, the reference %s %d: not the same model",
-                          out->backend, nv, ref->backend, ref->n_vocab);
-                return EXIT_RUNTIME;
-            }
+            if (ref->n_vocab != nv)
+                return sipp_fail(err, SIPP_ERR_MODEL,
+                                 "%s has %d vocabulary entries, the reference %s %d: not the same model",
+                                 out->backend, nv, ref->backend, ref->n_vocab);
             verify_metrics_add(&out->vs_ref, ref->logits[p], out->logits[p], prompts[p].n_tokens, nv);
         }
     }
     verify_metrics_finish(&out->cached);
     verify_metrics_finish(&out->vs_ref);
-    return EXIT_OK;
+    return SIPP_OK;
 }
 
-static int greedy_pass(const verify_config *cfg, sipp_model *m, const verify_prompt *prompts, int n_prompts,
-                       const verify_result *ref, verify_result *out) {
-    char err[SIPP_ERROR_SIZE];
+static sipp_status greedy_pass(const verify_config *cfg, sipp_model *m, const verify_prompt *prompts, int n_prompts,
+                               const verify_result *ref, verify_result *out, char *err) {
+    char why[SIPP_ERROR_SIZE];
     int longest = 0;
     for (int p = 0; p < n_prompts; p++)
         longest = prompts[p].n_tokens > longest ? prompts[p].n_tokens : longest;
@@ -162,15 +145,15 @@ static int greedy_pass(const verify_config *cfg, sipp_model *m, const verify_pro
     ep.threads = cfg->threads;
     ep.ctx_size = longest + cfg->greedy_tokens + CTX_MARGIN;
     sipp_engine *e = NULL;
-    if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) {
-        cli_error("verify: %s: cannot start an engine: %s", out->backend, err);
-        return EXIT_RUNTIME;
-    }
+    if (sipp_engine_new(m, &ep, &e, why) != SIPP_OK)
+        return sipp_fail(err, SIPP_ERR_INTERNAL, "%s: cannot start an engine: %s", out->backend, why);
     out->greedy = calloc((size_t)n_prompts, sizeof *out->greedy);
     out->greedy_agree = calloc((size_t)n_prompts, sizeof *out->greedy_agree);
     out->greedy_len = calloc((size_t)n_prompts, sizeof *out->greedy_len);
-    int rc = out->greedy && out->greedy_agree && out->greedy_len ? EXIT_OK : EXIT_RUNTIME;
-    for (int p = 0; rc == EXIT_OK && p < n_prompts; p++) {
+    sipp_status rc = out->greedy && out->greedy_agree && out->greedy_len
+                         ? SIPP_OK
+                         : sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    for (int p = 0; rc == SIPP_OK && p < n_prompts; p++) {
         sipp_request_params rp = sipp_request_default_params();
         rp.tokens = prompts[p].tokens;
         rp.n_tokens = (size_t)prompts[p].n_tokens;
@@ -179,16 +162,14 @@ static int greedy_pass(const verify_config *cfg, sipp_model *m, const verify_pro
         rp.sampling.temperature = 0;
         sipp_request *r = NULL;
         if (sipp_engine_submit(e, &rp, &r) != SIPP_OK) {
-            cli_error("verify: %s: greedy continuation of prompt %d: %s", out->backend, p + 1,
-                      sipp_engine_last_error(e));
-            rc = EXIT_RUNTIME;
+            rc = sipp_fail(err, SIPP_ERR_INTERNAL, "%s: greedy continuation of prompt %d: %s", out->backend, p + 1,
+                           sipp_engine_last_error(e));
             break;
         }
         sipp_request_wait(r, -1);
         if (sipp_request_status(r) != SIPP_OK) {
-            cli_error("verify: %s: greedy continuation of prompt %d failed: %s", out->backend, p + 1,
-                      sipp_request_error(r));
-            rc = EXIT_RUNTIME;
+            rc = sipp_fail(err, SIPP_ERR_INTERNAL, "%s: greedy continuation of prompt %d failed: %s", out->backend,
+                           p + 1, sipp_request_error(r));
         } else {
             out->greedy[p] = strdup(sipp_request_text(r));
             const char *against = ref ? ref->greedy[p] : out->greedy[p];
@@ -201,8 +182,8 @@ static int greedy_pass(const verify_config *cfg, sipp_model *m, const verify_pro
     return rc;
 }
 
-/* Runs `sipp bench MODEL -o json ...` (this same binary) and parses its one line of JSON. */
-static json_t *run_bench(const verify_config *cfg, const char *backend) {
+/* Runs `BENCH_EXE bench MODEL -o json ...` and parses its one line of JSON. */
+static json_t *run_bench(const verify_config *cfg, const char *backend, char *err) {
     char pp[16], tg[16], reps[16], threads[16];
     snprintf(pp, sizeof pp, "%d", cfg->bench_pp);
     snprintf(tg, sizeof tg, "%d", cfg->bench_tg);
@@ -239,7 +220,7 @@ static json_t *run_bench(const verify_config *cfg, const char *backend) {
         dup2(fd[1], STDOUT_FILENO);
         close(fd[0]);
         close(fd[1]);
-        execv(SELF_EXE, (char *const *)argv);
+        execv(cfg->bench_exe, (char *const *)argv);
         _exit(127);
     }
     close(fd[1]);
@@ -258,7 +239,7 @@ static json_t *run_bench(const verify_config *cfg, const char *backend) {
         json_decref(j);
         j = NULL;
     }
-    if (!j) cli_error("verify: %s: sipp bench failed (its error is above)", backend);
+    if (!j) sipp_fail(err, SIPP_ERR_INTERNAL, "%s: sipp bench failed (its error is above)", backend);
     return j;
 }
 
@@ -285,48 +266,44 @@ static json_t *top_json(const verify_result *r, const verify_prompt *prompts, in
     return arr;
 }
 
-int verify_run_backend(const verify_config *cfg, const char *backend, const verify_prompt *prompts,
-                       int n_prompts, const verify_result *ref, verify_result *out) {
-    char err[SIPP_ERROR_SIZE];
+sipp_status verify_run_backend(const verify_config *cfg, const char *backend, const verify_prompt *prompts,
+                               int n_prompts, const verify_result *ref, verify_result *out, char *err) {
+    char why[SIPP_ERROR_SIZE];
     snprintf(out->backend, sizeof out->backend, "%s", backend);
     progress(cfg, backend, "loading the model");
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = backend;
     sipp_model *m = NULL;
-    if (sipp_model_load(cfg->model_path, &mp, &m, err) != SIPP_OK) {
-        cli_error("verify: %s", err);
-        return EXIT_RUNTIME;
-    }
+    sipp_status rc = sipp_model_load(cfg->model_path, &mp, &m, err);
+    if (rc != SIPP_OK) return rc;
     sipp_model_get_info(m, &out->info);
     snprintf(out->model_desc, sizeof out->model_desc, "%s", out->info.description);
     out->device = device_json(sipp_model_backend(m));
 
     progress(cfg, backend, "teacher-forced logits, batched and one token at a time");
-    int rc = logits_pass(cfg, m, prompts, n_prompts, ref, out);
-    if (rc == EXIT_OK) out->top = top_json(out, prompts, n_prompts);
+    rc = logits_pass(cfg, m, prompts, n_prompts, ref, out, err);
+    if (rc == SIPP_OK) out->top = top_json(out, prompts, n_prompts);
     for (int p = 0; ref && out->logits && p < n_prompts; p++) {
         free(out->logits[p]);
         out->logits[p] = NULL;
     }
-    if (rc == EXIT_OK && cfg->greedy_tokens > 0) {
+    if (rc == SIPP_OK && cfg->greedy_tokens > 0) {
         progress(cfg, backend, "greedy continuations");
-        rc = greedy_pass(cfg, m, prompts, n_prompts, ref, out);
+        rc = greedy_pass(cfg, m, prompts, n_prompts, ref, out, err);
     }
-    if (rc == EXIT_OK) {
+    if (rc == SIPP_OK) {
         progress(cfg, backend, "tracing the compute graph");
-        if (sipp_model_trace_graph(m, cfg->threads, &out->graph, err) != SIPP_OK) {
-            cli_error("verify: %s: tracing the graph failed: %s", backend, err);
-            rc = EXIT_RUNTIME;
-        }
+        if (sipp_model_trace_graph(m, cfg->threads, &out->graph, why) != SIPP_OK)
+            rc = sipp_fail(err, SIPP_ERR_INTERNAL, "%s: tracing the graph failed: %s", backend, why);
     }
     sipp_model_free(m);
     progress(cfg, backend, "done");
-    if (rc == EXIT_OK && cfg->bench) {
+    if (rc == SIPP_OK && cfg->bench) {
         progress(cfg, backend, "sipp bench");
-        out->bench = run_bench(cfg, backend);
-        if (!out->bench) rc = EXIT_RUNTIME;
+        out->bench = run_bench(cfg, backend, err);
+        if (!out->bench) rc = SIPP_ERR_INTERNAL;
     }
-    out->ran = rc == EXIT_OK;
+    out->ran = rc == SIPP_OK;
     return rc;
 }
 
@@ -383,8 +360,8 @@ static char *utf8_clean(const char *s) {
 json_t *verify_result_json(const verify_result *r, const verify_prompt *prompts, int n_prompts) {
     json_t *greedy = json_array();
     for (int p = 0; r->greedy && p < n_prompts; p++) {
-        char hash[65];
-        verify_sha256_hex(r->greedy[p], strlen(r->greedy[p]), hash);
+        char hash[SIPP_SHA256_HEX];
+        sipp_sha256_hex(r->greedy[p], strlen(r->greedy[p]), hash);
         char *text = utf8_clean(r->greedy[p]);
         json_array_append_new(greedy,
                               json_pack("{s:s, s:s, s:i, s:i}", "sha256", hash, "text", text ? text : "",

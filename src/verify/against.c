@@ -1,5 +1,5 @@
 /*
- * verify_against.c: `sipp verify --against MANIFEST`: what a manifest promised, checked here.
+ * against.c: `sipp verify --against MANIFEST`: what a manifest promised, checked here.
  *
  * A manifest states five contracts; each is reported as "holds", "changed" or "not checked":
  *
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/verify.h"
+#include "verify/verify_internal.h"
 
 #define SHORT_HASH 12
 #define DETAIL_BYTES 512
@@ -199,7 +199,7 @@ static void check_greedy(contract *c, sipp_model *vocab, const char *backend, co
 }
 
 static void check_numerics(contract *c, sipp_model *vocab, const char *backend, const json_t *rb,
-                           const json_t *cb, const json_t *current, const verify_thresholds *t) {
+                           const json_t *cb, const json_t *current, const sipp_verify_thresholds *t) {
     size_t i;
     json_t *f;
     json_array_foreach(path(current, "verdict", "failures"), i, f) {
@@ -277,7 +277,7 @@ static json_t *contract_json(contract *c) {
 }
 
 bool verify_against(sipp_model *vocab, const json_t *recorded, const json_t *current,
-                    const verify_thresholds *t, json_t *report) {
+                    const sipp_verify_thresholds *t, json_t *report) {
     contract cs[] = {{.name = "checkpoint"},
                      {.name = "tokenizer"},
                      {.name = "graph"},

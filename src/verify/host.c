@@ -1,7 +1,8 @@
 /*
- * hostinfo.c: what this host is (CPU model and ISA features, OS and kernel) and which artifact is
+ * host.c: what this host is (CPU model and ISA features, OS and kernel) and which artifact is
  * active, read from /proc/cpuinfo, /etc/os-release, uname(2) and <artifact>/manifest.json. Doctor
- * prints these; verify records them in its manifest, so the two always describe a host the same way.
+ * prints these (sipp_host_facts_json); verify records them in its manifest, so the two always
+ * describe a host the same way.
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -11,13 +12,12 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
-#include "cli/hostinfo.h"
+#include "verify/verify_internal.h"
 
 #define LINE_BYTES 4096
 
 /* The CPU's model name and the ISA features that matter to ggml's CPU modules. */
-json_t *cli_host_cpu_json(void) {
+json_t *verify_host_cpu_json(void) {
     static const char *const isa[] = {"sse4_2",      "avx",      "avx2",     "fma",
                                       "f16c",        "avx512f",  "avx512bw", "avx512_vnni",
                                       "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8"};
@@ -46,7 +46,7 @@ json_t *cli_host_cpu_json(void) {
                      "features", features, "ggml_cpu_module", sipp_cpu_module());
 }
 
-json_t *cli_host_os_json(void) {
+json_t *verify_host_os_json(void) {
     struct utsname u;
     uname(&u);
     char pretty[256] = "unknown", line[LINE_BYTES];
@@ -61,7 +61,7 @@ json_t *cli_host_os_json(void) {
     return json_pack("{s:s, s:s, s:s}", "name", pretty, "kernel", u.release, "machine", u.machine);
 }
 
-json_t *cli_artifact_json(void) {
+json_t *verify_artifact_json(void) {
     const char *dir = sipp_runtime_artifact_dir();
     char path[1024];
     snprintf(path, sizeof path, "%s/manifest.json", dir ? dir : ".");
@@ -74,4 +74,12 @@ json_t *cli_artifact_json(void) {
     return json_pack("{s:s, s:o, s:s?, s:s?}", "dir", dir ? dir : "", "manifest", manifest ? manifest : json_null(),
                      "sbom", dir && access(sbom, R_OK) == 0 ? sbom : NULL, "signature",
                      dir && access(sig, R_OK) == 0 ? sig : NULL);
+}
+
+char *sipp_host_facts_json(void) {
+    json_t *facts = json_pack("{s:o, s:o, s:o}", "os", verify_host_os_json(), "cpu", verify_host_cpu_json(),
+                              "artifact", verify_artifact_json());
+    char *text = facts ? json_dumps(facts, JSON_PRESERVE_ORDER) : NULL;
+    json_decref(facts);
+    return text;
 }

@@ -1,0 +1,366 @@
+/*
+ * scheduler.c: which request goes to which slot, and what each step of the engine decodes.
+ *
+ * Continuous batching. The context holds `parallel` sequences (slots) in one unified KV cache. Every
+ * step is a single llama_decode whose batch carries one token for each slot that is generating and,
+ * in what is left of the token budget, chunks of the prompts of slots that are still reading theirs.
+ * Decoding goes first because a generating slot's next token is the latency users see; prefill
+ * fills the rest of the step, in chunks whose size the policy sets (small chunks keep the token
+ * pace steady, large ones finish prompts sooner).
+ *
+ * Prefix reuse. A slot keeps its KV cells when its request ends, along with the tokens they hold.
+ * A new request goes to the idle slot whose tokens share the longest prefix with its prompt, and
+ * only the rest is evaluated. When another slot, busy or idle, holds a longer prefix, its cells are
+ * shared into the new request's sequence (the cache is unified: sharing copies no data). A
+ * context_key pins a conversation to one slot, so its next turn finds its history there; two
+ * requests with one key never run at once (the second waits in the queue).
+ *
+ * Out of KV space, the request holding the most cells gives way and the others go on.
+ *
+ * Everything here runs on the engine thread. Slot assignment (s->req) changes only under e->mu.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_internal.h"
+
+#define PIECE_MAX 256
+
+/* ---- slots ------------------------------------------------------------------------------------- */
+
+static int common_prefix(const llama_token *a, int na, const llama_token *b, int nb) {
+    int n = 0;
+    while (n < na && n < nb && a[n] == b[n])
+        n++;
+    return n;
+}
+
+static bool cache_reserve(slot *s, int n) {
+    if (n <= s->cap_cache) return true;
+    int cap = s->cap_cache ? s->cap_cache : 256;
+    while (cap < n)
+        cap *= 2;
+    llama_token *c = realloc(s->cache, (size_t)cap * sizeof *c);
+    if (!c) return false;
+    s->cache = c;
+    s->cap_cache = cap;
+    return true;
+}
+
+/* Which idle slot a request should take: the one pinned to its key, else the one sharing the longest
+ * prefix with its prompt, preferring unpinned slots, then the least recently used. -1 when none is
+ * free, or when its key's slot is busy (it must wait for its own conversation). */
+static int pick_slot(sipp_engine *e, const sipp_request *r) {
+    if (r->context_key) {
+        for (int i = 0; i < e->params.parallel; i++) {
+            slot *s = &e->slots[i];
+            if (s->key && strcmp(s->key, r->context_key) == 0) return s->req ? -1 : i;
+        }
+    }
+    int best = -1, best_lcp = -1;
+    bool best_pinned = true;
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        if (s->req) continue;
+        int lcp = common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
+        bool pinned = s->key != NULL;
+        bool better = best < 0 || (best_pinned && !pinned) ||
+                      (pinned == best_pinned &&
+                       (lcp > best_lcp || (lcp == best_lcp && s->last_used < e->slots[best].last_used)));
+        if (better) {
+            best = i;
+            best_lcp = lcp;
+            best_pinned = pinned;
+        }
+    }
+    return best;
+}
+
+/* Slot assignment (s->req) changes only under e->mu, so that stats readers see a consistent view. */
+static void slot_release(sipp_engine *e, slot *s, const sipp_request *r) {
+    if (s->smpl) llama_sampler_free(s->smpl);
+    s->smpl = NULL;
+    s->generating = false;
+    s->last_used = sipp_now_ms();
+    pthread_mutex_lock(&e->mu);
+    s->req = NULL;
+    e->stats.requests_done++;
+    e->stats.tokens_out += (uint64_t)r->n_generated;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void sipp_slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp_status status,
+                      const char *error) {
+    sipp_request *r = s->req;
+    if (reason == SIPP_FINISH_STOP || reason == SIPP_FINISH_LENGTH) {
+        r->emit.len = 0;
+        sipp_output_flush(&r->out, &r->emit);
+        sipp_request_publish(r, r->emit.data, r->emit.len);
+    }
+    slot_release(e, s, r);
+    sipp_request_finish(r, reason, status, error);
+}
+
+/* How many of a prompt's tokens a slot's KV holds: its common prefix with the slot's tokens, if the
+ * sequence still has every cell from position 0 (a sliding-window cache drops old cells), and never
+ * the whole prompt: the last prompt token is evaluated again, its logits give the first new token. */
+static int usable_prefix(sipp_engine *e, const slot *s, const sipp_request *r) {
+    if (s->n_cache == 0 || llama_memory_seq_pos_min(e->mem, s->id) != 0) return 0;
+    int n = common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
+    return n < r->n_prompt ? n : r->n_prompt - 1;
+}
+
+/* The slot (busy or idle) other than `s` whose KV holds the longest prefix of the prompt, if it is
+ * longer than `than`; NULL otherwise. */
+static slot *prefix_donor(sipp_engine *e, const slot *s, const sipp_request *r, int than, int *n) {
+    slot *best = NULL;
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *o = &e->slots[i];
+        if (o == s) continue;
+        int k = usable_prefix(e, o, r);
+        if (k > than) {
+            best = o;
+            than = k;
+        }
+    }
+    *n = than;
+    return best;
+}
+
+sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r) {
+    r->t_start = sipp_now_ms();
+    if (!cache_reserve(s, r->n_prompt + 1)) return SIPP_ERR_NO_MEMORY;
+    int keep = usable_prefix(e, s, r), shared;
+    /* A longer prefix in another slot (a system prompt or document that several requests share) is
+     * shared instead of evaluated again: in the unified KV cache the cells gain this sequence's id,
+     * no data moves, and later removals by either sequence leave the other's cells alone. */
+    slot *donor = prefix_donor(e, s, r, keep, &shared);
+    if (donor) {
+        llama_memory_seq_rm(e->mem, s->id, -1, -1);
+        llama_memory_seq_cp(e->mem, donor->id, s->id, 0, shared);
+        memcpy(s->cache, donor->cache, (size_t)shared * sizeof *s->cache);
+        keep = shared;
+    } else if (!llama_memory_seq_rm(e->mem, s->id, keep, -1)) {
+        llama_memory_seq_rm(e->mem, s->id, -1, -1);
+        keep = 0;
+    }
+    s->n_cache = keep;
+    s->n_prompt_done = keep;
+    r->stats.cached_tokens = keep;
+    s->generating = false;
+    s->smpl = sipp_sampler_new(e->model, &r->sampling, r->ignore_eos);
+    return s->smpl ? SIPP_OK : SIPP_ERR_NO_MEMORY;
+}
+
+static bool request_expired(sipp_request *r, double now) {
+    if (r->deadline_ms > 0 && now >= r->deadline_ms) r->timed_out = true;
+    return r->timed_out || atomic_load(&r->cancel);
+}
+
+void sipp_sched_cancel(sipp_engine *e, slot *s, sipp_request *r) {
+    const char *why = r->timed_out ? "the request timed out" : "the request was cancelled";
+    sipp_status st = r->timed_out ? SIPP_ERR_TIMEOUT : SIPP_ERR_CANCELLED;
+    if (s)
+        sipp_slot_finish(e, s, SIPP_FINISH_CANCELLED, st, why);
+    else
+        sipp_request_finish(r, SIPP_FINISH_CANCELLED, st, why);
+}
+
+/* Moves queued requests into free slots; drops queued requests that were cancelled. Called with
+ * e->mu held; the requests it finishes or starts are handled after the lock is released. */
+void sipp_sched_assign(sipp_engine *e, sipp_request **dropped, sipp_request **starting, int *starting_slot,
+                       int *n_start) {
+    double now = sipp_now_ms();
+    sipp_request **link = &e->queue_head, *prev = NULL;
+    while (*link) {
+        sipp_request *r = *link;
+        int si = request_expired(r, now) ? -2 : pick_slot(e, r);
+        if (si == -1) {
+            prev = r;
+            link = &r->next;
+            continue;
+        }
+        *link = r->next;
+        if (e->queue_tail == r) e->queue_tail = prev;
+        r->next = NULL;
+        e->n_queued--;
+        if (si == -2) {
+            r->next = *dropped;
+            *dropped = r;
+        } else {
+            /* Reserve the slot and pin its key now, so that a later request with the same key in
+             * this very pass sees the slot busy and waits. slot_start runs outside the lock. */
+            slot *s = &e->slots[si];
+            s->req = r;
+            if (r->context_key && (!s->key || strcmp(s->key, r->context_key) != 0)) {
+                free(s->key);
+                s->key = strdup(r->context_key);
+            }
+            starting[*n_start] = r;
+            starting_slot[(*n_start)++] = si;
+        }
+    }
+}
+
+/* ---- one step ---------------------------------------------------------------------------------- */
+
+static void batch_add(llama_batch *b, llama_token t, llama_pos pos, llama_seq_id seq, bool logits) {
+    int i = b->n_tokens++;
+    b->token[i] = t;
+    b->pos[i] = pos;
+    b->n_seq_id[i] = 1;
+    b->seq_id[i][0] = seq;
+    b->logits[i] = logits;
+}
+
+static int prefill_chunk(const sipp_engine *e) {
+    switch (e->params.policy) {
+    case SIPP_POLICY_LATENCY_FIRST: return e->n_batch / 8 > 0 ? e->n_batch / 8 : 1;
+    case SIPP_POLICY_THROUGHPUT_FIRST: return e->n_batch;
+    default: return e->n_batch / 2 > 0 ? e->n_batch / 2 : 1;
+    }
+}
+
+/* A generated token: stop at end-of-generation, release text, stop at a stop string or a limit. */
+static void on_token(sipp_engine *e, slot *s, llama_token t) {
+    sipp_request *r = s->req;
+    r->n_generated++;
+    if (!r->ignore_eos && llama_vocab_is_eog(e->model->vocab, t)) {
+        sipp_slot_finish(e, s, SIPP_FINISH_STOP, SIPP_OK, NULL);
+        return;
+    }
+    char piece[PIECE_MAX];
+    int n = sipp_model_token_piece(e->model, t, false, piece, sizeof piece);
+    r->emit.len = 0;
+    bool stopped = sipp_output_push(&r->out, piece, (size_t)n, &r->emit);
+    bool go_on = sipp_request_publish(r, r->emit.data, r->emit.len);
+    if (stopped) {
+        sipp_slot_finish(e, s, SIPP_FINISH_STOP, SIPP_OK, NULL);
+    } else if (!go_on) {
+        atomic_store(&r->cancel, true);
+        sipp_sched_cancel(e, s, r);
+    } else if ((r->max_tokens > 0 && r->n_generated >= r->max_tokens) || s->n_cache + 1 >= e->n_ctx) {
+        sipp_slot_finish(e, s, SIPP_FINISH_LENGTH, SIPP_OK, NULL);
+    } else {
+        s->next_token = t;
+        s->generating = true;
+    }
+}
+
+/* Out of KV space: the request holding the most cells gives way, the others go on. */
+static void evict_largest(sipp_engine *e) {
+    slot *victim = NULL;
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        if (s->req && (!victim || s->n_cache + s->n_fed > victim->n_cache + victim->n_fed)) victim = s;
+    }
+    if (!victim) return;
+    char msg[SIPP_ERROR_SIZE];
+    snprintf(
+        msg, sizeof msg,
+        "the context is full (%d tokens shared by %d slots); raise ctx_size or lower parallel or max_tokens",
+        e->n_ctx, e->params.parallel);
+    llama_memory_seq_rm(e->mem, victim->id, -1, -1);
+    victim->n_cache = 0;
+    sipp_slot_finish(e, victim, SIPP_FINISH_ERROR, SIPP_ERR_CONTEXT_FULL, msg);
+}
+
+void sipp_sched_step(sipp_engine *e) {
+    llama_batch *b = &e->batch;
+    b->n_tokens = 0;
+    double now = sipp_now_ms();
+    int busy = 0;
+
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        s->i_logits = -1;
+        s->n_fed = 0;
+        if (!s->req) continue;
+        if (request_expired(s->req, now)) {
+            sipp_sched_cancel(e, s, s->req);
+            continue;
+        }
+        busy++;
+        if (s->generating) {
+            s->i_logits = b->n_tokens;
+            s->n_fed = 1;
+            batch_add(b, s->next_token, s->n_cache, s->id, true);
+        }
+    }
+    int budget = e->n_batch - b->n_tokens;
+    int chunk_max = prefill_chunk(e);
+    for (int i = 0; i < e->params.parallel && budget > 0; i++) {
+        slot *s = &e->slots[i];
+        if (!s->req || s->generating) continue;
+        sipp_request *r = s->req;
+        int left = r->n_prompt - s->n_prompt_done;
+        int take = left < budget ? left : budget;
+        if (take > chunk_max) take = chunk_max;
+        for (int k = 0; k < take; k++) {
+            int idx = s->n_prompt_done + k;
+            bool last = idx == r->n_prompt - 1;
+            if (last) s->i_logits = b->n_tokens;
+            batch_add(b, r->prompt[idx], idx, s->id, last);
+        }
+        s->n_fed = take;
+        budget -= take;
+    }
+    if (b->n_tokens == 0) return;
+
+    int rc = llama_decode(e->ctx, *b);
+    if (rc == 1) { /* no KV space for this batch; llama.cpp rolled it back */
+        evict_largest(e);
+        return;
+    }
+    if (rc != 0) {
+        char msg[SIPP_ERROR_SIZE];
+        snprintf(msg, sizeof msg, "llama_decode failed (code %d)", rc);
+        for (int i = 0; i < e->params.parallel; i++) {
+            slot *s = &e->slots[i];
+            if (!s->req || !s->n_fed) continue;
+            llama_memory_seq_rm(e->mem, s->id, s->n_cache, -1);
+            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_INTERNAL, msg);
+        }
+        return;
+    }
+
+    pthread_mutex_lock(&e->mu);
+    e->stats.decode_steps++;
+    e->busy_slot_steps += (uint64_t)busy;
+    pthread_mutex_unlock(&e->mu);
+
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        if (!s->req || !s->n_fed) continue;
+        sipp_request *r = s->req;
+        /* The fed tokens are now in the KV. */
+        if (s->generating) {
+            s->cache[s->n_cache++] = s->next_token;
+        } else {
+            memcpy(s->cache + s->n_cache, r->prompt + s->n_prompt_done, (size_t)s->n_fed * sizeof *s->cache);
+            s->n_cache += s->n_fed;
+            s->n_prompt_done += s->n_fed;
+            pthread_mutex_lock(&e->mu);
+            e->stats.tokens_in += (uint64_t)s->n_fed;
+            pthread_mutex_unlock(&e->mu);
+        }
+        if (s->i_logits < 0) continue;
+        if (!cache_reserve(s, s->n_cache + 2)) {
+            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory");
+            continue;
+        }
+        llama_token t =
+            sipp_sampling_is_greedy(&r->sampling)
+                ? sipp_sample_argmax(e->model, llama_get_logits_ith(e->ctx, s->i_logits), r->ignore_eos)
+                : llama_sampler_sample(s->smpl, e->ctx, s->i_logits);
+        if (!r->t_first) r->t_first = sipp_now_ms();
+        on_token(e, s, t);
+    }
+}
+
+bool sipp_sched_has_active(const sipp_engine *e) {
+    for (int i = 0; i < e->params.parallel; i++)
+        if (e->slots[i].req) return true;
+    return false;
+}

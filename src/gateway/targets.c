@@ -15,9 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/targets.h"
+#include "gateway/upstream.h"
 
-/* The engine's own queue holds as many requests as the gateway lets wait; admission (limits.c)
+/* The engine's own queue holds as many requests as the gateway lets wait; admission (admission.c)
  * is the real bound, so the engine refusing with "busy" is the exception. */
 #define GW_ENGINE_QUEUE_MIN 1
 

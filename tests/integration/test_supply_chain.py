@@ -122,6 +122,14 @@ class SbomTest(unittest.TestCase):
         for f in self.doc["files"]:
             p = origin.get(f["SPDXID"])
             self.assertIsNotNone(p, f"{f['fileName']} has no origin")
+            built = [b for b in self.manifest.get("source_builds", []) if "./" + b["module"] == f["fileName"]]
+            if built:
+                # A module compiled here (rpc): from the pinned commit, with its compiler and flags.
+                self.assertEqual(p["name"], "llama.cpp", f["fileName"])
+                self.assertIn(self.manifest["llama_commit"], p["sourceInfo"])
+                self.assertIn(built[0]["compiler"], f["comment"])
+                self.assertIn(built[0]["flags"], f["comment"])
+                continue
             self.assertIn(p["name"], pins, f["fileName"])
             version, integrity = pins[p["name"]]
             self.assertEqual(p["versionInfo"], version)

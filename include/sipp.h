@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 2
+#define SIPP_ABI_VERSION 3
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -369,6 +369,11 @@ typedef struct sipp_model_params {
     sipp_progress_fn progress;
     void *progress_user;
     bool vocab_only;       /* load only the tokenizer: for tokenize/detokenize without weights */
+    /* Flash attention in every context of the model: "on", "off", or "auto" (NULL, the default):
+     * llama.cpp's own default (on where the device supports it) for a GPU load and for auto's fallback
+     * to the CPU, off for a load that asked for "cpu" explicitly (the conservative path for validating
+     * a model) and for an rpc split. backend_reason ends saying which one the load got. */
+    const char *flash_attn;
 } sipp_model_params;
 
 /* A load on a GPU device first takes that device's residency lease: a lock file per device
@@ -378,6 +383,10 @@ typedef struct sipp_model_params {
  * SIPP_ERR_BUSY naming the owner. SIPP_GPU_LEASE=off skips both checks. CPU loads take no lease. */
 
 SIPP_API sipp_model_params sipp_model_default_params(void);
+
+/* Checks a flash_attn value (NULL or "" count as "auto"): SIPP_ERR_INVALID_ARGUMENT with a message
+ * naming it unless it is auto, on or off. [any thread] */
+SIPP_API sipp_status sipp_flash_attn_check(const char *value, char *errbuf);
 
 /* Loads a GGUF file. On failure *out is NULL and errbuf holds one line naming the file and the
  * problem. */

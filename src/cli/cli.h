@@ -34,6 +34,8 @@ bool cli_flag_value(cli_args *a, const char *name);
 bool cli_int(cli_args *a, const char *flag, long lo, long hi, int *out);
 bool cli_uint32(cli_args *a, const char *flag, uint32_t *out);
 bool cli_float(cli_args *a, const char *flag, double lo, double hi, float *out);
+/* --flash-attn's value: auto, on or off (sipp_flash_attn_check); reports anything else. */
+bool cli_flash_attn(cli_args *a, const char **out);
 
 /* True when stdout and stderr are both terminals: only then is there a progress bar. */
 bool cli_interactive_output(void);

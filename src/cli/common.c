@@ -71,6 +71,18 @@ bool cli_int(cli_args *a, const char *flag, long lo, long hi, int *out) {
     return true;
 }
 
+bool cli_flash_attn(cli_args *a, const char **out) {
+    if (!a->value) return false;
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_flash_attn_check(a->value, err) != SIPP_OK) {
+        cli_error("--flash-attn: %s", err);
+        a->bad = true;
+        return false;
+    }
+    *out = a->value;
+    return true;
+}
+
 bool cli_uint32(cli_args *a, const char *flag, uint32_t *out) {
     if (!a->value) return false;
     char *end;

@@ -28,6 +28,7 @@ typedef struct run_opts {
     const char *prompt;
     const char *system;
     const char *backend;
+    const char *flash_attn;
     const char *artifact;
     const char *chat_template;
     bool chat;
@@ -66,6 +67,7 @@ static const char usage[] =
     "  --threads N            CPU threads (default: all cores)\n"
     "  --backend NAME         auto (default), cpu, vulkan, cuda, metal, webgpu, rpc\n"
     "  --gpu-layers N         layers to put on the GPU backend (default: all)\n"
+    "  --flash-attn MODE      auto (default: llama.cpp's choice; off with --backend cpu), on, off\n"
     "  --artifact DIR         use the llama.cpp libraries in DIR (also SIPP_ARTIFACT)\n"
     "  --stats off|text|json  print timing stats on stderr at the end (default off)\n"
     "\n"
@@ -93,6 +95,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         else if (cli_flag_value(&a, "--system")) o->system = a.value;
         else if (cli_flag_value(&a, "--chat-template")) o->chat_template = a.value;
         else if (cli_flag_value(&a, "--backend")) o->backend = a.value;
+        else if (cli_flag_value(&a, "--flash-attn")) cli_flash_attn(&a, &o->flash_attn);
         else if (cli_flag_value(&a, "--artifact")) o->artifact = a.value;
         else if (cli_flag_value(&a, "--max-tokens")) cli_int(&a, "--max-tokens", -1, 1 << 24, &o->max_tokens);
         else if (cli_flag_value(&a, "--ctx-size")) cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
@@ -351,6 +354,7 @@ int cmd_run(int argc, char **argv) {
     }
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = o.backend;
+    mp.flash_attn = o.flash_attn;
     mp.gpu_layers = o.gpu_layers;
     if (cli_interactive_output()) {
         const char *base = strrchr(o.model, '/');

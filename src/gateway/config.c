@@ -8,7 +8,7 @@
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [[tokens]]               env, caller, targets
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
- *                            ctx_size, parallel, threads, gpu_layers, policy; openai_compatible:
+ *                            flash_attn, ctx_size, parallel, threads, gpu_layers, policy; openai_compatible:
  *                            base_url or base_urls, model, api_key_env, timeout_seconds
  *
  * The file is read with sipp's own TOML parser (util/toml.h), whose nodes carry their line, so each
@@ -105,6 +105,7 @@ void gw_config_free(gw_config *c) {
         free(t->name);
         free(t->model_path);
         free(t->backend);
+        free(t->flash_attn);
         free(t->remote_model);
         free(t->api_key_env);
         free_strv(t->base_urls, t->n_base_urls);
@@ -406,6 +407,10 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     else tc->model_path = resolve_model(x, tc, where, model);
     free(model);
     get_str(x, t, where, "backend", &tc->backend);
+    const toml_node *fn = get_str(x, t, where, "flash_attn", &tc->flash_attn);
+    char ferr[SIPP_ERROR_SIZE];
+    if (tc->flash_attn && sipp_flash_attn_check(tc->flash_attn, ferr) != SIPP_OK)
+        cfg_err(x, toml_node_line(fn), "%s: %s", where, ferr);
     get_int32(x, t, where, "ctx_size", 0, GW_MAX_CTX, &tc->ctx_size);
     get_int32(x, t, where, "parallel", 1, GW_MAX_PARALLEL, &tc->parallel);
     get_int32(x, t, where, "threads", 0, GW_MAX_THREADS, &tc->threads);
@@ -419,8 +424,8 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {"name", "type", "model", "backend", "ctx_size", "parallel",
-                                             "threads", "gpu_layers", "policy", NULL};
+    static const char *const local_keys[] = {"name", "type", "model", "backend", "flash_attn", "ctx_size",
+                                             "parallel", "threads", "gpu_layers", "policy", NULL};
     static const char *const remote_keys[] = {"name", "type", "base_url", "base_urls", "model", "api_key_env",
                                               "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);

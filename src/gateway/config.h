@@ -35,6 +35,7 @@ typedef struct gw_target_config {
     /* local */
     char *model_path; /* resolved against the config file's directory */
     char *backend;
+    char *flash_attn; /* "auto", "on", "off"; NULL = auto */
     int ctx_size, parallel, threads, gpu_layers;
     sipp_policy policy;
     /* openai_compatible */

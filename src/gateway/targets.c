@@ -33,6 +33,7 @@ static void load_one(gw_server *srv, gw_target *t) {
     double t0 = sipp_now_ms();
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = c->backend;
+    mp.flash_attn = c->flash_attn;
     mp.gpu_layers = c->gpu_layers;
     mp.progress = load_progress;
     mp.progress_user = srv;

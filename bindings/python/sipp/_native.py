@@ -177,7 +177,7 @@ class BackendInfo(ctypes.Structure):
 
 class ModelParams(ctypes.Structure):
     _fields_ = [("backend", c_char_p), ("backend_order", c_char_p), ("gpu_layers", c_int), ("progress", PROGRESS_FN),
-                ("progress_user", c_void_p), ("vocab_only", c_bool)]
+                ("progress_user", c_void_p), ("vocab_only", c_bool), ("flash_attn", c_char_p)]
 
 
 class ModelInfo(ctypes.Structure):

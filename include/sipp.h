@@ -523,7 +523,10 @@ typedef void (*sipp_verify_progress_fn)(double seconds, const char *backend, con
 
 typedef struct sipp_verify_params {
     const char *model;               /* a GGUF path; NULL with `against`: the manifest's */
-    const char *const *backends;     /* names (cpu, vulkan, ...); NULL with `against`: the manifest's */
+    /* names (cpu, vulkan, ...), each optionally followed by "+fa" or "-fa": that backend with flash
+     * attention on or off ("cpu,cpu+fa" measures what flash attention changes); NULL with `against`:
+     * the manifest's */
+    const char *const *backends;
     size_t n_backends;
     const char *ref;                 /* the reference backend; NULL: the manifest's, else "cpu" */
     const char *const *prompts;      /* NULL: the built-in prompts (or, with `against`, the manifest's) */

@@ -56,7 +56,9 @@ static const char usage_fmt[] =
     "reports per contract (checkpoint, tokenizer, graph, numerics, speed) what holds and what changed;\n"
     "speed is checked when the manifest has bench figures (--no-bench skips it), allowing pp/tg to be\n"
     "--speed-tolerance (%g) slower. Exit status: 0 all within thresholds, 1 failure, 2 usage, 3 drift or a\n"
-    "changed contract. Vulkan on a software device (lavapipe) needs GGML_VK_VISIBLE_DEVICES=0.\n";
+    "changed contract. Vulkan on a software device (lavapipe) needs GGML_VK_VISIBLE_DEVICES=0.\n\n"
+    "A backend name followed by +fa or -fa runs that backend with flash attention on or off (without\n"
+    "one, the load's default: off for cpu): --backends cpu,cpu+fa measures what flash attention changes.\n";
 
 static bool threshold_flag(cli_args *a, verify_opts *o, const char *flag, unsigned bit, double *field) {
     if (!cli_flag_value(a, flag)) return false;

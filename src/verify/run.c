@@ -294,6 +294,8 @@ sipp_status verify_run_backend(const verify_config *cfg, const char *backend, co
     sipp_model_get_info(m, &out->info);
     snprintf(out->model_desc, sizeof out->model_desc, "%s", out->info.description);
     out->device = device_json(sipp_model_backend(m));
+    /* what the load decided, flash attention included */
+    json_object_set_new(out->device, "backend_reason", json_string(sipp_model_backend(m)->reason));
 
     progress(cfg, backend, "teacher-forced logits, batched and one token at a time");
     rc = logits_pass(cfg, m, prompts, n_prompts, ref, out, err);

@@ -587,7 +587,19 @@ typedef struct sipp_engine_params {
     int max_queued;   /* requests waiting for a slot before submit says busy; default 64 */
     sipp_policy policy;
     bool embeddings;  /* also create the embedding context (sipp_engine_embed) */
+    /* Speculative decoding: "none" (NULL, the default) or "ngram" (prompt lookup: the tokens that
+     * followed the latest earlier occurrence of the last few tokens, in the prompt or the output so
+     * far; no draft model). The proposals ride in the slot's rows of the same batch as the other
+     * slots and the model verifies them there, so the output is the same token for token. Only greedy
+     * requests (temperature 0, no repeat penalty) speculate; the others decode one token a step as
+     * before. Refused for a model whose memory cannot drop a sequence's tail (recurrent, hybrid). */
+    const char *speculative;
+    int draft_max;    /* tokens proposed per step; 0 = SIPP_DRAFT_MAX_DEFAULT, at most SIPP_DRAFT_MAX */
+    int draft_min;    /* a proposal shorter than this is not verified; 0 = 1 */
 } sipp_engine_params;
+
+#define SIPP_DRAFT_MAX_DEFAULT 8
+#define SIPP_DRAFT_MAX 32
 
 SIPP_API sipp_engine_params sipp_engine_default_params(void);
 
@@ -677,6 +689,8 @@ typedef struct sipp_request_stats {
     double prefill_tokens_per_s;
     double decode_tokens_per_s;
     double total_ms;
+    int draft_tokens;         /* tokens speculation proposed (sipp_engine_params.speculative) */
+    int accepted_tokens;      /* of those, the ones the model confirmed: acceptance = accepted / draft */
 } sipp_request_stats;
 
 /* Queues a request. SIPP_ERR_BUSY at once when the queue is full; SIPP_ERR_INVALID_ARGUMENT for
@@ -717,6 +731,8 @@ typedef struct sipp_engine_stats {
     uint64_t tokens_out;      /* tokens generated */
     uint64_t decode_steps;
     double mean_busy_slots;   /* busy slots per decode step, averaged */
+    uint64_t draft_tokens;    /* speculation's proposals, all requests */
+    uint64_t accepted_tokens; /* of those, the ones the model confirmed */
 } sipp_engine_stats;
 
 SIPP_API void sipp_engine_get_stats(sipp_engine *engine, sipp_engine_stats *stats); /* [any thread] */

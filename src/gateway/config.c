@@ -8,7 +8,8 @@
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [[tokens]]               env, caller, targets
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
- *                            flash_attn, ctx_size, parallel, threads, gpu_layers, policy; openai_compatible:
+ *                            flash_attn, speculative, draft_max, draft_min, ctx_size, parallel, threads,
+ *                            gpu_layers, policy; openai_compatible:
  *                            base_url or base_urls, model, api_key_env, timeout_seconds
  *
  * The file is read with sipp's own TOML parser (util/toml.h), whose nodes carry their line, so each
@@ -106,6 +107,7 @@ void gw_config_free(gw_config *c) {
         free(t->model_path);
         free(t->backend);
         free(t->flash_attn);
+        free(t->speculative);
         free(t->remote_model);
         free(t->api_key_env);
         free_strv(t->base_urls, t->n_base_urls);
@@ -411,6 +413,12 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     char ferr[SIPP_ERROR_SIZE];
     if (tc->flash_attn && sipp_flash_attn_check(tc->flash_attn, ferr) != SIPP_OK)
         cfg_err(x, toml_node_line(fn), "%s: %s", where, ferr);
+    const toml_node *sn = get_str(x, t, where, "speculative", &tc->speculative);
+    if (tc->speculative && strcmp(tc->speculative, "none") != 0 && strcmp(tc->speculative, "ngram") != 0)
+        cfg_err(x, toml_node_line(sn), "%s speculative: '%s' is not one of none, ngram (a draft model is not supported yet)",
+                where, tc->speculative);
+    get_int32(x, t, where, "draft_max", 1, SIPP_DRAFT_MAX, &tc->draft_max);
+    get_int32(x, t, where, "draft_min", 1, SIPP_DRAFT_MAX, &tc->draft_min);
     get_int32(x, t, where, "ctx_size", 0, GW_MAX_CTX, &tc->ctx_size);
     get_int32(x, t, where, "parallel", 1, GW_MAX_PARALLEL, &tc->parallel);
     get_int32(x, t, where, "threads", 0, GW_MAX_THREADS, &tc->threads);
@@ -424,8 +432,9 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {"name", "type", "model", "backend", "flash_attn", "ctx_size",
-                                             "parallel", "threads", "gpu_layers", "policy", NULL};
+    static const char *const local_keys[] = {"name", "type", "model", "backend", "flash_attn", "speculative",
+                                             "draft_max", "draft_min", "ctx_size", "parallel", "threads",
+                                             "gpu_layers", "policy", NULL};
     static const char *const remote_keys[] = {"name", "type", "base_url", "base_urls", "model", "api_key_env",
                                               "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);

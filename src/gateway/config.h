@@ -36,6 +36,8 @@ typedef struct gw_target_config {
     char *model_path; /* resolved against the config file's directory */
     char *backend;
     char *flash_attn; /* "auto", "on", "off"; NULL = auto */
+    char *speculative; /* "none", "ngram"; NULL = none */
+    int draft_max, draft_min; /* 0 = the engine's defaults */
     int ctx_size, parallel, threads, gpu_layers;
     sipp_policy policy;
     /* openai_compatible */

@@ -49,6 +49,9 @@ static void load_one(gw_server *srv, gw_target *t) {
     ep.parallel = c->parallel;
     ep.threads = c->threads;
     ep.policy = c->policy;
+    ep.speculative = c->speculative;
+    ep.draft_max = c->draft_max;
+    ep.draft_min = c->draft_min;
     int q = srv->cfg->max_queue + srv->cfg->max_concurrent_requests;
     ep.max_queued = q < GW_ENGINE_QUEUE_MIN ? GW_ENGINE_QUEUE_MIN : q;
     sipp_engine *e = NULL;

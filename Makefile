@@ -165,7 +165,8 @@ FUZZ_catalog_SRCS := tests/fuzz/fuzz_catalog.c src/store/catalog.c
 FUZZ_store_meta_SRCS := tests/fuzz/fuzz_store_meta.c src/store/store.c
 FUZZ_manifest_SRCS := tests/fuzz/fuzz_manifest.c src/verify/manifest.c src/verify/metrics.c
 FUZZ_gguf_SRCS := tests/fuzz/fuzz_gguf.c src/store/inspect.c
-FUZZ_LIB := catalog store_meta manifest gguf
+FUZZ_gguf_header_SRCS := tests/fuzz/fuzz_gguf_header.c src/store/gguf_header.c src/engine/model_check.c
+FUZZ_LIB := catalog store_meta manifest gguf gguf_header
 define fuzz_lib_rule
 $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 	@mkdir -p $$(dir $$@)

@@ -389,10 +389,18 @@ SIPP_API sipp_model_params sipp_model_default_params(void);
 SIPP_API sipp_status sipp_flash_attn_check(const char *value, char *errbuf);
 
 /* Loads a GGUF file. On failure *out is NULL and errbuf holds one line naming the file and the
- * problem. */
+ * problem. Before llama.cpp sees the file its header is checked as sipp_model_check does. */
 SIPP_API sipp_status sipp_model_load(const char *path, const sipp_model_params *params,
                                      sipp_model **out, char *errbuf);
 SIPP_API void sipp_model_free(sipp_model *model);
+
+/* Checks a model file without loading its weights, as sipp_model_load does first: a whole GGUF file
+ * (not truncated) with an architecture, and hyperparameters that llama.cpp's loader and ggml's ops
+ * would not assert on (they abort the process instead of returning an error): block_count in 1..512,
+ * finite floats, non-negative norm epsilons, consistent head, expert and RoPE counts, known RoPE
+ * scaling, 32-byte-aligned tensor data, shapes that match token_embd and the blk.N layers.
+ * SIPP_ERR_MODEL with one line naming the file and the key. Reads only the header. [any thread] */
+SIPP_API sipp_status sipp_model_check(const char *path, char *errbuf);
 
 /* The message of the calling thread's last failed call on this model (borrowed; valid on this thread
  * until its next failing call or error read). A thread that has not failed on the model reads the
@@ -752,6 +760,27 @@ SIPP_API sipp_status sipp_engine_embed(sipp_engine *engine, const char *const *t
  * model is not a reranker. [any thread] */
 SIPP_API sipp_status sipp_engine_rerank(sipp_engine *engine, const char *query, const char *const *docs,
                                         size_t n_docs, float **scores);
+
+/* How an embedding or rerank call may be stopped part-way, and how it embeds. Each input (each
+ * document, for rerank) is one llama_decode; between two of them the call looks at the clock and
+ * asks should_continue, so an abandoned call stops within one input's time and frees the embedding
+ * context for the next caller. A model whose output is not finite (NaN or infinity) is an error,
+ * SIPP_ERR_MODEL naming the input, never a row of garbage. */
+typedef struct sipp_embed_options {
+    bool normalize;                      /* embed: unit L2 norm per row (default true) */
+    int timeout_ms;                      /* 0: none; past it SIPP_ERR_TIMEOUT (counted from the call) */
+    bool (*should_continue)(void *user); /* NULL, or false to stop: SIPP_ERR_CANCELLED */
+    void *user;
+} sipp_embed_options;
+
+SIPP_API sipp_embed_options sipp_embed_default_options(void);
+
+/* sipp_engine_embed and sipp_engine_rerank with options (NULL: the defaults). [any thread] */
+SIPP_API sipp_status sipp_engine_embed_with(sipp_engine *engine, const char *const *texts, size_t n_texts,
+                                            const sipp_embed_options *options, float **out, int *n_embd,
+                                            int *n_tokens);
+SIPP_API sipp_status sipp_engine_rerank_with(sipp_engine *engine, const char *query, const char *const *docs,
+                                             size_t n_docs, const sipp_embed_options *options, float **scores);
 
 #ifdef __cplusplus
 }

@@ -144,7 +144,9 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
         float *probe = NULL;
         int n_embd;
         const char *text = "embedding context warm-up";
-        sipp_status est = sipp_embed_run(e->embedder, model, p.ctx_size, p.threads, &text, 1, false, &probe, &n_embd,
+        sipp_embed_options raw = sipp_embed_default_options();
+        raw.normalize = false;
+        sipp_status est = sipp_embed_run(e->embedder, model, p.ctx_size, p.threads, &text, 1, &raw, &probe, &n_embd,
                                          NULL, errbuf);
         free(probe);
         if (est != SIPP_OK && est != SIPP_ERR_MODEL) {
@@ -353,18 +355,30 @@ void sipp_engine_get_stats(sipp_engine *e, sipp_engine_stats *out) {
     pthread_mutex_unlock(&e->mu);
 }
 
-sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n_texts, bool normalize, float **out,
-                              int *n_embd, int *n_tokens) {
+sipp_status sipp_engine_embed_with(sipp_engine *e, const char *const *texts, size_t n_texts,
+                                   const sipp_embed_options *options, float **out, int *n_embd, int *n_tokens) {
     char err[SIPP_ERROR_SIZE];
     sipp_status st = sipp_embed_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, texts, n_texts,
-                                    normalize, out, n_embd, n_tokens, err);
+                                    options, out, n_embd, n_tokens, err);
+    return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
+}
+
+sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n_texts, bool normalize, float **out,
+                              int *n_embd, int *n_tokens) {
+    sipp_embed_options o = sipp_embed_default_options();
+    o.normalize = normalize;
+    return sipp_engine_embed_with(e, texts, n_texts, &o, out, n_embd, n_tokens);
+}
+
+sipp_status sipp_engine_rerank_with(sipp_engine *e, const char *query, const char *const *docs, size_t n_docs,
+                                    const sipp_embed_options *options, float **scores) {
+    char err[SIPP_ERROR_SIZE];
+    sipp_status st = sipp_rerank_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, query, docs,
+                                     n_docs, options, scores, err);
     return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
 }
 
 sipp_status sipp_engine_rerank(sipp_engine *e, const char *query, const char *const *docs, size_t n_docs,
                                float **scores) {
-    char err[SIPP_ERROR_SIZE];
-    sipp_status st =
-        sipp_rerank_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, query, docs, n_docs, scores, err);
-    return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
+    return sipp_engine_rerank_with(e, query, docs, n_docs, NULL, scores);
 }

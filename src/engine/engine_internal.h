@@ -145,9 +145,11 @@ int sipp_decode_range(struct llama_context *ctx, const llama_token *tokens, int 
 sipp_embedder *sipp_embedder_new(void);
 void sipp_embedder_free(sipp_embedder *em);
 sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *const *texts,
-                           size_t n_texts, bool normalize, float **out, int *n_embd, int *n_tokens, char *err);
+                           size_t n_texts, const sipp_embed_options *opt, float **out, int *n_embd, int *n_tokens,
+                           char *err);
 sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *query,
-                            const char *const *docs, size_t n_docs, float **scores, char *err);
+                            const char *const *docs, size_t n_docs, const sipp_embed_options *opt, float **scores,
+                            char *err);
 
 /* Wakes the engine thread (after a cancel). */
 void sipp_engine_wake(sipp_engine *engine);

@@ -15,7 +15,8 @@
  * context_key pins a conversation to one slot, so its next turn finds its history there; two
  * requests with one key never run at once (the second waits in the queue).
  *
- * Out of KV space, the request holding the most cells gives way and the others go on.
+ * Out of KV space, idle slots give up their cells first (least recently used first); only then does
+ * the live request holding the most cells give way, and the others go on.
  *
  * Speculation (engine params.speculative). A generating slot of a greedy request may put a proposal
  * (speculative.c) behind its next token, in its own rows of the same batch, each row with logits.
@@ -301,7 +302,24 @@ static void verify_drafts(sipp_engine *e, slot *s) {
     on_token(e, s, t);
 }
 
-/* Out of KV space: the request holding the most cells gives way, the others go on. */
+/* Out of KV space, idle slots' cells go first: they are only a cache of earlier prompts. The least
+ * recently used idle slot that holds cells is emptied and the step is tried again; true when there
+ * was one. (Cells an idle slot shares with a live one stay, as the live sequence still holds them.) */
+static bool free_idle_lru(sipp_engine *e) {
+    slot *lru = NULL;
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        if (!s->req && s->n_cache > 0 && (!lru || s->last_used < lru->last_used)) lru = s;
+    }
+    if (!lru) return false;
+    llama_memory_seq_rm(e->mem, lru->id, -1, -1);
+    lru->n_cache = 0;
+    return true;
+}
+
+/* Out of KV space with no idle cells left: the request holding the most cells gives way, the others
+ * go on. A request without max_tokens that is generating asked for "until the context is full", and
+ * it is: it finishes with "length" and keeps its output. Any other victim fails with the reason. */
 static void evict_largest(sipp_engine *e) {
     slot *victim = NULL;
     for (int i = 0; i < e->params.parallel; i++) {
@@ -309,13 +327,18 @@ static void evict_largest(sipp_engine *e) {
         if (s->req && (!victim || s->n_cache + s->n_fed > victim->n_cache + victim->n_fed)) victim = s;
     }
     if (!victim) return;
+    bool until_full = victim->generating && victim->req->max_tokens < 0;
+    llama_memory_seq_rm(e->mem, victim->id, -1, -1);
+    victim->n_cache = 0;
+    if (until_full) {
+        sipp_slot_finish(e, victim, SIPP_FINISH_LENGTH, SIPP_OK, NULL);
+        return;
+    }
     char msg[SIPP_ERROR_SIZE];
     snprintf(
         msg, sizeof msg,
         "the context is full (%d tokens shared by %d slots); raise ctx_size or lower parallel or max_tokens",
         e->n_ctx, e->params.parallel);
-    llama_memory_seq_rm(e->mem, victim->id, -1, -1);
-    victim->n_cache = 0;
     sipp_slot_finish(e, victim, SIPP_FINISH_ERROR, SIPP_ERR_CONTEXT_FULL, msg);
 }
 
@@ -365,8 +388,8 @@ void sipp_sched_step(sipp_engine *e) {
     if (b->n_tokens == 0) return;
 
     int rc = llama_decode(e->ctx, *b);
-    if (rc == 1) { /* no KV space for this batch; llama.cpp rolled it back */
-        evict_largest(e);
+    if (rc == 1) { /* no KV space for this batch; llama.cpp rolled it back, the next step retries */
+        if (!free_idle_lru(e)) evict_largest(e);
         return;
     }
     if (rc != 0) {

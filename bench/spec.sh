@@ -6,7 +6,7 @@
 # falls into loops after some tokens, which prompt lookup predicts; how soon depends on the prompt, so
 # each prompt is one point of throughput against acceptance.
 #
-#   bench/spec.sh            BENCH_ROUNDS (default 3), BENCH_THREADS (2), BENCH_TOKENS (128)
+#   bench/spec.sh            BENCH_ROUNDS (default 3), BENCH_THREADS (2), BENCH_TOKENS (128), BENCH_MODEL
 #
 # On a shared 2-core machine absolute tokens/s are noise; the paired ratios are the result.
 set -euo pipefail
@@ -15,7 +15,7 @@ THREADS=${BENCH_THREADS:-2}
 ROUNDS=${BENCH_ROUNDS:-3}
 TOKENS=${BENCH_TOKENS:-128}
 cache=${SIPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sipp}
-model="$cache/models/bench-1b-q4_0.gguf"
+model=${BENCH_MODEL:-$cache/models/bench-1b-q4_0.gguf} # another model: BENCH_MODEL=PATH
 [ -f "$model" ] || { echo "bench/spec.sh: no $model; run bench/run.sh decode once to write it" >&2; exit 1; }
 SIPP=build/bin/sipp
 PROMPTS=("Hello" "def add(a, b): return a + b
@@ -28,7 +28,7 @@ one() { # one SPEC PROMPT: prints "decode_tokens_per_s draft accepted"
     python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print(d['decode_tokens_per_s'], d['draft_tokens'], d['accepted_tokens'])"
 }
 
-echo "# bench/spec.sh, $(date -u +%Y-%m-%dT%H:%MZ), threads $THREADS, $ROUNDS rounds, $TOKENS tokens, greedy"
+echo "# bench/spec.sh, $(date -u +%Y-%m-%dT%H:%MZ), $(basename "$model"), threads $THREADS, $ROUNDS rounds, $TOKENS tokens, greedy"
 echo "| prompt | plain tokens/s | ngram tokens/s | drafted / accepted (last round) | acceptance | ngram / plain (median of rounds) |"
 echo "|---|---|---|---|---|---|"
 for i in "${!PROMPTS[@]}"; do

@@ -598,7 +598,8 @@ typedef struct sipp_engine_params {
     /* Speculative decoding: "none" (NULL, the default) or "ngram" (prompt lookup: the tokens that
      * followed the latest earlier occurrence of the last few tokens, in the prompt or the output so
      * far; no draft model). The proposals ride in the slot's rows of the same batch as the other
-     * slots and the model verifies them there, so the output is the same token for token. Only greedy
+     * slots and the model verifies them there, so the output is the same token for token wherever a
+     * batch evaluates exactly as single tokens do (sipp verify's cached decoding row). Only greedy
      * requests (temperature 0, no repeat penalty) speculate; the others decode one token a step as
      * before. Refused for a model whose memory cannot drop a sequence's tail (recurrent, hybrid). */
     const char *speculative;

@@ -1,7 +1,8 @@
 # sipp's build. `make` builds libsipp, the CLI and the tools against the pinned llama.cpp;
 # `make demo` runs sipp on a small synthetic model; `make test` runs the whole suite.
 #
-#   make BACKENDS="cpu vulkan"   the default on Linux x64: core libraries + CPU and Vulkan modules
+#   make BACKENDS="cpu vulkan rpc"  the default on Linux x64: core libraries + CPU, Vulkan and RPC modules
+#                                (rpc: ggml's RPC backend, compiled from the pinned source in seconds)
 #   make BACKENDS=cpu            a CPU-only artifact
 #   make LLAMA_FROM_SOURCE=1     build llama.cpp (CPU) from the pinned source instead of prebuilt;
 #                                the artifact is build/artifacts/cpu-src
@@ -11,7 +12,7 @@
 
 LLAMA_FROM_SOURCE ?= 0
 # Vulkan comes prebuilt only (it does not build from source on Debian 12), so a source build is CPU.
-BACKENDS ?= $(if $(filter 1,$(LLAMA_FROM_SOURCE)),cpu,cpu vulkan)
+BACKENDS ?= $(if $(filter 1,$(LLAMA_FROM_SOURCE)),cpu,cpu vulkan rpc)
 BUILD ?= build
 
 empty :=
@@ -30,20 +31,28 @@ SIPP_VERSION := 0.1.0
 CC ?= cc
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS ?= -O2 -g
+CXXFLAGS ?= -O2 -g
 # Every symbol is hidden unless sipp.h declares it SIPP_API: libsipp.so exports its API and nothing else.
 SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -fvisibility=hidden $(WARN) -Iinclude -Isrc -I$(LLAMA_INC) \
   -DSIPP_VERSION='"$(SIPP_VERSION)"' -DSIPP_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' -DSIPP_LLAMA_COMMIT='"$(LLAMA_COMMIT)"' \
   $(EXTRA_CFLAGS)
-LLAMA_LIBS := -L$(BUILD)/artifact -lllama -lggml -lggml-base
+LLAMA_LIBS := -L$(BUILD)/artifact -lllama-common -lllama -lggml -lggml-base -lstdc++
+# src/chat/chat_bridge.cpp, sipp's one C++ file, against the pinned tree's common/ headers: g++ (the
+# compiler libllama-common.so was built with, so the C++ ABI matches), no exceptions leave it.
+CXX ?= g++
+LLAMA_SOURCE := $(LLAMA_ROOT)/llama/source
+SIPP_CXXFLAGS := -std=c++17 -fPIC -pthread -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter -Iinclude -Isrc -I$(LLAMA_INC) \
+  -isystem $(LLAMA_SOURCE)/include -isystem $(LLAMA_SOURCE)/common -isystem $(LLAMA_SOURCE)/vendor $(EXTRA_CXXFLAGS)
 SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl
 
-LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/store/*.c src/verify/*.c))
+LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/chat/*.c src/store/*.c src/verify/*.c))
+LIB_CXX_SRCS := src/chat/chat_bridge.cpp
 # libsipp-util.a: the helpers clients may link beside libsipp.so (strings, buffers, errors, TOML);
 # docs/architecture.md states the rule.
 UTIL_SRCS := $(sort $(wildcard src/util/*.c))
 UTIL_OBJS := $(UTIL_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_SRCS := $(sort $(wildcard src/cli/*.c src/gateway/*.c))
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB_CXX_SRCS:%.cpp=$(BUILD)/obj/%.o)
 # The web page's files are embedded in the sipp binary (scripts/embed_assets.py writes a C table).
 WEB_FILES := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg))
 WEB_ASSETS_C := $(BUILD)/gen/web_assets.c
@@ -85,6 +94,11 @@ $(BUILD)/obj/%.o: %.c $(LLAMA_STAMP) Makefile | $(BUILD)/obj llama-links
 	@echo "  CC  $<"
 	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) -MMD -MP -c $< -o $@
 
+$(BUILD)/obj/%.o: %.cpp $(LLAMA_STAMP) | $(BUILD)/obj llama-links
+	@mkdir -p $(dir $@)
+	@echo "  CXX $<"
+	@$(CXX) $(CXXFLAGS) $(SIPP_CXXFLAGS) -MMD -MP -c $< -o $@
+
 $(BUILD)/obj:
 	@mkdir -p $@
 
@@ -97,10 +111,11 @@ $(BUILD)/obj/gen/web_assets.o: $(WEB_ASSETS_C)
 	@echo "  CC  $<"
 	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) -c $< -o $@
 
-$(LIBSIPP): $(LIB_OBJS)
+$(LIBSIPP): $(LIB_OBJS) src/libsipp.version
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
-	@$(CC) -shared $(LDFLAGS_EXTRA) -o $@ $^ $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-soname,libsipp.so -Wl,-rpath,'$$ORIGIN/../artifact'
+	@$(CC) -shared $(LDFLAGS_EXTRA) -o $@ $(LIB_OBJS) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-soname,libsipp.so \
+	  -Wl,--version-script=src/libsipp.version -Wl,-rpath,'$$ORIGIN/../artifact'
 
 # The static archive of every library object, for the unit tests, which test internals.
 $(LIBSIPP_A): $(LIB_OBJS)
@@ -145,6 +160,7 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIBSIPP_A)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc -I$(LLAMA_INC)
 FUZZ_toml_SRCS := tests/fuzz/fuzz_toml.c src/util/toml.c
 FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/errors.c src/util/util.c
+FUZZ_rpc_SRCS := tests/fuzz/fuzz_rpc.c src/backend/rpc_parse.c src/util/util.c
 FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/util/toml.c src/util/util.c
 $(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
 	@mkdir -p $(dir $@)
@@ -154,6 +170,10 @@ $(BUILD)/fuzz/fuzz_request: $(FUZZ_request_SRCS) $(LIBSIPP)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $(FUZZ_request_SRCS) -o $@ -L$(BUILD)/lib -lsipp -ljansson -Wl,-rpath,'$$ORIGIN/../lib'
+$(BUILD)/fuzz/fuzz_rpc: $(FUZZ_rpc_SRCS) $(LLAMA_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ $@"
+	@clang $(FUZZ_CFLAGS) $(FUZZ_rpc_SRCS) -o $@ -lm
 $(BUILD)/fuzz/fuzz_config: $(FUZZ_config_SRCS) $(LIBSIPP)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -166,7 +186,9 @@ FUZZ_store_meta_SRCS := tests/fuzz/fuzz_store_meta.c src/store/store.c
 FUZZ_manifest_SRCS := tests/fuzz/fuzz_manifest.c src/verify/manifest.c src/verify/metrics.c
 FUZZ_gguf_SRCS := tests/fuzz/fuzz_gguf.c src/store/inspect.c
 FUZZ_gguf_header_SRCS := tests/fuzz/fuzz_gguf_header.c src/store/gguf_header.c src/engine/model_check.c
-FUZZ_LIB := catalog store_meta manifest gguf gguf_header
+# a chat's fields (chat_request.c) and what they reach of llama.cpp's chat library through the bridge
+FUZZ_chat_SRCS := tests/fuzz/fuzz_chat.c src/chat/chat_request.c
+FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat
 define fuzz_lib_rule
 $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 	@mkdir -p $$(dir $$@)
@@ -175,7 +197,7 @@ $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 endef
 $(foreach h,$(FUZZ_LIB),$(eval $(call fuzz_lib_rule,$(h))))
 
-FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
+FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_rpc $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
 fuzz-bins: $(FUZZ_BINS)
 
 # The Node.js addon (bindings/node/build.sh: plain C against the pinned Node-API headers).
@@ -197,8 +219,61 @@ demo: setup
 	@echo "== sipp $(DEMO_MODEL) (random weights: the text is meaningless, the pipeline is real) =="
 	$(SIPP) $(DEMO_MODEL) "Hello, sipp!" --max-tokens 32 --seed 7 --stats text
 
+# ---- the browser runtime (make web) -------------------------------------------------------------
+# libsipp's engine, backend and util sources and the pinned llama.cpp's CPU path compiled to
+# WebAssembly with emscripten, twice: with pthreads (for cross-origin-isolated pages) and single
+# threaded (any page). llama.cpp's static libraries are built once per llama.cpp commit, emcc version
+# and variant in the cache (deps/build-web.sh); sipp's sources are compiled here and linked each time.
+# Outputs: build/web/sipp-mt.{js,wasm,worker.js} and build/web/sipp-st.{js,wasm}; bindings/web loads them.
+WEB_OUT := $(BUILD)/web
+WEB_VARIANTS := mt st
+WEB_SRCS := $(sort $(wildcard src/backend/*.c src/engine/*.c)) src/util/util.c src/util/last_error.c src/store/gguf_header.c src/web/store_browser.c \
+  bindings/web/src/sipp_wasm.c
+LLAMA_SRC_DIR := $(LLAMA_ROOT)/llama/source
+WEB_CFLAGS := -O3 -msimd128 -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc -I$(LLAMA_SRC_DIR)/include \
+  -I$(LLAMA_SRC_DIR)/ggml/include -DSIPP_VERSION='"$(SIPP_VERSION)"' -DSIPP_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' \
+  -DSIPP_LLAMA_COMMIT='"$(LLAMA_COMMIT)"'
+WEB_THREAD_FLAGS_mt := -pthread
+WEB_THREAD_FLAGS_st :=
+# The pthread build keeps a pool of workers started with the module (a thread created later would
+# need the worker's event loop, which a computing thread never returns to); the page sizes it.
+# Exception handling as deps/build-web.sh compiled llama.cpp for the variant (see there why they differ).
+WEB_LINK_mt := -pthread -fexceptions -sPTHREAD_POOL_SIZE=Module.sippPoolSize -Wno-pthreads-mem-growth
+WEB_LINK_st := -fwasm-exceptions
+# Debian's emscripten runs its JavaScript passes with node and finds their modules (acorn) in
+# /usr/share/nodejs, which a Node.js installed from elsewhere does not search by itself.
+EMCC_ENV := NODE_PATH=/usr/share/nodejs
+WEB_LINK_OPT ?= -O1
+WEB_LDFLAGS := $(WEB_LINK_OPT) -sMODULARIZE=1 -sEXPORT_NAME=createSippRuntime -sENVIRONMENT=web,worker \
+  -sALLOW_MEMORY_GROWTH=1 -sINITIAL_MEMORY=67108864 -sMAXIMUM_MEMORY=4294967296 -sFORCE_FILESYSTEM=1 -lworkerfs.js \
+  -sEXPORTED_FUNCTIONS=_malloc,_free -sEXPORTED_RUNTIME_METHODS=ccall,cwrap,UTF8ToString,stringToUTF8,lengthBytesUTF8,FS,WORKERFS
+
+.PHONY: web web-llama-force
+web: $(foreach v,$(WEB_VARIANTS),$(WEB_OUT)/sipp-$(v).js)
+
+# The cached llama.cpp build of a variant: the script returns at once when the cache holds it.
+$(WEB_OUT)/llama-%.dir: web-llama-force $(LLAMA_STAMP) deps/build-web.sh
+	@mkdir -p $(dir $@)
+	@bash deps/build-web.sh $* >$@.tmp && if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+web-llama-force:
+
+define WEB_VARIANT
+$(WEB_OUT)/obj-$(1)/%.o: %.c $(LLAMA_STAMP) | llama-links
+	@mkdir -p $$(dir $$@)
+	@echo "  EMCC $$< ($(1))"
+	@emcc $(WEB_CFLAGS) $(WEB_THREAD_FLAGS_$(1)) -MMD -MP -c $$< -o $$@
+
+$(WEB_OUT)/sipp-$(1).js: $(WEB_SRCS:%.c=$(WEB_OUT)/obj-$(1)/%.o) $(WEB_OUT)/llama-$(1).dir
+	@echo "  EMLD $$@"
+	@L=$$$$(cat $(WEB_OUT)/llama-$(1).dir) && $(EMCC_ENV) emcc $(WEB_LDFLAGS) $(WEB_LINK_$(1)) -o $$@ \
+	  $(WEB_SRCS:%.c=$(WEB_OUT)/obj-$(1)/%.o) $$$$L/src/libllama.a $$$$L/ggml/src/libggml.a \
+	  $$$$L/ggml/src/libggml-cpu.a $$$$L/ggml/src/libggml-base.a
+endef
+$(foreach v,$(WEB_VARIANTS),$(eval $(call WEB_VARIANT,$(v))))
+-include $(foreach v,$(WEB_VARIANTS),$(WEB_SRCS:%.c=$(WEB_OUT)/obj-$(v)/%.d))
+
 test: setup
-	@$(MAKE) --no-print-directory test-bins
+	@$(MAKE) --no-print-directory test-bins web
 	@bash tests/run.sh
 
 clean:

@@ -23,7 +23,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "sipp deps: $*" >&2; exit 1; }
 
-[ $# -ge 1 ] || die "usage: deps/fetch.sh OUT_DIR [cpu] [vulkan] [cuda]"
+[ $# -ge 1 ] || die "usage: deps/fetch.sh OUT_DIR [cpu] [vulkan] [cuda] [rpc]"
 out=$1; shift
 backends=("$@")
 [ ${#backends[@]} -gt 0 ] || backends=(cpu)
@@ -92,6 +92,32 @@ cp "$checkout"/include/llama.h "$checkout"/ggml/include/*.h "$out/llama/include/
 cp "$checkout"/models/ggml-vocab-* "$out/llama/vocab/"
 ln -sfn "$checkout" "$out/llama/source"
 
+# build_rpc_module ART_DIR: puts libggml-rpc.so, ggml's RPC backend module, into ART_DIR, compiled from
+# the checkout's ggml/src/ggml-rpc against ART_DIR's libggml-base.so. No package ships it and it takes
+# seconds, so it is built here, once per commit, compiler and base library, in the cache. RPC_ORIGIN
+# receives the manifest's record of it.
+build_rpc_module() {
+  local base=$1 cxx=${CXX:-c++} key dir tmp flags
+  command -v "$cxx" >/dev/null || die "a C++ compiler ($cxx) is needed for the rpc module: apt-get install -y g++"
+  flags="-O2 -fPIC -shared -std=c++17 -DNDEBUG -DGGML_BACKEND_DL -DGGML_BACKEND_BUILD -DGGML_BACKEND_SHARED"
+  RPC_COMPILER=$("$cxx" --version | head -1)
+  key=$(printf '%s|%s|%s|%s' "$LLAMA_COMMIT" "$RPC_COMPILER" "$flags" "$(sha256sum "$base/libggml-base.so" | cut -c1-16)" |
+        openssl dgst -sha256 | awk '{print substr($NF,1,16)}')
+  dir="$cache/rpc-$LLAMA_COMMIT-$key"
+  if [ ! -f "$dir/libggml-rpc.so" ]; then
+    echo "sipp deps: building the rpc backend module from the pinned source" >&2
+    tmp=$(mktemp -d "$cache/rpc.XXXXXX")
+    # shellcheck disable=SC2086
+    "$cxx" $flags -I"$checkout/ggml/include" -I"$checkout/ggml/src" \
+      "$checkout/ggml/src/ggml-rpc/ggml-rpc.cpp" "$checkout/ggml/src/ggml-rpc/transport.cpp" \
+      -o "$tmp/libggml-rpc.so" -L"$base" -lggml-base -Wl,-rpath,'$ORIGIN' -pthread 2>"$tmp/build.log" ||
+      { cat "$tmp/build.log" >&2; rm -rf "$tmp"; die "the rpc module did not build (see above)"; }
+    rm -rf "$dir"; mv "$tmp" "$dir"
+  fi
+  RPC_ORIGIN="{\"module\": \"libggml-rpc.so\", \"origin\": \"source build\", \"source\": \"ggml/src/ggml-rpc\", \"llama_commit\": \"$LLAMA_COMMIT\", \"compiler\": \"$RPC_COMPILER\", \"flags\": \"$flags\"}"
+  cp "$dir/libggml-rpc.so" "$base/"
+}
+
 # --- the artifact: core libraries plus the chosen backend modules ---------------------------------
 artifact_name=$(IFS=+; echo "${backends[*]}")
 # A source build is a different artifact from the prebuilt one with the same backends.
@@ -102,18 +128,22 @@ rm -rf "$art.tmp"; mkdir -p "$art.tmp"
 if [ "${LLAMA_FROM_SOURCE:-0}" = 1 ]; then
   # The core and the CPU modules from a source build of the same commit (deps/build-source.sh).
   for b in "${backends[@]}"; do
-    [ "$b" = cpu ] && continue
+    [ "$b" = cpu ] || [ "$b" = rpc ] && continue
     [ "$b" = vulkan ] && die "the vulkan module does not build from source on Debian 12 (Vulkan headers too old); drop LLAMA_FROM_SOURCE=1 to use the prebuilt one"
     die "backend '$b' has no source build here yet; build with BACKENDS=cpu"
   done
   build=$("$here/build-source.sh" lib)
   cp -P "$build"/bin/libllama.so* "$build"/bin/libggml.so* "$build"/bin/libggml-base.so* "$art.tmp/"
+  cp -P "$build"/bin/libllama-common.so* "$art.tmp/"
   cp "$build"/bin/libggml-cpu*.so "$art.tmp/"
   origin="source build of $LLAMA_COMMIT ($(cat "$build/sipp-flags"))"
   integrities='[]'
 else
   cpu_pkg=$(unpack "$(fetch_pkg "$PKG_CPU")")/bins/linux-x64
   cp "$cpu_pkg"/libllama.v0.4.0.so "$cpu_pkg"/libggml.v0.4.0.so "$cpu_pkg"/libggml-base.so "$art.tmp/"
+  # llama.cpp's common (chat templates, tool-call parsers, schema grammars) for src/chat: always the
+  # CPU package's copy, whatever the backends (the Vulkan package's links a Vulkan-suffixed libllama).
+  cp "$cpu_pkg"/libllama-common.so "$art.tmp/"
   # Names the linker can find; the libraries keep their own sonames.
   ln -sf libllama.v0.4.0.so "$art.tmp/libllama.so"
   ln -sf libggml.v0.4.0.so "$art.tmp/libggml.so"
@@ -132,13 +162,21 @@ else
         cp "$cu_pkg"/libggml-cuda.so "$art.tmp/"
         integrities+=",\"${PKG_CUDA%%|*}@$(echo "$PKG_CUDA" | cut -d'|' -f2) $(echo "$PKG_CUDA" | cut -d'|' -f3)\""
         ;;
-      *) die "unknown backend '$b' for an artifact (known: cpu vulkan cuda)" ;;
+      rpc) ;; # built from source below, for prebuilt and source artifacts alike
+      *) die "unknown backend '$b' for an artifact (known: cpu vulkan cuda rpc)" ;;
     esac
   done
   integrities+="]"
 fi
 # Every artifact has the CPU backend: ggml needs a CPU device to hold what no other device takes.
 case " ${backends[*]} " in *" cpu "*) ;; *) cp "${cpu_pkg:-$build/bin}"/libggml-cpu*.so "$art.tmp/" ;; esac
+
+# Modules compiled here rather than taken from a package, each with its origin (the SBOM reads this).
+source_builds='[]'
+case " ${backends[*]} " in *" rpc "*)
+  build_rpc_module "$art.tmp"
+  source_builds="[$RPC_ORIGIN]" ;;
+esac
 
 json_list=$(printf '"%s",' "${backends[@]}"); json_list="[${json_list%,}]"
 cat >"$art.tmp/manifest.json" <<EOF
@@ -148,7 +186,8 @@ cat >"$art.tmp/manifest.json" <<EOF
   "llama_release": "$LLAMA_RELEASE",
   "llama_commit": "$LLAMA_COMMIT",
   "origin": "$origin",
-  "packages": $integrities
+  "packages": $integrities,
+  "source_builds": $source_builds
 }
 EOF
 rm -rf "$art"; mv "$art.tmp" "$art"

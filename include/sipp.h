@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 3
+#define SIPP_ABI_VERSION 4
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -152,6 +152,54 @@ SIPP_API sipp_status sipp_backend_decide(const char *requested, const char *orde
 /* The file name of the CPU backend module ggml picks on this CPU (e.g. "libggml-cpu-haswell.so"),
  * or "" when unknown. [any thread] */
 SIPP_API const char *sipp_cpu_module(void);
+
+/* ---- rpc: ggml's RPC backend, a model split across hosts --------------------------------------- */
+
+/* An rpc-server exposes its host's device over TCP with no authentication and no encryption; a
+ * client (backend "rpc") places layers on it as if it were a local GPU. Both ends must run the same
+ * protocol version, i.e. the same llama.cpp release. */
+#define SIPP_RPC_DEFAULT_PORT 50052
+
+typedef struct sipp_rpc_server_info {
+    char endpoint[128];      /* host:port as given */
+    int proto_major, proto_minor, proto_patch; /* the server's protocol version */
+    int n_devices;           /* the devices it exposes */
+    char device[64];         /* the first one, as this process names it ("RPC0") */
+    char description[128];
+    uint64_t memory_free;
+    uint64_t memory_total;
+} sipp_rpc_server_info;
+
+/* Connects to an rpc-server, checks its protocol version against this build's and reads its first
+ * device and free memory. Errors name the endpoint: not a host:port, unreachable, not answering the
+ * handshake (not an rpc-server, or busy serving another client: a server serves one at a time), a
+ * protocol version mismatch. [any thread] */
+SIPP_API sipp_status sipp_rpc_probe(const char *endpoint, sipp_rpc_server_info *info, char *errbuf);
+
+/* Checks a server list "HOST:PORT[,HOST:PORT...]" without connecting: each entry a host and a port
+ * in 1..65535, none twice, at least one. [any thread] */
+SIPP_API sipp_status sipp_rpc_check_servers(const char *list, char *errbuf);
+
+/* ggml's RPC client cannot survive losing a server it placed layers on (its dispatcher aborts the
+ * process). Once a process has connected to an rpc server, sipp turns that abort into one line on
+ * stderr naming the server that went away and exit status SIPP_RPC_LOST_EXIT, so that a supervisor
+ * or a load balancer in front (docs/scale-out.md) restarts or routes around the process. */
+#define SIPP_RPC_LOST_EXIT 75 /* EX_TEMPFAIL */
+
+typedef struct sipp_rpc_server_params {
+    const char *host;        /* address to bind; default "127.0.0.1" */
+    int port;                /* default SIPP_RPC_DEFAULT_PORT */
+    const char *backend;     /* the local device to serve: "cpu" (default), "vulkan", ... */
+    int threads;             /* CPU threads of the served backend; 0 = the number of cores */
+    const char *cache_dir;   /* where the server caches tensors it received (by hash); NULL = none */
+} sipp_rpc_server_params;
+
+SIPP_API sipp_rpc_server_params sipp_rpc_server_default_params(void);
+
+/* Serves the device until the process ends (ggml's server loop does not return while it runs; it
+ * serves one client at a time and prints "Accepted client connection" / "Client connection closed"
+ * on stdout). Returns only on failure: an unknown or unavailable backend, an address it cannot bind. */
+SIPP_API sipp_status sipp_rpc_server_run(const sipp_rpc_server_params *params, char *errbuf);
 
 /* ---- model store -------------------------------------------------------------------------------- */
 
@@ -369,6 +417,11 @@ typedef struct sipp_model_params {
     sipp_progress_fn progress;
     void *progress_user;
     bool vocab_only;       /* load only the tokenizer: for tokenize/detokenize without weights */
+    /* backend "rpc" only: the servers ("host:port,host:port"); NULL = $SIPP_RPC_SERVERS. */
+    const char *rpc_servers;
+    /* backend "rpc" only: the share of layers of the local device and of each server, in that order
+     * ("1,2,2"); NULL = in proportion to each one's free memory. */
+    const char *tensor_split;
     /* Flash attention in every context of the model: "on", "off", or "auto" (NULL, the default):
      * llama.cpp's own default (on where the device supports it) for a GPU load and for auto's fallback
      * to the CPU, off for a load that asked for "cpu" explicitly (the conservative path for validating
@@ -423,9 +476,24 @@ typedef struct sipp_model_info {
     int n_vocab;
     bool has_chat_template;
     double load_ms;          /* wall time of sipp_model_load */
+    char chat_template[32];  /* "model" (its own Jinja template) or "chatml (fallback)" */
 } sipp_model_info;
 
 SIPP_API void sipp_model_get_info(const sipp_model *model, sipp_model_info *info);
+
+/* Where the weights went, one entry per device that holds any: which layers and how many bytes of
+ * weight buffers. A CPU or single-GPU load has one or two entries; an rpc load one per host. */
+typedef struct sipp_placement {
+    char device[64];       /* ggml's device name: "CPU", "Vulkan0", "RPC0" */
+    char host[128];        /* "local", or the rpc server's host:port */
+    int first_layer;       /* the first repeating layer on it; -1 when it holds none */
+    int n_layers;          /* repeating layers on it */
+    bool output;           /* it holds the output layer */
+    uint64_t buffer_bytes; /* its model weight buffers */
+} sipp_placement;
+
+/* Fills up to cap entries; returns how many there are. [any thread] */
+SIPP_API int sipp_model_placement(const sipp_model *model, sipp_placement *out, int cap);
 
 /* Tokenizes UTF-8 text. add_special adds BOS/EOS as the model's tokenizer says; parse_special
  * turns texts like "<|im_start|>" into their special tokens. Writes at most cap tokens; *n_out is
@@ -616,6 +684,20 @@ SIPP_API sipp_engine_params sipp_engine_default_params(void);
 SIPP_API sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
                                      sipp_engine **out, char *errbuf);
 
+/* The same engine without a thread of its own, for hosts that have no threads (a browser page
+ * without SharedArrayBuffer) or that must keep the engine on their own event loop (a Web Worker):
+ * the caller drives it with sipp_engine_step. Scheduling, slots and requests are the same; only
+ * who runs the steps differs. sipp_request_wait and sipp_request_read on its requests run its
+ * steps themselves while they wait. Use a stepped engine and its requests from one thread. */
+SIPP_API sipp_status sipp_engine_new_stepped(sipp_model *model, const sipp_engine_params *params,
+                                             sipp_engine **out, char *errbuf);
+
+/* Runs one turn of a stepped engine: queued requests into free slots, cancelled ones finished, then
+ * one llama_decode for every running slot. *busy (optional) says whether requests are still queued
+ * or running afterwards. Returns at once when there is nothing to do. SIPP_ERR_INVALID_ARGUMENT for
+ * an engine that has its own thread. */
+SIPP_API sipp_status sipp_engine_step(sipp_engine *engine, bool *busy);
+
 /* Cancels every request still running, stops the thread and frees the context. Requests remain
  * valid handles (finished as cancelled) until freed. */
 SIPP_API void sipp_engine_free(sipp_engine *engine);
@@ -650,8 +732,10 @@ typedef struct sipp_sampling {
     float top_p;          /* 1 = off; default 0.95 */
     float min_p;          /* 0 = off; default 0.05 */
     float repeat_penalty; /* 1 = off; default 1.0 */
-    int repeat_last_n;    /* tokens the penalty looks back over; default 64 */
+    int repeat_last_n;    /* tokens the penalties look back over; default 64 */
     uint32_t seed;        /* SIPP_SEED_RANDOM = a fresh seed each request */
+    float frequency_penalty; /* OpenAI's: subtracted per earlier occurrence; 0 = off (default) */
+    float presence_penalty;  /* OpenAI's: subtracted once a token occurred; 0 = off (default) */
 } sipp_sampling;
 
 #define SIPP_SEED_RANDOM 0xFFFFFFFFu
@@ -680,7 +764,35 @@ typedef struct sipp_request_params {
     sipp_piece_fn on_piece;    /* optional */
     void *user;                /* given to on_piece and on_finish */
     sipp_finish_fn on_finish;  /* optional */
+
+    /* A chat in the shape of an OpenAI chat request, as JSON text (instead of messages): rendered
+     * with the model's Jinja template (or chat_template) by llama.cpp's chat library. Fields:
+     *   messages              [{"role": system|developer|user|assistant|tool, "content", "tool_calls",
+     *                         "tool_call_id", "reasoning_content"}], content a string or text parts
+     *   tools                 [{"type":"function","function":{"name","description","parameters"}}]
+     *   tool_choice           "auto" (default) | "none" | "required" | {"type":"function","function":
+     *                         {"name"}}: required and a named function are enforced by a grammar made
+     *                         from the tools' schemas; auto starts that grammar lazily at the
+     *                         template's tool-call trigger
+     *   parallel_tool_calls   bool (default false)
+     *   response_format       {"type":"text"|"json_object"} or {"type":"json_schema","json_schema":
+     *                         {"name","schema","strict"}}
+     *   json_schema, grammar  llama.cpp's extensions: a schema object, or GBNF text
+     *   reasoning_format      "auto" (default) | "none" | "deepseek": how reasoning is separated
+     *   chat_template_kwargs  {name: value} given to the template (e.g. enable_thinking)
+     *   thinking_budget_tokens int: after that many reasoning tokens the end tag is forced
+     * A field with a wrong type or value is SIPP_ERR_INVALID_ARGUMENT naming it. Parse the answer with
+     * sipp_chat_parser_new. */
+    const char *chat_json;
+    const char *grammar;       /* GBNF constraining a prompt's output (chats give it in chat_json) */
+    const char *json_schema;   /* a JSON Schema text constraining a prompt's output */
+    /* -1 (default): no log-probabilities. 0..SIPP_MAX_TOP_LOGPROBS: each generated token's
+     * log-probability and that many most likely alternatives are recorded, from the distribution
+     * the sampler drew from (sipp_request_logprobs_json). */
+    int logprobs;
 } sipp_request_params;
+
+#define SIPP_MAX_TOP_LOGPROBS 20
 
 SIPP_API sipp_request_params sipp_request_default_params(void);
 
@@ -730,6 +842,51 @@ SIPP_API void sipp_request_get_stats(const sipp_request *request, sipp_request_s
 
 /* Cancels the request if it still runs, waits for its end, and frees it. */
 SIPP_API void sipp_request_free(sipp_request *request);
+
+/* The log-probabilities recorded so far from token `from` on, as a JSON array of OpenAI's
+ * {"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]} (*json malloc'ed,
+ * free with sipp_free; NULL when none are new). Returns how many tokens are recorded in all.
+ * [any thread] */
+SIPP_API size_t sipp_request_logprobs_json(const sipp_request *request, size_t from, char **json);
+
+/* A note about how the request was rendered (borrowed, "" if none), e.g. that the model has no chat
+ * template and ChatML was used. [any thread] */
+SIPP_API const char *sipp_request_warning(const sipp_request *request);
+
+/* ---- chat answers: content, reasoning and tool calls -------------------------------------------- */
+
+/* Parses the text of a chat request's answer with the parser its template's format calls for
+ * (llama.cpp's per-family tool-call and reasoning parsers), whole or as it streams. */
+typedef struct sipp_chat_parser sipp_chat_parser;
+
+/* A parser for the answer of a request submitted with chat_json or messages. [any thread] */
+SIPP_API sipp_status sipp_chat_parser_new(const sipp_request *request, sipp_chat_parser **out, char *errbuf);
+SIPP_API void sipp_chat_parser_free(sipp_chat_parser *parser);
+
+/* Feeds more of the answer's text (is_final: it is all there). *deltas_json (malloc'ed, free with
+ * sipp_free; NULL when nothing changed) is a JSON array of OpenAI chat deltas: {"content"},
+ * {"reasoning_content"}, or {"tool_calls":[{"index", "id", "type", "function":{"name"}}]} for a new
+ * call and {"tool_calls":[{"index","function":{"arguments"}}]} for a fragment of its arguments.
+ * Concatenated they give sipp_chat_parser_message. A final text the format cannot parse is
+ * SIPP_ERR_INVALID_ARGUMENT (message on sipp_chat_parser_error). */
+SIPP_API sipp_status sipp_chat_parser_feed(sipp_chat_parser *parser, const char *text, size_t len, bool is_final,
+                                           char **deltas_json);
+
+/* The answer so far as an OpenAI assistant message: {"role":"assistant", "content",
+ * "reasoning_content" (when there is some), "tool_calls" (when there are some: ids "call_...",
+ * "type":"function", "function":{"name", "arguments" (a JSON text)})}. Borrowed, valid until the
+ * next feed. */
+SIPP_API const char *sipp_chat_parser_message(const sipp_chat_parser *parser);
+SIPP_API size_t sipp_chat_parser_n_tool_calls(const sipp_chat_parser *parser);
+SIPP_API const char *sipp_chat_parser_error(const sipp_chat_parser *parser);
+
+/* GBNF for a JSON Schema text (llama.cpp's converter): *grammar malloc'ed (sipp_free).
+ * SIPP_ERR_INVALID_ARGUMENT with the converter's reason (naming the schema feature) otherwise. */
+SIPP_API sipp_status sipp_json_schema_to_grammar(const char *schema_json, char **grammar, char *errbuf);
+
+/* Renders an OpenAI chat (the chat_json form above) with a template, without a model: template is
+ * a Jinja text, "chatml", or a file path. *prompt malloc'ed (sipp_free). For tests and tools. */
+SIPP_API sipp_status sipp_chat_render_json(const char *tmpl, const char *chat_json, char **prompt, char *errbuf);
 
 typedef struct sipp_engine_stats {
     int slots;

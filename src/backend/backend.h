@@ -94,6 +94,11 @@ void sipp_log_route(sipp_log_level level);
  * bytes, emptied here), instead of printing it; NULL stops. */
 void sipp_log_capture(char *buf);
 
+/* Calls fn with every line llama.cpp or ggml logs on the calling thread (any level, before
+ * filtering), until called again with NULL. */
+typedef void (*sipp_log_observer)(const char *line, void *user);
+void sipp_log_observe(sipp_log_observer fn, void *user);
+
 /* True when a device description names a software renderer. */
 bool sipp_device_is_software(const char *description);
 

@@ -78,6 +78,15 @@ static bool own_artifact_dir(char *out, size_t n) {
 
 static sipp_status do_init(const sipp_runtime_params *p) {
     sipp_log_route(p->log_level);
+#ifdef __EMSCRIPTEN__
+    /* The browser runtime (make web) links ggml's CPU backend statically into one WebAssembly
+     * module: there is no artifact directory and nothing to load. */
+    sipp_strlcpy(artifact_dir, "wasm (linked in)", sizeof artifact_dir);
+    llama_backend_init();
+    if (!ggml_backend_reg_by_name("CPU"))
+        return sipp_fail(init_error, SIPP_ERR_BACKEND, "this browser runtime has no CPU backend; rebuild it with make web");
+    return SIPP_OK;
+#endif
 
     const char *dir = p->artifact_dir;
     if (!dir || !*dir) dir = getenv("SIPP_ARTIFACT");

@@ -28,7 +28,7 @@
 #define MIB (1024.0 * 1024.0)
 
 typedef struct bench_opts {
-    const char *model, *backend, *artifact, *flash_attn;
+    const char *model, *backend, *artifact, *rpc, *tensor_split, *flash_attn;
     int pp, tg, reps, threads, ctx_size;
     int levels[MAX_LEVELS];
     int n_levels;
@@ -124,6 +124,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
         else if (cli_flag_value(&a, "--ctx-size")) cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
         else if (cli_flag_value(&a, "--backend")) o->backend = a.value;
         else if (cli_flag_value(&a, "--flash-attn")) cli_flash_attn(&a, &o->flash_attn);
+        else if (cli_flag_value(&a, "--rpc")) o->rpc = a.value;
+        else if (cli_flag_value(&a, "--tensor-split")) o->tensor_split = a.value;
         else if (cli_flag_value(&a, "--artifact")) o->artifact = a.value;
         else if (cli_flag_value(&a, "-o")) {
             if (!a.value) break;
@@ -168,7 +170,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
 
 static const char usage[] =
     "usage: sipp bench MODEL [-p 512] [-n 128] [-r 5] [--concurrency 1,4] [--threads N] [--backend NAME]\n"
-    "                  [--flash-attn auto|on|off] [--ctx-size N] [--artifact DIR] [-o md|json]\n\n"
+    "                  [--flash-attn auto|on|off] [--ctx-size N] [--artifact DIR] [-o md|json]\n"
+    "                  [--rpc HOST:PORT[,...] --tensor-split A,B,...] (with --backend rpc)\n\n"
     "Measures cold load time, prefill (pp) and decode (tg) tokens/s with mean and standard deviation\n"
     "(as llama-bench defines them), TTFT and inter-token latency, and the aggregate generation rate\n"
     "at each concurrency level (each request: its own -p token prompt, exactly -n generated tokens).\n"
@@ -199,6 +202,8 @@ int cmd_bench(int argc, char **argv) {
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = o.backend;
     mp.flash_attn = o.flash_attn;
+    mp.rpc_servers = o.rpc;
+    mp.tensor_split = o.tensor_split;
     sipp_model *m = NULL;
     double t0 = now_ms();
     if (sipp_model_load(o.model, &mp, &m, err) != SIPP_OK) {

@@ -1,5 +1,5 @@
 /*
- * build.c: `sipp build --backend cpu|vulkan|cuda|all [--from-source]`: makes an artifact, a directory
+ * build.c: `sipp build --backend cpu|vulkan|cuda|rpc|all [--from-source]`: makes an artifact, a directory
  * of the pinned llama.cpp libraries with exactly the chosen backend modules, by running the same
  * deps/fetch.sh that `make BACKENDS=...` runs. It needs the source tree the binary was built in.
  */
@@ -64,19 +64,20 @@ int cmd_build(int argc, char **argv) {
             if (!a.value) break;
             if (strcmp(a.value, "all") == 0) all = true;
             else if (strcmp(a.value, "cpu") == 0) continue;
-            else if (strcmp(a.value, "vulkan") == 0 || strcmp(a.value, "cuda") == 0) {
+            else if (strcmp(a.value, "vulkan") == 0 || strcmp(a.value, "cuda") == 0 || strcmp(a.value, "rpc") == 0) {
                 bool dup = false;
                 for (int i = 0; i < n; i++) dup |= strcmp(list[i], a.value) == 0;
                 if (!dup) list[n++] = a.value;
             } else {
-                cli_error("build: --backend '%s' is not one of cpu, vulkan, cuda, all", a.value);
+                cli_error("build: --backend '%s' is not one of cpu, vulkan, cuda, rpc, all", a.value);
                 return EXIT_USAGE;
             }
         } else if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            printf("usage: sipp build --backend cpu|vulkan|cuda|all [--backend ...] [--from-source]\n\n"
+            printf("usage: sipp build --backend cpu|vulkan|cuda|rpc|all [--backend ...] [--from-source]\n\n"
                    "Makes build/artifacts/NAME (NAME = the backends joined by '+'): the pinned llama.cpp libraries\n"
                    "with exactly these backend modules and a manifest.json. Every artifact has the CPU backend.\n"
                    "'all' is every backend this host can have. Use it with SIPP_ARTIFACT=DIR or --artifact DIR.\n"
+                   "rpc (ggml's RPC client and server) is compiled from the pinned source in seconds.\n"
                    "--from-source builds llama.cpp (CPU) from the pinned source instead of the prebuilt libraries.\n");
             return EXIT_OK;
         } else {
@@ -89,6 +90,7 @@ int cmd_build(int argc, char **argv) {
         n = 1;
         if (!from_source && host_can_have("vulkan", true)) list[n++] = "vulkan";
         if (!from_source && host_can_have("cuda", true)) list[n++] = "cuda";
+        list[n++] = "rpc";
     }
     for (int i = 1; i < n; i++)
         if (!host_can_have(list[i], false)) return EXIT_RUNTIME;

@@ -6,7 +6,9 @@
 #define SIPP_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sipp.h"
 
@@ -49,7 +51,15 @@ bool cli_interactive_output(void);
 /* Initialises the runtime with --artifact (may be NULL); prints the error. */
 bool cli_runtime_init(const char *artifact);
 
+/* The most placement entries (sipp_model_placement) a command shows. */
+#define MAX_PLACEMENT 20
+/* One line per device: "  RPC0 on 10.0.0.2:50052: layers 6-11 (6) + output, 12.5 MiB of weights". */
+void cli_print_placement(FILE *out, const sipp_placement *p);
+/* The same as a JSON array of objects (device, host, first_layer, n_layers, output, buffer_bytes). */
+struct json_t *cli_placement_json(const sipp_placement *p, int n);
+
 int cmd_run(int argc, char **argv);
+int cmd_rpc_server(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
@@ -61,5 +71,8 @@ int cmd_ops(int argc, char **argv);
 int cmd_backend_ops(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
+
+/* All of f, NUL-terminated (malloc'ed); NULL when out of memory. */
+char *cli_read_all(FILE *f);
 
 #endif

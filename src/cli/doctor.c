@@ -19,6 +19,8 @@
 
 json_t *cli_backends_json(void);
 json_t *cli_devices_json(const char *backend);
+json_t *cli_rpc_report_json(const char *list, bool *all_ok);
+void cli_rpc_report_print(json_t *arr);
 
 static bool can_dlopen(const char *lib) {
     void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
@@ -149,17 +151,23 @@ static void print_text(json_t *r) {
 
 int cmd_doctor(int argc, char **argv) {
     bool as_json = false;
-    const char *backend = NULL, *artifact = NULL;
+    const char *backend = NULL, *artifact = NULL, *rpc = NULL;
     cli_args a = {.argc = argc, .argv = argv};
     while (a.i < argc && !a.bad) {
         if (cli_flag(&a, "--json")) as_json = true;
         else if (cli_flag_value(&a, "--backend")) backend = a.value;
         else if (cli_flag_value(&a, "--artifact")) artifact = a.value;
+        else if (cli_flag_value(&a, "--rpc")) {
+            rpc = a.value;
+            if (rpc) setenv("SIPP_RPC_SERVERS", rpc, 1); /* what --backend rpc decides with */
+        }
         else if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            printf("usage: sipp doctor [--backend NAME] [--json] [--artifact DIR]\n\n"
+            printf("usage: sipp doctor [--backend NAME] [--json] [--artifact DIR] [--rpc HOST:PORT[,...]]\n\n"
                    "Reports the OS, CPU and ISA, the CPU module ggml picked, the artifact and its backends,\n"
                    "the devices, driver and loader visibility, toolchains, and what auto decides and why.\n"
-                   "With --backend NAME it exits 1 when that backend is unusable here and says why.\n");
+                   "With --backend NAME it exits 1 when that backend is unusable here and says why.\n"
+                   "With --rpc it checks each rpc server: reachable, protocol version, device, free memory\n"
+                   "(and exits 1 when one fails).\n");
             return EXIT_OK;
         } else {
             cli_error("doctor: unknown option '%s'", argv[a.i]);
@@ -191,17 +199,20 @@ int cmd_doctor(int argc, char **argv) {
                                "decision", decision_json(backend ? backend : "auto", &ok));
     json_decref(facts);
     json_object_set_new(report, "notes", notes);
+    bool rpc_ok = true;
+    if (rpc) json_object_set_new(report, "rpc", cli_rpc_report_json(rpc, &rpc_ok));
     if (as_json) {
         char *s = json_dumps(report, JSON_INDENT(2));
         puts(s);
         free(s);
     } else {
         print_text(report);
+        if (rpc) cli_rpc_report_print(json_object_get(report, "rpc"));
     }
     if (!ok) {
         json_t *dec = json_object_get(report, "decision");
         cli_error("%s", json_string_value(json_object_get(dec, "error")));
     }
     json_decref(report);
-    return ok ? EXIT_OK : EXIT_RUNTIME;
+    return ok && rpc_ok ? EXIT_OK : EXIT_RUNTIME;
 }

@@ -22,6 +22,7 @@ static const struct {
     {"backend-ops", cmd_backend_ops, "run llama.cpp's test-backend-ops against an artifact"},
     {"models", cmd_models, "list, inspect and remove models in the local store"},
     {"pull", cmd_pull, "download a model into the local store"},
+    {"rpc-server", cmd_rpc_server, "serve this host's device to other hosts (ggml's RPC backend)"},
     {"version", cmd_version, "print sipp's version and the pinned llama.cpp release and commit"},
 };
 
@@ -35,7 +36,8 @@ static void print_help(void) {
         printf("  %-12s %s\n", commands[i].name, commands[i].summary);
     printf("\nenvironment: SIPP_ARTIFACT (llama.cpp libraries to use), SIPP_BACKEND_ORDER (auto's order),\n"
            "SIPP_LOG=quiet|error|warn|info|debug (llama.cpp's logging), SIPP_MODELS_DIR (the model store),\n"
-           "SIPP_CACHE_DIR (downloads and builds), SIPP_LEASE_DIR, SIPP_GPU_MARGIN_MB, SIPP_GPU_LEASE=off\n");
+           "SIPP_CACHE_DIR (downloads and builds), SIPP_LEASE_DIR, SIPP_GPU_MARGIN_MB, SIPP_GPU_LEASE=off,\n"
+           "SIPP_RPC_SERVERS (the servers of --backend rpc)\n");
 }
 
 int main(int argc, char **argv) {

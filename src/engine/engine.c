@@ -2,12 +2,13 @@
  * engine.c: one thread that owns a llama context and serves requests from any thread.
  *
  * sipp_engine_submit (any thread) checks a request, tokenizes its prompt and queues it; the engine
- * thread (engine_main) waits for work, hands queued requests to the scheduler (scheduler.c), which
+ * thread (engine_main; for a stepped engine, the caller of sipp_engine_step) waits for work, hands queued requests to the scheduler (scheduler.c), which
  * places them in slots and runs one llama_decode per step, and drains everything at shutdown.
  *
  * Failures stay local. A request that is cancelled, times out, or cannot get KV space ends alone;
  * the other slots keep running. The queue is bounded: a full queue refuses at once.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,8 @@ static sipp_status engine_fail(sipp_engine *e, sipp_status st, const char *fmt, 
 
 const char *sipp_engine_last_error(const sipp_engine *e) { return e ? sipp_last_error_get(&e->error) : ""; }
 
-sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out, char *errbuf) {
+static sipp_status engine_create(sipp_model *model, const sipp_engine_params *params, bool stepped, sipp_engine **out,
+                                 char *errbuf) {
     *out = NULL;
     sipp_engine_params p = params ? *params : sipp_engine_default_params();
     if (!model) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model given");
@@ -155,14 +157,32 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
         }
     }
     e->stats.slots = p.parallel;
-
-    e->thread_started = pthread_create(&e->thread, NULL, engine_main, e) == 0;
-    if (!e->thread_started) {
+    e->starting = calloc((size_t)p.parallel, sizeof *e->starting);
+    e->starting_slot = calloc((size_t)p.parallel, sizeof *e->starting_slot);
+    if (!e->starting || !e->starting_slot) {
         sipp_engine_free(e);
-        return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "cannot start the engine thread");
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+
+    e->stepped = stepped;
+    if (!stepped) {
+        e->thread_started = pthread_create(&e->thread, NULL, engine_main, e) == 0;
+        if (!e->thread_started) {
+            sipp_engine_free(e);
+            return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "cannot start the engine thread");
+        }
     }
     *out = e;
     return SIPP_OK;
+}
+
+sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out, char *errbuf) {
+    return engine_create(model, params, false, out, errbuf);
+}
+
+sipp_status sipp_engine_new_stepped(sipp_model *model, const sipp_engine_params *params, sipp_engine **out,
+                                    char *errbuf) {
+    return engine_create(model, params, true, out, errbuf);
 }
 
 void sipp_engine_wake(sipp_engine *e) {
@@ -182,13 +202,29 @@ static sipp_status check_fits(sipp_engine *e, sipp_request *r, char *err) {
     return SIPP_OK;
 }
 
+/* The stop strings of a request: its own and those its chat format adds. */
+static sipp_status add_format_stops(const sipp_request_params *p, sipp_request *r, char *err) {
+    const chat_plan *plan = r->chat.plan;
+    if (!plan || plan->n_stops == 0) return SIPP_OK;
+    size_t n = p->n_stop + plan->n_stops;
+    const char **all = calloc(n, sizeof *all);
+    if (!all) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    for (size_t i = 0; i < p->n_stop; i++)
+        all[i] = p->stop[i];
+    for (size_t i = 0; i < plan->n_stops; i++)
+        all[p->n_stop + i] = plan->stops[i];
+    sipp_output_free(&r->out);
+    bool ok = sipp_output_init(&r->out, all, n);
+    free(all);
+    return ok ? SIPP_OK : sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+}
+
 static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, sipp_request *r, char *err) {
     sipp_model *m = e->model;
-    char *rendered = NULL;
     const char *text = p->prompt;
     if (p->tokens) {
-        if (p->prompt || p->messages)
-            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "give one of prompt, messages or tokens");
+        if (p->prompt || p->messages || p->chat_json)
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "give one of prompt, messages, chat_json or tokens");
         int n_vocab = m->info.n_vocab;
         for (size_t i = 0; i < p->n_tokens; i++)
             if (p->tokens[i] < 0 || p->tokens[i] >= n_vocab)
@@ -199,22 +235,24 @@ static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, 
             return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
         memcpy(r->prompt, p->tokens, p->n_tokens * sizeof *r->prompt);
         r->n_prompt = (int)p->n_tokens;
-        return check_fits(e, r, err);
+    } else {
+        if ((p->messages != NULL) + (p->chat_json != NULL) + (p->prompt != NULL) > 1)
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "give one of prompt, messages or chat_json");
+        if (p->messages && p->n_messages == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "messages is empty");
+        if (!text && !p->messages && !p->chat_json)
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "no prompt and no messages given");
+        /* A chat is rendered by its template into a plan (src/chat); a prompt may carry a grammar. */
+        sipp_status st = chat_request_prepare(m, p, &r->chat, err);
+        if (st != SIPP_OK) return st;
+        if (r->chat.plan) text = r->chat.plan->prompt;
+        if (!*text) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt is empty");
+        if ((st = sipp_model_tokenize_alloc(m, text, true, true, &r->prompt, &r->n_prompt, err)) != SIPP_OK) return st;
+        if (r->n_prompt == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt has no tokens");
     }
-    if (p->messages) {
-        if (p->prompt) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "give either a prompt or messages, not both");
-        if (p->n_messages == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "messages is empty");
-        sipp_status st = sipp_chat_render(m, p->chat_template, p->messages, p->n_messages, true, &rendered);
-        if (st != SIPP_OK) return sipp_fail(err, st, "%s", sipp_model_last_error(m));
-        text = rendered;
-    }
-    if (!text) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "no prompt and no messages given");
-    if (!*text) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt is empty");
-    sipp_status st = sipp_model_tokenize_alloc(m, text, true, true, &r->prompt, &r->n_prompt, err);
-    free(rendered);
-    if (st != SIPP_OK) return st;
-    if (r->n_prompt == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt has no tokens");
-    return check_fits(e, r, err);
+    if (p->grammar && p->tokens) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "a grammar needs a prompt or a chat");
+    sipp_status st = sipp_request_grammar(m, r, err);
+    if (st == SIPP_OK) st = add_format_stops(p, r, err);
+    return st == SIPP_OK ? check_fits(e, r, err) : st;
 }
 
 static sipp_status check_sampling(const sipp_sampling *s, int max_tokens, char *err) {
@@ -223,8 +261,17 @@ static sipp_status check_sampling(const sipp_sampling *s, int max_tokens, char *
     if (!(s->top_p > 0 && s->top_p <= 1)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "top_p must be in (0, 1]");
     if (!(s->min_p >= 0 && s->min_p <= 1)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "min_p must be in [0, 1]");
     if (!(s->repeat_penalty > 0)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "repeat_penalty must be > 0");
+    if (!isfinite(s->frequency_penalty) || !isfinite(s->presence_penalty))
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "frequency_penalty and presence_penalty must be finite");
     if (max_tokens == 0 || max_tokens < -1)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "max_tokens must be positive (or -1 for no limit)");
+    return SIPP_OK;
+}
+
+static sipp_status check_logprobs(int logprobs, char *err) {
+    if (logprobs < -1 || logprobs > SIPP_MAX_TOP_LOGPROBS)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "logprobs is %d; it must be -1 (none) or in [0, %d]", logprobs,
+                         SIPP_MAX_TOP_LOGPROBS);
     return SIPP_OK;
 }
 
@@ -233,6 +280,7 @@ sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sip
     if (!e || !p) return SIPP_ERR_INVALID_ARGUMENT;
     char err[SIPP_ERROR_SIZE];
     sipp_status st = check_sampling(&p->sampling, p->max_tokens, err);
+    if (st == SIPP_OK) st = check_logprobs(p->logprobs, err);
     if (st != SIPP_OK) return engine_fail(e, st, "%s", err);
     sipp_request *r = sipp_request_alloc(e, p);
     if (!r) return engine_fail(e, SIPP_ERR_NO_MEMORY, "out of memory");
@@ -265,41 +313,42 @@ sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sip
 
 /* ---- the thread -------------------------------------------------------------------------------- */
 
-static void *engine_main(void *arg) {
-    sipp_engine *e = arg;
-    int max_start = e->params.parallel;
-    sipp_request **starting = calloc((size_t)max_start, sizeof *starting);
-    int *starting_slot = calloc((size_t)max_start, sizeof *starting_slot);
+/* One turn of the engine: queued requests into free slots, cancelled ones out, then one step.
+ * With block, waits for work first (the engine thread); without, returns at once when there is none
+ * (a stepped engine, whose caller runs the turns). Returns false once the engine is stopping. */
+static bool engine_turn(sipp_engine *e, bool block) {
+    sipp_request *dropped = NULL;
+    int n_start = 0;
+    pthread_mutex_lock(&e->mu);
     for (;;) {
-        sipp_request *dropped = NULL;
-        int n_start = 0;
-        pthread_mutex_lock(&e->mu);
-        for (;;) {
-            if (e->stopping) break;
-            sipp_sched_assign(e, &dropped, starting, starting_slot, &n_start);
-            if (dropped || n_start || sipp_sched_has_active(e)) break;
-            pthread_cond_wait(&e->cv, &e->mu);
-        }
-        bool stopping = e->stopping;
-        e->stats.running = 0;
-        for (int i = 0; i < e->params.parallel; i++) e->stats.running += e->slots[i].req != NULL;
-        e->stats.queued = e->n_queued;
-        pthread_mutex_unlock(&e->mu);
-
-        while (dropped) {
-            sipp_request *r = dropped;
-            dropped = r->next;
-            sipp_sched_cancel(e, NULL, r);
-        }
-        for (int k = 0; k < n_start; k++) {
-            slot *s = &e->slots[starting_slot[k]];
-            if (sipp_slot_start(e, s, starting[k]) != SIPP_OK)
-                sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory starting the request");
-        }
-        if (stopping) break;
-        sipp_sched_step(e);
+        if (e->stopping) break;
+        sipp_sched_assign(e, &dropped, e->starting, e->starting_slot, &n_start);
+        if (dropped || n_start || sipp_sched_has_active(e) || !block) break;
+        pthread_cond_wait(&e->cv, &e->mu);
     }
-    /* Shutting down: everything still running or queued ends as cancelled. */
+    bool stopping = e->stopping;
+    e->stats.running = 0;
+    for (int i = 0; i < e->params.parallel; i++) e->stats.running += e->slots[i].req != NULL;
+    e->stats.queued = e->n_queued;
+    pthread_mutex_unlock(&e->mu);
+
+    while (dropped) {
+        sipp_request *r = dropped;
+        dropped = r->next;
+        sipp_sched_cancel(e, NULL, r);
+    }
+    for (int k = 0; k < n_start; k++) {
+        slot *s = &e->slots[e->starting_slot[k]];
+        if (sipp_slot_start(e, s, e->starting[k]) != SIPP_OK)
+            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory starting the request");
+    }
+    if (stopping) return false;
+    sipp_sched_step(e);
+    return true;
+}
+
+/* Shutting down: everything still running or queued ends as cancelled. */
+static void engine_drain(sipp_engine *e) {
     for (int i = 0; i < e->params.parallel; i++)
         if (e->slots[i].req) sipp_slot_finish(e, &e->slots[i], SIPP_FINISH_CANCELLED, SIPP_ERR_CLOSED, "the engine was closed");
     pthread_mutex_lock(&e->mu);
@@ -312,10 +361,32 @@ static void *engine_main(void *arg) {
         q = r->next;
         sipp_request_finish(r, SIPP_FINISH_CANCELLED, SIPP_ERR_CLOSED, "the engine was closed");
     }
-    free(starting);
-    free(starting_slot);
+}
+
+static void *engine_main(void *arg) {
+    sipp_engine *e = arg;
+    while (engine_turn(e, true)) {
+    }
+    engine_drain(e);
     return NULL;
 }
+
+sipp_status sipp_engine_step(sipp_engine *e, bool *busy) {
+    if (busy) *busy = false;
+    if (!e) return SIPP_ERR_INVALID_ARGUMENT;
+    if (!e->stepped)
+        return engine_fail(e, SIPP_ERR_INVALID_ARGUMENT,
+                           "sipp_engine_step drives only engines made by sipp_engine_new_stepped; this one has its own thread");
+    engine_turn(e, false);
+    if (busy) {
+        pthread_mutex_lock(&e->mu);
+        *busy = sipp_sched_has_active(e) || e->n_queued > 0;
+        pthread_mutex_unlock(&e->mu);
+    }
+    return SIPP_OK;
+}
+
+bool sipp_engine_is_stepped(const sipp_engine *e) { return e && e->stepped; }
 
 void sipp_engine_free(sipp_engine *e) {
     if (!e) return;
@@ -325,7 +396,12 @@ void sipp_engine_free(sipp_engine *e) {
         pthread_cond_signal(&e->cv);
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
+    } else if (e->stepped && e->slots) {
+        e->stopping = true;
+        engine_drain(e);
     }
+    free(e->starting);
+    free(e->starting_slot);
     if (e->slots) {
         for (int i = 0; i < e->params.parallel; i++) {
             free(e->slots[i].cache);

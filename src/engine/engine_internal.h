@@ -4,7 +4,7 @@
  *   engine.c    the engine's life, the queue and the thread
  *   scheduler.c which request goes to which slot, and what each step decodes (one llama_decode)
  *   request.c   a request's life as its submitter sees it: reading text, waiting, stats, freeing
- *   sampling.c  the sampler chain built from a request's sampling parameters
+ *   sampling.c  the sampler of a request: its chain, grammar, reasoning budget and logprobs
  *
  * Locking: engine->mu guards the queue, the slots' assignment and the engine stats. request->mu
  * guards what a request's readers see (text, finished, results). The engine thread never holds
@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "chat/chat_request.h"
 #include "engine/model.h"
 #include "engine/stop_filter.h"
 #include "llama.h"
@@ -38,6 +39,9 @@ struct sipp_request {
     sipp_piece_fn on_piece;
     sipp_finish_fn on_finish;
     void *user;
+    chat_request chat;                /* the chat's plan and the grammar to enforce (src/chat) */
+    struct llama_sampler *grammar;    /* made (and so checked) at submit; the slot's sampler takes it */
+    int top_logprobs;                 /* -1: no logprobs */
 
     /* Engine thread only. */
     sipp_output out;
@@ -58,7 +62,30 @@ struct sipp_request {
     char error[SIPP_ERROR_SIZE];
     sipp_request_stats stats;
     double t_submit, t_start, t_first, t_end;
+    struct sipp_logprob *logprobs;    /* one per generated token when top_logprobs >= 0 */
+    size_t n_logprobs, cap_logprobs;
 };
+
+/* One generated token's log-probability and its most likely alternatives. */
+typedef struct sipp_logprob {
+    llama_token token;
+    float logprob;
+    int n_top;
+    llama_token top[SIPP_MAX_TOP_LOGPROBS];
+    float top_logprob[SIPP_MAX_TOP_LOGPROBS];
+} sipp_logprob;
+
+/* A request's sampler: the chain of its sampling parameters, and beside it the grammar (checked on
+ * the chain's pick first, applied to the whole vocabulary only when it rejects the pick) and the
+ * reasoning budget. */
+typedef struct sipp_sampler {
+    struct llama_sampler *chain;
+    struct llama_sampler *grammar; /* NULL: unconstrained */
+    struct llama_sampler *budget;  /* NULL: no thinking budget */
+    llama_token_data *cand;        /* n_vocab candidates, reused every token */
+    int n_vocab;
+    bool greedy_in_place;          /* argmax over the logits, nothing else to apply */
+} sipp_sampler;
 
 typedef struct sipp_embedder sipp_embedder;
 
@@ -75,7 +102,7 @@ typedef struct slot {
     llama_token next_token;
     int i_logits;               /* index of this slot's output in the current batch, or -1 */
     int n_fed;                  /* tokens this slot put in the current batch */
-    struct llama_sampler *smpl;
+    sipp_sampler *smpl;
     llama_token draft[SIPP_DRAFT_MAX]; /* speculation's proposal riding behind next_token this step */
     int n_draft;
     char *key;                  /* the context_key pinned here, kept after the request ends */
@@ -93,12 +120,15 @@ struct sipp_engine {
 
     pthread_t thread;
     bool thread_started;
+    bool stepped; /* no thread: the caller runs turns with sipp_engine_step */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping;
     sipp_request *queue_head, *queue_tail;
     int n_queued;
     slot *slots;
+    sipp_request **starting; /* the requests one turn moves into slots, and their slots */
+    int *starting_slot;
     sipp_engine_stats stats;
     uint64_t busy_slot_steps;
 
@@ -114,7 +144,16 @@ struct sipp_engine {
 };
 
 /* Builds the sampler chain of a request. NULL on allocation failure. */
-struct llama_sampler *sipp_sampler_new(const sipp_model *model, const sipp_sampling *s, bool ignore_eos);
+struct llama_sampler *sipp_sampler_chain_new(const sipp_model *model, const sipp_sampling *s, bool ignore_eos);
+
+/* The sampler of a request (takes r->grammar). NULL with err on failure. */
+sipp_sampler *sipp_sampler_new(const sipp_model *model, sipp_request *r, char *err);
+void sipp_sampler_free(sipp_sampler *ss);
+/* Samples the token of output idx, records its logprobs when the request wants them, and accepts
+ * it into every sampler. LLAMA_TOKEN_NULL when the grammar cannot take the token. */
+llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_context *ctx, int idx, sipp_request *r);
+/* Makes the grammar sampler a request asks for (r->chat), checking the GBNF. */
+sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err);
 
 /* Greedy without penalties: the token is the argmax of the logits, read in place (the chain's
  * result, without its copy of the whole vocabulary). ignore_eos excludes end-of-generation tokens. */
@@ -179,5 +218,8 @@ void sipp_sched_step(sipp_engine *e);
 
 /* Whether any slot holds a request. */
 bool sipp_sched_has_active(const sipp_engine *e);
+
+/* Whether the engine was made by sipp_engine_new_stepped (its waiters run its steps). */
+bool sipp_engine_is_stepped(const sipp_engine *engine);
 
 #endif

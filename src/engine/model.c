@@ -6,7 +6,8 @@
  * hyperparameters llama.cpp would assert on (engine/model_check.c), since an assert aborts the
  * process. Only then does llama.cpp
  * load the weights, with the backend the policy chose. A CPU load gets an empty device list, so no
- * weight, KV cell or op can land on a GPU even when the artifact has one.
+ * weight, KV cell or op can land on a GPU even when the artifact has one. An rpc load gets the
+ * servers' devices and a split of the layers (rpc_split.c).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -17,6 +18,8 @@
 #include <sys/stat.h>
 
 #include "backend/backend.h"
+#include "chat/chat_request.h"
+#include "backend/rpc.h"
 #include "engine/model.h"
 #include "engine/model_check.h"
 #include "store/gguf_header.h"
@@ -47,7 +50,7 @@ void sipp_free(void *p) { free(p); }
  * architecture and, unless only the vocabulary is wanted, hyperparameters llama.cpp will not assert
  * on (model_check.c). */
 static sipp_status precheck(const char *path, bool vocab_only, char *arch, size_t arch_len, uint64_t *size,
-                            char *errbuf) {
+                            int *n_layer, char *errbuf) {
     sipp_gguf_header *h;
     sipp_status st = sipp_gguf_header_open(path, &h, errbuf);
     if (st != SIPP_OK) return st;
@@ -59,6 +62,10 @@ static sipp_status precheck(const char *path, bool vocab_only, char *arch, size_
     }
     sipp_strlcpy(arch, a, arch_len);
     *size = sipp_gguf_header_file_size(h);
+    char key[96];
+    snprintf(key, sizeof key, "%s.block_count", arch);
+    int64_t layers = sipp_gguf_int_or(h, key, 0);
+    *n_layer = layers > 0 && layers <= INT32_MAX ? (int)layers : 0;
     st = sipp_model_check_vocab(h, errbuf);
     if (st == SIPP_OK && !vocab_only) st = sipp_model_check_hparams(h, errbuf);
     sipp_gguf_header_close(h);
@@ -68,10 +75,11 @@ static sipp_status precheck(const char *path, bool vocab_only, char *arch, size_
 sipp_status sipp_model_check(const char *path, char *errbuf) {
     char arch[SIPP_ARCH_MAX];
     uint64_t size;
+    int n_layer;
     if (!path || !*path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model path given");
     char resolved[PATH_MAX];
     sipp_status st = sipp_store_resolve(path, resolved, sizeof resolved, errbuf);
-    return st == SIPP_OK ? precheck(resolved, false, arch, sizeof arch, &size, errbuf) : st;
+    return st == SIPP_OK ? precheck(resolved, false, arch, sizeof arch, &size, &n_layer, errbuf) : st;
 }
 
 sipp_status sipp_flash_attn_check(const char *value, char *errbuf) {
@@ -146,20 +154,36 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
 
     char arch[SIPP_ARCH_MAX];
     uint64_t file_size = 0;
-    if ((st = precheck(path, params->vocab_only, arch, sizeof arch, &file_size, errbuf)) != SIPP_OK) return st;
+    int n_layer = 0;
+    if ((st = precheck(path, params->vocab_only, arch, sizeof arch, &file_size, &n_layer, errbuf)) != SIPP_OK)
+        return st;
 
     enum llama_flash_attn_type flash_attn = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     const char *fa_label = "";
     if ((st = flash_attn_policy(params, &flash_attn, &fa_label, errbuf)) != SIPP_OK) return st;
+    bool rpc = !params->vocab_only && params->backend && strcmp(params->backend, "rpc") == 0;
+    if (!rpc && ((params->rpc_servers && *params->rpc_servers) || (params->tensor_split && *params->tensor_split)))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%s is only used with backend 'rpc' (the backend is '%s'); add --backend rpc or drop it",
+                         params->rpc_servers && *params->rpc_servers ? "rpc servers (--rpc)" : "tensor_split",
+                         params->backend ? params->backend : "auto");
     sipp_host_view view;
     sipp_host_discover(&view);
-    sipp_policy_result pick;
-    if (!params->vocab_only && (st = sipp_policy_decide(&view, params->backend, params->backend_order, &pick, errbuf)) != SIPP_OK)
+    sipp_policy_result pick = {.backend = SIPP_BACKEND_RPC, .device = -1};
+    if (!params->vocab_only && !rpc &&
+        (st = sipp_policy_decide(&view, params->backend, params->backend_order, &pick, errbuf)) != SIPP_OK)
         return st;
+    sipp_rpc_plan plan = {0};
+    if (rpc && (st = sipp_rpc_plan_load(params, n_layer, &plan, errbuf)) != SIPP_OK) return st;
 
     sipp_model *m = calloc(1, sizeof *m);
     if (!m) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
     sipp_last_error_init(&m->error);
+    if (!(m->chat = chat_cache_new())) {
+        sipp_last_error_destroy(&m->error);
+        free(m);
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
+    }
     sipp_strlcpy(m->path, path, sizeof m->path);
     m->flash_attn = flash_attn;
 
@@ -169,7 +193,20 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     mp.progress_callback_user_data = params->progress_user;
     mp.vocab_only = params->vocab_only;
     mp.devices = devices; /* NULL-terminated: empty means no GPU device at all */
-    if (params->vocab_only || pick.backend == SIPP_BACKEND_CPU) {
+#ifdef __EMSCRIPTEN__
+    /* In the browser runtime the file is a File or Blob the page mounted, which cannot be mapped. */
+    mp.load_mode = LLAMA_LOAD_MODE_NONE;
+    mp.lazy_mode = LLAMA_LAZY_MODE_OFF;
+#endif
+    m->info.n_layer = n_layer; /* placement.c needs it while llama.cpp loads */
+    if (rpc) {
+        m->rpc = true;
+        mp.devices = plan.devices;
+        mp.split_mode = LLAMA_SPLIT_MODE_LAYER;
+        mp.n_gpu_layers = plan.gpu_layers;
+        mp.tensor_split = plan.split;
+        snprintf(pick.reason, sizeof pick.reason, "rpc: %s", plan.reason);
+    } else if (params->vocab_only || pick.backend == SIPP_BACKEND_CPU) {
         mp.n_gpu_layers = 0;
         m->cpu_only = true;
     } else {
@@ -191,7 +228,9 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     char llama_err[SIPP_ERROR_SIZE];
     double t0 = sipp_now_ms();
     sipp_log_capture(llama_err);
+    sipp_placement_begin(m);
     m->lm = llama_model_load_from_file(path, mp);
+    sipp_placement_end(m);
     sipp_log_capture(NULL);
     if (!m->lm) {
         bool aborted = params->progress && strstr(llama_err, "cancel");
@@ -224,6 +263,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     }
     in->n_vocab = llama_vocab_n_tokens(m->vocab);
     in->has_chat_template = llama_model_chat_template(m->lm, NULL) != NULL;
+    sipp_strlcpy(in->chat_template, chat_template_kind(m->lm), sizeof in->chat_template);
 
     sipp_backend_decision *d = &m->decision;
     if (params->vocab_only) {
@@ -234,6 +274,8 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
         reason_with(d->reason, sizeof d->reason, pick.reason, fa_label);
         if (m->cpu_only) {
             sipp_strlcpy(d->devices, "CPU", sizeof d->devices);
+        } else if (rpc) {
+            sipp_rpc_plan_describe(m, d);
         } else {
             int layers = mp.n_gpu_layers > in->n_layer ? in->n_layer : mp.n_gpu_layers;
             d->gpu_layers = layers;
@@ -261,6 +303,7 @@ void sipp_model_free(sipp_model *m) {
     llama_model_free(m->lm);
     sipp_lease_release(m->lease);
     free(m->eog);
+    chat_cache_free(m->chat);
     sipp_last_error_destroy(&m->error);
     free(m);
 }

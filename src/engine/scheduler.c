@@ -88,7 +88,7 @@ static int pick_slot(sipp_engine *e, const sipp_request *r) {
 
 /* Slot assignment (s->req) changes only under e->mu, so that stats readers see a consistent view. */
 static void slot_release(sipp_engine *e, slot *s, const sipp_request *r) {
-    if (s->smpl) llama_sampler_free(s->smpl);
+    sipp_sampler_free(s->smpl);
     s->smpl = NULL;
     s->generating = false;
     s->last_used = sipp_now_ms();
@@ -158,8 +158,9 @@ sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r) {
     s->n_prompt_done = keep;
     r->stats.cached_tokens = keep;
     s->generating = false;
-    s->smpl = sipp_sampler_new(e->model, &r->sampling, r->ignore_eos);
-    return s->smpl ? SIPP_OK : SIPP_ERR_NO_MEMORY;
+    char err[SIPP_ERROR_SIZE] = "";
+    s->smpl = sipp_sampler_new(e->model, r, err);
+    return s->smpl ? SIPP_OK : *err ? SIPP_ERR_INVALID_ARGUMENT : SIPP_ERR_NO_MEMORY;
 }
 
 static bool request_expired(sipp_request *r, double now) {
@@ -231,6 +232,16 @@ static int prefill_chunk(const sipp_engine *e) {
     }
 }
 
+/* A special token that is part of the answer's syntax (a chat format's "<tool_call>"): its text is
+ * released, where other special tokens render as nothing. */
+static bool is_preserved(const sipp_request *r, llama_token t) {
+    const chat_plan *p = r->chat.plan;
+    if (!p) return false;
+    for (size_t i = 0; i < p->n_preserved_tokens; i++)
+        if (p->preserved_tokens[i] == t) return true;
+    return false;
+}
+
 /* A generated token: stop at end-of-generation, release text, stop at a stop string or a limit. */
 static void on_token(sipp_engine *e, slot *s, llama_token t) {
     sipp_request *r = s->req;
@@ -240,7 +251,7 @@ static void on_token(sipp_engine *e, slot *s, llama_token t) {
         return;
     }
     char piece[PIECE_MAX];
-    int n = sipp_model_token_piece(e->model, t, false, piece, sizeof piece);
+    int n = sipp_model_token_piece(e->model, t, is_preserved(r, t), piece, sizeof piece);
     r->emit.len = 0;
     bool stopped = sipp_output_push(&r->out, piece, (size_t)n, &r->emit);
     bool go_on = sipp_request_publish(r, r->emit.data, r->emit.len);
@@ -258,11 +269,12 @@ static void on_token(sipp_engine *e, slot *s, llama_token t) {
 }
 
 /* A proposal for a generating slot, written to s->draft: none unless the engine speculates and the
- * request is greedy, and never past the request's max_tokens, the context, or the slot's share of
+ * request is greedy in place (argmax and nothing else: a grammar, a reasoning budget or logprobs keep
+ * it off), and never past the request's max_tokens, the context, or the slot's share of
  * the batch. The history is the slot's tokens with next_token after them. */
 static int propose_drafts(sipp_engine *e, slot *s) {
     sipp_request *r = s->req;
-    if (!e->spec_ngram || !sipp_sampling_is_greedy(&r->sampling)) return 0;
+    if (!e->spec_ngram || !s->smpl->greedy_in_place) return 0; /* plain argmax: no grammar, budget, logprobs */
     int max = e->params.draft_max;
     int share = e->n_batch / e->params.parallel - 1;
     if (max > share) max = share;
@@ -439,10 +451,12 @@ void sipp_sched_step(sipp_engine *e) {
             sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory");
             continue;
         }
-        llama_token t =
-            sipp_sampling_is_greedy(&r->sampling)
-                ? sipp_sample_argmax(e->model, llama_get_logits_ith(e->ctx, s->i_logits), r->ignore_eos)
-                : llama_sampler_sample(s->smpl, e->ctx, s->i_logits);
+        llama_token t = sipp_sampler_sample(s->smpl, e, e->ctx, s->i_logits, r);
+        if (t == LLAMA_TOKEN_NULL) {
+            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_INTERNAL,
+                             "the grammar could not take the sampled token (no allowed continuation)");
+            continue;
+        }
         if (!r->t_first) r->t_first = sipp_now_ms();
         on_token(e, s, t);
     }

@@ -149,6 +149,12 @@ gw_target *gw_call_target(gw_call *call, const char *name) {
         gw_reply_error(call, GW_E_NOT_READY, "model '%s' failed to load: %s", t->cfg->name, t->error);
         return NULL;
     }
+    if (state == GW_STATE_WAITING) {
+        call->retry_after_s = GW_LOADING_RETRY_S;
+        gw_reply_error(call, GW_E_NOT_READY, "model '%s' is waiting for its rpc servers (retrying): %s", t->cfg->name,
+                       t->error);
+        return NULL;
+    }
     double deadline = call->t_start + srv->cfg->request_timeout_seconds * GW_MS_PER_S;
     gw_metrics_queued(srv->metrics, t->index, 1);
     gw_admit_result ar = gw_admit(srv->admission, deadline, abandoned_cb, call);

@@ -38,7 +38,10 @@ typedef struct gw_target_config {
     char *flash_attn; /* "auto", "on", "off"; NULL = auto */
     char *speculative; /* "none", "ngram"; NULL = none */
     int draft_max, draft_min; /* 0 = the engine's defaults */
+    char *chat_template; /* NULL: the model's; "chatml" or a template file's path */
     int ctx_size, parallel, threads, gpu_layers;
+    char *rpc_servers;  /* backend "rpc": rpc = ["host:port", ...] joined by ','; NULL = $SIPP_RPC_SERVERS */
+    char *tensor_split; /* backend "rpc": tensor_split = [1, 2, 2] as "1,2,2"; NULL = by free memory */
     sipp_policy policy;
     /* openai_compatible */
     char **base_urls; /* without a trailing '/', e.g. "http://10.0.0.2:8080/v1" */

@@ -7,8 +7,9 @@
  *   GET /metrics       Prometheus text (no auth, like most exporters: keep the port private)
  *   GET /v1/backends   what `sipp doctor` reports of this process: the artifact, every backend
  *                      (compiled, available), the devices, and per target the backend decision of
- *                      its load (backend, reason, devices, gpu_layers) or its upstream replicas
- *                      and their health
+ *                      its load (backend, reason, devices, gpu_layers, and the placement: which
+ *                      layers and weight buffers sit on which device and host) or its upstream
+ *                      replicas and their health
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,25 @@
 
 #define GW_MAX_LISTED 32 /* backends and devices listed by /v1/backends */
 
+#define GW_MAX_PLACEMENT 20 /* devices listed per target */
+
+/* Where a model's weights went, per device and host (sipp_model_placement). */
+static json_t *placement_json(const sipp_model *m) {
+    sipp_placement p[GW_MAX_PLACEMENT];
+    int n = sipp_model_placement(m, p, GW_MAX_PLACEMENT);
+    json_t *a = json_array();
+    for (int i = 0; a && i < n && i < GW_MAX_PLACEMENT; i++)
+        json_array_append_new(a, json_pack("{s:s, s:s, s:i, s:i, s:b, s:I}", "device", p[i].device, "host", p[i].host,
+                                           "first_layer", p[i].first_layer, "n_layers", p[i].n_layers, "output",
+                                           p[i].output, "buffer_bytes", (json_int_t)p[i].buffer_bytes));
+    return a;
+}
+
 static const char *state_name(int s) {
     switch (s) {
     case GW_STATE_READY: return "ready";
     case GW_STATE_FAILED: return "failed";
+    case GW_STATE_WAITING: return "waiting";
     default: return "loading";
     }
 }
@@ -36,7 +52,7 @@ void gw_route_ready(gw_call *call) {
         gw_target *t = &srv->targets[i];
         int s = atomic_load(&t->state);
         json_t *o = json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
-        if (s == GW_STATE_FAILED) json_object_set_new(o, "error", json_string(t->error));
+        if (s == GW_STATE_FAILED || s == GW_STATE_WAITING) json_object_set_new(o, "error", json_string(t->error));
         json_array_append_new(targets, o);
     }
     bool ready = gw_targets_ready(srv) && !atomic_load(&srv->draining);
@@ -114,7 +130,8 @@ void gw_route_backends(gw_call *call) {
                 json_object_set_new(o, "reason", json_string(b->reason));
                 json_object_set_new(o, "devices", json_string(b->devices));
                 json_object_set_new(o, "gpu_layers", json_integer(b->gpu_layers));
-            } else if (s == GW_STATE_FAILED) {
+                json_object_set_new(o, "placement", placement_json(t->model));
+            } else if (s == GW_STATE_FAILED || s == GW_STATE_WAITING) {
                 json_object_set_new(o, "error", json_string(t->error));
             }
         } else {

@@ -10,10 +10,17 @@
  *
  * A target's state is an atomic that moves LOADING -> READY or LOADING -> FAILED once; the model,
  * engine and error it publishes are written before the state, and read only after it.
+ *
+ * A target on backend "rpc" whose servers cannot be used yet (not started, unreachable, busy with
+ * another client) is WAITING instead of FAILED: not ready, its requests get 503 with the reason,
+ * and once the first pass is over the loader tries it again with exponential backoff until it
+ * loads or the server shuts down. (A server that dies after the load ends the process with a line
+ * naming it, SIPP_RPC_LOST_EXIT: ggml's RPC client cannot survive it; see sipp.h.)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gateway/targets.h"
 #include "gateway/upstream.h"
@@ -21,10 +28,27 @@
 /* The engine's own queue holds as many requests as the gateway lets wait; admission (admission.c)
  * is the real bound, so the engine refusing with "busy" is the exception. */
 #define GW_ENGINE_QUEUE_MIN 1
+/* How an rpc target waiting for its servers is retried: first after RETRY_MIN_MS, doubling up to
+ * RETRY_MAX_MS, sleeping in slices so that a shutdown is not held up. */
+#define GW_RPC_RETRY_MIN_MS 500
+#define GW_RPC_RETRY_MAX_MS 30000
+#define GW_RPC_RETRY_SLICE_MS 100
+#define GW_BACKEND_LIST_MAX 16
 
 static bool load_progress(float progress, void *user) {
     gw_server *srv = user;
     return !atomic_load(&srv->draining);
+}
+
+static bool is_rpc(const gw_target_config *c) { return c->backend && strcmp(c->backend, "rpc") == 0; }
+
+/* Waiting helps only when the servers are what is missing, not the rpc module itself. */
+static bool rpc_compiled(void) {
+    sipp_backend_info b[GW_BACKEND_LIST_MAX];
+    int n = sipp_backends_list(b, GW_BACKEND_LIST_MAX);
+    for (int i = 0; i < n && i < GW_BACKEND_LIST_MAX; i++)
+        if (strcmp(b[i].name, "rpc") == 0) return b[i].compiled;
+    return false;
 }
 
 static void load_one(gw_server *srv, gw_target *t) {
@@ -35,13 +59,18 @@ static void load_one(gw_server *srv, gw_target *t) {
     mp.backend = c->backend;
     mp.flash_attn = c->flash_attn;
     mp.gpu_layers = c->gpu_layers;
+    mp.rpc_servers = c->rpc_servers;
+    mp.tensor_split = c->tensor_split;
     mp.progress = load_progress;
     mp.progress_user = srv;
     sipp_model *m = NULL;
-    if (sipp_model_load(c->model_path, &mp, &m, err) != SIPP_OK) {
+    sipp_status st = sipp_model_load(c->model_path, &mp, &m, err);
+    if (st != SIPP_OK) {
+        bool wait = is_rpc(c) && st == SIPP_ERR_BACKEND && rpc_compiled() && !atomic_load(&srv->draining);
         snprintf(t->error, sizeof t->error, "%s", err);
-        atomic_store(&t->state, GW_STATE_FAILED);
-        fprintf(stderr, "sipp: target '%s' failed to load: %s\n", c->name, err);
+        atomic_store(&t->state, wait ? GW_STATE_WAITING : GW_STATE_FAILED);
+        fprintf(stderr, "sipp: target '%s' %s: %s\n", c->name,
+                wait ? "is waiting for its rpc servers (retrying with backoff)" : "failed to load", err);
         return;
     }
     sipp_engine_params ep = sipp_engine_default_params();
@@ -70,6 +99,36 @@ static void load_one(gw_server *srv, gw_target *t) {
             c->model_path, b->backend, b->devices, c->parallel);
 }
 
+/* Sleeps ms in slices; false when the server began shutting down meanwhile. */
+static bool nap(gw_server *srv, int ms) {
+    for (int slept = 0; slept < ms; slept += GW_RPC_RETRY_SLICE_MS) {
+        if (atomic_load(&srv->draining)) return false;
+        struct timespec ts = {0, GW_RPC_RETRY_SLICE_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return !atomic_load(&srv->draining);
+}
+
+static void retry_waiting(gw_server *srv) {
+    int backoff = GW_RPC_RETRY_MIN_MS;
+    for (;;) {
+        bool any = false;
+        for (size_t i = 0; i < srv->n_targets; i++) any |= atomic_load(&srv->targets[i].state) == GW_STATE_WAITING;
+        if (!any || !nap(srv, backoff)) break;
+        for (size_t i = 0; i < srv->n_targets; i++) {
+            gw_target *t = &srv->targets[i];
+            if (atomic_load(&t->state) == GW_STATE_WAITING) load_one(srv, t);
+        }
+        backoff = backoff * 2 > GW_RPC_RETRY_MAX_MS ? GW_RPC_RETRY_MAX_MS : backoff * 2;
+    }
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        gw_target *t = &srv->targets[i];
+        if (atomic_load(&t->state) != GW_STATE_WAITING) continue;
+        snprintf(t->error, sizeof t->error, "the server is shutting down");
+        atomic_store(&t->state, GW_STATE_FAILED);
+    }
+}
+
 static void *loader_main(void *arg) {
     gw_server *srv = arg;
     for (size_t i = 0; i < srv->n_targets; i++) {
@@ -82,6 +141,7 @@ static void *loader_main(void *arg) {
         }
         load_one(srv, t);
     }
+    retry_waiting(srv);
     return NULL;
 }
 

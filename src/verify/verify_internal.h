@@ -124,6 +124,12 @@ sipp_status verify_run_backend(const verify_config *cfg, const char *backend, co
                                int n_prompts, const verify_result *ref, verify_result *out, char *err);
 void verify_result_free(verify_result *r, int n_prompts);
 
+/* "browser": the WebAssembly runtime (make web) in headless Chromium, compared like a backend
+ * (browser.c). Same contract as verify_run_backend. */
+bool verify_is_browser(const char *name);
+sipp_status verify_run_browser(const verify_config *cfg, const verify_prompt *prompts, int n_prompts,
+                               const verify_result *ref, verify_result *out, char *err);
+
 /* The results of one backend as the manifest records them: device, metrics, greedy outputs and their
  * hashes, the reference-relative top tokens, the graph, the bench figures. */
 json_t *verify_result_json(const verify_result *r, const verify_prompt *prompts, int n_prompts);

@@ -103,6 +103,8 @@ typedef struct slot {
     int i_logits;               /* index of this slot's output in the current batch, or -1 */
     int n_fed;                  /* tokens this slot put in the current batch */
     sipp_sampler *smpl;
+    llama_token draft[SIPP_DRAFT_MAX]; /* speculation's proposal riding behind next_token this step */
+    int n_draft;
     char *key;                  /* the context_key pinned here, kept after the request ends */
     double last_used;
 } slot;
@@ -131,6 +133,7 @@ struct sipp_engine {
     uint64_t busy_slot_steps;
 
     sipp_embedder *embedder;
+    bool spec_ngram; /* params.speculative is "ngram" */
 
     /* A persistent CPU thread pool, as llama-bench and llama-server attach: without one, ggml starts
      * and joins its worker threads for every graph, that is for every generated token. */
@@ -156,6 +159,10 @@ sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err
  * result, without its copy of the whole vocabulary). ignore_eos excludes end-of-generation tokens. */
 bool sipp_sampling_is_greedy(const sipp_sampling *s);
 llama_token sipp_sample_argmax(const sipp_model *model, const float *logits, bool ignore_eos);
+
+/* Prompt lookup (speculative.c): up to max tokens that followed the latest earlier occurrence of
+ * the last few tokens of hist[0..n); returns how many were written to out. */
+int sipp_spec_ngram(const llama_token *hist, int n, int max, llama_token *out);
 
 /* Allocates a request and takes copies of what it needs from params (prompt tokens are set by the
  * engine). */

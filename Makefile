@@ -64,14 +64,20 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRCS := $(sort $(wildcard tests/tools/*.c))
 TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/%)
 
+# The artifact's bill of materials (deps/sbom.py), the man page (sipp --man), the release.
+SBOM := $(ART)/sbom.spdx.json
+MAN := $(BUILD)/share/man/man1/sipp.1
+PREFIX ?= /usr/local
+DIST_NAME := sipp-$(SIPP_VERSION)-linux-x64
+DIST_TGZ := $(BUILD)/$(DIST_NAME).tar.gz
 LIBSIPP := $(BUILD)/lib/libsipp.so
 LIBSIPP_A := $(BUILD)/lib/libsipp.a
 LIBSIPP_UTIL := $(BUILD)/lib/libsipp-util.a
 SIPP := $(BUILD)/bin/sipp
 SYNTH := $(BUILD)/bin/sipp-synth
 
-.PHONY: all deps setup demo test clean format bindings fuzz-bins test-bins unit-bins
-all: $(SIPP) $(SYNTH) $(LIBSIPP) $(LIBSIPP_A)
+.PHONY: all deps setup demo test clean format bindings fuzz-bins test-bins unit-bins dist install
+all: $(SIPP) $(SYNTH) $(LIBSIPP) $(LIBSIPP_A) $(SBOM) $(MAN)
 
 setup:
 	@bash scripts/setup-debian.sh
@@ -144,6 +150,28 @@ $(SYNTH): $(SYNTH_OBJS) $(LIBSIPP) $(LIBSIPP_UTIL)
 	@echo "  LD  $@"
 	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(SYNTH_OBJS) $(CLIENT_LIBS) -L$(BUILD)/artifact -lggml-base -lm -Wl,-rpath,'$$ORIGIN/../artifact'
 
+# The SBOM lists the artifact's files and what sipp links against, so it follows the binaries.
+$(SBOM): $(LLAMA_STAMP) $(SIPP) $(LIBSIPP) deps/sbom.py
+	@echo "  SBOM $@"
+	@SIPP_VERSION=$(SIPP_VERSION) python3 deps/sbom.py $(ART) $(SIPP) $(LIBSIPP) >/dev/null
+
+# The man page comes from the same command table as sipp --help.
+$(MAN): $(SIPP)
+	@mkdir -p $(dir $@)
+	@$(SIPP) --man >$@.tmp && mv $@.tmp $@
+
+# make dist: the release tarball (scripts/stage.sh lays it out, its install.sh installs it).
+# make install PREFIX=... [DESTDIR=...]: the same tree, installed by the same install.sh.
+# make dist SIGN=KEY.pem signs the release's artifact with that Ed25519 key.
+dist: all
+	@SIPP_SIGN_KEY=$(SIGN) bash scripts/stage.sh $(BUILD)/dist/$(DIST_NAME) $(BUILD) $(SIPP_VERSION) >/dev/null
+	@tar czf $(DIST_TGZ) -C $(BUILD)/dist $(DIST_NAME)
+	@echo "$(DIST_TGZ)"
+
+install: all
+	@bash scripts/stage.sh $(BUILD)/stage $(BUILD) $(SIPP_VERSION) >/dev/null
+	@DESTDIR=$(DESTDIR) bash $(BUILD)/stage/install.sh --prefix $(PREFIX)
+
 # Unit tests link libsipp statically so that internal modules (toml, utf8, ...) can be tested.
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIBSIPP_A)
 	@mkdir -p $(dir $@)
@@ -188,7 +216,8 @@ FUZZ_gguf_SRCS := tests/fuzz/fuzz_gguf.c src/store/inspect.c
 FUZZ_gguf_header_SRCS := tests/fuzz/fuzz_gguf_header.c src/store/gguf_header.c src/engine/model_check.c
 # a chat's fields (chat_request.c) and what they reach of llama.cpp's chat library through the bridge
 FUZZ_chat_SRCS := tests/fuzz/fuzz_chat.c src/chat/chat_request.c
-FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat
+FUZZ_signature_SRCS := tests/fuzz/fuzz_signature.c src/backend/signature.c
+FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature
 define fuzz_lib_rule
 $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 	@mkdir -p $$(dir $$@)

@@ -114,6 +114,7 @@ build_rpc_module() {
       { cat "$tmp/build.log" >&2; rm -rf "$tmp"; die "the rpc module did not build (see above)"; }
     rm -rf "$dir"; mv "$tmp" "$dir"
   fi
+  RPC_FLAGS=$flags
   RPC_ORIGIN="{\"module\": \"libggml-rpc.so\", \"origin\": \"source build\", \"source\": \"ggml/src/ggml-rpc\", \"llama_commit\": \"$LLAMA_COMMIT\", \"compiler\": \"$RPC_COMPILER\", \"flags\": \"$flags\"}"
   cp "$dir/libggml-rpc.so" "$base/"
 }
@@ -122,8 +123,41 @@ build_rpc_module() {
 artifact_name=$(IFS=+; echo "${backends[*]}")
 # A source build is a different artifact from the prebuilt one with the same backends.
 [ "${LLAMA_FROM_SOURCE:-0}" = 1 ] && artifact_name="$artifact_name-src"
-art="$out/artifacts/$artifact_name"
+# SIPP_ARTIFACT_OUT (sipp build --out DIR) puts the artifact elsewhere than OUT_DIR/artifacts/NAME.
+art="${SIPP_ARTIFACT_OUT:-$out/artifacts/$artifact_name}"
 rm -rf "$art.tmp"; mkdir -p "$art.tmp"
+
+# Where every file came from is recorded as it is copied, one JSON object a line in $origins, and
+# becomes the manifest's "files": the SBOM (deps/sbom.py) takes each library's origin from there, so
+# whatever a future change copies into an artifact must come through put_npm or put_source.
+#   put_npm PKG_SPEC FILE...     files of an npm package of deps/llama.lock (PKG_SPEC: name|version|integrity)
+#   put_source BUILD_DIR FILE... files built from the pinned commit in BUILD_DIR (a CMake tree with
+#                                sipp-flags): the compiler and the flags are recorded. Links are copied as
+#                                links and not recorded: they name a recorded file.
+origins="$art.tmp/.origins"
+: >"$origins"
+json_escape() { sed 's/\\/\\\\/g; s/"/\\"/g' <<<"$1"; }
+put_npm() {
+  local spec=$1 name ver integrity f; shift
+  IFS='|' read -r name ver integrity <<<"$spec"
+  for f in "$@"; do
+    cp "$f" "$art.tmp/"
+    printf '{"file":"%s","origin":"npm","package":"%s","version":"%s","integrity":"%s","path":"%s"}\n' \
+      "$(basename "$f")" "$name" "$ver" "$integrity" "${f#*/package/}" >>"$origins"
+  done
+}
+put_source() {
+  local dir=$1 cxx compiler flags f; shift
+  cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$dir/CMakeCache.txt" 2>/dev/null)
+  compiler=$(json_escape "$("${cxx:-c++}" --version 2>/dev/null | head -1)")
+  flags=$(json_escape "$(cat "$dir/sipp-flags" 2>/dev/null)")
+  for f in "$@"; do
+    cp -P "$f" "$art.tmp/"
+    [ -L "$f" ] && continue
+    printf '{"file":"%s","origin":"source","commit":"%s","compiler":"%s","flags":"%s"}\n' \
+      "$(basename "$f")" "$LLAMA_COMMIT" "$compiler" "$flags" >>"$origins"
+  done
+}
 
 if [ "${LLAMA_FROM_SOURCE:-0}" = 1 ]; then
   # The core and the CPU modules from a source build of the same commit (deps/build-source.sh).
@@ -133,17 +167,17 @@ if [ "${LLAMA_FROM_SOURCE:-0}" = 1 ]; then
     die "backend '$b' has no source build here yet; build with BACKENDS=cpu"
   done
   build=$("$here/build-source.sh" lib)
-  cp -P "$build"/bin/libllama.so* "$build"/bin/libggml.so* "$build"/bin/libggml-base.so* "$art.tmp/"
-  cp -P "$build"/bin/libllama-common.so* "$art.tmp/"
-  cp "$build"/bin/libggml-cpu*.so "$art.tmp/"
+  put_source "$build" "$build"/bin/libllama.so* "$build"/bin/libggml.so* "$build"/bin/libggml-base.so* \
+    "$build"/bin/libllama-common.so* "$build"/bin/libggml-cpu*.so
   origin="source build of $LLAMA_COMMIT ($(cat "$build/sipp-flags"))"
   integrities='[]'
 else
   cpu_pkg=$(unpack "$(fetch_pkg "$PKG_CPU")")/bins/linux-x64
-  cp "$cpu_pkg"/libllama.v0.4.0.so "$cpu_pkg"/libggml.v0.4.0.so "$cpu_pkg"/libggml-base.so "$art.tmp/"
-  # llama.cpp's common (chat templates, tool-call parsers, schema grammars) for src/chat: always the
-  # CPU package's copy, whatever the backends (the Vulkan package's links a Vulkan-suffixed libllama).
-  cp "$cpu_pkg"/libllama-common.so "$art.tmp/"
+  put_npm "$PKG_CPU" "$cpu_pkg"/libllama.v0.4.0.so "$cpu_pkg"/libggml.v0.4.0.so "$cpu_pkg"/libggml-base.so
+  # llama.cpp's common (chat templates, tool-call parsers, schema grammars for src/chat; llama-bench
+  # links it too): always the CPU package's copy, whatever the backends (the Vulkan package's links a
+  # Vulkan-suffixed libllama).
+  put_npm "$PKG_CPU" "$cpu_pkg"/libllama-common.so
   # Names the linker can find; the libraries keep their own sonames.
   ln -sf libllama.v0.4.0.so "$art.tmp/libllama.so"
   ln -sf libggml.v0.4.0.so "$art.tmp/libggml.so"
@@ -151,15 +185,15 @@ else
   integrities="[\"${PKG_CPU%%|*}@$(echo "$PKG_CPU" | cut -d'|' -f2) $(echo "$PKG_CPU" | cut -d'|' -f3)\""
   for b in "${backends[@]}"; do
     case "$b" in
-      cpu) cp "$cpu_pkg"/libggml-cpu-*.so "$art.tmp/" ;;
+      cpu) put_npm "$PKG_CPU" "$cpu_pkg"/libggml-cpu-*.so ;;
       vulkan)
         vk_pkg=$(unpack "$(fetch_pkg "$PKG_VULKAN")")/bins/linux-x64-vulkan
-        cp "$vk_pkg"/libggml-vulkan.so "$art.tmp/"
+        put_npm "$PKG_VULKAN" "$vk_pkg"/libggml-vulkan.so
         integrities+=",\"${PKG_VULKAN%%|*}@$(echo "$PKG_VULKAN" | cut -d'|' -f2) $(echo "$PKG_VULKAN" | cut -d'|' -f3)\""
         ;;
       cuda)
         cu_pkg=$(unpack "$(fetch_pkg "$PKG_CUDA")")/bins/linux-x64-cuda
-        cp "$cu_pkg"/libggml-cuda.so "$art.tmp/"
+        put_npm "$PKG_CUDA" "$cu_pkg"/libggml-cuda.so
         integrities+=",\"${PKG_CUDA%%|*}@$(echo "$PKG_CUDA" | cut -d'|' -f2) $(echo "$PKG_CUDA" | cut -d'|' -f3)\""
         ;;
       rpc) ;; # built from source below, for prebuilt and source artifacts alike
@@ -169,12 +203,18 @@ else
   integrities+="]"
 fi
 # Every artifact has the CPU backend: ggml needs a CPU device to hold what no other device takes.
-case " ${backends[*]} " in *" cpu "*) ;; *) cp "${cpu_pkg:-$build/bin}"/libggml-cpu*.so "$art.tmp/" ;; esac
+case " ${backends[*]} " in
+  *" cpu "*) ;;
+  *) if [ -n "${cpu_pkg:-}" ]; then put_npm "$PKG_CPU" "$cpu_pkg"/libggml-cpu-*.so
+     else put_source "$build" "$build"/bin/libggml-cpu*.so; fi ;;
+esac
 
 # Modules compiled here rather than taken from a package, each with its origin (the SBOM reads this).
 source_builds='[]'
 case " ${backends[*]} " in *" rpc "*)
   build_rpc_module "$art.tmp"
+  printf '{"file":"libggml-rpc.so","origin":"source","commit":"%s","compiler":"%s","flags":"%s"}\n' \
+    "$LLAMA_COMMIT" "$(json_escape "$RPC_COMPILER")" "$(json_escape "$RPC_FLAGS")" >>"$origins"
   source_builds="[$RPC_ORIGIN]" ;;
 esac
 
@@ -187,8 +227,13 @@ cat >"$art.tmp/manifest.json" <<EOF
   "llama_commit": "$LLAMA_COMMIT",
   "origin": "$origin",
   "packages": $integrities,
-  "source_builds": $source_builds
+  "source_builds": $source_builds,
+  "files": [
+    $(sed '$!s/$/,/; 2,$s/^/    /' "$origins")
+  ]
 }
 EOF
+rm -f "$origins"
+python3 -m json.tool "$art.tmp/manifest.json" >/dev/null || die "the manifest of $artifact_name is not valid JSON"
 rm -rf "$art"; mv "$art.tmp" "$art"
 echo "$art"

@@ -104,6 +104,16 @@ SIPP_API sipp_status sipp_runtime_init(const sipp_runtime_params *params, char *
 /* The artifact directory in use (borrowed), or NULL before sipp_runtime_init. [any thread] */
 SIPP_API const char *sipp_runtime_artifact_dir(void);
 
+/* Artifact signatures (Ed25519, keys in PEM as `openssl genpkey -algorithm ed25519` writes them).
+ * sipp_artifact_sign writes DIR/signature.json over DIR/manifest.json and DIR/sbom.spdx.json, which
+ * together name every file of the artifact with its SHA-256. sipp_artifact_verify checks the
+ * signature (with the public key in pub_path, or with the key the signature names when pub_path is
+ * NULL, which proves integrity but not who signed), then every file against the SBOM, and fails on
+ * the first difference with a message naming the file. sipp_runtime_init verifies its artifact
+ * this way, and refuses it, when the environment sets SIPP_REQUIRE_SIGNED=PUB.PEM. [any thread] */
+SIPP_API sipp_status sipp_artifact_sign(const char *dir, const char *key_path, char *errbuf);
+SIPP_API sipp_status sipp_artifact_verify(const char *dir, const char *pub_path, char *errbuf);
+
 /* ---- backends ----------------------------------------------------------------------------------- */
 
 /* What a load decided: the backend used, why, and where the layers went. */

@@ -9,6 +9,7 @@ PACKAGES=(
   libcriterion-dev
   libvulkan1 mesa-vulkan-drivers vulkan-tools
   clang libclang-rt-14-dev clang-format valgrind
+  patchelf
   python3
   nginx-light iproute2
 )

@@ -101,6 +101,15 @@ static sipp_status do_init(const sipp_runtime_params *p) {
                          dir);
     if (!realpath(dir, artifact_dir)) sipp_strlcpy(artifact_dir, dir, sizeof artifact_dir);
 
+    /* A deployment that requires signed artifacts checks every file before any module is loaded. */
+    const char *require = getenv("SIPP_REQUIRE_SIGNED");
+    if (require && *require) {
+        char why[SIPP_ERROR_SIZE];
+        if (sipp_artifact_verify(artifact_dir, require, why) != SIPP_OK)
+            return sipp_fail(init_error, SIPP_ERR_BACKEND, "SIPP_REQUIRE_SIGNED=%s refuses the artifact: %s", require,
+                             why);
+    }
+
     llama_backend_init();
     ggml_backend_load_all_from_path(artifact_dir);
     if (!ggml_backend_reg_by_name("CPU"))

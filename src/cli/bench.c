@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/targets.h"
 
 #define MAX_LEVELS 16
 #define DEFAULT_PP 512
@@ -190,7 +191,7 @@ int cmd_bench(int argc, char **argv) {
         cli_error("--backend: %s", err);
         return EXIT_USAGE;
     }
-    if (!cli_runtime_init(o.artifact)) return EXIT_RUNTIME;
+    if (!cli_runtime_init_for(o.artifact, o.backend)) return EXIT_RUNTIME;
     if (o.threads == 0) o.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
 
     int max_level = 1;

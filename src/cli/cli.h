@@ -63,6 +63,9 @@ int cmd_ops(int argc, char **argv);
 int cmd_backend_ops(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
+/* `sipp run llama TOOL ...` (run_llama.c); argv starts after "run". */
+int cmd_run_tool(int argc, char **argv);
+int cmd_artifact(int argc, char **argv);
 
 /* All of f, NUL-terminated (malloc'ed); NULL when out of memory. */
 char *cli_read_all(FILE *f);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/targets.h"
 
 #define MAX_DEVICES 32
 #define OFF_DEVICE_LIST 512
@@ -100,7 +101,7 @@ int cmd_ops(int argc, char **argv) {
         cli_error("ops: --backend: %s", err);
         return EXIT_USAGE;
     }
-    if (!cli_runtime_init(artifact)) return EXIT_RUNTIME;
+    if (!cli_runtime_init_for(artifact, backend)) return EXIT_RUNTIME;
     if (threads == 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
 
     sipp_model_params mp = sipp_model_default_params();

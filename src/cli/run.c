@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/targets.h"
 
 #define MAX_STOP 16
 #define PROGRESS_WIDTH 30
@@ -511,7 +512,7 @@ int cmd_run(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
 
-    if (!cli_runtime_init(o.artifact)) {
+    if (!cli_runtime_init_for(o.artifact, o.backend)) {
         free(stdin_prompt);
         return EXIT_RUNTIME;
     }

@@ -11,8 +11,11 @@
  *                      layers and weight buffers sit on which device and host) or its upstream
  *                      replicas and their health
  */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gateway/routes.h"
 
@@ -144,8 +147,14 @@ void gw_route_backends(gw_call *call) {
                                                  "software", di[i].software, "memory_free", (json_int_t)di[i].memory_free,
                                                  "memory_total", (json_int_t)di[i].memory_total));
     const char *art = sipp_runtime_artifact_dir();
+    /* The artifact's bill of materials (sipp build / make write it beside manifest.json). */
+    char sbom[PATH_MAX + 32], sig[PATH_MAX + 32];
+    snprintf(sbom, sizeof sbom, "%s/sbom.spdx.json", art ? art : ".");
+    snprintf(sig, sizeof sig, "%s/signature.json", art ? art : ".");
+    bool has_sbom = art && access(sbom, R_OK) == 0;
     gw_reply_json(call, 200,
-                  json_pack("{s:s, s:s, s:s, s:s?, s:s, s:o, s:o, s:o}", "sipp_version", sipp_version(), "llama_release",
-                            sipp_llama_release(), "llama_commit", sipp_llama_commit(), "artifact", art, "cpu_module",
+                  json_pack("{s:s, s:s, s:s, s:s?, s:s?, s:b, s:s, s:o, s:o, s:o}", "sipp_version", sipp_version(),
+                            "llama_release", sipp_llama_release(), "llama_commit", sipp_llama_commit(), "artifact", art,
+                            "sbom", has_sbom ? sbom : NULL, "signed", art && access(sig, R_OK) == 0, "cpu_module",
                             sipp_cpu_module(), "backends", backends, "devices", devices, "targets", targets));
 }

@@ -7,7 +7,9 @@ Two decisions happen here, in this order.
    manifest.json lists the backends compiled into it (build/artifacts/<name>/). ``auto`` takes the
    default artifact (build/artifact, the one libsipp was linked against); an explicit backend takes
    the default artifact when it has that backend, else another artifact that has it. SIPP_ARTIFACT
-   names the artifact directly and wins, but an explicit backend must still be in it. A name sipp
+   names the artifact directly and wins, but an explicit backend must still be in it. Before the
+   default, the artifact that ``sipp build python --backend ...`` recorded (build/targets/python.json)
+   is taken, for auto and for any backend it has. A name sipp
    does not know, or a backend no artifact has, raises BackendError at import, listing the usable
    names: failing at import is cheaper than failing after a model has been read.
 
@@ -71,11 +73,32 @@ def _read_manifest(artifact_dir):
     return [str(b) for b in backends] if isinstance(backends, list) else None
 
 
+def _lib_build_dir(lib_path):
+    """The build directory libsipp lives in (BUILD/lib/libsipp.so), or None."""
+    if not lib_path or not os.path.isfile(lib_path):
+        return None
+    return os.path.dirname(os.path.dirname(os.path.realpath(lib_path)))
+
+
+def target_record(lib_path):
+    """The artifact `sipp build python` recorded, as (dir, [backends]), or None."""
+    build = _lib_build_dir(lib_path)
+    if not build:
+        return None
+    try:
+        with open(os.path.join(build, "targets", "python.json"), encoding="utf-8") as f:
+            d = json.load(f).get("artifact")
+    except (OSError, ValueError, AttributeError):
+        return None
+    backends = _read_manifest(d) if isinstance(d, str) and os.path.isdir(d) else None
+    return (os.path.realpath(d), backends) if backends is not None else None
+
+
 def list_artifacts(lib_path):
     """The artifacts next to libsipp: [(dir, [backends])], the default artifact first."""
-    if not lib_path or not os.path.isfile(lib_path):
+    build = _lib_build_dir(lib_path)
+    if not build:
         return []
-    build = os.path.dirname(os.path.dirname(os.path.realpath(lib_path)))
     default = os.path.realpath(os.path.join(build, "artifact"))
     found = []
     for manifest in sorted(glob.glob(os.path.join(build, "artifacts", "*", "manifest.json"))):
@@ -136,6 +159,10 @@ def select_backend(env=None):
                 f"{', '.join(_usable([(forced, backends)]))}. Unset SIPP_ARTIFACT, or build an artifact with "
                 f"make BACKENDS=\"cpu {name}\".")
         return Selection(name, forced, backends, "SIPP_ARTIFACT")
+
+    record = target_record(lib)
+    if record and (name == "auto" or name in record[1]):
+        return Selection(name, record[0], record[1], "sipp build python")
 
     if name == "auto":
         if artifacts:

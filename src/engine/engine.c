@@ -268,19 +268,12 @@ static sipp_status check_sampling(const sipp_sampling *s, int max_tokens, char *
     return SIPP_OK;
 }
 
-static sipp_status check_logprobs(int logprobs, char *err) {
-    if (logprobs < -1 || logprobs > SIPP_MAX_TOP_LOGPROBS)
-        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "logprobs is %d; it must be -1 (none) or in [0, %d]", logprobs,
-                         SIPP_MAX_TOP_LOGPROBS);
-    return SIPP_OK;
-}
-
 sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sipp_request **out) {
     *out = NULL;
     if (!e || !p) return SIPP_ERR_INVALID_ARGUMENT;
     char err[SIPP_ERROR_SIZE];
     sipp_status st = check_sampling(&p->sampling, p->max_tokens, err);
-    if (st == SIPP_OK) st = check_logprobs(p->logprobs, err);
+    if (st == SIPP_OK) st = sipp_request_check_logprobs(p->logprobs, err);
     if (st != SIPP_OK) return engine_fail(e, st, "%s", err);
     sipp_request *r = sipp_request_alloc(e, p);
     if (!r) return engine_fail(e, SIPP_ERR_NO_MEMORY, "out of memory");

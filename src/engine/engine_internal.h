@@ -5,6 +5,8 @@
  *   scheduler.c which request goes to which slot, and what each step decodes (one llama_decode)
  *   request.c   a request's life as its submitter sees it: reading text, waiting, stats, freeing
  *   sampling.c  the sampler of a request: its chain, grammar, reasoning budget and logprobs
+ *   request_json.c  a request's logprobs and chat parser as JSON (jansson; the browser's is
+ *               src/web/chat_browser.c)
  *
  * Locking: engine->mu guards the queue, the slots' assignment and the engine stats. request->mu
  * guards what a request's readers see (text, finished, results). The engine thread never holds
@@ -154,6 +156,9 @@ void sipp_sampler_free(sipp_sampler *ss);
 llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_context *ctx, int idx, sipp_request *r);
 /* Makes the grammar sampler a request asks for (r->chat), checking the GBNF. */
 sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err);
+
+/* SIPP_OK when a request may ask for `logprobs` (-1: none), else the reason in err. */
+sipp_status sipp_request_check_logprobs(int logprobs, char *err);
 
 /* Greedy without penalties: the token is the argmax of the logits, read in place (the chain's
  * result, without its copy of the whole vocabulary). ignore_eos excludes end-of-generation tokens. */

@@ -260,7 +260,12 @@ demo: setup
 # Outputs: build/web/sipp-mt.{js,wasm,worker.js} and build/web/sipp-st.{js,wasm}; bindings/web loads them.
 WEB_OUT := $(BUILD)/web
 WEB_VARIANTS := mt st
-WEB_SRCS := $(sort $(wildcard src/backend/*.c src/engine/*.c)) src/util/util.c src/util/last_error.c src/store/gguf_header.c src/web/store_browser.c \
+# Left out: what needs jansson, OpenSSL or llama.cpp's chat library (src/chat,
+# src/engine/request_json.c, src/backend/signature.c); the browser's answers are src/web/*_browser.c.
+# The rpc files stay: the wasm ggml has no RPC backend, so rpc is refused there as not compiled.
+WEB_NATIVE_ONLY := src/engine/request_json.c src/backend/signature.c
+WEB_SRCS := $(filter-out $(WEB_NATIVE_ONLY),$(sort $(wildcard src/backend/*.c src/engine/*.c))) src/util/util.c \
+  src/util/last_error.c src/store/gguf_header.c src/web/store_browser.c src/web/chat_browser.c src/web/signature_browser.c \
   bindings/web/src/sipp_wasm.c
 LLAMA_SRC_DIR := $(LLAMA_ROOT)/llama/source
 WEB_CFLAGS := -O3 -msimd128 -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc -I$(LLAMA_SRC_DIR)/include \

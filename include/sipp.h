@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 3
+#define SIPP_ABI_VERSION 4
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -432,6 +432,11 @@ typedef struct sipp_model_params {
     /* backend "rpc" only: the share of layers of the local device and of each server, in that order
      * ("1,2,2"); NULL = in proportion to each one's free memory. */
     const char *tensor_split;
+    /* Flash attention in every context of the model: "on", "off", or "auto" (NULL, the default):
+     * llama.cpp's own default (on where the device supports it) for a GPU load and for auto's fallback
+     * to the CPU, off for a load that asked for "cpu" explicitly (the conservative path for validating
+     * a model) and for an rpc split. backend_reason ends saying which one the load got. */
+    const char *flash_attn;
 } sipp_model_params;
 
 /* A load on a GPU device first takes that device's residency lease: a lock file per device
@@ -441,6 +446,10 @@ typedef struct sipp_model_params {
  * SIPP_ERR_BUSY naming the owner. SIPP_GPU_LEASE=off skips both checks. CPU loads take no lease. */
 
 SIPP_API sipp_model_params sipp_model_default_params(void);
+
+/* Checks a flash_attn value (NULL or "" count as "auto"): SIPP_ERR_INVALID_ARGUMENT with a message
+ * naming it unless it is auto, on or off. [any thread] */
+SIPP_API sipp_status sipp_flash_attn_check(const char *value, char *errbuf);
 
 /* Loads a GGUF file. On failure *out is NULL and errbuf holds one line naming the file and the
  * problem. Before llama.cpp sees the file its header is checked as sipp_model_check does. */
@@ -600,7 +609,10 @@ typedef void (*sipp_verify_progress_fn)(double seconds, const char *backend, con
 
 typedef struct sipp_verify_params {
     const char *model;               /* a GGUF path; NULL with `against`: the manifest's */
-    const char *const *backends;     /* names (cpu, vulkan, ...); NULL with `against`: the manifest's */
+    /* names (cpu, vulkan, ...), each optionally followed by "+fa" or "-fa": that backend with flash
+     * attention on or off ("cpu,cpu+fa" measures what flash attention changes); NULL with `against`:
+     * the manifest's */
+    const char *const *backends;
     size_t n_backends;
     const char *ref;                 /* the reference backend; NULL: the manifest's, else "cpu" */
     const char *const *prompts;      /* NULL: the built-in prompts (or, with `against`, the manifest's) */
@@ -661,7 +673,20 @@ typedef struct sipp_engine_params {
     int max_queued;   /* requests waiting for a slot before submit says busy; default 64 */
     sipp_policy policy;
     bool embeddings;  /* also create the embedding context (sipp_engine_embed) */
+    /* Speculative decoding: "none" (NULL, the default) or "ngram" (prompt lookup: the tokens that
+     * followed the latest earlier occurrence of the last few tokens, in the prompt or the output so
+     * far; no draft model). The proposals ride in the slot's rows of the same batch as the other
+     * slots and the model verifies them there, so the output is the same token for token wherever a
+     * batch evaluates exactly as single tokens do (sipp verify's cached decoding row). Only greedy
+     * requests (temperature 0, no repeat penalty) speculate; the others decode one token a step as
+     * before. Refused for a model whose memory cannot drop a sequence's tail (recurrent, hybrid). */
+    const char *speculative;
+    int draft_max;    /* tokens proposed per step; 0 = SIPP_DRAFT_MAX_DEFAULT, at most SIPP_DRAFT_MAX */
+    int draft_min;    /* a proposal shorter than this is not verified; 0 = 1 */
 } sipp_engine_params;
+
+#define SIPP_DRAFT_MAX_DEFAULT 8
+#define SIPP_DRAFT_MAX 32
 
 SIPP_API sipp_engine_params sipp_engine_default_params(void);
 
@@ -795,6 +820,8 @@ typedef struct sipp_request_stats {
     double prefill_tokens_per_s;
     double decode_tokens_per_s;
     double total_ms;
+    int draft_tokens;         /* tokens speculation proposed (sipp_engine_params.speculative) */
+    int accepted_tokens;      /* of those, the ones the model confirmed: acceptance = accepted / draft */
 } sipp_request_stats;
 
 /* Queues a request. SIPP_ERR_BUSY at once when the queue is full; SIPP_ERR_INVALID_ARGUMENT for
@@ -883,6 +910,8 @@ typedef struct sipp_engine_stats {
     uint64_t tokens_out;      /* tokens generated */
     uint64_t decode_steps;
     double mean_busy_slots;   /* busy slots per decode step, averaged */
+    uint64_t draft_tokens;    /* speculation's proposals, all requests */
+    uint64_t accepted_tokens; /* of those, the ones the model confirmed */
 } sipp_engine_stats;
 
 SIPP_API void sipp_engine_get_stats(sipp_engine *engine, sipp_engine_stats *stats); /* [any thread] */

@@ -36,6 +36,14 @@ bool cli_flag_value(cli_args *a, const char *name);
 bool cli_int(cli_args *a, const char *flag, long lo, long hi, int *out);
 bool cli_uint32(cli_args *a, const char *flag, uint32_t *out);
 bool cli_float(cli_args *a, const char *flag, double lo, double hi, float *out);
+/* --flash-attn's value: auto, on or off (sipp_flash_attn_check); reports anything else. */
+bool cli_flash_attn(cli_args *a, const char **out);
+/* --spec's value: none or ngram; reports anything else. */
+bool cli_speculative(cli_args *a, const char **out);
+/* Adds draft_tokens, accepted_tokens and acceptance_rate (null when nothing was proposed) to a stats
+ * object. */
+struct json_t;
+void cli_stats_speculation(struct json_t *stats, const sipp_request_stats *s);
 
 /* True when stdout and stderr are both terminals: only then is there a progress bar. */
 bool cli_interactive_output(void);

@@ -59,7 +59,9 @@ static const char usage_fmt[] =
     "--speed-tolerance (%g) slower. Exit status: 0 all within thresholds, 1 failure, 2 usage, 3 drift or a\n"
     "changed contract. Vulkan on a software device (lavapipe) needs GGML_VK_VISIBLE_DEVICES=0.\n"
     "'browser' in --backends is the WebAssembly runtime (make web) in headless Chromium, compared like a\n"
-    "backend (needs /usr/bin/chromium and npm ci in tests/integration/web).\n";
+    "backend (needs /usr/bin/chromium and npm ci in tests/integration/web).\n\n"
+    "A backend name followed by +fa or -fa runs that backend with flash attention on or off (without\n"
+    "one, the load's default: off for cpu): --backends cpu,cpu+fa measures what flash attention changes.\n";
 
 static bool threshold_flag(cli_args *a, verify_opts *o, const char *flag, unsigned bit, double *field) {
     if (!cli_flag_value(a, flag)) return false;

@@ -42,6 +42,28 @@ sipp_engine_params sipp_engine_default_params(void) {
     return p;
 }
 
+/* The speculative decoding parameters: a known method, draft sizes in range, a memory that can drop
+ * the rejected tail of a proposal. Fills in the defaults. */
+static sipp_status check_speculative(const sipp_model *m, sipp_engine_params *p, bool *ngram, char *errbuf) {
+    const char *spec = p->speculative && *p->speculative ? p->speculative : "none";
+    *ngram = strcmp(spec, "ngram") == 0;
+    if (!*ngram && strcmp(spec, "none") != 0)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "speculative '%.32s' is not one of none, ngram (a draft model is not supported yet)", spec);
+    if (p->draft_max == 0) p->draft_max = SIPP_DRAFT_MAX_DEFAULT;
+    if (p->draft_min == 0) p->draft_min = 1;
+    if (p->draft_max < 1 || p->draft_max > SIPP_DRAFT_MAX || p->draft_min < 1 || p->draft_min > p->draft_max)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "draft_max %d and draft_min %d must satisfy 1 <= draft_min <= draft_max <= %d", p->draft_max,
+                         p->draft_min, SIPP_DRAFT_MAX);
+    if (*ngram && (llama_model_is_recurrent(m->lm) || llama_model_is_hybrid(m->lm)))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "model '%s' keeps a recurrent state, which cannot drop a rejected proposal; run it without "
+                         "speculative decoding",
+                         m->path);
+    return SIPP_OK;
+}
+
 static sipp_status engine_fail(sipp_engine *e, sipp_status st, const char *fmt, ...) SIPP_PRINTF(3, 4);
 /* Errors of calls on an engine are kept per thread, like errno (util/last_error.h): two threads
  * whose submits fail at the same moment each read their own message. */
@@ -68,6 +90,9 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
     if (p.ctx_size == 0)
         p.ctx_size = model->info.n_ctx_train > 0 && model->info.n_ctx_train < DEFAULT_CTX_CAP ? model->info.n_ctx_train
                                                                                             : DEFAULT_CTX_CAP;
+    bool spec_ngram = false;
+    sipp_status sst = check_speculative(model, &p, &spec_ngram, errbuf);
+    if (sst != SIPP_OK) return sst;
     if ((size_t)p.parallel > llama_max_parallel_sequences())
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "parallel %d is above llama.cpp's limit of %zu",
                          p.parallel, llama_max_parallel_sequences());
@@ -76,6 +101,7 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
     if (!e) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
     e->model = model;
     e->params = p;
+    e->spec_ngram = spec_ngram;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     sipp_last_error_init(&e->error);
@@ -242,19 +268,12 @@ static sipp_status check_sampling(const sipp_sampling *s, int max_tokens, char *
     return SIPP_OK;
 }
 
-static sipp_status check_logprobs(int logprobs, char *err) {
-    if (logprobs < -1 || logprobs > SIPP_MAX_TOP_LOGPROBS)
-        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "logprobs is %d; it must be -1 (none) or in [0, %d]", logprobs,
-                         SIPP_MAX_TOP_LOGPROBS);
-    return SIPP_OK;
-}
-
 sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sipp_request **out) {
     *out = NULL;
     if (!e || !p) return SIPP_ERR_INVALID_ARGUMENT;
     char err[SIPP_ERROR_SIZE];
     sipp_status st = check_sampling(&p->sampling, p->max_tokens, err);
-    if (st == SIPP_OK) st = check_logprobs(p->logprobs, err);
+    if (st == SIPP_OK) st = sipp_request_check_logprobs(p->logprobs, err);
     if (st != SIPP_OK) return engine_fail(e, st, "%s", err);
     sipp_request *r = sipp_request_alloc(e, p);
     if (!r) return engine_fail(e, SIPP_ERR_NO_MEMORY, "out of memory");

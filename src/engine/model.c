@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "backend/backend.h"
@@ -81,6 +82,53 @@ sipp_status sipp_model_check(const char *path, char *errbuf) {
     return st == SIPP_OK ? precheck(resolved, false, arch, sizeof arch, &size, &n_layer, errbuf) : st;
 }
 
+sipp_status sipp_flash_attn_check(const char *value, char *errbuf) {
+    if (!value || !*value || strcmp(value, "auto") == 0 || strcmp(value, "on") == 0 || strcmp(value, "off") == 0)
+        return SIPP_OK;
+    return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "flash_attn '%.32s' is not one of auto, on, off", value);
+}
+
+/* The flash attention a load gets: an explicit "on" or "off", else (auto) llama.cpp's default except on
+ * a load that asked for the CPU by name, which keeps the conservative path (no flash attention, as
+ * no offload and no lease), and on an rpc split. *label says which, for backend_reason. */
+static sipp_status flash_attn_policy(const sipp_model_params *params, enum llama_flash_attn_type *out,
+                                     const char **label, char *errbuf) {
+    sipp_status st = sipp_flash_attn_check(params->flash_attn, errbuf);
+    if (st != SIPP_OK) return st;
+    const char *fa = params->flash_attn && *params->flash_attn ? params->flash_attn : "auto";
+    if (strcmp(fa, "on") == 0) {
+        *out = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+        *label = "flash attention on (asked)";
+    } else if (strcmp(fa, "off") == 0) {
+        *out = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        *label = "flash attention off (asked)";
+    } else if (params->backend && strcasecmp(params->backend, "cpu") == 0) {
+        *out = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        *label = "flash attention off (explicit cpu; --flash-attn on to use it)";
+    } else if (params->backend && strcasecmp(params->backend, "rpc") == 0) {
+        /* A split computes attention differently from the local run it must match (sipp verify
+         * --backends cpu,rpc) with flash attention on, and greedy output drifts within tokens. */
+        *out = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        *label = "flash attention off (rpc split; --flash-attn on to use it)";
+    } else {
+        *out = LLAMA_FLASH_ATTN_TYPE_AUTO;
+        *label = "flash attention auto (llama.cpp's default)";
+    }
+    return SIPP_OK;
+}
+
+/* Sets reason to "BASE; SUFFIX", shortening BASE (never the suffix) to fit. */
+static void reason_with(char *reason, size_t cap, const char *base, const char *suffix) {
+    const char *sep = "; ", *cut = "...";
+    size_t room = cap - 1 - strlen(sep) - strlen(suffix), len = strlen(base);
+    size_t keep = len <= room ? len : room - strlen(cut);
+    memmove(reason, base, keep);
+    reason[keep] = '\0';
+    if (keep < len) strcat(reason, cut);
+    strcat(reason, sep);
+    strcat(reason, suffix);
+}
+
 static void collect_eog(sipp_model *m) {
     int n_vocab = llama_vocab_n_tokens(m->vocab);
     for (int t = 0; t < n_vocab; t++)
@@ -110,6 +158,9 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     if ((st = precheck(path, params->vocab_only, arch, sizeof arch, &file_size, &n_layer, errbuf)) != SIPP_OK)
         return st;
 
+    enum llama_flash_attn_type flash_attn = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    const char *fa_label = "";
+    if ((st = flash_attn_policy(params, &flash_attn, &fa_label, errbuf)) != SIPP_OK) return st;
     bool rpc = !params->vocab_only && params->backend && strcmp(params->backend, "rpc") == 0;
     if (!rpc && ((params->rpc_servers && *params->rpc_servers) || (params->tensor_split && *params->tensor_split)))
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
@@ -134,6 +185,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
         return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
     }
     sipp_strlcpy(m->path, path, sizeof m->path);
+    m->flash_attn = flash_attn;
 
     ggml_backend_dev_t devices[2] = {NULL, NULL};
     struct llama_model_params mp = llama_model_default_params();
@@ -219,7 +271,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
         sipp_strlcpy(d->reason, "vocabulary only", sizeof d->reason);
     } else {
         sipp_strlcpy(d->backend, sipp_backend_name(pick.backend), sizeof d->backend);
-        sipp_strlcpy(d->reason, pick.reason, sizeof d->reason);
+        reason_with(d->reason, sizeof d->reason, pick.reason, fa_label);
         if (m->cpu_only) {
             sipp_strlcpy(d->devices, "CPU", sizeof d->devices);
         } else if (rpc) {
@@ -241,12 +293,8 @@ struct llama_context_params sipp_model_context_params(const sipp_model *m) {
     if (m->cpu_only) {
         cp.offload_kqv = false;
         cp.op_offload = false;
-        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     }
-    /* A split keeps flash attention off, as a CPU load does: with it on ("auto" turns it on for
-     * the remote devices) the split computes attention differently from the local run it must
-     * match (sipp verify --backends cpu,rpc), and greedy output drifts apart within tokens. */
-    if (m->rpc) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.flash_attn_type = m->flash_attn;
     return cp;
 }
 

@@ -21,6 +21,7 @@ struct sipp_model {
     sipp_backend_decision decision;
     sipp_model_info info;
     bool cpu_only;
+    enum llama_flash_attn_type flash_attn; /* what every context of the model gets (flash_attn_policy) */
     bool rpc;          /* split across rpc servers (backend "rpc") */
     char lease[96];    /* the GPU residency lease this model holds, "" for none */
     llama_token *eog;  /* every end-of-generation token, for ignore_eos */
@@ -36,8 +37,9 @@ sipp_status sipp_model_fail(sipp_model *m, sipp_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* llama.cpp's context defaults with the load's backend policy applied: a CPU load keeps the KV cache,
- * every op and attention on the CPU (no KV, op or flash-attention offload). Every context sipp makes
- * of a model (generation, embeddings, inspection) starts from here. */
+ * every op and attention on the CPU (no KV or op offload), and flash attention is what the load
+ * decided (sipp_model_params.flash_attn). Every context sipp makes of a model (generation,
+ * embeddings, inspection) starts from here. */
 struct llama_context_params sipp_model_context_params(const sipp_model *m);
 
 /* Tokenizes into a malloc'ed array; *n_out tokens. */

@@ -9,8 +9,8 @@
  *   [responses]              max_stored, max_stored_bytes, ttl_seconds (the Responses API's store)
  *   [[tokens]]               env, caller, targets
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
- *                            ctx_size, parallel, threads, gpu_layers, policy, rpc, tensor_split;
- *                            openai_compatible:
+ *                            flash_attn, speculative, draft_max, draft_min, ctx_size, parallel, threads,
+ *                            gpu_layers, policy, rpc, tensor_split; openai_compatible:
  *                            base_url or base_urls, model, api_key_env, timeout_seconds
  *
  * The file is read with sipp's own TOML parser (util/toml.h), whose nodes carry their line, so each
@@ -111,6 +111,8 @@ void gw_config_free(gw_config *c) {
         free(t->name);
         free(t->model_path);
         free(t->backend);
+        free(t->flash_attn);
+        free(t->speculative);
         free(t->chat_template);
         free(t->rpc_servers);
         free(t->tensor_split);
@@ -462,6 +464,16 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     else tc->model_path = resolve_model(x, tc, where, model);
     free(model);
     get_str(x, t, where, "backend", &tc->backend);
+    const toml_node *fn = get_str(x, t, where, "flash_attn", &tc->flash_attn);
+    char ferr[SIPP_ERROR_SIZE];
+    if (tc->flash_attn && sipp_flash_attn_check(tc->flash_attn, ferr) != SIPP_OK)
+        cfg_err(x, toml_node_line(fn), "%s: %s", where, ferr);
+    const toml_node *sn = get_str(x, t, where, "speculative", &tc->speculative);
+    if (tc->speculative && strcmp(tc->speculative, "none") != 0 && strcmp(tc->speculative, "ngram") != 0)
+        cfg_err(x, toml_node_line(sn), "%s speculative: '%s' is not one of none, ngram (a draft model is not supported yet)",
+                where, tc->speculative);
+    get_int32(x, t, where, "draft_max", 1, SIPP_DRAFT_MAX, &tc->draft_max);
+    get_int32(x, t, where, "draft_min", 1, SIPP_DRAFT_MAX, &tc->draft_min);
     /* chat_template: "chatml" or a template file (relative to the config file's directory). */
     char *tmpl = NULL;
     get_str(x, t, where, "chat_template", &tmpl);
@@ -483,7 +495,8 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
     static const char *const local_keys[] = {"name",       "type",          "model",  "backend", "ctx_size",
                                              "parallel",   "threads",       "gpu_layers", "policy", "chat_template",
-                                             "rpc",        "tensor_split",  NULL};
+                                             "rpc",        "tensor_split",  "flash_attn", "speculative", "draft_max",
+                                             "draft_min",  NULL};
     static const char *const remote_keys[] = {"name", "type", "base_url", "base_urls", "model", "api_key_env",
                                               "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);

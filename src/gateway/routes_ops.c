@@ -68,20 +68,29 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
     gw_metrics_header(o, "sipp_target_ready", "gauge", "1 when the target is loaded and serving.");
     for (size_t i = 0; i < n; i++)
         gw_metrics_line(o, "sipp_target_ready", srv->targets[i].cfg->name, atomic_load(&srv->targets[i].state) == GW_STATE_READY);
+    enum { RUNNING, QUEUED, SLOTS, DRAFTED, ACCEPTED };
     static const struct {
-        const char *name, *help;
-    } engine_gauges[] = {{"sipp_engine_running_requests", "Requests in an engine slot."},
-                         {"sipp_engine_queued_requests", "Requests in an engine's queue."},
-                         {"sipp_engine_slots", "Slots (parallel sequences) of an engine."}};
+        const char *name, *type, *help;
+    } engine_gauges[] = {
+        [RUNNING] = {"sipp_engine_running_requests", "gauge", "Requests in an engine slot."},
+        [QUEUED] = {"sipp_engine_queued_requests", "gauge", "Requests in an engine's queue."},
+        [SLOTS] = {"sipp_engine_slots", "gauge", "Slots (parallel sequences) of an engine."},
+        [DRAFTED] = {"sipp_speculative_draft_tokens_total", "counter", "Tokens speculative decoding proposed."},
+        [ACCEPTED] = {"sipp_speculative_accepted_tokens_total", "counter",
+                      "Proposed tokens the model confirmed (acceptance rate = accepted / draft)."}};
     for (size_t g = 0; g < sizeof engine_gauges / sizeof engine_gauges[0]; g++) {
-        gw_metrics_header(o, engine_gauges[g].name, "gauge", engine_gauges[g].help);
+        gw_metrics_header(o, engine_gauges[g].name, engine_gauges[g].type, engine_gauges[g].help);
         for (size_t i = 0; i < n; i++) {
             gw_target *t = &srv->targets[i];
             if (t->cfg->type != GW_TARGET_LOCAL || atomic_load(&t->state) != GW_STATE_READY) continue;
             sipp_engine_stats es;
             sipp_engine_get_stats(t->engine, &es);
-            int v = g == 0 ? es.running : g == 1 ? es.queued : es.slots;
-            gw_metrics_line(o, engine_gauges[g].name, t->cfg->name, (uint64_t)v);
+            uint64_t v = g == RUNNING ? (uint64_t)es.running
+                         : g == QUEUED ? (uint64_t)es.queued
+                         : g == SLOTS ? (uint64_t)es.slots
+                         : g == DRAFTED ? es.draft_tokens
+                                        : es.accepted_tokens;
+            gw_metrics_line(o, engine_gauges[g].name, t->cfg->name, v);
         }
     }
     gw_metrics_header(o, "sipp_open_connections", "gauge", "Open HTTP connections.");

@@ -57,6 +57,7 @@ static void load_one(gw_server *srv, gw_target *t) {
     double t0 = sipp_now_ms();
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = c->backend;
+    mp.flash_attn = c->flash_attn;
     mp.gpu_layers = c->gpu_layers;
     mp.rpc_servers = c->rpc_servers;
     mp.tensor_split = c->tensor_split;
@@ -77,6 +78,9 @@ static void load_one(gw_server *srv, gw_target *t) {
     ep.parallel = c->parallel;
     ep.threads = c->threads;
     ep.policy = c->policy;
+    ep.speculative = c->speculative;
+    ep.draft_max = c->draft_max;
+    ep.draft_min = c->draft_min;
     int q = srv->cfg->max_queue + srv->cfg->max_concurrent_requests;
     ep.max_queued = q < GW_ENGINE_QUEUE_MIN ? GW_ENGINE_QUEUE_MIN : q;
     sipp_engine *e = NULL;

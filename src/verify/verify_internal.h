@@ -110,6 +110,15 @@ int verify_token_agreement(sipp_model *vocab, const char *ref, const char *other
 sipp_status verify_tokenize_prompts(const verify_config *cfg, verify_prompt *prompts, int n_prompts,
                                     char *err);
 
+/* A backend as verify names it: a backend name, or one followed by VERIFY_FA_ON ("+fa": flash
+ * attention on) or VERIFY_FA_OFF ("-fa": off), so that a backend is compared with itself with and
+ * without flash attention (--backends cpu,cpu+fa). Without a suffix the load takes the policy's
+ * default (off for cpu). Writes the backend name into name (cap bytes) and sets *flash_attn to "on",
+ * "off" or NULL. */
+#define VERIFY_FA_ON "+fa"
+#define VERIFY_FA_OFF "-fa"
+void verify_backend_split(const char *label, char *name, size_t cap, const char **flash_attn);
+
 /* Runs one backend; ref is the reference's result (NULL when this is the reference). */
 sipp_status verify_run_backend(const verify_config *cfg, const char *backend, const verify_prompt *prompts,
                                int n_prompts, const verify_result *ref, verify_result *out, char *err);

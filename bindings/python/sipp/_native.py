@@ -204,7 +204,8 @@ class BackendInfo(ctypes.Structure):
 
 class ModelParams(ctypes.Structure):
     _fields_ = [("backend", c_char_p), ("backend_order", c_char_p), ("gpu_layers", c_int), ("progress", PROGRESS_FN),
-                ("progress_user", c_void_p), ("vocab_only", c_bool), ("rpc_servers", c_char_p), ("tensor_split", c_char_p)]
+                ("progress_user", c_void_p), ("vocab_only", c_bool), ("rpc_servers", c_char_p), ("tensor_split", c_char_p),
+                ("flash_attn", c_char_p)]
 
 
 class ModelInfo(ctypes.Structure):
@@ -220,7 +221,8 @@ class Message(ctypes.Structure):
 
 class EngineParams(ctypes.Structure):
     _fields_ = [("ctx_size", c_int), ("parallel", c_int), ("threads", c_int), ("batch_size", c_int),
-                ("max_queued", c_int), ("policy", c_int), ("embeddings", c_bool)]
+                ("max_queued", c_int), ("policy", c_int), ("embeddings", c_bool), ("speculative", c_char_p),
+                ("draft_max", c_int), ("draft_min", c_int)]
 
 
 class Sampling(ctypes.Structure):
@@ -241,13 +243,14 @@ class RequestParams(ctypes.Structure):
 class RequestStats(ctypes.Structure):
     _fields_ = [("prompt_tokens", c_int), ("cached_tokens", c_int), ("generated_tokens", c_int),
                 ("queue_ms", c_double), ("ttft_ms", c_double), ("prefill_ms", c_double), ("decode_ms", c_double),
-                ("prefill_tokens_per_s", c_double), ("decode_tokens_per_s", c_double), ("total_ms", c_double)]
+                ("prefill_tokens_per_s", c_double), ("decode_tokens_per_s", c_double), ("total_ms", c_double),
+                ("draft_tokens", c_int), ("accepted_tokens", c_int)]
 
 
 class EngineStats(ctypes.Structure):
     _fields_ = [("slots", c_int), ("running", c_int), ("queued", c_int), ("requests_done", c_uint64),
                 ("tokens_in", c_uint64), ("tokens_out", c_uint64), ("decode_steps", c_uint64),
-                ("mean_busy_slots", c_double)]
+                ("mean_busy_slots", c_double), ("draft_tokens", c_uint64), ("accepted_tokens", c_uint64)]
 
 
 # ---- the model store (sipp.h "model store") ----

@@ -28,6 +28,7 @@ static pthread_once_t installed = PTHREAD_ONCE_INIT;
 static __thread char *capture_buf;
 
 static void log_cb(enum ggml_log_level level, const char *text, void *user) {
+    if (level == GGML_LOG_LEVEL_INFO) sipp_buffers_note(text);
     if (capture_buf) {
         /* The first error line says what went wrong; later ones say that loading failed. The caller
          * reports it in its own message, so nothing is printed twice. */

@@ -154,7 +154,9 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     char llama_err[SIPP_ERROR_SIZE];
     double t0 = sipp_now_ms();
     sipp_log_capture(llama_err);
+    sipp_buffers_capture(&m->mem);
     m->lm = llama_model_load_from_file(path, mp);
+    sipp_buffers_capture(NULL);
     sipp_log_capture(NULL);
     if (!m->lm) {
         bool aborted = params->progress && strstr(llama_err, "cancel");

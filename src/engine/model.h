@@ -23,6 +23,7 @@ struct sipp_model {
     llama_token *eog;  /* every end-of-generation token, for ignore_eos */
     int n_eog;
     sipp_last_error error; /* per thread: tokenize and chat render are [any thread] */
+    sipp_memory mem;       /* the weight buffers llama.cpp allocated (memory.c) */
 };
 
 /* Sets the calling thread's last error on the model and returns status. */

@@ -63,3 +63,5 @@ bool gw_auth_allows(const gw_call *call, const gw_target_config *target) {
         if (strcmp(t->targets[i], target->name) == 0) return true;
     return false;
 }
+
+bool gw_auth_admin(const gw_call *call) { return call->srv->cfg->n_tokens == 0 || (call->token && call->token->admin); }

@@ -3,11 +3,12 @@
  *
  *   [server]                 listen, max_request_bytes, max_concurrent_requests, max_queue,
  *                            request_timeout_seconds, shutdown_timeout_seconds, allowed_origins,
- *                            allow_unauthenticated
+ *                            allow_unauthenticated, memory_budget_mb, max_loaded_models
  *   [security.rate_limit]    requests_per_minute, burst (per client)
- *   [[tokens]]               env, caller, targets
+ *   [[tokens]]               env, caller, targets, admin
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
- *                            ctx_size, parallel, threads, gpu_layers, policy; openai_compatible:
+ *                            ctx_size, parallel, threads, gpu_layers, policy, load, keep_alive,
+ *                            pin; openai_compatible:
  *                            base_url or base_urls, model, api_key_env, timeout_seconds
  *
  * The file is read with sipp's own TOML parser (util/toml.h), whose nodes carry their line, so each
@@ -39,6 +40,8 @@
 #define GW_MAX_RATE 1000000
 #define GW_CONFIG_MAX_FILE_BYTES ((size_t)16 << 20)
 #define GW_MODEL_SUFFIX ".gguf"
+#define GW_MAX_BUDGET_MB ((int64_t)1 << 40)
+#define GW_MAX_KEEP_ALIVE_S GW_MAX_TIMEOUT_S
 
 typedef struct cfg_ctx {
     const char *file; /* for messages */
@@ -226,7 +229,7 @@ static bool parse_listen(const char *s, char **host, int *port) {
 static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     static const char *const known[] = {"listen", "max_request_bytes", "max_concurrent_requests", "max_queue",
                                         "request_timeout_seconds", "shutdown_timeout_seconds", "allowed_origins",
-                                        "allow_unauthenticated", NULL};
+                                        "allow_unauthenticated", "memory_budget_mb", "max_loaded_models", NULL};
     const char *where = "[server]";
     check_keys(x, srv, where, known);
     char *listen = NULL;
@@ -244,6 +247,8 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     get_int32(x, srv, where, "shutdown_timeout_seconds", 0, GW_MAX_TIMEOUT_S, &c->shutdown_timeout_seconds);
     get_strv(x, srv, where, "allowed_origins", &c->allowed_origins, &c->n_allowed_origins);
     get_bool(x, srv, where, "allow_unauthenticated", &c->allow_unauthenticated);
+    get_int(x, srv, where, "memory_budget_mb", 1, GW_MAX_BUDGET_MB, &c->memory_budget_mb);
+    get_int32(x, srv, where, "max_loaded_models", 1, GW_MAX_COUNT, &c->max_loaded_models);
 }
 
 static void parse_security(cfg_ctx *x, const toml_node *sec, gw_config *c) {
@@ -259,7 +264,7 @@ static void parse_security(cfg_ctx *x, const toml_node *sec, gw_config *c) {
 }
 
 static void parse_tokens(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const known[] = {"env", "caller", "targets", NULL};
+    static const char *const known[] = {"env", "caller", "targets", "admin", NULL};
     size_t n = toml_array_len(arr);
     c->tokens = calloc(n ? n : 1, sizeof *c->tokens);
     if (!c->tokens) return;
@@ -274,6 +279,7 @@ static void parse_tokens(cfg_ctx *x, const toml_node *arr, gw_config *c) {
         get_str(x, t, where, "env", &tc->env);
         get_str(x, t, where, "caller", &tc->caller);
         get_strv(x, t, where, "targets", &tc->targets, &tc->n_targets);
+        get_bool(x, t, where, "admin", &tc->admin);
         if (!tc->env) cfg_err(x, tc->line, "%s: 'env' is missing: name the environment variable that holds the secret", where);
         if (!tc->caller) tc->caller = strdup(tc->env ? tc->env : "token");
     }
@@ -329,6 +335,48 @@ static void init_target(gw_target_config *t) {
     t->parallel = sipp_engine_default_params().parallel;
     t->gpu_layers = sipp_model_default_params().gpu_layers;
     t->timeout_seconds = GW_DEFAULT_UPSTREAM_TIMEOUT_S;
+    t->load = GW_LOAD_STARTUP;
+    t->keep_alive_s = GW_KEEP_ALIVE_FOREVER;
+}
+
+bool gw_parse_keep_alive(const char *s, int64_t *out) {
+    static const struct {
+        char unit;
+        int64_t seconds;
+    } units[] = {{'s', 1}, {'m', 60}, {'h', 3600}};
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || errno || v < GW_KEEP_ALIVE_FOREVER || v > GW_MAX_KEEP_ALIVE_S) return false;
+    if (v < 0 && *end) return false; /* "-1" only, without a unit */
+    int64_t mul = 1;
+    if (*end) {
+        size_t i = 0;
+        while (i < sizeof units / sizeof *units && units[i].unit != *end) i++;
+        if (i == sizeof units / sizeof *units || end[1]) return false;
+        mul = units[i].seconds;
+    }
+    if (v * mul > GW_MAX_KEEP_ALIVE_S) return false;
+    *out = v < 0 ? GW_KEEP_ALIVE_FOREVER : v * mul;
+    return true;
+}
+
+/* keep_alive = SECONDS (-1 forever, 0 unload when idle) or "30s", "5m", "1h". */
+static void get_keep_alive(cfg_ctx *x, const toml_node *t, const char *where, int64_t *out) {
+    const toml_node *n = toml_table_get(t, "keep_alive");
+    if (!n) return;
+    if (toml_node_kind(n) == TOML_INTEGER) {
+        get_int(x, t, where, "keep_alive", GW_KEEP_ALIVE_FOREVER, GW_MAX_KEEP_ALIVE_S, out);
+        return;
+    }
+    const char *s = NULL;
+    size_t len = 0;
+    if (toml_node_kind(n) != TOML_STRING || !toml_get_string(n, &s, &len, NULL, 0) || strlen(s) != len ||
+        !gw_parse_keep_alive(s, out))
+        cfg_err(x, toml_node_line(n),
+                "%s keep_alive: expected seconds (-1 = forever, 0 = unload when idle) or a duration like \"30s\", "
+                "\"5m\", \"1h\" up to %d s",
+                where, GW_MAX_KEEP_ALIVE_S);
 }
 
 static void trim_slash(char *s) {
@@ -379,11 +427,20 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
         cfg_err(x, toml_node_line(pn), "%s policy: '%s' is not one of balanced, latency_first, throughput_first", where,
                 policy);
     free(policy);
+    char *load = NULL;
+    const toml_node *ldn = get_str(x, t, where, "load", &load);
+    if (load && strcmp(load, "startup") == 0) tc->load = GW_LOAD_STARTUP;
+    else if (load && strcmp(load, "on_demand") == 0) tc->load = GW_LOAD_ON_DEMAND;
+    else if (load) cfg_err(x, toml_node_line(ldn), "%s load: '%s' is not \"startup\" or \"on_demand\"", where, load);
+    free(load);
+    get_keep_alive(x, t, where, &tc->keep_alive_s);
+    get_bool(x, t, where, "pin", &tc->pin);
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
     static const char *const local_keys[] = {"name", "type", "model", "backend", "ctx_size", "parallel",
-                                             "threads", "gpu_layers", "policy", NULL};
+                                             "threads", "gpu_layers", "policy", "load", "keep_alive",
+                                             "pin", NULL};
     static const char *const remote_keys[] = {"name", "type", "base_url", "base_urls", "model", "api_key_env",
                                               "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);

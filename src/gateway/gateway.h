@@ -54,6 +54,11 @@
 
 typedef enum gw_target_type { GW_TARGET_LOCAL, GW_TARGET_REMOTE } gw_target_type;
 
+/* When a local target's model is loaded: at start-up (configured targets), or on its first request
+ * (targets found in a models directory or the store). */
+typedef enum gw_load_mode { GW_LOAD_STARTUP, GW_LOAD_ON_DEMAND } gw_load_mode;
+#define GW_KEEP_ALIVE_FOREVER (-1) /* keep_alive: never unloaded for being idle (memory may still evict) */
+
 typedef struct gw_target_config {
     char *name;
     gw_target_type type;
@@ -63,6 +68,9 @@ typedef struct gw_target_config {
     char *backend;
     int ctx_size, parallel, threads, gpu_layers;
     sipp_policy policy;
+    gw_load_mode load;
+    int64_t keep_alive_s; /* idle seconds before it is unloaded; GW_KEEP_ALIVE_FOREVER, 0 = at once */
+    bool pin;             /* never evicted to make room */
     /* openai_compatible */
     char **base_urls; /* without a trailing '/', e.g. "http://10.0.0.2:8080/v1" */
     size_t n_base_urls;
@@ -76,6 +84,7 @@ typedef struct gw_token_config {
     char *caller;   /* who this token is, for logs, metrics and the rate limit */
     char **targets; /* allowed targets; none = all */
     size_t n_targets;
+    bool admin; /* may load and unload models (POST /v1/models/{name}/load, /unload) */
     int line;
     char *secret; /* the value of env when the config was loaded; NULL when unset */
 } gw_token_config;
@@ -92,6 +101,8 @@ typedef struct gw_config {
     char **allowed_origins;
     size_t n_allowed_origins;
     bool allow_unauthenticated;
+    int64_t memory_budget_mb; /* host RAM the loaded models may hold; 0 = total RAM minus a margin */
+    int max_loaded_models;    /* 0 = no cap besides memory */
     int rate_requests_per_minute; /* 0 = no rate limit */
     int rate_burst;
     gw_token_config *tokens;
@@ -113,6 +124,8 @@ bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs);
  * that a non-loopback listen address has authentication (or allow_unauthenticated). Loads each
  * token's secret. Problems go to errs. */
 bool gw_config_validate(gw_config *c, sipp_buf *errs);
+/* keep_alive as a string: "-1", "0", "90", "30s", "5m", "1h" (also Ollama's keep_alive). */
+bool gw_parse_keep_alive(const char *s, int64_t *out);
 /* The name `sipp serve MODEL` gives its target: the file's basename without ".gguf". */
 char *gw_target_name_from_path(const char *path);
 void gw_config_free(gw_config *c);
@@ -224,7 +237,7 @@ void gw_metrics_queued(gw_metrics *m, int target, int delta);
 
 /* ---- servers, targets and calls ---------------------------------------------------------------- */
 
-typedef enum gw_target_state { GW_STATE_LOADING, GW_STATE_READY, GW_STATE_FAILED } gw_target_state;
+typedef enum gw_target_state { GW_STATE_UNLOADED, GW_STATE_LOADING, GW_STATE_READY, GW_STATE_FAILED } gw_target_state;
 
 typedef struct gw_upstream gw_upstream;
 
@@ -233,9 +246,24 @@ typedef struct gw_target {
     int index;
     atomic_int state;             /* gw_target_state */
     char error[SIPP_ERROR_SIZE];  /* why it failed; written before state becomes FAILED */
-    sipp_model *model;            /* local: set before state becomes READY */
+    sipp_model *model;            /* local: set before state becomes READY; read only with a use held */
     sipp_engine *engine;
     gw_upstream *upstream;        /* remote */
+    /* residency (residency.c), under its lock */
+    int uses;          /* calls running on it or waiting for it to load */
+    int peeks;         /* routes describing its engine */
+    int waiting;       /* calls waiting for its load */
+    double last_use_ms, last_use_unix;
+    double deadline_ms, deadline_unix; /* keep_alive ends; -1 = none */
+    int64_t keep_alive_override;       /* set by a request (Ollama's keep_alive) */
+    bool keep_alive_override_set;
+    bool unload_when_idle;
+    bool ever_loaded;
+    sipp_memory estimate; /* from the GGUF header */
+    sipp_memory measured; /* the backend buffers of its last load */
+    bool measured_valid;
+    double last_load_ms;
+    uint64_t n_loads, n_unloads, n_evictions;
 } gw_target;
 
 typedef struct gw_limits gw_limits;
@@ -251,10 +279,52 @@ struct gw_server {
     atomic_bool cancel_all; /* the shutdown deadline passed: in-flight work is cancelled */
     atomic_int in_flight;   /* HTTP requests being handled */
     long long started_unix; /* for "created" fields */
-    pthread_t loader;
-    bool loader_started;
+    struct gw_residency *residency; /* residency.c */
     struct gw_prober *prober; /* upstream.c */
 };
+
+/* ---- residency: loading on demand, eviction by memory, keep-alive (residency.c) ----------------- */
+
+typedef enum gw_acquire_result {
+    GW_ACQUIRE_OK,
+    GW_ACQUIRE_NO_ROOM,   /* 503: it does not fit next to the models in use */
+    GW_ACQUIRE_FAILED,    /* 503: its load failed (the reason is in the message) */
+    GW_ACQUIRE_NOT_READY, /* 503: the server is stopping */
+    GW_ACQUIRE_TIMEOUT,   /* 504: it was still loading at the deadline */
+    GW_ACQUIRE_ABANDONED,
+} gw_acquire_result;
+
+/* Makes the budgets, estimates every local target's memory, and starts the keeper thread, which
+ * loads the start-up targets in config order and then unloads idle ones at their deadlines. */
+bool gw_residency_start(gw_server *srv, char *err);
+void gw_residency_stop(gw_server *srv);
+/* True once every start-up target has loaded (one evicted since still counts) and none has failed. */
+bool gw_residency_startup_ready(gw_server *srv);
+/* Takes a use of t, loading it (evicting idle models to make room) when it is unloaded and waiting
+ * until deadline_ms when another call is loading it. Anything but OK leaves msg (n bytes) saying
+ * why. Remote targets always succeed. */
+gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double deadline_ms, bool (*abandoned)(void *),
+                                       void *arg, char *msg, size_t n);
+/* Gives back a use: it now counts as used at this moment; its keep_alive starts. */
+void gw_residency_release(gw_server *srv, gw_target *t);
+/* A use that does not count as one (for describing the engine): true when t is loaded. */
+bool gw_residency_peek(gw_server *srv, gw_target *t);
+void gw_residency_unpeek(gw_server *srv, gw_target *t);
+/* Sets how long t stays loaded after its last use from now on (Ollama's keep_alive). */
+void gw_residency_keep_alive(gw_server *srv, gw_target *t, int64_t seconds);
+/* Loads t (again, when it failed) and waits for it. */
+gw_acquire_result gw_residency_load(gw_server *srv, gw_target *t, double deadline_ms, char *msg, size_t n);
+/* Unloads t now, or when its last use ends (*deferred). False when it was not loaded. */
+bool gw_residency_unload(gw_server *srv, gw_target *t, bool *deferred);
+/* Adds state, memory, last use and deadline to a local target's JSON object. */
+void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o);
+/* [{"place","budget_bytes","held_bytes"}] (new reference). */
+json_t *gw_residency_budgets(gw_server *srv);
+void gw_residency_metrics(gw_server *srv, sipp_buf *out);
+/* unloaded, loading, loaded, failed */
+const char *gw_state_name(int state);
+/* Total RAM minus the margin: the host budget without memory_budget_mb. */
+uint64_t gw_residency_default_host_budget(void);
 
 /* Starts loading every local target in the background (one after the other, in config order) and
  * makes every remote target's upstream. */
@@ -289,6 +359,7 @@ struct gw_call {
     double t_start;
     int target; /* index of the target it names, -1 if none */
     bool admitted;
+    bool resident; /* holds a use of its target (residency.c) */
     /* the reply, set by exactly one gw_reply_* call */
     int status;
     const char *error_code;
@@ -323,6 +394,9 @@ int gw_call_ms_left(const gw_call *call);
 bool gw_auth_check(gw_call *call);
 /* True when the call's token may use the target. */
 bool gw_auth_allows(const gw_call *call, const gw_target_config *target);
+/* True when the call may load and unload models: no tokens are configured, or its token has
+ * admin = true. */
+bool gw_auth_admin(const gw_call *call);
 
 /* ---- limits (limits.c) ------------------------------------------------------------------------- */
 
@@ -392,6 +466,8 @@ void gw_upstream_metrics(gw_upstream *u, const char *target, sipp_buf *out);
 
 void gw_route_models(gw_call *call);
 void gw_route_model(gw_call *call, const char *id);
+/* POST /v1/models/{name}/load and /unload (routes_residency.c); name is name[0..name_len). */
+void gw_route_model_residency(gw_call *call, const char *name, size_t name_len, const char *action);
 void gw_route_chat_completions(gw_call *call);
 void gw_route_completions(gw_call *call);
 void gw_route_embeddings(gw_call *call);

@@ -14,6 +14,9 @@
  *   sipp_request_duration_seconds{target}     histogram: whole HTTP request
  *   sipp_target_ready{target}                 1 when loaded
  *   sipp_upstream_healthy{target,url}         1 when a replica is not ejected
+ *   sipp_model_loads_total, sipp_model_load_failures_total, sipp_model_unloads_total,
+ *   sipp_model_evictions_total, sipp_model_load_seconds (summary),
+ *   sipp_memory_held_bytes{place}, sipp_memory_budget_bytes{place}   residency.c
  *
  * Everything is counted under one mutex: the updates are a few additions per request, far below
  * anything an engine step costs. Status codes index a fixed array, so a new code needs no setup.
@@ -204,13 +207,15 @@ void gw_metrics_render(gw_server *srv, sipp_buf *o) {
         header(o, engine_gauges[g].name, "gauge", engine_gauges[g].help);
         for (size_t i = 0; i < n; i++) {
             gw_target *t = &srv->targets[i];
-            if (t->cfg->type != GW_TARGET_LOCAL || atomic_load(&t->state) != GW_STATE_READY) continue;
+            if (!gw_residency_peek(srv, t)) continue;
             sipp_engine_stats es;
             sipp_engine_get_stats(t->engine, &es);
+            gw_residency_unpeek(srv, t);
             int v = g == 0 ? es.running : g == 1 ? es.queued : es.slots;
             line_u(o, engine_gauges[g].name, t->cfg->name, (uint64_t)v);
         }
     }
+    gw_residency_metrics(srv, o);
     header(o, "sipp_upstream_healthy", "gauge", "1 when a remote target's replica is in rotation.");
     for (size_t i = 0; i < n; i++)
         if (srv->targets[i].upstream) gw_upstream_metrics(srv->targets[i].upstream, srv->targets[i].cfg->name, o);

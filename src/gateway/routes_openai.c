@@ -155,15 +155,24 @@ void gw_route_embeddings(gw_call *call) { gw_run_generation(call, GW_API_EMBEDDI
 
 /* ---- models ------------------------------------------------------------------------------------- */
 
-static json_t *model_json(gw_call *call, const gw_target *t) {
-    return json_pack("{s:s, s:s, s:I, s:s}", "id", t->cfg->name, "object", "model", "created",
-                     (json_int_t)call->srv->started_unix, "owned_by", GW_OWNER);
+/* OpenAI's model object, plus sipp's residency under "sipp" for local targets (state, memory, last
+ * use, keep-alive deadline). */
+static json_t *model_json(gw_call *call, gw_target *t) {
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s}", "id", t->cfg->name, "object", "model", "created",
+                          (json_int_t)call->srv->started_unix, "owned_by", GW_OWNER);
+    if (t->cfg->type == GW_TARGET_LOCAL) {
+        json_t *r = json_object();
+        gw_residency_describe(call->srv, t, r);
+        json_object_set_new(o, "sipp", r);
+        json_object_set(o, "state", json_object_get(r, "state"));
+    }
+    return o;
 }
 
 void gw_route_models(gw_call *call) {
     json_t *data = json_array();
     for (size_t i = 0; i < call->srv->n_targets; i++) {
-        const gw_target *t = &call->srv->targets[i];
+        gw_target *t = &call->srv->targets[i];
         if (gw_auth_allows(call, t->cfg)) json_array_append_new(data, model_json(call, t));
     }
     gw_reply_json(call, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));

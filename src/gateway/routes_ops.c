@@ -17,13 +17,8 @@
 
 #define GW_MAX_LISTED 32 /* backends and devices listed by /v1/backends */
 
-static const char *state_name(int s) {
-    switch (s) {
-    case GW_STATE_READY: return "ready";
-    case GW_STATE_FAILED: return "failed";
-    default: return "loading";
-    }
-}
+/* /ready and /v1/backends have said "ready" for a loaded target since before residency. */
+static const char *state_name(int s) { return s == GW_STATE_READY ? "ready" : gw_state_name(s); }
 
 static const char *type_name(const gw_target *t) { return t->cfg->type == GW_TARGET_LOCAL ? "local" : "openai_compatible"; }
 
@@ -59,12 +54,13 @@ void gw_route_backends(gw_call *call) {
         json_t *o = json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
         if (t->cfg->type == GW_TARGET_LOCAL) {
             json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
-            if (s == GW_STATE_READY) {
+            if (gw_residency_peek(srv, t)) {
                 const sipp_backend_decision *b = sipp_model_backend(t->model);
                 json_object_set_new(o, "backend", json_string(b->backend));
                 json_object_set_new(o, "reason", json_string(b->reason));
                 json_object_set_new(o, "devices", json_string(b->devices));
                 json_object_set_new(o, "gpu_layers", json_integer(b->gpu_layers));
+                gw_residency_unpeek(srv, t);
             } else if (s == GW_STATE_FAILED) {
                 json_object_set_new(o, "error", json_string(t->error));
             }
@@ -88,7 +84,8 @@ void gw_route_backends(gw_call *call) {
                                                  "memory_total", (json_int_t)di[i].memory_total));
     const char *art = sipp_runtime_artifact_dir();
     gw_reply_json(call, 200,
-                  json_pack("{s:s, s:s, s:s, s:s?, s:s, s:o, s:o, s:o}", "sipp_version", sipp_version(), "llama_release",
+                  json_pack("{s:s, s:s, s:s, s:s?, s:s, s:o, s:o, s:o, s:o}", "sipp_version", sipp_version(), "llama_release",
                             sipp_llama_release(), "llama_commit", sipp_llama_commit(), "artifact", art, "cpu_module",
-                            sipp_cpu_module(), "backends", backends, "devices", devices, "targets", targets));
+                            sipp_cpu_module(), "backends", backends, "devices", devices, "targets", targets,
+                            "memory", gw_residency_budgets(srv)));
 }

@@ -207,17 +207,21 @@ gw_target *gw_call_target(gw_call *call, const char *name) {
                        call->token ? call->token->caller : "?", t->cfg->name);
         return NULL;
     }
-    int state = atomic_load(&t->state);
-    if (state == GW_STATE_LOADING) {
-        call->retry_after_s = GW_LOADING_RETRY_S;
-        gw_reply_error(call, GW_E_NOT_READY, "model '%s' is still loading; retry shortly (GET /ready says when)", t->cfg->name);
-        return NULL;
-    }
-    if (state == GW_STATE_FAILED) {
-        gw_reply_error(call, GW_E_NOT_READY, "model '%s' failed to load: %s", t->cfg->name, t->error);
-        return NULL;
-    }
     double deadline = call->t_start + srv->cfg->request_timeout_seconds * 1000.0;
+    char why[SIPP_ERROR_SIZE];
+    gw_acquire_result res = gw_residency_acquire(srv, t, deadline, abandoned_cb, call, why, sizeof why);
+    switch (res) {
+    case GW_ACQUIRE_OK: call->resident = true; break;
+    case GW_ACQUIRE_NO_ROOM:
+    case GW_ACQUIRE_FAILED:
+    case GW_ACQUIRE_NOT_READY:
+        if (res == GW_ACQUIRE_NO_ROOM) call->retry_after_s = GW_LOADING_RETRY_S;
+        gw_reply_error(call, GW_E_NOT_READY, "%s", why);
+        return NULL;
+    case GW_ACQUIRE_TIMEOUT: gw_reply_error(call, GW_E_TIMEOUT, "%s", why); return NULL;
+    case GW_ACQUIRE_ABANDONED:
+    default: gw_reply_error(call, GW_E_NOT_READY, "%s", why); return NULL;
+    }
     gw_metrics_queued(srv->metrics, t->index, 1);
     gw_admit_result ar = gw_admit(srv->limits, deadline, abandoned_cb, call);
     gw_metrics_queued(srv->metrics, t->index, -1);
@@ -346,6 +350,17 @@ static void dispatch(conn_state *cs) {
         return;
     }
     if (!allowed && strncmp(call->path, MODELS_PREFIX, strlen(MODELS_PREFIX)) == 0) {
+        const char *rest = call->path + strlen(MODELS_PREFIX);
+        const char *slash = strrchr(rest, '/');
+        if (slash && (strcmp(slash, "/load") == 0 || strcmp(slash, "/unload") == 0)) {
+            if (strcmp(call->method, "POST") == 0) {
+                if (guard(call, ROUTE_AUTH)) gw_route_model_residency(call, rest, (size_t)(slash - rest), slash + 1);
+                return;
+            }
+            gw_reply_error(call, GW_E_METHOD, "%s is not allowed on %s; use POST", call->method, call->path);
+            gw_reply_header(call, "Allow", "POST");
+            return;
+        }
         if (method_matches("GET", call->method)) {
             if (guard(call, ROUTE_AUTH)) gw_route_model(call, call->path + strlen(MODELS_PREFIX));
             return;
@@ -500,6 +515,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         gw_release(srv->limits);
         gw_metrics_active(srv->metrics, call->target, -1);
     }
+    if (call->resident) gw_residency_release(srv, &srv->targets[call->target]);
     double secs = (sipp_now_ms() - call->t_start) / 1e3;
     int status = call->replied || call->status ? call->status : 0;
     gw_metrics_request(srv->metrics, call->target, status, call->error_code, secs);

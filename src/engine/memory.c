@@ -10,10 +10,10 @@
  * The estimate reads only the GGUF header and follows the same rules llama.cpp does, coarsely: the
  * tensors' bytes, split between host and device in proportion to the layers the backend policy
  * offloads (the output layer counts as one); the KV cache of the context the engine would make
- * (llama.cpp pads it to KV_PAD cells) in f16; and the compute buffer of one batch, whose largest
- * tensors are the logits (n_vocab per batch token) and, without flash attention, the attention
- * scores (context per head per batch token). It errs high rather than low; a caller that has
- * measured a load uses that figure next time.
+ * (llama.cpp pads it to KV_PAD cells) in f16; and the compute buffer of one batch, which is about
+ * its largest tensor: the logits (n_vocab per batch token) or, without flash attention, the
+ * attention scores (context per head per batch token). Measured against llama.cpp on CPU it errs
+ * high by a few percent; a caller that has measured a load uses that figure next time.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,10 +26,9 @@
 #define F32_BYTES 4
 #define DEFAULT_BATCH 512
 #define DEFAULT_CTX_CAP 4096
-/* Per batch token, the compute buffer holds a few activations of n_embd and n_ff besides the
- * logits and attention scores; this many of each covers llama's graph. */
+/* Per batch token, the compute buffer holds a few activations of n_embd besides its largest tensor;
+ * this many covers llama's graph. */
 #define ACTIVATIONS_EMBD 4
-#define ACTIVATIONS_FF 2
 
 uint64_t sipp_memory_total(const sipp_memory *m) {
     uint64_t t = m->host_bytes;
@@ -92,23 +91,24 @@ sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, 
         weights += g->types[i].bytes;
     add_split(out, device, on_device, SIPP_MEMORY_WEIGHTS, weights);
 
-    int64_t ctx = ep->ctx_size > 0                                         ? ep->ctx_size
+    int64_t ctx = ep->ctx_size > 0 ? ep->ctx_size
                   : g->n_ctx_train > 0 && g->n_ctx_train < DEFAULT_CTX_CAP ? g->n_ctx_train
                                                                            : DEFAULT_CTX_CAP;
-    ctx = (ctx + KV_PAD - 1) / KV_PAD * KV_PAD;
+    int64_t cells = (ctx + KV_PAD - 1) / KV_PAD * KV_PAD;
     int64_t head_kv = g->n_head_kv > 0 ? g->n_head_kv : g->n_head;
     int64_t embd_kv = g->n_embd / g->n_head * head_kv;
-    uint64_t kv = (uint64_t)(2 * g->n_layer * ctx * embd_kv * KV_BYTES_PER_ELEM);
+    uint64_t kv = (uint64_t)(2 * g->n_layer * cells * embd_kv * KV_BYTES_PER_ELEM);
     add_split(out, device, on_device, SIPP_MEMORY_KV, kv);
 
+    /* ggml's allocator reuses a graph's buffers, so the compute buffer is about its largest tensor
+     * (the logits, or without flash attention the scores) plus a few activations alive beside it */
     int64_t batch = ep->batch_size > 0 ? ep->batch_size : DEFAULT_BATCH;
-    if (batch > ctx) batch = ctx;
+    if (batch > ctx) batch = ctx; /* llama.cpp caps the batch at the context asked for */
     int64_t vocab = g->n_vocab > 0 ? g->n_vocab : 0;
-    int64_t ff = g->n_ff > 0 ? g->n_ff : 0;
-    int64_t scores = device ? 0 : ctx * g->n_head; /* a GPU load uses flash attention */
+    int64_t scores = device ? 0 : cells * g->n_head; /* a GPU load uses flash attention */
     int64_t parallel = ep->parallel > 0 ? ep->parallel : edef.parallel;
-    uint64_t compute =
-        (uint64_t)(F32_BYTES * batch * (vocab + scores + ACTIVATIONS_EMBD * g->n_embd + ACTIVATIONS_FF * ff));
+    int64_t largest = vocab > scores ? vocab : scores;
+    uint64_t compute = (uint64_t)(F32_BYTES * batch * (largest + ACTIVATIONS_EMBD * g->n_embd));
     uint64_t output = (uint64_t)(F32_BYTES * parallel * vocab);
     add_split(out, device, device ? 1.0 : 0.0, SIPP_MEMORY_COMPUTE, compute);
     sipp_memory_add(out, NULL, 0, SIPP_MEMORY_COMPUTE, output);

@@ -568,6 +568,45 @@ bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
     return true;
 }
 
+bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs) {
+    char store[PATH_MAX], err[SIPP_ERROR_SIZE];
+    if (!dir) {
+        if (sipp_store_dir(store, sizeof store, err) != SIPP_OK) {
+            sipp_buf_appendf(errs, "%s\n", err);
+            return false;
+        }
+        dir = store;
+    }
+    sipp_store_model *models = NULL;
+    size_t n = 0;
+    if (sipp_store_list(dir, &models, &n, err) != SIPP_OK) {
+        sipp_buf_appendf(errs, "models directory '%s': %s\n", dir, err);
+        return false;
+    }
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        bool taken = false;
+        for (size_t k = 0; k < c->n_targets && !taken; k++) taken = strcmp(c->targets[k].name, models[i].name) == 0;
+        if (taken) continue; /* a configured target of that name wins */
+        gw_target_config *t = realloc(c->targets, (c->n_targets + 1) * sizeof *t);
+        if (!t) {
+            ok = false;
+            break;
+        }
+        c->targets = t;
+        gw_target_config *tc = &c->targets[c->n_targets++];
+        init_target(tc);
+        tc->type = GW_TARGET_LOCAL;
+        tc->load = GW_LOAD_ON_DEMAND;
+        tc->name = strdup(models[i].name);
+        tc->model_path = strdup(models[i].path);
+        ok = tc->name && tc->model_path;
+    }
+    sipp_store_list_free(models, n);
+    if (!ok) sipp_buf_appendf(errs, "out of memory listing '%s'\n", dir);
+    return ok;
+}
+
 /* ---- what depends on the machine ---------------------------------------------------------------- */
 
 static bool is_loopback(const char *host) {

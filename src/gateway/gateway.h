@@ -118,6 +118,10 @@ void gw_config_init(gw_config *c);
 bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *c, sipp_buf *errs);
 /* Reads and parses a file. */
 bool gw_config_load(const char *path, gw_config *c, sipp_buf *errs);
+/* Adds an on-demand local target per model in dir (a models directory: NAME.gguf files and split
+ * sets, as the store lists them), or in the store when dir is NULL, named as the store names it;
+ * a configured target of the same name is kept instead. */
+bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs);
 /* Adds a local target (for `sipp serve MODEL`). */
 bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs);
 /* Checks what depends on the machine: model files exist, backend names, token variables set, and

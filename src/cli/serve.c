@@ -155,14 +155,9 @@ int cmd_serve(int argc, char **argv) {
     bool ok = o.config  ? gw_config_load(o.config, &cfg, &errs)
               : o.model ? gw_config_add_local(&cfg, o.model, &errs)
                         : true;
-    size_t n_configured = cfg.n_targets;
+    if (o.keep_alive) gw_parse_keep_alive(o.keep_alive, &cfg.discovered_keep_alive_s);
     /* the store when nothing else is named; a models directory besides a config's targets */
     if (ok && !o.model && (o.models_dir || !o.config)) ok = gw_config_add_dir(&cfg, o.models_dir, &errs);
-    if (ok && o.keep_alive) {
-        int64_t ka = 0;
-        gw_parse_keep_alive(o.keep_alive, &ka);
-        for (size_t i = n_configured; i < cfg.n_targets; i++) cfg.targets[i].keep_alive_s = ka;
-    }
     if (o.memory_budget_mb) cfg.memory_budget_mb = o.memory_budget_mb;
     if (o.max_loaded_models) cfg.max_loaded_models = o.max_loaded_models;
     if (ok && o.model) {

@@ -91,7 +91,7 @@ sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, 
         weights += g->types[i].bytes;
     add_split(out, device, on_device, SIPP_MEMORY_WEIGHTS, weights);
 
-    int64_t ctx = ep->ctx_size > 0 ? ep->ctx_size
+    int64_t ctx = ep->ctx_size > 0                                         ? ep->ctx_size
                   : g->n_ctx_train > 0 && g->n_ctx_train < DEFAULT_CTX_CAP ? g->n_ctx_train
                                                                            : DEFAULT_CTX_CAP;
     int64_t cells = (ctx + KV_PAD - 1) / KV_PAD * KV_PAD;

@@ -70,6 +70,7 @@ void gw_config_init(gw_config *c) {
     c->max_concurrent_requests = GW_DEFAULT_MAX_CONCURRENT;
     c->max_queue = GW_DEFAULT_MAX_QUEUE;
     c->request_timeout_seconds = GW_DEFAULT_REQUEST_TIMEOUT_S;
+    c->discovered_keep_alive_s = GW_KEEP_ALIVE_FOREVER;
     c->shutdown_timeout_seconds = GW_DEFAULT_SHUTDOWN_TIMEOUT_S;
 }
 
@@ -91,17 +92,19 @@ void gw_config_free(gw_config *c) {
         free_strv(t->targets, t->n_targets);
     }
     free(c->tokens);
-    for (size_t i = 0; i < c->n_targets; i++) {
-        gw_target_config *t = &c->targets[i];
-        free(t->name);
-        free(t->model_path);
-        free(t->backend);
-        free(t->remote_model);
-        free(t->api_key_env);
-        free_strv(t->base_urls, t->n_base_urls);
-    }
+    for (size_t i = 0; i < c->n_targets; i++) gw_target_config_free(&c->targets[i]);
     free(c->targets);
+    free(c->models_dir);
     memset(c, 0, sizeof *c);
+}
+
+void gw_target_config_free(gw_target_config *t) {
+    free(t->name);
+    free(t->model_path);
+    free(t->backend);
+    free(t->remote_model);
+    free(t->api_key_env);
+    free_strv(t->base_urls, t->n_base_urls);
 }
 
 /* ---- typed lookups ------------------------------------------------------------------------------ */
@@ -568,6 +571,16 @@ bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
     return true;
 }
 
+bool gw_target_config_discovered(gw_target_config *tc, const char *name, const char *path, int64_t keep_alive_s) {
+    init_target(tc);
+    tc->type = GW_TARGET_LOCAL;
+    tc->load = GW_LOAD_ON_DEMAND;
+    tc->keep_alive_s = keep_alive_s;
+    tc->name = strdup(name);
+    tc->model_path = strdup(path);
+    return tc->name && tc->model_path && tc->backend;
+}
+
 bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs) {
     char store[PATH_MAX], err[SIPP_ERROR_SIZE];
     if (!dir) {
@@ -594,15 +607,13 @@ bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs) {
             break;
         }
         c->targets = t;
-        gw_target_config *tc = &c->targets[c->n_targets++];
-        init_target(tc);
-        tc->type = GW_TARGET_LOCAL;
-        tc->load = GW_LOAD_ON_DEMAND;
-        tc->name = strdup(models[i].name);
-        tc->model_path = strdup(models[i].path);
-        ok = tc->name && tc->model_path;
+        ok = gw_target_config_discovered(&c->targets[c->n_targets++], models[i].name, models[i].path,
+                                         c->discovered_keep_alive_s);
     }
     sipp_store_list_free(models, n);
+    free(c->models_dir);
+    c->models_dir = strdup(dir);
+    ok = ok && c->models_dir;
     if (!ok) sipp_buf_appendf(errs, "out of memory listing '%s'\n", dir);
     return ok;
 }

@@ -109,6 +109,8 @@ typedef struct gw_config {
     size_t n_tokens;
     gw_target_config *targets;
     size_t n_targets;
+    char *models_dir; /* rescanned for new files on GET /v1/models; NULL = none */
+    int64_t discovered_keep_alive_s; /* keep_alive of the targets found there */
 } gw_config;
 
 /* A configuration with every default and no targets. */
@@ -122,6 +124,9 @@ bool gw_config_load(const char *path, gw_config *c, sipp_buf *errs);
  * sets, as the store lists them), or in the store when dir is NULL, named as the store names it;
  * a configured target of the same name is kept instead. */
 bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs);
+/* An on-demand local target for a model found in a models directory (name and path copied). */
+bool gw_target_config_discovered(gw_target_config *tc, const char *name, const char *path, int64_t keep_alive_s);
+void gw_target_config_free(gw_target_config *tc);
 /* Adds a local target (for `sipp serve MODEL`). */
 bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs);
 /* Checks what depends on the machine: model files exist, backend names, token variables set, and
@@ -268,6 +273,7 @@ typedef struct gw_target {
     bool measured_valid;
     double last_load_ms;
     uint64_t n_loads, n_unloads, n_evictions;
+    gw_target_config *owned_cfg; /* cfg, when found by a rescan (freed with the table) */
 } gw_target;
 
 typedef struct gw_limits gw_limits;
@@ -275,8 +281,9 @@ typedef struct gw_server gw_server;
 
 struct gw_server {
     const gw_config *cfg;
-    gw_target *targets;
-    size_t n_targets;
+    gw_target *targets;       /* room for max_targets; the first n_targets are listed */
+    _Atomic size_t n_targets; /* grows (under the residency lock) when a models directory gains a file */
+    size_t max_targets;
     gw_metrics *metrics;
     gw_limits *limits;
     atomic_bool draining;   /* SIGTERM seen: new requests get 503 */
@@ -325,14 +332,21 @@ void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o);
 /* [{"place","budget_bytes","held_bytes"}] (new reference). */
 json_t *gw_residency_budgets(gw_server *srv);
 void gw_residency_metrics(gw_server *srv, sipp_buf *out);
+/* Adds a target for every new model in the config's models_dir (GET /v1/models calls it). */
+void gw_residency_rescan(gw_server *srv);
+#define GW_MAX_DISCOVERED 256 /* targets a models directory may gain while the server runs */
 /* unloaded, loading, loaded, failed */
 const char *gw_state_name(int state);
+/* [{"place","budget_bytes","from"}]: the budgets a gateway with cfg would start with (doctor). */
+json_t *gw_budgets_json(const gw_config *cfg);
 /* Total RAM minus the margin: the host budget without memory_budget_mb. */
 uint64_t gw_residency_default_host_budget(void);
 
 /* Starts loading every local target in the background (one after the other, in config order) and
  * makes every remote target's upstream. */
 bool gw_targets_start(gw_server *srv, char *err);
+/* Entries the target table has room for: the config's and, with a models directory, GW_MAX_DISCOVERED. */
+size_t gw_targets_capacity(const gw_config *c);
 /* Waits for the loader and frees engines, models and upstreams. */
 void gw_targets_stop(gw_server *srv);
 gw_target *gw_target_find(gw_server *srv, const char *name);

@@ -163,17 +163,21 @@ static void render_histogram(sipp_buf *o, const char *name, const char *target, 
 
 static const char *name_of(gw_server *srv, size_t i) { return i < srv->n_targets ? srv->targets[i].cfg->name : ""; }
 
+/* Row i of the n targets listed so far, the row of requests without a target for i == n (the table
+ * has room for targets a models directory may still gain). */
+static target_metrics *row(gw_metrics *m, size_t n, size_t i) { return i < n ? &m->t[i] : &m->t[m->n_targets]; }
+
 void gw_metrics_render(gw_server *srv, sipp_buf *o) {
     gw_metrics *m = srv->metrics;
-    size_t n = m->n_targets;
+    size_t n = srv->n_targets < m->n_targets ? srv->n_targets : m->n_targets;
     pthread_mutex_lock(&m->mu);
     header(o, "sipp_requests_total", "counter", "HTTP requests by target and status code.");
     for (size_t i = 0; i <= n; i++)
         for (int c = 0; c < GW_N_CODES; c++) {
-            if (!m->t[i].codes[c]) continue;
+            if (!row(m, n, i)->codes[c]) continue;
             sipp_buf_appendf(o, "sipp_requests_total{target=\"");
             label(o, name_of(srv, i));
-            sipp_buf_appendf(o, "\",code=\"%d\"} %llu\n", c + GW_CODE_MIN, (unsigned long long)m->t[i].codes[c]);
+            sipp_buf_appendf(o, "\",code=\"%d\"} %llu\n", c + GW_CODE_MIN, (unsigned long long)row(m, n, i)->codes[c]);
         }
     header(o, "sipp_errors_total", "counter", "Error replies by error code.");
     for (int k = 0; k < GW_E_COUNT; k++)
@@ -193,7 +197,8 @@ void gw_metrics_render(gw_server *srv, sipp_buf *o) {
     for (size_t i = 0; i < n; i++) render_histogram(o, "sipp_ttft_seconds", name_of(srv, i), &m->t[i].ttft, ttft_bounds, N_TTFT);
     header(o, "sipp_request_duration_seconds", "histogram", "HTTP request duration.");
     for (size_t i = 0; i <= n; i++)
-        render_histogram(o, "sipp_request_duration_seconds", name_of(srv, i), &m->t[i].duration, duration_bounds, N_DURATION);
+        render_histogram(o, "sipp_request_duration_seconds", name_of(srv, i), &row(m, n, i)->duration, duration_bounds,
+                         N_DURATION);
     pthread_mutex_unlock(&m->mu);
 
     header(o, "sipp_target_ready", "gauge", "1 when the target is loaded and serving.");

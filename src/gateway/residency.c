@@ -25,6 +25,9 @@
  * pinned target is unloaded only on request (POST .../unload). An unload asked for while a target
  * is in use happens when its last use ends.
  *
+ * New files. With a models directory, GET /v1/models and a request naming an unknown model list the
+ * directory again; a model not yet served becomes an on-demand target (targets.c keeps room).
+ *
  * Locking. One mutex guards every target's residency fields (uses, times, memory figures, the
  * model and engine pointers while they change). The state is an atomic as well, so that /ready and
  * /metrics can read it without the lock; code that reads a target's model or engine holds a use
@@ -68,6 +71,8 @@ struct gw_residency {
     double load_seconds_sum;
     uint64_t load_seconds_count;
 };
+
+static void estimate(gw_target *t);
 
 static double now_ms(void) { return sipp_now_ms(); }
 
@@ -137,6 +142,22 @@ static void init_budgets(gw_residency *r, const gw_config *cfg) {
         snprintf(p->name, sizeof p->name, "%s", devs[i].name);
         p->budget = devs[i].memory_free > margin ? devs[i].memory_free - margin : 0;
     }
+}
+
+json_t *gw_budgets_json(const gw_config *cfg) {
+    gw_residency r;
+    memset(&r, 0, sizeof r);
+    init_budgets(&r, cfg);
+    json_t *a = json_array();
+    for (int p = 0; p < r.n_places; p++) {
+        bool host = !*r.places[p].name;
+        const char *how =
+            host ? cfg->memory_budget_mb > 0 ? "[server] memory_budget_mb" : "total RAM minus a margin"
+                 : "free memory minus $SIPP_GPU_MARGIN_MB";
+        json_array_append_new(a, json_pack("{s:s, s:I, s:s}", "place", host ? "host" : r.places[p].name,
+                                           "budget_bytes", (json_int_t)r.places[p].budget, "from", how));
+    }
+    return a;
 }
 
 static const place_budget *find_place(const gw_residency *r, const char *name) {
@@ -604,16 +625,7 @@ bool gw_residency_start(gw_server *srv, char *err) {
         if (t->cfg->type != GW_TARGET_LOCAL) continue;
         t->deadline_ms = -1;
         t->deadline_unix = -1;
-        sipp_model_params mp = sipp_model_default_params();
-        mp.backend = t->cfg->backend;
-        mp.gpu_layers = t->cfg->gpu_layers;
-        sipp_engine_params ep = sipp_engine_default_params();
-        ep.ctx_size = t->cfg->ctx_size;
-        ep.parallel = t->cfg->parallel;
-        char eerr[SIPP_ERROR_SIZE];
-        /* a header that cannot be read estimates nothing; its load then fails with the reason */
-        if (sipp_memory_estimate(t->cfg->model_path, &mp, &ep, &t->estimate, eerr) != SIPP_OK)
-            memset(&t->estimate, 0, sizeof t->estimate);
+        estimate(t);
     }
     if (pthread_create(&r->keeper, NULL, keeper_main, srv) != 0)
         return sipp_fail(err, SIPP_ERR_INTERNAL, "cannot start the model keeper thread") == SIPP_OK;
@@ -647,6 +659,62 @@ bool gw_residency_startup_ready(gw_server *srv) {
     }
     pthread_mutex_unlock(&r->mu);
     return ready;
+}
+
+/* ---- new files in the models directory ---------------------------------------------------------- */
+
+static void estimate(gw_target *t) {
+    sipp_model_params mp = sipp_model_default_params();
+    mp.backend = t->cfg->backend;
+    mp.gpu_layers = t->cfg->gpu_layers;
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.ctx_size = t->cfg->ctx_size;
+    ep.parallel = t->cfg->parallel;
+    char err[SIPP_ERROR_SIZE];
+    /* a header that cannot be read estimates nothing; its load then fails with the reason */
+    if (sipp_memory_estimate(t->cfg->model_path, &mp, &ep, &t->estimate, err) != SIPP_OK)
+        memset(&t->estimate, 0, sizeof t->estimate);
+}
+
+void gw_residency_rescan(gw_server *srv) {
+    const char *dir = srv->cfg->models_dir;
+    if (!dir) return;
+    sipp_store_model *found = NULL;
+    size_t n = 0;
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_store_list(dir, &found, &n, err) != SIPP_OK)
+        return; /* the directory went away: keep what is known */
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (gw_target_find(srv, found[i].name)) continue;
+        size_t k = srv->n_targets;
+        if (k >= srv->max_targets) {
+            fprintf(stderr,
+                    "sipp: '%s' in %s is not served: the server has room for %d new models; restart it\n",
+                    found[i].name, dir, GW_MAX_DISCOVERED);
+            continue;
+        }
+        gw_target_config *tc = calloc(1, sizeof *tc);
+        if (!tc || !gw_target_config_discovered(tc, found[i].name, found[i].path,
+                                                srv->cfg->discovered_keep_alive_s)) {
+            if (tc) gw_target_config_free(tc);
+            free(tc);
+            break;
+        }
+        gw_target *t = &srv->targets[k];
+        memset(t, 0, sizeof *t);
+        t->cfg = tc;
+        t->owned_cfg = tc;
+        t->index = (int)k;
+        t->deadline_ms = t->deadline_unix = -1;
+        atomic_init(&t->state, GW_STATE_UNLOADED);
+        estimate(t);
+        srv->n_targets = k + 1; /* published whole */
+        fprintf(stderr, "sipp: new model '%s' (%s), loaded on first use\n", tc->name, tc->model_path);
+    }
+    pthread_mutex_unlock(&r->mu);
+    sipp_store_list_free(found, n);
 }
 
 /* ---- description -------------------------------------------------------------------------------- */

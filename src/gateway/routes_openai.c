@@ -170,6 +170,7 @@ static json_t *model_json(gw_call *call, gw_target *t) {
 }
 
 void gw_route_models(gw_call *call) {
+    gw_residency_rescan(call->srv);
     json_t *data = json_array();
     for (size_t i = 0; i < call->srv->n_targets; i++) {
         gw_target *t = &call->srv->targets[i];

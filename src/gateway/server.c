@@ -196,6 +196,10 @@ gw_target *gw_call_target(gw_call *call, const char *name) {
         return NULL;
     }
     if (!t) t = gw_target_find(srv, name);
+    if (!t && srv->cfg->models_dir) { /* a file that appeared since */
+        gw_residency_rescan(srv);
+        t = gw_target_find(srv, name);
+    }
     if (!t) {
         gw_reply_error(call, GW_E_UNKNOWN_TARGET, "the model '%.*s' does not exist on this server; GET /v1/models lists them",
                        GW_MAX_MODEL_NAME, name);
@@ -623,7 +627,7 @@ int gw_serve(gw_config *cfg) {
         fprintf(stderr, "sipp: %s\n", err);
         return 1;
     }
-    srv.metrics = gw_metrics_new(cfg->n_targets);
+    srv.metrics = gw_metrics_new(gw_targets_capacity(cfg));
     srv.limits = gw_limits_new(cfg);
     if (!srv.metrics || !srv.limits || !gw_targets_start(&srv, err)) {
         fprintf(stderr, "sipp: %s\n", srv.metrics && srv.limits ? err : "out of memory");

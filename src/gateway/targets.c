@@ -8,6 +8,10 @@
  * loaded (and while one of them has failed), and a request for a target that is loading waits for
  * that load. A target whose model fails to load stays failed (its requests get 503 with the reason)
  * while the other targets serve.
+ *
+ * With a models directory the table has room for GW_MAX_DISCOVERED more: a file that appears there
+ * becomes a target on the next GET /v1/models (residency.c), published by incrementing n_targets
+ * after its entry is complete, so a reader sees every entry below n_targets whole.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +19,12 @@
 
 #include "gateway/gateway.h"
 
+size_t gw_targets_capacity(const gw_config *c) { return c->n_targets + (c->models_dir ? GW_MAX_DISCOVERED : 0); }
+
 bool gw_targets_start(gw_server *srv, char *err) {
     const gw_config *c = srv->cfg;
-    srv->targets = calloc(c->n_targets ? c->n_targets : 1, sizeof *srv->targets);
+    srv->max_targets = gw_targets_capacity(c);
+    srv->targets = calloc(srv->max_targets ? srv->max_targets : 1, sizeof *srv->targets);
     if (!srv->targets) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory") == SIPP_OK;
     srv->n_targets = c->n_targets;
     for (size_t i = 0; i < c->n_targets; i++) {
@@ -40,6 +47,8 @@ void gw_targets_stop(gw_server *srv) {
         sipp_engine_free(t->engine);
         sipp_model_free(t->model);
         gw_upstream_free(t->upstream);
+        if (t->owned_cfg) gw_target_config_free(t->owned_cfg);
+        free(t->owned_cfg);
     }
     free(srv->targets);
     srv->targets = NULL;

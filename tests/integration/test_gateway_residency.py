@@ -318,7 +318,8 @@ class ModelsDir(unittest.TestCase):
         check_build()
         d = os.path.join(tmpdir(), f"models-{time.monotonic_ns()}")
         os.makedirs(d)
-        for name, p in zip(("one", "two"), three_models()):
+        paths = three_models()
+        for name, p in zip(("one", "two"), paths):
             shutil.copy(p, os.path.join(d, f"{name}.gguf"))
         gw = Gateway(["--models-dir", d, "--port", "0", "--keep-alive", "5m"])
         self.addCleanup(gw.stop)
@@ -329,6 +330,14 @@ class ModelsDir(unittest.TestCase):
         self.assertEqual(chat(gw, "two")[0], 200)
         self.assertEqual(state(gw, "two"), "loaded")
         self.assertEqual(state(gw, "one"), "unloaded")
+        # files that appear are served without a restart: listed, or asked for by name
+        shutil.copy(paths[2], os.path.join(d, "three.gguf"))
+        self.assertEqual(sorted(models(gw)), ["one", "three", "two"])
+        shutil.copy(paths[2], os.path.join(d, "four.gguf"))
+        self.assertEqual(chat(gw, "four")[0], 200)
+        self.assertEqual(state(gw, "four"), "loaded")
+        self.assertEqual(chat(gw, "five")[0], 404)
+        self.assertIn("new model 'three'", gw.text())
 
     def test_bad_keep_alive_and_load_are_refused(self):
         check_build()

@@ -419,12 +419,20 @@ static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, 
     return ok;
 }
 
+/* Whether a loaded target has a use: room may come when it ends. */
+static bool busy_holder(const gw_server *srv) {
+    for (size_t i = 0; i < srv->n_targets; i++)
+        if (holds(&srv->targets[i]) && srv->targets[i].uses > 0) return true;
+    return false;
+}
+
 /* ---- uses --------------------------------------------------------------------------------------- */
 
 gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double deadline_ms,
                                        bool (*abandoned)(void *), void *arg, char *msg, size_t n) {
     if (t->cfg->type != GW_TARGET_LOCAL) return GW_ACQUIRE_OK;
     gw_residency *r = srv->residency;
+    double room_deadline = now_ms() + NO_ROOM_GRACE_MS;
     pthread_mutex_lock(&r->mu);
     for (;;) {
         if (atomic_load(&srv->draining) || r->stop) {
@@ -448,6 +456,13 @@ gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double dead
             t->uses++; /* so that it is not chosen to make room for another while it loads */
             bool ok = load_locked(srv, t, &no_room, msg, n);
             if (!ok) t->uses--;
+            if (!ok && no_room && now_ms() < room_deadline && now_ms() < deadline_ms && busy_holder(srv)) {
+                /* a use that is ending (its reply sent, its connection closing) frees room soon */
+                struct timespec until;
+                deadline_in(&until, WAIT_SLICE_MS);
+                pthread_cond_timedwait(&r->changed, &r->mu, &until);
+                continue;
+            }
             pthread_mutex_unlock(&r->mu);
             return ok ? GW_ACQUIRE_OK : no_room ? GW_ACQUIRE_NO_ROOM : GW_ACQUIRE_FAILED;
         }

@@ -145,6 +145,7 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIBSIPP_A)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc -I$(LLAMA_INC)
 FUZZ_toml_SRCS := tests/fuzz/fuzz_toml.c src/util/toml.c
 FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/errors.c src/util/util.c
+FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/util/toml.c src/util/util.c
 $(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -153,6 +154,10 @@ $(BUILD)/fuzz/fuzz_request: $(FUZZ_request_SRCS) $(LIBSIPP)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $(FUZZ_request_SRCS) -o $@ -L$(BUILD)/lib -lsipp -ljansson -Wl,-rpath,'$$ORIGIN/../lib'
+$(BUILD)/fuzz/fuzz_config: $(FUZZ_config_SRCS) $(LIBSIPP)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ $@"
+	@clang $(FUZZ_CFLAGS) $(FUZZ_config_SRCS) -o $@ -L$(BUILD)/lib -lsipp -ljansson -Wl,-rpath,'$$ORIGIN/../lib'
 
 # The library's parsers: the sources under test are instrumented, the rest of libsipp comes from the
 # static archive (its objects that the harness's own sources replace are never pulled in).
@@ -169,7 +174,7 @@ $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 endef
 $(foreach h,$(FUZZ_LIB),$(eval $(call fuzz_lib_rule,$(h))))
 
-FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
+FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
 fuzz-bins: $(FUZZ_BINS)
 
 # The Node.js addon (bindings/node/build.sh: plain C against the pinned Node-API headers).

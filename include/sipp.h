@@ -18,7 +18,11 @@
  *     on it (sipp_model_last_error, sipp_engine_last_error, sipp_request_error).
  *   - Ownership is in the names: *_new / *_load create, *_free destroys; a `const char *` returned by
  *     a function ending in _borrow or documented as borrowed belongs to the handle.
- *   - Strings are UTF-8. Streamed pieces never split a UTF-8 character.
+ *   - Strings are UTF-8. Every piece of text the engine emits (sipp_piece_fn, sipp_request_read,
+ *     sipp_request_text) is valid UTF-8 without NUL bytes and never splits a character: bytes a
+ *     model produces that are not UTF-8 (byte tokens, a character cut off by the end of the
+ *     generation) and NUL are replaced by U+FFFD in the stop filter, including its final flush.
+ *     Clients need no repair of their own.
  *   - Thread safety: functions marked [any thread] may be called concurrently from any thread on the
  *     same handle. Others need the caller to serialise use of that handle.
  */
@@ -599,7 +603,7 @@ typedef enum sipp_finish_reason {
 /* "stop", "length", "cancelled", "error" or "" */
 SIPP_API const char *sipp_finish_reason_name(sipp_finish_reason reason);
 
-/* A streamed piece of text: complete UTF-8 characters only, never part of a stop string.
+/* A streamed piece of text: valid UTF-8 of complete characters only, never part of a stop string.
  * Called on the engine thread; keep it short. Return false to cancel the request. */
 typedef bool (*sipp_piece_fn)(const char *piece, size_t len, void *user);
 
@@ -676,7 +680,7 @@ SIPP_API void sipp_request_cancel(sipp_request *request);
  * SIPP_ERR_TIMEOUT when not yet. [any thread] */
 SIPP_API sipp_status sipp_request_wait(sipp_request *request, int timeout_ms);
 
-/* Copies up to cap bytes of text not yet read (cut at a character boundary) and returns the byte
+/* Copies up to cap bytes of text not yet read (valid UTF-8, cut at a character boundary) and returns the byte
  * count; waits up to timeout_ms (-1 = forever) for some. Returns 0 with *finished set once all text
  * is read and the request has ended. One reader per request. [any thread] */
 SIPP_API size_t sipp_request_read(sipp_request *request, char *buf, size_t cap, int timeout_ms,
@@ -686,7 +690,7 @@ SIPP_API size_t sipp_request_read(sipp_request *request, char *buf, size_t cap, 
 SIPP_API sipp_finish_reason sipp_request_finish_reason(const sipp_request *request);
 SIPP_API sipp_status sipp_request_status(const sipp_request *request);
 SIPP_API const char *sipp_request_error(const sipp_request *request); /* borrowed, "" if none */
-SIPP_API const char *sipp_request_text(const sipp_request *request);  /* borrowed, whole text */
+SIPP_API const char *sipp_request_text(const sipp_request *request);  /* borrowed, whole text, valid UTF-8 */
 SIPP_API void sipp_request_get_stats(const sipp_request *request, sipp_request_stats *stats);
 
 /* Cancels the request if it still runs, waits for its end, and frees it. */

@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "gateway/gateway.h"
+#include "gateway/residency.h"
 
 #define VULKAN_ICD_DIRS "/usr/share/vulkan/icd.d:/etc/vulkan/icd.d:/usr/local/share/vulkan/icd.d"
 

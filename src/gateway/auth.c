@@ -7,7 +7,8 @@
  *
  * A presented token is compared with each secret through SHA-256 and CRYPTO_memcmp: the digests
  * have a fixed length and the comparison a fixed time, so the response time says nothing about
- * how much of a secret a guess got right.
+ * how much of a secret a guess got right. The header's whole value is the token: one with a NUL
+ * byte in it ("Bearer SECRET\0junk") is refused, not cut at the NUL.
  */
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -15,7 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "gateway/gateway.h"
+#include "gateway/auth.h"
 
 #define BEARER "Bearer "
 #define DIGEST_SIZE 32
@@ -25,18 +26,13 @@ static void digest(const char *s, unsigned char out[DIGEST_SIZE]) {
     if (!EVP_Digest(s, strlen(s), out, &n, EVP_sha256(), NULL)) memset(out, 0, DIGEST_SIZE);
 }
 
-bool gw_auth_check(gw_call *call) {
+gw_auth_result gw_auth_identify(gw_call *call) {
     const gw_config *c = call->srv->cfg;
-    if (c->n_tokens == 0) return true;
-    const char *h = gw_call_header(call, "Authorization");
-    if (!h || !*h) {
-        gw_reply_error(call, GW_E_MISSING_KEY, "this server needs a token: send the header 'Authorization: Bearer TOKEN'");
-        return false;
-    }
-    if (strncasecmp(h, BEARER, strlen(BEARER)) != 0) {
-        gw_reply_error(call, GW_E_INVALID_KEY, "the Authorization header must be 'Bearer TOKEN'");
-        return false;
-    }
+    if (c->n_tokens == 0) return GW_AUTH_OK;
+    size_t len = 0;
+    const char *h = gw_call_header_n(call, "Authorization", &len);
+    if (!h || !*h) return GW_AUTH_MISSING;
+    if (strlen(h) != len || strncasecmp(h, BEARER, strlen(BEARER)) != 0) return GW_AUTH_INVALID;
     const char *given = h + strlen(BEARER);
     while (*given == ' ') given++;
     unsigned char want[DIGEST_SIZE], got[DIGEST_SIZE];
@@ -47,13 +43,21 @@ bool gw_auth_check(gw_call *call) {
         digest(c->tokens[i].secret, want);
         if (CRYPTO_memcmp(want, got, DIGEST_SIZE) == 0 && !match) match = &c->tokens[i];
     }
-    if (!match) {
-        gw_reply_error(call, GW_E_INVALID_KEY, "the bearer token is not valid for this server");
-        return false;
-    }
+    if (!match) return GW_AUTH_INVALID;
     call->token = match;
     snprintf(call->client, sizeof call->client, "%s", match->caller);
-    return true;
+    return GW_AUTH_OK;
+}
+
+void gw_auth_refuse(gw_call *call, gw_auth_result why) {
+    size_t len = 0;
+    const char *h = gw_call_header_n(call, "Authorization", &len);
+    if (why == GW_AUTH_MISSING)
+        gw_reply_error(call, GW_E_MISSING_KEY, "this server needs a token: send the header 'Authorization: Bearer TOKEN'");
+    else if (!h || strlen(h) != len || strncasecmp(h, BEARER, strlen(BEARER)) != 0)
+        gw_reply_error(call, GW_E_INVALID_KEY, "the Authorization header must be 'Bearer TOKEN'");
+    else
+        gw_reply_error(call, GW_E_INVALID_KEY, "the bearer token is not valid for this server");
 }
 
 bool gw_auth_allows(const gw_call *call, const gw_target_config *target) {

@@ -2,8 +2,10 @@
  * config.c: the gateway's TOML configuration.
  *
  *   [server]                 listen, max_request_bytes, max_concurrent_requests, max_queue,
- *                            request_timeout_seconds, shutdown_timeout_seconds, allowed_origins,
- *                            allow_unauthenticated, memory_budget_mb, max_loaded_models
+ *                            request_timeout_seconds, shutdown_timeout_seconds, read_timeout_seconds,
+ *                            max_connections, max_connections_per_client, max_buffered_bytes,
+ *                            allowed_origins, allowed_hosts, allow_unauthenticated, memory_budget_mb,
+ *                            max_loaded_models
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [[tokens]]               env, caller, targets, admin
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
@@ -27,7 +29,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gateway/gateway.h"
+#include "gateway/config.h"
+#include "gateway/errors.h"
 #include "util/toml.h"
 
 #define GW_MAX_TIMEOUT_S (7 * 24 * 3600)
@@ -38,6 +41,7 @@
 #define GW_MAX_PARALLEL 256
 #define GW_MAX_REQUEST_BYTES_LIMIT ((int64_t)1 << 32)
 #define GW_MAX_RATE 1000000
+#define GW_MAX_CONNECTIONS 1000000
 #define GW_CONFIG_MAX_FILE_BYTES ((size_t)16 << 20)
 #define GW_MODEL_SUFFIX ".gguf"
 #define GW_MAX_BUDGET_MB ((int64_t)1 << 40)
@@ -57,8 +61,12 @@ static void cfg_err(cfg_ctx *x, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (line > 0) sipp_buf_appendf(x->errs, "%s:%d: %s\n", x->file, line, msg);
-    else sipp_buf_appendf(x->errs, "%s: %s\n", x->file, msg);
+    /* A message may quote a value from the file: escaped, a newline in it cannot start a line. */
+    sipp_buf clean = {0};
+    gw_echo_escape(msg, &clean);
+    if (line > 0) sipp_buf_appendf(x->errs, "%s:%d: %s\n", x->file, line, clean.data ? clean.data : "");
+    else sipp_buf_appendf(x->errs, "%s: %s\n", x->file, clean.data ? clean.data : "");
+    sipp_buf_free(&clean);
     x->ok = false;
 }
 
@@ -72,6 +80,10 @@ void gw_config_init(gw_config *c) {
     c->request_timeout_seconds = GW_DEFAULT_REQUEST_TIMEOUT_S;
     c->discovered_keep_alive_s = GW_KEEP_ALIVE_FOREVER;
     c->shutdown_timeout_seconds = GW_DEFAULT_SHUTDOWN_TIMEOUT_S;
+    c->read_timeout_seconds = GW_DEFAULT_READ_TIMEOUT_S;
+    c->max_connections = GW_DEFAULT_MAX_CONNECTIONS;
+    c->max_connections_per_client = GW_DEFAULT_MAX_CONNECTIONS_PER_CLIENT;
+    c->max_buffered_bytes = GW_DEFAULT_MAX_BUFFERED_BYTES;
 }
 
 static void free_strv(char **v, size_t n) {
@@ -84,6 +96,7 @@ void gw_config_free(gw_config *c) {
     free(c->path);
     free(c->host);
     free_strv(c->allowed_origins, c->n_allowed_origins);
+    free_strv(c->allowed_hosts, c->n_allowed_hosts);
     for (size_t i = 0; i < c->n_tokens; i++) {
         gw_token_config *t = &c->tokens[i];
         free(t->env);
@@ -230,9 +243,22 @@ static bool parse_listen(const char *s, char **host, int *port) {
 }
 
 static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
-    static const char *const known[] = {"listen", "max_request_bytes", "max_concurrent_requests", "max_queue",
-                                        "request_timeout_seconds", "shutdown_timeout_seconds", "allowed_origins",
-                                        "allow_unauthenticated", "memory_budget_mb", "max_loaded_models", NULL};
+    static const char *const known[] = {"listen",
+                                        "max_request_bytes",
+                                        "max_concurrent_requests",
+                                        "max_queue",
+                                        "request_timeout_seconds",
+                                        "shutdown_timeout_seconds",
+                                        "read_timeout_seconds",
+                                        "max_connections",
+                                        "max_connections_per_client",
+                                        "max_buffered_bytes",
+                                        "allowed_origins",
+                                        "allowed_hosts",
+                                        "allow_unauthenticated",
+                                        "memory_budget_mb",
+                                        "max_loaded_models",
+                                        NULL};
     const char *where = "[server]";
     check_keys(x, srv, where, known);
     char *listen = NULL;
@@ -248,7 +274,21 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     get_int32(x, srv, where, "max_queue", 0, GW_MAX_COUNT, &c->max_queue);
     get_int32(x, srv, where, "request_timeout_seconds", 1, GW_MAX_TIMEOUT_S, &c->request_timeout_seconds);
     get_int32(x, srv, where, "shutdown_timeout_seconds", 0, GW_MAX_TIMEOUT_S, &c->shutdown_timeout_seconds);
+    get_int32(x, srv, where, "read_timeout_seconds", 1, GW_MAX_TIMEOUT_S, &c->read_timeout_seconds);
+    get_int32(x, srv, where, "max_connections", 1, GW_MAX_CONNECTIONS, &c->max_connections);
+    get_int32(x, srv, where, "max_connections_per_client", 1, GW_MAX_CONNECTIONS, &c->max_connections_per_client);
+    int64_t mbb = (int64_t)c->max_buffered_bytes;
+    get_int(x, srv, where, "max_buffered_bytes", 1, GW_MAX_REQUEST_BYTES_LIMIT, &mbb);
+    const toml_node *bn = toml_table_get(srv, "max_buffered_bytes");
+    c->max_buffered_bytes = (size_t)mbb;
+    if (!bn && c->max_buffered_bytes < c->max_request_bytes) c->max_buffered_bytes = c->max_request_bytes;
+    if (c->max_buffered_bytes < c->max_request_bytes)
+        cfg_err(x, toml_node_line(bn ? bn : srv),
+                "[server] max_buffered_bytes (%zu) is below max_request_bytes (%zu): no body of the largest size could "
+                "ever be read; raise it",
+                c->max_buffered_bytes, c->max_request_bytes);
     get_strv(x, srv, where, "allowed_origins", &c->allowed_origins, &c->n_allowed_origins);
+    get_strv(x, srv, where, "allowed_hosts", &c->allowed_hosts, &c->n_allowed_hosts);
     get_bool(x, srv, where, "allow_unauthenticated", &c->allow_unauthenticated);
     get_int(x, srv, where, "memory_budget_mb", 1, GW_MAX_BUDGET_MB, &c->memory_budget_mb);
     get_int32(x, srv, where, "max_loaded_models", 1, GW_MAX_COUNT, &c->max_loaded_models);
@@ -659,6 +699,12 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
             cfg_err(&x, c->path ? tk->line : 0,
                     "[[tokens]] '%s': environment variable '%s' is not set (or empty); export it with the bearer secret",
                     tk->caller, tk->env ? tk->env : "?");
+            continue;
+        }
+        if (strlen(v) < GW_MIN_TOKEN_SECRET) {
+            cfg_err(&x, c->path ? tk->line : 0,
+                    "[[tokens]] '%s': the secret in '%s' is %zu bytes; use at least %d (e.g. `openssl rand -hex 32`)",
+                    tk->caller, tk->env ? tk->env : "?", strlen(v), GW_MIN_TOKEN_SECRET);
             continue;
         }
         free(tk->secret);

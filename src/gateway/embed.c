@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/embed.h"
+#include "gateway/metrics.h"
 
 #define BASE64_GROUP_IN 3
 #define BASE64_GROUP_OUT 4

@@ -20,7 +20,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "gateway/gateway.h"
+#include "gateway/generate.h"
+#include "gateway/metrics.h"
 
 #define GW_READ_CHUNK 4096
 #define GW_WAIT_SLICE_MS 100
@@ -39,17 +40,12 @@ typedef struct gen_stream {
     char id[GW_ID_SIZE];
     phase phase;
     bool recorded;
-    sipp_buf clean; /* a piece, or the whole text, made valid UTF-8 */
+    bool stopping; /* the server is stopping: the request was cancelled to end the stream */
     char buf[GW_READ_CHUNK];
 } gen_stream;
 
-/* Sets the view's whole text once the request has finished. */
-static void set_text(gen_stream *gs) {
-    const char *t = sipp_request_text(gs->req);
-    gs->clean.len = 0;
-    gw_utf8_clean(t, strlen(t), &gs->clean);
-    gs->view.text = gs->clean.data ? gs->clean.data : "";
-}
+/* Sets the view's whole text once the request has finished (valid UTF-8, as sipp.h promises). */
+static void set_text(gen_stream *gs) { gs->view.text = sipp_request_text(gs->req); }
 
 static void record(gw_call *call, gw_target *t, sipp_request *r) {
     sipp_request_stats s;
@@ -81,11 +77,7 @@ static bool gs_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
     }
     bool finished = false;
     size_t n = sipp_request_read(gs->req, gs->buf, sizeof gs->buf, wait_ms, &finished);
-    if (n) {
-        gs->clean.len = 0;
-        gw_utf8_clean(gs->buf, n, &gs->clean);
-        if (gs->clean.len) gs->fmt->piece(&gs->view, gs->clean.data, gs->clean.len, out);
-    }
+    if (n) gs->fmt->piece(&gs->view, gs->buf, n, out);
     if (!finished) return true;
     set_text(gs);
     sipp_finish_reason fr = sipp_request_finish_reason(gs->req);
@@ -94,12 +86,20 @@ static bool gs_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
     } else {
         gw_error_kind kind = failure_kind(gs->call, gs->req);
         gs->call->error_code = gw_error_code(kind);
-        gs->fmt->fail(&gs->view, kind, sipp_request_error(gs->req), out);
+        gs->fmt->fail(&gs->view, kind,
+                      gs->stopping ? "the server is shutting down: shutdown_timeout_seconds passed" : sipp_request_error(gs->req),
+                      out);
     }
     record(gs->call, gs->target, gs->req);
     gs->recorded = true;
     gs->phase = PHASE_DONE;
     return false;
+}
+
+static void gs_stop(gw_stream *s) {
+    gen_stream *gs = (gen_stream *)s;
+    gs->stopping = true;
+    if (gs->req) sipp_request_cancel(gs->req);
 }
 
 static void gs_close(gw_stream *s) {
@@ -111,7 +111,6 @@ static void gs_close(gw_stream *s) {
         sipp_request_free(gs->req);
     }
     gw_gen_free(&gs->gen);
-    sipp_buf_free(&gs->clean);
     free(gs);
 }
 
@@ -142,6 +141,7 @@ void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
     gs->target = t;
     gs->fmt = fmt;
     gs->base.pull = gs_pull;
+    gs->base.stop = gs_stop;
     gs->base.close = gs_close;
     snprintf(gs->id, sizeof gs->id, "%s%s", fmt->id_prefix, call->request_id);
     gs->view = (gw_gen_view){.call = call, .target = t, .gen = &gs->gen, .id = gs->id, .created = (long long)time(NULL)};

@@ -14,9 +14,10 @@
  *   sipp_request_duration_seconds{target}     histogram: whole HTTP request
  *   sipp_target_ready{target}                 1 when loaded
  *   sipp_upstream_healthy{target,url}         1 when a replica is not ejected
- *   sipp_model_loads_total, sipp_model_load_failures_total, sipp_model_unloads_total,
- *   sipp_model_evictions_total, sipp_model_load_seconds (summary),
- *   sipp_memory_held_bytes{place}, sipp_memory_budget_bytes{place}   residency.c
+ *   sipp_open_connections, sipp_buffered_request_bytes   connections and incoming bodies held
+ *
+ * This file keeps the counters and histograms; the gauges that read other modules' state (targets,
+ * engines, upstreams) are rendered by the /metrics route (routes_ops.c) with the helpers here.
  *
  * Everything is counted under one mutex: the updates are a few additions per request, far below
  * anything an engine step costs. Status codes index a fixed array, so a new code needs no setup.
@@ -24,7 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include <pthread.h>
+
+#include "gateway/metrics.h"
 
 #define GW_CODE_MIN 100
 #define GW_CODE_MAX 599
@@ -125,7 +128,7 @@ void gw_metrics_queued(gw_metrics *m, int target, int delta) {
 
 /* ---- rendering ---------------------------------------------------------------------------------- */
 
-static void header(sipp_buf *o, const char *name, const char *type, const char *help) {
+void gw_metrics_header(sipp_buf *o, const char *name, const char *type, const char *help) {
     sipp_buf_appendf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
@@ -138,7 +141,7 @@ static void label(sipp_buf *o, const char *v) {
     }
 }
 
-static void line_u(sipp_buf *o, const char *name, const char *target, uint64_t v) {
+void gw_metrics_line(sipp_buf *o, const char *name, const char *target, uint64_t v) {
     sipp_buf_appendf(o, "%s{target=\"", name);
     label(o, target);
     sipp_buf_appendf(o, "\"} %llu\n", (unsigned long long)v);
@@ -161,67 +164,43 @@ static void render_histogram(sipp_buf *o, const char *name, const char *target, 
     sipp_buf_appendf(o, "\"} %llu\n", (unsigned long long)h->n);
 }
 
-static const char *name_of(gw_server *srv, size_t i) { return i < srv->n_targets ? srv->targets[i].cfg->name : ""; }
+/* names[i] for the n targets listed so far; "" for the row of requests without a target (i == n). */
+static const char *name_of(size_t n, const char *const *names, size_t i) { return i < n ? names[i] : ""; }
 
 /* Row i of the n targets listed so far, the row of requests without a target for i == n (the table
  * has room for targets a models directory may still gain). */
 static target_metrics *row(gw_metrics *m, size_t n, size_t i) { return i < n ? &m->t[i] : &m->t[m->n_targets]; }
 
-void gw_metrics_render(gw_server *srv, sipp_buf *o) {
-    gw_metrics *m = srv->metrics;
-    size_t n = srv->n_targets < m->n_targets ? srv->n_targets : m->n_targets;
+void gw_metrics_render(gw_metrics *m, const char *const *names, size_t n_names, sipp_buf *o) {
+    size_t n = n_names < m->n_targets ? n_names : m->n_targets;
     pthread_mutex_lock(&m->mu);
-    header(o, "sipp_requests_total", "counter", "HTTP requests by target and status code.");
+    gw_metrics_header(o, "sipp_requests_total", "counter", "HTTP requests by target and status code.");
     for (size_t i = 0; i <= n; i++)
         for (int c = 0; c < GW_N_CODES; c++) {
             if (!row(m, n, i)->codes[c]) continue;
             sipp_buf_appendf(o, "sipp_requests_total{target=\"");
-            label(o, name_of(srv, i));
+            label(o, name_of(n, names, i));
             sipp_buf_appendf(o, "\",code=\"%d\"} %llu\n", c + GW_CODE_MIN, (unsigned long long)row(m, n, i)->codes[c]);
         }
-    header(o, "sipp_errors_total", "counter", "Error replies by error code.");
+    gw_metrics_header(o, "sipp_errors_total", "counter", "Error replies by error code.");
     for (int k = 0; k < GW_E_COUNT; k++)
         sipp_buf_appendf(o, "sipp_errors_total{code=\"%s\"} %llu\n", gw_error_code((gw_error_kind)k),
                          (unsigned long long)m->errors[k]);
-    header(o, "sipp_active_requests", "gauge", "Generations holding an admission permit.");
-    for (size_t i = 0; i < n; i++) line_u(o, "sipp_active_requests", name_of(srv, i), (uint64_t)m->t[i].active);
-    header(o, "sipp_queued_requests", "gauge", "Generations waiting for an admission permit.");
-    for (size_t i = 0; i < n; i++) line_u(o, "sipp_queued_requests", name_of(srv, i), (uint64_t)m->t[i].queued);
-    header(o, "sipp_prompt_tokens_total", "counter", "Prompt tokens of finished generations.");
-    for (size_t i = 0; i < n; i++) line_u(o, "sipp_prompt_tokens_total", name_of(srv, i), m->t[i].prompt);
-    header(o, "sipp_cached_tokens_total", "counter", "Prompt tokens reused from a slot's KV cache.");
-    for (size_t i = 0; i < n; i++) line_u(o, "sipp_cached_tokens_total", name_of(srv, i), m->t[i].cached);
-    header(o, "sipp_generated_tokens_total", "counter", "Generated tokens.");
-    for (size_t i = 0; i < n; i++) line_u(o, "sipp_generated_tokens_total", name_of(srv, i), m->t[i].generated);
-    header(o, "sipp_ttft_seconds", "histogram", "Time to first token.");
-    for (size_t i = 0; i < n; i++) render_histogram(o, "sipp_ttft_seconds", name_of(srv, i), &m->t[i].ttft, ttft_bounds, N_TTFT);
-    header(o, "sipp_request_duration_seconds", "histogram", "HTTP request duration.");
+    gw_metrics_header(o, "sipp_active_requests", "gauge", "Generations holding an admission permit.");
+    for (size_t i = 0; i < n; i++) gw_metrics_line(o, "sipp_active_requests", name_of(n, names, i), (uint64_t)m->t[i].active);
+    gw_metrics_header(o, "sipp_queued_requests", "gauge", "Generations waiting for an admission permit.");
+    for (size_t i = 0; i < n; i++) gw_metrics_line(o, "sipp_queued_requests", name_of(n, names, i), (uint64_t)m->t[i].queued);
+    gw_metrics_header(o, "sipp_prompt_tokens_total", "counter", "Prompt tokens of finished generations.");
+    for (size_t i = 0; i < n; i++) gw_metrics_line(o, "sipp_prompt_tokens_total", name_of(n, names, i), m->t[i].prompt);
+    gw_metrics_header(o, "sipp_cached_tokens_total", "counter", "Prompt tokens reused from a slot's KV cache.");
+    for (size_t i = 0; i < n; i++) gw_metrics_line(o, "sipp_cached_tokens_total", name_of(n, names, i), m->t[i].cached);
+    gw_metrics_header(o, "sipp_generated_tokens_total", "counter", "Generated tokens.");
+    for (size_t i = 0; i < n; i++) gw_metrics_line(o, "sipp_generated_tokens_total", name_of(n, names, i), m->t[i].generated);
+    gw_metrics_header(o, "sipp_ttft_seconds", "histogram", "Time to first token.");
+    for (size_t i = 0; i < n; i++) render_histogram(o, "sipp_ttft_seconds", name_of(n, names, i), &m->t[i].ttft, ttft_bounds, N_TTFT);
+    gw_metrics_header(o, "sipp_request_duration_seconds", "histogram", "HTTP request duration.");
     for (size_t i = 0; i <= n; i++)
-        render_histogram(o, "sipp_request_duration_seconds", name_of(srv, i), &row(m, n, i)->duration, duration_bounds,
+        render_histogram(o, "sipp_request_duration_seconds", name_of(n, names, i), &row(m, n, i)->duration, duration_bounds,
                          N_DURATION);
     pthread_mutex_unlock(&m->mu);
-
-    header(o, "sipp_target_ready", "gauge", "1 when the target is loaded and serving.");
-    for (size_t i = 0; i < n; i++) line_u(o, "sipp_target_ready", name_of(srv, i), atomic_load(&srv->targets[i].state) == GW_STATE_READY);
-    static const struct {
-        const char *name, *help;
-    } engine_gauges[] = {{"sipp_engine_running_requests", "Requests in an engine slot."},
-                         {"sipp_engine_queued_requests", "Requests in an engine's queue."},
-                         {"sipp_engine_slots", "Slots (parallel sequences) of an engine."}};
-    for (size_t g = 0; g < sizeof engine_gauges / sizeof engine_gauges[0]; g++) {
-        header(o, engine_gauges[g].name, "gauge", engine_gauges[g].help);
-        for (size_t i = 0; i < n; i++) {
-            gw_target *t = &srv->targets[i];
-            if (!gw_residency_peek(srv, t)) continue;
-            sipp_engine_stats es;
-            sipp_engine_get_stats(t->engine, &es);
-            gw_residency_unpeek(srv, t);
-            int v = g == 0 ? es.running : g == 1 ? es.queued : es.slots;
-            line_u(o, engine_gauges[g].name, t->cfg->name, (uint64_t)v);
-        }
-    }
-    gw_residency_metrics(srv, o);
-    header(o, "sipp_upstream_healthy", "gauge", "1 when a remote target's replica is in rotation.");
-    for (size_t i = 0; i < n; i++)
-        if (srv->targets[i].upstream) gw_upstream_metrics(srv->targets[i].upstream, srv->targets[i].cfg->name, o);
 }

@@ -1,8 +1,9 @@
 /*
  * request_parse.c: request bodies into gw_gen, the one form every generation route runs on.
  *
- * The body is untrusted input (it is fuzzed by tests/fuzz/fuzz_request.c). It is parsed by jansson
- * with duplicate keys and NUL characters refused, so every string handed on is a plain C string.
+ * The body is untrusted input (it is fuzzed by tests/fuzz/fuzz_request.c). It is parsed once, by
+ * gw_parse_body, with duplicate keys and NUL characters refused, so every string handed on is a
+ * plain C string; the route reads its target from that tree and decodes the same tree.
  * Known fields are checked strictly: a wrong type or an out-of-range value is a 400 whose message
  * names the field, e.g. "'messages[1].content' must be a string or an array of text parts". Unknown
  * fields are ignored, as OpenAI's clients send fields a server may not know (user, metadata, ...);
@@ -19,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/request_parse.h"
 
 #define GW_MAX_TOKENS_LIMIT (1 << 24)
 #define GW_TEMPERATURE_MAX 2.0
@@ -278,7 +279,24 @@ void gw_gen_free(gw_gen *g) {
     memset(g, 0, sizeof *g);
 }
 
-bool gw_decode(gw_api api, const char *body, size_t len, gw_gen *g, gw_error_kind *kind, char *err, size_t errlen) {
+json_t *gw_parse_body(const char *body, size_t len, char *err, size_t errlen) {
+    json_error_t je;
+    json_t *root = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) snprintf(err, errlen, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    return root;
+}
+
+const char *gw_body_model(json_t *root) {
+    json_t *model = json_object_get(root, "model");
+    return json_is_string(model) ? json_string_value(model) : NULL;
+}
+
+bool gw_body_stream(json_t *root, bool stream_default) {
+    json_t *stream = json_object_get(root, "stream");
+    return json_is_boolean(stream) ? json_is_true(stream) : stream_default;
+}
+
+bool gw_decode(gw_api api, json_t *body, gw_gen *g, gw_error_kind *kind, char *err, size_t errlen) {
     memset(g, 0, sizeof *g);
     g->api = api;
     g->max_tokens = -1;
@@ -288,14 +306,7 @@ bool gw_decode(gw_api api, const char *body, size_t len, gw_gen *g, gw_error_kin
     g->sampling.top_k = 0;
     g->sampling.min_p = 0.0f;
     dec d = {.g = g, .err = err, .errlen = errlen};
-    json_error_t je;
-    g->root = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &je);
-    if (!g->root) {
-        *kind = GW_E_INVALID_JSON;
-        snprintf(err, errlen, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
-        gw_gen_free(g);
-        return false;
-    }
+    g->root = json_incref(body);
     *kind = GW_E_INVALID_FIELD;
     if (!json_is_object(g->root)) {
         fail(&d, "the body must be a JSON object");
@@ -338,18 +349,5 @@ bool gw_decode(gw_api api, const char *body, size_t len, gw_gen *g, gw_error_kin
         gw_gen_free(g);
         return false;
     }
-    return true;
-}
-
-bool gw_decode_head(const char *body, size_t len, bool stream_default, gw_gen *g) {
-    memset(g, 0, sizeof *g);
-    g->root = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(g->root)) {
-        gw_gen_free(g);
-        return false;
-    }
-    json_t *model = json_object_get(g->root, "model"), *stream = json_object_get(g->root, "stream");
-    g->model = json_is_string(model) ? json_string_value(model) : NULL;
-    g->stream = json_is_boolean(stream) ? json_is_true(stream) : stream_default;
     return true;
 }

@@ -40,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/gateway.h"
+#include "gateway/residency.h"
 
 #define MIB ((uint64_t)1 << 20)
 #define HOST_MARGIN_MB 1024         /* left to the system by the default host budget */
@@ -48,6 +48,10 @@
 #define DEFAULT_GPU_MARGIN_MB 512   /* as the GPU lease's $SIPP_GPU_MARGIN_MB */
 #define WAIT_SLICE_MS 100           /* a waiting call checks for its client leaving this often */
 #define KEEPER_MAX_SLEEP_MS 1000    /* the keeper re-checks at least this often */
+/* A load that does not fit beside models in use waits this long for one of those uses to end
+ * before it is refused: a client's next request can arrive before the server has finished with
+ * its last one (the reply is sent before the connection's completion is seen). */
+#define NO_ROOM_GRACE_MS 2000
 #define ENGINE_QUEUE_MIN 1
 
 typedef struct place_budget {
@@ -691,6 +695,12 @@ static void estimate(gw_target *t) {
         memset(&t->estimate, 0, sizeof t->estimate);
 }
 
+static bool served(const gw_server *srv, const char *name) {
+    for (size_t i = 0; i < srv->n_targets; i++)
+        if (strcmp(srv->targets[i].cfg->name, name) == 0) return true;
+    return false;
+}
+
 void gw_residency_rescan(gw_server *srv) {
     const char *dir = srv->cfg->models_dir;
     if (!dir) return;
@@ -702,7 +712,7 @@ void gw_residency_rescan(gw_server *srv) {
     gw_residency *r = srv->residency;
     pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < n; i++) {
-        if (gw_target_find(srv, found[i].name)) continue;
+        if (served(srv, found[i].name)) continue;
         size_t k = srv->n_targets;
         if (k >= srv->max_targets) {
             fprintf(stderr,

@@ -17,7 +17,7 @@
  */
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/routes.h"
 
 static json_t *native_usage(const gw_gen_view *v) {
     sipp_request_stats s;

@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/routes.h"
 
 #define GW_OWNER "sipp"
 
@@ -113,31 +113,36 @@ static const gw_format text_format = {
 /* ---- shared flow -------------------------------------------------------------------------------- */
 
 void gw_run_generation(gw_call *call, gw_api api, const char *upstream_suffix, const gw_format *fmt) {
-    gw_gen g;
-    gw_error_kind kind;
     char err[SIPP_ERROR_SIZE];
-    if (!gw_decode(api, call->body, call->body_len, &g, &kind, err, sizeof err)) {
-        /* A remote target may accept what sipp does not (tools, logprobs, ...): peek at the model. */
-        gw_gen head;
-        if (kind == GW_E_INVALID_FIELD && gw_decode_head(call->body, call->body_len, api == GW_API_NATIVE_QUERY || api == GW_API_NATIVE_CHAT, &head)) {
-            gw_target *t = head.model ? gw_target_find(call->srv, head.model) : NULL;
-            if (t && t->cfg->type == GW_TARGET_REMOTE) {
-                if (gw_call_target(call, head.model)) gw_upstream_forward(call, t, upstream_suffix, head.stream);
-                gw_gen_free(&head);
-                return;
-            }
-            gw_gen_free(&head);
-        }
-        gw_reply_error(call, kind, "%s", err);
+    json_t *root = gw_parse_body(call->body, call->body_len, err, sizeof err);
+    if (!root) {
+        gw_reply_error(call, GW_E_INVALID_JSON, "%s", err);
         return;
     }
+    gw_gen g;
+    gw_error_kind kind;
+    if (!gw_decode(api, root, &g, &kind, err, sizeof err)) {
+        /* A remote target may accept what sipp does not (tools, logprobs, ...): route on the model
+         * the same tree names. */
+        const char *model = gw_body_model(root);
+        gw_target *t = model ? gw_target_find(call->srv, model) : NULL;
+        if (t && t->cfg->type == GW_TARGET_REMOTE && json_is_object(root)) {
+            bool stream = gw_body_stream(root, api == GW_API_NATIVE_QUERY || api == GW_API_NATIVE_CHAT);
+            if (gw_call_target(call, model)) gw_upstream_forward(call, t, upstream_suffix, root, stream);
+        } else {
+            gw_reply_error(call, kind, "%s", err);
+        }
+        json_decref(root);
+        return;
+    }
+    json_decref(root); /* g holds its own reference */
     gw_target *t = gw_call_target(call, g.model);
     if (!t) {
         gw_gen_free(&g);
         return;
     }
     if (t->cfg->type == GW_TARGET_REMOTE) {
-        gw_upstream_forward(call, t, upstream_suffix, g.stream);
+        gw_upstream_forward(call, t, upstream_suffix, g.root, g.stream);
         gw_gen_free(&g);
         return;
     }
@@ -180,10 +185,6 @@ void gw_route_models(gw_call *call) {
 }
 
 void gw_route_model(gw_call *call, const char *id) {
-    gw_target *t = gw_target_find(call->srv, id);
-    if (!t || !gw_auth_allows(call, t->cfg)) {
-        gw_reply_error(call, GW_E_UNKNOWN_TARGET, "the model '%s' does not exist on this server; GET /v1/models lists them", id);
-        return;
-    }
-    gw_reply_json(call, 200, model_json(call, t));
+    gw_target *t = gw_call_lookup(call, id);
+    if (t) gw_reply_json(call, 200, model_json(call, t));
 }

@@ -4,7 +4,8 @@
  *   GET /health        200 while the process lives (no auth): for a liveness probe
  *   GET /ready         200 once every target is loaded, 503 before (or when one failed), with
  *                      each target's state: for a readiness probe and for tests
- *   GET /metrics       Prometheus text (no auth, like most exporters: keep the port private)
+ *   GET /metrics       Prometheus text (no auth, like most exporters: keep the port private), with
+ *                      the residency counters and memory per place (residency.c)
  *   GET /v1/backends   what `sipp doctor` reports of this process: the artifact, every backend
  *                      (compiled, available), the devices, and per target the backend decision of
  *                      its load (backend, reason, devices, gpu_layers) or its upstream replicas
@@ -13,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/routes.h"
 
 #define GW_MAX_LISTED 32 /* backends and devices listed by /v1/backends */
 
@@ -38,9 +39,52 @@ void gw_route_ready(gw_call *call) {
     gw_reply_json(call, ready ? 200 : 503, json_pack("{s:s, s:o}", "status", ready ? "ready" : "not_ready", "targets", targets));
 }
 
+/* The gauges that read the targets' state, after metrics.c's counters. */
+static void render_gauges(gw_server *srv, sipp_buf *o) {
+    size_t n = srv->n_targets;
+    gw_metrics_header(o, "sipp_target_ready", "gauge", "1 when the target is loaded and serving.");
+    for (size_t i = 0; i < n; i++)
+        gw_metrics_line(o, "sipp_target_ready", srv->targets[i].cfg->name, atomic_load(&srv->targets[i].state) == GW_STATE_READY);
+    static const struct {
+        const char *name, *help;
+    } engine_gauges[] = {{"sipp_engine_running_requests", "Requests in an engine slot."},
+                         {"sipp_engine_queued_requests", "Requests in an engine's queue."},
+                         {"sipp_engine_slots", "Slots (parallel sequences) of an engine."}};
+    for (size_t g = 0; g < sizeof engine_gauges / sizeof engine_gauges[0]; g++) {
+        gw_metrics_header(o, engine_gauges[g].name, "gauge", engine_gauges[g].help);
+        for (size_t i = 0; i < n; i++) {
+            gw_target *t = &srv->targets[i];
+            if (!gw_residency_peek(srv, t)) continue;
+            sipp_engine_stats es;
+            sipp_engine_get_stats(t->engine, &es);
+            gw_residency_unpeek(srv, t);
+            int v = g == 0 ? es.running : g == 1 ? es.queued : es.slots;
+            gw_metrics_line(o, engine_gauges[g].name, t->cfg->name, (uint64_t)v);
+        }
+    }
+    gw_residency_metrics(srv, o);
+    gw_metrics_header(o, "sipp_open_connections", "gauge", "Open HTTP connections.");
+    sipp_buf_appendf(o, "sipp_open_connections %d\n", atomic_load(&srv->connections));
+    gw_metrics_header(o, "sipp_buffered_request_bytes", "gauge", "Bytes of request bodies held while they arrive.");
+    sipp_buf_appendf(o, "sipp_buffered_request_bytes %zu\n", atomic_load(&srv->buffered));
+    gw_metrics_header(o, "sipp_upstream_healthy", "gauge", "1 when a remote target's replica is in rotation.");
+    for (size_t i = 0; i < n; i++)
+        if (srv->targets[i].upstream) gw_upstream_metrics(srv->targets[i].upstream, srv->targets[i].cfg->name, o);
+}
+
 void gw_route_metrics(gw_call *call) {
+    gw_server *srv = call->srv;
     sipp_buf out = {0};
-    gw_metrics_render(call->srv, &out);
+    size_t n = srv->n_targets; /* once: a models directory may add targets meanwhile */
+    const char **names = calloc(n + 1, sizeof *names);
+    if (!names) {
+        gw_reply_error(call, GW_E_INTERNAL, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) names[i] = srv->targets[i].cfg->name;
+    gw_metrics_render(srv->metrics, names, n, &out);
+    free(names);
+    render_gauges(srv, &out);
     gw_reply_text(call, 200, "text/plain; version=0.0.4; charset=utf-8", out.data, out.len);
 }
 

@@ -12,7 +12,7 @@
  */
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/routes.h"
 
 #define GW_MAX_NAME 256
 
@@ -35,7 +35,7 @@ void gw_route_model_residency(gw_call *call, const char *name, size_t name_len, 
     call->target = t->index;
     if (!gw_auth_admin(call)) {
         gw_reply_error(
-            call, GW_E_FORBIDDEN_TARGET,
+            call, GW_E_ADMIN_ONLY,
             "the token of '%s' may not %s models: that needs a token with admin = true in [[tokens]]",
             call->token ? call->token->caller : "?", action);
         return;

@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/residency.h"
+#include "gateway/targets.h"
+#include "gateway/upstream.h"
 
 size_t gw_targets_capacity(const gw_config *c) { return c->n_targets + (c->models_dir ? GW_MAX_DISCOVERED : 0); }
 

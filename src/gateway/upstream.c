@@ -28,7 +28,9 @@
 #include <strings.h>
 #include <time.h>
 
-#include "gateway/gateway.h"
+#include "gateway/metrics.h"
+#include "gateway/sse.h"
+#include "gateway/upstream.h"
 
 #define GW_PROBE_INTERVAL_MS 1000
 #define GW_PROBE_TIMEOUT_MS 2000
@@ -136,6 +138,7 @@ typedef struct xfer {
     bool headers_done;
     bool done;
     bool too_big;
+    bool stopping; /* the server is stopping: end the stream now */
     CURLcode result;
     char content_type[GW_CONTENT_TYPE_SIZE];
     char errbuf[CURL_ERROR_SIZE];
@@ -292,6 +295,11 @@ static void scan_stream(xfer *x, int target, const char *data, size_t len) {
 
 static bool xs_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
     xfer *x = (xfer *)s;
+    if (x->stopping) {
+        x->call->error_code = gw_error_code(GW_E_NOT_READY);
+        gw_sse_json(out, NULL, gw_error_json(GW_E_NOT_READY, "the server is shutting down: shutdown_timeout_seconds passed"));
+        return false;
+    }
     if (x->in.len == 0 && !x->done) drive(x, wait_ms);
     if (x->in.len) {
         if (!x->first_seen) {
@@ -316,25 +324,27 @@ static bool xs_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
     return false;
 }
 
+/* The server is stopping: the next pull ends the stream with an error event. */
+static void xs_stop(gw_stream *s) { ((xfer *)s)->stopping = true; }
+
 static void xs_close(gw_stream *s) { xfer_free((xfer *)s); }
 
 /* ---- forwarding --------------------------------------------------------------------------------- */
 
-static char *rewrite_body(const gw_call *call, const gw_target_config *cfg) {
-    json_t *root = json_loadb(call->body, call->body_len, 0, NULL);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return NULL;
-    }
-    json_object_set_new(root, "model", json_string(cfg->remote_model ? cfg->remote_model : cfg->name));
-    char *s = json_dumps(root, JSON_COMPACT);
-    json_decref(root);
+/* The body as sent upstream: the parsed tree with "model" replaced (on a shallow copy: the
+ * caller's tree is left as it is). */
+static char *rewrite_body(json_t *root, const gw_target_config *cfg) {
+    json_t *copy = json_is_object(root) ? json_copy(root) : NULL;
+    if (!copy) return NULL;
+    json_object_set_new(copy, "model", json_string(cfg->remote_model ? cfg->remote_model : cfg->name));
+    char *s = json_dumps(copy, JSON_COMPACT);
+    json_decref(copy);
     return s;
 }
 
-void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, bool stream) {
+void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, json_t *root, bool stream) {
     gw_upstream *u = t->upstream;
-    char *body = rewrite_body(call, t->cfg);
+    char *body = rewrite_body(root, t->cfg);
     if (!body) {
         gw_reply_error(call, GW_E_INVALID_JSON, "the body must be a JSON object");
         return;
@@ -392,6 +402,7 @@ void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, bool s
     }
     if (stream && x->status >= GW_HTTP_OK && x->status < GW_HTTP_OK + 100 && !x->done) {
         x->base.pull = xs_pull;
+        x->base.stop = xs_stop;
         x->base.close = xs_close;
         gw_reply_stream(call, x->content_type[0] ? x->content_type : "text/event-stream", &x->base);
         return;

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/routes.h"
 #include "gateway/web_assets.h"
 
 #define WEB_INDEX "/index.html"

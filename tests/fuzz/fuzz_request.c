@@ -2,8 +2,8 @@
  * fuzz_request.c: libFuzzer harness for the gateway's request-body decoder (src/gateway/request_parse.c),
  * the code that turns untrusted HTTP bodies into generation requests.
  *
- * Each input is decoded as every route's body (chat, completion, embeddings, the native routes) and
- * by gw_decode_head. The decoder must never crash, leak or read out of bounds; when it accepts a
+ * Each input is parsed once (gw_parse_body, as a route does) and the tree decoded as every route's
+ * body (chat, completion, embeddings, the native routes) and read for routing (gw_body_model). The decoder must never crash, leak or read out of bounds; when it accepts a
  * body, every string it hands on must be a NUL-terminated C string and every count within its
  * bound; when it refuses one, the message must be non-empty (it names the field).
  *
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/request_parse.h"
 
 #define ERR_SIZE 512
 
@@ -51,25 +51,28 @@ static void check_accepted(const gw_gen *g) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    const char *body = (const char *)data;
+    char err[ERR_SIZE];
+    err[0] = '\0';
+    json_t *root = gw_parse_body((const char *)data, size, err, sizeof err);
+    if (!root) {
+        if (!err[0]) abort();
+        return 0;
+    }
     for (size_t i = 0; i < sizeof apis / sizeof apis[0]; i++) {
         gw_gen g;
         gw_error_kind kind;
-        char err[ERR_SIZE];
         err[0] = '\0';
-        if (gw_decode(apis[i], body, size, &g, &kind, err, sizeof err)) {
+        if (gw_decode(apis[i], root, &g, &kind, err, sizeof err)) {
             check_accepted(&g);
             gw_gen_free(&g);
         } else {
             if (!err[0]) abort();
-            if (kind != GW_E_INVALID_JSON && kind != GW_E_INVALID_FIELD) abort();
+            if (kind != GW_E_INVALID_FIELD) abort();
             if (g.root || g.messages || g.owned) abort(); /* refused means nothing is held */
         }
     }
-    gw_gen head;
-    if (gw_decode_head(body, size, true, &head)) {
-        touch(head.model);
-        gw_gen_free(&head);
-    }
+    touch(gw_body_model(root));
+    (void)gw_body_stream(root, true);
+    json_decref(root);
     return 0;
 }

@@ -259,7 +259,7 @@ class GatewayRoutesTest(unittest.TestCase):
         # a client that waits for "100 Continue" gets the 413 without sending its body
         sock = socket.create_connection((self.gw.host, self.gw.port), timeout=gw.HTTP_TIMEOUT_S)
         try:
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                          b"Content-Length: 50000000\r\nExpect: 100-continue\r\n\r\n")
             got = b""
             while b"\r\n\r\n" not in got:
@@ -363,7 +363,7 @@ class GatewayRoutesTest(unittest.TestCase):
         sock = socket.create_connection((self.gw.host, self.gw.port), timeout=gw.HTTP_TIMEOUT_S)
         body = json.dumps({"model": TARGET, "prompt": "Go on forever", "max_tokens": LONG, "ignore_eos": True,
                            "stream": True})
-        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                       f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
         got = b""
         while got.count(b"data:") < 3:
@@ -386,7 +386,7 @@ class GatewayRoutesTest(unittest.TestCase):
     def test_disconnect_while_waiting_for_plain_answer(self):
         sock = socket.create_connection((self.gw.host, self.gw.port), timeout=gw.HTTP_TIMEOUT_S)
         body = json.dumps({"model": TARGET, "prompt": "Go on forever", "max_tokens": LONG, "ignore_eos": True})
-        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                       f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
         gw.wait_until(lambda: gw.metric(self.gw.metrics(), "sipp_engine_running_requests", target=TARGET) == 1,
                       DISCONNECT_TIMEOUT_S, "the request reaching a slot")

@@ -65,7 +65,7 @@ model = "upstream-model"
 timeout_seconds = 30
 """
 
-TOKENS = {"SIPP_TEST_TOKEN_A": "secret-a", "SIPP_TEST_TOKEN_B": "secret-b"}
+TOKENS = {"SIPP_TEST_TOKEN_A": "secret-a-0123456789", "SIPP_TEST_TOKEN_B": "secret-b-0123456789"}
 
 
 class GatewayConfigTest(unittest.TestCase):

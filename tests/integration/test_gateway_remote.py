@@ -18,7 +18,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
 
-UPSTREAM_KEY = "upstream-secret"
+UPSTREAM_KEY = "upstream-secret-0123456789"
 PROBE_WAIT_S = 20
 SHUTDOWN_WAIT_S = 30
 

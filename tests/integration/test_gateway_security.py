@@ -1,4 +1,4 @@
-"""Integration tests of the gateway's guards: bearer tokens and per-token scopes (401, 403), CORS,
+"""Integration tests of the gateway's guards: bearer tokens and per-token scopes (401, 404), CORS,
 the per-client rate limit (429 + Retry-After), admission (max_concurrent_requests, max_queue: 429),
 timeouts (504) and unreachable upstreams (502)."""
 
@@ -13,7 +13,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
 
-TOKENS = {"SIPP_GW_TEST_ALICE": "alice-secret-1", "SIPP_GW_TEST_BOB": "bob-secret-2"}
+TOKENS = {"SIPP_GW_TEST_ALICE": "alice-secret-0123456789", "SIPP_GW_TEST_BOB": "bob-secret-0123456789"}
 ORIGIN = "http://app.example"
 LONG = 100000
 WAIT_S = 15
@@ -65,9 +65,11 @@ class AuthTest(unittest.TestCase):
 
     def test_scopes(self):
         alice, bob = bearer(TOKENS["SIPP_GW_TEST_ALICE"]), bearer(TOKENS["SIPP_GW_TEST_BOB"])
+        # a target outside alice's scope is, to her, a target that does not exist: the same 404
         status, _, body = self.gw.json("POST", "/v1/chat/completions", gw.chat_body("far"), headers=alice)
-        self.assertEqual((status, body["error"]["code"]), (403, "target_not_allowed"))
-        self.assertIn("alice", body["error"]["message"])
+        self.assertEqual((status, body["error"]["code"]), (404, "model_not_found"))
+        _, _, missing = self.gw.json("POST", "/v1/chat/completions", gw.chat_body("ghost"), headers=alice)
+        self.assertEqual(body["error"]["message"].replace("far", "ghost"), missing["error"]["message"])
         # alice sees only her target; bob sees both
         _, _, models = self.gw.json("GET", "/v1/models", headers=alice)
         self.assertEqual([m["id"] for m in models["data"]], ["tiny"])

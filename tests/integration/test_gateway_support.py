@@ -76,13 +76,13 @@ def write(name, text):
 class Gateway:
     """One `sipp serve` process."""
 
-    def __init__(self, args, env=None, wait_ready=True):
+    def __init__(self, args, env=None, wait_ready=True, preexec_fn=None):
         self.log_path = os.path.join(tmpdir(), f"serve-{os.getpid()}-{time.monotonic_ns()}.log")
         self.log = open(self.log_path, "w+")
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.proc = subprocess.Popen([SIPP, "serve", *args], stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=full_env)
+                                     stdin=subprocess.DEVNULL, env=full_env, preexec_fn=preexec_fn)
         self.host, self.port = self._wait_listening()
         if wait_ready:
             self.wait_ready()
@@ -131,6 +131,7 @@ class Gateway:
             hdrs = dict(headers or {})
             if body is not None and not isinstance(body, (bytes, str)):
                 data = json.dumps(body)
+            if body is not None:  # raw bodies too: they are (malformed) JSON as a client sends it
                 hdrs.setdefault("Content-Type", "application/json")
             conn.request(method, path, body=data, headers=hdrs)
             r = conn.getresponse()

@@ -418,3 +418,58 @@ Test(output, init_free_and_reinit) {
     cr_assert_eq(o.n_stop, 0);
     sipp_output_free(&o);
 }
+
+/* sipp.h promises that every piece the engine emits is valid UTF-8, whatever bytes the model
+ * produced, so that no client repairs text: a pseudo-random stream of good and bad sequences
+ * (stray continuation bytes, overlongs, surrogates, 0xFF, characters cut short), cut into random
+ * pieces, with and without stop strings, gives valid UTF-8 from every push and from the flush. */
+#define FUZZ_ROUNDS 2000
+#define FUZZ_PIECES 12
+#define FUZZ_MAX_PIECE 7
+static const char *const fuzz_bytes[] = {"a", "ST", "OP", "\xC3\xB6", "\xE4\xBD\xA0", "\xF0\x9F\x98\x80", "\xC3",
+                                         "\xE4\xBD", "\xF0\x9F\x98", "\x80", "\xBF", "\xC0\xAF", "\xED\xA0\x80",
+                                         "\xFF", "\xF5\x80\x80\x80", "\xE0\x80\x80", "\n"};
+
+static uint32_t next_rand(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u; /* Numerical Recipes' LCG: deterministic, good enough here */
+    return *s >> 8;
+}
+
+static void check_valid(const sipp_buf *b, const char *what, int round) {
+    if (b->len) cr_assert(sipp_utf8_valid(b->data, b->len), "%s of round %d is not valid UTF-8", what, round);
+}
+
+Test(output, every_emitted_piece_and_the_flush_are_valid_utf8) {
+    static const char *const stop[] = {"STOP", "\xC3\xB6\xC3"};
+    uint32_t seed = 1;
+    for (int round = 0; round < FUZZ_ROUNDS; round++) {
+        sipp_output out;
+        cr_assert(sipp_output_init(&out, stop, (size_t)(round % 3)));
+        sipp_buf text = {0}, all = {0};
+        size_t n = 1 + next_rand(&seed) % (FUZZ_PIECES * FUZZ_MAX_PIECE);
+        for (size_t i = 0; i < n; i++) {
+            const char *b = fuzz_bytes[next_rand(&seed) % (sizeof fuzz_bytes / sizeof fuzz_bytes[0])];
+            cr_assert(sipp_buf_append(&text, b, strlen(b)));
+        }
+        bool stopped = false;
+        for (size_t at = 0; at < text.len && !stopped;) {
+            size_t len = 1 + next_rand(&seed) % FUZZ_MAX_PIECE;
+            if (len > text.len - at) len = text.len - at;
+            sipp_buf emit = {0};
+            stopped = sipp_output_push(&out, text.data + at, len, &emit);
+            check_valid(&emit, "a push", round);
+            cr_assert(sipp_buf_append(&all, emit.data ? emit.data : "", emit.len));
+            sipp_buf_free(&emit);
+            at += len;
+        }
+        sipp_buf emit = {0};
+        sipp_output_flush(&out, &emit);
+        check_valid(&emit, "the flush", round);
+        cr_assert(sipp_buf_append(&all, emit.data ? emit.data : "", emit.len));
+        check_valid(&all, "the whole text", round);
+        sipp_buf_free(&emit);
+        sipp_buf_free(&all);
+        sipp_buf_free(&text);
+        sipp_output_free(&out);
+    }
+}

@@ -1,0 +1,123 @@
+/*
+ * config.h: the gateway's configuration (config.c), the bottom layer: it depends on nothing else in
+ * the gateway, so every other layer may read it.
+ */
+#ifndef SIPP_GATEWAY_CONFIG_H
+#define SIPP_GATEWAY_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sipp.h"
+#include "util/util.h"
+
+#define GW_DEFAULT_HOST "127.0.0.1"
+#define GW_DEFAULT_PORT 8080
+#define GW_DEFAULT_MAX_REQUEST_BYTES ((size_t)1 << 20)
+#define GW_DEFAULT_MAX_CONCURRENT 64
+#define GW_DEFAULT_MAX_QUEUE 256
+#define GW_DEFAULT_REQUEST_TIMEOUT_S 600
+#define GW_DEFAULT_SHUTDOWN_TIMEOUT_S 30
+#define GW_DEFAULT_UPSTREAM_TIMEOUT_S 600
+#define GW_DEFAULT_READ_TIMEOUT_S 30
+#define GW_DEFAULT_MAX_CONNECTIONS 1000
+#define GW_DEFAULT_MAX_CONNECTIONS_PER_CLIENT 256
+#define GW_DEFAULT_MAX_BUFFERED_BYTES ((size_t)64 << 20)
+#define GW_MIN_TOKEN_SECRET 16 /* bytes: shorter secrets are refused by gw_config_validate */
+#define GW_MAX_PORT 65535
+
+typedef enum gw_target_type { GW_TARGET_LOCAL, GW_TARGET_REMOTE } gw_target_type;
+
+/* When a local target's model is loaded: at start-up (configured targets), or on its first request
+ * (targets found in a models directory or the store). */
+typedef enum gw_load_mode { GW_LOAD_STARTUP, GW_LOAD_ON_DEMAND } gw_load_mode;
+#define GW_KEEP_ALIVE_FOREVER (-1) /* keep_alive: never unloaded for being idle (memory may still evict) */
+
+typedef struct gw_target_config {
+    char *name;
+    gw_target_type type;
+    int line; /* where its [[targets]] entry starts */
+    /* local */
+    char *model_path; /* resolved against the config file's directory */
+    char *backend;
+    int ctx_size, parallel, threads, gpu_layers;
+    sipp_policy policy;
+    gw_load_mode load;
+    int64_t keep_alive_s; /* idle seconds before it is unloaded; GW_KEEP_ALIVE_FOREVER, 0 = at once */
+    bool pin;             /* never evicted to make room */
+    /* openai_compatible */
+    char **base_urls; /* without a trailing '/', e.g. "http://10.0.0.2:8080/v1" */
+    size_t n_base_urls;
+    char *remote_model; /* the model name sent upstream; NULL = the target's name */
+    char *api_key_env;
+    int timeout_seconds;
+} gw_target_config;
+
+typedef struct gw_token_config {
+    char *env;      /* the variable that holds the secret */
+    char *caller;   /* who this token is, for logs, metrics and the rate limit */
+    char **targets; /* allowed targets; none = all */
+    size_t n_targets;
+    bool admin; /* may load and unload models (POST /v1/models/{name}/load, /unload) */
+    int line;
+    char *secret; /* the value of env when the config was loaded; NULL when unset */
+} gw_token_config;
+
+typedef struct gw_config {
+    char *path; /* NULL when made from command-line flags */
+    char *host;
+    int port;
+    size_t max_request_bytes;
+    int max_concurrent_requests;
+    int max_queue;
+    int request_timeout_seconds;
+    int shutdown_timeout_seconds;
+    int read_timeout_seconds;       /* to send a request's headers and body (and idle keep-alive) */
+    int max_connections;            /* open connections in all; capped below the fd limit at start */
+    int max_connections_per_client; /* open connections from one IP address */
+    size_t max_buffered_bytes;      /* request bodies held while they arrive, all connections together */
+    char **allowed_origins;
+    size_t n_allowed_origins;
+    char **allowed_hosts; /* Host header values served without tokens besides loopback names */
+    size_t n_allowed_hosts;
+    bool allow_unauthenticated;
+    int64_t memory_budget_mb;     /* host RAM the loaded models may hold; 0 = total RAM minus a margin */
+    int max_loaded_models;        /* 0 = no cap besides memory */
+    int rate_requests_per_minute; /* 0 = no rate limit */
+    int rate_burst;
+    gw_token_config *tokens;
+    size_t n_tokens;
+    gw_target_config *targets;
+    size_t n_targets;
+    char *models_dir;                /* rescanned for new files on GET /v1/models; NULL = none */
+    int64_t discovered_keep_alive_s; /* keep_alive of the targets found there */
+} gw_config;
+
+/* A configuration with every default and no targets. */
+void gw_config_init(gw_config *c);
+/* Parses a TOML text. Problems are appended to errs, one "FILE:LINE: problem" per line; returns
+ * false when there was any. Does not touch the file system or the environment. */
+bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *c, sipp_buf *errs);
+/* Reads and parses a file. */
+bool gw_config_load(const char *path, gw_config *c, sipp_buf *errs);
+/* Adds an on-demand local target per model in dir (a models directory: NAME.gguf files and split
+ * sets, as the store lists them), or in the store when dir is NULL, named as the store names it;
+ * a configured target of the same name is kept instead. */
+bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs);
+/* An on-demand local target for a model found in a models directory (name and path copied). */
+bool gw_target_config_discovered(gw_target_config *tc, const char *name, const char *path, int64_t keep_alive_s);
+void gw_target_config_free(gw_target_config *tc);
+/* keep_alive as a string: "-1", "0", "90", "30s", "5m", "1h" (also Ollama's keep_alive). */
+bool gw_parse_keep_alive(const char *s, int64_t *out);
+/* Adds a local target (for `sipp serve MODEL`). */
+bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs);
+/* Checks what depends on the machine: model files exist, backend names, token variables set (and
+ * at least GW_MIN_TOKEN_SECRET bytes long), and that a non-loopback listen address has
+ * authentication (or allow_unauthenticated). Loads each token's secret. Problems go to errs. */
+bool gw_config_validate(gw_config *c, sipp_buf *errs);
+/* The name `sipp serve MODEL` gives its target: the file's basename without ".gguf". */
+char *gw_target_name_from_path(const char *path);
+void gw_config_free(gw_config *c);
+
+#endif

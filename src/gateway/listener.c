@@ -1,0 +1,162 @@
+/*
+ * listener.c: the top of the gateway: the listen socket, the server's modules, signals and the
+ * graceful shutdown (gw_serve).
+ *
+ * Shutdown. SIGTERM, SIGINT and SIGHUP are blocked in every thread and taken by the main thread
+ * with sigtimedwait; all three drain. SIGHUP is treated as SIGTERM rather than ignored: a gateway
+ * whose terminal goes away should stop as cleanly as one that is told to, and sipp has no
+ * configuration to reload (restart it to apply a changed file). On the first signal, the daemon
+ * stops accepting, new requests on open connections get 503, and in-flight requests get
+ * shutdown_timeout_seconds to finish; then cancel_all is raised, which every wait loop checks:
+ * a stream ends with an error event and its proper end, a waiting request with 503. After a grace
+ * period the daemon is stopped. A second signal skips the wait. The exit status is 0.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway/admission.h"
+#include "gateway/connection.h"
+#include "gateway/gateway.h"
+#include "gateway/metrics.h"
+#include "gateway/rate_limit.h"
+#include "gateway/router.h"
+#include "gateway/targets.h"
+#include "gateway/upstream.h"
+
+#define GW_SIGNAL_SLICE_MS 200 /* the main thread's wait between checks */
+#define GW_DRAIN_POLL_MS 50
+#define GW_CANCEL_GRACE_MS 5000 /* after cancelling, how long requests get to end */
+#define GW_LISTEN_BACKLOG 128
+#define GW_MS_PER_S 1000.0
+
+static int open_listener(const gw_config *c, int *port_out, char *err) {
+    char port[16];
+    snprintf(port, sizeof port, "%d", c->port);
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(c->host, port, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, SIPP_ERROR_SIZE, "cannot resolve listen host '%s': %s", c->host, gai_strerror(rc));
+        return -1;
+    }
+    int fd = -1, saved = 0;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            saved = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, GW_LISTEN_BACKLOG) != 0) {
+            saved = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        snprintf(err, SIPP_ERROR_SIZE, "cannot listen on %s:%d: %s%s", c->host, c->port, strerror(saved),
+                 saved == EADDRINUSE
+                     ? " (another server uses the port: pick another with --port or [server] listen)"
+                     : "");
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    *port_out = c->port;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+        *port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                   : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
+/* Waits for a stop signal up to ms; true when one came. */
+static bool wait_signal(const sigset_t *set, int ms) {
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    return sigtimedwait(set, NULL, &ts) > 0;
+}
+
+static void shutdown_gracefully(gw_server *srv, gw_http *http, const sigset_t *set) {
+    atomic_store(&srv->draining, true);
+    gw_http_quiesce(http);
+    int n = atomic_load(&srv->in_flight);
+    fprintf(stderr, "sipp: shutting down: %d request%s in flight, waiting up to %d s\n", n, n == 1 ? "" : "s",
+            srv->cfg->shutdown_timeout_seconds);
+    double deadline = sipp_now_ms() + srv->cfg->shutdown_timeout_seconds * GW_MS_PER_S;
+    while (atomic_load(&srv->in_flight) > 0 && sipp_now_ms() < deadline)
+        if (wait_signal(set, GW_DRAIN_POLL_MS)) break; /* a second signal: stop waiting */
+    if ((n = atomic_load(&srv->in_flight)) > 0) {
+        fprintf(stderr, "sipp: cancelling %d request%s still running\n", n, n == 1 ? "" : "s");
+        atomic_store(&srv->cancel_all, true);
+        double grace = sipp_now_ms() + GW_CANCEL_GRACE_MS;
+        while (atomic_load(&srv->in_flight) > 0 && sipp_now_ms() < grace)
+            wait_signal(set, GW_DRAIN_POLL_MS);
+    }
+    atomic_store(&srv->cancel_all, true);
+    gw_http_stop(http);
+}
+
+static void free_modules(gw_server *srv) {
+    gw_targets_stop(srv);
+    gw_metrics_free(srv->metrics);
+    gw_limits_free(srv->limits);
+    gw_admission_free(srv->admission);
+}
+
+int gw_serve(gw_config *cfg) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any thread starts: they all inherit it */
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigaction(SIGPIPE, &ign, NULL);
+
+    gw_server srv = {.cfg = cfg, .started_unix = (long long)time(NULL)};
+    char err[SIPP_ERROR_SIZE];
+    int port = 0;
+    int lfd = open_listener(cfg, &port, err);
+    if (lfd < 0) {
+        fprintf(stderr, "sipp: %s\n", err);
+        return 1;
+    }
+    srv.metrics = gw_metrics_new(gw_targets_capacity(cfg));
+    srv.limits = gw_limits_new(cfg);
+    srv.admission = gw_admission_new(cfg);
+    bool made = srv.metrics && srv.limits && srv.admission;
+    if (!made || !gw_targets_start(&srv, err)) {
+        fprintf(stderr, "sipp: %s\n", made ? err : "out of memory");
+        close(lfd);
+        free_modules(&srv);
+        return 1;
+    }
+    gw_http *http = gw_http_start(&srv, lfd, &gw_router, err);
+    if (!http) {
+        fprintf(stderr, "sipp: %s:%d\n", err, port);
+        atomic_store(&srv.draining, true);
+        free_modules(&srv);
+        return 1;
+    }
+    gw_probe_start(&srv);
+    bool v6 = strchr(cfg->host, ':') != NULL;
+    fprintf(stderr, "sipp: listening on http://%s%s%s:%d (%zu target%s)\n", v6 ? "[" : "", cfg->host,
+            v6 ? "]" : "", port, cfg->n_targets, cfg->n_targets == 1 ? "" : "s");
+    while (!wait_signal(&set, GW_SIGNAL_SLICE_MS)) {
+    }
+    shutdown_gracefully(&srv, http, &set);
+    gw_probe_stop(&srv);
+    free_modules(&srv);
+    fprintf(stderr, "sipp: stopped\n");
+    return 0;
+}

@@ -1,0 +1,33 @@
+/*
+ * metrics.h: counters and histograms per target (metrics.c), and the Prometheus text helpers the
+ * /metrics route renders its gauges with. Depends only on errors.h: a target is its index here.
+ */
+#ifndef SIPP_GATEWAY_METRICS_H
+#define SIPP_GATEWAY_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/errors.h"
+#include "util/util.h"
+
+typedef struct gw_metrics gw_metrics;
+
+gw_metrics *gw_metrics_new(size_t n_targets);
+void gw_metrics_free(gw_metrics *m);
+/* One finished HTTP request: target index (or -1), status, the error code when it failed (NULL
+ * otherwise), and its duration. */
+void gw_metrics_request(gw_metrics *m, int target, int status, const char *error_code, double seconds);
+/* Tokens of one finished generation, and its time to first token (< 0: none). */
+void gw_metrics_tokens(gw_metrics *m, int target, int prompt, int cached, int generated, double ttft_s);
+void gw_metrics_active(gw_metrics *m, int target, int delta);
+void gw_metrics_queued(gw_metrics *m, int target, int delta);
+
+/* Renders the counters and histograms of the first n_names targets; names[i] is target i's name (the
+ * table may have room for more: targets a models directory gains later). */
+void gw_metrics_render(gw_metrics *m, const char *const *names, size_t n_names, sipp_buf *out);
+/* "# HELP" and "# TYPE" lines, and one sample NAME{target="TARGET"} V (the label escaped). */
+void gw_metrics_header(sipp_buf *out, const char *name, const char *type, const char *help);
+void gw_metrics_line(sipp_buf *out, const char *name, const char *target, uint64_t v);
+
+#endif

@@ -1,0 +1,66 @@
+/*
+ * request_parse.h: request bodies (one parsed JSON tree) into gw_gen, the form every generation
+ * route runs on (request_parse.c). Depends only on errors.h.
+ */
+#ifndef SIPP_GATEWAY_REQUEST_PARSE_H
+#define SIPP_GATEWAY_REQUEST_PARSE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gateway/errors.h"
+#include "sipp.h"
+
+typedef enum gw_api {
+    GW_API_CHAT,         /* POST /v1/chat/completions */
+    GW_API_COMPLETION,   /* POST /v1/completions */
+    GW_API_EMBEDDINGS,   /* POST /v1/embeddings */
+    GW_API_NATIVE_QUERY, /* POST /v1/query */
+    GW_API_NATIVE_CHAT,  /* POST /v1/chat */
+    GW_API_NATIVE_EMBED, /* POST /v1/embed */
+} gw_api;
+
+#define GW_MAX_STOP 16
+#define GW_MAX_MESSAGES 4096
+#define GW_MAX_EMBED_INPUTS 2048
+
+/* A decoded request body. Strings borrow from root (or from owned) and live until gw_gen_free. */
+typedef struct gw_gen {
+    gw_api api;
+    json_t *root;      /* a reference to the parsed body */
+    const char *model; /* the target name; NULL when the body has none */
+    bool stream;
+    bool include_usage;
+    const char *prompt;     /* completions and /v1/query */
+    sipp_message *messages; /* chats */
+    size_t n_messages;
+    const char *stop[GW_MAX_STOP];
+    size_t n_stop;
+    int max_tokens; /* -1 = until the context is full */
+    sipp_sampling sampling;
+    bool ignore_eos;
+    const char *context_key;
+    const char **inputs; /* embeddings */
+    size_t n_inputs;
+    bool normalize; /* embeddings: unit L2 norm (always for OpenAI's route) */
+    bool base64;    /* embeddings: encoding_format "base64" (little-endian float32) */
+    char **owned;   /* strings made while decoding (joined content parts) */
+    size_t n_owned;
+} gw_gen;
+
+/* Parses a body as JSON the way every route reads it: duplicate keys and NUL characters refused.
+ * NULL (with a message naming line and column in err) when it is not JSON. New reference. */
+json_t *gw_parse_body(const char *body, size_t len, char *err, size_t errlen);
+/* Decodes a parsed body (borrowed; gw_gen takes a reference) for api. On failure returns false
+ * with kind set (GW_E_INVALID_FIELD) and a message naming the field in err (errlen bytes); *out
+ * is then empty. */
+bool gw_decode(gw_api api, json_t *root, gw_gen *out, gw_error_kind *kind, char *err, size_t errlen);
+void gw_gen_free(gw_gen *g);
+/* The "model" of a parsed body (NULL when it has none or it is not a string), and whether it asks
+ * for a stream (stream_default when it does not say): what routing needs, read from the same tree
+ * gw_decode reads. */
+const char *gw_body_model(json_t *root);
+bool gw_body_stream(json_t *root, bool stream_default);
+
+#endif

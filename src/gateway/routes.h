@@ -1,0 +1,45 @@
+/*
+ * routes.h: the route handlers (routes_*.c, web.c), one line each, and what a route handler
+ * builds on. router.c's table lists them; nothing below the routes includes this header.
+ *
+ * To add a route: write its handler in a routes_*.c file, declare it here, add one line to the
+ * table in router.c, and document it in docs/gateway.md.
+ */
+#ifndef SIPP_GATEWAY_ROUTES_H
+#define SIPP_GATEWAY_ROUTES_H
+
+#include "gateway/admission.h"
+#include "gateway/auth.h"
+#include "gateway/connection.h"
+#include "gateway/embed.h"
+#include "gateway/generate.h"
+#include "gateway/metrics.h"
+#include "gateway/request_parse.h"
+#include "gateway/residency.h"
+#include "gateway/sse.h"
+#include "gateway/targets.h"
+#include "gateway/upstream.h"
+
+/* Parses the call's body once, resolves its target from that tree, and forwards it (remote
+ * target: to base_url + upstream_suffix) or runs it: with fmt, or with gw_embed for the embedding
+ * routes (routes_openai.c). */
+void gw_run_generation(gw_call *call, gw_api api, const char *upstream_suffix, const gw_format *fmt);
+
+void gw_route_models(gw_call *call);
+void gw_route_model(gw_call *call, const char *id);
+/* POST /v1/models/{name}/load and /unload (routes_residency.c); name is name[0..name_len). */
+void gw_route_model_residency(gw_call *call, const char *name, size_t name_len, const char *action);
+void gw_route_chat_completions(gw_call *call);
+void gw_route_completions(gw_call *call);
+void gw_route_embeddings(gw_call *call);
+void gw_route_native_query(gw_call *call);
+void gw_route_native_chat(gw_call *call);
+void gw_route_native_embed(gw_call *call);
+void gw_route_health(gw_call *call);
+void gw_route_ready(gw_call *call);
+void gw_route_metrics(gw_call *call);
+void gw_route_backends(gw_call *call);
+/* The web page (web.c): "/" and its embedded files, with security headers of its own. */
+void gw_route_web(gw_call *call);
+
+#endif

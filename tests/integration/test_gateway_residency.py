@@ -25,7 +25,17 @@ CTX = 256
 STATE_TIMEOUT_S = 60  # bound on waiting for a state to change (keep-alive)
 LONG_TOKENS = 3000  # a stream long enough to still be running while another model loads
 LONG_CTX = 4096
+WIDE = ["--n-embd", "256", "--n-layer", "4", "--n-head", "8", "--n-head-kv", "4", "--n-ff", "768", "--type", "q8_0"]
 RSS_TOLERANCE = 0.15
+
+
+def synth(name, seed, shape, vocab=VOCAB):
+    path = os.path.join(tmpdir(), f"{name}.gguf")
+    if not os.path.exists(path):
+        r = subprocess.run([SYNTH, "--out", path, "--vocab", vocab, "--seed", str(seed), *shape],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    return path
 
 
 def target(name, path, extra=""):
@@ -138,18 +148,20 @@ class Residency(unittest.TestCase):
         self.assertEqual(events[-1]["choices"][0]["finish_reason"], "length")
 
     def test_a_model_in_use_is_never_evicted(self):
-        big = model("rlong", 14)
-        text = target("long", big).replace(f"ctx_size = {CTX}", f"ctx_size = {LONG_CTX}")
-        # the long-stream model replaces a (same shape, a larger context): budget for it and b
-        est = None
+        # long and c decode slowly enough (a wider model, LONG_TOKENS tokens) that their streams are
+        # still running while other models load; b is a tiny one
+        wide = [synth(f"rwide{k}", seed, WIDE) for k, seed in ((0, 21), (1, 22))]
+        text = (target("long", wide[0]).replace(f"ctx_size = {CTX}", f"ctx_size = {LONG_CTX}") +
+                target("b", self.paths[1]) +
+                target("c", wide[1]).replace(f"ctx_size = {CTX}", f"ctx_size = {LONG_CTX}"))
         probe = serve_config(text)
         try:
-            est = models(probe)["long"]["sipp"]["memory_estimate"]["host_bytes"]
+            est = {n: m["sipp"]["memory_estimate"]["host_bytes"] for n, m in models(probe).items()}
         finally:
             probe.stop()
-        budget = int((est + self.budget * MIB / 2.4) * 1.2 / MIB) + 1
-        gw = serve_config(f"[server]\nmemory_budget_mb = {budget}\n" + text + target("b", self.paths[1]) +
-                          target("c", self.paths[2]))
+        # long with b, or long with c, fits; all three do not
+        budget = int((est["long"] + est["c"] + est["b"] / 2) / MIB) + 1
+        gw = serve_config(f"[server]\nmemory_budget_mb = {budget}\n" + text)
         self.addCleanup(gw.stop)
         self.assertEqual(chat(gw, "long")[0], 200)
         self.assertEqual(chat(gw, "b")[0], 200)  # long is now the least recently used
@@ -166,8 +178,8 @@ class Residency(unittest.TestCase):
                      "(serving)"):
             self.assertIn(part, msg)
         self.assertIn("retry-after", hdrs)
+        conn2.close()  # c's stream is cancelled; long's runs to its end, through c's load
         self.finish_stream(conn, resp)
-        self.finish_stream(conn2, resp2)
         self.assertEqual(models(gw)["long"]["sipp"]["unloads"], 0)
         self.assertEqual(chat(gw, "b")[0], 200)  # now an idle one can go
 
@@ -287,11 +299,8 @@ class MemoryAgainstRss(unittest.TestCase):
     def test_measured_memory_agrees_with_rss(self):
         check_build()
         spm = VOCAB.replace("llama-bpe", "llama-spm")
-        path = os.path.join(tmpdir(), "rss.gguf")
-        r = subprocess.run([SYNTH, "--out", path, "--vocab", spm, "--n-embd", "512", "--n-layer", "8", "--n-head", "8",
-                            "--n-head-kv", "4", "--n-ff", "1536", "--type", "f16", "--chat-template", "chatml"],
-                           capture_output=True, text=True, timeout=300)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        path = synth("rss", 1, ["--n-embd", "512", "--n-layer", "8", "--n-head", "8", "--n-head-kv", "4", "--n-ff",
+                                "1536", "--type", "f16"], vocab=spm)
         gw = serve_config(target("m", path).replace(f"ctx_size = {CTX}", "ctx_size = 64"))
         self.addCleanup(gw.stop)
 

@@ -348,6 +348,16 @@ class ModelsDir(unittest.TestCase):
         self.assertEqual(chat(gw, "five")[0], 404)
         self.assertIn("new model 'three'", gw.text())
 
+    def test_serve_without_a_model_serves_the_store(self):
+        check_build()
+        d = os.path.join(tmpdir(), f"store-{time.monotonic_ns()}")
+        os.makedirs(d)
+        shutil.copy(three_models()[0], os.path.join(d, "stored.gguf"))
+        gw = Gateway(["--port", "0"], env={"SIPP_MODELS_DIR": d})
+        self.addCleanup(gw.stop)
+        self.assertEqual(list(models(gw)), ["stored"])
+        self.assertEqual(chat(gw, "stored")[0], 200)
+
     def test_bad_keep_alive_and_load_are_refused(self):
         check_build()
         cfg = write("bad-residency.toml", '[server]\nmemory_budget_mb = 0\n[[targets]]\nname = "a"\n'

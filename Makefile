@@ -30,20 +30,28 @@ SIPP_VERSION := 0.1.0
 CC ?= cc
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS ?= -O2 -g
+CXXFLAGS ?= -O2 -g
 # Every symbol is hidden unless sipp.h declares it SIPP_API: libsipp.so exports its API and nothing else.
 SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -fvisibility=hidden $(WARN) -Iinclude -Isrc -I$(LLAMA_INC) \
   -DSIPP_VERSION='"$(SIPP_VERSION)"' -DSIPP_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' -DSIPP_LLAMA_COMMIT='"$(LLAMA_COMMIT)"' \
   $(EXTRA_CFLAGS)
-LLAMA_LIBS := -L$(BUILD)/artifact -lllama -lggml -lggml-base
+LLAMA_LIBS := -L$(BUILD)/artifact -lllama-common -lllama -lggml -lggml-base -lstdc++
+# src/chat/chat_bridge.cpp, sipp's one C++ file, against the pinned tree's common/ headers: g++ (the
+# compiler libllama-common.so was built with, so the C++ ABI matches), no exceptions leave it.
+CXX ?= g++
+LLAMA_SOURCE := $(LLAMA_ROOT)/llama/source
+SIPP_CXXFLAGS := -std=c++17 -fPIC -pthread -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter -Iinclude -Isrc -I$(LLAMA_INC) \
+  -isystem $(LLAMA_SOURCE)/include -isystem $(LLAMA_SOURCE)/common -isystem $(LLAMA_SOURCE)/vendor $(EXTRA_CXXFLAGS)
 SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl
 
-LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/store/*.c src/verify/*.c))
+LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/chat/*.c src/store/*.c src/verify/*.c))
+LIB_CXX_SRCS := src/chat/chat_bridge.cpp
 # libsipp-util.a: the helpers clients may link beside libsipp.so (strings, buffers, errors, TOML);
 # docs/architecture.md states the rule.
 UTIL_SRCS := $(sort $(wildcard src/util/*.c))
 UTIL_OBJS := $(UTIL_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_SRCS := $(sort $(wildcard src/cli/*.c src/gateway/*.c))
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB_CXX_SRCS:%.cpp=$(BUILD)/obj/%.o)
 # The web page's files are embedded in the sipp binary (scripts/embed_assets.py writes a C table).
 WEB_FILES := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg))
 WEB_ASSETS_C := $(BUILD)/gen/web_assets.c
@@ -85,6 +93,11 @@ $(BUILD)/obj/%.o: %.c $(LLAMA_STAMP) Makefile | $(BUILD)/obj llama-links
 	@echo "  CC  $<"
 	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) -MMD -MP -c $< -o $@
 
+$(BUILD)/obj/%.o: %.cpp $(LLAMA_STAMP) | $(BUILD)/obj llama-links
+	@mkdir -p $(dir $@)
+	@echo "  CXX $<"
+	@$(CXX) $(CXXFLAGS) $(SIPP_CXXFLAGS) -MMD -MP -c $< -o $@
+
 $(BUILD)/obj:
 	@mkdir -p $@
 
@@ -97,10 +110,11 @@ $(BUILD)/obj/gen/web_assets.o: $(WEB_ASSETS_C)
 	@echo "  CC  $<"
 	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) -c $< -o $@
 
-$(LIBSIPP): $(LIB_OBJS)
+$(LIBSIPP): $(LIB_OBJS) src/libsipp.version
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
-	@$(CC) -shared $(LDFLAGS_EXTRA) -o $@ $^ $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-soname,libsipp.so -Wl,-rpath,'$$ORIGIN/../artifact'
+	@$(CC) -shared $(LDFLAGS_EXTRA) -o $@ $(LIB_OBJS) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-soname,libsipp.so \
+	  -Wl,--version-script=src/libsipp.version -Wl,-rpath,'$$ORIGIN/../artifact'
 
 # The static archive of every library object, for the unit tests, which test internals.
 $(LIBSIPP_A): $(LIB_OBJS)
@@ -165,7 +179,10 @@ FUZZ_catalog_SRCS := tests/fuzz/fuzz_catalog.c src/store/catalog.c
 FUZZ_store_meta_SRCS := tests/fuzz/fuzz_store_meta.c src/store/store.c
 FUZZ_manifest_SRCS := tests/fuzz/fuzz_manifest.c src/verify/manifest.c src/verify/metrics.c
 FUZZ_gguf_SRCS := tests/fuzz/fuzz_gguf.c src/store/inspect.c
-FUZZ_LIB := catalog store_meta manifest gguf
+FUZZ_gguf_header_SRCS := tests/fuzz/fuzz_gguf_header.c src/store/gguf_header.c src/engine/model_check.c
+# a chat's fields (chat_request.c) and what they reach of llama.cpp's chat library through the bridge
+FUZZ_chat_SRCS := tests/fuzz/fuzz_chat.c src/chat/chat_request.c
+FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat
 define fuzz_lib_rule
 $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 	@mkdir -p $$(dir $$@)

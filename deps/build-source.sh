@@ -27,8 +27,8 @@ flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DLLAMA_CURL=OFF
        -DLLAMA_BUILD_HTML=OFF)
 case "$kind" in
   lib)  flags+=(-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_NATIVE=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
-                -DLLAMA_BUILD_COMMON=OFF)
-        targets=(llama ggml) ;;
+                -DLLAMA_BUILD_COMMON=ON)
+        targets=(llama ggml llama-common) ;;
   peer) flags+=(-DGGML_BACKEND_DL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON
                 -DLLAMA_BUILD_COMMON=ON)
         targets=(llama ggml llama-bench llama-batched-bench llama-server) ;;

@@ -108,12 +108,16 @@ if [ "${LLAMA_FROM_SOURCE:-0}" = 1 ]; then
   done
   build=$("$here/build-source.sh" lib)
   cp -P "$build"/bin/libllama.so* "$build"/bin/libggml.so* "$build"/bin/libggml-base.so* "$art.tmp/"
+  cp -P "$build"/bin/libllama-common.so* "$art.tmp/"
   cp "$build"/bin/libggml-cpu*.so "$art.tmp/"
   origin="source build of $LLAMA_COMMIT ($(cat "$build/sipp-flags"))"
   integrities='[]'
 else
   cpu_pkg=$(unpack "$(fetch_pkg "$PKG_CPU")")/bins/linux-x64
   cp "$cpu_pkg"/libllama.v0.4.0.so "$cpu_pkg"/libggml.v0.4.0.so "$cpu_pkg"/libggml-base.so "$art.tmp/"
+  # llama.cpp's common (chat templates, tool-call parsers, schema grammars) for src/chat: always the
+  # CPU package's copy, whatever the backends (the Vulkan package's links a Vulkan-suffixed libllama).
+  cp "$cpu_pkg"/libllama-common.so "$art.tmp/"
   # Names the linker can find; the libraries keep their own sonames.
   ln -sf libllama.v0.4.0.so "$art.tmp/libllama.so"
   ln -sf libggml.v0.4.0.so "$art.tmp/libggml.so"

@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 2
+#define SIPP_ABI_VERSION 3
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -380,10 +380,18 @@ typedef struct sipp_model_params {
 SIPP_API sipp_model_params sipp_model_default_params(void);
 
 /* Loads a GGUF file. On failure *out is NULL and errbuf holds one line naming the file and the
- * problem. */
+ * problem. Before llama.cpp sees the file its header is checked as sipp_model_check does. */
 SIPP_API sipp_status sipp_model_load(const char *path, const sipp_model_params *params,
                                      sipp_model **out, char *errbuf);
 SIPP_API void sipp_model_free(sipp_model *model);
+
+/* Checks a model file without loading its weights, as sipp_model_load does first: a whole GGUF file
+ * (not truncated) with an architecture, and hyperparameters that llama.cpp's loader and ggml's ops
+ * would not assert on (they abort the process instead of returning an error): block_count in 1..512,
+ * finite floats, non-negative norm epsilons, consistent head, expert and RoPE counts, known RoPE
+ * scaling, 32-byte-aligned tensor data, shapes that match token_embd and the blk.N layers.
+ * SIPP_ERR_MODEL with one line naming the file and the key. Reads only the header. [any thread] */
+SIPP_API sipp_status sipp_model_check(const char *path, char *errbuf);
 
 /* The message of the calling thread's last failed call on this model (borrowed; valid on this thread
  * until its next failing call or error read). A thread that has not failed on the model reads the
@@ -406,6 +414,7 @@ typedef struct sipp_model_info {
     int n_vocab;
     bool has_chat_template;
     double load_ms;          /* wall time of sipp_model_load */
+    char chat_template[32];  /* "model" (its own Jinja template) or "chatml (fallback)" */
 } sipp_model_info;
 
 SIPP_API void sipp_model_get_info(const sipp_model *model, sipp_model_info *info);
@@ -617,8 +626,10 @@ typedef struct sipp_sampling {
     float top_p;          /* 1 = off; default 0.95 */
     float min_p;          /* 0 = off; default 0.05 */
     float repeat_penalty; /* 1 = off; default 1.0 */
-    int repeat_last_n;    /* tokens the penalty looks back over; default 64 */
+    int repeat_last_n;    /* tokens the penalties look back over; default 64 */
     uint32_t seed;        /* SIPP_SEED_RANDOM = a fresh seed each request */
+    float frequency_penalty; /* OpenAI's: subtracted per earlier occurrence; 0 = off (default) */
+    float presence_penalty;  /* OpenAI's: subtracted once a token occurred; 0 = off (default) */
 } sipp_sampling;
 
 #define SIPP_SEED_RANDOM 0xFFFFFFFFu
@@ -647,7 +658,35 @@ typedef struct sipp_request_params {
     sipp_piece_fn on_piece;    /* optional */
     void *user;                /* given to on_piece and on_finish */
     sipp_finish_fn on_finish;  /* optional */
+
+    /* A chat in the shape of an OpenAI chat request, as JSON text (instead of messages): rendered
+     * with the model's Jinja template (or chat_template) by llama.cpp's chat library. Fields:
+     *   messages              [{"role": system|developer|user|assistant|tool, "content", "tool_calls",
+     *                         "tool_call_id", "reasoning_content"}], content a string or text parts
+     *   tools                 [{"type":"function","function":{"name","description","parameters"}}]
+     *   tool_choice           "auto" (default) | "none" | "required" | {"type":"function","function":
+     *                         {"name"}}: required and a named function are enforced by a grammar made
+     *                         from the tools' schemas; auto starts that grammar lazily at the
+     *                         template's tool-call trigger
+     *   parallel_tool_calls   bool (default false)
+     *   response_format       {"type":"text"|"json_object"} or {"type":"json_schema","json_schema":
+     *                         {"name","schema","strict"}}
+     *   json_schema, grammar  llama.cpp's extensions: a schema object, or GBNF text
+     *   reasoning_format      "auto" (default) | "none" | "deepseek": how reasoning is separated
+     *   chat_template_kwargs  {name: value} given to the template (e.g. enable_thinking)
+     *   thinking_budget_tokens int: after that many reasoning tokens the end tag is forced
+     * A field with a wrong type or value is SIPP_ERR_INVALID_ARGUMENT naming it. Parse the answer with
+     * sipp_chat_parser_new. */
+    const char *chat_json;
+    const char *grammar;       /* GBNF constraining a prompt's output (chats give it in chat_json) */
+    const char *json_schema;   /* a JSON Schema text constraining a prompt's output */
+    /* -1 (default): no log-probabilities. 0..SIPP_MAX_TOP_LOGPROBS: each generated token's
+     * log-probability and that many most likely alternatives are recorded, from the distribution
+     * the sampler drew from (sipp_request_logprobs_json). */
+    int logprobs;
 } sipp_request_params;
+
+#define SIPP_MAX_TOP_LOGPROBS 20
 
 SIPP_API sipp_request_params sipp_request_default_params(void);
 
@@ -695,6 +734,51 @@ SIPP_API void sipp_request_get_stats(const sipp_request *request, sipp_request_s
 
 /* Cancels the request if it still runs, waits for its end, and frees it. */
 SIPP_API void sipp_request_free(sipp_request *request);
+
+/* The log-probabilities recorded so far from token `from` on, as a JSON array of OpenAI's
+ * {"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]} (*json malloc'ed,
+ * free with sipp_free; NULL when none are new). Returns how many tokens are recorded in all.
+ * [any thread] */
+SIPP_API size_t sipp_request_logprobs_json(const sipp_request *request, size_t from, char **json);
+
+/* A note about how the request was rendered (borrowed, "" if none), e.g. that the model has no chat
+ * template and ChatML was used. [any thread] */
+SIPP_API const char *sipp_request_warning(const sipp_request *request);
+
+/* ---- chat answers: content, reasoning and tool calls -------------------------------------------- */
+
+/* Parses the text of a chat request's answer with the parser its template's format calls for
+ * (llama.cpp's per-family tool-call and reasoning parsers), whole or as it streams. */
+typedef struct sipp_chat_parser sipp_chat_parser;
+
+/* A parser for the answer of a request submitted with chat_json or messages. [any thread] */
+SIPP_API sipp_status sipp_chat_parser_new(const sipp_request *request, sipp_chat_parser **out, char *errbuf);
+SIPP_API void sipp_chat_parser_free(sipp_chat_parser *parser);
+
+/* Feeds more of the answer's text (is_final: it is all there). *deltas_json (malloc'ed, free with
+ * sipp_free; NULL when nothing changed) is a JSON array of OpenAI chat deltas: {"content"},
+ * {"reasoning_content"}, or {"tool_calls":[{"index", "id", "type", "function":{"name"}}]} for a new
+ * call and {"tool_calls":[{"index","function":{"arguments"}}]} for a fragment of its arguments.
+ * Concatenated they give sipp_chat_parser_message. A final text the format cannot parse is
+ * SIPP_ERR_INVALID_ARGUMENT (message on sipp_chat_parser_error). */
+SIPP_API sipp_status sipp_chat_parser_feed(sipp_chat_parser *parser, const char *text, size_t len, bool is_final,
+                                           char **deltas_json);
+
+/* The answer so far as an OpenAI assistant message: {"role":"assistant", "content",
+ * "reasoning_content" (when there is some), "tool_calls" (when there are some: ids "call_...",
+ * "type":"function", "function":{"name", "arguments" (a JSON text)})}. Borrowed, valid until the
+ * next feed. */
+SIPP_API const char *sipp_chat_parser_message(const sipp_chat_parser *parser);
+SIPP_API size_t sipp_chat_parser_n_tool_calls(const sipp_chat_parser *parser);
+SIPP_API const char *sipp_chat_parser_error(const sipp_chat_parser *parser);
+
+/* GBNF for a JSON Schema text (llama.cpp's converter): *grammar malloc'ed (sipp_free).
+ * SIPP_ERR_INVALID_ARGUMENT with the converter's reason (naming the schema feature) otherwise. */
+SIPP_API sipp_status sipp_json_schema_to_grammar(const char *schema_json, char **grammar, char *errbuf);
+
+/* Renders an OpenAI chat (the chat_json form above) with a template, without a model: template is
+ * a Jinja text, "chatml", or a file path. *prompt malloc'ed (sipp_free). For tests and tools. */
+SIPP_API sipp_status sipp_chat_render_json(const char *tmpl, const char *chat_json, char **prompt, char *errbuf);
 
 typedef struct sipp_engine_stats {
     int slots;
@@ -762,6 +846,27 @@ SIPP_API sipp_status sipp_engine_embed(sipp_engine *engine, const char *const *t
  * model is not a reranker. [any thread] */
 SIPP_API sipp_status sipp_engine_rerank(sipp_engine *engine, const char *query, const char *const *docs,
                                         size_t n_docs, float **scores);
+
+/* How an embedding or rerank call may be stopped part-way, and how it embeds. Each input (each
+ * document, for rerank) is one llama_decode; between two of them the call looks at the clock and
+ * asks should_continue, so an abandoned call stops within one input's time and frees the embedding
+ * context for the next caller. A model whose output is not finite (NaN or infinity) is an error,
+ * SIPP_ERR_MODEL naming the input, never a row of garbage. */
+typedef struct sipp_embed_options {
+    bool normalize;                      /* embed: unit L2 norm per row (default true) */
+    int timeout_ms;                      /* 0: none; past it SIPP_ERR_TIMEOUT (counted from the call) */
+    bool (*should_continue)(void *user); /* NULL, or false to stop: SIPP_ERR_CANCELLED */
+    void *user;
+} sipp_embed_options;
+
+SIPP_API sipp_embed_options sipp_embed_default_options(void);
+
+/* sipp_engine_embed and sipp_engine_rerank with options (NULL: the defaults). [any thread] */
+SIPP_API sipp_status sipp_engine_embed_with(sipp_engine *engine, const char *const *texts, size_t n_texts,
+                                            const sipp_embed_options *options, float **out, int *n_embd,
+                                            int *n_tokens);
+SIPP_API sipp_status sipp_engine_rerank_with(sipp_engine *engine, const char *query, const char *const *docs,
+                                             size_t n_docs, const sipp_embed_options *options, float **scores);
 
 #ifdef __cplusplus
 }

@@ -97,6 +97,10 @@ if [ -z "$only" ] || [ "$only" = fuzz ]; then
     for f in "$SIPP_BUILD"/fuzz/fuzz_*; do
       name=$(basename "$f" | sed 's/^fuzz_//'); work="$SIPP_BUILD/fuzz/corpus-$name"; mkdir -p "$work"
       seeds=(); [ -d "tests/fuzz/corpus/$name" ] && seeds=("tests/fuzz/corpus/$name")
+      if [ "$name" = gguf_header ]; then # seeds from the corrupted-model generator, not committed files
+        python3 tests/integration/gguf_corrupt.py --fuzz-seeds "$SIPP_BUILD/fuzz/seeds-$name" 64 &&
+          seeds+=("$SIPP_BUILD/fuzz/seeds-$name")
+      fi
       if "$f" -max_total_time="${SIPP_FUZZ_SECONDS:-30}" -max_len=4096 "$work" "${seeds[@]}" >"$work.log" 2>&1; then
         count "fuzz $name" 1 0
       else

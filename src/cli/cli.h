@@ -6,6 +6,7 @@
 #define SIPP_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "sipp.h"
@@ -53,5 +54,8 @@ int cmd_ops(int argc, char **argv);
 int cmd_backend_ops(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
+
+/* All of f, NUL-terminated (malloc'ed); NULL when out of memory. */
+char *cli_read_all(FILE *f);
 
 #endif

@@ -5,6 +5,11 @@
  * stderr, so `sipp m.gguf "..." > out.txt` captures only the text. With --stats json the last line
  * of stderr is one JSON object. Ctrl-C during a generation stops that generation; a second Ctrl-C,
  * or one while idle, ends the program.
+ *
+ * A chat's answer is parsed as it streams (sipp_chat_parser: the template's format): the content goes
+ * to stdout, the reasoning too (dimmed on a terminal) or not, as --reasoning says, and with --tools
+ * the tool calls are printed at the end as one JSON array on stdout. --json-schema and --grammar
+ * constrain the answer, of a chat or of a plain prompt.
  */
 #include <jansson.h>
 #include <signal.h>
@@ -22,6 +27,11 @@
 #define LINE_MAX_BYTES (64 * 1024)
 
 typedef enum { STATS_OFF, STATS_TEXT, STATS_JSON } stats_mode;
+typedef enum { REASONING_SHOW, REASONING_HIDE, REASONING_ONLY } reasoning_mode;
+
+#define DIM_ON "\033[2m"
+#define DIM_OFF "\033[0m"
+#define READ_CHUNK 4096
 
 typedef struct run_opts {
     const char *model;
@@ -40,6 +50,10 @@ typedef struct run_opts {
     const char *stop[MAX_STOP];
     size_t n_stop;
     stats_mode stats;
+    reasoning_mode reasoning;
+    json_t *tools;       /* --tools FILE: an OpenAI tools array */
+    json_t *json_schema; /* --json-schema FILE|JSON */
+    char *grammar;       /* --grammar FILE: GBNF */
 } run_opts;
 
 static const char usage[] =
@@ -52,7 +66,13 @@ static const char usage[] =
     "options:\n"
     "  --chat                 treat PROMPT as a user message, rendered with the model's chat template\n"
     "  --system TEXT          system message for --chat\n"
-    "  --chat-template NAME   template to use instead of the model's (chatml, llama3, ...)\n"
+    "  --chat-template NAME|FILE  template instead of the model's: chatml, or a Jinja file\n"
+    "  --tools FILE           OpenAI tools (a JSON array) the chat may call; the calls are printed as\n"
+    "                         one JSON array on stdout at the end\n"
+    "  --json-schema FILE|JSON  the answer must be JSON valid under this schema\n"
+    "  --grammar FILE         the answer must follow this GBNF grammar\n"
+    "  --reasoning show|hide|only  a thinking model's reasoning: shown (dimmed on a terminal, the\n"
+    "                         default), hidden, or alone\n"
     "  --max-tokens N         generate at most N tokens (default 256; -1 = until the context is full)\n"
     "  --temperature T        0 = greedy (default 0.8)\n"
     "  --top-k K              (default 40; 0 = off)\n"
@@ -111,6 +131,41 @@ static int parse(int argc, char **argv, run_opts *o) {
                 return EXIT_USAGE;
             }
             o->stop[o->n_stop++] = a.value;
+        } else if (cli_flag_value(&a, "--tools")) {
+            if (!a.value) break;
+            json_error_t je;
+            o->tools = json_load_file(a.value, JSON_REJECT_DUPLICATES, &je);
+            if (!json_is_array(o->tools)) {
+                cli_error("--tools %s: %s", a.value, o->tools ? "must be a JSON array of tools" : je.text);
+                return EXIT_USAGE;
+            }
+        } else if (cli_flag_value(&a, "--json-schema")) {
+            if (!a.value) break;
+            json_error_t je;
+            o->json_schema = a.value[0] == '{' ? json_loads(a.value, JSON_REJECT_DUPLICATES, &je)
+                                               : json_load_file(a.value, JSON_REJECT_DUPLICATES, &je);
+            if (!json_is_object(o->json_schema)) {
+                cli_error("--json-schema %s: %s", a.value, o->json_schema ? "must be a JSON Schema object" : je.text);
+                return EXIT_USAGE;
+            }
+        } else if (cli_flag_value(&a, "--grammar")) {
+            if (!a.value) break;
+            FILE *f = fopen(a.value, "rb");
+            if (!f || !(o->grammar = cli_read_all(f))) {
+                cli_error("--grammar %s: cannot read the file", a.value);
+                if (f) fclose(f);
+                return EXIT_USAGE;
+            }
+            fclose(f);
+        } else if (cli_flag_value(&a, "--reasoning")) {
+            if (!a.value) break;
+            if (strcmp(a.value, "show") == 0) o->reasoning = REASONING_SHOW;
+            else if (strcmp(a.value, "hide") == 0) o->reasoning = REASONING_HIDE;
+            else if (strcmp(a.value, "only") == 0) o->reasoning = REASONING_ONLY;
+            else {
+                cli_error("--reasoning '%s' is not one of show, hide, only", a.value);
+                return EXIT_USAGE;
+            }
         } else if (cli_flag_value(&a, "--stats")) {
             if (!a.value) break;
             if (strcmp(a.value, "off") == 0) o->stats = STATS_OFF;
@@ -140,6 +195,14 @@ static int parse(int argc, char **argv, run_opts *o) {
     }
     o->model = positional[0];
     o->prompt = positional[1];
+    if (o->tools && !o->chat) {
+        cli_error("--tools needs --chat: tools are offered to a chat");
+        return EXIT_USAGE;
+    }
+    if (o->grammar && o->json_schema) {
+        cli_error("give either --grammar or --json-schema, not both");
+        return EXIT_USAGE;
+    }
     if (!o->model) {
         cli_error("no MODEL given (see sipp --help)");
         return EXIT_USAGE;
@@ -147,12 +210,12 @@ static int parse(int argc, char **argv, run_opts *o) {
     return EXIT_OK;
 }
 
-/* Reads all of stdin as the prompt. */
-static char *read_stdin(void) {
+/* Reads all of f (stdin as the prompt, a grammar file). */
+char *cli_read_all(FILE *f) {
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     size_t n;
-    while (buf && (n = fread(buf + len, 1, cap - len - 1, stdin)) > 0) {
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
         len += n;
         if (len + 1 == cap) {
             char *bigger = realloc(buf, cap *= 2);
@@ -213,13 +276,94 @@ static void print_stats(const run_opts *o, const sipp_model *m, const sipp_reque
     json_decref(j);
 }
 
+/* The chat as the JSON libsipp takes: the messages, and the tools and schema of the flags. */
+static char *chat_json(const run_opts *o, const sipp_message *msgs, size_t n) {
+    json_t *root = json_object(), *arr = json_array();
+    json_object_set_new(root, "messages", arr);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:s, s:s}", "role", msgs[i].role, "content", msgs[i].content));
+    if (o->tools) json_object_set(root, "tools", o->tools);
+    if (o->json_schema) json_object_set(root, "json_schema", o->json_schema);
+    if (o->grammar) json_object_set_new(root, "grammar", json_string(o->grammar));
+    char *text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return text;
+}
+
+/* Prints the parsed deltas of a chat's answer as --reasoning says. */
+static void print_deltas(const run_opts *o, const char *deltas, bool *in_reasoning) {
+    json_t *arr = deltas ? json_loads(deltas, 0, NULL) : NULL;
+    bool dim = cli_interactive_output();
+    size_t i;
+    json_t *d;
+    json_array_foreach(arr, i, d) {
+        const char *r = json_string_value(json_object_get(d, "reasoning_content"));
+        const char *c = json_string_value(json_object_get(d, "content"));
+        if (r && o->reasoning != REASONING_HIDE) {
+            if (dim && o->reasoning == REASONING_SHOW && !*in_reasoning) fputs(DIM_ON, stdout);
+            *in_reasoning = true;
+            fputs(r, stdout);
+        }
+        if (c && o->reasoning != REASONING_ONLY) {
+            if (*in_reasoning && dim && o->reasoning == REASONING_SHOW) fputs(DIM_OFF, stdout);
+            if (*in_reasoning) fputs("\n", stdout);
+            *in_reasoning = false;
+            fputs(c, stdout);
+        }
+    }
+    fflush(stdout);
+    json_decref(arr);
+}
+
+/* Streams a chat's answer through its parser on this thread; --tools prints the calls at the end. */
+static void stream_chat(const run_opts *o, sipp_request *r) {
+    sipp_chat_parser *ps = NULL;
+    char err[SIPP_ERROR_SIZE], buf[READ_CHUNK];
+    if (sipp_chat_parser_new(r, &ps, err) != SIPP_OK) {
+        cli_error("%s", err);
+        return;
+    }
+    bool finished = false, in_reasoning = false;
+    int seen = atomic_load(&interrupts);
+    while (!finished) {
+        size_t n = sipp_request_read(r, buf, sizeof buf, WAIT_SLICE_MS, &finished);
+        if (atomic_load(&interrupts) != seen) sipp_request_cancel(r);
+        char *deltas = NULL;
+        if (n || finished) {
+            if (sipp_chat_parser_feed(ps, buf, n, finished, &deltas) != SIPP_OK) {
+                fprintf(stderr, "sipp: warning: the answer does not follow the template's format (%s); printed as "
+                                "it came\n",
+                        sipp_chat_parser_error(ps));
+                fwrite(sipp_request_text(r), 1, strlen(sipp_request_text(r)), stdout);
+                break;
+            }
+            print_deltas(o, deltas, &in_reasoning);
+            sipp_free(deltas);
+        }
+    }
+    if (in_reasoning && cli_interactive_output() && o->reasoning == REASONING_SHOW) fputs(DIM_OFF, stdout);
+    if (o->tools) {
+        json_t *msg = json_loads(sipp_chat_parser_message(ps), 0, NULL);
+        json_t *calls = json_object_get(msg, "tool_calls");
+        char *text = json_dumps(calls ? calls : json_array(), JSON_COMPACT);
+        printf("\n%s\n", text ? text : "[]");
+        free(text);
+        json_decref(msg);
+    }
+    fflush(stdout);
+    sipp_chat_parser_free(ps);
+}
+
 /* Submits one request and streams it. Ctrl-C cancels it. Returns the request (finished) or NULL. */
 static sipp_request *generate(sipp_engine *e, const run_opts *o, const char *prompt, const sipp_message *msgs,
                               size_t n_msgs, const char *context_key) {
     sipp_request_params p = sipp_request_default_params();
+    char *chat = msgs ? chat_json(o, msgs, n_msgs) : NULL;
+    char *schema = !msgs && o->json_schema ? json_dumps(o->json_schema, JSON_COMPACT) : NULL;
     p.prompt = prompt;
-    p.messages = msgs;
-    p.n_messages = n_msgs;
+    p.chat_json = chat;
+    p.grammar = msgs ? NULL : o->grammar;
+    p.json_schema = schema;
     p.chat_template = o->chat_template;
     p.max_tokens = o->max_tokens;
     p.sampling = o->sampling;
@@ -227,11 +371,20 @@ static sipp_request *generate(sipp_engine *e, const run_opts *o, const char *pro
     p.n_stop = o->n_stop;
     p.ignore_eos = o->ignore_eos;
     p.context_key = context_key;
-    p.on_piece = print_piece;
+    p.on_piece = msgs ? NULL : print_piece;
     sipp_request *r;
-    if (sipp_engine_submit(e, &p, &r) != SIPP_OK) {
+    sipp_status st = sipp_engine_submit(e, &p, &r);
+    free(chat);
+    free(schema);
+    if (st != SIPP_OK) {
         cli_error("%s", sipp_engine_last_error(e));
         return NULL;
+    }
+    if (*sipp_request_warning(r)) fprintf(stderr, "sipp: warning: %s\n", sipp_request_warning(r));
+    if (msgs) {
+        stream_chat(o, r);
+        sipp_request_wait(r, -1);
+        return r;
     }
     int seen = atomic_load(&interrupts);
     while (sipp_request_wait(r, WAIT_SLICE_MS) != SIPP_OK)
@@ -331,7 +484,7 @@ int cmd_run(int argc, char **argv) {
             }
             interactive = true;
         } else {
-            stdin_prompt = read_stdin();
+            stdin_prompt = cli_read_all(stdin);
             o.prompt = stdin_prompt ? stdin_prompt : "";
         }
     }
@@ -391,5 +544,8 @@ int cmd_run(int argc, char **argv) {
     sipp_engine_free(e);
     sipp_model_free(m);
     free(stdin_prompt);
+    json_decref(o.tools);
+    json_decref(o.json_schema);
+    free(o.grammar);
     return rc;
 }

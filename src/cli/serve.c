@@ -186,6 +186,21 @@ int cmd_serve(int argc, char **argv) {
     }
     sipp_buf_free(&errs);
     if (o.check) {
+        /* The header check a load makes first: a model llama.cpp would abort on is invalid here,
+         * not a crash at start (serve itself marks such a target failed and serves the others). */
+        bool models_ok = true;
+        for (size_t i = 0; i < cfg.n_targets; i++) {
+            char err[SIPP_ERROR_SIZE];
+            const gw_target_config *t = &cfg.targets[i];
+            if (t->type != GW_TARGET_LOCAL || !t->model_path || sipp_model_check(t->model_path, err) == SIPP_OK)
+                continue;
+            fprintf(stderr, "sipp: %s: target '%s': %s\n", o.config, t->name, err);
+            models_ok = false;
+        }
+        if (!models_ok) {
+            gw_config_free(&cfg);
+            return EXIT_RUNTIME;
+        }
         printf("%s: valid: %zu target%s (", o.config, cfg.n_targets, cfg.n_targets == 1 ? "" : "s");
         for (size_t i = 0; i < cfg.n_targets; i++) printf("%s%s", i ? ", " : "", cfg.targets[i].name);
         printf("), %zu token%s, listen %s:%d\n", cfg.n_tokens, cfg.n_tokens == 1 ? "" : "s", cfg.host, cfg.port);

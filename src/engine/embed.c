@@ -6,6 +6,12 @@
  * same llama_model shares the weights, so nothing is loaded twice. It is created on first use and
  * runs on the caller's thread under its own lock, so an embedding call never waits behind a long
  * generation, and generation never waits behind it.
+ *
+ * A call can be stopped between inputs (sipp_embed_options: a timeout and a should_continue
+ * callback), since one request may carry thousands of them: the gateway stops a call whose client
+ * left or whose request timed out, which frees this context and the admission permit. Each pooled
+ * output is checked to be finite before it is copied out: a broken model gives an error naming the
+ * input, not NaN rows (which JSON cannot even carry).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -64,8 +70,30 @@ static sipp_status ensure_ctx(sipp_embedder *em, sipp_model *m, int ctx_size, in
     return SIPP_OK;
 }
 
-/* Evaluates one token sequence and copies its pooled output (n floats) into row. */
-static sipp_status eval_one(sipp_embedder *em, const llama_token *toks, int n_toks, float *row, int n, char *err) {
+sipp_embed_options sipp_embed_default_options(void) {
+    sipp_embed_options o = {.normalize = true};
+    return o;
+}
+
+/* Between inputs: SIPP_OK to go on, or why to stop (the caller's callback, or the clock). */
+static sipp_status keep_going(const sipp_embed_options *opt, double deadline_ms, size_t done, size_t total,
+                              char *err) {
+    if (opt->should_continue && !opt->should_continue(opt->user))
+        return sipp_fail(err, SIPP_ERR_CANCELLED, "the embedding was cancelled after %zu of %zu inputs", done, total);
+    if (deadline_ms > 0 && sipp_now_ms() >= deadline_ms)
+        return sipp_fail(err, SIPP_ERR_TIMEOUT, "the embedding timed out after %zu of %zu inputs (%d ms)", done, total,
+                         opt->timeout_ms);
+    return SIPP_OK;
+}
+
+static double deadline_of(const sipp_embed_options *opt) {
+    return opt->timeout_ms > 0 ? sipp_now_ms() + opt->timeout_ms : 0;
+}
+
+/* Evaluates one token sequence and copies its pooled output (n floats) into row; input is its index,
+ * for the message when the output is not finite. */
+static sipp_status eval_one(sipp_embedder *em, const llama_token *toks, int n_toks, float *row, int n, size_t input,
+                            char *err) {
     if (n_toks > em->n_ctx)
         return sipp_fail(err, SIPP_ERR_CONTEXT_FULL,
                          "an input is %d tokens but the embedding context holds %d; shorten it", n_toks, em->n_ctx);
@@ -74,6 +102,12 @@ static sipp_status eval_one(sipp_embedder *em, const llama_token *toks, int n_to
     if (rc != 0) return sipp_fail(err, SIPP_ERR_INTERNAL, "llama_decode failed embedding an input (code %d)", rc);
     const float *v = llama_get_embeddings_seq(em->ctx, 0);
     if (!v) return sipp_fail(err, SIPP_ERR_INTERNAL, "llama.cpp returned no pooled embedding");
+    for (int i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return sipp_fail(err, SIPP_ERR_MODEL,
+                             "the model's output for input %zu is not finite (%s at element %d): its weights or "
+                             "hyperparameters are broken",
+                             input, isnan(v[i]) ? "NaN" : "infinity", i);
     memcpy(row, v, (size_t)n * sizeof *row);
     return SIPP_OK;
 }
@@ -87,8 +121,12 @@ static void l2_normalize(float *v, int n) {
 }
 
 sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *const *texts,
-                           size_t n_texts, bool normalize, float **out, int *n_embd, int *n_tokens, char *err) {
+                           size_t n_texts, const sipp_embed_options *opt, float **out, int *n_embd, int *n_tokens,
+                           char *err) {
     *out = NULL;
+    sipp_embed_options def = sipp_embed_default_options();
+    if (!opt) opt = &def;
+    double deadline = deadline_of(opt);
     if (!texts || n_texts == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "no input to embed");
     pthread_mutex_lock(&em->mu);
     sipp_status st = ensure_ctx(em, m, ctx_size, threads, err);
@@ -99,6 +137,7 @@ sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int t
     if (st == SIPP_OK && !rows) st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
     int total = 0;
     for (size_t i = 0; st == SIPP_OK && i < n_texts; i++) {
+        if ((st = keep_going(opt, deadline, i, n_texts, err)) != SIPP_OK) break;
         if (!texts[i] || !*texts[i]) {
             st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "input %zu is empty", i);
             break;
@@ -107,10 +146,10 @@ sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int t
         int n_toks;
         st = sipp_model_tokenize_alloc(m, texts[i], true, false, &toks, &n_toks, err);
         if (st != SIPP_OK) break;
-        st = eval_one(em, toks, n_toks, rows + i * (size_t)n, n, err);
+        st = eval_one(em, toks, n_toks, rows + i * (size_t)n, n, i, err);
         free(toks);
         total += n_toks;
-        if (st == SIPP_OK && normalize) l2_normalize(rows + i * (size_t)n, n);
+        if (st == SIPP_OK && opt->normalize) l2_normalize(rows + i * (size_t)n, n);
     }
     pthread_mutex_unlock(&em->mu);
     if (st != SIPP_OK) {
@@ -124,8 +163,12 @@ sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int t
 }
 
 sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *query,
-                            const char *const *docs, size_t n_docs, float **scores, char *err) {
+                            const char *const *docs, size_t n_docs, const sipp_embed_options *opt, float **scores,
+                            char *err) {
     *scores = NULL;
+    sipp_embed_options def = sipp_embed_default_options();
+    if (!opt) opt = &def;
+    double deadline = deadline_of(opt);
     if (!query || !docs || n_docs == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "no query or documents");
     pthread_mutex_lock(&em->mu);
     sipp_status st = ensure_ctx(em, m, ctx_size, threads, err);
@@ -136,6 +179,7 @@ sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int 
     /* As llama-server does: [BOS] query [EOS] [SEP] document [EOS], one sequence per document. */
     const struct llama_vocab *v = m->vocab;
     for (size_t i = 0; st == SIPP_OK && i < n_docs; i++) {
+        if ((st = keep_going(opt, deadline, i, n_docs, err)) != SIPP_OK) break;
         llama_token *q, *d;
         int nq, nd;
         if ((st = sipp_model_tokenize_alloc(m, query, false, false, &q, &nq, err)) != SIPP_OK) break;
@@ -152,7 +196,7 @@ sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int 
             seq[k++] = llama_vocab_sep(v);
             memcpy(seq + k, d, (size_t)nd * sizeof *seq), k += nd;
             seq[k++] = llama_vocab_eos(v);
-            st = eval_one(em, seq, k, out + i, 1, err);
+            st = eval_one(em, seq, k, out + i, 1, i, err);
         } else {
             st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
         }

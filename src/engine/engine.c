@@ -8,6 +8,7 @@
  * Failures stay local. A request that is cancelled, times out, or cannot get KV space ends alone;
  * the other slots keep running. The queue is bounded: a full queue refuses at once.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,7 +121,9 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
         float *probe = NULL;
         int n_embd;
         const char *text = "embedding context warm-up";
-        sipp_status est = sipp_embed_run(e->embedder, model, p.ctx_size, p.threads, &text, 1, false, &probe, &n_embd,
+        sipp_embed_options raw = sipp_embed_default_options();
+        raw.normalize = false;
+        sipp_status est = sipp_embed_run(e->embedder, model, p.ctx_size, p.threads, &text, 1, &raw, &probe, &n_embd,
                                          NULL, errbuf);
         free(probe);
         if (est != SIPP_OK && est != SIPP_ERR_MODEL) {
@@ -156,13 +159,29 @@ static sipp_status check_fits(sipp_engine *e, sipp_request *r, char *err) {
     return SIPP_OK;
 }
 
+/* The stop strings of a request: its own and those its chat format adds. */
+static sipp_status add_format_stops(const sipp_request_params *p, sipp_request *r, char *err) {
+    const chat_plan *plan = r->chat.plan;
+    if (!plan || plan->n_stops == 0) return SIPP_OK;
+    size_t n = p->n_stop + plan->n_stops;
+    const char **all = calloc(n, sizeof *all);
+    if (!all) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    for (size_t i = 0; i < p->n_stop; i++)
+        all[i] = p->stop[i];
+    for (size_t i = 0; i < plan->n_stops; i++)
+        all[p->n_stop + i] = plan->stops[i];
+    sipp_output_free(&r->out);
+    bool ok = sipp_output_init(&r->out, all, n);
+    free(all);
+    return ok ? SIPP_OK : sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+}
+
 static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, sipp_request *r, char *err) {
     sipp_model *m = e->model;
-    char *rendered = NULL;
     const char *text = p->prompt;
     if (p->tokens) {
-        if (p->prompt || p->messages)
-            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "give one of prompt, messages or tokens");
+        if (p->prompt || p->messages || p->chat_json)
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "give one of prompt, messages, chat_json or tokens");
         int n_vocab = m->info.n_vocab;
         for (size_t i = 0; i < p->n_tokens; i++)
             if (p->tokens[i] < 0 || p->tokens[i] >= n_vocab)
@@ -173,22 +192,24 @@ static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, 
             return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
         memcpy(r->prompt, p->tokens, p->n_tokens * sizeof *r->prompt);
         r->n_prompt = (int)p->n_tokens;
-        return check_fits(e, r, err);
+    } else {
+        if ((p->messages != NULL) + (p->chat_json != NULL) + (p->prompt != NULL) > 1)
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "give one of prompt, messages or chat_json");
+        if (p->messages && p->n_messages == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "messages is empty");
+        if (!text && !p->messages && !p->chat_json)
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "no prompt and no messages given");
+        /* A chat is rendered by its template into a plan (src/chat); a prompt may carry a grammar. */
+        sipp_status st = chat_request_prepare(m, p, &r->chat, err);
+        if (st != SIPP_OK) return st;
+        if (r->chat.plan) text = r->chat.plan->prompt;
+        if (!*text) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt is empty");
+        if ((st = sipp_model_tokenize_alloc(m, text, true, true, &r->prompt, &r->n_prompt, err)) != SIPP_OK) return st;
+        if (r->n_prompt == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt has no tokens");
     }
-    if (p->messages) {
-        if (p->prompt) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "give either a prompt or messages, not both");
-        if (p->n_messages == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "messages is empty");
-        sipp_status st = sipp_chat_render(m, p->chat_template, p->messages, p->n_messages, true, &rendered);
-        if (st != SIPP_OK) return sipp_fail(err, st, "%s", sipp_model_last_error(m));
-        text = rendered;
-    }
-    if (!text) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "no prompt and no messages given");
-    if (!*text) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt is empty");
-    sipp_status st = sipp_model_tokenize_alloc(m, text, true, true, &r->prompt, &r->n_prompt, err);
-    free(rendered);
-    if (st != SIPP_OK) return st;
-    if (r->n_prompt == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt has no tokens");
-    return check_fits(e, r, err);
+    if (p->grammar && p->tokens) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "a grammar needs a prompt or a chat");
+    sipp_status st = sipp_request_grammar(m, r, err);
+    if (st == SIPP_OK) st = add_format_stops(p, r, err);
+    return st == SIPP_OK ? check_fits(e, r, err) : st;
 }
 
 static sipp_status check_sampling(const sipp_sampling *s, int max_tokens, char *err) {
@@ -197,8 +218,17 @@ static sipp_status check_sampling(const sipp_sampling *s, int max_tokens, char *
     if (!(s->top_p > 0 && s->top_p <= 1)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "top_p must be in (0, 1]");
     if (!(s->min_p >= 0 && s->min_p <= 1)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "min_p must be in [0, 1]");
     if (!(s->repeat_penalty > 0)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "repeat_penalty must be > 0");
+    if (!isfinite(s->frequency_penalty) || !isfinite(s->presence_penalty))
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "frequency_penalty and presence_penalty must be finite");
     if (max_tokens == 0 || max_tokens < -1)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "max_tokens must be positive (or -1 for no limit)");
+    return SIPP_OK;
+}
+
+static sipp_status check_logprobs(int logprobs, char *err) {
+    if (logprobs < -1 || logprobs > SIPP_MAX_TOP_LOGPROBS)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "logprobs is %d; it must be -1 (none) or in [0, %d]", logprobs,
+                         SIPP_MAX_TOP_LOGPROBS);
     return SIPP_OK;
 }
 
@@ -207,6 +237,7 @@ sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sip
     if (!e || !p) return SIPP_ERR_INVALID_ARGUMENT;
     char err[SIPP_ERROR_SIZE];
     sipp_status st = check_sampling(&p->sampling, p->max_tokens, err);
+    if (st == SIPP_OK) st = check_logprobs(p->logprobs, err);
     if (st != SIPP_OK) return engine_fail(e, st, "%s", err);
     sipp_request *r = sipp_request_alloc(e, p);
     if (!r) return engine_fail(e, SIPP_ERR_NO_MEMORY, "out of memory");
@@ -329,18 +360,30 @@ void sipp_engine_get_stats(sipp_engine *e, sipp_engine_stats *out) {
     pthread_mutex_unlock(&e->mu);
 }
 
-sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n_texts, bool normalize, float **out,
-                              int *n_embd, int *n_tokens) {
+sipp_status sipp_engine_embed_with(sipp_engine *e, const char *const *texts, size_t n_texts,
+                                   const sipp_embed_options *options, float **out, int *n_embd, int *n_tokens) {
     char err[SIPP_ERROR_SIZE];
     sipp_status st = sipp_embed_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, texts, n_texts,
-                                    normalize, out, n_embd, n_tokens, err);
+                                    options, out, n_embd, n_tokens, err);
+    return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
+}
+
+sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n_texts, bool normalize, float **out,
+                              int *n_embd, int *n_tokens) {
+    sipp_embed_options o = sipp_embed_default_options();
+    o.normalize = normalize;
+    return sipp_engine_embed_with(e, texts, n_texts, &o, out, n_embd, n_tokens);
+}
+
+sipp_status sipp_engine_rerank_with(sipp_engine *e, const char *query, const char *const *docs, size_t n_docs,
+                                    const sipp_embed_options *options, float **scores) {
+    char err[SIPP_ERROR_SIZE];
+    sipp_status st = sipp_rerank_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, query, docs,
+                                     n_docs, options, scores, err);
     return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
 }
 
 sipp_status sipp_engine_rerank(sipp_engine *e, const char *query, const char *const *docs, size_t n_docs,
                                float **scores) {
-    char err[SIPP_ERROR_SIZE];
-    sipp_status st =
-        sipp_rerank_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, query, docs, n_docs, scores, err);
-    return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
+    return sipp_engine_rerank_with(e, query, docs, n_docs, NULL, scores);
 }

@@ -4,7 +4,7 @@
  *   engine.c    the engine's life, the queue and the thread
  *   scheduler.c which request goes to which slot, and what each step decodes (one llama_decode)
  *   request.c   a request's life as its submitter sees it: reading text, waiting, stats, freeing
- *   sampling.c  the sampler chain built from a request's sampling parameters
+ *   sampling.c  the sampler of a request: its chain, grammar, reasoning budget and logprobs
  *
  * Locking: engine->mu guards the queue, the slots' assignment and the engine stats. request->mu
  * guards what a request's readers see (text, finished, results). The engine thread never holds
@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "chat/chat_request.h"
 #include "engine/model.h"
 #include "engine/stop_filter.h"
 #include "llama.h"
@@ -38,6 +39,9 @@ struct sipp_request {
     sipp_piece_fn on_piece;
     sipp_finish_fn on_finish;
     void *user;
+    chat_request chat;                /* the chat's plan and the grammar to enforce (src/chat) */
+    struct llama_sampler *grammar;    /* made (and so checked) at submit; the slot's sampler takes it */
+    int top_logprobs;                 /* -1: no logprobs */
 
     /* Engine thread only. */
     sipp_output out;
@@ -58,7 +62,30 @@ struct sipp_request {
     char error[SIPP_ERROR_SIZE];
     sipp_request_stats stats;
     double t_submit, t_start, t_first, t_end;
+    struct sipp_logprob *logprobs;    /* one per generated token when top_logprobs >= 0 */
+    size_t n_logprobs, cap_logprobs;
 };
+
+/* One generated token's log-probability and its most likely alternatives. */
+typedef struct sipp_logprob {
+    llama_token token;
+    float logprob;
+    int n_top;
+    llama_token top[SIPP_MAX_TOP_LOGPROBS];
+    float top_logprob[SIPP_MAX_TOP_LOGPROBS];
+} sipp_logprob;
+
+/* A request's sampler: the chain of its sampling parameters, and beside it the grammar (checked on
+ * the chain's pick first, applied to the whole vocabulary only when it rejects the pick) and the
+ * reasoning budget. */
+typedef struct sipp_sampler {
+    struct llama_sampler *chain;
+    struct llama_sampler *grammar; /* NULL: unconstrained */
+    struct llama_sampler *budget;  /* NULL: no thinking budget */
+    llama_token_data *cand;        /* n_vocab candidates, reused every token */
+    int n_vocab;
+    bool greedy_in_place;          /* argmax over the logits, nothing else to apply */
+} sipp_sampler;
 
 typedef struct sipp_embedder sipp_embedder;
 
@@ -75,7 +102,7 @@ typedef struct slot {
     llama_token next_token;
     int i_logits;               /* index of this slot's output in the current batch, or -1 */
     int n_fed;                  /* tokens this slot put in the current batch */
-    struct llama_sampler *smpl;
+    sipp_sampler *smpl;
     char *key;                  /* the context_key pinned here, kept after the request ends */
     double last_used;
 } slot;
@@ -112,7 +139,16 @@ struct sipp_engine {
 };
 
 /* Builds the sampler chain of a request. NULL on allocation failure. */
-struct llama_sampler *sipp_sampler_new(const sipp_model *model, const sipp_sampling *s, bool ignore_eos);
+struct llama_sampler *sipp_sampler_chain_new(const sipp_model *model, const sipp_sampling *s, bool ignore_eos);
+
+/* The sampler of a request (takes r->grammar). NULL with err on failure. */
+sipp_sampler *sipp_sampler_new(const sipp_model *model, sipp_request *r, char *err);
+void sipp_sampler_free(sipp_sampler *ss);
+/* Samples the token of output idx, records its logprobs when the request wants them, and accepts
+ * it into every sampler. LLAMA_TOKEN_NULL when the grammar cannot take the token. */
+llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_context *ctx, int idx, sipp_request *r);
+/* Makes the grammar sampler a request asks for (r->chat), checking the GBNF. */
+sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err);
 
 /* Greedy without penalties: the token is the argmax of the logits, read in place (the chain's
  * result, without its copy of the whole vocabulary). ignore_eos excludes end-of-generation tokens. */
@@ -139,9 +175,11 @@ int sipp_decode_range(struct llama_context *ctx, const llama_token *tokens, int 
 sipp_embedder *sipp_embedder_new(void);
 void sipp_embedder_free(sipp_embedder *em);
 sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *const *texts,
-                           size_t n_texts, bool normalize, float **out, int *n_embd, int *n_tokens, char *err);
+                           size_t n_texts, const sipp_embed_options *opt, float **out, int *n_embd, int *n_tokens,
+                           char *err);
 sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *query,
-                            const char *const *docs, size_t n_docs, float **scores, char *err);
+                            const char *const *docs, size_t n_docs, const sipp_embed_options *opt, float **scores,
+                            char *err);
 
 /* Wakes the engine thread (after a cancel). */
 void sipp_engine_wake(sipp_engine *engine);

@@ -1,8 +1,10 @@
 /*
  * model.c: loading a GGUF model on the chosen backend, its tokenizer, and chat templates.
  *
- * A load first reads the GGUF header itself (gguf.h), so that the common mistakes get a precise
- * message: not a file, not GGUF, an architecture llama.cpp does not know. Only then does llama.cpp
+ * A load first reads the GGUF header itself (store/gguf_header.c), so that the common mistakes get a
+ * precise message: not a file, not GGUF, truncated, no architecture; and it checks the
+ * hyperparameters llama.cpp would assert on (engine/model_check.c), since an assert aborts the
+ * process. Only then does llama.cpp
  * load the weights, with the backend the policy chose. A CPU load gets an empty device list, so no
  * weight, KV cell or op can land on a GPU even when the artifact has one.
  */
@@ -14,12 +16,14 @@
 #include <sys/stat.h>
 
 #include "backend/backend.h"
+#include "chat/chat_request.h"
 #include "engine/model.h"
-#include "gguf.h"
+#include "engine/model_check.h"
+#include "store/gguf_header.h"
 #include "util/util.h"
 
-#define GGUF_MAGIC "GGUF"
 #define ALL_LAYERS 9999
+#define SIPP_ARCH_MAX 64
 
 sipp_model_params sipp_model_default_params(void) {
     sipp_model_params p = {.backend = "auto", .gpu_layers = -1};
@@ -39,53 +43,35 @@ const sipp_backend_decision *sipp_model_backend(const sipp_model *m) { return &m
 void sipp_model_get_info(const sipp_model *m, sipp_model_info *info) { *info = m->info; }
 void sipp_free(void *p) { free(p); }
 
-/* Checks the file and its GGUF header before llama.cpp sees it. */
-static sipp_status precheck(const char *path, char *arch, size_t arch_len, uint64_t *size, char *errbuf) {
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return sipp_fail(errbuf, errno == ENOENT ? SIPP_ERR_NOT_FOUND : SIPP_ERR_IO, "model '%s': %s", path,
-                         strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "model '%s' is a directory; give the path of a .gguf file",
-                         path);
-    FILE *f = fopen(path, "rb");
-    if (!f) return sipp_fail(errbuf, SIPP_ERR_IO, "model '%s': %s", path, strerror(errno));
-    char magic[4] = {0};
-    size_t got = fread(magic, 1, sizeof magic, f);
-    fclose(f);
-    if (got != sizeof magic || memcmp(magic, GGUF_MAGIC, sizeof magic) != 0)
-        return sipp_fail(errbuf, SIPP_ERR_MODEL, "model '%s' is not a GGUF file (it does not start with 'GGUF')",
-                         path);
-
-    struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
-    char gguf_err[SIPP_ERROR_SIZE];
-    sipp_log_capture(gguf_err);
-    struct gguf_context *g = gguf_init_from_file(path, gp);
-    sipp_log_capture(NULL);
-    if (!g)
-        return sipp_fail(errbuf, SIPP_ERR_MODEL,
-                         "model '%s' is not a valid GGUF file (truncated or corrupt header or metadata%s%s)", path,
-                         *gguf_err ? ": " : "", gguf_err);
-    /* The tensor data must lie inside the file: a truncated download passes the header check. */
-    size_t need = gguf_get_data_offset(g);
-    int64_t n_tensors = gguf_get_n_tensors(g);
-    for (int64_t i = 0; i < n_tensors; i++) {
-        size_t end = gguf_get_data_offset(g) + gguf_get_tensor_offset(g, i) + gguf_get_tensor_size(g, i);
-        if (end > need) need = end;
-    }
-    int64_t k = gguf_find_key(g, "general.architecture");
-    if (k >= 0 && gguf_get_kv_type(g, k) == GGUF_TYPE_STRING) sipp_strlcpy(arch, gguf_get_val_str(g, k), arch_len);
-    else arch[0] = '\0';
-    gguf_free(g);
-    if ((size_t)st.st_size < need)
-        return sipp_fail(errbuf, SIPP_ERR_MODEL,
-                         "model '%s' is truncated: %lld bytes, its tensors need %zu; download it again", path,
-                         (long long)st.st_size, need);
-    if (!*arch)
+/* Checks the file and its GGUF header before llama.cpp sees it: a readable, whole GGUF file with an
+ * architecture and, unless only the vocabulary is wanted, hyperparameters llama.cpp will not assert
+ * on (model_check.c). */
+static sipp_status precheck(const char *path, bool vocab_only, char *arch, size_t arch_len, uint64_t *size,
+                            char *errbuf) {
+    sipp_gguf_header *h;
+    sipp_status st = sipp_gguf_header_open(path, &h, errbuf);
+    if (st != SIPP_OK) return st;
+    const char *a;
+    if (sipp_gguf_get_str(h, "general.architecture", &a, errbuf) != SIPP_OK || !*a) {
+        sipp_gguf_header_close(h);
         return sipp_fail(errbuf, SIPP_ERR_MODEL, "model '%s' has no general.architecture key; it is not a model",
                          path);
-    *size = (uint64_t)st.st_size;
-    return SIPP_OK;
+    }
+    sipp_strlcpy(arch, a, arch_len);
+    *size = sipp_gguf_header_file_size(h);
+    st = sipp_model_check_vocab(h, errbuf);
+    if (st == SIPP_OK && !vocab_only) st = sipp_model_check_hparams(h, errbuf);
+    sipp_gguf_header_close(h);
+    return st;
+}
+
+sipp_status sipp_model_check(const char *path, char *errbuf) {
+    char arch[SIPP_ARCH_MAX];
+    uint64_t size;
+    if (!path || !*path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model path given");
+    char resolved[PATH_MAX];
+    sipp_status st = sipp_store_resolve(path, resolved, sizeof resolved, errbuf);
+    return st == SIPP_OK ? precheck(resolved, false, arch, sizeof arch, &size, errbuf) : st;
 }
 
 static void collect_eog(sipp_model *m) {
@@ -111,9 +97,9 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     if ((st = sipp_store_resolve(path, resolved, sizeof resolved, errbuf)) != SIPP_OK) return st;
     path = resolved;
 
-    char arch[64];
+    char arch[SIPP_ARCH_MAX];
     uint64_t file_size = 0;
-    if ((st = precheck(path, arch, sizeof arch, &file_size, errbuf)) != SIPP_OK) return st;
+    if ((st = precheck(path, params->vocab_only, arch, sizeof arch, &file_size, errbuf)) != SIPP_OK) return st;
 
     sipp_host_view view;
     sipp_host_discover(&view);
@@ -124,6 +110,11 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     sipp_model *m = calloc(1, sizeof *m);
     if (!m) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
     sipp_last_error_init(&m->error);
+    if (!(m->chat = chat_cache_new())) {
+        sipp_last_error_destroy(&m->error);
+        free(m);
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
+    }
     sipp_strlcpy(m->path, path, sizeof m->path);
 
     ggml_backend_dev_t devices[2] = {NULL, NULL};
@@ -189,6 +180,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     }
     in->n_vocab = llama_vocab_n_tokens(m->vocab);
     in->has_chat_template = llama_model_chat_template(m->lm, NULL) != NULL;
+    sipp_strlcpy(in->chat_template, chat_template_kind(m->lm), sizeof in->chat_template);
 
     sipp_backend_decision *d = &m->decision;
     if (params->vocab_only) {
@@ -226,6 +218,7 @@ void sipp_model_free(sipp_model *m) {
     llama_model_free(m->lm);
     sipp_lease_release(m->lease);
     free(m->eog);
+    chat_cache_free(m->chat);
     sipp_last_error_destroy(&m->error);
     free(m);
 }

@@ -22,8 +22,9 @@ struct sipp_model {
     char lease[96];    /* the GPU residency lease this model holds, "" for none */
     llama_token *eog;  /* every end-of-generation token, for ignore_eos */
     int n_eog;
-    sipp_last_error error; /* per thread: tokenize and chat render are [any thread] */
-    sipp_memory mem;       /* the weight buffers llama.cpp allocated (memory.c) */
+    sipp_last_error error;   /* per thread: tokenize and chat render are [any thread] */
+    struct chat_cache *chat; /* parsed chat templates (src/chat), cached as they are used */
+    sipp_memory mem;         /* the weight buffers llama.cpp allocated (memory.c) */
 };
 
 /* Sets the calling thread's last error on the model and returns status. */

@@ -9,9 +9,14 @@
 
 #include "engine/engine_internal.h"
 
+#include <jansson.h>
+
+#define TOKEN_TEXT_MAX 256
+
 sipp_request_params sipp_request_default_params(void) {
     sipp_request_params p = {
         .max_tokens = 256,
+        .logprobs = -1,
         .sampling = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
                      .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = SIPP_SEED_RANDOM},
     };
@@ -38,6 +43,8 @@ sipp_request *sipp_request_alloc(sipp_engine *engine, const sipp_request_params 
     r->on_piece = p->on_piece;
     r->on_finish = p->on_finish;
     r->user = p->user;
+    r->top_logprobs = p->logprobs;
+    r->chat.thinking_budget = -1;
     r->t_submit = sipp_now_ms();
     r->deadline_ms = p->timeout_ms > 0 ? r->t_submit + p->timeout_ms : 0;
     atomic_init(&r->cancel, false);
@@ -155,10 +162,71 @@ void sipp_request_free(sipp_request *r) {
     }
     free(r->prompt);
     free(r->context_key);
+    chat_request_clear(&r->chat);
+    if (r->grammar) llama_sampler_free(r->grammar);
+    free(r->logprobs);
     sipp_output_free(&r->out);
     sipp_buf_free(&r->emit);
     sipp_buf_free(&r->text);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r);
+}
+
+const char *sipp_request_warning(const sipp_request *r) { return r ? r->chat.warning : ""; }
+
+/* {"token", "logprob", "bytes"} of one token; the text made valid UTF-8 (bytes keep it exact). */
+static json_t *token_json(const sipp_model *m, llama_token t, float logprob) {
+    char piece[TOKEN_TEXT_MAX];
+    int n = sipp_model_token_piece(m, t, true, piece, sizeof piece);
+    json_t *bytes = json_array();
+    sipp_buf text = {0};
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(bytes, json_integer((unsigned char)piece[i]));
+    }
+    for (int i = 0; i < n;) {
+        unsigned char c = (unsigned char)piece[i];
+        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (len && i + len <= n && sipp_utf8_valid(piece + i, (size_t)len)) {
+            sipp_buf_append(&text, piece + i, (size_t)len);
+            i += len;
+        } else {
+            sipp_buf_append(&text, "\xEF\xBF\xBD", 3);
+            i++;
+        }
+    }
+    json_t *o = json_pack("{s:s%, s:f, s:o}", "token", text.data ? text.data : "", text.len, "logprob", (double)logprob,
+                          "bytes", bytes);
+    sipp_buf_free(&text);
+    return o;
+}
+
+size_t sipp_request_logprobs_json(const sipp_request *rc, size_t from, char **out) {
+    sipp_request *r = (sipp_request *)rc;
+    *out = NULL;
+    if (!r) return 0;
+    const sipp_model *m = r->engine ? r->engine->model : NULL;
+    pthread_mutex_lock(&r->mu);
+    size_t n = r->n_logprobs;
+    if (m && from < n) {
+        json_t *arr = json_array();
+        for (size_t i = from; i < n; i++) {
+            const sipp_logprob *lp = &r->logprobs[i];
+            json_t *o = token_json(m, lp->token, lp->logprob), *top = json_array();
+            for (int k = 0; k < lp->n_top; k++)
+                json_array_append_new(top, token_json(m, lp->top[k], lp->top_logprob[k]));
+            json_object_set_new(o, "top_logprobs", top);
+            json_array_append_new(arr, o);
+        }
+        *out = json_dumps(arr, JSON_COMPACT);
+        json_decref(arr);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+sipp_status sipp_chat_parser_new(const sipp_request *r, sipp_chat_parser **out, char *errbuf) {
+    *out = NULL;
+    if (!r) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no request given");
+    return sipp_chat_parser_new_from_plan(r->chat.plan, out, errbuf);
 }

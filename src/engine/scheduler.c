@@ -15,7 +15,8 @@
  * context_key pins a conversation to one slot, so its next turn finds its history there; two
  * requests with one key never run at once (the second waits in the queue).
  *
- * Out of KV space, the request holding the most cells gives way and the others go on.
+ * Out of KV space, idle slots give up their cells first (least recently used first); only then does
+ * the live request holding the most cells give way, and the others go on.
  *
  * Everything here runs on the engine thread. Slot assignment (s->req) changes only under e->mu.
  */
@@ -79,7 +80,7 @@ static int pick_slot(sipp_engine *e, const sipp_request *r) {
 
 /* Slot assignment (s->req) changes only under e->mu, so that stats readers see a consistent view. */
 static void slot_release(sipp_engine *e, slot *s, const sipp_request *r) {
-    if (s->smpl) llama_sampler_free(s->smpl);
+    sipp_sampler_free(s->smpl);
     s->smpl = NULL;
     s->generating = false;
     s->last_used = sipp_now_ms();
@@ -149,8 +150,9 @@ sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r) {
     s->n_prompt_done = keep;
     r->stats.cached_tokens = keep;
     s->generating = false;
-    s->smpl = sipp_sampler_new(e->model, &r->sampling, r->ignore_eos);
-    return s->smpl ? SIPP_OK : SIPP_ERR_NO_MEMORY;
+    char err[SIPP_ERROR_SIZE] = "";
+    s->smpl = sipp_sampler_new(e->model, r, err);
+    return s->smpl ? SIPP_OK : *err ? SIPP_ERR_INVALID_ARGUMENT : SIPP_ERR_NO_MEMORY;
 }
 
 static bool request_expired(sipp_request *r, double now) {
@@ -222,6 +224,16 @@ static int prefill_chunk(const sipp_engine *e) {
     }
 }
 
+/* A special token that is part of the answer's syntax (a chat format's "<tool_call>"): its text is
+ * released, where other special tokens render as nothing. */
+static bool is_preserved(const sipp_request *r, llama_token t) {
+    const chat_plan *p = r->chat.plan;
+    if (!p) return false;
+    for (size_t i = 0; i < p->n_preserved_tokens; i++)
+        if (p->preserved_tokens[i] == t) return true;
+    return false;
+}
+
 /* A generated token: stop at end-of-generation, release text, stop at a stop string or a limit. */
 static void on_token(sipp_engine *e, slot *s, llama_token t) {
     sipp_request *r = s->req;
@@ -231,7 +243,7 @@ static void on_token(sipp_engine *e, slot *s, llama_token t) {
         return;
     }
     char piece[PIECE_MAX];
-    int n = sipp_model_token_piece(e->model, t, false, piece, sizeof piece);
+    int n = sipp_model_token_piece(e->model, t, is_preserved(r, t), piece, sizeof piece);
     r->emit.len = 0;
     bool stopped = sipp_output_push(&r->out, piece, (size_t)n, &r->emit);
     bool go_on = sipp_request_publish(r, r->emit.data, r->emit.len);
@@ -248,7 +260,24 @@ static void on_token(sipp_engine *e, slot *s, llama_token t) {
     }
 }
 
-/* Out of KV space: the request holding the most cells gives way, the others go on. */
+/* Out of KV space, idle slots' cells go first: they are only a cache of earlier prompts. The least
+ * recently used idle slot that holds cells is emptied and the step is tried again; true when there
+ * was one. (Cells an idle slot shares with a live one stay, as the live sequence still holds them.) */
+static bool free_idle_lru(sipp_engine *e) {
+    slot *lru = NULL;
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        if (!s->req && s->n_cache > 0 && (!lru || s->last_used < lru->last_used)) lru = s;
+    }
+    if (!lru) return false;
+    llama_memory_seq_rm(e->mem, lru->id, -1, -1);
+    lru->n_cache = 0;
+    return true;
+}
+
+/* Out of KV space with no idle cells left: the request holding the most cells gives way, the others
+ * go on. A request without max_tokens that is generating asked for "until the context is full", and
+ * it is: it finishes with "length" and keeps its output. Any other victim fails with the reason. */
 static void evict_largest(sipp_engine *e) {
     slot *victim = NULL;
     for (int i = 0; i < e->params.parallel; i++) {
@@ -256,13 +285,18 @@ static void evict_largest(sipp_engine *e) {
         if (s->req && (!victim || s->n_cache + s->n_fed > victim->n_cache + victim->n_fed)) victim = s;
     }
     if (!victim) return;
+    bool until_full = victim->generating && victim->req->max_tokens < 0;
+    llama_memory_seq_rm(e->mem, victim->id, -1, -1);
+    victim->n_cache = 0;
+    if (until_full) {
+        sipp_slot_finish(e, victim, SIPP_FINISH_LENGTH, SIPP_OK, NULL);
+        return;
+    }
     char msg[SIPP_ERROR_SIZE];
     snprintf(
         msg, sizeof msg,
         "the context is full (%d tokens shared by %d slots); raise ctx_size or lower parallel or max_tokens",
         e->n_ctx, e->params.parallel);
-    llama_memory_seq_rm(e->mem, victim->id, -1, -1);
-    victim->n_cache = 0;
     sipp_slot_finish(e, victim, SIPP_FINISH_ERROR, SIPP_ERR_CONTEXT_FULL, msg);
 }
 
@@ -309,8 +343,8 @@ void sipp_sched_step(sipp_engine *e) {
     if (b->n_tokens == 0) return;
 
     int rc = llama_decode(e->ctx, *b);
-    if (rc == 1) { /* no KV space for this batch; llama.cpp rolled it back */
-        evict_largest(e);
+    if (rc == 1) { /* no KV space for this batch; llama.cpp rolled it back, the next step retries */
+        if (!free_idle_lru(e)) evict_largest(e);
         return;
     }
     if (rc != 0) {
@@ -350,10 +384,12 @@ void sipp_sched_step(sipp_engine *e) {
             sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory");
             continue;
         }
-        llama_token t =
-            sipp_sampling_is_greedy(&r->sampling)
-                ? sipp_sample_argmax(e->model, llama_get_logits_ith(e->ctx, s->i_logits), r->ignore_eos)
-                : llama_sampler_sample(s->smpl, e->ctx, s->i_logits);
+        llama_token t = sipp_sampler_sample(s->smpl, e, e->ctx, s->i_logits, r);
+        if (t == LLAMA_TOKEN_NULL) {
+            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_INTERNAL,
+                             "the grammar could not take the sampled token (no allowed continuation)");
+            continue;
+        }
         if (!r->t_first) r->t_first = sipp_now_ms();
         on_token(e, s, t);
     }

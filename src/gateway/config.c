@@ -115,6 +115,7 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->name);
     free(t->model_path);
     free(t->backend);
+    free(t->chat_template);
     free(t->remote_model);
     free(t->api_key_env);
     free_strv(t->base_urls, t->n_base_urls);
@@ -460,6 +461,11 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     else tc->model_path = resolve_model(x, tc, where, model);
     free(model);
     get_str(x, t, where, "backend", &tc->backend);
+    /* chat_template: "chatml" or a template file (relative to the config file's directory). */
+    char *tmpl = NULL;
+    get_str(x, t, where, "chat_template", &tmpl);
+    if (tmpl) tc->chat_template = strcmp(tmpl, "chatml") == 0 ? strdup(tmpl) : resolve_path(x->path, tmpl);
+    free(tmpl);
     get_int32(x, t, where, "ctx_size", 0, GW_MAX_CTX, &tc->ctx_size);
     get_int32(x, t, where, "parallel", 1, GW_MAX_PARALLEL, &tc->parallel);
     get_int32(x, t, where, "threads", 0, GW_MAX_THREADS, &tc->threads);
@@ -481,9 +487,9 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {"name", "type", "model", "backend", "ctx_size", "parallel",
-                                             "threads", "gpu_layers", "policy", "load", "keep_alive",
-                                             "pin", NULL};
+    static const char *const local_keys[] = {"name",   "type",          "model", "backend",    "ctx_size", "parallel",
+                                             "threads", "gpu_layers",   "policy", "chat_template", "load",   "keep_alive",
+                                             "pin",     NULL};
     static const char *const remote_keys[] = {"name", "type", "base_url", "base_urls", "model", "api_key_env",
                                               "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);

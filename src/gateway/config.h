@@ -41,6 +41,7 @@ typedef struct gw_target_config {
     /* local */
     char *model_path; /* resolved against the config file's directory */
     char *backend;
+    char *chat_template; /* NULL: the model's; "chatml" or a template file's path */
     int ctx_size, parallel, threads, gpu_layers;
     sipp_policy policy;
     gw_load_mode load;

@@ -7,6 +7,10 @@
  * OpenAI's embeddings have unit length, so /v1/embeddings always normalizes; /v1/embed lets the
  * caller choose with "normalize" (default true). encoding_format "base64" (what OpenAI's clients
  * ask for by default) packs a vector as little-endian float32, base64-encoded.
+ *
+ * The call stops between inputs once the client has gone or request_timeout_seconds has passed
+ * (504), and a model whose output is not finite is an error naming the cause (500), not a 200 with
+ * empty vectors.
  */
 #include <openssl/evp.h>
 #include <stdlib.h>
@@ -44,10 +48,19 @@ static json_t *vector(const float *v, int n) {
     return a;
 }
 
+static bool client_still_there(void *call) { return !gw_call_abandoned(call); }
+
 void gw_embed(gw_call *call, gw_target *t, gw_gen *g) {
     float *out = NULL;
     int n_embd = 0, n_tokens = 0;
-    sipp_status st = sipp_engine_embed(t->engine, g->inputs, g->n_inputs, g->normalize, &out, &n_embd, &n_tokens);
+    /* Stopped between inputs when the client leaves or the request times out (one request may carry
+     * thousands of inputs); returning releases the admission permit. */
+    sipp_embed_options opt = sipp_embed_default_options();
+    opt.normalize = g->normalize;
+    opt.timeout_ms = gw_call_ms_left(call);
+    opt.should_continue = client_still_there;
+    opt.user = call;
+    sipp_status st = sipp_engine_embed_with(t->engine, g->inputs, g->n_inputs, &opt, &out, &n_embd, &n_tokens);
     if (st != SIPP_OK) {
         gw_error_kind kind = st == SIPP_ERR_MODEL ? GW_E_INVALID_FIELD : gw_error_from_status(st);
         gw_reply_error(call, kind, "model '%s': %s", t->cfg->name, sipp_engine_last_error(t->engine));

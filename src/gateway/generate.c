@@ -14,6 +14,17 @@
  *
  * The request's deadline is what is left of request_timeout_seconds; past it the engine ends the
  * request as timed out, which is a 504 (or an error event when the stream has already begun).
+ *
+ * Chats. A chat is given to the engine as its OpenAI body (gw_gen.chat, as chat_json), and each
+ * choice's answer is parsed by libsipp's chat parser (llama.cpp's parser for the template's format)
+ * as it streams: a format with a delta callback receives parsed deltas (content, reasoning_content,
+ * tool_calls) with the logprobs of the tokens since the last one; at the end every choice has its
+ * parsed message and a finish_reason that is "tool_calls" when the answer called tools. The
+ * non-streamed answer runs the same parser over the whole text, so the deltas of a stream add up
+ * to the message of the same request not streamed.
+ *
+ * n > 1 is n requests with the same prompt: the engine shares the prompt's KV across slots, so it is
+ * evaluated once. They run side by side, so n may not exceed the target's slots (parallel).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,23 +46,30 @@ typedef struct gen_stream {
     gw_target *target;
     gw_gen gen;
     const gw_format *fmt;
-    sipp_request *req;
+    char *chat_json;
+    gw_choice *choices;
+    size_t n;
+    bool *done;       /* streaming: the choice's end has been rendered */
     gw_gen_view view;
     char id[GW_ID_SIZE];
     phase phase;
     bool recorded;
-    bool stopping; /* the server is stopping: the request was cancelled to end the stream */
+    bool stopping; /* the server is stopping: the requests were cancelled to end the stream */
     char buf[GW_READ_CHUNK];
 } gen_stream;
-
-/* Sets the view's whole text once the request has finished (valid UTF-8, as sipp.h promises). */
-static void set_text(gen_stream *gs) { gs->view.text = sipp_request_text(gs->req); }
 
 static void record(gw_call *call, gw_target *t, sipp_request *r) {
     sipp_request_stats s;
     sipp_request_get_stats(r, &s);
     gw_metrics_tokens(call->srv->metrics, t->index, s.prompt_tokens, s.cached_tokens, s.generated_tokens,
                       s.generated_tokens > 0 ? s.ttft_ms / 1e3 : -1);
+}
+
+static void record_all(gen_stream *gs) {
+    if (gs->recorded) return;
+    for (size_t i = 0; i < gs->n; i++)
+        if (gs->choices[i].req) record(gs->call, gs->target, gs->choices[i].req);
+    gs->recorded = true;
 }
 
 /* The error a finished-but-failed request maps to. */
@@ -61,6 +79,121 @@ static gw_error_kind failure_kind(gw_call *call, sipp_request *r) {
     if (st == SIPP_ERR_CONTEXT_FULL && sipp_request_finish_reason(r) == SIPP_FINISH_ERROR) return GW_E_CONTEXT_LENGTH;
     if (st == SIPP_ERR_CANCELLED || st == SIPP_ERR_CLOSED) return GW_E_NOT_READY;
     return gw_error_from_status(st);
+}
+
+static bool succeeded(sipp_request *r) {
+    sipp_finish_reason fr = sipp_request_finish_reason(r);
+    return fr == SIPP_FINISH_STOP || fr == SIPP_FINISH_LENGTH;
+}
+
+/* The logprob entries of choice c not yet handed out (new reference, NULL when none). */
+static json_t *new_logprobs(gw_choice *c) {
+    char *text = NULL;
+    size_t n = sipp_request_logprobs_json(c->req, c->n_logprobs_sent, &text);
+    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+    sipp_free(text);
+    c->n_logprobs_sent = n;
+    return j;
+}
+
+/* Feeds text to a chat choice's parser and hands each parsed delta to the format. A final text the
+ * parser cannot read leaves the message as plain content (the model did not follow its format). */
+static void feed(gen_stream *gs, size_t i, const char *text, size_t len, bool is_final, sipp_buf *out) {
+    gw_choice *c = &gs->choices[i];
+    char *deltas = NULL;
+    if (c->parser && sipp_chat_parser_feed(c->parser, text, len, is_final, &deltas) != SIPP_OK) {
+        sipp_chat_parser_free(c->parser);
+        c->parser = NULL; /* from here on the answer is plain text */
+    }
+    if (!out) {
+        sipp_free(deltas);
+        return;
+    }
+    json_t *arr = deltas ? json_loads(deltas, 0, NULL) : NULL;
+    sipp_free(deltas);
+    if (!c->parser && len) {
+        json_decref(arr);
+        arr = json_pack("[{s:s%}]", gs->gen.chat ? "content" : "text", text, len);
+    }
+    json_t *lp = new_logprobs(c);
+    size_t k;
+    json_t *d;
+    json_array_foreach(arr, k, d) {
+        gs->fmt->delta(&gs->view, i, d, k == 0 ? lp : NULL, out);
+    }
+    if (lp && json_array_size(arr) == 0) { /* logprobs of tokens whose text is not out yet */
+        c->n_logprobs_sent -= json_array_size(lp);
+    }
+    json_decref(lp);
+    json_decref(arr);
+}
+
+/* Sets a finished choice's text, message, finish_reason and logprobs. */
+static void finalize(gen_stream *gs, gw_choice *c) {
+    const char *t = sipp_request_text(c->req);
+    c->text = t; /* valid UTF-8, as sipp.h promises */
+    c->finish = sipp_finish_reason_name(sipp_request_finish_reason(c->req));
+    if (gs->gen.chat) {
+        json_decref(c->message);
+        c->message = c->parser ? json_loads(sipp_chat_parser_message(c->parser), 0, NULL) : NULL;
+        if (!c->message) c->message = json_pack("{s:s, s:s}", "role", "assistant", "content", c->text);
+        if (c->parser && sipp_chat_parser_n_tool_calls(c->parser) > 0 &&
+            sipp_request_finish_reason(c->req) == SIPP_FINISH_STOP)
+            c->finish = "tool_calls";
+    }
+    json_decref(c->logprobs);
+    char *lp = NULL;
+    sipp_request_logprobs_json(c->req, 0, &lp);
+    c->logprobs = lp ? json_loads(lp, 0, NULL) : NULL;
+    sipp_free(lp);
+}
+
+static void finalize_all(gen_stream *gs) {
+    for (size_t i = 0; i < gs->n; i++)
+        finalize(gs, &gs->choices[i]);
+    gs->view.text = gs->choices[0].text;
+}
+
+/* The first choice that failed, or NULL. */
+static gw_choice *failed_choice(gen_stream *gs) {
+    for (size_t i = 0; i < gs->n; i++)
+        if (!succeeded(gs->choices[i].req)) return &gs->choices[i];
+    return NULL;
+}
+
+static void stream_finish(gen_stream *gs, sipp_buf *out) {
+    finalize_all(gs);
+    gw_choice *bad = failed_choice(gs);
+    if (!bad) {
+        gs->fmt->end(&gs->view, out);
+    } else {
+        gw_error_kind kind = failure_kind(gs->call, bad->req);
+        gs->call->error_code = gw_error_code(kind);
+        gs->fmt->fail(&gs->view, kind,
+                      gs->stopping ? "the server is shutting down: shutdown_timeout_seconds passed"
+                                   : sipp_request_error(bad->req),
+                      out);
+    }
+    record_all(gs);
+    gs->phase = PHASE_DONE;
+}
+
+/* Reads what choice i has; returns whether it gave anything. */
+static bool pull_choice(gen_stream *gs, size_t i, sipp_buf *out, int wait_ms) {
+    gw_choice *c = &gs->choices[i];
+    bool finished = false;
+    size_t n = sipp_request_read(c->req, gs->buf, sizeof gs->buf, wait_ms, &finished);
+    if (n) {
+        {
+            if (gs->fmt->delta) feed(gs, i, gs->buf, n, false, out);
+            else gs->fmt->piece(&gs->view, gs->buf, n, out);
+        }
+    }
+    if (finished) {
+        if (gs->fmt->delta && succeeded(c->req)) feed(gs, i, "", 0, true, out);
+        gs->done[i] = true;
+    }
+    return n > 0 || finished;
 }
 
 static bool gs_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
@@ -75,66 +208,133 @@ static bool gs_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
     case PHASE_BODY:
         break;
     }
-    bool finished = false;
-    size_t n = sipp_request_read(gs->req, gs->buf, sizeof gs->buf, wait_ms, &finished);
-    if (n) gs->fmt->piece(&gs->view, gs->buf, n, out);
-    if (!finished) return true;
-    set_text(gs);
-    sipp_finish_reason fr = sipp_request_finish_reason(gs->req);
-    if (fr == SIPP_FINISH_STOP || fr == SIPP_FINISH_LENGTH) {
-        gs->fmt->end(&gs->view, out);
-    } else {
-        gw_error_kind kind = failure_kind(gs->call, gs->req);
-        gs->call->error_code = gw_error_code(kind);
-        gs->fmt->fail(&gs->view, kind,
-                      gs->stopping ? "the server is shutting down: shutdown_timeout_seconds passed" : sipp_request_error(gs->req),
-                      out);
+    /* Every choice that has something gives it; if none had, wait on the first still running. */
+    bool any = false;
+    size_t first = gs->n;
+    for (size_t i = 0; i < gs->n; i++) {
+        if (gs->done[i]) continue;
+        if (first == gs->n) first = i;
+        any = pull_choice(gs, i, out, 0) || any;
     }
-    record(gs->call, gs->target, gs->req);
-    gs->recorded = true;
-    gs->phase = PHASE_DONE;
+    if (first == gs->n) {
+        stream_finish(gs, out);
+        return false;
+    }
+    if (!any) pull_choice(gs, first, out, wait_ms);
+    for (size_t i = 0; i < gs->n; i++)
+        if (!gs->done[i]) return true;
+    stream_finish(gs, out);
     return false;
 }
 
 static void gs_stop(gw_stream *s) {
     gen_stream *gs = (gen_stream *)s;
     gs->stopping = true;
-    if (gs->req) sipp_request_cancel(gs->req);
+    for (size_t i = 0; i < gs->n; i++)
+        if (gs->choices[i].req) sipp_request_cancel(gs->choices[i].req);
 }
 
 static void gs_close(gw_stream *s) {
     gen_stream *gs = (gen_stream *)s;
-    if (gs->req) {
-        sipp_request_cancel(gs->req);
-        sipp_request_wait(gs->req, -1);
-        if (!gs->recorded) record(gs->call, gs->target, gs->req);
-        sipp_request_free(gs->req);
+    for (size_t i = 0; i < gs->n; i++)
+        if (gs->choices[i].req) sipp_request_cancel(gs->choices[i].req);
+    for (size_t i = 0; i < gs->n; i++) {
+        gw_choice *c = &gs->choices[i];
+        if (c->req) {
+            sipp_request_wait(c->req, -1);
+            if (!gs->recorded) record(gs->call, gs->target, c->req);
+            sipp_request_free(c->req);
+        }
+        sipp_chat_parser_free(c->parser);
+        json_decref(c->message);
+        json_decref(c->logprobs);
     }
+    free(gs->choices);
+    free(gs->done);
+    free(gs->chat_json);
     gw_gen_free(&gs->gen);
     free(gs);
 }
 
-static void to_params(const gw_gen *g, int timeout_ms, sipp_request_params *p) {
+static void to_params(const gen_stream *gs, size_t i, int timeout_ms, sipp_request_params *p) {
+    const gw_gen *g = &gs->gen;
     *p = sipp_request_default_params();
-    p->prompt = g->messages ? NULL : g->prompt;
-    p->messages = g->messages;
-    p->n_messages = g->n_messages;
+    p->prompt = g->chat || g->messages ? NULL : g->prompt;
+    p->chat_json = gs->chat_json;
+    p->chat_template = gs->target->cfg->chat_template;
     p->max_tokens = g->max_tokens;
     p->sampling = g->sampling;
+    /* n choices of one request differ by their seed when it is fixed (else each draws its own). */
+    if (g->sampling.seed != SIPP_SEED_RANDOM && i > 0) p->sampling.seed = (uint32_t)(g->sampling.seed + i);
     p->stop = g->n_stop ? g->stop : NULL;
     p->n_stop = g->n_stop;
     p->ignore_eos = g->ignore_eos;
     p->context_key = g->context_key;
     p->timeout_ms = timeout_ms;
+    p->grammar = g->chat ? NULL : g->grammar;
+    p->json_schema = g->chat ? NULL : g->json_schema;
+    p->logprobs = g->logprobs;
+}
+
+/* n within the target's slots, and the chat as the engine takes it. False after replying. */
+static bool check_choices(gw_call *call, gw_target *t, gen_stream *gs) {
+    sipp_engine_stats es;
+    sipp_engine_get_stats(t->engine, &es);
+    if (gs->gen.n > es.slots) {
+        gw_reply_error(call, GW_E_INVALID_FIELD,
+                       "'n' is %d but model '%s' decodes at most %d sequences at once (its parallel); ask for at most %d "
+                       "or raise the target's parallel",
+                       gs->gen.n, t->cfg->name, es.slots, es.slots);
+        return false;
+    }
+    if (gs->gen.n > 1 && gs->gen.context_key) {
+        gw_reply_error(call, GW_E_INVALID_FIELD, "'n' > 1 cannot be combined with 'context_key' (one slot per key)");
+        return false;
+    }
+    if (gs->gen.chat && !(gs->chat_json = json_dumps(gs->gen.chat, JSON_COMPACT))) {
+        gw_reply_error(call, GW_E_INTERNAL, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+static bool submit_all(gw_call *call, gw_target *t, gen_stream *gs) {
+    int timeout = gw_call_ms_left(call);
+    for (size_t i = 0; i < gs->n; i++) {
+        sipp_request_params p;
+        to_params(gs, i, timeout, &p);
+        gw_choice *c = &gs->choices[i];
+        sipp_status st = sipp_engine_submit(t->engine, &p, &c->req);
+        char err[SIPP_ERROR_SIZE] = "";
+        if (st == SIPP_OK && gs->gen.chat) st = sipp_chat_parser_new(c->req, &c->parser, err);
+        if (st != SIPP_OK) {
+            gw_reply_error(call, gw_error_from_status(st), "model '%s': %s", t->cfg->name,
+                           *err ? err : sipp_engine_last_error(t->engine));
+            return false;
+        }
+    }
+    gs->view.req = gs->choices[0].req;
+    return true;
 }
 
 void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
     gen_stream *gs = calloc(1, sizeof *gs);
-    if (!gs) {
+    size_t n = g->n > 0 ? (size_t)g->n : 1;
+    if (gs) {
+        gs->choices = calloc(n, sizeof *gs->choices);
+        gs->done = calloc(n, sizeof *gs->done);
+    }
+    if (!gs || !gs->choices || !gs->done) {
+        if (gs) {
+            free(gs->choices);
+            free(gs->done);
+            free(gs);
+        }
         gw_gen_free(g);
         gw_reply_error(call, GW_E_INTERNAL, "out of memory");
         return;
     }
+    gs->n = n;
     gs->gen = *g; /* the stream owns the request body from here on */
     memset(g, 0, sizeof *g);
     gs->call = call;
@@ -144,31 +344,37 @@ void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
     gs->base.stop = gs_stop;
     gs->base.close = gs_close;
     snprintf(gs->id, sizeof gs->id, "%s%s", fmt->id_prefix, call->request_id);
-    gs->view = (gw_gen_view){.call = call, .target = t, .gen = &gs->gen, .id = gs->id, .created = (long long)time(NULL)};
-
-    sipp_request_params p;
-    to_params(&gs->gen, gw_call_ms_left(call), &p);
-    sipp_status st = sipp_engine_submit(t->engine, &p, &gs->req);
-    if (st != SIPP_OK) {
-        gw_error_kind kind = gw_error_from_status(st);
-        gw_reply_error(call, kind, "model '%s': %s", t->cfg->name, sipp_engine_last_error(t->engine));
+    gs->view = (gw_gen_view){.call = call,
+                             .target = t,
+                             .gen = &gs->gen,
+                             .id = gs->id,
+                             .created = (long long)time(NULL),
+                             .choices = gs->choices,
+                             .n_choices = n};
+    if (!check_choices(call, t, gs) || !submit_all(call, t, gs)) {
         gs_close(&gs->base);
         return;
     }
-    gs->view.req = gs->req;
     if (gs->gen.stream) {
         gw_reply_stream(call, "text/event-stream", &gs->base);
         return;
     }
-    while (sipp_request_wait(gs->req, GW_WAIT_SLICE_MS) != SIPP_OK)
-        if (gw_call_abandoned(call)) sipp_request_cancel(gs->req);
-    sipp_finish_reason fr = sipp_request_finish_reason(gs->req);
-    if (fr == SIPP_FINISH_STOP || fr == SIPP_FINISH_LENGTH) {
-        set_text(gs);
+    for (size_t i = 0; i < n; i++)
+        while (sipp_request_wait(gs->choices[i].req, GW_WAIT_SLICE_MS) != SIPP_OK)
+            if (gw_call_abandoned(call))
+                for (size_t k = 0; k < n; k++)
+                    sipp_request_cancel(gs->choices[k].req);
+    gw_choice *bad = failed_choice(gs);
+    if (!bad) {
+        for (size_t i = 0; i < n; i++) {
+            const char *text = sipp_request_text(gs->choices[i].req);
+            feed(gs, i, text, strlen(text), true, NULL);
+        }
+        finalize_all(gs);
         gw_reply_json(call, 200, fmt->whole(&gs->view));
     } else {
-        gw_error_kind kind = failure_kind(call, gs->req);
-        gw_reply_error(call, kind, "model '%s': %s", t->cfg->name, sipp_request_error(gs->req));
+        gw_error_kind kind = failure_kind(call, bad->req);
+        gw_reply_error(call, kind, "model '%s': %s", t->cfg->name, sipp_request_error(bad->req));
     }
     gs_close(&gs->base);
 }

@@ -10,20 +10,39 @@
 
 /* How a route renders a generation: as SSE chunks and as one JSON body. */
 typedef struct gw_format gw_format;
+/* One choice of a generation (gw_gen.n of them). Set when end/whole are called, except req. */
+typedef struct gw_choice {
+    sipp_request *req;
+    sipp_chat_parser *parser; /* chats: parses the answer as it streams */
+    const char *text;         /* the whole text, valid UTF-8 */
+    json_t *message;          /* chats: {"role":"assistant", "content", "reasoning_content"?, "tool_calls"?} */
+    json_t *logprobs;         /* the tokens' logprobs (OpenAI's content[] entries), or NULL */
+    const char *finish;       /* "stop", "length" or "tool_calls" */
+    size_t n_logprobs_sent;   /* streaming: logprob entries already sent */
+} gw_choice;
+
 typedef struct gw_gen_view {
     gw_call *call;
     gw_target *target;
     const gw_gen *gen;
-    sipp_request *req; /* finished when end/whole are called */
-    const char *text;  /* whole text, valid UTF-8: set when end/whole are called */
+    sipp_request *req; /* choice 0's; finished when end/whole are called */
+    const char *text;  /* choice 0's whole text, valid UTF-8: set when end/whole are called */
     const char *id;    /* "chatcmpl-..." etc. */
     long long created;
+    gw_choice *choices; /* gen->n of them */
+    size_t n_choices;
 } gw_gen_view;
 
 struct gw_format {
     const char *id_prefix;
     void (*begin)(const gw_gen_view *v, sipp_buf *out);
     void (*piece)(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out);
+    /* Optional. When set, the stream is rendered choice by choice through delta instead of piece:
+     * for chats delta is one parsed OpenAI chat delta ({"content"}, {"reasoning_content"} or
+     * {"tool_calls":[{"index","id","type","function":{"name","arguments"}}]}), for prompts
+     * {"text"}; logprobs holds the entries of the tokens since the last call (or NULL). Both are
+     * borrowed. */
+    void (*delta)(const gw_gen_view *v, size_t index, json_t *delta, json_t *logprobs, sipp_buf *out);
     void (*end)(const gw_gen_view *v, sipp_buf *out);
     void (*fail)(const gw_gen_view *v, gw_error_kind kind, const char *message, sipp_buf *out);
     json_t *(*whole)(const gw_gen_view *v);

@@ -5,10 +5,17 @@
  * gw_parse_body, with duplicate keys and NUL characters refused, so every string handed on is a
  * plain C string; the route reads its target from that tree and decodes the same tree.
  * Known fields are checked strictly: a wrong type or an out-of-range value is a 400 whose message
- * names the field, e.g. "'messages[1].content' must be a string or an array of text parts". Unknown
- * fields are ignored, as OpenAI's clients send fields a server may not know (user, metadata, ...);
- * fields sipp knows but cannot honour (n > 1, logprobs, tools) are refused rather than ignored, so
- * a client never silently gets something other than it asked for.
+ * names the field, e.g. "'messages[1].content' must be a string or an array of text parts".
+ *
+ * Every field a route accepts is in one table (FIELDS, documented in docs/gateway.md): supported,
+ * accepted and ignored because it cannot change the output (user, metadata, store, ...), or refused
+ * with a 400 that names it (logit_bias, audio, ...). A field in no row is refused as unknown, so a
+ * client never silently gets something other than it asked for.
+ *
+ * Chats (chat completions and the native chat) are kept as an OpenAI chat body in gw_gen.chat:
+ * messages, tools, tool_choice, response_format, json_schema, grammar and the reasoning options go
+ * to libsipp as they are (sipp_request_params.chat_json), which checks them against the template
+ * and the tools' schemas; its errors name the field too.
  *
  * Sampling defaults follow OpenAI rather than the CLI: temperature 1, top_p 1, and top_k and min_p
  * off unless given (they are llama.cpp's extensions). Without max_tokens a generation runs until an
@@ -29,6 +36,8 @@
 #define GW_TOP_K_MAX (1 << 24)
 #define GW_OPENAI_TEMPERATURE 1.0f
 #define GW_SEED_MASK 0xFFFFFFFFu
+#define GW_MAX_N 128
+#define GW_MAX_COMPLETION_LOGPROBS 5
 
 typedef struct dec {
     gw_gen *g;
@@ -147,12 +156,15 @@ static bool decode_messages(dec *d, json_t *root) {
     json_array_foreach(msgs, i, m) {
         if (!json_is_object(m)) return fail(d, "'messages[%zu]' must be an object with \"role\" and \"content\"", i);
         json_t *role = json_object_get(m, "role");
-        if (!json_is_string(role)) return fail(d, "'messages[%zu].role' must be a string (system, user or assistant)", i);
+        if (!json_is_string(role))
+            return fail(d, "'messages[%zu].role' must be a string (system, user, assistant or tool)", i);
         const char *r = json_string_value(role);
         if (strcmp(r, "developer") == 0) r = "system";
-        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0)
-            return fail(d, "'messages[%zu].role' is '%s'; use system, developer, user or assistant (tool messages are not supported)",
-                        i, r);
+        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0 && strcmp(r, "tool") != 0)
+            return fail(d, "'messages[%zu].role' is '%s'; use system, developer, user, assistant or tool", i, r);
+        json_t *calls = json_object_get(m, "tool_calls");
+        if (is_present(calls) && (strcmp(r, "assistant") != 0 || !json_is_array(calls)))
+            return fail(d, "'messages[%zu].tool_calls' must be an array, on an assistant message", i);
         const char *content;
         if (!message_content(d, json_object_get(m, "content"), i, &content)) return false;
         d->g->messages[i] = (sipp_message){r, content};
@@ -211,32 +223,204 @@ static bool decode_sampling(dec *d, json_t *root) {
     if (!get_num(d, root, "repeat_penalty", 0, GW_REPEAT_PENALTY_MAX, &g->sampling.repeat_penalty)) return false;
     if (json_is_number(json_object_get(root, "repeat_penalty")) && !(g->sampling.repeat_penalty > 0))
         return fail(d, "'repeat_penalty' must be above 0");
-    float ignored = 0;
-    if (!get_num(d, root, "presence_penalty", -GW_PENALTY_LIMIT, GW_PENALTY_LIMIT, &ignored)) return false;
-    if (!get_num(d, root, "frequency_penalty", -GW_PENALTY_LIMIT, GW_PENALTY_LIMIT, &ignored)) return false;
+    if (!get_num(d, root, "presence_penalty", -GW_PENALTY_LIMIT, GW_PENALTY_LIMIT, &g->sampling.presence_penalty))
+        return false;
+    if (!get_num(d, root, "frequency_penalty", -GW_PENALTY_LIMIT, GW_PENALTY_LIMIT, &g->sampling.frequency_penalty))
+        return false;
     json_t *seed = json_object_get(root, "seed");
     if (is_present(seed)) {
         if (!json_is_integer(seed)) return fail(d, "'seed' must be an integer");
         g->sampling.seed = (uint32_t)((unsigned long long)json_integer_value(seed) & GW_SEED_MASK);
     }
     if (!get_bool(d, root, "ignore_eos", &g->ignore_eos)) return false;
-    json_t *n = json_object_get(root, "n");
-    if (is_present(n) && !(json_is_integer(n) && json_integer_value(n) == 1))
-        return fail(d, "'n' must be 1: one choice per request is supported");
+    if (!get_int(d, root, "n", 1, GW_MAX_N, &v, &found)) return false;
+    if (found) g->n = (int)v;
+    return decode_stop(d, root);
+}
+
+/* ---- the field table ------------------------------------------------------------------------ */
+
+/* Which routes a field belongs to. */
+#define F_CHAT (1u << 0)   /* /v1/chat/completions, /v1/chat */
+#define F_PROMPT (1u << 1) /* /v1/completions, /v1/query */
+#define F_EMBED (1u << 2)  /* /v1/embeddings, /v1/embed */
+#define F_GEN (F_CHAT | F_PROMPT)
+#define F_ALL (F_GEN | F_EMBED)
+
+typedef enum field_kind { FIELD_SUPPORTED, FIELD_IGNORED, FIELD_REFUSED } field_kind;
+
+typedef struct field_rule {
+    const char *name;
+    unsigned routes;
+    field_kind kind;
+    const char *why; /* refused: what to do instead; ignored: why it cannot change the output */
+} field_rule;
+
+/* docs/gateway.md has this table in prose; tests/integration/test_gateway_fields.py checks each row. */
+static const field_rule FIELDS[] = {
+    {"model", F_ALL, FIELD_SUPPORTED, NULL},
+    {"messages", F_CHAT, FIELD_SUPPORTED, NULL},
+    {"prompt", F_PROMPT, FIELD_SUPPORTED, NULL},
+    {"input", F_EMBED, FIELD_SUPPORTED, NULL},
+    {"encoding_format", F_EMBED, FIELD_SUPPORTED, NULL},
+    {"normalize", F_EMBED, FIELD_SUPPORTED, NULL},
+    {"stream", F_GEN, FIELD_SUPPORTED, NULL},
+    {"stream_options", F_GEN, FIELD_SUPPORTED, NULL},
+    {"max_tokens", F_GEN, FIELD_SUPPORTED, NULL},
+    {"max_completion_tokens", F_GEN, FIELD_SUPPORTED, NULL},
+    {"temperature", F_GEN, FIELD_SUPPORTED, NULL},
+    {"top_p", F_GEN, FIELD_SUPPORTED, NULL},
+    {"top_k", F_GEN, FIELD_SUPPORTED, NULL},
+    {"min_p", F_GEN, FIELD_SUPPORTED, NULL},
+    {"repeat_penalty", F_GEN, FIELD_SUPPORTED, NULL},
+    {"presence_penalty", F_GEN, FIELD_SUPPORTED, NULL},
+    {"frequency_penalty", F_GEN, FIELD_SUPPORTED, NULL},
+    {"seed", F_GEN, FIELD_SUPPORTED, NULL},
+    {"stop", F_GEN, FIELD_SUPPORTED, NULL},
+    {"ignore_eos", F_GEN, FIELD_SUPPORTED, NULL},
+    {"context_key", F_GEN, FIELD_SUPPORTED, NULL},
+    {"n", F_GEN, FIELD_SUPPORTED, NULL},
+    {"logprobs", F_GEN, FIELD_SUPPORTED, NULL},
+    {"top_logprobs", F_CHAT, FIELD_SUPPORTED, NULL},
+    {"tools", F_CHAT, FIELD_SUPPORTED, NULL},
+    {"tool_choice", F_CHAT, FIELD_SUPPORTED, NULL},
+    {"parallel_tool_calls", F_CHAT, FIELD_SUPPORTED, NULL},
+    {"response_format", F_GEN, FIELD_SUPPORTED, NULL},
+    {"json_schema", F_GEN, FIELD_SUPPORTED, NULL},
+    {"grammar", F_GEN, FIELD_SUPPORTED, NULL},
+    {"reasoning_format", F_CHAT, FIELD_SUPPORTED, NULL},
+    {"reasoning_effort", F_CHAT, FIELD_SUPPORTED, NULL},
+    {"chat_template_kwargs", F_CHAT, FIELD_SUPPORTED, NULL},
+    {"thinking_budget_tokens", F_CHAT, FIELD_SUPPORTED, NULL},
+    {"user", F_ALL, FIELD_IGNORED, "an end-user id for the provider's abuse monitoring"},
+    {"metadata", F_GEN, FIELD_IGNORED, "tags for the provider's dashboard"},
+    {"store", F_GEN, FIELD_IGNORED, "whether the provider keeps the completion; sipp keeps none"},
+    {"service_tier", F_GEN, FIELD_IGNORED, "the provider's billing tier"},
+    {"safety_identifier", F_GEN, FIELD_IGNORED, "an end-user id for the provider's abuse monitoring"},
+    {"prompt_cache_key", F_GEN, FIELD_IGNORED, "a cache hint; sipp reuses shared prefixes by itself"},
+    {"cache_prompt", F_GEN, FIELD_IGNORED, "llama.cpp's cache hint; sipp reuses shared prefixes by itself"},
+    {"logit_bias", F_GEN, FIELD_REFUSED, "use grammar or json_schema to constrain tokens"},
+    {"modalities", F_CHAT, FIELD_REFUSED, "sipp answers in text only; leave it out"},
+    {"audio", F_CHAT, FIELD_REFUSED, "sipp answers in text only; leave it out"},
+    {"prediction", F_CHAT, FIELD_REFUSED, "predicted outputs are not implemented; leave it out"},
+    {"web_search_options", F_CHAT, FIELD_REFUSED, "sipp has no web search; give the model a tool instead"},
+    {"verbosity", F_CHAT, FIELD_REFUSED, "no template here takes a verbosity; use chat_template_kwargs"},
+    {"functions", F_CHAT, FIELD_REFUSED, "the deprecated form of tools; send tools"},
+    {"function_call", F_CHAT, FIELD_REFUSED, "the deprecated form of tool_choice; send tool_choice"},
+    {"chat_template", F_CHAT, FIELD_REFUSED,
+     "a target's template is set in its config (chat_template = \"chatml\" or a file): a request may not name "
+     "files on the server"},
+    {"echo", F_PROMPT, FIELD_REFUSED, "the prompt is not echoed; prepend it yourself"},
+    {"suffix", F_PROMPT, FIELD_REFUSED, "fill-in-the-middle is not implemented"},
+    {"best_of", F_PROMPT, FIELD_REFUSED, "use n and choose yourself"},
+    {"dimensions", F_EMBED, FIELD_REFUSED, "the model's embedding width is fixed"},
+};
+
+static unsigned route_bit(gw_api api) {
+    switch (api) {
+    case GW_API_CHAT:
+    case GW_API_NATIVE_CHAT: return F_CHAT;
+    case GW_API_COMPLETION:
+    case GW_API_NATIVE_QUERY: return F_PROMPT;
+    default: return F_EMBED;
+    }
+}
+
+/* Every field of the body must have a row for its route: refused rows and unknown fields are 400s. */
+static bool check_field_table(dec *d, json_t *root, gw_api api) {
+    unsigned bit = route_bit(api);
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        const field_rule *rule = NULL;
+        for (size_t i = 0; i < sizeof FIELDS / sizeof *FIELDS && !rule; i++)
+            if (strcmp(FIELDS[i].name, key) == 0) rule = &FIELDS[i];
+        if (!rule) return fail(d, "'%s' is not a field sipp knows; docs/gateway.md lists the fields of each route", key);
+        if (!(rule->routes & bit))
+            return fail(d, "'%s' does not apply to this route; docs/gateway.md lists the fields of each route", key);
+        if (rule->kind == FIELD_REFUSED && is_present(v)) return fail(d, "'%s' is not supported: %s", key, rule->why);
+    }
+    return true;
+}
+
+/* ---- chats and constraints -------------------------------------------------------------------- */
+
+/* The fields libsipp checks and applies to a chat, passed on as they are. */
+static const char *const CHAT_FIELDS[] = {"tools",         "tool_choice", "parallel_tool_calls", "response_format",
+                                          "json_schema",   "grammar",     "reasoning_format",    "chat_template_kwargs",
+                                          "thinking_budget_tokens"};
+
+static bool decode_chat(dec *d, json_t *root) {
+    gw_gen *g = d->g;
+    g->chat = json_object();
+    if (!g->chat || json_object_set_new(g->chat, "messages", json_deep_copy(json_object_get(root, "messages"))) != 0)
+        return fail(d, "out of memory");
+    for (size_t i = 0; i < sizeof CHAT_FIELDS / sizeof *CHAT_FIELDS; i++) {
+        json_t *v = json_object_get(root, CHAT_FIELDS[i]);
+        if (is_present(v)) json_object_set_new(g->chat, CHAT_FIELDS[i], json_deep_copy(v));
+    }
+    /* reasoning_effort is a template argument (gpt-oss reads it); "none" turns thinking off, as in
+     * llama-server. */
+    json_t *effort = json_object_get(root, "reasoning_effort");
+    if (is_present(effort)) {
+        if (!json_is_string(effort)) return fail(d, "'reasoning_effort' must be a string (none, low, medium, high)");
+        json_t *kw = json_object_get(g->chat, "chat_template_kwargs");
+        if (!kw) json_object_set_new(g->chat, "chat_template_kwargs", kw = json_object());
+        if (!json_is_object(kw)) return fail(d, "'chat_template_kwargs' must be an object");
+        if (strcmp(json_string_value(effort), "none") == 0) json_object_set_new(kw, "enable_thinking", json_false());
+        else json_object_set_new(kw, "reasoning_effort", json_string(json_string_value(effort)));
+    }
     bool logprobs = false;
+    long long top = 0;
+    bool found = false;
     if (!get_bool(d, root, "logprobs", &logprobs)) return false;
-    if (logprobs) return fail(d, "'logprobs' is not supported; leave it out or set it to false");
-    json_t *tools = json_object_get(root, "tools");
-    if (is_present(tools) && !(json_is_array(tools) && json_array_size(tools) == 0))
-        return fail(d, "'tools' is not supported by this server");
-    json_t *rf = json_object_get(root, "response_format");
+    if (!get_int(d, root, "top_logprobs", 0, SIPP_MAX_TOP_LOGPROBS, &top, &found)) return false;
+    if (found && !logprobs) return fail(d, "'top_logprobs' needs 'logprobs': true");
+    g->logprobs = logprobs ? (int)top : -1;
+    return true;
+}
+
+/* A prompt's constraint: grammar, json_schema or response_format; its logprobs an integer. */
+static bool decode_prompt_constraints(dec *d, json_t *root) {
+    gw_gen *g = d->g;
+    long long lp = 0;
+    bool found = false;
+    if (!get_int(d, root, "logprobs", 0, GW_MAX_COMPLETION_LOGPROBS, &lp, &found)) return false;
+    g->logprobs = found ? (int)lp : -1;
+    if (!get_str(d, root, "grammar", &g->grammar)) return false;
+    json_t *schema = json_object_get(root, "json_schema"), *rf = json_object_get(root, "response_format");
+    const char *from = "json_schema";
     if (is_present(rf)) {
         json_t *type = json_object_get(rf, "type");
-        if (!json_is_object(rf) || !json_is_string(type)) return fail(d, "'response_format' must be {\"type\": \"text\"}");
-        if (strcmp(json_string_value(type), "text") != 0)
-            return fail(d, "'response_format.type' '%s' is not supported; only \"text\" is", json_string_value(type));
+        if (!json_is_object(rf) || !json_is_string(type))
+            return fail(d, "'response_format' must be {\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}");
+        const char *t = json_string_value(type);
+        json_t *from_rf = NULL;
+        if (strcmp(t, "json_object") == 0) from_rf = json_pack("{s:s}", "type", "object");
+        else if (strcmp(t, "json_schema") == 0)
+            from_rf = json_incref(json_object_get(json_object_get(rf, "json_schema"), "schema"));
+        else if (strcmp(t, "text") != 0)
+            return fail(d, "'response_format.type' is '%s'; use text, json_object or json_schema", t);
+        if (strcmp(t, "json_schema") == 0 && !json_is_object(from_rf)) {
+            json_decref(from_rf);
+            return fail(d, "'response_format.json_schema.schema' must be a JSON Schema object");
+        }
+        if (from_rf && is_present(schema)) {
+            json_decref(from_rf);
+            return fail(d, "give either 'response_format' or 'json_schema', not both");
+        }
+        if (from_rf) {
+            g->json_schema = json_dumps(from_rf, JSON_COMPACT);
+            json_decref(from_rf);
+            from = "response_format";
+        }
     }
-    return decode_stop(d, root);
+    if (is_present(schema)) {
+        if (!json_is_object(schema)) return fail(d, "'json_schema' must be a JSON Schema object");
+        g->json_schema = json_dumps(schema, JSON_COMPACT);
+    }
+    if (g->json_schema && g->grammar) return fail(d, "give either 'grammar' or '%s', not both", from);
+    return true;
 }
 
 static bool decode_stream(dec *d, json_t *root, bool dflt) {
@@ -272,6 +456,8 @@ static bool decode_inputs(dec *d, json_t *root) {
 void gw_gen_free(gw_gen *g) {
     if (!g) return;
     json_decref(g->root);
+    json_decref(g->chat);
+    free(g->json_schema);
     free(g->messages);
     free(g->inputs);
     for (size_t i = 0; i < g->n_owned; i++) free(g->owned[i]);
@@ -300,6 +486,8 @@ bool gw_decode(gw_api api, json_t *body, gw_gen *g, gw_error_kind *kind, char *e
     memset(g, 0, sizeof *g);
     g->api = api;
     g->max_tokens = -1;
+    g->n = 1;
+    g->logprobs = -1;
     g->sampling = sipp_request_default_params().sampling;
     g->sampling.temperature = GW_OPENAI_TEMPERATURE;
     g->sampling.top_p = 1.0f;
@@ -314,24 +502,24 @@ bool gw_decode(gw_api api, json_t *body, gw_gen *g, gw_error_kind *kind, char *e
         return false;
     }
     json_t *root = g->root;
-    bool ok = get_str(&d, root, "model", &g->model);
+    bool ok = check_field_table(&d, root, api) && get_str(&d, root, "model", &g->model);
     switch (api) {
     /* context_key is sipp's extension of the OpenAI routes too, as llama-server's extensions are. */
     case GW_API_CHAT:
         ok = ok && decode_messages(&d, root) && decode_stream(&d, root, false) && decode_sampling(&d, root) &&
-             get_str(&d, root, "context_key", &g->context_key);
+             decode_chat(&d, root) && get_str(&d, root, "context_key", &g->context_key);
         break;
     case GW_API_COMPLETION:
         ok = ok && decode_prompt(&d, root) && decode_stream(&d, root, false) && decode_sampling(&d, root) &&
-             get_str(&d, root, "context_key", &g->context_key);
+             decode_prompt_constraints(&d, root) && get_str(&d, root, "context_key", &g->context_key);
         break;
     case GW_API_NATIVE_QUERY:
         ok = ok && decode_prompt(&d, root) && decode_stream(&d, root, true) && decode_sampling(&d, root) &&
-             get_str(&d, root, "context_key", &g->context_key);
+             decode_prompt_constraints(&d, root) && get_str(&d, root, "context_key", &g->context_key);
         break;
     case GW_API_NATIVE_CHAT:
         ok = ok && decode_messages(&d, root) && decode_stream(&d, root, true) && decode_sampling(&d, root) &&
-             get_str(&d, root, "context_key", &g->context_key);
+             decode_chat(&d, root) && get_str(&d, root, "context_key", &g->context_key);
         break;
     case GW_API_EMBEDDINGS:
     case GW_API_NATIVE_EMBED: {

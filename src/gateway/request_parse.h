@@ -47,6 +47,22 @@ typedef struct gw_gen {
     bool base64;    /* embeddings: encoding_format "base64" (little-endian float32) */
     char **owned;   /* strings made while decoding (joined content parts) */
     size_t n_owned;
+
+    /* The chat interface, what every chat API (chat completions, native chat, and the routes that
+     * translate Responses, Anthropic and Ollama requests onto chat completions) hands to libsipp:
+     *   chat      an OpenAI chat body (owned), given to the engine as sipp_request_params.chat_json:
+     *             "messages" (with assistant "tool_calls" and "tool" messages), "tools",
+     *             "tool_choice", "parallel_tool_calls", "response_format", "json_schema", "grammar",
+     *             "reasoning_format", "chat_template_kwargs", "thinking_budget_tokens". libsipp
+     *             checks these fields and its errors name them.
+     *   prompts (completions, /v1/query) carry their constraint in grammar / json_schema instead.
+     * The answer's side is gw_choice (generate.h): the parsed message (content, reasoning_content,
+     * tool_calls), finish_reason "tool_calls" when it called tools, and the logprobs. */
+    json_t *chat;            /* chats; NULL for prompts */
+    const char *grammar;     /* prompts: GBNF */
+    char *json_schema;       /* prompts: a JSON Schema text (owned) */
+    int n;                   /* choices, 1 by default; at most the target's parallel */
+    int logprobs;            /* -1: none; else how many alternatives per token (top_logprobs) */
 } gw_gen;
 
 /* Parses a body as JSON the way every route reads it: duplicate keys and NUL characters refused.

@@ -5,14 +5,18 @@
  * They stream by default, as server-sent events with names, which a browser's EventSource or any
  * SSE reader can dispatch on:
  *
- *   event: token   data: {"text": "..."}
+ *   event: token     data: {"text": "..."}
+ *   event: reasoning data: {"text": "..."}            (chats: the reasoning, separated)
+ *   event: tool_call data: {"index", "id"?, "name"?, "arguments"}  (chats: a tool call, in pieces)
  *   event: usage   data: {"prompt_tokens", "cached_tokens", "generated_tokens", "ttft_ms",
  *                         "prefill_tokens_per_s", "decode_tokens_per_s", "total_ms"}
  *   event: done    data: {"id", "model", "finish_reason", "context_key"}
  *   event: error   data: {"error": {"message", "type", "code"}}
  *
  * With "stream": false the answer is one JSON object with the text, finish_reason, usage and
- * context_key. A "context_key" pins a conversation to one engine slot, so that its next turn
+ * context_key; a chat's also has "message" (content, reasoning_content, tool_calls) and "done" has
+ * it too. The native routes take the same tools, response_format, grammar and reasoning fields as
+ * chat completions. A "context_key" pins a conversation to one engine slot, so that its next turn
  * evaluates only the new tokens; it is echoed in "done".
  */
 #include <string.h>
@@ -38,11 +42,32 @@ static void native_piece(const gw_gen_view *v, const char *text, size_t len, sip
     gw_sse_json(out, "token", json_pack("{s:s%}", "text", text, len));
 }
 
+/* Chats: content as token events, reasoning and tool calls as their own events. */
+static void native_delta(const gw_gen_view *v, size_t index, json_t *delta, json_t *logprobs, sipp_buf *out) {
+    json_t *text = json_object_get(delta, "content"), *reasoning = json_object_get(delta, "reasoning_content");
+    json_t *calls = json_object_get(delta, "tool_calls");
+    if (!text) text = json_object_get(delta, "text");
+    if (text) gw_sse_json(out, "token", json_pack("{s:O}", "text", text));
+    if (reasoning) gw_sse_json(out, "reasoning", json_pack("{s:O}", "text", reasoning));
+    if (json_is_array(calls)) {
+        json_t *tc = json_array_get(calls, 0), *fn = json_object_get(tc, "function");
+        json_t *ev = json_pack("{s:O}", "index", json_object_get(tc, "index"));
+        if (json_object_get(tc, "id")) json_object_set(ev, "id", json_object_get(tc, "id"));
+        if (json_object_get(fn, "name")) json_object_set(ev, "name", json_object_get(fn, "name"));
+        json_object_set(ev, "arguments", json_object_get(fn, "arguments"));
+        gw_sse_json(out, "tool_call", ev);
+    }
+}
+
+static json_t *done_json(const gw_gen_view *v, json_t *o) {
+    if (v->choices[0].message) json_object_set(o, "message", v->choices[0].message);
+    return o;
+}
+
 static void native_end(const gw_gen_view *v, sipp_buf *out) {
     gw_sse_json(out, "usage", native_usage(v));
-    gw_sse_json(out, "done", json_pack("{s:s, s:s, s:s, s:o}", "id", v->id, "model", v->target->cfg->name, "finish_reason",
-                                       sipp_finish_reason_name(sipp_request_finish_reason(v->req)), "context_key",
-                                       context_key(v)));
+    gw_sse_json(out, "done", done_json(v, json_pack("{s:s, s:s, s:s, s:o}", "id", v->id, "model", v->target->cfg->name,
+                                                    "finish_reason", v->choices[0].finish, "context_key", context_key(v))));
 }
 
 static void native_fail(const gw_gen_view *v, gw_error_kind kind, const char *message, sipp_buf *out) {
@@ -50,14 +75,15 @@ static void native_fail(const gw_gen_view *v, gw_error_kind kind, const char *me
 }
 
 static json_t *native_whole(const gw_gen_view *v) {
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o}", "id", v->id, "model", v->target->cfg->name, "text", v->text,
-                     "finish_reason", sipp_finish_reason_name(sipp_request_finish_reason(v->req)), "usage",
-                     native_usage(v), "context_key", context_key(v));
+    return done_json(v, json_pack("{s:s, s:s, s:s, s:s, s:o, s:o}", "id", v->id, "model", v->target->cfg->name, "text",
+                                  v->text, "finish_reason", v->choices[0].finish, "usage", native_usage(v),
+                                  "context_key", context_key(v)));
 }
 
 static const gw_format native_format = {.id_prefix = "sipp-",
                                         .begin = native_begin,
                                         .piece = native_piece,
+                                        .delta = native_delta,
                                         .end = native_end,
                                         .fail = native_fail,
                                         .whole = native_whole};

@@ -30,8 +30,6 @@ static json_t *usage_json(sipp_request *r) {
                      "queue_ms", s.queue_ms, "total_ms", s.total_ms);
 }
 
-static const char *finish_name(sipp_request *r) { return sipp_finish_reason_name(sipp_request_finish_reason(r)); }
-
 static json_t *chunk(const gw_gen_view *v, const char *object, json_t *choice) {
     json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", v->id, "object", object, "created", (json_int_t)v->created,
                           "model", v->target->cfg->name, "choices", choice);
@@ -54,10 +52,17 @@ static void stream_fail(const gw_gen_view *v, gw_error_kind kind, const char *me
 
 #define CHAT_CHUNK "chat.completion.chunk"
 
+/* OpenAI's choice logprobs object for chats ({"content": [...]}), or null. Steals entries. */
+static json_t *chat_logprobs(json_t *entries) {
+    return entries ? json_pack("{s:o, s:n}", "content", entries, "refusal") : json_null();
+}
+
 static void chat_begin(const gw_gen_view *v, sipp_buf *out) {
-    json_t *choice = json_pack("{s:i, s:{s:s, s:s}, s:n, s:n}", "index", 0, "delta", "role", "assistant", "content", "",
-                               "logprobs", "finish_reason");
-    gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
+    for (size_t i = 0; i < v->n_choices; i++) {
+        json_t *choice = json_pack("{s:I, s:{s:s, s:s}, s:n, s:n}", "index", (json_int_t)i, "delta", "role", "assistant",
+                                   "content", "", "logprobs", "finish_reason");
+        gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
+    }
 }
 
 static void chat_piece(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
@@ -66,26 +71,86 @@ static void chat_piece(const gw_gen_view *v, const char *text, size_t len, sipp_
     gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
 }
 
-static void chat_end(const gw_gen_view *v, sipp_buf *out) {
-    json_t *choice = json_pack("{s:i, s:{}, s:n, s:s}", "index", 0, "delta", "logprobs", "finish_reason", finish_name(v->req));
+static void chat_delta(const gw_gen_view *v, size_t index, json_t *delta, json_t *logprobs, sipp_buf *out) {
+    json_t *choice = json_pack("{s:I, s:O, s:o, s:n}", "index", (json_int_t)index, "delta", delta, "logprobs",
+                               chat_logprobs(json_incref(logprobs)), "finish_reason");
     gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
+}
+
+static void chat_end(const gw_gen_view *v, sipp_buf *out) {
+    for (size_t i = 0; i < v->n_choices; i++) {
+        json_t *choice = json_pack("{s:I, s:{}, s:n, s:s}", "index", (json_int_t)i, "delta", "logprobs",
+                                   "finish_reason", v->choices[i].finish);
+        gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
+    }
     usage_chunk(v, CHAT_CHUNK, out);
     gw_sse_done(out);
 }
 
-static json_t *chat_whole(const gw_gen_view *v) {
-    return json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:s}, s:n, s:s}], s:o}", "id", v->id, "object",
-                     "chat.completion", "created", (json_int_t)v->created, "model", v->target->cfg->name, "choices",
-                     "index", 0, "message", "role", "assistant", "content", v->text, "logprobs",
-                     "finish_reason", finish_name(v->req), "usage", usage_json(v->req));
+/* Usage over every choice: the prompt once (the choices share it), the completions summed. */
+static json_t *usage_all(const gw_gen_view *v) {
+    json_t *u = usage_json(v->req);
+    int generated = 0;
+    for (size_t i = 0; i < v->n_choices; i++) {
+        sipp_request_stats s;
+        sipp_request_get_stats(v->choices[i].req, &s);
+        generated += s.generated_tokens;
+    }
+    json_int_t prompt = json_integer_value(json_object_get(u, "prompt_tokens"));
+    json_object_set_new(u, "completion_tokens", json_integer(generated));
+    json_object_set_new(u, "total_tokens", json_integer(prompt + generated));
+    const char *warning = sipp_request_warning(v->req);
+    if (*warning) json_object_set_new(json_object_get(u, "sipp"), "warning", json_string(warning));
+    return u;
 }
 
-static const gw_format chat_format = {
-    .id_prefix = "chatcmpl-", .begin = chat_begin, .piece = chat_piece, .end = chat_end, .fail = stream_fail, .whole = chat_whole};
+static json_t *chat_whole(const gw_gen_view *v) {
+    json_t *choices = json_array();
+    for (size_t i = 0; i < v->n_choices; i++) {
+        const gw_choice *c = &v->choices[i];
+        json_array_append_new(choices, json_pack("{s:I, s:O, s:o, s:s}", "index", (json_int_t)i, "message", c->message,
+                                                 "logprobs", chat_logprobs(json_incref(c->logprobs)), "finish_reason",
+                                                 c->finish));
+    }
+    return json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", v->id, "object", "chat.completion", "created",
+                     (json_int_t)v->created, "model", v->target->cfg->name, "choices", choices, "usage", usage_all(v));
+}
+
+static const gw_format chat_format = {.id_prefix = "chatcmpl-",
+                                      .begin = chat_begin,
+                                      .piece = chat_piece,
+                                      .delta = chat_delta,
+                                      .end = chat_end,
+                                      .fail = stream_fail,
+                                      .whole = chat_whole};
 
 /* ---- text completions --------------------------------------------------------------------------- */
 
 #define TEXT_OBJECT "text_completion"
+
+/* The legacy completions logprobs: parallel arrays of tokens, their logprobs and their top
+ * alternatives as {token: logprob} objects, and text offsets. */
+static json_t *text_logprobs(const json_t *entries, size_t offset) {
+    if (!entries) return json_null();
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offsets = json_array();
+    size_t i;
+    json_t *e;
+    json_array_foreach(entries, i, e) {
+        const char *tok = json_string_value(json_object_get(e, "token"));
+        json_array_append(tokens, json_object_get(e, "token"));
+        json_array_append(lps, json_object_get(e, "logprob"));
+        json_t *top = json_object(), *alt;
+        size_t k;
+        json_array_foreach(json_object_get(e, "top_logprobs"), k, alt) {
+            json_object_set(top, json_string_value(json_object_get(alt, "token")), json_object_get(alt, "logprob"));
+        }
+        json_array_append_new(tops, top);
+        json_array_append_new(offsets, json_integer((json_int_t)offset));
+        offset += tok ? strlen(tok) : 0;
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops,
+                     "text_offset", offsets);
+}
 
 static void text_begin(const gw_gen_view *v, sipp_buf *out) {}
 
@@ -94,21 +159,40 @@ static void text_piece(const gw_gen_view *v, const char *text, size_t len, sipp_
     gw_sse_json(out, NULL, chunk(v, TEXT_OBJECT, choice));
 }
 
-static void text_end(const gw_gen_view *v, sipp_buf *out) {
-    json_t *choice = json_pack("{s:s, s:i, s:n, s:s}", "text", "", "index", 0, "logprobs", "finish_reason", finish_name(v->req));
+static void text_delta(const gw_gen_view *v, size_t index, json_t *delta, json_t *logprobs, sipp_buf *out) {
+    json_t *choice = json_pack("{s:O, s:I, s:o, s:n}", "text", json_object_get(delta, "text"), "index",
+                               (json_int_t)index, "logprobs", text_logprobs(logprobs, 0), "finish_reason");
     gw_sse_json(out, NULL, chunk(v, TEXT_OBJECT, choice));
+}
+
+static void text_end(const gw_gen_view *v, sipp_buf *out) {
+    for (size_t i = 0; i < v->n_choices; i++) {
+        json_t *choice = json_pack("{s:s, s:I, s:n, s:s}", "text", "", "index", (json_int_t)i, "logprobs",
+                                   "finish_reason", v->choices[i].finish);
+        gw_sse_json(out, NULL, chunk(v, TEXT_OBJECT, choice));
+    }
     usage_chunk(v, TEXT_OBJECT, out);
     gw_sse_done(out);
 }
 
 static json_t *text_whole(const gw_gen_view *v) {
-    return json_pack("{s:s, s:s, s:I, s:s, s:[{s:s, s:i, s:n, s:s}], s:o}", "id", v->id, "object", TEXT_OBJECT, "created",
-                     (json_int_t)v->created, "model", v->target->cfg->name, "choices", "text", v->text,
-                     "index", 0, "logprobs", "finish_reason", finish_name(v->req), "usage", usage_json(v->req));
+    json_t *choices = json_array();
+    for (size_t i = 0; i < v->n_choices; i++) {
+        const gw_choice *c = &v->choices[i];
+        json_array_append_new(choices, json_pack("{s:s, s:I, s:o, s:s}", "text", c->text, "index", (json_int_t)i,
+                                                 "logprobs", text_logprobs(c->logprobs, 0), "finish_reason", c->finish));
+    }
+    return json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", v->id, "object", TEXT_OBJECT, "created",
+                     (json_int_t)v->created, "model", v->target->cfg->name, "choices", choices, "usage", usage_all(v));
 }
 
-static const gw_format text_format = {
-    .id_prefix = "cmpl-", .begin = text_begin, .piece = text_piece, .end = text_end, .fail = stream_fail, .whole = text_whole};
+static const gw_format text_format = {.id_prefix = "cmpl-",
+                                      .begin = text_begin,
+                                      .piece = text_piece,
+                                      .delta = text_delta,
+                                      .end = text_end,
+                                      .fail = stream_fail,
+                                      .whole = text_whole};
 
 /* ---- shared flow -------------------------------------------------------------------------------- */
 
@@ -161,7 +245,7 @@ void gw_route_embeddings(gw_call *call) { gw_run_generation(call, GW_API_EMBEDDI
 /* ---- models ------------------------------------------------------------------------------------- */
 
 /* OpenAI's model object, plus sipp's residency under "sipp" for local targets (state, memory, last
- * use, keep-alive deadline). */
+ * use, keep-alive deadline) and, for a loaded one, how its chats are rendered under "meta". */
 static json_t *model_json(gw_call *call, gw_target *t) {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s}", "id", t->cfg->name, "object", "model", "created",
                           (json_int_t)call->srv->started_unix, "owned_by", GW_OWNER);
@@ -170,6 +254,12 @@ static json_t *model_json(gw_call *call, gw_target *t) {
         gw_residency_describe(call->srv, t, r);
         json_object_set_new(o, "sipp", r);
         json_object_set(o, "state", json_object_get(r, "state"));
+        if (gw_residency_peek(call->srv, t)) {
+            sipp_model_info info;
+            sipp_model_get_info(t->model, &info);
+            json_object_set_new(o, "meta", json_pack("{s:s}", "chat_template", info.chat_template));
+            gw_residency_unpeek(call->srv, t);
+        }
     }
     return o;
 }

@@ -184,9 +184,42 @@ class SippCli(unittest.TestCase):
         self.assertGreater(chat["prompt_tokens"], plain["prompt_tokens"], "the template wraps the message")
         self.assertGreater(system["prompt_tokens"], chat["prompt_tokens"], "the system message is in the prompt")
 
-    def test_chat_without_template_fails(self):
-        proc = run(self.plain, "hi", "--chat")
-        self.assertOneLineError(proc, 1, "chat template")
+    def test_chat_without_template_falls_back_to_chatml_and_says_so(self):
+        proc = run(self.plain, "hi", "--chat", "--max-tokens", "2", "--stats", "json")
+        self.assertRan(proc)
+        self.assertIn("no chat template", proc.err)
+        self.assertIn("ChatML", proc.err)
+        self.assertGreater(stats_of(proc)["prompt_tokens"], 2, "the chatml wrapping is in the prompt")
+
+    def test_json_schema_and_grammar_constrain_the_answer(self):
+        schema = '{"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}'
+        for args in (("hi", "--chat"), ("hi",)):
+            with self.subTest(args=args):
+                proc = run(self.model, *args, "--json-schema", schema, "--max-tokens", "200", "--seed", "1")
+                self.assertRan(proc)
+                self.assertIsInstance(json.loads(proc.stdout)["ok"], bool)
+        gbnf = os.path.join(self.tmp, "yesno.gbnf")
+        with open(gbnf, "w") as f:
+            f.write('root ::= "yes" | "no"\n')
+        proc = run(self.model, "hi", "--chat", "--grammar", gbnf, "--max-tokens", "10", "--seed", "2")
+        self.assertRan(proc)
+        self.assertIn(proc.stdout.strip(), (b"yes", b"no"))
+
+    def test_tools_print_the_calls_as_json(self):
+        tools = os.path.join(self.tmp, "tools.json")
+        with open(tools, "w") as f:
+            json.dump([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], f)
+        hermes = os.path.join("build", "llama", "source", "models", "templates",
+                              "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja")
+        proc = run(self.model, "hi", "--chat", "--tools", tools, "--chat-template", hermes, "--max-tokens", "4",
+                   "--temperature", "0")
+        self.assertRan(proc)
+        self.assertIsInstance(json.loads(proc.stdout.strip().split(b"\n")[-1]), list)
+        # ChatML has no tool-call syntax: the tools would be dropped, so they are refused by name
+        self.assertOneLineError(run(self.model, "hi", "--chat", "--tools", tools), 1, "'tools'")
+        self.assertOneLineError(run(self.model, "hi", "--tools", tools), 2, "--tools", "--chat")
+        self.assertOneLineError(run(self.model, "hi", "--chat", "--reasoning", "loud"), 2, "--reasoning")
+        self.assertOneLineError(run(self.model, "hi", "--json-schema", "{bad"), 2, "--json-schema")
 
     def test_chat_template_flag(self):
         proc = run(self.plain, "hi", "--chat", "--chat-template", "chatml", "--max-tokens", "2", "--stats", "json")

@@ -231,7 +231,7 @@ class GatewayRoutesTest(unittest.TestCase):
             ({"model": TARGET, "messages": [{"role": "user", "content": "x"}], "stream": "yes"}, "stream"),
             ({"model": TARGET, "messages": [{"role": "user", "content": "x"}], "stop": 5}, "stop"),
             ({"model": TARGET, "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, "max_tokens"),
-            ({"model": TARGET, "messages": [{"role": "user", "content": "x"}], "n": 2}, "'n'"),
+            ({"model": TARGET, "messages": [{"role": "user", "content": "x"}], "n": 0}, "'n'"),
             ({"model": TARGET, "messages": [{"role": "user", "content": "x"}], "top_k": -1}, "top_k"),
             ({"model": 5, "messages": [{"role": "user", "content": "x"}]}, "model"),
             ({"model": TARGET, "messages": [{"role": "user", "content": "x"}], "stream_options": 1}, "stream_options"),

@@ -51,5 +51,26 @@ class OpenAIClientTest(unittest.TestCase):
             self.assertEqual(g.stop(), 0)
 
 
+    def test_openai_npm_client_tools(self):
+        ensure_client()
+        path = os.path.join(gw.tmpdir(), "qwen25-js.gguf")
+        r = subprocess.run([gw.SYNTH, "--out", path, "--vocab", os.path.join(gw.BUILD, "llama", "vocab", "ggml-vocab-qwen2.gguf"),
+                            "--chat-template-file",
+                            os.path.join(gw.BUILD, "llama", "source", "models", "templates", "Qwen-Qwen2.5-7B-Instruct.jinja"),
+                            *gw.TINY], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        g = gw.serve_config(gw.local_target("qwen", path, parallel=2, ctx=4096))
+        try:
+            r = subprocess.run(["node", "openai_tools.mjs", f"{g.base}/v1", "qwen"], cwd=JS_DIR,
+                               capture_output=True, text=True, timeout=NODE_TIMEOUT_S * 3)
+            lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+            self.assertTrue(lines, f"no result from node:\n{r.stdout}\n{r.stderr}")
+            result = json.loads(lines[-1])
+            self.assertTrue(result["ok"], f"{result.get('error')}\n--- gateway log:\n{g.text()[-3000:]}")
+            self.assertEqual(result["checked"], ["tools", "tools-stream", "tools-history", "json_schema", "logprobs"])
+        finally:
+            self.assertEqual(g.stop(), 0)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -58,6 +58,19 @@ class RemoteTargetTest(unittest.TestCase):
         self.assertEqual(body["id"], "chatcmpl-remote-1")  # the request id reached the upstream
         self.assertLessEqual(body["usage"]["completion_tokens"], 4)
 
+    def test_tools_and_schemas_pass_through(self):
+        # the upstream (another sipp) decides: its model's ChatML template has no tool-call syntax,
+        # so it refuses the tools by name, and that answer comes back as it is
+        tools = [{"type": "function", "function": {"name": "pick", "parameters": {"type": "object"}}}]
+        status, _, body = self.gw.json("POST", "/v1/chat/completions", gw.chat_body(
+            "pool", max_tokens=30, tools=tools, tool_choice="required"))
+        self.assertEqual(status, 400, body)
+        self.assertIn("'tools'", body["error"]["message"])
+        status, _, body = self.gw.json("POST", "/v1/chat/completions", gw.chat_body(
+            "pool", max_tokens=12, logprobs=True, top_logprobs=2, response_format={"type": "json_object"}))
+        self.assertEqual(status, 200, body)
+        self.assertEqual(len(body["choices"][0]["logprobs"]["content"]), body["usage"]["completion_tokens"])
+
     def test_stream_passthrough(self):
         status, ctype, events = self.gw.sse("/v1/chat/completions",
                                             gw.chat_body("pool", max_tokens=5, ignore_eos=True, stream=True,
@@ -85,10 +98,10 @@ class RemoteTargetTest(unittest.TestCase):
         self.assertEqual(len(body["data"][0]["embedding"]), 64)
 
     def test_upstream_errors_pass_through(self):
-        # sipp itself would refuse n=2 for a local target; for a remote one the upstream decides
-        status, _, body = self.gw.json("POST", "/v1/chat/completions", gw.chat_body("pool", n=2))
+        # sipp itself would refuse logit_bias for a local target; for a remote one the upstream decides
+        status, _, body = self.gw.json("POST", "/v1/chat/completions", gw.chat_body("pool", logit_bias={"1": 5}))
         self.assertEqual(status, 400, body)
-        self.assertIn("'n'", body["error"]["message"])
+        self.assertIn("'logit_bias'", body["error"]["message"])
 
     def test_zz_replica_ejection_and_return(self):
         # runs last in this class (alphabetical order): it kills and restarts an upstream

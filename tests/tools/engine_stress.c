@@ -373,6 +373,105 @@ static void check_kv_full(sipp_model *m) {
     sipp_engine_free(e);
 }
 
+/* Runs n requests at once (prompts[0..n), max_tokens each) to their end; each one's finish reason and
+ * generated-token count land in fr[] and gen[]; an error's message goes to stderr. */
+static void run_together(sipp_engine *e, int n, int max_tokens, sipp_finish_reason *fr, int *gen) {
+    sipp_request *r[N_PROMPTS];
+    for (int i = 0; i < n; i++) {
+        sipp_request_params p = greedy(prompts[i], NULL);
+        p.on_piece = NULL;
+        p.max_tokens = max_tokens;
+        CHECK(sipp_engine_submit(e, &p, &r[i]) == SIPP_OK, "submit: %s", sipp_engine_last_error(e));
+    }
+    for (int i = 0; i < n; i++) {
+        sipp_request_wait(r[i], WAIT_LIMIT_MS);
+        fr[i] = sipp_request_finish_reason(r[i]);
+        sipp_request_stats st;
+        sipp_request_get_stats(r[i], &st);
+        gen[i] = st.generated_tokens;
+        if (fr[i] == SIPP_FINISH_ERROR) fprintf(stderr, "engine_stress: request %d: %s\n", i, sipp_request_error(r[i]));
+        sipp_request_free(r[i]);
+    }
+}
+
+/* Idle slots' KV is a cache, not a claim (issue 21, item 2): after three requests have finished and
+ * left their cells, one request that needs most of the context runs to its max_tokens, the idle
+ * slots giving up their cells (least recently used first) instead of the live request failing. */
+static void check_idle_kv_yields(sipp_model *m) {
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.parallel = 4;
+    ep.threads = 1;
+    ep.ctx_size = 256; /* three idle slots of ~65 cells leave too little for one of ~205 */
+    sipp_engine *e;
+    char err[SIPP_ERROR_SIZE];
+    CHECK(sipp_engine_new(m, &ep, &e, err) == SIPP_OK, "engine: %s", err);
+    sipp_finish_reason fr[N_PROMPTS];
+    int gen[N_PROMPTS];
+    run_together(e, 3, 60, fr, gen);
+    for (int i = 0; i < 3; i++) CHECK(fr[i] == SIPP_FINISH_LENGTH, "warm-up request %d: %s", i, sipp_finish_reason_name(fr[i]));
+    sipp_request_params p = greedy("A fourth prompt, unlike the other three", NULL);
+    p.on_piece = NULL;
+    p.max_tokens = 200;
+    sipp_request *r;
+    CHECK(sipp_engine_submit(e, &p, &r) == SIPP_OK, "submit: %s", sipp_engine_last_error(e));
+    sipp_request_wait(r, WAIT_LIMIT_MS);
+    sipp_request_stats st;
+    sipp_request_get_stats(r, &st);
+    CHECK(sipp_request_finish_reason(r) == SIPP_FINISH_LENGTH && st.generated_tokens == 200,
+          "a lone request beside idle slots: %s after %d tokens: %s", sipp_finish_reason_name(sipp_request_finish_reason(r)),
+          st.generated_tokens, sipp_request_error(r) ? sipp_request_error(r) : "");
+    sipp_request_free(r);
+    sipp_engine_free(e);
+}
+
+/* No max_tokens means "until the context is full" (issue 21, item 3): two such requests that fill
+ * the shared context both end with "length" and their output, none with an error. */
+static void check_until_full(sipp_model *m) {
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.parallel = 2;
+    ep.threads = 1;
+    ep.ctx_size = 256;
+    sipp_engine *e;
+    char err[SIPP_ERROR_SIZE];
+    CHECK(sipp_engine_new(m, &ep, &e, err) == SIPP_OK, "engine: %s", err);
+    sipp_finish_reason fr[N_PROMPTS];
+    int gen[N_PROMPTS];
+    run_together(e, 2, -1, fr, gen);
+    for (int i = 0; i < 2; i++)
+        CHECK(fr[i] == SIPP_FINISH_LENGTH && gen[i] > 0, "until full, request %d: %s after %d tokens", i,
+              sipp_finish_reason_name(fr[i]), gen[i]);
+    sipp_engine_free(e);
+}
+
+static bool stop_after_three(void *user) { return ++*(int *)user <= 3; }
+
+/* An embedding call stops between inputs (issue 21, item 7): should_continue answering false after
+ * three inputs ends it with SIPP_ERR_CANCELLED saying how far it got, and the embedder is free for
+ * the next call. */
+static void check_embed_cancel(sipp_model *m) {
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.threads = 1;
+    ep.ctx_size = 256;
+    sipp_engine *e;
+    char err[SIPP_ERROR_SIZE];
+    CHECK(sipp_engine_new(m, &ep, &e, err) == SIPP_OK, "engine: %s", err);
+    enum { N_INPUTS = 8 };
+    const char *texts[N_INPUTS];
+    for (int i = 0; i < N_INPUTS; i++) texts[i] = prompts[i % N_PROMPTS];
+    float *out = NULL;
+    int n_embd = 0, calls = 0;
+    sipp_embed_options o = sipp_embed_default_options();
+    o.should_continue = stop_after_three;
+    o.user = &calls;
+    sipp_status st = sipp_engine_embed_with(e, texts, N_INPUTS, &o, &out, &n_embd, NULL);
+    CHECK(st == SIPP_ERR_CANCELLED && !out && strstr(sipp_engine_last_error(e), "after 3 of 8"),
+          "cancelled embedding: %s: %s", sipp_status_name(st), sipp_engine_last_error(e));
+    st = sipp_engine_embed_with(e, texts, N_INPUTS, NULL, &out, &n_embd, NULL);
+    CHECK(st == SIPP_OK && out && n_embd > 0, "embedding after a cancel: %s", sipp_engine_last_error(e));
+    free(out);
+    sipp_engine_free(e);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: engine_stress MODEL [THREADS] [REQUESTS_PER_THREAD]\n");
@@ -437,6 +536,9 @@ int main(int argc, char **argv) {
     check_context_key(m);
     check_shared_prefix(m);
     check_kv_full(m);
+    check_idle_kv_yields(m);
+    check_until_full(m);
+    check_embed_cancel(m);
     sipp_model_free(m);
     for (int k = 0; k < N_PROMPTS; k++) free(expected[k]);
     free(th);

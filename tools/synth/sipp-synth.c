@@ -192,9 +192,32 @@ struct options {
     uint64_t                   seed;
     const struct weight_type * wtype;
     const struct named_template * tmpl;
+    char *                     tmpl_file_text; /* --chat-template-file: wins over tmpl */
     const char *               name;
     const struct pooling *     pooling; /* NULL: no pooling key */
 };
+
+/* The whole of a text file (malloc'ed), or NULL when it cannot be read or is empty. */
+static char * read_text_file(const char * path) {
+    FILE * f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, len = 0;
+    char * buf = malloc(cap);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (len + 1 == cap) {
+            char * bigger = realloc(buf, cap * 2);
+            if (!bigger) { free(buf); buf = NULL; break; }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf || len == 0) { free(buf); return NULL; }
+    buf[len] = '\0';
+    return buf;
+}
 
 static void usage(FILE * f) {
     fprintf(f,
@@ -214,6 +237,7 @@ static void usage(FILE * f) {
         "  --type f16|q8_0|q4_0    weight type of the matrices; norms stay f32 (default f16)\n"
         "  --seed N                PRNG seed; equal flags give byte-identical files (default %d)\n"
         "  --chat-template NAME    chatml, llama3 or none (default " DEFAULT_TEMPLATE ")\n"
+        "  --chat-template-file F  a Jinja template file (e.g. llama.cpp's models/templates/*.jinja)\n"
         "  --name NAME             general.name (default " DEFAULT_NAME ")\n"
         "  --pooling TYPE          none|mean|cls|last|rank: writes llama.pooling_type (default: unset)\n"
         "  --help                  print this help\n",
@@ -308,7 +332,7 @@ static void parse_args(int argc, char ** argv, struct options * o) {
 
         static const char * const known[] = {
             "--out", "--vocab", "--n-embd", "--n-layer", "--n-head", "--n-head-kv", "--n-ff", "--n-ctx",
-            "--type", "--seed", "--chat-template", "--name", "--pooling",
+            "--type", "--seed", "--chat-template", "--chat-template-file", "--name", "--pooling",
         };
         bool is_known = false;
         for (size_t k = 0; k < COUNT_OF(known); k++) {
@@ -358,6 +382,10 @@ static void parse_args(int argc, char ** argv, struct options * o) {
                 if (strcmp(val, TEMPLATES[k].name) == 0) o->tmpl = &TEMPLATES[k];
             }
             if (!o->tmpl) die_usage("--chat-template: unknown template '%s' (expected chatml, llama3 or none)", val);
+        } else if (strcmp(flag, "--chat-template-file") == 0) {
+            free(o->tmpl_file_text);
+            o->tmpl_file_text = read_text_file(val);
+            if (!o->tmpl_file_text) die_usage("--chat-template-file: cannot read '%s' (or it is empty)", val);
         } else if (strcmp(flag, "--pooling") == 0) {
             o->pooling = NULL;
             for (size_t k = 0; k < COUNT_OF(POOLINGS); k++) {
@@ -547,7 +575,9 @@ static bool build_metadata(struct gguf_context * ctx, const struct gguf_context 
         }
     }
 
-    if (o->tmpl->text) {
+    if (o->tmpl_file_text) {
+        gguf_set_val_str(ctx, TEMPLATE_KEY, o->tmpl_file_text);
+    } else if (o->tmpl->text) {
         gguf_set_val_str(ctx, TEMPLATE_KEY, o->tmpl->text);
     }
     return true;

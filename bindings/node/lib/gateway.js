@@ -1,4 +1,5 @@
 'use strict';
+const { CHAT_FIELDS } = require('./options');
 /**
  * A gateway endpoint: a sipp gateway (`sipp serve`) reached with Node's global fetch.
  *
@@ -139,6 +140,7 @@ class GatewayEndpoint {
       chatTemplate: 'chat_template', ignoreEos: 'ignore_eos',
     };
     for (const [k, wire] of Object.entries(map)) if (opts[k] !== undefined) body[wire] = opts[k];
+    if (chat) for (const [k, wire] of Object.entries(CHAT_FIELDS)) if (opts[k] !== undefined) body[wire] = opts[k];
     if (body.max_tokens === -1) delete body.max_tokens; // "until the context is full" is the default there
     const controller = new AbortController();
     const signal = opts.timeoutMs ? AbortSignal.any([controller.signal, AbortSignal.timeout(opts.timeoutMs)]) : controller.signal;

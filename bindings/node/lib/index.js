@@ -128,7 +128,13 @@ class SippClient {
     return this._generate(() => ({ prompt: checkPrompt(prompt) }), options);
   }
 
-  /** Answers a conversation, messages = [{ role, content }]; the same options plus chatTemplate. */
+  /**
+   * Answers a conversation, messages = [{ role, content }] (assistant messages may carry tool_calls,
+   * tool messages a tool_call_id); the same options plus chatTemplate ('chatml' or a Jinja file) and
+   * tools, toolChoice, parallelToolCalls, responseFormat, grammar, jsonSchema, reasoningFormat,
+   * chatTemplateKwargs, thinkingBudgetTokens (OpenAI's and llama.cpp's fields). Its response has
+   * toolCalls and reasoning; query.deltas streams typed pieces.
+   */
   chat(messages, options = {}) {
     return this._generate(() => ({ messages: checkMessages(messages) }), options);
   }

@@ -1,4 +1,6 @@
 'use strict';
+const { CHAT_FIELDS } = require('./options');
+const { chatResult } = require('./query');
 /**
  * A local endpoint: a model loaded by libsipp in this process and the engine serving it, through
  * the addon. Every wait happens off the event loop (see src/addon.c); this file turns the addon's
@@ -63,11 +65,23 @@ class LocalEndpoint {
     const params = { ...opts, ...what };
     delete params.endpoint;
     delete params.signal;
+    if (what.messages) {
+      // a chat goes to libsipp as OpenAI JSON, with its tools, schema and reasoning options
+      const chat = { messages: what.messages };
+      for (const [k, wire] of Object.entries(CHAT_FIELDS)) {
+        if (opts[k] !== undefined) chat[wire] = opts[k];
+        delete params[k];
+      }
+      params.chatJson = JSON.stringify(chat);
+      delete params.messages;
+    }
     const backend = this.backend.backend;
     const onEvent = (kind, data) => {
       try {
         if (kind === 'piece') {
           q._piece(data);
+        } else if (kind === 'delta') {
+          q._delta(JSON.parse(data));
         } else if (kind === 'error') {
           q._fail(toSippError(data));
         } else if (data.finishReason === 'error') {
@@ -84,6 +98,7 @@ class LocalEndpoint {
             },
             stats: { ...s, backend },
             ...(data.error && data.status !== 'cancelled' ? { error: data.error } : {}),
+            ...(data.message ? chatResult(JSON.parse(data.message), data.finishReason) : {}),
           });
         }
       } catch (e) {

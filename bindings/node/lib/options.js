@@ -8,6 +8,17 @@ const GENERATION = {
   endpoint: 'any', signal: 'any', maxTokens: 'int', temperature: 'number', topK: 'int', topP: 'number',
   minP: 'number', repeatPenalty: 'number', seed: 'seed', stop: 'stop', contextKey: 'string',
   chatTemplate: 'string', ignoreEos: 'boolean', timeoutMs: 'int',
+  // chats: OpenAI's and llama.cpp's fields, passed as they are (libsipp checks them)
+  tools: 'any', toolChoice: 'any', parallelToolCalls: 'boolean', responseFormat: 'any', grammar: 'string',
+  jsonSchema: 'any', reasoningFormat: 'string', chatTemplateKwargs: 'any', thinkingBudgetTokens: 'int',
+};
+
+/** The chat options under their wire names (the OpenAI request's fields). */
+const CHAT_FIELDS = {
+  tools: 'tools', toolChoice: 'tool_choice', parallelToolCalls: 'parallel_tool_calls',
+  responseFormat: 'response_format', grammar: 'grammar', jsonSchema: 'json_schema',
+  reasoningFormat: 'reasoning_format', chatTemplateKwargs: 'chat_template_kwargs',
+  thinkingBudgetTokens: 'thinking_budget_tokens',
 };
 
 const SNAKE_HINT = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
@@ -71,10 +82,12 @@ function checkMessages(messages) {
   }
   if (messages.length === 0) throw invalid('messages is empty; give at least one message');
   return messages.map((m, i) => {
-    if (!m || typeof m.role !== 'string' || typeof m.content !== 'string') {
+    // assistant messages may carry tool_calls (content null), tool messages a tool_call_id
+    const toolish = m && (Array.isArray(m.tool_calls) || m.role === 'tool');
+    if (!m || typeof m.role !== 'string' || (typeof m.content !== 'string' && !toolish)) {
       throw invalid(`messages[${i}] needs a string role and a string content, got ${JSON.stringify(m)}`);
     }
-    return { role: m.role, content: m.content };
+    return toolish ? { ...m } : { role: m.role, content: m.content };
   });
 }
 
@@ -88,4 +101,5 @@ function checkEmbedInput(input) {
   return { texts, single };
 }
 
-module.exports = { generationOptions, checkPrompt, checkMessages, checkEmbedInput, GENERATION };
+module.exports = {
+  CHAT_FIELDS, generationOptions, checkPrompt, checkMessages, checkEmbedInput, GENERATION };

@@ -4,7 +4,11 @@
  *
  *   response  Promise<{text, finishReason, usage, stats, endpoint}>; rejects with a SippError
  *   tokens    AsyncIterable<string> of the pieces as they come; iterate it once. Leaving the loop
- *             early (break, return, throw) cancels the request.
+ *             early (break, return, throw) cancels the request. A chat's are its content.
+ *   deltas    a chat's typed pieces, AsyncIterable of {type: 'content', text} | {type: 'reasoning',
+ *             text} | {type: 'toolCall', index, id?, name?, arguments} (arguments a fragment); iterate
+ *             it or tokens, once. The response of a chat also has toolCalls ([{id, type, function:
+ *             {name, arguments}}]; finishReason is then 'tool_calls') and reasoning.
  *   cancel()  asks the request to stop; the response then resolves with finishReason 'cancelled'
  *
  * An endpoint drives it through _piece(text), _end(result) and _fail(error), and binds its way to
@@ -18,6 +22,7 @@ class Query {
   constructor(endpointName, signal) {
     this._endpoint = endpointName;
     this._parts = [];     // every piece, for response.text
+    this._typed = [];     // a chat's typed deltas, for the deltas iterator
     this._next = 0;       // index of the next piece the tokens iterator hands out
     this._waiter = null;  // the iterator's pending next()
     this._done = false;
@@ -31,7 +36,8 @@ class Query {
     });
     this.response.catch(() => {});
     const self = this;
-    this.tokens = { [Symbol.asyncIterator]: () => self._iterator() };
+    this.tokens = { [Symbol.asyncIterator]: () => self._iterator(this._parts) };
+    this.deltas = { [Symbol.asyncIterator]: () => self._iterator(this._typed) };
     this.cancel = this.cancel.bind(this);
     if (signal) this._watch(signal);
   }
@@ -81,6 +87,24 @@ class Query {
     this._wake();
   }
 
+  /** A chat's parsed deltas (OpenAI's {content | reasoning_content | tool_calls}). */
+  _delta(list) {
+    if (this._done) return;
+    for (const d of list) {
+      if (d.reasoning_content) this._typed.push({ type: 'reasoning', text: d.reasoning_content });
+      if (d.content) {
+        this._typed.push({ type: 'content', text: d.content });
+        this._parts.push(d.content);
+      }
+      for (const tc of d.tool_calls || []) {
+        const fn = tc.function || {};
+        this._typed.push({ type: 'toolCall', index: tc.index, ...(tc.id ? { id: tc.id } : {}),
+          ...(fn.name ? { name: fn.name } : {}), arguments: fn.arguments || '' });
+      }
+    }
+    this._wake();
+  }
+
   _end(result) {
     if (this._done) return;
     this._done = true;
@@ -106,15 +130,17 @@ class Query {
   }
 
   _pull() {
-    if (this._next < this._parts.length) return Promise.resolve({ value: this._parts[this._next++], done: false });
+    const list = this._list || this._parts;
+    if (this._next < list.length) return Promise.resolve({ value: list[this._next++], done: false });
     if (this._error) return Promise.reject(this._error);
     if (this._done) return Promise.resolve({ value: undefined, done: true });
     return null;
   }
 
-  _iterator() {
-    if (this._iterated) throw new SippError('query.tokens can be iterated only once', 'invalid_argument');
+  _iterator(list) {
+    if (this._iterated) throw new SippError('query.tokens (or deltas) can be iterated only once', 'invalid_argument');
     this._iterated = true;
+    this._list = list;
     return {
       next: () => this._pull() || new Promise((resolve, reject) => { this._waiter = { resolve, reject }; }),
       return: () => {
@@ -134,4 +160,15 @@ function failedQuery(endpointName, err) {
   return q;
 }
 
-module.exports = { Query, failedQuery };
+/** The parsed message of a chat as the response's fields: text is the content. */
+function chatResult(message, finishReason) {
+  const toolCalls = message.tool_calls || [];
+  return {
+    text: message.content || '',
+    reasoning: message.reasoning_content || '',
+    toolCalls,
+    finishReason: toolCalls.length && finishReason === 'stop' ? 'tool_calls' : finishReason,
+  };
+}
+
+module.exports = { Query, failedQuery, chatResult };

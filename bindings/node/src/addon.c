@@ -631,12 +631,14 @@ static napi_value js_embed(napi_env env, napi_callback_info info) {
 
 /* ---- requests ----------------------------------------------------------------------------------- */
 
-typedef enum event_kind { EV_PIECE, EV_END, EV_ERROR } event_kind;
+typedef enum event_kind { EV_PIECE, EV_DELTA, EV_END, EV_ERROR } event_kind;
 
 /* What a reader thread hands to JavaScript. */
 typedef struct event {
     event_kind kind;
-    char *text; /* EV_PIECE: the piece; EV_END/EV_ERROR: the error message (may be "") */
+    char *text; /* EV_PIECE: the piece; EV_DELTA: a JSON array of chat deltas; EV_END/EV_ERROR: the error
+                   message (may be "") */
+    char *message; /* EV_END of a chat: the parsed message (JSON), or NULL */
     size_t len;
     sipp_status status;
     sipp_finish_reason finish;
@@ -653,7 +655,7 @@ typedef struct request {
 
     /* the parameters and the memory they point into, owned by the request */
     sipp_request_params params;
-    char *prompt, *chat_template, *context_key;
+    char *prompt, *chat_template, *context_key, *chat_json;
     sipp_message *messages;
     size_t n_messages;
     char **stop;
@@ -665,6 +667,7 @@ static void request_release(request *q) {
     free(q->prompt);
     free(q->chat_template);
     free(q->context_key);
+    free(q->chat_json);
     for (size_t i = 0; i < q->n_messages; i++) {
         free((char *)q->messages[i].role);
         free((char *)q->messages[i].content);
@@ -681,6 +684,7 @@ static void request_finalize(napi_env env, void *data, void *hint) { request_rel
 static void event_free(event *ev) {
     if (!ev) return;
     free(ev->text);
+    free(ev->message);
     free(ev);
 }
 
@@ -709,9 +713,9 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
     }
     napi_value argv[2], undef;
     napi_get_undefined(env, &undef);
-    const char *kind = ev->kind == EV_PIECE ? "piece" : ev->kind == EV_END ? "end" : "error";
+    const char *kind = ev->kind == EV_PIECE ? "piece" : ev->kind == EV_DELTA ? "delta" : ev->kind == EV_END ? "end" : "error";
     napi_create_string_utf8(env, kind, NAPI_AUTO_LENGTH, &argv[0]);
-    if (ev->kind == EV_PIECE) {
+    if (ev->kind == EV_PIECE || ev->kind == EV_DELTA) {
         napi_create_string_utf8(env, ev->text, ev->len, &argv[1]);
     } else if (ev->kind == EV_ERROR) {
         argv[1] = make_error(env, ev->status, ev->text);
@@ -724,6 +728,7 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
         napi_set_named_property(env, argv[1], "statusCode", code);
         set_str(env, argv[1], "error", ev->text);
         napi_set_named_property(env, argv[1], "stats", stats_object(env, &ev->stats));
+        if (ev->message) set_str(env, argv[1], "message", ev->message);
     }
     event_free(ev);
     napi_call_function(env, undef, js_cb, 2, argv, NULL);
@@ -792,13 +797,26 @@ static void *reader_main(void *arg) {
         if (q->cancelled) sipp_request_cancel(r);
         pthread_mutex_unlock(&q->mu);
 
+        /* A chat's answer is parsed here as it streams (llama.cpp's parser for its template):
+         * JavaScript gets the parsed deltas and, at the end, the message. */
+        sipp_chat_parser *parser = NULL;
+        char perr[SIPP_ERROR_SIZE];
+        if (q->chat_json && sipp_chat_parser_new(r, &parser, perr) != SIPP_OK) parser = NULL;
         bool finished = false;
         while (!finished) {
             size_t n = sipp_request_read(r, buf, READ_CAP, -1, &finished);
-            if (n) post(q, new_event(EV_PIECE, buf, n));
+            char *deltas = NULL;
+            if (parser && (n || finished) && sipp_chat_parser_feed(parser, buf, n, finished, &deltas) == SIPP_OK) {
+                if (deltas) post(q, new_event(EV_DELTA, deltas, strlen(deltas)));
+                sipp_free(deltas);
+            } else if (n) {
+                post(q, new_event(EV_PIECE, buf, n));
+            }
         }
         const char *error = sipp_request_error(r);
         event *ev = new_event(EV_END, error ? error : "", error ? strlen(error) : 0);
+        if (ev && parser) ev->message = strdup(sipp_chat_parser_message(parser));
+        sipp_chat_parser_free(parser);
         if (ev) {
             ev->status = sipp_request_status(r);
             ev->finish = sipp_request_finish_reason(r);
@@ -841,6 +859,8 @@ static bool read_params(napi_env env, napi_value o, request *q) {
         p->messages = q->messages;
         p->n_messages = q->n_messages;
     }
+    if ((v = prop(env, o, "chatJson")) && !(q->chat_json = dup_string(env, v, "chatJson"))) return false;
+    p->chat_json = q->chat_json;
     if ((v = prop(env, o, "chatTemplate")) && !(q->chat_template = dup_string(env, v, "chatTemplate"))) return false;
     p->chat_template = q->chat_template;
     if ((v = prop(env, o, "contextKey")) && !(q->context_key = dup_string(env, v, "contextKey"))) return false;

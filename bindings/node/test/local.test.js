@@ -35,6 +35,44 @@ describe('local endpoint', () => {
     assert.equal(ep.info.nEmbd, 64);
   });
 
+  it('calls tools under a grammar, streams typed deltas, and enforces a JSON schema', async () => {
+    const tmpl = require('path').join(__dirname, '..', '..', '..', 'build', 'llama', 'source', 'models', 'templates',
+      'NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja');
+    const h = await client.add('hermes', {
+      kind: 'local', model: S.model('hermes', ['--chat-template-file', tmpl]),
+      options: { backend: 'cpu', threads: S.THREADS, parallel: 1, ctxSize: 4096 },
+    });
+    try {
+      const tools = [{ type: 'function', function: { name: 'pick', parameters: {
+        type: 'object', properties: { n: { type: 'integer', minimum: 1, maximum: 3 } }, required: ['n'], additionalProperties: false } } }];
+      const msgs = [{ role: 'user', content: 'Pick one.' }];
+      const opts = { endpoint: h, tools, toolChoice: 'required', maxTokens: 400, temperature: 0 };
+      const r = await client.chat(msgs, opts).response;
+      assert.equal(r.finishReason, 'tool_calls');
+      assert.equal(r.toolCalls[0].function.name, 'pick');
+      assert.ok([1, 2, 3].includes(JSON.parse(r.toolCalls[0].function.arguments).n));
+      const q = client.chat(msgs, opts);
+      let args = '';
+      let name = null;
+      for await (const d of q.deltas) {
+        if (d.type === 'toolCall') {
+          args += d.arguments;
+          if (d.name) name = d.name;
+        }
+      }
+      assert.equal(name, 'pick');
+      assert.equal(args, r.toolCalls[0].function.arguments);
+      const schema = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] };
+      const j = await client.chat(msgs, { endpoint: h, responseFormat: { type: 'json_schema', json_schema: { name: 'x', schema } },
+        maxTokens: 200, temperature: 0 }).response;
+      assert.equal(typeof JSON.parse(j.text).ok, 'boolean');
+      await assert.rejects(client.chat(msgs, { ...opts, toolChoice: { type: 'function', function: { name: 'nope' } } }).response,
+        (e) => e instanceof SippError && e.message.includes("'nope'"));
+    } finally {
+      await client.remove(h);
+    }
+  });
+
   it('finds the endpoint by name and defaults to the first one', async () => {
     const a = await client.query('Hello', { endpoint: 'local-cpu', maxTokens: 4, temperature: 0 }).response;
     const b = await client.query('Hello', { maxTokens: 4, temperature: 0 }).response;

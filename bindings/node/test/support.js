@@ -39,11 +39,11 @@ function tmpdir() {
 }
 
 /** The path of a tiny synthetic model, made on first use. */
-function model(name = 'tiny') {
+function model(name = 'tiny', extra = []) {
   if (models.has(name)) return models.get(name);
   for (const p of [SYNTH, VOCAB]) if (!fs.existsSync(p)) throw new Error(`${p} is missing; build with make -j2 all`);
   const out = path.join(tmpdir(), `${name}.gguf`);
-  execFileSync(SYNTH, ['--out', out, '--vocab', VOCAB, ...TINY], { stdio: 'pipe' });
+  execFileSync(SYNTH, ['--out', out, '--vocab', VOCAB, ...TINY, ...extra], { stdio: 'pipe' });
   models.set(name, out);
   return out;
 }

@@ -33,7 +33,7 @@ from ._client import Client, GatewaySpec, LocalSpec, gateway, local
 from ._errors import (BackendError, BusyError, CancelledError, ClosedError, ContextFullError, GatewayError,
                       InternalError, InvalidArgumentError, ModelError, NoMemoryError, NotFoundError,
                       NotSupportedError, SippError, SippIOError, SippTimeoutError)
-from ._types import Response, TokenStream
+from ._types import Delta, Response, TokenStream
 
 __version__ = "0.1.0"
 
@@ -60,7 +60,8 @@ def runtime_info():
 
 
 __all__ = [
-    "Client", "local", "gateway", "store", "LocalSpec", "GatewaySpec", "Response", "TokenStream", "backend_selection",
+    "Client", "local", "gateway", "store", "LocalSpec", "GatewaySpec", "Response", "TokenStream", "Delta",
+    "backend_selection",
     "runtime_info", "SippError", "InvalidArgumentError", "NotFoundError", "SippIOError", "ModelError",
     "BackendError", "ContextFullError", "BusyError", "CancelledError", "SippTimeoutError", "NoMemoryError",
     "ClosedError", "InternalError", "NotSupportedError", "GatewayError",

@@ -182,16 +182,31 @@ class Client:
 
     def chat(self, messages, *, endpoint=None, stream=False, max_tokens=None, temperature=None, top_k=None,
              top_p=None, min_p=None, repeat_penalty=None, seed=None, stop=None, context_key=None, chat_template=None,
-             ignore_eos=False, timeout=None):
-        """Answers a conversation: messages is a list of {"role": ..., "content": ...}.
+             ignore_eos=False, timeout=None, tools=None, tool_choice=None, parallel_tool_calls=None,
+             response_format=None, grammar=None, json_schema=None, reasoning_format=None, chat_template_kwargs=None,
+             thinking_budget_tokens=None):
+        """Answers a conversation: messages is a list of {"role": ..., "content": ...} (assistant
+        messages may carry "tool_calls", and "tool" messages a "tool_call_id").
 
-        The model's chat template (or chat_template, a name such as "chatml") renders it. Returns
-        what query() returns; the options are the same.
+        The model's Jinja template (or chat_template: "chatml" or a template file) renders it.
+        tools, tool_choice ("auto", "none", "required" or {"type": "function", "function": {"name"}}),
+        parallel_tool_calls, response_format ({"type": "json_object"} or {"type": "json_schema",
+        "json_schema": {"schema": ...}}), grammar (GBNF), json_schema, reasoning_format,
+        chat_template_kwargs and thinking_budget_tokens are OpenAI's and llama.cpp's fields.
+        Returns a Response with .text, .tool_calls and .reasoning; with stream=True a TokenStream
+        of Delta pieces (str subclasses with .kind "content", "reasoning" or "tool_call").
         """
+        options = {k: v for k, v in (("tools", tools), ("tool_choice", tool_choice),
+                                     ("parallel_tool_calls", parallel_tool_calls), ("response_format", response_format),
+                                     ("grammar", grammar), ("json_schema", json_schema),
+                                     ("reasoning_format", reasoning_format),
+                                     ("chat_template_kwargs", chat_template_kwargs),
+                                     ("thinking_budget_tokens", thinking_budget_tokens)) if v is not None}
         return self._generate(dict(messages=messages), endpoint, stream, max_tokens=max_tokens,
                               temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                               repeat_penalty=repeat_penalty, seed=seed, stop=stop, context_key=context_key,
-                              chat_template=chat_template, ignore_eos=ignore_eos, timeout=timeout)
+                              chat_template=chat_template, ignore_eos=ignore_eos, timeout=timeout,
+                              chat_options=options)
 
     def _generate(self, what, endpoint, stream, **opts):
         req = self.endpoint(endpoint).submit(**what, **opts)

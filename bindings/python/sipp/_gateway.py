@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 
 from ._errors import BusyError, ClosedError, GatewayError, InvalidArgumentError, NAME_CLASSES, NotFoundError
-from ._types import Response, check_messages, check_stop
+from ._types import Response, chat_messages, check_stop, deltas_of
 
 USER_AGENT = "sipp-python"
 
@@ -119,10 +119,11 @@ class GatewayEndpoint:
 
     def submit(self, prompt=None, messages=None, *, max_tokens=None, temperature=None, top_k=None,
                top_p=None, min_p=None, repeat_penalty=None, seed=None, stop=None, context_key=None,
-               chat_template=None, ignore_eos=False, timeout=None):
+               chat_template=None, ignore_eos=False, timeout=None, chat_options=None):
         body = {"model": self.model}
         if messages is not None:
-            body["messages"] = [{"role": r, "content": c} for r, c in check_messages(messages)]
+            body["messages"] = chat_messages(messages)
+            body.update(chat_options or {})
             path, chat = "/v1/chat/completions", True
         else:
             if not isinstance(prompt, str):
@@ -200,6 +201,9 @@ class _GatewayRequest:
         self._cancelled = False
         self._ended = False
         self._parts = []
+        self._deltas = []  # a chat's parsed Delta pieces not yet handed out
+        self._tool_calls = []
+        self._reasoning = ""
         self._finish = None
         self._usage = {}
         self._stats = {}
@@ -233,6 +237,19 @@ class _GatewayRequest:
         for choice in chunk.get("choices") or []:
             if self._chat:
                 part = (choice.get("message") if whole else choice.get("delta")) or {}
+                for d in deltas_of(part):
+                    self._deltas.append(d)
+                    if d.kind == "reasoning":
+                        self._reasoning += d.reasoning
+                    elif d.kind == "tool_call":
+                        tc = d.tool_call
+                        while len(self._tool_calls) <= tc["index"]:
+                            self._tool_calls.append({"id": "", "type": "function",
+                                                     "function": {"name": "", "arguments": ""}})
+                        call = self._tool_calls[tc["index"]]
+                        call["id"] = tc.get("id", call["id"])
+                        call["function"]["name"] = tc.get("name", call["function"]["name"])
+                        call["function"]["arguments"] += tc.get("arguments", "")
                 piece += part.get("content") or ""
             else:
                 piece += choice.get("text") or ""
@@ -266,6 +283,8 @@ class _GatewayRequest:
             yield "\n".join(data)
 
     def read(self):
+        if self._deltas:
+            return self._deltas.pop(0)
         if self._pending is not None:
             piece, self._pending = self._pending, None
             return piece or self.read()
@@ -290,7 +309,9 @@ class _GatewayRequest:
             except ValueError:
                 continue  # not JSON: nothing the OpenAI protocol defines; skip it
             piece = self._take_chunk(chunk)
-            if piece:
+            if self._chat and self._deltas:
+                return self._deltas.pop(0)
+            if piece and not self._chat:
                 return piece
 
     def _end(self):
@@ -328,7 +349,8 @@ class _GatewayRequest:
     def result(self):
         finish = "cancelled" if self._cancelled else (self._finish or "stop")
         return Response(text="".join(self._parts), finish_reason=finish, usage=dict(self._usage),
-                        stats=dict(self._stats, backend="gateway"), endpoint=self._ep.name)
+                        stats=dict(self._stats, backend="gateway"), endpoint=self._ep.name,
+                        tool_calls=list(self._tool_calls), reasoning=self._reasoning)
 
     def free(self):
         self._end()

@@ -12,12 +12,13 @@ engine works and Ctrl-C still reaches the waiting thread, which then cancels its
 """
 
 import ctypes
+import json
 import math
 import threading
 
 from . import _native as N
 from ._errors import ClosedError, InvalidArgumentError, NotSupportedError, error_for_status
-from ._types import Response, check_messages, check_stop
+from ._types import Delta, Response, chat_messages, check_stop, deltas_of
 
 POLL_MS = 100  # how long one foreign wait blocks before Python checks for signals
 READ_CAP = 16384  # bytes one sipp_request_read may return
@@ -108,8 +109,9 @@ class LocalEndpoint:
 
     def submit(self, prompt=None, messages=None, *, max_tokens=None, temperature=None, top_k=None, top_p=None,
                min_p=None, repeat_penalty=None, seed=None, stop=None, context_key=None, chat_template=None,
-               ignore_eos=False, timeout=None):
-        """Queues a request and returns its _LocalRequest."""
+               ignore_eos=False, timeout=None, chat_options=None):
+        """Queues a request and returns its _LocalRequest. A chat goes to libsipp as OpenAI JSON
+        (chat_json), with chat_options (tools, response_format, ...) beside the messages."""
         lib = self._lib
         p = lib.request_default_params()
         keep = []  # Python objects whose memory the C struct points into, alive until submit returns
@@ -124,12 +126,11 @@ class LocalEndpoint:
             return b
 
         if messages is not None:
-            msgs = check_messages(messages)
-            arr = (N.Message * len(msgs))()
-            for i, (role, content) in enumerate(msgs):
-                arr[i].role, arr[i].content = c_str(role, "a message's role"), c_str(content, "a message's content")
-            keep.append(arr)
-            p.messages, p.n_messages = arr, len(msgs)
+            body = dict(chat_options or {}, messages=chat_messages(messages))
+            try:
+                p.chat_json = c_str(json.dumps(body), "the chat")
+            except (TypeError, ValueError) as e:
+                raise InvalidArgumentError(f"the chat must be JSON-serialisable: {e}") from None
         else:
             p.prompt = c_str(prompt, "the prompt")
         if chat_template is not None:
@@ -170,7 +171,7 @@ class LocalEndpoint:
                 raise error_for_status(status, N.text(lib.engine_last_error(self._engine)))
         finally:
             self._gate.leave()
-        return _LocalRequest(lib, req, self)
+        return _LocalRequest(lib, req, self, chat=messages is not None)
 
     def embed(self, texts, normalize=True):
         """Embeds a list of str; a list of lists of floats."""
@@ -245,10 +246,16 @@ class _LocalRequest:
     libsipp never sees a freed request.
     """
 
-    def __init__(self, lib, handle, endpoint):
+    def __init__(self, lib, handle, endpoint, chat=False):
         self._lib = lib
         self._h = handle
         self._endpoint = endpoint
+        self._parser = None
+        self._pending = []  # parsed deltas not yet handed out
+        if chat:
+            parser, err = ctypes.c_void_p(), ctypes.create_string_buffer(N.ERROR_SIZE)
+            if lib.chat_parser_new(handle, ctypes.byref(parser), err) == N.STATUS_OK:
+                self._parser = parser
         self._cv = threading.Condition()
         self._lent = 0
         self._buf = ctypes.create_string_buffer(READ_CAP)
@@ -265,7 +272,10 @@ class _LocalRequest:
             self._cv.notify_all()
 
     def read(self):
-        """The next piece of text (str), or None at the end. Blocks, with the GIL released."""
+        """The next piece of text (str; a chat's a Delta), or None at the end. Blocks, with the GIL
+        released."""
+        if self._pending:
+            return self._pending.pop(0)
         h = self._borrow()
         if not h:
             return None  # freed by another thread: the stream is over
@@ -273,12 +283,30 @@ class _LocalRequest:
             finished = ctypes.c_bool(False)
             while True:
                 n = self._lib.request_read(h, self._buf, READ_CAP, POLL_MS, ctypes.byref(finished))
-                if n:
+                if self._parser and (n or finished.value):
+                    self._pending += self._feed(self._buf.raw[:n], finished.value)
+                    if self._pending:
+                        return self._pending.pop(0)
+                elif n:
                     return self._buf.raw[:n].decode("utf-8", "replace")
                 if finished.value:
                     return None
         finally:
             self._give_back()
+
+    def _feed(self, raw, final):
+        """Parses more of a chat's answer; its Delta pieces."""
+        out = ctypes.c_void_p()
+        if self._lib.chat_parser_feed(self._parser, raw, len(raw), final, ctypes.byref(out)) != N.STATUS_OK:
+            self._lib.chat_parser_free(self._parser)  # the answer does not follow its format: plain text
+            self._parser = None
+            return [Delta("content", raw.decode("utf-8", "replace"))] if raw else []
+        if not out.value:
+            return []
+        try:
+            return [d for delta in json.loads(ctypes.string_at(out.value).decode("utf-8")) for d in deltas_of(delta)]
+        finally:
+            self._lib.free(out)
 
     def wait(self):
         h = self._borrow()
@@ -317,10 +345,25 @@ class _LocalRequest:
         stats["backend"] = self._endpoint.backend["backend"]
         usage = {"prompt_tokens": st.prompt_tokens, "completion_tokens": st.generated_tokens,
                  "total_tokens": st.prompt_tokens + st.generated_tokens, "cached_tokens": st.cached_tokens}
-        text = ctypes.string_at(lib.request_text(h)).decode("utf-8", "replace")
+        raw = ctypes.string_at(lib.request_text(h))
+        text = raw.decode("utf-8", "replace")
         error = N.text(lib.request_error(h)) if status not in (N.STATUS_OK, N.STATUS_CANCELLED) else ""
+        tool_calls, reasoning = [], ""
+        if self._parser:
+            # a parser of its own over the whole text: the stream's may have read part of it only
+            parser, err = ctypes.c_void_p(), ctypes.create_string_buffer(N.ERROR_SIZE)
+            if lib.chat_parser_new(h, ctypes.byref(parser), err) == N.STATUS_OK:
+                out = ctypes.c_void_p()
+                if lib.chat_parser_feed(parser, raw, len(raw), True, ctypes.byref(out)) == N.STATUS_OK:
+                    msg = json.loads(lib.chat_parser_message(parser).decode("utf-8"))
+                    text, reasoning = msg.get("content") or "", msg.get("reasoning_content") or ""
+                    tool_calls = msg.get("tool_calls") or []
+                lib.free(out)
+                lib.chat_parser_free(parser)
+        if tool_calls and reason == "stop":
+            reason = "tool_calls"
         return Response(text=text, finish_reason=reason, usage=usage, stats=stats, endpoint=self._endpoint.name,
-                        error=error or None)
+                        error=error or None, tool_calls=tool_calls, reasoning=reasoning)
 
     def free(self):
         with self._cv:
@@ -331,6 +374,9 @@ class _LocalRequest:
                 self._cv.wait()
         if h:
             self._lib.request_free(h)
+        if self._parser:
+            self._lib.chat_parser_free(self._parser)
+            self._parser = None
 
     def __del__(self):
         try:

@@ -184,7 +184,7 @@ class ModelInfo(ctypes.Structure):
     _fields_ = [("architecture", ctypes.c_char * 64), ("description", ctypes.c_char * 128),
                 ("n_params", c_uint64), ("size_bytes", c_uint64), ("n_ctx_train", c_int), ("n_embd", c_int),
                 ("n_layer", c_int), ("n_head", c_int), ("n_head_kv", c_int), ("n_vocab", c_int),
-                ("has_chat_template", c_bool), ("load_ms", c_double)]
+                ("has_chat_template", c_bool), ("load_ms", c_double), ("chat_template", ctypes.c_char * 32)]
 
 
 class Message(ctypes.Structure):
@@ -198,7 +198,8 @@ class EngineParams(ctypes.Structure):
 
 class Sampling(ctypes.Structure):
     _fields_ = [("temperature", c_float), ("top_k", c_int), ("top_p", c_float), ("min_p", c_float),
-                ("repeat_penalty", c_float), ("repeat_last_n", c_int), ("seed", c_uint32)]
+                ("repeat_penalty", c_float), ("repeat_last_n", c_int), ("seed", c_uint32),
+                ("frequency_penalty", c_float), ("presence_penalty", c_float)]
 
 
 class RequestParams(ctypes.Structure):
@@ -206,7 +207,8 @@ class RequestParams(ctypes.Structure):
                 ("tokens", ctypes.POINTER(ctypes.c_int32)), ("n_tokens", c_size_t), ("chat_template", c_char_p), ("max_tokens", c_int), ("sampling", Sampling),
                 ("stop", ctypes.POINTER(c_char_p)), ("n_stop", c_size_t), ("ignore_eos", c_bool),
                 ("context_key", c_char_p), ("timeout_ms", c_int), ("on_piece", PIECE_FN), ("user", c_void_p),
-                ("on_finish", FINISH_FN)]
+                ("on_finish", FINISH_FN), ("chat_json", c_char_p), ("grammar", c_char_p), ("json_schema", c_char_p),
+                ("logprobs", c_int)]
 
 
 class RequestStats(ctypes.Structure):
@@ -328,6 +330,13 @@ _PROTOTYPES = {
     "sipp_engine_get_stats": (None, [c_void_p, P(EngineStats)]),
     "sipp_engine_embed": (c_int, [c_void_p, P(c_char_p), c_size_t, c_bool, P(P(c_float)), P(c_int), P(c_int)]),
     "sipp_free": (None, [c_void_p]),
+    "sipp_chat_parser_new": (c_int, [c_void_p, P(c_void_p), c_char_p]),
+    "sipp_chat_parser_free": (None, [c_void_p]),
+    "sipp_chat_parser_feed": (c_int, [c_void_p, c_char_p, c_size_t, c_bool, P(c_void_p)]),
+    "sipp_chat_parser_message": (c_char_p, [c_void_p]),
+    "sipp_chat_parser_error": (c_char_p, [c_void_p]),
+    "sipp_request_logprobs_json": (c_size_t, [c_void_p, c_size_t, P(c_void_p)]),
+    "sipp_request_warning": (c_char_p, [c_void_p]),
     "sipp_store_dir": (c_int, [c_char_p, c_size_t, c_char_p]),
     "sipp_store_list": (c_int, [c_char_p, P(P(StoreModel)), P(c_size_t), c_char_p]),
     "sipp_store_list_free": (None, [P(StoreModel), c_size_t]),

@@ -29,6 +29,9 @@ class Response:
             ...) and the backend that ran it; what a gateway reports for gateway endpoints.
         endpoint: the name of the endpoint that answered.
         error: why a cancelled request ended, when it was not the caller (e.g. a timeout).
+        tool_calls: a chat's tool calls, OpenAI's [{"id", "type", "function": {"name", "arguments"}}]
+            (finish_reason is then "tool_calls"); [] when it called none.
+        reasoning: a thinking model's reasoning, separated from text; "" when there is none.
     """
 
     text: str
@@ -37,9 +40,46 @@ class Response:
     stats: dict = field(default_factory=dict)
     endpoint: str = ""
     error: str = None
+    tool_calls: list = field(default_factory=list)
+    reasoning: str = ""
 
     def __str__(self):
         return self.text
+
+
+class Delta(str):
+    """A piece of a chat's streamed answer. It is the text it adds to the content (so that
+    "".join(stream) is the content), with kind saying what it is: "content", "reasoning" (text is
+    "", the reasoning is in .reasoning) or "tool_call" (.tool_call: {"index", "id"?, "name"?,
+    "arguments"} where arguments is a fragment to append)."""
+
+    def __new__(cls, kind, text="", reasoning="", tool_call=None):
+        d = super().__new__(cls, text)
+        d.kind, d.reasoning, d.tool_call = kind, reasoning, tool_call
+        return d
+
+
+def deltas_of(delta):
+    """The Delta objects of one OpenAI chat delta {"content"|"reasoning_content"|"tool_calls"}."""
+    out = []
+    if delta.get("reasoning_content"):
+        out.append(Delta("reasoning", reasoning=delta["reasoning_content"]))
+    if delta.get("content"):
+        out.append(Delta("content", delta["content"]))
+    for tc in delta.get("tool_calls") or []:
+        fn = tc.get("function") or {}
+        call = {"index": tc.get("index", 0), "arguments": fn.get("arguments", "")}
+        if tc.get("id"):
+            call["id"] = tc["id"]
+        if fn.get("name"):
+            call["name"] = fn["name"]
+        out.append(Delta("tool_call", tool_call=call))
+    return out
+
+
+# The chat options every endpoint takes, as the OpenAI request fields they are.
+CHAT_OPTIONS = ("tools", "tool_choice", "parallel_tool_calls", "response_format", "grammar", "json_schema",
+                "reasoning_format", "chat_template_kwargs", "thinking_budget_tokens")
 
 
 class TokenStream:
@@ -138,6 +178,25 @@ def run_to_end(req):
 
 
 ROLES = ("system", "user", "assistant", "tool")
+
+
+def chat_messages(messages):
+    """The messages as OpenAI dicts: (role, content) pairs become {"role", "content"}; dicts go as
+    they are (assistant tool_calls, tool messages with tool_call_id), checked by libsipp."""
+    if isinstance(messages, (str, bytes)) or not hasattr(messages, "__iter__"):
+        check_messages(messages)
+    out = []
+    for i, m in enumerate(messages):
+        if isinstance(m, dict) and isinstance(m.get("role"), str):
+            out.append(dict(m))
+        else:  # a (role, content) pair, checked as check_messages does
+            role, content = check_messages([m])[0] if not isinstance(m, dict) else (None, None)
+            if role is None:
+                raise InvalidArgumentError(f"messages[{i}] needs a str role, got {m!r}")
+            out.append({"role": role, "content": content})
+    if not out:
+        raise InvalidArgumentError("messages is empty; give at least one message")
+    return out
 
 
 def check_messages(messages):

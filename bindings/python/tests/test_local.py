@@ -1,6 +1,8 @@
 """A local endpoint end to end: query, chat, streaming, cancel, threads, context keys, embeddings."""
 
 import ctypes
+import json
+import os
 import math
 import threading
 import time
@@ -70,6 +72,39 @@ class LocalTest(unittest.TestCase):
         # pairs work too, and an explicit template name
         r2 = self.client.chat([("user", "Hello!")], endpoint=self.ep, max_tokens=4, chat_template="chatml")
         self.assertIn(r2.finish_reason, ("stop", "length"))
+
+    def test_chat_tools_and_schema(self):
+        """tools with tool_choice required are enforced by a grammar; a random model still calls."""
+        tools = [{"type": "function", "function": {"name": "pick", "parameters": {
+            "type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 3}},
+            "required": ["n"], "additionalProperties": False}}}]
+        ep = self.client.add("hermes", sipp.local(_support.model(
+            "hermes", "--chat-template-file", os.path.join(_support.BUILD, "llama", "source", "models", "templates",
+                                                           "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja")),
+            backend="cpu", ctx_size=4096, parallel=1, threads=_support.THREADS))
+        try:
+            msgs = [{"role": "user", "content": "Pick one."}]
+            r = self.client.chat(msgs, endpoint=ep, tools=tools, tool_choice="required", max_tokens=400, temperature=0)
+            self.assertEqual(r.finish_reason, "tool_calls", r)
+            self.assertEqual(r.tool_calls[0]["function"]["name"], "pick")
+            self.assertIn(json.loads(r.tool_calls[0]["function"]["arguments"])["n"], (1, 2, 3))
+            stream = self.client.chat(msgs, endpoint=ep, tools=tools, tool_choice="required", max_tokens=400,
+                                      temperature=0, stream=True)
+            deltas = list(stream)
+            self.assertTrue(all(isinstance(d, sipp.Delta) for d in deltas))
+            args = "".join(d.tool_call["arguments"] for d in deltas if d.kind == "tool_call")
+            self.assertEqual(args, r.tool_calls[0]["function"]["arguments"])
+            self.assertEqual(stream.response.tool_calls[0]["function"], r.tool_calls[0]["function"])
+            schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+            r = self.client.chat(msgs, endpoint=ep, response_format={"type": "json_schema", "json_schema": {
+                "name": "x", "schema": schema}}, max_tokens=200, temperature=0)
+            self.assertIsInstance(json.loads(r.text)["ok"], bool)
+            with self.assertRaises(sipp.InvalidArgumentError) as cm:
+                self.client.chat(msgs, endpoint=ep, tools=tools, tool_choice={"type": "function",
+                                                                               "function": {"name": "nope"}})
+            self.assertIn("'nope'", str(cm.exception))
+        finally:
+            self.client.remove(ep)
 
     def test_stream(self):
         stream = self.query("Streaming:", max_tokens=12, temperature=0, ignore_eos=True, stream=True)

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""bench/soak.py: a soak of `sipp serve`: N streams for S seconds, RSS sampled, every failure counted.
+
+    soak.py --seconds 300 --streams 4 [--max-tokens 32] [--model tiny.gguf] [--json]
+
+Starts `sipp serve` on a tiny synthetic model (or --model) on loopback, runs --streams client
+threads that each send streaming chat completions one after another (ignore_eos, so every request
+runs to --max-tokens) and read them to [DONE], and samples the server's RSS (VmRSS) every second.
+A request fails on an HTTP error, an error event, a missing [DONE] or a short stream.
+
+RSS is judged after a warm-up (the first quarter: caches, the KV and the allocator's arenas settle):
+the median of the last quarter's samples against the median of the second quarter's. Prints one JSON
+object: requests, failures (with the first few reasons), RSS start / settled / end in MiB, the growth,
+and "flat" (growth within --rss-growth-mib). Exit status 0 when there were no failures and RSS stayed
+flat, 1 otherwise. `make test` runs the 60-second version (tests/integration/test_soak.py); the
+5-minute one is for BENCHMARKS.md. Standard library only.
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.join(ROOT, os.environ.get("SIPP_BUILD", "build"))
+SIPP = os.path.join(BUILD, "bin", "sipp")
+SYNTH = os.path.join(BUILD, "bin", "sipp-synth")
+VOCAB = os.path.join(ROOT, "build", "llama", "vocab", "ggml-vocab-llama-bpe.gguf")
+TINY = ["--n-embd", "64", "--n-layer", "2", "--n-head", "4", "--n-head-kv", "2", "--n-ff", "128", "--type", "q8_0",
+        "--chat-template", "chatml", "--seed", "1"]
+START_TIMEOUT_S = 120
+REQUEST_TIMEOUT_S = 120
+SAMPLE_EVERY_S = 1.0
+DEFAULT_RSS_GROWTH_MIB = 16
+MIB = 1024 * 1024
+MAX_REASONS = 5
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def start_server(model, streams, log):
+    """`sipp serve` with one slot per stream; returns (process, port)."""
+    proc = subprocess.Popen([SIPP, "serve", model, "--port", "0", "--threads", "1", "--parallel", str(streams)],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        log.flush()
+        with open(log.name) as f:
+            m = re.search(r"listening on http://\[?([^\]\s]+?)\]?:(\d+)", f.read())
+        if m:
+            port = int(m.group(2))
+            while time.monotonic() < deadline:
+                try:
+                    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                    c.request("GET", "/ready")
+                    if c.getresponse().status == 200:
+                        return proc, port
+                except OSError:
+                    pass
+                time.sleep(0.2)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"sipp serve did not get ready; see {log.name}")
+
+
+def one_stream(port, body):
+    """One streaming request read to [DONE]; returns None or the reason it failed."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(body),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            return f"HTTP {resp.status}: {resp.read()[:200]!r}"
+        done, usage = False, None
+        for raw in resp:
+            line = raw.decode("utf-8", "replace").strip()
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                done = True
+                break
+            obj = json.loads(data)
+            if obj.get("error"):
+                return f"error event: {json.dumps(obj['error'])[:200]}"
+            usage = obj.get("usage") or usage
+        if not done:
+            return "the stream ended without [DONE]"
+        if usage and usage.get("completion_tokens") != body["max_tokens"]:
+            return f"short stream: {usage.get('completion_tokens')} of {body['max_tokens']} tokens"
+        return None
+    except (OSError, ValueError, http.client.HTTPException) as e:
+        return f"{type(e).__name__}: {e}"
+    finally:
+        conn.close()
+
+
+def soak(seconds, streams, max_tokens, model=None, rss_growth_mib=DEFAULT_RSS_GROWTH_MIB):
+    """Runs the soak; returns the result dict."""
+    tmp = tempfile.mkdtemp(prefix="sipp-soak-")
+    if not model:
+        model = os.path.join(tmp, "tiny.gguf")
+        subprocess.run([SYNTH, "--out", model, "--vocab", VOCAB, *TINY], check=True, capture_output=True)
+    log = open(os.path.join(tmp, "serve.log"), "w+")
+    proc, port = start_server(model, streams, log)
+    stop = threading.Event()
+    lock = threading.Lock()
+    counts = {"requests": 0, "failures": 0}
+    reasons = []
+
+    def client(k):
+        i = 0
+        while not stop.is_set():
+            body = {"model": os.path.basename(model)[:-len(".gguf")], "stream": True, "max_tokens": max_tokens,
+                    "ignore_eos": True, "stream_options": {"include_usage": True},
+                    "messages": [{"role": "user", "content": f"stream {k}, request {i}: tell me a story"}]}
+            why = one_stream(port, body)
+            with lock:
+                counts["requests"] += 1
+                if why:
+                    counts["failures"] += 1
+                    if len(reasons) < MAX_REASONS:
+                        reasons.append(why)
+            i += 1
+
+    threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(streams)]
+    samples = []
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    try:
+        while time.monotonic() - t0 < seconds and proc.poll() is None:
+            samples.append(rss_bytes(proc.pid))
+            time.sleep(SAMPLE_EVERY_S)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(REQUEST_TIMEOUT_S)
+        alive = proc.poll() is None
+        if alive:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(REQUEST_TIMEOUT_S)
+        log.close()
+    q = max(1, len(samples) // 4)
+    settled = statistics.median(samples[q:2 * q]) if len(samples) >= 4 else samples[0]
+    end = statistics.median(samples[-q:])
+    growth = (end - settled) / MIB
+    ok = counts["failures"] == 0 and alive and growth <= rss_growth_mib
+    if ok:
+        shutil.rmtree(tmp, ignore_errors=True)  # a failed soak keeps its server log
+    return {"seconds": seconds, "streams": streams, "max_tokens": max_tokens, "requests": counts["requests"],
+            "failures": counts["failures"], "reasons": reasons, "server_alive": alive,
+            "server_exit": proc.returncode, "rss_start_mib": round(samples[0] / MIB, 1),
+            "rss_settled_mib": round(settled / MIB, 1), "rss_end_mib": round(end / MIB, 1),
+            "rss_max_mib": round(max(samples) / MIB, 1), "rss_growth_mib": round(growth, 1),
+            "flat": growth <= rss_growth_mib, "log": None if ok else log.name}
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=300)
+    ap.add_argument("--streams", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--model")
+    ap.add_argument("--rss-growth-mib", type=float, default=DEFAULT_RSS_GROWTH_MIB)
+    a = ap.parse_args(argv)
+    r = soak(a.seconds, a.streams, a.max_tokens, a.model, a.rss_growth_mib)
+    print(json.dumps(r))
+    return 0 if r["failures"] == 0 and r["flat"] and r["server_alive"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

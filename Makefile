@@ -1,7 +1,8 @@
 # sipp's build. `make` builds libsipp, the CLI and the tools against the pinned llama.cpp;
 # `make demo` runs sipp on a small synthetic model; `make test` runs the whole suite.
 #
-#   make BACKENDS="cpu vulkan"   the default on Linux x64: core libraries + CPU and Vulkan modules
+#   make BACKENDS="cpu vulkan rpc"  the default on Linux x64: core libraries + CPU, Vulkan and RPC modules
+#                                (rpc: ggml's RPC backend, compiled from the pinned source in seconds)
 #   make BACKENDS=cpu            a CPU-only artifact
 #   make LLAMA_FROM_SOURCE=1     build llama.cpp (CPU) from the pinned source instead of prebuilt;
 #                                the artifact is build/artifacts/cpu-src
@@ -11,7 +12,7 @@
 
 LLAMA_FROM_SOURCE ?= 0
 # Vulkan comes prebuilt only (it does not build from source on Debian 12), so a source build is CPU.
-BACKENDS ?= $(if $(filter 1,$(LLAMA_FROM_SOURCE)),cpu,cpu vulkan)
+BACKENDS ?= $(if $(filter 1,$(LLAMA_FROM_SOURCE)),cpu,cpu vulkan rpc)
 BUILD ?= build
 
 empty :=
@@ -63,14 +64,20 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRCS := $(sort $(wildcard tests/tools/*.c))
 TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/%)
 
+# The artifact's bill of materials (deps/sbom.py), the man page (sipp --man), the release.
+SBOM := $(ART)/sbom.spdx.json
+MAN := $(BUILD)/share/man/man1/sipp.1
+PREFIX ?= /usr/local
+DIST_NAME := sipp-$(SIPP_VERSION)-linux-x64
+DIST_TGZ := $(BUILD)/$(DIST_NAME).tar.gz
 LIBSIPP := $(BUILD)/lib/libsipp.so
 LIBSIPP_A := $(BUILD)/lib/libsipp.a
 LIBSIPP_UTIL := $(BUILD)/lib/libsipp-util.a
 SIPP := $(BUILD)/bin/sipp
 SYNTH := $(BUILD)/bin/sipp-synth
 
-.PHONY: all deps setup demo test clean format bindings fuzz-bins test-bins unit-bins
-all: $(SIPP) $(SYNTH) $(LIBSIPP) $(LIBSIPP_A)
+.PHONY: all deps setup demo test clean format bindings fuzz-bins test-bins unit-bins dist install
+all: $(SIPP) $(SYNTH) $(LIBSIPP) $(LIBSIPP_A) $(SBOM) $(MAN)
 
 setup:
 	@bash scripts/setup-debian.sh
@@ -143,6 +150,28 @@ $(SYNTH): $(SYNTH_OBJS) $(LIBSIPP) $(LIBSIPP_UTIL)
 	@echo "  LD  $@"
 	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(SYNTH_OBJS) $(CLIENT_LIBS) -L$(BUILD)/artifact -lggml-base -lm -Wl,-rpath,'$$ORIGIN/../artifact'
 
+# The SBOM lists the artifact's files and what sipp links against, so it follows the binaries.
+$(SBOM): $(LLAMA_STAMP) $(SIPP) $(LIBSIPP) deps/sbom.py
+	@echo "  SBOM $@"
+	@SIPP_VERSION=$(SIPP_VERSION) python3 deps/sbom.py $(ART) $(SIPP) $(LIBSIPP) >/dev/null
+
+# The man page comes from the same command table as sipp --help.
+$(MAN): $(SIPP)
+	@mkdir -p $(dir $@)
+	@$(SIPP) --man >$@.tmp && mv $@.tmp $@
+
+# make dist: the release tarball (scripts/stage.sh lays it out, its install.sh installs it).
+# make install PREFIX=... [DESTDIR=...]: the same tree, installed by the same install.sh.
+# make dist SIGN=KEY.pem signs the release's artifact with that Ed25519 key.
+dist: all
+	@SIPP_SIGN_KEY=$(SIGN) bash scripts/stage.sh $(BUILD)/dist/$(DIST_NAME) $(BUILD) $(SIPP_VERSION) >/dev/null
+	@tar czf $(DIST_TGZ) -C $(BUILD)/dist $(DIST_NAME)
+	@echo "$(DIST_TGZ)"
+
+install: all
+	@bash scripts/stage.sh $(BUILD)/stage $(BUILD) $(SIPP_VERSION) >/dev/null
+	@DESTDIR=$(DESTDIR) bash $(BUILD)/stage/install.sh --prefix $(PREFIX)
+
 # Unit tests link libsipp statically so that internal modules (toml, utf8, ...) can be tested.
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIBSIPP_A)
 	@mkdir -p $(dir $@)
@@ -159,6 +188,7 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIBSIPP_A)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc -I$(LLAMA_INC)
 FUZZ_toml_SRCS := tests/fuzz/fuzz_toml.c src/util/toml.c
 FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/errors.c src/util/util.c
+FUZZ_rpc_SRCS := tests/fuzz/fuzz_rpc.c src/backend/rpc_parse.c src/util/util.c
 FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/util/toml.c src/util/util.c
 $(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
 	@mkdir -p $(dir $@)
@@ -168,6 +198,10 @@ $(BUILD)/fuzz/fuzz_request: $(FUZZ_request_SRCS) $(LIBSIPP)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $(FUZZ_request_SRCS) -o $@ -L$(BUILD)/lib -lsipp -ljansson -Wl,-rpath,'$$ORIGIN/../lib'
+$(BUILD)/fuzz/fuzz_rpc: $(FUZZ_rpc_SRCS) $(LLAMA_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ $@"
+	@clang $(FUZZ_CFLAGS) $(FUZZ_rpc_SRCS) -o $@ -lm
 $(BUILD)/fuzz/fuzz_config: $(FUZZ_config_SRCS) $(LIBSIPP)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -182,7 +216,8 @@ FUZZ_gguf_SRCS := tests/fuzz/fuzz_gguf.c src/store/inspect.c
 FUZZ_gguf_header_SRCS := tests/fuzz/fuzz_gguf_header.c src/store/gguf_header.c src/engine/model_check.c
 # a chat's fields (chat_request.c) and what they reach of llama.cpp's chat library through the bridge
 FUZZ_chat_SRCS := tests/fuzz/fuzz_chat.c src/chat/chat_request.c
-FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat
+FUZZ_signature_SRCS := tests/fuzz/fuzz_signature.c src/backend/signature.c
+FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature
 define fuzz_lib_rule
 $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 	@mkdir -p $$(dir $$@)
@@ -191,7 +226,7 @@ $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 endef
 $(foreach h,$(FUZZ_LIB),$(eval $(call fuzz_lib_rule,$(h))))
 
-FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
+FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_rpc $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
 fuzz-bins: $(FUZZ_BINS)
 
 # The Node.js addon (bindings/node/build.sh: plain C against the pinned Node-API headers).
@@ -213,8 +248,66 @@ demo: setup
 	@echo "== sipp $(DEMO_MODEL) (random weights: the text is meaningless, the pipeline is real) =="
 	$(SIPP) $(DEMO_MODEL) "Hello, sipp!" --max-tokens 32 --seed 7 --stats text
 
+# ---- the browser runtime (make web) -------------------------------------------------------------
+# libsipp's engine, backend and util sources and the pinned llama.cpp's CPU path compiled to
+# WebAssembly with emscripten, twice: with pthreads (for cross-origin-isolated pages) and single
+# threaded (any page). llama.cpp's static libraries are built once per llama.cpp commit, emcc version
+# and variant in the cache (deps/build-web.sh); sipp's sources are compiled here and linked each time.
+# Outputs: build/web/sipp-mt.{js,wasm,worker.js} and build/web/sipp-st.{js,wasm}; bindings/web loads them.
+WEB_OUT := $(BUILD)/web
+WEB_VARIANTS := mt st
+# Left out: what needs jansson, OpenSSL or llama.cpp's chat library (src/chat,
+# src/engine/request_json.c, src/backend/signature.c); the browser's answers are src/web/*_browser.c.
+# The rpc files stay: the wasm ggml has no RPC backend, so rpc is refused there as not compiled.
+WEB_NATIVE_ONLY := src/engine/request_json.c src/backend/signature.c
+WEB_SRCS := $(filter-out $(WEB_NATIVE_ONLY),$(sort $(wildcard src/backend/*.c src/engine/*.c))) src/util/util.c \
+  src/util/last_error.c src/store/gguf_header.c src/web/store_browser.c src/web/chat_browser.c src/web/signature_browser.c \
+  bindings/web/src/sipp_wasm.c
+LLAMA_SRC_DIR := $(LLAMA_ROOT)/llama/source
+WEB_CFLAGS := -O3 -msimd128 -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc -I$(LLAMA_SRC_DIR)/include \
+  -I$(LLAMA_SRC_DIR)/ggml/include -DSIPP_VERSION='"$(SIPP_VERSION)"' -DSIPP_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' \
+  -DSIPP_LLAMA_COMMIT='"$(LLAMA_COMMIT)"'
+WEB_THREAD_FLAGS_mt := -pthread
+WEB_THREAD_FLAGS_st :=
+# The pthread build keeps a pool of workers started with the module (a thread created later would
+# need the worker's event loop, which a computing thread never returns to); the page sizes it.
+# Exception handling as deps/build-web.sh compiled llama.cpp for the variant (see there why they differ).
+WEB_LINK_mt := -pthread -fexceptions -sPTHREAD_POOL_SIZE=Module.sippPoolSize -Wno-pthreads-mem-growth
+WEB_LINK_st := -fwasm-exceptions
+# Debian's emscripten runs its JavaScript passes with node and finds their modules (acorn) in
+# /usr/share/nodejs, which a Node.js installed from elsewhere does not search by itself.
+EMCC_ENV := NODE_PATH=/usr/share/nodejs
+WEB_LINK_OPT ?= -O1
+WEB_LDFLAGS := $(WEB_LINK_OPT) -sMODULARIZE=1 -sEXPORT_NAME=createSippRuntime -sENVIRONMENT=web,worker \
+  -sALLOW_MEMORY_GROWTH=1 -sINITIAL_MEMORY=67108864 -sMAXIMUM_MEMORY=4294967296 -sFORCE_FILESYSTEM=1 -lworkerfs.js \
+  -sEXPORTED_FUNCTIONS=_malloc,_free -sEXPORTED_RUNTIME_METHODS=ccall,cwrap,UTF8ToString,stringToUTF8,lengthBytesUTF8,FS,WORKERFS
+
+.PHONY: web web-llama-force
+web: $(foreach v,$(WEB_VARIANTS),$(WEB_OUT)/sipp-$(v).js)
+
+# The cached llama.cpp build of a variant: the script returns at once when the cache holds it.
+$(WEB_OUT)/llama-%.dir: web-llama-force $(LLAMA_STAMP) deps/build-web.sh
+	@mkdir -p $(dir $@)
+	@bash deps/build-web.sh $* >$@.tmp && if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+web-llama-force:
+
+define WEB_VARIANT
+$(WEB_OUT)/obj-$(1)/%.o: %.c $(LLAMA_STAMP) | llama-links
+	@mkdir -p $$(dir $$@)
+	@echo "  EMCC $$< ($(1))"
+	@emcc $(WEB_CFLAGS) $(WEB_THREAD_FLAGS_$(1)) -MMD -MP -c $$< -o $$@
+
+$(WEB_OUT)/sipp-$(1).js: $(WEB_SRCS:%.c=$(WEB_OUT)/obj-$(1)/%.o) $(WEB_OUT)/llama-$(1).dir
+	@echo "  EMLD $$@"
+	@L=$$$$(cat $(WEB_OUT)/llama-$(1).dir) && $(EMCC_ENV) emcc $(WEB_LDFLAGS) $(WEB_LINK_$(1)) -o $$@ \
+	  $(WEB_SRCS:%.c=$(WEB_OUT)/obj-$(1)/%.o) $$$$L/src/libllama.a $$$$L/ggml/src/libggml.a \
+	  $$$$L/ggml/src/libggml-cpu.a $$$$L/ggml/src/libggml-base.a
+endef
+$(foreach v,$(WEB_VARIANTS),$(eval $(call WEB_VARIANT,$(v))))
+-include $(foreach v,$(WEB_VARIANTS),$(WEB_SRCS:%.c=$(WEB_OUT)/obj-$(v)/%.d))
+
 test: setup
-	@$(MAKE) --no-print-directory test-bins
+	@$(MAKE) --no-print-directory test-bins web
 	@bash tests/run.sh
 
 clean:

@@ -5,8 +5,9 @@
 #
 #   bench/run.sh [decode|batched|prefill|gateway|all]      (default all)
 #
-# Fairness: sipp's CPU policy turns flash attention off, so the peers run with -fa off (llama-bench's
-# default, auto, is reported beside it). The peers are built from the bundle's source for this machine (deps/build-source.sh peer),
+# Fairness: sipp's `auto` (also when it falls back to the CPU) takes llama.cpp's flash attention default
+# (auto), so the peers run at their default too (BENCH_PEER_FA=auto; -fa off is reported beside it
+# for decode and prefill, the figure an explicit `--backend cpu` compares with). The peers are built from the bundle's source for this machine (deps/build-source.sh peer),
 # and sipp runs twice: on those very libraries (so a ratio measures sipp's own overhead) and on its
 # default prebuilt artifact (what users get). Runs alternate sipp / peer / sipp / peer so that drift
 # on a shared machine hits both sides alike. Absolute numbers on a 2-core shared machine are noise;
@@ -15,6 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
 THREADS=${BENCH_THREADS:-2}
+PEER_FA=${BENCH_PEER_FA:-auto} # the peers' flash attention where one setting is compared
 ROUNDS=${BENCH_ROUNDS:-3}
 cache=${SIPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sipp}
 out=${BENCH_OUT:-build/bench}
@@ -60,8 +62,8 @@ say "model: 1B-shaped synthetic Q4_0 ($(du -h "$model" | cut -f1)), cpu: $(grep 
 # llama-bench -o json prints a list of tests; avg_ts is the mean tokens/s.
 lb_ts() { jq_num "$1" "[t['avg_ts'] for t in d if t['n_$2'] > 0][0]"; }
 
-# One llama-bench run: tg (or pp) tokens/s. FA_ARGS: sipp's CPU policy keeps flash attention off,
-# so the like-for-like peer runs with -fa off; llama-bench's own default (auto) is reported too.
+# One llama-bench run: tg (or pp) tokens/s, with -fa FA: auto (llama-bench's default) is what sipp's
+# auto does; off is what an explicit --backend cpu does.
 lb_run() { # lb_run OUTFILE FA P N
   peer_run "$peer/bin/llama-bench" -m "$model" -t "$THREADS" -p "$3" -n "$4" -r 3 -fa "$2" -o json >"$1" 2>/dev/null
 }
@@ -115,7 +117,7 @@ if [ "$what" = all ] || [ "$what" = batched ]; then
   for r in $(seq "$ROUNDS"); do
     sipp_same bench "$model" -p $PL -n $TG -r 1 --concurrency 1,4 --threads "$THREADS" -o json >"$out/sipp-batched-$r.json"
     peer_run "$peer/bin/llama-batched-bench" -m "$model" -c 2048 -b 512 -ub 512 -npp $PL -ntg $TG -npl 1,4 \
-      -t "$THREADS" -fa off --output-format jsonl >"$out/batched-bench-$r.jsonl" 2>/dev/null
+      -t "$THREADS" -fa "$PEER_FA" --output-format jsonl >"$out/batched-bench-$r.jsonl" 2>/dev/null
     a1+=("$(jq_num "$out/sipp-batched-$r.json" "d['levels'][0]['aggregate_tokens_per_s']")")
     a4+=("$(jq_num "$out/sipp-batched-$r.json" "d['levels'][1]['aggregate_tokens_per_s']")")
     # pl x tg / t: generated tokens over the whole time of that row, as sipp's aggregate is defined.
@@ -127,7 +129,7 @@ print(*[f\"{get(pl)['pl']*get(pl)['tg']/get(pl)['t']:.3f}\" for pl in (1,4)])" "
     b1+=("$v1"); b4+=("$v4")
   done
   say ""
-  say "## concurrency: aggregate generated tokens/s, $PL-token prompts, $TG generated (sipp bench vs llama-batched-bench)"
+  say "## concurrency: aggregate generated tokens/s, $PL-token prompts, $TG generated (sipp bench vs llama-batched-bench -fa $PEER_FA)"
   say "| sequences | llama-batched-bench (pl x tg / t) | sipp (same libraries) | ratio |"
   say "|---|---|---|---|"
   say "| 1 | $(mean "${b1[@]}") | $(mean "${a1[@]}") | $(paired "${a1[@]}" -- "${b1[@]}") |"
@@ -181,11 +183,11 @@ if [ "$what" = all ] || [ "$what" = gateway ]; then
     sipp_serve sipp-same LD_LIBRARY_PATH="$(realpath "$same"):$peer/bin" SIPP_ARTIFACT="$same"
     p=$(free_port)
     serve_and_load llama-server "$p" env LD_LIBRARY_PATH="$peer/bin" "$peer/bin/llama-server" -m "$model" --host 127.0.0.1 \
-      --port "$p" -t "$THREADS" -np 4 -c 2048 -fa off --no-webui -a bench
+      --port "$p" -t "$THREADS" -np 4 -c 2048 -fa "$PEER_FA" --no-webui -a bench
     sipp_serve sipp-prebuilt
     peer_run "$peer/bin/llama-batched-bench" -m "$model" -c 2048 -b 512 -ub 512 -npp 16 -ntg 64 -npl 4 -t "$THREADS" \
-      -fa off --output-format jsonl >"$out/batched-bench-g-$r.jsonl" 2>/dev/null
-    lb_run "$out/gateway-llama-bench-$r.json" off 0 64
+      -fa "$PEER_FA" --output-format jsonl >"$out/batched-bench-g-$r.jsonl" 2>/dev/null
+    lb_run "$out/gateway-llama-bench-$r.json" "$PEER_FA" 0 64
     for n in $names; do
       c1[$n]+=" $(jq_num "$out/$n-c1-$r.json" "d['aggregate_tokens_per_s']")"
       c4[$n]+=" $(jq_num "$out/$n-c4-$r.json" "d['aggregate_tokens_per_s']")"
@@ -204,11 +206,11 @@ if [ "$what" = all ] || [ "$what" = gateway ]; then
   say "## gateway: streaming /v1/completions, 64 tokens, ignore_eos, 4 slots, $ROUNDS paired rounds"
   say "| server | 1 client tokens/s | / llama-server | TTFT p50 ms | 4 clients tokens/s | / llama-server | / batched-bench S_TG | TTFT p50 ms | failed requests |"
   say "|---|---|---|---|---|---|---|---|---|"
-  row "llama-server -fa off" llama-server
+  row "llama-server -fa $PEER_FA" llama-server
   row "sipp serve, same libraries" sipp-same
   row "sipp serve, prebuilt artifact" sipp-prebuilt
   say ""
-  say "Kernel ceilings in the same rounds: llama-bench tg64 -fa off $(mean "${lb[@]}") tokens/s (one stream);"
+  say "Kernel ceilings in the same rounds: llama-bench tg64 -fa $PEER_FA $(mean "${lb[@]}") tokens/s (one stream);"
   say "llama-batched-bench S_TG at 4 sequences (16+64) $(mean "${g4[@]}") tokens/s."
   say "1 client against llama-bench tg64: llama-server $(paired ${c1[llama-server]} -- "${lb[@]}"), sipp same libraries $(paired ${c1[sipp-same]} -- "${lb[@]}"), prebuilt $(paired ${c1[sipp-prebuilt]} -- "${lb[@]}")."
 fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# deps/build-source.sh lib|peer: build the pinned llama.cpp commit from the bundle's checkout.
+# deps/build-source.sh lib|peer|peer-rpc: build the pinned llama.cpp commit from the bundle's checkout.
 #
 #   lib   the shared libraries only (GGML_BACKEND_DL=ON, every CPU variant, no server, no examples):
 #         what `make LLAMA_FROM_SOURCE=1` puts in an artifact, for hosts the prebuilt set misses.
@@ -7,6 +7,8 @@
 #         bench/ measures sipp against, built from the very same source. Only the CPU module for this
 #         machine is built, into libggml (GGML_NATIVE, no GGML_BACKEND_DL); bench/ runs sipp on these same libraries, so a ratio
 #         measures sipp's own overhead and nothing of compiler flags.
+#   peer-rpc  the same as peer with GGML_RPC=ON: llama.cpp's own rpc-server and llama-bench (--rpc), the
+#         peers bench/rpc_split.sh measures sipp's split across hosts against.
 #
 # Builds live in the cache ($SIPP_CACHE_DIR, default ~/.cache/sipp), never in the work tree, and are
 # reused while their flags are unchanged. Prints the build directory. About 7-15 minutes on 2 cores.
@@ -32,7 +34,10 @@ case "$kind" in
   peer) flags+=(-DGGML_BACKEND_DL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON
                 -DLLAMA_BUILD_COMMON=ON)
         targets=(llama ggml llama-bench llama-batched-bench llama-server) ;;
-  *) die "usage: deps/build-source.sh lib|peer" ;;
+  peer-rpc) flags+=(-DGGML_BACKEND_DL=OFF -DGGML_NATIVE=ON -DGGML_RPC=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF
+                -DLLAMA_BUILD_COMMON=ON)
+        targets=(llama ggml llama-bench ggml-rpc-server) ;;
+  *) die "usage: deps/build-source.sh lib|peer|peer-rpc" ;;
 esac
 
 build="$cache/build-$LLAMA_COMMIT-$kind"

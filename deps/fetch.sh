@@ -23,7 +23,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "sipp deps: $*" >&2; exit 1; }
 
-[ $# -ge 1 ] || die "usage: deps/fetch.sh OUT_DIR [cpu] [vulkan] [cuda]"
+[ $# -ge 1 ] || die "usage: deps/fetch.sh OUT_DIR [cpu] [vulkan] [cuda] [rpc]"
 out=$1; shift
 backends=("$@")
 [ ${#backends[@]} -gt 0 ] || backends=(cpu)
@@ -92,32 +92,92 @@ cp "$checkout"/include/llama.h "$checkout"/ggml/include/*.h "$out/llama/include/
 cp "$checkout"/models/ggml-vocab-* "$out/llama/vocab/"
 ln -sfn "$checkout" "$out/llama/source"
 
+# build_rpc_module ART_DIR: puts libggml-rpc.so, ggml's RPC backend module, into ART_DIR, compiled from
+# the checkout's ggml/src/ggml-rpc against ART_DIR's libggml-base.so. No package ships it and it takes
+# seconds, so it is built here, once per commit, compiler and base library, in the cache. RPC_ORIGIN
+# receives the manifest's record of it.
+build_rpc_module() {
+  local base=$1 cxx=${CXX:-c++} key dir tmp flags
+  command -v "$cxx" >/dev/null || die "a C++ compiler ($cxx) is needed for the rpc module: apt-get install -y g++"
+  flags="-O2 -fPIC -shared -std=c++17 -DNDEBUG -DGGML_BACKEND_DL -DGGML_BACKEND_BUILD -DGGML_BACKEND_SHARED"
+  RPC_COMPILER=$("$cxx" --version | head -1)
+  key=$(printf '%s|%s|%s|%s' "$LLAMA_COMMIT" "$RPC_COMPILER" "$flags" "$(sha256sum "$base/libggml-base.so" | cut -c1-16)" |
+        openssl dgst -sha256 | awk '{print substr($NF,1,16)}')
+  dir="$cache/rpc-$LLAMA_COMMIT-$key"
+  if [ ! -f "$dir/libggml-rpc.so" ]; then
+    echo "sipp deps: building the rpc backend module from the pinned source" >&2
+    tmp=$(mktemp -d "$cache/rpc.XXXXXX")
+    # shellcheck disable=SC2086
+    "$cxx" $flags -I"$checkout/ggml/include" -I"$checkout/ggml/src" \
+      "$checkout/ggml/src/ggml-rpc/ggml-rpc.cpp" "$checkout/ggml/src/ggml-rpc/transport.cpp" \
+      -o "$tmp/libggml-rpc.so" -L"$base" -lggml-base -Wl,-rpath,'$ORIGIN' -pthread 2>"$tmp/build.log" ||
+      { cat "$tmp/build.log" >&2; rm -rf "$tmp"; die "the rpc module did not build (see above)"; }
+    rm -rf "$dir"; mv "$tmp" "$dir"
+  fi
+  RPC_FLAGS=$flags
+  RPC_ORIGIN="{\"module\": \"libggml-rpc.so\", \"origin\": \"source build\", \"source\": \"ggml/src/ggml-rpc\", \"llama_commit\": \"$LLAMA_COMMIT\", \"compiler\": \"$RPC_COMPILER\", \"flags\": \"$flags\"}"
+  cp "$dir/libggml-rpc.so" "$base/"
+}
+
 # --- the artifact: core libraries plus the chosen backend modules ---------------------------------
 artifact_name=$(IFS=+; echo "${backends[*]}")
 # A source build is a different artifact from the prebuilt one with the same backends.
 [ "${LLAMA_FROM_SOURCE:-0}" = 1 ] && artifact_name="$artifact_name-src"
-art="$out/artifacts/$artifact_name"
+# SIPP_ARTIFACT_OUT (sipp build --out DIR) puts the artifact elsewhere than OUT_DIR/artifacts/NAME.
+art="${SIPP_ARTIFACT_OUT:-$out/artifacts/$artifact_name}"
 rm -rf "$art.tmp"; mkdir -p "$art.tmp"
+
+# Where every file came from is recorded as it is copied, one JSON object a line in $origins, and
+# becomes the manifest's "files": the SBOM (deps/sbom.py) takes each library's origin from there, so
+# whatever a future change copies into an artifact must come through put_npm or put_source.
+#   put_npm PKG_SPEC FILE...     files of an npm package of deps/llama.lock (PKG_SPEC: name|version|integrity)
+#   put_source BUILD_DIR FILE... files built from the pinned commit in BUILD_DIR (a CMake tree with
+#                                sipp-flags): the compiler and the flags are recorded. Links are copied as
+#                                links and not recorded: they name a recorded file.
+origins="$art.tmp/.origins"
+: >"$origins"
+json_escape() { sed 's/\\/\\\\/g; s/"/\\"/g' <<<"$1"; }
+put_npm() {
+  local spec=$1 name ver integrity f; shift
+  IFS='|' read -r name ver integrity <<<"$spec"
+  for f in "$@"; do
+    cp "$f" "$art.tmp/"
+    printf '{"file":"%s","origin":"npm","package":"%s","version":"%s","integrity":"%s","path":"%s"}\n' \
+      "$(basename "$f")" "$name" "$ver" "$integrity" "${f#*/package/}" >>"$origins"
+  done
+}
+put_source() {
+  local dir=$1 cxx compiler flags f; shift
+  cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$dir/CMakeCache.txt" 2>/dev/null)
+  compiler=$(json_escape "$("${cxx:-c++}" --version 2>/dev/null | head -1)")
+  flags=$(json_escape "$(cat "$dir/sipp-flags" 2>/dev/null)")
+  for f in "$@"; do
+    cp -P "$f" "$art.tmp/"
+    [ -L "$f" ] && continue
+    printf '{"file":"%s","origin":"source","commit":"%s","compiler":"%s","flags":"%s"}\n' \
+      "$(basename "$f")" "$LLAMA_COMMIT" "$compiler" "$flags" >>"$origins"
+  done
+}
 
 if [ "${LLAMA_FROM_SOURCE:-0}" = 1 ]; then
   # The core and the CPU modules from a source build of the same commit (deps/build-source.sh).
   for b in "${backends[@]}"; do
-    [ "$b" = cpu ] && continue
+    [ "$b" = cpu ] || [ "$b" = rpc ] && continue
     [ "$b" = vulkan ] && die "the vulkan module does not build from source on Debian 12 (Vulkan headers too old); drop LLAMA_FROM_SOURCE=1 to use the prebuilt one"
     die "backend '$b' has no source build here yet; build with BACKENDS=cpu"
   done
   build=$("$here/build-source.sh" lib)
-  cp -P "$build"/bin/libllama.so* "$build"/bin/libggml.so* "$build"/bin/libggml-base.so* "$art.tmp/"
-  cp -P "$build"/bin/libllama-common.so* "$art.tmp/"
-  cp "$build"/bin/libggml-cpu*.so "$art.tmp/"
+  put_source "$build" "$build"/bin/libllama.so* "$build"/bin/libggml.so* "$build"/bin/libggml-base.so* \
+    "$build"/bin/libllama-common.so* "$build"/bin/libggml-cpu*.so
   origin="source build of $LLAMA_COMMIT ($(cat "$build/sipp-flags"))"
   integrities='[]'
 else
   cpu_pkg=$(unpack "$(fetch_pkg "$PKG_CPU")")/bins/linux-x64
-  cp "$cpu_pkg"/libllama.v0.4.0.so "$cpu_pkg"/libggml.v0.4.0.so "$cpu_pkg"/libggml-base.so "$art.tmp/"
-  # llama.cpp's common (chat templates, tool-call parsers, schema grammars) for src/chat: always the
-  # CPU package's copy, whatever the backends (the Vulkan package's links a Vulkan-suffixed libllama).
-  cp "$cpu_pkg"/libllama-common.so "$art.tmp/"
+  put_npm "$PKG_CPU" "$cpu_pkg"/libllama.v0.4.0.so "$cpu_pkg"/libggml.v0.4.0.so "$cpu_pkg"/libggml-base.so
+  # llama.cpp's common (chat templates, tool-call parsers, schema grammars for src/chat; llama-bench
+  # links it too): always the CPU package's copy, whatever the backends (the Vulkan package's links a
+  # Vulkan-suffixed libllama).
+  put_npm "$PKG_CPU" "$cpu_pkg"/libllama-common.so
   # Names the linker can find; the libraries keep their own sonames.
   ln -sf libllama.v0.4.0.so "$art.tmp/libllama.so"
   ln -sf libggml.v0.4.0.so "$art.tmp/libggml.so"
@@ -125,24 +185,38 @@ else
   integrities="[\"${PKG_CPU%%|*}@$(echo "$PKG_CPU" | cut -d'|' -f2) $(echo "$PKG_CPU" | cut -d'|' -f3)\""
   for b in "${backends[@]}"; do
     case "$b" in
-      cpu) cp "$cpu_pkg"/libggml-cpu-*.so "$art.tmp/" ;;
+      cpu) put_npm "$PKG_CPU" "$cpu_pkg"/libggml-cpu-*.so ;;
       vulkan)
         vk_pkg=$(unpack "$(fetch_pkg "$PKG_VULKAN")")/bins/linux-x64-vulkan
-        cp "$vk_pkg"/libggml-vulkan.so "$art.tmp/"
+        put_npm "$PKG_VULKAN" "$vk_pkg"/libggml-vulkan.so
         integrities+=",\"${PKG_VULKAN%%|*}@$(echo "$PKG_VULKAN" | cut -d'|' -f2) $(echo "$PKG_VULKAN" | cut -d'|' -f3)\""
         ;;
       cuda)
         cu_pkg=$(unpack "$(fetch_pkg "$PKG_CUDA")")/bins/linux-x64-cuda
-        cp "$cu_pkg"/libggml-cuda.so "$art.tmp/"
+        put_npm "$PKG_CUDA" "$cu_pkg"/libggml-cuda.so
         integrities+=",\"${PKG_CUDA%%|*}@$(echo "$PKG_CUDA" | cut -d'|' -f2) $(echo "$PKG_CUDA" | cut -d'|' -f3)\""
         ;;
-      *) die "unknown backend '$b' for an artifact (known: cpu vulkan cuda)" ;;
+      rpc) ;; # built from source below, for prebuilt and source artifacts alike
+      *) die "unknown backend '$b' for an artifact (known: cpu vulkan cuda rpc)" ;;
     esac
   done
   integrities+="]"
 fi
 # Every artifact has the CPU backend: ggml needs a CPU device to hold what no other device takes.
-case " ${backends[*]} " in *" cpu "*) ;; *) cp "${cpu_pkg:-$build/bin}"/libggml-cpu*.so "$art.tmp/" ;; esac
+case " ${backends[*]} " in
+  *" cpu "*) ;;
+  *) if [ -n "${cpu_pkg:-}" ]; then put_npm "$PKG_CPU" "$cpu_pkg"/libggml-cpu-*.so
+     else put_source "$build" "$build"/bin/libggml-cpu*.so; fi ;;
+esac
+
+# Modules compiled here rather than taken from a package, each with its origin (the SBOM reads this).
+source_builds='[]'
+case " ${backends[*]} " in *" rpc "*)
+  build_rpc_module "$art.tmp"
+  printf '{"file":"libggml-rpc.so","origin":"source","commit":"%s","compiler":"%s","flags":"%s"}\n' \
+    "$LLAMA_COMMIT" "$(json_escape "$RPC_COMPILER")" "$(json_escape "$RPC_FLAGS")" >>"$origins"
+  source_builds="[$RPC_ORIGIN]" ;;
+esac
 
 json_list=$(printf '"%s",' "${backends[@]}"); json_list="[${json_list%,}]"
 cat >"$art.tmp/manifest.json" <<EOF
@@ -152,8 +226,14 @@ cat >"$art.tmp/manifest.json" <<EOF
   "llama_release": "$LLAMA_RELEASE",
   "llama_commit": "$LLAMA_COMMIT",
   "origin": "$origin",
-  "packages": $integrities
+  "packages": $integrities,
+  "source_builds": $source_builds,
+  "files": [
+    $(sed '$!s/$/,/; 2,$s/^/    /' "$origins")
+  ]
 }
 EOF
+rm -f "$origins"
+python3 -m json.tool "$art.tmp/manifest.json" >/dev/null || die "the manifest of $artifact_name is not valid JSON"
 rm -rf "$art"; mv "$art.tmp" "$art"
 echo "$art"

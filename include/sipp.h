@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 3
+#define SIPP_ABI_VERSION 4
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -104,6 +104,16 @@ SIPP_API sipp_status sipp_runtime_init(const sipp_runtime_params *params, char *
 /* The artifact directory in use (borrowed), or NULL before sipp_runtime_init. [any thread] */
 SIPP_API const char *sipp_runtime_artifact_dir(void);
 
+/* Artifact signatures (Ed25519, keys in PEM as `openssl genpkey -algorithm ed25519` writes them).
+ * sipp_artifact_sign writes DIR/signature.json over DIR/manifest.json and DIR/sbom.spdx.json, which
+ * together name every file of the artifact with its SHA-256. sipp_artifact_verify checks the
+ * signature (with the public key in pub_path, or with the key the signature names when pub_path is
+ * NULL, which proves integrity but not who signed), then every file against the SBOM, and fails on
+ * the first difference with a message naming the file. sipp_runtime_init verifies its artifact
+ * this way, and refuses it, when the environment sets SIPP_REQUIRE_SIGNED=PUB.PEM. [any thread] */
+SIPP_API sipp_status sipp_artifact_sign(const char *dir, const char *key_path, char *errbuf);
+SIPP_API sipp_status sipp_artifact_verify(const char *dir, const char *pub_path, char *errbuf);
+
 /* ---- backends ----------------------------------------------------------------------------------- */
 
 /* What a load decided: the backend used, why, and where the layers went. */
@@ -152,6 +162,54 @@ SIPP_API sipp_status sipp_backend_decide(const char *requested, const char *orde
 /* The file name of the CPU backend module ggml picks on this CPU (e.g. "libggml-cpu-haswell.so"),
  * or "" when unknown. [any thread] */
 SIPP_API const char *sipp_cpu_module(void);
+
+/* ---- rpc: ggml's RPC backend, a model split across hosts --------------------------------------- */
+
+/* An rpc-server exposes its host's device over TCP with no authentication and no encryption; a
+ * client (backend "rpc") places layers on it as if it were a local GPU. Both ends must run the same
+ * protocol version, i.e. the same llama.cpp release. */
+#define SIPP_RPC_DEFAULT_PORT 50052
+
+typedef struct sipp_rpc_server_info {
+    char endpoint[128];      /* host:port as given */
+    int proto_major, proto_minor, proto_patch; /* the server's protocol version */
+    int n_devices;           /* the devices it exposes */
+    char device[64];         /* the first one, as this process names it ("RPC0") */
+    char description[128];
+    uint64_t memory_free;
+    uint64_t memory_total;
+} sipp_rpc_server_info;
+
+/* Connects to an rpc-server, checks its protocol version against this build's and reads its first
+ * device and free memory. Errors name the endpoint: not a host:port, unreachable, not answering the
+ * handshake (not an rpc-server, or busy serving another client: a server serves one at a time), a
+ * protocol version mismatch. [any thread] */
+SIPP_API sipp_status sipp_rpc_probe(const char *endpoint, sipp_rpc_server_info *info, char *errbuf);
+
+/* Checks a server list "HOST:PORT[,HOST:PORT...]" without connecting: each entry a host and a port
+ * in 1..65535, none twice, at least one. [any thread] */
+SIPP_API sipp_status sipp_rpc_check_servers(const char *list, char *errbuf);
+
+/* ggml's RPC client cannot survive losing a server it placed layers on (its dispatcher aborts the
+ * process). Once a process has connected to an rpc server, sipp turns that abort into one line on
+ * stderr naming the server that went away and exit status SIPP_RPC_LOST_EXIT, so that a supervisor
+ * or a load balancer in front (docs/scale-out.md) restarts or routes around the process. */
+#define SIPP_RPC_LOST_EXIT 75 /* EX_TEMPFAIL */
+
+typedef struct sipp_rpc_server_params {
+    const char *host;        /* address to bind; default "127.0.0.1" */
+    int port;                /* default SIPP_RPC_DEFAULT_PORT */
+    const char *backend;     /* the local device to serve: "cpu" (default), "vulkan", ... */
+    int threads;             /* CPU threads of the served backend; 0 = the number of cores */
+    const char *cache_dir;   /* where the server caches tensors it received (by hash); NULL = none */
+} sipp_rpc_server_params;
+
+SIPP_API sipp_rpc_server_params sipp_rpc_server_default_params(void);
+
+/* Serves the device until the process ends (ggml's server loop does not return while it runs; it
+ * serves one client at a time and prints "Accepted client connection" / "Client connection closed"
+ * on stdout). Returns only on failure: an unknown or unavailable backend, an address it cannot bind. */
+SIPP_API sipp_status sipp_rpc_server_run(const sipp_rpc_server_params *params, char *errbuf);
 
 /* ---- model store -------------------------------------------------------------------------------- */
 
@@ -369,6 +427,16 @@ typedef struct sipp_model_params {
     sipp_progress_fn progress;
     void *progress_user;
     bool vocab_only;       /* load only the tokenizer: for tokenize/detokenize without weights */
+    /* backend "rpc" only: the servers ("host:port,host:port"); NULL = $SIPP_RPC_SERVERS. */
+    const char *rpc_servers;
+    /* backend "rpc" only: the share of layers of the local device and of each server, in that order
+     * ("1,2,2"); NULL = in proportion to each one's free memory. */
+    const char *tensor_split;
+    /* Flash attention in every context of the model: "on", "off", or "auto" (NULL, the default):
+     * llama.cpp's own default (on where the device supports it) for a GPU load and for auto's fallback
+     * to the CPU, off for a load that asked for "cpu" explicitly (the conservative path for validating
+     * a model) and for an rpc split. backend_reason ends saying which one the load got. */
+    const char *flash_attn;
 } sipp_model_params;
 
 /* A load on a GPU device first takes that device's residency lease: a lock file per device
@@ -378,6 +446,10 @@ typedef struct sipp_model_params {
  * SIPP_ERR_BUSY naming the owner. SIPP_GPU_LEASE=off skips both checks. CPU loads take no lease. */
 
 SIPP_API sipp_model_params sipp_model_default_params(void);
+
+/* Checks a flash_attn value (NULL or "" count as "auto"): SIPP_ERR_INVALID_ARGUMENT with a message
+ * naming it unless it is auto, on or off. [any thread] */
+SIPP_API sipp_status sipp_flash_attn_check(const char *value, char *errbuf);
 
 /* Loads a GGUF file. On failure *out is NULL and errbuf holds one line naming the file and the
  * problem. Before llama.cpp sees the file its header is checked as sipp_model_check does. */
@@ -418,6 +490,20 @@ typedef struct sipp_model_info {
 } sipp_model_info;
 
 SIPP_API void sipp_model_get_info(const sipp_model *model, sipp_model_info *info);
+
+/* Where the weights went, one entry per device that holds any: which layers and how many bytes of
+ * weight buffers. A CPU or single-GPU load has one or two entries; an rpc load one per host. */
+typedef struct sipp_placement {
+    char device[64];       /* ggml's device name: "CPU", "Vulkan0", "RPC0" */
+    char host[128];        /* "local", or the rpc server's host:port */
+    int first_layer;       /* the first repeating layer on it; -1 when it holds none */
+    int n_layers;          /* repeating layers on it */
+    bool output;           /* it holds the output layer */
+    uint64_t buffer_bytes; /* its model weight buffers */
+} sipp_placement;
+
+/* Fills up to cap entries; returns how many there are. [any thread] */
+SIPP_API int sipp_model_placement(const sipp_model *model, sipp_placement *out, int cap);
 
 /* Tokenizes UTF-8 text. add_special adds BOS/EOS as the model's tokenizer says; parse_special
  * turns texts like "<|im_start|>" into their special tokens. Writes at most cap tokens; *n_out is
@@ -523,7 +609,10 @@ typedef void (*sipp_verify_progress_fn)(double seconds, const char *backend, con
 
 typedef struct sipp_verify_params {
     const char *model;               /* a GGUF path; NULL with `against`: the manifest's */
-    const char *const *backends;     /* names (cpu, vulkan, ...); NULL with `against`: the manifest's */
+    /* names (cpu, vulkan, ...), each optionally followed by "+fa" or "-fa": that backend with flash
+     * attention on or off ("cpu,cpu+fa" measures what flash attention changes); NULL with `against`:
+     * the manifest's */
+    const char *const *backends;
     size_t n_backends;
     const char *ref;                 /* the reference backend; NULL: the manifest's, else "cpu" */
     const char *const *prompts;      /* NULL: the built-in prompts (or, with `against`, the manifest's) */
@@ -584,13 +673,40 @@ typedef struct sipp_engine_params {
     int max_queued;   /* requests waiting for a slot before submit says busy; default 64 */
     sipp_policy policy;
     bool embeddings;  /* also create the embedding context (sipp_engine_embed) */
+    /* Speculative decoding: "none" (NULL, the default) or "ngram" (prompt lookup: the tokens that
+     * followed the latest earlier occurrence of the last few tokens, in the prompt or the output so
+     * far; no draft model). The proposals ride in the slot's rows of the same batch as the other
+     * slots and the model verifies them there, so the output is the same token for token wherever a
+     * batch evaluates exactly as single tokens do (sipp verify's cached decoding row). Only greedy
+     * requests (temperature 0, no repeat penalty) speculate; the others decode one token a step as
+     * before. Refused for a model whose memory cannot drop a sequence's tail (recurrent, hybrid). */
+    const char *speculative;
+    int draft_max;    /* tokens proposed per step; 0 = SIPP_DRAFT_MAX_DEFAULT, at most SIPP_DRAFT_MAX */
+    int draft_min;    /* a proposal shorter than this is not verified; 0 = 1 */
 } sipp_engine_params;
+
+#define SIPP_DRAFT_MAX_DEFAULT 8
+#define SIPP_DRAFT_MAX 32
 
 SIPP_API sipp_engine_params sipp_engine_default_params(void);
 
 /* Starts an engine on a loaded model. The model must outlive the engine. */
 SIPP_API sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
                                      sipp_engine **out, char *errbuf);
+
+/* The same engine without a thread of its own, for hosts that have no threads (a browser page
+ * without SharedArrayBuffer) or that must keep the engine on their own event loop (a Web Worker):
+ * the caller drives it with sipp_engine_step. Scheduling, slots and requests are the same; only
+ * who runs the steps differs. sipp_request_wait and sipp_request_read on its requests run its
+ * steps themselves while they wait. Use a stepped engine and its requests from one thread. */
+SIPP_API sipp_status sipp_engine_new_stepped(sipp_model *model, const sipp_engine_params *params,
+                                             sipp_engine **out, char *errbuf);
+
+/* Runs one turn of a stepped engine: queued requests into free slots, cancelled ones finished, then
+ * one llama_decode for every running slot. *busy (optional) says whether requests are still queued
+ * or running afterwards. Returns at once when there is nothing to do. SIPP_ERR_INVALID_ARGUMENT for
+ * an engine that has its own thread. */
+SIPP_API sipp_status sipp_engine_step(sipp_engine *engine, bool *busy);
 
 /* Cancels every request still running, stops the thread and frees the context. Requests remain
  * valid handles (finished as cancelled) until freed. */
@@ -704,6 +820,8 @@ typedef struct sipp_request_stats {
     double prefill_tokens_per_s;
     double decode_tokens_per_s;
     double total_ms;
+    int draft_tokens;         /* tokens speculation proposed (sipp_engine_params.speculative) */
+    int accepted_tokens;      /* of those, the ones the model confirmed: acceptance = accepted / draft */
 } sipp_request_stats;
 
 /* Queues a request. SIPP_ERR_BUSY at once when the queue is full; SIPP_ERR_INVALID_ARGUMENT for
@@ -789,6 +907,8 @@ typedef struct sipp_engine_stats {
     uint64_t tokens_out;      /* tokens generated */
     uint64_t decode_steps;
     double mean_busy_slots;   /* busy slots per decode step, averaged */
+    uint64_t draft_tokens;    /* speculation's proposals, all requests */
+    uint64_t accepted_tokens; /* of those, the ones the model confirmed */
 } sipp_engine_stats;
 
 SIPP_API void sipp_engine_get_stats(sipp_engine *engine, sipp_engine_stats *stats); /* [any thread] */

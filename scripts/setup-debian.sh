@@ -9,13 +9,16 @@ PACKAGES=(
   libcriterion-dev
   libvulkan1 mesa-vulkan-drivers vulkan-tools
   clang libclang-rt-14-dev clang-format valgrind
+  patchelf
   python3
+  nginx-light iproute2
 )
 # Node.js and npm fetch the pinned llama.cpp packages; install them only when absent, so a
 # newer Node.js that the machine already has is left alone.
 command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
 command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
-if [ "${SIPP_SETUP_BROWSER:-1}" = 1 ]; then PACKAGES+=(chromium); fi
+# The browser runtime (make web) is compiled with emscripten and tested in headless Chromium.
+if [ "${SIPP_SETUP_BROWSER:-1}" = 1 ]; then PACKAGES+=(chromium emscripten); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

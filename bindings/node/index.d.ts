@@ -16,6 +16,8 @@ export class SippError extends Error {
 
 export interface LocalOptions {
   backend?: BackendName;
+  /** Flash attention: 'auto' (default: llama.cpp's choice, off for an explicit 'cpu'), 'on', 'off'. */
+  flashAttn?: 'auto' | 'on' | 'off';
   ctxSize?: number;
   parallel?: number;
   threads?: number;

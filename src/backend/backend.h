@@ -107,6 +107,10 @@ void sipp_memory_add(sipp_memory *m, const char *device, size_t device_len, sipp
 
 /* Adds every place and kind of from to into. */
 void sipp_memory_merge(sipp_memory *into, const sipp_memory *from);
+/* Calls fn with every line llama.cpp or ggml logs on the calling thread (any level, before
+ * filtering), until called again with NULL. */
+typedef void (*sipp_log_observer)(const char *line, void *user);
+void sipp_log_observe(sipp_log_observer fn, void *user);
 
 /* True when a device description names a software renderer. */
 bool sipp_device_is_software(const char *description);

@@ -7,9 +7,11 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/rpc.h"
 #include "util/util.h"
 
 #define CPU_MODULE_PREFIX "libggml-cpu-"
@@ -59,10 +61,28 @@ int sipp_devices_list(sipp_device_info *out, int cap) {
     return view.n_devices;
 }
 
+/* rpc's devices are the servers' and appear only once connected; without a load, the question is
+ * whether the module is there and which servers $SIPP_RPC_SERVERS names (checked, not contacted). */
+static sipp_status decide_rpc(sipp_backend_decision *out, char *errbuf) {
+    if (!sipp_rpc_compiled())
+        return sipp_fail(errbuf, SIPP_ERR_BACKEND,
+                         "backend 'rpc' is not compiled into this build (no libggml-rpc.so in the artifact); rebuild "
+                         "with: make BACKENDS=\"cpu vulkan rpc\", or sipp build --backend rpc");
+    const char *servers = getenv("SIPP_RPC_SERVERS");
+    sipp_status st = sipp_rpc_check_servers(servers, errbuf);
+    if (st != SIPP_OK) return st == SIPP_ERR_INVALID_ARGUMENT ? SIPP_ERR_BACKEND : st;
+    sipp_strlcpy(out->backend, "rpc", sizeof out->backend);
+    snprintf(out->reason, sizeof out->reason, "requested rpc; servers %s (SIPP_RPC_SERVERS), split at load", servers);
+    sipp_strlcpy(out->devices, "CPU,RPC", sizeof out->devices);
+    out->gpu_layers = -1;
+    return SIPP_OK;
+}
+
 sipp_status sipp_backend_decide(const char *requested, const char *order, sipp_backend_decision *out, char *errbuf) {
     memset(out, 0, sizeof *out);
     sipp_status st = sipp_runtime_init(NULL, errbuf);
     if (st != SIPP_OK) return st;
+    if (requested && strcmp(requested, "rpc") == 0) return decide_rpc(out, errbuf);
     sipp_host_view view;
     sipp_host_discover(&view);
     sipp_policy_result pick;

@@ -10,6 +10,9 @@
  *     kept in a buffer of its own (sipp_log_capture), so that sipp's one-line message can say what
  *     llama.cpp objected to, and the line is not printed a second time. Other threads' lines pass
  *     as usual: the buffer is per thread, so no lock is needed and no line is lost.
+ *   - Observation. A thread may also watch every line it logs (sipp_log_observe): placement.c reads
+ *     where llama.cpp put a model's layers and buffers from its load lines, as llama.h has no call
+ *     that says so.
  *
  * A capture may start before the runtime is initialised (`sipp models info` reads headers without
  * loading any backend): the callback is installed on first use either way.
@@ -26,9 +29,12 @@
 static _Atomic sipp_log_level log_level = SIPP_LOG_ERROR;
 static pthread_once_t installed = PTHREAD_ONCE_INIT;
 static __thread char *capture_buf;
+static __thread sipp_log_observer observer;
+static __thread void *observer_user;
 
 static void log_cb(enum ggml_log_level level, const char *text, void *user) {
     if (level == GGML_LOG_LEVEL_INFO) sipp_buffers_note(text);
+    if (observer && text) observer(text, observer_user);
     if (capture_buf) {
         /* The first error line says what went wrong; later ones say that loading failed. The caller
          * reports it in its own message, so nothing is printed twice. */
@@ -62,4 +68,10 @@ void sipp_log_capture(char *buf) {
     pthread_once(&installed, install);
     capture_buf = buf;
     if (buf) buf[0] = '\0';
+}
+
+void sipp_log_observe(sipp_log_observer fn, void *user) {
+    pthread_once(&installed, install);
+    observer = fn;
+    observer_user = user;
 }

@@ -45,6 +45,8 @@ sipp_status sipp_backend_parse(const char *name, sipp_backend_id *out, char *err
 sipp_backend_id sipp_backend_from_ggml(const char *ggml_name) {
     for (int i = 1; i < SIPP_BACKEND_COUNT; i++)
         if (ggml_name && strcasecmp(ggml_name, backend_table[i].ggml_name) == 0) return (sipp_backend_id)i;
+    /* Each connected rpc server registers as "RPC[host:port]". */
+    if (ggml_name && strncmp(ggml_name, "RPC[", 4) == 0) return SIPP_BACKEND_RPC;
     return SIPP_BACKEND_COUNT;
 }
 

@@ -78,6 +78,15 @@ static bool own_artifact_dir(char *out, size_t n) {
 
 static sipp_status do_init(const sipp_runtime_params *p) {
     sipp_log_route(p->log_level);
+#ifdef __EMSCRIPTEN__
+    /* The browser runtime (make web) links ggml's CPU backend statically into one WebAssembly
+     * module: there is no artifact directory and nothing to load. */
+    sipp_strlcpy(artifact_dir, "wasm (linked in)", sizeof artifact_dir);
+    llama_backend_init();
+    if (!ggml_backend_reg_by_name("CPU"))
+        return sipp_fail(init_error, SIPP_ERR_BACKEND, "this browser runtime has no CPU backend; rebuild it with make web");
+    return SIPP_OK;
+#endif
 
     const char *dir = p->artifact_dir;
     if (!dir || !*dir) dir = getenv("SIPP_ARTIFACT");
@@ -91,6 +100,15 @@ static sipp_status do_init(const sipp_runtime_params *p) {
                          "artifact '%s' is not a directory; build one with make or sipp build, or unset SIPP_ARTIFACT",
                          dir);
     if (!realpath(dir, artifact_dir)) sipp_strlcpy(artifact_dir, dir, sizeof artifact_dir);
+
+    /* A deployment that requires signed artifacts checks every file before any module is loaded. */
+    const char *require = getenv("SIPP_REQUIRE_SIGNED");
+    if (require && *require) {
+        char why[SIPP_ERROR_SIZE];
+        if (sipp_artifact_verify(artifact_dir, require, why) != SIPP_OK)
+            return sipp_fail(init_error, SIPP_ERR_BACKEND, "SIPP_REQUIRE_SIGNED=%s refuses the artifact: %s", require,
+                             why);
+    }
 
     llama_backend_init();
     ggml_backend_load_all_from_path(artifact_dir);

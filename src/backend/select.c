@@ -64,6 +64,9 @@ static const char *visibility_hint(sipp_backend_id id) {
         return "no CUDA device is visible: check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES";
     case SIPP_BACKEND_METAL:
         return "no Metal device is visible: Metal needs macOS on Apple silicon";
+    case SIPP_BACKEND_RPC:
+        return "its devices are rpc servers: give them with --rpc HOST:PORT[,...] or SIPP_RPC_SERVERS (start one "
+               "with sipp rpc-server)";
     default:
         return "no device of it is visible";
     }

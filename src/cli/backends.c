@@ -1,6 +1,8 @@
 /*
  * backends.c: `sipp backends [--json]`: every backend name with whether it is compiled into the
  * active artifact, whether it is available (a device is visible), and its devices.
+ * `sipp backends --target cli|node|python|web` lists instead what that package can select: the
+ * artifacts it sees, and the artifact each backend name would load (targets.c).
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -8,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/targets.h"
 
 #define MAX_BACKENDS 16
 #define MAX_DEVICES 32
@@ -38,17 +41,56 @@ json_t *cli_backends_json(void) {
     return arr;
 }
 
+static int print_target(const char *name, bool as_json) {
+    cli_target t;
+    if (!cli_target_parse(name, &t)) {
+        cli_error("backends: --target '%s' is not one of %s", name, cli_target_names());
+        return EXIT_USAGE;
+    }
+    json_t *j = cli_target_json(t);
+    if (as_json) {
+        char *s = json_dumps(j, JSON_INDENT(2));
+        puts(s);
+        free(s);
+        json_decref(j);
+        return EXIT_OK;
+    }
+    const char *env = json_string_value(json_object_get(j, "backend_env"));
+    printf("target %s%s%s%s\n", name, env ? " (selects with " : "", env ? env : "", env ? ")" : "");
+    if (t == TARGET_WEB) printf("the browser runtime chooses cpu or webgpu per endpoint; it loads no native artifact\n");
+    size_t i;
+    json_t *v;
+    const char *key;
+    json_array_foreach(json_object_get(j, "artifacts"), i, v) {
+        printf("  artifact %s (", json_string_value(json_object_get(v, "dir")));
+        size_t k;
+        json_t *b;
+        json_array_foreach(json_object_get(v, "backends"), k, b) printf("%s%s", k ? "+" : "", json_string_value(b));
+        printf(")%s%s\n", json_is_true(json_object_get(v, "default")) ? ", default" : "",
+               json_is_true(json_object_get(v, "record")) ? ", built for this target" : "");
+    }
+    json_object_foreach(json_object_get(j, "select"), key, v)
+        printf("  %-7s -> %s (%s)\n", key, json_string_value(json_object_get(v, "artifact")),
+               json_string_value(json_object_get(v, "source")));
+    json_decref(j);
+    return EXIT_OK;
+}
+
 int cmd_backends(int argc, char **argv) {
     bool as_json = false;
-    const char *artifact = NULL;
+    const char *artifact = NULL, *target = NULL;
     cli_args a = {.argc = argc, .argv = argv};
     while (a.i < argc && !a.bad) {
         if (cli_flag(&a, "--json")) as_json = true;
         else if (cli_flag_value(&a, "--artifact")) artifact = a.value;
+        else if (cli_flag_value(&a, "--target")) target = a.value;
         else if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            printf("usage: sipp backends [--json] [--artifact DIR]\n\n"
+            printf("usage: sipp backends [--json] [--artifact DIR]\n"
+                   "       sipp backends --target cli|node|python|web [--json]\n\n"
                    "Lists every backend: compiled (its module is in the artifact), available (a device is\n"
-                   "visible) and its devices. Software devices such as lavapipe are marked.\n");
+                   "visible) and its devices. Software devices such as lavapipe are marked.\n"
+                   "--target lists what that package can select: the artifacts it sees (the one sipp build\n"
+                   "TARGET made is marked) and the artifact each backend name would load.\n");
             return EXIT_OK;
         } else {
             cli_error("backends: unknown option '%s'", argv[a.i]);
@@ -56,6 +98,7 @@ int cmd_backends(int argc, char **argv) {
         }
     }
     if (a.bad) return EXIT_USAGE;
+    if (target) return print_target(target, as_json);
     if (!cli_runtime_init(artifact)) return EXIT_RUNTIME;
     json_t *list = cli_backends_json();
     if (as_json) {

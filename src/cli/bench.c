@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/targets.h"
 
 #define MAX_LEVELS 16
 #define DEFAULT_PP 512
@@ -28,7 +29,7 @@
 #define MIB (1024.0 * 1024.0)
 
 typedef struct bench_opts {
-    const char *model, *backend, *artifact;
+    const char *model, *backend, *artifact, *rpc, *tensor_split, *flash_attn;
     int pp, tg, reps, threads, ctx_size;
     int levels[MAX_LEVELS];
     int n_levels;
@@ -123,6 +124,9 @@ static int parse(int argc, char **argv, bench_opts *o) {
         else if (cli_flag_value(&a, "--threads")) cli_int(&a, "--threads", 1, 1024, &o->threads);
         else if (cli_flag_value(&a, "--ctx-size")) cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
         else if (cli_flag_value(&a, "--backend")) o->backend = a.value;
+        else if (cli_flag_value(&a, "--flash-attn")) cli_flash_attn(&a, &o->flash_attn);
+        else if (cli_flag_value(&a, "--rpc")) o->rpc = a.value;
+        else if (cli_flag_value(&a, "--tensor-split")) o->tensor_split = a.value;
         else if (cli_flag_value(&a, "--artifact")) o->artifact = a.value;
         else if (cli_flag_value(&a, "-o")) {
             if (!a.value) break;
@@ -167,7 +171,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
 
 static const char usage[] =
     "usage: sipp bench MODEL [-p 512] [-n 128] [-r 5] [--concurrency 1,4] [--threads N] [--backend NAME]\n"
-    "                  [--ctx-size N] [--artifact DIR] [-o md|json]\n\n"
+    "                  [--flash-attn auto|on|off] [--ctx-size N] [--artifact DIR] [-o md|json]\n"
+    "                  [--rpc HOST:PORT[,...] --tensor-split A,B,...] (with --backend rpc)\n\n"
     "Measures cold load time, prefill (pp) and decode (tg) tokens/s with mean and standard deviation\n"
     "(as llama-bench defines them), TTFT and inter-token latency, and the aggregate generation rate\n"
     "at each concurrency level (each request: its own -p token prompt, exactly -n generated tokens).\n"
@@ -187,7 +192,7 @@ int cmd_bench(int argc, char **argv) {
         cli_error("--backend: %s", err);
         return EXIT_USAGE;
     }
-    if (!cli_runtime_init(o.artifact)) return EXIT_RUNTIME;
+    if (!cli_runtime_init_for(o.artifact, o.backend)) return EXIT_RUNTIME;
     if (o.threads == 0) o.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
 
     int max_level = 1;
@@ -197,6 +202,9 @@ int cmd_bench(int argc, char **argv) {
 
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = o.backend;
+    mp.flash_attn = o.flash_attn;
+    mp.rpc_servers = o.rpc;
+    mp.tensor_split = o.tensor_split;
     sipp_model *m = NULL;
     double t0 = now_ms();
     if (sipp_model_load(o.model, &mp, &m, err) != SIPP_OK) {
@@ -307,8 +315,8 @@ int cmd_bench(int argc, char **argv) {
         getrusage(RUSAGE_SELF, &ru);
         const sipp_backend_decision *b = sipp_model_backend(m);
         json_t *out = json_pack(
-            "{s:s, s:s, s:s, s:i, s:f, s:{s:i, s:f, s:f}, s:{s:i, s:f, s:f}, s:f, s:f, s:f, s:f, s:f, s:O}", "model",
-            info.description, "backend", b->backend, "devices", b->devices, "threads", o.threads, "load_ms", load_ms,
+            "{s:s, s:s, s:s, s:s, s:i, s:f, s:{s:i, s:f, s:f}, s:{s:i, s:f, s:f}, s:f, s:f, s:f, s:f, s:f, s:O}",
+            "model", info.description, "backend", b->backend, "backend_reason", b->reason, "devices", b->devices, "threads", o.threads, "load_ms", load_ms,
             "pp", "tokens", o.pp, "mean", pp_mean, "stddev", pp_sd, "tg", "tokens", o.tg, "mean", tg_mean, "stddev",
             tg_sd, "ttft_ms_p50", percentile(ttfts, o.pp > 0 ? o.reps : 0, 0.5), "itl_ms_p50",
             percentile(itl->gaps, itl->n, 0.5), "itl_ms_p99", percentile(itl->gaps, itl->n, 0.99), "peak_rss_mb",

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sipp.h"
 
@@ -35,6 +36,14 @@ bool cli_flag_value(cli_args *a, const char *name);
 bool cli_int(cli_args *a, const char *flag, long lo, long hi, int *out);
 bool cli_uint32(cli_args *a, const char *flag, uint32_t *out);
 bool cli_float(cli_args *a, const char *flag, double lo, double hi, float *out);
+/* --flash-attn's value: auto, on or off (sipp_flash_attn_check); reports anything else. */
+bool cli_flash_attn(cli_args *a, const char **out);
+/* --spec's value: none or ngram; reports anything else. */
+bool cli_speculative(cli_args *a, const char **out);
+/* Adds draft_tokens, accepted_tokens and acceptance_rate (null when nothing was proposed) to a stats
+ * object. */
+struct json_t;
+void cli_stats_speculation(struct json_t *stats, const sipp_request_stats *s);
 
 /* True when stdout and stderr are both terminals: only then is there a progress bar. */
 bool cli_interactive_output(void);
@@ -42,7 +51,15 @@ bool cli_interactive_output(void);
 /* Initialises the runtime with --artifact (may be NULL); prints the error. */
 bool cli_runtime_init(const char *artifact);
 
+/* The most placement entries (sipp_model_placement) a command shows. */
+#define MAX_PLACEMENT 20
+/* One line per device: "  RPC0 on 10.0.0.2:50052: layers 6-11 (6) + output, 12.5 MiB of weights". */
+void cli_print_placement(FILE *out, const sipp_placement *p);
+/* The same as a JSON array of objects (device, host, first_layer, n_layers, output, buffer_bytes). */
+struct json_t *cli_placement_json(const sipp_placement *p, int n);
+
 int cmd_run(int argc, char **argv);
+int cmd_rpc_server(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
@@ -54,6 +71,9 @@ int cmd_ops(int argc, char **argv);
 int cmd_backend_ops(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
+/* `sipp run llama TOOL ...` (run_llama.c); argv starts after "run". */
+int cmd_run_tool(int argc, char **argv);
+int cmd_artifact(int argc, char **argv);
 
 /* All of f, NUL-terminated (malloc'ed); NULL when out of memory. */
 char *cli_read_all(FILE *f);

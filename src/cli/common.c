@@ -2,6 +2,7 @@
  * common.c: argument parsing and error printing shared by the subcommands.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -69,6 +70,36 @@ bool cli_int(cli_args *a, const char *flag, long lo, long hi, int *out) {
     }
     *out = (int)v;
     return true;
+}
+
+bool cli_flash_attn(cli_args *a, const char **out) {
+    if (!a->value) return false;
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_flash_attn_check(a->value, err) != SIPP_OK) {
+        cli_error("--flash-attn: %s", err);
+        a->bad = true;
+        return false;
+    }
+    *out = a->value;
+    return true;
+}
+
+bool cli_speculative(cli_args *a, const char **out) {
+    if (!a->value) return false;
+    if (strcmp(a->value, "none") != 0 && strcmp(a->value, "ngram") != 0) {
+        cli_error("--spec '%s' is not one of none, ngram (a draft model is not supported yet)", a->value);
+        a->bad = true;
+        return false;
+    }
+    *out = a->value;
+    return true;
+}
+
+void cli_stats_speculation(json_t *stats, const sipp_request_stats *s) {
+    json_object_set_new(stats, "draft_tokens", json_integer(s->draft_tokens));
+    json_object_set_new(stats, "accepted_tokens", json_integer(s->accepted_tokens));
+    json_object_set_new(stats, "acceptance_rate",
+                        s->draft_tokens ? json_real((double)s->accepted_tokens / s->draft_tokens) : json_null());
 }
 
 bool cli_uint32(cli_args *a, const char *flag, uint32_t *out) {

@@ -4,6 +4,11 @@
  * the devices, whether the GPU drivers and loaders are visible, the toolchains for source builds,
  * and what `auto` would choose and why. With --backend it exits 1 when that backend is unusable,
  * saying why, so scripts can ask "will vulkan work here?".
+ *
+ * --target cli|node|python|web reports the same for what that package would load in this process:
+ * the artifact its own rules choose (targets.c), its compiled backends, whether the requested
+ * backend (--backend, else the package's SIPP_*_BACKEND, else auto) is usable from it, and the
+ * exact command that fixes it when not.
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -16,11 +21,14 @@
 #include "cli/cli.h"
 #include "gateway/gateway.h"
 #include "gateway/residency.h"
+#include "cli/targets.h"
 
 #define VULKAN_ICD_DIRS "/usr/share/vulkan/icd.d:/etc/vulkan/icd.d:/usr/local/share/vulkan/icd.d"
 
 json_t *cli_backends_json(void);
 json_t *cli_devices_json(const char *backend);
+json_t *cli_rpc_report_json(const char *list, bool *all_ok);
+void cli_rpc_report_print(json_t *arr);
 
 static bool can_dlopen(const char *lib) {
     void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
@@ -118,6 +126,9 @@ static void print_text(json_t *r) {
     printf("artifact  %s", json_string_value(json_object_get(art, "dir")));
     if (json_is_object(man)) printf(" (%s, %s)", json_string_value(json_object_get(man, "name")),
                                     json_string_value(json_object_get(man, "origin")));
+    const char *sbom = json_string_value(json_object_get(art, "sbom"));
+    printf("\nsbom      %s%s", sbom ? sbom : "none (rebuild the artifact with make or sipp build)",
+           json_string_value(json_object_get(art, "signature")) ? ", signed" : "");
     printf("\n\nbackends\n");
     json_array_foreach(json_object_get(r, "backends"), i, v) {
         printf("  %-7s compiled %-3s available %-3s", json_string_value(json_object_get(v, "name")),
@@ -154,19 +165,86 @@ static void print_text(json_t *r) {
     json_array_foreach(json_object_get(r, "notes"), i, v) printf("note: %s\n", json_string_value(v));
 }
 
+static void print_target(json_t *t) {
+    printf("target    %s: %s", json_string_value(json_object_get(t, "target")),
+           json_is_true(json_object_get(t, "usable")) ? "usable" : "UNUSABLE");
+    const char *art = json_string_value(json_object_get(t, "artifact"));
+    if (art) printf(", artifact %s (%s)", art, json_string_value(json_object_get(t, "source")));
+    printf("\n          requested %s", json_string_value(json_object_get(t, "requested")));
+    const char *problem = json_string_value(json_object_get(t, "problem"));
+    if (problem) printf(": %s", problem);
+    const char *fix = json_string_value(json_object_get(t, "fix"));
+    printf("\n%s%s%s", fix ? "fix       " : "", fix ? fix : "", fix ? "\n" : "");
+}
+
+/* The backend a target's package would ask for: --backend, else its environment variable, else auto. */
+static const char *target_backend(cli_target t, const char *backend) {
+    const char *env = cli_target_backend_env(t);
+    const char *v = env ? getenv(env) : NULL;
+    return backend ? backend : v && *v ? v : "auto";
+}
+
+/* The exact command that makes the requested backend usable for the target, when a build does. */
+static json_t *target_fix(cli_target t, const char *backend) {
+    char fix[256];
+    const char *b = strcmp(backend, "auto") == 0 ? "cpu" : backend;
+    snprintf(fix, sizeof fix, "sipp build %s --backend %s%s", cli_target_name(t), b,
+             "");
+    return json_string(fix);
+}
+
+/* {"target","requested","artifact","source","backends","usable","problem","fix"}; *dir is the
+ * artifact to initialise the runtime with (NULL when the target loads none). */
+static json_t *target_json(cli_target t, const char *backend, const char *artifact, const char **dir,
+                           cli_target_choice *c) {
+    cli_target_choose(t, backend, artifact, c);
+    *dir = c->found ? c->dir : NULL;
+    json_t *backends = c->found ? cli_artifact_backends(c->dir) : NULL;
+    json_t *o = json_pack("{s:s, s:s, s:s?, s:s?, s:o}", "target", cli_target_name(t), "requested", backend,
+                          "artifact", c->found ? c->dir : NULL, "source", c->found ? c->source : NULL, "backends",
+                          backends ? backends : json_null());
+    if (t == TARGET_WEB) {
+        json_object_set_new(o, "usable", json_false());
+        json_object_set_new(o, "problem", json_string(c->problem));
+        char root[PATH_MAX], probe[PATH_MAX + 64];
+        bool have = cli_source_root(root, sizeof root) &&
+                    (snprintf(probe, sizeof probe, "%s/bindings/web/build.sh", root), access(probe, R_OK) == 0);
+        json_object_set_new(o, "fix", json_string(have ? "sipp build web, then check the backend in the browser page"
+                                                        : "none yet: the browser runtime (bindings/web) is not built "
+                                                          "yet in this sipp"));
+        return o;
+    }
+    if (!c->found || !c->has_backend) {
+        json_object_set_new(o, "usable", json_false());
+        json_object_set_new(o, "problem", json_string(c->problem));
+        json_object_set_new(o, "fix", target_fix(t, backend));
+    }
+    return o;
+}
+
 int cmd_doctor(int argc, char **argv) {
     bool as_json = false;
-    const char *backend = NULL, *artifact = NULL;
+    const char *backend = NULL, *artifact = NULL, *rpc = NULL, *target_name = NULL;
     cli_args a = {.argc = argc, .argv = argv};
     while (a.i < argc && !a.bad) {
         if (cli_flag(&a, "--json")) as_json = true;
         else if (cli_flag_value(&a, "--backend")) backend = a.value;
         else if (cli_flag_value(&a, "--artifact")) artifact = a.value;
+        else if (cli_flag_value(&a, "--rpc")) {
+            rpc = a.value;
+            if (rpc) setenv("SIPP_RPC_SERVERS", rpc, 1); /* what --backend rpc decides with */
+        } else if (cli_flag_value(&a, "--target")) target_name = a.value;
         else if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            printf("usage: sipp doctor [--backend NAME] [--json] [--artifact DIR]\n\n"
+            printf("usage: sipp doctor [--target cli|node|python|web] [--backend NAME] [--json] [--artifact DIR]\n"
+                   "                   [--rpc HOST:PORT[,...]]\n\n"
                    "Reports the OS, CPU and ISA, the CPU module ggml picked, the artifact and its backends,\n"
                    "the devices, driver and loader visibility, toolchains, and what auto decides and why.\n"
-                   "With --backend NAME it exits 1 when that backend is unusable here and says why.\n");
+                   "With --backend NAME it exits 1 when that backend is unusable here and says why.\n"
+                   "--target reports what that package would load in this process (its artifact, chosen by\n"
+                   "its own rules and SIPP_NODE_BACKEND / SIPP_PYTHON_BACKEND), whether the backend is usable\n"
+                   "from it, and the command that fixes it; it exits 1 when the backend is unusable there.\n"
+                   "With --rpc it checks each rpc server: reachable, protocol version, device, free memory\n"
+                   "(and exits 1 when one fails).\n");
             return EXIT_OK;
         } else {
             cli_error("doctor: unknown option '%s'", argv[a.i]);
@@ -175,11 +253,40 @@ int cmd_doctor(int argc, char **argv) {
     }
     if (a.bad) return EXIT_USAGE;
     char err[SIPP_ERROR_SIZE];
+    cli_target target = TARGET_CLI;
+    if (target_name && !cli_target_parse(target_name, &target)) {
+        cli_error("doctor: --target '%s' is not one of %s", target_name, cli_target_names());
+        return EXIT_USAGE;
+    }
+    if (target_name) backend = target_backend(target, backend);
     if (backend && sipp_backend_check_name(backend, err) != SIPP_OK) {
         cli_error("--backend: %s", err);
         return EXIT_USAGE;
     }
-    if (!cli_runtime_init(artifact)) return EXIT_RUNTIME;
+    json_t *tj = NULL;
+    cli_target_choice choice;
+    if (target_name) {
+        const char *dir;
+        tj = target_json(target, backend, artifact, &dir, &choice);
+        if (!dir) {
+            /* Nothing to load (web, or no artifact at all): the target's report is the whole answer. */
+            if (as_json) {
+                char *js = json_dumps(json_pack("{s:O}", "target", tj), JSON_INDENT(2));
+                puts(js);
+                free(js);
+            } else {
+                print_target(tj);
+            }
+            cli_error("doctor --target %s: %s", target_name, json_string_value(json_object_get(tj, "problem")));
+            json_decref(tj);
+            return EXIT_RUNTIME;
+        }
+        artifact = dir;
+    }
+    if (!cli_runtime_init_for(artifact, backend)) {
+        json_decref(tj);
+        return EXIT_RUNTIME;
+    }
 
     bool ok;
     char *facts_text = sipp_host_facts_json();
@@ -202,17 +309,31 @@ int cmd_doctor(int argc, char **argv) {
     json_object_set_new(report, "memory_budget", gw_budgets_json(&defaults));
     gw_config_free(&defaults);
     json_object_set_new(report, "notes", notes);
+    bool rpc_ok = true;
+    if (rpc) json_object_set_new(report, "rpc", cli_rpc_report_json(rpc, &rpc_ok));
+    if (tj) {
+        if (!ok && !json_object_get(tj, "usable")) {
+            /* Compiled in but not usable (no device, no driver): the decision says what is missing. */
+            json_object_set_new(tj, "problem", json_string(json_string_value(json_object_get(json_object_get(report, "decision"), "error"))));
+            if (!choice.has_backend) json_object_set_new(tj, "fix", target_fix(target, backend));
+        }
+        if (!json_object_get(tj, "usable")) json_object_set_new(tj, "usable", json_boolean(ok));
+        ok = ok && json_is_true(json_object_get(tj, "usable"));
+        json_object_set_new(report, "target", tj);
+    }
     if (as_json) {
         char *s = json_dumps(report, JSON_INDENT(2));
         puts(s);
         free(s);
     } else {
         print_text(report);
+        if (rpc) cli_rpc_report_print(json_object_get(report, "rpc"));
+        if (tj) print_target(tj);
     }
     if (!ok) {
         json_t *dec = json_object_get(report, "decision");
         cli_error("%s", json_string_value(json_object_get(dec, "error")));
     }
     json_decref(report);
-    return ok ? EXIT_OK : EXIT_RUNTIME;
+    return ok && rpc_ok ? EXIT_OK : EXIT_RUNTIME;
 }

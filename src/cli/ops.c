@@ -19,17 +19,19 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/targets.h"
 
 #define MAX_DEVICES 32
 #define OFF_DEVICE_LIST 512
 
 static const char usage[] =
-    "usage: sipp ops MODEL --backend NAME [--json] [--threads N] [--artifact DIR]\n\n"
+    "usage: sipp ops MODEL --backend NAME [--json] [--threads N] [--artifact DIR] [--rpc HOST:PORT[,...]]\n\n"
     "Loads MODEL on the backend, walks its real compute graph (a short prefill and one decode step) and\n"
     "prints per op type: the node count in one decode step, how many the chosen device supports, how many\n"
     "ran on it and where they ran; then the device boundaries per decode step and per prefill. A boundary\n"
     "inside the decode graph is a copy between devices paid on every token: a warning says when there is\n"
-    "one. Vulkan on a software device (lavapipe) needs GGML_VK_VISIBLE_DEVICES=0.\n";
+    "one. Last, which layers and weight buffers sit on which device and host. Vulkan on a software device\n"
+    "(lavapipe) needs GGML_VK_VISIBLE_DEVICES=0. --backend rpc takes its servers from --rpc or SIPP_RPC_SERVERS.\n";
 
 /* "yes" when all are, "no" when none, "2/3" otherwise. */
 static void fraction(char *buf, size_t n, int part, int whole) {
@@ -73,6 +75,8 @@ int cmd_ops(int argc, char **argv) {
             backend = a.value;
         else if (cli_flag_value(&a, "--artifact"))
             artifact = a.value;
+        else if (cli_flag_value(&a, "--rpc")) /* the servers of backend rpc, as SIPP_RPC_SERVERS */
+            setenv("SIPP_RPC_SERVERS", a.value, 1);
         else if (cli_flag_value(&a, "--threads"))
             cli_int(&a, "--threads", 1, 1024, &threads);
         else if (arg[0] == '-' && arg[1]) {
@@ -97,7 +101,7 @@ int cmd_ops(int argc, char **argv) {
         cli_error("ops: --backend: %s", err);
         return EXIT_USAGE;
     }
-    if (!cli_runtime_init(artifact)) return EXIT_RUNTIME;
+    if (!cli_runtime_init_for(artifact, backend)) return EXIT_RUNTIME;
     if (threads == 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
 
     sipp_model_params mp = sipp_model_default_params();
@@ -116,6 +120,9 @@ int cmd_ops(int argc, char **argv) {
         sipp_model_free(m);
         return EXIT_RUNTIME;
     }
+    sipp_placement place[MAX_PLACEMENT];
+    int n_place = sipp_model_placement(m, place, MAX_PLACEMENT);
+    if (n_place > MAX_PLACEMENT) n_place = MAX_PLACEMENT;
     sipp_model_free(m);
 
     char description[160] = "";
@@ -142,6 +149,7 @@ int cmd_ops(int argc, char **argv) {
 
     if (as_json) {
         json_t *j = report_json(g, description, info.description, warning[0] ? warning : NULL);
+        json_object_set_new(j, "placement", cli_placement_json(place, n_place));
         char *s = json_dumps(j, JSON_INDENT(2));
         puts(s);
         free(s);
@@ -160,6 +168,8 @@ int cmd_ops(int argc, char **argv) {
         printf("\ndevice boundaries: %d per decode step, %d per prefill\n", g->boundaries_decode,
                g->boundaries_prefill);
         if (warning[0]) printf("warning: %s\n", warning);
+        printf("\nweights:\n");
+        for (int i = 0; i < n_place; i++) cli_print_placement(stdout, &place[i]);
     }
     free(g);
     return EXIT_OK;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/targets.h"
 
 #define MAX_STOP 16
 #define PROGRESS_WIDTH 30
@@ -38,8 +39,13 @@ typedef struct run_opts {
     const char *prompt;
     const char *system;
     const char *backend;
+    const char *flash_attn;
+    const char *speculative;
+    int draft_max, draft_min;
     const char *artifact;
     const char *chat_template;
+    const char *rpc;
+    const char *tensor_split;
     bool chat;
     bool ignore_eos;
     int max_tokens;
@@ -86,10 +92,18 @@ static const char usage[] =
     "  --threads N            CPU threads (default: all cores)\n"
     "  --backend NAME         auto (default), cpu, vulkan, cuda, metal, webgpu, rpc\n"
     "  --gpu-layers N         layers to put on the GPU backend (default: all)\n"
+    "  --flash-attn MODE      auto (default: llama.cpp's choice; off with --backend cpu), on, off\n"
+    "  --spec none|ngram      speculative decoding by prompt lookup (greedy requests only; default none)\n"
+    "  --draft-max N          tokens proposed per step (default 8, at most 32)\n"
+    "  --draft-min N          shorter proposals are not verified (default 1)\n"
+    "  --rpc HOST:PORT[,...]  with --backend rpc: the rpc servers to split the model across\n"
+    "                         (default $SIPP_RPC_SERVERS; start them with sipp rpc-server)\n"
+    "  --tensor-split A,B,..  with --backend rpc: layer shares, local first, then each server\n"
+    "                         (default: in proportion to free memory)\n"
     "  --artifact DIR         use the llama.cpp libraries in DIR (also SIPP_ARTIFACT)\n"
     "  --stats off|text|json  print timing stats on stderr at the end (default off)\n"
     "\n"
-    "exit status: 0 success, 1 runtime failure, 2 bad usage\n";
+    "exit status: 0 success, 1 runtime failure, 2 bad usage, 75 an rpc server went away mid-run\n";
 
 static atomic_int interrupts;
 
@@ -113,7 +127,18 @@ static int parse(int argc, char **argv, run_opts *o) {
         else if (cli_flag_value(&a, "--system")) o->system = a.value;
         else if (cli_flag_value(&a, "--chat-template")) o->chat_template = a.value;
         else if (cli_flag_value(&a, "--backend")) o->backend = a.value;
+        else if (cli_flag_value(&a, "--flash-attn")) cli_flash_attn(&a, &o->flash_attn);
+        else if (cli_flag_value(&a, "--spec")) cli_speculative(&a, &o->speculative);
+        else if (cli_flag_value(&a, "--draft-max")) cli_int(&a, "--draft-max", 1, SIPP_DRAFT_MAX, &o->draft_max);
+        else if (cli_flag_value(&a, "--draft-min")) cli_int(&a, "--draft-min", 1, SIPP_DRAFT_MAX, &o->draft_min);
+        else if (cli_flag_value(&a, "--draft")) {
+            if (!a.value) break;
+            cli_error("--draft: a draft model is not supported yet; use --spec ngram (prompt lookup, no draft model)");
+            return EXIT_USAGE;
+        }
         else if (cli_flag_value(&a, "--artifact")) o->artifact = a.value;
+        else if (cli_flag_value(&a, "--rpc")) o->rpc = a.value;
+        else if (cli_flag_value(&a, "--tensor-split")) o->tensor_split = a.value;
         else if (cli_flag_value(&a, "--max-tokens")) cli_int(&a, "--max-tokens", -1, 1 << 24, &o->max_tokens);
         else if (cli_flag_value(&a, "--ctx-size")) cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
         else if (cli_flag_value(&a, "--threads")) cli_int(&a, "--threads", 1, 1024, &o->threads);
@@ -253,6 +278,9 @@ static void print_stats(const run_opts *o, const sipp_model *m, const sipp_reque
     sipp_model_info info;
     sipp_model_get_info(m, &info);
     const sipp_backend_decision *b = sipp_model_backend(m);
+    sipp_placement place[MAX_PLACEMENT];
+    int n_place = sipp_model_placement(m, place, MAX_PLACEMENT);
+    if (n_place > MAX_PLACEMENT) n_place = MAX_PLACEMENT;
     if (o->stats == STATS_TEXT) {
         fprintf(stderr,
                 "\n--\nbackend %s (%s), devices %s, gpu layers %d\n"
@@ -261,6 +289,7 @@ static void print_stats(const run_opts *o, const sipp_model *m, const sipp_reque
                 b->backend, b->reason, b->devices, b->gpu_layers, info.load_ms, s.prompt_tokens, s.cached_tokens,
                 s.prefill_tokens_per_s, s.ttft_ms, s.generated_tokens, s.decode_tokens_per_s,
                 sipp_finish_reason_name(sipp_request_finish_reason(r)));
+        for (int i = 0; i < n_place; i++) cli_print_placement(stderr, &place[i]);
         return;
     }
     json_t *j = json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:s, s:s, s:i, s:s, s:s}",
@@ -270,6 +299,8 @@ static void print_stats(const run_opts *o, const sipp_model *m, const sipp_reque
                           "total_ms", s.total_ms, "backend", b->backend, "backend_reason", b->reason, "devices",
                           b->devices, "gpu_layers", b->gpu_layers, "finish_reason",
                           sipp_finish_reason_name(sipp_request_finish_reason(r)), "model", info.description);
+    if (j) cli_stats_speculation(j, &s);
+    if (j) json_object_set_new(j, "placement", cli_placement_json(place, n_place));
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     if (text) fprintf(stderr, "%s\n", text);
     free(text);
@@ -498,13 +529,16 @@ int cmd_run(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
 
-    if (!cli_runtime_init(o.artifact)) {
+    if (!cli_runtime_init_for(o.artifact, o.backend)) {
         free(stdin_prompt);
         return EXIT_RUNTIME;
     }
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = o.backend;
+    mp.flash_attn = o.flash_attn;
     mp.gpu_layers = o.gpu_layers;
+    mp.rpc_servers = o.rpc;
+    mp.tensor_split = o.tensor_split;
     if (cli_interactive_output()) {
         const char *base = strrchr(o.model, '/');
         mp.progress = progress_bar;
@@ -522,6 +556,13 @@ int cmd_run(int argc, char **argv) {
     ep.parallel = 1;
     ep.ctx_size = o.ctx_size;
     ep.threads = o.threads;
+    ep.speculative = o.speculative;
+    bool greedy = o.sampling.temperature <= 0 && (o.sampling.repeat_penalty == 1.0f || o.sampling.repeat_last_n == 0);
+    if (o.speculative && strcmp(o.speculative, "ngram") == 0 && !greedy)
+        fprintf(stderr, "sipp: note: --spec ngram speculates for greedy requests only (--temperature 0, no "
+                        "--repeat-penalty); this one decodes without it\n");
+    ep.draft_max = o.draft_max;
+    ep.draft_min = o.draft_min;
     sipp_engine *e = NULL;
     if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) {
         cli_error("%s", err);

@@ -51,6 +51,8 @@ static const char usage[] =
     "  --ctx-size N             MODEL's context in tokens, shared by the slots (default: the model's, at most 4096)\n"
     "  --threads N              MODEL's CPU threads (default: all cores)\n"
     "  --gpu-layers N           MODEL's layers on the GPU backend (default: all)\n"
+    "  --flash-attn MODE        MODEL's flash attention: auto (default; off with --backend cpu), on, off\n"
+    "  --spec none|ngram        MODEL's speculative decoding (prompt lookup, greedy requests only)\n"
     "  --allow-unauthenticated  allow a non-loopback --host without [[tokens]]\n"
     "  --artifact DIR           use the llama.cpp libraries in DIR (also SIPP_ARTIFACT)\n"
     "\n"
@@ -66,6 +68,8 @@ typedef struct serve_opts {
     const char *models_dir;
     const char *keep_alive;
     int memory_budget_mb, max_loaded_models;
+    const char *flash_attn;
+    const char *speculative;
     int port; /* -1 = not given */
     int parallel, ctx_size, threads, gpu_layers;
     bool parallel_set, ctx_set, threads_set, gpu_set;
@@ -91,6 +95,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
             cli_int(&a, "--memory-budget-mb", 1, SERVE_MAX_BUDGET_MB, &o->memory_budget_mb);
         else if (cli_flag_value(&a, "--max-loaded-models"))
             cli_int(&a, "--max-loaded-models", 1, SERVE_MAX_LOADED, &o->max_loaded_models);
+        else if (cli_flag_value(&a, "--flash-attn")) cli_flash_attn(&a, &o->flash_attn);
+        else if (cli_flag_value(&a, "--spec")) cli_speculative(&a, &o->speculative);
         else if (cli_flag_value(&a, "--port")) cli_int(&a, "--port", 0, SERVE_MAX_PORT, &o->port);
         else if (cli_flag_value(&a, "--parallel")) o->parallel_set = cli_int(&a, "--parallel", 1, SERVE_MAX_PARALLEL, &o->parallel);
         else if (cli_flag_value(&a, "--ctx-size")) o->ctx_set = cli_int(&a, "--ctx-size", 0, SERVE_MAX_CTX, &o->ctx_size);
@@ -122,8 +128,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
         cli_error("serve: --check needs --config FILE");
         return EXIT_USAGE;
     }
-    if (o->config && (o->backend || o->parallel_set || o->ctx_set || o->threads_set || o->gpu_set)) {
-        cli_error("serve: --backend, --parallel, --ctx-size, --threads and --gpu-layers apply to MODEL; with --config set "
+    if (o->config && (o->backend || o->flash_attn || o->speculative || o->parallel_set || o->ctx_set || o->threads_set || o->gpu_set)) {
+        cli_error("serve: --backend, --flash-attn, --spec, --parallel, --ctx-size, --threads and --gpu-layers apply to MODEL; with --config set "
                   "them per target in the file");
         return EXIT_USAGE;
     }
@@ -165,6 +171,14 @@ int cmd_serve(int argc, char **argv) {
         if (o.backend) {
             free(t->backend);
             t->backend = strdup(o.backend);
+        }
+        if (o.flash_attn) {
+            free(t->flash_attn);
+            t->flash_attn = strdup(o.flash_attn);
+        }
+        if (o.speculative) {
+            free(t->speculative);
+            t->speculative = strdup(o.speculative);
         }
         if (o.parallel_set) t->parallel = o.parallel;
         if (o.ctx_set) t->ctx_size = o.ctx_size;

@@ -38,7 +38,8 @@ static const char usage_fmt[] =
     "                   [--manifest OUT] [--against MANIFEST] [--threads N] [--greedy-tokens 32]\n"
     "                   [--max-kl X] [--max-kl-max X] [--min-top1 X] [--max-cached-kl X]\n"
     "                   [--min-cached-top1 X] [--min-greedy X] [--bench] [--bench-p 128] [--bench-n 32]\n"
-    "                   [--bench-r 3] [--speed-tolerance X] [--no-bench] [--artifact DIR]\n\n"
+    "                   [--bench-r 3] [--speed-tolerance X] [--no-bench] [--artifact DIR]\n"
+    "                   [--rpc HOST:PORT[,...]] (the servers of backend rpc; also SIPP_RPC_SERVERS)\n\n"
     "Evaluates fixed prompts (built in, or FILE with one prompt per line) on every backend and compares\n"
     "each with the reference backend (--ref, default cpu): teacher-forced logits (max and RMS difference,\n"
     "mean and worst KL divergence of the softmax in nats, top-1 agreement, top-5 overlap), cached decoding\n"
@@ -56,7 +57,11 @@ static const char usage_fmt[] =
     "reports per contract (checkpoint, tokenizer, graph, numerics, speed) what holds and what changed;\n"
     "speed is checked when the manifest has bench figures (--no-bench skips it), allowing pp/tg to be\n"
     "--speed-tolerance (%g) slower. Exit status: 0 all within thresholds, 1 failure, 2 usage, 3 drift or a\n"
-    "changed contract. Vulkan on a software device (lavapipe) needs GGML_VK_VISIBLE_DEVICES=0.\n";
+    "changed contract. Vulkan on a software device (lavapipe) needs GGML_VK_VISIBLE_DEVICES=0.\n"
+    "'browser' in --backends is the WebAssembly runtime (make web) in headless Chromium, compared like a\n"
+    "backend (needs /usr/bin/chromium and npm ci in tests/integration/web).\n\n"
+    "A backend name followed by +fa or -fa runs that backend with flash attention on or off (without\n"
+    "one, the load's default: off for cpu): --backends cpu,cpu+fa measures what flash attention changes.\n";
 
 static bool threshold_flag(cli_args *a, verify_opts *o, const char *flag, unsigned bit, double *field) {
     if (!cli_flag_value(a, flag)) return false;
@@ -91,6 +96,8 @@ static int parse(int argc, char **argv, verify_opts *o) {
         const char *arg = argv[a.i];
         if (cli_flag_value(&a, "--backends"))
             o->backends_arg = a.value;
+        else if (cli_flag_value(&a, "--rpc")) /* the servers of backend rpc, as SIPP_RPC_SERVERS */
+            setenv("SIPP_RPC_SERVERS", a.value, 1);
         else if (cli_flag_value(&a, "--ref"))
             p->ref = a.value;
         else if (cli_flag_value(&a, "--prompts"))

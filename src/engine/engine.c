@@ -2,7 +2,7 @@
  * engine.c: one thread that owns a llama context and serves requests from any thread.
  *
  * sipp_engine_submit (any thread) checks a request, tokenizes its prompt and queues it; the engine
- * thread (engine_main) waits for work, hands queued requests to the scheduler (scheduler.c), which
+ * thread (engine_main; for a stepped engine, the caller of sipp_engine_step) waits for work, hands queued requests to the scheduler (scheduler.c), which
  * places them in slots and runs one llama_decode per step, and drains everything at shutdown.
  *
  * Failures stay local. A request that is cancelled, times out, or cannot get KV space ends alone;
@@ -42,6 +42,28 @@ sipp_engine_params sipp_engine_default_params(void) {
     return p;
 }
 
+/* The speculative decoding parameters: a known method, draft sizes in range, a memory that can drop
+ * the rejected tail of a proposal. Fills in the defaults. */
+static sipp_status check_speculative(const sipp_model *m, sipp_engine_params *p, bool *ngram, char *errbuf) {
+    const char *spec = p->speculative && *p->speculative ? p->speculative : "none";
+    *ngram = strcmp(spec, "ngram") == 0;
+    if (!*ngram && strcmp(spec, "none") != 0)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "speculative '%.32s' is not one of none, ngram (a draft model is not supported yet)", spec);
+    if (p->draft_max == 0) p->draft_max = SIPP_DRAFT_MAX_DEFAULT;
+    if (p->draft_min == 0) p->draft_min = 1;
+    if (p->draft_max < 1 || p->draft_max > SIPP_DRAFT_MAX || p->draft_min < 1 || p->draft_min > p->draft_max)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "draft_max %d and draft_min %d must satisfy 1 <= draft_min <= draft_max <= %d", p->draft_max,
+                         p->draft_min, SIPP_DRAFT_MAX);
+    if (*ngram && (llama_model_is_recurrent(m->lm) || llama_model_is_hybrid(m->lm)))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "model '%s' keeps a recurrent state, which cannot drop a rejected proposal; run it without "
+                         "speculative decoding",
+                         m->path);
+    return SIPP_OK;
+}
+
 static sipp_status engine_fail(sipp_engine *e, sipp_status st, const char *fmt, ...) SIPP_PRINTF(3, 4);
 /* Errors of calls on an engine are kept per thread, like errno (util/last_error.h): two threads
  * whose submits fail at the same moment each read their own message. */
@@ -55,7 +77,8 @@ static sipp_status engine_fail(sipp_engine *e, sipp_status st, const char *fmt, 
 
 const char *sipp_engine_last_error(const sipp_engine *e) { return e ? sipp_last_error_get(&e->error) : ""; }
 
-sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out, char *errbuf) {
+static sipp_status engine_create(sipp_model *model, const sipp_engine_params *params, bool stepped, sipp_engine **out,
+                                 char *errbuf) {
     *out = NULL;
     sipp_engine_params p = params ? *params : sipp_engine_default_params();
     if (!model) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model given");
@@ -67,6 +90,9 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
     if (p.ctx_size == 0)
         p.ctx_size = model->info.n_ctx_train > 0 && model->info.n_ctx_train < DEFAULT_CTX_CAP ? model->info.n_ctx_train
                                                                                             : DEFAULT_CTX_CAP;
+    bool spec_ngram = false;
+    sipp_status sst = check_speculative(model, &p, &spec_ngram, errbuf);
+    if (sst != SIPP_OK) return sst;
     if ((size_t)p.parallel > llama_max_parallel_sequences())
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "parallel %d is above llama.cpp's limit of %zu",
                          p.parallel, llama_max_parallel_sequences());
@@ -75,6 +101,7 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
     if (!e) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
     e->model = model;
     e->params = p;
+    e->spec_ngram = spec_ngram;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     sipp_last_error_init(&e->error);
@@ -132,14 +159,32 @@ sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
         }
     }
     e->stats.slots = p.parallel;
-
-    e->thread_started = pthread_create(&e->thread, NULL, engine_main, e) == 0;
-    if (!e->thread_started) {
+    e->starting = calloc((size_t)p.parallel, sizeof *e->starting);
+    e->starting_slot = calloc((size_t)p.parallel, sizeof *e->starting_slot);
+    if (!e->starting || !e->starting_slot) {
         sipp_engine_free(e);
-        return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "cannot start the engine thread");
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+
+    e->stepped = stepped;
+    if (!stepped) {
+        e->thread_started = pthread_create(&e->thread, NULL, engine_main, e) == 0;
+        if (!e->thread_started) {
+            sipp_engine_free(e);
+            return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "cannot start the engine thread");
+        }
     }
     *out = e;
     return SIPP_OK;
+}
+
+sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out, char *errbuf) {
+    return engine_create(model, params, false, out, errbuf);
+}
+
+sipp_status sipp_engine_new_stepped(sipp_model *model, const sipp_engine_params *params, sipp_engine **out,
+                                    char *errbuf) {
+    return engine_create(model, params, true, out, errbuf);
 }
 
 void sipp_engine_wake(sipp_engine *e) {
@@ -225,19 +270,12 @@ static sipp_status check_sampling(const sipp_sampling *s, int max_tokens, char *
     return SIPP_OK;
 }
 
-static sipp_status check_logprobs(int logprobs, char *err) {
-    if (logprobs < -1 || logprobs > SIPP_MAX_TOP_LOGPROBS)
-        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "logprobs is %d; it must be -1 (none) or in [0, %d]", logprobs,
-                         SIPP_MAX_TOP_LOGPROBS);
-    return SIPP_OK;
-}
-
 sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sipp_request **out) {
     *out = NULL;
     if (!e || !p) return SIPP_ERR_INVALID_ARGUMENT;
     char err[SIPP_ERROR_SIZE];
     sipp_status st = check_sampling(&p->sampling, p->max_tokens, err);
-    if (st == SIPP_OK) st = check_logprobs(p->logprobs, err);
+    if (st == SIPP_OK) st = sipp_request_check_logprobs(p->logprobs, err);
     if (st != SIPP_OK) return engine_fail(e, st, "%s", err);
     sipp_request *r = sipp_request_alloc(e, p);
     if (!r) return engine_fail(e, SIPP_ERR_NO_MEMORY, "out of memory");
@@ -270,41 +308,42 @@ sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sip
 
 /* ---- the thread -------------------------------------------------------------------------------- */
 
-static void *engine_main(void *arg) {
-    sipp_engine *e = arg;
-    int max_start = e->params.parallel;
-    sipp_request **starting = calloc((size_t)max_start, sizeof *starting);
-    int *starting_slot = calloc((size_t)max_start, sizeof *starting_slot);
+/* One turn of the engine: queued requests into free slots, cancelled ones out, then one step.
+ * With block, waits for work first (the engine thread); without, returns at once when there is none
+ * (a stepped engine, whose caller runs the turns). Returns false once the engine is stopping. */
+static bool engine_turn(sipp_engine *e, bool block) {
+    sipp_request *dropped = NULL;
+    int n_start = 0;
+    pthread_mutex_lock(&e->mu);
     for (;;) {
-        sipp_request *dropped = NULL;
-        int n_start = 0;
-        pthread_mutex_lock(&e->mu);
-        for (;;) {
-            if (e->stopping) break;
-            sipp_sched_assign(e, &dropped, starting, starting_slot, &n_start);
-            if (dropped || n_start || sipp_sched_has_active(e)) break;
-            pthread_cond_wait(&e->cv, &e->mu);
-        }
-        bool stopping = e->stopping;
-        e->stats.running = 0;
-        for (int i = 0; i < e->params.parallel; i++) e->stats.running += e->slots[i].req != NULL;
-        e->stats.queued = e->n_queued;
-        pthread_mutex_unlock(&e->mu);
-
-        while (dropped) {
-            sipp_request *r = dropped;
-            dropped = r->next;
-            sipp_sched_cancel(e, NULL, r);
-        }
-        for (int k = 0; k < n_start; k++) {
-            slot *s = &e->slots[starting_slot[k]];
-            if (sipp_slot_start(e, s, starting[k]) != SIPP_OK)
-                sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory starting the request");
-        }
-        if (stopping) break;
-        sipp_sched_step(e);
+        if (e->stopping) break;
+        sipp_sched_assign(e, &dropped, e->starting, e->starting_slot, &n_start);
+        if (dropped || n_start || sipp_sched_has_active(e) || !block) break;
+        pthread_cond_wait(&e->cv, &e->mu);
     }
-    /* Shutting down: everything still running or queued ends as cancelled. */
+    bool stopping = e->stopping;
+    e->stats.running = 0;
+    for (int i = 0; i < e->params.parallel; i++) e->stats.running += e->slots[i].req != NULL;
+    e->stats.queued = e->n_queued;
+    pthread_mutex_unlock(&e->mu);
+
+    while (dropped) {
+        sipp_request *r = dropped;
+        dropped = r->next;
+        sipp_sched_cancel(e, NULL, r);
+    }
+    for (int k = 0; k < n_start; k++) {
+        slot *s = &e->slots[e->starting_slot[k]];
+        if (sipp_slot_start(e, s, e->starting[k]) != SIPP_OK)
+            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory starting the request");
+    }
+    if (stopping) return false;
+    sipp_sched_step(e);
+    return true;
+}
+
+/* Shutting down: everything still running or queued ends as cancelled. */
+static void engine_drain(sipp_engine *e) {
     for (int i = 0; i < e->params.parallel; i++)
         if (e->slots[i].req) sipp_slot_finish(e, &e->slots[i], SIPP_FINISH_CANCELLED, SIPP_ERR_CLOSED, "the engine was closed");
     pthread_mutex_lock(&e->mu);
@@ -317,10 +356,32 @@ static void *engine_main(void *arg) {
         q = r->next;
         sipp_request_finish(r, SIPP_FINISH_CANCELLED, SIPP_ERR_CLOSED, "the engine was closed");
     }
-    free(starting);
-    free(starting_slot);
+}
+
+static void *engine_main(void *arg) {
+    sipp_engine *e = arg;
+    while (engine_turn(e, true)) {
+    }
+    engine_drain(e);
     return NULL;
 }
+
+sipp_status sipp_engine_step(sipp_engine *e, bool *busy) {
+    if (busy) *busy = false;
+    if (!e) return SIPP_ERR_INVALID_ARGUMENT;
+    if (!e->stepped)
+        return engine_fail(e, SIPP_ERR_INVALID_ARGUMENT,
+                           "sipp_engine_step drives only engines made by sipp_engine_new_stepped; this one has its own thread");
+    engine_turn(e, false);
+    if (busy) {
+        pthread_mutex_lock(&e->mu);
+        *busy = sipp_sched_has_active(e) || e->n_queued > 0;
+        pthread_mutex_unlock(&e->mu);
+    }
+    return SIPP_OK;
+}
+
+bool sipp_engine_is_stepped(const sipp_engine *e) { return e && e->stepped; }
 
 void sipp_engine_free(sipp_engine *e) {
     if (!e) return;
@@ -330,7 +391,12 @@ void sipp_engine_free(sipp_engine *e) {
         pthread_cond_signal(&e->cv);
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
+    } else if (e->stepped && e->slots) {
+        e->stopping = true;
+        engine_drain(e);
     }
+    free(e->starting);
+    free(e->starting_slot);
     if (e->slots) {
         for (int i = 0; i < e->params.parallel; i++) {
             free(e->slots[i].cache);

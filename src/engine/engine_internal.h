@@ -5,6 +5,8 @@
  *   scheduler.c which request goes to which slot, and what each step decodes (one llama_decode)
  *   request.c   a request's life as its submitter sees it: reading text, waiting, stats, freeing
  *   sampling.c  the sampler of a request: its chain, grammar, reasoning budget and logprobs
+ *   request_json.c  a request's logprobs and chat parser as JSON (jansson; the browser's is
+ *               src/web/chat_browser.c)
  *
  * Locking: engine->mu guards the queue, the slots' assignment and the engine stats. request->mu
  * guards what a request's readers see (text, finished, results). The engine thread never holds
@@ -103,6 +105,8 @@ typedef struct slot {
     int i_logits;               /* index of this slot's output in the current batch, or -1 */
     int n_fed;                  /* tokens this slot put in the current batch */
     sipp_sampler *smpl;
+    llama_token draft[SIPP_DRAFT_MAX]; /* speculation's proposal riding behind next_token this step */
+    int n_draft;
     char *key;                  /* the context_key pinned here, kept after the request ends */
     double last_used;
 } slot;
@@ -119,16 +123,20 @@ struct sipp_engine {
 
     pthread_t thread;
     bool thread_started;
+    bool stepped; /* no thread: the caller runs turns with sipp_engine_step */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping;
     sipp_request *queue_head, *queue_tail;
     int n_queued;
     slot *slots;
+    sipp_request **starting; /* the requests one turn moves into slots, and their slots */
+    int *starting_slot;
     sipp_engine_stats stats;
     uint64_t busy_slot_steps;
 
     sipp_embedder *embedder;
+    bool spec_ngram; /* params.speculative is "ngram" */
 
     /* A persistent CPU thread pool, as llama-bench and llama-server attach: without one, ggml starts
      * and joins its worker threads for every graph, that is for every generated token. */
@@ -150,10 +158,17 @@ llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_c
 /* Makes the grammar sampler a request asks for (r->chat), checking the GBNF. */
 sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err);
 
+/* SIPP_OK when a request may ask for `logprobs` (-1: none), else the reason in err. */
+sipp_status sipp_request_check_logprobs(int logprobs, char *err);
+
 /* Greedy without penalties: the token is the argmax of the logits, read in place (the chain's
  * result, without its copy of the whole vocabulary). ignore_eos excludes end-of-generation tokens. */
 bool sipp_sampling_is_greedy(const sipp_sampling *s);
 llama_token sipp_sample_argmax(const sipp_model *model, const float *logits, bool ignore_eos);
+
+/* Prompt lookup (speculative.c): up to max tokens that followed the latest earlier occurrence of
+ * the last few tokens of hist[0..n); returns how many were written to out. */
+int sipp_spec_ngram(const llama_token *hist, int n, int max, llama_token *out);
 
 /* Allocates a request and takes copies of what it needs from params (prompt tokens are set by the
  * engine). */
@@ -209,5 +224,8 @@ void sipp_sched_step(sipp_engine *e);
 
 /* Whether any slot holds a request. */
 bool sipp_sched_has_active(const sipp_engine *e);
+
+/* Whether the engine was made by sipp_engine_new_stepped (its waiters run its steps). */
+bool sipp_engine_is_stepped(const sipp_engine *engine);
 
 #endif

@@ -6,17 +6,20 @@
  * hyperparameters llama.cpp would assert on (engine/model_check.c), since an assert aborts the
  * process. Only then does llama.cpp
  * load the weights, with the backend the policy chose. A CPU load gets an empty device list, so no
- * weight, KV cell or op can land on a GPU even when the artifact has one.
+ * weight, KV cell or op can land on a GPU even when the artifact has one. An rpc load gets the
+ * servers' devices and a split of the layers (rpc_split.c).
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "backend/backend.h"
 #include "chat/chat_request.h"
+#include "backend/rpc.h"
 #include "engine/model.h"
 #include "engine/model_check.h"
 #include "store/gguf_header.h"
@@ -47,7 +50,7 @@ void sipp_free(void *p) { free(p); }
  * architecture and, unless only the vocabulary is wanted, hyperparameters llama.cpp will not assert
  * on (model_check.c). */
 static sipp_status precheck(const char *path, bool vocab_only, char *arch, size_t arch_len, uint64_t *size,
-                            char *errbuf) {
+                            int *n_layer, char *errbuf) {
     sipp_gguf_header *h;
     sipp_status st = sipp_gguf_header_open(path, &h, errbuf);
     if (st != SIPP_OK) return st;
@@ -59,6 +62,10 @@ static sipp_status precheck(const char *path, bool vocab_only, char *arch, size_
     }
     sipp_strlcpy(arch, a, arch_len);
     *size = sipp_gguf_header_file_size(h);
+    char key[96];
+    snprintf(key, sizeof key, "%s.block_count", arch);
+    int64_t layers = sipp_gguf_int_or(h, key, 0);
+    *n_layer = layers > 0 && layers <= INT32_MAX ? (int)layers : 0;
     st = sipp_model_check_vocab(h, errbuf);
     if (st == SIPP_OK && !vocab_only) st = sipp_model_check_hparams(h, errbuf);
     sipp_gguf_header_close(h);
@@ -68,10 +75,58 @@ static sipp_status precheck(const char *path, bool vocab_only, char *arch, size_
 sipp_status sipp_model_check(const char *path, char *errbuf) {
     char arch[SIPP_ARCH_MAX];
     uint64_t size;
+    int n_layer;
     if (!path || !*path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model path given");
     char resolved[PATH_MAX];
     sipp_status st = sipp_store_resolve(path, resolved, sizeof resolved, errbuf);
-    return st == SIPP_OK ? precheck(resolved, false, arch, sizeof arch, &size, errbuf) : st;
+    return st == SIPP_OK ? precheck(resolved, false, arch, sizeof arch, &size, &n_layer, errbuf) : st;
+}
+
+sipp_status sipp_flash_attn_check(const char *value, char *errbuf) {
+    if (!value || !*value || strcmp(value, "auto") == 0 || strcmp(value, "on") == 0 || strcmp(value, "off") == 0)
+        return SIPP_OK;
+    return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "flash_attn '%.32s' is not one of auto, on, off", value);
+}
+
+/* The flash attention a load gets: an explicit "on" or "off", else (auto) llama.cpp's default except on
+ * a load that asked for the CPU by name, which keeps the conservative path (no flash attention, as
+ * no offload and no lease), and on an rpc split. *label says which, for backend_reason. */
+static sipp_status flash_attn_policy(const sipp_model_params *params, enum llama_flash_attn_type *out,
+                                     const char **label, char *errbuf) {
+    sipp_status st = sipp_flash_attn_check(params->flash_attn, errbuf);
+    if (st != SIPP_OK) return st;
+    const char *fa = params->flash_attn && *params->flash_attn ? params->flash_attn : "auto";
+    if (strcmp(fa, "on") == 0) {
+        *out = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+        *label = "flash attention on (asked)";
+    } else if (strcmp(fa, "off") == 0) {
+        *out = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        *label = "flash attention off (asked)";
+    } else if (params->backend && strcasecmp(params->backend, "cpu") == 0) {
+        *out = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        *label = "flash attention off (explicit cpu; --flash-attn on to use it)";
+    } else if (params->backend && strcasecmp(params->backend, "rpc") == 0) {
+        /* A split computes attention differently from the local run it must match (sipp verify
+         * --backends cpu,rpc) with flash attention on, and greedy output drifts within tokens. */
+        *out = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        *label = "flash attention off (rpc split; --flash-attn on to use it)";
+    } else {
+        *out = LLAMA_FLASH_ATTN_TYPE_AUTO;
+        *label = "flash attention auto (llama.cpp's default)";
+    }
+    return SIPP_OK;
+}
+
+/* Sets reason to "BASE; SUFFIX", shortening BASE (never the suffix) to fit. */
+static void reason_with(char *reason, size_t cap, const char *base, const char *suffix) {
+    const char *sep = "; ", *cut = "...";
+    size_t room = cap - 1 - strlen(sep) - strlen(suffix), len = strlen(base);
+    size_t keep = len <= room ? len : room - strlen(cut);
+    memmove(reason, base, keep);
+    reason[keep] = '\0';
+    if (keep < len) strcat(reason, cut);
+    strcat(reason, sep);
+    strcat(reason, suffix);
 }
 
 static void collect_eog(sipp_model *m) {
@@ -99,13 +154,27 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
 
     char arch[SIPP_ARCH_MAX];
     uint64_t file_size = 0;
-    if ((st = precheck(path, params->vocab_only, arch, sizeof arch, &file_size, errbuf)) != SIPP_OK) return st;
+    int n_layer = 0;
+    if ((st = precheck(path, params->vocab_only, arch, sizeof arch, &file_size, &n_layer, errbuf)) != SIPP_OK)
+        return st;
 
+    enum llama_flash_attn_type flash_attn = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    const char *fa_label = "";
+    if ((st = flash_attn_policy(params, &flash_attn, &fa_label, errbuf)) != SIPP_OK) return st;
+    bool rpc = !params->vocab_only && params->backend && strcmp(params->backend, "rpc") == 0;
+    if (!rpc && ((params->rpc_servers && *params->rpc_servers) || (params->tensor_split && *params->tensor_split)))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%s is only used with backend 'rpc' (the backend is '%s'); add --backend rpc or drop it",
+                         params->rpc_servers && *params->rpc_servers ? "rpc servers (--rpc)" : "tensor_split",
+                         params->backend ? params->backend : "auto");
     sipp_host_view view;
     sipp_host_discover(&view);
-    sipp_policy_result pick;
-    if (!params->vocab_only && (st = sipp_policy_decide(&view, params->backend, params->backend_order, &pick, errbuf)) != SIPP_OK)
+    sipp_policy_result pick = {.backend = SIPP_BACKEND_RPC, .device = -1};
+    if (!params->vocab_only && !rpc &&
+        (st = sipp_policy_decide(&view, params->backend, params->backend_order, &pick, errbuf)) != SIPP_OK)
         return st;
+    sipp_rpc_plan plan = {0};
+    if (rpc && (st = sipp_rpc_plan_load(params, n_layer, &plan, errbuf)) != SIPP_OK) return st;
 
     sipp_model *m = calloc(1, sizeof *m);
     if (!m) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
@@ -116,6 +185,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
         return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
     }
     sipp_strlcpy(m->path, path, sizeof m->path);
+    m->flash_attn = flash_attn;
 
     ggml_backend_dev_t devices[2] = {NULL, NULL};
     struct llama_model_params mp = llama_model_default_params();
@@ -123,7 +193,20 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     mp.progress_callback_user_data = params->progress_user;
     mp.vocab_only = params->vocab_only;
     mp.devices = devices; /* NULL-terminated: empty means no GPU device at all */
-    if (params->vocab_only || pick.backend == SIPP_BACKEND_CPU) {
+#ifdef __EMSCRIPTEN__
+    /* In the browser runtime the file is a File or Blob the page mounted, which cannot be mapped. */
+    mp.load_mode = LLAMA_LOAD_MODE_NONE;
+    mp.lazy_mode = LLAMA_LAZY_MODE_OFF;
+#endif
+    m->info.n_layer = n_layer; /* placement.c needs it while llama.cpp loads */
+    if (rpc) {
+        m->rpc = true;
+        mp.devices = plan.devices;
+        mp.split_mode = LLAMA_SPLIT_MODE_LAYER;
+        mp.n_gpu_layers = plan.gpu_layers;
+        mp.tensor_split = plan.split;
+        snprintf(pick.reason, sizeof pick.reason, "rpc: %s", plan.reason);
+    } else if (params->vocab_only || pick.backend == SIPP_BACKEND_CPU) {
         mp.n_gpu_layers = 0;
         m->cpu_only = true;
     } else {
@@ -145,9 +228,11 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     char llama_err[SIPP_ERROR_SIZE];
     double t0 = sipp_now_ms();
     sipp_log_capture(llama_err);
+    sipp_placement_begin(m);
     sipp_buffers_capture(&m->mem);
     m->lm = llama_model_load_from_file(path, mp);
     sipp_buffers_capture(NULL);
+    sipp_placement_end(m);
     sipp_log_capture(NULL);
     if (!m->lm) {
         bool aborted = params->progress && strstr(llama_err, "cancel");
@@ -188,9 +273,11 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
         sipp_strlcpy(d->reason, "vocabulary only", sizeof d->reason);
     } else {
         sipp_strlcpy(d->backend, sipp_backend_name(pick.backend), sizeof d->backend);
-        sipp_strlcpy(d->reason, pick.reason, sizeof d->reason);
+        reason_with(d->reason, sizeof d->reason, pick.reason, fa_label);
         if (m->cpu_only) {
             sipp_strlcpy(d->devices, "CPU", sizeof d->devices);
+        } else if (rpc) {
+            sipp_rpc_plan_describe(m, d);
         } else {
             int layers = mp.n_gpu_layers > in->n_layer ? in->n_layer : mp.n_gpu_layers;
             d->gpu_layers = layers;
@@ -208,8 +295,8 @@ struct llama_context_params sipp_model_context_params(const sipp_model *m) {
     if (m->cpu_only) {
         cp.offload_kqv = false;
         cp.op_offload = false;
-        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     }
+    cp.flash_attn_type = m->flash_attn;
     return cp;
 }
 

@@ -12,6 +12,8 @@
 #include "sipp.h"
 #include "util/last_error.h"
 
+#define SIPP_MAX_PLACEMENT 20
+
 struct sipp_model {
     struct llama_model *lm;
     const struct llama_vocab *vocab;
@@ -19,9 +21,13 @@ struct sipp_model {
     sipp_backend_decision decision;
     sipp_model_info info;
     bool cpu_only;
+    enum llama_flash_attn_type flash_attn; /* what every context of the model gets (flash_attn_policy) */
+    bool rpc;          /* split across rpc servers (backend "rpc") */
     char lease[96];    /* the GPU residency lease this model holds, "" for none */
     llama_token *eog;  /* every end-of-generation token, for ignore_eos */
     int n_eog;
+    sipp_placement placement[SIPP_MAX_PLACEMENT]; /* where the weights went (placement.c) */
+    int n_placement;
     sipp_last_error error;   /* per thread: tokenize and chat render are [any thread] */
     struct chat_cache *chat; /* parsed chat templates (src/chat), cached as they are used */
     sipp_memory mem;         /* the weight buffers llama.cpp allocated (memory.c) */
@@ -32,8 +38,9 @@ sipp_status sipp_model_fail(sipp_model *m, sipp_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* llama.cpp's context defaults with the load's backend policy applied: a CPU load keeps the KV cache,
- * every op and attention on the CPU (no KV, op or flash-attention offload). Every context sipp makes
- * of a model (generation, embeddings, inspection) starts from here. */
+ * every op and attention on the CPU (no KV or op offload), and flash attention is what the load
+ * decided (sipp_model_params.flash_attn). Every context sipp makes of a model (generation,
+ * embeddings, inspection) starts from here. */
 struct llama_context_params sipp_model_context_params(const sipp_model *m);
 
 /* Tokenizes into a malloc'ed array; *n_out tokens. */
@@ -42,5 +49,25 @@ sipp_status sipp_model_tokenize_alloc(sipp_model *m, const char *text, bool add_
 
 /* The text of one token (special tokens rendered only when render_special). Appends to buf. */
 int sipp_model_token_piece(const sipp_model *m, llama_token t, bool render_special, char *buf, int cap);
+
+/* A load on backend "rpc" (rpc_split.c): the devices in llama.cpp's order (NULL-terminated), the
+ * layers offloaded past the local device, and the split among the remote devices. */
+typedef struct sipp_rpc_plan {
+    ggml_backend_dev_t devices[SIPP_MAX_PLACEMENT + 1];
+    float split[SIPP_MAX_PLACEMENT];
+    int n_devices;
+    int gpu_layers;
+    char reason[200];
+} sipp_rpc_plan;
+
+/* Connects to the servers (params->rpc_servers, else $SIPP_RPC_SERVERS) and decides the split of
+ * n_layer layers: params->tensor_split, else each device's free memory. */
+sipp_status sipp_rpc_plan_load(const sipp_model_params *params, int n_layer, sipp_rpc_plan *plan, char *errbuf);
+/* Fills the decision's devices and gpu_layers from the model's placement. */
+void sipp_rpc_plan_describe(const sipp_model *m, sipp_backend_decision *d);
+
+/* Records the placement llama.cpp logs while the calling thread loads m (begin ... end). */
+void sipp_placement_begin(sipp_model *m);
+void sipp_placement_end(sipp_model *m);
 
 #endif

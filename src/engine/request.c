@@ -9,9 +9,6 @@
 
 #include "engine/engine_internal.h"
 
-#include <jansson.h>
-
-#define TOKEN_TEXT_MAX 256
 
 sipp_request_params sipp_request_default_params(void) {
     sipp_request_params p = {
@@ -129,16 +126,36 @@ static bool wait_locked(sipp_request *r, bool (*cond)(const sipp_request *), int
     return cond(r);
 }
 
+/* The same for a stepped engine, which has no thread to make progress while its caller waits: the
+ * waiter runs the steps itself. An unfinished request's engine is alive, so it is touched only
+ * while cond(r) is false (both conditions hold once the request has finished). */
+static bool wait_stepping(sipp_request *r, bool (*cond)(const sipp_request *), int timeout_ms) {
+    double end = sipp_now_ms() + timeout_ms;
+    while (!cond(r) && (timeout_ms < 0 || sipp_now_ms() < end)) {
+        pthread_mutex_unlock(&r->mu);
+        bool busy = false;
+        sipp_engine_step(r->engine, &busy);
+        pthread_mutex_lock(&r->mu);
+        if (!busy) break; /* nothing queued or running: no step can change the request */
+    }
+    return cond(r);
+}
+
+static bool wait_for(sipp_request *r, bool (*cond)(const sipp_request *), int timeout_ms) {
+    if (!cond(r) && r->engine && sipp_engine_is_stepped(r->engine)) return wait_stepping(r, cond, timeout_ms);
+    return wait_locked(r, cond, timeout_ms);
+}
+
 sipp_status sipp_request_wait(sipp_request *r, int timeout_ms) {
     pthread_mutex_lock(&r->mu);
-    bool done = wait_locked(r, is_finished, timeout_ms);
+    bool done = wait_for(r, is_finished, timeout_ms);
     pthread_mutex_unlock(&r->mu);
     return done ? SIPP_OK : SIPP_ERR_TIMEOUT;
 }
 
 size_t sipp_request_read(sipp_request *r, char *buf, size_t cap, int timeout_ms, bool *finished) {
     pthread_mutex_lock(&r->mu);
-    wait_locked(r, has_text_or_finished, timeout_ms);
+    wait_for(r, has_text_or_finished, timeout_ms);
     size_t avail = r->text.len - r->read_pos, n = avail < cap ? avail : cap;
     if (n < avail) n = sipp_utf8_complete_prefix(r->text.data + r->read_pos, n);
     if (n) memcpy(buf, r->text.data + r->read_pos, n);
@@ -174,59 +191,3 @@ void sipp_request_free(sipp_request *r) {
 }
 
 const char *sipp_request_warning(const sipp_request *r) { return r ? r->chat.warning : ""; }
-
-/* {"token", "logprob", "bytes"} of one token; the text made valid UTF-8 (bytes keep it exact). */
-static json_t *token_json(const sipp_model *m, llama_token t, float logprob) {
-    char piece[TOKEN_TEXT_MAX];
-    int n = sipp_model_token_piece(m, t, true, piece, sizeof piece);
-    json_t *bytes = json_array();
-    sipp_buf text = {0};
-    for (int i = 0; i < n; i++) {
-        json_array_append_new(bytes, json_integer((unsigned char)piece[i]));
-    }
-    for (int i = 0; i < n;) {
-        unsigned char c = (unsigned char)piece[i];
-        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (len && i + len <= n && sipp_utf8_valid(piece + i, (size_t)len)) {
-            sipp_buf_append(&text, piece + i, (size_t)len);
-            i += len;
-        } else {
-            sipp_buf_append(&text, "\xEF\xBF\xBD", 3);
-            i++;
-        }
-    }
-    json_t *o = json_pack("{s:s%, s:f, s:o}", "token", text.data ? text.data : "", text.len, "logprob", (double)logprob,
-                          "bytes", bytes);
-    sipp_buf_free(&text);
-    return o;
-}
-
-size_t sipp_request_logprobs_json(const sipp_request *rc, size_t from, char **out) {
-    sipp_request *r = (sipp_request *)rc;
-    *out = NULL;
-    if (!r) return 0;
-    const sipp_model *m = r->engine ? r->engine->model : NULL;
-    pthread_mutex_lock(&r->mu);
-    size_t n = r->n_logprobs;
-    if (m && from < n) {
-        json_t *arr = json_array();
-        for (size_t i = from; i < n; i++) {
-            const sipp_logprob *lp = &r->logprobs[i];
-            json_t *o = token_json(m, lp->token, lp->logprob), *top = json_array();
-            for (int k = 0; k < lp->n_top; k++)
-                json_array_append_new(top, token_json(m, lp->top[k], lp->top_logprob[k]));
-            json_object_set_new(o, "top_logprobs", top);
-            json_array_append_new(arr, o);
-        }
-        *out = json_dumps(arr, JSON_COMPACT);
-        json_decref(arr);
-    }
-    pthread_mutex_unlock(&r->mu);
-    return n;
-}
-
-sipp_status sipp_chat_parser_new(const sipp_request *r, sipp_chat_parser **out, char *errbuf) {
-    *out = NULL;
-    if (!r) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no request given");
-    return sipp_chat_parser_new_from_plan(r->chat.plan, out, errbuf);
-}

@@ -18,6 +18,14 @@
  * Out of KV space, idle slots give up their cells first (least recently used first); only then does
  * the live request holding the most cells give way, and the others go on.
  *
+ * Speculation (engine params.speculative). A generating slot of a greedy request may put a proposal
+ * (speculative.c) behind its next token, in its own rows of the same batch, each row with logits.
+ * After the decode the proposal's longest prefix that the model's own argmax confirms is kept, the
+ * rest of its cells are removed from the KV, and the confirmed tokens plus the model's token after
+ * them are emitted one by one through the same path as any token (stop strings, limits). Each token
+ * is the argmax of the logits after exactly the tokens before it, as without speculation, so the
+ * output is the same; a step just yields one to 1 + draft tokens.
+ *
  * Everything here runs on the engine thread. Slot assignment (s->req) changes only under e->mu.
  */
 #include <stdio.h>
@@ -260,6 +268,52 @@ static void on_token(sipp_engine *e, slot *s, llama_token t) {
     }
 }
 
+/* A proposal for a generating slot, written to s->draft: none unless the engine speculates and the
+ * request is greedy in place (argmax and nothing else: a grammar, a reasoning budget or logprobs keep
+ * it off), and never past the request's max_tokens, the context, or the slot's share of
+ * the batch. The history is the slot's tokens with next_token after them. */
+static int propose_drafts(sipp_engine *e, slot *s) {
+    sipp_request *r = s->req;
+    if (!e->spec_ngram || !s->smpl->greedy_in_place) return 0; /* plain argmax: no grammar, budget, logprobs */
+    int max = e->params.draft_max;
+    int share = e->n_batch / e->params.parallel - 1;
+    if (max > share) max = share;
+    if (r->max_tokens > 0 && max > r->max_tokens - r->n_generated - 1) max = r->max_tokens - r->n_generated - 1;
+    if (max > e->n_ctx - s->n_cache - 2) max = e->n_ctx - s->n_cache - 2;
+    if (max < e->params.draft_min || !cache_reserve(s, s->n_cache + 1)) return 0;
+    s->cache[s->n_cache] = s->next_token; /* in the KV after this step either way */
+    int n = sipp_spec_ngram(s->cache, s->n_cache + 1, max, s->draft);
+    return n >= e->params.draft_min ? n : 0;
+}
+
+/* After a decode that carried s's proposal behind next_token (already counted in s->cache): keeps the
+ * confirmed prefix, drops the rest from the KV, emits the confirmed tokens and the model's next one. */
+static void verify_drafts(sipp_engine *e, slot *s) {
+    sipp_request *r = s->req;
+    int n = s->n_draft, a = 0;
+    s->n_draft = 0;
+    llama_token t;
+    for (;;) {
+        t = sipp_sample_argmax(e->model, llama_get_logits_ith(e->ctx, s->i_logits + a), r->ignore_eos);
+        if (a == n || t != s->draft[a]) break;
+        a++;
+    }
+    llama_memory_seq_rm(e->mem, s->id, s->n_cache + a, -1);
+    memcpy(s->cache + s->n_cache, s->draft, (size_t)a * sizeof *s->cache);
+    s->n_cache += a;
+    r->stats.draft_tokens += n;
+    r->stats.accepted_tokens += a;
+    pthread_mutex_lock(&e->mu);
+    e->stats.draft_tokens += (uint64_t)n;
+    e->stats.accepted_tokens += (uint64_t)a;
+    pthread_mutex_unlock(&e->mu);
+    for (int j = 0; j < a; j++) {
+        on_token(e, s, s->draft[j]);
+        if (s->req != r) return; /* it ended at a confirmed token: a stop, a limit, a cancel */
+    }
+    on_token(e, s, t);
+}
+
 /* Out of KV space, idle slots' cells go first: they are only a cache of earlier prompts. The least
  * recently used idle slot that holds cells is emptied and the step is tried again; true when there
  * was one. (Cells an idle slot shares with a live one stay, as the live sequence still holds them.) */
@@ -310,6 +364,7 @@ void sipp_sched_step(sipp_engine *e) {
         slot *s = &e->slots[i];
         s->i_logits = -1;
         s->n_fed = 0;
+        s->n_draft = 0;
         if (!s->req) continue;
         if (request_expired(s->req, now)) {
             sipp_sched_cancel(e, s, s->req);
@@ -318,8 +373,10 @@ void sipp_sched_step(sipp_engine *e) {
         busy++;
         if (s->generating) {
             s->i_logits = b->n_tokens;
-            s->n_fed = 1;
+            s->n_draft = propose_drafts(e, s);
+            s->n_fed = 1 + s->n_draft;
             batch_add(b, s->next_token, s->n_cache, s->id, true);
+            for (int k = 0; k < s->n_draft; k++) batch_add(b, s->draft[k], s->n_cache + 1 + k, s->id, true);
         }
     }
     int budget = e->n_batch - b->n_tokens;
@@ -371,6 +428,16 @@ void sipp_sched_step(sipp_engine *e) {
         /* The fed tokens are now in the KV. */
         if (s->generating) {
             s->cache[s->n_cache++] = s->next_token;
+            if (s->n_draft > 0) {
+                if (!cache_reserve(s, s->n_cache + s->n_draft + 2)) {
+                    s->n_draft = 0;
+                    llama_memory_seq_rm(e->mem, s->id, s->n_cache, -1);
+                    sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory");
+                    continue;
+                }
+                verify_drafts(e, s);
+                continue;
+            }
         } else {
             memcpy(s->cache + s->n_cache, r->prompt + s->n_prompt_done, (size_t)s->n_fed * sizeof *s->cache);
             s->n_cache += s->n_fed;

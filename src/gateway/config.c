@@ -9,8 +9,9 @@
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [[tokens]]               env, caller, targets, admin
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
- *                            ctx_size, parallel, threads, gpu_layers, policy, load, keep_alive,
- *                            pin; openai_compatible:
+ *                            flash_attn, speculative, draft_max, draft_min, ctx_size, parallel, threads,
+ *                            gpu_layers, policy, rpc, tensor_split, load, keep_alive, pin;
+ *                            openai_compatible:
  *                            base_url or base_urls, model, api_key_env, timeout_seconds
  *
  * The file is read with sipp's own TOML parser (util/toml.h), whose nodes carry their line, so each
@@ -23,6 +24,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,7 +117,11 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->name);
     free(t->model_path);
     free(t->backend);
+    free(t->flash_attn);
+    free(t->speculative);
     free(t->chat_template);
+    free(t->rpc_servers);
+    free(t->tensor_split);
     free(t->remote_model);
     free(t->api_key_env);
     free_strv(t->base_urls, t->n_base_urls);
@@ -454,6 +460,42 @@ static void parse_remote(cfg_ctx *x, const toml_node *t, const char *where, gw_t
     get_int32(x, t, where, "timeout_seconds", 1, GW_MAX_TIMEOUT_S, &tc->timeout_seconds);
 }
 
+/* rpc = ["host:port", ...] and tensor_split = [1, 2, 2] (local first), for backend "rpc". */
+static void parse_rpc_keys(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    char **servers = NULL;
+    size_t n = 0;
+    const toml_node *rn = get_strv(x, t, where, "rpc", &servers, &n);
+    sipp_buf joined = {0};
+    for (size_t i = 0; i < n; i++) sipp_buf_appendf(&joined, "%s%s", i ? "," : "", servers[i]);
+    free_strv(servers, n);
+    char err[SIPP_ERROR_SIZE];
+    if (rn && (!joined.data || sipp_rpc_check_servers(joined.data, err) != SIPP_OK))
+        cfg_err(x, toml_node_line(rn), "%s rpc: %s", where, joined.data ? err : "give at least one \"host:port\"");
+    tc->rpc_servers = joined.data;
+    const toml_node *sn = toml_table_get(t, "tensor_split");
+    if (sn && expect_kind(x, sn, TOML_ARRAY, where, "tensor_split", "an array of numbers")) {
+        sipp_buf split = {0};
+        for (size_t i = 0; i < toml_array_len(sn); i++) {
+            const toml_node *e = toml_array_at(sn, i);
+            double v = -1;
+            int64_t iv = 0;
+            if (toml_node_kind(e) == TOML_FLOAT) toml_get_float(e, &v, NULL, 0);
+            else if (toml_node_kind(e) == TOML_INTEGER && toml_get_int(e, &iv, NULL, 0)) v = (double)iv;
+            if (!(v >= 0) || isinf(v))
+                cfg_err(x, node_line(sn, e), "%s tensor_split: element %zu must be a non-negative number", where, i);
+            sipp_buf_appendf(&split, "%s%g", i ? "," : "", v);
+        }
+        tc->tensor_split = split.data;
+    }
+    bool is_rpc = tc->backend && strcmp(tc->backend, "rpc") == 0;
+    if (!is_rpc && (rn || sn))
+        cfg_err(x, toml_node_line(rn ? rn : sn), "%s %s: only used with backend = \"rpc\" (the backend is '%s')", where,
+                rn ? "rpc" : "tensor_split", tc->backend ? tc->backend : "auto");
+    if (is_rpc && !rn && !getenv("SIPP_RPC_SERVERS"))
+        cfg_err(x, tc->line, "%s: backend \"rpc\" needs its servers: rpc = [\"host:port\", ...] (or SIPP_RPC_SERVERS)",
+                where);
+}
+
 static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     char *model = NULL;
     get_str(x, t, where, "model", &model);
@@ -461,6 +503,16 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     else tc->model_path = resolve_model(x, tc, where, model);
     free(model);
     get_str(x, t, where, "backend", &tc->backend);
+    const toml_node *fn = get_str(x, t, where, "flash_attn", &tc->flash_attn);
+    char ferr[SIPP_ERROR_SIZE];
+    if (tc->flash_attn && sipp_flash_attn_check(tc->flash_attn, ferr) != SIPP_OK)
+        cfg_err(x, toml_node_line(fn), "%s: %s", where, ferr);
+    const toml_node *sn = get_str(x, t, where, "speculative", &tc->speculative);
+    if (tc->speculative && strcmp(tc->speculative, "none") != 0 && strcmp(tc->speculative, "ngram") != 0)
+        cfg_err(x, toml_node_line(sn), "%s speculative: '%s' is not one of none, ngram (a draft model is not supported yet)",
+                where, tc->speculative);
+    get_int32(x, t, where, "draft_max", 1, SIPP_DRAFT_MAX, &tc->draft_max);
+    get_int32(x, t, where, "draft_min", 1, SIPP_DRAFT_MAX, &tc->draft_min);
     /* chat_template: "chatml" or a template file (relative to the config file's directory). */
     char *tmpl = NULL;
     get_str(x, t, where, "chat_template", &tmpl);
@@ -470,6 +522,7 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     get_int32(x, t, where, "parallel", 1, GW_MAX_PARALLEL, &tc->parallel);
     get_int32(x, t, where, "threads", 0, GW_MAX_THREADS, &tc->threads);
     get_int32(x, t, where, "gpu_layers", -1, GW_MAX_GPU_LAYERS, &tc->gpu_layers);
+    parse_rpc_keys(x, t, where, tc);
     char *policy = NULL;
     const toml_node *pn = get_str(x, t, where, "policy", &policy);
     if (policy && !parse_policy(policy, &tc->policy))
@@ -487,9 +540,10 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {"name",   "type",          "model", "backend",    "ctx_size", "parallel",
-                                             "threads", "gpu_layers",   "policy", "chat_template", "load",   "keep_alive",
-                                             "pin",     NULL};
+    static const char *const local_keys[] = {"name",       "type",          "model",  "backend", "ctx_size",
+                                             "parallel",   "threads",       "gpu_layers", "policy", "chat_template",
+                                             "rpc",        "tensor_split",  "flash_attn", "speculative", "draft_max",
+                                             "draft_min",  "load",          "keep_alive", "pin",    NULL};
     static const char *const remote_keys[] = {"name", "type", "base_url", "base_urls", "model", "api_key_env",
                                               "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);

@@ -41,8 +41,13 @@ typedef struct gw_target_config {
     /* local */
     char *model_path; /* resolved against the config file's directory */
     char *backend;
+    char *flash_attn; /* "auto", "on", "off"; NULL = auto */
+    char *speculative; /* "none", "ngram"; NULL = none */
+    int draft_max, draft_min; /* 0 = the engine's defaults */
     char *chat_template; /* NULL: the model's; "chatml" or a template file's path */
     int ctx_size, parallel, threads, gpu_layers;
+    char *rpc_servers;  /* backend "rpc": rpc = ["host:port", ...] joined by ','; NULL = $SIPP_RPC_SERVERS */
+    char *tensor_split; /* backend "rpc": tensor_split = [1, 2, 2] as "1,2,2"; NULL = by free memory */
     sipp_policy policy;
     gw_load_mode load;
     int64_t keep_alive_s; /* idle seconds before it is unloaded; GW_KEEP_ALIVE_FOREVER, 0 = at once */

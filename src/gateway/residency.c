@@ -53,6 +53,11 @@
  * its last one (the reply is sent before the connection's completion is seen). */
 #define NO_ROOM_GRACE_MS 2000
 #define ENGINE_QUEUE_MIN 1
+/* An rpc target waiting for its servers is tried again after RPC_RETRY_MIN_MS, doubling up to
+ * RPC_RETRY_MAX_MS. */
+#define RPC_RETRY_MIN_MS 500
+#define RPC_RETRY_MAX_MS 30000
+#define BACKEND_LIST_MAX 16
 
 typedef struct place_budget {
     char name[32]; /* device name; "" = host */
@@ -178,20 +183,43 @@ static bool load_progress(float progress, void *user) {
     return !atomic_load(&srv->draining);
 }
 
-static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **mo, sipp_engine **eo,
+static bool is_rpc(const gw_target_config *c) { return c->backend && strcmp(c->backend, "rpc") == 0; }
+
+/* Waiting helps only when the servers are what is missing, not the rpc module itself. */
+static bool rpc_compiled(void) {
+    sipp_backend_info b[BACKEND_LIST_MAX];
+    int n = sipp_backends_list(b, BACKEND_LIST_MAX);
+    for (int i = 0; i < n && i < BACKEND_LIST_MAX; i++)
+        if (strcmp(b[i].name, "rpc") == 0) return b[i].compiled;
+    return false;
+}
+
+/* *wait: the model did not load because an rpc target's servers cannot be used yet. */
+static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **mo, sipp_engine **eo, bool *wait,
                         char *err) {
+    *wait = false;
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = c->backend;
+    mp.flash_attn = c->flash_attn;
     mp.gpu_layers = c->gpu_layers;
+    mp.rpc_servers = c->rpc_servers;
+    mp.tensor_split = c->tensor_split;
     mp.progress = load_progress;
     mp.progress_user = srv;
     sipp_model *m = NULL;
-    if (sipp_model_load(c->model_path, &mp, &m, err) != SIPP_OK) return false;
+    sipp_status st = sipp_model_load(c->model_path, &mp, &m, err);
+    if (st != SIPP_OK) {
+        *wait = is_rpc(c) && st == SIPP_ERR_BACKEND && rpc_compiled() && !atomic_load(&srv->draining);
+        return false;
+    }
     sipp_engine_params ep = sipp_engine_default_params();
     ep.ctx_size = c->ctx_size;
     ep.parallel = c->parallel;
     ep.threads = c->threads;
     ep.policy = c->policy;
+    ep.speculative = c->speculative;
+    ep.draft_max = c->draft_max;
+    ep.draft_min = c->draft_min;
     int q = srv->cfg->max_queue + srv->cfg->max_concurrent_requests;
     ep.max_queued = q < ENGINE_QUEUE_MIN ? ENGINE_QUEUE_MIN : q;
     sipp_engine *e = NULL;
@@ -368,8 +396,9 @@ static bool make_room(gw_server *srv, gw_target *t, victims *v, char *msg, size_
 
 /* ---- the load, by the first caller -------------------------------------------------------------- */
 
-/* Called with the lock held and t UNLOADED (or FAILED, for an explicit load); returns with it held.
- * On success t is READY; on failure t is FAILED (the model did not load) or UNLOADED (it did not fit,
+/* Called with the lock held and t UNLOADED (or FAILED, for an explicit load, or WAITING, for the
+ * keeper's retry); returns with it held. On success t is READY; on failure t is FAILED (the model did
+ * not load), WAITING (an rpc target's servers cannot be used yet) or UNLOADED (it did not fit,
  * *no_room), msg says why. */
 static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, size_t n) {
     gw_residency *r = srv->residency;
@@ -388,14 +417,16 @@ static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, 
     sipp_model *m = NULL;
     sipp_engine *e = NULL;
     char err[SIPP_ERROR_SIZE];
-    bool ok = load_engine(srv, t->cfg, &m, &e, err);
+    bool wait = false;
+    bool ok = load_engine(srv, t->cfg, &m, &e, &wait, err);
     double secs = (now_ms() - t0) / 1e3;
     if (ok) {
         const sipp_backend_decision *b = sipp_model_backend(m);
         fprintf(stderr, "sipp: target '%s' ready in %.0f ms: %s on %s (%s), %d slots\n", t->cfg->name,
                 secs * 1e3, t->cfg->model_path, b->backend, b->devices, t->cfg->parallel);
     } else {
-        fprintf(stderr, "sipp: target '%s' failed to load: %s\n", t->cfg->name, err);
+        fprintf(stderr, "sipp: target '%s' %s: %s\n", t->cfg->name,
+                wait ? "is waiting for its rpc servers (retrying with backoff)" : "failed to load", err);
     }
 
     pthread_mutex_lock(&r->mu);
@@ -417,7 +448,7 @@ static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, 
         snprintf(t->error, sizeof t->error, "%s", err);
         snprintf(msg, n, "model '%s' failed to load: %s", t->cfg->name, err);
         r->load_failures++;
-        atomic_store(&t->state, GW_STATE_FAILED);
+        atomic_store(&t->state, wait ? GW_STATE_WAITING : GW_STATE_FAILED);
     }
     pthread_cond_broadcast(&r->changed);
     return ok;
@@ -579,6 +610,37 @@ static bool idle_expired(const gw_target *t, double now) {
     return t->deadline_ms >= 0 && t->deadline_ms <= now;
 }
 
+static bool any_waiting(const gw_server *srv) {
+    for (size_t i = 0; i < srv->n_targets; i++)
+        if (atomic_load(&srv->targets[i].state) == GW_STATE_WAITING) return true;
+    return false;
+}
+
+/* rpc targets waiting for their servers are tried again at *retry_at, the wait doubling up to
+ * RPC_RETRY_MAX_MS; true when it tried (the lock was let go meanwhile). Lock held. */
+static bool retry_waiting(gw_server *srv, double now, double *retry_at, int *backoff) {
+    if (!any_waiting(srv)) {
+        *retry_at = now + KEEPER_MAX_SLEEP_MS;
+        *backoff = RPC_RETRY_MIN_MS;
+        return false;
+    }
+    if (now < *retry_at) return false;
+    for (size_t i = 0; i < srv->n_targets && !srv->residency->stop && !atomic_load(&srv->draining); i++) {
+        gw_target *t = &srv->targets[i];
+        if (atomic_load(&t->state) != GW_STATE_WAITING) continue;
+        bool no_room;
+        char msg[SIPP_ERROR_SIZE];
+        if (!load_locked(srv, t, &no_room, msg, sizeof msg) && no_room) {
+            snprintf(t->error, sizeof t->error, "%s", msg);
+            atomic_store(&t->state, GW_STATE_FAILED);
+        }
+        if (atomic_load(&t->state) == GW_STATE_READY) set_idle_deadline(t);
+    }
+    *backoff = *backoff * 2 > RPC_RETRY_MAX_MS ? RPC_RETRY_MAX_MS : *backoff * 2;
+    *retry_at = now_ms() + *backoff;
+    return true;
+}
+
 static void *keeper_main(void *arg) {
     gw_server *srv = arg;
     gw_residency *r = srv->residency;
@@ -600,9 +662,13 @@ static void *keeper_main(void *arg) {
     }
     r->startup_done = true;
     pthread_cond_broadcast(&r->changed);
+    int rpc_backoff = RPC_RETRY_MIN_MS;
+    double rpc_retry_at = now_ms() + rpc_backoff;
     while (!r->stop) {
         victims v = {.n = 0};
         double now = now_ms(), next = now + KEEPER_MAX_SLEEP_MS;
+        if (retry_waiting(srv, now, &rpc_retry_at, &rpc_backoff)) continue;
+        if (rpc_retry_at < next) next = rpc_retry_at;
         for (size_t i = 0; i < srv->n_targets; i++) {
             gw_target *t = &srv->targets[i];
             if (idle_expired(t, now))
@@ -759,6 +825,7 @@ const char *gw_state_name(int s) {
     case GW_STATE_READY: return "loaded";
     case GW_STATE_LOADING: return "loading";
     case GW_STATE_FAILED: return "failed";
+    case GW_STATE_WAITING: return "waiting";
     default: return "unloaded";
     }
 }

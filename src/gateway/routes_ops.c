@@ -8,15 +8,33 @@
  *                      the residency counters and memory per place (residency.c)
  *   GET /v1/backends   what `sipp doctor` reports of this process: the artifact, every backend
  *                      (compiled, available), the devices, and per target the backend decision of
- *                      its load (backend, reason, devices, gpu_layers) or its upstream replicas
- *                      and their health
+ *                      its load (backend, reason, devices, gpu_layers, and the placement: which
+ *                      layers and weight buffers sit on which device and host) or its upstream
+ *                      replicas and their health
  */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gateway/routes.h"
 
 #define GW_MAX_LISTED 32 /* backends and devices listed by /v1/backends */
+
+#define GW_MAX_PLACEMENT 20 /* devices listed per target */
+
+/* Where a model's weights went, per device and host (sipp_model_placement). */
+static json_t *placement_json(const sipp_model *m) {
+    sipp_placement p[GW_MAX_PLACEMENT];
+    int n = sipp_model_placement(m, p, GW_MAX_PLACEMENT);
+    json_t *a = json_array();
+    for (int i = 0; a && i < n && i < GW_MAX_PLACEMENT; i++)
+        json_array_append_new(a, json_pack("{s:s, s:s, s:i, s:i, s:b, s:I}", "device", p[i].device, "host", p[i].host,
+                                           "first_layer", p[i].first_layer, "n_layers", p[i].n_layers, "output",
+                                           p[i].output, "buffer_bytes", (json_int_t)p[i].buffer_bytes));
+    return a;
+}
 
 /* /ready and /v1/backends have said "ready" for a loaded target since before residency. */
 static const char *state_name(int s) { return s == GW_STATE_READY ? "ready" : gw_state_name(s); }
@@ -32,7 +50,7 @@ void gw_route_ready(gw_call *call) {
         gw_target *t = &srv->targets[i];
         int s = atomic_load(&t->state);
         json_t *o = json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
-        if (s == GW_STATE_FAILED) json_object_set_new(o, "error", json_string(t->error));
+        if (s == GW_STATE_FAILED || s == GW_STATE_WAITING) json_object_set_new(o, "error", json_string(t->error));
         json_array_append_new(targets, o);
     }
     bool ready = gw_targets_ready(srv) && !atomic_load(&srv->draining);
@@ -45,21 +63,30 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
     gw_metrics_header(o, "sipp_target_ready", "gauge", "1 when the target is loaded and serving.");
     for (size_t i = 0; i < n; i++)
         gw_metrics_line(o, "sipp_target_ready", srv->targets[i].cfg->name, atomic_load(&srv->targets[i].state) == GW_STATE_READY);
+    enum { RUNNING, QUEUED, SLOTS, DRAFTED, ACCEPTED };
     static const struct {
-        const char *name, *help;
-    } engine_gauges[] = {{"sipp_engine_running_requests", "Requests in an engine slot."},
-                         {"sipp_engine_queued_requests", "Requests in an engine's queue."},
-                         {"sipp_engine_slots", "Slots (parallel sequences) of an engine."}};
+        const char *name, *type, *help;
+    } engine_gauges[] = {
+        [RUNNING] = {"sipp_engine_running_requests", "gauge", "Requests in an engine slot."},
+        [QUEUED] = {"sipp_engine_queued_requests", "gauge", "Requests in an engine's queue."},
+        [SLOTS] = {"sipp_engine_slots", "gauge", "Slots (parallel sequences) of an engine."},
+        [DRAFTED] = {"sipp_speculative_draft_tokens_total", "counter", "Tokens speculative decoding proposed."},
+        [ACCEPTED] = {"sipp_speculative_accepted_tokens_total", "counter",
+                      "Proposed tokens the model confirmed (acceptance rate = accepted / draft)."}};
     for (size_t g = 0; g < sizeof engine_gauges / sizeof engine_gauges[0]; g++) {
-        gw_metrics_header(o, engine_gauges[g].name, "gauge", engine_gauges[g].help);
+        gw_metrics_header(o, engine_gauges[g].name, engine_gauges[g].type, engine_gauges[g].help);
         for (size_t i = 0; i < n; i++) {
             gw_target *t = &srv->targets[i];
             if (!gw_residency_peek(srv, t)) continue;
             sipp_engine_stats es;
             sipp_engine_get_stats(t->engine, &es);
             gw_residency_unpeek(srv, t);
-            int v = g == 0 ? es.running : g == 1 ? es.queued : es.slots;
-            gw_metrics_line(o, engine_gauges[g].name, t->cfg->name, (uint64_t)v);
+            uint64_t v = g == RUNNING ? (uint64_t)es.running
+                         : g == QUEUED ? (uint64_t)es.queued
+                         : g == SLOTS ? (uint64_t)es.slots
+                         : g == DRAFTED ? es.draft_tokens
+                                        : es.accepted_tokens;
+            gw_metrics_line(o, engine_gauges[g].name, t->cfg->name, v);
         }
     }
     gw_residency_metrics(srv, o);
@@ -104,8 +131,9 @@ void gw_route_backends(gw_call *call) {
                 json_object_set_new(o, "reason", json_string(b->reason));
                 json_object_set_new(o, "devices", json_string(b->devices));
                 json_object_set_new(o, "gpu_layers", json_integer(b->gpu_layers));
+                json_object_set_new(o, "placement", placement_json(t->model));
                 gw_residency_unpeek(srv, t);
-            } else if (s == GW_STATE_FAILED) {
+            } else if (s == GW_STATE_FAILED || s == GW_STATE_WAITING) {
                 json_object_set_new(o, "error", json_string(t->error));
             }
         } else {
@@ -127,9 +155,15 @@ void gw_route_backends(gw_call *call) {
                                                  "software", di[i].software, "memory_free", (json_int_t)di[i].memory_free,
                                                  "memory_total", (json_int_t)di[i].memory_total));
     const char *art = sipp_runtime_artifact_dir();
+    /* The artifact's bill of materials (sipp build / make write it beside manifest.json). */
+    char sbom[PATH_MAX + 32], sig[PATH_MAX + 32];
+    snprintf(sbom, sizeof sbom, "%s/sbom.spdx.json", art ? art : ".");
+    snprintf(sig, sizeof sig, "%s/signature.json", art ? art : ".");
+    bool has_sbom = art && access(sbom, R_OK) == 0;
     gw_reply_json(call, 200,
-                  json_pack("{s:s, s:s, s:s, s:s?, s:s, s:o, s:o, s:o, s:o}", "sipp_version", sipp_version(), "llama_release",
-                            sipp_llama_release(), "llama_commit", sipp_llama_commit(), "artifact", art, "cpu_module",
-                            sipp_cpu_module(), "backends", backends, "devices", devices, "targets", targets,
-                            "memory", gw_residency_budgets(srv)));
+                  json_pack("{s:s, s:s, s:s, s:s?, s:s?, s:b, s:s, s:o, s:o, s:o, s:o}", "sipp_version", sipp_version(),
+                            "llama_release", sipp_llama_release(), "llama_commit", sipp_llama_commit(), "artifact", art,
+                            "sbom", has_sbom ? sbom : NULL, "signed", art && access(sig, R_OK) == 0, "cpu_module",
+                            sipp_cpu_module(), "backends", backends, "devices", devices, "targets", targets, "memory",
+                            gw_residency_budgets(srv)));
 }

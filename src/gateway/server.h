@@ -19,7 +19,16 @@
 #include "gateway/config.h"
 #include "sipp.h"
 
-typedef enum gw_target_state { GW_STATE_UNLOADED, GW_STATE_LOADING, GW_STATE_READY, GW_STATE_FAILED } gw_target_state;
+/* UNLOADED: a local target not in memory (residency.c loads it on demand). WAITING: an rpc target
+ * whose servers cannot be used yet (unreachable, busy); the keeper tries again with backoff, and its
+ * error says why meanwhile. */
+typedef enum gw_target_state {
+    GW_STATE_UNLOADED,
+    GW_STATE_LOADING,
+    GW_STATE_READY,
+    GW_STATE_FAILED,
+    GW_STATE_WAITING
+} gw_target_state;
 
 typedef struct gw_upstream gw_upstream;
 typedef struct gw_metrics gw_metrics;

@@ -12,10 +12,17 @@
  * With a models directory the table has room for GW_MAX_DISCOVERED more: a file that appears there
  * becomes a target on the next GET /v1/models (residency.c), published by incrementing n_targets
  * after its entry is complete, so a reader sees every entry below n_targets whole.
+ *
+ * A target on backend "rpc" whose servers cannot be used yet (not started, unreachable, busy with
+ * another client) is WAITING instead of FAILED: not ready, its requests get 503 with the reason,
+ * and the keeper (residency.c) tries it again with exponential backoff until it loads or the server
+ * shuts down. (A server that dies after the load ends the process with a line naming it,
+ * SIPP_RPC_LOST_EXIT: ggml's RPC client cannot survive it; see sipp.h.)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gateway/residency.h"
 #include "gateway/targets.h"

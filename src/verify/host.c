@@ -67,7 +67,13 @@ json_t *verify_artifact_json(void) {
     snprintf(path, sizeof path, "%s/manifest.json", dir ? dir : ".");
     json_error_t jerr;
     json_t *manifest = json_load_file(path, 0, &jerr);
-    return json_pack("{s:s, s:o}", "dir", dir ? dir : "", "manifest", manifest ? manifest : json_null());
+    /* The SBOM and the signature beside the manifest, when the artifact has them. */
+    char sbom[1024], sig[1024];
+    snprintf(sbom, sizeof sbom, "%s/sbom.spdx.json", dir ? dir : ".");
+    snprintf(sig, sizeof sig, "%s/signature.json", dir ? dir : ".");
+    return json_pack("{s:s, s:o, s:s?, s:s?}", "dir", dir ? dir : "", "manifest", manifest ? manifest : json_null(),
+                     "sbom", dir && access(sbom, R_OK) == 0 ? sbom : NULL, "signature",
+                     dir && access(sig, R_OK) == 0 ? sig : NULL);
 }
 
 char *sipp_host_facts_json(void) {

@@ -183,8 +183,19 @@ static sipp_status greedy_pass(const verify_config *cfg, sipp_model *m, const ve
 }
 
 /* Runs `BENCH_EXE bench MODEL -o json ...` and parses its one line of JSON. */
-static json_t *run_bench(const verify_config *cfg, const char *backend, char *err) {
-    char pp[16], tg[16], reps[16], threads[16];
+void verify_backend_split(const char *label, char *name, size_t cap, const char **flash_attn) {
+    size_t len = strlen(label), n = strlen(VERIFY_FA_ON); /* both suffixes have the same length */
+    *flash_attn = NULL;
+    if (len > n && strcmp(label + len - n, VERIFY_FA_ON) == 0) *flash_attn = "on";
+    else if (len > n && strcmp(label + len - n, VERIFY_FA_OFF) == 0) *flash_attn = "off";
+    else n = 0;
+    snprintf(name, cap, "%.*s", (int)(len - n), label);
+}
+
+static json_t *run_bench(const verify_config *cfg, const char *label, char *err) {
+    char pp[16], tg[16], reps[16], threads[16], backend[32];
+    const char *flash_attn = NULL;
+    verify_backend_split(label, backend, sizeof backend, &flash_attn);
     snprintf(pp, sizeof pp, "%d", cfg->bench_pp);
     snprintf(tg, sizeof tg, "%d", cfg->bench_tg);
     snprintf(reps, sizeof reps, "%d", cfg->bench_reps);
@@ -204,6 +215,8 @@ static json_t *run_bench(const verify_config *cfg, const char *backend, char *er
                           reps,
                           "--threads",
                           threads,
+                          "--flash-attn",
+                          flash_attn ? flash_attn : "auto", /* auto: the load policy's default */
                           cfg->artifact ? "--artifact" : NULL,
                           cfg->artifact,
                           NULL};
@@ -239,7 +252,7 @@ static json_t *run_bench(const verify_config *cfg, const char *backend, char *er
         json_decref(j);
         j = NULL;
     }
-    if (!j) sipp_fail(err, SIPP_ERR_INTERNAL, "%s: sipp bench failed (its error is above)", backend);
+    if (!j) sipp_fail(err, SIPP_ERR_INTERNAL, "%s: sipp bench failed (its error is above)", label);
     return j;
 }
 
@@ -272,13 +285,17 @@ sipp_status verify_run_backend(const verify_config *cfg, const char *backend, co
     snprintf(out->backend, sizeof out->backend, "%s", backend);
     progress(cfg, backend, "loading the model");
     sipp_model_params mp = sipp_model_default_params();
-    mp.backend = backend;
+    char name[sizeof out->backend];
+    verify_backend_split(backend, name, sizeof name, &mp.flash_attn);
+    mp.backend = name;
     sipp_model *m = NULL;
     sipp_status rc = sipp_model_load(cfg->model_path, &mp, &m, err);
     if (rc != SIPP_OK) return rc;
     sipp_model_get_info(m, &out->info);
     snprintf(out->model_desc, sizeof out->model_desc, "%s", out->info.description);
     out->device = device_json(sipp_model_backend(m));
+    /* what the load decided, flash attention included */
+    json_object_set_new(out->device, "backend_reason", json_string(sipp_model_backend(m)->reason));
 
     progress(cfg, backend, "teacher-forced logits, batched and one token at a time");
     rc = logits_pass(cfg, m, prompts, n_prompts, ref, out, err);

@@ -110,10 +110,25 @@ int verify_token_agreement(sipp_model *vocab, const char *ref, const char *other
 sipp_status verify_tokenize_prompts(const verify_config *cfg, verify_prompt *prompts, int n_prompts,
                                     char *err);
 
+/* A backend as verify names it: a backend name, or one followed by VERIFY_FA_ON ("+fa": flash
+ * attention on) or VERIFY_FA_OFF ("-fa": off), so that a backend is compared with itself with and
+ * without flash attention (--backends cpu,cpu+fa). Without a suffix the load takes the policy's
+ * default (off for cpu). Writes the backend name into name (cap bytes) and sets *flash_attn to "on",
+ * "off" or NULL. */
+#define VERIFY_FA_ON "+fa"
+#define VERIFY_FA_OFF "-fa"
+void verify_backend_split(const char *label, char *name, size_t cap, const char **flash_attn);
+
 /* Runs one backend; ref is the reference's result (NULL when this is the reference). */
 sipp_status verify_run_backend(const verify_config *cfg, const char *backend, const verify_prompt *prompts,
                                int n_prompts, const verify_result *ref, verify_result *out, char *err);
 void verify_result_free(verify_result *r, int n_prompts);
+
+/* "browser": the WebAssembly runtime (make web) in headless Chromium, compared like a backend
+ * (browser.c). Same contract as verify_run_backend. */
+bool verify_is_browser(const char *name);
+sipp_status verify_run_browser(const verify_config *cfg, const verify_prompt *prompts, int n_prompts,
+                               const verify_result *ref, verify_result *out, char *err);
 
 /* The results of one backend as the manifest records them: device, metrics, greedy outputs and their
  * hashes, the reference-relative top tokens, the graph, the bench figures. */

@@ -106,6 +106,27 @@ class BackendTests(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn("'warp' is not a backend name", p.stderr)
 
+    def test_rpc_artifact_records_its_source_build(self):
+        b = run_sipp(["build", "--backend", "rpc"])
+        self.assertEqual(b.returncode, 0, b.stderr)
+        art = os.path.join(BUILD, "artifacts", "cpu+rpc")
+        self.assertTrue(os.path.isfile(os.path.join(art, "libggml-rpc.so")))
+        with open(os.path.join(art, "manifest.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual(manifest["backends"], ["cpu", "rpc"])
+        built = {m["module"]: m for m in manifest["source_builds"]}
+        self.assertEqual(built["libggml-rpc.so"]["origin"], "source build")
+        self.assertEqual(built["libggml-rpc.so"]["llama_commit"], "80fb11ac73e66d89eae2c6a91d8a77428fa733ed")
+        self.assertIn("-DGGML_BACKEND_DL", built["libggml-rpc.so"]["flags"])
+        self.assertTrue(built["libggml-rpc.so"]["compiler"])
+        # The default artifact has it too, and the CPU-only one has none.
+        with open(os.path.join(BUILD, "artifact", "manifest.json")) as f:
+            self.assertIn("rpc", json.load(f)["backends"])
+        self.assertEqual(run_sipp(["build", "--backend", "cpu"]).returncode, 0)
+        p = self.gen("rpc", env={"SIPP_ARTIFACT": os.path.join(BUILD, "artifacts", "cpu"), "SIPP_RPC_SERVERS": "h:1"})
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("not compiled", p.stderr)
+
     def test_cpu_only_artifact_has_no_vulkan(self):
         b = run_sipp(["build", "--backend", "cpu"])
         self.assertEqual(b.returncode, 0, b.stderr)
@@ -127,7 +148,7 @@ class BackendTests(unittest.TestCase):
     def test_build_rejects_unknown_backend(self):
         p = run_sipp(["build", "--backend", "opencl"])
         self.assertEqual(p.returncode, 2)
-        self.assertIn("not one of cpu, vulkan, cuda, all", p.stderr)
+        self.assertIn("not one of cpu, vulkan, cuda, rpc, all", p.stderr)
 
     def test_doctor(self):
         p = run_sipp(["doctor", "--json"], check=True)

@@ -72,7 +72,7 @@ class InteractiveChat(unittest.TestCase):
         first = self.read_until(fd, rb"\}\r?\n> $")
         os.write(fd, b"And again\n")
         second = self.read_until(fd, rb"\}\r?\n> $")
-        stats = [json.loads(m) for m in re.findall(rb"\{\"prompt_tokens\".*?\}", first + second)]
+        stats = [json.loads(m) for m in re.findall(rb"\{\"prompt_tokens\"[^\r\n]*\}", first + second)]
         self.assertEqual(len(stats), 2, first + second)
         self.assertEqual(stats[0]["generated_tokens"], 8)
         # The second turn's prompt holds the first turn; its KV was kept and reused.
@@ -91,8 +91,8 @@ class InteractiveChat(unittest.TestCase):
         self.read_until(fd, rb"> $")
         os.write(fd, b"one\n")
         again = self.read_until(fd, rb"\}\r?\n> $")
-        p1 = json.loads(re.findall(rb"\{\"prompt_tokens\".*?\}", first)[-1])["prompt_tokens"]
-        p2 = json.loads(re.findall(rb"\{\"prompt_tokens\".*?\}", again)[-1])["prompt_tokens"]
+        p1 = json.loads(re.findall(rb"\{\"prompt_tokens\"[^\r\n]*\}", first)[-1])["prompt_tokens"]
+        p2 = json.loads(re.findall(rb"\{\"prompt_tokens\"[^\r\n]*\}", again)[-1])["prompt_tokens"]
         self.assertEqual(p1, p2, "after /clear the conversation starts over")
         os.write(fd, b"\x04")  # end of input on a terminal
         _, status = os.waitpid(pid, 0)

@@ -7,7 +7,8 @@
  * (build/artifacts/<name>/). `auto` (the default) takes the default artifact, build/artifact; an
  * explicit backend takes the default artifact when it has that backend, else the smallest other
  * one that has it. SIPP_ARTIFACT names the artifact directly and wins, but an explicit backend must
- * still be in it. An unknown name, or a backend no artifact has, throws a SippError listing the
+ * still be in it. Before the default, the artifact that `sipp build node --backend ...` recorded
+ * (build/targets/node.json) is taken, for auto and for any backend it has. An unknown name, or a backend no artifact has, throws a SippError listing the
  * usable names.
  */
 const fs = require('node:fs');
@@ -55,6 +56,18 @@ function listArtifacts(env = process.env) {
   return found;
 }
 
+/** The artifact `sipp build node` recorded, {dir, backends}, or null. */
+function targetRecord(env = process.env) {
+  try {
+    const rec = JSON.parse(fs.readFileSync(path.join(buildDir(env), 'targets', 'node.json'), 'utf8'));
+    if (typeof rec.artifact !== 'string') return null;
+    const backends = readBackends(rec.artifact);
+    return backends ? { dir: fs.realpathSync(rec.artifact), backends } : null;
+  } catch {
+    return null;
+  }
+}
+
 function usable(artifacts) {
   const out = ['auto'];
   for (const a of artifacts) for (const b of a.backends) if (NAMES.includes(b) && !out.includes(b)) out.push(b);
@@ -83,6 +96,10 @@ function selectBackend(env = process.env) {
     }
     return { backend: name, artifact: forced, backends, source: 'SIPP_ARTIFACT' };
   }
+  const record = targetRecord(env);
+  if (record && (name === 'auto' || record.backends.includes(name))) {
+    return { backend: name, artifact: record.dir, backends: record.backends, source: 'sipp build node' };
+  }
   if (name === 'auto') {
     if (artifacts.length) return { backend: name, artifact: artifacts[0].dir, backends: artifacts[0].backends, source: 'the default artifact' };
     return { backend: name, artifact: null, backends: null, source: "libsipp's default" };
@@ -93,4 +110,4 @@ function selectBackend(env = process.env) {
     `(${where}). Build one with make BACKENDS="cpu ${name}", or choose another backend.`, 'backend_error');
 }
 
-module.exports = { ENV, NAMES, REPO, buildDir, listArtifacts, selectBackend };
+module.exports = { ENV, NAMES, REPO, buildDir, listArtifacts, selectBackend, targetRecord };

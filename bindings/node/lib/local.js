@@ -9,7 +9,7 @@ const { chatResult } = require('./query');
 const native = require('./native');
 const { SippError, toSippError, invalid } = require('./errors');
 
-const LOCAL_OPTIONS = ['backend', 'ctxSize', 'parallel', 'threads', 'gpuLayers', 'batchSize', 'maxQueued', 'embeddings'];
+const LOCAL_OPTIONS = ['backend', 'flashAttn', 'ctxSize', 'parallel', 'threads', 'gpuLayers', 'batchSize', 'maxQueued', 'embeddings'];
 
 function checkLocalOptions(options) {
   const o = options || {};
@@ -18,8 +18,11 @@ function checkLocalOptions(options) {
     if (!LOCAL_OPTIONS.includes(k)) throw invalid(`unknown local option '${k}' (known: ${LOCAL_OPTIONS.join(', ')})`);
     if (v === undefined || v === null) continue;
     if (k === 'backend' && typeof v !== 'string') throw invalid(`options.backend must be a string such as 'cpu', not ${JSON.stringify(v)}`);
+    if (k === 'flashAttn' && !['auto', 'on', 'off'].includes(v)) {
+      throw invalid(`options.flashAttn must be 'auto', 'on' or 'off', not ${JSON.stringify(v)}`);
+    }
     if (k === 'embeddings' && typeof v !== 'boolean') throw invalid('options.embeddings must be true or false');
-    if (!['backend', 'embeddings'].includes(k) && (!Number.isInteger(v) || (v < 0 && k !== 'gpuLayers'))) {
+    if (!['backend', 'flashAttn', 'embeddings'].includes(k) && (!Number.isInteger(v) || (v < 0 && k !== 'gpuLayers'))) {
       throw invalid(`options.${k} must be an integer >= 0, not ${JSON.stringify(v)}`);
     }
   }

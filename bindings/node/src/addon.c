@@ -372,6 +372,7 @@ typedef struct open_work {
     napi_deferred deferred;
     char *path;
     char *backend;
+    char *flash_attn;
     sipp_model_params mp;
     sipp_engine_params ep_params;
     sipp_model *model;
@@ -383,6 +384,7 @@ typedef struct open_work {
 static void open_execute(napi_env env, void *data) {
     open_work *w = data;
     w->mp.backend = w->backend;
+    w->mp.flash_attn = w->flash_attn;
     w->status = sipp_model_load(w->path, &w->mp, &w->model, w->err);
     if (w->status != SIPP_OK) return;
     w->status = sipp_engine_new(w->model, &w->ep_params, &w->engine, w->err);
@@ -440,6 +442,7 @@ static void open_complete(napi_env env, napi_status status, void *data) {
     napi_delete_async_work(env, w->work);
     free(w->path);
     free(w->backend);
+    free(w->flash_attn);
     free(w);
 }
 
@@ -454,6 +457,8 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
     napi_value o = argv[1], b;
     bool ok = (w->path = dup_string(env, argv[0], "model")) != NULL;
     if (ok && (b = prop(env, o, "backend"))) ok = (w->backend = dup_string(env, b, "options.backend")) != NULL;
+    if (ok && (b = prop(env, o, "flashAttn")))
+        ok = (w->flash_attn = dup_string(env, b, "options.flashAttn")) != NULL;
     ok = ok && opt_int(env, o, "gpuLayers", &w->mp.gpu_layers) && opt_int(env, o, "ctxSize", &w->ep_params.ctx_size) &&
          opt_int(env, o, "parallel", &w->ep_params.parallel) && opt_int(env, o, "threads", &w->ep_params.threads) &&
          opt_int(env, o, "batchSize", &w->ep_params.batch_size) &&
@@ -462,6 +467,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
     if (!ok) {
         free(w->path);
         free(w->backend);
+        free(w->flash_attn);
         free(w);
         return NULL;
     }

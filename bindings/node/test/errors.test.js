@@ -90,6 +90,14 @@ describe('errors', () => {
     await assert.rejects(client.embed(42), isCode('invalid_argument', 'embed'));
   });
 
+  it('takes flashAttn and refuses a bad one', async () => {
+    const c = new SippClient();
+    const ep = await c.add('fa', { kind: 'local', model: S.model(), options: { backend: 'cpu', flashAttn: 'on', parallel: 1, threads: S.THREADS } });
+    assert.ok(ep.backend.reason.includes('flash attention on (asked)'), ep.backend.reason);
+    await assert.rejects(c.add('bad', { kind: 'local', model: S.model(), options: { flashAttn: 'fast' } }), isCode('invalid_argument', 'flashAttn'));
+    await c.close();
+  });
+
   it('refuses everything once closed', async () => {
     const c = new SippClient();
     const ep = await c.add('m', { kind: 'local', model: S.model(), options: { backend: 'cpu', parallel: 1, threads: S.THREADS } });

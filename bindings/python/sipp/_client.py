@@ -21,6 +21,7 @@ class LocalSpec:
     batch_size: int = None
     max_queued: int = None
     embeddings: bool = False
+    flash_attn: str = None
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class GatewaySpec:
 
 
 def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_layers=None, batch_size=None,
-          max_queued=None, embeddings=False):
+          max_queued=None, embeddings=False, flash_attn=None):
     """Describes a local endpoint: a GGUF model file run by libsipp in this process.
 
     Args:
@@ -49,6 +50,7 @@ def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_la
         batch_size: token budget of one decode step (None: 512).
         max_queued: requests waiting for a slot before a query raises BusyError (None: 64).
         embeddings: prepare the embedding context at load instead of on first embed().
+        flash_attn: "auto", "on" or "off" (None: auto, llama.cpp's choice; off for backend "cpu").
     """
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"sipp.local() needs the path of a .gguf file, not {path!r}")
@@ -58,10 +60,12 @@ def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_la
             raise InvalidArgumentError(f"sipp.local({name}={value!r}): {name} must be an int >= 0")
     if gpu_layers is not None and (isinstance(gpu_layers, bool) or not isinstance(gpu_layers, int)):
         raise InvalidArgumentError(f"sipp.local(gpu_layers={gpu_layers!r}): gpu_layers must be an int (-1: all)")
+    if flash_attn is not None and flash_attn not in ("auto", "on", "off"):
+        raise InvalidArgumentError(f"sipp.local(flash_attn={flash_attn!r}): flash_attn must be 'auto', 'on' or 'off'")
     if backend is not None and not isinstance(backend, str):
         raise InvalidArgumentError(f"sipp.local(backend={backend!r}): backend must be a str such as 'cpu'")
     return LocalSpec(os.fspath(path), backend, ctx_size, parallel, threads, gpu_layers, batch_size, max_queued,
-                     bool(embeddings))
+                     bool(embeddings), flash_attn)
 
 
 def gateway(url, token=None, model=None, timeout=600.0):

@@ -83,6 +83,8 @@ class LocalEndpoint:
         mp.backend = backend.encode()
         if spec.gpu_layers is not None:
             mp.gpu_layers = spec.gpu_layers
+        if spec.flash_attn is not None:
+            mp.flash_attn = spec.flash_attn.encode()
         model = ctypes.c_void_p()
         N.check(lib.model_load(str(spec.path).encode(), ctypes.byref(mp), ctypes.byref(model), err), err)
 

@@ -7,7 +7,9 @@ Two decisions happen here, in this order.
    manifest.json lists the backends compiled into it (build/artifacts/<name>/). ``auto`` takes the
    default artifact (build/artifact, the one libsipp was linked against); an explicit backend takes
    the default artifact when it has that backend, else another artifact that has it. SIPP_ARTIFACT
-   names the artifact directly and wins, but an explicit backend must still be in it. A name sipp
+   names the artifact directly and wins, but an explicit backend must still be in it. Before the
+   default, the artifact that ``sipp build python --backend ...`` recorded (build/targets/python.json)
+   is taken, for auto and for any backend it has. A name sipp
    does not know, or a backend no artifact has, raises BackendError at import, listing the usable
    names: failing at import is cheaper than failing after a model has been read.
 
@@ -71,11 +73,32 @@ def _read_manifest(artifact_dir):
     return [str(b) for b in backends] if isinstance(backends, list) else None
 
 
+def _lib_build_dir(lib_path):
+    """The build directory libsipp lives in (BUILD/lib/libsipp.so), or None."""
+    if not lib_path or not os.path.isfile(lib_path):
+        return None
+    return os.path.dirname(os.path.dirname(os.path.realpath(lib_path)))
+
+
+def target_record(lib_path):
+    """The artifact `sipp build python` recorded, as (dir, [backends]), or None."""
+    build = _lib_build_dir(lib_path)
+    if not build:
+        return None
+    try:
+        with open(os.path.join(build, "targets", "python.json"), encoding="utf-8") as f:
+            d = json.load(f).get("artifact")
+    except (OSError, ValueError, AttributeError):
+        return None
+    backends = _read_manifest(d) if isinstance(d, str) and os.path.isdir(d) else None
+    return (os.path.realpath(d), backends) if backends is not None else None
+
+
 def list_artifacts(lib_path):
     """The artifacts next to libsipp: [(dir, [backends])], the default artifact first."""
-    if not lib_path or not os.path.isfile(lib_path):
+    build = _lib_build_dir(lib_path)
+    if not build:
         return []
-    build = os.path.dirname(os.path.dirname(os.path.realpath(lib_path)))
     default = os.path.realpath(os.path.join(build, "artifact"))
     found = []
     for manifest in sorted(glob.glob(os.path.join(build, "artifacts", "*", "manifest.json"))):
@@ -137,6 +160,10 @@ def select_backend(env=None):
                 f"make BACKENDS=\"cpu {name}\".")
         return Selection(name, forced, backends, "SIPP_ARTIFACT")
 
+    record = target_record(lib)
+    if record and (name == "auto" or name in record[1]):
+        return Selection(name, record[0], record[1], "sipp build python")
+
     if name == "auto":
         if artifacts:
             d, backends = artifacts[0]
@@ -177,7 +204,8 @@ class BackendInfo(ctypes.Structure):
 
 class ModelParams(ctypes.Structure):
     _fields_ = [("backend", c_char_p), ("backend_order", c_char_p), ("gpu_layers", c_int), ("progress", PROGRESS_FN),
-                ("progress_user", c_void_p), ("vocab_only", c_bool)]
+                ("progress_user", c_void_p), ("vocab_only", c_bool), ("rpc_servers", c_char_p), ("tensor_split", c_char_p),
+                ("flash_attn", c_char_p)]
 
 
 class ModelInfo(ctypes.Structure):
@@ -193,7 +221,8 @@ class Message(ctypes.Structure):
 
 class EngineParams(ctypes.Structure):
     _fields_ = [("ctx_size", c_int), ("parallel", c_int), ("threads", c_int), ("batch_size", c_int),
-                ("max_queued", c_int), ("policy", c_int), ("embeddings", c_bool)]
+                ("max_queued", c_int), ("policy", c_int), ("embeddings", c_bool), ("speculative", c_char_p),
+                ("draft_max", c_int), ("draft_min", c_int)]
 
 
 class Sampling(ctypes.Structure):
@@ -214,13 +243,14 @@ class RequestParams(ctypes.Structure):
 class RequestStats(ctypes.Structure):
     _fields_ = [("prompt_tokens", c_int), ("cached_tokens", c_int), ("generated_tokens", c_int),
                 ("queue_ms", c_double), ("ttft_ms", c_double), ("prefill_ms", c_double), ("decode_ms", c_double),
-                ("prefill_tokens_per_s", c_double), ("decode_tokens_per_s", c_double), ("total_ms", c_double)]
+                ("prefill_tokens_per_s", c_double), ("decode_tokens_per_s", c_double), ("total_ms", c_double),
+                ("draft_tokens", c_int), ("accepted_tokens", c_int)]
 
 
 class EngineStats(ctypes.Structure):
     _fields_ = [("slots", c_int), ("running", c_int), ("queued", c_int), ("requests_done", c_uint64),
                 ("tokens_in", c_uint64), ("tokens_out", c_uint64), ("decode_steps", c_uint64),
-                ("mean_busy_slots", c_double)]
+                ("mean_busy_slots", c_double), ("draft_tokens", c_uint64), ("accepted_tokens", c_uint64)]
 
 
 # ---- the model store (sipp.h "model store") ----

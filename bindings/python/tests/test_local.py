@@ -273,5 +273,21 @@ class LifetimeTest(unittest.TestCase):
             client.add("m", sipp.local(_support.model(), backend="cpu", threads=_support.THREADS, parallel=1))
 
 
+class FlashAttnTest(unittest.TestCase):
+    def test_flash_attn_reaches_the_load(self):
+        with sipp.Client() as client:
+            on = client.add("on", sipp.local(_support.model(), backend="cpu", flash_attn="on", threads=_support.THREADS,
+                                             parallel=1))
+            off = client.add("off", sipp.local(_support.model(), backend="cpu", threads=_support.THREADS, parallel=1))
+            self.assertIn("flash attention on (asked)", on.backend["reason"])
+            self.assertIn("flash attention off (explicit cpu", off.backend["reason"])
+            self.assertTrue(client.query("Hello", endpoint="on", max_tokens=2, temperature=0).text)
+
+    def test_bad_flash_attn(self):
+        with self.assertRaises(sipp.InvalidArgumentError) as cm:
+            sipp.local(_support.model(), flash_attn="fast")
+        self.assertIn("flash_attn", str(cm.exception))
+
+
 if __name__ == "__main__":
     unittest.main()

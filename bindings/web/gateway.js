@@ -1,0 +1,231 @@
+
+/**
+ * A gateway endpoint: a sipp gateway (`sipp serve`) reached with the browser's fetch (the Node
+ * binding's lib/gateway.js, as an ES module; the gateway must allow the page's origin, [server]
+ * allowed_origins, unless it served the page).
+ *
+ * It uses the gateway's OpenAI-compatible routes: /v1/models when added (to find and check the
+ * model), /v1/completions for query, /v1/chat/completions for chat, both streamed as server-sent
+ * events with the usage in the last chunk (stream_options.include_usage), and /v1/embeddings.
+ * Options without an OpenAI name ride along as sipp's extension fields (context_key, top_k, min_p,
+ * repeat_penalty, ignore_eos). Cancelling aborts the fetch, which closes the connection; the
+ * gateway cancels the request when its client goes away.
+ */
+import { SippError, invalid } from './errors.js';
+
+const STATUS_NAMES = new Set(['invalid_argument', 'not_found', 'io_error', 'model_error', 'backend_error',
+  'context_full', 'busy', 'cancelled', 'timeout', 'no_memory', 'closed', 'internal_error']);
+const BY_HTTP = { 400: 'invalid_argument', 404: 'not_found', 429: 'busy', 503: 'busy' };
+
+async function httpError(res, url) {
+  let message = null;
+  let code = null;
+  const body = await res.text().catch(() => '');
+  try {
+    const e = JSON.parse(body).error;
+    if (e && typeof e === 'object') ({ message, code } = { message: e.message, code: e.code || e.type });
+    else if (typeof e === 'string') message = e;
+  } catch {}
+  let text = `gateway ${url} answered ${res.status}: ${message || body.slice(0, 200) || res.statusText}`;
+  if (res.status === 401 || res.status === 403) text += '; check the token given to { kind: "gateway", token }';
+  const kind = STATUS_NAMES.has(code) ? code : BY_HTTP[res.status] || 'gateway';
+  return new SippError(text, kind, { httpStatus: res.status, gatewayCode: code });
+}
+
+function unreachable(url, e) {
+  const why = (e.cause && (e.cause.code || e.cause.message)) || e.message;
+  return new SippError(`cannot reach gateway ${url}: ${why}; is \`sipp serve\` running there?`, 'gateway', { httpStatus: null });
+}
+
+/** Yields the data of each server-sent event of a fetch Response body. */
+async function* sseEvents(body) {
+  const decoder = new TextDecoder();
+  let buf = '';
+  let data = [];
+  for await (const chunk of body) {
+    buf += decoder.decode(chunk, { stream: true });
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl).replace(/\r$/, '');
+      buf = buf.slice(nl + 1);
+      if (line === '') {
+        if (data.length) yield data.join('\n');
+        data = [];
+      } else if (line.startsWith('data:')) {
+        data.push(line.slice(5).replace(/^ /, ''));
+      } // comments and other fields carry nothing for us
+    }
+  }
+  if (data.length) yield data.join('\n');
+}
+
+function normalizeL2(v) {
+  const n = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+  return n > 0 ? v.map((x) => x / n) : v;
+}
+
+class GatewayEndpoint {
+  constructor(name, spec, model) {
+    this.name = name;
+    this.kind = 'gateway';
+    this.baseUrl = spec.baseUrl.replace(/\/+$/, '');
+    this.model = model;
+    this.backend = { backend: 'gateway', reason: `${this.baseUrl} model ${model}`, devices: '', gpuLayers: 0 };
+    this.info = { model, url: this.baseUrl };
+    this._token = spec.token;
+    this._closed = false;
+    this._inflight = new Set(); // AbortControllers of running requests, aborted by close()
+  }
+
+  static async open(name, spec) {
+    if (typeof spec.baseUrl !== 'string' || !/^https?:\/\//.test(spec.baseUrl)) {
+      throw invalid(`a gateway endpoint needs baseUrl: an http:// or https:// URL, got ${JSON.stringify(spec.baseUrl)}`);
+    }
+    if (spec.target !== undefined && spec.model !== undefined && spec.target !== spec.model) {
+      throw invalid(`give the gateway's target as target or as model, not two different names ('${spec.target}', '${spec.model}')`);
+    }
+    const wanted = spec.target ?? spec.model;
+    const probe = new GatewayEndpoint(name, spec, wanted || null);
+    const models = await probe._json('GET', '/v1/models');
+    const ids = (models.data || []).map((m) => m && m.id).filter(Boolean);
+    let model = wanted;
+    if (model) {
+      if (ids.length && !ids.includes(model)) {
+        throw new SippError(`gateway ${probe.baseUrl} does not serve model '${model}'; it serves: ${ids.join(', ')}`, 'not_found');
+      }
+    } else if (ids.length === 1) {
+      model = ids[0];
+    } else if (!ids.length) {
+      throw new SippError(`gateway ${probe.baseUrl} serves no model (/v1/models is empty)`, 'not_found');
+    } else {
+      throw invalid(`gateway ${probe.baseUrl} serves several models (${ids.join(', ')}); choose one with { model }`);
+    }
+    return new GatewayEndpoint(name, spec, model);
+  }
+
+  get closed() {
+    return this._closed;
+  }
+
+  async _fetch(method, path, body, signal, stream = false) {
+    if (this._closed) throw new SippError(`endpoint '${this.name}' is closed`, 'closed');
+    const url = this.baseUrl + path;
+    const headers = { Accept: stream ? 'text/event-stream' : 'application/json' };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (this._token) headers.Authorization = `Bearer ${this._token}`;
+    let res;
+    try {
+      res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
+    } catch (e) {
+      if (signal && signal.aborted) throw e;
+      throw unreachable(url, e);
+    }
+    if (!res.ok) throw await httpError(res, url);
+    return res;
+  }
+
+  async _json(method, path, body) {
+    const res = await this._fetch(method, path, body, AbortSignal.timeout(30000));
+    const text = await res.text();
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new SippError(`gateway ${this.baseUrl}${path} answered with something that is not JSON: ${text.slice(0, 200)}`, 'gateway');
+    }
+  }
+
+  submit(what, opts, q) {
+    if (this._closed) throw new SippError(`endpoint '${this.name}' is closed`, 'closed');
+    if (q.cancelRequested) return q._endUnsent('gateway'); // an AbortSignal aborted already
+    const chat = 'messages' in what;
+    const body = { model: this.model, ...what, stream: true, stream_options: { include_usage: true } };
+    const map = {
+      maxTokens: 'max_tokens', temperature: 'temperature', topK: 'top_k', topP: 'top_p', minP: 'min_p',
+      repeatPenalty: 'repeat_penalty', seed: 'seed', stop: 'stop', contextKey: 'context_key',
+      chatTemplate: 'chat_template', ignoreEos: 'ignore_eos',
+    };
+    for (const [k, wire] of Object.entries(map)) if (opts[k] !== undefined) body[wire] = opts[k];
+    if (body.max_tokens === -1) delete body.max_tokens; // "until the context is full" is the default there
+    const controller = new AbortController();
+    const signal = opts.timeoutMs ? AbortSignal.any([controller.signal, AbortSignal.timeout(opts.timeoutMs)]) : controller.signal;
+    this._inflight.add(controller);
+    q._bindCancel(() => controller.abort());
+    this._run(chat ? '/v1/chat/completions' : '/v1/completions', body, chat, signal, q)
+      .finally(() => this._inflight.delete(controller));
+  }
+
+  async _run(path, body, chat, signal, q) {
+    let finish = null;
+    let usage = {};
+    let stats = {};
+    try {
+      const res = await this._fetch('POST', path, body, signal, true);
+      for await (const data of sseEvents(res.body)) {
+        if (data.trim() === '[DONE]') break;
+        let chunk;
+        try {
+          chunk = JSON.parse(data);
+        } catch {
+          continue;
+        }
+        if (chunk.error) {
+          const e = chunk.error;
+          const code = typeof e === 'object' ? e.code : null;
+          throw new SippError(`gateway ${this.baseUrl}: ${typeof e === 'object' ? e.message : e}`,
+            STATUS_NAMES.has(code) ? code : 'gateway');
+        }
+        for (const c of chunk.choices || []) {
+          const piece = chat ? (c.delta && c.delta.content) || '' : c.text || '';
+          if (piece) q._piece(piece);
+          if (c.finish_reason) finish = c.finish_reason;
+        }
+        if (chunk.usage) usage = chunk.usage;
+        if (chunk.stats || chunk.timings) stats = chunk.stats || chunk.timings;
+      }
+      q._end(this._result(q.cancelRequested ? 'cancelled' : finish || 'stop', usage, stats));
+    } catch (e) {
+      if (signal.aborted) {
+        q._end(this._result('cancelled', usage, stats));
+      } else {
+        q._fail(e instanceof SippError ? e : new SippError(`gateway ${this.baseUrl}: the stream broke: ${e.message}`, 'gateway'));
+      }
+    }
+  }
+
+  _result(finishReason, usage, stats) {
+    return {
+      finishReason,
+      usage: {
+        promptTokens: usage.prompt_tokens,
+        completionTokens: usage.completion_tokens,
+        totalTokens: usage.total_tokens,
+        cachedTokens: usage.cached_tokens ?? (usage.prompt_tokens_details || {}).cached_tokens,
+      },
+      stats: { ...stats, backend: 'gateway' },
+      timings: { ...stats },
+      backend: 'gateway',
+      threads: null,
+    };
+  }
+
+  async embed(texts, normalize) {
+    const out = await this._json('POST', '/v1/embeddings', { model: this.model, input: texts });
+    const rows = (out.data || []).slice().sort((a, b) => (a.index || 0) - (b.index || 0));
+    const vectors = rows.map((r) => (r.embedding || []).map(Number));
+    if (vectors.length !== texts.length) {
+      throw new SippError(`gateway ${this.baseUrl} returned ${vectors.length} embeddings for ${texts.length} inputs`, 'gateway');
+    }
+    return normalize ? vectors.map(normalizeL2) : vectors;
+  }
+
+  stats() {
+    return { url: this.baseUrl, model: this.model };
+  }
+
+  async close() {
+    this._closed = true;
+    for (const c of this._inflight) c.abort();
+  }
+}
+
+export { GatewayEndpoint, sseEvents };

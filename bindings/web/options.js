@@ -1,0 +1,91 @@
+
+/** Checks of the options and inputs the client takes, shared by the endpoint kinds. */
+import { invalid } from './errors.js';
+
+const SEED_MAX = 0xFFFFFFFE; // 0xFFFFFFFF means "random" to libsipp
+
+const GENERATION = {
+  endpoint: 'any', signal: 'any', maxTokens: 'int', temperature: 'number', topK: 'int', topP: 'number',
+  minP: 'number', repeatPenalty: 'number', seed: 'seed', stop: 'stop', contextKey: 'string',
+  chatTemplate: 'string', ignoreEos: 'boolean', timeoutMs: 'int',
+};
+
+const SNAKE_HINT = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+
+/** The generation options, checked; unknown keys (e.g. max_tokens for maxTokens) are errors. */
+function generationOptions(opts, allowed = GENERATION) {
+  if (opts === undefined || opts === null) return {};
+  if (typeof opts !== 'object') throw invalid(`options must be an object such as { maxTokens: 64 }, not ${typeof opts}`);
+  const out = {};
+  for (const [k, v] of Object.entries(opts)) {
+    const kind = allowed[k];
+    if (!kind) {
+      const hint = allowed[SNAKE_HINT(k)] ? `; did you mean ${SNAKE_HINT(k)}?` : '';
+      throw invalid(`unknown option '${k}'${hint} (known: ${Object.keys(allowed).join(', ')})`);
+    }
+    if (v === undefined || v === null) continue;
+    switch (kind) {
+      case 'int':
+        if (!Number.isInteger(v)) throw invalid(`${k} must be an integer, not ${JSON.stringify(v)}`);
+        break;
+      case 'number':
+        if (typeof v !== 'number' || !Number.isFinite(v)) throw invalid(`${k} must be a finite number, not ${JSON.stringify(v)}`);
+        break;
+      case 'seed':
+        if (!Number.isInteger(v) || v < 0 || v > SEED_MAX) throw invalid(`seed must be an integer in [0, ${SEED_MAX}], not ${JSON.stringify(v)}`);
+        break;
+      case 'string':
+        if (typeof v !== 'string') throw invalid(`${k} must be a string, not ${typeof v}`);
+        if (v.includes('\0')) throw invalid(`${k} contains a NUL character`);
+        break;
+      case 'boolean':
+        if (typeof v !== 'boolean') throw invalid(`${k} must be true or false, not ${JSON.stringify(v)}`);
+        break;
+      case 'stop': {
+        const list = typeof v === 'string' ? [v] : v;
+        if (!Array.isArray(list) || !list.every((s) => typeof s === 'string' && s.length > 0)) {
+          throw invalid(`stop must be a string or an array of non-empty strings, not ${JSON.stringify(v)}`);
+        }
+        out.stop = list;
+        continue;
+      }
+      default:
+        break;
+    }
+    out[k] = v;
+  }
+  if (out.timeoutMs !== undefined && out.timeoutMs <= 0) throw invalid(`timeoutMs must be positive, not ${out.timeoutMs}`);
+  return out;
+}
+
+function checkPrompt(prompt) {
+  if (typeof prompt !== 'string') throw invalid(`the prompt must be a string, not ${typeof prompt}`);
+  if (prompt.includes('\0')) throw invalid('the prompt contains a NUL character');
+  return prompt;
+}
+
+/** [{role, content}] from the messages given, or throws naming the bad one. */
+function checkMessages(messages) {
+  if (!Array.isArray(messages)) {
+    throw invalid('messages must be an array of { role, content } objects, e.g. [{ role: "user", content: "Hello" }]');
+  }
+  if (messages.length === 0) throw invalid('messages is empty; give at least one message');
+  return messages.map((m, i) => {
+    if (!m || typeof m.role !== 'string' || typeof m.content !== 'string') {
+      throw invalid(`messages[${i}] needs a string role and a string content, got ${JSON.stringify(m)}`);
+    }
+    return { role: m.role, content: m.content };
+  });
+}
+
+/** The texts to embed, and whether a single string was given. */
+function checkEmbedInput(input) {
+  const single = typeof input === 'string';
+  const texts = single ? [input] : input;
+  if (!Array.isArray(texts) || !texts.every((t) => typeof t === 'string')) {
+    throw invalid(`embed takes a string or an array of strings, not ${JSON.stringify(input)}`);
+  }
+  return { texts, single };
+}
+
+export { generationOptions, checkPrompt, checkMessages, checkEmbedInput, GENERATION };

@@ -1,0 +1,137 @@
+
+/**
+ * A Query: what client.query() and client.chat() return, for every endpoint kind.
+ *
+ *   response  Promise<{text, finishReason, usage, stats, endpoint}>; rejects with a SippError
+ *   tokens    AsyncIterable<string> of the pieces as they come; iterate it once. Leaving the loop
+ *             early (break, return, throw) cancels the request.
+ *   cancel()  asks the request to stop; the response then resolves with finishReason 'cancelled'
+ *
+ * An endpoint drives it through _piece(text), _end(result) and _fail(error), and binds its way to
+ * cancel with _bindCancel(fn). Pieces are buffered until the tokens iterator takes them, so nothing
+ * is lost when iteration starts late. The response promise has a handler attached from the start:
+ * a caller who only iterates tokens (and sees the error there) gets no unhandled rejection.
+ */
+import { SippError } from './errors.js';
+
+class Query {
+  constructor(endpointName, signal) {
+    this._endpoint = endpointName;
+    this._parts = [];     // every piece, for response.text
+    this._next = 0;       // index of the next piece the tokens iterator hands out
+    this._waiter = null;  // the iterator's pending next()
+    this._done = false;
+    this._error = null;
+    this._cancelFn = null;
+    this._cancelAsked = false;
+    this._iterated = false;
+    this.response = new Promise((resolve, reject) => {
+      this._resolve = resolve;
+      this._reject = reject;
+    });
+    this.response.catch(() => {});
+    const self = this;
+    this.tokens = { [Symbol.asyncIterator]: () => self._iterator() };
+    this.cancel = this.cancel.bind(this);
+    if (signal) this._watch(signal);
+  }
+
+  /** Asks the request to stop. Safe to call any time, also after the end. */
+  cancel() {
+    if (this._done || this._cancelAsked) return;
+    this._cancelAsked = true;
+    if (this._cancelFn) this._cancelFn();
+  }
+
+  _watch(signal) {
+    if (typeof signal.addEventListener !== 'function' || typeof signal.aborted !== 'boolean') {
+      this._fail(new SippError('signal must be an AbortSignal (e.g. new AbortController().signal)', 'invalid_argument'));
+      return;
+    }
+    if (signal.aborted) {
+      this.cancel();
+      return;
+    }
+    const onAbort = () => this.cancel();
+    signal.addEventListener('abort', onAbort, { once: true });
+    this._unwatch = () => signal.removeEventListener('abort', onAbort);
+  }
+
+  _bindCancel(fn) {
+    this._cancelFn = fn;
+    if (this._cancelAsked && !this._done) fn();
+  }
+
+  get cancelRequested() {
+    return this._cancelAsked;
+  }
+
+  /** Ends a query cancelled before its request was sent: nothing was generated. */
+  _endUnsent(backend) {
+    this._end({
+      finishReason: 'cancelled',
+      usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0, cachedTokens: 0 },
+      stats: { backend },
+    });
+  }
+
+  _piece(text) {
+    if (this._done) return;
+    this._parts.push(text);
+    this._wake();
+  }
+
+  _end(result) {
+    if (this._done) return;
+    this._done = true;
+    if (this._unwatch) this._unwatch();
+    this._resolve({ text: this._parts.join(''), endpoint: this._endpoint, ...result });
+    this._wake();
+  }
+
+  _fail(err) {
+    if (this._done) return;
+    this._done = true;
+    this._error = err;
+    if (this._unwatch) this._unwatch();
+    this._reject(err);
+    this._wake();
+  }
+
+  _wake() {
+    const w = this._waiter;
+    if (!w) return;
+    this._waiter = null;
+    this._pull().then(w.resolve, w.reject);
+  }
+
+  _pull() {
+    if (this._next < this._parts.length) return Promise.resolve({ value: this._parts[this._next++], done: false });
+    if (this._error) return Promise.reject(this._error);
+    if (this._done) return Promise.resolve({ value: undefined, done: true });
+    return null;
+  }
+
+  _iterator() {
+    if (this._iterated) throw new SippError('query.tokens can be iterated only once', 'invalid_argument');
+    this._iterated = true;
+    return {
+      next: () => this._pull() || new Promise((resolve, reject) => { this._waiter = { resolve, reject }; }),
+      return: () => {
+        this.cancel();
+        this._next = Infinity;
+        return Promise.resolve({ value: undefined, done: true });
+      },
+      [Symbol.asyncIterator]() { return this; },
+    };
+  }
+}
+
+/** A Query that has already failed (bad options, closed client): same shape, no request. */
+function failedQuery(endpointName, err) {
+  const q = new Query(endpointName);
+  q._fail(err);
+  return q;
+}
+
+export { Query, failedQuery };

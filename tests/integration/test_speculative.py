@@ -1,0 +1,142 @@
+"""Speculative decoding by prompt lookup (issue 19, part 2: `--spec ngram`, target key `speculative`).
+
+The contract: a greedy request gives the same tokens with and without speculation, whatever the
+proposals were (all confirmed, some, none), through stop strings and max_tokens; a sampled request
+does not speculate at all (so its result is unchanged, and its stats say 0 proposed); and the counts
+of proposed and confirmed tokens reach the request's stats and /metrics. Random-weight models fall
+into loops after some tokens, which prompt lookup predicts, so the proposals here are both confirmed
+and rejected ones. The gateway test runs four streams at once in one engine, so proposals of several
+slots ride in one batch beside one another.
+"""
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_gateway_support as gw  # noqa: E402
+
+EXIT_OK, EXIT_USAGE = 0, 2
+RUN_TIMEOUT_S = 180
+LONG = 160  # tokens: long enough for the tiny model to loop, so lookup proposes
+PROMPTS = ["Hello", "def add(a, b): return a + b\ndef sub(a, b): return a - b\ndef add(a, b):",
+           "one two three one two three one two", "The quick brown fox"]
+
+
+def run(*args):
+    env = dict(os.environ, GGML_NO_BACKTRACE="1")
+    return subprocess.run([gw.SIPP, *args], capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
+
+
+def generate(prompt, *flags, max_tokens=LONG):
+    p = run(gw.model(), prompt, "--max-tokens", str(max_tokens), "--threads", "1", "--ignore-eos", "--stats",
+            "json", *flags)
+    if p.returncode != 0:
+        raise AssertionError(f"sipp {flags} exited {p.returncode}: {p.stderr}")
+    return p.stdout, json.loads(p.stderr.strip().splitlines()[-1]), p.stderr
+
+
+class SpeculativeCliTest(unittest.TestCase):
+    def test_greedy_output_is_identical(self):
+        drafted = accepted = 0
+        for prompt in PROMPTS:
+            plain, s0, _ = generate(prompt, "--temperature", "0")
+            spec, s1, _ = generate(prompt, "--temperature", "0", "--spec", "ngram")
+            self.assertEqual(spec, plain, f"prompt {prompt!r}")
+            self.assertEqual(s1["generated_tokens"], s0["generated_tokens"])
+            self.assertEqual(s0["draft_tokens"], 0)
+            self.assertIsNone(s0["acceptance_rate"])
+            self.assertLessEqual(s1["accepted_tokens"], s1["draft_tokens"])
+            drafted += s1["draft_tokens"]
+            accepted += s1["accepted_tokens"]
+        self.assertGreater(drafted, 0, "prompt lookup never proposed: the test proves nothing")
+        self.assertGreater(accepted, 0)
+
+    def test_limits_and_draft_sizes(self):
+        prompt = PROMPTS[2]
+        for max_tokens in (1, 2, 7, 61):
+            plain, _, _ = generate(prompt, "--temperature", "0", max_tokens=max_tokens)
+            for sizes in (["--draft-max", "1"], ["--draft-max", "3", "--draft-min", "2"], ["--draft-max", "32"]):
+                spec, s, _ = generate(prompt, "--temperature", "0", "--spec", "ngram", *sizes, max_tokens=max_tokens)
+                self.assertEqual(spec, plain, f"max_tokens {max_tokens} {sizes}")
+                self.assertEqual(s["generated_tokens"], max_tokens)
+
+    def test_stop_string(self):
+        plain, _, _ = generate("Hello", "--temperature", "0")
+        stop = plain[len(plain) * 3 // 4:][:4]
+        if not stop.strip():
+            self.skipTest(f"no usable stop string in {plain!r}")
+        a, sa, _ = generate("Hello", "--temperature", "0", "--stop", stop)
+        b, sb, _ = generate("Hello", "--temperature", "0", "--stop", stop, "--spec", "ngram")
+        self.assertEqual(b, a)
+        self.assertEqual(sb["finish_reason"], "stop")
+        self.assertEqual(sb["generated_tokens"], sa["generated_tokens"])
+
+    def test_sampled_requests_do_not_speculate(self):
+        flags = ["--temperature", "0.8", "--seed", "7"]
+        plain, _, _ = generate("Hello", *flags, max_tokens=40)
+        spec, s, err = generate("Hello", *flags, "--spec", "ngram", max_tokens=40)
+        self.assertEqual(spec, plain)
+        self.assertEqual(s["draft_tokens"], 0)
+        self.assertIn("greedy requests only", err)
+        _, s, _ = generate("Hello", "--temperature", "0", "--repeat-penalty", "1.1", "--spec", "ngram", max_tokens=40)
+        self.assertEqual(s["draft_tokens"], 0, "a repeat penalty makes the choice depend on the history")
+
+    def test_bad_flags(self):
+        p = run(gw.model(), "Hi", "--spec", "medusa")
+        self.assertEqual(p.returncode, EXIT_USAGE)
+        self.assertEqual(p.stderr.strip(), "sipp: --spec 'medusa' is not one of none, ngram (a draft model is not "
+                                           "supported yet)")
+        p = run(gw.model(), "Hi", "--draft", "small.gguf")
+        self.assertEqual(p.returncode, EXIT_USAGE)
+        self.assertIn("--draft: a draft model is not supported yet", p.stderr)
+        p = run(gw.model(), "Hi", "--draft-max", "33")
+        self.assertEqual(p.returncode, EXIT_USAGE)
+        self.assertIn("--draft-max", p.stderr)
+        p = run(gw.model(), "Hi", "--spec", "ngram", "--draft-max", "2", "--draft-min", "3")
+        self.assertNotEqual(p.returncode, EXIT_OK)
+        self.assertIn("draft_min", p.stderr)
+
+
+class SpeculativeGatewayTest(unittest.TestCase):
+    def test_four_streams_identical_and_counted(self):
+        g = gw.serve_config(gw.local_target("spec", parallel=4, extra='speculative = "ngram"') +
+                            gw.local_target("plain", parallel=4))
+        try:
+            def complete(target, prompt):
+                body = {"model": target, "prompt": prompt, "max_tokens": 96, "temperature": 0, "ignore_eos": True}
+                status, _, out = g.json("POST", "/v1/completions", body)
+                self.assertEqual(status, 200, out)
+                return out["choices"][0]["text"], out["usage"]["sipp"]
+
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                spec = list(pool.map(lambda p: complete("spec", p), PROMPTS))
+            plain = [complete("plain", p) for p in PROMPTS]
+            self.assertEqual([t for t, _ in spec], [t for t, _ in plain])
+            drafted = sum(u["draft_tokens"] for _, u in spec)
+            accepted = sum(u["accepted_tokens"] for _, u in spec)
+            self.assertGreater(drafted, 0)
+            self.assertEqual(sum(u["draft_tokens"] for _, u in plain), 0)
+            status, _, text = g.request("GET", "/metrics")
+            self.assertEqual(status, 200)
+            metrics = gw.parse_metrics(text.decode() if isinstance(text, bytes) else text)
+            self.assertEqual(gw.metric(metrics, "sipp_speculative_draft_tokens_total", target="spec"), drafted)
+            self.assertEqual(gw.metric(metrics, "sipp_speculative_accepted_tokens_total", target="spec"), accepted)
+            self.assertEqual(gw.metric(metrics, "sipp_speculative_draft_tokens_total", target="plain"), 0)
+        finally:
+            self.assertEqual(g.stop(), 0)
+
+    def test_bad_target_value_names_file_and_line(self):
+        text = gw.local_target("t", extra='speculative = "eagle"')
+        path = gw.write("spec-bad.toml", text)
+        p = run("serve", "--check", "--config", path)
+        self.assertNotEqual(p.returncode, EXIT_OK)
+        line = text.splitlines().index('speculative = "eagle"') + 1
+        self.assertIn(f"{path}:{line}:", p.stderr)
+        self.assertIn("'eagle' is not one of none, ngram", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

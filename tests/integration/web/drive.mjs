@@ -1,0 +1,117 @@
+/**
+ * drive.mjs PLAN.json: runs browser scenarios in Debian's headless Chromium with playwright-core and
+ * prints their results as one JSON array (the tests in ../test_web.py and `sipp verify --runtime
+ * browser` read it). No browser is downloaded: the executable is /usr/bin/chromium (or $CHROMIUM).
+ *
+ * PLAN: { userDataDir, screenshotDir?, webgpu?, timeoutMs?, serve?, steps: [{ url, scenario, args,
+ * block?, screenshot? }] }. Steps share one persistent profile, so the origin private file system
+ * (the model cache) lives from one step to the next. `block` lists URL globs whose requests are
+ * aborted during that step; each step reports the requests it saw and the ones it blocked.
+ *
+ * serve: { root, files: { "/models/NAME": PATH }, uploadDir } starts a loopback server of this
+ * script's own (cross-origin isolated: COOP/COEP on every response) for callers without one
+ * (`sipp verify`): GET serves root's bindings/web, build/web and tests/integration/web and the files
+ * named; PUT /upload/NAME writes the body to uploadDir/NAME. "{base}" in step urls and string args
+ * becomes its http://127.0.0.1:PORT.
+ */
+import { createReadStream, createWriteStream, readFileSync, statSync } from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const SERVED = ['/bindings/web/', '/build/web/', '/tests/integration/web/'];
+const TYPES = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };
+
+function serve({ root, files = {}, uploadDir }) {
+  const server = http.createServer((req, res) => {
+    const url = decodeURIComponent(req.url.split('?')[0]);
+    const headers = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp',
+      'Cache-Control': 'no-store' };
+    if (req.method === 'PUT' && url.startsWith('/upload/') && uploadDir && !url.includes('..')) {
+      const out = createWriteStream(path.join(uploadDir, path.basename(url)));
+      req.pipe(out);
+      out.on('finish', () => { res.writeHead(200, headers); res.end(); });
+      out.on('error', () => { res.writeHead(500, headers); res.end(); });
+      return;
+    }
+    const file = files[url] || (SERVED.some((p) => url.startsWith(p)) && !url.includes('..') ? path.join(root, url) : null);
+    let size = -1;
+    try { size = file ? statSync(file).size : -1; } catch {}
+    if (size < 0) { res.writeHead(404, headers); res.end(); return; }
+    res.writeHead(200, { ...headers, 'Content-Length': size,
+      'Content-Type': TYPES[path.extname(file)] || 'application/octet-stream' });
+    createReadStream(file).pipe(res);
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+
+function withBase(value, base) {
+  if (typeof value === 'string') return value.replaceAll('{base}', base);
+  if (Array.isArray(value)) return value.map((v) => withBase(v, base));
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, withBase(v, base)]));
+  return value;
+}
+
+const FLAGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--no-first-run', '--disable-quic'];
+
+const CLOSE_TIMEOUT_MS = 10000;
+
+let plan = JSON.parse(readFileSync(process.argv[2], 'utf8'));
+const server = plan.serve ? await serve(plan.serve) : null;
+if (server) plan = { ...plan, steps: withBase(plan.steps, `http://127.0.0.1:${server.address().port}`) };
+const stepTimeout = plan.timeoutMs || 240000;
+const context = await chromium.launchPersistentContext(plan.userDataDir, {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: [...FLAGS, ...(plan.webgpu ? ['--enable-unsafe-webgpu'] : [])],
+  viewport: { width: 1000, height: 700 },
+});
+const results = [];
+try {
+  const page = context.pages()[0] || await context.newPage();
+  const consoleLines = [];
+  page.on('console', (m) => consoleLines.push(`${m.type()}: ${m.text()}`));
+  page.on('pageerror', (e) => consoleLines.push(`pageerror: ${e.message}`));
+  for (const step of plan.steps) {
+    const seen = [];
+    const blocked = [];
+    const onRequest = (r) => seen.push(r.url());
+    context.on('request', onRequest);
+    const routes = [];
+    for (const glob of step.block || []) {
+      const handler = (route) => { blocked.push(route.request().url()); route.abort(); };
+      await context.route(glob, handler);
+      routes.push([glob, handler]);
+    }
+    let result;
+    let error = null;
+    const t0 = Date.now();
+    try {
+      await page.goto(step.url, { waitUntil: 'load' });
+      await page.waitForFunction(() => window.harnessReady === true || window.sippPageReady === true, null, { timeout: 30000 });
+      result = await Promise.race([
+        page.evaluate(([name, args]) => window.scenarios[name](args), [step.scenario, step.args || {}]),
+        new Promise((_, reject) => setTimeout(() => reject(new Error(`scenario ${step.scenario} took over ${stepTimeout} ms`)), stepTimeout)),
+      ]);
+    } catch (e) {
+      error = e.message;
+    }
+    if (step.screenshot && plan.screenshotDir) {
+      await page.screenshot({ path: path.join(plan.screenshotDir, `${step.screenshot}.png`) }).catch(() => {});
+    }
+    for (const [glob, handler] of routes) await context.unroute(glob, handler);
+    context.off('request', onRequest);
+    results.push({ scenario: step.scenario, result, error, requests: seen, blocked, ms: Date.now() - t0,
+      console: consoleLines.splice(0) });
+  }
+} finally {
+  // A page whose workers still compute can hold Chromium's shutdown for minutes: leave it first,
+  // and bound the close (playwright kills the browser it launched when this process exits).
+  const page = context.pages()[0];
+  if (page) await page.goto('about:blank').catch(() => {});
+  await Promise.race([context.close(), new Promise((r) => setTimeout(r, CLOSE_TIMEOUT_MS))]);
+  if (server) server.close();
+}
+process.stdout.write(JSON.stringify(results));
+process.exit(0);

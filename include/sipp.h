@@ -916,6 +916,44 @@ typedef struct sipp_engine_stats {
 
 SIPP_API void sipp_engine_get_stats(sipp_engine *engine, sipp_engine_stats *stats); /* [any thread] */
 
+/* ---- memory ------------------------------------------------------------------------------------- */
+
+#define SIPP_MEMORY_MAX_DEVICES 8
+
+typedef struct sipp_memory_device {
+    char name[32];  /* ggml's device name: "CUDA0", "Vulkan0", ... */
+    uint64_t bytes;
+} sipp_memory_device;
+
+/* What a model and its engine hold, by place and by kind. Host memory is RAM: the CPU's buffers,
+ * mmapped weights (file pages that count in the process's RSS once read) and pinned host buffers of
+ * a GPU backend. Every other buffer sits on its device. */
+typedef struct sipp_memory {
+    uint64_t host_bytes;
+    int n_devices;
+    sipp_memory_device devices[SIPP_MEMORY_MAX_DEVICES];
+    uint64_t weights_bytes; /* by kind, all places together */
+    uint64_t kv_bytes;
+    uint64_t compute_bytes; /* compute and output buffers */
+} sipp_memory;
+
+/* host_bytes plus every device's bytes. */
+SIPP_API uint64_t sipp_memory_total(const sipp_memory *m);
+
+/* Estimates what loading path with mp and starting an engine with ep would take, from the GGUF
+ * header only (nothing is loaded): the tensors' bytes placed as the backend policy would place the
+ * layers (gpu_layers of n_layer+1 on the chosen GPU device, the rest on the host), the KV cache for
+ * ep's ctx_size (shared by ep's parallel slots) in f16, and the compute and output buffers of one
+ * batch. NULL params mean the defaults. SIPP_ERR_MODEL when the header cannot be read. */
+SIPP_API sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, const sipp_engine_params *ep,
+                                          sipp_memory *out, char *errbuf);
+
+/* What the model's load allocated (its weight buffers) and what the engine's context allocated on
+ * top (KV, compute, output): the sizes of the backend buffers llama.cpp made, per place. The engine's
+ * figure includes its model's. [any thread] */
+SIPP_API void sipp_model_memory(const sipp_model *model, sipp_memory *out);
+SIPP_API void sipp_engine_memory(const sipp_engine *engine, sipp_memory *out);
+
 /* ---- embeddings --------------------------------------------------------------------------------- */
 
 /* Embeds n_texts texts with the model's pooling (mean when the model has none), in a second context

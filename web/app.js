@@ -5,6 +5,8 @@
  *   GET  /v1/models            the targets to choose from
  *   GET  /v1/backends          the backend and devices each target runs on (shown in the status strip)
  *   GET  /ready                readiness, polled while the tab is visible
+ *   POST /v1/models/ID/load    the Load / Unload button beside the model (needs an admin token when
+ *   POST /v1/models/ID/unload  the gateway has tokens; the gateway's 403 says so)
  *   POST /v1/chat/completions  "stream": true; the answer arrives as server-sent events
  *
  * Streaming. The answer is read with fetch and the body's ReadableStream (EventSource cannot POST
@@ -32,6 +34,7 @@ const $ = (id) => document.getElementById(id);
 const ui = {
   target: $('target'),
   targetInfo: $('target-info'),
+  residency: $('residency'),
   temperature: $('temperature'),
   maxTokens: $('max-tokens'),
   system: $('system'),
@@ -180,7 +183,10 @@ function showTarget() {
   let backend = '–';
   let device = '–';
   let info = t ? '' : state.notice;
+  ui.residency.hidden = !(t && t.type === 'local');
   if (t && t.type === 'local') {
+    ui.residency.textContent = t.state === 'ready' ? 'Unload' : 'Load';
+    ui.residency.disabled = t.state === 'loading';
     if (t.state === 'ready') {
       backend = t.backend || '?';
       device = t.devices || 'none';
@@ -188,6 +194,9 @@ function showTarget() {
     } else if (t.state === 'failed') {
       backend = 'failed';
       info = t.error || '';
+    } else if (t.state === 'unloaded') {
+      backend = 'not loaded';
+      info = 'loads on its first message, or with Load';
     } else {
       backend = 'loading…';
     }
@@ -246,6 +255,29 @@ async function loadModels() {
     if (needToken) ui.advanced.open = true;
   }
   await loadBackends();
+}
+
+/* Load or Unload the selected model; the answer (or the gateway's reason) shows under the select. */
+async function toggleResidency() {
+  const name = ui.target.value;
+  const t = state.targets.get(name);
+  if (!t) return;
+  const action = t.state === 'ready' ? 'unload' : 'load';
+  ui.residency.disabled = true;
+  if (action === 'load') ui.statBackend.textContent = 'loading…';
+  let message = '';
+  try {
+    const res = await fetch(`/v1/models/${encodeURIComponent(name)}/${action}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', ...authHeaders() },
+      body: '{}',
+    });
+    if (!res.ok) message = await errorMessage(res);
+  } catch (err) {
+    message = err.message;
+  }
+  await loadBackends();
+  if (message) ui.targetInfo.textContent = message;
 }
 
 function saveToken() {
@@ -497,6 +529,7 @@ function start() {
   ui.stop.addEventListener('click', stop);
   ui.clear.addEventListener('click', clearConversation);
   ui.target.addEventListener('change', showTarget);
+  ui.residency.addEventListener('click', toggleResidency);
   ui.token.addEventListener('change', saveToken);
   document.querySelector('.skip').addEventListener('click', (event) => {
     event.preventDefault();

@@ -94,6 +94,19 @@ void sipp_log_route(sipp_log_level level);
  * bytes, emptied here), instead of printing it; NULL stops. */
 void sipp_log_capture(char *buf);
 
+/* Backend buffers (buffers.c). While a thread has a capture set, every "... buffer size = X MiB"
+ * line llama.cpp logs on that thread is added to m; NULL stops. */
+typedef enum sipp_memory_kind { SIPP_MEMORY_WEIGHTS, SIPP_MEMORY_KV, SIPP_MEMORY_COMPUTE } sipp_memory_kind;
+void sipp_buffers_capture(sipp_memory *m);
+/* Called by log.c for every line. */
+void sipp_buffers_note(const char *line);
+/* Adds one buffer line's size to m; false when the line reports no buffer. */
+bool sipp_buffers_parse(const char *line, sipp_memory *m);
+/* Adds bytes of a kind to m: on the host (device NULL) or on device[0..device_len). */
+void sipp_memory_add(sipp_memory *m, const char *device, size_t device_len, sipp_memory_kind kind, uint64_t bytes);
+
+/* Adds every place and kind of from to into. */
+void sipp_memory_merge(sipp_memory *into, const sipp_memory *from);
 /* Calls fn with every line llama.cpp or ggml logs on the calling thread (any level, before
  * filtering), until called again with NULL. */
 typedef void (*sipp_log_observer)(const char *line, void *user);

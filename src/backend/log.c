@@ -33,6 +33,7 @@ static __thread sipp_log_observer observer;
 static __thread void *observer_user;
 
 static void log_cb(enum ggml_log_level level, const char *text, void *user) {
+    if (level == GGML_LOG_LEVEL_INFO) sipp_buffers_note(text);
     if (observer && text) observer(text, observer_user);
     if (capture_buf) {
         /* The first error line says what went wrong; later ones say that loading failed. The caller

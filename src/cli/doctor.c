@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "gateway/gateway.h"
+#include "gateway/residency.h"
 #include "cli/targets.h"
 
 #define VULKAN_ICD_DIRS "/usr/share/vulkan/icd.d:/etc/vulkan/icd.d:/usr/local/share/vulkan/icd.d"
@@ -155,6 +157,11 @@ static void print_text(json_t *r) {
                json_string_value(json_object_get(dec, "reason")));
     else
         printf("unusable: %s\n", json_string_value(json_object_get(dec, "error")));
+    printf("\nmemory budget (sipp serve: what loaded models may hold)\n");
+    json_array_foreach(json_object_get(r, "memory_budget"), i, v)
+        printf("  %-7s %llu MiB (%s)\n", json_string_value(json_object_get(v, "place")),
+               (unsigned long long)(json_integer_value(json_object_get(v, "budget_bytes")) >> 20),
+               json_string_value(json_object_get(v, "from")));
     json_array_foreach(json_object_get(r, "notes"), i, v) printf("note: %s\n", json_string_value(v));
 }
 
@@ -297,6 +304,10 @@ int cmd_doctor(int argc, char **argv) {
                                cli_backends_json(), "drivers", drivers_json(notes), "toolchains", toolchains_json(),
                                "decision", decision_json(backend ? backend : "auto", &ok));
     json_decref(facts);
+    gw_config defaults;
+    gw_config_init(&defaults);
+    json_object_set_new(report, "memory_budget", gw_budgets_json(&defaults));
+    gw_config_free(&defaults);
     json_object_set_new(report, "notes", notes);
     bool rpc_ok = true;
     if (rpc) json_object_set_new(report, "rpc", cli_rpc_report_json(rpc, &rpc_ok));

@@ -2,6 +2,8 @@
  * serve.c: `sipp serve`: run the gateway (src/gateway): OpenAI-compatible and sipp-native HTTP
  * routes in front of local models and remote OpenAI-compatible servers.
  *
+ *   sipp serve [flags]                   every model in the store, loaded on first use
+ *   sipp serve --models-dir DIR [flags]  every GGUF file (or split set) in DIR, loaded on first use
  *   sipp serve MODEL [flags]             one local target, named after the file
  *   sipp serve --config FILE [flags]     the targets, tokens and limits of a TOML file
  *   sipp serve --check --config FILE     validate the file (and what it refers to) and exit
@@ -21,19 +23,27 @@
 #define SERVE_MAX_CTX (1 << 24)
 #define SERVE_MAX_THREADS 1024
 #define SERVE_MAX_GPU_LAYERS 100000
+#define SERVE_MAX_BUDGET_MB (1 << 30)
+#define SERVE_MAX_LOADED 100000
 
 static const char usage[] =
-    "usage: sipp serve MODEL [options]\n"
+    "usage: sipp serve [MODEL | --models-dir DIR] [options]\n"
     "       sipp serve --config FILE [--host ADDR] [--port N]\n"
     "       sipp serve --check --config FILE\n"
     "\n"
     "Runs the gateway: OpenAI-compatible routes (/v1/models, /v1/chat/completions, /v1/completions,\n"
     "/v1/embeddings), sipp-native routes (/v1/query, /v1/chat, /v1/embed) and /health, /ready,\n"
     "/metrics, /v1/backends. MODEL becomes one local target named after its file (without .gguf).\n"
+    "Without MODEL or --config, every model in the store ($SIPP_MODELS_DIR) is served under its\n"
+    "store name, loaded on its first request and unloaded when memory is needed.\n"
     "\n"
     "options:\n"
     "  --config FILE            targets, tokens and limits from a TOML file (see docs/gateway.md)\n"
     "  --check                  validate --config FILE and exit (0 valid, 1 not)\n"
+    "  --models-dir DIR         serve every GGUF file in DIR (also with --config: added to its targets)\n"
+    "  --memory-budget-mb N     host RAM the loaded models may hold ([server] memory_budget_mb)\n"
+    "  --max-loaded-models N    at most N models loaded at once ([server] max_loaded_models)\n"
+    "  --keep-alive DURATION    discovered models' idle time before unload: -1 (default, never), 0, 30s, 5m\n"
     "  --host ADDR              listen address (default 127.0.0.1)\n"
     "  --port N                 listen port (default 8080; 0 = any free port, printed at start)\n"
     "  --backend NAME           MODEL's backend: auto (default), cpu, vulkan, cuda, metal, ...\n"
@@ -55,6 +65,9 @@ typedef struct serve_opts {
     const char *host;
     const char *artifact;
     const char *backend;
+    const char *models_dir;
+    const char *keep_alive;
+    int memory_budget_mb, max_loaded_models;
     const char *flash_attn;
     const char *speculative;
     int port; /* -1 = not given */
@@ -76,6 +89,12 @@ static int parse(int argc, char **argv, serve_opts *o) {
         else if (cli_flag_value(&a, "--host")) o->host = a.value;
         else if (cli_flag_value(&a, "--artifact")) o->artifact = a.value;
         else if (cli_flag_value(&a, "--backend")) o->backend = a.value;
+        else if (cli_flag_value(&a, "--models-dir")) o->models_dir = a.value;
+        else if (cli_flag_value(&a, "--keep-alive")) o->keep_alive = a.value;
+        else if (cli_flag_value(&a, "--memory-budget-mb"))
+            cli_int(&a, "--memory-budget-mb", 1, SERVE_MAX_BUDGET_MB, &o->memory_budget_mb);
+        else if (cli_flag_value(&a, "--max-loaded-models"))
+            cli_int(&a, "--max-loaded-models", 1, SERVE_MAX_LOADED, &o->max_loaded_models);
         else if (cli_flag_value(&a, "--flash-attn")) cli_flash_attn(&a, &o->flash_attn);
         else if (cli_flag_value(&a, "--spec")) cli_speculative(&a, &o->speculative);
         else if (cli_flag_value(&a, "--port")) cli_int(&a, "--port", 0, SERVE_MAX_PORT, &o->port);
@@ -95,9 +114,14 @@ static int parse(int argc, char **argv, serve_opts *o) {
         }
     }
     if (a.bad) return EXIT_USAGE;
-    if (!o->model == !o->config) {
-        cli_error(o->model ? "serve: give MODEL or --config FILE, not both"
-                           : "serve: no MODEL given: sipp serve MODEL.gguf, or sipp serve --config FILE");
+    if (o->model && (o->config || o->models_dir)) {
+        cli_error(o->config ? "serve: give MODEL or --config FILE, not both"
+                            : "serve: give MODEL or --models-dir DIR, not both");
+        return EXIT_USAGE;
+    }
+    int64_t ka;
+    if (o->keep_alive && !gw_parse_keep_alive(o->keep_alive, &ka)) {
+        cli_error("serve: --keep-alive '%s' is not -1, 0, seconds or a duration like 30s, 5m, 1h", o->keep_alive);
         return EXIT_USAGE;
     }
     if (o->check && !o->config) {
@@ -134,7 +158,14 @@ int cmd_serve(int argc, char **argv) {
     gw_config cfg;
     gw_config_init(&cfg);
     sipp_buf errs = {0};
-    bool ok = o.config ? gw_config_load(o.config, &cfg, &errs) : gw_config_add_local(&cfg, o.model, &errs);
+    bool ok = o.config  ? gw_config_load(o.config, &cfg, &errs)
+              : o.model ? gw_config_add_local(&cfg, o.model, &errs)
+                        : true;
+    if (o.keep_alive) gw_parse_keep_alive(o.keep_alive, &cfg.discovered_keep_alive_s);
+    /* the store when nothing else is named; a models directory besides a config's targets */
+    if (ok && !o.model && (o.models_dir || !o.config)) ok = gw_config_add_dir(&cfg, o.models_dir, &errs);
+    if (o.memory_budget_mb) cfg.memory_budget_mb = o.memory_budget_mb;
+    if (o.max_loaded_models) cfg.max_loaded_models = o.max_loaded_models;
     if (ok && o.model) {
         gw_target_config *t = &cfg.targets[0];
         if (o.backend) {

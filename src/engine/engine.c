@@ -116,7 +116,9 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
     cp.kv_unified = true;
     char llama_err[SIPP_ERROR_SIZE];
     sipp_log_capture(llama_err);
+    sipp_buffers_capture(&e->buffers);
     e->ctx = llama_init_from_model(model->lm, cp);
+    sipp_buffers_capture(NULL);
     sipp_log_capture(NULL);
     if (!e->ctx) {
         sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "cannot create a context of %d tokens for '%s': %s", p.ctx_size,

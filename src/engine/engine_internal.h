@@ -115,6 +115,7 @@ struct sipp_engine {
     sipp_model *model;
     struct llama_context *ctx;
     llama_memory_t mem;
+    sipp_memory buffers; /* the context's KV, output and compute buffers (memory.c) */
     sipp_engine_params params;
     int n_ctx;
     int n_batch;

@@ -229,7 +229,9 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     double t0 = sipp_now_ms();
     sipp_log_capture(llama_err);
     sipp_placement_begin(m);
+    sipp_buffers_capture(&m->mem);
     m->lm = llama_model_load_from_file(path, mp);
+    sipp_buffers_capture(NULL);
     sipp_placement_end(m);
     sipp_log_capture(NULL);
     if (!m->lm) {

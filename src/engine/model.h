@@ -30,6 +30,7 @@ struct sipp_model {
     int n_placement;
     sipp_last_error error;   /* per thread: tokenize and chat render are [any thread] */
     struct chat_cache *chat; /* parsed chat templates (src/chat), cached as they are used */
+    sipp_memory mem;         /* the weight buffers llama.cpp allocated (memory.c) */
 };
 
 /* Sets the calling thread's last error on the model and returns status. */

@@ -124,6 +124,10 @@ gw_target *gw_call_lookup(gw_call *call, const char *name) {
         return NULL;
     }
     gw_target *t = gw_target_find(srv, name);
+    if (!t && srv->cfg->models_dir) { /* a file that appeared since */
+        gw_residency_rescan(srv);
+        t = gw_target_find(srv, name);
+    }
     if (!t || !gw_auth_allows(call, t->cfg)) {
         gw_reply_error(call, GW_E_UNKNOWN_TARGET,
                        "the model '%.*s' does not exist on this server; GET /v1/models lists them",
@@ -138,24 +142,28 @@ gw_target *gw_call_target(gw_call *call, const char *name) {
     gw_target *t = gw_call_lookup(call, name);
     if (!t) return NULL;
     call->target = t->index;
-    int state = atomic_load(&t->state);
-    if (state == GW_STATE_LOADING) {
-        call->retry_after_s = GW_LOADING_RETRY_S;
-        gw_reply_error(call, GW_E_NOT_READY,
-                       "model '%s' is still loading; retry shortly (GET /ready says when)", t->cfg->name);
-        return NULL;
-    }
-    if (state == GW_STATE_FAILED) {
-        gw_reply_error(call, GW_E_NOT_READY, "model '%s' failed to load: %s", t->cfg->name, t->error);
-        return NULL;
-    }
-    if (state == GW_STATE_WAITING) {
+    if (atomic_load(&t->state) == GW_STATE_WAITING) {
         call->retry_after_s = GW_LOADING_RETRY_S;
         gw_reply_error(call, GW_E_NOT_READY, "model '%s' is waiting for its rpc servers (retrying): %s", t->cfg->name,
                        t->error);
         return NULL;
     }
     double deadline = call->t_start + srv->cfg->request_timeout_seconds * GW_MS_PER_S;
+    /* A use of the target before the permit: a queued request keeps its model from being evicted. */
+    char why[SIPP_ERROR_SIZE];
+    gw_acquire_result res = gw_residency_acquire(srv, t, deadline, abandoned_cb, call, why, sizeof why);
+    switch (res) {
+    case GW_ACQUIRE_OK: call->resident = true; break;
+    case GW_ACQUIRE_NO_ROOM:
+        call->retry_after_s = GW_LOADING_RETRY_S;
+        gw_reply_error(call, GW_E_NOT_READY, "%s", why);
+        return NULL;
+    case GW_ACQUIRE_TIMEOUT: gw_reply_error(call, GW_E_TIMEOUT, "%s", why); return NULL;
+    case GW_ACQUIRE_FAILED:
+    case GW_ACQUIRE_NOT_READY:
+    case GW_ACQUIRE_ABANDONED:
+    default: gw_reply_error(call, GW_E_NOT_READY, "%s", why); return NULL;
+    }
     gw_metrics_queued(srv->metrics, t->index, 1);
     gw_admit_result ar = gw_admit(srv->admission, deadline, abandoned_cb, call);
     gw_metrics_queued(srv->metrics, t->index, -1);
@@ -183,6 +191,10 @@ gw_target *gw_call_target(gw_call *call, const char *name) {
 }
 
 void gw_call_release(gw_call *call) {
+    if (call->resident) {
+        call->resident = false;
+        gw_residency_release(call->srv, &call->srv->targets[call->target]);
+    }
     if (!call->admitted) return;
     call->admitted = false;
     gw_release(call->srv->admission);

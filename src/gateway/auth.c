@@ -10,11 +10,12 @@
  *
  * A presented token is compared with each secret through SHA-256 and CRYPTO_memcmp: the digests
  * have a fixed length and the comparison a fixed time, so the response time says nothing about
- * how much of a secret a guess got right. The header's whole value is the token: one with a NUL
- * byte in it ("Bearer SECRET\0junk") is refused, not cut at the NUL.
+ * how much of a secret a guess got right (the digest is libsipp's one SHA-256, sipp_sha256_hex).
+ * The header's whole value is the token: one with a NUL byte in it ("Bearer SECRET\0junk") is
+ * refused where the HTTP library reports the whole value; libmicrohttpd 0.9.75 cuts the value at
+ * the NUL itself, so there only the part before it, the exact secret, is compared.
  */
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -22,12 +23,9 @@
 #include "gateway/auth.h"
 
 #define BEARER "Bearer "
-#define DIGEST_SIZE 32
+#define DIGEST_SIZE SIPP_SHA256_HEX
 
-static void digest(const char *s, unsigned char out[DIGEST_SIZE]) {
-    unsigned int n = 0;
-    if (!EVP_Digest(s, strlen(s), out, &n, EVP_sha256(), NULL)) memset(out, 0, DIGEST_SIZE);
-}
+static bool digest(const char *s, char out[DIGEST_SIZE]) { return sipp_sha256_hex(s, strlen(s), out); }
 
 gw_auth_result gw_auth_identify(gw_call *call) {
     const gw_config *c = call->srv->cfg;
@@ -44,12 +42,12 @@ gw_auth_result gw_auth_identify(gw_call *call) {
         if (strlen(given) != len) return GW_AUTH_INVALID;
     }
     while (*given == ' ') given++;
-    unsigned char want[DIGEST_SIZE], got[DIGEST_SIZE];
-    digest(given, got);
+    char want[DIGEST_SIZE], got[DIGEST_SIZE];
+    if (!digest(given, got)) return GW_AUTH_INVALID;
     const gw_token_config *match = NULL;
     for (size_t i = 0; i < c->n_tokens; i++) {
         if (!c->tokens[i].secret) continue;
-        digest(c->tokens[i].secret, want);
+        if (!digest(c->tokens[i].secret, want)) continue;
         if (CRYPTO_memcmp(want, got, DIGEST_SIZE) == 0 && !match) match = &c->tokens[i];
     }
     if (!match) return GW_AUTH_INVALID;
@@ -78,3 +76,5 @@ bool gw_auth_allows(const gw_call *call, const gw_target_config *target) {
         if (strcmp(t->targets[i], target->name) == 0) return true;
     return false;
 }
+
+bool gw_auth_admin(const gw_call *call) { return call->srv->cfg->n_tokens == 0 || (call->token && call->token->admin); }

@@ -21,5 +21,8 @@ void gw_auth_refuse(gw_call *call, gw_auth_result why);
 /* True when the call's token may use the target: a target it may not use is, to that caller, a
  * target that does not exist. */
 bool gw_auth_allows(const gw_call *call, const gw_target_config *target);
+/* True when the call may load and unload models: no tokens are configured, or its token has
+ * admin = true. */
+bool gw_auth_admin(const gw_call *call);
 
 #endif

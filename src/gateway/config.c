@@ -4,13 +4,15 @@
  *   [server]                 listen, max_request_bytes, max_concurrent_requests, max_queue,
  *                            request_timeout_seconds, shutdown_timeout_seconds, read_timeout_seconds,
  *                            max_connections, max_connections_per_client, max_buffered_bytes,
- *                            allowed_origins, allowed_hosts, allow_unauthenticated
+ *                            allowed_origins, allowed_hosts, allow_unauthenticated, memory_budget_mb,
+ *                            max_loaded_models
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [responses]              max_stored, max_stored_bytes, ttl_seconds (the Responses API's store)
- *   [[tokens]]               env, caller, targets
+ *   [[tokens]]               env, caller, targets, admin
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
  *                            flash_attn, speculative, draft_max, draft_min, ctx_size, parallel, threads,
- *                            gpu_layers, policy, rpc, tensor_split; openai_compatible:
+ *                            gpu_layers, policy, rpc, tensor_split, load, keep_alive, pin;
+ *                            openai_compatible:
  *                            base_url or base_urls, model, api_key_env, timeout_seconds
  *
  * The file is read with sipp's own TOML parser (util/toml.h), whose nodes carry their line, so each
@@ -45,6 +47,8 @@
 #define GW_MAX_CONNECTIONS 1000000
 #define GW_CONFIG_MAX_FILE_BYTES ((size_t)16 << 20)
 #define GW_MODEL_SUFFIX ".gguf"
+#define GW_MAX_BUDGET_MB ((int64_t)1 << 40)
+#define GW_MAX_KEEP_ALIVE_S GW_MAX_TIMEOUT_S
 
 typedef struct cfg_ctx {
     const char *file; /* for messages */
@@ -77,6 +81,7 @@ void gw_config_init(gw_config *c) {
     c->max_concurrent_requests = GW_DEFAULT_MAX_CONCURRENT;
     c->max_queue = GW_DEFAULT_MAX_QUEUE;
     c->request_timeout_seconds = GW_DEFAULT_REQUEST_TIMEOUT_S;
+    c->discovered_keep_alive_s = GW_KEEP_ALIVE_FOREVER;
     c->shutdown_timeout_seconds = GW_DEFAULT_SHUTDOWN_TIMEOUT_S;
     c->read_timeout_seconds = GW_DEFAULT_READ_TIMEOUT_S;
     c->max_connections = GW_DEFAULT_MAX_CONNECTIONS;
@@ -106,22 +111,24 @@ void gw_config_free(gw_config *c) {
         free_strv(t->targets, t->n_targets);
     }
     free(c->tokens);
-    for (size_t i = 0; i < c->n_targets; i++) {
-        gw_target_config *t = &c->targets[i];
-        free(t->name);
-        free(t->model_path);
-        free(t->backend);
-        free(t->flash_attn);
-        free(t->speculative);
-        free(t->chat_template);
-        free(t->rpc_servers);
-        free(t->tensor_split);
-        free(t->remote_model);
-        free(t->api_key_env);
-        free_strv(t->base_urls, t->n_base_urls);
-    }
+    for (size_t i = 0; i < c->n_targets; i++) gw_target_config_free(&c->targets[i]);
     free(c->targets);
+    free(c->models_dir);
     memset(c, 0, sizeof *c);
+}
+
+void gw_target_config_free(gw_target_config *t) {
+    free(t->name);
+    free(t->model_path);
+    free(t->backend);
+    free(t->flash_attn);
+    free(t->speculative);
+    free(t->chat_template);
+    free(t->rpc_servers);
+    free(t->tensor_split);
+    free(t->remote_model);
+    free(t->api_key_env);
+    free_strv(t->base_urls, t->n_base_urls);
 }
 
 /* ---- typed lookups ------------------------------------------------------------------------------ */
@@ -260,6 +267,8 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
                                         "allowed_origins",
                                         "allowed_hosts",
                                         "allow_unauthenticated",
+                                        "memory_budget_mb",
+                                        "max_loaded_models",
                                         NULL};
     const char *where = "[server]";
     check_keys(x, srv, where, known);
@@ -292,6 +301,8 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     get_strv(x, srv, where, "allowed_origins", &c->allowed_origins, &c->n_allowed_origins);
     get_strv(x, srv, where, "allowed_hosts", &c->allowed_hosts, &c->n_allowed_hosts);
     get_bool(x, srv, where, "allow_unauthenticated", &c->allow_unauthenticated);
+    get_int(x, srv, where, "memory_budget_mb", 1, GW_MAX_BUDGET_MB, &c->memory_budget_mb);
+    get_int32(x, srv, where, "max_loaded_models", 1, GW_MAX_COUNT, &c->max_loaded_models);
 }
 
 static void parse_security(cfg_ctx *x, const toml_node *sec, gw_config *c) {
@@ -318,7 +329,7 @@ static void parse_responses(cfg_ctx *x, const toml_node *r, gw_config *c) {
 }
 
 static void parse_tokens(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const known[] = {"env", "caller", "targets", NULL};
+    static const char *const known[] = {"env", "caller", "targets", "admin", NULL};
     size_t n = toml_array_len(arr);
     c->tokens = calloc(n ? n : 1, sizeof *c->tokens);
     if (!c->tokens) return;
@@ -333,6 +344,7 @@ static void parse_tokens(cfg_ctx *x, const toml_node *arr, gw_config *c) {
         get_str(x, t, where, "env", &tc->env);
         get_str(x, t, where, "caller", &tc->caller);
         get_strv(x, t, where, "targets", &tc->targets, &tc->n_targets);
+        get_bool(x, t, where, "admin", &tc->admin);
         if (!tc->env) cfg_err(x, tc->line, "%s: 'env' is missing: name the environment variable that holds the secret", where);
         if (!tc->caller) tc->caller = strdup(tc->env ? tc->env : "token");
     }
@@ -388,6 +400,48 @@ static void init_target(gw_target_config *t) {
     t->parallel = sipp_engine_default_params().parallel;
     t->gpu_layers = sipp_model_default_params().gpu_layers;
     t->timeout_seconds = GW_DEFAULT_UPSTREAM_TIMEOUT_S;
+    t->load = GW_LOAD_STARTUP;
+    t->keep_alive_s = GW_KEEP_ALIVE_FOREVER;
+}
+
+bool gw_parse_keep_alive(const char *s, int64_t *out) {
+    static const struct {
+        char unit;
+        int64_t seconds;
+    } units[] = {{'s', 1}, {'m', 60}, {'h', 3600}};
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || errno || v < GW_KEEP_ALIVE_FOREVER || v > GW_MAX_KEEP_ALIVE_S) return false;
+    if (v < 0 && *end) return false; /* "-1" only, without a unit */
+    int64_t mul = 1;
+    if (*end) {
+        size_t i = 0;
+        while (i < sizeof units / sizeof *units && units[i].unit != *end) i++;
+        if (i == sizeof units / sizeof *units || end[1]) return false;
+        mul = units[i].seconds;
+    }
+    if (v * mul > GW_MAX_KEEP_ALIVE_S) return false;
+    *out = v < 0 ? GW_KEEP_ALIVE_FOREVER : v * mul;
+    return true;
+}
+
+/* keep_alive = SECONDS (-1 forever, 0 unload when idle) or "30s", "5m", "1h". */
+static void get_keep_alive(cfg_ctx *x, const toml_node *t, const char *where, int64_t *out) {
+    const toml_node *n = toml_table_get(t, "keep_alive");
+    if (!n) return;
+    if (toml_node_kind(n) == TOML_INTEGER) {
+        get_int(x, t, where, "keep_alive", GW_KEEP_ALIVE_FOREVER, GW_MAX_KEEP_ALIVE_S, out);
+        return;
+    }
+    const char *s = NULL;
+    size_t len = 0;
+    if (toml_node_kind(n) != TOML_STRING || !toml_get_string(n, &s, &len, NULL, 0) || strlen(s) != len ||
+        !gw_parse_keep_alive(s, out))
+        cfg_err(x, toml_node_line(n),
+                "%s keep_alive: expected seconds (-1 = forever, 0 = unload when idle) or a duration like \"30s\", "
+                "\"5m\", \"1h\" up to %d s",
+                where, GW_MAX_KEEP_ALIVE_S);
 }
 
 static void trim_slash(char *s) {
@@ -490,13 +544,21 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
         cfg_err(x, toml_node_line(pn), "%s policy: '%s' is not one of balanced, latency_first, throughput_first", where,
                 policy);
     free(policy);
+    char *load = NULL;
+    const toml_node *ldn = get_str(x, t, where, "load", &load);
+    if (load && strcmp(load, "startup") == 0) tc->load = GW_LOAD_STARTUP;
+    else if (load && strcmp(load, "on_demand") == 0) tc->load = GW_LOAD_ON_DEMAND;
+    else if (load) cfg_err(x, toml_node_line(ldn), "%s load: '%s' is not \"startup\" or \"on_demand\"", where, load);
+    free(load);
+    get_keep_alive(x, t, where, &tc->keep_alive_s);
+    get_bool(x, t, where, "pin", &tc->pin);
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
     static const char *const local_keys[] = {"name",       "type",          "model",  "backend", "ctx_size",
                                              "parallel",   "threads",       "gpu_layers", "policy", "chat_template",
                                              "rpc",        "tensor_split",  "flash_attn", "speculative", "draft_max",
-                                             "draft_min",  NULL};
+                                             "draft_min",  "load",          "keep_alive", "pin",    NULL};
     static const char *const remote_keys[] = {"name", "type", "base_url", "base_urls", "model", "api_key_env",
                                               "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);
@@ -624,6 +686,53 @@ bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
         return false;
     }
     return true;
+}
+
+bool gw_target_config_discovered(gw_target_config *tc, const char *name, const char *path, int64_t keep_alive_s) {
+    init_target(tc);
+    tc->type = GW_TARGET_LOCAL;
+    tc->load = GW_LOAD_ON_DEMAND;
+    tc->keep_alive_s = keep_alive_s;
+    tc->name = strdup(name);
+    tc->model_path = strdup(path);
+    return tc->name && tc->model_path && tc->backend;
+}
+
+bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs) {
+    char store[PATH_MAX], err[SIPP_ERROR_SIZE];
+    if (!dir) {
+        if (sipp_store_dir(store, sizeof store, err) != SIPP_OK) {
+            sipp_buf_appendf(errs, "%s\n", err);
+            return false;
+        }
+        dir = store;
+    }
+    sipp_store_model *models = NULL;
+    size_t n = 0;
+    if (sipp_store_list(dir, &models, &n, err) != SIPP_OK) {
+        sipp_buf_appendf(errs, "models directory '%s': %s\n", dir, err);
+        return false;
+    }
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        bool taken = false;
+        for (size_t k = 0; k < c->n_targets && !taken; k++) taken = strcmp(c->targets[k].name, models[i].name) == 0;
+        if (taken) continue; /* a configured target of that name wins */
+        gw_target_config *t = realloc(c->targets, (c->n_targets + 1) * sizeof *t);
+        if (!t) {
+            ok = false;
+            break;
+        }
+        c->targets = t;
+        ok = gw_target_config_discovered(&c->targets[c->n_targets++], models[i].name, models[i].path,
+                                         c->discovered_keep_alive_s);
+    }
+    sipp_store_list_free(models, n);
+    free(c->models_dir);
+    c->models_dir = strdup(dir);
+    ok = ok && c->models_dir;
+    if (!ok) sipp_buf_appendf(errs, "out of memory listing '%s'\n", dir);
+    return ok;
 }
 
 /* ---- what depends on the machine ---------------------------------------------------------------- */

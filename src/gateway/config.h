@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sipp.h"
 #include "util/util.h"
@@ -31,6 +32,11 @@
 
 typedef enum gw_target_type { GW_TARGET_LOCAL, GW_TARGET_REMOTE } gw_target_type;
 
+/* When a local target's model is loaded: at start-up (configured targets), or on its first request
+ * (targets found in a models directory or the store). */
+typedef enum gw_load_mode { GW_LOAD_STARTUP, GW_LOAD_ON_DEMAND } gw_load_mode;
+#define GW_KEEP_ALIVE_FOREVER (-1) /* keep_alive: never unloaded for being idle (memory may still evict) */
+
 typedef struct gw_target_config {
     char *name;
     gw_target_type type;
@@ -46,6 +52,9 @@ typedef struct gw_target_config {
     char *rpc_servers;  /* backend "rpc": rpc = ["host:port", ...] joined by ','; NULL = $SIPP_RPC_SERVERS */
     char *tensor_split; /* backend "rpc": tensor_split = [1, 2, 2] as "1,2,2"; NULL = by free memory */
     sipp_policy policy;
+    gw_load_mode load;
+    int64_t keep_alive_s; /* idle seconds before it is unloaded; GW_KEEP_ALIVE_FOREVER, 0 = at once */
+    bool pin;             /* never evicted to make room */
     /* openai_compatible */
     char **base_urls; /* without a trailing '/', e.g. "http://10.0.0.2:8080/v1" */
     size_t n_base_urls;
@@ -59,6 +68,7 @@ typedef struct gw_token_config {
     char *caller;   /* who this token is, for logs, metrics and the rate limit */
     char **targets; /* allowed targets; none = all */
     size_t n_targets;
+    bool admin; /* may load and unload models (POST /v1/models/{name}/load, /unload) */
     int line;
     char *secret; /* the value of env when the config was loaded; NULL when unset */
 } gw_token_config;
@@ -81,6 +91,8 @@ typedef struct gw_config {
     char **allowed_hosts; /* Host header values served without tokens besides loopback names */
     size_t n_allowed_hosts;
     bool allow_unauthenticated;
+    int64_t memory_budget_mb;     /* host RAM the loaded models may hold; 0 = total RAM minus a margin */
+    int max_loaded_models;        /* 0 = no cap besides memory */
     int rate_requests_per_minute; /* 0 = no rate limit */
     int rate_burst;
     int responses_max_stored; /* [responses]: 0 = store nothing */
@@ -90,6 +102,8 @@ typedef struct gw_config {
     size_t n_tokens;
     gw_target_config *targets;
     size_t n_targets;
+    char *models_dir;                /* rescanned for new files on GET /v1/models; NULL = none */
+    int64_t discovered_keep_alive_s; /* keep_alive of the targets found there */
 } gw_config;
 
 /* A configuration with every default and no targets. */
@@ -99,6 +113,15 @@ void gw_config_init(gw_config *c);
 bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *c, sipp_buf *errs);
 /* Reads and parses a file. */
 bool gw_config_load(const char *path, gw_config *c, sipp_buf *errs);
+/* Adds an on-demand local target per model in dir (a models directory: NAME.gguf files and split
+ * sets, as the store lists them), or in the store when dir is NULL, named as the store names it;
+ * a configured target of the same name is kept instead. */
+bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs);
+/* An on-demand local target for a model found in a models directory (name and path copied). */
+bool gw_target_config_discovered(gw_target_config *tc, const char *name, const char *path, int64_t keep_alive_s);
+void gw_target_config_free(gw_target_config *tc);
+/* keep_alive as a string: "-1", "0", "90", "30s", "5m", "1h" (also Ollama's keep_alive). */
+bool gw_parse_keep_alive(const char *s, int64_t *out);
 /* Adds a local target (for `sipp serve MODEL`). */
 bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs);
 /* Checks what depends on the machine: model files exist, backend names, token variables set (and

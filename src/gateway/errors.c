@@ -32,6 +32,7 @@ static const struct {
     [GW_E_INVALID_KEY] = {401, "authentication_error", "invalid_api_key", "authentication_error"},
     [GW_E_ORIGIN_FORBIDDEN] = {403, "permission_error", "origin_not_allowed", "permission_error"},
     [GW_E_HOST_FORBIDDEN] = {403, "permission_error", "host_not_allowed", "permission_error"},
+    [GW_E_ADMIN_ONLY] = {403, "permission_error", "admin_required", "permission_error"},
     [GW_E_UNKNOWN_TARGET] = {404, "invalid_request_error", "model_not_found", "not_found_error"},
     [GW_E_UNKNOWN_ROUTE] = {404, "invalid_request_error", "route_not_found", "not_found_error"},
     [GW_E_NOT_FOUND] = {404, "invalid_request_error", "not_found", "not_found_error"},

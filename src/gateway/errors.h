@@ -21,6 +21,7 @@ typedef enum gw_error_kind {
     GW_E_INVALID_KEY,      /* 401 */
     GW_E_ORIGIN_FORBIDDEN, /* 403 */
     GW_E_HOST_FORBIDDEN,   /* 403: a Host that is not this server (DNS rebinding) */
+    GW_E_ADMIN_ONLY,       /* 403: loading and unloading models needs an admin token */
     GW_E_UNKNOWN_TARGET,   /* 404: also a target the caller's token may not see */
     GW_E_UNKNOWN_ROUTE,    /* 404 */
     GW_E_NOT_FOUND,        /* 404: a stored response, a model in the store, ... named by the request */

@@ -13,7 +13,8 @@
  *   metrics.h         counters and histograms, rendered as Prometheus text
  *   server.h          the state a running gateway shares: the target table and module handles
  *   connection.h      HTTP on libmicrohttpd: calls, replies, streams, read timeouts, connection caps
- *   targets.h         target runtime: local models loading in the background, readiness
+ *   residency.h       local models loaded on demand, evicted by measured memory, kept alive
+ *   targets.h         target runtime: the table, remote upstreams, readiness
  *   upstream.h        remote targets: proxying with libcurl, replica ejection and health probes
  *   auth.h            bearer tokens and per-token target scopes
  *   rate_limit.h      per-client rate limit (token bucket)

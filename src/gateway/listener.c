@@ -133,7 +133,7 @@ int gw_serve(gw_config *cfg) {
         fprintf(stderr, "sipp: %s\n", err);
         return 1;
     }
-    srv.metrics = gw_metrics_new(cfg->n_targets);
+    srv.metrics = gw_metrics_new(gw_targets_capacity(cfg));
     srv.limits = gw_limits_new(cfg);
     srv.admission = gw_admission_new(cfg);
     srv.responses = gw_responses_new(cfg);

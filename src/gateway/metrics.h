@@ -23,8 +23,9 @@ void gw_metrics_tokens(gw_metrics *m, int target, int prompt, int cached, int ge
 void gw_metrics_active(gw_metrics *m, int target, int delta);
 void gw_metrics_queued(gw_metrics *m, int target, int delta);
 
-/* Renders the counters and histograms; names[i] is target i's name. */
-void gw_metrics_render(gw_metrics *m, const char *const *names, sipp_buf *out);
+/* Renders the counters and histograms of the first n_names targets; names[i] is target i's name (the
+ * table may have room for more: targets a models directory gains later). */
+void gw_metrics_render(gw_metrics *m, const char *const *names, size_t n_names, sipp_buf *out);
 /* "# HELP" and "# TYPE" lines, and one sample NAME{target="TARGET"} V (the label escaped). */
 void gw_metrics_header(sipp_buf *out, const char *name, const char *type, const char *help);
 void gw_metrics_line(sipp_buf *out, const char *name, const char *target, uint64_t v);

@@ -99,6 +99,18 @@ static void run(gw_call *call, int flags, void (*fn)(gw_call *)) {
 
 static void route_model(gw_call *call) { gw_route_model(call, call->path + strlen(MODELS_PREFIX)); }
 
+/* POST /v1/models/{name}/load and /unload */
+static void route_model_residency(gw_call *call) {
+    const char *rest = call->path + strlen(MODELS_PREFIX);
+    const char *slash = strrchr(rest, '/');
+    gw_route_model_residency(call, rest, (size_t)(slash - rest), slash + 1);
+}
+
+static bool is_residency_path(const char *path) {
+    const char *slash = strrchr(path + strlen(MODELS_PREFIX), '/');
+    return slash && (strcmp(slash, "/load") == 0 || strcmp(slash, "/unload") == 0);
+}
+
 static void dispatch(gw_call *call) {
     gw_server *srv = call->srv;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) /* every error in the route's shape */
@@ -132,7 +144,13 @@ static void dispatch(gw_call *call) {
         run(call, routes[i].flags, routes[i].fn);
         return;
     }
-    if (!*allowed && strncmp(call->path, MODELS_PREFIX, strlen(MODELS_PREFIX)) == 0) {
+    if (!*allowed && strncmp(call->path, MODELS_PREFIX, strlen(MODELS_PREFIX)) == 0 && is_residency_path(call->path)) {
+        if (strcmp(call->method, "POST") == 0) {
+            run(call, ROUTE_AUTH, route_model_residency);
+            return;
+        }
+        add_method(allowed, "POST");
+    } else if (!*allowed && strncmp(call->path, MODELS_PREFIX, strlen(MODELS_PREFIX)) == 0) {
         if (method_matches("GET", call->method)) {
             run(call, ROUTE_AUTH, route_model);
             return;

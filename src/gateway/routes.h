@@ -16,6 +16,7 @@
 #include "gateway/generate.h"
 #include "gateway/metrics.h"
 #include "gateway/request_parse.h"
+#include "gateway/residency.h"
 #include "gateway/sse.h"
 #include "gateway/targets.h"
 #include "gateway/upstream.h"
@@ -27,6 +28,8 @@ void gw_run_generation(gw_call *call, gw_api api, const char *upstream_suffix, c
 
 void gw_route_models(gw_call *call);
 void gw_route_model(gw_call *call, const char *id);
+/* POST /v1/models/{name}/load and /unload (routes_residency.c); name is name[0..name_len). */
+void gw_route_model_residency(gw_call *call, const char *name, size_t name_len, const char *action);
 void gw_route_chat_completions(gw_call *call);
 void gw_route_completions(gw_call *call);
 void gw_route_embeddings(gw_call *call);

@@ -162,12 +162,18 @@ static bool target_loaded(const gw_target *t) {
     return t->cfg->type == GW_TARGET_LOCAL && atomic_load(&t->state) == GW_STATE_READY;
 }
 
-static json_t *details(const gw_target *t, sipp_model_info *info) {
+/* Reads t's model under a residency peek (it may be unloaded meanwhile: then it is not read).
+ * *cpu: whether it runs on the CPU only. */
+static json_t *details(gw_server *srv, gw_target *t, sipp_model_info *info, bool *cpu) {
     char ps[32] = "";
     memset(info, 0, sizeof *info);
-    if (target_loaded(t)) {
+    *cpu = true;
+    if (target_loaded(t) && gw_residency_peek(srv, t)) {
         sipp_model_get_info(t->model, info);
         param_size(info->n_params, ps, sizeof ps);
+        const sipp_backend_decision *bd = sipp_model_backend(t->model);
+        *cpu = !bd || strcmp(bd->backend, "cpu") == 0 || bd->gpu_layers == 0;
+        gw_residency_unpeek(srv, t);
     }
     return json_pack("{s:s, s:s, s:s, s:[s], s:s, s:s}", "parent_model", "", "format", "gguf", "family",
                      info->architecture, "families", info->architecture, "parameter_size", ps,
@@ -188,14 +194,13 @@ void gw_route_ollama_version(gw_call *call) {
     gw_reply_json(call, 200, json_pack("{s:s}", "version", GW_OLLAMA_VERSION));
 }
 
-static json_t *model_entry(gw_call *call, const gw_target *t, bool running) {
+static json_t *model_entry(gw_call *call, gw_target *t, bool running) {
     sipp_model_info info;
-    json_t *d = details(t, &info);
+    bool cpu;
+    json_t *d = details(call->srv, t, &info, &cpu);
     json_t *m = json_pack("{s:o, s:o, s:I, s:s, s:o}", "name", listed_name(t), "model", listed_name(t),
                           "size", (json_int_t)info.size_bytes, "digest", "", "details", d);
     if (running) {
-        const sipp_backend_decision *bd = sipp_model_backend(t->model);
-        bool cpu = !bd || strcmp(bd->backend, "cpu") == 0 || bd->gpu_layers == 0;
         json_object_set_new(m, "expires_at", json_string(FOREVER_TIME));
         json_object_set_new(m, "size_vram", json_integer(cpu ? 0 : (json_int_t)info.size_bytes));
         if (t->cfg->ctx_size > 0) json_object_set_new(m, "context_length", json_integer(t->cfg->ctx_size));
@@ -208,7 +213,7 @@ static json_t *model_entry(gw_call *call, const gw_target *t, bool running) {
 static void list_models(gw_call *call, bool running) {
     json_t *models = json_array();
     for (size_t i = 0; i < call->srv->n_targets; i++) {
-        const gw_target *t = &call->srv->targets[i];
+        gw_target *t = &call->srv->targets[i];
         if (t->cfg->type != GW_TARGET_LOCAL || !gw_auth_allows(call, t->cfg)) continue;
         if (running && !target_loaded(t)) continue;
         json_array_append_new(models, model_entry(call, t, running));
@@ -238,7 +243,8 @@ void gw_route_ollama_show(gw_call *call) {
         gw_reply_error(call, GW_E_NOT_READY, "model '%s' is not loaded (yet); GET /ready says when", name);
     } else {
         sipp_model_info info;
-        json_t *d = details(t, &info);
+        bool cpu;
+        json_t *d = details(call->srv, t, &info, &cpu);
         json_t *mi = json_pack("{s:s, s:I}", "general.architecture", info.architecture,
                                "general.parameter_count", (json_int_t)info.n_params);
         char key[NAME_SIZE];

@@ -245,22 +245,31 @@ void gw_route_embeddings(gw_call *call) { gw_run_generation(call, GW_API_EMBEDDI
 
 /* ---- models ------------------------------------------------------------------------------------- */
 
-/* A model, with sipp's metadata for a loaded local one: how its chats are rendered. */
-static json_t *model_json(gw_call *call, const gw_target *t) {
-    json_t *j = json_pack("{s:s, s:s, s:I, s:s}", "id", t->cfg->name, "object", "model", "created",
+/* OpenAI's model object, plus sipp's residency under "sipp" for local targets (state, memory, last
+ * use, keep-alive deadline) and, for a loaded one, how its chats are rendered under "meta". */
+static json_t *model_json(gw_call *call, gw_target *t) {
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s}", "id", t->cfg->name, "object", "model", "created",
                           (json_int_t)call->srv->started_unix, "owned_by", GW_OWNER);
-    if (t->cfg->type == GW_TARGET_LOCAL && atomic_load(&t->state) == GW_STATE_READY && t->model) {
-        sipp_model_info info;
-        sipp_model_get_info(t->model, &info);
-        json_object_set_new(j, "meta", json_pack("{s:s}", "chat_template", info.chat_template));
+    if (t->cfg->type == GW_TARGET_LOCAL) {
+        json_t *r = json_object();
+        gw_residency_describe(call->srv, t, r);
+        json_object_set_new(o, "sipp", r);
+        json_object_set(o, "state", json_object_get(r, "state"));
+        if (gw_residency_peek(call->srv, t)) {
+            sipp_model_info info;
+            sipp_model_get_info(t->model, &info);
+            json_object_set_new(o, "meta", json_pack("{s:s}", "chat_template", info.chat_template));
+            gw_residency_unpeek(call->srv, t);
+        }
     }
-    return j;
+    return o;
 }
 
 void gw_route_models(gw_call *call) {
+    gw_residency_rescan(call->srv);
     json_t *data = json_array();
     for (size_t i = 0; i < call->srv->n_targets; i++) {
-        const gw_target *t = &call->srv->targets[i];
+        gw_target *t = &call->srv->targets[i];
         if (gw_auth_allows(call, t->cfg)) json_array_append_new(data, model_json(call, t));
     }
     gw_reply_json(call, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));

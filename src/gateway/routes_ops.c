@@ -4,7 +4,8 @@
  *   GET /health        200 while the process lives (no auth): for a liveness probe
  *   GET /ready         200 once every target is loaded, 503 before (or when one failed), with
  *                      each target's state: for a readiness probe and for tests
- *   GET /metrics       Prometheus text (no auth, like most exporters: keep the port private)
+ *   GET /metrics       Prometheus text (no auth, like most exporters: keep the port private), with
+ *                      the residency counters and memory per place (residency.c)
  *   GET /v1/backends   what `sipp doctor` reports of this process: the artifact, every backend
  *                      (compiled, available), the devices, and per target the backend decision of
  *                      its load (backend, reason, devices, gpu_layers, and the placement: which
@@ -35,14 +36,8 @@ static json_t *placement_json(const sipp_model *m) {
     return a;
 }
 
-static const char *state_name(int s) {
-    switch (s) {
-    case GW_STATE_READY: return "ready";
-    case GW_STATE_FAILED: return "failed";
-    case GW_STATE_WAITING: return "waiting";
-    default: return "loading";
-    }
-}
+/* /ready and /v1/backends have said "ready" for a loaded target since before residency. */
+static const char *state_name(int s) { return s == GW_STATE_READY ? "ready" : gw_state_name(s); }
 
 static const char *type_name(const gw_target *t) { return t->cfg->type == GW_TARGET_LOCAL ? "local" : "openai_compatible"; }
 
@@ -82,9 +77,10 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
         gw_metrics_header(o, engine_gauges[g].name, engine_gauges[g].type, engine_gauges[g].help);
         for (size_t i = 0; i < n; i++) {
             gw_target *t = &srv->targets[i];
-            if (t->cfg->type != GW_TARGET_LOCAL || atomic_load(&t->state) != GW_STATE_READY) continue;
+            if (!gw_residency_peek(srv, t)) continue;
             sipp_engine_stats es;
             sipp_engine_get_stats(t->engine, &es);
+            gw_residency_unpeek(srv, t);
             uint64_t v = g == RUNNING ? (uint64_t)es.running
                          : g == QUEUED ? (uint64_t)es.queued
                          : g == SLOTS ? (uint64_t)es.slots
@@ -93,6 +89,7 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
             gw_metrics_line(o, engine_gauges[g].name, t->cfg->name, v);
         }
     }
+    gw_residency_metrics(srv, o);
     gw_metrics_header(o, "sipp_open_connections", "gauge", "Open HTTP connections.");
     sipp_buf_appendf(o, "sipp_open_connections %d\n", atomic_load(&srv->connections));
     gw_metrics_header(o, "sipp_buffered_request_bytes", "gauge", "Bytes of request bodies held while they arrive.");
@@ -105,13 +102,14 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
 void gw_route_metrics(gw_call *call) {
     gw_server *srv = call->srv;
     sipp_buf out = {0};
-    const char **names = calloc(srv->n_targets + 1, sizeof *names);
+    size_t n = srv->n_targets; /* once: a models directory may add targets meanwhile */
+    const char **names = calloc(n + 1, sizeof *names);
     if (!names) {
         gw_reply_error(call, GW_E_INTERNAL, "out of memory");
         return;
     }
-    for (size_t i = 0; i < srv->n_targets; i++) names[i] = srv->targets[i].cfg->name;
-    gw_metrics_render(srv->metrics, names, &out);
+    for (size_t i = 0; i < n; i++) names[i] = srv->targets[i].cfg->name;
+    gw_metrics_render(srv->metrics, names, n, &out);
     free(names);
     render_gauges(srv, &out);
     gw_reply_text(call, 200, "text/plain; version=0.0.4; charset=utf-8", out.data, out.len);
@@ -127,13 +125,14 @@ void gw_route_backends(gw_call *call) {
         json_t *o = json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
         if (t->cfg->type == GW_TARGET_LOCAL) {
             json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
-            if (s == GW_STATE_READY) {
+            if (gw_residency_peek(srv, t)) {
                 const sipp_backend_decision *b = sipp_model_backend(t->model);
                 json_object_set_new(o, "backend", json_string(b->backend));
                 json_object_set_new(o, "reason", json_string(b->reason));
                 json_object_set_new(o, "devices", json_string(b->devices));
                 json_object_set_new(o, "gpu_layers", json_integer(b->gpu_layers));
                 json_object_set_new(o, "placement", placement_json(t->model));
+                gw_residency_unpeek(srv, t);
             } else if (s == GW_STATE_FAILED || s == GW_STATE_WAITING) {
                 json_object_set_new(o, "error", json_string(t->error));
             }
@@ -162,8 +161,9 @@ void gw_route_backends(gw_call *call) {
     snprintf(sig, sizeof sig, "%s/signature.json", art ? art : ".");
     bool has_sbom = art && access(sbom, R_OK) == 0;
     gw_reply_json(call, 200,
-                  json_pack("{s:s, s:s, s:s, s:s?, s:s?, s:b, s:s, s:o, s:o, s:o}", "sipp_version", sipp_version(),
+                  json_pack("{s:s, s:s, s:s, s:s?, s:s?, s:b, s:s, s:o, s:o, s:o, s:o}", "sipp_version", sipp_version(),
                             "llama_release", sipp_llama_release(), "llama_commit", sipp_llama_commit(), "artifact", art,
                             "sbom", has_sbom ? sbom : NULL, "signed", art && access(sig, R_OK) == 0, "cpu_module",
-                            sipp_cpu_module(), "backends", backends, "devices", devices, "targets", targets));
+                            sipp_cpu_module(), "backends", backends, "devices", devices, "targets", targets, "memory",
+                            gw_residency_budgets(srv)));
 }

@@ -14,34 +14,60 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gateway/config.h"
 #include "sipp.h"
 
-/* WAITING: an rpc target whose servers cannot be used yet (unreachable, busy); the loader tries
- * again with backoff, and its error says why meanwhile. */
-typedef enum gw_target_state { GW_STATE_LOADING, GW_STATE_READY, GW_STATE_FAILED, GW_STATE_WAITING } gw_target_state;
+/* UNLOADED: a local target not in memory (residency.c loads it on demand). WAITING: an rpc target
+ * whose servers cannot be used yet (unreachable, busy); the keeper tries again with backoff, and its
+ * error says why meanwhile. */
+typedef enum gw_target_state {
+    GW_STATE_UNLOADED,
+    GW_STATE_LOADING,
+    GW_STATE_READY,
+    GW_STATE_FAILED,
+    GW_STATE_WAITING
+} gw_target_state;
 
 typedef struct gw_upstream gw_upstream;
 typedef struct gw_metrics gw_metrics;
 typedef struct gw_limits gw_limits;
 typedef struct gw_admission gw_admission;
 struct gw_prober;
+struct gw_residency;
 
 typedef struct gw_target {
     const gw_target_config *cfg;
     int index;
     atomic_int state;            /* gw_target_state */
     char error[SIPP_ERROR_SIZE]; /* why it failed; written before state becomes FAILED */
-    sipp_model *model;           /* local: set before state becomes READY */
+    sipp_model *model;           /* local: set before state becomes READY; read only with a use held */
     sipp_engine *engine;
     gw_upstream *upstream; /* remote */
+    /* residency (residency.c), under its lock */
+    int uses;    /* calls running on it or waiting for it to load */
+    int peeks;   /* routes describing its engine */
+    int waiting; /* calls waiting for its load */
+    double last_use_ms, last_use_unix;
+    double deadline_ms, deadline_unix; /* keep_alive ends; -1 = none */
+    int64_t keep_alive_override;       /* set by a request (Ollama's keep_alive) */
+    bool keep_alive_override_set;
+    bool unload_when_idle;
+    bool ever_loaded;
+    sipp_memory estimate; /* from the GGUF header */
+    sipp_memory measured; /* the backend buffers of its last load */
+    bool measured_valid;
+    double last_load_ms;
+    uint64_t n_loads, n_unloads, n_evictions;
+    gw_target_config *owned_cfg; /* cfg, when found by a rescan (freed with the table) */
 } gw_target;
 
 typedef struct gw_server {
     const gw_config *cfg;
-    gw_target *targets;
-    size_t n_targets;
+    gw_target *targets;       /* room for max_targets; the first n_targets are listed */
+    _Atomic size_t n_targets; /* grows (under the residency lock) when a models directory gains a file */
+    size_t max_targets;
     gw_metrics *metrics;
     gw_limits *limits;       /* rate_limit.c */
     gw_admission *admission; /* admission.c */
@@ -51,8 +77,7 @@ typedef struct gw_server {
     atomic_int connections;  /* open connections (connection.c) */
     atomic_size_t buffered;  /* bytes of request bodies held while they arrive (connection.c) */
     long long started_unix;  /* for "created" fields */
-    pthread_t loader;
-    bool loader_started;
+    struct gw_residency *residency; /* residency.c */
     struct gw_prober *prober;       /* upstream.c */
     struct gw_responses *responses; /* responses_store.c */
 } gw_server;

@@ -67,6 +67,8 @@ void gw_reply_stream(gw_call *call, const char *content_type, gw_stream *stream)
 void gw_reply_header(gw_call *call, const char *name, const char *value) {}
 const char *gw_call_header(gw_call *call, const char *name) { return NULL; }
 bool gw_call_abandoned(gw_call *call) { return false; }
+bool gw_residency_peek(gw_server *s, gw_target *t) { return false; } /* never loaded here */
+void gw_residency_unpeek(gw_server *s, gw_target *t) {}
 bool gw_auth_allows(const gw_call *call, const gw_target_config *t) { return true; }
 void gw_metrics_tokens(gw_metrics *m, int t, int prompt, int cached, int generated, double ttft_s) {}
 

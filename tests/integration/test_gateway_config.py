@@ -168,7 +168,8 @@ class GatewayConfigTest(unittest.TestCase):
         def run(*args):
             return subprocess.run([gw.SIPP, "serve", *args], capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
 
-        self.assertEqual(run().returncode, EXIT_USAGE)
+        # (no MODEL at all serves the store: test_gateway_residency.py)
+        self.assertEqual(run(self.model, "--models-dir", gw.tmpdir()).returncode, EXIT_USAGE)
         self.assertEqual(run("--check", self.model).returncode, EXIT_USAGE)
         self.assertEqual(run(self.model, "--port", "99999").returncode, EXIT_USAGE)
         self.assertEqual(run(self.model, "--bogus").returncode, EXIT_USAGE)

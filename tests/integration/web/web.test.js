@@ -209,6 +209,18 @@ async function run(args) {
       assert((await page.textContent('#stat-device')) === t.devices, 'device');
     });
 
+    await check('Unload and Load unload and load the selected model', async () => {
+      const t = backends.targets.find((x) => x.name === target);
+      const button = byId('residency-button');
+      await until('an Unload button', async () => (await page.textContent(button)) === 'Unload');
+      await page.click(button);
+      await until('"not loaded"', async () => (await page.textContent('#stat-backend')) === 'not loaded');
+      assert((await page.textContent(button)) === 'Load', 'the button offers Load');
+      await page.click(button);
+      await until(`backend ${t.backend} again`, async () => (await page.textContent('#stat-backend')) === t.backend);
+      assert((await page.textContent(button)) === 'Unload', 'the button offers Unload again');
+    });
+
     await check('a message streams into message-assistant, growing over time', async () => {
       await setMaxTokens(page, 80);
       await watchGrowth(page);

@@ -1,0 +1,910 @@
+/*
+ * residency.c: which local models are loaded, loading them on demand and unloading idle ones.
+ *
+ * A local target is UNLOADED, LOADING, READY (loaded) or FAILED. A call that needs its engine takes
+ * a use of it (gw_residency_acquire) and gives it back when the HTTP request is over
+ * (gw_residency_release); a target with a use is never unloaded. Taking a use of an UNLOADED target
+ * loads it on the calling thread; calls arriving meanwhile wait for that one load (a condition
+ * variable) until their request_timeout_seconds, so eight first requests make one load. A load that
+ * fails leaves the target FAILED with the reason, which every waiting call and later call gets,
+ * until an explicit POST /v1/models/{name}/load tries again; other targets are not touched.
+ *
+ * Admission by memory. Before a load the target's need is known per place (host RAM, each GPU
+ * device): what its last load measured (the backend buffers llama.cpp allocated, sipp_engine_memory)
+ * or, before its first load, the estimate from the GGUF header (sipp_memory_estimate). The places'
+ * budgets are [server] memory_budget_mb for the host (default: total RAM minus HOST_MARGIN) and each
+ * device's free memory at start minus $SIPP_GPU_MARGIN_MB. When the need does not fit next to what
+ * the loaded and loading targets hold, idle targets are unloaded least recently used first until it
+ * does; a target with uses (running or queued requests) is never chosen, nor a pinned one. The plan
+ * is made in full before anything is unloaded: when even every candidate would not make room, the
+ * call gets a 503 that names the target, its need, the budget and what is held by whom, and nothing
+ * is evicted. max_loaded_models caps the count the same way.
+ *
+ * Idle unloads. keep_alive (seconds) after its last use a target is unloaded by the keeper thread,
+ * which sleeps until the nearest deadline; 0 unloads as soon as the last use ends, -1 never. A
+ * pinned target is unloaded only on request (POST .../unload). An unload asked for while a target
+ * is in use happens when its last use ends.
+ *
+ * New files. With a models directory, GET /v1/models and a request naming an unknown model list the
+ * directory again; a model not yet served becomes an on-demand target (targets.c keeps room).
+ *
+ * Locking. One mutex guards every target's residency fields (uses, times, memory figures, the
+ * model and engine pointers while they change). The state is an atomic as well, so that /ready and
+ * /metrics can read it without the lock; code that reads a target's model or engine holds a use
+ * (gw_residency_peek for the routes that only describe it). Loads and unloads run outside the lock.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway/residency.h"
+
+#define MIB ((uint64_t)1 << 20)
+#define HOST_MARGIN_MB 1024         /* left to the system by the default host budget */
+#define HOST_MARGIN_SMALL_DIVISOR 4 /* ... or a quarter of RAM on machines with less than 4 margins */
+#define DEFAULT_GPU_MARGIN_MB 512   /* as the GPU lease's $SIPP_GPU_MARGIN_MB */
+#define WAIT_SLICE_MS 100           /* a waiting call checks for its client leaving this often */
+#define KEEPER_MAX_SLEEP_MS 1000    /* the keeper re-checks at least this often */
+/* A load that does not fit beside models in use waits this long for one of those uses to end
+ * before it is refused: a client's next request can arrive before the server has finished with
+ * its last one (the reply is sent before the connection's completion is seen). */
+#define NO_ROOM_GRACE_MS 2000
+#define ENGINE_QUEUE_MIN 1
+/* An rpc target waiting for its servers is tried again after RPC_RETRY_MIN_MS, doubling up to
+ * RPC_RETRY_MAX_MS. */
+#define RPC_RETRY_MIN_MS 500
+#define RPC_RETRY_MAX_MS 30000
+#define BACKEND_LIST_MAX 16
+
+typedef struct place_budget {
+    char name[32]; /* device name; "" = host */
+    uint64_t budget;
+} place_budget;
+
+typedef struct gw_residency gw_residency;
+
+struct gw_residency {
+    pthread_mutex_t mu;
+    pthread_cond_t changed; /* a load finished, a use ended, a deadline moved, or stopping */
+    pthread_t keeper;
+    bool keeper_started;
+    bool stop;
+    bool startup_done;
+    place_budget places[1 + SIPP_MEMORY_MAX_DEVICES]; /* [0] is the host */
+    int n_places;
+    /* metrics */
+    uint64_t loads, load_failures, unloads, evictions;
+    double load_seconds_sum;
+    uint64_t load_seconds_count;
+};
+
+static void estimate(gw_target *t);
+
+static double now_ms(void) { return sipp_now_ms(); }
+
+/* ms from now on the monotonic clock the condition variable waits on. */
+static void deadline_in(struct timespec *ts, int ms) {
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    ts->tv_sec += ts->tv_nsec / 1000000000L;
+    ts->tv_nsec %= 1000000000L;
+}
+
+static double unix_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- memory per place --------------------------------------------------------------------------- */
+
+static uint64_t place_bytes(const sipp_memory *m, const char *place) {
+    if (!*place) return m->host_bytes;
+    for (int i = 0; i < m->n_devices; i++)
+        if (strcmp(m->devices[i].name, place) == 0) return m->devices[i].bytes;
+    return 0;
+}
+
+/* What a target holds (loaded or loading) or would need: its last measurement, else the estimate. */
+static const sipp_memory *charge_of(const gw_target *t) {
+    return t->measured_valid ? &t->measured : &t->estimate;
+}
+
+static bool holds(const gw_target *t) {
+    int s = atomic_load(&t->state);
+    return t->cfg->type == GW_TARGET_LOCAL && (s == GW_STATE_READY || s == GW_STATE_LOADING);
+}
+
+static uint64_t host_total_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+uint64_t gw_residency_default_host_budget(void) {
+    uint64_t total = host_total_bytes(), margin = HOST_MARGIN_MB * MIB;
+    if (total < HOST_MARGIN_SMALL_DIVISOR * margin) margin = total / HOST_MARGIN_SMALL_DIVISOR;
+    return total - margin;
+}
+
+static uint64_t gpu_margin(void) {
+    const char *v = getenv("SIPP_GPU_MARGIN_MB");
+    char *end;
+    long long mb = v && *v ? strtoll(v, &end, 10) : -1;
+    return mb >= 0 && v && !*end ? (uint64_t)mb * MIB : DEFAULT_GPU_MARGIN_MB * MIB;
+}
+
+static void init_budgets(gw_residency *r, const gw_config *cfg) {
+    r->n_places = 1;
+    r->places[0].name[0] = '\0';
+    r->places[0].budget = cfg->memory_budget_mb > 0 ? (uint64_t)cfg->memory_budget_mb * MIB
+                                                    : gw_residency_default_host_budget();
+    sipp_device_info devs[SIPP_MEMORY_MAX_DEVICES];
+    int n = sipp_devices_list(devs, SIPP_MEMORY_MAX_DEVICES);
+    uint64_t margin = gpu_margin();
+    for (int i = 0; i < n && i < SIPP_MEMORY_MAX_DEVICES; i++) {
+        if (strcmp(devs[i].kind, "cpu") == 0) continue;
+        place_budget *p = &r->places[r->n_places++];
+        snprintf(p->name, sizeof p->name, "%s", devs[i].name);
+        p->budget = devs[i].memory_free > margin ? devs[i].memory_free - margin : 0;
+    }
+}
+
+json_t *gw_budgets_json(const gw_config *cfg) {
+    gw_residency r;
+    memset(&r, 0, sizeof r);
+    init_budgets(&r, cfg);
+    json_t *a = json_array();
+    for (int p = 0; p < r.n_places; p++) {
+        bool host = !*r.places[p].name;
+        const char *how =
+            host ? cfg->memory_budget_mb > 0 ? "[server] memory_budget_mb" : "total RAM minus a margin"
+                 : "free memory minus $SIPP_GPU_MARGIN_MB";
+        json_array_append_new(a, json_pack("{s:s, s:I, s:s}", "place", host ? "host" : r.places[p].name,
+                                           "budget_bytes", (json_int_t)r.places[p].budget, "from", how));
+    }
+    return a;
+}
+
+static const place_budget *find_place(const gw_residency *r, const char *name) {
+    for (int i = 0; i < r->n_places; i++)
+        if (strcmp(r->places[i].name, name) == 0) return &r->places[i];
+    return NULL;
+}
+
+/* ---- loading and unloading (outside the lock) --------------------------------------------------- */
+
+static bool load_progress(float progress, void *user) {
+    (void)progress;
+    gw_server *srv = user;
+    return !atomic_load(&srv->draining);
+}
+
+static bool is_rpc(const gw_target_config *c) { return c->backend && strcmp(c->backend, "rpc") == 0; }
+
+/* Waiting helps only when the servers are what is missing, not the rpc module itself. */
+static bool rpc_compiled(void) {
+    sipp_backend_info b[BACKEND_LIST_MAX];
+    int n = sipp_backends_list(b, BACKEND_LIST_MAX);
+    for (int i = 0; i < n && i < BACKEND_LIST_MAX; i++)
+        if (strcmp(b[i].name, "rpc") == 0) return b[i].compiled;
+    return false;
+}
+
+/* *wait: the model did not load because an rpc target's servers cannot be used yet. */
+static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **mo, sipp_engine **eo, bool *wait,
+                        char *err) {
+    *wait = false;
+    sipp_model_params mp = sipp_model_default_params();
+    mp.backend = c->backend;
+    mp.flash_attn = c->flash_attn;
+    mp.gpu_layers = c->gpu_layers;
+    mp.rpc_servers = c->rpc_servers;
+    mp.tensor_split = c->tensor_split;
+    mp.progress = load_progress;
+    mp.progress_user = srv;
+    sipp_model *m = NULL;
+    sipp_status st = sipp_model_load(c->model_path, &mp, &m, err);
+    if (st != SIPP_OK) {
+        *wait = is_rpc(c) && st == SIPP_ERR_BACKEND && rpc_compiled() && !atomic_load(&srv->draining);
+        return false;
+    }
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.ctx_size = c->ctx_size;
+    ep.parallel = c->parallel;
+    ep.threads = c->threads;
+    ep.policy = c->policy;
+    ep.speculative = c->speculative;
+    ep.draft_max = c->draft_max;
+    ep.draft_min = c->draft_min;
+    int q = srv->cfg->max_queue + srv->cfg->max_concurrent_requests;
+    ep.max_queued = q < ENGINE_QUEUE_MIN ? ENGINE_QUEUE_MIN : q;
+    sipp_engine *e = NULL;
+    if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) { /* the message names the model and the problem */
+        sipp_model_free(m);
+        return false;
+    }
+    *mo = m;
+    *eo = e;
+    return true;
+}
+
+/* Engines and models taken from targets under the lock, freed after it (freeing an engine joins its
+ * thread, which must not happen under the lock every call takes). */
+typedef struct victim {
+    sipp_engine *engine;
+    sipp_model *model;
+    struct victim *next;
+} victim;
+typedef struct victims {
+    victim *head;
+    size_t n;
+} victims;
+
+/* Unloads t (idle, READY) under the lock: its engine and model go to v. */
+static void take_unload(gw_residency *r, gw_target *t, victims *v, const char *why) {
+    victim *x = malloc(sizeof *x);
+    if (x) {
+        x->engine = t->engine;
+        x->model = t->model;
+        x->next = v->head;
+        v->head = x;
+        v->n++;
+    } else { /* no memory for a list node: free it here, under the lock, rather than leak it */
+        sipp_engine_free(t->engine);
+        sipp_model_free(t->model);
+    }
+    t->engine = NULL;
+    t->model = NULL;
+    t->unload_when_idle = false;
+    t->n_unloads++;
+    r->unloads++;
+    atomic_store(&t->state, GW_STATE_UNLOADED);
+    fprintf(stderr, "sipp: target '%s' unloaded (%s)\n", t->cfg->name, why);
+}
+
+static void free_victims(victims *v) {
+    while (v->head) {
+        victim *x = v->head;
+        v->head = x->next;
+        sipp_engine_free(x->engine);
+        sipp_model_free(x->model);
+        free(x);
+    }
+    v->n = 0;
+}
+
+/* ---- the plan: what to evict so that t fits --------------------------------------------------- */
+
+static bool evictable(const gw_target *c, const gw_target *for_t) {
+    return c != for_t && c->cfg->type == GW_TARGET_LOCAL && atomic_load(&c->state) == GW_STATE_READY &&
+           c->uses == 0 && c->peeks == 0 && !c->cfg->pin;
+}
+
+/* Whether every place fits t's need next to what is held, without the targets marked out[]. */
+static bool fits(const gw_server *srv, const gw_target *t, const bool *out, const char **short_place) {
+    const gw_residency *r = srv->residency;
+    const sipp_memory *need = charge_of(t);
+    for (int p = 0; p < r->n_places; p++) {
+        const char *place = r->places[p].name;
+        uint64_t held = 0;
+        for (size_t i = 0; i < srv->n_targets; i++)
+            if (holds(&srv->targets[i]) && !out[i] && &srv->targets[i] != t)
+                held += place_bytes(charge_of(&srv->targets[i]), place);
+        if (held + place_bytes(need, place) > r->places[p].budget) {
+            *short_place = place;
+            return false;
+        }
+    }
+    /* a device the budgets do not know (it appeared after start, or the estimate names it) */
+    for (int d = 0; d < need->n_devices; d++)
+        if (!find_place(r, need->devices[d].name) && need->devices[d].bytes) {
+            *short_place = need->devices[d].name;
+            return false;
+        }
+    if (srv->cfg->max_loaded_models > 0) {
+        int loaded = 0;
+        for (size_t i = 0; i < srv->n_targets; i++)
+            if (holds(&srv->targets[i]) && !out[i] && &srv->targets[i] != t) loaded++;
+        if (loaded + 1 > srv->cfg->max_loaded_models) {
+            *short_place = NULL;
+            return false;
+        }
+    }
+    return true;
+}
+
+static void describe_refusal(const gw_server *srv, const gw_target *t, const char *place, char *msg,
+                             size_t n) {
+    const gw_residency *r = srv->residency;
+    sipp_buf b = {0};
+    if (!place) {
+        sipp_buf_appendf(&b,
+                         "model '%s' cannot be loaded: max_loaded_models (%d) are loaded and none is idle",
+                         t->cfg->name, srv->cfg->max_loaded_models);
+    } else {
+        const place_budget *pb = find_place(r, place);
+        const char *where = *place ? place : "host";
+        sipp_buf_appendf(&b,
+                         "model '%s' needs %" PRIu64 " MiB of %s memory (%s); the budget is %" PRIu64 " MiB",
+                         t->cfg->name, (place_bytes(charge_of(t), place) + MIB - 1) / MIB, where,
+                         t->measured_valid ? "measured at its last load" : "estimated from its file",
+                         pb ? pb->budget / MIB : 0);
+        if (!pb) sipp_buf_appendf(&b, " (the device was not seen at start)");
+    }
+    sipp_buf_appendf(&b, "; held:");
+    int listed = 0;
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        const gw_target *c = &srv->targets[i];
+        if (!holds(c)) continue;
+        const char *why = c->cfg->pin                                  ? "pinned"
+                          : c->uses                                    ? "serving"
+                          : atomic_load(&c->state) == GW_STATE_LOADING ? "loading"
+                                                                       : "idle";
+        sipp_buf_appendf(&b, "%s '%s' %" PRIu64 " MiB (%s)", listed++ ? "," : "", c->cfg->name,
+                         (place_bytes(charge_of(c), place ? place : "") + MIB - 1) / MIB, why);
+    }
+    if (!listed) sipp_buf_appendf(&b, " nothing");
+    sipp_buf_appendf(
+        &b, "; raise [server] memory_budget_mb, unload a model, or give this one a smaller ctx_size");
+    snprintf(msg, n, "%s", b.data ? b.data : "");
+    sipp_buf_free(&b);
+}
+
+/* Under the lock: chooses idle targets, least recently used first, until t fits, and unloads them
+ * into v. False (nothing unloaded, msg set) when it cannot fit. */
+static bool make_room(gw_server *srv, gw_target *t, victims *v, char *msg, size_t n) {
+    bool *out = calloc(srv->n_targets ? srv->n_targets : 1, sizeof *out);
+    size_t *chosen = calloc(srv->n_targets ? srv->n_targets : 1, sizeof *chosen), n_chosen = 0;
+    if (!out || !chosen) {
+        free(out);
+        free(chosen);
+        snprintf(msg, n, "out of memory planning the load of model '%s'", t->cfg->name);
+        return false;
+    }
+    const char *place = NULL;
+    while (!fits(srv, t, out, &place)) {
+        gw_target *lru = NULL;
+        for (size_t i = 0; i < srv->n_targets; i++) {
+            gw_target *c = &srv->targets[i];
+            if (!out[i] && evictable(c, t) && (!lru || c->last_use_ms < lru->last_use_ms)) lru = c;
+        }
+        if (!lru) {
+            describe_refusal(srv, t, place, msg, n);
+            free(out);
+            free(chosen);
+            return false;
+        }
+        out[lru->index] = true;
+        chosen[n_chosen++] = (size_t)lru->index;
+    }
+    free(out);
+    for (size_t k = 0; k < n_chosen; k++) {
+        gw_target *c = &srv->targets[chosen[k]];
+        c->n_evictions++;
+        srv->residency->evictions++;
+        char why[SIPP_ERROR_SIZE];
+        snprintf(why, sizeof why, "evicted, least recently used, to make room for '%s'", t->cfg->name);
+        take_unload(srv->residency, c, v, why);
+    }
+    free(chosen);
+    return true;
+}
+
+/* ---- the load, by the first caller -------------------------------------------------------------- */
+
+/* Called with the lock held and t UNLOADED (or FAILED, for an explicit load, or WAITING, for the
+ * keeper's retry); returns with it held. On success t is READY; on failure t is FAILED (the model did
+ * not load), WAITING (an rpc target's servers cannot be used yet) or UNLOADED (it did not fit,
+ * *no_room), msg says why. */
+static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, size_t n) {
+    gw_residency *r = srv->residency;
+    *no_room = false;
+    victims v = {.n = 0};
+    if (!make_room(srv, t, &v, msg, n)) {
+        *no_room = true;
+        return false;
+    }
+    atomic_store(&t->state, GW_STATE_LOADING);
+    t->error[0] = '\0';
+    pthread_mutex_unlock(&r->mu);
+
+    free_victims(&v);
+    double t0 = now_ms();
+    sipp_model *m = NULL;
+    sipp_engine *e = NULL;
+    char err[SIPP_ERROR_SIZE];
+    bool wait = false;
+    bool ok = load_engine(srv, t->cfg, &m, &e, &wait, err);
+    double secs = (now_ms() - t0) / 1e3;
+    if (ok) {
+        const sipp_backend_decision *b = sipp_model_backend(m);
+        fprintf(stderr, "sipp: target '%s' ready in %.0f ms: %s on %s (%s), %d slots\n", t->cfg->name,
+                secs * 1e3, t->cfg->model_path, b->backend, b->devices, t->cfg->parallel);
+    } else {
+        fprintf(stderr, "sipp: target '%s' %s: %s\n", t->cfg->name,
+                wait ? "is waiting for its rpc servers (retrying with backoff)" : "failed to load", err);
+    }
+
+    pthread_mutex_lock(&r->mu);
+    r->load_seconds_sum += secs;
+    r->load_seconds_count++;
+    if (ok) {
+        t->model = m;
+        t->engine = e;
+        sipp_engine_memory(e, &t->measured);
+        t->measured_valid = true;
+        t->last_load_ms = secs * 1e3;
+        t->last_use_ms = now_ms();
+        t->last_use_unix = unix_now_s();
+        t->ever_loaded = true;
+        t->n_loads++;
+        r->loads++;
+        atomic_store(&t->state, GW_STATE_READY);
+    } else {
+        snprintf(t->error, sizeof t->error, "%s", err);
+        snprintf(msg, n, "model '%s' failed to load: %s", t->cfg->name, err);
+        r->load_failures++;
+        atomic_store(&t->state, wait ? GW_STATE_WAITING : GW_STATE_FAILED);
+    }
+    pthread_cond_broadcast(&r->changed);
+    return ok;
+}
+
+/* Whether a loaded target has a use: room may come when it ends. */
+static bool busy_holder(const gw_server *srv) {
+    for (size_t i = 0; i < srv->n_targets; i++)
+        if (holds(&srv->targets[i]) && srv->targets[i].uses > 0) return true;
+    return false;
+}
+
+/* ---- uses --------------------------------------------------------------------------------------- */
+
+gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double deadline_ms,
+                                       bool (*abandoned)(void *), void *arg, char *msg, size_t n) {
+    if (t->cfg->type != GW_TARGET_LOCAL) return GW_ACQUIRE_OK;
+    gw_residency *r = srv->residency;
+    double room_deadline = now_ms() + NO_ROOM_GRACE_MS;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        if (atomic_load(&srv->draining) || r->stop) {
+            pthread_mutex_unlock(&r->mu);
+            snprintf(msg, n, "the server is shutting down");
+            return GW_ACQUIRE_NOT_READY;
+        }
+        int s = atomic_load(&t->state);
+        if (s == GW_STATE_READY) {
+            t->uses++;
+            pthread_mutex_unlock(&r->mu);
+            return GW_ACQUIRE_OK;
+        }
+        if (s == GW_STATE_FAILED) {
+            snprintf(msg, n, "model '%s' failed to load: %s", t->cfg->name, t->error);
+            pthread_mutex_unlock(&r->mu);
+            return GW_ACQUIRE_FAILED;
+        }
+        if (s == GW_STATE_UNLOADED) {
+            bool no_room;
+            t->uses++; /* so that it is not chosen to make room for another while it loads */
+            bool ok = load_locked(srv, t, &no_room, msg, n);
+            if (!ok) t->uses--;
+            if (!ok && no_room && now_ms() < room_deadline && now_ms() < deadline_ms && busy_holder(srv)) {
+                /* a use that is ending (its reply sent, its connection closing) frees room soon */
+                struct timespec until;
+                deadline_in(&until, WAIT_SLICE_MS);
+                pthread_cond_timedwait(&r->changed, &r->mu, &until);
+                continue;
+            }
+            pthread_mutex_unlock(&r->mu);
+            return ok ? GW_ACQUIRE_OK : no_room ? GW_ACQUIRE_NO_ROOM : GW_ACQUIRE_FAILED;
+        }
+        /* LOADING: wait for that load */
+        double left = deadline_ms - now_ms();
+        if (left <= 0) {
+            pthread_mutex_unlock(&r->mu);
+            snprintf(msg, n, "model '%s' was still loading after request_timeout_seconds (%d)", t->cfg->name,
+                     srv->cfg->request_timeout_seconds);
+            return GW_ACQUIRE_TIMEOUT;
+        }
+        if (abandoned && abandoned(arg)) {
+            pthread_mutex_unlock(&r->mu);
+            snprintf(msg, n, "the client left while model '%s' was loading", t->cfg->name);
+            return GW_ACQUIRE_ABANDONED;
+        }
+        t->waiting++;
+        struct timespec until;
+        deadline_in(&until, left < WAIT_SLICE_MS ? (int)left : WAIT_SLICE_MS);
+        pthread_cond_timedwait(&r->changed, &r->mu, &until);
+        t->waiting--;
+    }
+}
+
+static void set_idle_deadline(gw_target *t) {
+    int64_t ka = t->keep_alive_override_set ? t->keep_alive_override : t->cfg->keep_alive_s;
+    t->deadline_ms = ka < 0 ? -1 : t->last_use_ms + (double)ka * 1e3;
+    t->deadline_unix = ka < 0 ? -1 : t->last_use_unix + (double)ka;
+}
+
+void gw_residency_release(gw_server *srv, gw_target *t) {
+    if (t->cfg->type != GW_TARGET_LOCAL) return;
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    if (t->uses > 0) t->uses--;
+    t->last_use_ms = now_ms();
+    t->last_use_unix = unix_now_s();
+    set_idle_deadline(t);
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
+}
+
+bool gw_residency_peek(gw_server *srv, gw_target *t) {
+    if (t->cfg->type != GW_TARGET_LOCAL) return false;
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    bool ok = atomic_load(&t->state) == GW_STATE_READY;
+    if (ok) t->peeks++;
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+void gw_residency_unpeek(gw_server *srv, gw_target *t) {
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    if (t->peeks > 0) t->peeks--;
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void gw_residency_keep_alive(gw_server *srv, gw_target *t, int64_t seconds) {
+    if (t->cfg->type != GW_TARGET_LOCAL) return;
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    t->keep_alive_override = seconds;
+    t->keep_alive_override_set = true;
+    if (t->uses == 0) set_idle_deadline(t);
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- explicit load and unload ------------------------------------------------------------------- */
+
+gw_acquire_result gw_residency_load(gw_server *srv, gw_target *t, double deadline_ms, char *msg, size_t n) {
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    if (atomic_load(&t->state) == GW_STATE_FAILED) atomic_store(&t->state, GW_STATE_UNLOADED); /* try again */
+    pthread_mutex_unlock(&r->mu);
+    gw_acquire_result ar = gw_residency_acquire(srv, t, deadline_ms, NULL, NULL, msg, n);
+    if (ar == GW_ACQUIRE_OK) gw_residency_release(srv, t);
+    return ar;
+}
+
+bool gw_residency_unload(gw_server *srv, gw_target *t, bool *deferred) {
+    gw_residency *r = srv->residency;
+    victims v = {.n = 0};
+    *deferred = false;
+    pthread_mutex_lock(&r->mu);
+    int s = atomic_load(&t->state);
+    bool loaded = s == GW_STATE_READY || s == GW_STATE_LOADING;
+    if (s == GW_STATE_READY && t->uses == 0 && t->peeks == 0) {
+        take_unload(r, t, &v, "asked to");
+    } else if (loaded) {
+        t->unload_when_idle = true;
+        *deferred = true;
+    }
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
+    free_victims(&v);
+    return loaded;
+}
+
+/* ---- the keeper: start-up loads, then idle deadlines -------------------------------------------- */
+
+static bool idle_expired(const gw_target *t, double now) {
+    if (t->cfg->type != GW_TARGET_LOCAL || atomic_load(&t->state) != GW_STATE_READY || t->uses || t->peeks)
+        return false;
+    if (t->unload_when_idle) return true;
+    if (t->cfg->pin && !t->keep_alive_override_set) return false;
+    return t->deadline_ms >= 0 && t->deadline_ms <= now;
+}
+
+static bool any_waiting(const gw_server *srv) {
+    for (size_t i = 0; i < srv->n_targets; i++)
+        if (atomic_load(&srv->targets[i].state) == GW_STATE_WAITING) return true;
+    return false;
+}
+
+/* rpc targets waiting for their servers are tried again at *retry_at, the wait doubling up to
+ * RPC_RETRY_MAX_MS; true when it tried (the lock was let go meanwhile). Lock held. */
+static bool retry_waiting(gw_server *srv, double now, double *retry_at, int *backoff) {
+    if (!any_waiting(srv)) {
+        *retry_at = now + KEEPER_MAX_SLEEP_MS;
+        *backoff = RPC_RETRY_MIN_MS;
+        return false;
+    }
+    if (now < *retry_at) return false;
+    for (size_t i = 0; i < srv->n_targets && !srv->residency->stop && !atomic_load(&srv->draining); i++) {
+        gw_target *t = &srv->targets[i];
+        if (atomic_load(&t->state) != GW_STATE_WAITING) continue;
+        bool no_room;
+        char msg[SIPP_ERROR_SIZE];
+        if (!load_locked(srv, t, &no_room, msg, sizeof msg) && no_room) {
+            snprintf(t->error, sizeof t->error, "%s", msg);
+            atomic_store(&t->state, GW_STATE_FAILED);
+        }
+        if (atomic_load(&t->state) == GW_STATE_READY) set_idle_deadline(t);
+    }
+    *backoff = *backoff * 2 > RPC_RETRY_MAX_MS ? RPC_RETRY_MAX_MS : *backoff * 2;
+    *retry_at = now_ms() + *backoff;
+    return true;
+}
+
+static void *keeper_main(void *arg) {
+    gw_server *srv = arg;
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    /* start-up targets, one after the other in the config's order: two loads at once only make both
+     * slower, and the first target is usable sooner */
+    for (size_t i = 0; i < srv->n_targets && !r->stop && !atomic_load(&srv->draining); i++) {
+        gw_target *t = &srv->targets[i];
+        if (t->cfg->type != GW_TARGET_LOCAL || t->cfg->load != GW_LOAD_STARTUP) continue;
+        if (atomic_load(&t->state) != GW_STATE_UNLOADED) continue;
+        bool no_room;
+        char msg[SIPP_ERROR_SIZE];
+        if (!load_locked(srv, t, &no_room, msg, sizeof msg) && no_room) {
+            snprintf(t->error, sizeof t->error, "%s", msg);
+            atomic_store(&t->state, GW_STATE_FAILED);
+            fprintf(stderr, "sipp: target '%s' not loaded at start-up: %s\n", t->cfg->name, msg);
+        }
+        if (atomic_load(&t->state) == GW_STATE_READY) set_idle_deadline(t);
+    }
+    r->startup_done = true;
+    pthread_cond_broadcast(&r->changed);
+    int rpc_backoff = RPC_RETRY_MIN_MS;
+    double rpc_retry_at = now_ms() + rpc_backoff;
+    while (!r->stop) {
+        victims v = {.n = 0};
+        double now = now_ms(), next = now + KEEPER_MAX_SLEEP_MS;
+        if (retry_waiting(srv, now, &rpc_retry_at, &rpc_backoff)) continue;
+        if (rpc_retry_at < next) next = rpc_retry_at;
+        for (size_t i = 0; i < srv->n_targets; i++) {
+            gw_target *t = &srv->targets[i];
+            if (idle_expired(t, now))
+                take_unload(r, t, &v, t->unload_when_idle ? "asked to" : "keep_alive passed");
+            else if (atomic_load(&t->state) == GW_STATE_READY && !t->uses && t->deadline_ms >= 0 &&
+                     t->deadline_ms < next)
+                next = t->deadline_ms;
+        }
+        if (v.n) {
+            pthread_mutex_unlock(&r->mu);
+            free_victims(&v);
+            pthread_mutex_lock(&r->mu);
+            continue;
+        }
+        struct timespec until;
+        double wait = next - now;
+        deadline_in(&until, wait < 1 ? 1 : (int)wait);
+        pthread_cond_timedwait(&r->changed, &r->mu, &until);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* ---- life ---------------------------------------------------------------------------------------- */
+
+bool gw_residency_start(gw_server *srv, char *err) {
+    gw_residency *r = calloc(1, sizeof *r);
+    if (!r) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory") == SIPP_OK;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->changed, &ca);
+    pthread_condattr_destroy(&ca);
+    init_budgets(r, srv->cfg);
+    srv->residency = r;
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        gw_target *t = &srv->targets[i];
+        if (t->cfg->type != GW_TARGET_LOCAL) continue;
+        t->deadline_ms = -1;
+        t->deadline_unix = -1;
+        estimate(t);
+    }
+    if (pthread_create(&r->keeper, NULL, keeper_main, srv) != 0)
+        return sipp_fail(err, SIPP_ERR_INTERNAL, "cannot start the model keeper thread") == SIPP_OK;
+    r->keeper_started = true;
+    return true;
+}
+
+void gw_residency_stop(gw_server *srv) {
+    gw_residency *r = srv->residency;
+    if (!r) return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = true;
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
+    if (r->keeper_started) pthread_join(r->keeper, NULL);
+    pthread_cond_destroy(&r->changed);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+    srv->residency = NULL;
+}
+
+bool gw_residency_startup_ready(gw_server *srv) {
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    bool ready = r->startup_done;
+    for (size_t i = 0; ready && i < srv->n_targets; i++) {
+        const gw_target *t = &srv->targets[i];
+        if (t->cfg->type == GW_TARGET_LOCAL && t->cfg->load == GW_LOAD_STARTUP &&
+            (atomic_load(&t->state) == GW_STATE_FAILED || !t->ever_loaded))
+            ready = false;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return ready;
+}
+
+/* ---- new files in the models directory ---------------------------------------------------------- */
+
+static void estimate(gw_target *t) {
+    sipp_model_params mp = sipp_model_default_params();
+    mp.backend = t->cfg->backend;
+    mp.gpu_layers = t->cfg->gpu_layers;
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.ctx_size = t->cfg->ctx_size;
+    ep.parallel = t->cfg->parallel;
+    char err[SIPP_ERROR_SIZE];
+    /* a header that cannot be read estimates nothing; its load then fails with the reason */
+    if (sipp_memory_estimate(t->cfg->model_path, &mp, &ep, &t->estimate, err) != SIPP_OK)
+        memset(&t->estimate, 0, sizeof t->estimate);
+}
+
+static bool served(const gw_server *srv, const char *name) {
+    for (size_t i = 0; i < srv->n_targets; i++)
+        if (strcmp(srv->targets[i].cfg->name, name) == 0) return true;
+    return false;
+}
+
+void gw_residency_rescan(gw_server *srv) {
+    const char *dir = srv->cfg->models_dir;
+    if (!dir) return;
+    sipp_store_model *found = NULL;
+    size_t n = 0;
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_store_list(dir, &found, &n, err) != SIPP_OK)
+        return; /* the directory went away: keep what is known */
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (served(srv, found[i].name)) continue;
+        size_t k = srv->n_targets;
+        if (k >= srv->max_targets) {
+            fprintf(stderr,
+                    "sipp: '%s' in %s is not served: the server has room for %d new models; restart it\n",
+                    found[i].name, dir, GW_MAX_DISCOVERED);
+            continue;
+        }
+        gw_target_config *tc = calloc(1, sizeof *tc);
+        if (!tc || !gw_target_config_discovered(tc, found[i].name, found[i].path,
+                                                srv->cfg->discovered_keep_alive_s)) {
+            if (tc) gw_target_config_free(tc);
+            free(tc);
+            break;
+        }
+        gw_target *t = &srv->targets[k];
+        memset(t, 0, sizeof *t);
+        t->cfg = tc;
+        t->owned_cfg = tc;
+        t->index = (int)k;
+        t->deadline_ms = t->deadline_unix = -1;
+        atomic_init(&t->state, GW_STATE_UNLOADED);
+        estimate(t);
+        srv->n_targets = k + 1; /* published whole */
+        fprintf(stderr, "sipp: new model '%s' (%s), loaded on first use\n", tc->name, tc->model_path);
+    }
+    pthread_mutex_unlock(&r->mu);
+    sipp_store_list_free(found, n);
+}
+
+/* ---- description -------------------------------------------------------------------------------- */
+
+static json_t *memory_json(const sipp_memory *m) {
+    json_t *devs = json_object();
+    for (int i = 0; i < m->n_devices; i++)
+        json_object_set_new(devs, m->devices[i].name, json_integer((json_int_t)m->devices[i].bytes));
+    return json_pack("{s:I, s:o, s:I, s:I, s:I, s:I}", "host_bytes", (json_int_t)m->host_bytes,
+                     "device_bytes", devs, "total_bytes", (json_int_t)sipp_memory_total(m), "weights_bytes",
+                     (json_int_t)m->weights_bytes, "kv_bytes", (json_int_t)m->kv_bytes, "compute_bytes",
+                     (json_int_t)m->compute_bytes);
+}
+
+const char *gw_state_name(int s) {
+    switch (s) {
+    case GW_STATE_READY: return "loaded";
+    case GW_STATE_LOADING: return "loading";
+    case GW_STATE_FAILED: return "failed";
+    case GW_STATE_WAITING: return "waiting";
+    default: return "unloaded";
+    }
+}
+
+void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o) {
+    if (t->cfg->type != GW_TARGET_LOCAL) return;
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    int s = atomic_load(&t->state);
+    json_object_set_new(o, "state", json_string(gw_state_name(s)));
+    json_object_set_new(o, "load", json_string(t->cfg->load == GW_LOAD_STARTUP ? "startup" : "on_demand"));
+    json_object_set_new(o, "pinned", json_boolean(t->cfg->pin));
+    int64_t ka = t->keep_alive_override_set ? t->keep_alive_override : t->cfg->keep_alive_s;
+    json_object_set_new(o, "keep_alive_seconds", json_integer(ka));
+    json_object_set_new(o, "uses", json_integer(t->uses));
+    if (s == GW_STATE_READY || s == GW_STATE_LOADING || t->measured_valid)
+        json_object_set_new(o, "memory", t->measured_valid ? memory_json(&t->measured) : json_null());
+    json_object_set_new(o, "memory_estimate", memory_json(&t->estimate));
+    json_object_set_new(o, "measured", json_boolean(t->measured_valid));
+    json_object_set_new(o, "last_used", t->ever_loaded ? json_real(t->last_use_unix) : json_null());
+    bool has_deadline = s == GW_STATE_READY && !t->uses && t->deadline_unix >= 0 &&
+                        !(t->cfg->pin && !t->keep_alive_override_set);
+    json_object_set_new(o, "unload_at", has_deadline ? json_real(t->deadline_unix) : json_null());
+    if (t->measured_valid) json_object_set_new(o, "last_load_ms", json_real(t->last_load_ms));
+    json_object_set_new(o, "loads", json_integer((json_int_t)t->n_loads));
+    json_object_set_new(o, "unloads", json_integer((json_int_t)t->n_unloads));
+    json_object_set_new(o, "evictions", json_integer((json_int_t)t->n_evictions));
+    if (s == GW_STATE_FAILED) json_object_set_new(o, "error", json_string(t->error));
+    pthread_mutex_unlock(&r->mu);
+}
+
+json_t *gw_residency_budgets(gw_server *srv) {
+    gw_residency *r = srv->residency;
+    json_t *a = json_array();
+    pthread_mutex_lock(&r->mu);
+    for (int p = 0; p < r->n_places; p++) {
+        uint64_t held = 0;
+        for (size_t i = 0; i < srv->n_targets; i++)
+            if (holds(&srv->targets[i])) held += place_bytes(charge_of(&srv->targets[i]), r->places[p].name);
+        json_array_append_new(a, json_pack("{s:s, s:I, s:I}", "place",
+                                           *r->places[p].name ? r->places[p].name : "host", "budget_bytes",
+                                           (json_int_t)r->places[p].budget, "held_bytes", (json_int_t)held));
+    }
+    pthread_mutex_unlock(&r->mu);
+    return a;
+}
+
+void gw_residency_metrics(gw_server *srv, sipp_buf *o) {
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    sipp_buf_appendf(
+        o,
+        "# HELP sipp_model_loads_total Model loads that succeeded.\n# TYPE sipp_model_loads_total counter\n");
+    sipp_buf_appendf(o, "sipp_model_loads_total %" PRIu64 "\n", r->loads);
+    sipp_buf_appendf(o, "# HELP sipp_model_load_failures_total Model loads that failed.\n# TYPE "
+                        "sipp_model_load_failures_total counter\n");
+    sipp_buf_appendf(o, "sipp_model_load_failures_total %" PRIu64 "\n", r->load_failures);
+    sipp_buf_appendf(o, "# HELP sipp_model_unloads_total Models unloaded (idle, asked, or evicted).\n# TYPE "
+                        "sipp_model_unloads_total counter\n");
+    sipp_buf_appendf(o, "sipp_model_unloads_total %" PRIu64 "\n", r->unloads);
+    sipp_buf_appendf(o, "# HELP sipp_model_evictions_total Models unloaded to make room for another.\n# TYPE "
+                        "sipp_model_evictions_total counter\n");
+    sipp_buf_appendf(o, "sipp_model_evictions_total %" PRIu64 "\n", r->evictions);
+    sipp_buf_appendf(o, "# HELP sipp_model_load_seconds Time to load a model and start its engine.\n# TYPE "
+                        "sipp_model_load_seconds summary\n");
+    sipp_buf_appendf(o, "sipp_model_load_seconds_sum %.6f\nsipp_model_load_seconds_count %" PRIu64 "\n",
+                     r->load_seconds_sum, r->load_seconds_count);
+    sipp_buf_appendf(o, "# HELP sipp_memory_held_bytes Bytes the loaded models hold, per place.\n# TYPE "
+                        "sipp_memory_held_bytes gauge\n");
+    sipp_buf_appendf(o, "# HELP sipp_memory_budget_bytes Bytes the loaded models may hold, per place.\n# "
+                        "TYPE sipp_memory_budget_bytes gauge\n");
+    for (int p = 0; p < r->n_places; p++) {
+        uint64_t held = 0;
+        for (size_t i = 0; i < srv->n_targets; i++)
+            if (holds(&srv->targets[i])) held += place_bytes(charge_of(&srv->targets[i]), r->places[p].name);
+        const char *place = *r->places[p].name ? r->places[p].name : "host";
+        sipp_buf_appendf(o, "sipp_memory_held_bytes{place=\"%s\"} %" PRIu64 "\n", place, held);
+        sipp_buf_appendf(o, "sipp_memory_budget_bytes{place=\"%s\"} %" PRIu64 "\n", place,
+                         r->places[p].budget);
+    }
+    pthread_mutex_unlock(&r->mu);
+}

@@ -118,11 +118,11 @@ SIPP_API sipp_status sipp_artifact_verify(const char *dir, const char *pub_path,
 
 /* What a load decided: the backend used, why, and where the layers went. */
 typedef struct sipp_backend_decision {
-    char backend[16];       /* "cpu", "vulkan", ... */
-    char reason[256];       /* e.g. "auto: vulkan is compiled but its only device is a software
-                               renderer (llvmpipe); auto never picks one" */
-    char devices[256];      /* the devices the model uses, comma-separated: "CPU" or "Vulkan0" */
-    int gpu_layers;         /* layers placed on a GPU device */
+    char backend[16];  /* "cpu", "vulkan", ... */
+    char reason[256];  /* e.g. "auto: vulkan is compiled but its only device is a software
+                          renderer (llvmpipe); auto never picks one" */
+    char devices[256]; /* the devices the model uses, comma-separated: "CPU" or "Vulkan0" */
+    int gpu_layers;    /* layers placed on a GPU device */
 } sipp_backend_decision;
 
 /* Checks a backend name (auto, cpu, cuda, metal, vulkan, webgpu, rpc) without loading anything:
@@ -130,19 +130,19 @@ typedef struct sipp_backend_decision {
 SIPP_API sipp_status sipp_backend_check_name(const char *name, char *errbuf);
 
 typedef struct sipp_device_info {
-    char backend[16];       /* "cpu", "vulkan", ... */
-    char name[64];          /* ggml's device name: "CPU", "Vulkan0" */
-    char description[128];  /* "llvmpipe (LLVM 15.0.6, 256 bits)" */
-    char kind[8];           /* "cpu", "gpu", "igpu", "accel" */
-    bool software;          /* a software renderer (lavapipe): real, but on the CPU */
+    char backend[16];      /* "cpu", "vulkan", ... */
+    char name[64];         /* ggml's device name: "CPU", "Vulkan0" */
+    char description[128]; /* "llvmpipe (LLVM 15.0.6, 256 bits)" */
+    char kind[8];          /* "cpu", "gpu", "igpu", "accel" */
+    bool software;         /* a software renderer (lavapipe): real, but on the CPU */
     uint64_t memory_free;
     uint64_t memory_total;
 } sipp_device_info;
 
 typedef struct sipp_backend_info {
-    char name[16];          /* every name of the table: auto, cpu, cuda, metal, vulkan, webgpu, rpc */
-    bool compiled;          /* its module is in the active artifact */
-    bool available;         /* compiled and at least one device is visible */
+    char name[16];  /* every name of the table: auto, cpu, cuda, metal, vulkan, webgpu, rpc */
+    bool compiled;  /* its module is in the active artifact */
+    bool available; /* compiled and at least one device is visible */
     int n_devices;
 } sipp_backend_info;
 
@@ -171,10 +171,10 @@ SIPP_API const char *sipp_cpu_module(void);
 #define SIPP_RPC_DEFAULT_PORT 50052
 
 typedef struct sipp_rpc_server_info {
-    char endpoint[128];      /* host:port as given */
+    char endpoint[128];                        /* host:port as given */
     int proto_major, proto_minor, proto_patch; /* the server's protocol version */
-    int n_devices;           /* the devices it exposes */
-    char device[64];         /* the first one, as this process names it ("RPC0") */
+    int n_devices;                             /* the devices it exposes */
+    char device[64];                           /* the first one, as this process names it ("RPC0") */
     char description[128];
     uint64_t memory_free;
     uint64_t memory_total;
@@ -197,11 +197,11 @@ SIPP_API sipp_status sipp_rpc_check_servers(const char *list, char *errbuf);
 #define SIPP_RPC_LOST_EXIT 75 /* EX_TEMPFAIL */
 
 typedef struct sipp_rpc_server_params {
-    const char *host;        /* address to bind; default "127.0.0.1" */
-    int port;                /* default SIPP_RPC_DEFAULT_PORT */
-    const char *backend;     /* the local device to serve: "cpu" (default), "vulkan", ... */
-    int threads;             /* CPU threads of the served backend; 0 = the number of cores */
-    const char *cache_dir;   /* where the server caches tensors it received (by hash); NULL = none */
+    const char *host;      /* address to bind; default "127.0.0.1" */
+    int port;              /* default SIPP_RPC_DEFAULT_PORT */
+    const char *backend;   /* the local device to serve: "cpu" (default), "vulkan", ... */
+    int threads;           /* CPU threads of the served backend; 0 = the number of cores */
+    const char *cache_dir; /* where the server caches tensors it received (by hash); NULL = none */
 } sipp_rpc_server_params;
 
 SIPP_API sipp_rpc_server_params sipp_rpc_server_default_params(void);
@@ -222,8 +222,8 @@ SIPP_API sipp_status sipp_rpc_server_run(const sipp_rpc_server_params *params, c
 
 #define SIPP_PATH_MAX 4096
 #define SIPP_URL_MAX 4096
-#define SIPP_NAME_MAX 128  /* bytes of a store name, without the terminating NUL */
-#define SIPP_SHA256_HEX 65 /* 64 lowercase hex digits and a NUL */
+#define SIPP_NAME_MAX 128      /* bytes of a store name, without the terminating NUL */
+#define SIPP_SHA256_HEX 65     /* 64 lowercase hex digits and a NUL */
 #define SIPP_STORE_TIME_MAX 32 /* "YYYY-MM-DDTHH:MM:SSZ" and room to spare */
 
 /* The store directory (not created). */
@@ -245,7 +245,7 @@ typedef struct sipp_store_model {
     bool managed;                        /* false for a bare NAME.gguf without metadata */
     int n_files;
     sipp_store_file *files;
-    uint64_t size;       /* all files together */
+    uint64_t size;            /* all files together */
     char path[SIPP_PATH_MAX]; /* the file to load: the only file or shard 1 */
 } sipp_store_model;
 
@@ -316,8 +316,8 @@ SIPP_API sipp_pull_params sipp_pull_default_params(void);
 
 typedef struct sipp_pull_result {
     char name[SIPP_NAME_MAX + 1];
-    char path[SIPP_PATH_MAX];    /* the file to load (shard 1 of a split set) */
-    char url[SIPP_URL_MAX]; /* where it came from (shard 1) */
+    char path[SIPP_PATH_MAX]; /* the file to load (shard 1 of a split set) */
+    char url[SIPP_URL_MAX];   /* where it came from (shard 1) */
     int n_files;
     uint64_t size;                /* bytes of all files */
     uint64_t received;            /* bytes received in this pull */
@@ -384,10 +384,10 @@ typedef struct sipp_gguf_type_count {
 } sipp_gguf_type_count;
 
 typedef struct sipp_gguf_info {
-    char path[SIPP_PATH_MAX];   /* the file read: the one given, or shard 1 of its split set */
-    char architecture[64]; /* general.architecture */
-    char name[128];        /* general.name; "" when absent */
-    char file_type[32];    /* general.file_type by name ("Q4_K_M"); "" when absent */
+    char path[SIPP_PATH_MAX]; /* the file read: the one given, or shard 1 of its split set */
+    char architecture[64];    /* general.architecture */
+    char name[128];           /* general.name; "" when absent */
+    char file_type[32];       /* general.file_type by name ("Q4_K_M"); "" when absent */
     uint32_t gguf_version;
     int n_files;        /* 1, or the shard count of a split set */
     uint64_t file_size; /* bytes of all files */
@@ -421,12 +421,12 @@ typedef struct sipp_model sipp_model;
 typedef bool (*sipp_progress_fn)(float progress, void *user);
 
 typedef struct sipp_model_params {
-    const char *backend;   /* "auto" (default), "cpu", "vulkan", "cuda", "metal", ... */
+    const char *backend;       /* "auto" (default), "cpu", "vulkan", "cuda", "metal", ... */
     const char *backend_order; /* auto's preference; NULL = $SIPP_BACKEND_ORDER or the default */
-    int gpu_layers;        /* layers to offload to the GPU backend; -1 (default) = all */
+    int gpu_layers;            /* layers to offload to the GPU backend; -1 (default) = all */
     sipp_progress_fn progress;
     void *progress_user;
-    bool vocab_only;       /* load only the tokenizer: for tokenize/detokenize without weights */
+    bool vocab_only; /* load only the tokenizer: for tokenize/detokenize without weights */
     /* backend "rpc" only: the servers ("host:port,host:port"); NULL = $SIPP_RPC_SERVERS. */
     const char *rpc_servers;
     /* backend "rpc" only: the share of layers of the local device and of each server, in that order
@@ -453,8 +453,8 @@ SIPP_API sipp_status sipp_flash_attn_check(const char *value, char *errbuf);
 
 /* Loads a GGUF file. On failure *out is NULL and errbuf holds one line naming the file and the
  * problem. Before llama.cpp sees the file its header is checked as sipp_model_check does. */
-SIPP_API sipp_status sipp_model_load(const char *path, const sipp_model_params *params,
-                                     sipp_model **out, char *errbuf);
+SIPP_API sipp_status sipp_model_load(const char *path, const sipp_model_params *params, sipp_model **out,
+                                     char *errbuf);
 SIPP_API void sipp_model_free(sipp_model *model);
 
 /* Checks a model file without loading its weights, as sipp_model_load does first: a whole GGUF file
@@ -474,10 +474,10 @@ SIPP_API const char *sipp_model_last_error(const sipp_model *model);
 SIPP_API const sipp_backend_decision *sipp_model_backend(const sipp_model *model);
 
 typedef struct sipp_model_info {
-    char architecture[64];   /* general.architecture */
-    char description[128];   /* llama.cpp's one-line description: "llama 1B Q4_0" */
+    char architecture[64]; /* general.architecture */
+    char description[128]; /* llama.cpp's one-line description: "llama 1B Q4_0" */
     uint64_t n_params;
-    uint64_t size_bytes;     /* size of the weights */
+    uint64_t size_bytes; /* size of the weights */
     int n_ctx_train;
     int n_embd;
     int n_layer;
@@ -485,8 +485,8 @@ typedef struct sipp_model_info {
     int n_head_kv;
     int n_vocab;
     bool has_chat_template;
-    double load_ms;          /* wall time of sipp_model_load */
-    char chat_template[32];  /* "model" (its own Jinja template) or "chatml (fallback)" */
+    double load_ms;         /* wall time of sipp_model_load */
+    char chat_template[32]; /* "model" (its own Jinja template) or "chatml (fallback)" */
 } sipp_model_info;
 
 SIPP_API void sipp_model_get_info(const sipp_model *model, sipp_model_info *info);
@@ -518,7 +518,7 @@ SIPP_API sipp_status sipp_detokenize(sipp_model *model, const int32_t *tokens, s
                                      bool render_special, char *buf, size_t cap, size_t *len_out);
 
 typedef struct sipp_message {
-    const char *role;    /* "system", "user", "assistant" */
+    const char *role; /* "system", "user", "assistant" */
     const char *content;
 } sipp_message;
 
@@ -542,21 +542,21 @@ SIPP_API sipp_status sipp_model_eval_logits(sipp_model *model, const int32_t *to
 #define SIPP_MAX_OPS 128
 
 typedef struct sipp_op_stat {
-    char op[32];        /* ggml's op name ("MUL_MAT", "ROPE", ...; unary ops by their own name) */
-    int count;          /* nodes of this op in one decode step's graph */
-    int supported;      /* of them, how many the chosen device supports */
-    int on_device;      /* of them, how many ran on the chosen device */
-    char where[64];     /* the devices they ran on, comma-separated */
+    char op[32];    /* ggml's op name ("MUL_MAT", "ROPE", ...; unary ops by their own name) */
+    int count;      /* nodes of this op in one decode step's graph */
+    int supported;  /* of them, how many the chosen device supports */
+    int on_device;  /* of them, how many ran on the chosen device */
+    char where[64]; /* the devices they ran on, comma-separated */
 } sipp_op_stat;
 
 typedef struct sipp_graph_report {
     char backend[16];
-    char device[64];          /* the chosen device ("CPU", "Vulkan0") */
-    int n_nodes;              /* nodes in one decode step's graph */
+    char device[64]; /* the chosen device ("CPU", "Vulkan0") */
+    int n_nodes;     /* nodes in one decode step's graph */
     int n_ops;
     sipp_op_stat ops[SIPP_MAX_OPS];
-    int boundaries_decode;    /* device changes between consecutive nodes, one decode step */
-    int boundaries_prefill;   /* the same for a short prefill */
+    int boundaries_decode;  /* device changes between consecutive nodes, one decode step */
+    int boundaries_prefill; /* the same for a short prefill */
 } sipp_graph_report;
 
 /* Walks the model's real compute graph (a short prefill, then one decode step) through the
@@ -608,26 +608,26 @@ enum {
 typedef void (*sipp_verify_progress_fn)(double seconds, const char *backend, const char *stage, void *user);
 
 typedef struct sipp_verify_params {
-    const char *model;               /* a GGUF path; NULL with `against`: the manifest's */
+    const char *model; /* a GGUF path; NULL with `against`: the manifest's */
     /* names (cpu, vulkan, ...), each optionally followed by "+fa" or "-fa": that backend with flash
      * attention on or off ("cpu,cpu+fa" measures what flash attention changes); NULL with `against`:
      * the manifest's */
     const char *const *backends;
     size_t n_backends;
-    const char *ref;                 /* the reference backend; NULL: the manifest's, else "cpu" */
-    const char *const *prompts;      /* NULL: the built-in prompts (or, with `against`, the manifest's) */
+    const char *ref;            /* the reference backend; NULL: the manifest's, else "cpu" */
+    const char *const *prompts; /* NULL: the built-in prompts (or, with `against`, the manifest's) */
     size_t n_prompts;
-    const char *against;             /* a manifest to check this machine against, or NULL */
-    sipp_verify_thresholds thresholds; /* default: sipp_verify_default_thresholds() */
-    unsigned thresholds_given;       /* SIPP_VERIFY_* bits: these win over the manifest's */
-    int threads;                     /* 0: the number of cores */
-    int greedy_tokens;               /* per prompt; default 32; 0 skips the greedy pass */
-    bool bench;                      /* also run `BENCH_EXE bench -o json` per backend */
-    bool no_bench;                   /* with `against`: skip the bench even if the manifest has one */
+    const char *against;                /* a manifest to check this machine against, or NULL */
+    sipp_verify_thresholds thresholds;  /* default: sipp_verify_default_thresholds() */
+    unsigned thresholds_given;          /* SIPP_VERIFY_* bits: these win over the manifest's */
+    int threads;                        /* 0: the number of cores */
+    int greedy_tokens;                  /* per prompt; default 32; 0 skips the greedy pass */
+    bool bench;                         /* also run `BENCH_EXE bench -o json` per backend */
+    bool no_bench;                      /* with `against`: skip the bench even if the manifest has one */
     int bench_pp, bench_tg, bench_reps; /* default 128, 32, 3 */
-    const char *bench_exe;           /* the sipp executable that runs the bench; required with bench */
-    const char *artifact;            /* passed to the bench (--artifact); NULL: none */
-    sipp_verify_progress_fn progress; /* optional */
+    const char *bench_exe;              /* the sipp executable that runs the bench; required with bench */
+    const char *artifact;               /* passed to the bench (--artifact); NULL: none */
+    sipp_verify_progress_fn progress;   /* optional */
     void *user;
 } sipp_verify_params;
 
@@ -660,19 +660,19 @@ SIPP_API char *sipp_host_facts_json(void);
 typedef struct sipp_engine sipp_engine;
 
 typedef enum sipp_policy {
-    SIPP_POLICY_BALANCED = 0,   /* decode first, moderate prefill chunks */
-    SIPP_POLICY_LATENCY_FIRST,  /* decode first, small prefill chunks: steady token pace */
+    SIPP_POLICY_BALANCED = 0,    /* decode first, moderate prefill chunks */
+    SIPP_POLICY_LATENCY_FIRST,   /* decode first, small prefill chunks: steady token pace */
     SIPP_POLICY_THROUGHPUT_FIRST /* large prefill chunks: more tokens per step */
 } sipp_policy;
 
 typedef struct sipp_engine_params {
-    int ctx_size;     /* tokens of context in all (shared by the slots); 0 = min(model's, 4096) */
-    int parallel;     /* slots, i.e. sequences decoded together; default 4 */
-    int threads;      /* CPU threads; 0 = the number of cores */
-    int batch_size;   /* token budget of one decode step; 0 = 512 */
-    int max_queued;   /* requests waiting for a slot before submit says busy; default 64 */
+    int ctx_size;   /* tokens of context in all (shared by the slots); 0 = min(model's, 4096) */
+    int parallel;   /* slots, i.e. sequences decoded together; default 4 */
+    int threads;    /* CPU threads; 0 = the number of cores */
+    int batch_size; /* token budget of one decode step; 0 = 512 */
+    int max_queued; /* requests waiting for a slot before submit says busy; default 64 */
     sipp_policy policy;
-    bool embeddings;  /* also create the embedding context (sipp_engine_embed) */
+    bool embeddings; /* also create the embedding context (sipp_engine_embed) */
     /* Speculative decoding: "none" (NULL, the default) or "ngram" (prompt lookup: the tokens that
      * followed the latest earlier occurrence of the last few tokens, in the prompt or the output so
      * far; no draft model). The proposals ride in the slot's rows of the same batch as the other
@@ -681,8 +681,8 @@ typedef struct sipp_engine_params {
      * requests (temperature 0, no repeat penalty) speculate; the others decode one token a step as
      * before. Refused for a model whose memory cannot drop a sequence's tail (recurrent, hybrid). */
     const char *speculative;
-    int draft_max;    /* tokens proposed per step; 0 = SIPP_DRAFT_MAX_DEFAULT, at most SIPP_DRAFT_MAX */
-    int draft_min;    /* a proposal shorter than this is not verified; 0 = 1 */
+    int draft_max; /* tokens proposed per step; 0 = SIPP_DRAFT_MAX_DEFAULT, at most SIPP_DRAFT_MAX */
+    int draft_min; /* a proposal shorter than this is not verified; 0 = 1 */
 } sipp_engine_params;
 
 #define SIPP_DRAFT_MAX_DEFAULT 8
@@ -691,8 +691,8 @@ typedef struct sipp_engine_params {
 SIPP_API sipp_engine_params sipp_engine_default_params(void);
 
 /* Starts an engine on a loaded model. The model must outlive the engine. */
-SIPP_API sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params,
-                                     sipp_engine **out, char *errbuf);
+SIPP_API sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out,
+                                     char *errbuf);
 
 /* The same engine without a thread of its own, for hosts that have no threads (a browser page
  * without SharedArrayBuffer) or that must keep the engine on their own event loop (a Web Worker):
@@ -737,13 +737,13 @@ typedef bool (*sipp_piece_fn)(const char *piece, size_t len, void *user);
 typedef void (*sipp_finish_fn)(sipp_finish_reason reason, void *user);
 
 typedef struct sipp_sampling {
-    float temperature;    /* 0 = greedy; default 0.8 */
-    int top_k;            /* 0 = off; default 40 */
-    float top_p;          /* 1 = off; default 0.95 */
-    float min_p;          /* 0 = off; default 0.05 */
-    float repeat_penalty; /* 1 = off; default 1.0 */
-    int repeat_last_n;    /* tokens the penalties look back over; default 64 */
-    uint32_t seed;        /* SIPP_SEED_RANDOM = a fresh seed each request */
+    float temperature;       /* 0 = greedy; default 0.8 */
+    int top_k;               /* 0 = off; default 40 */
+    float top_p;             /* 1 = off; default 0.95 */
+    float min_p;             /* 0 = off; default 0.05 */
+    float repeat_penalty;    /* 1 = off; default 1.0 */
+    int repeat_last_n;       /* tokens the penalties look back over; default 64 */
+    uint32_t seed;           /* SIPP_SEED_RANDOM = a fresh seed each request */
     float frequency_penalty; /* OpenAI's: subtracted per earlier occurrence; 0 = off (default) */
     float presence_penalty;  /* OpenAI's: subtracted once a token occurred; 0 = off (default) */
 } sipp_sampling;
@@ -760,20 +760,20 @@ typedef struct sipp_request_params {
     size_t n_tokens;
     const char *chat_template; /* NULL: the model's */
 
-    int max_tokens;            /* default 256; -1 = until the context is full */
+    int max_tokens; /* default 256; -1 = until the context is full */
     sipp_sampling sampling;
-    const char *const *stop;   /* stop strings, matched across token boundaries, never emitted */
+    const char *const *stop; /* stop strings, matched across token boundaries, never emitted */
     size_t n_stop;
-    bool ignore_eos;           /* keep generating past end-of-generation tokens */
+    bool ignore_eos; /* keep generating past end-of-generation tokens */
 
     /* Pins a conversation to a slot: the next request with the same key reuses the slot's KV and
      * evaluates only the new tokens. Two requests with one key never run at once. */
     const char *context_key;
-    int timeout_ms;            /* 0 = none; past it the request finishes as cancelled (timeout) */
+    int timeout_ms; /* 0 = none; past it the request finishes as cancelled (timeout) */
 
-    sipp_piece_fn on_piece;    /* optional */
-    void *user;                /* given to on_piece and on_finish */
-    sipp_finish_fn on_finish;  /* optional */
+    sipp_piece_fn on_piece;   /* optional */
+    void *user;               /* given to on_piece and on_finish */
+    sipp_finish_fn on_finish; /* optional */
 
     /* A chat in the shape of an OpenAI chat request, as JSON text (instead of messages): rendered
      * with the model's Jinja template (or chat_template) by llama.cpp's chat library. Fields:
@@ -794,8 +794,8 @@ typedef struct sipp_request_params {
      * A field with a wrong type or value is SIPP_ERR_INVALID_ARGUMENT naming it. Parse the answer with
      * sipp_chat_parser_new. */
     const char *chat_json;
-    const char *grammar;       /* GBNF constraining a prompt's output (chats give it in chat_json) */
-    const char *json_schema;   /* a JSON Schema text constraining a prompt's output */
+    const char *grammar;     /* GBNF constraining a prompt's output (chats give it in chat_json) */
+    const char *json_schema; /* a JSON Schema text constraining a prompt's output */
     /* -1 (default): no log-probabilities. 0..SIPP_MAX_TOP_LOGPROBS: each generated token's
      * log-probability and that many most likely alternatives are recorded, from the distribution
      * the sampler drew from (sipp_request_logprobs_json). */
@@ -810,18 +810,18 @@ typedef struct sipp_request sipp_request;
 
 typedef struct sipp_request_stats {
     int prompt_tokens;
-    int cached_tokens;        /* prompt tokens reused from the KV (this slot's, or shared from
-                                 another slot holding the same prefix), not evaluated again */
+    int cached_tokens; /* prompt tokens reused from the KV (this slot's, or shared from
+                          another slot holding the same prefix), not evaluated again */
     int generated_tokens;
-    double queue_ms;          /* submit to first scheduled */
-    double ttft_ms;           /* submit to first token */
+    double queue_ms; /* submit to first scheduled */
+    double ttft_ms;  /* submit to first token */
     double prefill_ms;
     double decode_ms;
     double prefill_tokens_per_s;
     double decode_tokens_per_s;
     double total_ms;
-    int draft_tokens;         /* tokens speculation proposed (sipp_engine_params.speculative) */
-    int accepted_tokens;      /* of those, the ones the model confirmed: acceptance = accepted / draft */
+    int draft_tokens;    /* tokens speculation proposed (sipp_engine_params.speculative) */
+    int accepted_tokens; /* of those, the ones the model confirmed: acceptance = accepted / draft */
 } sipp_request_stats;
 
 /* Queues a request. SIPP_ERR_BUSY at once when the queue is full; SIPP_ERR_INVALID_ARGUMENT for
@@ -882,8 +882,8 @@ SIPP_API void sipp_chat_parser_free(sipp_chat_parser *parser);
  * call and {"tool_calls":[{"index","function":{"arguments"}}]} for a fragment of its arguments.
  * Concatenated they give sipp_chat_parser_message. A final text the format cannot parse is
  * SIPP_ERR_INVALID_ARGUMENT (message on sipp_chat_parser_error). */
-SIPP_API sipp_status sipp_chat_parser_feed(sipp_chat_parser *parser, const char *text, size_t len, bool is_final,
-                                           char **deltas_json);
+SIPP_API sipp_status sipp_chat_parser_feed(sipp_chat_parser *parser, const char *text, size_t len,
+                                           bool is_final, char **deltas_json);
 
 /* The answer so far as an OpenAI assistant message: {"role":"assistant", "content",
  * "reasoning_content" (when there is some), "tool_calls" (when there are some: ids "call_...",
@@ -899,15 +899,16 @@ SIPP_API sipp_status sipp_json_schema_to_grammar(const char *schema_json, char *
 
 /* Renders an OpenAI chat (the chat_json form above) with a template, without a model: template is
  * a Jinja text, "chatml", or a file path. *prompt malloc'ed (sipp_free). For tests and tools. */
-SIPP_API sipp_status sipp_chat_render_json(const char *tmpl, const char *chat_json, char **prompt, char *errbuf);
+SIPP_API sipp_status sipp_chat_render_json(const char *tmpl, const char *chat_json, char **prompt,
+                                           char *errbuf);
 
 typedef struct sipp_engine_stats {
     int slots;
-    int running;              /* requests in a slot */
-    int queued;               /* requests waiting */
+    int running; /* requests in a slot */
+    int queued;  /* requests waiting */
     uint64_t requests_done;
-    uint64_t tokens_in;       /* prompt tokens evaluated */
-    uint64_t tokens_out;      /* tokens generated */
+    uint64_t tokens_in;  /* prompt tokens evaluated */
+    uint64_t tokens_out; /* tokens generated */
     uint64_t decode_steps;
     double mean_busy_slots;   /* busy slots per decode step, averaged */
     uint64_t draft_tokens;    /* speculation's proposals, all requests */
@@ -921,7 +922,7 @@ SIPP_API void sipp_engine_get_stats(sipp_engine *engine, sipp_engine_stats *stat
 #define SIPP_MEMORY_MAX_DEVICES 8
 
 typedef struct sipp_memory_device {
-    char name[32];  /* ggml's device name: "CUDA0", "Vulkan0", ... */
+    char name[32]; /* ggml's device name: "CUDA0", "Vulkan0", ... */
     uint64_t bytes;
 } sipp_memory_device;
 
@@ -945,8 +946,8 @@ SIPP_API uint64_t sipp_memory_total(const sipp_memory *m);
  * layers (gpu_layers of n_layer+1 on the chosen GPU device, the rest on the host), the KV cache for
  * ep's ctx_size (shared by ep's parallel slots) in f16, and the compute and output buffers of one
  * batch. NULL params mean the defaults. SIPP_ERR_MODEL when the header cannot be read. */
-SIPP_API sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, const sipp_engine_params *ep,
-                                          sipp_memory *out, char *errbuf);
+SIPP_API sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp,
+                                          const sipp_engine_params *ep, sipp_memory *out, char *errbuf);
 
 /* What the model's load allocated (its weight buffers) and what the engine's context allocated on
  * top (KV, compute, output): the sizes of the backend buffers llama.cpp made, per place. The engine's
@@ -989,7 +990,8 @@ SIPP_API sipp_status sipp_engine_embed_with(sipp_engine *engine, const char *con
                                             const sipp_embed_options *options, float **out, int *n_embd,
                                             int *n_tokens);
 SIPP_API sipp_status sipp_engine_rerank_with(sipp_engine *engine, const char *query, const char *const *docs,
-                                             size_t n_docs, const sipp_embed_options *options, float **scores);
+                                             size_t n_docs, const sipp_embed_options *options,
+                                             float **scores);
 
 #ifdef __cplusplus
 }

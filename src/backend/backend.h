@@ -51,10 +51,10 @@ typedef struct sipp_device_desc {
     char name[64];         /* ggml's device name: "CPU", "Vulkan0" */
     char description[128]; /* "llvmpipe (LLVM 15.0.6, 256 bits)" */
     sipp_device_kind kind;
-    bool software;         /* a software renderer (lavapipe/llvmpipe, SwiftShader) */
+    bool software; /* a software renderer (lavapipe/llvmpipe, SwiftShader) */
     size_t memory_free;
     size_t memory_total;
-    int index;             /* ggml device index, for the loader */
+    int index; /* ggml device index, for the loader */
 } sipp_device_desc;
 
 typedef struct sipp_host_view {
@@ -71,7 +71,7 @@ int sipp_host_count(const sipp_host_view *view, sipp_backend_id id);
 
 typedef struct sipp_policy_result {
     sipp_backend_id backend;
-    int device;                /* index into view->devices; -1 for cpu */
+    int device; /* index into view->devices; -1 for cpu */
     char reason[256];
 } sipp_policy_result;
 
@@ -84,7 +84,8 @@ sipp_status sipp_policy_decide(const sipp_host_view *view, const char *requested
 /* GPU residency lease (lease.c). The key names the lease for release. */
 bool sipp_lease_enabled(void);
 sipp_status sipp_lease_check_memory(const sipp_device_desc *dev, uint64_t need_bytes, char *errbuf);
-sipp_status sipp_lease_acquire(const char *backend, const char *device, char *key_out, size_t key_len, char *errbuf);
+sipp_status sipp_lease_acquire(const char *backend, const char *device, char *key_out, size_t key_len,
+                               char *errbuf);
 void sipp_lease_release(const char *key);
 
 /* llama.cpp's and ggml's log (log.c). Sets how much of it reaches stderr. */
@@ -103,7 +104,8 @@ void sipp_buffers_note(const char *line);
 /* Adds one buffer line's size to m; false when the line reports no buffer. */
 bool sipp_buffers_parse(const char *line, sipp_memory *m);
 /* Adds bytes of a kind to m: on the host (device NULL) or on device[0..device_len). */
-void sipp_memory_add(sipp_memory *m, const char *device, size_t device_len, sipp_memory_kind kind, uint64_t bytes);
+void sipp_memory_add(sipp_memory *m, const char *device, size_t device_len, sipp_memory_kind kind,
+                     uint64_t bytes);
 
 /* Adds every place and kind of from to into. */
 void sipp_memory_merge(sipp_memory *into, const sipp_memory *from);

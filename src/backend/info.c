@@ -65,20 +65,23 @@ int sipp_devices_list(sipp_device_info *out, int cap) {
  * whether the module is there and which servers $SIPP_RPC_SERVERS names (checked, not contacted). */
 static sipp_status decide_rpc(sipp_backend_decision *out, char *errbuf) {
     if (!sipp_rpc_compiled())
-        return sipp_fail(errbuf, SIPP_ERR_BACKEND,
-                         "backend 'rpc' is not compiled into this build (no libggml-rpc.so in the artifact); rebuild "
-                         "with: make BACKENDS=\"cpu vulkan rpc\", or sipp build --backend rpc");
+        return sipp_fail(
+            errbuf, SIPP_ERR_BACKEND,
+            "backend 'rpc' is not compiled into this build (no libggml-rpc.so in the artifact); rebuild "
+            "with: make BACKENDS=\"cpu vulkan rpc\", or sipp build --backend rpc");
     const char *servers = getenv("SIPP_RPC_SERVERS");
     sipp_status st = sipp_rpc_check_servers(servers, errbuf);
     if (st != SIPP_OK) return st == SIPP_ERR_INVALID_ARGUMENT ? SIPP_ERR_BACKEND : st;
     sipp_strlcpy(out->backend, "rpc", sizeof out->backend);
-    snprintf(out->reason, sizeof out->reason, "requested rpc; servers %s (SIPP_RPC_SERVERS), split at load", servers);
+    snprintf(out->reason, sizeof out->reason, "requested rpc; servers %s (SIPP_RPC_SERVERS), split at load",
+             servers);
     sipp_strlcpy(out->devices, "CPU,RPC", sizeof out->devices);
     out->gpu_layers = -1;
     return SIPP_OK;
 }
 
-sipp_status sipp_backend_decide(const char *requested, const char *order, sipp_backend_decision *out, char *errbuf) {
+sipp_status sipp_backend_decide(const char *requested, const char *order, sipp_backend_decision *out,
+                                char *errbuf) {
     memset(out, 0, sizeof *out);
     sipp_status st = sipp_runtime_init(NULL, errbuf);
     if (st != SIPP_OK) return st;
@@ -89,7 +92,8 @@ sipp_status sipp_backend_decide(const char *requested, const char *order, sipp_b
     if ((st = sipp_policy_decide(&view, requested, order, &pick, errbuf)) != SIPP_OK) return st;
     sipp_strlcpy(out->backend, sipp_backend_name(pick.backend), sizeof out->backend);
     sipp_strlcpy(out->reason, pick.reason, sizeof out->reason);
-    sipp_strlcpy(out->devices, pick.device >= 0 ? view.devices[pick.device].name : "CPU", sizeof out->devices);
+    sipp_strlcpy(out->devices, pick.device >= 0 ? view.devices[pick.device].name : "CPU",
+                 sizeof out->devices);
     out->gpu_layers = pick.device >= 0 ? -1 : 0; /* -1: all layers, decided at load */
     return SIPP_OK;
 }

@@ -48,14 +48,16 @@ sipp_status sipp_lease_check_memory(const sipp_device_desc *dev, uint64_t need_b
     if (margin_mb < 0) margin_mb = 0;
     double need = (double)need_bytes + (double)margin_mb * MIB;
     if (dev->memory_total > 0 && (double)dev->memory_free < need)
-        return sipp_fail(errbuf, SIPP_ERR_BUSY,
-                         "device %s (%s) has %.0f MiB free; the model needs about %.0f MiB plus a margin of %ld MiB "
-                         "(SIPP_GPU_MARGIN_MB). Free the device, use fewer --gpu-layers, or --backend cpu",
-                         dev->name, dev->description, dev->memory_free / MIB, need_bytes / MIB, margin_mb);
+        return sipp_fail(
+            errbuf, SIPP_ERR_BUSY,
+            "device %s (%s) has %.0f MiB free; the model needs about %.0f MiB plus a margin of %ld MiB "
+            "(SIPP_GPU_MARGIN_MB). Free the device, use fewer --gpu-layers, or --backend cpu",
+            dev->name, dev->description, dev->memory_free / MIB, need_bytes / MIB, margin_mb);
     return SIPP_OK;
 }
 
-sipp_status sipp_lease_acquire(const char *backend, const char *device, char *key_out, size_t key_len, char *errbuf) {
+sipp_status sipp_lease_acquire(const char *backend, const char *device, char *key_out, size_t key_len,
+                               char *errbuf) {
     char key[96];
     snprintf(key, sizeof key, "%s-%s", backend, device);
     sipp_strlcpy(key_out, key, key_len);
@@ -81,17 +83,19 @@ sipp_status sipp_lease_acquire(const char *backend, const char *device, char *ke
     if (slot < 0) {
         st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "too many GPU leases in one process");
     } else if (fd < 0) {
-        st = sipp_fail(errbuf, SIPP_ERR_IO, "cannot open the lease file %s: %s (set SIPP_LEASE_DIR, or SIPP_GPU_LEASE=off)",
-                       path, strerror(errno));
+        st = sipp_fail(errbuf, SIPP_ERR_IO,
+                       "cannot open the lease file %s: %s (set SIPP_LEASE_DIR, or SIPP_GPU_LEASE=off)", path,
+                       strerror(errno));
     } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         char owner[32] = "";
         ssize_t n = pread(fd, owner, sizeof owner - 1, 0);
         owner[n > 0 ? n : 0] = '\0';
         owner[strcspn(owner, "\n")] = '\0';
-        st = sipp_fail(errbuf, SIPP_ERR_BUSY,
-                       "device %s is leased by another sipp process (pid %s, lock %s); wait for it to finish, use "
-                       "--backend cpu, or set SIPP_GPU_LEASE=off to share the device on purpose",
-                       device, *owner ? owner : "unknown", path);
+        st = sipp_fail(
+            errbuf, SIPP_ERR_BUSY,
+            "device %s is leased by another sipp process (pid %s, lock %s); wait for it to finish, use "
+            "--backend cpu, or set SIPP_GPU_LEASE=off to share the device on purpose",
+            device, *owner ? owner : "unknown", path);
         close(fd);
     } else {
         char pid[32];

@@ -12,8 +12,8 @@ static const struct {
     const char *name;
     const char *ggml_name;
 } backend_table[SIPP_BACKEND_COUNT] = {
-    [SIPP_BACKEND_AUTO] = {"auto", NULL},       [SIPP_BACKEND_CPU] = {"cpu", "CPU"},
-    [SIPP_BACKEND_CUDA] = {"cuda", "CUDA"},     [SIPP_BACKEND_METAL] = {"metal", "Metal"},
+    [SIPP_BACKEND_AUTO] = {"auto", NULL},         [SIPP_BACKEND_CPU] = {"cpu", "CPU"},
+    [SIPP_BACKEND_CUDA] = {"cuda", "CUDA"},       [SIPP_BACKEND_METAL] = {"metal", "Metal"},
     [SIPP_BACKEND_VULKAN] = {"vulkan", "Vulkan"}, [SIPP_BACKEND_WEBGPU] = {"webgpu", "WebGPU"},
     [SIPP_BACKEND_RPC] = {"rpc", "RPC"},
 };
@@ -39,7 +39,8 @@ sipp_status sipp_backend_parse(const char *name, sipp_backend_id *out, char *err
                          "backend 'all' is a build selector (sipp build --backend all), not a backend to run "
                          "on; choose one of: auto, cpu, cuda, metal, vulkan, webgpu, rpc");
     return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                     "unknown backend '%s'; choose one of: auto, cpu, cuda, metal, vulkan, webgpu, rpc", name);
+                     "unknown backend '%s'; choose one of: auto, cpu, cuda, metal, vulkan, webgpu, rpc",
+                     name);
 }
 
 sipp_backend_id sipp_backend_from_ggml(const char *ggml_name) {

@@ -84,7 +84,8 @@ static sipp_status do_init(const sipp_runtime_params *p) {
     sipp_strlcpy(artifact_dir, "wasm (linked in)", sizeof artifact_dir);
     llama_backend_init();
     if (!ggml_backend_reg_by_name("CPU"))
-        return sipp_fail(init_error, SIPP_ERR_BACKEND, "this browser runtime has no CPU backend; rebuild it with make web");
+        return sipp_fail(init_error, SIPP_ERR_BACKEND,
+                         "this browser runtime has no CPU backend; rebuild it with make web");
     return SIPP_OK;
 #endif
 
@@ -92,13 +93,16 @@ static sipp_status do_init(const sipp_runtime_params *p) {
     if (!dir || !*dir) dir = getenv("SIPP_ARTIFACT");
     char own[PATH_MAX];
     if ((!dir || !*dir) && own_artifact_dir(own, sizeof own)) dir = own;
-    if (!dir) return sipp_fail(init_error, SIPP_ERR_BACKEND, "cannot find the artifact directory; set SIPP_ARTIFACT");
+    if (!dir)
+        return sipp_fail(init_error, SIPP_ERR_BACKEND,
+                         "cannot find the artifact directory; set SIPP_ARTIFACT");
 
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return sipp_fail(init_error, SIPP_ERR_NOT_FOUND,
-                         "artifact '%s' is not a directory; build one with make or sipp build, or unset SIPP_ARTIFACT",
-                         dir);
+        return sipp_fail(
+            init_error, SIPP_ERR_NOT_FOUND,
+            "artifact '%s' is not a directory; build one with make or sipp build, or unset SIPP_ARTIFACT",
+            dir);
     if (!realpath(dir, artifact_dir)) sipp_strlcpy(artifact_dir, dir, sizeof artifact_dir);
 
     /* A deployment that requires signed artifacts checks every file before any module is loaded. */
@@ -106,16 +110,17 @@ static sipp_status do_init(const sipp_runtime_params *p) {
     if (require && *require) {
         char why[SIPP_ERROR_SIZE];
         if (sipp_artifact_verify(artifact_dir, require, why) != SIPP_OK)
-            return sipp_fail(init_error, SIPP_ERR_BACKEND, "SIPP_REQUIRE_SIGNED=%s refuses the artifact: %s", require,
-                             why);
+            return sipp_fail(init_error, SIPP_ERR_BACKEND, "SIPP_REQUIRE_SIGNED=%s refuses the artifact: %s",
+                             require, why);
     }
 
     llama_backend_init();
     ggml_backend_load_all_from_path(artifact_dir);
     if (!ggml_backend_reg_by_name("CPU"))
-        return sipp_fail(init_error, SIPP_ERR_BACKEND,
-                         "artifact '%s' has no loadable CPU backend module (libggml-cpu-*.so); rebuild it with make",
-                         artifact_dir);
+        return sipp_fail(
+            init_error, SIPP_ERR_BACKEND,
+            "artifact '%s' has no loadable CPU backend module (libggml-cpu-*.so); rebuild it with make",
+            artifact_dir);
     return SIPP_OK;
 }
 

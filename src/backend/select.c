@@ -30,7 +30,8 @@ bool sipp_device_is_software(const char *d) {
 
 int sipp_host_count(const sipp_host_view *view, sipp_backend_id id) {
     int n = 0;
-    for (int i = 0; i < view->n_devices; i++) n += view->devices[i].backend == id;
+    for (int i = 0; i < view->n_devices; i++)
+        n += view->devices[i].backend == id;
     return n;
 }
 
@@ -58,17 +59,17 @@ static const char *visibility_hint(sipp_backend_id id) {
     switch (id) {
     case SIPP_BACKEND_VULKAN:
         return "no Vulkan device is visible: install a Vulkan driver (apt-get install mesa-vulkan-drivers "
-               "libvulkan1); a software device such as lavapipe is only used when GGML_VK_VISIBLE_DEVICES names "
+               "libvulkan1); a software device such as lavapipe is only used when GGML_VK_VISIBLE_DEVICES "
+               "names "
                "it (GGML_VK_VISIBLE_DEVICES=0)";
     case SIPP_BACKEND_CUDA:
         return "no CUDA device is visible: check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES";
-    case SIPP_BACKEND_METAL:
-        return "no Metal device is visible: Metal needs macOS on Apple silicon";
+    case SIPP_BACKEND_METAL: return "no Metal device is visible: Metal needs macOS on Apple silicon";
     case SIPP_BACKEND_RPC:
-        return "its devices are rpc servers: give them with --rpc HOST:PORT[,...] or SIPP_RPC_SERVERS (start one "
+        return "its devices are rpc servers: give them with --rpc HOST:PORT[,...] or SIPP_RPC_SERVERS (start "
+               "one "
                "with sipp rpc-server)";
-    default:
-        return "no device of it is visible";
+    default: return "no device of it is visible";
     }
 }
 
@@ -119,9 +120,10 @@ sipp_status sipp_policy_decide(const sipp_host_view *view, const char *requested
     char *save = NULL;
     for (char *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
         if (sipp_backend_parse(tok, &cands[n_cands], NULL) != SIPP_OK || cands[n_cands] == SIPP_BACKEND_AUTO)
-            return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                             "backend order '%s': '%s' is not a backend name (use e.g. cuda,metal,vulkan,webgpu)",
-                             order, tok);
+            return sipp_fail(
+                errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                "backend order '%s': '%s' is not a backend name (use e.g. cuda,metal,vulkan,webgpu)", order,
+                tok);
         n_cands++;
     }
     char why[256] = "";
@@ -144,8 +146,10 @@ sipp_status sipp_policy_decide(const sipp_host_view *view, const char *requested
             } else {
                 out->backend = cand;
                 out->device = dev;
-                snprintf(out->reason, sizeof out->reason, "auto: %s is the first of [%s] compiled and available; "
-                         "device %s (%s)", sipp_backend_name(cand), order, view->devices[dev].name,
+                snprintf(out->reason, sizeof out->reason,
+                         "auto: %s is the first of [%s] compiled and available; "
+                         "device %s (%s)",
+                         sipp_backend_name(cand), order, view->devices[dev].name,
                          view->devices[dev].description);
                 return SIPP_OK;
             }

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/targets.h"
 #include "cli/llama_tools.h"
+#include "cli/targets.h"
 
 #define MAX_ARGS LLAMA_TOOL_MAX_ARGS
 

@@ -22,11 +22,11 @@ json_t *cli_devices_json(const char *backend) {
     json_t *arr = json_array();
     for (int i = 0; i < n && i < MAX_DEVICES; i++) {
         if (backend && strcmp(devs[i].backend, backend) != 0) continue;
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:b, s:I, s:I}", "backend", devs[i].backend, "name",
-                                             devs[i].name, "description", devs[i].description, "type", devs[i].kind,
-                                             "software", devs[i].software, "memory_free",
-                                             (json_int_t)devs[i].memory_free, "memory_total",
-                                             (json_int_t)devs[i].memory_total));
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:b, s:I, s:I}", "backend",
+                                             devs[i].backend, "name", devs[i].name, "description",
+                                             devs[i].description, "type", devs[i].kind, "software",
+                                             devs[i].software, "memory_free", (json_int_t)devs[i].memory_free,
+                                             "memory_total", (json_int_t)devs[i].memory_total));
     }
     return arr;
 }
@@ -36,8 +36,9 @@ json_t *cli_backends_json(void) {
     int n = sipp_backends_list(b, MAX_BACKENDS);
     json_t *arr = json_array();
     for (int i = 0; i < n && i < MAX_BACKENDS; i++)
-        json_array_append_new(arr, json_pack("{s:s, s:b, s:b, s:o}", "name", b[i].name, "compiled", b[i].compiled,
-                                             "available", b[i].available, "devices", cli_devices_json(b[i].name)));
+        json_array_append_new(arr,
+                              json_pack("{s:s, s:b, s:b, s:o}", "name", b[i].name, "compiled", b[i].compiled,
+                                        "available", b[i].available, "devices", cli_devices_json(b[i].name)));
     return arr;
 }
 
@@ -57,7 +58,8 @@ static int print_target(const char *name, bool as_json) {
     }
     const char *env = json_string_value(json_object_get(j, "backend_env"));
     printf("target %s%s%s%s\n", name, env ? " (selects with " : "", env ? env : "", env ? ")" : "");
-    if (t == TARGET_WEB) printf("the browser runtime chooses cpu or webgpu per endpoint; it loads no native artifact\n");
+    if (t == TARGET_WEB)
+        printf("the browser runtime chooses cpu or webgpu per endpoint; it loads no native artifact\n");
     size_t i;
     json_t *v;
     const char *key;
@@ -65,7 +67,8 @@ static int print_target(const char *name, bool as_json) {
         printf("  artifact %s (", json_string_value(json_object_get(v, "dir")));
         size_t k;
         json_t *b;
-        json_array_foreach(json_object_get(v, "backends"), k, b) printf("%s%s", k ? "+" : "", json_string_value(b));
+        json_array_foreach(json_object_get(v, "backends"), k, b)
+            printf("%s%s", k ? "+" : "", json_string_value(b));
         printf(")%s%s\n", json_is_true(json_object_get(v, "default")) ? ", default" : "",
                json_is_true(json_object_get(v, "record")) ? ", built for this target" : "");
     }
@@ -81,9 +84,12 @@ int cmd_backends(int argc, char **argv) {
     const char *artifact = NULL, *target = NULL;
     cli_args a = {.argc = argc, .argv = argv};
     while (a.i < argc && !a.bad) {
-        if (cli_flag(&a, "--json")) as_json = true;
-        else if (cli_flag_value(&a, "--artifact")) artifact = a.value;
-        else if (cli_flag_value(&a, "--target")) target = a.value;
+        if (cli_flag(&a, "--json"))
+            as_json = true;
+        else if (cli_flag_value(&a, "--artifact"))
+            artifact = a.value;
+        else if (cli_flag_value(&a, "--target"))
+            target = a.value;
         else if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             printf("usage: sipp backends [--json] [--artifact DIR]\n"
                    "       sipp backends --target cli|node|python|web [--json]\n\n"
@@ -110,8 +116,8 @@ int cmd_backends(int argc, char **argv) {
         json_decref(list);
         return EXIT_OK;
     }
-    printf("artifact %s\n\n%-8s %-9s %-10s %s\n", sipp_runtime_artifact_dir(), "backend", "compiled", "available",
-           "devices");
+    printf("artifact %s\n\n%-8s %-9s %-10s %s\n", sipp_runtime_artifact_dir(), "backend", "compiled",
+           "available", "devices");
     size_t i;
     json_t *b;
     json_array_foreach(list, i, b) {
@@ -122,7 +128,8 @@ int cmd_backends(int argc, char **argv) {
         size_t k;
         json_t *d;
         json_array_foreach(devs, k, d) {
-            printf("%s%s (%s%s, %.0f/%.0f MiB free)", k ? "; " : "", json_string_value(json_object_get(d, "name")),
+            printf("%s%s (%s%s, %.0f/%.0f MiB free)", k ? "; " : "",
+                   json_string_value(json_object_get(d, "name")),
                    json_string_value(json_object_get(d, "description")),
                    json_is_true(json_object_get(d, "software")) ? ", software" : "",
                    (double)json_integer_value(json_object_get(d, "memory_free")) / MIB,

@@ -56,9 +56,11 @@ static double percentile(double *v, int n, double q) {
 
 static void mean_stddev(const double *v, int n, double *mean, double *sd) {
     double s = 0, s2 = 0;
-    for (int i = 0; i < n; i++) s += v[i];
+    for (int i = 0; i < n; i++)
+        s += v[i];
     *mean = n ? s / n : 0;
-    for (int i = 0; i < n; i++) s2 += (v[i] - *mean) * (v[i] - *mean);
+    for (int i = 0; i < n; i++)
+        s2 += (v[i] - *mean) * (v[i] - *mean);
     *sd = n > 1 ? sqrt(s2 / (n - 1)) : 0;
 }
 
@@ -102,7 +104,8 @@ static sipp_request *submit(sipp_engine *e, const int32_t *toks, int n_toks, int
 
 static bool finished_ok(sipp_request *r) {
     sipp_request_wait(r, -1);
-    if (sipp_request_finish_reason(r) == SIPP_FINISH_ERROR || sipp_request_finish_reason(r) == SIPP_FINISH_CANCELLED) {
+    if (sipp_request_finish_reason(r) == SIPP_FINISH_ERROR ||
+        sipp_request_finish_reason(r) == SIPP_FINISH_CANCELLED) {
         cli_error("bench: a request failed: %s", sipp_request_error(r));
         return false;
     }
@@ -118,19 +121,30 @@ static int parse(int argc, char **argv, bench_opts *o) {
     cli_args a = {.argc = argc, .argv = argv};
     while (a.i < argc && !a.bad) {
         const char *arg = argv[a.i];
-        if (cli_flag_value(&a, "-p")) cli_int(&a, "-p", 0, 1 << 20, &o->pp);
-        else if (cli_flag_value(&a, "-n")) cli_int(&a, "-n", 0, 1 << 20, &o->tg);
-        else if (cli_flag_value(&a, "-r")) cli_int(&a, "-r", 1, 1000, &o->reps);
-        else if (cli_flag_value(&a, "--threads")) cli_int(&a, "--threads", 1, 1024, &o->threads);
-        else if (cli_flag_value(&a, "--ctx-size")) cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
-        else if (cli_flag_value(&a, "--backend")) o->backend = a.value;
-        else if (cli_flag_value(&a, "--flash-attn")) cli_flash_attn(&a, &o->flash_attn);
-        else if (cli_flag_value(&a, "--rpc")) o->rpc = a.value;
-        else if (cli_flag_value(&a, "--tensor-split")) o->tensor_split = a.value;
-        else if (cli_flag_value(&a, "--artifact")) o->artifact = a.value;
+        if (cli_flag_value(&a, "-p"))
+            cli_int(&a, "-p", 0, 1 << 20, &o->pp);
+        else if (cli_flag_value(&a, "-n"))
+            cli_int(&a, "-n", 0, 1 << 20, &o->tg);
+        else if (cli_flag_value(&a, "-r"))
+            cli_int(&a, "-r", 1, 1000, &o->reps);
+        else if (cli_flag_value(&a, "--threads"))
+            cli_int(&a, "--threads", 1, 1024, &o->threads);
+        else if (cli_flag_value(&a, "--ctx-size"))
+            cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
+        else if (cli_flag_value(&a, "--backend"))
+            o->backend = a.value;
+        else if (cli_flag_value(&a, "--flash-attn"))
+            cli_flash_attn(&a, &o->flash_attn);
+        else if (cli_flag_value(&a, "--rpc"))
+            o->rpc = a.value;
+        else if (cli_flag_value(&a, "--tensor-split"))
+            o->tensor_split = a.value;
+        else if (cli_flag_value(&a, "--artifact"))
+            o->artifact = a.value;
         else if (cli_flag_value(&a, "-o")) {
             if (!a.value) break;
-            if (strcmp(a.value, "json") == 0) o->json = true;
+            if (strcmp(a.value, "json") == 0)
+                o->json = true;
             else if (strcmp(a.value, "md") != 0) {
                 cli_error("bench: -o '%s' is not md or json", a.value);
                 return EXIT_USAGE;
@@ -196,7 +210,8 @@ int cmd_bench(int argc, char **argv) {
     if (o.threads == 0) o.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
 
     int max_level = 1;
-    for (int i = 0; i < o.n_levels; i++) max_level = o.levels[i] > max_level ? o.levels[i] : max_level;
+    for (int i = 0; i < o.n_levels; i++)
+        max_level = o.levels[i] > max_level ? o.levels[i] : max_level;
     sipp_device_info before[8];
     int n_before = sipp_devices_list(before, 8);
 
@@ -231,12 +246,14 @@ int cmd_bench(int argc, char **argv) {
     sipp_device_info after[8];
     int n_after = sipp_devices_list(after, 8);
     for (int i = 0; i < n_after && i < n_before && i < 8; i++)
-        if (strcmp(after[i].backend, "cpu") != 0 && strcmp(after[i].backend, sipp_model_backend(m)->backend) == 0)
+        if (strcmp(after[i].backend, "cpu") != 0 &&
+            strcmp(after[i].backend, sipp_model_backend(m)->backend) == 0)
             device_mb += ((double)before[i].memory_free - (double)after[i].memory_free) / MIB;
 
     uint64_t rng = 42;
     bool ok = true;
-    double *pp_rates = calloc((size_t)o.reps, sizeof(double)), *tg_rates = calloc((size_t)o.reps, sizeof(double));
+    double *pp_rates = calloc((size_t)o.reps, sizeof(double)),
+           *tg_rates = calloc((size_t)o.reps, sizeof(double));
     double *ttfts = calloc((size_t)o.reps, sizeof(double));
     itl_log *itl = calloc(1, sizeof *itl);
 
@@ -281,9 +298,11 @@ int cmd_bench(int argc, char **argv) {
         int32_t **prompts = calloc((size_t)c, sizeof *prompts);
         double *lt = calloc((size_t)c, sizeof(double));
         int n_prompt = o.pp > 0 ? o.pp : 1;
-        for (int i = 0; i < c; i++) prompts[i] = random_tokens(n_prompt, info.n_vocab, &rng);
+        for (int i = 0; i < c; i++)
+            prompts[i] = random_tokens(n_prompt, info.n_vocab, &rng);
         double start = now_ms();
-        for (int i = 0; ok && i < c; i++) ok = (reqs[i] = submit(e, prompts[i], n_prompt, o.tg > 0 ? o.tg : 1, NULL)) != NULL;
+        for (int i = 0; ok && i < c; i++)
+            ok = (reqs[i] = submit(e, prompts[i], n_prompt, o.tg > 0 ? o.tg : 1, NULL)) != NULL;
         long generated = 0;
         for (int i = 0; i < c; i++) {
             if (!reqs[i]) continue;
@@ -294,10 +313,11 @@ int cmd_bench(int argc, char **argv) {
             lt[i] = s.ttft_ms;
         }
         double wall = now_ms() - start;
-        json_array_append_new(levels, json_pack("{s:i, s:f, s:f, s:f, s:I}", "concurrency", c, "aggregate_tokens_per_s",
-                                                wall > 0 ? generated / (wall / 1e3) : 0.0, "ttft_ms_p50",
-                                                percentile(lt, c, 0.5), "ttft_ms_p99", percentile(lt, c, 0.99),
-                                                "generated_tokens", (json_int_t)generated));
+        json_array_append_new(levels,
+                              json_pack("{s:i, s:f, s:f, s:f, s:I}", "concurrency", c,
+                                        "aggregate_tokens_per_s", wall > 0 ? generated / (wall / 1e3) : 0.0,
+                                        "ttft_ms_p50", percentile(lt, c, 0.5), "ttft_ms_p99",
+                                        percentile(lt, c, 0.99), "generated_tokens", (json_int_t)generated));
         for (int i = 0; i < c; i++) {
             sipp_request_free(reqs[i]);
             free(prompts[i]);
@@ -314,13 +334,15 @@ int cmd_bench(int argc, char **argv) {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         const sipp_backend_decision *b = sipp_model_backend(m);
-        json_t *out = json_pack(
-            "{s:s, s:s, s:s, s:s, s:i, s:f, s:{s:i, s:f, s:f}, s:{s:i, s:f, s:f}, s:f, s:f, s:f, s:f, s:f, s:O}",
-            "model", info.description, "backend", b->backend, "backend_reason", b->reason, "devices", b->devices, "threads", o.threads, "load_ms", load_ms,
-            "pp", "tokens", o.pp, "mean", pp_mean, "stddev", pp_sd, "tg", "tokens", o.tg, "mean", tg_mean, "stddev",
-            tg_sd, "ttft_ms_p50", percentile(ttfts, o.pp > 0 ? o.reps : 0, 0.5), "itl_ms_p50",
-            percentile(itl->gaps, itl->n, 0.5), "itl_ms_p99", percentile(itl->gaps, itl->n, 0.99), "peak_rss_mb",
-            ru.ru_maxrss / 1024.0, "device_memory_mb", device_mb, "levels", levels);
+        json_t *out =
+            json_pack("{s:s, s:s, s:s, s:s, s:i, s:f, s:{s:i, s:f, s:f}, s:{s:i, s:f, s:f}, s:f, s:f, s:f, "
+                      "s:f, s:f, s:O}",
+                      "model", info.description, "backend", b->backend, "backend_reason", b->reason,
+                      "devices", b->devices, "threads", o.threads, "load_ms", load_ms, "pp", "tokens", o.pp,
+                      "mean", pp_mean, "stddev", pp_sd, "tg", "tokens", o.tg, "mean", tg_mean, "stddev",
+                      tg_sd, "ttft_ms_p50", percentile(ttfts, o.pp > 0 ? o.reps : 0, 0.5), "itl_ms_p50",
+                      percentile(itl->gaps, itl->n, 0.5), "itl_ms_p99", percentile(itl->gaps, itl->n, 0.99),
+                      "peak_rss_mb", ru.ru_maxrss / 1024.0, "device_memory_mb", device_mb, "levels", levels);
         if (o.json) {
             char *s = json_dumps(out, JSON_COMPACT);
             puts(s);
@@ -328,19 +350,21 @@ int cmd_bench(int argc, char **argv) {
         } else {
             printf("| model | backend | threads | test | t/s |\n|---|---|---|---|---|\n");
             if (o.pp > 0)
-                printf("| %s | %s | %d | pp%d | %.2f ± %.2f |\n", info.description, b->backend, o.threads, o.pp, pp_mean, pp_sd);
+                printf("| %s | %s | %d | pp%d | %.2f ± %.2f |\n", info.description, b->backend, o.threads,
+                       o.pp, pp_mean, pp_sd);
             if (o.tg > 1)
-                printf("| %s | %s | %d | tg%d | %.2f ± %.2f |\n", info.description, b->backend, o.threads, o.tg, tg_mean, tg_sd);
+                printf("| %s | %s | %d | tg%d | %.2f ± %.2f |\n", info.description, b->backend, o.threads,
+                       o.tg, tg_mean, tg_sd);
             size_t i;
             json_t *lv;
-            json_array_foreach(levels, i, lv)
-                printf("| %s | %s | %d | c%d pp%d+tg%d | %.2f aggregate, ttft p50 %.0f ms |\n", info.description,
-                       b->backend, o.threads, (int)json_integer_value(json_object_get(lv, "concurrency")), o.pp, o.tg,
-                       json_real_value(json_object_get(lv, "aggregate_tokens_per_s")),
-                       json_real_value(json_object_get(lv, "ttft_ms_p50")));
-            printf("\nload %.0f ms, itl p50 %.2f ms p99 %.2f ms, peak rss %.0f MiB, device memory %.0f MiB\n", load_ms,
-                   json_real_value(json_object_get(out, "itl_ms_p50")), json_real_value(json_object_get(out, "itl_ms_p99")),
-                   ru.ru_maxrss / 1024.0, device_mb);
+            json_array_foreach(levels, i, lv) printf(
+                "| %s | %s | %d | c%d pp%d+tg%d | %.2f aggregate, ttft p50 %.0f ms |\n", info.description,
+                b->backend, o.threads, (int)json_integer_value(json_object_get(lv, "concurrency")), o.pp,
+                o.tg, json_real_value(json_object_get(lv, "aggregate_tokens_per_s")),
+                json_real_value(json_object_get(lv, "ttft_ms_p50")));
+            printf("\nload %.0f ms, itl p50 %.2f ms p99 %.2f ms, peak rss %.0f MiB, device memory %.0f MiB\n",
+                   load_ms, json_real_value(json_object_get(out, "itl_ms_p50")),
+                   json_real_value(json_object_get(out, "itl_ms_p99")), ru.ru_maxrss / 1024.0, device_mb);
         }
         json_decref(out);
     }

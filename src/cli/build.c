@@ -37,7 +37,8 @@
 #define CMD_BYTES (4 * PATH_MAX)
 
 static const char usage[] =
-    "usage: sipp build [TARGET] --backend cpu|vulkan|cuda|rpc|all [--backend ...] [--from-source] [--out DIR]\n"
+    "usage: sipp build [TARGET] --backend cpu|vulkan|cuda|rpc|all [--backend ...] [--from-source] [--out "
+    "DIR]\n"
     "                  [--sign KEY.pem]\n\n"
     "TARGET is who loads the artifact:\n"
     "  cli     (default) the CLI: --backend NAME takes it when the default artifact lacks NAME;\n"
@@ -201,7 +202,7 @@ int cmd_build(int argc, char **argv) {
             else if (strcmp(a.value, "cpu") == 0)
                 continue;
             else if (strcmp(a.value, "vulkan") == 0 || strcmp(a.value, "cuda") == 0 ||
-                       strcmp(a.value, "rpc") == 0) {
+                     strcmp(a.value, "rpc") == 0) {
                 bool dup = false;
                 for (int i = 0; i < n; i++)
                     dup |= strcmp(list[i], a.value) == 0;
@@ -231,8 +232,9 @@ int cmd_build(int argc, char **argv) {
     if (a.bad) return EXIT_USAGE;
     bool web_only = want[TARGET_WEB] && !want[TARGET_CLI] && !want[TARGET_NODE] && !want[TARGET_PYTHON];
     if (!any_backend && !web_only && !all_targets) {
-        cli_error("build: name the backends: sipp build [TARGET] --backend cpu|vulkan|cuda|rpc|all (sipp build "
-                  "--help)");
+        cli_error(
+            "build: name the backends: sipp build [TARGET] --backend cpu|vulkan|cuda|rpc|all (sipp build "
+            "--help)");
         return EXIT_USAGE;
     }
     int n_targets = 0;

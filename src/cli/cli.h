@@ -6,7 +6,6 @@
 #define SIPP_CLI_H
 
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -21,9 +20,9 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 typedef struct cli_args {
     int argc;
     char **argv;
-    int i;              /* next argument */
-    const char *value;  /* value of the last flag matched with cli_flag_value */
-    bool bad;           /* a parse error was reported */
+    int i;             /* next argument */
+    const char *value; /* value of the last flag matched with cli_flag_value */
+    bool bad;          /* a parse error was reported */
 } cli_args;
 
 /* True when any argument is --help or -h: the command then prints its usage and nothing else. */

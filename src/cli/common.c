@@ -99,7 +99,8 @@ void cli_stats_speculation(json_t *stats, const sipp_request_stats *s) {
     json_object_set_new(stats, "draft_tokens", json_integer(s->draft_tokens));
     json_object_set_new(stats, "accepted_tokens", json_integer(s->accepted_tokens));
     json_object_set_new(stats, "acceptance_rate",
-                        s->draft_tokens ? json_real((double)s->accepted_tokens / s->draft_tokens) : json_null());
+                        s->draft_tokens ? json_real((double)s->accepted_tokens / s->draft_tokens)
+                                        : json_null());
 }
 
 bool cli_uint32(cli_args *a, const char *flag, uint32_t *out) {

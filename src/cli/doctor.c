@@ -19,9 +19,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/targets.h"
 #include "gateway/gateway.h"
 #include "gateway/residency.h"
-#include "cli/targets.h"
 
 #define VULKAN_ICD_DIRS "/usr/share/vulkan/icd.d:/etc/vulkan/icd.d:/usr/local/share/vulkan/icd.d"
 
@@ -84,12 +84,16 @@ static json_t *drivers_json(json_t *notes) {
                                                  "apt-get install libvulkan1 mesa-vulkan-drivers"));
     else if (lavapipe && vk_devices == 0 && !vis)
         json_array_append_new(
-            notes, json_string("vulkan: a software Vulkan driver (lavapipe, a real Vulkan device running on the CPU) is installed. "
-                               "ggml's Vulkan backend skips CPU-type devices unless GGML_VK_VISIBLE_DEVICES names "
-                               "them (none is visible now): run with GGML_VK_VISIBLE_DEVICES=0 and --backend vulkan to use it (auto never "
-                               "picks a software device; the cpu backend is faster on the same cores)"));
+            notes,
+            json_string("vulkan: a software Vulkan driver (lavapipe, a real Vulkan device running on the "
+                        "CPU) is installed. "
+                        "ggml's Vulkan backend skips CPU-type devices unless GGML_VK_VISIBLE_DEVICES names "
+                        "them (none is visible now): run with GGML_VK_VISIBLE_DEVICES=0 and --backend vulkan "
+                        "to use it (auto never "
+                        "picks a software device; the cpu backend is faster on the same cores)"));
     bool cuda_driver = can_dlopen("libcuda.so.1");
-    bool cudart = can_dlopen("libcudart.so.12") || can_dlopen("libcudart.so.13") || can_dlopen("libcudart.so");
+    bool cudart =
+        can_dlopen("libcudart.so.12") || can_dlopen("libcudart.so.13") || can_dlopen("libcudart.so");
     return json_pack("{s:{s:b, s:o, s:s?}, s:{s:b, s:b}}", "vulkan", "loader", vk_loader, "icds", icds,
                      "GGML_VK_VISIBLE_DEVICES", vis, "cuda", "driver", cuda_driver, "runtime", cudart);
 }
@@ -97,7 +101,8 @@ static json_t *drivers_json(json_t *notes) {
 static json_t *toolchains_json(void) {
     static const char *const tools[] = {"cc", "cmake", "ninja", "nvcc", "glslc", "npm"};
     json_t *o = json_object();
-    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) json_object_set_new(o, tools[i], json_boolean(in_path(tools[i])));
+    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++)
+        json_object_set_new(o, tools[i], json_boolean(in_path(tools[i])));
     return o;
 }
 
@@ -106,15 +111,17 @@ static json_t *decision_json(const char *requested, bool *ok) {
     char err[SIPP_ERROR_SIZE];
     *ok = sipp_backend_decide(requested, NULL, &d, err) == SIPP_OK;
     if (!*ok) return json_pack("{s:s, s:b, s:s}", "requested", requested, "usable", 0, "error", err);
-    return json_pack("{s:s, s:b, s:s, s:s, s:s}", "requested", requested, "usable", 1, "backend", d.backend, "reason",
-                     d.reason, "device", d.devices);
+    return json_pack("{s:s, s:b, s:s, s:s, s:s}", "requested", requested, "usable", 1, "backend", d.backend,
+                     "reason", d.reason, "device", d.devices);
 }
 
 static void print_text(json_t *r) {
-    json_t *os = json_object_get(r, "os"), *cpu = json_object_get(r, "cpu"), *art = json_object_get(r, "artifact");
+    json_t *os = json_object_get(r, "os"), *cpu = json_object_get(r, "cpu"),
+           *art = json_object_get(r, "artifact");
     printf("sipp %s, llama.cpp %s (%s)\n", sipp_version(), sipp_llama_release(), sipp_llama_commit());
     printf("os        %s, kernel %s, %s\n", json_string_value(json_object_get(os, "name")),
-           json_string_value(json_object_get(os, "kernel")), json_string_value(json_object_get(os, "machine")));
+           json_string_value(json_object_get(os, "kernel")),
+           json_string_value(json_object_get(os, "machine")));
     printf("cpu       %s, %d cores\n", json_string_value(json_object_get(cpu, "model")),
            (int)json_integer_value(json_object_get(cpu, "cores")));
     printf("isa      ");
@@ -124,8 +131,9 @@ static void print_text(json_t *r) {
     printf("\nggml cpu  %s\n", json_string_value(json_object_get(cpu, "ggml_cpu_module")));
     json_t *man = json_object_get(art, "manifest");
     printf("artifact  %s", json_string_value(json_object_get(art, "dir")));
-    if (json_is_object(man)) printf(" (%s, %s)", json_string_value(json_object_get(man, "name")),
-                                    json_string_value(json_object_get(man, "origin")));
+    if (json_is_object(man))
+        printf(" (%s, %s)", json_string_value(json_object_get(man, "name")),
+               json_string_value(json_object_get(man, "origin")));
     const char *sbom = json_string_value(json_object_get(art, "sbom"));
     printf("\nsbom      %s%s", sbom ? sbom : "none (rebuild the artifact with make or sipp build)",
            json_string_value(json_object_get(art, "signature")) ? ", signed" : "");
@@ -149,7 +157,8 @@ static void print_text(json_t *r) {
            json_is_true(json_object_get(json_object_get(dr, "cuda"), "runtime")) ? "yes" : "no");
     printf("tools    ");
     const char *key;
-    json_object_foreach(json_object_get(r, "toolchains"), key, v) printf(" %s:%s", key, json_is_true(v) ? "yes" : "no");
+    json_object_foreach(json_object_get(r, "toolchains"), key, v)
+        printf(" %s:%s", key, json_is_true(v) ? "yes" : "no");
     json_t *dec = json_object_get(r, "decision");
     printf("\n\n%s -> ", json_string_value(json_object_get(dec, "requested")));
     if (json_is_true(json_object_get(dec, "usable")))
@@ -188,8 +197,7 @@ static const char *target_backend(cli_target t, const char *backend) {
 static json_t *target_fix(cli_target t, const char *backend) {
     char fix[256];
     const char *b = strcmp(backend, "auto") == 0 ? "cpu" : backend;
-    snprintf(fix, sizeof fix, "sipp build %s --backend %s%s", cli_target_name(t), b,
-             "");
+    snprintf(fix, sizeof fix, "sipp build %s --backend %s%s", cli_target_name(t), b, "");
     return json_string(fix);
 }
 
@@ -201,17 +209,19 @@ static json_t *target_json(cli_target t, const char *backend, const char *artifa
     *dir = c->found ? c->dir : NULL;
     json_t *backends = c->found ? cli_artifact_backends(c->dir) : NULL;
     json_t *o = json_pack("{s:s, s:s, s:s?, s:s?, s:o}", "target", cli_target_name(t), "requested", backend,
-                          "artifact", c->found ? c->dir : NULL, "source", c->found ? c->source : NULL, "backends",
-                          backends ? backends : json_null());
+                          "artifact", c->found ? c->dir : NULL, "source", c->found ? c->source : NULL,
+                          "backends", backends ? backends : json_null());
     if (t == TARGET_WEB) {
         json_object_set_new(o, "usable", json_false());
         json_object_set_new(o, "problem", json_string(c->problem));
         char root[PATH_MAX], probe[PATH_MAX + 64];
-        bool have = cli_source_root(root, sizeof root) &&
-                    (snprintf(probe, sizeof probe, "%s/bindings/web/build.sh", root), access(probe, R_OK) == 0);
-        json_object_set_new(o, "fix", json_string(have ? "sipp build web, then check the backend in the browser page"
-                                                        : "none yet: the browser runtime (bindings/web) is not built "
-                                                          "yet in this sipp"));
+        bool have =
+            cli_source_root(root, sizeof root) &&
+            (snprintf(probe, sizeof probe, "%s/bindings/web/build.sh", root), access(probe, R_OK) == 0);
+        json_object_set_new(o, "fix",
+                            json_string(have ? "sipp build web, then check the backend in the browser page"
+                                             : "none yet: the browser runtime (bindings/web) is not built "
+                                               "yet in this sipp"));
         return o;
     }
     if (!c->found || !c->has_backend) {
@@ -227,24 +237,30 @@ int cmd_doctor(int argc, char **argv) {
     const char *backend = NULL, *artifact = NULL, *rpc = NULL, *target_name = NULL;
     cli_args a = {.argc = argc, .argv = argv};
     while (a.i < argc && !a.bad) {
-        if (cli_flag(&a, "--json")) as_json = true;
-        else if (cli_flag_value(&a, "--backend")) backend = a.value;
-        else if (cli_flag_value(&a, "--artifact")) artifact = a.value;
+        if (cli_flag(&a, "--json"))
+            as_json = true;
+        else if (cli_flag_value(&a, "--backend"))
+            backend = a.value;
+        else if (cli_flag_value(&a, "--artifact"))
+            artifact = a.value;
         else if (cli_flag_value(&a, "--rpc")) {
             rpc = a.value;
             if (rpc) setenv("SIPP_RPC_SERVERS", rpc, 1); /* what --backend rpc decides with */
-        } else if (cli_flag_value(&a, "--target")) target_name = a.value;
+        } else if (cli_flag_value(&a, "--target"))
+            target_name = a.value;
         else if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            printf("usage: sipp doctor [--target cli|node|python|web] [--backend NAME] [--json] [--artifact DIR]\n"
-                   "                   [--rpc HOST:PORT[,...]]\n\n"
-                   "Reports the OS, CPU and ISA, the CPU module ggml picked, the artifact and its backends,\n"
-                   "the devices, driver and loader visibility, toolchains, and what auto decides and why.\n"
-                   "With --backend NAME it exits 1 when that backend is unusable here and says why.\n"
-                   "--target reports what that package would load in this process (its artifact, chosen by\n"
-                   "its own rules and SIPP_NODE_BACKEND / SIPP_PYTHON_BACKEND), whether the backend is usable\n"
-                   "from it, and the command that fixes it; it exits 1 when the backend is unusable there.\n"
-                   "With --rpc it checks each rpc server: reachable, protocol version, device, free memory\n"
-                   "(and exits 1 when one fails).\n");
+            printf(
+                "usage: sipp doctor [--target cli|node|python|web] [--backend NAME] [--json] [--artifact "
+                "DIR]\n"
+                "                   [--rpc HOST:PORT[,...]]\n\n"
+                "Reports the OS, CPU and ISA, the CPU module ggml picked, the artifact and its backends,\n"
+                "the devices, driver and loader visibility, toolchains, and what auto decides and why.\n"
+                "With --backend NAME it exits 1 when that backend is unusable here and says why.\n"
+                "--target reports what that package would load in this process (its artifact, chosen by\n"
+                "its own rules and SIPP_NODE_BACKEND / SIPP_PYTHON_BACKEND), whether the backend is usable\n"
+                "from it, and the command that fixes it; it exits 1 when the backend is unusable there.\n"
+                "With --rpc it checks each rpc server: reachable, protocol version, device, free memory\n"
+                "(and exits 1 when one fails).\n");
             return EXIT_OK;
         } else {
             cli_error("doctor: unknown option '%s'", argv[a.i]);
@@ -277,7 +293,8 @@ int cmd_doctor(int argc, char **argv) {
             } else {
                 print_target(tj);
             }
-            cli_error("doctor --target %s: %s", target_name, json_string_value(json_object_get(tj, "problem")));
+            cli_error("doctor --target %s: %s", target_name,
+                      json_string_value(json_object_get(tj, "problem")));
             json_decref(tj);
             return EXIT_RUNTIME;
         }
@@ -297,12 +314,12 @@ int cmd_doctor(int argc, char **argv) {
         return EXIT_RUNTIME;
     }
     json_t *notes = json_array();
-    json_t *report = json_pack("{s:s, s:s, s:s, s:O, s:O, s:O, s:o, s:o, s:o, s:o}", "sipp_version", sipp_version(),
-                               "llama_release", sipp_llama_release(), "llama_commit", sipp_llama_commit(), "os",
-                               json_object_get(facts, "os"), "cpu", json_object_get(facts, "cpu"), "artifact",
-                               json_object_get(facts, "artifact"), "backends",
-                               cli_backends_json(), "drivers", drivers_json(notes), "toolchains", toolchains_json(),
-                               "decision", decision_json(backend ? backend : "auto", &ok));
+    json_t *report = json_pack("{s:s, s:s, s:s, s:O, s:O, s:O, s:o, s:o, s:o, s:o}", "sipp_version",
+                               sipp_version(), "llama_release", sipp_llama_release(), "llama_commit",
+                               sipp_llama_commit(), "os", json_object_get(facts, "os"), "cpu",
+                               json_object_get(facts, "cpu"), "artifact", json_object_get(facts, "artifact"),
+                               "backends", cli_backends_json(), "drivers", drivers_json(notes), "toolchains",
+                               toolchains_json(), "decision", decision_json(backend ? backend : "auto", &ok));
     json_decref(facts);
     gw_config defaults;
     gw_config_init(&defaults);
@@ -314,7 +331,9 @@ int cmd_doctor(int argc, char **argv) {
     if (tj) {
         if (!ok && !json_object_get(tj, "usable")) {
             /* Compiled in but not usable (no device, no driver): the decision says what is missing. */
-            json_object_set_new(tj, "problem", json_string(json_string_value(json_object_get(json_object_get(report, "decision"), "error"))));
+            json_object_set_new(tj, "problem",
+                                json_string(json_string_value(
+                                    json_object_get(json_object_get(report, "decision"), "error"))));
             if (!choice.has_backend) json_object_set_new(tj, "fix", target_fix(target, backend));
         }
         if (!json_object_get(tj, "usable")) json_object_set_new(tj, "usable", json_boolean(ok));

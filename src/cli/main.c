@@ -17,8 +17,10 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"serve", cmd_serve, "run the gateway: OpenAI-compatible and sipp-native HTTP routes"},
-    {"doctor", cmd_doctor, "report the host, the artifact, devices, drivers and the auto decision; --target PACKAGE"},
-    {"backends", cmd_backends, "list every backend: compiled, available, devices; --target PACKAGE: what it selects"},
+    {"doctor", cmd_doctor,
+     "report the host, the artifact, devices, drivers and the auto decision; --target PACKAGE"},
+    {"backends", cmd_backends,
+     "list every backend: compiled, available, devices; --target PACKAGE: what it selects"},
     {"build", cmd_build, "make an artifact for a target (cli, node, python, web) with the chosen backends"},
     {"bench", cmd_bench, "measure prefill and decode speed"},
     {"verify", cmd_verify, "check that backends agree on a model's outputs"},
@@ -64,11 +66,14 @@ static const struct {
 
 static void print_help(void) {
     printf("sipp %s: run GGUF models locally on the backend you choose\n\n", sipp_version());
-    for (size_t i = 0; i < N_FORMS; i++) printf("%s %-28s %s\n", i ? "      " : "usage:", forms[i], form_summaries[i]);
+    for (size_t i = 0; i < N_FORMS; i++)
+        printf("%s %-28s %s\n", i ? "      " : "usage:", forms[i], form_summaries[i]);
     printf("\ncommands:\n");
-    for (size_t i = 0; i < N_COMMANDS; i++) printf("  %-12s %s\n", commands[i].name, commands[i].summary);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        printf("  %-12s %s\n", commands[i].name, commands[i].summary);
     printf("\nenvironment:\n");
-    for (size_t i = 0; i < N_ENV; i++) printf("  %-20s %s\n", environment[i].name, environment[i].summary);
+    for (size_t i = 0; i < N_ENV; i++)
+        printf("  %-20s %s\n", environment[i].name, environment[i].summary);
 }
 
 /* roff needs a backslash before a leading dot or quote and before every hyphen-minus in options. */
@@ -81,7 +86,8 @@ static void roff(const char *s) {
 }
 
 static void print_man(void) {
-    printf(".TH SIPP 1 \"\" \"sipp %s\" \"User Commands\"\n.SH NAME\nsipp \\- run GGUF models locally on the backend "
+    printf(".TH SIPP 1 \"\" \"sipp %s\" \"User Commands\"\n.SH NAME\nsipp \\- run GGUF models locally on the "
+           "backend "
            "you choose\n.SH SYNOPSIS\n",
            sipp_version());
     for (size_t i = 0; i < N_FORMS; i++) {
@@ -91,7 +97,8 @@ static void print_man(void) {
         roff(form_summaries[i]);
         printf("\n");
     }
-    printf(".SH DESCRIPTION\nsipp runs GGUF models through the pinned llama.cpp %s on the backend you choose, and "
+    printf(".SH DESCRIPTION\nsipp runs GGUF models through the pinned llama.cpp %s on the backend you "
+           "choose, and "
            "serves them over OpenAI\\-compatible and sipp\\-native HTTP routes.\n.SH COMMANDS\n",
            sipp_llama_release());
     for (size_t i = 0; i < N_COMMANDS; i++) {

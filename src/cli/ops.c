@@ -31,7 +31,8 @@ static const char usage[] =
     "ran on it and where they ran; then the device boundaries per decode step and per prefill. A boundary\n"
     "inside the decode graph is a copy between devices paid on every token: a warning says when there is\n"
     "one. Last, which layers and weight buffers sit on which device and host. Vulkan on a software device\n"
-    "(lavapipe) needs GGML_VK_VISIBLE_DEVICES=0. --backend rpc takes its servers from --rpc or SIPP_RPC_SERVERS.\n";
+    "(lavapipe) needs GGML_VK_VISIBLE_DEVICES=0. --backend rpc takes its servers from --rpc or "
+    "SIPP_RPC_SERVERS.\n";
 
 /* "yes" when all are, "no" when none, "2/3" otherwise. */
 static void fraction(char *buf, size_t n, int part, int whole) {
@@ -169,7 +170,8 @@ int cmd_ops(int argc, char **argv) {
                g->boundaries_prefill);
         if (warning[0]) printf("warning: %s\n", warning);
         printf("\nweights:\n");
-        for (int i = 0; i < n_place; i++) cli_print_placement(stdout, &place[i]);
+        for (int i = 0; i < n_place; i++)
+            cli_print_placement(stdout, &place[i]);
     }
     free(g);
     return EXIT_OK;

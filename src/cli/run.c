@@ -122,33 +122,55 @@ static int parse(int argc, char **argv, run_opts *o) {
     int n_pos = 0;
     while (a.i < argc && !a.bad) {
         const char *arg = argv[a.i];
-        if (cli_flag(&a, "--chat")) o->chat = true;
-        else if (cli_flag(&a, "--ignore-eos")) o->ignore_eos = true;
-        else if (cli_flag_value(&a, "--system")) o->system = a.value;
-        else if (cli_flag_value(&a, "--chat-template")) o->chat_template = a.value;
-        else if (cli_flag_value(&a, "--backend")) o->backend = a.value;
-        else if (cli_flag_value(&a, "--flash-attn")) cli_flash_attn(&a, &o->flash_attn);
-        else if (cli_flag_value(&a, "--spec")) cli_speculative(&a, &o->speculative);
-        else if (cli_flag_value(&a, "--draft-max")) cli_int(&a, "--draft-max", 1, SIPP_DRAFT_MAX, &o->draft_max);
-        else if (cli_flag_value(&a, "--draft-min")) cli_int(&a, "--draft-min", 1, SIPP_DRAFT_MAX, &o->draft_min);
+        if (cli_flag(&a, "--chat"))
+            o->chat = true;
+        else if (cli_flag(&a, "--ignore-eos"))
+            o->ignore_eos = true;
+        else if (cli_flag_value(&a, "--system"))
+            o->system = a.value;
+        else if (cli_flag_value(&a, "--chat-template"))
+            o->chat_template = a.value;
+        else if (cli_flag_value(&a, "--backend"))
+            o->backend = a.value;
+        else if (cli_flag_value(&a, "--flash-attn"))
+            cli_flash_attn(&a, &o->flash_attn);
+        else if (cli_flag_value(&a, "--spec"))
+            cli_speculative(&a, &o->speculative);
+        else if (cli_flag_value(&a, "--draft-max"))
+            cli_int(&a, "--draft-max", 1, SIPP_DRAFT_MAX, &o->draft_max);
+        else if (cli_flag_value(&a, "--draft-min"))
+            cli_int(&a, "--draft-min", 1, SIPP_DRAFT_MAX, &o->draft_min);
         else if (cli_flag_value(&a, "--draft")) {
             if (!a.value) break;
-            cli_error("--draft: a draft model is not supported yet; use --spec ngram (prompt lookup, no draft model)");
+            cli_error("--draft: a draft model is not supported yet; use --spec ngram (prompt lookup, no "
+                      "draft model)");
             return EXIT_USAGE;
-        }
-        else if (cli_flag_value(&a, "--artifact")) o->artifact = a.value;
-        else if (cli_flag_value(&a, "--rpc")) o->rpc = a.value;
-        else if (cli_flag_value(&a, "--tensor-split")) o->tensor_split = a.value;
-        else if (cli_flag_value(&a, "--max-tokens")) cli_int(&a, "--max-tokens", -1, 1 << 24, &o->max_tokens);
-        else if (cli_flag_value(&a, "--ctx-size")) cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
-        else if (cli_flag_value(&a, "--threads")) cli_int(&a, "--threads", 1, 1024, &o->threads);
-        else if (cli_flag_value(&a, "--gpu-layers")) cli_int(&a, "--gpu-layers", -1, 100000, &o->gpu_layers);
-        else if (cli_flag_value(&a, "--temperature")) cli_float(&a, "--temperature", 0, 100, &o->sampling.temperature);
-        else if (cli_flag_value(&a, "--top-k")) cli_int(&a, "--top-k", 0, 1 << 24, &o->sampling.top_k);
-        else if (cli_flag_value(&a, "--top-p")) cli_float(&a, "--top-p", 1e-9, 1, &o->sampling.top_p);
-        else if (cli_flag_value(&a, "--min-p")) cli_float(&a, "--min-p", 0, 1, &o->sampling.min_p);
-        else if (cli_flag_value(&a, "--repeat-penalty")) cli_float(&a, "--repeat-penalty", 1e-9, 100, &o->sampling.repeat_penalty);
-        else if (cli_flag_value(&a, "--seed")) cli_uint32(&a, "--seed", &o->sampling.seed);
+        } else if (cli_flag_value(&a, "--artifact"))
+            o->artifact = a.value;
+        else if (cli_flag_value(&a, "--rpc"))
+            o->rpc = a.value;
+        else if (cli_flag_value(&a, "--tensor-split"))
+            o->tensor_split = a.value;
+        else if (cli_flag_value(&a, "--max-tokens"))
+            cli_int(&a, "--max-tokens", -1, 1 << 24, &o->max_tokens);
+        else if (cli_flag_value(&a, "--ctx-size"))
+            cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
+        else if (cli_flag_value(&a, "--threads"))
+            cli_int(&a, "--threads", 1, 1024, &o->threads);
+        else if (cli_flag_value(&a, "--gpu-layers"))
+            cli_int(&a, "--gpu-layers", -1, 100000, &o->gpu_layers);
+        else if (cli_flag_value(&a, "--temperature"))
+            cli_float(&a, "--temperature", 0, 100, &o->sampling.temperature);
+        else if (cli_flag_value(&a, "--top-k"))
+            cli_int(&a, "--top-k", 0, 1 << 24, &o->sampling.top_k);
+        else if (cli_flag_value(&a, "--top-p"))
+            cli_float(&a, "--top-p", 1e-9, 1, &o->sampling.top_p);
+        else if (cli_flag_value(&a, "--min-p"))
+            cli_float(&a, "--min-p", 0, 1, &o->sampling.min_p);
+        else if (cli_flag_value(&a, "--repeat-penalty"))
+            cli_float(&a, "--repeat-penalty", 1e-9, 100, &o->sampling.repeat_penalty);
+        else if (cli_flag_value(&a, "--seed"))
+            cli_uint32(&a, "--seed", &o->sampling.seed);
         else if (cli_flag_value(&a, "--stop")) {
             if (!a.value) break;
             if (o->n_stop == MAX_STOP) {
@@ -170,7 +192,8 @@ static int parse(int argc, char **argv, run_opts *o) {
             o->json_schema = a.value[0] == '{' ? json_loads(a.value, JSON_REJECT_DUPLICATES, &je)
                                                : json_load_file(a.value, JSON_REJECT_DUPLICATES, &je);
             if (!json_is_object(o->json_schema)) {
-                cli_error("--json-schema %s: %s", a.value, o->json_schema ? "must be a JSON Schema object" : je.text);
+                cli_error("--json-schema %s: %s", a.value,
+                          o->json_schema ? "must be a JSON Schema object" : je.text);
                 return EXIT_USAGE;
             }
         } else if (cli_flag_value(&a, "--grammar")) {
@@ -184,18 +207,24 @@ static int parse(int argc, char **argv, run_opts *o) {
             fclose(f);
         } else if (cli_flag_value(&a, "--reasoning")) {
             if (!a.value) break;
-            if (strcmp(a.value, "show") == 0) o->reasoning = REASONING_SHOW;
-            else if (strcmp(a.value, "hide") == 0) o->reasoning = REASONING_HIDE;
-            else if (strcmp(a.value, "only") == 0) o->reasoning = REASONING_ONLY;
+            if (strcmp(a.value, "show") == 0)
+                o->reasoning = REASONING_SHOW;
+            else if (strcmp(a.value, "hide") == 0)
+                o->reasoning = REASONING_HIDE;
+            else if (strcmp(a.value, "only") == 0)
+                o->reasoning = REASONING_ONLY;
             else {
                 cli_error("--reasoning '%s' is not one of show, hide, only", a.value);
                 return EXIT_USAGE;
             }
         } else if (cli_flag_value(&a, "--stats")) {
             if (!a.value) break;
-            if (strcmp(a.value, "off") == 0) o->stats = STATS_OFF;
-            else if (strcmp(a.value, "text") == 0) o->stats = STATS_TEXT;
-            else if (strcmp(a.value, "json") == 0) o->stats = STATS_JSON;
+            if (strcmp(a.value, "off") == 0)
+                o->stats = STATS_OFF;
+            else if (strcmp(a.value, "text") == 0)
+                o->stats = STATS_TEXT;
+            else if (strcmp(a.value, "json") == 0)
+                o->stats = STATS_JSON;
             else {
                 cli_error("--stats '%s' is not one of off, text, json", a.value);
                 return EXIT_USAGE;
@@ -205,7 +234,8 @@ static int parse(int argc, char **argv, run_opts *o) {
             return EXIT_USAGE;
         } else {
             if (n_pos == 2) {
-                cli_error("unexpected argument '%s': give MODEL and one PROMPT (quote a prompt with spaces)", arg);
+                cli_error("unexpected argument '%s': give MODEL and one PROMPT (quote a prompt with spaces)",
+                          arg);
                 return EXIT_USAGE;
             }
             positional[n_pos++] = arg;
@@ -259,7 +289,8 @@ static bool progress_bar(float p, void *user) {
     const char *name = user;
     int filled = (int)(p * PROGRESS_WIDTH + 0.5f);
     fprintf(stderr, "\rloading %s [", name);
-    for (int i = 0; i < PROGRESS_WIDTH; i++) fputc(i < filled ? '#' : ' ', stderr);
+    for (int i = 0; i < PROGRESS_WIDTH; i++)
+        fputc(i < filled ? '#' : ' ', stderr);
     fprintf(stderr, "] %3d%%", (int)(p * 100 + 0.5f));
     if (p >= 1.0f) fputs("\r\033[K", stderr);
     fflush(stderr);
@@ -286,19 +317,21 @@ static void print_stats(const run_opts *o, const sipp_model *m, const sipp_reque
                 "\n--\nbackend %s (%s), devices %s, gpu layers %d\n"
                 "load %.0f ms | prompt %d tokens (%d cached), %.1f tokens/s | ttft %.0f ms\n"
                 "generated %d tokens, %.1f tokens/s | finish %s\n",
-                b->backend, b->reason, b->devices, b->gpu_layers, info.load_ms, s.prompt_tokens, s.cached_tokens,
-                s.prefill_tokens_per_s, s.ttft_ms, s.generated_tokens, s.decode_tokens_per_s,
+                b->backend, b->reason, b->devices, b->gpu_layers, info.load_ms, s.prompt_tokens,
+                s.cached_tokens, s.prefill_tokens_per_s, s.ttft_ms, s.generated_tokens, s.decode_tokens_per_s,
                 sipp_finish_reason_name(sipp_request_finish_reason(r)));
-        for (int i = 0; i < n_place; i++) cli_print_placement(stderr, &place[i]);
+        for (int i = 0; i < n_place; i++)
+            cli_print_placement(stderr, &place[i]);
         return;
     }
-    json_t *j = json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:s, s:s, s:i, s:s, s:s}",
-                          "prompt_tokens", s.prompt_tokens, "generated_tokens", s.generated_tokens, "cached_tokens",
-                          s.cached_tokens, "load_ms", info.load_ms, "ttft_ms", s.ttft_ms, "prefill_tokens_per_s",
-                          s.prefill_tokens_per_s, "decode_tokens_per_s", s.decode_tokens_per_s, "queue_ms", s.queue_ms,
-                          "total_ms", s.total_ms, "backend", b->backend, "backend_reason", b->reason, "devices",
-                          b->devices, "gpu_layers", b->gpu_layers, "finish_reason",
-                          sipp_finish_reason_name(sipp_request_finish_reason(r)), "model", info.description);
+    json_t *j =
+        json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:s, s:s, s:i, s:s, s:s}",
+                  "prompt_tokens", s.prompt_tokens, "generated_tokens", s.generated_tokens, "cached_tokens",
+                  s.cached_tokens, "load_ms", info.load_ms, "ttft_ms", s.ttft_ms, "prefill_tokens_per_s",
+                  s.prefill_tokens_per_s, "decode_tokens_per_s", s.decode_tokens_per_s, "queue_ms",
+                  s.queue_ms, "total_ms", s.total_ms, "backend", b->backend, "backend_reason", b->reason,
+                  "devices", b->devices, "gpu_layers", b->gpu_layers, "finish_reason",
+                  sipp_finish_reason_name(sipp_request_finish_reason(r)), "model", info.description);
     if (j) cli_stats_speculation(j, &s);
     if (j) json_object_set_new(j, "placement", cli_placement_json(place, n_place));
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -362,8 +395,9 @@ static void stream_chat(const run_opts *o, sipp_request *r) {
         char *deltas = NULL;
         if (n || finished) {
             if (sipp_chat_parser_feed(ps, buf, n, finished, &deltas) != SIPP_OK) {
-                fprintf(stderr, "sipp: warning: the answer does not follow the template's format (%s); printed as "
-                                "it came\n",
+                fprintf(stderr,
+                        "sipp: warning: the answer does not follow the template's format (%s); printed as "
+                        "it came\n",
                         sipp_chat_parser_error(ps));
                 fwrite(sipp_request_text(r), 1, strlen(sipp_request_text(r)), stdout);
                 break;
@@ -461,7 +495,8 @@ static int chat_loop(sipp_engine *e, sipp_model *m, const run_opts *o) {
         line[strcspn(line, "\n")] = '\0';
         if (strcmp(line, "/exit") == 0) break;
         if (strcmp(line, "/clear") == 0) {
-            for (size_t i = base; i < n; i++) free(owned[i]);
+            for (size_t i = base; i < n; i++)
+                free(owned[i]);
             n = base;
             continue;
         }
@@ -489,7 +524,8 @@ static int chat_loop(sipp_engine *e, sipp_model *m, const run_opts *o) {
         finish_one(o, m, r);
         sipp_request_free(r);
     }
-    for (size_t i = base; i < n; i++) free(owned[i]);
+    for (size_t i = base; i < n; i++)
+        free(owned[i]);
     free(msgs);
     free(owned);
     free(line);
@@ -557,7 +593,8 @@ int cmd_run(int argc, char **argv) {
     ep.ctx_size = o.ctx_size;
     ep.threads = o.threads;
     ep.speculative = o.speculative;
-    bool greedy = o.sampling.temperature <= 0 && (o.sampling.repeat_penalty == 1.0f || o.sampling.repeat_last_n == 0);
+    bool greedy =
+        o.sampling.temperature <= 0 && (o.sampling.repeat_penalty == 1.0f || o.sampling.repeat_last_n == 0);
     if (o.speculative && strcmp(o.speculative, "ngram") == 0 && !greedy)
         fprintf(stderr, "sipp: note: --spec ngram speculates for greedy requests only (--temperature 0, no "
                         "--repeat-penalty); this one decodes without it\n");

@@ -48,7 +48,8 @@ static const char usage[] =
     "  --port N                 listen port (default 8080; 0 = any free port, printed at start)\n"
     "  --backend NAME           MODEL's backend: auto (default), cpu, vulkan, cuda, metal, ...\n"
     "  --parallel N             MODEL's slots: requests decoded together (default 4)\n"
-    "  --ctx-size N             MODEL's context in tokens, shared by the slots (default: the model's, at most 4096)\n"
+    "  --ctx-size N             MODEL's context in tokens, shared by the slots (default: the model's, at "
+    "most 4096)\n"
     "  --threads N              MODEL's CPU threads (default: all cores)\n"
     "  --gpu-layers N           MODEL's layers on the GPU backend (default: all)\n"
     "  --flash-attn MODE        MODEL's flash attention: auto (default; off with --backend cpu), on, off\n"
@@ -83,30 +84,47 @@ static int parse(int argc, char **argv, serve_opts *o) {
     cli_args a = {.argc = argc, .argv = argv};
     while (a.i < argc && !a.bad) {
         const char *arg = argv[a.i];
-        if (cli_flag(&a, "--check")) o->check = true;
-        else if (cli_flag(&a, "--allow-unauthenticated")) o->allow_unauthenticated = true;
-        else if (cli_flag_value(&a, "--config")) o->config = a.value;
-        else if (cli_flag_value(&a, "--host")) o->host = a.value;
-        else if (cli_flag_value(&a, "--artifact")) o->artifact = a.value;
-        else if (cli_flag_value(&a, "--backend")) o->backend = a.value;
-        else if (cli_flag_value(&a, "--models-dir")) o->models_dir = a.value;
-        else if (cli_flag_value(&a, "--keep-alive")) o->keep_alive = a.value;
+        if (cli_flag(&a, "--check"))
+            o->check = true;
+        else if (cli_flag(&a, "--allow-unauthenticated"))
+            o->allow_unauthenticated = true;
+        else if (cli_flag_value(&a, "--config"))
+            o->config = a.value;
+        else if (cli_flag_value(&a, "--host"))
+            o->host = a.value;
+        else if (cli_flag_value(&a, "--artifact"))
+            o->artifact = a.value;
+        else if (cli_flag_value(&a, "--backend"))
+            o->backend = a.value;
+        else if (cli_flag_value(&a, "--models-dir"))
+            o->models_dir = a.value;
+        else if (cli_flag_value(&a, "--keep-alive"))
+            o->keep_alive = a.value;
         else if (cli_flag_value(&a, "--memory-budget-mb"))
             cli_int(&a, "--memory-budget-mb", 1, SERVE_MAX_BUDGET_MB, &o->memory_budget_mb);
         else if (cli_flag_value(&a, "--max-loaded-models"))
             cli_int(&a, "--max-loaded-models", 1, SERVE_MAX_LOADED, &o->max_loaded_models);
-        else if (cli_flag_value(&a, "--flash-attn")) cli_flash_attn(&a, &o->flash_attn);
-        else if (cli_flag_value(&a, "--spec")) cli_speculative(&a, &o->speculative);
-        else if (cli_flag_value(&a, "--port")) cli_int(&a, "--port", 0, SERVE_MAX_PORT, &o->port);
-        else if (cli_flag_value(&a, "--parallel")) o->parallel_set = cli_int(&a, "--parallel", 1, SERVE_MAX_PARALLEL, &o->parallel);
-        else if (cli_flag_value(&a, "--ctx-size")) o->ctx_set = cli_int(&a, "--ctx-size", 0, SERVE_MAX_CTX, &o->ctx_size);
-        else if (cli_flag_value(&a, "--threads")) o->threads_set = cli_int(&a, "--threads", 1, SERVE_MAX_THREADS, &o->threads);
-        else if (cli_flag_value(&a, "--gpu-layers")) o->gpu_set = cli_int(&a, "--gpu-layers", -1, SERVE_MAX_GPU_LAYERS, &o->gpu_layers);
+        else if (cli_flag_value(&a, "--flash-attn"))
+            cli_flash_attn(&a, &o->flash_attn);
+        else if (cli_flag_value(&a, "--spec"))
+            cli_speculative(&a, &o->speculative);
+        else if (cli_flag_value(&a, "--port"))
+            cli_int(&a, "--port", 0, SERVE_MAX_PORT, &o->port);
+        else if (cli_flag_value(&a, "--parallel"))
+            o->parallel_set = cli_int(&a, "--parallel", 1, SERVE_MAX_PARALLEL, &o->parallel);
+        else if (cli_flag_value(&a, "--ctx-size"))
+            o->ctx_set = cli_int(&a, "--ctx-size", 0, SERVE_MAX_CTX, &o->ctx_size);
+        else if (cli_flag_value(&a, "--threads"))
+            o->threads_set = cli_int(&a, "--threads", 1, SERVE_MAX_THREADS, &o->threads);
+        else if (cli_flag_value(&a, "--gpu-layers"))
+            o->gpu_set = cli_int(&a, "--gpu-layers", -1, SERVE_MAX_GPU_LAYERS, &o->gpu_layers);
         else if (arg[0] == '-' && arg[1] != '\0') {
             cli_error("serve: unknown option '%s' (see sipp serve --help)", arg);
             return EXIT_USAGE;
         } else if (o->model) {
-            cli_error("serve: unexpected argument '%s': give one MODEL, or several targets with --config FILE", arg);
+            cli_error(
+                "serve: unexpected argument '%s': give one MODEL, or several targets with --config FILE",
+                arg);
             return EXIT_USAGE;
         } else {
             o->model = arg;
@@ -121,15 +139,18 @@ static int parse(int argc, char **argv, serve_opts *o) {
     }
     int64_t ka;
     if (o->keep_alive && !gw_parse_keep_alive(o->keep_alive, &ka)) {
-        cli_error("serve: --keep-alive '%s' is not -1, 0, seconds or a duration like 30s, 5m, 1h", o->keep_alive);
+        cli_error("serve: --keep-alive '%s' is not -1, 0, seconds or a duration like 30s, 5m, 1h",
+                  o->keep_alive);
         return EXIT_USAGE;
     }
     if (o->check && !o->config) {
         cli_error("serve: --check needs --config FILE");
         return EXIT_USAGE;
     }
-    if (o->config && (o->backend || o->flash_attn || o->speculative || o->parallel_set || o->ctx_set || o->threads_set || o->gpu_set)) {
-        cli_error("serve: --backend, --flash-attn, --spec, --parallel, --ctx-size, --threads and --gpu-layers apply to MODEL; with --config set "
+    if (o->config && (o->backend || o->flash_attn || o->speculative || o->parallel_set || o->ctx_set ||
+                      o->threads_set || o->gpu_set)) {
+        cli_error("serve: --backend, --flash-attn, --spec, --parallel, --ctx-size, --threads and "
+                  "--gpu-layers apply to MODEL; with --config set "
                   "them per target in the file");
         return EXIT_USAGE;
     }
@@ -206,7 +227,8 @@ int cmd_serve(int argc, char **argv) {
         for (size_t i = 0; i < cfg.n_targets; i++) {
             char err[SIPP_ERROR_SIZE];
             const gw_target_config *t = &cfg.targets[i];
-            if (t->type != GW_TARGET_LOCAL || !t->model_path || sipp_model_check(t->model_path, err) == SIPP_OK)
+            if (t->type != GW_TARGET_LOCAL || !t->model_path ||
+                sipp_model_check(t->model_path, err) == SIPP_OK)
                 continue;
             fprintf(stderr, "sipp: %s: target '%s': %s\n", o.config, t->name, err);
             models_ok = false;
@@ -216,8 +238,10 @@ int cmd_serve(int argc, char **argv) {
             return EXIT_RUNTIME;
         }
         printf("%s: valid: %zu target%s (", o.config, cfg.n_targets, cfg.n_targets == 1 ? "" : "s");
-        for (size_t i = 0; i < cfg.n_targets; i++) printf("%s%s", i ? ", " : "", cfg.targets[i].name);
-        printf("), %zu token%s, listen %s:%d\n", cfg.n_tokens, cfg.n_tokens == 1 ? "" : "s", cfg.host, cfg.port);
+        for (size_t i = 0; i < cfg.n_targets; i++)
+            printf("%s%s", i ? ", " : "", cfg.targets[i].name);
+        printf("), %zu token%s, listen %s:%d\n", cfg.n_tokens, cfg.n_tokens == 1 ? "" : "s", cfg.host,
+               cfg.port);
         gw_config_free(&cfg);
         return EXIT_OK;
     }

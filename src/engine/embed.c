@@ -42,7 +42,8 @@ void sipp_embedder_free(sipp_embedder *em) {
     free(em);
 }
 
-static struct llama_context *make_ctx(sipp_model *m, int n_ctx, int threads, enum llama_pooling_type pooling) {
+static struct llama_context *make_ctx(sipp_model *m, int n_ctx, int threads,
+                                      enum llama_pooling_type pooling) {
     struct llama_context_params cp = sipp_model_context_params(m);
     cp.n_ctx = (uint32_t)n_ctx;
     cp.n_batch = (uint32_t)n_ctx;
@@ -64,7 +65,8 @@ static sipp_status ensure_ctx(sipp_embedder *em, sipp_model *m, int ctx_size, in
         llama_free(em->ctx);
         em->ctx = make_ctx(m, n_ctx, threads, LLAMA_POOLING_TYPE_MEAN);
     }
-    if (!em->ctx) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "cannot create the embedding context for '%s'", m->path);
+    if (!em->ctx)
+        return sipp_fail(err, SIPP_ERR_NO_MEMORY, "cannot create the embedding context for '%s'", m->path);
     em->n_ctx = (int)llama_n_ctx(em->ctx);
     em->pooling = llama_pooling_type(em->ctx);
     return SIPP_OK;
@@ -79,10 +81,11 @@ sipp_embed_options sipp_embed_default_options(void) {
 static sipp_status keep_going(const sipp_embed_options *opt, double deadline_ms, size_t done, size_t total,
                               char *err) {
     if (opt->should_continue && !opt->should_continue(opt->user))
-        return sipp_fail(err, SIPP_ERR_CANCELLED, "the embedding was cancelled after %zu of %zu inputs", done, total);
+        return sipp_fail(err, SIPP_ERR_CANCELLED, "the embedding was cancelled after %zu of %zu inputs", done,
+                         total);
     if (deadline_ms > 0 && sipp_now_ms() >= deadline_ms)
-        return sipp_fail(err, SIPP_ERR_TIMEOUT, "the embedding timed out after %zu of %zu inputs (%d ms)", done, total,
-                         opt->timeout_ms);
+        return sipp_fail(err, SIPP_ERR_TIMEOUT, "the embedding timed out after %zu of %zu inputs (%d ms)",
+                         done, total, opt->timeout_ms);
     return SIPP_OK;
 }
 
@@ -92,37 +95,42 @@ static double deadline_of(const sipp_embed_options *opt) {
 
 /* Evaluates one token sequence and copies its pooled output (n floats) into row; input is its index,
  * for the message when the output is not finite. */
-static sipp_status eval_one(sipp_embedder *em, const llama_token *toks, int n_toks, float *row, int n, size_t input,
-                            char *err) {
+static sipp_status eval_one(sipp_embedder *em, const llama_token *toks, int n_toks, float *row, int n,
+                            size_t input, char *err) {
     if (n_toks > em->n_ctx)
         return sipp_fail(err, SIPP_ERR_CONTEXT_FULL,
-                         "an input is %d tokens but the embedding context holds %d; shorten it", n_toks, em->n_ctx);
+                         "an input is %d tokens but the embedding context holds %d; shorten it", n_toks,
+                         em->n_ctx);
     llama_memory_clear(llama_get_memory(em->ctx), true);
     int rc = sipp_decode_range(em->ctx, toks, 0, n_toks, true);
-    if (rc != 0) return sipp_fail(err, SIPP_ERR_INTERNAL, "llama_decode failed embedding an input (code %d)", rc);
+    if (rc != 0)
+        return sipp_fail(err, SIPP_ERR_INTERNAL, "llama_decode failed embedding an input (code %d)", rc);
     const float *v = llama_get_embeddings_seq(em->ctx, 0);
     if (!v) return sipp_fail(err, SIPP_ERR_INTERNAL, "llama.cpp returned no pooled embedding");
     for (int i = 0; i < n; i++)
         if (!isfinite(v[i]))
-            return sipp_fail(err, SIPP_ERR_MODEL,
-                             "the model's output for input %zu is not finite (%s at element %d): its weights or "
-                             "hyperparameters are broken",
-                             input, isnan(v[i]) ? "NaN" : "infinity", i);
+            return sipp_fail(
+                err, SIPP_ERR_MODEL,
+                "the model's output for input %zu is not finite (%s at element %d): its weights or "
+                "hyperparameters are broken",
+                input, isnan(v[i]) ? "NaN" : "infinity", i);
     memcpy(row, v, (size_t)n * sizeof *row);
     return SIPP_OK;
 }
 
 static void l2_normalize(float *v, int n) {
     double sum = 0;
-    for (int i = 0; i < n; i++) sum += (double)v[i] * v[i];
+    for (int i = 0; i < n; i++)
+        sum += (double)v[i] * v[i];
     if (sum <= 0) return;
     float inv = (float)(1.0 / sqrt(sum));
-    for (int i = 0; i < n; i++) v[i] *= inv;
+    for (int i = 0; i < n; i++)
+        v[i] *= inv;
 }
 
-sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *const *texts,
-                           size_t n_texts, const sipp_embed_options *opt, float **out, int *n_embd, int *n_tokens,
-                           char *err) {
+sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads,
+                           const char *const *texts, size_t n_texts, const sipp_embed_options *opt,
+                           float **out, int *n_embd, int *n_tokens, char *err) {
     *out = NULL;
     sipp_embed_options def = sipp_embed_default_options();
     if (!opt) opt = &def;
@@ -163,17 +171,19 @@ sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int t
 }
 
 sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *query,
-                            const char *const *docs, size_t n_docs, const sipp_embed_options *opt, float **scores,
-                            char *err) {
+                            const char *const *docs, size_t n_docs, const sipp_embed_options *opt,
+                            float **scores, char *err) {
     *scores = NULL;
     sipp_embed_options def = sipp_embed_default_options();
     if (!opt) opt = &def;
     double deadline = deadline_of(opt);
-    if (!query || !docs || n_docs == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "no query or documents");
+    if (!query || !docs || n_docs == 0)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "no query or documents");
     pthread_mutex_lock(&em->mu);
     sipp_status st = ensure_ctx(em, m, ctx_size, threads, err);
     if (st == SIPP_OK && em->pooling != LLAMA_POOLING_TYPE_RANK)
-        st = sipp_fail(err, SIPP_ERR_MODEL, "'%s' is not a reranking model (its pooling is not rank)", m->path);
+        st = sipp_fail(err, SIPP_ERR_MODEL, "'%s' is not a reranking model (its pooling is not rank)",
+                       m->path);
     float *out = st == SIPP_OK ? calloc(n_docs, sizeof *out) : NULL;
     if (st == SIPP_OK && !out) st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
     /* As llama-server does: [BOS] query [EOS] [SEP] document [EOS], one sequence per document. */
@@ -183,7 +193,8 @@ sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int 
         llama_token *q, *d;
         int nq, nd;
         if ((st = sipp_model_tokenize_alloc(m, query, false, false, &q, &nq, err)) != SIPP_OK) break;
-        if ((st = sipp_model_tokenize_alloc(m, docs[i] ? docs[i] : "", false, false, &d, &nd, err)) != SIPP_OK) {
+        if ((st = sipp_model_tokenize_alloc(m, docs[i] ? docs[i] : "", false, false, &d, &nd, err)) !=
+            SIPP_OK) {
             free(q);
             break;
         }

@@ -2,8 +2,9 @@
  * engine.c: one thread that owns a llama context and serves requests from any thread.
  *
  * sipp_engine_submit (any thread) checks a request, tokenizes its prompt and queues it; the engine
- * thread (engine_main; for a stepped engine, the caller of sipp_engine_step) waits for work, hands queued requests to the scheduler (scheduler.c), which
- * places them in slots and runs one llama_decode per step, and drains everything at shutdown.
+ * thread (engine_main; for a stepped engine, the caller of sipp_engine_step) waits for work, hands queued
+ * requests to the scheduler (scheduler.c), which places them in slots and runs one llama_decode per step, and
+ * drains everything at shutdown.
  *
  * Failures stay local. A request that is cancelled, times out, or cannot get KV space ends alone;
  * the other slots keep running. The queue is bounded: a full queue refuses at once.
@@ -28,7 +29,8 @@ static void attach_threadpool(sipp_engine *e, int threads) {
     ggml_backend_reg_t cpu = ggml_backend_reg_by_name("CPU");
     if (!cpu) return;
     struct ggml_threadpool *(*tp_new)(struct ggml_threadpool_params *) =
-        (struct ggml_threadpool *(*)(struct ggml_threadpool_params *))ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_new");
+        (struct ggml_threadpool * (*)(struct ggml_threadpool_params *))
+            ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_new");
     e->threadpool_free =
         (void (*)(struct ggml_threadpool *))ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_free");
     if (!tp_new || !e->threadpool_free) return;
@@ -49,18 +51,20 @@ static sipp_status check_speculative(const sipp_model *m, sipp_engine_params *p,
     *ngram = strcmp(spec, "ngram") == 0;
     if (!*ngram && strcmp(spec, "none") != 0)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                         "speculative '%.32s' is not one of none, ngram (a draft model is not supported yet)", spec);
+                         "speculative '%.32s' is not one of none, ngram (a draft model is not supported yet)",
+                         spec);
     if (p->draft_max == 0) p->draft_max = SIPP_DRAFT_MAX_DEFAULT;
     if (p->draft_min == 0) p->draft_min = 1;
     if (p->draft_max < 1 || p->draft_max > SIPP_DRAFT_MAX || p->draft_min < 1 || p->draft_min > p->draft_max)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                         "draft_max %d and draft_min %d must satisfy 1 <= draft_min <= draft_max <= %d", p->draft_max,
-                         p->draft_min, SIPP_DRAFT_MAX);
+                         "draft_max %d and draft_min %d must satisfy 1 <= draft_min <= draft_max <= %d",
+                         p->draft_max, p->draft_min, SIPP_DRAFT_MAX);
     if (*ngram && (llama_model_is_recurrent(m->lm) || llama_model_is_hybrid(m->lm)))
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                         "model '%s' keeps a recurrent state, which cannot drop a rejected proposal; run it without "
-                         "speculative decoding",
-                         m->path);
+        return sipp_fail(
+            errbuf, SIPP_ERR_INVALID_ARGUMENT,
+            "model '%s' keeps a recurrent state, which cannot drop a rejected proposal; run it without "
+            "speculative decoding",
+            m->path);
     return SIPP_OK;
 }
 
@@ -77,8 +81,8 @@ static sipp_status engine_fail(sipp_engine *e, sipp_status st, const char *fmt, 
 
 const char *sipp_engine_last_error(const sipp_engine *e) { return e ? sipp_last_error_get(&e->error) : ""; }
 
-static sipp_status engine_create(sipp_model *model, const sipp_engine_params *params, bool stepped, sipp_engine **out,
-                                 char *errbuf) {
+static sipp_status engine_create(sipp_model *model, const sipp_engine_params *params, bool stepped,
+                                 sipp_engine **out, char *errbuf) {
     *out = NULL;
     sipp_engine_params p = params ? *params : sipp_engine_default_params();
     if (!model) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model given");
@@ -86,10 +90,12 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
     if (p.max_queued <= 0) p.max_queued = DEFAULT_MAX_QUEUED;
     if (p.batch_size <= 0) p.batch_size = DEFAULT_BATCH;
     if (p.threads <= 0) p.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (p.ctx_size < 0) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "ctx_size %d is negative", p.ctx_size);
+    if (p.ctx_size < 0)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "ctx_size %d is negative", p.ctx_size);
     if (p.ctx_size == 0)
-        p.ctx_size = model->info.n_ctx_train > 0 && model->info.n_ctx_train < DEFAULT_CTX_CAP ? model->info.n_ctx_train
-                                                                                            : DEFAULT_CTX_CAP;
+        p.ctx_size = model->info.n_ctx_train > 0 && model->info.n_ctx_train < DEFAULT_CTX_CAP
+                         ? model->info.n_ctx_train
+                         : DEFAULT_CTX_CAP;
     bool spec_ngram = false;
     sipp_status sst = check_speculative(model, &p, &spec_ngram, errbuf);
     if (sst != SIPP_OK) return sst;
@@ -138,7 +144,8 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
         sipp_engine_free(e);
         return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
     }
-    for (int i = 0; i < p.parallel; i++) e->slots[i].id = i;
+    for (int i = 0; i < p.parallel; i++)
+        e->slots[i].id = i;
     e->embedder = sipp_embedder_new();
     if (!e->embedder) {
         sipp_engine_free(e);
@@ -150,8 +157,8 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
         const char *text = "embedding context warm-up";
         sipp_embed_options raw = sipp_embed_default_options();
         raw.normalize = false;
-        sipp_status est = sipp_embed_run(e->embedder, model, p.ctx_size, p.threads, &text, 1, &raw, &probe, &n_embd,
-                                         NULL, errbuf);
+        sipp_status est = sipp_embed_run(e->embedder, model, p.ctx_size, p.threads, &text, 1, &raw, &probe,
+                                         &n_embd, NULL, errbuf);
         free(probe);
         if (est != SIPP_OK && est != SIPP_ERR_MODEL) {
             sipp_engine_free(e);
@@ -178,7 +185,8 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
     return SIPP_OK;
 }
 
-sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out, char *errbuf) {
+sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out,
+                            char *errbuf) {
     return engine_create(model, params, false, out, errbuf);
 }
 
@@ -226,12 +234,13 @@ static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, 
     const char *text = p->prompt;
     if (p->tokens) {
         if (p->prompt || p->messages || p->chat_json)
-            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "give one of prompt, messages, chat_json or tokens");
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                             "give one of prompt, messages, chat_json or tokens");
         int n_vocab = m->info.n_vocab;
         for (size_t i = 0; i < p->n_tokens; i++)
             if (p->tokens[i] < 0 || p->tokens[i] >= n_vocab)
-                return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "token %zu is %d, outside the vocabulary [0, %d)", i,
-                                 p->tokens[i], n_vocab);
+                return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                                 "token %zu is %d, outside the vocabulary [0, %d)", i, p->tokens[i], n_vocab);
         if (p->n_tokens == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt has no tokens");
         if (!(r->prompt = malloc(p->n_tokens * sizeof *r->prompt)))
             return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
@@ -240,7 +249,8 @@ static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, 
     } else {
         if ((p->messages != NULL) + (p->chat_json != NULL) + (p->prompt != NULL) > 1)
             return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "give one of prompt, messages or chat_json");
-        if (p->messages && p->n_messages == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "messages is empty");
+        if (p->messages && p->n_messages == 0)
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "messages is empty");
         if (!text && !p->messages && !p->chat_json)
             return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "no prompt and no messages given");
         /* A chat is rendered by its template into a plan (src/chat); a prompt may carry a grammar. */
@@ -248,10 +258,12 @@ static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, 
         if (st != SIPP_OK) return st;
         if (r->chat.plan) text = r->chat.plan->prompt;
         if (!*text) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt is empty");
-        if ((st = sipp_model_tokenize_alloc(m, text, true, true, &r->prompt, &r->n_prompt, err)) != SIPP_OK) return st;
+        if ((st = sipp_model_tokenize_alloc(m, text, true, true, &r->prompt, &r->n_prompt, err)) != SIPP_OK)
+            return st;
         if (r->n_prompt == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt has no tokens");
     }
-    if (p->grammar && p->tokens) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "a grammar needs a prompt or a chat");
+    if (p->grammar && p->tokens)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "a grammar needs a prompt or a chat");
     sipp_status st = sipp_request_grammar(m, r, err);
     if (st == SIPP_OK) st = add_format_stops(p, r, err);
     return st == SIPP_OK ? check_fits(e, r, err) : st;
@@ -260,11 +272,15 @@ static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, 
 static sipp_status check_sampling(const sipp_sampling *s, int max_tokens, char *err) {
     if (!(s->temperature >= 0)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "temperature must be >= 0");
     if (s->top_k < 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "top_k must be >= 0");
-    if (!(s->top_p > 0 && s->top_p <= 1)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "top_p must be in (0, 1]");
-    if (!(s->min_p >= 0 && s->min_p <= 1)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "min_p must be in [0, 1]");
-    if (!(s->repeat_penalty > 0)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "repeat_penalty must be > 0");
+    if (!(s->top_p > 0 && s->top_p <= 1))
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "top_p must be in (0, 1]");
+    if (!(s->min_p >= 0 && s->min_p <= 1))
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "min_p must be in [0, 1]");
+    if (!(s->repeat_penalty > 0))
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "repeat_penalty must be > 0");
     if (!isfinite(s->frequency_penalty) || !isfinite(s->presence_penalty))
-        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "frequency_penalty and presence_penalty must be finite");
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                         "frequency_penalty and presence_penalty must be finite");
     if (max_tokens == 0 || max_tokens < -1)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "max_tokens must be positive (or -1 for no limit)");
     return SIPP_OK;
@@ -285,11 +301,15 @@ sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sip
         return engine_fail(e, st, "%s", err);
     }
     pthread_mutex_lock(&e->mu);
-    if (e->stopping) st = SIPP_ERR_CLOSED;
-    else if (e->n_queued >= e->params.max_queued) st = SIPP_ERR_BUSY;
+    if (e->stopping)
+        st = SIPP_ERR_CLOSED;
+    else if (e->n_queued >= e->params.max_queued)
+        st = SIPP_ERR_BUSY;
     if (st == SIPP_OK) {
-        if (e->queue_tail) e->queue_tail->next = r;
-        else e->queue_head = r;
+        if (e->queue_tail)
+            e->queue_tail->next = r;
+        else
+            e->queue_head = r;
         e->queue_tail = r;
         e->n_queued++;
         pthread_cond_signal(&e->cv);
@@ -298,9 +318,9 @@ sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sip
     if (st != SIPP_OK) {
         r->engine = NULL;
         sipp_request_free(r);
-        return st == SIPP_ERR_BUSY
-                   ? engine_fail(e, st, "the queue is full (%d waiting); try again later", e->params.max_queued)
-                   : engine_fail(e, st, "the engine is shutting down");
+        return st == SIPP_ERR_BUSY ? engine_fail(e, st, "the queue is full (%d waiting); try again later",
+                                                 e->params.max_queued)
+                                   : engine_fail(e, st, "the engine is shutting down");
     }
     *out = r;
     return SIPP_OK;
@@ -323,7 +343,8 @@ static bool engine_turn(sipp_engine *e, bool block) {
     }
     bool stopping = e->stopping;
     e->stats.running = 0;
-    for (int i = 0; i < e->params.parallel; i++) e->stats.running += e->slots[i].req != NULL;
+    for (int i = 0; i < e->params.parallel; i++)
+        e->stats.running += e->slots[i].req != NULL;
     e->stats.queued = e->n_queued;
     pthread_mutex_unlock(&e->mu);
 
@@ -335,7 +356,8 @@ static bool engine_turn(sipp_engine *e, bool block) {
     for (int k = 0; k < n_start; k++) {
         slot *s = &e->slots[e->starting_slot[k]];
         if (sipp_slot_start(e, s, e->starting[k]) != SIPP_OK)
-            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory starting the request");
+            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY,
+                             "out of memory starting the request");
     }
     if (stopping) return false;
     sipp_sched_step(e);
@@ -345,7 +367,9 @@ static bool engine_turn(sipp_engine *e, bool block) {
 /* Shutting down: everything still running or queued ends as cancelled. */
 static void engine_drain(sipp_engine *e) {
     for (int i = 0; i < e->params.parallel; i++)
-        if (e->slots[i].req) sipp_slot_finish(e, &e->slots[i], SIPP_FINISH_CANCELLED, SIPP_ERR_CLOSED, "the engine was closed");
+        if (e->slots[i].req)
+            sipp_slot_finish(e, &e->slots[i], SIPP_FINISH_CANCELLED, SIPP_ERR_CLOSED,
+                             "the engine was closed");
     pthread_mutex_lock(&e->mu);
     sipp_request *q = e->queue_head;
     e->queue_head = e->queue_tail = NULL;
@@ -371,7 +395,8 @@ sipp_status sipp_engine_step(sipp_engine *e, bool *busy) {
     if (!e) return SIPP_ERR_INVALID_ARGUMENT;
     if (!e->stepped)
         return engine_fail(e, SIPP_ERR_INVALID_ARGUMENT,
-                           "sipp_engine_step drives only engines made by sipp_engine_new_stepped; this one has its own thread");
+                           "sipp_engine_step drives only engines made by sipp_engine_new_stepped; this one "
+                           "has its own thread");
     engine_turn(e, false);
     if (busy) {
         pthread_mutex_lock(&e->mu);
@@ -421,21 +446,24 @@ void sipp_engine_get_stats(sipp_engine *e, sipp_engine_stats *out) {
     *out = e->stats;
     out->queued = e->n_queued;
     out->running = 0;
-    for (int i = 0; i < e->params.parallel; i++) out->running += e->slots[i].req != NULL;
-    out->mean_busy_slots = e->stats.decode_steps ? (double)e->busy_slot_steps / (double)e->stats.decode_steps : 0;
+    for (int i = 0; i < e->params.parallel; i++)
+        out->running += e->slots[i].req != NULL;
+    out->mean_busy_slots =
+        e->stats.decode_steps ? (double)e->busy_slot_steps / (double)e->stats.decode_steps : 0;
     pthread_mutex_unlock(&e->mu);
 }
 
 sipp_status sipp_engine_embed_with(sipp_engine *e, const char *const *texts, size_t n_texts,
-                                   const sipp_embed_options *options, float **out, int *n_embd, int *n_tokens) {
+                                   const sipp_embed_options *options, float **out, int *n_embd,
+                                   int *n_tokens) {
     char err[SIPP_ERROR_SIZE];
-    sipp_status st = sipp_embed_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, texts, n_texts,
-                                    options, out, n_embd, n_tokens, err);
+    sipp_status st = sipp_embed_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, texts,
+                                    n_texts, options, out, n_embd, n_tokens, err);
     return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
 }
 
-sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n_texts, bool normalize, float **out,
-                              int *n_embd, int *n_tokens) {
+sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n_texts, bool normalize,
+                              float **out, int *n_embd, int *n_tokens) {
     sipp_embed_options o = sipp_embed_default_options();
     o.normalize = normalize;
     return sipp_engine_embed_with(e, texts, n_texts, &o, out, n_embd, n_tokens);
@@ -444,8 +472,8 @@ sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n
 sipp_status sipp_engine_rerank_with(sipp_engine *e, const char *query, const char *const *docs, size_t n_docs,
                                     const sipp_embed_options *options, float **scores) {
     char err[SIPP_ERROR_SIZE];
-    sipp_status st = sipp_rerank_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, query, docs,
-                                     n_docs, options, scores, err);
+    sipp_status st = sipp_rerank_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, query,
+                                     docs, n_docs, options, scores, err);
     return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
 }
 

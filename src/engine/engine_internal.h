@@ -41,9 +41,9 @@ struct sipp_request {
     sipp_piece_fn on_piece;
     sipp_finish_fn on_finish;
     void *user;
-    chat_request chat;                /* the chat's plan and the grammar to enforce (src/chat) */
-    struct llama_sampler *grammar;    /* made (and so checked) at submit; the slot's sampler takes it */
-    int top_logprobs;                 /* -1: no logprobs */
+    chat_request chat;             /* the chat's plan and the grammar to enforce (src/chat) */
+    struct llama_sampler *grammar; /* made (and so checked) at submit; the slot's sampler takes it */
+    int top_logprobs;              /* -1: no logprobs */
 
     /* Engine thread only. */
     sipp_output out;
@@ -64,7 +64,7 @@ struct sipp_request {
     char error[SIPP_ERROR_SIZE];
     sipp_request_stats stats;
     double t_submit, t_start, t_first, t_end;
-    struct sipp_logprob *logprobs;    /* one per generated token when top_logprobs >= 0 */
+    struct sipp_logprob *logprobs; /* one per generated token when top_logprobs >= 0 */
     size_t n_logprobs, cap_logprobs;
 };
 
@@ -86,7 +86,7 @@ typedef struct sipp_sampler {
     struct llama_sampler *budget;  /* NULL: no thinking budget */
     llama_token_data *cand;        /* n_vocab candidates, reused every token */
     int n_vocab;
-    bool greedy_in_place;          /* argmax over the logits, nothing else to apply */
+    bool greedy_in_place; /* argmax over the logits, nothing else to apply */
 } sipp_sampler;
 
 typedef struct sipp_embedder sipp_embedder;
@@ -94,20 +94,20 @@ typedef struct sipp_embedder sipp_embedder;
 /* A slot is one llama sequence of the engine's context. Engine thread only, except `req`, which
  * changes under engine->mu so that stats readers see a consistent view. */
 typedef struct slot {
-    int id;                     /* the llama sequence id */
-    sipp_request *req;          /* NULL when idle */
-    llama_token *cache;         /* the tokens whose KV this sequence holds, in order */
+    int id;             /* the llama sequence id */
+    sipp_request *req;  /* NULL when idle */
+    llama_token *cache; /* the tokens whose KV this sequence holds, in order */
     int n_cache;
     int cap_cache;
-    int n_prompt_done;          /* prompt tokens in the KV so far */
-    bool generating;            /* prompt done: next_token is to be fed */
+    int n_prompt_done; /* prompt tokens in the KV so far */
+    bool generating;   /* prompt done: next_token is to be fed */
     llama_token next_token;
-    int i_logits;               /* index of this slot's output in the current batch, or -1 */
-    int n_fed;                  /* tokens this slot put in the current batch */
+    int i_logits; /* index of this slot's output in the current batch, or -1 */
+    int n_fed;    /* tokens this slot put in the current batch */
     sipp_sampler *smpl;
     llama_token draft[SIPP_DRAFT_MAX]; /* speculation's proposal riding behind next_token this step */
     int n_draft;
-    char *key;                  /* the context_key pinned here, kept after the request ends */
+    char *key; /* the context_key pinned here, kept after the request ends */
     double last_used;
 } slot;
 
@@ -147,14 +147,16 @@ struct sipp_engine {
 };
 
 /* Builds the sampler chain of a request. NULL on allocation failure. */
-struct llama_sampler *sipp_sampler_chain_new(const sipp_model *model, const sipp_sampling *s, bool ignore_eos);
+struct llama_sampler *sipp_sampler_chain_new(const sipp_model *model, const sipp_sampling *s,
+                                             bool ignore_eos);
 
 /* The sampler of a request (takes r->grammar). NULL with err on failure. */
 sipp_sampler *sipp_sampler_new(const sipp_model *model, sipp_request *r, char *err);
 void sipp_sampler_free(sipp_sampler *ss);
 /* Samples the token of output idx, records its logprobs when the request wants them, and accepts
  * it into every sampler. LLAMA_TOKEN_NULL when the grammar cannot take the token. */
-llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_context *ctx, int idx, sipp_request *r);
+llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_context *ctx, int idx,
+                                sipp_request *r);
 /* Makes the grammar sampler a request asks for (r->chat), checking the GBNF. */
 sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err);
 
@@ -189,12 +191,12 @@ int sipp_decode_range(struct llama_context *ctx, const llama_token *tokens, int 
 /* The embedding context (embed.c). */
 sipp_embedder *sipp_embedder_new(void);
 void sipp_embedder_free(sipp_embedder *em);
-sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *const *texts,
-                           size_t n_texts, const sipp_embed_options *opt, float **out, int *n_embd, int *n_tokens,
-                           char *err);
+sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads,
+                           const char *const *texts, size_t n_texts, const sipp_embed_options *opt,
+                           float **out, int *n_embd, int *n_tokens, char *err);
 sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *query,
-                            const char *const *docs, size_t n_docs, const sipp_embed_options *opt, float **scores,
-                            char *err);
+                            const char *const *docs, size_t n_docs, const sipp_embed_options *opt,
+                            float **scores, char *err);
 
 /* Wakes the engine thread (after a cancel). */
 void sipp_engine_wake(sipp_engine *engine);
@@ -213,7 +215,8 @@ void sipp_sched_assign(sipp_engine *e, sipp_request **dropped, sipp_request **st
 sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r);
 
 /* Ends a slot's request and frees the slot; the KV stays for the next request to reuse. */
-void sipp_slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp_status status, const char *error);
+void sipp_slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp_status status,
+                      const char *error);
 
 /* Ends a cancelled or timed-out request, in slot s or (s NULL) still queued. */
 void sipp_sched_cancel(sipp_engine *e, slot *s, sipp_request *r);

@@ -33,7 +33,8 @@ static struct llama_context *scratch_ctx(sipp_model *m, int n_ctx, int n_batch, 
     return llama_init_from_model(m->lm, cp);
 }
 
-int sipp_decode_range(struct llama_context *ctx, const llama_token *tokens, int from, int n, bool all_logits) {
+int sipp_decode_range(struct llama_context *ctx, const llama_token *tokens, int from, int n,
+                      bool all_logits) {
     llama_batch b = llama_batch_init(n, 0, 1);
     for (int i = 0; i < n; i++) {
         b.token[i] = tokens[from + i];
@@ -48,18 +49,20 @@ int sipp_decode_range(struct llama_context *ctx, const llama_token *tokens, int 
     return rc;
 }
 
-sipp_status sipp_model_eval_logits(sipp_model *m, const int32_t *tokens, size_t n_tokens, bool incremental, int threads,
-                                   float **out, int *n_vocab_out, char *errbuf) {
+sipp_status sipp_model_eval_logits(sipp_model *m, const int32_t *tokens, size_t n_tokens, bool incremental,
+                                   int threads, float **out, int *n_vocab_out, char *errbuf) {
     *out = NULL;
     if (!m || !tokens || n_tokens == 0 || n_tokens > INT32_MAX / 2)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no tokens to evaluate");
     int n = (int)n_tokens, n_vocab = m->info.n_vocab;
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
-            return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "token %d is %d, outside the vocabulary", i, tokens[i]);
+            return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "token %d is %d, outside the vocabulary", i,
+                             tokens[i]);
     float *logits = malloc((size_t)n * (size_t)n_vocab * sizeof *logits);
     if (!logits) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory for %d x %d logits", n, n_vocab);
-    struct llama_context *ctx = scratch_ctx(m, n + TRACE_PROMPT_TOKENS, incremental ? 1 : n, threads, NULL, NULL);
+    struct llama_context *ctx =
+        scratch_ctx(m, n + TRACE_PROMPT_TOKENS, incremental ? 1 : n, threads, NULL, NULL);
     if (!ctx) {
         free(logits);
         return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "cannot create a context to evaluate %d tokens", n);
@@ -67,14 +70,18 @@ sipp_status sipp_model_eval_logits(sipp_model *m, const int32_t *tokens, size_t 
     sipp_status st = SIPP_OK;
     if (incremental) {
         for (int i = 0; i < n && st == SIPP_OK; i++) {
-            if (sipp_decode_range(ctx, tokens, i, 1, true) != 0) st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "decode failed at token %d", i);
-            else memcpy(logits + (size_t)i * n_vocab, llama_get_logits_ith(ctx, -1), (size_t)n_vocab * sizeof *logits);
+            if (sipp_decode_range(ctx, tokens, i, 1, true) != 0)
+                st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "decode failed at token %d", i);
+            else
+                memcpy(logits + (size_t)i * n_vocab, llama_get_logits_ith(ctx, -1),
+                       (size_t)n_vocab * sizeof *logits);
         }
     } else if (sipp_decode_range(ctx, tokens, 0, n, true) != 0) {
         st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "decode of %d tokens failed", n);
     } else {
         for (int i = 0; i < n; i++)
-            memcpy(logits + (size_t)i * n_vocab, llama_get_logits_ith(ctx, i), (size_t)n_vocab * sizeof *logits);
+            memcpy(logits + (size_t)i * n_vocab, llama_get_logits_ith(ctx, i),
+                   (size_t)n_vocab * sizeof *logits);
     }
     llama_free(ctx);
     if (st != SIPP_OK) {
@@ -122,8 +129,10 @@ static bool trace_cb(struct ggml_tensor *t, bool ask, void *user) {
     sipp_graph_report *r = tr->report;
     const char *dev = node_device(tr, t);
     if (tr->last_device && strcmp(tr->last_device, dev) != 0) {
-        if (tr->decode_phase) r->boundaries_decode++;
-        else r->boundaries_prefill++;
+        if (tr->decode_phase)
+            r->boundaries_decode++;
+        else
+            r->boundaries_prefill++;
     }
     tr->last_device = dev;
     if (!tr->decode_phase) return false; /* ops are counted once, from the decode step's graph */
@@ -157,7 +166,8 @@ sipp_status sipp_model_trace_graph(sipp_model *m, int threads, sipp_graph_report
     if (!ctx) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "cannot create a context to trace the graph");
     int32_t toks[TRACE_PROMPT_TOKENS + 1];
     llama_token bos = llama_vocab_bos(m->vocab);
-    for (int i = 0; i <= TRACE_PROMPT_TOKENS; i++) toks[i] = bos >= 0 ? bos : 0;
+    for (int i = 0; i <= TRACE_PROMPT_TOKENS; i++)
+        toks[i] = bos >= 0 ? bos : 0;
     sipp_status st = SIPP_OK;
     if (sipp_decode_range(ctx, toks, 0, TRACE_PROMPT_TOKENS, false) != 0) {
         st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "the traced prefill failed");

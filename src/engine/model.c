@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 
 #include "backend/backend.h"
-#include "chat/chat_request.h"
 #include "backend/rpc.h"
+#include "chat/chat_request.h"
 #include "engine/model.h"
 #include "engine/model_check.h"
 #include "store/gguf_header.h"
@@ -57,8 +57,8 @@ static sipp_status precheck(const char *path, bool vocab_only, char *arch, size_
     const char *a;
     if (sipp_gguf_get_str(h, "general.architecture", &a, errbuf) != SIPP_OK || !*a) {
         sipp_gguf_header_close(h);
-        return sipp_fail(errbuf, SIPP_ERR_MODEL, "model '%s' has no general.architecture key; it is not a model",
-                         path);
+        return sipp_fail(errbuf, SIPP_ERR_MODEL,
+                         "model '%s' has no general.architecture key; it is not a model", path);
     }
     sipp_strlcpy(arch, a, arch_len);
     *size = sipp_gguf_header_file_size(h);
@@ -83,9 +83,11 @@ sipp_status sipp_model_check(const char *path, char *errbuf) {
 }
 
 sipp_status sipp_flash_attn_check(const char *value, char *errbuf) {
-    if (!value || !*value || strcmp(value, "auto") == 0 || strcmp(value, "on") == 0 || strcmp(value, "off") == 0)
+    if (!value || !*value || strcmp(value, "auto") == 0 || strcmp(value, "on") == 0 ||
+        strcmp(value, "off") == 0)
         return SIPP_OK;
-    return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "flash_attn '%.32s' is not one of auto, on, off", value);
+    return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "flash_attn '%.32s' is not one of auto, on, off",
+                     value);
 }
 
 /* The flash attention a load gets: an explicit "on" or "off", else (auto) llama.cpp's default except on
@@ -139,7 +141,8 @@ static void collect_eog(sipp_model *m) {
         if (llama_vocab_is_eog(m->vocab, t)) m->eog[m->n_eog++] = t;
 }
 
-sipp_status sipp_model_load(const char *path, const sipp_model_params *params, sipp_model **out, char *errbuf) {
+sipp_status sipp_model_load(const char *path, const sipp_model_params *params, sipp_model **out,
+                            char *errbuf) {
     *out = NULL;
     sipp_model_params def = sipp_model_default_params();
     if (!params) params = &def;
@@ -162,11 +165,13 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     const char *fa_label = "";
     if ((st = flash_attn_policy(params, &flash_attn, &fa_label, errbuf)) != SIPP_OK) return st;
     bool rpc = !params->vocab_only && params->backend && strcmp(params->backend, "rpc") == 0;
-    if (!rpc && ((params->rpc_servers && *params->rpc_servers) || (params->tensor_split && *params->tensor_split)))
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                         "%s is only used with backend 'rpc' (the backend is '%s'); add --backend rpc or drop it",
-                         params->rpc_servers && *params->rpc_servers ? "rpc servers (--rpc)" : "tensor_split",
-                         params->backend ? params->backend : "auto");
+    if (!rpc &&
+        ((params->rpc_servers && *params->rpc_servers) || (params->tensor_split && *params->tensor_split)))
+        return sipp_fail(
+            errbuf, SIPP_ERR_INVALID_ARGUMENT,
+            "%s is only used with backend 'rpc' (the backend is '%s'); add --backend rpc or drop it",
+            params->rpc_servers && *params->rpc_servers ? "rpc servers (--rpc)" : "tensor_split",
+            params->backend ? params->backend : "auto");
     sipp_host_view view;
     sipp_host_discover(&view);
     sipp_policy_result pick = {.backend = SIPP_BACKEND_RPC, .device = -1};
@@ -216,7 +221,8 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
         if (sipp_lease_enabled() && mp.n_gpu_layers > 0) {
             st = sipp_lease_check_memory(dev, file_size, errbuf);
             if (st == SIPP_OK)
-                st = sipp_lease_acquire(sipp_backend_name(pick.backend), dev->name, m->lease, sizeof m->lease, errbuf);
+                st = sipp_lease_acquire(sipp_backend_name(pick.backend), dev->name, m->lease, sizeof m->lease,
+                                        errbuf);
             if (st != SIPP_OK) {
                 sipp_last_error_destroy(&m->error);
                 free(m);
@@ -237,11 +243,13 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     if (!m->lm) {
         bool aborted = params->progress && strstr(llama_err, "cancel");
         if (strstr(llama_err, "unknown model architecture"))
-            sipp_fail(errbuf, SIPP_ERR_MODEL, "model '%s' has architecture '%s', which llama.cpp %s does not support; sipp cannot run it",
-                      path, arch, sipp_llama_release());
+            sipp_fail(
+                errbuf, SIPP_ERR_MODEL,
+                "model '%s' has architecture '%s', which llama.cpp %s does not support; sipp cannot run it",
+                path, arch, sipp_llama_release());
         else
-            sipp_fail(errbuf, aborted ? SIPP_ERR_CANCELLED : SIPP_ERR_MODEL, "model '%s' failed to load: %s", path,
-                      *llama_err ? llama_err : "llama.cpp gave no reason");
+            sipp_fail(errbuf, aborted ? SIPP_ERR_CANCELLED : SIPP_ERR_MODEL, "model '%s' failed to load: %s",
+                      path, *llama_err ? llama_err : "llama.cpp gave no reason");
         sipp_lease_release(m->lease);
         sipp_last_error_destroy(&m->error);
         free(m);
@@ -320,7 +328,8 @@ sipp_status sipp_tokenize(sipp_model *m, const char *text, size_t len, bool add_
     if (n == INT32_MIN) return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT, "tokenization overflowed int32");
     if (n_out) *n_out = (size_t)(n < 0 ? -n : n);
     if (n < 0)
-        return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT, "token buffer of %zu too small, need %d", cap, -n);
+        return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT, "token buffer of %zu too small, need %d", cap,
+                               -n);
     return SIPP_OK;
 }
 
@@ -341,16 +350,18 @@ sipp_status sipp_model_tokenize_alloc(sipp_model *m, const char *text, bool add_
     return SIPP_OK;
 }
 
-sipp_status sipp_detokenize(sipp_model *m, const int32_t *tokens, size_t n_tokens, bool render_special, char *buf,
-                            size_t cap, size_t *len_out) {
+sipp_status sipp_detokenize(sipp_model *m, const int32_t *tokens, size_t n_tokens, bool render_special,
+                            char *buf, size_t cap, size_t *len_out) {
     if (!m || (!tokens && n_tokens) || n_tokens > INT32_MAX) return SIPP_ERR_INVALID_ARGUMENT;
     size_t cap32 = cap > INT32_MAX ? INT32_MAX : cap;
-    int32_t n = llama_detokenize(m->vocab, tokens, (int32_t)n_tokens, buf, (int32_t)cap32, false, render_special);
+    int32_t n =
+        llama_detokenize(m->vocab, tokens, (int32_t)n_tokens, buf, (int32_t)cap32, false, render_special);
     size_t need = (size_t)(n < 0 ? -(int64_t)n : n);
     if (len_out) *len_out = need;
     if (n < 0 || need >= cap) {
         if (buf && cap) buf[0] = '\0';
-        return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT, "text buffer of %zu too small, need %zu", cap, need + 1);
+        return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT, "text buffer of %zu too small, need %zu", cap,
+                               need + 1);
     }
     buf[need] = '\0';
     return SIPP_OK;
@@ -367,10 +378,11 @@ sipp_status sipp_chat_render(sipp_model *m, const char *tmpl, const sipp_message
     const char *user_tmpl = tmpl && *tmpl ? tmpl : NULL;
     if (!user_tmpl) tmpl = llama_model_chat_template(m->lm, NULL);
     if (!tmpl)
-        return sipp_model_fail(m, SIPP_ERR_MODEL,
-                               "model '%s' has no chat template (tokenizer.chat_template); pass one (e.g. --chat-template "
-                               "chatml) or send a plain prompt instead of a chat",
-                               m->path);
+        return sipp_model_fail(
+            m, SIPP_ERR_MODEL,
+            "model '%s' has no chat template (tokenizer.chat_template); pass one (e.g. --chat-template "
+            "chatml) or send a plain prompt instead of a chat",
+            m->path);
     struct llama_chat_message *msgs = calloc(n_messages ? n_messages : 1, sizeof *msgs);
     if (!msgs) return sipp_model_fail(m, SIPP_ERR_NO_MEMORY, "out of memory");
     size_t total = 0;
@@ -399,14 +411,16 @@ sipp_status sipp_chat_render(sipp_model *m, const char *tmpl, const sipp_message
     if (!buf || n < 0) {
         free(buf);
         if (user_tmpl)
-            return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT,
-                                   "chat template '%.64s' is not one llama.cpp knows; use a known name (chatml, llama3, "
-                                   "mistral-v7, phi3, gemma, ...) or the model's own",
-                                   user_tmpl);
-        return sipp_model_fail(m, SIPP_ERR_MODEL,
-                               "the chat template of '%s' is not one llama.cpp can apply; pass a known template name "
-                               "(chatml, llama3, ...)",
-                               m->path);
+            return sipp_model_fail(
+                m, SIPP_ERR_INVALID_ARGUMENT,
+                "chat template '%.64s' is not one llama.cpp knows; use a known name (chatml, llama3, "
+                "mistral-v7, phi3, gemma, ...) or the model's own",
+                user_tmpl);
+        return sipp_model_fail(
+            m, SIPP_ERR_MODEL,
+            "the chat template of '%s' is not one llama.cpp can apply; pass a known template name "
+            "(chatml, llama3, ...)",
+            m->path);
     }
     buf[n] = '\0';
     *out = buf;

@@ -22,9 +22,9 @@ struct sipp_model {
     sipp_model_info info;
     bool cpu_only;
     enum llama_flash_attn_type flash_attn; /* what every context of the model gets (flash_attn_policy) */
-    bool rpc;          /* split across rpc servers (backend "rpc") */
-    char lease[96];    /* the GPU residency lease this model holds, "" for none */
-    llama_token *eog;  /* every end-of-generation token, for ignore_eos */
+    bool rpc;                              /* split across rpc servers (backend "rpc") */
+    char lease[96];                        /* the GPU residency lease this model holds, "" for none */
+    llama_token *eog;                      /* every end-of-generation token, for ignore_eos */
     int n_eog;
     sipp_placement placement[SIPP_MAX_PLACEMENT]; /* where the weights went (placement.c) */
     int n_placement;
@@ -62,7 +62,8 @@ typedef struct sipp_rpc_plan {
 
 /* Connects to the servers (params->rpc_servers, else $SIPP_RPC_SERVERS) and decides the split of
  * n_layer layers: params->tensor_split, else each device's free memory. */
-sipp_status sipp_rpc_plan_load(const sipp_model_params *params, int n_layer, sipp_rpc_plan *plan, char *errbuf);
+sipp_status sipp_rpc_plan_load(const sipp_model_params *params, int n_layer, sipp_rpc_plan *plan,
+                               char *errbuf);
 /* Fills the decision's devices and gpu_layers from the model's placement. */
 void sipp_rpc_plan_describe(const sipp_model *m, sipp_backend_decision *d);
 

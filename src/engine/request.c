@@ -9,13 +9,17 @@
 
 #include "engine/engine_internal.h"
 
-
 sipp_request_params sipp_request_default_params(void) {
     sipp_request_params p = {
         .max_tokens = 256,
         .logprobs = -1,
-        .sampling = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-                     .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = SIPP_SEED_RANDOM},
+        .sampling = {.temperature = 0.8f,
+                     .top_k = 40,
+                     .top_p = 0.95f,
+                     .min_p = 0.05f,
+                     .repeat_penalty = 1.0f,
+                     .repeat_last_n = 64,
+                     .seed = SIPP_SEED_RANDOM},
     };
     return p;
 }
@@ -78,7 +82,8 @@ void sipp_request_finish(sipp_request *r, sipp_finish_reason reason, sipp_status
         int evaluated = s->prompt_tokens - s->cached_tokens;
         s->prefill_tokens_per_s = s->prefill_ms > 0 ? evaluated / (s->prefill_ms / 1e3) : 0;
         /* The first token comes out of the prefill; decode speed counts the ones after it. */
-        s->decode_tokens_per_s = s->decode_ms > 0 && r->n_generated > 1 ? (r->n_generated - 1) / (s->decode_ms / 1e3) : 0;
+        s->decode_tokens_per_s =
+            s->decode_ms > 0 && r->n_generated > 1 ? (r->n_generated - 1) / (s->decode_ms / 1e3) : 0;
     }
     if (r->on_finish) r->on_finish(reason, r->user); /* before waiters wake: they may free r */
     pthread_mutex_lock(&r->mu);
@@ -165,7 +170,9 @@ size_t sipp_request_read(sipp_request *r, char *buf, size_t cap, int timeout_ms,
     return n;
 }
 
-sipp_finish_reason sipp_request_finish_reason(const sipp_request *r) { return r->finished ? r->finish : SIPP_FINISH_NONE; }
+sipp_finish_reason sipp_request_finish_reason(const sipp_request *r) {
+    return r->finished ? r->finish : SIPP_FINISH_NONE;
+}
 sipp_status sipp_request_status(const sipp_request *r) { return r->status; }
 const char *sipp_request_error(const sipp_request *r) { return r->error; }
 const char *sipp_request_text(const sipp_request *r) { return r->text.data ? r->text.data : ""; }

@@ -61,13 +61,15 @@ struct llama_sampler *sipp_sampler_chain_new(const sipp_model *m, const sipp_sam
             llama_sampler_free(chain);
             return NULL;
         }
-        for (int i = 0; i < m->n_eog; i++) bias[i] = (llama_logit_bias){m->eog[i], -INFINITY};
+        for (int i = 0; i < m->n_eog; i++)
+            bias[i] = (llama_logit_bias){m->eog[i], -INFINITY};
         llama_sampler_chain_add(chain, llama_sampler_init_logit_bias(n_vocab, m->n_eog, bias));
         free(bias);
     }
     if (has_penalties(s))
-        llama_sampler_chain_add(chain, llama_sampler_init_penalties(n_vocab, s->repeat_last_n, s->repeat_penalty,
-                                                                    s->frequency_penalty, s->presence_penalty));
+        llama_sampler_chain_add(chain,
+                                llama_sampler_init_penalties(n_vocab, s->repeat_last_n, s->repeat_penalty,
+                                                             s->frequency_penalty, s->presence_penalty));
     if (s->temperature <= 0.0f) {
         llama_sampler_chain_add(chain, llama_sampler_init_greedy());
         return chain;
@@ -76,13 +78,12 @@ struct llama_sampler *sipp_sampler_chain_new(const sipp_model *m, const sipp_sam
     if (s->top_p < 1.0f) llama_sampler_chain_add(chain, llama_sampler_init_top_p(s->top_p, 1));
     if (s->min_p > 0.0f) llama_sampler_chain_add(chain, llama_sampler_init_min_p(s->min_p, 1));
     llama_sampler_chain_add(chain, llama_sampler_init_temp(s->temperature));
-    llama_sampler_chain_add(chain, llama_sampler_init_dist(s->seed == SIPP_SEED_RANDOM ? fresh_seed() : s->seed));
+    llama_sampler_chain_add(chain,
+                            llama_sampler_init_dist(s->seed == SIPP_SEED_RANDOM ? fresh_seed() : s->seed));
     return chain;
 }
 
-bool sipp_sampling_is_greedy(const sipp_sampling *s) {
-    return s->temperature <= 0.0f && !has_penalties(s);
-}
+bool sipp_sampling_is_greedy(const sipp_sampling *s) { return s->temperature <= 0.0f && !has_penalties(s); }
 
 llama_token sipp_sample_argmax(const sipp_model *m, const float *logits, bool ignore_eos) {
     int n_vocab = m->info.n_vocab;
@@ -105,7 +106,8 @@ static sipp_status prefill(const sipp_model *m, const chat_plan *p, struct llama
     if (!p || !*p->generation_prompt) return SIPP_OK;
     llama_token *toks = NULL;
     int n = 0;
-    sipp_status st = sipp_model_tokenize_alloc((sipp_model *)m, p->generation_prompt, false, true, &toks, &n, err);
+    sipp_status st =
+        sipp_model_tokenize_alloc((sipp_model *)m, p->generation_prompt, false, true, &toks, &n, err);
     /* Some tokenizers (SentencePiece) put a space before the first token: not part of the prompt's
      * text, so not fed (as llama-server skips it). */
     int from = 0;
@@ -127,16 +129,16 @@ sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err
     sipp_log_capture(why);
     if (c->grammar_lazy) {
         const chat_plan *p = c->plan;
-        r->grammar = llama_sampler_init_grammar_lazy_patterns(m->vocab, c->grammar, "root",
-                                                              (const char **)p->trigger_patterns, p->n_trigger_patterns,
-                                                              p->trigger_tokens, p->n_trigger_tokens);
+        r->grammar = llama_sampler_init_grammar_lazy_patterns(
+            m->vocab, c->grammar, "root", (const char **)p->trigger_patterns, p->n_trigger_patterns,
+            p->trigger_tokens, p->n_trigger_tokens);
     } else {
         r->grammar = llama_sampler_init_grammar(m->vocab, c->grammar, "root");
     }
     sipp_log_capture(NULL);
     if (!r->grammar)
-        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'grammar' does not parse as GBNF%s%s", *why ? ": " : "",
-                         why);
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'grammar' does not parse as GBNF%s%s",
+                         *why ? ": " : "", why);
     if (!c->grammar_prefill) return SIPP_OK;
     /* The grammar of a chat may start with the template's generation prompt (e.g. an opened
      * "<think>" block): feed it those tokens, on a copy, since grammars that do not start there
@@ -171,14 +173,16 @@ sipp_sampler *sipp_sampler_new(const sipp_model *m, sipp_request *r, char *err) 
         /* A generation prompt that opens the block ("...<think>\n") starts the count at once: the
          * tag's tokens inside the prompt need not be the tag's tokens alone. */
         bool in_thinking = ends_with_tag(p->generation_prompt, p->thinking_start);
-        ss->budget = chat_budget_sampler_new(m->vocab, p->thinking_start, (const char *const *)p->thinking_end,
-                                             p->n_thinking_end, r->chat.thinking_budget, in_thinking, err);
+        ss->budget =
+            chat_budget_sampler_new(m->vocab, p->thinking_start, (const char *const *)p->thinking_end,
+                                    p->n_thinking_end, r->chat.thinking_budget, in_thinking, err);
         if (!ss->budget || (!in_thinking && prefill(m, p, ss->budget, err) != SIPP_OK)) {
             sipp_sampler_free(ss);
             return NULL;
         }
     }
-    ss->greedy_in_place = sipp_sampling_is_greedy(&r->sampling) && !ss->grammar && !ss->budget && r->top_logprobs < 0;
+    ss->greedy_in_place =
+        sipp_sampling_is_greedy(&r->sampling) && !ss->grammar && !ss->budget && r->top_logprobs < 0;
     if (!ss->greedy_in_place) ss->cand = malloc((size_t)ss->n_vocab * sizeof *ss->cand);
     if (!ss->chain || (!ss->greedy_in_place && !ss->cand)) {
         sipp_sampler_free(ss);
@@ -223,8 +227,10 @@ static void top_logprobs(const llama_token_data_array *a, int k, sipp_logprob *l
         if (!isfinite(l)) continue;
         int at = lp->n_top;
         if (at == k && l <= lp->top_logprob[k - 1] + (float)lse) continue;
-        if (at < k) lp->n_top++;
-        else at = k - 1;
+        if (at < k)
+            lp->n_top++;
+        else
+            at = k - 1;
         while (at > 0 && lp->top_logprob[at - 1] < (float)(l - lse)) {
             lp->top[at] = lp->top[at - 1];
             lp->top_logprob[at] = lp->top_logprob[at - 1];
@@ -249,7 +255,8 @@ static void record_logprob(sipp_request *r, const sipp_logprob *lp) {
     pthread_mutex_unlock(&r->mu);
 }
 
-llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_context *ctx, int idx, sipp_request *r) {
+llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_context *ctx, int idx,
+                                sipp_request *r) {
     const sipp_model *m = e->model;
     const float *logits = llama_get_logits_ith(ctx, idx);
     if (ss->greedy_in_place) return sipp_sample_argmax(m, logits, r->ignore_eos);
@@ -281,7 +288,8 @@ llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_c
         }
     }
     char err[SIPP_ERROR_SIZE];
-    if ((ss->grammar && !chat_sampler_accept(ss->grammar, t, err)) || (ss->budget && !chat_sampler_accept(ss->budget, t, err)))
+    if ((ss->grammar && !chat_sampler_accept(ss->grammar, t, err)) ||
+        (ss->budget && !chat_sampler_accept(ss->budget, t, err)))
         return LLAMA_TOKEN_NULL;
     llama_sampler_accept(ss->chain, t);
     return t;

@@ -274,11 +274,13 @@ static void on_token(sipp_engine *e, slot *s, llama_token t) {
  * the batch. The history is the slot's tokens with next_token after them. */
 static int propose_drafts(sipp_engine *e, slot *s) {
     sipp_request *r = s->req;
-    if (!e->spec_ngram || !s->smpl->greedy_in_place) return 0; /* plain argmax: no grammar, budget, logprobs */
+    if (!e->spec_ngram || !s->smpl->greedy_in_place)
+        return 0; /* plain argmax: no grammar, budget, logprobs */
     int max = e->params.draft_max;
     int share = e->n_batch / e->params.parallel - 1;
     if (max > share) max = share;
-    if (r->max_tokens > 0 && max > r->max_tokens - r->n_generated - 1) max = r->max_tokens - r->n_generated - 1;
+    if (r->max_tokens > 0 && max > r->max_tokens - r->n_generated - 1)
+        max = r->max_tokens - r->n_generated - 1;
     if (max > e->n_ctx - s->n_cache - 2) max = e->n_ctx - s->n_cache - 2;
     if (max < e->params.draft_min || !cache_reserve(s, s->n_cache + 1)) return 0;
     s->cache[s->n_cache] = s->next_token; /* in the KV after this step either way */
@@ -376,7 +378,8 @@ void sipp_sched_step(sipp_engine *e) {
             s->n_draft = propose_drafts(e, s);
             s->n_fed = 1 + s->n_draft;
             batch_add(b, s->next_token, s->n_cache, s->id, true);
-            for (int k = 0; k < s->n_draft; k++) batch_add(b, s->draft[k], s->n_cache + 1 + k, s->id, true);
+            for (int k = 0; k < s->n_draft; k++)
+                batch_add(b, s->draft[k], s->n_cache + 1 + k, s->id, true);
         }
     }
     int budget = e->n_batch - b->n_tokens;

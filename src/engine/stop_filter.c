@@ -24,7 +24,8 @@ bool sipp_output_init(sipp_output *o, const char *const *stop, size_t n_stop) {
 }
 
 void sipp_output_free(sipp_output *o) {
-    for (size_t i = 0; i < o->n_stop; i++) free(o->stop[i]);
+    for (size_t i = 0; i < o->n_stop; i++)
+        free(o->stop[i]);
     free(o->stop);
     sipp_buf_free(&o->pending);
     memset(o, 0, sizeof *o);

@@ -17,7 +17,7 @@
 #include "util/util.h"
 
 typedef struct sipp_output {
-    sipp_buf pending;         /* generated, not yet released */
+    sipp_buf pending; /* generated, not yet released */
     char **stop;
     size_t n_stop;
     size_t max_stop_len;

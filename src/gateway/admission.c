@@ -144,8 +144,8 @@ gw_target *gw_call_target(gw_call *call, const char *name) {
     call->target = t->index;
     if (atomic_load(&t->state) == GW_STATE_WAITING) {
         call->retry_after_s = GW_LOADING_RETRY_S;
-        gw_reply_error(call, GW_E_NOT_READY, "model '%s' is waiting for its rpc servers (retrying): %s", t->cfg->name,
-                       t->error);
+        gw_reply_error(call, GW_E_NOT_READY, "model '%s' is waiting for its rpc servers (retrying): %s",
+                       t->cfg->name, t->error);
         return NULL;
     }
     double deadline = call->t_start + srv->cfg->request_timeout_seconds * GW_MS_PER_S;

@@ -41,7 +41,8 @@ gw_auth_result gw_auth_identify(gw_call *call) {
         if (!given || !*given) return GW_AUTH_MISSING;
         if (strlen(given) != len) return GW_AUTH_INVALID;
     }
-    while (*given == ' ') given++;
+    while (*given == ' ')
+        given++;
     char want[DIGEST_SIZE], got[DIGEST_SIZE];
     if (!digest(given, got)) return GW_AUTH_INVALID;
     const gw_token_config *match = NULL;
@@ -61,12 +62,14 @@ void gw_auth_refuse(gw_call *call, gw_auth_result why) {
     const char *h = gw_call_header_n(call, "Authorization", &len);
     if (why == GW_AUTH_MISSING)
         gw_reply_error(call, GW_E_MISSING_KEY,
-                       "this server needs a token: send the header 'Authorization: Bearer TOKEN' (or 'x-api-key: TOKEN')");
+                       "this server needs a token: send the header 'Authorization: Bearer TOKEN' (or "
+                       "'x-api-key: TOKEN')");
     else if (h && *h && (strlen(h) != len || strncasecmp(h, BEARER, strlen(BEARER)) != 0))
         gw_reply_error(call, GW_E_INVALID_KEY, "the Authorization header must be 'Bearer TOKEN'");
     else
-        gw_reply_error(call, GW_E_INVALID_KEY, h && *h ? "the bearer token is not valid for this server"
-                                                       : "the x-api-key token is not valid for this server");
+        gw_reply_error(call, GW_E_INVALID_KEY,
+                       h && *h ? "the bearer token is not valid for this server"
+                               : "the x-api-key token is not valid for this server");
 }
 
 bool gw_auth_allows(const gw_call *call, const gw_target_config *target) {
@@ -77,4 +80,6 @@ bool gw_auth_allows(const gw_call *call, const gw_target_config *target) {
     return false;
 }
 
-bool gw_auth_admin(const gw_call *call) { return call->srv->cfg->n_tokens == 0 || (call->token && call->token->admin); }
+bool gw_auth_admin(const gw_call *call) {
+    return call->srv->cfg->n_tokens == 0 || (call->token && call->token->admin);
+}

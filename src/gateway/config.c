@@ -67,8 +67,10 @@ static void cfg_err(cfg_ctx *x, int line, const char *fmt, ...) {
     /* A message may quote a value from the file: escaped, a newline in it cannot start a line. */
     sipp_buf clean = {0};
     gw_echo_escape(msg, &clean);
-    if (line > 0) sipp_buf_appendf(x->errs, "%s:%d: %s\n", x->file, line, clean.data ? clean.data : "");
-    else sipp_buf_appendf(x->errs, "%s: %s\n", x->file, clean.data ? clean.data : "");
+    if (line > 0)
+        sipp_buf_appendf(x->errs, "%s:%d: %s\n", x->file, line, clean.data ? clean.data : "");
+    else
+        sipp_buf_appendf(x->errs, "%s: %s\n", x->file, clean.data ? clean.data : "");
     sipp_buf_free(&clean);
     x->ok = false;
 }
@@ -93,7 +95,8 @@ void gw_config_init(gw_config *c) {
 }
 
 static void free_strv(char **v, size_t n) {
-    for (size_t i = 0; i < n; i++) free(v[i]);
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
     free(v);
 }
 
@@ -111,7 +114,8 @@ void gw_config_free(gw_config *c) {
         free_strv(t->targets, t->n_targets);
     }
     free(c->tokens);
-    for (size_t i = 0; i < c->n_targets; i++) gw_target_config_free(&c->targets[i]);
+    for (size_t i = 0; i < c->n_targets; i++)
+        gw_target_config_free(&c->targets[i]);
     free(c->targets);
     free(c->models_dir);
     memset(c, 0, sizeof *c);
@@ -142,11 +146,14 @@ static void check_keys(cfg_ctx *x, const toml_node *tbl, const char *where, cons
     for (size_t i = 0; i < toml_table_len(tbl); i++) {
         const toml_entry *e = toml_table_at(tbl, i);
         bool found = false;
-        for (const char *const *k = known; *k && !found; k++) found = strlen(*k) == e->key_len && !memcmp(*k, e->key, e->key_len);
+        for (const char *const *k = known; *k && !found; k++)
+            found = strlen(*k) == e->key_len && !memcmp(*k, e->key, e->key_len);
         if (found) continue;
         sipp_buf list = {0};
-        for (const char *const *k = known; *k; k++) sipp_buf_appendf(&list, "%s%s", k == known ? "" : ", ", *k);
-        cfg_err(x, e->line, "unknown key '%s' in %s (known keys: %s)", e->key, where, list.data ? list.data : "none");
+        for (const char *const *k = known; *k; k++)
+            sipp_buf_appendf(&list, "%s%s", k == known ? "" : ", ", *k);
+        cfg_err(x, e->line, "unknown key '%s' in %s (known keys: %s)", e->key, where,
+                list.data ? list.data : "none");
         sipp_buf_free(&list);
     }
 }
@@ -154,13 +161,14 @@ static void check_keys(cfg_ctx *x, const toml_node *tbl, const char *where, cons
 static bool expect_kind(cfg_ctx *x, const toml_node *n, toml_kind kind, const char *where, const char *key,
                         const char *what) {
     if (toml_node_kind(n) == kind) return true;
-    cfg_err(x, toml_node_line(n), "%s %s: expected %s, found %s", where, key, what, toml_kind_name(toml_node_kind(n)));
+    cfg_err(x, toml_node_line(n), "%s %s: expected %s, found %s", where, key, what,
+            toml_kind_name(toml_node_kind(n)));
     return false;
 }
 
 /* Reads an optional integer key within [lo, hi]; leaves *out alone when the key is absent. */
-static void get_int(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key, int64_t lo, int64_t hi,
-                    int64_t *out) {
+static void get_int(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key, int64_t lo,
+                    int64_t hi, int64_t *out) {
     const toml_node *n = toml_table_get(tbl, key);
     if (!n || !expect_kind(x, n, TOML_INTEGER, where, key, "an integer")) return;
     int64_t v = 0;
@@ -173,7 +181,8 @@ static void get_int(cfg_ctx *x, const toml_node *tbl, const char *where, const c
     *out = v;
 }
 
-static void get_int32(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key, int lo, int hi, int *out) {
+static void get_int32(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key, int lo, int hi,
+                      int *out) {
     int64_t v = *out;
     get_int(x, tbl, where, key, lo, hi, &v);
     *out = (int)v;
@@ -185,7 +194,8 @@ static void get_bool(cfg_ctx *x, const toml_node *tbl, const char *where, const 
 }
 
 /* A non-empty string; *out is replaced by a copy. Returns the node when present. */
-static const toml_node *get_str(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key, char **out) {
+static const toml_node *get_str(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key,
+                                char **out) {
     const toml_node *n = toml_table_get(tbl, key);
     if (!n || !expect_kind(x, n, TOML_STRING, where, key, "a string")) return n;
     const char *s = NULL;
@@ -201,8 +211,8 @@ static const toml_node *get_str(cfg_ctx *x, const toml_node *tbl, const char *wh
 }
 
 /* An array of non-empty strings. */
-static const toml_node *get_strv(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key, char ***out,
-                                 size_t *n_out) {
+static const toml_node *get_strv(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key,
+                                 char ***out, size_t *n_out) {
     const toml_node *n = toml_table_get(tbl, key);
     if (!n || !expect_kind(x, n, TOML_ARRAY, where, key, "an array of strings")) return n;
     size_t count = toml_array_len(n);
@@ -212,7 +222,8 @@ static const toml_node *get_strv(cfg_ctx *x, const toml_node *tbl, const char *w
         const toml_node *e = toml_array_at(n, i);
         const char *s = NULL;
         size_t len = 0;
-        if (toml_node_kind(e) != TOML_STRING || !toml_get_string(e, &s, &len, NULL, 0) || len == 0 || strlen(s) != len) {
+        if (toml_node_kind(e) != TOML_STRING || !toml_get_string(e, &s, &len, NULL, 0) || len == 0 ||
+            strlen(s) != len) {
             cfg_err(x, node_line(n, e), "%s %s: element %zu must be a non-empty string", where, key, i);
             continue;
         }
@@ -275,8 +286,8 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     char *listen = NULL;
     const toml_node *ln = get_str(x, srv, where, "listen", &listen);
     if (listen && !parse_listen(listen, &c->host, &c->port))
-        cfg_err(x, toml_node_line(ln), "[server] listen: '%s' is not HOST:PORT (e.g. \"127.0.0.1:8080\" or \"[::1]:8080\")",
-                listen);
+        cfg_err(x, toml_node_line(ln),
+                "[server] listen: '%s' is not HOST:PORT (e.g. \"127.0.0.1:8080\" or \"[::1]:8080\")", listen);
     free(listen);
     int64_t mrb = (int64_t)c->max_request_bytes;
     get_int(x, srv, where, "max_request_bytes", 1, GW_MAX_REQUEST_BYTES_LIMIT, &mrb);
@@ -287,7 +298,8 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     get_int32(x, srv, where, "shutdown_timeout_seconds", 0, GW_MAX_TIMEOUT_S, &c->shutdown_timeout_seconds);
     get_int32(x, srv, where, "read_timeout_seconds", 1, GW_MAX_TIMEOUT_S, &c->read_timeout_seconds);
     get_int32(x, srv, where, "max_connections", 1, GW_MAX_CONNECTIONS, &c->max_connections);
-    get_int32(x, srv, where, "max_connections_per_client", 1, GW_MAX_CONNECTIONS, &c->max_connections_per_client);
+    get_int32(x, srv, where, "max_connections_per_client", 1, GW_MAX_CONNECTIONS,
+              &c->max_connections_per_client);
     int64_t mbb = (int64_t)c->max_buffered_bytes;
     get_int(x, srv, where, "max_buffered_bytes", 1, GW_MAX_REQUEST_BYTES_LIMIT, &mbb);
     const toml_node *bn = toml_table_get(srv, "max_buffered_bytes");
@@ -295,7 +307,8 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     if (!bn && c->max_buffered_bytes < c->max_request_bytes) c->max_buffered_bytes = c->max_request_bytes;
     if (c->max_buffered_bytes < c->max_request_bytes)
         cfg_err(x, toml_node_line(bn ? bn : srv),
-                "[server] max_buffered_bytes (%zu) is below max_request_bytes (%zu): no body of the largest size could "
+                "[server] max_buffered_bytes (%zu) is below max_request_bytes (%zu): no body of the largest "
+                "size could "
                 "ever be read; raise it",
                 c->max_buffered_bytes, c->max_request_bytes);
     get_strv(x, srv, where, "allowed_origins", &c->allowed_origins, &c->n_allowed_origins);
@@ -345,7 +358,9 @@ static void parse_tokens(cfg_ctx *x, const toml_node *arr, gw_config *c) {
         get_str(x, t, where, "caller", &tc->caller);
         get_strv(x, t, where, "targets", &tc->targets, &tc->n_targets);
         get_bool(x, t, where, "admin", &tc->admin);
-        if (!tc->env) cfg_err(x, tc->line, "%s: 'env' is missing: name the environment variable that holds the secret", where);
+        if (!tc->env)
+            cfg_err(x, tc->line, "%s: 'env' is missing: name the environment variable that holds the secret",
+                    where);
         if (!tc->caller) tc->caller = strdup(tc->env ? tc->env : "token");
     }
 }
@@ -417,7 +432,8 @@ bool gw_parse_keep_alive(const char *s, int64_t *out) {
     int64_t mul = 1;
     if (*end) {
         size_t i = 0;
-        while (i < sizeof units / sizeof *units && units[i].unit != *end) i++;
+        while (i < sizeof units / sizeof *units && units[i].unit != *end)
+            i++;
         if (i == sizeof units / sizeof *units || end[1]) return false;
         mul = units[i].seconds;
     }
@@ -439,14 +455,16 @@ static void get_keep_alive(cfg_ctx *x, const toml_node *t, const char *where, in
     if (toml_node_kind(n) != TOML_STRING || !toml_get_string(n, &s, &len, NULL, 0) || strlen(s) != len ||
         !gw_parse_keep_alive(s, out))
         cfg_err(x, toml_node_line(n),
-                "%s keep_alive: expected seconds (-1 = forever, 0 = unload when idle) or a duration like \"30s\", "
+                "%s keep_alive: expected seconds (-1 = forever, 0 = unload when idle) or a duration like "
+                "\"30s\", "
                 "\"5m\", \"1h\" up to %d s",
                 where, GW_MAX_KEEP_ALIVE_S);
 }
 
 static void trim_slash(char *s) {
     size_t n = strlen(s);
-    while (n > 0 && s[n - 1] == '/') s[--n] = '\0';
+    while (n > 0 && s[n - 1] == '/')
+        s[--n] = '\0';
 }
 
 static void parse_remote(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
@@ -456,19 +474,23 @@ static void parse_remote(cfg_ctx *x, const toml_node *t, const char *where, gw_t
     if (one && many) cfg_err(x, toml_node_line(many), "%s: give base_url or base_urls, not both", where);
     if (single) {
         tc->base_urls = calloc(1, sizeof *tc->base_urls);
-        if (tc->base_urls) tc->base_urls[tc->n_base_urls++] = single;
-        else free(single);
+        if (tc->base_urls)
+            tc->base_urls[tc->n_base_urls++] = single;
+        else
+            free(single);
     } else if (many) {
         get_strv(x, t, where, "base_urls", &tc->base_urls, &tc->n_base_urls);
     }
     if (tc->n_base_urls == 0)
-        cfg_err(x, tc->line, "%s: an openai_compatible target needs base_url (or base_urls), e.g. \"http://10.0.0.2:8080/v1\"",
-                where);
+        cfg_err(
+            x, tc->line,
+            "%s: an openai_compatible target needs base_url (or base_urls), e.g. \"http://10.0.0.2:8080/v1\"",
+            where);
     for (size_t i = 0; i < tc->n_base_urls; i++) {
         trim_slash(tc->base_urls[i]);
         if (strncmp(tc->base_urls[i], "http://", 7) != 0 && strncmp(tc->base_urls[i], "https://", 8) != 0)
-            cfg_err(x, node_line(t, one ? one : many), "%s: base URL '%s' must start with http:// or https://", where,
-                    tc->base_urls[i]);
+            cfg_err(x, node_line(t, one ? one : many),
+                    "%s: base URL '%s' must start with http:// or https://", where, tc->base_urls[i]);
     }
     get_str(x, t, where, "model", &tc->remote_model);
     get_str(x, t, where, "api_key_env", &tc->api_key_env);
@@ -481,11 +503,13 @@ static void parse_rpc_keys(cfg_ctx *x, const toml_node *t, const char *where, gw
     size_t n = 0;
     const toml_node *rn = get_strv(x, t, where, "rpc", &servers, &n);
     sipp_buf joined = {0};
-    for (size_t i = 0; i < n; i++) sipp_buf_appendf(&joined, "%s%s", i ? "," : "", servers[i]);
+    for (size_t i = 0; i < n; i++)
+        sipp_buf_appendf(&joined, "%s%s", i ? "," : "", servers[i]);
     free_strv(servers, n);
     char err[SIPP_ERROR_SIZE];
     if (rn && (!joined.data || sipp_rpc_check_servers(joined.data, err) != SIPP_OK))
-        cfg_err(x, toml_node_line(rn), "%s rpc: %s", where, joined.data ? err : "give at least one \"host:port\"");
+        cfg_err(x, toml_node_line(rn), "%s rpc: %s", where,
+                joined.data ? err : "give at least one \"host:port\"");
     tc->rpc_servers = joined.data;
     const toml_node *sn = toml_table_get(t, "tensor_split");
     if (sn && expect_kind(x, sn, TOML_ARRAY, where, "tensor_split", "an array of numbers")) {
@@ -494,28 +518,35 @@ static void parse_rpc_keys(cfg_ctx *x, const toml_node *t, const char *where, gw
             const toml_node *e = toml_array_at(sn, i);
             double v = -1;
             int64_t iv = 0;
-            if (toml_node_kind(e) == TOML_FLOAT) toml_get_float(e, &v, NULL, 0);
-            else if (toml_node_kind(e) == TOML_INTEGER && toml_get_int(e, &iv, NULL, 0)) v = (double)iv;
+            if (toml_node_kind(e) == TOML_FLOAT)
+                toml_get_float(e, &v, NULL, 0);
+            else if (toml_node_kind(e) == TOML_INTEGER && toml_get_int(e, &iv, NULL, 0))
+                v = (double)iv;
             if (!(v >= 0) || isinf(v))
-                cfg_err(x, node_line(sn, e), "%s tensor_split: element %zu must be a non-negative number", where, i);
+                cfg_err(x, node_line(sn, e), "%s tensor_split: element %zu must be a non-negative number",
+                        where, i);
             sipp_buf_appendf(&split, "%s%g", i ? "," : "", v);
         }
         tc->tensor_split = split.data;
     }
     bool is_rpc = tc->backend && strcmp(tc->backend, "rpc") == 0;
     if (!is_rpc && (rn || sn))
-        cfg_err(x, toml_node_line(rn ? rn : sn), "%s %s: only used with backend = \"rpc\" (the backend is '%s')", where,
+        cfg_err(x, toml_node_line(rn ? rn : sn),
+                "%s %s: only used with backend = \"rpc\" (the backend is '%s')", where,
                 rn ? "rpc" : "tensor_split", tc->backend ? tc->backend : "auto");
     if (is_rpc && !rn && !getenv("SIPP_RPC_SERVERS"))
-        cfg_err(x, tc->line, "%s: backend \"rpc\" needs its servers: rpc = [\"host:port\", ...] (or SIPP_RPC_SERVERS)",
+        cfg_err(x, tc->line,
+                "%s: backend \"rpc\" needs its servers: rpc = [\"host:port\", ...] (or SIPP_RPC_SERVERS)",
                 where);
 }
 
 static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     char *model = NULL;
     get_str(x, t, where, "model", &model);
-    if (!model) cfg_err(x, tc->line, "%s: a local target needs model = \"PATH.gguf\" or a store name", where);
-    else tc->model_path = resolve_model(x, tc, where, model);
+    if (!model)
+        cfg_err(x, tc->line, "%s: a local target needs model = \"PATH.gguf\" or a store name", where);
+    else
+        tc->model_path = resolve_model(x, tc, where, model);
     free(model);
     get_str(x, t, where, "backend", &tc->backend);
     const toml_node *fn = get_str(x, t, where, "flash_attn", &tc->flash_attn);
@@ -524,8 +555,9 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
         cfg_err(x, toml_node_line(fn), "%s: %s", where, ferr);
     const toml_node *sn = get_str(x, t, where, "speculative", &tc->speculative);
     if (tc->speculative && strcmp(tc->speculative, "none") != 0 && strcmp(tc->speculative, "ngram") != 0)
-        cfg_err(x, toml_node_line(sn), "%s speculative: '%s' is not one of none, ngram (a draft model is not supported yet)",
-                where, tc->speculative);
+        cfg_err(x, toml_node_line(sn),
+                "%s speculative: '%s' is not one of none, ngram (a draft model is not supported yet)", where,
+                tc->speculative);
     get_int32(x, t, where, "draft_max", 1, SIPP_DRAFT_MAX, &tc->draft_max);
     get_int32(x, t, where, "draft_min", 1, SIPP_DRAFT_MAX, &tc->draft_min);
     /* chat_template: "chatml" or a template file (relative to the config file's directory). */
@@ -541,26 +573,29 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     char *policy = NULL;
     const toml_node *pn = get_str(x, t, where, "policy", &policy);
     if (policy && !parse_policy(policy, &tc->policy))
-        cfg_err(x, toml_node_line(pn), "%s policy: '%s' is not one of balanced, latency_first, throughput_first", where,
-                policy);
+        cfg_err(x, toml_node_line(pn),
+                "%s policy: '%s' is not one of balanced, latency_first, throughput_first", where, policy);
     free(policy);
     char *load = NULL;
     const toml_node *ldn = get_str(x, t, where, "load", &load);
-    if (load && strcmp(load, "startup") == 0) tc->load = GW_LOAD_STARTUP;
-    else if (load && strcmp(load, "on_demand") == 0) tc->load = GW_LOAD_ON_DEMAND;
-    else if (load) cfg_err(x, toml_node_line(ldn), "%s load: '%s' is not \"startup\" or \"on_demand\"", where, load);
+    if (load && strcmp(load, "startup") == 0)
+        tc->load = GW_LOAD_STARTUP;
+    else if (load && strcmp(load, "on_demand") == 0)
+        tc->load = GW_LOAD_ON_DEMAND;
+    else if (load)
+        cfg_err(x, toml_node_line(ldn), "%s load: '%s' is not \"startup\" or \"on_demand\"", where, load);
     free(load);
     get_keep_alive(x, t, where, &tc->keep_alive_s);
     get_bool(x, t, where, "pin", &tc->pin);
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {"name",       "type",          "model",  "backend", "ctx_size",
-                                             "parallel",   "threads",       "gpu_layers", "policy", "chat_template",
-                                             "rpc",        "tensor_split",  "flash_attn", "speculative", "draft_max",
-                                             "draft_min",  "load",          "keep_alive", "pin",    NULL};
-    static const char *const remote_keys[] = {"name", "type", "base_url", "base_urls", "model", "api_key_env",
-                                              "timeout_seconds", NULL};
+    static const char *const local_keys[] = {
+        "name",       "type",      "model",         "backend",    "ctx_size",     "parallel",   "threads",
+        "gpu_layers", "policy",    "chat_template", "rpc",        "tensor_split", "flash_attn", "speculative",
+        "draft_max",  "draft_min", "load",          "keep_alive", "pin",          NULL};
+    static const char *const remote_keys[] = {"name",  "type",        "base_url",        "base_urls",
+                                              "model", "api_key_env", "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);
     c->targets = calloc(n ? n : 1, sizeof *c->targets);
     if (!c->targets) return;
@@ -581,7 +616,8 @@ static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
         }
         for (size_t k = 0; k + 1 < c->n_targets; k++)
             if (strcmp(c->targets[k].name, tc->name) == 0 && *tc->name)
-                cfg_err(x, tc->line, "duplicate target name '%s' (first defined on line %d)", tc->name, c->targets[k].line);
+                cfg_err(x, tc->line, "duplicate target name '%s' (first defined on line %d)", tc->name,
+                        c->targets[k].line);
         char *type = NULL;
         const toml_node *tn = get_str(x, t, where, "type", &type);
         if (!type || strcmp(type, "local") == 0) {
@@ -593,7 +629,8 @@ static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
             check_keys(x, t, where, remote_keys);
             parse_remote(x, t, where, tc);
         } else {
-            cfg_err(x, toml_node_line(tn), "%s type: '%s' is not one of local, openai_compatible", where, type);
+            cfg_err(x, toml_node_line(tn), "%s type: '%s' is not one of local, openai_compatible", where,
+                    type);
         }
         free(type);
     }
@@ -617,18 +654,23 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
         parse_server(&x, n, c);
     if ((n = toml_table_get(root, "security")) && expect_kind(&x, n, TOML_TABLE, "", "[security]", "a table"))
         parse_security(&x, n, c);
-    if ((n = toml_table_get(root, "responses")) && expect_kind(&x, n, TOML_TABLE, "", "[responses]", "a table"))
+    if ((n = toml_table_get(root, "responses")) &&
+        expect_kind(&x, n, TOML_TABLE, "", "[responses]", "a table"))
         parse_responses(&x, n, c);
-    if ((n = toml_table_get(root, "tokens")) && expect_kind(&x, n, TOML_ARRAY, "", "[[tokens]]", "an array of tables"))
+    if ((n = toml_table_get(root, "tokens")) &&
+        expect_kind(&x, n, TOML_ARRAY, "", "[[tokens]]", "an array of tables"))
         parse_tokens(&x, n, c);
-    if ((n = toml_table_get(root, "targets")) && expect_kind(&x, n, TOML_ARRAY, "", "[[targets]]", "an array of tables"))
+    if ((n = toml_table_get(root, "targets")) &&
+        expect_kind(&x, n, TOML_ARRAY, "", "[[targets]]", "an array of tables"))
         parse_targets(&x, n, c);
-    if (c->n_targets == 0) cfg_err(&x, 0, "no [[targets]]: add at least one, e.g. name = \"tiny\" and model = \"tiny.gguf\"");
+    if (c->n_targets == 0)
+        cfg_err(&x, 0, "no [[targets]]: add at least one, e.g. name = \"tiny\" and model = \"tiny.gguf\"");
     if (c->rate_requests_per_minute > 0 && c->rate_burst == 0) c->rate_burst = c->rate_requests_per_minute;
     for (size_t i = 0; i < c->n_tokens; i++)
         for (size_t k = 0; k < c->tokens[i].n_targets; k++) {
             bool found = false;
-            for (size_t j = 0; j < c->n_targets && !found; j++) found = strcmp(c->targets[j].name, c->tokens[i].targets[k]) == 0;
+            for (size_t j = 0; j < c->n_targets && !found; j++)
+                found = strcmp(c->targets[j].name, c->tokens[i].targets[k]) == 0;
             if (!found)
                 cfg_err(&x, c->tokens[i].line, "[[tokens]] '%s': targets names '%s', which is not a target",
                         c->tokens[i].caller, c->tokens[i].targets[k]);
@@ -651,7 +693,8 @@ bool gw_config_load(const char *path, gw_config *c, sipp_buf *errs) {
         ok = sipp_buf_append(&text, chunk, n) && text.len <= GW_CONFIG_MAX_FILE_BYTES;
     }
     if (ferror(f) || !ok) {
-        sipp_buf_appendf(errs, "%s: cannot read the config file (or it is over %zu bytes)\n", path, GW_CONFIG_MAX_FILE_BYTES);
+        sipp_buf_appendf(errs, "%s: cannot read the config file (or it is over %zu bytes)\n", path,
+                         GW_CONFIG_MAX_FILE_BYTES);
         ok = false;
     }
     fclose(f);
@@ -679,7 +722,8 @@ bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
     /* `sipp serve NAME` takes a store name as well as a path. */
     char found[PATH_MAX], err[SIPP_ERROR_SIZE];
     struct stat st;
-    bool from_store = stat(model_path, &st) != 0 && sipp_store_resolve(model_path, found, sizeof found, err) == SIPP_OK;
+    bool from_store =
+        stat(model_path, &st) != 0 && sipp_store_resolve(model_path, found, sizeof found, err) == SIPP_OK;
     tc->model_path = strdup(from_store ? found : model_path);
     if (!tc->name || !*tc->name) {
         sipp_buf_appendf(errs, "MODEL '%s' has no file name to name the target after\n", model_path);
@@ -688,7 +732,8 @@ bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
     return true;
 }
 
-bool gw_target_config_discovered(gw_target_config *tc, const char *name, const char *path, int64_t keep_alive_s) {
+bool gw_target_config_discovered(gw_target_config *tc, const char *name, const char *path,
+                                 int64_t keep_alive_s) {
     init_target(tc);
     tc->type = GW_TARGET_LOCAL;
     tc->load = GW_LOAD_ON_DEMAND;
@@ -716,7 +761,8 @@ bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs) {
     bool ok = true;
     for (size_t i = 0; i < n && ok; i++) {
         bool taken = false;
-        for (size_t k = 0; k < c->n_targets && !taken; k++) taken = strcmp(c->targets[k].name, models[i].name) == 0;
+        for (size_t k = 0; k < c->n_targets && !taken; k++)
+            taken = strcmp(c->targets[k].name, models[i].name) == 0;
         if (taken) continue; /* a configured target of that name wins */
         gw_target_config *t = realloc(c->targets, (c->n_targets + 1) * sizeof *t);
         if (!t) {
@@ -756,17 +802,23 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
             struct stat st;
             const char *why = NULL;
             if (!t->model_path) continue; /* already reported where the target was parsed */
-            if (stat(t->model_path, &st) != 0) why = strerror(errno);
-            else if (!S_ISREG(st.st_mode)) why = "not a regular file";
-            else if (access(t->model_path, R_OK) != 0) why = strerror(errno);
+            if (stat(t->model_path, &st) != 0)
+                why = strerror(errno);
+            else if (!S_ISREG(st.st_mode))
+                why = "not a regular file";
+            else if (access(t->model_path, R_OK) != 0)
+                why = strerror(errno);
             if (why)
                 cfg_err(&x, line, "target '%s': model file '%s' cannot be read (%s); check the path", t->name,
                         t->model_path ? t->model_path : "", why);
             char berr[SIPP_ERROR_SIZE];
-            if (sipp_backend_check_name(t->backend, berr) != SIPP_OK) cfg_err(&x, line, "target '%s' backend: %s", t->name, berr);
+            if (sipp_backend_check_name(t->backend, berr) != SIPP_OK)
+                cfg_err(&x, line, "target '%s' backend: %s", t->name, berr);
         } else if (t->api_key_env && !getenv(t->api_key_env)) {
-            cfg_err(&x, line, "target '%s': api_key_env names '%s', which is not set; export it with the upstream's key",
-                    t->name, t->api_key_env);
+            cfg_err(
+                &x, line,
+                "target '%s': api_key_env names '%s', which is not set; export it with the upstream's key",
+                t->name, t->api_key_env);
         }
     }
     for (size_t i = 0; i < c->n_tokens; i++) {
@@ -774,13 +826,15 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
         const char *v = tk->env ? getenv(tk->env) : NULL;
         if (!v || !*v) {
             cfg_err(&x, c->path ? tk->line : 0,
-                    "[[tokens]] '%s': environment variable '%s' is not set (or empty); export it with the bearer secret",
+                    "[[tokens]] '%s': environment variable '%s' is not set (or empty); export it with the "
+                    "bearer secret",
                     tk->caller, tk->env ? tk->env : "?");
             continue;
         }
         if (strlen(v) < GW_MIN_TOKEN_SECRET) {
             cfg_err(&x, c->path ? tk->line : 0,
-                    "[[tokens]] '%s': the secret in '%s' is %zu bytes; use at least %d (e.g. `openssl rand -hex 32`)",
+                    "[[tokens]] '%s': the secret in '%s' is %zu bytes; use at least %d (e.g. `openssl rand "
+                    "-hex 32`)",
                     tk->caller, tk->env ? tk->env : "?", strlen(v), GW_MIN_TOKEN_SECRET);
             continue;
         }
@@ -789,7 +843,8 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
     }
     if (c->n_tokens == 0 && !c->allow_unauthenticated && !is_loopback(c->host))
         cfg_err(&x, 0,
-                "refusing to listen on %s without authentication: add [[tokens]], or set allow_unauthenticated = true "
+                "refusing to listen on %s without authentication: add [[tokens]], or set "
+                "allow_unauthenticated = true "
                 "in [server] (--allow-unauthenticated) if this network is trusted",
                 c->host);
     return x.ok;

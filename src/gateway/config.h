@@ -44,10 +44,10 @@ typedef struct gw_target_config {
     /* local */
     char *model_path; /* resolved against the config file's directory */
     char *backend;
-    char *flash_attn; /* "auto", "on", "off"; NULL = auto */
-    char *speculative; /* "none", "ngram"; NULL = none */
+    char *flash_attn;         /* "auto", "on", "off"; NULL = auto */
+    char *speculative;        /* "none", "ngram"; NULL = none */
     int draft_max, draft_min; /* 0 = the engine's defaults */
-    char *chat_template; /* NULL: the model's; "chatml" or a template file's path */
+    char *chat_template;      /* NULL: the model's; "chatml" or a template file's path */
     int ctx_size, parallel, threads, gpu_layers;
     char *rpc_servers;  /* backend "rpc": rpc = ["host:port", ...] joined by ','; NULL = $SIPP_RPC_SERVERS */
     char *tensor_split; /* backend "rpc": tensor_split = [1, 2, 2] as "1,2,2"; NULL = by free memory */
@@ -118,7 +118,8 @@ bool gw_config_load(const char *path, gw_config *c, sipp_buf *errs);
  * a configured target of the same name is kept instead. */
 bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs);
 /* An on-demand local target for a model found in a models directory (name and path copied). */
-bool gw_target_config_discovered(gw_target_config *tc, const char *name, const char *path, int64_t keep_alive_s);
+bool gw_target_config_discovered(gw_target_config *tc, const char *name, const char *path,
+                                 int64_t keep_alive_s);
 void gw_target_config_free(gw_target_config *tc);
 /* keep_alive as a string: "-1", "0", "90", "30s", "5m", "1h" (also Ollama's keep_alive). */
 bool gw_parse_keep_alive(const char *s, int64_t *out);

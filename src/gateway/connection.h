@@ -50,7 +50,7 @@ struct gw_call {
     int target;         /* index of the target it names, -1 if none */
     gw_dialect dialect; /* the error shape of the route (set by the router from its table) */
     bool admitted;
-    bool resident; /* holds a use of its target (residency.c) */
+    bool resident;            /* holds a use of its target (residency.c) */
     const char *allow_origin; /* set by the guard: the Origin to echo in CORS headers, or "*" */
     /* the reply, set by exactly one gw_reply_* call */
     int status;

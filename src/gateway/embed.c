@@ -32,7 +32,8 @@ static json_t *vector_base64(const float *v, int n) {
         for (int i = 0; i < n; i++) {
             uint32_t u;
             memcpy(&u, &v[i], sizeof u);
-            for (int k = 0; k < FLOAT_BYTES; k++) raw[(size_t)i * FLOAT_BYTES + (size_t)k] = (unsigned char)(u >> (8 * k));
+            for (int k = 0; k < FLOAT_BYTES; k++)
+                raw[(size_t)i * FLOAT_BYTES + (size_t)k] = (unsigned char)(u >> (8 * k));
         }
         EVP_EncodeBlock((unsigned char *)text, raw, (int)bytes);
         out = json_string(text);
@@ -44,7 +45,8 @@ static json_t *vector_base64(const float *v, int n) {
 
 static json_t *vector(const float *v, int n) {
     json_t *a = json_array();
-    for (int i = 0; a && i < n; i++) json_array_append_new(a, json_real(v[i]));
+    for (int i = 0; a && i < n; i++)
+        json_array_append_new(a, json_real(v[i]));
     return a;
 }
 
@@ -60,7 +62,8 @@ void gw_embed(gw_call *call, gw_target *t, gw_gen *g) {
     opt.timeout_ms = gw_call_ms_left(call);
     opt.should_continue = client_still_there;
     opt.user = call;
-    sipp_status st = sipp_engine_embed_with(t->engine, g->inputs, g->n_inputs, &opt, &out, &n_embd, &n_tokens);
+    sipp_status st =
+        sipp_engine_embed_with(t->engine, g->inputs, g->n_inputs, &opt, &out, &n_embd, &n_tokens);
     if (st != SIPP_OK) {
         gw_error_kind kind = st == SIPP_ERR_MODEL ? GW_E_INVALID_FIELD : gw_error_from_status(st);
         gw_reply_error(call, kind, "model '%s': %s", t->cfg->name, sipp_engine_last_error(t->engine));
@@ -71,7 +74,8 @@ void gw_embed(gw_call *call, gw_target *t, gw_gen *g) {
         const float *row = out + i * (size_t)n_embd;
         json_t *v = g->base64 ? vector_base64(row, n_embd) : vector(row, n_embd);
         if (g->api == GW_API_EMBEDDINGS)
-            json_array_append_new(rows, json_pack("{s:s, s:I, s:o}", "object", "embedding", "index", (json_int_t)i, "embedding", v));
+            json_array_append_new(rows, json_pack("{s:s, s:I, s:o}", "object", "embedding", "index",
+                                                  (json_int_t)i, "embedding", v));
         else
             json_array_append_new(rows, v);
     }
@@ -79,10 +83,10 @@ void gw_embed(gw_call *call, gw_target *t, gw_gen *g) {
     gw_metrics_tokens(call->srv->metrics, t->index, n_tokens, 0, 0, -1);
     if (g->api == GW_API_EMBEDDINGS)
         gw_reply_json(call, 200,
-                      json_pack("{s:s, s:o, s:s, s:{s:i, s:i}}", "object", "list", "data", rows, "model", t->cfg->name,
-                                "usage", "prompt_tokens", n_tokens, "total_tokens", n_tokens));
+                      json_pack("{s:s, s:o, s:s, s:{s:i, s:i}}", "object", "list", "data", rows, "model",
+                                t->cfg->name, "usage", "prompt_tokens", n_tokens, "total_tokens", n_tokens));
     else
         gw_reply_json(call, 200,
-                      json_pack("{s:s, s:i, s:o, s:{s:i}}", "model", t->cfg->name, "n_embd", n_embd, "embeddings", rows,
-                                "usage", "prompt_tokens", n_tokens));
+                      json_pack("{s:s, s:i, s:o, s:{s:i}}", "model", t->cfg->name, "n_embd", n_embd,
+                                "embeddings", rows, "usage", "prompt_tokens", n_tokens));
 }

@@ -26,7 +26,8 @@ static const struct {
 } kinds[GW_E_COUNT] = {
     [GW_E_INVALID_JSON] = {400, "invalid_request_error", "invalid_json", "invalid_request_error"},
     [GW_E_INVALID_FIELD] = {400, "invalid_request_error", "invalid_field", "invalid_request_error"},
-    [GW_E_CONTEXT_LENGTH] = {400, "invalid_request_error", "context_length_exceeded", "invalid_request_error"},
+    [GW_E_CONTEXT_LENGTH] = {400, "invalid_request_error", "context_length_exceeded",
+                             "invalid_request_error"},
     [GW_E_BAD_REQUEST] = {400, "invalid_request_error", "bad_request", "invalid_request_error"},
     [GW_E_MISSING_KEY] = {401, "authentication_error", "missing_api_key", "authentication_error"},
     [GW_E_INVALID_KEY] = {401, "authentication_error", "invalid_api_key", "authentication_error"},
@@ -60,7 +61,11 @@ const char *gw_error_code(gw_error_kind k) { return kinds[k].code; }
 /* The length of the valid UTF-8 sequence at s (0 when there is none). */
 static size_t utf8_at(const char *s) {
     unsigned char c = (unsigned char)*s;
-    size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    size_t len = c < 0x80                 ? 1
+                 : c >= 0xC2 && c <= 0xDF ? 2
+                 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 0;
     for (size_t i = 1; i < len; i++)
         if (!s[i]) return 0;
     return len && sipp_utf8_valid(s, len) ? len : 0;
@@ -85,8 +90,8 @@ bool gw_echo_escape(const char *s, sipp_buf *out) {
 json_t *gw_error_json(gw_error_kind k, const char *message) {
     sipp_buf clean = {0};
     gw_echo_escape(message ? message : "", &clean);
-    json_t *j = json_pack("{s:{s:s, s:s, s:s}}", "error", "message", clean.data ? clean.data : "", "type", kinds[k].type,
-                          "code", kinds[k].code);
+    json_t *j = json_pack("{s:{s:s, s:s, s:s}}", "error", "message", clean.data ? clean.data : "", "type",
+                          kinds[k].type, "code", kinds[k].code);
     sipp_buf_free(&clean);
     return j;
 }
@@ -96,8 +101,8 @@ json_t *gw_error_json_in(gw_dialect dialect, gw_error_kind k, const char *messag
     sipp_buf clean = {0};
     gw_echo_escape(message ? message : "", &clean);
     const char *m = clean.data ? clean.data : "";
-    json_t *j = dialect == GW_DIALECT_ANTHROPIC ? json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type",
-                                                            kinds[k].anthropic_type, "message", m)
+    json_t *j = dialect == GW_DIALECT_ANTHROPIC ? json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error",
+                                                            "type", kinds[k].anthropic_type, "message", m)
                                                 : json_pack("{s:s}", "error", m);
     sipp_buf_free(&clean);
     return j;

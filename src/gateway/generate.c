@@ -50,7 +50,7 @@ typedef struct gen_stream {
     char *chat_json;
     gw_choice *choices;
     size_t n;
-    bool *done;       /* streaming: the choice's end has been rendered */
+    bool *done; /* streaming: the choice's end has been rendered */
     gw_gen_view view;
     char id[GW_ID_SIZE];
     phase phase;
@@ -77,7 +77,8 @@ static void record_all(gen_stream *gs) {
 static gw_error_kind failure_kind(gw_call *call, sipp_request *r) {
     sipp_status st = sipp_request_status(r);
     if (st == SIPP_ERR_TIMEOUT) return GW_E_TIMEOUT;
-    if (st == SIPP_ERR_CONTEXT_FULL && sipp_request_finish_reason(r) == SIPP_FINISH_ERROR) return GW_E_CONTEXT_LENGTH;
+    if (st == SIPP_ERR_CONTEXT_FULL && sipp_request_finish_reason(r) == SIPP_FINISH_ERROR)
+        return GW_E_CONTEXT_LENGTH;
     if (st == SIPP_ERR_CANCELLED || st == SIPP_ERR_CLOSED) return GW_E_NOT_READY;
     return gw_error_from_status(st);
 }
@@ -119,9 +120,7 @@ static void feed(gen_stream *gs, size_t i, const char *text, size_t len, bool is
     json_t *lp = new_logprobs(c);
     size_t k;
     json_t *d;
-    json_array_foreach(arr, k, d) {
-        gs->fmt->delta(&gs->view, i, d, k == 0 ? lp : NULL, out);
-    }
+    json_array_foreach(arr, k, d) { gs->fmt->delta(&gs->view, i, d, k == 0 ? lp : NULL, out); }
     if (lp && json_array_size(arr) == 0) { /* logprobs of tokens whose text is not out yet */
         c->n_logprobs_sent -= json_array_size(lp);
     }
@@ -186,8 +185,10 @@ static bool pull_choice(gen_stream *gs, size_t i, sipp_buf *out, int wait_ms) {
     size_t n = sipp_request_read(c->req, gs->buf, sizeof gs->buf, wait_ms, &finished);
     if (n) {
         {
-            if (gs->fmt->delta) feed(gs, i, gs->buf, n, false, out);
-            else gs->fmt->piece(&gs->view, gs->buf, n, out);
+            if (gs->fmt->delta)
+                feed(gs, i, gs->buf, n, false, out);
+            else
+                gs->fmt->piece(&gs->view, gs->buf, n, out);
         }
     }
     if (finished) {
@@ -204,10 +205,8 @@ static bool gs_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
         gs->fmt->begin(&gs->view, out);
         gs->phase = PHASE_BODY;
         return true;
-    case PHASE_DONE:
-        return false;
-    case PHASE_BODY:
-        break;
+    case PHASE_DONE: return false;
+    case PHASE_BODY: break;
     }
     /* Every choice that has something gives it; if none had, wait on the first still running. */
     bool any = false;
@@ -283,13 +282,15 @@ static bool check_choices(gw_call *call, gw_target *t, gen_stream *gs) {
     sipp_engine_get_stats(t->engine, &es);
     if (gs->gen.n > es.slots) {
         gw_reply_error(call, GW_E_INVALID_FIELD,
-                       "'n' is %d but model '%s' decodes at most %d sequences at once (its parallel); ask for at most %d "
+                       "'n' is %d but model '%s' decodes at most %d sequences at once (its parallel); ask "
+                       "for at most %d "
                        "or raise the target's parallel",
                        gs->gen.n, t->cfg->name, es.slots, es.slots);
         return false;
     }
     if (gs->gen.n > 1 && gs->gen.context_key) {
-        gw_reply_error(call, GW_E_INVALID_FIELD, "'n' > 1 cannot be combined with 'context_key' (one slot per key)");
+        gw_reply_error(call, GW_E_INVALID_FIELD,
+                       "'n' > 1 cannot be combined with 'context_key' (one slot per key)");
         return false;
     }
     if (gs->gen.chat && !(gs->chat_json = json_dumps(gs->gen.chat, JSON_COMPACT))) {

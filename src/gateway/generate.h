@@ -15,10 +15,10 @@ typedef struct gw_choice {
     sipp_request *req;
     sipp_chat_parser *parser; /* chats: parses the answer as it streams */
     const char *text;         /* the whole text, valid UTF-8 */
-    json_t *message;          /* chats: {"role":"assistant", "content", "reasoning_content"?, "tool_calls"?} */
-    json_t *logprobs;         /* the tokens' logprobs (OpenAI's content[] entries), or NULL */
-    const char *finish;       /* "stop", "length" or "tool_calls" */
-    size_t n_logprobs_sent;   /* streaming: logprob entries already sent */
+    json_t *message;        /* chats: {"role":"assistant", "content", "reasoning_content"?, "tool_calls"?} */
+    json_t *logprobs;       /* the tokens' logprobs (OpenAI's content[] entries), or NULL */
+    const char *finish;     /* "stop", "length" or "tool_calls" */
+    size_t n_logprobs_sent; /* streaming: logprob entries already sent */
 } gw_choice;
 
 typedef struct gw_gen_view {

@@ -84,7 +84,8 @@ static target_metrics *of(gw_metrics *m, int target) {
 
 static void observe(histogram *h, const double *bounds, size_t n, double v) {
     size_t i = 0;
-    while (i < n && v > bounds[i]) i++;
+    while (i < n && v > bounds[i])
+        i++;
     h->counts[i]++;
     h->n++;
     h->sum += v;
@@ -136,8 +137,10 @@ void gw_metrics_header(sipp_buf *o, const char *name, const char *type, const ch
 static void label(sipp_buf *o, const char *v) {
     for (; *v; v++) {
         if (*v == '"' || *v == '\\') sipp_buf_append(o, "\\", 1);
-        if (*v == '\n') sipp_buf_append(o, "\\n", 2);
-        else sipp_buf_append(o, v, 1);
+        if (*v == '\n')
+            sipp_buf_append(o, "\\n", 2);
+        else
+            sipp_buf_append(o, v, 1);
     }
 }
 
@@ -147,15 +150,17 @@ void gw_metrics_line(sipp_buf *o, const char *name, const char *target, uint64_t
     sipp_buf_appendf(o, "\"} %llu\n", (unsigned long long)v);
 }
 
-static void render_histogram(sipp_buf *o, const char *name, const char *target, const histogram *h, const double *bounds,
-                             size_t n) {
+static void render_histogram(sipp_buf *o, const char *name, const char *target, const histogram *h,
+                             const double *bounds, size_t n) {
     uint64_t cum = 0;
     for (size_t i = 0; i <= n; i++) {
         cum += h->counts[i];
         sipp_buf_appendf(o, "%s_bucket{target=\"", name);
         label(o, target);
-        if (i < n) sipp_buf_appendf(o, "\",le=\"%g\"} %llu\n", bounds[i], (unsigned long long)cum);
-        else sipp_buf_appendf(o, "\",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+        if (i < n)
+            sipp_buf_appendf(o, "\",le=\"%g\"} %llu\n", bounds[i], (unsigned long long)cum);
+        else
+            sipp_buf_appendf(o, "\",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
     }
     sipp_buf_appendf(o, "%s_sum{target=\"", name);
     label(o, target);
@@ -169,7 +174,9 @@ static const char *name_of(size_t n, const char *const *names, size_t i) { retur
 
 /* Row i of the n targets listed so far, the row of requests without a target for i == n (the table
  * has room for targets a models directory may still gain). */
-static target_metrics *row(gw_metrics *m, size_t n, size_t i) { return i < n ? &m->t[i] : &m->t[m->n_targets]; }
+static target_metrics *row(gw_metrics *m, size_t n, size_t i) {
+    return i < n ? &m->t[i] : &m->t[m->n_targets];
+}
 
 void gw_metrics_render(gw_metrics *m, const char *const *names, size_t n_names, sipp_buf *o) {
     size_t n = n_names < m->n_targets ? n_names : m->n_targets;
@@ -180,27 +187,35 @@ void gw_metrics_render(gw_metrics *m, const char *const *names, size_t n_names, 
             if (!row(m, n, i)->codes[c]) continue;
             sipp_buf_appendf(o, "sipp_requests_total{target=\"");
             label(o, name_of(n, names, i));
-            sipp_buf_appendf(o, "\",code=\"%d\"} %llu\n", c + GW_CODE_MIN, (unsigned long long)row(m, n, i)->codes[c]);
+            sipp_buf_appendf(o, "\",code=\"%d\"} %llu\n", c + GW_CODE_MIN,
+                             (unsigned long long)row(m, n, i)->codes[c]);
         }
     gw_metrics_header(o, "sipp_errors_total", "counter", "Error replies by error code.");
     for (int k = 0; k < GW_E_COUNT; k++)
         sipp_buf_appendf(o, "sipp_errors_total{code=\"%s\"} %llu\n", gw_error_code((gw_error_kind)k),
                          (unsigned long long)m->errors[k]);
     gw_metrics_header(o, "sipp_active_requests", "gauge", "Generations holding an admission permit.");
-    for (size_t i = 0; i < n; i++) gw_metrics_line(o, "sipp_active_requests", name_of(n, names, i), (uint64_t)m->t[i].active);
+    for (size_t i = 0; i < n; i++)
+        gw_metrics_line(o, "sipp_active_requests", name_of(n, names, i), (uint64_t)m->t[i].active);
     gw_metrics_header(o, "sipp_queued_requests", "gauge", "Generations waiting for an admission permit.");
-    for (size_t i = 0; i < n; i++) gw_metrics_line(o, "sipp_queued_requests", name_of(n, names, i), (uint64_t)m->t[i].queued);
+    for (size_t i = 0; i < n; i++)
+        gw_metrics_line(o, "sipp_queued_requests", name_of(n, names, i), (uint64_t)m->t[i].queued);
     gw_metrics_header(o, "sipp_prompt_tokens_total", "counter", "Prompt tokens of finished generations.");
-    for (size_t i = 0; i < n; i++) gw_metrics_line(o, "sipp_prompt_tokens_total", name_of(n, names, i), m->t[i].prompt);
-    gw_metrics_header(o, "sipp_cached_tokens_total", "counter", "Prompt tokens reused from a slot's KV cache.");
-    for (size_t i = 0; i < n; i++) gw_metrics_line(o, "sipp_cached_tokens_total", name_of(n, names, i), m->t[i].cached);
+    for (size_t i = 0; i < n; i++)
+        gw_metrics_line(o, "sipp_prompt_tokens_total", name_of(n, names, i), m->t[i].prompt);
+    gw_metrics_header(o, "sipp_cached_tokens_total", "counter",
+                      "Prompt tokens reused from a slot's KV cache.");
+    for (size_t i = 0; i < n; i++)
+        gw_metrics_line(o, "sipp_cached_tokens_total", name_of(n, names, i), m->t[i].cached);
     gw_metrics_header(o, "sipp_generated_tokens_total", "counter", "Generated tokens.");
-    for (size_t i = 0; i < n; i++) gw_metrics_line(o, "sipp_generated_tokens_total", name_of(n, names, i), m->t[i].generated);
+    for (size_t i = 0; i < n; i++)
+        gw_metrics_line(o, "sipp_generated_tokens_total", name_of(n, names, i), m->t[i].generated);
     gw_metrics_header(o, "sipp_ttft_seconds", "histogram", "Time to first token.");
-    for (size_t i = 0; i < n; i++) render_histogram(o, "sipp_ttft_seconds", name_of(n, names, i), &m->t[i].ttft, ttft_bounds, N_TTFT);
+    for (size_t i = 0; i < n; i++)
+        render_histogram(o, "sipp_ttft_seconds", name_of(n, names, i), &m->t[i].ttft, ttft_bounds, N_TTFT);
     gw_metrics_header(o, "sipp_request_duration_seconds", "histogram", "HTTP request duration.");
     for (size_t i = 0; i <= n; i++)
-        render_histogram(o, "sipp_request_duration_seconds", name_of(n, names, i), &row(m, n, i)->duration, duration_bounds,
-                         N_DURATION);
+        render_histogram(o, "sipp_request_duration_seconds", name_of(n, names, i), &row(m, n, i)->duration,
+                         duration_bounds, N_DURATION);
     pthread_mutex_unlock(&m->mu);
 }

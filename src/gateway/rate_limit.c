@@ -78,8 +78,10 @@ bool gw_rate_take(gw_limits *l, const char *client, int *retry_after_s) {
     b->tokens = fmin(l->burst, b->tokens + (now - b->last_ms) * l->rate_per_ms);
     b->last_ms = now;
     bool ok = b->tokens >= 1.0;
-    if (ok) b->tokens -= 1.0;
-    else *retry_after_s = (int)ceil((1.0 - b->tokens) / l->rate_per_ms / GW_MS_PER_S);
+    if (ok)
+        b->tokens -= 1.0;
+    else
+        *retry_after_s = (int)ceil((1.0 - b->tokens) / l->rate_per_ms / GW_MS_PER_S);
     pthread_mutex_unlock(&l->mu);
     if (!ok && *retry_after_s < 1) *retry_after_s = 1;
     return ok;

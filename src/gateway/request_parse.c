@@ -68,7 +68,8 @@ static bool get_bool(dec *d, json_t *obj, const char *key, bool *out) {
     return true;
 }
 
-static bool get_int(dec *d, json_t *obj, const char *key, long long lo, long long hi, long long *out, bool *found) {
+static bool get_int(dec *d, json_t *obj, const char *key, long long lo, long long hi, long long *out,
+                    bool *found) {
     json_t *v = json_object_get(obj, key);
     if (found) *found = false;
     if (!is_present(v)) return true;
@@ -120,7 +121,8 @@ static bool message_content(dec *d, json_t *c, size_t i, const char **out) {
         *out = json_string_value(c);
         return true;
     }
-    if (!json_is_array(c)) return fail(d, "'messages[%zu].content' must be a string or an array of text parts", i);
+    if (!json_is_array(c))
+        return fail(d, "'messages[%zu].content' must be a string or an array of text parts", i);
     sipp_buf joined = {0};
     size_t k;
     json_t *part;
@@ -129,7 +131,9 @@ static bool message_content(dec *d, json_t *c, size_t i, const char **out) {
         if (!json_is_object(part) || !json_is_string(type) || strcmp(json_string_value(type), "text") != 0 ||
             !json_is_string(text)) {
             sipp_buf_free(&joined);
-            return fail(d, "'messages[%zu].content[%zu]' must be {\"type\": \"text\", \"text\": \"...\"} (only text parts are supported)",
+            return fail(d,
+                        "'messages[%zu].content[%zu]' must be {\"type\": \"text\", \"text\": \"...\"} (only "
+                        "text parts are supported)",
                         i, k);
         }
         const char *s = json_string_value(text);
@@ -144,24 +148,30 @@ static bool message_content(dec *d, json_t *c, size_t i, const char **out) {
 
 static bool decode_messages(dec *d, json_t *root) {
     json_t *msgs = json_object_get(root, "messages");
-    if (!is_present(msgs)) return fail(d, "'messages' is missing: give an array of {\"role\", \"content\"} objects");
-    if (!json_is_array(msgs)) return fail(d, "'messages' must be an array of {\"role\", \"content\"} objects");
+    if (!is_present(msgs))
+        return fail(d, "'messages' is missing: give an array of {\"role\", \"content\"} objects");
+    if (!json_is_array(msgs))
+        return fail(d, "'messages' must be an array of {\"role\", \"content\"} objects");
     size_t n = json_array_size(msgs);
     if (n == 0) return fail(d, "'messages' is empty: give at least one message");
-    if (n > GW_MAX_MESSAGES) return fail(d, "'messages' has %zu entries; at most %d are accepted", n, GW_MAX_MESSAGES);
+    if (n > GW_MAX_MESSAGES)
+        return fail(d, "'messages' has %zu entries; at most %d are accepted", n, GW_MAX_MESSAGES);
     d->g->messages = calloc(n, sizeof *d->g->messages);
     if (!d->g->messages) return fail(d, "out of memory");
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
-        if (!json_is_object(m)) return fail(d, "'messages[%zu]' must be an object with \"role\" and \"content\"", i);
+        if (!json_is_object(m))
+            return fail(d, "'messages[%zu]' must be an object with \"role\" and \"content\"", i);
         json_t *role = json_object_get(m, "role");
         if (!json_is_string(role))
             return fail(d, "'messages[%zu].role' must be a string (system, user, assistant or tool)", i);
         const char *r = json_string_value(role);
         if (strcmp(r, "developer") == 0) r = "system";
-        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0 && strcmp(r, "tool") != 0)
-            return fail(d, "'messages[%zu].role' is '%s'; use system, developer, user, assistant or tool", i, r);
+        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0 &&
+            strcmp(r, "tool") != 0)
+            return fail(d, "'messages[%zu].role' is '%s'; use system, developer, user, assistant or tool", i,
+                        r);
         json_t *calls = json_object_get(m, "tool_calls");
         if (is_present(calls) && (strcmp(r, "assistant") != 0 || !json_is_array(calls)))
             return fail(d, "'messages[%zu].tool_calls' must be an array, on an assistant message", i);
@@ -179,7 +189,8 @@ static bool decode_prompt(dec *d, json_t *root) {
     if (!is_present(p)) return fail(d, "'prompt' is missing: give the text to complete");
     if (json_is_array(p)) {
         if (json_array_size(p) != 1 || !json_is_string(json_array_get(p, 0)))
-            return fail(d, "'prompt' as an array must hold exactly one string (batched and token prompts are not supported)");
+            return fail(d, "'prompt' as an array must hold exactly one string (batched and token prompts are "
+                           "not supported)");
         p = json_array_get(p, 0);
     }
     if (!json_is_string(p)) return fail(d, "'prompt' must be a string");
@@ -195,7 +206,8 @@ static bool decode_stop(dec *d, json_t *root) {
         return true;
     }
     if (!json_is_array(s)) return fail(d, "'stop' must be a string or an array of strings");
-    if (json_array_size(s) > GW_MAX_STOP) return fail(d, "'stop' has %zu strings; at most %d are accepted", json_array_size(s), GW_MAX_STOP);
+    if (json_array_size(s) > GW_MAX_STOP)
+        return fail(d, "'stop' has %zu strings; at most %d are accepted", json_array_size(s), GW_MAX_STOP);
     size_t i;
     json_t *e;
     json_array_foreach(s, i, e) {
@@ -220,12 +232,15 @@ static bool decode_sampling(dec *d, json_t *root) {
     if (!get_int(d, root, "top_k", 0, GW_TOP_K_MAX, &v, &found)) return false;
     if (found) g->sampling.top_k = (int)v;
     if (!get_num(d, root, "min_p", 0, 1, &g->sampling.min_p)) return false;
-    if (!get_num(d, root, "repeat_penalty", 0, GW_REPEAT_PENALTY_MAX, &g->sampling.repeat_penalty)) return false;
+    if (!get_num(d, root, "repeat_penalty", 0, GW_REPEAT_PENALTY_MAX, &g->sampling.repeat_penalty))
+        return false;
     if (json_is_number(json_object_get(root, "repeat_penalty")) && !(g->sampling.repeat_penalty > 0))
         return fail(d, "'repeat_penalty' must be above 0");
-    if (!get_num(d, root, "presence_penalty", -GW_PENALTY_LIMIT, GW_PENALTY_LIMIT, &g->sampling.presence_penalty))
+    if (!get_num(d, root, "presence_penalty", -GW_PENALTY_LIMIT, GW_PENALTY_LIMIT,
+                 &g->sampling.presence_penalty))
         return false;
-    if (!get_num(d, root, "frequency_penalty", -GW_PENALTY_LIMIT, GW_PENALTY_LIMIT, &g->sampling.frequency_penalty))
+    if (!get_num(d, root, "frequency_penalty", -GW_PENALTY_LIMIT, GW_PENALTY_LIMIT,
+                 &g->sampling.frequency_penalty))
         return false;
     json_t *seed = json_object_get(root, "seed");
     if (is_present(seed)) {
@@ -308,7 +323,8 @@ static const field_rule FIELDS[] = {
     {"functions", F_CHAT, FIELD_REFUSED, "the deprecated form of tools; send tools"},
     {"function_call", F_CHAT, FIELD_REFUSED, "the deprecated form of tool_choice; send tool_choice"},
     {"chat_template", F_CHAT, FIELD_REFUSED,
-     "a target's template is set in its config (chat_template = \"chatml\" or a file): a request may not name "
+     "a target's template is set in its config (chat_template = \"chatml\" or a file): a request may not "
+     "name "
      "files on the server"},
     {"echo", F_PROMPT, FIELD_REFUSED, "the prompt is not echoed; prepend it yourself"},
     {"suffix", F_PROMPT, FIELD_REFUSED, "fill-in-the-middle is not implemented"},
@@ -335,10 +351,14 @@ static bool check_field_table(dec *d, json_t *root, gw_api api) {
         const field_rule *rule = NULL;
         for (size_t i = 0; i < sizeof FIELDS / sizeof *FIELDS && !rule; i++)
             if (strcmp(FIELDS[i].name, key) == 0) rule = &FIELDS[i];
-        if (!rule) return fail(d, "'%s' is not a field sipp knows; docs/gateway.md lists the fields of each route", key);
+        if (!rule)
+            return fail(d, "'%s' is not a field sipp knows; docs/gateway.md lists the fields of each route",
+                        key);
         if (!(rule->routes & bit))
-            return fail(d, "'%s' does not apply to this route; docs/gateway.md lists the fields of each route", key);
-        if (rule->kind == FIELD_REFUSED && is_present(v)) return fail(d, "'%s' is not supported: %s", key, rule->why);
+            return fail(
+                d, "'%s' does not apply to this route; docs/gateway.md lists the fields of each route", key);
+        if (rule->kind == FIELD_REFUSED && is_present(v))
+            return fail(d, "'%s' is not supported: %s", key, rule->why);
     }
     return true;
 }
@@ -346,14 +366,15 @@ static bool check_field_table(dec *d, json_t *root, gw_api api) {
 /* ---- chats and constraints -------------------------------------------------------------------- */
 
 /* The fields libsipp checks and applies to a chat, passed on as they are. */
-static const char *const CHAT_FIELDS[] = {"tools",         "tool_choice", "parallel_tool_calls", "response_format",
-                                          "json_schema",   "grammar",     "reasoning_format",    "chat_template_kwargs",
-                                          "thinking_budget_tokens"};
+static const char *const CHAT_FIELDS[] = {
+    "tools",   "tool_choice",      "parallel_tool_calls",  "response_format",       "json_schema",
+    "grammar", "reasoning_format", "chat_template_kwargs", "thinking_budget_tokens"};
 
 static bool decode_chat(dec *d, json_t *root) {
     gw_gen *g = d->g;
     g->chat = json_object();
-    if (!g->chat || json_object_set_new(g->chat, "messages", json_deep_copy(json_object_get(root, "messages"))) != 0)
+    if (!g->chat ||
+        json_object_set_new(g->chat, "messages", json_deep_copy(json_object_get(root, "messages"))) != 0)
         return fail(d, "out of memory");
     for (size_t i = 0; i < sizeof CHAT_FIELDS / sizeof *CHAT_FIELDS; i++) {
         json_t *v = json_object_get(root, CHAT_FIELDS[i]);
@@ -363,12 +384,15 @@ static bool decode_chat(dec *d, json_t *root) {
      * llama-server. */
     json_t *effort = json_object_get(root, "reasoning_effort");
     if (is_present(effort)) {
-        if (!json_is_string(effort)) return fail(d, "'reasoning_effort' must be a string (none, low, medium, high)");
+        if (!json_is_string(effort))
+            return fail(d, "'reasoning_effort' must be a string (none, low, medium, high)");
         json_t *kw = json_object_get(g->chat, "chat_template_kwargs");
         if (!kw) json_object_set_new(g->chat, "chat_template_kwargs", kw = json_object());
         if (!json_is_object(kw)) return fail(d, "'chat_template_kwargs' must be an object");
-        if (strcmp(json_string_value(effort), "none") == 0) json_object_set_new(kw, "enable_thinking", json_false());
-        else json_object_set_new(kw, "reasoning_effort", json_string(json_string_value(effort)));
+        if (strcmp(json_string_value(effort), "none") == 0)
+            json_object_set_new(kw, "enable_thinking", json_false());
+        else
+            json_object_set_new(kw, "reasoning_effort", json_string(json_string_value(effort)));
     }
     bool logprobs = false;
     long long top = 0;
@@ -393,10 +417,12 @@ static bool decode_prompt_constraints(dec *d, json_t *root) {
     if (is_present(rf)) {
         json_t *type = json_object_get(rf, "type");
         if (!json_is_object(rf) || !json_is_string(type))
-            return fail(d, "'response_format' must be {\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}");
+            return fail(
+                d, "'response_format' must be {\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}");
         const char *t = json_string_value(type);
         json_t *from_rf = NULL;
-        if (strcmp(t, "json_object") == 0) from_rf = json_pack("{s:s}", "type", "object");
+        if (strcmp(t, "json_object") == 0)
+            from_rf = json_pack("{s:s}", "type", "object");
         else if (strcmp(t, "json_schema") == 0)
             from_rf = json_incref(json_object_get(json_object_get(rf, "json_schema"), "schema"));
         else if (strcmp(t, "text") != 0)
@@ -429,9 +455,11 @@ static bool decode_stream(dec *d, json_t *root, bool dflt) {
     if (!get_bool(d, root, "stream", &g->stream)) return false;
     json_t *so = json_object_get(root, "stream_options");
     if (!is_present(so)) return true;
-    if (!json_is_object(so)) return fail(d, "'stream_options' must be an object such as {\"include_usage\": true}");
+    if (!json_is_object(so))
+        return fail(d, "'stream_options' must be an object such as {\"include_usage\": true}");
     json_t *iu = json_object_get(so, "include_usage");
-    if (is_present(iu) && !json_is_boolean(iu)) return fail(d, "'stream_options.include_usage' must be true or false");
+    if (is_present(iu) && !json_is_boolean(iu))
+        return fail(d, "'stream_options.include_usage' must be true or false");
     g->include_usage = json_is_true(iu);
     return true;
 }
@@ -440,14 +468,17 @@ static bool decode_inputs(dec *d, json_t *root) {
     json_t *in = json_object_get(root, "input");
     if (!is_present(in)) return fail(d, "'input' is missing: give a string or an array of strings");
     size_t n = json_is_array(in) ? json_array_size(in) : 1;
-    if (!json_is_array(in) && !json_is_string(in)) return fail(d, "'input' must be a string or an array of strings");
+    if (!json_is_array(in) && !json_is_string(in))
+        return fail(d, "'input' must be a string or an array of strings");
     if (n == 0) return fail(d, "'input' is empty");
-    if (n > GW_MAX_EMBED_INPUTS) return fail(d, "'input' has %zu strings; at most %d are accepted", n, GW_MAX_EMBED_INPUTS);
+    if (n > GW_MAX_EMBED_INPUTS)
+        return fail(d, "'input' has %zu strings; at most %d are accepted", n, GW_MAX_EMBED_INPUTS);
     d->g->inputs = calloc(n, sizeof *d->g->inputs);
     if (!d->g->inputs) return fail(d, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_is_array(in) ? json_array_get(in, i) : in;
-        if (!json_is_string(e)) return fail(d, "'input[%zu]' must be a string (token arrays are not supported)", i);
+        if (!json_is_string(e))
+            return fail(d, "'input[%zu]' must be a string (token arrays are not supported)", i);
         d->g->inputs[d->g->n_inputs++] = json_string_value(e);
     }
     return true;
@@ -461,7 +492,8 @@ void gw_gen_free(gw_gen *g) {
     free(g->json_schema);
     free(g->messages);
     free(g->inputs);
-    for (size_t i = 0; i < g->n_owned; i++) free(g->owned[i]);
+    for (size_t i = 0; i < g->n_owned; i++)
+        free(g->owned[i]);
     free(g->owned);
     memset(g, 0, sizeof *g);
 }
@@ -469,7 +501,9 @@ void gw_gen_free(gw_gen *g) {
 json_t *gw_parse_body(const char *body, size_t len, char *err, size_t errlen) {
     json_error_t je;
     json_t *root = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &je);
-    if (!root) snprintf(err, errlen, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    if (!root)
+        snprintf(err, errlen, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
+                 je.column);
     return root;
 }
 
@@ -528,7 +562,8 @@ bool gw_decode(gw_api api, json_t *body, gw_gen *g, gw_error_kind *kind, char *e
         g->normalize = true;
         ok = ok && decode_inputs(&d, root) && get_str(&d, root, "encoding_format", &fmt) &&
              (api == GW_API_EMBEDDINGS || get_bool(&d, root, "normalize", &g->normalize));
-        if (ok && fmt && strcmp(fmt, "base64") == 0) g->base64 = true;
+        if (ok && fmt && strcmp(fmt, "base64") == 0)
+            g->base64 = true;
         else if (ok && fmt && strcmp(fmt, "float") != 0)
             ok = fail(&d, "'encoding_format' '%s' is not supported; use \"float\" or \"base64\"", fmt);
         break;

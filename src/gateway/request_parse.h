@@ -60,11 +60,11 @@ typedef struct gw_gen {
      *   prompts (completions, /v1/query) carry their constraint in grammar / json_schema instead.
      * The answer's side is gw_choice (generate.h): the parsed message (content, reasoning_content,
      * tool_calls), finish_reason "tool_calls" when it called tools, and the logprobs. */
-    json_t *chat;            /* chats; NULL for prompts */
-    const char *grammar;     /* prompts: GBNF */
-    char *json_schema;       /* prompts: a JSON Schema text (owned) */
-    int n;                   /* choices, 1 by default; at most the target's parallel */
-    int logprobs;            /* -1: none; else how many alternatives per token (top_logprobs) */
+    json_t *chat;        /* chats; NULL for prompts */
+    const char *grammar; /* prompts: GBNF */
+    char *json_schema;   /* prompts: a JSON Schema text (owned) */
+    int n;               /* choices, 1 by default; at most the target's parallel */
+    int logprobs;        /* -1: none; else how many alternatives per token (top_logprobs) */
 } gw_gen;
 
 /* Parses a body as JSON the way every route reads it: duplicate keys and NUL characters refused.

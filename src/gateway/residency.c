@@ -195,8 +195,8 @@ static bool rpc_compiled(void) {
 }
 
 /* *wait: the model did not load because an rpc target's servers cannot be used yet. */
-static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **mo, sipp_engine **eo, bool *wait,
-                        char *err) {
+static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **mo, sipp_engine **eo,
+                        bool *wait, char *err) {
     *wait = false;
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = c->backend;

@@ -2,10 +2,10 @@
  * router.c: the route table, and the gw_handler the connection layer runs every request with.
  *
  * dispatch: the error shape of the path's route (OpenAI's, Anthropic's or Ollama's; set first, so
- * that even the guard's refusals and a 413 come in it), the guard's checks on every request, the CORS preflight, the refusals that need no
- * route (draining, an over-long body, the server's body memory full), then the table. A path the
- * table knows with another method is a 405 with Allow; an unknown path a 404. HEAD is GET without
- * the body (MHD leaves the body out): health checks and `curl -I` use it.
+ * that even the guard's refusals and a 413 come in it), the guard's checks on every request, the CORS
+ * preflight, the refusals that need no route (draining, an over-long body, the server's body memory full),
+ * then the table. A path the table knows with another method is a 405 with Allow; an unknown path a 404. HEAD
+ * is GET without the body (MHD leaves the body out): health checks and `curl -I` use it.
  *
  * finish: runs once per request, whatever became of it: gives back the admission permit, records
  * the request in the metrics and writes the log line.
@@ -76,7 +76,9 @@ static bool path_matches(const char *route_path, const char *path) {
 }
 
 static gw_dialect route_dialect(int flags) {
-    return flags & ROUTE_ANTHROPIC ? GW_DIALECT_ANTHROPIC : flags & ROUTE_OLLAMA ? GW_DIALECT_OLLAMA : GW_DIALECT_OPENAI;
+    return flags & ROUTE_ANTHROPIC ? GW_DIALECT_ANTHROPIC
+           : flags & ROUTE_OLLAMA  ? GW_DIALECT_OLLAMA
+                                   : GW_DIALECT_OPENAI;
 }
 
 #define MODELS_PREFIX "/v1/models/"
@@ -144,7 +146,8 @@ static void dispatch(gw_call *call) {
         run(call, routes[i].flags, routes[i].fn);
         return;
     }
-    if (!*allowed && strncmp(call->path, MODELS_PREFIX, strlen(MODELS_PREFIX)) == 0 && is_residency_path(call->path)) {
+    if (!*allowed && strncmp(call->path, MODELS_PREFIX, strlen(MODELS_PREFIX)) == 0 &&
+        is_residency_path(call->path)) {
         if (strcmp(call->method, "POST") == 0) {
             run(call, ROUTE_AUTH, route_model_residency);
             return;

@@ -163,8 +163,7 @@ static void am_begin(const gw_gen_view *v, sipp_buf *out) {
     msg_state *s = state_of(v);
     s->index = -1;
     event("message_start",
-          json_pack("{s:o}", "message", message(v, json_array(), NULL, json_null(), usage_json(v))),
-          out);
+          json_pack("{s:o}", "message", message(v, json_array(), NULL, json_null(), usage_json(v))), out);
 }
 
 /* A parsed chat delta: reasoning (thinking), content (text), or a tool call's start or fragment. */

@@ -27,10 +27,10 @@ static json_t *native_usage(const gw_gen_view *v) {
     sipp_request_stats s;
     sipp_request_get_stats(v->req, &s);
     return json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:i, s:i}", "prompt_tokens", s.prompt_tokens,
-                     "cached_tokens", s.cached_tokens, "generated_tokens", s.generated_tokens, "ttft_ms", s.ttft_ms,
-                     "prefill_tokens_per_s", s.prefill_tokens_per_s, "decode_tokens_per_s", s.decode_tokens_per_s,
-                     "queue_ms", s.queue_ms, "total_ms", s.total_ms, "draft_tokens", s.draft_tokens,
-                     "accepted_tokens", s.accepted_tokens);
+                     "cached_tokens", s.cached_tokens, "generated_tokens", s.generated_tokens, "ttft_ms",
+                     s.ttft_ms, "prefill_tokens_per_s", s.prefill_tokens_per_s, "decode_tokens_per_s",
+                     s.decode_tokens_per_s, "queue_ms", s.queue_ms, "total_ms", s.total_ms, "draft_tokens",
+                     s.draft_tokens, "accepted_tokens", s.accepted_tokens);
 }
 
 static json_t *context_key(const gw_gen_view *v) {
@@ -45,7 +45,8 @@ static void native_piece(const gw_gen_view *v, const char *text, size_t len, sip
 
 /* Chats: content as token events, reasoning and tool calls as their own events. */
 static void native_delta(const gw_gen_view *v, size_t index, json_t *delta, json_t *logprobs, sipp_buf *out) {
-    json_t *text = json_object_get(delta, "content"), *reasoning = json_object_get(delta, "reasoning_content");
+    json_t *text = json_object_get(delta, "content"),
+           *reasoning = json_object_get(delta, "reasoning_content");
     json_t *calls = json_object_get(delta, "tool_calls");
     if (!text) text = json_object_get(delta, "text");
     if (text) gw_sse_json(out, "token", json_pack("{s:O}", "text", text));
@@ -67,8 +68,10 @@ static json_t *done_json(const gw_gen_view *v, json_t *o) {
 
 static void native_end(const gw_gen_view *v, sipp_buf *out) {
     gw_sse_json(out, "usage", native_usage(v));
-    gw_sse_json(out, "done", done_json(v, json_pack("{s:s, s:s, s:s, s:o}", "id", v->id, "model", v->target->cfg->name,
-                                                    "finish_reason", v->choices[0].finish, "context_key", context_key(v))));
+    gw_sse_json(
+        out, "done",
+        done_json(v, json_pack("{s:s, s:s, s:s, s:o}", "id", v->id, "model", v->target->cfg->name,
+                               "finish_reason", v->choices[0].finish, "context_key", context_key(v))));
 }
 
 static void native_fail(const gw_gen_view *v, gw_error_kind kind, const char *message, sipp_buf *out) {
@@ -76,9 +79,10 @@ static void native_fail(const gw_gen_view *v, gw_error_kind kind, const char *me
 }
 
 static json_t *native_whole(const gw_gen_view *v) {
-    return done_json(v, json_pack("{s:s, s:s, s:s, s:s, s:o, s:o}", "id", v->id, "model", v->target->cfg->name, "text",
-                                  v->text, "finish_reason", v->choices[0].finish, "usage", native_usage(v),
-                                  "context_key", context_key(v)));
+    return done_json(v,
+                     json_pack("{s:s, s:s, s:s, s:s, s:o, s:o}", "id", v->id, "model", v->target->cfg->name,
+                               "text", v->text, "finish_reason", v->choices[0].finish, "usage",
+                               native_usage(v), "context_key", context_key(v)));
 }
 
 static const gw_format native_format = {.id_prefix = "sipp-",
@@ -89,6 +93,10 @@ static const gw_format native_format = {.id_prefix = "sipp-",
                                         .fail = native_fail,
                                         .whole = native_whole};
 
-void gw_route_native_query(gw_call *call) { gw_run_generation(call, GW_API_NATIVE_QUERY, "/query", &native_format); }
-void gw_route_native_chat(gw_call *call) { gw_run_generation(call, GW_API_NATIVE_CHAT, "/chat", &native_format); }
+void gw_route_native_query(gw_call *call) {
+    gw_run_generation(call, GW_API_NATIVE_QUERY, "/query", &native_format);
+}
+void gw_route_native_chat(gw_call *call) {
+    gw_run_generation(call, GW_API_NATIVE_CHAT, "/chat", &native_format);
+}
 void gw_route_native_embed(gw_call *call) { gw_run_generation(call, GW_API_NATIVE_EMBED, "/embed", NULL); }

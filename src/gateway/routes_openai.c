@@ -25,15 +25,16 @@ static json_t *usage_json(sipp_request *r) {
     sipp_request_get_stats(r, &s);
     return json_pack("{s:i, s:i, s:i, s:{s:i}, s:{s:f, s:f, s:f, s:f, s:f, s:i, s:i}}", "prompt_tokens",
                      s.prompt_tokens, "completion_tokens", s.generated_tokens, "total_tokens",
-                     s.prompt_tokens + s.generated_tokens, "prompt_tokens_details", "cached_tokens", s.cached_tokens,
-                     "sipp", "ttft_ms", s.ttft_ms, "prefill_tokens_per_s", s.prefill_tokens_per_s, "decode_tokens_per_s",
-                     s.decode_tokens_per_s, "queue_ms", s.queue_ms, "total_ms", s.total_ms, "draft_tokens",
-                     s.draft_tokens, "accepted_tokens", s.accepted_tokens);
+                     s.prompt_tokens + s.generated_tokens, "prompt_tokens_details", "cached_tokens",
+                     s.cached_tokens, "sipp", "ttft_ms", s.ttft_ms, "prefill_tokens_per_s",
+                     s.prefill_tokens_per_s, "decode_tokens_per_s", s.decode_tokens_per_s, "queue_ms",
+                     s.queue_ms, "total_ms", s.total_ms, "draft_tokens", s.draft_tokens, "accepted_tokens",
+                     s.accepted_tokens);
 }
 
 static json_t *chunk(const gw_gen_view *v, const char *object, json_t *choice) {
-    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", v->id, "object", object, "created", (json_int_t)v->created,
-                          "model", v->target->cfg->name, "choices", choice);
+    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", v->id, "object", object, "created",
+                          (json_int_t)v->created, "model", v->target->cfg->name, "choices", choice);
     if (j && v->gen->include_usage) json_object_set_new(j, "usage", json_null());
     return j;
 }
@@ -41,7 +42,8 @@ static json_t *chunk(const gw_gen_view *v, const char *object, json_t *choice) {
 static void usage_chunk(const gw_gen_view *v, const char *object, sipp_buf *out) {
     if (!v->gen->include_usage) return;
     json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", v->id, "object", object, "created",
-                          (json_int_t)v->created, "model", v->target->cfg->name, "choices", "usage", usage_json(v->req));
+                          (json_int_t)v->created, "model", v->target->cfg->name, "choices", "usage",
+                          usage_json(v->req));
     gw_sse_json(out, NULL, j);
 }
 
@@ -60,15 +62,15 @@ static json_t *chat_logprobs(json_t *entries) {
 
 static void chat_begin(const gw_gen_view *v, sipp_buf *out) {
     for (size_t i = 0; i < v->n_choices; i++) {
-        json_t *choice = json_pack("{s:I, s:{s:s, s:s}, s:n, s:n}", "index", (json_int_t)i, "delta", "role", "assistant",
-                                   "content", "", "logprobs", "finish_reason");
+        json_t *choice = json_pack("{s:I, s:{s:s, s:s}, s:n, s:n}", "index", (json_int_t)i, "delta", "role",
+                                   "assistant", "content", "", "logprobs", "finish_reason");
         gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
     }
 }
 
 static void chat_piece(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
-    json_t *choice = json_pack("{s:i, s:{s:s%}, s:n, s:n}", "index", 0, "delta", "content", text, len, "logprobs",
-                               "finish_reason");
+    json_t *choice = json_pack("{s:i, s:{s:s%}, s:n, s:n}", "index", 0, "delta", "content", text, len,
+                               "logprobs", "finish_reason");
     gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
 }
 
@@ -109,12 +111,14 @@ static json_t *chat_whole(const gw_gen_view *v) {
     json_t *choices = json_array();
     for (size_t i = 0; i < v->n_choices; i++) {
         const gw_choice *c = &v->choices[i];
-        json_array_append_new(choices, json_pack("{s:I, s:O, s:o, s:s}", "index", (json_int_t)i, "message", c->message,
-                                                 "logprobs", chat_logprobs(json_incref(c->logprobs)), "finish_reason",
-                                                 c->finish));
+        json_array_append_new(choices,
+                              json_pack("{s:I, s:O, s:o, s:s}", "index", (json_int_t)i, "message", c->message,
+                                        "logprobs", chat_logprobs(json_incref(c->logprobs)), "finish_reason",
+                                        c->finish));
     }
     return json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", v->id, "object", "chat.completion", "created",
-                     (json_int_t)v->created, "model", v->target->cfg->name, "choices", choices, "usage", usage_all(v));
+                     (json_int_t)v->created, "model", v->target->cfg->name, "choices", choices, "usage",
+                     usage_all(v));
 }
 
 static const gw_format chat_format = {.id_prefix = "chatcmpl-",
@@ -143,7 +147,8 @@ static json_t *text_logprobs(const json_t *entries, size_t offset) {
         json_t *top = json_object(), *alt;
         size_t k;
         json_array_foreach(json_object_get(e, "top_logprobs"), k, alt) {
-            json_object_set(top, json_string_value(json_object_get(alt, "token")), json_object_get(alt, "logprob"));
+            json_object_set(top, json_string_value(json_object_get(alt, "token")),
+                            json_object_get(alt, "logprob"));
         }
         json_array_append_new(tops, top);
         json_array_append_new(offsets, json_integer((json_int_t)offset));
@@ -156,7 +161,8 @@ static json_t *text_logprobs(const json_t *entries, size_t offset) {
 static void text_begin(const gw_gen_view *v, sipp_buf *out) {}
 
 static void text_piece(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
-    json_t *choice = json_pack("{s:s%, s:i, s:n, s:n}", "text", text, len, "index", 0, "logprobs", "finish_reason");
+    json_t *choice =
+        json_pack("{s:s%, s:i, s:n, s:n}", "text", text, len, "index", 0, "logprobs", "finish_reason");
     gw_sse_json(out, NULL, chunk(v, TEXT_OBJECT, choice));
 }
 
@@ -180,11 +186,13 @@ static json_t *text_whole(const gw_gen_view *v) {
     json_t *choices = json_array();
     for (size_t i = 0; i < v->n_choices; i++) {
         const gw_choice *c = &v->choices[i];
-        json_array_append_new(choices, json_pack("{s:s, s:I, s:o, s:s}", "text", c->text, "index", (json_int_t)i,
-                                                 "logprobs", text_logprobs(c->logprobs, 0), "finish_reason", c->finish));
+        json_array_append_new(choices, json_pack("{s:s, s:I, s:o, s:s}", "text", c->text, "index",
+                                                 (json_int_t)i, "logprobs", text_logprobs(c->logprobs, 0),
+                                                 "finish_reason", c->finish));
     }
     return json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", v->id, "object", TEXT_OBJECT, "created",
-                     (json_int_t)v->created, "model", v->target->cfg->name, "choices", choices, "usage", usage_all(v));
+                     (json_int_t)v->created, "model", v->target->cfg->name, "choices", choices, "usage",
+                     usage_all(v));
 }
 
 static const gw_format text_format = {.id_prefix = "cmpl-",
@@ -239,8 +247,12 @@ void gw_run_generation(gw_call *call, gw_api api, const char *upstream_suffix, c
     gw_generate(call, t, &g, fmt);
 }
 
-void gw_route_chat_completions(gw_call *call) { gw_run_generation(call, GW_API_CHAT, "/chat/completions", &chat_format); }
-void gw_route_completions(gw_call *call) { gw_run_generation(call, GW_API_COMPLETION, "/completions", &text_format); }
+void gw_route_chat_completions(gw_call *call) {
+    gw_run_generation(call, GW_API_CHAT, "/chat/completions", &chat_format);
+}
+void gw_route_completions(gw_call *call) {
+    gw_run_generation(call, GW_API_COMPLETION, "/completions", &text_format);
+}
 void gw_route_embeddings(gw_call *call) { gw_run_generation(call, GW_API_EMBEDDINGS, "/embeddings", NULL); }
 
 /* ---- models ------------------------------------------------------------------------------------- */

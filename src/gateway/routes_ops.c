@@ -30,16 +30,19 @@ static json_t *placement_json(const sipp_model *m) {
     int n = sipp_model_placement(m, p, GW_MAX_PLACEMENT);
     json_t *a = json_array();
     for (int i = 0; a && i < n && i < GW_MAX_PLACEMENT; i++)
-        json_array_append_new(a, json_pack("{s:s, s:s, s:i, s:i, s:b, s:I}", "device", p[i].device, "host", p[i].host,
-                                           "first_layer", p[i].first_layer, "n_layers", p[i].n_layers, "output",
-                                           p[i].output, "buffer_bytes", (json_int_t)p[i].buffer_bytes));
+        json_array_append_new(a, json_pack("{s:s, s:s, s:i, s:i, s:b, s:I}", "device", p[i].device, "host",
+                                           p[i].host, "first_layer", p[i].first_layer, "n_layers",
+                                           p[i].n_layers, "output", p[i].output, "buffer_bytes",
+                                           (json_int_t)p[i].buffer_bytes));
     return a;
 }
 
 /* /ready and /v1/backends have said "ready" for a loaded target since before residency. */
 static const char *state_name(int s) { return s == GW_STATE_READY ? "ready" : gw_state_name(s); }
 
-static const char *type_name(const gw_target *t) { return t->cfg->type == GW_TARGET_LOCAL ? "local" : "openai_compatible"; }
+static const char *type_name(const gw_target *t) {
+    return t->cfg->type == GW_TARGET_LOCAL ? "local" : "openai_compatible";
+}
 
 void gw_route_health(gw_call *call) { gw_reply_json(call, 200, json_pack("{s:s}", "status", "ok")); }
 
@@ -49,12 +52,15 @@ void gw_route_ready(gw_call *call) {
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
         int s = atomic_load(&t->state);
-        json_t *o = json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
-        if (s == GW_STATE_FAILED || s == GW_STATE_WAITING) json_object_set_new(o, "error", json_string(t->error));
+        json_t *o =
+            json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
+        if (s == GW_STATE_FAILED || s == GW_STATE_WAITING)
+            json_object_set_new(o, "error", json_string(t->error));
         json_array_append_new(targets, o);
     }
     bool ready = gw_targets_ready(srv) && !atomic_load(&srv->draining);
-    gw_reply_json(call, ready ? 200 : 503, json_pack("{s:s, s:o}", "status", ready ? "ready" : "not_ready", "targets", targets));
+    gw_reply_json(call, ready ? 200 : 503,
+                  json_pack("{s:s, s:o}", "status", ready ? "ready" : "not_ready", "targets", targets));
 }
 
 /* The gauges that read the targets' state, after metrics.c's counters. */
@@ -62,7 +68,8 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
     size_t n = srv->n_targets;
     gw_metrics_header(o, "sipp_target_ready", "gauge", "1 when the target is loaded and serving.");
     for (size_t i = 0; i < n; i++)
-        gw_metrics_line(o, "sipp_target_ready", srv->targets[i].cfg->name, atomic_load(&srv->targets[i].state) == GW_STATE_READY);
+        gw_metrics_line(o, "sipp_target_ready", srv->targets[i].cfg->name,
+                        atomic_load(&srv->targets[i].state) == GW_STATE_READY);
     enum { RUNNING, QUEUED, SLOTS, DRAFTED, ACCEPTED };
     static const struct {
         const char *name, *type, *help;
@@ -70,7 +77,8 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
         [RUNNING] = {"sipp_engine_running_requests", "gauge", "Requests in an engine slot."},
         [QUEUED] = {"sipp_engine_queued_requests", "gauge", "Requests in an engine's queue."},
         [SLOTS] = {"sipp_engine_slots", "gauge", "Slots (parallel sequences) of an engine."},
-        [DRAFTED] = {"sipp_speculative_draft_tokens_total", "counter", "Tokens speculative decoding proposed."},
+        [DRAFTED] = {"sipp_speculative_draft_tokens_total", "counter",
+                     "Tokens speculative decoding proposed."},
         [ACCEPTED] = {"sipp_speculative_accepted_tokens_total", "counter",
                       "Proposed tokens the model confirmed (acceptance rate = accepted / draft)."}};
     for (size_t g = 0; g < sizeof engine_gauges / sizeof engine_gauges[0]; g++) {
@@ -81,9 +89,9 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
             sipp_engine_stats es;
             sipp_engine_get_stats(t->engine, &es);
             gw_residency_unpeek(srv, t);
-            uint64_t v = g == RUNNING ? (uint64_t)es.running
-                         : g == QUEUED ? (uint64_t)es.queued
-                         : g == SLOTS ? (uint64_t)es.slots
+            uint64_t v = g == RUNNING   ? (uint64_t)es.running
+                         : g == QUEUED  ? (uint64_t)es.queued
+                         : g == SLOTS   ? (uint64_t)es.slots
                          : g == DRAFTED ? es.draft_tokens
                                         : es.accepted_tokens;
             gw_metrics_line(o, engine_gauges[g].name, t->cfg->name, v);
@@ -92,11 +100,14 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
     gw_residency_metrics(srv, o);
     gw_metrics_header(o, "sipp_open_connections", "gauge", "Open HTTP connections.");
     sipp_buf_appendf(o, "sipp_open_connections %d\n", atomic_load(&srv->connections));
-    gw_metrics_header(o, "sipp_buffered_request_bytes", "gauge", "Bytes of request bodies held while they arrive.");
+    gw_metrics_header(o, "sipp_buffered_request_bytes", "gauge",
+                      "Bytes of request bodies held while they arrive.");
     sipp_buf_appendf(o, "sipp_buffered_request_bytes %zu\n", atomic_load(&srv->buffered));
-    gw_metrics_header(o, "sipp_upstream_healthy", "gauge", "1 when a remote target's replica is in rotation.");
+    gw_metrics_header(o, "sipp_upstream_healthy", "gauge",
+                      "1 when a remote target's replica is in rotation.");
     for (size_t i = 0; i < n; i++)
-        if (srv->targets[i].upstream) gw_upstream_metrics(srv->targets[i].upstream, srv->targets[i].cfg->name, o);
+        if (srv->targets[i].upstream)
+            gw_upstream_metrics(srv->targets[i].upstream, srv->targets[i].cfg->name, o);
 }
 
 void gw_route_metrics(gw_call *call) {
@@ -108,7 +119,8 @@ void gw_route_metrics(gw_call *call) {
         gw_reply_error(call, GW_E_INTERNAL, "out of memory");
         return;
     }
-    for (size_t i = 0; i < n; i++) names[i] = srv->targets[i].cfg->name;
+    for (size_t i = 0; i < n; i++)
+        names[i] = srv->targets[i].cfg->name;
     gw_metrics_render(srv->metrics, names, n, &out);
     free(names);
     render_gauges(srv, &out);
@@ -122,7 +134,8 @@ void gw_route_backends(gw_call *call) {
         gw_target *t = &srv->targets[i];
         if (!gw_auth_allows(call, t->cfg)) continue;
         int s = atomic_load(&t->state);
-        json_t *o = json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
+        json_t *o =
+            json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
         if (t->cfg->type == GW_TARGET_LOCAL) {
             json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
             if (gw_residency_peek(srv, t)) {
@@ -145,14 +158,16 @@ void gw_route_backends(gw_call *call) {
     sipp_backend_info bi[GW_MAX_LISTED];
     int nb = sipp_backends_list(bi, GW_MAX_LISTED);
     for (int i = 0; i < nb && i < GW_MAX_LISTED; i++)
-        json_array_append_new(backends, json_pack("{s:s, s:b, s:b, s:i}", "name", bi[i].name, "compiled", bi[i].compiled,
-                                                  "available", bi[i].available, "devices", bi[i].n_devices));
+        json_array_append_new(backends, json_pack("{s:s, s:b, s:b, s:i}", "name", bi[i].name, "compiled",
+                                                  bi[i].compiled, "available", bi[i].available, "devices",
+                                                  bi[i].n_devices));
     sipp_device_info di[GW_MAX_LISTED];
     int nd = sipp_devices_list(di, GW_MAX_LISTED);
     for (int i = 0; i < nd && i < GW_MAX_LISTED; i++)
-        json_array_append_new(devices, json_pack("{s:s, s:s, s:s, s:s, s:b, s:I, s:I}", "backend", di[i].backend, "name",
-                                                 di[i].name, "description", di[i].description, "kind", di[i].kind,
-                                                 "software", di[i].software, "memory_free", (json_int_t)di[i].memory_free,
+        json_array_append_new(devices, json_pack("{s:s, s:s, s:s, s:s, s:b, s:I, s:I}", "backend",
+                                                 di[i].backend, "name", di[i].name, "description",
+                                                 di[i].description, "kind", di[i].kind, "software",
+                                                 di[i].software, "memory_free", (json_int_t)di[i].memory_free,
                                                  "memory_total", (json_int_t)di[i].memory_total));
     const char *art = sipp_runtime_artifact_dir();
     /* The artifact's bill of materials (sipp build / make write it beside manifest.json). */
@@ -161,9 +176,10 @@ void gw_route_backends(gw_call *call) {
     snprintf(sig, sizeof sig, "%s/signature.json", art ? art : ".");
     bool has_sbom = art && access(sbom, R_OK) == 0;
     gw_reply_json(call, 200,
-                  json_pack("{s:s, s:s, s:s, s:s?, s:s?, s:b, s:s, s:o, s:o, s:o, s:o}", "sipp_version", sipp_version(),
-                            "llama_release", sipp_llama_release(), "llama_commit", sipp_llama_commit(), "artifact", art,
-                            "sbom", has_sbom ? sbom : NULL, "signed", art && access(sig, R_OK) == 0, "cpu_module",
-                            sipp_cpu_module(), "backends", backends, "devices", devices, "targets", targets, "memory",
+                  json_pack("{s:s, s:s, s:s, s:s?, s:s?, s:b, s:s, s:o, s:o, s:o, s:o}", "sipp_version",
+                            sipp_version(), "llama_release", sipp_llama_release(), "llama_commit",
+                            sipp_llama_commit(), "artifact", art, "sbom", has_sbom ? sbom : NULL, "signed",
+                            art && access(sig, R_OK) == 0, "cpu_module", sipp_cpu_module(), "backends",
+                            backends, "devices", devices, "targets", targets, "memory",
                             gw_residency_budgets(srv)));
 }

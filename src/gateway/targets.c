@@ -28,7 +28,9 @@
 #include "gateway/targets.h"
 #include "gateway/upstream.h"
 
-size_t gw_targets_capacity(const gw_config *c) { return c->n_targets + (c->models_dir ? GW_MAX_DISCOVERED : 0); }
+size_t gw_targets_capacity(const gw_config *c) {
+    return c->n_targets + (c->models_dir ? GW_MAX_DISCOVERED : 0);
+}
 
 bool gw_targets_start(gw_server *srv, char *err) {
     const gw_config *c = srv->cfg;

@@ -87,7 +87,8 @@ gw_upstream *gw_upstream_new(const gw_target_config *cfg, char *err) {
 
 void gw_upstream_free(gw_upstream *u) {
     if (!u) return;
-    for (size_t i = 0; i < u->n; i++) free(u->r[i].url);
+    for (size_t i = 0; i < u->n; i++)
+        free(u->r[i].url);
     free(u->r);
     free(u->auth);
     pthread_mutex_destroy(&u->mu);
@@ -100,8 +101,11 @@ static void set_health(gw_upstream *u, size_t i, bool healthy, const char *why) 
     u->r[i].healthy = healthy;
     if (why) snprintf(u->r[i].last_error, sizeof u->r[i].last_error, "%s", why);
     pthread_mutex_unlock(&u->mu);
-    if (was && !healthy) fprintf(stderr, "sipp: target '%s': replica %s ejected: %s\n", u->cfg->name, u->r[i].url, why ? why : "");
-    if (!was && healthy) fprintf(stderr, "sipp: target '%s': replica %s is healthy again\n", u->cfg->name, u->r[i].url);
+    if (was && !healthy)
+        fprintf(stderr, "sipp: target '%s': replica %s ejected: %s\n", u->cfg->name, u->r[i].url,
+                why ? why : "");
+    if (!was && healthy)
+        fprintf(stderr, "sipp: target '%s': replica %s is healthy again\n", u->cfg->name, u->r[i].url);
 }
 
 /* The next replica to try: round-robin over the healthy ones not tried yet, else any not tried. */
@@ -151,8 +155,10 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg) {
     if (len > sizeof ct - 1 && strncasecmp(line, ct, sizeof ct - 1) == 0) {
         const char *v = line + sizeof ct - 1;
         size_t vl = len - (sizeof ct - 1);
-        while (vl && (*v == ' ' || *v == '\t')) v++, vl--;
-        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' ')) vl--;
+        while (vl && (*v == ' ' || *v == '\t'))
+            v++, vl--;
+        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+            vl--;
         if (vl >= sizeof x->content_type) vl = sizeof x->content_type - 1;
         memcpy(x->content_type, v, vl);
         x->content_type[vl] = '\0';
@@ -211,7 +217,8 @@ static void xfer_free(xfer *x) {
     free(x);
 }
 
-static xfer *xfer_start(gw_call *call, gw_upstream *u, size_t replica, const char *suffix, const char *body, int timeout_ms) {
+static xfer *xfer_start(gw_call *call, gw_upstream *u, size_t replica, const char *suffix, const char *body,
+                        int timeout_ms) {
     xfer *x = calloc(1, sizeof *x);
     if (!x) return NULL;
     x->call = call;
@@ -255,7 +262,8 @@ static xfer *xfer_start(gw_call *call, gw_upstream *u, size_t replica, const cha
 static bool is_timeout(CURLcode c) { return c == CURLE_OPERATION_TIMEDOUT; }
 /* Answers that say "this replica cannot serve now" rather than "this request is wrong". */
 static bool is_replica_status(long s) {
-    return s == gw_error_status(GW_E_UPSTREAM) || s == gw_error_status(GW_E_NOT_READY) || s == gw_error_status(GW_E_TIMEOUT);
+    return s == gw_error_status(GW_E_UPSTREAM) || s == gw_error_status(GW_E_NOT_READY) ||
+           s == gw_error_status(GW_E_TIMEOUT);
 }
 
 /* ---- usage, for the metrics --------------------------------------------------------------------- */
@@ -270,7 +278,8 @@ static void record_usage(gw_call *call, int target, json_t *j, double ttft_s) {
     if (!gen) gen = json_object_get(u, "generated_tokens");
     json_t *cached = json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens");
     if (!cached) cached = json_object_get(u, "cached_tokens");
-    gw_metrics_tokens(call->srv->metrics, target, (int)json_integer_value(json_object_get(u, "prompt_tokens")),
+    gw_metrics_tokens(call->srv->metrics, target,
+                      (int)json_integer_value(json_object_get(u, "prompt_tokens")),
                       (int)json_integer_value(cached), (int)json_integer_value(gen), ttft_s);
 }
 
@@ -297,14 +306,17 @@ static bool xs_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
     xfer *x = (xfer *)s;
     if (x->stopping) {
         x->call->error_code = gw_error_code(GW_E_NOT_READY);
-        gw_sse_json(out, NULL, gw_error_json(GW_E_NOT_READY, "the server is shutting down: shutdown_timeout_seconds passed"));
+        gw_sse_json(
+            out, NULL,
+            gw_error_json(GW_E_NOT_READY, "the server is shutting down: shutdown_timeout_seconds passed"));
         return false;
     }
     if (x->in.len == 0 && !x->done) drive(x, wait_ms);
     if (x->in.len) {
         if (!x->first_seen) {
             x->first_seen = true;
-            gw_metrics_tokens(x->call->srv->metrics, x->call->target, 0, 0, 0, (sipp_now_ms() - x->call->t_start) / 1e3);
+            gw_metrics_tokens(x->call->srv->metrics, x->call->target, 0, 0, 0,
+                              (sipp_now_ms() - x->call->t_start) / 1e3);
         }
         scan_stream(x, x->call->target, x->in.data, x->in.len);
         sipp_buf_append(out, x->in.data, x->in.len);
@@ -345,7 +357,8 @@ static char *rewrite_body(json_t *root, const gw_target_config *cfg) {
 /* Sends body to a replica in rotation, trying the next one when a replica cannot be reached or
  * answers 502/503/504, and waits for the status line. Returns the transfer (*replica is the one
  * that answered), or NULL after replying with the error. */
-static xfer *send_to_replicas(gw_call *call, gw_target *t, const char *suffix, const char *body, size_t *replica) {
+static xfer *send_to_replicas(gw_call *call, gw_target *t, const char *suffix, const char *body,
+                              size_t *replica) {
     gw_upstream *u = t->upstream;
     bool *tried = calloc(u->n ? u->n : 1, sizeof *tried);
     char last[SIPP_ERROR_SIZE] = "no replica configured";
@@ -357,7 +370,8 @@ static xfer *send_to_replicas(gw_call *call, gw_target *t, const char *suffix, c
         if (timeout_ms > t->cfg->timeout_seconds * 1000) timeout_ms = t->cfg->timeout_seconds * 1000;
         x = xfer_start(call, u, i, suffix, body, timeout_ms);
         if (!x) break;
-        while (!x->headers_done && !x->done && !gw_call_abandoned(call)) drive(x, GW_DRIVE_SLICE_MS);
+        while (!x->headers_done && !x->done && !gw_call_abandoned(call))
+            drive(x, GW_DRIVE_SLICE_MS);
         if (!x->headers_done && !x->done) { /* the client left */
             xfer_free(x);
             x = NULL;
@@ -365,12 +379,13 @@ static xfer *send_to_replicas(gw_call *call, gw_target *t, const char *suffix, c
             break;
         }
         if (x->done && x->result != CURLE_OK && !x->headers_done) {
-            snprintf(last, sizeof last, "%s: %s", u->r[i].url, x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result));
+            snprintf(last, sizeof last, "%s: %s", u->r[i].url,
+                     x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result));
             if (is_timeout(x->result)) {
                 xfer_free(x);
                 x = NULL;
-                gw_reply_error(call, GW_E_TIMEOUT, "model '%s': upstream %s took longer than %d s", t->cfg->name,
-                               u->r[i].url, timeout_ms / 1000);
+                gw_reply_error(call, GW_E_TIMEOUT, "model '%s': upstream %s took longer than %d s",
+                               t->cfg->name, u->r[i].url, timeout_ms / 1000);
                 break;
             }
             set_health(u, i, false, last);
@@ -382,7 +397,8 @@ static xfer *send_to_replicas(gw_call *call, gw_target *t, const char *suffix, c
             snprintf(last, sizeof last, "%s answered %ld", u->r[i].url, x->status);
             set_health(u, i, false, last);
             bool more = false;
-            for (size_t k = 0; k < u->n; k++) more = more || !tried[k];
+            for (size_t k = 0; k < u->n; k++)
+                more = more || !tried[k];
             if (more) {
                 xfer_free(x);
                 x = NULL;
@@ -393,19 +409,21 @@ static xfer *send_to_replicas(gw_call *call, gw_target *t, const char *suffix, c
     }
     free(tried);
     if (!x && !call->replied)
-        gw_reply_error(call, GW_E_UPSTREAM, "model '%s': no upstream replica answered (last: %s)", t->cfg->name, last);
+        gw_reply_error(call, GW_E_UPSTREAM, "model '%s': no upstream replica answered (last: %s)",
+                       t->cfg->name, last);
     *replica = i;
     return x;
 }
 
 /* Reads the rest of a transfer's answer. False after replying when it broke off. */
 static bool finish_transfer(gw_call *call, gw_target *t, xfer *x, size_t i) {
-    while (!x->done && !gw_call_abandoned(call)) drive(x, GW_DRIVE_SLICE_MS);
+    while (!x->done && !gw_call_abandoned(call))
+        drive(x, GW_DRIVE_SLICE_MS);
     if (!x->done) {
         gw_reply_error(call, GW_E_NOT_READY, "the request was abandoned");
     } else if (x->too_big) {
-        gw_reply_error(call, GW_E_UPSTREAM, "model '%s': the upstream's answer is over %zu bytes", t->cfg->name,
-                       GW_MAX_UPSTREAM_BODY);
+        gw_reply_error(call, GW_E_UPSTREAM, "model '%s': the upstream's answer is over %zu bytes",
+                       t->cfg->name, GW_MAX_UPSTREAM_BODY);
     } else if (x->result != CURLE_OK) {
         gw_error_kind kind = is_timeout(x->result) ? GW_E_TIMEOUT : GW_E_UPSTREAM;
         gw_reply_error(call, kind, "model '%s': upstream %s failed: %s", t->cfg->name, t->upstream->r[i].url,
@@ -444,13 +462,16 @@ void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, json_t
         char *text = x->in.data;
         size_t len = x->in.len;
         x->in = (sipp_buf){0};
-        gw_reply_text(call, (int)x->status, x->content_type[0] ? x->content_type : "application/json", text, len);
+        gw_reply_text(call, (int)x->status, x->content_type[0] ? x->content_type : "application/json", text,
+                      len);
     }
     xfer_free(x);
 }
 
-bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status, json_t **answer) {
-    json_object_set_new(body, "model", json_string(t->cfg->remote_model ? t->cfg->remote_model : t->cfg->name));
+bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
+                       json_t **answer) {
+    json_object_set_new(body, "model",
+                        json_string(t->cfg->remote_model ? t->cfg->remote_model : t->cfg->name));
     char *text = json_dumps(body, JSON_COMPACT);
     if (!text) {
         gw_reply_error(call, GW_E_INTERNAL, "out of memory");
@@ -464,8 +485,8 @@ bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *
         *status = x->status;
         *answer = json_loadb(x->in.data ? x->in.data : "", x->in.len, 0, NULL);
         if (!*answer) {
-            gw_reply_error(call, GW_E_UPSTREAM, "model '%s': the upstream's answer (HTTP %ld) is not JSON", t->cfg->name,
-                           x->status);
+            gw_reply_error(call, GW_E_UPSTREAM, "model '%s': the upstream's answer (HTTP %ld) is not JSON",
+                           t->cfg->name, x->status);
             ok = false;
         }
     }
@@ -489,8 +510,8 @@ static bool probe(gw_upstream *u, size_t i) {
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)GW_PROBE_TIMEOUT_MS);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
     long code = 0;
-    bool ok = curl_easy_perform(e) == CURLE_OK && curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK &&
-              code == GW_HTTP_OK;
+    bool ok = curl_easy_perform(e) == CURLE_OK &&
+              curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code == GW_HTTP_OK;
     curl_slist_free_all(h);
     curl_easy_cleanup(e);
     return ok;
@@ -533,7 +554,8 @@ static void *prober_main(void *arg) {
 
 bool gw_probe_start(gw_server *srv) {
     bool any = false;
-    for (size_t t = 0; t < srv->n_targets; t++) any = any || srv->targets[t].upstream;
+    for (size_t t = 0; t < srv->n_targets; t++)
+        any = any || srv->targets[t].upstream;
     if (!any) return true;
     struct gw_prober *p = calloc(1, sizeof *p);
     if (!p) return false;
@@ -581,6 +603,7 @@ json_t *gw_upstream_describe(gw_upstream *u) {
 void gw_upstream_metrics(gw_upstream *u, const char *target, sipp_buf *out) {
     pthread_mutex_lock(&u->mu);
     for (size_t i = 0; i < u->n; i++)
-        sipp_buf_appendf(out, "sipp_upstream_healthy{target=\"%s\",url=\"%s\"} %d\n", target, u->r[i].url, u->r[i].healthy ? 1 : 0);
+        sipp_buf_appendf(out, "sipp_upstream_healthy{target=\"%s\",url=\"%s\"} %d\n", target, u->r[i].url,
+                         u->r[i].healthy ? 1 : 0);
     pthread_mutex_unlock(&u->mu);
 }

@@ -19,7 +19,8 @@ void gw_upstream_forward(gw_call *call, gw_target *target, const char *suffix, j
 /* Posts body (a JSON object, borrowed; its "model" is set to the upstream's) to base_url + suffix
  * as gw_upstream_forward does, waits for the whole answer and parses it: *status and *answer (new
  * reference) for the caller to translate. False after replying when no answer came. */
-bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status, json_t **answer);
+bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
+                       json_t **answer);
 /* Starts/stops the thread that probes ejected replicas (nothing to do without remote targets). */
 bool gw_probe_start(gw_server *srv);
 void gw_probe_stop(gw_server *srv);

@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 typedef struct sipp_web_asset {
-    const char *path;          /* "/index.html" */
+    const char *path; /* "/index.html" */
     const char *content_type;
     const unsigned char *data;
     size_t len;

@@ -173,7 +173,8 @@ sipp_status sipp_gguf_inspect(const char *path, sipp_gguf_info *info, char *errb
 }
 
 /* The hash of a string array key, every string followed by a NUL; "" and 0 when the key is absent. */
-static bool strings_hash(const struct gguf_context *g, const char *key, char hex[SIPP_SHA256_HEX], size_t *count) {
+static bool strings_hash(const struct gguf_context *g, const char *key, char hex[SIPP_SHA256_HEX],
+                         size_t *count) {
     int64_t k = gguf_find_key(g, key);
     hex[0] = '\0';
     *count = 0;
@@ -207,5 +208,6 @@ sipp_status sipp_gguf_tokenizer_read(const char *path, sipp_gguf_tokenizer *out,
     if (ok && sipp_gguf_get_str(h, "tokenizer.chat_template", &tmpl, err) == SIPP_OK)
         ok = sipp_sha256_hex(tmpl, strlen(tmpl), out->chat_template_sha256);
     sipp_gguf_header_close(h);
-    return ok ? SIPP_OK : sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory hashing the tokenizer of '%s'", path);
+    return ok ? SIPP_OK
+              : sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory hashing the tokenizer of '%s'", path);
 }

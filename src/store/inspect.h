@@ -9,10 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "store/source.h"
 #include "sipp.h"
-
-
+#include "store/source.h"
 
 /* What a model's tokenizer is, as a verify manifest records it: hashes of its vocabulary (the token
  * strings in id order, each followed by a NUL so that "ab","c" and "a","bc" differ), of its BPE

@@ -8,11 +8,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sipp.h"
 #include "store/sha256.h"
 #include "store/source.h"
-#include "sipp.h"
 
 #define SIPP_PULL_DEFAULT_RETRIES 3
-
 
 #endif

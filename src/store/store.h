@@ -27,9 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sipp.h"
 #include "store/sha256.h"
 #include "store/source.h"
-#include "sipp.h"
 
 #define SIPP_STORE_PARTIAL_DIR "partial"
 #define SIPP_STORE_PART_EXT ".part"

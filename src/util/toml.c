@@ -160,30 +160,23 @@ static int digit_value(int c, int base) {
 static size_t utf8_seq_len(const unsigned char *s, size_t avail) {
     unsigned char b = s[0], lo = 0x80, hi = 0xBF;
     size_t n;
-    if (b < 0x80)
-        return 1;
+    if (b < 0x80) return 1;
     if (b >= 0xC2 && b <= 0xDF) {
         n = 2;
     } else if (b >= 0xE0 && b <= 0xEF) {
         n = 3;
-        if (b == 0xE0)
-            lo = 0xA0;
-        if (b == 0xED)
-            hi = 0x9F;
+        if (b == 0xE0) lo = 0xA0;
+        if (b == 0xED) hi = 0x9F;
     } else if (b >= 0xF0 && b <= 0xF4) {
         n = 4;
-        if (b == 0xF0)
-            lo = 0x90;
-        if (b == 0xF4)
-            hi = 0x8F;
+        if (b == 0xF0) lo = 0x90;
+        if (b == 0xF4) hi = 0x8F;
     } else {
         return 0;
     }
-    if (avail < n || s[1] < lo || s[1] > hi)
-        return 0;
+    if (avail < n || s[1] < lo || s[1] > hi) return 0;
     for (size_t k = 2; k < n; k++)
-        if ((s[k] & 0xC0) != 0x80)
-            return 0;
+        if ((s[k] & 0xC0) != 0x80) return 0;
     return n;
 }
 
@@ -243,16 +236,13 @@ static void mb_put_text(msgbuf *m, const char *s, size_t n) {
             mb_putc(m, (char)c);
         }
     }
-    if (shown < n)
-        mb_puts(m, "...");
+    if (shown < n) mb_puts(m, "...");
 }
 
 static bool is_bare_key(const char *s, size_t n) {
-    if (n == 0)
-        return false;
+    if (n == 0) return false;
     for (size_t i = 0; i < n; i++)
-        if (!is_bare_key_char((unsigned char)s[i]))
-            return false;
+        if (!is_bare_key_char((unsigned char)s[i])) return false;
     return true;
 }
 
@@ -263,8 +253,7 @@ static const char *describe_path(const keypath *kp, size_t count, char *buf, siz
     mb_putc(&m, '\'');
     for (size_t i = 0; i < count; i++) {
         const keypart *k = &kp->parts[i];
-        if (i > 0)
-            mb_putc(&m, '.');
+        if (i > 0) mb_putc(&m, '.');
         if (is_bare_key(k->name, k->len)) {
             mb_put_text(&m, k->name, k->len);
         } else {
@@ -291,30 +280,20 @@ static const char *describe_node(const toml_node *v) {
     switch (v->kind) {
     case TOML_TABLE:
         switch (v->origin) {
-        case ORIGIN_INLINE:
-            return "an inline table";
-        case ORIGIN_DOTTED:
-            return "a table defined by dotted keys";
-        case ORIGIN_HEADER:
-            return "a table defined by a [header]";
-        default:
-            return "a table";
+        case ORIGIN_INLINE: return "an inline table";
+        case ORIGIN_DOTTED: return "a table defined by dotted keys";
+        case ORIGIN_HEADER: return "a table defined by a [header]";
+        default: return "a table";
         }
-    case TOML_ARRAY:
-        return v->origin == ORIGIN_AOT ? "an array of tables" : "an array";
-    case TOML_INTEGER:
-        return "an integer";
+    case TOML_ARRAY: return v->origin == ORIGIN_AOT ? "an array of tables" : "an array";
+    case TOML_INTEGER: return "an integer";
     case TOML_DATETIME:
     case TOML_DATETIME_LOCAL:
     case TOML_DATE_LOCAL:
-    case TOML_TIME_LOCAL:
-        return "a date/time";
-    case TOML_STRING:
-        return "a string";
-    case TOML_FLOAT:
-        return "a float";
-    case TOML_BOOL:
-        return "a boolean";
+    case TOML_TIME_LOCAL: return "a date/time";
+    case TOML_STRING: return "a string";
+    case TOML_FLOAT: return "a float";
+    case TOML_BOOL: return "a boolean";
     }
     return "a value";
 }
@@ -323,8 +302,7 @@ static const char *describe_node(const toml_node *v) {
 
 /* Records the first error as "FILE:LINE:COL: message"; later ones are consequences and are dropped. */
 TOML_PRINTF(3, 4) static bool fail_at(parser *p, srcpos at, const char *fmt, ...) {
-    if (p->failed)
-        return false;
+    if (p->failed) return false;
     p->failed = true;
     if (p->err && p->errlen > 0) {
         int n = snprintf(p->err, p->errlen, "%s:%d:%d: ", p->file, at.line, at.col);
@@ -351,8 +329,7 @@ static int peek_at(const parser *p, size_t k) {
 /* Moves past one byte, keeping line and column; columns count code points, so continuation bytes of a
  * UTF-8 sequence do not advance it. */
 static void advance(parser *p) {
-    if (p->pos >= p->len)
-        return;
+    if (p->pos >= p->len) return;
     unsigned char b = (unsigned char)p->s[p->pos++];
     if (b == '\n') {
         p->at.line++;
@@ -371,10 +348,8 @@ static void advance_n(parser *p, size_t n) {
 static bool at_newline(const parser *p) { return peek(p) == '\n' || peek(p) == '\r'; }
 
 static bool eat_newline(parser *p) {
-    if (peek(p) == '\r' && peek_at(p, 1) == '\n')
-        advance(p);
-    if (peek(p) != '\n')
-        return false;
+    if (peek(p) == '\r' && peek_at(p, 1) == '\n') advance(p);
+    if (peek(p) != '\n') return false;
     advance(p);
     return true;
 }
@@ -385,8 +360,7 @@ static void skip_ws(parser *p) {
 }
 
 static void skip_comment(parser *p) {
-    if (peek(p) != '#')
-        return;
+    if (peek(p) != '#') return;
     while (peek(p) != END_OF_INPUT && !at_newline(p))
         advance(p);
 }
@@ -396,25 +370,21 @@ static void skip_trivia(parser *p) {
     for (;;) {
         skip_ws(p);
         skip_comment(p);
-        if (!eat_newline(p))
-            return;
+        if (!eat_newline(p)) return;
     }
 }
 
 /* Describes the character at the cursor for "expected X, found Y" messages. */
 static const char *describe_here(const parser *p, char buf[CHAR_DESC_MAX]) {
     int c = peek(p);
-    if (c == END_OF_INPUT)
-        return "end of file";
-    if (at_newline(p))
-        return "end of line";
+    if (c == END_OF_INPUT) return "end of file";
+    if (at_newline(p)) return "end of line";
     if (c >= 0x20 && c < 0x7F) {
         snprintf(buf, CHAR_DESC_MAX, "'%c'", c);
         return buf;
     }
     size_t n = utf8_seq_len((const unsigned char *)p->s + p->pos, p->len - p->pos);
-    if (n == 0 || n + 3 > CHAR_DESC_MAX)
-        n = 1;
+    if (n == 0 || n + 3 > CHAR_DESC_MAX) n = 1;
     buf[0] = '\'';
     memcpy(buf + 1, p->s + p->pos, n);
     buf[n + 1] = '\'';
@@ -442,8 +412,7 @@ static bool check_encoding(parser *p) {
         if ((b < 0x20 && b != '\t' && b != '\r') || b == 0x7F)
             return fail_at(p, at, "control character U+%04X is not allowed", b);
         size_t n = utf8_seq_len(s + i, p->len - i);
-        if (n == 0)
-            return fail_at(p, at, "invalid UTF-8 (byte 0x%02X)", b);
+        if (n == 0) return fail_at(p, at, "invalid UTF-8 (byte 0x%02X)", b);
         i += n;
         at.col++;
     }
@@ -462,27 +431,22 @@ static char *memdup_z(const char *s, size_t n) {
 }
 
 static bool sb_reserve(strbuf *b, size_t extra) {
-    if (extra > SIZE_MAX / 2 - b->len)
-        return false;
+    if (extra > SIZE_MAX / 2 - b->len) return false;
     size_t need = b->len + extra + 1;
-    if (need <= b->cap)
-        return true;
+    if (need <= b->cap) return true;
     size_t cap = b->cap ? b->cap : 32;
     while (cap < need)
         cap *= 2;
     char *d = realloc(b->data, cap);
-    if (!d)
-        return false;
+    if (!d) return false;
     b->data = d;
     b->cap = cap;
     return true;
 }
 
 static bool sb_append(strbuf *b, const char *s, size_t n) {
-    if (!sb_reserve(b, n))
-        return false;
-    if (n > 0)
-        memcpy(b->data + b->len, s, n);
+    if (!sb_reserve(b, n)) return false;
+    if (n > 0) memcpy(b->data + b->len, s, n);
     b->len += n;
     b->data[b->len] = '\0';
     return true;
@@ -490,8 +454,7 @@ static bool sb_append(strbuf *b, const char *s, size_t n) {
 
 /* Hands over the buffer's string (an empty one if nothing was appended). */
 static char *sb_take(strbuf *b) {
-    if (!b->data && !sb_reserve(b, 0))
-        return NULL;
+    if (!b->data && !sb_reserve(b, 0)) return NULL;
     char *s = b->data;
     *b = (strbuf){0};
     return s;
@@ -508,8 +471,7 @@ static bool keypath_push(keypath *kp, char *name, size_t len, srcpos at) {
     if (kp->n == kp->cap) {
         size_t cap = kp->cap ? kp->cap * 2 : 4;
         keypart *parts = realloc(kp->parts, cap * sizeof *parts);
-        if (!parts)
-            return false;
+        if (!parts) return false;
         kp->parts = parts;
         kp->cap = cap;
     }
@@ -520,8 +482,7 @@ static bool keypath_push(keypath *kp, char *name, size_t len, srcpos at) {
 /* ---- nodes --------------------------------------------------------------------------------------- */
 
 static void node_free(toml_node *n) {
-    if (!n)
-        return;
+    if (!n) return;
     switch (n->kind) {
     case TOML_TABLE:
         for (size_t i = 0; i < n->u.tbl.len; i++) {
@@ -536,19 +497,14 @@ static void node_free(toml_node *n) {
             node_free(n->u.arr.items[i]);
         free(n->u.arr.items);
         break;
-    case TOML_STRING:
-        free(n->u.str.ptr);
-        break;
+    case TOML_STRING: free(n->u.str.ptr); break;
     case TOML_DATETIME:
     case TOML_DATETIME_LOCAL:
     case TOML_DATE_LOCAL:
-    case TOML_TIME_LOCAL:
-        free((char *)n->u.dt.text);
-        break;
+    case TOML_TIME_LOCAL: free((char *)n->u.dt.text); break;
     case TOML_INTEGER:
     case TOML_FLOAT:
-    case TOML_BOOL:
-        break;
+    case TOML_BOOL: break;
     }
     free(n);
 }
@@ -600,11 +556,9 @@ static bool index_grow(toml_node *t, size_t entries) {
     size_t n = t->u.tbl.nslots ? t->u.tbl.nslots : TABLE_INDEX_START;
     while (n < entries * 2)
         n *= 2;
-    if (n == t->u.tbl.nslots)
-        return true;
+    if (n == t->u.tbl.nslots) return true;
     uint32_t *slots = calloc(n, sizeof *slots);
-    if (!slots)
-        return false;
+    if (!slots) return false;
     free(t->u.tbl.slots);
     t->u.tbl.slots = slots;
     t->u.tbl.nslots = n;
@@ -614,43 +568,36 @@ static bool index_grow(toml_node *t, size_t entries) {
 }
 
 static const toml_entry *table_find(const toml_node *t, const char *key, size_t len) {
-    if (!t || t->kind != TOML_TABLE)
-        return NULL;
+    if (!t || t->kind != TOML_TABLE) return NULL;
     const toml_entry *items = t->u.tbl.items;
     if (t->u.tbl.slots) {
         size_t mask = t->u.tbl.nslots - 1;
         for (size_t i = (size_t)hash_key(key, len) & mask; t->u.tbl.slots[i] != 0; i = (i + 1) & mask) {
             const toml_entry *e = &items[t->u.tbl.slots[i] - 1];
-            if (e->key_len == len && memcmp(e->key, key, len) == 0)
-                return e;
+            if (e->key_len == len && memcmp(e->key, key, len) == 0) return e;
         }
         return NULL;
     }
     for (size_t i = 0; i < t->u.tbl.len; i++)
-        if (items[i].key_len == len && memcmp(items[i].key, key, len) == 0)
-            return &items[i];
+        if (items[i].key_len == len && memcmp(items[i].key, key, len) == 0) return &items[i];
     return NULL;
 }
 
 /* Adds key = value to t; takes ownership of both, freeing them on failure. The caller has checked that
  * the key is new. */
 static bool table_insert(parser *p, toml_node *t, char *key, size_t len, srcpos at, toml_node *value) {
-    if (!key || (t->u.tbl.len == t->u.tbl.cap && t->u.tbl.cap >= UINT32_MAX / 2))
-        goto oom;
+    if (!key || (t->u.tbl.len == t->u.tbl.cap && t->u.tbl.cap >= UINT32_MAX / 2)) goto oom;
     if (t->u.tbl.len == t->u.tbl.cap) {
         size_t cap = t->u.tbl.cap ? t->u.tbl.cap * 2 : 4;
         toml_entry *items = realloc(t->u.tbl.items, cap * sizeof *items);
-        if (!items)
-            goto oom;
+        if (!items) goto oom;
         t->u.tbl.items = items;
         t->u.tbl.cap = cap;
     }
-    if (t->u.tbl.len + 1 > TABLE_INDEX_MIN && !index_grow(t, t->u.tbl.len + 1))
-        goto oom;
+    if (t->u.tbl.len + 1 > TABLE_INDEX_MIN && !index_grow(t, t->u.tbl.len + 1)) goto oom;
     t->u.tbl.items[t->u.tbl.len] = (toml_entry){key, len, at.line, at.col, value};
     value->key = key;
-    if (t->u.tbl.slots)
-        index_put(t, t->u.tbl.len);
+    if (t->u.tbl.slots) index_put(t, t->u.tbl.len);
     t->u.tbl.len++;
     return true;
 oom:
@@ -693,8 +640,7 @@ static bool parse_unicode_escape(parser *p, strbuf *out, srcpos at) {
     advance(p);
     for (int i = 0; i < ndigits; i++) {
         int d = digit_value(peek(p), 16);
-        if (d < 0)
-            return fail_at(p, at, "\\%c escape needs %d hexadecimal digits", letter, ndigits);
+        if (d < 0) return fail_at(p, at, "\\%c escape needs %d hexadecimal digits", letter, ndigits);
         cp = cp * 16 + (uint32_t)d;
         advance(p);
     }
@@ -710,30 +656,15 @@ static bool parse_escape(parser *p, strbuf *out) {
     char c;
     advance(p);
     switch (peek(p)) {
-    case 'b':
-        c = '\b';
-        break;
-    case 't':
-        c = '\t';
-        break;
-    case 'n':
-        c = '\n';
-        break;
-    case 'f':
-        c = '\f';
-        break;
-    case 'r':
-        c = '\r';
-        break;
-    case '"':
-        c = '"';
-        break;
-    case '\\':
-        c = '\\';
-        break;
+    case 'b': c = '\b'; break;
+    case 't': c = '\t'; break;
+    case 'n': c = '\n'; break;
+    case 'f': c = '\f'; break;
+    case 'r': c = '\r'; break;
+    case '"': c = '"'; break;
+    case '\\': c = '\\'; break;
     case 'u':
-    case 'U':
-        return parse_unicode_escape(p, out, at);
+    case 'U': return parse_unicode_escape(p, out, at);
     default: {
         char what[CHAR_DESC_MAX];
         return fail_at(p, at, "invalid escape sequence: backslash followed by %s", describe_here(p, what));
@@ -747,8 +678,7 @@ static bool parse_basic_string(parser *p, strbuf *out) {
     srcpos start = p->at;
     advance(p);
     for (;;) {
-        if (!copy_plain(p, out, "\"\\\r\n"))
-            return false;
+        if (!copy_plain(p, out, "\"\\\r\n")) return false;
         int c = peek(p);
         if (c == '"') {
             advance(p);
@@ -756,16 +686,14 @@ static bool parse_basic_string(parser *p, strbuf *out) {
         }
         if (c != '\\')
             return fail_at(p, start, "unterminated string (use \"\"\" for strings spanning lines)");
-        if (!parse_escape(p, out))
-            return false;
+        if (!parse_escape(p, out)) return false;
     }
 }
 
 static bool parse_literal_string(parser *p, strbuf *out) {
     srcpos start = p->at;
     advance(p);
-    if (!copy_plain(p, out, "'\r\n"))
-        return false;
+    if (!copy_plain(p, out, "'\r\n")) return false;
     if (peek(p) != '\'')
         return fail_at(p, start, "unterminated literal string (use ''' for strings spanning lines)");
     advance(p);
@@ -780,11 +708,9 @@ static bool take_quote_run(parser *p, strbuf *out, char quote, bool *closed) {
     while (peek_at(p, n) == (unsigned char)quote)
         n++;
     size_t content = n < 3 ? n : n - 3;
-    if (content > 2)
-        return fail_at(p, p->at, "too many quotes at the end of a multi-line string");
+    if (content > 2) return fail_at(p, p->at, "too many quotes at the end of a multi-line string");
     for (size_t i = 0; i < content; i++)
-        if (!sb_append(out, &quote, 1))
-            return fail_oom(p);
+        if (!sb_append(out, &quote, 1)) return fail_oom(p);
     advance_n(p, n);
     *closed = n >= 3;
     return true;
@@ -805,20 +731,15 @@ static bool parse_multiline_string(parser *p, strbuf *out, char quote) {
     eat_newline(p); /* a newline right after the opening quotes is not part of the string */
     for (;;) {
         bool closed = false;
-        if (!copy_plain(p, out, stops))
-            return false;
+        if (!copy_plain(p, out, stops)) return false;
         int c = peek(p);
-        if (c == END_OF_INPUT)
-            return fail_at(p, start, "unterminated multi-line string");
+        if (c == END_OF_INPUT) return fail_at(p, start, "unterminated multi-line string");
         if (c == '\r') { /* CRLF is stored as "\n", as on every other platform */
             eat_newline(p);
-            if (!sb_append(out, "\n", 1))
-                return fail_oom(p);
+            if (!sb_append(out, "\n", 1)) return fail_oom(p);
         } else if (c == quote) {
-            if (!take_quote_run(p, out, quote, &closed))
-                return false;
-            if (closed)
-                return true;
+            if (!take_quote_run(p, out, quote, &closed)) return false;
+            if (closed) return true;
         } else if (at_line_ending_backslash(p)) {
             advance(p);
             while (peek(p) == ' ' || peek(p) == '\t' || at_newline(p))
@@ -837,8 +758,7 @@ static bool at_triple_quote(const parser *p) {
 /* Any of the four string forms, at its opening quote. */
 static bool parse_string(parser *p, strbuf *out) {
     int c = peek(p);
-    if (at_triple_quote(p))
-        return parse_multiline_string(p, out, (char)c);
+    if (at_triple_quote(p)) return parse_multiline_string(p, out, (char)c);
     return c == '"' ? parse_basic_string(p, out) : parse_literal_string(p, out);
 }
 
@@ -849,8 +769,7 @@ static bool parse_simple_key(parser *p, keypath *kp) {
     strbuf sb = {0};
     int c = peek(p);
     if (c == '"' || c == '\'') {
-        if (at_triple_quote(p))
-            return fail_at(p, at, "a multi-line string cannot be a key");
+        if (at_triple_quote(p)) return fail_at(p, at, "a multi-line string cannot be a key");
         if (!parse_string(p, &sb)) {
             free(sb.data);
             return false;
@@ -859,8 +778,7 @@ static bool parse_simple_key(parser *p, keypath *kp) {
         size_t start = p->pos;
         while (is_bare_key_char(peek(p)))
             advance(p);
-        if (!sb_append(&sb, p->s + start, p->pos - start))
-            return fail_oom(p);
+        if (!sb_append(&sb, p->s + start, p->pos - start)) return fail_oom(p);
     } else {
         char what[CHAR_DESC_MAX];
         return fail_at(p, at, "expected a key, found %s", describe_here(p, what));
@@ -876,16 +794,13 @@ static bool parse_simple_key(parser *p, keypath *kp) {
 
 /* A simple or dotted key; leaves the cursor after any whitespace that follows it. */
 static bool parse_key(parser *p, keypath *kp) {
-    if (!parse_simple_key(p, kp))
-        return false;
+    if (!parse_simple_key(p, kp)) return false;
     for (;;) {
         skip_ws(p);
-        if (peek(p) != '.')
-            return true;
+        if (peek(p) != '.') return true;
         advance(p);
         skip_ws(p);
-        if (!parse_simple_key(p, kp))
-            return false;
+        if (!parse_simple_key(p, kp)) return false;
     }
 }
 
@@ -905,18 +820,15 @@ typedef enum numerr {
 static bool scan_digits(const char *s, size_t n, int base, uint64_t *value, bool *overflow) {
     uint64_t v = 0;
     bool prev_digit = false;
-    if (n == 0)
-        return false;
+    if (n == 0) return false;
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '_') {
-            if (!prev_digit || i + 1 == n)
-                return false;
+            if (!prev_digit || i + 1 == n) return false;
             prev_digit = false;
             continue;
         }
         int d = digit_value((unsigned char)s[i], base);
-        if (d < 0)
-            return false;
+        if (d < 0) return false;
         if (v > (UINT64_MAX - (uint64_t)d) / (uint64_t)base)
             *overflow = true;
         else
@@ -928,8 +840,7 @@ static bool scan_digits(const char *s, size_t n, int base, uint64_t *value, bool
 }
 
 static int radix_prefix(const char *t, size_t n) {
-    if (n < 2 || t[0] != '0')
-        return 0;
+    if (n < 2 || t[0] != '0') return 0;
     return t[1] == 'x' ? 16 : t[1] == 'o' ? 8 : t[1] == 'b' ? 2 : 0;
 }
 
@@ -943,18 +854,15 @@ static numerr parse_integer(const char *t, size_t n, int64_t *out) {
     }
     int base = radix_prefix(t + i, n - i);
     if (base != 0) {
-        if (i > 0)
-            return NUM_SIGNED_PREFIX;
+        if (i > 0) return NUM_SIGNED_PREFIX;
         i += 2;
     } else {
         base = 10;
         if (n - i >= 2 && t[i] == '0')
             return (is_digit((unsigned char)t[i + 1]) || t[i + 1] == '_') ? NUM_LEADING_ZERO : NUM_SYNTAX;
     }
-    if (!scan_digits(t + i, n - i, base, &mag, &overflow))
-        return NUM_SYNTAX;
-    if (overflow || mag > (uint64_t)INT64_MAX + (neg ? 1u : 0u))
-        return NUM_RANGE;
+    if (!scan_digits(t + i, n - i, base, &mag, &overflow)) return NUM_SYNTAX;
+    if (overflow || mag > (uint64_t)INT64_MAX + (neg ? 1u : 0u)) return NUM_RANGE;
     /* -(INT64_MAX + 1) cannot be negated in int64_t, so subtract from -1 instead */
     *out = neg ? (mag == 0 ? 0 : -1 - (int64_t)(mag - 1)) : (int64_t)mag;
     return NUM_OK;
@@ -973,25 +881,20 @@ static numerr check_float_syntax(const char *t, size_t n) {
     uint64_t ignored;
     bool overflow = false, fraction = false, exponent = false;
     size_t i = 0, run = digit_run(t, n, 0);
-    if (!scan_digits(t, run, 10, &ignored, &overflow))
-        return NUM_SYNTAX;
-    if (t[0] == '0' && run > 1)
-        return NUM_LEADING_ZERO;
+    if (!scan_digits(t, run, 10, &ignored, &overflow)) return NUM_SYNTAX;
+    if (t[0] == '0' && run > 1) return NUM_LEADING_ZERO;
     i = run;
     if (i < n && t[i] == '.') {
         run = digit_run(t, n, ++i);
-        if (!scan_digits(t + i, run, 10, &ignored, &overflow))
-            return NUM_SYNTAX;
+        if (!scan_digits(t + i, run, 10, &ignored, &overflow)) return NUM_SYNTAX;
         i += run;
         fraction = true;
     }
     if (i < n && (t[i] == 'e' || t[i] == 'E')) {
         i++;
-        if (i < n && (t[i] == '+' || t[i] == '-'))
-            i++;
+        if (i < n && (t[i] == '+' || t[i] == '-')) i++;
         run = digit_run(t, n, i);
-        if (!scan_digits(t + i, run, 10, &ignored, &overflow))
-            return NUM_SYNTAX;
+        if (!scan_digits(t + i, run, 10, &ignored, &overflow)) return NUM_SYNTAX;
         i += run;
         exponent = true;
     }
@@ -1004,11 +907,9 @@ static numerr convert_float(const char *t, size_t n, double *out) {
     const char *point = localeconv()->decimal_point;
     size_t point_len = point && *point ? strlen(point) : 1;
     char *buf = malloc(n + point_len + 1), *w = buf, *end = NULL;
-    if (!buf)
-        return NUM_NOMEM;
+    if (!buf) return NUM_NOMEM;
     for (size_t i = 0; i < n; i++) {
-        if (t[i] == '_')
-            continue;
+        if (t[i] == '_') continue;
         if (t[i] == '.' && point && *point) {
             memcpy(w, point, point_len);
             w += point_len;
@@ -1020,10 +921,8 @@ static numerr convert_float(const char *t, size_t n, double *out) {
     double d = strtod(buf, &end);
     bool complete = end == w;
     free(buf);
-    if (!complete)
-        return NUM_SYNTAX;
-    if (isinf(d))
-        return NUM_RANGE;
+    if (!complete) return NUM_SYNTAX;
+    if (isinf(d)) return NUM_RANGE;
     *out = d;
     return NUM_OK;
 }
@@ -1039,18 +938,15 @@ static numerr parse_float(const char *t, size_t n, double *out) {
         *out = neg ? -NAN : NAN;
         return NUM_OK;
     }
-    if (i == n)
-        return NUM_SYNTAX;
+    if (i == n) return NUM_SYNTAX;
     numerr e = check_float_syntax(t + i, n - i);
     return e != NUM_OK ? e : convert_float(t, n, out);
 }
 
 static bool is_float_text(const char *t, size_t n) {
     size_t i = (n > 0 && (t[0] == '+' || t[0] == '-')) ? 1 : 0;
-    if (radix_prefix(t + i, n - i) != 0)
-        return false;
-    if (n - i == 3 && (memcmp(t + i, "inf", 3) == 0 || memcmp(t + i, "nan", 3) == 0))
-        return true;
+    if (radix_prefix(t + i, n - i) != 0) return false;
+    if (n - i == 3 && (memcmp(t + i, "inf", 3) == 0 || memcmp(t + i, "nan", 3) == 0)) return true;
     return memchr(t, '.', n) || memchr(t, 'e', n) || memchr(t, 'E', n);
 }
 
@@ -1065,30 +961,20 @@ static toml_node *parse_number(parser *p, int depth) {
     size_t n = p->pos - start;
     bool is_float = is_float_text(t, n);
     toml_node *node = new_node(p, is_float ? TOML_FLOAT : TOML_INTEGER, ORIGIN_VALUE, depth, at);
-    if (!node)
-        return NULL;
+    if (!node) return NULL;
     numerr e = is_float ? parse_float(t, n, &node->u.f) : parse_integer(t, n, &node->u.i);
-    if (e == NUM_OK)
-        return node;
+    if (e == NUM_OK) return node;
     node_free(node);
     char text[MSG_TEXT_MAX];
     describe_text(t, n, text, sizeof text);
     switch (e) {
-    case NUM_LEADING_ZERO:
-        fail_at(p, at, "leading zeros are not allowed in %s", text);
-        break;
+    case NUM_LEADING_ZERO: fail_at(p, at, "leading zeros are not allowed in %s", text); break;
     case NUM_SIGNED_PREFIX:
         fail_at(p, at, "hexadecimal, octal and binary integers cannot have a sign: %s", text);
         break;
-    case NUM_RANGE:
-        fail_at(p, at, "%s %s is out of range", is_float ? "float" : "integer", text);
-        break;
-    case NUM_NOMEM:
-        fail_oom(p);
-        break;
-    default:
-        fail_at(p, at, "invalid %s %s", is_float ? "float" : "number", text);
-        break;
+    case NUM_RANGE: fail_at(p, at, "%s %s is out of range", is_float ? "float" : "integer", text); break;
+    case NUM_NOMEM: fail_oom(p); break;
+    default: fail_at(p, at, "invalid %s %s", is_float ? "float" : "number", text); break;
     }
     return NULL;
 }
@@ -1098,8 +984,7 @@ static toml_node *parse_number(parser *p, int depth) {
 static bool take_digits(parser *p, int count, int *out) {
     int v = 0;
     for (int i = 0; i < count; i++) {
-        if (!is_digit(peek(p)))
-            return false;
+        if (!is_digit(peek(p))) return false;
         v = v * 10 + (peek(p) - '0');
         advance(p);
     }
@@ -1108,8 +993,7 @@ static bool take_digits(parser *p, int count, int *out) {
 }
 
 static bool take_char(parser *p, char c) {
-    if (peek(p) != (unsigned char)c)
-        return false;
+    if (peek(p) != (unsigned char)c) return false;
     advance(p);
     return true;
 }
@@ -1143,8 +1027,7 @@ static bool parse_date_part(parser *p, toml_datetime *dt, srcpos at) {
 /* Fractional seconds: any number of digits, of which the first NANO_DIGITS are kept (truncated, as
  * toml-test and the spec ask). */
 static bool parse_fraction(parser *p, toml_datetime *dt, srcpos at) {
-    if (!is_digit(peek(p)))
-        return fail_at(p, at, "malformed time: '.' must be followed by digits");
+    if (!is_digit(peek(p))) return fail_at(p, at, "malformed time: '.' must be followed by digits");
     int ns = 0, digits = 0;
     while (is_digit(peek(p))) {
         if (digits < NANO_DIGITS) {
@@ -1164,8 +1047,7 @@ static bool parse_time_part(parser *p, toml_datetime *dt, srcpos at) {
     if (!take_digits(p, 2, &dt->hour) || !take_char(p, ':') || !take_digits(p, 2, &dt->minute) ||
         !take_char(p, ':') || !take_digits(p, 2, &dt->second))
         return fail_at(p, at, "malformed time (expected HH:MM:SS)");
-    if (take_char(p, '.') && !parse_fraction(p, dt, at))
-        return false;
+    if (take_char(p, '.') && !parse_fraction(p, dt, at)) return false;
     if (dt->hour > MAX_HOUR || dt->minute > MAX_MINUTE || dt->second > MAX_SECOND)
         return fail_at(p, at, "invalid time %02d:%02d:%02d", dt->hour, dt->minute, dt->second);
     return true;
@@ -1189,21 +1071,18 @@ static toml_node *parse_datetime(parser *p, int depth) {
     toml_datetime dt = {0};
     toml_kind kind = TOML_TIME_LOCAL;
     if (looks_like_date(p)) {
-        if (!parse_date_part(p, &dt, at))
-            return NULL;
+        if (!parse_date_part(p, &dt, at)) return NULL;
         kind = TOML_DATE_LOCAL;
         /* the date/time separator may be a space, so only a digit after it makes this a date-time */
         if (peek(p) == 'T' || peek(p) == 't' || (peek(p) == ' ' && is_digit(peek_at(p, 1)))) {
             advance(p);
-            if (!parse_time_part(p, &dt, at))
-                return NULL;
+            if (!parse_time_part(p, &dt, at)) return NULL;
             kind = TOML_DATETIME_LOCAL;
             if (peek(p) == 'Z' || peek(p) == 'z') {
                 advance(p);
                 kind = TOML_DATETIME;
             } else if (peek(p) == '+' || peek(p) == '-') {
-                if (!parse_offset(p, &dt, at))
-                    return NULL;
+                if (!parse_offset(p, &dt, at)) return NULL;
                 kind = TOML_DATETIME;
             }
         }
@@ -1232,8 +1111,7 @@ static bool parse_keyval(parser *p, toml_node *base);
 static toml_node *parse_string_value(parser *p, int depth) {
     toml_node *n = new_node(p, TOML_STRING, ORIGIN_VALUE, depth, p->at);
     strbuf sb = {0};
-    if (!n)
-        return NULL;
+    if (!n) return NULL;
     if (!parse_string(p, &sb)) {
         free(sb.data);
         node_free(n);
@@ -1259,14 +1137,12 @@ static toml_node *parse_word(parser *p, int depth) {
     size_t n = p->pos - start;
     if ((n == 4 && memcmp(w, "true", 4) == 0) || (n == 5 && memcmp(w, "false", 5) == 0)) {
         toml_node *b = new_node(p, TOML_BOOL, ORIGIN_VALUE, depth, at);
-        if (b)
-            b->u.b = n == 4;
+        if (b) b->u.b = n == 4;
         return b;
     }
     if (n == 3 && (memcmp(w, "inf", 3) == 0 || memcmp(w, "nan", 3) == 0)) {
         toml_node *f = new_node(p, TOML_FLOAT, ORIGIN_VALUE, depth, at);
-        if (f)
-            f->u.f = w[0] == 'i' ? INFINITY : NAN;
+        if (f) f->u.f = w[0] == 'i' ? INFINITY : NAN;
         return f;
     }
     char text[MSG_TEXT_MAX];
@@ -1276,19 +1152,15 @@ static toml_node *parse_word(parser *p, int depth) {
 
 static toml_node *parse_array(parser *p, int depth) {
     toml_node *arr = new_node(p, TOML_ARRAY, ORIGIN_VALUE, depth, p->at);
-    if (!arr)
-        return NULL;
+    if (!arr) return NULL;
     advance(p);
     for (;;) {
         skip_trivia(p);
-        if (take_char(p, ']'))
-            return arr;
+        if (take_char(p, ']')) return arr;
         toml_node *v = parse_value(p, depth + 1);
-        if (!v || !array_push(p, arr, v))
-            break;
+        if (!v || !array_push(p, arr, v)) break;
         skip_trivia(p);
-        if (take_char(p, ']'))
-            return arr;
+        if (take_char(p, ']')) return arr;
         if (!take_char(p, ',')) {
             char what[CHAR_DESC_MAX];
             fail_at(p, p->at, "expected ',' or ']' after array element, found %s", describe_here(p, what));
@@ -1302,18 +1174,14 @@ static toml_node *parse_array(parser *p, int depth) {
 static toml_node *parse_inline_table(parser *p, int depth) {
     toml_node *t = new_node(p, TOML_TABLE, ORIGIN_INLINE, depth, p->at);
     char what[CHAR_DESC_MAX];
-    if (!t)
-        return NULL;
+    if (!t) return NULL;
     advance(p);
     skip_ws(p);
-    if (take_char(p, '}'))
-        return t;
+    if (take_char(p, '}')) return t;
     for (;;) {
-        if (!parse_keyval(p, t))
-            break;
+        if (!parse_keyval(p, t)) break;
         skip_ws(p);
-        if (take_char(p, '}'))
-            return t;
+        if (take_char(p, '}')) return t;
         if (take_char(p, ',')) {
             skip_ws(p);
             if (peek(p) == '}') {
@@ -1334,18 +1202,12 @@ static toml_node *parse_inline_table(parser *p, int depth) {
 
 static toml_node *parse_value(parser *p, int depth) {
     int c = peek(p);
-    if (c == '"' || c == '\'')
-        return parse_string_value(p, depth);
-    if (c == '[')
-        return parse_array(p, depth);
-    if (c == '{')
-        return parse_inline_table(p, depth);
-    if (is_alpha(c))
-        return parse_word(p, depth);
-    if (is_digit(c) && (looks_like_date(p) || looks_like_time(p)))
-        return parse_datetime(p, depth);
-    if (is_digit(c) || c == '+' || c == '-')
-        return parse_number(p, depth);
+    if (c == '"' || c == '\'') return parse_string_value(p, depth);
+    if (c == '[') return parse_array(p, depth);
+    if (c == '{') return parse_inline_table(p, depth);
+    if (is_alpha(c)) return parse_word(p, depth);
+    if (is_digit(c) && (looks_like_date(p) || looks_like_time(p))) return parse_datetime(p, depth);
+    if (is_digit(c) || c == '+' || c == '-') return parse_number(p, depth);
     char what[CHAR_DESC_MAX];
     fail_at(p, p->at, "expected a value, found %s", describe_here(p, what));
     return NULL;
@@ -1362,8 +1224,7 @@ static toml_node *dotted_parent(parser *p, toml_node *base, const keypath *kp) {
         const toml_entry *e = table_find(t, k->name, k->len);
         if (!e) {
             toml_node *child = new_node(p, TOML_TABLE, ORIGIN_DOTTED, t->depth + 1, k->at);
-            if (!child || !table_insert(p, t, memdup_z(k->name, k->len), k->len, k->at, child))
-                return NULL;
+            if (!child || !table_insert(p, t, memdup_z(k->name, k->len), k->len, k->at, child)) return NULL;
             t = child;
             continue;
         }
@@ -1386,8 +1247,7 @@ static bool parse_keyval(parser *p, toml_node *base) {
     keypath kp = {0};
     char path[MSG_TEXT_MAX], what[CHAR_DESC_MAX];
     bool ok = false;
-    if (!parse_key(p, &kp))
-        goto out;
+    if (!parse_key(p, &kp)) goto out;
     if (!take_char(p, '=')) {
         fail_at(p, p->at, "expected '=' after key %s, found %s", describe_path(&kp, kp.n, path, sizeof path),
                 describe_here(p, what));
@@ -1395,16 +1255,14 @@ static bool parse_keyval(parser *p, toml_node *base) {
     }
     skip_ws(p);
     toml_node *parent = dotted_parent(p, base, &kp);
-    if (!parent)
-        goto out;
+    if (!parent) goto out;
     keypart *last = &kp.parts[kp.n - 1];
     if (table_find(parent, last->name, last->len)) {
         fail_at(p, last->at, "duplicate key %s", describe_path(&kp, kp.n, path, sizeof path));
         goto out;
     }
     toml_node *v = parse_value(p, parent->depth + 1);
-    if (!v)
-        goto out;
+    if (!v) goto out;
     char *name = last->name;
     last->name = NULL; /* table_insert owns it from here, even when it fails */
     ok = table_insert(p, parent, name, last->len, last->at, v);
@@ -1423,8 +1281,7 @@ static toml_node *header_parent(parser *p, const keypath *kp) {
         const toml_entry *e = table_find(t, k->name, k->len);
         if (!e) {
             toml_node *child = new_node(p, TOML_TABLE, ORIGIN_IMPLICIT, t->depth + 1, k->at);
-            if (!child || !table_insert(p, t, memdup_z(k->name, k->len), k->len, k->at, child))
-                return NULL;
+            if (!child || !table_insert(p, t, memdup_z(k->name, k->len), k->len, k->at, child)) return NULL;
             t = child;
             continue;
         }
@@ -1448,8 +1305,7 @@ static toml_node *define_table(parser *p, toml_node *parent, keypart *last, cons
     const toml_entry *e = table_find(parent, last->name, last->len);
     if (!e) {
         toml_node *t = new_node(p, TOML_TABLE, ORIGIN_HEADER, parent->depth + 1, at);
-        if (!t)
-            return NULL;
+        if (!t) return NULL;
         char *name = last->name;
         last->name = NULL; /* table_insert owns it from here, even when it fails */
         return table_insert(p, parent, name, last->len, last->at, t) ? t : NULL;
@@ -1476,12 +1332,10 @@ static toml_node *append_table(parser *p, toml_node *parent, keypart *last, cons
     toml_node *arr;
     if (!e) {
         arr = new_node(p, TOML_ARRAY, ORIGIN_AOT, parent->depth + 1, at);
-        if (!arr)
-            return NULL;
+        if (!arr) return NULL;
         char *name = last->name;
         last->name = NULL; /* table_insert owns it from here, even when it fails */
-        if (!table_insert(p, parent, name, last->len, last->at, arr))
-            return NULL;
+        if (!table_insert(p, parent, name, last->len, last->at, arr)) return NULL;
     } else {
         arr = entry_node(e);
         if (arr->kind != TOML_ARRAY || arr->origin != ORIGIN_AOT) {
@@ -1492,8 +1346,7 @@ static toml_node *append_table(parser *p, toml_node *parent, keypart *last, cons
         }
     }
     toml_node *t = new_node(p, TOML_TABLE, ORIGIN_HEADER, arr->depth + 1, at);
-    if (!t || !array_push(p, arr, t))
-        return NULL;
+    if (!t || !array_push(p, arr, t)) return NULL;
     return t;
 }
 
@@ -1507,8 +1360,7 @@ static bool parse_header(parser *p, toml_node **section) {
     advance(p);
     bool aot = take_char(p, '[');
     skip_ws(p);
-    if (!parse_key(p, &kp))
-        goto out;
+    if (!parse_key(p, &kp)) goto out;
     if (!take_char(p, ']')) {
         fail_at(p, p->at, "expected ']' at the end of the table header, found %s", describe_here(p, what));
         goto out;
@@ -1519,12 +1371,10 @@ static bool parse_header(parser *p, toml_node **section) {
         goto out;
     }
     toml_node *parent = header_parent(p, &kp);
-    if (!parent)
-        goto out;
+    if (!parent) goto out;
     keypart *last = &kp.parts[kp.n - 1];
     t = aot ? append_table(p, parent, last, &kp, at) : define_table(p, parent, last, &kp, at);
-    if (t)
-        *section = t;
+    if (t) *section = t;
 out:
     keypath_free(&kp);
     return t != NULL;
@@ -1537,8 +1387,7 @@ static bool expect_line_end(parser *p, const char *after) {
     char what[CHAR_DESC_MAX];
     skip_ws(p);
     skip_comment(p);
-    if (peek(p) == END_OF_INPUT || eat_newline(p))
-        return true;
+    if (peek(p) == END_OF_INPUT || eat_newline(p)) return true;
     return fail_at(p, p->at, "expected end of line after %s, found %s", after, describe_here(p, what));
 }
 
@@ -1548,21 +1397,16 @@ static bool parse_document(parser *p) {
         skip_ws(p);
         skip_comment(p);
         int c = peek(p);
-        if (c == END_OF_INPUT)
-            return true;
-        if (eat_newline(p))
-            continue;
+        if (c == END_OF_INPUT) return true;
+        if (eat_newline(p)) continue;
         bool header = c == '[';
-        if (header ? !parse_header(p, &section) : !parse_keyval(p, section))
-            return false;
-        if (!expect_line_end(p, header ? "table header" : "value"))
-            return false;
+        if (header ? !parse_header(p, &section) : !parse_keyval(p, section)) return false;
+        if (!expect_line_end(p, header ? "table header" : "value")) return false;
     }
 }
 
 static toml_doc *parse_fail(toml_doc *doc, char *errbuf, size_t errlen, bool have_message) {
-    if (!have_message && errbuf && errlen > 0)
-        snprintf(errbuf, errlen, "out of memory");
+    if (!have_message && errbuf && errlen > 0) snprintf(errbuf, errlen, "out of memory");
     toml_free(doc);
     return NULL;
 }
@@ -1570,8 +1414,7 @@ static toml_doc *parse_fail(toml_doc *doc, char *errbuf, size_t errlen, bool hav
 toml_doc *toml_parse(const char *text, size_t len, const char *filename, char *errbuf, size_t errlen) {
     const char *file = filename ? filename : "<input>";
     parser p = {.s = text, .len = len, .at = {1, 1}, .file = file, .err = errbuf, .errlen = errlen};
-    if (errbuf && errlen > 0)
-        errbuf[0] = '\0';
+    if (errbuf && errlen > 0) errbuf[0] = '\0';
     if (!text && len > 0) {
         fail_at(&p, p.at, "no input text");
         return NULL;
@@ -1580,26 +1423,20 @@ toml_doc *toml_parse(const char *text, size_t len, const char *filename, char *e
         fail_at(&p, p.at, "input is larger than %zu bytes", TOML_MAX_INPUT_LEN);
         return NULL;
     }
-    if (!text)
-        p.s = "";
+    if (!text) p.s = "";
     toml_doc *doc = calloc(1, sizeof *doc);
-    if (!doc || !(doc->file = memdup_z(file, strlen(file))))
-        return parse_fail(doc, errbuf, errlen, false);
+    if (!doc || !(doc->file = memdup_z(file, strlen(file)))) return parse_fail(doc, errbuf, errlen, false);
     p.file = doc->file;
-    if (!check_encoding(&p))
-        return parse_fail(doc, errbuf, errlen, true);
+    if (!check_encoding(&p)) return parse_fail(doc, errbuf, errlen, true);
     /* a byte order mark is allowed at the very start and is not part of the document */
-    if (len >= UTF8_BOM_LEN && memcmp(p.s, UTF8_BOM, UTF8_BOM_LEN) == 0)
-        p.pos = UTF8_BOM_LEN;
+    if (len >= UTF8_BOM_LEN && memcmp(p.s, UTF8_BOM, UTF8_BOM_LEN) == 0) p.pos = UTF8_BOM_LEN;
     doc->root = p.root = new_node(&p, TOML_TABLE, ORIGIN_ROOT, 0, p.at);
-    if (!doc->root || !parse_document(&p))
-        return parse_fail(doc, errbuf, errlen, true);
+    if (!doc->root || !parse_document(&p)) return parse_fail(doc, errbuf, errlen, true);
     return doc;
 }
 
 void toml_free(toml_doc *doc) {
-    if (!doc)
-        return;
+    if (!doc) return;
     node_free(doc->root);
     free(doc->file);
     free(doc);
@@ -1613,26 +1450,16 @@ toml_kind toml_node_kind(const toml_node *n) { return n->kind; }
 
 const char *toml_kind_name(toml_kind kind) {
     switch (kind) {
-    case TOML_TABLE:
-        return "table";
-    case TOML_ARRAY:
-        return "array";
-    case TOML_STRING:
-        return "string";
-    case TOML_INTEGER:
-        return "integer";
-    case TOML_FLOAT:
-        return "float";
-    case TOML_BOOL:
-        return "bool";
-    case TOML_DATETIME:
-        return "datetime";
-    case TOML_DATETIME_LOCAL:
-        return "datetime-local";
-    case TOML_DATE_LOCAL:
-        return "date-local";
-    case TOML_TIME_LOCAL:
-        return "time-local";
+    case TOML_TABLE: return "table";
+    case TOML_ARRAY: return "array";
+    case TOML_STRING: return "string";
+    case TOML_INTEGER: return "integer";
+    case TOML_FLOAT: return "float";
+    case TOML_BOOL: return "bool";
+    case TOML_DATETIME: return "datetime";
+    case TOML_DATETIME_LOCAL: return "datetime-local";
+    case TOML_DATE_LOCAL: return "date-local";
+    case TOML_TIME_LOCAL: return "time-local";
     }
     return "unknown";
 }
@@ -1672,8 +1499,7 @@ const toml_node *toml_array_at(const toml_node *arr, size_t i) {
 
 /* "FILE:LINE:COL: expected integer for 'port', found string". Always returns false. */
 static bool type_error(const toml_node *n, const char *expected, char *errbuf, size_t errlen) {
-    if (!errbuf || errlen == 0)
-        return false;
+    if (!errbuf || errlen == 0) return false;
     if (!n) {
         snprintf(errbuf, errlen, "expected %s, found no value", expected);
         return false;
@@ -1696,17 +1522,14 @@ bool toml_expect(const toml_node *n, toml_kind kind, char *errbuf, size_t errlen
 }
 
 bool toml_get_string(const toml_node *n, const char **out, size_t *out_len, char *errbuf, size_t errlen) {
-    if (!toml_expect(n, TOML_STRING, errbuf, errlen))
-        return false;
+    if (!toml_expect(n, TOML_STRING, errbuf, errlen)) return false;
     *out = n->u.str.ptr;
-    if (out_len)
-        *out_len = n->u.str.len;
+    if (out_len) *out_len = n->u.str.len;
     return true;
 }
 
 bool toml_get_int(const toml_node *n, int64_t *out, char *errbuf, size_t errlen) {
-    if (!toml_expect(n, TOML_INTEGER, errbuf, errlen))
-        return false;
+    if (!toml_expect(n, TOML_INTEGER, errbuf, errlen)) return false;
     *out = n->u.i;
     return true;
 }
@@ -1716,15 +1539,13 @@ bool toml_get_float(const toml_node *n, double *out, char *errbuf, size_t errlen
         *out = (double)n->u.i;
         return true;
     }
-    if (!toml_expect(n, TOML_FLOAT, errbuf, errlen))
-        return false;
+    if (!toml_expect(n, TOML_FLOAT, errbuf, errlen)) return false;
     *out = n->u.f;
     return true;
 }
 
 bool toml_get_bool(const toml_node *n, bool *out, char *errbuf, size_t errlen) {
-    if (!toml_expect(n, TOML_BOOL, errbuf, errlen))
-        return false;
+    if (!toml_expect(n, TOML_BOOL, errbuf, errlen)) return false;
     *out = n->u.b;
     return true;
 }

@@ -18,9 +18,7 @@ sipp_status sipp_fail(char *buf, sipp_status status, const char *fmt, ...) {
     return status;
 }
 
-char *sipp_strdup(const char *s) {
-    return s ? strdup(s) : NULL;
-}
+char *sipp_strdup(const char *s) { return s ? strdup(s) : NULL; }
 
 void sipp_strlcpy(char *dst, const char *src, size_t n) {
     if (n == 0) return;
@@ -39,7 +37,8 @@ double sipp_now_ms(void) {
 static bool buf_reserve(sipp_buf *b, size_t extra) {
     if (b->len + extra + 1 <= b->cap) return true;
     size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->len + extra + 1) cap *= 2;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
     char *p = realloc(b->data, cap);
     if (!p) return false;
     b->data = p;

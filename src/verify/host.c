@@ -71,9 +71,9 @@ json_t *verify_artifact_json(void) {
     char sbom[1024], sig[1024];
     snprintf(sbom, sizeof sbom, "%s/sbom.spdx.json", dir ? dir : ".");
     snprintf(sig, sizeof sig, "%s/signature.json", dir ? dir : ".");
-    return json_pack("{s:s, s:o, s:s?, s:s?}", "dir", dir ? dir : "", "manifest", manifest ? manifest : json_null(),
-                     "sbom", dir && access(sbom, R_OK) == 0 ? sbom : NULL, "signature",
-                     dir && access(sig, R_OK) == 0 ? sig : NULL);
+    return json_pack("{s:s, s:o, s:s?, s:s?}", "dir", dir ? dir : "", "manifest",
+                     manifest ? manifest : json_null(), "sbom", dir && access(sbom, R_OK) == 0 ? sbom : NULL,
+                     "signature", dir && access(sig, R_OK) == 0 ? sig : NULL);
 }
 
 char *sipp_host_facts_json(void) {

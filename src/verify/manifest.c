@@ -49,10 +49,11 @@ json_t *manifest_model_json(const char *path, char *err) {
         json_object_set_new(types, g->types[i].type, json_integer((json_int_t)g->types[i].n_tensors));
     char abs[SIPP_PATH_MAX];
     json_t *model = json_pack(
-        "{s:s, s:s, s:I, s:s, s:s?, s:s?, s:I, s:I, s:o, s:{s:s?, s:I, s:o, s:I, s:o, s:o, s:o}, s:o}", "path", path,
-        "abs_path", realpath(path, abs) ? abs : path, "size_bytes", (json_int_t)st.st_size, "sha256", sha,
-        "architecture", g->architecture[0] ? g->architecture : NULL, "name", g->name[0] ? g->name : NULL, "n_params",
-        (json_int_t)g->n_params, "n_tensors", (json_int_t)g->n_tensors, "tensor_types", types, "tokenizer", "model",
+        "{s:s, s:s, s:I, s:s, s:s?, s:s?, s:I, s:I, s:o, s:{s:s?, s:I, s:o, s:I, s:o, s:o, s:o}, s:o}",
+        "path", path, "abs_path", realpath(path, abs) ? abs : path, "size_bytes", (json_int_t)st.st_size,
+        "sha256", sha, "architecture", g->architecture[0] ? g->architecture : NULL, "name",
+        g->name[0] ? g->name : NULL, "n_params", (json_int_t)g->n_params, "n_tensors",
+        (json_int_t)g->n_tensors, "tensor_types", types, "tokenizer", "model",
         g->tokenizer[0] ? g->tokenizer : NULL, "n_vocab", (json_int_t)tok.n_tokens, "vocab_sha256",
         hash_or_null(tok.tokens_sha256), "n_merges", (json_int_t)tok.n_merges, "merges_sha256",
         hash_or_null(tok.merges_sha256), "bos_id", id_or_null(tok.bos_id), "eos_id", id_or_null(tok.eos_id),
@@ -76,14 +77,16 @@ sipp_status manifest_load(const char *path, json_t **out, char *err) {
     json_error_t jerr;
     FILE *f = fopen(path, "r");
     if (!f)
-        return sipp_fail(err, SIPP_ERR_IO,
-                         "cannot read manifest '%s': %s; write one with sipp verify MODEL --backends LIST --manifest OUT",
-                         path, strerror(errno));
+        return sipp_fail(
+            err, SIPP_ERR_IO,
+            "cannot read manifest '%s': %s; write one with sipp verify MODEL --backends LIST --manifest OUT",
+            path, strerror(errno));
     json_t *m = json_loadf(f, 0, &jerr);
     fclose(f);
     if (!m)
-        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "manifest '%s' is not valid JSON (line %d, column %d: %s)",
-                         path, jerr.line, jerr.column, jerr.text);
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                         "manifest '%s' is not valid JSON (line %d, column %d: %s)", path, jerr.line,
+                         jerr.column, jerr.text);
     const char *kind = json_string_value(json_object_get(m, "kind"));
     json_t *fmt = json_object_get(m, "format");
     const char *problem = NULL;
@@ -91,14 +94,16 @@ sipp_status manifest_load(const char *path, json_t **out, char *err) {
         problem = "is not a sipp verify manifest (no \"kind\": \"" VERIFY_MANIFEST_KIND "\")";
     else if (!json_is_integer(fmt) || json_integer_value(fmt) > VERIFY_MANIFEST_FORMAT)
         problem = "has a format this sipp does not know (written by a newer sipp?)";
-    else if (!json_is_object(json_object_get(m, "model")) || !json_is_object(json_object_get(m, "backends")) ||
-             !json_is_array(json_object_get(m, "prompts")) || !json_is_string(json_object_get(m, "reference")))
+    else if (!json_is_object(json_object_get(m, "model")) ||
+             !json_is_object(json_object_get(m, "backends")) ||
+             !json_is_array(json_object_get(m, "prompts")) ||
+             !json_is_string(json_object_get(m, "reference")))
         problem = "lacks one of \"model\", \"backends\", \"prompts\", \"reference\"";
     if (problem) {
         json_decref(m);
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                         "manifest '%s' %s; write one with sipp verify MODEL --backends LIST --manifest OUT", path,
-                         problem);
+                         "manifest '%s' %s; write one with sipp verify MODEL --backends LIST --manifest OUT",
+                         path, problem);
     }
     *out = m;
     return SIPP_OK;
@@ -108,7 +113,8 @@ sipp_status manifest_write(const char *path, const json_t *manifest, char *err) 
     char tmp[SIPP_PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "manifest path '%.64s...' is too long", path);
-    if (json_dump_file(manifest, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(9)) != 0 || rename(tmp, path) != 0) {
+    if (json_dump_file(manifest, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(9)) != 0 ||
+        rename(tmp, path) != 0) {
         sipp_status st = sipp_fail(err, SIPP_ERR_IO, "cannot write manifest '%s': %s", path, strerror(errno));
         remove(tmp);
         return st;
@@ -136,14 +142,15 @@ sipp_status sipp_verify_manifest_write(const char *path, const char *report_json
     json_error_t jerr;
     json_t *m = json_loads(report_json, 0, &jerr);
     if (!m)
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the report is not valid JSON (line %d, column %d: %s)",
-                         jerr.line, jerr.column, jerr.text);
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "the report is not valid JSON (line %d, column %d: %s)", jerr.line, jerr.column,
+                         jerr.text);
     const char *kind = json_string_value(json_object_get(m, "kind"));
-    sipp_status st = !kind || strcmp(kind, VERIFY_MANIFEST_KIND) != 0
-                         ? sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                                     "the report is not a sipp verify report (no \"kind\": \"" VERIFY_MANIFEST_KIND
-                                     "\")")
-                         : manifest_write(path, m, errbuf);
+    sipp_status st =
+        !kind || strcmp(kind, VERIFY_MANIFEST_KIND) != 0
+            ? sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                        "the report is not a sipp verify report (no \"kind\": \"" VERIFY_MANIFEST_KIND "\")")
+            : manifest_write(path, m, errbuf);
     json_decref(m);
     return st;
 }

@@ -31,12 +31,12 @@
 
 sipp_verify_thresholds sipp_verify_default_thresholds(void) {
     return (sipp_verify_thresholds){.max_kl = DEFAULT_MAX_KL,
-                               .max_kl_max = DEFAULT_MAX_KL_MAX,
-                               .min_top1 = DEFAULT_MIN_TOP1,
-                               .max_cached_kl = DEFAULT_MAX_CACHED_KL,
-                               .min_cached_top1 = DEFAULT_MIN_CACHED_TOP1,
-                               .min_greedy = DEFAULT_MIN_GREEDY,
-                               .speed_tolerance = DEFAULT_SPEED_TOLERANCE};
+                                    .max_kl_max = DEFAULT_MAX_KL_MAX,
+                                    .min_top1 = DEFAULT_MIN_TOP1,
+                                    .max_cached_kl = DEFAULT_MAX_CACHED_KL,
+                                    .min_cached_top1 = DEFAULT_MIN_CACHED_TOP1,
+                                    .min_greedy = DEFAULT_MIN_GREEDY,
+                                    .speed_tolerance = DEFAULT_SPEED_TOLERANCE};
 }
 
 static const struct {

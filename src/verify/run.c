@@ -86,7 +86,8 @@ int verify_token_agreement(sipp_model *vocab, const char *ref, const char *other
     return k;
 }
 
-sipp_status verify_tokenize_prompts(const verify_config *cfg, verify_prompt *prompts, int n_prompts, char *err) {
+sipp_status verify_tokenize_prompts(const verify_config *cfg, verify_prompt *prompts, int n_prompts,
+                                    char *err) {
     for (int p = 0; p < n_prompts; p++) {
         size_t need = 0, len = strlen(prompts[p].text);
         sipp_tokenize(cfg->vocab, prompts[p].text, len, true, false, NULL, 0, &need);
@@ -105,8 +106,8 @@ sipp_status verify_tokenize_prompts(const verify_config *cfg, verify_prompt *pro
     return SIPP_OK;
 }
 
-static sipp_status logits_pass(const verify_config *cfg, sipp_model *m, const verify_prompt *prompts, int n_prompts,
-                               const verify_result *ref, verify_result *out, char *err) {
+static sipp_status logits_pass(const verify_config *cfg, sipp_model *m, const verify_prompt *prompts,
+                               int n_prompts, const verify_result *ref, verify_result *out, char *err) {
     char why[SIPP_ERROR_SIZE];
     out->logits = calloc((size_t)n_prompts, sizeof *out->logits);
     if (!out->logits) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
@@ -117,7 +118,8 @@ static sipp_status logits_pass(const verify_config *cfg, sipp_model *m, const ve
                                    &out->logits[p], &nv, why) != SIPP_OK ||
             sipp_model_eval_logits(m, prompts[p].tokens, (size_t)prompts[p].n_tokens, true, cfg->threads,
                                    &inc, &nv, why) != SIPP_OK)
-            return sipp_fail(err, SIPP_ERR_INTERNAL, "%s: evaluating prompt %d failed: %s", out->backend, p + 1, why);
+            return sipp_fail(err, SIPP_ERR_INTERNAL, "%s: evaluating prompt %d failed: %s", out->backend,
+                             p + 1, why);
         out->n_vocab = nv;
         verify_metrics_add(&out->cached, out->logits[p], inc, prompts[p].n_tokens, nv);
         sipp_free(inc);
@@ -134,8 +136,8 @@ static sipp_status logits_pass(const verify_config *cfg, sipp_model *m, const ve
     return SIPP_OK;
 }
 
-static sipp_status greedy_pass(const verify_config *cfg, sipp_model *m, const verify_prompt *prompts, int n_prompts,
-                               const verify_result *ref, verify_result *out, char *err) {
+static sipp_status greedy_pass(const verify_config *cfg, sipp_model *m, const verify_prompt *prompts,
+                               int n_prompts, const verify_result *ref, verify_result *out, char *err) {
     char why[SIPP_ERROR_SIZE];
     int longest = 0;
     for (int p = 0; p < n_prompts; p++)
@@ -162,14 +164,14 @@ static sipp_status greedy_pass(const verify_config *cfg, sipp_model *m, const ve
         rp.sampling.temperature = 0;
         sipp_request *r = NULL;
         if (sipp_engine_submit(e, &rp, &r) != SIPP_OK) {
-            rc = sipp_fail(err, SIPP_ERR_INTERNAL, "%s: greedy continuation of prompt %d: %s", out->backend, p + 1,
-                           sipp_engine_last_error(e));
+            rc = sipp_fail(err, SIPP_ERR_INTERNAL, "%s: greedy continuation of prompt %d: %s", out->backend,
+                           p + 1, sipp_engine_last_error(e));
             break;
         }
         sipp_request_wait(r, -1);
         if (sipp_request_status(r) != SIPP_OK) {
-            rc = sipp_fail(err, SIPP_ERR_INTERNAL, "%s: greedy continuation of prompt %d failed: %s", out->backend,
-                           p + 1, sipp_request_error(r));
+            rc = sipp_fail(err, SIPP_ERR_INTERNAL, "%s: greedy continuation of prompt %d failed: %s",
+                           out->backend, p + 1, sipp_request_error(r));
         } else {
             out->greedy[p] = strdup(sipp_request_text(r));
             const char *against = ref ? ref->greedy[p] : out->greedy[p];
@@ -186,9 +188,12 @@ static sipp_status greedy_pass(const verify_config *cfg, sipp_model *m, const ve
 void verify_backend_split(const char *label, char *name, size_t cap, const char **flash_attn) {
     size_t len = strlen(label), n = strlen(VERIFY_FA_ON); /* both suffixes have the same length */
     *flash_attn = NULL;
-    if (len > n && strcmp(label + len - n, VERIFY_FA_ON) == 0) *flash_attn = "on";
-    else if (len > n && strcmp(label + len - n, VERIFY_FA_OFF) == 0) *flash_attn = "off";
-    else n = 0;
+    if (len > n && strcmp(label + len - n, VERIFY_FA_ON) == 0)
+        *flash_attn = "on";
+    else if (len > n && strcmp(label + len - n, VERIFY_FA_OFF) == 0)
+        *flash_attn = "off";
+    else
+        n = 0;
     snprintf(name, cap, "%.*s", (int)(len - n), label);
 }
 

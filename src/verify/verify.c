@@ -71,7 +71,8 @@ sipp_verify_params sipp_verify_default_params(void) {
 static sipp_status check_backend_label(const char *label, char *why) {
     char name[BACKEND_NAME];
     const char *flash_attn = NULL;
-    if (strlen(label) >= BACKEND_NAME) return sipp_fail(why, SIPP_ERR_INVALID_ARGUMENT, "'%s' is too long", label);
+    if (strlen(label) >= BACKEND_NAME)
+        return sipp_fail(why, SIPP_ERR_INVALID_ARGUMENT, "'%s' is too long", label);
     verify_backend_split(label, name, sizeof name, &flash_attn);
     return sipp_backend_check_name(name, why);
 }
@@ -83,7 +84,8 @@ static sipp_status add_backend(run *o, const char *name, sipp_status bad, char *
         return sipp_fail(
             err, bad, "--backends: 'auto' is not a backend to compare; name them (cpu, vulkan, cuda, ...)");
     if (!verify_is_browser(name) && check_backend_label(name, why) != SIPP_OK)
-        return sipp_fail(err, bad, "--backends: %s (or browser: the WebAssembly runtime in headless Chromium)", why);
+        return sipp_fail(err, bad,
+                         "--backends: %s (or browser: the WebAssembly runtime in headless Chromium)", why);
     for (int i = 0; i < o->n_backends; i++)
         if (strcmp(o->backends[i], name) == 0) return SIPP_OK;
     if (o->n_backends == SIPP_VERIFY_MAX_BACKENDS)
@@ -133,7 +135,8 @@ static sipp_status resolve_backends(run *o, const json_t *recorded, verify_resul
         char name[BACKEND_NAME];
         const char *flash_attn = NULL;
         verify_backend_split(o->backends[i], name, sizeof name, &flash_attn);
-        runnable[i] = verify_is_browser(o->backends[i]) || sipp_backend_decide(name, NULL, &d, why) == SIPP_OK;
+        runnable[i] =
+            verify_is_browser(o->backends[i]) || sipp_backend_decide(name, NULL, &d, why) == SIPP_OK;
         if (runnable[i]) continue;
         if (recorded && !o->backends_given && strcmp(o->backends[i], o->ref) != 0) {
             snprintf(res[i].skipped, sizeof res[i].skipped, "%s", why);
@@ -407,9 +410,10 @@ static sipp_status verify(const sipp_verify_params *p, run *o, holdings *h, bool
     for (int i = 0; i < o->n_backends; i++) {
         if (!runnable[i]) continue;
         const verify_result *ref = i == 0 ? NULL : &h->res[0];
-        st = verify_is_browser(o->backends[i])
-                 ? verify_run_browser(&o->cfg, h->prompts, h->n_prompts, ref, &h->res[i], err)
-                 : verify_run_backend(&o->cfg, o->backends[i], h->prompts, h->n_prompts, ref, &h->res[i], err);
+        st =
+            verify_is_browser(o->backends[i])
+                ? verify_run_browser(&o->cfg, h->prompts, h->n_prompts, ref, &h->res[i], err)
+                : verify_run_backend(&o->cfg, o->backends[i], h->prompts, h->n_prompts, ref, &h->res[i], err);
         if (st != SIPP_OK) return st;
     }
     if (!(h->failures = json_array())) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");

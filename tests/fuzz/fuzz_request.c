@@ -3,9 +3,10 @@
  * the code that turns untrusted HTTP bodies into generation requests.
  *
  * Each input is parsed once (gw_parse_body, as a route does) and the tree decoded as every route's
- * body (chat, completion, embeddings, the native routes) and read for routing (gw_body_model). The decoder must never crash, leak or read out of bounds; when it accepts a
- * body, every string it hands on must be a NUL-terminated C string and every count within its
- * bound; when it refuses one, the message must be non-empty (it names the field).
+ * body (chat, completion, embeddings, the native routes) and read for routing (gw_body_model). The decoder
+ * must never crash, leak or read out of bounds; when it accepts a body, every string it hands on must be a
+ * NUL-terminated C string and every count within its bound; when it refuses one, the message must be
+ * non-empty (it names the field).
  *
  * Build and run (about a minute, from the repository root, after `make`):
  *
@@ -36,13 +37,16 @@ static void check_accepted(const gw_gen *g) {
     touch(g->model);
     touch(g->prompt);
     touch(g->context_key);
-    if (g->n_stop > GW_MAX_STOP || g->n_messages > GW_MAX_MESSAGES || g->n_inputs > GW_MAX_EMBED_INPUTS) abort();
-    for (size_t i = 0; i < g->n_stop; i++) touch(g->stop[i]);
+    if (g->n_stop > GW_MAX_STOP || g->n_messages > GW_MAX_MESSAGES || g->n_inputs > GW_MAX_EMBED_INPUTS)
+        abort();
+    for (size_t i = 0; i < g->n_stop; i++)
+        touch(g->stop[i]);
     for (size_t i = 0; i < g->n_messages; i++) {
         touch(g->messages[i].role);
         touch(g->messages[i].content);
     }
-    for (size_t i = 0; i < g->n_inputs; i++) touch(g->inputs[i]);
+    for (size_t i = 0; i < g->n_inputs; i++)
+        touch(g->inputs[i]);
     if (g->max_tokens == 0 || g->max_tokens < -1) abort();
     if (!(g->sampling.temperature >= 0) || !(g->sampling.top_p > 0) || g->sampling.top_k < 0) abort();
     bool generates = g->api != GW_API_EMBEDDINGS && g->api != GW_API_NATIVE_EMBED;

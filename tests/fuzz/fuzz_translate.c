@@ -7,9 +7,9 @@
  * and /api/embed to the real route functions. What lies beyond the translation is replaced by
  * small stand-ins defined here: the HTTP replies (recorded, not sent), the target table (one local
  * target, "tiny", whose embeddings end at the target), and gw_generate, which checks and frees
- * what it is given instead of running a model; libsipp itself is the static archive. The store of previous responses is the real one. Every route must reply exactly
- * once, never crash, leak or read out of bounds; an error reply must be in the route's own shape
- * with a non-empty message.
+ * what it is given instead of running a model; libsipp itself is the static archive. The store of previous
+ * responses is the real one. Every route must reply exactly once, never crash, leak or read out of bounds; an
+ * error reply must be in the route's own shape with a non-empty message.
  *
  * Built by `make fuzz-bins` and run briefly by tests/run.sh, like the other harnesses.
  */
@@ -79,7 +79,8 @@ gw_target *gw_target_find(gw_server *s, const char *name) {
 /* Embeddings would run on the engine right after this, so their requests end here. */
 gw_target *gw_call_target(gw_call *call, const char *name) {
     gw_target *t = gw_target_find(call->srv, name);
-    if (!t) gw_reply_error(call, GW_E_UNKNOWN_TARGET, "no model '%s'", name ? name : "(none)");
+    if (!t)
+        gw_reply_error(call, GW_E_UNKNOWN_TARGET, "no model '%s'", name ? name : "(none)");
     else if (strncmp(call->path, "/api/embed", strlen("/api/embed")) == 0)
         gw_reply_error(call, GW_E_NOT_READY, "no engine in the harness");
     return strncmp(call->path, "/api/embed", strlen("/api/embed")) == 0 ? NULL : t;

@@ -44,16 +44,16 @@ static char *expected[N_PROMPTS];
 static sipp_engine *engine;
 static atomic_int passed, failed;
 
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (cond) {                                                                                                    \
-            atomic_fetch_add(&passed, 1);                                                                              \
-        } else {                                                                                                       \
-            atomic_fetch_add(&failed, 1);                                                                              \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-        }                                                                                                              \
+#define CHECK(cond, ...)                                                                                     \
+    do {                                                                                                     \
+        if (cond) {                                                                                          \
+            atomic_fetch_add(&passed, 1);                                                                    \
+        } else {                                                                                             \
+            atomic_fetch_add(&failed, 1);                                                                    \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                             \
+            fprintf(stderr, __VA_ARGS__);                                                                    \
+            fputc('\n', stderr);                                                                             \
+        }                                                                                                    \
     } while (0)
 
 typedef struct stream {
@@ -119,21 +119,26 @@ static void *worker(void *arg) {
         if (act == ACT_CANCEL) sipp_request_cancel(r);
         CHECK(sipp_request_wait(r, WAIT_LIMIT_MS) == SIPP_OK, "request did not finish in time");
         sipp_finish_reason fr = sipp_request_finish_reason(r);
-        CHECK(fr != SIPP_FINISH_NONE && fr != SIPP_FINISH_ERROR, "finish reason %s: %s", sipp_finish_reason_name(fr),
-              sipp_request_error(r));
+        CHECK(fr != SIPP_FINISH_NONE && fr != SIPP_FINISH_ERROR, "finish reason %s: %s",
+              sipp_finish_reason_name(fr), sipp_request_error(r));
         const char *text = sipp_request_text(r);
-        CHECK(strlen(text) == s.len && memcmp(text, s.text, s.len) == 0, "streamed pieces differ from the text");
+        CHECK(strlen(text) == s.len && memcmp(text, s.text, s.len) == 0,
+              "streamed pieces differ from the text");
         if (fr == SIPP_FINISH_LENGTH) {
             CHECK(act == ACT_FINISH || act == ACT_DEADLINE || act == ACT_CANCEL, "length after %d", act);
-            CHECK(strcmp(text, expected[k]) == 0, "batched greedy output differs from the single-request output:\n"
-                                                  "  got      '%s'\n  expected '%s'", text, expected[k]);
+            CHECK(strcmp(text, expected[k]) == 0,
+                  "batched greedy output differs from the single-request output:\n"
+                  "  got      '%s'\n  expected '%s'",
+                  text, expected[k]);
         } else {
             CHECK(fr == SIPP_FINISH_CANCELLED, "unexpected finish %s", sipp_finish_reason_name(fr));
             CHECK(act != ACT_FINISH, "a request left alone was cancelled");
-            CHECK(strncmp(expected[k], text, strlen(text)) == 0, "a cancelled request's text is not a prefix");
+            CHECK(strncmp(expected[k], text, strlen(text)) == 0,
+                  "a cancelled request's text is not a prefix");
         }
-        CHECK(s.finishes == 1 && s.finish_reason == fr, "on_finish called %d times, last with %s (finished as %s)",
-              s.finishes, sipp_finish_reason_name(s.finish_reason), sipp_finish_reason_name(fr));
+        CHECK(s.finishes == 1 && s.finish_reason == fr,
+              "on_finish called %d times, last with %s (finished as %s)", s.finishes,
+              sipp_finish_reason_name(s.finish_reason), sipp_finish_reason_name(fr));
         /* Ended exactly once: waiting again returns at once and nothing changes. */
         CHECK(sipp_request_wait(r, 0) == SIPP_OK && sipp_request_finish_reason(r) == fr, "finish changed");
         sipp_request_free(r);
@@ -174,7 +179,8 @@ static void *model_worker(void *arg) {
         sipp_request *r = NULL;
         st = sipp_engine_submit(engine, &p, &r);
         CHECK(st == SIPP_ERR_INVALID_ARGUMENT && !r && strstr(sipp_engine_last_error(engine), BAD_TEMPLATE),
-              "chat submit with a bad template: %s: %s", sipp_status_name(st), sipp_engine_last_error(engine));
+              "chat submit with a bad template: %s: %s", sipp_status_name(st),
+              sipp_engine_last_error(engine));
     }
     return NULL;
 }
@@ -194,11 +200,14 @@ static void check_queue_full(sipp_model *m) {
         p.on_piece = NULL;
         p.max_tokens = 200;
         sipp_status st = sipp_engine_submit(e, &p, &rs[i]);
-        if (st == SIPP_ERR_BUSY) busy++;
-        else if (st == SIPP_OK) ok++;
+        if (st == SIPP_ERR_BUSY)
+            busy++;
+        else if (st == SIPP_OK)
+            ok++;
     }
     CHECK(busy > 0, "a full queue never refused (accepted %d)", ok);
-    CHECK(strstr(sipp_engine_last_error(e), "queue is full") != NULL, "busy message: %s", sipp_engine_last_error(e));
+    CHECK(strstr(sipp_engine_last_error(e), "queue is full") != NULL, "busy message: %s",
+          sipp_engine_last_error(e));
     sipp_engine_free(e); /* cancels what runs and what waits */
     for (int i = 0; i < 8; i++) {
         if (!rs[i]) continue;
@@ -316,13 +325,15 @@ static void check_shared_prefix(sipp_model *m) {
     p.max_tokens = 40;
     sipp_request *a = NULL;
     CHECK(sipp_engine_submit(e, &p, &a) == SIPP_OK, "submit A");
-    while (sipp_request_wait(a, 1) != SIPP_OK && !*sipp_request_text(a)) continue; /* A is generating */
+    while (sipp_request_wait(a, 1) != SIPP_OK && !*sipp_request_text(a))
+        continue; /* A is generating */
     char *got_b = run_alone(e, pb, 12, &st);
     sipp_request_wait(a, WAIT_LIMIT_MS);
-    CHECK(st.cached_tokens >= n_prompt_b / 2, "B took %d of its %d prompt tokens from A's slot", st.cached_tokens,
-          n_prompt_b);
-    CHECK(got_b && strcmp(got_b, want_b) == 0, "a shared prefix changed B's output:\n  got      '%s'\n  expected '%s'",
-          got_b ? got_b : "(none)", want_b);
+    CHECK(st.cached_tokens >= n_prompt_b / 2, "B took %d of its %d prompt tokens from A's slot",
+          st.cached_tokens, n_prompt_b);
+    CHECK(got_b && strcmp(got_b, want_b) == 0,
+          "a shared prefix changed B's output:\n  got      '%s'\n  expected '%s'", got_b ? got_b : "(none)",
+          want_b);
     CHECK(strcmp(sipp_request_text(a), want_a) == 0, "sharing A's prefix changed A's output");
     sipp_request_free(a);
     free(got_b);
@@ -363,13 +374,15 @@ static void check_kv_full(sipp_model *m) {
         sipp_finish_reason fr = sipp_request_finish_reason(r[i]);
         if (fr == SIPP_FINISH_ERROR) {
             errors++;
-            CHECK(sipp_request_status(r[i]) == SIPP_ERR_CONTEXT_FULL && strstr(sipp_request_error(r[i]), "context is full"),
+            CHECK(sipp_request_status(r[i]) == SIPP_ERR_CONTEXT_FULL &&
+                      strstr(sipp_request_error(r[i]), "context is full"),
                   "kv-full error: %s", sipp_request_error(r[i]));
         }
         lengths += fr == SIPP_FINISH_LENGTH;
         sipp_request_free(r[i]);
     }
-    CHECK(errors == 1 && lengths == 1, "out of KV space: %d errors, %d finished (want 1 and 1)", errors, lengths);
+    CHECK(errors == 1 && lengths == 1, "out of KV space: %d errors, %d finished (want 1 and 1)", errors,
+          lengths);
     sipp_engine_free(e);
 }
 
@@ -389,7 +402,8 @@ static void run_together(sipp_engine *e, int n, int max_tokens, sipp_finish_reas
         sipp_request_stats st;
         sipp_request_get_stats(r[i], &st);
         gen[i] = st.generated_tokens;
-        if (fr[i] == SIPP_FINISH_ERROR) fprintf(stderr, "engine_stress: request %d: %s\n", i, sipp_request_error(r[i]));
+        if (fr[i] == SIPP_FINISH_ERROR)
+            fprintf(stderr, "engine_stress: request %d: %s\n", i, sipp_request_error(r[i]));
         sipp_request_free(r[i]);
     }
 }
@@ -408,7 +422,8 @@ static void check_idle_kv_yields(sipp_model *m) {
     sipp_finish_reason fr[N_PROMPTS];
     int gen[N_PROMPTS];
     run_together(e, 3, 60, fr, gen);
-    for (int i = 0; i < 3; i++) CHECK(fr[i] == SIPP_FINISH_LENGTH, "warm-up request %d: %s", i, sipp_finish_reason_name(fr[i]));
+    for (int i = 0; i < 3; i++)
+        CHECK(fr[i] == SIPP_FINISH_LENGTH, "warm-up request %d: %s", i, sipp_finish_reason_name(fr[i]));
     sipp_request_params p = greedy("A fourth prompt, unlike the other three", NULL);
     p.on_piece = NULL;
     p.max_tokens = 200;
@@ -418,8 +433,9 @@ static void check_idle_kv_yields(sipp_model *m) {
     sipp_request_stats st;
     sipp_request_get_stats(r, &st);
     CHECK(sipp_request_finish_reason(r) == SIPP_FINISH_LENGTH && st.generated_tokens == 200,
-          "a lone request beside idle slots: %s after %d tokens: %s", sipp_finish_reason_name(sipp_request_finish_reason(r)),
-          st.generated_tokens, sipp_request_error(r) ? sipp_request_error(r) : "");
+          "a lone request beside idle slots: %s after %d tokens: %s",
+          sipp_finish_reason_name(sipp_request_finish_reason(r)), st.generated_tokens,
+          sipp_request_error(r) ? sipp_request_error(r) : "");
     sipp_request_free(r);
     sipp_engine_free(e);
 }
@@ -457,7 +473,8 @@ static void check_embed_cancel(sipp_model *m) {
     CHECK(sipp_engine_new(m, &ep, &e, err) == SIPP_OK, "engine: %s", err);
     enum { N_INPUTS = 8 };
     const char *texts[N_INPUTS];
-    for (int i = 0; i < N_INPUTS; i++) texts[i] = prompts[i % N_PROMPTS];
+    for (int i = 0; i < N_INPUTS; i++)
+        texts[i] = prompts[i % N_PROMPTS];
     float *out = NULL;
     int n_embd = 0, calls = 0;
     sipp_embed_options o = sipp_embed_default_options();
@@ -500,7 +517,8 @@ int main(int argc, char **argv) {
         stream s = {0};
         sipp_request_params p = greedy(prompts[k], &s);
         sipp_request *r;
-        if (sipp_engine_submit(engine, &p, &r) != SIPP_OK || sipp_request_wait(r, WAIT_LIMIT_MS) != SIPP_OK) return 1;
+        if (sipp_engine_submit(engine, &p, &r) != SIPP_OK || sipp_request_wait(r, WAIT_LIMIT_MS) != SIPP_OK)
+            return 1;
         expected[k] = strdup(sipp_request_text(r));
         CHECK(sipp_request_finish_reason(r) == SIPP_FINISH_LENGTH, "reference did not run to length");
         sipp_request_free(r);
@@ -508,16 +526,20 @@ int main(int argc, char **argv) {
     pthread_t *th = calloc((size_t)n_threads, sizeof *th);
     worker_arg *args = calloc((size_t)n_threads, sizeof *args);
     pthread_t model_th[MODEL_WORKERS];
-    for (int i = 0; i < MODEL_WORKERS; i++) pthread_create(&model_th[i], NULL, model_worker, m);
+    for (int i = 0; i < MODEL_WORKERS; i++)
+        pthread_create(&model_th[i], NULL, model_worker, m);
     for (int i = 0; i < n_threads; i++) {
         args[i] = (worker_arg){.seed = (unsigned)(i * 7919 + 17), .per_thread = per_thread};
         pthread_create(&th[i], NULL, worker, &args[i]);
     }
-    for (int i = 0; i < n_threads; i++) pthread_join(th[i], NULL);
-    for (int i = 0; i < MODEL_WORKERS; i++) pthread_join(model_th[i], NULL);
+    for (int i = 0; i < n_threads; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < MODEL_WORKERS; i++)
+        pthread_join(model_th[i], NULL);
     sipp_engine_stats st;
     sipp_engine_get_stats(engine, &st);
-    CHECK(st.running == 0 && st.queued == 0, "slots leak: %d running, %d queued after all ended", st.running, st.queued);
+    CHECK(st.running == 0 && st.queued == 0, "slots leak: %d running, %d queued after all ended", st.running,
+          st.queued);
     CHECK(st.decode_steps > 0 && st.mean_busy_slots >= 1.0, "stats: %llu steps, %.2f busy",
           (unsigned long long)st.decode_steps, st.mean_busy_slots);
     /* Prefix reuse: the same prompt again evaluates only its last token. */
@@ -540,7 +562,8 @@ int main(int argc, char **argv) {
     check_until_full(m);
     check_embed_cancel(m);
     sipp_model_free(m);
-    for (int k = 0; k < N_PROMPTS; k++) free(expected[k]);
+    for (int k = 0; k < N_PROMPTS; k++)
+        free(expected[k]);
     free(th);
     free(args);
     int f = atomic_load(&failed);

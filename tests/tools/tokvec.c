@@ -33,9 +33,12 @@
  * space prefix when tokenizing and must remove it again when detokenizing). */
 static const char *const ROUND_TRIP[] = {
     "h\xC3\xA9llo w\xC3\xB6rld \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x8E\x89",
-    "\xD0\xBD\xD0\xB5\xD1\x89\xD0\xBE \xD0\xBD\xD0\xB0 \xD0\x91\xD1\x8A\xD0\xBB\xD0\xB3\xD0\xB0\xD1\x80\xD1\x81\xD0\xBA\xD0\xB8",
+    "\xD0\xBD\xD0\xB5\xD1\x89\xD0\xBE \xD0\xBD\xD0\xB0 "
+    "\xD0\x91\xD1\x8A\xD0\xBB\xD0\xB3\xD0\xB0\xD1\x80\xD1\x81\xD0\xBA\xD0\xB8",
     "\xF0\x9F\x9A\x80 (normal) \xF0\x9F\x98\xB6\xE2\x80\x8D\xF0\x9F\x8C\xAB\xEF\xB8\x8F emoji \xE2\x9C\x85",
-    "\xE6\x88\x91\xE6\x83\xB3\xE5\x9C\xA8" "apple\xE5\xB7\xA5\xE4\xBD\x9C" "1314151\xE5\xA4\xA9\xEF\xBD\x9E",
+    "\xE6\x88\x91\xE6\x83\xB3\xE5\x9C\xA8"
+    "apple\xE5\xB7\xA5\xE4\xBD\x9C"
+    "1314151\xE5\xA4\xA9\xEF\xBD\x9E",
 };
 
 typedef struct counts {
@@ -121,7 +124,8 @@ static int parse_ids(const char *line, int32_t *ids, int cap) {
     int n = 0;
     const char *p = line;
     for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+        while (*p == ' ' || *p == '\t' || *p == '\r')
+            p++;
         if (!*p) return n;
         char *end;
         long v = strtol(p, &end, 10);
@@ -140,7 +144,8 @@ static int32_t *tokenize(sipp_model *m, const char *text, size_t len, size_t *n_
         return NULL;
     }
     if ((need > 0) != (st == SIPP_ERR_INVALID_ARGUMENT)) {
-        fprintf(stderr, "tokvec: sizing call with cap 0 returned %s for %zu tokens\n", sipp_status_name(st), need);
+        fprintf(stderr, "tokvec: sizing call with cap 0 returned %s for %zu tokens\n", sipp_status_name(st),
+                need);
         return NULL;
     }
     int32_t *toks = malloc((need + 1) * sizeof *toks);
@@ -148,8 +153,8 @@ static int32_t *tokenize(sipp_model *m, const char *text, size_t len, size_t *n_
     size_t got = 0;
     st = sipp_tokenize(m, text, len, false, false, toks, need + 1, &got);
     if (st != SIPP_OK || got != need) {
-        fprintf(stderr, "tokvec: tokenize failed (%s; %zu tokens, sizing said %zu): %s\n", sipp_status_name(st), got,
-                need, sipp_model_last_error(m));
+        fprintf(stderr, "tokvec: tokenize failed (%s; %zu tokens, sizing said %zu): %s\n",
+                sipp_status_name(st), got, need, sipp_model_last_error(m));
         free(toks);
         return NULL;
     }
@@ -165,8 +170,8 @@ static char *detokenize(sipp_model *m, const int32_t *toks, size_t n) {
     size_t got = 0;
     sipp_status st = sipp_detokenize(m, toks, n, false, buf, need + 1, &got);
     if (st != SIPP_OK || got != need || strlen(buf) != got) {
-        fprintf(stderr, "tokvec: detokenize failed (%s; %zu bytes, sizing said %zu): %s\n", sipp_status_name(st), got,
-                need, sipp_model_last_error(m));
+        fprintf(stderr, "tokvec: detokenize failed (%s; %zu bytes, sizing said %zu): %s\n",
+                sipp_status_name(st), got, need, sipp_model_last_error(m));
         free(buf);
         return NULL;
     }
@@ -175,11 +180,13 @@ static char *detokenize(sipp_model *m, const int32_t *toks, size_t n) {
 
 static void print_ids(const char *label, const int32_t *ids, size_t n) {
     fprintf(stderr, "    %s:", label);
-    for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, " %d", ids[i]);
     fputc('\n', stderr);
 }
 
-static void check_vectors(sipp_model *m, char **texts, const size_t *lens, char **lines, size_t n, counts *c) {
+static void check_vectors(sipp_model *m, char **texts, const size_t *lens, char **lines, size_t n,
+                          counts *c) {
     for (size_t i = 0; i < n; i++) {
         int cap = (int)strlen(lines[i]) / 2 + 1;
         int32_t *want = malloc((size_t)cap * sizeof *want);
@@ -193,8 +200,10 @@ static void check_vectors(sipp_model *m, char **texts, const size_t *lens, char 
             c->failed++;
             if (c->failed <= MAX_REPORTED_FAILURES) {
                 fprintf(stderr, "  FAIL vector %zu: '%s'\n", i, texts[i]);
-                if (n_want < 0) fprintf(stderr, "    malformed expected line: '%s'\n", lines[i]);
-                else print_ids("want", want, (size_t)n_want);
+                if (n_want < 0)
+                    fprintf(stderr, "    malformed expected line: '%s'\n", lines[i]);
+                else
+                    print_ids("want", want, (size_t)n_want);
                 if (got) print_ids("got ", got, n_got);
             }
         }
@@ -244,7 +253,8 @@ int main(int argc, char **argv) {
     size_t n_texts = split_inputs(inp, inp_len, &texts, &lens);
     size_t n_lines = split_lines(out, &lines);
     if (n_texts == 0 || n_texts != n_lines) {
-        fprintf(stderr, "tokvec: %s has %zu texts but %s has %zu lines\n", inp_path, n_texts, out_path, n_lines);
+        fprintf(stderr, "tokvec: %s has %zu texts but %s has %zu lines\n", inp_path, n_texts, out_path,
+                n_lines);
         return 2;
     }
 

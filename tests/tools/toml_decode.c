@@ -64,8 +64,7 @@ static char *read_stream(FILE *f, size_t *len) {
         }
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
-        if (got == 0)
-            break;
+        if (got == 0) break;
     }
     if (ferror(f)) {
         free(buf);
@@ -89,8 +88,7 @@ static void format_float(double d, char *buf, size_t cap) {
     }
     for (int digits = FLOAT_MIN_DIGITS; digits <= FLOAT_MAX_DIGITS; digits++) {
         snprintf(buf, cap, "%.*g", digits, d);
-        if (strtod(buf, NULL) == d)
-            return;
+        if (strtod(buf, NULL) == d) return;
     }
 }
 
@@ -99,8 +97,7 @@ static void format_datetime(toml_kind kind, const toml_datetime *dt, char *buf, 
     size_t n = 0;
     if (kind != TOML_TIME_LOCAL)
         n += (size_t)snprintf(buf + n, cap - n, "%04d-%02d-%02d", dt->year, dt->month, dt->day);
-    if (kind == TOML_DATETIME || kind == TOML_DATETIME_LOCAL)
-        n += (size_t)snprintf(buf + n, cap - n, "T");
+    if (kind == TOML_DATETIME || kind == TOML_DATETIME_LOCAL) n += (size_t)snprintf(buf + n, cap - n, "T");
     if (kind != TOML_DATE_LOCAL) {
         n += (size_t)snprintf(buf + n, cap - n, "%02d:%02d:%02d", dt->hour, dt->minute, dt->second);
         if (dt->frac_digits > 0) {
@@ -121,12 +118,10 @@ static void format_datetime(toml_kind kind, const toml_datetime *dt, char *buf, 
 
 /* A JSON string for s[0, len), with NUL replaced by NUL_STANDIN when comparing. */
 static json_t *json_text(const char *s, size_t len) {
-    if (!replace_nul || !memchr(s, '\0', len))
-        return json_stringn(s, len);
+    if (!replace_nul || !memchr(s, '\0', len)) return json_stringn(s, len);
     size_t standin = strlen(NUL_STANDIN), n = 0;
     char *buf = malloc(len * standin + 1);
-    if (!buf)
-        return NULL;
+    if (!buf) return NULL;
     for (size_t i = 0; i < len; i++) {
         if (s[i] == '\0') {
             memcpy(buf + n, NUL_STANDIN, standin);
@@ -184,10 +179,8 @@ static json_t *to_json(const toml_node *n) {
     toml_kind kind = toml_node_kind(n);
     const char *type = toml_kind_name(kind);
     switch (kind) {
-    case TOML_TABLE:
-        return table_to_json(n);
-    case TOML_ARRAY:
-        return array_to_json(n);
+    case TOML_TABLE: return table_to_json(n);
+    case TOML_ARRAY: return array_to_json(n);
     case TOML_STRING: {
         const char *s;
         size_t len;
@@ -236,8 +229,7 @@ typedef struct dtval {
 static bool take_int(const char **s, int digits, int *out) {
     int v = 0;
     for (int i = 0; i < digits; i++) {
-        if ((*s)[i] < '0' || (*s)[i] > '9')
-            return false;
+        if ((*s)[i] < '0' || (*s)[i] > '9') return false;
         v = v * 10 + ((*s)[i] - '0');
     }
     *s += digits;
@@ -246,8 +238,7 @@ static bool take_int(const char **s, int digits, int *out) {
 }
 
 static bool take(const char **s, const char *any_of) {
-    if (**s == '\0' || !strchr(any_of, **s))
-        return false;
+    if (**s == '\0' || !strchr(any_of, **s)) return false;
     (*s)++;
     return true;
 }
@@ -259,8 +250,7 @@ static bool parse_time(const char **s, dtval *v) {
     if (take(s, ".")) {
         int digits = 0;
         for (; **s >= '0' && **s <= '9'; (*s)++)
-            if (digits++ < NANO_DIGITS)
-                v->nanosecond = v->nanosecond * 10 + (**s - '0');
+            if (digits++ < NANO_DIGITS) v->nanosecond = v->nanosecond * 10 + (**s - '0');
         for (; digits < NANO_DIGITS; digits++)
             v->nanosecond *= 10;
     }
@@ -275,10 +265,8 @@ static bool parse_dt(const char *s, const char *type, dtval *v) {
     if (has_date && (!take_int(&s, 4, &v->year) || !take(&s, "-") || !take_int(&s, 2, &v->month) ||
                      !take(&s, "-") || !take_int(&s, 2, &v->day)))
         return false;
-    if (has_date && has_time && !take(&s, "Tt "))
-        return false;
-    if (has_time && !parse_time(&s, v))
-        return false;
+    if (has_date && has_time && !take(&s, "Tt ")) return false;
+    if (has_time && !parse_time(&s, v)) return false;
     if (strcmp(type, "datetime") == 0) {
         int sign = *s == '-' ? -1 : 1, h, m;
         if (!take(&s, "Zz")) {
@@ -302,8 +290,7 @@ static long days_from_civil(int y, int m, int d) {
 
 static bool same_datetime(const char *type, const char *want, const char *have) {
     dtval a, b;
-    if (!parse_dt(want, type, &a) || !parse_dt(have, type, &b))
-        return false;
+    if (!parse_dt(want, type, &a) || !parse_dt(have, type, &b)) return false;
     if (strcmp(type, "datetime") == 0) {
         long long sa = (long long)days_from_civil(a.year, a.month, a.day) * SECONDS_PER_DAY + a.hour * 3600 +
                        a.minute * 60 + a.second - a.offset_minutes * 60;
@@ -332,8 +319,7 @@ static bool parse_json_float(const char *s, double *out) {
 
 static bool same_float(const char *want, const char *have) {
     double a, b;
-    if (!parse_json_float(want, &a) || !parse_json_float(have, &b))
-        return false;
+    if (!parse_json_float(want, &a) || !parse_json_float(have, &b)) return false;
     return (isnan(a) && isnan(b)) || a == b;
 }
 
@@ -354,12 +340,9 @@ static bool same_scalar(const json_t *want, const json_t *have) {
     const char *type = json_string_value(json_object_get(want, "type"));
     const json_t *wv = json_object_get(want, "value"), *hv = json_object_get(have, "value");
     const char *ws = json_string_value(wv), *hs = json_string_value(hv);
-    if (strcmp(type, json_string_value(json_object_get(have, "type"))) != 0)
-        return false;
-    if (strcmp(type, "integer") == 0)
-        return same_integer(ws, hs);
-    if (strcmp(type, "float") == 0)
-        return same_float(ws, hs);
+    if (strcmp(type, json_string_value(json_object_get(have, "type"))) != 0) return false;
+    if (strcmp(type, "integer") == 0) return same_integer(ws, hs);
+    if (strcmp(type, "float") == 0) return same_float(ws, hs);
     if (strcmp(type, "datetime") == 0 || strcmp(type, "datetime-local") == 0 ||
         strcmp(type, "date-local") == 0 || strcmp(type, "time-local") == 0)
         return same_datetime(type, ws, hs);
@@ -391,8 +374,7 @@ static bool same_object(const json_t *want, const json_t *have, char *path, size
             report(path, "key missing", json_object_iter_value(it), NULL);
             return false;
         }
-        if (!same_json(json_object_iter_value(it), h, path, strlen(path)))
-            return false;
+        if (!same_json(json_object_iter_value(it), h, path, strlen(path))) return false;
     }
     path[plen] = '\0';
     return true;
@@ -405,8 +387,7 @@ static bool same_array(const json_t *want, const json_t *have, char *path, size_
     }
     for (size_t i = 0; i < json_array_size(want); i++) {
         snprintf(path + plen, PATH_MAX_LEN - plen, "[%zu]", i);
-        if (!same_json(json_array_get(want, i), json_array_get(have, i), path, strlen(path)))
-            return false;
+        if (!same_json(json_array_get(want, i), json_array_get(have, i), path, strlen(path))) return false;
     }
     path[plen] = '\0';
     return true;
@@ -414,15 +395,13 @@ static bool same_array(const json_t *want, const json_t *have, char *path, size_
 
 static bool same_json(const json_t *want, const json_t *have, char *path, size_t plen) {
     if (is_tagged(want)) {
-        if (is_tagged(have) && same_scalar(want, have))
-            return true;
+        if (is_tagged(have) && same_scalar(want, have)) return true;
         report(path, "different values", want, have);
         return false;
     }
     if (json_is_object(want) && json_is_object(have) && !is_tagged(have))
         return same_object(want, have, path, plen);
-    if (json_is_array(want) && json_is_array(have))
-        return same_array(want, have, path, plen);
+    if (json_is_array(want) && json_is_array(have)) return same_array(want, have, path, plen);
     report(path, "different kinds of value", want, have);
     return false;
 }
@@ -432,24 +411,21 @@ static json_t *load_expected(const char *file) {
     FILE *f = fopen(file, "rb");
     size_t len = 0;
     char *text = f ? read_stream(f, &len) : NULL;
-    if (f)
-        fclose(f);
+    if (f) fclose(f);
     if (!text) {
         fprintf(stderr, "%s: cannot read\n", file);
         return NULL;
     }
     size_t esc = strlen(NUL_ESCAPE);
     for (size_t i = 0; i + 1 < len; i++) {
-        if (text[i] != '\\')
-            continue;
+        if (text[i] != '\\') continue;
         if (len - i >= esc && memcmp(text + i, NUL_ESCAPE, esc) == 0)
             memcpy(text + i, NUL_STANDIN_ESCAPE, esc);
         i++; /* skip the escaped character: in "\\u0000" the backslash is escaped, not the u */
     }
     json_error_t jerr;
     json_t *j = json_loadb(text, len, JSON_DECODE_ANY, &jerr);
-    if (!j)
-        fprintf(stderr, "%s:%d: %s\n", file, jerr.line, jerr.text);
+    if (!j) fprintf(stderr, "%s:%d: %s\n", file, jerr.line, jerr.text);
     free(text);
     return j;
 }

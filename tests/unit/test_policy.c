@@ -52,10 +52,12 @@ static sipp_policy_result decide_ok(const sipp_host_view *v, const char *request
     sipp_policy_result r;
     char err[SIPP_ERROR_SIZE] = "";
     sipp_status st = sipp_policy_decide(v, requested, order, &r, err);
-    cr_assert_eq(st, SIPP_OK, "requested '%s' order '%s': status %d (%s)", requested, order ? order : "(null)", st, err);
+    cr_assert_eq(st, SIPP_OK, "requested '%s' order '%s': status %d (%s)", requested,
+                 order ? order : "(null)", st, err);
     cr_assert_gt(strlen(r.reason), 0, "a decision always has a reason");
     cr_assert_lt(strlen(r.reason), sizeof r.reason);
-    if (r.backend == SIPP_BACKEND_CPU) cr_assert_eq(r.device, -1, "cpu has no device index");
+    if (r.backend == SIPP_BACKEND_CPU)
+        cr_assert_eq(r.device, -1, "cpu has no device index");
     else {
         cr_assert(r.device >= 0 && r.device < v->n_devices, "device %d out of range", r.device);
         cr_assert_eq(v->devices[r.device].backend, r.backend, "the device belongs to the chosen backend");
@@ -64,13 +66,14 @@ static sipp_policy_result decide_ok(const sipp_host_view *v, const char *request
 }
 
 /* Runs the policy expecting a failure; returns the message. */
-static const char *decide_fail(const sipp_host_view *v, const char *requested, const char *order, sipp_status want) {
+static const char *decide_fail(const sipp_host_view *v, const char *requested, const char *order,
+                               sipp_status want) {
     static char err[SIPP_ERROR_SIZE];
     err[0] = '\0';
     sipp_policy_result r;
     sipp_status st = sipp_policy_decide(v, requested, order, &r, err);
-    cr_assert_eq(st, want, "requested '%s' order '%s': status %d, want %d (%s)", requested, order ? order : "(null)",
-                 st, want, err);
+    cr_assert_eq(st, want, "requested '%s' order '%s': status %d, want %d (%s)", requested,
+                 order ? order : "(null)", st, want, err);
     cr_assert_gt(strlen(err), 0, "a failure has a message");
     return err;
 }
@@ -231,7 +234,8 @@ Test(policy, auto_never_picks_software_device) {
     compile(&v, SIPP_BACKEND_VULKAN);
     add_device(&v, SIPP_BACKEND_VULKAN, "Vulkan0", LAVAPIPE);
     sipp_policy_result r = decide_ok(&v, "auto", NULL);
-    cr_assert_eq(r.backend, SIPP_BACKEND_CPU, "lavapipe is slower than the CPU backend; auto must not pick it");
+    cr_assert_eq(r.backend, SIPP_BACKEND_CPU,
+                 "lavapipe is slower than the CPU backend; auto must not pick it");
     assert_contains(r.reason, "software");
 }
 
@@ -321,9 +325,12 @@ Test(policy, order_from_environment) {
     sipp_host_view v = cuda_and_vulkan_host(&cuda, &vk);
     cr_assert_eq(setenv("SIPP_BACKEND_ORDER", "vulkan,cuda", 1), 0);
     cr_assert_eq(decide_ok(&v, "auto", NULL).backend, SIPP_BACKEND_VULKAN, "SIPP_BACKEND_ORDER=vulkan,cuda");
-    cr_assert_eq(decide_ok(&v, "auto", "").backend, SIPP_BACKEND_VULKAN, "an empty order argument means unset");
-    cr_assert_eq(decide_ok(&v, "auto", "cuda").backend, SIPP_BACKEND_CUDA, "an order argument wins over the env");
-    cr_assert_eq(decide_ok(&v, "cuda", NULL).backend, SIPP_BACKEND_CUDA, "an explicit backend wins over the env");
+    cr_assert_eq(decide_ok(&v, "auto", "").backend, SIPP_BACKEND_VULKAN,
+                 "an empty order argument means unset");
+    cr_assert_eq(decide_ok(&v, "auto", "cuda").backend, SIPP_BACKEND_CUDA,
+                 "an order argument wins over the env");
+    cr_assert_eq(decide_ok(&v, "cuda", NULL).backend, SIPP_BACKEND_CUDA,
+                 "an explicit backend wins over the env");
     cr_assert_eq(unsetenv("SIPP_BACKEND_ORDER"), 0);
     cr_assert_eq(decide_ok(&v, "auto", NULL).backend, SIPP_BACKEND_CUDA, "back to the default order");
 }
@@ -356,7 +363,8 @@ Test(policy, bad_order_in_environment_rejected) {
     cr_assert_eq(setenv("SIPP_BACKEND_ORDER", "vulkan;cuda", 1), 0);
     const char *msg = decide_fail(&v, "auto", NULL, SIPP_ERR_INVALID_ARGUMENT);
     assert_contains(msg, "vulkan;cuda");
-    cr_assert_eq(decide_ok(&v, "cpu", NULL).backend, SIPP_BACKEND_CPU, "explicit cpu does not read the order");
+    cr_assert_eq(decide_ok(&v, "cpu", NULL).backend, SIPP_BACKEND_CPU,
+                 "explicit cpu does not read the order");
 }
 
 Test(policy, long_reason_stays_in_its_buffer) {
@@ -388,7 +396,8 @@ Test(names, every_name_parses_to_its_id) {
     static const char *const expected[] = {"auto", "cpu", "cuda", "metal", "vulkan", "webgpu", "rpc"};
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
         sipp_backend_id id;
-        cr_assert_eq(sipp_backend_parse(expected[i], &id, NULL), SIPP_OK, "'%s' is a documented name", expected[i]);
+        cr_assert_eq(sipp_backend_parse(expected[i], &id, NULL), SIPP_OK, "'%s' is a documented name",
+                     expected[i]);
         cr_assert_str_eq(sipp_backend_name(id), expected[i]);
         char err[SIPP_ERROR_SIZE];
         cr_assert_eq(sipp_backend_check_name(expected[i], err), SIPP_OK);
@@ -415,7 +424,8 @@ Test(names, unknown_name_lists_valid_names) {
         char err[SIPP_ERROR_SIZE] = "";
         cr_assert_eq(sipp_backend_parse(bad[i], &id, err), SIPP_ERR_INVALID_ARGUMENT, "'%s'", bad[i]);
         assert_contains(err, bad[i]);
-        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) assert_contains(err, names[k]);
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            assert_contains(err, names[k]);
         const char *msg = decide_fail(&v, bad[i], NULL, SIPP_ERR_INVALID_ARGUMENT);
         assert_contains(msg, bad[i]);
         cr_assert_eq(sipp_backend_check_name(bad[i], NULL), SIPP_ERR_INVALID_ARGUMENT);

@@ -1,6 +1,6 @@
 /*
- * test_stop_filter.c: the streaming filter of src/engine/stop_filter.h, which turns token pieces into the text
- * a client sees.
+ * test_stop_filter.c: the streaming filter of src/engine/stop_filter.h, which turns token pieces into the
+ * text a client sees.
  *
  * Its promises: a stop string is never emitted, even when it arrives split across pieces; the text
  * before the earliest stop string is emitted in full; text held back because it could start a stop
@@ -18,7 +18,7 @@
 /* One filter and the text it emitted so far; each push's own output is checked to be whole UTF-8. */
 typedef struct fixture {
     sipp_output out;
-    sipp_buf all;   /* everything emitted */
+    sipp_buf all; /* everything emitted */
     size_t n_chunks;
 } fixture;
 
@@ -39,8 +39,8 @@ static bool fx_push_n(fixture *f, const char *piece, size_t len, bool expect_val
     bool stopped = sipp_output_push(&f->out, piece, len, &emit);
     if (emit.len) {
         if (expect_valid)
-            cr_assert(sipp_utf8_valid(emit.data, emit.len), "chunk %zu is not whole UTF-8 (%zu bytes)", f->n_chunks,
-                      emit.len);
+            cr_assert(sipp_utf8_valid(emit.data, emit.len), "chunk %zu is not whole UTF-8 (%zu bytes)",
+                      f->n_chunks, emit.len);
         cr_assert(sipp_buf_append(&f->all, emit.data, emit.len));
         f->n_chunks++;
     }
@@ -97,7 +97,8 @@ Test(output, stop_split_across_three_pieces) {
     cr_assert(fx_push(&f, "OP now"), "STOP completed");
     cr_assert_str_eq(fx_text(&f), "Hello ");
     fx_flush(&f);
-    cr_assert_str_eq(fx_text(&f), "Hello ", "nothing of or after the stop string comes out, not even on flush");
+    cr_assert_str_eq(fx_text(&f), "Hello ",
+                     "nothing of or after the stop string comes out, not even on flush");
     fx_free(&f);
 }
 
@@ -126,7 +127,8 @@ Test(output, stop_one_byte_at_a_time) {
     fx_init(&f, stop, 1);
     bool stopped = false;
     size_t i;
-    for (i = 0; text[i] && !stopped; i++) stopped = fx_push_n(&f, text + i, 1, true);
+    for (i = 0; text[i] && !stopped; i++)
+        stopped = fx_push_n(&f, text + i, 1, true);
     cr_assert(stopped);
     cr_assert_eq(i, 7, "stopped on the byte that completed STOP, not later (at %zu)", i);
     cr_assert_str_eq(fx_text(&f), "xx ");
@@ -260,7 +262,8 @@ static void check_all_splits(const char *text, const char *const *stop, size_t n
             fx_init(&f, stop, n_stop);
             size_t cuts[4] = {0, a, b, n};
             bool stopped = false;
-            for (int k = 0; k < 3 && !stopped; k++) stopped = fx_push_n(&f, text + cuts[k], cuts[k + 1] - cuts[k], true);
+            for (int k = 0; k < 3 && !stopped; k++)
+                stopped = fx_push_n(&f, text + cuts[k], cuts[k + 1] - cuts[k], true);
             if (!stopped) fx_flush(&f);
             cr_assert_eq(stopped, want_stop, "text '%s' cut at %zu,%zu: stopped %d", text, a, b, stopped);
             cr_assert_str_eq(fx_text(&f), want, "text '%s' cut at %zu,%zu", text, a, b);
@@ -282,7 +285,8 @@ Test(output, every_split_with_multibyte_text_and_stop) {
     const char *stop[] = {"\xE4\xBD\xA0\xE5\xA5\xBD"}; /* 你好 */
     check_all_splits("h\xC3\xA9llo \xF0\x9F\x8E\x89 \xE4\xBD\xA0\xE5\xA5\xBD!", stop, 1,
                      "h\xC3\xA9llo \xF0\x9F\x8E\x89 ", true);
-    check_all_splits("w\xC3\xB6rld \xE4\xBD\xA0 \xE5\xA5\xBD", stop, 1, "w\xC3\xB6rld \xE4\xBD\xA0 \xE5\xA5\xBD", false);
+    check_all_splits("w\xC3\xB6rld \xE4\xBD\xA0 \xE5\xA5\xBD", stop, 1,
+                     "w\xC3\xB6rld \xE4\xBD\xA0 \xE5\xA5\xBD", false);
 }
 
 /* ---- UTF-8 ------------------------------------------------------------------------------------- */
@@ -325,7 +329,8 @@ Test(output, mixed_text_byte_by_byte_is_never_split) {
     const char *text = "h\xC3\xA9llo w\xC3\xB6rld \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x8E\x89";
     fixture f;
     fx_init(&f, NULL, 0);
-    for (size_t i = 0; text[i]; i++) cr_assert_not(fx_push_n(&f, text + i, 1, true));
+    for (size_t i = 0; text[i]; i++)
+        cr_assert_not(fx_push_n(&f, text + i, 1, true));
     fx_flush(&f);
     cr_assert_str_eq(fx_text(&f), text);
     fx_free(&f);
@@ -397,7 +402,10 @@ Test(output, invalid_bytes_before_a_stop_string_are_replaced) {
     const char *stop[] = {"STOP"};
     fixture f;
     fx_init(&f, stop, 1);
-    bool stopped = fx_push_n(&f, "\xFF" "abcSTOP", 8, false);
+    bool stopped = fx_push_n(&f,
+                             "\xFF"
+                             "abcSTOP",
+                             8, false);
     char text[64];
     size_t len = f.all.len < sizeof text - 1 ? f.all.len : sizeof text - 1;
     memcpy(text, fx_text(&f), len);
@@ -426,9 +434,23 @@ Test(output, init_free_and_reinit) {
 #define FUZZ_ROUNDS 2000
 #define FUZZ_PIECES 12
 #define FUZZ_MAX_PIECE 7
-static const char *const fuzz_bytes[] = {"a", "ST", "OP", "\xC3\xB6", "\xE4\xBD\xA0", "\xF0\x9F\x98\x80", "\xC3",
-                                         "\xE4\xBD", "\xF0\x9F\x98", "\x80", "\xBF", "\xC0\xAF", "\xED\xA0\x80",
-                                         "\xFF", "\xF5\x80\x80\x80", "\xE0\x80\x80", "\n"};
+static const char *const fuzz_bytes[] = {"a",
+                                         "ST",
+                                         "OP",
+                                         "\xC3\xB6",
+                                         "\xE4\xBD\xA0",
+                                         "\xF0\x9F\x98\x80",
+                                         "\xC3",
+                                         "\xE4\xBD",
+                                         "\xF0\x9F\x98",
+                                         "\x80",
+                                         "\xBF",
+                                         "\xC0\xAF",
+                                         "\xED\xA0\x80",
+                                         "\xFF",
+                                         "\xF5\x80\x80\x80",
+                                         "\xE0\x80\x80",
+                                         "\n"};
 
 static uint32_t next_rand(uint32_t *s) {
     *s = *s * 1664525u + 1013904223u; /* Numerical Recipes' LCG: deterministic, good enough here */

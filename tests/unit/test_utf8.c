@@ -69,18 +69,22 @@ Test(utf8_complete_prefix, invalid_bytes_count_as_complete) {
     cr_assert_eq(cp("\xC1"), 1);
     cr_assert_eq(cp("\xF5"), 1);
     cr_assert_eq(cp("\xC3\xA9\xA9"), 3); /* a stray continuation after a complete character */
-    cr_assert_eq(cp("\xC3" "a"), 2);     /* a lead byte interrupted by ASCII is not waiting anymore */
+    cr_assert_eq(cp("\xC3"
+                    "a"),
+                 2); /* a lead byte interrupted by ASCII is not waiting anymore */
 }
 
 Test(utf8_complete_prefix, every_cut_of_a_mixed_string_is_a_char_boundary) {
     const size_t n = strlen(MIXED);
     /* The character boundaries of MIXED, computed independently of the function under test. */
     bool boundary[sizeof MIXED] = {false};
-    for (size_t i = 0; i <= n; i++) boundary[i] = i == n || ((unsigned char)MIXED[i] & 0xC0) != 0x80;
+    for (size_t i = 0; i <= n; i++)
+        boundary[i] = i == n || ((unsigned char)MIXED[i] & 0xC0) != 0x80;
     for (size_t cut = 0; cut <= n; cut++) {
         size_t got = sipp_utf8_complete_prefix(MIXED, cut);
         size_t want = cut;
-        while (!boundary[want]) want--;
+        while (!boundary[want])
+            want--;
         cr_assert_eq(got, want, "cut %zu: got %zu, want %zu", cut, got, want);
         cr_assert(sipp_utf8_valid(MIXED, got), "cut %zu: prefix of %zu bytes is not valid UTF-8", cut, got);
         cr_assert(cut - got < 4, "cut %zu: held back %zu bytes", cut, cut - got);
@@ -120,8 +124,8 @@ Test(utf8_valid, overlongs_rejected) {
 }
 
 Test(utf8_valid, surrogates_and_out_of_range_rejected) {
-    cr_assert_not(valid("\xED\xA0\x80")); /* U+D800 */
-    cr_assert_not(valid("\xED\xBF\xBF")); /* U+DFFF */
+    cr_assert_not(valid("\xED\xA0\x80"));     /* U+D800 */
+    cr_assert_not(valid("\xED\xBF\xBF"));     /* U+DFFF */
     cr_assert_not(valid("\xF4\x90\x80\x80")); /* U+110000 */
     cr_assert_not(valid("\xF5\x80\x80\x80"));
     cr_assert_not(valid("\xF7\xBF\xBF\xBF"));
@@ -136,11 +140,12 @@ Test(utf8_valid, truncated_and_broken_sequences_rejected) {
     cr_assert_not(valid("\xF0\x9F\x8E"));
     cr_assert_not(sipp_utf8_valid("\xC3\xA9", 1), "n cuts the character");
     cr_assert_not(valid("\x80"));
-    cr_assert_not(valid("a\xBF" "b"));
-    cr_assert_not(valid("\xC3\x28"));         /* lead byte followed by ASCII */
+    cr_assert_not(valid("a\xBF"
+                        "b"));
+    cr_assert_not(valid("\xC3\x28")); /* lead byte followed by ASCII */
     cr_assert_not(valid("\xE4\xBD\x28"));
     cr_assert_not(valid("\xF0\x9F\x8E\x28"));
-    cr_assert_not(valid("\xC3\xA9\xA9"));     /* extra continuation byte */
+    cr_assert_not(valid("\xC3\xA9\xA9")); /* extra continuation byte */
 }
 
 /* ---- sipp_buf ---------------------------------------------------------------------------------- */
@@ -177,11 +182,13 @@ Test(buf, binary_bytes_kept) {
 Test(buf, grows_across_many_appends) {
     sipp_buf b = {0};
     enum { ROUNDS = 1000 };
-    for (int i = 0; i < ROUNDS; i++) cr_assert(sipp_buf_append(&b, "0123456789", 10));
+    for (int i = 0; i < ROUNDS; i++)
+        cr_assert(sipp_buf_append(&b, "0123456789", 10));
     cr_assert_eq(b.len, (size_t)ROUNDS * 10);
     cr_assert_gt(b.cap, b.len);
     cr_assert_eq(b.data[b.len], '\0');
-    for (size_t i = 0; i < b.len; i++) cr_assert_eq(b.data[i], (char)('0' + i % 10), "byte %zu", i);
+    for (size_t i = 0; i < b.len; i++)
+        cr_assert_eq(b.data[i], (char)('0' + i % 10), "byte %zu", i);
     sipp_buf_free(&b);
 }
 
@@ -286,20 +293,22 @@ Test(buf_append_utf8, null_with_zero_length_is_an_empty_append) {
 
 Test(buf_append_utf8, invalid_bytes_become_replacement_chars) {
     SANITISED("\xFF", FFFD);
-    SANITISED("a\xFE" "b", "a" FFFD "b");
-    SANITISED("\x80", FFFD);                     /* stray continuation byte */
-    SANITISED("\xC3(", FFFD "(");                /* lead byte without its continuation */
-    SANITISED("\xC3\xA9\xA9", "\xC3\xA9" FFFD);    /* extra continuation after a whole character */
-    SANITISED("x\xC3", "x" FFFD);                /* truncated at the end */
-    SANITISED("\xC0\xAF", FFFD FFFD);            /* overlong: neither byte is part of a character */
-    SANITISED("\xED\xA0\x80", FFFD FFFD FFFD);   /* surrogate U+D800 */
+    SANITISED("a\xFE"
+              "b",
+              "a" FFFD "b");
+    SANITISED("\x80", FFFD);                            /* stray continuation byte */
+    SANITISED("\xC3(", FFFD "(");                       /* lead byte without its continuation */
+    SANITISED("\xC3\xA9\xA9", "\xC3\xA9" FFFD);         /* extra continuation after a whole character */
+    SANITISED("x\xC3", "x" FFFD);                       /* truncated at the end */
+    SANITISED("\xC0\xAF", FFFD FFFD);                   /* overlong: neither byte is part of a character */
+    SANITISED("\xED\xA0\x80", FFFD FFFD FFFD);          /* surrogate U+D800 */
     SANITISED("\xF4\x90\x80\x80", FFFD FFFD FFFD FFFD); /* above U+10FFFF */
 }
 
 Test(buf_append_utf8, output_is_always_valid) {
     /* Deterministic pseudo-random byte strings, biased towards UTF-8 lead and continuation bytes. */
-    static const unsigned char alphabet[] = {'a', ' ', 0x80, 0xBF, 0xC2, 0xC3, 0xE0, 0xE4, 0xED, 0xF0,
-                                             0xF4, 0xF5, 0xFF, 0xA0, 0x9F, 0x8E};
+    static const unsigned char alphabet[] = {'a',  ' ',  0x80, 0xBF, 0xC2, 0xC3, 0xE0, 0xE4,
+                                             0xED, 0xF0, 0xF4, 0xF5, 0xFF, 0xA0, 0x9F, 0x8E};
     uint32_t state = 12345;
     for (int round = 0; round < 2000; round++) {
         unsigned char in[16];

@@ -55,68 +55,68 @@
 #define PROG "sipp-synth"
 
 enum {
-    EXIT_USAGE   = 2,
+    EXIT_USAGE = 2,
     EXIT_RUNTIME = 1,
 };
 
 /* defaults: a tiny model that loads and runs in well under a second */
-#define DEFAULT_N_EMBD      256
-#define DEFAULT_N_LAYER     4
-#define DEFAULT_N_HEAD      8
-#define DEFAULT_N_HEAD_KV   4
-#define DEFAULT_N_FF        768
-#define DEFAULT_N_CTX       4096
-#define DEFAULT_SEED        42
-#define DEFAULT_NAME        "sipp-synth"
-#define DEFAULT_TEMPLATE    "chatml"
+#define DEFAULT_N_EMBD 256
+#define DEFAULT_N_LAYER 4
+#define DEFAULT_N_HEAD 8
+#define DEFAULT_N_HEAD_KV 4
+#define DEFAULT_N_FF 768
+#define DEFAULT_N_CTX 4096
+#define DEFAULT_SEED 42
+#define DEFAULT_NAME "sipp-synth"
+#define DEFAULT_TEMPLATE "chatml"
 
 /* upper bounds on the flags, to reject typos before they turn into terabyte files */
-#define MAX_DIM             (1 << 16)  /* n_embd, n_ff */
-#define MAX_HEADS           1024
-#define MAX_LAYERS          512        /* LLAMA_MAX_LAYERS in llama.cpp */
-#define MAX_CTX             (1 << 24)
+#define MAX_DIM (1 << 16) /* n_embd, n_ff */
+#define MAX_HEADS 1024
+#define MAX_LAYERS 512 /* LLAMA_MAX_LAYERS in llama.cpp */
+#define MAX_CTX (1 << 24)
 
 /* fixed hyperparameters */
-#define RMS_NORM_EPS        1e-5f
-#define ROPE_FREQ_BASE      10000.0f
-#define NORM_WEIGHT         1.0f
+#define RMS_NORM_EPS 1e-5f
+#define ROPE_FREQ_BASE 10000.0f
+#define NORM_WEIGHT 1.0f
 
 /* weight scales: std of layer matrices and token embeddings, and the target std of the logits */
-#define LAYER_WEIGHT_STD    0.02f
-#define EMBD_WEIGHT_STD     0.5f
-#define OUTPUT_LOGIT_STD    2.0f
+#define LAYER_WEIGHT_STD 0.02f
+#define EMBD_WEIGHT_STD 0.5f
+#define OUTPUT_LOGIT_STD 2.0f
 
 /* splitmix64 (Steele, Lea, Flood 2014) */
-#define SPLITMIX_GAMMA      UINT64_C(0x9E3779B97F4A7C15)
-#define SPLITMIX_MUL1       UINT64_C(0xBF58476D1CE4E5B9)
-#define SPLITMIX_MUL2       UINT64_C(0x94D049BB133111EB)
-#define SPLITMIX_SHIFT1     30
-#define SPLITMIX_SHIFT2     27
-#define SPLITMIX_SHIFT3     31
+#define SPLITMIX_GAMMA UINT64_C(0x9E3779B97F4A7C15)
+#define SPLITMIX_MUL1 UINT64_C(0xBF58476D1CE4E5B9)
+#define SPLITMIX_MUL2 UINT64_C(0x94D049BB133111EB)
+#define SPLITMIX_SHIFT1 30
+#define SPLITMIX_SHIFT2 27
+#define SPLITMIX_SHIFT3 31
 
 /* FNV-1a, 64-bit, for tensor names */
-#define FNV_OFFSET          UINT64_C(0xCBF29CE484222325)
-#define FNV_PRIME           UINT64_C(0x100000001B3)
+#define FNV_OFFSET UINT64_C(0xCBF29CE484222325)
+#define FNV_PRIME UINT64_C(0x100000001B3)
 
 /* Irwin-Hall: the sum of IH_LANES uniform IH_LANE_BITS-bit lanes of one 64-bit draw */
-#define IH_LANES            4
-#define IH_LANE_BITS        16
-#define IH_LANE_MASK        ((UINT64_C(1) << IH_LANE_BITS) - 1)
-#define IH_LANE_RANGE       ((double) (IH_LANE_MASK + 1))
-#define UNIFORM_VARIANCE    (1.0 / 12.0)
+#define IH_LANES 4
+#define IH_LANE_BITS 16
+#define IH_LANE_MASK ((UINT64_C(1) << IH_LANE_BITS) - 1)
+#define IH_LANE_RANGE ((double)(IH_LANE_MASK + 1))
+#define UNIFORM_VARIANCE (1.0 / 12.0)
 
 /* streaming: elements generated per worker thread per chunk, and the thread cap */
-#define CHUNK_ELEMS_PER_THREAD  ((int64_t) 1 << 22)
-#define MAX_THREADS             16
+#define CHUNK_ELEMS_PER_THREAD ((int64_t)1 << 22)
+#define MAX_THREADS 16
 
-#define KEY_BUF             256
-#define ERR_BUF             512
-#define DESC_BUF            256
-#define TMP_SUFFIX          ".XXXXXX"
-#define OUT_FILE_MODE       0644
-#define TOKENIZER_PREFIX    "tokenizer."
-#define TEMPLATE_KEY        "tokenizer.chat_template"
-#define TOKENS_KEY          "tokenizer.ggml.tokens"
+#define KEY_BUF 256
+#define ERR_BUF 512
+#define DESC_BUF 256
+#define TMP_SUFFIX ".XXXXXX"
+#define OUT_FILE_MODE 0644
+#define TOKENIZER_PREFIX "tokenizer."
+#define TEMPLATE_KEY "tokenizer.chat_template"
+#define TOKENS_KEY "tokenizer.ggml.tokens"
 
 /* ---------------------------------------------------------------------------------------------- */
 /* chat templates                                                                                  */
@@ -140,125 +140,129 @@ static const char TEMPLATE_LLAMA3[] =
     "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
 
 struct named_template {
-    const char * name;
-    const char * text; /* NULL: no template key */
+    const char *name;
+    const char *text; /* NULL: no template key */
 };
 
 static const struct named_template TEMPLATES[] = {
-    { "chatml", TEMPLATE_CHATML },
-    { "llama3", TEMPLATE_LLAMA3 },
-    { "none",   NULL            },
+    {"chatml", TEMPLATE_CHATML},
+    {"llama3", TEMPLATE_LLAMA3},
+    {"none", NULL},
 };
 
 /* ---------------------------------------------------------------------------------------------- */
 /* options                                                                                         */
 
 struct weight_type {
-    const char *   name;
+    const char *name;
     enum ggml_type type;
-    uint32_t       file_type; /* general.file_type: a llama_ftype */
+    uint32_t file_type; /* general.file_type: a llama_ftype */
 };
 
 static const struct weight_type WEIGHT_TYPES[] = {
-    { "f16",  GGML_TYPE_F16,  LLAMA_FTYPE_MOSTLY_F16  },
-    { "q8_0", GGML_TYPE_Q8_0, LLAMA_FTYPE_MOSTLY_Q8_0 },
-    { "q4_0", GGML_TYPE_Q4_0, LLAMA_FTYPE_MOSTLY_Q4_0 },
+    {"f16", GGML_TYPE_F16, LLAMA_FTYPE_MOSTLY_F16},
+    {"q8_0", GGML_TYPE_Q8_0, LLAMA_FTYPE_MOSTLY_Q8_0},
+    {"q4_0", GGML_TYPE_Q4_0, LLAMA_FTYPE_MOSTLY_Q4_0},
 };
 
 struct pooling {
-    const char * name;
-    uint32_t     value;
+    const char *name;
+    uint32_t value;
 };
 
 static const struct pooling POOLINGS[] = {
-    { "none", LLAMA_POOLING_TYPE_NONE },
-    { "mean", LLAMA_POOLING_TYPE_MEAN },
-    { "cls",  LLAMA_POOLING_TYPE_CLS  },
-    { "last", LLAMA_POOLING_TYPE_LAST },
-    { "rank", LLAMA_POOLING_TYPE_RANK },
+    {"none", LLAMA_POOLING_TYPE_NONE}, {"mean", LLAMA_POOLING_TYPE_MEAN}, {"cls", LLAMA_POOLING_TYPE_CLS},
+    {"last", LLAMA_POOLING_TYPE_LAST}, {"rank", LLAMA_POOLING_TYPE_RANK},
 };
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 struct options {
-    const char *               out;
-    const char *               vocab;
-    int64_t                    n_embd;
-    int64_t                    n_layer;
-    int64_t                    n_head;
-    int64_t                    n_head_kv;
-    int64_t                    n_ff;
-    int64_t                    n_ctx;
-    uint64_t                   seed;
-    const struct weight_type * wtype;
-    const struct named_template * tmpl;
-    char *                     tmpl_file_text; /* --chat-template-file: wins over tmpl */
-    const char *               name;
-    const struct pooling *     pooling; /* NULL: no pooling key */
+    const char *out;
+    const char *vocab;
+    int64_t n_embd;
+    int64_t n_layer;
+    int64_t n_head;
+    int64_t n_head_kv;
+    int64_t n_ff;
+    int64_t n_ctx;
+    uint64_t seed;
+    const struct weight_type *wtype;
+    const struct named_template *tmpl;
+    char *tmpl_file_text; /* --chat-template-file: wins over tmpl */
+    const char *name;
+    const struct pooling *pooling; /* NULL: no pooling key */
 };
 
 /* The whole of a text file (malloc'ed), or NULL when it cannot be read or is empty. */
-static char * read_text_file(const char * path) {
-    FILE * f = fopen(path, "rb");
+static char *read_text_file(const char *path) {
+    FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     size_t cap = 4096, len = 0;
-    char * buf = malloc(cap);
+    char *buf = malloc(cap);
     size_t n;
     while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
         len += n;
         if (len + 1 == cap) {
-            char * bigger = realloc(buf, cap * 2);
-            if (!bigger) { free(buf); buf = NULL; break; }
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
             buf = bigger;
             cap *= 2;
         }
     }
     fclose(f);
-    if (!buf || len == 0) { free(buf); return NULL; }
+    if (!buf || len == 0) {
+        free(buf);
+        return NULL;
+    }
     buf[len] = '\0';
     return buf;
 }
 
-static void usage(FILE * f) {
+static void usage(FILE *f) {
     fprintf(f,
-        "usage: " PROG " --out FILE --vocab VOCAB.gguf [options]\n"
-        "\n"
-        "Writes a llama-architecture GGUF model with random weights and the tokenizer of VOCAB.gguf\n"
-        "(one of llama.cpp's tokenizer-only files, e.g. ggml-vocab-llama-bpe.gguf).\n"
-        "\n"
-        "  --out FILE              output model file (required)\n"
-        "  --vocab VOCAB.gguf      tokenizer source (required)\n"
-        "  --n-embd N              embedding width (default %d)\n"
-        "  --n-layer N             number of blocks (default %d)\n"
-        "  --n-head N              attention heads; must divide --n-embd (default %d)\n"
-        "  --n-head-kv N           KV heads; must divide --n-head (default %d)\n"
-        "  --n-ff N                feed-forward width (default %d)\n"
-        "  --n-ctx N               training context length (default %d)\n"
-        "  --type f16|q8_0|q4_0    weight type of the matrices; norms stay f32 (default f16)\n"
-        "  --seed N                PRNG seed; equal flags give byte-identical files (default %d)\n"
-        "  --chat-template NAME    chatml, llama3 or none (default " DEFAULT_TEMPLATE ")\n"
-        "  --chat-template-file F  a Jinja template file (e.g. llama.cpp's models/templates/*.jinja)\n"
-        "  --name NAME             general.name (default " DEFAULT_NAME ")\n"
-        "  --pooling TYPE          none|mean|cls|last|rank: writes llama.pooling_type (default: unset)\n"
-        "  --help                  print this help\n",
-        DEFAULT_N_EMBD, DEFAULT_N_LAYER, DEFAULT_N_HEAD, DEFAULT_N_HEAD_KV, DEFAULT_N_FF, DEFAULT_N_CTX,
-        DEFAULT_SEED);
+            "usage: " PROG " --out FILE --vocab VOCAB.gguf [options]\n"
+            "\n"
+            "Writes a llama-architecture GGUF model with random weights and the tokenizer of VOCAB.gguf\n"
+            "(one of llama.cpp's tokenizer-only files, e.g. ggml-vocab-llama-bpe.gguf).\n"
+            "\n"
+            "  --out FILE              output model file (required)\n"
+            "  --vocab VOCAB.gguf      tokenizer source (required)\n"
+            "  --n-embd N              embedding width (default %d)\n"
+            "  --n-layer N             number of blocks (default %d)\n"
+            "  --n-head N              attention heads; must divide --n-embd (default %d)\n"
+            "  --n-head-kv N           KV heads; must divide --n-head (default %d)\n"
+            "  --n-ff N                feed-forward width (default %d)\n"
+            "  --n-ctx N               training context length (default %d)\n"
+            "  --type f16|q8_0|q4_0    weight type of the matrices; norms stay f32 (default f16)\n"
+            "  --seed N                PRNG seed; equal flags give byte-identical files (default %d)\n"
+            "  --chat-template NAME    chatml, llama3 or none (default " DEFAULT_TEMPLATE ")\n"
+            "  --chat-template-file F  a Jinja template file (e.g. llama.cpp's models/templates/*.jinja)\n"
+            "  --name NAME             general.name (default " DEFAULT_NAME ")\n"
+            "  --pooling TYPE          none|mean|cls|last|rank: writes llama.pooling_type (default: unset)\n"
+            "  --help                  print this help\n",
+            DEFAULT_N_EMBD, DEFAULT_N_LAYER, DEFAULT_N_HEAD, DEFAULT_N_HEAD_KV, DEFAULT_N_FF, DEFAULT_N_CTX,
+            DEFAULT_SEED);
 }
 
-static void vreport(const char * fmt, va_list ap) {
+static void vreport(const char *fmt, va_list ap) {
     fputs(PROG ": ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
 }
 
-static void report(const char * fmt, ...) {
+static void report(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vreport(fmt, ap);
     va_end(ap);
 }
 
-static void die_usage(const char * fmt, ...) {
+static void die_usage(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vreport(fmt, ap);
@@ -266,8 +270,8 @@ static void die_usage(const char * fmt, ...) {
     exit(EXIT_USAGE);
 }
 
-static int64_t parse_int(const char * flag, const char * s, int64_t max) {
-    char * end = NULL;
+static int64_t parse_int(const char *flag, const char *s, int64_t max) {
+    char *end = NULL;
     errno = 0;
     const long long v = strtoll(s, &end, 10);
     if (errno != 0 || end == s || *end != '\0') {
@@ -276,36 +280,36 @@ static int64_t parse_int(const char * flag, const char * s, int64_t max) {
     if (v <= 0 || v > max) {
         die_usage("%s: %lld is out of range (1..%" PRId64 ")", flag, v, max);
     }
-    return (int64_t) v;
+    return (int64_t)v;
 }
 
-static uint64_t parse_seed(const char * s) {
-    char * end = NULL;
+static uint64_t parse_seed(const char *s) {
+    char *end = NULL;
     errno = 0;
     const unsigned long long v = strtoull(s, &end, 10);
     if (errno != 0 || end == s || *end != '\0' || s[0] == '-') {
         die_usage("--seed: '%s' is not a non-negative integer", s);
     }
-    return (uint64_t) v;
+    return (uint64_t)v;
 }
 
-static void parse_args(int argc, char ** argv, struct options * o) {
-    *o = (struct options) {
-        .n_embd    = DEFAULT_N_EMBD,
-        .n_layer   = DEFAULT_N_LAYER,
-        .n_head    = DEFAULT_N_HEAD,
+static void parse_args(int argc, char **argv, struct options *o) {
+    *o = (struct options){
+        .n_embd = DEFAULT_N_EMBD,
+        .n_layer = DEFAULT_N_LAYER,
+        .n_head = DEFAULT_N_HEAD,
         .n_head_kv = DEFAULT_N_HEAD_KV,
-        .n_ff      = DEFAULT_N_FF,
-        .n_ctx     = DEFAULT_N_CTX,
-        .seed      = DEFAULT_SEED,
-        .wtype     = &WEIGHT_TYPES[0],
-        .tmpl      = &TEMPLATES[0],
-        .name      = DEFAULT_NAME,
-        .pooling   = NULL,
+        .n_ff = DEFAULT_N_FF,
+        .n_ctx = DEFAULT_N_CTX,
+        .seed = DEFAULT_SEED,
+        .wtype = &WEIGHT_TYPES[0],
+        .tmpl = &TEMPLATES[0],
+        .name = DEFAULT_NAME,
+        .pooling = NULL,
     };
 
     for (int i = 1; i < argc; i++) {
-        const char * arg = argv[i];
+        const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -316,10 +320,10 @@ static void parse_args(int argc, char ** argv, struct options * o) {
 
         /* --flag VALUE or --flag=VALUE */
         char flag[KEY_BUF];
-        const char * val = NULL;
-        const char * eq = strchr(arg, '=');
+        const char *val = NULL;
+        const char *eq = strchr(arg, '=');
         if (eq) {
-            const size_t n = (size_t) (eq - arg);
+            const size_t n = (size_t)(eq - arg);
             if (n >= sizeof(flag)) {
                 die_usage("unknown flag '%s' (see --help)", arg);
             }
@@ -330,9 +334,10 @@ static void parse_args(int argc, char ** argv, struct options * o) {
             snprintf(flag, sizeof(flag), "%s", arg);
         }
 
-        static const char * const known[] = {
-            "--out", "--vocab", "--n-embd", "--n-layer", "--n-head", "--n-head-kv", "--n-ff", "--n-ctx",
-            "--type", "--seed", "--chat-template", "--chat-template-file", "--name", "--pooling",
+        static const char *const known[] = {
+            "--out",  "--vocab",   "--n-embd", "--n-layer", "--n-head",        "--n-head-kv",
+            "--n-ff", "--n-ctx",   "--type",   "--seed",    "--chat-template", "--chat-template-file",
+            "--name", "--pooling",
         };
         bool is_known = false;
         for (size_t k = 0; k < COUNT_OF(known); k++) {
@@ -381,7 +386,8 @@ static void parse_args(int argc, char ** argv, struct options * o) {
             for (size_t k = 0; k < COUNT_OF(TEMPLATES); k++) {
                 if (strcmp(val, TEMPLATES[k].name) == 0) o->tmpl = &TEMPLATES[k];
             }
-            if (!o->tmpl) die_usage("--chat-template: unknown template '%s' (expected chatml, llama3 or none)", val);
+            if (!o->tmpl)
+                die_usage("--chat-template: unknown template '%s' (expected chatml, llama3 or none)", val);
         } else if (strcmp(flag, "--chat-template-file") == 0) {
             free(o->tmpl_file_text);
             o->tmpl_file_text = read_text_file(val);
@@ -391,11 +397,12 @@ static void parse_args(int argc, char ** argv, struct options * o) {
             for (size_t k = 0; k < COUNT_OF(POOLINGS); k++) {
                 if (strcmp(val, POOLINGS[k].name) == 0) o->pooling = &POOLINGS[k];
             }
-            if (!o->pooling) die_usage("--pooling: unknown pooling '%s' (expected none, mean, cls, last or rank)", val);
+            if (!o->pooling)
+                die_usage("--pooling: unknown pooling '%s' (expected none, mean, cls, last or rank)", val);
         }
     }
 
-    if (!o->out)   die_usage("--out is required (see --help)");
+    if (!o->out) die_usage("--out is required (see --help)");
     if (!o->vocab) die_usage("--vocab is required (see --help)");
 
     if (o->n_embd % o->n_head != 0) {
@@ -405,16 +412,17 @@ static void parse_args(int argc, char ** argv, struct options * o) {
         die_usage("--n-head %" PRId64 " is not divisible by --n-head-kv %" PRId64, o->n_head, o->n_head_kv);
     }
     if ((o->n_embd / o->n_head) % 2 != 0) {
-        die_usage("--n-embd / --n-head = %" PRId64 " must be even (RoPE rotates pairs)", o->n_embd / o->n_head);
+        die_usage("--n-embd / --n-head = %" PRId64 " must be even (RoPE rotates pairs)",
+                  o->n_embd / o->n_head);
     }
     const int64_t blck = ggml_blck_size(o->wtype->type);
     if (o->n_embd % blck != 0) {
-        die_usage("--n-embd %" PRId64 " must be a multiple of %" PRId64 " for --type %s",
-                  o->n_embd, blck, o->wtype->name);
+        die_usage("--n-embd %" PRId64 " must be a multiple of %" PRId64 " for --type %s", o->n_embd, blck,
+                  o->wtype->name);
     }
     if (o->n_ff % blck != 0) {
-        die_usage("--n-ff %" PRId64 " must be a multiple of %" PRId64 " for --type %s",
-                  o->n_ff, blck, o->wtype->name);
+        die_usage("--n-ff %" PRId64 " must be a multiple of %" PRId64 " for --type %s", o->n_ff, blck,
+                  o->wtype->name);
     }
 }
 
@@ -423,7 +431,7 @@ static void parse_args(int argc, char ** argv, struct options * o) {
 
 static char g_last_ggml_error[ERR_BUF];
 
-static void ggml_log_quiet(enum ggml_log_level level, const char * text, void * user_data) {
+static void ggml_log_quiet(enum ggml_log_level level, const char *text, void *user_data) {
     if (level == GGML_LOG_LEVEL_ERROR) {
         snprintf(g_last_ggml_error, sizeof(g_last_ggml_error), "%s", text);
         const size_t n = strlen(g_last_ggml_error);
@@ -434,43 +442,41 @@ static void ggml_log_quiet(enum ggml_log_level level, const char * text, void * 
 /* ---------------------------------------------------------------------------------------------- */
 /* metadata                                                                                        */
 
-static bool has_prefix(const char * s, const char * prefix) {
-    return strncmp(s, prefix, strlen(prefix)) == 0;
-}
+static bool has_prefix(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
 /* tokenizer.chat_template and tokenizer.chat_template.NAME */
-static bool is_template_key(const char * key) {
+static bool is_template_key(const char *key) {
     return strcmp(key, TEMPLATE_KEY) == 0 ||
            (has_prefix(key, TEMPLATE_KEY) && key[strlen(TEMPLATE_KEY)] == '.');
 }
 
 /* Copies one key of src into dst, type for type.  Returns false on an unsupported type. */
-static bool copy_kv(struct gguf_context * dst, const struct gguf_context * src, int64_t id) {
-    const char * key = gguf_get_key(src, id);
+static bool copy_kv(struct gguf_context *dst, const struct gguf_context *src, int64_t id) {
+    const char *key = gguf_get_key(src, id);
     const enum gguf_type type = gguf_get_kv_type(src, id);
 
     switch (type) {
-        case GGUF_TYPE_UINT8:   gguf_set_val_u8  (dst, key, gguf_get_val_u8  (src, id)); return true;
-        case GGUF_TYPE_INT8:    gguf_set_val_i8  (dst, key, gguf_get_val_i8  (src, id)); return true;
-        case GGUF_TYPE_UINT16:  gguf_set_val_u16 (dst, key, gguf_get_val_u16 (src, id)); return true;
-        case GGUF_TYPE_INT16:   gguf_set_val_i16 (dst, key, gguf_get_val_i16 (src, id)); return true;
-        case GGUF_TYPE_UINT32:  gguf_set_val_u32 (dst, key, gguf_get_val_u32 (src, id)); return true;
-        case GGUF_TYPE_INT32:   gguf_set_val_i32 (dst, key, gguf_get_val_i32 (src, id)); return true;
-        case GGUF_TYPE_FLOAT32: gguf_set_val_f32 (dst, key, gguf_get_val_f32 (src, id)); return true;
-        case GGUF_TYPE_UINT64:  gguf_set_val_u64 (dst, key, gguf_get_val_u64 (src, id)); return true;
-        case GGUF_TYPE_INT64:   gguf_set_val_i64 (dst, key, gguf_get_val_i64 (src, id)); return true;
-        case GGUF_TYPE_FLOAT64: gguf_set_val_f64 (dst, key, gguf_get_val_f64 (src, id)); return true;
-        case GGUF_TYPE_BOOL:    gguf_set_val_bool(dst, key, gguf_get_val_bool(src, id)); return true;
-        case GGUF_TYPE_STRING:  gguf_set_val_str (dst, key, gguf_get_val_str (src, id)); return true;
-        case GGUF_TYPE_ARRAY:   break;
-        default:                return false;
+    case GGUF_TYPE_UINT8: gguf_set_val_u8(dst, key, gguf_get_val_u8(src, id)); return true;
+    case GGUF_TYPE_INT8: gguf_set_val_i8(dst, key, gguf_get_val_i8(src, id)); return true;
+    case GGUF_TYPE_UINT16: gguf_set_val_u16(dst, key, gguf_get_val_u16(src, id)); return true;
+    case GGUF_TYPE_INT16: gguf_set_val_i16(dst, key, gguf_get_val_i16(src, id)); return true;
+    case GGUF_TYPE_UINT32: gguf_set_val_u32(dst, key, gguf_get_val_u32(src, id)); return true;
+    case GGUF_TYPE_INT32: gguf_set_val_i32(dst, key, gguf_get_val_i32(src, id)); return true;
+    case GGUF_TYPE_FLOAT32: gguf_set_val_f32(dst, key, gguf_get_val_f32(src, id)); return true;
+    case GGUF_TYPE_UINT64: gguf_set_val_u64(dst, key, gguf_get_val_u64(src, id)); return true;
+    case GGUF_TYPE_INT64: gguf_set_val_i64(dst, key, gguf_get_val_i64(src, id)); return true;
+    case GGUF_TYPE_FLOAT64: gguf_set_val_f64(dst, key, gguf_get_val_f64(src, id)); return true;
+    case GGUF_TYPE_BOOL: gguf_set_val_bool(dst, key, gguf_get_val_bool(src, id)); return true;
+    case GGUF_TYPE_STRING: gguf_set_val_str(dst, key, gguf_get_val_str(src, id)); return true;
+    case GGUF_TYPE_ARRAY: break;
+    default: return false;
     }
 
     const enum gguf_type arr_type = gguf_get_arr_type(src, id);
     const size_t n = gguf_get_arr_n(src, id);
     if (arr_type == GGUF_TYPE_STRING) {
         /* the strings stay owned by src, which outlives dst's writing */
-        const char ** strs = malloc((n ? n : 1) * sizeof(*strs));
+        const char **strs = malloc((n ? n : 1) * sizeof(*strs));
         if (!strs) return false;
         for (size_t i = 0; i < n; i++) {
             strs[i] = gguf_get_arr_str(src, id, i);
@@ -487,7 +493,7 @@ static bool copy_kv(struct gguf_context * dst, const struct gguf_context * src, 
 }
 
 /* Opens the vocab file and checks that it has a token list.  Returns NULL after reporting. */
-static struct gguf_context * open_vocab(const char * path, int64_t * n_vocab) {
+static struct gguf_context *open_vocab(const char *path, int64_t *n_vocab) {
     struct stat st;
     if (stat(path, &st) != 0) {
         report("--vocab %s: %s", path, strerror(errno));
@@ -499,11 +505,11 @@ static struct gguf_context * open_vocab(const char * path, int64_t * n_vocab) {
     }
 
     g_last_ggml_error[0] = '\0';
-    struct gguf_init_params params = { .no_alloc = true, .ctx = NULL };
-    struct gguf_context * vocab = gguf_init_from_file(path, params);
+    struct gguf_init_params params = {.no_alloc = true, .ctx = NULL};
+    struct gguf_context *vocab = gguf_init_from_file(path, params);
     if (!vocab) {
-        report("--vocab %s: not a readable GGUF file%s%s%s", path,
-               g_last_ggml_error[0] ? " (" : "", g_last_ggml_error, g_last_ggml_error[0] ? ")" : "");
+        report("--vocab %s: not a readable GGUF file%s%s%s", path, g_last_ggml_error[0] ? " (" : "",
+               g_last_ggml_error, g_last_ggml_error[0] ? ")" : "");
         return NULL;
     }
 
@@ -514,32 +520,33 @@ static struct gguf_context * open_vocab(const char * path, int64_t * n_vocab) {
         gguf_free(vocab);
         return NULL;
     }
-    if (gguf_get_arr_n(vocab, id) > (size_t) INT32_MAX) {
+    if (gguf_get_arr_n(vocab, id) > (size_t)INT32_MAX) {
         report("--vocab %s: %zu tokens is too many", path, gguf_get_arr_n(vocab, id));
         gguf_free(vocab);
         return NULL;
     }
-    *n_vocab = (int64_t) gguf_get_arr_n(vocab, id);
+    *n_vocab = (int64_t)gguf_get_arr_n(vocab, id);
     return vocab;
 }
 
-static void set_llama_u32(struct gguf_context * ctx, const char * suffix, int64_t val) {
+static void set_llama_u32(struct gguf_context *ctx, const char *suffix, int64_t val) {
     char key[KEY_BUF];
     snprintf(key, sizeof(key), "llama.%s", suffix);
-    gguf_set_val_u32(ctx, key, (uint32_t) val);
+    gguf_set_val_u32(ctx, key, (uint32_t)val);
 }
 
-static void set_llama_f32(struct gguf_context * ctx, const char * suffix, float val) {
+static void set_llama_f32(struct gguf_context *ctx, const char *suffix, float val) {
     char key[KEY_BUF];
     snprintf(key, sizeof(key), "llama.%s", suffix);
     gguf_set_val_f32(ctx, key, val);
 }
 
 /* Fills in every key.  Returns false after reporting. */
-static bool build_metadata(struct gguf_context * ctx, const struct gguf_context * vocab,
-                           const struct options * o, int64_t n_vocab) {
+static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *vocab,
+                           const struct options *o, int64_t n_vocab) {
     char desc[DESC_BUF];
-    snprintf(desc, sizeof(desc), "synthetic random-weight model written by " PROG " (seed %" PRIu64 ")", o->seed);
+    snprintf(desc, sizeof(desc), "synthetic random-weight model written by " PROG " (seed %" PRIu64 ")",
+             o->seed);
 
     gguf_set_val_str(ctx, "general.architecture", "llama");
     gguf_set_val_str(ctx, "general.name", o->name);
@@ -549,22 +556,22 @@ static bool build_metadata(struct gguf_context * ctx, const struct gguf_context 
         gguf_set_val_u32(ctx, "general.quantization_version", GGML_QNT_VERSION);
     }
 
-    set_llama_u32(ctx, "context_length",               o->n_ctx);
-    set_llama_u32(ctx, "embedding_length",             o->n_embd);
-    set_llama_u32(ctx, "block_count",                  o->n_layer);
-    set_llama_u32(ctx, "feed_forward_length",          o->n_ff);
-    set_llama_u32(ctx, "attention.head_count",         o->n_head);
-    set_llama_u32(ctx, "attention.head_count_kv",      o->n_head_kv);
-    set_llama_u32(ctx, "rope.dimension_count",         o->n_embd / o->n_head);
+    set_llama_u32(ctx, "context_length", o->n_ctx);
+    set_llama_u32(ctx, "embedding_length", o->n_embd);
+    set_llama_u32(ctx, "block_count", o->n_layer);
+    set_llama_u32(ctx, "feed_forward_length", o->n_ff);
+    set_llama_u32(ctx, "attention.head_count", o->n_head);
+    set_llama_u32(ctx, "attention.head_count_kv", o->n_head_kv);
+    set_llama_u32(ctx, "rope.dimension_count", o->n_embd / o->n_head);
     set_llama_f32(ctx, "attention.layer_norm_rms_epsilon", RMS_NORM_EPS);
-    set_llama_f32(ctx, "rope.freq_base",               ROPE_FREQ_BASE);
-    set_llama_u32(ctx, "vocab_size",                   n_vocab);
+    set_llama_f32(ctx, "rope.freq_base", ROPE_FREQ_BASE);
+    set_llama_u32(ctx, "vocab_size", n_vocab);
     if (o->pooling) {
         set_llama_u32(ctx, "pooling_type", o->pooling->value);
     }
 
     for (int64_t i = 0; i < gguf_get_n_kv(vocab); i++) {
-        const char * key = gguf_get_key(vocab, i);
+        const char *key = gguf_get_key(vocab, i);
         if (!has_prefix(key, TOKENIZER_PREFIX) || is_template_key(key)) {
             continue;
         }
@@ -587,63 +594,63 @@ static bool build_metadata(struct gguf_context * ctx, const struct gguf_context 
 /* tensor plan                                                                                     */
 
 struct tensor_spec {
-    char           name[GGML_MAX_NAME];
-    int64_t        ne0;  /* row length (input dimension) */
-    int64_t        ne1;  /* rows; 1 for vectors */
-    int            n_dims;
+    char name[GGML_MAX_NAME];
+    int64_t ne0; /* row length (input dimension) */
+    int64_t ne1; /* rows; 1 for vectors */
+    int n_dims;
     enum ggml_type type;
-    float          std;  /* 0: constant NORM_WEIGHT */
+    float std; /* 0: constant NORM_WEIGHT */
 };
 
 struct plan {
-    struct tensor_spec * t;
-    size_t               n;
-    size_t               cap;
+    struct tensor_spec *t;
+    size_t n;
+    size_t cap;
 };
 
-static void plan_add(struct plan * p, const char * name, int n_dims, int64_t ne0, int64_t ne1,
+static void plan_add(struct plan *p, const char *name, int n_dims, int64_t ne0, int64_t ne1,
                      enum ggml_type type, float std) {
-    struct tensor_spec * s = &p->t[p->n++];
+    struct tensor_spec *s = &p->t[p->n++];
     snprintf(s->name, sizeof(s->name), "%s", name);
     s->n_dims = n_dims;
-    s->ne0    = ne0;
-    s->ne1    = ne1;
-    s->type   = type;
-    s->std    = std;
+    s->ne0 = ne0;
+    s->ne1 = ne1;
+    s->type = type;
+    s->std = std;
 }
 
 enum {
-    GLOBAL_TENSORS    = 3, /* token_embd, output_norm, output */
+    GLOBAL_TENSORS = 3, /* token_embd, output_norm, output */
     TENSORS_PER_LAYER = 9,
 };
 
-static bool plan_build(struct plan * p, const struct options * o, int64_t n_vocab) {
-    p->cap = GLOBAL_TENSORS + TENSORS_PER_LAYER * (size_t) o->n_layer;
-    p->n   = 0;
-    p->t   = calloc(p->cap, sizeof(*p->t));
+static bool plan_build(struct plan *p, const struct options *o, int64_t n_vocab) {
+    p->cap = GLOBAL_TENSORS + TENSORS_PER_LAYER * (size_t)o->n_layer;
+    p->n = 0;
+    p->t = calloc(p->cap, sizeof(*p->t));
     if (!p->t) return false;
 
     const enum ggml_type wt = o->wtype->type;
-    const int64_t n_embd    = o->n_embd;
+    const int64_t n_embd = o->n_embd;
     const int64_t n_embd_kv = o->n_embd / o->n_head * o->n_head_kv;
-    const int64_t n_ff      = o->n_ff;
-    const float output_std  = OUTPUT_LOGIT_STD / sqrtf((float) n_embd);
+    const int64_t n_ff = o->n_ff;
+    const float output_std = OUTPUT_LOGIT_STD / sqrtf((float)n_embd);
 
     plan_add(p, "token_embd.weight", 2, n_embd, n_vocab, wt, EMBD_WEIGHT_STD);
     for (int64_t i = 0; i < o->n_layer; i++) {
         char name[GGML_MAX_NAME];
-#define LAYER_TENSOR(suffix, nd, a, b, type, std) \
-        snprintf(name, sizeof(name), "blk.%" PRId64 "." suffix ".weight", i); \
-        plan_add(p, name, nd, a, b, type, std)
-        LAYER_TENSOR("attn_norm",   1, n_embd, 1,         GGML_TYPE_F32, 0.0f);
-        LAYER_TENSOR("attn_q",      2, n_embd, n_embd,    wt, LAYER_WEIGHT_STD);
-        LAYER_TENSOR("attn_k",      2, n_embd, n_embd_kv, wt, LAYER_WEIGHT_STD);
-        LAYER_TENSOR("attn_v",      2, n_embd, n_embd_kv, wt, LAYER_WEIGHT_STD);
-        LAYER_TENSOR("attn_output", 2, n_embd, n_embd,    wt, LAYER_WEIGHT_STD);
-        LAYER_TENSOR("ffn_norm",    1, n_embd, 1,         GGML_TYPE_F32, 0.0f);
-        LAYER_TENSOR("ffn_gate",    2, n_embd, n_ff,      wt, LAYER_WEIGHT_STD);
-        LAYER_TENSOR("ffn_down",    2, n_ff,   n_embd,    wt, LAYER_WEIGHT_STD);
-        LAYER_TENSOR("ffn_up",      2, n_embd, n_ff,      wt, LAYER_WEIGHT_STD);
+#define LAYER_TENSOR(suffix, nd, a, b, type, std)                                                            \
+    snprintf(name, sizeof(name), "blk.%" PRId64 "." suffix ".weight", i);                                    \
+    plan_add(p, name, nd, a, b, type, std)
+        LAYER_TENSOR("attn_norm", 1, n_embd, 1, GGML_TYPE_F32, 0.0f);
+        LAYER_TENSOR("attn_q", 2, n_embd, n_embd, wt, LAYER_WEIGHT_STD);
+        LAYER_TENSOR("attn_k", 2, n_embd, n_embd_kv, wt, LAYER_WEIGHT_STD);
+        LAYER_TENSOR("attn_v", 2, n_embd, n_embd_kv, wt, LAYER_WEIGHT_STD);
+        LAYER_TENSOR("attn_output", 2, n_embd, n_embd, wt, LAYER_WEIGHT_STD);
+        LAYER_TENSOR("ffn_norm", 1, n_embd, 1, GGML_TYPE_F32, 0.0f);
+        LAYER_TENSOR("ffn_gate", 2, n_embd, n_ff, wt, LAYER_WEIGHT_STD);
+        LAYER_TENSOR("ffn_down", 2, n_ff, n_embd, wt, LAYER_WEIGHT_STD);
+        LAYER_TENSOR("ffn_up", 2, n_embd, n_ff, wt, LAYER_WEIGHT_STD);
 #undef LAYER_TENSOR
     }
     plan_add(p, "output_norm.weight", 1, n_embd, 1, GGML_TYPE_F32, 0.0f);
@@ -652,18 +659,18 @@ static bool plan_build(struct plan * p, const struct options * o, int64_t n_voca
 }
 
 /* Registers every tensor's descriptor (no data) with the gguf context. */
-static bool plan_register(const struct plan * p, struct gguf_context * gctx) {
+static bool plan_register(const struct plan *p, struct gguf_context *gctx) {
     struct ggml_init_params ip = {
-        .mem_size   = p->n * ggml_tensor_overhead(),
+        .mem_size = p->n * ggml_tensor_overhead(),
         .mem_buffer = NULL,
-        .no_alloc   = true,
+        .no_alloc = true,
     };
-    struct ggml_context * ctx = ggml_init(ip);
+    struct ggml_context *ctx = ggml_init(ip);
     if (!ctx) return false;
     for (size_t i = 0; i < p->n; i++) {
-        const struct tensor_spec * s = &p->t[i];
-        struct ggml_tensor * t = s->n_dims == 1 ? ggml_new_tensor_1d(ctx, s->type, s->ne0)
-                                                : ggml_new_tensor_2d(ctx, s->type, s->ne0, s->ne1);
+        const struct tensor_spec *s = &p->t[i];
+        struct ggml_tensor *t = s->n_dims == 1 ? ggml_new_tensor_1d(ctx, s->type, s->ne0)
+                                               : ggml_new_tensor_2d(ctx, s->type, s->ne0, s->ne1);
         ggml_set_name(t, s->name);
         gguf_add_tensor(gctx, t); /* copies the descriptor */
     }
@@ -680,22 +687,22 @@ static inline uint64_t splitmix_mix(uint64_t z) {
     return z ^ (z >> SPLITMIX_SHIFT3);
 }
 
-static uint64_t name_hash(const char * s) {
+static uint64_t name_hash(const char *s) {
     uint64_t h = FNV_OFFSET;
     for (; *s; s++) {
-        h = (h ^ (uint8_t) *s) * FNV_PRIME;
+        h = (h ^ (uint8_t)*s) * FNV_PRIME;
     }
     return h;
 }
 
-static uint64_t tensor_seed(uint64_t seed, const char * name) {
+static uint64_t tensor_seed(uint64_t seed, const char *name) {
     return splitmix_mix(splitmix_mix(seed) ^ name_hash(name));
 }
 
-static void fill_row(float * dst, int64_t n, uint64_t row_seed, float std) {
-    const double mean  = IH_LANES * (IH_LANE_RANGE - 1.0) / 2.0;
+static void fill_row(float *dst, int64_t n, uint64_t row_seed, float std) {
+    const double mean = IH_LANES * (IH_LANE_RANGE - 1.0) / 2.0;
     const double sigma = IH_LANE_RANGE * sqrt(IH_LANES * UNIFORM_VARIANCE);
-    const float  scale = (float) (std / sigma);
+    const float scale = (float)(std / sigma);
     uint64_t state = row_seed;
     for (int64_t i = 0; i < n; i++) {
         state += SPLITMIX_GAMMA;
@@ -705,34 +712,35 @@ static void fill_row(float * dst, int64_t n, uint64_t row_seed, float std) {
             sum += r & IH_LANE_MASK;
             r >>= IH_LANE_BITS;
         }
-        dst[i] = (float) ((double) sum - mean) * scale;
+        dst[i] = (float)((double)sum - mean) * scale;
     }
 }
 
 struct job {
-    const struct tensor_spec * spec;
-    uint64_t                   seed;     /* the tensor's seed */
-    int64_t                    row0;     /* first row of this slice, within the tensor */
-    int64_t                    nrows;
-    float *                    scratch;  /* nrows * ne0 floats */
-    uint8_t *                  dst;      /* nrows rows of the output type */
+    const struct tensor_spec *spec;
+    uint64_t seed; /* the tensor's seed */
+    int64_t row0;  /* first row of this slice, within the tensor */
+    int64_t nrows;
+    float *scratch; /* nrows * ne0 floats */
+    uint8_t *dst;   /* nrows rows of the output type */
 };
 
-static void * job_run(void * arg) {
-    const struct job * j = arg;
-    const struct tensor_spec * s = j->spec;
+static void *job_run(void *arg) {
+    const struct job *j = arg;
+    const struct tensor_spec *s = j->spec;
     if (j->nrows <= 0) return NULL;
 
     for (int64_t r = 0; r < j->nrows; r++) {
-        float * row = j->scratch + r * s->ne0;
+        float *row = j->scratch + r * s->ne0;
         if (s->std == 0.0f) {
-            for (int64_t i = 0; i < s->ne0; i++) row[i] = NORM_WEIGHT;
+            for (int64_t i = 0; i < s->ne0; i++)
+                row[i] = NORM_WEIGHT;
         } else {
-            fill_row(row, s->ne0, splitmix_mix(j->seed + (uint64_t) (j->row0 + r) * SPLITMIX_GAMMA), s->std);
+            fill_row(row, s->ne0, splitmix_mix(j->seed + (uint64_t)(j->row0 + r) * SPLITMIX_GAMMA), s->std);
         }
     }
     if (s->type == GGML_TYPE_F32) {
-        memcpy(j->dst, j->scratch, (size_t) (j->nrows * s->ne0) * sizeof(float));
+        memcpy(j->dst, j->scratch, (size_t)(j->nrows * s->ne0) * sizeof(float));
     } else {
         ggml_quantize_chunk(s->type, j->scratch, j->dst, 0, j->nrows, s->ne0, NULL);
     }
@@ -746,7 +754,7 @@ static int thread_count(void) {
         n = CPU_COUNT(&set);
     } else {
         const long online = sysconf(_SC_NPROCESSORS_ONLN);
-        n = online > 0 ? (int) online : 1;
+        n = online > 0 ? (int)online : 1;
     }
     if (n < 1) n = 1;
     if (n > MAX_THREADS) n = MAX_THREADS;
@@ -754,16 +762,16 @@ static int thread_count(void) {
 }
 
 struct writer {
-    FILE *     f;
-    const char * path;
-    int        n_threads;
-    float *    scratch;      /* n_threads * CHUNK_ELEMS_PER_THREAD floats (at least one row each) */
-    uint8_t *  out;          /* one chunk of output rows */
-    int64_t    scratch_per_thread;
-    size_t     out_cap;
+    FILE *f;
+    const char *path;
+    int n_threads;
+    float *scratch; /* n_threads * CHUNK_ELEMS_PER_THREAD floats (at least one row each) */
+    uint8_t *out;   /* one chunk of output rows */
+    int64_t scratch_per_thread;
+    size_t out_cap;
 };
 
-static bool write_bytes(struct writer * w, const void * data, size_t n) {
+static bool write_bytes(struct writer *w, const void *data, size_t n) {
     if (n > 0 && fwrite(data, 1, n, w->f) != n) {
         report("%s: write failed: %s", w->path, strerror(errno));
         return false;
@@ -772,8 +780,8 @@ static bool write_bytes(struct writer * w, const void * data, size_t n) {
 }
 
 /* Generates and writes one tensor, chunk by chunk, then pads to the alignment. */
-static bool write_tensor(struct writer * w, const struct tensor_spec * s, uint64_t seed, size_t alignment) {
-    const size_t  row_size = ggml_row_size(s->type, s->ne0);
+static bool write_tensor(struct writer *w, const struct tensor_spec *s, uint64_t seed, size_t alignment) {
+    const size_t row_size = ggml_row_size(s->type, s->ne0);
     const int64_t rows_per_thread = w->scratch_per_thread / s->ne0;
     const int64_t chunk_rows = rows_per_thread * w->n_threads;
     const uint64_t tseed = tensor_seed(seed, s->name);
@@ -783,18 +791,18 @@ static bool write_tensor(struct writer * w, const struct tensor_spec * s, uint64
         const int64_t per = (nrows + w->n_threads - 1) / w->n_threads;
 
         struct job jobs[MAX_THREADS];
-        pthread_t  tids[MAX_THREADS];
-        bool       started[MAX_THREADS] = { false };
+        pthread_t tids[MAX_THREADS];
+        bool started[MAX_THREADS] = {false};
         for (int t = 0; t < w->n_threads; t++) {
             const int64_t a = r0 + t * per;
             const int64_t b = a + per < r0 + nrows ? a + per : r0 + nrows;
-            jobs[t] = (struct job) {
-                .spec    = s,
-                .seed    = tseed,
-                .row0    = a,
-                .nrows   = b > a ? b - a : 0,
-                .scratch = w->scratch + (size_t) t * (size_t) w->scratch_per_thread,
-                .dst     = w->out + (size_t) (a - r0) * row_size,
+            jobs[t] = (struct job){
+                .spec = s,
+                .seed = tseed,
+                .row0 = a,
+                .nrows = b > a ? b - a : 0,
+                .scratch = w->scratch + (size_t)t * (size_t)w->scratch_per_thread,
+                .dst = w->out + (size_t)(a - r0) * row_size,
             };
         }
         /* worker 0 runs on this thread; the others get their own, or run here if none starts */
@@ -811,11 +819,11 @@ static bool write_tensor(struct writer * w, const struct tensor_spec * s, uint64
                 job_run(&jobs[t]);
             }
         }
-        if (!write_bytes(w, w->out, (size_t) nrows * row_size)) return false;
+        if (!write_bytes(w, w->out, (size_t)nrows * row_size)) return false;
     }
 
-    static const uint8_t zeros[GGUF_DEFAULT_ALIGNMENT] = { 0 };
-    const size_t nbytes = (size_t) s->ne1 * row_size;
+    static const uint8_t zeros[GGUF_DEFAULT_ALIGNMENT] = {0};
+    const size_t nbytes = (size_t)s->ne1 * row_size;
     size_t pad = (alignment - nbytes % alignment) % alignment;
     while (pad > 0) {
         const size_t n = pad < sizeof(zeros) ? pad : sizeof(zeros);
@@ -825,9 +833,9 @@ static bool write_tensor(struct writer * w, const struct tensor_spec * s, uint64
     return true;
 }
 
-static bool writer_init(struct writer * w, const struct plan * p) {
+static bool writer_init(struct writer *w, const struct plan *p) {
     int64_t max_ne0 = 0;
-    size_t  max_row = 0;
+    size_t max_row = 0;
     for (size_t i = 0; i < p->n; i++) {
         if (p->t[i].ne0 > max_ne0) max_ne0 = p->t[i].ne0;
         const size_t rs = ggml_row_size(p->t[i].type, p->t[i].ne0);
@@ -835,19 +843,19 @@ static bool writer_init(struct writer * w, const struct plan * p) {
     }
     w->n_threads = thread_count();
     w->scratch_per_thread = CHUNK_ELEMS_PER_THREAD > max_ne0 ? CHUNK_ELEMS_PER_THREAD : max_ne0;
-    w->scratch = malloc((size_t) w->n_threads * (size_t) w->scratch_per_thread * sizeof(float));
+    w->scratch = malloc((size_t)w->n_threads * (size_t)w->scratch_per_thread * sizeof(float));
     /* output rows per chunk never exceed the rows the scratch holds, for any tensor */
     int64_t max_chunk_bytes = 0;
     for (size_t i = 0; i < p->n; i++) {
         const int64_t rows = (w->scratch_per_thread / p->t[i].ne0) * w->n_threads;
-        const int64_t bytes = rows * (int64_t) ggml_row_size(p->t[i].type, p->t[i].ne0);
+        const int64_t bytes = rows * (int64_t)ggml_row_size(p->t[i].type, p->t[i].ne0);
         if (bytes > max_chunk_bytes) max_chunk_bytes = bytes;
     }
-    w->out_cap = (size_t) max_chunk_bytes;
+    w->out_cap = (size_t)max_chunk_bytes;
     w->out = malloc(w->out_cap);
     if (!w->scratch || !w->out) {
         report("out of memory allocating %zu bytes of chunk buffers",
-               (size_t) w->n_threads * (size_t) w->scratch_per_thread * sizeof(float) + w->out_cap);
+               (size_t)w->n_threads * (size_t)w->scratch_per_thread * sizeof(float) + w->out_cap);
         return false;
     }
     return true;
@@ -856,25 +864,25 @@ static bool writer_init(struct writer * w, const struct plan * p) {
 /* ---------------------------------------------------------------------------------------------- */
 
 /* Writes the whole file to w->f.  Returns false after reporting. */
-static bool write_model(struct writer * w, struct gguf_context * gctx, const struct plan * p, uint64_t seed) {
+static bool write_model(struct writer *w, struct gguf_context *gctx, const struct plan *p, uint64_t seed) {
     g_last_ggml_error[0] = '\0';
-    if (!gguf_write_to_file_ptr(gctx, w->f, /*only_meta =*/ true)) {
+    if (!gguf_write_to_file_ptr(gctx, w->f, /*only_meta =*/true)) {
         report("%s: writing the GGUF header failed%s%s", w->path, g_last_ggml_error[0] ? ": " : "",
                g_last_ggml_error);
         return false;
     }
     const off_t data_start = ftello(w->f);
     const size_t alignment = gguf_get_alignment(gctx);
-    if (data_start < 0 || (size_t) data_start % alignment != 0) {
-        report("%s: unexpected data offset %lld", w->path, (long long) data_start);
+    if (data_start < 0 || (size_t)data_start % alignment != 0) {
+        report("%s: unexpected data offset %lld", w->path, (long long)data_start);
         return false;
     }
 
     for (size_t i = 0; i < p->n; i++) {
-        const off_t expect = data_start + (off_t) gguf_get_tensor_offset(gctx, (int64_t) i);
+        const off_t expect = data_start + (off_t)gguf_get_tensor_offset(gctx, (int64_t)i);
         if (ftello(w->f) != expect) {
             report("%s: tensor %s would land at %lld instead of %lld", w->path, p->t[i].name,
-                   (long long) ftello(w->f), (long long) expect);
+                   (long long)ftello(w->f), (long long)expect);
             return false;
         }
         if (!write_tensor(w, &p->t[i], seed, alignment)) return false;
@@ -886,18 +894,18 @@ static bool write_model(struct writer * w, struct gguf_context * gctx, const str
     return true;
 }
 
-int main(int argc, char ** argv) {
+int main(int argc, char **argv) {
     struct options o;
     parse_args(argc, argv, &o);
     ggml_log_set(ggml_log_quiet, NULL);
 
     int rc = EXIT_RUNTIME;
     int64_t n_vocab = 0;
-    struct gguf_context * vocab = NULL;
-    struct gguf_context * gctx  = NULL;
-    struct plan plan = { 0 };
-    struct writer w = { 0 };
-    char * tmp_path = NULL;
+    struct gguf_context *vocab = NULL;
+    struct gguf_context *gctx = NULL;
+    struct plan plan = {0};
+    struct writer w = {0};
+    char *tmp_path = NULL;
     bool tmp_created = false;
 
     vocab = open_vocab(o.vocab, &n_vocab);
@@ -923,7 +931,7 @@ int main(int argc, char ** argv) {
     }
     tmp_created = true;
     /* mkstemp makes the file private; a failure here is not fatal, the file just stays so */
-    (void) fchmod(fd, OUT_FILE_MODE);
+    (void)fchmod(fd, OUT_FILE_MODE);
     w.f = fdopen(fd, "wb");
     if (!w.f) {
         report("--out %s: %s", o.out, strerror(errno));

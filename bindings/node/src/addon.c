@@ -34,19 +34,19 @@
 
 #include "sipp.h"
 
-#define READ_CAP 16384                    /* bytes one sipp_request_read may hand over */
-#define READER_STACK (256 * 1024)         /* the reader thread keeps its buffer on the heap */
-#define MAX_STRING (64u * 1024u * 1024u)  /* longest prompt or message accepted, in bytes */
+#define READ_CAP 16384                   /* bytes one sipp_request_read may hand over */
+#define READER_STACK (256 * 1024)        /* the reader thread keeps its buffer on the heap */
+#define MAX_STRING (64u * 1024u * 1024u) /* longest prompt or message accepted, in bytes */
 
 /* ---- small helpers ------------------------------------------------------------------------------ */
 
 /* Evaluates a napi call; on failure throws (unless an exception is pending) and returns NULL. */
-#define NAPI_CALL(env, call)                                                                         \
-    do {                                                                                             \
-        if ((call) != napi_ok) {                                                                     \
-            throw_last(env, #call);                                                                  \
-            return NULL;                                                                             \
-        }                                                                                            \
+#define NAPI_CALL(env, call)                                                                                 \
+    do {                                                                                                     \
+        if ((call) != napi_ok) {                                                                             \
+            throw_last(env, #call);                                                                          \
+            return NULL;                                                                                     \
+        }                                                                                                    \
     } while (0)
 
 static void throw_last(napi_env env, const char *what) {
@@ -65,7 +65,8 @@ static void throw_last(napi_env env, const char *what) {
 static napi_value make_error(napi_env env, sipp_status status, const char *message) {
     napi_value code, msg, err, num;
     napi_create_string_utf8(env, sipp_status_name(status), NAPI_AUTO_LENGTH, &code);
-    napi_create_string_utf8(env, message && *message ? message : sipp_status_name(status), NAPI_AUTO_LENGTH, &msg);
+    napi_create_string_utf8(env, message && *message ? message : sipp_status_name(status), NAPI_AUTO_LENGTH,
+                            &msg);
     napi_create_error(env, code, msg, &err);
     napi_create_int32(env, (int32_t)status, &num);
     napi_set_named_property(env, err, "status", num);
@@ -239,8 +240,10 @@ static void init_execute(napi_env env, void *data) {
 
 static void init_complete(napi_env env, napi_status status, void *data) {
     init_work *w = data;
-    if (w->status == SIPP_OK) napi_resolve_deferred(env, w->deferred, runtime_object(env));
-    else napi_reject_deferred(env, w->deferred, make_error(env, w->status, w->err));
+    if (w->status == SIPP_OK)
+        napi_resolve_deferred(env, w->deferred, runtime_object(env));
+    else
+        napi_reject_deferred(env, w->deferred, make_error(env, w->status, w->err));
     napi_delete_async_work(env, w->work);
     free(w->dir);
     free(w);
@@ -434,7 +437,8 @@ static void open_complete(napi_env env, napi_status status, void *data) {
             ep->engine = w->engine;
             napi_create_object(env, &result);
             napi_set_named_property(env, result, "handle", handle);
-            napi_set_named_property(env, result, "backend", decision_object(env, sipp_model_backend(w->model)));
+            napi_set_named_property(env, result, "backend",
+                                    decision_object(env, sipp_model_backend(w->model)));
             napi_set_named_property(env, result, "info", info_object(env, w->model));
             napi_resolve_deferred(env, w->deferred, result);
         }
@@ -456,11 +460,14 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
     w->ep_params = sipp_engine_default_params();
     napi_value o = argv[1], b;
     bool ok = (w->path = dup_string(env, argv[0], "model")) != NULL;
-    if (ok && (b = prop(env, o, "backend"))) ok = (w->backend = dup_string(env, b, "options.backend")) != NULL;
+    if (ok && (b = prop(env, o, "backend")))
+        ok = (w->backend = dup_string(env, b, "options.backend")) != NULL;
     if (ok && (b = prop(env, o, "flashAttn")))
         ok = (w->flash_attn = dup_string(env, b, "options.flashAttn")) != NULL;
-    ok = ok && opt_int(env, o, "gpuLayers", &w->mp.gpu_layers) && opt_int(env, o, "ctxSize", &w->ep_params.ctx_size) &&
-         opt_int(env, o, "parallel", &w->ep_params.parallel) && opt_int(env, o, "threads", &w->ep_params.threads) &&
+    ok = ok && opt_int(env, o, "gpuLayers", &w->mp.gpu_layers) &&
+         opt_int(env, o, "ctxSize", &w->ep_params.ctx_size) &&
+         opt_int(env, o, "parallel", &w->ep_params.parallel) &&
+         opt_int(env, o, "threads", &w->ep_params.threads) &&
          opt_int(env, o, "batchSize", &w->ep_params.batch_size) &&
          opt_int(env, o, "maxQueued", &w->ep_params.max_queued) &&
          opt_bool(env, o, "embeddings", &w->ep_params.embeddings);
@@ -489,7 +496,8 @@ static void close_execute(napi_env env, void *data) {
     pthread_mutex_lock(&ep->mu);
     bool first = !ep->closing;
     ep->closing = true;
-    while (ep->inside > 0) pthread_cond_wait(&ep->cv, &ep->mu);
+    while (ep->inside > 0)
+        pthread_cond_wait(&ep->cv, &ep->mu);
     pthread_mutex_unlock(&ep->mu);
     if (first) ep_free_engine(ep); /* cancels what still runs; readers then see the end */
 }
@@ -594,7 +602,8 @@ static void embed_complete(napi_env env, napi_status status, void *data) {
         napi_resolve_deferred(env, w->deferred, result);
     }
     sipp_free(w->out);
-    for (size_t i = 0; i < w->n; i++) free(w->texts[i]);
+    for (size_t i = 0; i < w->n; i++)
+        free(w->texts[i]);
     free(w->texts);
     napi_delete_async_work(env, w->work);
     ep_release(w->ep);
@@ -617,11 +626,13 @@ static napi_value js_embed(napi_env env, napi_callback_info info) {
     bool ok = napi_get_value_bool(env, argv[2], &w->normalize) == napi_ok;
     for (uint32_t i = 0; ok && i < n; i++) {
         napi_value e;
-        ok = napi_get_element(env, argv[1], i, &e) == napi_ok && (w->texts[i] = dup_string(env, e, "input")) != NULL;
+        ok = napi_get_element(env, argv[1], i, &e) == napi_ok &&
+             (w->texts[i] = dup_string(env, e, "input")) != NULL;
         if (ok) w->n++;
     }
     if (!ok) {
-        for (size_t i = 0; i < w->n; i++) free(w->texts[i]);
+        for (size_t i = 0; i < w->n; i++)
+            free(w->texts[i]);
         free(w->texts);
         free(w);
         return NULL;
@@ -642,8 +653,8 @@ typedef enum event_kind { EV_PIECE, EV_DELTA, EV_END, EV_ERROR } event_kind;
 /* What a reader thread hands to JavaScript. */
 typedef struct event {
     event_kind kind;
-    char *text; /* EV_PIECE: the piece; EV_DELTA: a JSON array of chat deltas; EV_END/EV_ERROR: the error
-                   message (may be "") */
+    char *text;    /* EV_PIECE: the piece; EV_DELTA: a JSON array of chat deltas; EV_END/EV_ERROR: the error
+                      message (may be "") */
     char *message; /* EV_END of a chat: the parsed message (JSON), or NULL */
     size_t len;
     sipp_status status;
@@ -679,7 +690,8 @@ static void request_release(request *q) {
         free((char *)q->messages[i].content);
     }
     free(q->messages);
-    for (size_t i = 0; i < q->n_stop; i++) free(q->stop[i]);
+    for (size_t i = 0; i < q->n_stop; i++)
+        free(q->stop[i]);
     free(q->stop);
     pthread_mutex_destroy(&q->mu);
     free(q);
@@ -719,7 +731,10 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
     }
     napi_value argv[2], undef;
     napi_get_undefined(env, &undef);
-    const char *kind = ev->kind == EV_PIECE ? "piece" : ev->kind == EV_DELTA ? "delta" : ev->kind == EV_END ? "end" : "error";
+    const char *kind = ev->kind == EV_PIECE   ? "piece"
+                       : ev->kind == EV_DELTA ? "delta"
+                       : ev->kind == EV_END   ? "end"
+                                              : "error";
     napi_create_string_utf8(env, kind, NAPI_AUTO_LENGTH, &argv[0]);
     if (ev->kind == EV_PIECE || ev->kind == EV_DELTA) {
         napi_create_string_utf8(env, ev->text, ev->len, &argv[1]);
@@ -812,7 +827,8 @@ static void *reader_main(void *arg) {
         while (!finished) {
             size_t n = sipp_request_read(r, buf, READ_CAP, -1, &finished);
             char *deltas = NULL;
-            if (parser && (n || finished) && sipp_chat_parser_feed(parser, buf, n, finished, &deltas) == SIPP_OK) {
+            if (parser && (n || finished) &&
+                sipp_chat_parser_feed(parser, buf, n, finished, &deltas) == SIPP_OK) {
                 if (deltas) post(q, new_event(EV_DELTA, deltas, strlen(deltas)));
                 sipp_free(deltas);
             } else if (n) {
@@ -851,8 +867,10 @@ static bool read_params(napi_env env, napi_value o, request *q) {
     p->prompt = q->prompt;
     if ((v = prop(env, o, "messages"))) {
         uint32_t n = 0;
-        if (napi_get_array_length(env, v, &n) != napi_ok) return type_error(env, "messages must be an array"), false;
-        if (!(q->messages = calloc(n ? n : 1, sizeof *q->messages))) return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory"), false;
+        if (napi_get_array_length(env, v, &n) != napi_ok)
+            return type_error(env, "messages must be an array"), false;
+        if (!(q->messages = calloc(n ? n : 1, sizeof *q->messages)))
+            return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory"), false;
         for (uint32_t i = 0; i < n; i++) {
             napi_value m, role, content;
             if (napi_get_element(env, v, i, &m) != napi_ok || !(role = prop(env, m, "role")) ||
@@ -867,14 +885,18 @@ static bool read_params(napi_env env, napi_value o, request *q) {
     }
     if ((v = prop(env, o, "chatJson")) && !(q->chat_json = dup_string(env, v, "chatJson"))) return false;
     p->chat_json = q->chat_json;
-    if ((v = prop(env, o, "chatTemplate")) && !(q->chat_template = dup_string(env, v, "chatTemplate"))) return false;
+    if ((v = prop(env, o, "chatTemplate")) && !(q->chat_template = dup_string(env, v, "chatTemplate")))
+        return false;
     p->chat_template = q->chat_template;
-    if ((v = prop(env, o, "contextKey")) && !(q->context_key = dup_string(env, v, "contextKey"))) return false;
+    if ((v = prop(env, o, "contextKey")) && !(q->context_key = dup_string(env, v, "contextKey")))
+        return false;
     p->context_key = q->context_key;
     if ((v = prop(env, o, "stop"))) {
         uint32_t n = 0;
-        if (napi_get_array_length(env, v, &n) != napi_ok) return type_error(env, "stop must be an array"), false;
-        if (!(q->stop = calloc(n ? n : 1, sizeof *q->stop))) return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory"), false;
+        if (napi_get_array_length(env, v, &n) != napi_ok)
+            return type_error(env, "stop must be an array"), false;
+        if (!(q->stop = calloc(n ? n : 1, sizeof *q->stop)))
+            return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory"), false;
         for (uint32_t i = 0; i < n; i++) {
             napi_value s;
             if (napi_get_element(env, v, i, &s) != napi_ok) return false;
@@ -888,10 +910,12 @@ static bool read_params(napi_env env, napi_value o, request *q) {
     bool has_seed = false;
     if (!get_number(env, o, "seed", &seed, &has_seed)) return false;
     if (has_seed) {
-        if (!(seed >= 0 && seed < SIPP_SEED_RANDOM)) return type_error(env, "seed must be an integer in [0, 2^32 - 2]"), false;
+        if (!(seed >= 0 && seed < SIPP_SEED_RANDOM))
+            return type_error(env, "seed must be an integer in [0, 2^32 - 2]"), false;
         p->sampling.seed = (uint32_t)seed;
     }
-    return opt_int(env, o, "maxTokens", &p->max_tokens) && opt_float(env, o, "temperature", &p->sampling.temperature) &&
+    return opt_int(env, o, "maxTokens", &p->max_tokens) &&
+           opt_float(env, o, "temperature", &p->sampling.temperature) &&
            opt_int(env, o, "topK", &p->sampling.top_k) && opt_float(env, o, "topP", &p->sampling.top_p) &&
            opt_float(env, o, "minP", &p->sampling.min_p) &&
            opt_float(env, o, "repeatPenalty", &p->sampling.repeat_penalty) &&
@@ -913,7 +937,8 @@ static napi_value js_submit(napi_env env, napi_callback_info info) {
         return NULL;
     }
     napi_create_string_utf8(env, "sipp.request", NAPI_AUTO_LENGTH, &name);
-    if (napi_create_threadsafe_function(env, argv[2], NULL, name, 0, 1, NULL, NULL, q, call_js, &q->tsfn) != napi_ok) {
+    if (napi_create_threadsafe_function(env, argv[2], NULL, name, 0, 1, NULL, NULL, q, call_js, &q->tsfn) !=
+        napi_ok) {
         request_release(q);
         throw_last(env, "napi_create_threadsafe_function");
         return NULL;
@@ -949,7 +974,8 @@ static napi_value js_cancel(napi_env env, napi_callback_info info) {
     napi_value argv[1];
     if (!get_args(env, info, 1, argv)) return NULL;
     void *p = NULL;
-    if (napi_get_value_external(env, argv[0], &p) != napi_ok || !p) return type_error(env, "not a request handle");
+    if (napi_get_value_external(env, argv[0], &p) != napi_ok || !p)
+        return type_error(env, "not a request handle");
     request *q = p;
     pthread_mutex_lock(&q->mu);
     q->cancelled = true;
@@ -977,7 +1003,7 @@ typedef struct store_work {
     bool force, hash;
     int retries;
     napi_threadsafe_function progress; /* pull only, NULL without a callback */
-    atomic_bool *stop;                  /* the progress function's context: it outlives this work */
+    atomic_bool *stop;                 /* the progress function's context: it outlives this work */
     sipp_status status;
     char err[SIPP_ERROR_SIZE];
     sipp_store_model *models;
@@ -1002,16 +1028,20 @@ static void set_u64(napi_env env, napi_value obj, const char *key, uint64_t valu
 /* A number, or null when negative (the header does not say). */
 static void set_known(napi_env env, napi_value obj, const char *key, int64_t value) {
     napi_value v;
-    if (value < 0) napi_get_null(env, &v);
-    else napi_create_double(env, (double)value, &v);
+    if (value < 0)
+        napi_get_null(env, &v);
+    else
+        napi_create_double(env, (double)value, &v);
     napi_set_named_property(env, obj, key, v);
 }
 
 /* A string, or null when empty. */
 static void set_str_or_null(napi_env env, napi_value obj, const char *key, const char *value) {
     napi_value v;
-    if (!value || !*value) napi_get_null(env, &v);
-    else napi_create_string_utf8(env, value, NAPI_AUTO_LENGTH, &v);
+    if (!value || !*value)
+        napi_get_null(env, &v);
+    else
+        napi_create_string_utf8(env, value, NAPI_AUTO_LENGTH, &v);
     napi_set_named_property(env, obj, key, v);
 }
 
@@ -1238,7 +1268,8 @@ static napi_value store_queue(napi_env env, store_work *w, const char *name) {
 
 static store_work *store_work_new(napi_env env, store_op op) {
     store_work *w = calloc(1, sizeof *w);
-    if (!w) throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
+    if (!w)
+        throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
     else {
         w->op = op;
         w->retries = -1;

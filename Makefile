@@ -318,6 +318,6 @@ clean:
 	rm -rf $(BUILD) build-asan build-tsan bindings/node/build
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h')
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cpp')
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(SYNTH_OBJS:.o=.d)

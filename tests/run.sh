@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # tests/run.sh: runs every test suite of sipp and prints one closing line "N passed, N failed".
 #
-# Suites: the C unit tests (Criterion, build/tests/test_*), the same under AddressSanitizer and
+# Suites: the format check (tests/format-check.sh: every C, C++ and header file as .clang-format says),
+# the C unit tests (Criterion, build/tests/test_*), the same under AddressSanitizer and
 # UndefinedBehaviorSanitizer (build-asan/), the engine stress test under ThreadSanitizer (build-tsan/),
 # toml-test, the libFuzzer harnesses of every parser (30 s each), and the integration tests (Python unittest,
 # tests/integration, which run the real CLI, gateway and bindings on synthetic models).
-# SIPP_TEST_ONLY=unit|asan|tsan|toml|fuzz|integration runs one suite; SIPP_TEST_PATTERN filters integration tests.
+# SIPP_TEST_ONLY=format|unit|asan|tsan|toml|fuzz|integration runs one suite; SIPP_TEST_PATTERN filters integration tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export SIPP_BUILD=${SIPP_BUILD:-build}
@@ -39,6 +40,14 @@ run_criterion() { # run_criterion DIR LABEL
     count "$2 $(basename "$t")" "$p" "$f"
   done
 }
+
+if [ -z "$only" ] || [ "$only" = format ]; then
+  out=$(bash tests/format-check.sh 2>&1)
+  p=$(sed -n 's/^format: \([0-9]*\) passed.*/\1/p' <<<"$out"); f=$(sed -n 's/^format: .* \([0-9]*\) failed$/\1/p' <<<"$out")
+  p=${p:-0}; f=${f:-1}
+  [ "$f" -eq 0 ] || grep -v '^format:' <<<"$out" | head -30
+  count format "$p" "$f"
+fi
 
 if [ -z "$only" ] || [ "$only" = unit ]; then
   run_criterion "$SIPP_BUILD" unit

@@ -110,8 +110,9 @@ sipp_status sipp_rpc_parse_split(const char *text, float *out, int want, char *e
             return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
                              "tensor_split '%s': '%.16s' is not a number in 0..%g", text, p, MAX_SHARE);
         if (n == want) break;
-        out[n++] = (float)v;
-        sum += v;
+        /* Sum what llama.cpp will see: a share like 5e-56 is a float 0. */
+        out[n] = (float)v;
+        sum += out[n++];
         p = end;
         while (*p == ' ')
             p++;

@@ -55,6 +55,8 @@ CLI_SRCS := $(sort $(wildcard src/cli/*.c src/gateway/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB_CXX_SRCS:%.cpp=$(BUILD)/obj/%.o)
 # The web page's files are embedded in the sipp binary (scripts/embed_assets.py writes a C table).
 WEB_FILES := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg))
+# The browser package too, for the page's "run in this browser" mode (served at /browser/).
+WEB_PKG_FILES := $(sort $(wildcard bindings/web/*.js))
 WEB_ASSETS_C := $(BUILD)/gen/web_assets.c
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/web_assets.o
 SYNTH_SRCS := $(sort $(wildcard tools/synth/*.c))
@@ -108,9 +110,9 @@ $(BUILD)/obj/%.o: %.cpp $(LLAMA_STAMP) | $(BUILD)/obj llama-links
 $(BUILD)/obj:
 	@mkdir -p $@
 
-$(WEB_ASSETS_C): $(WEB_FILES) scripts/embed_assets.py
+$(WEB_ASSETS_C): $(WEB_FILES) $(WEB_PKG_FILES) scripts/embed_assets.py
 	@mkdir -p $(dir $@)
-	@python3 scripts/embed_assets.py $@ $(WEB_FILES)
+	@python3 scripts/embed_assets.py $@ $(WEB_FILES) --prefix /browser/ $(WEB_PKG_FILES)
 
 $(BUILD)/obj/gen/web_assets.o: $(WEB_ASSETS_C)
 	@mkdir -p $(dir $@)

@@ -8,6 +8,7 @@
  *                            max_loaded_models
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [responses]              max_stored, max_stored_bytes, ttl_seconds (the Responses API's store)
+ *   [web]                    serve_model_files, runtime_dir (the page's "run in this browser" mode)
  *   [[tokens]]               env, caller, targets, admin
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
  *                            flash_attn, speculative, draft_max, draft_min, ctx_size, parallel, threads,
@@ -118,6 +119,7 @@ void gw_config_free(gw_config *c) {
         gw_target_config_free(&c->targets[i]);
     free(c->targets);
     free(c->models_dir);
+    free(c->web_runtime_dir);
     memset(c, 0, sizeof *c);
 }
 
@@ -589,6 +591,22 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     get_bool(x, t, where, "pin", &tc->pin);
 }
 
+/* [web]: serving local models' files to the page (off by default: it hands out the weights to every
+ * caller the targets allow), and where the browser runtime is (relative to the config file). */
+static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
+    static const char *const known[] = {"serve_model_files", "runtime_dir", NULL};
+    const char *where = "[web]";
+    check_keys(x, w, where, known);
+    get_bool(x, w, where, "serve_model_files", &c->web_serve_model_files);
+    char *dir = NULL;
+    get_str(x, w, where, "runtime_dir", &dir);
+    if (dir) {
+        free(c->web_runtime_dir);
+        c->web_runtime_dir = resolve_path(x->path, dir);
+    }
+    free(dir);
+}
+
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
     static const char *const local_keys[] = {
         "name",       "type",      "model",         "backend",    "ctx_size",     "parallel",   "threads",
@@ -647,7 +665,7 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
     free(c->path);
     c->path = path ? strdup(path) : NULL;
     const toml_node *root = toml_root(doc);
-    static const char *const known[] = {"server", "security", "responses", "tokens", "targets", NULL};
+    static const char *const known[] = {"server", "security", "responses", "web", "tokens", "targets", NULL};
     check_keys(&x, root, "the top level", known);
     const toml_node *n;
     if ((n = toml_table_get(root, "server")) && expect_kind(&x, n, TOML_TABLE, "", "[server]", "a table"))
@@ -657,6 +675,8 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
     if ((n = toml_table_get(root, "responses")) &&
         expect_kind(&x, n, TOML_TABLE, "", "[responses]", "a table"))
         parse_responses(&x, n, c);
+    if ((n = toml_table_get(root, "web")) && expect_kind(&x, n, TOML_TABLE, "", "[web]", "a table"))
+        parse_web(&x, n, c);
     if ((n = toml_table_get(root, "tokens")) &&
         expect_kind(&x, n, TOML_ARRAY, "", "[[tokens]]", "an array of tables"))
         parse_tokens(&x, n, c);

@@ -104,6 +104,9 @@ typedef struct gw_config {
     size_t n_targets;
     char *models_dir;                /* rescanned for new files on GET /v1/models; NULL = none */
     int64_t discovered_keep_alive_s; /* keep_alive of the targets found there */
+    /* [web]: the page's "run in this browser" mode (docs/web.md) */
+    bool web_serve_model_files; /* GET /v1/models/{name}/file serves local targets' GGUF files */
+    char *web_runtime_dir;      /* the browser runtime (make web's build/web); NULL = beside the binary */
 } gw_config;
 
 /* A configuration with every default and no targets. */

@@ -196,6 +196,25 @@ void gw_reply_stream(gw_call *call, const char *content_type, gw_stream *stream)
     }
 }
 
+void gw_reply_file(gw_call *call, int status, const char *content_type, int fd, uint64_t offset, uint64_t len) {
+    conn_state *cs = state_of(call);
+    if (call->replied) {
+        close(fd);
+        return;
+    }
+    call->replied = true;
+    call->status = status;
+    /* MHD sends it with sendfile where it can, and closes fd when the response is destroyed. */
+    cs->response = MHD_create_response_from_fd_at_offset64(len, fd, offset);
+    if (!cs->response) {
+        close(fd);
+        call->replied = false;
+        gw_reply_error(call, GW_E_INTERNAL, "cannot make a reply for a file of %llu bytes", (unsigned long long)len);
+        return;
+    }
+    if (content_type) MHD_add_response_header(cs->response, "Content-Type", content_type);
+}
+
 void gw_reply_header(gw_call *call, const char *name, const char *value) {
     conn_state *cs = state_of(call);
     if (cs->response) MHD_add_response_header(cs->response, name, value);

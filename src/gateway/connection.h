@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gateway/errors.h"
 #include "gateway/server.h"
@@ -65,6 +66,9 @@ void gw_reply_json(gw_call *call, int status, json_t *body);
 void gw_reply_error(gw_call *call, gw_error_kind kind, const char *fmt, ...) SIPP_PRINTF(3, 4);
 void gw_reply_text(gw_call *call, int status, const char *content_type, char *text, size_t len);
 void gw_reply_stream(gw_call *call, const char *content_type, gw_stream *stream);
+/* len bytes of the open file fd from offset (a model file, a range of it); the reply closes fd.
+ * HEAD gets the headers and Content-Length without the bytes. */
+void gw_reply_file(gw_call *call, int status, const char *content_type, int fd, uint64_t offset, uint64_t len);
 /* Adds a header to the reply a gw_reply_* call has just made (a no-op without one). */
 void gw_reply_header(gw_call *call, const char *name, const char *value);
 

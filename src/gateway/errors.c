@@ -40,6 +40,7 @@ static const struct {
     [GW_E_METHOD] = {405, "invalid_request_error", "method_not_allowed", "invalid_request_error"},
     [GW_E_TOO_LARGE] = {413, "invalid_request_error", "request_too_large", "request_too_large"},
     [GW_E_MEDIA_TYPE] = {415, "invalid_request_error", "unsupported_media_type", "invalid_request_error"},
+    [GW_E_RANGE] = {416, "invalid_request_error", "range_not_satisfiable", "invalid_request_error"},
     [GW_E_RATE_LIMITED] = {429, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error"},
     [GW_E_QUEUE_FULL] = {429, "rate_limit_error", "queue_full", "rate_limit_error"},
     [GW_E_INTERNAL] = {500, "server_error", "internal_error", "api_error"},

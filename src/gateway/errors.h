@@ -28,6 +28,7 @@ typedef enum gw_error_kind {
     GW_E_METHOD,           /* 405 */
     GW_E_TOO_LARGE,        /* 413 */
     GW_E_MEDIA_TYPE,       /* 415: a POST body that is not application/json */
+    GW_E_RANGE,            /* 416: a Range header this file cannot satisfy */
     GW_E_RATE_LIMITED,     /* 429 */
     GW_E_QUEUE_FULL,       /* 429 */
     GW_E_INTERNAL,         /* 500 */

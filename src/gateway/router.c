@@ -41,6 +41,7 @@ static const struct route {
     {"GET", "/app.js", gw_route_web, ROUTE_OPEN},
     {"GET", "/style.css", gw_route_web, ROUTE_OPEN},
     {"GET", "/favicon.svg", gw_route_web, ROUTE_OPEN},
+    {"GET", "/browser/*", gw_route_browser, ROUTE_OPEN},
     {"GET", "/health", gw_route_health, ROUTE_OPEN},
     {"GET", "/ready", gw_route_ready, ROUTE_OPEN},
     {"GET", "/metrics", gw_route_metrics, ROUTE_OPEN},
@@ -108,6 +109,16 @@ static void route_model_residency(gw_call *call) {
     gw_route_model_residency(call, rest, (size_t)(slash - rest), slash + 1);
 }
 
+/* GET /v1/models/{name}/file, unless a target is named all of "{name}/file" */
+static void route_model_file(gw_call *call) {
+    const char *rest = call->path + strlen(MODELS_PREFIX);
+    if (gw_target_find(call->srv, rest)) {
+        gw_route_model(call, rest);
+        return;
+    }
+    gw_route_model_file(call, rest, (size_t)(strrchr(rest, '/') - rest));
+}
+
 static bool is_residency_path(const char *path) {
     const char *slash = strrchr(path + strlen(MODELS_PREFIX), '/');
     return slash && (strcmp(slash, "/load") == 0 || strcmp(slash, "/unload") == 0);
@@ -155,7 +166,7 @@ static void dispatch(gw_call *call) {
         add_method(allowed, "POST");
     } else if (!*allowed && strncmp(call->path, MODELS_PREFIX, strlen(MODELS_PREFIX)) == 0) {
         if (method_matches("GET", call->method)) {
-            run(call, ROUTE_AUTH, route_model);
+            run(call, ROUTE_AUTH, gw_model_file_path(call->path + strlen(MODELS_PREFIX)) ? route_model_file : route_model);
             return;
         }
         add_method(allowed, "GET");

@@ -30,6 +30,12 @@ void gw_route_models(gw_call *call);
 void gw_route_model(gw_call *call, const char *id);
 /* POST /v1/models/{name}/load and /unload (routes_residency.c); name is name[0..name_len). */
 void gw_route_model_residency(gw_call *call, const char *name, size_t name_len, const char *action);
+/* GET /v1/models/{name}/file (model_file.c): the target's GGUF, with Range, when [web]
+ * serve_model_files is on; gw_model_file_path tells whether the part after /v1/models/ asks for it,
+ * and gw_model_file_json is the browser_file entry of /v1/models (NULL: not served). */
+void gw_route_model_file(gw_call *call, const char *name, size_t name_len);
+bool gw_model_file_path(const char *rest);
+json_t *gw_model_file_json(gw_call *call, const gw_target *t);
 void gw_route_chat_completions(gw_call *call);
 void gw_route_completions(gw_call *call);
 void gw_route_embeddings(gw_call *call);
@@ -54,7 +60,9 @@ void gw_route_ollama_generate(gw_call *call);
 void gw_route_ollama_embed(gw_call *call); /* /api/embed and the legacy /api/embeddings */
 void gw_route_ollama_pull(gw_call *call);
 void gw_route_ollama_delete(gw_call *call);
-/* The web page (web.c): "/" and its embedded files, with security headers of its own. */
+/* The web page (web.c): "/" and its embedded files, with security headers of its own; and under
+ * /browser/ the browser runtime its "run in this browser" mode loads (bindings/web, make web's files). */
 void gw_route_web(gw_call *call);
+void gw_route_browser(gw_call *call);
 
 #endif

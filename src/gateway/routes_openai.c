@@ -258,7 +258,8 @@ void gw_route_embeddings(gw_call *call) { gw_run_generation(call, GW_API_EMBEDDI
 /* ---- models ------------------------------------------------------------------------------------- */
 
 /* OpenAI's model object, plus sipp's residency under "sipp" for local targets (state, memory, last
- * use, keep-alive deadline) and, for a loaded one, how its chats are rendered under "meta". */
+ * use, keep-alive deadline), for a loaded one how its chats are rendered under "meta", and with
+ * [web] serve_model_files where its GGUF is served under "browser_file" (model_file.c). */
 static json_t *model_json(gw_call *call, gw_target *t) {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s}", "id", t->cfg->name, "object", "model", "created",
                           (json_int_t)call->srv->started_unix, "owned_by", GW_OWNER);
@@ -273,6 +274,8 @@ static json_t *model_json(gw_call *call, gw_target *t) {
             json_object_set_new(o, "meta", json_pack("{s:s}", "chat_template", info.chat_template));
             gw_residency_unpeek(call->srv, t);
         }
+        json_t *file = gw_model_file_json(call, t);
+        if (file) json_object_set_new(o, "browser_file", file);
     }
     return o;
 }

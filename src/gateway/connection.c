@@ -196,7 +196,8 @@ void gw_reply_stream(gw_call *call, const char *content_type, gw_stream *stream)
     }
 }
 
-void gw_reply_file(gw_call *call, int status, const char *content_type, int fd, uint64_t offset, uint64_t len) {
+void gw_reply_file(gw_call *call, int status, const char *content_type, int fd, uint64_t offset,
+                   uint64_t len) {
     conn_state *cs = state_of(call);
     if (call->replied) {
         close(fd);
@@ -209,7 +210,8 @@ void gw_reply_file(gw_call *call, int status, const char *content_type, int fd, 
     if (!cs->response) {
         close(fd);
         call->replied = false;
-        gw_reply_error(call, GW_E_INTERNAL, "cannot make a reply for a file of %llu bytes", (unsigned long long)len);
+        gw_reply_error(call, GW_E_INTERNAL, "cannot make a reply for a file of %llu bytes",
+                       (unsigned long long)len);
         return;
     }
     if (content_type) MHD_add_response_header(cs->response, "Content-Type", content_type);

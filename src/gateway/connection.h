@@ -68,7 +68,8 @@ void gw_reply_text(gw_call *call, int status, const char *content_type, char *te
 void gw_reply_stream(gw_call *call, const char *content_type, gw_stream *stream);
 /* len bytes of the open file fd from offset (a model file, a range of it); the reply closes fd.
  * HEAD gets the headers and Content-Length without the bytes. */
-void gw_reply_file(gw_call *call, int status, const char *content_type, int fd, uint64_t offset, uint64_t len);
+void gw_reply_file(gw_call *call, int status, const char *content_type, int fd, uint64_t offset,
+                   uint64_t len);
 /* Adds a header to the reply a gw_reply_* call has just made (a no-op without one). */
 void gw_reply_header(gw_call *call, const char *name, const char *value);
 

@@ -166,7 +166,8 @@ static void dispatch(gw_call *call) {
         add_method(allowed, "POST");
     } else if (!*allowed && strncmp(call->path, MODELS_PREFIX, strlen(MODELS_PREFIX)) == 0) {
         if (method_matches("GET", call->method)) {
-            run(call, ROUTE_AUTH, gw_model_file_path(call->path + strlen(MODELS_PREFIX)) ? route_model_file : route_model);
+            run(call, ROUTE_AUTH,
+                gw_model_file_path(call->path + strlen(MODELS_PREFIX)) ? route_model_file : route_model);
             return;
         }
         add_method(allowed, "GET");

@@ -9,6 +9,15 @@
  *   POST /v1/models/ID/unload  the gateway has tokens; the gateway's 403 says so)
  *   POST /v1/chat/completions  "stream": true; the answer arrives as server-sent events
  *
+ * Run in this browser. A target whose /v1/models entry has browser_file ({url, sha256, bytes}: the
+ * gateway serves its GGUF, [web] serve_model_files) gets a toggle. Turned on, the page imports the
+ * browser package from /browser/ (bindings/web, served by the gateway with the runtime make web
+ * built), fetches the model from browser_file.url with the bearer token into the browser's model
+ * cache (OPFS, keyed and checked by the sha256: a second visit downloads nothing), and answers with
+ * the same UI from the WebAssembly runtime in a Web Worker: the same messages, temperature, max
+ * tokens and Stop (an AbortSignal). The gateway sends the page and the runtime cross-origin
+ * isolated, so the pthread build runs; the status strip says `browser (wasm, N threads)`.
+ *
  * Streaming. The answer is read with fetch and the body's ReadableStream (EventSource cannot POST
  * or send a header). Each "data:" line is one OpenAI chunk; "[DONE]" ends the stream. Stopping is
  * AbortController.abort(): the browser closes the connection, the gateway sees the client gone and
@@ -29,12 +38,18 @@
 const TOKEN_KEY = 'sipp.token';
 const READY_POLL_MS = 5000;
 const SCROLL_STICK_PX = 48; // follow new text while the log is scrolled this close to its end
+const BROWSER_PACKAGE = '/browser/index.js';
+const BROWSER_RUNTIME = '/browser/runtime/';
+const BROWSER_CTX = 4096; // the browser's context when the target sets no ctx_size (wasm memory is 4 GiB)
+const PERCENT = 100;
 
 const $ = (id) => document.getElementById(id);
 const ui = {
   target: $('target'),
   targetInfo: $('target-info'),
   residency: $('residency'),
+  browserField: $('browser-field'),
+  inBrowser: $('in-browser'),
   temperature: $('temperature'),
   maxTokens: $('max-tokens'),
   system: $('system'),
@@ -59,6 +74,9 @@ const ui = {
 const state = {
   history: [],          // the conversation sent with each request: {role, content}, no system prompt
   targets: new Map(),   // name -> its entry in /v1/backends
+  models: new Map(),    // name -> its entry in /v1/models (browser_file: the gateway serves its file)
+  inBrowser: new Set(), // targets toggled to run in this browser
+  browser: { client: null, endpoints: new Map(), progress: new Map() }, // name -> Promise of endpoint; status text
   readySnapshot: '',    // the last /ready targets, to notice a target that finished loading
   notice: '',           // why there are no models to pick (a token is needed, ...), shown under the select
   controller: null,     // the AbortController of the answer being generated, or null
@@ -206,6 +224,10 @@ function showTarget() {
     device = `${replicas.filter((r) => r.healthy).length} of ${replicas.length} replicas healthy`;
     info = replicas.map((r) => r.url).join(', ');
   }
+  const file = t && state.models.get(ui.target.value);
+  ui.browserField.hidden = !(file && file.browser_file);
+  ui.inBrowser.checked = !ui.browserField.hidden && state.inBrowser.has(ui.target.value);
+  if (ui.inBrowser.checked) ({ backend, device, info } = browserStatus(ui.target.value));
   ui.statBackend.textContent = backend;
   ui.statDevice.textContent = device;
   ui.targetInfo.textContent = info;
@@ -245,6 +267,7 @@ function fillTargets(names, placeholder) {
 async function loadModels() {
   try {
     const j = await getJson('/v1/models');
+    state.models = new Map((j.data || []).map((m) => [m.id, m]));
     const names = (j.data || []).map((m) => m.id);
     fillTargets(names, 'no models on this gateway');
     state.notice = '';
@@ -285,6 +308,74 @@ function saveToken() {
   if (token) sessionStorage.setItem(TOKEN_KEY, token);
   else sessionStorage.removeItem(TOKEN_KEY);
   loadModels();
+}
+
+/* ---- run in this browser ------------------------------------------------------------------- */
+
+/* The strip and hint for a target toggled to run here: loading, failed, or the runtime it runs on. */
+function browserStatus(name) {
+  const b = state.browser.progress.get(name) || { state: 'loading', text: 'starting the browser runtime…' };
+  if (b.state === 'ready') {
+    const rt = b.endpoint.runtime;
+    return { backend: `browser (wasm, ${rt.threads} thread${rt.threads === 1 ? '' : 's'})`,
+      device: `this browser · ${rt.build}`, info: `${b.text} ${rt.build === 'pthreads' ? 'Threads' : 'One thread'}: ${rt.reason}.` };
+  }
+  return { backend: b.state === 'failed' ? 'browser failed' : 'browser loading…', device: 'this browser', info: b.text };
+}
+
+function setBrowserProgress(name, progress) {
+  state.browser.progress.set(name, progress);
+  if (ui.target.value === name) showTarget();
+}
+
+async function browserClient() {
+  if (!state.browser.client) {
+    const { SippClient } = await import(BROWSER_PACKAGE);
+    state.browser.client = new SippClient({ runtimeUrl: BROWSER_RUNTIME });
+  }
+  return state.browser.client;
+}
+
+/* The target's model in this browser: downloaded (or taken from the model cache) and loaded once. */
+function browserEndpoint(name) {
+  let p = state.browser.endpoints.get(name);
+  if (!p) {
+    p = openBrowserEndpoint(name);
+    state.browser.endpoints.set(name, p);
+    p.catch(() => state.browser.endpoints.delete(name)); // a later try starts over
+  }
+  return p;
+}
+
+async function openBrowserEndpoint(name) {
+  const file = state.models.get(name).browser_file;
+  try {
+    const client = await browserClient();
+    const onProgress = ({ loaded, total }) => setBrowserProgress(name, { state: 'loading',
+      text: `downloading the model: ${total ? `${Math.floor((PERCENT * loaded) / total)}%` : `${loaded} bytes`}` });
+    setBrowserProgress(name, { state: 'loading', text: 'loading the model in this browser…' });
+    const ep = await client.add(name, {
+      kind: 'local', source: file.url, sha256: file.sha256, token: sessionStorage.getItem(TOKEN_KEY) || undefined,
+      onProgress, options: { backend: 'cpu', ctxSize: file.ctx_size || BROWSER_CTX },
+    });
+    const from = ep.source.fromCache ? 'came from the browser\'s model cache' : `was downloaded (${file.bytes} bytes)`;
+    setBrowserProgress(name, { state: 'ready', endpoint: ep, text: `Runs in this browser; the model ${from}.` });
+    return ep;
+  } catch (err) {
+    setBrowserProgress(name, { state: 'failed', text: `Cannot run in this browser: ${err.message || err}` });
+    throw err;
+  }
+}
+
+function toggleBrowser() {
+  const name = ui.target.value;
+  if (ui.inBrowser.checked) {
+    state.inBrowser.add(name);
+    browserEndpoint(name).catch(() => {}); // the hint shows why
+  } else {
+    state.inBrowser.delete(name);
+  }
+  showTarget();
 }
 
 /* ---- the conversation ----------------------------------------------------------------------- */
@@ -392,16 +483,7 @@ async function send(text) {
   const system = ui.system.value.trim();
   if (system) messages.push({ role: 'system', content: system });
   messages.push(...state.history, { role: 'user', content: text });
-  const body = {
-    model: target,
-    messages,
-    stream: true,
-    stream_options: { include_usage: true },
-    temperature: settings.temperature,
-  };
-  if (settings.maxTokens !== null) body.max_tokens = settings.maxTokens;
-  if (ui.ignoreEos.checked) body.ignore_eos = true; // llama.cpp's extension, which the gateway takes
-
+  const inBrowser = state.inBrowser.has(target) && !ui.browserField.hidden;
   const conversation = state.conversation;
   addMessage('user', text, 'You');
   state.history.push({ role: 'user', content: text });
@@ -415,42 +497,24 @@ async function send(text) {
   announce(`${target} is answering.`);
 
   const m = { t0: performance.now(), tFirst: 0, tLast: 0, ttftMs: null, tokens: null, chunks: 0 };
+  const onPiece = (piece) => {
+    const now = performance.now();
+    if (m.ttftMs === null) {
+      m.tFirst = now;
+      m.ttftMs = now - m.t0;
+    }
+    m.tLast = now;
+    m.chunks++;
+    reply.append(piece);
+  };
   let finish = '';
   let outcome = 'done';
   let error = '';
   try {
-    const res = await fetch('/v1/chat/completions', {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json', ...authHeaders() },
-      body: JSON.stringify(body),
-      signal: controller.signal,
-    });
-    if (!res.ok) throw new Error(await errorMessage(res));
-    let sawDone = false;
-    await readEvents(res.body, (data) => {
-      if (data === '[DONE]') {
-        sawDone = true;
-        return false;
-      }
-      const chunk = JSON.parse(data);
-      if (chunk.error) throw new Error(chunk.error.message || 'the gateway reported an error');
-      if (chunk.usage) m.tokens = chunk.usage.completion_tokens;
-      const choice = chunk.choices && chunk.choices[0];
-      const piece = choice && choice.delta && choice.delta.content;
-      if (piece) {
-        const now = performance.now();
-        if (m.ttftMs === null) {
-          m.tFirst = now;
-          m.ttftMs = now - m.t0;
-        }
-        m.tLast = now;
-        m.chunks++;
-        reply.append(piece);
-      }
-      if (choice && choice.finish_reason) finish = choice.finish_reason;
-      return true;
-    });
-    if (!sawDone) throw new Error('the stream ended before [DONE]');
+    const run = inBrowser ? answerInBrowser : answerFromGateway;
+    const end = await run(target, messages, settings, controller.signal, onPiece);
+    finish = end.finish;
+    m.tokens = end.tokens;
   } catch (err) {
     if (err.name === 'AbortError') outcome = 'stopped';
     else {
@@ -483,6 +547,61 @@ async function send(text) {
 
 function stop() {
   if (state.controller) state.controller.abort();
+}
+
+/* An answer streamed by the gateway: {finish, tokens} (tokens null without a usage chunk). */
+async function answerFromGateway(target, messages, settings, signal, onPiece) {
+  const body = {
+    model: target,
+    messages,
+    stream: true,
+    stream_options: { include_usage: true },
+    temperature: settings.temperature,
+  };
+  if (settings.maxTokens !== null) body.max_tokens = settings.maxTokens;
+  if (ui.ignoreEos.checked) body.ignore_eos = true; // llama.cpp's extension, which the gateway takes
+  const res = await fetch('/v1/chat/completions', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...authHeaders() },
+    body: JSON.stringify(body),
+    signal,
+  });
+  if (!res.ok) throw new Error(await errorMessage(res));
+  const end = { finish: '', tokens: null };
+  let sawDone = false;
+  await readEvents(res.body, (data) => {
+    if (data === '[DONE]') {
+      sawDone = true;
+      return false;
+    }
+    const chunk = JSON.parse(data);
+    if (chunk.error) throw new Error(chunk.error.message || 'the gateway reported an error');
+    if (chunk.usage) end.tokens = chunk.usage.completion_tokens;
+    const choice = chunk.choices && chunk.choices[0];
+    const piece = choice && choice.delta && choice.delta.content;
+    if (piece) onPiece(piece);
+    if (choice && choice.finish_reason) end.finish = choice.finish_reason;
+    return true;
+  });
+  if (!sawDone) throw new Error('the stream ended before [DONE]');
+  return end;
+}
+
+/* The same answer from the model running in this browser (bindings/web's client.chat). */
+async function answerInBrowser(target, messages, settings, signal, onPiece) {
+  const endpoint = await browserEndpoint(target);
+  const opts = { endpoint, temperature: settings.temperature, signal };
+  if (settings.maxTokens !== null) opts.maxTokens = settings.maxTokens;
+  if (ui.ignoreEos.checked) opts.ignoreEos = true;
+  const run = state.browser.client.chat(messages, opts);
+  for await (const piece of run.tokens) onPiece(piece);
+  const r = await run.response;
+  if (r.finishReason === 'cancelled') {
+    const stopped = new Error('stopped');
+    stopped.name = 'AbortError';
+    throw stopped;
+  }
+  return { finish: r.finishReason, tokens: r.usage.completionTokens };
 }
 
 function clearConversation() {
@@ -530,6 +649,7 @@ function start() {
   ui.clear.addEventListener('click', clearConversation);
   ui.target.addEventListener('change', showTarget);
   ui.residency.addEventListener('click', toggleResidency);
+  ui.inBrowser.addEventListener('change', toggleBrowser);
   ui.token.addEventListener('change', saveToken);
   document.querySelector('.skip').addEventListener('click', (event) => {
     event.preventDefault();

@@ -12,6 +12,7 @@
  * gateway cancels the request when its client goes away.
  */
 import { SippError, invalid } from './errors.js';
+import { chatLibraryOption } from './options.js';
 
 const STATUS_NAMES = new Set(['invalid_argument', 'not_found', 'io_error', 'model_error', 'backend_error',
   'context_full', 'busy', 'cancelled', 'timeout', 'no_memory', 'closed', 'internal_error']);
@@ -136,6 +137,13 @@ class GatewayEndpoint {
 
   submit(what, opts, q) {
     if (this._closed) throw new SippError(`endpoint '${this.name}' is closed`, 'closed');
+    // The gateway has the chat library, but this client reads only text from its stream: a tool call
+    // or a parsed reply would be lost, so those options are refused rather than half served.
+    const needs = chatLibraryOption(opts);
+    if (needs) {
+      throw invalid(`option ${needs[0]} (${needs[1]}) is not supported by the browser package's gateway endpoint (it reads `
+        + `only the text of the stream); send ${needs[1]} to the gateway's /v1/chat/completions yourself`);
+    }
     if (q.cancelRequested) return q._endUnsent('gateway'); // an AbortSignal aborted already
     const chat = 'messages' in what;
     const body = { model: this.model, ...what, stream: true, stream_options: { include_usage: true } };

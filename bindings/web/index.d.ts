@@ -72,7 +72,7 @@ export interface Endpoint {
   readonly kind: 'local' | 'gateway';
   readonly backend: BackendDecision;
   readonly info: Record<string, unknown>;
-  readonly runtime?: { build: 'pthreads' | 'single'; threads: number; reason: string };
+  readonly runtime?: { build: 'pthreads' | 'single'; threads: number; reason: string; chatLibrary: boolean };
   readonly source?: { cacheKey: string | null; fromCache: boolean };
   readonly closed: boolean;
 }
@@ -92,6 +92,30 @@ export interface GenerationOptions {
   chatTemplate?: string;
   ignoreEos?: boolean;
   timeoutMs?: number;
+  /**
+   * The Node binding's chat options. They need llama.cpp's chat library, which this browser
+   * runtime is built without (see BackendsReport.chat), so a local endpoint refuses them by name;
+   * a gateway endpoint refuses them too (it reads only the stream's text).
+   */
+  tools?: unknown[];
+  toolChoice?: unknown;
+  parallelToolCalls?: boolean;
+  responseFormat?: unknown;
+  grammar?: string;
+  jsonSchema?: unknown;
+  reasoningFormat?: string;
+  chatTemplateKwargs?: Record<string, unknown>;
+  thinkingBudgetTokens?: number;
+}
+
+export interface ChatCapabilities {
+  /** Whether llama.cpp's chat library (Jinja templates, tools, schemas) is compiled in. */
+  library: boolean;
+  templates: string;
+  tools: boolean;
+  responseFormat: boolean;
+  grammar: boolean;
+  detail?: string;
 }
 
 export interface Usage { promptTokens: number; completionTokens: number; totalTokens: number; cachedTokens?: number }
@@ -135,6 +159,7 @@ export interface BackendsReport {
   runtime: RuntimeInfo;
   backends: Array<{ name: string; compiled: boolean; available: boolean; detail: string } & Partial<WebGpuProbe>>;
   auto: { backend: string; reason: string };
+  chat: ChatCapabilities;
 }
 
 export interface CachedModel { key: string; size: number; url: string | null; name: string | null; added: string | null }

@@ -19,7 +19,7 @@
 import { SippError, toSippError, invalid } from './errors.js';
 import { Query, failedQuery } from './query.js';
 import { generationOptions, checkPrompt, checkMessages, checkEmbedInput } from './options.js';
-import { LocalEndpoint, RuntimeHost, probeWebGpu, describeWebGpu, LOG_LEVELS } from './local.js';
+import { LocalEndpoint, RuntimeHost, probeWebGpu, describeWebGpu, chatCapabilities, LOG_LEVELS } from './local.js';
 import { GatewayEndpoint } from './gateway.js';
 import { ModelCache } from './cache.js';
 
@@ -151,7 +151,8 @@ export class SippClient {
   /**
    * The backends of this browser runtime, honestly: cpu (compiled, available), webgpu (not
    * compiled in; whether the browser has an adapter and shader-f16 is reported beside it), and
-   * what auto picks, with libsipp's reason.
+   * what auto picks, with libsipp's reason; and chat: whether llama.cpp's chat library is compiled
+   * in (it is not: built-in templates only, so tools, responseFormat, grammars are refused).
    */
   async backends() {
     this._checkOpen();
@@ -167,6 +168,7 @@ export class SippClient {
           shaderF16: gpu.shaderF16, detail: `not compiled into this browser runtime (needs Emscripten >= 4.0.10); ${describeWebGpu(gpu)}` },
       ],
       auto,
+      chat: chatCapabilities(rt),
     };
   }
 

@@ -14,11 +14,23 @@
  */
 import { SippError, toSippError, invalid } from './errors.js';
 import { Query } from './query.js';
+import { chatLibraryOption } from './options.js';
 
 const BROWSER_BACKENDS = ['auto', 'cpu', 'webgpu'];
 /** llama.cpp's logging in the browser console: sipp_log_level's names, in its order. */
 export const LOG_LEVELS = ['quiet', 'error', 'warn', 'info', 'debug'];
 const LOCAL_OPTIONS = ['backend', 'ctxSize', 'parallel', 'threads', 'batchSize', 'embeddings', 'runtime'];
+/* What the runtime's chat layer is, from the module itself (sw_runtime_json's chatLibrary). */
+export function chatCapabilities(rt) {
+  return rt.chatLibrary
+    ? { library: true, templates: 'jinja (llama.cpp common chat)', tools: true, responseFormat: true, grammar: true }
+    : { library: false, templates: "built-in (llama_chat_apply_template: the model's template if llama.cpp knows it)",
+      tools: false, responseFormat: false, grammar: false,
+      detail: "this browser runtime is built without llama.cpp's chat library (it has no WebAssembly build here): chats are "
+        + 'rendered with the built-in templates, and tools, response_format, JSON schemas, grammars and reasoning '
+        + 'options are refused' };
+}
+
 const WEBGPU_BUILD = 'ggml-webgpu is not compiled into this browser runtime: it was built with Debian\'s Emscripten '
   + '3.1.6, and ggml\'s WebGPU backend needs Emscripten >= 4.0.10 with the emdawnwebgpu port (see bindings/web/README.md, '
   + '"WebGPU build"); use backend \'cpu\' or \'auto\'';
@@ -194,7 +206,7 @@ export class LocalEndpoint {
     /** The model's shape: { architecture, description, nParams, nEmbd, nLayer, nVocab, ... }. */
     this.info = loaded.info;
     /** The WebAssembly build and threads this endpoint runs on. */
-    this.runtime = { build: runtime.build, threads: loaded.threads, reason: runtime.reason };
+    this.runtime = { build: runtime.build, threads: loaded.threads, reason: runtime.reason, chatLibrary: !!runtime.chatLibrary };
     /** Where the model came from: { cacheKey, fromCache } (cacheKey null for a File or Blob). */
     this.source = source;
     this._host = host;
@@ -225,6 +237,12 @@ export class LocalEndpoint {
   /** Starts a generation into query q; what = { prompt } or { messages }; opts checked already. */
   submit(what, opts, q) {
     if (this._closed) throw new SippError(`endpoint '${this.name}' is closed; add it again`, 'closed');
+    const needs = chatLibraryOption(opts);
+    if (needs && !this.runtime.chatLibrary) {
+      throw invalid(`option ${needs[0]} (${needs[1]}) needs llama.cpp's chat library, which is not compiled into this browser `
+        + 'runtime (it renders chats with llama.cpp\'s built-in templates only; see client.backends().chat); leave it out, or '
+        + "use a native sipp: a gateway's /v1/chat/completions or the Node or Python binding");
+    }
     if (q.cancelRequested) return q._endUnsent(this.backend.backend);
     const o = { ...opts };
     delete o.endpoint;

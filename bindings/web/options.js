@@ -8,7 +8,24 @@ const GENERATION = {
   endpoint: 'any', signal: 'any', maxTokens: 'int', temperature: 'number', topK: 'int', topP: 'number',
   minP: 'number', repeatPenalty: 'number', seed: 'seed', stop: 'stop', contextKey: 'string',
   chatTemplate: 'string', ignoreEos: 'boolean', timeoutMs: 'int',
+  // the Node binding's chat options, which need llama.cpp's chat library: checked by the endpoint
+  tools: 'any', toolChoice: 'any', parallelToolCalls: 'boolean', responseFormat: 'any', grammar: 'string',
+  jsonSchema: 'any', reasoningFormat: 'string', chatTemplateKwargs: 'any', thinkingBudgetTokens: 'int',
 };
+
+/** Those options under their wire names (the OpenAI request's fields), as in the Node binding. */
+const CHAT_FIELDS = {
+  tools: 'tools', toolChoice: 'tool_choice', parallelToolCalls: 'parallel_tool_calls',
+  responseFormat: 'response_format', grammar: 'grammar', jsonSchema: 'json_schema',
+  reasoningFormat: 'reasoning_format', chatTemplateKwargs: 'chat_template_kwargs',
+  thinkingBudgetTokens: 'thinking_budget_tokens',
+};
+
+/** The first chat-library option given in opts, as [name, wire name], or null. */
+function chatLibraryOption(opts) {
+  const k = Object.keys(CHAT_FIELDS).find((name) => opts[name] !== undefined);
+  return k ? [k, CHAT_FIELDS[k]] : null;
+}
 
 const SNAKE_HINT = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
 
@@ -88,4 +105,4 @@ function checkEmbedInput(input) {
   return { texts, single };
 }
 
-export { generationOptions, checkPrompt, checkMessages, checkEmbedInput, GENERATION };
+export { generationOptions, checkPrompt, checkMessages, checkEmbedInput, chatLibraryOption, GENERATION, CHAT_FIELDS };

@@ -302,6 +302,21 @@ class BrowserRuntimeTest(unittest.TestCase):
         self.assertIn("threads", r["threads"]["message"])
         self.assertEqual(r["closed"]["code"], "closed")
 
+    def test_what_needs_the_chat_library_is_refused_by_name(self):
+        r = self.result("bad_options")
+        self.assertFalse(r["chat"]["library"], "the runtime claims llama.cpp's chat library")
+        self.assertFalse(r["chat"]["tools"])
+        self.assertIn("built-in", r["chat"]["templates"])
+        for key, wire in (("tools", "tools"), ("responseFormat", "response_format"), ("grammar", "grammar")):
+            self.assertIsNotNone(r[key], f"{key} was accepted by a runtime without the chat library")
+            self.assertEqual(r[key]["code"], "invalid_argument")
+            self.assertIn(f"{key} ({wire})", r[key]["message"])
+            self.assertIn("chat library", r[key]["message"])
+        self.assertEqual(r["afterRefusals"], 4, "the endpoint did not answer after the refusals")
+        gw_tools = self.result("gateway")["tools"]
+        self.assertIsNotNone(gw_tools, "the gateway endpoint dropped tools silently")
+        self.assertIn("tools (tools)", gw_tools["message"])
+
     def test_gateway_endpoint_uses_the_same_calls(self):
         r = self.result("gateway")
         self.assertEqual(r["kind"], "gateway")

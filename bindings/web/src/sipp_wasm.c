@@ -28,6 +28,9 @@
 #define MAX_MESSAGES 256
 #define MAX_EMBED_TEXTS 256
 #define JSON_CAP 8192
+/* make web links src/web/chat_browser.c in place of src/chat (the Makefile's WEB_SRCS): chats are
+ * rendered with llama.cpp's built-in templates, and what needs the chat library is refused. */
+#define CHAT_LIBRARY "false"
 
 static char last_error[SIPP_ERROR_SIZE];
 static char json[JSON_CAP];
@@ -104,6 +107,7 @@ EMSCRIPTEN_KEEPALIVE const char *sw_runtime_json(void) {
     at = json_string(at, sipp_llama_release());
     at = json_raw(at, ",\"llamaCommit\":");
     at = json_string(at, sipp_llama_commit());
+    at = json_raw(at, ",\"chatLibrary\":" CHAT_LIBRARY);
 #ifdef __EMSCRIPTEN_PTHREADS__
     at = json_raw(at, ",\"pthreads\":true}");
 #else

@@ -108,6 +108,15 @@ window.scenarios = {
     await tryRun('missing', () => client.add('m', { kind: 'local', source: '/models/none.gguf' }));
     await tryRun('notGguf', () => client.add('n', { kind: 'local', source: new Blob(['not a model']) }));
     await tryRun('threads', () => client.add('t', { kind: 'local', source: args.model, options: { threads: 4096 } }));
+    // What needs llama.cpp's chat library, which this runtime lacks: refused by name, and the
+    // endpoint still answers afterwards.
+    const tool = { type: 'function', function: { name: 'f', parameters: { type: 'object' } } };
+    const hi = [{ role: 'user', content: 'Hi' }];
+    await tryRun('tools', () => client.chat(hi, { tools: [tool], maxTokens: 4 }).response);
+    await tryRun('responseFormat', () => client.chat(hi, { responseFormat: { type: 'json_object' }, maxTokens: 4 }).response);
+    await tryRun('grammar', () => client.query('x', { grammar: 'root ::= "a"', maxTokens: 4 }).response);
+    results.chat = (await client.backends()).chat;
+    results.afterRefusals = (await client.chat(hi, { ...greedy, maxTokens: 4, ignoreEos: true }).response).usage.completionTokens;
     await client.close();
     await tryRun('closed', () => client.query('x').response);
     return results;
@@ -169,8 +178,14 @@ window.scenarios = {
     const client = new SippClient();
     const ep = await client.add('gw', { kind: 'gateway', baseUrl: args.baseUrl, target: args.target, token: args.token });
     const out = await collect(client.query(args.prompt, { ...greedy, maxTokens: args.maxTokens }));
+    let tools = null;
+    try {
+      await client.chat([{ role: 'user', content: 'Hi' }], { tools: [], maxTokens: 4 }).response;
+    } catch (e) {
+      tools = errorOf(e);
+    }
     await client.close();
-    return { text: out.response.text, pieces: out.pieces.length, response: out.response, kind: ep.kind };
+    return { text: out.response.text, pieces: out.pieces.length, response: out.response, kind: ep.kind, tools };
   },
 
   // sipp verify --backends ...,browser: per prompt (token ids) the batched and the incremental

@@ -30,7 +30,7 @@ void gw_route_models(gw_call *call);
 void gw_route_model(gw_call *call, const char *id);
 /* POST /v1/models/{name}/load and /unload (routes_residency.c); name is name[0..name_len). */
 void gw_route_model_residency(gw_call *call, const char *name, size_t name_len, const char *action);
-/* GET /v1/models/{name}/file (model_file.c): the target's GGUF, with Range, when [web]
+/* GET /v1/models/{name}/file (routes_model_file.c): the target's GGUF, with Range, when [web]
  * serve_model_files is on; gw_model_file_path tells whether the part after /v1/models/ asks for it,
  * and gw_model_file_json is the browser_file entry of /v1/models (NULL: not served). */
 void gw_route_model_file(gw_call *call, const char *name, size_t name_len);

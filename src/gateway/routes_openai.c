@@ -259,7 +259,7 @@ void gw_route_embeddings(gw_call *call) { gw_run_generation(call, GW_API_EMBEDDI
 
 /* OpenAI's model object, plus sipp's residency under "sipp" for local targets (state, memory, last
  * use, keep-alive deadline), for a loaded one how its chats are rendered under "meta", and with
- * [web] serve_model_files where its GGUF is served under "browser_file" (model_file.c). */
+ * [web] serve_model_files where its GGUF is served under "browser_file" (routes_model_file.c). */
 static json_t *model_json(gw_call *call, gw_target *t) {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s}", "id", t->cfg->name, "object", "model", "created",
                           (json_int_t)call->srv->started_unix, "owned_by", GW_OWNER);

@@ -1,5 +1,5 @@
 /*
- * model_file.c: GET /v1/models/{name}/file, a local target's GGUF file for the web page's "run in
+ * routes_model_file.c: GET /v1/models/{name}/file, a local target's GGUF file for the web page's "run in
  * this browser" mode (web/app.js, bindings/web), and the browser_file entry /v1/models gives it.
  *
  * Off by default: [web] serve_model_files = true turns it on. Serving the file hands out the

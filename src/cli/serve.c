@@ -10,6 +10,9 @@
  *
  * Flags given with --config override the file's [server] listen address. The configuration is
  * validated before anything is loaded; every problem is printed as "FILE:LINE: problem".
+ *
+ * --supervised-target NAME is internal: a gateway runs its own arguments with it to serve one
+ * target (backend rpc) in a child process it supervises (src/gateway/supervise.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "gateway/gateway.h"
+#include "gateway/supervise.h"
 
 #define SERVE_MAX_PORT 65535
 #define SERVE_MAX_PARALLEL 256
@@ -68,6 +72,7 @@ typedef struct serve_opts {
     const char *backend;
     const char *models_dir;
     const char *keep_alive;
+    const char *supervised_target; /* internal: see the top of the file */
     int memory_budget_mb, max_loaded_models;
     const char *flash_attn;
     const char *speculative;
@@ -100,6 +105,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
             o->models_dir = a.value;
         else if (cli_flag_value(&a, "--keep-alive"))
             o->keep_alive = a.value;
+        else if (cli_flag_value(&a, "--supervised-target"))
+            o->supervised_target = a.value;
         else if (cli_flag_value(&a, "--memory-budget-mb"))
             cli_int(&a, "--memory-budget-mb", 1, SERVE_MAX_BUDGET_MB, &o->memory_budget_mb);
         else if (cli_flag_value(&a, "--max-loaded-models"))
@@ -212,6 +219,7 @@ int cmd_serve(int argc, char **argv) {
     }
     if (o.port >= 0) cfg.port = o.port;
     if (o.allow_unauthenticated) cfg.allow_unauthenticated = true;
+    if (ok && o.supervised_target) ok = gw_config_supervised(&cfg, o.supervised_target, &errs);
     ok = ok && gw_config_validate(&cfg, &errs);
     if (!ok) {
         print_errors(&errs);

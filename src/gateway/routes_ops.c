@@ -156,6 +156,12 @@ void gw_route_backends(gw_call *call) {
                 json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
                 if (s != GW_STATE_READY) json_object_set_new(o, "error", json_string(t->error));
                 gw_supervise_describe(t, o);
+                json_t *child = gw_supervise_backend(t);
+                static const char *const copied[] = {"backend", "reason", "devices", "gpu_layers", "placement"};
+                for (size_t k = 0; child && k < sizeof copied / sizeof copied[0]; k++)
+                    if (json_object_get(child, copied[k]))
+                        json_object_set(o, copied[k], json_object_get(child, copied[k]));
+                json_decref(child);
             }
             json_object_set_new(o, "replicas", gw_upstream_describe(t->upstream));
         }

@@ -6,10 +6,15 @@
  * (src/backend/rpc.c). A gateway that loaded such a target in its own process would end with it,
  * and every other target with it. So a local target on backend "rpc" is served by a child: the same
  * binary (/proc/self/exe) with the parent's own arguments (/proc/self/cmdline) plus
- * `--supervised-target NAME`, which narrows the configuration to that one target
- * (gw_config_supervised). To the rest of the gateway the target is then a remote one: its cfg is an
- * owned openai_compatible entry whose one base_url is the child, and upstream.c forwards every API to
- * it (streams pass through piece by piece, as from any upstream).
+ * `--supervised-target NAME`, which narrows the configuration to that target (gw_config_supervised).
+ * To the rest of the gateway the target is then a remote one: its cfg is an owned
+ * openai_compatible entry whose one base_url is the child, and upstream.c forwards every API to it
+ * (streams pass through piece by piece, as from any upstream).
+ *
+ * Groups. An rpc-server serves one client process at a time, so targets that share a server must
+ * share a process: targets whose server lists overlap (directly or through others) form one group,
+ * served by one child (one --supervised-target per target) and one supervisor, and they go
+ * not-ready and come back together.
  *
  * The child's address. The parent binds a loopback socket on a free port once, at start, and every
  * child it starts finds that socket on GW_SUPERVISED_LISTEN_FD: the target's address never changes,
@@ -55,7 +60,9 @@
 #define GW_SUP_BACKOFF_MAX_MS 4000
 #define GW_SUP_POLL_MS 100        /* the thread's wait on the child's stderr between checks */
 #define GW_SUP_READY_EVERY_MS 200 /* between GET /ready while the child loads */
-#define GW_SUP_READY_TIMEOUT_MS 2000
+#define GW_SUP_GET_TIMEOUT_MS 2000
+#define GW_SUP_ANSWER_MAX ((size_t)1 << 20)
+#define GW_SUP_PATH_MAX 32
 #define GW_SUP_STOP_GRACE_MS 15000 /* SIGTERM, then SIGKILL */
 #define GW_SUP_TOKEN_BYTES 24
 #define GW_SUP_LINE_MAX 2048
@@ -65,16 +72,20 @@
 #define GW_SUP_EXEC_FAILED 127
 #define GW_SUP_LISTEN_BACKLOG 128
 #define GW_SUP_LOG_PREFIX "sipp: "
+#define GW_SUP_LISTENING_LOG "listening on "
 #define GW_SUP_READY_LOG "\"GET /ready\"" /* how the child's access log shows a readiness poll */
 #define GW_HTTP_OK 200
+#define GW_SUP_ARG_FLAG "--supervised-target"
 
 typedef struct gw_supervisor {
     gw_server *srv;
-    gw_target *t;
-    char *servers; /* "host:port,..." as configured */
+    gw_target **targets; /* the group's */
+    size_t n_targets;
+    const char *name; /* the first target's, for the log */
+    char *servers;    /* every server of the group, "host:port,..." */
     char token[2 * GW_SUP_TOKEN_BYTES + 1];
     char auth[2 * GW_SUP_TOKEN_BYTES + sizeof "Authorization: Bearer "];
-    char ready_url[64];
+    char base_url[64]; /* http://127.0.0.1:PORT */
     int listen_fd;
     char **argv, **envp; /* built once, before any fork */
     pthread_t thread;
@@ -90,41 +101,57 @@ typedef struct gw_supervisor {
 
 /* ---- in the child: the narrowed configuration ---------------------------------------------------- */
 
-bool gw_config_supervised(gw_config *cfg, const char *target, sipp_buf *errs) {
-    size_t k = cfg->n_targets;
-    for (size_t i = 0; i < cfg->n_targets; i++)
-        if (strcmp(cfg->targets[i].name, target) == 0) k = i;
-    if (k == cfg->n_targets) {
-        sipp_buf_appendf(errs, "--supervised-target: no target '%s' in this configuration\n", target);
+static bool named(const char *name, const char *const *names, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0) return true;
+    return false;
+}
+
+bool gw_config_supervised(gw_config *cfg, const char *const *names, size_t n_names, sipp_buf *errs) {
+    for (size_t i = 0; i < n_names; i++) {
+        bool found = false;
+        for (size_t k = 0; k < cfg->n_targets && !found; k++)
+            found = strcmp(cfg->targets[k].name, names[i]) == 0;
+        if (!found) {
+            sipp_buf_appendf(errs, "--supervised-target: no target '%s' in this configuration\n", names[i]);
+            return false;
+        }
+    }
+    gw_target_config *keep = calloc(n_names ? n_names : 1, sizeof *keep);
+    gw_token_config *token = calloc(1, sizeof *token);
+    char *host = strdup(GW_SUP_HOST);
+    if (!keep || !token || !host || !(token->env = strdup(GW_SUPERVISED_TOKEN_ENV)) ||
+        !(token->caller = strdup(GW_SUP_CALLER))) {
+        free(keep);
+        if (token) free(token->env);
+        free(token);
+        free(host);
+        sipp_buf_appendf(errs, "out of memory\n");
         return false;
     }
-    gw_target_config keep = cfg->targets[k];
-    cfg->targets[k] = (gw_target_config){0};
+    size_t n_keep = 0;
+    for (size_t k = 0; k < cfg->n_targets; k++) {
+        if (!named(cfg->targets[k].name, names, n_names)) continue;
+        keep[n_keep] = cfg->targets[k];
+        keep[n_keep].load = GW_LOAD_STARTUP; /* the child exists to serve them */
+        keep[n_keep].keep_alive_s = GW_KEEP_ALIVE_FOREVER;
+        keep[n_keep].pin = true;
+        n_keep++;
+        cfg->targets[k] = (gw_target_config){0};
+    }
     /* Everything else goes, freed the way the configuration frees it. */
     gw_config drop = {.tokens = cfg->tokens,
                       .n_tokens = cfg->n_tokens,
                       .targets = cfg->targets,
                       .n_targets = cfg->n_targets,
-                      .models_dir = cfg->models_dir};
+                      .models_dir = cfg->models_dir,
+                      .host = cfg->host};
     gw_config_free(&drop);
-    cfg->targets = calloc(1, sizeof *cfg->targets);
-    cfg->tokens = calloc(1, sizeof *cfg->tokens);
-    free(cfg->host);
-    cfg->host = strdup(GW_SUP_HOST);
-    if (!cfg->targets || !cfg->tokens || !cfg->host ||
-        !(cfg->tokens[0].env = strdup(GW_SUPERVISED_TOKEN_ENV)) ||
-        !(cfg->tokens[0].caller = strdup(GW_SUP_CALLER))) {
-        gw_target_config_free(&keep);
-        cfg->n_targets = cfg->n_tokens = 0;
-        sipp_buf_appendf(errs, "out of memory\n");
-        return false;
-    }
-    keep.load = GW_LOAD_STARTUP; /* the child exists to serve it */
-    keep.keep_alive_s = GW_KEEP_ALIVE_FOREVER;
-    keep.pin = true;
-    cfg->targets[0] = keep;
-    cfg->n_targets = 1;
+    cfg->targets = keep;
+    cfg->n_targets = n_keep;
+    cfg->tokens = token;
     cfg->n_tokens = 1;
+    cfg->host = host;
     cfg->models_dir = NULL;
     cfg->port = 0;
     cfg->rate_requests_per_minute = 0; /* the parent limits its callers */
@@ -145,8 +172,8 @@ static void free_strv(char **v) {
     free(v);
 }
 
-/* argv: this process's own arguments, then the flags that make the child serve target. */
-static char **child_argv(const char *target, char *err) {
+/* argv: this process's own arguments, then the flags that make the child serve the group. */
+static char **child_argv(gw_supervisor *s, char *err) {
     char *buf = malloc(GW_SUP_CMDLINE_MAX);
     FILE *f = fopen("/proc/self/cmdline", "rb");
     size_t len = f && buf ? fread(buf, 1, GW_SUP_CMDLINE_MAX - 1, f) : 0;
@@ -157,16 +184,20 @@ static char **child_argv(const char *target, char *err) {
         return NULL;
     }
     buf[len] = '\0';
-    const char *extra[] = {"--supervised-target", target, "--host", GW_SUP_HOST, "--port", "0"};
+    const char *extra[] = {"--host", GW_SUP_HOST, "--port", "0"};
     size_t n_extra = sizeof extra / sizeof extra[0], n = 0;
     for (size_t i = 0; i < len; i++)
         n += buf[i] == '\0';
-    char **argv = calloc(n + n_extra + 1, sizeof *argv);
+    char **argv = calloc(n + n_extra + 2 * s->n_targets + 1, sizeof *argv);
     size_t k = 0;
     for (size_t i = 0; argv && i < len; i += strlen(buf + i) + 1)
         argv[k++] = strdup(buf + i);
     for (size_t i = 0; argv && i < n_extra; i++)
         argv[k++] = strdup(extra[i]);
+    for (size_t i = 0; argv && i < s->n_targets; i++) {
+        argv[k++] = strdup(GW_SUP_ARG_FLAG);
+        argv[k++] = strdup(s->targets[i]->cfg->name);
+    }
     free(buf);
     for (size_t i = 0; argv && i < k; i++)
         if (!argv[i]) {
@@ -252,14 +283,19 @@ static gw_target_config *remote_config(const gw_target_config *local, int port, 
 
 static void set_state(gw_supervisor *s, gw_target_state state, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Every target of the group: the error (when fmt) first, then the state that makes readers look at it. */
 static void set_state(gw_supervisor *s, gw_target_state state, const char *fmt, ...) {
-    if (fmt) { /* written before the state that makes readers look at it */
+    char msg[SIPP_ERROR_SIZE];
+    if (fmt) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(s->t->error, sizeof s->t->error, fmt, ap);
+        vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
     }
-    atomic_store(&s->t->state, state);
+    for (size_t i = 0; i < s->n_targets; i++) {
+        if (fmt) snprintf(s->targets[i]->error, sizeof s->targets[i]->error, "%s", msg);
+        atomic_store(&s->targets[i]->state, state);
+    }
 }
 
 /* Waits up to ms, or until stop; true when stopping. */
@@ -283,21 +319,6 @@ static bool stopping(gw_supervisor *s) {
     bool stop = s->stop;
     pthread_mutex_unlock(&s->mu);
     return stop;
-}
-
-/* Step 1: every rpc server answers the handshake; else err names the one that did not. */
-static bool probe_servers(const char *list, char *err) {
-    const char *p = list;
-    while (p && *p) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        char endpoint[sizeof((sipp_rpc_server_info *)0)->endpoint];
-        snprintf(endpoint, sizeof endpoint, "%.*s", (int)n, p);
-        sipp_rpc_server_info info;
-        if (sipp_rpc_probe(endpoint, &info, err) != SIPP_OK) return false;
-        p = comma ? comma + 1 : NULL;
-    }
-    return true;
 }
 
 /* Step 2: fork and exec. Only async-signal-safe calls between the two. */
@@ -338,37 +359,46 @@ static pid_t spawn(gw_supervisor *s, int *err_fd, char *err) {
     return pid;
 }
 
-static size_t discard(char *data, size_t size, size_t n, void *arg) {
-    (void)data;
-    (void)arg;
-    return size * n;
+static size_t collect(char *data, size_t size, size_t n, void *arg) {
+    sipp_buf *b = arg;
+    if (b->len + size * n > GW_SUP_ANSWER_MAX) return 0;
+    return sipp_buf_append(b, data, size * n) ? size * n : 0;
 }
 
-/* GET /ready on the child answers 200. */
-static bool child_ready(gw_supervisor *s) {
+/* GET path on the child, with its token: true when it answered 200; its body in *body when given. */
+static bool child_get(gw_supervisor *s, const char *path, sipp_buf *body) {
     CURL *e = curl_easy_init();
     if (!e) return false;
+    char url[sizeof s->base_url + GW_SUP_PATH_MAX];
+    snprintf(url, sizeof url, "%s%s", s->base_url, path);
+    sipp_buf ignored = {0};
     struct curl_slist *h = curl_slist_append(NULL, s->auth);
-    curl_easy_setopt(e, CURLOPT_URL, s->ready_url);
+    curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)GW_SUP_READY_TIMEOUT_MS);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)GW_SUP_GET_TIMEOUT_MS);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, body ? body : &ignored);
     long code = 0;
     bool ok = curl_easy_perform(e) == CURLE_OK &&
               curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code == GW_HTTP_OK;
     curl_slist_free_all(h);
     curl_easy_cleanup(e);
+    sipp_buf_free(&ignored);
     return ok;
 }
 
-/* One line of the child's stderr: logged with the target's name, kept as the last one. The child's
- * log of this thread's own readiness polls is left out. */
+/* One line of the child's stderr: logged with the target's name, kept as the last one. Left out:
+ * the child's log of this thread's own readiness polls, and its "listening on" line (the parent
+ * logged the address at start; a script that reads the parent's "listening on" must find the
+ * parent's). */
 static void on_line(gw_supervisor *s, pid_t pid, const char *line, char *last, size_t n) {
     if (strncmp(line, GW_SUP_LOG_PREFIX, sizeof GW_SUP_LOG_PREFIX - 1) == 0)
         line += sizeof GW_SUP_LOG_PREFIX - 1;
-    if (!*line || strstr(line, GW_SUP_READY_LOG)) return;
-    fprintf(stderr, "sipp: target '%s' (pid %d): %s\n", s->t->cfg->name, (int)pid, line);
+    if (!*line || strstr(line, GW_SUP_READY_LOG) ||
+        strncmp(line, GW_SUP_LISTENING_LOG, sizeof GW_SUP_LISTENING_LOG - 1) == 0)
+        return;
+    fprintf(stderr, "sipp: target '%s' (pid %d): %s\n", s->name, (int)pid, line);
     snprintf(last, n, "%s", line);
 }
 
@@ -409,11 +439,10 @@ static int watch(gw_supervisor *s, pid_t pid, int fd, char *last, size_t n_last)
             }
         }
         if (!ready && !termed && sipp_now_ms() >= next_ready) {
-            ready = child_ready(s);
+            ready = child_get(s, "/ready", NULL);
             if (ready) {
                 set_state(s, GW_STATE_READY, NULL);
-                fprintf(stderr, "sipp: target '%s': ready (served by process %d)\n", s->t->cfg->name,
-                        (int)pid);
+                fprintf(stderr, "sipp: target '%s': ready (served by process %d)\n", s->name, (int)pid);
             }
             next_ready = sipp_now_ms() + GW_SUP_READY_EVERY_MS;
         }
@@ -441,11 +470,11 @@ static void describe_status(int status, char *out, size_t n) {
 
 static void *supervise_main(void *arg) {
     gw_supervisor *s = arg;
-    const char *name = s->t->cfg->name;
+    const char *name = s->name;
     int backoff = GW_SUP_BACKOFF_MIN_MS;
     char err[SIPP_ERROR_SIZE];
     while (!stopping(s)) {
-        if (!probe_servers(s->servers, err)) {
+        if (sipp_rpc_ping(s->servers, err) != SIPP_OK) { /* step 1 */
             set_state(s, GW_STATE_WAITING, "%s", err);
             if (sleep_unless_stopped(s, backoff)) break;
             backoff = backoff * 2 > GW_SUP_BACKOFF_MAX_MS ? GW_SUP_BACKOFF_MAX_MS : backoff * 2;
@@ -465,7 +494,7 @@ static void *supervise_main(void *arg) {
         char last[SIPP_ERROR_SIZE] = "";
         int status = watch(s, pid, fd, last, sizeof last);
         close(fd);
-        bool was_ready = atomic_load(&s->t->state) == GW_STATE_READY;
+        bool was_ready = atomic_load(&s->targets[0]->state) == GW_STATE_READY;
         char how[SIPP_ERROR_SIZE / 4];
         describe_status(status, how, sizeof how);
         pthread_mutex_lock(&s->mu);
@@ -494,17 +523,37 @@ static void supervisor_free(gw_supervisor *s) {
     free_strv(s->argv);
     free_strv(s->envp);
     free(s->servers);
+    free(s->targets);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
 }
 
-bool gw_supervise_start(gw_server *srv, gw_target *t, char *err) {
-    const gw_target_config *local = t->cfg;
+/* The servers of a local rpc target: its rpc key, else $SIPP_RPC_SERVERS. */
+static const char *servers_of(const gw_target_config *c) {
+    const char *env = getenv("SIPP_RPC_SERVERS");
+    return c->rpc_servers ? c->rpc_servers : env ? env : "";
+}
+
+/* True when the comma-separated lists a and b name a server in common. */
+static bool share_a_server(const char *a, const char *b) {
+    for (const char *p = a; *p;) {
+        size_t n = strcspn(p, ",");
+        for (const char *q = b; *q;) {
+            size_t m = strcspn(q, ",");
+            if (n == m && strncmp(p, q, n) == 0) return true;
+            q += m + (q[m] == ',');
+        }
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
+
+/* One supervisor for the group of targets whose index has root as its representative. */
+static gw_supervisor *group_new(gw_server *srv, const size_t *root, size_t group, char *err) {
     gw_supervisor *s = calloc(1, sizeof *s);
-    if (!s) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory") == SIPP_OK;
+    if (!s) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory"), NULL;
     s->srv = srv;
-    s->t = t;
     s->listen_fd = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
@@ -512,45 +561,98 @@ bool gw_supervise_start(gw_server *srv, gw_target *t, char *err) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &ca);
     pthread_condattr_destroy(&ca);
-    const char *servers = local->rpc_servers ? local->rpc_servers : getenv("SIPP_RPC_SERVERS");
+    sipp_buf servers = {0};
+    s->targets = calloc(srv->n_targets, sizeof *s->targets);
+    for (size_t i = 0; s->targets && i < srv->n_targets; i++) {
+        if (root[i] != group) continue;
+        s->targets[s->n_targets++] = &srv->targets[i];
+        for (const char *p = servers_of(srv->targets[i].cfg); *p;) { /* each server once */
+            size_t n = strcspn(p, ",");
+            char one[SIPP_ERROR_SIZE];
+            snprintf(one, sizeof one, "%.*s", (int)n, p);
+            if (!share_a_server(servers.data ? servers.data : "", one))
+                sipp_buf_appendf(&servers, "%s%s", servers.len ? "," : "", one);
+            p += n + (p[n] == ',');
+        }
+    }
+    s->servers = servers.data;
+    s->name = s->n_targets ? s->targets[0]->cfg->name : "";
     int port = 0;
-    bool ok = (s->servers = strdup(servers ? servers : "")) != NULL;
+    bool ok = s->targets && s->servers;
+    if (!ok) sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
     if (ok && !random_token(s->token, GW_SUP_TOKEN_BYTES)) {
         snprintf(err, SIPP_ERROR_SIZE, "cannot read /dev/urandom for a supervised target's token");
         ok = false;
     }
     ok = ok && (s->listen_fd = open_child_listener(&port, err)) >= 0;
-    ok = ok && (s->argv = child_argv(local->name, err)) != NULL;
+    ok = ok && (s->argv = child_argv(s, err)) != NULL;
     if (ok && !(s->envp = child_envp(s->token)))
         ok = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory") == SIPP_OK;
-    gw_target_config *remote = ok ? remote_config(local, port, srv->cfg->request_timeout_seconds) : NULL;
-    if (ok && !remote) ok = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory") == SIPP_OK;
+    /* Each target becomes remote, at the child's address (owned, freed with the table). */
+    for (size_t i = 0; ok && i < s->n_targets; i++) {
+        gw_target *t = s->targets[i];
+        gw_target_config *remote = remote_config(t->cfg, port, srv->cfg->request_timeout_seconds);
+        if (!remote) {
+            ok = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory") == SIPP_OK;
+            break;
+        }
+        if (t->owned_cfg) {
+            gw_target_config_free(t->owned_cfg);
+            free(t->owned_cfg);
+        }
+        t->owned_cfg = remote;
+        t->cfg = remote;
+        t->supervisor = s;
+    }
     if (!ok) {
-        if (remote) gw_target_config_free(remote);
-        free(remote);
+        for (size_t i = 0; s->targets && i < s->n_targets; i++)
+            s->targets[i]->supervisor = NULL;
         supervisor_free(s);
-        return false;
+        return NULL;
     }
     snprintf(s->auth, sizeof s->auth, "Authorization: Bearer %s", s->token);
-    snprintf(s->ready_url, sizeof s->ready_url, "http://%s:%d/ready", GW_SUP_HOST, port);
-    if (t->owned_cfg) { /* a discovered target's: replaced by the remote one */
-        gw_target_config_free(t->owned_cfg);
-        free(t->owned_cfg);
-    }
-    t->owned_cfg = remote;
-    t->cfg = remote;
-    t->supervisor = s;
+    snprintf(s->base_url, sizeof s->base_url, "http://%s:%d", GW_SUP_HOST, port);
     set_state(s, GW_STATE_LOADING, "starting its process");
-    if (pthread_create(&s->thread, NULL, supervise_main, s) != 0) {
-        t->supervisor = NULL;
-        supervisor_free(s);
-        return sipp_fail(err, SIPP_ERR_NO_MEMORY, "cannot start a thread for target '%s'", remote->name) ==
-               SIPP_OK;
+    for (size_t i = 0; i < s->n_targets; i++)
+        fprintf(stderr, "sipp: target '%s': backend rpc (%s), served by a supervised process on %s:%d\n",
+                s->targets[i]->cfg->name, s->servers, GW_SUP_HOST, port);
+    return s;
+}
+
+bool gw_supervise_start(gw_server *srv, char *err) {
+    size_t n = srv->n_targets;
+    size_t *root = calloc(n ? n : 1, sizeof *root);
+    if (!root) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory") == SIPP_OK;
+    /* Groups: each wanted target joins the group of the first earlier one it shares a server with;
+     * a later target that bridges two groups merges them (relabels the second as the first). */
+    for (size_t i = 0; i < n; i++) {
+        root[i] = i;
+        if (!gw_supervise_wanted(srv, srv->targets[i].cfg)) continue;
+        for (size_t k = 0; k < i; k++) {
+            if (!gw_supervise_wanted(srv, srv->targets[k].cfg) ||
+                !share_a_server(servers_of(srv->targets[i].cfg), servers_of(srv->targets[k].cfg)))
+                continue;
+            size_t from = root[i], to = root[k];
+            for (size_t m = 0; m <= i; m++)
+                if (root[m] == from) root[m] = to;
+        }
     }
-    s->started = true;
-    fprintf(stderr, "sipp: target '%s': backend rpc, served by a supervised process on %s:%d\n", remote->name,
-            GW_SUP_HOST, port);
-    return true;
+    bool ok = true;
+    for (size_t g = 0; ok && g < n; g++) {
+        if (root[g] != g || !gw_supervise_wanted(srv, srv->targets[g].cfg)) continue;
+        gw_supervisor *s = group_new(srv, root, g, err);
+        ok = s && pthread_create(&s->thread, NULL, supervise_main, s) == 0;
+        if (s && !ok) {
+            for (size_t i = 0; i < s->n_targets; i++)
+                s->targets[i]->supervisor = NULL;
+            supervisor_free(s);
+            snprintf(err, SIPP_ERROR_SIZE, "cannot start a thread to supervise target '%s'",
+                     srv->targets[g].cfg->name);
+        }
+        if (ok) s->started = true;
+    }
+    free(root);
+    return ok;
 }
 
 const char *gw_supervise_token(gw_target *t) { return t->supervisor->token; }
@@ -563,7 +665,8 @@ void gw_supervise_stop(gw_target *t) {
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     if (s->started) pthread_join(s->thread, NULL);
-    t->supervisor = NULL;
+    for (size_t i = 0; i < s->n_targets; i++) /* the group's other targets too */
+        s->targets[i]->supervisor = NULL;
     supervisor_free(s);
 }
 
@@ -607,6 +710,23 @@ void gw_supervise_describe(gw_target *t, json_t *o) {
     if (s->exits) json_object_set_new(d, "last_exit", json_string(s->last_exit));
     pthread_mutex_unlock(&s->mu);
     json_object_set_new(o, "supervised", d);
+}
+
+json_t *gw_supervise_backend(gw_target *t) {
+    sipp_buf body = {0};
+    json_t *o = NULL;
+    if (t->supervisor && atomic_load(&t->state) == GW_STATE_READY &&
+        child_get(t->supervisor, "/v1/backends", &body)) {
+        json_t *all = json_loadb(body.data ? body.data : "", body.len, 0, NULL);
+        json_t *list = json_object_get(all, "targets"), *e;
+        size_t k;
+        json_array_foreach(list, k, e) if (json_is_string(json_object_get(e, "name")) &&
+                                           strcmp(json_string_value(json_object_get(e, "name")),
+                                                  t->cfg->name) == 0) o = json_incref(e);
+        json_decref(all);
+    }
+    sipp_buf_free(&body);
+    return o;
 }
 
 void gw_supervise_metrics(gw_server *srv, sipp_buf *out) {

@@ -24,11 +24,13 @@
 /* True when this gateway serves target cfg through a supervised child (backend "rpc", and this
  * process is not itself such a child). */
 bool gw_supervise_wanted(const gw_server *srv, const gw_target_config *cfg);
-/* Makes t a supervised target: its cfg becomes an owned remote one pointing at the child (the
- * caller makes its upstream, with gw_supervise_token), and a thread probes the rpc servers, starts
- * the child, watches it, and restarts it with backoff after it exits. */
-bool gw_supervise_start(gw_server *srv, gw_target *t, char *err);
-/* Ends the child (SIGTERM, then SIGKILL after a grace period), by pid, and joins the thread. */
+/* Makes every wanted target of the table a supervised one, in groups of targets that share an rpc
+ * server (one child each): its cfg becomes an owned remote one pointing at the child (the caller
+ * makes its upstream, with gw_supervise_token), and a thread per group probes the rpc servers,
+ * starts the child, watches it, and restarts it with backoff after it exits. */
+bool gw_supervise_start(gw_server *srv, char *err);
+/* Ends t's child (SIGTERM, then SIGKILL after a grace period), by pid, and joins its thread; the
+ * other targets of its group are done with it too. */
 void gw_supervise_stop(gw_target *t);
 /* True when t is supervised and READY; otherwise msg (n bytes) says why not (its state's error). */
 bool gw_supervise_serving(gw_target *t, char *msg, size_t n);
@@ -39,15 +41,18 @@ uint64_t gw_supervise_epoch(gw_target *t);
  * host) to msg. False when it did not exit meanwhile (the break was something else). */
 bool gw_supervise_lost(gw_target *t, uint64_t epoch, int wait_ms, char *msg, size_t n);
 /* For `sipp serve ... --supervised-target NAME` (serve.c), the child's side: narrows cfg, before
- * validation, to the one target named: its other targets, models directory and tokens go; one token
+ * validation, to the targets named: the other targets, models directory and tokens go; one token
  * read from GW_SUPERVISED_TOKEN_ENV guards it; it listens on the socket the parent passed
  * (GW_SUPERVISED_LISTEN_FD) and loads its target at start, pinned. False with a line in errs when
- * the target is not there. */
-bool gw_config_supervised(gw_config *cfg, const char *target, sipp_buf *errs);
+ * a target is not there. */
+bool gw_config_supervised(gw_config *cfg, const char *const *names, size_t n_names, sipp_buf *errs);
 /* The internal token t's child accepts (for its upstream's Authorization). */
 const char *gw_supervise_token(gw_target *t);
 /* Adds "supervised": {pid, restarts, last_exit} to a target's JSON object. */
 void gw_supervise_describe(gw_target *t, json_t *o);
+/* The child's own /v1/backends entry for its target (backend, reason, devices, placement: which
+ * layers sit on which host), new reference; NULL when it is not serving or does not answer. */
+json_t *gw_supervise_backend(gw_target *t);
 /* sipp_supervised_restarts_total per supervised target, as Prometheus text (with its header). */
 void gw_supervise_metrics(gw_server *srv, sipp_buf *out);
 #endif

@@ -47,15 +47,17 @@ bool gw_targets_start(gw_server *srv, char *err) {
         t->cfg = &c->targets[i];
         t->index = (int)i;
         atomic_init(&t->state, GW_STATE_UNLOADED);
-        if (gw_supervise_wanted(srv, t->cfg)) {
-            if (!gw_supervise_start(srv, t, err) || !(t->upstream = gw_upstream_new(t->cfg, err))) return false;
-            gw_upstream_set_bearer(t->upstream, gw_supervise_token(t));
-            continue;
-        }
-        if (t->cfg->type == GW_TARGET_LOCAL) continue;
+        if (t->cfg->type == GW_TARGET_LOCAL) continue; /* rpc ones: gw_supervise_start, below */
         t->upstream = gw_upstream_new(t->cfg, err);
         if (!t->upstream) return false;
         atomic_store(&t->state, GW_STATE_READY);
+    }
+    if (!gw_supervise_start(srv, err)) return false;
+    for (size_t i = 0; i < c->n_targets; i++) {
+        gw_target *t = &srv->targets[i];
+        if (!t->supervisor) continue;
+        if (!(t->upstream = gw_upstream_new(t->cfg, err))) return false;
+        gw_upstream_set_bearer(t->upstream, gw_supervise_token(t));
     }
     return gw_residency_start(srv, err);
 }

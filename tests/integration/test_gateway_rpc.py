@@ -341,6 +341,15 @@ class GatewayRpcSupervisedTest(unittest.TestCase):
                 status, _, cpu = g.json("POST", api, {"model": "cpu", "input": "hello"})
                 a, b = split["data"][0]["embedding"], cpu["data"][0]["embedding"]
                 self.assertLess(max(abs(x - y) for x, y in zip(a, b)), 1e-3)
+            # The translated APIs reach it as any remote target (the whole answer, then their events).
+            translated = [("/v1/messages", {"max_tokens": 6, "messages": [{"role": "user", "content": "hi"}]}),
+                          ("/v1/responses", {"max_output_tokens": 6, "input": "hi"}),
+                          ("/api/chat", {"stream": False, "options": {"num_predict": 6},
+                                         "messages": [{"role": "user", "content": "hi"}]})]
+            for path, body in translated:
+                with self.subTest(path=path):
+                    status, _, answer = g.json("POST", path, {"model": "split", **body})
+                    self.assertEqual(status, 200, answer)
         finally:
             g.stop()
             self.server.stop()

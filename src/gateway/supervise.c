@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -70,6 +71,7 @@
 #define GW_SUP_HOST "127.0.0.1"
 #define GW_SUP_CALLER "supervisor"
 #define GW_SUP_EXEC_FAILED 127
+#define GW_SUP_MAX_FD 65536 /* descriptors closed one by one in a child when close_range is missing */
 #define GW_SUP_LISTEN_BACKLOG 128
 #define GW_SUP_LOG_PREFIX "sipp: "
 #define GW_SUP_LISTENING_LOG "listening on "
@@ -330,6 +332,10 @@ static pid_t spawn(gw_supervisor *s, int *err_fd, char *err) {
         if (devnull >= 0) close(devnull);
         return -1;
     }
+    struct rlimit nofile = {0};
+    getrlimit(RLIMIT_NOFILE, &nofile);
+    int max_fd = nofile.rlim_cur == RLIM_INFINITY || nofile.rlim_cur > GW_SUP_MAX_FD ? GW_SUP_MAX_FD
+                                                                                     : (int)nofile.rlim_cur;
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
@@ -341,6 +347,11 @@ static pid_t spawn(gw_supervisor *s, int *err_fd, char *err) {
             fcntl(s->listen_fd, F_SETFD, 0); /* dup2 onto itself would keep FD_CLOEXEC */
         else
             dup2(s->listen_fd, GW_SUPERVISED_LISTEN_FD);
+        /* Nothing else of the gateway's (client connections, upstream sockets, other children's
+         * pipes) may live on in the child: a connection it kept open would never see its end. */
+        if (close_range(GW_SUPERVISED_LISTEN_FD + 1, ~0U, 0) != 0)
+            for (int fd = GW_SUPERVISED_LISTEN_FD + 1; fd < max_fd; fd++)
+                close(fd);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL); /* the gateway blocks its stop signals in every thread */
@@ -402,6 +413,30 @@ static void on_line(gw_supervisor *s, pid_t pid, const char *line, char *last, s
     snprintf(last, n, "%s", line);
 }
 
+/* While the child is not ready: a target it could not load (failed, or waiting for a busy server)
+ * shows the child's reason here, from its /ready answer. */
+static void mirror_child(gw_supervisor *s, const sipp_buf *ready_answer) {
+    json_t *all = json_loadb(ready_answer->data ? ready_answer->data : "", ready_answer->len, 0, NULL);
+    json_t *list = json_object_get(all, "targets"), *e;
+    size_t k;
+    json_array_foreach(list, k, e) {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        const char *state = json_string_value(json_object_get(e, "state"));
+        const char *error = json_string_value(json_object_get(e, "error"));
+        int to = !state || !error                ? -1
+                 : strcmp(state, "failed") == 0  ? GW_STATE_FAILED
+                 : strcmp(state, "waiting") == 0 ? GW_STATE_WAITING
+                                                 : -1;
+        for (size_t i = 0; name && to >= 0 && i < s->n_targets; i++) {
+            gw_target *t = s->targets[i];
+            if (strcmp(t->cfg->name, name) != 0) continue;
+            snprintf(t->error, sizeof t->error, "%s", error); /* before the state that shows it */
+            atomic_store(&t->state, to);
+        }
+    }
+    json_decref(all);
+}
+
 /* Step 3: until the child's stderr ends (it exited). Returns its wait status. */
 static int watch(gw_supervisor *s, pid_t pid, int fd, char *last, size_t n_last) {
     char buf[GW_SUP_LINE_MAX];
@@ -439,7 +474,10 @@ static int watch(gw_supervisor *s, pid_t pid, int fd, char *last, size_t n_last)
             }
         }
         if (!ready && !termed && sipp_now_ms() >= next_ready) {
-            ready = child_get(s, "/ready", NULL);
+            sipp_buf body = {0};
+            ready = child_get(s, "/ready", &body);
+            if (!ready) mirror_child(s, &body);
+            sipp_buf_free(&body);
             if (ready) {
                 set_state(s, GW_STATE_READY, NULL);
                 fprintf(stderr, "sipp: target '%s': ready (served by process %d)\n", s->name, (int)pid);

@@ -354,6 +354,25 @@ class GatewayRpcSupervisedTest(unittest.TestCase):
             g.stop()
             self.server.stop()
 
+    def test_a_model_the_child_cannot_load_shows_its_reason(self):
+        self.server.start()
+        bad = gw.write("not-a-model.gguf", "GGUF this is not a model\n")
+        config = (gw.local_target(name="cpu", path=six_layers(), parallel=1, extra='backend = "cpu"') +
+                  gw.local_target(name="broken", path=bad, parallel=1,
+                                  extra=f'backend = "rpc"\nrpc = ["{self.server.endpoint}"]'))
+        g = gw.serve_config(config, wait_ready=False)
+        try:
+            state = gw.wait_until(lambda: (lambda t: t if t["state"] == "failed" else None)(self.target(g, "broken")),
+                                  WAIT_S, "the broken target to fail")
+            self.assertIn("not-a-model.gguf", state["error"])
+            status, _, body = g.json("POST", "/v1/completions", {"model": "broken", "prompt": "hi", "max_tokens": 2})
+            self.assertEqual(status, 503, body)
+            self.assertIn("not-a-model.gguf", body["error"]["message"])
+            self.assertEqual(self.greedy(g, "cpu"), self.greedy(g, "cpu"))
+        finally:
+            g.stop()
+            self.server.stop()
+
     def test_the_child_dies_with_the_gateway(self):
         self.server.start()
         g = gw.serve_config(self.config(), wait_ready=False)

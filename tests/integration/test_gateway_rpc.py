@@ -65,7 +65,7 @@ class Host:
         self.ns = f"sippgw{pid % 100000}"
         self.veth = f"sg{pid % 100000}"
         net = 1 + pid % 250
-        self.here, self.addr = f"10.79.{net}.1", f"10.79.{net}.2"
+        self.here, self.addr = f"10.81.{net}.1", f"10.81.{net}.2"  # 10.77, 10.79: test_rpc, bench
         self.namespace = (os.environ.get("SIPP_TEST_RPC_LOOPBACK") != "1" and os.geteuid() == 0 and
                           shutil.which("ip") is not None and self._create())
         if not self.namespace:

@@ -113,8 +113,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
                 return EXIT_USAGE;
             }
             o->supervised[o->n_supervised++] = a.value;
-        }
-        else if (cli_flag_value(&a, "--memory-budget-mb"))
+        } else if (cli_flag_value(&a, "--memory-budget-mb"))
             cli_int(&a, "--memory-budget-mb", 1, SERVE_MAX_BUDGET_MB, &o->memory_budget_mb);
         else if (cli_flag_value(&a, "--max-loaded-models"))
             cli_int(&a, "--max-loaded-models", 1, SERVE_MAX_LOADED, &o->max_loaded_models);

@@ -157,7 +157,8 @@ void gw_route_backends(gw_call *call) {
                 if (s != GW_STATE_READY) json_object_set_new(o, "error", json_string(t->error));
                 gw_supervise_describe(t, o);
                 json_t *child = gw_supervise_backend(t);
-                static const char *const copied[] = {"backend", "reason", "devices", "gpu_layers", "placement"};
+                static const char *const copied[] = {"backend", "reason", "devices", "gpu_layers",
+                                                     "placement"};
                 for (size_t k = 0; child && k < sizeof copied / sizeof copied[0]; k++)
                     if (json_object_get(child, copied[k]))
                         json_object_set(o, copied[k], json_object_get(child, copied[k]));

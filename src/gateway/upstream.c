@@ -50,7 +50,7 @@
 #define GW_HTTP_OK 200
 #define GW_HTTP_CONTINUE 100
 #define GW_HTTP_BAD_REQUEST 400
-#define GW_LOST_WAIT_MS 3000  /* a broken transfer waits this long for the supervisor to see its child exit */
+#define GW_LOST_WAIT_MS 3000 /* how long a broken transfer waits to see its child exit */
 #define GW_NOT_SERVING_RETRY_S 1
 
 typedef struct upstream_replica {

@@ -107,6 +107,7 @@ typedef struct gw_config {
     /* [web]: the page's "run in this browser" mode (docs/web.md) */
     bool web_serve_model_files; /* GET /v1/models/{name}/file serves local targets' GGUF files */
     char *web_runtime_dir;      /* the browser runtime (make web's build/web); NULL = beside the binary */
+    bool supervised_child; /* serves one target for a parent gateway, on the socket it passed (supervise.c) */
 } gw_config;
 
 /* A configuration with every default and no targets. */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "gateway/routes.h"
+#include "gateway/supervise.h"
 
 #define GW_OWNER "sipp"
 
@@ -274,9 +275,16 @@ static json_t *model_json(gw_call *call, gw_target *t) {
             json_object_set_new(o, "meta", json_pack("{s:s}", "chat_template", info.chat_template));
             gw_residency_unpeek(call->srv, t);
         }
-        json_t *file = gw_model_file_json(call, t);
-        if (file) json_object_set_new(o, "browser_file", file);
+    } else if (t->supervisor) { /* a local target served by a child process (supervise.c) */
+        int s = atomic_load(&t->state);
+        json_t *r = json_pack("{s:s}", "state", gw_state_name(s));
+        if (s != GW_STATE_READY) json_object_set_new(r, "error", json_string(t->error));
+        gw_supervise_describe(t, r);
+        json_object_set_new(o, "sipp", r);
+        json_object_set(o, "state", json_object_get(r, "state"));
     }
+    json_t *file = gw_model_file_json(call, t); /* NULL unless served (a local, single-file target) */
+    if (file) json_object_set_new(o, "browser_file", file);
     return o;
 }
 

@@ -272,8 +272,7 @@ static bool check_keep_alive(gw_call *call, json_t *root) {
     gw_reply_invalid_field(
         call,
         "'keep_alive' %s cannot be honoured: models stay loaded until the server stops; leave it out or "
-        "give a "
-        "negative value",
+        "give a negative value",
         shown ? shown : "?");
     free(shown);
     return false;
@@ -329,8 +328,7 @@ static bool translate_options(gw_call *call, json_t *root, const gw_target_confi
                     tc->ctx_size);
             return gw_reply_invalid_field(
                 call, "'options.num_ctx' cannot be honoured: the context size is fixed per target "
-                      "(set ctx_size in its "
-                      "[[targets]] entry and leave num_ctx out)");
+                      "(set ctx_size in its [[targets]] entry and leave num_ctx out)");
         }
         return gw_reply_invalid_field(call, "'options.%s' is not supported by this server; leave it out",
                                       key);

@@ -144,6 +144,51 @@ class ResponsesTest(AgentAPIBase):
         self.assertEqual(texts, ["How are you?", "Hello.", "Hi", "Be brief."])  # newest first
         self.assertEqual(listed["first_id"], listed["data"][0]["id"])
 
+    def test_input_items_pagination(self):
+        """limit, order, after, before, has_more, first_id and last_id as OpenAI's list pages."""
+        texts = [f"turn {i}" for i in range(7)]
+        status, _, r = self.create(input=[{"role": "user", "content": t} for t in texts])
+        self.assertEqual(status, 200, r)
+        path = f"/v1/responses/{r['id']}/input_items"
+
+        def page(query):
+            status, _, listed = self.gw.json("GET", f"{path}?{query}", headers=AUTH)
+            self.assertEqual(status, 200, listed)
+            got = [i["content"][0]["text"] for i in listed["data"]]
+            ids = [i["id"] for i in listed["data"]]
+            self.assertEqual((listed["first_id"], listed["last_id"]), (ids[0], ids[-1]) if ids else (None, None))
+            return got, ids, listed["has_more"]
+
+        everything, ids, more = page("order=asc")
+        self.assertEqual((everything, more), (texts, False))
+        # Walk forward in pages of 3, each after the last id of the one before: newest first by default.
+        seen, cursor = [], None
+        for _ in range(len(texts)):
+            got, ids, more = page("limit=3" + (f"&after={cursor}" if cursor else ""))
+            seen += got
+            cursor = ids[-1]
+            if not more:
+                break
+        self.assertEqual(seen, texts[::-1])
+        got, _, more = page("order=asc&limit=2")
+        self.assertEqual((got, more), (texts[:2], True))
+        asc_ids = page("order=asc")[1]
+        got, _, more = page(f"order=asc&limit=2&after={asc_ids[4]}")
+        self.assertEqual((got, more), (texts[5:7], False))
+        got, _, more = page(f"order=asc&limit=2&before={asc_ids[4]}")  # the two just before it
+        self.assertEqual((got, more), (texts[2:4], True))
+        got, _, more = page(f"order=asc&after={asc_ids[1]}&before={asc_ids[4]}")
+        self.assertEqual((got, more), (texts[2:4], False))
+        got, _, more = page(f"order=asc&after={asc_ids[6]}")
+        self.assertEqual((got, more), ([], False))
+        for query, name in (("limit=0", "limit"), ("limit=101", "limit"), ("limit=x", "limit"), ("order=up", "order"),
+                            ("after=msg_nope", "after"), ("before=msg_nope", "before"), ("page=2", "page"),
+                            ("include=file_search_call.results", "include")):
+            with self.subTest(query=query):
+                status, _, err = self.gw.json("GET", f"{path}?{query}", headers=AUTH)
+                self.assertEqual(status, 400, err)
+                self.assertIn(f"'{name}'", err["error"]["message"])
+
     def test_stream_event_order(self):
         _, _, plain = self.create()
         events = self.sse("/v1/responses", {"model": TARGET, "input": "Hello there", "max_output_tokens": 6,

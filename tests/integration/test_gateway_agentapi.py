@@ -885,8 +885,9 @@ class AgentToolsTest(unittest.TestCase):
 
 class BodyTypeTest(unittest.TestCase):
     """Without tokens a POST body must be application/json (415 otherwise, against cross-site form
-    posts), except that Ollama's routes also take none or text/plain, as Ollama does for its
-    clients, when the request has no Origin (a browser's cross-site POST always has one)."""
+    posts), except that Ollama's routes also take none, text/plain or the form type of curl -d, as
+    Ollama does for its clients and its curl examples, when the request has no Origin (a browser's
+    cross-site POST, a page's form included, always has one)."""
 
     @classmethod
     def setUpClass(cls):
@@ -910,7 +911,7 @@ class BodyTypeTest(unittest.TestCase):
 
     def test_ollama_takes_no_type_or_text_plain_without_origin(self):
         for headers in ({}, {"Content-Type": "text/plain"}, {"Content-Type": "text/plain; charset=utf-8"},
-                        {"Content-Type": "application/json"}):
+                        {"Content-Type": "application/x-www-form-urlencoded"}, {"Content-Type": "application/json"}):
             with self.subTest(headers=headers):
                 status, body = self.post("/api/show", headers)
                 self.assertEqual(status, 200, body)
@@ -918,9 +919,9 @@ class BodyTypeTest(unittest.TestCase):
 
     def test_ollama_refuses_other_types_and_any_type_but_json_with_origin(self):
         own = f"http://{self.gw.host}:{self.gw.port}"
-        for headers in ({"Content-Type": "application/x-www-form-urlencoded"},
-                        {"Content-Type": "multipart/form-data; boundary=x"},
-                        {"Origin": own}, {"Origin": own, "Content-Type": "text/plain"}):
+        for headers in ({"Content-Type": "multipart/form-data; boundary=x"},
+                        {"Origin": own}, {"Origin": own, "Content-Type": "text/plain"},
+                        {"Origin": own, "Content-Type": "application/x-www-form-urlencoded"}):
             with self.subTest(headers=headers):
                 status, body = self.post("/api/show", headers)
                 self.assertEqual(status, 415, body)
@@ -931,6 +932,22 @@ class BodyTypeTest(unittest.TestCase):
         status, body = self.post("/api/chat", {"Origin": "http://evil.example", "Content-Type": "text/plain"})
         self.assertEqual(status, 403, body)
         self.assertIn("allowed_origins", body["error"])
+
+    def test_curl_d_as_in_ollamas_examples(self):
+        """curl -d sends the form type: Ollama's documented `curl URL/api/generate -d '{...}'` works,
+        while the same post with an Origin (what a page's form sends) is refused."""
+        body = json.dumps({"model": TARGET, "prompt": "Hello", "stream": False, "options": {"num_predict": 2}})
+        url = f"{self.gw.base}/api/generate"
+        r = subprocess.run(["curl", "-sS", "-w", "\n%{http_code}", url, "-d", body],
+                           capture_output=True, text=True, timeout=gw.HTTP_TIMEOUT_S)
+        out, code = r.stdout.rsplit("\n", 1)
+        self.assertEqual(code, "200", r.stdout + r.stderr)
+        self.assertTrue(json.loads(out)["done"])
+        r = subprocess.run(["curl", "-sS", "-w", "\n%{http_code}", url, "-H", f"Origin: {self.gw.base}", "-d", body],
+                           capture_output=True, text=True, timeout=gw.HTTP_TIMEOUT_S)
+        out, code = r.stdout.rsplit("\n", 1)
+        self.assertEqual(code, "415", r.stdout + r.stderr)
+        self.assertIn("application/json", json.loads(out)["error"])
 
     def test_other_apis_still_need_json(self):
         chat = json.dumps({"model": TARGET, "max_tokens": 1, "messages": [{"role": "user", "content": "x"}]})

@@ -112,6 +112,11 @@ void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
 int gw_call_ms_left(const gw_call *call) { return 1; }
 
 /* The fuzzed target is local; a remote one would be reached here. */
+gw_stream *gw_upstream_open(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
+                            json_t **answer) {
+    abort();
+}
+
 bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
                        json_t **answer) {
     abort();

@@ -14,8 +14,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import httpfixture  # noqa: E402
@@ -33,6 +35,7 @@ LONG = 100000  # max tokens that only the context ends
 DISCONNECT_TIMEOUT_S = 10
 TTL_S = 1
 CTX = 2048
+GATE_TIMEOUT_S = 30  # the gated upstream holds its second half back at most this long
 
 RESPONSES_ORDER = [
     "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
@@ -1083,6 +1086,32 @@ class RemoteTargetTest(unittest.TestCase):
                                                     "messages": [{"role": "user", "content": "Hello there"}]})
         self.assertEqual(kinds([e for e, _ in events]), MESSAGES_ORDER)
 
+    def test_streamed_tool_call_through_the_upstream(self):
+        """The upstream streams the call (name first, argument fragments after); relayed as they come,
+        the fragments reassemble to arguments that follow the schema."""
+        tools = [{"name": "get_weather", "input_schema": WEATHER_SCHEMA}]
+        _, _, events = self.gw.sse("/v1/messages", {
+            "model": "far", "max_tokens": 400, "temperature": 0, "tools": tools, "stream": True,
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tool_choice": {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True}})
+        data = [(e, json.loads(d)) for e, d in events]
+        start = next(d for e, d in data if e == "content_block_start" and d["content_block"]["type"] == "tool_use")
+        self.assertEqual(start["content_block"]["name"], "get_weather")
+        args = "".join(d["delta"]["partial_json"] for e, d in data
+                       if e == "content_block_delta" and d["delta"]["type"] == "input_json_delta")
+        self.assertTrue(valid_weather(json.loads(args)), args)
+        self.assertEqual(next(d for e, d in data if e == "message_delta")["delta"]["stop_reason"], "tool_use")
+
+    def test_ollama_stream_through_the_upstream(self):
+        want = self.direct()["choices"][0]["message"]["content"]
+        status, _, raw = self.gw.request("POST", "/api/chat", {"model": "far", "messages": [
+            {"role": "user", "content": "Hello there"}], "options": {"num_predict": 6, "temperature": 0, "top_k": 0,
+                                                                     "top_p": 1, "repeat_penalty": 1}})
+        self.assertEqual(status, 200, raw)
+        lines = ndjson(raw)
+        self.assertEqual("".join(x["message"]["content"] for x in lines), want)
+        self.assertEqual((lines[-1]["done"], lines[-1]["done_reason"], lines[-1]["eval_count"]), (True, "length", 6))
+
     def test_tool_call_through_the_upstream(self):
         tools = [{"name": "get_weather", "input_schema": WEATHER_SCHEMA}]
         status, _, m = self.gw.json("POST", "/v1/messages", {
@@ -1099,3 +1128,125 @@ class RemoteTargetTest(unittest.TestCase):
         self.assertEqual(status, 400, e)
         self.assertEqual(e["type"], "error")
         self.assertIn("'tools[0].name'", e["error"]["message"])
+
+
+class GatedUpstream(ThreadingHTTPServer):
+    """An OpenAI-compatible upstream on loopback that streams the first half of its answer ("Hel")
+    and holds the rest ("lo", the finish and usage, [DONE]) until the test opens the gate: what a
+    client reads before that can only have been relayed piece by piece."""
+
+    daemon_threads = True
+    FIRST = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hel"}, "finish_reason": None}]}
+    REST = [{"choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": None}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}]
+
+    def __init__(self):
+        self.gate = threading.Event()
+        self.bodies = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                outer.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()  # HTTP/1.0: the body ends when the connection closes
+                self.send(outer.FIRST)
+                outer.gate.wait(GATE_TIMEOUT_S)
+                for chunk in outer.REST:
+                    self.send(chunk)
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def send(self, chunk):
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+class RemoteStreamTest(unittest.TestCase):
+    """Responses, Messages and Ollama streams to a remote target pass the upstream's chunks through as
+    they come: the first text reaches the client while the upstream still holds the rest back."""
+
+    @classmethod
+    def setUpClass(cls):
+        gw.check_build()
+        cls.up = GatedUpstream()
+        threading.Thread(target=cls.up.serve_forever, daemon=True).start()
+        port = cls.up.server_address[1]
+        try:
+            cls.gw = gw.serve_config(f'[[targets]]\nname = "far"\ntype = "openai_compatible"\n'
+                                     f'base_url = "http://127.0.0.1:{port}/v1"\nmodel = "gated"\n')
+        except Exception:
+            cls.up.shutdown()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.gw.stop()
+        cls.up.shutdown()
+        cls.up.server_close()
+        assert rc == 0, rc
+
+    def relay(self, path, body, first_piece, read_event):
+        """Posts a stream; returns (events before the gate opened, events after)."""
+        self.up.gate.clear()
+        conn, resp = self.gw.stream(path, body)
+        try:
+            self.assertEqual(resp.status, 200)
+            before = []
+            while not before or not first_piece(before[-1]):
+                ev = read_event(resp)
+                self.assertIsNotNone(ev, f"the stream ended before its first piece: {before}")
+                before.append(ev)
+            self.assertFalse(self.up.gate.is_set())
+            self.up.gate.set()
+            after = []
+            while (ev := read_event(resp)) is not None:
+                after.append(ev)
+            return before, after
+        finally:
+            self.up.gate.set()
+            conn.close()
+        
+    @staticmethod
+    def sse_event(resp):
+        return next(gw.read_sse(resp, 1), None)
+
+    @staticmethod
+    def ndjson_line(resp):
+        line = resp.readline()
+        return json.loads(line) if line.strip() else None
+
+    def test_responses_stream_is_incremental(self):
+        before, after = self.relay("/v1/responses", {"model": "far", "input": "Hi", "stream": True},
+                                   lambda e: json.loads(e[1]).get("delta") == "Hel", self.sse_event)
+        data = [json.loads(d) for _, d in before + after]
+        self.assertEqual(kinds([d["type"] for d in data]), RESPONSES_ORDER + ["response.completed"])
+        self.assertEqual([d["sequence_number"] for d in data], list(range(len(data))))
+        self.assertEqual(data[-1]["response"]["output"][0]["content"][0]["text"], "Hello")
+        self.assertEqual(data[-1]["response"]["usage"]["output_tokens"], 2)
+        self.assertTrue(self.up.bodies[-1]["stream"])
+
+    def test_messages_stream_is_incremental(self):
+        body = {"model": "far", "max_tokens": 8, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+        before, after = self.relay("/v1/messages", body,
+                                   lambda e: json.loads(e[1]).get("delta", {}).get("text") == "Hel", self.sse_event)
+        events = before + after
+        self.assertEqual(kinds([e for e, _ in events]), MESSAGES_ORDER)
+        text = "".join(json.loads(d)["delta"].get("text", "") for e, d in events if e == "content_block_delta")
+        self.assertEqual(text, "Hello")
+        final = next(json.loads(d) for e, d in events if e == "message_delta")
+        self.assertEqual((final["delta"]["stop_reason"], final["usage"]["output_tokens"]), ("end_turn", 2))
+
+    def test_ollama_chat_stream_is_incremental(self):
+        body = {"model": "far", "messages": [{"role": "user", "content": "Hi"}]}  # stream: true by default
+        before, after = self.relay("/api/chat", body, lambda e: e["message"]["content"] == "Hel", self.ndjson_line)
+        lines = before + after
+        self.assertEqual("".join(x["message"]["content"] for x in lines), "Hello")
+        self.assertTrue(lines[-1]["done"])
+        self.assertEqual((lines[-1]["done_reason"], lines[-1]["eval_count"]), ("stop", 2))

@@ -23,8 +23,11 @@
  * non-streamed answer runs the same parser over the whole text, so the deltas of a stream add up
  * to the message of the same request not streamed.
  *
- * n > 1 is n requests with the same prompt: the engine shares the prompt's KV across slots, so it is
- * evaluated once. They run side by side, so n may not exceed the target's slots (parallel).
+ * n > 1 is n requests with the same prompt, side by side, so n may not exceed the target's slots
+ * (parallel). The engine shares a prompt that another slot already holds (a warm one is evaluated
+ * once), but a cold prompt is decoded by each of the n: they start together, before any slot holds
+ * it. Sharing that too needs the scheduler to hold the followers until the first has evaluated the
+ * prompt, then copy its sequence (llama_memory_seq_cp); not done yet.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -133,7 +133,9 @@ static const char *finish_of(const char *finish) {
     return finish && (strcmp(finish, "length") == 0 || strcmp(finish, "tool_calls") == 0) ? finish : "stop";
 }
 
-static void usage_into(json_t *usage, sipp_request_stats *st) {
+/* The upstream's token counts; of the times only the total is known here (the call's so far). */
+static void usage_into(const gw_call *call, json_t *usage, sipp_request_stats *st) {
+    st->total_ms = sipp_now_ms() - call->t_start;
     st->prompt_tokens = (int)json_integer_value(json_object_get(usage, "prompt_tokens"));
     st->generated_tokens = (int)json_integer_value(json_object_get(usage, "completion_tokens"));
     st->cached_tokens = (int)json_integer_value(
@@ -180,7 +182,7 @@ static void merge_call(json_t *calls, json_t *d) {
 /* One chat chunk of the upstream: its delta rendered, and kept for the closing events. */
 static void relay_chunk(relay *r, json_t *chunk, sipp_buf *out) {
     json_t *usage = json_object_get(chunk, "usage");
-    if (json_is_object(usage)) usage_into(usage, &r->v.remote_stats);
+    if (json_is_object(usage)) usage_into(r->v.call, usage, &r->v.remote_stats);
     json_t *choice = json_array_get(json_object_get(chunk, "choices"), 0);
     const char *finish = json_string_value(json_object_get(choice, "finish_reason"));
     if (finish) sipp_strlcpy(r->finish, finish, sizeof r->finish);
@@ -237,6 +239,7 @@ static void relay_end(relay *r, sipp_buf *out) {
                     : "";
     r->c.finish = finish_of(r->finish);
     r->v.text = r->c.text;
+    r->v.remote_stats.total_ms = sipp_now_ms() - r->v.call->t_start;
     r->fmt->end(&r->v, out);
 }
 
@@ -368,7 +371,7 @@ static void run_remote(gw_call *call, gw_target *t, gw_gen *g, json_t *body, gw_
                      .choices = &c,
                      .n_choices = 1,
                      .remote = true};
-    usage_into(json_object_get(ans, "usage"), &v.remote_stats);
+    usage_into(call, json_object_get(ans, "usage"), &v.remote_stats);
     if (!g->stream) {
         gw_reply_json(call, HTTP_OK, fmt->whole(&v));
     } else {

@@ -1156,6 +1156,9 @@ class GatedUpstream(ThreadingHTTPServer):
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()  # HTTP/1.0: the body ends when the connection closes
                 self.send(outer.FIRST)
+                if "fail" in json.dumps(outer.bodies[-1]["messages"]):  # an error mid-stream
+                    self.send({"error": {"message": "the upstream broke off", "type": "server_error"}})
+                    return
                 outer.gate.wait(GATE_TIMEOUT_S)
                 for chunk in outer.REST:
                     self.send(chunk)
@@ -1250,3 +1253,18 @@ class RemoteStreamTest(unittest.TestCase):
         self.assertEqual("".join(x["message"]["content"] for x in lines), "Hello")
         self.assertTrue(lines[-1]["done"])
         self.assertEqual((lines[-1]["done_reason"], lines[-1]["eval_count"]), ("stop", 2))
+
+    def test_an_error_mid_stream_ends_it_in_each_apis_shape(self):
+        _, _, events = self.gw.sse("/v1/responses", {"model": "far", "input": "fail", "stream": True})
+        last = json.loads(events[-1][1])
+        self.assertEqual(last["type"], "response.failed", events)
+        self.assertIn("the upstream broke off", json.dumps(last))
+        _, _, events = self.gw.sse("/v1/messages", {"model": "far", "max_tokens": 8, "stream": True,
+                                                    "messages": [{"role": "user", "content": "fail"}]})
+        self.assertEqual(events[-1][0], "error", events)
+        self.assertIn("the upstream broke off", events[-1][1])
+        status, _, raw = self.gw.request("POST", "/api/chat", {"model": "far", "messages": [
+            {"role": "user", "content": "fail"}]})
+        lines = ndjson(raw)
+        self.assertEqual((status, lines[0]["message"]["content"]), (200, "Hel"))
+        self.assertIn("the upstream broke off", lines[-1]["error"])

@@ -24,10 +24,8 @@
  * to the message of the same request not streamed.
  *
  * n > 1 is n requests with the same prompt, side by side, so n may not exceed the target's slots
- * (parallel). The engine shares a prompt that another slot already holds (a warm one is evaluated
- * once), but a cold prompt is decoded by each of the n: they start together, before any slot holds
- * it. Sharing that too needs the scheduler to hold the followers until the first has evaluated the
- * prompt, then copy its sequence (llama_memory_seq_cp); not done yet.
+ * (parallel). The engine reads their prompt once: the first slot evaluates it, the others wait for
+ * it and share its cells (scheduler.c), warm or cold.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -257,9 +257,11 @@ int cmd_bench(int argc, char **argv) {
     double *ttfts = calloc((size_t)o.reps, sizeof(double));
     itl_log *itl = calloc(1, sizeof *itl);
 
-    /* Warm-up, as llama-bench does: the first decode pays one-time costs (allocation, shaders). */
-    int32_t *warm = random_tokens(o.pp > 0 ? (o.pp < 32 ? o.pp : 32) : 1, info.n_vocab, &rng);
-    sipp_request *wr = warm ? submit(e, warm, o.pp > 0 ? (o.pp < 32 ? o.pp : 32) : 1, 2, NULL) : NULL;
+    /* Warm-up, as llama-bench does: the first decode of a shape pays one-time costs (allocation,
+     * shaders, an rpc server's first graph of that size), so the whole prompt once, and a token. */
+    int n_warm = o.pp > 0 ? o.pp : 1;
+    int32_t *warm = random_tokens(n_warm, info.n_vocab, &rng);
+    sipp_request *wr = warm ? submit(e, warm, n_warm, 2, NULL) : NULL;
     ok = wr && finished_ok(wr);
     sipp_request_free(wr);
     free(warm);

@@ -558,7 +558,9 @@ gw_stream *gw_upstream_open(gw_call *call, gw_target *t, const char *suffix, jso
     size_t i;
     xfer *x = post_json(call, t, suffix, body, &i);
     if (!x) return NULL;
-    if (x->status >= GW_HTTP_OK && x->status < GW_HTTP_OK + 100 && !x->done) {
+    /* A short stream may be over already: an event stream is still handed on as a stream. */
+    bool sse = strncasecmp(x->content_type, "text/event-stream", strlen("text/event-stream")) == 0;
+    if (x->status >= GW_HTTP_OK && x->status < GW_HTTP_OK + 100 && (!x->done || sse)) {
         *status = x->status;
         x->base.pull = xs_pull;
         x->base.stop = xs_stop;

@@ -161,11 +161,22 @@ static bool ends_with_tag(const char *text, const char *tag) {
     return k > 0 && n >= k && memcmp(text + n - k, tag, k) == 0;
 }
 
+/* The penalties count the prompt's last repeat_last_n tokens as well as the generated ones, as
+ * llama-server's do (it feeds every prompt token to the chain before the first pick): a prompt that
+ * repeats a word makes the penalties avoid it from the first generated token on. */
+static void penalise_prompt(struct llama_sampler *chain, const sipp_request *r) {
+    int last_n = r->sampling.repeat_last_n;
+    int from = last_n > 0 && r->n_prompt > last_n ? r->n_prompt - last_n : 0;
+    for (int i = from; i < r->n_prompt; i++)
+        llama_sampler_accept(chain, r->prompt[i]);
+}
+
 sipp_sampler *sipp_sampler_new(const sipp_model *m, sipp_request *r, char *err) {
     sipp_sampler *ss = calloc(1, sizeof *ss);
     if (!ss) return NULL;
     ss->n_vocab = llama_vocab_n_tokens(m->vocab);
     ss->chain = sipp_sampler_chain_new(m, &r->sampling, r->ignore_eos);
+    if (ss->chain && has_penalties(&r->sampling)) penalise_prompt(ss->chain, r);
     ss->grammar = r->grammar;
     r->grammar = NULL;
     const chat_plan *p = r->chat.plan;

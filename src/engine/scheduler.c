@@ -13,7 +13,9 @@
  * only the rest is evaluated. When another slot, busy or idle, holds a longer prefix, its cells are
  * shared into the new request's sequence (the cache is unified: sharing copies no data). A
  * context_key pins a conversation to one slot, so its next turn finds its history there; two
- * requests with one key never run at once (the second waits in the queue).
+ * requests with one key never run at once (the second waits in the queue). Prompts that start
+ * together with the same tokens (the n choices of one request) are read once: a slot whose prompt
+ * a lower slot is still reading waits for it and then shares its cells (follow_leader).
  *
  * Out of KV space, idle slots give up their cells first (least recently used first); only then does
  * the live request holding the most cells give way, and the others go on.
@@ -356,6 +358,32 @@ static void evict_largest(sipp_engine *e) {
     sipp_slot_finish(e, victim, SIPP_FINISH_ERROR, SIPP_ERR_CONTEXT_FULL, msg);
 }
 
+/* Prompt sharing while prompts are being read: when another busy slot's KV holds more of s's
+ * prompt than s has read, s takes those cells (shared, no data moves); when a lower slot is still
+ * reading tokens of s's prompt, s waits this step for them. Lower slots never wait on higher ones,
+ * so no two wait on each other. Returns whether s waits. */
+static bool follow_leader(sipp_engine *e, slot *s) {
+    sipp_request *r = s->req;
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *o = &e->slots[i];
+        if (o == s || !o->req) continue;
+        int have = usable_prefix(e, o, r);
+        if (have <= s->n_prompt_done) continue;
+        llama_memory_seq_cp(e->mem, o->id, s->id, s->n_prompt_done, have);
+        memcpy(s->cache + s->n_cache, r->prompt + s->n_prompt_done,
+               (size_t)(have - s->n_prompt_done) * sizeof *s->cache);
+        r->stats.cached_tokens += have - s->n_prompt_done;
+        s->n_cache = s->n_prompt_done = have;
+    }
+    for (slot *o = e->slots; o < s; o++) {
+        if (!o->req || o->generating) continue;
+        int lead = common_prefix(o->req->prompt, o->req->n_prompt, r->prompt, r->n_prompt);
+        if (lead > r->n_prompt - 1) lead = r->n_prompt - 1; /* the last token is s's own to evaluate */
+        if (lead > s->n_prompt_done) return true;
+    }
+    return false;
+}
+
 void sipp_sched_step(sipp_engine *e) {
     llama_batch *b = &e->batch;
     b->n_tokens = 0;
@@ -386,7 +414,7 @@ void sipp_sched_step(sipp_engine *e) {
     int chunk_max = prefill_chunk(e);
     for (int i = 0; i < e->params.parallel && budget > 0; i++) {
         slot *s = &e->slots[i];
-        if (!s->req || s->generating) continue;
+        if (!s->req || s->generating || follow_leader(e, s)) continue;
         sipp_request *r = s->req;
         int left = r->n_prompt - s->n_prompt_done;
         int take = left < budget ? left : budget;

@@ -249,6 +249,31 @@ const char *gw_call_header_n(gw_call *call, const char *name, size_t *len) {
     return v;
 }
 
+const char *gw_call_query(gw_call *call, const char *name) {
+    return MHD_lookup_connection_value(state_of(call)->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+typedef struct query_scan {
+    const char *const *known;
+    const char *unknown;
+} query_scan;
+
+static enum MHD_Result scan_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    query_scan *q = cls;
+    (void)kind;
+    (void)value;
+    for (const char *const *k = q->known; *k; k++)
+        if (strcmp(*k, key) == 0) return MHD_YES;
+    q->unknown = key;
+    return MHD_NO;
+}
+
+const char *gw_call_query_unknown(gw_call *call, const char *const *known) {
+    query_scan q = {.known = known};
+    MHD_get_connection_values(state_of(call)->conn, MHD_GET_ARGUMENT_KIND, scan_query, &q);
+    return q.unknown;
+}
+
 bool gw_call_abandoned(gw_call *call) {
     conn_state *cs = state_of(call);
     if (atomic_load(&call->srv->cancel_all) || cs->client_gone) return true;

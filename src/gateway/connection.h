@@ -80,6 +80,10 @@ void gw_reply_header(gw_call *call, const char *name, const char *value);
 const char *gw_call_header(gw_call *call, const char *name);
 /* The same with its length, which is more than strlen when the value holds a NUL byte. */
 const char *gw_call_header_n(gw_call *call, const char *name, size_t *len);
+/* A query-string parameter of the URL (?name=value, decoded), or NULL. */
+const char *gw_call_query(gw_call *call, const char *name);
+/* The first query-string parameter not in known (a NULL-terminated list), or NULL if all are. */
+const char *gw_call_query_unknown(gw_call *call, const char *const *known);
 /* True when the client has closed its connection, or the server is cancelling everything. */
 bool gw_call_abandoned(gw_call *call);
 /* True when the peer went away before the reply was sent (for the log line). */

@@ -23,8 +23,9 @@
  * non-streamed answer runs the same parser over the whole text, so the deltas of a stream add up
  * to the message of the same request not streamed.
  *
- * n > 1 is n requests with the same prompt: the engine shares the prompt's KV across slots, so it is
- * evaluated once. They run side by side, so n may not exceed the target's slots (parallel).
+ * n > 1 is n requests with the same prompt, side by side, so n may not exceed the target's slots
+ * (parallel). The engine reads their prompt once: the first slot evaluates it, the others wait for
+ * it and share its cells (scheduler.c), warm or cold.
  */
 #include <stdio.h>
 #include <stdlib.h>

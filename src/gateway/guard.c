@@ -12,8 +12,10 @@
  *     allowed_origins: 403 origin_not_allowed. Browsers send Origin on every cross-site POST.
  *   - A POST body must be application/json: 415. Browsers send text/plain, form types or none at
  *     all without a preflight, and a preflight (OPTIONS) is refused for a foreign origin. Ollama's
- *     routes (under /api/) also take no Content-Type or text/plain, which Ollama's clients send, but
- *     only from a request without Origin: browsers send Origin on every cross-site POST.
+ *     routes (under /api/) also take no Content-Type, text/plain, or the form type curl -d sends
+ *     (Ollama's own examples are `curl -d '{"model": ...}'`), the body still parsed as JSON, but
+ *     only from a request without Origin: browsers send Origin on every cross-site POST, and a form
+ *     a page posts is exactly the cross-site request this guards against.
  * With tokens none of this is needed: a page cannot attach the bearer token without a preflight.
  *
  * Every request also gets two checks whose failures echo nothing unsafe: the method must be an
@@ -40,6 +42,7 @@
 #define GW_LOCALHOST_SUFFIX ".localhost"
 #define GW_JSON_TYPE "application/json"
 #define GW_TEXT_TYPE "text/plain"
+#define GW_FORM_TYPE "application/x-www-form-urlencoded" /* what curl -d sends */
 #define GW_SCHEME "http://"
 #define GW_ASCII_FIRST 0x21 /* printable ASCII without the space */
 #define GW_ASCII_LAST 0x7e
@@ -170,13 +173,15 @@ static bool is_type(const char *type, const char *want) {
     return type && strncasecmp(type, want, n) == 0 && (type[n] == '\0' || type[n] == ';' || type[n] == ' ');
 }
 
-/* Whether a POST body's Content-Type is one this route takes. Ollama's clients (and its curl
- * examples) send none or text/plain; such a body is taken only from a request without Origin:
- * a browser's cross-site POST always carries one, and with one the body must be JSON. */
+/* Whether a POST body's Content-Type is one this route takes. Ollama's clients send none or
+ * text/plain, and its curl examples (curl -d) the form type; such a body is taken (as JSON) only
+ * from a request without Origin: a browser's cross-site POST always carries one, and with one the
+ * body must be JSON. */
 static bool body_type_ok(gw_call *call, bool ollama) {
     const char *type = gw_call_header(call, "Content-Type");
     if (is_type(type, GW_JSON_TYPE)) return true;
-    return ollama && !gw_call_header(call, "Origin") && (!type || is_type(type, GW_TEXT_TYPE));
+    return ollama && !gw_call_header(call, "Origin") &&
+           (!type || is_type(type, GW_TEXT_TYPE) || is_type(type, GW_FORM_TYPE));
 }
 
 static void refuse_rate(gw_call *call, const char *who, int retry) {

@@ -11,8 +11,9 @@
  *
  * Generation. /api/chat and /api/generate become chat-completions bodies (translate.c); raw
  * generate prompts become completions. options map one to one (num_predict -> max_tokens,
- * temperature, top_k, top_p, min_p, seed, stop, repeat_penalty); num_ctx is honoured when it is the
- * target's context size and refused otherwise (the context is fixed per target); options that only
+ * temperature, top_k, top_p, min_p, seed, stop, repeat_penalty, presence_penalty,
+ * frequency_penalty); num_ctx is honoured when it is the target's context size and refused
+ * otherwise (the context is fixed per target); options that only
  * tune speed (num_thread, num_batch, num_gpu, main_gpu, use_mmap, use_mlock, numa) are accepted and
  * ignored; any other option is refused by name. Ollama's own defaults apply where a request gives
  * none (temperature 0.8, top_k 40, top_p 0.9, repeat_penalty 1.1). format ("json" or a schema) is
@@ -72,6 +73,8 @@ static const gw_rename renames[] = {
     {"seed", "options.seed"},
     {"stop", "options.stop"},
     {"repeat_penalty", "options.repeat_penalty"},
+    {"presence_penalty", "options.presence_penalty"},
+    {"frequency_penalty", "options.frequency_penalty"},
     {"response_format", "format"},
     {NULL, NULL},
 };
@@ -269,8 +272,7 @@ static bool check_keep_alive(gw_call *call, json_t *root) {
     gw_reply_invalid_field(
         call,
         "'keep_alive' %s cannot be honoured: models stay loaded until the server stops; leave it out or "
-        "give a "
-        "negative value",
+        "give a negative value",
         shown ? shown : "?");
     free(shown);
     return false;
@@ -287,7 +289,9 @@ static bool translate_options(gw_call *call, json_t *root, const gw_target_confi
                   {"min_p", "min_p"},
                   {"seed", "seed"},
                   {"stop", "stop"},
-                  {"repeat_penalty", "repeat_penalty"}};
+                  {"repeat_penalty", "repeat_penalty"},
+                  {"presence_penalty", "presence_penalty"},
+                  {"frequency_penalty", "frequency_penalty"}};
     static const char *const speed_only[] = {"num_thread", "num_batch", "num_gpu",  "main_gpu", "use_mmap",
                                              "use_mlock",  "numa",      "low_vram", NULL};
     json_object_set_new(chat, "temperature", json_real(OLLAMA_TEMPERATURE));
@@ -324,8 +328,7 @@ static bool translate_options(gw_call *call, json_t *root, const gw_target_confi
                     tc->ctx_size);
             return gw_reply_invalid_field(
                 call, "'options.num_ctx' cannot be honoured: the context size is fixed per target "
-                      "(set ctx_size in its "
-                      "[[targets]] entry and leave num_ctx out)");
+                      "(set ctx_size in its [[targets]] entry and leave num_ctx out)");
         }
         return gw_reply_invalid_field(call, "'options.%s' is not supported by this server; leave it out",
                                       key);

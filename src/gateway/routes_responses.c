@@ -27,6 +27,7 @@
  * engine finds the previous turn's KV in its slot and evaluates only the new tokens; usage reports
  * them as input_tokens_details.cached_tokens.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,8 @@
 #define API_NAME "/v1/responses"
 #define RESPONSES_PREFIX "/v1/responses/"
 #define INPUT_ITEMS_SUFFIX "/input_items"
+#define INPUT_ITEMS_LIMIT_DEFAULT 20 /* OpenAI's page size for input_items */
+#define INPUT_ITEMS_LIMIT_MAX 100
 #define ID_SIZE 96
 #define RID_SIZE 64 /* gw_call.request_id */
 #define KEY_PREFIX "resp-conversation:"
@@ -807,6 +810,89 @@ static json_t *lookup(gw_call *call, bool *items) {
     return e;
 }
 
+/* Where the cursor parameter name points in items: the index of the item it names, or absent
+ * without it. False (with the reply) when it names no item. */
+static bool item_cursor(gw_call *call, json_t *items, const char *name, long absent, long *at) {
+    const char *id = gw_call_query(call, name);
+    *at = absent;
+    if (!id) return true;
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        const char *item = json_string_value(json_object_get(json_array_get(items, i), "id"));
+        if (item && strcmp(id, item) == 0) {
+            *at = (long)i;
+            return true;
+        }
+    }
+    return gw_reply_invalid_field(call, "'%s' is '%s', which is not an input item of this response", name,
+                                  id);
+}
+
+/* GET /v1/responses/{id}/input_items, paginated as OpenAI's: order (desc, newest first, by
+ * default, or asc), limit (1..100, default 20), and the cursors after and before (item ids: the
+ * page holds the items that follow after, up to before, in that order; with before alone, the
+ * `limit` items just before it). first_id and last_id name the page's ends, has_more says whether
+ * more items lie beyond the page in the direction it was read. */
+static void list_input_items(gw_call *call, json_t *in) {
+    static const char *const known[] = {"limit", "order", "after", "before", "include", "include[]", NULL};
+    const char *unknown = gw_call_query_unknown(call, known);
+    if (unknown) {
+        gw_reply_invalid_field(
+            call, "'%s' is not a parameter of input_items; use limit, order, after or before", unknown);
+        return;
+    }
+    const char *inc = gw_call_query(call, "include");
+    if (inc && strcmp(inc, "reasoning.encrypted_content") != 0) {
+        gw_reply_invalid_field(call, "'include' is '%s'; only reasoning.encrypted_content is accepted", inc);
+        return;
+    }
+    const char *order = gw_call_query(call, "order");
+    if (order && strcmp(order, "asc") != 0 && strcmp(order, "desc") != 0) {
+        gw_reply_invalid_field(call, "'order' is '%s'; use asc or desc", order);
+        return;
+    }
+    long limit = INPUT_ITEMS_LIMIT_DEFAULT;
+    const char *ls = gw_call_query(call, "limit");
+    if (ls) {
+        char *end;
+        errno = 0;
+        limit = strtol(ls, &end, 10);
+        if (errno || end == ls || *end || limit < 1 || limit > INPUT_ITEMS_LIMIT_MAX) {
+            gw_reply_invalid_field(call, "'limit' is '%s'; it must be an integer from 1 to %d", ls,
+                                   INPUT_ITEMS_LIMIT_MAX);
+            return;
+        }
+    }
+    bool asc = order && strcmp(order, "asc") == 0;
+    json_t *items = json_array(), *data = json_array();
+    size_t n = json_array_size(in);
+    for (size_t i = 0; i < n; i++)
+        json_array_append(items, json_array_get(in, asc ? i : n - 1 - i));
+    long after, before;
+    if (item_cursor(call, items, "after", -1, &after) &&
+        item_cursor(call, items, "before", (long)n, &before)) {
+        long from = after + 1, to = before > from ? before : from, lo = from, hi = to;
+        bool back =
+            !gw_call_query(call, "after") && gw_call_query(call, "before"); /* the items just before it */
+        if (hi - lo > limit) {
+            if (back)
+                lo = hi - limit;
+            else
+                hi = lo + limit;
+        }
+        for (long i = lo; i < hi; i++)
+            json_array_append(data, json_array_get(items, (size_t)i));
+        size_t k = json_array_size(data);
+        json_t *first = k ? json_object_get(json_array_get(data, 0), "id") : json_null();
+        json_t *last = k ? json_object_get(json_array_get(data, k - 1), "id") : json_null();
+        bool more = back ? lo > from : hi < to;
+        gw_reply_json(call, 200,
+                      json_pack("{s:s, s:O, s:O, s:O, s:b}", "object", "list", "data", data, "first_id",
+                                first, "last_id", last, "has_more", more));
+    }
+    json_decref(data);
+    json_decref(items);
+}
+
 void gw_route_response_get(gw_call *call) {
     bool items = false;
     json_t *e = lookup(call, &items);
@@ -816,16 +902,7 @@ void gw_route_response_get(gw_call *call) {
         json_decref(e);
         return;
     }
-    /* Newest first, as OpenAI lists them by default. */
-    json_t *in = json_object_get(e, "input_items"), *data = json_array();
-    for (size_t i = json_array_size(in); i-- > 0;)
-        json_array_append(data, json_array_get(in, i));
-    size_t n = json_array_size(data);
-    json_t *first = n ? json_object_get(json_array_get(data, 0), "id") : json_null();
-    json_t *last = n ? json_object_get(json_array_get(data, n - 1), "id") : json_null();
-    gw_reply_json(call, 200,
-                  json_pack("{s:s, s:o, s:O, s:O, s:b}", "object", "list", "data", data, "first_id", first,
-                            "last_id", last, "has_more", 0));
+    list_input_items(call, json_object_get(e, "input_items"));
     json_decref(e);
 }
 

@@ -517,30 +517,59 @@ void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, json_t
     xfer_free(x);
 }
 
-bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
-                       json_t **answer) {
+/* Posts body (its "model" set to the upstream's) and waits for the status line: the transfer, or
+ * NULL after replying. */
+static xfer *post_json(gw_call *call, gw_target *t, const char *suffix, json_t *body, size_t *replica) {
     json_object_set_new(body, "model",
                         json_string(t->cfg->remote_model ? t->cfg->remote_model : t->cfg->name));
     char *text = json_dumps(body, JSON_COMPACT);
     if (!text) {
         gw_reply_error(call, GW_E_INTERNAL, "out of memory");
-        return false;
+        return NULL;
     }
-    size_t i;
-    xfer *x = send_to_replicas(call, t, suffix, text, &i);
+    xfer *x = send_to_replicas(call, t, suffix, text, replica);
     free(text);
-    bool ok = x && finish_transfer(call, t, x, i);
-    if (ok) {
-        *status = x->status;
-        *answer = json_loadb(x->in.data ? x->in.data : "", x->in.len, 0, NULL);
-        if (!*answer) {
-            gw_reply_error(call, GW_E_UPSTREAM, "model '%s': the upstream's answer (HTTP %ld) is not JSON",
-                           t->cfg->name, x->status);
-            ok = false;
-        }
-    }
+    return x;
+}
+
+/* Reads the whole answer of x and parses it into *status and *answer. False after replying. */
+static bool read_answer(gw_call *call, gw_target *t, xfer *x, size_t i, long *status, json_t **answer) {
+    if (!finish_transfer(call, t, x, i)) return false;
+    *status = x->status;
+    *answer = json_loadb(x->in.data ? x->in.data : "", x->in.len, 0, NULL);
+    if (*answer) return true;
+    gw_reply_error(call, GW_E_UPSTREAM, "model '%s': the upstream's answer (HTTP %ld) is not JSON",
+                   t->cfg->name, x->status);
+    return false;
+}
+
+bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
+                       json_t **answer) {
+    size_t i;
+    xfer *x = post_json(call, t, suffix, body, &i);
+    bool ok = x && read_answer(call, t, x, i, status, answer);
     xfer_free(x);
     return ok;
+}
+
+gw_stream *gw_upstream_open(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
+                            json_t **answer) {
+    *answer = NULL;
+    size_t i;
+    xfer *x = post_json(call, t, suffix, body, &i);
+    if (!x) return NULL;
+    /* A short stream may be over already: an event stream is still handed on as a stream. */
+    bool sse = strncasecmp(x->content_type, "text/event-stream", strlen("text/event-stream")) == 0;
+    if (x->status >= GW_HTTP_OK && x->status < GW_HTTP_OK + 100 && (!x->done || sse)) {
+        *status = x->status;
+        x->base.pull = xs_pull;
+        x->base.stop = xs_stop;
+        x->base.close = xs_close;
+        return &x->base;
+    }
+    if (!read_answer(call, t, x, i, status, answer)) *answer = NULL;
+    xfer_free(x);
+    return NULL;
 }
 
 /* ---- health --------------------------------------------------------------------------------------- */

@@ -24,6 +24,13 @@ void gw_upstream_forward(gw_call *call, gw_target *target, const char *suffix, j
  * reference) for the caller to translate. False after replying when no answer came. */
 bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
                        json_t **answer);
+/* Posts body as gw_upstream_fetch does, for a streamed answer: when the upstream answers 2xx with
+ * a body still coming, returns a stream whose pull hands on its bytes as they arrive (as
+ * gw_upstream_forward streams them; close it when done). Otherwise NULL, with the whole answer in
+ * *status and *answer (new reference) as gw_upstream_fetch gives it, or *answer NULL after
+ * replying when no answer came. */
+gw_stream *gw_upstream_open(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
+                            json_t **answer);
 /* Starts/stops the thread that probes ejected replicas (nothing to do without remote targets). */
 bool gw_probe_start(gw_server *srv);
 void gw_probe_stop(gw_server *srv);

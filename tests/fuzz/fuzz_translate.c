@@ -78,6 +78,8 @@ void gw_reply_stream(gw_call *call, const char *content_type, gw_stream *stream)
 
 void gw_reply_header(gw_call *call, const char *name, const char *value) {}
 const char *gw_call_header(gw_call *call, const char *name) { return NULL; }
+const char *gw_call_query(gw_call *call, const char *name) { return NULL; }
+const char *gw_call_query_unknown(gw_call *call, const char *const *known) { return NULL; }
 bool gw_call_abandoned(gw_call *call) { return false; }
 bool gw_residency_peek(gw_server *s, gw_target *t) { return false; } /* never loaded here */
 void gw_residency_unpeek(gw_server *s, gw_target *t) {}
@@ -110,6 +112,11 @@ void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
 int gw_call_ms_left(const gw_call *call) { return 1; }
 
 /* The fuzzed target is local; a remote one would be reached here. */
+gw_stream *gw_upstream_open(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
+                            json_t **answer) {
+    abort();
+}
+
 bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
                        json_t **answer) {
     abort();

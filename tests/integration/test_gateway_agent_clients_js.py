@@ -32,6 +32,8 @@ QWEN_TEMPLATE = os.path.join(VOCABS, "..", "source", "models", "templates", "Qwe
 CHECKED = ["responses", "responses-stream", "responses-previous", "responses-tools", "messages", "count-tokens",
            "messages-stream", "messages-tools", "messages-errors", "ollama-list", "ollama-show", "ollama-ps", "ollama-chat",
            "ollama-chat-stream", "ollama-generate", "ollama-embed", "ollama-pull"]
+CHECKED_REMOTE = ["responses", "responses-stream", "responses-tools", "messages", "messages-stream", "messages-tools",
+                  "messages-errors", "ollama-chat", "ollama-chat-stream"]
 
 
 def ensure_clients():
@@ -70,6 +72,35 @@ class AgentClientsTest(unittest.TestCase):
                 self.assertTrue(os.path.isfile(os.path.join(store, "agent-pulled.gguf")))
             finally:
                 self.assertEqual(g.stop(), 0)
+
+    def test_agent_npm_clients_through_a_remote_target(self):
+        """The same clients, plain and streamed, with a second sipp as the remote (openai_compatible)
+        upstream of both targets: the gateway translates to chat completions and relays the
+        upstream's stream as it comes."""
+        ensure_clients()
+        tool_model = os.path.join(gw.tmpdir(), "agent-js-remote-qwen.gguf")
+        r = subprocess.run([gw.SYNTH, "--out", tool_model, "--vocab", QWEN_VOCAB, "--chat-template-file", QWEN_TEMPLATE,
+                            "--seed", "1", *gw.TINY], capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        up = gw.serve_config(gw.local_target("tiny", parallel=2, ctx=2048) +
+                             gw.local_target("qwen", path=tool_model, parallel=2, ctx=4096))
+        try:
+            remote = "".join(f'[[targets]]\nname = "{n}"\ntype = "openai_compatible"\n'
+                             f'base_url = "{up.base}/v1"\nmodel = "{n}"\n\n' for n in ("tiny", "qwen"))
+            g = gw.serve_config(f'[[tokens]]\nenv = "{TOKEN_ENV}"\n\n' + remote, env={TOKEN_ENV: TOKEN, "NO_PROXY": "*"})
+            try:
+                r = subprocess.run(["node", "agent_clients.mjs", g.base, "tiny", TOKEN, "-", "qwen", "remote"],
+                                   cwd=JS_DIR, capture_output=True, text=True, timeout=NODE_TIMEOUT_S)
+                lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+                self.assertTrue(lines, f"no result from node:\n{r.stdout}\n{r.stderr}")
+                result = json.loads(lines[-1])
+                self.assertTrue(result["ok"], f"{result.get('error')}\n--- gateway log:\n{g.text()[-3000:]}")
+                self.assertEqual(r.returncode, 0)
+                self.assertEqual(result["checked"], CHECKED_REMOTE)
+            finally:
+                self.assertEqual(g.stop(), 0)
+        finally:
+            self.assertEqual(up.stop(), 0)
 
 
 if __name__ == "__main__":

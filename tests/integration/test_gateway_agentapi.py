@@ -14,8 +14,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import httpfixture  # noqa: E402
@@ -33,6 +35,7 @@ LONG = 100000  # max tokens that only the context ends
 DISCONNECT_TIMEOUT_S = 10
 TTL_S = 1
 CTX = 2048
+GATE_TIMEOUT_S = 30  # the gated upstream holds its second half back at most this long
 
 RESPONSES_ORDER = [
     "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
@@ -143,6 +146,51 @@ class ResponsesTest(AgentAPIBase):
         texts = [i["content"][0]["text"] for i in listed["data"]]
         self.assertEqual(texts, ["How are you?", "Hello.", "Hi", "Be brief."])  # newest first
         self.assertEqual(listed["first_id"], listed["data"][0]["id"])
+
+    def test_input_items_pagination(self):
+        """limit, order, after, before, has_more, first_id and last_id as OpenAI's list pages."""
+        texts = [f"turn {i}" for i in range(7)]
+        status, _, r = self.create(input=[{"role": "user", "content": t} for t in texts])
+        self.assertEqual(status, 200, r)
+        path = f"/v1/responses/{r['id']}/input_items"
+
+        def page(query):
+            status, _, listed = self.gw.json("GET", f"{path}?{query}", headers=AUTH)
+            self.assertEqual(status, 200, listed)
+            got = [i["content"][0]["text"] for i in listed["data"]]
+            ids = [i["id"] for i in listed["data"]]
+            self.assertEqual((listed["first_id"], listed["last_id"]), (ids[0], ids[-1]) if ids else (None, None))
+            return got, ids, listed["has_more"]
+
+        everything, ids, more = page("order=asc")
+        self.assertEqual((everything, more), (texts, False))
+        # Walk forward in pages of 3, each after the last id of the one before: newest first by default.
+        seen, cursor = [], None
+        for _ in range(len(texts)):
+            got, ids, more = page("limit=3" + (f"&after={cursor}" if cursor else ""))
+            seen += got
+            cursor = ids[-1]
+            if not more:
+                break
+        self.assertEqual(seen, texts[::-1])
+        got, _, more = page("order=asc&limit=2")
+        self.assertEqual((got, more), (texts[:2], True))
+        asc_ids = page("order=asc")[1]
+        got, _, more = page(f"order=asc&limit=2&after={asc_ids[4]}")
+        self.assertEqual((got, more), (texts[5:7], False))
+        got, _, more = page(f"order=asc&limit=2&before={asc_ids[4]}")  # the two just before it
+        self.assertEqual((got, more), (texts[2:4], True))
+        got, _, more = page(f"order=asc&after={asc_ids[1]}&before={asc_ids[4]}")
+        self.assertEqual((got, more), (texts[2:4], False))
+        got, _, more = page(f"order=asc&after={asc_ids[6]}")
+        self.assertEqual((got, more), ([], False))
+        for query, name in (("limit=0", "limit"), ("limit=101", "limit"), ("limit=x", "limit"), ("order=up", "order"),
+                            ("after=msg_nope", "after"), ("before=msg_nope", "before"), ("page=2", "page"),
+                            ("include=file_search_call.results", "include")):
+            with self.subTest(query=query):
+                status, _, err = self.gw.json("GET", f"{path}?{query}", headers=AUTH)
+                self.assertEqual(status, 400, err)
+                self.assertIn(f"'{name}'", err["error"]["message"])
 
     def test_stream_event_order(self):
         _, _, plain = self.create()
@@ -840,8 +888,9 @@ class AgentToolsTest(unittest.TestCase):
 
 class BodyTypeTest(unittest.TestCase):
     """Without tokens a POST body must be application/json (415 otherwise, against cross-site form
-    posts), except that Ollama's routes also take none or text/plain, as Ollama does for its
-    clients, when the request has no Origin (a browser's cross-site POST always has one)."""
+    posts), except that Ollama's routes also take none, text/plain or the form type of curl -d, as
+    Ollama does for its clients and its curl examples, when the request has no Origin (a browser's
+    cross-site POST, a page's form included, always has one)."""
 
     @classmethod
     def setUpClass(cls):
@@ -865,7 +914,7 @@ class BodyTypeTest(unittest.TestCase):
 
     def test_ollama_takes_no_type_or_text_plain_without_origin(self):
         for headers in ({}, {"Content-Type": "text/plain"}, {"Content-Type": "text/plain; charset=utf-8"},
-                        {"Content-Type": "application/json"}):
+                        {"Content-Type": "application/x-www-form-urlencoded"}, {"Content-Type": "application/json"}):
             with self.subTest(headers=headers):
                 status, body = self.post("/api/show", headers)
                 self.assertEqual(status, 200, body)
@@ -873,9 +922,9 @@ class BodyTypeTest(unittest.TestCase):
 
     def test_ollama_refuses_other_types_and_any_type_but_json_with_origin(self):
         own = f"http://{self.gw.host}:{self.gw.port}"
-        for headers in ({"Content-Type": "application/x-www-form-urlencoded"},
-                        {"Content-Type": "multipart/form-data; boundary=x"},
-                        {"Origin": own}, {"Origin": own, "Content-Type": "text/plain"}):
+        for headers in ({"Content-Type": "multipart/form-data; boundary=x"},
+                        {"Origin": own}, {"Origin": own, "Content-Type": "text/plain"},
+                        {"Origin": own, "Content-Type": "application/x-www-form-urlencoded"}):
             with self.subTest(headers=headers):
                 status, body = self.post("/api/show", headers)
                 self.assertEqual(status, 415, body)
@@ -886,6 +935,22 @@ class BodyTypeTest(unittest.TestCase):
         status, body = self.post("/api/chat", {"Origin": "http://evil.example", "Content-Type": "text/plain"})
         self.assertEqual(status, 403, body)
         self.assertIn("allowed_origins", body["error"])
+
+    def test_curl_d_as_in_ollamas_examples(self):
+        """curl -d sends the form type: Ollama's documented `curl URL/api/generate -d '{...}'` works,
+        while the same post with an Origin (what a page's form sends) is refused."""
+        body = json.dumps({"model": TARGET, "prompt": "Hello", "stream": False, "options": {"num_predict": 2}})
+        url = f"{self.gw.base}/api/generate"
+        r = subprocess.run(["curl", "-sS", "-w", "\n%{http_code}", url, "-d", body],
+                           capture_output=True, text=True, timeout=gw.HTTP_TIMEOUT_S)
+        out, code = r.stdout.rsplit("\n", 1)
+        self.assertEqual(code, "200", r.stdout + r.stderr)
+        self.assertTrue(json.loads(out)["done"])
+        r = subprocess.run(["curl", "-sS", "-w", "\n%{http_code}", url, "-H", f"Origin: {self.gw.base}", "-d", body],
+                           capture_output=True, text=True, timeout=gw.HTTP_TIMEOUT_S)
+        out, code = r.stdout.rsplit("\n", 1)
+        self.assertEqual(code, "415", r.stdout + r.stderr)
+        self.assertIn("application/json", json.loads(out)["error"])
 
     def test_other_apis_still_need_json(self):
         chat = json.dumps({"model": TARGET, "max_tokens": 1, "messages": [{"role": "user", "content": "x"}]})
@@ -1021,6 +1086,32 @@ class RemoteTargetTest(unittest.TestCase):
                                                     "messages": [{"role": "user", "content": "Hello there"}]})
         self.assertEqual(kinds([e for e, _ in events]), MESSAGES_ORDER)
 
+    def test_streamed_tool_call_through_the_upstream(self):
+        """The upstream streams the call (name first, argument fragments after); relayed as they come,
+        the fragments reassemble to arguments that follow the schema."""
+        tools = [{"name": "get_weather", "input_schema": WEATHER_SCHEMA}]
+        _, _, events = self.gw.sse("/v1/messages", {
+            "model": "far", "max_tokens": 400, "temperature": 0, "tools": tools, "stream": True,
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tool_choice": {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True}})
+        data = [(e, json.loads(d)) for e, d in events]
+        start = next(d for e, d in data if e == "content_block_start" and d["content_block"]["type"] == "tool_use")
+        self.assertEqual(start["content_block"]["name"], "get_weather")
+        args = "".join(d["delta"]["partial_json"] for e, d in data
+                       if e == "content_block_delta" and d["delta"]["type"] == "input_json_delta")
+        self.assertTrue(valid_weather(json.loads(args)), args)
+        self.assertEqual(next(d for e, d in data if e == "message_delta")["delta"]["stop_reason"], "tool_use")
+
+    def test_ollama_stream_through_the_upstream(self):
+        want = self.direct()["choices"][0]["message"]["content"]
+        status, _, raw = self.gw.request("POST", "/api/chat", {"model": "far", "messages": [
+            {"role": "user", "content": "Hello there"}], "options": {"num_predict": 6, "temperature": 0, "top_k": 0,
+                                                                     "top_p": 1, "repeat_penalty": 1}})
+        self.assertEqual(status, 200, raw)
+        lines = ndjson(raw)
+        self.assertEqual("".join(x["message"]["content"] for x in lines), want)
+        self.assertEqual((lines[-1]["done"], lines[-1]["done_reason"], lines[-1]["eval_count"]), (True, "length", 6))
+
     def test_tool_call_through_the_upstream(self):
         tools = [{"name": "get_weather", "input_schema": WEATHER_SCHEMA}]
         status, _, m = self.gw.json("POST", "/v1/messages", {
@@ -1037,3 +1128,145 @@ class RemoteTargetTest(unittest.TestCase):
         self.assertEqual(status, 400, e)
         self.assertEqual(e["type"], "error")
         self.assertIn("'tools[0].name'", e["error"]["message"])
+
+
+class GatedUpstream(ThreadingHTTPServer):
+    """An OpenAI-compatible upstream on loopback that streams the first half of its answer ("Hel")
+    and holds the rest ("lo", the finish and usage, [DONE]) until the test opens the gate: what a
+    client reads before that can only have been relayed piece by piece."""
+
+    daemon_threads = True
+    FIRST = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hel"}, "finish_reason": None}]}
+    REST = [{"choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": None}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}]
+
+    def __init__(self):
+        self.gate = threading.Event()
+        self.bodies = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                outer.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()  # HTTP/1.0: the body ends when the connection closes
+                self.send(outer.FIRST)
+                if "fail" in json.dumps(outer.bodies[-1]["messages"]):  # an error mid-stream
+                    self.send({"error": {"message": "the upstream broke off", "type": "server_error"}})
+                    return
+                outer.gate.wait(GATE_TIMEOUT_S)
+                for chunk in outer.REST:
+                    self.send(chunk)
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def send(self, chunk):
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+class RemoteStreamTest(unittest.TestCase):
+    """Responses, Messages and Ollama streams to a remote target pass the upstream's chunks through as
+    they come: the first text reaches the client while the upstream still holds the rest back."""
+
+    @classmethod
+    def setUpClass(cls):
+        gw.check_build()
+        cls.up = GatedUpstream()
+        threading.Thread(target=cls.up.serve_forever, daemon=True).start()
+        port = cls.up.server_address[1]
+        try:
+            cls.gw = gw.serve_config(f'[[targets]]\nname = "far"\ntype = "openai_compatible"\n'
+                                     f'base_url = "http://127.0.0.1:{port}/v1"\nmodel = "gated"\n')
+        except Exception:
+            cls.up.shutdown()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.gw.stop()
+        cls.up.shutdown()
+        cls.up.server_close()
+        assert rc == 0, rc
+
+    def relay(self, path, body, first_piece, read_event):
+        """Posts a stream; returns (events before the gate opened, events after)."""
+        self.up.gate.clear()
+        conn, resp = self.gw.stream(path, body)
+        try:
+            self.assertEqual(resp.status, 200)
+            before = []
+            while not before or not first_piece(before[-1]):
+                ev = read_event(resp)
+                self.assertIsNotNone(ev, f"the stream ended before its first piece: {before}")
+                before.append(ev)
+            self.assertFalse(self.up.gate.is_set())
+            self.up.gate.set()
+            after = []
+            while (ev := read_event(resp)) is not None:
+                after.append(ev)
+            return before, after
+        finally:
+            self.up.gate.set()
+            conn.close()
+        
+    @staticmethod
+    def sse_event(resp):
+        return next(gw.read_sse(resp, 1), None)
+
+    @staticmethod
+    def ndjson_line(resp):
+        line = resp.readline()
+        return json.loads(line) if line.strip() else None
+
+    def test_responses_stream_is_incremental(self):
+        before, after = self.relay("/v1/responses", {"model": "far", "input": "Hi", "stream": True},
+                                   lambda e: json.loads(e[1]).get("delta") == "Hel", self.sse_event)
+        data = [json.loads(d) for _, d in before + after]
+        self.assertEqual(kinds([d["type"] for d in data]), RESPONSES_ORDER + ["response.completed"])
+        self.assertEqual([d["sequence_number"] for d in data], list(range(len(data))))
+        self.assertEqual(data[-1]["response"]["output"][0]["content"][0]["text"], "Hello")
+        self.assertEqual(data[-1]["response"]["usage"]["output_tokens"], 2)
+        self.assertTrue(self.up.bodies[-1]["stream"])
+
+    def test_messages_stream_is_incremental(self):
+        body = {"model": "far", "max_tokens": 8, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+        before, after = self.relay("/v1/messages", body,
+                                   lambda e: json.loads(e[1]).get("delta", {}).get("text") == "Hel", self.sse_event)
+        events = before + after
+        self.assertEqual(kinds([e for e, _ in events]), MESSAGES_ORDER)
+        text = "".join(json.loads(d)["delta"].get("text", "") for e, d in events if e == "content_block_delta")
+        self.assertEqual(text, "Hello")
+        final = next(json.loads(d) for e, d in events if e == "message_delta")
+        self.assertEqual((final["delta"]["stop_reason"], final["usage"]["output_tokens"]), ("end_turn", 2))
+
+    def test_ollama_chat_stream_is_incremental(self):
+        body = {"model": "far", "messages": [{"role": "user", "content": "Hi"}]}  # stream: true by default
+        before, after = self.relay("/api/chat", body, lambda e: e["message"]["content"] == "Hel", self.ndjson_line)
+        lines = before + after
+        self.assertEqual("".join(x["message"]["content"] for x in lines), "Hello")
+        self.assertTrue(lines[-1]["done"])
+        self.assertEqual((lines[-1]["done_reason"], lines[-1]["eval_count"]), ("stop", 2))
+
+    def test_an_error_mid_stream_ends_it_in_each_apis_shape(self):
+        _, _, events = self.gw.sse("/v1/responses", {"model": "far", "input": "fail", "stream": True})
+        last = json.loads(events[-1][1])
+        self.assertEqual(last["type"], "response.failed", events)
+        self.assertIn("the upstream broke off", json.dumps(last))
+        _, _, events = self.gw.sse("/v1/messages", {"model": "far", "max_tokens": 8, "stream": True,
+                                                    "messages": [{"role": "user", "content": "fail"}]})
+        self.assertEqual(events[-1][0], "error", events)
+        self.assertIn("the upstream broke off", events[-1][1])
+        status, _, raw = self.gw.request("POST", "/api/chat", {"model": "far", "messages": [
+            {"role": "user", "content": "fail"}]})
+        lines = ndjson(raw)
+        self.assertEqual(status, 200, lines)
+        # The text before the error may come in its own line or not, as the two chunks arrive together or not.
+        self.assertIn("".join(x.get("message", {}).get("content", "") for x in lines), ("", "Hel"), lines)
+        self.assertIn("the upstream broke off", lines[-1]["error"])

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -330,6 +331,19 @@ class ChatToolsTest(unittest.TestCase):
         finished = {json.loads(d)["choices"][0]["index"] for _, d in events
                     if d != "[DONE]" and json.loads(d)["choices"][0]["finish_reason"]}
         self.assertEqual(finished, {0, 1})
+
+    def test_n_choices_read_a_cold_prompt_once(self):
+        """n choices of a prompt no slot holds yet: the first slot reads it, the others wait and share
+        its cells, so all but one choice count it as cached; greedy, each equals the single answer."""
+        cold = [{"role": "user", "content": f"cold {time.monotonic_ns()} " + "lighthouse keeper " * 120}]
+        def cached():
+            return gw.metric(self.gw.metrics(), "sipp_cached_tokens_total", target="qwen") or 0
+        before = cached()
+        out = self.chat(model="qwen", messages=cold, n=3, max_tokens=4, temperature=0)
+        prompt = out["usage"]["prompt_tokens"]
+        self.assertGreaterEqual(cached() - before, 2 * (prompt - 1), f"prompt of {prompt} tokens read more than once")
+        one = self.chat(model="qwen", messages=cold, max_tokens=4, temperature=0)["choices"][0]["message"]["content"]
+        self.assertEqual([c["message"]["content"] for c in out["choices"]], [one] * 3)
 
     # ---- what a model without a template does ---------------------------------------------------
 

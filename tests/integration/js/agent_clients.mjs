@@ -1,13 +1,16 @@
 // agent_clients.mjs: drives `sipp serve` with the official clients of the APIs agents speak: openai
 // (Responses), @anthropic-ai/sdk (Messages) and ollama, as applications would.
-// Usage: node agent_clients.mjs BASE MODEL TOKEN PULL_URL TOOL_MODEL
+// Usage: node agent_clients.mjs BASE MODEL TOKEN PULL_URL TOOL_MODEL [remote]
 // (BASE like http://127.0.0.1:8080, no path; TOOL_MODEL a target with a real tool-calling template). Prints one JSON line with what it checked, and exits 1
-// with the reason on the first failure.
+// with the reason on the first failure. With "remote" MODEL and TOOL_MODEL are remote targets (another
+// sipp as the upstream): the chat checks run, plain and streamed, and what only local targets have
+// (count_tokens, list/show/ps, generate, embed, pull) is left out.
 import Anthropic from "@anthropic-ai/sdk";
 import { Ollama } from "ollama";
 import OpenAI from "openai";
 
-const [base, model, token, pullUrl, toolModel] = process.argv.slice(2);
+const [base, model, token, pullUrl, toolModel, mode] = process.argv.slice(2);
+const remote = mode === "remote";
 const MAX_TOKENS = 8;
 const TIMEOUT_MS = 60000;
 const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: token, timeout: TIMEOUT_MS, maxRetries: 0 });
@@ -148,6 +151,10 @@ async function messagesPlain() {
   check(m.type === "message" && m.role === "assistant", "message object");
   check(m.content[0].type === "text" && typeof m.content[0].text === "string", "text block");
   check(m.stop_reason === "max_tokens" && m.usage.output_tokens === MAX_TOKENS, `stop_reason ${m.stop_reason}`);
+  if (remote) {
+    doneList.push("messages");
+    return m;
+  }
   const counted = await anthropic.messages.countTokens({
     model, system: "Be brief.", messages: [{ role: "user", content: "Hello!" }],
   });
@@ -267,16 +274,18 @@ async function ollamaPull() {
 try {
   const first = await responsesPlain();
   await responsesStream(first);
-  await responsesFollowUp(first);
+  if (!remote) await responsesFollowUp(first);
   await responsesTools();
   const m = await messagesPlain();
   await messagesStream(m);
   await messagesTools();
   await messagesErrors();
-  await ollamaModels();
+  if (!remote) await ollamaModels();
   await ollamaChat();
-  await ollamaGenerate();
-  await ollamaPull();
+  if (!remote) {
+    await ollamaGenerate();
+    await ollamaPull();
+  }
   console.log(JSON.stringify({ ok: true, checked: doneList }));
 } catch (e) {
   console.log(JSON.stringify({ ok: false, checked: doneList, error: String(e && e.stack ? e.stack : e) }));

@@ -3,7 +3,12 @@
 # one run, on the 1B-shaped synthetic model (n_embd 2048, 16 layers, 32 heads, 8 KV heads, n_ff 8192,
 # Q4_0, llama-bpe vocab). Prints ratios; BENCHMARKS.md records them with this command.
 #
-#   bench/run.sh [decode|batched|prefill|gateway|all]      (default all)
+#   bench/run.sh [decode|batched|prefill|gateway|curves|all]...      (default all)
+#
+# curves: bench/curves.py's scaling curves (TTFT against prompt length, decode against streams, memory
+# against ctx_size x parallel) for sipp on the peer's libraries and for llama-bench/llama-batched-bench,
+# drawn by bench/plot.py into $BENCH_OUT/curves/ (BENCH_CURVES=--full for 8192-token prompts and
+# 2048 tokens per slot; --quick for the tests' sizes).
 #
 # Fairness: sipp's `auto` (also when it falls back to the CPU) takes llama.cpp's flash attention default
 # (auto), so the peers run at their default too (BENCH_PEER_FA=auto; -fa off is reported beside it
@@ -14,7 +19,9 @@
 # the ratios are the result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-what=${1:-all}
+what=${*:-all}
+# wants SECTION: whether SECTION was asked for (several may be: bench/run.sh decode prefill gateway)
+wants() { [[ " $what " == *" all "* || " $what " == *" $1 "* ]]; }
 THREADS=${BENCH_THREADS:-2}
 PEER_FA=${BENCH_PEER_FA:-auto} # the peers' flash attention where one setting is compared
 ROUNDS=${BENCH_ROUNDS:-3}
@@ -32,7 +39,7 @@ if [ ! -f "$model" ]; then
 fi
 
 peer_targets="llama-bench llama-batched-bench"
-[ "$what" = all ] || [ "$what" = gateway ] && peer_targets="$peer_targets llama-server"
+wants gateway && peer_targets="$peer_targets llama-server"
 peer=$(SIPP_PEER_TARGETS="$peer_targets" bash deps/build-source.sh peer)
 
 # sipp on the peer's libraries: the same libllama/libggml files under the names sipp links against.
@@ -108,10 +115,10 @@ bench_pair() { # bench_pair P N LABEL: one section of paired rounds
 }
 
 # decode: issue 2's figure, tg64 after a one-token prompt. prefill: pp512 and tg128, as llama-bench's defaults.
-if [ "$what" = all ] || [ "$what" = decode ]; then bench_pair 0 64 decode; fi
-if [ "$what" = all ] || [ "$what" = prefill ]; then bench_pair 512 128 prefill; fi
+if wants decode; then bench_pair 0 64 decode; fi
+if wants prefill; then bench_pair 512 128 prefill; fi
 
-if [ "$what" = all ] || [ "$what" = batched ]; then
+if wants batched; then
   PL=16 TG=32
   a1=() a4=() b1=() b4=()
   for r in $(seq "$ROUNDS"); do
@@ -175,7 +182,7 @@ sipp_serve() { # sipp_serve NAME [ENV...]: sipp serve with the bench target, und
   serve_and_load "$name" "$p" env "$@" "$SIPP" serve --config "$out/$name.toml"
 }
 
-if [ "$what" = all ] || [ "$what" = gateway ]; then
+if wants gateway; then
   names="sipp-same sipp-prebuilt llama-server"
   declare -A c1 c4 t1 t4 errs
   g4=() lb=()
@@ -213,5 +220,13 @@ if [ "$what" = all ] || [ "$what" = gateway ]; then
   say "Kernel ceilings in the same rounds: llama-bench tg64 -fa $PEER_FA $(mean "${lb[@]}") tokens/s (one stream);"
   say "llama-batched-bench S_TG at 4 sequences (16+64) $(mean "${g4[@]}") tokens/s."
   say "1 client against llama-bench tg64: llama-server $(paired ${c1[llama-server]} -- "${lb[@]}"), sipp same libraries $(paired ${c1[sipp-same]} -- "${lb[@]}"), prebuilt $(paired ${c1[sipp-prebuilt]} -- "${lb[@]}")."
+fi
+if wants curves; then
+  # shellcheck disable=SC2086 # BENCH_CURVES is a list of flags
+  python3 bench/curves.py --sipp "$SIPP" --model "$model" --peer-bin "$peer/bin" --sipp-lib "$same" \
+    --threads "$THREADS" --rounds "$ROUNDS" --peer-fa "$PEER_FA" ${BENCH_CURVES:-} --out "$out/curves"
+  python3 bench/plot.py "$out/curves/curves.json" "$out/curves"
+  say ""
+  say "## curves: $out/curves/curves.json (.csv), figures $out/curves/{ttft,decode,memory}.svg"
 fi
 echo "bench: report in $report, raw results in $out" >&2

@@ -153,7 +153,8 @@ static bool finished_ok(sipp_request *r) {
 }
 
 /* One request of n_prompt fresh random tokens generating n_gen; its stats in *s. */
-static bool run_one(bench_run *b, sipp_engine *e, int n_prompt, int n_gen, itl_log *log, sipp_request_stats *s) {
+static bool run_one(bench_run *b, sipp_engine *e, int n_prompt, int n_gen, itl_log *log,
+                    sipp_request_stats *s) {
     int32_t *toks = random_tokens(n_prompt, b->n_vocab, &b->rng);
     sipp_request *req = toks ? submit(e, toks, n_prompt, n_gen, log) : NULL;
     bool ok = req && finished_ok(req);
@@ -198,8 +199,9 @@ static json_t *prompt_curve(bench_run *b, sipp_engine *e, bool *ok) {
             rate[r] = s.prefill_tokens_per_s;
         }
         if (*ok)
-            json_array_append_new(curve, json_pack("{s:i, s:f, s:f}", "prompt_tokens", len, "prefill_tokens_per_s",
-                                                   mean_of(rate, reps), "ttft_ms_p50", percentile(ttft, reps, 0.5)));
+            json_array_append_new(curve,
+                                  json_pack("{s:i, s:f, s:f}", "prompt_tokens", len, "prefill_tokens_per_s",
+                                            mean_of(rate, reps), "ttft_ms_p50", percentile(ttft, reps, 0.5)));
     }
     free(ttft);
     free(rate);
@@ -240,14 +242,15 @@ static json_t *level(bench_run *b, int c, bool *ok) {
         sipp_model_memory(b->model, &model_mem);
         sipp_engine_stats es;
         sipp_engine_get_stats(e, &es);
-        out = json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f, s:f}", "concurrency", c, "parallel",
-                        es.slots, "ctx_size", o->ctx_size ? o->ctx_size : per_slot * c, "aggregate_tokens_per_s",
-                        wall > 0 ? generated / (wall / 1e3) : 0.0, "per_stream_tokens_per_s", mean_of(decode, c),
-                        "ttft_ms_p50", percentile(ttft, c, 0.5), "ttft_ms_p99", percentile(ttft, c, 0.99),
-                        "generated_tokens", (json_int_t)generated, "kv_mb", engine_mem.kv_bytes / MIB, "compute_mb",
-                        engine_mem.compute_bytes / MIB, "engine_mb",
-                        (double)(sipp_memory_total(&engine_mem) - sipp_memory_total(&model_mem)) / MIB, "rss_mb",
-                        rss_now_mb());
+        out = json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f, s:f}", "concurrency", c,
+                        "parallel", es.slots, "ctx_size", o->ctx_size ? o->ctx_size : per_slot * c,
+                        "aggregate_tokens_per_s", wall > 0 ? generated / (wall / 1e3) : 0.0,
+                        "per_stream_tokens_per_s", mean_of(decode, c), "ttft_ms_p50",
+                        percentile(ttft, c, 0.5), "ttft_ms_p99", percentile(ttft, c, 0.99),
+                        "generated_tokens", (json_int_t)generated, "kv_mb", engine_mem.kv_bytes / MIB,
+                        "compute_mb", engine_mem.compute_bytes / MIB, "engine_mb",
+                        (double)(sipp_memory_total(&engine_mem) - sipp_memory_total(&model_mem)) / MIB,
+                        "rss_mb", rss_now_mb());
     }
     for (int i = 0; i < c; i++) {
         if (reqs) sipp_request_free(reqs[i]);
@@ -357,7 +360,8 @@ static const char usage[] =
     "levels[] {concurrency, parallel, ctx_size, aggregate_tokens_per_s, per_stream_tokens_per_s,\n"
     "ttft_ms_p50, ttft_ms_p99, generated_tokens, kv_mb, compute_mb, engine_mb, rss_mb}.\n";
 
-static void print_md(const bench_opts *o, const sipp_model_info *info, const sipp_backend_decision *b, json_t *out) {
+static void print_md(const bench_opts *o, const sipp_model_info *info, const sipp_backend_decision *b,
+                     json_t *out) {
     const char *desc = info->description;
     printf("| model | backend | threads | test | t/s |\n|---|---|---|---|---|\n");
     json_t *pp = json_object_get(out, "pp"), *tg = json_object_get(out, "tg");
@@ -369,19 +373,22 @@ static void print_md(const bench_opts *o, const sipp_model_info *info, const sip
                json_real_value(json_object_get(tg, "mean")), json_real_value(json_object_get(tg, "stddev")));
     size_t i;
     json_t *v;
-    json_array_foreach(json_object_get(out, "prompt_curve"), i, v) printf(
-        "| %s | %s | %d | ttft pp%d | %.2f, ttft p50 %.0f ms |\n", desc, b->backend, o->threads,
-        (int)json_integer_value(json_object_get(v, "prompt_tokens")),
-        json_real_value(json_object_get(v, "prefill_tokens_per_s")), json_real_value(json_object_get(v, "ttft_ms_p50")));
+    json_array_foreach(json_object_get(out, "prompt_curve"), i, v)
+        printf("| %s | %s | %d | ttft pp%d | %.2f, ttft p50 %.0f ms |\n", desc, b->backend, o->threads,
+               (int)json_integer_value(json_object_get(v, "prompt_tokens")),
+               json_real_value(json_object_get(v, "prefill_tokens_per_s")),
+               json_real_value(json_object_get(v, "ttft_ms_p50")));
     json_array_foreach(json_object_get(out, "levels"), i, v) printf(
-        "| %s | %s | %d | c%d pp%d+tg%d | %.2f aggregate, %.2f per stream, ttft p50 %.0f ms, kv %.1f MiB |\n", desc,
-        b->backend, o->threads, (int)json_integer_value(json_object_get(v, "concurrency")), o->pp, o->tg,
-        json_real_value(json_object_get(v, "aggregate_tokens_per_s")),
-        json_real_value(json_object_get(v, "per_stream_tokens_per_s")), json_real_value(json_object_get(v, "ttft_ms_p50")),
-        json_real_value(json_object_get(v, "kv_mb")));
+        "| %s | %s | %d | c%d pp%d+tg%d | %.2f aggregate, %.2f per stream, ttft p50 %.0f ms, kv %.1f MiB |\n",
+        desc, b->backend, o->threads, (int)json_integer_value(json_object_get(v, "concurrency")), o->pp,
+        o->tg, json_real_value(json_object_get(v, "aggregate_tokens_per_s")),
+        json_real_value(json_object_get(v, "per_stream_tokens_per_s")),
+        json_real_value(json_object_get(v, "ttft_ms_p50")), json_real_value(json_object_get(v, "kv_mb")));
     printf("\nload %.0f ms, itl p50 %.2f ms p99 %.2f ms, peak rss %.0f MiB, device memory %.0f MiB\n",
-           json_real_value(json_object_get(out, "load_ms")), json_real_value(json_object_get(out, "itl_ms_p50")),
-           json_real_value(json_object_get(out, "itl_ms_p99")), json_real_value(json_object_get(out, "peak_rss_mb")),
+           json_real_value(json_object_get(out, "load_ms")),
+           json_real_value(json_object_get(out, "itl_ms_p50")),
+           json_real_value(json_object_get(out, "itl_ms_p99")),
+           json_real_value(json_object_get(out, "peak_rss_mb")),
            json_real_value(json_object_get(out, "device_memory_mb")));
 }
 
@@ -434,11 +441,13 @@ int cmd_bench(int argc, char **argv) {
     sipp_device_info after[MAX_DEVICES];
     int n_after = sipp_devices_list(after, MAX_DEVICES);
     for (int i = 0; i < n_after && i < n_before && i < MAX_DEVICES; i++)
-        if (strcmp(after[i].backend, "cpu") != 0 && strcmp(after[i].backend, sipp_model_backend(m)->backend) == 0)
+        if (strcmp(after[i].backend, "cpu") != 0 &&
+            strcmp(after[i].backend, sipp_model_backend(m)->backend) == 0)
             device_mb += ((double)before[i].memory_free - (double)after[i].memory_free) / MIB;
 
     double *pp_rates = calloc((size_t)o.reps + 1, sizeof(double)),
-           *tg_rates = calloc((size_t)o.reps + 1, sizeof(double)), *ttfts = calloc((size_t)o.reps + 1, sizeof(double));
+           *tg_rates = calloc((size_t)o.reps + 1, sizeof(double)),
+           *ttfts = calloc((size_t)o.reps + 1, sizeof(double));
     itl_log *itl = calloc(1, sizeof *itl);
     bool ok = pp_rates && tg_rates && ttfts && itl && warm_up(&b, e);
 
@@ -471,10 +480,11 @@ int cmd_bench(int argc, char **argv) {
         getrusage(RUSAGE_SELF, &ru);
         const sipp_backend_decision *bd = sipp_model_backend(m);
         json_t *out = json_pack(
-            "{s:s, s:s, s:s, s:s, s:i, s:f, s:{s:i, s:f, s:f}, s:{s:i, s:f, s:f}, s:f, s:f, s:f, s:f, s:f, s:O, s:O}",
-            "model", info.description, "backend", bd->backend, "backend_reason", bd->reason, "devices", bd->devices,
-            "threads", o.threads, "load_ms", load_ms, "pp", "tokens", o.pp, "mean", pp_mean, "stddev", pp_sd, "tg",
-            "tokens", o.tg, "mean", tg_mean, "stddev", tg_sd, "ttft_ms_p50",
+            "{s:s, s:s, s:s, s:s, s:i, s:f, s:{s:i, s:f, s:f}, s:{s:i, s:f, s:f}, s:f, s:f, s:f, s:f, s:f, "
+            "s:O, s:O}",
+            "model", info.description, "backend", bd->backend, "backend_reason", bd->reason, "devices",
+            bd->devices, "threads", o.threads, "load_ms", load_ms, "pp", "tokens", o.pp, "mean", pp_mean,
+            "stddev", pp_sd, "tg", "tokens", o.tg, "mean", tg_mean, "stddev", tg_sd, "ttft_ms_p50",
             percentile(ttfts, o.pp > 0 ? o.reps : 0, 0.5), "itl_ms_p50", percentile(itl->gaps, itl->n, 0.5),
             "itl_ms_p99", percentile(itl->gaps, itl->n, 0.99), "peak_rss_mb", ru.ru_maxrss / 1024.0,
             "device_memory_mb", device_mb, "prompt_curve", prompts, "levels", levels);

@@ -25,6 +25,7 @@ wants() { [[ " $what " == *" all "* || " $what " == *" $1 "* ]]; }
 THREADS=${BENCH_THREADS:-2}
 PEER_FA=${BENCH_PEER_FA:-auto} # the peers' flash attention where one setting is compared
 ROUNDS=${BENCH_ROUNDS:-3}
+REPS=${BENCH_REPS:-3} # repetitions inside one sipp bench / llama-bench run (their -r)
 cache=${SIPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sipp}
 out=${BENCH_OUT:-build/bench}
 mkdir -p "$out" "$cache/models"
@@ -63,7 +64,7 @@ report="$out/report.md"
 : >"$report"
 say() { echo "$*" | tee -a "$report"; }
 
-say "# bench/run.sh $what, $(date -u +%Y-%m-%dT%H:%MZ), threads $THREADS, $ROUNDS rounds"
+say "# bench/run.sh $what, $(date -u +%Y-%m-%dT%H:%MZ), threads $THREADS, $ROUNDS rounds of -r $REPS, load average $(cut -d" " -f1-3 /proc/loadavg)"
 say "model: 1B-shaped synthetic Q4_0 ($(du -h "$model" | cut -f1)), cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 
 # llama-bench -o json prints a list of tests; avg_ts is the mean tokens/s.
@@ -72,21 +73,23 @@ lb_ts() { jq_num "$1" "[t['avg_ts'] for t in d if t['n_$2'] > 0][0]"; }
 # One llama-bench run: tg (or pp) tokens/s, with -fa FA: auto (llama-bench's default) is what sipp's
 # auto does; off is what an explicit --backend cpu does.
 lb_run() { # lb_run OUTFILE FA P N
-  peer_run "$peer/bin/llama-bench" -m "$model" -t "$THREADS" -p "$3" -n "$4" -r 3 -fa "$2" -o json >"$1" 2>/dev/null
+  peer_run "$peer/bin/llama-bench" -m "$model" -t "$THREADS" -p "$3" -n "$4" -r "$REPS" -fa "$2" -o json >"$1" 2>/dev/null
 }
 
 bench_pair() { # bench_pair P N LABEL: one section of paired rounds
   local P=$1 N=$2 label=$3
   local s_same=() s_pre=() l_off=() l_auto=() sp_same=() sp_pre=() lp_off=() lp_auto=()
   for r in $(seq "$ROUNDS"); do
-    sipp_same bench "$model" -p "$P" -n "$N" -r 3 --threads "$THREADS" -o json >"$out/$label-sipp-same-$r.json"
+    sipp_same bench "$model" -p "$P" -n "$N" -r "$REPS" --concurrency 0 --threads "$THREADS" -o json >"$out/$label-sipp-same-$r.json"
     lb_run "$out/$label-llama-bench-off-$r.json" off "$P" "$N"
-    "$SIPP" bench "$model" -p "$P" -n "$N" -r 3 --threads "$THREADS" -o json >"$out/$label-sipp-prebuilt-$r.json"
+    "$SIPP" bench "$model" -p "$P" -n "$N" -r "$REPS" --concurrency 0 --threads "$THREADS" -o json >"$out/$label-sipp-prebuilt-$r.json"
     lb_run "$out/$label-llama-bench-auto-$r.json" auto "$P" "$N"
-    s_same+=("$(jq_num "$out/$label-sipp-same-$r.json" "d['tg']['mean']")")
-    s_pre+=("$(jq_num "$out/$label-sipp-prebuilt-$r.json" "d['tg']['mean']")")
-    l_off+=("$(lb_ts "$out/$label-llama-bench-off-$r.json" gen)")
-    l_auto+=("$(lb_ts "$out/$label-llama-bench-auto-$r.json" gen)")
+    if [ "$N" -gt 0 ]; then
+      s_same+=("$(jq_num "$out/$label-sipp-same-$r.json" "d['tg']['mean']")")
+      s_pre+=("$(jq_num "$out/$label-sipp-prebuilt-$r.json" "d['tg']['mean']")")
+      l_off+=("$(lb_ts "$out/$label-llama-bench-off-$r.json" gen)")
+      l_auto+=("$(lb_ts "$out/$label-llama-bench-auto-$r.json" gen)")
+    fi
     if [ "$P" -gt 0 ]; then
       sp_same+=("$(jq_num "$out/$label-sipp-same-$r.json" "d['pp']['mean']")")
       sp_pre+=("$(jq_num "$out/$label-sipp-prebuilt-$r.json" "d['pp']['mean']")")
@@ -94,14 +97,16 @@ bench_pair() { # bench_pair P N LABEL: one section of paired rounds
       lp_auto+=("$(lb_ts "$out/$label-llama-bench-auto-$r.json" prompt)")
     fi
   done
-  say ""
-  say "## decode: tg$N tokens/s (sipp bench vs llama-bench), $ROUNDS paired rounds"
-  say "| | tokens/s (mean) | sipp / llama-bench -fa off (median of rounds) | sipp / llama-bench default (-fa auto) |"
-  say "|---|---|---|---|"
-  say "| llama-bench -fa off (source build) | $(mean "${l_off[@]}") | | |"
-  say "| llama-bench -fa auto (source build) | $(mean "${l_auto[@]}") | | |"
-  say "| sipp, same libraries | $(mean "${s_same[@]}") | $(paired "${s_same[@]}" -- "${l_off[@]}") | $(paired "${s_same[@]}" -- "${l_auto[@]}") |"
-  say "| sipp, prebuilt artifact | $(mean "${s_pre[@]}") | $(paired "${s_pre[@]}" -- "${l_off[@]}") | $(paired "${s_pre[@]}" -- "${l_auto[@]}") |"
+  if [ "$N" -gt 0 ]; then
+    say ""
+    say "## decode: tg$N tokens/s (sipp bench vs llama-bench), $ROUNDS paired rounds"
+    say "| | tokens/s (mean) | sipp / llama-bench -fa off (median of rounds) | sipp / llama-bench default (-fa auto) |"
+    say "|---|---|---|---|"
+    say "| llama-bench -fa off (source build) | $(mean "${l_off[@]}") | | |"
+    say "| llama-bench -fa auto (source build) | $(mean "${l_auto[@]}") | | |"
+    say "| sipp, same libraries | $(mean "${s_same[@]}") | $(paired "${s_same[@]}" -- "${l_off[@]}") | $(paired "${s_same[@]}" -- "${l_auto[@]}") |"
+    say "| sipp, prebuilt artifact | $(mean "${s_pre[@]}") | $(paired "${s_pre[@]}" -- "${l_off[@]}") | $(paired "${s_pre[@]}" -- "${l_auto[@]}") |"
+  fi
   if [ "$P" -gt 0 ]; then
     say ""
     say "## prefill: pp$P tokens/s, $ROUNDS paired rounds"
@@ -114,9 +119,10 @@ bench_pair() { # bench_pair P N LABEL: one section of paired rounds
   fi
 }
 
-# decode: issue 2's figure, tg64 after a one-token prompt. prefill: pp512 and tg128, as llama-bench's defaults.
+# decode: issue 2's figure, tg64 after a one-token prompt. prefill: pp512, llama-bench's default prompt
+# (BENCH_PREFILL_TG=128 adds llama-bench's default tg128 to the same runs).
 if wants decode; then bench_pair 0 64 decode; fi
-if wants prefill; then bench_pair 512 128 prefill; fi
+if wants prefill; then bench_pair 512 "${BENCH_PREFILL_TG:-0}" prefill; fi
 
 if wants batched; then
   PL=16 TG=32

@@ -322,7 +322,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
                 return EXIT_USAGE;
             }
         } else if (cli_flag_value(&a, "--concurrency")) {
-            if (!int_list_parse(&a, "--concurrency", 1, 256, &o->levels)) break;
+            if (!int_list_parse(&a, "--concurrency", 0, 256, &o->levels)) break;
+            if (o->levels.n == 1 && o->levels.v[0] == 0) o->levels.n = -1; /* 0: no levels at all */
         } else if (cli_flag_value(&a, "--prompt-lengths")) {
             if (!int_list_parse(&a, "--prompt-lengths", 1, 1 << 20, &o->lengths)) break;
         } else if (arg[0] == '-') {
@@ -341,12 +342,21 @@ static int parse(int argc, char **argv, bench_opts *o) {
         cli_error("bench: no MODEL given");
         return EXIT_USAGE;
     }
-    if (o->levels.n == 0 && o->reps > 0) o->levels.v[o->levels.n++] = 1;
+    for (int i = 0; i < o->levels.n; i++)
+        if (o->levels.v[i] == 0) {
+            cli_error("bench: --concurrency 0 means no levels; it cannot be one of several (give 0 alone, or "
+                      "only levels)");
+            return EXIT_USAGE;
+        }
+    if (o->levels.n < 0)
+        o->levels.n = 0;
+    else if (o->levels.n == 0 && o->reps > 0)
+        o->levels.v[o->levels.n++] = 1;
     return EXIT_OK;
 }
 
 static const char usage[] =
-    "usage: sipp bench MODEL [-p 512] [-n 128] [-r 5] [--concurrency 1,4] [--ctx-per-slot N]\n"
+    "usage: sipp bench MODEL [-p 512] [-n 128] [-r 5] [--concurrency 1,4|0] [--ctx-per-slot N]\n"
     "                  [--prompt-lengths 128,512,2048] [--threads N] [--backend NAME]\n"
     "                  [--flash-attn auto|on|off] [--ctx-size N] [--artifact DIR] [-o md|json]\n"
     "                  [--rpc HOST:PORT[,...] --tensor-split A,B,...] (with --backend rpc)\n\n"
@@ -354,7 +364,8 @@ static const char usage[] =
     "(as llama-bench defines them; -r 0 skips them), TTFT and inter-token latency, and two curves:\n"
     "TTFT against prompt length (--prompt-lengths, each length -r times) and, per concurrency level c,\n"
     "an engine of c slots with c x --ctx-per-slot tokens of context running c requests at once (each\n"
-    "its own -p token prompt, exactly -n generated tokens): aggregate and per-stream decode, memory.\n"
+    "its own -p token prompt, exactly -n generated tokens): aggregate and per-stream decode, memory\n"
+    "(default one level of 1; --concurrency 0 runs none).\n"
     "-o json prints one object: load_ms, pp, tg, ttft_ms_p50, itl_ms_p50, itl_ms_p99, peak_rss_mb,\n"
     "device_memory_mb, prompt_curve[] {prompt_tokens, prefill_tokens_per_s, ttft_ms_p50},\n"
     "levels[] {concurrency, parallel, ctx_size, aggregate_tokens_per_s, per_stream_tokens_per_s,\n"

@@ -148,6 +148,18 @@ class BenchCurvesTest(unittest.TestCase):
                            text=True, timeout=RUN_TIMEOUT_S)
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--prompt-lengths 'x' is not a whole number", p.stderr)
+        p = subprocess.run([gw.SIPP, "bench", gw.model("tiny"), "--concurrency", "0,2"], capture_output=True, text=True,
+                           timeout=RUN_TIMEOUT_S)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--concurrency 0 means no levels; it cannot be one of several", p.stderr)
+
+    def test_bench_without_levels(self):
+        p = subprocess.run([gw.SIPP, "bench", gw.model("tiny"), "-p", "8", "-n", "4", "-r", "1", "--threads", "1",
+                            "--concurrency", "0", "-o", "json"], capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        d = json.loads(p.stdout)
+        self.assertEqual((d["levels"], d["prompt_curve"]), ([], []))
+        self.assertGreater(d["tg"]["mean"], 0)
 
 
 if __name__ == "__main__":

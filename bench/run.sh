@@ -164,9 +164,16 @@ PY
 # random-weight model's streams with a 500 ("does not match the expected Content-only format", its
 # chat-output parser choking on random text) and so generates less; these suffixes are ones it
 # completes. load.py counts an error event or a short stream as an error, never as tokens, so a
-# server that fails shows up in the report's error column instead of in its speed.
-C1_SUFFIXES=0,3,7,8,9,10,11            # warm-up + 6 requests
-C4_SUFFIXES=12,14,15,17,20,21,22,24,25 # warm-up + 4 clients x 2 requests
+# server that fails shows up in the report's error column instead of in its speed. Flash attention
+# changes the numerics and so the text: each setting has its own sets (found by sending suffixes
+# 0-47 one by one to llama-server at that setting and keeping those it completed).
+if [ "$PEER_FA" = off ]; then
+  C1_SUFFIXES=0,3,7,8,9,10,11            # warm-up + 6 requests
+  C4_SUFFIXES=12,14,15,17,20,21,22,24,25 # warm-up + 4 clients x 2 requests
+else
+  C1_SUFFIXES=0,2,3,4,12,13,15
+  C4_SUFFIXES=21,22,23,27,28,31,32,33,37
+fi
 # serve_and_load NAME PORT CMD...: starts a server, runs the two load levels, stops it by its pid.
 serve_and_load() {
   local name=$1 port=$2; shift 2

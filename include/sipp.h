@@ -190,6 +190,12 @@ SIPP_API sipp_status sipp_rpc_probe(const char *endpoint, sipp_rpc_server_info *
  * in 1..65535, none twice, at least one. [any thread] */
 SIPP_API sipp_status sipp_rpc_check_servers(const char *list, char *errbuf);
 
+/* The handshake alone, with each server of a list "HOST:PORT[,HOST:PORT...]": reachable, an
+ * rpc-server, free (one serves one client at a time) and speaking this build's protocol; errors name
+ * the endpoint. Unlike sipp_rpc_probe it leaves no connection behind in ggml, so the process that
+ * pings a server is not ended when that server goes away (a supervisor's probe). [any thread] */
+SIPP_API sipp_status sipp_rpc_ping(const char *list, char *errbuf);
+
 /* ggml's RPC client cannot survive losing a server it placed layers on (its dispatcher aborts the
  * process). Once a process has connected to an rpc server, sipp turns that abort into one line on
  * stderr naming the server that went away and exit status SIPP_RPC_LOST_EXIT, so that a supervisor

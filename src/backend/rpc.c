@@ -176,6 +176,15 @@ sipp_status sipp_rpc_handshake(const char *endpoint, int version[3], char *errbu
     return SIPP_OK;
 }
 
+sipp_status sipp_rpc_ping(const char *list, char *errbuf) {
+    char endpoints[SIPP_RPC_MAX_SERVERS][SIPP_RPC_ENDPOINT_MAX];
+    int n = 0, version[3];
+    sipp_status st = sipp_rpc_parse_list(list, endpoints, SIPP_RPC_MAX_SERVERS, &n, errbuf);
+    for (int i = 0; st == SIPP_OK && i < n; i++)
+        st = sipp_rpc_handshake(endpoints[i], version, errbuf);
+    return st;
+}
+
 static ggml_backend_reg_t rpc_reg(char *errbuf) {
     ggml_backend_reg_t reg = ggml_backend_reg_by_name("RPC");
     if (!reg)

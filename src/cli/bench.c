@@ -36,7 +36,6 @@
 #define CTX_MARGIN 16
 #define MAX_ITL 65536
 #define MAX_DEVICES 8
-#define WARMUP_PROMPT 32
 #define WARMUP_TOKENS 2
 #define MIB (1024.0 * 1024.0)
 
@@ -164,10 +163,10 @@ static bool run_one(bench_run *b, sipp_engine *e, int n_prompt, int n_gen, itl_l
     return ok;
 }
 
-/* Warm-up, as llama-bench does: the first decode pays one-time costs (allocation, shaders). */
+/* Warm-up, as llama-bench does: the first decode of a shape pays one-time costs (allocation,
+ * shaders, an rpc server's first graph of that size), so the whole prompt once, and a token. */
 static bool warm_up(bench_run *b, sipp_engine *e) {
-    int n = b->o->pp > 0 ? (b->o->pp < WARMUP_PROMPT ? b->o->pp : WARMUP_PROMPT) : 1;
-    return run_one(b, e, n, WARMUP_TOKENS, NULL, NULL);
+    return run_one(b, e, b->o->pp > 0 ? b->o->pp : 1, WARMUP_TOKENS, NULL, NULL);
 }
 
 static sipp_engine *new_engine(bench_run *b, int parallel, int ctx_size) {

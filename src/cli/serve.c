@@ -10,6 +10,9 @@
  *
  * Flags given with --config override the file's [server] listen address. The configuration is
  * validated before anything is loaded; every problem is printed as "FILE:LINE: problem".
+ *
+ * --supervised-target NAME (repeated) is internal: a gateway runs its own arguments with it to
+ * serve its rpc targets in child processes it supervises (src/gateway/supervise.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "gateway/gateway.h"
+#include "gateway/supervise.h"
 
 #define SERVE_MAX_PORT 65535
 #define SERVE_MAX_PARALLEL 256
@@ -25,6 +29,7 @@
 #define SERVE_MAX_GPU_LAYERS 100000
 #define SERVE_MAX_BUDGET_MB (1 << 30)
 #define SERVE_MAX_LOADED 100000
+#define SERVE_MAX_SUPERVISED 256 /* targets one supervised child serves */
 
 static const char usage[] =
     "usage: sipp serve [MODEL | --models-dir DIR] [options]\n"
@@ -68,6 +73,8 @@ typedef struct serve_opts {
     const char *backend;
     const char *models_dir;
     const char *keep_alive;
+    const char *supervised[SERVE_MAX_SUPERVISED]; /* internal: see the top of the file */
+    size_t n_supervised;
     int memory_budget_mb, max_loaded_models;
     const char *flash_attn;
     const char *speculative;
@@ -100,7 +107,13 @@ static int parse(int argc, char **argv, serve_opts *o) {
             o->models_dir = a.value;
         else if (cli_flag_value(&a, "--keep-alive"))
             o->keep_alive = a.value;
-        else if (cli_flag_value(&a, "--memory-budget-mb"))
+        else if (cli_flag_value(&a, "--supervised-target")) {
+            if (o->n_supervised == SERVE_MAX_SUPERVISED) {
+                cli_error("serve: --supervised-target: at most %d", SERVE_MAX_SUPERVISED);
+                return EXIT_USAGE;
+            }
+            o->supervised[o->n_supervised++] = a.value;
+        } else if (cli_flag_value(&a, "--memory-budget-mb"))
             cli_int(&a, "--memory-budget-mb", 1, SERVE_MAX_BUDGET_MB, &o->memory_budget_mb);
         else if (cli_flag_value(&a, "--max-loaded-models"))
             cli_int(&a, "--max-loaded-models", 1, SERVE_MAX_LOADED, &o->max_loaded_models);
@@ -212,6 +225,7 @@ int cmd_serve(int argc, char **argv) {
     }
     if (o.port >= 0) cfg.port = o.port;
     if (o.allow_unauthenticated) cfg.allow_unauthenticated = true;
+    if (ok && o.n_supervised) ok = gw_config_supervised(&cfg, o.supervised, o.n_supervised, &errs);
     ok = ok && gw_config_validate(&cfg, &errs);
     if (!ok) {
         print_errors(&errs);

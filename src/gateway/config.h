@@ -104,6 +104,7 @@ typedef struct gw_config {
     size_t n_targets;
     char *models_dir;                /* rescanned for new files on GET /v1/models; NULL = none */
     int64_t discovered_keep_alive_s; /* keep_alive of the targets found there */
+    bool supervised_child; /* serves one target for a parent gateway, on the socket it passed (supervise.c) */
 } gw_config;
 
 /* A configuration with every default and no targets. */

@@ -12,6 +12,7 @@
  * period the daemon is stopped. A second signal skips the wait. The exit status is 0.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -29,6 +30,7 @@
 #include "gateway/rate_limit.h"
 #include "gateway/responses_store.h"
 #include "gateway/router.h"
+#include "gateway/supervise.h"
 #include "gateway/targets.h"
 #include "gateway/upstream.h"
 
@@ -38,7 +40,33 @@
 #define GW_LISTEN_BACKLOG 128
 #define GW_MS_PER_S 1000.0
 
+/* The port fd is bound to, or fallback when it cannot be read. */
+static int bound_port(int fd, int fallback) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) return fallback;
+    return ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                          : ((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* A supervised child's listen socket, which its parent bound and passed (supervise.c). */
+static int inherited_listener(int *port_out, char *err) {
+    int fd = GW_SUPERVISED_LISTEN_FD, type = 0;
+    socklen_t tl = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) {
+        snprintf(err, SIPP_ERROR_SIZE,
+                 "--supervised-target: descriptor %d is not the listen socket a parent gateway passes; this "
+                 "flag is for sipp's own use",
+                 fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    *port_out = bound_port(fd, 0);
+    return fd;
+}
+
 static int open_listener(const gw_config *c, int *port_out, char *err) {
+    if (c->supervised_child) return inherited_listener(port_out, err);
     char port[16];
     snprintf(port, sizeof port, "%d", c->port);
     struct addrinfo hints = {
@@ -72,12 +100,7 @@ static int open_listener(const gw_config *c, int *port_out, char *err) {
                      : "");
         return -1;
     }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    *port_out = c->port;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-        *port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                   : ((struct sockaddr_in *)&ss)->sin_port);
+    *port_out = bound_port(fd, c->port);
     return fd;
 }
 

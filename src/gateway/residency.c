@@ -610,9 +610,14 @@ static bool idle_expired(const gw_target *t, double now) {
     return t->deadline_ms >= 0 && t->deadline_ms <= now;
 }
 
+/* A local target waiting for its rpc servers (a supervised one, remote here, is its supervisor's). */
+static bool local_waiting(const gw_target *t) {
+    return t->cfg->type == GW_TARGET_LOCAL && atomic_load(&t->state) == GW_STATE_WAITING;
+}
+
 static bool any_waiting(const gw_server *srv) {
     for (size_t i = 0; i < srv->n_targets; i++)
-        if (atomic_load(&srv->targets[i].state) == GW_STATE_WAITING) return true;
+        if (local_waiting(&srv->targets[i])) return true;
     return false;
 }
 
@@ -627,7 +632,7 @@ static bool retry_waiting(gw_server *srv, double now, double *retry_at, int *bac
     if (now < *retry_at) return false;
     for (size_t i = 0; i < srv->n_targets && !srv->residency->stop && !atomic_load(&srv->draining); i++) {
         gw_target *t = &srv->targets[i];
-        if (atomic_load(&t->state) != GW_STATE_WAITING) continue;
+        if (!local_waiting(t)) continue;
         bool no_room;
         char msg[SIPP_ERROR_SIZE];
         if (!load_locked(srv, t, &no_room, msg, sizeof msg) && no_room) {

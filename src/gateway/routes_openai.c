@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "gateway/routes.h"
+#include "gateway/supervise.h"
 
 #define GW_OWNER "sipp"
 
@@ -273,6 +274,13 @@ static json_t *model_json(gw_call *call, gw_target *t) {
             json_object_set_new(o, "meta", json_pack("{s:s}", "chat_template", info.chat_template));
             gw_residency_unpeek(call->srv, t);
         }
+    } else if (t->supervisor) { /* a local target served by a child process (supervise.c) */
+        int s = atomic_load(&t->state);
+        json_t *r = json_pack("{s:s}", "state", gw_state_name(s));
+        if (s != GW_STATE_READY) json_object_set_new(r, "error", json_string(t->error));
+        gw_supervise_describe(t, r);
+        json_object_set_new(o, "sipp", r);
+        json_object_set(o, "state", json_object_get(r, "state"));
     }
     return o;
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "gateway/routes.h"
+#include "gateway/supervise.h"
 
 #define GW_MAX_LISTED 32 /* backends and devices listed by /v1/backends */
 
@@ -41,7 +42,7 @@ static json_t *placement_json(const sipp_model *m) {
 static const char *state_name(int s) { return s == GW_STATE_READY ? "ready" : gw_state_name(s); }
 
 static const char *type_name(const gw_target *t) {
-    return t->cfg->type == GW_TARGET_LOCAL ? "local" : "openai_compatible";
+    return t->cfg->type == GW_TARGET_LOCAL || t->supervisor ? "local" : "openai_compatible";
 }
 
 void gw_route_health(gw_call *call) { gw_reply_json(call, 200, json_pack("{s:s}", "status", "ok")); }
@@ -108,6 +109,7 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
     for (size_t i = 0; i < n; i++)
         if (srv->targets[i].upstream)
             gw_upstream_metrics(srv->targets[i].upstream, srv->targets[i].cfg->name, o);
+    gw_supervise_metrics(srv, o);
 }
 
 void gw_route_metrics(gw_call *call) {
@@ -150,6 +152,18 @@ void gw_route_backends(gw_call *call) {
                 json_object_set_new(o, "error", json_string(t->error));
             }
         } else {
+            if (t->supervisor) { /* a local target served by a child process: its placement is the child's */
+                json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
+                if (s != GW_STATE_READY) json_object_set_new(o, "error", json_string(t->error));
+                gw_supervise_describe(t, o);
+                json_t *child = gw_supervise_backend(t);
+                static const char *const copied[] = {"backend", "reason", "devices", "gpu_layers",
+                                                     "placement"};
+                for (size_t k = 0; child && k < sizeof copied / sizeof copied[0]; k++)
+                    if (json_object_get(child, copied[k]))
+                        json_object_set(o, copied[k], json_object_get(child, copied[k]));
+                json_decref(child);
+            }
             json_object_set_new(o, "replicas", gw_upstream_describe(t->upstream));
         }
         json_array_append_new(targets, o);

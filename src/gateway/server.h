@@ -36,6 +36,7 @@ typedef struct gw_limits gw_limits;
 typedef struct gw_admission gw_admission;
 struct gw_prober;
 struct gw_residency;
+struct gw_supervisor;
 
 typedef struct gw_target {
     const gw_target_config *cfg;
@@ -44,7 +45,8 @@ typedef struct gw_target {
     char error[SIPP_ERROR_SIZE]; /* why it failed; written before state becomes FAILED */
     sipp_model *model;           /* local: set before state becomes READY; read only with a use held */
     sipp_engine *engine;
-    gw_upstream *upstream; /* remote */
+    gw_upstream *upstream;            /* remote */
+    struct gw_supervisor *supervisor; /* served by a child process (supervise.c); upstream points at it */
     /* residency (residency.c), under its lock */
     int uses;    /* calls running on it or waiting for it to load */
     int peeks;   /* routes describing its engine */

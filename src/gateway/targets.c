@@ -15,9 +15,12 @@
  *
  * A target on backend "rpc" whose servers cannot be used yet (not started, unreachable, busy with
  * another client) is WAITING instead of FAILED: not ready, its requests get 503 with the reason,
- * and the keeper (residency.c) tries it again with exponential backoff until it loads or the server
- * shuts down. (A server that dies after the load ends the process with a line naming it,
- * SIPP_RPC_LOST_EXIT: ggml's RPC client cannot survive it; see sipp.h.)
+ * and it is tried again with exponential backoff until it loads or the server shuts down. In the
+ * gateway such a target is served by a supervised child process (supervise.c), because a server
+ * that dies after the load ends the process that loaded it (SIPP_RPC_LOST_EXIT: ggml's RPC client
+ * cannot survive it; see sipp.h): the child goes, the gateway and its other targets stay, and the
+ * child is started again when the servers answer. The child itself (a gateway with
+ * supervised_child set) loads the target in its own process, with residency.c's keeper retrying.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +28,7 @@
 #include <time.h>
 
 #include "gateway/residency.h"
+#include "gateway/supervise.h"
 #include "gateway/targets.h"
 #include "gateway/upstream.h"
 
@@ -43,16 +47,25 @@ bool gw_targets_start(gw_server *srv, char *err) {
         t->cfg = &c->targets[i];
         t->index = (int)i;
         atomic_init(&t->state, GW_STATE_UNLOADED);
-        if (t->cfg->type == GW_TARGET_LOCAL) continue;
+        if (t->cfg->type == GW_TARGET_LOCAL) continue; /* rpc ones: gw_supervise_start, below */
         t->upstream = gw_upstream_new(t->cfg, err);
         if (!t->upstream) return false;
         atomic_store(&t->state, GW_STATE_READY);
+    }
+    if (!gw_supervise_start(srv, err)) return false;
+    for (size_t i = 0; i < c->n_targets; i++) {
+        gw_target *t = &srv->targets[i];
+        if (!t->supervisor) continue;
+        if (!(t->upstream = gw_upstream_new(t->cfg, err))) return false;
+        gw_upstream_set_bearer(t->upstream, gw_supervise_token(t));
     }
     return gw_residency_start(srv, err);
 }
 
 void gw_targets_stop(gw_server *srv) {
     gw_residency_stop(srv);
+    for (size_t i = 0; i < srv->n_targets; i++)
+        gw_supervise_stop(&srv->targets[i]); /* ends its child, by pid, while its upstream is still here */
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
         sipp_engine_free(t->engine);
@@ -72,4 +85,12 @@ gw_target *gw_target_find(gw_server *srv, const char *name) {
     return NULL;
 }
 
-bool gw_targets_ready(gw_server *srv) { return gw_residency_startup_ready(srv); }
+/* The start-up targets of residency.c, and the supervised ones that load at start-up serving. */
+bool gw_targets_ready(gw_server *srv) {
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        const gw_target *t = &srv->targets[i];
+        if (t->supervisor && t->cfg->load == GW_LOAD_STARTUP && atomic_load(&t->state) != GW_STATE_READY)
+            return false;
+    }
+    return gw_residency_startup_ready(srv);
+}

@@ -20,6 +20,13 @@
  *
  * Errors: no replica answered: 502; the upstream took longer than timeout_seconds (or what is
  * left of request_timeout_seconds): 504; the upstream's own errors pass through with its status.
+ *
+ * Supervised targets (supervise.c: a child process serving a target on backend rpc) use the same
+ * machinery with one replica, the child. A request is refused with 503 and the target's error
+ * while the child is not serving. When a transfer breaks off because the child exited (an rpc
+ * server went away), the error, a 502 or a stream's error event, is the child's own last word,
+ * which names the host, rather than the socket's; and the replica is not ejected: the supervisor
+ * knows better than the probe when the child is back.
  */
 #include <curl/curl.h>
 #include <stdio.h>
@@ -30,6 +37,7 @@
 
 #include "gateway/metrics.h"
 #include "gateway/sse.h"
+#include "gateway/supervise.h"
 #include "gateway/upstream.h"
 
 #define GW_PROBE_INTERVAL_MS 1000
@@ -42,6 +50,8 @@
 #define GW_HTTP_OK 200
 #define GW_HTTP_CONTINUE 100
 #define GW_HTTP_BAD_REQUEST 400
+#define GW_LOST_WAIT_MS 3000 /* how long a broken transfer waits to see its child exit */
+#define GW_NOT_SERVING_RETRY_S 1
 
 typedef struct upstream_replica {
     char *url;
@@ -83,6 +93,15 @@ gw_upstream *gw_upstream_new(const gw_target_config *cfg, char *err) {
         if (u->auth) snprintf(u->auth, n, "Authorization: Bearer %s", key);
     }
     return u;
+}
+
+void gw_upstream_set_bearer(gw_upstream *u, const char *token) {
+    size_t n = strlen(token) + sizeof "Authorization: Bearer ";
+    char *auth = malloc(n);
+    if (!auth) return;
+    snprintf(auth, n, "Authorization: Bearer %s", token);
+    free(u->auth);
+    u->auth = auth;
 }
 
 void gw_upstream_free(gw_upstream *u) {
@@ -130,6 +149,8 @@ typedef struct xfer {
     gw_stream base;
     gw_call *call;
     gw_upstream *up;
+    gw_target *target;
+    uint64_t epoch; /* a supervised target's: its children's exits when this transfer started */
     size_t replica;
     CURLM *multi;
     CURL *easy;
@@ -266,6 +287,17 @@ static bool is_replica_status(long s) {
            s == gw_error_status(GW_E_TIMEOUT);
 }
 
+/* Why a transfer to a supervised target broke off, when its child exited meanwhile: the child's
+ * last word (it names the rpc host) into msg. */
+static bool child_lost(gw_target *t, uint64_t epoch, char *msg, size_t n) {
+    return t->supervisor && gw_supervise_lost(t, epoch, GW_LOST_WAIT_MS, msg, n);
+}
+
+/* Takes a failing replica out of rotation, unless it is a supervised child (see the top). */
+static void eject(gw_target *t, size_t i, const char *why) {
+    if (!t->supervisor) set_health(t->upstream, i, false, why);
+}
+
 /* ---- usage, for the metrics --------------------------------------------------------------------- */
 
 /* Records the token counts of an answer (OpenAI's "usage" object, or sipp-native usage fields at
@@ -325,12 +357,15 @@ static bool xs_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
     if (!x->done) return true;
     if (x->result != CURLE_OK) {
         gw_error_kind kind = is_timeout(x->result) ? GW_E_TIMEOUT : GW_E_UPSTREAM;
-        char msg[SIPP_ERROR_SIZE];
-        snprintf(msg, sizeof msg, "upstream %s failed mid-stream: %s", x->up->r[x->replica].url,
-                 x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result));
+        char msg[2 * SIPP_ERROR_SIZE], lost[SIPP_ERROR_SIZE];
+        if (child_lost(x->target, x->epoch, lost, sizeof lost))
+            snprintf(msg, sizeof msg, "model '%s' failed mid-stream: %s", x->target->cfg->name, lost);
+        else
+            snprintf(msg, sizeof msg, "upstream %s failed mid-stream: %s", x->up->r[x->replica].url,
+                     x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result));
         x->call->error_code = gw_error_code(kind);
         gw_sse_json(out, NULL, gw_error_json(kind, msg));
-        if (!is_timeout(x->result)) set_health(x->up, x->replica, false, msg);
+        if (!is_timeout(x->result)) eject(x->target, x->replica, msg);
         x->result = CURLE_OK; /* reported once */
     }
     return false;
@@ -360,6 +395,13 @@ static char *rewrite_body(json_t *root, const gw_target_config *cfg) {
 static xfer *send_to_replicas(gw_call *call, gw_target *t, const char *suffix, const char *body,
                               size_t *replica) {
     gw_upstream *u = t->upstream;
+    char why[SIPP_ERROR_SIZE];
+    if (t->supervisor && !gw_supervise_serving(t, why, sizeof why)) {
+        call->retry_after_s = GW_NOT_SERVING_RETRY_S;
+        gw_reply_error(call, GW_E_NOT_READY, "model '%s' is not ready: %s", t->cfg->name, why);
+        return NULL;
+    }
+    uint64_t epoch = t->supervisor ? gw_supervise_epoch(t) : 0;
     bool *tried = calloc(u->n ? u->n : 1, sizeof *tried);
     char last[SIPP_ERROR_SIZE] = "no replica configured";
     size_t i = 0;
@@ -370,6 +412,8 @@ static xfer *send_to_replicas(gw_call *call, gw_target *t, const char *suffix, c
         if (timeout_ms > t->cfg->timeout_seconds * 1000) timeout_ms = t->cfg->timeout_seconds * 1000;
         x = xfer_start(call, u, i, suffix, body, timeout_ms);
         if (!x) break;
+        x->target = t;
+        x->epoch = epoch;
         while (!x->headers_done && !x->done && !gw_call_abandoned(call))
             drive(x, GW_DRIVE_SLICE_MS);
         if (!x->headers_done && !x->done) { /* the client left */
@@ -388,14 +432,15 @@ static xfer *send_to_replicas(gw_call *call, gw_target *t, const char *suffix, c
                                t->cfg->name, u->r[i].url, timeout_ms / 1000);
                 break;
             }
-            set_health(u, i, false, last);
+            if (child_lost(t, epoch, why, sizeof why)) snprintf(last, sizeof last, "%s", why);
+            eject(t, i, last);
             xfer_free(x);
             x = NULL;
             continue;
         }
         if (is_replica_status(x->status)) {
             snprintf(last, sizeof last, "%s answered %ld", u->r[i].url, x->status);
-            set_health(u, i, false, last);
+            eject(t, i, last);
             bool more = false;
             for (size_t k = 0; k < u->n; k++)
                 more = more || !tried[k];
@@ -426,8 +471,12 @@ static bool finish_transfer(gw_call *call, gw_target *t, xfer *x, size_t i) {
                        t->cfg->name, GW_MAX_UPSTREAM_BODY);
     } else if (x->result != CURLE_OK) {
         gw_error_kind kind = is_timeout(x->result) ? GW_E_TIMEOUT : GW_E_UPSTREAM;
-        gw_reply_error(call, kind, "model '%s': upstream %s failed: %s", t->cfg->name, t->upstream->r[i].url,
-                       x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result));
+        char lost[SIPP_ERROR_SIZE];
+        if (child_lost(t, x->epoch, lost, sizeof lost))
+            gw_reply_error(call, kind, "model '%s' failed: %s", t->cfg->name, lost);
+        else
+            gw_reply_error(call, kind, "model '%s': upstream %s failed: %s", t->cfg->name,
+                           t->upstream->r[i].url, x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result));
     } else {
         if (x->status >= GW_HTTP_OK && x->status < GW_HTTP_OK + 100) {
             json_t *j = json_loadb(x->in.data ? x->in.data : "", x->in.len, 0, NULL);

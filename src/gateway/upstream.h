@@ -12,6 +12,9 @@
 
 gw_upstream *gw_upstream_new(const gw_target_config *cfg, char *err);
 void gw_upstream_free(gw_upstream *u);
+/* Sends "Authorization: Bearer token" upstream (a supervised child's internal token, supervise.c);
+ * before any request uses u. */
+void gw_upstream_set_bearer(gw_upstream *u, const char *token);
 /* Forwards the call's parsed body (borrowed; its "model" is replaced by the upstream's) to
  * base_url + suffix, on a healthy replica, trying the next one when a replica cannot be reached;
  * replies with the upstream's answer, streamed through when stream is true. */

@@ -4,7 +4,9 @@ Three network namespaces stand in for three hosts: the client's and one per rpc-
 joined to the client by a veth pair. Namespaces keep the addresses private to this test run, so
 parallel runs cannot collide; their names carry the pid and are always deleted at the end. Without
 the rights to create namespaces (not root), the same tests run on loopback with the servers on
-127.0.0.2 and 127.0.0.3, and say so.
+127.0.0.2 and 127.0.0.3 (on ports the kernel just gave out), and say so. SIPP_TEST_RPC_LOOPBACK=1
+forces that variant, and RpcSplitLoopbackTest runs it where namespaces can be made, so the fallback
+is tested too.
 
 What is checked: a split model gives the same greedy tokens as --backend cpu and embeddings within
 tolerance; killing a server mid-stream gives one clean line naming it (exit 75) and the next run
@@ -39,17 +41,28 @@ def _ip(*args):
     return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
 
 
-class Hosts:
-    """Where the client and the two servers run: namespaces when possible, else loopback."""
+def _free_port(addr):
+    with socket.socket() as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
 
-    def __init__(self):
+
+class Hosts:
+    """Where the client and the two servers run: namespaces when possible (and not told otherwise by
+    loopback or SIPP_TEST_RPC_LOOPBACK=1), else loopback."""
+
+    def __init__(self, loopback=False):
         tag = f"{os.getpid() % 100000}"
         self.names = [f"sipprpc{tag}c", f"sipprpc{tag}a", f"sipprpc{tag}b"]
-        self.namespaces = shutil.which("ip") is not None and os.geteuid() == 0 and self._create(tag)
+        loopback = loopback or os.environ.get("SIPP_TEST_RPC_LOOPBACK") == "1"
+        self.namespaces = (not loopback and shutil.which("ip") is not None and os.geteuid() == 0 and
+                           self._create(tag))
         if self.namespaces:
             self.addr_a, self.addr_b = "10.77.1.2", "10.77.2.2"
+            self.port_a, self.port_b = PORT_A, PORT_B  # the namespaces are this run's alone
         else:
             self.addr_a, self.addr_b = "127.0.0.2", "127.0.0.3"
+            self.port_a, self.port_b = _free_port(self.addr_a), _free_port(self.addr_b)
             print("test_rpc: cannot create network namespaces (needs root and iproute2); "
                   "running the loopback variant (servers on 127.0.0.2 and 127.0.0.3)")
 
@@ -82,6 +95,10 @@ class Hosts:
             for ns in created:
                 _ip("netns", "delete", ns)
             return False
+
+    def unused_port(self, addr):
+        """A port nothing listens on at addr (in a namespace, nothing listens past the servers')."""
+        return PORT_B + 100 if self.namespaces else _free_port(addr)
 
     def prefix(self, which):
         """The command prefix that runs a program on host which ('client', 'a' or 'b')."""
@@ -136,14 +153,16 @@ class RpcServer:
 
 
 class RpcSplitTest(unittest.TestCase):
+    loopback = False
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         # Big enough that a long generation is still streaming when a server is killed.
         cls.model = make_model(cls.tmp.name, n_embd=256, n_layer=6, n_head=8, n_head_kv=4, n_ff=512)
-        cls.hosts = Hosts()
-        cls.a = RpcServer(cls.hosts, "a", cls.hosts.addr_a, PORT_A)
-        cls.b = RpcServer(cls.hosts, "b", cls.hosts.addr_b, PORT_B)
+        cls.hosts = Hosts(cls.loopback)
+        cls.a = RpcServer(cls.hosts, "a", cls.hosts.addr_a, cls.hosts.port_a)
+        cls.b = RpcServer(cls.hosts, "b", cls.hosts.addr_b, cls.hosts.port_b)
         try:
             cls.a.start()
             cls.b.start()
@@ -220,7 +239,7 @@ class RpcSplitTest(unittest.TestCase):
                 self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
 
     def test_unreachable_server_is_named(self):
-        dead = f"{self.hosts.addr_a}:{PORT_A + 100}"
+        dead = f"{self.hosts.addr_a}:{self.hosts.unused_port(self.hosts.addr_a)}"
         r = self.generate("--backend", "rpc", "--rpc", f"{self.a.endpoint},{dead}")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn(f"rpc server {dead} is unreachable", r.stderr)
@@ -235,7 +254,7 @@ class RpcSplitTest(unittest.TestCase):
         self.assertTrue(rpc["ok"])
         self.assertEqual(rpc["protocol"], "6.0.0")
         self.assertGreater(rpc["memory_free"], 0)
-        dead = self.client(["doctor", "--rpc", f"{self.hosts.addr_b}:{PORT_B + 100}"])
+        dead = self.client(["doctor", "--rpc", f"{self.hosts.addr_b}:{self.hosts.unused_port(self.hosts.addr_b)}"])
         self.assertEqual(dead.returncode, 1)
         self.assertIn("unreachable", dead.stdout + dead.stderr)
 
@@ -313,10 +332,20 @@ class RpcSplitTest(unittest.TestCase):
         r = self.client(["rpc-server", "--mem", "1024"])
         self.assertEqual(r.returncode, 2)
         self.assertIn("--mem is not supported", r.stderr)
-        busy = self.hosts.prefix("a") + [SIPP, "rpc-server", "--host", self.a.addr, "--port", str(PORT_A)]
+        busy = self.hosts.prefix("a") + [SIPP, "rpc-server", "--host", self.a.addr, "--port", str(self.a.port)]
         r = subprocess.run(busy, capture_output=True, text=True, timeout=RUN_TIMEOUT)
         self.assertEqual(r.returncode, 1)
-        self.assertIn(f"port {PORT_A} on {self.a.addr} is in use", r.stderr)
+        self.assertIn(f"port {self.a.port} on {self.a.addr} is in use", r.stderr)
+
+
+class RpcSplitLoopbackTest(RpcSplitTest):
+    """The same tests in the variant that runs without namespaces: servers on 127.0.0.2 and
+    127.0.0.3, the client on this host."""
+    loopback = True
+
+    def test_it_is_the_loopback_variant(self):
+        self.assertFalse(self.hosts.namespaces)
+        self.assertTrue(self.a.endpoint.startswith("127.0.0.2:"), self.a.endpoint)
 
 
 class FakeServer:

@@ -3,7 +3,12 @@
 # one run, on the 1B-shaped synthetic model (n_embd 2048, 16 layers, 32 heads, 8 KV heads, n_ff 8192,
 # Q4_0, llama-bpe vocab). Prints ratios; BENCHMARKS.md records them with this command.
 #
-#   bench/run.sh [decode|batched|prefill|gateway|all]      (default all)
+#   bench/run.sh [decode|batched|prefill|gateway|curves|all]...      (default all)
+#
+# curves: bench/curves.py's scaling curves (TTFT against prompt length, decode against streams, memory
+# against ctx_size x parallel) for sipp on the peer's libraries and for llama-bench/llama-batched-bench,
+# drawn by bench/plot.py into $BENCH_OUT/curves/ (BENCH_CURVES=--full for 8192-token prompts and
+# 2048 tokens per slot; --quick for the tests' sizes).
 #
 # Fairness: sipp's `auto` (also when it falls back to the CPU) takes llama.cpp's flash attention default
 # (auto), so the peers run at their default too (BENCH_PEER_FA=auto; -fa off is reported beside it
@@ -14,10 +19,13 @@
 # the ratios are the result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-what=${1:-all}
+what=${*:-all}
+# wants SECTION: whether SECTION was asked for (several may be: bench/run.sh decode prefill gateway)
+wants() { [[ " $what " == *" all "* || " $what " == *" $1 "* ]]; }
 THREADS=${BENCH_THREADS:-2}
 PEER_FA=${BENCH_PEER_FA:-auto} # the peers' flash attention where one setting is compared
 ROUNDS=${BENCH_ROUNDS:-3}
+REPS=${BENCH_REPS:-3} # repetitions inside one sipp bench / llama-bench run (their -r)
 cache=${SIPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sipp}
 out=${BENCH_OUT:-build/bench}
 mkdir -p "$out" "$cache/models"
@@ -32,7 +40,7 @@ if [ ! -f "$model" ]; then
 fi
 
 peer_targets="llama-bench llama-batched-bench"
-[ "$what" = all ] || [ "$what" = gateway ] && peer_targets="$peer_targets llama-server"
+wants gateway && peer_targets="$peer_targets llama-server"
 peer=$(SIPP_PEER_TARGETS="$peer_targets" bash deps/build-source.sh peer)
 
 # sipp on the peer's libraries: the same libllama/libggml files under the names sipp links against.
@@ -56,7 +64,7 @@ report="$out/report.md"
 : >"$report"
 say() { echo "$*" | tee -a "$report"; }
 
-say "# bench/run.sh $what, $(date -u +%Y-%m-%dT%H:%MZ), threads $THREADS, $ROUNDS rounds"
+say "# bench/run.sh $what, $(date -u +%Y-%m-%dT%H:%MZ), threads $THREADS, $ROUNDS rounds of -r $REPS, load average $(cut -d" " -f1-3 /proc/loadavg)"
 say "model: 1B-shaped synthetic Q4_0 ($(du -h "$model" | cut -f1)), cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 
 # llama-bench -o json prints a list of tests; avg_ts is the mean tokens/s.
@@ -65,21 +73,23 @@ lb_ts() { jq_num "$1" "[t['avg_ts'] for t in d if t['n_$2'] > 0][0]"; }
 # One llama-bench run: tg (or pp) tokens/s, with -fa FA: auto (llama-bench's default) is what sipp's
 # auto does; off is what an explicit --backend cpu does.
 lb_run() { # lb_run OUTFILE FA P N
-  peer_run "$peer/bin/llama-bench" -m "$model" -t "$THREADS" -p "$3" -n "$4" -r 3 -fa "$2" -o json >"$1" 2>/dev/null
+  peer_run "$peer/bin/llama-bench" -m "$model" -t "$THREADS" -p "$3" -n "$4" -r "$REPS" -fa "$2" -o json >"$1" 2>/dev/null
 }
 
 bench_pair() { # bench_pair P N LABEL: one section of paired rounds
   local P=$1 N=$2 label=$3
   local s_same=() s_pre=() l_off=() l_auto=() sp_same=() sp_pre=() lp_off=() lp_auto=()
   for r in $(seq "$ROUNDS"); do
-    sipp_same bench "$model" -p "$P" -n "$N" -r 3 --threads "$THREADS" -o json >"$out/$label-sipp-same-$r.json"
+    sipp_same bench "$model" -p "$P" -n "$N" -r "$REPS" --concurrency 0 --threads "$THREADS" -o json >"$out/$label-sipp-same-$r.json"
     lb_run "$out/$label-llama-bench-off-$r.json" off "$P" "$N"
-    "$SIPP" bench "$model" -p "$P" -n "$N" -r 3 --threads "$THREADS" -o json >"$out/$label-sipp-prebuilt-$r.json"
+    "$SIPP" bench "$model" -p "$P" -n "$N" -r "$REPS" --concurrency 0 --threads "$THREADS" -o json >"$out/$label-sipp-prebuilt-$r.json"
     lb_run "$out/$label-llama-bench-auto-$r.json" auto "$P" "$N"
-    s_same+=("$(jq_num "$out/$label-sipp-same-$r.json" "d['tg']['mean']")")
-    s_pre+=("$(jq_num "$out/$label-sipp-prebuilt-$r.json" "d['tg']['mean']")")
-    l_off+=("$(lb_ts "$out/$label-llama-bench-off-$r.json" gen)")
-    l_auto+=("$(lb_ts "$out/$label-llama-bench-auto-$r.json" gen)")
+    if [ "$N" -gt 0 ]; then
+      s_same+=("$(jq_num "$out/$label-sipp-same-$r.json" "d['tg']['mean']")")
+      s_pre+=("$(jq_num "$out/$label-sipp-prebuilt-$r.json" "d['tg']['mean']")")
+      l_off+=("$(lb_ts "$out/$label-llama-bench-off-$r.json" gen)")
+      l_auto+=("$(lb_ts "$out/$label-llama-bench-auto-$r.json" gen)")
+    fi
     if [ "$P" -gt 0 ]; then
       sp_same+=("$(jq_num "$out/$label-sipp-same-$r.json" "d['pp']['mean']")")
       sp_pre+=("$(jq_num "$out/$label-sipp-prebuilt-$r.json" "d['pp']['mean']")")
@@ -87,14 +97,16 @@ bench_pair() { # bench_pair P N LABEL: one section of paired rounds
       lp_auto+=("$(lb_ts "$out/$label-llama-bench-auto-$r.json" prompt)")
     fi
   done
-  say ""
-  say "## decode: tg$N tokens/s (sipp bench vs llama-bench), $ROUNDS paired rounds"
-  say "| | tokens/s (mean) | sipp / llama-bench -fa off (median of rounds) | sipp / llama-bench default (-fa auto) |"
-  say "|---|---|---|---|"
-  say "| llama-bench -fa off (source build) | $(mean "${l_off[@]}") | | |"
-  say "| llama-bench -fa auto (source build) | $(mean "${l_auto[@]}") | | |"
-  say "| sipp, same libraries | $(mean "${s_same[@]}") | $(paired "${s_same[@]}" -- "${l_off[@]}") | $(paired "${s_same[@]}" -- "${l_auto[@]}") |"
-  say "| sipp, prebuilt artifact | $(mean "${s_pre[@]}") | $(paired "${s_pre[@]}" -- "${l_off[@]}") | $(paired "${s_pre[@]}" -- "${l_auto[@]}") |"
+  if [ "$N" -gt 0 ]; then
+    say ""
+    say "## decode: tg$N tokens/s (sipp bench vs llama-bench), $ROUNDS paired rounds"
+    say "| | tokens/s (mean) | sipp / llama-bench -fa off (median of rounds) | sipp / llama-bench default (-fa auto) |"
+    say "|---|---|---|---|"
+    say "| llama-bench -fa off (source build) | $(mean "${l_off[@]}") | | |"
+    say "| llama-bench -fa auto (source build) | $(mean "${l_auto[@]}") | | |"
+    say "| sipp, same libraries | $(mean "${s_same[@]}") | $(paired "${s_same[@]}" -- "${l_off[@]}") | $(paired "${s_same[@]}" -- "${l_auto[@]}") |"
+    say "| sipp, prebuilt artifact | $(mean "${s_pre[@]}") | $(paired "${s_pre[@]}" -- "${l_off[@]}") | $(paired "${s_pre[@]}" -- "${l_auto[@]}") |"
+  fi
   if [ "$P" -gt 0 ]; then
     say ""
     say "## prefill: pp$P tokens/s, $ROUNDS paired rounds"
@@ -107,11 +119,12 @@ bench_pair() { # bench_pair P N LABEL: one section of paired rounds
   fi
 }
 
-# decode: issue 2's figure, tg64 after a one-token prompt. prefill: pp512 and tg128, as llama-bench's defaults.
-if [ "$what" = all ] || [ "$what" = decode ]; then bench_pair 0 64 decode; fi
-if [ "$what" = all ] || [ "$what" = prefill ]; then bench_pair 512 128 prefill; fi
+# decode: issue 2's figure, tg64 after a one-token prompt. prefill: pp512, llama-bench's default prompt
+# (BENCH_PREFILL_TG=128 adds llama-bench's default tg128 to the same runs).
+if wants decode; then bench_pair 0 64 decode; fi
+if wants prefill; then bench_pair 512 "${BENCH_PREFILL_TG:-0}" prefill; fi
 
-if [ "$what" = all ] || [ "$what" = batched ]; then
+if wants batched; then
   PL=16 TG=32
   a1=() a4=() b1=() b4=()
   for r in $(seq "$ROUNDS"); do
@@ -151,9 +164,16 @@ PY
 # random-weight model's streams with a 500 ("does not match the expected Content-only format", its
 # chat-output parser choking on random text) and so generates less; these suffixes are ones it
 # completes. load.py counts an error event or a short stream as an error, never as tokens, so a
-# server that fails shows up in the report's error column instead of in its speed.
-C1_SUFFIXES=0,3,7,8,9,10,11            # warm-up + 6 requests
-C4_SUFFIXES=12,14,15,17,20,21,22,24,25 # warm-up + 4 clients x 2 requests
+# server that fails shows up in the report's error column instead of in its speed. Flash attention
+# changes the numerics and so the text: each setting has its own sets (found by sending suffixes
+# 0-47 one by one to llama-server at that setting and keeping those it completed).
+if [ "$PEER_FA" = off ]; then
+  C1_SUFFIXES=0,3,7,8,9,10,11            # warm-up + 6 requests
+  C4_SUFFIXES=12,14,15,17,20,21,22,24,25 # warm-up + 4 clients x 2 requests
+else
+  C1_SUFFIXES=0,2,3,4,12,13,15
+  C4_SUFFIXES=21,22,23,27,28,31,32,33,37
+fi
 # serve_and_load NAME PORT CMD...: starts a server, runs the two load levels, stops it by its pid.
 serve_and_load() {
   local name=$1 port=$2; shift 2
@@ -175,7 +195,7 @@ sipp_serve() { # sipp_serve NAME [ENV...]: sipp serve with the bench target, und
   serve_and_load "$name" "$p" env "$@" "$SIPP" serve --config "$out/$name.toml"
 }
 
-if [ "$what" = all ] || [ "$what" = gateway ]; then
+if wants gateway; then
   names="sipp-same sipp-prebuilt llama-server"
   declare -A c1 c4 t1 t4 errs
   g4=() lb=()
@@ -213,5 +233,13 @@ if [ "$what" = all ] || [ "$what" = gateway ]; then
   say "Kernel ceilings in the same rounds: llama-bench tg64 -fa $PEER_FA $(mean "${lb[@]}") tokens/s (one stream);"
   say "llama-batched-bench S_TG at 4 sequences (16+64) $(mean "${g4[@]}") tokens/s."
   say "1 client against llama-bench tg64: llama-server $(paired ${c1[llama-server]} -- "${lb[@]}"), sipp same libraries $(paired ${c1[sipp-same]} -- "${lb[@]}"), prebuilt $(paired ${c1[sipp-prebuilt]} -- "${lb[@]}")."
+fi
+if wants curves; then
+  # shellcheck disable=SC2086 # BENCH_CURVES is a list of flags
+  python3 bench/curves.py --sipp "$SIPP" --model "$model" --peer-bin "$peer/bin" --sipp-lib "$same" \
+    --threads "$THREADS" --rounds "$ROUNDS" --peer-fa "$PEER_FA" ${BENCH_CURVES:-} --out "$out/curves"
+  python3 bench/plot.py "$out/curves/curves.json" "$out/curves"
+  say ""
+  say "## curves: $out/curves/curves.json (.csv), figures $out/curves/{ttft,decode,memory}.svg"
 fi
 echo "bench: report in $report, raw results in $out" >&2

@@ -4,9 +4,18 @@
  * pp and tg mean what they mean in llama-bench, so the figures compare: pp is the rate of evaluating
  * a prompt of -p random tokens, tg the rate of generating -n tokens one at a time after a one-token
  * prompt. Each repetition uses fresh random tokens so that no prefix is reused from the KV cache.
- * Concurrency levels submit that many requests at once (each its own -p token prompt, exactly -n
- * generated tokens, end-of-generation ignored) and report the aggregate rate: generated tokens over
- * the wall time from the first submission to the last completion.
+ * They run on an engine of one slot.
+ *
+ * Two curves show how cost grows with work (bench/curves.py draws them beside llama.cpp's):
+ * - --prompt-lengths: TTFT against prompt length, each length -r times on that same one-slot engine
+ *   (a prompt of L random tokens, one token generated).
+ * - --concurrency: each level c gets an engine of its own with parallel = c and c x --ctx-per-slot
+ *   tokens of context (default: what one request needs), warmed up, then submits c requests at once
+ *   (each its own -p token prompt, exactly -n generated tokens, end-of-generation ignored). A level
+ *   reports the aggregate rate (generated tokens over the wall time from the first submission to the
+ *   last completion), the per-stream decode rate (the requests' own decode rates, averaged), and the
+ *   memory its engine allocated (KV, compute) beside the process's RSS: memory against
+ *   ctx_size x parallel.
  */
 #include <jansson.h>
 #include <math.h>
@@ -26,15 +35,29 @@
 #define DEFAULT_REPS 5
 #define CTX_MARGIN 16
 #define MAX_ITL 65536
+#define MAX_DEVICES 8
+#define WARMUP_TOKENS 2
 #define MIB (1024.0 * 1024.0)
+
+typedef struct int_list {
+    int v[MAX_LEVELS];
+    int n;
+} int_list;
 
 typedef struct bench_opts {
     const char *model, *backend, *artifact, *rpc, *tensor_split, *flash_attn;
-    int pp, tg, reps, threads, ctx_size;
-    int levels[MAX_LEVELS];
-    int n_levels;
+    int pp, tg, reps, threads, ctx_size, ctx_per_slot;
+    int_list levels, lengths;
     bool json;
 } bench_opts;
+
+/* What every measurement needs: the model, its vocabulary size, the options, the random stream. */
+typedef struct bench_run {
+    const bench_opts *o;
+    sipp_model *model;
+    int n_vocab;
+    uint64_t rng;
+} bench_run;
 
 static double now_ms(void) {
     struct timespec ts;
@@ -62,6 +85,22 @@ static void mean_stddev(const double *v, int n, double *mean, double *sd) {
     for (int i = 0; i < n; i++)
         s2 += (v[i] - *mean) * (v[i] - *mean);
     *sd = n > 1 ? sqrt(s2 / (n - 1)) : 0;
+}
+
+static double mean_of(const double *v, int n) {
+    double m, sd;
+    mean_stddev(v, n, &m, &sd);
+    return m;
+}
+
+/* The process's resident set now, from /proc/self/statm (0 where it cannot be read). */
+static double rss_now_mb(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, resident = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = 0;
+    fclose(f);
+    return (double)resident * (double)sysconf(_SC_PAGESIZE) / MIB;
 }
 
 /* A fresh prompt of n random token ids, as llama-bench does. */
@@ -112,6 +151,136 @@ static bool finished_ok(sipp_request *r) {
     return true;
 }
 
+/* One request of n_prompt fresh random tokens generating n_gen; its stats in *s. */
+static bool run_one(bench_run *b, sipp_engine *e, int n_prompt, int n_gen, itl_log *log,
+                    sipp_request_stats *s) {
+    int32_t *toks = random_tokens(n_prompt, b->n_vocab, &b->rng);
+    sipp_request *req = toks ? submit(e, toks, n_prompt, n_gen, log) : NULL;
+    bool ok = req && finished_ok(req);
+    if (ok && s) sipp_request_get_stats(req, s);
+    sipp_request_free(req);
+    free(toks);
+    return ok;
+}
+
+/* Warm-up, as llama-bench does: the first decode of a shape pays one-time costs (allocation,
+ * shaders, an rpc server's first graph of that size), so the whole prompt once, and a token. */
+static bool warm_up(bench_run *b, sipp_engine *e) {
+    return run_one(b, e, b->o->pp > 0 ? b->o->pp : 1, WARMUP_TOKENS, NULL, NULL);
+}
+
+static sipp_engine *new_engine(bench_run *b, int parallel, int ctx_size) {
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.parallel = parallel;
+    ep.threads = b->o->threads;
+    ep.ctx_size = b->o->ctx_size ? b->o->ctx_size : ctx_size;
+    sipp_engine *e = NULL;
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_engine_new(b->model, &ep, &e, err) != SIPP_OK) {
+        cli_error("%s", err);
+        return NULL;
+    }
+    return e;
+}
+
+/* TTFT against prompt length: each length -r times (at least once), one token generated. */
+static json_t *prompt_curve(bench_run *b, sipp_engine *e, bool *ok) {
+    json_t *curve = json_array();
+    int reps = b->o->reps > 0 ? b->o->reps : 1;
+    double *ttft = calloc((size_t)reps, sizeof(double)), *rate = calloc((size_t)reps, sizeof(double));
+    *ok = ttft && rate;
+    for (int l = 0; *ok && l < b->o->lengths.n; l++) {
+        int len = b->o->lengths.v[l];
+        for (int r = 0; *ok && r < reps; r++) {
+            sipp_request_stats s = {0};
+            *ok = run_one(b, e, len, 1, NULL, &s);
+            ttft[r] = s.ttft_ms;
+            rate[r] = s.prefill_tokens_per_s;
+        }
+        if (*ok)
+            json_array_append_new(curve,
+                                  json_pack("{s:i, s:f, s:f}", "prompt_tokens", len, "prefill_tokens_per_s",
+                                            mean_of(rate, reps), "ttft_ms_p50", percentile(ttft, reps, 0.5)));
+    }
+    free(ttft);
+    free(rate);
+    return curve;
+}
+
+/* One concurrency level on an engine of its own with parallel = c (see the top of the file). */
+static json_t *level(bench_run *b, int c, bool *ok) {
+    const bench_opts *o = b->o;
+    int n_prompt = o->pp > 0 ? o->pp : 1, n_gen = o->tg > 0 ? o->tg : 1;
+    int per_slot = o->ctx_per_slot ? o->ctx_per_slot : n_prompt + n_gen + CTX_MARGIN;
+    sipp_engine *e = new_engine(b, c, per_slot * c);
+    *ok = e && warm_up(b, e);
+    sipp_request **reqs = calloc((size_t)c, sizeof *reqs);
+    int32_t **prompts = calloc((size_t)c, sizeof *prompts);
+    double *ttft = calloc((size_t)c, sizeof(double)), *decode = calloc((size_t)c, sizeof(double));
+    *ok = *ok && reqs && prompts && ttft && decode;
+    for (int i = 0; *ok && i < c; i++)
+        *ok = (prompts[i] = random_tokens(n_prompt, b->n_vocab, &b->rng)) != NULL;
+    double start = now_ms();
+    for (int i = 0; *ok && i < c; i++)
+        *ok = (reqs[i] = submit(e, prompts[i], n_prompt, n_gen, NULL)) != NULL;
+    long generated = 0;
+    for (int i = 0; reqs && i < c; i++) {
+        if (!reqs[i]) continue;
+        *ok = finished_ok(reqs[i]) && *ok;
+        sipp_request_stats s = {0};
+        sipp_request_get_stats(reqs[i], &s);
+        generated += s.generated_tokens;
+        ttft[i] = s.ttft_ms;
+        decode[i] = s.decode_tokens_per_s;
+    }
+    double wall = now_ms() - start;
+    json_t *out = NULL;
+    if (*ok) {
+        sipp_memory engine_mem, model_mem;
+        sipp_engine_memory(e, &engine_mem);
+        sipp_model_memory(b->model, &model_mem);
+        sipp_engine_stats es;
+        sipp_engine_get_stats(e, &es);
+        out = json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f, s:f}", "concurrency", c,
+                        "parallel", es.slots, "ctx_size", o->ctx_size ? o->ctx_size : per_slot * c,
+                        "aggregate_tokens_per_s", wall > 0 ? generated / (wall / 1e3) : 0.0,
+                        "per_stream_tokens_per_s", mean_of(decode, c), "ttft_ms_p50",
+                        percentile(ttft, c, 0.5), "ttft_ms_p99", percentile(ttft, c, 0.99),
+                        "generated_tokens", (json_int_t)generated, "kv_mb", engine_mem.kv_bytes / MIB,
+                        "compute_mb", engine_mem.compute_bytes / MIB, "engine_mb",
+                        (double)(sipp_memory_total(&engine_mem) - sipp_memory_total(&model_mem)) / MIB,
+                        "rss_mb", rss_now_mb());
+    }
+    for (int i = 0; i < c; i++) {
+        if (reqs) sipp_request_free(reqs[i]);
+        if (prompts) free(prompts[i]);
+    }
+    free(reqs);
+    free(prompts);
+    free(ttft);
+    free(decode);
+    sipp_engine_free(e);
+    return out;
+}
+
+/* "1,2,4": each a number within [lo, hi], at most MAX_LEVELS of them. */
+static bool int_list_parse(cli_args *a, const char *flag, long lo, long hi, int_list *out) {
+    if (!a->value) return false;
+    char *copy = strdup(a->value), *save = NULL;
+    out->n = 0;
+    for (char *t = strtok_r(copy, ",", &save); t && !a->bad; t = strtok_r(NULL, ",", &save)) {
+        a->value = t;
+        if (out->n == MAX_LEVELS) {
+            cli_error("bench: %s takes at most %d values", flag, MAX_LEVELS);
+            a->bad = true;
+        } else {
+            cli_int(a, flag, lo, hi, &out->v[out->n++]);
+        }
+    }
+    free(copy);
+    return !a->bad;
+}
+
 static int parse(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);
     o->pp = DEFAULT_PP;
@@ -126,11 +295,13 @@ static int parse(int argc, char **argv, bench_opts *o) {
         else if (cli_flag_value(&a, "-n"))
             cli_int(&a, "-n", 0, 1 << 20, &o->tg);
         else if (cli_flag_value(&a, "-r"))
-            cli_int(&a, "-r", 1, 1000, &o->reps);
+            cli_int(&a, "-r", 0, 1000, &o->reps);
         else if (cli_flag_value(&a, "--threads"))
             cli_int(&a, "--threads", 1, 1024, &o->threads);
         else if (cli_flag_value(&a, "--ctx-size"))
             cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
+        else if (cli_flag_value(&a, "--ctx-per-slot"))
+            cli_int(&a, "--ctx-per-slot", 1, 1 << 24, &o->ctx_per_slot);
         else if (cli_flag_value(&a, "--backend"))
             o->backend = a.value;
         else if (cli_flag_value(&a, "--flash-attn"))
@@ -150,19 +321,10 @@ static int parse(int argc, char **argv, bench_opts *o) {
                 return EXIT_USAGE;
             }
         } else if (cli_flag_value(&a, "--concurrency")) {
-            if (!a.value) break;
-            char *copy = strdup(a.value), *save = NULL;
-            for (char *t = strtok_r(copy, ",", &save); t && !a.bad; t = strtok_r(NULL, ",", &save)) {
-                a.value = t;
-                int c;
-                if (o->n_levels == MAX_LEVELS) {
-                    cli_error("bench: at most %d concurrency levels", MAX_LEVELS);
-                    a.bad = true;
-                } else if (cli_int(&a, "--concurrency", 1, 256, &c)) {
-                    o->levels[o->n_levels++] = c;
-                }
-            }
-            free(copy);
+            if (!int_list_parse(&a, "--concurrency", 0, 256, &o->levels)) break;
+            if (o->levels.n == 1 && o->levels.v[0] == 0) o->levels.n = -1; /* 0: no levels at all */
+        } else if (cli_flag_value(&a, "--prompt-lengths")) {
+            if (!int_list_parse(&a, "--prompt-lengths", 1, 1 << 20, &o->lengths)) break;
         } else if (arg[0] == '-') {
             cli_error("bench: unknown option '%s' (see sipp bench --help)", arg);
             return EXIT_USAGE;
@@ -179,19 +341,66 @@ static int parse(int argc, char **argv, bench_opts *o) {
         cli_error("bench: no MODEL given");
         return EXIT_USAGE;
     }
-    if (o->n_levels == 0) o->levels[o->n_levels++] = 1;
+    for (int i = 0; i < o->levels.n; i++)
+        if (o->levels.v[i] == 0) {
+            cli_error("bench: --concurrency 0 means no levels; it cannot be one of several (give 0 alone, or "
+                      "only levels)");
+            return EXIT_USAGE;
+        }
+    if (o->levels.n < 0)
+        o->levels.n = 0;
+    else if (o->levels.n == 0 && o->reps > 0)
+        o->levels.v[o->levels.n++] = 1;
     return EXIT_OK;
 }
 
 static const char usage[] =
-    "usage: sipp bench MODEL [-p 512] [-n 128] [-r 5] [--concurrency 1,4] [--threads N] [--backend NAME]\n"
+    "usage: sipp bench MODEL [-p 512] [-n 128] [-r 5] [--concurrency 1,4|0] [--ctx-per-slot N]\n"
+    "                  [--prompt-lengths 128,512,2048] [--threads N] [--backend NAME]\n"
     "                  [--flash-attn auto|on|off] [--ctx-size N] [--artifact DIR] [-o md|json]\n"
     "                  [--rpc HOST:PORT[,...] --tensor-split A,B,...] (with --backend rpc)\n\n"
     "Measures cold load time, prefill (pp) and decode (tg) tokens/s with mean and standard deviation\n"
-    "(as llama-bench defines them), TTFT and inter-token latency, and the aggregate generation rate\n"
-    "at each concurrency level (each request: its own -p token prompt, exactly -n generated tokens).\n"
+    "(as llama-bench defines them; -r 0 skips them), TTFT and inter-token latency, and two curves:\n"
+    "TTFT against prompt length (--prompt-lengths, each length -r times) and, per concurrency level c,\n"
+    "an engine of c slots with c x --ctx-per-slot tokens of context running c requests at once (each\n"
+    "its own -p token prompt, exactly -n generated tokens): aggregate and per-stream decode, memory\n"
+    "(default one level of 1; --concurrency 0 runs none).\n"
     "-o json prints one object: load_ms, pp, tg, ttft_ms_p50, itl_ms_p50, itl_ms_p99, peak_rss_mb,\n"
-    "device_memory_mb, levels[] {concurrency, aggregate_tokens_per_s, ttft_ms_p50, ttft_ms_p99}.\n";
+    "device_memory_mb, prompt_curve[] {prompt_tokens, prefill_tokens_per_s, ttft_ms_p50},\n"
+    "levels[] {concurrency, parallel, ctx_size, aggregate_tokens_per_s, per_stream_tokens_per_s,\n"
+    "ttft_ms_p50, ttft_ms_p99, generated_tokens, kv_mb, compute_mb, engine_mb, rss_mb}.\n";
+
+static void print_md(const bench_opts *o, const sipp_model_info *info, const sipp_backend_decision *b,
+                     json_t *out) {
+    const char *desc = info->description;
+    printf("| model | backend | threads | test | t/s |\n|---|---|---|---|---|\n");
+    json_t *pp = json_object_get(out, "pp"), *tg = json_object_get(out, "tg");
+    if (o->reps > 0 && o->pp > 0)
+        printf("| %s | %s | %d | pp%d | %.2f ± %.2f |\n", desc, b->backend, o->threads, o->pp,
+               json_real_value(json_object_get(pp, "mean")), json_real_value(json_object_get(pp, "stddev")));
+    if (o->reps > 0 && o->tg > 1)
+        printf("| %s | %s | %d | tg%d | %.2f ± %.2f |\n", desc, b->backend, o->threads, o->tg,
+               json_real_value(json_object_get(tg, "mean")), json_real_value(json_object_get(tg, "stddev")));
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(out, "prompt_curve"), i, v)
+        printf("| %s | %s | %d | ttft pp%d | %.2f, ttft p50 %.0f ms |\n", desc, b->backend, o->threads,
+               (int)json_integer_value(json_object_get(v, "prompt_tokens")),
+               json_real_value(json_object_get(v, "prefill_tokens_per_s")),
+               json_real_value(json_object_get(v, "ttft_ms_p50")));
+    json_array_foreach(json_object_get(out, "levels"), i, v) printf(
+        "| %s | %s | %d | c%d pp%d+tg%d | %.2f aggregate, %.2f per stream, ttft p50 %.0f ms, kv %.1f MiB |\n",
+        desc, b->backend, o->threads, (int)json_integer_value(json_object_get(v, "concurrency")), o->pp,
+        o->tg, json_real_value(json_object_get(v, "aggregate_tokens_per_s")),
+        json_real_value(json_object_get(v, "per_stream_tokens_per_s")),
+        json_real_value(json_object_get(v, "ttft_ms_p50")), json_real_value(json_object_get(v, "kv_mb")));
+    printf("\nload %.0f ms, itl p50 %.2f ms p99 %.2f ms, peak rss %.0f MiB, device memory %.0f MiB\n",
+           json_real_value(json_object_get(out, "load_ms")),
+           json_real_value(json_object_get(out, "itl_ms_p50")),
+           json_real_value(json_object_get(out, "itl_ms_p99")),
+           json_real_value(json_object_get(out, "peak_rss_mb")),
+           json_real_value(json_object_get(out, "device_memory_mb")));
+}
 
 int cmd_bench(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
@@ -209,11 +418,8 @@ int cmd_bench(int argc, char **argv) {
     if (!cli_runtime_init_for(o.artifact, o.backend)) return EXIT_RUNTIME;
     if (o.threads == 0) o.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
 
-    int max_level = 1;
-    for (int i = 0; i < o.n_levels; i++)
-        max_level = o.levels[i] > max_level ? o.levels[i] : max_level;
-    sipp_device_info before[8];
-    int n_before = sipp_devices_list(before, 8);
+    sipp_device_info before[MAX_DEVICES];
+    int n_before = sipp_devices_list(before, MAX_DEVICES);
 
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = o.backend;
@@ -229,104 +435,51 @@ int cmd_bench(int argc, char **argv) {
     double load_ms = now_ms() - t0;
     sipp_model_info info;
     sipp_model_get_info(m, &info);
+    bench_run b = {.o = &o, .model = m, .n_vocab = info.n_vocab, .rng = 42};
 
-    sipp_engine_params ep = sipp_engine_default_params();
-    ep.parallel = max_level;
-    ep.threads = o.threads;
-    int per_seq = (o.pp > 1 ? o.pp : 1) + o.tg + CTX_MARGIN;
-    ep.ctx_size = o.ctx_size ? o.ctx_size : per_seq * max_level;
-    sipp_engine *e = NULL;
-    if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) {
-        cli_error("%s", err);
+    /* The one-slot engine for pp, tg and the prompt curve: room for the longest of them. */
+    int longest = o.pp > 1 ? o.pp : 1;
+    for (int i = 0; i < o.lengths.n; i++)
+        longest = o.lengths.v[i] > longest ? o.lengths.v[i] : longest;
+    sipp_engine *e = new_engine(&b, 1, longest + o.tg + CTX_MARGIN);
+    if (!e) {
         sipp_model_free(m);
         return EXIT_RUNTIME;
     }
 
     double device_mb = 0;
-    sipp_device_info after[8];
-    int n_after = sipp_devices_list(after, 8);
-    for (int i = 0; i < n_after && i < n_before && i < 8; i++)
+    sipp_device_info after[MAX_DEVICES];
+    int n_after = sipp_devices_list(after, MAX_DEVICES);
+    for (int i = 0; i < n_after && i < n_before && i < MAX_DEVICES; i++)
         if (strcmp(after[i].backend, "cpu") != 0 &&
             strcmp(after[i].backend, sipp_model_backend(m)->backend) == 0)
             device_mb += ((double)before[i].memory_free - (double)after[i].memory_free) / MIB;
 
-    uint64_t rng = 42;
-    bool ok = true;
-    double *pp_rates = calloc((size_t)o.reps, sizeof(double)),
-           *tg_rates = calloc((size_t)o.reps, sizeof(double));
-    double *ttfts = calloc((size_t)o.reps, sizeof(double));
+    double *pp_rates = calloc((size_t)o.reps + 1, sizeof(double)),
+           *tg_rates = calloc((size_t)o.reps + 1, sizeof(double)),
+           *ttfts = calloc((size_t)o.reps + 1, sizeof(double));
     itl_log *itl = calloc(1, sizeof *itl);
-
-    /* Warm-up, as llama-bench does: the first decode of a shape pays one-time costs (allocation,
-     * shaders, an rpc server's first graph of that size), so the whole prompt once, and a token. */
-    int n_warm = o.pp > 0 ? o.pp : 1;
-    int32_t *warm = random_tokens(n_warm, info.n_vocab, &rng);
-    sipp_request *wr = warm ? submit(e, warm, n_warm, 2, NULL) : NULL;
-    ok = wr && finished_ok(wr);
-    sipp_request_free(wr);
-    free(warm);
+    bool ok = pp_rates && tg_rates && ttfts && itl && warm_up(&b, e);
 
     for (int r = 0; ok && o.pp > 0 && r < o.reps; r++) {
-        int32_t *toks = random_tokens(o.pp, info.n_vocab, &rng);
-        sipp_request *req = submit(e, toks, o.pp, 1, NULL);
-        ok = req && finished_ok(req);
-        if (ok) {
-            sipp_request_stats s;
-            sipp_request_get_stats(req, &s);
-            pp_rates[r] = s.prefill_tokens_per_s;
-            ttfts[r] = s.ttft_ms;
-        }
-        sipp_request_free(req);
-        free(toks);
+        sipp_request_stats s = {0};
+        ok = run_one(&b, e, o.pp, 1, NULL, &s);
+        pp_rates[r] = s.prefill_tokens_per_s;
+        ttfts[r] = s.ttft_ms;
     }
     for (int r = 0; ok && o.tg > 1 && r < o.reps; r++) {
-        int32_t *tok = random_tokens(1, info.n_vocab, &rng);
+        sipp_request_stats s = {0};
         itl->last = 0;
-        sipp_request *req = submit(e, tok, 1, o.tg, itl);
-        ok = req && finished_ok(req);
-        if (ok) {
-            sipp_request_stats s;
-            sipp_request_get_stats(req, &s);
-            tg_rates[r] = s.decode_tokens_per_s;
-        }
-        sipp_request_free(req);
-        free(tok);
+        ok = run_one(&b, e, 1, o.tg, itl, &s);
+        tg_rates[r] = s.decode_tokens_per_s;
     }
+    json_t *prompts = ok ? prompt_curve(&b, e, &ok) : json_array();
+    sipp_engine_free(e);
 
     json_t *levels = json_array();
-    for (int l = 0; ok && l < o.n_levels; l++) {
-        int c = o.levels[l];
-        sipp_request **reqs = calloc((size_t)c, sizeof *reqs);
-        int32_t **prompts = calloc((size_t)c, sizeof *prompts);
-        double *lt = calloc((size_t)c, sizeof(double));
-        int n_prompt = o.pp > 0 ? o.pp : 1;
-        for (int i = 0; i < c; i++)
-            prompts[i] = random_tokens(n_prompt, info.n_vocab, &rng);
-        double start = now_ms();
-        for (int i = 0; ok && i < c; i++)
-            ok = (reqs[i] = submit(e, prompts[i], n_prompt, o.tg > 0 ? o.tg : 1, NULL)) != NULL;
-        long generated = 0;
-        for (int i = 0; i < c; i++) {
-            if (!reqs[i]) continue;
-            ok = finished_ok(reqs[i]) && ok;
-            sipp_request_stats s;
-            sipp_request_get_stats(reqs[i], &s);
-            generated += s.generated_tokens;
-            lt[i] = s.ttft_ms;
-        }
-        double wall = now_ms() - start;
-        json_array_append_new(levels,
-                              json_pack("{s:i, s:f, s:f, s:f, s:I}", "concurrency", c,
-                                        "aggregate_tokens_per_s", wall > 0 ? generated / (wall / 1e3) : 0.0,
-                                        "ttft_ms_p50", percentile(lt, c, 0.5), "ttft_ms_p99",
-                                        percentile(lt, c, 0.99), "generated_tokens", (json_int_t)generated));
-        for (int i = 0; i < c; i++) {
-            sipp_request_free(reqs[i]);
-            free(prompts[i]);
-        }
-        free(reqs);
-        free(prompts);
-        free(lt);
+    for (int l = 0; ok && l < o.levels.n; l++) {
+        json_t *lv = level(&b, o.levels.v[l], &ok);
+        if (lv) json_array_append_new(levels, lv);
     }
 
     if (ok) {
@@ -335,47 +488,31 @@ int cmd_bench(int argc, char **argv) {
         mean_stddev(tg_rates, o.tg > 1 ? o.reps : 0, &tg_mean, &tg_sd);
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        const sipp_backend_decision *b = sipp_model_backend(m);
-        json_t *out =
-            json_pack("{s:s, s:s, s:s, s:s, s:i, s:f, s:{s:i, s:f, s:f}, s:{s:i, s:f, s:f}, s:f, s:f, s:f, "
-                      "s:f, s:f, s:O}",
-                      "model", info.description, "backend", b->backend, "backend_reason", b->reason,
-                      "devices", b->devices, "threads", o.threads, "load_ms", load_ms, "pp", "tokens", o.pp,
-                      "mean", pp_mean, "stddev", pp_sd, "tg", "tokens", o.tg, "mean", tg_mean, "stddev",
-                      tg_sd, "ttft_ms_p50", percentile(ttfts, o.pp > 0 ? o.reps : 0, 0.5), "itl_ms_p50",
-                      percentile(itl->gaps, itl->n, 0.5), "itl_ms_p99", percentile(itl->gaps, itl->n, 0.99),
-                      "peak_rss_mb", ru.ru_maxrss / 1024.0, "device_memory_mb", device_mb, "levels", levels);
+        const sipp_backend_decision *bd = sipp_model_backend(m);
+        json_t *out = json_pack(
+            "{s:s, s:s, s:s, s:s, s:i, s:f, s:{s:i, s:f, s:f}, s:{s:i, s:f, s:f}, s:f, s:f, s:f, s:f, s:f, "
+            "s:O, s:O}",
+            "model", info.description, "backend", bd->backend, "backend_reason", bd->reason, "devices",
+            bd->devices, "threads", o.threads, "load_ms", load_ms, "pp", "tokens", o.pp, "mean", pp_mean,
+            "stddev", pp_sd, "tg", "tokens", o.tg, "mean", tg_mean, "stddev", tg_sd, "ttft_ms_p50",
+            percentile(ttfts, o.pp > 0 ? o.reps : 0, 0.5), "itl_ms_p50", percentile(itl->gaps, itl->n, 0.5),
+            "itl_ms_p99", percentile(itl->gaps, itl->n, 0.99), "peak_rss_mb", ru.ru_maxrss / 1024.0,
+            "device_memory_mb", device_mb, "prompt_curve", prompts, "levels", levels);
         if (o.json) {
             char *s = json_dumps(out, JSON_COMPACT);
             puts(s);
             free(s);
         } else {
-            printf("| model | backend | threads | test | t/s |\n|---|---|---|---|---|\n");
-            if (o.pp > 0)
-                printf("| %s | %s | %d | pp%d | %.2f ± %.2f |\n", info.description, b->backend, o.threads,
-                       o.pp, pp_mean, pp_sd);
-            if (o.tg > 1)
-                printf("| %s | %s | %d | tg%d | %.2f ± %.2f |\n", info.description, b->backend, o.threads,
-                       o.tg, tg_mean, tg_sd);
-            size_t i;
-            json_t *lv;
-            json_array_foreach(levels, i, lv) printf(
-                "| %s | %s | %d | c%d pp%d+tg%d | %.2f aggregate, ttft p50 %.0f ms |\n", info.description,
-                b->backend, o.threads, (int)json_integer_value(json_object_get(lv, "concurrency")), o.pp,
-                o.tg, json_real_value(json_object_get(lv, "aggregate_tokens_per_s")),
-                json_real_value(json_object_get(lv, "ttft_ms_p50")));
-            printf("\nload %.0f ms, itl p50 %.2f ms p99 %.2f ms, peak rss %.0f MiB, device memory %.0f MiB\n",
-                   load_ms, json_real_value(json_object_get(out, "itl_ms_p50")),
-                   json_real_value(json_object_get(out, "itl_ms_p99")), ru.ru_maxrss / 1024.0, device_mb);
+            print_md(&o, &info, bd, out);
         }
         json_decref(out);
     }
+    json_decref(prompts);
     json_decref(levels);
     free(pp_rates);
     free(tg_rates);
     free(ttfts);
     free(itl);
-    sipp_engine_free(e);
     sipp_model_free(m);
     return ok ? EXIT_OK : EXIT_RUNTIME;
 }

@@ -58,6 +58,7 @@ struct sipp_request {
     pthread_cond_t cv;
     sipp_buf text;
     size_t read_pos;
+    int text_waiters; /* readers waiting for text (sipp_request_read): a piece wakes only them */
     bool finished;
     sipp_finish_reason finish;
     sipp_status status;

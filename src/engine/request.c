@@ -64,7 +64,10 @@ bool sipp_request_publish(sipp_request *r, const char *text, size_t len) {
     if (len == 0) return true;
     pthread_mutex_lock(&r->mu);
     sipp_buf_append(&r->text, text, len);
-    pthread_cond_broadcast(&r->cv);
+    /* Only a reader needs a piece. Waking a caller who waits for the end (sipp_request_wait) on every
+     * token would put a third runnable thread beside the two spinning compute threads of a 2-core
+     * machine, once per token, for nothing. */
+    if (r->text_waiters > 0) pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     return r->on_piece ? r->on_piece(text, len, r->user) : true;
 }
@@ -126,8 +129,11 @@ static bool wait_locked(sipp_request *r, bool (*cond)(const sipp_request *), int
     struct timespec ts;
     if (timeout_ms >= 0) deadline_after(&ts, timeout_ms);
     int rc = 0;
+    bool for_text = cond == has_text_or_finished;
+    r->text_waiters += for_text;
     while (!cond(r) && rc != ETIMEDOUT)
         rc = timeout_ms < 0 ? pthread_cond_wait(&r->cv, &r->mu) : pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+    r->text_waiters -= for_text;
     return cond(r);
 }
 

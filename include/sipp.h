@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 4
+#define SIPP_ABI_VERSION 5
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -683,6 +683,17 @@ typedef struct sipp_engine_params {
     const char *speculative;
     int draft_max; /* tokens proposed per step; 0 = SIPP_DRAFT_MAX_DEFAULT, at most SIPP_DRAFT_MAX */
     int draft_min; /* a proposal shorter than this is not verified; 0 = 1 */
+    /* Speculation by a draft model (speculative "draft", or NULL/"none" with draft_model set): a
+     * smaller model of the same vocabulary (checked when the engine starts: token count, special
+     * tokens and a sample of token texts) loaded beside the target on the same backend, with a
+     * context of its own holding one sequence per slot. Each step it proposes up to draft_max tokens
+     * for every speculating slot, and the proposals of all slots are verified in the one target
+     * batch. The same greedy-only rule as "ngram". */
+    const char *draft_model;
+    /* The draft stops proposing at a token whose probability under the draft is below this, in
+     * [0, 1); 0 (the default) proposes draft_max tokens whatever the draft's confidence
+     * (llama-server's --draft-p-min default is 0.75). */
+    float draft_p_min;
 } sipp_engine_params;
 
 #define SIPP_DRAFT_MAX_DEFAULT 8

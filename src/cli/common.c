@@ -86,8 +86,8 @@ bool cli_flash_attn(cli_args *a, const char **out) {
 
 bool cli_speculative(cli_args *a, const char **out) {
     if (!a->value) return false;
-    if (strcmp(a->value, "none") != 0 && strcmp(a->value, "ngram") != 0) {
-        cli_error("--spec '%s' is not one of none, ngram (a draft model is not supported yet)", a->value);
+    if (strcmp(a->value, "none") != 0 && strcmp(a->value, "ngram") != 0 && strcmp(a->value, "draft") != 0) {
+        cli_error("--spec '%s' is not one of none, ngram, draft", a->value);
         a->bad = true;
         return false;
     }

@@ -53,7 +53,8 @@ static const char usage[] =
     "  --threads N              MODEL's CPU threads (default: all cores)\n"
     "  --gpu-layers N           MODEL's layers on the GPU backend (default: all)\n"
     "  --flash-attn MODE        MODEL's flash attention: auto (default; off with --backend cpu), on, off\n"
-    "  --spec none|ngram        MODEL's speculative decoding (prompt lookup, greedy requests only)\n"
+    "  --spec none|ngram|draft  MODEL's speculative decoding (greedy requests only)\n"
+    "  --draft DRAFT            MODEL's draft model (speculative \"draft\"; a path or a store name)\n"
     "  --allow-unauthenticated  allow a non-loopback --host without [[tokens]]\n"
     "  --artifact DIR           use the llama.cpp libraries in DIR (also SIPP_ARTIFACT)\n"
     "\n"
@@ -71,6 +72,7 @@ typedef struct serve_opts {
     int memory_budget_mb, max_loaded_models;
     const char *flash_attn;
     const char *speculative;
+    const char *draft;
     int port; /* -1 = not given */
     int parallel, ctx_size, threads, gpu_layers;
     bool parallel_set, ctx_set, threads_set, gpu_set;
@@ -108,6 +110,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
             cli_flash_attn(&a, &o->flash_attn);
         else if (cli_flag_value(&a, "--spec"))
             cli_speculative(&a, &o->speculative);
+        else if (cli_flag_value(&a, "--draft"))
+            o->draft = a.value;
         else if (cli_flag_value(&a, "--port"))
             cli_int(&a, "--port", 0, SERVE_MAX_PORT, &o->port);
         else if (cli_flag_value(&a, "--parallel"))
@@ -147,9 +151,9 @@ static int parse(int argc, char **argv, serve_opts *o) {
         cli_error("serve: --check needs --config FILE");
         return EXIT_USAGE;
     }
-    if (o->config && (o->backend || o->flash_attn || o->speculative || o->parallel_set || o->ctx_set ||
-                      o->threads_set || o->gpu_set)) {
-        cli_error("serve: --backend, --flash-attn, --spec, --parallel, --ctx-size, --threads and "
+    if (o->config && (o->backend || o->flash_attn || o->speculative || o->draft || o->parallel_set ||
+                      o->ctx_set || o->threads_set || o->gpu_set)) {
+        cli_error("serve: --backend, --flash-attn, --spec, --draft, --parallel, --ctx-size, --threads and "
                   "--gpu-layers apply to MODEL; with --config set "
                   "them per target in the file");
         return EXIT_USAGE;
@@ -200,6 +204,10 @@ int cmd_serve(int argc, char **argv) {
         if (o.speculative) {
             free(t->speculative);
             t->speculative = strdup(o.speculative);
+        }
+        if (o.draft) {
+            free(t->draft_model);
+            t->draft_model = strdup(o.draft);
         }
         if (o.parallel_set) t->parallel = o.parallel;
         if (o.ctx_set) t->ctx_size = o.ctx_size;

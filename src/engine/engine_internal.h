@@ -107,6 +107,11 @@ typedef struct slot {
     sipp_sampler *smpl;
     llama_token draft[SIPP_DRAFT_MAX]; /* speculation's proposal riding behind next_token this step */
     int n_draft;
+    int draft_room;      /* the most tokens this step may propose (0: the slot does not speculate) */
+    llama_token *dcache; /* the tokens whose KV this slot's draft sequence holds, in order (draft.c) */
+    int n_dcache;
+    int cap_dcache;
+    int d_logits; /* index of this slot's output in the current draft batch, or -1 */
     char *key; /* the context_key pinned here, kept after the request ends */
     double last_used;
 } slot;
@@ -137,6 +142,13 @@ struct sipp_engine {
 
     sipp_embedder *embedder;
     bool spec_ngram; /* params.speculative is "ngram" */
+
+    /* Speculation by a draft model (draft.c): the draft, its context (one sequence per slot, the
+     * slot's id) and its batch. NULL without params.draft_model. */
+    sipp_model *draft;
+    struct llama_context *dctx;
+    llama_memory_t dmem;
+    llama_batch dbatch;
 
     /* A persistent CPU thread pool, as llama-bench and llama-server attach: without one, ggml starts
      * and joins its worker threads for every graph, that is for every generated token. */
@@ -171,6 +183,20 @@ llama_token sipp_sample_argmax(const sipp_model *model, const float *logits, boo
 /* Prompt lookup (speculative.c): up to max tokens that followed the latest earlier occurrence of
  * the last few tokens of hist[0..n); returns how many were written to out. */
 int sipp_spec_ngram(const llama_token *hist, int n, int max, llama_token *out);
+
+/* The length of the common prefix of a[0..na) and b[0..nb). */
+int sipp_common_prefix(const llama_token *a, int na, const llama_token *b, int nb);
+/* Appends one token of sequence seq at pos to batch b, with or without its logits. */
+void sipp_batch_add(llama_batch *b, llama_token t, llama_pos pos, llama_seq_id seq, bool logits);
+
+/* The draft model (draft.c). sipp_draft_open loads params.draft_model on the target's backend,
+ * checks that it shares the target's vocabulary and makes its context; sipp_draft_close frees them. */
+sipp_status sipp_draft_open(sipp_engine *e, char *errbuf);
+void sipp_draft_close(sipp_engine *e);
+/* Writes the draft model's proposal into s->draft / s->n_draft for every generating slot whose
+ * draft_room > 0 (at most draft_room tokens each), in batched draft decodes shared by the slots. The
+ * history of a slot is s->cache[0..n_cache] (next_token at n_cache). */
+void sipp_draft_propose(sipp_engine *e);
 
 /* Allocates a request and takes copies of what it needs from params (prompt tokens are set by the
  * engine). */

@@ -38,7 +38,7 @@
 
 /* ---- slots ------------------------------------------------------------------------------------- */
 
-static int common_prefix(const llama_token *a, int na, const llama_token *b, int nb) {
+int sipp_common_prefix(const llama_token *a, int na, const llama_token *b, int nb) {
     int n = 0;
     while (n < na && n < nb && a[n] == b[n])
         n++;
@@ -72,7 +72,7 @@ static int pick_slot(sipp_engine *e, const sipp_request *r) {
     for (int i = 0; i < e->params.parallel; i++) {
         slot *s = &e->slots[i];
         if (s->req) continue;
-        int lcp = common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
+        int lcp = sipp_common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
         bool pinned = s->key != NULL;
         bool better = best < 0 || (best_pinned && !pinned) ||
                       (pinned == best_pinned &&
@@ -116,7 +116,7 @@ void sipp_slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp_s
  * the whole prompt: the last prompt token is evaluated again, its logits give the first new token. */
 static int usable_prefix(sipp_engine *e, const slot *s, const sipp_request *r) {
     if (s->n_cache == 0 || llama_memory_seq_pos_min(e->mem, s->id) != 0) return 0;
-    int n = common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
+    int n = sipp_common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
     return n < r->n_prompt ? n : r->n_prompt - 1;
 }
 
@@ -215,7 +215,7 @@ void sipp_sched_assign(sipp_engine *e, sipp_request **dropped, sipp_request **st
 
 /* ---- one step ---------------------------------------------------------------------------------- */
 
-static void batch_add(llama_batch *b, llama_token t, llama_pos pos, llama_seq_id seq, bool logits) {
+void sipp_batch_add(llama_batch *b, llama_token t, llama_pos pos, llama_seq_id seq, bool logits) {
     int i = b->n_tokens++;
     b->token[i] = t;
     b->pos[i] = pos;
@@ -268,14 +268,14 @@ static void on_token(sipp_engine *e, slot *s, llama_token t) {
     }
 }
 
-/* A proposal for a generating slot, written to s->draft: none unless the engine speculates and the
- * request is greedy in place (argmax and nothing else: a grammar, a reasoning budget or logprobs keep
- * it off), and never past the request's max_tokens, the context, or the slot's share of
- * the batch. The history is the slot's tokens with next_token after them. */
-static int propose_drafts(sipp_engine *e, slot *s) {
+/* How many tokens a generating slot may have proposed this step: none unless the engine speculates
+ * and the request is greedy in place (argmax and nothing else: a grammar, a reasoning budget or
+ * logprobs keep it off), and never past the request's max_tokens, the context, or the slot's share
+ * of the batch. Puts next_token at s->cache[n_cache], so that the history a proposal continues is
+ * s->cache[0..n_cache]. */
+static int draft_room(sipp_engine *e, slot *s) {
     sipp_request *r = s->req;
-    if (!e->spec_ngram || !s->smpl->greedy_in_place)
-        return 0; /* plain argmax: no grammar, budget, logprobs */
+    if ((!e->spec_ngram && !e->draft) || !s->smpl->greedy_in_place) return 0;
     int max = e->params.draft_max;
     int share = e->n_batch / e->params.parallel - 1;
     if (max > share) max = share;
@@ -284,8 +284,19 @@ static int propose_drafts(sipp_engine *e, slot *s) {
     if (max > e->n_ctx - s->n_cache - 2) max = e->n_ctx - s->n_cache - 2;
     if (max < e->params.draft_min || !cache_reserve(s, s->n_cache + 1)) return 0;
     s->cache[s->n_cache] = s->next_token; /* in the KV after this step either way */
-    int n = sipp_spec_ngram(s->cache, s->n_cache + 1, max, s->draft);
-    return n >= e->params.draft_min ? n : 0;
+    return max;
+}
+
+/* The proposals of this step, in every slot's s->draft: prompt lookup per slot, or the draft model
+ * for all slots at once. One shorter than draft_min is dropped. */
+static void propose_drafts(sipp_engine *e) {
+    if (e->draft) sipp_draft_propose(e);
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        if (!s->req || s->draft_room <= 0) continue;
+        if (e->spec_ngram) s->n_draft = sipp_spec_ngram(s->cache, s->n_cache + 1, s->draft_room, s->draft);
+        if (s->n_draft < e->params.draft_min) s->n_draft = 0;
+    }
 }
 
 /* After a decode that carried s's proposal behind next_token (already counted in s->cache): keeps the
@@ -367,19 +378,24 @@ void sipp_sched_step(sipp_engine *e) {
         s->i_logits = -1;
         s->n_fed = 0;
         s->n_draft = 0;
+        s->draft_room = 0;
         if (!s->req) continue;
         if (request_expired(s->req, now)) {
             sipp_sched_cancel(e, s, s->req);
             continue;
         }
         busy++;
-        if (s->generating) {
+        if (s->generating) s->draft_room = draft_room(e, s);
+    }
+    propose_drafts(e);
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        if (s->req && s->generating) {
             s->i_logits = b->n_tokens;
-            s->n_draft = propose_drafts(e, s);
             s->n_fed = 1 + s->n_draft;
-            batch_add(b, s->next_token, s->n_cache, s->id, true);
+            sipp_batch_add(b, s->next_token, s->n_cache, s->id, true);
             for (int k = 0; k < s->n_draft; k++)
-                batch_add(b, s->draft[k], s->n_cache + 1 + k, s->id, true);
+                sipp_batch_add(b, s->draft[k], s->n_cache + 1 + k, s->id, true);
         }
     }
     int budget = e->n_batch - b->n_tokens;
@@ -395,7 +411,7 @@ void sipp_sched_step(sipp_engine *e) {
             int idx = s->n_prompt_done + k;
             bool last = idx == r->n_prompt - 1;
             if (last) s->i_logits = b->n_tokens;
-            batch_add(b, r->prompt[idx], idx, s->id, last);
+            sipp_batch_add(b, r->prompt[idx], idx, s->id, last);
         }
         s->n_fed = take;
         budget -= take;

@@ -833,6 +833,10 @@ typedef struct sipp_request_stats {
     double total_ms;
     int draft_tokens;    /* tokens speculation proposed (sipp_engine_params.speculative) */
     int accepted_tokens; /* of those, the ones the model confirmed: acceptance = accepted / draft */
+    /* Whether this request speculated: "none" (the engine does not), "ngram" or "draft" (it did),
+     * "off (sampled request)" (temperature > 0 or a repeat penalty: speculation keeps to greedy
+     * requests, so a sampled result is never changed), "off (grammar, thinking budget or logprobs)". */
+    char speculation[48];
 } sipp_request_stats;
 
 /* Queues a request. SIPP_ERR_BUSY at once when the queue is full; SIPP_ERR_INVALID_ARGUMENT for

@@ -84,6 +84,8 @@ export interface Stats {
   /** Speculative decoding: tokens proposed, and of those the ones the model confirmed. */
   draftTokens?: number;
   acceptedTokens?: number;
+  /** 'none', 'ngram', 'draft', 'off (sampled request)', 'off (grammar, thinking budget or logprobs)'. */
+  speculation?: string;
   [key: string]: unknown;
 }
 

@@ -98,6 +98,7 @@ bool cli_speculative(cli_args *a, const char **out) {
 void cli_stats_speculation(json_t *stats, const sipp_request_stats *s) {
     json_object_set_new(stats, "draft_tokens", json_integer(s->draft_tokens));
     json_object_set_new(stats, "accepted_tokens", json_integer(s->accepted_tokens));
+    json_object_set_new(stats, "speculation", json_string(*s->speculation ? s->speculation : "none"));
     json_object_set_new(stats, "acceptance_rate",
                         s->draft_tokens ? json_real((double)s->accepted_tokens / s->draft_tokens)
                                         : json_null());

@@ -160,7 +160,13 @@ sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r) {
     s->generating = false;
     char err[SIPP_ERROR_SIZE] = "";
     s->smpl = sipp_sampler_new(e->model, r, err);
-    return s->smpl ? SIPP_OK : *err ? SIPP_ERR_INVALID_ARGUMENT : SIPP_ERR_NO_MEMORY;
+    if (!s->smpl) return *err ? SIPP_ERR_INVALID_ARGUMENT : SIPP_ERR_NO_MEMORY;
+    const char *spec = e->draft ? "draft" : e->spec_ngram ? "ngram" : "none";
+    if (strcmp(spec, "none") != 0 && !s->smpl->greedy_in_place)
+        spec = !sipp_sampling_is_greedy(&r->sampling) ? "off (sampled request)"
+                                                      : "off (grammar, thinking budget or logprobs)";
+    snprintf(r->stats.speculation, sizeof r->stats.speculation, "%s", spec);
+    return SIPP_OK;
 }
 
 static bool request_expired(sipp_request *r, double now) {

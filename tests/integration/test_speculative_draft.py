@@ -114,7 +114,12 @@ class DraftCliTest(unittest.TestCase):
         spec, s, err = generate(target(0), "Hello", *flags, "--draft", draft(), max_tokens=40)
         self.assertEqual(spec, plain)
         self.assertEqual(s["draft_tokens"], 0)
+        self.assertEqual(s["speculation"], "off (sampled request)")
         self.assertIn("greedy requests only", err)
+        _, s, _ = generate(target(0), "Hello", "--temperature", "0", "--draft", draft(), max_tokens=4)
+        self.assertEqual(s["speculation"], "draft")
+        _, s, _ = generate(target(0), "Hello", "--temperature", "0", max_tokens=4)
+        self.assertEqual(s["speculation"], "none")
 
     def test_another_vocabulary_is_refused_naming_both_files(self):
         other = synth("draft-qwen2", "--layers", DRAFT_LAYERS,
@@ -171,6 +176,12 @@ class DraftGatewayTest(unittest.TestCase):
             metrics = gw.parse_metrics(text.decode() if isinstance(text, bytes) else text)
             self.assertEqual(gw.metric(metrics, "sipp_speculative_draft_tokens_total", target="spec"), drafted)
             self.assertEqual(gw.metric(metrics, "sipp_speculative_accepted_tokens_total", target="spec"), accepted)
+            self.assertEqual({u["speculation"] for _, u in spec}, {"draft"})
+            body = {"model": "spec", "prompt": "Hello", "max_tokens": 8, "temperature": 0.7, "seed": 3}
+            status, _, out = g.json("POST", "/v1/completions", body)
+            self.assertEqual(status, 200, out)
+            self.assertEqual(out["usage"]["sipp"]["speculation"], "off (sampled request)")
+            self.assertEqual(out["usage"]["sipp"]["draft_tokens"], 0)
         finally:
             self.assertEqual(g.stop(), 0)
 

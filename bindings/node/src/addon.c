@@ -735,6 +735,7 @@ static napi_value stats_object(napi_env env, const sipp_request_stats *s) {
     set_num(env, o, "totalMs", s->total_ms);
     set_num(env, o, "draftTokens", s->draft_tokens);
     set_num(env, o, "acceptedTokens", s->accepted_tokens);
+    set_str(env, o, "speculation", *s->speculation ? s->speculation : "none");
     return o;
 }
 

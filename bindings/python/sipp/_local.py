@@ -349,6 +349,7 @@ class _LocalRequest:
         st = N.RequestStats()
         lib.request_get_stats(h, ctypes.byref(st))
         stats = {name: getattr(st, name) for name, _ in N.RequestStats._fields_}
+        stats["speculation"] = st.speculation.decode() or "none"
         stats["backend"] = self._endpoint.backend["backend"]
         usage = {"prompt_tokens": st.prompt_tokens, "completion_tokens": st.generated_tokens,
                  "total_tokens": st.prompt_tokens + st.generated_tokens, "cached_tokens": st.cached_tokens}

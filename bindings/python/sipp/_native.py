@@ -244,7 +244,7 @@ class RequestStats(ctypes.Structure):
     _fields_ = [("prompt_tokens", c_int), ("cached_tokens", c_int), ("generated_tokens", c_int),
                 ("queue_ms", c_double), ("ttft_ms", c_double), ("prefill_ms", c_double), ("decode_ms", c_double),
                 ("prefill_tokens_per_s", c_double), ("decode_tokens_per_s", c_double), ("total_ms", c_double),
-                ("draft_tokens", c_int), ("accepted_tokens", c_int)]
+                ("draft_tokens", c_int), ("accepted_tokens", c_int), ("speculation", ctypes.c_char * 48)]
 
 
 class EngineStats(ctypes.Structure):

@@ -352,6 +352,7 @@ typedef struct sipp_catalog_entry {
     size_t n_backends;
     int ctx_size;       /* suggested context size; 0 when not given */
     char *license;      /* "" when not given */
+    char *draft;        /* the catalog name of a draft model for speculative decoding; "" when none */
     const char *origin; /* the file it came from (borrowed from the catalog) */
 } sipp_catalog_entry;
 
@@ -371,6 +372,24 @@ SIPP_API sipp_status sipp_catalog_load(sipp_catalog **out, char *errbuf);
 /* The entry of that name, or NULL (also for a NULL catalog). */
 SIPP_API const sipp_catalog_entry *sipp_catalog_find(const sipp_catalog *cat, const char *name);
 SIPP_API void sipp_catalog_free(sipp_catalog *cat);
+
+/* A draft model published beside a model, for speculative decoding (the ecosystem ships drafts and
+ * MTP heads next to models): a .gguf file in the model's directory named like it with a "draft" or
+ * "mtp" marker ("m-draft.gguf", "m.mtp.gguf", "m-draft-q4_0.gguf" beside "m-q4_0.gguf": the name
+ * with its marker part removed is the model's name), else the model's catalog entry's "draft" when
+ * the model is in the store by that catalog name and the draft has been pulled. Never used unless
+ * asked for (sipp's --draft auto); sipp only suggests it. */
+typedef struct sipp_draft_sidecar {
+    char path[SIPP_PATH_MAX];          /* the draft's file; "" when there is none to load */
+    char catalog[SIPP_NAME_MAX + 1];   /* the catalog's draft name when the catalog named it, else "" */
+    bool pulled;                       /* a catalog draft: whether it is in the store (path set) */
+} sipp_draft_sidecar;
+
+/* Finds the draft beside model_path (a file; store_name, optional, its store name for the catalog
+ * lookup). SIPP_OK with out->path set when one is found, or with only out->catalog set when the
+ * catalog names one that is not pulled; SIPP_ERR_NOT_FOUND when there is none. [any thread] */
+SIPP_API sipp_status sipp_store_find_draft(const char *model_path, const char *store_name,
+                                           sipp_draft_sidecar *out, char *errbuf);
 
 /* A GGUF header, read without loading any weights (`sipp models info`). */
 

@@ -97,7 +97,8 @@ static const char usage[] =
     "  --flash-attn MODE      auto (default: llama.cpp's choice; off with --backend cpu), on, off\n"
     "  --spec none|ngram|draft  speculative decoding (greedy requests only; default none, draft with --draft):\n"
     "                         ngram: prompt lookup; draft: a smaller model of the same vocabulary proposes\n"
-    "  --draft MODEL          the draft model (a path or a store name)\n"
+    "  --draft MODEL|auto     the draft model (a path or a store name); auto: the draft published beside\n"
+    "                         MODEL (named like it with a draft or mtp part), for development\n"
     "  --draft-max N          tokens proposed per step (default 8, at most 32)\n"
     "  --draft-min N          shorter proposals are not verified (default 1)\n"
     "  --draft-p-min P        the draft stops at a token it gives less than P, in [0, 1) (default 0)\n"
@@ -570,6 +571,11 @@ int cmd_run(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
 
     if (!cli_runtime_init_for(o.artifact, o.backend)) {
+        free(stdin_prompt);
+        return EXIT_RUNTIME;
+    }
+    char draft_buf[PATH_MAX];
+    if (!cli_draft_model(o.model, o.draft, &o.draft, draft_buf, sizeof draft_buf)) {
         free(stdin_prompt);
         return EXIT_RUNTIME;
     }

@@ -11,6 +11,7 @@
  * Flags given with --config override the file's [server] listen address. The configuration is
  * validated before anything is loaded; every problem is printed as "FILE:LINE: problem".
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,8 @@ static const char usage[] =
     "  --gpu-layers N           MODEL's layers on the GPU backend (default: all)\n"
     "  --flash-attn MODE        MODEL's flash attention: auto (default; off with --backend cpu), on, off\n"
     "  --spec none|ngram|draft  MODEL's speculative decoding (greedy requests only)\n"
-    "  --draft DRAFT            MODEL's draft model (speculative \"draft\"; a path or a store name)\n"
+    "  --draft DRAFT|auto       MODEL's draft model (speculative \"draft\"; a path or a store name; auto:\n"
+    "                           the draft published beside MODEL, for development)\n"
     "  --allow-unauthenticated  allow a non-loopback --host without [[tokens]]\n"
     "  --artifact DIR           use the llama.cpp libraries in DIR (also SIPP_ARTIFACT)\n"
     "\n"
@@ -205,9 +207,16 @@ int cmd_serve(int argc, char **argv) {
             free(t->speculative);
             t->speculative = strdup(o.speculative);
         }
-        if (o.draft) {
+        char draft_buf[PATH_MAX];
+        const char *draft = NULL;
+        if (!cli_draft_model(o.model, o.draft, &draft, draft_buf, sizeof draft_buf)) {
+            gw_config_free(&cfg);
+            sipp_buf_free(&errs);
+            return EXIT_RUNTIME;
+        }
+        if (draft) {
             free(t->draft_model);
-            t->draft_model = strdup(o.draft);
+            t->draft_model = strdup(draft);
         }
         if (o.parallel_set) t->parallel = o.parallel;
         if (o.ctx_set) t->ctx_size = o.ctx_size;

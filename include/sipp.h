@@ -710,8 +710,8 @@ typedef struct sipp_engine_params {
      * batch. The same greedy-only rule as "ngram". */
     const char *draft_model;
     /* The draft stops proposing at a token whose probability under the draft is below this, in
-     * [0, 1); 0 (the default) proposes draft_max tokens whatever the draft's confidence
-     * (llama-server's --draft-p-min default is 0.75). */
+     * [0, 1); 0 (the default, as llama-server's --spec-draft-p-min) proposes draft_max tokens
+     * whatever the draft's confidence. */
     float draft_p_min;
 } sipp_engine_params;
 

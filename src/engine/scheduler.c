@@ -19,7 +19,9 @@
  * the live request holding the most cells give way, and the others go on.
  *
  * Speculation (engine params.speculative). A generating slot of a greedy request may put a proposal
- * (speculative.c) behind its next token, in its own rows of the same batch, each row with logits.
+ * (prompt lookup, speculative.c, or the draft model, draft.c, which proposes for all slots at once
+ * before the batch is built) behind its next token, in its own rows of the same batch, each row with
+ * logits.
  * After the decode the proposal's longest prefix that the model's own argmax confirms is kept, the
  * rest of its cells are removed from the KV, and the confirmed tokens plus the model's token after
  * them are emitted one by one through the same path as any token (stop strings, limits). Each token

@@ -692,13 +692,17 @@ typedef struct sipp_engine_params {
     int max_queued; /* requests waiting for a slot before submit says busy; default 64 */
     sipp_policy policy;
     bool embeddings; /* also create the embedding context (sipp_engine_embed) */
-    /* Speculative decoding: "none" (NULL, the default) or "ngram" (prompt lookup: the tokens that
+    /* Speculative decoding: "none" (NULL, the default), "ngram" (prompt lookup: the tokens that
      * followed the latest earlier occurrence of the last few tokens, in the prompt or the output so
-     * far; no draft model). The proposals ride in the slot's rows of the same batch as the other
-     * slots and the model verifies them there, so the output is the same token for token wherever a
-     * batch evaluates exactly as single tokens do (sipp verify's cached decoding row). Only greedy
-     * requests (temperature 0, no repeat penalty) speculate; the others decode one token a step as
-     * before. Refused for a model whose memory cannot drop a sequence's tail (recurrent, hybrid). */
+     * far; no draft model) or "draft" (draft_model below). The proposals ride in the slot's rows of
+     * the same batch as the other slots and the model verifies them there, so greedy output is the
+     * same token for token wherever a batch evaluates exactly as single tokens do (sipp verify's
+     * cached decoding row). Refused for a model whose memory cannot drop a sequence's tail
+     * (recurrent, hybrid). Sampled requests (temperature > 0) speculate too, by speculative sampling: a proposal is accepted
+     * with probability min(1, p(x) / q(x)) and a rejected one replaced by a draw from max(0, p - q),
+     * so the output keeps the target's distribution (not the same draws as without speculation for a
+     * seed). A repeat penalty, a grammar, a thinking budget or logprobs keep a request from
+     * speculating. */
     const char *speculative;
     int draft_max; /* tokens proposed per step; 0 = SIPP_DRAFT_MAX_DEFAULT, at most SIPP_DRAFT_MAX */
     int draft_min; /* a proposal shorter than this is not verified; 0 = 1 */
@@ -707,7 +711,7 @@ typedef struct sipp_engine_params {
      * tokens and a sample of token texts) loaded beside the target on the same backend, with a
      * context of its own holding one sequence per slot. Each step it proposes up to draft_max tokens
      * for every speculating slot, and the proposals of all slots are verified in the one target
-     * batch. The same greedy-only rule as "ngram". */
+     * batch. The same rules as "ngram". */
     const char *draft_model;
     /* The draft stops proposing at a token whose probability under the draft is below this, in
      * [0, 1); 0 (the default, as llama-server's --spec-draft-p-min) proposes draft_max tokens
@@ -853,8 +857,8 @@ typedef struct sipp_request_stats {
     int draft_tokens;    /* tokens speculation proposed (sipp_engine_params.speculative) */
     int accepted_tokens; /* of those, the ones the model confirmed: acceptance = accepted / draft */
     /* Whether this request speculated: "none" (the engine does not), "ngram" or "draft" (it did),
-     * "off (sampled request)" (temperature > 0 or a repeat penalty: speculation keeps to greedy
-     * requests, so a sampled result is never changed), "off (grammar, thinking budget or logprobs)". */
+     * "off (repeat penalty)" (the distribution would depend on the proposals), "off (grammar,
+     * thinking budget or logprobs)". */
     char speculation[48];
 } sipp_request_stats;
 

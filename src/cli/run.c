@@ -95,7 +95,8 @@ static const char usage[] =
     "  --backend NAME         auto (default), cpu, vulkan, cuda, metal, webgpu, rpc\n"
     "  --gpu-layers N         layers to put on the GPU backend (default: all)\n"
     "  --flash-attn MODE      auto (default: llama.cpp's choice; off with --backend cpu), on, off\n"
-    "  --spec none|ngram|draft  speculative decoding (greedy requests only; default none, draft with --draft):\n"
+    "  --spec none|ngram|draft  speculative decoding (not with a repeat penalty; default none, draft with\n"
+    "                         --draft):\n"
     "                         ngram: prompt lookup; draft: a smaller model of the same vocabulary proposes\n"
     "  --draft MODEL|auto     the draft model (a path or a store name); auto: the draft published beside\n"
     "                         MODEL (named like it with a draft or mtp part), for development\n"
@@ -603,12 +604,13 @@ int cmd_run(int argc, char **argv) {
     ep.ctx_size = o.ctx_size;
     ep.threads = o.threads;
     ep.speculative = o.speculative;
-    bool greedy =
-        o.sampling.temperature <= 0 && (o.sampling.repeat_penalty == 1.0f || o.sampling.repeat_last_n == 0);
     bool speculates = o.draft || (o.speculative && strcmp(o.speculative, "none") != 0);
-    if (speculates && !greedy)
-        fprintf(stderr, "sipp: note: speculative decoding runs for greedy requests only (--temperature 0, no "
-                        "--repeat-penalty); this one decodes without it\n");
+    const sipp_sampling *sm = &o.sampling;
+    bool penalty = sm->repeat_last_n != 0 && (sm->repeat_penalty != 1.0f || sm->frequency_penalty != 0.0f ||
+                                              sm->presence_penalty != 0.0f);
+    if (speculates && penalty)
+        fprintf(stderr, "sipp: note: speculative decoding is off for a request with --repeat-penalty (its "
+                        "distribution depends on the proposals); this one decodes without it\n");
     ep.draft_model = o.draft;
     ep.draft_max = o.draft_max;
     ep.draft_min = o.draft_min;

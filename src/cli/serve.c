@@ -54,7 +54,7 @@ static const char usage[] =
     "  --threads N              MODEL's CPU threads (default: all cores)\n"
     "  --gpu-layers N           MODEL's layers on the GPU backend (default: all)\n"
     "  --flash-attn MODE        MODEL's flash attention: auto (default; off with --backend cpu), on, off\n"
-    "  --spec none|ngram|draft  MODEL's speculative decoding (greedy requests only)\n"
+    "  --spec none|ngram|draft  MODEL's speculative decoding (greedy and sampled requests)\n"
     "  --draft DRAFT|auto       MODEL's draft model (speculative \"draft\"; a path or a store name; auto:\n"
     "                           the draft published beside MODEL, for development)\n"
     "  --allow-unauthenticated  allow a non-loopback --host without [[tokens]]\n"

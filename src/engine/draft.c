@@ -13,9 +13,10 @@
  *      mirroring every change the scheduler makes to the target keeps the draft right whatever
  *      happened to the slot (prefix reuse, eviction, a restored state): the draft's KV is always
  *      exactly its tokens, and its tokens a prefix of what it catches up to.
- *   2. Propose. The draft's argmax is the next proposed token; it is fed back for the one after,
- *      until draft_room tokens, an end-of-generation token, or a token whose draft probability is
- *      below draft_p_min. Every slot's catch-up shares the first draft decode and every slot's
+ *   2. Propose. The draft's argmax (a sampled request: a draw from the draft's distribution under
+ *      the request's sampling parameters, kept in s->dprobs for the acceptance test) is the next
+ *      proposed token; it is fed back for the one after, until draft_room tokens, an
+ *      end-of-generation token, or a token whose draft probability is below draft_p_min. Every slot's catch-up shares the first draft decode and every slot's
  *      next token the following ones: a step costs at most draft_max draft decodes whatever the
  *      number of slots.
  *
@@ -203,7 +204,11 @@ void sipp_draft_propose(sipp_engine *e) {
     for (int i = 0; i < e->params.parallel; i++) {
         slot *s = &e->slots[i];
         s->d_logits = -1;
-        if (s->req && s->generating && s->draft_room > 0) catch_up(e, s, &budget);
+        if (!s->req || !s->generating || s->draft_room <= 0) continue;
+        if (!s->smpl->greedy_in_place && !s->dprobs &&
+            !(s->dprobs = malloc((size_t)e->params.draft_max * (size_t)s->smpl->n_vocab * sizeof *s->dprobs)))
+            continue; /* no room for the distributions: no proposal */
+        catch_up(e, s, &budget);
     }
     while (b->n_tokens > 0) {
         if (llama_decode(e->dctx, *b) != 0) {
@@ -216,9 +221,18 @@ void sipp_draft_propose(sipp_engine *e) {
             if (s->d_logits < 0) continue;
             const float *logits = llama_get_logits_ith(e->dctx, s->d_logits);
             s->d_logits = -1;
-            llama_token t = sipp_sample_argmax(e->draft, logits, s->req->ignore_eos);
-            if (e->params.draft_p_min > 0 && draft_prob(e->draft, logits, t) < e->params.draft_p_min)
-                continue;
+            llama_token t;
+            float p;
+            if (s->smpl->greedy_in_place) {
+                t = sipp_sample_argmax(e->draft, logits, s->req->ignore_eos);
+                p = e->params.draft_p_min > 0 ? draft_prob(e->draft, logits, t) : 1.0f;
+            } else { /* a sampled request: a draw from the draft's distribution, kept for the test */
+                float *q = s->dprobs + (size_t)s->n_draft * (size_t)s->smpl->n_vocab;
+                sipp_sampler_probs(s->smpl, logits, q);
+                t = sipp_sampler_draw(s->smpl, q);
+                p = q[t];
+            }
+            if (p < e->params.draft_p_min) continue;
             s->draft[s->n_draft++] = t;
             if (s->n_draft >= s->draft_room || llama_vocab_is_eog(e->draft->vocab, t)) continue;
             s->d_logits = b->n_tokens;

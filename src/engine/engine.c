@@ -444,6 +444,7 @@ void sipp_engine_free(sipp_engine *e) {
         for (int i = 0; i < e->params.parallel; i++) {
             free(e->slots[i].cache);
             free(e->slots[i].dcache);
+            free(e->slots[i].dprobs);
             free(e->slots[i].key);
         }
         free(e->slots);

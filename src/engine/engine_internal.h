@@ -87,6 +87,12 @@ typedef struct sipp_sampler {
     llama_token_data *cand;        /* n_vocab candidates, reused every token */
     int n_vocab;
     bool greedy_in_place; /* argmax over the logits, nothing else to apply */
+    /* Speculative sampling (temperature > 0, no penalty, grammar, budget or logprobs): the chain
+     * without its draw, a distribution's room and the generator of the acceptance tests. */
+    bool spec_sampled;
+    struct llama_sampler *transform;
+    float *probs;
+    uint64_t rng;
 } sipp_sampler;
 
 typedef struct sipp_embedder sipp_embedder;
@@ -112,6 +118,7 @@ typedef struct slot {
     int n_dcache;
     int cap_dcache;
     int d_logits; /* index of this slot's output in the current draft batch, or -1 */
+    float *dprobs; /* a sampled request's draft distributions, draft_max rows of n_vocab (draft.c) */
     char *key; /* the context_key pinned here, kept after the request ends */
     double last_used;
 } slot;
@@ -171,6 +178,13 @@ llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_c
                                 sipp_request *r);
 /* Makes the grammar sampler a request asks for (r->chat), checking the GBNF. */
 sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err);
+
+/* Speculative sampling (sampling.c). The distribution the request draws from at these logits (its
+ * chain without the draw), dense over the vocabulary; a uniform number in [0, 1) of the sampler's
+ * own generator; a token drawn in proportion to non-negative weights (not normalised). */
+void sipp_sampler_probs(sipp_sampler *ss, const float *logits, float *probs);
+double sipp_sampler_uniform(sipp_sampler *ss);
+llama_token sipp_sampler_draw(sipp_sampler *ss, const float *weights);
 
 /* SIPP_OK when a request may ask for `logprobs` (-1: none), else the reason in err. */
 sipp_status sipp_request_check_logprobs(int logprobs, char *err);

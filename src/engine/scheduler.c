@@ -164,9 +164,10 @@ sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r) {
     s->smpl = sipp_sampler_new(e->model, r, err);
     if (!s->smpl) return *err ? SIPP_ERR_INVALID_ARGUMENT : SIPP_ERR_NO_MEMORY;
     const char *spec = e->draft ? "draft" : e->spec_ngram ? "ngram" : "none";
-    if (strcmp(spec, "none") != 0 && !s->smpl->greedy_in_place)
-        spec = !sipp_sampling_is_greedy(&r->sampling) ? "off (sampled request)"
-                                                      : "off (grammar, thinking budget or logprobs)";
+    if (strcmp(spec, "none") != 0 && !s->smpl->greedy_in_place && !s->smpl->spec_sampled)
+        spec = s->smpl->grammar || s->smpl->budget || r->top_logprobs >= 0
+                   ? "off (grammar, thinking budget or logprobs)"
+                   : "off (repeat penalty)";
     snprintf(r->stats.speculation, sizeof r->stats.speculation, "%s", spec);
     return SIPP_OK;
 }
@@ -283,7 +284,7 @@ static void on_token(sipp_engine *e, slot *s, llama_token t) {
  * s->cache[0..n_cache]. */
 static int draft_room(sipp_engine *e, slot *s) {
     sipp_request *r = s->req;
-    if ((!e->spec_ngram && !e->draft) || !s->smpl->greedy_in_place) return 0;
+    if ((!e->spec_ngram && !e->draft) || !(s->smpl->greedy_in_place || s->smpl->spec_sampled)) return 0;
     int max = e->params.draft_max;
     int share = e->n_batch / e->params.parallel - 1;
     if (max > share) max = share;
@@ -309,16 +310,50 @@ static void propose_drafts(sipp_engine *e) {
 
 /* After a decode that carried s's proposal behind next_token (already counted in s->cache): keeps the
  * confirmed prefix, drops the rest from the KV, emits the confirmed tokens and the model's next one. */
+/* Speculative sampling (Leviathan et al., Chen et al. 2023): proposal x at a position, drawn from the
+ * draft's q (prompt lookup: q is all on x), is accepted with probability min(1, p(x) / q(x)) under
+ * the target's p; the first rejected one is replaced by a draw from max(0, p - q), normalised, and
+ * when all are accepted the token after them is drawn from p. Each token so emitted follows p given
+ * the tokens before it, as without speculation. Returns the token after the *accepted ones. */
+static llama_token verify_sampled(sipp_engine *e, slot *s, int n, int *accepted) {
+    sipp_sampler *ss = s->smpl;
+    float *p = ss->probs;
+    for (int a = 0;; a++) {
+        sipp_sampler_probs(ss, llama_get_logits_ith(e->ctx, s->i_logits + a), p);
+        *accepted = a;
+        if (a == n) return sipp_sampler_draw(ss, p);
+        llama_token x = s->draft[a];
+        const float *q = e->draft ? s->dprobs + (size_t)a * (size_t)ss->n_vocab : NULL;
+        float qx = q ? q[x] : 1.0f;
+        if (sipp_sampler_uniform(ss) * qx < p[x]) continue;
+        double left = 0;
+        for (int t = 0; t < ss->n_vocab; t++) {
+            float d = p[t] - (q ? q[t] : t == x ? 1.0f : 0.0f);
+            p[t] = d > 0 ? d : 0;
+            left += p[t];
+        }
+        if (left <= 0) /* p <= q everywhere, so p = q and no rejection was possible: rounding */
+            sipp_sampler_probs(ss, llama_get_logits_ith(e->ctx, s->i_logits + a), p);
+        return sipp_sampler_draw(ss, p);
+    }
+}
+
 static void verify_drafts(sipp_engine *e, slot *s) {
     sipp_request *r = s->req;
     int n = s->n_draft, a = 0;
     s->n_draft = 0;
     llama_token t;
-    for (;;) {
-        t = sipp_sample_argmax(e->model, llama_get_logits_ith(e->ctx, s->i_logits + a), r->ignore_eos);
-        if (a == n || t != s->draft[a]) break;
-        a++;
+    if (!s->smpl->greedy_in_place) {
+        t = verify_sampled(e, s, n, &a);
+    } else {
+        for (;;) {
+            t = sipp_sample_argmax(e->model, llama_get_logits_ith(e->ctx, s->i_logits + a), r->ignore_eos);
+            if (a == n || t != s->draft[a]) break;
+            a++;
+        }
     }
+    for (int j = 0; j <= a && j <= n; j++) /* the chain sees every emitted token, as sampling does */
+        llama_sampler_accept(s->smpl->chain, j < a ? s->draft[j] : t);
     llama_memory_seq_rm(e->mem, s->id, s->n_cache + a, -1);
     memcpy(s->cache + s->n_cache, s->draft, (size_t)a * sizeof *s->cache);
     s->n_cache += a;

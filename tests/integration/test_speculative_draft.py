@@ -6,7 +6,8 @@ that is exactly its first two blocks (`--layers 2`, same seed): at S = 0 the tar
 draft's, so greedy acceptance is ~100%; a larger S moves them apart and acceptance falls. The
 contract tested: a greedy request gives the same tokens with and without the draft, token for token,
 whatever the acceptance (CLI, limits, draft sizes, p_min, 1 and 4 concurrent gateway streams in one
-engine); a sampled request does not speculate (its stats say 0 proposed); a draft of another
+engine); a sampled request speculates too (its distribution is tested in
+bindings/python/tests/test_speculative.py), one with a repeat penalty does not; a draft of another
 vocabulary, a missing draft and inconsistent settings are refused with messages naming them.
 """
 import concurrent.futures
@@ -108,14 +109,19 @@ class DraftCliTest(unittest.TestCase):
         self.assertEqual(s["accepted_tokens"], s["draft_tokens"])
         self.assertGreater(s["draft_tokens"], 0)
 
-    def test_sampled_requests_do_not_speculate(self):
-        flags = ["--temperature", "0.8", "--seed", "7"]
-        plain, _, _ = generate(target(0), "Hello", *flags, max_tokens=40)
-        spec, s, err = generate(target(0), "Hello", *flags, "--draft", draft(), max_tokens=40)
-        self.assertEqual(spec, plain)
-        self.assertEqual(s["draft_tokens"], 0)
-        self.assertEqual(s["speculation"], "off (sampled request)")
-        self.assertIn("greedy requests only", err)
+    def test_sampled_requests_speculate(self):
+        flags = ["--temperature", "0.8", "--seed", "7", "--draft", draft()]
+        a, s, _ = generate(target(2), "Hello", *flags, max_tokens=40)
+        b, _, _ = generate(target(2), "Hello", *flags, max_tokens=40)
+        self.assertEqual(a, b, "the same seed gives the same text")
+        self.assertEqual(s["speculation"], "draft")
+        self.assertGreater(s["draft_tokens"], 0)
+        # S = 0: the draft's distribution is the target's, so every proposal is accepted.
+        _, s, _ = generate(target(0), "Hello", *flags, max_tokens=40)
+        self.assertEqual(s["accepted_tokens"], s["draft_tokens"])
+        _, s, _ = generate(target(0), "Hello", "--temperature", "0.8", "--repeat-penalty", "1.2", "--draft", draft(),
+                           max_tokens=8)
+        self.assertEqual((s["speculation"], s["draft_tokens"]), ("off (repeat penalty)", 0))
         _, s, _ = generate(target(0), "Hello", "--temperature", "0", "--draft", draft(), max_tokens=4)
         self.assertEqual(s["speculation"], "draft")
         _, s, _ = generate(target(0), "Hello", "--temperature", "0", max_tokens=4)
@@ -180,7 +186,11 @@ class DraftGatewayTest(unittest.TestCase):
             body = {"model": "spec", "prompt": "Hello", "max_tokens": 8, "temperature": 0.7, "seed": 3}
             status, _, out = g.json("POST", "/v1/completions", body)
             self.assertEqual(status, 200, out)
-            self.assertEqual(out["usage"]["sipp"]["speculation"], "off (sampled request)")
+            self.assertEqual(out["usage"]["sipp"]["speculation"], "draft")
+            body["repeat_penalty"] = 1.2
+            status, _, out = g.json("POST", "/v1/completions", body)
+            self.assertEqual(status, 200, out)
+            self.assertEqual(out["usage"]["sipp"]["speculation"], "off (repeat penalty)")
             self.assertEqual(out["usage"]["sipp"]["draft_tokens"], 0)
         finally:
             self.assertEqual(g.stop(), 0)

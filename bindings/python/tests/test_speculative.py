@@ -5,6 +5,8 @@ first two blocks) gives the same greedy text with and without the draft, with ne
 accepted; a draft of another vocabulary and bad values are refused with messages naming them.
 """
 
+import collections
+import math
 import os
 import subprocess
 import unittest
@@ -13,6 +15,34 @@ import _support
 import sipp
 
 PAIR = ["--n-layer", "4"]
+SAMPLES = 1200
+PROMPT = "Hello"
+MIN_EXPECTED = 5  # chi-square cells expected below this are pooled
+BOUND_SIGMAS = 5  # chi-square bound: df + 5 standard deviations (sqrt(2 df)); a wrong rule is far past it
+
+
+def chi_square(a, b):
+    """The chi-square statistic of homogeneity of two histograms, and its degrees of freedom."""
+    na, nb = sum(a.values()), sum(b.values())
+    cells, rest = [], [0, 0]
+    for key in set(a) | set(b):
+        x, y = a[key], b[key]
+        if (x + y) * min(na, nb) / (na + nb) < MIN_EXPECTED:
+            rest[0] += x
+            rest[1] += y
+        else:
+            cells.append((x, y))
+    if sum(rest):
+        cells.append(tuple(rest))
+    stat = 0.0
+    for x, y in cells:
+        ea, eb = (x + y) * na / (na + nb), (x + y) * nb / (na + nb)
+        stat += (x - ea) ** 2 / ea + (y - eb) ** 2 / eb
+    return stat, max(len(cells) - 1, 1)
+
+
+def bound(df):
+    return df + BOUND_SIGMAS * math.sqrt(2 * df)
 HIGH_ACCEPTANCE = 0.9
 
 
@@ -38,6 +68,39 @@ class SpeculativeTest(unittest.TestCase):
                                                    speculative="ngram"))
             c = client.query("Hello", endpoint=ngram, max_tokens=40, temperature=0, ignore_eos=True)
             self.assertEqual(c.text, a.text)
+
+    def test_sampled_speculation_keeps_the_target_distribution(self):
+        """The texts of many seeded 3-token samples, with and without a draft (the first blocks of
+        a pair at --perturb 3, so the draft's q is off the target's p and many proposals are rejected), are
+        one distribution by a chi-square test of homogeneity; the same test tells the target's
+        samples from the draft's own, so it would catch an acceptance rule that let q through."""
+        target = _support.model("pair-target-s3", *PAIR, "--active-layers", "2", "--perturb", "3")
+        other = pair()[1]
+        kw = dict(max_tokens=3, temperature=1.0, top_k=3, ignore_eos=True)
+        with sipp.Client() as client:
+            base = dict(backend="cpu", threads=_support.THREADS, parallel=1)
+            eps = {"plain": client.add("plain", sipp.local(target, **base)),
+                   "spec": client.add("spec", sipp.local(target, draft_model=other, draft_max=2, **base)),
+                   "ngram": client.add("ngram", sipp.local(target, speculative="ngram", **base)),
+                   "draft": client.add("draft", sipp.local(other, **base))}
+            hist = {k: collections.Counter() for k in eps}
+            drafted = accepted = 0
+            for seed in range(SAMPLES):
+                for k, ep in eps.items():
+                    r = client.query(PROMPT, endpoint=ep, seed=seed, **kw)
+                    hist[k][r.text] += 1
+                    if k == "spec":
+                        self.assertEqual(r.stats["speculation"], "draft")
+                        drafted += r.stats["draft_tokens"]
+                        accepted += r.stats["accepted_tokens"]
+        self.assertGreater(drafted, 0)
+        self.assertTrue(0 < accepted < drafted, f"both paths must run: {accepted} of {drafted}")
+        stat, df = chi_square(hist["plain"], hist["spec"])
+        self.assertLess(stat, bound(df), f"draft speculation changed the distribution: chi2 {stat:.1f}, df {df}")
+        stat, df = chi_square(hist["plain"], hist["ngram"])
+        self.assertLess(stat, bound(df), f"n-gram speculation changed the distribution: chi2 {stat:.1f}, df {df}")
+        stat, df = chi_square(hist["plain"], hist["draft"])
+        self.assertGreater(stat, bound(df), "the test cannot tell the target from its draft: it proves nothing")
 
     def test_refusals(self):
         target, draft = pair()

@@ -380,9 +380,9 @@ SIPP_API void sipp_catalog_free(sipp_catalog *cat);
  * the model is in the store by that catalog name and the draft has been pulled. Never used unless
  * asked for (sipp's --draft auto); sipp only suggests it. */
 typedef struct sipp_draft_sidecar {
-    char path[SIPP_PATH_MAX];          /* the draft's file; "" when there is none to load */
-    char catalog[SIPP_NAME_MAX + 1];   /* the catalog's draft name when the catalog named it, else "" */
-    bool pulled;                       /* a catalog draft: whether it is in the store (path set) */
+    char path[SIPP_PATH_MAX];        /* the draft's file; "" when there is none to load */
+    char catalog[SIPP_NAME_MAX + 1]; /* the catalog's draft name when the catalog named it, else "" */
+    bool pulled;                     /* a catalog draft: whether it is in the store (path set) */
 } sipp_draft_sidecar;
 
 /* Finds the draft beside model_path (a file; store_name, optional, its store name for the catalog
@@ -698,11 +698,11 @@ typedef struct sipp_engine_params {
      * the same batch as the other slots and the model verifies them there, so greedy output is the
      * same token for token wherever a batch evaluates exactly as single tokens do (sipp verify's
      * cached decoding row). Refused for a model whose memory cannot drop a sequence's tail
-     * (recurrent, hybrid). Sampled requests (temperature > 0) speculate too, by speculative sampling: a proposal is accepted
-     * with probability min(1, p(x) / q(x)) and a rejected one replaced by a draw from max(0, p - q),
-     * so the output keeps the target's distribution (not the same draws as without speculation for a
-     * seed). A repeat penalty, a grammar, a thinking budget or logprobs keep a request from
-     * speculating. */
+     * (recurrent, hybrid). Sampled requests (temperature > 0) speculate too, by speculative
+     * sampling: a proposal is accepted with probability min(1, p(x) / q(x)) and a rejected one
+     * replaced by a draw from max(0, p - q), so the output keeps the target's distribution (not the
+     * same draws as without speculation for a seed). A repeat penalty, a grammar, a thinking budget
+     * or logprobs keep a request from speculating. */
     const char *speculative;
     int draft_max; /* tokens proposed per step; 0 = SIPP_DRAFT_MAX_DEFAULT, at most SIPP_DRAFT_MAX */
     int draft_min; /* a proposal shorter than this is not verified; 0 = 1 */

@@ -118,10 +118,12 @@ bool cli_draft_model(const char *model, const char *flag, const char **out, char
         snprintf(buf, cap, "%s", sc.path);
         *out = buf;
     } else if (found && *sc.path) {
-        fprintf(stderr, "sipp: note: a draft model is published beside this one: --draft %s speculates with it\n",
+        fprintf(stderr,
+                "sipp: note: a draft model is published beside this one: --draft %s speculates with it\n",
                 sc.path);
     } else if (found) {
-        fprintf(stderr, "sipp: note: the catalog names '%s' as this model's draft: sipp pull %s, then --draft %s\n",
+        fprintf(stderr,
+                "sipp: note: the catalog names '%s' as this model's draft: sipp pull %s, then --draft %s\n",
                 sc.catalog, sc.catalog, sc.catalog);
     }
     return true;

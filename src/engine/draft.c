@@ -16,9 +16,9 @@
  *   2. Propose. The draft's argmax (a sampled request: a draw from the draft's distribution under
  *      the request's sampling parameters, kept in s->dprobs for the acceptance test) is the next
  *      proposed token; it is fed back for the one after, until draft_room tokens, an
- *      end-of-generation token, or a token whose draft probability is below draft_p_min. Every slot's catch-up shares the first draft decode and every slot's
- *      next token the following ones: a step costs at most draft_max draft decodes whatever the
- *      number of slots.
+ *      end-of-generation token, or a token whose draft probability is below draft_p_min. Every
+ *      slot's catch-up shares the first draft decode and every slot's next token the following
+ *      ones: a step costs at most draft_max draft decodes whatever the number of slots.
  *
  * The target then verifies all the slots' proposals in its one batch (scheduler.c, verify_drafts).
  * The proposed tokens the target rejects stay in the draft's cells until the next catch-up drops

@@ -52,12 +52,12 @@ static sipp_status check_speculative(const sipp_model *m, sipp_engine_params *p,
     *ngram = strcmp(spec, "ngram") == 0;
     bool draft = strcmp(spec, "draft") == 0;
     if (!*ngram && !draft && strcmp(spec, "none") != 0)
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "speculative '%.32s' is not one of none, ngram, draft",
-                         spec);
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "speculative '%.32s' is not one of none, ngram, draft", spec);
     if (has_draft && !draft)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                         "draft_model '%.200s' is given but speculative is '%s'; drop one of them", p->draft_model,
-                         spec);
+                         "draft_model '%.200s' is given but speculative is '%s'; drop one of them",
+                         p->draft_model, spec);
     if (draft && !has_draft)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "speculative 'draft' needs a draft_model");
     if (!draft) p->draft_model = NULL;

@@ -117,9 +117,9 @@ typedef struct slot {
     llama_token *dcache; /* the tokens whose KV this slot's draft sequence holds, in order (draft.c) */
     int n_dcache;
     int cap_dcache;
-    int d_logits; /* index of this slot's output in the current draft batch, or -1 */
+    int d_logits;  /* index of this slot's output in the current draft batch, or -1 */
     float *dprobs; /* a sampled request's draft distributions, draft_max rows of n_vocab (draft.c) */
-    char *key; /* the context_key pinned here, kept after the request ends */
+    char *key;     /* the context_key pinned here, kept after the request ends */
     double last_used;
 } slot;
 

@@ -35,8 +35,8 @@
 #include "engine/engine_internal.h"
 
 #define PROMPT_PIECE_MAX 256
-#define SPEC_RNG_MUL UINT64_C(0x9E3779B97F4A7C15) /* spreads a small seed over the state */
-#define UNIFORM_BITS 53                            /* a double's mantissa */
+#define SPEC_RNG_MUL UINT64_C(0x9E3779B97F4A7C15)       /* spreads a small seed over the state */
+#define UNIFORM_BITS 53                                 /* a double's mantissa */
 #define XORSHIFT_STAR_MUL UINT64_C(2685821657736338717) /* xorshift64*'s output multiplier */
 
 static uint32_t fresh_seed(void) {
@@ -85,8 +85,8 @@ static struct llama_sampler *chain_build(const sipp_model *m, const sipp_samplin
     if (s->min_p > 0.0f) llama_sampler_chain_add(chain, llama_sampler_init_min_p(s->min_p, 1));
     llama_sampler_chain_add(chain, llama_sampler_init_temp(s->temperature));
     if (with_draw)
-        llama_sampler_chain_add(chain,
-                                llama_sampler_init_dist(s->seed == SIPP_SEED_RANDOM ? fresh_seed() : s->seed));
+        llama_sampler_chain_add(
+            chain, llama_sampler_init_dist(s->seed == SIPP_SEED_RANDOM ? fresh_seed() : s->seed));
     return chain;
 }
 

@@ -582,14 +582,15 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
                 tc->speculative);
     char *draft = NULL;
     const toml_node *dn = get_str(x, t, where, "draft_model", &draft);
+    bool has_draft = draft != NULL;
     if (draft) tc->draft_model = resolve_model(x, tc, where, draft);
     free(draft);
-    if (draft && tc->speculative && strcmp(tc->speculative, "draft") != 0)
-        cfg_err(x, toml_node_line(dn), "%s draft_model: given, but speculative is '%s'; drop one of them", where,
-                tc->speculative);
-    if (!draft && tc->speculative && strcmp(tc->speculative, "draft") == 0)
-        cfg_err(x, toml_node_line(sn), "%s speculative: 'draft' needs draft_model = \"PATH.gguf\" (or a store name)",
-                where);
+    if (has_draft && tc->speculative && strcmp(tc->speculative, "draft") != 0)
+        cfg_err(x, toml_node_line(dn), "%s draft_model: given, but speculative is '%s'; drop one of them",
+                where, tc->speculative);
+    if (!has_draft && tc->speculative && strcmp(tc->speculative, "draft") == 0)
+        cfg_err(x, toml_node_line(sn),
+                "%s speculative: 'draft' needs draft_model = \"PATH.gguf\" (or a store name)", where);
     get_int32(x, t, where, "draft_max", 1, SIPP_DRAFT_MAX, &tc->draft_max);
     get_int32(x, t, where, "draft_min", 1, SIPP_DRAFT_MAX, &tc->draft_min);
     get_fraction(x, t, where, "draft_p_min", 0, 1, &tc->draft_p_min);
@@ -623,10 +624,17 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {
-        "name",       "type",      "model",         "backend",    "ctx_size",     "parallel",   "threads",
-        "gpu_layers", "policy",    "chat_template", "rpc",        "tensor_split", "flash_attn", "speculative",
-        "draft_max",  "draft_min", "load",          "keep_alive", "pin",          "draft_model", "draft_p_min", NULL};
+    static const char *const local_keys[] = {"name",        "type",
+                                             "model",       "backend",
+                                             "ctx_size",    "parallel",
+                                             "threads",     "gpu_layers",
+                                             "policy",      "chat_template",
+                                             "rpc",         "tensor_split",
+                                             "flash_attn",  "speculative",
+                                             "draft_max",   "draft_min",
+                                             "load",        "keep_alive",
+                                             "pin",         "draft_model",
+                                             "draft_p_min", NULL};
     static const char *const remote_keys[] = {"name",  "type",        "base_url",        "base_urls",
                                               "model", "api_key_env", "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);

@@ -46,7 +46,7 @@
 
 static const char *const known_labels[] = {"chat",      "reasoning", "tool-calling", "embeddings",
                                            "reranking", "vision",    "coding"};
-static const char *const known_keys[] = {"name",     "url",      "sha256",      "size",   "labels",
+static const char *const known_keys[] = {"name",     "url",      "sha256",      "size",    "labels",
                                          "backends", "ctx_size", "description", "license", "draft"};
 
 bool sipp_catalog_label_valid(const char *label) {

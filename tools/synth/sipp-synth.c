@@ -201,7 +201,7 @@ struct options {
     char *tmpl_file_text; /* --chat-template-file: wins over tmpl */
     const char *name;
     const struct pooling *pooling; /* NULL: no pooling key */
-    int64_t layers;        /* --layers: blocks written, the first of n_layer (0 = all) */
+    int64_t layers;                /* --layers: blocks written, the first of n_layer (0 = all) */
     int64_t active_layers; /* --active-layers: blocks past these are perturbed projections (0 = none) */
     double perturb;        /* --perturb: their scale, relative to LAYER_WEIGHT_STD */
     bool perturb_set;
@@ -353,8 +353,8 @@ static void parse_args(int argc, char **argv, struct options *o) {
         }
 
         static const char *const known[] = {
-            "--out",  "--vocab",   "--n-embd", "--n-layer", "--n-head",        "--n-head-kv",
-            "--n-ff", "--n-ctx",   "--type",   "--seed",    "--chat-template", "--chat-template-file",
+            "--out",  "--vocab",   "--n-embd", "--n-layer",       "--n-head",        "--n-head-kv",
+            "--n-ff", "--n-ctx",   "--type",   "--seed",          "--chat-template", "--chat-template-file",
             "--name", "--pooling", "--layers", "--active-layers", "--perturb",
         };
         bool is_known = false;

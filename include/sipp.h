@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 4
+#define SIPP_ABI_VERSION 5
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -358,6 +358,7 @@ typedef struct sipp_catalog_entry {
     size_t n_backends;
     int ctx_size;       /* suggested context size; 0 when not given */
     char *license;      /* "" when not given */
+    char *draft;        /* the catalog name of a draft model for speculative decoding; "" when none */
     const char *origin; /* the file it came from (borrowed from the catalog) */
 } sipp_catalog_entry;
 
@@ -377,6 +378,24 @@ SIPP_API sipp_status sipp_catalog_load(sipp_catalog **out, char *errbuf);
 /* The entry of that name, or NULL (also for a NULL catalog). */
 SIPP_API const sipp_catalog_entry *sipp_catalog_find(const sipp_catalog *cat, const char *name);
 SIPP_API void sipp_catalog_free(sipp_catalog *cat);
+
+/* A draft model published beside a model, for speculative decoding (the ecosystem ships drafts and
+ * MTP heads next to models): a .gguf file in the model's directory named like it with a "draft" or
+ * "mtp" marker ("m-draft.gguf", "m.mtp.gguf", "m-draft-q4_0.gguf" beside "m-q4_0.gguf": the name
+ * with its marker part removed is the model's name), else the model's catalog entry's "draft" when
+ * the model is in the store by that catalog name and the draft has been pulled. Never used unless
+ * asked for (sipp's --draft auto); sipp only suggests it. */
+typedef struct sipp_draft_sidecar {
+    char path[SIPP_PATH_MAX];        /* the draft's file; "" when there is none to load */
+    char catalog[SIPP_NAME_MAX + 1]; /* the catalog's draft name when the catalog named it, else "" */
+    bool pulled;                     /* a catalog draft: whether it is in the store (path set) */
+} sipp_draft_sidecar;
+
+/* Finds the draft beside model_path (a file; store_name, optional, its store name for the catalog
+ * lookup). SIPP_OK with out->path set when one is found, or with only out->catalog set when the
+ * catalog names one that is not pulled; SIPP_ERR_NOT_FOUND when there is none. [any thread] */
+SIPP_API sipp_status sipp_store_find_draft(const char *model_path, const char *store_name,
+                                           sipp_draft_sidecar *out, char *errbuf);
 
 /* A GGUF header, read without loading any weights (`sipp models info`). */
 
@@ -679,16 +698,31 @@ typedef struct sipp_engine_params {
     int max_queued; /* requests waiting for a slot before submit says busy; default 64 */
     sipp_policy policy;
     bool embeddings; /* also create the embedding context (sipp_engine_embed) */
-    /* Speculative decoding: "none" (NULL, the default) or "ngram" (prompt lookup: the tokens that
+    /* Speculative decoding: "none" (NULL, the default), "ngram" (prompt lookup: the tokens that
      * followed the latest earlier occurrence of the last few tokens, in the prompt or the output so
-     * far; no draft model). The proposals ride in the slot's rows of the same batch as the other
-     * slots and the model verifies them there, so the output is the same token for token wherever a
-     * batch evaluates exactly as single tokens do (sipp verify's cached decoding row). Only greedy
-     * requests (temperature 0, no repeat penalty) speculate; the others decode one token a step as
-     * before. Refused for a model whose memory cannot drop a sequence's tail (recurrent, hybrid). */
+     * far; no draft model) or "draft" (draft_model below). The proposals ride in the slot's rows of
+     * the same batch as the other slots and the model verifies them there, so greedy output is the
+     * same token for token wherever a batch evaluates exactly as single tokens do (sipp verify's
+     * cached decoding row). Refused for a model whose memory cannot drop a sequence's tail
+     * (recurrent, hybrid). Sampled requests (temperature > 0) speculate too, by speculative
+     * sampling: a proposal is accepted with probability min(1, p(x) / q(x)) and a rejected one
+     * replaced by a draw from max(0, p - q), so the output keeps the target's distribution (not the
+     * same draws as without speculation for a seed). A repeat penalty, a grammar, a thinking budget
+     * or logprobs keep a request from speculating. */
     const char *speculative;
     int draft_max; /* tokens proposed per step; 0 = SIPP_DRAFT_MAX_DEFAULT, at most SIPP_DRAFT_MAX */
     int draft_min; /* a proposal shorter than this is not verified; 0 = 1 */
+    /* Speculation by a draft model (speculative "draft", or NULL/"none" with draft_model set): a
+     * smaller model of the same vocabulary (checked when the engine starts: token count, special
+     * tokens and a sample of token texts) loaded beside the target on the same backend, with a
+     * context of its own holding one sequence per slot. Each step it proposes up to draft_max tokens
+     * for every speculating slot, and the proposals of all slots are verified in the one target
+     * batch. The same rules as "ngram". */
+    const char *draft_model;
+    /* The draft stops proposing at a token whose probability under the draft is below this, in
+     * [0, 1); 0 (the default, as llama-server's --spec-draft-p-min) proposes draft_max tokens
+     * whatever the draft's confidence. */
+    float draft_p_min;
 } sipp_engine_params;
 
 #define SIPP_DRAFT_MAX_DEFAULT 8
@@ -828,6 +862,10 @@ typedef struct sipp_request_stats {
     double total_ms;
     int draft_tokens;    /* tokens speculation proposed (sipp_engine_params.speculative) */
     int accepted_tokens; /* of those, the ones the model confirmed: acceptance = accepted / draft */
+    /* Whether this request speculated: "none" (the engine does not), "ngram" or "draft" (it did),
+     * "off (repeat penalty)" (the distribution would depend on the proposals), "off (grammar,
+     * thinking budget or logprobs)". */
+    char speculation[48];
 } sipp_request_stats;
 
 /* Queues a request. SIPP_ERR_BUSY at once when the queue is full; SIPP_ERR_INVALID_ARGUMENT for

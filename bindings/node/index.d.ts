@@ -25,6 +25,16 @@ export interface LocalOptions {
   batchSize?: number;
   maxQueued?: number;
   embeddings?: boolean;
+  /** Speculative decoding (greedy requests only): 'none' (default), 'ngram' (prompt lookup), or
+   * 'draft' (the default when draftModel is given). */
+  speculative?: 'none' | 'ngram' | 'draft';
+  /** A draft model of the same vocabulary (checked at open), loaded beside the model. */
+  draftModel?: string;
+  /** Tokens proposed per step (default 8, at most 32), and the shortest proposal verified (default 1). */
+  draftMax?: number;
+  draftMin?: number;
+  /** The draft stops at a token it gives less than this probability, in [0, 1) (default 0: never). */
+  draftPMin?: number;
 }
 
 export interface LocalSpec { kind: 'local'; model: string; options?: LocalOptions }
@@ -71,6 +81,11 @@ export interface Stats {
   prefillTokensPerS?: number;
   decodeTokensPerS?: number;
   totalMs?: number;
+  /** Speculative decoding: tokens proposed, and of those the ones the model confirmed. */
+  draftTokens?: number;
+  acceptedTokens?: number;
+  /** 'none', 'ngram', 'draft', 'off (sampled request)', 'off (grammar, thinking budget or logprobs)'. */
+  speculation?: string;
   [key: string]: unknown;
 }
 

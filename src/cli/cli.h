@@ -39,6 +39,11 @@ bool cli_float(cli_args *a, const char *flag, double lo, double hi, float *out);
 bool cli_flash_attn(cli_args *a, const char **out);
 /* --spec's value: none or ngram; reports anything else. */
 bool cli_speculative(cli_args *a, const char **out);
+/* The draft model of a run of `model` (a path or a store name): --draft auto becomes the draft
+ * published beside it (sipp_store_find_draft; false after an error when there is none), a path stays
+ * as given. Without --draft, a draft beside the model is suggested in a note on stderr and not used.
+ * *out is the path to load (in buf) or NULL. */
+bool cli_draft_model(const char *model, const char *flag, const char **out, char *buf, size_t cap);
 /* Adds draft_tokens, accepted_tokens and acceptance_rate (null when nothing was proposed) to a stats
  * object. */
 struct json_t;

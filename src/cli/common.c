@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -86,8 +87,8 @@ bool cli_flash_attn(cli_args *a, const char **out) {
 
 bool cli_speculative(cli_args *a, const char **out) {
     if (!a->value) return false;
-    if (strcmp(a->value, "none") != 0 && strcmp(a->value, "ngram") != 0) {
-        cli_error("--spec '%s' is not one of none, ngram (a draft model is not supported yet)", a->value);
+    if (strcmp(a->value, "none") != 0 && strcmp(a->value, "ngram") != 0 && strcmp(a->value, "draft") != 0) {
+        cli_error("--spec '%s' is not one of none, ngram, draft", a->value);
         a->bad = true;
         return false;
     }
@@ -95,9 +96,43 @@ bool cli_speculative(cli_args *a, const char **out) {
     return true;
 }
 
+bool cli_draft_model(const char *model, const char *flag, const char **out, char *buf, size_t cap) {
+    *out = flag && strcmp(flag, "auto") != 0 ? flag : NULL;
+    if (*out) return true;
+    char path[PATH_MAX], err[SIPP_ERROR_SIZE];
+    if (sipp_store_resolve(model, path, sizeof path, err) != SIPP_OK) return true; /* the load says why */
+    sipp_draft_sidecar sc;
+    bool found = sipp_store_find_draft(path, strcmp(path, model) != 0 ? model : NULL, &sc, err) == SIPP_OK;
+    if (flag) { /* auto */
+        if (!found || !*sc.path) {
+            if (found)
+                cli_error("--draft auto: the catalog names '%s' as the draft of '%s', but it is not pulled; "
+                          "sipp pull %s",
+                          sc.catalog, model, sc.catalog);
+            else
+                cli_error("--draft auto: %s; give --draft PATH", err);
+            return false;
+        }
+        fprintf(stderr, "sipp: note: --draft auto uses '%s' (for development; give the path in production)\n",
+                sc.path);
+        snprintf(buf, cap, "%s", sc.path);
+        *out = buf;
+    } else if (found && *sc.path) {
+        fprintf(stderr,
+                "sipp: note: a draft model is published beside this one: --draft %s speculates with it\n",
+                sc.path);
+    } else if (found) {
+        fprintf(stderr,
+                "sipp: note: the catalog names '%s' as this model's draft: sipp pull %s, then --draft %s\n",
+                sc.catalog, sc.catalog, sc.catalog);
+    }
+    return true;
+}
+
 void cli_stats_speculation(json_t *stats, const sipp_request_stats *s) {
     json_object_set_new(stats, "draft_tokens", json_integer(s->draft_tokens));
     json_object_set_new(stats, "accepted_tokens", json_integer(s->accepted_tokens));
+    json_object_set_new(stats, "speculation", json_string(*s->speculation ? s->speculation : "none"));
     json_object_set_new(stats, "acceptance_rate",
                         s->draft_tokens ? json_real((double)s->accepted_tokens / s->draft_tokens)
                                         : json_null());

@@ -255,7 +255,25 @@ static const char *num(int64_t v, char buf[32]) {
     return buf;
 }
 
-static void print_info_text(const char *name, const sipp_gguf_info *g, const file_hash *files, bool hashed) {
+/* The draft row of models info: the sidecar's path, or the catalog's draft that is not pulled. */
+static void draft_text(const sipp_draft_sidecar *d, char *buf, size_t cap) {
+    if (*d->path)
+        snprintf(buf, cap, "%s (%s; use it with --draft)", d->path,
+                 *d->catalog ? "the catalog's draft" : "published beside the model");
+    else if (*d->catalog)
+        snprintf(buf, cap, "%s (the catalog's draft; not pulled: sipp pull %s)", d->catalog, d->catalog);
+    else
+        snprintf(buf, cap, "-");
+}
+
+static json_t *draft_json(const sipp_draft_sidecar *d) {
+    if (!*d->path && !*d->catalog) return json_null();
+    return json_pack("{s:o, s:o, s:b}", "path", *d->path ? json_string(d->path) : json_null(), "catalog",
+                     *d->catalog ? json_string(d->catalog) : json_null(), "pulled", *d->path != 0);
+}
+
+static void print_info_text(const char *name, const sipp_gguf_info *g, const file_hash *files, bool hashed,
+                            const sipp_draft_sidecar *draft) {
     char size[SIZE_TEXT], nb[32];
     const char *dash = "-";
 #define ROW(label, ...)                                                                                      \
@@ -293,6 +311,9 @@ static void print_info_text(const char *name, const sipp_gguf_info *g, const fil
     ROW("tokenizer", "%s", g->tokenizer[0] ? g->tokenizer : dash);
     ROW("chat template", "%s", g->has_chat_template ? "yes" : "no");
     if (g->pooling[0]) ROW("pooling", "%s", g->pooling);
+    char dtext[SIPP_PATH_MAX + SIPP_NAME_MAX + 64];
+    draft_text(draft, dtext, sizeof dtext);
+    ROW("draft", "%s", dtext);
     printf("%-15s ", "tensor types");
     for (int i = 0; i < g->n_types; i++)
         printf("%s%s x%lld", i ? ", " : "", g->types[i].type, (long long)g->types[i].n_tensors);
@@ -300,7 +321,8 @@ static void print_info_text(const char *name, const sipp_gguf_info *g, const fil
 #undef ROW
 }
 
-static json_t *info_json(const char *name, const sipp_gguf_info *g, const file_hash *files, bool hashed) {
+static json_t *info_json(const char *name, const sipp_gguf_info *g, const file_hash *files, bool hashed,
+                         const sipp_draft_sidecar *draft) {
     json_t *quant = json_object(), *types = json_array(), *jfiles = json_array();
     for (int i = 0; i < g->n_types; i++) {
         const sipp_gguf_type_count *t = &g->types[i];
@@ -339,6 +361,7 @@ static json_t *info_json(const char *name, const sipp_gguf_info *g, const file_h
     json_object_set_new(o, "sha256", hashed ? json_string(files[0].sha256) : json_null());
     json_object_set_new(o, "sha256_cached", hashed ? json_boolean(files[0].cached) : json_null());
     json_object_set_new(o, "files", jfiles);
+    json_object_set_new(o, "draft", draft_json(draft));
     return o;
 }
 
@@ -400,10 +423,12 @@ static int models_info(int argc, char **argv) {
             goto out;
         }
     }
+    sipp_draft_sidecar draft;
+    sipp_store_find_draft(path, name, &draft, err); /* none: an empty answer */
     if (as_json) {
-        rc = print_json(info_json(name, g, files, hash));
+        rc = print_json(info_json(name, g, files, hash, &draft));
     } else {
-        print_info_text(name, g, files, hash);
+        print_info_text(name, g, files, hash, &draft);
         rc = EXIT_OK;
     }
 out:

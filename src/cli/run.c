@@ -41,7 +41,9 @@ typedef struct run_opts {
     const char *backend;
     const char *flash_attn;
     const char *speculative;
+    const char *draft; /* --draft MODEL */
     int draft_max, draft_min;
+    float draft_p_min;
     const char *artifact;
     const char *chat_template;
     const char *rpc;
@@ -93,9 +95,14 @@ static const char usage[] =
     "  --backend NAME         auto (default), cpu, vulkan, cuda, metal, webgpu, rpc\n"
     "  --gpu-layers N         layers to put on the GPU backend (default: all)\n"
     "  --flash-attn MODE      auto (default: llama.cpp's choice; off with --backend cpu), on, off\n"
-    "  --spec none|ngram      speculative decoding by prompt lookup (greedy requests only; default none)\n"
+    "  --spec none|ngram|draft  speculative decoding (not with a repeat penalty; default none, draft with\n"
+    "                         --draft):\n"
+    "                         ngram: prompt lookup; draft: a smaller model of the same vocabulary proposes\n"
+    "  --draft MODEL|auto     the draft model (a path or a store name); auto: the draft published beside\n"
+    "                         MODEL (named like it with a draft or mtp part), for development\n"
     "  --draft-max N          tokens proposed per step (default 8, at most 32)\n"
     "  --draft-min N          shorter proposals are not verified (default 1)\n"
+    "  --draft-p-min P        the draft stops at a token it gives less than P, in [0, 1) (default 0)\n"
     "  --rpc HOST:PORT[,...]  with --backend rpc: the rpc servers to split the model across\n"
     "                         (default $SIPP_RPC_SERVERS; start them with sipp rpc-server)\n"
     "  --tensor-split A,B,..  with --backend rpc: layer shares, local first, then each server\n"
@@ -140,12 +147,11 @@ static int parse(int argc, char **argv, run_opts *o) {
             cli_int(&a, "--draft-max", 1, SIPP_DRAFT_MAX, &o->draft_max);
         else if (cli_flag_value(&a, "--draft-min"))
             cli_int(&a, "--draft-min", 1, SIPP_DRAFT_MAX, &o->draft_min);
-        else if (cli_flag_value(&a, "--draft")) {
-            if (!a.value) break;
-            cli_error("--draft: a draft model is not supported yet; use --spec ngram (prompt lookup, no "
-                      "draft model)");
-            return EXIT_USAGE;
-        } else if (cli_flag_value(&a, "--artifact"))
+        else if (cli_flag_value(&a, "--draft-p-min"))
+            cli_float(&a, "--draft-p-min", 0, 1, &o->draft_p_min);
+        else if (cli_flag_value(&a, "--draft"))
+            o->draft = a.value;
+        else if (cli_flag_value(&a, "--artifact"))
             o->artifact = a.value;
         else if (cli_flag_value(&a, "--rpc"))
             o->rpc = a.value;
@@ -569,6 +575,11 @@ int cmd_run(int argc, char **argv) {
         free(stdin_prompt);
         return EXIT_RUNTIME;
     }
+    char draft_buf[PATH_MAX];
+    if (!cli_draft_model(o.model, o.draft, &o.draft, draft_buf, sizeof draft_buf)) {
+        free(stdin_prompt);
+        return EXIT_RUNTIME;
+    }
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = o.backend;
     mp.flash_attn = o.flash_attn;
@@ -593,13 +604,17 @@ int cmd_run(int argc, char **argv) {
     ep.ctx_size = o.ctx_size;
     ep.threads = o.threads;
     ep.speculative = o.speculative;
-    bool greedy =
-        o.sampling.temperature <= 0 && (o.sampling.repeat_penalty == 1.0f || o.sampling.repeat_last_n == 0);
-    if (o.speculative && strcmp(o.speculative, "ngram") == 0 && !greedy)
-        fprintf(stderr, "sipp: note: --spec ngram speculates for greedy requests only (--temperature 0, no "
-                        "--repeat-penalty); this one decodes without it\n");
+    bool speculates = o.draft || (o.speculative && strcmp(o.speculative, "none") != 0);
+    const sipp_sampling *sm = &o.sampling;
+    bool penalty = sm->repeat_last_n != 0 && (sm->repeat_penalty != 1.0f || sm->frequency_penalty != 0.0f ||
+                                              sm->presence_penalty != 0.0f);
+    if (speculates && penalty)
+        fprintf(stderr, "sipp: note: speculative decoding is off for a request with --repeat-penalty (its "
+                        "distribution depends on the proposals); this one decodes without it\n");
+    ep.draft_model = o.draft;
     ep.draft_max = o.draft_max;
     ep.draft_min = o.draft_min;
+    ep.draft_p_min = o.draft_p_min;
     sipp_engine *e = NULL;
     if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) {
         cli_error("%s", err);

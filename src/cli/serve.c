@@ -14,6 +14,7 @@
  * --supervised-target NAME (repeated) is internal: a gateway runs its own arguments with it to
  * serve its rpc targets in child processes it supervises (src/gateway/supervise.c).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,9 @@ static const char usage[] =
     "  --threads N              MODEL's CPU threads (default: all cores)\n"
     "  --gpu-layers N           MODEL's layers on the GPU backend (default: all)\n"
     "  --flash-attn MODE        MODEL's flash attention: auto (default; off with --backend cpu), on, off\n"
-    "  --spec none|ngram        MODEL's speculative decoding (prompt lookup, greedy requests only)\n"
+    "  --spec none|ngram|draft  MODEL's speculative decoding (greedy and sampled requests)\n"
+    "  --draft DRAFT|auto       MODEL's draft model (speculative \"draft\"; a path or a store name; auto:\n"
+    "                           the draft published beside MODEL, for development)\n"
     "  --allow-unauthenticated  allow a non-loopback --host without [[tokens]]\n"
     "  --artifact DIR           use the llama.cpp libraries in DIR (also SIPP_ARTIFACT)\n"
     "\n"
@@ -78,6 +81,7 @@ typedef struct serve_opts {
     int memory_budget_mb, max_loaded_models;
     const char *flash_attn;
     const char *speculative;
+    const char *draft;
     int port; /* -1 = not given */
     int parallel, ctx_size, threads, gpu_layers;
     bool parallel_set, ctx_set, threads_set, gpu_set;
@@ -121,6 +125,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
             cli_flash_attn(&a, &o->flash_attn);
         else if (cli_flag_value(&a, "--spec"))
             cli_speculative(&a, &o->speculative);
+        else if (cli_flag_value(&a, "--draft"))
+            o->draft = a.value;
         else if (cli_flag_value(&a, "--port"))
             cli_int(&a, "--port", 0, SERVE_MAX_PORT, &o->port);
         else if (cli_flag_value(&a, "--parallel"))
@@ -160,9 +166,9 @@ static int parse(int argc, char **argv, serve_opts *o) {
         cli_error("serve: --check needs --config FILE");
         return EXIT_USAGE;
     }
-    if (o->config && (o->backend || o->flash_attn || o->speculative || o->parallel_set || o->ctx_set ||
-                      o->threads_set || o->gpu_set)) {
-        cli_error("serve: --backend, --flash-attn, --spec, --parallel, --ctx-size, --threads and "
+    if (o->config && (o->backend || o->flash_attn || o->speculative || o->draft || o->parallel_set ||
+                      o->ctx_set || o->threads_set || o->gpu_set)) {
+        cli_error("serve: --backend, --flash-attn, --spec, --draft, --parallel, --ctx-size, --threads and "
                   "--gpu-layers apply to MODEL; with --config set "
                   "them per target in the file");
         return EXIT_USAGE;
@@ -213,6 +219,17 @@ int cmd_serve(int argc, char **argv) {
         if (o.speculative) {
             free(t->speculative);
             t->speculative = strdup(o.speculative);
+        }
+        char draft_buf[PATH_MAX];
+        const char *draft = NULL;
+        if (!cli_draft_model(o.model, o.draft, &draft, draft_buf, sizeof draft_buf)) {
+            gw_config_free(&cfg);
+            sipp_buf_free(&errs);
+            return EXIT_RUNTIME;
+        }
+        if (draft) {
+            free(t->draft_model);
+            t->draft_model = strdup(draft);
         }
         if (o.parallel_set) t->parallel = o.parallel;
         if (o.ctx_set) t->ctx_size = o.ctx_size;

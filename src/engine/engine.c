@@ -45,21 +45,32 @@ sipp_engine_params sipp_engine_default_params(void) {
 }
 
 /* The speculative decoding parameters: a known method, draft sizes in range, a memory that can drop
- * the rejected tail of a proposal. Fills in the defaults. */
+ * the rejected tail of a proposal. Fills in the defaults: a draft model alone means "draft". */
 static sipp_status check_speculative(const sipp_model *m, sipp_engine_params *p, bool *ngram, char *errbuf) {
-    const char *spec = p->speculative && *p->speculative ? p->speculative : "none";
+    bool has_draft = p->draft_model && *p->draft_model;
+    const char *spec = p->speculative && *p->speculative ? p->speculative : has_draft ? "draft" : "none";
     *ngram = strcmp(spec, "ngram") == 0;
-    if (!*ngram && strcmp(spec, "none") != 0)
+    bool draft = strcmp(spec, "draft") == 0;
+    if (!*ngram && !draft && strcmp(spec, "none") != 0)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                         "speculative '%.32s' is not one of none, ngram (a draft model is not supported yet)",
-                         spec);
+                         "speculative '%.32s' is not one of none, ngram, draft", spec);
+    if (has_draft && !draft)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "draft_model '%.200s' is given but speculative is '%s'; drop one of them",
+                         p->draft_model, spec);
+    if (draft && !has_draft)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "speculative 'draft' needs a draft_model");
+    if (!draft) p->draft_model = NULL;
     if (p->draft_max == 0) p->draft_max = SIPP_DRAFT_MAX_DEFAULT;
     if (p->draft_min == 0) p->draft_min = 1;
     if (p->draft_max < 1 || p->draft_max > SIPP_DRAFT_MAX || p->draft_min < 1 || p->draft_min > p->draft_max)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
                          "draft_max %d and draft_min %d must satisfy 1 <= draft_min <= draft_max <= %d",
                          p->draft_max, p->draft_min, SIPP_DRAFT_MAX);
-    if (*ngram && (llama_model_is_recurrent(m->lm) || llama_model_is_hybrid(m->lm)))
+    if (!(p->draft_p_min >= 0 && p->draft_p_min < 1))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "draft_p_min %g is not in [0, 1)",
+                         (double)p->draft_p_min);
+    if ((*ngram || draft) && (llama_model_is_recurrent(m->lm) || llama_model_is_hybrid(m->lm)))
         return sipp_fail(
             errbuf, SIPP_ERR_INVALID_ARGUMENT,
             "model '%s' keeps a recurrent state, which cannot drop a rejected proposal; run it without "
@@ -146,6 +157,13 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
     }
     for (int i = 0; i < p.parallel; i++)
         e->slots[i].id = i;
+    if (p.draft_model) {
+        sipp_status dst = sipp_draft_open(e, errbuf);
+        if (dst != SIPP_OK) {
+            sipp_engine_free(e);
+            return dst;
+        }
+    }
     e->embedder = sipp_embedder_new();
     if (!e->embedder) {
         sipp_engine_free(e);
@@ -425,11 +443,14 @@ void sipp_engine_free(sipp_engine *e) {
     if (e->slots) {
         for (int i = 0; i < e->params.parallel; i++) {
             free(e->slots[i].cache);
+            free(e->slots[i].dcache);
+            free(e->slots[i].dprobs);
             free(e->slots[i].key);
         }
         free(e->slots);
     }
     sipp_embedder_free(e->embedder);
+    sipp_draft_close(e);
     if (e->ctx) {
         llama_batch_free(e->batch);
         llama_free(e->ctx);

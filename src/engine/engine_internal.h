@@ -88,6 +88,12 @@ typedef struct sipp_sampler {
     llama_token_data *cand;        /* n_vocab candidates, reused every token */
     int n_vocab;
     bool greedy_in_place; /* argmax over the logits, nothing else to apply */
+    /* Speculative sampling (temperature > 0, no penalty, grammar, budget or logprobs): the chain
+     * without its draw, a distribution's room and the generator of the acceptance tests. */
+    bool spec_sampled;
+    struct llama_sampler *transform;
+    float *probs;
+    uint64_t rng;
 } sipp_sampler;
 
 typedef struct sipp_embedder sipp_embedder;
@@ -108,7 +114,13 @@ typedef struct slot {
     sipp_sampler *smpl;
     llama_token draft[SIPP_DRAFT_MAX]; /* speculation's proposal riding behind next_token this step */
     int n_draft;
-    char *key; /* the context_key pinned here, kept after the request ends */
+    int draft_room;      /* the most tokens this step may propose (0: the slot does not speculate) */
+    llama_token *dcache; /* the tokens whose KV this slot's draft sequence holds, in order (draft.c) */
+    int n_dcache;
+    int cap_dcache;
+    int d_logits;  /* index of this slot's output in the current draft batch, or -1 */
+    float *dprobs; /* a sampled request's draft distributions, draft_max rows of n_vocab (draft.c) */
+    char *key;     /* the context_key pinned here, kept after the request ends */
     double last_used;
 } slot;
 
@@ -139,6 +151,13 @@ struct sipp_engine {
     sipp_embedder *embedder;
     bool spec_ngram; /* params.speculative is "ngram" */
 
+    /* Speculation by a draft model (draft.c): the draft, its context (one sequence per slot, the
+     * slot's id) and its batch. NULL without params.draft_model. */
+    sipp_model *draft;
+    struct llama_context *dctx;
+    llama_memory_t dmem;
+    llama_batch dbatch;
+
     /* A persistent CPU thread pool, as llama-bench and llama-server attach: without one, ggml starts
      * and joins its worker threads for every graph, that is for every generated token. */
     struct ggml_threadpool *threadpool;
@@ -161,6 +180,13 @@ llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_c
 /* Makes the grammar sampler a request asks for (r->chat), checking the GBNF. */
 sipp_status sipp_request_grammar(const sipp_model *m, sipp_request *r, char *err);
 
+/* Speculative sampling (sampling.c). The distribution the request draws from at these logits (its
+ * chain without the draw), dense over the vocabulary; a uniform number in [0, 1) of the sampler's
+ * own generator; a token drawn in proportion to non-negative weights (not normalised). */
+void sipp_sampler_probs(sipp_sampler *ss, const float *logits, float *probs);
+double sipp_sampler_uniform(sipp_sampler *ss);
+llama_token sipp_sampler_draw(sipp_sampler *ss, const float *weights);
+
 /* SIPP_OK when a request may ask for `logprobs` (-1: none), else the reason in err. */
 sipp_status sipp_request_check_logprobs(int logprobs, char *err);
 
@@ -172,6 +198,20 @@ llama_token sipp_sample_argmax(const sipp_model *model, const float *logits, boo
 /* Prompt lookup (speculative.c): up to max tokens that followed the latest earlier occurrence of
  * the last few tokens of hist[0..n); returns how many were written to out. */
 int sipp_spec_ngram(const llama_token *hist, int n, int max, llama_token *out);
+
+/* The length of the common prefix of a[0..na) and b[0..nb). */
+int sipp_common_prefix(const llama_token *a, int na, const llama_token *b, int nb);
+/* Appends one token of sequence seq at pos to batch b, with or without its logits. */
+void sipp_batch_add(llama_batch *b, llama_token t, llama_pos pos, llama_seq_id seq, bool logits);
+
+/* The draft model (draft.c). sipp_draft_open loads params.draft_model on the target's backend,
+ * checks that it shares the target's vocabulary and makes its context; sipp_draft_close frees them. */
+sipp_status sipp_draft_open(sipp_engine *e, char *errbuf);
+void sipp_draft_close(sipp_engine *e);
+/* Writes the draft model's proposal into s->draft / s->n_draft for every generating slot whose
+ * draft_room > 0 (at most draft_room tokens each), in batched draft decodes shared by the slots. The
+ * history of a slot is s->cache[0..n_cache] (next_token at n_cache). */
+void sipp_draft_propose(sipp_engine *e);
 
 /* Allocates a request and takes copies of what it needs from params (prompt tokens are set by the
  * engine). */

@@ -35,6 +35,9 @@
 #include "engine/engine_internal.h"
 
 #define PROMPT_PIECE_MAX 256
+#define SPEC_RNG_MUL UINT64_C(0x9E3779B97F4A7C15)       /* spreads a small seed over the state */
+#define UNIFORM_BITS 53                                 /* a double's mantissa */
+#define XORSHIFT_STAR_MUL UINT64_C(2685821657736338717) /* xorshift64*'s output multiplier */
 
 static uint32_t fresh_seed(void) {
     static atomic_uint counter;
@@ -48,7 +51,10 @@ static bool has_penalties(const sipp_sampling *s) {
            (s->repeat_penalty != 1.0f || s->frequency_penalty != 0.0f || s->presence_penalty != 0.0f);
 }
 
-struct llama_sampler *sipp_sampler_chain_new(const sipp_model *m, const sipp_sampling *s, bool ignore_eos) {
+/* The chain of a request's sampling parameters; with_draw false leaves out the random draw (the
+ * distribution speculative sampling reads, sipp_sampler_probs). */
+static struct llama_sampler *chain_build(const sipp_model *m, const sipp_sampling *s, bool ignore_eos,
+                                         bool with_draw) {
     struct llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     cp.no_perf = true;
     struct llama_sampler *chain = llama_sampler_chain_init(cp);
@@ -78,9 +84,14 @@ struct llama_sampler *sipp_sampler_chain_new(const sipp_model *m, const sipp_sam
     if (s->top_p < 1.0f) llama_sampler_chain_add(chain, llama_sampler_init_top_p(s->top_p, 1));
     if (s->min_p > 0.0f) llama_sampler_chain_add(chain, llama_sampler_init_min_p(s->min_p, 1));
     llama_sampler_chain_add(chain, llama_sampler_init_temp(s->temperature));
-    llama_sampler_chain_add(chain,
-                            llama_sampler_init_dist(s->seed == SIPP_SEED_RANDOM ? fresh_seed() : s->seed));
+    if (with_draw)
+        llama_sampler_chain_add(
+            chain, llama_sampler_init_dist(s->seed == SIPP_SEED_RANDOM ? fresh_seed() : s->seed));
     return chain;
+}
+
+struct llama_sampler *sipp_sampler_chain_new(const sipp_model *m, const sipp_sampling *s, bool ignore_eos) {
+    return chain_build(m, s, ignore_eos, true);
 }
 
 bool sipp_sampling_is_greedy(const sipp_sampling *s) { return s->temperature <= 0.0f && !has_penalties(s); }
@@ -192,10 +203,20 @@ sipp_sampler *sipp_sampler_new(const sipp_model *m, sipp_request *r, char *err) 
             return NULL;
         }
     }
-    ss->greedy_in_place =
-        sipp_sampling_is_greedy(&r->sampling) && !ss->grammar && !ss->budget && r->top_logprobs < 0;
+    bool plain = !ss->grammar && !ss->budget && r->top_logprobs < 0;
+    ss->greedy_in_place = sipp_sampling_is_greedy(&r->sampling) && plain;
+    /* Sampled speculation reads the distribution of each position, which a repeat penalty would make
+     * depend on the proposed tokens before them: penalties keep it off. */
+    ss->spec_sampled = plain && r->sampling.temperature > 0.0f && !has_penalties(&r->sampling);
+    if (ss->spec_sampled) {
+        ss->transform = chain_build(m, &r->sampling, r->ignore_eos, false);
+        ss->probs = malloc((size_t)ss->n_vocab * sizeof *ss->probs);
+        uint64_t seed = r->sampling.seed == SIPP_SEED_RANDOM ? fresh_seed() : r->sampling.seed;
+        ss->rng = seed * SPEC_RNG_MUL + 1; /* never 0: xorshift's fixed point */
+    }
     if (!ss->greedy_in_place) ss->cand = malloc((size_t)ss->n_vocab * sizeof *ss->cand);
-    if (!ss->chain || (!ss->greedy_in_place && !ss->cand)) {
+    if (!ss->chain || (!ss->greedy_in_place && !ss->cand) ||
+        (ss->spec_sampled && (!ss->transform || !ss->probs))) {
         sipp_sampler_free(ss);
         return NULL;
     }
@@ -207,6 +228,8 @@ void sipp_sampler_free(sipp_sampler *ss) {
     if (ss->chain) llama_sampler_free(ss->chain);
     if (ss->grammar) llama_sampler_free(ss->grammar);
     if (ss->budget) llama_sampler_free(ss->budget);
+    if (ss->transform) llama_sampler_free(ss->transform);
+    free(ss->probs);
     free(ss->cand);
     free(ss);
 }
@@ -304,4 +327,47 @@ llama_token sipp_sampler_sample(sipp_sampler *ss, sipp_engine *e, struct llama_c
         return LLAMA_TOKEN_NULL;
     llama_sampler_accept(ss->chain, t);
     return t;
+}
+
+/* ---- speculative sampling ---------------------------------------------------------------------- */
+
+void sipp_sampler_probs(sipp_sampler *ss, const float *logits, float *probs) {
+    llama_token_data_array a = fill(ss, logits);
+    llama_sampler_apply(ss->transform, &a);
+    float max = -INFINITY;
+    for (size_t i = 0; i < a.size; i++)
+        if (a.data[i].logit > max) max = a.data[i].logit;
+    memset(probs, 0, (size_t)ss->n_vocab * sizeof *probs);
+    if (!isfinite(max)) return;
+    double sum = 0;
+    for (size_t i = 0; i < a.size; i++)
+        sum += exp((double)(a.data[i].logit - max));
+    for (size_t i = 0; i < a.size; i++)
+        probs[a.data[i].id] = (float)(exp((double)(a.data[i].logit - max)) / sum);
+}
+
+double sipp_sampler_uniform(sipp_sampler *ss) {
+    uint64_t x = ss->rng; /* xorshift64* */
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    ss->rng = x;
+    return (double)((x * XORSHIFT_STAR_MUL) >> (64 - UNIFORM_BITS)) / (double)(UINT64_C(1) << UNIFORM_BITS);
+}
+
+llama_token sipp_sampler_draw(sipp_sampler *ss, const float *weights) {
+    double total = 0;
+    llama_token last = 0;
+    for (int t = 0; t < ss->n_vocab; t++)
+        if (weights[t] > 0) {
+            total += weights[t];
+            last = t;
+        }
+    double u = sipp_sampler_uniform(ss) * total, acc = 0;
+    for (int t = 0; t < ss->n_vocab; t++) {
+        if (weights[t] <= 0) continue;
+        acc += weights[t];
+        if (u < acc) return t;
+    }
+    return last; /* rounding at the very end */
 }

@@ -21,7 +21,9 @@
  * the live request holding the most cells give way, and the others go on.
  *
  * Speculation (engine params.speculative). A generating slot of a greedy request may put a proposal
- * (speculative.c) behind its next token, in its own rows of the same batch, each row with logits.
+ * (prompt lookup, speculative.c, or the draft model, draft.c, which proposes for all slots at once
+ * before the batch is built) behind its next token, in its own rows of the same batch, each row with
+ * logits.
  * After the decode the proposal's longest prefix that the model's own argmax confirms is kept, the
  * rest of its cells are removed from the KV, and the confirmed tokens plus the model's token after
  * them are emitted one by one through the same path as any token (stop strings, limits). Each token
@@ -40,7 +42,7 @@
 
 /* ---- slots ------------------------------------------------------------------------------------- */
 
-static int common_prefix(const llama_token *a, int na, const llama_token *b, int nb) {
+int sipp_common_prefix(const llama_token *a, int na, const llama_token *b, int nb) {
     int n = 0;
     while (n < na && n < nb && a[n] == b[n])
         n++;
@@ -74,7 +76,7 @@ static int pick_slot(sipp_engine *e, const sipp_request *r) {
     for (int i = 0; i < e->params.parallel; i++) {
         slot *s = &e->slots[i];
         if (s->req) continue;
-        int lcp = common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
+        int lcp = sipp_common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
         bool pinned = s->key != NULL;
         bool better = best < 0 || (best_pinned && !pinned) ||
                       (pinned == best_pinned &&
@@ -118,7 +120,7 @@ void sipp_slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp_s
  * the whole prompt: the last prompt token is evaluated again, its logits give the first new token. */
 static int usable_prefix(sipp_engine *e, const slot *s, const sipp_request *r) {
     if (s->n_cache == 0 || llama_memory_seq_pos_min(e->mem, s->id) != 0) return 0;
-    int n = common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
+    int n = sipp_common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
     return n < r->n_prompt ? n : r->n_prompt - 1;
 }
 
@@ -162,7 +164,14 @@ sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r) {
     s->generating = false;
     char err[SIPP_ERROR_SIZE] = "";
     s->smpl = sipp_sampler_new(e->model, r, err);
-    return s->smpl ? SIPP_OK : *err ? SIPP_ERR_INVALID_ARGUMENT : SIPP_ERR_NO_MEMORY;
+    if (!s->smpl) return *err ? SIPP_ERR_INVALID_ARGUMENT : SIPP_ERR_NO_MEMORY;
+    const char *spec = e->draft ? "draft" : e->spec_ngram ? "ngram" : "none";
+    if (strcmp(spec, "none") != 0 && !s->smpl->greedy_in_place && !s->smpl->spec_sampled)
+        spec = s->smpl->grammar || s->smpl->budget || r->top_logprobs >= 0
+                   ? "off (grammar, thinking budget or logprobs)"
+                   : "off (repeat penalty)";
+    snprintf(r->stats.speculation, sizeof r->stats.speculation, "%s", spec);
+    return SIPP_OK;
 }
 
 static bool request_expired(sipp_request *r, double now) {
@@ -217,7 +226,7 @@ void sipp_sched_assign(sipp_engine *e, sipp_request **dropped, sipp_request **st
 
 /* ---- one step ---------------------------------------------------------------------------------- */
 
-static void batch_add(llama_batch *b, llama_token t, llama_pos pos, llama_seq_id seq, bool logits) {
+void sipp_batch_add(llama_batch *b, llama_token t, llama_pos pos, llama_seq_id seq, bool logits) {
     int i = b->n_tokens++;
     b->token[i] = t;
     b->pos[i] = pos;
@@ -270,14 +279,14 @@ static void on_token(sipp_engine *e, slot *s, llama_token t) {
     }
 }
 
-/* A proposal for a generating slot, written to s->draft: none unless the engine speculates and the
- * request is greedy in place (argmax and nothing else: a grammar, a reasoning budget or logprobs keep
- * it off), and never past the request's max_tokens, the context, or the slot's share of
- * the batch. The history is the slot's tokens with next_token after them. */
-static int propose_drafts(sipp_engine *e, slot *s) {
+/* How many tokens a generating slot may have proposed this step: none unless the engine speculates
+ * and the request is greedy in place (argmax and nothing else: a grammar, a reasoning budget or
+ * logprobs keep it off), and never past the request's max_tokens, the context, or the slot's share
+ * of the batch. Puts next_token at s->cache[n_cache], so that the history a proposal continues is
+ * s->cache[0..n_cache]. */
+static int draft_room(sipp_engine *e, slot *s) {
     sipp_request *r = s->req;
-    if (!e->spec_ngram || !s->smpl->greedy_in_place)
-        return 0; /* plain argmax: no grammar, budget, logprobs */
+    if ((!e->spec_ngram && !e->draft) || !(s->smpl->greedy_in_place || s->smpl->spec_sampled)) return 0;
     int max = e->params.draft_max;
     int share = e->n_batch / e->params.parallel - 1;
     if (max > share) max = share;
@@ -286,22 +295,67 @@ static int propose_drafts(sipp_engine *e, slot *s) {
     if (max > e->n_ctx - s->n_cache - 2) max = e->n_ctx - s->n_cache - 2;
     if (max < e->params.draft_min || !cache_reserve(s, s->n_cache + 1)) return 0;
     s->cache[s->n_cache] = s->next_token; /* in the KV after this step either way */
-    int n = sipp_spec_ngram(s->cache, s->n_cache + 1, max, s->draft);
-    return n >= e->params.draft_min ? n : 0;
+    return max;
+}
+
+/* The proposals of this step, in every slot's s->draft: prompt lookup per slot, or the draft model
+ * for all slots at once. One shorter than draft_min is dropped. */
+static void propose_drafts(sipp_engine *e) {
+    if (e->draft) sipp_draft_propose(e);
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        if (!s->req || s->draft_room <= 0) continue;
+        if (e->spec_ngram) s->n_draft = sipp_spec_ngram(s->cache, s->n_cache + 1, s->draft_room, s->draft);
+        if (s->n_draft < e->params.draft_min) s->n_draft = 0;
+    }
 }
 
 /* After a decode that carried s's proposal behind next_token (already counted in s->cache): keeps the
  * confirmed prefix, drops the rest from the KV, emits the confirmed tokens and the model's next one. */
+/* Speculative sampling (Leviathan et al., Chen et al. 2023): proposal x at a position, drawn from the
+ * draft's q (prompt lookup: q is all on x), is accepted with probability min(1, p(x) / q(x)) under
+ * the target's p; the first rejected one is replaced by a draw from max(0, p - q), normalised, and
+ * when all are accepted the token after them is drawn from p. Each token so emitted follows p given
+ * the tokens before it, as without speculation. Returns the token after the *accepted ones. */
+static llama_token verify_sampled(sipp_engine *e, slot *s, int n, int *accepted) {
+    sipp_sampler *ss = s->smpl;
+    float *p = ss->probs;
+    for (int a = 0;; a++) {
+        sipp_sampler_probs(ss, llama_get_logits_ith(e->ctx, s->i_logits + a), p);
+        *accepted = a;
+        if (a == n) return sipp_sampler_draw(ss, p);
+        llama_token x = s->draft[a];
+        const float *q = e->draft ? s->dprobs + (size_t)a * (size_t)ss->n_vocab : NULL;
+        float qx = q ? q[x] : 1.0f;
+        if (sipp_sampler_uniform(ss) * qx < p[x]) continue;
+        double left = 0;
+        for (int t = 0; t < ss->n_vocab; t++) {
+            float d = p[t] - (q ? q[t] : t == x ? 1.0f : 0.0f);
+            p[t] = d > 0 ? d : 0;
+            left += p[t];
+        }
+        if (left <= 0) /* p <= q everywhere, so p = q and no rejection was possible: rounding */
+            sipp_sampler_probs(ss, llama_get_logits_ith(e->ctx, s->i_logits + a), p);
+        return sipp_sampler_draw(ss, p);
+    }
+}
+
 static void verify_drafts(sipp_engine *e, slot *s) {
     sipp_request *r = s->req;
     int n = s->n_draft, a = 0;
     s->n_draft = 0;
     llama_token t;
-    for (;;) {
-        t = sipp_sample_argmax(e->model, llama_get_logits_ith(e->ctx, s->i_logits + a), r->ignore_eos);
-        if (a == n || t != s->draft[a]) break;
-        a++;
+    if (!s->smpl->greedy_in_place) {
+        t = verify_sampled(e, s, n, &a);
+    } else {
+        for (;;) {
+            t = sipp_sample_argmax(e->model, llama_get_logits_ith(e->ctx, s->i_logits + a), r->ignore_eos);
+            if (a == n || t != s->draft[a]) break;
+            a++;
+        }
     }
+    for (int j = 0; j <= a && j <= n; j++) /* the chain sees every emitted token, as sampling does */
+        llama_sampler_accept(s->smpl->chain, j < a ? s->draft[j] : t);
     llama_memory_seq_rm(e->mem, s->id, s->n_cache + a, -1);
     memcpy(s->cache + s->n_cache, s->draft, (size_t)a * sizeof *s->cache);
     s->n_cache += a;
@@ -377,7 +431,7 @@ static bool follow_leader(sipp_engine *e, slot *s) {
     }
     for (slot *o = e->slots; o < s; o++) {
         if (!o->req || o->generating) continue;
-        int lead = common_prefix(o->req->prompt, o->req->n_prompt, r->prompt, r->n_prompt);
+        int lead = sipp_common_prefix(o->req->prompt, o->req->n_prompt, r->prompt, r->n_prompt);
         if (lead > r->n_prompt - 1) lead = r->n_prompt - 1; /* the last token is s's own to evaluate */
         if (lead > s->n_prompt_done) return true;
     }
@@ -395,19 +449,24 @@ void sipp_sched_step(sipp_engine *e) {
         s->i_logits = -1;
         s->n_fed = 0;
         s->n_draft = 0;
+        s->draft_room = 0;
         if (!s->req) continue;
         if (request_expired(s->req, now)) {
             sipp_sched_cancel(e, s, s->req);
             continue;
         }
         busy++;
-        if (s->generating) {
+        if (s->generating) s->draft_room = draft_room(e, s);
+    }
+    propose_drafts(e);
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        if (s->req && s->generating) {
             s->i_logits = b->n_tokens;
-            s->n_draft = propose_drafts(e, s);
             s->n_fed = 1 + s->n_draft;
-            batch_add(b, s->next_token, s->n_cache, s->id, true);
+            sipp_batch_add(b, s->next_token, s->n_cache, s->id, true);
             for (int k = 0; k < s->n_draft; k++)
-                batch_add(b, s->draft[k], s->n_cache + 1 + k, s->id, true);
+                sipp_batch_add(b, s->draft[k], s->n_cache + 1 + k, s->id, true);
         }
     }
     int budget = e->n_batch - b->n_tokens;
@@ -423,7 +482,7 @@ void sipp_sched_step(sipp_engine *e) {
             int idx = s->n_prompt_done + k;
             bool last = idx == r->n_prompt - 1;
             if (last) s->i_logits = b->n_tokens;
-            batch_add(b, r->prompt[idx], idx, s->id, last);
+            sipp_batch_add(b, r->prompt[idx], idx, s->id, last);
         }
         s->n_fed = take;
         budget -= take;

@@ -11,8 +11,9 @@
  *   [web]                    serve_model_files, runtime_dir (the page's "run in this browser" mode)
  *   [[tokens]]               env, caller, targets, admin
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
- *                            flash_attn, speculative, draft_max, draft_min, ctx_size, parallel, threads,
- *                            gpu_layers, policy, rpc, tensor_split, load, keep_alive, pin;
+ *                            flash_attn, speculative, draft_model, draft_max, draft_min, draft_p_min,
+ *                            ctx_size, parallel, threads, gpu_layers, policy, rpc, tensor_split, load,
+ *                            keep_alive, pin;
  *                            openai_compatible:
  *                            base_url or base_urls, model, api_key_env, timeout_seconds
  *
@@ -129,6 +130,7 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->backend);
     free(t->flash_attn);
     free(t->speculative);
+    free(t->draft_model);
     free(t->chat_template);
     free(t->rpc_servers);
     free(t->tensor_split);
@@ -188,6 +190,26 @@ static void get_int32(cfg_ctx *x, const toml_node *tbl, const char *where, const
     int64_t v = *out;
     get_int(x, tbl, where, key, lo, hi, &v);
     *out = (int)v;
+}
+
+/* Reads an optional number key (a float or an integer) within [lo, hi); leaves *out alone when absent. */
+static void get_fraction(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key, double lo,
+                         double hi, float *out) {
+    const toml_node *n = toml_table_get(tbl, key);
+    if (!n) return;
+    double v = NAN;
+    int64_t iv = 0;
+    if (toml_node_kind(n) == TOML_FLOAT)
+        toml_get_float(n, &v, NULL, 0);
+    else if (toml_node_kind(n) == TOML_INTEGER && toml_get_int(n, &iv, NULL, 0))
+        v = (double)iv;
+    else if (!expect_kind(x, n, TOML_FLOAT, where, key, "a number"))
+        return;
+    if (!(v >= lo && v < hi)) {
+        cfg_err(x, toml_node_line(n), "%s %s: %g is out of range [%g, %g)", where, key, v, lo, hi);
+        return;
+    }
+    *out = (float)v;
 }
 
 static void get_bool(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key, bool *out) {
@@ -556,12 +578,24 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     if (tc->flash_attn && sipp_flash_attn_check(tc->flash_attn, ferr) != SIPP_OK)
         cfg_err(x, toml_node_line(fn), "%s: %s", where, ferr);
     const toml_node *sn = get_str(x, t, where, "speculative", &tc->speculative);
-    if (tc->speculative && strcmp(tc->speculative, "none") != 0 && strcmp(tc->speculative, "ngram") != 0)
-        cfg_err(x, toml_node_line(sn),
-                "%s speculative: '%s' is not one of none, ngram (a draft model is not supported yet)", where,
+    if (tc->speculative && strcmp(tc->speculative, "none") != 0 && strcmp(tc->speculative, "ngram") != 0 &&
+        strcmp(tc->speculative, "draft") != 0)
+        cfg_err(x, toml_node_line(sn), "%s speculative: '%s' is not one of none, ngram, draft", where,
                 tc->speculative);
+    char *draft = NULL;
+    const toml_node *dn = get_str(x, t, where, "draft_model", &draft);
+    bool has_draft = draft != NULL;
+    if (draft) tc->draft_model = resolve_model(x, tc, where, draft);
+    free(draft);
+    if (has_draft && tc->speculative && strcmp(tc->speculative, "draft") != 0)
+        cfg_err(x, toml_node_line(dn), "%s draft_model: given, but speculative is '%s'; drop one of them",
+                where, tc->speculative);
+    if (!has_draft && tc->speculative && strcmp(tc->speculative, "draft") == 0)
+        cfg_err(x, toml_node_line(sn),
+                "%s speculative: 'draft' needs draft_model = \"PATH.gguf\" (or a store name)", where);
     get_int32(x, t, where, "draft_max", 1, SIPP_DRAFT_MAX, &tc->draft_max);
     get_int32(x, t, where, "draft_min", 1, SIPP_DRAFT_MAX, &tc->draft_min);
+    get_fraction(x, t, where, "draft_p_min", 0, 1, &tc->draft_p_min);
     /* chat_template: "chatml" or a template file (relative to the config file's directory). */
     char *tmpl = NULL;
     get_str(x, t, where, "chat_template", &tmpl);
@@ -608,10 +642,17 @@ static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {
-        "name",       "type",      "model",         "backend",    "ctx_size",     "parallel",   "threads",
-        "gpu_layers", "policy",    "chat_template", "rpc",        "tensor_split", "flash_attn", "speculative",
-        "draft_max",  "draft_min", "load",          "keep_alive", "pin",          NULL};
+    static const char *const local_keys[] = {"name",        "type",
+                                             "model",       "backend",
+                                             "ctx_size",    "parallel",
+                                             "threads",     "gpu_layers",
+                                             "policy",      "chat_template",
+                                             "rpc",         "tensor_split",
+                                             "flash_attn",  "speculative",
+                                             "draft_max",   "draft_min",
+                                             "load",        "keep_alive",
+                                             "pin",         "draft_model",
+                                             "draft_p_min", NULL};
     static const char *const remote_keys[] = {"name",  "type",        "base_url",        "base_urls",
                                               "model", "api_key_env", "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);
@@ -812,6 +853,15 @@ static bool is_loopback(const char *host) {
     return false;
 }
 
+/* Why a model file cannot be read, or NULL. */
+static const char *file_problem(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return strerror(errno);
+    if (!S_ISREG(st.st_mode)) return "not a regular file";
+    if (access(path, R_OK) != 0) return strerror(errno);
+    return NULL;
+}
+
 bool gw_config_validate(gw_config *c, sipp_buf *errs) {
     cfg_ctx x = {.file = c->path ? c->path : "sipp serve", .errs = errs, .ok = true};
     int line;
@@ -819,18 +869,14 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
         gw_target_config *t = &c->targets[i];
         line = c->path ? t->line : 0;
         if (t->type == GW_TARGET_LOCAL) {
-            struct stat st;
-            const char *why = NULL;
             if (!t->model_path) continue; /* already reported where the target was parsed */
-            if (stat(t->model_path, &st) != 0)
-                why = strerror(errno);
-            else if (!S_ISREG(st.st_mode))
-                why = "not a regular file";
-            else if (access(t->model_path, R_OK) != 0)
-                why = strerror(errno);
+            const char *why = file_problem(t->model_path);
             if (why)
                 cfg_err(&x, line, "target '%s': model file '%s' cannot be read (%s); check the path", t->name,
                         t->model_path ? t->model_path : "", why);
+            if (t->draft_model && (why = file_problem(t->draft_model)))
+                cfg_err(&x, line, "target '%s': draft_model file '%s' cannot be read (%s); check the path",
+                        t->name, t->draft_model, why);
             char berr[SIPP_ERROR_SIZE];
             if (sipp_backend_check_name(t->backend, berr) != SIPP_OK)
                 cfg_err(&x, line, "target '%s' backend: %s", t->name, berr);

@@ -45,8 +45,10 @@ typedef struct gw_target_config {
     char *model_path; /* resolved against the config file's directory */
     char *backend;
     char *flash_attn;         /* "auto", "on", "off"; NULL = auto */
-    char *speculative;        /* "none", "ngram"; NULL = none */
+    char *speculative;        /* "none", "ngram", "draft"; NULL = none (draft when draft_model is set) */
+    char *draft_model;        /* speculative "draft": resolved like model_path; NULL = none */
     int draft_max, draft_min; /* 0 = the engine's defaults */
+    float draft_p_min;        /* 0 = none */
     char *chat_template;      /* NULL: the model's; "chatml" or a template file's path */
     int ctx_size, parallel, threads, gpu_layers;
     char *rpc_servers;  /* backend "rpc": rpc = ["host:port", ...] joined by ','; NULL = $SIPP_RPC_SERVERS */

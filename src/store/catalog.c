@@ -12,6 +12,8 @@
  *                                                    vision coding
  *      "backends": ["cpu", "vulkan", "cuda"],        optional; suggested, best first
  *      "ctx_size": 8192,                             optional; suggested context size
+ *      "draft": "qwen2.5-0.5b-instruct",             optional; the catalog name of a draft model
+ *                                                    for speculative decoding (sipp suggests it)
  *      "description": "...", "license": "..."}]}    optional
  *
  * Unknown keys are errors, as in every sipp configuration file: a misspelt "sha265" must not
@@ -44,8 +46,8 @@
 
 static const char *const known_labels[] = {"chat",      "reasoning", "tool-calling", "embeddings",
                                            "reranking", "vision",    "coding"};
-static const char *const known_keys[] = {"name",     "url",      "sha256",      "size",   "labels",
-                                         "backends", "ctx_size", "description", "license"};
+static const char *const known_keys[] = {"name",     "url",      "sha256",      "size",    "labels",
+                                         "backends", "ctx_size", "description", "license", "draft"};
 
 bool sipp_catalog_label_valid(const char *label) {
     for (size_t i = 0; i < sizeof known_labels / sizeof known_labels[0]; i++)
@@ -66,6 +68,7 @@ static void entry_clear(sipp_catalog_entry *e) {
     free(e->description);
     free(e->url);
     free(e->license);
+    free(e->draft);
     free_strings(e->sha256, e->n_sha256);
     free_strings(e->labels, e->n_labels);
     free_strings(e->backends, e->n_backends);
@@ -139,7 +142,7 @@ static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *w
             return sipp_fail(
                 errbuf, SIPP_ERR_INVALID_ARGUMENT,
                 "%s: unknown key '%s' (known: name, url, sha256, size, labels, backends, ctx_size, "
-                "description, license)",
+                "description, license, draft)",
                 where, key);
     }
     const char *name = json_string_value(json_object_get(obj, "name"));
@@ -166,7 +169,13 @@ static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *w
     e->description = strdup(s ? s : "");
     s = json_string_value(json_object_get(obj, "license"));
     e->license = strdup(s ? s : "");
-    if (!e->name || !e->url || !e->description || !e->license) goto oom;
+    json_t *draft = json_object_get(obj, "draft");
+    s = json_string_value(draft);
+    if (draft && (!s || !sipp_name_valid(s) || strcmp(s, name) == 0))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%s ('%s'): \"draft\" must be the name of another catalog model", where, name);
+    e->draft = strdup(s ? s : "");
+    if (!e->name || !e->url || !e->description || !e->license || !e->draft) goto oom;
 
     const char *bad;
     json_t *sha = json_object_get(obj, "sha256");

@@ -30,6 +30,14 @@
  *     not settle on one token).  Rows are generated and quantized (ggml_quantize_chunk) by a few
  *     worker threads, one contiguous slice of the chunk each.
  *
+ *   - Speculative pairs.  Because a row's values depend only on the seed, the tensor's name and the
+ *     row, `--layers K` writes exactly the first K blocks of the model the other flags describe
+ *     (same embeddings, output and tokenizer, block_count K): a draft of it.  `--active-layers K`
+ *     makes the target of such a draft: the blocks past the first K get attention-output and
+ *     FFN-down projections of zeros scaled up by `--perturb S` (noise of S times the layer std), so
+ *     with S = 0 those blocks add nothing to the residual stream and the target's logits are the
+ *     draft's (greedy acceptance 100%), and a larger S moves the target away from its draft.
+ *
  * Exit status: 0 on success, 1 on runtime errors (unreadable vocab, I/O), 2 on bad usage.
  */
 
@@ -75,6 +83,7 @@ enum {
 #define MAX_HEADS 1024
 #define MAX_LAYERS 512 /* LLAMA_MAX_LAYERS in llama.cpp */
 #define MAX_CTX (1 << 24)
+#define MAX_PERTURB 100.0 /* --perturb: far past where the target forgets its draft */
 
 /* fixed hyperparameters */
 #define RMS_NORM_EPS 1e-5f
@@ -192,6 +201,10 @@ struct options {
     char *tmpl_file_text; /* --chat-template-file: wins over tmpl */
     const char *name;
     const struct pooling *pooling; /* NULL: no pooling key */
+    int64_t layers;                /* --layers: blocks written, the first of n_layer (0 = all) */
+    int64_t active_layers; /* --active-layers: blocks past these are perturbed projections (0 = none) */
+    double perturb;        /* --perturb: their scale, relative to LAYER_WEIGHT_STD */
+    bool perturb_set;
 };
 
 /* The whole of a text file (malloc'ed), or NULL when it cannot be read or is empty. */
@@ -244,6 +257,11 @@ static void usage(FILE *f) {
             "  --chat-template-file F  a Jinja template file (e.g. llama.cpp's models/templates/*.jinja)\n"
             "  --name NAME             general.name (default " DEFAULT_NAME ")\n"
             "  --pooling TYPE          none|mean|cls|last|rank: writes llama.pooling_type (default: unset)\n"
+            "  --layers K              write only the first K blocks: the draft of the model the other\n"
+            "                          flags describe (same seed, embeddings and output)\n"
+            "  --active-layers K       blocks past the first K add only --perturb S times noise (their\n"
+            "                          attention-output and FFN-down projections): the target of that draft\n"
+            "  --perturb S             the scale of that noise, relative to the layers' (default 0: none)\n"
             "  --help                  print this help\n",
             DEFAULT_N_EMBD, DEFAULT_N_LAYER, DEFAULT_N_HEAD, DEFAULT_N_HEAD_KV, DEFAULT_N_FF, DEFAULT_N_CTX,
             DEFAULT_SEED);
@@ -335,9 +353,9 @@ static void parse_args(int argc, char **argv, struct options *o) {
         }
 
         static const char *const known[] = {
-            "--out",  "--vocab",   "--n-embd", "--n-layer", "--n-head",        "--n-head-kv",
-            "--n-ff", "--n-ctx",   "--type",   "--seed",    "--chat-template", "--chat-template-file",
-            "--name", "--pooling",
+            "--out",  "--vocab",   "--n-embd", "--n-layer",       "--n-head",        "--n-head-kv",
+            "--n-ff", "--n-ctx",   "--type",   "--seed",          "--chat-template", "--chat-template-file",
+            "--name", "--pooling", "--layers", "--active-layers", "--perturb",
         };
         bool is_known = false;
         for (size_t k = 0; k < COUNT_OF(known); k++) {
@@ -392,6 +410,17 @@ static void parse_args(int argc, char **argv, struct options *o) {
             free(o->tmpl_file_text);
             o->tmpl_file_text = read_text_file(val);
             if (!o->tmpl_file_text) die_usage("--chat-template-file: cannot read '%s' (or it is empty)", val);
+        } else if (strcmp(flag, "--layers") == 0) {
+            o->layers = parse_int(flag, val, MAX_LAYERS);
+        } else if (strcmp(flag, "--active-layers") == 0) {
+            o->active_layers = parse_int(flag, val, MAX_LAYERS);
+        } else if (strcmp(flag, "--perturb") == 0) {
+            char *end;
+            errno = 0;
+            o->perturb = strtod(val, &end);
+            if (errno || end == val || *end || !(o->perturb >= 0 && o->perturb <= MAX_PERTURB))
+                die_usage("--perturb: '%s' is not a number in [0, %g]", val, MAX_PERTURB);
+            o->perturb_set = true;
         } else if (strcmp(flag, "--pooling") == 0) {
             o->pooling = NULL;
             for (size_t k = 0; k < COUNT_OF(POOLINGS); k++) {
@@ -404,6 +433,17 @@ static void parse_args(int argc, char **argv, struct options *o) {
 
     if (!o->out) die_usage("--out is required (see --help)");
     if (!o->vocab) die_usage("--vocab is required (see --help)");
+
+    if (o->layers > o->n_layer)
+        die_usage("--layers %" PRId64 " is more than --n-layer %" PRId64, o->layers, o->n_layer);
+    if (o->active_layers >= o->n_layer)
+        die_usage("--active-layers %" PRId64 " leaves no block of --n-layer %" PRId64 " to perturb",
+                  o->active_layers, o->n_layer);
+    if (o->perturb_set && !o->active_layers) die_usage("--perturb needs --active-layers K");
+    if (o->layers && o->active_layers && o->layers > o->active_layers)
+        die_usage("--layers %" PRId64 " is more than --active-layers %" PRId64
+                  ": the draft holds only active blocks",
+                  o->layers, o->active_layers);
 
     if (o->n_embd % o->n_head != 0) {
         die_usage("--n-embd %" PRId64 " is not divisible by --n-head %" PRId64, o->n_embd, o->n_head);
@@ -558,7 +598,7 @@ static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *
 
     set_llama_u32(ctx, "context_length", o->n_ctx);
     set_llama_u32(ctx, "embedding_length", o->n_embd);
-    set_llama_u32(ctx, "block_count", o->n_layer);
+    set_llama_u32(ctx, "block_count", o->layers ? o->layers : o->n_layer);
     set_llama_u32(ctx, "feed_forward_length", o->n_ff);
     set_llama_u32(ctx, "attention.head_count", o->n_head);
     set_llama_u32(ctx, "attention.head_count_kv", o->n_head_kv);
@@ -600,6 +640,7 @@ struct tensor_spec {
     int n_dims;
     enum ggml_type type;
     float std; /* 0: constant NORM_WEIGHT */
+    bool zero; /* all zeros (a projection of an inactive block, --perturb 0) */
 };
 
 struct plan {
@@ -625,7 +666,8 @@ enum {
 };
 
 static bool plan_build(struct plan *p, const struct options *o, int64_t n_vocab) {
-    p->cap = GLOBAL_TENSORS + TENSORS_PER_LAYER * (size_t)o->n_layer;
+    const int64_t n_layer = o->layers ? o->layers : o->n_layer;
+    p->cap = GLOBAL_TENSORS + TENSORS_PER_LAYER * (size_t)n_layer;
     p->n = 0;
     p->t = calloc(p->cap, sizeof(*p->t));
     if (!p->t) return false;
@@ -637,8 +679,11 @@ static bool plan_build(struct plan *p, const struct options *o, int64_t n_vocab)
     const float output_std = OUTPUT_LOGIT_STD / sqrtf((float)n_embd);
 
     plan_add(p, "token_embd.weight", 2, n_embd, n_vocab, wt, EMBD_WEIGHT_STD);
-    for (int64_t i = 0; i < o->n_layer; i++) {
+    for (int64_t i = 0; i < n_layer; i++) {
         char name[GGML_MAX_NAME];
+        /* An inactive block's projections into the residual stream: --perturb times the noise. */
+        const bool inactive = o->active_layers && i >= o->active_layers;
+        const float proj_std = inactive ? (float)(LAYER_WEIGHT_STD * o->perturb) : LAYER_WEIGHT_STD;
 #define LAYER_TENSOR(suffix, nd, a, b, type, std)                                                            \
     snprintf(name, sizeof(name), "blk.%" PRId64 "." suffix ".weight", i);                                    \
     plan_add(p, name, nd, a, b, type, std)
@@ -646,10 +691,12 @@ static bool plan_build(struct plan *p, const struct options *o, int64_t n_vocab)
         LAYER_TENSOR("attn_q", 2, n_embd, n_embd, wt, LAYER_WEIGHT_STD);
         LAYER_TENSOR("attn_k", 2, n_embd, n_embd_kv, wt, LAYER_WEIGHT_STD);
         LAYER_TENSOR("attn_v", 2, n_embd, n_embd_kv, wt, LAYER_WEIGHT_STD);
-        LAYER_TENSOR("attn_output", 2, n_embd, n_embd, wt, LAYER_WEIGHT_STD);
+        LAYER_TENSOR("attn_output", 2, n_embd, n_embd, wt, proj_std);
+        p->t[p->n - 1].zero = proj_std == 0.0f;
         LAYER_TENSOR("ffn_norm", 1, n_embd, 1, GGML_TYPE_F32, 0.0f);
         LAYER_TENSOR("ffn_gate", 2, n_embd, n_ff, wt, LAYER_WEIGHT_STD);
-        LAYER_TENSOR("ffn_down", 2, n_ff, n_embd, wt, LAYER_WEIGHT_STD);
+        LAYER_TENSOR("ffn_down", 2, n_ff, n_embd, wt, proj_std);
+        p->t[p->n - 1].zero = proj_std == 0.0f;
         LAYER_TENSOR("ffn_up", 2, n_embd, n_ff, wt, LAYER_WEIGHT_STD);
 #undef LAYER_TENSOR
     }
@@ -732,7 +779,9 @@ static void *job_run(void *arg) {
 
     for (int64_t r = 0; r < j->nrows; r++) {
         float *row = j->scratch + r * s->ne0;
-        if (s->std == 0.0f) {
+        if (s->zero) {
+            memset(row, 0, (size_t)s->ne0 * sizeof *row);
+        } else if (s->std == 0.0f) {
             for (int64_t i = 0; i < s->ne0; i++)
                 row[i] = NORM_WEIGHT;
         } else {

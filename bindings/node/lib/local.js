@@ -9,7 +9,9 @@ const { chatResult } = require('./query');
 const native = require('./native');
 const { SippError, toSippError, invalid } = require('./errors');
 
-const LOCAL_OPTIONS = ['backend', 'flashAttn', 'ctxSize', 'parallel', 'threads', 'gpuLayers', 'batchSize', 'maxQueued', 'embeddings'];
+const LOCAL_OPTIONS = ['backend', 'flashAttn', 'ctxSize', 'parallel', 'threads', 'gpuLayers', 'batchSize', 'maxQueued', 'embeddings',
+  'speculative', 'draftModel', 'draftMax', 'draftMin', 'draftPMin'];
+const STRING_OPTIONS = ['backend', 'flashAttn', 'speculative', 'draftModel'];
 
 function checkLocalOptions(options) {
   const o = options || {};
@@ -22,7 +24,15 @@ function checkLocalOptions(options) {
       throw invalid(`options.flashAttn must be 'auto', 'on' or 'off', not ${JSON.stringify(v)}`);
     }
     if (k === 'embeddings' && typeof v !== 'boolean') throw invalid('options.embeddings must be true or false');
-    if (!['backend', 'flashAttn', 'embeddings'].includes(k) && (!Number.isInteger(v) || (v < 0 && k !== 'gpuLayers'))) {
+    if (k === 'speculative' && !['none', 'ngram', 'draft'].includes(v)) {
+      throw invalid(`options.speculative must be 'none', 'ngram' or 'draft', not ${JSON.stringify(v)}`);
+    }
+    if (k === 'draftModel' && (typeof v !== 'string' || !v)) throw invalid(`options.draftModel must be the path of a .gguf file, not ${JSON.stringify(v)}`);
+    if (k === 'draftPMin') {
+      if (typeof v !== 'number' || !(v >= 0 && v < 1)) throw invalid(`options.draftPMin must be a number in [0, 1), not ${JSON.stringify(v)}`);
+      continue;
+    }
+    if (![...STRING_OPTIONS, 'embeddings'].includes(k) && (!Number.isInteger(v) || (v < 0 && k !== 'gpuLayers'))) {
       throw invalid(`options.${k} must be an integer >= 0, not ${JSON.stringify(v)}`);
     }
   }

@@ -376,6 +376,8 @@ typedef struct open_work {
     char *path;
     char *backend;
     char *flash_attn;
+    char *speculative;
+    char *draft_model;
     sipp_model_params mp;
     sipp_engine_params ep_params;
     sipp_model *model;
@@ -384,10 +386,21 @@ typedef struct open_work {
     char err[SIPP_ERROR_SIZE];
 } open_work;
 
+static void open_work_free(open_work *w) {
+    free(w->path);
+    free(w->backend);
+    free(w->flash_attn);
+    free(w->speculative);
+    free(w->draft_model);
+    free(w);
+}
+
 static void open_execute(napi_env env, void *data) {
     open_work *w = data;
     w->mp.backend = w->backend;
     w->mp.flash_attn = w->flash_attn;
+    w->ep_params.speculative = w->speculative;
+    w->ep_params.draft_model = w->draft_model;
     w->status = sipp_model_load(w->path, &w->mp, &w->model, w->err);
     if (w->status != SIPP_OK) return;
     w->status = sipp_engine_new(w->model, &w->ep_params, &w->engine, w->err);
@@ -444,10 +457,7 @@ static void open_complete(napi_env env, napi_status status, void *data) {
         }
     }
     napi_delete_async_work(env, w->work);
-    free(w->path);
-    free(w->backend);
-    free(w->flash_attn);
-    free(w);
+    open_work_free(w);
 }
 
 /* open(path, options) -> Promise<{handle, backend, info}>: loads a model and starts its engine. */
@@ -464,18 +474,22 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
         ok = (w->backend = dup_string(env, b, "options.backend")) != NULL;
     if (ok && (b = prop(env, o, "flashAttn")))
         ok = (w->flash_attn = dup_string(env, b, "options.flashAttn")) != NULL;
+    if (ok && (b = prop(env, o, "speculative")))
+        ok = (w->speculative = dup_string(env, b, "options.speculative")) != NULL;
+    if (ok && (b = prop(env, o, "draftModel")))
+        ok = (w->draft_model = dup_string(env, b, "options.draftModel")) != NULL;
     ok = ok && opt_int(env, o, "gpuLayers", &w->mp.gpu_layers) &&
          opt_int(env, o, "ctxSize", &w->ep_params.ctx_size) &&
          opt_int(env, o, "parallel", &w->ep_params.parallel) &&
          opt_int(env, o, "threads", &w->ep_params.threads) &&
          opt_int(env, o, "batchSize", &w->ep_params.batch_size) &&
          opt_int(env, o, "maxQueued", &w->ep_params.max_queued) &&
-         opt_bool(env, o, "embeddings", &w->ep_params.embeddings);
+         opt_bool(env, o, "embeddings", &w->ep_params.embeddings) &&
+         opt_int(env, o, "draftMax", &w->ep_params.draft_max) &&
+         opt_int(env, o, "draftMin", &w->ep_params.draft_min) &&
+         opt_float(env, o, "draftPMin", &w->ep_params.draft_p_min);
     if (!ok) {
-        free(w->path);
-        free(w->backend);
-        free(w->flash_attn);
-        free(w);
+        open_work_free(w);
         return NULL;
     }
     NAPI_CALL(env, napi_create_promise(env, &w->deferred, &promise));
@@ -719,6 +733,9 @@ static napi_value stats_object(napi_env env, const sipp_request_stats *s) {
     set_num(env, o, "prefillTokensPerS", s->prefill_tokens_per_s);
     set_num(env, o, "decodeTokensPerS", s->decode_tokens_per_s);
     set_num(env, o, "totalMs", s->total_ms);
+    set_num(env, o, "draftTokens", s->draft_tokens);
+    set_num(env, o, "acceptedTokens", s->accepted_tokens);
+    set_str(env, o, "speculation", *s->speculation ? s->speculation : "none");
     return o;
 }
 

@@ -22,6 +22,11 @@ class LocalSpec:
     max_queued: int = None
     embeddings: bool = False
     flash_attn: str = None
+    speculative: str = None
+    draft_model: str = None
+    draft_max: int = None
+    draft_min: int = None
+    draft_p_min: float = None
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,8 @@ class GatewaySpec:
 
 
 def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_layers=None, batch_size=None,
-          max_queued=None, embeddings=False, flash_attn=None):
+          max_queued=None, embeddings=False, flash_attn=None, speculative=None, draft_model=None, draft_max=None,
+          draft_min=None, draft_p_min=None):
     """Describes a local endpoint: a GGUF model file run by libsipp in this process.
 
     Args:
@@ -51,21 +57,37 @@ def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_la
         max_queued: requests waiting for a slot before a query raises BusyError (None: 64).
         embeddings: prepare the embedding context at load instead of on first embed().
         flash_attn: "auto", "on" or "off" (None: auto, llama.cpp's choice; off for backend "cpu").
+        speculative: "none", "ngram" (prompt lookup) or "draft" (None: none, or draft with draft_model);
+            greedy requests only.
+        draft_model: the .gguf of a draft model of the same vocabulary (checked at load).
+        draft_max, draft_min: tokens proposed per step (None: 8, at most 32); shorter proposals are not
+            verified (None: 1).
+        draft_p_min: the draft stops at a token it gives less than this probability, in [0, 1) (None: 0).
     """
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"sipp.local() needs the path of a .gguf file, not {path!r}")
     for name, value in (("ctx_size", ctx_size), ("parallel", parallel), ("threads", threads),
-                        ("batch_size", batch_size), ("max_queued", max_queued)):
+                        ("batch_size", batch_size), ("max_queued", max_queued), ("draft_max", draft_max),
+                        ("draft_min", draft_min)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise InvalidArgumentError(f"sipp.local({name}={value!r}): {name} must be an int >= 0")
     if gpu_layers is not None and (isinstance(gpu_layers, bool) or not isinstance(gpu_layers, int)):
         raise InvalidArgumentError(f"sipp.local(gpu_layers={gpu_layers!r}): gpu_layers must be an int (-1: all)")
     if flash_attn is not None and flash_attn not in ("auto", "on", "off"):
         raise InvalidArgumentError(f"sipp.local(flash_attn={flash_attn!r}): flash_attn must be 'auto', 'on' or 'off'")
+    if speculative is not None and speculative not in ("none", "ngram", "draft"):
+        raise InvalidArgumentError(f"sipp.local(speculative={speculative!r}): speculative must be 'none', 'ngram' "
+                                   "or 'draft'")
+    if draft_model is not None and not isinstance(draft_model, (str, os.PathLike)):
+        raise InvalidArgumentError(f"sipp.local(draft_model={draft_model!r}): draft_model must be a .gguf path")
+    if draft_p_min is not None and (isinstance(draft_p_min, bool) or not isinstance(draft_p_min, (int, float))
+                                    or not 0 <= draft_p_min < 1):
+        raise InvalidArgumentError(f"sipp.local(draft_p_min={draft_p_min!r}): draft_p_min must be a number in [0, 1)")
     if backend is not None and not isinstance(backend, str):
         raise InvalidArgumentError(f"sipp.local(backend={backend!r}): backend must be a str such as 'cpu'")
     return LocalSpec(os.fspath(path), backend, ctx_size, parallel, threads, gpu_layers, batch_size, max_queued,
-                     bool(embeddings), flash_attn)
+                     bool(embeddings), flash_attn, speculative,
+                     os.fspath(draft_model) if draft_model is not None else None, draft_max, draft_min, draft_p_min)
 
 
 def gateway(url, token=None, model=None, timeout=600.0):

@@ -89,11 +89,16 @@ class LocalEndpoint:
         N.check(lib.model_load(str(spec.path).encode(), ctypes.byref(mp), ctypes.byref(model), err), err)
 
         ep = lib.engine_default_params()
-        for field in ("ctx_size", "parallel", "threads", "batch_size", "max_queued"):
+        for field in ("ctx_size", "parallel", "threads", "batch_size", "max_queued", "draft_max", "draft_min",
+                      "draft_p_min"):
             value = getattr(spec, field)
             if value is not None:
                 setattr(ep, field, value)
         ep.embeddings = bool(spec.embeddings)
+        if spec.speculative is not None:
+            ep.speculative = spec.speculative.encode()
+        if spec.draft_model is not None:
+            ep.draft_model = spec.draft_model.encode()
         engine = ctypes.c_void_p()
         status = lib.engine_new(model, ctypes.byref(ep), ctypes.byref(engine), err)
         if status != N.STATUS_OK:
@@ -344,6 +349,7 @@ class _LocalRequest:
         st = N.RequestStats()
         lib.request_get_stats(h, ctypes.byref(st))
         stats = {name: getattr(st, name) for name, _ in N.RequestStats._fields_}
+        stats["speculation"] = st.speculation.decode() or "none"
         stats["backend"] = self._endpoint.backend["backend"]
         usage = {"prompt_tokens": st.prompt_tokens, "completion_tokens": st.generated_tokens,
                  "total_tokens": st.prompt_tokens + st.generated_tokens, "cached_tokens": st.cached_tokens}

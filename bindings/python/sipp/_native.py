@@ -222,7 +222,7 @@ class Message(ctypes.Structure):
 class EngineParams(ctypes.Structure):
     _fields_ = [("ctx_size", c_int), ("parallel", c_int), ("threads", c_int), ("batch_size", c_int),
                 ("max_queued", c_int), ("policy", c_int), ("embeddings", c_bool), ("speculative", c_char_p),
-                ("draft_max", c_int), ("draft_min", c_int)]
+                ("draft_max", c_int), ("draft_min", c_int), ("draft_model", c_char_p), ("draft_p_min", c_float)]
 
 
 class Sampling(ctypes.Structure):
@@ -244,7 +244,7 @@ class RequestStats(ctypes.Structure):
     _fields_ = [("prompt_tokens", c_int), ("cached_tokens", c_int), ("generated_tokens", c_int),
                 ("queue_ms", c_double), ("ttft_ms", c_double), ("prefill_ms", c_double), ("decode_ms", c_double),
                 ("prefill_tokens_per_s", c_double), ("decode_tokens_per_s", c_double), ("total_ms", c_double),
-                ("draft_tokens", c_int), ("accepted_tokens", c_int)]
+                ("draft_tokens", c_int), ("accepted_tokens", c_int), ("speculation", ctypes.c_char * 48)]
 
 
 class EngineStats(ctypes.Structure):

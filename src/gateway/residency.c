@@ -34,6 +34,7 @@
  * (gw_residency_peek for the routes that only describe it). Loads and unloads run outside the lock.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -522,10 +523,15 @@ gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double dead
     }
 }
 
+/* Seconds t stays loaded after its last use; < 0 forever. Lock held. */
+static double keep_alive_of(const gw_target *t) {
+    return t->keep_alive_override_set ? t->keep_alive_override : (double)t->cfg->keep_alive_s;
+}
+
 static void set_idle_deadline(gw_target *t) {
-    int64_t ka = t->keep_alive_override_set ? t->keep_alive_override : t->cfg->keep_alive_s;
-    t->deadline_ms = ka < 0 ? -1 : t->last_use_ms + (double)ka * 1e3;
-    t->deadline_unix = ka < 0 ? -1 : t->last_use_unix + (double)ka;
+    double ka = keep_alive_of(t);
+    t->deadline_ms = ka < 0 ? -1 : t->last_use_ms + ka * 1e3;
+    t->deadline_unix = ka < 0 ? -1 : t->last_use_unix + ka;
 }
 
 void gw_residency_release(gw_server *srv, gw_target *t) {
@@ -558,15 +564,40 @@ void gw_residency_unpeek(gw_server *srv, gw_target *t) {
     pthread_mutex_unlock(&r->mu);
 }
 
-void gw_residency_keep_alive(gw_server *srv, gw_target *t, int64_t seconds) {
+static void keep_alive_set(gw_server *srv, gw_target *t, bool set, double seconds) {
     if (t->cfg->type != GW_TARGET_LOCAL) return;
     gw_residency *r = srv->residency;
     pthread_mutex_lock(&r->mu);
-    t->keep_alive_override = seconds;
-    t->keep_alive_override_set = true;
+    t->keep_alive_override = seconds < 0 ? GW_KEEP_ALIVE_FOREVER : seconds;
+    t->keep_alive_override_set = set;
     if (t->uses == 0) set_idle_deadline(t);
     pthread_cond_broadcast(&r->changed);
     pthread_mutex_unlock(&r->mu);
+}
+
+void gw_residency_keep_alive(gw_server *srv, gw_target *t, double seconds) {
+    keep_alive_set(srv, t, true, seconds);
+}
+
+void gw_residency_keep_alive_default(gw_server *srv, gw_target *t) { keep_alive_set(srv, t, false, 0); }
+
+bool gw_residency_loaded(gw_server *srv, gw_target *t, gw_resident *out) {
+    memset(out, 0, sizeof *out);
+    if (t->cfg->type != GW_TARGET_LOCAL) return false;
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    bool loaded = atomic_load(&t->state) == GW_STATE_READY;
+    if (loaded) {
+        double ka = keep_alive_of(t);
+        bool forever = ka < 0 || (t->cfg->pin && !t->keep_alive_override_set);
+        /* in use: its keep_alive starts when the last use ends, which is not known yet */
+        out->unload_at = forever ? -1 : t->uses ? unix_now_s() + ka : t->deadline_unix;
+        const sipp_memory *m = charge_of(t);
+        out->total_bytes = sipp_memory_total(m);
+        out->device_bytes = out->total_bytes - m->host_bytes;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return loaded;
 }
 
 /* ---- explicit load and unload ------------------------------------------------------------------- */
@@ -838,8 +869,9 @@ void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o) {
     json_object_set_new(o, "state", json_string(gw_state_name(s)));
     json_object_set_new(o, "load", json_string(t->cfg->load == GW_LOAD_STARTUP ? "startup" : "on_demand"));
     json_object_set_new(o, "pinned", json_boolean(t->cfg->pin));
-    int64_t ka = t->keep_alive_override_set ? t->keep_alive_override : t->cfg->keep_alive_s;
-    json_object_set_new(o, "keep_alive_seconds", json_integer(ka));
+    double ka = keep_alive_of(t);
+    json_object_set_new(o, "keep_alive_seconds",
+                        ka == floor(ka) ? json_integer((json_int_t)ka) : json_real(ka)); /* "500ms" */
     json_object_set_new(o, "uses", json_integer(t->uses));
     if (s == GW_STATE_READY || s == GW_STATE_LOADING || t->measured_valid)
         json_object_set_new(o, "memory", t->measured_valid ? memory_json(&t->measured) : json_null());

@@ -41,8 +41,20 @@ void gw_residency_release(gw_server *srv, gw_target *t);
 /* A use that does not count as one (for describing the engine): true when t is loaded. */
 bool gw_residency_peek(gw_server *srv, gw_target *t);
 void gw_residency_unpeek(gw_server *srv, gw_target *t);
-/* Sets how long t stays loaded after its last use from now on (Ollama's keep_alive). */
-void gw_residency_keep_alive(gw_server *srv, gw_target *t, int64_t seconds);
+/* Sets how long t stays loaded after its last use from now on (Ollama's keep_alive): seconds,
+ * 0 = unload as soon as it is idle, < 0 = forever (a pinned target too). */
+void gw_residency_keep_alive(gw_server *srv, gw_target *t, double seconds);
+/* Back to the keep_alive of t's config (an Ollama request that gives none). */
+void gw_residency_keep_alive_default(gw_server *srv, gw_target *t);
+
+/* A loaded target as Ollama's /api/ps shows it. */
+typedef struct gw_resident {
+    double unload_at;      /* unix seconds; -1 = it stays loaded */
+    uint64_t total_bytes;  /* what its load measured (its estimate while it loads) */
+    uint64_t device_bytes; /* the part on GPU devices */
+} gw_resident;
+/* True (filling out) when t is loaded now. */
+bool gw_residency_loaded(gw_server *srv, gw_target *t, gw_resident *out);
 /* Loads t (again, when it failed) and waits for it. */
 gw_acquire_result gw_residency_load(gw_server *srv, gw_target *t, double deadline_ms, char *msg, size_t n);
 /* Unloads t now, or when its last use ends (*deferred). False when it was not loaded. */

@@ -487,6 +487,12 @@ gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double dead
             pthread_mutex_unlock(&r->mu);
             return GW_ACQUIRE_FAILED;
         }
+        if (s == GW_STATE_WAITING) { /* the keeper retries it; waiting here would only hold the call */
+            snprintf(msg, n, "model '%s' is waiting for its rpc servers (retrying): %s", t->cfg->name,
+                     t->error);
+            pthread_mutex_unlock(&r->mu);
+            return GW_ACQUIRE_WAITING;
+        }
         if (s == GW_STATE_UNLOADED) {
             bool no_room;
             t->uses++; /* so that it is not chosen to make room for another while it loads */
@@ -749,14 +755,33 @@ bool gw_residency_start(gw_server *srv, char *err) {
     return true;
 }
 
+/* Targets waiting for their rpc servers will not get them now: they fail, so that nothing waits for
+ * them and /ready says so. Lock held. */
+static void fail_waiting(gw_server *srv) {
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        gw_target *t = &srv->targets[i];
+        if (atomic_load(&t->state) != GW_STATE_WAITING) continue;
+        char was[SIPP_ERROR_SIZE];
+        snprintf(was, sizeof was, "%s", t->error);
+        snprintf(t->error, sizeof t->error, "the server stopped while it waited for its rpc servers (%.*s)",
+                 (int)(sizeof t->error / 2), was);
+        atomic_store(&t->state, GW_STATE_FAILED);
+        fprintf(stderr, "sipp: target '%s' failed: %s\n", t->cfg->name, t->error);
+    }
+}
+
 void gw_residency_stop(gw_server *srv) {
     gw_residency *r = srv->residency;
     if (!r) return;
     pthread_mutex_lock(&r->mu);
     r->stop = true;
+    fail_waiting(srv);
     pthread_cond_broadcast(&r->changed);
     pthread_mutex_unlock(&r->mu);
     if (r->keeper_started) pthread_join(r->keeper, NULL);
+    pthread_mutex_lock(&r->mu);
+    fail_waiting(srv); /* one the keeper's last retry left waiting */
+    pthread_mutex_unlock(&r->mu);
     pthread_cond_destroy(&r->changed);
     pthread_mutex_destroy(&r->mu);
     free(r);
@@ -849,6 +874,15 @@ static json_t *memory_json(const sipp_memory *m) {
                      "device_bytes", devs, "total_bytes", (json_int_t)sipp_memory_total(m), "weights_bytes",
                      (json_int_t)m->weights_bytes, "kv_bytes", (json_int_t)m->kv_bytes, "compute_bytes",
                      (json_int_t)m->compute_bytes);
+}
+
+int gw_residency_state(gw_server *srv, gw_target *t, char *out, size_t n) {
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    int s = atomic_load(&t->state);
+    snprintf(out, n, "%s", s == GW_STATE_FAILED || s == GW_STATE_WAITING ? t->error : "");
+    pthread_mutex_unlock(&r->mu);
+    return s;
 }
 
 const char *gw_state_name(int s) {

@@ -22,6 +22,7 @@ typedef enum gw_acquire_result {
     GW_ACQUIRE_FAILED,    /* 503: its load failed (the reason is in the message) */
     GW_ACQUIRE_NOT_READY, /* 503: the server is stopping */
     GW_ACQUIRE_TIMEOUT,   /* 504: it was still loading at the deadline */
+    GW_ACQUIRE_WAITING,   /* 503: an rpc target waiting for its servers (retried with backoff) */
     GW_ACQUIRE_ABANDONED,
 } gw_acquire_result;
 
@@ -61,6 +62,9 @@ gw_acquire_result gw_residency_load(gw_server *srv, gw_target *t, double deadlin
 bool gw_residency_unload(gw_server *srv, gw_target *t, bool *deferred);
 /* Adds a target for every new model in the config's models_dir (GET /v1/models, unknown names). */
 void gw_residency_rescan(gw_server *srv);
+/* t's state, and why it failed or waits (out, n bytes; "" otherwise), read together under the lock:
+ * a load may be writing the reason meanwhile. */
+int gw_residency_state(gw_server *srv, gw_target *t, char *out, size_t n);
 /* Adds state, memory, last use and deadline to a local target's JSON object. */
 void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o);
 /* [{"place","budget_bytes","held_bytes"}] (new reference). */

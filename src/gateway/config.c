@@ -5,7 +5,7 @@
  *                            request_timeout_seconds, shutdown_timeout_seconds, read_timeout_seconds,
  *                            max_connections, max_connections_per_client, max_buffered_bytes,
  *                            allowed_origins, allowed_hosts, allow_unauthenticated, memory_budget_mb,
- *                            max_loaded_models
+ *                            max_loaded_models, slot_state_dir, slot_state_max_mb
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [responses]              max_stored, max_stored_bytes, ttl_seconds (the Responses API's store)
  *   [[tokens]]               env, caller, targets, admin
@@ -84,6 +84,7 @@ void gw_config_init(gw_config *c) {
     c->max_queue = GW_DEFAULT_MAX_QUEUE;
     c->request_timeout_seconds = GW_DEFAULT_REQUEST_TIMEOUT_S;
     c->discovered_keep_alive_s = GW_KEEP_ALIVE_FOREVER;
+    c->slot_state_max_mb = GW_DEFAULT_SLOT_STATE_MB;
     c->shutdown_timeout_seconds = GW_DEFAULT_SHUTDOWN_TIMEOUT_S;
     c->read_timeout_seconds = GW_DEFAULT_READ_TIMEOUT_S;
     c->max_connections = GW_DEFAULT_MAX_CONNECTIONS;
@@ -118,6 +119,7 @@ void gw_config_free(gw_config *c) {
         gw_target_config_free(&c->targets[i]);
     free(c->targets);
     free(c->models_dir);
+    free(c->slot_state_dir);
     memset(c, 0, sizeof *c);
 }
 
@@ -280,6 +282,8 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
                                         "allow_unauthenticated",
                                         "memory_budget_mb",
                                         "max_loaded_models",
+                                        "slot_state_dir",
+                                        "slot_state_max_mb",
                                         NULL};
     const char *where = "[server]";
     check_keys(x, srv, where, known);
@@ -316,6 +320,8 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     get_bool(x, srv, where, "allow_unauthenticated", &c->allow_unauthenticated);
     get_int(x, srv, where, "memory_budget_mb", 1, GW_MAX_BUDGET_MB, &c->memory_budget_mb);
     get_int32(x, srv, where, "max_loaded_models", 1, GW_MAX_COUNT, &c->max_loaded_models);
+    get_str(x, srv, where, "slot_state_dir", &c->slot_state_dir);
+    get_int(x, srv, where, "slot_state_max_mb", 0, GW_MAX_BUDGET_MB, &c->slot_state_max_mb);
 }
 
 static void parse_security(cfg_ctx *x, const toml_node *sec, gw_config *c) {

@@ -25,6 +25,11 @@
  * pinned target is unloaded only on request (POST .../unload). An unload asked for while a target
  * is in use happens when its last use ends.
  *
+ * Saved slots. Unloading a target saves the KV of its idle context-keyed conversations
+ * (sipp_engine_save_slots, into this gateway's directory of them, slot_dir.c) before its engine is
+ * freed, outside the lock; its next load restores them (sipp_engine_restore_slots), so that a
+ * conversation does not read its history again after an eviction or a keep_alive unload.
+ *
  * New files. With a models directory, GET /v1/models and a request naming an unknown model list the
  * directory again; a model not yet served becomes an on-demand target (targets.c keeps room).
  *
@@ -34,6 +39,7 @@
  * (gw_residency_peek for the routes that only describe it). Loads and unloads run outside the lock.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +48,7 @@
 #include <unistd.h>
 
 #include "gateway/residency.h"
+#include "gateway/slot_dir.h"
 
 #define MIB ((uint64_t)1 << 20)
 #define HOST_MARGIN_MB 1024         /* left to the system by the default host budget */
@@ -59,6 +66,7 @@
 #define RPC_RETRY_MIN_MS 500
 #define RPC_RETRY_MAX_MS 30000
 #define BACKEND_LIST_MAX 16
+#define VICTIM_NAME_SIZE 256 /* a target name as the unload logs it */
 
 typedef struct place_budget {
     char name[32]; /* device name; "" = host */
@@ -76,6 +84,8 @@ struct gw_residency {
     bool startup_done;
     place_budget places[1 + SIPP_MEMORY_MAX_DEVICES]; /* [0] is the host */
     int n_places;
+    char slots_root[PATH_MAX]; /* this gateway's saved slots (slot_dir.c); "" = none are saved */
+    uint64_t slots_max_bytes;
     /* metrics */
     uint64_t loads, load_failures, unloads, evictions;
     double load_seconds_sum;
@@ -238,6 +248,9 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
 typedef struct victim {
     sipp_engine *engine;
     sipp_model *model;
+    char slots_dir[PATH_MAX]; /* where its idle slots are saved first; "" = nowhere */
+    uint64_t slots_max_bytes;
+    char name[VICTIM_NAME_SIZE];
     struct victim *next;
 } victim;
 typedef struct victims {
@@ -251,6 +264,10 @@ static void take_unload(gw_residency *r, gw_target *t, victims *v, const char *w
     if (x) {
         x->engine = t->engine;
         x->model = t->model;
+        snprintf(x->name, sizeof x->name, "%s", t->cfg->name);
+        x->slots_max_bytes = r->slots_max_bytes;
+        *x->slots_dir = '\0';
+        if (*r->slots_root) gw_slot_dir_target(r->slots_root, t->index, x->slots_dir, sizeof x->slots_dir);
         x->next = v->head;
         v->head = x;
         v->n++;
@@ -271,6 +288,15 @@ static void free_victims(victims *v) {
     while (v->head) {
         victim *x = v->head;
         v->head = x->next;
+        int saved = 0;
+        char err[SIPP_ERROR_SIZE];
+        if (*x->slots_dir &&
+            sipp_engine_save_slots(x->engine, x->slots_dir, x->slots_max_bytes, &saved, err) != SIPP_OK)
+            fprintf(stderr, "sipp: target '%s': its idle conversations were not all saved: %s\n", x->name,
+                    err);
+        if (saved)
+            fprintf(stderr, "sipp: target '%s': saved %d idle conversation%s for its next load\n", x->name,
+                    saved, saved == 1 ? "" : "s");
         sipp_engine_free(x->engine);
         sipp_model_free(x->model);
         free(x);
@@ -421,6 +447,17 @@ static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, 
     bool wait = false;
     bool ok = load_engine(srv, t->cfg, &m, &e, &wait, err);
     double secs = (now_ms() - t0) / 1e3;
+    if (ok && *r->slots_root) {
+        char dir[PATH_MAX];
+        int restored = 0;
+        gw_slot_dir_target(r->slots_root, t->index, dir, sizeof dir);
+        if (sipp_engine_restore_slots(e, dir, &restored, err) != SIPP_OK)
+            fprintf(stderr, "sipp: target '%s': its saved conversations were not restored: %s\n",
+                    t->cfg->name, err);
+        if (restored)
+            fprintf(stderr, "sipp: target '%s': restored %d saved conversation%s\n", t->cfg->name, restored,
+                    restored == 1 ? "" : "s");
+    }
     if (ok) {
         const sipp_backend_decision *b = sipp_model_backend(m);
         fprintf(stderr, "sipp: target '%s' ready in %.0f ms: %s on %s (%s), %d slots\n", t->cfg->name,
@@ -741,6 +778,8 @@ bool gw_residency_start(gw_server *srv, char *err) {
     pthread_cond_init(&r->changed, &ca);
     pthread_condattr_destroy(&ca);
     init_budgets(r, srv->cfg);
+    if (gw_slot_dir_open(srv->cfg, r->slots_root, sizeof r->slots_root))
+        r->slots_max_bytes = (uint64_t)srv->cfg->slot_state_max_mb * MIB;
     srv->residency = r;
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
@@ -782,6 +821,7 @@ void gw_residency_stop(gw_server *srv) {
     pthread_mutex_lock(&r->mu);
     fail_waiting(srv); /* one the keeper's last retry left waiting */
     pthread_mutex_unlock(&r->mu);
+    gw_slot_dir_remove(r->slots_root);
     pthread_cond_destroy(&r->changed);
     pthread_mutex_destroy(&r->mu);
     free(r);

@@ -437,6 +437,11 @@ typedef struct sipp_model_params {
      * to the CPU, off for a load that asked for "cpu" explicitly (the conservative path for validating
      * a model) and for an rpc split. backend_reason ends saying which one the load got. */
     const char *flash_attn;
+    /* CPU weights as the file has them, without the copies llama.cpp's CPU backend repacks them into
+     * at load (interleaved layouts for its faster matrix kernels): the load only maps the file, so a
+     * model loaded again from a warm page cache is ready sooner and holds about half the memory, at
+     * some prefill and decode speed (BENCHMARKS.md, swapping models). false (default) repacks. */
+    bool no_repack;
 } sipp_model_params;
 
 /* A load on a GPU device first takes that device's residency lease: a lock file per device

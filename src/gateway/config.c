@@ -11,7 +11,7 @@
  *   [[tokens]]               env, caller, targets, admin
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
  *                            flash_attn, speculative, draft_max, draft_min, ctx_size, parallel, threads,
- *                            gpu_layers, policy, rpc, tensor_split, load, keep_alive, pin;
+ *                            gpu_layers, policy, rpc, tensor_split, load, keep_alive, pin, repack;
  *                            openai_compatible:
  *                            base_url or base_urls, model, api_key_env, timeout_seconds
  *
@@ -423,6 +423,7 @@ static void init_target(gw_target_config *t) {
     t->timeout_seconds = GW_DEFAULT_UPSTREAM_TIMEOUT_S;
     t->load = GW_LOAD_STARTUP;
     t->keep_alive_s = GW_KEEP_ALIVE_FOREVER;
+    t->repack = true;
 }
 
 bool gw_parse_keep_alive(const char *s, int64_t *out) {
@@ -593,13 +594,14 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     free(load);
     get_keep_alive(x, t, where, &tc->keep_alive_s);
     get_bool(x, t, where, "pin", &tc->pin);
+    get_bool(x, t, where, "repack", &tc->repack);
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
     static const char *const local_keys[] = {
         "name",       "type",      "model",         "backend",    "ctx_size",     "parallel",   "threads",
         "gpu_layers", "policy",    "chat_template", "rpc",        "tensor_split", "flash_attn", "speculative",
-        "draft_max",  "draft_min", "load",          "keep_alive", "pin",          NULL};
+        "draft_max",  "draft_min", "load",          "keep_alive", "pin",          "repack",     NULL};
     static const char *const remote_keys[] = {"name",  "type",        "base_url",        "base_urls",
                                               "model", "api_key_env", "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);

@@ -56,6 +56,7 @@ typedef struct gw_target_config {
     gw_load_mode load;
     int64_t keep_alive_s; /* idle seconds before it is unloaded; GW_KEEP_ALIVE_FOREVER, 0 = at once */
     bool pin;             /* never evicted to make room */
+    bool repack;          /* CPU weights repacked at load (sipp_model_params.no_repack); default true */
     /* openai_compatible */
     char **base_urls; /* without a trailing '/', e.g. "http://10.0.0.2:8080/v1" */
     size_t n_base_urls;

@@ -212,6 +212,7 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = c->backend;
     mp.flash_attn = c->flash_attn;
+    mp.no_repack = !c->repack;
     mp.gpu_layers = c->gpu_layers;
     mp.rpc_servers = c->rpc_servers;
     mp.tensor_split = c->tensor_split;

@@ -136,18 +136,30 @@ void gw_reply_json(gw_call *call, int status, json_t *body) {
     gw_reply_text(call, status, "application/json", text, len);
 }
 
-void gw_reply_error(gw_call *call, gw_error_kind kind, const char *fmt, ...) {
+static void reply_error_v(gw_call *call, gw_error_kind kind, const char *fmt, va_list ap) {
     char msg[SIPP_ERROR_SIZE];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     if (call->replied) return;
     call->error_code = gw_error_code(kind);
     if (kind == GW_E_RATE_LIMITED || kind == GW_E_QUEUE_FULL) {
         if (call->retry_after_s <= 0) call->retry_after_s = GW_QUEUE_RETRY_S;
     }
     gw_reply_json(call, gw_error_status(kind), gw_error_json_in(call->dialect, kind, msg));
+}
+
+void gw_reply_error(gw_call *call, gw_error_kind kind, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    reply_error_v(call, kind, fmt, ap);
+    va_end(ap);
+}
+
+bool gw_reply_invalid_field(gw_call *call, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    reply_error_v(call, GW_E_INVALID_FIELD, fmt, ap);
+    va_end(ap);
+    return false;
 }
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {

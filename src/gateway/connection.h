@@ -67,6 +67,9 @@ struct gw_call {
 /* Replies. Each takes ownership of what it is given. */
 void gw_reply_json(gw_call *call, int status, json_t *body);
 void gw_reply_error(gw_call *call, gw_error_kind kind, const char *fmt, ...) SIPP_PRINTF(3, 4);
+/* A GW_E_INVALID_FIELD reply (the message names the field); returns false, so a request
+ * translation can `return gw_reply_invalid_field(call, ...)` where it fails. */
+bool gw_reply_invalid_field(gw_call *call, const char *fmt, ...) SIPP_PRINTF(2, 3);
 void gw_reply_text(gw_call *call, int status, const char *content_type, char *text, size_t len);
 void gw_reply_stream(gw_call *call, const char *content_type, gw_stream *stream);
 /* Adds a header to the reply a gw_reply_* call has just made (a no-op without one). */

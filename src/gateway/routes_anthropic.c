@@ -24,7 +24,6 @@
  * count_tokens has the engine render and tokenize the request exactly as a generation would (it
  * runs it for one token), so its input_tokens equals what /v1/messages then reports.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,17 +224,6 @@ static const gw_format messages_format = {.id_prefix = "msg_",
 
 /* ---- request translation ------------------------------------------------------------------------ */
 
-static bool refuse(gw_call *call, const char *fmt, ...) SIPP_PRINTF(2, 3);
-static bool refuse(gw_call *call, const char *fmt, ...) {
-    char msg[SIPP_ERROR_SIZE];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    gw_reply_error(call, GW_E_INVALID_FIELD, "%s", msg);
-    return false;
-}
-
 /* What one turn's content blocks become: its text, thinking and tool calls (assistant), or its
  * text and tool results (user). */
 typedef struct turn {
@@ -249,8 +237,9 @@ static bool text_of(gw_call *call, json_t *c, const char *where, sipp_buf *out);
 
 static bool tool_result(gw_call *call, json_t *b, const char *where, turn *t) {
     json_t *id = json_object_get(b, "tool_use_id"), *err = json_object_get(b, "is_error");
-    if (!json_is_string(id)) return refuse(call, "'%s.tool_use_id' must be a string", where);
-    if (err && !json_is_boolean(err)) return refuse(call, "'%s.is_error' must be true or false", where);
+    if (!json_is_string(id)) return gw_reply_invalid_field(call, "'%s.tool_use_id' must be a string", where);
+    if (err && !json_is_boolean(err))
+        return gw_reply_invalid_field(call, "'%s.is_error' must be true or false", where);
     sipp_buf text = {0};
     char inner[FIELD_PATH_SIZE + sizeof ".content"];
     snprintf(inner, sizeof inner, "%s.content", where);
@@ -268,9 +257,9 @@ static bool tool_result(gw_call *call, json_t *b, const char *where, turn *t) {
 static bool tool_use(gw_call *call, json_t *b, const char *where, turn *t) {
     json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name"),
            *input = json_object_get(b, "input");
-    if (!json_is_string(id)) return refuse(call, "'%s.id' must be a string", where);
-    if (!json_is_string(name)) return refuse(call, "'%s.name' must be a string", where);
-    if (!json_is_object(input)) return refuse(call, "'%s.input' must be an object", where);
+    if (!json_is_string(id)) return gw_reply_invalid_field(call, "'%s.id' must be a string", where);
+    if (!json_is_string(name)) return gw_reply_invalid_field(call, "'%s.name' must be a string", where);
+    if (!json_is_object(input)) return gw_reply_invalid_field(call, "'%s.input' must be an object", where);
     char *args = json_dumps(input, JSON_COMPACT);
     json_array_append_new(t->calls, json_pack("{s:O, s:s, s:{s:O, s:s}}", "id", id, "type", "function",
                                               "function", "name", name, "arguments", args ? args : "{}"));
@@ -281,7 +270,8 @@ static bool tool_use(gw_call *call, json_t *b, const char *where, turn *t) {
 /* Content blocks into t; role says which blocks may appear. where names the field. */
 static bool blocks(gw_call *call, json_t *c, const char *role, const char *where, turn *t) {
     if (json_is_string(c)) return sipp_buf_append(&t->text, json_string_value(c), json_string_length(c));
-    if (!json_is_array(c)) return refuse(call, "'%s' must be a string or an array of content blocks", where);
+    if (!json_is_array(c))
+        return gw_reply_invalid_field(call, "'%s' must be a string or an array of content blocks", where);
     size_t k;
     json_t *b;
     json_array_foreach(c, k, b) {
@@ -290,10 +280,11 @@ static bool blocks(gw_call *call, json_t *c, const char *role, const char *where
         const char *type = json_string_value(json_object_get(b, "type"));
         bool assistant = role && strcmp(role, "assistant") == 0, user = role && strcmp(role, "user") == 0;
         if (!json_is_object(b) || !type)
-            return refuse(call, "'%s' must be a content block with a \"type\"", here);
+            return gw_reply_invalid_field(call, "'%s' must be a content block with a \"type\"", here);
         if (assistant && strcmp(type, "thinking") == 0) {
             json_t *th = json_object_get(b, "thinking");
-            if (!json_is_string(th)) return refuse(call, "'%s.thinking' must be a string", here);
+            if (!json_is_string(th))
+                return gw_reply_invalid_field(call, "'%s.thinking' must be a string", here);
             sipp_buf_append(&t->thinking, json_string_value(th), json_string_length(th));
         } else if (assistant && strcmp(type, "redacted_thinking") == 0) {
             continue; /* nothing readable to give the template */
@@ -303,13 +294,14 @@ static bool blocks(gw_call *call, json_t *c, const char *role, const char *where
             if (!tool_result(call, b, here, t)) return false;
         } else if (strcmp(type, "text") == 0) {
             json_t *tx = json_object_get(b, "text");
-            if (!json_is_string(tx)) return refuse(call, "'%s.text' must be a string", here);
+            if (!json_is_string(tx)) return gw_reply_invalid_field(call, "'%s.text' must be a string", here);
             sipp_buf_append(&t->text, json_string_value(tx), json_string_length(tx));
         } else {
-            return refuse(call, "'%s.type' '%s' is not supported here; use text%s blocks", here, type,
-                          assistant ? ", thinking or tool_use"
-                          : user    ? " or tool_result"
-                                    : "");
+            return gw_reply_invalid_field(call, "'%s.type' '%s' is not supported here; use text%s blocks",
+                                          here, type,
+                                          assistant ? ", thinking or tool_use"
+                                          : user    ? " or tool_result"
+                                                    : "");
         }
     }
     return true;
@@ -360,13 +352,14 @@ static bool translate_messages(gw_call *call, json_t *root, json_t *chat) {
     }
     json_t *msgs = json_object_get(root, "messages");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
-        return refuse(call, "'messages' must be a non-empty array of {\"role\", \"content\"} objects");
+        return gw_reply_invalid_field(
+            call, "'messages' must be a non-empty array of {\"role\", \"content\"} objects");
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
         const char *role = json_string_value(json_object_get(m, "role"));
         if (!json_is_object(m) || !role || (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0))
-            return refuse(call, "'messages[%zu].role' must be \"user\" or \"assistant\"", i);
+            return gw_reply_invalid_field(call, "'messages[%zu].role' must be \"user\" or \"assistant\"", i);
         char where[64];
         snprintf(where, sizeof where, "messages[%zu].content", i);
         if (!add_turn(call, out, role, json_object_get(m, "content"), where)) return false;
@@ -379,19 +372,21 @@ static bool translate_tools(gw_call *call, json_t *root, json_t *chat) {
     json_t *tools = json_object_get(root, "tools");
     if (tools && !json_is_null(tools)) {
         if (!json_is_array(tools))
-            return refuse(call, "'tools' must be an array of {\"name\", \"input_schema\"} tools");
+            return gw_reply_invalid_field(call,
+                                          "'tools' must be an array of {\"name\", \"input_schema\"} tools");
         json_t *out = json_array();
         json_object_set_new(chat, "tools", out);
         size_t i;
         json_t *t;
         json_array_foreach(tools, i, t) {
             const char *type = json_string_value(json_object_get(t, "type"));
-            if (!json_is_object(t)) return refuse(call, "'tools[%zu]' must be an object", i);
+            if (!json_is_object(t)) return gw_reply_invalid_field(call, "'tools[%zu]' must be an object", i);
             if (type && strcmp(type, "custom") != 0)
-                return refuse(call,
-                              "'tools[%zu].type' '%s' is a server tool, which this server does not run; give "
-                              "a custom tool",
-                              i, type);
+                return gw_reply_invalid_field(
+                    call,
+                    "'tools[%zu].type' '%s' is a server tool, which this server does not run; give "
+                    "a custom tool",
+                    i, type);
             json_t *fn = json_object();
             gw_copy_field(t, "name", fn, NULL);
             gw_copy_field(t, "description", fn, NULL);
@@ -405,9 +400,10 @@ static bool translate_tools(gw_call *call, json_t *root, json_t *chat) {
         const char *type = json_string_value(json_object_get(tc, "type"));
         json_t *dp = json_object_get(tc, "disable_parallel_tool_use");
         if (!json_is_object(tc) || !type)
-            return refuse(call, "'tool_choice' must be an object with a \"type\"");
+            return gw_reply_invalid_field(call, "'tool_choice' must be an object with a \"type\"");
         if (dp && !json_is_boolean(dp))
-            return refuse(call, "'tool_choice.disable_parallel_tool_use' must be true or false");
+            return gw_reply_invalid_field(call,
+                                          "'tool_choice.disable_parallel_tool_use' must be true or false");
         parallel = !json_is_true(dp);
         if (strcmp(type, "auto") == 0 || strcmp(type, "none") == 0) {
             json_object_set_new(chat, "tool_choice", json_string(type));
@@ -415,11 +411,13 @@ static bool translate_tools(gw_call *call, json_t *root, json_t *chat) {
             json_object_set_new(chat, "tool_choice", json_string("required"));
         } else if (strcmp(type, "tool") == 0) {
             json_t *name = json_object_get(tc, "name");
-            if (!json_is_string(name)) return refuse(call, "'tool_choice.name' must name one of the tools");
+            if (!json_is_string(name))
+                return gw_reply_invalid_field(call, "'tool_choice.name' must name one of the tools");
             json_object_set_new(chat, "tool_choice",
                                 json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name", name));
         } else {
-            return refuse(call, "'tool_choice.type' is '%s'; use auto, any, tool or none", type);
+            return gw_reply_invalid_field(call, "'tool_choice.type' is '%s'; use auto, any, tool or none",
+                                          type);
         }
     }
     if (json_array_size(json_object_get(chat, "tools")))
@@ -433,7 +431,7 @@ static bool translate_thinking(gw_call *call, json_t *root, json_t *chat) {
     if (!th || json_is_null(th)) return true;
     const char *type = json_string_value(json_object_get(th, "type"));
     if (!json_is_object(th) || !type)
-        return refuse(
+        return gw_reply_invalid_field(
             call,
             "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}");
     if (strcmp(type, "disabled") == 0) {
@@ -441,10 +439,10 @@ static bool translate_thinking(gw_call *call, json_t *root, json_t *chat) {
         return true;
     }
     if (strcmp(type, "enabled") != 0)
-        return refuse(call, "'thinking.type' is '%s'; use enabled or disabled", type);
+        return gw_reply_invalid_field(call, "'thinking.type' is '%s'; use enabled or disabled", type);
     json_t *budget = json_object_get(th, "budget_tokens");
     if (!json_is_integer(budget) || json_integer_value(budget) < 1)
-        return refuse(call, "'thinking.budget_tokens' must be a positive integer");
+        return gw_reply_invalid_field(call, "'thinking.budget_tokens' must be a positive integer");
     json_object_set_new(chat, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 1));
     json_object_set(chat, "thinking_budget_tokens", budget);
     return true;
@@ -454,12 +452,14 @@ static bool translate_thinking(gw_call *call, json_t *root, json_t *chat) {
 static bool check_options(gw_call *call, json_t *root) {
     json_t *t = json_object_get(root, "temperature");
     if (json_is_number(t) && (json_number_value(t) < 0 || json_number_value(t) > ANTHROPIC_TEMPERATURE_MAX))
-        return refuse(call, "'temperature' is %g; it must be in [0, 1]", json_number_value(t));
+        return gw_reply_invalid_field(call, "'temperature' is %g; it must be in [0, 1]",
+                                      json_number_value(t));
     json_t *md = json_object_get(root, "metadata");
-    if (md && !json_is_null(md) && !json_is_object(md)) return refuse(call, "'metadata' must be an object");
+    if (md && !json_is_null(md) && !json_is_object(md))
+        return gw_reply_invalid_field(call, "'metadata' must be an object");
     json_t *ss = json_object_get(root, "stop_sequences");
     if (ss && !json_is_null(ss) && !json_is_array(ss))
-        return refuse(call, "'stop_sequences' must be an array of strings");
+        return gw_reply_invalid_field(call, "'stop_sequences' must be an array of strings");
     return true;
 }
 
@@ -475,7 +475,8 @@ static json_t *translate(gw_call *call, json_t *root, bool counting) {
     if (counting) return chat;
     json_t *mt = json_object_get(root, "max_tokens");
     if (!mt || json_is_null(mt)) {
-        refuse(call, "'max_tokens' is missing: Messages requests must give the most tokens to generate");
+        gw_reply_invalid_field(
+            call, "'max_tokens' is missing: Messages requests must give the most tokens to generate");
         json_decref(chat);
         return NULL;
     }

@@ -45,7 +45,6 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,17 +95,6 @@ static const char *const embed_fields[] = {"model",   "input",      "prompt",   
 
 /* ---- small helpers ------------------------------------------------------------------------------ */
 
-static bool refuse(gw_call *call, const char *fmt, ...) SIPP_PRINTF(2, 3);
-static bool refuse(gw_call *call, const char *fmt, ...) {
-    char msg[SIPP_ERROR_SIZE];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    gw_reply_error(call, GW_E_INVALID_FIELD, "%s", msg);
-    return false;
-}
-
 static json_t *now_json(void) {
     char t[GW_TIME_SIZE];
     gw_iso_time(gw_unix_now(), t, sizeof t);
@@ -139,7 +127,7 @@ static json_t *listed_name(const gw_target *t) {
  * returns NULL when it cannot. */
 static gw_target *request_target(gw_call *call, const char *name) {
     if (!name || !*name) {
-        refuse(call, "'model' is missing: name one of the models GET /api/tags lists");
+        gw_reply_invalid_field(call, "'model' is missing: name one of the models GET /api/tags lists");
         return NULL;
     }
     gw_target *t = find_target(call->srv, name);
@@ -292,7 +280,7 @@ void gw_route_ollama_show(gw_call *call) {
     gw_target *t = find_target(call->srv, name);
     model_facts f;
     if (!name) {
-        refuse(call, "'model' is missing: name one of the models GET /api/tags lists");
+        gw_reply_invalid_field(call, "'model' is missing: name one of the models GET /api/tags lists");
     } else if (!t || t->cfg->type != GW_TARGET_LOCAL || !gw_auth_allows(call, t->cfg)) {
         gw_reply_error(call, GW_E_UNKNOWN_TARGET, "model '%s' not found; GET /api/tags lists the models",
                        name);
@@ -338,17 +326,18 @@ static bool read_keep_alive(gw_call *call, json_t *root, const gw_target *t) {
     bool ok = json_is_number(ka) ? isfinite(s = json_number_value(ka)) && s <= GW_DURATION_MAX_S
                                  : json_is_string(ka) && gw_parse_go_duration(json_string_value(ka), &s);
     if (ok && t && t->cfg->type != GW_TARGET_LOCAL)
-        return refuse(call,
-                      "'keep_alive' cannot be honoured for model '%s': it is served by a remote upstream, "
-                      "which decides what stays loaded; leave it out",
-                      t->cfg->name);
+        return gw_reply_invalid_field(
+            call,
+            "'keep_alive' cannot be honoured for model '%s': it is served by a remote upstream, "
+            "which decides what stays loaded; leave it out",
+            t->cfg->name);
     if (ok) {
         call->keep_alive = GW_KEEP_ALIVE_GIVEN;
         call->keep_alive_s = s < 0 ? GW_KEEP_ALIVE_FOREVER : s;
         return true;
     }
     char *shown = json_dumps(ka, JSON_ENCODE_ANY);
-    refuse(
+    gw_reply_invalid_field(
         call,
         "'keep_alive' %.64s is not a duration: give seconds (300), a duration (\"5m\", \"10s\", \"1h\"), 0 "
         "to unload the model after this request, or a negative value to keep it loaded",
@@ -382,7 +371,7 @@ static bool translate_options(gw_call *call, json_t *root, const gw_target_confi
     json_t *opts = json_object_get(root, "options");
     if (!opts || json_is_null(opts)) return true;
     if (!json_is_object(opts))
-        return refuse(call, "'options' must be an object such as {\"temperature\": 0}");
+        return gw_reply_invalid_field(call, "'options' must be an object such as {\"temperature\": 0}");
     const char *key;
     json_t *v;
     json_object_foreach(opts, key, v) {
@@ -402,15 +391,18 @@ static bool translate_options(gw_call *call, json_t *root, const gw_target_confi
         if (strcmp(key, "num_ctx") == 0) {
             if (tc->ctx_size > 0 && json_is_integer(v) && json_integer_value(v) == tc->ctx_size) continue;
             if (tc->ctx_size > 0)
-                return refuse(call,
-                              "'options.num_ctx' must be this model's context size (%d): it is fixed per "
-                              "target (ctx_size)",
-                              tc->ctx_size);
-            return refuse(call, "'options.num_ctx' cannot be honoured: the context size is fixed per target "
-                                "(set ctx_size in its "
-                                "[[targets]] entry and leave num_ctx out)");
+                return gw_reply_invalid_field(
+                    call,
+                    "'options.num_ctx' must be this model's context size (%d): it is fixed per "
+                    "target (ctx_size)",
+                    tc->ctx_size);
+            return gw_reply_invalid_field(
+                call, "'options.num_ctx' cannot be honoured: the context size is fixed per target "
+                      "(set ctx_size in its "
+                      "[[targets]] entry and leave num_ctx out)");
         }
-        return refuse(call, "'options.%s' is not supported by this server; leave it out", key);
+        return gw_reply_invalid_field(call, "'options.%s' is not supported by this server; leave it out",
+                                      key);
     }
     return true;
 }
@@ -425,7 +417,7 @@ static bool translate_format(gw_call *call, json_t *root, json_t *chat) {
                             json_pack("{s:s, s:{s:s, s:O}}", "type", "json_schema", "json_schema", "name",
                                       "format", "schema", f));
     else
-        return refuse(call, "'format' must be \"json\" or a JSON schema object");
+        return gw_reply_invalid_field(call, "'format' must be \"json\" or a JSON schema object");
     return true;
 }
 
@@ -442,7 +434,7 @@ static bool translate_think(gw_call *call, json_t *root, json_t *chat) {
         json_object_set_new(chat, "reasoning_effort", json_string(e));
         return true;
     }
-    return refuse(call, "'think' must be true, false, \"low\", \"medium\" or \"high\"");
+    return gw_reply_invalid_field(call, "'think' must be true, false, \"low\", \"medium\" or \"high\"");
 }
 
 /* An optional string field that must be empty when present. */
@@ -451,7 +443,7 @@ static bool empty_only(gw_call *call, json_t *root, const char *key, const char 
     if (!v || json_is_null(v) || (json_is_string(v) && !*json_string_value(v)) ||
         (json_is_array(v) && json_array_size(v) == 0))
         return true;
-    return refuse(call, "'%s' is not supported: %s", key, why);
+    return gw_reply_invalid_field(call, "'%s' is not supported: %s", key, why);
 }
 
 /* ---- rendering ---------------------------------------------------------------------------------- */
@@ -576,7 +568,7 @@ static const gw_format ollama_format = {.id_prefix = "ollama-",
  * oldest call not yet answered, which is how Ollama's templates pair them. */
 static bool translate_messages(gw_call *call, json_t *msgs, json_t *chat) {
     if (!json_is_array(msgs))
-        return refuse(call, "'messages' must be an array of {\"role\", \"content\"} objects");
+        return gw_reply_invalid_field(call, "'messages' must be an array of {\"role\", \"content\"} objects");
     json_t *out = json_array();
     json_object_set_new(chat, "messages", out);
     json_t *pending = json_array(); /* ids of calls not yet answered */
@@ -585,12 +577,14 @@ static bool translate_messages(gw_call *call, json_t *msgs, json_t *chat) {
     bool ok = true;
     json_array_foreach(msgs, i, m) {
         if (!json_is_object(m)) {
-            ok = refuse(call, "'messages[%zu]' must be an object with \"role\" and \"content\"", i);
+            ok = gw_reply_invalid_field(call,
+                                        "'messages[%zu]' must be an object with \"role\" and \"content\"", i);
             break;
         }
         json_t *images = json_object_get(m, "images"), *calls = json_object_get(m, "tool_calls");
         if (images && !json_is_null(images) && !(json_is_array(images) && json_array_size(images) == 0)) {
-            ok = refuse(call, "'messages[%zu].images' is not supported: the models here take text only", i);
+            ok = gw_reply_invalid_field(
+                call, "'messages[%zu].images' is not supported: the models here take text only", i);
             break;
         }
         json_t *copy = json_object();
@@ -602,8 +596,8 @@ static bool translate_messages(gw_call *call, json_t *msgs, json_t *chat) {
         if (role && strcmp(role, "tool") == 0) {
             json_t *id = json_array_get(pending, answered);
             if (!id) {
-                ok = refuse(call,
-                            "'messages[%zu]' is a tool message, but no tool call before it is unanswered", i);
+                ok = gw_reply_invalid_field(
+                    call, "'messages[%zu]' is a tool message, but no tool call before it is unanswered", i);
                 break;
             }
             answered++;
@@ -612,7 +606,7 @@ static bool translate_messages(gw_call *call, json_t *msgs, json_t *chat) {
         }
         if (!calls || json_is_null(calls)) continue;
         if (!json_is_array(calls)) {
-            ok = refuse(
+            ok = gw_reply_invalid_field(
                 call,
                 "'messages[%zu].tool_calls' must be an array of {\"function\": {\"name\", \"arguments\"}}",
                 i);
@@ -625,10 +619,11 @@ static bool translate_messages(gw_call *call, json_t *msgs, json_t *chat) {
         json_array_foreach(calls, k, c) {
             json_t *fn = json_object_get(c, "function"), *args = json_object_get(fn, "arguments");
             if (!json_is_string(json_object_get(fn, "name")) || (args && !json_is_object(args))) {
-                ok = refuse(call,
-                            "'messages[%zu].tool_calls[%zu]' must be {\"function\": {\"name\", "
-                            "\"arguments\": {...}}}",
-                            i, k);
+                ok = gw_reply_invalid_field(
+                    call,
+                    "'messages[%zu].tool_calls[%zu]' must be {\"function\": {\"name\", "
+                    "\"arguments\": {...}}}",
+                    i, k);
                 break;
             }
             char id[NAME_SIZE];
@@ -668,7 +663,8 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
     bool ok = gw_check_fields(call, root, is_chat ? chat_fields : generate_fields, API_NAME) &&
               read_keep_alive(call, root, t) && translate_think(call, root, chat) &&
               translate_format(call, root, chat);
-    if (ok && !model) ok = refuse(call, "'model' is missing: name one of the models GET /api/tags lists");
+    if (ok && !model)
+        ok = gw_reply_invalid_field(call, "'model' is missing: name one of the models GET /api/tags lists");
     if (ok && !tc) {
         gw_reply_error(call, GW_E_UNKNOWN_TARGET, "model '%s' not found; GET /api/tags lists the models",
                        model);
@@ -678,7 +674,8 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
     json_t *tools = json_object_get(root, "tools");
     if (ok && tools) json_object_set(chat, "tools", tools);
     json_t *stream = json_object_get(root, "stream");
-    if (ok && stream && !json_is_boolean(stream)) ok = refuse(call, "'stream' must be true or false");
+    if (ok && stream && !json_is_boolean(stream))
+        ok = gw_reply_invalid_field(call, "'stream' must be true or false");
     json_object_set_new(chat, "stream", json_boolean(!json_is_false(stream)));
     bool empty = false;
     if (ok && is_chat) {
@@ -694,14 +691,16 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
              empty_only(call, root, "images", "the models here take text only");
         json_t *p = json_object_get(root, "prompt"), *sys = json_object_get(root, "system"),
                *raw = json_object_get(root, "raw");
-        if (ok && p && !json_is_string(p)) ok = refuse(call, "'prompt' must be a string");
+        if (ok && p && !json_is_string(p)) ok = gw_reply_invalid_field(call, "'prompt' must be a string");
         if (ok && sys && !json_is_null(sys) && !json_is_string(sys))
-            ok = refuse(call, "'system' must be a string");
-        if (ok && raw && !json_is_boolean(raw)) ok = refuse(call, "'raw' must be true or false");
+            ok = gw_reply_invalid_field(call, "'system' must be a string");
+        if (ok && raw && !json_is_boolean(raw))
+            ok = gw_reply_invalid_field(call, "'raw' must be true or false");
         empty = !json_is_string(p) || !*json_string_value(p);
         if (ok && !empty && json_is_true(raw)) {
             if (sys && json_string_length(sys))
-                ok = refuse(call, "'system' cannot be combined with raw: true (no template is applied)");
+                ok = gw_reply_invalid_field(
+                    call, "'system' cannot be combined with raw: true (no template is applied)");
             api = GW_API_COMPLETION;
             json_object_set(chat, "prompt", p);
         } else if (ok && !empty) {
@@ -777,18 +776,20 @@ void gw_route_ollama_embed(gw_call *call) {
               read_keep_alive(call, root, find_target(call->srv, model));
     json_t *opts = json_object_get(root, "options");
     if (ok && opts && !json_is_null(opts) && !(json_is_object(opts) && json_object_size(opts) == 0))
-        ok = refuse(call, "'options' cannot change an embedding here; leave it out");
+        ok = gw_reply_invalid_field(call, "'options' cannot change an embedding here; leave it out");
     json_t *tr = json_object_get(root, "truncate");
-    if (ok && tr && !json_is_boolean(tr)) ok = refuse(call, "'truncate' must be true or false");
+    if (ok && tr && !json_is_boolean(tr))
+        ok = gw_reply_invalid_field(call, "'truncate' must be true or false");
     if (ok && (!in || (!json_is_string(in) && !(json_is_array(in) && !legacy)) || n == 0 ||
                n > GW_MAX_EMBED_INPUTS))
-        ok = refuse(call, legacy ? "'prompt' must be a string"
-                                 : "'input' must be a string or a non-empty array of strings");
-    if (ok && !(texts = calloc(n, sizeof *texts))) ok = refuse(call, "out of memory");
+        ok =
+            gw_reply_invalid_field(call, legacy ? "'prompt' must be a string"
+                                                : "'input' must be a string or a non-empty array of strings");
+    if (ok && !(texts = calloc(n, sizeof *texts))) ok = gw_reply_invalid_field(call, "out of memory");
     for (size_t i = 0; ok && i < n; i++) {
         json_t *e = json_is_array(in) ? json_array_get(in, i) : in;
         if (!json_is_string(e))
-            ok = refuse(call, "'input[%zu]' must be a string", i);
+            ok = gw_reply_invalid_field(call, "'input[%zu]' must be a string", i);
         else
             texts[i] = json_string_value(e);
     }
@@ -805,8 +806,9 @@ void gw_route_ollama_embed(gw_call *call) {
                            "model '%s': %s", model, sipp_engine_last_error(t->engine));
         } else if (dim && !json_is_null(dim) &&
                    !(json_is_integer(dim) && json_integer_value(dim) == n_embd)) {
-            refuse(call, "'dimensions' must be this model's embedding size (%d): vectors are not shortened",
-                   n_embd);
+            gw_reply_invalid_field(
+                call, "'dimensions' must be this model's embedding size (%d): vectors are not shortened",
+                n_embd);
         } else if (legacy) {
             gw_reply_json(call, 200, json_pack("{s:o}", "embedding", vector(out, n_embd)));
         } else {
@@ -924,10 +926,10 @@ void gw_route_ollama_pull(gw_call *call) {
     pull_job *j = NULL;
     if (!gw_check_fields(call, root, fields, API_NAME)) {
     } else if (!source || !*source) {
-        refuse(call,
-               "'model' is missing: give a URL (http, https), hf://ORG/REPO/FILE.gguf or a catalog name");
+        gw_reply_invalid_field(
+            call, "'model' is missing: give a URL (http, https), hf://ORG/REPO/FILE.gguf or a catalog name");
     } else if (json_is_true(json_object_get(root, "insecure"))) {
-        refuse(call, "'insecure' is not supported: downloads always verify TLS");
+        gw_reply_invalid_field(call, "'insecure' is not supported: downloads always verify TLS");
     } else if (!(j = calloc(1, sizeof *j)) || !(j->source = strdup(source))) {
         gw_reply_error(call, GW_E_INTERNAL, "out of memory");
     } else {
@@ -971,7 +973,7 @@ void gw_route_ollama_delete(gw_call *call) {
     const char *name = body_model(root);
     char dir[PATH_MAX], err[SIPP_ERROR_SIZE];
     if (!name || !*name) {
-        refuse(call, "'model' is missing: name a model in the store (sipp models list)");
+        gw_reply_invalid_field(call, "'model' is missing: name a model in the store (sipp models list)");
     } else if (find_target(call->srv, name)) {
         gw_reply_error(
             call, GW_E_INVALID_FIELD,

@@ -27,7 +27,6 @@
  * engine finds the previous turn's KV in its slot and evaluates only the new tokens; usage reports
  * them as input_tokens_details.cached_tokens.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -388,17 +387,6 @@ typedef struct xlate {
     json_t *input_items; /* this request's input, as message items with ids */
 } xlate;
 
-static bool refuse(xlate *x, const char *fmt, ...) SIPP_PRINTF(2, 3);
-static bool refuse(xlate *x, const char *fmt, ...) {
-    char msg[SIPP_ERROR_SIZE];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    gw_reply_error(x->call, GW_E_INVALID_FIELD, "%s", msg);
-    return false;
-}
-
 static void add_turn(xlate *x, const char *role, const char *text) {
     json_array_append_new(x->messages, json_pack("{s:s, s:s}", "role", role, "content", text));
     json_array_append_new(x->history, json_pack("{s:s, s:s}", "role", role, "content", text));
@@ -419,19 +407,22 @@ static bool item_text(xlate *x, json_t *content, size_t i, sipp_buf *text) {
     if (json_is_string(content))
         return sipp_buf_append(text, json_string_value(content), json_string_length(content));
     if (!json_is_array(content))
-        return refuse(x, "'input[%zu].content' must be a string or an array of input_text parts", i);
+        return gw_reply_invalid_field(
+            x->call, "'input[%zu].content' must be a string or an array of input_text parts", i);
     size_t k;
     json_t *part;
     json_array_foreach(content, k, part) {
         const char *type = json_string_value(json_object_get(part, "type"));
         json_t *t = json_object_get(part, "text");
-        if (!type) return refuse(x, "'input[%zu].content[%zu].type' is missing", i, k);
+        if (!type) return gw_reply_invalid_field(x->call, "'input[%zu].content[%zu].type' is missing", i, k);
         if (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0)
-            return refuse(x,
-                          "'input[%zu].content[%zu].type' '%s' is not supported; only input_text and "
-                          "output_text parts are",
-                          i, k, type);
-        if (!json_is_string(t)) return refuse(x, "'input[%zu].content[%zu].text' must be a string", i, k);
+            return gw_reply_invalid_field(
+                x->call,
+                "'input[%zu].content[%zu].type' '%s' is not supported; only input_text and "
+                "output_text parts are",
+                i, k, type);
+        if (!json_is_string(t))
+            return gw_reply_invalid_field(x->call, "'input[%zu].content[%zu].text' must be a string", i, k);
         sipp_buf_append(text, json_string_value(t), json_string_length(t));
     }
     return true;
@@ -465,10 +456,13 @@ static void add_tool_call(json_t *messages, json_t *call) {
 static bool function_call_item(xlate *x, json_t *item, size_t i) {
     json_t *id = json_object_get(item, "call_id"), *name = json_object_get(item, "name"),
            *args = json_object_get(item, "arguments");
-    if (!json_is_string(id)) return refuse(x, "'input[%zu].call_id' must be a string", i);
-    if (!json_is_string(name)) return refuse(x, "'input[%zu].name' must be a string", i);
+    if (!json_is_string(id))
+        return gw_reply_invalid_field(x->call, "'input[%zu].call_id' must be a string", i);
+    if (!json_is_string(name))
+        return gw_reply_invalid_field(x->call, "'input[%zu].name' must be a string", i);
     if (!json_is_string(args))
-        return refuse(x, "'input[%zu].arguments' must be a string (the arguments as JSON text)", i);
+        return gw_reply_invalid_field(
+            x->call, "'input[%zu].arguments' must be a string (the arguments as JSON text)", i);
     json_t *call = json_pack("{s:O, s:s, s:{s:O, s:O}}", "id", id, "type", "function", "function", "name",
                              name, "arguments", args);
     add_tool_call(x->messages, call);
@@ -480,12 +474,13 @@ static bool function_call_item(xlate *x, json_t *item, size_t i) {
 
 static bool function_output_item(xlate *x, json_t *item, size_t i) {
     json_t *id = json_object_get(item, "call_id"), *output = json_object_get(item, "output");
-    if (!json_is_string(id)) return refuse(x, "'input[%zu].call_id' must be a string", i);
+    if (!json_is_string(id))
+        return gw_reply_invalid_field(x->call, "'input[%zu].call_id' must be a string", i);
     sipp_buf text = {0};
     char where[64];
     snprintf(where, sizeof where, "input[%zu].output", i);
     if (!json_is_string(output) && !json_is_array(output))
-        return refuse(x, "'%s' must be a string or input_text parts", where);
+        return gw_reply_invalid_field(x->call, "'%s' must be a string or input_text parts", where);
     bool ok = item_text(x, output, i, &text);
     if (ok) {
         json_t *m = json_pack("{s:s, s:O, s:s}", "role", "tool", "tool_call_id", id, "content",
@@ -499,23 +494,27 @@ static bool function_output_item(xlate *x, json_t *item, size_t i) {
 }
 
 static bool input_item(xlate *x, json_t *item, size_t i) {
-    if (!json_is_object(item)) return refuse(x, "'input[%zu]' must be an object (a message item)", i);
+    if (!json_is_object(item))
+        return gw_reply_invalid_field(x->call, "'input[%zu]' must be an object (a message item)", i);
     const char *type = json_string_value(json_object_get(item, "type"));
     if (type && strcmp(type, "function_call") == 0) return function_call_item(x, item, i);
     if (type && strcmp(type, "function_call_output") == 0) return function_output_item(x, item, i);
     if (type && strcmp(type, "reasoning") == 0)
         return true; /* templates drop past reasoning; see docs/gateway.md */
     if (type && strcmp(type, "message") != 0)
-        return refuse(x,
-                      "'input[%zu].type' '%s' is not supported; use message, function_call or "
-                      "function_call_output items",
-                      i, type);
+        return gw_reply_invalid_field(
+            x->call,
+            "'input[%zu].type' '%s' is not supported; use message, function_call or "
+            "function_call_output items",
+            i, type);
     const char *role = json_string_value(json_object_get(item, "role"));
     if (!role)
-        return refuse(x, "'input[%zu].role' must be a string (user, system, developer or assistant)", i);
+        return gw_reply_invalid_field(
+            x->call, "'input[%zu].role' must be a string (user, system, developer or assistant)", i);
     if (strcmp(role, "user") != 0 && strcmp(role, "system") != 0 && strcmp(role, "developer") != 0 &&
         strcmp(role, "assistant") != 0)
-        return refuse(x, "'input[%zu].role' is '%s'; use user, system, developer or assistant", i, role);
+        return gw_reply_invalid_field(
+            x->call, "'input[%zu].role' is '%s'; use user, system, developer or assistant", i, role);
     sipp_buf text = {0};
     bool ok = item_text(x, json_object_get(item, "content"), i, &text);
     if (ok) {
@@ -529,13 +528,15 @@ static bool input_item(xlate *x, json_t *item, size_t i) {
 
 static bool translate_input(xlate *x, json_t *input) {
     if (!input || json_is_null(input))
-        return refuse(x, "'input' is missing: give a string or an array of message items");
+        return gw_reply_invalid_field(x->call,
+                                      "'input' is missing: give a string or an array of message items");
     if (json_is_string(input)) {
         add_turn(x, "user", json_string_value(input));
         add_input_item(x, "user", json_string_value(input));
         return true;
     }
-    if (!json_is_array(input)) return refuse(x, "'input' must be a string or an array of message items");
+    if (!json_is_array(input))
+        return gw_reply_invalid_field(x->call, "'input' must be a string or an array of message items");
     size_t i;
     json_t *item;
     json_array_foreach(input, i, item) if (!input_item(x, item, i)) return false;
@@ -547,19 +548,21 @@ static bool translate_input(xlate *x, json_t *input) {
 static bool translate_text(xlate *x, json_t *text, json_t *chat) {
     if (!text || json_is_null(text)) return true;
     if (!json_is_object(text))
-        return refuse(x, "'text' must be an object such as {\"format\": {\"type\": \"text\"}}");
+        return gw_reply_invalid_field(x->call,
+                                      "'text' must be an object such as {\"format\": {\"type\": \"text\"}}");
     const char *key;
     json_t *v;
     json_object_foreach(text, key, v) {
         if (strcmp(key, "format") != 0 && !(strcmp(key, "verbosity") == 0 && json_is_string(v) &&
                                             strcmp(json_string_value(v), "medium") == 0))
-            return refuse(x, "'text.%s' is not supported; only text.format (and verbosity \"medium\") are",
-                          key);
+            return gw_reply_invalid_field(
+                x->call, "'text.%s' is not supported; only text.format (and verbosity \"medium\") are", key);
     }
     json_t *format = json_object_get(text, "format");
     if (!format) return true;
     const char *type = json_string_value(json_object_get(format, "type"));
-    if (!json_is_object(format) || !type) return refuse(x, "'text.format' must be an object with a \"type\"");
+    if (!json_is_object(format) || !type)
+        return gw_reply_invalid_field(x->call, "'text.format' must be an object with a \"type\"");
     if (strcmp(type, "json_schema") == 0) {
         json_t *schema = json_object();
         gw_copy_field(format, "name", schema, NULL);
@@ -578,7 +581,8 @@ static bool translate_text(xlate *x, json_t *text, json_t *chat) {
 static bool translate_tools(xlate *x, json_t *root, json_t *chat) {
     json_t *tools = json_object_get(root, "tools");
     if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools)) return refuse(x, "'tools' must be an array of function tools");
+        if (!json_is_array(tools))
+            return gw_reply_invalid_field(x->call, "'tools' must be an array of function tools");
         json_t *out = json_array();
         size_t i;
         json_t *t;
@@ -586,10 +590,11 @@ static bool translate_tools(xlate *x, json_t *root, json_t *chat) {
             const char *type = json_string_value(json_object_get(t, "type"));
             if (!type || strcmp(type, "function") != 0) {
                 json_decref(out);
-                return refuse(x,
-                              "'tools[%zu].type' must be \"function\" (built-in tools such as web_search are "
-                              "not available here)",
-                              i);
+                return gw_reply_invalid_field(
+                    x->call,
+                    "'tools[%zu].type' must be \"function\" (built-in tools such as web_search are "
+                    "not available here)",
+                    i);
             }
             json_t *fn = json_object();
             gw_copy_field(t, "name", fn, NULL);
@@ -621,41 +626,46 @@ static bool check_options(xlate *x, json_t *root) {
     if (r && !json_is_null(r)) {
         json_t *effort = json_object_get(r, "effort"), *summary = json_object_get(r, "summary");
         if (!json_is_object(r))
-            return refuse(x, "'reasoning' must be an object such as {\"effort\": \"low\"}");
+            return gw_reply_invalid_field(x->call,
+                                          "'reasoning' must be an object such as {\"effort\": \"low\"}");
         if (effort && !json_is_null(effort) && !json_is_string(effort))
-            return refuse(x, "'reasoning.effort' must be a string (none, minimal, low, medium, high)");
+            return gw_reply_invalid_field(
+                x->call, "'reasoning.effort' must be a string (none, minimal, low, medium, high)");
         if (summary && !json_is_null(summary) && !json_is_string(summary))
-            return refuse(x, "'reasoning.summary' must be a string (auto, concise, detailed)");
+            return gw_reply_invalid_field(x->call,
+                                          "'reasoning.summary' must be a string (auto, concise, detailed)");
         const char *key;
         json_t *v;
         json_object_foreach(r, key, v) {
             if (strcmp(key, "effort") != 0 && strcmp(key, "summary") != 0)
-                return refuse(x, "'reasoning.%s' is not supported; only effort and summary are", key);
+                return gw_reply_invalid_field(
+                    x->call, "'reasoning.%s' is not supported; only effort and summary are", key);
         }
     }
     json_t *inc = json_object_get(root, "include");
     if (inc && !json_is_null(inc)) {
-        if (!json_is_array(inc)) return refuse(x, "'include' must be an array of strings");
+        if (!json_is_array(inc))
+            return gw_reply_invalid_field(x->call, "'include' must be an array of strings");
         size_t i;
         json_t *e;
         json_array_foreach(inc, i, e) {
             /* Reasoning is never hidden here, so there is nothing to encrypt: asking for it is harmless. */
             if (!json_is_string(e) || strcmp(json_string_value(e), "reasoning.encrypted_content") != 0)
-                return refuse(
-                    x, "'include[%zu]' is not supported; only \"reasoning.encrypted_content\" is accepted",
-                    i);
+                return gw_reply_invalid_field(
+                    x->call,
+                    "'include[%zu]' is not supported; only \"reasoning.encrypted_content\" is accepted", i);
         }
     }
     const char *trunc = json_string_value(json_object_get(root, "truncation"));
     if (json_object_get(root, "truncation") && !json_is_null(json_object_get(root, "truncation")) &&
         (!trunc || strcmp(trunc, "disabled") != 0))
-        return refuse(x,
-                      "'truncation' must be \"disabled\": a prompt over the context is an error, never cut");
+        return gw_reply_invalid_field(
+            x->call, "'truncation' must be \"disabled\": a prompt over the context is an error, never cut");
     json_t *md = json_object_get(root, "metadata");
     if (md && !json_is_null(md) && !json_is_object(md))
-        return refuse(x, "'metadata' must be an object of strings");
+        return gw_reply_invalid_field(x->call, "'metadata' must be an object of strings");
     json_t *st = json_object_get(root, "store");
-    if (st && !json_is_boolean(st)) return refuse(x, "'store' must be true or false");
+    if (st && !json_is_boolean(st)) return gw_reply_invalid_field(x->call, "'store' must be true or false");
     return true;
 }
 
@@ -704,14 +714,15 @@ void gw_route_responses(gw_call *call) {
         s->store = !json_is_false(json_object_get(root, "store"));
         const char *instructions = json_string_value(json_object_get(root, "instructions"));
         json_t *ins = json_object_get(root, "instructions");
-        if (ins && !json_is_null(ins) && !instructions) ok = refuse(&x, "'instructions' must be a string");
+        if (ins && !json_is_null(ins) && !instructions)
+            ok = gw_reply_invalid_field(x.call, "'instructions' must be a string");
         if (instructions)
             json_array_append_new(x.messages,
                                   json_pack("{s:s, s:s}", "role", "system", "content", instructions));
         json_t *pid = json_object_get(root, "previous_response_id");
         if (ok && pid && !json_is_null(pid)) {
             if (!json_is_string(pid)) {
-                ok = refuse(&x, "'previous_response_id' must be a string");
+                ok = gw_reply_invalid_field(x.call, "'previous_response_id' must be a string");
             } else if (!(prev = gw_responses_get(call->srv->responses, json_string_value(pid)))) {
                 gw_reply_error(
                     call, GW_E_NOT_FOUND,

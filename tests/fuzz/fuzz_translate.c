@@ -44,14 +44,26 @@ void gw_reply_json(gw_call *call, int status, json_t *body) {
     last_body = body;
 }
 
-void gw_reply_error(gw_call *call, gw_error_kind kind, const char *fmt, ...) {
+static void reply_error_v(gw_call *call, gw_error_kind kind, const char *fmt, va_list ap) {
     char msg[MSG_SIZE];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     if (!msg[0]) abort(); /* an error names what is wrong */
     gw_reply_json(call, gw_error_status(kind), gw_error_json_in(call->dialect, kind, msg));
+}
+
+void gw_reply_error(gw_call *call, gw_error_kind kind, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    reply_error_v(call, kind, fmt, ap);
+    va_end(ap);
+}
+
+bool gw_reply_invalid_field(gw_call *call, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    reply_error_v(call, GW_E_INVALID_FIELD, fmt, ap);
+    va_end(ap);
+    return false;
 }
 
 void gw_reply_text(gw_call *call, int status, const char *content_type, char *text, size_t len) {

@@ -227,7 +227,8 @@ FUZZ_signature_SRCS := tests/fuzz/fuzz_signature.c src/backend/signature.c
 # the Responses, Messages and Ollama request translations (the gateway's stand-ins are in the harness)
 FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/gateway/routes_responses.c \
   src/gateway/routes_anthropic.c src/gateway/routes_ollama.c src/gateway/responses_store.c \
-  src/gateway/request_parse.c src/gateway/errors.c src/gateway/sse.c src/gateway/rename.c
+  src/gateway/request_parse.c src/gateway/errors.c src/gateway/sse.c src/gateway/rename.c \
+  src/gateway/duration.c
 FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate
 define fuzz_lib_rule
 $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)

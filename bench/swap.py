@@ -3,7 +3,7 @@
 llama-server's router mode, on the same files.
 
     swap.py --sipp build/bin/sipp --llama-server PATH/llama-server --model FILE.gguf
-            [--swaps N] [--threads T] [--ctx-size C]
+            [--swaps N] [--threads T] [--ctx-size C] [--no-repack]
 
 Two names for one GGUF file (hard links in a scratch directory beside it, so both servers see a
 models directory of two models and the page cache holds the file once) and room for one loaded
@@ -12,6 +12,9 @@ model: `sipp serve --models-dir DIR --max-loaded-models 1` and `llama-server --m
 loads its own: that is the warm swap (the weights are in the page cache, as they are for a model
 unloaded recently). Each server first gets one request per name that is not counted. TTFT is from
 sending a streaming POST /v1/completions (max_tokens 1, temperature 0) to its first text.
+
+With --no-repack, sipp is measured a second time with `repack = false` on its targets (weights used
+as the file has them, without llama.cpp's repacked CPU copies), in the same run.
 
 A cold swap (page cache dropped) needs root and would drop the cache of everything else on the
 machine; it is not measured here. Prints one JSON object: the TTFTs of each server and the ratio
@@ -126,22 +129,31 @@ def main():
     ap.add_argument("--swaps", type=int, default=6)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx-size", type=int, default=512)
+    ap.add_argument("--no-repack", action="store_true", help="also measure sipp with repack = false")
     a = ap.parse_args()
     scratch = tempfile.mkdtemp(prefix="sipp-swap-", dir=os.path.dirname(os.path.abspath(a.model)))
     try:
         for n in NAMES:
             os.link(a.model, os.path.join(scratch, f"{n}.gguf"))
-        cfg = os.path.join(scratch, "swap.toml")  # sipp's per-target flags live in a config
-        with open(cfg, "w") as f:
-            f.write("[server]\nmax_loaded_models = 1\n")
-            for n in NAMES:
-                f.write(f'[[targets]]\nname = "{n}"\nmodel = "{scratch}/{n}.gguf"\nload = "on_demand"\n'
-                        f"threads = {a.threads}\nctx_size = {a.ctx_size}\nparallel = 1\n")
+        def config(name, extra):  # sipp's per-target flags live in a config
+            path = os.path.join(scratch, name)
+            with open(path, "w") as f:
+                f.write("[server]\nmax_loaded_models = 1\n")
+                for n in NAMES:
+                    f.write(f'[[targets]]\nname = "{n}"\nmodel = "{scratch}/{n}.gguf"\nload = "on_demand"\n'
+                            f"threads = {a.threads}\nctx_size = {a.ctx_size}\nparallel = 1\n{extra}")
+            return path
+
         logs = os.path.join(scratch, "logs")
         os.makedirs(logs)
         sp = free_port()
-        sipp = run_server([a.sipp, "serve", "--config", cfg, "--port", str(sp)], sp, "/ready", a.swaps,
-                          os.path.join(logs, "sipp.log"))
+        sipp = run_server([a.sipp, "serve", "--config", config("swap.toml", ""), "--port", str(sp)], sp, "/ready",
+                          a.swaps, os.path.join(logs, "sipp.log"))
+        no_repack = None
+        if a.no_repack:
+            sp = free_port()
+            no_repack = run_server([a.sipp, "serve", "--config", config("swap-nr.toml", "repack = false\n"), "--port",
+                                    str(sp)], sp, "/ready", a.swaps, os.path.join(logs, "sipp-nr.log"))
         lp = free_port()
         llama = run_server([a.llama_server, "--models-dir", scratch, "--models-max", "1", "--port", str(lp),
                             "--host", "127.0.0.1", "-t", str(a.threads), "-c", str(a.ctx_size), "-np", "1"], lp,
@@ -155,6 +167,10 @@ def main():
         "llama_server_router_median_s": round(statistics.median(llama), 3),
         "ratio_sipp_over_router": round(statistics.median(sipp) / statistics.median(llama), 3),
     }
+    if no_repack:
+        out["sipp_no_repack_ttft_s"] = [round(x, 3) for x in no_repack]
+        out["sipp_no_repack_median_s"] = round(statistics.median(no_repack), 3)
+        out["ratio_sipp_no_repack_over_router"] = round(statistics.median(no_repack) / statistics.median(llama), 3)
     print(json.dumps(out, indent=2))
     return 0
 

@@ -462,6 +462,11 @@ typedef struct sipp_model_params {
      * to the CPU, off for a load that asked for "cpu" explicitly (the conservative path for validating
      * a model) and for an rpc split. backend_reason ends saying which one the load got. */
     const char *flash_attn;
+    /* CPU weights as the file has them, without the copies llama.cpp's CPU backend repacks them into
+     * at load (interleaved layouts for its faster matrix kernels): the load only maps the file, so a
+     * model loaded again from a warm page cache is ready sooner and holds about half the memory, at
+     * some prefill and decode speed (BENCHMARKS.md, swapping models). false (default) repacks. */
+    bool no_repack;
 } sipp_model_params;
 
 /* A load on a GPU device first takes that device's residency lease: a lock file per device
@@ -751,6 +756,29 @@ SIPP_API sipp_status sipp_engine_step(sipp_engine *engine, bool *busy);
 /* Cancels every request still running, stops the thread and frees the context. Requests remain
  * valid handles (finished as cancelled) until freed. */
 SIPP_API void sipp_engine_free(sipp_engine *engine);
+
+/* Saved slots: the KV of context-keyed conversations kept on disk while their model is unloaded
+ * (a gateway unloading an idle model), so that the next request with the key after the model comes
+ * back reuses it (cached_tokens) instead of reading its history again.
+ *
+ * sipp_engine_save_slots writes each idle slot that holds a context_key's conversation to a file in
+ * dir (made if missing, mode 0700): the key, the tokens whose KV it holds, the sequence state
+ * (llama_state_seq_get_data), and the identity of the model file (a hash of its path, size,
+ * modification time, inode, and the model's parameter count, vocabulary and description). Before
+ * each file the oldest files of dir are removed until it holds fewer than SIPP_SLOT_STATE_MAX_FILES
+ * files and, with the new one, at most max_bytes (0 = no byte bound); a slot larger than max_bytes is
+ * not saved. Call it on an idle engine (nothing queued or running) just before freeing it:
+ * SIPP_ERR_BUSY otherwise. *n_saved (optional) counts the files written. */
+#define SIPP_SLOT_STATE_MAX_FILES 64
+SIPP_API sipp_status sipp_engine_save_slots(sipp_engine *engine, const char *dir, uint64_t max_bytes,
+                                            int *n_saved, char *errbuf);
+/* Puts the files in dir that an engine of this model path saved back into idle slots, with their
+ * keys. Every such file is removed once read: restored, or refused because the model file changed or
+ * is another one (the identity differs), the file is damaged, llama.cpp does not take its state, or
+ * no slot is free. Call it on a new engine before submitting to it (SIPP_ERR_BUSY otherwise). A
+ * missing dir restores nothing. *n_restored (optional). */
+SIPP_API sipp_status sipp_engine_restore_slots(sipp_engine *engine, const char *dir, int *n_restored,
+                                               char *errbuf);
 
 /* The message of the calling thread's last failed call on this engine (borrowed; valid on this thread
  * until its next failing call or error read). Threads do not see each other's messages; a thread

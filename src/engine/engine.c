@@ -357,7 +357,9 @@ static bool engine_turn(sipp_engine *e, bool block) {
         if (e->stopping) break;
         sipp_sched_assign(e, &dropped, e->starting, e->starting_slot, &n_start);
         if (dropped || n_start || sipp_sched_has_active(e) || !block) break;
+        e->parked = true; /* the slots may be saved or restored meanwhile (slot_state.c) */
         pthread_cond_wait(&e->cv, &e->mu);
+        e->parked = false;
     }
     bool stopping = e->stopping;
     e->stats.running = 0;

@@ -5,6 +5,7 @@
  *   scheduler.c which request goes to which slot, and what each step decodes (one llama_decode)
  *   request.c   a request's life as its submitter sees it: reading text, waiting, stats, freeing
  *   sampling.c  the sampler of a request: its chain, grammar, reasoning budget and logprobs
+ *   slot_state.c    idle context-keyed slots saved to files while the model is unloaded, and restored
  *   request_json.c  a request's logprobs and chat parser as JSON (jansson; the browser's is
  *               src/web/chat_browser.c)
  *
@@ -140,6 +141,7 @@ struct sipp_engine {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping;
+    bool parked; /* the engine thread waits for work (under mu): it touches no slot (slot_state.c) */
     sipp_request *queue_head, *queue_tail;
     int n_queued;
     slot *slots;

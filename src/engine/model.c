@@ -197,6 +197,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     mp.progress_callback = params->progress;
     mp.progress_callback_user_data = params->progress_user;
     mp.vocab_only = params->vocab_only;
+    mp.use_extra_bufts = !params->no_repack;
     mp.devices = devices; /* NULL-terminated: empty means no GPU device at all */
 #ifdef __EMSCRIPTEN__
     /* In the browser runtime the file is a File or Blob the page mounted, which cannot be mapped. */

@@ -142,19 +142,19 @@ gw_target *gw_call_target(gw_call *call, const char *name) {
     gw_target *t = gw_call_lookup(call, name);
     if (!t) return NULL;
     call->target = t->index;
-    if (atomic_load(&t->state) == GW_STATE_WAITING) {
-        call->retry_after_s = GW_LOADING_RETRY_S;
-        gw_reply_error(call, GW_E_NOT_READY, "model '%s' is waiting for its rpc servers (retrying): %s",
-                       t->cfg->name, t->error);
-        return NULL;
-    }
     double deadline = call->t_start + srv->cfg->request_timeout_seconds * GW_MS_PER_S;
     /* A use of the target before the permit: a queued request keeps its model from being evicted. */
     char why[SIPP_ERROR_SIZE];
     gw_acquire_result res = gw_residency_acquire(srv, t, deadline, abandoned_cb, call, why, sizeof why);
     switch (res) {
-    case GW_ACQUIRE_OK: call->resident = true; break;
+    case GW_ACQUIRE_OK:
+        call->resident = true;
+        /* with the use held, so that a keep_alive of 0 cannot unload it before this request runs */
+        if (call->keep_alive == GW_KEEP_ALIVE_GIVEN) gw_residency_keep_alive(srv, t, call->keep_alive_s);
+        if (call->keep_alive == GW_KEEP_ALIVE_DEFAULT) gw_residency_keep_alive_default(srv, t);
+        break;
     case GW_ACQUIRE_NO_ROOM:
+    case GW_ACQUIRE_WAITING:
         call->retry_after_s = GW_LOADING_RETRY_S;
         gw_reply_error(call, GW_E_NOT_READY, "%s", why);
         return NULL;

@@ -5,7 +5,7 @@
  *                            request_timeout_seconds, shutdown_timeout_seconds, read_timeout_seconds,
  *                            max_connections, max_connections_per_client, max_buffered_bytes,
  *                            allowed_origins, allowed_hosts, allow_unauthenticated, memory_budget_mb,
- *                            max_loaded_models
+ *                            max_loaded_models, slot_state_dir, slot_state_max_mb
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [responses]              max_stored, max_stored_bytes, ttl_seconds (the Responses API's store)
  *   [web]                    serve_model_files, runtime_dir (the page's "run in this browser" mode)
@@ -13,7 +13,7 @@
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
  *                            flash_attn, speculative, draft_model, draft_max, draft_min, draft_p_min,
  *                            ctx_size, parallel, threads, gpu_layers, policy, rpc, tensor_split, load,
- *                            keep_alive, pin;
+ *                            keep_alive, pin, repack;
  *                            openai_compatible:
  *                            base_url or base_urls, model, api_key_env, timeout_seconds
  *
@@ -86,6 +86,7 @@ void gw_config_init(gw_config *c) {
     c->max_queue = GW_DEFAULT_MAX_QUEUE;
     c->request_timeout_seconds = GW_DEFAULT_REQUEST_TIMEOUT_S;
     c->discovered_keep_alive_s = GW_KEEP_ALIVE_FOREVER;
+    c->slot_state_max_mb = GW_DEFAULT_SLOT_STATE_MB;
     c->shutdown_timeout_seconds = GW_DEFAULT_SHUTDOWN_TIMEOUT_S;
     c->read_timeout_seconds = GW_DEFAULT_READ_TIMEOUT_S;
     c->max_connections = GW_DEFAULT_MAX_CONNECTIONS;
@@ -121,6 +122,7 @@ void gw_config_free(gw_config *c) {
     free(c->targets);
     free(c->models_dir);
     free(c->web_runtime_dir);
+    free(c->slot_state_dir);
     memset(c, 0, sizeof *c);
 }
 
@@ -304,6 +306,8 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
                                         "allow_unauthenticated",
                                         "memory_budget_mb",
                                         "max_loaded_models",
+                                        "slot_state_dir",
+                                        "slot_state_max_mb",
                                         NULL};
     const char *where = "[server]";
     check_keys(x, srv, where, known);
@@ -340,6 +344,8 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     get_bool(x, srv, where, "allow_unauthenticated", &c->allow_unauthenticated);
     get_int(x, srv, where, "memory_budget_mb", 1, GW_MAX_BUDGET_MB, &c->memory_budget_mb);
     get_int32(x, srv, where, "max_loaded_models", 1, GW_MAX_COUNT, &c->max_loaded_models);
+    get_str(x, srv, where, "slot_state_dir", &c->slot_state_dir);
+    get_int(x, srv, where, "slot_state_max_mb", 0, GW_MAX_BUDGET_MB, &c->slot_state_max_mb);
 }
 
 static void parse_security(cfg_ctx *x, const toml_node *sec, gw_config *c) {
@@ -441,6 +447,7 @@ static void init_target(gw_target_config *t) {
     t->timeout_seconds = GW_DEFAULT_UPSTREAM_TIMEOUT_S;
     t->load = GW_LOAD_STARTUP;
     t->keep_alive_s = GW_KEEP_ALIVE_FOREVER;
+    t->repack = true;
 }
 
 bool gw_parse_keep_alive(const char *s, int64_t *out) {
@@ -623,6 +630,7 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     free(load);
     get_keep_alive(x, t, where, &tc->keep_alive_s);
     get_bool(x, t, where, "pin", &tc->pin);
+    get_bool(x, t, where, "repack", &tc->repack);
 }
 
 /* [web]: serving local models' files to the page (off by default: it hands out the weights to every
@@ -652,7 +660,7 @@ static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
                                              "draft_max",   "draft_min",
                                              "load",        "keep_alive",
                                              "pin",         "draft_model",
-                                             "draft_p_min", NULL};
+                                             "draft_p_min", "repack", NULL};
     static const char *const remote_keys[] = {"name",  "type",        "base_url",        "base_urls",
                                               "model", "api_key_env", "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);

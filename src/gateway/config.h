@@ -35,7 +35,8 @@ typedef enum gw_target_type { GW_TARGET_LOCAL, GW_TARGET_REMOTE } gw_target_type
 /* When a local target's model is loaded: at start-up (configured targets), or on its first request
  * (targets found in a models directory or the store). */
 typedef enum gw_load_mode { GW_LOAD_STARTUP, GW_LOAD_ON_DEMAND } gw_load_mode;
-#define GW_KEEP_ALIVE_FOREVER (-1) /* keep_alive: never unloaded for being idle (memory may still evict) */
+#define GW_DEFAULT_SLOT_STATE_MB 1024 /* [server] slot_state_max_mb */
+#define GW_KEEP_ALIVE_FOREVER (-1)    /* keep_alive: never unloaded for being idle (memory may still evict) */
 
 typedef struct gw_target_config {
     char *name;
@@ -57,6 +58,7 @@ typedef struct gw_target_config {
     gw_load_mode load;
     int64_t keep_alive_s; /* idle seconds before it is unloaded; GW_KEEP_ALIVE_FOREVER, 0 = at once */
     bool pin;             /* never evicted to make room */
+    bool repack;          /* CPU weights repacked at load (sipp_model_params.no_repack); default true */
     /* openai_compatible */
     char **base_urls; /* without a trailing '/', e.g. "http://10.0.0.2:8080/v1" */
     size_t n_base_urls;
@@ -93,8 +95,12 @@ typedef struct gw_config {
     char **allowed_hosts; /* Host header values served without tokens besides loopback names */
     size_t n_allowed_hosts;
     bool allow_unauthenticated;
-    int64_t memory_budget_mb;     /* host RAM the loaded models may hold; 0 = total RAM minus a margin */
-    int max_loaded_models;        /* 0 = no cap besides memory */
+    int64_t memory_budget_mb; /* host RAM the loaded models may hold; 0 = total RAM minus a margin */
+    int max_loaded_models;    /* 0 = no cap besides memory */
+    /* Where the idle context-keyed slots of an unloaded model are saved (residency.c): a directory of
+     * this gateway's own under it; NULL = $XDG_CACHE_HOME/sipp/slot-state (or ~/.cache/...). */
+    char *slot_state_dir;
+    int64_t slot_state_max_mb;    /* bound on those files; 0 = save none */
     int rate_requests_per_minute; /* 0 = no rate limit */
     int rate_burst;
     int responses_max_stored; /* [responses]: 0 = store nothing */

@@ -51,7 +51,11 @@ struct gw_call {
     int target;         /* index of the target it names, -1 if none */
     gw_dialect dialect; /* the error shape of the route (set by the router from its table) */
     bool admitted;
-    bool resident;            /* holds a use of its target (residency.c) */
+    bool resident; /* holds a use of its target (residency.c) */
+    /* Ollama's keep_alive, given to its target once the call holds a use of it (gw_call_target): NONE leaves
+     * the target's as it is, DEFAULT returns it to the config's, GIVEN sets keep_alive_s (< 0 forever). */
+    enum { GW_KEEP_ALIVE_NONE, GW_KEEP_ALIVE_DEFAULT, GW_KEEP_ALIVE_GIVEN } keep_alive;
+    double keep_alive_s;
     const char *allow_origin; /* set by the guard: the Origin to echo in CORS headers, or "*" */
     /* the reply, set by exactly one gw_reply_* call */
     int status;

@@ -25,6 +25,11 @@
  * pinned target is unloaded only on request (POST .../unload). An unload asked for while a target
  * is in use happens when its last use ends.
  *
+ * Saved slots. Unloading a target saves the KV of its idle context-keyed conversations
+ * (sipp_engine_save_slots, into this gateway's directory of them, slot_dir.c) before its engine is
+ * freed, outside the lock; its next load restores them (sipp_engine_restore_slots), so that a
+ * conversation does not read its history again after an eviction or a keep_alive unload.
+ *
  * New files. With a models directory, GET /v1/models and a request naming an unknown model list the
  * directory again; a model not yet served becomes an on-demand target (targets.c keeps room).
  *
@@ -34,6 +39,8 @@
  * (gw_residency_peek for the routes that only describe it). Loads and unloads run outside the lock.
  */
 #include <inttypes.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +48,7 @@
 #include <unistd.h>
 
 #include "gateway/residency.h"
+#include "gateway/slot_dir.h"
 
 #define MIB ((uint64_t)1 << 20)
 #define HOST_MARGIN_MB 1024         /* left to the system by the default host budget */
@@ -58,6 +66,7 @@
 #define RPC_RETRY_MIN_MS 500
 #define RPC_RETRY_MAX_MS 30000
 #define BACKEND_LIST_MAX 16
+#define VICTIM_NAME_SIZE 256 /* a target name as the unload logs it */
 
 typedef struct place_budget {
     char name[32]; /* device name; "" = host */
@@ -75,6 +84,8 @@ struct gw_residency {
     bool startup_done;
     place_budget places[1 + SIPP_MEMORY_MAX_DEVICES]; /* [0] is the host */
     int n_places;
+    char slots_root[PATH_MAX]; /* this gateway's saved slots (slot_dir.c); "" = none are saved */
+    uint64_t slots_max_bytes;
     /* metrics */
     uint64_t loads, load_failures, unloads, evictions;
     double load_seconds_sum;
@@ -201,6 +212,7 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = c->backend;
     mp.flash_attn = c->flash_attn;
+    mp.no_repack = !c->repack;
     mp.gpu_layers = c->gpu_layers;
     mp.rpc_servers = c->rpc_servers;
     mp.tensor_split = c->tensor_split;
@@ -239,6 +251,9 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
 typedef struct victim {
     sipp_engine *engine;
     sipp_model *model;
+    char slots_dir[PATH_MAX]; /* where its idle slots are saved first; "" = nowhere */
+    uint64_t slots_max_bytes;
+    char name[VICTIM_NAME_SIZE];
     struct victim *next;
 } victim;
 typedef struct victims {
@@ -252,6 +267,10 @@ static void take_unload(gw_residency *r, gw_target *t, victims *v, const char *w
     if (x) {
         x->engine = t->engine;
         x->model = t->model;
+        snprintf(x->name, sizeof x->name, "%s", t->cfg->name);
+        x->slots_max_bytes = r->slots_max_bytes;
+        *x->slots_dir = '\0';
+        if (*r->slots_root) gw_slot_dir_target(r->slots_root, t->index, x->slots_dir, sizeof x->slots_dir);
         x->next = v->head;
         v->head = x;
         v->n++;
@@ -272,6 +291,15 @@ static void free_victims(victims *v) {
     while (v->head) {
         victim *x = v->head;
         v->head = x->next;
+        int saved = 0;
+        char err[SIPP_ERROR_SIZE];
+        if (*x->slots_dir &&
+            sipp_engine_save_slots(x->engine, x->slots_dir, x->slots_max_bytes, &saved, err) != SIPP_OK)
+            fprintf(stderr, "sipp: target '%s': its idle conversations were not all saved: %s\n", x->name,
+                    err);
+        if (saved)
+            fprintf(stderr, "sipp: target '%s': saved %d idle conversation%s for its next load\n", x->name,
+                    saved, saved == 1 ? "" : "s");
         sipp_engine_free(x->engine);
         sipp_model_free(x->model);
         free(x);
@@ -422,6 +450,17 @@ static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, 
     bool wait = false;
     bool ok = load_engine(srv, t->cfg, &m, &e, &wait, err);
     double secs = (now_ms() - t0) / 1e3;
+    if (ok && *r->slots_root) {
+        char dir[PATH_MAX];
+        int restored = 0;
+        gw_slot_dir_target(r->slots_root, t->index, dir, sizeof dir);
+        if (sipp_engine_restore_slots(e, dir, &restored, err) != SIPP_OK)
+            fprintf(stderr, "sipp: target '%s': its saved conversations were not restored: %s\n",
+                    t->cfg->name, err);
+        if (restored)
+            fprintf(stderr, "sipp: target '%s': restored %d saved conversation%s\n", t->cfg->name, restored,
+                    restored == 1 ? "" : "s");
+    }
     if (ok) {
         const sipp_backend_decision *b = sipp_model_backend(m);
         fprintf(stderr, "sipp: target '%s' ready in %.0f ms: %s on %s (%s), %d slots\n", t->cfg->name,
@@ -488,6 +527,12 @@ gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double dead
             pthread_mutex_unlock(&r->mu);
             return GW_ACQUIRE_FAILED;
         }
+        if (s == GW_STATE_WAITING) { /* the keeper retries it; waiting here would only hold the call */
+            snprintf(msg, n, "model '%s' is waiting for its rpc servers (retrying): %s", t->cfg->name,
+                     t->error);
+            pthread_mutex_unlock(&r->mu);
+            return GW_ACQUIRE_WAITING;
+        }
         if (s == GW_STATE_UNLOADED) {
             bool no_room;
             t->uses++; /* so that it is not chosen to make room for another while it loads */
@@ -524,10 +569,15 @@ gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double dead
     }
 }
 
+/* Seconds t stays loaded after its last use; < 0 forever. Lock held. */
+static double keep_alive_of(const gw_target *t) {
+    return t->keep_alive_override_set ? t->keep_alive_override : (double)t->cfg->keep_alive_s;
+}
+
 static void set_idle_deadline(gw_target *t) {
-    int64_t ka = t->keep_alive_override_set ? t->keep_alive_override : t->cfg->keep_alive_s;
-    t->deadline_ms = ka < 0 ? -1 : t->last_use_ms + (double)ka * 1e3;
-    t->deadline_unix = ka < 0 ? -1 : t->last_use_unix + (double)ka;
+    double ka = keep_alive_of(t);
+    t->deadline_ms = ka < 0 ? -1 : t->last_use_ms + ka * 1e3;
+    t->deadline_unix = ka < 0 ? -1 : t->last_use_unix + ka;
 }
 
 void gw_residency_release(gw_server *srv, gw_target *t) {
@@ -560,15 +610,40 @@ void gw_residency_unpeek(gw_server *srv, gw_target *t) {
     pthread_mutex_unlock(&r->mu);
 }
 
-void gw_residency_keep_alive(gw_server *srv, gw_target *t, int64_t seconds) {
+static void keep_alive_set(gw_server *srv, gw_target *t, bool set, double seconds) {
     if (t->cfg->type != GW_TARGET_LOCAL) return;
     gw_residency *r = srv->residency;
     pthread_mutex_lock(&r->mu);
-    t->keep_alive_override = seconds;
-    t->keep_alive_override_set = true;
+    t->keep_alive_override = seconds < 0 ? GW_KEEP_ALIVE_FOREVER : seconds;
+    t->keep_alive_override_set = set;
     if (t->uses == 0) set_idle_deadline(t);
     pthread_cond_broadcast(&r->changed);
     pthread_mutex_unlock(&r->mu);
+}
+
+void gw_residency_keep_alive(gw_server *srv, gw_target *t, double seconds) {
+    keep_alive_set(srv, t, true, seconds);
+}
+
+void gw_residency_keep_alive_default(gw_server *srv, gw_target *t) { keep_alive_set(srv, t, false, 0); }
+
+bool gw_residency_loaded(gw_server *srv, gw_target *t, gw_resident *out) {
+    memset(out, 0, sizeof *out);
+    if (t->cfg->type != GW_TARGET_LOCAL) return false;
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    bool loaded = atomic_load(&t->state) == GW_STATE_READY;
+    if (loaded) {
+        double ka = keep_alive_of(t);
+        bool forever = ka < 0 || (t->cfg->pin && !t->keep_alive_override_set);
+        /* in use: its keep_alive starts when the last use ends, which is not known yet */
+        out->unload_at = forever ? -1 : t->uses ? unix_now_s() + ka : t->deadline_unix;
+        const sipp_memory *m = charge_of(t);
+        out->total_bytes = sipp_memory_total(m);
+        out->device_bytes = out->total_bytes - m->host_bytes;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return loaded;
 }
 
 /* ---- explicit load and unload ------------------------------------------------------------------- */
@@ -711,6 +786,8 @@ bool gw_residency_start(gw_server *srv, char *err) {
     pthread_cond_init(&r->changed, &ca);
     pthread_condattr_destroy(&ca);
     init_budgets(r, srv->cfg);
+    if (gw_slot_dir_open(srv->cfg, r->slots_root, sizeof r->slots_root))
+        r->slots_max_bytes = (uint64_t)srv->cfg->slot_state_max_mb * MIB;
     srv->residency = r;
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
@@ -725,14 +802,34 @@ bool gw_residency_start(gw_server *srv, char *err) {
     return true;
 }
 
+/* Targets waiting for their rpc servers will not get them now: they fail, so that nothing waits for
+ * them and /ready says so. Lock held. */
+static void fail_waiting(gw_server *srv) {
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        gw_target *t = &srv->targets[i];
+        if (atomic_load(&t->state) != GW_STATE_WAITING) continue;
+        char was[SIPP_ERROR_SIZE];
+        snprintf(was, sizeof was, "%s", t->error);
+        snprintf(t->error, sizeof t->error, "the server stopped while it waited for its rpc servers (%.*s)",
+                 (int)(sizeof t->error / 2), was);
+        atomic_store(&t->state, GW_STATE_FAILED);
+        fprintf(stderr, "sipp: target '%s' failed: %s\n", t->cfg->name, t->error);
+    }
+}
+
 void gw_residency_stop(gw_server *srv) {
     gw_residency *r = srv->residency;
     if (!r) return;
     pthread_mutex_lock(&r->mu);
     r->stop = true;
+    fail_waiting(srv);
     pthread_cond_broadcast(&r->changed);
     pthread_mutex_unlock(&r->mu);
     if (r->keeper_started) pthread_join(r->keeper, NULL);
+    pthread_mutex_lock(&r->mu);
+    fail_waiting(srv); /* one the keeper's last retry left waiting */
+    pthread_mutex_unlock(&r->mu);
+    gw_slot_dir_remove(r->slots_root);
     pthread_cond_destroy(&r->changed);
     pthread_mutex_destroy(&r->mu);
     free(r);
@@ -827,6 +924,15 @@ static json_t *memory_json(const sipp_memory *m) {
                      (json_int_t)m->compute_bytes);
 }
 
+int gw_residency_state(gw_server *srv, gw_target *t, char *out, size_t n) {
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    int s = atomic_load(&t->state);
+    snprintf(out, n, "%s", s == GW_STATE_FAILED || s == GW_STATE_WAITING ? t->error : "");
+    pthread_mutex_unlock(&r->mu);
+    return s;
+}
+
 const char *gw_state_name(int s) {
     switch (s) {
     case GW_STATE_READY: return "loaded";
@@ -845,8 +951,9 @@ void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o) {
     json_object_set_new(o, "state", json_string(gw_state_name(s)));
     json_object_set_new(o, "load", json_string(t->cfg->load == GW_LOAD_STARTUP ? "startup" : "on_demand"));
     json_object_set_new(o, "pinned", json_boolean(t->cfg->pin));
-    int64_t ka = t->keep_alive_override_set ? t->keep_alive_override : t->cfg->keep_alive_s;
-    json_object_set_new(o, "keep_alive_seconds", json_integer(ka));
+    double ka = keep_alive_of(t);
+    json_object_set_new(o, "keep_alive_seconds",
+                        ka == floor(ka) ? json_integer((json_int_t)ka) : json_real(ka)); /* "500ms" */
     json_object_set_new(o, "uses", json_integer(t->uses));
     if (s == GW_STATE_READY || s == GW_STATE_LOADING || t->measured_valid)
         json_object_set_new(o, "memory", t->measured_valid ? memory_json(&t->measured) : json_null());

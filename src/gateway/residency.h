@@ -22,6 +22,7 @@ typedef enum gw_acquire_result {
     GW_ACQUIRE_FAILED,    /* 503: its load failed (the reason is in the message) */
     GW_ACQUIRE_NOT_READY, /* 503: the server is stopping */
     GW_ACQUIRE_TIMEOUT,   /* 504: it was still loading at the deadline */
+    GW_ACQUIRE_WAITING,   /* 503: an rpc target waiting for its servers (retried with backoff) */
     GW_ACQUIRE_ABANDONED,
 } gw_acquire_result;
 
@@ -41,14 +42,29 @@ void gw_residency_release(gw_server *srv, gw_target *t);
 /* A use that does not count as one (for describing the engine): true when t is loaded. */
 bool gw_residency_peek(gw_server *srv, gw_target *t);
 void gw_residency_unpeek(gw_server *srv, gw_target *t);
-/* Sets how long t stays loaded after its last use from now on (Ollama's keep_alive). */
-void gw_residency_keep_alive(gw_server *srv, gw_target *t, int64_t seconds);
+/* Sets how long t stays loaded after its last use from now on (Ollama's keep_alive): seconds,
+ * 0 = unload as soon as it is idle, < 0 = forever (a pinned target too). */
+void gw_residency_keep_alive(gw_server *srv, gw_target *t, double seconds);
+/* Back to the keep_alive of t's config (an Ollama request that gives none). */
+void gw_residency_keep_alive_default(gw_server *srv, gw_target *t);
+
+/* A loaded target as Ollama's /api/ps shows it. */
+typedef struct gw_resident {
+    double unload_at;      /* unix seconds; -1 = it stays loaded */
+    uint64_t total_bytes;  /* what its load measured (its estimate while it loads) */
+    uint64_t device_bytes; /* the part on GPU devices */
+} gw_resident;
+/* True (filling out) when t is loaded now. */
+bool gw_residency_loaded(gw_server *srv, gw_target *t, gw_resident *out);
 /* Loads t (again, when it failed) and waits for it. */
 gw_acquire_result gw_residency_load(gw_server *srv, gw_target *t, double deadline_ms, char *msg, size_t n);
 /* Unloads t now, or when its last use ends (*deferred). False when it was not loaded. */
 bool gw_residency_unload(gw_server *srv, gw_target *t, bool *deferred);
 /* Adds a target for every new model in the config's models_dir (GET /v1/models, unknown names). */
 void gw_residency_rescan(gw_server *srv);
+/* t's state, and why it failed or waits (out, n bytes; "" otherwise), read together under the lock:
+ * a load may be writing the reason meanwhile. */
+int gw_residency_state(gw_server *srv, gw_target *t, char *out, size_t n);
 /* Adds state, memory, last use and deadline to a local target's JSON object. */
 void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o);
 /* [{"place","budget_bytes","held_bytes"}] (new reference). */

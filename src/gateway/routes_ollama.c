@@ -23,9 +23,16 @@
  * thinking as they come, the answer's tool calls whole in one line, and last a line with done:
  * true, done_reason and the timings in nanoseconds.
  *
- * keep_alive: models stay loaded until the server stops (residency, with unloading, is a later
- * issue), so only values that mean "stay loaded" are honoured: absent, or negative. Any other value
- * is refused naming keep_alive. template (a Modelfile template per request), suffix, context and
+ * keep_alive, as Ollama reads it (seconds as a number, or a Go duration string: "5m", "10s", "1h",
+ * "300ms"; 0 = unload when this request ends, negative = stay loaded), becomes the target's keep-alive
+ * in residency.c once the request holds a use of it (gw_call_target); a request without one sets the
+ * target's own back, as each Ollama request carries its own. keep_alive 0 with an empty prompt or no
+ * messages unloads the model (done_reason "unload"; after its running requests when it has any)
+ * without loading it first. Anything else is refused naming keep_alive, and so is any keep_alive for
+ * a remote target (its upstream decides what stays loaded). /api/ps lists only loaded targets, with
+ * expires_at from the residency deadline and size/size_vram from the memory the load measured;
+ * /api/show describes a model from its GGUF header, loaded or not, without loading it (as Ollama
+ * does). template (a Modelfile template per request), suffix, context and
  * images are refused unless empty: sipp renders with the model's own template, has no
  * fill-in-the-middle, and its models take text.
  *
@@ -37,12 +44,14 @@
  * away cancels the download (the partial file stays for the next pull to resume).
  */
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "gateway/duration.h"
 #include "gateway/routes.h"
 #include "gateway/translate.h"
 
@@ -149,26 +158,66 @@ static const char *quantization(const sipp_model_info *info) {
     return sp ? sp + 1 : info->description;
 }
 
-static bool target_loaded(const gw_target *t) {
-    return t->cfg->type == GW_TARGET_LOCAL && atomic_load(&t->state) == GW_STATE_READY;
+/* What Ollama's listings say of a model: from the loaded model, else from its GGUF header. */
+typedef struct model_facts {
+    char architecture[64];
+    char quantization[sizeof((sipp_model_info *)0)->description];
+    uint64_t n_params, size_bytes;
+    int64_t n_ctx_train, n_embd, n_layer, n_head, n_head_kv, n_vocab;
+} model_facts;
+
+/* The GGUF's file type, or else the type most of its tensors have ("Q8_0"). */
+static void gguf_quantization(const sipp_gguf_info *g, char *out, size_t cap) {
+    snprintf(out, cap, "%s", *g->file_type || !g->n_types ? g->file_type : g->types[0].type);
+    for (char *c = out; *c; c++)
+        if (*c >= 'a' && *c <= 'z') *c = (char)(*c - 'a' + 'A');
 }
 
-/* Reads t's model under a residency peek (it may be unloaded meanwhile: then it is not read).
- * *cpu: whether it runs on the CPU only. */
-static json_t *details(gw_server *srv, gw_target *t, sipp_model_info *info, bool *cpu) {
-    char ps[32] = "";
-    memset(info, 0, sizeof *info);
-    *cpu = true;
-    if (target_loaded(t) && gw_residency_peek(srv, t)) {
-        sipp_model_get_info(t->model, info);
-        param_size(info->n_params, ps, sizeof ps);
-        const sipp_backend_decision *bd = sipp_model_backend(t->model);
-        *cpu = !bd || strcmp(bd->backend, "cpu") == 0 || bd->gpu_layers == 0;
+/* Reads t's model under a residency peek when it is loaded (it may be unloaded meanwhile: then its
+ * file is read), else its file's header, without loading it. False when neither can be read. */
+static bool read_facts(gw_server *srv, gw_target *t, model_facts *f) {
+    memset(f, 0, sizeof *f);
+    if (gw_residency_peek(srv, t)) {
+        sipp_model_info info;
+        sipp_model_get_info(t->model, &info);
         gw_residency_unpeek(srv, t);
+        snprintf(f->architecture, sizeof f->architecture, "%s", info.architecture);
+        snprintf(f->quantization, sizeof f->quantization, "%s", quantization(&info));
+        f->n_params = info.n_params;
+        f->size_bytes = info.size_bytes;
+        f->n_ctx_train = info.n_ctx_train;
+        f->n_embd = info.n_embd;
+        f->n_layer = info.n_layer;
+        f->n_head = info.n_head;
+        f->n_head_kv = info.n_head_kv;
+        f->n_vocab = info.n_vocab;
+        return true;
     }
+    sipp_gguf_info *g = malloc(sizeof *g); /* large: its tensor type table */
+    char err[SIPP_ERROR_SIZE];
+    bool ok = g && t->cfg->model_path && sipp_gguf_inspect(t->cfg->model_path, g, err) == SIPP_OK;
+    if (ok) {
+        snprintf(f->architecture, sizeof f->architecture, "%s", g->architecture);
+        gguf_quantization(g, f->quantization, sizeof f->quantization);
+        f->n_params = g->n_params;
+        f->size_bytes = g->file_size;
+        f->n_ctx_train = g->n_ctx_train;
+        f->n_embd = g->n_embd;
+        f->n_layer = g->n_layer;
+        f->n_head = g->n_head;
+        f->n_head_kv = g->n_head_kv;
+        f->n_vocab = g->n_vocab;
+    }
+    free(g);
+    return ok;
+}
+
+static json_t *details(const model_facts *f) {
+    char ps[32] = "";
+    if (f->n_params) param_size(f->n_params, ps, sizeof ps);
     return json_pack("{s:s, s:s, s:s, s:[s], s:s, s:s}", "parent_model", "", "format", "gguf", "family",
-                     info->architecture, "families", info->architecture, "parameter_size", ps,
-                     "quantization_level", quantization(info));
+                     f->architecture, "families", f->architecture, "parameter_size", ps, "quantization_level",
+                     f->quantization);
 }
 
 static json_t *modified_at(const gw_target *t) {
@@ -185,15 +234,19 @@ void gw_route_ollama_version(gw_call *call) {
     gw_reply_json(call, 200, json_pack("{s:s}", "version", GW_OLLAMA_VERSION));
 }
 
-static json_t *model_entry(gw_call *call, gw_target *t, bool running) {
-    sipp_model_info info;
-    bool cpu;
-    json_t *d = details(call->srv, t, &info, &cpu);
+/* An /api/tags entry, or with resident (a loaded model) an /api/ps one: its size there is what the
+ * load holds (weights, KV cache, compute buffers), size_vram the part on GPU devices. */
+static json_t *model_entry(gw_call *call, gw_target *t, const gw_resident *resident) {
+    model_facts f;
+    read_facts(call->srv, t, &f); /* a file gone unreadable lists with empty details */
+    uint64_t size = resident ? resident->total_bytes : f.size_bytes;
     json_t *m = json_pack("{s:o, s:o, s:I, s:s, s:o}", "name", listed_name(t), "model", listed_name(t),
-                          "size", (json_int_t)info.size_bytes, "digest", "", "details", d);
-    if (running) {
-        json_object_set_new(m, "expires_at", json_string(FOREVER_TIME));
-        json_object_set_new(m, "size_vram", json_integer(cpu ? 0 : (json_int_t)info.size_bytes));
+                          "size", (json_int_t)size, "digest", "", "details", details(&f));
+    if (resident) {
+        char at[GW_TIME_SIZE];
+        if (resident->unload_at >= 0) gw_iso_time(resident->unload_at, at, sizeof at);
+        json_object_set_new(m, "expires_at", json_string(resident->unload_at >= 0 ? at : FOREVER_TIME));
+        json_object_set_new(m, "size_vram", json_integer((json_int_t)resident->device_bytes));
         if (t->cfg->ctx_size > 0) json_object_set_new(m, "context_length", json_integer(t->cfg->ctx_size));
     } else {
         json_object_set_new(m, "modified_at", modified_at(t));
@@ -206,8 +259,11 @@ static void list_models(gw_call *call, bool running) {
     for (size_t i = 0; i < call->srv->n_targets; i++) {
         gw_target *t = &call->srv->targets[i];
         if (t->cfg->type != GW_TARGET_LOCAL || !gw_auth_allows(call, t->cfg)) continue;
-        if (running && !target_loaded(t)) continue;
-        json_array_append_new(models, model_entry(call, t, running));
+        gw_resident r;
+        if (!running)
+            json_array_append_new(models, model_entry(call, t, NULL));
+        else if (gw_residency_loaded(call->srv, t, &r))
+            json_array_append_new(models, model_entry(call, t, &r));
     }
     gw_reply_json(call, 200, json_pack("{s:o}", "models", models));
 }
@@ -225,57 +281,76 @@ void gw_route_ollama_show(gw_call *call) {
     if (!root) return;
     const char *name = body_model(root);
     gw_target *t = find_target(call->srv, name);
+    model_facts f;
     if (!name) {
         gw_reply_invalid_field(call, "'model' is missing: name one of the models GET /api/tags lists");
     } else if (!t || t->cfg->type != GW_TARGET_LOCAL || !gw_auth_allows(call, t->cfg)) {
         gw_reply_error(call, GW_E_UNKNOWN_TARGET, "model '%s' not found; GET /api/tags lists the models",
                        name);
-    } else if (!target_loaded(t)) {
-        gw_reply_error(call, GW_E_NOT_READY, "model '%s' is not loaded (yet); GET /ready says when", name);
+    } else if (!read_facts(call->srv, t, &f)) {
+        gw_reply_error(call, GW_E_NOT_READY,
+                       "model '%s': its file %s cannot be read; sipp models info says why", name,
+                       t->cfg->model_path ? t->cfg->model_path : "(none)");
     } else {
-        sipp_model_info info;
-        bool cpu;
-        json_t *d = details(call->srv, t, &info, &cpu);
-        json_t *mi = json_pack("{s:s, s:I}", "general.architecture", info.architecture,
-                               "general.parameter_count", (json_int_t)info.n_params);
+        json_t *mi = json_pack("{s:s, s:I}", "general.architecture", f.architecture,
+                               "general.parameter_count", (json_int_t)f.n_params);
         char key[NAME_SIZE];
         const struct {
             const char *suffix;
-            int value;
-        } arch_keys[] = {{"context_length", info.n_ctx_train},
-                         {"embedding_length", info.n_embd},
-                         {"block_count", info.n_layer},
-                         {"attention.head_count", info.n_head},
-                         {"attention.head_count_kv", info.n_head_kv},
-                         {"vocab_size", info.n_vocab}};
+            int64_t value;
+        } arch_keys[] = {{"context_length", f.n_ctx_train},
+                         {"embedding_length", f.n_embd},
+                         {"block_count", f.n_layer},
+                         {"attention.head_count", f.n_head},
+                         {"attention.head_count_kv", f.n_head_kv},
+                         {"vocab_size", f.n_vocab}};
         for (size_t i = 0; i < sizeof arch_keys / sizeof arch_keys[0]; i++) {
-            snprintf(key, sizeof key, "%s.%s", info.architecture, arch_keys[i].suffix);
-            json_object_set_new(mi, key, json_integer(arch_keys[i].value));
+            if (arch_keys[i].value < 0) continue; /* the file does not say */
+            snprintf(key, sizeof key, "%s.%s", f.architecture, arch_keys[i].suffix);
+            json_object_set_new(mi, key, json_integer((json_int_t)arch_keys[i].value));
         }
         gw_reply_json(call, 200,
                       json_pack("{s:s, s:s, s:s, s:o, s:o, s:[s], s:o}", "modelfile", "", "parameters", "",
-                                "template", "", "details", d, "model_info", mi, "capabilities", "completion",
-                                "modified_at", modified_at(t)));
+                                "template", "", "details", details(&f), "model_info", mi, "capabilities",
+                                "completion", "modified_at", modified_at(t)));
     }
     json_decref(root);
 }
 
 /* ---- options ------------------------------------------------------------------------------------ */
 
-/* keep_alive: only "stay loaded" can be honoured until models can be unloaded. */
-static bool check_keep_alive(gw_call *call, json_t *root) {
+/* keep_alive (see the top): into call->keep_alive, which gw_call_target hands to the target. t is
+ * the target the request names (NULL when it names none: that is refused later). */
+static bool read_keep_alive(gw_call *call, json_t *root, const gw_target *t) {
     json_t *ka = json_object_get(root, "keep_alive");
+    call->keep_alive = GW_KEEP_ALIVE_DEFAULT;
     if (!ka || json_is_null(ka)) return true;
-    if (json_is_number(ka) && json_number_value(ka) < 0) return true;
-    if (json_is_string(ka) && json_string_value(ka)[0] == '-') return true;
+    double s = 0;
+    bool ok = json_is_number(ka) ? isfinite(s = json_number_value(ka)) && s <= GW_DURATION_MAX_S
+                                 : json_is_string(ka) && gw_parse_go_duration(json_string_value(ka), &s);
+    if (ok && t && t->cfg->type != GW_TARGET_LOCAL)
+        return gw_reply_invalid_field(
+            call,
+            "'keep_alive' cannot be honoured for model '%s': it is served by a remote upstream, "
+            "which decides what stays loaded; leave it out",
+            t->cfg->name);
+    if (ok) {
+        call->keep_alive = GW_KEEP_ALIVE_GIVEN;
+        call->keep_alive_s = s < 0 ? GW_KEEP_ALIVE_FOREVER : s;
+        return true;
+    }
     char *shown = json_dumps(ka, JSON_ENCODE_ANY);
     gw_reply_invalid_field(
         call,
-        "'keep_alive' %s cannot be honoured: models stay loaded until the server stops; leave it out or "
-        "give a negative value",
+        "'keep_alive' %.64s is not a duration: give seconds (300), a duration (\"5m\", \"10s\", \"1h\"), 0 "
+        "to unload the model after this request, or a negative value to keep it loaded",
         shown ? shown : "?");
     free(shown);
     return false;
+}
+
+static bool unloads(const gw_call *call) {
+    return call->keep_alive == GW_KEEP_ALIVE_GIVEN && call->keep_alive_s == 0;
 }
 
 /* options -> chat fields, with Ollama's defaults. */
@@ -570,10 +645,11 @@ static bool translate_messages(gw_call *call, json_t *msgs, json_t *chat) {
     return ok;
 }
 
-/* The reply to an empty request, which Ollama's clients send to load a model. */
-static void reply_loaded(gw_call *call, const char *model, bool chat) {
+/* The reply to an empty request, which Ollama's clients send to load a model (reason "load") or,
+ * with keep_alive 0, to unload it ("unload"). */
+static void reply_empty(gw_call *call, const char *model, bool chat, const char *reason) {
     json_t *j = json_pack("{s:s, s:o, s:b, s:s}", "model", model, "created_at", now_json(), "done", 1,
-                          "done_reason", "load");
+                          "done_reason", reason);
     if (chat)
         json_object_set_new(j, "message", json_pack("{s:s, s:s}", "role", "assistant", "content", ""));
     else
@@ -589,7 +665,7 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
     json_t *chat = json_pack("{s:s}", "model", t ? t->cfg->name : (model ? model : ""));
     gw_api api = GW_API_CHAT;
     bool ok = gw_check_fields(call, root, is_chat ? chat_fields : generate_fields, API_NAME) &&
-              check_keep_alive(call, root) && translate_think(call, root, chat) &&
+              read_keep_alive(call, root, t) && translate_think(call, root, chat) &&
               translate_format(call, root, chat);
     if (ok && !model)
         ok = gw_reply_invalid_field(call, "'model' is missing: name one of the models GET /api/tags lists");
@@ -645,7 +721,16 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
     }
     if (empty) {
         json_decref(chat);
-        if (request_target(call, model)) reply_loaded(call, model, is_chat);
+        if (!unloads(call)) {
+            if (request_target(call, model)) reply_empty(call, model, is_chat, "load");
+        } else if (t->cfg->type != GW_TARGET_LOCAL || !gw_auth_allows(call, t->cfg)) {
+            gw_reply_error(call, GW_E_UNKNOWN_TARGET, "model '%s' not found; GET /api/tags lists the models",
+                           model);
+        } else {
+            bool deferred; /* in use: it goes when its last request ends */
+            gw_residency_unload(call->srv, t, &deferred);
+            reply_empty(call, model, is_chat, "unload");
+        }
         return;
     }
     ollama_state *s = calloc(1, sizeof *s);
@@ -691,7 +776,8 @@ void gw_route_ollama_embed(gw_call *call) {
     json_t *in = json_object_get(root, legacy ? "prompt" : "input");
     const char **texts = NULL;
     size_t n = json_is_array(in) ? json_array_size(in) : 1;
-    bool ok = gw_check_fields(call, root, embed_fields, API_NAME) && check_keep_alive(call, root);
+    bool ok = gw_check_fields(call, root, embed_fields, API_NAME) &&
+              read_keep_alive(call, root, find_target(call->srv, model));
     json_t *opts = json_object_get(root, "options");
     if (ok && opts && !json_is_null(opts) && !(json_is_object(opts) && json_object_size(opts) == 0))
         ok = gw_reply_invalid_field(call, "'options' cannot change an embedding here; leave it out");

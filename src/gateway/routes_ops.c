@@ -45,6 +45,13 @@ static const char *type_name(const gw_target *t) {
     return t->cfg->type == GW_TARGET_LOCAL || t->supervisor ? "local" : "openai_compatible";
 }
 
+/* A target's state and why it failed or waits; a remote target's state is the prober's alone. */
+static int target_state(gw_server *srv, gw_target *t, char *why, size_t n) {
+    if (t->cfg->type == GW_TARGET_LOCAL) return gw_residency_state(srv, t, why, n);
+    *why = '\0';
+    return atomic_load(&t->state);
+}
+
 void gw_route_health(gw_call *call) { gw_reply_json(call, 200, json_pack("{s:s}", "status", "ok")); }
 
 void gw_route_ready(gw_call *call) {
@@ -52,11 +59,11 @@ void gw_route_ready(gw_call *call) {
     json_t *targets = json_array();
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
-        int s = atomic_load(&t->state);
+        char why[SIPP_ERROR_SIZE];
+        int s = target_state(srv, t, why, sizeof why);
         json_t *o =
             json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
-        if (s == GW_STATE_FAILED || s == GW_STATE_WAITING)
-            json_object_set_new(o, "error", json_string(t->error));
+        if (*why) json_object_set_new(o, "error", json_string(why));
         json_array_append_new(targets, o);
     }
     bool ready = gw_targets_ready(srv) && !atomic_load(&srv->draining);
@@ -135,7 +142,8 @@ void gw_route_backends(gw_call *call) {
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
         if (!gw_auth_allows(call, t->cfg)) continue;
-        int s = atomic_load(&t->state);
+        char why[SIPP_ERROR_SIZE];
+        int s = target_state(srv, t, why, sizeof why);
         json_t *o =
             json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
         if (t->cfg->type == GW_TARGET_LOCAL) {
@@ -148,8 +156,8 @@ void gw_route_backends(gw_call *call) {
                 json_object_set_new(o, "gpu_layers", json_integer(b->gpu_layers));
                 json_object_set_new(o, "placement", placement_json(t->model));
                 gw_residency_unpeek(srv, t);
-            } else if (s == GW_STATE_FAILED || s == GW_STATE_WAITING) {
-                json_object_set_new(o, "error", json_string(t->error));
+            } else if (*why) {
+                json_object_set_new(o, "error", json_string(why));
             }
         } else {
             if (t->supervisor) { /* a local target served by a child process: its placement is the child's */

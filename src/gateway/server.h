@@ -53,7 +53,7 @@ typedef struct gw_target {
     int waiting; /* calls waiting for its load */
     double last_use_ms, last_use_unix;
     double deadline_ms, deadline_unix; /* keep_alive ends; -1 = none */
-    int64_t keep_alive_override;       /* set by a request (Ollama's keep_alive) */
+    double keep_alive_override;        /* seconds, < 0 forever: set by a request (Ollama's keep_alive) */
     bool keep_alive_override_set;
     bool unload_when_idle;
     bool ever_loaded;

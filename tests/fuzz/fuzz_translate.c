@@ -83,6 +83,8 @@ const char *gw_call_query_unknown(gw_call *call, const char *const *known) { ret
 bool gw_call_abandoned(gw_call *call) { return false; }
 bool gw_residency_peek(gw_server *s, gw_target *t) { return false; } /* never loaded here */
 void gw_residency_unpeek(gw_server *s, gw_target *t) {}
+bool gw_residency_loaded(gw_server *s, gw_target *t, gw_resident *out) { return false; }
+bool gw_residency_unload(gw_server *s, gw_target *t, bool *deferred) { return *deferred = false; }
 bool gw_auth_allows(const gw_call *call, const gw_target_config *t) { return true; }
 void gw_metrics_tokens(gw_metrics *m, int t, int prompt, int cached, int generated, double ttft_s) {}
 

@@ -22,6 +22,7 @@ from tests.integration import test_gateway_support as gw
 LOST_EXIT = 75
 WAIT_S = 60
 SUPERVISED_PORT = 50052
+RETRY_WINDOW_S = 4  # the keeper retries a waiting rpc target at 0.5, 1, 2 s, ...
 
 
 def free_port(host):
@@ -174,6 +175,26 @@ class GatewayRpcTargetTest(unittest.TestCase):
 
     def config(self):
         return gw.local_target(path=six_layers(), parallel=1, extra=f'backend = "rpc"\nrpc = ["{self.a.endpoint}", "{self.b.endpoint}"]')
+
+    def test_requests_to_a_waiting_target_get_503_and_shutdown_fails_it(self):
+        """Requests that arrive while the keeper retries the target (LOADING for a moment, then WAITING
+        again) get the same 503 at once, never a wait to request_timeout_seconds (a 504); SIGTERM turns
+        the waiting target FAILED and the server exits cleanly."""
+        g = gw.serve_config("[server]\nrequest_timeout_seconds = 2\n" + self.config(), wait_ready=False)
+        try:
+            gw.wait_until(lambda: g.json("GET", "/ready")[2]["targets"][0]["state"] == "waiting", WAIT_S,
+                          "the target waiting for its servers")
+            statuses = {}
+            end = time.monotonic() + RETRY_WINDOW_S  # across several of the keeper's retries
+            while time.monotonic() < end:
+                status, _, body = g.json("POST", "/v1/completions", {"model": "tiny", "prompt": "hi", "max_tokens": 2})
+                statuses[status] = statuses.get(status, 0) + 1
+                self.assertIn("waiting for its rpc servers", body["error"]["message"], body)
+            self.assertEqual(set(statuses), {503}, statuses)
+            self.assertEqual(g.stop(), 0, g.text()[-2000:])
+            self.assertIn("target 'tiny' failed: the server stopped while it waited for its rpc servers", g.text())
+        finally:
+            g.kill()
 
     def test_waits_for_its_servers_then_serves_then_dies_naming_the_lost_one(self):
         g = gw.serve_config(self.config(), wait_ready=False)

@@ -205,7 +205,7 @@ class BackendInfo(ctypes.Structure):
 class ModelParams(ctypes.Structure):
     _fields_ = [("backend", c_char_p), ("backend_order", c_char_p), ("gpu_layers", c_int), ("progress", PROGRESS_FN),
                 ("progress_user", c_void_p), ("vocab_only", c_bool), ("rpc_servers", c_char_p), ("tensor_split", c_char_p),
-                ("flash_attn", c_char_p)]
+                ("flash_attn", c_char_p), ("no_repack", c_bool)]
 
 
 class ModelInfo(ctypes.Structure):

@@ -48,6 +48,7 @@ static const char *type_name(const gw_target *t) {
 /* A target's state and why it failed or waits; a remote target's state is the prober's alone. */
 static int target_state(gw_server *srv, gw_target *t, char *why, size_t n) {
     if (t->cfg->type == GW_TARGET_LOCAL) return gw_residency_state(srv, t, why, n);
+    if (t->supervisor) return gw_supervise_state(t, why, n);
     *why = '\0';
     return atomic_load(&t->state);
 }

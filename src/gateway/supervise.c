@@ -283,9 +283,17 @@ static gw_target_config *remote_config(const gw_target_config *local, int port, 
     return c;
 }
 
+/* Every target of the group: the error, then the state that makes readers look at it. The caller
+ * holds s->mu, under which readers (gw_supervise_state, gw_supervise_serving) copy the error. */
+static void set_state_locked(gw_supervisor *s, gw_target_state state, const char *msg) {
+    for (size_t i = 0; i < s->n_targets; i++) {
+        if (msg) snprintf(s->targets[i]->error, sizeof s->targets[i]->error, "%s", msg);
+        atomic_store(&s->targets[i]->state, state);
+    }
+}
+
 static void set_state(gw_supervisor *s, gw_target_state state, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Every target of the group: the error (when fmt) first, then the state that makes readers look at it. */
 static void set_state(gw_supervisor *s, gw_target_state state, const char *fmt, ...) {
     char msg[SIPP_ERROR_SIZE];
     if (fmt) {
@@ -294,10 +302,9 @@ static void set_state(gw_supervisor *s, gw_target_state state, const char *fmt, 
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
     }
-    for (size_t i = 0; i < s->n_targets; i++) {
-        if (fmt) snprintf(s->targets[i]->error, sizeof s->targets[i]->error, "%s", msg);
-        atomic_store(&s->targets[i]->state, state);
-    }
+    pthread_mutex_lock(&s->mu);
+    set_state_locked(s, state, fmt ? msg : NULL);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* Waits up to ms, or until stop; true when stopping. */
@@ -430,8 +437,10 @@ static void mirror_child(gw_supervisor *s, const sipp_buf *ready_answer) {
         for (size_t i = 0; name && to >= 0 && i < s->n_targets; i++) {
             gw_target *t = s->targets[i];
             if (strcmp(t->cfg->name, name) != 0) continue;
+            pthread_mutex_lock(&s->mu);
             snprintf(t->error, sizeof t->error, "%s", error); /* before the state that shows it */
             atomic_store(&t->state, to);
+            pthread_mutex_unlock(&s->mu);
         }
     }
     json_decref(all);
@@ -542,7 +551,7 @@ static void *supervise_main(void *arg) {
                  how);
         bool stop = s->stop;
         if (!stop) s->restarts++;
-        set_state(s, stop ? GW_STATE_UNLOADED : GW_STATE_WAITING, "%s", s->last_exit);
+        set_state_locked(s, stop ? GW_STATE_UNLOADED : GW_STATE_WAITING, s->last_exit);
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
         if (stop) break;
@@ -708,11 +717,22 @@ void gw_supervise_stop(gw_target *t) {
     supervisor_free(s);
 }
 
-bool gw_supervise_serving(gw_target *t, char *msg, size_t n) {
+int gw_supervise_state(gw_target *t, char *why, size_t n) {
+    gw_supervisor *s = t->supervisor;
+    pthread_mutex_lock(&s->mu);
     int state = atomic_load(&t->state);
-    if (state == GW_STATE_READY) return true;
-    snprintf(msg, n, "%s", t->error);
-    return false;
+    snprintf(why, n, "%s", state == GW_STATE_FAILED || state == GW_STATE_WAITING ? t->error : "");
+    pthread_mutex_unlock(&s->mu);
+    return state;
+}
+
+bool gw_supervise_serving(gw_target *t, char *msg, size_t n) {
+    gw_supervisor *s = t->supervisor;
+    pthread_mutex_lock(&s->mu);
+    bool ready = atomic_load(&t->state) == GW_STATE_READY;
+    if (!ready) snprintf(msg, n, "%s", t->error);
+    pthread_mutex_unlock(&s->mu);
+    return ready;
 }
 
 uint64_t gw_supervise_epoch(gw_target *t) {

@@ -32,6 +32,8 @@ bool gw_supervise_start(gw_server *srv, char *err);
 /* Ends t's child (SIGTERM, then SIGKILL after a grace period), by pid, and joins its thread; the
  * other targets of its group are done with it too. */
 void gw_supervise_stop(gw_target *t);
+/* t's state, with its error (n bytes of why) when failed or waiting, read under the supervisor's lock. */
+int gw_supervise_state(gw_target *t, char *why, size_t n);
 /* True when t is supervised and READY; otherwise msg (n bytes) says why not (its state's error). */
 bool gw_supervise_serving(gw_target *t, char *msg, size_t n);
 /* How many children of t have exited so far: a transfer notes it when it starts. */

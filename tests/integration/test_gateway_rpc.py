@@ -177,9 +177,9 @@ class GatewayRpcTargetTest(unittest.TestCase):
         return gw.local_target(path=six_layers(), parallel=1, extra=f'backend = "rpc"\nrpc = ["{self.a.endpoint}", "{self.b.endpoint}"]')
 
     def test_requests_to_a_waiting_target_get_503_and_shutdown_fails_it(self):
-        """Requests that arrive while the keeper retries the target (LOADING for a moment, then WAITING
-        again) get the same 503 at once, never a wait to request_timeout_seconds (a 504); SIGTERM turns
-        the waiting target FAILED and the server exits cleanly."""
+        """Requests that arrive while the supervisor waits for the target's servers get a 503 naming the
+        target and the server at once, never a wait to request_timeout_seconds (a 504); SIGTERM ends the
+        waiting target's supervisor and the server exits cleanly."""
         g = gw.serve_config("[server]\nrequest_timeout_seconds = 2\n" + self.config(), wait_ready=False)
         try:
             gw.wait_until(lambda: g.json("GET", "/ready")[2]["targets"][0]["state"] == "waiting", WAIT_S,
@@ -189,10 +189,10 @@ class GatewayRpcTargetTest(unittest.TestCase):
             while time.monotonic() < end:
                 status, _, body = g.json("POST", "/v1/completions", {"model": "tiny", "prompt": "hi", "max_tokens": 2})
                 statuses[status] = statuses.get(status, 0) + 1
-                self.assertIn("waiting for its rpc servers", body["error"]["message"], body)
+                self.assertIn("model 'tiny' is not ready", body["error"]["message"], body)
+                self.assertIn(self.a.endpoint, body["error"]["message"], body)
             self.assertEqual(set(statuses), {503}, statuses)
             self.assertEqual(g.stop(), 0, g.text()[-2000:])
-            self.assertIn("target 'tiny' failed: the server stopped while it waited for its rpc servers", g.text())
         finally:
             g.kill()
 
@@ -213,7 +213,7 @@ class GatewayRpcTargetTest(unittest.TestCase):
             self.assertIn(self.a.endpoint, state["error"])
             status, hdrs, body = g.json("POST", "/v1/completions", {"model": "tiny", "prompt": "hi", "max_tokens": 2})
             self.assertEqual(status, 503, body)
-            self.assertIn("waiting for its rpc servers", body["error"]["message"])
+            self.assertIn("model 'tiny' is not ready", body["error"]["message"])
             self.assertIn(self.a.endpoint, body["error"]["message"])
             self.assertIn("retry-after", hdrs)
 

@@ -650,17 +650,11 @@ static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {"name",        "type",
-                                             "model",       "backend",
-                                             "ctx_size",    "parallel",
-                                             "threads",     "gpu_layers",
-                                             "policy",      "chat_template",
-                                             "rpc",         "tensor_split",
-                                             "flash_attn",  "speculative",
-                                             "draft_max",   "draft_min",
-                                             "load",        "keep_alive",
-                                             "pin",         "draft_model",
-                                             "draft_p_min", "repack", NULL};
+    static const char *const local_keys[] = {
+        "name",       "type",        "model",       "backend",       "ctx_size", "parallel",
+        "threads",    "gpu_layers",  "policy",      "chat_template", "rpc",      "tensor_split",
+        "flash_attn", "speculative", "draft_max",   "draft_min",     "load",     "keep_alive",
+        "pin",        "draft_model", "draft_p_min", "repack",        NULL};
     static const char *const remote_keys[] = {"name",  "type",        "base_url",        "base_urls",
                                               "model", "api_key_env", "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);

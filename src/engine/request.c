@@ -111,23 +111,13 @@ void sipp_request_cancel(sipp_request *r) {
     pthread_mutex_unlock(&r->mu);
 }
 
-static void deadline_after(struct timespec *ts, int timeout_ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += timeout_ms / 1000;
-    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 static bool is_finished(const sipp_request *r) { return r->finished; }
 static bool has_text_or_finished(const sipp_request *r) { return r->finished || r->text.len > r->read_pos; }
 
 /* Waits on r->cv (r->mu held) until cond(r) holds or timeout_ms passes (-1 = forever). */
 static bool wait_locked(sipp_request *r, bool (*cond)(const sipp_request *), int timeout_ms) {
     struct timespec ts;
-    if (timeout_ms >= 0) deadline_after(&ts, timeout_ms);
+    if (timeout_ms >= 0) sipp_deadline_in(&ts, CLOCK_REALTIME, timeout_ms);
     int rc = 0;
     bool for_text = cond == has_text_or_finished;
     r->text_waiters += for_text;

@@ -80,10 +80,7 @@ gw_admit_result gw_admit(gw_admission *l, double deadline_ms, bool (*abandoned)(
             break;
         }
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += (long)GW_ADMIT_SLICE_MS * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        sipp_deadline_in(&ts, CLOCK_MONOTONIC, GW_ADMIT_SLICE_MS);
         pthread_cond_timedwait(&l->cv, &l->mu, &ts);
     }
     l->queued--;

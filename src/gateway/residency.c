@@ -96,15 +96,6 @@ static void estimate(gw_target *t);
 
 static double now_ms(void) { return sipp_now_ms(); }
 
-/* ms from now on the monotonic clock the condition variable waits on. */
-static void deadline_in(struct timespec *ts, int ms) {
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    ts->tv_sec += ts->tv_nsec / 1000000000L;
-    ts->tv_nsec %= 1000000000L;
-}
-
 static double unix_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -541,7 +532,7 @@ gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double dead
             if (!ok && no_room && now_ms() < room_deadline && now_ms() < deadline_ms && busy_holder(srv)) {
                 /* a use that is ending (its reply sent, its connection closing) frees room soon */
                 struct timespec until;
-                deadline_in(&until, WAIT_SLICE_MS);
+                sipp_deadline_in(&until, CLOCK_MONOTONIC, WAIT_SLICE_MS);
                 pthread_cond_timedwait(&r->changed, &r->mu, &until);
                 continue;
             }
@@ -563,7 +554,7 @@ gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double dead
         }
         t->waiting++;
         struct timespec until;
-        deadline_in(&until, left < WAIT_SLICE_MS ? (int)left : WAIT_SLICE_MS);
+        sipp_deadline_in(&until, CLOCK_MONOTONIC, left < WAIT_SLICE_MS ? (int)left : WAIT_SLICE_MS);
         pthread_cond_timedwait(&r->changed, &r->mu, &until);
         t->waiting--;
     }
@@ -767,7 +758,7 @@ static void *keeper_main(void *arg) {
         }
         struct timespec until;
         double wait = next - now;
-        deadline_in(&until, wait < 1 ? 1 : (int)wait);
+        sipp_deadline_in(&until, CLOCK_MONOTONIC, wait < 1 ? 1 : (int)wait);
         pthread_cond_timedwait(&r->changed, &r->mu, &until);
     }
     pthread_mutex_unlock(&r->mu);

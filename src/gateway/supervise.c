@@ -310,11 +310,7 @@ static void set_state(gw_supervisor *s, gw_target_state state, const char *fmt, 
 /* Waits up to ms, or until stop; true when stopping. */
 static bool sleep_unless_stopped(gw_supervisor *s, int ms) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
+    sipp_deadline_in(&ts, CLOCK_MONOTONIC, ms);
     pthread_mutex_lock(&s->mu);
     while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &ts) != ETIMEDOUT) {
     }
@@ -746,11 +742,7 @@ uint64_t gw_supervise_epoch(gw_target *t) {
 bool gw_supervise_lost(gw_target *t, uint64_t epoch, int wait_ms, char *msg, size_t n) {
     gw_supervisor *s = t->supervisor;
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += wait_ms / 1000;
-    ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
+    sipp_deadline_in(&ts, CLOCK_MONOTONIC, wait_ms);
     pthread_mutex_lock(&s->mu);
     while (s->exits == epoch && !s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &ts) != ETIMEDOUT) {
     }

@@ -608,10 +608,7 @@ static void *prober_main(void *arg) {
     pthread_mutex_lock(&p->mu);
     while (!p->stop) {
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += (long)GW_PROBE_INTERVAL_MS % 1000 * 1000000L;
-        ts.tv_sec += GW_PROBE_INTERVAL_MS / 1000 + ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        sipp_deadline_in(&ts, CLOCK_MONOTONIC, GW_PROBE_INTERVAL_MS);
         pthread_cond_timedwait(&p->cv, &p->mu, &ts);
         if (p->stop) break;
         pthread_mutex_unlock(&p->mu);

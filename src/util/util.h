@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "sipp.h"
 
@@ -31,6 +32,10 @@ void sipp_format_size(uint64_t bytes, char *out, size_t cap);
 
 /* Milliseconds on the monotonic clock. */
 double sipp_now_ms(void);
+
+/* The time ms milliseconds from now on clock, as pthread_cond_timedwait takes it: CLOCK_REALTIME
+ * for a condition variable with default attributes, CLOCK_MONOTONIC for one set to that clock. */
+void sipp_deadline_in(struct timespec *ts, clockid_t clock, int ms);
 
 /* A growable byte buffer, always NUL-terminated. */
 typedef struct sipp_buf {

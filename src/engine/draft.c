@@ -143,18 +143,6 @@ void sipp_draft_close(sipp_engine *e) {
 
 /* ---- proposals --------------------------------------------------------------------------------- */
 
-static bool dcache_reserve(slot *s, int n) {
-    if (n <= s->cap_dcache) return true;
-    int cap = s->cap_dcache ? s->cap_dcache : 256;
-    while (cap < n)
-        cap *= 2;
-    llama_token *c = realloc(s->dcache, (size_t)cap * sizeof *c);
-    if (!c) return false;
-    s->dcache = c;
-    s->cap_dcache = cap;
-    return true;
-}
-
 /* Forgets every draft sequence: the next steps catch up from nothing. */
 static void draft_reset(sipp_engine *e) {
     llama_memory_clear(e->dmem, true);
@@ -178,7 +166,7 @@ static bool catch_up(sipp_engine *e, slot *s, int *budget) {
     }
     s->n_dcache = keep;
     int take = n_hist - keep < *budget ? n_hist - keep : *budget;
-    if (take <= 0 || !dcache_reserve(s, n_hist + s->draft_room)) return false;
+    if (take <= 0 || !sipp_tokens_reserve(&s->dcache, &s->cap_dcache, n_hist + s->draft_room)) return false;
     for (int k = 0; k < take; k++) {
         sipp_batch_add(&e->dbatch, hist[keep + k], keep + k, s->id, keep + k == n_hist - 1);
         s->dcache[s->n_dcache++] = hist[keep + k];

@@ -203,6 +203,8 @@ int sipp_spec_ngram(const llama_token *hist, int n, int max, llama_token *out);
 
 /* The length of the common prefix of a[0..na) and b[0..nb). */
 int sipp_common_prefix(const llama_token *a, int na, const llama_token *b, int nb);
+/* Grows *tokens (capacity *cap) to hold at least n tokens, doubling from 256; false when out of memory. */
+bool sipp_tokens_reserve(llama_token **tokens, int *cap, int n);
 /* Appends one token of sequence seq at pos to batch b, with or without its logits. */
 void sipp_batch_add(llama_batch *b, llama_token t, llama_pos pos, llama_seq_id seq, bool logits);
 

@@ -49,17 +49,19 @@ int sipp_common_prefix(const llama_token *a, int na, const llama_token *b, int n
     return n;
 }
 
-static bool cache_reserve(slot *s, int n) {
-    if (n <= s->cap_cache) return true;
-    int cap = s->cap_cache ? s->cap_cache : 256;
-    while (cap < n)
-        cap *= 2;
-    llama_token *c = realloc(s->cache, (size_t)cap * sizeof *c);
-    if (!c) return false;
-    s->cache = c;
-    s->cap_cache = cap;
+bool sipp_tokens_reserve(llama_token **tokens, int *cap, int n) {
+    if (n <= *cap) return true;
+    int grown = *cap ? *cap : 256;
+    while (grown < n)
+        grown *= 2;
+    llama_token *t = realloc(*tokens, (size_t)grown * sizeof *t);
+    if (!t) return false;
+    *tokens = t;
+    *cap = grown;
     return true;
 }
+
+static bool cache_reserve(slot *s, int n) { return sipp_tokens_reserve(&s->cache, &s->cap_cache, n); }
 
 /* Which idle slot a request should take: the one pinned to its key, else the one sharing the longest
  * prefix with its prompt, preferring unpinned slots, then the least recently used. -1 when none is

@@ -290,6 +290,34 @@ class Residency(unittest.TestCase):
         self.assertEqual(gw.request("GET", "/ready")[0], 200)
 
 
+class Repack(unittest.TestCase):
+    """repack = false (sipp_model_params.no_repack) loads the CPU weights as the file has them: the same
+    greedy answer as the default; a value that is not a boolean is refused naming the key."""
+
+    def test_repack_false_answers_as_the_default(self):
+        check_build()
+        [path] = three_models()[:1]
+        gw = serve_config(target("packed", path) + target("plain", path, "repack = false"))
+        try:
+            answers = []
+            for name in ("packed", "plain"):
+                status, _, r = gw.json("POST", "/v1/completions",
+                                       {"model": name, "prompt": "Hello", "max_tokens": 12, "temperature": 0})
+                self.assertEqual(status, 200, r)
+                answers.append(r["choices"][0]["text"])
+            self.assertEqual(answers[0], answers[1])
+        finally:
+            gw.stop()
+
+    def test_repack_must_be_a_boolean(self):
+        check_build()
+        [path] = three_models()[:1]
+        conf = write("repack.toml", target("a", path, 'repack = "no"'))
+        r = subprocess.run([SIPP, "serve", "--check", "--config", conf], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("repack", r.stderr)
+
+
 class MemoryAgainstRss(unittest.TestCase):
     """The measured figure (the backend buffers llama.cpp allocated) against what the process's RSS
     grew by once a request has read every weight. The model is shaped so that its weights dominate:

@@ -51,9 +51,9 @@ class SlotState(unittest.TestCase):
         cls.paths = three_models()
         cls.budget = budget_for_two(cls.paths)
 
-    def serve(self, extra_a=""):
+    def serve(self, extra_a="", extra_server=""):
         self.root = os.path.join(tmpdir(), f"slots-{time.monotonic_ns()}")
-        text = f'[server]\nmemory_budget_mb = {self.budget}\nslot_state_dir = "{self.root}"\n'
+        text = f'[server]\nmemory_budget_mb = {self.budget}\nslot_state_dir = "{self.root}"\n{extra_server}'
         for n, p in zip("abc", self.paths):
             text += target(n, p, extra_a if n == "a" else "")
         gw = serve_config(text)
@@ -91,6 +91,16 @@ class SlotState(unittest.TestCase):
         self.assertEqual(slot_files(self.root), [])  # removed once restored
         self.assertEqual(gw.stop(), 0)
         self.assertEqual(os.listdir(self.root), [])  # the gateway's own directory goes with it
+
+    def test_slot_state_max_mb_0_saves_nothing(self):
+        gw = self.serve(extra_server="slot_state_max_mb = 0\n")
+        answer1, _ = turn(gw, "a", FIRST)
+        for name in ("b", "c"):
+            turn(gw, name, FIRST, key=None)
+        self.assertEqual(state(gw, "a"), "unloaded")
+        self.assertNotIn("saved 1 idle conversation", gw.text())
+        self.assertEqual(slot_files(self.root), [])
+        self.assertEqual(turn(gw, "a", conversation(answer1))[1], 0)
 
     def test_a_changed_model_file_restores_nothing(self):
         gw = self.serve()

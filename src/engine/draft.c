@@ -199,9 +199,14 @@ void sipp_draft_propose(sipp_engine *e) {
         catch_up(e, s, &budget);
     }
     while (b->n_tokens > 0) {
+        double t0 = sipp_now_ms();
         if (llama_decode(e->dctx, *b) != 0) {
             draft_reset(e);
             return;
+        }
+        if (e->spec_auto) { /* a sample of the draft's cost for the cut-off (spec_cost.c) */
+            llama_synchronize(e->dctx);
+            spec_fit_add(&e->draft_fit, b->n_tokens, sipp_now_ms() - t0);
         }
         b->n_tokens = 0;
         for (int i = 0; i < e->params.parallel; i++) {

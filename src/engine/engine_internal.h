@@ -21,6 +21,7 @@
 
 #include "chat/chat_request.h"
 #include "engine/model.h"
+#include "engine/spec_cost.h"
 #include "engine/stop_filter.h"
 #include "llama.h"
 #include "sipp.h"
@@ -50,6 +51,8 @@ struct sipp_request {
     sipp_output out;
     sipp_buf emit;
     int n_generated;
+    int draft_steps;  /* steps that verified a proposal of this request */
+    int cutoff_steps; /* steps the draft cut-off ran this request plain (its speculation string) */
 
     atomic_bool cancel;
     bool timed_out;
@@ -121,6 +124,7 @@ typedef struct slot {
     int cap_dcache;
     int d_logits;  /* index of this slot's output in the current draft batch, or -1 */
     float *dprobs; /* a sampled request's draft distributions, draft_max rows of n_vocab (draft.c) */
+    spec_accept accept; /* the request's acceptance of proposals so far, for the cut-off (spec_cost.c) */
     char *key;     /* the context_key pinned here, kept after the request ends */
     double last_used;
 } slot;
@@ -159,6 +163,15 @@ struct sipp_engine {
     struct llama_context *dctx;
     llama_memory_t dmem;
     llama_batch dbatch;
+
+    /* The draft cut-off (params.draft_cutoff "auto", spec_cost.c): the measured cost lines of the
+     * target's generation steps and of the draft's decodes, and the step count that paces
+     * exploration. */
+    bool spec_auto;
+    spec_fit target_fit, draft_fit;
+    unsigned spec_tick;
+    double *spec_p; /* the chooser's inputs, one per generating slot: acceptance and room */
+    int *spec_room;
 
     /* A persistent CPU thread pool, as llama-bench and llama-server attach: without one, ggml starts
      * and joins its worker threads for every graph, that is for every generated token. */

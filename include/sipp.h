@@ -899,6 +899,8 @@ typedef struct sipp_request_stats {
     double total_ms;
     int draft_tokens;    /* tokens speculation proposed (sipp_engine_params.speculative) */
     int accepted_tokens; /* of those, the ones the model confirmed: acceptance = accepted / draft */
+    int draft_steps;     /* decode steps that verified a proposal of this request */
+    int cutoff_steps;    /* steps that draft_cutoff "auto" ran plain where it could have drafted */
     /* Whether this request speculated: "none" (the engine does not), "ngram" or "draft" (it did, in
      * at least one step), "ngram cut off (plain was faster)" or "draft cut off (plain was faster)"
      * (draft_cutoff "auto" ran every step of it plain),

@@ -51,8 +51,6 @@ struct sipp_request {
     sipp_output out;
     sipp_buf emit;
     int n_generated;
-    int draft_steps;  /* steps that verified a proposal of this request */
-    int cutoff_steps; /* steps the draft cut-off ran this request plain (its speculation string) */
 
     atomic_bool cancel;
     bool timed_out;

@@ -125,7 +125,7 @@ static void slot_release(sipp_engine *e, slot *s, const sipp_request *r) {
 void sipp_slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp_status status,
                       const char *error) {
     sipp_request *r = s->req;
-    if (r->cutoff_steps > 0 && r->draft_steps == 0) /* the cut-off ran every step of it plain */
+    if (r->stats.cutoff_steps > 0 && r->stats.draft_steps == 0) /* the cut-off ran every step of it plain */
         snprintf(r->stats.speculation, sizeof r->stats.speculation, "%s cut off (plain was faster)",
                  e->draft ? "draft" : "ngram");
     if (reason == SIPP_FINISH_STOP || reason == SIPP_FINISH_LENGTH) {
@@ -407,7 +407,7 @@ static void verify_drafts(sipp_engine *e, slot *s) {
     s->n_cache += a;
     r->stats.draft_tokens += n;
     r->stats.accepted_tokens += a;
-    r->draft_steps++;
+    r->stats.draft_steps++;
     spec_accept_add(&s->accept, n, a);
     pthread_mutex_lock(&e->mu);
     e->stats.draft_tokens += (uint64_t)n;
@@ -513,7 +513,7 @@ void sipp_sched_step(sipp_engine *e) {
         if (!s->req || s->draft_room <= cap) continue;
         s->draft_room = cap;
         if (cap == 0) {
-            s->req->cutoff_steps++;
+            s->req->stats.cutoff_steps++;
             cut = true;
         }
     }

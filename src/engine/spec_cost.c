@@ -42,8 +42,8 @@
 #define ACCEPT_DECAY (1.0 - 1.0 / 32) /* acceptance remembers about the last 32 verifications */
 #define PRIOR_OK 4.0                  /* a new slot's prior: 4 accepted, 1 rejected (p = 0.8) */
 #define PRIOR_FAIL 1.0
-#define MIN_STEP_MS 1e-3    /* a fitted cost never below this: keeps a rate finite on a noisy fit */
-#define MIN_SPREAD 1e-9     /* relative spread of x below which a slope cannot be told */
+#define MIN_STEP_MS 1e-3 /* a fitted cost never below this: keeps a rate finite on a noisy fit */
+#define MIN_SPREAD 1e-9  /* relative spread of x below which a slope cannot be told */
 
 void spec_fit_add(spec_fit *f, double x, double y) {
     if (!f->any) {

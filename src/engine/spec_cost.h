@@ -43,11 +43,11 @@ double spec_accept_p(const spec_accept *c);
  * target gives after the accepted ones plus the expected accepted run, sum_{i=0..k} p^i. */
 double spec_expected_tokens(double p, int k);
 
-/* The draft length k in {0} and [k_min, max room] that maximises the expected emitted tokens per millisecond of
- * one step over n generating slots: slot i proposes min(k, room[i]) tokens (room 0: it does not
- * speculate) and its proposals are accepted with probability p[i]. The step costs T(rows), with
- * rows = sum of (1 + its proposal), plus k draft decodes of D(slots that propose) each (prompt
- * lookup: D = 0). 0 (plain decoding) unless some k > 0 is strictly faster by the model. */
+/* The draft length k in {0} and [k_min, max room] that maximises the expected emitted tokens per millisecond
+ * of one step over n generating slots: slot i proposes min(k, room[i]) tokens (room 0: it does not speculate)
+ * and its proposals are accepted with probability p[i]. The step costs T(rows), with rows = sum of (1 + its
+ * proposal), plus k draft decodes of D(slots that propose) each (prompt lookup: D = 0). 0 (plain decoding)
+ * unless some k > 0 is strictly faster by the model. */
 int spec_choose_k(spec_line target, spec_line draft, const double *p, const int *room, int n, int k_min);
 
 #endif

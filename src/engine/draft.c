@@ -204,10 +204,13 @@ void sipp_draft_propose(sipp_engine *e) {
             draft_reset(e);
             return;
         }
-        if (e->spec_auto) { /* a sample of the draft's cost for the cut-off (spec_cost.c) */
+        /* A sample of the draft's cost for the cut-off (spec_cost.c), except the draft's first decode,
+         * which also pages in its weights. */
+        if (e->spec_auto && e->draft_warm) {
             llama_synchronize(e->dctx);
             spec_fit_add(&e->draft_fit, b->n_tokens, sipp_now_ms() - t0);
         }
+        e->draft_warm = true;
         b->n_tokens = 0;
         for (int i = 0; i < e->params.parallel; i++) {
             slot *s = &e->slots[i];

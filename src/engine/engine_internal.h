@@ -167,6 +167,7 @@ struct sipp_engine {
      * exploration. */
     bool spec_auto;
     spec_fit target_fit, draft_fit;
+    bool draft_warm; /* the draft has decoded once: its weights are paged in */
     unsigned spec_tick;
     double *spec_p; /* the chooser's inputs, one per generating slot: acceptance and room */
     int *spec_room;

@@ -340,8 +340,8 @@ static int cutoff_length(sipp_engine *e) {
     spec_line no_cost = {0, 0}; /* prompt lookup decodes nothing to propose */
     int k = spec_choose_k(spec_fit_line(&e->target_fit), e->draft ? spec_fit_line(&e->draft_fit) : no_cost,
                           e->spec_p, e->spec_room, n, e->params.draft_min);
-    if (tick % EXPLORE_EVERY == 0) k = k > 0 ? 0 : EXPLORE_DRAFT > e->params.draft_min ? EXPLORE_DRAFT : e->params.draft_min;
-    return k;
+    if (tick % EXPLORE_EVERY != 0) return k;
+    return k > 0 ? 0 : EXPLORE_DRAFT > e->params.draft_min ? EXPLORE_DRAFT : e->params.draft_min;
 }
 
 /* The proposals of this step, in every slot's s->draft: prompt lookup per slot, or the draft model

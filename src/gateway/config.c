@@ -607,7 +607,8 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     get_fraction(x, t, where, "draft_p_min", 0, 1, &tc->draft_p_min);
     const toml_node *cn = get_str(x, t, where, "draft_cutoff", &tc->draft_cutoff);
     if (tc->draft_cutoff && strcmp(tc->draft_cutoff, "auto") != 0 && strcmp(tc->draft_cutoff, "off") != 0)
-        cfg_err(x, toml_node_line(cn), "%s draft_cutoff: '%s' is not one of auto, off", where, tc->draft_cutoff);
+        cfg_err(x, toml_node_line(cn), "%s draft_cutoff: '%s' is not one of auto, off", where,
+                tc->draft_cutoff);
     /* chat_template: "chatml" or a template file (relative to the config file's directory). */
     char *tmpl = NULL;
     get_str(x, t, where, "chat_template", &tmpl);
@@ -656,9 +657,9 @@ static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
     static const char *const local_keys[] = {
-        "name",       "type",        "model",       "backend",       "ctx_size", "parallel",
-        "threads",    "gpu_layers",  "policy",      "chat_template", "rpc",      "tensor_split",
-        "flash_attn", "speculative", "draft_max",   "draft_min",     "load",     "keep_alive",
+        "name",       "type",        "model",       "backend",       "ctx_size",     "parallel",
+        "threads",    "gpu_layers",  "policy",      "chat_template", "rpc",          "tensor_split",
+        "flash_attn", "speculative", "draft_max",   "draft_min",     "load",         "keep_alive",
         "pin",        "draft_model", "draft_p_min", "repack",        "draft_cutoff", NULL};
     static const char *const remote_keys[] = {"name",  "type",        "base_url",        "base_urls",
                                               "model", "api_key_env", "timeout_seconds", NULL};

@@ -90,7 +90,8 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
                      "Tokens speculative decoding proposed."},
         [ACCEPTED] = {"sipp_speculative_accepted_tokens_total", "counter",
                       "Proposed tokens the model confirmed (acceptance rate = accepted / draft)."},
-        [DRAFT_STEPS] = {"sipp_speculative_draft_steps_total", "counter", "Decode steps that verified proposals."},
+        [DRAFT_STEPS] = {"sipp_speculative_draft_steps_total", "counter",
+                         "Decode steps that verified proposals."},
         [CUTOFF_STEPS] = {"sipp_speculative_cutoff_steps_total", "counter",
                           "Steps that could have drafted and that the draft cut-off ran plain."}};
     for (size_t g = 0; g < sizeof engine_gauges / sizeof engine_gauges[0]; g++) {

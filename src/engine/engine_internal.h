@@ -163,12 +163,14 @@ struct sipp_engine {
     llama_batch dbatch;
 
     /* The draft cut-off (params.draft_cutoff "auto", spec_cost.c): the measured cost lines of the
-     * target's generation steps and of the draft's decodes, and the step count that paces
-     * exploration. */
+     * target's generation steps and of the draft's decodes, and the step counts that pace
+     * exploration (scheduler.c). */
     bool spec_auto;
     spec_fit target_fit, draft_fit;
     bool draft_warm; /* the draft has decoded once: its weights are paged in */
-    unsigned spec_tick;
+    unsigned spec_tick;  /* warm-up steps */
+    unsigned spec_since; /* steps since the last exploration, and the plain steps between two */
+    unsigned spec_gap;
     double *spec_p; /* the chooser's inputs, one per generating slot: acceptance and room */
     int *spec_room;
 

@@ -49,12 +49,16 @@
 /* The draft cut-off's exploration. Until the target's and the draft's cost lines have samples at two
  * row counts each, the steps draft as the cut-off "off" does, except every WARMUP_PLAIN_EVERY-th
  * step, which runs plain: with every slot proposing its whole room the target would see one row
- * count only. Afterwards one step in EXPLORE_EVERY runs against the choice: a short draft of
- * EXPLORE_DRAFT tokens when it is plain (the draft's cost and the acceptance are measured only
- * while drafting), plain when it drafts (so is plain cost). That costs at most one step in 16 run
- * the slower way, and keeps a choice from outliving the conditions it was made in. */
+ * count only. Afterwards some steps run against the choice, so that it cannot outlive the
+ * conditions it was made in. While it drafts, one step in EXPLORE_EVERY runs plain (plain cost is
+ * measured only then). While it runs plain, a step drafts EXPLORE_DRAFT tokens (the draft's cost and
+ * the acceptance are measured only then) after EXPLORE_EVERY plain steps, then after twice as many
+ * each time the choice stays plain, up to EXPLORE_GAP_MAX: such a step is dearer than it looks, as
+ * the draft first reads every token the plain steps emitted (one row per slot and step), so a
+ * fixed rhythm would charge plain decoding about one draft row per slot and step for ever. */
 #define WARMUP_PLAIN_EVERY 2
 #define EXPLORE_EVERY 16
+#define EXPLORE_GAP_MAX 256
 #define EXPLORE_DRAFT 2
 
 /* ---- slots ------------------------------------------------------------------------------------- */
@@ -334,14 +338,23 @@ static int cutoff_length(sipp_engine *e) {
         proposing += s->draft_room > 0;
     }
     if (!proposing) return SIPP_DRAFT_MAX;
-    unsigned tick = ++e->spec_tick;
     if (!spec_fit_ready(&e->target_fit) || (e->draft && !spec_fit_ready(&e->draft_fit)))
-        return tick % WARMUP_PLAIN_EVERY == 0 ? 0 : SIPP_DRAFT_MAX;
+        return ++e->spec_tick % WARMUP_PLAIN_EVERY == 0 ? 0 : SIPP_DRAFT_MAX;
     spec_line no_cost = {0, 0}; /* prompt lookup decodes nothing to propose */
     int k = spec_choose_k(spec_fit_line(&e->target_fit), e->draft ? spec_fit_line(&e->draft_fit) : no_cost,
                           e->spec_p, e->spec_room, n, e->params.draft_min);
-    if (tick % EXPLORE_EVERY != 0) return k;
-    return k > 0 ? 0 : EXPLORE_DRAFT > e->params.draft_min ? EXPLORE_DRAFT : e->params.draft_min;
+    e->spec_since++;
+    if (k > 0) {
+        e->spec_gap = EXPLORE_EVERY;
+        if (e->spec_since < EXPLORE_EVERY) return k;
+        e->spec_since = 0;
+        return 0;
+    }
+    if (e->spec_gap < EXPLORE_EVERY) e->spec_gap = EXPLORE_EVERY;
+    if (e->spec_since < e->spec_gap) return 0;
+    e->spec_since = 0;
+    if (e->spec_gap < EXPLORE_GAP_MAX) e->spec_gap *= 2;
+    return EXPLORE_DRAFT > e->params.draft_min ? EXPLORE_DRAFT : e->params.draft_min;
 }
 
 /* The proposals of this step, in every slot's s->draft: prompt lookup per slot, or the draft model
@@ -553,10 +566,6 @@ void sipp_sched_step(sipp_engine *e) {
 
     double t0 = sipp_now_ms();
     int rc = llama_decode(e->ctx, *b);
-    if (rc == 0 && e->spec_auto && !prompt_rows) { /* a generation step: a sample of the target's cost */
-        llama_synchronize(e->ctx);
-        spec_fit_add(&e->target_fit, b->n_tokens, sipp_now_ms() - t0);
-    }
     if (rc == 1) { /* no KV space for this batch; llama.cpp rolled it back, the next step retries */
         if (!free_idle_lru(e)) evict_largest(e);
         return;
@@ -619,6 +628,9 @@ void sipp_sched_step(sipp_engine *e) {
         if (!r->t_first) r->t_first = sipp_now_ms();
         on_token(e, s, t);
     }
+    /* A generation step is a sample of the target's cost for the cut-off: its decode with the
+     * verification and sampling of its rows (reading every row's logits costs per row too). */
+    if (e->spec_auto && !prompt_rows) spec_fit_add(&e->target_fit, b->n_tokens, sipp_now_ms() - t0);
 }
 
 bool sipp_sched_has_active(const sipp_engine *e) {

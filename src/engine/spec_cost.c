@@ -9,7 +9,9 @@
  * row, and a fixed draft_max loses there. So the engine measures and decides per step.
  *
  * Costs. Each generation step (only generating slots' rows, no prompt chunk) is a sample (rows, ms)
- * of the target's llama_decode; each draft decode a sample of the draft's. A line t = a + b * rows
+ * of the target: its llama_decode and the reading of its rows' logits (an argmax over the
+ * vocabulary per row is not free); each draft decode, with the slots' picks from it, a sample of
+ * the draft's. A line t = a + b * rows
  * is fitted to each by exponentially decayed least squares: the sums of w, x, y, x^2 and xy, every
  * one multiplied by FIT_DECAY before a sample adds to them, give b = (W Sxy - Sx Sy) / (W Sxx - Sx^2)
  * and a = (Sy - b Sx) / W over roughly the last 1 / (1 - FIT_DECAY) samples, so the line follows a
@@ -26,13 +28,13 @@
  * after it. The run is at least i long with probability p^i, so the expectation is
  *     E(p, k) = sum_{i=0..k} p^i = (1 - p^(k+1)) / (1 - p)     (k + 1 when p = 1).
  * The step's rate with draft length k over n generating slots, slot i proposing k_i = min(k, room_i):
- *     R(k) = sum_i E(p_i, k_i) / (T(sum_i (1 + k_i)) + k * D(n_d))
- * where n_d counts the slots that propose (the draft decodes each of its k steps for all of them at
- * once; prompt lookup costs no decode: D = 0). Plain decoding is R(0) = n / T(n). The chooser takes
- * the k of the highest rate, and k > 0 only when it is strictly above R(0): the model never drafts
- * where it says plain is faster. (The draft's first decode also catches up the tokens the target
- * emitted, one or two rows per slot; charging it as D(n_d) like the others errs by a few percent of
- * one draft row.)
+ *     R(k) = sum_i E(p_i, k_i) / (T(sum_i (1 + k_i)) + D(2 n_d) + (k - 1) D(n_d))
+ * where n_d counts the slots that propose: the draft decodes each of its k steps for all of them at
+ * once, and its first decode also catches up what the target emitted since (the token after the
+ * accepted ones, and the last proposal when all were accepted: two rows per slot); prompt lookup
+ * costs no decode (D = 0). Plain decoding is R(0) = n / T(n). The chooser takes the k of the highest
+ * rate, and k > 0 only when it is strictly above R(0): the model never drafts where it says plain
+ * is faster.
  */
 #include "engine/spec_cost.h"
 
@@ -44,6 +46,7 @@
 #define PRIOR_FAIL 1.0
 #define MIN_STEP_MS 1e-3 /* a fitted cost never below this: keeps a rate finite on a noisy fit */
 #define MIN_SPREAD 1e-9  /* relative spread of x below which a slope cannot be told */
+#define CATCH_UP_ROWS 2  /* rows per slot of the draft's first decode in a step */
 
 void spec_fit_add(spec_fit *f, double x, double y) {
     if (!f->any) {
@@ -95,6 +98,12 @@ static double cost_at(spec_line l, double rows) {
     return t > MIN_STEP_MS ? t : MIN_STEP_MS;
 }
 
+/* What the draft's k decodes for `proposing` slots cost; a zero line (prompt lookup) costs nothing. */
+static double draft_cost(spec_line d, int proposing, int k) {
+    if (d.a == 0 && d.b == 0) return 0;
+    return cost_at(d, CATCH_UP_ROWS * proposing) + (k - 1) * cost_at(d, proposing);
+}
+
 int spec_choose_k(spec_line target, spec_line draft, const double *p, const int *room, int n, int k_min) {
     if (n <= 0) return 0;
     int max_room = 0;
@@ -111,8 +120,7 @@ int spec_choose_k(spec_line target, spec_line draft, const double *p, const int 
             rows += 1 + ki;
             proposing += ki > 0;
         }
-        double draft_ms = draft.a + draft.b * proposing;
-        double rate = tokens / (cost_at(target, rows) + k * (draft_ms > 0 ? draft_ms : 0));
+        double rate = tokens / (cost_at(target, rows) + draft_cost(draft, proposing, k));
         if (rate > best_rate) {
             best = k;
             best_rate = rate;

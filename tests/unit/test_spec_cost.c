@@ -33,7 +33,8 @@ static double rate(spec_line t, spec_line d, const double *p, const int *room, i
         rows += 1 + ki;
         proposing += ki > 0;
     }
-    return tokens / (t.a + t.b * rows + (k > 0 ? k * (d.a + d.b * proposing) : 0));
+    double draft_ms = k > 0 ? d.a + d.b * 2 * proposing + (k - 1) * (d.a + d.b * proposing) : 0;
+    return tokens / (t.a + t.b * rows + draft_ms);
 }
 
 Test(spec_fit, recovers_a_line) {

@@ -6,15 +6,22 @@ llama-server on the same draft pair, in one run.
 
 The pair (sipp-synth, cached under ~/.cache/sipp/models): a 1B-shaped target (n_embd 2048, 16 layers,
 32 heads, 8 KV heads, n_ff 8192, Q4_0) whose layers past the first two add only --perturb S times
-noise, and the 2-layer draft that is exactly its first two layers. S = 0 gives ~100% greedy
+noise, and the 2-layer draft that is exactly its first two layers. S = 0 gives the highest greedy
 acceptance, a larger S less. For each S one `sipp serve` runs three targets (plain, draft: the
-pair, ngram: prompt lookup) and one llama-server runs the same target with --model-draft and the
-same draft sizes; each round sends, one after another, the same greedy streaming request of
---tokens tokens to every configuration (sipp plain, sipp draft, llama-server draft, and sipp
-plain / ngram on a repetitive prompt), then four concurrent streams to sipp plain and sipp draft.
-Decode tokens/s of one stream is (tokens - 1) / (last token time - first token time) as the client
-sees it; of four streams, all their tokens over the wall time. The ratios are medians over rounds
-of per-round ratios, so the drift of a shared machine cancels within a round.
+pair, ngram: prompt lookup), one llama-server runs the same target with --model-draft and the same
+draft size (and --spec-type draft-simple: this llama.cpp loads a --model-draft without using it
+unless a speculation type is named, which earlier runs of this script missed), and a second llama-server runs it plain; each round sends, one after another, the same
+greedy streaming request of --tokens tokens to every configuration (sipp plain, sipp draft,
+llama-server draft, llama-server plain, and sipp plain / ngram on a repetitive prompt), then four
+concurrent streams to each of sipp plain, sipp draft, llama-server draft and llama-server plain.
+
+The prompts are the first "Hello (k)" that llama-server streams to the end (its output parser ends
+some streams of a random-weight model with an error event). Tokens are counted by the server's
+usage (a speculated run may arrive as one chunk), and an error event or a short stream fails the
+run instead of counting as a fast stream. One stream's rate is its tokens over the time from the
+request to its last token (the 4-token prompt's prefill included, the same for every server); four
+streams', all their tokens over the wall time. The ratios are medians over rounds of per-round
+ratios, so the drift of a shared machine cancels within a round.
 
 Needs build/bin/sipp and the llama.cpp peer build (deps/build-source.sh peer, cached). Loopback only.
 """
@@ -43,6 +50,7 @@ DRAFT_MAX = 8
 STREAMS = 4
 CTX = 4096
 PROMPT = "Hello"
+PROMPT_CANDIDATES = 64
 REPETITIVE = "one two three four five one two three four five one two three four five one two"
 READY_TIMEOUT_S = 300
 REQUEST_TIMEOUT_S = 600
@@ -80,35 +88,57 @@ def wait_ready(port, path, proc):
 
 
 def stream(port, model, prompt, tokens):
-    """One greedy streaming completion: (decode tokens/s of first to last token, tokens, t0, t_end)."""
+    """One greedy streaming completion: (tokens/s from the request to its last token, t0, t_end).
+
+    The token count is the server's own (stream_options.include_usage), so a chunk that carries
+    several tokens (a speculated run) counts them all. An error event, an HTTP error or a stream
+    shorter than `tokens` raises: a stream that stops early must not count as a fast one."""
     body = {"model": model, "prompt": prompt, "max_tokens": tokens, "temperature": 0, "ignore_eos": True,
-            "stream": True}
+            "stream": True, "stream_options": {"include_usage": True}}
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
     t0 = time.monotonic()
     c.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
     r = c.getresponse()
     if r.status != 200:
         raise RuntimeError(f"{model}: HTTP {r.status} {r.read()[:200]!r}")
-    times = []
+    t_last, usage = None, None
     for raw in r:
-        line = raw.decode().strip()
+        line = raw.decode("utf-8", "replace").strip()
         if not line.startswith("data: ") or line == "data: [DONE]":
             continue
         ev = json.loads(line[6:])
-        for ch in ev.get("choices", []):
-            if ch.get("text"):
-                times.append(time.monotonic())
+        if ev.get("error"):
+            raise RuntimeError(f"{model}: error event: {json.dumps(ev['error'])[:200]}")
+        if ev.get("usage"):
+            usage = ev["usage"]
+        if any(ch.get("text") for ch in ev.get("choices") or []):
+            t_last = time.monotonic()
     t_end = time.monotonic()
     c.close()
-    # Text chunks, not tokens: a chunk may carry several tokens (a speculated run), so the rate is
-    # the requested tokens over the span from the first chunk to the last.
-    if len(times) < 2:
-        raise RuntimeError(f"{model}: {len(times)} text chunks")
-    return (tokens - 1) / (times[-1] - times[0]), t0, t_end
+    n = usage["completion_tokens"] if usage else 0
+    if n < tokens or t_last is None:
+        raise RuntimeError(f"{model}: short stream, {n} of {tokens} tokens")
+    return n / (t_last - t0), t0, t_end
 
 
-def concurrent_rate(port, model, tokens):
-    prompts = [f"{PROMPT} ({i})" for i in range(STREAMS)]
+def completing_prompts(port, model, tokens, count):
+    """The first `count` prompts "Hello (k)" that the server streams to the end. llama-server's output
+    parser ends some streams of a random-weight model with an error event (HTTP 500 "does not match
+    the expected Content-only format", even on /v1/completions); greedy text is the same on every
+    server, so prompts llama-server completes serve both."""
+    found = []
+    for k in range(PROMPT_CANDIDATES):
+        try:
+            stream(port, model, f"{PROMPT} ({k})", tokens)
+        except RuntimeError:
+            continue
+        found.append(f"{PROMPT} ({k})")
+        if len(found) == count:
+            return found
+    raise RuntimeError(f"fewer than {count} of {PROMPT_CANDIDATES} prompts complete on llama-server")
+
+
+def concurrent_rate(port, model, prompts, tokens):
     with concurrent.futures.ThreadPoolExecutor(STREAMS) as pool:
         res = list(pool.map(lambda p: stream(port, model, p, tokens), prompts))
     return STREAMS * tokens / (max(r[2] for r in res) - min(r[1] for r in res))
@@ -140,6 +170,13 @@ def median_ratio(xs, ys):
     return statistics.median(y / x for x, y in zip(xs, ys))
 
 
+def llama_server(peer, target, port, threads, *extra):
+    return subprocess.Popen([os.path.join(peer, "llama-server"), "-m", target, "-t", str(threads), "-c", str(CTX), "-np",
+                             str(STREAMS), "--port", str(port), "--host", "127.0.0.1", *extra],
+                            env=dict(os.environ, LD_LIBRARY_PATH=peer), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
 def bench_pair(args, perturb, draft, peer, tmp):
     target = synth(f"bench-1b-active2-perturb{perturb}-q4_0.gguf", "--active-layers", DRAFT_LAYERS, "--perturb",
                    str(perturb))
@@ -150,34 +187,38 @@ def bench_pair(args, perturb, draft, peer, tmp):
                 f'[[targets]]\nname = "draft"\ntype = "local"\n{common}draft_model = "{draft}"\n'
                 f'draft_max = {DRAFT_MAX}\n\n'
                 f'[[targets]]\nname = "ngram"\ntype = "local"\n{common}speculative = "ngram"\n')
-    sp, pp = free_port(), free_port()
+    sp, pp, pq = free_port(), free_port(), free_port()
     sipp = subprocess.Popen([SIPP, "serve", "--config", cfg, "--port", str(sp)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    env = dict(os.environ, LD_LIBRARY_PATH=peer)
-    srv = subprocess.Popen([os.path.join(peer, "llama-server"), "-m", target, "--model-draft", draft, "-t",
-                            str(args.threads), "-c", str(CTX), "-np", str(STREAMS), "--spec-draft-n-max",
-                            str(DRAFT_MAX), "--port", str(pp), "--host", "127.0.0.1"], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv = llama_server(peer, target, pp, args.threads, "--model-draft", draft, "--spec-type", "draft-simple",
+                       "--spec-draft-n-max", str(DRAFT_MAX))
+    srv_plain = llama_server(peer, target, pq, args.threads)
     try:
         wait_ready(sp, "/ready", sipp)
         wait_ready(pp, "/health", srv)
-        stream(sp, "plain", PROMPT, 8)  # warm-up
-        stream(sp, "draft", PROMPT, 8)
-        stream(pp, "target", PROMPT, 8)
-        r = {k: [] for k in ("plain", "draft", "peer", "rep_plain", "ngram", "plain4", "draft4")}
+        wait_ready(pq, "/health", srv_plain)
+        prompts = completing_prompts(pq, "target", args.tokens, STREAMS)
+        one = prompts[0]
+        for port, model in ((sp, "plain"), (sp, "draft"), (pp, "target"), (pq, "target")):  # warm-up
+            stream(port, model, one, 8)
+        r = {k: [] for k in ("plain", "draft", "peer", "peer_plain", "rep_plain", "ngram", "plain4", "draft4",
+                             "peer4", "peer_plain4")}
         for _ in range(args.rounds):
-            r["plain"].append(stream(sp, "plain", PROMPT, args.tokens)[0])
-            r["draft"].append(stream(sp, "draft", PROMPT, args.tokens)[0])
-            r["peer"].append(stream(pp, "target", PROMPT, args.tokens)[0])
+            r["plain"].append(stream(sp, "plain", one, args.tokens)[0])
+            r["draft"].append(stream(sp, "draft", one, args.tokens)[0])
+            r["peer"].append(stream(pp, "target", one, args.tokens)[0])
+            r["peer_plain"].append(stream(pq, "target", one, args.tokens)[0])
             r["rep_plain"].append(stream(sp, "plain", REPETITIVE, args.tokens)[0])
             r["ngram"].append(stream(sp, "ngram", REPETITIVE, args.tokens)[0])
-            r["plain4"].append(concurrent_rate(sp, "plain", args.tokens))
-            r["draft4"].append(concurrent_rate(sp, "draft", args.tokens))
-        acc = sipp_acceptance(sp, "draft", PROMPT, args.tokens)
+            r["plain4"].append(concurrent_rate(sp, "plain", prompts, args.tokens))
+            r["draft4"].append(concurrent_rate(sp, "draft", prompts, args.tokens))
+            r["peer4"].append(concurrent_rate(pp, "target", prompts, args.tokens))
+            r["peer_plain4"].append(concurrent_rate(pq, "target", prompts, args.tokens))
+        acc = sipp_acceptance(sp, "draft", one, args.tokens)
         acc_ngram = sipp_acceptance(sp, "ngram", REPETITIVE, args.tokens)
-        acc_peer = peer_acceptance(pp, PROMPT, args.tokens)
+        acc_peer = peer_acceptance(pp, one, args.tokens)
     finally:
-        for p in (sipp, srv):
+        for p in (sipp, srv, srv_plain):
             p.terminate()
             try:
                 p.wait(30)
@@ -198,18 +239,21 @@ def main():
     print(f"# bench/speculative.py, {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}, 1B-shaped target "
           f"(16 layers, 2 active) + 2-layer draft, Q4_0, threads {args.threads}, {args.rounds} rounds, "
           f"{args.tokens} tokens, greedy, draft_max {DRAFT_MAX}, load average {os.getloadavg()[0]:.1f}")
-    print("| S | acceptance sipp / llama-server | sipp plain tok/s | sipp draft tok/s | llama-server draft tok/s | "
-          "draft / plain | sipp draft / llama-server draft | 4 streams: draft / plain | ngram acceptance | "
-          "ngram / plain (repetitive prompt) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| S | acceptance sipp / llama-server | sipp plain tok/s | sipp draft tok/s | llama-server plain / draft "
+          "tok/s | sipp draft / plain | llama-server draft / its plain | sipp draft / llama-server draft | "
+          "4 streams: sipp draft / plain | 4 streams: llama-server draft / its plain | "
+          "4 streams: sipp draft / llama-server draft | ngram acceptance | ngram / plain (repetitive prompt) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="sipp-bench-spec-") as tmp:
         for s in args.perturb.split(","):
             r, acc, acc_ngram, acc_peer = bench_pair(args, s, draft, peer, tmp)
             peer_acc = f"{acc_peer:.0%}" if acc_peer is not None else "?"
-            print(f"| {s} | {acc:.0%} / {peer_acc} | {statistics.mean(r['plain']):.2f} | "
-                  f"{statistics.mean(r['draft']):.2f} | {statistics.mean(r['peer']):.2f} | "
-                  f"{median_ratio(r['plain'], r['draft']):.2f} | {median_ratio(r['peer'], r['draft']):.2f} | "
-                  f"{median_ratio(r['plain4'], r['draft4']):.2f} | {acc_ngram:.0%} | "
+            mean = lambda k: statistics.mean(r[k])  # noqa: E731
+            print(f"| {s} | {acc:.0%} / {peer_acc} | {mean('plain'):.2f} | {mean('draft'):.2f} | "
+                  f"{mean('peer_plain'):.2f} / {mean('peer'):.2f} | {median_ratio(r['plain'], r['draft']):.2f} | "
+                  f"{median_ratio(r['peer_plain'], r['peer']):.2f} | {median_ratio(r['peer'], r['draft']):.2f} | "
+                  f"{median_ratio(r['plain4'], r['draft4']):.2f} | {median_ratio(r['peer_plain4'], r['peer4']):.2f} | "
+                  f"{median_ratio(r['peer4'], r['draft4']):.2f} | {acc_ngram:.0%} | "
                   f"{median_ratio(r['rep_plain'], r['ngram']):.2f} |", flush=True)
 
 

@@ -43,10 +43,6 @@
 
 /* ---- load and the vocabulary check ------------------------------------------------------------- */
 
-static const char *flash_attn_name(enum llama_flash_attn_type t) {
-    return t == LLAMA_FLASH_ATTN_TYPE_ENABLED ? "on" : t == LLAMA_FLASH_ATTN_TYPE_DISABLED ? "off" : "auto";
-}
-
 typedef struct special_token {
     const char *name;
     llama_token (*get)(const struct llama_vocab *);
@@ -92,10 +88,14 @@ sipp_status sipp_draft_open(sipp_engine *e, char *errbuf) {
     sipp_model_params mp = sipp_model_default_params();
     /* The target's backend, as its load decided it; an rpc split keeps its small draft local. */
     mp.backend = t->rpc ? "cpu" : t->decision.backend;
-    mp.flash_attn = flash_attn_name(t->flash_attn);
     char err[SIPP_ERROR_SIZE] = "";
     if (sipp_model_load(e->params.draft_model, &mp, &e->draft, err) != SIPP_OK)
         return sipp_fail(errbuf, SIPP_ERR_MODEL, "draft model: %s", err);
+    /* The target's flash attention exactly, as its policy decided it (auto included). A load that
+     * names its backend, as the draft's does, would keep it off on the CPU under auto; attention
+     * computed two ways rounds two ways, and a draft that is exactly the target's first layers then
+     * disagreed with it on near-tied tokens: 82% acceptance instead of 100%. */
+    e->draft->flash_attn = t->flash_attn;
     if (llama_model_is_recurrent(e->draft->lm) || llama_model_is_hybrid(e->draft->lm))
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
                          "draft model '%s' keeps a recurrent state, which cannot drop a rejected proposal; "

@@ -216,6 +216,46 @@ class ModelFileRouteTest(unittest.TestCase):
             self.assertEqual(status, 404, bad)
 
 
+class RuntimeDirTest(unittest.TestCase):
+    """[web] runtime_dir: /browser/runtime/ serves that directory's files (a path relative to the
+    config file's directory), not make web's; a file missing there is a 404 naming the path and the
+    setting; a value that is not a string is refused by serve --check naming the key."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir_name = f"runtime-{os.getpid()}"
+        cls.dir = os.path.join(gw.tmpdir(), cls.dir_name)  # the config file's directory too
+        os.makedirs(cls.dir, exist_ok=True)
+        cls.wasm = b"\0asm\1\0\0\0 not make web's runtime"
+        with open(os.path.join(cls.dir, "sipp-mt.wasm"), "wb") as f:
+            f.write(cls.wasm)
+        cls.gw = gw.serve_config(f'[web]\nruntime_dir = "{cls.dir_name}"\n\n' + gw.local_target("tiny", parallel=1))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()  # only the process this test started
+
+    def test_files_come_from_runtime_dir(self):
+        status, h, body = self.gw.request("GET", "/browser/runtime/sipp-mt.wasm")
+        self.assertEqual(status, 200)
+        self.assertEqual(body, self.wasm)
+        self.assertEqual(h["content-type"], "application/wasm")
+
+    def test_a_file_missing_there_names_the_path_and_the_setting(self):
+        status, _, body = self.gw.request("GET", "/browser/runtime/sipp-st.wasm")
+        self.assertEqual(status, 404)
+        message = json.loads(body)["error"]["message"]
+        self.assertIn(os.path.join(self.dir, "sipp-st.wasm"), message)
+        self.assertIn("runtime_dir", message)
+
+    def test_not_a_string_is_refused(self):
+        path = gw.write(f"runtime-bad-{os.getpid()}.toml", "[web]\nruntime_dir = 5\n\n" + gw.local_target("tiny"))
+        r = subprocess.run([gw.SIPP, "serve", "--check", "--config", path], capture_output=True, text=True,
+                           timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("runtime_dir", r.stderr)
+
+
 class BrowserModeTest(unittest.TestCase):
     """The page itself, in headless Chromium (shares ModelFileRouteTest's gateway set-up)."""
 

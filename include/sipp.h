@@ -733,9 +733,10 @@ typedef struct sipp_engine_params {
      * speculation never runs where it is slower than plain decoding: the target's and the draft's
      * decode times against their rows, fitted as lines, and each slot's acceptance give the expected
      * tokens per millisecond of every length (src/engine/spec_cost.c). Until both lines are measured
-     * it drafts draft_max, with every other step plain; afterwards 1 step in 16 runs the other way
-     * (a short draft when it chose plain, plain when it chose to draft) so that the estimates stay
-     * current. "off": every step proposes up to draft_max, as a fixed draft length does. */
+     * it drafts draft_max, with every other step plain; afterwards some steps run the other way so
+     * that the estimates stay current: 1 in 16 plain while it drafts, and a 2-token draft after 16
+     * plain steps while it runs plain, then after 32, 64, ... up to 256 as long as plain stays
+     * faster. "off": every step proposes up to draft_max, as a fixed draft length does. */
     const char *draft_cutoff;
 } sipp_engine_params;
 

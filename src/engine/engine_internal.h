@@ -120,10 +120,10 @@ typedef struct slot {
     llama_token *dcache; /* the tokens whose KV this slot's draft sequence holds, in order (draft.c) */
     int n_dcache;
     int cap_dcache;
-    int d_logits;  /* index of this slot's output in the current draft batch, or -1 */
-    float *dprobs; /* a sampled request's draft distributions, draft_max rows of n_vocab (draft.c) */
+    int d_logits;       /* index of this slot's output in the current draft batch, or -1 */
+    float *dprobs;      /* a sampled request's draft distributions, draft_max rows of n_vocab (draft.c) */
     spec_accept accept; /* the request's acceptance of proposals so far, for the cut-off (spec_cost.c) */
-    char *key;     /* the context_key pinned here, kept after the request ends */
+    char *key;          /* the context_key pinned here, kept after the request ends */
     double last_used;
 } slot;
 
@@ -167,7 +167,7 @@ struct sipp_engine {
      * exploration (scheduler.c). */
     bool spec_auto;
     spec_fit target_fit, draft_fit;
-    bool draft_warm; /* the draft has decoded once: its weights are paged in */
+    bool draft_warm;     /* the draft has decoded once: its weights are paged in */
     unsigned spec_tick;  /* warm-up steps */
     unsigned spec_since; /* steps since the last exploration, and the plain steps between two */
     unsigned spec_gap;

@@ -135,7 +135,7 @@ class DraftCliTest(unittest.TestCase):
         # proposal is confirmed, yet each costs a draft decode about three times the target's own
         # token (the wide feed-forward layers outweigh the vocabulary's output rows, which dominate
         # the tiny SHAPE). Drafting cannot pay whatever the acceptance; once both costs are
-        # measured the cut-off runs plain, drafting only to explore (1 step in 16).
+        # measured the cut-off runs plain, drafting only to explore (after 16, 32, ... plain steps).
         wide = ["--n-embd", "128", "--n-ff", "4096", "--n-layer", "24"]
         small = synth("wide-2", *wide, "--layers", DRAFT_LAYERS)
         heavy = synth("wide-24-perturb0", *wide, "--active-layers", DRAFT_LAYERS, "--perturb", "0")

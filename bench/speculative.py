@@ -7,13 +7,15 @@ llama-server on the same draft pair, in one run.
 The pair (sipp-synth, cached under ~/.cache/sipp/models): a 1B-shaped target (n_embd 2048, 16 layers,
 32 heads, 8 KV heads, n_ff 8192, Q4_0) whose layers past the first two add only --perturb S times
 noise, and the 2-layer draft that is exactly its first two layers. S = 0 gives the highest greedy
-acceptance, a larger S less. For each S one `sipp serve` runs three targets (plain, draft: the
-pair, ngram: prompt lookup), one llama-server runs the same target with --model-draft and the same
+acceptance, a larger S less. For each S one `sipp serve` runs four targets (plain; draft: the
+pair with the default draft_cutoff = "auto"; draft_off: the pair with draft_cutoff = "off", proposing
+draft_max every step; ngram: prompt lookup), one llama-server runs the same target with --model-draft and the same
 draft size (and --spec-type draft-simple: this llama.cpp loads a --model-draft without using it
 unless a speculation type is named, which earlier runs of this script missed), and a second llama-server runs it plain; each round sends, one after another, the same
 greedy streaming request of --tokens tokens to every configuration (sipp plain, sipp draft,
-llama-server draft, llama-server plain, and sipp plain / ngram on a repetitive prompt), then four
-concurrent streams to each of sipp plain, sipp draft, llama-server draft and llama-server plain.
+sipp draft_off, llama-server draft, llama-server plain, and sipp plain / ngram on a repetitive
+prompt), then four concurrent streams to each of sipp plain, sipp draft, sipp draft_off,
+llama-server draft and llama-server plain.
 
 The prompts are the first "Hello (k)" that llama-server streams to the end (its output parser ends
 some streams of a random-weight model with an error event). Tokens are counted by the server's
@@ -186,6 +188,8 @@ def bench_pair(args, perturb, draft, peer, tmp):
         f.write(f'[[targets]]\nname = "plain"\ntype = "local"\n{common}\n'
                 f'[[targets]]\nname = "draft"\ntype = "local"\n{common}draft_model = "{draft}"\n'
                 f'draft_max = {DRAFT_MAX}\n\n'
+                f'[[targets]]\nname = "draft_off"\ntype = "local"\n{common}draft_model = "{draft}"\n'
+                f'draft_max = {DRAFT_MAX}\ndraft_cutoff = "off"\n\n'
                 f'[[targets]]\nname = "ngram"\ntype = "local"\n{common}speculative = "ngram"\n')
     sp, pp, pq = free_port(), free_port(), free_port()
     sipp = subprocess.Popen([SIPP, "serve", "--config", cfg, "--port", str(sp)], stdout=subprocess.DEVNULL,
@@ -199,22 +203,24 @@ def bench_pair(args, perturb, draft, peer, tmp):
         wait_ready(pq, "/health", srv_plain)
         prompts = completing_prompts(pq, "target", args.tokens, STREAMS)
         one = prompts[0]
-        for port, model in ((sp, "plain"), (sp, "draft"), (pp, "target"), (pq, "target")):  # warm-up
+        for port, model in ((sp, "plain"), (sp, "draft"), (sp, "draft_off"), (pp, "target"), (pq, "target")):
             stream(port, model, one, 8)
-        r = {k: [] for k in ("plain", "draft", "peer", "peer_plain", "rep_plain", "ngram", "plain4", "draft4",
-                             "peer4", "peer_plain4")}
+        r = {k: [] for k in ("plain", "draft", "draft_off", "peer", "peer_plain", "rep_plain", "ngram", "plain4",
+                             "draft4", "draft_off4", "peer4", "peer_plain4")}
         for _ in range(args.rounds):
             r["plain"].append(stream(sp, "plain", one, args.tokens)[0])
             r["draft"].append(stream(sp, "draft", one, args.tokens)[0])
+            r["draft_off"].append(stream(sp, "draft_off", one, args.tokens)[0])
             r["peer"].append(stream(pp, "target", one, args.tokens)[0])
             r["peer_plain"].append(stream(pq, "target", one, args.tokens)[0])
             r["rep_plain"].append(stream(sp, "plain", REPETITIVE, args.tokens)[0])
             r["ngram"].append(stream(sp, "ngram", REPETITIVE, args.tokens)[0])
             r["plain4"].append(concurrent_rate(sp, "plain", prompts, args.tokens))
             r["draft4"].append(concurrent_rate(sp, "draft", prompts, args.tokens))
+            r["draft_off4"].append(concurrent_rate(sp, "draft_off", prompts, args.tokens))
             r["peer4"].append(concurrent_rate(pp, "target", prompts, args.tokens))
             r["peer_plain4"].append(concurrent_rate(pq, "target", prompts, args.tokens))
-        acc = sipp_acceptance(sp, "draft", one, args.tokens)
+        acc = sipp_acceptance(sp, "draft_off", one, args.tokens)
         acc_ngram = sipp_acceptance(sp, "ngram", REPETITIVE, args.tokens)
         acc_peer = peer_acceptance(pp, one, args.tokens)
     finally:
@@ -239,22 +245,24 @@ def main():
     print(f"# bench/speculative.py, {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}, 1B-shaped target "
           f"(16 layers, 2 active) + 2-layer draft, Q4_0, threads {args.threads}, {args.rounds} rounds, "
           f"{args.tokens} tokens, greedy, draft_max {DRAFT_MAX}, load average {os.getloadavg()[0]:.1f}")
-    print("| S | acceptance sipp / llama-server | sipp plain tok/s | sipp draft tok/s | llama-server plain / draft "
-          "tok/s | sipp draft / plain | llama-server draft / its plain | sipp draft / llama-server draft | "
-          "4 streams: sipp draft / plain | 4 streams: llama-server draft / its plain | "
-          "4 streams: sipp draft / llama-server draft | ngram acceptance | ngram / plain (repetitive prompt) |")
+    print("| S | acceptance sipp / llama-server | sipp plain tok/s | sipp draft tok/s (cut-off auto / off) | "
+          "llama-server plain / draft tok/s | sipp draft / plain (auto / off) | llama-server draft / its plain | "
+          "sipp draft / llama-server draft (auto / off) | 4 streams: sipp draft / plain (auto / off) | "
+          "4 streams: llama-server draft / its plain | 4 streams: sipp draft / llama-server draft (auto / off) | "
+          "ngram acceptance | ngram / plain (repetitive prompt) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="sipp-bench-spec-") as tmp:
         for s in args.perturb.split(","):
             r, acc, acc_ngram, acc_peer = bench_pair(args, s, draft, peer, tmp)
             peer_acc = f"{acc_peer:.0%}" if acc_peer is not None else "?"
             mean = lambda k: statistics.mean(r[k])  # noqa: E731
-            print(f"| {s} | {acc:.0%} / {peer_acc} | {mean('plain'):.2f} | {mean('draft'):.2f} | "
-                  f"{mean('peer_plain'):.2f} / {mean('peer'):.2f} | {median_ratio(r['plain'], r['draft']):.2f} | "
-                  f"{median_ratio(r['peer_plain'], r['peer']):.2f} | {median_ratio(r['peer'], r['draft']):.2f} | "
-                  f"{median_ratio(r['plain4'], r['draft4']):.2f} | {median_ratio(r['peer_plain4'], r['peer4']):.2f} | "
-                  f"{median_ratio(r['peer4'], r['draft4']):.2f} | {acc_ngram:.0%} | "
-                  f"{median_ratio(r['rep_plain'], r['ngram']):.2f} |", flush=True)
+            both = lambda x, a, b: f"{median_ratio(r[x], r[a]):.2f} / {median_ratio(r[x], r[b]):.2f}"  # noqa: E731
+            print(f"| {s} | {acc:.0%} / {peer_acc} | {mean('plain'):.2f} | {mean('draft'):.2f} / "
+                  f"{mean('draft_off'):.2f} | {mean('peer_plain'):.2f} / {mean('peer'):.2f} | "
+                  f"{both('plain', 'draft', 'draft_off')} | {median_ratio(r['peer_plain'], r['peer']):.2f} | "
+                  f"{both('peer', 'draft', 'draft_off')} | {both('plain4', 'draft4', 'draft_off4')} | "
+                  f"{median_ratio(r['peer_plain4'], r['peer4']):.2f} | {both('peer4', 'draft4', 'draft_off4')} | "
+                  f"{acc_ngram:.0%} | {median_ratio(r['rep_plain'], r['ngram']):.2f} |", flush=True)
 
 
 if __name__ == "__main__":

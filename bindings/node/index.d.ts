@@ -65,7 +65,7 @@ export interface Response {
   stats: Stats;
   endpoint: string;
   error?: string;
-  /** A chat through libsipp's chat library (a local endpoint): the parsed reply's tool calls and reasoning. */
+  /** A chat through llama.cpp's chat library (local, or a gateway's): the reply's tool calls and reasoning. */
   toolCalls?: ToolCall[];
   reasoning?: string;
 }

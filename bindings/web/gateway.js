@@ -14,14 +14,17 @@
  * BROWSER_PROFILE, both here so the differences are read in one place):
  *   headers       extra request headers (Node names itself in User-Agent; a page may not)
  *   chatOptions   true: the chat-library options (tools, responseFormat, ...) go to the gateway by
- *                 their wire names; false: they are refused by name (the browser package reads
- *                 the stream only as text)
+ *                 their wire names, and a chat's stream is read as typed deltas (content,
+ *                 reasoning, tool calls: query.deltas, and the response's toolCalls and
+ *                 reasoning, as a local chat through libsipp gives them); false: they are refused
+ *                 by name and a chat's stream is read as text (the browser package)
  *   result(r, s)  the response's fields from the shared ones r ({finishReason, usage, stats}) and
  *                 the gateway's own stats s, so a gateway's result has the shape of the package's
  *                 local one (the browser's has timings, backend and threads)
  */
 import { SippError, invalid } from './errors.js';
 import { CHAT_FIELDS, chatLibraryOption } from './options.js';
+import { chatResult } from './query.js';
 
 const NODE_PROFILE = { headers: { 'User-Agent': 'sipp-node' }, chatOptions: true, result: (r) => r };
 const BROWSER_PROFILE = {
@@ -74,6 +77,35 @@ async function* sseEvents(body) {
     }
   }
   if (data.length) yield data.join('\n');
+}
+
+/** A streamed chat's message, put together from its deltas: content, reasoning, tool calls by index. */
+class ChatMessage {
+  constructor() {
+    this.content = '';
+    this.reasoning = '';
+    this.calls = []; // by the delta's index: {id, type, function: {name, arguments}}
+  }
+
+  add(delta) {
+    this.content += delta.content || '';
+    this.reasoning += delta.reasoning_content || '';
+    for (const tc of delta.tool_calls || []) {
+      const i = Number.isInteger(tc.index) ? tc.index : this.calls.length;
+      const call = this.calls[i] || (this.calls[i] = { id: '', type: 'function', function: { name: '', arguments: '' } });
+      const fn = tc.function || {};
+      if (tc.id) call.id = tc.id;
+      if (fn.name) call.function.name = fn.name;
+      call.function.arguments += fn.arguments || '';
+    }
+  }
+
+  /** The fields of the response, as chatResult gives them for a local chat. */
+  result(finishReason) {
+    const calls = this.calls.filter(Boolean);
+    return chatResult({ content: this.content, reasoning_content: this.reasoning, ...(calls.length ? { tool_calls: calls } : {}) },
+      finishReason);
+  }
 }
 
 function normalizeL2(v) {
@@ -185,6 +217,7 @@ class GatewayEndpoint {
     let finish = null;
     let usage = {};
     let stats = {};
+    const message = chat && this._profile.chatOptions ? new ChatMessage() : null; // typed deltas
     try {
       const res = await this._fetch('POST', path, body, signal, true);
       for await (const data of sseEvents(res.body)) {
@@ -202,24 +235,30 @@ class GatewayEndpoint {
             STATUS_NAMES.has(code) ? code : 'gateway');
         }
         for (const c of chunk.choices || []) {
-          const piece = chat ? (c.delta && c.delta.content) || '' : c.text || '';
-          if (piece) q._piece(piece);
+          if (message && c.delta) {
+            message.add(c.delta);
+            q._delta([c.delta]);
+          } else {
+            const piece = chat ? (c.delta && c.delta.content) || '' : c.text || '';
+            if (piece) q._piece(piece);
+          }
           if (c.finish_reason) finish = c.finish_reason;
         }
         if (chunk.usage) usage = chunk.usage;
         if (chunk.stats || chunk.timings) stats = chunk.stats || chunk.timings;
       }
-      q._end(this._result(q.cancelRequested ? 'cancelled' : finish || 'stop', usage, stats));
+      q._end(this._result(q.cancelRequested ? 'cancelled' : finish || 'stop', usage, stats, message));
     } catch (e) {
       if (signal.aborted) {
-        q._end(this._result('cancelled', usage, stats));
+        q._end(this._result('cancelled', usage, stats, message));
       } else {
         q._fail(e instanceof SippError ? e : new SippError(`gateway ${this.baseUrl}: the stream broke: ${e.message}`, 'gateway'));
       }
     }
   }
 
-  _result(finishReason, usage, stats) {
+  /** The response's fields; a chat read as typed deltas adds text, reasoning and toolCalls. */
+  _result(finishReason, usage, stats, message) {
     return this._profile.result({
       finishReason,
       usage: {
@@ -229,6 +268,7 @@ class GatewayEndpoint {
         cachedTokens: usage.cached_tokens ?? (usage.prompt_tokens_details || {}).cached_tokens,
       },
       stats: { ...stats, backend: 'gateway' },
+      ...(message ? message.result(finishReason) : {}),
     }, stats);
   }
 

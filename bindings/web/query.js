@@ -132,8 +132,11 @@ class Query {
   _wake() {
     const w = this._waiter;
     if (!w) return;
+    // a delta may add nothing to the list being iterated (a tool call while tokens is read, a role)
+    const next = this._pull();
+    if (!next) return;
     this._waiter = null;
-    this._pull().then(w.resolve, w.reject);
+    next.then(w.resolve, w.reject);
   }
 
   _pull() {

@@ -44,6 +44,23 @@ describe('the shared modules', () => {
   });
 });
 
+describe('the shared Query', () => {
+  const { Query } = web('query');
+
+  it('a delta that adds nothing to the list being read (a tool call while tokens is read) wakes nothing', async () => {
+    const q = new Query('e');
+    const seen = [];
+    const loop = (async () => { for await (const t of q.tokens) seen.push(t); })();
+    await new Promise((r) => setImmediate(r));
+    q._delta([{ role: 'assistant' }, { tool_calls: [{ index: 0, id: 'call_1', function: { name: 'f', arguments: '{' } }] }]);
+    q._delta([{ content: 'x' }]);
+    q._end({ finishReason: 'tool_calls' });
+    await loop;
+    assert.deepEqual(seen, ['x']);
+    assert.equal((await q.response).text, 'x');
+  });
+});
+
 describe('the Node.js version check', () => {
   const { canRequireEsm, checkNode } = lib('shared');
 

@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 5
+#define SIPP_ABI_VERSION 6
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -728,6 +728,16 @@ typedef struct sipp_engine_params {
      * [0, 1); 0 (the default, as llama-server's --spec-draft-p-min) proposes draft_max tokens
      * whatever the draft's confidence. */
     float draft_p_min;
+    /* How long the proposals of a step are: "auto" (NULL, the default) lets a cost model the engine
+     * measures pick the draft length of each step in [0, draft_max], 0 being a plain step, so that
+     * speculation never runs where it is slower than plain decoding: the target's and the draft's
+     * decode times against their rows, fitted as lines, and each slot's acceptance give the expected
+     * tokens per millisecond of every length (src/engine/spec_cost.c). Until both lines are measured
+     * it drafts draft_max, with every other step plain; afterwards some steps run the other way so
+     * that the estimates stay current: 1 in 16 plain while it drafts, and a 2-token draft after 16
+     * plain steps while it runs plain, then after 32, 64, ... up to 256 as long as plain stays
+     * faster. "off": every step proposes up to draft_max, as a fixed draft length does. */
+    const char *draft_cutoff;
 } sipp_engine_params;
 
 #define SIPP_DRAFT_MAX_DEFAULT 8
@@ -890,7 +900,11 @@ typedef struct sipp_request_stats {
     double total_ms;
     int draft_tokens;    /* tokens speculation proposed (sipp_engine_params.speculative) */
     int accepted_tokens; /* of those, the ones the model confirmed: acceptance = accepted / draft */
-    /* Whether this request speculated: "none" (the engine does not), "ngram" or "draft" (it did),
+    int draft_steps;     /* decode steps that verified a proposal of this request */
+    int cutoff_steps;    /* steps that draft_cutoff "auto" ran plain where it could have drafted */
+    /* Whether this request speculated: "none" (the engine does not), "ngram" or "draft" (it did, in
+     * at least one step), "ngram cut off (plain was faster)" or "draft cut off (plain was faster)"
+     * (draft_cutoff "auto" ran every step of it plain),
      * "off (repeat penalty)" (the distribution would depend on the proposals), "off (grammar,
      * thinking budget or logprobs)". */
     char speculation[48];
@@ -985,6 +999,8 @@ typedef struct sipp_engine_stats {
     double mean_busy_slots;   /* busy slots per decode step, averaged */
     uint64_t draft_tokens;    /* speculation's proposals, all requests */
     uint64_t accepted_tokens; /* of those, the ones the model confirmed */
+    uint64_t draft_steps;     /* decode steps that carried proposals */
+    uint64_t cutoff_steps;    /* steps that could have drafted and that draft_cutoff "auto" ran plain */
 } sipp_engine_stats;
 
 SIPP_API void sipp_engine_get_stats(sipp_engine *engine, sipp_engine_stats *stats); /* [any thread] */

@@ -32,6 +32,9 @@ export interface LocalOptions {
   draftMin?: number;
   /** The draft stops at a token it gives less than this probability, in [0, 1) (default 0: never). */
   draftPMin?: number;
+  /** 'auto' (default): a cost model the engine measures picks each step's draft length, 0 (a plain
+   * step) where speculation would be slower; 'off': always propose up to draftMax. */
+  draftCutoff?: 'auto' | 'off';
 }
 
 export interface LocalSpec { kind: 'local'; model: string; options?: LocalOptions }
@@ -52,7 +55,11 @@ export interface Stats {
   /** Speculative decoding: tokens proposed, and of those the ones the model confirmed. */
   draftTokens?: number;
   acceptedTokens?: number;
-  /** 'none', 'ngram', 'draft', 'off (sampled request)', 'off (grammar, thinking budget or logprobs)'. */
+  /** Steps that verified a proposal, and steps that draftCutoff 'auto' ran plain. */
+  draftSteps?: number;
+  cutoffSteps?: number;
+  /** 'none', 'ngram', 'draft', 'draft cut off (plain was faster)', 'ngram cut off (plain was faster)',
+   * 'off (repeat penalty)', 'off (grammar, thinking budget or logprobs)'. */
   speculation?: string;
   [key: string]: unknown;
 }

@@ -35,10 +35,14 @@ bool cli_flag_value(cli_args *a, const char *name);
 bool cli_int(cli_args *a, const char *flag, long lo, long hi, int *out);
 bool cli_uint32(cli_args *a, const char *flag, uint32_t *out);
 bool cli_float(cli_args *a, const char *flag, double lo, double hi, float *out);
+/* The same within [lo, hi): hi itself is refused. */
+bool cli_float_below(cli_args *a, const char *flag, double lo, double hi, float *out);
 /* --flash-attn's value: auto, on or off (sipp_flash_attn_check); reports anything else. */
 bool cli_flash_attn(cli_args *a, const char **out);
 /* --spec's value: none or ngram; reports anything else. */
 bool cli_speculative(cli_args *a, const char **out);
+/* --draft-cutoff's value: auto or off; reports anything else. */
+bool cli_draft_cutoff(cli_args *a, const char **out);
 /* The draft model of a run of `model` (a path or a store name): --draft auto becomes the draft
  * published beside it (sipp_store_find_draft; false after an error when there is none), a path stays
  * as given. Without --draft, a draft beside the model is suggested in a note on stderr and not used.

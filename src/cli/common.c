@@ -96,6 +96,17 @@ bool cli_speculative(cli_args *a, const char **out) {
     return true;
 }
 
+bool cli_draft_cutoff(cli_args *a, const char **out) {
+    if (!a->value) return false;
+    if (strcmp(a->value, "auto") != 0 && strcmp(a->value, "off") != 0) {
+        cli_error("--draft-cutoff '%s' is not one of auto, off", a->value);
+        a->bad = true;
+        return false;
+    }
+    *out = a->value;
+    return true;
+}
+
 bool cli_draft_model(const char *model, const char *flag, const char **out, char *buf, size_t cap) {
     *out = flag && strcmp(flag, "auto") != 0 ? flag : NULL;
     if (*out) return true;
@@ -132,6 +143,8 @@ bool cli_draft_model(const char *model, const char *flag, const char **out, char
 void cli_stats_speculation(json_t *stats, const sipp_request_stats *s) {
     json_object_set_new(stats, "draft_tokens", json_integer(s->draft_tokens));
     json_object_set_new(stats, "accepted_tokens", json_integer(s->accepted_tokens));
+    json_object_set_new(stats, "draft_steps", json_integer(s->draft_steps));
+    json_object_set_new(stats, "cutoff_steps", json_integer(s->cutoff_steps));
     json_object_set_new(stats, "speculation", json_string(*s->speculation ? s->speculation : "none"));
     json_object_set_new(stats, "acceptance_rate",
                         s->draft_tokens ? json_real((double)s->accepted_tokens / s->draft_tokens)
@@ -152,18 +165,27 @@ bool cli_uint32(cli_args *a, const char *flag, uint32_t *out) {
     return true;
 }
 
-bool cli_float(cli_args *a, const char *flag, double lo, double hi, float *out) {
+/* a->value as a number in [lo, hi], or [lo, hi) when below. */
+static bool parse_float(cli_args *a, const char *flag, double lo, double hi, bool below, float *out) {
     if (!a->value) return false;
     char *end;
     errno = 0;
     double v = strtod(a->value, &end);
-    if (errno || end == a->value || *end || !isfinite(v) || v < lo || v > hi) {
-        cli_error("%s '%s' is not a number in [%g, %g]", flag, a->value, lo, hi);
+    if (errno || end == a->value || *end || !isfinite(v) || v < lo || v > hi || (below && v >= hi)) {
+        cli_error("%s '%s' is not a number in [%g, %g%c", flag, a->value, lo, hi, below ? ')' : ']');
         a->bad = true;
         return false;
     }
     *out = (float)v;
     return true;
+}
+
+bool cli_float(cli_args *a, const char *flag, double lo, double hi, float *out) {
+    return parse_float(a, flag, lo, hi, false, out);
+}
+
+bool cli_float_below(cli_args *a, const char *flag, double lo, double hi, float *out) {
+    return parse_float(a, flag, lo, hi, true, out);
 }
 
 bool cli_interactive_output(void) { return isatty(STDOUT_FILENO) && isatty(STDERR_FILENO); }

@@ -44,6 +44,7 @@ typedef struct run_opts {
     const char *draft; /* --draft MODEL */
     int draft_max, draft_min;
     float draft_p_min;
+    const char *draft_cutoff;
     const char *artifact;
     const char *chat_template;
     const char *rpc;
@@ -103,6 +104,9 @@ static const char usage[] =
     "  --draft-max N          tokens proposed per step (default 8, at most 32)\n"
     "  --draft-min N          shorter proposals are not verified (default 1)\n"
     "  --draft-p-min P        the draft stops at a token it gives less than P, in [0, 1) (default 0)\n"
+    "  --draft-cutoff auto|off  auto (default): a cost model measured as it runs picks each step's\n"
+    "                         draft length, 0 (a plain step) where drafting would be slower; off: always\n"
+    "                         up to --draft-max\n"
     "  --rpc HOST:PORT[,...]  with --backend rpc: the rpc servers to split the model across\n"
     "                         (default $SIPP_RPC_SERVERS; start them with sipp rpc-server)\n"
     "  --tensor-split A,B,..  with --backend rpc: layer shares, local first, then each server\n"
@@ -148,7 +152,9 @@ static int parse(int argc, char **argv, run_opts *o) {
         else if (cli_flag_value(&a, "--draft-min"))
             cli_int(&a, "--draft-min", 1, SIPP_DRAFT_MAX, &o->draft_min);
         else if (cli_flag_value(&a, "--draft-p-min"))
-            cli_float(&a, "--draft-p-min", 0, 1, &o->draft_p_min);
+            cli_float_below(&a, "--draft-p-min", 0, 1, &o->draft_p_min);
+        else if (cli_flag_value(&a, "--draft-cutoff"))
+            cli_draft_cutoff(&a, &o->draft_cutoff);
         else if (cli_flag_value(&a, "--draft"))
             o->draft = a.value;
         else if (cli_flag_value(&a, "--artifact"))
@@ -615,6 +621,7 @@ int cmd_run(int argc, char **argv) {
     ep.draft_max = o.draft_max;
     ep.draft_min = o.draft_min;
     ep.draft_p_min = o.draft_p_min;
+    ep.draft_cutoff = o.draft_cutoff;
     sipp_engine *e = NULL;
     if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) {
         cli_error("%s", err);

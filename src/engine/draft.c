@@ -199,10 +199,12 @@ void sipp_draft_propose(sipp_engine *e) {
         catch_up(e, s, &budget);
     }
     while (b->n_tokens > 0) {
+        double t0 = sipp_now_ms();
         if (llama_decode(e->dctx, *b) != 0) {
             draft_reset(e);
             return;
         }
+        int rows = b->n_tokens;
         b->n_tokens = 0;
         for (int i = 0; i < e->params.parallel; i++) {
             slot *s = &e->slots[i];
@@ -227,5 +229,9 @@ void sipp_draft_propose(sipp_engine *e) {
             sipp_batch_add(b, t, s->n_dcache, s->id, true);
             s->dcache[s->n_dcache++] = t;
         }
+        /* A sample of the draft's cost for the cut-off (spec_cost.c): the decode and the slots' picks
+         * from it; not the draft's first decode, which also pages in its weights. */
+        if (e->spec_auto && e->draft_warm) spec_fit_add(&e->draft_fit, rows, sipp_now_ms() - t0);
+        e->draft_warm = true;
     }
 }

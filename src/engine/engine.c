@@ -44,9 +44,11 @@ sipp_engine_params sipp_engine_default_params(void) {
     return p;
 }
 
-/* The speculative decoding parameters: a known method, draft sizes in range, a memory that can drop
- * the rejected tail of a proposal. Fills in the defaults: a draft model alone means "draft". */
-static sipp_status check_speculative(const sipp_model *m, sipp_engine_params *p, bool *ngram, char *errbuf) {
+/* The speculative decoding parameters: a known method, draft sizes in range, a known draft cut-off, a
+ * memory that can drop the rejected tail of a proposal. Fills in the defaults: a draft model alone
+ * means "draft"; *cutoff says whether the engine speculates with the cut-off "auto". */
+static sipp_status check_speculative(const sipp_model *m, sipp_engine_params *p, bool *ngram, bool *cutoff,
+                                     char *errbuf) {
     bool has_draft = p->draft_model && *p->draft_model;
     const char *spec = p->speculative && *p->speculative ? p->speculative : has_draft ? "draft" : "none";
     *ngram = strcmp(spec, "ngram") == 0;
@@ -70,6 +72,12 @@ static sipp_status check_speculative(const sipp_model *m, sipp_engine_params *p,
     if (!(p->draft_p_min >= 0 && p->draft_p_min < 1))
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "draft_p_min %g is not in [0, 1)",
                          (double)p->draft_p_min);
+    const char *cut = p->draft_cutoff && *p->draft_cutoff ? p->draft_cutoff : "auto";
+    if (strcmp(cut, "auto") != 0 && strcmp(cut, "off") != 0)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "draft_cutoff '%.32s' is not one of auto, off",
+                         cut);
+    p->draft_cutoff = NULL; /* the caller's string need not outlive the call */
+    *cutoff = (*ngram || draft) && strcmp(cut, "auto") == 0;
     if ((*ngram || draft) && (llama_model_is_recurrent(m->lm) || llama_model_is_hybrid(m->lm)))
         return sipp_fail(
             errbuf, SIPP_ERR_INVALID_ARGUMENT,
@@ -107,8 +115,8 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
         p.ctx_size = model->info.n_ctx_train > 0 && model->info.n_ctx_train < DEFAULT_CTX_CAP
                          ? model->info.n_ctx_train
                          : DEFAULT_CTX_CAP;
-    bool spec_ngram = false;
-    sipp_status sst = check_speculative(model, &p, &spec_ngram, errbuf);
+    bool spec_ngram = false, spec_auto = false;
+    sipp_status sst = check_speculative(model, &p, &spec_ngram, &spec_auto, errbuf);
     if (sst != SIPP_OK) return sst;
     if ((size_t)p.parallel > llama_max_parallel_sequences())
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "parallel %d is above llama.cpp's limit of %zu",
@@ -119,6 +127,7 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
     e->model = model;
     e->params = p;
     e->spec_ngram = spec_ngram;
+    e->spec_auto = spec_auto;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     sipp_last_error_init(&e->error);
@@ -151,7 +160,9 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
     e->n_batch = (int)llama_n_batch(e->ctx) < p.batch_size ? (int)llama_n_batch(e->ctx) : p.batch_size;
     e->batch = llama_batch_init(e->n_batch, 0, 1);
     e->slots = calloc((size_t)p.parallel, sizeof *e->slots);
-    if (!e->slots) {
+    e->spec_p = calloc((size_t)p.parallel, sizeof *e->spec_p);
+    e->spec_room = calloc((size_t)p.parallel, sizeof *e->spec_room);
+    if (!e->slots || !e->spec_p || !e->spec_room) {
         sipp_engine_free(e);
         return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
     }
@@ -442,6 +453,8 @@ void sipp_engine_free(sipp_engine *e) {
     }
     free(e->starting);
     free(e->starting_slot);
+    free(e->spec_p);
+    free(e->spec_room);
     if (e->slots) {
         for (int i = 0; i < e->params.parallel; i++) {
             free(e->slots[i].cache);

@@ -21,6 +21,7 @@
 
 #include "chat/chat_request.h"
 #include "engine/model.h"
+#include "engine/spec_cost.h"
 #include "engine/stop_filter.h"
 #include "llama.h"
 #include "sipp.h"
@@ -119,9 +120,10 @@ typedef struct slot {
     llama_token *dcache; /* the tokens whose KV this slot's draft sequence holds, in order (draft.c) */
     int n_dcache;
     int cap_dcache;
-    int d_logits;  /* index of this slot's output in the current draft batch, or -1 */
-    float *dprobs; /* a sampled request's draft distributions, draft_max rows of n_vocab (draft.c) */
-    char *key;     /* the context_key pinned here, kept after the request ends */
+    int d_logits;       /* index of this slot's output in the current draft batch, or -1 */
+    float *dprobs;      /* a sampled request's draft distributions, draft_max rows of n_vocab (draft.c) */
+    spec_accept accept; /* the request's acceptance of proposals so far, for the cut-off (spec_cost.c) */
+    char *key;          /* the context_key pinned here, kept after the request ends */
     double last_used;
 } slot;
 
@@ -159,6 +161,18 @@ struct sipp_engine {
     struct llama_context *dctx;
     llama_memory_t dmem;
     llama_batch dbatch;
+
+    /* The draft cut-off (params.draft_cutoff "auto", spec_cost.c): the measured cost lines of the
+     * target's generation steps and of the draft's decodes, and the step counts that pace
+     * exploration (scheduler.c). */
+    bool spec_auto;
+    spec_fit target_fit, draft_fit;
+    bool draft_warm;     /* the draft has decoded once: its weights are paged in */
+    unsigned spec_tick;  /* warm-up steps */
+    unsigned spec_since; /* steps since the last exploration, and the plain steps between two */
+    unsigned spec_gap;
+    double *spec_p; /* the chooser's inputs, one per generating slot: acceptance and room */
+    int *spec_room;
 
     /* A persistent CPU thread pool, as llama-bench and llama-server attach: without one, ggml starts
      * and joins its worker threads for every graph, that is for every generated token. */

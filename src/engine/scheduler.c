@@ -30,6 +30,12 @@
  * is the argmax of the logits after exactly the tokens before it, as without speculation, so the
  * output is the same; a step just yields one to 1 + draft tokens.
  *
+ * The draft cut-off (params.draft_cutoff "auto"). Verification rows and draft decodes cost time, and
+ * where they cost more than the tokens they save (a compute-bound CPU, several streams whose plain
+ * batch already shares the weight reads) speculation loses to plain decoding. So each step, after
+ * the slots' rooms are known and before anything is proposed, a cost model (spec_cost.c) fitted to
+ * this engine's own decode times and acceptance picks the step's draft length, 0 for a plain step.
+ *
  * Everything here runs on the engine thread. Slot assignment (s->req) changes only under e->mu.
  */
 #include <stdio.h>
@@ -39,6 +45,21 @@
 #include "engine/engine_internal.h"
 
 #define PIECE_MAX 256
+
+/* The draft cut-off's exploration. Until the target's and the draft's cost lines have samples at two
+ * row counts each, the steps draft as the cut-off "off" does, except every WARMUP_PLAIN_EVERY-th
+ * step, which runs plain: with every slot proposing its whole room the target would see one row
+ * count only. Afterwards some steps run against the choice, so that it cannot outlive the
+ * conditions it was made in. While it drafts, one step in EXPLORE_EVERY runs plain (plain cost is
+ * measured only then). While it runs plain, a step drafts EXPLORE_DRAFT tokens (the draft's cost and
+ * the acceptance are measured only then) after EXPLORE_EVERY plain steps, then after twice as many
+ * each time the choice stays plain, up to EXPLORE_GAP_MAX: such a step is dearer than it looks, as
+ * the draft first reads every token the plain steps emitted (one row per slot and step), so a
+ * fixed rhythm would charge plain decoding about one draft row per slot and step for ever. */
+#define WARMUP_PLAIN_EVERY 2
+#define EXPLORE_EVERY 16
+#define EXPLORE_GAP_MAX 256
+#define EXPLORE_DRAFT 2
 
 /* ---- slots ------------------------------------------------------------------------------------- */
 
@@ -108,6 +129,9 @@ static void slot_release(sipp_engine *e, slot *s, const sipp_request *r) {
 void sipp_slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp_status status,
                       const char *error) {
     sipp_request *r = s->req;
+    if (r->stats.cutoff_steps > 0 && r->stats.draft_steps == 0) /* the cut-off ran every step of it plain */
+        snprintf(r->stats.speculation, sizeof r->stats.speculation, "%s cut off (plain was faster)",
+                 e->draft ? "draft" : "ngram");
     if (reason == SIPP_FINISH_STOP || reason == SIPP_FINISH_LENGTH) {
         r->emit.len = 0;
         sipp_output_flush(&r->out, &r->emit);
@@ -164,6 +188,7 @@ sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r) {
     s->n_prompt_done = keep;
     r->stats.cached_tokens = keep;
     s->generating = false;
+    s->accept = spec_accept_new();
     char err[SIPP_ERROR_SIZE] = "";
     s->smpl = sipp_sampler_new(e->model, r, err);
     if (!s->smpl) return *err ? SIPP_ERR_INVALID_ARGUMENT : SIPP_ERR_NO_MEMORY;
@@ -300,6 +325,38 @@ static int draft_room(sipp_engine *e, slot *s) {
     return max;
 }
 
+/* The longest proposal any slot may make this step by the cut-off "auto": the draft length the cost
+ * model finds fastest for the generating slots (0: run the step plain), with the exploration above.
+ * SIPP_DRAFT_MAX (no cap) when no slot may propose. */
+static int cutoff_length(sipp_engine *e) {
+    int n = 0, proposing = 0;
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        if (!s->req || !s->generating) continue;
+        e->spec_p[n] = spec_accept_p(&s->accept);
+        e->spec_room[n++] = s->draft_room;
+        proposing += s->draft_room > 0;
+    }
+    if (!proposing) return SIPP_DRAFT_MAX;
+    if (!spec_fit_ready(&e->target_fit) || (e->draft && !spec_fit_ready(&e->draft_fit)))
+        return ++e->spec_tick % WARMUP_PLAIN_EVERY == 0 ? 0 : SIPP_DRAFT_MAX;
+    spec_line no_cost = {0, 0}; /* prompt lookup decodes nothing to propose */
+    int k = spec_choose_k(spec_fit_line(&e->target_fit), e->draft ? spec_fit_line(&e->draft_fit) : no_cost,
+                          e->spec_p, e->spec_room, n, e->params.draft_min);
+    e->spec_since++;
+    if (k > 0) {
+        e->spec_gap = EXPLORE_EVERY;
+        if (e->spec_since < EXPLORE_EVERY) return k;
+        e->spec_since = 0;
+        return 0;
+    }
+    if (e->spec_gap < EXPLORE_EVERY) e->spec_gap = EXPLORE_EVERY;
+    if (e->spec_since < e->spec_gap) return 0;
+    e->spec_since = 0;
+    if (e->spec_gap < EXPLORE_GAP_MAX) e->spec_gap *= 2;
+    return EXPLORE_DRAFT > e->params.draft_min ? EXPLORE_DRAFT : e->params.draft_min;
+}
+
 /* The proposals of this step, in every slot's s->draft: prompt lookup per slot, or the draft model
  * for all slots at once. One shorter than draft_min is dropped. */
 static void propose_drafts(sipp_engine *e) {
@@ -363,6 +420,8 @@ static void verify_drafts(sipp_engine *e, slot *s) {
     s->n_cache += a;
     r->stats.draft_tokens += n;
     r->stats.accepted_tokens += a;
+    r->stats.draft_steps++;
+    spec_accept_add(&s->accept, n, a);
     pthread_mutex_lock(&e->mu);
     e->stats.draft_tokens += (uint64_t)n;
     e->stats.accepted_tokens += (uint64_t)a;
@@ -460,10 +519,22 @@ void sipp_sched_step(sipp_engine *e) {
         busy++;
         if (s->generating) s->draft_room = draft_room(e, s);
     }
+    int cap = e->spec_auto ? cutoff_length(e) : SIPP_DRAFT_MAX;
+    bool cut = false, drafted = false;
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        if (!s->req || s->draft_room <= cap) continue;
+        s->draft_room = cap;
+        if (cap == 0) {
+            s->req->stats.cutoff_steps++;
+            cut = true;
+        }
+    }
     propose_drafts(e);
     for (int i = 0; i < e->params.parallel; i++) {
         slot *s = &e->slots[i];
         if (s->req && s->generating) {
+            drafted |= s->n_draft > 0;
             s->i_logits = b->n_tokens;
             s->n_fed = 1 + s->n_draft;
             sipp_batch_add(b, s->next_token, s->n_cache, s->id, true);
@@ -473,6 +544,7 @@ void sipp_sched_step(sipp_engine *e) {
     }
     int budget = e->n_batch - b->n_tokens;
     int chunk_max = prefill_chunk(e);
+    bool prompt_rows = false;
     for (int i = 0; i < e->params.parallel && budget > 0; i++) {
         slot *s = &e->slots[i];
         if (!s->req || s->generating || follow_leader(e, s)) continue;
@@ -488,9 +560,11 @@ void sipp_sched_step(sipp_engine *e) {
         }
         s->n_fed = take;
         budget -= take;
+        prompt_rows |= take > 0;
     }
     if (b->n_tokens == 0) return;
 
+    double t0 = sipp_now_ms();
     int rc = llama_decode(e->ctx, *b);
     if (rc == 1) { /* no KV space for this batch; llama.cpp rolled it back, the next step retries */
         if (!free_idle_lru(e)) evict_largest(e);
@@ -510,6 +584,8 @@ void sipp_sched_step(sipp_engine *e) {
 
     pthread_mutex_lock(&e->mu);
     e->stats.decode_steps++;
+    e->stats.draft_steps += drafted;
+    e->stats.cutoff_steps += cut && !drafted;
     e->busy_slot_steps += (uint64_t)busy;
     pthread_mutex_unlock(&e->mu);
 
@@ -552,6 +628,9 @@ void sipp_sched_step(sipp_engine *e) {
         if (!r->t_first) r->t_first = sipp_now_ms();
         on_token(e, s, t);
     }
+    /* A generation step is a sample of the target's cost for the cut-off: its decode with the
+     * verification and sampling of its rows (reading every row's logits costs per row too). */
+    if (e->spec_auto && !prompt_rows) spec_fit_add(&e->target_fit, b->n_tokens, sipp_now_ms() - t0);
 }
 
 bool sipp_sched_has_active(const sipp_engine *e) {

@@ -12,6 +12,7 @@
  *   [[tokens]]               env, caller, targets, admin
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
  *                            flash_attn, speculative, draft_model, draft_max, draft_min, draft_p_min,
+ *                            draft_cutoff,
  *                            ctx_size, parallel, threads, gpu_layers, policy, rpc, tensor_split, load,
  *                            keep_alive, pin, repack;
  *                            openai_compatible:
@@ -133,6 +134,7 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->flash_attn);
     free(t->speculative);
     free(t->draft_model);
+    free(t->draft_cutoff);
     free(t->chat_template);
     free(t->rpc_servers);
     free(t->tensor_split);
@@ -603,6 +605,10 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     get_int32(x, t, where, "draft_max", 1, SIPP_DRAFT_MAX, &tc->draft_max);
     get_int32(x, t, where, "draft_min", 1, SIPP_DRAFT_MAX, &tc->draft_min);
     get_fraction(x, t, where, "draft_p_min", 0, 1, &tc->draft_p_min);
+    const toml_node *cn = get_str(x, t, where, "draft_cutoff", &tc->draft_cutoff);
+    if (tc->draft_cutoff && strcmp(tc->draft_cutoff, "auto") != 0 && strcmp(tc->draft_cutoff, "off") != 0)
+        cfg_err(x, toml_node_line(cn), "%s draft_cutoff: '%s' is not one of auto, off", where,
+                tc->draft_cutoff);
     /* chat_template: "chatml" or a template file (relative to the config file's directory). */
     char *tmpl = NULL;
     get_str(x, t, where, "chat_template", &tmpl);
@@ -651,10 +657,10 @@ static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
     static const char *const local_keys[] = {
-        "name",       "type",        "model",       "backend",       "ctx_size", "parallel",
-        "threads",    "gpu_layers",  "policy",      "chat_template", "rpc",      "tensor_split",
-        "flash_attn", "speculative", "draft_max",   "draft_min",     "load",     "keep_alive",
-        "pin",        "draft_model", "draft_p_min", "repack",        NULL};
+        "name",       "type",        "model",       "backend",       "ctx_size",     "parallel",
+        "threads",    "gpu_layers",  "policy",      "chat_template", "rpc",          "tensor_split",
+        "flash_attn", "speculative", "draft_max",   "draft_min",     "load",         "keep_alive",
+        "pin",        "draft_model", "draft_p_min", "repack",        "draft_cutoff", NULL};
     static const char *const remote_keys[] = {"name",  "type",        "base_url",        "base_urls",
                                               "model", "api_key_env", "timeout_seconds", NULL};
     size_t n = toml_array_len(arr);

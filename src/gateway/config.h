@@ -50,6 +50,7 @@ typedef struct gw_target_config {
     char *draft_model;        /* speculative "draft": resolved like model_path; NULL = none */
     int draft_max, draft_min; /* 0 = the engine's defaults */
     float draft_p_min;        /* 0 = none */
+    char *draft_cutoff;       /* "auto" or "off"; NULL = auto */
     char *chat_template;      /* NULL: the model's; "chatml" or a template file's path */
     int ctx_size, parallel, threads, gpu_layers;
     char *rpc_servers;  /* backend "rpc": rpc = ["host:port", ...] joined by ','; NULL = $SIPP_RPC_SERVERS */

@@ -225,6 +225,7 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
     ep.draft_min = c->draft_min;
     ep.draft_model = c->draft_model;
     ep.draft_p_min = c->draft_p_min;
+    ep.draft_cutoff = c->draft_cutoff;
     int q = srv->cfg->max_queue + srv->cfg->max_concurrent_requests;
     ep.max_queued = q < ENGINE_QUEUE_MIN ? ENGINE_QUEUE_MIN : q;
     sipp_engine *e = NULL;

@@ -26,12 +26,13 @@
 static json_t *native_usage(const gw_gen_view *v) {
     sipp_request_stats s;
     sipp_request_get_stats(v->req, &s);
-    return json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:s}", "prompt_tokens",
+    return json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:i, s:s}", "prompt_tokens",
                      s.prompt_tokens, "cached_tokens", s.cached_tokens, "generated_tokens",
                      s.generated_tokens, "ttft_ms", s.ttft_ms, "prefill_tokens_per_s", s.prefill_tokens_per_s,
                      "decode_tokens_per_s", s.decode_tokens_per_s, "queue_ms", s.queue_ms, "total_ms",
                      s.total_ms, "draft_tokens", s.draft_tokens, "accepted_tokens", s.accepted_tokens,
-                     "speculation", *s.speculation ? s.speculation : "none");
+                     "draft_steps", s.draft_steps, "cutoff_steps", s.cutoff_steps, "speculation",
+                     *s.speculation ? s.speculation : "none");
 }
 
 static json_t *context_key(const gw_gen_view *v) {

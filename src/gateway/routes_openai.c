@@ -24,13 +24,14 @@
 static json_t *usage_json(sipp_request *r) {
     sipp_request_stats s;
     sipp_request_get_stats(r, &s);
-    return json_pack("{s:i, s:i, s:i, s:{s:i}, s:{s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:s}}", "prompt_tokens",
-                     s.prompt_tokens, "completion_tokens", s.generated_tokens, "total_tokens",
-                     s.prompt_tokens + s.generated_tokens, "prompt_tokens_details", "cached_tokens",
-                     s.cached_tokens, "sipp", "ttft_ms", s.ttft_ms, "prefill_tokens_per_s",
+    return json_pack("{s:i, s:i, s:i, s:{s:i}, s:{s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:i, s:s}}",
+                     "prompt_tokens", s.prompt_tokens, "completion_tokens", s.generated_tokens,
+                     "total_tokens", s.prompt_tokens + s.generated_tokens, "prompt_tokens_details",
+                     "cached_tokens", s.cached_tokens, "sipp", "ttft_ms", s.ttft_ms, "prefill_tokens_per_s",
                      s.prefill_tokens_per_s, "decode_tokens_per_s", s.decode_tokens_per_s, "queue_ms",
                      s.queue_ms, "total_ms", s.total_ms, "draft_tokens", s.draft_tokens, "accepted_tokens",
-                     s.accepted_tokens, "speculation", *s.speculation ? s.speculation : "none");
+                     s.accepted_tokens, "draft_steps", s.draft_steps, "cutoff_steps", s.cutoff_steps,
+                     "speculation", *s.speculation ? s.speculation : "none");
 }
 
 static json_t *chunk(const gw_gen_view *v, const char *object, json_t *choice) {

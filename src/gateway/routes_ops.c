@@ -79,7 +79,7 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
     for (size_t i = 0; i < n; i++)
         gw_metrics_line(o, "sipp_target_ready", srv->targets[i].cfg->name,
                         atomic_load(&srv->targets[i].state) == GW_STATE_READY);
-    enum { RUNNING, QUEUED, SLOTS, DRAFTED, ACCEPTED };
+    enum { RUNNING, QUEUED, SLOTS, DRAFTED, ACCEPTED, DRAFT_STEPS, CUTOFF_STEPS };
     static const struct {
         const char *name, *type, *help;
     } engine_gauges[] = {
@@ -89,7 +89,11 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
         [DRAFTED] = {"sipp_speculative_draft_tokens_total", "counter",
                      "Tokens speculative decoding proposed."},
         [ACCEPTED] = {"sipp_speculative_accepted_tokens_total", "counter",
-                      "Proposed tokens the model confirmed (acceptance rate = accepted / draft)."}};
+                      "Proposed tokens the model confirmed (acceptance rate = accepted / draft)."},
+        [DRAFT_STEPS] = {"sipp_speculative_draft_steps_total", "counter",
+                         "Decode steps that verified proposals."},
+        [CUTOFF_STEPS] = {"sipp_speculative_cutoff_steps_total", "counter",
+                          "Steps that could have drafted and that the draft cut-off ran plain."}};
     for (size_t g = 0; g < sizeof engine_gauges / sizeof engine_gauges[0]; g++) {
         gw_metrics_header(o, engine_gauges[g].name, engine_gauges[g].type, engine_gauges[g].help);
         for (size_t i = 0; i < n; i++) {
@@ -98,11 +102,13 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
             sipp_engine_stats es;
             sipp_engine_get_stats(t->engine, &es);
             gw_residency_unpeek(srv, t);
-            uint64_t v = g == RUNNING   ? (uint64_t)es.running
-                         : g == QUEUED  ? (uint64_t)es.queued
-                         : g == SLOTS   ? (uint64_t)es.slots
-                         : g == DRAFTED ? es.draft_tokens
-                                        : es.accepted_tokens;
+            uint64_t v = g == RUNNING       ? (uint64_t)es.running
+                         : g == QUEUED      ? (uint64_t)es.queued
+                         : g == SLOTS       ? (uint64_t)es.slots
+                         : g == DRAFTED     ? es.draft_tokens
+                         : g == ACCEPTED    ? es.accepted_tokens
+                         : g == DRAFT_STEPS ? es.draft_steps
+                                            : es.cutoff_steps;
             gw_metrics_line(o, engine_gauges[g].name, t->cfg->name, v);
         }
     }

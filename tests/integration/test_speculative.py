@@ -7,7 +7,9 @@ bindings/python/tests/test_speculative.py), one with a repeat penalty does not; 
 of proposed and confirmed tokens reach the request's stats and /metrics. Random-weight models fall
 into loops after some tokens, which prompt lookup predicts, so the proposals here are both confirmed
 and rejected ones. The gateway test runs four streams at once in one engine, so proposals of several
-slots ride in one batch beside one another.
+slots ride in one batch beside one another. The tests that need proposals verified set the draft
+cut-off "off" (a fixed draft length); the cut-off "auto" (the default: a measured cost model may run
+steps plain) must give the same tokens too.
 """
 import concurrent.futures
 import json
@@ -22,6 +24,7 @@ import test_gateway_support as gw  # noqa: E402
 EXIT_OK, EXIT_USAGE = 0, 2
 RUN_TIMEOUT_S = 180
 LONG = 160  # tokens: long enough for the tiny model to loop, so lookup proposes
+OFF = ["--draft-cutoff", "off"]  # propose every step: the verification paths must run
 PROMPTS = ["Hello", "def add(a, b): return a + b\ndef sub(a, b): return a - b\ndef add(a, b):",
            "one two three one two three one two", "The quick brown fox"]
 
@@ -44,8 +47,12 @@ class SpeculativeCliTest(unittest.TestCase):
         drafted = accepted = 0
         for prompt in PROMPTS:
             plain, s0, _ = generate(prompt, "--temperature", "0")
-            spec, s1, _ = generate(prompt, "--temperature", "0", "--spec", "ngram")
+            spec, s1, _ = generate(prompt, "--temperature", "0", "--spec", "ngram", *OFF)
             self.assertEqual(spec, plain, f"prompt {prompt!r}")
+            self.assertEqual(s1["cutoff_steps"], 0)
+            auto, s2, _ = generate(prompt, "--temperature", "0", "--spec", "ngram")
+            self.assertEqual(auto, plain, f"draft cut-off auto, prompt {prompt!r}")
+            self.assertGreater(s2["draft_steps"] + s2["cutoff_steps"], 0, "auto must decide something")
             self.assertEqual(s1["generated_tokens"], s0["generated_tokens"])
             self.assertEqual(s0["draft_tokens"], 0)
             self.assertIsNone(s0["acceptance_rate"])
@@ -60,9 +67,11 @@ class SpeculativeCliTest(unittest.TestCase):
         for max_tokens in (1, 2, 7, 61):
             plain, _, _ = generate(prompt, "--temperature", "0", max_tokens=max_tokens)
             for sizes in (["--draft-max", "1"], ["--draft-max", "3", "--draft-min", "2"], ["--draft-max", "32"]):
-                spec, s, _ = generate(prompt, "--temperature", "0", "--spec", "ngram", *sizes, max_tokens=max_tokens)
-                self.assertEqual(spec, plain, f"max_tokens {max_tokens} {sizes}")
-                self.assertEqual(s["generated_tokens"], max_tokens)
+                for cutoff in ("off", "auto"):
+                    spec, s, _ = generate(prompt, "--temperature", "0", "--spec", "ngram", *sizes, "--draft-cutoff",
+                                          cutoff, max_tokens=max_tokens)
+                    self.assertEqual(spec, plain, f"max_tokens {max_tokens} {sizes} cut-off {cutoff}")
+                    self.assertEqual(s["generated_tokens"], max_tokens)
 
     def test_stop_string(self):
         plain, _, _ = generate("Hello", "--temperature", "0")
@@ -70,7 +79,7 @@ class SpeculativeCliTest(unittest.TestCase):
         if not stop.strip():
             self.skipTest(f"no usable stop string in {plain!r}")
         a, sa, _ = generate("Hello", "--temperature", "0", "--stop", stop)
-        b, sb, _ = generate("Hello", "--temperature", "0", "--stop", stop, "--spec", "ngram")
+        b, sb, _ = generate("Hello", "--temperature", "0", "--stop", stop, "--spec", "ngram", *OFF)
         self.assertEqual(b, a)
         self.assertEqual(sb["finish_reason"], "stop")
         self.assertEqual(sb["generated_tokens"], sa["generated_tokens"])
@@ -80,7 +89,7 @@ class SpeculativeCliTest(unittest.TestCase):
         # text with speculation, and bindings/python/tests/test_speculative.py tests the distribution.
         # top-k 1 keeps the sampled path (speculative sampling's test against a one-token p) but lets
         # the tiny model loop as greedy decoding does, so that lookup proposes.
-        flags = ["--temperature", "0.8", "--top-k", "1", "--seed", "7", "--spec", "ngram"]
+        flags = ["--temperature", "0.8", "--top-k", "1", "--seed", "7", "--spec", "ngram", *OFF]
         a, s, _ = generate("one two three one two three one two", *flags, max_tokens=LONG)
         b, _, _ = generate("one two three one two three one two", *flags, max_tokens=LONG)
         self.assertEqual(a, b)
@@ -101,11 +110,15 @@ class SpeculativeCliTest(unittest.TestCase):
         p = run(gw.model(), "Hi", "--spec", "ngram", "--draft-max", "2", "--draft-min", "3")
         self.assertNotEqual(p.returncode, EXIT_OK)
         self.assertIn("draft_min", p.stderr)
+        p = run(gw.model(), "Hi", "--spec", "ngram", "--draft-cutoff", "sometimes")
+        self.assertEqual(p.returncode, EXIT_USAGE)
+        self.assertEqual(p.stderr.strip(), "sipp: --draft-cutoff 'sometimes' is not one of auto, off")
 
 
 class SpeculativeGatewayTest(unittest.TestCase):
     def test_four_streams_identical_and_counted(self):
-        g = gw.serve_config(gw.local_target("spec", parallel=4, extra='speculative = "ngram"') +
+        g = gw.serve_config(gw.local_target("spec", parallel=4, extra='speculative = "ngram"\ndraft_cutoff = "off"') +
+                            gw.local_target("auto", parallel=4, extra='speculative = "ngram"') +
                             gw.local_target("plain", parallel=4))
         try:
             def complete(target, prompt):
@@ -116,8 +129,11 @@ class SpeculativeGatewayTest(unittest.TestCase):
 
             with concurrent.futures.ThreadPoolExecutor(4) as pool:
                 spec = list(pool.map(lambda p: complete("spec", p), PROMPTS))
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                auto = list(pool.map(lambda p: complete("auto", p), PROMPTS))
             plain = [complete("plain", p) for p in PROMPTS]
             self.assertEqual([t for t, _ in spec], [t for t, _ in plain])
+            self.assertEqual([t for t, _ in auto], [t for t, _ in plain])
             drafted = sum(u["draft_tokens"] for _, u in spec)
             accepted = sum(u["accepted_tokens"] for _, u in spec)
             self.assertGreater(drafted, 0)
@@ -128,6 +144,15 @@ class SpeculativeGatewayTest(unittest.TestCase):
             self.assertEqual(gw.metric(metrics, "sipp_speculative_draft_tokens_total", target="spec"), drafted)
             self.assertEqual(gw.metric(metrics, "sipp_speculative_accepted_tokens_total", target="spec"), accepted)
             self.assertEqual(gw.metric(metrics, "sipp_speculative_draft_tokens_total", target="plain"), 0)
+            # Steps are the engine's, shared by the slots that drafted in them: at most the requests' sum.
+            steps = gw.metric(metrics, "sipp_speculative_draft_steps_total", target="spec")
+            self.assertGreater(steps, 0)
+            self.assertLessEqual(steps, sum(u["draft_steps"] for _, u in spec))
+            self.assertEqual(gw.metric(metrics, "sipp_speculative_cutoff_steps_total", target="spec"), 0)
+            self.assertEqual(sum(u["cutoff_steps"] for _, u in spec), 0)
+            decided = (gw.metric(metrics, "sipp_speculative_draft_steps_total", target="auto") +
+                       gw.metric(metrics, "sipp_speculative_cutoff_steps_total", target="auto"))
+            self.assertGreater(decided, 0)
         finally:
             self.assertEqual(g.stop(), 0)
 
@@ -139,6 +164,13 @@ class SpeculativeGatewayTest(unittest.TestCase):
         line = text.splitlines().index('speculative = "eagle"') + 1
         self.assertIn(f"{path}:{line}:", p.stderr)
         self.assertIn("'eagle' is not one of none, ngram", p.stderr)
+        text = gw.local_target("t", extra='speculative = "ngram"\ndraft_cutoff = "never"')
+        path = gw.write("spec-bad-cutoff.toml", text)
+        p = run("serve", "--check", "--config", path)
+        self.assertNotEqual(p.returncode, EXIT_OK)
+        line = text.splitlines().index('draft_cutoff = "never"') + 1
+        self.assertIn(f"{path}:{line}:", p.stderr)
+        self.assertIn("draft_cutoff: 'never' is not one of auto, off", p.stderr)
 
 
 if __name__ == "__main__":

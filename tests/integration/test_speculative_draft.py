@@ -9,6 +9,11 @@ whatever the acceptance (CLI, limits, draft sizes, p_min, 1 and 4 concurrent gat
 engine); a sampled request speculates too (its distribution is tested in
 bindings/python/tests/test_speculative.py), one with a repeat penalty does not; a draft of another
 vocabulary, a missing draft and inconsistent settings are refused with messages naming them.
+
+The draft cut-off: tests that need proposals verified set it "off" (every step proposes up to
+draft_max); "auto" (the default, a cost model measured as the engine runs) must give the same tokens,
+and where drafting cannot pay (a draft that costs many times the target's decode) it must run the
+steps plain once it has explored. Counters are asserted, never speeds.
 """
 import concurrent.futures
 import json
@@ -33,6 +38,7 @@ WIDE_SHAPE = ["--n-embd", "512", "--n-layer", "4", "--n-head", "8", "--n-head-kv
 DRAFT_LAYERS = "2"
 PROMPTS = ["Hello", "def add(a, b): return a + b\ndef sub(a, b):", "one two three", "The quick brown fox"]
 HIGH_ACCEPTANCE = 0.9  # the issue's bound for the S = 0 pair
+OFF = ["--draft-cutoff", "off"]  # propose every step: the verification paths must run
 
 _made = {}
 
@@ -77,8 +83,12 @@ class DraftCliTest(unittest.TestCase):
             drafted = accepted = 0
             for prompt in PROMPTS[:2]:
                 plain, s0, _ = generate(target(perturb), prompt, "--temperature", "0")
-                spec, s1, _ = generate(target(perturb), prompt, "--temperature", "0", "--draft", draft())
+                spec, s1, _ = generate(target(perturb), prompt, "--temperature", "0", "--draft", draft(), *OFF)
                 self.assertEqual(spec, plain, f"S={perturb} prompt {prompt!r}")
+                self.assertEqual((s1["cutoff_steps"], s1["speculation"]), (0, "draft"))
+                auto, s2, _ = generate(target(perturb), prompt, "--temperature", "0", "--draft", draft())
+                self.assertEqual(auto, plain, f"draft cut-off auto, S={perturb} prompt {prompt!r}")
+                self.assertGreater(s2["draft_steps"], 0, "auto drafts while it measures")
                 self.assertEqual(s1["generated_tokens"], s0["generated_tokens"])
                 self.assertEqual(s0["draft_tokens"], 0)
                 self.assertLessEqual(s1["accepted_tokens"], s1["draft_tokens"])
@@ -95,14 +105,15 @@ class DraftCliTest(unittest.TestCase):
             plain, _, _ = generate(model, prompt, "--temperature", "0", max_tokens=max_tokens)
             for sizes in (["--draft-max", "1"], ["--draft-max", "3", "--draft-min", "2"], ["--draft-max", "32"],
                           ["--draft-p-min", "0.5"]):
-                spec, s, _ = generate(model, prompt, "--temperature", "0", "--draft", draft(), *sizes,
+                spec, s, _ = generate(model, prompt, "--temperature", "0", "--draft", draft(), *sizes, *OFF,
                                       max_tokens=max_tokens)
                 self.assertEqual(spec, plain, f"max_tokens {max_tokens} {sizes}")
                 self.assertEqual(s["generated_tokens"], max_tokens)
 
     def test_p_min_stops_the_draft_early(self):
-        _, low, _ = generate(target(0), "Hello", "--temperature", "0", "--draft", draft())
-        _, high, _ = generate(target(0), "Hello", "--temperature", "0", "--draft", draft(), "--draft-p-min", "0.99")
+        _, low, _ = generate(target(0), "Hello", "--temperature", "0", "--draft", draft(), *OFF)
+        _, high, _ = generate(target(0), "Hello", "--temperature", "0", "--draft", draft(), "--draft-p-min", "0.99",
+                              *OFF)
         # Random weights give flat distributions: the draft is rarely 99% sure of a token.
         self.assertLess(high["draft_tokens"], low["draft_tokens"])
 
@@ -112,13 +123,35 @@ class DraftCliTest(unittest.TestCase):
         for model in (gw.model(), synth("wide", shape=WIDE_SHAPE)):
             for prompt in PROMPTS:
                 plain, _, _ = generate(model, prompt, "--temperature", "0")
-                spec, s, _ = generate(model, prompt, "--temperature", "0", "--draft", model, "--spec", "draft")
+                spec, s, _ = generate(model, prompt, "--temperature", "0", "--draft", model, "--spec", "draft",
+                                      *OFF)
                 self.assertEqual(spec, plain, f"{model} {prompt!r}")
                 self.assertEqual(s["accepted_tokens"], s["draft_tokens"], f"{model} {prompt!r}")
                 self.assertGreater(s["draft_tokens"], 0)
 
+    def test_cutoff_runs_plain_where_drafting_cannot_pay(self):
+        # A pair turned around: the target is the first 2 layers, the draft the whole 24-layer model
+        # whose layers past 2 add nothing (S = 0), so the draft's logits are the target's and every
+        # proposal is confirmed, yet each costs a draft decode about three times the target's own
+        # token (the wide feed-forward layers outweigh the vocabulary's output rows, which dominate
+        # the tiny SHAPE). Drafting cannot pay whatever the acceptance; once both costs are
+        # measured the cut-off runs plain, drafting only to explore (after 16, 32, ... plain steps).
+        wide = ["--n-embd", "128", "--n-ff", "4096", "--n-layer", "24"]
+        small = synth("wide-2", *wide, "--layers", DRAFT_LAYERS)
+        heavy = synth("wide-24-perturb0", *wide, "--active-layers", DRAFT_LAYERS, "--perturb", "0")
+        plain, _, _ = generate(small, "Hello", "--temperature", "0")
+        auto, s, _ = generate(small, "Hello", "--temperature", "0", "--draft", heavy)
+        self.assertEqual(auto, plain)
+        self.assertGreater(s["accepted_tokens"], HIGH_ACCEPTANCE * s["draft_tokens"], s)
+        self.assertGreater(s["draft_steps"], 0, "it must explore")
+        self.assertGreater(s["cutoff_steps"], 3 * s["draft_steps"], s)
+        self.assertEqual(s["speculation"], "draft")
+        _, s, _ = generate(small, "Hello", "--temperature", "0", "--draft", heavy, *OFF)
+        self.assertEqual(s["cutoff_steps"], 0)
+        self.assertGreater(s["draft_steps"], 0)
+
     def test_sampled_requests_speculate(self):
-        flags = ["--temperature", "0.8", "--seed", "7", "--draft", draft()]
+        flags = ["--temperature", "0.8", "--seed", "7", "--draft", draft(), *OFF]
         a, s, _ = generate(target(2), "Hello", *flags, max_tokens=40)
         b, _, _ = generate(target(2), "Hello", *flags, max_tokens=40)
         self.assertEqual(a, b, "the same seed gives the same text")
@@ -154,12 +187,13 @@ class DraftCliTest(unittest.TestCase):
         p = run(target(0), "Hi", "--spec", "ngram", "--draft", draft())
         self.assertNotEqual(p.returncode, EXIT_OK)
         self.assertIn("drop one of them", p.stderr)
-        p = run(target(0), "Hi", "--draft", draft(), "--draft-p-min", "1.5")
+        for bad in ("1.5", "1"):  # the CLI answers for the range, before any model loads
+            p = run(target(0), "Hi", "--draft", draft(), "--draft-p-min", bad)
+            self.assertEqual(p.returncode, EXIT_USAGE)
+            self.assertEqual(p.stderr.strip(), f"sipp: --draft-p-min '{bad}' is not a number in [0, 1)")
+        p = run(target(0), "Hi", "--draft", draft(), "--draft-cutoff", "on")
         self.assertEqual(p.returncode, EXIT_USAGE)
-        self.assertIn("--draft-p-min '1.5' is not a number in [0, 1]", p.stderr)
-        p = run(target(0), "Hi", "--draft", draft(), "--draft-p-min", "1")
-        self.assertNotEqual(p.returncode, EXIT_OK)
-        self.assertIn("draft_p_min 1 is not in [0, 1)", p.stderr)
+        self.assertEqual(p.stderr.strip(), "sipp: --draft-cutoff 'on' is not one of auto, off")
 
 
 class DraftGatewayTest(unittest.TestCase):
@@ -171,15 +205,19 @@ class DraftGatewayTest(unittest.TestCase):
 
     def test_one_and_four_streams_identical_and_counted(self):
         extra = f'draft_model = "{draft()}"\ndraft_max = 6'
-        g = gw.serve_config(gw.local_target("spec", path=target(2), parallel=4, extra=extra) +
+        g = gw.serve_config(gw.local_target("spec", path=target(2), parallel=4, extra=extra + '\ndraft_cutoff = "off"') +
+                            gw.local_target("auto", path=target(2), parallel=4, extra=extra) +
                             gw.local_target("plain", path=target(2), parallel=4))
         try:
             plain = [self.complete(g, "plain", p) for p in PROMPTS]
             one = [self.complete(g, "spec", p) for p in PROMPTS]
             with concurrent.futures.ThreadPoolExecutor(4) as pool:
                 four = list(pool.map(lambda p: self.complete(g, "spec", p), PROMPTS))
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                auto = list(pool.map(lambda p: self.complete(g, "auto", p), PROMPTS))
             self.assertEqual([t for t, _ in one], [t for t, _ in plain])
             self.assertEqual([t for t, _ in four], [t for t, _ in plain])
+            self.assertEqual([t for t, _ in auto], [t for t, _ in plain])
             spec = one + four
             drafted = sum(u["draft_tokens"] for _, u in spec)
             accepted = sum(u["accepted_tokens"] for _, u in spec)
@@ -191,6 +229,14 @@ class DraftGatewayTest(unittest.TestCase):
             self.assertEqual(gw.metric(metrics, "sipp_speculative_draft_tokens_total", target="spec"), drafted)
             self.assertEqual(gw.metric(metrics, "sipp_speculative_accepted_tokens_total", target="spec"), accepted)
             self.assertEqual({u["speculation"] for _, u in spec}, {"draft"})
+            steps = gw.metric(metrics, "sipp_speculative_draft_steps_total", target="spec")
+            self.assertGreater(steps, 0)
+            self.assertLessEqual(steps, sum(u["draft_steps"] for _, u in spec))
+            self.assertEqual(gw.metric(metrics, "sipp_speculative_cutoff_steps_total", target="spec"), 0)
+            decided = (gw.metric(metrics, "sipp_speculative_draft_steps_total", target="auto") +
+                       gw.metric(metrics, "sipp_speculative_cutoff_steps_total", target="auto"))
+            self.assertLessEqual(decided, sum(u["draft_steps"] + u["cutoff_steps"] for _, u in auto))
+            self.assertGreater(decided, 0)
             body = {"model": "spec", "prompt": "Hello", "max_tokens": 8, "temperature": 0.7, "seed": 3}
             status, _, out = g.json("POST", "/v1/completions", body)
             self.assertEqual(status, 200, out)
@@ -232,10 +278,15 @@ class DraftGatewayTest(unittest.TestCase):
         self.check_fails('draft_model = "/nonexistent/d.gguf"', "draft_model file '/nonexistent/d.gguf' cannot be "
                                                                 "read")
         self.check_fails('speculative = "eagle"', "'eagle' is not one of none, ngram, draft")
+        text, cfg, p = self.check_fails(f'draft_model = "{draft()}"\ndraft_cutoff = 1',
+                                        "draft_cutoff")
+        self.check_fails(f'draft_model = "{draft()}"\ndraft_cutoff = "always"',
+                         "draft_cutoff: 'always' is not one of auto, off")
 
     def test_good_target_passes_check(self):
         cfg = gw.write("draft-good.toml", gw.local_target("t", path=target(0),
-                                                          extra=f'draft_model = "{draft()}"\ndraft_p_min = 0.5'))
+                                                          extra=f'draft_model = "{draft()}"\ndraft_p_min = 0.5\n'
+                                                                'draft_cutoff = "off"'))
         p = run("serve", "--check", "--config", cfg)
         self.assertEqual(p.returncode, EXIT_OK, p.stderr)
 

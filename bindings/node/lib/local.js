@@ -10,8 +10,8 @@ const native = require('./native');
 const { SippError, toSippError, invalid } = require('./errors');
 
 const LOCAL_OPTIONS = ['backend', 'flashAttn', 'ctxSize', 'parallel', 'threads', 'gpuLayers', 'batchSize', 'maxQueued', 'embeddings',
-  'speculative', 'draftModel', 'draftMax', 'draftMin', 'draftPMin'];
-const STRING_OPTIONS = ['backend', 'flashAttn', 'speculative', 'draftModel'];
+  'speculative', 'draftModel', 'draftMax', 'draftMin', 'draftPMin', 'draftCutoff'];
+const STRING_OPTIONS = ['backend', 'flashAttn', 'speculative', 'draftModel', 'draftCutoff'];
 
 function checkLocalOptions(options) {
   const o = options || {};
@@ -26,6 +26,9 @@ function checkLocalOptions(options) {
     if (k === 'embeddings' && typeof v !== 'boolean') throw invalid('options.embeddings must be true or false');
     if (k === 'speculative' && !['none', 'ngram', 'draft'].includes(v)) {
       throw invalid(`options.speculative must be 'none', 'ngram' or 'draft', not ${JSON.stringify(v)}`);
+    }
+    if (k === 'draftCutoff' && !['auto', 'off'].includes(v)) {
+      throw invalid(`options.draftCutoff must be 'auto' or 'off', not ${JSON.stringify(v)}`);
     }
     if (k === 'draftModel' && (typeof v !== 'string' || !v)) throw invalid(`options.draftModel must be the path of a .gguf file, not ${JSON.stringify(v)}`);
     if (k === 'draftPMin') {

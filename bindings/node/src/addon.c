@@ -378,6 +378,7 @@ typedef struct open_work {
     char *flash_attn;
     char *speculative;
     char *draft_model;
+    char *draft_cutoff;
     sipp_model_params mp;
     sipp_engine_params ep_params;
     sipp_model *model;
@@ -392,6 +393,7 @@ static void open_work_free(open_work *w) {
     free(w->flash_attn);
     free(w->speculative);
     free(w->draft_model);
+    free(w->draft_cutoff);
     free(w);
 }
 
@@ -401,6 +403,7 @@ static void open_execute(napi_env env, void *data) {
     w->mp.flash_attn = w->flash_attn;
     w->ep_params.speculative = w->speculative;
     w->ep_params.draft_model = w->draft_model;
+    w->ep_params.draft_cutoff = w->draft_cutoff;
     w->status = sipp_model_load(w->path, &w->mp, &w->model, w->err);
     if (w->status != SIPP_OK) return;
     w->status = sipp_engine_new(w->model, &w->ep_params, &w->engine, w->err);
@@ -476,6 +479,8 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
         ok = (w->flash_attn = dup_string(env, b, "options.flashAttn")) != NULL;
     if (ok && (b = prop(env, o, "speculative")))
         ok = (w->speculative = dup_string(env, b, "options.speculative")) != NULL;
+    if (ok && (b = prop(env, o, "draftCutoff")))
+        ok = (w->draft_cutoff = dup_string(env, b, "options.draftCutoff")) != NULL;
     if (ok && (b = prop(env, o, "draftModel")))
         ok = (w->draft_model = dup_string(env, b, "options.draftModel")) != NULL;
     ok = ok && opt_int(env, o, "gpuLayers", &w->mp.gpu_layers) &&
@@ -735,6 +740,8 @@ static napi_value stats_object(napi_env env, const sipp_request_stats *s) {
     set_num(env, o, "totalMs", s->total_ms);
     set_num(env, o, "draftTokens", s->draft_tokens);
     set_num(env, o, "acceptedTokens", s->accepted_tokens);
+    set_num(env, o, "draftSteps", s->draft_steps);
+    set_num(env, o, "cutoffSteps", s->cutoff_steps);
     set_str(env, o, "speculation", *s->speculation ? s->speculation : "none");
     return o;
 }

@@ -18,7 +18,8 @@ describe('speculative decoding', () => {
     try {
       const base = { backend: 'cpu', threads: S.THREADS, parallel: 1 };
       await c.add('plain', { kind: 'local', model: target, options: base });
-      await c.add('spec', { kind: 'local', model: target, options: { ...base, draftModel: draft, draftMax: 4, draftPMin: 0 } });
+      await c.add('spec', { kind: 'local', model: target, options: { ...base, draftModel: draft, draftMax: 4, draftPMin: 0, draftCutoff: 'off' } });
+      await c.add('auto', { kind: 'local', model: target, options: { ...base, draftModel: draft, draftCutoff: 'auto' } });
       const opts = { maxTokens: 40, temperature: 0, ignoreEos: true };
       const a = await c.query('Hello', { ...opts, endpoint: 'plain' }).response;
       const b = await c.query('Hello', { ...opts, endpoint: 'spec' }).response;
@@ -26,6 +27,10 @@ describe('speculative decoding', () => {
       assert.equal(a.stats.draftTokens, 0);
       assert.ok(b.stats.draftTokens > 0);
       assert.ok(b.stats.acceptedTokens / b.stats.draftTokens > HIGH_ACCEPTANCE, JSON.stringify(b.stats));
+      assert.equal(b.stats.cutoffSteps, 0);
+      const d = await c.query('Hello', { ...opts, endpoint: 'auto' }).response;
+      assert.equal(d.text, a.text);
+      assert.ok(d.stats.draftSteps > 0, JSON.stringify(d.stats)); // the cut-off drafts while it measures
     } finally {
       await c.close();
     }
@@ -38,6 +43,8 @@ describe('speculative decoding', () => {
         /options.speculative must be 'none', 'ngram' or 'draft'/);
       await assert.rejects(c.add('b', { kind: 'local', model: S.model(), options: { draftPMin: 1 } }),
         /options.draftPMin must be a number in \[0, 1\)/);
+      await assert.rejects(c.add('d', { kind: 'local', model: S.model(), options: { draftCutoff: 'on' } }),
+        /options.draftCutoff must be 'auto' or 'off'/);
       await assert.rejects(c.add('c', { kind: 'local', model: S.model(), options: { backend: 'cpu', speculative: 'draft' } }),
         /speculative 'draft' needs a draft_model/);
     } finally {

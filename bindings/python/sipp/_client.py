@@ -27,6 +27,7 @@ class LocalSpec:
     draft_max: int = None
     draft_min: int = None
     draft_p_min: float = None
+    draft_cutoff: str = None
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class GatewaySpec:
 
 def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_layers=None, batch_size=None,
           max_queued=None, embeddings=False, flash_attn=None, speculative=None, draft_model=None, draft_max=None,
-          draft_min=None, draft_p_min=None):
+          draft_min=None, draft_p_min=None, draft_cutoff=None):
     """Describes a local endpoint: a GGUF model file run by libsipp in this process.
 
     Args:
@@ -63,6 +64,8 @@ def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_la
         draft_max, draft_min: tokens proposed per step (None: 8, at most 32); shorter proposals are not
             verified (None: 1).
         draft_p_min: the draft stops at a token it gives less than this probability, in [0, 1) (None: 0).
+        draft_cutoff: "auto" (None: a cost model the engine measures picks each step's draft length, 0
+            where speculation would be slower than plain decoding) or "off" (always up to draft_max).
     """
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"sipp.local() needs the path of a .gguf file, not {path!r}")
@@ -83,11 +86,14 @@ def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_la
     if draft_p_min is not None and (isinstance(draft_p_min, bool) or not isinstance(draft_p_min, (int, float))
                                     or not 0 <= draft_p_min < 1):
         raise InvalidArgumentError(f"sipp.local(draft_p_min={draft_p_min!r}): draft_p_min must be a number in [0, 1)")
+    if draft_cutoff is not None and draft_cutoff not in ("auto", "off"):
+        raise InvalidArgumentError(f"sipp.local(draft_cutoff={draft_cutoff!r}): draft_cutoff must be 'auto' or 'off'")
     if backend is not None and not isinstance(backend, str):
         raise InvalidArgumentError(f"sipp.local(backend={backend!r}): backend must be a str such as 'cpu'")
     return LocalSpec(os.fspath(path), backend, ctx_size, parallel, threads, gpu_layers, batch_size, max_queued,
                      bool(embeddings), flash_attn, speculative,
-                     os.fspath(draft_model) if draft_model is not None else None, draft_max, draft_min, draft_p_min)
+                     os.fspath(draft_model) if draft_model is not None else None, draft_max, draft_min, draft_p_min,
+                     draft_cutoff)
 
 
 def gateway(url, token=None, model=None, timeout=600.0):

@@ -99,6 +99,8 @@ class LocalEndpoint:
             ep.speculative = spec.speculative.encode()
         if spec.draft_model is not None:
             ep.draft_model = spec.draft_model.encode()
+        if spec.draft_cutoff is not None:
+            ep.draft_cutoff = spec.draft_cutoff.encode()
         engine = ctypes.c_void_p()
         status = lib.engine_new(model, ctypes.byref(ep), ctypes.byref(engine), err)
         if status != N.STATUS_OK:

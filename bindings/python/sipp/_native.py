@@ -222,7 +222,8 @@ class Message(ctypes.Structure):
 class EngineParams(ctypes.Structure):
     _fields_ = [("ctx_size", c_int), ("parallel", c_int), ("threads", c_int), ("batch_size", c_int),
                 ("max_queued", c_int), ("policy", c_int), ("embeddings", c_bool), ("speculative", c_char_p),
-                ("draft_max", c_int), ("draft_min", c_int), ("draft_model", c_char_p), ("draft_p_min", c_float)]
+                ("draft_max", c_int), ("draft_min", c_int), ("draft_model", c_char_p), ("draft_p_min", c_float),
+                ("draft_cutoff", c_char_p)]
 
 
 class Sampling(ctypes.Structure):
@@ -244,13 +245,15 @@ class RequestStats(ctypes.Structure):
     _fields_ = [("prompt_tokens", c_int), ("cached_tokens", c_int), ("generated_tokens", c_int),
                 ("queue_ms", c_double), ("ttft_ms", c_double), ("prefill_ms", c_double), ("decode_ms", c_double),
                 ("prefill_tokens_per_s", c_double), ("decode_tokens_per_s", c_double), ("total_ms", c_double),
-                ("draft_tokens", c_int), ("accepted_tokens", c_int), ("speculation", ctypes.c_char * 48)]
+                ("draft_tokens", c_int), ("accepted_tokens", c_int), ("draft_steps", c_int), ("cutoff_steps", c_int),
+                ("speculation", ctypes.c_char * 48)]
 
 
 class EngineStats(ctypes.Structure):
     _fields_ = [("slots", c_int), ("running", c_int), ("queued", c_int), ("requests_done", c_uint64),
                 ("tokens_in", c_uint64), ("tokens_out", c_uint64), ("decode_steps", c_uint64),
-                ("mean_busy_slots", c_double), ("draft_tokens", c_uint64), ("accepted_tokens", c_uint64)]
+                ("mean_busy_slots", c_double), ("draft_tokens", c_uint64), ("accepted_tokens", c_uint64),
+                ("draft_steps", c_uint64), ("cutoff_steps", c_uint64)]
 
 
 # ---- the model store (sipp.h "model store") ----

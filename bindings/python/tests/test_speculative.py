@@ -57,10 +57,20 @@ class SpeculativeTest(unittest.TestCase):
         with sipp.Client() as client:
             plain = client.add("plain", sipp.local(target, backend="cpu", threads=_support.THREADS, parallel=1))
             spec = client.add("spec", sipp.local(target, backend="cpu", threads=_support.THREADS, parallel=1,
-                                                 draft_model=draft, draft_max=4, draft_p_min=0.0))
+                                                 draft_model=draft, draft_max=4, draft_p_min=0.0, draft_cutoff="off"))
+            auto = client.add("auto", sipp.local(target, backend="cpu", threads=_support.THREADS, parallel=1,
+                                                 draft_model=draft, draft_max=4))
             a = client.query("Hello", endpoint=plain, max_tokens=40, temperature=0, ignore_eos=True)
             b = client.query("Hello", endpoint=spec, max_tokens=40, temperature=0, ignore_eos=True)
             self.assertEqual(b.text, a.text)
+            self.assertEqual(b.stats["cutoff_steps"], 0)
+            d = client.query("Hello", endpoint=auto, max_tokens=40, temperature=0, ignore_eos=True)
+            self.assertEqual(d.text, a.text)
+            self.assertGreater(d.stats["draft_steps"], 0, "the cut-off drafts while it measures")
+            engine = client.stats("auto")
+            self.assertEqual(engine["draft_steps"], d.stats["draft_steps"])
+            self.assertEqual(engine["cutoff_steps"], d.stats["cutoff_steps"])
+            self.assertEqual(client.stats("spec")["cutoff_steps"], 0)
             self.assertEqual(a.stats["draft_tokens"], 0)
             self.assertGreater(b.stats["draft_tokens"], 0)
             self.assertGreater(b.stats["accepted_tokens"] / b.stats["draft_tokens"], HIGH_ACCEPTANCE)
@@ -80,8 +90,9 @@ class SpeculativeTest(unittest.TestCase):
         with sipp.Client() as client:
             base = dict(backend="cpu", threads=_support.THREADS, parallel=1)
             eps = {"plain": client.add("plain", sipp.local(target, **base)),
-                   "spec": client.add("spec", sipp.local(target, draft_model=other, draft_max=2, **base)),
-                   "ngram": client.add("ngram", sipp.local(target, speculative="ngram", **base)),
+                   "spec": client.add("spec", sipp.local(target, draft_model=other, draft_max=2, draft_cutoff="off",
+                                                         **base)),
+                   "ngram": client.add("ngram", sipp.local(target, speculative="ngram", draft_cutoff="off", **base)),
                    "draft": client.add("draft", sipp.local(other, **base))}
             hist = {k: collections.Counter() for k in eps}
             drafted = accepted = 0
@@ -106,7 +117,8 @@ class SpeculativeTest(unittest.TestCase):
         target, draft = pair()
         for kw, needle in (({"speculative": "medusa"}, "speculative must be"),
                            ({"draft_p_min": 1.0}, "draft_p_min must be a number in [0, 1)"),
-                           ({"draft_model": 3}, "draft_model must be a .gguf path")):
+                           ({"draft_model": 3}, "draft_model must be a .gguf path"),
+                           ({"draft_cutoff": "on"}, "draft_cutoff must be 'auto' or 'off'")):
             with self.assertRaises(sipp.InvalidArgumentError) as cm:
                 sipp.local(target, **kw)
             self.assertIn(needle, str(cm.exception))

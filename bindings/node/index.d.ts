@@ -1,18 +1,15 @@
-// Types of sipp's Node.js binding (lib/index.js). See docs/bindings.md.
+// Types of sipp's Node.js binding (lib/index.js). See docs/bindings.md. The types of the client
+// rules it shares with the browser package are bindings/web/client.d.ts's, re-exported here.
+import type {
+  BackendDecision, EndpointBase, GatewaySpec, GenerationOptions, EmbedOptions, Usage, ToolCall, Message, QueryOf,
+} from '../web/client.js';
+export { SippError } from '../web/client.js';
+export type {
+  ErrorCode, GatewaySpec, BackendDecision, EndpointBase, GenerationOptions, EmbedOptions, Usage, ToolCall, Message, Delta,
+  QueryOf,
+} from '../web/client.js';
 
 export type BackendName = 'auto' | 'cpu' | 'vulkan' | 'cuda' | 'metal';
-
-/** libsipp's status names, or 'gateway' for an HTTP failure of a gateway endpoint. */
-export type ErrorCode =
-  | 'invalid_argument' | 'not_found' | 'io_error' | 'model_error' | 'backend_error' | 'context_full' | 'busy'
-  | 'cancelled' | 'timeout' | 'no_memory' | 'closed' | 'internal_error' | 'gateway';
-
-export class SippError extends Error {
-  code: ErrorCode;
-  /** Gateway errors: the HTTP status, or null when the gateway could not be reached. */
-  httpStatus?: number | null;
-  gatewayCode?: string | null;
-}
 
 export interface LocalOptions {
   backend?: BackendName;
@@ -41,36 +38,7 @@ export interface LocalOptions {
 }
 
 export interface LocalSpec { kind: 'local'; model: string; options?: LocalOptions }
-export interface GatewaySpec { kind: 'gateway'; baseUrl: string; token?: string; model?: string }
-
-export interface BackendDecision { backend: string; reason: string; devices: string; gpuLayers: number }
-
-export interface Endpoint {
-  readonly name: string;
-  readonly kind: 'local' | 'gateway';
-  readonly backend: BackendDecision;
-  readonly info: Record<string, unknown>;
-  readonly closed: boolean;
-}
-
-export interface GenerationOptions {
-  endpoint?: Endpoint | string;
-  signal?: AbortSignal;
-  maxTokens?: number;
-  temperature?: number;
-  topK?: number;
-  topP?: number;
-  minP?: number;
-  repeatPenalty?: number;
-  seed?: number;
-  stop?: string | string[];
-  contextKey?: string;
-  chatTemplate?: string;
-  ignoreEos?: boolean;
-  timeoutMs?: number;
-}
-
-export interface Usage { promptTokens: number; completionTokens: number; totalTokens: number; cachedTokens?: number }
+export type Endpoint = EndpointBase;
 
 export interface Stats {
   backend: string;
@@ -98,20 +66,18 @@ export interface Stats {
 
 export interface Response {
   text: string;
-  finishReason: 'stop' | 'length' | 'cancelled';
+  /** 'tool_calls' when a chat's reply is tool calls. */
+  finishReason: 'stop' | 'length' | 'cancelled' | 'tool_calls';
   usage: Usage;
   stats: Stats;
   endpoint: string;
   error?: string;
+  /** A chat through llama.cpp's chat library (local, or a gateway's): the reply's tool calls and reasoning. */
+  toolCalls?: ToolCall[];
+  reasoning?: string;
 }
 
-export interface Query {
-  response: Promise<Response>;
-  tokens: AsyncIterable<string>;
-  cancel(): void;
-}
-
-export interface Message { role: string; content: string }
+export type Query = QueryOf<Response>;
 
 export class SippClient {
   constructor();
@@ -120,8 +86,8 @@ export class SippClient {
   readonly endpoints: Record<string, Endpoint>;
   query(prompt: string, options?: GenerationOptions): Query;
   chat(messages: Message[], options?: GenerationOptions): Query;
-  embed(input: string, options?: { endpoint?: Endpoint | string; normalize?: boolean }): Promise<number[]>;
-  embed(input: string[], options?: { endpoint?: Endpoint | string; normalize?: boolean }): Promise<number[][]>;
+  embed(input: string, options?: EmbedOptions): Promise<number[]>;
+  embed(input: string[], options?: EmbedOptions): Promise<number[][]>;
   stats(endpoint?: Endpoint | string): Record<string, number | string>;
   remove(endpoint: Endpoint | string): Promise<void>;
   close(): Promise<void>;

@@ -1,9 +1,11 @@
-
 /**
  * The errors of the sipp package. Every error it raises or rejects with is a SippError whose
  * `code` is libsipp's status name ('invalid_argument', 'not_found', 'model_error', 'backend_error',
  * 'context_full', 'busy', 'cancelled', 'timeout', 'no_memory', 'closed', 'internal_error') or
  * 'gateway' for an HTTP failure of a gateway endpoint, and whose message is libsipp's own.
+ *
+ * One source for the browser package and the Node binding (bindings/node/lib/errors.js re-exports
+ * this module with require()): environment-neutral, no Node or browser API.
  */
 
 class SippError extends Error {

@@ -1,8 +1,7 @@
-
 /**
- * A gateway endpoint: a sipp gateway (`sipp serve`) reached with the browser's fetch (the Node
- * binding's lib/gateway.js, as an ES module; the gateway must allow the page's origin, [server]
- * allowed_origins, unless it served the page).
+ * A gateway endpoint: a sipp gateway (`sipp serve`) reached with the global fetch, in Node (the
+ * Node binding's lib/gateway.js re-exports this module with require()) and in a page (the gateway
+ * must allow the page's origin, [server] allowed_origins, unless it served the page).
  *
  * It uses the gateway's OpenAI-compatible routes: /v1/models when added (to find and check the
  * model), /v1/completions for query, /v1/chat/completions for chat, both streamed as server-sent
@@ -10,9 +9,29 @@
  * Options without an OpenAI name ride along as sipp's extension fields (context_key, top_k, min_p,
  * repeat_penalty, ignore_eos). Cancelling aborts the fetch, which closes the connection; the
  * gateway cancels the request when its client goes away.
+ *
+ * Where the packages differ on purpose, open() takes the package's profile (NODE_PROFILE or
+ * BROWSER_PROFILE, both here so the differences are read in one place):
+ *   headers       extra request headers (Node names itself in User-Agent; a page may not)
+ *   chatOptions   true: the chat-library options (tools, responseFormat, ...) go to the gateway by
+ *                 their wire names, and a chat's stream is read as typed deltas (content,
+ *                 reasoning, tool calls: query.deltas, and the response's toolCalls and
+ *                 reasoning, as a local chat through libsipp gives them); false: they are refused
+ *                 by name and a chat's stream is read as text (the browser package)
+ *   result(r, s)  the response's fields from the shared ones r ({finishReason, usage, stats}) and
+ *                 the gateway's own stats s, so a gateway's result has the shape of the package's
+ *                 local one (the browser's has timings, backend and threads)
  */
 import { SippError, invalid } from './errors.js';
-import { chatLibraryOption } from './options.js';
+import { CHAT_FIELDS, chatLibraryOption } from './options.js';
+import { chatResult } from './query.js';
+
+const NODE_PROFILE = { headers: { 'User-Agent': 'sipp-node' }, chatOptions: true, result: (r) => r };
+const BROWSER_PROFILE = {
+  headers: {},
+  chatOptions: false,
+  result: (r, stats) => ({ ...r, timings: { ...stats }, backend: 'gateway', threads: null }),
+};
 
 const STATUS_NAMES = new Set(['invalid_argument', 'not_found', 'io_error', 'model_error', 'backend_error',
   'context_full', 'busy', 'cancelled', 'timeout', 'no_memory', 'closed', 'internal_error']);
@@ -60,13 +79,42 @@ async function* sseEvents(body) {
   if (data.length) yield data.join('\n');
 }
 
+/** A streamed chat's message, put together from its deltas: content, reasoning, tool calls by index. */
+class ChatMessage {
+  constructor() {
+    this.content = '';
+    this.reasoning = '';
+    this.calls = []; // by the delta's index: {id, type, function: {name, arguments}}
+  }
+
+  add(delta) {
+    this.content += delta.content || '';
+    this.reasoning += delta.reasoning_content || '';
+    for (const tc of delta.tool_calls || []) {
+      const i = Number.isInteger(tc.index) ? tc.index : this.calls.length;
+      const call = this.calls[i] || (this.calls[i] = { id: '', type: 'function', function: { name: '', arguments: '' } });
+      const fn = tc.function || {};
+      if (tc.id) call.id = tc.id;
+      if (fn.name) call.function.name = fn.name;
+      call.function.arguments += fn.arguments || '';
+    }
+  }
+
+  /** The fields of the response, as chatResult gives them for a local chat. */
+  result(finishReason) {
+    const calls = this.calls.filter(Boolean);
+    return chatResult({ content: this.content, reasoning_content: this.reasoning, ...(calls.length ? { tool_calls: calls } : {}) },
+      finishReason);
+  }
+}
+
 function normalizeL2(v) {
   const n = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
   return n > 0 ? v.map((x) => x / n) : v;
 }
 
 class GatewayEndpoint {
-  constructor(name, spec, model) {
+  constructor(name, spec, model, profile) {
     this.name = name;
     this.kind = 'gateway';
     this.baseUrl = spec.baseUrl.replace(/\/+$/, '');
@@ -74,11 +122,12 @@ class GatewayEndpoint {
     this.backend = { backend: 'gateway', reason: `${this.baseUrl} model ${model}`, devices: '', gpuLayers: 0 };
     this.info = { model, url: this.baseUrl };
     this._token = spec.token;
+    this._profile = profile;
     this._closed = false;
     this._inflight = new Set(); // AbortControllers of running requests, aborted by close()
   }
 
-  static async open(name, spec) {
+  static async open(name, spec, profile) {
     if (typeof spec.baseUrl !== 'string' || !/^https?:\/\//.test(spec.baseUrl)) {
       throw invalid(`a gateway endpoint needs baseUrl: an http:// or https:// URL, got ${JSON.stringify(spec.baseUrl)}`);
     }
@@ -86,7 +135,7 @@ class GatewayEndpoint {
       throw invalid(`give the gateway's target as target or as model, not two different names ('${spec.target}', '${spec.model}')`);
     }
     const wanted = spec.target ?? spec.model;
-    const probe = new GatewayEndpoint(name, spec, wanted || null);
+    const probe = new GatewayEndpoint(name, spec, wanted || null, profile);
     const models = await probe._json('GET', '/v1/models');
     const ids = (models.data || []).map((m) => m && m.id).filter(Boolean);
     let model = wanted;
@@ -101,7 +150,7 @@ class GatewayEndpoint {
     } else {
       throw invalid(`gateway ${probe.baseUrl} serves several models (${ids.join(', ')}); choose one with { model }`);
     }
-    return new GatewayEndpoint(name, spec, model);
+    return new GatewayEndpoint(name, spec, model, profile);
   }
 
   get closed() {
@@ -111,7 +160,7 @@ class GatewayEndpoint {
   async _fetch(method, path, body, signal, stream = false) {
     if (this._closed) throw new SippError(`endpoint '${this.name}' is closed`, 'closed');
     const url = this.baseUrl + path;
-    const headers = { Accept: stream ? 'text/event-stream' : 'application/json' };
+    const headers = { ...this._profile.headers, Accept: stream ? 'text/event-stream' : 'application/json' };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     if (this._token) headers.Authorization = `Bearer ${this._token}`;
     let res;
@@ -137,9 +186,10 @@ class GatewayEndpoint {
 
   submit(what, opts, q) {
     if (this._closed) throw new SippError(`endpoint '${this.name}' is closed`, 'closed');
-    // The gateway has the chat library, but this client reads only text from its stream: a tool call
-    // or a parsed reply would be lost, so those options are refused rather than half served.
-    const needs = chatLibraryOption(opts);
+    // The gateway has the chat library, but a client that reads only text from its stream would
+    // lose a tool call or a parsed reply, so such a profile refuses those options rather than half
+    // serve them.
+    const needs = this._profile.chatOptions ? null : chatLibraryOption(opts);
     if (needs) {
       throw invalid(`option ${needs[0]} (${needs[1]}) is not supported by the browser package's gateway endpoint (it reads `
         + `only the text of the stream); send ${needs[1]} to the gateway's /v1/chat/completions yourself`);
@@ -153,6 +203,7 @@ class GatewayEndpoint {
       chatTemplate: 'chat_template', ignoreEos: 'ignore_eos',
     };
     for (const [k, wire] of Object.entries(map)) if (opts[k] !== undefined) body[wire] = opts[k];
+    if (chat) for (const [k, wire] of Object.entries(CHAT_FIELDS)) if (opts[k] !== undefined) body[wire] = opts[k];
     if (body.max_tokens === -1) delete body.max_tokens; // "until the context is full" is the default there
     const controller = new AbortController();
     const signal = opts.timeoutMs ? AbortSignal.any([controller.signal, AbortSignal.timeout(opts.timeoutMs)]) : controller.signal;
@@ -166,6 +217,7 @@ class GatewayEndpoint {
     let finish = null;
     let usage = {};
     let stats = {};
+    const message = chat && this._profile.chatOptions ? new ChatMessage() : null; // typed deltas
     try {
       const res = await this._fetch('POST', path, body, signal, true);
       for await (const data of sseEvents(res.body)) {
@@ -183,25 +235,31 @@ class GatewayEndpoint {
             STATUS_NAMES.has(code) ? code : 'gateway');
         }
         for (const c of chunk.choices || []) {
-          const piece = chat ? (c.delta && c.delta.content) || '' : c.text || '';
-          if (piece) q._piece(piece);
+          if (message && c.delta) {
+            message.add(c.delta);
+            q._delta([c.delta]);
+          } else {
+            const piece = chat ? (c.delta && c.delta.content) || '' : c.text || '';
+            if (piece) q._piece(piece);
+          }
           if (c.finish_reason) finish = c.finish_reason;
         }
         if (chunk.usage) usage = chunk.usage;
         if (chunk.stats || chunk.timings) stats = chunk.stats || chunk.timings;
       }
-      q._end(this._result(q.cancelRequested ? 'cancelled' : finish || 'stop', usage, stats));
+      q._end(this._result(q.cancelRequested ? 'cancelled' : finish || 'stop', usage, stats, message));
     } catch (e) {
       if (signal.aborted) {
-        q._end(this._result('cancelled', usage, stats));
+        q._end(this._result('cancelled', usage, stats, message));
       } else {
         q._fail(e instanceof SippError ? e : new SippError(`gateway ${this.baseUrl}: the stream broke: ${e.message}`, 'gateway'));
       }
     }
   }
 
-  _result(finishReason, usage, stats) {
-    return {
+  /** The response's fields; a chat read as typed deltas adds text, reasoning and toolCalls. */
+  _result(finishReason, usage, stats, message) {
+    return this._profile.result({
       finishReason,
       usage: {
         promptTokens: usage.prompt_tokens,
@@ -210,10 +268,8 @@ class GatewayEndpoint {
         cachedTokens: usage.cached_tokens ?? (usage.prompt_tokens_details || {}).cached_tokens,
       },
       stats: { ...stats, backend: 'gateway' },
-      timings: { ...stats },
-      backend: 'gateway',
-      threads: null,
-    };
+      ...(message ? message.result(finishReason) : {}),
+    }, stats);
   }
 
   async embed(texts, normalize) {
@@ -236,4 +292,4 @@ class GatewayEndpoint {
   }
 }
 
-export { GatewayEndpoint, sseEvents };
+export { GatewayEndpoint, sseEvents, NODE_PROFILE, BROWSER_PROFILE };

@@ -1,17 +1,16 @@
-// Types of sipp's browser package (index.js). See README.md beside this file.
+// Types of sipp's browser package (index.js). See README.md beside this file. The types of the
+// client rules it shares with the Node binding are client.d.ts's, re-exported here.
+import { SippError as SharedSippError } from './client.js';
+import type { EndpointBase, GatewaySpec, GenerationOptions, EmbedOptions, Usage, Message, QueryOf } from './client.js';
+export type {
+  ErrorCode, GatewaySpec, BackendDecision, EndpointBase, GenerationOptions, EmbedOptions, Usage, ToolCall, Message, Delta,
+  QueryOf,
+} from './client.js';
 
 export type BrowserBackend = 'auto' | 'cpu' | 'webgpu';
 export type Build = 'auto' | 'pthreads' | 'single';
 
-/** libsipp's status names, or 'gateway' for an HTTP failure of a gateway endpoint. */
-export type ErrorCode =
-  | 'invalid_argument' | 'not_found' | 'io_error' | 'model_error' | 'backend_error' | 'context_full' | 'busy'
-  | 'cancelled' | 'timeout' | 'no_memory' | 'closed' | 'internal_error' | 'gateway';
-
-export class SippError extends Error {
-  code: ErrorCode;
-  httpStatus?: number | null;
-  gatewayCode?: string | null;
+export class SippError extends SharedSippError {
   /** backend 'webgpu': what the browser offers. */
   webgpu?: WebGpuProbe;
 }
@@ -25,6 +24,8 @@ export interface ClientOptions {
   build?: Build;
   /** WebAssembly threads of the pthread build; default navigator.hardwareConcurrency. */
   threads?: number;
+  /** llama.cpp's logging in the console; default 'quiet'. */
+  logLevel?: 'quiet' | 'error' | 'warn' | 'info' | 'debug';
 }
 
 export interface LocalOptions {
@@ -52,10 +53,6 @@ export interface LocalSpec {
   options?: LocalOptions;
 }
 
-export interface GatewaySpec { kind: 'gateway'; baseUrl: string; target?: string; model?: string; token?: string }
-
-export interface BackendDecision { backend: string; reason: string; devices: string; gpuLayers: number }
-
 export interface RuntimeInfo {
   build: 'pthreads' | 'single';
   variant: 'mt' | 'st';
@@ -67,45 +64,9 @@ export interface RuntimeInfo {
   llamaCommit: string;
 }
 
-export interface Endpoint {
-  readonly name: string;
-  readonly kind: 'local' | 'gateway';
-  readonly backend: BackendDecision;
-  readonly info: Record<string, unknown>;
+export interface Endpoint extends EndpointBase {
   readonly runtime?: { build: 'pthreads' | 'single'; threads: number; reason: string; chatLibrary: boolean };
   readonly source?: { cacheKey: string | null; fromCache: boolean };
-  readonly closed: boolean;
-}
-
-export interface GenerationOptions {
-  endpoint?: Endpoint | string;
-  signal?: AbortSignal;
-  maxTokens?: number;
-  temperature?: number;
-  topK?: number;
-  topP?: number;
-  minP?: number;
-  repeatPenalty?: number;
-  seed?: number;
-  stop?: string | string[];
-  contextKey?: string;
-  chatTemplate?: string;
-  ignoreEos?: boolean;
-  timeoutMs?: number;
-  /**
-   * The Node binding's chat options. They need llama.cpp's chat library, which this browser
-   * runtime is built without (see BackendsReport.chat), so a local endpoint refuses them by name;
-   * a gateway endpoint refuses them too (it reads only the stream's text).
-   */
-  tools?: unknown[];
-  toolChoice?: unknown;
-  parallelToolCalls?: boolean;
-  responseFormat?: unknown;
-  grammar?: string;
-  jsonSchema?: unknown;
-  reasoningFormat?: string;
-  chatTemplateKwargs?: Record<string, unknown>;
-  thinkingBudgetTokens?: number;
 }
 
 export interface ChatCapabilities {
@@ -117,8 +78,6 @@ export interface ChatCapabilities {
   grammar: boolean;
   detail?: string;
 }
-
-export interface Usage { promptTokens: number; completionTokens: number; totalTokens: number; cachedTokens?: number }
 
 export interface Timings {
   queueMs?: number;
@@ -145,13 +104,7 @@ export interface Response {
   error?: string;
 }
 
-export interface Query {
-  response: Promise<Response>;
-  tokens: AsyncIterable<string>;
-  cancel(): void;
-}
-
-export interface Message { role: string; content: string }
+export type Query = QueryOf<Response>;
 
 export interface WebGpuProbe { adapter: boolean; isFallbackAdapter: boolean | null; shaderF16: boolean; description: string | null }
 
@@ -179,8 +132,8 @@ export class SippClient {
   readonly endpoints: Record<string, Endpoint>;
   query(prompt: string, options?: GenerationOptions): Query;
   chat(messages: Message[], options?: GenerationOptions): Query;
-  embed(input: string, options?: { endpoint?: Endpoint | string; normalize?: boolean }): Promise<number[]>;
-  embed(input: string[], options?: { endpoint?: Endpoint | string; normalize?: boolean }): Promise<number[][]>;
+  embed(input: string, options?: EmbedOptions): Promise<number[]>;
+  embed(input: string[], options?: EmbedOptions): Promise<number[][]>;
   backends(): Promise<BackendsReport>;
   stats(endpoint?: Endpoint | string): Record<string, number | string>;
   remove(endpoint: Endpoint | string): Promise<void>;

@@ -15,18 +15,22 @@
  * build runs when the page is cross-origin isolated, else the single-thread build; client.runtime()
  * says which and why. Models given by URL are cached in the origin private file system by their
  * SHA-256 (client.cache: list, delete, clear).
+ *
+ * The client model (add, query, chat, embed, ...; option checks, errors, the gateway endpoint) is
+ * client.js, options.js, query.js, errors.js and gateway.js, which the Node binding loads too: one
+ * source for both packages. This file adds the browser's own: the runtime, backends() and cache.
  */
-import { SippError, toSippError, invalid } from './errors.js';
-import { Query, failedQuery } from './query.js';
-import { generationOptions, checkPrompt, checkMessages, checkEmbedInput } from './options.js';
+import { SippError, invalid } from './errors.js';
+import { Query } from './query.js';
+import { ClientCore } from './client.js';
+import { BROWSER_PROFILE } from './gateway.js';
 import { LocalEndpoint, RuntimeHost, probeWebGpu, describeWebGpu, chatCapabilities, LOG_LEVELS } from './local.js';
-import { GatewayEndpoint } from './gateway.js';
 import { ModelCache } from './cache.js';
 
 const BUILDS = ['auto', 'pthreads', 'single'];
 const CLIENT_OPTIONS = ['runtimeUrl', 'workerUrl', 'build', 'threads', 'logLevel'];
 
-export class SippClient {
+export class SippClient extends ClientCore {
   /**
    * options: runtimeUrl (where sipp-mt.js / sipp-st.js are), workerUrl (worker.js), build
    * ('auto' | 'pthreads' | 'single'), threads (WebAssembly threads of the pthread build; default
@@ -44,10 +48,9 @@ export class SippClient {
     if (threads !== undefined && (!Number.isInteger(threads) || threads < 1)) {
       throw invalid(`threads must be a positive integer, not ${JSON.stringify(threads)}`);
     }
+    super('source', BROWSER_PROFILE);
     this._options = { runtimeUrl: runtimeUrl.endsWith('/') ? runtimeUrl : `${runtimeUrl}/`, workerUrl, build, threads, logLevel };
     this._host = null;
-    this._endpoints = new Map();
-    this._closed = false;
     /** The model cache (OPFS): list(), delete(key), clear(). */
     this.cache = new ModelCache();
   }
@@ -64,88 +67,12 @@ export class SippClient {
   }
 
   /**
-   * Registers an endpoint. { kind: 'local', source, sha256, onProgress, options } loads a model in
-   * this page's worker (source: a URL, a File or a Blob); { kind: 'gateway', baseUrl, target, token }
-   * checks a sipp gateway. Resolves to the endpoint.
+   * client.add(name, { kind: 'local', source, sha256, onProgress, options }) loads a model in this
+   * page's worker (source: a URL, a File or a Blob); { kind: 'gateway', baseUrl, target, token }
+   * checks a sipp gateway (ClientCore.add).
    */
-  async add(name, spec) {
-    this._checkOpen();
-    if (typeof name !== 'string' || !name) throw invalid(`an endpoint name must be a non-empty string, not ${JSON.stringify(name)}`);
-    if (!spec || typeof spec !== 'object') throw invalid(`client.add('${name}', spec) needs { kind: 'local', source } or { kind: 'gateway', baseUrl }`);
-    if (this._endpoints.has(name)) throw invalid(`endpoint '${name}' is already added; choose another name or remove it`);
-    this._endpoints.set(name, null);
-    let ep;
-    try {
-      if (spec.kind === 'local') ep = await LocalEndpoint.open(name, spec, this._runtimeHost(), this.cache);
-      else if (spec.kind === 'gateway') ep = await GatewayEndpoint.open(name, spec);
-      else throw invalid(`endpoint kind must be 'local' or 'gateway', not ${JSON.stringify(spec.kind)}`);
-    } catch (e) {
-      this._endpoints.delete(name);
-      throw toSippError(e);
-    }
-    if (this._closed) {
-      await ep.close();
-      this._checkOpen();
-    }
-    this._endpoints.set(name, ep);
-    return ep;
-  }
-
-  /** The endpoint for a name, an endpoint, or undefined (the first one added). */
-  endpoint(which) {
-    this._checkOpen();
-    const ready = [...this._endpoints.entries()].filter(([, ep]) => ep);
-    if (which === undefined || which === null) {
-      if (!ready.length) throw invalid("no endpoint: add one first with await client.add(name, { kind: 'local', source })");
-      return ready[0][1];
-    }
-    const name = typeof which === 'string' ? which : which && which.name;
-    const ep = this._endpoints.get(name);
-    if (!ep || (typeof which !== 'string' && ep !== which)) {
-      throw new SippError(`no endpoint '${name}' in this client (endpoints: ${ready.map(([n]) => n).join(', ') || 'none'})`, 'not_found');
-    }
-    return ep;
-  }
-
-  get endpoints() {
-    return Object.fromEntries([...this._endpoints.entries()].filter(([, ep]) => ep));
-  }
-
-  /** Completes a raw prompt; the Node binding's options (maxTokens, temperature, topK, ..., signal). */
-  query(prompt, options = {}) {
-    return this._generate(() => ({ prompt: checkPrompt(prompt) }), options);
-  }
-
-  /** Answers a conversation, messages = [{ role, content }]; the same options plus chatTemplate. */
-  chat(messages, options = {}) {
-    return this._generate(() => ({ messages: checkMessages(messages) }), options);
-  }
-
-  _generate(what, options) {
-    let ep = null;
-    try {
-      const opts = generationOptions(options);
-      this._checkOpen();
-      ep = this.endpoint(opts.endpoint);
-      const q = new Query(ep.name, opts.signal);
-      if (!q._done) ep.submit(what(), opts, q);
-      return q;
-    } catch (e) {
-      return failedQuery(ep ? ep.name : undefined, toSippError(e));
-    }
-  }
-
-  /** Embeds a string (number[]) or an array of strings (number[][]); unit length unless normalize: false. */
-  async embed(input, options = {}) {
-    const { endpoint, normalize = true, ...rest } = options || {};
-    const extra = Object.keys(rest);
-    if (extra.length) throw invalid(`unknown embed option '${extra[0]}' (known: endpoint, normalize)`);
-    if (typeof normalize !== 'boolean') throw invalid('normalize must be true or false');
-    const { texts, single } = checkEmbedInput(input);
-    const ep = this.endpoint(endpoint);
-    if (!texts.length) return [];
-    const vectors = await ep.embed(texts, normalize);
-    return single ? vectors[0] : vectors;
+  _openLocal(name, spec) {
+    return LocalEndpoint.open(name, spec, this._runtimeHost(), this.cache);
   }
 
   /**
@@ -172,32 +99,11 @@ export class SippClient {
     };
   }
 
-  stats(endpoint) {
-    return this.endpoint(endpoint).stats();
-  }
-
-  async remove(endpoint) {
-    const ep = this.endpoint(endpoint);
-    this._endpoints.delete(ep.name);
-    await ep.close();
-  }
-
   /** Cancels running requests, frees every model and stops the worker. Later calls fail with 'closed'. */
   async close() {
     if (this._closed) return;
-    this._closed = true;
-    const eps = [...this._endpoints.values()].filter(Boolean);
-    this._endpoints.clear();
-    await Promise.all(eps.map((ep) => ep.close()));
+    await super.close();
     if (this._host) this._host.terminate();
-  }
-
-  get closed() {
-    return this._closed;
-  }
-
-  _checkOpen() {
-    if (this._closed) throw new SippError('this SippClient is closed; create a new SippClient() to continue', 'closed');
   }
 }
 

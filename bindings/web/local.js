@@ -14,7 +14,7 @@
  */
 import { SippError, toSippError, invalid } from './errors.js';
 import { Query } from './query.js';
-import { chatLibraryOption } from './options.js';
+import { chatLibraryOption, toolMessage } from './options.js';
 
 const BROWSER_BACKENDS = ['auto', 'cpu', 'webgpu'];
 /** llama.cpp's logging in the browser console: sipp_log_level's names, in its order. */
@@ -242,6 +242,12 @@ export class LocalEndpoint {
       throw invalid(`option ${needs[0]} (${needs[1]}) needs llama.cpp's chat library, which is not compiled into this browser `
         + 'runtime (it renders chats with llama.cpp\'s built-in templates only; see client.backends().chat); leave it out, or '
         + "use a native sipp: a gateway's /v1/chat/completions or the Node or Python binding");
+    }
+    const tool = what.messages && !this.runtime.chatLibrary ? toolMessage(what.messages) : -1;
+    if (tool >= 0) {
+      throw invalid(`messages[${tool}] is a tool message or carries tool_calls, which needs llama.cpp's chat library, not `
+        + "compiled into this browser runtime (see client.backends().chat); leave it out, or use a native sipp: a gateway's "
+        + '/v1/chat/completions or the Node or Python binding');
     }
     if (q.cancelRequested) return q._endUnsent(this.backend.backend);
     const o = { ...opts };

@@ -1,5 +1,12 @@
-
-/** Checks of the options and inputs the client takes, shared by the endpoint kinds. */
+/**
+ * Checks of the options and inputs the client takes, shared by the endpoint kinds and by both
+ * packages: the browser package imports this module, the Node binding re-exports it with require()
+ * (bindings/node/lib/options.js). Environment-neutral, no Node or browser API.
+ *
+ * Both accept the chat-library options (tools, responseFormat, grammar, ...) and tool messages
+ * here; an endpoint without llama.cpp's chat library (the browser runtime) refuses them by name
+ * with chatLibraryOption and toolMessage, one that has it passes them on under CHAT_FIELDS' names.
+ */
 import { invalid } from './errors.js';
 
 const SEED_MAX = 0xFFFFFFFE; // 0xFFFFFFFF means "random" to libsipp
@@ -8,12 +15,13 @@ const GENERATION = {
   endpoint: 'any', signal: 'any', maxTokens: 'int', temperature: 'number', topK: 'int', topP: 'number',
   minP: 'number', repeatPenalty: 'number', seed: 'seed', stop: 'stop', contextKey: 'string',
   chatTemplate: 'string', ignoreEos: 'boolean', timeoutMs: 'int',
-  // the Node binding's chat options, which need llama.cpp's chat library: checked by the endpoint
+  // chats: OpenAI's and llama.cpp's fields, passed as they are (libsipp checks them) where the
+  // endpoint has llama.cpp's chat library, refused by name where it has not
   tools: 'any', toolChoice: 'any', parallelToolCalls: 'boolean', responseFormat: 'any', grammar: 'string',
   jsonSchema: 'any', reasoningFormat: 'string', chatTemplateKwargs: 'any', thinkingBudgetTokens: 'int',
 };
 
-/** Those options under their wire names (the OpenAI request's fields), as in the Node binding. */
+/** The chat options under their wire names (the OpenAI request's fields). */
 const CHAT_FIELDS = {
   tools: 'tools', toolChoice: 'tool_choice', parallelToolCalls: 'parallel_tool_calls',
   responseFormat: 'response_format', grammar: 'grammar', jsonSchema: 'json_schema',
@@ -25,6 +33,14 @@ const CHAT_FIELDS = {
 function chatLibraryOption(opts) {
   const k = Object.keys(CHAT_FIELDS).find((name) => opts[name] !== undefined);
   return k ? [k, CHAT_FIELDS[k]] : null;
+}
+
+/** An assistant message with tool_calls, or a tool message, needs the chat library to render. */
+const isToolMessage = (m) => !!m && (Array.isArray(m.tool_calls) || m.role === 'tool');
+
+/** The index of the first such message in checked messages, or -1. */
+function toolMessage(messages) {
+  return messages.findIndex(isToolMessage);
 }
 
 const SNAKE_HINT = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
@@ -88,10 +104,12 @@ function checkMessages(messages) {
   }
   if (messages.length === 0) throw invalid('messages is empty; give at least one message');
   return messages.map((m, i) => {
-    if (!m || typeof m.role !== 'string' || typeof m.content !== 'string') {
+    // assistant messages may carry tool_calls (content null), tool messages a tool_call_id
+    const toolish = isToolMessage(m);
+    if (!m || typeof m.role !== 'string' || (typeof m.content !== 'string' && !toolish)) {
       throw invalid(`messages[${i}] needs a string role and a string content, got ${JSON.stringify(m)}`);
     }
-    return { role: m.role, content: m.content };
+    return toolish ? { ...m } : { role: m.role, content: m.content };
   });
 }
 
@@ -105,4 +123,7 @@ function checkEmbedInput(input) {
   return { texts, single };
 }
 
-export { generationOptions, checkPrompt, checkMessages, checkEmbedInput, chatLibraryOption, GENERATION, CHAT_FIELDS };
+export {
+  CHAT_FIELDS, GENERATION, generationOptions, checkPrompt, checkMessages, checkEmbedInput, chatLibraryOption,
+  toolMessage,
+};

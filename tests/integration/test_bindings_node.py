@@ -32,7 +32,7 @@ class NodeBindingTest(unittest.TestCase):
     def test_node_binding_suite(self):
         node = shutil.which("node")
         if not node:
-            self.skipTest("node is not installed (Node.js 20 or later runs the Node binding's tests)")
+            self.skipTest("node is not installed (Node.js 20.19 or later runs the Node binding's tests)")
         env = dict(os.environ)
         env.pop("SIPP_NODE_BACKEND", None)  # the suite sets it per case
         env["SIPP_BUILD"] = os.path.join(REPO, os.environ.get("SIPP_BUILD") or "build")

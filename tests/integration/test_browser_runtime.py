@@ -312,6 +312,11 @@ class BrowserRuntimeTest(unittest.TestCase):
             self.assertEqual(r[key]["code"], "invalid_argument")
             self.assertIn(f"{key} ({wire})", r[key]["message"])
             self.assertIn("chat library", r[key]["message"])
+        for key in ("toolMessage", "toolCalls"):  # tool messages too: the built-in templates would drop their fields
+            self.assertIsNotNone(r[key], f"{key} was accepted by a runtime without the chat library")
+            self.assertEqual(r[key]["code"], "invalid_argument")
+            self.assertIn("messages[1] is a tool message or carries tool_calls", r[key]["message"])
+            self.assertIn("chat library", r[key]["message"])
         self.assertEqual(r["afterRefusals"], 4, "the endpoint did not answer after the refusals")
         gw_tools = self.result("gateway")["tools"]
         self.assertIsNotNone(gw_tools, "the gateway endpoint dropped tools silently")

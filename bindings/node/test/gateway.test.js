@@ -117,33 +117,43 @@ describe('gateway endpoint (stand-in server)', () => {
   });
 });
 
+/** Starts `sipp serve MODEL` on a free loopback port; resolves to { proc, url } once it is ready. */
+async function startServe(model, args) {
+  const port = await new Promise((resolve) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => {
+      const p = srv.address().port;
+      srv.close(() => resolve(p));
+    });
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const proc = spawn(S.SIPP, ['serve', model, '--port', String(port), '--threads', '1', ...args, '--backend', 'cpu'],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  proc.stderr.on('data', (d) => { stderr += d; });
+  const deadline = Date.now() + 60000;
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`sipp serve exited with ${proc.exitCode}: ${stderr}`);
+    try {
+      if ((await fetch(`${url}/ready`)).ok) break;
+    } catch {}
+    if (Date.now() > deadline) {
+      proc.kill();
+      throw new Error(`sipp serve did not become ready: ${stderr}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { proc, url };
+}
+
 describe('gateway endpoint (sipp serve)', () => {
   const reason = S.gatewayMissingReason();
   let proc;
+  let url;
   let client;
   let ep;
   before(async () => {
     if (reason) return;
-    const port = await new Promise((resolve) => {
-      const srv = net.createServer().listen(0, '127.0.0.1', () => {
-        const p = srv.address().port;
-        srv.close(() => resolve(p));
-      });
-    });
-    const url = `http://127.0.0.1:${port}`;
-    proc = spawn(S.SIPP, ['serve', S.model(), '--port', String(port), '--threads', '1', '--parallel', '2',
-      '--ctx-size', '1024', '--backend', 'cpu'], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let stderr = '';
-    proc.stderr.on('data', (d) => { stderr += d; });
-    const deadline = Date.now() + 60000;
-    for (;;) {
-      if (proc.exitCode !== null) throw new Error(`sipp serve exited with ${proc.exitCode}: ${stderr}`);
-      try {
-        if ((await fetch(`${url}/ready`)).ok) break;
-      } catch {}
-      if (Date.now() > deadline) throw new Error(`sipp serve did not become ready: ${stderr}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    ({ proc, url } = await startServe(S.model(), ['--parallel', '2', '--ctx-size', '1024']));
     client = new SippClient();
     ep = await client.add('gw', { kind: 'gateway', baseUrl: url });
   });
@@ -180,5 +190,55 @@ describe('gateway endpoint (sipp serve)', () => {
     const q = client.query('Long', { endpoint: ep, maxTokens: 500, ignoreEos: true });
     for await (const _ of q.tokens) break;
     assert.equal((await q.response).finishReason, 'cancelled');
+  });
+});
+
+describe('gateway endpoint (sipp serve, a tool-calling chat template)', () => {
+  const reason = S.gatewayMissingReason();
+  let proc;
+  let client;
+  let ep;
+  before(async () => {
+    if (reason) return;
+    const tmpl = require('node:path').join(S.REPO, 'build', 'llama', 'source', 'models', 'templates',
+      'NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja');
+    let url;
+    ({ proc, url } = await startServe(S.model('hermes', ['--chat-template-file', tmpl]), ['--parallel', '1', '--ctx-size', '4096']));
+    client = new SippClient();
+    ep = await client.add('gw', { kind: 'gateway', baseUrl: url });
+  });
+  after(async () => {
+    if (client) await client.close();
+    if (proc) proc.kill();
+  });
+
+  // The tools go to the gateway, and its tool call comes back as the response's toolCalls and as
+  // typed deltas, as from a local endpoint: passed on and then lost would be a silent half.
+  it('returns the tool calls of a chat with tools', { skip: reason || false }, async () => {
+    const tools = [{ type: 'function', function: { name: 'pick', parameters: {
+      type: 'object', properties: { n: { type: 'integer', minimum: 1, maximum: 3 } }, required: ['n'], additionalProperties: false } } }];
+    const msgs = [{ role: 'user', content: 'Pick one.' }];
+    const opts = { endpoint: ep, tools, toolChoice: 'required', maxTokens: 400, temperature: 0 };
+    const r = await client.chat(msgs, opts).response;
+    assert.equal(r.finishReason, 'tool_calls');
+    assert.equal(r.toolCalls.length, 1);
+    assert.equal(r.toolCalls[0].function.name, 'pick');
+    assert.match(r.toolCalls[0].id, /^call_/);
+    assert.ok([1, 2, 3].includes(JSON.parse(r.toolCalls[0].function.arguments).n));
+    const q = client.chat(msgs, opts);
+    let args = '';
+    let name = null;
+    for await (const d of q.deltas) {
+      if (d.type === 'toolCall') {
+        args += d.arguments;
+        if (d.name) name = d.name;
+      }
+    }
+    assert.equal(name, 'pick');
+    assert.equal(args, r.toolCalls[0].function.arguments);
+    // tokens (the content) of a reply that is only a tool call: none, and the loop ends
+    const pieces = [];
+    for await (const t of client.chat(msgs, opts).tokens) pieces.push(t);
+    assert.equal(pieces.join(''), r.text);
   });
 });

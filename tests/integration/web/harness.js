@@ -115,6 +115,11 @@ window.scenarios = {
     await tryRun('tools', () => client.chat(hi, { tools: [tool], maxTokens: 4 }).response);
     await tryRun('responseFormat', () => client.chat(hi, { responseFormat: { type: 'json_object' }, maxTokens: 4 }).response);
     await tryRun('grammar', () => client.query('x', { grammar: 'root ::= "a"', maxTokens: 4 }).response);
+    const call = { id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } };
+    await tryRun('toolMessage', () => client.chat([...hi, { role: 'tool', tool_call_id: 'c1', content: '42' }],
+      { maxTokens: 4 }).response);
+    await tryRun('toolCalls', () => client.chat([...hi, { role: 'assistant', content: null, tool_calls: [call] }],
+      { maxTokens: 4 }).response);
     results.chat = (await client.backends()).chat;
     results.afterRefusals = (await client.chat(hi, { ...greedy, maxTokens: 4, ignoreEos: true }).response).usage.completionTokens;
     await client.close();

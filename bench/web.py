@@ -38,7 +38,7 @@ SHAPES = {
 PROMPT = "Once upon a time, in a land far away, there lived"
 DRIVE_TIMEOUT_S = 1800
 RUNTIME_FILES = ["sipp-mt.js", "sipp-mt.wasm", "sipp-mt.worker.js", "sipp-st.js", "sipp-st.wasm"]
-PACKAGE_FILES = ["index.js", "local.js", "worker.js", "query.js", "options.js", "errors.js", "gateway.js", "cache.js",
+PACKAGE_FILES = ["index.js", "client.js", "local.js", "worker.js", "query.js", "options.js", "errors.js", "gateway.js", "cache.js",
                  "sha256.js"]
 
 

@@ -167,9 +167,10 @@ struct sipp_engine {
      * exploration (scheduler.c). */
     bool spec_auto;
     spec_fit target_fit, draft_fit;
-    bool draft_warm;     /* the draft has decoded once: its weights are paged in */
-    unsigned spec_tick;  /* warm-up steps */
-    unsigned spec_since; /* steps since the last exploration, and the plain steps between two */
+    spec_accept accept_history; /* every request's verifications, decayed: a new request's prior */
+    bool draft_warm;            /* the draft has decoded once: its weights are paged in */
+    unsigned spec_tick;         /* warm-up steps */
+    unsigned spec_since;        /* steps since the last exploration, and the plain steps between two */
     unsigned spec_gap;
     double *spec_p; /* the chooser's inputs, one per generating slot: acceptance and room */
     int *spec_room;

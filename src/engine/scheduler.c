@@ -188,7 +188,7 @@ sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r) {
     s->n_prompt_done = keep;
     r->stats.cached_tokens = keep;
     s->generating = false;
-    s->accept = spec_accept_new();
+    s->accept = spec_accept_prior(&e->accept_history);
     char err[SIPP_ERROR_SIZE] = "";
     s->smpl = sipp_sampler_new(e->model, r, err);
     if (!s->smpl) return *err ? SIPP_ERR_INVALID_ARGUMENT : SIPP_ERR_NO_MEMORY;
@@ -422,6 +422,7 @@ static void verify_drafts(sipp_engine *e, slot *s) {
     r->stats.accepted_tokens += a;
     r->stats.draft_steps++;
     spec_accept_add(&s->accept, n, a);
+    spec_accept_add(&e->accept_history, n, a);
     pthread_mutex_lock(&e->mu);
     e->stats.draft_tokens += (uint64_t)n;
     e->stats.accepted_tokens += (uint64_t)a;

@@ -34,6 +34,10 @@ bool spec_fit_ready(const spec_fit *f);
 
 /* The counts of a slot that has verified nothing yet: the prior alone. */
 spec_accept spec_accept_new(void);
+/* The prior of a new request on an engine whose earlier verifications are in history: their
+ * acceptance, with the weight of spec_accept_new's prior (spec_accept_new itself when history holds
+ * nothing yet). */
+spec_accept spec_accept_prior(const spec_accept *history);
 /* A verification of n proposals of which a were accepted: a successes, one failure when a < n. */
 void spec_accept_add(spec_accept *c, int n, int a);
 /* The estimated probability that the next proposed token is accepted. */

@@ -97,6 +97,22 @@ Test(spec_accept, prior_then_evidence) {
     cr_assert_float_eq(spec_accept_p(&mid), 0.75, 0.01);
 }
 
+Test(spec_accept, a_new_request_starts_from_the_engine_history) {
+    spec_accept empty = {0, 0};
+    spec_accept fresh = spec_accept_prior(&empty), prior = spec_accept_new();
+    cr_assert_float_eq(fresh.ok, prior.ok, EPS);
+    cr_assert_float_eq(fresh.fail, prior.fail, EPS);
+    spec_accept always = empty, never = empty;
+    for (int i = 0; i < 20; i++) {
+        spec_accept_add(&always, 8, 8);
+        spec_accept_add(&never, 8, 0);
+    }
+    spec_accept hi = spec_accept_prior(&always), lo = spec_accept_prior(&never);
+    cr_assert_float_eq(spec_accept_p(&hi), 1.0, EPS);
+    cr_assert_float_eq(spec_accept_p(&lo), 0.0, EPS);
+    cr_assert_float_eq(hi.ok + hi.fail, prior.ok + prior.fail, EPS); /* a prior's weight, not history's */
+}
+
 Test(spec_expected, tokens) {
     cr_assert_float_eq(spec_expected_tokens(0.5, 0), 1, EPS);
     cr_assert_float_eq(spec_expected_tokens(0.5, 2), 1.75, EPS);

@@ -225,17 +225,7 @@ describe('gateway endpoint (sipp serve, a tool-calling chat template)', () => {
     assert.equal(r.toolCalls[0].function.name, 'pick');
     assert.match(r.toolCalls[0].id, /^call_/);
     assert.ok([1, 2, 3].includes(JSON.parse(r.toolCalls[0].function.arguments).n));
-    const q = client.chat(msgs, opts);
-    let args = '';
-    let name = null;
-    for await (const d of q.deltas) {
-      if (d.type === 'toolCall') {
-        args += d.arguments;
-        if (d.name) name = d.name;
-      }
-    }
-    assert.equal(name, 'pick');
-    assert.equal(args, r.toolCalls[0].function.arguments);
+    await S.assertToolCallDeltas(client, msgs, opts, r);
     // tokens (the content) of a reply that is only a tool call: none, and the loop ends
     const pieces = [];
     for await (const t of client.chat(msgs, opts).tokens) pieces.push(t);

@@ -51,17 +51,7 @@ describe('local endpoint', () => {
       assert.equal(r.finishReason, 'tool_calls');
       assert.equal(r.toolCalls[0].function.name, 'pick');
       assert.ok([1, 2, 3].includes(JSON.parse(r.toolCalls[0].function.arguments).n));
-      const q = client.chat(msgs, opts);
-      let args = '';
-      let name = null;
-      for await (const d of q.deltas) {
-        if (d.type === 'toolCall') {
-          args += d.arguments;
-          if (d.name) name = d.name;
-        }
-      }
-      assert.equal(name, 'pick');
-      assert.equal(args, r.toolCalls[0].function.arguments);
+      await S.assertToolCallDeltas(client, msgs, opts, r);
       const schema = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] };
       const j = await client.chat(msgs, { endpoint: h, responseFormat: { type: 'json_schema', json_schema: { name: 'x', schema } },
         maxTokens: 200, temperature: 0 }).response;

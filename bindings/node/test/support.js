@@ -6,6 +6,7 @@
  * architecture, random weights, the llama-spm tokenizer, two blocks of width 64. Their text is
  * meaningless; loading, tokenizing, scheduling and streaming are real.
  */
+const assert = require('node:assert/strict');
 const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -101,7 +102,22 @@ async function maxLoopStall(fn) {
   return worst;
 }
 
+/** A chat that must stream the tool call r (a finished reply of the same chat) as toolCall deltas:
+ * the name once, the arguments in pieces that join to r's. */
+async function assertToolCallDeltas(client, msgs, opts, r) {
+  let args = '';
+  let name = null;
+  for await (const d of client.chat(msgs, opts).deltas) {
+    if (d.type === 'toolCall') {
+      args += d.arguments;
+      if (d.name) name = d.name;
+    }
+  }
+  assert.equal(name, r.toolCalls[0].function.name);
+  assert.equal(args, r.toolCalls[0].function.arguments);
+}
+
 module.exports = {
   PKG, REPO, BUILD, SIPP, THREADS, PARALLEL, tmpdir, model, runNode, startFakeGateway, gatewayMissingReason,
-  maxLoopStall,
+  maxLoopStall, assertToolCallDeltas,
 };

@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 6
+#define SIPP_ABI_VERSION 7
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -522,9 +522,14 @@ typedef struct sipp_model_info {
 SIPP_API void sipp_model_get_info(const sipp_model *model, sipp_model_info *info);
 
 /* Where the weights went, one entry per device that holds any: which layers and how many bytes of
- * weight buffers. A CPU or single-GPU load has one or two entries; an rpc load one per host. */
+ * weight buffers. A CPU or single-GPU load has one or two entries; an rpc load one per host. Weights
+ * the CPU keeps in a layout of its own (llama.cpp's "extra" buffer types: AMX on a Xeon with AMX,
+ * the repacked CPU_REPACK layout) are host memory of the CPU device and get an entry of their own
+ * with that layout named; its layers are its device's (the layout holds the weights of those layers
+ * that its kernels take). */
 typedef struct sipp_placement {
     char device[64];       /* ggml's device name: "CPU", "Vulkan0", "RPC0" */
+    char layout[32];       /* "" for the device's own buffers; "AMX", "REPACK" for a CPU layout */
     char host[128];        /* "local", or the rpc server's host:port */
     int first_layer;       /* the first repeating layer on it; -1 when it holds none */
     int n_layers;          /* repeating layers on it */

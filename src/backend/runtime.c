@@ -86,6 +86,7 @@ static sipp_status do_init(const sipp_runtime_params *p) {
     if (!ggml_backend_reg_by_name("CPU"))
         return sipp_fail(init_error, SIPP_ERR_BACKEND,
                          "this browser runtime has no CPU backend; rebuild it with make web");
+    sipp_buffers_learn();
     return SIPP_OK;
 #endif
 
@@ -121,6 +122,7 @@ static sipp_status do_init(const sipp_runtime_params *p) {
             init_error, SIPP_ERR_BACKEND,
             "artifact '%s' has no loadable CPU backend module (libggml-cpu-*.so); rebuild it with make",
             artifact_dir);
+    sipp_buffers_learn();
     return SIPP_OK;
 }
 

@@ -1,5 +1,5 @@
 /*
- * test_store.c: the model store's pure parts (src/store/source.c, store.c, catalog.c, sha256.c):
+ * test_store.c: the model store's pure parts (src/store/source.c, store.c, catalog.c; src/util/sha256.c):
  * store names, hf:// URLs, split-set names, where the store is, how a MODEL argument resolves, the
  * catalog format, listing and removal.
  *
@@ -19,9 +19,9 @@
 #include <unistd.h>
 
 #include "store/catalog.h"
-#include "store/sha256.h"
 #include "store/source.h"
 #include "store/store.h"
+#include "util/sha256.h"
 
 #define SHA_A "74a4da8c9fdbcd15bd1f6d01d621410d31c6fc00986f5eb687824e7b93d7a9db"
 #define SHA_B "539cf93f78e887edea1c04e2d7d8cdaca9d01dae9c9025bcb8accbe29df3d72a"

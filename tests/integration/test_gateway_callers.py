@@ -186,19 +186,25 @@ class StoreChangesTest(CallersBase):
         self.assertFalse(os.path.exists(os.path.join(self.store, "victim.gguf")))
         self.assertEqual(sha256(self.m1_path), before)
 
-    def test_admin_pulls_deletes_and_unloads(self):
+    def test_admins_pull_delete_and_unload(self):
+        """The store is not a target: an admin scoped to m1 changes it too, but unloads only m1."""
         url = self.http.add("/files/m4.gguf", self.other_gguf)
-        status, body = self.ollama("ADMIN", "POST", "/api/pull", {"model": url, "stream": False})
-        self.assertEqual((status, body), (200, {"status": "success"}))
-        self.assertTrue(os.path.exists(os.path.join(self.store, "m4.gguf")))
-        status, body = self.ollama("ADMIN", "DELETE", "/api/delete", {"model": "m4"})
-        self.assertEqual(status, 200, body)
-        self.assertFalse(os.path.exists(os.path.join(self.store, "m4.gguf")))
-        status, body = self.ollama("ADMIN", "POST", "/api/generate", {"model": "m2", "keep_alive": 0})
-        self.assertEqual(status, 200, body)
-        self.assertEqual(body["done_reason"], "unload")
-        status, body = self.ollama("OPS1", "POST", "/api/generate", {"model": "m2", "keep_alive": 0})
-        self.assertEqual(status, 404, body)  # an admin scoped to m1 does not see m2 either
+        for puller, deleter in (("ADMIN", "OPS1"), ("OPS1", "ADMIN")):
+            with self.subTest(puller=puller, deleter=deleter):
+                status, body = self.ollama(puller, "POST", "/api/pull", {"model": url, "stream": False})
+                self.assertEqual((status, body), (200, {"status": "success"}))
+                self.assertTrue(os.path.exists(os.path.join(self.store, "m4.gguf")))
+                status, body = self.ollama(deleter, "DELETE", "/api/delete", {"model": "m4"})
+                self.assertEqual(status, 200, body)
+                self.assertFalse(os.path.exists(os.path.join(self.store, "m4.gguf")))
+                status, body = self.ollama(deleter, "DELETE", "/api/delete", {"model": "m4"})
+                self.assertEqual(status, 404, body)
+        for who, model, want in (("ADMIN", "m2", 200), ("ADMIN", "m1", 200), ("OPS1", "m1", 200), ("OPS1", "m2", 404)):
+            with self.subTest(who=who, model=model):
+                status, body = self.ollama(who, "POST", "/api/chat", {"model": model, "messages": [], "keep_alive": 0})
+                self.assertEqual(status, want, body)
+                if want == 200:
+                    self.assertEqual(body["done_reason"], "unload")
 
     def test_a_pull_never_replaces_a_served_file(self):
         url = self.http.add("/other/m1.gguf", self.other_gguf)  # names the file m1.gguf, which m1 serves

@@ -52,6 +52,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -381,7 +382,7 @@ static curl_socket_t open_public_socket(void *user, curlsocktype purpose, struct
             snprintf(ps->refused, sizeof ps->refused, "(family %d)", a->family);
         return CURL_SOCKET_BAD;
     }
-    return socket(a->family, a->socktype, a->protocol);
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
 /* One HTTP request continuing t from t->offset. */
@@ -397,6 +398,7 @@ static CURLcode attempt(transfer *t, const char *source, char *curl_err) {
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, public_only ? "https" : "http,https");
     curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, public_only ? "https" : "http,https");
     if (public_only) {
+        t->pull->refused[0] = '\0'; /* an address refused before, then another connected, is no error */
         curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_public_socket);
         curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, t->pull);
     }
@@ -439,7 +441,7 @@ static sipp_status transfer_error(const transfer *t, CURLcode rc, const char *cu
     const char *why = curl_err[0] ? curl_err : curl_easy_strerror(rc);
     bool local = t->end == END_WRITE || t->end == END_NO_SPACE || t->end == END_CANCELLED;
     t->pull->fault = local ? SIPP_PULL_FAULT_NONE : SIPP_PULL_FAULT_SOURCE;
-    if (t->end == END_NONE && t->pull->refused[0]) {
+    if (t->end == END_NONE && rc == CURLE_COULDNT_CONNECT && t->pull->refused[0]) {
         t->pull->fault = SIPP_PULL_FAULT_REFUSED;
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
                          "%s: refused to connect to %s, which is not a public address (loopback, private, "

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -285,6 +286,17 @@ class NoTokensTest(CallersBase):
                 self.assertEqual(body["error"]["code"], "invalid_field")
                 self.assertIn("metadata", body["error"]["message"])
                 self.assertIn(word, body["error"]["message"])
+
+
+class StoreConfigTest(unittest.TestCase):
+    def test_bad_store_keys_are_named(self):
+        path = gw.write("bad-store.toml", '[store]\nallow_private_sources = "yes"\nmirror = 1\n' + gw.local_target("m1"))
+        r = subprocess.run([gw.SIPP, "serve", "--config", path, "--check"], capture_output=True, text=True,
+                           timeout=gw.HTTP_TIMEOUT_S)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("[store]", r.stderr)
+        self.assertIn("allow_private_sources", r.stderr)
+        self.assertIn("mirror", r.stderr)
 
 
 if __name__ == "__main__":

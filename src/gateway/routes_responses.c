@@ -38,7 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "gateway/responses_store.h"
 #include "gateway/routes.h"
@@ -751,15 +750,6 @@ static json_t *echo_fields(json_t *root) {
     return e;
 }
 
-/* A response id's random part, as hex: made here, never from the request. */
-static bool random_rid(char out[RID_SIZE]) {
-    unsigned char raw[RID_BYTES];
-    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) return false;
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(out + 2 * i, 3, "%02x", raw[i]);
-    return true;
-}
-
 /* Whose stored responses the call may see: all (NULL) for an admin, else its own. */
 static const char *viewer(const gw_call *call) { return gw_auth_admin(call) ? NULL : gw_auth_caller(call); }
 
@@ -783,7 +773,7 @@ void gw_route_responses(gw_call *call) {
     xlate x = {.call = call, .messages = json_array(), .history = json_array(), .input_items = json_array()};
     bool ok = s && chat && gw_check_fields(call, root, known_fields, API_NAME) && check_options(&x, root);
     json_t *prev = NULL;
-    if (ok && !random_rid(s->rid)) {
+    if (ok && !sipp_random_hex(s->rid, RID_BYTES)) { /* made here, never from the request */
         gw_reply_error(call, GW_E_INTERNAL, "cannot make a response id: getrandom failed (%s)",
                        strerror(errno));
         ok = false;

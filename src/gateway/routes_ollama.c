@@ -918,11 +918,19 @@ static void pull_failure(pull_job *j) {
     case SIPP_PULL_FAULT_EXISTS:
         j->kind = GW_E_CONFLICT;
         t = serving(j->call->srv, j->res.path);
-        snprintf(j->message, sizeof j->message,
-                 "%s%s%s%s; a pull never replaces a model file. To replace it, an admin runs `sipp pull "
-                 "--force SOURCE` on the server's host%s",
-                 j->err, t ? " (served by target '" : "", t ? t->cfg->name : "", t ? "')" : "",
-                 t ? ", then POST /v1/models/NAME/unload so the next load reads the new file" : "");
+        if (t)
+            snprintf(
+                j->message, sizeof j->message,
+                "%s (served by target '%s'); a pull never replaces a model file. To replace it, an admin "
+                "runs `sipp pull --force SOURCE` on the server's host, then POST /v1/models/%s/unload so "
+                "the next load reads the new file",
+                j->err, t->cfg->name, t->cfg->name);
+        else
+            snprintf(
+                j->message, sizeof j->message,
+                "%s; a pull never replaces a model file. To replace it, an admin runs `sipp pull --force "
+                "SOURCE` on the server's host (or DELETE /api/delete first)",
+                j->err);
         return;
     default:
         j->kind = gw_error_from_status(j->status);

@@ -214,11 +214,26 @@ class StoreChangesTest(CallersBase):
         self.assertEqual(status, 409, body)
         self.assertIn("target 'm1'", body["error"])
         self.assertIn("sipp pull --force", body["error"])
+        self.assertIn("/v1/models/m1/unload", body["error"])
         self.assertEqual(sha256(self.m1_path), before)
         status, _, data = self.gw.request("POST", "/api/pull", {"model": url}, auth("ADMIN"))
         self.assertEqual(status, 200)  # streamed: the error is the last line
         self.assertIn("target 'm1'", ndjson(data)[-1]["error"])
         self.assertEqual(sha256(self.m1_path), before)
+
+    def test_a_pull_never_replaces_a_stored_model_either(self):
+        first = self.http.add("/one/m5.gguf", self.other_gguf)
+        second = self.http.add("/two/m5.gguf", self.other_gguf[:-1] + b"x")
+        self.assertEqual(self.ollama("ADMIN", "POST", "/api/pull", {"model": first, "stream": False})[0], 200)
+        before = sha256(os.path.join(self.store, "m5.gguf"))
+        status, body = self.ollama("ADMIN", "POST", "/api/pull", {"model": first, "stream": False})
+        self.assertEqual(status, 200, body)  # the same model from the same URL: nothing to do
+        status, body = self.ollama("ADMIN", "POST", "/api/pull", {"model": second, "stream": False})
+        self.assertEqual(status, 409, body)
+        self.assertIn("/api/delete", body["error"])
+        self.assertEqual(sha256(os.path.join(self.store, "m5.gguf")), before)
+        self.assertEqual(self.ollama("ADMIN", "DELETE", "/api/delete", {"model": "m5"})[0], 200)
+        self.assertEqual(self.ollama("ADMIN", "POST", "/api/pull", {"model": second, "stream": False})[0], 200)
 
     def test_an_upstream_failure_is_a_502_naming_the_source(self):
         own = f"http://127.0.0.1:{self.gw.port}/v1/models/m1/file"  # answers 401 without a token

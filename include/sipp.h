@@ -53,22 +53,24 @@ extern "C" {
 SIPP_API int sipp_abi_version(void);
 
 typedef enum sipp_status {
-    SIPP_OK = 0,
-    SIPP_ERR_INVALID_ARGUMENT, /* a parameter or input is wrong; the message names it */
-    SIPP_ERR_NOT_FOUND,        /* a file, model, target or key does not exist */
-    SIPP_ERR_IO,               /* reading or writing failed */
-    SIPP_ERR_MODEL,            /* the file is not a usable GGUF model */
-    SIPP_ERR_BACKEND,          /* the backend is not compiled, not available, or failed */
-    SIPP_ERR_CONTEXT_FULL,     /* the prompt (plus generation) does not fit the context */
-    SIPP_ERR_BUSY,             /* the queue is full; try again later */
-    SIPP_ERR_CANCELLED,        /* the request was cancelled */
-    SIPP_ERR_TIMEOUT,          /* a deadline passed */
-    SIPP_ERR_NO_MEMORY,        /* an allocation failed */
-    SIPP_ERR_CLOSED,           /* the engine is shutting down or closed */
-    SIPP_ERR_INTERNAL,         /* llama.cpp failed in a way sipp did not expect */
+    SIPP_OK = 0,               /* ok */
+    SIPP_ERR_INVALID_ARGUMENT, /* invalid_argument: a parameter or input is wrong; the message names it */
+    SIPP_ERR_NOT_FOUND,        /* not_found: a file, model, target or key does not exist */
+    SIPP_ERR_IO,               /* io_error: reading or writing failed */
+    SIPP_ERR_MODEL,            /* model_error: the file is not a usable GGUF model */
+    SIPP_ERR_BACKEND,          /* backend_error: the backend is not compiled, not available, or failed */
+    SIPP_ERR_CONTEXT_FULL,     /* context_full: the prompt (plus generation) does not fit the context */
+    SIPP_ERR_BUSY,             /* busy: the queue is full; try again later */
+    SIPP_ERR_CANCELLED,        /* cancelled: the request was cancelled */
+    SIPP_ERR_TIMEOUT,          /* timeout: a deadline passed */
+    SIPP_ERR_NO_MEMORY,        /* no_memory: an allocation failed */
+    SIPP_ERR_CLOSED,           /* closed: the engine is shutting down or closed */
+    SIPP_ERR_INTERNAL,         /* internal_error: llama.cpp failed in a way sipp did not expect */
 } sipp_status;
 
-/* The status's name, e.g. "invalid_argument". [any thread] */
+/* The status's name, e.g. "invalid_argument": the word that opens each value's comment above, which
+ * scripts/gen_status_names.py copies into the bindings' tables (Python, JavaScript) and this
+ * function's. [any thread] */
 SIPP_API const char *sipp_status_name(sipp_status status);
 
 /* ---- runtime ------------------------------------------------------------------------------------ */

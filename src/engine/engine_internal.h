@@ -7,7 +7,7 @@
  *   sampling.c  the sampler of a request: its chain, grammar, reasoning budget and logprobs
  *   slot_state.c    idle context-keyed slots saved to files while the model is unloaded, and restored
  *   request_json.c  a request's logprobs and chat parser as JSON (jansson; the browser's is
- *               src/web/chat_browser.c)
+ *               src/wasm/chat_browser.c)
  *
  * Locking: engine->mu guards the queue, the slots' assignment and the engine stats. request->mu
  * guards what a request's readers see (text, finished, results). The engine thread never holds

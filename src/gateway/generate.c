@@ -32,9 +32,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/field_names.h"
 #include "gateway/generate.h"
 #include "gateway/metrics.h"
-#include "gateway/rename.h"
 
 #define GW_READ_CHUNK 4096
 #define GW_WAIT_SLICE_MS 100

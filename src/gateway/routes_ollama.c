@@ -58,7 +58,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gateway/duration.h"
+#include "gateway/ollama_duration.h"
 #include "gateway/routes.h"
 #include "gateway/translate.h"
 

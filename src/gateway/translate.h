@@ -6,8 +6,8 @@
 #define SIPP_GATEWAY_TRANSLATE_H
 
 #include "gateway/admission.h"
+#include "gateway/field_names.h"
 #include "gateway/generate.h"
-#include "gateway/rename.h"
 #include "gateway/request_parse.h"
 #include "gateway/upstream.h"
 

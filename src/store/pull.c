@@ -59,7 +59,7 @@
 #include <unistd.h>
 
 #include "store/catalog.h"
-#include "store/inspect.h"
+#include "store/gguf_info.h"
 #include "store/store.h"
 #include "util/util.h"
 

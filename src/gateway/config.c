@@ -56,6 +56,7 @@
 #define GW_MODEL_SUFFIX ".gguf"
 #define GW_MAX_BUDGET_MB ((int64_t)1 << 40)
 #define GW_MAX_LIMIT ((int64_t)1 << 32) /* [limits]: a value past it is a typo */
+#define GW_MS_PER_S_INT 1000
 #define GW_MAX_KEEP_ALIVE_S GW_MAX_TIMEOUT_S
 
 typedef struct cfg_ctx {
@@ -657,19 +658,27 @@ static void parse_store(cfg_ctx *x, const toml_node *t, gw_config *c) {
  * caller the targets allow), and where the browser runtime is (relative to the config file). */
 /* [limits]: each key is a field of sipp_schema_limits of the same name. */
 static void parse_limits(cfg_ctx *x, const toml_node *t, gw_config *c) {
-    static const char *const known[] = {
-        "schema_max_bytes", "schema_max_depth", "schema_max_properties", "schema_max_total_properties",
-        "schema_max_enum",  "schema_max_refs",  "grammar_max_bytes",     NULL};
-    size_t *fields[] = {&c->limits.schema_max_bytes,      &c->limits.schema_max_depth,
-                        &c->limits.schema_max_properties, &c->limits.schema_max_total_properties,
-                        &c->limits.schema_max_enum,       &c->limits.schema_max_refs,
-                        &c->limits.grammar_max_bytes};
+    static const char *const known[] = {"schema_max_bytes",
+                                        "schema_max_depth",
+                                        "schema_max_properties",
+                                        "schema_max_total_properties",
+                                        "schema_max_enum",
+                                        "schema_max_refs",
+                                        "grammar_max_bytes",
+                                        "schema_convert_ms",
+                                        NULL};
+    size_t *sizes[] = {&c->limits.schema_max_bytes,      &c->limits.schema_max_depth,
+                       &c->limits.schema_max_properties, &c->limits.schema_max_total_properties,
+                       &c->limits.schema_max_enum,       &c->limits.schema_max_refs,
+                       &c->limits.grammar_max_bytes}; /* the first keys of known, in order */
     check_keys(x, t, "[limits]", known);
-    for (size_t i = 0; known[i]; i++) {
-        int64_t v = (int64_t)*fields[i];
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        int64_t v = (int64_t)*sizes[i];
         get_int(x, t, "[limits]", known[i], 1, GW_MAX_LIMIT, &v);
-        *fields[i] = (size_t)v;
+        *sizes[i] = (size_t)v;
     }
+    get_int32(x, t, "[limits]", "schema_convert_ms", 1, GW_MAX_TIMEOUT_S * GW_MS_PER_S_INT,
+              &c->limits.schema_convert_ms);
 }
 
 static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {

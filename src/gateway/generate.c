@@ -294,14 +294,6 @@ static bool check_choices(gw_call *call, gw_target *t, gen_stream *gs) {
                        "'n' > 1 cannot be combined with 'context_key' (one slot per key)");
         return false;
     }
-    /* Bounded here, before the engine (on this thread) hands any schema to llama.cpp's converter. */
-    char err[SIPP_ERROR_SIZE];
-    if (!sipp_schema_limits_check_body(gs->gen.chat ? gs->gen.chat : gs->gen.root, &call->srv->cfg->limits,
-                                       err, sizeof err)) {
-        gw_rename_fields(err, sizeof err, gs->fmt->renames); /* in the client's API's names */
-        gw_reply_error(call, GW_E_INVALID_FIELD, "model '%s': %s", t->cfg->name, err);
-        return false;
-    }
     if (gs->gen.chat && !(gs->chat_json = json_dumps(gs->gen.chat, JSON_COMPACT))) {
         gw_reply_error(call, GW_E_INTERNAL, "out of memory");
         return false;

@@ -514,12 +514,6 @@ void gw_route_messages_count(gw_call *call) {
     gw_gen g;
     if (!chat || !gw_decode_tree(call, GW_API_CHAT, chat, renames, &g)) return;
     gw_target *t = gw_translated_target(call, g.model, API_NAME "/count_tokens");
-    char lim_err[SIPP_ERROR_SIZE];
-    if (t && !sipp_schema_limits_check_body(g.chat, &call->srv->cfg->limits, lim_err, sizeof lim_err)) {
-        gw_rename_fields(lim_err, sizeof lim_err, renames);
-        gw_reply_error(call, GW_E_INVALID_FIELD, "model '%s': %s", t->cfg->name, lim_err);
-        t = NULL;
-    }
     char *chat_json = t ? json_dumps(g.chat, JSON_COMPACT) : NULL;
     if (t && !chat_json) gw_reply_error(call, GW_E_INTERNAL, "out of memory");
     if (chat_json) {

@@ -33,6 +33,7 @@
 #define DEFAULT_SCHEMA_MAX_ENUM 1024u
 #define DEFAULT_SCHEMA_MAX_REFS 256u
 #define DEFAULT_GRAMMAR_MAX_BYTES (64u * KIB)
+#define DEFAULT_SCHEMA_CONVERT_MS 5000
 #define REF_SHOWN 64 /* characters of a bad $ref quoted in a message */
 
 sipp_schema_limits sipp_schema_limits_default(void) {
@@ -42,7 +43,8 @@ sipp_schema_limits sipp_schema_limits_default(void) {
                                 .schema_max_total_properties = DEFAULT_SCHEMA_MAX_TOTAL_PROPERTIES,
                                 .schema_max_enum = DEFAULT_SCHEMA_MAX_ENUM,
                                 .schema_max_refs = DEFAULT_SCHEMA_MAX_REFS,
-                                .grammar_max_bytes = DEFAULT_GRAMMAR_MAX_BYTES};
+                                .grammar_max_bytes = DEFAULT_GRAMMAR_MAX_BYTES,
+                                .schema_convert_ms = DEFAULT_SCHEMA_CONVERT_MS};
 }
 
 typedef struct walk {
@@ -73,7 +75,7 @@ static bool over(walk *w, const char *what, size_t n, size_t limit, const char *
 /* The node a local JSON pointer ("#/$defs/a", "#/properties/x/items") names in root, or NULL.
  * Read as llama.cpp's converter reads it: "/"-separated keys, array indexes in decimal, no escapes. */
 static const json_t *resolve(const json_t *root, const char *ref) {
-    if (ref[0] != '#') return NULL;
+    if (ref[0] != '#' || ref[1] != '/') return NULL; /* the converter takes no other form */
     const char *p = ref + 1;
     const json_t *at = root;
     while (*p) {

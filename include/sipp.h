@@ -1009,15 +1009,17 @@ SIPP_API sipp_status sipp_json_schema_to_grammar(const char *schema_json, char *
  * json_schema, grammar), checked before llama.cpp's converter sees them: its cost grows with the
  * cube of an object's optional properties, and each token's grammar step with the alternatives an
  * enum opens. A request past a bound is SIPP_ERR_INVALID_ARGUMENT naming the field and the bound.
- * The fields are named as the gateway's [limits] keys (docs/gateway.md). Counts are per request. */
+ * The fields are named as the gateway's [limits] keys (docs/gateway.md). Counts are per request
+ * unless a field says otherwise. */
 typedef struct sipp_schema_limits {
     size_t schema_max_bytes;            /* compact JSON text of the schemas together */
     size_t schema_max_depth;            /* nesting of objects and arrays within one schema */
     size_t schema_max_properties;       /* "properties" of one object */
     size_t schema_max_total_properties; /* "properties" of every object together */
-    size_t schema_max_enum;             /* "enum" values together */
+    size_t schema_max_enum;             /* values of one "enum" */
     size_t schema_max_refs;             /* "$ref"s together; each a local "#/..." that resolves */
     size_t grammar_max_bytes;           /* a GBNF grammar's text */
+    size_t grammar_max_alternatives;    /* its '|'s (outside literals and classes) */
     /* Converting the schemas to a grammar runs on a thread of its own; past this many milliseconds
      * the request is refused (the conversion finishes in the background, bounded by the limits). */
     int schema_convert_ms;

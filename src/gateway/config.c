@@ -12,7 +12,8 @@
  *   [web]                    serve_model_files, runtime_dir (the page's "run in this browser" mode)
  *   [limits]                 schema_max_bytes, schema_max_depth, schema_max_properties,
  *                            schema_max_total_properties, schema_max_enum, schema_max_refs,
- *                            grammar_max_bytes (util/schema_limits.h)
+ *                            grammar_max_bytes, grammar_max_alternatives, schema_convert_ms
+ *                            (sipp_schema_limits in sipp.h)
  *   [[tokens]]               env, caller, targets, admin
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
  *                            flash_attn, speculative, draft_model, draft_max, draft_min, draft_p_min,
@@ -658,19 +659,16 @@ static void parse_store(cfg_ctx *x, const toml_node *t, gw_config *c) {
  * caller the targets allow), and where the browser runtime is (relative to the config file). */
 /* [limits]: each key is a field of sipp_schema_limits of the same name. */
 static void parse_limits(cfg_ctx *x, const toml_node *t, gw_config *c) {
-    static const char *const known[] = {"schema_max_bytes",
-                                        "schema_max_depth",
-                                        "schema_max_properties",
-                                        "schema_max_total_properties",
-                                        "schema_max_enum",
-                                        "schema_max_refs",
-                                        "grammar_max_bytes",
-                                        "schema_convert_ms",
-                                        NULL};
+    static const char *const known[] = {"schema_max_bytes",      "schema_max_depth",
+                                        "schema_max_properties", "schema_max_total_properties",
+                                        "schema_max_enum",       "schema_max_refs",
+                                        "grammar_max_bytes",     "grammar_max_alternatives",
+                                        "schema_convert_ms",     NULL};
     size_t *sizes[] = {&c->limits.schema_max_bytes,      &c->limits.schema_max_depth,
                        &c->limits.schema_max_properties, &c->limits.schema_max_total_properties,
                        &c->limits.schema_max_enum,       &c->limits.schema_max_refs,
-                       &c->limits.grammar_max_bytes}; /* the first keys of known, in order */
+                       &c->limits.grammar_max_bytes,     &c->limits.grammar_max_alternatives};
+    /* sizes are the first keys of known, in order */
     check_keys(x, t, "[limits]", known);
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         int64_t v = (int64_t)*sizes[i];

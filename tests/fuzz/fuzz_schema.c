@@ -106,7 +106,15 @@ static json_t *generate(const uint8_t *data, size_t size) {
 }
 
 static void check_body(const json_t *body) {
-    sipp_schema_limits tight = {TIGHT, TIGHT, TIGHT, TIGHT, TIGHT, TIGHT, TIGHT, 1};
+    sipp_schema_limits tight = {.schema_max_bytes = TIGHT * TIGHT,
+                                .schema_max_depth = TIGHT,
+                                .schema_max_properties = TIGHT,
+                                .schema_max_total_properties = TIGHT,
+                                .schema_max_enum = TIGHT,
+                                .schema_max_refs = TIGHT,
+                                .grammar_max_bytes = TIGHT * TIGHT,
+                                .grammar_max_alternatives = TIGHT,
+                                .schema_convert_ms = 1};
     sipp_schema_limits dflt = sipp_schema_limits_default();
     char err[SIPP_ERROR_SIZE] = "";
     if (!sipp_schema_limits_check_body(body, &tight, err, sizeof err) && !*err) abort();

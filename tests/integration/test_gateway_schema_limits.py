@@ -136,6 +136,12 @@ class SchemaLimitsTest(unittest.TestCase):
         self.assertEqual(other["r"][0], 200, other["r"][1])
         # under the bytes bound too: the enum bound is what refuses it
         self.refused("/v1/chat/completions", chat(json_schema=enum(2000)), "schema_max_enum")
+        self.refused("/v1/completions", {"model": TARGET, "prompt": "hi", "max_tokens": 2,
+                                         "grammar": "root ::= " + " | ".join(f'"v{i}"' for i in range(50000))},
+                     "grammar_max_bytes")
+        self.refused("/v1/completions", {"model": TARGET, "prompt": "hi", "max_tokens": 2,
+                                         "grammar": "root ::= " + " | ".join(f'"v{i}"' for i in range(1000))},
+                     "grammar_max_alternatives")
 
     def test_item5_many_optional_properties_are_refused_at_once(self):
         body = chat(json_schema=props(2000))
@@ -180,8 +186,10 @@ class SchemaLimitsTest(unittest.TestCase):
             (chat(json_schema=deep), "schema_max_depth"),
             (chat(TOOLS_TARGET, tools=many_tools), "schema_max_total_properties"),
             (chat(TOOLS_TARGET, tools=[tool(f"t{i}", refs) for i in range(3)]), "schema_max_refs"),
-            ({"model": TARGET, "prompt": "hi", "max_tokens": 2, "grammar": 'root ::= "a"' + ' | "a"' * 12000},
+            ({"model": TARGET, "prompt": "hi", "max_tokens": 2, "grammar": 'root ::= "' + "a" * 70000 + '"'},
              "grammar_max_bytes"),
+            ({"model": TARGET, "prompt": "hi", "max_tokens": 2, "grammar": 'root ::= "a"' + ' | "a"' * 300},
+             "grammar_max_alternatives"),
         ]
         for body, key in cases:
             with self.subTest(key=key):
@@ -244,7 +252,7 @@ class ConfiguredLimitsTest(unittest.TestCase):
         self.assertEqual(status, 200, text)
         status, text, _ = self.post(chat(json_schema=enum(5)))
         self.assertEqual(status, 400, text)
-        self.assertIn("over the limit of 4 ([limits] schema_max_enum)", text)
+        self.assertIn("has 5 values, over the limit of 4 ([limits] schema_max_enum)", text)
 
     def test_conversion_past_its_budget_is_refused_in_time(self):
         status, text, took = self.post(chat(json_schema=props(600)))  # seconds of conversion

@@ -28,7 +28,8 @@ static sipp_schema_limits small(void) {
     l.schema_max_total_properties = SMALL * 2;
     l.schema_max_enum = SMALL;
     l.schema_max_refs = SMALL;
-    l.grammar_max_bytes = SMALL * 4;
+    l.grammar_max_bytes = SMALL * 16;
+    l.grammar_max_alternatives = SMALL;
     return l;
 }
 
@@ -74,10 +75,11 @@ Test(schema_limits, properties_add_up_over_the_tools) {
     refused(body, "[limits] schema_max_total_properties", "'tools[2].function.parameters'");
 }
 
-Test(schema_limits, enum_values_add_up) {
+Test(schema_limits, enum_values_per_enum) {
     passes("{\"json_schema\":{\"enum\":[1,2,3,4]}}");
-    refused("{\"json_schema\":{\"properties\":{\"a\":{\"enum\":[1,2,3]},\"b\":{\"enum\":[1,2]}}}}",
-            "[limits] schema_max_enum", "5 enum values");
+    passes("{\"json_schema\":{\"properties\":{\"a\":{\"enum\":[1,2,3]},\"b\":{\"enum\":[1,2,3]}}}}");
+    refused("{\"json_schema\":{\"properties\":{\"a\":{\"enum\":[1,2,3,4,5]}}}}", "[limits] schema_max_enum",
+            "an enum of the schema has 5 values");
 }
 
 Test(schema_limits, depth_is_bounded_before_recursing) {
@@ -129,10 +131,15 @@ Test(schema_limits, refs_are_local_resolve_and_count) {
         "[limits] schema_max_refs", "'json_schema'");
 }
 
-Test(schema_limits, grammar_bytes) {
+Test(schema_limits, grammar_bytes_and_alternatives) {
     passes("{\"grammar\":\"root ::= \\\"a\\\"\"}");
-    refused("{\"grammar\":\"root ::= \\\"a\\\" | \\\"b\\\" | \\\"c\\\"\"}", "[limits] grammar_max_bytes",
-            "'grammar'");
+    refused("{\"grammar\":\"root ::= \\\"a\\\" "
+            "\\\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\\\"\"}",
+            "[limits] grammar_max_bytes", "'grammar'");
+    /* '|' inside literals, classes and comments are not alternatives */
+    passes("{\"grammar\":\"root ::= \\\"|||\\\" [|] | x # |||\\nx ::= \\\"\\\\\\\"|\\\"\"}");
+    refused("{\"grammar\":\"root ::= a | b | c | d | e | f\"}", "[limits] grammar_max_alternatives",
+            "5 alternatives");
 }
 
 Test(schema_limits, wrong_shapes_are_left_to_the_request_checks) {

@@ -1002,7 +1002,8 @@ SIPP_API size_t sipp_chat_parser_n_tool_calls(const sipp_chat_parser *parser);
 SIPP_API const char *sipp_chat_parser_error(const sipp_chat_parser *parser);
 
 /* GBNF for a JSON Schema text (llama.cpp's converter): *grammar malloc'ed (sipp_free).
- * SIPP_ERR_INVALID_ARGUMENT with the converter's reason (naming the schema feature) otherwise. */
+ * SIPP_ERR_INVALID_ARGUMENT with the converter's reason (naming the schema feature) otherwise, or
+ * naming the bound of sipp_schema_limits_default() (below) that the schema goes past. */
 SIPP_API sipp_status sipp_json_schema_to_grammar(const char *schema_json, char **grammar, char *errbuf);
 
 /* Bounds on the schemas and grammars of one request (tools' parameters, response_format,

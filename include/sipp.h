@@ -891,7 +891,8 @@ typedef struct sipp_request_params {
      *   reasoning_format      "auto" (default) | "none" | "deepseek": how reasoning is separated
      *   chat_template_kwargs  {name: value} given to the template (e.g. enable_thinking)
      *   thinking_budget_tokens int: after that many reasoning tokens the end tag is forced
-     * A field with a wrong type or value is SIPP_ERR_INVALID_ARGUMENT naming it. Parse the answer with
+     * A field with a wrong type or value is SIPP_ERR_INVALID_ARGUMENT naming it, and so are tools,
+     * schemas and grammars past the engine's sipp_schema_limits. Parse the answer with
      * sipp_chat_parser_new. */
     const char *chat_json;
     const char *grammar;     /* GBNF constraining a prompt's output (chats give it in chat_json) */

@@ -224,12 +224,14 @@ FUZZ_gguf_header_SRCS := tests/fuzz/fuzz_gguf_header.c src/store/gguf_header.c s
 # a chat's fields (chat_request.c) and what they reach of llama.cpp's chat library through the bridge
 FUZZ_chat_SRCS := tests/fuzz/fuzz_chat.c src/chat/chat_request.c
 FUZZ_signature_SRCS := tests/fuzz/fuzz_signature.c src/backend/signature.c
+# the bounds on request schemas and the conversion to a grammar they guard (issue 27)
+FUZZ_schema_SRCS := tests/fuzz/fuzz_schema.c src/util/schema_limits.c src/chat/schema_convert.c
 # the Responses, Messages and Ollama request translations (the gateway's stand-ins are in the harness)
 FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/gateway/routes_responses.c \
   src/gateway/routes_anthropic.c src/gateway/routes_ollama.c src/gateway/responses_store.c \
   src/gateway/request_parse.c src/gateway/errors.c src/gateway/sse.c src/gateway/field_names.c \
   src/gateway/ollama_duration.c
-FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate
+FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate schema
 define fuzz_lib_rule
 $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 	@mkdir -p $$(dir $$@)

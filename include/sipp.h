@@ -893,7 +893,8 @@ typedef struct sipp_request_params {
      *   reasoning_format      "auto" (default) | "none" | "deepseek": how reasoning is separated
      *   chat_template_kwargs  {name: value} given to the template (e.g. enable_thinking)
      *   thinking_budget_tokens int: after that many reasoning tokens the end tag is forced
-     * A field with a wrong type or value is SIPP_ERR_INVALID_ARGUMENT naming it. Parse the answer with
+     * A field with a wrong type or value is SIPP_ERR_INVALID_ARGUMENT naming it, and so are tools,
+     * schemas and grammars past the engine's sipp_schema_limits. Parse the answer with
      * sipp_chat_parser_new. */
     const char *chat_json;
     const char *grammar;     /* GBNF constraining a prompt's output (chats give it in chat_json) */
@@ -1004,8 +1005,36 @@ SIPP_API size_t sipp_chat_parser_n_tool_calls(const sipp_chat_parser *parser);
 SIPP_API const char *sipp_chat_parser_error(const sipp_chat_parser *parser);
 
 /* GBNF for a JSON Schema text (llama.cpp's converter): *grammar malloc'ed (sipp_free).
- * SIPP_ERR_INVALID_ARGUMENT with the converter's reason (naming the schema feature) otherwise. */
+ * SIPP_ERR_INVALID_ARGUMENT with the converter's reason (naming the schema feature) otherwise, or
+ * naming the bound of sipp_schema_limits_default() (below) that the schema goes past. */
 SIPP_API sipp_status sipp_json_schema_to_grammar(const char *schema_json, char **grammar, char *errbuf);
+
+/* Bounds on the schemas and grammars of one request (tools' parameters, response_format,
+ * json_schema, grammar), checked before llama.cpp's converter sees them: its cost grows with the
+ * cube of an object's optional properties, and each token's grammar step with the alternatives an
+ * enum opens. A request past a bound is SIPP_ERR_INVALID_ARGUMENT naming the field and the bound.
+ * The fields are named as the gateway's [limits] keys (docs/gateway.md). Counts are per request
+ * unless a field says otherwise. */
+typedef struct sipp_schema_limits {
+    size_t schema_max_bytes;            /* compact JSON text of the schemas together */
+    size_t schema_max_depth;            /* nesting of objects and arrays within one schema */
+    size_t schema_max_properties;       /* "properties" of one object */
+    size_t schema_max_total_properties; /* "properties" of every object together */
+    size_t schema_max_enum;             /* values of one "enum" */
+    size_t schema_max_refs;             /* "$ref"s together; each a local "#/..." that resolves */
+    size_t grammar_max_bytes;           /* a GBNF grammar's text */
+    size_t grammar_max_alternatives;    /* its '|'s (outside literals and classes) */
+    /* Converting the schemas to a grammar runs on a thread of its own; past this many milliseconds
+     * the request is refused (the conversion finishes in the background, bounded by the limits). */
+    int schema_convert_ms;
+} sipp_schema_limits;
+
+/* Defaults far above what real clients send (an agent's ~20 tools are about 60 KB, 200 properties)
+ * and far below what makes the converter or the grammar stall. */
+SIPP_API sipp_schema_limits sipp_schema_limits_default(void);
+/* The limits of the engine's requests from the next submit on (sipp_schema_limits_default until
+ * set). [any thread] */
+SIPP_API void sipp_engine_set_schema_limits(sipp_engine *engine, const sipp_schema_limits *limits);
 
 /* Renders an OpenAI chat (the chat_json form above) with a template, without a model: template is
  * a Jinja text, "chatml", or a file path. *prompt malloc'ed (sipp_free). For tests and tools. */

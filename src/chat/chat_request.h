@@ -25,7 +25,8 @@ typedef struct chat_request {
 /* Plans a request: a chat (p->chat_json or p->messages) is rendered into out->plan; a prompt with
  * grammar or json_schema gets its grammar. Nothing to do (a plain prompt) leaves *out zeroed.
  * Errors are SIPP_ERR_INVALID_ARGUMENT naming the field, in err. */
-sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p, chat_request *out, char *err);
+sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p,
+                                 const sipp_schema_limits *limits, chat_request *out, char *err);
 void chat_request_clear(chat_request *c);
 
 /* The public parser (sipp_chat_parser_new) for a plan; NULL plan: not a chat. */

@@ -133,6 +133,7 @@ struct sipp_engine {
     llama_memory_t mem;
     sipp_memory buffers; /* the context's KV, output and compute buffers (memory.c) */
     sipp_engine_params params;
+    sipp_schema_limits schema_limits; /* under mu: sipp_engine_set_schema_limits */
     int n_ctx;
     int n_batch;
     llama_batch batch;

@@ -34,7 +34,9 @@ static sipp_status unavailable(char *err, const char *what) {
 
 /* ---- planning a request ----------------------------------------------------------------------- */
 
-sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p, chat_request *out, char *err) {
+sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p,
+                                 const sipp_schema_limits *limits, chat_request *out, char *err) {
+    (void)limits; /* the browser runtime takes no schemas or grammars (refused below) */
     memset(out, 0, sizeof *out);
     out->thinking_budget = -1;
     if (p->chat_json) return unavailable(err, "chat_json");

@@ -76,6 +76,7 @@
 #define GW_MS_PER_S 1000.0
 #define GW_HEX "0123456789abcdef"
 #define GW_CHUNKED "chunked"
+#define GW_HTTP_1 "HTTP/1."       /* HTTP/1.1 and later 1.x need Host; 1.0 may leave it out */
 #define GW_CODING_MAX 65          /* a transfer coding as an error names it */
 #define GW_REQUEST_LINE_MAX 32768 /* MHD's read buffer (its default memory per connection) */
 
@@ -468,14 +469,8 @@ static bool is_header(const char *key, size_t key_size, const char *name) {
     return key_size == strlen(name) && strncasecmp(key, name, key_size) == 0;
 }
 
-/* Whether v (n bytes, spaces around it ignored) is the chunked coding. */
+/* Whether v (n bytes) is exactly the chunked coding, in any case. */
 static bool is_chunked(const char *v, size_t n) {
-    while (n && (*v == ' ' || *v == '\t')) {
-        v++;
-        n--;
-    }
-    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-        n--;
     return n == strlen(GW_CHUNKED) && strncasecmp(v, GW_CHUNKED, n) == 0;
 }
 
@@ -514,8 +509,7 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
             s->length_conflict = true;
         }
     } else if (is_header(key, key_size, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
-        s->te_plain =
-            !s->has_te && value_size == strlen(GW_CHUNKED) && strncasecmp(value, GW_CHUNKED, value_size) == 0;
+        s->te_plain = !s->has_te && is_chunked(value, value_size);
         s->has_te = true;
         scan_codings(s, value, value_size);
     } else if (is_header(key, key_size, MHD_HTTP_HEADER_HOST)) {
@@ -572,7 +566,8 @@ static enum MHD_Result check_framing(conn_state *cs, const char *version, header
     if (hs->hosts > 1)
         return refuse_early(cs, GW_E_BAD_REQUEST, "%s",
                             "the request has more than one Host header; send one");
-    if (hs->hosts == 0 && version && strcmp(version, MHD_HTTP_VERSION_1_0) != 0)
+    if (hs->hosts == 0 && version && strncmp(version, GW_HTTP_1, strlen(GW_HTTP_1)) == 0 &&
+        strcmp(version, MHD_HTTP_VERSION_1_0) != 0)
         return refuse_early(cs, GW_E_BAD_REQUEST, "an %s request needs a Host header; send 'Host: NAME:PORT'",
                             version);
     if (hs->length_conflict)

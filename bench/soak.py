@@ -18,8 +18,8 @@ flat, 1 otherwise. `make test` runs the 60-second version (tests/integration/tes
     soak.py --load-cycles 200 [--model tiny.gguf]
 
 The load-cycle soak instead (issue 27 item 10): one on_demand target, loaded
-(POST /v1/models/NAME/load), asked one chat completion and unloaded (POST .../unload), again and
-again; after each unload the server's RSS is read once it has held still for a second (and the
+(POST /v1/models/NAME/load), asked one chat completion and, once that request's use of it has
+ended, unloaded (POST .../unload), again and again; after each unload the server's RSS is read once it has held still for a second (and the
 anonymous part from smaps_rollup). Prints one JSON object: RSS idle, after the first cycle (and what
 that first unload kept over idle), after the last and the largest after any, the growth over the first
 cycle's level, the peak (VmHWM), and "within" (growth at most 10%). Exit status 0 when within.
@@ -243,6 +243,7 @@ def load_cycles(cycles, model=None, shape=None, max_tokens=4, budget_mb=None, to
         for _ in range(cycles):
             post(port, f"/v1/models/{name}/load")
             post(port, "/v1/chat/completions", body)
+            wait_idle(port, name)
             if json.loads(post(port, f"/v1/models/{name}/unload")).get("deferred"):
                 wait_unloaded(port, name)
             after.append(settled_rss_kib(proc.pid))
@@ -286,20 +287,33 @@ def settled_rss_kib(pid):
     return last
 
 
-def wait_unloaded(port, name):
-    """An unload asked for while the last request was still finishing happens when it ends."""
+def target_info(port, name):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        conn.request("GET", "/v1/models")
+        return {m["id"]: m for m in json.loads(conn.getresponse().read())["data"]}[name]["sipp"]
+    finally:
+        conn.close()
+
+
+def wait_for(port, name, ok, what):
     deadline = time.monotonic() + REQUEST_TIMEOUT_S
     while time.monotonic() < deadline:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
-        try:
-            conn.request("GET", "/v1/models")
-            models = {m["id"]: m for m in json.loads(conn.getresponse().read())["data"]}
-        finally:
-            conn.close()
-        if models[name]["sipp"]["state"] == "unloaded":
+        if ok(target_info(port, name)):
             return
-        time.sleep(0.05)
-    raise RuntimeError(f"{name} was not unloaded within {REQUEST_TIMEOUT_S} s")
+        time.sleep(SETTLE_EVERY_S)
+    raise RuntimeError(f"{name} was not {what} within {REQUEST_TIMEOUT_S} s")
+
+
+def wait_idle(port, name):
+    """The request's use ends a moment after its answer: waiting for it makes the unload immediate
+    (freed in the unload request itself) rather than deferred to the keeper thread."""
+    wait_for(port, name, lambda t: t["uses"] == 0, "idle")
+
+
+def wait_unloaded(port, name):
+    """An unload asked for while a request was still finishing happens when it ends."""
+    wait_for(port, name, lambda t: t["state"] == "unloaded", "unloaded")
 
 
 def wait_listening(proc, log):

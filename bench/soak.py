@@ -14,6 +14,15 @@ object: requests, failures (with the first few reasons), RSS start / settled / e
 and "flat" (growth within --rss-growth-mib). Exit status 0 when there were no failures and RSS stayed
 flat, 1 otherwise. `make test` runs the 60-second version (tests/integration/test_soak.py); the
 5-minute one is for BENCHMARKS.md. Standard library only.
+
+    soak.py --load-cycles 200 [--model tiny.gguf]
+
+The load-cycle soak instead (issue 27 item 10): one on_demand target, loaded
+(POST /v1/models/NAME/load), asked one chat completion and, once that request's use of it has
+ended, unloaded (POST .../unload), again and again; after each unload the server's RSS is read once it has held still for a second (and the
+anonymous part from smaps_rollup). Prints one JSON object: RSS idle, after the first cycle (and what
+that first unload kept over idle), after the last and the largest after any, the growth over the first
+cycle's level, the peak (VmHWM), and "within" (growth at most 10%). Exit status 0 when within.
 """
 import argparse
 import http.client
@@ -42,6 +51,10 @@ SAMPLE_EVERY_S = 1.0
 DEFAULT_RSS_GROWTH_MIB = 16
 MIB = 1024 * 1024
 MAX_REASONS = 5
+SETTLE_EVERY_S = 0.05  # load cycles: RSS is judged after an unload once it held still for 1 s
+SETTLE_SAMPLES = 20
+SETTLE_KIB = 256
+SETTLE_MAX_S = 5
 
 
 def rss_bytes(pid):
@@ -173,6 +186,150 @@ def soak(seconds, streams, max_tokens, model=None, rss_growth_mib=DEFAULT_RSS_GR
             "flat": growth <= rss_growth_mib, "log": None if ok else log.name}
 
 
+def status_kib(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {key}")
+
+
+def anon_kib(pid):
+    """Anonymous resident memory (smaps_rollup): what the allocator holds, not mapped model files."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Anonymous:"):
+                return int(line.split()[1])
+    return 0
+
+
+def post(port, path, body=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        conn.request("POST", path, body=json.dumps(body) if body is not None else "",
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        data = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"POST {path}: HTTP {resp.status}: {data[:200]!r}")
+        return data
+    finally:
+        conn.close()
+
+
+def load_cycles(cycles, model=None, shape=None, max_tokens=4, budget_mb=None, tolerance=0.10):
+    """Loads a model, runs one request on it and unloads it, `cycles` times, and samples the server's
+    RSS after each unload. Returns the result dict: RSS after the first cycle and after the last,
+    the largest growth over the first cycle's level (a fraction), and the peak RSS (VmHWM)."""
+    tmp = tempfile.mkdtemp(prefix="sipp-cycles-")
+    if not model:
+        model = os.path.join(tmp, "cycle.gguf")
+        subprocess.run([SYNTH, "--out", model, "--vocab", VOCAB, *(shape or TINY)], check=True, capture_output=True)
+    name = "cycle"
+    cfg = os.path.join(tmp, "cycles.toml")
+    with open(cfg, "w") as f:
+        f.write((f"[server]\nmemory_budget_mb = {budget_mb}\n\n" if budget_mb else "")
+                + f'[[targets]]\nname = "{name}"\nmodel = "{model}"\nload = "on_demand"\nthreads = 1\n'
+                + 'ctx_size = 512\nparallel = 1\n')
+    log = open(os.path.join(tmp, "serve.log"), "w+")
+    proc = subprocess.Popen([SIPP, "serve", "--config", cfg, "--port", "0"], stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+    body = {"model": name, "max_tokens": max_tokens, "ignore_eos": True,
+            "messages": [{"role": "user", "content": "tell me a story"}]}
+    after, anon = [], []
+    try:
+        port = wait_listening(proc, log)
+        rss_idle = status_kib(proc.pid, "VmRSS")
+        for _ in range(cycles):
+            post(port, f"/v1/models/{name}/load")
+            post(port, "/v1/chat/completions", body)
+            wait_idle(port, name)
+            if json.loads(post(port, f"/v1/models/{name}/unload")).get("deferred"):
+                wait_unloaded(port, name)
+            after.append(settled_rss_kib(proc.pid))
+            anon.append(anon_kib(proc.pid))
+        peak = status_kib(proc.pid, "VmHWM")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(REQUEST_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+    model_mib = round(os.path.getsize(model) / MIB, 1)
+    first = after[0]
+    growth = max(after) / first - 1
+    ok = growth <= tolerance
+    if ok:
+        shutil.rmtree(tmp, ignore_errors=True)  # a failed run keeps its server log
+    return {"cycles": cycles, "model_mib": model_mib,
+            "rss_idle_mib": round(rss_idle / 1024, 1), "rss_after_first_mib": round(first / 1024, 1),
+            "rss_after_last_mib": round(after[-1] / 1024, 1), "rss_after_max_mib": round(max(after) / 1024, 1),
+            "anon_after_first_mib": round(anon[0] / 1024, 1), "anon_after_last_mib": round(anon[-1] / 1024, 1),
+            "rss_after_each_mib": [round(a / 1024, 1) for a in after],
+            "anon_after_each_mib": [round(a / 1024, 1) for a in anon],
+            "kept_after_first_mib": round((first - rss_idle) / 1024, 1),
+            "growth": round(growth, 4), "peak_rss_mib": round(peak / 1024, 1), "within": ok,
+            "log": None if ok else log.name}
+
+
+def settled_rss_kib(pid):
+    """VmRSS once it stops moving: a target reads as unloaded a moment before its engine thread is
+    joined and its memory given back."""
+    last, still = status_kib(pid, "VmRSS"), 0
+    deadline = time.monotonic() + SETTLE_MAX_S
+    while still < SETTLE_SAMPLES and time.monotonic() < deadline:
+        time.sleep(SETTLE_EVERY_S)
+        now = status_kib(pid, "VmRSS")
+        still = still + 1 if abs(now - last) <= SETTLE_KIB else 0
+        last = now
+    return last
+
+
+def target_info(port, name):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        conn.request("GET", "/v1/models")
+        return {m["id"]: m for m in json.loads(conn.getresponse().read())["data"]}[name]["sipp"]
+    finally:
+        conn.close()
+
+
+def wait_for(port, name, ok, what):
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if ok(target_info(port, name)):
+            return
+        time.sleep(SETTLE_EVERY_S)
+    raise RuntimeError(f"{name} was not {what} within {REQUEST_TIMEOUT_S} s")
+
+
+def wait_idle(port, name):
+    """The request's use ends a moment after its answer: waiting for it makes the unload immediate
+    (freed in the unload request itself) rather than deferred to the keeper thread."""
+    wait_for(port, name, lambda t: t["uses"] == 0, "idle")
+
+
+def wait_unloaded(port, name):
+    """An unload asked for while a request was still finishing happens when it ends."""
+    wait_for(port, name, lambda t: t["state"] == "unloaded", "unloaded")
+
+
+def wait_listening(proc, log):
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        log.flush()
+        with open(log.name) as f:
+            m = re.search(r"listening on http://\[?([^\]\s]+?)\]?:(\d+)", f.read())
+        if m:
+            return int(m.group(2))
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    raise RuntimeError(f"sipp serve did not start; see {log.name}")
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--seconds", type=float, default=300)
@@ -180,7 +337,13 @@ def main(argv):
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--model")
     ap.add_argument("--rss-growth-mib", type=float, default=DEFAULT_RSS_GROWTH_MIB)
+    ap.add_argument("--load-cycles", type=int, default=0,
+                    help="instead of streams: load, use and unload the model this many times")
     a = ap.parse_args(argv)
+    if a.load_cycles:
+        r = load_cycles(a.load_cycles, a.model)
+        print(json.dumps(r))
+        return 0 if r["within"] else 1
     r = soak(a.seconds, a.streams, a.max_tokens, a.model, a.rss_growth_mib)
     print(json.dumps(r))
     return 0 if r["failures"] == 0 and r["flat"] and r["server_alive"] else 1

@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "gateway/gateway.h"
@@ -186,6 +188,25 @@ static void print_errors(const sipp_buf *errs) {
     }
 }
 
+/* The header check a load makes first: a model llama.cpp would abort on is invalid here, not a
+ * crash at start (serve itself marks such a target failed and serves the others). A model file
+ * that cannot be read is skipped: gw_config_validate has reported it. */
+static bool check_models(const gw_config *cfg, const char *config, sipp_buf *errs) {
+    bool ok = true;
+    for (size_t i = 0; i < cfg->n_targets; i++) {
+        char err[SIPP_ERROR_SIZE];
+        const gw_target_config *t = &cfg->targets[i];
+        struct stat st;
+        if (t->type != GW_TARGET_LOCAL || !t->model_path || stat(t->model_path, &st) != 0 ||
+            !S_ISREG(st.st_mode) || access(t->model_path, R_OK) != 0 ||
+            sipp_model_check(t->model_path, err) == SIPP_OK)
+            continue;
+        sipp_buf_appendf(errs, "%s: target '%s': %s\n", config, t->name, err);
+        ok = false;
+    }
+    return ok;
+}
+
 int cmd_serve(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         fputs(usage, stdout);
@@ -243,7 +264,12 @@ int cmd_serve(int argc, char **argv) {
     if (o.port >= 0) cfg.port = o.port;
     if (o.allow_unauthenticated) cfg.allow_unauthenticated = true;
     if (ok && o.n_supervised) ok = gw_config_supervised(&cfg, o.supervised, o.n_supervised, &errs);
-    ok = ok && gw_config_validate(&cfg, &errs);
+    /* Every problem, not only the first group: a file that parsed as TOML (cfg.path is set then)
+     * is also validated against the machine (model files, token variables) when its keys had
+     * errors, and --check reads the model headers too, so one run lists all there is to fix. */
+    bool parsed = ok || cfg.path;
+    if (parsed) ok = gw_config_validate(&cfg, &errs) && ok;
+    if (parsed && o.check) ok = check_models(&cfg, o.config, &errs) && ok;
     if (!ok) {
         print_errors(&errs);
         sipp_buf_free(&errs);
@@ -252,22 +278,6 @@ int cmd_serve(int argc, char **argv) {
     }
     sipp_buf_free(&errs);
     if (o.check) {
-        /* The header check a load makes first: a model llama.cpp would abort on is invalid here,
-         * not a crash at start (serve itself marks such a target failed and serves the others). */
-        bool models_ok = true;
-        for (size_t i = 0; i < cfg.n_targets; i++) {
-            char err[SIPP_ERROR_SIZE];
-            const gw_target_config *t = &cfg.targets[i];
-            if (t->type != GW_TARGET_LOCAL || !t->model_path ||
-                sipp_model_check(t->model_path, err) == SIPP_OK)
-                continue;
-            fprintf(stderr, "sipp: %s: target '%s': %s\n", o.config, t->name, err);
-            models_ok = false;
-        }
-        if (!models_ok) {
-            gw_config_free(&cfg);
-            return EXIT_RUNTIME;
-        }
         printf("%s: valid: %zu target%s (", o.config, cfg.n_targets, cfg.n_targets == 1 ? "" : "s");
         for (size_t i = 0; i < cfg.n_targets; i++)
             printf("%s%s", i ? ", " : "", cfg.targets[i].name);

@@ -940,19 +940,20 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
     }
     for (size_t i = 0; i < c->n_tokens; i++) {
         gw_token_config *tk = &c->tokens[i];
-        const char *v = tk->env ? getenv(tk->env) : NULL;
+        if (!tk->env) continue; /* already reported where the token was parsed */
+        const char *v = getenv(tk->env);
         if (!v || !*v) {
             cfg_err(&x, c->path ? tk->line : 0,
                     "[[tokens]] '%s': environment variable '%s' is not set (or empty); export it with the "
                     "bearer secret",
-                    tk->caller, tk->env ? tk->env : "?");
+                    tk->caller, tk->env);
             continue;
         }
         if (strlen(v) < GW_MIN_TOKEN_SECRET) {
             cfg_err(&x, c->path ? tk->line : 0,
                     "[[tokens]] '%s': the secret in '%s' is %zu bytes; use at least %d (e.g. `openssl rand "
                     "-hex 32`)",
-                    tk->caller, tk->env ? tk->env : "?", strlen(v), GW_MIN_TOKEN_SECRET);
+                    tk->caller, tk->env, strlen(v), GW_MIN_TOKEN_SECRET);
             continue;
         }
         free(tk->secret);

@@ -8,10 +8,15 @@
  *
  * A request's life. MHD calls on_request once with the headers, then once per chunk of body, then
  * once more when the body is complete; only then does the handler's dispatch run. What is wrong
- * with the HTTP framing itself is answered at the headers, before any body is read: two different
- * Content-Length headers (400: behind a proxy that picks the other one, the body would be read
- * differently, which is request smuggling) and a Transfer-Encoding other than chunked (501: MHD
- * would otherwise wait for a body it cannot delimit). The body is capped at max_request_bytes: an
+ * with the HTTP framing itself is answered at the headers, before any body is read, and the
+ * connection closed after the answer (check_framing, RFC 9112). Behind a proxy that reads the
+ * framing differently, a body read differently is request smuggling: so two different
+ * Content-Length headers, or Content-Length beside Transfer-Encoding, are 400. MHD reads only the
+ * first Transfer-Encoding line and knows only "chunked": every line is read here as one list, and a
+ * coding other than chunked is 501 (MHD would wait for a body it cannot delimit). MHD also lets
+ * through HTTP/1.1 without Host (400 here) and cuts the request line at a NUL byte ("G\0T" arrives
+ * as the method "G"): method_intact and target_intact see that from where MHD left the pieces of
+ * the line in its read buffer. The body is capped at max_request_bytes: an
  * over-long body is read and dropped (so that the client, still sending, is not reset before it
  * can read the answer) and dispatch sees too_large. Every reply carries x-request-id (the client's
  * when it sent a sane one), Retry-After when set, and the CORS headers the guard decided.
@@ -70,12 +75,18 @@
 #define GW_QUEUE_RETRY_S 1
 #define GW_MS_PER_S 1000.0
 #define GW_HEX "0123456789abcdef"
+#define GW_CHUNKED "chunked"
+#define GW_HTTP_1 "HTTP/1."       /* HTTP/1.1 and later 1.x need Host; 1.0 may leave it out */
+#define GW_CODING_MAX 65          /* a transfer coding as an error names it */
+#define GW_REQUEST_LINE_MAX 32768 /* MHD's read buffer (its default memory per connection) */
 
 /* One open connection, as the watchdog sees it. */
 typedef struct conn_watch {
     int fd;
     double reading_since; /* sipp_now_ms when it began waiting for a request; < 0 while handled */
     bool cut;
+    const char *raw_target; /* the request target as MHD first has it, before decoding (this request) */
+    size_t raw_target_len;  /* its length up to the first NUL */
     struct conn_watch *prev, *next;
 } conn_watch;
 
@@ -440,26 +451,145 @@ static void set_client(conn_state *cs) {
     cs->fd = fi ? fi->connect_fd : -1;
 }
 
-/* Counts the Content-Length headers that differ from the first. */
-typedef struct length_scan {
-    const char *first;
-    size_t first_len;
-    bool conflict;
-} length_scan;
+/* What on_headers needs from every header line: MHD's lookup returns only the first line of a name,
+ * and a second Content-Length, Transfer-Encoding or Host is exactly what a smuggled request uses. */
+typedef struct header_scan {
+    const char *length; /* the first Content-Length */
+    size_t length_len;
+    bool length_conflict; /* a Content-Length that differs from the first */
+    bool has_te;
+    int te_codings;                 /* Transfer-Encoding's list elements, every line together */
+    int te_chunked;                 /* how many of them are "chunked" */
+    bool te_plain;                  /* one line that is "chunked" alone: the only form MHD reads as chunked */
+    char te_unknown[GW_CODING_MAX]; /* the first other coding ("" = none) */
+    int hosts;
+} header_scan;
 
-static enum MHD_Result scan_length(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
-                                   const char *value, size_t value_size) {
-    length_scan *s = cls;
-    (void)kind;
-    if (key_size != strlen(MHD_HTTP_HEADER_CONTENT_LENGTH) ||
-        strncasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH, key_size) != 0)
-        return MHD_YES;
-    if (!s->first) {
-        s->first = value ? value : "";
-        s->first_len = value_size;
-    } else if (value_size != s->first_len || memcmp(value ? value : "", s->first, value_size) != 0) {
-        s->conflict = true;
+static bool is_header(const char *key, size_t key_size, const char *name) {
+    return key_size == strlen(name) && strncasecmp(key, name, key_size) == 0;
+}
+
+/* Whether v (n bytes) is exactly the chunked coding, in any case. */
+static bool is_chunked(const char *v, size_t n) {
+    return n == strlen(GW_CHUNKED) && strncasecmp(v, GW_CHUNKED, n) == 0;
+}
+
+/* One Transfer-Encoding line: a comma-separated list, its empty elements ignored (RFC 9110 5.6.1). */
+static void scan_codings(header_scan *s, const char *v, size_t n) {
+    const char *end = v + n;
+    while (v < end) {
+        const char *comma = memchr(v, ',', (size_t)(end - v));
+        const char *e = comma ? comma : end;
+        while (v < e && (*v == ' ' || *v == '\t'))
+            v++;
+        const char *t = e;
+        while (t > v && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        if (t > v) {
+            s->te_codings++;
+            if (is_chunked(v, (size_t)(t - v)))
+                s->te_chunked++;
+            else if (!*s->te_unknown)
+                snprintf(s->te_unknown, sizeof s->te_unknown, "%.*s", (int)(t - v), v);
+        }
+        v = comma ? comma + 1 : end;
     }
+}
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                   const char *value, size_t value_size) {
+    header_scan *s = cls;
+    (void)kind;
+    if (!value) value = "";
+    if (is_header(key, key_size, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (!s->length) {
+            s->length = value;
+            s->length_len = value_size;
+        } else if (value_size != s->length_len || memcmp(value, s->length, value_size) != 0) {
+            s->length_conflict = true;
+        }
+    } else if (is_header(key, key_size, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        s->te_plain = !s->has_te && is_chunked(value, value_size);
+        s->has_te = true;
+        scan_codings(s, value, value_size);
+    } else if (is_header(key, key_size, MHD_HTTP_HEADER_HOST)) {
+        s->hosts++;
+    }
+    return MHD_YES;
+}
+
+/* MHD ends the method at its first NUL byte, so "G\0T" would arrive as "G". In MHD's read buffer
+ * the method is followed by the NUL that replaced the space after it, then by the target: any byte
+ * but a space between the two means the method went on past a NUL. When the target is not laid out
+ * after the method in one request line (another MHD), nothing can be told and the check passes. */
+static bool method_intact(const char *method, const char *url) {
+    uintptr_t m = (uintptr_t)method, u = (uintptr_t)url, end = m + strlen(method) + 1;
+    if (u < end || u - m > GW_REQUEST_LINE_MAX) return true;
+    for (const char *p = method + (end - m); (uintptr_t)p < u; p++)
+        if (*p != ' ') return false;
+    return true;
+}
+
+/* MHD_OPTION_URI_LOG_CALLBACK, called with the request target before MHD splits off the query and
+ * decodes it: kept for target_intact. */
+static void *on_target(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)cls;
+    conn_watch *w = watch_of(conn);
+    if (w) {
+        w->raw_target = uri;
+        w->raw_target_len = strlen(uri);
+    }
+    return NULL;
+}
+
+/* The target, like the method, is cut at a NUL byte ("/health\0junk" would route as "/health"). The
+ * version follows it in the read buffer, after the NUL that replaced the space between them: a target
+ * that ends sooner went on past a NUL. As in method_intact, another layout passes. */
+static bool target_intact(struct MHD_Connection *conn, const char *version) {
+    conn_watch *w = watch_of(conn);
+    if (!w || !w->raw_target || !version || !*version) return true;
+    uintptr_t t = (uintptr_t)w->raw_target, v = (uintptr_t)version;
+    bool ok = v <= t || v - t > GW_REQUEST_LINE_MAX || w->raw_target_len + 1 == v - t;
+    w->raw_target = NULL;
+    return ok;
+}
+
+/* The request line and the framing, as RFC 9112 wants them; a refusal closes the connection. */
+static enum MHD_Result check_framing(conn_state *cs, const char *version, header_scan *hs) {
+    gw_call *call = &cs->call;
+    if (!method_intact(call->method, call->path))
+        return refuse_early(cs, GW_E_BAD_REQUEST, "%s",
+                            "the request line holds a NUL byte in its method; send a method such as GET");
+    if (!target_intact(cs->conn, version))
+        return refuse_early(cs, GW_E_BAD_REQUEST, "%s",
+                            "the request line holds a NUL byte in its target; send the path percent-encoded");
+    if (hs->hosts > 1)
+        return refuse_early(cs, GW_E_BAD_REQUEST, "%s",
+                            "the request has more than one Host header; send one");
+    if (hs->hosts == 0 && version && strncmp(version, GW_HTTP_1, strlen(GW_HTTP_1)) == 0 &&
+        strcmp(version, MHD_HTTP_VERSION_1_0) != 0)
+        return refuse_early(cs, GW_E_BAD_REQUEST, "an %s request needs a Host header; send 'Host: NAME:PORT'",
+                            version);
+    if (hs->length_conflict)
+        return refuse_early(cs, GW_E_BAD_REQUEST, "%s",
+                            "the request has two different Content-Length headers; send one");
+    if (!hs->has_te) return MHD_YES;
+    /* Content-Length beside Transfer-Encoding is how one request hides another from a proxy that
+     * reads the other header (RFC 9112 6.3): refused, and the connection closed, whatever follows. */
+    if (hs->length)
+        return refuse_early(cs, GW_E_BAD_REQUEST, "%s",
+                            "the request has both Content-Length and Transfer-Encoding; send one of them");
+    if (*hs->te_unknown)
+        return refuse_early(cs, GW_E_NOT_IMPLEMENTED,
+                            "Transfer-Encoding '%s' is not supported; send the body as it is, or chunked",
+                            hs->te_unknown);
+    /* MHD delimits a body only for one line that is exactly "chunked"; a list that means the same
+     * ("chunked, ", trailing spaces, two lines) would leave it waiting for a body it cannot find the
+     * end of. */
+    if (hs->te_codings == 0 || hs->te_chunked != 1 || !hs->te_plain)
+        return refuse_early(cs, GW_E_BAD_REQUEST, "%s",
+                            "Transfer-Encoding must be one line naming chunked once; send "
+                            "'Transfer-Encoding: chunked'");
     return MHD_YES;
 }
 
@@ -470,21 +600,15 @@ static void release_body(conn_state *cs) {
 }
 
 /* The first call of a request: its headers are in. Returns MHD_YES to go on reading the body. */
-static enum MHD_Result on_headers(conn_state *cs) {
+static enum MHD_Result on_headers(conn_state *cs, const char *version) {
     gw_call *call = &cs->call;
     const gw_config *cfg = call->srv->cfg;
     struct MHD_Connection *conn = cs->conn;
-    length_scan ls = {0};
-    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_length, &ls);
-    if (ls.conflict)
-        return refuse_early(cs, GW_E_BAD_REQUEST, "%s",
-                            "the request has two different Content-Length headers; send one");
-    const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    if (te && strcasecmp(te, "chunked") != 0)
-        return refuse_early(cs, GW_E_NOT_IMPLEMENTED,
-                            "Transfer-Encoding '%.64s' is not supported; send the body as it is, or chunked",
-                            te);
-    unsigned long long announced = ls.first ? strtoull(ls.first, NULL, 10) : 0;
+    header_scan hs = {0};
+    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_header, &hs);
+    enum MHD_Result rc = check_framing(cs, version, &hs);
+    if (rc != MHD_YES || call->replied) return rc;
+    unsigned long long announced = hs.length ? strtoull(hs.length, NULL, 10) : 0;
     if (announced > cfg->max_request_bytes) {
         call->too_large = true;
         /* A client that waits for "100 Continue", or announces an absurd size, is answered before
@@ -535,7 +659,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     gw_http *h = cls;
     gw_server *srv = h->srv;
     conn_state *cs = *con_cls;
-    (void)version;
     if (!cs) {
         cs = calloc(1, sizeof *cs);
         if (!cs) return MHD_NO;
@@ -551,7 +674,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cs->call.target = -1;
         set_request_id(&cs->call, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-request-id"));
         set_client(cs);
-        return on_headers(cs);
+        return on_headers(cs, version);
     }
     if (*upload_data_size) {
         size_t n = *upload_data_size;
@@ -659,9 +782,9 @@ gw_http *gw_http_start(gw_server *srv, int listen_fd, const gw_handler *handler,
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0,
         NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_LISTEN_SOCKET,
         listen_fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        h, MHD_OPTION_UNESCAPE_CALLBACK, unescape, h, MHD_OPTION_CONNECTION_TIMEOUT, idle,
-        MHD_OPTION_CONNECTION_LIMIT, connection_cap(cfg), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections_per_client, MHD_OPTION_END);
+        h, MHD_OPTION_UNESCAPE_CALLBACK, unescape, h, MHD_OPTION_URI_LOG_CALLBACK, on_target, h,
+        MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_LIMIT, connection_cap(cfg),
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_client, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, SIPP_ERROR_SIZE, "cannot start the HTTP server on %s", cfg->host);
         close(listen_fd);

@@ -147,6 +147,24 @@ class GatewayConfigTest(unittest.TestCase):
         r, path = check(text, env=TOKENS)
         self.assertProblem(r, path, 1, "'ghost'")
 
+    def test_every_problem_is_reported(self):
+        # issue 27 item 9: errors of the file (a duplicate target, a token scope naming no target)
+        # used to hide those of the machine (an unset token variable, a missing model file) and of
+        # the model headers; one --check lists them all.
+        bad_header = gw.write("check-bad-header.gguf", "GGUF but not a header")
+        text = (f'[[tokens]]\nenv = "SIPP_TEST_UNSET_VAR_Y"\ntargets = ["ghost"]\n\n'
+                f'[[targets]]\nname = "t"\nmodel = "{self.model}"\n\n'
+                f'[[targets]]\nname = "t"\nmodel = "{self.model}"\n\n'
+                f'[[targets]]\nname = "u"\nmodel = "/nonexistent/u.gguf"\n\n'
+                f'[[targets]]\nname = "v"\nmodel = "{bad_header}"\n')
+        r, path = check(text, env={"SIPP_TEST_UNSET_VAR_Y": ""})
+        self.assertProblem(r, path, 9, "duplicate target name 't'")
+        self.assertProblem(r, path, 1, "'ghost'")
+        self.assertProblem(r, path, 1, "SIPP_TEST_UNSET_VAR_Y", "not set")
+        self.assertProblem(r, path, 13, "/nonexistent/u.gguf", "cannot be read")
+        self.assertProblem(r, path, None, "target 'v'", bad_header)
+        self.assertEqual(sum("u.gguf" in ln for ln in r.stderr.splitlines()), 1, r.stderr)
+
     def test_remote_target_needs_base_url(self):
         r, path = check('[[targets]]\nname = "r"\ntype = "openai_compatible"\n\n'
                         '[[targets]]\nname = "s"\ntype = "openai_compatible"\nbase_url = "ftp://x"\n')

@@ -251,7 +251,10 @@ class ConnectionCapTest(unittest.TestCase):
 
     def test_global_cap_stays_below_the_descriptor_limit(self):
         cfg = gw.write(f"cap-{time.monotonic_ns()}.toml", "[server]\nmax_connections = 100000\n\n" + remote_target())
-        r = subprocess.run(["bash", "-c", f'ulimit -n 256 && exec timeout -s INT 3 "{gw.SIPP}" serve --config "{cfg}" --port 0'],
+        # --foreground: timeout signals sipp alone; without it the signal also goes to timeout's process
+        # group, sipp included, and sipp takes the second delivery for a second Ctrl-C (exit at once)
+        r = subprocess.run(["bash", "-c", f'ulimit -n 256 && exec timeout --foreground -s INT 3 "{gw.SIPP}" serve '
+                                          f'--config "{cfg}" --port 0'],
                            capture_output=True, text=True, timeout=WAIT_S)
         self.assertIn(r.returncode, (0, 124), r.stderr)  # 124: timeout's status when it had to signal
         self.assertIn("max_connections lowered from 100000 to 192", r.stderr)

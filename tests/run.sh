@@ -58,7 +58,7 @@ if [ -z "$only" ] || [ "$only" = asan ]; then
   # leak in this very configuration is reported (a missing suppressions file, say, would hide it).
   asan_flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
   asan_options=detect_leaks=1
-  if make --no-print-directory BUILD=build-asan CC=clang EXTRA_CFLAGS="$asan_flags" \
+  if make --no-print-directory BUILD=build-asan CC=clang DEBUG=1 EXTRA_CFLAGS="$asan_flags" \
        LDFLAGS_EXTRA="-fsanitize=address,undefined" unit-bins >build-asan.log 2>&1; then
     ASAN_OPTIONS=$asan_options run_criterion build-asan asan
   else
@@ -74,7 +74,7 @@ fi
 
 if [ -z "$only" ] || [ "$only" = tsan ]; then
   # The engine's concurrency test under ThreadSanitizer.
-  if make --no-print-directory BUILD=build-tsan CC=clang EXTRA_CFLAGS="-fsanitize=thread -O1" \
+  if make --no-print-directory BUILD=build-tsan CC=clang DEBUG=1 EXTRA_CFLAGS="-fsanitize=thread -O1" \
        LDFLAGS_EXTRA="-fsanitize=thread" build-tsan/tests/engine_stress >build-tsan.log 2>&1 &&
      model=$(python3 -c "import tempfile,sys; sys.path.insert(0,'.'); from tests.integration.common import make_model; print(make_model(tempfile.mkdtemp(), n_embd=128, n_head=4, n_head_kv=2, n_ff=256))"); then
     out=$(TSAN_OPTIONS="halt_on_error=1" build-tsan/tests/engine_stress "$model" 4 6 2>&1); rc=$?

@@ -2,11 +2,12 @@
 # tests/run.sh: runs every test suite of sipp and prints one closing line "N passed, N failed".
 #
 # Suites: the format check (tests/format-check.sh: every C, C++ and header file as .clang-format says),
+# the lint and the size check (tests/lint/: banned calls; function length and nesting),
 # the C unit tests (Criterion, build/tests/test_*), the same under AddressSanitizer and
 # UndefinedBehaviorSanitizer (build-asan/), the engine stress test under ThreadSanitizer (build-tsan/),
 # toml-test, the libFuzzer harnesses of every parser (30 s each), and the integration tests (Python unittest,
 # tests/integration, which run the real CLI, gateway and bindings on synthetic models).
-# SIPP_TEST_ONLY=format|unit|asan|tsan|toml|fuzz|integration runs one suite; SIPP_TEST_PATTERN filters integration tests.
+# SIPP_TEST_ONLY=format|lint|unit|asan|tsan|toml|fuzz|integration runs one suite; SIPP_TEST_PATTERN filters integration tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export SIPP_BUILD=${SIPP_BUILD:-build}
@@ -47,6 +48,19 @@ if [ -z "$only" ] || [ "$only" = format ]; then
   p=${p:-0}; f=${f:-1}
   [ "$f" -eq 0 ] || grep -v '^format:' <<<"$out" | head -30
   count format "$p" "$f"
+fi
+
+if [ -z "$only" ] || [ "$only" = lint ]; then
+  # The lint (tests/lint/banned.py: no strcpy, strcat, sprintf, atoi, ...) and the size check
+  # (tests/lint/size.py: no function past its length or nesting limit unless allowlisted).
+  for check in banned size; do
+    out=$(python3 tests/lint/$check.py 2>&1); rc=$?
+    line=$(grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -1)
+    p=$(sed -n 's/^[a-z]*: \([0-9]*\) passed.*/\1/p' <<<"$line"); f=$(sed -n 's/.* \([0-9]*\) failed$/\1/p' <<<"$line")
+    p=${p:-0}; f=${f:-1}; [ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
+    [ "$f" -eq 0 ] || grep -vE '^[a-z]+: [0-9]+ passed' <<<"$out" | head -30
+    count "lint $check" "$p" "$f"
+  done
 fi
 
 if [ -z "$only" ] || [ "$only" = unit ]; then

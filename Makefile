@@ -81,7 +81,7 @@ LIBSIPP_UTIL := $(BUILD)/lib/libsipp-util.a
 SIPP := $(BUILD)/bin/sipp
 SYNTH := $(BUILD)/bin/sipp-synth
 
-.PHONY: all deps setup demo test clean format bindings fuzz-bins test-bins unit-bins dist install
+.PHONY: all deps setup demo test check clean format bindings fuzz-bins test-bins unit-bins dist install
 all: $(SIPP) $(SYNTH) $(LIBSIPP) $(LIBSIPP_A) $(SBOM) $(MAN)
 
 setup:
@@ -324,6 +324,13 @@ $(foreach v,$(WEB_VARIANTS),$(eval $(call WEB_VARIANT,$(v))))
 test: setup
 	@$(MAKE) --no-print-directory test-bins web
 	@bash tests/run.sh
+
+# make check: the edit-compile-test loop, under 3 minutes on 2 cores: the build, the format check, the
+# lint and size check, the unit tests, and the smoke tests (one request to every gateway route, one
+# server). make test runs all of it and the rest.
+CHECK_TESTS := test_smoke.py,test_lint.py
+check: all unit-bins
+	@SIPP_TEST_ONLY=format,lint,unit,integration SIPP_TEST_PATTERN='$(CHECK_TESTS)' bash tests/run.sh
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan bindings/node/build

@@ -4,7 +4,8 @@
 # Suites: the format check (tests/format-check.sh: every C, C++ and header file as .clang-format says),
 # the lint and the size check (tests/lint/: banned calls; function length and nesting),
 # the C unit tests (Criterion, build/tests/test_*), the same under AddressSanitizer and
-# UndefinedBehaviorSanitizer (build-asan/), the engine stress test under ThreadSanitizer (build-tsan/),
+# UndefinedBehaviorSanitizer (build-asan/; also the gateway's smoke and main tests against sipp built
+# there), the engine stress test under ThreadSanitizer (build-tsan/),
 # toml-test, the libFuzzer harnesses of every parser (30 s each), and the integration tests (Python unittest,
 # tests/integration, which run the real CLI, gateway and bindings on synthetic models).
 # SIPP_TEST_ONLY=format|lint|unit|asan|tsan|toml|fuzz|integration runs one suite (a comma-separated list
@@ -94,6 +95,33 @@ suite_asan() {
   p=${p:-0}; f=${f:-1}
   [ "$f" -eq 0 ] || echo "$out" | tail -30
   count "asan lsan_check" "$p" "$f"
+  asan_gateway "$asan_flags"
+}
+
+# The gateway under ASan and UBSan: sipp itself built in build-asan (with the debug checks), and the
+# smoke test (every route) and the gateway's main tests run against it. A server that a sanitizer
+# stops fails its test; a report at exit (a leak when it shuts down) is looked for in the reports'
+# directory, and fails the suite with its text.
+ASAN_GATEWAY_TESTS=${SIPP_ASAN_GATEWAY_TESTS:-test_smoke.py,test_gateway.py}
+asan_gateway() { # asan_gateway FLAGS
+  local reports=$logs/asan-gateway rc p f
+  mkdir -p "$reports"
+  if ! make --no-print-directory BUILD=build-asan CC=clang DEBUG=1 EXTRA_CFLAGS="$1" \
+       LDFLAGS_EXTRA="-fsanitize=address,undefined" build-asan/bin/sipp build-asan/bin/sipp-synth >>build-asan.log 2>&1; then
+    tail -30 build-asan.log; count "asan gateway build" 0 1; return
+  fi
+  SIPP_BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:log_path=$reports/asan \
+    UBSAN_OPTIONS=print_stacktrace=1:log_path=$reports/ubsan \
+    python3 -m tests.support.runner --pattern "$ASAN_GATEWAY_TESTS" --report "$reports/report.json" \
+    >"$reports/out.txt" 2>&1; rc=$?
+  read -r p f < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["ran"]-r["failed"]-r["skipped"], r["failed"])' \
+    "$reports/report.json" 2>/dev/null || echo "0 1")
+  [ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
+  if compgen -G "$reports/[au]*san.*" >/dev/null; then
+    f=$((f + 1)); head -60 "$reports"/[au]*san.*
+  fi
+  [ "$f" -eq 0 ] || tail -60 "$reports/out.txt"
+  count "asan gateway" "$p" "$f"
 }
 
 suite_tsan() {

@@ -48,7 +48,7 @@ SIPP_CXXFLAGS := -std=c++17 -fPIC -pthread -fvisibility=hidden -Wall -Wextra -We
   -isystem $(LLAMA_SOURCE)/include -isystem $(LLAMA_SOURCE)/common -isystem $(LLAMA_SOURCE)/vendor $(EXTRA_CXXFLAGS)
 SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl
 
-LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/chat/*.c src/store/*.c src/verify/*.c))
+LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/store/*.c src/model/*.c src/chat/*.c src/engine/*.c src/verify/*.c))
 LIB_CXX_SRCS := src/chat/chat_bridge.cpp
 # libsipp-util.a: the helpers clients may link beside libsipp.so (strings, buffers, errors, TOML);
 # docs/architecture.md states the rule.
@@ -223,7 +223,7 @@ FUZZ_catalog_SRCS := tests/fuzz/fuzz_catalog.c src/store/catalog.c
 FUZZ_store_meta_SRCS := tests/fuzz/fuzz_store_meta.c src/store/store.c
 FUZZ_manifest_SRCS := tests/fuzz/fuzz_manifest.c src/verify/manifest.c src/verify/metrics.c
 FUZZ_gguf_SRCS := tests/fuzz/fuzz_gguf.c src/store/inspect.c
-FUZZ_gguf_header_SRCS := tests/fuzz/fuzz_gguf_header.c src/store/gguf_header.c src/engine/model_check.c
+FUZZ_gguf_header_SRCS := tests/fuzz/fuzz_gguf_header.c src/store/gguf_header.c src/model/model_check.c
 # a chat's fields (chat_request.c) and what they reach of llama.cpp's chat library through the bridge
 FUZZ_chat_SRCS := tests/fuzz/fuzz_chat.c src/chat/chat_request.c
 FUZZ_signature_SRCS := tests/fuzz/fuzz_signature.c src/backend/signature.c
@@ -275,7 +275,7 @@ WEB_VARIANTS := mt st
 # src/engine/request_json.c, src/backend/signature.c); the browser's answers are src/web/*_browser.c.
 # The rpc files stay: the wasm ggml has no RPC backend, so rpc is refused there as not compiled.
 WEB_NATIVE_ONLY := src/engine/request_json.c src/backend/signature.c
-WEB_SRCS := $(filter-out $(WEB_NATIVE_ONLY),$(sort $(wildcard src/backend/*.c src/engine/*.c))) src/util/util.c \
+WEB_SRCS := $(filter-out $(WEB_NATIVE_ONLY),$(sort $(wildcard src/backend/*.c src/model/*.c src/engine/*.c))) src/util/util.c \
   src/util/last_error.c src/store/gguf_header.c src/web/store_browser.c src/web/chat_browser.c src/web/signature_browser.c \
   bindings/web/src/sipp_wasm.c
 LLAMA_SRC_DIR := $(LLAMA_ROOT)/llama/source

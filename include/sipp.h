@@ -316,9 +316,25 @@ typedef struct sipp_pull_params {
     int retries;        /* reconnects after a transfer breaks off (default 3) */
     sipp_pull_progress_fn progress;
     void *user;
+    /* For pulls on behalf of someone else (the gateway's /api/pull). public_only: https only, and
+     * every connection (each redirect's too) must go to a public address: loopback, private,
+     * link-local, shared, multicast and reserved addresses are refused (fault REFUSED). Behind a
+     * proxy the address checked is the proxy's. keep_existing: never replace what the store has:
+     * a model of the same name from another URL (or a file in the way) fails (fault EXISTS) and
+     * nothing is written; the same model from the same URL is SIPP_OK with already set. */
+    bool public_only;
+    bool keep_existing;
 } sipp_pull_params;
 
 SIPP_API sipp_pull_params sipp_pull_default_params(void);
+
+/* Whose fault a failed pull was, for a caller that answers someone else (a gateway's status). */
+typedef enum sipp_pull_fault {
+    SIPP_PULL_FAULT_NONE = 0, /* success, or a local failure (disk, parameters, cancelled) */
+    SIPP_PULL_FAULT_SOURCE,   /* the source: an HTTP error, unreachable, TLS, not a GGUF file */
+    SIPP_PULL_FAULT_REFUSED,  /* public_only: not https, or an address that is not public */
+    SIPP_PULL_FAULT_EXISTS,   /* keep_existing: the store has this name (path names its file) */
+} sipp_pull_fault;
 
 typedef struct sipp_pull_result {
     char name[SIPP_NAME_MAX + 1];
@@ -333,6 +349,7 @@ typedef struct sipp_pull_result {
     bool replaced;                /* the store had another model under this name; it is gone */
     char sha256[SIPP_SHA256_HEX]; /* of the first file */
     double seconds;
+    sipp_pull_fault fault; /* set when the pull fails */
 } sipp_pull_result;
 
 /* Downloads a model into the store. Each file is fetched into partial/FILE.part (resuming what an

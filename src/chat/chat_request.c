@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/model.h"
+#include "model/model.h"
 #include "util/util.h"
 
 #define CACHE_MAX 8
@@ -44,19 +44,14 @@ typedef struct cached_tmpl {
     bool fallback;
 } cached_tmpl;
 
-struct chat_cache {
+typedef struct chat_cache {
     pthread_mutex_t mu;
     cached_tmpl entries[CACHE_MAX];
     int n;
-};
+} chat_cache;
 
-chat_cache *chat_cache_new(void) {
-    chat_cache *c = calloc(1, sizeof *c);
-    if (c) pthread_mutex_init(&c->mu, NULL);
-    return c;
-}
-
-void chat_cache_free(chat_cache *c) {
+static void chat_cache_free(void *p) {
+    chat_cache *c = p;
     if (!c) return;
     for (int i = 0; i < c->n; i++) {
         free(c->entries[i].source);
@@ -66,10 +61,16 @@ void chat_cache_free(chat_cache *c) {
     free(c);
 }
 
-const char *chat_template_kind(const struct llama_model *lm) {
-    return llama_model_chat_template(lm, NULL) || llama_model_chat_template(lm, "tool_use")
-               ? "model"
-               : "chatml (fallback)";
+/* The model's template cache (sipp_model.chat), made on first use; NULL when out of memory. */
+static chat_cache *chat_cache_of(sipp_model *m) {
+    pthread_mutex_lock(&m->chat_mu);
+    if (!m->chat && (m->chat = calloc(1, sizeof(chat_cache)))) {
+        pthread_mutex_init(&((chat_cache *)m->chat)->mu, NULL);
+        m->chat_free = chat_cache_free;
+    }
+    chat_cache *c = m->chat;
+    pthread_mutex_unlock(&m->chat_mu);
+    return c;
 }
 
 static bool looks_like_jinja(const char *s) { return strstr(s, "{%") || strstr(s, "{{"); }
@@ -111,7 +112,8 @@ static sipp_status template_source(const char *name, const char **src, char **ow
 static sipp_status templates_for(sipp_model *m, const char *source, chat_templates **out, bool *owned,
                                  bool *fallback, char *err) {
     *owned = false;
-    chat_cache *c = m->chat;
+    chat_cache *c = chat_cache_of(m);
+    if (!c) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory reading the chat template");
     pthread_mutex_lock(&c->mu);
     for (int i = 0; i < c->n; i++)
         if (strcmp(c->entries[i].source, source) == 0) {

@@ -517,3 +517,11 @@ sipp_status sipp_engine_rerank(sipp_engine *e, const char *query, const char *co
                                float **scores) {
     return sipp_engine_rerank_with(e, query, docs, n_docs, NULL, scores);
 }
+
+/* The model's measured memory and this engine's context buffers (backend/buffers.c). */
+void sipp_engine_memory(const sipp_engine *engine, sipp_memory *out) {
+    memset(out, 0, sizeof *out);
+    if (!engine) return;
+    *out = engine->model->mem;
+    sipp_memory_merge(out, &engine->buffers);
+}

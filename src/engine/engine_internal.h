@@ -25,10 +25,10 @@
 #include <stdatomic.h>
 
 #include "chat/chat_request.h"
-#include "engine/model.h"
 #include "engine/spec_cost.h"
 #include "engine/stop_filter.h"
 #include "llama.h"
+#include "model/model.h"
 #include "sipp.h"
 #include "util/last_error.h"
 #include "util/util.h"

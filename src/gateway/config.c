@@ -8,6 +8,7 @@
  *                            max_loaded_models, slot_state_dir, slot_state_max_mb
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [responses]              max_stored, max_stored_bytes, ttl_seconds (the Responses API's store)
+ *   [store]                  allow_private_sources (what /api/pull may download from)
  *   [web]                    serve_model_files, runtime_dir (the page's "run in this browser" mode)
  *   [[tokens]]               env, caller, targets, admin
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
@@ -639,6 +640,14 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     get_bool(x, t, where, "repack", &tc->repack);
 }
 
+/* [store]: the model store as the gateway's callers may change it (/api/pull, /api/delete). */
+static void parse_store(cfg_ctx *x, const toml_node *t, gw_config *c) {
+    static const char *const known[] = {"allow_private_sources", NULL};
+    const char *where = "[store]";
+    check_keys(x, t, where, known);
+    get_bool(x, t, where, "allow_private_sources", &c->store_allow_private_sources);
+}
+
 /* [web]: serving local models' files to the page (off by default: it hands out the weights to every
  * caller the targets allow), and where the browser runtime is (relative to the config file). */
 static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
@@ -714,7 +723,8 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
     free(c->path);
     c->path = path ? strdup(path) : NULL;
     const toml_node *root = toml_root(doc);
-    static const char *const known[] = {"server", "security", "responses", "web", "tokens", "targets", NULL};
+    static const char *const known[] = {"server", "security", "responses", "store",
+                                        "web",    "tokens",   "targets",   NULL};
     check_keys(&x, root, "the top level", known);
     const toml_node *n;
     if ((n = toml_table_get(root, "server")) && expect_kind(&x, n, TOML_TABLE, "", "[server]", "a table"))
@@ -724,6 +734,8 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
     if ((n = toml_table_get(root, "responses")) &&
         expect_kind(&x, n, TOML_TABLE, "", "[responses]", "a table"))
         parse_responses(&x, n, c);
+    if ((n = toml_table_get(root, "store")) && expect_kind(&x, n, TOML_TABLE, "", "[store]", "a table"))
+        parse_store(&x, n, c);
     if ((n = toml_table_get(root, "web")) && expect_kind(&x, n, TOML_TABLE, "", "[web]", "a table"))
         parse_web(&x, n, c);
     if ((n = toml_table_get(root, "tokens")) &&

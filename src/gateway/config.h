@@ -107,6 +107,8 @@ typedef struct gw_config {
     int responses_max_stored; /* [responses]: 0 = store nothing */
     size_t responses_max_bytes;
     int responses_ttl_seconds;
+    /* [store]: /api/pull may reach loopback, private and link-local addresses, and plain http:// */
+    bool store_allow_private_sources;
     gw_token_config *tokens;
     size_t n_tokens;
     gw_target_config *targets;

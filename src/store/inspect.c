@@ -24,7 +24,7 @@
 #include "ggml.h"
 #include "gguf.h"
 #include "store/gguf_header.h"
-#include "store/sha256.h"
+#include "util/sha256.h"
 #include "util/util.h"
 
 #define KEY_MAX 128

@@ -20,7 +20,8 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "engine/engine_internal.h"
+#include "model/model.h"
+#include "util/util.h"
 
 #define KV_PAD 256          /* llama.cpp rounds the KV cache up to this many cells */
 #define KV_BYTES_PER_ELEM 2 /* f16, llama.cpp's default cache type */
@@ -127,11 +128,4 @@ sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, 
 void sipp_model_memory(const sipp_model *model, sipp_memory *out) {
     memset(out, 0, sizeof *out);
     if (model) *out = model->mem;
-}
-
-void sipp_engine_memory(const sipp_engine *engine, sipp_memory *out) {
-    memset(out, 0, sizeof *out);
-    if (!engine) return;
-    *out = engine->model->mem;
-    sipp_memory_merge(out, &engine->buffers);
 }

@@ -14,7 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/rpc.h"
-#include "engine/model.h"
+#include "model/model.h"
 #include "util/util.h"
 
 #define LAYER_LINE "load_tensors: layer "

@@ -32,10 +32,13 @@ CC ?= cc
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS ?= -O2 -g
 CXXFLAGS ?= -O2 -g
+# make DEBUG=1: the debug checks of the engine's locking and slot rules (SIPP_ASSERT_ENGINE_LOCKED, ...,
+# src/engine/engine_internal.h). The sanitizer builds of make test turn them on.
+DEBUG ?= 0
 # Every symbol is hidden unless sipp.h declares it SIPP_API: libsipp.so exports its API and nothing else.
 SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -fvisibility=hidden $(WARN) -Iinclude -Isrc -I$(LLAMA_INC) \
   -DSIPP_VERSION='"$(SIPP_VERSION)"' -DSIPP_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' -DSIPP_LLAMA_COMMIT='"$(LLAMA_COMMIT)"' \
-  $(EXTRA_CFLAGS)
+  $(if $(filter 1,$(DEBUG)),-DSIPP_DEBUG) $(EXTRA_CFLAGS)
 LLAMA_LIBS := -L$(BUILD)/artifact -lllama-common -lllama -lggml -lggml-base -lstdc++
 # src/chat/chat_bridge.cpp, sipp's one C++ file, against the pinned tree's common/ headers: g++ (the
 # compiler libllama-common.so was built with, so the C++ ABI matches), no exceptions leave it.
@@ -78,7 +81,7 @@ LIBSIPP_UTIL := $(BUILD)/lib/libsipp-util.a
 SIPP := $(BUILD)/bin/sipp
 SYNTH := $(BUILD)/bin/sipp-synth
 
-.PHONY: all deps setup demo test clean format bindings fuzz-bins test-bins unit-bins dist install
+.PHONY: all deps setup demo test check clean format bindings fuzz-bins test-bins unit-bins dist install
 all: $(SIPP) $(SYNTH) $(LIBSIPP) $(LIBSIPP_A) $(SBOM) $(MAN)
 
 setup:
@@ -323,6 +326,13 @@ $(foreach v,$(WEB_VARIANTS),$(eval $(call WEB_VARIANT,$(v))))
 test: setup
 	@$(MAKE) --no-print-directory test-bins web
 	@bash tests/run.sh
+
+# make check: the edit-compile-test loop, under 3 minutes on 2 cores: the build, the format check, the
+# lint and size check, the unit tests, and the smoke tests (one request to every gateway route, one
+# server). make test runs all of it and the rest.
+CHECK_TESTS := test_smoke.py,test_lint.py
+check: all unit-bins
+	@SIPP_TEST_ONLY=format,lint,unit,integration SIPP_TEST_PATTERN='$(CHECK_TESTS)' bash tests/run.sh
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan bindings/node/build

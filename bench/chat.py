@@ -18,11 +18,13 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.ports import free_port  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CACHE = os.environ.get("SIPP_CACHE_DIR", os.path.expanduser("~/.cache/sipp"))
@@ -34,12 +36,6 @@ READY_TIMEOUT_S = 300
 REQUEST_TIMEOUT_S = 600
 WARMUP_TOKENS = 4
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def post(port, path, body):

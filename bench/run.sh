@@ -155,7 +155,7 @@ print(*[f\"{get(pl)['pl']*get(pl)['tg']/get(pl)['t']:.3f}\" for pl in (1,4)])" "
   say "| 1 | $(mean "${b1[@]}") | $(mean "${a1[@]}") | $(paired "${a1[@]}" -- "${b1[@]}") |"
   say "| 4 | $(mean "${b4[@]}") | $(mean "${a4[@]}") | $(paired "${a4[@]}" -- "${b4[@]}") |"
 fi
-free_port() { python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
+free_port() { python3 -c 'from tests.support.ports import free_port; print(free_port())'; }
 wait_http() { # wait_http URL: a bounded wait for a 200
   python3 - "$1" <<'PY'
 import sys, time, urllib.request

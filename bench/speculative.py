@@ -32,12 +32,14 @@ import concurrent.futures
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.ports import free_port  # noqa: E402
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 SIPP = os.path.join(REPO, "build", "bin", "sipp")
@@ -65,12 +67,6 @@ def synth(name, *flags):
         print(f"bench: writing {path}", file=sys.stderr)
         subprocess.run([SYNTH, "--out", path, "--vocab", VOCAB, *SHAPE, *flags], check=True, stdout=subprocess.DEVNULL)
     return path
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_ready(port, path, proc):

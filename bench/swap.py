@@ -33,19 +33,14 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.ports import free_port  # noqa: E402
+
 START_TIMEOUT_S = 120
 REQUEST_TIMEOUT_S = 600
 POLL_S = 0.1
 NAMES = ("swap-a", "swap-b")
 PROMPT = "The quick brown fox"
-
-
-def free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_http(port, path, proc, log):

@@ -326,7 +326,9 @@ const char *sipp_rpc_device_of_buffer(const char *buffer_name) {
     const char *open = strchr(buffer_name, '[');
     const char *close_b = open ? strchr(open, ']') : NULL;
     if (strncmp(buffer_name, "RPC", 3) != 0 || !open || !close_b) return NULL;
-    int index = atoi(buffer_name + 3);
+    char *end;
+    long index = strtol(buffer_name + 3, &end, 10);
+    if (end == buffer_name + 3 || end != open || index < 0) return NULL;
     const char *found = NULL;
     pthread_mutex_lock(&rpc_lock);
     for (int i = 0; i < n_servers && !found; i++)

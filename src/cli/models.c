@@ -186,7 +186,7 @@ static int models_list(int argc, char **argv) {
                 if (e->size)
                     sipp_format_size(e->size, size, sizeof size);
                 else
-                    strcpy(size, "?");
+                    sipp_strlcpy(size, "?", sizeof size);
                 join(e->labels, e->n_labels, labels, sizeof labels);
                 printf("%-*s  %10s  %-9s  %-28s  %s\n", width, e->name, size, "-", labels[0] ? labels : "-",
                        e->description);

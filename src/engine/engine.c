@@ -226,9 +226,9 @@ sipp_status sipp_engine_new_stepped(sipp_model *model, const sipp_engine_params 
 }
 
 void sipp_engine_wake(sipp_engine *e) {
-    pthread_mutex_lock(&e->mu);
+    sipp_engine_lock(e);
     pthread_cond_signal(&e->cv);
-    pthread_mutex_unlock(&e->mu);
+    sipp_engine_unlock(e);
 }
 
 /* ---- submit ------------------------------------------------------------------------------------ */
@@ -340,7 +340,7 @@ sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sip
         sipp_request_free(r);
         return engine_fail(e, st, "%s", err);
     }
-    pthread_mutex_lock(&e->mu);
+    sipp_engine_lock(e);
     if (e->stopping)
         st = SIPP_ERR_CLOSED;
     else if (e->n_queued >= e->params.max_queued)
@@ -354,7 +354,7 @@ sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sip
         e->n_queued++;
         pthread_cond_signal(&e->cv);
     }
-    pthread_mutex_unlock(&e->mu);
+    sipp_engine_unlock(e);
     if (st != SIPP_OK) {
         r->engine = NULL;
         sipp_request_free(r);
@@ -374,13 +374,13 @@ sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sip
 static bool engine_turn(sipp_engine *e, bool block) {
     sipp_request *dropped = NULL;
     int n_start = 0;
-    pthread_mutex_lock(&e->mu);
+    sipp_engine_lock(e);
     for (;;) {
         if (e->stopping) break;
         sipp_sched_assign(e, &dropped, e->starting, e->starting_slot, &n_start);
         if (dropped || n_start || sipp_sched_has_active(e) || !block) break;
         e->parked = true; /* the slots may be saved or restored meanwhile (slot_state.c) */
-        pthread_cond_wait(&e->cv, &e->mu);
+        sipp_engine_wait(e);
         e->parked = false;
     }
     bool stopping = e->stopping;
@@ -388,7 +388,7 @@ static bool engine_turn(sipp_engine *e, bool block) {
     for (int i = 0; i < e->params.parallel; i++)
         e->stats.running += e->slots[i].req != NULL;
     e->stats.queued = e->n_queued;
-    pthread_mutex_unlock(&e->mu);
+    sipp_engine_unlock(e);
 
     while (dropped) {
         sipp_request *r = dropped;
@@ -412,11 +412,11 @@ static void engine_drain(sipp_engine *e) {
         if (e->slots[i].req)
             sipp_slot_finish(e, &e->slots[i], SIPP_FINISH_CANCELLED, SIPP_ERR_CLOSED,
                              "the engine was closed");
-    pthread_mutex_lock(&e->mu);
+    sipp_engine_lock(e);
     sipp_request *q = e->queue_head;
     e->queue_head = e->queue_tail = NULL;
     e->n_queued = 0;
-    pthread_mutex_unlock(&e->mu);
+    sipp_engine_unlock(e);
     while (q) {
         sipp_request *r = q;
         q = r->next;
@@ -441,9 +441,9 @@ sipp_status sipp_engine_step(sipp_engine *e, bool *busy) {
                            "has its own thread");
     engine_turn(e, false);
     if (busy) {
-        pthread_mutex_lock(&e->mu);
+        sipp_engine_lock(e);
         *busy = sipp_sched_has_active(e) || e->n_queued > 0;
-        pthread_mutex_unlock(&e->mu);
+        sipp_engine_unlock(e);
     }
     return SIPP_OK;
 }
@@ -453,10 +453,10 @@ bool sipp_engine_is_stepped(const sipp_engine *e) { return e && e->stepped; }
 void sipp_engine_free(sipp_engine *e) {
     if (!e) return;
     if (e->thread_started) {
-        pthread_mutex_lock(&e->mu);
+        sipp_engine_lock(e);
         e->stopping = true;
         pthread_cond_signal(&e->cv);
-        pthread_mutex_unlock(&e->mu);
+        sipp_engine_unlock(e);
         pthread_join(e->thread, NULL);
     } else if (e->stepped && e->slots) {
         e->stopping = true;
@@ -489,7 +489,7 @@ void sipp_engine_free(sipp_engine *e) {
 }
 
 void sipp_engine_get_stats(sipp_engine *e, sipp_engine_stats *out) {
-    pthread_mutex_lock(&e->mu);
+    sipp_engine_lock(e);
     *out = e->stats;
     out->queued = e->n_queued;
     out->running = 0;
@@ -497,7 +497,7 @@ void sipp_engine_get_stats(sipp_engine *e, sipp_engine_stats *out) {
         out->running += e->slots[i].req != NULL;
     out->mean_busy_slots =
         e->stats.decode_steps ? (double)e->busy_slot_steps / (double)e->stats.decode_steps : 0;
-    pthread_mutex_unlock(&e->mu);
+    sipp_engine_unlock(e);
 }
 
 sipp_status sipp_engine_embed_with(sipp_engine *e, const char *const *texts, size_t n_texts,

@@ -12,6 +12,11 @@
  * Locking: engine->mu guards the queue, the slots' assignment and the engine stats. request->mu
  * guards what a request's readers see (text, finished, results). The engine thread never holds
  * both at once except engine->mu then request->mu, in that order.
+ *
+ * These rules are checked, not only written: engine->mu is taken with sipp_engine_lock, and in a
+ * debug build (make DEBUG=1, and the sanitizer builds of make test) it records the thread that holds
+ * it, so "called with engine->mu held" is SIPP_ASSERT_ENGINE_LOCKED, as SQLite asserts
+ * sqlite3BtreeHoldsMutex. A release build compiles the checks out.
  */
 #ifndef SIPP_ENGINE_INTERNAL_H
 #define SIPP_ENGINE_INTERNAL_H
@@ -140,9 +145,13 @@ struct sipp_engine {
 
     pthread_t thread;
     bool thread_started;
-    bool stepped; /* no thread: the caller runs turns with sipp_engine_step */
-    pthread_mutex_t mu;
+    bool stepped;       /* no thread: the caller runs turns with sipp_engine_step */
+    pthread_mutex_t mu; /* taken with sipp_engine_lock (below), so that debug builds know its holder */
     pthread_cond_t cv;
+#ifdef SIPP_DEBUG
+    _Atomic(pthread_t) mu_owner; /* the thread holding mu, valid while mu_held */
+    atomic_bool mu_held;
+#endif
     bool stopping;
     bool parked; /* the engine thread waits for work (under mu): it touches no slot (slot_state.c) */
     sipp_request *queue_head, *queue_tail;
@@ -259,6 +268,52 @@ sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int 
                             const char *const *docs, size_t n_docs, const sipp_embed_options *opt,
                             float **scores, char *err);
 
+/* ---- engine->mu, with its holder checked in debug builds ---------------------------------------- */
+
+#ifdef SIPP_DEBUG
+#include <assert.h>
+/* Whether the calling thread holds engine->mu (debug builds). Another thread's holding reads false:
+ * the owner is stored before mu_held is set and mu_held is cleared before the owner changes. */
+static inline bool sipp_engine_holds_lock(const sipp_engine *e) {
+    return atomic_load(&e->mu_held) && pthread_equal(atomic_load(&e->mu_owner), pthread_self());
+}
+#define SIPP_ASSERT_ENGINE_LOCKED(e) assert(sipp_engine_holds_lock(e))
+#define SIPP_ASSERT_ENGINE_UNLOCKED(e) assert(!sipp_engine_holds_lock(e))
+/* A slot-state rule, checked in debug builds only. */
+#define SIPP_ASSERT(cond) assert(cond)
+static inline void sipp_engine_note_locked(sipp_engine *e) {
+    atomic_store(&e->mu_owner, pthread_self());
+    atomic_store(&e->mu_held, true);
+}
+static inline void sipp_engine_note_unlocking(sipp_engine *e) {
+    SIPP_ASSERT_ENGINE_LOCKED(e);
+    atomic_store(&e->mu_held, false);
+}
+#else
+#define SIPP_ASSERT_ENGINE_LOCKED(e) ((void)0)
+#define SIPP_ASSERT_ENGINE_UNLOCKED(e) ((void)0)
+#define SIPP_ASSERT(cond) ((void)0)
+#define sipp_engine_note_locked(e) ((void)0)
+#define sipp_engine_note_unlocking(e) ((void)0)
+#endif
+
+/* engine->mu, never taken twice by one thread nor after a request->mu (the order above). */
+static inline void sipp_engine_lock(sipp_engine *e) {
+    SIPP_ASSERT_ENGINE_UNLOCKED(e);
+    pthread_mutex_lock(&e->mu);
+    sipp_engine_note_locked(e);
+}
+static inline void sipp_engine_unlock(sipp_engine *e) {
+    sipp_engine_note_unlocking(e);
+    pthread_mutex_unlock(&e->mu);
+}
+/* pthread_cond_wait on engine->cv: the lock is given up while waiting, and so is its owner. */
+static inline void sipp_engine_wait(sipp_engine *e) {
+    sipp_engine_note_unlocking(e);
+    pthread_cond_wait(&e->cv, &e->mu);
+    sipp_engine_note_locked(e);
+}
+
 /* Wakes the engine thread (after a cancel). */
 void sipp_engine_wake(sipp_engine *engine);
 
@@ -286,7 +341,7 @@ void sipp_sched_cancel(sipp_engine *e, slot *s, sipp_request *r);
  * then sampling and text release for every slot that produced logits. */
 void sipp_sched_step(sipp_engine *e);
 
-/* Whether any slot holds a request. */
+/* Whether any slot holds a request. Called with engine->mu held. */
 bool sipp_sched_has_active(const sipp_engine *e);
 
 /* Whether the engine was made by sipp_engine_new_stepped (its waiters run its steps). */

@@ -119,16 +119,18 @@ static void slot_release(sipp_engine *e, slot *s, const sipp_request *r) {
     s->smpl = NULL;
     s->generating = false;
     s->last_used = sipp_now_ms();
-    pthread_mutex_lock(&e->mu);
+    sipp_engine_lock(e);
     s->req = NULL;
     e->stats.requests_done++;
     e->stats.tokens_out += (uint64_t)r->n_generated;
-    pthread_mutex_unlock(&e->mu);
+    sipp_engine_unlock(e);
 }
 
 void sipp_slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp_status status,
                       const char *error) {
+    SIPP_ASSERT_ENGINE_UNLOCKED(e); /* slot_release takes it */
     sipp_request *r = s->req;
+    SIPP_ASSERT(r);
     if (r->stats.cutoff_steps > 0 && r->stats.draft_steps == 0) /* the cut-off ran every step of it plain */
         snprintf(r->stats.speculation, sizeof r->stats.speculation, "%s cut off (plain was faster)",
                  e->draft ? "draft" : "ngram");
@@ -168,6 +170,8 @@ static slot *prefix_donor(sipp_engine *e, const slot *s, const sipp_request *r, 
 }
 
 sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r) {
+    SIPP_ASSERT_ENGINE_UNLOCKED(e); /* it builds the sampler (slow): outside the lock */
+    SIPP_ASSERT(s->req == r);       /* reserved by sipp_sched_assign */
     r->t_start = sipp_now_ms();
     if (!cache_reserve(s, r->n_prompt + 1)) return SIPP_ERR_NO_MEMORY;
     int keep = usable_prefix(e, s, r), shared;
@@ -219,6 +223,7 @@ void sipp_sched_cancel(sipp_engine *e, slot *s, sipp_request *r) {
  * e->mu held; the requests it finishes or starts are handled after the lock is released. */
 void sipp_sched_assign(sipp_engine *e, sipp_request **dropped, sipp_request **starting, int *starting_slot,
                        int *n_start) {
+    SIPP_ASSERT_ENGINE_LOCKED(e);
     double now = sipp_now_ms();
     sipp_request **link = &e->queue_head, *prev = NULL;
     while (*link) {
@@ -240,6 +245,7 @@ void sipp_sched_assign(sipp_engine *e, sipp_request **dropped, sipp_request **st
             /* Reserve the slot and pin its key now, so that a later request with the same key in
              * this very pass sees the slot busy and waits. slot_start runs outside the lock. */
             slot *s = &e->slots[si];
+            SIPP_ASSERT(!s->req); /* pick_slot gives a free slot */
             s->req = r;
             if (r->context_key && (!s->key || strcmp(s->key, r->context_key) != 0)) {
                 free(s->key);
@@ -423,10 +429,10 @@ static void verify_drafts(sipp_engine *e, slot *s) {
     r->stats.draft_steps++;
     spec_accept_add(&s->accept, n, a);
     spec_accept_add(&e->accept_history, n, a);
-    pthread_mutex_lock(&e->mu);
+    sipp_engine_lock(e);
     e->stats.draft_tokens += (uint64_t)n;
     e->stats.accepted_tokens += (uint64_t)a;
-    pthread_mutex_unlock(&e->mu);
+    sipp_engine_unlock(e);
     for (int j = 0; j < a; j++) {
         on_token(e, s, s->draft[j]);
         if (s->req != r) return; /* it ended at a confirmed token: a stop, a limit, a cancel */
@@ -583,12 +589,12 @@ void sipp_sched_step(sipp_engine *e) {
         return;
     }
 
-    pthread_mutex_lock(&e->mu);
+    sipp_engine_lock(e);
     e->stats.decode_steps++;
     e->stats.draft_steps += drafted;
     e->stats.cutoff_steps += cut && !drafted;
     e->busy_slot_steps += (uint64_t)busy;
-    pthread_mutex_unlock(&e->mu);
+    sipp_engine_unlock(e);
 
     for (int i = 0; i < e->params.parallel; i++) {
         slot *s = &e->slots[i];
@@ -611,9 +617,9 @@ void sipp_sched_step(sipp_engine *e) {
             memcpy(s->cache + s->n_cache, r->prompt + s->n_prompt_done, (size_t)s->n_fed * sizeof *s->cache);
             s->n_cache += s->n_fed;
             s->n_prompt_done += s->n_fed;
-            pthread_mutex_lock(&e->mu);
+            sipp_engine_lock(e);
             e->stats.tokens_in += (uint64_t)s->n_fed;
-            pthread_mutex_unlock(&e->mu);
+            sipp_engine_unlock(e);
         }
         if (s->i_logits < 0) continue;
         if (!cache_reserve(s, s->n_cache + 2)) {
@@ -641,6 +647,7 @@ void sipp_sched_step(sipp_engine *e) {
 }
 
 bool sipp_sched_has_active(const sipp_engine *e) {
+    SIPP_ASSERT_ENGINE_LOCKED(e);
     for (int i = 0; i < e->params.parallel; i++)
         if (e->slots[i].req) return true;
     return false;

@@ -83,6 +83,7 @@ static bool model_identity(const sipp_model *m, char hex[SIPP_SHA256_HEX]) {
 /* ---- waiting for an idle engine ----------------------------------------------------------------- */
 
 static bool engine_idle(const sipp_engine *e) {
+    SIPP_ASSERT_ENGINE_LOCKED(e);
     if (e->n_queued) return false;
     for (int i = 0; i < e->params.parallel; i++)
         if (e->slots[i].req) return false;
@@ -92,15 +93,15 @@ static bool engine_idle(const sipp_engine *e) {
 /* Takes e->mu once the engine thread is parked (a stepped engine is driven by this caller); false,
  * with the lock not held, when a request is queued or running. */
 static bool lock_idle(sipp_engine *e) {
-    pthread_mutex_lock(&e->mu);
+    sipp_engine_lock(e);
     for (int waited = 0; e->thread_started && !e->parked && waited < PARK_WAIT_MS; waited += PARK_SLICE_MS) {
-        pthread_mutex_unlock(&e->mu);
+        sipp_engine_unlock(e);
         struct timespec slice = {0, PARK_SLICE_MS * 1000000L};
         nanosleep(&slice, NULL);
-        pthread_mutex_lock(&e->mu);
+        sipp_engine_lock(e);
     }
     if ((e->thread_started && !e->parked) || !engine_idle(e)) {
-        pthread_mutex_unlock(&e->mu);
+        sipp_engine_unlock(e);
         return false;
     }
     return true;
@@ -170,6 +171,9 @@ static bool write_all(FILE *f, const void *p, size_t n) { return n == 0 || fwrit
 /* One slot's file; false (nothing left behind) when it cannot be written. */
 static bool save_slot(sipp_engine *e, const slot *s, const char *dir, const char *identity,
                       const char *path_hash, uint64_t max_bytes, char *err) {
+    /* lock_idle's rule: the engine thread is parked (or there is none) and no slot is serving */
+    SIPP_ASSERT_ENGINE_LOCKED(e);
+    SIPP_ASSERT(!s->req && (!e->thread_started || e->parked));
     char key_hash[NAME_HASH_DIGITS + 1], name[NAME_SIZE], path[PATH_MAX], tmp[PATH_MAX + 8];
     size_t key_bytes = strlen(s->key);
     if (key_bytes > MAX_KEY_BYTES || !short_hash(s->key, key_hash)) return false;
@@ -231,7 +235,7 @@ sipp_status sipp_engine_save_slots(sipp_engine *e, const char *dir, uint64_t max
             save_slot(e, s, dir, identity, path_hash, max_bytes, err))
             saved++;
     }
-    pthread_mutex_unlock(&e->mu);
+    sipp_engine_unlock(e);
     if (n_saved) *n_saved = saved;
     return *err ? sipp_fail(errbuf, SIPP_ERR_IO, "%s", err) : SIPP_OK;
 }
@@ -250,6 +254,8 @@ static bool read_all(FILE *f, void *p, size_t n) { return n == 0 || fread(p, 1, 
 /* Reads one file into a free slot; false when it is not this model's as it is now, is damaged, or
  * llama.cpp refuses its state (the slot is then left empty). */
 static bool restore_file(sipp_engine *e, const char *path, const char *identity) {
+    SIPP_ASSERT_ENGINE_LOCKED(e);
+    SIPP_ASSERT(!e->thread_started || e->parked);
     FILE *f = fopen(path, "rb");
     if (!f) return false;
     file_header h;
@@ -320,7 +326,7 @@ sipp_status sipp_engine_restore_slots(sipp_engine *e, const char *dir, int *n_re
         if (restore_file(e, path, identity)) restored++;
         unlink(path); /* restored, or stale: either way it is not read again */
     }
-    pthread_mutex_unlock(&e->mu);
+    sipp_engine_unlock(e);
     closedir(d);
     if (n_restored) *n_restored = restored;
     return SIPP_OK;

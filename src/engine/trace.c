@@ -142,10 +142,9 @@ static bool trace_cb(struct ggml_tensor *t, bool ask, void *user) {
     s->count++;
     if (!tr->chosen || ggml_backend_dev_supports_op(tr->chosen, t)) s->supported++;
     if (strcmp(dev, r->device) == 0) s->on_device++;
-    if (!strstr(s->where, dev) && strlen(s->where) + strlen(dev) + 2 < sizeof s->where) {
-        if (*s->where) strcat(s->where, ",");
-        strcat(s->where, dev);
-    }
+    size_t used = strlen(s->where);
+    if (!strstr(s->where, dev) && used + strlen(dev) + 2 < sizeof s->where)
+        snprintf(s->where + used, sizeof s->where - used, "%s%s", used ? "," : "", dev);
     return false; /* observe only: no need for the node's data */
 }
 

@@ -123,11 +123,7 @@ static void reason_with(char *reason, size_t cap, const char *base, const char *
     const char *sep = "; ", *cut = "...";
     size_t room = cap - 1 - strlen(sep) - strlen(suffix), len = strlen(base);
     size_t keep = len <= room ? len : room - strlen(cut);
-    memmove(reason, base, keep);
-    reason[keep] = '\0';
-    if (keep < len) strcat(reason, cut);
-    strcat(reason, sep);
-    strcat(reason, suffix);
+    snprintf(reason, cap, "%.*s%s%s%s", (int)keep, base, keep < len ? cut : "", sep, suffix);
 }
 
 static void collect_eog(sipp_model *m) {
@@ -140,123 +136,121 @@ static void collect_eog(sipp_model *m) {
         if (llama_vocab_is_eog(m->vocab, t)) m->eog[m->n_eog++] = t;
 }
 
-sipp_status sipp_model_load(const char *path, const sipp_model_params *params, sipp_model **out,
-                            char *errbuf) {
-    *out = NULL;
-    sipp_model_params def = sipp_model_default_params();
-    if (!params) params = &def;
-    if (!path || !*path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model path given");
+/* What a load decided before anything was allocated (plan_load): the file, the backend and how the
+ * layers are placed. */
+typedef struct load_plan {
+    char path[PATH_MAX]; /* the resolved file (a store name works wherever a path does) */
+    char arch[SIPP_ARCH_MAX];
+    uint64_t file_size;
+    int n_layer;
+    enum llama_flash_attn_type flash_attn;
+    const char *fa_label;
+    bool rpc;
+    sipp_host_view view;
+    sipp_policy_result pick;
+    sipp_rpc_plan rpc_plan;
+} load_plan;
 
+/* Phase 1: every check that needs no allocation (the file, the flash attention, the backend). */
+static sipp_status plan_load(const char *path, const sipp_model_params *params, load_plan *lp, char *errbuf) {
     sipp_status st = sipp_runtime_init(NULL, errbuf);
     if (st != SIPP_OK) return st;
-    /* A store name works wherever a path does. */
-    char resolved[PATH_MAX];
-    if ((st = sipp_store_resolve(path, resolved, sizeof resolved, errbuf)) != SIPP_OK) return st;
-    path = resolved;
-
-    char arch[SIPP_ARCH_MAX];
-    uint64_t file_size = 0;
-    int n_layer = 0;
-    if ((st = precheck(path, params->vocab_only, arch, sizeof arch, &file_size, &n_layer, errbuf)) != SIPP_OK)
+    if ((st = sipp_store_resolve(path, lp->path, sizeof lp->path, errbuf)) != SIPP_OK) return st;
+    if ((st = precheck(lp->path, params->vocab_only, lp->arch, sizeof lp->arch, &lp->file_size, &lp->n_layer,
+                       errbuf)) != SIPP_OK)
         return st;
-
-    enum llama_flash_attn_type flash_attn = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    const char *fa_label = "";
-    if ((st = flash_attn_policy(params, &flash_attn, &fa_label, errbuf)) != SIPP_OK) return st;
-    bool rpc = !params->vocab_only && params->backend && strcmp(params->backend, "rpc") == 0;
-    if (!rpc &&
+    lp->flash_attn = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    lp->fa_label = "";
+    if ((st = flash_attn_policy(params, &lp->flash_attn, &lp->fa_label, errbuf)) != SIPP_OK) return st;
+    lp->rpc = !params->vocab_only && params->backend && strcmp(params->backend, "rpc") == 0;
+    if (!lp->rpc &&
         ((params->rpc_servers && *params->rpc_servers) || (params->tensor_split && *params->tensor_split)))
         return sipp_fail(
             errbuf, SIPP_ERR_INVALID_ARGUMENT,
             "%s is only used with backend 'rpc' (the backend is '%s'); add --backend rpc or drop it",
             params->rpc_servers && *params->rpc_servers ? "rpc servers (--rpc)" : "tensor_split",
             params->backend ? params->backend : "auto");
-    sipp_host_view view;
-    sipp_host_discover(&view);
-    sipp_policy_result pick = {.backend = SIPP_BACKEND_RPC, .device = -1};
-    if (!params->vocab_only && !rpc &&
-        (st = sipp_policy_decide(&view, params->backend, params->backend_order, &pick, errbuf)) != SIPP_OK)
+    sipp_host_discover(&lp->view);
+    lp->pick = (sipp_policy_result){.backend = SIPP_BACKEND_RPC, .device = -1};
+    if (!params->vocab_only && !lp->rpc &&
+        (st = sipp_policy_decide(&lp->view, params->backend, params->backend_order, &lp->pick, errbuf)) !=
+            SIPP_OK)
         return st;
-    sipp_rpc_plan plan = {0};
-    if (rpc && (st = sipp_rpc_plan_load(params, n_layer, &plan, errbuf)) != SIPP_OK) return st;
+    if (lp->rpc) return sipp_rpc_plan_load(params, lp->n_layer, &lp->rpc_plan, errbuf);
+    return SIPP_OK;
+}
 
-    sipp_model *m = calloc(1, sizeof *m);
-    if (!m) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
-    sipp_last_error_init(&m->error);
-    pthread_mutex_init(&m->chat_mu, NULL);
-    sipp_strlcpy(m->path, path, sizeof m->path);
-    m->flash_attn = flash_attn;
-
-    ggml_backend_dev_t devices[2] = {NULL, NULL};
-    struct llama_model_params mp = llama_model_default_params();
-    mp.progress_callback = params->progress;
-    mp.progress_callback_user_data = params->progress_user;
-    mp.vocab_only = params->vocab_only;
-    mp.use_extra_bufts = !params->no_repack;
-    mp.devices = devices; /* NULL-terminated: empty means no GPU device at all */
+/* Phase 2: llama.cpp's model parameters for the plan, and the GPU residency lease a GPU load takes
+ * (held in m->lease, so sipp_model_free releases it). devices must outlive mp. */
+static sipp_status place_load(sipp_model *m, const sipp_model_params *params, load_plan *lp,
+                              struct llama_model_params *mp, ggml_backend_dev_t devices[2], char *errbuf) {
+    *mp = llama_model_default_params();
+    mp->progress_callback = params->progress;
+    mp->progress_callback_user_data = params->progress_user;
+    mp->vocab_only = params->vocab_only;
+    mp->use_extra_bufts = !params->no_repack;
+    mp->devices = devices; /* NULL-terminated: empty means no GPU device at all */
 #ifdef __EMSCRIPTEN__
     /* In the browser runtime the file is a File or Blob the page mounted, which cannot be mapped. */
-    mp.load_mode = LLAMA_LOAD_MODE_NONE;
-    mp.lazy_mode = LLAMA_LAZY_MODE_OFF;
+    mp->load_mode = LLAMA_LOAD_MODE_NONE;
+    mp->lazy_mode = LLAMA_LAZY_MODE_OFF;
 #endif
-    m->info.n_layer = n_layer; /* placement.c needs it while llama.cpp loads */
-    if (rpc) {
+    if (lp->rpc) {
         m->rpc = true;
-        mp.devices = plan.devices;
-        mp.split_mode = LLAMA_SPLIT_MODE_LAYER;
-        mp.n_gpu_layers = plan.gpu_layers;
-        mp.tensor_split = plan.split;
-        snprintf(pick.reason, sizeof pick.reason, "rpc: %s", plan.reason);
-    } else if (params->vocab_only || pick.backend == SIPP_BACKEND_CPU) {
-        mp.n_gpu_layers = 0;
-        m->cpu_only = true;
-    } else {
-        const sipp_device_desc *dev = &view.devices[pick.device];
-        devices[0] = ggml_backend_dev_get((size_t)dev->index);
-        mp.n_gpu_layers = params->gpu_layers < 0 ? ALL_LAYERS : params->gpu_layers;
-        if (sipp_lease_enabled() && mp.n_gpu_layers > 0) {
-            st = sipp_lease_check_memory(dev, file_size, errbuf);
-            if (st == SIPP_OK)
-                st = sipp_lease_acquire(sipp_backend_name(pick.backend), dev->name, m->lease, sizeof m->lease,
-                                        errbuf);
-            if (st != SIPP_OK) {
-                sipp_last_error_destroy(&m->error);
-                free(m);
-                return st;
-            }
-        }
+        mp->devices = lp->rpc_plan.devices;
+        mp->split_mode = LLAMA_SPLIT_MODE_LAYER;
+        mp->n_gpu_layers = lp->rpc_plan.gpu_layers;
+        mp->tensor_split = lp->rpc_plan.split;
+        snprintf(lp->pick.reason, sizeof lp->pick.reason, "rpc: %s", lp->rpc_plan.reason);
+        return SIPP_OK;
     }
+    if (params->vocab_only || lp->pick.backend == SIPP_BACKEND_CPU) {
+        mp->n_gpu_layers = 0;
+        m->cpu_only = true;
+        return SIPP_OK;
+    }
+    const sipp_device_desc *dev = &lp->view.devices[lp->pick.device];
+    devices[0] = ggml_backend_dev_get((size_t)dev->index);
+    mp->n_gpu_layers = params->gpu_layers < 0 ? ALL_LAYERS : params->gpu_layers;
+    if (!sipp_lease_enabled() || mp->n_gpu_layers <= 0) return SIPP_OK;
+    sipp_status st = sipp_lease_check_memory(dev, lp->file_size, errbuf);
+    if (st != SIPP_OK) return st;
+    return sipp_lease_acquire(sipp_backend_name(lp->pick.backend), dev->name, m->lease, sizeof m->lease,
+                              errbuf);
+}
 
+/* Phase 3: llama.cpp loads the weights, with its log and buffer allocations observed (placement.c,
+ * memory.c); a failure names the file and llama.cpp's reason. */
+static sipp_status read_weights(sipp_model *m, const sipp_model_params *params, const load_plan *lp,
+                                struct llama_model_params mp, char *errbuf) {
     char llama_err[SIPP_ERROR_SIZE];
     double t0 = sipp_now_ms();
     sipp_log_capture(llama_err);
     sipp_placement_begin(m);
     sipp_buffers_capture(&m->mem);
-    m->lm = llama_model_load_from_file(path, mp);
+    m->lm = llama_model_load_from_file(lp->path, mp);
     sipp_buffers_capture(NULL);
     sipp_placement_end(m);
     sipp_log_capture(NULL);
-    if (!m->lm) {
-        bool aborted = params->progress && strstr(llama_err, "cancel");
-        if (strstr(llama_err, "unknown model architecture"))
-            sipp_fail(
-                errbuf, SIPP_ERR_MODEL,
-                "model '%s' has architecture '%s', which llama.cpp %s does not support; sipp cannot run it",
-                path, arch, sipp_llama_release());
-        else
-            sipp_fail(errbuf, aborted ? SIPP_ERR_CANCELLED : SIPP_ERR_MODEL, "model '%s' failed to load: %s",
-                      path, *llama_err ? llama_err : "llama.cpp gave no reason");
-        sipp_lease_release(m->lease);
-        sipp_last_error_destroy(&m->error);
-        free(m);
-        return aborted ? SIPP_ERR_CANCELLED : SIPP_ERR_MODEL;
-    }
+    m->info.load_ms = sipp_now_ms() - t0;
+    if (m->lm) return SIPP_OK;
+    bool aborted = params->progress && strstr(llama_err, "cancel");
+    if (strstr(llama_err, "unknown model architecture"))
+        return sipp_fail(
+            errbuf, SIPP_ERR_MODEL,
+            "model '%s' has architecture '%s', which llama.cpp %s does not support; sipp cannot run it",
+            lp->path, lp->arch, sipp_llama_release());
+    return sipp_fail(errbuf, aborted ? SIPP_ERR_CANCELLED : SIPP_ERR_MODEL, "model '%s' failed to load: %s",
+                     lp->path, *llama_err ? llama_err : "llama.cpp gave no reason");
+}
+
+/* Phase 4: what the loaded model is (info) and where it runs and why (decision). */
+static void describe_load(sipp_model *m, const sipp_model_params *params, const load_plan *lp,
+                          const struct llama_model_params *mp) {
     m->vocab = llama_model_get_vocab(m->lm);
     collect_eog(m);
-
     sipp_model_info *in = &m->info;
-    in->load_ms = sipp_now_ms() - t0;
-    sipp_strlcpy(in->architecture, arch, sizeof in->architecture);
+    sipp_strlcpy(in->architecture, lp->arch, sizeof in->architecture);
     llama_model_desc(m->lm, in->description, sizeof in->description);
     if (!params->vocab_only) { /* a vocabulary-only model has no layers to ask about */
         in->n_params = llama_model_n_params(m->lm);
@@ -275,22 +269,61 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     if (params->vocab_only) {
         sipp_strlcpy(d->backend, "none", sizeof d->backend);
         sipp_strlcpy(d->reason, "vocabulary only", sizeof d->reason);
-    } else {
-        sipp_strlcpy(d->backend, sipp_backend_name(pick.backend), sizeof d->backend);
-        reason_with(d->reason, sizeof d->reason, pick.reason, fa_label);
-        if (m->cpu_only) {
-            sipp_strlcpy(d->devices, "CPU", sizeof d->devices);
-        } else if (rpc) {
-            sipp_rpc_plan_describe(m, d);
-        } else {
-            int layers = mp.n_gpu_layers > in->n_layer ? in->n_layer : mp.n_gpu_layers;
-            d->gpu_layers = layers;
-            snprintf(d->devices, sizeof d->devices, "%s%s", view.devices[pick.device].name,
-                     layers < in->n_layer ? ",CPU" : "");
-        }
+        return;
     }
+    sipp_strlcpy(d->backend, sipp_backend_name(lp->pick.backend), sizeof d->backend);
+    reason_with(d->reason, sizeof d->reason, lp->pick.reason, lp->fa_label);
+    if (m->cpu_only) {
+        sipp_strlcpy(d->devices, "CPU", sizeof d->devices);
+    } else if (lp->rpc) {
+        sipp_rpc_plan_describe(m, d);
+    } else {
+        int layers = mp->n_gpu_layers > in->n_layer ? in->n_layer : mp->n_gpu_layers;
+        d->gpu_layers = layers;
+        snprintf(d->devices, sizeof d->devices, "%s%s", lp->view.devices[lp->pick.device].name,
+                 layers < in->n_layer ? ",CPU" : "");
+    }
+}
+
+/* A load in phases: plan (no allocation), allocate, place (and lease), read the weights, describe.
+ * Past the allocation every failure leaves by the one fail: label, which frees what was made
+ * (sipp_model_free takes a half-built model: no weights, no lease, no chat cache are all fine). */
+sipp_status sipp_model_load(const char *path, const sipp_model_params *params, sipp_model **out,
+                            char *errbuf) {
+    *out = NULL;
+    sipp_model_params def = sipp_model_default_params();
+    if (!params) params = &def;
+    if (!path || !*path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model path given");
+
+    load_plan *lp = calloc(1, sizeof *lp);
+    if (!lp) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
+    sipp_model *m = NULL;
+    sipp_status st = plan_load(path, params, lp, errbuf);
+    if (st != SIPP_OK) goto fail;
+
+    if (!(m = calloc(1, sizeof *m))) {
+        st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
+        goto fail;
+    }
+    sipp_last_error_init(&m->error);
+    pthread_mutex_init(&m->chat_mu, NULL);
+    sipp_strlcpy(m->path, lp->path, sizeof m->path);
+    m->flash_attn = lp->flash_attn;
+    m->info.n_layer = lp->n_layer; /* placement.c needs it while llama.cpp loads */
+
+    ggml_backend_dev_t devices[2] = {NULL, NULL};
+    struct llama_model_params mp;
+    if ((st = place_load(m, params, lp, &mp, devices, errbuf)) != SIPP_OK) goto fail;
+    if ((st = read_weights(m, params, lp, mp, errbuf)) != SIPP_OK) goto fail;
+    describe_load(m, params, lp, &mp);
+    free(lp);
     *out = m;
     return SIPP_OK;
+
+fail:
+    sipp_model_free(m);
+    free(lp);
+    return st;
 }
 
 struct llama_context_params sipp_model_context_params(const sipp_model *m) {

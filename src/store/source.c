@@ -130,7 +130,7 @@ sipp_status sipp_source_to_url(const char *source, char *url, size_t cap, char *
                                  "URL '%s' contains a space or control character", source);
         if (strlen(source) >= cap)
             return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "URL '%s' is too long", source);
-        strcpy(url, source);
+        sipp_strlcpy(url, source, cap);
         return SIPP_OK;
     }
 
@@ -208,8 +208,9 @@ bool sipp_split_parse(const char *file_name, sipp_split *out) {
     if (s[0] != '-' || !all_digits(s + 1, SPLIT_DIGITS) || strncmp(s + 1 + SPLIT_DIGITS, "-of-", 4) != 0 ||
         !all_digits(s + 5 + SPLIT_DIGITS, SPLIT_DIGITS) || strcmp(s + 5 + 2 * SPLIT_DIGITS, GGUF_EXT) != 0)
         return false;
-    int index = atoi(s + 1);
-    int count = atoi(s + 5 + SPLIT_DIGITS);
+    /* both numbers are SPLIT_DIGITS digits (checked above), so strtol cannot overflow */
+    int index = (int)strtol(s + 1, NULL, 10);
+    int count = (int)strtol(s + 5 + SPLIT_DIGITS, NULL, 10);
     if (count < 1 || count > SIPP_SPLIT_MAX || index < 1 || index > count) return false;
     if (out) *out = (sipp_split){.index = index, .count = count, .prefix_len = n - SPLIT_SUFFIX_LEN};
     return true;
@@ -225,7 +226,7 @@ bool sipp_split_sibling(const char *s, int index, char *out, size_t cap) {
     size_t seg_end = strcspn(s, "?#");
     size_t num_at = seg_end - SPLIT_SUFFIX_LEN + 1;
     if (strlen(s) >= cap) return false;
-    strcpy(out, s);
+    sipp_strlcpy(out, s, cap);
     char digits[16];
     snprintf(digits, sizeof digits, "%0*d", SPLIT_DIGITS, index); /* index <= SIPP_SPLIT_MAX: 5 digits */
     memcpy(out + num_at, digits, SPLIT_DIGITS);
@@ -248,7 +249,7 @@ sipp_status sipp_source_default_name(const char *url, char *name, size_t cap, ch
             "cannot make a store name from '%s'; give one with --name NAME (letters, digits, '.', '_', "
             "'-')",
             url);
-    strcpy(name, file);
+    sipp_strlcpy(name, file, cap);
     return SIPP_OK;
 }
 

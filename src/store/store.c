@@ -42,7 +42,7 @@ sipp_status sipp_store_mkdirs(const char *dir, char *errbuf) {
     char path[PATH_MAX];
     if (strlen(dir) >= sizeof path)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "path '%s' is too long", dir);
-    strcpy(path, dir);
+    sipp_strlcpy(path, dir, sizeof path);
     for (char *p = path + 1;; p++) {
         if (*p != '/' && *p != '\0') continue;
         char saved = *p;
@@ -167,7 +167,7 @@ static sipp_status meta_read(const char *dir, const char *name, sipp_store_model
                 json_str(f, "file"), expect, name);
             goto out;
         }
-        strcpy(sf->file, expect);
+        sipp_strlcpy(sf->file, expect, sizeof sf->file);
         sf->url = strdup(json_str(f, "url"));
         if (!sf->url) {
             st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory reading '%s'", path);
@@ -418,7 +418,7 @@ sipp_status sipp_store_remove(const char *dir, const char *name, char *errbuf) {
 static sipp_status copy_path(const char *path, char *out, size_t cap, char *errbuf) {
     if (strlen(path) >= cap)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "model path '%s' is too long", path);
-    strcpy(out, path);
+    sipp_strlcpy(out, path, cap);
     return SIPP_OK;
 }
 

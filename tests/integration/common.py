@@ -1,27 +1,19 @@
-"""Shared helpers for the integration tests: where the binaries are, making synthetic models, and
-running the CLI with a bounded timeout. Every test runs the real binaries."""
+"""Shared helpers for the integration tests: where the binaries are, making synthetic models (both in
+tests/support), and running the CLI with a bounded timeout. Every test runs the real binaries."""
 
 import os
 import subprocess
+import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.path.join(ROOT, os.environ.get("SIPP_BUILD", "build"))
-SIPP = os.path.join(BUILD, "bin", "sipp")
-SYNTH = os.path.join(BUILD, "bin", "sipp-synth")
-VOCAB_DIR = os.path.join(ROOT, "build", "llama", "vocab")
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if _ROOT not in sys.path:  # run as a script, or imported from bench/
+    sys.path.insert(0, _ROOT)
+
+# the paths and the models live in tests/support (shared with bench/); the names stay importable here
+from tests.support.models import make_model  # noqa: E402,F401
+from tests.support.paths import BUILD, ROOT, SIPP, SYNTH, VOCAB_DIR  # noqa: E402,F401
+
 RUN_TIMEOUT = 300  # seconds; Vulkan on lavapipe compiles its shaders on first use
-
-
-def make_model(directory, name="model.gguf", vocab="llama-bpe", **shape):
-    """Writes a tiny synthetic llama model (random weights, real tokenizer) and returns its path."""
-    args = {"n-embd": 64, "n-layer": 2, "n-head": 4, "n-head-kv": 2, "n-ff": 128, "type": "q8_0", "seed": 1}
-    args.update({k.replace("_", "-"): v for k, v in shape.items()})
-    path = os.path.join(directory, name)
-    cmd = [SYNTH, "--out", path, "--vocab", os.path.join(VOCAB_DIR, f"ggml-vocab-{vocab}.gguf")]
-    for k, v in args.items():
-        cmd += [f"--{k}", str(v)]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=RUN_TIMEOUT)
-    return path
 
 
 def run_sipp(args, env=None, check=False, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL, threads=True):

@@ -23,6 +23,8 @@ import socket
 import threading
 import time
 
+from tests.support.ports import closed_port  # noqa: F401 (the download tests import it from here)
+
 CHUNK = 64 * 1024
 SOCKET_TIMEOUT_S = 10
 POLL_INTERVAL_S = 0.05
@@ -190,10 +192,3 @@ class HTTPFixture:
 
     def __exit__(self, *exc):
         self.stop()
-
-
-def closed_port():
-    """A loopback port with nothing listening: bound, then closed."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

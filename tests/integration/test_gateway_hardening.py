@@ -20,6 +20,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support.ports import closed_port  # noqa: E402
 
 WAIT_S = 15
 READ_TIMEOUT_S = 2
@@ -28,14 +29,6 @@ LONG = 100000
 SECRET = "hardening-secret-0123456789"
 TOKEN_ENV = "SIPP_GW_HARDEN_TOKEN"
 MIB = 1 << 20
-
-
-def closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def remote_target(name="far"):

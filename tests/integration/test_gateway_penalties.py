@@ -12,7 +12,6 @@ output must be the same text.
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
 
 RUN_TOKENS = 16
 START = "one two"
@@ -33,12 +33,6 @@ def post(base, path, body):
     req = urllib.request.Request(base + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=gw.HTTP_TIMEOUT_S) as r:
         return json.loads(r.read())
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Penalties(unittest.TestCase):

@@ -126,12 +126,7 @@ class RemoteTargetTest(unittest.TestCase):
 
 class DeadUpstreamTest(unittest.TestCase):
     def test_all_replicas_down_is_502(self):
-        ports = []
-        for _ in range(2):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-            s.close()
+        ports = [gw.closed_port() for _ in range(2)]
         urls = ", ".join(f'"http://127.0.0.1:{p}/v1"' for p in ports)
         g = gw.serve_config(f'[[targets]]\nname = "dead"\ntype = "openai_compatible"\nbase_urls = [{urls}]\n')
         try:

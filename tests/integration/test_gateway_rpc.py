@@ -18,17 +18,12 @@ import time
 import unittest
 
 from tests.integration import test_gateway_support as gw
+from tests.support.ports import free_port
 
 LOST_EXIT = 75
 WAIT_S = 60
 SUPERVISED_PORT = 50052
 RETRY_WINDOW_S = 4  # the keeper retries a waiting rpc target at 0.5, 1, 2 s, ...
-
-
-def free_port(host):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class Server:

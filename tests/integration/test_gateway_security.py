@@ -12,6 +12,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support.ports import closed_port  # noqa: E402
 
 TOKENS = {"SIPP_GW_TEST_ALICE": "alice-secret-0123456789", "SIPP_GW_TEST_BOB": "bob-secret-0123456789"}
 ORIGIN = "http://app.example"
@@ -21,14 +22,6 @@ WAIT_S = 15
 
 def bearer(secret):
     return {"Authorization": f"Bearer {secret}"}
-
-
-def closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class AuthTest(unittest.TestCase):

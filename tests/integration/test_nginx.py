@@ -22,6 +22,7 @@ import time
 import unittest
 
 from tests.integration import test_gateway_support as gw
+from tests.support.ports import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "docs", "nginx-sipp.conf")
@@ -30,12 +31,6 @@ HTTP_S = 120
 LOAD_REQUESTS = 8
 LOAD_STREAMS = 4
 LONG_TOKENS = 800  # long enough that requests are in flight when an instance is killed
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def instance_config(extra=""):

@@ -28,6 +28,7 @@ import time
 import unittest
 
 from tests.integration.common import SIPP, make_model
+from tests.support.ports import free_port
 
 PORT_A, PORT_B = 50052, 50053
 START_TIMEOUT = 30   # seconds for an rpc-server to listen
@@ -39,12 +40,6 @@ EMBED_TOLERANCE = 1e-3
 
 def _ip(*args):
     return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
-
-
-def _free_port(addr):
-    with socket.socket() as s:
-        s.bind((addr, 0))
-        return s.getsockname()[1]
 
 
 class Hosts:
@@ -62,7 +57,7 @@ class Hosts:
             self.port_a, self.port_b = PORT_A, PORT_B  # the namespaces are this run's alone
         else:
             self.addr_a, self.addr_b = "127.0.0.2", "127.0.0.3"
-            self.port_a, self.port_b = _free_port(self.addr_a), _free_port(self.addr_b)
+            self.port_a, self.port_b = free_port(self.addr_a), free_port(self.addr_b)
             print("test_rpc: cannot create network namespaces (needs root and iproute2); "
                   "running the loopback variant (servers on 127.0.0.2 and 127.0.0.3)")
 
@@ -98,7 +93,7 @@ class Hosts:
 
     def unused_port(self, addr):
         """A port nothing listens on at addr (in a namespace, nothing listens past the servers')."""
-        return PORT_B + 100 if self.namespaces else _free_port(addr)
+        return PORT_B + 100 if self.namespaces else free_port(addr)
 
     def prefix(self, which):
         """The command prefix that runs a program on host which ('client', 'a' or 'b')."""

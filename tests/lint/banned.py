@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""tests/lint/banned.py: calls sipp's C sources may not make (curl's checksrc is the model).
+
+strcpy, strcat, sprintf and vsprintf write without a bound; atoi, atol and atoll cannot report a
+malformed or out-of-range number; gets cannot be used safely at all. Each has a bounded or checked
+replacement, named in the message. Comments and string literals are not looked at.
+
+Usage: banned.py [FILE...]; with no files, every tracked .c, .h and .cpp file under src/, tools/ and
+bindings/*/src. Prints each call found as FILE:LINE and one closing line "lint: N passed, M failed"
+(one per file); exits 1 when a file fails. Run by tests/run.sh (SIPP_TEST_ONLY=lint) and make check.
+"""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import csource  # noqa: E402
+
+BANNED = {
+    'strcpy': 'sipp_strlcpy (util.h), or memcpy with a checked length',
+    'strcat': 'snprintf at the end of what is there, or a sipp_buf',
+    'sprintf': 'snprintf with the buffer\'s size, checking the result',
+    'vsprintf': 'vsnprintf with the buffer\'s size',
+    'atoi': 'strtol with an end pointer and a range check',
+    'atol': 'strtol with an end pointer and a range check',
+    'atoll': 'strtoll with an end pointer and a range check',
+    'gets': 'fgets',
+}
+CALL = re.compile(r'(?<![A-Za-z0-9_.>])(' + '|'.join(BANNED) + r')\s*\(')
+
+
+def tracked_sources():
+    out = subprocess.run(['git', 'ls-files', '--', 'src', 'tools', 'bindings/*/src'], capture_output=True,
+                         text=True, check=True).stdout.split()
+    return [f for f in out if f.endswith(('.c', '.h', '.cpp'))]
+
+
+def check(path):
+    with open(path, encoding='utf-8', errors='replace') as f:
+        text = csource.blank(f.read())
+    found = []
+    for no, line in enumerate(text.split('\n'), 1):
+        for m in CALL.finditer(line):
+            found.append(f'{path}:{no}: {m.group(1)}() is banned; use {BANNED[m.group(1)]}')
+    return found
+
+
+def main(argv):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    files = argv[1:]
+    if not files:
+        os.chdir(root)
+        files = tracked_sources()
+    passed = failed = 0
+    for path in files:
+        found = check(path)
+        for msg in found:
+            print(msg)
+        if found:
+            failed += 1
+        else:
+            passed += 1
+    print(f'lint: {passed} passed, {failed} failed')
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))

@@ -33,7 +33,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS ?= -O2 -g
 CXXFLAGS ?= -O2 -g
 # make DEBUG=1: the debug checks of the engine's locking and slot rules (SIPP_ASSERT_ENGINE_LOCKED, ...,
-# src/engine/engine_internal.h). The sanitizer builds of make test turn them on.
+# src/engine/state.h). The sanitizer builds of make test turn them on.
 DEBUG ?= 0
 # Every symbol is hidden unless sipp.h declares it SIPP_API: libsipp.so exports its API and nothing else.
 SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -fvisibility=hidden $(WARN) -Iinclude -Isrc -I$(LLAMA_INC) \

@@ -37,7 +37,11 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "engine/engine_internal.h"
+#include "engine/draft.h"
+#include "engine/sampling.h"
+#include "engine/slot.h"
+#include "engine/state.h"
+#include "engine/tokens.h"
 
 #define VOCAB_SAMPLES 512 /* token texts compared at load, spread evenly over the vocabulary */
 

@@ -18,7 +18,10 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "engine/engine_internal.h"
+#include "engine/embed.h"
+#include "engine/tokens.h"
+#include "model/model.h"
+#include "util/util.h"
 
 #define EMBED_CTX_MAX 8192
 

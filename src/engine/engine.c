@@ -16,7 +16,13 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
-#include "engine/engine_internal.h"
+#include "engine/draft.h"
+#include "engine/embed.h"
+#include "engine/request.h"
+#include "engine/sampling.h"
+#include "engine/scheduler.h"
+#include "engine/slot.h"
+#include "engine/state.h"
 
 #define DEFAULT_PARALLEL 4
 #define DEFAULT_BATCH 512
@@ -225,12 +231,6 @@ sipp_status sipp_engine_new_stepped(sipp_model *model, const sipp_engine_params 
     return engine_create(model, params, true, out, errbuf);
 }
 
-void sipp_engine_wake(sipp_engine *e) {
-    sipp_engine_lock(e);
-    pthread_cond_signal(&e->cv);
-    sipp_engine_unlock(e);
-}
-
 /* ---- submit ------------------------------------------------------------------------------------ */
 
 static sipp_status check_fits(sipp_engine *e, sipp_request *r, char *err) {
@@ -333,7 +333,9 @@ sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sip
     sipp_status st = check_sampling(&p->sampling, p->max_tokens, err);
     if (st == SIPP_OK) st = sipp_request_check_logprobs(p->logprobs, err);
     if (st != SIPP_OK) return engine_fail(e, st, "%s", err);
-    sipp_request *r = sipp_request_alloc(e, p);
+    sipp_request_owner owner = {
+        .engine = e, .model = e->model, .wake = sipp_engine_wake, .stepped = e->stepped};
+    sipp_request *r = sipp_request_alloc(&owner, p);
     if (!r) return engine_fail(e, SIPP_ERR_NO_MEMORY, "out of memory");
     if ((st = prepare_prompt(e, p, r, err)) != SIPP_OK) {
         r->engine = NULL; /* never queued: nothing to wait for */
@@ -447,8 +449,6 @@ sipp_status sipp_engine_step(sipp_engine *e, bool *busy) {
     }
     return SIPP_OK;
 }
-
-bool sipp_engine_is_stepped(const sipp_engine *e) { return e && e->stepped; }
 
 void sipp_engine_free(sipp_engine *e) {
     if (!e) return;

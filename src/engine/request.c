@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/engine_internal.h"
+#include "engine/request.h"
 
 sipp_request_params sipp_request_default_params(void) {
     sipp_request_params p = {
@@ -34,10 +34,11 @@ const char *sipp_finish_reason_name(sipp_finish_reason r) {
     }
 }
 
-sipp_request *sipp_request_alloc(sipp_engine *engine, const sipp_request_params *p) {
+sipp_request *sipp_request_alloc(const sipp_request_owner *owner, const sipp_request_params *p) {
     sipp_request *r = calloc(1, sizeof *r);
     if (!r) return NULL;
-    r->engine = engine;
+    r->owner = *owner;
+    r->engine = owner->engine;
     r->max_tokens = p->max_tokens;
     r->sampling = p->sampling;
     r->ignore_eos = p->ignore_eos;
@@ -106,7 +107,7 @@ void sipp_request_cancel(sipp_request *r) {
      * goes away), so waking it is safe here and only here. */
     if (!r->finished) {
         atomic_store(&r->cancel, true);
-        if (r->engine) sipp_engine_wake(r->engine);
+        if (r->engine) r->owner.wake(r->engine);
     }
     pthread_mutex_unlock(&r->mu);
 }
@@ -143,7 +144,7 @@ static bool wait_stepping(sipp_request *r, bool (*cond)(const sipp_request *), i
 }
 
 static bool wait_for(sipp_request *r, bool (*cond)(const sipp_request *), int timeout_ms) {
-    if (!cond(r) && r->engine && sipp_engine_is_stepped(r->engine)) return wait_stepping(r, cond, timeout_ms);
+    if (!cond(r) && r->engine && r->owner.stepped) return wait_stepping(r, cond, timeout_ms);
     return wait_locked(r, cond, timeout_ms);
 }
 

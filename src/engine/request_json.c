@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_internal.h"
+#include "engine/request.h"
+#include "model/model.h"
 
 #include <jansson.h>
 
@@ -53,7 +54,7 @@ size_t sipp_request_logprobs_json(const sipp_request *rc, size_t from, char **ou
     sipp_request *r = (sipp_request *)rc;
     *out = NULL;
     if (!r) return 0;
-    const sipp_model *m = r->engine ? r->engine->model : NULL;
+    const sipp_model *m = r->owner.model;
     pthread_mutex_lock(&r->mu);
     size_t n = r->n_logprobs;
     if (m && from < n) {

@@ -32,7 +32,9 @@
 #include <time.h>
 
 #include "backend/backend.h"
-#include "engine/engine_internal.h"
+#include "engine/request.h"
+#include "engine/sampling.h"
+#include "engine/state.h"
 
 #define PROMPT_PIECE_MAX 256
 #define SPEC_RNG_MUL UINT64_C(0x9E3779B97F4A7C15)       /* spreads a small seed over the state */

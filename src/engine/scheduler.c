@@ -42,7 +42,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_internal.h"
+#include "engine/draft.h"
+#include "engine/request.h"
+#include "engine/sampling.h"
+#include "engine/scheduler.h"
+#include "engine/slot.h"
+#include "engine/state.h"
+#include "engine/tokens.h"
 
 #define PIECE_MAX 256
 
@@ -62,25 +68,6 @@
 #define EXPLORE_DRAFT 2
 
 /* ---- slots ------------------------------------------------------------------------------------- */
-
-int sipp_common_prefix(const llama_token *a, int na, const llama_token *b, int nb) {
-    int n = 0;
-    while (n < na && n < nb && a[n] == b[n])
-        n++;
-    return n;
-}
-
-bool sipp_tokens_reserve(llama_token **tokens, int *cap, int n) {
-    if (n <= *cap) return true;
-    int grown = *cap ? *cap : 256;
-    while (grown < n)
-        grown *= 2;
-    llama_token *t = realloc(*tokens, (size_t)grown * sizeof *t);
-    if (!t) return false;
-    *tokens = t;
-    *cap = grown;
-    return true;
-}
 
 static bool cache_reserve(slot *s, int n) { return sipp_tokens_reserve(&s->cache, &s->cap_cache, n); }
 
@@ -258,15 +245,6 @@ void sipp_sched_assign(sipp_engine *e, sipp_request **dropped, sipp_request **st
 }
 
 /* ---- one step ---------------------------------------------------------------------------------- */
-
-void sipp_batch_add(llama_batch *b, llama_token t, llama_pos pos, llama_seq_id seq, bool logits) {
-    int i = b->n_tokens++;
-    b->token[i] = t;
-    b->pos[i] = pos;
-    b->n_seq_id[i] = 1;
-    b->seq_id[i][0] = seq;
-    b->logits[i] = logits;
-}
 
 static int prefill_chunk(const sipp_engine *e) {
     switch (e->params.policy) {

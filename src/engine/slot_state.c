@@ -35,7 +35,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/engine_internal.h"
+#include "engine/slot.h"
+#include "engine/state.h"
+#include "model/model.h"
 
 #define MAGIC "SIPPSLT1"
 #define MAGIC_SIZE 8

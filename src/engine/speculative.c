@@ -11,7 +11,8 @@
  * One-token suffixes match too often by chance (a space, a comma) to pay for the rows they take,
  * so the shortest suffix is two tokens.
  */
-#include "engine/engine_internal.h"
+#include "engine/draft.h"
+#include "model/model.h"
 
 #define NGRAM_MAX 3
 #define NGRAM_MIN 2

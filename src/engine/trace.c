@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "engine/engine_internal.h"
+#include "engine/tokens.h"
+#include "model/model.h"
+#include "util/util.h"
 
 #define TRACE_PROMPT_TOKENS 8
 #define TRACE_CTX 256
@@ -31,22 +33,6 @@ static struct llama_context *scratch_ctx(sipp_model *m, int n_ctx, int n_batch, 
     cp.cb_eval = cb;
     cp.cb_eval_user_data = cb_user;
     return llama_init_from_model(m->lm, cp);
-}
-
-int sipp_decode_range(struct llama_context *ctx, const llama_token *tokens, int from, int n,
-                      bool all_logits) {
-    llama_batch b = llama_batch_init(n, 0, 1);
-    for (int i = 0; i < n; i++) {
-        b.token[i] = tokens[from + i];
-        b.pos[i] = from + i;
-        b.n_seq_id[i] = 1;
-        b.seq_id[i][0] = 0;
-        b.logits[i] = all_logits || i == n - 1;
-    }
-    b.n_tokens = n;
-    int rc = llama_decode(ctx, b);
-    llama_batch_free(b);
-    return rc;
 }
 
 sipp_status sipp_model_eval_logits(sipp_model *m, const int32_t *tokens, size_t n_tokens, bool incremental,

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "chat/chat_request.h"
-#include "engine/engine_internal.h"
+#include "engine/request.h"
 #include "util/util.h"
 
 #define UNAVAILABLE                                                                                          \

@@ -8,7 +8,7 @@
  */
 #include <criterion/criterion.h>
 
-#include "engine/engine_internal.h"
+#include "engine/draft.h"
 
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

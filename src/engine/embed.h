@@ -1,0 +1,22 @@
+/*
+ * embed.h: the embedding context of an engine (embed.c).
+ */
+#ifndef SIPP_ENGINE_EMBED_H
+#define SIPP_ENGINE_EMBED_H
+
+#include "model/model.h"
+#include "sipp.h"
+
+typedef struct sipp_embedder sipp_embedder;
+
+/* The embedding context (embed.c). */
+sipp_embedder *sipp_embedder_new(void);
+void sipp_embedder_free(sipp_embedder *em);
+sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads,
+                           const char *const *texts, size_t n_texts, const sipp_embed_options *opt,
+                           float **out, int *n_embd, int *n_tokens, char *err);
+sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *query,
+                            const char *const *docs, size_t n_docs, const sipp_embed_options *opt,
+                            float **scores, char *err);
+
+#endif

@@ -226,6 +226,7 @@ FUZZ_chat_SRCS := tests/fuzz/fuzz_chat.c src/chat/chat_request.c
 FUZZ_signature_SRCS := tests/fuzz/fuzz_signature.c src/backend/signature.c
 # the Responses, Messages and Ollama request translations (the gateway's stand-ins are in the harness)
 FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/gateway/routes_responses.c \
+  src/gateway/api_fields.c \
   src/gateway/routes_anthropic.c src/gateway/routes_ollama.c src/gateway/responses_store.c \
   src/gateway/request_parse.c src/gateway/errors.c src/gateway/sse.c src/gateway/rename.c \
   src/gateway/duration.c

@@ -271,7 +271,8 @@ typedef struct field_rule {
     const char *why; /* refused: what to do instead; ignored: why it cannot change the output */
 } field_rule;
 
-/* docs/gateway.md has this table in prose; tests/integration/test_gateway_fields.py checks each row. */
+/* docs/api-fields.md has this table (api "chat"); tests/integration/test_api_fields.py checks each
+ * row against a running gateway. */
 static const field_rule FIELDS[] = {
     {"model", F_ALL, FIELD_SUPPORTED, NULL},
     {"messages", F_CHAT, FIELD_SUPPORTED, NULL},
@@ -314,6 +315,7 @@ static const field_rule FIELDS[] = {
     {"safety_identifier", F_GEN, FIELD_IGNORED, "an end-user id for the provider's abuse monitoring"},
     {"prompt_cache_key", F_GEN, FIELD_IGNORED, "a cache hint; sipp reuses shared prefixes by itself"},
     {"cache_prompt", F_GEN, FIELD_IGNORED, "llama.cpp's cache hint; sipp reuses shared prefixes by itself"},
+    {"prompt_cache_retention", F_GEN, FIELD_IGNORED, "a cache hint; sipp reuses shared prefixes by itself"},
     {"logit_bias", F_GEN, FIELD_REFUSED, "use grammar or json_schema to constrain tokens"},
     {"modalities", F_CHAT, FIELD_REFUSED, "sipp answers in text only; leave it out"},
     {"audio", F_CHAT, FIELD_REFUSED, "sipp answers in text only; leave it out"},
@@ -359,6 +361,8 @@ static bool check_field_table(dec *d, json_t *root, gw_api api) {
                 d, "'%s' does not apply to this route; docs/gateway.md lists the fields of each route", key);
         if (rule->kind == FIELD_REFUSED && is_present(v))
             return fail(d, "'%s' is not supported: %s", key, rule->why);
+        if (rule->kind == FIELD_IGNORED && d->g->n_ignored < GW_MAX_IGNORED)
+            d->g->ignored[d->g->n_ignored++] = rule->name;
     }
     return true;
 }

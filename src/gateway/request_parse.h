@@ -24,6 +24,7 @@ typedef enum gw_api {
 #define GW_MAX_STOP 16
 #define GW_MAX_MESSAGES 4096
 #define GW_MAX_EMBED_INPUTS 2048
+#define GW_MAX_IGNORED 32
 
 /* A decoded request body. Strings borrow from root (or from owned) and live until gw_gen_free. */
 typedef struct gw_gen {
@@ -65,6 +66,10 @@ typedef struct gw_gen {
     char *json_schema;   /* prompts: a JSON Schema text (owned) */
     int n;               /* choices, 1 by default; at most the target's parallel */
     int logprobs;        /* -1: none; else how many alternatives per token (top_logprobs) */
+    /* Fields the body carried that the table accepts without acting on them (user, metadata, ...),
+     * borrowed from root: the route names them in sipp-ignored (api_fields.h). */
+    const char *ignored[GW_MAX_IGNORED];
+    size_t n_ignored;
 } gw_gen;
 
 /* Parses a body as JSON the way every route reads it: duplicate keys and NUL characters refused.

@@ -13,6 +13,7 @@
  */
 #include <string.h>
 
+#include "gateway/api_fields.h"
 #include "gateway/routes.h"
 #include "gateway/supervise.h"
 
@@ -231,6 +232,8 @@ void gw_run_generation(gw_call *call, gw_api api, const char *upstream_suffix, c
         return;
     }
     json_decref(root); /* g holds its own reference */
+    for (size_t i = 0; i < g.n_ignored; i++)
+        gw_ignored_add(call, g.ignored[i]);
     gw_target *t = gw_call_target(call, g.model);
     if (!t) {
         gw_gen_free(&g);

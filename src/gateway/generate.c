@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/api_fields.h"
 #include "gateway/generate.h"
 #include "gateway/metrics.h"
 #include "gateway/rename.h"
@@ -39,6 +40,7 @@
 #define GW_READ_CHUNK 4096
 #define GW_WAIT_SLICE_MS 100
 #define GW_ID_SIZE 96
+#define GW_FIELD_NAME_SIZE 64
 
 typedef enum { PHASE_BEGIN, PHASE_BODY, PHASE_DONE } phase;
 
@@ -321,7 +323,29 @@ static bool submit_all(gw_call *call, gw_target *t, gen_stream *gs) {
     return true;
 }
 
+/* The target's max_tokens: the default of a request that gives none, and the ceiling of one that
+ * asks for more, which is then named in sipp-ignored by its own API's field ('max_output_tokens',
+ * 'options.num_predict'). Agents rarely send a limit, and a runaway generation would otherwise run
+ * to the end of the context. */
+static void cap_output(gw_call *call, const gw_target *t, gw_gen *g, const gw_format *fmt) {
+    int cap = t->cfg->max_tokens;
+    if (cap <= 0 || (g->max_tokens > 0 && g->max_tokens <= cap)) return;
+    if (g->max_tokens > 0) {
+        char name[GW_FIELD_NAME_SIZE] = "'max_tokens'";
+        if (!json_object_get(g->root, "max_tokens") && json_object_get(g->root, "max_completion_tokens"))
+            snprintf(name, sizeof name, "'max_completion_tokens'");
+        if (fmt->renames) gw_rename_fields(name, sizeof name, fmt->renames);
+        size_t n = strlen(name);
+        if (n >= 2 && name[0] == '\'' && name[n - 1] == '\'') {
+            name[n - 1] = '\0';
+            gw_ignored_add(call, name + 1);
+        }
+    }
+    g->max_tokens = cap;
+}
+
 void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
+    cap_output(call, t, g, fmt);
     gen_stream *gs = calloc(1, sizeof *gs);
     size_t n = g->n > 0 ? (size_t)g->n : 1;
     if (gs) {

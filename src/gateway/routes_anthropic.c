@@ -578,6 +578,10 @@ static bool check_options(gw_call *call, json_t *root) {
 }
 
 static json_t *translate(gw_call *call, json_t *root, bool counting) {
+    if (counting && json_object_get(root, "max_tokens")) {
+        gw_reply_invalid_field(call, "'max_tokens' is not a field of count_tokens; leave it out");
+        return NULL;
+    }
     json_t *chat = json_object();
     if (!gw_fields_check(call, root, gw_fields_messages, API_NAME) || !check_options(call, root) ||
         !check_context_management(call, root) || !translate_messages(call, root, chat) ||

@@ -287,6 +287,12 @@ static json_t *model_json(gw_call *call, gw_target *t) {
         json_object_set_new(o, "sipp", r);
         json_object_set(o, "state", json_object_get(r, "state"));
     }
+    if (t->cfg->n_aliases) {
+        json_t *aliases = json_array();
+        for (size_t k = 0; k < t->cfg->n_aliases; k++)
+            json_array_append_new(aliases, json_string(t->cfg->aliases[k]));
+        json_object_set_new(o, "aliases", aliases);
+    }
     json_t *file = gw_model_file_json(call, t); /* NULL unless served (a local, single-file target) */
     if (file) json_object_set_new(o, "browser_file", file);
     return o;

@@ -643,6 +643,11 @@ void gw_route_messages_count(gw_call *call) {
         p.timeout_ms = gw_call_ms_left(call);
         sipp_request *r = NULL;
         sipp_status st = sipp_engine_submit(t->engine, &p, &r);
+        if (st == SIPP_ERR_INVALID_ARGUMENT && gw_chat_fold_system(g.chat)) { /* as generate.c does */
+            free(chat_json);
+            p.chat_json = chat_json = json_dumps(g.chat, JSON_COMPACT);
+            st = chat_json ? sipp_engine_submit(t->engine, &p, &r) : st;
+        }
         if (st != SIPP_OK) {
             char err[SIPP_ERROR_SIZE];
             sipp_strlcpy(err, sipp_engine_last_error(t->engine), sizeof err);

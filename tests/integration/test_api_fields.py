@@ -27,6 +27,7 @@ TEMPLATES = os.path.join(os.path.dirname(gw.VOCAB), "..", "source", "models", "t
 QWEN_VOCAB = os.path.join(os.path.dirname(gw.VOCAB), "ggml-vocab-qwen2.gguf")
 MODEL = "qwen"
 THINKER = "thinker"
+STRICT = "strict"  # a template that takes a system prompt only at the start (Mistral Nemo's)
 N = 4  # tokens generated per request
 SYNTH_TIMEOUT_S = 120
 DECISIONS = ("honored", "ignored", "refused")
@@ -83,9 +84,9 @@ def ignored_name(field):
     return field.split(" ")[0].replace("[]", "[0]")
 
 
-def make_model(path, template, seed=1):
+def make_model(path, template, seed=1, vocab=QWEN_VOCAB):
     if not os.path.exists(path):
-        r = subprocess.run([gw.SYNTH, "--out", path, "--vocab", QWEN_VOCAB, "--chat-template-file",
+        r = subprocess.run([gw.SYNTH, "--out", path, "--vocab", vocab, "--chat-template-file",
                             os.path.join(TEMPLATES, template), "--seed", str(seed), *gw.TINY],
                            capture_output=True, text=True, timeout=SYNTH_TIMEOUT_S)
         assert r.returncode == 0, r.stderr
@@ -97,8 +98,11 @@ class FieldTableTest(unittest.TestCase):
     def setUpClass(cls):
         qwen = make_model(os.path.join(gw.tmpdir(), "fields-qwen25.gguf"), "Qwen-Qwen2.5-7B-Instruct.jinja")
         thinker = make_model(os.path.join(gw.tmpdir(), "fields-qwen3.gguf"), "Qwen-Qwen3-0.6B.jinja")
+        strict = make_model(os.path.join(gw.tmpdir(), "fields-nemo.gguf"), "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+                            vocab=os.path.join(os.path.dirname(gw.VOCAB), "ggml-vocab-llama-spm.gguf"))
         cls.gw = gw.serve_config(gw.local_target(MODEL, path=qwen, parallel=2, ctx=4096) +
-                                 gw.local_target(THINKER, path=thinker, parallel=1, ctx=4096),
+                                 gw.local_target(THINKER, path=thinker, parallel=1, ctx=4096) +
+                                 gw.local_target(STRICT, path=strict, parallel=1, ctx=4096),
                                  env={"SIPP_LOG": "debug"})
         cls.rows = read_table()
 
@@ -250,6 +254,17 @@ class FieldTableTest(unittest.TestCase):
         self.assertEqual(st, 200, b)
         self.assertEqual(h.get("sipp-ignored"), "cache_control")
         self.assertGreater(self.count(body), self.count({**body, "messages": without}))
+        # A template that refuses it there gets it folded into the system prompt.
+        for model in (STRICT, MODEL):
+            st, _, b = self.post("messages", {**body, "model": model, "system": "Be brief."})
+            self.assertEqual(st, 200, b)
+            self.assertGreater(self.count({**body, "system": "Be brief."}, model),
+                               self.count({**body, "messages": without, "system": "Be brief."}, model))
+        st, _, b = self.post("responses", {**base_body("responses"), "model": STRICT, "input": [
+            {"type": "message", "role": "user", "content": "Hi"},
+            {"type": "message", "role": "developer", "content": "Answer in French."},
+            {"type": "message", "role": "user", "content": "Again"}]})
+        self.assertEqual(st, 200, b)
 
     def test_thinking_and_effort_switch_the_template(self):
         base = base_body("messages")

@@ -58,9 +58,4 @@ struct gw_format {
  * over g's contents. */
 void gw_generate(gw_call *call, gw_target *target, gw_gen *g, const gw_format *fmt);
 
-/* Folds the system messages a chat has after its first message into its leading system message
- * (made when there is none), in order: for templates that take a system prompt only at the start
- * and refuse one among the turns. False when there was nothing to fold. */
-bool gw_chat_fold_system(json_t *chat);
-
 #endif

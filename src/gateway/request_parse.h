@@ -85,5 +85,9 @@ void gw_gen_free(gw_gen *g);
  * gw_decode reads. */
 const char *gw_body_model(json_t *root);
 bool gw_body_stream(json_t *root, bool stream_default);
+/* Folds (in a chat body, gw_gen.chat) the system messages a chat has after its first message into its leading
+ * system message (made when there is none), in order: for templates that take a system prompt only at the
+ * start and refuse one among the turns. False when there was nothing to fold. */
+bool gw_chat_fold_system(json_t *chat);
 
 #endif

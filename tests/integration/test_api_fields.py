@@ -28,6 +28,7 @@ QWEN_VOCAB = os.path.join(os.path.dirname(gw.VOCAB), "ggml-vocab-qwen2.gguf")
 MODEL = "qwen"
 THINKER = "thinker"
 STRICT = "strict"  # a template that takes a system prompt only at the start (Mistral Nemo's)
+OSS = "oss"  # gpt-oss's template, which reads reasoning_effort
 N = 4  # tokens generated per request
 SYNTH_TIMEOUT_S = 120
 DECISIONS = ("honored", "ignored", "refused")
@@ -100,7 +101,9 @@ class FieldTableTest(unittest.TestCase):
         thinker = make_model(os.path.join(gw.tmpdir(), "fields-qwen3.gguf"), "Qwen-Qwen3-0.6B.jinja")
         strict = make_model(os.path.join(gw.tmpdir(), "fields-nemo.gguf"), "mistralai-Mistral-Nemo-Instruct-2407.jinja",
                             vocab=os.path.join(os.path.dirname(gw.VOCAB), "ggml-vocab-llama-spm.gguf"))
-        cls.gw = gw.serve_config(gw.local_target(MODEL, path=qwen, parallel=2, ctx=4096) +
+        oss = make_model(os.path.join(gw.tmpdir(), "fields-oss.gguf"), "openai-gpt-oss-120b.jinja")
+        cls.gw = gw.serve_config(gw.local_target(OSS, path=oss, parallel=1, ctx=4096) +
+                                 gw.local_target(MODEL, path=qwen, parallel=2, ctx=4096) +
                                  gw.local_target(THINKER, path=thinker, parallel=1, ctx=4096) +
                                  gw.local_target(STRICT, path=strict, parallel=1, ctx=4096),
                                  env={"SIPP_LOG": "debug"})
@@ -281,6 +284,20 @@ class FieldTableTest(unittest.TestCase):
         st, _, b = self.post("messages", {**base, "output_config": {"effort": "extreme"}})
         self.assertEqual(st, 400, b)
         self.assertIn("'output_config.effort'", b["error"]["message"])
+        # effort is the template's reasoning_effort: one slot's cache shows where prompts part. A prompt
+        # the slot holds whole re-reads only its last token.
+        def messages_effort(effort):
+            st, _, b = self.post("messages", {**base, "model": OSS, "output_config": {"effort": effort}})
+            self.assertEqual(st, 200, b)
+            return b["usage"]["input_tokens"] + b["usage"]["cache_read_input_tokens"], b["usage"]["cache_read_input_tokens"]
+        messages_effort("low")
+        total, cached = messages_effort("high")
+        self.assertLess(cached, total - 1, "effort high renders another prompt than low")
+        total, cached = messages_effort("max")
+        self.assertEqual(cached, total - 1, "max is high")
+        st, _, b = self.post("chat", {**base_body("chat"), "model": OSS, "reasoning_effort": "high"})
+        self.assertEqual(b["usage"]["prompt_tokens_details"]["cached_tokens"], b["usage"]["prompt_tokens"] - 1,
+                         "Messages' effort high is chat's reasoning_effort high")
         # Responses' reasoning.effort "none" is the same switch.
         body = {**base_body("responses"), "model": THINKER}
         st, _, on = self.post("responses", body)

@@ -8,7 +8,11 @@
  * function tools; tool_choice auto | any | tool | none is chat's auto | required | a named
  * function | none; thinking is the template's thinking switch and budget; stop_sequences is stop;
  * max_tokens (required here, as Anthropic requires it), temperature (0..1), top_p and top_k pass
- * as they are. Unknown fields and blocks this server cannot honour are refused by name. Errors,
+ * as they are; a system message among the turns stays where it stands; thinking adaptive and
+ * output_config.effort are the template's switch and effort. Bookkeeping and hints (metadata,
+ * cache_control, clear-thinking context_management, thinking.display) and server tools are
+ * accepted and named in sipp-ignored (api_fields.c); unknown fields and blocks this server cannot
+ * honour are refused by name. Errors,
  * before and during a stream, are Anthropic's shape (the route table marks these routes), and
  * clients authenticate with x-api-key as with Authorization: Bearer (auth.c).
  *

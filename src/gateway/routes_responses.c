@@ -7,8 +7,11 @@
  * as chat tool_calls; function_call_output items are tool messages), max_output_tokens is
  * max_tokens, text.format is response_format, function tools become chat's function tools and
  * reasoning.effort the template's thinking switch. What the chat layer refuses is refused under
- * the Responses names. Fields of the API that cannot change the output (metadata, user,
- * safety_identifier, prompt_cache_key, service_tier) are accepted; anything else is refused.
+ * the Responses names. Fields that cannot change the output (metadata, client_metadata, user,
+ * prompt_cache_key, include entries, reasoning.summary, ...) are accepted and named in sipp-ignored,
+ * as built-in tools are, which the model is not shown (api_fields.c, docs/api-fields.md); namespace
+ * tools are flattened into "<namespace>__<name>" functions whose calls come back with their
+ * namespace; anything else is refused.
  *
  * The answer, parsed by the chat layer into content, reasoning and tool calls, becomes output
  * items: a reasoning item, a message item with one output_text part, one function_call item per

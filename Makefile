@@ -45,7 +45,7 @@ SIPP_CXXFLAGS := -std=c++17 -fPIC -pthread -fvisibility=hidden -Wall -Wextra -We
   -isystem $(LLAMA_SOURCE)/include -isystem $(LLAMA_SOURCE)/common -isystem $(LLAMA_SOURCE)/vendor $(EXTRA_CXXFLAGS)
 SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl
 
-LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/engine/*.c src/chat/*.c src/store/*.c src/verify/*.c))
+LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/store/*.c src/model/*.c src/chat/*.c src/engine/*.c src/verify/*.c))
 LIB_CXX_SRCS := src/chat/chat_bridge.cpp
 # libsipp-util.a: the helpers clients may link beside libsipp.so (strings, buffers, errors, TOML);
 # docs/architecture.md states the rule.
@@ -218,19 +218,21 @@ $(BUILD)/fuzz/fuzz_config: $(FUZZ_config_SRCS) $(LIBSIPP)
 # static archive (its objects that the harness's own sources replace are never pulled in).
 FUZZ_catalog_SRCS := tests/fuzz/fuzz_catalog.c src/store/catalog.c
 FUZZ_store_meta_SRCS := tests/fuzz/fuzz_store_meta.c src/store/store.c
-FUZZ_manifest_SRCS := tests/fuzz/fuzz_manifest.c src/verify/manifest.c src/verify/metrics.c
-FUZZ_gguf_SRCS := tests/fuzz/fuzz_gguf.c src/store/inspect.c
-FUZZ_gguf_header_SRCS := tests/fuzz/fuzz_gguf_header.c src/store/gguf_header.c src/engine/model_check.c
+FUZZ_manifest_SRCS := tests/fuzz/fuzz_manifest.c src/verify/manifest.c src/verify/distance.c
+FUZZ_gguf_SRCS := tests/fuzz/fuzz_gguf.c src/store/gguf_info.c
+FUZZ_gguf_header_SRCS := tests/fuzz/fuzz_gguf_header.c src/store/gguf_header.c src/model/model_check.c
 # a chat's fields (chat_request.c) and what they reach of llama.cpp's chat library through the bridge
 FUZZ_chat_SRCS := tests/fuzz/fuzz_chat.c src/chat/chat_request.c
 FUZZ_signature_SRCS := tests/fuzz/fuzz_signature.c src/backend/signature.c
+# the bounds on request schemas and the conversion to a grammar they guard (issue 27)
+FUZZ_schema_SRCS := tests/fuzz/fuzz_schema.c src/util/schema_limits.c src/chat/schema_convert.c
 # the Responses, Messages and Ollama request translations (the gateway's stand-ins are in the harness)
 FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/gateway/routes_responses.c \
   src/gateway/api_fields.c \
   src/gateway/routes_anthropic.c src/gateway/routes_ollama.c src/gateway/responses_store.c \
-  src/gateway/request_parse.c src/gateway/errors.c src/gateway/sse.c src/gateway/rename.c \
-  src/gateway/duration.c
-FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate
+  src/gateway/request_parse.c src/gateway/errors.c src/gateway/sse.c src/gateway/field_names.c \
+  src/gateway/ollama_duration.c
+FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate schema
 define fuzz_lib_rule
 $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 	@mkdir -p $$(dir $$@)
@@ -270,11 +272,11 @@ demo: setup
 WEB_OUT := $(BUILD)/web
 WEB_VARIANTS := mt st
 # Left out: what needs jansson, OpenSSL or llama.cpp's chat library (src/chat,
-# src/engine/request_json.c, src/backend/signature.c); the browser's answers are src/web/*_browser.c.
+# src/engine/request_json.c, src/backend/signature.c); the browser's answers are src/wasm/*_browser.c.
 # The rpc files stay: the wasm ggml has no RPC backend, so rpc is refused there as not compiled.
 WEB_NATIVE_ONLY := src/engine/request_json.c src/backend/signature.c
-WEB_SRCS := $(filter-out $(WEB_NATIVE_ONLY),$(sort $(wildcard src/backend/*.c src/engine/*.c))) src/util/util.c \
-  src/util/last_error.c src/store/gguf_header.c src/web/store_browser.c src/web/chat_browser.c src/web/signature_browser.c \
+WEB_SRCS := $(filter-out $(WEB_NATIVE_ONLY),$(sort $(wildcard src/backend/*.c src/model/*.c src/engine/*.c))) src/util/util.c \
+  src/util/last_error.c src/store/gguf_header.c src/wasm/store_browser.c src/wasm/chat_browser.c src/wasm/signature_browser.c \
   bindings/web/src/sipp_wasm.c
 LLAMA_SRC_DIR := $(LLAMA_ROOT)/llama/source
 WEB_CFLAGS := -O3 -msimd128 -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc -I$(LLAMA_SRC_DIR)/include \

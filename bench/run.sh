@@ -43,14 +43,20 @@ peer_targets="llama-bench llama-batched-bench"
 wants gateway && peer_targets="$peer_targets llama-server"
 peer=$(SIPP_PEER_TARGETS="$peer_targets" bash deps/build-source.sh peer)
 
-# sipp on the peer's libraries: the same libllama/libggml files under the names sipp links against.
+# sipp on the peer's libraries: the same libllama/libggml files under the names sipp links against,
+# and the same CPU modules (the peer is a GGML_BACKEND_DL build: ggml picks the module at run time).
 same="$out/peer-libs"
 mkdir -p "$same"
 ln -sf "$peer/bin/libllama.so" "$same/libllama.v0.4.0.so"
 ln -sf "$peer/bin/libggml.so" "$same/libggml.v0.4.0.so"
 ln -sf "$peer/bin/libggml-base.so" "$same/libggml-base.so"
+for m in "$peer"/bin/libggml-cpu-*.so; do ln -sf "$m" "$same/$(basename "$m")"; done
 sipp_same() { LD_LIBRARY_PATH="$(realpath "$same"):$peer/bin" SIPP_ARTIFACT="$same" "$SIPP" "$@"; }
 peer_run() { LD_LIBRARY_PATH="$peer/bin" "$@"; }
+# The CPU module each side runs: sipp's doctor names it; the peer's ggml logs the one it loaded.
+sipp_module() { "$@" doctor --json | python3 -c "import json,sys; print(json.load(sys.stdin)['cpu']['ggml_cpu_module'])"; }
+peer_module=$(peer_run "$peer/bin/llama-bench" --list-devices 2>&1 |
+  sed -n 's/.*loaded CPU backend from .*\(libggml-cpu-[a-z0-9_]*\.so\).*/\1/p' | head -1)
 
 jq_num() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
 mean() { python3 -c "import sys,statistics as s; v=[float(x) for x in sys.argv[1:]]; print(f'{s.mean(v):.2f}')" "$@"; }
@@ -65,7 +71,8 @@ report="$out/report.md"
 say() { echo "$*" | tee -a "$report"; }
 
 say "# bench/run.sh $what, $(date -u +%Y-%m-%dT%H:%MZ), threads $THREADS, $ROUNDS rounds of -r $REPS, load average $(cut -d" " -f1-3 /proc/loadavg)"
-say "model: 1B-shaped synthetic Q4_0 ($(du -h "$model" | cut -f1)), cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+say "model: 1B-shaped synthetic Q4_0 ($(du -h "$model" | cut -f1)), cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)$(grep -q amx_tile /proc/cpuinfo && echo ' (AMX)')"
+say "CPU modules: sipp (prebuilt artifact) $(sipp_module "$SIPP"), sipp on the peer's libraries $(sipp_module sipp_same), peer ${peer_module:-unknown}"
 
 # llama-bench -o json prints a list of tests; avg_ts is the mean tokens/s.
 lb_ts() { jq_num "$1" "[t['avg_ts'] for t in d if t['n_$2'] > 0][0]"; }

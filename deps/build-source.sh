@@ -4,9 +4,13 @@
 #   lib   the shared libraries only (GGML_BACKEND_DL=ON, every CPU variant, no server, no examples):
 #         what `make LLAMA_FROM_SOURCE=1` puts in an artifact, for hosts the prebuilt set misses.
 #   peer  llama-bench, llama-batched-bench and llama-server with their libraries, the peers that
-#         bench/ measures sipp against, built from the very same source. Only the CPU module for this
-#         machine is built, into libggml (GGML_NATIVE, no GGML_BACKEND_DL); bench/ runs sipp on these same libraries, so a ratio
-#         measures sipp's own overhead and nothing of compiler flags.
+#         bench/ measures sipp against, built from the very same source with the CPU module set of
+#         llama.cpp's release binaries and of the prebuilt artifact (GGML_BACKEND_DL, every CPU
+#         variant, GGML_NATIVE off): ggml loads the best module this CPU supports at run time, as it
+#         does for sipp. bench/ runs sipp on these same libraries and modules, so a ratio measures
+#         sipp's own overhead and nothing of compiler flags. (A GGML_NATIVE build compiled the AMX
+#         kernels from the build's -march=native and died of SIGILL on its first decode on a Xeon
+#         with AMX under a hypervisor; the release modules' sapphirerapids variant runs there.)
 #   peer-rpc  the same as peer with GGML_RPC=ON: llama.cpp's own rpc-server and llama-bench (--rpc), the
 #         peers bench/rpc_split.sh measures sipp's split across hosts against.
 #
@@ -31,11 +35,11 @@ case "$kind" in
   lib)  flags+=(-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_NATIVE=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
                 -DLLAMA_BUILD_COMMON=ON)
         targets=(llama ggml llama-common) ;;
-  peer) flags+=(-DGGML_BACKEND_DL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON
-                -DLLAMA_BUILD_COMMON=ON)
+  peer) flags+=(-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_NATIVE=OFF -DLLAMA_BUILD_TOOLS=ON
+                -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_COMMON=ON)
         targets=(llama ggml llama-bench llama-batched-bench llama-server) ;;
-  peer-rpc) flags+=(-DGGML_BACKEND_DL=OFF -DGGML_NATIVE=ON -DGGML_RPC=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF
-                -DLLAMA_BUILD_COMMON=ON)
+  peer-rpc) flags+=(-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_NATIVE=OFF -DGGML_RPC=ON
+                -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=ON)
         targets=(llama ggml llama-bench ggml-rpc-server) ;;
   *) die "usage: deps/build-source.sh lib|peer|peer-rpc" ;;
 esac

@@ -47,28 +47,30 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 6
+#define SIPP_ABI_VERSION 7
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
 
 typedef enum sipp_status {
-    SIPP_OK = 0,
-    SIPP_ERR_INVALID_ARGUMENT, /* a parameter or input is wrong; the message names it */
-    SIPP_ERR_NOT_FOUND,        /* a file, model, target or key does not exist */
-    SIPP_ERR_IO,               /* reading or writing failed */
-    SIPP_ERR_MODEL,            /* the file is not a usable GGUF model */
-    SIPP_ERR_BACKEND,          /* the backend is not compiled, not available, or failed */
-    SIPP_ERR_CONTEXT_FULL,     /* the prompt (plus generation) does not fit the context */
-    SIPP_ERR_BUSY,             /* the queue is full; try again later */
-    SIPP_ERR_CANCELLED,        /* the request was cancelled */
-    SIPP_ERR_TIMEOUT,          /* a deadline passed */
-    SIPP_ERR_NO_MEMORY,        /* an allocation failed */
-    SIPP_ERR_CLOSED,           /* the engine is shutting down or closed */
-    SIPP_ERR_INTERNAL,         /* llama.cpp failed in a way sipp did not expect */
+    SIPP_OK = 0,               /* ok */
+    SIPP_ERR_INVALID_ARGUMENT, /* invalid_argument: a parameter or input is wrong; the message names it */
+    SIPP_ERR_NOT_FOUND,        /* not_found: a file, model, target or key does not exist */
+    SIPP_ERR_IO,               /* io_error: reading or writing failed */
+    SIPP_ERR_MODEL,            /* model_error: the file is not a usable GGUF model */
+    SIPP_ERR_BACKEND,          /* backend_error: the backend is not compiled, not available, or failed */
+    SIPP_ERR_CONTEXT_FULL,     /* context_full: the prompt (plus generation) does not fit the context */
+    SIPP_ERR_BUSY,             /* busy: the queue is full; try again later */
+    SIPP_ERR_CANCELLED,        /* cancelled: the request was cancelled */
+    SIPP_ERR_TIMEOUT,          /* timeout: a deadline passed */
+    SIPP_ERR_NO_MEMORY,        /* no_memory: an allocation failed */
+    SIPP_ERR_CLOSED,           /* closed: the engine is shutting down or closed */
+    SIPP_ERR_INTERNAL,         /* internal_error: llama.cpp failed in a way sipp did not expect */
 } sipp_status;
 
-/* The status's name, e.g. "invalid_argument". [any thread] */
+/* The status's name, e.g. "invalid_argument": the word that opens each value's comment above, which
+ * scripts/gen_status_names.py copies into the bindings' tables (Python, JavaScript) and this
+ * function's. [any thread] */
 SIPP_API const char *sipp_status_name(sipp_status status);
 
 /* ---- runtime ------------------------------------------------------------------------------------ */
@@ -316,9 +318,25 @@ typedef struct sipp_pull_params {
     int retries;        /* reconnects after a transfer breaks off (default 3) */
     sipp_pull_progress_fn progress;
     void *user;
+    /* For pulls on behalf of someone else (the gateway's /api/pull). public_only: https only, and
+     * every connection (each redirect's too) must go to a public address: loopback, private,
+     * link-local, shared, multicast and reserved addresses are refused (fault REFUSED). Behind a
+     * proxy the address checked is the proxy's. keep_existing: never replace what the store has:
+     * a model of the same name from another URL (or a file in the way) fails (fault EXISTS) and
+     * nothing is written; the same model from the same URL is SIPP_OK with already set. */
+    bool public_only;
+    bool keep_existing;
 } sipp_pull_params;
 
 SIPP_API sipp_pull_params sipp_pull_default_params(void);
+
+/* Whose fault a failed pull was, for a caller that answers someone else (a gateway's status). */
+typedef enum sipp_pull_fault {
+    SIPP_PULL_FAULT_NONE = 0, /* success, or a local failure (disk, parameters, cancelled) */
+    SIPP_PULL_FAULT_SOURCE,   /* the source: an HTTP error, unreachable, TLS, not a GGUF file */
+    SIPP_PULL_FAULT_REFUSED,  /* public_only: not https, or an address that is not public */
+    SIPP_PULL_FAULT_EXISTS,   /* keep_existing: the store has this name (path names its file) */
+} sipp_pull_fault;
 
 typedef struct sipp_pull_result {
     char name[SIPP_NAME_MAX + 1];
@@ -333,6 +351,7 @@ typedef struct sipp_pull_result {
     bool replaced;                /* the store had another model under this name; it is gone */
     char sha256[SIPP_SHA256_HEX]; /* of the first file */
     double seconds;
+    sipp_pull_fault fault; /* set when the pull fails */
 } sipp_pull_result;
 
 /* Downloads a model into the store. Each file is fetched into partial/FILE.part (resuming what an
@@ -522,9 +541,14 @@ typedef struct sipp_model_info {
 SIPP_API void sipp_model_get_info(const sipp_model *model, sipp_model_info *info);
 
 /* Where the weights went, one entry per device that holds any: which layers and how many bytes of
- * weight buffers. A CPU or single-GPU load has one or two entries; an rpc load one per host. */
+ * weight buffers. A CPU or single-GPU load has one or two entries; an rpc load one per host. Weights
+ * the CPU keeps in a layout of its own (llama.cpp's "extra" buffer types: AMX on a Xeon with AMX,
+ * the repacked CPU_REPACK layout) are host memory of the CPU device and get an entry of their own
+ * with that layout named; its layers are its device's (the layout holds the weights of those layers
+ * that its kernels take). */
 typedef struct sipp_placement {
     char device[64];       /* ggml's device name: "CPU", "Vulkan0", "RPC0" */
+    char layout[32];       /* "" for the device's own buffers; "AMX", "REPACK" for a CPU layout */
     char host[128];        /* "local", or the rpc server's host:port */
     int first_layer;       /* the first repeating layer on it; -1 when it holds none */
     int n_layers;          /* repeating layers on it */
@@ -869,7 +893,8 @@ typedef struct sipp_request_params {
      *   reasoning_format      "auto" (default) | "none" | "deepseek": how reasoning is separated
      *   chat_template_kwargs  {name: value} given to the template (e.g. enable_thinking)
      *   thinking_budget_tokens int: after that many reasoning tokens the end tag is forced
-     * A field with a wrong type or value is SIPP_ERR_INVALID_ARGUMENT naming it. Parse the answer with
+     * A field with a wrong type or value is SIPP_ERR_INVALID_ARGUMENT naming it, and so are tools,
+     * schemas and grammars past the engine's sipp_schema_limits. Parse the answer with
      * sipp_chat_parser_new. */
     const char *chat_json;
     const char *grammar;     /* GBNF constraining a prompt's output (chats give it in chat_json) */
@@ -980,8 +1005,36 @@ SIPP_API size_t sipp_chat_parser_n_tool_calls(const sipp_chat_parser *parser);
 SIPP_API const char *sipp_chat_parser_error(const sipp_chat_parser *parser);
 
 /* GBNF for a JSON Schema text (llama.cpp's converter): *grammar malloc'ed (sipp_free).
- * SIPP_ERR_INVALID_ARGUMENT with the converter's reason (naming the schema feature) otherwise. */
+ * SIPP_ERR_INVALID_ARGUMENT with the converter's reason (naming the schema feature) otherwise, or
+ * naming the bound of sipp_schema_limits_default() (below) that the schema goes past. */
 SIPP_API sipp_status sipp_json_schema_to_grammar(const char *schema_json, char **grammar, char *errbuf);
+
+/* Bounds on the schemas and grammars of one request (tools' parameters, response_format,
+ * json_schema, grammar), checked before llama.cpp's converter sees them: its cost grows with the
+ * cube of an object's optional properties, and each token's grammar step with the alternatives an
+ * enum opens. A request past a bound is SIPP_ERR_INVALID_ARGUMENT naming the field and the bound.
+ * The fields are named as the gateway's [limits] keys (docs/gateway.md). Counts are per request
+ * unless a field says otherwise. */
+typedef struct sipp_schema_limits {
+    size_t schema_max_bytes;            /* compact JSON text of the schemas together */
+    size_t schema_max_depth;            /* nesting of objects and arrays within one schema */
+    size_t schema_max_properties;       /* "properties" of one object */
+    size_t schema_max_total_properties; /* "properties" of every object together */
+    size_t schema_max_enum;             /* values of one "enum" */
+    size_t schema_max_refs;             /* "$ref"s together; each a local "#/..." that resolves */
+    size_t grammar_max_bytes;           /* a GBNF grammar's text */
+    size_t grammar_max_alternatives;    /* its '|'s (outside literals and classes) */
+    /* Converting the schemas to a grammar runs on a thread of its own; past this many milliseconds
+     * the request is refused (the conversion finishes in the background, bounded by the limits). */
+    int schema_convert_ms;
+} sipp_schema_limits;
+
+/* Defaults far above what real clients send (an agent's ~20 tools are about 60 KB, 200 properties)
+ * and far below what makes the converter or the grammar stall. */
+SIPP_API sipp_schema_limits sipp_schema_limits_default(void);
+/* The limits of the engine's requests from the next submit on (sipp_schema_limits_default until
+ * set). [any thread] */
+SIPP_API void sipp_engine_set_schema_limits(sipp_engine *engine, const sipp_schema_limits *limits);
 
 /* Renders an OpenAI chat (the chat_json form above) with a template, without a model: template is
  * a Jinja text, "chatml", or a file path. *prompt malloc'ed (sipp_free). For tests and tools. */

@@ -22,7 +22,7 @@
  *                 the gateway's own stats s, so a gateway's result has the shape of the package's
  *                 local one (the browser's has timings, backend and threads)
  */
-import { SippError, invalid } from './errors.js';
+import { SippError, invalid, STATUS_NAMES as STATUS_NAMES_ALL } from './errors.js';
 import { CHAT_FIELDS, chatLibraryOption } from './options.js';
 import { chatResult } from './query.js';
 
@@ -33,8 +33,7 @@ const BROWSER_PROFILE = {
   result: (r, stats) => ({ ...r, timings: { ...stats }, backend: 'gateway', threads: null }),
 };
 
-const STATUS_NAMES = new Set(['invalid_argument', 'not_found', 'io_error', 'model_error', 'backend_error',
-  'context_full', 'busy', 'cancelled', 'timeout', 'no_memory', 'closed', 'internal_error']);
+const STATUS_NAMES = new Set(STATUS_NAMES_ALL.filter((name) => name !== 'ok'));
 const BY_HTTP = { 400: 'invalid_argument', 404: 'not_found', 429: 'busy', 503: 'busy' };
 
 async function httpError(res, url) {

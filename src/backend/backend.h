@@ -107,6 +107,28 @@ bool sipp_buffers_parse(const char *line, sipp_memory *m);
 void sipp_memory_add(sipp_memory *m, const char *device, size_t device_len, sipp_memory_kind kind,
                      uint64_t bytes);
 
+/* Where a ggml buffer type's memory lives, as ggml says (buffers.c). A CPU "extra" buffer type
+ * (AMX, CPU_REPACK, KleidiAI: weights in a layout the CPU's kernels prefer) is host memory of the
+ * CPU device with a layout of its own; a GPU backend's pinned host buffers are host memory too. */
+typedef struct sipp_buft_place {
+    char device[64]; /* the device whose layers it holds: "CPU", "Vulkan0" */
+    char layout[32]; /* an extra buffer type's layout ("AMX", "REPACK"); "" for the device's own */
+    bool host;       /* the bytes are host RAM */
+} sipp_buft_place;
+/* Records every buffer type of every device ggml has registered (runtime init calls it once the
+ * backend modules are loaded; again after devices are added). */
+void sipp_buffers_learn(void);
+/* Records one buffer type by name (what sipp_buffers_learn does for each; tests use it). */
+void sipp_buffers_learn_one(const char *name, const sipp_buft_place *place);
+/* The place of the buffer type a log line names: an exact name, or a known name followed by '_'
+ * and a suffix ("CPU_Mapped" is CPU's memory mapped from the file). False when ggml never said. */
+bool sipp_buft_place_of(const char *name, size_t len, sipp_buft_place *out);
+
+/* Whether one of the CPU's extra buffer types (its layouts) would take a weight of this ggml type
+ * ("q4_0") and width, asked of ggml the way llama.cpp asks when it places weights: a matrix
+ * multiplication by such a weight, with the weight in a buffer of that type. */
+bool sipp_cpu_layout_takes(const char *type_name, int64_t width);
+
 /* Adds every place and kind of from to into. */
 void sipp_memory_merge(sipp_memory *into, const sipp_memory *from);
 /* Calls fn with every line llama.cpp or ggml logs on the calling thread (any level, before

@@ -27,6 +27,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,9 +242,26 @@ static void rpc_abort_callback(const char *message) {
     _exit(SIPP_RPC_LOST_EXIT);
 }
 
+/* ggml's RPC client writes to its sockets with send() and no MSG_NOSIGNAL, so a server that dies
+ * while a command is being written would end this process with SIGPIPE before the abort callback
+ * could name it (seen: exit by signal 13 where 75 and the server's name were due). A process that
+ * uses RPC ignores SIGPIPE, unless it has a handler of its own: the write then fails with EPIPE and
+ * ggml aborts through rpc_abort_callback. (The gateway ignores SIGPIPE anyway; the CLI stops on a
+ * failed write to its output.) */
+static void ignore_sigpipe(void) {
+    struct sigaction old;
+    if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL) {
+        struct sigaction ign;
+        memset(&ign, 0, sizeof ign);
+        ign.sa_handler = SIG_IGN;
+        sigaction(SIGPIPE, &ign, NULL);
+    }
+}
+
 sipp_status sipp_rpc_connect(const char *endpoint, ggml_backend_dev_t *devices, int cap, int *n_out,
                              char *errbuf) {
     *n_out = 0;
+    ignore_sigpipe();
     ggml_backend_reg_t reg = rpc_reg(errbuf);
     if (!reg) return SIPP_ERR_BACKEND;
     /* A server this process already uses is not asked again: it serves one client at a time, and

@@ -33,7 +33,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "store/sha256.h"
+#include "util/sha256.h"
 #include "util/util.h"
 
 #define SIGNATURE_FILE "signature.json"

@@ -28,7 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/model.h"
+#include "chat/schema_convert.h"
+#include "model/model.h"
+#include "util/schema_limits.h"
 #include "util/util.h"
 
 #define CACHE_MAX 8
@@ -44,19 +46,14 @@ typedef struct cached_tmpl {
     bool fallback;
 } cached_tmpl;
 
-struct chat_cache {
+typedef struct chat_cache {
     pthread_mutex_t mu;
     cached_tmpl entries[CACHE_MAX];
     int n;
-};
+} chat_cache;
 
-chat_cache *chat_cache_new(void) {
-    chat_cache *c = calloc(1, sizeof *c);
-    if (c) pthread_mutex_init(&c->mu, NULL);
-    return c;
-}
-
-void chat_cache_free(chat_cache *c) {
+static void chat_cache_free(void *p) {
+    chat_cache *c = p;
     if (!c) return;
     for (int i = 0; i < c->n; i++) {
         free(c->entries[i].source);
@@ -66,10 +63,16 @@ void chat_cache_free(chat_cache *c) {
     free(c);
 }
 
-const char *chat_template_kind(const struct llama_model *lm) {
-    return llama_model_chat_template(lm, NULL) || llama_model_chat_template(lm, "tool_use")
-               ? "model"
-               : "chatml (fallback)";
+/* The model's template cache (sipp_model.chat), made on first use; NULL when out of memory. */
+static chat_cache *chat_cache_of(sipp_model *m) {
+    pthread_mutex_lock(&m->chat_mu);
+    if (!m->chat && (m->chat = calloc(1, sizeof(chat_cache)))) {
+        pthread_mutex_init(&((chat_cache *)m->chat)->mu, NULL);
+        m->chat_free = chat_cache_free;
+    }
+    chat_cache *c = m->chat;
+    pthread_mutex_unlock(&m->chat_mu);
+    return c;
 }
 
 static bool looks_like_jinja(const char *s) { return strstr(s, "{%") || strstr(s, "{{"); }
@@ -111,7 +114,8 @@ static sipp_status template_source(const char *name, const char **src, char **ow
 static sipp_status templates_for(sipp_model *m, const char *source, chat_templates **out, bool *owned,
                                  bool *fallback, char *err) {
     *owned = false;
-    chat_cache *c = m->chat;
+    chat_cache *c = chat_cache_of(m);
+    if (!c) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory reading the chat template");
     pthread_mutex_lock(&c->mu);
     for (int i = 0; i < c->n; i++)
         if (strcmp(c->entries[i].source, source) == 0) {
@@ -134,6 +138,24 @@ static sipp_status templates_for(sipp_model *m, const char *source, chat_templat
 }
 
 /* ---- checking the chat's fields --------------------------------------------------------------- */
+
+/* What bounds a request's schemas: the limits, checked before any conversion, and the deadline
+ * (sipp_now_ms) that all its conversions together must meet. */
+typedef struct schema_budget {
+    const sipp_schema_limits *lim;
+    double deadline_ms;
+} schema_budget;
+
+static schema_budget budget_from(const sipp_schema_limits *lim) {
+    return (schema_budget){lim, sipp_now_ms() + lim->schema_convert_ms};
+}
+
+/* The limits on the constraints a body carries (tools, response_format, json_schema, grammar). */
+static sipp_status check_limits(const json_t *body, const schema_budget *b, char *err) {
+    char why[SIPP_ERROR_SIZE];
+    if (sipp_schema_limits_check_body(body, b->lim, why, sizeof why)) return SIPP_OK;
+    return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "%s", why);
+}
 
 typedef struct chat_fields {
     json_t *messages; /* borrowed from root */
@@ -333,24 +355,33 @@ static sipp_status schema_node(const json_t *node, const char *field, sipp_buf *
     return SIPP_OK;
 }
 
-/* Checks that a schema is one llama.cpp's converter can express; the message names the feature. */
-static sipp_status check_schema(const json_t *schema, const char *field, char *err) {
+/* Checks that a schema is one llama.cpp's converter can express; the message names the feature.
+ * The schema is within b's limits (check_limits ran on the body), so the walk's depth is bounded;
+ * the conversion runs within b's deadline. Its grammar goes to *out when out is not NULL. */
+static sipp_status check_schema(const json_t *schema, const char *field, const schema_budget *b, char **out,
+                                char *err) {
     sipp_buf path = {0};
     sipp_status st = schema_node(schema, field, &path, err);
     sipp_buf_free(&path);
     if (st != SIPP_OK) return st;
     char *text = json_dumps(schema, JSON_COMPACT), *grammar = NULL;
     char why[SIPP_ERROR_SIZE];
-    st = text ? chat_schema_to_grammar(text, &grammar, why) : SIPP_ERR_NO_MEMORY;
+    st = text ? chat_schema_convert_until(text, field, b->deadline_ms, b->lim->schema_convert_ms, &grammar,
+                                          why)
+              : SIPP_ERR_NO_MEMORY;
     free(text);
-    free(grammar);
+    if (out)
+        *out = grammar;
+    else
+        free(grammar);
     if (st == SIPP_ERR_NO_MEMORY) return sipp_fail(err, st, "out of memory");
+    if (st == SIPP_ERR_TIMEOUT) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "%s", why);
     if (st != SIPP_OK)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'%s' cannot be enforced: %s", field, why);
     return SIPP_OK;
 }
 
-static sipp_status check_tools(json_t *tools, char *err) {
+static sipp_status check_tools(json_t *tools, const schema_budget *b, char *err) {
     if (!json_is_array(tools))
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'tools' must be an array of tools");
     if (json_array_size(tools) > MAX_TOOLS)
@@ -377,7 +408,7 @@ static sipp_status check_tools(json_t *tools, char *err) {
                                  "'tools[%zu].function.parameters' must be a JSON Schema object", i);
             char field[64];
             snprintf(field, sizeof field, "tools[%zu].function.parameters", i);
-            sipp_status st = check_schema(params, field, err);
+            sipp_status st = check_schema(params, field, b, NULL, err);
             if (st != SIPP_OK) return st;
         }
         for (size_t k = 0; k < i; k++)
@@ -447,7 +478,7 @@ static sipp_status check_tool_choice(json_t *root, chat_fields *f, char *err) {
 }
 
 /* response_format and llama.cpp's json_schema / grammar: at most one constraint on the answer. */
-static sipp_status check_format(json_t *root, chat_fields *f, char *err) {
+static sipp_status check_format(json_t *root, chat_fields *f, const schema_budget *b, char *err) {
     json_t *rf = json_object_get(root, "response_format"), *schema = NULL;
     json_t *js = json_object_get(root, "json_schema"), *gr = json_object_get(root, "grammar");
     const char *from = NULL;
@@ -507,7 +538,7 @@ static sipp_status check_format(json_t *root, chat_fields *f, char *err) {
             f->grammar ? "grammar" : from);
     }
     if (!schema) return SIPP_OK;
-    sipp_status st = check_schema(schema, from, err);
+    sipp_status st = check_schema(schema, from, b, NULL, err);
     if (st == SIPP_OK && !(f->json_schema = json_dumps(schema, JSON_COMPACT)))
         st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
     json_decref(schema);
@@ -563,13 +594,14 @@ static sipp_status check_reasoning(json_t *root, chat_fields *f, char *err) {
     return SIPP_OK;
 }
 
-static sipp_status check_fields(json_t *root, chat_fields *f, char *err) {
-    sipp_status st = check_messages(json_object_get(root, "messages"), err);
+static sipp_status check_fields(json_t *root, chat_fields *f, const schema_budget *b, char *err) {
+    sipp_status st = check_limits(root, b, err);
+    if (st == SIPP_OK) st = check_messages(json_object_get(root, "messages"), err);
     if (st != SIPP_OK) return st;
     f->messages = json_object_get(root, "messages");
     json_t *tools = json_object_get(root, "tools");
     if (is_present(tools)) {
-        if ((st = check_tools(tools, err)) != SIPP_OK) return st;
+        if ((st = check_tools(tools, b, err)) != SIPP_OK) return st;
         f->tools = json_incref(tools);
     }
     if ((st = check_tool_choice(root, f, err)) != SIPP_OK) return st;
@@ -577,7 +609,7 @@ static sipp_status check_fields(json_t *root, chat_fields *f, char *err) {
     if (is_present(par) && !json_is_boolean(par))
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'parallel_tool_calls' must be true or false");
     f->parallel = json_is_true(par);
-    if ((st = check_format(root, f, err)) != SIPP_OK) return st;
+    if ((st = check_format(root, f, b, err)) != SIPP_OK) return st;
     return check_reasoning(root, f, err);
 }
 
@@ -625,18 +657,42 @@ static sipp_status apply_fields(const chat_templates *t, const struct llama_voca
 
 /* ---- planning a request ----------------------------------------------------------------------- */
 
-static sipp_status grammar_of_schema_text(const char *schema, char **grammar, char *err) {
-    return sipp_json_schema_to_grammar(schema, grammar, err);
+/* A prompt's json_schema (a JSON text) or GBNF grammar as the grammar to enforce, within b. */
+static sipp_status grammar_of_prompt(const char *schema_json, const char *gbnf, const schema_budget *b,
+                                     char **grammar, char *err) {
+    *grammar = NULL;
+    json_t *body = json_object();
+    if (!body) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    json_t *schema = NULL;
+    sipp_status st = SIPP_OK;
+    if (schema_json) {
+        json_error_t je;
+        schema = json_loads(schema_json, JSON_DECODE_ANY, &je);
+        if (!schema)
+            st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'json_schema' is not valid JSON: %s", je.text);
+        else
+            json_object_set(body, "json_schema", schema);
+    }
+    if (gbnf) json_object_set_new(body, "grammar", json_string(gbnf));
+    if (st == SIPP_OK) st = check_limits(body, b, err);
+    if (st == SIPP_OK && schema) {
+        st = check_schema(schema, "json_schema", b, grammar, err);
+    } else if (st == SIPP_OK && gbnf && !(*grammar = strdup(gbnf))) {
+        st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+    json_decref(schema);
+    json_decref(body);
+    return st;
 }
 
-static sipp_status prepare_chat(sipp_model *m, const sipp_request_params *p, json_t *root, chat_request *out,
-                                char *err) {
+static sipp_status prepare_chat(sipp_model *m, const sipp_request_params *p, const schema_budget *b,
+                                json_t *root, chat_request *out, char *err) {
     chat_fields f = {0};
     const char *src = NULL;
     char *file_src = NULL;
     chat_templates *t = NULL;
     bool owned = false, fallback = false;
-    sipp_status st = check_fields(root, &f, err);
+    sipp_status st = check_fields(root, &f, b, err);
     if (st == SIPP_OK) st = template_source(p->chat_template, &src, &file_src, err);
     if (st == SIPP_OK) st = templates_for(m, src, &t, &owned, &fallback, err);
     if (st == SIPP_OK) st = apply_fields(t, m->vocab, &f, &out->plan, err);
@@ -675,8 +731,10 @@ static sipp_status prepare_chat(sipp_model *m, const sipp_request_params *p, jso
     return st;
 }
 
-sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p, chat_request *out, char *err) {
+sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p,
+                                 const sipp_schema_limits *limits, chat_request *out, char *err) {
     memset(out, 0, sizeof *out);
+    schema_budget b = budget_from(limits);
     out->thinking_budget = -1;
     sipp_status st = SIPP_OK;
     if (p->chat_json || p->messages) {
@@ -698,14 +756,12 @@ sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p, ch
         } else if (!(root = messages_json(p->messages, p->n_messages, err))) {
             return SIPP_ERR_INVALID_ARGUMENT;
         }
-        st = prepare_chat(m, p, root, out, err);
+        st = prepare_chat(m, p, &b, root, out, err);
         json_decref(root);
-    } else if (p->json_schema) {
-        if (p->grammar)
+    } else if (p->json_schema || p->grammar) {
+        if (p->grammar && p->json_schema)
             return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "give either grammar or json_schema, not both");
-        st = grammar_of_schema_text(p->json_schema, &out->grammar, err);
-    } else if (p->grammar) {
-        if (!(out->grammar = strdup(p->grammar))) st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+        st = grammar_of_prompt(p->json_schema, p->grammar, &b, &out->grammar, err);
     }
     if (st != SIPP_OK) chat_request_clear(out);
     return st;
@@ -822,13 +878,9 @@ const char *sipp_chat_parser_error(const sipp_chat_parser *p) { return p->error;
 sipp_status sipp_json_schema_to_grammar(const char *schema_json, char **grammar, char *errbuf) {
     if (grammar) *grammar = NULL;
     if (!schema_json || !grammar) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no schema given");
-    json_error_t je;
-    json_t *schema = json_loads(schema_json, JSON_DECODE_ANY, &je);
-    if (!schema)
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "'json_schema' is not valid JSON: %s", je.text);
-    sipp_status st = check_schema(schema, "json_schema", errbuf);
-    json_decref(schema);
-    return st == SIPP_OK ? chat_schema_to_grammar(schema_json, grammar, errbuf) : st;
+    sipp_schema_limits lim = sipp_schema_limits_default();
+    schema_budget b = budget_from(&lim);
+    return grammar_of_prompt(schema_json, NULL, &b, grammar, errbuf);
 }
 
 sipp_status sipp_chat_render_json(const char *tmpl, const char *chat_json, char **prompt, char *errbuf) {
@@ -842,9 +894,11 @@ sipp_status sipp_chat_render_json(const char *tmpl, const char *chat_json, char 
     json_t *root = chat_json ? json_loads(chat_json, JSON_REJECT_DUPLICATES, &je) : NULL;
     chat_templates *t = NULL;
     chat_fields f = {0};
+    sipp_schema_limits lim = sipp_schema_limits_default();
+    schema_budget b = budget_from(&lim);
     if (!json_is_object(root))
         st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "chat_json must be a JSON object");
-    if (st == SIPP_OK) st = check_fields(root, &f, errbuf);
+    if (st == SIPP_OK) st = check_fields(root, &f, &b, errbuf);
     if (st == SIPP_OK) st = chat_templates_new(NULL, src, "<s>", "</s>", &t, NULL, errbuf);
     if (st == SIPP_OK) {
         chat_plan *plan = NULL;

@@ -12,8 +12,6 @@
 #include "chat/chat_bridge.h"
 #include "sipp.h"
 
-typedef struct chat_cache chat_cache;
-
 /* What the engine needs of a request's chat besides the plan. */
 typedef struct chat_request {
     chat_plan *plan;
@@ -27,17 +25,11 @@ typedef struct chat_request {
 /* Plans a request: a chat (p->chat_json or p->messages) is rendered into out->plan; a prompt with
  * grammar or json_schema gets its grammar. Nothing to do (a plain prompt) leaves *out zeroed.
  * Errors are SIPP_ERR_INVALID_ARGUMENT naming the field, in err. */
-sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p, chat_request *out, char *err);
+sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p,
+                                 const sipp_schema_limits *limits, chat_request *out, char *err);
 void chat_request_clear(chat_request *c);
-
-/* The template cache of a model (sipp_model.chat), made at its load. NULL when out of memory. */
-chat_cache *chat_cache_new(void);
-void chat_cache_free(chat_cache *c);
 
 /* The public parser (sipp_chat_parser_new) for a plan; NULL plan: not a chat. */
 sipp_status sipp_chat_parser_new_from_plan(const chat_plan *plan, sipp_chat_parser **out, char *errbuf);
-
-/* "model", "chatml (fallback)": how the model's own chats are rendered (for sipp_model_info). */
-const char *chat_template_kind(const struct llama_model *lm);
 
 #endif

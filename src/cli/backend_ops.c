@@ -13,7 +13,7 @@
 
 #include "cli/cli.h"
 #include "cli/llama_tools.h"
-#include "cli/targets.h"
+#include "cli/packages.h"
 
 #define MAX_ARGS LLAMA_TOOL_MAX_ARGS
 

@@ -2,7 +2,7 @@
  * backends.c: `sipp backends [--json]`: every backend name with whether it is compiled into the
  * active artifact, whether it is available (a device is visible), and its devices.
  * `sipp backends --target cli|node|python|web` lists instead what that package can select: the
- * artifacts it sees, and the artifact each backend name would load (targets.c).
+ * artifacts it sees, and the artifact each backend name would load (packages.c).
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/targets.h"
+#include "cli/packages.h"
 
 #define MAX_BACKENDS 16
 #define MAX_DEVICES 32

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/targets.h"
+#include "cli/packages.h"
 
 #define MAX_LEVELS 16
 #define DEFAULT_PP 512

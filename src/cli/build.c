@@ -11,7 +11,7 @@
  *   all     every target above this tree can build
  *
  * Each target's artifact is recorded in build/targets/TARGET.json, where that package looks for it
- * (targets.c), so SIPP_NODE_BACKEND / SIPP_PYTHON_BACKEND select what `sipp build node|python` made.
+ * (packages.c), so SIPP_NODE_BACKEND / SIPP_PYTHON_BACKEND select what `sipp build node|python` made.
  *
  * `--backend all` is every backend this host can have, conservatively: a backend is left out unless
  * what its module needs at run time is here (the Vulkan loader; the NVIDIA driver and CUDA runtime),
@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/targets.h"
+#include "cli/packages.h"
 
 #define MAX_BUILD_BACKENDS 4
 #define WEB_BUILD_SCRIPT "bindings/web/build.sh"

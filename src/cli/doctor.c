@@ -6,7 +6,7 @@
  * saying why, so scripts can ask "will vulkan work here?".
  *
  * --target cli|node|python|web reports the same for what that package would load in this process:
- * the artifact its own rules choose (targets.c), its compiled backends, whether the requested
+ * the artifact its own rules choose (packages.c), its compiled backends, whether the requested
  * backend (--backend, else the package's SIPP_*_BACKEND, else auto) is usable from it, and the
  * exact command that fixes it when not.
  */
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/targets.h"
+#include "cli/packages.h"
 #include "gateway/gateway.h"
 #include "gateway/residency.h"
 

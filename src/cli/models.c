@@ -6,7 +6,7 @@
  *   sipp models rm NAME...                  removes models (and their partial downloads)
  *   sipp models path NAME                   the file a MODEL argument resolves to
  *
- * The work is in src/store (store.c, catalog.c, inspect.c); this file only prints. JSON output is one
+ * The work is in src/store (store.c, catalog.c, gguf_info.c); this file only prints. JSON output is one
  * object on stdout with fixed keys, values unknown to the model's header are null.
  */
 #include <jansson.h>

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/targets.h"
+#include "cli/packages.h"
 
 #define MAX_DEVICES 32
 #define OFF_DEVICE_LIST 512

@@ -10,7 +10,9 @@
 #define BYTES_PER_MIB (1024.0 * 1024.0)
 
 void cli_print_placement(FILE *out, const sipp_placement *p) {
-    fprintf(out, "  %s on %s: ", p->device, p->host);
+    fprintf(out, "  %s", p->device);
+    if (p->layout[0]) fprintf(out, " (%s layout)", p->layout);
+    fprintf(out, " on %s: ", p->host);
     if (p->n_layers > 0)
         fprintf(out, "layers %d-%d (%d)", p->first_layer, p->first_layer + p->n_layers - 1, p->n_layers);
     else
@@ -22,9 +24,9 @@ void cli_print_placement(FILE *out, const sipp_placement *p) {
 json_t *cli_placement_json(const sipp_placement *p, int n) {
     json_t *a = json_array();
     for (int i = 0; a && i < n; i++)
-        json_array_append_new(a, json_pack("{s:s, s:s, s:i, s:i, s:b, s:I}", "device", p[i].device, "host",
-                                           p[i].host, "first_layer", p[i].first_layer, "n_layers",
-                                           p[i].n_layers, "output", p[i].output, "buffer_bytes",
-                                           (json_int_t)p[i].buffer_bytes));
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:i, s:i, s:b, s:I}", "device", p[i].device,
+                                           "layout", p[i].layout, "host", p[i].host, "first_layer",
+                                           p[i].first_layer, "n_layers", p[i].n_layers, "output", p[i].output,
+                                           "buffer_bytes", (json_int_t)p[i].buffer_bytes));
     return a;
 }

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/targets.h"
+#include "cli/packages.h"
 
 #define MAX_STOP 16
 #define PROGRESS_WIDTH 30
@@ -309,10 +309,11 @@ static bool progress_bar(float p, void *user) {
     return atomic_load(&interrupts) == 0;
 }
 
+/* A write that fails (a reader that went away, where SIGPIPE is ignored: rpc loads) stops the
+ * generation rather than computing text no one reads. */
 static bool print_piece(const char *piece, size_t len, void *user) {
     fwrite(piece, 1, len, stdout);
-    fflush(stdout);
-    return true;
+    return fflush(stdout) == 0 && !ferror(stdout);
 }
 
 static void print_stats(const run_opts *o, const sipp_model *m, const sipp_request *r) {

@@ -17,7 +17,7 @@
 
 #include "cli/cli.h"
 #include "cli/llama_tools.h"
-#include "cli/targets.h"
+#include "cli/packages.h"
 
 #define TOOL_LIST "backend-ops, bench"
 #define BENCH_OWN_ARGS 6 /* binary, -dev X, -ngl 0, NULL */

@@ -129,6 +129,7 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
     e->spec_ngram = spec_ngram;
     e->spec_auto = spec_auto;
     pthread_mutex_init(&e->mu, NULL);
+    e->schema_limits = sipp_schema_limits_default();
     pthread_cond_init(&e->cv, NULL);
     sipp_last_error_init(&e->error);
 
@@ -258,8 +259,18 @@ static sipp_status add_format_stops(const sipp_request_params *p, sipp_request *
     return ok ? SIPP_OK : sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
 }
 
+void sipp_engine_set_schema_limits(sipp_engine *e, const sipp_schema_limits *limits) {
+    if (!e || !limits) return;
+    pthread_mutex_lock(&e->mu);
+    e->schema_limits = *limits;
+    pthread_mutex_unlock(&e->mu);
+}
+
 static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, sipp_request *r, char *err) {
     sipp_model *m = e->model;
+    pthread_mutex_lock(&e->mu);
+    sipp_schema_limits limits = e->schema_limits;
+    pthread_mutex_unlock(&e->mu);
     const char *text = p->prompt;
     if (p->tokens) {
         if (p->prompt || p->messages || p->chat_json)
@@ -283,7 +294,7 @@ static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, 
         if (!text && !p->messages && !p->chat_json)
             return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "no prompt and no messages given");
         /* A chat is rendered by its template into a plan (src/chat); a prompt may carry a grammar. */
-        sipp_status st = chat_request_prepare(m, p, &r->chat, err);
+        sipp_status st = chat_request_prepare(m, p, &limits, &r->chat, err);
         if (st != SIPP_OK) return st;
         if (r->chat.plan) text = r->chat.plan->prompt;
         if (!*text) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt is empty");
@@ -516,4 +527,12 @@ sipp_status sipp_engine_rerank_with(sipp_engine *e, const char *query, const cha
 sipp_status sipp_engine_rerank(sipp_engine *e, const char *query, const char *const *docs, size_t n_docs,
                                float **scores) {
     return sipp_engine_rerank_with(e, query, docs, n_docs, NULL, scores);
+}
+
+/* The model's measured memory and this engine's context buffers (backend/buffers.c). */
+void sipp_engine_memory(const sipp_engine *engine, sipp_memory *out) {
+    memset(out, 0, sizeof *out);
+    if (!engine) return;
+    *out = engine->model->mem;
+    sipp_memory_merge(out, &engine->buffers);
 }

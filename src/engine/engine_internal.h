@@ -7,7 +7,7 @@
  *   sampling.c  the sampler of a request: its chain, grammar, reasoning budget and logprobs
  *   slot_state.c    idle context-keyed slots saved to files while the model is unloaded, and restored
  *   request_json.c  a request's logprobs and chat parser as JSON (jansson; the browser's is
- *               src/web/chat_browser.c)
+ *               src/wasm/chat_browser.c)
  *
  * Locking: engine->mu guards the queue, the slots' assignment and the engine stats. request->mu
  * guards what a request's readers see (text, finished, results). The engine thread never holds
@@ -20,10 +20,10 @@
 #include <stdatomic.h>
 
 #include "chat/chat_request.h"
-#include "engine/model.h"
 #include "engine/spec_cost.h"
 #include "engine/stop_filter.h"
 #include "llama.h"
+#include "model/model.h"
 #include "sipp.h"
 #include "util/last_error.h"
 #include "util/util.h"
@@ -133,6 +133,7 @@ struct sipp_engine {
     llama_memory_t mem;
     sipp_memory buffers; /* the context's KV, output and compute buffers (memory.c) */
     sipp_engine_params params;
+    sipp_schema_limits schema_limits; /* under mu: sipp_engine_set_schema_limits */
     int n_ctx;
     int n_batch;
     llama_batch batch;

@@ -3,7 +3,7 @@
  * jansson and llama.cpp's chat library.
  *
  * A seam of its own: the browser runtime (`make web`) has neither library, so it leaves this file
- * out and links src/web/chat_browser.c, which answers the same calls with an error saying so. The
+ * out and links src/wasm/chat_browser.c, which answers the same calls with an error saying so. The
  * log-probabilities themselves are recorded by sampling.c; only asking for them is checked here,
  * so that a runtime that cannot return them refuses the request instead of computing them unseen.
  */

@@ -620,6 +620,12 @@ void sipp_sched_step(sipp_engine *e) {
             sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory");
             continue;
         }
+        /* A grammar's step over the vocabulary is the costly part of sampling: a request whose client
+         * left or whose deadline passed (maybe during another slot's step) stops before it. */
+        if (request_expired(r, sipp_now_ms())) {
+            sipp_sched_cancel(e, s, r);
+            continue;
+        }
         llama_token t = sipp_sampler_sample(s->smpl, e, e->ctx, s->i_logits, r);
         if (t == LLAMA_TOKEN_NULL) {
             sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_INTERNAL,

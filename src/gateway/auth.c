@@ -83,3 +83,5 @@ bool gw_auth_allows(const gw_call *call, const gw_target_config *target) {
 bool gw_auth_admin(const gw_call *call) {
     return call->srv->cfg->n_tokens == 0 || (call->token && call->token->admin);
 }
+
+const char *gw_auth_caller(const gw_call *call) { return call->token ? call->token->caller : ""; }

@@ -24,5 +24,8 @@ bool gw_auth_allows(const gw_call *call, const gw_target_config *target);
 /* True when the call may load and unload models: no tokens are configured, or its token has
  * admin = true. */
 bool gw_auth_admin(const gw_call *call);
+/* Who the call is, for what it keeps (stored responses): its token's caller name, or "" without
+ * tokens (where every call is the same, admin, caller). */
+const char *gw_auth_caller(const gw_call *call);
 
 #endif

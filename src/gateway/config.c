@@ -8,7 +8,12 @@
  *                            max_loaded_models, slot_state_dir, slot_state_max_mb
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [responses]              max_stored, max_stored_bytes, ttl_seconds (the Responses API's store)
+ *   [store]                  allow_private_sources (what /api/pull may download from)
  *   [web]                    serve_model_files, runtime_dir (the page's "run in this browser" mode)
+ *   [limits]                 schema_max_bytes, schema_max_depth, schema_max_properties,
+ *                            schema_max_total_properties, schema_max_enum, schema_max_refs,
+ *                            grammar_max_bytes, grammar_max_alternatives, schema_convert_ms
+ *                            (sipp_schema_limits in sipp.h)
  *   [[tokens]]               env, caller, targets, admin
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
  *                            flash_attn, speculative, draft_model, draft_max, draft_min, draft_p_min,
@@ -52,6 +57,8 @@
 #define GW_CONFIG_MAX_FILE_BYTES ((size_t)16 << 20)
 #define GW_MODEL_SUFFIX ".gguf"
 #define GW_MAX_BUDGET_MB ((int64_t)1 << 40)
+#define GW_MAX_LIMIT ((int64_t)1 << 32) /* [limits]: a value past it is a typo */
+#define GW_MS_PER_S_INT 1000
 #define GW_MAX_KEEP_ALIVE_S GW_MAX_TIMEOUT_S
 
 typedef struct cfg_ctx {
@@ -97,6 +104,7 @@ void gw_config_init(gw_config *c) {
     c->responses_max_stored = GW_DEFAULT_RESPONSES_MAX;
     c->responses_max_bytes = GW_DEFAULT_RESPONSES_BYTES;
     c->responses_ttl_seconds = GW_DEFAULT_RESPONSES_TTL_S;
+    c->limits = sipp_schema_limits_default();
 }
 
 static void free_strv(char **v, size_t n) {
@@ -641,8 +649,38 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     get_bool(x, t, where, "repack", &tc->repack);
 }
 
+/* [store]: the model store as the gateway's callers may change it (/api/pull, /api/delete). */
+static void parse_store(cfg_ctx *x, const toml_node *t, gw_config *c) {
+    static const char *const known[] = {"allow_private_sources", NULL};
+    const char *where = "[store]";
+    check_keys(x, t, where, known);
+    get_bool(x, t, where, "allow_private_sources", &c->store_allow_private_sources);
+}
+
 /* [web]: serving local models' files to the page (off by default: it hands out the weights to every
  * caller the targets allow), and where the browser runtime is (relative to the config file). */
+/* [limits]: each key is a field of sipp_schema_limits of the same name. */
+static void parse_limits(cfg_ctx *x, const toml_node *t, gw_config *c) {
+    static const char *const known[] = {"schema_max_bytes",      "schema_max_depth",
+                                        "schema_max_properties", "schema_max_total_properties",
+                                        "schema_max_enum",       "schema_max_refs",
+                                        "grammar_max_bytes",     "grammar_max_alternatives",
+                                        "schema_convert_ms",     NULL};
+    size_t *sizes[] = {&c->limits.schema_max_bytes,      &c->limits.schema_max_depth,
+                       &c->limits.schema_max_properties, &c->limits.schema_max_total_properties,
+                       &c->limits.schema_max_enum,       &c->limits.schema_max_refs,
+                       &c->limits.grammar_max_bytes,     &c->limits.grammar_max_alternatives};
+    /* sizes are the first keys of known, in order */
+    check_keys(x, t, "[limits]", known);
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        int64_t v = (int64_t)*sizes[i];
+        get_int(x, t, "[limits]", known[i], 1, GW_MAX_LIMIT, &v);
+        *sizes[i] = (size_t)v;
+    }
+    get_int32(x, t, "[limits]", "schema_convert_ms", 1, GW_MAX_TIMEOUT_S * GW_MS_PER_S_INT,
+              &c->limits.schema_convert_ms);
+}
+
 static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
     static const char *const known[] = {"serve_model_files", "runtime_dir", NULL};
     const char *where = "[web]";
@@ -719,7 +757,8 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
     free(c->path);
     c->path = path ? strdup(path) : NULL;
     const toml_node *root = toml_root(doc);
-    static const char *const known[] = {"server", "security", "responses", "web", "tokens", "targets", NULL};
+    static const char *const known[] = {"server", "security", "responses", "store", "web",
+                                        "limits", "tokens",   "targets",   NULL};
     check_keys(&x, root, "the top level", known);
     const toml_node *n;
     if ((n = toml_table_get(root, "server")) && expect_kind(&x, n, TOML_TABLE, "", "[server]", "a table"))
@@ -729,8 +768,12 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
     if ((n = toml_table_get(root, "responses")) &&
         expect_kind(&x, n, TOML_TABLE, "", "[responses]", "a table"))
         parse_responses(&x, n, c);
+    if ((n = toml_table_get(root, "store")) && expect_kind(&x, n, TOML_TABLE, "", "[store]", "a table"))
+        parse_store(&x, n, c);
     if ((n = toml_table_get(root, "web")) && expect_kind(&x, n, TOML_TABLE, "", "[web]", "a table"))
         parse_web(&x, n, c);
+    if ((n = toml_table_get(root, "limits")) && expect_kind(&x, n, TOML_TABLE, "", "[limits]", "a table"))
+        parse_limits(&x, n, c);
     if ((n = toml_table_get(root, "tokens")) &&
         expect_kind(&x, n, TOML_ARRAY, "", "[[tokens]]", "an array of tables"))
         parse_tokens(&x, n, c);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "sipp.h"
+#include "util/schema_limits.h"
 #include "util/util.h"
 
 #define GW_DEFAULT_HOST "127.0.0.1"
@@ -112,6 +113,8 @@ typedef struct gw_config {
     int responses_max_stored; /* [responses]: 0 = store nothing */
     size_t responses_max_bytes;
     int responses_ttl_seconds;
+    /* [store]: /api/pull may reach loopback, private and link-local addresses, and plain http:// */
+    bool store_allow_private_sources;
     gw_token_config *tokens;
     size_t n_tokens;
     gw_target_config *targets;
@@ -123,6 +126,7 @@ typedef struct gw_config {
     bool web_serve_model_files; /* GET /v1/models/{name}/file serves local targets' GGUF files */
     char *web_runtime_dir;      /* the browser runtime (make web's build/web); NULL = beside the binary */
     bool supervised_child; /* serves one target for a parent gateway, on the socket it passed (supervise.c) */
+    sipp_schema_limits limits; /* [limits]: bounds on a request's schemas and grammars */
 } gw_config;
 
 /* A configuration with every default and no targets. */

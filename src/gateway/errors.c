@@ -38,6 +38,7 @@ static const struct {
     [GW_E_UNKNOWN_ROUTE] = {404, "invalid_request_error", "route_not_found", "not_found_error"},
     [GW_E_NOT_FOUND] = {404, "invalid_request_error", "not_found", "not_found_error"},
     [GW_E_METHOD] = {405, "invalid_request_error", "method_not_allowed", "invalid_request_error"},
+    [GW_E_CONFLICT] = {409, "invalid_request_error", "conflict", "invalid_request_error"},
     [GW_E_TOO_LARGE] = {413, "invalid_request_error", "request_too_large", "request_too_large"},
     [GW_E_MEDIA_TYPE] = {415, "invalid_request_error", "unsupported_media_type", "invalid_request_error"},
     [GW_E_RANGE] = {416, "invalid_request_error", "range_not_satisfiable", "invalid_request_error"},

@@ -26,6 +26,7 @@ typedef enum gw_error_kind {
     GW_E_UNKNOWN_ROUTE,    /* 404 */
     GW_E_NOT_FOUND,        /* 404: a stored response, a model in the store, ... named by the request */
     GW_E_METHOD,           /* 405 */
+    GW_E_CONFLICT,         /* 409: the request would replace something it may not (a served model file) */
     GW_E_TOO_LARGE,        /* 413 */
     GW_E_MEDIA_TYPE,       /* 415: a POST body that is not application/json */
     GW_E_RANGE,            /* 416: a Range header this file cannot satisfy */

@@ -33,9 +33,9 @@
 #include <time.h>
 
 #include "gateway/api_fields.h"
+#include "gateway/field_names.h"
 #include "gateway/generate.h"
 #include "gateway/metrics.h"
-#include "gateway/rename.h"
 
 #define GW_READ_CHUNK 4096
 #define GW_WAIT_SLICE_MS 100

@@ -9,12 +9,19 @@
  * stops accepting, new requests on open connections get 503, and in-flight requests get
  * shutdown_timeout_seconds to finish; then cancel_all is raised, which every wait loop checks:
  * a stream ends with an error event and its proper end, a waiting request with 503. After a grace
- * period the daemon is stopped. A second signal skips the wait. The exit status is 0.
+ * period the daemon is stopped. The exit status is 0.
+ *
+ * A second signal exits at once (status 0, "sipp: second signal: exiting now" on stderr), whatever
+ * the drain is waiting on: a thread started at the first signal takes the next one and calls _exit.
+ * The main thread cannot do it itself, since the steps of a drain (stopping the HTTP server, the
+ * engines) wait on threads that may be busy in llama.cpp code that cannot be interrupted.
+ * Supervised children die with the parent (PR_SET_PDEATHSIG); lock files are reclaimed by pid.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,21 +117,46 @@ static bool wait_signal(const sigset_t *set, int ms) {
     return sigtimedwait(set, NULL, &ts) > 0;
 }
 
+static void sleep_ms(int ms) {
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* The thread that ends the process on the second stop signal (the set stays blocked everywhere). */
+static void *second_signal(void *arg) {
+    const sigset_t *set = arg;
+    int sig = 0;
+    while (sigwait(set, &sig) != 0) {
+    }
+    static const char msg[] = "sipp: second signal: exiting now\n";
+    ssize_t unused = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)unused;
+    _exit(0);
+    return NULL;
+}
+
 static void shutdown_gracefully(gw_server *srv, gw_http *http, const sigset_t *set) {
+    static sigset_t watched; /* the watcher outlives this frame */
+    watched = *set;
+    pthread_t watcher;
+    bool watching = pthread_create(&watcher, NULL, second_signal, &watched) == 0;
+    if (watching) pthread_detach(watcher);
     atomic_store(&srv->draining, true);
     gw_http_quiesce(http);
     int n = atomic_load(&srv->in_flight);
     fprintf(stderr, "sipp: shutting down: %d request%s in flight, waiting up to %d s\n", n, n == 1 ? "" : "s",
             srv->cfg->shutdown_timeout_seconds);
     double deadline = sipp_now_ms() + srv->cfg->shutdown_timeout_seconds * GW_MS_PER_S;
-    while (atomic_load(&srv->in_flight) > 0 && sipp_now_ms() < deadline)
-        if (wait_signal(set, GW_DRAIN_POLL_MS)) break; /* a second signal: stop waiting */
+    while (atomic_load(&srv->in_flight) > 0 && sipp_now_ms() < deadline) {
+        if (!watching && wait_signal(set, GW_DRAIN_POLL_MS)) break; /* a second signal: stop waiting */
+        if (watching) sleep_ms(GW_DRAIN_POLL_MS);
+    }
     if ((n = atomic_load(&srv->in_flight)) > 0) {
         fprintf(stderr, "sipp: cancelling %d request%s still running\n", n, n == 1 ? "" : "s");
         atomic_store(&srv->cancel_all, true);
         double grace = sipp_now_ms() + GW_CANCEL_GRACE_MS;
         while (atomic_load(&srv->in_flight) > 0 && sipp_now_ms() < grace)
-            wait_signal(set, GW_DRAIN_POLL_MS);
+            sleep_ms(GW_DRAIN_POLL_MS);
     }
     atomic_store(&srv->cancel_all, true);
     gw_http_stop(http);

@@ -233,6 +233,7 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
         sipp_model_free(m);
         return false;
     }
+    sipp_engine_set_schema_limits(e, &srv->cfg->limits); /* [limits]: checked as each request is planned */
     *mo = m;
     *eo = e;
     return true;

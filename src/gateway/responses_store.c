@@ -12,6 +12,12 @@
  * then the oldest while over a bound, so the store never holds more than its limits. A lookup of
  * an expired entry misses, as an unknown one does (the route answers 404 naming the id).
  *
+ * Every entry has an owner, the caller that made it (auth.c's gw_auth_caller). A lookup names the
+ * owner it is made for, and an entry of another owner misses exactly as an unknown id does, so a
+ * caller cannot tell another's responses from ids that never existed; an admin looks up with no
+ * owner and sees them all. Ids are never replaced: a put under an id already held fails, so no
+ * caller can overwrite another's conversation by choosing its id.
+ *
  * Lookups are a linear scan under one lock: with the default bound (1024) that is microseconds, far
  * below a generation. Entries are immutable once stored; a get returns a deep copy, so no JSON is
  * shared between threads.
@@ -24,6 +30,7 @@
 
 typedef struct entry {
     char *id;
+    char *owner;
     json_t *value;
     size_t bytes;
     double expires_ms; /* sipp_now_ms clock */
@@ -50,6 +57,7 @@ gw_responses *gw_responses_new(const gw_config *cfg) {
 
 static void entry_clear(entry *e) {
     free(e->id);
+    free(e->owner);
     json_decref(e->value);
 }
 
@@ -70,9 +78,11 @@ static void drop_expired(gw_responses *s, double now) {
     }
 }
 
-static long find(gw_responses *s, const char *id) {
+/* The index of the entry under id when owner (NULL: any) owns it, else -1. */
+static long find(gw_responses *s, const char *id, const char *owner) {
     for (size_t i = 0; i < s->n; i++)
-        if (strcmp(s->entries[i].id, id) == 0) return (long)i;
+        if (strcmp(s->entries[i].id, id) == 0)
+            return !owner || strcmp(s->entries[i].owner, owner) == 0 ? (long)i : -1;
     return -1;
 }
 
@@ -85,7 +95,7 @@ void gw_responses_free(gw_responses *s) {
     free(s);
 }
 
-bool gw_responses_put(gw_responses *s, const char *id, json_t *value) {
+bool gw_responses_put(gw_responses *s, const char *id, const char *owner, json_t *value) {
     char *text = value ? json_dumps(value, JSON_COMPACT) : NULL;
     bool made = text != NULL;
     size_t bytes = made ? strlen(text) + strlen(id) : 0;
@@ -94,20 +104,20 @@ bool gw_responses_put(gw_responses *s, const char *id, json_t *value) {
         json_decref(value);
         return false;
     }
-    char *key = strdup(id);
-    if (!key) {
+    char *key = strdup(id), *who = strdup(owner);
+    if (!key || !who) {
+        free(key);
+        free(who);
         json_decref(value);
         return false;
     }
     pthread_mutex_lock(&s->lock);
     double now = sipp_now_ms();
     drop_expired(s, now);
-    long old = find(s, id);
-    if (old >= 0) drop(s, (size_t)old);
-    while (s->n > 0 && (s->n + 1 > s->max_count || s->bytes + bytes > s->max_bytes))
+    bool ok = find(s, id, NULL) < 0;
+    while (ok && s->n > 0 && (s->n + 1 > s->max_count || s->bytes + bytes > s->max_bytes))
         drop(s, 0);
-    bool ok = true;
-    if (s->n == s->cap) {
+    if (ok && s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
         entry *e = realloc(s->entries, cap * sizeof *e);
         if (e) {
@@ -119,32 +129,33 @@ bool gw_responses_put(gw_responses *s, const char *id, json_t *value) {
     }
     if (ok) {
         s->entries[s->n++] =
-            (entry){.id = key, .value = value, .bytes = bytes, .expires_ms = now + s->ttl_ms};
+            (entry){.id = key, .owner = who, .value = value, .bytes = bytes, .expires_ms = now + s->ttl_ms};
         s->bytes += bytes;
     }
     pthread_mutex_unlock(&s->lock);
     if (!ok) {
         free(key);
+        free(who);
         json_decref(value);
     }
     return ok;
 }
 
-json_t *gw_responses_get(gw_responses *s, const char *id) {
+json_t *gw_responses_get(gw_responses *s, const char *id, const char *owner) {
     if (!s) return NULL;
     pthread_mutex_lock(&s->lock);
     drop_expired(s, sipp_now_ms());
-    long i = find(s, id);
+    long i = find(s, id, owner);
     json_t *copy = i >= 0 ? json_deep_copy(s->entries[i].value) : NULL;
     pthread_mutex_unlock(&s->lock);
     return copy;
 }
 
-bool gw_responses_delete(gw_responses *s, const char *id) {
+bool gw_responses_delete(gw_responses *s, const char *id, const char *owner) {
     if (!s) return false;
     pthread_mutex_lock(&s->lock);
     drop_expired(s, sipp_now_ms());
-    long i = find(s, id);
+    long i = find(s, id, owner);
     if (i >= 0) drop(s, (size_t)i);
     pthread_mutex_unlock(&s->lock);
     return i >= 0;

@@ -42,6 +42,13 @@
  * /api/pull downloads into the model store (sipp_store_pull, what `sipp pull` uses)
  * on a thread of its own, and streams its progress as Ollama's status lines; a client that goes
  * away cancels the download (the partial file stays for the next pull to resume).
+ *
+ * Who may change what (docs/gateway.md): the store and the set of loaded models are shared by every
+ * caller, so /api/pull, /api/delete and the explicit unload (keep_alive 0 with nothing to run) need
+ * the admin scope, as POST /v1/models/{name}/unload does. A pull is public_only (https and public
+ * addresses, unless [store] allow_private_sources) and keep_existing: it never replaces a file a
+ * target serves, or any model the store has; an admin replaces one on the host (sipp pull --force)
+ * and then unloads the target. A failure of the source is a 502 naming it.
  */
 #include <limits.h>
 #include <math.h>
@@ -51,7 +58,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gateway/duration.h"
+#include "gateway/ollama_duration.h"
 #include "gateway/routes.h"
 #include "gateway/translate.h"
 
@@ -640,6 +647,13 @@ static bool translate_messages(gw_call *call, json_t *msgs, json_t *chat) {
     return ok;
 }
 
+/* The 403 for a store or residency change by a caller without the admin scope (see the top). */
+static void refuse_non_admin(gw_call *call, const char *what) {
+    gw_reply_error(call, GW_E_ADMIN_ONLY,
+                   "the token of '%s' may not %s: that needs a token with admin = true in [[tokens]]",
+                   gw_auth_caller(call), what);
+}
+
 /* The reply to an empty request, which Ollama's clients send to load a model (reason "load") or,
  * with keep_alive 0, to unload it ("unload"). */
 static void reply_empty(gw_call *call, const char *model, bool chat, const char *reason) {
@@ -722,6 +736,8 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
         } else if (t->cfg->type != GW_TARGET_LOCAL || !gw_auth_allows(call, t->cfg)) {
             gw_reply_error(call, GW_E_UNKNOWN_TARGET, "model '%s' not found; GET /api/tags lists the models",
                            model);
+        } else if (!gw_auth_admin(call)) {
+            refuse_non_admin(call, "unload models (keep_alive 0 with nothing to run)");
         } else {
             bool deferred; /* in use: it goes when its last request ends */
             gw_residency_unload(call->srv, t, &deferred);
@@ -840,10 +856,13 @@ typedef struct pull_job {
     bool finished;
     atomic_bool cancel;
     sipp_pull_params params;
+    sipp_pull_result res;
     char *source;
     char last_file[NAME_SIZE];
     sipp_status status;
     char err[SIPP_ERROR_SIZE];
+    gw_error_kind kind; /* of a failure, with its message: */
+    char message[2 * SIPP_ERROR_SIZE];
 } pull_job;
 
 static void push_line(pull_job *j, json_t *obj) {
@@ -866,18 +885,70 @@ static bool pull_progress(const sipp_pull_progress *p, void *user) {
     return !atomic_load(&j->cancel);
 }
 
+/* The target that serves the file at path, or NULL. */
+static const gw_target *serving(gw_server *srv, const char *path) {
+    struct stat a, b;
+    if (stat(path, &a) != 0) return NULL;
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        const char *m = srv->targets[i].cfg->model_path;
+        if (m && stat(m, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return &srv->targets[i];
+    }
+    return NULL;
+}
+
+/* j->kind and j->message of a failed pull: whose fault it was decides the status. */
+static void pull_failure(pull_job *j) {
+    const gw_target *t = NULL;
+    switch (j->res.fault) {
+    case SIPP_PULL_FAULT_SOURCE:
+        j->kind = GW_E_UPSTREAM;
+        snprintf(j->message, sizeof j->message, "the source '%s' failed: %s", j->source, j->err);
+        return;
+    case SIPP_PULL_FAULT_REFUSED:
+        j->kind = GW_E_INVALID_FIELD;
+        snprintf(j->message, sizeof j->message,
+                 "'model': %s (an admin of this server allows loopback, private addresses and http:// with "
+                 "[store] allow_private_sources = true)",
+                 j->err);
+        return;
+    case SIPP_PULL_FAULT_EXISTS:
+        j->kind = GW_E_CONFLICT;
+        t = serving(j->call->srv, j->res.path);
+        if (t)
+            snprintf(
+                j->message, sizeof j->message,
+                "%s (served by target '%s'); a pull never replaces a model file. To replace it, an admin "
+                "runs `sipp pull --force SOURCE` on the server's host, then POST /v1/models/%s/unload so "
+                "the next load reads the new file",
+                j->err, t->cfg->name, t->cfg->name);
+        else
+            snprintf(
+                j->message, sizeof j->message,
+                "%s; a pull never replaces a model file. To replace it, an admin runs `sipp pull --force "
+                "SOURCE` on the server's host (or DELETE /api/delete first)",
+                j->err);
+        return;
+    default:
+        j->kind = gw_error_from_status(j->status);
+        snprintf(j->message, sizeof j->message, "%s", j->err);
+        return;
+    }
+}
+
 static void *pull_main(void *arg) {
     pull_job *j = arg;
-    sipp_pull_result res;
+    sipp_pull_result *res = &j->res;
     push_line(j, json_pack("{s:s}", "status", "pulling manifest"));
-    j->status = sipp_store_pull(&j->params, &res, j->err);
+    j->status = sipp_store_pull(&j->params, res, j->err);
     if (j->status == SIPP_OK) {
         push_line(j, json_pack("{s:s}", "status",
-                               res.verified ? "verifying sha256 digest" : "checking the GGUF header"));
+                               res->verified ? "verifying sha256 digest" : "checking the GGUF header"));
         push_line(j, json_pack("{s:s}", "status", "writing manifest"));
-        push_line(j, json_pack("{s:s, s:s, s:s}", "status", "success", "name", res.name, "path", res.path));
+        push_line(j, json_pack("{s:s, s:s, s:s}", "status", "success", "name", res->name, "path", res->path));
     } else {
-        push_line(j, gw_error_json_in(GW_DIALECT_OLLAMA, gw_error_from_status(j->status), j->err));
+        pull_failure(j);
+        fprintf(stderr, "sipp: /api/pull of %s failed: %s\n", j->source, j->message);
+        push_line(j, gw_error_json_in(GW_DIALECT_OLLAMA, j->kind, j->message));
     }
     pthread_mutex_lock(&j->lock);
     j->finished = true;
@@ -918,6 +989,10 @@ static void pull_close(gw_stream *s) {
 }
 
 void gw_route_ollama_pull(gw_call *call) {
+    if (!gw_auth_admin(call)) {
+        refuse_non_admin(call, "pull models into the store");
+        return;
+    }
     json_t *root = gw_body_object(call);
     if (!root) return;
     static const char *const fields[] = {"model", "name", "insecure", "stream", NULL};
@@ -942,6 +1017,8 @@ void gw_route_ollama_pull(gw_call *call) {
         j->params.source = j->source;
         j->params.progress = pull_progress;
         j->params.user = j;
+        j->params.public_only = !call->srv->cfg->store_allow_private_sources;
+        j->params.keep_existing = true;
         if (pthread_create(&j->thread, NULL, pull_main, j) != 0) {
             gw_reply_error(call, GW_E_INTERNAL, "cannot start the download thread");
             pull_close(&j->base);
@@ -960,7 +1037,7 @@ void gw_route_ollama_pull(gw_call *call) {
             if (j->status == SIPP_OK)
                 gw_reply_json(call, 200, json_pack("{s:s}", "status", "success"));
             else
-                gw_reply_error(call, gw_error_from_status(j->status), "%s", j->err);
+                gw_reply_error(call, j->kind, "%s", j->message);
             pull_close(&j->base);
         }
     }
@@ -968,6 +1045,10 @@ void gw_route_ollama_pull(gw_call *call) {
 }
 
 void gw_route_ollama_delete(gw_call *call) {
+    if (!gw_auth_admin(call)) {
+        refuse_non_admin(call, "delete models from the store");
+        return;
+    }
     json_t *root = gw_body_object(call);
     if (!root) return;
     const char *name = body_model(root);

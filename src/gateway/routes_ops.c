@@ -31,10 +31,10 @@ static json_t *placement_json(const sipp_model *m) {
     int n = sipp_model_placement(m, p, GW_MAX_PLACEMENT);
     json_t *a = json_array();
     for (int i = 0; a && i < n && i < GW_MAX_PLACEMENT; i++)
-        json_array_append_new(a, json_pack("{s:s, s:s, s:i, s:i, s:b, s:I}", "device", p[i].device, "host",
-                                           p[i].host, "first_layer", p[i].first_layer, "n_layers",
-                                           p[i].n_layers, "output", p[i].output, "buffer_bytes",
-                                           (json_int_t)p[i].buffer_bytes));
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:i, s:i, s:b, s:I}", "device", p[i].device,
+                                           "layout", p[i].layout, "host", p[i].host, "first_layer",
+                                           p[i].first_layer, "n_layers", p[i].n_layers, "output", p[i].output,
+                                           "buffer_bytes", (json_int_t)p[i].buffer_bytes));
     return a;
 }
 

@@ -29,6 +29,13 @@
  * over, as OpenAI documents), and the request runs under the conversation's context key, so the
  * engine finds the previous turn's KV in its slot and evaluates only the new tokens; usage reports
  * them as input_tokens_details.cached_tokens.
+ *
+ * Stored responses belong to the caller that made them (docs/gateway.md, "Who may see and change
+ * what"). The id is random and made here, never the client's x-request-id: an id a client could
+ * choose is an id a client could aim at another's conversation. GET, DELETE, input_items and
+ * previous_response_id find only the caller's own responses (an admin's: all), and only while the
+ * caller may still use the target the response was made on; anything else is the same 404 as an
+ * unknown id. A response not kept (over max_stored_bytes) says store: false.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -46,10 +53,15 @@
 #define INPUT_ITEMS_LIMIT_MAX 100
 #define ID_SIZE 96
 #define NAMESPACE_JOIN "__" /* a namespace tool's function is "<namespace>__<name>" to the model */
-#define RID_SIZE 64         /* gw_call.request_id */
+#define RID_BYTES 16        /* random bytes of a response id: 128 bits, never guessed, never repeated */
+#define RID_SIZE (2 * RID_BYTES + 1)
 #define KEY_PREFIX "resp-conversation:"
 #define OPENAI_DEFAULT_TEMPERATURE 1.0 /* what the chat layer uses when a request gives none */
 #define OPENAI_DEFAULT_TOP_P 1.0
+/* OpenAI's bounds on metadata: pairs, and characters (not bytes) of a key and of a value. */
+#define METADATA_MAX_PAIRS 16
+#define METADATA_MAX_KEY_CHARS 64
+#define METADATA_MAX_VALUE_CHARS 512
 
 static const gw_rename renames[] = {
     {"max_tokens", "max_output_tokens"},
@@ -67,7 +79,7 @@ typedef enum item_kind { ITEM_NONE, ITEM_REASONING, ITEM_MESSAGE, ITEM_CALL } it
 
 typedef struct resp_state {
     char id[ID_SIZE];   /* resp_... */
-    char rid[RID_SIZE]; /* the request id, which item ids carry */
+    char rid[RID_SIZE]; /* the id's random part, which item ids carry too */
     char *key;          /* the conversation's context key */
     json_t *echo;       /* request fields the response object repeats */
     json_t *history;    /* chat messages of the conversation before this turn's output */
@@ -216,12 +228,18 @@ static void store_response(const gw_gen_view *v, json_t *r) {
     if (!s->store) return;
     json_t *history = json_deep_copy(s->history);
     json_array_append_new(history, json_deep_copy(v->choices[0].message));
-    json_t *entry = json_pack("{s:O, s:O, s:o, s:s}", "response", r, "input_items", s->input_items, "history",
-                              history, "key", s->key ? s->key : "");
-    if (!gw_responses_put(v->call->srv->responses, s->id, entry))
+    /* A copy: r itself goes on to the client on this thread, the store's entry to others. */
+    json_t *entry =
+        json_pack("{s:o, s:O, s:o, s:s, s:s}", "response", json_deep_copy(r), "input_items", s->input_items,
+                  "history", history, "key", s->key ? s->key : "", "target", v->target->cfg->name);
+    if (!gw_responses_put(v->call->srv->responses, s->id, gw_auth_caller(v->call), entry)) {
+        s->store = false;
+        json_object_set_new(r, "store", json_false());
         fprintf(stderr,
-                "sipp: response %s was not stored: over [responses] max_stored_bytes or max_stored = 0\n",
-                s->id);
+                "sipp: response %s was not stored (the response says store: false): over [responses] "
+                "max_stored_bytes (%zu) or max_stored = 0\n",
+                s->id, v->call->srv->cfg->responses_max_bytes);
+    }
 }
 
 /* The finished response with output (stolen), stored. */
@@ -381,6 +399,7 @@ static char *flat_name(const char *ns, const char *name);
 typedef struct xlate {
     gw_call *call;
     resp_state *s;
+    const char *rid;     /* the response id's random part, which input item ids carry */
     json_t *messages;    /* chat messages sent to the model (instructions first) */
     json_t *history;     /* the same without the instructions: what the store keeps */
     json_t *input_items; /* this request's input, as message items with ids */
@@ -393,7 +412,7 @@ static void add_turn(xlate *x, const char *role, const char *text) {
 
 static void add_input_item(xlate *x, const char *role, const char *text) {
     char id[ID_SIZE];
-    snprintf(id, sizeof id, "msg_%s_%zu", x->call->request_id, json_array_size(x->input_items));
+    snprintf(id, sizeof id, "msg_%s_%zu", x->rid, json_array_size(x->input_items));
     json_array_append_new(x->input_items,
                           json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:s}]}", "id", id, "type", "message",
                                     "status", "completed", "role", role, "content", "type",
@@ -432,7 +451,7 @@ static void keep_item(xlate *x, json_t *item) {
     json_t *copy = json_deep_copy(item);
     if (!json_object_get(copy, "id")) {
         char id[ID_SIZE];
-        snprintf(id, sizeof id, "item_%s_%zu", x->call->request_id, json_array_size(x->input_items));
+        snprintf(id, sizeof id, "item_%s_%zu", x->rid, json_array_size(x->input_items));
         json_object_set_new(copy, "id", json_string(id));
     }
     json_array_append_new(x->input_items, copy);
@@ -700,6 +719,38 @@ static bool translate_tools(xlate *x, json_t *root, json_t *chat) {
     return true;
 }
 
+/* Characters of UTF-8 text (jansson has checked that it is UTF-8): the bytes that begin one. */
+static size_t utf8_chars(const char *text, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += ((unsigned char)text[i] & 0xC0) != 0x80;
+    return n;
+}
+
+/* metadata within OpenAI's bounds: it is stored with the response, so an unbounded one would let a
+ * caller fill the store with a single request. */
+static bool check_metadata(gw_call *call, json_t *md) {
+    if (!md || json_is_null(md)) return true;
+    if (!json_is_object(md)) return gw_reply_invalid_field(call, "'metadata' must be an object of strings");
+    if (json_object_size(md) > METADATA_MAX_PAIRS)
+        return gw_reply_invalid_field(call, "'metadata' has %zu pairs; at most %d are allowed",
+                                      json_object_size(md), METADATA_MAX_PAIRS);
+    const char *key;
+    json_t *v;
+    json_object_foreach(md, key, v) {
+        size_t chars = utf8_chars(key, strlen(key));
+        if (chars > METADATA_MAX_KEY_CHARS)
+            return gw_reply_invalid_field(
+                call, "'metadata' has a key of %zu characters; keys are at most %d characters", chars,
+                METADATA_MAX_KEY_CHARS);
+        if (!json_is_string(v)) return gw_reply_invalid_field(call, "'metadata.%s' must be a string", key);
+        if (utf8_chars(json_string_value(v), json_string_length(v)) > METADATA_MAX_VALUE_CHARS)
+            return gw_reply_invalid_field(call, "'metadata.%s' is over %d characters; shorten it", key,
+                                          METADATA_MAX_VALUE_CHARS);
+    }
+    return true;
+}
+
 /* Fields accepted because they cannot change the output, and those only some values of which can
  * be honoured. */
 static bool check_options(xlate *x, json_t *root) {
@@ -744,9 +795,7 @@ static bool check_options(xlate *x, json_t *root) {
         (!trunc || strcmp(trunc, "disabled") != 0))
         return gw_reply_invalid_field(
             x->call, "'truncation' must be \"disabled\": a prompt over the context is an error, never cut");
-    json_t *md = json_object_get(root, "metadata");
-    if (md && !json_is_null(md) && !json_is_object(md))
-        return gw_reply_invalid_field(x->call, "'metadata' must be an object of strings");
+    if (!check_metadata(x->call, json_object_get(root, "metadata"))) return false;
     json_t *st = json_object_get(root, "store");
     if (st && !json_is_boolean(st)) return gw_reply_invalid_field(x->call, "'store' must be true or false");
     return true;
@@ -781,6 +830,21 @@ static json_t *echo_fields(json_t *root) {
     return e;
 }
 
+/* Whose stored responses the call may see: all (NULL) for an admin, else its own. */
+static const char *viewer(const gw_call *call) { return gw_auth_admin(call) ? NULL : gw_auth_caller(call); }
+
+/* The stored entry under id as the call may see it (see the top), or NULL. */
+static json_t *stored(gw_call *call, const char *id) {
+    json_t *e = gw_responses_get(call->srv->responses, id, viewer(call));
+    const char *name = json_string_value(json_object_get(e, "target"));
+    gw_target *t = name ? gw_target_find(call->srv, name) : NULL;
+    if (e && (!t || !gw_auth_allows(call, t->cfg))) {
+        json_decref(e);
+        return NULL;
+    }
+    return e;
+}
+
 void gw_route_responses(gw_call *call) {
     json_t *root = gw_body_object(call);
     if (!root) return;
@@ -791,9 +855,14 @@ void gw_route_responses(gw_call *call) {
     bool ok =
         s && chat && gw_fields_check(call, root, gw_fields_responses, API_NAME) && check_options(&x, root);
     json_t *prev = NULL;
+    if (ok && !sipp_random_hex(s->rid, RID_BYTES)) { /* made here, never from the request */
+        gw_reply_error(call, GW_E_INTERNAL, "cannot make a response id: getrandom failed (%s)",
+                       strerror(errno));
+        ok = false;
+    }
     if (ok) {
-        snprintf(s->id, sizeof s->id, "resp_%s", call->request_id);
-        snprintf(s->rid, sizeof s->rid, "%s", call->request_id);
+        snprintf(s->id, sizeof s->id, "resp_%s", s->rid);
+        x.rid = s->rid;
         s->items = json_array();
         s->created_at = gw_unix_now();
         s->store = !json_is_false(json_object_get(root, "store"));
@@ -808,7 +877,7 @@ void gw_route_responses(gw_call *call) {
         if (ok && pid && !json_is_null(pid)) {
             if (!json_is_string(pid)) {
                 ok = gw_reply_invalid_field(x.call, "'previous_response_id' must be a string");
-            } else if (!(prev = gw_responses_get(call->srv->responses, json_string_value(pid)))) {
+            } else if (!(prev = stored(call, json_string_value(pid)))) {
                 gw_reply_error(
                     call, GW_E_NOT_FOUND,
                     "'previous_response_id': no stored response '%s' (unknown, deleted, expired after "
@@ -886,7 +955,7 @@ static json_t *lookup(gw_call *call, bool *items) {
                        call->method, call->path);
         return NULL;
     }
-    json_t *e = gw_responses_get(call->srv->responses, id);
+    json_t *e = stored(call, id);
     if (!e)
         gw_reply_error(call, GW_E_NOT_FOUND, "no stored response '%s' (unknown, deleted, or expired)", id);
     return e;
@@ -996,7 +1065,10 @@ void gw_route_response_delete(gw_call *call) {
                        call->method, call->path);
         return;
     }
-    if (!gw_responses_delete(call->srv->responses, id)) {
+    json_t *e = stored(call, id);
+    bool gone = e && gw_responses_delete(call->srv->responses, id, viewer(call));
+    json_decref(e);
+    if (!gone) {
         gw_reply_error(call, GW_E_NOT_FOUND, "no stored response '%s' (unknown, deleted, or expired)", id);
         return;
     }

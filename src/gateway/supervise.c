@@ -230,16 +230,6 @@ static char **child_envp(const char *token) {
     return envp;
 }
 
-static bool random_token(char *out, size_t n_bytes) {
-    unsigned char b[GW_SUP_TOKEN_BYTES];
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    bool ok = fd >= 0 && n_bytes <= sizeof b && read(fd, b, n_bytes) == (ssize_t)n_bytes;
-    if (fd >= 0) close(fd);
-    for (size_t i = 0; ok && i < n_bytes; i++)
-        snprintf(out + 2 * i, 3, "%02x", b[i]);
-    return ok;
-}
-
 /* A loopback socket on a free port, listening, for every child of this target. */
 static int open_child_listener(int *port, char *err) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -623,8 +613,9 @@ static gw_supervisor *group_new(gw_server *srv, const size_t *root, size_t group
     int port = 0;
     bool ok = s->targets && s->servers;
     if (!ok) sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
-    if (ok && !random_token(s->token, GW_SUP_TOKEN_BYTES)) {
-        snprintf(err, SIPP_ERROR_SIZE, "cannot read /dev/urandom for a supervised target's token");
+    if (ok && !sipp_random_hex(s->token, GW_SUP_TOKEN_BYTES)) {
+        snprintf(err, SIPP_ERROR_SIZE,
+                 "cannot read random bytes (getrandom) for a supervised target's token");
         ok = false;
     }
     ok = ok && (s->listen_fd = open_child_listener(&port, err)) >= 0;

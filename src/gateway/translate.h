@@ -7,8 +7,8 @@
 
 #include "gateway/admission.h"
 #include "gateway/api_fields.h"
+#include "gateway/field_names.h"
 #include "gateway/generate.h"
-#include "gateway/rename.h"
 #include "gateway/request_parse.h"
 #include "gateway/upstream.h"
 

@@ -34,9 +34,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "store/sha256.h"
+#include "store/paths.h"
 #include "store/source.h"
-#include "store/store.h"
+#include "util/sha256.h"
 #include "util/util.h"
 
 #define CATALOG_VERSION 1

@@ -29,26 +29,37 @@
  * the curl tool does, CURL_CA_BUNDLE, SSL_CERT_FILE and SSL_CERT_DIR for certificate authorities.
  * HF_TOKEN is sent as a bearer token for hf:// sources (libcurl sends it only to the original host,
  * never to the CDN a redirect leads to).
+ *
+ * A pull for someone else (public_only, the gateway's /api/pull) must not become a way to reach
+ * what only this machine can: https only (redirects too), and every socket libcurl opens is
+ * checked in its open-socket callback, after the name is resolved and before connecting, so a
+ * redirect or a DNS answer that changes between a check and the connection cannot lead to a
+ * loopback, private or link-local address. keep_existing (the gateway too) never replaces a model
+ * the store has: a served file keeps its bytes; the install renames with RENAME_NOREPLACE, so not
+ * even a pull racing this one is overwritten.
  */
 #include "store/pull.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "store/catalog.h"
-#include "store/inspect.h"
+#include "store/gguf_info.h"
 #include "store/store.h"
 #include "util/util.h"
 
@@ -95,6 +106,8 @@ typedef struct pull_state {
     int n_files;
     uint64_t received;
     double start_ms;
+    sipp_pull_fault fault;              /* of the failure, once there is one */
+    char refused[INET6_ADDRSTRLEN + 8]; /* public_only: the address a connection was refused to */
 } pull_state;
 
 /* One file's download, across its attempts. */
@@ -358,6 +371,20 @@ static void set_network_env(CURL *c, const char *source) {
     }
 }
 
+/* public_only: opens a socket only to a public address (see the top). */
+static curl_socket_t open_public_socket(void *user, curlsocktype purpose, struct curl_sockaddr *a) {
+    (void)purpose;
+    pull_state *ps = user;
+    if (!sipp_address_public(&a->addr)) {
+        const void *raw = a->family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&a->addr)->sin6_addr
+                                                : (const void *)&((struct sockaddr_in *)&a->addr)->sin_addr;
+        if (!inet_ntop(a->family, raw, ps->refused, sizeof ps->refused))
+            snprintf(ps->refused, sizeof ps->refused, "(family %d)", a->family);
+        return CURL_SOCKET_BAD;
+    }
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
 /* One HTTP request continuing t from t->offset. */
 static CURLcode attempt(transfer *t, const char *source, char *curl_err) {
     CURL *c = curl_easy_init();
@@ -367,8 +394,14 @@ static CURLcode attempt(transfer *t, const char *source, char *curl_err) {
     curl_easy_setopt(c, CURLOPT_URL, t->url);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, MAX_REDIRECTS);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    bool public_only = t->pull->params->public_only;
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, public_only ? "https" : "http,https");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, public_only ? "https" : "http,https");
+    if (public_only) {
+        t->pull->refused[0] = '\0'; /* an address refused before, then another connected, is no error */
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_public_socket);
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, t->pull);
+    }
     curl_easy_setopt(c, CURLOPT_USERAGENT, USER_AGENT);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
@@ -406,6 +439,20 @@ static CURLcode attempt(transfer *t, const char *source, char *curl_err) {
 /* The message for a transfer that ended in error. */
 static sipp_status transfer_error(const transfer *t, CURLcode rc, const char *curl_err, char *errbuf) {
     const char *why = curl_err[0] ? curl_err : curl_easy_strerror(rc);
+    bool local = t->end == END_WRITE || t->end == END_NO_SPACE || t->end == END_CANCELLED;
+    t->pull->fault = local ? SIPP_PULL_FAULT_NONE : SIPP_PULL_FAULT_SOURCE;
+    if (t->end == END_NONE && rc == CURLE_COULDNT_CONNECT && t->pull->refused[0]) {
+        t->pull->fault = SIPP_PULL_FAULT_REFUSED;
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%s: refused to connect to %s, which is not a public address (loopback, private, "
+                         "link-local or reserved); this pull takes public sources only",
+                         t->url, t->pull->refused);
+    }
+    if (t->end == END_NONE && rc == CURLE_UNSUPPORTED_PROTOCOL && t->pull->params->public_only) {
+        t->pull->fault = SIPP_PULL_FAULT_REFUSED;
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%s: %s; this pull takes https only, redirects included", t->url, why);
+    }
     switch (t->end) {
     case END_HTTP:
         if (t->status == 404)
@@ -572,6 +619,7 @@ static sipp_status fetch(pull_state *ps, int index, const char *file, const char
         goto out;
     }
     if (t.total && t.offset != t.total) {
+        ps->fault = SIPP_PULL_FAULT_SOURCE;
         st = sipp_fail(errbuf, SIPP_ERR_IO,
                        "%s: got %llu bytes, the server announced %llu; run the same pull again", url,
                        (unsigned long long)t.offset, (unsigned long long)t.total);
@@ -589,6 +637,7 @@ static sipp_status fetch(pull_state *ps, int index, const char *file, const char
         close(t.fd);
         t.fd = -1;
         part_delete(part_path);
+        ps->fault = SIPP_PULL_FAULT_SOURCE;
         st = sipp_fail(
             errbuf, SIPP_ERR_MODEL,
             "sha256 mismatch for %s: expected %s, got %s; the download was deleted. Check the URL and the "
@@ -601,6 +650,7 @@ static sipp_status fetch(pull_state *ps, int index, const char *file, const char
         close(t.fd);
         t.fd = -1;
         part_delete(part_path);
+        ps->fault = SIPP_PULL_FAULT_SOURCE;
         st = sipp_fail(errbuf, SIPP_ERR_MODEL,
                        "the download from %s is not a usable GGUF file, so it was deleted: %s", url,
                        check_err);
@@ -654,9 +704,9 @@ static void fsync_dir(const char *dir) {
 }
 
 /* Moves the checked .part files into the store and writes the metadata; replaces an older model of
- * the same name. */
-static sipp_status install(const char *dir, const char *part_dir, sipp_store_model *m, bool *replaced,
-                           char *errbuf) {
+ * the same name, unless keep_existing (then a file in the way fails the install with fault EXISTS). */
+static sipp_status install(const char *dir, const char *part_dir, sipp_store_model *m, bool keep_existing,
+                           sipp_pull_result *r, char *errbuf) {
     sipp_store_model old;
     char ignored[SIPP_ERROR_SIZE];
     bool had_old = sipp_store_lookup(dir, m->name, &old, ignored) == SIPP_OK;
@@ -671,7 +721,16 @@ static sipp_status install(const char *dir, const char *part_dir, sipp_store_mod
         sipp_store_file *f = &m->files[i];
         sipp_pathf(part, sizeof part, "%s/%s%s", part_dir, f->file, SIPP_STORE_PART_EXT);
         sipp_pathf(path, sizeof path, "%s/%s", dir, f->file);
-        if (rename(part, path) != 0) {
+        int moved =
+            keep_existing ? renameat2(AT_FDCWD, part, AT_FDCWD, path, RENAME_NOREPLACE) : rename(part, path);
+        if (moved != 0 && keep_existing && errno == EEXIST) {
+            r->fault = SIPP_PULL_FAULT_EXISTS;
+            sipp_strlcpy(r->path, path, sizeof r->path);
+            st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                           "'%s' appeared in the store during the pull; it was not replaced", path);
+            goto out;
+        }
+        if (moved != 0) {
             st = sipp_fail(errbuf, SIPP_ERR_IO, "cannot move '%s' to '%s': %s", part, path, strerror(errno));
             goto out;
         }
@@ -691,7 +750,7 @@ static sipp_status install(const char *dir, const char *part_dir, sipp_store_mod
     fsync_dir(dir);
     st = sipp_store_meta_write(dir, m, errbuf);
     fsync_dir(dir);
-    *replaced = had_old && (!old.managed || strcmp(old.files[0].url, m->files[0].url) != 0);
+    r->replaced = had_old && (!old.managed || strcmp(old.files[0].url, m->files[0].url) != 0);
 out:
     if (had_old) sipp_store_model_clear(&old);
     return st;
@@ -711,6 +770,32 @@ static bool already_there(const char *dir, const char *name, const char *url, in
     }
     if (!same) sipp_store_model_clear(out);
     return same;
+}
+
+/* keep_existing: SIPP_OK when the store has no model called name and no file the pull would write;
+ * otherwise fault EXISTS with r->path naming what is there. */
+static sipp_status check_not_there(const char *dir, const char *name, int n_files, sipp_pull_result *r,
+                                   char *errbuf) {
+    sipp_store_model old;
+    char ignored[SIPP_ERROR_SIZE], file[PATH_MAX], path[PATH_MAX];
+    path[0] = '\0';
+    if (sipp_store_lookup(dir, name, &old, ignored) == SIPP_OK) {
+        sipp_strlcpy(path, old.path, sizeof path);
+        sipp_store_model_clear(&old);
+    }
+    for (int i = 0; !path[0] && i < n_files; i++) {
+        struct stat sb;
+        sipp_store_file_name(name, i + 1, n_files, file, sizeof file);
+        sipp_pathf(path, sizeof path, "%s/%s", dir, file);
+        if (lstat(path, &sb) != 0) path[0] = '\0';
+    }
+    if (!path[0]) return SIPP_OK;
+    r->fault = SIPP_PULL_FAULT_EXISTS;
+    sipp_strlcpy(r->path, path, sizeof r->path);
+    return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                     "model '%s' is already in the store (%s) from another source; this pull does not "
+                     "replace it",
+                     name, path);
 }
 
 sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char *errbuf) {
@@ -748,6 +833,13 @@ sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char
             goto out;
         }
         if ((st = sipp_source_to_url(entry->url, url, sizeof url, errbuf)) != SIPP_OK) goto out;
+    }
+
+    if (p->public_only && strncasecmp(url, "https://", strlen("https://")) != 0) {
+        r->fault = SIPP_PULL_FAULT_REFUSED;
+        st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                       "'%s' is not an https:// URL; this pull takes https:// and hf:// sources only", url);
+        goto out;
     }
 
     /* the set: shard 1 first, whatever shard the URL names */
@@ -811,6 +903,7 @@ sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char
         sipp_store_model_clear(&have);
         goto out;
     }
+    if (p->keep_existing && (st = check_not_there(dir, m.name, n_files, r, errbuf)) != SIPP_OK) goto out;
     if ((st = sipp_store_ensure(dir, errbuf)) != SIPP_OK) goto out;
     sipp_pathf(part_dir, sizeof part_dir, "%s/%s", dir, SIPP_STORE_PARTIAL_DIR);
 
@@ -840,12 +933,15 @@ sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char
         bool resumed = false;
         st = fetch(&ps, i + 1, f->file, f->url, part_dir, have_expected ? expected[i] : NULL, f->sha256,
                    &f->size, &resumed, errbuf);
-        if (st != SIPP_OK) goto out;
+        if (st != SIPP_OK) {
+            r->fault = ps.fault;
+            goto out;
+        }
         r->resumed |= resumed;
         m.size += f->size;
     }
     sipp_store_now(m.pulled_at);
-    if ((st = install(dir, part_dir, &m, &r->replaced, errbuf)) != SIPP_OK) goto out;
+    if ((st = install(dir, part_dir, &m, p->keep_existing, r, errbuf)) != SIPP_OK) goto out;
     sipp_pathf(r->path, sizeof r->path, "%s/%s", dir, m.files[0].file);
     r->size = m.size;
     r->received = ps.received;

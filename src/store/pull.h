@@ -9,8 +9,8 @@
 #include <stdint.h>
 
 #include "sipp.h"
-#include "store/sha256.h"
 #include "store/source.h"
+#include "util/sha256.h"
 
 #define SIPP_PULL_DEFAULT_RETRIES 3
 

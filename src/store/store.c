@@ -27,75 +27,16 @@
 #include <unistd.h>
 
 #include "store/catalog.h"
+#include "store/paths.h"
 #include "util/util.h"
 
 _Static_assert(SIPP_PATH_MAX >= PATH_MAX, "sipp.h's paths hold every path the store builds");
 
-#define STORE_SUBDIR "sipp/models"
-#define XDG_DEFAULT_SUBDIR ".local/share"
-#define USER_CATALOG_FILE "catalog.json"
 #define HASH_CACHE_FILE ".sha256-cache.json"
 #define HASH_CACHE_MAX_ENTRIES 1024
 #define META_VERSION 1
 #define DIR_MODE 0755
 #define FILE_MODE 0644
-
-bool sipp_pathf(char *out, size_t cap, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(out, cap, fmt, ap);
-    va_end(ap);
-    if (n >= 0 && (size_t)n < cap) return true;
-    if (cap) out[0] = '\0';
-    return false;
-}
-
-sipp_status sipp_store_dir(char *out, size_t cap, char *errbuf) {
-    const char *env = getenv("SIPP_MODELS_DIR");
-    int n;
-    if (env && *env) {
-        n = snprintf(out, cap, "%s", env);
-    } else {
-        /* XDG: a relative XDG_DATA_HOME is invalid and must be ignored */
-        const char *xdg = getenv("XDG_DATA_HOME");
-        if (xdg && xdg[0] == '/') {
-            n = snprintf(out, cap, "%s/%s", xdg, STORE_SUBDIR);
-        } else {
-            const char *home = getenv("HOME");
-            if (!home || !*home) {
-                struct passwd *pw = getpwuid(getuid());
-                home = pw ? pw->pw_dir : NULL;
-            }
-            if (!home || !*home)
-                return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
-                                 "no model store: HOME is not set; set SIPP_MODELS_DIR to a directory");
-            n = snprintf(out, cap, "%s/%s/%s", home, XDG_DEFAULT_SUBDIR, STORE_SUBDIR);
-        }
-    }
-    if (n < 0 || (size_t)n >= cap)
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the model store path is too long");
-    /* "dir/" and "dir" are one store */
-    while (n > 1 && out[n - 1] == '/')
-        out[--n] = '\0';
-    return SIPP_OK;
-}
-
-sipp_status sipp_store_user_catalog(char *out, size_t cap, char *errbuf) {
-    char dir[PATH_MAX];
-    sipp_status s = sipp_store_dir(dir, sizeof dir, errbuf);
-    if (s != SIPP_OK) return s;
-    char *slash = strrchr(dir, '/');
-    int n;
-    if (!slash)
-        n = snprintf(out, cap, "%s", USER_CATALOG_FILE);
-    else if (slash == dir)
-        n = snprintf(out, cap, "/%s", USER_CATALOG_FILE);
-    else
-        n = snprintf(out, cap, "%.*s/%s", (int)(slash - dir), dir, USER_CATALOG_FILE);
-    if (n < 0 || (size_t)n >= cap)
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the user catalog path is too long");
-    return SIPP_OK;
-}
 
 sipp_status sipp_store_mkdirs(const char *dir, char *errbuf) {
     char path[PATH_MAX];

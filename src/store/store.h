@@ -28,15 +28,13 @@
 #include <stdint.h>
 
 #include "sipp.h"
-#include "store/sha256.h"
+#include "store/paths.h"
 #include "store/source.h"
+#include "util/sha256.h"
 
 #define SIPP_STORE_PARTIAL_DIR "partial"
 #define SIPP_STORE_PART_EXT ".part"
 #define SIPP_STORE_META_EXT ".json"
-
-/* The user catalog: catalog.json in the store directory's parent. */
-sipp_status sipp_store_user_catalog(char *out, size_t cap, char *errbuf);
 
 /* Creates the store directory and its partial/ directory when missing. */
 sipp_status sipp_store_ensure(const char *dir, char *errbuf);
@@ -52,10 +50,6 @@ void sipp_store_model_clear(sipp_store_model *m);
 
 /* Writes len bytes to path atomically: a temporary file beside it, fsync'ed and renamed over it. */
 sipp_status sipp_store_write_atomic(const char *path, const char *data, size_t len, char *errbuf);
-
-/* snprintf for paths: false, and out set to "" (which names no file), when the result does not fit,
- * so that a truncated path can never name some other file. */
-bool sipp_pathf(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* mkdir -p. */
 sipp_status sipp_store_mkdirs(const char *dir, char *errbuf);

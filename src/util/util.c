@@ -6,7 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+
+/* getrandom returns up to 256 bytes at once without being cut short by a signal. */
+#define SIPP_RANDOM_CHUNK 256
 
 sipp_status sipp_fail(char *buf, sipp_status status, const char *fmt, ...) {
     if (buf) {
@@ -51,6 +55,22 @@ static bool buf_reserve(sipp_buf *b, size_t extra) {
     if (!p) return false;
     b->data = p;
     b->cap = cap;
+    return true;
+}
+
+bool sipp_random_hex(char *out, size_t n_bytes) {
+    unsigned char b[SIPP_RANDOM_CHUNK];
+    static const char digits[] = "0123456789abcdef";
+    for (size_t done = 0; done < n_bytes;) {
+        size_t n = n_bytes - done < sizeof b ? n_bytes - done : sizeof b;
+        if (getrandom(b, n, 0) != (ssize_t)n) return false;
+        for (size_t i = 0; i < n; i++) {
+            out[2 * (done + i)] = digits[b[i] >> 4];
+            out[2 * (done + i) + 1] = digits[b[i] & 0xf];
+        }
+        done += n;
+    }
+    out[2 * n_bytes] = '\0';
     return true;
 }
 

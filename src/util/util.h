@@ -26,6 +26,10 @@ char *sipp_strdup(const char *s);
 
 /* Copies src into dst of size n, always NUL-terminated, truncating at a UTF-8 character boundary. */
 void sipp_strlcpy(char *dst, const char *src, size_t n);
+/* n_bytes from the kernel's random source (getrandom) as 2 * n_bytes lowercase hex digits and a
+ * NUL in out; false (out is then no id at all) when the kernel gives fewer. For ids and tokens nobody may
+ * guess. */
+bool sipp_random_hex(char *out, size_t n_bytes);
 
 /* A byte count for people: "807.7 MB" (decimal units, as Hugging Face shows sizes). */
 void sipp_format_size(uint64_t bytes, char *out, size_t cap);

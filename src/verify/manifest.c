@@ -4,7 +4,7 @@
  *
  * The model's facts come from the file itself, not from a load: the SHA-256 of every byte (the
  * checkpoint contract; sipp_store_file_sha256, so a model hashed once is not hashed again while it
- * is unchanged), and from the GGUF header as the store reads it (src/store/inspect.c, metadata only,
+ * is unchanged), and from the GGUF header as the store reads it (src/store/gguf_info.c, metadata only,
  * no tensor data read) the architecture, the parameter count (the sum of every tensor's elements),
  * the tensor types by count, and the tokenizer: its model name and the hashes of its vocabulary, BPE
  * merges and chat template (sipp_gguf_tokenizer_read).
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "store/inspect.h"
+#include "store/gguf_info.h"
 #include "util/util.h"
 #include "verify/verify_internal.h"
 

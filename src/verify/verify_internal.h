@@ -3,7 +3,7 @@
  * sipp.h).
  *
  *   verify.c    sipp_verify_run: the order of the runs, thresholds, the report (the manifest)
- *   metrics.c   comparing two sets of logits (max/RMS difference, KL divergence, top-k agreement)
+ *   distance.c  comparing two sets of logits (max/RMS difference, KL divergence, top-k agreement)
  *   run.c       one backend's run: load, teacher-forced logits, cached decoding, greedy continuations,
  *               the graph trace, the optional bench
  *   against.c   the contracts (checkpoint, tokenizer, graph, numerics, speed) a recorded manifest

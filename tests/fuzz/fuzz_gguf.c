@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for GGUF headers as the store reads them (src/store/inspect.c): each input is
+ * libFuzzer harness for GGUF headers as the store reads them (src/store/gguf_info.c): each input is
  * written as a model file, then inspected (`sipp models info`), checked (what `sipp pull` does with a
  * download) and its tokenizer read (what a verify manifest records). gguf's own parser is in
  * llama.cpp's libggml-base, linked as built (not instrumented): a crash there still shows, the
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "store/inspect.h"
+#include "store/gguf_info.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_gguf_header.c: libFuzzer harness for the GGUF header module (src/store/gguf_header.c) and the
- * pre-load hyperparameter check (src/engine/model_check.c), the code that stands between an untrusted
+ * pre-load hyperparameter check (src/model/model_check.c), the code that stands between an untrusted
  * model file and llama.cpp's asserting loader.
  *
  * Each input is a whole GGUF file, written to a memory file and opened by path as a model load opens
@@ -19,7 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "engine/model_check.h"
+#include "model/model_check.h"
 #include "store/gguf_header.h"
 
 static const char *const keys[] = {

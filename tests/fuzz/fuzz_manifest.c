@@ -1,6 +1,6 @@
 /*
  * libFuzzer harness for verify manifests (src/verify/manifest.c and the readers of their figures in
- * src/verify/metrics.c): each input is written as a manifest file and read back as `sipp verify
+ * src/verify/distance.c): each input is written as a manifest file and read back as `sipp verify
  * --against` reads it, then its thresholds and every backend's figures are read as a check reads
  * them. Invariants, checked beyond what the sanitizers catch:
  *   - a refused manifest gives a message naming the file, and a status of I/O or invalid argument;

@@ -494,6 +494,10 @@ class MessagesTest(AgentAPIBase):
 
 
 class OllamaTest(AgentAPIBase):
+    # /api/pull and /api/delete need the admin scope, and the loopback fixture needs allow_private_sources
+    # (test_gateway_callers.py checks both refusals).
+    extra = "admin = true\n\n[store]\nallow_private_sources = true\n"
+
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
@@ -707,8 +711,9 @@ class OllamaTest(AgentAPIBase):
         self.assertEqual(set(last), {"error"})
         self.assertIn("404", last["error"])
         status, _, body = self.post("/api/pull", {"model": missing, "stream": False})
-        self.assertGreaterEqual(status, 400)
+        self.assertEqual(status, 502, body)  # the source's failure, not the gateway's
         self.assertIn("404", body["error"])
+        self.assertIn(missing, body["error"])
         status, _, body = self.post("/api/pull", {"model": ""})
         self.assert_ollama_error(status, body, 400, "'model'")
         status, _, body = self.post("/api/pull", {"model": self.url, "insecure": True})

@@ -324,11 +324,11 @@ class MemoryAgainstRss(unittest.TestCase):
     a 32k vocabulary (llama-spm) and a small context keep the compute buffer's logits, which are
     reserved for a whole batch but touched only for the outputs, a small part of it."""
 
-    def test_measured_memory_agrees_with_rss(self):
+    def measure_against_rss(self, weight_type):
         check_build()
         spm = VOCAB.replace("llama-bpe", "llama-spm")
-        path = synth("rss", 1, ["--n-embd", "512", "--n-layer", "8", "--n-head", "8", "--n-head-kv", "4", "--n-ff",
-                                "1536", "--type", "f16"], vocab=spm)
+        path = synth(f"rss-{weight_type}", 1, ["--n-embd", "512", "--n-layer", "8", "--n-head", "8", "--n-head-kv",
+                                               "4", "--n-ff", "1536", "--type", weight_type], vocab=spm)
         gw = serve_config(target("m", path).replace(f"ctx_size = {CTX}", "ctx_size = 64"))
         self.addCleanup(gw.stop)
 
@@ -346,8 +346,38 @@ class MemoryAgainstRss(unittest.TestCase):
         measured = mem["total_bytes"]
         self.assertLess(abs(grown - measured) / measured, RSS_TOLERANCE,
                         f"RSS grew by {grown / MIB:.1f} MiB, measured {measured / MIB:.1f} MiB: {mem}")
+        # a CPU load holds nothing on a device, whatever layout the CPU module keeps weights in (an
+        # AMX host's "AMX" buffers once counted as a device of that name)
+        self.assertEqual(mem["device_bytes"], {}, mem)
         est = models(gw)["m"]["sipp"]["memory_estimate"]
         self.assertGreaterEqual(est["total_bytes"], measured, f"the estimate errs low: {est} against {mem}")
+        return gw
+
+    def test_measured_memory_agrees_with_rss(self):
+        self.measure_against_rss("f16")
+
+    def test_repacked_weights_are_host_memory(self):
+        """q4_0 weights go to a CPU extra buffer type where the CPU module has one (CPU_REPACK with AVX2,
+        AMX on a Xeon with AMX): those bytes are host memory, and placement shows them as a layout of
+        the CPU device holding the CPU's layers."""
+        gw = self.measure_against_rss("q4_0")
+        status, _, body = gw.json("GET", "/v1/backends")
+        self.assertEqual(status, 200, body)
+        place = [t for t in body["targets"] if t["name"] == "m"][0]["placement"]
+        self.assertTrue(all(p["device"] == "CPU" and p["host"] == "local" for p in place), place)
+        plain = [p for p in place if not p["layout"]]
+        laid = [p for p in place if p["layout"]]
+        self.assertEqual(len(plain), 1, place)
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+        if " avx2" not in flags:
+            self.skipTest("this CPU has no AVX2: its CPU module keeps q4_0 weights in no layout of its own")
+        self.assertGreaterEqual(len(laid), 1, place)
+        for p in laid:
+            self.assertIn(p["layout"], ("REPACK", "AMX", "KLEIDIAI"), place)
+            self.assertGreater(p["buffer_bytes"], 0, place)
+            for key in ("first_layer", "n_layers", "output"):
+                self.assertEqual(p[key], plain[0][key], place)
 
 
 class ModelsDir(unittest.TestCase):

@@ -583,7 +583,7 @@ class ModelStoreTest(unittest.TestCase):
 
     # ---- a store name where a MODEL is accepted ----
 
-    @unittest.skipUnless("sipp_store_resolve" in open(os.path.join(REPO, "src", "engine", "model.c")).read(),
+    @unittest.skipUnless("sipp_store_resolve" in open(os.path.join(REPO, "src", "model", "model.c")).read(),
                          "sipp_model_load does not resolve store names yet (hook sipp_store_resolve)")
     def test_cli_runs_a_store_name(self):
         self.ok(self.sipp("pull", self.url))

@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import sys
 import unittest
 
 from tests.integration.common import ROOT
@@ -43,3 +44,22 @@ class BareCloneTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StatusNamesTest(unittest.TestCase):
+    """The sipp_status names live once, in include/sipp.h; libsipp's table and the bindings' are
+    generated from it (scripts/gen_status_names.py) and must be up to date."""
+
+    def test_tables_are_generated_from_sipp_h(self):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen_status_names.py"), "--check"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_every_status_has_a_python_class(self):
+        sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+        try:
+            from sipp import _errors
+        finally:
+            sys.path.pop(0)
+        self.assertEqual(_errors.STATUS_NAMES[0], "ok")
+        self.assertEqual([n for n in _errors.STATUS_NAMES[1:] if n not in _errors.NAME_CLASSES], [])

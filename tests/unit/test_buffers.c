@@ -69,3 +69,68 @@ Test(buffers, other_lines_ignored) {
         cr_assert_not(sipp_buffers_parse(lines[i], &m), "parsed '%s'", lines[i]);
     cr_assert_eq(sipp_memory_total(&m), 0);
 }
+
+/* An AMX host's q8_0/q4_0 weights sit in the CPU's "AMX" buffer type, whose name says nothing of the
+ * CPU: where ggml says it is host memory, it is counted as host memory, not as a device "AMX". */
+Test(buffers, cpu_extra_buffer_types_are_host_memory) {
+    sipp_buft_place cpu = {.device = "CPU", .host = true};
+    sipp_buft_place amx = {.device = "CPU", .layout = "AMX", .host = true};
+    sipp_buft_place repack = {.device = "CPU", .layout = "REPACK", .host = true};
+    sipp_buffers_learn_one("CPU", &cpu);
+    sipp_buffers_learn_one("AMX", &amx);
+    sipp_buffers_learn_one("CPU_REPACK", &repack);
+    sipp_memory m;
+    memset(&m, 0, sizeof m);
+    cr_assert(sipp_buffers_parse("load_tensors:          AMX model buffer size =    18.00 MiB\n", &m));
+    cr_assert(sipp_buffers_parse("load_tensors:   CPU_REPACK model buffer size =     2.00 MiB\n", &m));
+    cr_assert(sipp_buffers_parse("load_tensors:   CPU_Mapped model buffer size =    20.00 MiB\n", &m));
+    cr_assert_eq(m.n_devices, 0);
+    cr_assert_eq(m.host_bytes, 40 * MIB);
+    cr_assert_eq(m.weights_bytes, 40 * MIB);
+
+    sipp_buft_place p;
+    cr_assert(sipp_buft_place_of("CPU_Mapped", strlen("CPU_Mapped"), &p)); /* a known name + "_suffix" */
+    cr_assert_str_eq(p.device, "CPU");
+    cr_assert_str_eq(p.layout, "");
+    cr_assert(sipp_buft_place_of("AMX", 3, &p));
+    cr_assert_str_eq(p.layout, "AMX");
+    cr_assert_not(sipp_buft_place_of("AMXY", 4, &p)); /* a prefix without '_' is another name */
+}
+
+/* A device's own memory stays the device's even when its name starts like a host one. */
+Test(buffers, learned_device_memory) {
+    sipp_buft_place vk = {.device = "Vulkan0", .host = false};
+    sipp_buft_place vk_host = {.device = "CPU", .host = true};
+    sipp_buffers_learn_one("Vulkan0", &vk);
+    sipp_buffers_learn_one("Vulkan_Host", &vk_host);
+    sipp_memory m;
+    memset(&m, 0, sizeof m);
+    cr_assert(sipp_buffers_parse("load_tensors:      Vulkan0 model buffer size =     5.00 MiB\n", &m));
+    cr_assert(sipp_buffers_parse("load_tensors:  Vulkan_Host model buffer size =     1.00 MiB\n", &m));
+    cr_assert_eq(m.n_devices, 1);
+    cr_assert_str_eq(m.devices[0].name, "Vulkan0");
+    cr_assert_eq(m.devices[0].bytes, 5 * MIB);
+    cr_assert_eq(m.host_bytes, 1 * MIB);
+}
+
+/* What the loaded CPU module says of its own buffer types: the CPU's is host memory, and so is
+ * every extra layout it offers (whichever this host's module has: REPACK, AMX, ...). */
+Test(buffers, learned_from_ggml) {
+    char err[SIPP_ERROR_SIZE];
+    cr_assert_eq(sipp_runtime_init(NULL, err), SIPP_OK, "%s", err);
+    sipp_buft_place p;
+    cr_assert(sipp_buft_place_of("CPU", 3, &p));
+    cr_assert(p.host);
+    cr_assert_str_eq(p.device, "CPU");
+    cr_assert_str_eq(p.layout, "");
+    if (sipp_buft_place_of("CPU_REPACK", strlen("CPU_REPACK"), &p)) {
+        cr_assert(p.host);
+        cr_assert_str_eq(p.device, "CPU");
+        cr_assert_str_eq(p.layout, "REPACK");
+    }
+    if (sipp_buft_place_of("AMX", 3, &p)) {
+        cr_assert(p.host);
+        cr_assert_str_eq(p.device, "CPU");
+        cr_assert_str_eq(p.layout, "AMX");
+    }
+}

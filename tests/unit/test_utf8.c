@@ -1,5 +1,5 @@
 /*
- * test_utf8.c: the UTF-8 boundary helpers and the growable buffer of src/util/util.h.
+ * test_utf8.c: the UTF-8 boundary helpers, the growable buffer and the random ids of src/util/util.h.
  *
  * sipp_utf8_complete_prefix decides how much generated text can be streamed without splitting a
  * character, so it is checked at every cut point of a mixed-width string, not only on hand-picked
@@ -357,4 +357,18 @@ Test(fail, writes_message_and_returns_status) {
     big[sizeof big - 1] = '\0';
     sipp_fail(err, SIPP_ERR_IO, "%s", big);
     cr_assert_eq(strlen(err), SIPP_ERROR_SIZE - 1, "truncated to the buffer");
+}
+
+/* sipp_random_hex: the ids of stored responses and the supervised children's tokens. */
+Test(random_hex, lowercase_hex_of_the_size_asked_and_never_repeated) {
+    enum { BYTES = 16, LONG_BYTES = 300 }; /* 300: more than one getrandom chunk */
+    char a[2 * BYTES + 1], b[2 * BYTES + 1], big[2 * LONG_BYTES + 1];
+    cr_assert(sipp_random_hex(a, BYTES));
+    cr_assert(sipp_random_hex(b, BYTES));
+    cr_assert_eq(strlen(a), 2 * BYTES);
+    cr_assert_eq(strspn(a, "0123456789abcdef"), 2 * BYTES);
+    cr_assert_str_neq(a, b);
+    cr_assert(sipp_random_hex(big, LONG_BYTES));
+    cr_assert_eq(strspn(big, "0123456789abcdef"), 2 * LONG_BYTES);
+    cr_assert_eq(big[2 * LONG_BYTES], '\0');
 }

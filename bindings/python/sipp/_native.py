@@ -287,14 +287,14 @@ PULL_PROGRESS_FN = ctypes.CFUNCTYPE(c_bool, ctypes.POINTER(PullProgress), c_void
 
 class PullParams(ctypes.Structure):
     _fields_ = [("source", c_char_p), ("name", c_char_p), ("sha256", c_char_p), ("force", c_bool), ("retries", c_int),
-                ("progress", PULL_PROGRESS_FN), ("user", c_void_p)]
+                ("progress", PULL_PROGRESS_FN), ("user", c_void_p), ("public_only", c_bool), ("keep_existing", c_bool)]
 
 
 class PullResult(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * (NAME_MAX + 1)), ("path", ctypes.c_char * PATH_MAX), ("url", ctypes.c_char * URL_MAX),
                 ("n_files", c_int), ("size", c_uint64), ("received", c_uint64), ("verified", c_bool),
                 ("already", c_bool), ("resumed", c_bool), ("replaced", c_bool), ("sha256", ctypes.c_char * SHA256_HEX),
-                ("seconds", c_double)]
+                ("seconds", c_double), ("fault", c_int)]
 
 
 class GgufTypeCount(ctypes.Structure):

@@ -28,7 +28,7 @@
 #define MAX_MESSAGES 256
 #define MAX_EMBED_TEXTS 256
 #define JSON_CAP 8192
-/* make web links src/web/chat_browser.c in place of src/chat (the Makefile's WEB_SRCS): chats are
+/* make web links src/wasm/chat_browser.c in place of src/chat (the Makefile's WEB_SRCS): chats are
  * rendered with llama.cpp's built-in templates, and what needs the chat library is refused. */
 #define CHAT_LIBRARY "false"
 

@@ -1,9 +1,9 @@
 /*
- * inspect.h: what a GGUF model is, read from its header without loading any weights
+ * gguf_info.h: what a GGUF model is, read from its header without loading any weights
  * (sipp_gguf_inspect in sipp.h), and the check a pull makes of each downloaded file.
  */
-#ifndef SIPP_MODEL_INSPECT_H
-#define SIPP_MODEL_INSPECT_H
+#ifndef SIPP_STORE_GGUF_INFO_H
+#define SIPP_STORE_GGUF_INFO_H
 
 #include <limits.h>
 #include <stdbool.h>

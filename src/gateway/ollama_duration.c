@@ -1,5 +1,5 @@
 /*
- * duration.c: Go's time.ParseDuration, which is how Ollama reads a keep_alive string.
+ * ollama_duration.c: Go's time.ParseDuration, which is how Ollama reads a keep_alive string.
  *
  * A duration is an optional sign and one or more decimal numbers (with an optional fraction), each
  * with a unit: "5m", "1h30m", "1.5h", "300ms", "-1m". "0" alone needs no unit. The value is summed in
@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "gateway/duration.h"
+#include "gateway/ollama_duration.h"
 
 static const struct {
     const char *name;

@@ -3,7 +3,7 @@
  * deprecated in OpenSSL 3). Files are read in large chunks with pread, so hashing a model runs at
  * the speed of the disk and never changes the file offset of a descriptor shared with a writer.
  */
-#include "store/sha256.h"
+#include "util/sha256.h"
 
 #include <ctype.h>
 #include <errno.h>

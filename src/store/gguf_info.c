@@ -1,5 +1,5 @@
 /*
- * inspect.c: a GGUF model described from its header (gguf.h with no_alloc: only the key/value
+ * gguf_info.c: a GGUF model described from its header (gguf.h with no_alloc: only the key/value
  * section and the tensor descriptors are read, never the weights), for `sipp models info` and for the
  * check `sipp pull` makes on a finished download, and the tokenizer's identity a verify manifest
  * records.
@@ -14,7 +14,7 @@
  * the tensors over all shards: parameters, tensor types and sizes are summed over the shards, which
  * are found by their names, as llama.cpp finds them.
  */
-#include "store/inspect.h"
+#include "store/gguf_info.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -24,7 +24,7 @@
 #include "ggml.h"
 #include "gguf.h"
 #include "store/gguf_header.h"
-#include "store/sha256.h"
+#include "util/sha256.h"
 #include "util/util.h"
 
 #define KEY_MAX 128

@@ -1,5 +1,5 @@
 /*
- * inspect.c: looking inside a loaded model for `sipp verify` and `sipp ops`.
+ * trace.c: looking inside a loaded model for `sipp verify` and `sipp ops`.
  *
  * Teacher-forced logits evaluate fixed tokens and return the logits of every position, either as one
  * batched prefill or one token at a time through the KV cache: the two must agree, and backends must

@@ -1,8 +1,8 @@
 /*
- * duration.h: Ollama's keep_alive values (duration.c), read the way Ollama reads them.
+ * ollama_duration.h: Ollama's keep_alive values (ollama_duration.c), read the way Ollama reads them.
  */
-#ifndef SIPP_GATEWAY_DURATION_H
-#define SIPP_GATEWAY_DURATION_H
+#ifndef SIPP_GATEWAY_OLLAMA_DURATION_H
+#define SIPP_GATEWAY_OLLAMA_DURATION_H
 
 #include <stdbool.h>
 

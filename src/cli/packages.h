@@ -1,9 +1,9 @@
 /*
- * targets.h: the packages an artifact is built for (`sipp build TARGET`), and which artifact each of
+ * packages.h: the packages an artifact is built for (`sipp build TARGET`), and which artifact each of
  * them would load. Shared by `sipp build`, `sipp backends --target` and `sipp doctor --target`.
  */
-#ifndef SIPP_CLI_TARGETS_H
-#define SIPP_CLI_TARGETS_H
+#ifndef SIPP_CLI_PACKAGES_H
+#define SIPP_CLI_PACKAGES_H
 
 #include <jansson.h>
 #include <limits.h>

@@ -12,14 +12,16 @@
  * offloads (the output layer counts as one); the KV cache of the context the engine would make
  * (llama.cpp pads it to KV_PAD cells) in f16; and the compute buffer of one batch, which is about
  * its largest tensor: the logits (n_vocab per batch token) or, without flash attention, the
- * attention scores (context per head per batch token). Measured against llama.cpp on CPU it errs
- * high by a few percent; a caller that has measured a load uses that figure next time.
+ * attention scores (context per head per batch token); and the weights the CPU module keeps in a
+ * layout of its own, twice. Measured against llama.cpp on CPU it errs high by a few percent; a caller that
+ * has measured a load uses that figure next time.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
-#include "engine/engine_internal.h"
+#include "model/model.h"
+#include "util/util.h"
 
 #define KV_PAD 256          /* llama.cpp rounds the KV cache up to this many cells */
 #define KV_BYTES_PER_ELEM 2 /* f16, llama.cpp's default cache type */
@@ -86,10 +88,17 @@ sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, 
         on_device = (double)ngl / (double)layers;
     }
 
-    uint64_t weights = 0;
-    for (int i = 0; i < g->n_types; i++)
+    /* A weight the CPU keeps in a layout of its own (AMX, CPU_REPACK) is read from the mapped file
+     * into a buffer of that layout: the file's pages and the copy are both resident, so its bytes
+     * count twice (all of a type's, token embeddings included, so the figure errs high). */
+    uint64_t weights = 0, relaid = 0;
+    for (int i = 0; i < g->n_types; i++) {
         weights += g->types[i].bytes;
+        if (!mp->no_repack && on_device < 1.0 && sipp_cpu_layout_takes(g->types[i].type, g->n_embd))
+            relaid += (uint64_t)((double)g->types[i].bytes * (1.0 - on_device));
+    }
     add_split(out, device, on_device, SIPP_MEMORY_WEIGHTS, weights);
+    if (relaid) sipp_memory_add(out, NULL, 0, SIPP_MEMORY_WEIGHTS, relaid);
 
     int64_t ctx = ep->ctx_size > 0                                         ? ep->ctx_size
                   : g->n_ctx_train > 0 && g->n_ctx_train < DEFAULT_CTX_CAP ? g->n_ctx_train
@@ -119,11 +128,4 @@ sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, 
 void sipp_model_memory(const sipp_model *model, sipp_memory *out) {
     memset(out, 0, sizeof *out);
     if (model) *out = model->mem;
-}
-
-void sipp_engine_memory(const sipp_engine *engine, sipp_memory *out) {
-    memset(out, 0, sizeof *out);
-    if (!engine) return;
-    *out = engine->model->mem;
-    sipp_memory_merge(out, &engine->buffers);
 }

@@ -1,5 +1,5 @@
 /*
- * metrics.c: how far one set of logits is from another.
+ * distance.c: how far one set of logits is from another.
  *
  * Raw differences (max, RMS) say how large the drift is in logit units, but logits are only defined
  * up to a constant per row and their scale varies from model to model, so the gate is the KL

@@ -1,9 +1,9 @@
 /*
- * rename.h: field names of chat completions renamed into another API's, in error messages
+ * field_names.h: field names of chat completions renamed into another API's, in error messages
  * (rename.c).
  */
-#ifndef SIPP_GATEWAY_RENAME_H
-#define SIPP_GATEWAY_RENAME_H
+#ifndef SIPP_GATEWAY_FIELD_NAMES_H
+#define SIPP_GATEWAY_FIELD_NAMES_H
 
 #include <stddef.h>
 

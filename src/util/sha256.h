@@ -1,8 +1,8 @@
 /*
  * sha256.h: SHA-256 of files and streams, through OpenSSL's EVP interface.
  */
-#ifndef SIPP_MODEL_SHA256_H
-#define SIPP_MODEL_SHA256_H
+#ifndef SIPP_UTIL_SHA256_H
+#define SIPP_UTIL_SHA256_H
 
 #include <stdbool.h>
 #include <stddef.h>

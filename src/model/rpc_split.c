@@ -15,7 +15,7 @@
 
 #include "backend/backend.h"
 #include "backend/rpc.h"
-#include "engine/model.h"
+#include "model/model.h"
 #include "util/util.h"
 
 #define BYTES_PER_MIB (1024.0 * 1024.0)

@@ -19,9 +19,8 @@
 
 #include "backend/backend.h"
 #include "backend/rpc.h"
-#include "chat/chat_request.h"
-#include "engine/model.h"
-#include "engine/model_check.h"
+#include "model/model.h"
+#include "model/model_check.h"
 #include "store/gguf_header.h"
 #include "util/util.h"
 
@@ -184,11 +183,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     sipp_model *m = calloc(1, sizeof *m);
     if (!m) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
     sipp_last_error_init(&m->error);
-    if (!(m->chat = chat_cache_new())) {
-        sipp_last_error_destroy(&m->error);
-        free(m);
-        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
-    }
+    pthread_mutex_init(&m->chat_mu, NULL);
     sipp_strlcpy(m->path, path, sizeof m->path);
     m->flash_attn = flash_attn;
 
@@ -274,7 +269,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     }
     in->n_vocab = llama_vocab_n_tokens(m->vocab);
     in->has_chat_template = llama_model_chat_template(m->lm, NULL) != NULL;
-    sipp_strlcpy(in->chat_template, chat_template_kind(m->lm), sizeof in->chat_template);
+    sipp_strlcpy(in->chat_template, sipp_model_template_kind(m->lm), sizeof in->chat_template);
 
     sipp_backend_decision *d = &m->decision;
     if (params->vocab_only) {
@@ -309,12 +304,23 @@ struct llama_context_params sipp_model_context_params(const sipp_model *m) {
     return cp;
 }
 
+const char *sipp_model_template_kind(const struct llama_model *lm) {
+#ifdef __EMSCRIPTEN__
+    return llama_model_chat_template(lm, NULL) ? "model" : "none";
+#else
+    return llama_model_chat_template(lm, NULL) || llama_model_chat_template(lm, "tool_use")
+               ? "model"
+               : "chatml (fallback)";
+#endif
+}
+
 void sipp_model_free(sipp_model *m) {
     if (!m) return;
     llama_model_free(m->lm);
     sipp_lease_release(m->lease);
     free(m->eog);
-    chat_cache_free(m->chat);
+    if (m->chat_free) m->chat_free(m->chat);
+    pthread_mutex_destroy(&m->chat_mu);
     sipp_last_error_destroy(&m->error);
     free(m);
 }

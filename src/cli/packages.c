@@ -1,5 +1,5 @@
 /*
- * targets.c: the packages sipp builds artifacts for, and the artifact each one loads.
+ * packages.c: the packages sipp builds artifacts for, and the artifact each one loads.
  *
  * An artifact (build/artifacts/NAME) is what runs; a target is who loads it: the CLI and gateway
  * (cli), the Node addon (node), the Python ctypes binding (python) and the browser runtime (web).
@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/targets.h"
+#include "cli/packages.h"
 
 #define RECORD_DIR "build/targets"
 #define ARTIFACTS_DIR "build/artifacts"

@@ -14,7 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/rpc.h"
-#include "engine/model.h"
+#include "model/model.h"
 #include "util/util.h"
 
 #define LAYER_LINE "load_tensors: layer "
@@ -22,29 +22,39 @@
 #define BYTES_PER_MIB (1024.0 * 1024.0)
 #define CPU_DEVICE "CPU"
 
-static sipp_placement *entry_for(sipp_model *m, const char *device) {
+static sipp_placement *entry_for(sipp_model *m, const char *device, const char *layout) {
     for (int i = 0; i < m->n_placement; i++)
-        if (strcmp(m->placement[i].device, device) == 0) return &m->placement[i];
+        if (strcmp(m->placement[i].device, device) == 0 && strcmp(m->placement[i].layout, layout) == 0)
+            return &m->placement[i];
     if (m->n_placement == SIPP_MAX_PLACEMENT) return NULL;
     sipp_placement *p = &m->placement[m->n_placement++];
     memset(p, 0, sizeof *p);
     sipp_strlcpy(p->device, device, sizeof p->device);
+    sipp_strlcpy(p->layout, layout, sizeof p->layout);
     const char *ep = sipp_rpc_endpoint_of(device);
     sipp_strlcpy(p->host, ep ? ep : "local", sizeof p->host);
     p->first_layer = -1;
     return p;
 }
 
-/* The device a buffer belongs to: "CPU_Mapped" and "CPU_REPACK" are the CPU's, "Vulkan0" is
- * Vulkan0's, "RPC0[host:port]" is whichever RPC<n> this process gave that server's device 0. */
-static void device_of_buffer(const char *buffer, char *out, size_t cap) {
+/* The device and layout a buffer belongs to, as ggml lists its buffer types: "CPU_Mapped" is the
+ * CPU's own, "CPU_REPACK" and "AMX" are the CPU's in those layouts, "Vulkan0" is Vulkan0's;
+ * "RPC0[host:port]" is whichever RPC<n> this process gave that server's device 0. */
+static void place_of_buffer(const char *buffer, char *device, size_t cap, char *layout, size_t lcap) {
+    layout[0] = '\0';
     const char *rpc = sipp_rpc_device_of_buffer(buffer);
     if (rpc) {
-        sipp_strlcpy(out, rpc, cap);
+        sipp_strlcpy(device, rpc, cap);
         return;
     }
-    sipp_strlcpy(out, buffer, cap);
-    if (strncmp(out, CPU_DEVICE, strlen(CPU_DEVICE)) == 0) out[strlen(CPU_DEVICE)] = '\0';
+    sipp_buft_place place;
+    if (sipp_buft_place_of(buffer, strlen(buffer), &place)) {
+        sipp_strlcpy(device, place.device, cap);
+        sipp_strlcpy(layout, place.layout, lcap);
+        return;
+    }
+    sipp_strlcpy(device, buffer, cap);
+    if (strncmp(device, CPU_DEVICE, strlen(CPU_DEVICE)) == 0) device[strlen(CPU_DEVICE)] = '\0';
 }
 
 static void observe(const char *line, void *user) {
@@ -53,7 +63,7 @@ static void observe(const char *line, void *user) {
     char device[64];
     const char *at = strstr(line, LAYER_LINE);
     if (at && sscanf(at + strlen(LAYER_LINE), "%d assigned to device %63[^,]", &layer, device) == 2) {
-        sipp_placement *p = entry_for(m, device);
+        sipp_placement *p = entry_for(m, device, "");
         if (!p) return;
         /* The layer after the last repeating one is the output layer. */
         if (n_layer > 0 && layer >= n_layer) {
@@ -75,8 +85,9 @@ static void observe(const char *line, void *user) {
     if (len == 0 || len >= sizeof buffer) return;
     memcpy(buffer, name, len);
     buffer[len] = '\0';
-    device_of_buffer(buffer, device, sizeof device);
-    sipp_placement *p = entry_for(m, device);
+    char layout[sizeof m->placement[0].layout];
+    place_of_buffer(buffer, device, sizeof device, layout, sizeof layout);
+    sipp_placement *p = entry_for(m, device, layout);
     if (p) p->buffer_bytes += (uint64_t)(strtod(mark + strlen(BUFFER_MARK), NULL) * BYTES_PER_MIB);
 }
 
@@ -85,7 +96,21 @@ void sipp_placement_begin(sipp_model *m) {
     sipp_log_observe(observe, m);
 }
 
-void sipp_placement_end(sipp_model *m) { sipp_log_observe(NULL, NULL); }
+/* A layout's entry holds weights of its device's layers: it takes their range from the device's. */
+void sipp_placement_end(sipp_model *m) {
+    sipp_log_observe(NULL, NULL);
+    for (int i = 0; i < m->n_placement; i++) {
+        sipp_placement *p = &m->placement[i];
+        if (!p->layout[0]) continue;
+        for (int j = 0; j < m->n_placement; j++) {
+            const sipp_placement *d = &m->placement[j];
+            if (d->layout[0] || strcmp(d->device, p->device) != 0) continue;
+            p->first_layer = d->first_layer;
+            p->n_layers = d->n_layers;
+            p->output = d->output;
+        }
+    }
+}
 
 int sipp_model_placement(const sipp_model *m, sipp_placement *out, int cap) {
     if (!m) return 0;

@@ -1,5 +1,5 @@
 /*
- * rename.c: field names in error messages, from chat-completions terms into another API's.
+ * field_names.c: field names in error messages, from chat-completions terms into another API's.
  *
  * The Responses, Messages and Ollama routes rebuild a request as a chat-completions body, so a
  * refusal (from the request parser or the engine) names the field as chat completions calls it
@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "gateway/rename.h"
+#include "gateway/field_names.h"
 
 #define GW_QUOTE '\''
 #define GW_INDEX_DIGITS 24

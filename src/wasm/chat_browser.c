@@ -34,19 +34,9 @@ static sipp_status unavailable(char *err, const char *what) {
 
 /* ---- planning a request ----------------------------------------------------------------------- */
 
-/* Nothing is cached: llama_chat_apply_template reads the template text on each call. */
-struct chat_cache {
-    char none;
-};
-
-chat_cache *chat_cache_new(void) { return calloc(1, sizeof(chat_cache)); }
-void chat_cache_free(chat_cache *c) { free(c); }
-
-const char *chat_template_kind(const struct llama_model *lm) {
-    return llama_model_chat_template(lm, NULL) ? "model" : "none";
-}
-
-sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p, chat_request *out, char *err) {
+sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p,
+                                 const sipp_schema_limits *limits, chat_request *out, char *err) {
+    (void)limits; /* the browser runtime takes no schemas or grammars (refused below) */
     memset(out, 0, sizeof *out);
     out->thinking_budget = -1;
     if (p->chat_json) return unavailable(err, "chat_json");

@@ -17,7 +17,7 @@
  * n_vocab, one blk.N group per layer), which the llama family and sipp-synth's models share; a split
  * model keeps its tensors in other files, so those comparisons apply to the tensors this file holds.
  */
-#include "engine/model_check.h"
+#include "model/model_check.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -28,10 +28,20 @@ struct sipp_model {
     int n_eog;
     sipp_placement placement[SIPP_MAX_PLACEMENT]; /* where the weights went (placement.c) */
     int n_placement;
-    sipp_last_error error;   /* per thread: tokenize and chat render are [any thread] */
-    struct chat_cache *chat; /* parsed chat templates (src/chat), cached as they are used */
-    sipp_memory mem;         /* the weight buffers llama.cpp allocated (memory.c) */
+    sipp_last_error error; /* per thread: tokenize and chat render are [any thread] */
+    /* What the chat layer (src/chat) keeps of this model, its parsed templates: made by that layer
+     * on first use under chat_mu, freed here through chat_free. The model layer is below chat and
+     * knows nothing of what it holds. */
+    pthread_mutex_t chat_mu;
+    void *chat;
+    void (*chat_free)(void *chat);
+    sipp_memory mem; /* the weight buffers llama.cpp allocated (memory.c) */
 };
+
+/* How a model's own chats are rendered (sipp_model_info.chat_template): with its template ("model"),
+ * or with the chat library's fallback when it has none. llama.cpp's common library renders ChatML;
+ * the browser runtime, which has no chat library, renders none. */
+const char *sipp_model_template_kind(const struct llama_model *lm);
 
 /* Sets the calling thread's last error on the model and returns status. */
 sipp_status sipp_model_fail(sipp_model *m, sipp_status st, const char *fmt, ...)

@@ -60,6 +60,8 @@ static const char usage[] =
     "most 4096)\n"
     "  --threads N              MODEL's CPU threads (default: all cores)\n"
     "  --gpu-layers N           MODEL's layers on the GPU backend (default: all)\n"
+    "  --max-tokens N           MODEL's (or the served directory's) output cap: a request's default when it\n"
+    "                           gives none, its ceiling when it asks more (default: none)\n"
     "  --flash-attn MODE        MODEL's flash attention: auto (default; off with --backend cpu), on, off\n"
     "  --spec none|ngram|draft  MODEL's speculative decoding (greedy and sampled requests)\n"
     "  --draft DRAFT|auto       MODEL's draft model (speculative \"draft\"; a path or a store name; auto:\n"
@@ -85,8 +87,8 @@ typedef struct serve_opts {
     const char *speculative;
     const char *draft;
     int port; /* -1 = not given */
-    int parallel, ctx_size, threads, gpu_layers;
-    bool parallel_set, ctx_set, threads_set, gpu_set;
+    int parallel, ctx_size, threads, gpu_layers, max_tokens;
+    bool parallel_set, ctx_set, threads_set, gpu_set, max_tokens_set;
     bool check;
     bool allow_unauthenticated;
 } serve_opts;
@@ -137,6 +139,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
             o->ctx_set = cli_int(&a, "--ctx-size", 0, SERVE_MAX_CTX, &o->ctx_size);
         else if (cli_flag_value(&a, "--threads"))
             o->threads_set = cli_int(&a, "--threads", 1, SERVE_MAX_THREADS, &o->threads);
+        else if (cli_flag_value(&a, "--max-tokens"))
+            o->max_tokens_set = cli_int(&a, "--max-tokens", 1, SERVE_MAX_CTX, &o->max_tokens);
         else if (cli_flag_value(&a, "--gpu-layers"))
             o->gpu_set = cli_int(&a, "--gpu-layers", -1, SERVE_MAX_GPU_LAYERS, &o->gpu_layers);
         else if (arg[0] == '-' && arg[1] != '\0') {
@@ -169,10 +173,10 @@ static int parse(int argc, char **argv, serve_opts *o) {
         return EXIT_USAGE;
     }
     if (o->config && (o->backend || o->flash_attn || o->speculative || o->draft || o->parallel_set ||
-                      o->ctx_set || o->threads_set || o->gpu_set)) {
-        cli_error("serve: --backend, --flash-attn, --spec, --draft, --parallel, --ctx-size, --threads and "
-                  "--gpu-layers apply to MODEL; with --config set "
-                  "them per target in the file");
+                      o->ctx_set || o->threads_set || o->gpu_set || o->max_tokens_set)) {
+        cli_error("serve: --backend, --flash-attn, --spec, --draft, --parallel, --ctx-size, --threads, "
+                  "--gpu-layers and --max-tokens apply to MODEL; with --config set "
+                  "them per target in the file (max_tokens = N)");
         return EXIT_USAGE;
     }
     return EXIT_OK;
@@ -223,6 +227,7 @@ int cmd_serve(int argc, char **argv) {
               : o.model ? gw_config_add_local(&cfg, o.model, &errs)
                         : true;
     if (o.keep_alive) gw_parse_keep_alive(o.keep_alive, &cfg.discovered_keep_alive_s);
+    if (o.max_tokens_set) cfg.discovered_max_tokens = o.max_tokens;
     /* the store when nothing else is named; a models directory besides a config's targets */
     if (ok && !o.model && (o.models_dir || !o.config)) ok = gw_config_add_dir(&cfg, o.models_dir, &errs);
     if (o.memory_budget_mb) cfg.memory_budget_mb = o.memory_budget_mb;
@@ -256,6 +261,7 @@ int cmd_serve(int argc, char **argv) {
         if (o.ctx_set) t->ctx_size = o.ctx_size;
         if (o.threads_set) t->threads = o.threads;
         if (o.gpu_set) t->gpu_layers = o.gpu_layers;
+        if (o.max_tokens_set) t->max_tokens = o.max_tokens;
     }
     if (o.host) {
         free(cfg.host);

@@ -19,9 +19,10 @@
  *                            flash_attn, speculative, draft_model, draft_max, draft_min, draft_p_min,
  *                            draft_cutoff,
  *                            ctx_size, parallel, threads, gpu_layers, policy, rpc, tensor_split, load,
- *                            keep_alive, pin, repack;
+ *                            keep_alive, pin, repack, max_tokens;
  *                            openai_compatible:
- *                            base_url or base_urls, model, api_key_env, timeout_seconds
+ *                            base_url or base_urls, model, api_key_env, timeout_seconds;
+ *                            both: aliases (globs of other model names routed to the target)
  *
  * The file is read with sipp's own TOML parser (util/toml.h), whose nodes carry their line, so each
  * problem is reported as "FILE:LINE: problem". Parsing does not stop at the first problem: every
@@ -149,6 +150,7 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->remote_model);
     free(t->api_key_env);
     free_strv(t->base_urls, t->n_base_urls);
+    free_strv(t->aliases, t->n_aliases);
 }
 
 /* ---- typed lookups ------------------------------------------------------------------------------ */
@@ -698,9 +700,10 @@ static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
         "name",       "type",        "model",       "backend",       "ctx_size",     "parallel",
         "threads",    "gpu_layers",  "policy",      "chat_template", "rpc",          "tensor_split",
         "flash_attn", "speculative", "draft_max",   "draft_min",     "load",         "keep_alive",
-        "pin",        "draft_model", "draft_p_min", "repack",        "draft_cutoff", NULL};
-    static const char *const remote_keys[] = {"name",  "type",        "base_url",        "base_urls",
-                                              "model", "api_key_env", "timeout_seconds", NULL};
+        "pin",        "draft_model", "draft_p_min", "repack",        "draft_cutoff", "aliases",
+        "max_tokens", NULL};
+    static const char *const remote_keys[] = {
+        "name", "type", "base_url", "base_urls", "model", "api_key_env", "timeout_seconds", "aliases", NULL};
     size_t n = toml_array_len(arr);
     c->targets = calloc(n ? n : 1, sizeof *c->targets);
     if (!c->targets) return;
@@ -738,6 +741,8 @@ static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
                     type);
         }
         free(type);
+        get_strv(x, t, where, "aliases", &tc->aliases, &tc->n_aliases);
+        if (tc->type == GW_TARGET_LOCAL) get_int32(x, t, where, "max_tokens", 1, GW_MAX_CTX, &tc->max_tokens);
     }
 }
 
@@ -884,6 +889,7 @@ bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs) {
         c->targets = t;
         ok = gw_target_config_discovered(&c->targets[c->n_targets++], models[i].name, models[i].path,
                                          c->discovered_keep_alive_s);
+        c->targets[c->n_targets - 1].max_tokens = c->discovered_max_tokens;
     }
     sipp_store_list_free(models, n);
     free(c->models_dir);

@@ -54,6 +54,8 @@ typedef struct gw_target_config {
     char *draft_cutoff;       /* "auto" or "off"; NULL = auto */
     char *chat_template;      /* NULL: the model's; "chatml" or a template file's path */
     int ctx_size, parallel, threads, gpu_layers;
+    int max_tokens; /* a request's output: the default when it gives none, the ceiling when it asks more; 0 =
+                       none */
     char *rpc_servers;  /* backend "rpc": rpc = ["host:port", ...] joined by ','; NULL = $SIPP_RPC_SERVERS */
     char *tensor_split; /* backend "rpc": tensor_split = [1, 2, 2] as "1,2,2"; NULL = by free memory */
     sipp_policy policy;
@@ -67,6 +69,9 @@ typedef struct gw_target_config {
     char *remote_model; /* the model name sent upstream; NULL = the target's name */
     char *api_key_env;
     int timeout_seconds;
+    /* Other model names routed here: globs (fnmatch), e.g. "claude-*", "gpt-5*" (either type) */
+    char **aliases;
+    size_t n_aliases;
 } gw_target_config;
 
 typedef struct gw_token_config {
@@ -116,6 +121,7 @@ typedef struct gw_config {
     size_t n_targets;
     char *models_dir;                /* rescanned for new files on GET /v1/models; NULL = none */
     int64_t discovered_keep_alive_s; /* keep_alive of the targets found there */
+    int discovered_max_tokens;       /* max_tokens of the targets found there (sipp serve --max-tokens) */
     /* [web]: the page's "run in this browser" mode (docs/web.md) */
     bool web_serve_model_files; /* GET /v1/models/{name}/file serves local targets' GGUF files */
     char *web_runtime_dir;      /* the browser runtime (make web's build/web); NULL = beside the binary */

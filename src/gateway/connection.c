@@ -389,8 +389,10 @@ static void add_headers(conn_state *cs) {
     if (call->allow_origin) {
         MHD_add_response_header(r, "Access-Control-Allow-Origin", call->allow_origin);
         MHD_add_response_header(r, "Vary", "Origin");
-        MHD_add_response_header(r, "Access-Control-Expose-Headers", "x-request-id, Retry-After");
+        MHD_add_response_header(r, "Access-Control-Expose-Headers",
+                                "x-request-id, Retry-After, " GW_IGNORED_HEADER);
     }
+    if (call->ignored[0]) MHD_add_response_header(r, GW_IGNORED_HEADER, call->ignored);
     if (atomic_load(&call->srv->draining)) MHD_add_response_header(r, "Connection", "close");
 }
 

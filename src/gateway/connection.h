@@ -34,6 +34,9 @@ struct gw_stream {
 
 typedef struct gw_call gw_call;
 
+#define GW_IGNORED_SIZE 1024
+#define GW_IGNORED_HEADER "sipp-ignored"
+
 /* One HTTP request as the layers above see it (connection.c owns it). */
 struct gw_call {
     gw_server *srv;
@@ -57,6 +60,10 @@ struct gw_call {
     enum { GW_KEEP_ALIVE_NONE, GW_KEEP_ALIVE_DEFAULT, GW_KEEP_ALIVE_GIVEN } keep_alive;
     double keep_alive_s;
     const char *allow_origin; /* set by the guard: the Origin to echo in CORS headers, or "*" */
+    /* What the request carried that the server accepted without acting on it, ", "-separated: the
+     * sipp-ignored reply header (api_fields.c's gw_ignored_add writes it, at any time before the
+     * request ends; the header goes out with the reply's headers). */
+    char ignored[GW_IGNORED_SIZE];
     /* the reply, set by exactly one gw_reply_* call */
     int status;
     const char *error_code;

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/api_fields.h"
 #include "gateway/field_names.h"
 #include "gateway/generate.h"
 #include "gateway/metrics.h"
@@ -39,6 +40,7 @@
 #define GW_READ_CHUNK 4096
 #define GW_WAIT_SLICE_MS 100
 #define GW_ID_SIZE 96
+#define GW_FIELD_NAME_SIZE 64
 
 typedef enum { PHASE_BEGIN, PHASE_BODY, PHASE_DONE } phase;
 
@@ -301,13 +303,27 @@ static bool check_choices(gw_call *call, gw_target *t, gen_stream *gs) {
     return true;
 }
 
+/* A chat whose template refuses it (a system message among the turns, which some templates take
+ * only at the start) is tried once more with those messages folded into the system prompt, as
+ * llama-server's templates do with a system prompt they cannot place. */
+static sipp_status submit_one(gw_target *t, gen_stream *gs, sipp_request_params *p, sipp_request **req) {
+    sipp_status st = sipp_engine_submit(t->engine, p, req);
+    if (st != SIPP_ERR_INVALID_ARGUMENT || !gs->gen.chat || !gw_chat_fold_system(gs->gen.chat)) return st;
+    char *json = json_dumps(gs->gen.chat, JSON_COMPACT);
+    if (!json) return st;
+    free(gs->chat_json);
+    gs->chat_json = json;
+    p->chat_json = json;
+    return sipp_engine_submit(t->engine, p, req);
+}
+
 static bool submit_all(gw_call *call, gw_target *t, gen_stream *gs) {
     int timeout = gw_call_ms_left(call);
     for (size_t i = 0; i < gs->n; i++) {
         sipp_request_params p;
         to_params(gs, i, timeout, &p);
         gw_choice *c = &gs->choices[i];
-        sipp_status st = sipp_engine_submit(t->engine, &p, &c->req);
+        sipp_status st = submit_one(t, gs, &p, &c->req);
         char err[SIPP_ERROR_SIZE] = "";
         if (st == SIPP_OK && gs->gen.chat) st = sipp_chat_parser_new(c->req, &c->parser, err);
         if (st != SIPP_OK) {
@@ -321,7 +337,29 @@ static bool submit_all(gw_call *call, gw_target *t, gen_stream *gs) {
     return true;
 }
 
+/* The target's max_tokens: the default of a request that gives none, and the ceiling of one that
+ * asks for more, which is then named in sipp-ignored by its own API's field ('max_output_tokens',
+ * 'options.num_predict'). Agents rarely send a limit, and a runaway generation would otherwise run
+ * to the end of the context. */
+static void cap_output(gw_call *call, const gw_target *t, gw_gen *g, const gw_format *fmt) {
+    int cap = t->cfg->max_tokens;
+    if (cap <= 0 || (g->max_tokens > 0 && g->max_tokens <= cap)) return;
+    if (g->max_tokens > 0) {
+        char name[GW_FIELD_NAME_SIZE] = "'max_tokens'";
+        if (!json_object_get(g->root, "max_tokens") && json_object_get(g->root, "max_completion_tokens"))
+            snprintf(name, sizeof name, "'max_completion_tokens'");
+        if (fmt->renames) gw_rename_fields(name, sizeof name, fmt->renames);
+        size_t n = strlen(name);
+        if (n >= 2 && name[0] == '\'' && name[n - 1] == '\'') {
+            name[n - 1] = '\0';
+            gw_ignored_add(call, name + 1);
+        }
+    }
+    g->max_tokens = cap;
+}
+
 void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
+    cap_output(call, t, g, fmt);
     gen_stream *gs = calloc(1, sizeof *gs);
     size_t n = g->n > 0 ? (size_t)g->n : 1;
     if (gs) {

@@ -38,6 +38,7 @@
 #define GW_SEED_MASK 0xFFFFFFFFu
 #define GW_MAX_N 128
 #define GW_MAX_COMPLETION_LOGPROBS 5
+#define SYSTEM_FOLD_SEPARATOR "\n\n"
 
 typedef struct dec {
     gw_gen *g;
@@ -271,7 +272,8 @@ typedef struct field_rule {
     const char *why; /* refused: what to do instead; ignored: why it cannot change the output */
 } field_rule;
 
-/* docs/gateway.md has this table in prose; tests/integration/test_gateway_fields.py checks each row. */
+/* docs/api-fields.md has this table (api "chat"); tests/integration/test_api_fields.py checks each
+ * row against a running gateway. */
 static const field_rule FIELDS[] = {
     {"model", F_ALL, FIELD_SUPPORTED, NULL},
     {"messages", F_CHAT, FIELD_SUPPORTED, NULL},
@@ -314,6 +316,7 @@ static const field_rule FIELDS[] = {
     {"safety_identifier", F_GEN, FIELD_IGNORED, "an end-user id for the provider's abuse monitoring"},
     {"prompt_cache_key", F_GEN, FIELD_IGNORED, "a cache hint; sipp reuses shared prefixes by itself"},
     {"cache_prompt", F_GEN, FIELD_IGNORED, "llama.cpp's cache hint; sipp reuses shared prefixes by itself"},
+    {"prompt_cache_retention", F_GEN, FIELD_IGNORED, "a cache hint; sipp reuses shared prefixes by itself"},
     {"logit_bias", F_GEN, FIELD_REFUSED, "use grammar or json_schema to constrain tokens"},
     {"modalities", F_CHAT, FIELD_REFUSED, "sipp answers in text only; leave it out"},
     {"audio", F_CHAT, FIELD_REFUSED, "sipp answers in text only; leave it out"},
@@ -359,6 +362,8 @@ static bool check_field_table(dec *d, json_t *root, gw_api api) {
                 d, "'%s' does not apply to this route; docs/gateway.md lists the fields of each route", key);
         if (rule->kind == FIELD_REFUSED && is_present(v))
             return fail(d, "'%s' is not supported: %s", key, rule->why);
+        if (rule->kind == FIELD_IGNORED && d->g->n_ignored < GW_MAX_IGNORED)
+            d->g->ignored[d->g->n_ignored++] = rule->name;
     }
     return true;
 }
@@ -573,5 +578,49 @@ bool gw_decode(gw_api api, json_t *body, gw_gen *g, gw_error_kind *kind, char *e
         gw_gen_free(g);
         return false;
     }
+    return true;
+}
+
+bool gw_chat_fold_system(json_t *chat) {
+    json_t *msgs = json_object_get(chat, "messages");
+    sipp_buf folded = {0};
+    for (size_t i = 1; i < json_array_size(msgs);) {
+        json_t *m = json_array_get(msgs, i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        const char *text = json_string_value(json_object_get(m, "content"));
+        if (!role || (strcmp(role, "system") != 0 && strcmp(role, "developer") != 0) || !text) {
+            i++;
+            continue;
+        }
+        sipp_buf_appendf(&folded, "%s%s", folded.len ? SYSTEM_FOLD_SEPARATOR : "", text);
+        json_array_remove(msgs, i);
+        /* The user turns it stood between become one, as templates that refuse it want turns to
+         * alternate. */
+        json_t *before = json_array_get(msgs, i - 1), *after = json_array_get(msgs, i);
+        const char *rb = json_string_value(json_object_get(before, "role"));
+        const char *ra = json_string_value(json_object_get(after, "role"));
+        const char *tb = json_string_value(json_object_get(before, "content"));
+        const char *ta = json_string_value(json_object_get(after, "content"));
+        if (rb && ra && tb && ta && strcmp(rb, "user") == 0 && strcmp(ra, "user") == 0) {
+            sipp_buf joined = {0};
+            sipp_buf_appendf(&joined, "%s%s%s", tb, SYSTEM_FOLD_SEPARATOR, ta);
+            json_object_set_new(before, "content", json_string(joined.data ? joined.data : ""));
+            sipp_buf_free(&joined);
+            json_array_remove(msgs, i);
+        }
+    }
+    if (!folded.len) return false;
+    json_t *first = json_array_get(msgs, 0);
+    const char *role = json_string_value(json_object_get(first, "role"));
+    const char *text = json_string_value(json_object_get(first, "content"));
+    if (role && (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0) && text) {
+        sipp_buf joined = {0};
+        sipp_buf_appendf(&joined, "%s%s%s", text, SYSTEM_FOLD_SEPARATOR, folded.data);
+        json_object_set_new(first, "content", json_string(joined.data ? joined.data : ""));
+        sipp_buf_free(&joined);
+    } else {
+        json_array_insert_new(msgs, 0, json_pack("{s:s, s:s}", "role", "system", "content", folded.data));
+    }
+    sipp_buf_free(&folded);
     return true;
 }

@@ -24,6 +24,7 @@ typedef enum gw_api {
 #define GW_MAX_STOP 16
 #define GW_MAX_MESSAGES 4096
 #define GW_MAX_EMBED_INPUTS 2048
+#define GW_MAX_IGNORED 32
 
 /* A decoded request body. Strings borrow from root (or from owned) and live until gw_gen_free. */
 typedef struct gw_gen {
@@ -65,6 +66,10 @@ typedef struct gw_gen {
     char *json_schema;   /* prompts: a JSON Schema text (owned) */
     int n;               /* choices, 1 by default; at most the target's parallel */
     int logprobs;        /* -1: none; else how many alternatives per token (top_logprobs) */
+    /* Fields the body carried that the table accepts without acting on them (user, metadata, ...),
+     * borrowed from root: the route names them in sipp-ignored (api_fields.h). */
+    const char *ignored[GW_MAX_IGNORED];
+    size_t n_ignored;
 } gw_gen;
 
 /* Parses a body as JSON the way every route reads it: duplicate keys and NUL characters refused.
@@ -80,5 +85,9 @@ void gw_gen_free(gw_gen *g);
  * gw_decode reads. */
 const char *gw_body_model(json_t *root);
 bool gw_body_stream(json_t *root, bool stream_default);
+/* Folds (in a chat body, gw_gen.chat) the system messages a chat has after its first message into its leading
+ * system message (made when there is none), in order: for templates that take a system prompt only at the
+ * start and refuse one among the turns. False when there was nothing to fold. */
+bool gw_chat_fold_system(json_t *chat);
 
 #endif

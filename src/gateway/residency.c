@@ -907,6 +907,7 @@ void gw_residency_rescan(gw_server *srv) {
             free(tc);
             break;
         }
+        tc->max_tokens = srv->cfg->discovered_max_tokens;
         gw_target *t = &srv->targets[k];
         memset(t, 0, sizeof *t);
         t->cfg = tc;

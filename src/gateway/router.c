@@ -13,6 +13,7 @@
  * To add a route, add one line to the table (and its handler to routes.h).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gateway/admission.h"
@@ -182,6 +183,12 @@ static void dispatch(gw_call *call) {
                    call->method, call->path);
 }
 
+/* SIPP_LOG=debug (as for the runtime's log, cli_runtime_init) adds what each request had ignored. */
+static bool debug_log(void) {
+    const char *lvl = getenv("SIPP_LOG");
+    return lvl && strcmp(lvl, "debug") == 0;
+}
+
 static void finish(gw_call *call) {
     gw_server *srv = call->srv;
     gw_call_release(call);
@@ -195,6 +202,8 @@ static void finish(gw_call *call) {
             call->target >= 0 ? srv->targets[call->target].cfg->name : "", call->request_id,
             gw_call_client_gone(call) ? " (client gone)" : "");
     sipp_buf_free(&line);
+    if (call->ignored[0] && debug_log())
+        fprintf(stderr, "sipp: debug: id=%s ignored: %s\n", call->request_id, call->ignored);
 }
 
 const gw_handler gw_router = {.dispatch = dispatch, .finish = finish};

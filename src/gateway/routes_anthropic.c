@@ -8,7 +8,11 @@
  * function tools; tool_choice auto | any | tool | none is chat's auto | required | a named
  * function | none; thinking is the template's thinking switch and budget; stop_sequences is stop;
  * max_tokens (required here, as Anthropic requires it), temperature (0..1), top_p and top_k pass
- * as they are. Unknown fields and blocks this server cannot honour are refused by name. Errors,
+ * as they are; a system message among the turns stays where it stands; thinking adaptive and
+ * output_config.effort are the template's switch and effort. Bookkeeping and hints (metadata,
+ * cache_control, clear-thinking context_management, thinking.display) and server tools are
+ * accepted and named in sipp-ignored (api_fields.c); unknown fields and blocks this server cannot
+ * honour are refused by name. Errors,
  * before and during a stream, are Anthropic's shape (the route table marks these routes), and
  * clients authenticate with x-api-key as with Authorization: Bearer (auth.c).
  *
@@ -37,6 +41,7 @@
 #define TOOL_ERROR_PREFIX "Error: "
 #define COUNT_MAX_TOKENS 1
 #define COUNT_WAIT_SLICE_MS 100
+#define CLEAR_THINKING_PREFIX "clear_thinking"
 #define FIELD_PATH_SIZE 96 /* "messages[12].content[3].content" and the like */
 
 static const gw_rename renames[] = {
@@ -47,14 +52,6 @@ static const gw_rename renames[] = {
     {"thinking_budget_tokens", "thinking.budget_tokens"},
     {NULL, NULL},
 };
-
-static const char *const known_fields[] = {
-    "model",  "messages", "max_tokens", "system",      "stop_sequences", "temperature",  "top_p", "top_k",
-    "stream", "metadata", "tools",      "tool_choice", "thinking",       "service_tier", NULL,
-};
-
-static const char *const count_fields[] = {"model",       "messages", "system", "tools",
-                                           "tool_choice", "thinking", NULL};
 
 typedef enum block_kind { BLOCK_NONE, BLOCK_THINKING, BLOCK_TEXT, BLOCK_TOOL } block_kind;
 
@@ -281,6 +278,7 @@ static bool blocks(gw_call *call, json_t *c, const char *role, const char *where
         bool assistant = role && strcmp(role, "assistant") == 0, user = role && strcmp(role, "user") == 0;
         if (!json_is_object(b) || !type)
             return gw_reply_invalid_field(call, "'%s' must be a content block with a \"type\"", here);
+        if (json_object_get(b, "cache_control")) gw_ignored_add(call, "cache_control");
         if (assistant && strcmp(type, "thinking") == 0) {
             json_t *th = json_object_get(b, "thinking");
             if (!json_is_string(th))
@@ -358,10 +356,25 @@ static bool translate_messages(gw_call *call, json_t *root, json_t *chat) {
     json_t *m;
     json_array_foreach(msgs, i, m) {
         const char *role = json_string_value(json_object_get(m, "role"));
-        if (!json_is_object(m) || !role || (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0))
-            return gw_reply_invalid_field(call, "'messages[%zu].role' must be \"user\" or \"assistant\"", i);
+        if (!json_is_object(m) || !role ||
+            (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0 && strcmp(role, "system") != 0))
+            return gw_reply_invalid_field(
+                call, "'messages[%zu].role' must be \"user\", \"assistant\" or \"system\"", i);
         char where[64];
         snprintf(where, sizeof where, "messages[%zu].content", i);
+        /* A system message among the turns (Claude Code sends them) stays where it stands, as a chat
+         * system message: the template renders it there, or folds it into the system prompt when
+         * it only takes one at the start, as llama-server's templates do. */
+        if (strcmp(role, "system") == 0) {
+            sipp_buf text = {0};
+            bool ok = text_of(call, json_object_get(m, "content"), where, &text);
+            if (ok)
+                json_array_append_new(
+                    out, json_pack("{s:s, s:s}", "role", "system", "content", text.data ? text.data : ""));
+            sipp_buf_free(&text);
+            if (!ok) return false;
+            continue;
+        }
         if (!add_turn(call, out, role, json_object_get(m, "content"), where)) return false;
     }
     return true;
@@ -370,6 +383,11 @@ static bool translate_messages(gw_call *call, json_t *root, json_t *chat) {
 /* tools -> chat's function tools; tool_choice auto | any | tool | none. */
 static bool translate_tools(gw_call *call, json_t *root, json_t *chat) {
     json_t *tools = json_object_get(root, "tools");
+    json_t *tc0 = json_object_get(root, "tool_choice");
+    const char *forced = json_string_value(json_object_get(tc0, "type")) &&
+                                 strcmp(json_string_value(json_object_get(tc0, "type")), "tool") == 0
+                             ? json_string_value(json_object_get(tc0, "name"))
+                             : NULL;
     if (tools && !json_is_null(tools)) {
         if (!json_is_array(tools))
             return gw_reply_invalid_field(call,
@@ -381,12 +399,21 @@ static bool translate_tools(gw_call *call, json_t *root, json_t *chat) {
         json_array_foreach(tools, i, t) {
             const char *type = json_string_value(json_object_get(t, "type"));
             if (!json_is_object(t)) return gw_reply_invalid_field(call, "'tools[%zu]' must be an object", i);
-            if (type && strcmp(type, "custom") != 0)
-                return gw_reply_invalid_field(
-                    call,
-                    "'tools[%zu].type' '%s' is a server tool, which this server does not run; give "
-                    "a custom tool",
-                    i, type);
+            if (json_object_get(t, "cache_control")) gw_ignored_add(call, "cache_control");
+            if (json_object_get(t, "defer_loading")) gw_ignored_addf(call, "tools[%zu].defer_loading", i);
+            if (type && strcmp(type, "custom") != 0) {
+                /* A server tool (web_search_..., code_execution_..., bash_... and the like): the
+                 * provider would run it; sipp does not, so the model is not shown it. */
+                const char *name = json_string_value(json_object_get(t, "name"));
+                if (name && forced && strcmp(name, forced) == 0)
+                    return gw_reply_invalid_field(
+                        call,
+                        "'tool_choice.name' '%s' is a server tool (tools[%zu], %s), "
+                        "which this server does not run; force a custom tool",
+                        name, i, type);
+                gw_ignored_addf(call, "tools[%zu]", i);
+                continue;
+            }
             json_t *fn = json_object();
             gw_copy_field(t, "name", fn, NULL);
             gw_copy_field(t, "description", fn, NULL);
@@ -425,26 +452,117 @@ static bool translate_tools(gw_call *call, json_t *root, json_t *chat) {
     return true;
 }
 
-/* thinking {"type": "enabled", "budget_tokens"} -> the template's thinking switch and the budget. */
+/* The chat's template arguments, made on first use. */
+static json_t *template_kwargs(json_t *chat) {
+    json_t *kw = json_object_get(chat, "chat_template_kwargs");
+    if (!kw) json_object_set_new(chat, "chat_template_kwargs", kw = json_object());
+    return kw;
+}
+
+/* thinking -> the template's thinking switch and the reasoning budget: enabled (with budget_tokens,
+ * the budget), adaptive (thinking on, the model decides how long), disabled. display only says
+ * whether the provider would show the thinking: sipp shows what the model wrote. */
 static bool translate_thinking(gw_call *call, json_t *root, json_t *chat) {
     json_t *th = json_object_get(root, "thinking");
     if (!th || json_is_null(th)) return true;
     const char *type = json_string_value(json_object_get(th, "type"));
     if (!json_is_object(th) || !type)
-        return gw_reply_invalid_field(
-            call,
-            "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}");
+        return gw_reply_invalid_field(call,
+                                      "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N}, "
+                                      "{\"type\": \"adaptive\"} or {\"type\": \"disabled\"}");
+    if (json_object_get(th, "display")) gw_ignored_add(call, "thinking.display");
     if (strcmp(type, "disabled") == 0) {
-        json_object_set_new(chat, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 0));
+        json_object_set_new(template_kwargs(chat), "enable_thinking", json_false());
+        return true;
+    }
+    if (strcmp(type, "adaptive") == 0) {
+        json_object_set_new(template_kwargs(chat), "enable_thinking", json_true());
         return true;
     }
     if (strcmp(type, "enabled") != 0)
-        return gw_reply_invalid_field(call, "'thinking.type' is '%s'; use enabled or disabled", type);
+        return gw_reply_invalid_field(call, "'thinking.type' is '%s'; use enabled, adaptive or disabled",
+                                      type);
     json_t *budget = json_object_get(th, "budget_tokens");
     if (!json_is_integer(budget) || json_integer_value(budget) < 1)
         return gw_reply_invalid_field(call, "'thinking.budget_tokens' must be a positive integer");
-    json_object_set_new(chat, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 1));
+    json_object_set_new(template_kwargs(chat), "enable_thinking", json_true());
     json_object_set(chat, "thinking_budget_tokens", budget);
+    return true;
+}
+
+/* output_config: effort is the template's reasoning effort (low, medium, high; xhigh and max are
+ * high, the most a template takes), format a JSON schema the answer must follow; task_budget is
+ * advisory (a countdown the provider shows its model) and ignored. output_format is the older
+ * form of output_config.format. */
+static bool translate_output(gw_call *call, json_t *root, json_t *chat) {
+    json_t *oc = json_object_get(root, "output_config"), *format = json_object_get(root, "output_format");
+    if (oc && !json_is_null(oc)) {
+        if (!json_is_object(oc))
+            return gw_reply_invalid_field(call,
+                                          "'output_config' must be an object such as {\"effort\": \"high\"}");
+        const char *key;
+        json_t *v;
+        json_object_foreach(oc, key, v) {
+            if (strcmp(key, "effort") == 0) {
+                static const char *const levels[][2] = {{"low", "low"},
+                                                        {"medium", "medium"},
+                                                        {"high", "high"},
+                                                        {"xhigh", "high"},
+                                                        {"max", "high"}};
+                const char *e = json_string_value(v), *to = NULL;
+                for (size_t i = 0; e && i < sizeof levels / sizeof levels[0] && !to; i++)
+                    if (strcmp(e, levels[i][0]) == 0) to = levels[i][1];
+                if (!to)
+                    return gw_reply_invalid_field(
+                        call, "'output_config.effort' must be low, medium, high, xhigh or max");
+                json_object_set_new(template_kwargs(chat), "reasoning_effort", json_string(to));
+            } else if (strcmp(key, "format") == 0) {
+                if (format && !json_is_null(format))
+                    return gw_reply_invalid_field(
+                        call, "give either 'output_config.format' or 'output_format', not both");
+                format = v;
+            } else if (strcmp(key, "task_budget") == 0) {
+                gw_ignored_add(call, "output_config.task_budget");
+            } else {
+                return gw_reply_invalid_field(
+                    call, "'output_config.%s' is not supported; only effort, format and task_budget are",
+                    key);
+            }
+        }
+    }
+    if (!format || json_is_null(format)) return true;
+    const char *type = json_string_value(json_object_get(format, "type"));
+    json_t *schema = json_object_get(format, "schema");
+    if (!type || strcmp(type, "json_schema") != 0 || !json_is_object(schema))
+        return gw_reply_invalid_field(call, "'output_config.format' must be {\"type\": \"json_schema\", "
+                                            "\"schema\": {...}}");
+    json_object_set_new(chat, "response_format",
+                        json_pack("{s:s, s:{s:s, s:O}}", "type", "json_schema", "json_schema", "name",
+                                  "output", "schema", schema));
+    return true;
+}
+
+/* context_management edits: clearing old thinking only drops what chat templates already drop
+ * from past turns, so it changes nothing here and is ignored; clearing tool uses would change what
+ * the model is given and is refused. */
+static bool check_context_management(gw_call *call, json_t *root) {
+    json_t *cm = json_object_get(root, "context_management");
+    if (!cm || json_is_null(cm)) return true;
+    json_t *edits = json_object_get(cm, "edits");
+    if (!json_is_object(cm) || (edits && !json_is_array(edits)))
+        return gw_reply_invalid_field(call, "'context_management' must be {\"edits\": [...]}");
+    size_t i;
+    json_t *e;
+    json_array_foreach(edits, i, e) {
+        const char *type = json_string_value(json_object_get(e, "type"));
+        if (!type || strncmp(type, CLEAR_THINKING_PREFIX, strlen(CLEAR_THINKING_PREFIX)) != 0)
+            return gw_reply_invalid_field(
+                call,
+                "'context_management.edits[%zu].type' '%s' is not supported: it would change what the model "
+                "is given; only clear_thinking edits are accepted (leave the others out)",
+                i, type ? type : "?");
+    }
+    gw_ignored_add(call, "context_management");
     return true;
 }
 
@@ -464,10 +582,15 @@ static bool check_options(gw_call *call, json_t *root) {
 }
 
 static json_t *translate(gw_call *call, json_t *root, bool counting) {
+    if (counting && json_object_get(root, "max_tokens")) {
+        gw_reply_invalid_field(call, "'max_tokens' is not a field of count_tokens; leave it out");
+        return NULL;
+    }
     json_t *chat = json_object();
-    if (!gw_check_fields(call, root, counting ? count_fields : known_fields, API_NAME) ||
-        !check_options(call, root) || !translate_messages(call, root, chat) ||
-        !translate_tools(call, root, chat) || !translate_thinking(call, root, chat)) {
+    if (!gw_fields_check(call, root, gw_fields_messages, API_NAME) || !check_options(call, root) ||
+        !check_context_management(call, root) || !translate_messages(call, root, chat) ||
+        !translate_tools(call, root, chat) || !translate_thinking(call, root, chat) ||
+        !translate_output(call, root, chat)) {
         json_decref(chat);
         return NULL;
     }
@@ -524,6 +647,11 @@ void gw_route_messages_count(gw_call *call) {
         p.timeout_ms = gw_call_ms_left(call);
         sipp_request *r = NULL;
         sipp_status st = sipp_engine_submit(t->engine, &p, &r);
+        if (st == SIPP_ERR_INVALID_ARGUMENT && gw_chat_fold_system(g.chat)) { /* as generate.c does */
+            free(chat_json);
+            p.chat_json = chat_json = json_dumps(g.chat, JSON_COMPACT);
+            st = chat_json ? sipp_engine_submit(t->engine, &p, &r) : st;
+        }
         if (st != SIPP_OK) {
             char err[SIPP_ERROR_SIZE];
             sipp_strlcpy(err, sipp_engine_last_error(t->engine), sizeof err);

@@ -95,11 +95,6 @@ static const gw_rename renames[] = {
     {NULL, NULL},
 };
 
-static const char *const chat_fields[] = {"model",  "messages",   "tools", "format", "options",
-                                          "stream", "keep_alive", "think", NULL};
-static const char *const generate_fields[] = {"model",   "prompt",     "suffix", "system", "template",
-                                              "context", "stream",     "raw",    "format", "images",
-                                              "options", "keep_alive", "think",  NULL};
 static const char *const embed_fields[] = {"model",   "input",      "prompt",     "truncate",
                                            "options", "keep_alive", "dimensions", NULL};
 
@@ -678,9 +673,10 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
     const gw_target_config *tc = t ? t->cfg : NULL;
     json_t *chat = json_pack("{s:s}", "model", t ? t->cfg->name : (model ? model : ""));
     gw_api api = GW_API_CHAT;
-    bool ok = gw_check_fields(call, root, is_chat ? chat_fields : generate_fields, API_NAME) &&
-              read_keep_alive(call, root, t) && translate_think(call, root, chat) &&
-              translate_format(call, root, chat);
+    bool ok =
+        gw_fields_check(call, root, is_chat ? gw_fields_ollama_chat : gw_fields_ollama_generate, API_NAME) &&
+        read_keep_alive(call, root, t) && translate_think(call, root, chat) &&
+        translate_format(call, root, chat);
     if (ok && !model)
         ok = gw_reply_invalid_field(call, "'model' is missing: name one of the models GET /api/tags lists");
     if (ok && !tc) {

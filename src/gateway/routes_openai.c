@@ -13,6 +13,7 @@
  */
 #include <string.h>
 
+#include "gateway/api_fields.h"
 #include "gateway/routes.h"
 #include "gateway/supervise.h"
 
@@ -231,6 +232,8 @@ void gw_run_generation(gw_call *call, gw_api api, const char *upstream_suffix, c
         return;
     }
     json_decref(root); /* g holds its own reference */
+    for (size_t i = 0; i < g.n_ignored; i++)
+        gw_ignored_add(call, g.ignored[i]);
     gw_target *t = gw_call_target(call, g.model);
     if (!t) {
         gw_gen_free(&g);
@@ -283,6 +286,12 @@ static json_t *model_json(gw_call *call, gw_target *t) {
         gw_supervise_describe(t, r);
         json_object_set_new(o, "sipp", r);
         json_object_set(o, "state", json_object_get(r, "state"));
+    }
+    if (t->cfg->n_aliases) {
+        json_t *aliases = json_array();
+        for (size_t k = 0; k < t->cfg->n_aliases; k++)
+            json_array_append_new(aliases, json_string(t->cfg->aliases[k]));
+        json_object_set_new(o, "aliases", aliases);
     }
     json_t *file = gw_model_file_json(call, t); /* NULL unless served (a local, single-file target) */
     if (file) json_object_set_new(o, "browser_file", file);

@@ -7,8 +7,11 @@
  * as chat tool_calls; function_call_output items are tool messages), max_output_tokens is
  * max_tokens, text.format is response_format, function tools become chat's function tools and
  * reasoning.effort the template's thinking switch. What the chat layer refuses is refused under
- * the Responses names. Fields of the API that cannot change the output (metadata, user,
- * safety_identifier, prompt_cache_key, service_tier) are accepted; anything else is refused.
+ * the Responses names. Fields that cannot change the output (metadata, client_metadata, user,
+ * prompt_cache_key, include entries, reasoning.summary, ...) are accepted and named in sipp-ignored,
+ * as built-in tools are, which the model is not shown (api_fields.c, docs/api-fields.md); namespace
+ * tools are flattened into "<namespace>__<name>" functions whose calls come back with their
+ * namespace; anything else is refused.
  *
  * The answer, parsed by the chat layer into content, reasoning and tool calls, becomes output
  * items: a reasoning item, a message item with one output_text part, one function_call item per
@@ -49,7 +52,8 @@
 #define INPUT_ITEMS_LIMIT_DEFAULT 20 /* OpenAI's page size for input_items */
 #define INPUT_ITEMS_LIMIT_MAX 100
 #define ID_SIZE 96
-#define RID_BYTES 16 /* random bytes of a response id: 128 bits, never guessed, never repeated */
+#define NAMESPACE_JOIN "__" /* a namespace tool's function is "<namespace>__<name>" to the model */
+#define RID_BYTES 16        /* random bytes of a response id: 128 bits, never guessed, never repeated */
 #define RID_SIZE (2 * RID_BYTES + 1)
 #define KEY_PREFIX "resp-conversation:"
 #define OPENAI_DEFAULT_TEMPERATURE 1.0 /* what the chat layer uses when a request gives none */
@@ -67,32 +71,6 @@ static const gw_rename renames[] = {
     {"tools[*].function", "tools[*]"},
     {"tool_choice.function", "tool_choice"},
     {NULL, NULL},
-};
-
-static const char *const known_fields[] = {
-    "model",
-    "input",
-    "instructions",
-    "max_output_tokens",
-    "temperature",
-    "top_p",
-    "stream",
-    "store",
-    "previous_response_id",
-    "metadata",
-    "text",
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "reasoning",
-    "user",
-    "safety_identifier",
-    "prompt_cache_key",
-    "service_tier",
-    "include",
-    "truncation",
-    "stream_options",
-    NULL,
 };
 
 /* What rendering needs beyond the generation: the request's own fields echoed in the response,
@@ -117,6 +95,7 @@ typedef struct resp_state {
     char *open_call_id, *open_name;
     sipp_buf open_text; /* its text or arguments so far */
     size_t n_calls;
+    json_t *namespaced; /* a flattened function's name -> {"namespace", "name"} (namespace tools) */
 } resp_state;
 
 static void state_free(void *p) {
@@ -127,6 +106,7 @@ static void state_free(void *p) {
     json_decref(s->history);
     json_decref(s->input_items);
     json_decref(s->items);
+    json_decref(s->namespaced);
     free(s->open_call_id);
     free(s->open_name);
     sipp_buf_free(&s->open_text);
@@ -174,6 +154,18 @@ static json_t *make_item(item_kind k, const char *id, const char *status, const 
     }
 }
 
+/* A function_call item of a function a namespace tool holds names it as the API does: its own name
+ * and its namespace (the model saw the two joined, see flatten_namespace). */
+static json_t *named_call(const resp_state *s, json_t *item) {
+    const char *name = json_string_value(json_object_get(item, "name"));
+    json_t *orig = name ? json_object_get(s->namespaced, name) : NULL;
+    if (orig) {
+        json_object_set(item, "name", json_object_get(orig, "name"));
+        json_object_set(item, "namespace", json_object_get(orig, "namespace"));
+    }
+    return item;
+}
+
 static void item_id(const resp_state *s, item_kind k, size_t call, char *out, size_t cap) {
     if (k == ITEM_CALL)
         snprintf(out, cap, "fc_%s_%zu", s->rid, call);
@@ -206,10 +198,11 @@ static json_t *output_items(const gw_gen_view *v) {
     json_array_foreach(calls, k, c) {
         json_t *fn = json_object_get(c, "function");
         item_id(s, ITEM_CALL, k, id, sizeof id);
-        json_array_append_new(out, make_item(ITEM_CALL, id, "completed",
-                                             json_string_value(json_object_get(fn, "arguments")),
-                                             json_string_value(json_object_get(c, "id")),
-                                             json_string_value(json_object_get(fn, "name"))));
+        json_array_append_new(out,
+                              named_call(s, make_item(ITEM_CALL, id, "completed",
+                                                      json_string_value(json_object_get(fn, "arguments")),
+                                                      json_string_value(json_object_get(c, "id")),
+                                                      json_string_value(json_object_get(fn, "name")))));
     }
     return out;
 }
@@ -286,7 +279,7 @@ static void open_item(const gw_gen_view *v, item_kind k, size_t call, const char
     free(s->open_name);
     s->open_call_id = call_id ? strdup(call_id) : NULL;
     s->open_name = name ? strdup(name) : NULL;
-    json_t *item = make_item(k, s->open_id, "in_progress", NULL, call_id, name);
+    json_t *item = named_call(s, make_item(k, s->open_id, "in_progress", NULL, call_id, name));
     json_array_append(s->items, item);
     event(v, "response.output_item.added",
           json_pack("{s:I, s:o}", "output_index", (json_int_t)s->open_index, "item", item), out);
@@ -318,8 +311,8 @@ static void close_item(const gw_gen_view *v, const char *status, sipp_buf *out) 
         json_object_set_new(f, "arguments", json_string(text));
         event(v, "response.function_call_arguments.done", f, out);
     }
-    json_t *item = make_item(s->open, s->open_id, s->open == ITEM_CALL ? "completed" : status, text,
-                             s->open_call_id, s->open_name);
+    json_t *item = named_call(s, make_item(s->open, s->open_id, s->open == ITEM_CALL ? "completed" : status,
+                                           text, s->open_call_id, s->open_name));
     json_array_set(s->items, s->open_index, item);
     event(v, "response.output_item.done",
           json_pack("{s:I, s:o}", "output_index", (json_int_t)s->open_index, "item", item), out);
@@ -401,8 +394,11 @@ static const gw_format responses_format = {.id_prefix = "resp_",
 
 /* ---- request translation ------------------------------------------------------------------------ */
 
+static char *flat_name(const char *ns, const char *name);
+
 typedef struct xlate {
     gw_call *call;
+    resp_state *s;
     const char *rid;     /* the response id's random part, which input item ids carry */
     json_t *messages;    /* chat messages sent to the model (instructions first) */
     json_t *history;     /* the same without the instructions: what the store keeps */
@@ -485,8 +481,13 @@ static bool function_call_item(xlate *x, json_t *item, size_t i) {
     if (!json_is_string(args))
         return gw_reply_invalid_field(
             x->call, "'input[%zu].arguments' must be a string (the arguments as JSON text)", i);
-    json_t *call = json_pack("{s:O, s:s, s:{s:O, s:O}}", "id", id, "type", "function", "function", "name",
-                             name, "arguments", args);
+    json_t *ns = json_object_get(item, "namespace");
+    if (ns && !json_is_null(ns) && !json_is_string(ns))
+        return gw_reply_invalid_field(x->call, "'input[%zu].namespace' must be a string", i);
+    char *flat = json_is_string(ns) ? flat_name(json_string_value(ns), json_string_value(name)) : NULL;
+    json_t *call = json_pack("{s:O, s:s, s:{s:s, s:O}}", "id", id, "type", "function", "function", "name",
+                             flat ? flat : json_string_value(name), "arguments", args);
+    free(flat);
     add_tool_call(x->messages, call);
     add_tool_call(x->history, call);
     json_decref(call);
@@ -599,41 +600,118 @@ static bool translate_text(xlate *x, json_t *text, json_t *chat) {
     return true;
 }
 
-/* Function tools -> chat's {"type": "function", "function": {...}}. */
+/* The name the model sees for function name of namespace ns (malloc'd). */
+static char *flat_name(const char *ns, const char *name) {
+    size_t n = strlen(ns) + strlen(NAMESPACE_JOIN) + strlen(name) + 1;
+    char *out = malloc(n);
+    if (out) snprintf(out, n, "%s%s%s", ns, NAMESPACE_JOIN, name);
+    return out;
+}
+
+/* Built-in tools: the provider runs them, sipp does not, so the model is not shown them. */
+static bool is_builtin_tool(const char *type) {
+    static const char *const builtin[] = {"web_search",
+                                          "web_search_preview",
+                                          "web_search_2025_08_26",
+                                          "web_search_preview_2025_03_11",
+                                          "file_search",
+                                          "code_interpreter",
+                                          "computer_use",
+                                          "computer_use_preview",
+                                          "computer",
+                                          "image_generation",
+                                          "mcp",
+                                          "tool_search",
+                                          NULL};
+    for (const char *const *b = builtin; *b; b++)
+        if (strcmp(type, *b) == 0) return true;
+    return false;
+}
+
+static json_t *function_tool(json_t *t, const char *name) {
+    json_t *fn = json_pack("{s:s}", "name", name);
+    gw_copy_field(t, "description", fn, NULL);
+    gw_copy_field(t, "parameters", fn, NULL);
+    gw_copy_field(t, "strict", fn, NULL);
+    return json_pack("{s:s, s:o}", "type", "function", "function", fn);
+}
+
+/* A namespace tool's functions, flattened into out as "<namespace>__<name>" (the model sees one
+ * list of functions; named_call gives a call back its namespace). */
+static bool flatten_namespace(xlate *x, json_t *t, size_t i, json_t *out) {
+    const char *ns = json_string_value(json_object_get(t, "name"));
+    json_t *inner = json_object_get(t, "tools");
+    if (!ns || !json_is_array(inner))
+        return gw_reply_invalid_field(x->call,
+                                      "'tools[%zu]' (a namespace) must have a \"name\" and \"tools\"", i);
+    if (!x->s->namespaced) x->s->namespaced = json_object();
+    size_t k;
+    json_t *f;
+    json_array_foreach(inner, k, f) {
+        const char *type = json_string_value(json_object_get(f, "type"));
+        const char *name = json_string_value(json_object_get(f, "name"));
+        if (!type || strcmp(type, "function") != 0 || !name)
+            return gw_reply_invalid_field(
+                x->call,
+                "'tools[%zu].tools[%zu]' must be a function tool with a \"name\" (type \"function\")", i, k);
+        char *flat = flat_name(ns, name);
+        if (!flat) return gw_reply_invalid_field(x->call, "out of memory");
+        json_array_append_new(out, function_tool(f, flat));
+        json_object_set_new(x->s->namespaced, flat, json_pack("{s:s, s:s}", "namespace", ns, "name", name));
+        free(flat);
+    }
+    return true;
+}
+
+/* Function tools -> chat's {"type": "function", "function": {...}}; namespace tools flattened,
+ * built-in tools left out and named in sipp-ignored (forcing one with tool_choice is a 400). */
 static bool translate_tools(xlate *x, json_t *root, json_t *chat) {
     json_t *tools = json_object_get(root, "tools");
+    json_t *tc = json_object_get(root, "tool_choice");
+    const char *tc_type = json_string_value(json_object_get(tc, "type"));
+    if (tc_type && is_builtin_tool(tc_type))
+        return gw_reply_invalid_field(
+            x->call,
+            "'tool_choice' forces the built-in tool '%s', which this server does not "
+            "run; force a function tool or use \"auto\"",
+            tc_type);
     if (tools && !json_is_null(tools)) {
         if (!json_is_array(tools))
             return gw_reply_invalid_field(x->call, "'tools' must be an array of function tools");
         json_t *out = json_array();
+        json_object_set_new(chat, "tools", out);
         size_t i;
         json_t *t;
         json_array_foreach(tools, i, t) {
             const char *type = json_string_value(json_object_get(t, "type"));
-            if (!type || strcmp(type, "function") != 0) {
-                json_decref(out);
+            if (type && strcmp(type, "namespace") == 0) {
+                if (!flatten_namespace(x, t, i, out)) return false;
+                continue;
+            }
+            if (type && is_builtin_tool(type)) {
+                gw_ignored_addf(x->call, "tools[%zu]", i);
+                continue;
+            }
+            if (!type || strcmp(type, "function") != 0)
                 return gw_reply_invalid_field(
                     x->call,
-                    "'tools[%zu].type' must be \"function\" (built-in tools such as web_search are "
-                    "not available here)",
+                    "'tools[%zu].type' must be \"function\" or \"namespace\" (built-in tools such as "
+                    "web_search are left out; other tools are not available here)",
                     i);
-            }
-            json_t *fn = json_object();
-            gw_copy_field(t, "name", fn, NULL);
-            gw_copy_field(t, "description", fn, NULL);
-            gw_copy_field(t, "parameters", fn, NULL);
-            gw_copy_field(t, "strict", fn, NULL);
-            json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+            const char *name = json_string_value(json_object_get(t, "name"));
+            json_array_append_new(out, function_tool(t, name ? name : ""));
         }
-        json_object_set_new(chat, "tools", out);
     }
-    json_t *tc = json_object_get(root, "tool_choice");
-    if (json_is_object(tc) && json_is_string(json_object_get(tc, "name")))
-        json_object_set_new(
-            chat, "tool_choice",
-            json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name", json_object_get(tc, "name")));
-    else if (tc)
+    if (json_is_object(tc) && json_is_string(json_object_get(tc, "name"))) {
+        const char *ns = json_string_value(json_object_get(tc, "namespace"));
+        char *flat = ns ? flat_name(ns, json_string_value(json_object_get(tc, "name"))) : NULL;
+        json_object_set_new(chat, "tool_choice",
+                            json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name",
+                                      flat ? flat : json_string_value(json_object_get(tc, "name"))));
+        free(flat);
+    } else if (tc) {
         json_object_set(chat, "tool_choice", tc);
+    }
     /* The Responses API's default is true (chat completions' is false). */
     if (!gw_copy_field(root, "parallel_tool_calls", chat, NULL) &&
         json_array_size(json_object_get(chat, "tools")))
@@ -688,6 +766,8 @@ static bool check_options(xlate *x, json_t *root) {
         if (summary && !json_is_null(summary) && !json_is_string(summary))
             return gw_reply_invalid_field(x->call,
                                           "'reasoning.summary' must be a string (auto, concise, detailed)");
+        /* The reasoning comes back whole as reasoning items; no summary is made of it. */
+        if (json_is_string(summary)) gw_ignored_add(x->call, "reasoning.summary");
         const char *key;
         json_t *v;
         json_object_foreach(r, key, v) {
@@ -703,11 +783,11 @@ static bool check_options(xlate *x, json_t *root) {
         size_t i;
         json_t *e;
         json_array_foreach(inc, i, e) {
-            /* Reasoning is never hidden here, so there is nothing to encrypt: asking for it is harmless. */
-            if (!json_is_string(e) || strcmp(json_string_value(e), "reasoning.encrypted_content") != 0)
-                return gw_reply_invalid_field(
-                    x->call,
-                    "'include[%zu]' is not supported; only \"reasoning.encrypted_content\" is accepted", i);
+            /* Extra output sipp cannot produce (encrypted reasoning: reasoning is never hidden here;
+             * results of built-in tools it does not run; logprobs the route does not render). */
+            if (!json_is_string(e))
+                return gw_reply_invalid_field(x->call, "'include[%zu]' must be a string", i);
+            gw_ignored_addf(x->call, "include[%zu]", i);
         }
     }
     const char *trunc = json_string_value(json_object_get(root, "truncation"));
@@ -770,8 +850,10 @@ void gw_route_responses(gw_call *call) {
     if (!root) return;
     resp_state *s = calloc(1, sizeof *s);
     json_t *chat = json_object();
-    xlate x = {.call = call, .messages = json_array(), .history = json_array(), .input_items = json_array()};
-    bool ok = s && chat && gw_check_fields(call, root, known_fields, API_NAME) && check_options(&x, root);
+    xlate x = {
+        .call = call, .s = s, .messages = json_array(), .history = json_array(), .input_items = json_array()};
+    bool ok =
+        s && chat && gw_fields_check(call, root, gw_fields_responses, API_NAME) && check_options(&x, root);
     json_t *prev = NULL;
     if (ok && !sipp_random_hex(s->rid, RID_BYTES)) { /* made here, never from the request */
         gw_reply_error(call, GW_E_INTERNAL, "cannot make a response id: getrandom failed (%s)",

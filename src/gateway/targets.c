@@ -22,6 +22,7 @@
  * child is started again when the servers answer. The child itself (a gateway with
  * supervised_child set) loads the target in its own process, with residency.c's keeper retrying.
  */
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,9 +80,17 @@ void gw_targets_stop(gw_server *srv) {
     srv->n_targets = 0;
 }
 
+/* A target's own name first, then its aliases, in config order: the first glob that matches wins,
+ * so a config lists specific aliases ("gpt-5-mini") before broad ones ("gpt-5*"). */
 gw_target *gw_target_find(gw_server *srv, const char *name) {
-    for (size_t i = 0; i < srv->n_targets; i++)
+    size_t n = srv->n_targets;
+    for (size_t i = 0; i < n; i++)
         if (strcmp(srv->targets[i].cfg->name, name) == 0) return &srv->targets[i];
+    for (size_t i = 0; i < n; i++) {
+        const gw_target_config *c = srv->targets[i].cfg;
+        for (size_t k = 0; k < c->n_aliases; k++)
+            if (fnmatch(c->aliases[k], name, 0) == 0) return &srv->targets[i];
+    }
     return NULL;
 }
 

@@ -47,6 +47,8 @@ bool gw_decode_tree(gw_call *call, gw_api api, json_t *chat, const gw_rename *re
     char err[SIPP_ERROR_SIZE];
     bool ok = gw_decode(api, chat, g, &kind, err, sizeof err); /* g takes a reference of its own */
     json_decref(chat);
+    for (size_t i = 0; ok && i < g->n_ignored; i++)
+        gw_ignored_add(call, g->ignored[i]);
     if (!ok) {
         gw_rename_fields(err, sizeof err, renames);
         gw_reply_error(call, kind, "%s", err);

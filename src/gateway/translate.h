@@ -6,6 +6,7 @@
 #define SIPP_GATEWAY_TRANSLATE_H
 
 #include "gateway/admission.h"
+#include "gateway/api_fields.h"
 #include "gateway/field_names.h"
 #include "gateway/generate.h"
 #include "gateway/request_parse.h"

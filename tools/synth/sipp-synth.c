@@ -126,6 +126,8 @@ enum {
 #define TOKENIZER_PREFIX "tokenizer."
 #define TEMPLATE_KEY "tokenizer.chat_template"
 #define TOKENS_KEY "tokenizer.ggml.tokens"
+#define STOP_EMBD_VALUE 16.0f /* --stop-token: the first embedding component, far above the noise */
+#define STOP_SCALE 8.0f       /* --stop-token: the final norm's and the stop token's output weight */
 
 /* ---------------------------------------------------------------------------------------------- */
 /* chat templates                                                                                  */
@@ -205,6 +207,8 @@ struct options {
     int64_t active_layers; /* --active-layers: blocks past these are perturbed projections (0 = none) */
     double perturb;        /* --perturb: their scale, relative to LAYER_WEIGHT_STD */
     bool perturb_set;
+    const char *stop_token; /* --stop-token: the token every answer is, at once (NULL = none) */
+    int64_t stop_id;        /* its id in the vocabulary (found by open_vocab's caller) */
 };
 
 /* The whole of a text file (malloc'ed), or NULL when it cannot be read or is empty. */
@@ -259,6 +263,9 @@ static void usage(FILE *f) {
             "  --pooling TYPE          none|mean|cls|last|rank: writes llama.pooling_type (default: unset)\n"
             "  --layers K              write only the first K blocks: the draft of the model the other\n"
             "                          flags describe (same seed, embeddings and output)\n"
+            "  --stop-token TEXT       a model that ends every answer at once: the vocabulary's token TEXT\n"
+            "                          (e.g. \"<|im_end|>\") wins at every position (for tests of clients\n"
+            "                          that need a finished turn; the rest of the weights stay random)\n"
             "  --active-layers K       blocks past the first K add only --perturb S times noise (their\n"
             "                          attention-output and FFN-down projections): the target of that draft\n"
             "  --perturb S             the scale of that noise, relative to the layers' (default 0: none)\n"
@@ -355,7 +362,7 @@ static void parse_args(int argc, char **argv, struct options *o) {
         static const char *const known[] = {
             "--out",  "--vocab",   "--n-embd", "--n-layer",       "--n-head",        "--n-head-kv",
             "--n-ff", "--n-ctx",   "--type",   "--seed",          "--chat-template", "--chat-template-file",
-            "--name", "--pooling", "--layers", "--active-layers", "--perturb",
+            "--name", "--pooling", "--layers", "--active-layers", "--perturb",       "--stop-token",
         };
         bool is_known = false;
         for (size_t k = 0; k < COUNT_OF(known); k++) {
@@ -421,6 +428,9 @@ static void parse_args(int argc, char **argv, struct options *o) {
             if (errno || end == val || *end || !(o->perturb >= 0 && o->perturb <= MAX_PERTURB))
                 die_usage("--perturb: '%s' is not a number in [0, %g]", val, MAX_PERTURB);
             o->perturb_set = true;
+        } else if (strcmp(flag, "--stop-token") == 0) {
+            if (!*val) die_usage("--stop-token: empty token text");
+            o->stop_token = val;
         } else if (strcmp(flag, "--pooling") == 0) {
             o->pooling = NULL;
             for (size_t k = 0; k < COUNT_OF(POOLINGS); k++) {
@@ -641,6 +651,9 @@ struct tensor_spec {
     enum ggml_type type;
     float std; /* 0: constant NORM_WEIGHT */
     bool zero; /* all zeros (a projection of an inactive block, --perturb 0) */
+    /* --stop-token: how the tensor makes one token win everywhere (see STOP_*) */
+    enum { STOP_NONE, STOP_EMBD, STOP_NORM, STOP_OUTPUT } stop;
+    int64_t stop_id;
 };
 
 struct plan {
@@ -702,6 +715,12 @@ static bool plan_build(struct plan *p, const struct options *o, int64_t n_vocab)
     }
     plan_add(p, "output_norm.weight", 1, n_embd, 1, GGML_TYPE_F32, 0.0f);
     plan_add(p, "output.weight", 2, n_embd, n_vocab, wt, output_std);
+    if (o->stop_token) {
+        p->t[0].stop = STOP_EMBD;
+        p->t[p->n - 2].stop = STOP_NORM;
+        p->t[p->n - 1].stop = STOP_OUTPUT;
+        p->t[p->n - 1].stop_id = o->stop_id;
+    }
     return true;
 }
 
@@ -779,6 +798,14 @@ static void *job_run(void *arg) {
 
     for (int64_t r = 0; r < j->nrows; r++) {
         float *row = j->scratch + r * s->ne0;
+        /* --stop-token: every embedding carries a large first component, which the blocks' small
+         * weights cannot turn negative; the final norm keeps only that component, and the output
+         * reads it into the stop token's logit alone, so that token wins at every position. */
+        if (s->stop == STOP_NORM || s->stop == STOP_OUTPUT) {
+            memset(row, 0, (size_t)s->ne0 * sizeof *row);
+            if (s->stop == STOP_NORM || j->row0 + r == s->stop_id) row[0] = STOP_SCALE;
+            continue;
+        }
         if (s->zero) {
             memset(row, 0, (size_t)s->ne0 * sizeof *row);
         } else if (s->std == 0.0f) {
@@ -787,6 +814,7 @@ static void *job_run(void *arg) {
         } else {
             fill_row(row, s->ne0, splitmix_mix(j->seed + (uint64_t)(j->row0 + r) * SPLITMIX_GAMMA), s->std);
         }
+        if (s->stop == STOP_EMBD) row[0] = STOP_EMBD_VALUE;
     }
     if (s->type == GGML_TYPE_F32) {
         memcpy(j->dst, j->scratch, (size_t)(j->nrows * s->ne0) * sizeof(float));
@@ -959,6 +987,18 @@ int main(int argc, char **argv) {
 
     vocab = open_vocab(o.vocab, &n_vocab);
     if (!vocab) goto done;
+    if (o.stop_token) {
+        int64_t tokens = gguf_find_key(vocab, TOKENS_KEY);
+        o.stop_id = -1;
+        for (int64_t i = 0; i < n_vocab && o.stop_id < 0; i++)
+            if (strcmp(gguf_get_arr_str(vocab, tokens, (size_t)i), o.stop_token) == 0) o.stop_id = i;
+        if (o.stop_id < 0) {
+            report(
+                "--stop-token: '%s' is not a token of %s; give one of its tokens, e.g. its end-of-turn token",
+                o.stop_token, o.vocab);
+            goto done;
+        }
+    }
 
     gctx = gguf_init_empty();
     if (!gctx || !build_metadata(gctx, vocab, &o, n_vocab)) goto done;

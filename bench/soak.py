@@ -66,28 +66,24 @@ def rss_bytes(pid):
 
 
 def start_server(model, streams, log):
-    """`sipp serve` with one slot per stream; returns (process, port)."""
+    """`sipp serve` with one slot per stream, once /ready says so; returns (process, port)."""
     proc = subprocess.Popen([SIPP, "serve", model, "--port", "0", "--threads", "1", "--parallel", str(streams)],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        port = wait_listening(proc, log)
+    except RuntimeError:
+        proc.kill()
+        raise
     deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        log.flush()
-        with open(log.name) as f:
-            m = re.search(r"listening on http://\[?([^\]\s]+?)\]?:(\d+)", f.read())
-        if m:
-            port = int(m.group(2))
-            while time.monotonic() < deadline:
-                try:
-                    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                    c.request("GET", "/ready")
-                    if c.getresponse().status == 200:
-                        return proc, port
-                except OSError:
-                    pass
-                time.sleep(0.2)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/ready")
+            if c.getresponse().status == 200:
+                return proc, port
+        except OSError:
+            pass
+        time.sleep(0.2)
     proc.kill()
     raise RuntimeError(f"sipp serve did not get ready; see {log.name}")
 

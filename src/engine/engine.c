@@ -259,6 +259,33 @@ static sipp_status add_format_stops(const sipp_request_params *p, sipp_request *
     return ok ? SIPP_OK : sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
 }
 
+/* The schema and grammar limits an engine starts with: none that a real client's request meets
+ * (an agent's 20 tools with nested schemas pass), all far below what stalls the converter or the
+ * grammar sampler (docs/gateway.md, [limits]). Here rather than beside the checks
+ * (util/schema_limits.c), which need jansson: the browser runtime's engine has the limits too. */
+#define SCHEMA_KIB 1024u
+#define DEFAULT_SCHEMA_MAX_BYTES (512u * SCHEMA_KIB)
+#define DEFAULT_SCHEMA_MAX_DEPTH 64u
+#define DEFAULT_SCHEMA_MAX_PROPERTIES 128u
+#define DEFAULT_SCHEMA_MAX_TOTAL_PROPERTIES 2048u
+#define DEFAULT_SCHEMA_MAX_ENUM 256u
+#define DEFAULT_SCHEMA_MAX_REFS 256u
+#define DEFAULT_GRAMMAR_MAX_BYTES (64u * SCHEMA_KIB)
+#define DEFAULT_GRAMMAR_MAX_ALTERNATIVES 256u
+#define DEFAULT_SCHEMA_CONVERT_MS 5000
+
+sipp_schema_limits sipp_schema_limits_default(void) {
+    return (sipp_schema_limits){.schema_max_bytes = DEFAULT_SCHEMA_MAX_BYTES,
+                                .schema_max_depth = DEFAULT_SCHEMA_MAX_DEPTH,
+                                .schema_max_properties = DEFAULT_SCHEMA_MAX_PROPERTIES,
+                                .schema_max_total_properties = DEFAULT_SCHEMA_MAX_TOTAL_PROPERTIES,
+                                .schema_max_enum = DEFAULT_SCHEMA_MAX_ENUM,
+                                .schema_max_refs = DEFAULT_SCHEMA_MAX_REFS,
+                                .grammar_max_bytes = DEFAULT_GRAMMAR_MAX_BYTES,
+                                .grammar_max_alternatives = DEFAULT_GRAMMAR_MAX_ALTERNATIVES,
+                                .schema_convert_ms = DEFAULT_SCHEMA_CONVERT_MS};
+}
+
 void sipp_engine_set_schema_limits(sipp_engine *e, const sipp_schema_limits *limits) {
     if (!e || !limits) return;
     pthread_mutex_lock(&e->mu);

@@ -30,29 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KIB 1024u
-#define DEFAULT_SCHEMA_MAX_BYTES (512u * KIB)
-#define DEFAULT_SCHEMA_MAX_DEPTH 64u
-#define DEFAULT_SCHEMA_MAX_PROPERTIES 128u
-#define DEFAULT_SCHEMA_MAX_TOTAL_PROPERTIES 2048u
-#define DEFAULT_SCHEMA_MAX_ENUM 256u
-#define DEFAULT_SCHEMA_MAX_REFS 256u
-#define DEFAULT_GRAMMAR_MAX_BYTES (64u * KIB)
-#define DEFAULT_GRAMMAR_MAX_ALTERNATIVES 256u
-#define DEFAULT_SCHEMA_CONVERT_MS 5000
 #define REF_SHOWN 64 /* characters of a bad $ref quoted in a message */
-
-sipp_schema_limits sipp_schema_limits_default(void) {
-    return (sipp_schema_limits){.schema_max_bytes = DEFAULT_SCHEMA_MAX_BYTES,
-                                .schema_max_depth = DEFAULT_SCHEMA_MAX_DEPTH,
-                                .schema_max_properties = DEFAULT_SCHEMA_MAX_PROPERTIES,
-                                .schema_max_total_properties = DEFAULT_SCHEMA_MAX_TOTAL_PROPERTIES,
-                                .schema_max_enum = DEFAULT_SCHEMA_MAX_ENUM,
-                                .schema_max_refs = DEFAULT_SCHEMA_MAX_REFS,
-                                .grammar_max_bytes = DEFAULT_GRAMMAR_MAX_BYTES,
-                                .grammar_max_alternatives = DEFAULT_GRAMMAR_MAX_ALTERNATIVES,
-                                .schema_convert_ms = DEFAULT_SCHEMA_CONVERT_MS};
-}
 
 typedef struct walk {
     const sipp_schema_limits *lim;

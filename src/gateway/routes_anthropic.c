@@ -490,46 +490,51 @@ static bool translate_thinking(gw_call *call, json_t *root, json_t *chat) {
     return true;
 }
 
-/* output_config: effort is the template's reasoning effort (low, medium, high; xhigh and max are
- * high, the most a template takes), format a JSON schema the answer must follow; task_budget is
- * advisory (a countdown the provider shows its model) and ignored. output_format is the older
- * form of output_config.format. */
-static bool translate_output(gw_call *call, json_t *root, json_t *chat) {
-    json_t *oc = json_object_get(root, "output_config"), *format = json_object_get(root, "output_format");
-    if (oc && !json_is_null(oc)) {
-        if (!json_is_object(oc))
-            return gw_reply_invalid_field(call,
-                                          "'output_config' must be an object such as {\"effort\": \"high\"}");
-        const char *key;
-        json_t *v;
-        json_object_foreach(oc, key, v) {
-            if (strcmp(key, "effort") == 0) {
-                static const char *const levels[][2] = {{"low", "low"},
-                                                        {"medium", "medium"},
-                                                        {"high", "high"},
-                                                        {"xhigh", "high"},
-                                                        {"max", "high"}};
-                const char *e = json_string_value(v), *to = NULL;
-                for (size_t i = 0; e && i < sizeof levels / sizeof levels[0] && !to; i++)
-                    if (strcmp(e, levels[i][0]) == 0) to = levels[i][1];
-                if (!to)
-                    return gw_reply_invalid_field(
-                        call, "'output_config.effort' must be low, medium, high, xhigh or max");
-                json_object_set_new(template_kwargs(chat), "reasoning_effort", json_string(to));
-            } else if (strcmp(key, "format") == 0) {
-                if (format && !json_is_null(format))
-                    return gw_reply_invalid_field(
-                        call, "give either 'output_config.format' or 'output_format', not both");
-                format = v;
-            } else if (strcmp(key, "task_budget") == 0) {
-                gw_ignored_add(call, "output_config.task_budget");
-            } else {
+/* output_config.effort as the template's reasoning effort: low, medium, high; xhigh and max are
+ * high, the most a template takes. */
+static bool translate_effort(gw_call *call, json_t *v, json_t *chat) {
+    static const char *const levels[][2] = {
+        {"low", "low"}, {"medium", "medium"}, {"high", "high"}, {"xhigh", "high"}, {"max", "high"}};
+    const char *e = json_string_value(v), *to = NULL;
+    for (size_t i = 0; e && i < sizeof levels / sizeof levels[0] && !to; i++)
+        if (strcmp(e, levels[i][0]) == 0) to = levels[i][1];
+    if (!to)
+        return gw_reply_invalid_field(call, "'output_config.effort' must be low, medium, high, xhigh or max");
+    json_object_set_new(template_kwargs(chat), "reasoning_effort", json_string(to));
+    return true;
+}
+
+/* output_config's keys; its format (if any) in *format, which output_format must not also give. */
+static bool translate_output_config(gw_call *call, json_t *oc, json_t *chat, json_t **format) {
+    if (!json_is_object(oc))
+        return gw_reply_invalid_field(call,
+                                      "'output_config' must be an object such as {\"effort\": \"high\"}");
+    const char *key;
+    json_t *v;
+    json_object_foreach(oc, key, v) {
+        if (strcmp(key, "effort") == 0) {
+            if (!translate_effort(call, v, chat)) return false;
+        } else if (strcmp(key, "format") == 0) {
+            if (*format && !json_is_null(*format))
                 return gw_reply_invalid_field(
-                    call, "'output_config.%s' is not supported; only effort, format and task_budget are",
-                    key);
-            }
+                    call, "give either 'output_config.format' or 'output_format', not both");
+            *format = v;
+        } else if (strcmp(key, "task_budget") == 0) {
+            gw_ignored_add(call, "output_config.task_budget");
+        } else {
+            return gw_reply_invalid_field(
+                call, "'output_config.%s' is not supported; only effort, format and task_budget are", key);
         }
     }
+    return true;
+}
+
+/* output_config: effort is the template's reasoning effort, format a JSON schema the answer must
+ * follow; task_budget is advisory (a countdown the provider shows its model) and ignored.
+ * output_format is the older form of output_config.format. */
+static bool translate_output(gw_call *call, json_t *root, json_t *chat) {
+    json_t *oc = json_object_get(root, "output_config"), *format = json_object_get(root, "output_format");
+    if (oc && !json_is_null(oc) && !translate_output_config(call, oc, chat, &format)) return false;
     if (!format || json_is_null(format)) return true;
     const char *type = json_string_value(json_object_get(format, "type"));
     json_t *schema = json_object_get(format, "schema");

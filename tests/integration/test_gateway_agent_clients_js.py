@@ -54,7 +54,9 @@ class AgentClientsTest(unittest.TestCase):
         r = subprocess.run([gw.SYNTH, "--out", tool_model, "--vocab", QWEN_VOCAB, "--chat-template-file", QWEN_TEMPLATE,
                             "--seed", "1", *gw.TINY], capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
         self.assertEqual(r.returncode, 0, r.stderr)
-        cfg = (f'[[tokens]]\nenv = "{TOKEN_ENV}"\n\n' + gw.local_target("tiny", parallel=2, ctx=2048) +
+        # /api/pull needs the admin scope, and the loopback fixture needs allow_private_sources
+        cfg = (f'[[tokens]]\nenv = "{TOKEN_ENV}"\nadmin = true\n\n[store]\nallow_private_sources = true\n\n' +
+               gw.local_target("tiny", parallel=2, ctx=2048) +
                gw.local_target("qwen", path=tool_model, parallel=2, ctx=4096))
         with httpfixture.HTTPFixture() as http:
             with open(gw.model("tiny"), "rb") as f:

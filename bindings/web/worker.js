@@ -16,6 +16,7 @@
 'use strict';
 
 const READ_CAP = 1 << 16;
+const READ_WINDOW = 1 << 20; // bytes a model file is read ahead by (see bufferModelReads)
 
 let M = null;          // the Emscripten module
 let api = null;        // cwrap'ed functions
@@ -83,6 +84,29 @@ function codeOf(message) {
   return 'invalid_argument';
 }
 
+// A model file is a Blob mounted with WORKERFS, whose every read is one FileReaderSync call on a
+// slice: tens of microseconds each. Reading a GGUF header is hundreds of thousands of small reads
+// (a 150k-token vocabulary is two per token), which took 25 s for a model native sipp loads in
+// 0.4 s. Small reads are served from a window of READ_WINDOW bytes read ahead in one call; large
+// ones (the tensors) go straight to the Blob as before. Each open file has its window.
+function bufferModelReads(fs) {
+  const plainRead = fs.stream_ops.read;
+  const windows = new WeakMap(); // stream -> { start, bytes }
+  fs.stream_ops.read = (stream, buffer, offset, length, position) => {
+    const size = stream.node.size;
+    if (length >= READ_WINDOW || position >= size) return plainRead(stream, buffer, offset, length, position);
+    let w = windows.get(stream);
+    if (!w || position < w.start || position + length > w.start + w.bytes.length) {
+      const end = Math.min(size, position + READ_WINDOW);
+      w = { start: position, bytes: new Uint8Array(fs.reader.readAsArrayBuffer(stream.node.contents.slice(position, end))) };
+      windows.set(stream, w);
+    }
+    const n = Math.min(length, w.start + w.bytes.length - position);
+    buffer.set(w.bytes.subarray(position - w.start, position - w.start + n), offset);
+    return n;
+  };
+}
+
 const ops = {
   async init({ runtimeUrl, variant, threads, logLevel }) {
     const script = `${runtimeUrl}sipp-${variant}.js`;
@@ -94,6 +118,7 @@ const ops = {
       print: logLevel ? (t) => console.log(t) : () => {},
       printErr: logLevel ? (t) => console.warn(t) : () => {},
     });
+    bufferModelReads(M.WORKERFS);
     api = wrap(M);
     if (api.init(logLevel || 0) !== 0) fail(api.error(), 'backend_error');
     runtime = { ...JSON.parse(api.runtimeJson()), variant, threads };

@@ -149,6 +149,7 @@ class BrowserRuntimeTest(unittest.TestCase):
         if r.returncode != 0:
             raise AssertionError(f"drive.mjs failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
         cls.results = dict(zip(cls.names, json.loads(r.stdout)))
+        print("browser steps (ms): " + ", ".join(f"{n} {s['ms']}" for n, s in cls.results.items()), file=sys.stderr)
         cls.model_requests = dict(iso.counts)
 
     @classmethod

@@ -322,7 +322,7 @@ static const field_rule FIELDS[] = {
     {"audio", F_CHAT, FIELD_REFUSED, "sipp answers in text only; leave it out"},
     {"prediction", F_CHAT, FIELD_REFUSED, "predicted outputs are not implemented; leave it out"},
     {"web_search_options", F_CHAT, FIELD_REFUSED, "sipp has no web search; give the model a tool instead"},
-    {"verbosity", F_CHAT, FIELD_REFUSED, "no template here takes a verbosity; use chat_template_kwargs"},
+    {"verbosity", F_CHAT, FIELD_IGNORED, "a length hint for OpenAI's models; no template here reads one"},
     {"functions", F_CHAT, FIELD_REFUSED, "the deprecated form of tools; send tools"},
     {"function_call", F_CHAT, FIELD_REFUSED, "the deprecated form of tool_choice; send tool_choice"},
     {"chat_template", F_CHAT, FIELD_REFUSED,

@@ -146,6 +146,13 @@ class RealAgentsTest(unittest.TestCase):
         self.assertGreater(events[-1]["usage"]["input_tokens"], 1000)
         self.assertEqual(self.gateway_errors(), [])
 
+    def test_codex_under_a_gpt5_alias_completes_its_turn(self):
+        # Under a model name it knows, Codex sends what it sends OpenAI's gpt-5 models: text.verbosity
+        # and apply_patch as a custom (freeform) tool with a Lark grammar.
+        r, events = self.codex("gpt-5.5")
+        self.assertEqual(events[-1]["type"], "turn.completed", f"{events[-3:]}\n{r.stderr[-2000:]}")
+        self.assertEqual(self.gateway_errors(), [])
+
     def test_codex_on_a_model_that_never_stops_ends_on_the_cap(self):
         r, events = self.codex("noise")
         self.assertEqual(events[-1]["type"], "turn.failed", events[-3:])

@@ -418,7 +418,7 @@ class FieldTableTest(unittest.TestCase):
 
     def test_ignored_fields_are_accepted(self):
         for k, v in {"user": "u1", "metadata": {"a": "b"}, "store": False, "service_tier": "auto",
-                     "safety_identifier": "s", "prompt_cache_key": "p", "cache_prompt": True}.items():
+                     "safety_identifier": "s", "prompt_cache_key": "p", "cache_prompt": True, "verbosity": "low"}.items():
             with self.subTest(field=k):
                 status, out = self.post(self.body(**{k: v}))
                 self.assertEqual(status, 200, out)
@@ -426,7 +426,7 @@ class FieldTableTest(unittest.TestCase):
     def test_refused_fields_are_named(self):
         for k, v in {"logit_bias": {"1": 2}, "modalities": ["text", "audio"], "audio": {"voice": "x"},
                      "prediction": {"type": "content", "content": "x"}, "web_search_options": {},
-                     "verbosity": "low", "functions": [], "function_call": "auto", "mirostat": 2,
+                     "functions": [], "function_call": "auto", "mirostat": 2,
                      "chat_template": "/etc/passwd"}.items():
             with self.subTest(field=k):
                 status, out = self.post(self.body(**{k: v}))

@@ -1,5 +1,6 @@
 """What coding agents send, against `sipp serve`: the captured request corpus of tests/fixtures/agents/
-(Codex CLI's and Claude Code's first request and their tool-result follow-up, byte for byte, with
+(the first request and the tool-result follow-up of Codex CLI (Responses), Claude Code (Messages)
+and Qwen Code (chat completions), byte for byte, with
 their headers and query strings) replayed on a 32k-context synthetic model with Qwen2.5's template;
 prompt caching across the turns of one agent conversation; target aliases (globs) and a target's
 max_tokens (the default and ceiling of a request's output, also `sipp serve --max-tokens`).
@@ -30,7 +31,8 @@ GEN_PROMPT_SLACK = 16  # tokens after the shared prefix a new turn re-reads (the
 TIMEOUT_S = 600
 ALIAS_TOKEN = "alias-scoped-secret-001"
 ALL_TOKEN = "alias-all-secret-00001"
-API_OF = {"/v1/responses": "responses", "/v1/messages": "messages"}
+API_OF = {"/v1/responses": "responses", "/v1/messages": "messages", "/v1/chat/completions": "chat"}
+AGENTS = ("codex", "claude-code", "qwen-code")
 
 
 def fixtures():
@@ -55,6 +57,9 @@ def usage_of(api, events):
         if api == "messages" and event == "message_delta":
             u = d["usage"]
             return u["input_tokens"] + u["cache_read_input_tokens"], u["cache_read_input_tokens"]
+        if api == "chat" and d.get("usage"):
+            u = d["usage"]
+            return u["prompt_tokens"], u["prompt_tokens_details"]["cached_tokens"]
     raise AssertionError(f"no usage in {[e for e, _ in events]}")
 
 
@@ -90,9 +95,9 @@ class AgentCorpusTest(unittest.TestCase):
                 events.append((ev[0] if ev else "", "\n".join(data)))
         return api, ignored, events
 
-    def test_the_corpus_has_both_agents_and_both_turns(self):
+    def test_the_corpus_has_every_agent_and_both_turns(self):
         names = [n for n, _ in fixtures()]
-        for agent in ("codex", "claude-code"):
+        for agent in AGENTS:
             self.assertTrue(any(n.startswith(agent) and "turn1" in n for n in names), agent)
             self.assertTrue(any(n.startswith(agent) and "tool-result" in n for n in names), agent)
 
@@ -115,7 +120,7 @@ class AgentCorpusTest(unittest.TestCase):
                 self.assertGreater(prompt, 5000, "the agents' prompts are long")
 
     def test_the_second_turn_rereads_only_new_tokens(self):
-        for agent in ("codex", "claude-code"):
+        for agent in AGENTS:
             with self.subTest(agent=agent):
                 turns = [fx for n, fx in fixtures() if n.startswith(agent)]
                 turns.sort(key=lambda fx: "tool-result" in fx["what"] or "second" in fx["what"])

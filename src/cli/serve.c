@@ -63,6 +63,9 @@ static const char usage[] =
     "  --max-tokens N           MODEL's (or the served directory's) output cap: a request's default when it\n"
     "                           gives none, its ceiling when it asks more (default: none)\n"
     "  --flash-attn MODE        MODEL's flash attention: auto (default; off with --backend cpu), on, off\n"
+    "  --cache-type-k TYPE      MODEL's KV cache key type: f16 (default), q8_0, q4_0\n"
+    "  --cache-type-v TYPE      MODEL's KV cache value type: f16 (default), q8_0, q4_0 (needs flash "
+    "attention)\n"
     "  --spec none|ngram|draft  MODEL's speculative decoding (greedy and sampled requests)\n"
     "  --draft DRAFT|auto       MODEL's draft model (speculative \"draft\"; a path or a store name; auto:\n"
     "                           the draft published beside MODEL, for development)\n"
@@ -84,6 +87,7 @@ typedef struct serve_opts {
     size_t n_supervised;
     int memory_budget_mb, max_loaded_models;
     const char *flash_attn;
+    const char *cache_type_k, *cache_type_v;
     const char *speculative;
     const char *draft;
     int port; /* -1 = not given */
@@ -127,6 +131,10 @@ static int parse(int argc, char **argv, serve_opts *o) {
             cli_int(&a, "--max-loaded-models", 1, SERVE_MAX_LOADED, &o->max_loaded_models);
         else if (cli_flag_value(&a, "--flash-attn"))
             cli_flash_attn(&a, &o->flash_attn);
+        else if (cli_flag_value(&a, "--cache-type-k"))
+            cli_cache_type(&a, "--cache-type-k", &o->cache_type_k);
+        else if (cli_flag_value(&a, "--cache-type-v"))
+            cli_cache_type(&a, "--cache-type-v", &o->cache_type_v);
         else if (cli_flag_value(&a, "--spec"))
             cli_speculative(&a, &o->speculative);
         else if (cli_flag_value(&a, "--draft"))
@@ -172,14 +180,17 @@ static int parse(int argc, char **argv, serve_opts *o) {
         cli_error("serve: --check needs --config FILE");
         return EXIT_USAGE;
     }
-    if (o->config && (o->backend || o->flash_attn || o->speculative || o->draft || o->parallel_set ||
-                      o->ctx_set || o->threads_set || o->gpu_set || o->max_tokens_set)) {
-        cli_error("serve: --backend, --flash-attn, --spec, --draft, --parallel, --ctx-size, --threads, "
-                  "--gpu-layers and --max-tokens apply to MODEL; with --config set "
-                  "them per target in the file (max_tokens = N)");
+    if (o->config &&
+        (o->backend || o->flash_attn || o->speculative || o->draft || o->parallel_set || o->ctx_set ||
+         o->threads_set || o->gpu_set || o->max_tokens_set || o->cache_type_k || o->cache_type_v)) {
+        cli_error(
+            "serve: --backend, --flash-attn, --spec, --draft, --parallel, --ctx-size, --threads, "
+            "--gpu-layers, --max-tokens, --cache-type-k and --cache-type-v apply to MODEL; with --config "
+            "set them per target in the file (max_tokens = N)");
         return EXIT_USAGE;
     }
-    return EXIT_OK;
+    return cli_cache_types_fit(o->backend, o->flash_attn, o->cache_type_k, o->cache_type_v) ? EXIT_OK
+                                                                                            : EXIT_USAGE;
 }
 
 static void print_errors(const sipp_buf *errs) {
@@ -246,6 +257,8 @@ int cmd_serve(int argc, char **argv) {
             free(t->speculative);
             t->speculative = strdup(o.speculative);
         }
+        if (o.cache_type_k) t->cache_type_k = strdup(o.cache_type_k);
+        if (o.cache_type_v) t->cache_type_v = strdup(o.cache_type_v);
         char draft_buf[PATH_MAX];
         const char *draft = NULL;
         if (!cli_draft_model(o.model, o.draft, &draft, draft_buf, sizeof draft_buf)) {

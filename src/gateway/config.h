@@ -52,7 +52,9 @@ typedef struct gw_target_config {
     int draft_max, draft_min; /* 0 = the engine's defaults */
     float draft_p_min;        /* 0 = none */
     char *draft_cutoff;       /* "auto" or "off"; NULL = auto */
-    char *chat_template;      /* NULL: the model's; "chatml" or a template file's path */
+    char *cache_type_k;       /* the KV cache's types: "f16", "q8_0", "q4_0"; NULL = f16 */
+    char *cache_type_v;
+    char *chat_template; /* NULL: the model's; "chatml" or a template file's path */
     int ctx_size, parallel, threads, gpu_layers;
     int max_tokens; /* a request's output: the default when it gives none, the ceiling when it asks more; 0 =
                        none */

@@ -229,6 +229,8 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
     ep.draft_model = c->draft_model;
     ep.draft_p_min = c->draft_p_min;
     ep.draft_cutoff = c->draft_cutoff;
+    ep.cache_type_k = c->cache_type_k;
+    ep.cache_type_v = c->cache_type_v;
     int q = srv->cfg->max_queue + srv->cfg->max_concurrent_requests;
     ep.max_queued = q < ENGINE_QUEUE_MIN ? ENGINE_QUEUE_MIN : q;
     sipp_engine *e = NULL;
@@ -869,6 +871,8 @@ static void estimate(gw_target *t) {
     sipp_engine_params ep = sipp_engine_default_params();
     ep.ctx_size = t->cfg->ctx_size;
     ep.parallel = t->cfg->parallel;
+    ep.cache_type_k = t->cfg->cache_type_k;
+    ep.cache_type_v = t->cfg->cache_type_v;
     char err[SIPP_ERROR_SIZE];
     /* a header that cannot be read estimates nothing; its load then fails with the reason */
     if (sipp_memory_estimate(t->cfg->model_path, &mp, &ep, &t->estimate, err) != SIPP_OK)

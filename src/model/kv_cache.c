@@ -36,7 +36,8 @@ static sipp_status parse_one(const char *field, const char *value, enum ggml_typ
             *out = KV_TYPES[i].type;
             return SIPP_OK;
         }
-    return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s '%.32s' is not one of f16, q8_0, q4_0", field, value);
+    return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s '%.32s' is not one of f16, q8_0, q4_0", field,
+                     value);
 }
 
 static const char *type_name(enum ggml_type t) {
@@ -50,8 +51,8 @@ sipp_status sipp_kv_types_parse(const char *type_k, const char *type_v, sipp_kv_
     return st == SIPP_OK ? parse_one("cache_type_v", type_v, &out->v, errbuf) : st;
 }
 
-static sipp_status check_flash_attn(const sipp_kv_types *t, enum llama_flash_attn_type fa, const char *fa_label,
-                                    char *errbuf) {
+static sipp_status check_flash_attn(const sipp_kv_types *t, enum llama_flash_attn_type fa,
+                                    const char *fa_label, char *errbuf) {
     if (!ggml_is_quantized(t->v) || fa != LLAMA_FLASH_ATTN_TYPE_DISABLED) return SIPP_OK;
     return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
                      "cache_type_v '%s' needs flash attention, and the model's load has it off (%s); "
@@ -59,8 +60,8 @@ static sipp_status check_flash_attn(const sipp_kv_types *t, enum llama_flash_att
                      type_name(t->v), fa_label ? fa_label : "flash attention off");
 }
 
-sipp_status sipp_kv_cache_check(const sipp_model_params *mp, const char *cache_type_k, const char *cache_type_v,
-                                char *errbuf) {
+sipp_status sipp_kv_cache_check(const sipp_model_params *mp, const char *cache_type_k,
+                                const char *cache_type_v, char *errbuf) {
     sipp_model_params def = sipp_model_default_params();
     sipp_kv_types t;
     sipp_status st = sipp_kv_types_parse(cache_type_k, cache_type_v, &t, errbuf);
@@ -89,13 +90,15 @@ static sipp_status check_heads(const sipp_model *m, const char *field, enum ggml
                                char *errbuf) {
     int64_t width = head_width(m, which), block = ggml_blck_size(t);
     if (width <= 0 || width % block == 0) return SIPP_OK;
-    return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                     "%s '%s' stores blocks of %lld values, which do not divide the %lld-wide attention heads "
-                     "of model '%s'; keep %s f16",
-                     field, type_name(t), (long long)block, (long long)width, m->path, field);
+    return sipp_fail(
+        errbuf, SIPP_ERR_INVALID_ARGUMENT,
+        "%s '%s' stores blocks of %lld values, which do not divide the %lld-wide attention heads "
+        "of model '%s'; keep %s f16",
+        field, type_name(t), (long long)block, (long long)width, m->path, field);
 }
 
-sipp_status sipp_model_kv_types(const sipp_model *m, sipp_engine_params *p, sipp_kv_types *out, char *errbuf) {
+sipp_status sipp_model_kv_types(const sipp_model *m, sipp_engine_params *p, sipp_kv_types *out,
+                                char *errbuf) {
     sipp_status st = sipp_kv_types_parse(p->cache_type_k, p->cache_type_v, out, errbuf);
     if (st == SIPP_OK) st = check_flash_attn(out, m->flash_attn, m->flash_attn_label, errbuf);
     if (st == SIPP_OK) st = check_heads(m, "cache_type_k", out->k, "key", errbuf);

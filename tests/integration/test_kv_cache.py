@@ -1,0 +1,140 @@
+"""The KV cache's types (sipp_engine_params.cache_type_k / cache_type_v): a q8_0 cache loads and
+answers through the CLI and the gateway, its KV is smaller than f16's (measured and estimated),
+and a quantized V cache where flash attention is off is refused with the reason, by the CLI (exit
+2) and by the gateway's config check (FILE:LINE). Correctness only: bytes and speed are bench/'s.
+
+The model's heads are 32 wide, one block of q8_0 and q4_0 (a 16-wide head is refused: its test is
+here too)."""
+
+import os
+import subprocess
+import unittest
+
+from tests.integration.test_gateway_support import SIPP, check_build, serve_config, tmpdir, write
+from tests.support.models import make_model
+
+EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
+RUN_TIMEOUT_S = 120
+CTX = 1024
+WIDE_HEADS = {"n_embd": 128, "n_head": 4, "n_head_kv": 2, "n_ff": 256}
+
+
+def run(*args):
+    return subprocess.run([SIPP, *args], capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                          stdin=subprocess.DEVNULL)
+
+
+def greedy(model, *flags):
+    return run(model, "Hello", "--max-tokens", "4", "--temperature", "0", "--threads", "1", "--ctx-size",
+               str(CTX), *flags)
+
+
+class KvCacheCliTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        check_build()
+        cls.model = make_model(tmpdir(), "kv-wide.gguf", **WIDE_HEADS)
+        cls.narrow = make_model(tmpdir(), "kv-narrow.gguf")  # 16-wide heads
+
+    def test_q8_0_and_q4_0_caches_answer(self):
+        for k, v in (("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q8_0", "f16")):
+            with self.subTest(k=k, v=v):
+                r = greedy(self.model, "--cache-type-k", k, "--cache-type-v", v)
+                self.assertEqual(r.returncode, EXIT_OK, r.stderr)
+                self.assertTrue(r.stdout.strip(), "no text generated")
+
+    def test_quantized_v_without_flash_attention_is_refused(self):
+        for flags in (["--flash-attn", "off"], ["--backend", "cpu"]):
+            with self.subTest(flags=flags):
+                r = greedy(self.model, "--cache-type-v", "q8_0", *flags)
+                self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
+                self.assertIn("cache_type_v 'q8_0' needs flash attention", r.stderr)
+                self.assertIn("flash_attn on", r.stderr)
+        r = greedy(self.model, "--cache-type-v", "q8_0", "--backend", "cpu", "--flash-attn", "on")
+        self.assertEqual(r.returncode, EXIT_OK, r.stderr)
+        r = greedy(self.model, "--cache-type-k", "q8_0", "--backend", "cpu")  # a quantized K needs nothing
+        self.assertEqual(r.returncode, EXIT_OK, r.stderr)
+
+    def test_unknown_type_is_refused(self):
+        r = greedy(self.model, "--cache-type-k", "q5_1")
+        self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
+        self.assertIn("--cache-type-k 'q5_1' is not one of f16, q8_0, q4_0", r.stderr)
+        r = run("bench", self.model, "-ctv", "bf16")
+        self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
+        self.assertIn("--cache-type-v 'bf16' is not one of f16, q8_0, q4_0", r.stderr)
+
+    def test_heads_the_blocks_do_not_divide_are_refused(self):
+        r = greedy(self.narrow, "--cache-type-k", "q8_0")
+        self.assertEqual(r.returncode, EXIT_RUNTIME, r.stderr)
+        self.assertIn("do not divide the 16-wide attention heads", r.stderr)
+
+
+class KvCacheGatewayTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        check_build()
+        cls.model = make_model(tmpdir(), "kv-wide.gguf", **WIDE_HEADS)
+        targets = "".join(
+            f'[[targets]]\nname = "{name}"\nmodel = "{cls.model}"\nthreads = 1\nparallel = 2\n'
+            f'ctx_size = {CTX}\nload = "startup"\n{extra}\n'
+            for name, extra in (("f16", ""), ("q8", 'cache_type_k = "q8_0"\ncache_type_v = "q8_0"\n')))
+        cls.gw = serve_config(targets)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()
+
+    def entries(self):
+        status, _, body = self.gw.json("GET", "/v1/models")
+        self.assertEqual(status, 200, body)
+        return {m["id"]: m for m in body["data"]}
+
+    def test_q8_0_target_answers(self):
+        body = {"model": "q8", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4,
+                "temperature": 0}
+        status, _, out = self.gw.json("POST", "/v1/chat/completions", body)
+        self.assertEqual(status, 200, out)
+        self.assertEqual(out["usage"]["completion_tokens"], 4)
+
+    def test_q8_0_kv_is_smaller_measured_and_estimated(self):
+        models = self.entries()
+        f16, q8 = models["f16"]["sipp"], models["q8"]["sipp"]
+        self.assertTrue(f16["measured"] and q8["measured"])
+        for key in ("memory", "memory_estimate"):
+            with self.subTest(key=key):
+                # q8_0 stores 34 bytes per 32 values, f16 64
+                self.assertLess(q8[key]["kv_bytes"], f16[key]["kv_bytes"] * 0.6)
+                self.assertGreater(q8[key]["kv_bytes"], 0)
+
+
+class KvCacheConfigTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        check_build()
+        cls.model = make_model(tmpdir(), "kv-wide.gguf", **WIDE_HEADS)
+
+    def check(self, extra):
+        path = write("kv-check.toml", f'[[targets]]\nname = "t"\nmodel = "{self.model}"\n{extra}')
+        return subprocess.run([SIPP, "serve", "--check", "--config", path], capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT_S), path
+
+    def test_good_values(self):
+        r, _ = self.check('cache_type_k = "q4_0"\ncache_type_v = "q8_0"\n')
+        self.assertEqual(r.returncode, EXIT_OK, r.stderr)
+        r, _ = self.check('backend = "cpu"\nflash_attn = "on"\ncache_type_v = "q4_0"\n')
+        self.assertEqual(r.returncode, EXIT_OK, r.stderr)
+
+    def test_bad_values(self):
+        r, path = self.check('cache_type_k = "bf16"\n')
+        self.assertEqual(r.returncode, EXIT_RUNTIME, r.stderr)
+        self.assertIn(f"{path}:4: target 't': cache_type_k 'bf16' is not one of f16, q8_0, q4_0", r.stderr)
+        r, path = self.check('flash_attn = "off"\ncache_type_v = "q8_0"\n')
+        self.assertEqual(r.returncode, EXIT_RUNTIME, r.stderr)
+        self.assertIn(f"{path}:5: target 't': cache_type_v 'q8_0' needs flash attention", r.stderr)
+        r, path = self.check('backend = "cpu"\ncache_type_v = "q4_0"\n')
+        self.assertEqual(r.returncode, EXIT_RUNTIME, r.stderr)
+        self.assertIn("explicit cpu", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -56,8 +56,9 @@ static const char usage[] =
     "  --port N                 listen port (default 8080; 0 = any free port, printed at start)\n"
     "  --backend NAME           MODEL's backend: auto (default), cpu, vulkan, cuda, metal, ...\n"
     "  --parallel N             MODEL's slots: requests decoded together (default 4)\n"
-    "  --ctx-size N             MODEL's context in tokens, shared by the slots (default: the model's, at "
-    "most 4096)\n"
+    "  --ctx-size N|auto        MODEL's context in tokens, shared by the slots (default: the model's, at "
+    "most 4096;\n"
+    "                           auto: the largest that fits the memory budget)\n"
     "  --threads N              MODEL's CPU threads (default: all cores)\n"
     "  --gpu-layers N           MODEL's layers on the GPU backend (default: all)\n"
     "  --max-tokens N           MODEL's (or the served directory's) output cap: a request's default when it\n"
@@ -92,7 +93,7 @@ typedef struct serve_opts {
     const char *draft;
     int port; /* -1 = not given */
     int parallel, ctx_size, threads, gpu_layers, max_tokens;
-    bool parallel_set, ctx_set, threads_set, gpu_set, max_tokens_set;
+    bool parallel_set, ctx_set, ctx_auto, threads_set, gpu_set, max_tokens_set;
     bool check;
     bool allow_unauthenticated;
 } serve_opts;
@@ -143,9 +144,10 @@ static int parse(int argc, char **argv, serve_opts *o) {
             cli_int(&a, "--port", 0, SERVE_MAX_PORT, &o->port);
         else if (cli_flag_value(&a, "--parallel"))
             o->parallel_set = cli_int(&a, "--parallel", 1, SERVE_MAX_PARALLEL, &o->parallel);
-        else if (cli_flag_value(&a, "--ctx-size"))
-            o->ctx_set = cli_int(&a, "--ctx-size", 0, SERVE_MAX_CTX, &o->ctx_size);
-        else if (cli_flag_value(&a, "--threads"))
+        else if (cli_flag_value(&a, "--ctx-size")) {
+            o->ctx_auto = a.value && strcmp(a.value, "auto") == 0;
+            o->ctx_set = o->ctx_auto || cli_int(&a, "--ctx-size", 0, SERVE_MAX_CTX, &o->ctx_size);
+        } else if (cli_flag_value(&a, "--threads"))
             o->threads_set = cli_int(&a, "--threads", 1, SERVE_MAX_THREADS, &o->threads);
         else if (cli_flag_value(&a, "--max-tokens"))
             o->max_tokens_set = cli_int(&a, "--max-tokens", 1, SERVE_MAX_CTX, &o->max_tokens);
@@ -272,6 +274,7 @@ int cmd_serve(int argc, char **argv) {
         }
         if (o.parallel_set) t->parallel = o.parallel;
         if (o.ctx_set) t->ctx_size = o.ctx_size;
+        t->ctx_auto = o.ctx_auto;
         if (o.threads_set) t->threads = o.threads;
         if (o.gpu_set) t->gpu_layers = o.gpu_layers;
         if (o.max_tokens_set) t->max_tokens = o.max_tokens;

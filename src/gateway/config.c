@@ -47,7 +47,6 @@
 
 #define GW_MAX_TIMEOUT_S (7 * 24 * 3600)
 #define GW_MAX_COUNT 1000000
-#define GW_MAX_CTX (1 << 24)
 #define GW_MAX_THREADS 1024
 #define GW_MAX_GPU_LAYERS 100000
 #define GW_MAX_PARALLEL 256
@@ -585,6 +584,21 @@ static void parse_rpc_keys(cfg_ctx *x, const toml_node *t, const char *where, gw
                 where);
 }
 
+/* ctx_size: tokens, or "auto" (the largest context that fits the memory budget, worked out at start). */
+static void get_ctx_size(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    const toml_node *n = toml_table_get(t, "ctx_size");
+    if (!n || toml_node_kind(n) != TOML_STRING) {
+        get_int32(x, t, where, "ctx_size", 0, GW_MAX_CTX, &tc->ctx_size);
+        return;
+    }
+    char *s = NULL;
+    get_str(x, t, where, "ctx_size", &s);
+    tc->ctx_auto = s && strcmp(s, "auto") == 0;
+    if (s && !tc->ctx_auto)
+        cfg_err(x, toml_node_line(n), "%s ctx_size: '%s' is not a number of tokens or \"auto\"", where, s);
+    free(s);
+}
+
 /* cache_type_k, cache_type_v: known types, and a quantized V cache only where the target's flash
  * attention (flash_attn and backend, read before) is not off. */
 static void parse_kv_keys(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
@@ -642,7 +656,7 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     get_str(x, t, where, "chat_template", &tmpl);
     if (tmpl) tc->chat_template = strcmp(tmpl, "chatml") == 0 ? strdup(tmpl) : resolve_path(x->path, tmpl);
     free(tmpl);
-    get_int32(x, t, where, "ctx_size", 0, GW_MAX_CTX, &tc->ctx_size);
+    get_ctx_size(x, t, where, tc);
     get_int32(x, t, where, "parallel", 1, GW_MAX_PARALLEL, &tc->parallel);
     get_int32(x, t, where, "threads", 0, GW_MAX_THREADS, &tc->threads);
     get_int32(x, t, where, "gpu_layers", -1, GW_MAX_GPU_LAYERS, &tc->gpu_layers);

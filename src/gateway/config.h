@@ -30,6 +30,7 @@
 #define GW_DEFAULT_RESPONSES_TTL_S 3600
 #define GW_MIN_TOKEN_SECRET 16 /* bytes: shorter secrets are refused by gw_config_validate */
 #define GW_MAX_PORT 65535
+#define GW_MAX_CTX (1 << 24) /* ctx_size's ceiling */
 
 typedef enum gw_target_type { GW_TARGET_LOCAL, GW_TARGET_REMOTE } gw_target_type;
 
@@ -56,6 +57,7 @@ typedef struct gw_target_config {
     char *cache_type_v;
     char *chat_template; /* NULL: the model's; "chatml" or a template file's path */
     int ctx_size, parallel, threads, gpu_layers;
+    bool ctx_auto;  /* ctx_size = "auto": resolved to tokens at start (gw_residency_fit_contexts) */
     int max_tokens; /* a request's output: the default when it gives none, the ceiling when it asks more; 0 =
                        none */
     char *rpc_servers;  /* backend "rpc": rpc = ["host:port", ...] joined by ','; NULL = $SIPP_RPC_SERVERS */

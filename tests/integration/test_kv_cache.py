@@ -1,7 +1,9 @@
 """The KV cache's types (sipp_engine_params.cache_type_k / cache_type_v): a q8_0 cache loads and
 answers through the CLI and the gateway, its KV is smaller than f16's (measured and estimated),
 and a quantized V cache where flash attention is off is refused with the reason, by the CLI (exit
-2) and by the gateway's config check (FILE:LINE). Correctness only: bytes and speed are bench/'s.
+2) and by the gateway's config check (FILE:LINE). A target's ctx_size = "auto" picks a context whose
+estimate is within the memory budget and never past the model's trained context. Correctness only:
+bytes and speed are bench/'s.
 
 The model's heads are 32 wide, one block of q8_0 and q4_0 (a 16-wide head is refused: its test is
 here too)."""
@@ -134,6 +136,60 @@ class KvCacheConfigTest(unittest.TestCase):
         r, path = self.check('backend = "cpu"\ncache_type_v = "q4_0"\n')
         self.assertEqual(r.returncode, EXIT_RUNTIME, r.stderr)
         self.assertIn("explicit cpu", r.stderr)
+
+
+
+class CtxAutoTest(unittest.TestCase):
+    """ctx_size = "auto" under a [server] memory_budget_mb that holds a long-context model's weights
+    and compute buffers but not its whole trained context."""
+
+    BUDGET_MB = 400
+    LONG_TRAIN, SHORT_TRAIN = 65536, 1000
+
+    @classmethod
+    def setUpClass(cls):
+        check_build()
+        long = make_model(tmpdir(), "kv-long.gguf", n_ctx=cls.LONG_TRAIN, **WIDE_HEADS)
+        short = make_model(tmpdir(), "kv-short.gguf", n_ctx=cls.SHORT_TRAIN, **WIDE_HEADS)
+        targets = "".join(
+            f'[[targets]]\nname = "{name}"\nmodel = "{path}"\nthreads = 1\nctx_size = "auto"\n{extra}\n'
+            for name, path, extra in (("long", long, 'load = "on_demand"\n'),
+                                      ("long-q4", long, 'load = "on_demand"\ncache_type_k = "q4_0"\n'),
+                                      ("short", short, "parallel = 1\n")))
+        cls.gw = serve_config(f"[server]\nmemory_budget_mb = {cls.BUDGET_MB}\n\n{targets}")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()
+
+    def test_auto_fits_the_budget_and_the_trained_context(self):
+        status, _, body = self.gw.json("GET", "/v1/models")
+        self.assertEqual(status, 200, body)
+        models = {m["id"]: m["sipp"] for m in body["data"]}
+        for name, train in (("long", self.LONG_TRAIN), ("long-q4", self.LONG_TRAIN), ("short", self.SHORT_TRAIN)):
+            with self.subTest(target=name):
+                s = models[name]
+                self.assertTrue(s["ctx_size_auto"])
+                self.assertEqual(s["ctx_size"] % 256, 0)
+                self.assertGreaterEqual(s["ctx_size"], 256)
+                self.assertLessEqual(s["ctx_size"], train)
+                self.assertLessEqual(s["memory_estimate"]["total_bytes"], self.BUDGET_MB << 20)
+        self.assertLess(models["long"]["ctx_size"], self.LONG_TRAIN, "the budget should not hold it all")
+        self.assertEqual(models["short"]["ctx_size"], 768, "the largest multiple of 256 in its 1000")
+        self.assertGreaterEqual(models["long-q4"]["ctx_size"], models["long"]["ctx_size"])
+
+    def test_auto_is_stated_at_start_and_at_load(self):
+        log = self.gw.text()
+        self.assertIn("target 'short': ctx_size \"auto\" is 768 tokens (KV f16/f16, 1 slots)", log)
+        self.assertIn("768 tokens of context (ctx_size auto)", log)
+
+    def test_a_word_other_than_auto_is_refused(self):
+        path = write("ctx-check.toml", f'[[targets]]\nname = "t"\nmodel = "{make_model(tmpdir(), "kv-wide.gguf", **WIDE_HEADS)}"\n'
+                                       'ctx_size = "max"\n')
+        r = subprocess.run([SIPP, "serve", "--check", "--config", path], capture_output=True, text=True,
+                           timeout=RUN_TIMEOUT_S)
+        self.assertEqual(r.returncode, EXIT_RUNTIME, r.stderr)
+        self.assertIn(f"{path}:4: target 't' ctx_size: 'max' is not a number of tokens or \"auto\"", r.stderr)
 
 
 if __name__ == "__main__":

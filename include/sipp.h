@@ -600,6 +600,15 @@ SIPP_API sipp_status sipp_model_eval_logits(sipp_model *model, const int32_t *to
                                             bool incremental, int threads, float **logits, int *n_vocab,
                                             char *errbuf);
 
+/* The batched logits of sipp_model_eval_logits with the KV cache at cache_type (f16, q8_0, q4_0):
+ * keys and values where the model's load has flash attention, the keys alone where it is off (a
+ * quantized V cache needs it); *cache_type_v (optional; a static string) says which values ran.
+ * SIPP_ERR_INVALID_ARGUMENT, with the reason, for a type the model's attention heads cannot take.
+ * sipp verify measures each type's drift against f16 with it. */
+SIPP_API sipp_status sipp_model_eval_logits_kv(sipp_model *model, const int32_t *tokens, size_t n_tokens,
+                                               int threads, const char *cache_type, const char **cache_type_v,
+                                               float **logits, int *n_vocab, char *errbuf);
+
 #define SIPP_MAX_OPS 128
 
 typedef struct sipp_op_stat {

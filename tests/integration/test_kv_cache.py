@@ -2,13 +2,14 @@
 answers through the CLI and the gateway, its KV is smaller than f16's (measured and estimated),
 and a quantized V cache where flash attention is off is refused with the reason, by the CLI (exit
 2) and by the gateway's config check (FILE:LINE). A target's ctx_size = "auto" picks a context whose
-estimate is within the memory budget and never past the model's trained context. Correctness only:
-bytes and speed are bench/'s.
+estimate is within the memory budget and never past the model's trained context. sipp verify records
+each quantized type's logit drift against f16 per backend. Correctness only: bytes and speed are
+bench/'s.
 
 The model's heads are 32 wide, one block of q8_0 and q4_0 (a 16-wide head is refused: its test is
 here too)."""
 
-import os
+import json
 import subprocess
 import unittest
 
@@ -190,6 +191,37 @@ class CtxAutoTest(unittest.TestCase):
                            timeout=RUN_TIMEOUT_S)
         self.assertEqual(r.returncode, EXIT_RUNTIME, r.stderr)
         self.assertIn(f"{path}:4: target 't' ctx_size: 'max' is not a number of tokens or \"auto\"", r.stderr)
+
+
+
+class VerifyKvDriftTest(unittest.TestCase):
+    """sipp verify's kv_cache entries: q8_0 and q4_0 against f16 on each backend, K alone where flash
+    attention is off (cpu), K and V where it is on (cpu+fa); a type the heads cannot take is skipped
+    with the reason."""
+
+    def verify(self, model):
+        r = run("verify", model, "--backends", "cpu,cpu+fa", "--threads", "1", "--greedy-tokens", "2", "--json")
+        self.assertEqual(r.returncode, EXIT_OK, r.stderr)
+        return json.loads(r.stdout)["backends"]
+
+    def test_drift_of_each_type_is_recorded(self):
+        backends = self.verify(make_model(tmpdir(), "kv-wide.gguf", **WIDE_HEADS))
+        for name, v_quantized in (("cpu", False), ("cpu+fa", True)):
+            kv = {e["cache_type_k"]: e for e in backends[name]["kv_cache"]}
+            self.assertEqual(sorted(kv), ["q4_0", "q8_0"])
+            for t, e in kv.items():
+                with self.subTest(backend=name, type=t):
+                    self.assertEqual(e["cache_type_v"], t if v_quantized else "f16")
+                    self.assertIsNone(e["skipped"])
+                    self.assertGreater(e["vs_f16"]["positions"], 0)
+                    self.assertGreaterEqual(e["vs_f16"]["kl_mean"], 0)
+                    self.assertLess(e["vs_f16"]["kl_mean"], 0.1)  # drift, not breakage
+
+    def test_a_type_the_heads_cannot_take_is_skipped(self):
+        backends = self.verify(make_model(tmpdir(), "kv-narrow.gguf"))
+        for e in backends["cpu"]["kv_cache"]:
+            self.assertIsNone(e["vs_f16"])
+            self.assertIn("do not divide the 16-wide attention heads", e["skipped"])
 
 
 if __name__ == "__main__":

@@ -30,6 +30,11 @@
  * freed, outside the lock; its next load restores them (sipp_engine_restore_slots), so that a
  * conversation does not read its history again after an eviction or a keep_alive unload.
  *
+ * Contexts that fit. A target with ctx_size = "auto" gets, before the gateway starts, the largest
+ * context (a multiple of 256, at most the model's trained one) whose estimate fits the budgets with
+ * the model alone (gw_residency_fit_contexts): written into its config, so that every later reader
+ * (the load, the estimate, the routes) sees a number of tokens.
+ *
  * New files. With a models directory, GET /v1/models and a request naming an unknown model list the
  * directory again; a model not yet served becomes an on-demand target (targets.c keeps room).
  *
@@ -868,7 +873,7 @@ bool gw_residency_startup_ready(gw_server *srv) {
     return ready;
 }
 
-/* ---- new files in the models directory ---------------------------------------------------------- */
+/* ---- estimates, and ctx_size "auto" ---------------------------------------------------------- */
 
 static sipp_status estimate_at(const gw_target_config *c, int ctx_size, sipp_memory *out, char *err) {
     sipp_model_params mp = sipp_model_default_params();
@@ -888,8 +893,6 @@ static void estimate(gw_target *t) {
     if (estimate_at(t->cfg, t->cfg->ctx_size, &t->estimate, err) != SIPP_OK)
         memset(&t->estimate, 0, sizeof t->estimate);
 }
-
-/* ---- ctx_size "auto" ---------------------------------------------------------------------------- */
 
 /* Whether m fits every place's budget on its own (no other model held). */
 static bool fits_alone(const gw_residency *r, const sipp_memory *m) {
@@ -966,6 +969,8 @@ void gw_residency_fit_contexts(gw_config *cfg) {
                 fits ? "" : "; it does not fit even so, and its load will be refused");
     }
 }
+
+/* ---- new files in the models directory ---------------------------------------------------------- */
 
 static bool served(const gw_server *srv, const char *name) {
     for (size_t i = 0; i < srv->n_targets; i++)

@@ -13,7 +13,7 @@ import json
 import subprocess
 import unittest
 
-from tests.integration.test_gateway_support import SIPP, check_build, serve_config, tmpdir, write
+from tests.integration.test_gateway_support import SIPP, check_build, serve_config, serve_model, tmpdir, write
 from tests.support.models import make_model
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
@@ -183,6 +183,16 @@ class CtxAutoTest(unittest.TestCase):
         log = self.gw.text()
         self.assertIn("target 'short': ctx_size \"auto\" is 768 tokens (KV f16/f16, 1 slots)", log)
         self.assertIn("768 tokens of context (ctx_size auto)", log)
+
+    def test_serve_model_takes_ctx_size_auto(self):
+        gw = serve_model(make_model(tmpdir(), "kv-short.gguf", n_ctx=self.SHORT_TRAIN, **WIDE_HEADS), "--ctx-size",
+                         "auto", "--parallel", "1")
+        try:
+            status, _, body = gw.json("GET", "/v1/models")
+            self.assertEqual(status, 200, body)
+            self.assertEqual(body["data"][0]["sipp"]["ctx_size"], 768)
+        finally:
+            gw.stop()
 
     def test_a_word_other_than_auto_is_refused(self):
         path = write("ctx-check.toml", f'[[targets]]\nname = "t"\nmodel = "{make_model(tmpdir(), "kv-wide.gguf", **WIDE_HEADS)}"\n'

@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 7
+#define SIPP_ABI_VERSION 8
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -500,6 +500,13 @@ SIPP_API sipp_model_params sipp_model_default_params(void);
  * naming it unless it is auto, on or off. [any thread] */
 SIPP_API sipp_status sipp_flash_attn_check(const char *value, char *errbuf);
 
+/* Checks KV cache types (sipp_engine_params.cache_type_k and cache_type_v; NULL or "" count as f16)
+ * for a model that would be loaded with mp (NULL: the defaults), without loading it: each is one of
+ * f16, q8_0, q4_0, and a quantized V cache only where the load's flash attention would not be off.
+ * SIPP_ERR_INVALID_ARGUMENT with a message naming the field and what to do. [any thread] */
+SIPP_API sipp_status sipp_kv_cache_check(const sipp_model_params *mp, const char *cache_type_k,
+                                         const char *cache_type_v, char *errbuf);
+
 /* Loads a GGUF file. On failure *out is NULL and errbuf holds one line naming the file and the
  * problem. Before llama.cpp sees the file its header is checked as sipp_model_check does. */
 SIPP_API sipp_status sipp_model_load(const char *path, const sipp_model_params *params, sipp_model **out,
@@ -592,6 +599,15 @@ SIPP_API sipp_status sipp_chat_render(sipp_model *model, const char *tmpl, const
 SIPP_API sipp_status sipp_model_eval_logits(sipp_model *model, const int32_t *tokens, size_t n_tokens,
                                             bool incremental, int threads, float **logits, int *n_vocab,
                                             char *errbuf);
+
+/* The batched logits of sipp_model_eval_logits with the KV cache at cache_type (f16, q8_0, q4_0):
+ * keys and values where the model's load has flash attention, the keys alone where it is off (a
+ * quantized V cache needs it); *cache_type_v (optional; a static string) says which values ran.
+ * SIPP_ERR_INVALID_ARGUMENT, with the reason, for a type the model's attention heads cannot take.
+ * sipp verify measures each type's drift against f16 with it. */
+SIPP_API sipp_status sipp_model_eval_logits_kv(sipp_model *model, const int32_t *tokens, size_t n_tokens,
+                                               int threads, const char *cache_type, const char **cache_type_v,
+                                               float **logits, int *n_vocab, char *errbuf);
 
 #define SIPP_MAX_OPS 128
 
@@ -762,6 +778,15 @@ typedef struct sipp_engine_params {
      * plain steps while it runs plain, then after 32, 64, ... up to 256 as long as plain stays
      * faster. "off": every step proposes up to draft_max, as a fixed draft length does. */
     const char *draft_cutoff;
+    /* The element types of the KV cache, keys and values (llama-server's --cache-type-k and
+     * --cache-type-v): "f16" (NULL or "", the default), "q8_0" (about half the bytes of f16) or
+     * "q4_0" (about a quarter), at some drift of the logits (sipp verify measures it). A quantized V
+     * cache needs flash attention: an engine on a model whose load has it off (flash_attn "off", or
+     * "auto" with backend "cpu" or "rpc" named) refuses it with SIPP_ERR_INVALID_ARGUMENT. The draft
+     * model's and the embedding context's caches stay f16. sipp_memory_estimate counts the chosen
+     * types. */
+    const char *cache_type_k;
+    const char *cache_type_v;
 } sipp_engine_params;
 
 #define SIPP_DRAFT_MAX_DEFAULT 8
@@ -1085,8 +1110,9 @@ SIPP_API uint64_t sipp_memory_total(const sipp_memory *m);
 /* Estimates what loading path with mp and starting an engine with ep would take, from the GGUF
  * header only (nothing is loaded): the tensors' bytes placed as the backend policy would place the
  * layers (gpu_layers of n_layer+1 on the chosen GPU device, the rest on the host), the KV cache for
- * ep's ctx_size (shared by ep's parallel slots) in f16, and the compute and output buffers of one
- * batch. NULL params mean the defaults. SIPP_ERR_MODEL when the header cannot be read. */
+ * ep's ctx_size (shared by ep's parallel slots) at ep's cache types (f16 by default), and the
+ * compute and output buffers of one batch. NULL params mean the defaults. SIPP_ERR_MODEL when the
+ * header cannot be read, SIPP_ERR_INVALID_ARGUMENT for an unknown cache type. */
 SIPP_API sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp,
                                           const sipp_engine_params *ep, sipp_memory *out, char *errbuf);
 

@@ -35,6 +35,11 @@ export interface LocalOptions {
   /** 'auto' (default): a cost model the engine measures picks each step's draft length, 0 (a plain
    * step) where speculation would be slower; 'off': always propose up to draftMax. */
   draftCutoff?: 'auto' | 'off';
+  /** The KV cache's key and value types: 'f16' (default), 'q8_0', 'q4_0'. A quantized V cache needs
+   * flash attention (refused where the load has it off: flashAttn 'off', or backend 'cpu' without
+   * flashAttn 'on'). */
+  cacheTypeK?: 'f16' | 'q8_0' | 'q4_0';
+  cacheTypeV?: 'f16' | 'q8_0' | 'q4_0';
 }
 
 export interface LocalSpec { kind: 'local'; model: string; options?: LocalOptions }

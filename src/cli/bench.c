@@ -45,7 +45,7 @@ typedef struct int_list {
 } int_list;
 
 typedef struct bench_opts {
-    const char *model, *backend, *artifact, *rpc, *tensor_split, *flash_attn;
+    const char *model, *backend, *artifact, *rpc, *tensor_split, *flash_attn, *cache_type_k, *cache_type_v;
     int pp, tg, reps, threads, ctx_size, ctx_per_slot;
     int_list levels, lengths;
     bool json;
@@ -174,6 +174,8 @@ static sipp_engine *new_engine(bench_run *b, int parallel, int ctx_size) {
     ep.parallel = parallel;
     ep.threads = b->o->threads;
     ep.ctx_size = b->o->ctx_size ? b->o->ctx_size : ctx_size;
+    ep.cache_type_k = b->o->cache_type_k;
+    ep.cache_type_v = b->o->cache_type_v;
     sipp_engine *e = NULL;
     char err[SIPP_ERROR_SIZE];
     if (sipp_engine_new(b->model, &ep, &e, err) != SIPP_OK) {
@@ -306,6 +308,10 @@ static int parse(int argc, char **argv, bench_opts *o) {
             o->backend = a.value;
         else if (cli_flag_value(&a, "--flash-attn"))
             cli_flash_attn(&a, &o->flash_attn);
+        else if (cli_flag_value(&a, "--cache-type-k") || cli_flag_value(&a, "-ctk"))
+            cli_cache_type(&a, "--cache-type-k", &o->cache_type_k);
+        else if (cli_flag_value(&a, "--cache-type-v") || cli_flag_value(&a, "-ctv"))
+            cli_cache_type(&a, "--cache-type-v", &o->cache_type_v);
         else if (cli_flag_value(&a, "--rpc"))
             o->rpc = a.value;
         else if (cli_flag_value(&a, "--tensor-split"))
@@ -337,6 +343,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         }
     }
     if (a.bad) return EXIT_USAGE;
+    if (!cli_cache_types_fit(o->backend, o->flash_attn, o->cache_type_k, o->cache_type_v)) return EXIT_USAGE;
     if (!o->model) {
         cli_error("bench: no MODEL given");
         return EXIT_USAGE;
@@ -358,6 +365,7 @@ static const char usage[] =
     "usage: sipp bench MODEL [-p 512] [-n 128] [-r 5] [--concurrency 1,4|0] [--ctx-per-slot N]\n"
     "                  [--prompt-lengths 128,512,2048] [--threads N] [--backend NAME]\n"
     "                  [--flash-attn auto|on|off] [--ctx-size N] [--artifact DIR] [-o md|json]\n"
+    "                  [-ctk|--cache-type-k f16|q8_0|q4_0] [-ctv|--cache-type-v f16|q8_0|q4_0]\n"
     "                  [--rpc HOST:PORT[,...] --tensor-split A,B,...] (with --backend rpc)\n\n"
     "Measures cold load time, prefill (pp) and decode (tg) tokens/s with mean and standard deviation\n"
     "(as llama-bench defines them; -r 0 skips them), TTFT and inter-token latency, and two curves:\n"

@@ -39,6 +39,11 @@ bool cli_float(cli_args *a, const char *flag, double lo, double hi, float *out);
 bool cli_float_below(cli_args *a, const char *flag, double lo, double hi, float *out);
 /* --flash-attn's value: auto, on or off (sipp_flash_attn_check); reports anything else. */
 bool cli_flash_attn(cli_args *a, const char **out);
+/* --cache-type-k's or --cache-type-v's value: f16, q8_0 or q4_0; reports anything else. */
+bool cli_cache_type(cli_args *a, const char *flag, const char **out);
+/* Whether KV cache types can run beside a load's backend and flash attention (sipp_kv_cache_check);
+ * reports why not. */
+bool cli_cache_types_fit(const char *backend, const char *flash_attn, const char *type_k, const char *type_v);
 /* --spec's value: none or ngram; reports anything else. */
 bool cli_speculative(cli_args *a, const char **out);
 /* --draft-cutoff's value: auto or off; reports anything else. */

@@ -85,6 +85,29 @@ bool cli_flash_attn(cli_args *a, const char **out) {
     return true;
 }
 
+bool cli_cache_type(cli_args *a, const char *flag, const char **out) {
+    if (!a->value) return false;
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_kv_cache_check(NULL, a->value, NULL, err) != SIPP_OK) {
+        cli_error("%s '%s' is not one of f16, q8_0, q4_0", flag, a->value);
+        a->bad = true;
+        return false;
+    }
+    *out = a->value;
+    return true;
+}
+
+bool cli_cache_types_fit(const char *backend, const char *flash_attn, const char *type_k,
+                         const char *type_v) {
+    sipp_model_params mp = sipp_model_default_params();
+    mp.backend = backend;
+    mp.flash_attn = flash_attn;
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_kv_cache_check(&mp, type_k, type_v, err) == SIPP_OK) return true;
+    cli_error("%s", err);
+    return false;
+}
+
 bool cli_speculative(cli_args *a, const char **out) {
     if (!a->value) return false;
     if (strcmp(a->value, "none") != 0 && strcmp(a->value, "ngram") != 0 && strcmp(a->value, "draft") != 0) {

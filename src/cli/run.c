@@ -45,6 +45,7 @@ typedef struct run_opts {
     int draft_max, draft_min;
     float draft_p_min;
     const char *draft_cutoff;
+    const char *cache_type_k, *cache_type_v;
     const char *artifact;
     const char *chat_template;
     const char *rpc;
@@ -92,6 +93,8 @@ static const char usage[] =
     "  --stop TEXT            stop when TEXT is generated (repeatable; TEXT is not printed)\n"
     "  --ignore-eos           keep generating past end-of-generation tokens\n"
     "  --ctx-size N           context size in tokens (default: the model's, at most 4096)\n"
+    "  --cache-type-k TYPE    the KV cache's key type: f16 (default), q8_0, q4_0\n"
+    "  --cache-type-v TYPE    its value type: f16 (default), q8_0, q4_0 (quantized needs flash attention)\n"
     "  --threads N            CPU threads (default: all cores)\n"
     "  --backend NAME         auto (default), cpu, vulkan, cuda, metal, webgpu, rpc\n"
     "  --gpu-layers N         layers to put on the GPU backend (default: all)\n"
@@ -167,6 +170,10 @@ static int parse(int argc, char **argv, run_opts *o) {
             cli_int(&a, "--max-tokens", -1, 1 << 24, &o->max_tokens);
         else if (cli_flag_value(&a, "--ctx-size"))
             cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
+        else if (cli_flag_value(&a, "--cache-type-k"))
+            cli_cache_type(&a, "--cache-type-k", &o->cache_type_k);
+        else if (cli_flag_value(&a, "--cache-type-v"))
+            cli_cache_type(&a, "--cache-type-v", &o->cache_type_v);
         else if (cli_flag_value(&a, "--threads"))
             cli_int(&a, "--threads", 1, 1024, &o->threads);
         else if (cli_flag_value(&a, "--gpu-layers"))
@@ -260,6 +267,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         cli_error("--backend: %s", err);
         return EXIT_USAGE;
     }
+    if (!cli_cache_types_fit(o->backend, o->flash_attn, o->cache_type_k, o->cache_type_v)) return EXIT_USAGE;
     o->model = positional[0];
     o->prompt = positional[1];
     if (o->tools && !o->chat) {
@@ -623,6 +631,8 @@ int cmd_run(int argc, char **argv) {
     ep.draft_min = o.draft_min;
     ep.draft_p_min = o.draft_p_min;
     ep.draft_cutoff = o.draft_cutoff;
+    ep.cache_type_k = o.cache_type_k;
+    ep.cache_type_v = o.cache_type_v;
     sipp_engine *e = NULL;
     if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) {
         cli_error("%s", err);

@@ -56,13 +56,17 @@ static const char usage[] =
     "  --port N                 listen port (default 8080; 0 = any free port, printed at start)\n"
     "  --backend NAME           MODEL's backend: auto (default), cpu, vulkan, cuda, metal, ...\n"
     "  --parallel N             MODEL's slots: requests decoded together (default 4)\n"
-    "  --ctx-size N             MODEL's context in tokens, shared by the slots (default: the model's, at "
-    "most 4096)\n"
+    "  --ctx-size N|auto        MODEL's context in tokens, shared by the slots (default: the model's, at "
+    "most 4096;\n"
+    "                           auto: the largest that fits the memory budget)\n"
     "  --threads N              MODEL's CPU threads (default: all cores)\n"
     "  --gpu-layers N           MODEL's layers on the GPU backend (default: all)\n"
     "  --max-tokens N           MODEL's (or the served directory's) output cap: a request's default when it\n"
     "                           gives none, its ceiling when it asks more (default: none)\n"
     "  --flash-attn MODE        MODEL's flash attention: auto (default; off with --backend cpu), on, off\n"
+    "  --cache-type-k TYPE      MODEL's KV cache key type: f16 (default), q8_0, q4_0\n"
+    "  --cache-type-v TYPE      MODEL's KV cache value type: f16 (default), q8_0, q4_0 (needs flash "
+    "attention)\n"
     "  --spec none|ngram|draft  MODEL's speculative decoding (greedy and sampled requests)\n"
     "  --draft DRAFT|auto       MODEL's draft model (speculative \"draft\"; a path or a store name; auto:\n"
     "                           the draft published beside MODEL, for development)\n"
@@ -84,11 +88,12 @@ typedef struct serve_opts {
     size_t n_supervised;
     int memory_budget_mb, max_loaded_models;
     const char *flash_attn;
+    const char *cache_type_k, *cache_type_v;
     const char *speculative;
     const char *draft;
     int port; /* -1 = not given */
     int parallel, ctx_size, threads, gpu_layers, max_tokens;
-    bool parallel_set, ctx_set, threads_set, gpu_set, max_tokens_set;
+    bool parallel_set, ctx_set, ctx_auto, threads_set, gpu_set, max_tokens_set;
     bool check;
     bool allow_unauthenticated;
 } serve_opts;
@@ -127,6 +132,10 @@ static int parse(int argc, char **argv, serve_opts *o) {
             cli_int(&a, "--max-loaded-models", 1, SERVE_MAX_LOADED, &o->max_loaded_models);
         else if (cli_flag_value(&a, "--flash-attn"))
             cli_flash_attn(&a, &o->flash_attn);
+        else if (cli_flag_value(&a, "--cache-type-k"))
+            cli_cache_type(&a, "--cache-type-k", &o->cache_type_k);
+        else if (cli_flag_value(&a, "--cache-type-v"))
+            cli_cache_type(&a, "--cache-type-v", &o->cache_type_v);
         else if (cli_flag_value(&a, "--spec"))
             cli_speculative(&a, &o->speculative);
         else if (cli_flag_value(&a, "--draft"))
@@ -135,9 +144,10 @@ static int parse(int argc, char **argv, serve_opts *o) {
             cli_int(&a, "--port", 0, SERVE_MAX_PORT, &o->port);
         else if (cli_flag_value(&a, "--parallel"))
             o->parallel_set = cli_int(&a, "--parallel", 1, SERVE_MAX_PARALLEL, &o->parallel);
-        else if (cli_flag_value(&a, "--ctx-size"))
-            o->ctx_set = cli_int(&a, "--ctx-size", 0, SERVE_MAX_CTX, &o->ctx_size);
-        else if (cli_flag_value(&a, "--threads"))
+        else if (cli_flag_value(&a, "--ctx-size")) {
+            o->ctx_auto = a.value && strcmp(a.value, "auto") == 0;
+            o->ctx_set = o->ctx_auto || cli_int(&a, "--ctx-size", 0, SERVE_MAX_CTX, &o->ctx_size);
+        } else if (cli_flag_value(&a, "--threads"))
             o->threads_set = cli_int(&a, "--threads", 1, SERVE_MAX_THREADS, &o->threads);
         else if (cli_flag_value(&a, "--max-tokens"))
             o->max_tokens_set = cli_int(&a, "--max-tokens", 1, SERVE_MAX_CTX, &o->max_tokens);
@@ -172,14 +182,17 @@ static int parse(int argc, char **argv, serve_opts *o) {
         cli_error("serve: --check needs --config FILE");
         return EXIT_USAGE;
     }
-    if (o->config && (o->backend || o->flash_attn || o->speculative || o->draft || o->parallel_set ||
-                      o->ctx_set || o->threads_set || o->gpu_set || o->max_tokens_set)) {
-        cli_error("serve: --backend, --flash-attn, --spec, --draft, --parallel, --ctx-size, --threads, "
-                  "--gpu-layers and --max-tokens apply to MODEL; with --config set "
-                  "them per target in the file (max_tokens = N)");
+    if (o->config &&
+        (o->backend || o->flash_attn || o->speculative || o->draft || o->parallel_set || o->ctx_set ||
+         o->threads_set || o->gpu_set || o->max_tokens_set || o->cache_type_k || o->cache_type_v)) {
+        cli_error(
+            "serve: --backend, --flash-attn, --spec, --draft, --parallel, --ctx-size, --threads, "
+            "--gpu-layers, --max-tokens, --cache-type-k and --cache-type-v apply to MODEL; with --config "
+            "set them per target in the file (max_tokens = N)");
         return EXIT_USAGE;
     }
-    return EXIT_OK;
+    return cli_cache_types_fit(o->backend, o->flash_attn, o->cache_type_k, o->cache_type_v) ? EXIT_OK
+                                                                                            : EXIT_USAGE;
 }
 
 static void print_errors(const sipp_buf *errs) {
@@ -246,6 +259,8 @@ int cmd_serve(int argc, char **argv) {
             free(t->speculative);
             t->speculative = strdup(o.speculative);
         }
+        if (o.cache_type_k) t->cache_type_k = strdup(o.cache_type_k);
+        if (o.cache_type_v) t->cache_type_v = strdup(o.cache_type_v);
         char draft_buf[PATH_MAX];
         const char *draft = NULL;
         if (!cli_draft_model(o.model, o.draft, &draft, draft_buf, sizeof draft_buf)) {
@@ -259,6 +274,7 @@ int cmd_serve(int argc, char **argv) {
         }
         if (o.parallel_set) t->parallel = o.parallel;
         if (o.ctx_set) t->ctx_size = o.ctx_size;
+        t->ctx_auto = o.ctx_auto;
         if (o.threads_set) t->threads = o.threads;
         if (o.gpu_set) t->gpu_layers = o.gpu_layers;
         if (o.max_tokens_set) t->max_tokens = o.max_tokens;

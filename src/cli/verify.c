@@ -210,10 +210,34 @@ static long integer(const json_t *o, const char *key) {
 
 static const char *metric_unit(const char *metric) { return strstr(metric, "kl") ? " nats" : ""; }
 
-static void print_metrics_row(const char *backend, const json_t *m) {
-    printf("  %-8s %10.3g %10.3g %10.3g %10.3g %7.1f%% %7.1f%%\n", backend, num(m, "max_abs_diff"),
+static void print_metrics_row_in(int width, const char *backend, const json_t *m) {
+    printf("  %-*s %10.3g %10.3g %10.3g %10.3g %7.1f%% %7.1f%%\n", width, backend, num(m, "max_abs_diff"),
            num(m, "rms_diff"), num(m, "kl_mean"), num(m, "kl_max"), 100 * num(m, "top1_agreement"),
            100 * num(m, "top5_overlap"));
+}
+
+static void print_metrics_row(const char *backend, const json_t *m) { print_metrics_row_in(8, backend, m); }
+
+#define KV_LABEL_WIDTH 20 /* "cpu+fa q8_0/q8_0" */
+
+/* Each quantized KV cache type against the same backend's f16 cache (recorded, not gated). */
+static void print_kv_cache(const json_t *backends) {
+    printf("\nKV cache types (K/V) against f16, same backend (recorded, not gated)\n");
+    printf("  %-*s %10s %10s %10s %10s %8s %8s\n", KV_LABEL_WIDTH, "backend K/V", "max |d|", "rms", "KL mean",
+           "KL max", "top-1", "top-5");
+    const char *name;
+    const json_t *b, *e;
+    size_t i;
+    json_object_foreach((json_t *)backends, name, b)
+        json_array_foreach(json_object_get(b, "kv_cache"), i, e) {
+        char label[64];
+        snprintf(label, sizeof label, "%s %s/%s", name, str(e, "cache_type_k"), str(e, "cache_type_v"));
+        const json_t *m = json_object_get(e, "vs_f16");
+        if (json_is_object(m))
+            print_metrics_row_in(KV_LABEL_WIDTH, label, m);
+        else
+            printf("  %-*s skipped: %s\n", KV_LABEL_WIDTH, label, str(e, "skipped"));
+    }
 }
 
 static void print_text(const json_t *r) {
@@ -244,6 +268,7 @@ static void print_text(const json_t *r) {
     }
     printf("\ncached decoding: one token at a time against one batched prefill, same backend\n");
     json_object_foreach((json_t *)backends, name, b) print_metrics_row(name, json_object_get(b, "cached"));
+    print_kv_cache(backends);
     long greedy_tokens = integer(r, "greedy_tokens");
     if (greedy_tokens > 0) {
         printf("\ngreedy continuations (%ld tokens per prompt, temperature 0): tokens equal to %s's\n",

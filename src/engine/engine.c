@@ -23,6 +23,7 @@
 #include "engine/scheduler.h"
 #include "engine/slot.h"
 #include "engine/state.h"
+#include "model/kv_cache.h"
 
 #define DEFAULT_PARALLEL 4
 #define DEFAULT_BATCH 512
@@ -123,7 +124,8 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
                          : DEFAULT_CTX_CAP;
     bool spec_ngram = false, spec_auto = false;
     sipp_status sst = check_speculative(model, &p, &spec_ngram, &spec_auto, errbuf);
-    if (sst != SIPP_OK) return sst;
+    sipp_kv_types kv;
+    if (sst != SIPP_OK || (sst = sipp_model_kv_types(model, &p, &kv, errbuf)) != SIPP_OK) return sst;
     if ((size_t)p.parallel > llama_max_parallel_sequences())
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "parallel %d is above llama.cpp's limit of %zu",
                          p.parallel, llama_max_parallel_sequences());
@@ -141,6 +143,8 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
 
     struct llama_context_params cp = sipp_model_context_params(model);
     cp.n_ctx = (uint32_t)p.ctx_size;
+    cp.type_k = kv.k;
+    cp.type_v = kv.v;
     cp.n_batch = (uint32_t)p.batch_size;
     cp.n_ubatch = (uint32_t)p.batch_size;
     cp.n_seq_max = (uint32_t)p.parallel;

@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "engine/tokens.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
 #include "util/util.h"
 
@@ -21,9 +22,15 @@
 #define TRACE_CTX 256
 #define MAX_TRACE_DEVICES 8
 
+/* A context of one sequence; kv NULL keeps llama.cpp's f16 cache. */
 static struct llama_context *scratch_ctx(sipp_model *m, int n_ctx, int n_batch, int threads,
-                                         ggml_backend_sched_eval_callback cb, void *cb_user) {
+                                         ggml_backend_sched_eval_callback cb, void *cb_user,
+                                         const sipp_kv_types *kv) {
     struct llama_context_params cp = sipp_model_context_params(m);
+    if (kv) {
+        cp.type_k = kv->k;
+        cp.type_v = kv->v;
+    }
     cp.n_ctx = (uint32_t)n_ctx;
     cp.n_batch = (uint32_t)n_batch;
     cp.n_ubatch = (uint32_t)n_batch;
@@ -35,8 +42,10 @@ static struct llama_context *scratch_ctx(sipp_model *m, int n_ctx, int n_batch, 
     return llama_init_from_model(m->lm, cp);
 }
 
-sipp_status sipp_model_eval_logits(sipp_model *m, const int32_t *tokens, size_t n_tokens, bool incremental,
-                                   int threads, float **out, int *n_vocab_out, char *errbuf) {
+/* Teacher-forced logits with the KV cache at kv's types (NULL: f16). */
+static sipp_status eval_logits(sipp_model *m, const int32_t *tokens, size_t n_tokens, bool incremental,
+                               int threads, const sipp_kv_types *kv, float **out, int *n_vocab_out,
+                               char *errbuf) {
     *out = NULL;
     if (!m || !tokens || n_tokens == 0 || n_tokens > INT32_MAX / 2)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no tokens to evaluate");
@@ -48,7 +57,7 @@ sipp_status sipp_model_eval_logits(sipp_model *m, const int32_t *tokens, size_t 
     float *logits = malloc((size_t)n * (size_t)n_vocab * sizeof *logits);
     if (!logits) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory for %d x %d logits", n, n_vocab);
     struct llama_context *ctx =
-        scratch_ctx(m, n + TRACE_PROMPT_TOKENS, incremental ? 1 : n, threads, NULL, NULL);
+        scratch_ctx(m, n + TRACE_PROMPT_TOKENS, incremental ? 1 : n, threads, NULL, NULL, kv);
     if (!ctx) {
         free(logits);
         return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "cannot create a context to evaluate %d tokens", n);
@@ -77,6 +86,26 @@ sipp_status sipp_model_eval_logits(sipp_model *m, const int32_t *tokens, size_t 
     *out = logits;
     *n_vocab_out = n_vocab;
     return SIPP_OK;
+}
+
+sipp_status sipp_model_eval_logits(sipp_model *m, const int32_t *tokens, size_t n_tokens, bool incremental,
+                                   int threads, float **out, int *n_vocab_out, char *errbuf) {
+    return eval_logits(m, tokens, n_tokens, incremental, threads, NULL, out, n_vocab_out, errbuf);
+}
+
+sipp_status sipp_model_eval_logits_kv(sipp_model *m, const int32_t *tokens, size_t n_tokens, int threads,
+                                      const char *cache_type, const char **cache_type_v, float **out,
+                                      int *n_vocab_out, char *errbuf) {
+    *out = NULL;
+    if (!m) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model given");
+    sipp_engine_params p = sipp_engine_default_params();
+    p.cache_type_k = cache_type;
+    p.cache_type_v = m->flash_attn == LLAMA_FLASH_ATTN_TYPE_DISABLED ? NULL : cache_type;
+    sipp_kv_types kv;
+    sipp_status st = sipp_model_kv_types(m, &p, &kv, errbuf);
+    if (cache_type_v) *cache_type_v = p.cache_type_v;
+    return st != SIPP_OK ? st
+                         : eval_logits(m, tokens, n_tokens, false, threads, &kv, out, n_vocab_out, errbuf);
 }
 
 typedef struct trace {
@@ -147,7 +176,7 @@ sipp_status sipp_model_trace_graph(sipp_model *m, int threads, sipp_graph_report
     sipp_strlcpy(out->device, tr.chosen ? ggml_backend_dev_name(tr.chosen) : "CPU", sizeof out->device);
     sipp_strlcpy(out->backend, m->decision.backend, sizeof out->backend);
 
-    struct llama_context *ctx = scratch_ctx(m, TRACE_CTX, TRACE_PROMPT_TOKENS, threads, trace_cb, &tr);
+    struct llama_context *ctx = scratch_ctx(m, TRACE_CTX, TRACE_PROMPT_TOKENS, threads, trace_cb, &tr, NULL);
     if (!ctx) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "cannot create a context to trace the graph");
     int32_t toks[TRACE_PROMPT_TOKENS + 1];
     llama_token bos = llama_vocab_bos(m->vocab);

@@ -17,7 +17,7 @@
  *   [[tokens]]               env, caller, targets, admin
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
  *                            flash_attn, speculative, draft_model, draft_max, draft_min, draft_p_min,
- *                            draft_cutoff,
+ *                            draft_cutoff, cache_type_k, cache_type_v,
  *                            ctx_size, parallel, threads, gpu_layers, policy, rpc, tensor_split, load,
  *                            keep_alive, pin, repack, max_tokens;
  *                            openai_compatible:
@@ -47,7 +47,6 @@
 
 #define GW_MAX_TIMEOUT_S (7 * 24 * 3600)
 #define GW_MAX_COUNT 1000000
-#define GW_MAX_CTX (1 << 24)
 #define GW_MAX_THREADS 1024
 #define GW_MAX_GPU_LAYERS 100000
 #define GW_MAX_PARALLEL 256
@@ -144,6 +143,8 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->speculative);
     free(t->draft_model);
     free(t->draft_cutoff);
+    free(t->cache_type_k);
+    free(t->cache_type_v);
     free(t->chat_template);
     free(t->rpc_servers);
     free(t->tensor_split);
@@ -583,6 +584,36 @@ static void parse_rpc_keys(cfg_ctx *x, const toml_node *t, const char *where, gw
                 where);
 }
 
+/* ctx_size: tokens, or "auto" (the largest context that fits the memory budget, worked out at start). */
+static void get_ctx_size(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    const toml_node *n = toml_table_get(t, "ctx_size");
+    if (!n || toml_node_kind(n) != TOML_STRING) {
+        get_int32(x, t, where, "ctx_size", 0, GW_MAX_CTX, &tc->ctx_size);
+        return;
+    }
+    char *s = NULL;
+    get_str(x, t, where, "ctx_size", &s);
+    tc->ctx_auto = s && strcmp(s, "auto") == 0;
+    if (s && !tc->ctx_auto)
+        cfg_err(x, toml_node_line(n), "%s ctx_size: '%s' is not a number of tokens or \"auto\"", where, s);
+    free(s);
+}
+
+/* cache_type_k, cache_type_v: known types, and a quantized V cache only where the target's flash
+ * attention (flash_attn and backend, read before) is not off. */
+static void parse_kv_keys(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    const toml_node *kn = get_str(x, t, where, "cache_type_k", &tc->cache_type_k);
+    const toml_node *vn = get_str(x, t, where, "cache_type_v", &tc->cache_type_v);
+    sipp_model_params mp = sipp_model_default_params();
+    mp.backend = tc->backend;
+    mp.flash_attn = tc->flash_attn;
+    char err[SIPP_ERROR_SIZE];
+    if (kn && sipp_kv_cache_check(&mp, tc->cache_type_k, NULL, err) != SIPP_OK)
+        cfg_err(x, toml_node_line(kn), "%s: %s", where, err);
+    if (vn && sipp_kv_cache_check(&mp, NULL, tc->cache_type_v, err) != SIPP_OK)
+        cfg_err(x, toml_node_line(vn), "%s: %s", where, err);
+}
+
 static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     char *model = NULL;
     get_str(x, t, where, "model", &model);
@@ -619,12 +650,13 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
     if (tc->draft_cutoff && strcmp(tc->draft_cutoff, "auto") != 0 && strcmp(tc->draft_cutoff, "off") != 0)
         cfg_err(x, toml_node_line(cn), "%s draft_cutoff: '%s' is not one of auto, off", where,
                 tc->draft_cutoff);
+    parse_kv_keys(x, t, where, tc);
     /* chat_template: "chatml" or a template file (relative to the config file's directory). */
     char *tmpl = NULL;
     get_str(x, t, where, "chat_template", &tmpl);
     if (tmpl) tc->chat_template = strcmp(tmpl, "chatml") == 0 ? strdup(tmpl) : resolve_path(x->path, tmpl);
     free(tmpl);
-    get_int32(x, t, where, "ctx_size", 0, GW_MAX_CTX, &tc->ctx_size);
+    get_ctx_size(x, t, where, tc);
     get_int32(x, t, where, "parallel", 1, GW_MAX_PARALLEL, &tc->parallel);
     get_int32(x, t, where, "threads", 0, GW_MAX_THREADS, &tc->threads);
     get_int32(x, t, where, "gpu_layers", -1, GW_MAX_GPU_LAYERS, &tc->gpu_layers);
@@ -696,12 +728,13 @@ static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {
-        "name",       "type",        "model",       "backend",       "ctx_size",     "parallel",
-        "threads",    "gpu_layers",  "policy",      "chat_template", "rpc",          "tensor_split",
-        "flash_attn", "speculative", "draft_max",   "draft_min",     "load",         "keep_alive",
-        "pin",        "draft_model", "draft_p_min", "repack",        "draft_cutoff", "aliases",
-        "max_tokens", NULL};
+    static const char *const local_keys[] = {"name",        "type",          "model",        "backend",
+                                             "ctx_size",    "parallel",      "threads",      "gpu_layers",
+                                             "policy",      "chat_template", "rpc",          "tensor_split",
+                                             "flash_attn",  "speculative",   "draft_max",    "draft_min",
+                                             "load",        "keep_alive",    "pin",          "draft_model",
+                                             "draft_p_min", "repack",        "draft_cutoff", "aliases",
+                                             "max_tokens",  "cache_type_k",  "cache_type_v", NULL};
     static const char *const remote_keys[] = {
         "name", "type", "base_url", "base_urls", "model", "api_key_env", "timeout_seconds", "aliases", NULL};
     size_t n = toml_array_len(arr);

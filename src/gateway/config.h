@@ -30,6 +30,7 @@
 #define GW_DEFAULT_RESPONSES_TTL_S 3600
 #define GW_MIN_TOKEN_SECRET 16 /* bytes: shorter secrets are refused by gw_config_validate */
 #define GW_MAX_PORT 65535
+#define GW_MAX_CTX (1 << 24) /* ctx_size's ceiling */
 
 typedef enum gw_target_type { GW_TARGET_LOCAL, GW_TARGET_REMOTE } gw_target_type;
 
@@ -52,8 +53,11 @@ typedef struct gw_target_config {
     int draft_max, draft_min; /* 0 = the engine's defaults */
     float draft_p_min;        /* 0 = none */
     char *draft_cutoff;       /* "auto" or "off"; NULL = auto */
-    char *chat_template;      /* NULL: the model's; "chatml" or a template file's path */
+    char *cache_type_k;       /* the KV cache's types: "f16", "q8_0", "q4_0"; NULL = f16 */
+    char *cache_type_v;
+    char *chat_template; /* NULL: the model's; "chatml" or a template file's path */
     int ctx_size, parallel, threads, gpu_layers;
+    bool ctx_auto;  /* ctx_size = "auto": resolved to tokens at start (gw_residency_fit_contexts) */
     int max_tokens; /* a request's output: the default when it gives none, the ceiling when it asks more; 0 =
                        none */
     char *rpc_servers;  /* backend "rpc": rpc = ["host:port", ...] joined by ','; NULL = $SIPP_RPC_SERVERS */

@@ -35,6 +35,7 @@
 #include "gateway/gateway.h"
 #include "gateway/metrics.h"
 #include "gateway/rate_limit.h"
+#include "gateway/residency.h"
 #include "gateway/responses_store.h"
 #include "gateway/router.h"
 #include "gateway/supervise.h"
@@ -180,6 +181,7 @@ int gw_serve(gw_config *cfg) {
     struct sigaction ign = {.sa_handler = SIG_IGN};
     sigaction(SIGPIPE, &ign, NULL);
 
+    gw_residency_fit_contexts(cfg); /* before anything reads a target's ctx_size */
     gw_server srv = {.cfg = cfg, .started_unix = (long long)time(NULL)};
     char err[SIPP_ERROR_SIZE];
     int port = 0;

@@ -30,6 +30,11 @@
  * freed, outside the lock; its next load restores them (sipp_engine_restore_slots), so that a
  * conversation does not read its history again after an eviction or a keep_alive unload.
  *
+ * Contexts that fit. A target with ctx_size = "auto" gets, before the gateway starts, the largest
+ * context (a multiple of 256, at most the model's trained one) whose estimate fits the budgets with
+ * the model alone (gw_residency_fit_contexts): written into its config, so that every later reader
+ * (the load, the estimate, the routes) sees a number of tokens.
+ *
  * New files. With a models directory, GET /v1/models and a request naming an unknown model list the
  * directory again; a model not yet served becomes an on-demand target (targets.c keeps room).
  *
@@ -55,6 +60,8 @@
 
 #define MIB ((uint64_t)1 << 20)
 #define HOST_MARGIN_MB 1024         /* left to the system by the default host budget */
+#define CTX_AUTO_STEP 256           /* ctx_size "auto" picks a multiple of this: llama.cpp's KV padding */
+#define CTX_AUTO_UNKNOWN_TRAIN 4096 /* ctx_size "auto"'s ceiling for a model that does not give its own */
 #define HOST_MARGIN_SMALL_DIVISOR 4 /* ... or a quarter of RAM on machines with less than 4 margins */
 #define DEFAULT_GPU_MARGIN_MB 512   /* as the GPU lease's $SIPP_GPU_MARGIN_MB */
 #define WAIT_SLICE_MS 100           /* a waiting call checks for its client leaving this often */
@@ -229,6 +236,8 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
     ep.draft_model = c->draft_model;
     ep.draft_p_min = c->draft_p_min;
     ep.draft_cutoff = c->draft_cutoff;
+    ep.cache_type_k = c->cache_type_k;
+    ep.cache_type_v = c->cache_type_v;
     int q = srv->cfg->max_queue + srv->cfg->max_concurrent_requests;
     ep.max_queued = q < ENGINE_QUEUE_MIN ? ENGINE_QUEUE_MIN : q;
     sipp_engine *e = NULL;
@@ -473,8 +482,12 @@ static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, 
     }
     if (ok) {
         const sipp_backend_decision *b = sipp_model_backend(m);
-        fprintf(stderr, "sipp: target '%s' ready in %.0f ms: %s on %s (%s), %d slots\n", t->cfg->name,
-                secs * 1e3, t->cfg->model_path, b->backend, b->devices, t->cfg->parallel);
+        char ctx[64] = "";
+        if (t->cfg->ctx_size > 0)
+            snprintf(ctx, sizeof ctx, ", %d tokens of context%s", t->cfg->ctx_size,
+                     t->cfg->ctx_auto ? " (ctx_size auto)" : "");
+        fprintf(stderr, "sipp: target '%s' ready in %.0f ms: %s on %s (%s), %d slots%s\n", t->cfg->name,
+                secs * 1e3, t->cfg->model_path, b->backend, b->devices, t->cfg->parallel, ctx);
     } else {
         fprintf(stderr, "sipp: target '%s' %s: %s\n", t->cfg->name,
                 wait ? "is waiting for its rpc servers (retrying with backoff)" : "failed to load", err);
@@ -860,20 +873,104 @@ bool gw_residency_startup_ready(gw_server *srv) {
     return ready;
 }
 
-/* ---- new files in the models directory ---------------------------------------------------------- */
+/* ---- estimates, and ctx_size "auto" ---------------------------------------------------------- */
+
+static sipp_status estimate_at(const gw_target_config *c, int ctx_size, sipp_memory *out, char *err) {
+    sipp_model_params mp = sipp_model_default_params();
+    mp.backend = c->backend;
+    mp.gpu_layers = c->gpu_layers;
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.ctx_size = ctx_size;
+    ep.parallel = c->parallel;
+    ep.cache_type_k = c->cache_type_k;
+    ep.cache_type_v = c->cache_type_v;
+    return sipp_memory_estimate(c->model_path, &mp, &ep, out, err);
+}
 
 static void estimate(gw_target *t) {
-    sipp_model_params mp = sipp_model_default_params();
-    mp.backend = t->cfg->backend;
-    mp.gpu_layers = t->cfg->gpu_layers;
-    sipp_engine_params ep = sipp_engine_default_params();
-    ep.ctx_size = t->cfg->ctx_size;
-    ep.parallel = t->cfg->parallel;
     char err[SIPP_ERROR_SIZE];
     /* a header that cannot be read estimates nothing; its load then fails with the reason */
-    if (sipp_memory_estimate(t->cfg->model_path, &mp, &ep, &t->estimate, err) != SIPP_OK)
+    if (estimate_at(t->cfg, t->cfg->ctx_size, &t->estimate, err) != SIPP_OK)
         memset(&t->estimate, 0, sizeof t->estimate);
 }
+
+/* Whether m fits every place's budget on its own (no other model held). */
+static bool fits_alone(const gw_residency *r, const sipp_memory *m) {
+    for (int p = 0; p < r->n_places; p++)
+        if (place_bytes(m, r->places[p].name) > r->places[p].budget) return false;
+    for (int d = 0; d < m->n_devices; d++)
+        if (!find_place(r, m->devices[d].name) && m->devices[d].bytes) return false;
+    return true;
+}
+
+/* The model's trained context (CTX_AUTO_UNKNOWN_TRAIN when it does not say); 0 when its header
+ * cannot be read (err says why). */
+static int64_t trained_context(const char *model, char *err) {
+    char path[PATH_MAX];
+    sipp_gguf_info *g = calloc(1, sizeof *g);
+    int64_t n = 0;
+    if (!g)
+        sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    else if (sipp_store_resolve(model, path, sizeof path, err) == SIPP_OK &&
+             sipp_gguf_inspect(path, g, err) == SIPP_OK)
+        n = g->n_ctx_train > 0 ? g->n_ctx_train : CTX_AUTO_UNKNOWN_TRAIN;
+    free(g);
+    return n;
+}
+
+/* The largest context, a multiple of CTX_AUTO_STEP (llama.cpp's KV padding) and at most the model's
+ * trained context, whose estimate fits the budgets beside nothing else; the smallest step when none
+ * does (*fits false: its load will be refused with the figures). The estimate grows with the context
+ * (the KV cache and the attention scores), so a binary search over the steps finds it. 0 when the
+ * header cannot be read. */
+static int fit_context(const gw_residency *r, const gw_target_config *c, bool *fits, char *err) {
+    int64_t train = trained_context(c->model_path, err);
+    if (train > GW_MAX_CTX) train = GW_MAX_CTX;
+    *fits = true;
+    if (train <= CTX_AUTO_STEP) return (int)train;
+    int lo = 0, hi = (int)(train / CTX_AUTO_STEP); /* lo: the largest step known to fit (0: none yet) */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        sipp_memory m;
+        if (estimate_at(c, mid * CTX_AUTO_STEP, &m, err) != SIPP_OK) return 0;
+        if (fits_alone(r, &m))
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    *fits = lo > 0;
+    return (lo > 0 ? lo : 1) * CTX_AUTO_STEP;
+}
+
+void gw_residency_fit_contexts(gw_config *cfg) {
+    gw_residency r;
+    memset(&r, 0, sizeof r);
+    init_budgets(&r, cfg);
+    for (size_t i = 0; i < cfg->n_targets; i++) {
+        gw_target_config *c = &cfg->targets[i];
+        if (c->type != GW_TARGET_LOCAL || !c->ctx_auto) continue;
+        char err[SIPP_ERROR_SIZE];
+        bool fits;
+        int ctx = fit_context(&r, c, &fits, err);
+        sipp_memory m;
+        if (ctx <= 0 || estimate_at(c, ctx, &m, err) != SIPP_OK) {
+            fprintf(stderr,
+                    "sipp: target '%s': ctx_size \"auto\" cannot be worked out (%s); it gets the default\n",
+                    c->name, err);
+            continue;
+        }
+        c->ctx_size = ctx;
+        fprintf(stderr,
+                "sipp: target '%s': ctx_size \"auto\" is %d tokens (KV %s/%s, %d slots): %" PRIu64
+                " MiB estimated, the host budget %" PRIu64 " MiB%s\n",
+                c->name, ctx, c->cache_type_k ? c->cache_type_k : "f16",
+                c->cache_type_v ? c->cache_type_v : "f16", c->parallel, sipp_memory_total(&m) / MIB,
+                r.places[0].budget / MIB,
+                fits ? "" : "; it does not fit even so, and its load will be refused");
+    }
+}
+
+/* ---- new files in the models directory ---------------------------------------------------------- */
 
 static bool served(const gw_server *srv, const char *name) {
     for (size_t i = 0; i < srv->n_targets; i++)
@@ -968,6 +1065,8 @@ void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o) {
     json_object_set_new(o, "uses", json_integer(t->uses));
     if (s == GW_STATE_READY || s == GW_STATE_LOADING || t->measured_valid)
         json_object_set_new(o, "memory", t->measured_valid ? memory_json(&t->measured) : json_null());
+    json_object_set_new(o, "ctx_size", t->cfg->ctx_size > 0 ? json_integer(t->cfg->ctx_size) : json_null());
+    json_object_set_new(o, "ctx_size_auto", json_boolean(t->cfg->ctx_auto));
     json_object_set_new(o, "memory_estimate", memory_json(&t->estimate));
     json_object_set_new(o, "measured", json_boolean(t->measured_valid));
     json_object_set_new(o, "last_used", t->ever_loaded ? json_real(t->last_use_unix) : json_null());

@@ -75,6 +75,10 @@ void gw_residency_metrics(gw_server *srv, sipp_buf *out);
 json_t *gw_budgets_json(const gw_config *cfg);
 /* unloaded, loading, loaded, failed */
 const char *gw_state_name(int state);
+/* Resolves each local target's ctx_size "auto" (gw_target_config.ctx_auto) to a number of tokens,
+ * the largest context whose estimate fits the budgets with the model alone, and says so on stderr.
+ * Before the targets start. */
+void gw_residency_fit_contexts(gw_config *cfg);
 /* Total RAM minus the margin: the host budget without memory_budget_mb. */
 uint64_t gw_residency_default_host_budget(void);
 

@@ -10,21 +10,21 @@
  * The estimate reads only the GGUF header and follows the same rules llama.cpp does, coarsely: the
  * tensors' bytes, split between host and device in proportion to the layers the backend policy
  * offloads (the output layer counts as one); the KV cache of the context the engine would make
- * (llama.cpp pads it to KV_PAD cells) in f16; and the compute buffer of one batch, which is about
- * its largest tensor: the logits (n_vocab per batch token) or, without flash attention, the
- * attention scores (context per head per batch token); and the weights the CPU module keeps in a
- * layout of its own, twice. Measured against llama.cpp on CPU it errs high by a few percent; a caller that
- * has measured a load uses that figure next time.
+ * (llama.cpp pads it to KV_PAD cells) at the engine's cache types (ggml's bytes per row of each);
+ * and the compute buffer of one batch, which is about its largest tensor: the logits (n_vocab per
+ * batch token) or, without flash attention, the attention scores (context per head per batch
+ * token); and the weights the CPU module keeps in a layout of its own, twice. Measured against llama.cpp on
+ * CPU it errs high by a few percent; a caller that has measured a load uses that figure next time.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
 #include "util/util.h"
 
-#define KV_PAD 256          /* llama.cpp rounds the KV cache up to this many cells */
-#define KV_BYTES_PER_ELEM 2 /* f16, llama.cpp's default cache type */
+#define KV_PAD 256 /* llama.cpp rounds the KV cache up to this many cells */
 #define F32_BYTES 4
 #define DEFAULT_BATCH 512
 #define DEFAULT_CTX_CAP 4096
@@ -58,6 +58,8 @@ sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, 
     if (st != SIPP_OK) return st;
     char resolved[PATH_MAX];
     if ((st = sipp_store_resolve(path, resolved, sizeof resolved, errbuf)) != SIPP_OK) return st;
+    sipp_kv_types kvt;
+    if ((st = sipp_kv_types_parse(ep->cache_type_k, ep->cache_type_v, &kvt, errbuf)) != SIPP_OK) return st;
     sipp_gguf_info *g = calloc(1, sizeof *g);
     if (!g) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
     if ((st = sipp_gguf_inspect(resolved, g, errbuf)) != SIPP_OK) {
@@ -106,7 +108,7 @@ sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, 
     int64_t cells = (ctx + KV_PAD - 1) / KV_PAD * KV_PAD;
     int64_t head_kv = g->n_head_kv > 0 ? g->n_head_kv : g->n_head;
     int64_t embd_kv = g->n_embd / g->n_head * head_kv;
-    uint64_t kv = (uint64_t)(2 * g->n_layer * cells * embd_kv * KV_BYTES_PER_ELEM);
+    uint64_t kv = (uint64_t)(g->n_layer * cells) * sipp_kv_cell_bytes(&kvt, embd_kv);
     add_split(out, device, on_device, SIPP_MEMORY_KV, kv);
 
     /* ggml's allocator reuses a graph's buffers, so the compute buffer is about its largest tensor
@@ -114,7 +116,8 @@ sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, 
     int64_t batch = ep->batch_size > 0 ? ep->batch_size : DEFAULT_BATCH;
     if (batch > ctx) batch = ctx; /* llama.cpp caps the batch at the context asked for */
     int64_t vocab = g->n_vocab > 0 ? g->n_vocab : 0;
-    int64_t scores = device ? 0 : cells * g->n_head; /* a GPU load uses flash attention */
+    /* a GPU load uses flash attention, and so does a quantized V cache */
+    int64_t scores = device || ggml_is_quantized(kvt.v) ? 0 : cells * g->n_head;
     int64_t parallel = ep->parallel > 0 ? ep->parallel : edef.parallel;
     int64_t largest = vocab > scores ? vocab : scores;
     uint64_t compute = (uint64_t)(F32_BYTES * batch * (largest + ACTIVATIONS_EMBD * g->n_embd));

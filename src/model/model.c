@@ -92,8 +92,8 @@ sipp_status sipp_flash_attn_check(const char *value, char *errbuf) {
 /* The flash attention a load gets: an explicit "on" or "off", else (auto) llama.cpp's default except on
  * a load that asked for the CPU by name, which keeps the conservative path (no flash attention, as
  * no offload and no lease), and on an rpc split. *label says which, for backend_reason. */
-static sipp_status flash_attn_policy(const sipp_model_params *params, enum llama_flash_attn_type *out,
-                                     const char **label, char *errbuf) {
+sipp_status sipp_flash_attn_policy(const sipp_model_params *params, enum llama_flash_attn_type *out,
+                                   const char **label, char *errbuf) {
     sipp_status st = sipp_flash_attn_check(params->flash_attn, errbuf);
     if (st != SIPP_OK) return st;
     const char *fa = params->flash_attn && *params->flash_attn ? params->flash_attn : "auto";
@@ -161,7 +161,7 @@ static sipp_status plan_load(const char *path, const sipp_model_params *params, 
         return st;
     lp->flash_attn = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     lp->fa_label = "";
-    if ((st = flash_attn_policy(params, &lp->flash_attn, &lp->fa_label, errbuf)) != SIPP_OK) return st;
+    if ((st = sipp_flash_attn_policy(params, &lp->flash_attn, &lp->fa_label, errbuf)) != SIPP_OK) return st;
     lp->rpc = !params->vocab_only && params->backend && strcmp(params->backend, "rpc") == 0;
     if (!lp->rpc &&
         ((params->rpc_servers && *params->rpc_servers) || (params->tensor_split && *params->tensor_split)))
@@ -309,6 +309,7 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     pthread_mutex_init(&m->chat_mu, NULL);
     sipp_strlcpy(m->path, lp->path, sizeof m->path);
     m->flash_attn = lp->flash_attn;
+    m->flash_attn_label = lp->fa_label;
     m->info.n_layer = lp->n_layer; /* placement.c needs it while llama.cpp loads */
 
     ggml_backend_dev_t devices[2] = {NULL, NULL};

@@ -22,6 +22,7 @@ struct sipp_model {
     sipp_model_info info;
     bool cpu_only;
     enum llama_flash_attn_type flash_attn; /* what every context of the model gets (flash_attn_policy) */
+    const char *flash_attn_label;          /* why, in words (static) */
     bool rpc;                              /* split across rpc servers (backend "rpc") */
     char lease[96];                        /* the GPU residency lease this model holds, "" for none */
     llama_token *eog;                      /* every end-of-generation token, for ignore_eos */
@@ -42,6 +43,10 @@ struct sipp_model {
  * or with the chat library's fallback when it has none. llama.cpp's common library renders ChatML;
  * the browser runtime, which has no chat library, renders none. */
 const char *sipp_model_template_kind(const struct llama_model *lm);
+
+/* The flash attention a load with params gets, and why in words (*label, static). */
+sipp_status sipp_flash_attn_policy(const sipp_model_params *params, enum llama_flash_attn_type *out,
+                                   const char **label, char *errbuf);
 
 /* Sets the calling thread's last error on the model and returns status. */
 sipp_status sipp_model_fail(sipp_model *m, sipp_status st, const char *fmt, ...)

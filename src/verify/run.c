@@ -136,6 +136,38 @@ static sipp_status logits_pass(const verify_config *cfg, sipp_model *m, const ve
     return SIPP_OK;
 }
 
+/* Each quantized KV type's batched logits against this backend's f16 ones (out->logits): both K and V
+ * at the type where the load has flash attention, K alone where it is off (a quantized V cache needs
+ * it). A type the model's heads cannot take is recorded as skipped, with the reason. */
+static sipp_status kv_pass(const verify_config *cfg, sipp_model *m, const verify_prompt *prompts,
+                           int n_prompts, verify_result *out, char *err) {
+    static const char *const types[VERIFY_KV_TYPES] = {"q8_0", "q4_0"};
+    char why[SIPP_ERROR_SIZE];
+    for (int i = 0; i < VERIFY_KV_TYPES; i++) {
+        verify_kv_drift *d = &out->kv[i];
+        d->cache_type_k = types[i];
+        for (int q = 0; q < n_prompts; q++) {
+            float *logits = NULL;
+            int nv = 0;
+            sipp_status st =
+                sipp_model_eval_logits_kv(m, prompts[q].tokens, (size_t)prompts[q].n_tokens, cfg->threads,
+                                          types[i], &d->cache_type_v, &logits, &nv, why);
+            if (st ==
+                SIPP_ERR_INVALID_ARGUMENT) { /* the model cannot take the type: recorded, not a failure */
+                snprintf(d->skipped, sizeof d->skipped, "%s", why);
+                break;
+            }
+            if (st != SIPP_OK)
+                return sipp_fail(err, st, "%s: evaluating prompt %d with a %s KV cache failed: %s",
+                                 out->backend, q + 1, types[i], why);
+            verify_metrics_add(&d->vs_f16, out->logits[q], logits, prompts[q].n_tokens, nv);
+            sipp_free(logits);
+        }
+        verify_metrics_finish(&d->vs_f16);
+    }
+    return SIPP_OK;
+}
+
 static sipp_status greedy_pass(const verify_config *cfg, sipp_model *m, const verify_prompt *prompts,
                                int n_prompts, const verify_result *ref, verify_result *out, char *err) {
     char why[SIPP_ERROR_SIZE];
@@ -305,6 +337,10 @@ sipp_status verify_run_backend(const verify_config *cfg, const char *backend, co
     progress(cfg, backend, "teacher-forced logits, batched and one token at a time");
     rc = logits_pass(cfg, m, prompts, n_prompts, ref, out, err);
     if (rc == SIPP_OK) out->top = top_json(out, prompts, n_prompts);
+    if (rc == SIPP_OK) {
+        progress(cfg, backend, "logits with quantized KV caches against f16");
+        rc = kv_pass(cfg, m, prompts, n_prompts, out, err);
+    }
     for (int p = 0; ref && out->logits && p < n_prompts; p++) {
         free(out->logits[p]);
         out->logits[p] = NULL;
@@ -395,6 +431,15 @@ json_t *verify_result_json(const verify_result *r, const verify_prompt *prompts,
                   r->model_desc, "cached", verify_metrics_json(&r->cached), "greedy", greedy, "top",
                   r->top ? json_incref(r->top) : json_array(), "graph", verify_graph_json(&r->graph));
     json_object_set_new(o, "vs_ref", r->vs_ref.positions ? verify_metrics_json(&r->vs_ref) : json_null());
+    json_t *kv = json_array();
+    for (int i = 0; i < VERIFY_KV_TYPES && r->kv[i].cache_type_k; i++) {
+        const verify_kv_drift *d = &r->kv[i];
+        json_array_append_new(kv, json_pack("{s:s, s:s, s:o, s:o}", "cache_type_k", d->cache_type_k,
+                                            "cache_type_v", d->cache_type_v, "vs_f16",
+                                            *d->skipped ? json_null() : verify_metrics_json(&d->vs_f16),
+                                            "skipped", *d->skipped ? json_string(d->skipped) : json_null()));
+    }
+    json_object_set_new(o, "kv_cache", kv);
     if (r->bench) json_object_set(o, "bench", r->bench);
     return o;
 }

@@ -80,6 +80,16 @@ typedef struct verify_config {
     double t_start; /* sipp_now_ms() when the run started, for progress */
 } verify_config;
 
+/* The quantized KV cache types whose drift against f16 every backend measures. */
+#define VERIFY_KV_TYPES 2
+
+/* One KV cache type's batched logits against the same backend's f16 cache. */
+typedef struct verify_kv_drift {
+    const char *cache_type_k, *cache_type_v; /* static names; v stays f16 where flash attention is off */
+    char skipped[SIPP_ERROR_SIZE];           /* why it did not run ("" when it ran) */
+    verify_metrics vs_f16;
+} verify_kv_drift;
+
 /* Everything one backend produced. The reference's logits stay alive for the others' comparison. */
 typedef struct verify_result {
     char backend[16];
@@ -94,9 +104,10 @@ typedef struct verify_result {
     int n_vocab;
     verify_metrics vs_ref; /* batched logits against the reference backend's */
     verify_metrics cached; /* incremental against batched, on this backend */
-    char **greedy;         /* per prompt: the continuation's text */
-    int *greedy_agree;     /* per prompt: leading tokens equal to the reference's */
-    int *greedy_len;       /* per prompt: tokens in the reference's continuation */
+    verify_kv_drift kv[VERIFY_KV_TYPES];
+    char **greedy;     /* per prompt: the continuation's text */
+    int *greedy_agree; /* per prompt: leading tokens equal to the reference's */
+    int *greedy_len;   /* per prompt: tokens in the reference's continuation */
     sipp_graph_report graph;
     json_t *bench; /* `sipp bench -o json` output, or NULL */
 } verify_result;

@@ -10,8 +10,9 @@ const native = require('./native');
 const { SippError, toSippError, invalid } = require('./errors');
 
 const LOCAL_OPTIONS = ['backend', 'flashAttn', 'ctxSize', 'parallel', 'threads', 'gpuLayers', 'batchSize', 'maxQueued', 'embeddings',
-  'speculative', 'draftModel', 'draftMax', 'draftMin', 'draftPMin', 'draftCutoff'];
-const STRING_OPTIONS = ['backend', 'flashAttn', 'speculative', 'draftModel', 'draftCutoff'];
+  'speculative', 'draftModel', 'draftMax', 'draftMin', 'draftPMin', 'draftCutoff', 'cacheTypeK', 'cacheTypeV'];
+const STRING_OPTIONS = ['backend', 'flashAttn', 'speculative', 'draftModel', 'draftCutoff', 'cacheTypeK', 'cacheTypeV'];
+const CACHE_TYPES = ['f16', 'q8_0', 'q4_0'];
 
 function checkLocalOptions(options) {
   const o = options || {};
@@ -29,6 +30,9 @@ function checkLocalOptions(options) {
     }
     if (k === 'draftCutoff' && !['auto', 'off'].includes(v)) {
       throw invalid(`options.draftCutoff must be 'auto' or 'off', not ${JSON.stringify(v)}`);
+    }
+    if ((k === 'cacheTypeK' || k === 'cacheTypeV') && !CACHE_TYPES.includes(v)) {
+      throw invalid(`options.${k} must be 'f16', 'q8_0' or 'q4_0', not ${JSON.stringify(v)}`);
     }
     if (k === 'draftModel' && (typeof v !== 'string' || !v)) throw invalid(`options.draftModel must be the path of a .gguf file, not ${JSON.stringify(v)}`);
     if (k === 'draftPMin') {

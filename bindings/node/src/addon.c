@@ -379,6 +379,7 @@ typedef struct open_work {
     char *speculative;
     char *draft_model;
     char *draft_cutoff;
+    char *cache_type_k, *cache_type_v;
     sipp_model_params mp;
     sipp_engine_params ep_params;
     sipp_model *model;
@@ -394,6 +395,8 @@ static void open_work_free(open_work *w) {
     free(w->speculative);
     free(w->draft_model);
     free(w->draft_cutoff);
+    free(w->cache_type_k);
+    free(w->cache_type_v);
     free(w);
 }
 
@@ -404,6 +407,8 @@ static void open_execute(napi_env env, void *data) {
     w->ep_params.speculative = w->speculative;
     w->ep_params.draft_model = w->draft_model;
     w->ep_params.draft_cutoff = w->draft_cutoff;
+    w->ep_params.cache_type_k = w->cache_type_k;
+    w->ep_params.cache_type_v = w->cache_type_v;
     w->status = sipp_model_load(w->path, &w->mp, &w->model, w->err);
     if (w->status != SIPP_OK) return;
     w->status = sipp_engine_new(w->model, &w->ep_params, &w->engine, w->err);
@@ -481,6 +486,10 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
         ok = (w->speculative = dup_string(env, b, "options.speculative")) != NULL;
     if (ok && (b = prop(env, o, "draftCutoff")))
         ok = (w->draft_cutoff = dup_string(env, b, "options.draftCutoff")) != NULL;
+    if (ok && (b = prop(env, o, "cacheTypeK")))
+        ok = (w->cache_type_k = dup_string(env, b, "options.cacheTypeK")) != NULL;
+    if (ok && (b = prop(env, o, "cacheTypeV")))
+        ok = (w->cache_type_v = dup_string(env, b, "options.cacheTypeV")) != NULL;
     if (ok && (b = prop(env, o, "draftModel")))
         ok = (w->draft_model = dup_string(env, b, "options.draftModel")) != NULL;
     ok = ok && opt_int(env, o, "gpuLayers", &w->mp.gpu_layers) &&

@@ -90,6 +90,19 @@ describe('errors', () => {
     await assert.rejects(client.embed(42), isCode('invalid_argument', 'embed'));
   });
 
+  it('takes cacheTypeK and cacheTypeV and refuses what cannot run', async () => {
+    const wide = S.model('wide-heads', ['--n-embd', '128', '--n-head', '4', '--n-ff', '256']); // 32-wide heads
+    const c = new SippClient();
+    await c.add('q8', { kind: 'local', model: wide, options: { cacheTypeK: 'q8_0', cacheTypeV: 'q8_0', ctxSize: 512, parallel: 1, threads: S.THREADS } });
+    const r = await c.query('Hello', { endpoint: 'q8', maxTokens: 4, temperature: 0 }).response;
+    assert.ok(r.text.length > 0);
+    await assert.rejects(c.add('bad', { kind: 'local', model: wide, options: { cacheTypeK: 'q5_1' } }),
+      /options.cacheTypeK must be 'f16', 'q8_0' or 'q4_0'/);
+    await assert.rejects(c.add('nofa', { kind: 'local', model: wide, options: { backend: 'cpu', cacheTypeV: 'q8_0', parallel: 1, threads: S.THREADS } }),
+      isCode('invalid_argument', "cache_type_v 'q8_0' needs flash attention"));
+    await c.close();
+  });
+
   it('takes flashAttn and refuses a bad one', async () => {
     const c = new SippClient();
     const ep = await c.add('fa', { kind: 'local', model: S.model(), options: { backend: 'cpu', flashAttn: 'on', parallel: 1, threads: S.THREADS } });

@@ -28,6 +28,8 @@ class LocalSpec:
     draft_min: int = None
     draft_p_min: float = None
     draft_cutoff: str = None
+    cache_type_k: str = None
+    cache_type_v: str = None
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class GatewaySpec:
 
 def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_layers=None, batch_size=None,
           max_queued=None, embeddings=False, flash_attn=None, speculative=None, draft_model=None, draft_max=None,
-          draft_min=None, draft_p_min=None, draft_cutoff=None):
+          draft_min=None, draft_p_min=None, draft_cutoff=None, cache_type_k=None, cache_type_v=None):
     """Describes a local endpoint: a GGUF model file run by libsipp in this process.
 
     Args:
@@ -66,6 +68,8 @@ def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_la
         draft_p_min: the draft stops at a token it gives less than this probability, in [0, 1) (None: 0).
         draft_cutoff: "auto" (None: a cost model the engine measures picks each step's draft length, 0
             where speculation would be slower than plain decoding) or "off" (always up to draft_max).
+        cache_type_k, cache_type_v: the KV cache's key and value types, "f16" (None), "q8_0" or "q4_0";
+            a quantized V cache needs flash attention (refused where the load has it off).
     """
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"sipp.local() needs the path of a .gguf file, not {path!r}")
@@ -88,12 +92,15 @@ def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_la
         raise InvalidArgumentError(f"sipp.local(draft_p_min={draft_p_min!r}): draft_p_min must be a number in [0, 1)")
     if draft_cutoff is not None and draft_cutoff not in ("auto", "off"):
         raise InvalidArgumentError(f"sipp.local(draft_cutoff={draft_cutoff!r}): draft_cutoff must be 'auto' or 'off'")
+    for name, value in (("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v)):
+        if value is not None and value not in ("f16", "q8_0", "q4_0"):
+            raise InvalidArgumentError(f"sipp.local({name}={value!r}): {name} must be 'f16', 'q8_0' or 'q4_0'")
     if backend is not None and not isinstance(backend, str):
         raise InvalidArgumentError(f"sipp.local(backend={backend!r}): backend must be a str such as 'cpu'")
     return LocalSpec(os.fspath(path), backend, ctx_size, parallel, threads, gpu_layers, batch_size, max_queued,
                      bool(embeddings), flash_attn, speculative,
                      os.fspath(draft_model) if draft_model is not None else None, draft_max, draft_min, draft_p_min,
-                     draft_cutoff)
+                     draft_cutoff, cache_type_k, cache_type_v)
 
 
 def gateway(url, token=None, model=None, timeout=600.0):

@@ -101,6 +101,10 @@ class LocalEndpoint:
             ep.draft_model = spec.draft_model.encode()
         if spec.draft_cutoff is not None:
             ep.draft_cutoff = spec.draft_cutoff.encode()
+        if spec.cache_type_k is not None:
+            ep.cache_type_k = spec.cache_type_k.encode()
+        if spec.cache_type_v is not None:
+            ep.cache_type_v = spec.cache_type_v.encode()
         engine = ctypes.c_void_p()
         status = lib.engine_new(model, ctypes.byref(ep), ctypes.byref(engine), err)
         if status != N.STATUS_OK:

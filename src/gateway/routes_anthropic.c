@@ -628,7 +628,9 @@ void gw_route_messages(gw_call *call) {
         return;
     }
     snprintf(s->id, sizeof s->id, "msg_%s", call->request_id);
-    gw_run_translated(call, GW_API_CHAT, chat, renames, API_NAME, &messages_format, s, free);
+    gw_dispatch_run(
+        call, chat,
+        &(gw_dispatch){.api = GW_API_CHAT, .fmt = &messages_format, .route = s, .route_free = free});
 }
 
 /* The prompt's tokens as a generation would count them: the request is rendered and tokenized by

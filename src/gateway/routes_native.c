@@ -96,9 +96,15 @@ static const gw_format native_format = {.id_prefix = "sipp-",
                                         .whole = native_whole};
 
 void gw_route_native_query(gw_call *call) {
-    gw_run_generation(call, GW_API_NATIVE_QUERY, "/query", &native_format);
+    gw_dispatch_run(
+        call, NULL,
+        &(gw_dispatch){.api = GW_API_NATIVE_QUERY, .fmt = &native_format, .upstream_suffix = "/query"});
 }
 void gw_route_native_chat(gw_call *call) {
-    gw_run_generation(call, GW_API_NATIVE_CHAT, "/chat", &native_format);
+    gw_dispatch_run(
+        call, NULL,
+        &(gw_dispatch){.api = GW_API_NATIVE_CHAT, .fmt = &native_format, .upstream_suffix = "/chat"});
 }
-void gw_route_native_embed(gw_call *call) { gw_run_generation(call, GW_API_NATIVE_EMBED, "/embed", NULL); }
+void gw_route_native_embed(gw_call *call) {
+    gw_dispatch_run(call, NULL, &(gw_dispatch){.api = GW_API_NATIVE_EMBED, .upstream_suffix = "/embed"});
+}

@@ -754,7 +754,8 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
         return;
     }
     s->chat = is_chat;
-    gw_run_translated(call, api, chat, renames, API_NAME, &ollama_format, s, state_free);
+    gw_dispatch_run(call, chat,
+                    &(gw_dispatch){.api = api, .fmt = &ollama_format, .route = s, .route_free = state_free});
 }
 
 void gw_route_ollama_chat(gw_call *call) {

@@ -929,7 +929,9 @@ void gw_route_responses(gw_call *call) {
     s->history = x.history;
     s->input_items = x.input_items;
     json_decref(root);
-    gw_run_translated(call, GW_API_CHAT, chat, renames, API_NAME, &responses_format, s, state_free);
+    gw_dispatch_run(
+        call, chat,
+        &(gw_dispatch){.api = GW_API_CHAT, .fmt = &responses_format, .route = s, .route_free = state_free});
 }
 
 /* ---- stored responses --------------------------------------------------------------------------- */

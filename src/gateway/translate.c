@@ -8,32 +8,16 @@
  * names the field in chat-completions terms ('max_tokens'); the route gives a table of renames so
  * that the client reads its own API's name ('max_output_tokens', 'options.num_predict').
  *
- * What a route renders is its own (a gw_format plus state in gw_gen.route); the generation itself
- * (admission, the engine, streaming, cancelling on disconnect) is generate.c's, the same as for
- * chat completions. A remote target is sent the same chat-completions body, and its answer is
- * rendered by the route's format too (relay.c).
+ * What a route renders is its own (a gw_format plus state in gw_gen.route); the rest (decoding,
+ * the target, generating on a local one or relaying to a remote one) is the one path every route
+ * takes (dispatch.c), the same as for chat completions.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "gateway/relay.h"
 #include "gateway/translate.h"
-
-bool gw_decode_tree(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames, gw_gen *g) {
-    gw_error_kind kind;
-    char err[SIPP_ERROR_SIZE];
-    bool ok = gw_decode(api, chat, g, &kind, err, sizeof err); /* g takes a reference of its own */
-    json_decref(chat);
-    for (size_t i = 0; ok && i < g->n_ignored; i++)
-        gw_ignored_add(call, g->ignored[i]);
-    if (!ok) {
-        gw_rename_fields(err, sizeof err, renames);
-        gw_reply_error(call, kind, "%s", err);
-    }
-    return ok;
-}
 
 gw_target *gw_translated_target(gw_call *call, const char *name, const char *api_name) {
     gw_target *t = gw_call_target(call, name);
@@ -56,27 +40,6 @@ void gw_view_stats(const gw_gen_view *v, sipp_request_stats *stats) {
 
 const char *gw_view_stop_string(const gw_gen_view *v) {
     return v->req ? sipp_request_stop_string(v->req) : NULL;
-}
-
-void gw_run_translated(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames,
-                       const char *api_name, const gw_format *fmt, void *route, void (*route_free)(void *)) {
-    json_t *body = json_deep_copy(chat); /* what a remote target is sent */
-    gw_gen g;
-    if (!gw_decode_tree(call, api, chat, renames, &g)) {
-        json_decref(body);
-        if (route_free) route_free(route);
-        return;
-    }
-    g.route = route;
-    g.route_free = route_free;
-    gw_target *t = gw_call_target(call, g.model);
-    if (t && t->cfg->type == GW_TARGET_REMOTE) gw_relay(call, t, &g, body, api, fmt);
-    json_decref(body);
-    if (!t || t->cfg->type == GW_TARGET_REMOTE) {
-        gw_gen_free(&g);
-        return;
-    }
-    gw_generate(call, t, &g, fmt);
 }
 
 json_t *gw_body_object(gw_call *call) {

@@ -7,27 +7,16 @@
 
 #include "gateway/admission.h"
 #include "gateway/api_fields.h"
+#include "gateway/dispatch.h"
 #include "gateway/field_names.h"
 #include "gateway/generate.h"
 #include "gateway/request_parse.h"
-#include "gateway/upstream.h"
 
 #define GW_TIME_SIZE 48
-
-/* Decodes a body built by a route for api (GW_API_CHAT, or GW_API_COMPLETION for a raw prompt;
- * chat is stolen) into g. On failure it has
- * replied, naming the field through renames, and returns false. */
-bool gw_decode_tree(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames, gw_gen *g);
 
 /* gw_call_target for the routes that reach local targets only (count_tokens, Ollama's embed):
  * a remote target is refused with 501, named by api_name. */
 gw_target *gw_translated_target(gw_call *call, const char *name, const char *api_name);
-
-/* Decodes chat for api, resolves its target and generates with fmt (a remote target is sent the
- * same body and its answer rendered with fmt); route (freed with route_free however
- * the request ends) is the route's rendering state, reached through gen->route. Replies always. */
-void gw_run_translated(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames,
-                       const char *api_name, const gw_format *fmt, void *route, void (*route_free)(void *));
 
 /* A generation's counts: the engine's, or a remote target's. */
 void gw_view_stats(const gw_gen_view *v, sipp_request_stats *stats);

@@ -18,7 +18,7 @@ typedef struct gw_dispatch {
      * NULL: a route that translated its API into a chat (the body given to gw_dispatch); a remote
      * target is sent that chat and its answer is rendered with fmt (relay.c). */
     const char *upstream_suffix;
-    void *route;                 /* the route's rendering state, reached through gw_gen.route */
+    void *route;                /* the route's rendering state, reached through gw_gen.route */
     void (*route_free)(void *); /* frees route however the request ends (NULL: nothing to free) */
 } gw_dispatch;
 

@@ -7,12 +7,12 @@
  * replicas), and its answer (choices[0].message with content, reasoning_content and tool_calls,
  * finish_reason, usage) is rendered by the route's format, so a remote target is reachable through
  * every API. A client that asked for a stream gets one piece by piece: the upstream is asked to
- * stream too, and each of its chat chunks is rendered as it arrives (its delta split into the
- * content, reasoning and tool-call deltas a local stream gives the route's format, the whole
- * message assembled alongside for the format's closing events). An upstream that answers a stream
- * request with one body has it replayed as the same deltas. An upstream's error keeps its status
- * with its message, in the route's shape; one mid-stream ends the stream with the route's failure
- * event.
+ * stream too, and each of its chat chunks is rendered as it arrives (its delta given to the
+ * route's format as the typed events a local stream gives it: text, reasoning, a tool call's start
+ * and arguments; the whole message assembled alongside for the format's closing events). An
+ * upstream that answers a stream request with one body has it replayed as the same events. An upstream's
+ * error keeps its status with its message, in the route's shape; one mid-stream ends the stream with the
+ * route's failure event.
  *
  * The OpenAI and native routes do not come here: their remote targets are forwarded the client's
  * body as it came, and answer in the same API (upstream.c's gw_upstream_forward).
@@ -47,33 +47,22 @@ static gw_error_kind upstream_kind(long status) {
     }
 }
 
-static void add_delta(const gw_format *fmt, const gw_gen_view *v, json_t *d, sipp_buf *out) {
-    fmt->delta(v, 0, d, NULL, out);
-    json_decref(d);
-}
-
-/* The answer as the deltas a local stream would have given: reasoning, content, then each tool
+/* The answer as the events a local stream would have given: reasoning, content, then each tool
  * call's start and its arguments. */
 static void replay(const gw_format *fmt, const gw_gen_view *v, json_t *m, sipp_buf *out) {
     json_t *r = json_object_get(m, "reasoning_content"), *c = json_object_get(m, "content");
-    if (json_string_length(r)) add_delta(fmt, v, json_pack("{s:O}", "reasoning_content", r), out);
-    if (json_string_length(c)) add_delta(fmt, v, json_pack("{s:O}", "content", c), out);
+    if (json_string_length(r)) fmt->reasoning(v, json_string_value(r), json_string_length(r), out);
+    if (json_string_length(c)) fmt->text(v, json_string_value(c), json_string_length(c), out);
     size_t k;
     json_t *call;
     json_array_foreach(json_object_get(m, "tool_calls"), k, call) {
         json_t *fn = json_object_get(call, "function");
         const char *id = json_string_value(json_object_get(call, "id")),
                    *name = json_string_value(json_object_get(fn, "name"));
-        add_delta(fmt, v,
-                  json_pack("{s:[{s:I, s:s, s:s, s:{s:s}}]}", "tool_calls", "index", (json_int_t)k, "id",
-                            id ? id : "", "type", "function", "function", "name", name ? name : ""),
-                  out);
-        const char *args = json_string_value(json_object_get(fn, "arguments"));
-        if (args && *args)
-            add_delta(fmt, v,
-                      json_pack("{s:[{s:I, s:{s:s}}]}", "tool_calls", "index", (json_int_t)k, "function",
-                                "arguments", args),
-                      out);
+        fmt->tool_start(v, id ? id : "", name ? name : "", out);
+        json_t *args = json_object_get(fn, "arguments");
+        if (json_string_length(args))
+            fmt->tool_args(v, json_string_value(args), json_string_length(args), out);
     }
 }
 
@@ -147,17 +136,18 @@ static void relay_chunk(relay *r, json_t *chunk, sipp_buf *out) {
     json_t *th = json_object_get(d, "reasoning_content"), *tx = json_object_get(d, "content");
     if (json_string_length(th)) {
         sipp_buf_append(&r->thinking, json_string_value(th), json_string_length(th));
-        add_delta(r->fmt, &r->v, json_pack("{s:O}", "reasoning_content", th), out);
+        r->fmt->reasoning(&r->v, json_string_value(th), json_string_length(th), out);
     }
     if (json_string_length(tx)) {
         sipp_buf_append(&r->content, json_string_value(tx), json_string_length(tx));
-        add_delta(r->fmt, &r->v, json_pack("{s:O}", "content", tx), out);
+        r->fmt->text(&r->v, json_string_value(tx), json_string_length(tx), out);
     }
-    json_t *calls = json_object_get(d, "tool_calls");
     size_t k;
     json_t *e;
-    json_array_foreach(calls, k, e) merge_call(r->calls, e);
-    if (json_array_size(calls)) add_delta(r->fmt, &r->v, json_pack("{s:O}", "tool_calls", calls), out);
+    json_array_foreach(json_object_get(d, "tool_calls"), k, e) {
+        merge_call(r->calls, e);
+        gw_render_tool_delta(r->fmt, &r->v, e, out);
+    }
 }
 
 /* One complete line of the upstream's stream. */

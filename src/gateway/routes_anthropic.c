@@ -162,38 +162,33 @@ static void am_begin(const gw_gen_view *v, sipp_buf *out) {
           json_pack("{s:o}", "message", message(v, json_array(), NULL, json_null(), usage_json(v))), out);
 }
 
-/* A parsed chat delta: reasoning (thinking), content (text), or a tool call's start or fragment. */
-static void am_delta(const gw_gen_view *v, size_t index, json_t *d, json_t *logprobs, sipp_buf *out) {
+static void am_reasoning(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
     msg_state *s = state_of(v);
-    json_t *t;
-    if ((t = json_object_get(d, "reasoning_content")) && json_string_length(t)) {
-        if (s->open != BLOCK_THINKING)
-            open_block(s, BLOCK_THINKING,
-                       json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", "", "signature", ""),
-                       out);
-        block_delta(s, json_pack("{s:s, s:O}", "type", "thinking_delta", "thinking", t), out);
-    }
-    if ((t = json_object_get(d, "content")) && json_string_length(t)) {
-        if (s->open != BLOCK_TEXT)
-            open_block(s, BLOCK_TEXT, json_pack("{s:s, s:s}", "type", "text", "text", ""), out);
-        block_delta(s, json_pack("{s:s, s:O}", "type", "text_delta", "text", t), out);
-    }
-    size_t k;
-    json_t *tc;
-    json_array_foreach(json_object_get(d, "tool_calls"), k, tc) {
-        json_t *fn = json_object_get(tc, "function"), *id = json_object_get(tc, "id");
-        if (json_is_string(id))
-            open_block(s, BLOCK_TOOL,
-                       json_pack("{s:s, s:O, s:s, s:{}}", "type", "tool_use", "id", id, "name",
-                                 json_string_value(json_object_get(fn, "name"))
-                                     ? json_string_value(json_object_get(fn, "name"))
-                                     : "",
-                                 "input"),
-                       out);
-        json_t *args = json_object_get(fn, "arguments");
-        if (s->open == BLOCK_TOOL && json_string_length(args))
-            block_delta(s, json_pack("{s:s, s:O}", "type", "input_json_delta", "partial_json", args), out);
-    }
+    if (s->open != BLOCK_THINKING)
+        open_block(s, BLOCK_THINKING,
+                   json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", "", "signature", ""), out);
+    block_delta(s, json_pack("{s:s, s:s%}", "type", "thinking_delta", "thinking", text, len), out);
+}
+
+static void am_text(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    msg_state *s = state_of(v);
+    if (s->open != BLOCK_TEXT)
+        open_block(s, BLOCK_TEXT, json_pack("{s:s, s:s}", "type", "text", "text", ""), out);
+    block_delta(s, json_pack("{s:s, s:s%}", "type", "text_delta", "text", text, len), out);
+}
+
+static void am_tool_start(const gw_gen_view *v, const char *id, const char *name, sipp_buf *out) {
+    open_block(
+        state_of(v), BLOCK_TOOL,
+        json_pack("{s:s, s:s, s:s, s:{}}", "type", "tool_use", "id", id, "name", name ? name : "", "input"),
+        out);
+}
+
+/* Arguments before any call started (a malformed upstream) have no block to go in. */
+static void am_tool_args(const gw_gen_view *v, const char *args, size_t len, sipp_buf *out) {
+    msg_state *s = state_of(v);
+    if (s->open == BLOCK_TOOL)
+        block_delta(s, json_pack("{s:s, s:s%}", "type", "input_json_delta", "partial_json", args, len), out);
 }
 
 static void am_end(const gw_gen_view *v, sipp_buf *out) {
@@ -214,7 +209,10 @@ static void am_fail(const gw_gen_view *v, gw_error_kind kind, const char *msg, s
 static const gw_format messages_format = {.id_prefix = "msg_",
                                           .renames = renames,
                                           .begin = am_begin,
-                                          .delta = am_delta,
+                                          .text = am_text,
+                                          .reasoning = am_reasoning,
+                                          .tool_start = am_tool_start,
+                                          .tool_args = am_tool_args,
                                           .end = am_end,
                                           .fail = am_fail,
                                           .whole = am_whole};

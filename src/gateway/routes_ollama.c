@@ -534,13 +534,17 @@ static json_t *final_line(const gw_gen_view *v, const char *text, const char *th
 
 static void ol_begin(const gw_gen_view *v, sipp_buf *out) {}
 
-/* Text and thinking stream as they come; tool calls are sent whole, as Ollama sends them. */
-static void ol_delta(const gw_gen_view *v, size_t index, json_t *d, json_t *logprobs, sipp_buf *out) {
-    const char *text = json_string_value(json_object_get(d, "content"));
-    const char *thinking = json_string_value(json_object_get(d, "reasoning_content"));
-    if (!st_of(v)->chat && !text) text = json_string_value(json_object_get(d, "text"));
-    if ((text && *text) || (thinking && *thinking)) append_line(out, line(v, text, thinking, NULL, false));
+/* Text and thinking stream as they come; tool calls are sent whole at the end, as Ollama sends them. */
+static void ol_text(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    append_line(out, line(v, text, NULL, NULL, false));
 }
+
+static void ol_reasoning(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    append_line(out, line(v, NULL, text, NULL, false));
+}
+
+static void ol_tool_start(const gw_gen_view *v, const char *id, const char *name, sipp_buf *out) {}
+static void ol_tool_args(const gw_gen_view *v, const char *args, size_t len, sipp_buf *out) {}
 
 static void ol_end(const gw_gen_view *v, sipp_buf *out) {
     json_t *calls = tool_calls(v);
@@ -563,7 +567,10 @@ static const gw_format ollama_format = {.id_prefix = "ollama-",
                                         .content_type = NDJSON,
                                         .renames = renames,
                                         .begin = ol_begin,
-                                        .delta = ol_delta,
+                                        .text = ol_text,
+                                        .reasoning = ol_reasoning,
+                                        .tool_start = ol_tool_start,
+                                        .tool_args = ol_tool_args,
                                         .end = ol_end,
                                         .fail = ol_fail,
                                         .whole = ol_whole};

@@ -344,27 +344,22 @@ static void rs_begin(const gw_gen_view *v, sipp_buf *out) {
           json_pack("{s:o}", "response", response_object(v, "in_progress", NULL, NULL)), out);
 }
 
-/* A parsed chat delta: content, reasoning_content, or a tool call's start or argument fragment. */
-static void rs_delta(const gw_gen_view *v, size_t index, json_t *d, json_t *logprobs, sipp_buf *out) {
-    resp_state *s = state_of(v);
-    json_t *t;
-    if ((t = json_object_get(d, "reasoning_content")) && json_string_length(t))
-        text_delta(v, ITEM_REASONING, json_string_value(t), json_string_length(t), out);
-    if ((t = json_object_get(d, "content")) && json_string_length(t))
-        text_delta(v, ITEM_MESSAGE, json_string_value(t), json_string_length(t), out);
-    size_t k;
-    json_t *tc;
-    json_array_foreach(json_object_get(d, "tool_calls"), k, tc) {
-        json_t *fn = json_object_get(tc, "function");
-        if (json_is_string(json_object_get(tc, "id"))) { /* a new call */
-            close_item(v, "completed", out);
-            open_item(v, ITEM_CALL, s->n_calls++, json_string_value(json_object_get(tc, "id")),
-                      json_string_value(json_object_get(fn, "name")), out);
-        }
-        json_t *args = json_object_get(fn, "arguments");
-        if (s->open == ITEM_CALL && json_string_length(args))
-            text_delta(v, ITEM_CALL, json_string_value(args), json_string_length(args), out);
-    }
+static void rs_reasoning(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    text_delta(v, ITEM_REASONING, text, len, out);
+}
+
+static void rs_text(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    text_delta(v, ITEM_MESSAGE, text, len, out);
+}
+
+static void rs_tool_start(const gw_gen_view *v, const char *id, const char *name, sipp_buf *out) {
+    close_item(v, "completed", out);
+    open_item(v, ITEM_CALL, state_of(v)->n_calls++, id, name, out);
+}
+
+/* Arguments before any call started (a malformed upstream) have no item to go in. */
+static void rs_tool_args(const gw_gen_view *v, const char *args, size_t len, sipp_buf *out) {
+    if (state_of(v)->open == ITEM_CALL) text_delta(v, ITEM_CALL, args, len, out);
 }
 
 static void rs_end(const gw_gen_view *v, sipp_buf *out) {
@@ -387,7 +382,10 @@ static void rs_fail(const gw_gen_view *v, gw_error_kind kind, const char *messag
 static const gw_format responses_format = {.id_prefix = "resp_",
                                            .renames = renames,
                                            .begin = rs_begin,
-                                           .delta = rs_delta,
+                                           .text = rs_text,
+                                           .reasoning = rs_reasoning,
+                                           .tool_start = rs_tool_start,
+                                           .tool_args = rs_tool_args,
                                            .end = rs_end,
                                            .fail = rs_fail,
                                            .whole = rs_whole};

@@ -31,17 +31,6 @@ gw_target *gw_translated_target(gw_call *call, const char *name, const char *api
     return t;
 }
 
-void gw_view_stats(const gw_gen_view *v, sipp_request_stats *stats) {
-    if (v->req)
-        sipp_request_get_stats(v->req, stats);
-    else
-        *stats = v->remote_stats;
-}
-
-const char *gw_view_stop_string(const gw_gen_view *v) {
-    return v->req ? sipp_request_stop_string(v->req) : NULL;
-}
-
 json_t *gw_body_object(gw_call *call) {
     char err[SIPP_ERROR_SIZE];
     json_t *root = gw_parse_body(call->body, call->body_len, err, sizeof err);

@@ -18,11 +18,6 @@
  * a remote target is refused with 501, named by api_name. */
 gw_target *gw_translated_target(gw_call *call, const char *name, const char *api_name);
 
-/* A generation's counts: the engine's, or a remote target's. */
-void gw_view_stats(const gw_gen_view *v, sipp_request_stats *stats);
-/* The stop string that ended it (NULL when none, and for remote targets, which do not say). */
-const char *gw_view_stop_string(const gw_gen_view *v);
-
 /* The call's body as a JSON object, or NULL after replying 400. */
 json_t *gw_body_object(gw_call *call);
 

@@ -5,7 +5,8 @@
  * or sipp's events mirroring it). The formats of the other APIs (Responses, Messages, Ollama) take
  * typed events instead (text, reasoning, a tool call's start and its arguments), so that no route
  * reads another API's JSON: a parsed delta is turned into those events here, once, and the relay
- * of a remote target's stream (relay.c) gives the same events from the upstream's chunks.
+ * of a remote target's stream (relay.c) gives the same events from the upstream's chunks. The
+ * finished answer is typed the same way (gw_view_answer, gw_view_call).
  */
 #include "gateway/format.h"
 
@@ -47,4 +48,27 @@ void gw_view_stats(const gw_gen_view *v, sipp_request_stats *stats) {
 
 const char *gw_view_stop_string(const gw_gen_view *v) {
     return v->req ? sipp_request_stop_string(v->req) : NULL;
+}
+
+void gw_view_answer(const gw_gen_view *v, gw_answer *a) {
+    json_t *m = v->choices[0].message;
+    const char *text = m ? json_string_value(json_object_get(m, "content")) : v->text;
+    a->text = text ? text : "";
+    a->reasoning = json_string_value(json_object_get(m, "reasoning_content"));
+    a->n_calls = json_array_size(json_object_get(m, "tool_calls"));
+}
+
+void gw_view_call(const gw_gen_view *v, size_t k, gw_tool_call *c) {
+    json_t *call = json_array_get(json_object_get(v->choices[0].message, "tool_calls"), k);
+    json_t *fn = json_object_get(call, "function");
+    c->id = json_string_value(json_object_get(call, "id"));
+    c->name = json_string_value(json_object_get(fn, "name"));
+    c->arguments = json_string_value(json_object_get(fn, "arguments"));
+}
+
+json_t *gw_arguments_object(const char *args) {
+    json_t *j = args ? json_loads(args, 0, NULL) : NULL;
+    if (json_is_object(j)) return j;
+    json_decref(j);
+    return json_object();
 }

@@ -75,6 +75,27 @@ void gw_view_stats(const gw_gen_view *v, sipp_request_stats *stats);
 /* The stop string that ended it (NULL when none, and for remote targets, which do not say). */
 const char *gw_view_stop_string(const gw_gen_view *v);
 
+/* Choice 0's finished answer (when end or whole are called), read once here so that no route reads
+ * the chat message's JSON: text is its content (a raw prompt's whole text), "" when none; reasoning
+ * its reasoning text, NULL when none; n_calls how many tool calls it made. Borrowed from v. */
+typedef struct gw_answer {
+    const char *text;
+    const char *reasoning;
+    size_t n_calls;
+} gw_answer;
+/* Its tool call k (< n_calls): id, name and arguments (JSON text); each NULL when the answer (a
+ * remote target's) lacks it. Borrowed from v. */
+typedef struct gw_tool_call {
+    const char *id;
+    const char *name;
+    const char *arguments;
+} gw_tool_call;
+void gw_view_answer(const gw_gen_view *v, gw_answer *a);
+void gw_view_call(const gw_gen_view *v, size_t k, gw_tool_call *c);
+/* A tool call's arguments as a JSON object (new reference): {} when they are not one (an answer cut
+ * off by its token limit). */
+json_t *gw_arguments_object(const char *args);
+
 /* Renders one entry of a delta's tool_calls ({"index", "id"?, "function": {"name"?, "arguments"?}},
  * borrowed) with fmt's typed events: tool_start when it has an id, tool_args for its arguments. */
 void gw_render_tool_delta(const gw_format *fmt, const gw_gen_view *v, json_t *tc, sipp_buf *out);

@@ -94,35 +94,22 @@ static json_t *message(const gw_gen_view *v, json_t *content, const char *reason
                      reason ? json_string(reason) : json_null(), "stop_sequence", stop, "usage", usage);
 }
 
-/* A tool call's arguments as the object tool_use.input is; {} when the text is not one (an answer
- * cut off by max_tokens). */
-static json_t *arguments_object(const char *args) {
-    json_t *j = args ? json_loads(args, 0, NULL) : NULL;
-    if (json_is_object(j)) return j;
-    json_decref(j);
-    return json_object();
-}
-
 /* The content blocks of a finished answer: thinking, text (when there is some, or nothing else),
  * then one tool_use per tool call. */
 static json_t *content_blocks(const gw_gen_view *v) {
-    json_t *m = v->choices[0].message, *out = json_array();
-    const char *text = json_string_value(json_object_get(m, "content"));
-    const char *thinking = json_string_value(json_object_get(m, "reasoning_content"));
-    json_t *calls = json_object_get(m, "tool_calls");
-    if (thinking && *thinking)
+    json_t *out = json_array();
+    gw_answer a;
+    gw_view_answer(v, &a);
+    if (a.reasoning && *a.reasoning)
         json_array_append_new(
-            out, json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", thinking, "signature", ""));
-    if ((text && *text) || json_array_size(calls) == 0)
-        json_array_append_new(out, json_pack("{s:s, s:s}", "type", "text", "text", text ? text : ""));
-    size_t k;
-    json_t *c;
-    json_array_foreach(calls, k, c) {
-        json_t *fn = json_object_get(c, "function");
-        json_array_append_new(
-            out, json_pack("{s:s, s:O, s:O, s:o}", "type", "tool_use", "id", json_object_get(c, "id"), "name",
-                           json_object_get(fn, "name"), "input",
-                           arguments_object(json_string_value(json_object_get(fn, "arguments")))));
+            out, json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", a.reasoning, "signature", ""));
+    if (*a.text || a.n_calls == 0)
+        json_array_append_new(out, json_pack("{s:s, s:s}", "type", "text", "text", a.text));
+    for (size_t k = 0; k < a.n_calls; k++) {
+        gw_tool_call c;
+        gw_view_call(v, k, &c);
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use", "id", c.id, "name",
+                                             c.name, "input", gw_arguments_object(c.arguments)));
     }
     return out;
 }

@@ -497,22 +497,16 @@ static void append_line(sipp_buf *out, json_t *j) {
 
 /* The answer's tool calls in Ollama's shape, arguments as objects (NULL when there are none). */
 static json_t *tool_calls(const gw_gen_view *v) {
-    json_t *calls = json_object_get(v->choices[0].message, "tool_calls");
-    if (!json_array_size(calls)) return NULL;
+    gw_answer a;
+    gw_view_answer(v, &a);
+    if (!a.n_calls) return NULL;
     json_t *out = json_array();
-    size_t k;
-    json_t *c;
-    json_array_foreach(calls, k, c) {
-        json_t *fn = json_object_get(c, "function");
-        const char *args = json_string_value(json_object_get(fn, "arguments"));
-        json_t *obj = args ? json_loads(args, 0, NULL) : NULL;
-        if (!json_is_object(obj)) {
-            json_decref(obj);
-            obj = json_object(); /* cut off by num_predict */
-        }
-        json_array_append_new(out, json_pack("{s:O, s:{s:I, s:O, s:o}}", "id", json_object_get(c, "id"),
-                                             "function", "index", (json_int_t)k, "name",
-                                             json_object_get(fn, "name"), "arguments", obj));
+    for (size_t k = 0; k < a.n_calls; k++) {
+        gw_tool_call c;
+        gw_view_call(v, k, &c);
+        json_array_append_new(out, json_pack("{s:s, s:{s:I, s:s, s:o}}", "id", c.id, "function", "index",
+                                             (json_int_t)k, "name", c.name, "arguments",
+                                             gw_arguments_object(c.arguments)));
     }
     return out;
 }
@@ -557,10 +551,9 @@ static void ol_fail(const gw_gen_view *v, gw_error_kind kind, const char *msg, s
 }
 
 static json_t *ol_whole(const gw_gen_view *v) {
-    json_t *m = v->choices[0].message;
-    const char *text = m ? json_string_value(json_object_get(m, "content")) : v->text;
-    const char *thinking = m ? json_string_value(json_object_get(m, "reasoning_content")) : NULL;
-    return final_line(v, text ? text : "", thinking, tool_calls(v));
+    gw_answer a;
+    gw_view_answer(v, &a);
+    return final_line(v, a.text, a.reasoning, tool_calls(v));
 }
 
 static const gw_format ollama_format = {.id_prefix = "ollama-",

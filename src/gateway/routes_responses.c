@@ -179,30 +179,25 @@ static bool incomplete(const gw_gen_view *v) { return strcmp(v->choices[0].finis
  * then one function_call item per tool call. */
 static json_t *output_items(const gw_gen_view *v) {
     const resp_state *s = state_of(v);
-    json_t *m = v->choices[0].message, *out = json_array();
+    json_t *out = json_array();
     const char *status = incomplete(v) ? "incomplete" : "completed";
-    const char *content = json_string_value(json_object_get(m, "content"));
-    const char *reasoning = json_string_value(json_object_get(m, "reasoning_content"));
-    json_t *calls = json_object_get(m, "tool_calls");
+    gw_answer a;
+    gw_view_answer(v, &a);
     char id[ID_SIZE];
-    if (reasoning && *reasoning) {
+    if (a.reasoning && *a.reasoning) {
         item_id(s, ITEM_REASONING, 0, id, sizeof id);
-        json_array_append_new(out, make_item(ITEM_REASONING, id, status, reasoning, NULL, NULL));
+        json_array_append_new(out, make_item(ITEM_REASONING, id, status, a.reasoning, NULL, NULL));
     }
-    if ((content && *content) || json_array_size(calls) == 0) {
+    if (*a.text || a.n_calls == 0) {
         item_id(s, ITEM_MESSAGE, 0, id, sizeof id);
-        json_array_append_new(out, make_item(ITEM_MESSAGE, id, status, content ? content : "", NULL, NULL));
+        json_array_append_new(out, make_item(ITEM_MESSAGE, id, status, a.text, NULL, NULL));
     }
-    size_t k;
-    json_t *c;
-    json_array_foreach(calls, k, c) {
-        json_t *fn = json_object_get(c, "function");
+    for (size_t k = 0; k < a.n_calls; k++) {
+        gw_tool_call c;
+        gw_view_call(v, k, &c);
         item_id(s, ITEM_CALL, k, id, sizeof id);
-        json_array_append_new(out,
-                              named_call(s, make_item(ITEM_CALL, id, "completed",
-                                                      json_string_value(json_object_get(fn, "arguments")),
-                                                      json_string_value(json_object_get(c, "id")),
-                                                      json_string_value(json_object_get(fn, "name")))));
+        json_array_append_new(
+            out, named_call(s, make_item(ITEM_CALL, id, "completed", c.arguments, c.id, c.name)));
     }
     return out;
 }

@@ -96,3 +96,13 @@ void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d) {
     gw_gen_free(&g); /* what gw_generate or gw_relay did not take over */
     json_decref(sent);
 }
+
+void gw_dispatch_call(gw_call *call, gw_api api, const gw_format *fmt) {
+    /* Each API's path below /v1, which is where base_url points; by gw_api. */
+    static const char *const suffix[] = {
+        [GW_API_CHAT] = "/chat/completions", [GW_API_COMPLETION] = "/completions",
+        [GW_API_EMBEDDINGS] = "/embeddings", [GW_API_NATIVE_QUERY] = "/query",
+        [GW_API_NATIVE_CHAT] = "/chat",      [GW_API_NATIVE_EMBED] = "/embed",
+    };
+    gw_dispatch_run(call, NULL, &(gw_dispatch){.api = api, .fmt = fmt, .upstream_suffix = suffix[api]});
+}

@@ -27,6 +27,11 @@ typedef struct gw_dispatch {
  * Replies always. */
 void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d);
 
+/* gw_dispatch_run for a route of an API remote targets speak (OpenAI's, sipp's native), on the
+ * call's own body: a remote target is forwarded it at its own path (/v1/chat/completions at
+ * base_url + "/chat/completions", /v1/query at base_url + "/query", ...). */
+void gw_dispatch_call(gw_call *call, gw_api api, const gw_format *fmt);
+
 /* Decodes a body built by a route for api (chat is stolen) into g, naming the ignored fields in
  * sipp-ignored. On failure it has replied, naming the field through renames, and returns false. */
 bool gw_decode_tree(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames, gw_gen *g);

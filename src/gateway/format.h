@@ -65,6 +65,22 @@ struct gw_format {
     json_t *(*whole)(const gw_gen_view *v);
 };
 
+/* A route's format from its callbacks, named by one prefix P, so that an API's renderer is written
+ * once, as functions: P_begin, P_piece, P_delta, P_end and P_whole for OpenAI-shaped output (fail
+ * given, as formats share it), or P_begin, P_text, P_reasoning, P_tool_start, P_tool_args, P_end,
+ * P_fail and P_whole for typed events. content_type NULL is text/event-stream. */
+#define GW_DELTA_FORMAT(P, prefix, fail_fn)                                                                  \
+    {                                                                                                        \
+        .id_prefix = (prefix), .begin = P##_begin, .piece = P##_piece, .delta = P##_delta, .end = P##_end,   \
+        .fail = (fail_fn), .whole = P##_whole                                                                \
+    }
+#define GW_EVENT_FORMAT(P, prefix, type, renames_)                                                           \
+    {                                                                                                        \
+        .id_prefix = (prefix), .content_type = (type), .renames = (renames_), .begin = P##_begin,            \
+        .text = P##_text, .reasoning = P##_reasoning, .tool_start = P##_tool_start,                          \
+        .tool_args = P##_tool_args, .end = P##_end, .fail = P##_fail, .whole = P##_whole                     \
+    }
+
 /* Renders one parsed OpenAI chat delta of choice index (borrowed, as gw_format.delta takes it) with
  * fmt: through delta, or as its typed events. */
 void gw_render_delta(const gw_format *fmt, const gw_gen_view *v, size_t index, json_t *delta,

@@ -193,16 +193,7 @@ static void am_fail(const gw_gen_view *v, gw_error_kind kind, const char *msg, s
     gw_sse_json(out, "error", gw_error_json_in(GW_DIALECT_ANTHROPIC, kind, msg));
 }
 
-static const gw_format messages_format = {.id_prefix = "msg_",
-                                          .renames = renames,
-                                          .begin = am_begin,
-                                          .text = am_text,
-                                          .reasoning = am_reasoning,
-                                          .tool_start = am_tool_start,
-                                          .tool_args = am_tool_args,
-                                          .end = am_end,
-                                          .fail = am_fail,
-                                          .whole = am_whole};
+static const gw_format messages_format = GW_EVENT_FORMAT(am, "msg_", NULL, renames);
 
 /* ---- request translation ------------------------------------------------------------------------ */
 

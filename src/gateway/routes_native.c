@@ -87,24 +87,8 @@ static json_t *native_whole(const gw_gen_view *v) {
                                native_usage(v), "context_key", context_key(v)));
 }
 
-static const gw_format native_format = {.id_prefix = "sipp-",
-                                        .begin = native_begin,
-                                        .piece = native_piece,
-                                        .delta = native_delta,
-                                        .end = native_end,
-                                        .fail = native_fail,
-                                        .whole = native_whole};
+static const gw_format native_format = GW_DELTA_FORMAT(native, "sipp-", native_fail);
 
-void gw_route_native_query(gw_call *call) {
-    gw_dispatch_run(
-        call, NULL,
-        &(gw_dispatch){.api = GW_API_NATIVE_QUERY, .fmt = &native_format, .upstream_suffix = "/query"});
-}
-void gw_route_native_chat(gw_call *call) {
-    gw_dispatch_run(
-        call, NULL,
-        &(gw_dispatch){.api = GW_API_NATIVE_CHAT, .fmt = &native_format, .upstream_suffix = "/chat"});
-}
-void gw_route_native_embed(gw_call *call) {
-    gw_dispatch_run(call, NULL, &(gw_dispatch){.api = GW_API_NATIVE_EMBED, .upstream_suffix = "/embed"});
-}
+void gw_route_native_query(gw_call *call) { gw_dispatch_call(call, GW_API_NATIVE_QUERY, &native_format); }
+void gw_route_native_chat(gw_call *call) { gw_dispatch_call(call, GW_API_NATIVE_CHAT, &native_format); }
+void gw_route_native_embed(gw_call *call) { gw_dispatch_call(call, GW_API_NATIVE_EMBED, NULL); }

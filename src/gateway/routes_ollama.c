@@ -556,17 +556,7 @@ static json_t *ol_whole(const gw_gen_view *v) {
     return final_line(v, a.text, a.reasoning, tool_calls(v));
 }
 
-static const gw_format ollama_format = {.id_prefix = "ollama-",
-                                        .content_type = NDJSON,
-                                        .renames = renames,
-                                        .begin = ol_begin,
-                                        .text = ol_text,
-                                        .reasoning = ol_reasoning,
-                                        .tool_start = ol_tool_start,
-                                        .tool_args = ol_tool_args,
-                                        .end = ol_end,
-                                        .fail = ol_fail,
-                                        .whole = ol_whole};
+static const gw_format ollama_format = GW_EVENT_FORMAT(ol, "ollama-", NDJSON, renames);
 
 /* ---- chat and generate -------------------------------------------------------------------------- */
 

@@ -124,13 +124,7 @@ static json_t *chat_whole(const gw_gen_view *v) {
                      usage_all(v));
 }
 
-static const gw_format chat_format = {.id_prefix = "chatcmpl-",
-                                      .begin = chat_begin,
-                                      .piece = chat_piece,
-                                      .delta = chat_delta,
-                                      .end = chat_end,
-                                      .fail = stream_fail,
-                                      .whole = chat_whole};
+static const gw_format chat_format = GW_DELTA_FORMAT(chat, "chatcmpl-", stream_fail);
 
 /* ---- text completions --------------------------------------------------------------------------- */
 
@@ -198,29 +192,13 @@ static json_t *text_whole(const gw_gen_view *v) {
                      usage_all(v));
 }
 
-static const gw_format text_format = {.id_prefix = "cmpl-",
-                                      .begin = text_begin,
-                                      .piece = text_piece,
-                                      .delta = text_delta,
-                                      .end = text_end,
-                                      .fail = stream_fail,
-                                      .whole = text_whole};
+static const gw_format text_format = GW_DELTA_FORMAT(text, "cmpl-", stream_fail);
 
 /* ---- the routes -------------------------------------------------------------------------------- */
 
-void gw_route_chat_completions(gw_call *call) {
-    gw_dispatch_run(
-        call, NULL,
-        &(gw_dispatch){.api = GW_API_CHAT, .fmt = &chat_format, .upstream_suffix = "/chat/completions"});
-}
-void gw_route_completions(gw_call *call) {
-    gw_dispatch_run(
-        call, NULL,
-        &(gw_dispatch){.api = GW_API_COMPLETION, .fmt = &text_format, .upstream_suffix = "/completions"});
-}
-void gw_route_embeddings(gw_call *call) {
-    gw_dispatch_run(call, NULL, &(gw_dispatch){.api = GW_API_EMBEDDINGS, .upstream_suffix = "/embeddings"});
-}
+void gw_route_chat_completions(gw_call *call) { gw_dispatch_call(call, GW_API_CHAT, &chat_format); }
+void gw_route_completions(gw_call *call) { gw_dispatch_call(call, GW_API_COMPLETION, &text_format); }
+void gw_route_embeddings(gw_call *call) { gw_dispatch_call(call, GW_API_EMBEDDINGS, NULL); }
 
 /* ---- models ------------------------------------------------------------------------------------- */
 

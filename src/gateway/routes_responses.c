@@ -374,16 +374,7 @@ static void rs_fail(const gw_gen_view *v, gw_error_kind kind, const char *messag
     event(v, "response.failed", json_pack("{s:o}", "response", r), out);
 }
 
-static const gw_format responses_format = {.id_prefix = "resp_",
-                                           .renames = renames,
-                                           .begin = rs_begin,
-                                           .text = rs_text,
-                                           .reasoning = rs_reasoning,
-                                           .tool_start = rs_tool_start,
-                                           .tool_args = rs_tool_args,
-                                           .end = rs_end,
-                                           .fail = rs_fail,
-                                           .whole = rs_whole};
+static const gw_format responses_format = GW_EVENT_FORMAT(rs, "resp_", NULL, renames);
 
 /* ---- request translation ------------------------------------------------------------------------ */
 

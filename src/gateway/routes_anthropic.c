@@ -356,48 +356,43 @@ static bool translate_messages(gw_call *call, json_t *root, json_t *chat) {
     return true;
 }
 
+/* A custom tool is a function tool; a server tool (web_search_..., code_execution_..., bash_... and
+ * the like) the provider would run, and sipp does not, so it is left out; forcing it is refused.
+ * forced is the name tool_choice forces (NULL: none). */
+static gw_tool_fate custom_tool(gw_call *call, json_t *t, size_t i, json_t *out, void *forced) {
+    const char *type = json_string_value(json_object_get(t, "type"));
+    if (!json_is_object(t)) {
+        gw_reply_invalid_field(call, "'tools[%zu]' must be an object", i);
+        return GW_TOOL_REFUSED;
+    }
+    if (json_object_get(t, "cache_control")) gw_ignored_add(call, "cache_control");
+    if (json_object_get(t, "defer_loading")) gw_ignored_addf(call, "tools[%zu].defer_loading", i);
+    if (!type || strcmp(type, "custom") == 0) {
+        json_array_append_new(out, gw_function_tool(t, json_object_get(t, "name"), "input_schema", false));
+        return GW_TOOL_ADDED;
+    }
+    const char *name = json_string_value(json_object_get(t, "name"));
+    if (name && forced && strcmp(name, forced) == 0) {
+        gw_reply_invalid_field(call,
+                               "'tool_choice.name' '%s' is a server tool (tools[%zu], %s), "
+                               "which this server does not run; force a custom tool",
+                               name, i, type);
+        return GW_TOOL_REFUSED;
+    }
+    return GW_TOOL_LEFT_OUT;
+}
+
 /* tools -> chat's function tools; tool_choice auto | any | tool | none. */
 static bool translate_tools(gw_call *call, json_t *root, json_t *chat) {
-    json_t *tools = json_object_get(root, "tools");
-    json_t *tc0 = json_object_get(root, "tool_choice");
-    const char *forced = json_string_value(json_object_get(tc0, "type")) &&
-                                 strcmp(json_string_value(json_object_get(tc0, "type")), "tool") == 0
-                             ? json_string_value(json_object_get(tc0, "name"))
-                             : NULL;
-    if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools))
-            return gw_reply_invalid_field(call,
-                                          "'tools' must be an array of {\"name\", \"input_schema\"} tools");
-        json_t *out = json_array();
-        json_object_set_new(chat, "tools", out);
-        size_t i;
-        json_t *t;
-        json_array_foreach(tools, i, t) {
-            const char *type = json_string_value(json_object_get(t, "type"));
-            if (!json_is_object(t)) return gw_reply_invalid_field(call, "'tools[%zu]' must be an object", i);
-            if (json_object_get(t, "cache_control")) gw_ignored_add(call, "cache_control");
-            if (json_object_get(t, "defer_loading")) gw_ignored_addf(call, "tools[%zu].defer_loading", i);
-            if (type && strcmp(type, "custom") != 0) {
-                /* A server tool (web_search_..., code_execution_..., bash_... and the like): the
-                 * provider would run it; sipp does not, so the model is not shown it. */
-                const char *name = json_string_value(json_object_get(t, "name"));
-                if (name && forced && strcmp(name, forced) == 0)
-                    return gw_reply_invalid_field(
-                        call,
-                        "'tool_choice.name' '%s' is a server tool (tools[%zu], %s), "
-                        "which this server does not run; force a custom tool",
-                        name, i, type);
-                gw_ignored_addf(call, "tools[%zu]", i);
-                continue;
-            }
-            json_t *fn = json_object();
-            gw_copy_field(t, "name", fn, NULL);
-            gw_copy_field(t, "description", fn, NULL);
-            gw_copy_field(t, "input_schema", fn, "parameters");
-            json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
-        }
-    }
     json_t *tc = json_object_get(root, "tool_choice");
+    const char *forced = json_string_value(json_object_get(tc, "type")) &&
+                                 strcmp(json_string_value(json_object_get(tc, "type")), "tool") == 0
+                             ? json_string_value(json_object_get(tc, "name"))
+                             : NULL;
+    if (!gw_translate_tools(call, json_object_get(root, "tools"), chat,
+                            "'tools' must be an array of {\"name\", \"input_schema\"} tools", custom_tool,
+                            (void *)forced))
+        return false;
     bool parallel = true; /* Anthropic's default */
     if (tc && !json_is_null(tc)) {
         const char *type = json_string_value(json_object_get(tc, "type"));

@@ -613,11 +613,10 @@ static bool is_builtin_tool(const char *type) {
 }
 
 static json_t *function_tool(json_t *t, const char *name) {
-    json_t *fn = json_pack("{s:s}", "name", name);
-    gw_copy_field(t, "description", fn, NULL);
-    gw_copy_field(t, "parameters", fn, NULL);
-    gw_copy_field(t, "strict", fn, NULL);
-    return json_pack("{s:s, s:o}", "type", "function", "function", fn);
+    json_t *n = json_string(name);
+    json_t *tool = gw_function_tool(t, n, "parameters", true);
+    json_decref(n);
+    return tool;
 }
 
 /* A namespace tool's functions, flattened into out as "<namespace>__<name>" (the model sees one
@@ -647,10 +646,28 @@ static bool flatten_namespace(xlate *x, json_t *t, size_t i, json_t *out) {
     return true;
 }
 
+/* A function tool as it is, a namespace tool flattened, a built-in tool left out; others refused. */
+static gw_tool_fate function_or_namespace(gw_call *call, json_t *t, size_t i, json_t *out, void *ctx) {
+    const char *type = json_string_value(json_object_get(t, "type"));
+    if (type && strcmp(type, "namespace") == 0)
+        return flatten_namespace(ctx, t, i, out) ? GW_TOOL_ADDED : GW_TOOL_REFUSED;
+    if (type && is_builtin_tool(type)) return GW_TOOL_LEFT_OUT;
+    if (!type || strcmp(type, "function") != 0) {
+        gw_reply_invalid_field(
+            call,
+            "'tools[%zu].type' must be \"function\" or \"namespace\" (built-in tools such as "
+            "web_search are left out; other tools are not available here)",
+            i);
+        return GW_TOOL_REFUSED;
+    }
+    const char *name = json_string_value(json_object_get(t, "name"));
+    json_array_append_new(out, function_tool(t, name ? name : ""));
+    return GW_TOOL_ADDED;
+}
+
 /* Function tools -> chat's {"type": "function", "function": {...}}; namespace tools flattened,
  * built-in tools left out and named in sipp-ignored (forcing one with tool_choice is a 400). */
 static bool translate_tools(xlate *x, json_t *root, json_t *chat) {
-    json_t *tools = json_object_get(root, "tools");
     json_t *tc = json_object_get(root, "tool_choice");
     const char *tc_type = json_string_value(json_object_get(tc, "type"));
     if (tc_type && is_builtin_tool(tc_type))
@@ -659,33 +676,9 @@ static bool translate_tools(xlate *x, json_t *root, json_t *chat) {
             "'tool_choice' forces the built-in tool '%s', which this server does not "
             "run; force a function tool or use \"auto\"",
             tc_type);
-    if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools))
-            return gw_reply_invalid_field(x->call, "'tools' must be an array of function tools");
-        json_t *out = json_array();
-        json_object_set_new(chat, "tools", out);
-        size_t i;
-        json_t *t;
-        json_array_foreach(tools, i, t) {
-            const char *type = json_string_value(json_object_get(t, "type"));
-            if (type && strcmp(type, "namespace") == 0) {
-                if (!flatten_namespace(x, t, i, out)) return false;
-                continue;
-            }
-            if (type && is_builtin_tool(type)) {
-                gw_ignored_addf(x->call, "tools[%zu]", i);
-                continue;
-            }
-            if (!type || strcmp(type, "function") != 0)
-                return gw_reply_invalid_field(
-                    x->call,
-                    "'tools[%zu].type' must be \"function\" or \"namespace\" (built-in tools such as "
-                    "web_search are left out; other tools are not available here)",
-                    i);
-            const char *name = json_string_value(json_object_get(t, "name"));
-            json_array_append_new(out, function_tool(t, name ? name : ""));
-        }
-    }
+    if (!gw_translate_tools(x->call, json_object_get(root, "tools"), chat,
+                            "'tools' must be an array of function tools", function_or_namespace, x))
+        return false;
     if (json_is_object(tc) && json_is_string(json_object_get(tc, "name"))) {
         const char *ns = json_string_value(json_object_get(tc, "namespace"));
         char *flat = ns ? flat_name(ns, json_string_value(json_object_get(tc, "name"))) : NULL;

@@ -53,6 +53,31 @@ bool gw_copy_field(json_t *from, const char *key, json_t *to, const char *as) {
     return true;
 }
 
+bool gw_translate_tools(gw_call *call, json_t *tools, json_t *chat, const char *not_array, gw_tool_fn one,
+                        void *ctx) {
+    if (!tools || json_is_null(tools)) return true;
+    if (!json_is_array(tools)) return gw_reply_invalid_field(call, "%s", not_array);
+    json_t *out = json_array();
+    json_object_set_new(chat, "tools", out);
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        gw_tool_fate fate = one(call, t, i, out, ctx);
+        if (fate == GW_TOOL_REFUSED) return false;
+        if (fate == GW_TOOL_LEFT_OUT) gw_ignored_addf(call, "tools[%zu]", i);
+    }
+    return true;
+}
+
+json_t *gw_function_tool(json_t *t, json_t *name, const char *schema_key, bool keep_strict) {
+    json_t *fn = json_object();
+    if (name) json_object_set(fn, "name", name);
+    gw_copy_field(t, "description", fn, NULL);
+    gw_copy_field(t, schema_key, fn, "parameters");
+    if (keep_strict) gw_copy_field(t, "strict", fn, NULL);
+    return json_pack("{s:s, s:o}", "type", "function", "function", fn);
+}
+
 bool gw_check_fields(gw_call *call, json_t *root, const char *const *known, const char *api) {
     const char *key;
     json_t *v;

@@ -24,6 +24,23 @@ json_t *gw_body_object(gw_call *call);
 /* Sets to[as or key] = from[key] when present; true when it was. */
 bool gw_copy_field(json_t *from, const char *key, json_t *to, const char *as);
 
+/* What one of an API's tools becomes (gw_translate_tools). */
+typedef enum gw_tool_fate { GW_TOOL_REFUSED, GW_TOOL_ADDED, GW_TOOL_LEFT_OUT } gw_tool_fate;
+typedef gw_tool_fate (*gw_tool_fn)(gw_call *call, json_t *tool, size_t i, json_t *out, void *ctx);
+
+/* chat's "tools" from an API's tools array (absent or null: none). one(call, tool, i, out, ctx)
+ * decides tool i: it appends what the tool becomes to out (ADDED, see gw_function_tool); or leaves
+ * it out (LEFT_OUT: a tool the provider would run and sipp does not, which the model is not shown
+ * and sipp-ignored names as "tools[i]"); or replies and refuses it (REFUSED). not_array is the
+ * refusal of tools that are not an array. False after replying. */
+bool gw_translate_tools(gw_call *call, json_t *tools, json_t *chat, const char *not_array, gw_tool_fn one,
+                        void *ctx);
+
+/* chat's function tool for an API's tool t: {"type": "function", "function": {"name"?,
+ * "description"?, "parameters"?, "strict"?}}, with name (borrowed; NULL: none), the parameters'
+ * schema from t[schema_key], and t's strict when keep_strict. */
+json_t *gw_function_tool(json_t *t, json_t *name, const char *schema_key, bool keep_strict);
+
 /* Replies 400 naming the first key of root that is not in known (NULL-terminated) and returns
  * false: fields a route does not know are refused, never ignored. */
 bool gw_check_fields(gw_call *call, json_t *root, const char *const *known, const char *api);

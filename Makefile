@@ -230,7 +230,9 @@ FUZZ_signature_SRCS := tests/fuzz/fuzz_signature.c src/backend/signature.c
 # the bounds on request schemas and the conversion to a grammar they guard (issue 27)
 FUZZ_schema_SRCS := tests/fuzz/fuzz_schema.c src/util/schema_limits.c src/chat/schema_convert.c
 # the Responses, Messages and Ollama request translations (the gateway's stand-ins are in the harness)
-FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/gateway/routes_responses.c \
+FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/gateway/dispatch.c \
+  src/gateway/relay.c src/gateway/format.c \
+  src/gateway/routes_responses.c \
   src/gateway/api_fields.c \
   src/gateway/routes_anthropic.c src/gateway/routes_ollama.c src/gateway/responses_store.c \
   src/gateway/request_parse.c src/gateway/errors.c src/gateway/sse.c src/gateway/field_names.c \

@@ -18,7 +18,8 @@
  * Chats. A chat is given to the engine as its OpenAI body (gw_gen.chat, as chat_json), and each
  * choice's answer is parsed by libsipp's chat parser (llama.cpp's parser for the template's format)
  * as it streams: a format with a delta callback receives parsed deltas (content, reasoning_content,
- * tool_calls) with the logprobs of the tokens since the last one; at the end every choice has its
+ * tool_calls) with the logprobs of the tokens since the last one, a format of typed events the
+ * same deltas as events (format.c); at the end every choice has its
  * parsed message and a finish_reason that is "tool_calls" when the answer called tools. The
  * non-streamed answer runs the same parser over the whole text, so the deltas of a stream add up
  * to the message of the same request not streamed.
@@ -101,6 +102,9 @@ static json_t *new_logprobs(gw_choice *c) {
     return j;
 }
 
+/* Whether fmt renders parsed deltas (else raw pieces of text). */
+static bool by_delta(const gw_format *fmt) { return fmt->delta || fmt->text; }
+
 /* Feeds text to a chat choice's parser and hands each parsed delta to the format. A final text the
  * parser cannot read leaves the message as plain content (the model did not follow its format). */
 static void feed(gen_stream *gs, size_t i, const char *text, size_t len, bool is_final, sipp_buf *out) {
@@ -123,7 +127,7 @@ static void feed(gen_stream *gs, size_t i, const char *text, size_t len, bool is
     json_t *lp = new_logprobs(c);
     size_t k;
     json_t *d;
-    json_array_foreach(arr, k, d) { gs->fmt->delta(&gs->view, i, d, k == 0 ? lp : NULL, out); }
+    json_array_foreach(arr, k, d) { gw_render_delta(gs->fmt, &gs->view, i, d, k == 0 ? lp : NULL, out); }
     if (lp && json_array_size(arr) == 0) { /* logprobs of tokens whose text is not out yet */
         c->n_logprobs_sent -= json_array_size(lp);
     }
@@ -188,14 +192,14 @@ static bool pull_choice(gen_stream *gs, size_t i, sipp_buf *out, int wait_ms) {
     size_t n = sipp_request_read(c->req, gs->buf, sizeof gs->buf, wait_ms, &finished);
     if (n) {
         {
-            if (gs->fmt->delta)
+            if (by_delta(gs->fmt))
                 feed(gs, i, gs->buf, n, false, out);
             else
                 gs->fmt->piece(&gs->view, gs->buf, n, out);
         }
     }
     if (finished) {
-        if (gs->fmt->delta && succeeded(c->req)) feed(gs, i, "", 0, true, out);
+        if (by_delta(gs->fmt) && succeeded(c->req)) feed(gs, i, "", 0, true, out);
         gs->done[i] = true;
     }
     return n > 0 || finished;

@@ -12,6 +12,7 @@
 #include "gateway/admission.h"
 #include "gateway/auth.h"
 #include "gateway/connection.h"
+#include "gateway/dispatch.h"
 #include "gateway/embed.h"
 #include "gateway/generate.h"
 #include "gateway/metrics.h"
@@ -20,11 +21,6 @@
 #include "gateway/sse.h"
 #include "gateway/targets.h"
 #include "gateway/upstream.h"
-
-/* Parses the call's body once, resolves its target from that tree, and forwards it (remote
- * target: to base_url + upstream_suffix) or runs it: with fmt, or with gw_embed for the embedding
- * routes (routes_openai.c). */
-void gw_run_generation(gw_call *call, gw_api api, const char *upstream_suffix, const gw_format *fmt);
 
 void gw_route_models(gw_call *call);
 void gw_route_model(gw_call *call, const char *id);

@@ -94,35 +94,22 @@ static json_t *message(const gw_gen_view *v, json_t *content, const char *reason
                      reason ? json_string(reason) : json_null(), "stop_sequence", stop, "usage", usage);
 }
 
-/* A tool call's arguments as the object tool_use.input is; {} when the text is not one (an answer
- * cut off by max_tokens). */
-static json_t *arguments_object(const char *args) {
-    json_t *j = args ? json_loads(args, 0, NULL) : NULL;
-    if (json_is_object(j)) return j;
-    json_decref(j);
-    return json_object();
-}
-
 /* The content blocks of a finished answer: thinking, text (when there is some, or nothing else),
  * then one tool_use per tool call. */
 static json_t *content_blocks(const gw_gen_view *v) {
-    json_t *m = v->choices[0].message, *out = json_array();
-    const char *text = json_string_value(json_object_get(m, "content"));
-    const char *thinking = json_string_value(json_object_get(m, "reasoning_content"));
-    json_t *calls = json_object_get(m, "tool_calls");
-    if (thinking && *thinking)
+    json_t *out = json_array();
+    gw_answer a;
+    gw_view_answer(v, &a);
+    if (a.reasoning && *a.reasoning)
         json_array_append_new(
-            out, json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", thinking, "signature", ""));
-    if ((text && *text) || json_array_size(calls) == 0)
-        json_array_append_new(out, json_pack("{s:s, s:s}", "type", "text", "text", text ? text : ""));
-    size_t k;
-    json_t *c;
-    json_array_foreach(calls, k, c) {
-        json_t *fn = json_object_get(c, "function");
-        json_array_append_new(
-            out, json_pack("{s:s, s:O, s:O, s:o}", "type", "tool_use", "id", json_object_get(c, "id"), "name",
-                           json_object_get(fn, "name"), "input",
-                           arguments_object(json_string_value(json_object_get(fn, "arguments")))));
+            out, json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", a.reasoning, "signature", ""));
+    if (*a.text || a.n_calls == 0)
+        json_array_append_new(out, json_pack("{s:s, s:s}", "type", "text", "text", a.text));
+    for (size_t k = 0; k < a.n_calls; k++) {
+        gw_tool_call c;
+        gw_view_call(v, k, &c);
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use", "id", c.id, "name",
+                                             c.name, "input", gw_arguments_object(c.arguments)));
     }
     return out;
 }
@@ -162,38 +149,33 @@ static void am_begin(const gw_gen_view *v, sipp_buf *out) {
           json_pack("{s:o}", "message", message(v, json_array(), NULL, json_null(), usage_json(v))), out);
 }
 
-/* A parsed chat delta: reasoning (thinking), content (text), or a tool call's start or fragment. */
-static void am_delta(const gw_gen_view *v, size_t index, json_t *d, json_t *logprobs, sipp_buf *out) {
+static void am_reasoning(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
     msg_state *s = state_of(v);
-    json_t *t;
-    if ((t = json_object_get(d, "reasoning_content")) && json_string_length(t)) {
-        if (s->open != BLOCK_THINKING)
-            open_block(s, BLOCK_THINKING,
-                       json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", "", "signature", ""),
-                       out);
-        block_delta(s, json_pack("{s:s, s:O}", "type", "thinking_delta", "thinking", t), out);
-    }
-    if ((t = json_object_get(d, "content")) && json_string_length(t)) {
-        if (s->open != BLOCK_TEXT)
-            open_block(s, BLOCK_TEXT, json_pack("{s:s, s:s}", "type", "text", "text", ""), out);
-        block_delta(s, json_pack("{s:s, s:O}", "type", "text_delta", "text", t), out);
-    }
-    size_t k;
-    json_t *tc;
-    json_array_foreach(json_object_get(d, "tool_calls"), k, tc) {
-        json_t *fn = json_object_get(tc, "function"), *id = json_object_get(tc, "id");
-        if (json_is_string(id))
-            open_block(s, BLOCK_TOOL,
-                       json_pack("{s:s, s:O, s:s, s:{}}", "type", "tool_use", "id", id, "name",
-                                 json_string_value(json_object_get(fn, "name"))
-                                     ? json_string_value(json_object_get(fn, "name"))
-                                     : "",
-                                 "input"),
-                       out);
-        json_t *args = json_object_get(fn, "arguments");
-        if (s->open == BLOCK_TOOL && json_string_length(args))
-            block_delta(s, json_pack("{s:s, s:O}", "type", "input_json_delta", "partial_json", args), out);
-    }
+    if (s->open != BLOCK_THINKING)
+        open_block(s, BLOCK_THINKING,
+                   json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", "", "signature", ""), out);
+    block_delta(s, json_pack("{s:s, s:s%}", "type", "thinking_delta", "thinking", text, len), out);
+}
+
+static void am_text(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    msg_state *s = state_of(v);
+    if (s->open != BLOCK_TEXT)
+        open_block(s, BLOCK_TEXT, json_pack("{s:s, s:s}", "type", "text", "text", ""), out);
+    block_delta(s, json_pack("{s:s, s:s%}", "type", "text_delta", "text", text, len), out);
+}
+
+static void am_tool_start(const gw_gen_view *v, const char *id, const char *name, sipp_buf *out) {
+    open_block(
+        state_of(v), BLOCK_TOOL,
+        json_pack("{s:s, s:s, s:s, s:{}}", "type", "tool_use", "id", id, "name", name ? name : "", "input"),
+        out);
+}
+
+/* Arguments before any call started (a malformed upstream) have no block to go in. */
+static void am_tool_args(const gw_gen_view *v, const char *args, size_t len, sipp_buf *out) {
+    msg_state *s = state_of(v);
+    if (s->open == BLOCK_TOOL)
+        block_delta(s, json_pack("{s:s, s:s%}", "type", "input_json_delta", "partial_json", args, len), out);
 }
 
 static void am_end(const gw_gen_view *v, sipp_buf *out) {
@@ -211,13 +193,7 @@ static void am_fail(const gw_gen_view *v, gw_error_kind kind, const char *msg, s
     gw_sse_json(out, "error", gw_error_json_in(GW_DIALECT_ANTHROPIC, kind, msg));
 }
 
-static const gw_format messages_format = {.id_prefix = "msg_",
-                                          .renames = renames,
-                                          .begin = am_begin,
-                                          .delta = am_delta,
-                                          .end = am_end,
-                                          .fail = am_fail,
-                                          .whole = am_whole};
+static const gw_format messages_format = GW_EVENT_FORMAT(am, "msg_", NULL, renames);
 
 /* ---- request translation ------------------------------------------------------------------------ */
 
@@ -380,48 +356,43 @@ static bool translate_messages(gw_call *call, json_t *root, json_t *chat) {
     return true;
 }
 
+/* A custom tool is a function tool; a server tool (web_search_..., code_execution_..., bash_... and
+ * the like) the provider would run, and sipp does not, so it is left out; forcing it is refused.
+ * forced is the name tool_choice forces (NULL: none). */
+static gw_tool_fate custom_tool(gw_call *call, json_t *t, size_t i, json_t *out, void *forced) {
+    const char *type = json_string_value(json_object_get(t, "type"));
+    if (!json_is_object(t)) {
+        gw_reply_invalid_field(call, "'tools[%zu]' must be an object", i);
+        return GW_TOOL_REFUSED;
+    }
+    if (json_object_get(t, "cache_control")) gw_ignored_add(call, "cache_control");
+    if (json_object_get(t, "defer_loading")) gw_ignored_addf(call, "tools[%zu].defer_loading", i);
+    if (!type || strcmp(type, "custom") == 0) {
+        json_array_append_new(out, gw_function_tool(t, json_object_get(t, "name"), "input_schema", false));
+        return GW_TOOL_ADDED;
+    }
+    const char *name = json_string_value(json_object_get(t, "name"));
+    if (name && forced && strcmp(name, forced) == 0) {
+        gw_reply_invalid_field(call,
+                               "'tool_choice.name' '%s' is a server tool (tools[%zu], %s), "
+                               "which this server does not run; force a custom tool",
+                               name, i, type);
+        return GW_TOOL_REFUSED;
+    }
+    return GW_TOOL_LEFT_OUT;
+}
+
 /* tools -> chat's function tools; tool_choice auto | any | tool | none. */
 static bool translate_tools(gw_call *call, json_t *root, json_t *chat) {
-    json_t *tools = json_object_get(root, "tools");
-    json_t *tc0 = json_object_get(root, "tool_choice");
-    const char *forced = json_string_value(json_object_get(tc0, "type")) &&
-                                 strcmp(json_string_value(json_object_get(tc0, "type")), "tool") == 0
-                             ? json_string_value(json_object_get(tc0, "name"))
-                             : NULL;
-    if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools))
-            return gw_reply_invalid_field(call,
-                                          "'tools' must be an array of {\"name\", \"input_schema\"} tools");
-        json_t *out = json_array();
-        json_object_set_new(chat, "tools", out);
-        size_t i;
-        json_t *t;
-        json_array_foreach(tools, i, t) {
-            const char *type = json_string_value(json_object_get(t, "type"));
-            if (!json_is_object(t)) return gw_reply_invalid_field(call, "'tools[%zu]' must be an object", i);
-            if (json_object_get(t, "cache_control")) gw_ignored_add(call, "cache_control");
-            if (json_object_get(t, "defer_loading")) gw_ignored_addf(call, "tools[%zu].defer_loading", i);
-            if (type && strcmp(type, "custom") != 0) {
-                /* A server tool (web_search_..., code_execution_..., bash_... and the like): the
-                 * provider would run it; sipp does not, so the model is not shown it. */
-                const char *name = json_string_value(json_object_get(t, "name"));
-                if (name && forced && strcmp(name, forced) == 0)
-                    return gw_reply_invalid_field(
-                        call,
-                        "'tool_choice.name' '%s' is a server tool (tools[%zu], %s), "
-                        "which this server does not run; force a custom tool",
-                        name, i, type);
-                gw_ignored_addf(call, "tools[%zu]", i);
-                continue;
-            }
-            json_t *fn = json_object();
-            gw_copy_field(t, "name", fn, NULL);
-            gw_copy_field(t, "description", fn, NULL);
-            gw_copy_field(t, "input_schema", fn, "parameters");
-            json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
-        }
-    }
     json_t *tc = json_object_get(root, "tool_choice");
+    const char *forced = json_string_value(json_object_get(tc, "type")) &&
+                                 strcmp(json_string_value(json_object_get(tc, "type")), "tool") == 0
+                             ? json_string_value(json_object_get(tc, "name"))
+                             : NULL;
+    if (!gw_translate_tools(call, json_object_get(root, "tools"), chat,
+                            "'tools' must be an array of {\"name\", \"input_schema\"} tools", custom_tool,
+                            (void *)forced))
+        return false;
     bool parallel = true; /* Anthropic's default */
     if (tc && !json_is_null(tc)) {
         const char *type = json_string_value(json_object_get(tc, "type"));
@@ -628,7 +599,9 @@ void gw_route_messages(gw_call *call) {
         return;
     }
     snprintf(s->id, sizeof s->id, "msg_%s", call->request_id);
-    gw_run_translated(call, GW_API_CHAT, chat, renames, API_NAME, &messages_format, s, free);
+    gw_dispatch_run(
+        call, chat,
+        &(gw_dispatch){.api = GW_API_CHAT, .fmt = &messages_format, .route = s, .route_free = free});
 }
 
 /* The prompt's tokens as a generation would count them: the request is rendered and tokenized by

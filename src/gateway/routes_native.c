@@ -87,18 +87,8 @@ static json_t *native_whole(const gw_gen_view *v) {
                                native_usage(v), "context_key", context_key(v)));
 }
 
-static const gw_format native_format = {.id_prefix = "sipp-",
-                                        .begin = native_begin,
-                                        .piece = native_piece,
-                                        .delta = native_delta,
-                                        .end = native_end,
-                                        .fail = native_fail,
-                                        .whole = native_whole};
+static const gw_format native_format = GW_DELTA_FORMAT(native, "sipp-", native_fail);
 
-void gw_route_native_query(gw_call *call) {
-    gw_run_generation(call, GW_API_NATIVE_QUERY, "/query", &native_format);
-}
-void gw_route_native_chat(gw_call *call) {
-    gw_run_generation(call, GW_API_NATIVE_CHAT, "/chat", &native_format);
-}
-void gw_route_native_embed(gw_call *call) { gw_run_generation(call, GW_API_NATIVE_EMBED, "/embed", NULL); }
+void gw_route_native_query(gw_call *call) { gw_dispatch_call(call, GW_API_NATIVE_QUERY, &native_format); }
+void gw_route_native_chat(gw_call *call) { gw_dispatch_call(call, GW_API_NATIVE_CHAT, &native_format); }
+void gw_route_native_embed(gw_call *call) { gw_dispatch_call(call, GW_API_NATIVE_EMBED, NULL); }

@@ -497,22 +497,16 @@ static void append_line(sipp_buf *out, json_t *j) {
 
 /* The answer's tool calls in Ollama's shape, arguments as objects (NULL when there are none). */
 static json_t *tool_calls(const gw_gen_view *v) {
-    json_t *calls = json_object_get(v->choices[0].message, "tool_calls");
-    if (!json_array_size(calls)) return NULL;
+    gw_answer a;
+    gw_view_answer(v, &a);
+    if (!a.n_calls) return NULL;
     json_t *out = json_array();
-    size_t k;
-    json_t *c;
-    json_array_foreach(calls, k, c) {
-        json_t *fn = json_object_get(c, "function");
-        const char *args = json_string_value(json_object_get(fn, "arguments"));
-        json_t *obj = args ? json_loads(args, 0, NULL) : NULL;
-        if (!json_is_object(obj)) {
-            json_decref(obj);
-            obj = json_object(); /* cut off by num_predict */
-        }
-        json_array_append_new(out, json_pack("{s:O, s:{s:I, s:O, s:o}}", "id", json_object_get(c, "id"),
-                                             "function", "index", (json_int_t)k, "name",
-                                             json_object_get(fn, "name"), "arguments", obj));
+    for (size_t k = 0; k < a.n_calls; k++) {
+        gw_tool_call c;
+        gw_view_call(v, k, &c);
+        json_array_append_new(out, json_pack("{s:s, s:{s:I, s:s, s:o}}", "id", c.id, "function", "index",
+                                             (json_int_t)k, "name", c.name, "arguments",
+                                             gw_arguments_object(c.arguments)));
     }
     return out;
 }
@@ -534,13 +528,17 @@ static json_t *final_line(const gw_gen_view *v, const char *text, const char *th
 
 static void ol_begin(const gw_gen_view *v, sipp_buf *out) {}
 
-/* Text and thinking stream as they come; tool calls are sent whole, as Ollama sends them. */
-static void ol_delta(const gw_gen_view *v, size_t index, json_t *d, json_t *logprobs, sipp_buf *out) {
-    const char *text = json_string_value(json_object_get(d, "content"));
-    const char *thinking = json_string_value(json_object_get(d, "reasoning_content"));
-    if (!st_of(v)->chat && !text) text = json_string_value(json_object_get(d, "text"));
-    if ((text && *text) || (thinking && *thinking)) append_line(out, line(v, text, thinking, NULL, false));
+/* Text and thinking stream as they come; tool calls are sent whole at the end, as Ollama sends them. */
+static void ol_text(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    append_line(out, line(v, text, NULL, NULL, false));
 }
+
+static void ol_reasoning(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    append_line(out, line(v, NULL, text, NULL, false));
+}
+
+static void ol_tool_start(const gw_gen_view *v, const char *id, const char *name, sipp_buf *out) {}
+static void ol_tool_args(const gw_gen_view *v, const char *args, size_t len, sipp_buf *out) {}
 
 static void ol_end(const gw_gen_view *v, sipp_buf *out) {
     json_t *calls = tool_calls(v);
@@ -553,20 +551,12 @@ static void ol_fail(const gw_gen_view *v, gw_error_kind kind, const char *msg, s
 }
 
 static json_t *ol_whole(const gw_gen_view *v) {
-    json_t *m = v->choices[0].message;
-    const char *text = m ? json_string_value(json_object_get(m, "content")) : v->text;
-    const char *thinking = m ? json_string_value(json_object_get(m, "reasoning_content")) : NULL;
-    return final_line(v, text ? text : "", thinking, tool_calls(v));
+    gw_answer a;
+    gw_view_answer(v, &a);
+    return final_line(v, a.text, a.reasoning, tool_calls(v));
 }
 
-static const gw_format ollama_format = {.id_prefix = "ollama-",
-                                        .content_type = NDJSON,
-                                        .renames = renames,
-                                        .begin = ol_begin,
-                                        .delta = ol_delta,
-                                        .end = ol_end,
-                                        .fail = ol_fail,
-                                        .whole = ol_whole};
+static const gw_format ollama_format = GW_EVENT_FORMAT(ol, "ollama-", NDJSON, renames);
 
 /* ---- chat and generate -------------------------------------------------------------------------- */
 
@@ -754,7 +744,8 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
         return;
     }
     s->chat = is_chat;
-    gw_run_translated(call, api, chat, renames, API_NAME, &ollama_format, s, state_free);
+    gw_dispatch_run(call, chat,
+                    &(gw_dispatch){.api = api, .fmt = &ollama_format, .route = s, .route_free = state_free});
 }
 
 void gw_route_ollama_chat(gw_call *call) {

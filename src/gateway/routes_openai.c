@@ -124,13 +124,7 @@ static json_t *chat_whole(const gw_gen_view *v) {
                      usage_all(v));
 }
 
-static const gw_format chat_format = {.id_prefix = "chatcmpl-",
-                                      .begin = chat_begin,
-                                      .piece = chat_piece,
-                                      .delta = chat_delta,
-                                      .end = chat_end,
-                                      .fail = stream_fail,
-                                      .whole = chat_whole};
+static const gw_format chat_format = GW_DELTA_FORMAT(chat, "chatcmpl-", stream_fail);
 
 /* ---- text completions --------------------------------------------------------------------------- */
 
@@ -198,67 +192,13 @@ static json_t *text_whole(const gw_gen_view *v) {
                      usage_all(v));
 }
 
-static const gw_format text_format = {.id_prefix = "cmpl-",
-                                      .begin = text_begin,
-                                      .piece = text_piece,
-                                      .delta = text_delta,
-                                      .end = text_end,
-                                      .fail = stream_fail,
-                                      .whole = text_whole};
+static const gw_format text_format = GW_DELTA_FORMAT(text, "cmpl-", stream_fail);
 
-/* ---- shared flow -------------------------------------------------------------------------------- */
+/* ---- the routes -------------------------------------------------------------------------------- */
 
-void gw_run_generation(gw_call *call, gw_api api, const char *upstream_suffix, const gw_format *fmt) {
-    char err[SIPP_ERROR_SIZE];
-    json_t *root = gw_parse_body(call->body, call->body_len, err, sizeof err);
-    if (!root) {
-        gw_reply_error(call, GW_E_INVALID_JSON, "%s", err);
-        return;
-    }
-    gw_gen g;
-    gw_error_kind kind;
-    if (!gw_decode(api, root, &g, &kind, err, sizeof err)) {
-        /* A remote target may accept what sipp does not (tools, logprobs, ...): route on the model
-         * the same tree names. */
-        const char *model = gw_body_model(root);
-        gw_target *t = model ? gw_target_find(call->srv, model) : NULL;
-        if (t && t->cfg->type == GW_TARGET_REMOTE && json_is_object(root)) {
-            bool stream = gw_body_stream(root, api == GW_API_NATIVE_QUERY || api == GW_API_NATIVE_CHAT);
-            if (gw_call_target(call, model)) gw_upstream_forward(call, t, upstream_suffix, root, stream);
-        } else {
-            gw_reply_error(call, kind, "%s", err);
-        }
-        json_decref(root);
-        return;
-    }
-    json_decref(root); /* g holds its own reference */
-    for (size_t i = 0; i < g.n_ignored; i++)
-        gw_ignored_add(call, g.ignored[i]);
-    gw_target *t = gw_call_target(call, g.model);
-    if (!t) {
-        gw_gen_free(&g);
-        return;
-    }
-    if (t->cfg->type == GW_TARGET_REMOTE) {
-        gw_upstream_forward(call, t, upstream_suffix, g.root, g.stream);
-        gw_gen_free(&g);
-        return;
-    }
-    if (api == GW_API_EMBEDDINGS || api == GW_API_NATIVE_EMBED) {
-        gw_embed(call, t, &g);
-        gw_gen_free(&g);
-        return;
-    }
-    gw_generate(call, t, &g, fmt);
-}
-
-void gw_route_chat_completions(gw_call *call) {
-    gw_run_generation(call, GW_API_CHAT, "/chat/completions", &chat_format);
-}
-void gw_route_completions(gw_call *call) {
-    gw_run_generation(call, GW_API_COMPLETION, "/completions", &text_format);
-}
-void gw_route_embeddings(gw_call *call) { gw_run_generation(call, GW_API_EMBEDDINGS, "/embeddings", NULL); }
+void gw_route_chat_completions(gw_call *call) { gw_dispatch_call(call, GW_API_CHAT, &chat_format); }
+void gw_route_completions(gw_call *call) { gw_dispatch_call(call, GW_API_COMPLETION, &text_format); }
+void gw_route_embeddings(gw_call *call) { gw_dispatch_call(call, GW_API_EMBEDDINGS, NULL); }
 
 /* ---- models ------------------------------------------------------------------------------------- */
 

@@ -179,30 +179,25 @@ static bool incomplete(const gw_gen_view *v) { return strcmp(v->choices[0].finis
  * then one function_call item per tool call. */
 static json_t *output_items(const gw_gen_view *v) {
     const resp_state *s = state_of(v);
-    json_t *m = v->choices[0].message, *out = json_array();
+    json_t *out = json_array();
     const char *status = incomplete(v) ? "incomplete" : "completed";
-    const char *content = json_string_value(json_object_get(m, "content"));
-    const char *reasoning = json_string_value(json_object_get(m, "reasoning_content"));
-    json_t *calls = json_object_get(m, "tool_calls");
+    gw_answer a;
+    gw_view_answer(v, &a);
     char id[ID_SIZE];
-    if (reasoning && *reasoning) {
+    if (a.reasoning && *a.reasoning) {
         item_id(s, ITEM_REASONING, 0, id, sizeof id);
-        json_array_append_new(out, make_item(ITEM_REASONING, id, status, reasoning, NULL, NULL));
+        json_array_append_new(out, make_item(ITEM_REASONING, id, status, a.reasoning, NULL, NULL));
     }
-    if ((content && *content) || json_array_size(calls) == 0) {
+    if (*a.text || a.n_calls == 0) {
         item_id(s, ITEM_MESSAGE, 0, id, sizeof id);
-        json_array_append_new(out, make_item(ITEM_MESSAGE, id, status, content ? content : "", NULL, NULL));
+        json_array_append_new(out, make_item(ITEM_MESSAGE, id, status, a.text, NULL, NULL));
     }
-    size_t k;
-    json_t *c;
-    json_array_foreach(calls, k, c) {
-        json_t *fn = json_object_get(c, "function");
+    for (size_t k = 0; k < a.n_calls; k++) {
+        gw_tool_call c;
+        gw_view_call(v, k, &c);
         item_id(s, ITEM_CALL, k, id, sizeof id);
-        json_array_append_new(out,
-                              named_call(s, make_item(ITEM_CALL, id, "completed",
-                                                      json_string_value(json_object_get(fn, "arguments")),
-                                                      json_string_value(json_object_get(c, "id")),
-                                                      json_string_value(json_object_get(fn, "name")))));
+        json_array_append_new(
+            out, named_call(s, make_item(ITEM_CALL, id, "completed", c.arguments, c.id, c.name)));
     }
     return out;
 }
@@ -344,27 +339,22 @@ static void rs_begin(const gw_gen_view *v, sipp_buf *out) {
           json_pack("{s:o}", "response", response_object(v, "in_progress", NULL, NULL)), out);
 }
 
-/* A parsed chat delta: content, reasoning_content, or a tool call's start or argument fragment. */
-static void rs_delta(const gw_gen_view *v, size_t index, json_t *d, json_t *logprobs, sipp_buf *out) {
-    resp_state *s = state_of(v);
-    json_t *t;
-    if ((t = json_object_get(d, "reasoning_content")) && json_string_length(t))
-        text_delta(v, ITEM_REASONING, json_string_value(t), json_string_length(t), out);
-    if ((t = json_object_get(d, "content")) && json_string_length(t))
-        text_delta(v, ITEM_MESSAGE, json_string_value(t), json_string_length(t), out);
-    size_t k;
-    json_t *tc;
-    json_array_foreach(json_object_get(d, "tool_calls"), k, tc) {
-        json_t *fn = json_object_get(tc, "function");
-        if (json_is_string(json_object_get(tc, "id"))) { /* a new call */
-            close_item(v, "completed", out);
-            open_item(v, ITEM_CALL, s->n_calls++, json_string_value(json_object_get(tc, "id")),
-                      json_string_value(json_object_get(fn, "name")), out);
-        }
-        json_t *args = json_object_get(fn, "arguments");
-        if (s->open == ITEM_CALL && json_string_length(args))
-            text_delta(v, ITEM_CALL, json_string_value(args), json_string_length(args), out);
-    }
+static void rs_reasoning(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    text_delta(v, ITEM_REASONING, text, len, out);
+}
+
+static void rs_text(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
+    text_delta(v, ITEM_MESSAGE, text, len, out);
+}
+
+static void rs_tool_start(const gw_gen_view *v, const char *id, const char *name, sipp_buf *out) {
+    close_item(v, "completed", out);
+    open_item(v, ITEM_CALL, state_of(v)->n_calls++, id, name, out);
+}
+
+/* Arguments before any call started (a malformed upstream) have no item to go in. */
+static void rs_tool_args(const gw_gen_view *v, const char *args, size_t len, sipp_buf *out) {
+    if (state_of(v)->open == ITEM_CALL) text_delta(v, ITEM_CALL, args, len, out);
 }
 
 static void rs_end(const gw_gen_view *v, sipp_buf *out) {
@@ -384,13 +374,7 @@ static void rs_fail(const gw_gen_view *v, gw_error_kind kind, const char *messag
     event(v, "response.failed", json_pack("{s:o}", "response", r), out);
 }
 
-static const gw_format responses_format = {.id_prefix = "resp_",
-                                           .renames = renames,
-                                           .begin = rs_begin,
-                                           .delta = rs_delta,
-                                           .end = rs_end,
-                                           .fail = rs_fail,
-                                           .whole = rs_whole};
+static const gw_format responses_format = GW_EVENT_FORMAT(rs, "resp_", NULL, renames);
 
 /* ---- request translation ------------------------------------------------------------------------ */
 
@@ -633,11 +617,10 @@ static bool is_builtin_tool(const char *type) {
 }
 
 static json_t *function_tool(json_t *t, const char *name) {
-    json_t *fn = json_pack("{s:s}", "name", name);
-    gw_copy_field(t, "description", fn, NULL);
-    gw_copy_field(t, "parameters", fn, NULL);
-    gw_copy_field(t, "strict", fn, NULL);
-    return json_pack("{s:s, s:o}", "type", "function", "function", fn);
+    json_t *n = json_string(name);
+    json_t *tool = gw_function_tool(t, n, "parameters", true);
+    json_decref(n);
+    return tool;
 }
 
 /* A namespace tool's functions, flattened into out as "<namespace>__<name>" (the model sees one
@@ -667,10 +650,28 @@ static bool flatten_namespace(xlate *x, json_t *t, size_t i, json_t *out) {
     return true;
 }
 
+/* A function tool as it is, a namespace tool flattened, a built-in tool left out; others refused. */
+static gw_tool_fate function_or_namespace(gw_call *call, json_t *t, size_t i, json_t *out, void *ctx) {
+    const char *type = json_string_value(json_object_get(t, "type"));
+    if (type && strcmp(type, "namespace") == 0)
+        return flatten_namespace(ctx, t, i, out) ? GW_TOOL_ADDED : GW_TOOL_REFUSED;
+    if (type && is_builtin_tool(type)) return GW_TOOL_LEFT_OUT;
+    if (!type || strcmp(type, "function") != 0) {
+        gw_reply_invalid_field(
+            call,
+            "'tools[%zu].type' must be \"function\" or \"namespace\" (built-in tools such as "
+            "web_search are left out; other tools are not available here)",
+            i);
+        return GW_TOOL_REFUSED;
+    }
+    const char *name = json_string_value(json_object_get(t, "name"));
+    json_array_append_new(out, function_tool(t, name ? name : ""));
+    return GW_TOOL_ADDED;
+}
+
 /* Function tools -> chat's {"type": "function", "function": {...}}; namespace tools flattened,
  * built-in tools left out and named in sipp-ignored (forcing one with tool_choice is a 400). */
 static bool translate_tools(xlate *x, json_t *root, json_t *chat) {
-    json_t *tools = json_object_get(root, "tools");
     json_t *tc = json_object_get(root, "tool_choice");
     const char *tc_type = json_string_value(json_object_get(tc, "type"));
     if (tc_type && is_builtin_tool(tc_type))
@@ -679,33 +680,9 @@ static bool translate_tools(xlate *x, json_t *root, json_t *chat) {
             "'tool_choice' forces the built-in tool '%s', which this server does not "
             "run; force a function tool or use \"auto\"",
             tc_type);
-    if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools))
-            return gw_reply_invalid_field(x->call, "'tools' must be an array of function tools");
-        json_t *out = json_array();
-        json_object_set_new(chat, "tools", out);
-        size_t i;
-        json_t *t;
-        json_array_foreach(tools, i, t) {
-            const char *type = json_string_value(json_object_get(t, "type"));
-            if (type && strcmp(type, "namespace") == 0) {
-                if (!flatten_namespace(x, t, i, out)) return false;
-                continue;
-            }
-            if (type && is_builtin_tool(type)) {
-                gw_ignored_addf(x->call, "tools[%zu]", i);
-                continue;
-            }
-            if (!type || strcmp(type, "function") != 0)
-                return gw_reply_invalid_field(
-                    x->call,
-                    "'tools[%zu].type' must be \"function\" or \"namespace\" (built-in tools such as "
-                    "web_search are left out; other tools are not available here)",
-                    i);
-            const char *name = json_string_value(json_object_get(t, "name"));
-            json_array_append_new(out, function_tool(t, name ? name : ""));
-        }
-    }
+    if (!gw_translate_tools(x->call, json_object_get(root, "tools"), chat,
+                            "'tools' must be an array of function tools", function_or_namespace, x))
+        return false;
     if (json_is_object(tc) && json_is_string(json_object_get(tc, "name"))) {
         const char *ns = json_string_value(json_object_get(tc, "namespace"));
         char *flat = ns ? flat_name(ns, json_string_value(json_object_get(tc, "name"))) : NULL;
@@ -933,7 +910,9 @@ void gw_route_responses(gw_call *call) {
     s->history = x.history;
     s->input_items = x.input_items;
     json_decref(root);
-    gw_run_translated(call, GW_API_CHAT, chat, renames, API_NAME, &responses_format, s, state_free);
+    gw_dispatch_run(
+        call, chat,
+        &(gw_dispatch){.api = GW_API_CHAT, .fmt = &responses_format, .route = s, .route_free = state_free});
 }
 
 /* ---- stored responses --------------------------------------------------------------------------- */

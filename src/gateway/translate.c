@@ -8,21 +8,9 @@
  * names the field in chat-completions terms ('max_tokens'); the route gives a table of renames so
  * that the client reads its own API's name ('max_output_tokens', 'options.num_predict').
  *
- * What a route renders is its own (a gw_format plus state in gw_gen.route); the generation itself
- * (admission, the engine, streaming, cancelling on disconnect) is generate.c's, the same as for
- * chat completions.
- *
- * Remote targets (an OpenAI-compatible upstream): the same chat-completions body, with tools and
- * everything else the route translated, goes to the upstream's /chat/completions (through
- * upstream.c's replicas), and its answer (choices[0].message with content, reasoning_content and
- * tool_calls, finish_reason, usage) is rendered by the route's own format, so a remote target is
- * reachable through every API. A client that asked for a stream gets one piece by piece: the
- * upstream is asked to stream too, and each of its chat chunks is rendered as it arrives (its
- * delta split into the content, reasoning and tool-call deltas a local stream gives the route's
- * format, the whole message assembled alongside for the format's closing events). An upstream that
- * answers a stream request with one body has it replayed as the same deltas. An upstream's error
- * keeps its status with its message, in the route's shape; one mid-stream ends the stream with the
- * route's failure event.
+ * What a route renders is its own (a gw_format plus state in gw_gen.route); the rest (decoding,
+ * the target, generating on a local one or relaying to a remote one) is the one path every route
+ * takes (dispatch.c), the same as for chat completions.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,31 +18,6 @@
 #include <time.h>
 
 #include "gateway/translate.h"
-
-#define ID_SIZE 96
-#define FINISH_SIZE 16
-#define SSE_DATA "data: "
-#define SSE_DONE "[DONE]"
-#define UPSTREAM_CHAT_SUFFIX "/chat/completions"
-#define HTTP_OK 200
-#define HTTP_BAD_REQUEST 400
-#define HTTP_NOT_FOUND 404
-#define HTTP_TOO_MANY 429
-#define HTTP_GATEWAY_TIMEOUT 504
-
-bool gw_decode_tree(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames, gw_gen *g) {
-    gw_error_kind kind;
-    char err[SIPP_ERROR_SIZE];
-    bool ok = gw_decode(api, chat, g, &kind, err, sizeof err); /* g takes a reference of its own */
-    json_decref(chat);
-    for (size_t i = 0; ok && i < g->n_ignored; i++)
-        gw_ignored_add(call, g->ignored[i]);
-    if (!ok) {
-        gw_rename_fields(err, sizeof err, renames);
-        gw_reply_error(call, kind, "%s", err);
-    }
-    return ok;
-}
 
 gw_target *gw_translated_target(gw_call *call, const char *name, const char *api_name) {
     gw_target *t = gw_call_target(call, name);
@@ -66,346 +29,6 @@ gw_target *gw_translated_target(gw_call *call, const char *name, const char *api
         return NULL;
     }
     return t;
-}
-
-void gw_view_stats(const gw_gen_view *v, sipp_request_stats *stats) {
-    if (v->req)
-        sipp_request_get_stats(v->req, stats);
-    else
-        *stats = v->remote_stats;
-}
-
-const char *gw_view_stop_string(const gw_gen_view *v) {
-    return v->req ? sipp_request_stop_string(v->req) : NULL;
-}
-
-/* ---- remote targets ----------------------------------------------------------------------------- */
-
-/* The error kind of an upstream's error status. */
-static gw_error_kind upstream_kind(long status) {
-    switch (status) {
-    case HTTP_BAD_REQUEST: return GW_E_INVALID_FIELD;
-    case HTTP_NOT_FOUND: return GW_E_UNKNOWN_TARGET;
-    case HTTP_TOO_MANY: return GW_E_RATE_LIMITED;
-    case HTTP_GATEWAY_TIMEOUT: return GW_E_TIMEOUT;
-    default: return GW_E_UPSTREAM;
-    }
-}
-
-static void add_delta(const gw_format *fmt, const gw_gen_view *v, json_t *d, sipp_buf *out) {
-    fmt->delta(v, 0, d, NULL, out);
-    json_decref(d);
-}
-
-/* The answer as the deltas a local stream would have given: reasoning, content, then each tool
- * call's start and its arguments. */
-static void replay(const gw_format *fmt, const gw_gen_view *v, json_t *m, sipp_buf *out) {
-    json_t *r = json_object_get(m, "reasoning_content"), *c = json_object_get(m, "content");
-    if (json_string_length(r)) add_delta(fmt, v, json_pack("{s:O}", "reasoning_content", r), out);
-    if (json_string_length(c)) add_delta(fmt, v, json_pack("{s:O}", "content", c), out);
-    size_t k;
-    json_t *call;
-    json_array_foreach(json_object_get(m, "tool_calls"), k, call) {
-        json_t *fn = json_object_get(call, "function");
-        const char *id = json_string_value(json_object_get(call, "id")),
-                   *name = json_string_value(json_object_get(fn, "name"));
-        add_delta(fmt, v,
-                  json_pack("{s:[{s:I, s:s, s:s, s:{s:s}}]}", "tool_calls", "index", (json_int_t)k, "id",
-                            id ? id : "", "type", "function", "function", "name", name ? name : ""),
-                  out);
-        const char *args = json_string_value(json_object_get(fn, "arguments"));
-        if (args && *args)
-            add_delta(fmt, v,
-                      json_pack("{s:[{s:I, s:{s:s}}]}", "tool_calls", "index", (json_int_t)k, "function",
-                                "arguments", args),
-                      out);
-    }
-}
-
-/* The error message of an upstream's error body ({"error": {"message"}} or {"error": "..."}),
- * in the route's field names, into text. */
-static void upstream_message(json_t *ans, const gw_format *fmt, char *text, size_t cap) {
-    json_t *e = json_object_get(ans, "error");
-    const char *msg = json_string_value(json_object_get(e, "message"));
-    sipp_strlcpy(text, msg ? msg : json_string_value(e) ? json_string_value(e) : "(no message)", cap);
-    gw_rename_fields(text, cap, fmt->renames); /* the upstream names chat-completions fields */
-}
-
-static const char *finish_of(const char *finish) {
-    return finish && (strcmp(finish, "length") == 0 || strcmp(finish, "tool_calls") == 0) ? finish : "stop";
-}
-
-/* The upstream's token counts; of the times only the total is known here (the call's so far). */
-static void usage_into(const gw_call *call, json_t *usage, sipp_request_stats *st) {
-    st->total_ms = sipp_now_ms() - call->t_start;
-    st->prompt_tokens = (int)json_integer_value(json_object_get(usage, "prompt_tokens"));
-    st->generated_tokens = (int)json_integer_value(json_object_get(usage, "completion_tokens"));
-    st->cached_tokens = (int)json_integer_value(
-        json_object_get(json_object_get(usage, "prompt_tokens_details"), "cached_tokens"));
-}
-
-/* ---- a remote stream, relayed chunk by chunk ---------------------------------------------------- */
-
-typedef struct relay {
-    gw_stream base;
-    gw_stream *up; /* the upstream's SSE bytes (upstream.c) */
-    const gw_format *fmt;
-    gw_gen gen; /* taken over from the route */
-    gw_gen_view v;
-    gw_choice c;
-    char id[ID_SIZE];
-    char finish[FINISH_SIZE];
-    sipp_buf line;              /* the upstream's incomplete last line */
-    sipp_buf content, thinking; /* the answer so far */
-    json_t *calls;              /* its tool calls so far, by index */
-    bool begun, done, ended;    /* done: the upstream sent [DONE]; ended: the closing events are out */
-} relay;
-
-/* Adds a tool-call delta entry to the calls assembled so far. */
-static void merge_call(json_t *calls, json_t *d) {
-    size_t k = (size_t)json_integer_value(json_object_get(d, "index"));
-    while (json_array_size(calls) <= k)
-        json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", "", "type", "function",
-                                               "function", "name", "", "arguments", ""));
-    json_t *call = json_array_get(calls, k), *fn = json_object_get(call, "function");
-    json_t *dfn = json_object_get(d, "function");
-    if (json_string_length(json_object_get(d, "id"))) json_object_set(call, "id", json_object_get(d, "id"));
-    if (json_string_length(json_object_get(dfn, "name")))
-        json_object_set(fn, "name", json_object_get(dfn, "name"));
-    const char *args = json_string_value(json_object_get(dfn, "arguments"));
-    if (args && *args) {
-        sipp_buf b = {0};
-        sipp_buf_appendf(&b, "%s%s", json_string_value(json_object_get(fn, "arguments")), args);
-        json_object_set_new(fn, "arguments", json_string(b.data ? b.data : ""));
-        sipp_buf_free(&b);
-    }
-}
-
-/* One chat chunk of the upstream: its delta rendered, and kept for the closing events. */
-static void relay_chunk(relay *r, json_t *chunk, sipp_buf *out) {
-    json_t *usage = json_object_get(chunk, "usage");
-    if (json_is_object(usage)) usage_into(r->v.call, usage, &r->v.remote_stats);
-    json_t *choice = json_array_get(json_object_get(chunk, "choices"), 0);
-    const char *finish = json_string_value(json_object_get(choice, "finish_reason"));
-    if (finish) sipp_strlcpy(r->finish, finish, sizeof r->finish);
-    json_t *d = json_object_get(choice, "delta");
-    json_t *th = json_object_get(d, "reasoning_content"), *tx = json_object_get(d, "content");
-    if (json_string_length(th)) {
-        sipp_buf_append(&r->thinking, json_string_value(th), json_string_length(th));
-        add_delta(r->fmt, &r->v, json_pack("{s:O}", "reasoning_content", th), out);
-    }
-    if (json_string_length(tx)) {
-        sipp_buf_append(&r->content, json_string_value(tx), json_string_length(tx));
-        add_delta(r->fmt, &r->v, json_pack("{s:O}", "content", tx), out);
-    }
-    json_t *calls = json_object_get(d, "tool_calls");
-    size_t k;
-    json_t *e;
-    json_array_foreach(calls, k, e) merge_call(r->calls, e);
-    if (json_array_size(calls)) add_delta(r->fmt, &r->v, json_pack("{s:O}", "tool_calls", calls), out);
-}
-
-/* One complete line of the upstream's stream. */
-static void relay_line(relay *r, const char *line, size_t n, sipp_buf *out) {
-    size_t p = sizeof SSE_DATA - 1;
-    if (n < p || memcmp(line, SSE_DATA, p) != 0) return; /* event names, comments, blank lines */
-    if (n - p == sizeof SSE_DONE - 1 && memcmp(line + p, SSE_DONE, n - p) == 0) {
-        r->done = true;
-        return;
-    }
-    json_t *j = json_loadb(line + p, n - p, 0, NULL);
-    if (json_object_get(j, "error")) {
-        char text[SIPP_ERROR_SIZE];
-        upstream_message(j, r->fmt, text, sizeof text);
-        r->v.call->error_code = gw_error_code(GW_E_UPSTREAM);
-        r->fmt->fail(&r->v, GW_E_UPSTREAM, text, out);
-        r->ended = true;
-    } else if (json_is_object(j)) {
-        relay_chunk(r, j, out);
-    }
-    json_decref(j);
-}
-
-/* The closing events, from the answer assembled. */
-static void relay_end(relay *r, sipp_buf *out) {
-    json_t *m = json_pack("{s:s}", "role", "assistant");
-    json_object_set_new(m, "content",
-                        r->content.len || !json_array_size(r->calls)
-                            ? json_string(r->content.data ? r->content.data : "")
-                            : json_null());
-    if (r->thinking.len) json_object_set_new(m, "reasoning_content", json_string(r->thinking.data));
-    if (json_array_size(r->calls)) json_object_set(m, "tool_calls", r->calls);
-    r->c.message = m;
-    r->c.text = json_string_value(json_object_get(m, "content"))
-                    ? json_string_value(json_object_get(m, "content"))
-                    : "";
-    r->c.finish = finish_of(r->finish);
-    r->v.text = r->c.text;
-    r->v.remote_stats.total_ms = sipp_now_ms() - r->v.call->t_start;
-    r->fmt->end(&r->v, out);
-}
-
-static bool relay_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
-    relay *r = (relay *)s;
-    if (r->ended) return false;
-    if (!r->begun) {
-        r->begun = true;
-        r->fmt->begin(&r->v, out);
-        return true;
-    }
-    sipp_buf raw = {0};
-    bool more = r->up->pull(r->up, &raw, wait_ms);
-    sipp_buf_append(&r->line, raw.data ? raw.data : "", raw.len);
-    sipp_buf_free(&raw);
-    char *nl;
-    while (!r->ended && r->line.data && (nl = memchr(r->line.data, '\n', r->line.len))) {
-        size_t n = (size_t)(nl - r->line.data);
-        relay_line(r, r->line.data, n && r->line.data[n - 1] == '\r' ? n - 1 : n, out);
-        sipp_buf_consume(&r->line, n + 1);
-    }
-    if (r->ended) return false;
-    if (more && !r->done) return true;
-    relay_end(r, out);
-    r->ended = true;
-    return false;
-}
-
-static void relay_stop(gw_stream *s) {
-    relay *r = (relay *)s;
-    if (r->up->stop) r->up->stop(r->up);
-}
-
-static void relay_close(gw_stream *s) {
-    relay *r = (relay *)s;
-    r->up->close(r->up);
-    sipp_buf_free(&r->line);
-    sipp_buf_free(&r->content);
-    sipp_buf_free(&r->thinking);
-    json_decref(r->calls);
-    json_decref(r->c.message);
-    gw_gen_free(&r->gen);
-    free(r);
-}
-
-/* Replies with a relay of the upstream's stream; takes over g. */
-static void start_relay(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt, gw_stream *up) {
-    relay *r = calloc(1, sizeof *r);
-    if (!r || !(r->calls = json_array())) {
-        free(r);
-        up->close(up);
-        gw_reply_error(call, GW_E_INTERNAL, "out of memory");
-        return;
-    }
-    r->up = up;
-    r->fmt = fmt;
-    r->gen = *g;
-    memset(g, 0, sizeof *g);
-    snprintf(r->id, sizeof r->id, "%s%s", fmt->id_prefix, call->request_id);
-    r->c.text = "";
-    r->c.finish = "stop";
-    r->v = (gw_gen_view){.call = call,
-                         .target = t,
-                         .gen = &r->gen,
-                         .text = "",
-                         .id = r->id,
-                         .created = (long long)time(NULL),
-                         .choices = &r->c,
-                         .n_choices = 1,
-                         .remote = true};
-    r->base.pull = relay_pull;
-    r->base.stop = relay_stop;
-    r->base.close = relay_close;
-    gw_reply_stream(call, fmt->content_type ? fmt->content_type : "text/event-stream", &r->base);
-}
-
-/* ---- a remote answer ---------------------------------------------------------------------------- */
-
-/* Sends the chat-completions body to a remote target and renders its answer in the route's API:
- * as one body; or, when the client asked for a stream, relayed as the upstream streams it (g is
- * then taken over). */
-static void run_remote(gw_call *call, gw_target *t, gw_gen *g, json_t *body, gw_api api,
-                       const gw_format *fmt) {
-    if (api != GW_API_CHAT) {
-        gw_reply_error(
-            call, GW_E_NOT_IMPLEMENTED,
-            "model '%s' is a remote target: raw prompts are not forwarded; use /v1/completions for it",
-            t->cfg->name);
-        return;
-    }
-    json_object_del(body, "context_key"); /* sipp's own: the upstream's slots are its business */
-    json_object_del(body, "stream_options");
-    json_object_set_new(body, "stream", json_boolean(g->stream));
-    long status = 0;
-    json_t *ans = NULL;
-    if (g->stream) {
-        json_object_set_new(body, "stream_options", json_pack("{s:b}", "include_usage", 1));
-        gw_stream *up = gw_upstream_open(call, t, UPSTREAM_CHAT_SUFFIX, body, &status, &ans);
-        if (up) {
-            start_relay(call, t, g, fmt, up);
-            return;
-        }
-        if (!ans) return;
-    } else if (!gw_upstream_fetch(call, t, UPSTREAM_CHAT_SUFFIX, body, &status, &ans)) {
-        return;
-    }
-    json_t *choice = json_array_get(json_object_get(ans, "choices"), 0);
-    json_t *m = json_object_get(choice, "message");
-    if (status != HTTP_OK || !json_is_object(m)) {
-        char text[SIPP_ERROR_SIZE];
-        upstream_message(ans, fmt, text, sizeof text);
-        gw_reply_error(call, status == HTTP_OK ? GW_E_UPSTREAM : upstream_kind(status),
-                       "model '%s': the upstream answered %ld: %s", t->cfg->name, status, text);
-        json_decref(ans);
-        return;
-    }
-    const char *content = json_string_value(json_object_get(m, "content"));
-    char id[ID_SIZE];
-    snprintf(id, sizeof id, "%s%s", fmt->id_prefix, call->request_id);
-    gw_choice c = {.message = m,
-                   .text = content ? content : "",
-                   .finish = finish_of(json_string_value(json_object_get(choice, "finish_reason")))};
-    gw_gen_view v = {.call = call,
-                     .target = t,
-                     .gen = g,
-                     .text = c.text,
-                     .id = id,
-                     .created = (long long)time(NULL),
-                     .choices = &c,
-                     .n_choices = 1,
-                     .remote = true};
-    usage_into(call, json_object_get(ans, "usage"), &v.remote_stats);
-    if (!g->stream) {
-        gw_reply_json(call, HTTP_OK, fmt->whole(&v));
-    } else {
-        sipp_buf out = {0};
-        fmt->begin(&v, &out);
-        replay(fmt, &v, m, &out);
-        fmt->end(&v, &out);
-        gw_reply_text(call, HTTP_OK, fmt->content_type ? fmt->content_type : "text/event-stream", out.data,
-                      out.len);
-    }
-    json_decref(ans);
-}
-
-void gw_run_translated(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames,
-                       const char *api_name, const gw_format *fmt, void *route, void (*route_free)(void *)) {
-    json_t *body = json_deep_copy(chat); /* what a remote target is sent */
-    gw_gen g;
-    if (!gw_decode_tree(call, api, chat, renames, &g)) {
-        json_decref(body);
-        if (route_free) route_free(route);
-        return;
-    }
-    g.route = route;
-    g.route_free = route_free;
-    gw_target *t = gw_call_target(call, g.model);
-    if (t && t->cfg->type == GW_TARGET_REMOTE) run_remote(call, t, &g, body, api, fmt);
-    json_decref(body);
-    if (!t || t->cfg->type == GW_TARGET_REMOTE) {
-        gw_gen_free(&g);
-        return;
-    }
-    gw_generate(call, t, &g, fmt);
 }
 
 json_t *gw_body_object(gw_call *call) {
@@ -428,6 +51,31 @@ bool gw_copy_field(json_t *from, const char *key, json_t *to, const char *as) {
     if (!v) return false;
     json_object_set(to, as ? as : key, v);
     return true;
+}
+
+bool gw_translate_tools(gw_call *call, json_t *tools, json_t *chat, const char *not_array, gw_tool_fn one,
+                        void *ctx) {
+    if (!tools || json_is_null(tools)) return true;
+    if (!json_is_array(tools)) return gw_reply_invalid_field(call, "%s", not_array);
+    json_t *out = json_array();
+    json_object_set_new(chat, "tools", out);
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        gw_tool_fate fate = one(call, t, i, out, ctx);
+        if (fate == GW_TOOL_REFUSED) return false;
+        if (fate == GW_TOOL_LEFT_OUT) gw_ignored_addf(call, "tools[%zu]", i);
+    }
+    return true;
+}
+
+json_t *gw_function_tool(json_t *t, json_t *name, const char *schema_key, bool keep_strict) {
+    json_t *fn = json_object();
+    if (name) json_object_set(fn, "name", name);
+    gw_copy_field(t, "description", fn, NULL);
+    gw_copy_field(t, schema_key, fn, "parameters");
+    if (keep_strict) gw_copy_field(t, "strict", fn, NULL);
+    return json_pack("{s:s, s:o}", "type", "function", "function", fn);
 }
 
 bool gw_check_fields(gw_call *call, json_t *root, const char *const *known, const char *api) {

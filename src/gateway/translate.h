@@ -7,38 +7,39 @@
 
 #include "gateway/admission.h"
 #include "gateway/api_fields.h"
+#include "gateway/dispatch.h"
 #include "gateway/field_names.h"
 #include "gateway/generate.h"
 #include "gateway/request_parse.h"
-#include "gateway/upstream.h"
 
 #define GW_TIME_SIZE 48
-
-/* Decodes a body built by a route for api (GW_API_CHAT, or GW_API_COMPLETION for a raw prompt;
- * chat is stolen) into g. On failure it has
- * replied, naming the field through renames, and returns false. */
-bool gw_decode_tree(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames, gw_gen *g);
 
 /* gw_call_target for the routes that reach local targets only (count_tokens, Ollama's embed):
  * a remote target is refused with 501, named by api_name. */
 gw_target *gw_translated_target(gw_call *call, const char *name, const char *api_name);
-
-/* Decodes chat for api, resolves its target and generates with fmt (a remote target is sent the
- * same body and its answer rendered with fmt); route (freed with route_free however
- * the request ends) is the route's rendering state, reached through gen->route. Replies always. */
-void gw_run_translated(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames,
-                       const char *api_name, const gw_format *fmt, void *route, void (*route_free)(void *));
-
-/* A generation's counts: the engine's, or a remote target's. */
-void gw_view_stats(const gw_gen_view *v, sipp_request_stats *stats);
-/* The stop string that ended it (NULL when none, and for remote targets, which do not say). */
-const char *gw_view_stop_string(const gw_gen_view *v);
 
 /* The call's body as a JSON object, or NULL after replying 400. */
 json_t *gw_body_object(gw_call *call);
 
 /* Sets to[as or key] = from[key] when present; true when it was. */
 bool gw_copy_field(json_t *from, const char *key, json_t *to, const char *as);
+
+/* What one of an API's tools becomes (gw_translate_tools). */
+typedef enum gw_tool_fate { GW_TOOL_REFUSED, GW_TOOL_ADDED, GW_TOOL_LEFT_OUT } gw_tool_fate;
+typedef gw_tool_fate (*gw_tool_fn)(gw_call *call, json_t *tool, size_t i, json_t *out, void *ctx);
+
+/* chat's "tools" from an API's tools array (absent or null: none). one(call, tool, i, out, ctx)
+ * decides tool i: it appends what the tool becomes to out (ADDED, see gw_function_tool); or leaves
+ * it out (LEFT_OUT: a tool the provider would run and sipp does not, which the model is not shown
+ * and sipp-ignored names as "tools[i]"); or replies and refuses it (REFUSED). not_array is the
+ * refusal of tools that are not an array. False after replying. */
+bool gw_translate_tools(gw_call *call, json_t *tools, json_t *chat, const char *not_array, gw_tool_fn one,
+                        void *ctx);
+
+/* chat's function tool for an API's tool t: {"type": "function", "function": {"name"?,
+ * "description"?, "parameters"?, "strict"?}}, with name (borrowed; NULL: none), the parameters'
+ * schema from t[schema_key], and t's strict when keep_strict. */
+json_t *gw_function_tool(json_t *t, json_t *name, const char *schema_key, bool keep_strict);
 
 /* Replies 400 naming the first key of root that is not in known (NULL-terminated) and returns
  * false: fields a route does not know are refused, never ignored. */

@@ -7,9 +7,10 @@
  * and /api/embed to the real route functions. What lies beyond the translation is replaced by
  * small stand-ins defined here: the HTTP replies (recorded, not sent), the target table (one local
  * target, "tiny", whose embeddings end at the target), and gw_generate, which checks and frees
- * what it is given instead of running a model; libsipp itself is the static archive. The store of previous
- * responses is the real one. Every route must reply exactly once, never crash, leak or read out of bounds; an
- * error reply must be in the route's own shape with a non-empty message.
+ * what it is given instead of running a model; libsipp itself is the static archive. The path to
+ * gw_generate (dispatch.c) and the store of previous responses are the real ones. Every route must reply
+ * exactly once, never crash, leak or read out of bounds; an error reply must be in the route's own shape with
+ * a non-empty message.
  *
  * Built by `make fuzz-bins` and run briefly by tests/run.sh, like the other harnesses.
  */
@@ -120,6 +121,13 @@ gw_stream *gw_upstream_open(gw_call *call, gw_target *t, const char *suffix, jso
                             json_t **answer) {
     abort();
 }
+
+void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, json_t *body, bool stream) {
+    abort();
+}
+
+/* Embeddings end at the target (gw_call_target above). */
+void gw_embed(gw_call *call, gw_target *t, gw_gen *g) { abort(); }
 
 bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
                        json_t **answer) {

@@ -1,0 +1,39 @@
+/*
+ * dispatch.h: the one path from a route's request to its answer (dispatch.c).
+ */
+#ifndef SIPP_GATEWAY_DISPATCH_H
+#define SIPP_GATEWAY_DISPATCH_H
+
+#include "gateway/connection.h"
+#include "gateway/field_names.h"
+#include "gateway/generate.h"
+#include "gateway/request_parse.h"
+
+/* How a route's request is run. */
+typedef struct gw_dispatch {
+    gw_api api;
+    const gw_format *fmt; /* how the answer is rendered; NULL: an embedding route (gw_embed) */
+    /* A route of the API remote targets speak (OpenAI's, sipp's native): a remote target is sent
+     * the client's body as it came, at base_url + upstream_suffix, and its answer passes through.
+     * NULL: a route that translated its API into a chat (the body given to gw_dispatch); a remote
+     * target is sent that chat and its answer is rendered with fmt (relay.c). */
+    const char *upstream_suffix;
+    void *route;                /* the route's rendering state, reached through gw_gen.route */
+    void (*route_free)(void *); /* frees route however the request ends (NULL: nothing to free) */
+} gw_dispatch;
+
+/* Decodes body (stolen; NULL: the call's body, parsed here) for d->api, resolves its target with
+ * the caller's scope, and forwards the request to a remote target or runs it on a local one.
+ * Replies always. */
+void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d);
+
+/* gw_dispatch_run for a route of an API remote targets speak (OpenAI's, sipp's native), on the
+ * call's own body: a remote target is forwarded it at its own path (/v1/chat/completions at
+ * base_url + "/chat/completions", /v1/query at base_url + "/query", ...). */
+void gw_dispatch_call(gw_call *call, gw_api api, const gw_format *fmt);
+
+/* Decodes a body built by a route for api (chat is stolen) into g, naming the ignored fields in
+ * sipp-ignored. On failure it has replied, naming the field through renames, and returns false. */
+bool gw_decode_tree(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames, gw_gen *g);
+
+#endif

@@ -1,0 +1,119 @@
+/*
+ * format.h: what a route renders a generation with (a gw_format), and the view of the generation
+ * it is given (format.c); the generation itself is local (generate.c) or remote (relay.c).
+ */
+#ifndef SIPP_GATEWAY_FORMAT_H
+#define SIPP_GATEWAY_FORMAT_H
+
+#include "gateway/connection.h"
+#include "gateway/request_parse.h"
+#include "gateway/server.h"
+
+/* How a route renders a generation: as SSE chunks and as one JSON body. */
+typedef struct gw_format gw_format;
+/* One choice of a generation (gw_gen.n of them). Set when end/whole are called, except req. */
+typedef struct gw_choice {
+    sipp_request *req;
+    sipp_chat_parser *parser; /* chats: parses the answer as it streams */
+    const char *text;         /* the whole text, valid UTF-8 */
+    json_t *message;        /* chats: {"role":"assistant", "content", "reasoning_content"?, "tool_calls"?} */
+    json_t *logprobs;       /* the tokens' logprobs (OpenAI's content[] entries), or NULL */
+    const char *finish;     /* "stop", "length" or "tool_calls" */
+    size_t n_logprobs_sent; /* streaming: logprob entries already sent */
+} gw_choice;
+
+typedef struct gw_gen_view {
+    gw_call *call;
+    gw_target *target;
+    const gw_gen *gen;
+    sipp_request *req; /* choice 0's; finished when end/whole are called */
+    const char *text;  /* choice 0's whole text, valid UTF-8: set when end/whole are called */
+    const char *id;    /* "chatcmpl-..." etc. */
+    long long created;
+    gw_choice *choices; /* gen->n of them */
+    size_t n_choices;
+    /* A remote target's answer translated back (relay.c): req is NULL, and these are the
+     * upstream's counts. */
+    bool remote;
+    sipp_request_stats remote_stats;
+} gw_gen_view;
+
+struct gw_format {
+    const char *id_prefix;
+    const char *content_type;        /* NULL: text/event-stream */
+    const struct gw_rename *renames; /* translated APIs: field names in engine errors (rename.h) */
+    void (*begin)(const gw_gen_view *v, sipp_buf *out);
+    void (*piece)(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out);
+    /* Optional. When set, the stream is rendered choice by choice through delta instead of piece:
+     * for chats delta is one parsed OpenAI chat delta ({"content"}, {"reasoning_content"} or
+     * {"tool_calls":[{"index","id","type","function":{"name","arguments"}}]}), for prompts
+     * {"text"}; logprobs holds the entries of the tokens since the last call (or NULL). Both are
+     * borrowed. */
+    void (*delta)(const gw_gen_view *v, size_t index, json_t *delta, json_t *logprobs, sipp_buf *out);
+    /* Typed events, for the APIs that are not OpenAI's (Responses, Messages, Ollama), set instead of
+     * piece and delta: the stream of choice 0 (those APIs ask for one) as answer text, reasoning
+     * text, and tool calls, each started (id and name; name may be NULL) and then given its
+     * arguments in fragments. text is never empty and text[len] is '\0'. Local and remote targets
+     * give the same events (generate.c, relay.c); a tool call ends where the next event or the end
+     * begins, and the usage and finish come with end (gw_view_stats, choices[0].finish). */
+    void (*text)(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out);
+    void (*reasoning)(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out);
+    void (*tool_start)(const gw_gen_view *v, const char *id, const char *name, sipp_buf *out);
+    void (*tool_args)(const gw_gen_view *v, const char *args, size_t len, sipp_buf *out);
+    void (*end)(const gw_gen_view *v, sipp_buf *out);
+    void (*fail)(const gw_gen_view *v, gw_error_kind kind, const char *message, sipp_buf *out);
+    json_t *(*whole)(const gw_gen_view *v);
+};
+
+/* A route's format from its callbacks, named by one prefix P, so that an API's renderer is written
+ * once, as functions: P_begin, P_piece, P_delta, P_end and P_whole for OpenAI-shaped output (fail
+ * given, as formats share it), or P_begin, P_text, P_reasoning, P_tool_start, P_tool_args, P_end,
+ * P_fail and P_whole for typed events. content_type NULL is text/event-stream. */
+#define GW_DELTA_FORMAT(P, prefix, fail_fn)                                                                  \
+    {                                                                                                        \
+        .id_prefix = (prefix), .begin = P##_begin, .piece = P##_piece, .delta = P##_delta, .end = P##_end,   \
+        .fail = (fail_fn), .whole = P##_whole                                                                \
+    }
+#define GW_EVENT_FORMAT(P, prefix, type, renames_)                                                           \
+    {                                                                                                        \
+        .id_prefix = (prefix), .content_type = (type), .renames = (renames_), .begin = P##_begin,            \
+        .text = P##_text, .reasoning = P##_reasoning, .tool_start = P##_tool_start,                          \
+        .tool_args = P##_tool_args, .end = P##_end, .fail = P##_fail, .whole = P##_whole                     \
+    }
+
+/* Renders one parsed OpenAI chat delta of choice index (borrowed, as gw_format.delta takes it) with
+ * fmt: through delta, or as its typed events. */
+void gw_render_delta(const gw_format *fmt, const gw_gen_view *v, size_t index, json_t *delta,
+                     json_t *logprobs, sipp_buf *out);
+
+/* A generation's counts: the engine's, or a remote target's. */
+void gw_view_stats(const gw_gen_view *v, sipp_request_stats *stats);
+/* The stop string that ended it (NULL when none, and for remote targets, which do not say). */
+const char *gw_view_stop_string(const gw_gen_view *v);
+
+/* Choice 0's finished answer (when end or whole are called), read once here so that no route reads
+ * the chat message's JSON: text is its content (a raw prompt's whole text), "" when none; reasoning
+ * its reasoning text, NULL when none; n_calls how many tool calls it made. Borrowed from v. */
+typedef struct gw_answer {
+    const char *text;
+    const char *reasoning;
+    size_t n_calls;
+} gw_answer;
+/* Its tool call k (< n_calls): id, name and arguments (JSON text); each NULL when the answer (a
+ * remote target's) lacks it. Borrowed from v. */
+typedef struct gw_tool_call {
+    const char *id;
+    const char *name;
+    const char *arguments;
+} gw_tool_call;
+void gw_view_answer(const gw_gen_view *v, gw_answer *a);
+void gw_view_call(const gw_gen_view *v, size_t k, gw_tool_call *c);
+/* A tool call's arguments as a JSON object (new reference): {} when they are not one (an answer cut
+ * off by its token limit). */
+json_t *gw_arguments_object(const char *args);
+
+/* Renders one entry of a delta's tool_calls ({"index", "id"?, "function": {"name"?, "arguments"?}},
+ * borrowed) with fmt's typed events: tool_start when it has an id, tool_args for its arguments. */
+void gw_render_tool_delta(const gw_format *fmt, const gw_gen_view *v, json_t *tc, sipp_buf *out);
+
+#endif

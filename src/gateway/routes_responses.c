@@ -562,11 +562,12 @@ static bool translate_text(xlate *x, json_t *text, json_t *chat) {
     json_object_foreach(text, key, v) {
         if (strcmp(key, "verbosity") == 0) {
             if (!json_is_string(v) && !json_is_null(v))
-                return gw_reply_invalid_field(x->call, "'text.verbosity' must be \"low\", \"medium\" or \"high\"");
+                return gw_reply_invalid_field(x->call,
+                                              "'text.verbosity' must be \"low\", \"medium\" or \"high\"");
             gw_ignored_add(x->call, "text.verbosity");
         } else if (strcmp(key, "format") != 0) {
-            return gw_reply_invalid_field(x->call, "'text.%s' is not supported; only text.format and text.verbosity are",
-                                          key);
+            return gw_reply_invalid_field(
+                x->call, "'text.%s' is not supported; only text.format and text.verbosity are", key);
         }
     }
     json_t *format = json_object_get(text, "format");

@@ -171,9 +171,10 @@ struct weight_type {
 };
 
 static const struct weight_type WEIGHT_TYPES[] = {
-    {"f16", GGML_TYPE_F16, LLAMA_FTYPE_MOSTLY_F16},
+    {"f16", GGML_TYPE_F16, LLAMA_FTYPE_MOSTLY_F16}, /* the default: the first */
     {"q8_0", GGML_TYPE_Q8_0, LLAMA_FTYPE_MOSTLY_Q8_0},
     {"q4_0", GGML_TYPE_Q4_0, LLAMA_FTYPE_MOSTLY_Q4_0},
+    {"f32", GGML_TYPE_F32, LLAMA_FTYPE_ALL_F32},
 };
 
 struct pooling {
@@ -255,7 +256,9 @@ static void usage(FILE *f) {
             "  --n-head-kv N           KV heads; must divide --n-head (default %d)\n"
             "  --n-ff N                feed-forward width (default %d)\n"
             "  --n-ctx N               training context length (default %d)\n"
-            "  --type f16|q8_0|q4_0    weight type of the matrices; norms stay f32 (default f16)\n"
+            "  --type f32|f16|q8_0|q4_0\n"
+            "                          weight type of the matrices; norms stay f32 (default f16); f32 for a\n"
+            "                          model to train with sipp-train (llama.cpp trains only f32 tensors)\n"
             "  --seed N                PRNG seed; equal flags give byte-identical files (default %d)\n"
             "  --chat-template NAME    chatml, llama3 or none (default " DEFAULT_TEMPLATE ")\n"
             "  --chat-template-file F  a Jinja template file (e.g. llama.cpp's models/templates/*.jinja)\n"
@@ -405,7 +408,7 @@ static void parse_args(int argc, char **argv, struct options *o) {
             for (size_t k = 0; k < COUNT_OF(WEIGHT_TYPES); k++) {
                 if (strcmp(val, WEIGHT_TYPES[k].name) == 0) o->wtype = &WEIGHT_TYPES[k];
             }
-            if (!o->wtype) die_usage("--type: unknown type '%s' (expected f16, q8_0 or q4_0)", val);
+            if (!o->wtype) die_usage("--type: unknown type '%s' (expected f32, f16, q8_0 or q4_0)", val);
         } else if (strcmp(flag, "--chat-template") == 0) {
             o->tmpl = NULL;
             for (size_t k = 0; k < COUNT_OF(TEMPLATES); k++) {

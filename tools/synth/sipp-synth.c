@@ -56,6 +56,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/splitmix.h"
 #include "ggml.h"
 #include "gguf.h"
 #include "llama.h" /* only for the LLAMA_FTYPE_* and LLAMA_POOLING_TYPE_* values; nothing is called */
@@ -94,14 +95,6 @@ enum {
 #define LAYER_WEIGHT_STD 0.02f
 #define EMBD_WEIGHT_STD 0.5f
 #define OUTPUT_LOGIT_STD 2.0f
-
-/* splitmix64 (Steele, Lea, Flood 2014) */
-#define SPLITMIX_GAMMA UINT64_C(0x9E3779B97F4A7C15)
-#define SPLITMIX_MUL1 UINT64_C(0xBF58476D1CE4E5B9)
-#define SPLITMIX_MUL2 UINT64_C(0x94D049BB133111EB)
-#define SPLITMIX_SHIFT1 30
-#define SPLITMIX_SHIFT2 27
-#define SPLITMIX_SHIFT3 31
 
 /* FNV-1a, 64-bit, for tensor names */
 #define FNV_OFFSET UINT64_C(0xCBF29CE484222325)
@@ -750,12 +743,6 @@ static bool plan_register(const struct plan *p, struct gguf_context *gctx) {
 /* ---------------------------------------------------------------------------------------------- */
 /* weights                                                                                         */
 
-static inline uint64_t splitmix_mix(uint64_t z) {
-    z = (z ^ (z >> SPLITMIX_SHIFT1)) * SPLITMIX_MUL1;
-    z = (z ^ (z >> SPLITMIX_SHIFT2)) * SPLITMIX_MUL2;
-    return z ^ (z >> SPLITMIX_SHIFT3);
-}
-
 static uint64_t name_hash(const char *s) {
     uint64_t h = FNV_OFFSET;
     for (; *s; s++) {
@@ -774,8 +761,7 @@ static void fill_row(float *dst, int64_t n, uint64_t row_seed, float std) {
     const float scale = (float)(std / sigma);
     uint64_t state = row_seed;
     for (int64_t i = 0; i < n; i++) {
-        state += SPLITMIX_GAMMA;
-        uint64_t r = splitmix_mix(state);
+        uint64_t r = splitmix_next(&state);
         uint64_t sum = 0;
         for (int l = 0; l < IH_LANES; l++) {
             sum += r & IH_LANE_MASK;

@@ -64,6 +64,8 @@ WEB_ASSETS_C := $(BUILD)/gen/web_assets.c
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/web_assets.o
 SYNTH_SRCS := $(sort $(wildcard tools/synth/*.c))
 SYNTH_OBJS := $(SYNTH_SRCS:%.c=$(BUILD)/obj/%.o)
+TRAIN_SRCS := $(sort $(wildcard tools/train/*.c))
+TRAIN_OBJS := $(TRAIN_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRCS := $(sort $(wildcard tests/tools/*.c))
@@ -80,9 +82,10 @@ LIBSIPP_A := $(BUILD)/lib/libsipp.a
 LIBSIPP_UTIL := $(BUILD)/lib/libsipp-util.a
 SIPP := $(BUILD)/bin/sipp
 SYNTH := $(BUILD)/bin/sipp-synth
+TRAIN := $(BUILD)/bin/sipp-train
 
 .PHONY: all deps setup demo test check clean format bindings fuzz-bins test-bins unit-bins dist install
-all: $(SIPP) $(SYNTH) $(LIBSIPP) $(LIBSIPP_A) $(SBOM) $(MAN)
+all: $(SIPP) $(SYNTH) $(TRAIN) $(LIBSIPP) $(LIBSIPP_A) $(SBOM) $(MAN)
 
 setup:
 	@bash scripts/setup-debian.sh
@@ -154,6 +157,14 @@ $(SYNTH): $(SYNTH_OBJS) $(LIBSIPP) $(LIBSIPP_UTIL)
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
 	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(SYNTH_OBJS) $(CLIENT_LIBS) -L$(BUILD)/artifact -lggml-base -lm -Wl,-rpath,'$$ORIGIN/../artifact'
+
+# sipp-train trains a model with llama.cpp's trainer (llama_opt_*): libllama directly, and of sipp
+# only the helpers of libsipp-util.a.
+$(TRAIN): $(TRAIN_OBJS) $(LIBSIPP_UTIL) llama-links
+	@mkdir -p $(dir $@)
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(TRAIN_OBJS) $(LIBSIPP_UTIL) -L$(BUILD)/artifact -lllama -lggml -lggml-base -ljansson -lm -lpthread \
+	  -Wl,-rpath,'$$ORIGIN/../artifact'
 
 # The SBOM lists the artifact's files and what sipp links against, so it follows the binaries.
 $(SBOM): $(LLAMA_STAMP) $(SIPP) $(LIBSIPP) deps/sbom.py
@@ -343,4 +354,4 @@ clean:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cpp')
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(SYNTH_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(SYNTH_OBJS:.o=.d) $(TRAIN_OBJS:.o=.d)

@@ -12,6 +12,8 @@ PACKAGES=(
   patchelf
   python3
   nginx-light iproute2
+  # prose for tools/train/corpus.py: the KJV Bible (its `bible` command) and fortunes
+  bible-kjv fortunes-min
 )
 # Node.js and npm fetch the pinned llama.cpp packages; install them only when absent, so a
 # newer Node.js that the machine already has is left alone.

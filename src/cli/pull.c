@@ -20,8 +20,6 @@
 #define REDRAW_MS 100
 #define BAR_WIDTH 24
 #define SIZE_TEXT 32
-#define SECONDS_PER_MINUTE 60
-#define SECONDS_PER_HOUR 3600
 
 static const char usage[] =
     "usage: sipp pull SOURCE [--name NAME] [--sha256 HEX[,HEX...]] [--force] [--retries N]\n"
@@ -67,20 +65,11 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void format_duration(double s, char *out, size_t cap) {
-    long t = (long)(s + 0.5);
-    if (t >= SECONDS_PER_HOUR)
-        snprintf(out, cap, "%ld:%02ld:%02ld", t / SECONDS_PER_HOUR, t % SECONDS_PER_HOUR / SECONDS_PER_MINUTE,
-                 t % SECONDS_PER_MINUTE);
-    else
-        snprintf(out, cap, "%ld:%02ld", t / SECONDS_PER_MINUTE, t % SECONDS_PER_MINUTE);
-}
-
 static void draw(const sipp_pull_progress *p) {
     char done[SIZE_TEXT], total[SIZE_TEXT], speed[SIZE_TEXT], eta[SIZE_TEXT] = "--:--";
     sipp_format_size(p->done, done, sizeof done);
     sipp_format_size((uint64_t)p->bytes_per_s, speed, sizeof speed);
-    if (p->eta_s >= 0) format_duration(p->eta_s, eta, sizeof eta);
+    if (p->eta_s >= 0) sipp_format_duration(p->eta_s, eta, sizeof eta);
     fprintf(stderr, "\r");
     if (p->n_files > 1) fprintf(stderr, "[%d/%d] ", p->file_index, p->n_files);
     fprintf(stderr, "%s ", p->file);

@@ -186,3 +186,15 @@ void sipp_format_size(uint64_t bytes, char *out, size_t cap) {
     else
         snprintf(out, cap, "%.1f %s", v, units[u]);
 }
+
+#define SECONDS_PER_MINUTE 60
+#define SECONDS_PER_HOUR 3600
+
+void sipp_format_duration(double seconds, char *out, size_t cap) {
+    const long t = (long)(seconds + 0.5);
+    if (t >= SECONDS_PER_HOUR)
+        snprintf(out, cap, "%ld:%02ld:%02ld", t / SECONDS_PER_HOUR, t % SECONDS_PER_HOUR / SECONDS_PER_MINUTE,
+                 t % SECONDS_PER_MINUTE);
+    else
+        snprintf(out, cap, "%ld:%02ld", t / SECONDS_PER_MINUTE, t % SECONDS_PER_MINUTE);
+}

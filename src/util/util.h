@@ -34,6 +34,9 @@ bool sipp_random_hex(char *out, size_t n_bytes);
 /* A byte count for people: "807.7 MB" (decimal units, as Hugging Face shows sizes). */
 void sipp_format_size(uint64_t bytes, char *out, size_t cap);
 
+/* A duration for people: 75 s as "1:15", 3725 s as "1:02:05" (rounded to the second). */
+void sipp_format_duration(double seconds, char *out, size_t cap);
+
 /* Milliseconds on the monotonic clock. */
 double sipp_now_ms(void);
 

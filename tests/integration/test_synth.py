@@ -43,7 +43,7 @@ class SynthTest(unittest.TestCase):
         return os.path.join(self.tmp.name, name)
 
     def test_writes_gguf(self):
-        for wtype in ("f16", "q8_0", "q4_0"):
+        for wtype in ("f32", "f16", "q8_0", "q4_0"):
             with self.subTest(type=wtype):
                 out = self.path(f"tiny-{wtype}.gguf")
                 r = run_synth("--out", out, "--vocab", VOCAB, "--type", wtype, *TINY)
@@ -53,6 +53,14 @@ class SynthTest(unittest.TestCase):
                 # the temporary file it writes first is renamed into place, not left behind
                 leftovers = [n for n in os.listdir(self.tmp.name) if n.startswith(os.path.basename(out) + ".")]
                 self.assertEqual(leftovers, [])
+
+    def test_default_type_is_f16(self):
+        default, f16 = self.path("default.gguf"), self.path("f16.gguf")
+        for out, extra in ((default, []), (f16, ["--type", "f16"])):
+            r = run_synth("--out", out, "--vocab", VOCAB, *extra, *TINY)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        with open(default, "rb") as fa, open(f16, "rb") as fb:
+            self.assertEqual(fa.read(), fb.read())
 
     def test_deterministic_by_seed(self):
         a, b, c = self.path("a.gguf"), self.path("b.gguf"), self.path("c.gguf")

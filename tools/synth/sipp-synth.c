@@ -56,6 +56,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/splitmix.h"
 #include "ggml.h"
 #include "gguf.h"
 #include "llama.h" /* only for the LLAMA_FTYPE_* and LLAMA_POOLING_TYPE_* values; nothing is called */
@@ -94,14 +95,6 @@ enum {
 #define LAYER_WEIGHT_STD 0.02f
 #define EMBD_WEIGHT_STD 0.5f
 #define OUTPUT_LOGIT_STD 2.0f
-
-/* splitmix64 (Steele, Lea, Flood 2014) */
-#define SPLITMIX_GAMMA UINT64_C(0x9E3779B97F4A7C15)
-#define SPLITMIX_MUL1 UINT64_C(0xBF58476D1CE4E5B9)
-#define SPLITMIX_MUL2 UINT64_C(0x94D049BB133111EB)
-#define SPLITMIX_SHIFT1 30
-#define SPLITMIX_SHIFT2 27
-#define SPLITMIX_SHIFT3 31
 
 /* FNV-1a, 64-bit, for tensor names */
 #define FNV_OFFSET UINT64_C(0xCBF29CE484222325)
@@ -171,9 +164,10 @@ struct weight_type {
 };
 
 static const struct weight_type WEIGHT_TYPES[] = {
-    {"f16", GGML_TYPE_F16, LLAMA_FTYPE_MOSTLY_F16},
+    {"f16", GGML_TYPE_F16, LLAMA_FTYPE_MOSTLY_F16}, /* the default: the first */
     {"q8_0", GGML_TYPE_Q8_0, LLAMA_FTYPE_MOSTLY_Q8_0},
     {"q4_0", GGML_TYPE_Q4_0, LLAMA_FTYPE_MOSTLY_Q4_0},
+    {"f32", GGML_TYPE_F32, LLAMA_FTYPE_ALL_F32},
 };
 
 struct pooling {
@@ -255,7 +249,9 @@ static void usage(FILE *f) {
             "  --n-head-kv N           KV heads; must divide --n-head (default %d)\n"
             "  --n-ff N                feed-forward width (default %d)\n"
             "  --n-ctx N               training context length (default %d)\n"
-            "  --type f16|q8_0|q4_0    weight type of the matrices; norms stay f32 (default f16)\n"
+            "  --type f32|f16|q8_0|q4_0\n"
+            "                          weight type of the matrices; norms stay f32 (default f16); f32 for a\n"
+            "                          model to train with sipp-train (llama.cpp trains only f32 tensors)\n"
             "  --seed N                PRNG seed; equal flags give byte-identical files (default %d)\n"
             "  --chat-template NAME    chatml, llama3 or none (default " DEFAULT_TEMPLATE ")\n"
             "  --chat-template-file F  a Jinja template file (e.g. llama.cpp's models/templates/*.jinja)\n"
@@ -405,7 +401,7 @@ static void parse_args(int argc, char **argv, struct options *o) {
             for (size_t k = 0; k < COUNT_OF(WEIGHT_TYPES); k++) {
                 if (strcmp(val, WEIGHT_TYPES[k].name) == 0) o->wtype = &WEIGHT_TYPES[k];
             }
-            if (!o->wtype) die_usage("--type: unknown type '%s' (expected f16, q8_0 or q4_0)", val);
+            if (!o->wtype) die_usage("--type: unknown type '%s' (expected f32, f16, q8_0 or q4_0)", val);
         } else if (strcmp(flag, "--chat-template") == 0) {
             o->tmpl = NULL;
             for (size_t k = 0; k < COUNT_OF(TEMPLATES); k++) {
@@ -747,12 +743,6 @@ static bool plan_register(const struct plan *p, struct gguf_context *gctx) {
 /* ---------------------------------------------------------------------------------------------- */
 /* weights                                                                                         */
 
-static inline uint64_t splitmix_mix(uint64_t z) {
-    z = (z ^ (z >> SPLITMIX_SHIFT1)) * SPLITMIX_MUL1;
-    z = (z ^ (z >> SPLITMIX_SHIFT2)) * SPLITMIX_MUL2;
-    return z ^ (z >> SPLITMIX_SHIFT3);
-}
-
 static uint64_t name_hash(const char *s) {
     uint64_t h = FNV_OFFSET;
     for (; *s; s++) {
@@ -771,8 +761,7 @@ static void fill_row(float *dst, int64_t n, uint64_t row_seed, float std) {
     const float scale = (float)(std / sigma);
     uint64_t state = row_seed;
     for (int64_t i = 0; i < n; i++) {
-        state += SPLITMIX_GAMMA;
-        uint64_t r = splitmix_mix(state);
+        uint64_t r = splitmix_next(&state);
         uint64_t sum = 0;
         for (int l = 0; l < IH_LANES; l++) {
             sum += r & IH_LANE_MASK;

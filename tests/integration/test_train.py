@@ -1,0 +1,165 @@
+"""Integration tests of sipp-train (tools/train) and its corpus generator (tools/train/corpus.py).
+
+A tiny f32 model (llama-spm's vocabulary, one narrow block) is trained for one short epoch on a
+small generated corpus: the held-out loss must fall, and the output must load and generate in the
+sipp CLI with the chat template it started with. The failure paths (a missing, empty or too short
+corpus, a model with nothing to train) must be a message and exit status 1, and Ctrl-C a checkpoint
+and status 130.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from tests.support.models import make_model
+from tests.support.paths import BUILD, ROOT, SIPP
+
+TRAIN = os.path.join(BUILD, "bin", "sipp-train")
+CORPUS_PY = os.path.join(ROOT, "tools", "train", "corpus.py")
+TIMEOUT_S = 300  # a bound far above the ~20 s the training run takes on 2 busy cores
+EXIT_RUNTIME = 1
+EXIT_INTERRUPTED = 130
+
+# one block of width 64: the 32k-token output layer is most of the work, about 1000 tokens/s
+TINY = {"vocab": "llama-spm", "type": "f32", "n_embd": 64, "n_layer": 1, "n_head": 4, "n_head_kv": 2,
+        "n_ff": 128, "chat_template": "chatml"}
+# small enough for ~25 windows of 256 tokens, with two held-out windows
+DIALOGUES, PROSE = 60, 0
+TRAIN_ARGS = ["--threads", "1", "--lr", "3e-3", "--val-split", "0.1", "--seed", "3"]
+
+LOSS_RE = re.compile(r"^epoch (\d+)/\d+: .*held-out loss ([0-9.]+)", re.M)
+
+
+def write_corpus(path, seed=1, dialogues=DIALOGUES, prose=PROSE):
+    subprocess.run([sys.executable, CORPUS_PY, "--out", path, "--seed", str(seed), "--dialogues", str(dialogues),
+                    "--prose", str(prose)], check=True, capture_output=True, timeout=TIMEOUT_S)
+    return path
+
+
+def train(*args):
+    return subprocess.run([TRAIN, *args], capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+class TrainTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.access(TRAIN, os.X_OK):
+            raise AssertionError(f"{TRAIN} is not built (make)")
+        cls.tmp = tempfile.TemporaryDirectory(prefix="sipp-train-test-")
+        cls.model = make_model(cls.tmp.name, "start.gguf", **TINY)
+        cls.corpus = write_corpus(os.path.join(cls.tmp.name, "corpus.jsonl"))
+        cls.out = os.path.join(cls.tmp.name, "trained.gguf")
+        cls.trained = train("--model", cls.model, "--corpus", cls.corpus, "--out", cls.out, *TRAIN_ARGS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def test_held_out_loss_falls(self):
+        self.assertEqual(self.trained.returncode, 0, self.trained.stderr)
+        losses = {int(e): float(v) for e, v in LOSS_RE.findall(self.trained.stdout)}
+        self.assertIn(0, losses, self.trained.stdout)
+        self.assertIn(1, losses, self.trained.stdout)
+        self.assertLess(losses[1], losses[0] - 1.0, self.trained.stdout)
+
+    def test_output_loads_and_generates(self):
+        self.assertEqual(self.trained.returncode, 0, self.trained.stderr)
+        r = subprocess.run([SIPP, self.out, "Hello", "--max-tokens", "8", "--seed", "1", "--ignore-eos",
+                            "--stats", "json"], capture_output=True, text=True, timeout=TIMEOUT_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        stats = json.loads(r.stderr.strip().splitlines()[-1])
+        self.assertEqual(stats["generated_tokens"], 8, r.stderr)
+        with open(self.out, "rb") as f:
+            self.assertIn(b"<|im_start|>", f.read(), "the chat template was not carried over")
+
+    def fails(self, corpus, expect, model=None):
+        r = train("--model", model or self.model, "--corpus", corpus, "--out", self.path("x.gguf"), "--threads", "1")
+        self.assertEqual(r.returncode, EXIT_RUNTIME, r.stderr)
+        self.assertIn(expect, r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        self.assertFalse(os.path.exists(self.path("x.gguf")))
+
+    def test_missing_corpus(self):
+        self.fails(self.path("nope.jsonl"), "No such file or directory")
+
+    def test_empty_corpus(self):
+        for name, text in (("empty.txt", ""), ("blank.jsonl", "\n\n{\"text\": \"\"}\n")):
+            with self.subTest(name=name):
+                with open(self.path(name), "w") as f:
+                    f.write(text)
+                self.fails(self.path(name), "is empty")
+
+    def test_corpus_shorter_than_a_window(self):
+        with open(self.path("short.txt"), "w") as f:
+            f.write("Hello there.\n")
+        self.fails(self.path("short.txt"), "shorter than one window")
+
+    def test_bad_jsonl_line(self):
+        with open(self.path("bad.jsonl"), "w") as f:
+            f.write("{\"text\": \"hi\"}\nnot json\n")
+        self.fails(self.path("bad.jsonl"), "line 2")
+
+    def test_model_with_nothing_to_train(self):
+        quantized = make_model(self.tmp.name, "q8.gguf", vocab="llama-spm", n_layer=1)
+        self.fails(self.corpus, "no f32 weight matrices", model=quantized)
+
+    def test_interrupt_writes_a_checkpoint(self):
+        out = self.path("interrupted.gguf")
+        p = subprocess.Popen([TRAIN, "--model", self.model, "--corpus", self.corpus, "--out", out, "--epochs", "50",
+                              *TRAIN_ARGS], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # the first epoch line means training is under way
+            while not p.stdout.readline().startswith("epoch 0/"):
+                if p.poll() is not None:
+                    self.fail(f"sipp-train ended before training: {p.stderr.read()}")
+            time.sleep(1)
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=TIMEOUT_S)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        checkpoint = self.path("interrupted.checkpoint.gguf")
+        self.assertEqual(p.returncode, EXIT_INTERRUPTED, err)
+        self.assertIn(checkpoint, err)
+        self.assertTrue(os.path.isfile(checkpoint))
+        self.assertFalse(os.path.exists(out))
+
+
+class CorpusTest(unittest.TestCase):
+    def test_deterministic_and_well_formed(self):
+        with tempfile.TemporaryDirectory(prefix="sipp-corpus-test-") as d:
+            a, b, c = (write_corpus(os.path.join(d, n), seed=s, dialogues=200, prose=0)
+                       for n, s in (("a.jsonl", 1), ("b.jsonl", 1), ("c.jsonl", 2)))
+            with open(a) as fa, open(b) as fb, open(c) as fc:
+                da, db, dc = fa.read(), fb.read(), fc.read()
+        self.assertEqual(da, db)
+        self.assertNotEqual(da, dc)
+        texts = [json.loads(line)["text"] for line in da.splitlines()]
+        self.assertEqual(len(texts), 200)
+        calls = [json.loads(m) for t in texts for m in re.findall(r"<tool_call>\n(.*?)\n</tool_call>", t)
+                 if "<function-name>" not in m]
+        self.assertTrue(calls)
+        for call in calls:
+            self.assertIn(call["name"], ("get_weather", "get_time"))
+            self.assertEqual(set(call["arguments"]), {"city"})
+        for t in texts:
+            self.assertTrue(t.startswith("<|im_start|>system\n"), t)
+            self.assertTrue(t.endswith("<|im_end|>\n"), t)
+        sums = [re.search(r"user\n(?:What is|What's|Compute) (\d+) \+ (\d+).*?assistant\n\1 \+ \2 is (-?\d+)\.",
+                          t, re.S) for t in texts]
+        for m in filter(None, sums):
+            self.assertEqual(int(m.group(1)) + int(m.group(2)), int(m.group(3)))
+
+
+if __name__ == "__main__":
+    unittest.main()

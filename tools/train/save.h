@@ -1,0 +1,16 @@
+/*
+ * save.h: the model sipp-train holds, written as an ordinary GGUF file (the output and checkpoints).
+ */
+#ifndef SIPP_TRAIN_SAVE_H
+#define SIPP_TRAIN_SAVE_H
+
+#include <stdbool.h>
+
+#include "gguf.h"
+#include "llama.h"
+
+/* Writes the model's current weights to path under the key-values of src, the GGUF header the model
+ * was loaded from; path appears complete or not at all. False after reporting why. */
+bool model_save(const struct llama_model *model, const struct gguf_context *src, const char *path);
+
+#endif

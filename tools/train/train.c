@@ -1,0 +1,639 @@
+/*
+ * sipp-train: trains a GGUF model on a text corpus with llama.cpp's own trainer (llama_opt_init,
+ * llama_opt_epoch in libllama), on the CPU, and writes an ordinary GGUF that sipp, llama-server and
+ * llama-cli load.
+ *
+ * Design
+ *   - What trains.  llama_opt_init marks as trainable every F32 weight except the token embeddings
+ *     (a FIXME at the pinned commit), and AdamW updates them. So a model to train has f32 matrices
+ *     (sipp-synth --type f32) and an output matrix of its own: with tied embeddings the output would
+ *     be the frozen token_embd too. The token embeddings stay as the model came (random, for a
+ *     sipp-synth model); the layers learn to read them.
+ *   - The loop is sipp-train's.  llama_opt_epoch runs over a whole dataset and cannot be stopped
+ *     midway, so it is called once per window, with a dataset of that one window (dataset.c).
+ *     Between two calls sipp-train redraws the progress line, writes a checkpoint when one is due,
+ *     and answers Ctrl-C; the results (loss, accuracy) accumulate across the calls as within one.
+ *   - Windows.  The corpus is one token stream and its last --val-split is held out. Training
+ *     windows are --ctx tokens every ctx/2 (as llama.cpp's finetune example takes them), held-out
+ *     windows every ctx, so no held-out token is ever trained on. The seed shuffles the training
+ *     windows, anew each epoch. llama.cpp pads a context to a multiple of 256, so --ctx is one.
+ *   - Steps and the schedule.  A window is ctx / batch optimizer steps of --batch tokens each
+ *     (llama.cpp's n_batch = n_ubatch: no gradient accumulation). The learning rate rises linearly
+ *     over the first WARMUP_FRACTION of all steps and then falls along a cosine to --lr-min:
+ *     schedule_params, which llama.cpp calls before each step.
+ *   - Held-out loss.  Measured before the first epoch and after each one, so the first line says
+ *     where the model starts and each epoch line whether it still improves.
+ *   - Output.  save.c writes the trained weights under the input file's own metadata (the chat
+ *     template included). The checkpoint is OUT with ".gguf" replaced by ".checkpoint.gguf",
+ *     written every --checkpoint-every steps and on Ctrl-C; --model CHECKPOINT goes on from it
+ *     (AdamW's moments and the schedule start afresh).
+ *
+ * Exit status: 0 done; 1 bad input (a missing or empty corpus, a model that does not load) or a
+ * failed write, with a message; 2 bad usage; 130 interrupted by Ctrl-C, after the checkpoint.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dataset.h"
+#include "ggml-backend.h"
+#include "ggml-opt.h"
+#include "gguf.h"
+#include "llama.h"
+#include "save.h"
+#include "train.h"
+#include "util/util.h"
+
+/* defaults */
+#define DEFAULT_EPOCHS 1
+#define DEFAULT_LR 1e-3
+#define DEFAULT_LR_MIN_RATIO 0.1 /* --lr-min, when not given: a tenth of --lr */
+#define DEFAULT_CTX 256
+#define DEFAULT_VAL_SPLIT 0.05
+#define DEFAULT_SEED 42
+
+/* bounds on the flags */
+#define MAX_EPOCHS 100000
+#define MIN_LR 1e-9
+#define MAX_LR 1.0
+#define CTX_ALIGN 256 /* llama.cpp pads n_ctx to a multiple of this */
+#define MAX_CTX 65536
+#define MAX_VAL_SPLIT 0.5
+#define MAX_THREADS 512
+#define MAX_CHECKPOINT_EVERY 1000000000L
+
+#define WARMUP_FRACTION 0.05 /* of all optimizer steps, with a linearly rising learning rate */
+#define EVAL_COST 0.33       /* a held-out window (forward only) against a training one, for the ETA */
+#define TOKEN_EMBD "token_embd.weight"
+#define NORM_SUFFIX "norm.weight"
+#define GGUF_SUFFIX ".gguf"
+#define CHECKPOINT_SUFFIX ".checkpoint.gguf"
+#define WRITE_PROBE_SUFFIX ".probe.tmp"
+#define ARTIFACT_FROM_EXE "/../artifact" /* build/bin/sipp-train finds build/artifact */
+#define BYTES_PER_MB 1e6
+#define MS_PER_S 1e3
+
+/* ---------------------------------------------------------------------------------------------- */
+/* options: one table both parses them and prints --help                                          */
+
+struct options {
+    const char *model, *corpus, *out;
+    long epochs, ctx, batch, checkpoint_every, threads;
+    double lr, lr_min, val_split;
+    unsigned long long seed;
+    bool verbose, help;
+};
+
+enum opt_kind { OPT_PATH, OPT_INT, OPT_FLOAT, OPT_SEED, OPT_FLAG };
+
+struct opt_spec {
+    const char *flag, *arg;
+    enum opt_kind kind;
+    size_t offset;
+    double min, max;
+    const char *help;
+};
+
+#define OFF(field) offsetof(struct options, field)
+
+static const struct opt_spec OPTS[] = {
+    {"--model", "IN.gguf", OPT_PATH, OFF(model), 0, 0,
+     "the model to start from: f32 weights (sipp-synth --type f32) or a checkpoint"},
+    {"--corpus", "FILE", OPT_PATH, OFF(corpus), 0, 0,
+     "the text: FILE.jsonl holds one {\"text\": ...} a line, any other file is plain text"},
+    {"--out", "OUT.gguf", OPT_PATH, OFF(out), 0, 0, "where the trained model is written"},
+    {"--epochs", "N", OPT_INT, OFF(epochs), 1, MAX_EPOCHS, "passes over the training windows (default 1)"},
+    {"--lr", "F", OPT_FLOAT, OFF(lr), MIN_LR, MAX_LR, "peak learning rate of AdamW (default 1e-3)"},
+    {"--lr-min", "F", OPT_FLOAT, OFF(lr_min), 0, MAX_LR,
+     "learning rate at the end of the cosine (default lr/10)"},
+    {"--ctx", "N", OPT_INT, OFF(ctx), CTX_ALIGN, MAX_CTX,
+     "tokens per window, a multiple of 256 (default 256)"},
+    {"--batch", "N", OPT_INT, OFF(batch), 1, MAX_CTX,
+     "tokens per optimizer step, dividing --ctx (default --ctx)"},
+    {"--val-split", "F", OPT_FLOAT, OFF(val_split), 0, MAX_VAL_SPLIT,
+     "the part of the corpus held out, at its end (default 0.05)"},
+    {"--seed", "N", OPT_SEED, OFF(seed), 0, 0, "shuffles the training windows (default 42)"},
+    {"--checkpoint-every", "N", OPT_INT, OFF(checkpoint_every), 0, MAX_CHECKPOINT_EVERY,
+     "write OUT.checkpoint.gguf every N steps (default 0: only on Ctrl-C)"},
+    {"--threads", "N", OPT_INT, OFF(threads), 1, MAX_THREADS,
+     "CPU threads (default: every CPU this may use)"},
+    {"--verbose", NULL, OPT_FLAG, OFF(verbose), 0, 0, "show llama.cpp's own log"},
+    {"--help", NULL, OPT_FLAG, OFF(help), 0, 0, "print this help"},
+};
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static void usage(FILE *f) {
+    fputs("usage: " PROG " --model IN.gguf --corpus FILE --out OUT.gguf [options]\n"
+          "\n"
+          "Trains a GGUF model on a corpus with llama.cpp's trainer (AdamW, on the CPU) and writes the\n"
+          "result as an ordinary GGUF. Prints the held-out loss before training and after each epoch.\n"
+          "Ctrl-C writes OUT.checkpoint.gguf and exits with status 130.\n\n",
+          f);
+    for (size_t i = 0; i < COUNT_OF(OPTS); i++) {
+        char left[48];
+        snprintf(left, sizeof left, "%s%s%s", OPTS[i].flag, OPTS[i].arg ? " " : "",
+                 OPTS[i].arg ? OPTS[i].arg : "");
+        fprintf(f, "  %-24s %s\n", left, OPTS[i].help);
+    }
+}
+
+static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_usage(const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    train_report("%s (see --help)", msg);
+    exit(EXIT_USAGE);
+}
+
+static void set_number(struct options *o, const struct opt_spec *s, const char *val) {
+    char *end = NULL;
+    errno = 0;
+    void *field = (char *)o + s->offset;
+    if (s->kind == OPT_SEED) {
+        const unsigned long long v = strtoull(val, &end, 10);
+        if (errno || end == val || *end || val[0] == '-')
+            die_usage("%s: expected an integer, got '%s'", s->flag, val);
+        *(unsigned long long *)field = v;
+        return;
+    }
+    const double v = s->kind == OPT_INT ? (double)strtol(val, &end, 10) : strtod(val, &end);
+    if (errno || end == val || *end || !(v >= s->min && v <= s->max))
+        die_usage("%s: expected %s from %g to %g, got '%s'", s->flag,
+                  s->kind == OPT_INT ? "an integer" : "a number", s->min, s->max, val);
+    if (s->kind == OPT_INT)
+        *(long *)field = (long)v;
+    else
+        *(double *)field = v;
+}
+
+static void check_options(struct options *o) {
+    if (!o->model || !o->corpus || !o->out) die_usage("--model, --corpus and --out are required");
+    if (o->ctx % CTX_ALIGN != 0)
+        die_usage("--ctx %ld: must be a multiple of %d (llama.cpp pads a context to one)", o->ctx, CTX_ALIGN);
+    if (o->batch == 0) o->batch = o->ctx;
+    if (o->ctx % o->batch != 0) die_usage("--batch %ld must divide --ctx %ld", o->batch, o->ctx);
+    if (o->lr_min < 0) o->lr_min = o->lr * DEFAULT_LR_MIN_RATIO;
+    if (o->lr_min > o->lr) die_usage("--lr-min %g is above --lr %g", o->lr_min, o->lr);
+}
+
+static void parse_args(int argc, char **argv, struct options *o) {
+    *o = (struct options){.epochs = DEFAULT_EPOCHS,
+                          .ctx = DEFAULT_CTX,
+                          .lr = DEFAULT_LR,
+                          .lr_min = -1.0,
+                          .val_split = DEFAULT_VAL_SPLIT,
+                          .seed = DEFAULT_SEED};
+    for (int i = 1; i < argc; i++) {
+        const struct opt_spec *s = NULL;
+        for (size_t k = 0; k < COUNT_OF(OPTS) && !s; k++)
+            if (strcmp(argv[i], OPTS[k].flag) == 0) s = &OPTS[k];
+        if (!s) die_usage("unknown option '%s'", argv[i]);
+        if (s->kind == OPT_FLAG) {
+            *(bool *)((char *)o + s->offset) = true;
+            continue;
+        }
+        if (i + 1 >= argc) die_usage("%s needs a value (%s)", s->flag, s->arg);
+        const char *val = argv[++i];
+        if (s->kind == OPT_PATH)
+            *(const char **)((char *)o + s->offset) = val;
+        else
+            set_number(o, s, val);
+    }
+    if (o->help) {
+        usage(stdout);
+        exit(0);
+    }
+    check_options(o);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* the learning-rate schedule                                                                      */
+
+struct schedule {
+    double lr, lr_min;
+    int64_t step, total, warmup;
+};
+
+static double schedule_lr(const struct schedule *s, int64_t step) {
+    if (step < s->warmup) return s->lr * (double)(step + 1) / (double)s->warmup;
+    const int64_t span = s->total - s->warmup;
+    double p = span > 0 ? (double)(step - s->warmup) / (double)span : 1.0;
+    if (p > 1.0) p = 1.0;
+    return s->lr_min + 0.5 * (s->lr - s->lr_min) * (1.0 + cos(M_PI * p));
+}
+
+/* llama.cpp calls this once before each optimizer step. */
+static struct ggml_opt_optimizer_params schedule_params(void *userdata) {
+    struct schedule *s = userdata;
+    struct ggml_opt_optimizer_params p = ggml_opt_get_default_optimizer_params(NULL);
+    p.adamw.alpha = p.sgd.alpha = (float)schedule_lr(s, s->step);
+    s->step++;
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* the trainer                                                                                     */
+
+struct trainer {
+    struct options o;
+    struct gguf_context *meta; /* the input's header: key-values for the output, tensors to check */
+    struct llama_model *model;
+    struct llama_context *lctx;
+    struct token_stream ts;
+    struct windows train, val;
+    ggml_opt_dataset_t ds;
+    ggml_opt_result_t res_train, res_val;
+    struct schedule sched;
+    uint64_t rng;
+    char checkpoint[PATH_MAX];
+    int64_t next_checkpoint;      /* the step at which the next periodic checkpoint is due */
+    size_t train_done, eval_done; /* windows, over the whole run */
+    double train_s, eval_s;       /* seconds spent in them */
+    long epoch;
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+static bool log_verbose;
+static enum ggml_log_level log_last = GGML_LOG_LEVEL_NONE;
+
+/* llama.cpp's log: its errors always (a model that does not load says why), the rest on --verbose */
+static void on_log(enum ggml_log_level level, const char *text, void *userdata) {
+    (void)userdata;
+    if (level != GGML_LOG_LEVEL_CONT) log_last = level;
+    if (!log_verbose && log_last != GGML_LOG_LEVEL_ERROR) return;
+    progress_clear();
+    fputs(text, stderr);
+}
+
+static long cpu_count(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 1;
+}
+
+static bool derive_checkpoint_path(struct trainer *t) {
+    const char *out = t->o.out;
+    size_t stem = strlen(out);
+    if (stem >= strlen(GGUF_SUFFIX) && strcmp(out + stem - strlen(GGUF_SUFFIX), GGUF_SUFFIX) == 0)
+        stem -= strlen(GGUF_SUFFIX);
+    const int n = snprintf(t->checkpoint, sizeof t->checkpoint, "%.*s" CHECKPOINT_SUFFIX, (int)stem, out);
+    if (n < 0 || (size_t)n >= sizeof t->checkpoint) {
+        train_report("--out %s: the path is too long", out);
+        return false;
+    }
+    return true;
+}
+
+/* Fails fast, before minutes of loading and tokenizing, on what would only fail at the end. */
+static bool check_files(struct trainer *t) {
+    const char *inputs[][2] = {{"--model", t->o.model}, {"--corpus", t->o.corpus}};
+    for (size_t i = 0; i < COUNT_OF(inputs); i++) {
+        struct stat st;
+        const bool found = stat(inputs[i][1], &st) == 0;
+        if (!found || S_ISDIR(st.st_mode)) {
+            train_report("%s %s: %s", inputs[i][0], inputs[i][1],
+                         found ? "a directory, not a file" : strerror(errno));
+            return false;
+        }
+    }
+    char probe[PATH_MAX + sizeof WRITE_PROBE_SUFFIX];
+    snprintf(probe, sizeof probe, "%s" WRITE_PROBE_SUFFIX, t->o.out);
+    FILE *f = fopen(probe, "wb");
+    if (!f) {
+        train_report("--out %s: cannot create a file there: %s", t->o.out, strerror(errno));
+        return false;
+    }
+    fclose(f);
+    unlink(probe);
+    return derive_checkpoint_path(t);
+}
+
+static bool is_matrix_name(const char *name) {
+    const size_t n = strlen(name), k = strlen(NORM_SUFFIX);
+    return !(n >= k && strcmp(name + n - k, NORM_SUFFIX) == 0);
+}
+
+/* The input's header, and whether anything in it can train (llama.cpp trains f32 tensors only). */
+static bool open_meta(struct trainer *t) {
+    t->meta = gguf_init_from_file(t->o.model, (struct gguf_init_params){.no_alloc = true, .ctx = NULL});
+    if (!t->meta) {
+        train_report("--model %s: not a GGUF file that llama.cpp can read", t->o.model);
+        return false;
+    }
+    const int64_t n = gguf_get_n_tensors(t->meta);
+    if (n == 0) {
+        train_report("--model %s has no tensors: a vocabulary file, not a model; make a model from it with "
+                     "sipp-synth --vocab %s --type f32",
+                     t->o.model, t->o.model);
+        return false;
+    }
+    int64_t matrices = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const char *name = gguf_get_tensor_name(t->meta, i);
+        if (gguf_get_tensor_type(t->meta, i) == GGML_TYPE_F32 && strcmp(name, TOKEN_EMBD) != 0 &&
+            is_matrix_name(name))
+            matrices++;
+    }
+    if (matrices == 0) {
+        train_report(
+            "--model %s has no f32 weight matrices, and llama.cpp trains only f32 tensors; start from a "
+            "model written with sipp-synth --type f32",
+            t->o.model);
+        return false;
+    }
+    return true;
+}
+
+/* The CPU backend modules of the artifact that sipp was built with ($SIPP_ARTIFACT overrides). */
+static bool load_backends(void) {
+    char dir[PATH_MAX + sizeof ARTIFACT_FROM_EXE];
+    const char *env = getenv("SIPP_ARTIFACT");
+    if (env && *env) {
+        snprintf(dir, sizeof dir, "%s", env);
+    } else {
+        char exe[PATH_MAX];
+        const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        exe[n > 0 ? n : 0] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0';
+        snprintf(dir, sizeof dir, "%s" ARTIFACT_FROM_EXE, exe);
+    }
+    llama_backend_init();
+    ggml_backend_load_all_from_path(dir);
+    if (!ggml_backend_reg_by_name("CPU")) {
+        train_report(
+            "no CPU backend module (libggml-cpu-*.so) in %s; build sipp with make, or set SIPP_ARTIFACT "
+            "to an artifact directory",
+            dir);
+        return false;
+    }
+    return true;
+}
+
+/* llama.cpp hands the context's thread count to the CPU backend only when it decodes; the trainer's
+ * graphs run through ggml_opt straight on the backend, which would keep ggml's default of 4 threads
+ * (on 2 cores, 4 threads spend most of their time spinning at each op's barrier). One decode of one
+ * token sets the count for good; the trainer clears the KV cache before each window. */
+static bool set_threads(struct trainer *t) {
+    llama_token bos = llama_vocab_bos(llama_model_get_vocab(t->model));
+    if (bos == LLAMA_TOKEN_NULL) bos = 0;
+    if (llama_decode(t->lctx, llama_batch_get_one(&bos, 1)) != 0) {
+        train_report("--model %s: llama.cpp cannot run it (its message is above)", t->o.model);
+        return false;
+    }
+    return true;
+}
+
+static bool load_model(struct trainer *t) {
+    static ggml_backend_dev_t no_devices[] = {NULL}; /* no GPU: the weights and the work stay on the CPU */
+    struct llama_model_params mp = llama_model_default_params();
+    mp.devices = no_devices;
+    mp.n_gpu_layers = 0;
+    mp.load_mode = LLAMA_LOAD_MODE_NONE; /* the weights in writable memory, not a read-only mapping */
+    mp.use_extra_bufts = false;          /* no repacked copies: the optimizer updates the weights in place */
+    t->model = llama_model_load_from_file(t->o.model, mp);
+    if (!t->model) {
+        train_report("--model %s: llama.cpp cannot load it (its message is above)", t->o.model);
+        return false;
+    }
+
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)t->o.ctx;
+    cp.n_batch = cp.n_ubatch = (uint32_t)t->o.batch;
+    cp.n_seq_max = 1;
+    cp.n_threads = cp.n_threads_batch = (int32_t)(t->o.threads ? t->o.threads : cpu_count());
+    cp.type_k = cp.type_v = GGML_TYPE_F32;               /* OUT_PROD, in the backward pass, has no f16 */
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED; /* and FLASH_ATTN_EXT no backward pass */
+    cp.no_perf = true;
+    t->lctx = llama_init_from_model(t->model, cp);
+    if (!t->lctx || llama_n_ctx(t->lctx) != (uint32_t)t->o.ctx) {
+        train_report("--model %s: cannot make a training context of %ld tokens", t->o.model, t->o.ctx);
+        return false;
+    }
+    return set_threads(t);
+}
+
+/* The corpus as tokens, and its training and held-out windows. */
+static bool load_corpus(struct trainer *t) {
+    if (!corpus_tokenize(t->o.corpus, llama_model_get_vocab(t->model), &t->ts)) return false;
+    const size_t ctx = (size_t)t->o.ctx, n = t->ts.n;
+    const size_t split = n - (size_t)((double)n * t->o.val_split);
+    if (!windows_make(&t->train, 0, split, ctx, ctx / 2) || !windows_make(&t->val, split, n, ctx, ctx)) {
+        train_report("out of memory planning the windows");
+        return false;
+    }
+    if (t->train.n == 0) {
+        train_report(
+            "--corpus %s is %zu tokens%s, shorter than one window of --ctx %zu + 1; give a longer corpus "
+            "or a smaller --ctx",
+            t->o.corpus, split, split < n ? " before the held-out split" : "", ctx);
+        return false;
+    }
+    if (t->o.val_split > 0 && t->val.n == 0) {
+        train_report(
+            "the held-out part of --corpus %s (--val-split %g) is %zu tokens, shorter than one window of "
+            "--ctx %zu + 1; raise --val-split, give a longer corpus, or pass --val-split 0",
+            t->o.corpus, t->o.val_split, n - split, ctx);
+        return false;
+    }
+    return true;
+}
+
+static bool start_optimizer(struct trainer *t) {
+    const int64_t steps_per_window = t->o.ctx / t->o.batch;
+    t->sched = (struct schedule){.lr = t->o.lr, .lr_min = t->o.lr_min};
+    t->sched.total = (int64_t)t->o.epochs * (int64_t)t->train.n * steps_per_window;
+    t->sched.warmup = (int64_t)((double)t->sched.total * WARMUP_FRACTION);
+    t->next_checkpoint = t->o.checkpoint_every;
+    t->rng = (uint64_t)t->o.seed;
+
+    struct llama_opt_params op = {
+        .n_ctx_train = 0, /* the training context */
+        .param_filter = llama_opt_param_filter_all,
+        .param_filter_ud = NULL,
+        .get_opt_pars = schedule_params,
+        .get_opt_pars_ud = &t->sched,
+        .optimizer_type = GGML_OPT_OPTIMIZER_TYPE_ADAMW,
+    };
+    llama_opt_init(t->lctx, t->model, op);
+    t->ds = ggml_opt_dataset_init(GGML_TYPE_I32, GGML_TYPE_I32, t->o.ctx, t->o.ctx, 1, 1);
+    t->res_train = ggml_opt_result_init();
+    t->res_val = ggml_opt_result_init();
+    if (!t->ds || !t->res_train || !t->res_val) {
+        train_report("out of memory starting the optimizer");
+        return false;
+    }
+    printf("%s: %zu tokens in %zu documents; %zu training windows and %zu held-out of %ld tokens; "
+           "%lld steps of %ld tokens\n",
+           t->o.corpus, t->ts.n, t->ts.documents, t->train.n, t->val.n, t->o.ctx, (long long)t->sched.total,
+           t->o.batch);
+    fflush(stdout);
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* the loop                                                                                        */
+
+static double eta_seconds(const struct trainer *t) {
+    const size_t train_total = (size_t)t->o.epochs * t->train.n;
+    const size_t eval_total = (size_t)(t->o.epochs + 1) * t->val.n;
+    double per_train = t->train_done ? t->train_s / (double)t->train_done : -1.0;
+    double per_eval = t->eval_done ? t->eval_s / (double)t->eval_done : -1.0;
+    if (per_train < 0 && per_eval < 0) return -1.0;
+    if (per_train < 0) per_train = per_eval / EVAL_COST;
+    if (per_eval < 0) per_eval = per_train * EVAL_COST;
+    return (double)(train_total - t->train_done) * per_train + (double)(eval_total - t->eval_done) * per_eval;
+}
+
+static void show_progress(const struct trainer *t, bool training) {
+    const double eta = eta_seconds(t), spent = t->train_s + t->eval_s;
+    const double frac = eta >= 0 && spent + eta > 0 ? spent / (spent + eta) : 0.0;
+    const double tokens = (double)(training ? t->train_done : t->eval_done) * (double)t->o.ctx;
+    const double seconds = training ? t->train_s : t->eval_s;
+    double loss = NAN;
+    ggml_opt_result_loss(training ? t->res_train : t->res_val, &loss, NULL);
+    char label[64];
+    snprintf(label, sizeof label, "%s %ld/%ld", training ? "epoch" : "held-out", t->epoch, t->o.epochs);
+    progress_show(label, frac, seconds > 0 ? tokens / seconds : 0.0, eta, loss);
+}
+
+static bool save_checkpoint(struct trainer *t, const char *why) {
+    if (!model_save(t->model, t->meta, t->checkpoint)) return false;
+    train_report("%s: wrote %s (epoch %ld, step %lld)", why, t->checkpoint, t->epoch,
+                 (long long)t->sched.step);
+    return true;
+}
+
+/* After Ctrl-C: the checkpoint, then the exit status. */
+static int stop_interrupted(struct trainer *t) {
+    if (!save_checkpoint(t, "interrupted")) return EXIT_RUNTIME;
+    train_report("go on from it with --model %s", t->checkpoint);
+    return EXIT_INTERRUPTED;
+}
+
+/* The held-out loss; false when Ctrl-C came first. */
+static bool evaluate(struct trainer *t, double *loss) {
+    ggml_opt_result_reset(t->res_val);
+    for (size_t i = 0; i < t->val.n && !interrupted; i++) {
+        const double t0 = sipp_now_ms() / MS_PER_S;
+        window_load(t->ds, &t->ts, t->val.start[i], (size_t)t->o.ctx);
+        llama_opt_epoch(t->lctx, t->ds, NULL, t->res_val, 0, NULL, NULL);
+        t->eval_s += sipp_now_ms() / MS_PER_S - t0;
+        t->eval_done++;
+        show_progress(t, false);
+    }
+    ggml_opt_result_loss(t->res_val, loss, NULL);
+    return !interrupted;
+}
+
+/* One pass over the shuffled training windows: 0, or the exit status to stop with. */
+static int train_epoch(struct trainer *t) {
+    windows_shuffle(&t->train, &t->rng);
+    ggml_opt_result_reset(t->res_train);
+    for (size_t i = 0; i < t->train.n; i++) {
+        const double t0 = sipp_now_ms() / MS_PER_S;
+        window_load(t->ds, &t->ts, t->train.start[i], (size_t)t->o.ctx);
+        llama_opt_epoch(t->lctx, t->ds, t->res_train, NULL, 1, NULL, NULL);
+        t->train_s += sipp_now_ms() / MS_PER_S - t0;
+        t->train_done++;
+        if (interrupted) return stop_interrupted(t);
+        if (t->o.checkpoint_every > 0 && t->sched.step >= t->next_checkpoint) {
+            if (!save_checkpoint(t, "checkpoint")) return EXIT_RUNTIME;
+            t->next_checkpoint = t->sched.step + t->o.checkpoint_every;
+        }
+        show_progress(t, true);
+    }
+    return 0;
+}
+
+static void print_epoch(const struct trainer *t, double epoch_s, size_t windows, double val_loss) {
+    double loss = NAN;
+    ggml_opt_result_loss(t->res_train, &loss, NULL);
+    progress_clear();
+    printf("epoch %ld/%ld: train loss %.4f", t->epoch, t->o.epochs, loss);
+    if (t->val.n) printf(", held-out loss %.4f", val_loss);
+    printf(", lr %.2e, %.0f tokens/s, %.1f s\n", schedule_lr(&t->sched, t->sched.step),
+           (double)windows * (double)t->o.ctx / epoch_s, epoch_s);
+    fflush(stdout);
+}
+
+static int train(struct trainer *t) {
+    struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESETHAND}; /* a second Ctrl-C kills */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+
+    double val_loss = NAN, first_val = NAN;
+    if (t->val.n) {
+        if (!evaluate(t, &val_loss)) return stop_interrupted(t);
+        first_val = val_loss;
+        progress_clear();
+        printf("epoch 0/%ld: held-out loss %.4f\n", t->o.epochs, val_loss);
+        fflush(stdout);
+    }
+    for (t->epoch = 1; t->epoch <= t->o.epochs; t->epoch++) {
+        const double train_s = t->train_s;
+        const int rc = train_epoch(t);
+        if (rc != 0) return rc;
+        if (t->val.n && !evaluate(t, &val_loss)) return stop_interrupted(t);
+        print_epoch(t, t->train_s - train_s, t->train.n, val_loss);
+    }
+    t->epoch = t->o.epochs;
+    if (!model_save(t->model, t->meta, t->o.out)) return EXIT_RUNTIME;
+    struct stat st;
+    const double mb = stat(t->o.out, &st) == 0 ? (double)st.st_size / BYTES_PER_MB : 0.0;
+    printf("wrote %s (%.1f MB) in %.1f s", t->o.out, mb, t->train_s + t->eval_s);
+    if (t->val.n) printf(": held-out loss %.4f -> %.4f", first_val, val_loss);
+    printf("\n");
+    return 0;
+}
+
+static int run(struct trainer *t) {
+    log_verbose = t->o.verbose;
+    llama_log_set(on_log, NULL);
+    if (!check_files(t) || !open_meta(t) || !load_backends() || !load_model(t) || !load_corpus(t) ||
+        !start_optimizer(t))
+        return EXIT_RUNTIME;
+    return train(t);
+}
+
+static void trainer_free(struct trainer *t) {
+    if (t->res_train) ggml_opt_result_free(t->res_train);
+    if (t->res_val) ggml_opt_result_free(t->res_val);
+    if (t->ds) ggml_opt_dataset_free(t->ds);
+    windows_free(&t->train);
+    windows_free(&t->val);
+    token_stream_free(&t->ts);
+    if (t->lctx) llama_free(t->lctx);
+    if (t->model) llama_model_free(t->model);
+    if (t->meta) gguf_free(t->meta);
+}
+
+int main(int argc, char **argv) {
+    struct trainer t = {0};
+    parse_args(argc, argv, &t.o);
+    const int rc = run(&t);
+    trainer_free(&t);
+    llama_backend_free();
+    return rc;
+}

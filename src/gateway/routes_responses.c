@@ -11,14 +11,17 @@
  * prompt_cache_key, include entries, reasoning.summary, ...) are accepted and named in sipp-ignored,
  * as built-in tools are, which the model is not shown (api_fields.c, docs/api-fields.md); namespace
  * tools are flattened into "<namespace>__<name>" functions whose calls come back with their
- * namespace; anything else is refused.
+ * namespace; custom (freeform) tools become functions of one string, "input", whose calls come
+ * back as custom_tool_call items (their Lark grammar is only described to the model, and named in
+ * sipp-ignored); anything else is refused.
  *
  * The answer, parsed by the chat layer into content, reasoning and tool calls, becomes output
  * items: a reasoning item, a message item with one output_text part, one function_call item per
- * call. status is "completed", or "incomplete" with incomplete_details.reason "max_output_tokens"
- * when the token limit ended it. A stream renders the parsed deltas as the documented events,
- * each with its sequence_number: response.created, response.in_progress, then per item
- * response.output_item.added, its part and text events (output_text / reasoning_text /
+ * call (custom_tool_call for a custom tool, its input streamed whole as
+ * custom_tool_call_input .delta and .done). status is "completed", or "incomplete" with
+ * incomplete_details.reason "max_output_tokens" when the token limit ended it. A stream renders the parsed
+ * deltas as the documented events, each with its sequence_number: response.created, response.in_progress,
+ * then per item response.output_item.added, its part and text events (output_text / reasoning_text /
  * function_call_arguments .delta and .done), response.output_item.done, and last
  * response.completed | response.incomplete (or response.failed on an error). An item opens when
  * the first delta of its kind arrives and closes when another kind begins; the final response's
@@ -96,6 +99,7 @@ typedef struct resp_state {
     sipp_buf open_text; /* its text or arguments so far */
     size_t n_calls;
     json_t *namespaced; /* a flattened function's name -> {"namespace", "name"} (namespace tools) */
+    json_t *custom;     /* the names of custom (freeform) tools -> true */
 } resp_state;
 
 static void state_free(void *p) {
@@ -107,6 +111,7 @@ static void state_free(void *p) {
     json_decref(s->input_items);
     json_decref(s->items);
     json_decref(s->namespaced);
+    json_decref(s->custom);
     free(s->open_call_id);
     free(s->open_name);
     sipp_buf_free(&s->open_text);
@@ -154,21 +159,42 @@ static json_t *make_item(item_kind k, const char *id, const char *status, const 
     }
 }
 
-/* A function_call item of a function a namespace tool holds names it as the API does: its own name
- * and its namespace (the model saw the two joined, see flatten_namespace). */
+static bool is_custom(const resp_state *s, const char *name) {
+    return name && json_object_get(s->custom, name) != NULL;
+}
+
+/* A custom tool's input from the arguments the model wrote for it ({"input": "..."}, see
+ * custom_tool); arguments of another shape are passed on as they are. */
+static json_t *custom_input(const char *arguments) {
+    json_t *args = json_loads(arguments ? arguments : "", JSON_DECODE_ANY, NULL);
+    json_t *input = json_object_get(args, "input");
+    json_t *out = json_is_string(input) ? json_copy(input) : json_string(arguments ? arguments : "");
+    json_decref(args);
+    return out;
+}
+
+/* A function_call item as the API names it: a function a namespace tool holds has its own name and
+ * its namespace (the model saw the two joined, see flatten_namespace); a custom tool's call is a
+ * custom_tool_call whose input is the text the model wrote (see custom_tool). */
 static json_t *named_call(const resp_state *s, json_t *item) {
     const char *name = json_string_value(json_object_get(item, "name"));
     json_t *orig = name ? json_object_get(s->namespaced, name) : NULL;
     if (orig) {
         json_object_set(item, "name", json_object_get(orig, "name"));
         json_object_set(item, "namespace", json_object_get(orig, "namespace"));
+    } else if (is_custom(s, name)) {
+        json_object_set_new(item, "type", json_string("custom_tool_call"));
+        json_object_set_new(item, "input",
+                            custom_input(json_string_value(json_object_get(item, "arguments"))));
+        json_object_del(item, "arguments");
     }
     return item;
 }
 
-static void item_id(const resp_state *s, item_kind k, size_t call, char *out, size_t cap) {
+/* name: a call's function name (a custom tool's call is a ctc_ item). */
+static void item_id(const resp_state *s, item_kind k, size_t call, const char *name, char *out, size_t cap) {
     if (k == ITEM_CALL)
-        snprintf(out, cap, "fc_%s_%zu", s->rid, call);
+        snprintf(out, cap, "%s_%s_%zu", is_custom(s, name) ? "ctc" : "fc", s->rid, call);
     else
         snprintf(out, cap, "%s_%s", k == ITEM_REASONING ? "rs" : "msg", s->rid);
 }
@@ -185,17 +211,17 @@ static json_t *output_items(const gw_gen_view *v) {
     gw_view_answer(v, &a);
     char id[ID_SIZE];
     if (a.reasoning && *a.reasoning) {
-        item_id(s, ITEM_REASONING, 0, id, sizeof id);
+        item_id(s, ITEM_REASONING, 0, NULL, id, sizeof id);
         json_array_append_new(out, make_item(ITEM_REASONING, id, status, a.reasoning, NULL, NULL));
     }
     if (*a.text || a.n_calls == 0) {
-        item_id(s, ITEM_MESSAGE, 0, id, sizeof id);
+        item_id(s, ITEM_MESSAGE, 0, NULL, id, sizeof id);
         json_array_append_new(out, make_item(ITEM_MESSAGE, id, status, a.text, NULL, NULL));
     }
     for (size_t k = 0; k < a.n_calls; k++) {
         gw_tool_call c;
         gw_view_call(v, k, &c);
-        item_id(s, ITEM_CALL, k, id, sizeof id);
+        item_id(s, ITEM_CALL, k, c.name, id, sizeof id);
         json_array_append_new(
             out, named_call(s, make_item(ITEM_CALL, id, "completed", c.arguments, c.id, c.name)));
     }
@@ -269,7 +295,7 @@ static void open_item(const gw_gen_view *v, item_kind k, size_t call, const char
     s->open = k;
     s->open_index = json_array_size(s->items);
     s->open_text.len = 0;
-    item_id(s, k, call, s->open_id, sizeof s->open_id);
+    item_id(s, k, call, name, s->open_id, sizeof s->open_id);
     free(s->open_call_id);
     free(s->open_name);
     s->open_call_id = call_id ? strdup(call_id) : NULL;
@@ -302,6 +328,13 @@ static void close_item(const gw_gen_view *v, const char *status, sipp_buf *out) 
     } else if (s->open == ITEM_REASONING) {
         json_object_set_new(f, "text", json_string(text));
         event(v, "response.reasoning_text.done", f, out);
+    } else if (is_custom(s, s->open_name)) { /* the input whole: the model wrote it as JSON */
+        json_t *input = custom_input(text);
+        json_t *d = position(s, false);
+        json_object_set(d, "delta", input);
+        event(v, "response.custom_tool_call_input.delta", d, out);
+        json_object_set_new(f, "input", input);
+        event(v, "response.custom_tool_call_input.done", f, out);
     } else {
         json_object_set_new(f, "arguments", json_string(text));
         event(v, "response.function_call_arguments.done", f, out);
@@ -322,6 +355,7 @@ static void text_delta(const gw_gen_view *v, item_kind k, const char *text, size
         open_item(v, k, 0, NULL, NULL, out);
     }
     sipp_buf_append(&s->open_text, text, len);
+    if (k == ITEM_CALL && is_custom(s, s->open_name)) return; /* its input goes out whole (close_item) */
     json_t *f = position(s, k != ITEM_CALL);
     json_object_set_new(f, "delta", json_stringn(text, len));
     if (k == ITEM_MESSAGE) json_object_set_new(f, "logprobs", json_array());
@@ -455,13 +489,30 @@ static void add_tool_call(json_t *messages, json_t *call) {
     json_array_append(calls, call);
 }
 
-static bool function_call_item(xlate *x, json_t *item, size_t i) {
-    json_t *id = json_object_get(item, "call_id"), *name = json_object_get(item, "name"),
-           *args = json_object_get(item, "arguments");
-    if (!json_is_string(id))
+/* A past call (function_call or custom_tool_call item): its call_id and name, checked. */
+static bool call_names(xlate *x, json_t *item, size_t i, json_t **id, json_t **name) {
+    *id = json_object_get(item, "call_id");
+    *name = json_object_get(item, "name");
+    if (!json_is_string(*id))
         return gw_reply_invalid_field(x->call, "'input[%zu].call_id' must be a string", i);
-    if (!json_is_string(name))
+    if (!json_is_string(*name))
         return gw_reply_invalid_field(x->call, "'input[%zu].name' must be a string", i);
+    return true;
+}
+
+/* The call joins the assistant turn before it, as chat's tool call of function name. */
+static void add_call(xlate *x, json_t *item, json_t *id, const char *name, json_t *args) {
+    json_t *call = json_pack("{s:O, s:s, s:{s:s, s:O}}", "id", id, "type", "function", "function", "name",
+                             name, "arguments", args);
+    add_tool_call(x->messages, call);
+    add_tool_call(x->history, call);
+    json_decref(call);
+    keep_item(x, item);
+}
+
+static bool function_call_item(xlate *x, json_t *item, size_t i) {
+    json_t *id, *name, *args = json_object_get(item, "arguments");
+    if (!call_names(x, item, i, &id, &name)) return false;
     if (!json_is_string(args))
         return gw_reply_invalid_field(
             x->call, "'input[%zu].arguments' must be a string (the arguments as JSON text)", i);
@@ -469,13 +520,25 @@ static bool function_call_item(xlate *x, json_t *item, size_t i) {
     if (ns && !json_is_null(ns) && !json_is_string(ns))
         return gw_reply_invalid_field(x->call, "'input[%zu].namespace' must be a string", i);
     char *flat = json_is_string(ns) ? flat_name(json_string_value(ns), json_string_value(name)) : NULL;
-    json_t *call = json_pack("{s:O, s:s, s:{s:s, s:O}}", "id", id, "type", "function", "function", "name",
-                             flat ? flat : json_string_value(name), "arguments", args);
+    add_call(x, item, id, flat ? flat : json_string_value(name), args);
     free(flat);
-    add_tool_call(x->messages, call);
-    add_tool_call(x->history, call);
-    json_decref(call);
-    keep_item(x, item);
+    return true;
+}
+
+/* A custom tool's past call: the model saw the tool as a function of one string, "input" (see
+ * custom_tool), so its call is given back in that shape. */
+static bool custom_call_item(xlate *x, json_t *item, size_t i) {
+    json_t *id, *name, *input = json_object_get(item, "input");
+    if (!call_names(x, item, i, &id, &name)) return false;
+    if (!json_is_string(input))
+        return gw_reply_invalid_field(x->call, "'input[%zu].input' must be a string (the tool's input)", i);
+    json_t *obj = json_pack("{s:O}", "input", input);
+    char *text = json_dumps(obj, JSON_COMPACT);
+    json_decref(obj);
+    json_t *args = json_string(text ? text : "{}");
+    add_call(x, item, id, json_string_value(name), args);
+    json_decref(args);
+    free(text);
     return true;
 }
 
@@ -505,14 +568,16 @@ static bool input_item(xlate *x, json_t *item, size_t i) {
         return gw_reply_invalid_field(x->call, "'input[%zu]' must be an object (a message item)", i);
     const char *type = json_string_value(json_object_get(item, "type"));
     if (type && strcmp(type, "function_call") == 0) return function_call_item(x, item, i);
-    if (type && strcmp(type, "function_call_output") == 0) return function_output_item(x, item, i);
+    if (type && strcmp(type, "custom_tool_call") == 0) return custom_call_item(x, item, i);
+    if (type && (strcmp(type, "function_call_output") == 0 || strcmp(type, "custom_tool_call_output") == 0))
+        return function_output_item(x, item, i);
     if (type && strcmp(type, "reasoning") == 0)
         return true; /* templates drop past reasoning; see docs/gateway.md */
     if (type && strcmp(type, "message") != 0)
         return gw_reply_invalid_field(
             x->call,
-            "'input[%zu].type' '%s' is not supported; use message, function_call or "
-            "function_call_output items",
+            "'input[%zu].type' '%s' is not supported; use message, function_call, "
+            "function_call_output, custom_tool_call or custom_tool_call_output items",
             i, type);
     const char *role = json_string_value(json_object_get(item, "role"));
     if (!role)
@@ -651,17 +716,57 @@ static bool flatten_namespace(xlate *x, json_t *t, size_t i, json_t *out) {
     return true;
 }
 
-/* A function tool as it is, a namespace tool flattened, a built-in tool left out; others refused. */
+/* A custom (freeform) tool takes text, not JSON: the model is shown a function of one string,
+ * "input", whose description carries the tool's and, for a grammar format, the grammar itself, and
+ * its calls go back as custom_tool_call items holding that string (named_call). The grammar does
+ * not constrain sampling (llama.cpp's samplers take GBNF, not Lark): sipp-ignored names
+ * tools[i].format. */
+static bool custom_tool(xlate *x, json_t *t, size_t i, json_t *out) {
+    const char *name = json_string_value(json_object_get(t, "name"));
+    if (!name || !*name)
+        return gw_reply_invalid_field(x->call, "'tools[%zu].name' must be a non-empty string", i);
+    json_t *format = json_object_get(t, "format");
+    const char *ftype = json_string_value(json_object_get(format, "type"));
+    const char *grammar = json_string_value(json_object_get(format, "definition"));
+    if (format && !json_is_null(format) &&
+        (!ftype || (strcmp(ftype, "text") != 0 && strcmp(ftype, "grammar") != 0)))
+        return gw_reply_invalid_field(x->call, "'tools[%zu].format.type' must be \"text\" or \"grammar\"", i);
+    if (ftype && strcmp(ftype, "grammar") == 0 && !grammar)
+        return gw_reply_invalid_field(x->call, "'tools[%zu].format.definition' must be the grammar's text",
+                                      i);
+    sipp_buf desc = {0};
+    const char *d = json_string_value(json_object_get(t, "description"));
+    sipp_buf_appendf(&desc, "%s%sA freeform tool: put its whole input, as plain text, in \"input\".",
+                     d ? d : "", d ? "\n\n" : "");
+    if (grammar) {
+        const char *syntax = json_string_value(json_object_get(format, "syntax"));
+        sipp_buf_appendf(&desc, " The input follows this %s grammar:\n%s", syntax ? syntax : "", grammar);
+        gw_ignored_addf(x->call, "tools[%zu].format", i);
+    }
+    json_t *fn = json_pack("{s:s, s:s, s:{s:s, s:{s:{s:s}}, s:[s], s:b}}", "name", name, "description",
+                           desc.data ? desc.data : "", "parameters", "type", "object", "properties", "input",
+                           "type", "string", "required", "input", "additionalProperties", 0);
+    sipp_buf_free(&desc);
+    json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+    if (!x->s->custom) x->s->custom = json_object();
+    json_object_set_new(x->s->custom, name, json_true());
+    return true;
+}
+
+/* A function tool as it is, a namespace tool flattened, a custom tool as a function of its input, a
+ * built-in tool left out; others refused. */
 static gw_tool_fate function_or_namespace(gw_call *call, json_t *t, size_t i, json_t *out, void *ctx) {
     const char *type = json_string_value(json_object_get(t, "type"));
     if (type && strcmp(type, "namespace") == 0)
         return flatten_namespace(ctx, t, i, out) ? GW_TOOL_ADDED : GW_TOOL_REFUSED;
+    if (type && strcmp(type, "custom") == 0)
+        return custom_tool(ctx, t, i, out) ? GW_TOOL_ADDED : GW_TOOL_REFUSED;
     if (type && is_builtin_tool(type)) return GW_TOOL_LEFT_OUT;
     if (!type || strcmp(type, "function") != 0) {
         gw_reply_invalid_field(
             call,
-            "'tools[%zu].type' must be \"function\" or \"namespace\" (built-in tools such as "
-            "web_search are left out; other tools are not available here)",
+            "'tools[%zu].type' must be \"function\", \"custom\" or \"namespace\" (built-in tools such "
+            "as web_search are left out; other tools are not available here)",
             i);
         return GW_TOOL_REFUSED;
     }

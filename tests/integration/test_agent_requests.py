@@ -71,7 +71,7 @@ class AgentCorpusTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.gw = gw.serve_config(gw.local_target(MODEL, path=qwen_model(), parallel=1, ctx=CTX,
-                                                 extra=f"max_tokens = {CAP}\n"))
+                                                 extra=f'max_tokens = {CAP}\naliases = ["gpt-5*"]\n'))
         cls.table = fields.read_table()
 
     @classmethod
@@ -120,13 +120,15 @@ class AgentCorpusTest(unittest.TestCase):
                 self.assertGreater(prompt, 5000, "the agents' prompts are long")
 
     def test_the_second_turn_rereads_only_new_tokens(self):
-        for agent in AGENTS:
-            with self.subTest(agent=agent):
-                turns = [fx for n, fx in fixtures() if n.startswith(agent)]
-                turns.sort(key=lambda fx: "tool-result" in fx["what"] or "second" in fx["what"])
-                api, _, ev1 = self.replay(turns[0])
+        conversations = {}  # "codex-0.169.0-gpt55": its turns, the first first
+        for name, fx in fixtures():
+            conversations.setdefault(name.split("-turn")[0], []).append((name, fx))
+        for conv, turns in sorted(conversations.items()):
+            with self.subTest(conversation=conv):
+                (_, first), (_, second) = sorted(turns, key=lambda t: "-turn1" not in t[0])
+                api, _, ev1 = self.replay(first)
                 prompt1, _ = usage_of(api, ev1)
-                _, _, ev2 = self.replay(turns[1])
+                _, _, ev2 = self.replay(second)
                 prompt2, cached2 = usage_of(api, ev2)
                 self.assertGreater(prompt2, prompt1)
                 self.assertGreaterEqual(cached2, prompt1 - GEN_PROMPT_SLACK,

@@ -817,6 +817,63 @@ class AgentToolsTest(unittest.TestCase):
         self.assertEqual(status, 200, third)
         self.assertEqual(third["output"], [dict(second["output"][0], id=third["output"][0]["id"])])
 
+    def custom_body(self, **kw):
+        tool = {"type": "custom", "name": "apply_patch", "description": "Edit files.",
+                "format": {"type": "grammar", "syntax": "lark", "definition": 'start: "*** Begin Patch" /(.+)/'}}
+        return self.responses_body(**{"tools": [tool], "tool_choice": {"type": "custom", "name": "apply_patch"},
+                                      "max_output_tokens": 24, **kw})
+
+    def test_responses_custom_tool_call(self):
+        """A custom (freeform) tool, as Codex sends apply_patch to gpt-5 models: the model sees a function
+        of one string, its call comes back as a custom_tool_call with that string as input (streamed as
+        custom_tool_call_input events, never as function-call arguments); the Lark grammar is not
+        enforced, and sipp-ignored says so."""
+        status, headers, r = self.gw.json("POST", "/v1/responses", self.custom_body())
+        self.assertEqual(status, 200, r)
+        self.assertEqual(headers.get("sipp-ignored"), "tools[0].format")
+        calls = [o for o in r["output"] if o["type"] == "custom_tool_call"]
+        self.assertEqual(len(calls), 1, r["output"])
+        self.assertEqual(calls[0]["name"], "apply_patch")
+        self.assertTrue(calls[0]["id"].startswith("ctc_"), calls[0])
+        self.assertIsInstance(calls[0]["input"], str)
+        self.assertNotIn("arguments", calls[0])
+        _, _, events = self.gw.sse("/v1/responses", self.custom_body(stream=True))
+        data = [json.loads(d) for _, d in events]
+        self.assertEqual(kinds([d["type"] for d in data]),
+                         ["response.created", "response.in_progress", "response.output_item.added",
+                          "response.custom_tool_call_input.delta", "response.custom_tool_call_input.done",
+                          "response.output_item.done", data[-1]["type"]])
+        added = next(d["item"] for d in data if d["type"] == "response.output_item.added")
+        self.assertEqual((added["type"], added["input"]), ("custom_tool_call", ""))
+        done = next(d for d in data if d["type"] == "response.custom_tool_call_input.done")
+        self.assertEqual(done["input"], calls[0]["input"], "streamed and plain answers agree (greedy)")
+        self.assertEqual(done["item_id"], added["id"])
+
+    def test_responses_custom_tool_round_trip(self):
+        items = [{"role": "user", "content": "Create hello.txt"},
+                 {"type": "custom_tool_call", "call_id": "call_1", "name": "apply_patch",
+                  "input": "*** Begin Patch\n*** Add File: hello.txt\n+hello\n*** End Patch\n"},
+                 {"type": "custom_tool_call_output", "call_id": "call_1", "output": "Done!"}]
+        body = self.custom_body(input=items, tool_choice="none", max_output_tokens=4)
+        status, _, first = self.gw.json("POST", "/v1/responses", body)
+        self.assertEqual(status, 200, first)
+        self.assertEqual(first["output"][0]["type"], "message")
+        # The call and its output reach the prompt: changing the patch changes what the model reads.
+        items[1]["input"] = items[1]["input"].replace("hello", "goodbye")
+        status, _, second = self.gw.json("POST", "/v1/responses", dict(body, input=items))
+        self.assertEqual(status, 200, second)
+        self.assertLess(second["usage"]["input_tokens_details"]["cached_tokens"], second["usage"]["input_tokens"] - 4)
+        for bad, field in (({"type": "custom_tool_call", "call_id": "c", "name": "apply_patch", "input": 3},
+                            "'input[0].input'"),
+                           ({"type": "custom_tool_call", "name": "apply_patch", "input": "x"}, "'input[0].call_id'")):
+            status, _, e = self.gw.json("POST", "/v1/responses", dict(body, input=[bad]))
+            self.assertEqual(status, 400, e)
+            self.assertIn(field, e["error"]["message"])
+        status, _, e = self.gw.json("POST", "/v1/responses", self.custom_body(
+            tools=[{"type": "custom", "name": "p", "format": {"type": "regex"}}]))
+        self.assertEqual(status, 400, e)
+        self.assertIn("'tools[0].format.type'", e["error"]["message"])
+
     def test_responses_json_schema(self):
         body = {"model": TOOL, "input": "Weather?", "max_output_tokens": 400, "temperature": 0,
                 "text": {"format": {"type": "json_schema", "name": "weather", "schema": WEATHER_SCHEMA, "strict": True}}}

@@ -160,7 +160,7 @@ $(SYNTH): $(SYNTH_OBJS) $(LIBSIPP) $(LIBSIPP_UTIL)
 
 # sipp-train trains a model with llama.cpp's trainer (llama_opt_*): libllama directly, and of sipp
 # only the helpers of libsipp-util.a.
-$(TRAIN): $(TRAIN_OBJS) $(LIBSIPP_UTIL) llama-links
+$(TRAIN): $(TRAIN_OBJS) $(LIBSIPP_UTIL) $(LLAMA_STAMP) | llama-links
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
 	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(TRAIN_OBJS) $(LIBSIPP_UTIL) -L$(BUILD)/artifact -lllama -lggml -lggml-base -ljansson -lm -lpthread \

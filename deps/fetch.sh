@@ -87,9 +87,18 @@ fi
 head=$(git -C "$checkout" rev-parse HEAD)
 [ "$head" = "$LLAMA_COMMIT" ] || die "bundle checkout is at $head, expected $LLAMA_COMMIT"
 
+# copy_changed FILE... DIR: copies each file into DIR unless DIR holds the same bytes already. An
+# unchanged header keeps its time, so running this script again (`sipp build` does, and tests run
+# that while others run the CLI) does not make every object out of date and relink build/bin/sipp.
+copy_changed() {
+  local dir=${!#} f
+  for f in "${@:1:$#-1}"; do
+    cmp -s "$f" "$dir/$(basename "$f")" || cp "$f" "$dir/"
+  done
+}
 mkdir -p "$out/llama/include" "$out/llama/vocab"
-cp "$checkout"/include/llama.h "$checkout"/ggml/include/*.h "$out/llama/include/"
-cp "$checkout"/models/ggml-vocab-* "$out/llama/vocab/"
+copy_changed "$checkout"/include/llama.h "$checkout"/ggml/include/*.h "$out/llama/include"
+copy_changed "$checkout"/models/ggml-vocab-* "$out/llama/vocab"
 ln -sfn "$checkout" "$out/llama/source"
 
 # build_rpc_module ART_DIR: puts libggml-rpc.so, ggml's RPC backend module, into ART_DIR, compiled from

@@ -82,16 +82,18 @@ static int print_target(const char *name, bool as_json) {
 
 static const cli_option *const options[] = {&cli_opt_json, &cli_opt_artifact, &cli_opt_target, NULL};
 
-static const cli_command command = {
-    "backends",
-    "backends [OPTIONS]",
+static const char about[] =
     "Lists every backend: compiled (its module is in the artifact), available (a device is\n"
     "visible) and its devices. Software devices such as lavapipe are marked.\n"
     "--target lists what that package can select: the artifacts it sees (the one sipp build\n"
-    "TARGET made is marked) and the artifact each backend name would load.\n",
-    options,
-    0,
-    "backends takes options only"};
+    "TARGET made is marked) and the artifact each backend name would load.\n";
+
+static const cli_command command = {.name = "backends",
+                                    .synopsis = "backends [OPTIONS]",
+                                    .about = about,
+                                    .options = options,
+                                    .max_args = 0,
+                                    .args_hint = "backends takes options only"};
 
 int cmd_backends(int argc, char **argv) {
     cli_common o = {0};

@@ -358,9 +358,7 @@ static const cli_option *const options[] = {
     &opt_lengths,      &cli_opt_threads, &cli_opt_backend, &cli_opt_flash_attn, &cli_opt_ctx_size,
     &cli_opt_artifact, &opt_output,      &cli_opt_rpc,     &opt_tensor_split,   NULL};
 
-static const cli_command command = {
-    "bench",
-    "bench MODEL [OPTIONS]",
+static const char about[] =
     "Measures cold load time, prefill (pp) and decode (tg) tokens/s with mean and standard deviation\n"
     "(as llama-bench defines them; -r 0 skips them), TTFT and inter-token latency, and two curves:\n"
     "TTFT against prompt length (--prompt-lengths, each length -r times) and, per concurrency level c,\n"
@@ -370,10 +368,14 @@ static const cli_command command = {
     "-o json prints one object: load_ms, pp, tg, ttft_ms_p50, itl_ms_p50, itl_ms_p99, peak_rss_mb,\n"
     "device_memory_mb, prompt_curve[] {prompt_tokens, prefill_tokens_per_s, ttft_ms_p50},\n"
     "levels[] {concurrency, parallel, ctx_size, aggregate_tokens_per_s, per_stream_tokens_per_s,\n"
-    "ttft_ms_p50, ttft_ms_p99, generated_tokens, kv_mb, compute_mb, engine_mb, rss_mb}.\n",
-    options,
-    1,
-    "one MODEL only"};
+    "ttft_ms_p50, ttft_ms_p99, generated_tokens, kv_mb, compute_mb, engine_mb, rss_mb}.\n";
+
+static const cli_command command = {.name = "bench",
+                                    .synopsis = "bench MODEL [OPTIONS]",
+                                    .about = about,
+                                    .options = options,
+                                    .max_args = 1,
+                                    .args_hint = "one MODEL only"};
 
 static int parse(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);

@@ -88,9 +88,7 @@ static const cli_option opt_sign = {.name = "--sign",
 
 static const cli_option *const options[] = {&opt_backend, &opt_from_source, &opt_out, &opt_sign, NULL};
 
-static const cli_command command = {
-    "build",
-    "build [TARGET] --backend cpu|vulkan|cuda|rpc|all [--backend ...] [OPTIONS]",
+static const char about[] =
     "TARGET is who loads the artifact:\n"
     "  cli     (default) the CLI: --backend NAME takes it when the default artifact lacks NAME;\n"
     "          --artifact DIR or SIPP_ARTIFACT=DIR select it for anything (the gateway too)\n"
@@ -106,10 +104,15 @@ static const cli_command command = {
     "The artifact is recorded in build/targets/TARGET.json; sipp backends --target TARGET lists it.\n"
     "Beside manifest.json it writes sbom.spdx.json (SPDX 2.3: every file with its hash and origin, and\n"
     "the Debian packages sipp links against); --sign KEY.pem signs both with an Ed25519 key\n"
-    "(signature.json; check it with sipp artifact verify DIR --key PUB.pem).\n",
-    options,
-    TARGET_COUNT + 1,
-    "name each TARGET once"};
+    "(signature.json; check it with sipp artifact verify DIR --key PUB.pem).\n";
+
+static const cli_command command = {
+    .name = "build",
+    .synopsis = "build [TARGET] --backend cpu|vulkan|cuda|rpc|all [--backend ...] [OPTIONS]",
+    .about = about,
+    .options = options,
+    .max_args = TARGET_COUNT + 1,
+    .args_hint = "name each TARGET once"};
 
 static bool loadable(const char *lib) {
     void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);

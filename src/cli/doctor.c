@@ -236,9 +236,7 @@ static json_t *target_json(cli_target t, const char *backend, const char *artifa
 static const cli_option *const options[] = {&cli_opt_target,   &cli_opt_backend, &cli_opt_json,
                                             &cli_opt_artifact, &cli_opt_rpc,     NULL};
 
-static const cli_command command = {
-    "doctor",
-    "doctor [OPTIONS]",
+static const char about[] =
     "Reports the OS, CPU and ISA, the CPU module ggml picked, the artifact and its backends,\n"
     "the devices, driver and loader visibility, toolchains, and what auto decides and why.\n"
     "With --backend NAME it exits 1 when that backend is unusable here and says why.\n"
@@ -246,10 +244,14 @@ static const cli_command command = {
     "its own rules and SIPP_NODE_BACKEND / SIPP_PYTHON_BACKEND), whether the backend is usable\n"
     "from it, and the command that fixes it; it exits 1 when the backend is unusable there.\n"
     "With --rpc it checks each rpc server: reachable, protocol version, device, free memory\n"
-    "(and exits 1 when one fails).\n",
-    options,
-    0,
-    "doctor takes options only"};
+    "(and exits 1 when one fails).\n";
+
+static const cli_command command = {.name = "doctor",
+                                    .synopsis = "doctor [OPTIONS]",
+                                    .about = about,
+                                    .options = options,
+                                    .max_args = 0,
+                                    .args_hint = "doctor takes options only"};
 
 int cmd_doctor(int argc, char **argv) {
     cli_common o = {0}; /* doctor has no options of its own */

@@ -199,20 +199,24 @@ static const cli_option opt_no_hash = {.name = "--no-hash",
                                        .help = "skip the file's sha256"};
 static const cli_option *const list_options[] = {&cli_opt_json, &opt_all, NULL};
 static const cli_option *const info_options[] = {&cli_opt_json, &opt_no_hash, NULL};
-static const cli_command list_command = {
-    "models list",
-    "models list [--json] [--all]",
-    "The models in the local store; --all adds the catalog's models that can be pulled.\n",
-    list_options,
-    0,
-    "models list takes options only"};
-static const cli_command info_command = {
-    "models info",
-    "models info NAME|PATH [--json] [--no-hash]",
-    "Reads a GGUF header (no weights are loaded) and the file's sha256 (cached; --no-hash skips it).\n",
-    info_options,
-    1,
-    "models info takes one NAME or PATH"};
+static const char list_about[] =
+    "The models in the local store; --all adds the catalog's models that can be pulled.\n";
+
+static const cli_command list_command = {.name = "models list",
+                                         .synopsis = "models list [--json] [--all]",
+                                         .about = list_about,
+                                         .options = list_options,
+                                         .max_args = 0,
+                                         .args_hint = "models list takes options only"};
+static const char info_about[] =
+    "Reads a GGUF header (no weights are loaded) and the file's sha256 (cached; --no-hash skips it).\n";
+
+static const cli_command info_command = {.name = "models info",
+                                         .synopsis = "models info NAME|PATH [--json] [--no-hash]",
+                                         .about = info_about,
+                                         .options = info_options,
+                                         .max_args = 1,
+                                         .args_hint = "models info takes one NAME or PATH"};
 
 static int models_list(int argc, char **argv) {
     models_options o = {0};

@@ -28,19 +28,21 @@
 static const cli_option *const options[] = {&cli_opt_backend,  &cli_opt_json, &cli_opt_threads,
                                             &cli_opt_artifact, &cli_opt_rpc,  NULL};
 
-static const cli_command command = {
-    "ops",
-    "ops MODEL --backend NAME [OPTIONS]",
+static const char about[] =
     "Loads MODEL on the backend, walks its real compute graph (a short prefill and one decode step) and\n"
     "prints per op type: the node count in one decode step, how many the chosen device supports, how many\n"
     "ran on it and where they ran; then the device boundaries per decode step and per prefill. A boundary\n"
     "inside the decode graph is a copy between devices paid on every token: a warning says when there is\n"
     "one. Last, which layers and weight buffers sit on which device and host. Vulkan on a software device\n"
     "(lavapipe) needs GGML_VK_VISIBLE_DEVICES=0. --backend rpc takes its servers from --rpc or "
-    "SIPP_RPC_SERVERS.\n",
-    options,
-    1,
-    "one MODEL only"};
+    "SIPP_RPC_SERVERS.\n";
+
+static const cli_command command = {.name = "ops",
+                                    .synopsis = "ops MODEL --backend NAME [OPTIONS]",
+                                    .about = about,
+                                    .options = options,
+                                    .max_args = 1,
+                                    .args_hint = "one MODEL only"};
 
 /* "yes" when all are, "no" when none, "2/3" otherwise. */
 static void fraction(char *buf, size_t n, int part, int whole) {

@@ -113,7 +113,11 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, void *opts, const c
 }
 
 void cli_print_help(const cli_command *cmd, FILE *out) {
-    fprintf(out, "usage: sipp %s\n\n%s", cmd->synopsis, cmd->about);
+    fprintf(out, "usage: sipp %s\n\n", cmd->synopsis);
+    if (cmd->print_about)
+        cmd->print_about(out);
+    else
+        fputs(cmd->about, out);
     int width = 0;
     for (const cli_option *const *o = cmd->options; *o; o++) {
         int w = (int)strlen((*o)->name) + ((*o)->arg ? 1 + (int)strlen((*o)->arg) : 0);

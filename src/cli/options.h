@@ -61,6 +61,7 @@ typedef struct cli_command {
     const cli_option *const *options; /* NULL-terminated */
     int max_args;                     /* the positional arguments it takes, at most */
     const char *args_hint;            /* why one more is refused: "one MODEL only" */
+    void (*print_about)(FILE *out);   /* prints the text instead of about, when it has run-time parts */
 } cli_command;
 
 /* What cli_parse returns when the command goes on. */

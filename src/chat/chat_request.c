@@ -185,6 +185,51 @@ static bool is_present(const json_t *v) { return v && !json_is_null(v); }
 
 static const char *ROLES[] = {"system", "developer", "user", "assistant", "tool"};
 
+/* The tool calls of an assistant message (messages[i]): each names a function, and its arguments
+ * are a JSON text; an object is accepted and written as one, as OpenAI sends a text. */
+static sipp_status check_tool_calls(json_t *calls, size_t i, char *err) {
+    if (!json_is_array(calls))
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'messages[%zu].tool_calls' must be an array", i);
+    size_t k;
+    json_t *tc;
+    json_array_foreach(calls, k, tc) {
+        json_t *fn = json_object_get(tc, "function");
+        json_t *args = json_object_get(fn, "arguments");
+        if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                             "'messages[%zu].tool_calls[%zu].function' must have a \"name\"", i, k);
+        if (json_is_object(args)) {
+            char *text = json_dumps(args, JSON_COMPACT);
+            json_object_set_new(fn, "arguments", json_string(text ? text : "{}"));
+            free(text);
+        } else if (!json_is_string(args)) {
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                             "'messages[%zu].tool_calls[%zu].function.arguments' must be a JSON text", i, k);
+        }
+    }
+    return SIPP_OK;
+}
+
+/* messages[i]: an object with a known role (developer becomes system) and well-formed tool calls. */
+static sipp_status check_message(json_t *m, size_t i, char *err) {
+    json_t *role = json_object_get(m, "role");
+    if (!json_is_object(m) || !json_is_string(role))
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'messages[%zu]' must be an object with a \"role\"",
+                         i);
+    const char *r = json_string_value(role);
+    bool known = false;
+    for (size_t k = 0; k < sizeof ROLES / sizeof *ROLES; k++)
+        known = known || strcmp(r, ROLES[k]) == 0;
+    if (!known)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                         "'messages[%zu].role' is '%.64s'; use system, developer, user, assistant or tool", i,
+                         r);
+    /* Templates know "system"; OpenAI's newer name for it is "developer". */
+    if (strcmp(r, "developer") == 0) json_object_set_new(m, "role", json_string("system"));
+    json_t *calls = json_object_get(m, "tool_calls");
+    return is_present(calls) ? check_tool_calls(calls, i, err) : SIPP_OK;
+}
+
 static sipp_status check_messages(json_t *msgs, char *err) {
     if (!is_present(msgs)) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'messages' is missing");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
@@ -192,45 +237,8 @@ static sipp_status check_messages(json_t *msgs, char *err) {
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
-        json_t *role = json_object_get(m, "role");
-        if (!json_is_object(m) || !json_is_string(role))
-            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                             "'messages[%zu]' must be an object with a \"role\"", i);
-        const char *r = json_string_value(role);
-        bool known = false;
-        for (size_t k = 0; k < sizeof ROLES / sizeof *ROLES; k++)
-            known = known || strcmp(r, ROLES[k]) == 0;
-        if (!known)
-            return sipp_fail(
-                err, SIPP_ERR_INVALID_ARGUMENT,
-                "'messages[%zu].role' is '%.64s'; use system, developer, user, assistant or tool", i, r);
-        /* Templates know "system"; OpenAI's newer name for it is "developer". */
-        if (strcmp(r, "developer") == 0) json_object_set_new(m, "role", json_string("system"));
-        json_t *calls = json_object_get(m, "tool_calls");
-        if (is_present(calls)) {
-            if (!json_is_array(calls))
-                return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                                 "'messages[%zu].tool_calls' must be an array", i);
-            size_t k;
-            json_t *tc;
-            json_array_foreach(calls, k, tc) {
-                json_t *fn = json_object_get(tc, "function");
-                json_t *args = json_object_get(fn, "arguments");
-                if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
-                    return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                                     "'messages[%zu].tool_calls[%zu].function' must have a \"name\"", i, k);
-                /* OpenAI sends arguments as a JSON text; an object is accepted and written as one. */
-                if (json_is_object(args)) {
-                    char *text = json_dumps(args, JSON_COMPACT);
-                    json_object_set_new(fn, "arguments", json_string(text ? text : "{}"));
-                    free(text);
-                } else if (!json_is_string(args)) {
-                    return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                                     "'messages[%zu].tool_calls[%zu].function.arguments' must be a JSON text",
-                                     i, k);
-                }
-            }
-        }
+        sipp_status st = check_message(m, i, err);
+        if (st != SIPP_OK) return st;
     }
     return SIPP_OK;
 }

@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "cli/llama_tools.h"
+#include "cli/options.h"
 #include "cli/packages.h"
 
 #define MAX_ARGS LLAMA_TOOL_MAX_ARGS
@@ -22,10 +23,26 @@ static const char *const includes[] = {"ggml/include", NULL};
 static const char *const libs[] = {"ggml", "ggml-base", NULL};
 static const llama_tool tool = {"test-backend-ops", sources, includes, libs, "backend-ops"};
 
-static const char usage[] =
-    "usage: sipp backend-ops --backend NAME [--mode test|perf|support] [--op OP] [--artifact DIR] [-- "
-    "ARGS...]\n"
-    "       sipp run llama backend-ops ...   (the same)\n\n"
+typedef struct {
+    cli_common c; /* --backend, --artifact */
+    const char *mode, *op;
+} backend_ops_options;
+
+static const cli_option opt_mode = {.name = "--mode",
+                                    .arg = "test|perf|support",
+                                    .kind = CLI_OPT_STRING,
+                                    .offset = offsetof(backend_ops_options, mode),
+                                    .help = "compare with the CPU, time, or list support (default test)"};
+static const cli_option opt_op = {.name = "--op",
+                                  .arg = "OP",
+                                  .kind = CLI_OPT_STRING,
+                                  .offset = offsetof(backend_ops_options, op),
+                                  .help = "only this op, as ggml names it (ADD, MUL_MAT, ...)"};
+
+static const cli_option *const options[] = {&cli_opt_backend, &opt_mode, &opt_op, &cli_opt_artifact, NULL};
+
+static const char about[] =
+    "The same as sipp run llama backend-ops --backend NAME [OPTIONS] [-- ARGS...].\n\n"
     "Runs llama.cpp's test-backend-ops against the active artifact's backend: test compares every op\n"
     "with the CPU backend, perf times them, support lists which ops the device supports. --op restricts\n"
     "it to one op (as ggml names it: ADD, MUL_MAT, ...). ARGS after -- go to test-backend-ops as they\n"
@@ -33,33 +50,24 @@ static const char usage[] =
     "libraries, into $SIPP_CACHE_DIR (default ~/.cache/sipp); that takes a few minutes. The exit status\n"
     "is 0 when test-backend-ops passes, 1 otherwise. Vulkan on lavapipe needs GGML_VK_VISIBLE_DEVICES=0.\n";
 
+static const cli_command command = {.name = "backend-ops",
+                                    .synopsis = "backend-ops --backend NAME [OPTIONS] [-- ARGS...]",
+                                    .about = about,
+                                    .options = options,
+                                    .max_args = 0,
+                                    .args_hint = "arguments for test-backend-ops go after --"};
+
 int cmd_backend_ops(int argc, char **argv) {
-    const char *backend = NULL, *mode = "test", *op = NULL, *artifact = NULL;
-    int extra = argc;
-    cli_args a = {.argc = argc, .argv = argv};
-    while (a.i < argc && !a.bad) {
-        const char *arg = argv[a.i];
-        if (strcmp(arg, "--") == 0) {
-            extra = a.i + 1;
-            break;
-        }
-        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            fputs(usage, stdout);
-            return EXIT_OK;
-        } else if (cli_flag_value(&a, "--backend"))
-            backend = a.value;
-        else if (cli_flag_value(&a, "--mode"))
-            mode = a.value;
-        else if (cli_flag_value(&a, "--op"))
-            op = a.value;
-        else if (cli_flag_value(&a, "--artifact"))
-            artifact = a.value;
-        else {
-            cli_error("backend-ops: unknown argument '%s' (see sipp backend-ops --help)", arg);
-            return EXIT_USAGE;
-        }
-    }
-    if (a.bad) return EXIT_USAGE;
+    /* sipp's options come before "--"; what follows goes to test-backend-ops unchanged */
+    int own = 0;
+    while (own < argc && strcmp(argv[own], "--") != 0)
+        own++;
+    int extra = own < argc ? own + 1 : argc;
+    backend_ops_options o = {.mode = "test"};
+    int n_args;
+    int rc = cli_parse(&command, own, argv, &o, NULL, &n_args);
+    if (rc != CLI_PARSED) return rc;
+    const char *backend = o.c.backend, *mode = o.mode, *op = o.op, *artifact = o.c.artifact;
     if (!backend) {
         cli_error("backend-ops: --backend is required (sipp backend-ops --backend vulkan --mode test)");
         return EXIT_USAGE;
@@ -98,7 +106,7 @@ int cmd_backend_ops(int argc, char **argv) {
     targv[k] = NULL;
     printf("sipp backend-ops: test-backend-ops %s -b %s%s%s on artifact %s\n", mode, device, op ? " -o " : "",
            op ? op : "", art);
-    int rc = llama_tool_run(targv, art);
+    rc = llama_tool_run(targv, art);
     if (rc != 0) {
         cli_error("backend-ops: test-backend-ops %s on %s %s (exit %d)", mode, device,
                   rc < 0 ? "did not finish" : "reported failures", rc);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/packages.h"
 
 #define MAX_BACKENDS 16
@@ -79,31 +80,28 @@ static int print_target(const char *name, bool as_json) {
     return EXIT_OK;
 }
 
+static const cli_option *const options[] = {&cli_opt_json, &cli_opt_artifact, &cli_opt_target, NULL};
+
+static const char about[] =
+    "Lists every backend: compiled (its module is in the artifact), available (a device is\n"
+    "visible) and its devices. Software devices such as lavapipe are marked.\n"
+    "--target lists what that package can select: the artifacts it sees (the one sipp build\n"
+    "TARGET made is marked) and the artifact each backend name would load.\n";
+
+static const cli_command command = {.name = "backends",
+                                    .synopsis = "backends [OPTIONS]",
+                                    .about = about,
+                                    .options = options,
+                                    .max_args = 0,
+                                    .args_hint = "backends takes options only"};
+
 int cmd_backends(int argc, char **argv) {
-    bool as_json = false;
-    const char *artifact = NULL, *target = NULL;
-    cli_args a = {.argc = argc, .argv = argv};
-    while (a.i < argc && !a.bad) {
-        if (cli_flag(&a, "--json"))
-            as_json = true;
-        else if (cli_flag_value(&a, "--artifact"))
-            artifact = a.value;
-        else if (cli_flag_value(&a, "--target"))
-            target = a.value;
-        else if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            printf("usage: sipp backends [--json] [--artifact DIR]\n"
-                   "       sipp backends --target cli|node|python|web [--json]\n\n"
-                   "Lists every backend: compiled (its module is in the artifact), available (a device is\n"
-                   "visible) and its devices. Software devices such as lavapipe are marked.\n"
-                   "--target lists what that package can select: the artifacts it sees (the one sipp build\n"
-                   "TARGET made is marked) and the artifact each backend name would load.\n");
-            return EXIT_OK;
-        } else {
-            cli_error("backends: unknown option '%s'", argv[a.i]);
-            return EXIT_USAGE;
-        }
-    }
-    if (a.bad) return EXIT_USAGE;
+    cli_common o = {0};
+    int n_args;
+    int rc = cli_parse(&command, argc, argv, &o, NULL, &n_args);
+    if (rc != CLI_PARSED) return rc;
+    bool as_json = o.json;
+    const char *artifact = o.artifact, *target = o.target;
     if (target) return print_target(target, as_json);
     if (!cli_runtime_init(artifact)) return EXIT_RUNTIME;
     json_t *list = cli_backends_json();

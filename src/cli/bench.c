@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/packages.h"
 
 #define MAX_LEVELS 16
@@ -45,10 +46,11 @@ typedef struct int_list {
 } int_list;
 
 typedef struct bench_opts {
-    const char *model, *backend, *artifact, *rpc, *tensor_split, *flash_attn, *cache_type_k, *cache_type_v;
-    int pp, tg, reps, threads, ctx_size, ctx_per_slot;
+    cli_common c; /* --backend, --threads, --ctx-size, --flash-attn, --artifact, --rpc */
+    const char *model, *tensor_split, *cache_type_k, *cache_type_v;
+    int pp, tg, reps, ctx_per_slot;
     int_list levels, lengths;
-    bool json;
+    bool json; /* -o json */
 } bench_opts;
 
 /* What every measurement needs: the model, its vocabulary size, the options, the random stream. */
@@ -172,8 +174,8 @@ static bool warm_up(bench_run *b, sipp_engine *e) {
 static sipp_engine *new_engine(bench_run *b, int parallel, int ctx_size) {
     sipp_engine_params ep = sipp_engine_default_params();
     ep.parallel = parallel;
-    ep.threads = b->o->threads;
-    ep.ctx_size = b->o->ctx_size ? b->o->ctx_size : ctx_size;
+    ep.threads = b->o->c.threads;
+    ep.ctx_size = b->o->c.ctx_size ? b->o->c.ctx_size : ctx_size;
     ep.cache_type_k = b->o->cache_type_k;
     ep.cache_type_v = b->o->cache_type_v;
     sipp_engine *e = NULL;
@@ -244,7 +246,7 @@ static json_t *level(bench_run *b, int c, bool *ok) {
         sipp_engine_stats es;
         sipp_engine_get_stats(e, &es);
         out = json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f, s:f}", "concurrency", c,
-                        "parallel", es.slots, "ctx_size", o->ctx_size ? o->ctx_size : per_slot * c,
+                        "parallel", es.slots, "ctx_size", o->c.ctx_size ? o->c.ctx_size : per_slot * c,
                         "aggregate_tokens_per_s", wall > 0 ? generated / (wall / 1e3) : 0.0,
                         "per_stream_tokens_per_s", mean_of(decode, c), "ttft_ms_p50",
                         percentile(ttft, c, 0.5), "ttft_ms_p99", percentile(ttft, c, 0.99),
@@ -283,67 +285,156 @@ static bool int_list_parse(cli_args *a, const char *flag, long lo, long hi, int_
     return !a->bad;
 }
 
+static bool parse_output(cli_args *a, void *opts) {
+    if (strcmp(a->value, "json") == 0)
+        ((bench_opts *)opts)->json = true;
+    else if (strcmp(a->value, "md") != 0) {
+        cli_error("bench: -o '%s' is not md or json", a->value);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_cache_type_k(cli_args *a, void *opts) {
+    return cli_cache_type(a, "--cache-type-k", &((bench_opts *)opts)->cache_type_k);
+}
+
+static bool parse_cache_type_v(cli_args *a, void *opts) {
+    return cli_cache_type(a, "--cache-type-v", &((bench_opts *)opts)->cache_type_v);
+}
+
+static bool parse_levels(cli_args *a, void *opts) {
+    int_list *levels = &((bench_opts *)opts)->levels;
+    if (!int_list_parse(a, "--concurrency", 0, 256, levels)) return false;
+    if (levels->n == 1 && levels->v[0] == 0) levels->n = -1; /* 0: no levels at all */
+    return true;
+}
+
+static bool parse_lengths(cli_args *a, void *opts) {
+    return int_list_parse(a, "--prompt-lengths", 1, 1 << 20, &((bench_opts *)opts)->lengths);
+}
+
+static const cli_option opt_pp = {.name = "-p",
+                                  .arg = "N",
+                                  .kind = CLI_OPT_INT,
+                                  .offset = offsetof(bench_opts, pp),
+                                  .lo = 0,
+                                  .hi = 1 << 20,
+                                  .help = "prompt tokens of the pp test (default 512)"};
+static const cli_option opt_tg = {.name = "-n",
+                                  .arg = "N",
+                                  .kind = CLI_OPT_INT,
+                                  .offset = offsetof(bench_opts, tg),
+                                  .lo = 0,
+                                  .hi = 1 << 20,
+                                  .help = "generated tokens of the tg test (default 128)"};
+static const cli_option opt_reps = {.name = "-r",
+                                    .arg = "N",
+                                    .kind = CLI_OPT_INT,
+                                    .offset = offsetof(bench_opts, reps),
+                                    .lo = 0,
+                                    .hi = 1000,
+                                    .help = "repetitions of each test (default 5; 0 skips pp and tg)"};
+static const cli_option opt_levels = {.name = "--concurrency",
+                                      .arg = "1,4|0",
+                                      .kind = CLI_OPT_CUSTOM,
+                                      .parse = parse_levels,
+                                      .help = "the concurrency levels (default 1; 0 runs none)"};
+static const cli_option opt_ctx_per_slot = {.name = "--ctx-per-slot",
+                                            .arg = "N",
+                                            .kind = CLI_OPT_INT,
+                                            .offset = offsetof(bench_opts, ctx_per_slot),
+                                            .lo = 1,
+                                            .hi = 1 << 24,
+                                            .help = "context per slot at each concurrency level"};
+static const cli_option opt_lengths = {.name = "--prompt-lengths",
+                                       .arg = "128,512,2048",
+                                       .kind = CLI_OPT_CUSTOM,
+                                       .parse = parse_lengths,
+                                       .help = "the prompt lengths of the TTFT curve"};
+static const cli_option opt_output = {.name = "-o",
+                                      .arg = "md|json",
+                                      .kind = CLI_OPT_CUSTOM,
+                                      .parse = parse_output,
+                                      .help = "a markdown table (the default) or one JSON object"};
+static const cli_option opt_tensor_split = {.name = "--tensor-split",
+                                            .arg = "A,B,...",
+                                            .kind = CLI_OPT_STRING,
+                                            .offset = offsetof(bench_opts, tensor_split),
+                                            .help = "the layers' shares per device (with --backend rpc)"};
+
+/* -ctk and -ctv are llama-bench's names for the same two options. */
+#define CACHE_TYPES "f16|q8_0|q4_0"
+static const cli_option opt_ctk = {.name = "--cache-type-k",
+                                   .arg = CACHE_TYPES,
+                                   .kind = CLI_OPT_CUSTOM,
+                                   .parse = parse_cache_type_k,
+                                   .help = "the KV cache's type for keys (default f16)"};
+static const cli_option opt_ctk_short = {.name = "-ctk",
+                                         .arg = CACHE_TYPES,
+                                         .kind = CLI_OPT_CUSTOM,
+                                         .parse = parse_cache_type_k,
+                                         .help = "--cache-type-k"};
+static const cli_option opt_ctv = {
+    .name = "--cache-type-v",
+    .arg = CACHE_TYPES,
+    .kind = CLI_OPT_CUSTOM,
+    .parse = parse_cache_type_v,
+    .help = "the KV cache's type for values (a quantized one needs flash attention)"};
+static const cli_option opt_ctv_short = {.name = "-ctv",
+                                         .arg = CACHE_TYPES,
+                                         .kind = CLI_OPT_CUSTOM,
+                                         .parse = parse_cache_type_v,
+                                         .help = "--cache-type-v"};
+
+static const cli_option *const options[] = {&opt_pp,
+                                            &opt_tg,
+                                            &opt_reps,
+                                            &opt_levels,
+                                            &opt_ctx_per_slot,
+                                            &opt_lengths,
+                                            &cli_opt_threads,
+                                            &cli_opt_backend,
+                                            &cli_opt_flash_attn,
+                                            &cli_opt_ctx_size,
+                                            &cli_opt_artifact,
+                                            &opt_output,
+                                            &cli_opt_rpc,
+                                            &opt_tensor_split,
+                                            &opt_ctk,
+                                            &opt_ctk_short,
+                                            &opt_ctv,
+                                            &opt_ctv_short,
+                                            NULL};
+
+static const char about[] =
+    "Measures cold load time, prefill (pp) and decode (tg) tokens/s with mean and standard deviation\n"
+    "(as llama-bench defines them; -r 0 skips them), TTFT and inter-token latency, and two curves:\n"
+    "TTFT against prompt length (--prompt-lengths, each length -r times) and, per concurrency level c,\n"
+    "an engine of c slots with c x --ctx-per-slot tokens of context running c requests at once (each\n"
+    "its own -p token prompt, exactly -n generated tokens): aggregate and per-stream decode, memory\n"
+    "(default one level of 1; --concurrency 0 runs none). --rpc and --tensor-split go with --backend rpc.\n"
+    "-o json prints one object: load_ms, pp, tg, ttft_ms_p50, itl_ms_p50, itl_ms_p99, peak_rss_mb,\n"
+    "device_memory_mb, prompt_curve[] {prompt_tokens, prefill_tokens_per_s, ttft_ms_p50},\n"
+    "levels[] {concurrency, parallel, ctx_size, aggregate_tokens_per_s, per_stream_tokens_per_s,\n"
+    "ttft_ms_p50, ttft_ms_p99, generated_tokens, kv_mb, compute_mb, engine_mb, rss_mb}.\n";
+
+static const cli_command command = {.name = "bench",
+                                    .synopsis = "bench MODEL [OPTIONS]",
+                                    .about = about,
+                                    .options = options,
+                                    .max_args = 1,
+                                    .args_hint = "one MODEL only"};
+
 static int parse(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);
     o->pp = DEFAULT_PP;
     o->tg = DEFAULT_TG;
     o->reps = DEFAULT_REPS;
-    o->backend = "auto";
-    cli_args a = {.argc = argc, .argv = argv};
-    while (a.i < argc && !a.bad) {
-        const char *arg = argv[a.i];
-        if (cli_flag_value(&a, "-p"))
-            cli_int(&a, "-p", 0, 1 << 20, &o->pp);
-        else if (cli_flag_value(&a, "-n"))
-            cli_int(&a, "-n", 0, 1 << 20, &o->tg);
-        else if (cli_flag_value(&a, "-r"))
-            cli_int(&a, "-r", 0, 1000, &o->reps);
-        else if (cli_flag_value(&a, "--threads"))
-            cli_int(&a, "--threads", 1, 1024, &o->threads);
-        else if (cli_flag_value(&a, "--ctx-size"))
-            cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
-        else if (cli_flag_value(&a, "--ctx-per-slot"))
-            cli_int(&a, "--ctx-per-slot", 1, 1 << 24, &o->ctx_per_slot);
-        else if (cli_flag_value(&a, "--backend"))
-            o->backend = a.value;
-        else if (cli_flag_value(&a, "--flash-attn"))
-            cli_flash_attn(&a, &o->flash_attn);
-        else if (cli_flag_value(&a, "--cache-type-k") || cli_flag_value(&a, "-ctk"))
-            cli_cache_type(&a, "--cache-type-k", &o->cache_type_k);
-        else if (cli_flag_value(&a, "--cache-type-v") || cli_flag_value(&a, "-ctv"))
-            cli_cache_type(&a, "--cache-type-v", &o->cache_type_v);
-        else if (cli_flag_value(&a, "--rpc"))
-            o->rpc = a.value;
-        else if (cli_flag_value(&a, "--tensor-split"))
-            o->tensor_split = a.value;
-        else if (cli_flag_value(&a, "--artifact"))
-            o->artifact = a.value;
-        else if (cli_flag_value(&a, "-o")) {
-            if (!a.value) break;
-            if (strcmp(a.value, "json") == 0)
-                o->json = true;
-            else if (strcmp(a.value, "md") != 0) {
-                cli_error("bench: -o '%s' is not md or json", a.value);
-                return EXIT_USAGE;
-            }
-        } else if (cli_flag_value(&a, "--concurrency")) {
-            if (!int_list_parse(&a, "--concurrency", 0, 256, &o->levels)) break;
-            if (o->levels.n == 1 && o->levels.v[0] == 0) o->levels.n = -1; /* 0: no levels at all */
-        } else if (cli_flag_value(&a, "--prompt-lengths")) {
-            if (!int_list_parse(&a, "--prompt-lengths", 1, 1 << 20, &o->lengths)) break;
-        } else if (arg[0] == '-') {
-            cli_error("bench: unknown option '%s' (see sipp bench --help)", arg);
-            return EXIT_USAGE;
-        } else if (!o->model) {
-            o->model = arg;
-            a.i++;
-        } else {
-            cli_error("bench: unexpected argument '%s'", arg);
-            return EXIT_USAGE;
-        }
-    }
-    if (a.bad) return EXIT_USAGE;
-    if (!cli_cache_types_fit(o->backend, o->flash_attn, o->cache_type_k, o->cache_type_v)) return EXIT_USAGE;
+    o->c.backend = "auto";
+    int n_args;
+    int rc = cli_parse(&command, argc, argv, o, &o->model, &n_args);
+    if (rc != CLI_PARSED) return rc;
     if (!o->model) {
         cli_error("bench: no MODEL given");
         return EXIT_USAGE;
@@ -354,29 +445,14 @@ static int parse(int argc, char **argv, bench_opts *o) {
                       "only levels)");
             return EXIT_USAGE;
         }
+    if (!cli_cache_types_fit(o->c.backend, o->c.flash_attn, o->cache_type_k, o->cache_type_v))
+        return EXIT_USAGE;
     if (o->levels.n < 0)
         o->levels.n = 0;
     else if (o->levels.n == 0 && o->reps > 0)
         o->levels.v[o->levels.n++] = 1;
-    return EXIT_OK;
+    return CLI_PARSED;
 }
-
-static const char usage[] =
-    "usage: sipp bench MODEL [-p 512] [-n 128] [-r 5] [--concurrency 1,4|0] [--ctx-per-slot N]\n"
-    "                  [--prompt-lengths 128,512,2048] [--threads N] [--backend NAME]\n"
-    "                  [--flash-attn auto|on|off] [--ctx-size N] [--artifact DIR] [-o md|json]\n"
-    "                  [-ctk|--cache-type-k f16|q8_0|q4_0] [-ctv|--cache-type-v f16|q8_0|q4_0]\n"
-    "                  [--rpc HOST:PORT[,...] --tensor-split A,B,...] (with --backend rpc)\n\n"
-    "Measures cold load time, prefill (pp) and decode (tg) tokens/s with mean and standard deviation\n"
-    "(as llama-bench defines them; -r 0 skips them), TTFT and inter-token latency, and two curves:\n"
-    "TTFT against prompt length (--prompt-lengths, each length -r times) and, per concurrency level c,\n"
-    "an engine of c slots with c x --ctx-per-slot tokens of context running c requests at once (each\n"
-    "its own -p token prompt, exactly -n generated tokens): aggregate and per-stream decode, memory\n"
-    "(default one level of 1; --concurrency 0 runs none).\n"
-    "-o json prints one object: load_ms, pp, tg, ttft_ms_p50, itl_ms_p50, itl_ms_p99, peak_rss_mb,\n"
-    "device_memory_mb, prompt_curve[] {prompt_tokens, prefill_tokens_per_s, ttft_ms_p50},\n"
-    "levels[] {concurrency, parallel, ctx_size, aggregate_tokens_per_s, per_stream_tokens_per_s,\n"
-    "ttft_ms_p50, ttft_ms_p99, generated_tokens, kv_mb, compute_mb, engine_mb, rss_mb}.\n";
 
 static void print_md(const bench_opts *o, const sipp_model_info *info, const sipp_backend_decision *b,
                      json_t *out) {
@@ -384,21 +460,21 @@ static void print_md(const bench_opts *o, const sipp_model_info *info, const sip
     printf("| model | backend | threads | test | t/s |\n|---|---|---|---|---|\n");
     json_t *pp = json_object_get(out, "pp"), *tg = json_object_get(out, "tg");
     if (o->reps > 0 && o->pp > 0)
-        printf("| %s | %s | %d | pp%d | %.2f ± %.2f |\n", desc, b->backend, o->threads, o->pp,
+        printf("| %s | %s | %d | pp%d | %.2f ± %.2f |\n", desc, b->backend, o->c.threads, o->pp,
                json_real_value(json_object_get(pp, "mean")), json_real_value(json_object_get(pp, "stddev")));
     if (o->reps > 0 && o->tg > 1)
-        printf("| %s | %s | %d | tg%d | %.2f ± %.2f |\n", desc, b->backend, o->threads, o->tg,
+        printf("| %s | %s | %d | tg%d | %.2f ± %.2f |\n", desc, b->backend, o->c.threads, o->tg,
                json_real_value(json_object_get(tg, "mean")), json_real_value(json_object_get(tg, "stddev")));
     size_t i;
     json_t *v;
     json_array_foreach(json_object_get(out, "prompt_curve"), i, v)
-        printf("| %s | %s | %d | ttft pp%d | %.2f, ttft p50 %.0f ms |\n", desc, b->backend, o->threads,
+        printf("| %s | %s | %d | ttft pp%d | %.2f, ttft p50 %.0f ms |\n", desc, b->backend, o->c.threads,
                (int)json_integer_value(json_object_get(v, "prompt_tokens")),
                json_real_value(json_object_get(v, "prefill_tokens_per_s")),
                json_real_value(json_object_get(v, "ttft_ms_p50")));
     json_array_foreach(json_object_get(out, "levels"), i, v) printf(
         "| %s | %s | %d | c%d pp%d+tg%d | %.2f aggregate, %.2f per stream, ttft p50 %.0f ms, kv %.1f MiB |\n",
-        desc, b->backend, o->threads, (int)json_integer_value(json_object_get(v, "concurrency")), o->pp,
+        desc, b->backend, o->c.threads, (int)json_integer_value(json_object_get(v, "concurrency")), o->pp,
         o->tg, json_real_value(json_object_get(v, "aggregate_tokens_per_s")),
         json_real_value(json_object_get(v, "per_stream_tokens_per_s")),
         json_real_value(json_object_get(v, "ttft_ms_p50")), json_real_value(json_object_get(v, "kv_mb")));
@@ -410,29 +486,114 @@ static void print_md(const bench_opts *o, const sipp_model_info *info, const sip
            json_real_value(json_object_get(out, "device_memory_mb")));
 }
 
+/* What the one-slot tests measured, and the curves. */
+typedef struct bench_results {
+    double load_ms, device_mb;
+    double *pp_rates, *tg_rates, *ttfts; /* one per repetition */
+    itl_log *itl;
+    json_t *prompts, *levels;
+} bench_results;
+
+static void results_free(bench_results *res) {
+    json_decref(res->prompts);
+    json_decref(res->levels);
+    free(res->pp_rates);
+    free(res->tg_rates);
+    free(res->ttfts);
+    free(res->itl);
+}
+
+/* The device memory the model and its engine took: what the model's (non-CPU) devices lost. */
+static double device_memory_mb(const sipp_model *m, const sipp_device_info *before, int n_before) {
+    double mb = 0;
+    sipp_device_info after[MAX_DEVICES];
+    int n_after = sipp_devices_list(after, MAX_DEVICES);
+    for (int i = 0; i < n_after && i < n_before && i < MAX_DEVICES; i++)
+        if (strcmp(after[i].backend, "cpu") != 0 &&
+            strcmp(after[i].backend, sipp_model_backend(m)->backend) == 0)
+            mb += ((double)before[i].memory_free - (double)after[i].memory_free) / MIB;
+    return mb;
+}
+
+/* pp, tg and the prompt curve, on one engine of one slot with room for the longest of them. */
+static bool measure_one_slot(bench_run *b, const sipp_device_info *before, int n_before, bench_results *res) {
+    const bench_opts *o = b->o;
+    int longest = o->pp > 1 ? o->pp : 1;
+    for (int i = 0; i < o->lengths.n; i++)
+        longest = o->lengths.v[i] > longest ? o->lengths.v[i] : longest;
+    sipp_engine *e = new_engine(b, 1, longest + o->tg + CTX_MARGIN);
+    if (!e) return false;
+    res->device_mb = device_memory_mb(b->model, before, n_before);
+    bool ok = res->pp_rates && res->tg_rates && res->ttfts && res->itl && warm_up(b, e);
+    for (int r = 0; ok && o->pp > 0 && r < o->reps; r++) {
+        sipp_request_stats s = {0};
+        ok = run_one(b, e, o->pp, 1, NULL, &s);
+        res->pp_rates[r] = s.prefill_tokens_per_s;
+        res->ttfts[r] = s.ttft_ms;
+    }
+    for (int r = 0; ok && o->tg > 1 && r < o->reps; r++) {
+        sipp_request_stats s = {0};
+        res->itl->last = 0;
+        ok = run_one(b, e, 1, o->tg, res->itl, &s);
+        res->tg_rates[r] = s.decode_tokens_per_s;
+    }
+    res->prompts = ok ? prompt_curve(b, e, &ok) : json_array();
+    sipp_engine_free(e);
+    return ok;
+}
+
+/* The report: one JSON object (-o json) or the markdown table. */
+static void report(const bench_run *b, const sipp_model_info *info, bench_results *res) {
+    const bench_opts *o = b->o;
+    double pp_mean, pp_sd, tg_mean, tg_sd;
+    mean_stddev(res->pp_rates, o->pp > 0 ? o->reps : 0, &pp_mean, &pp_sd);
+    mean_stddev(res->tg_rates, o->tg > 1 ? o->reps : 0, &tg_mean, &tg_sd);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const sipp_backend_decision *bd = sipp_model_backend(b->model);
+    itl_log *itl = res->itl;
+    json_t *out = json_pack(
+        "{s:s, s:s, s:s, s:s, s:i, s:f, s:{s:i, s:f, s:f}, s:{s:i, s:f, s:f}, s:f, s:f, s:f, s:f, s:f, "
+        "s:O, s:O}",
+        "model", info->description, "backend", bd->backend, "backend_reason", bd->reason, "devices",
+        bd->devices, "threads", o->c.threads, "load_ms", res->load_ms, "pp", "tokens", o->pp, "mean", pp_mean,
+        "stddev", pp_sd, "tg", "tokens", o->tg, "mean", tg_mean, "stddev", tg_sd, "ttft_ms_p50",
+        percentile(res->ttfts, o->pp > 0 ? o->reps : 0, 0.5), "itl_ms_p50",
+        percentile(itl->gaps, itl->n, 0.5), "itl_ms_p99", percentile(itl->gaps, itl->n, 0.99), "peak_rss_mb",
+        ru.ru_maxrss / 1024.0, "device_memory_mb", res->device_mb, "prompt_curve", res->prompts, "levels",
+        res->levels);
+    if (o->json) {
+        char *s = json_dumps(out, JSON_COMPACT);
+        puts(s);
+        free(s);
+    } else {
+        print_md(o, info, bd, out);
+    }
+    json_decref(out);
+}
+
 int cmd_bench(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
-        fputs(usage, stdout);
+        cli_print_help(&command, stdout);
         return EXIT_OK;
     }
     bench_opts o;
     int rc = parse(argc, argv, &o);
-    if (rc != EXIT_OK) return rc;
+    if (rc != CLI_PARSED) return rc;
     char err[SIPP_ERROR_SIZE];
-    if (sipp_backend_check_name(o.backend, err) != SIPP_OK) {
+    if (sipp_backend_check_name(o.c.backend, err) != SIPP_OK) {
         cli_error("--backend: %s", err);
         return EXIT_USAGE;
     }
-    if (!cli_runtime_init_for(o.artifact, o.backend)) return EXIT_RUNTIME;
-    if (o.threads == 0) o.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (!cli_runtime_init_for(o.c.artifact, o.c.backend)) return EXIT_RUNTIME;
+    if (o.c.threads == 0) o.c.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
 
     sipp_device_info before[MAX_DEVICES];
     int n_before = sipp_devices_list(before, MAX_DEVICES);
-
     sipp_model_params mp = sipp_model_default_params();
-    mp.backend = o.backend;
-    mp.flash_attn = o.flash_attn;
-    mp.rpc_servers = o.rpc;
+    mp.backend = o.c.backend;
+    mp.flash_attn = o.c.flash_attn;
+    mp.rpc_servers = o.c.rpc;
     mp.tensor_split = o.tensor_split;
     sipp_model *m = NULL;
     double t0 = now_ms();
@@ -440,87 +601,22 @@ int cmd_bench(int argc, char **argv) {
         cli_error("%s", err);
         return EXIT_RUNTIME;
     }
-    double load_ms = now_ms() - t0;
+    bench_results res = {.load_ms = now_ms() - t0,
+                         .pp_rates = calloc((size_t)o.reps + 1, sizeof(double)),
+                         .tg_rates = calloc((size_t)o.reps + 1, sizeof(double)),
+                         .ttfts = calloc((size_t)o.reps + 1, sizeof(double)),
+                         .itl = calloc(1, sizeof *res.itl),
+                         .levels = json_array()};
     sipp_model_info info;
     sipp_model_get_info(m, &info);
     bench_run b = {.o = &o, .model = m, .n_vocab = info.n_vocab, .rng = 42};
-
-    /* The one-slot engine for pp, tg and the prompt curve: room for the longest of them. */
-    int longest = o.pp > 1 ? o.pp : 1;
-    for (int i = 0; i < o.lengths.n; i++)
-        longest = o.lengths.v[i] > longest ? o.lengths.v[i] : longest;
-    sipp_engine *e = new_engine(&b, 1, longest + o.tg + CTX_MARGIN);
-    if (!e) {
-        sipp_model_free(m);
-        return EXIT_RUNTIME;
-    }
-
-    double device_mb = 0;
-    sipp_device_info after[MAX_DEVICES];
-    int n_after = sipp_devices_list(after, MAX_DEVICES);
-    for (int i = 0; i < n_after && i < n_before && i < MAX_DEVICES; i++)
-        if (strcmp(after[i].backend, "cpu") != 0 &&
-            strcmp(after[i].backend, sipp_model_backend(m)->backend) == 0)
-            device_mb += ((double)before[i].memory_free - (double)after[i].memory_free) / MIB;
-
-    double *pp_rates = calloc((size_t)o.reps + 1, sizeof(double)),
-           *tg_rates = calloc((size_t)o.reps + 1, sizeof(double)),
-           *ttfts = calloc((size_t)o.reps + 1, sizeof(double));
-    itl_log *itl = calloc(1, sizeof *itl);
-    bool ok = pp_rates && tg_rates && ttfts && itl && warm_up(&b, e);
-
-    for (int r = 0; ok && o.pp > 0 && r < o.reps; r++) {
-        sipp_request_stats s = {0};
-        ok = run_one(&b, e, o.pp, 1, NULL, &s);
-        pp_rates[r] = s.prefill_tokens_per_s;
-        ttfts[r] = s.ttft_ms;
-    }
-    for (int r = 0; ok && o.tg > 1 && r < o.reps; r++) {
-        sipp_request_stats s = {0};
-        itl->last = 0;
-        ok = run_one(&b, e, 1, o.tg, itl, &s);
-        tg_rates[r] = s.decode_tokens_per_s;
-    }
-    json_t *prompts = ok ? prompt_curve(&b, e, &ok) : json_array();
-    sipp_engine_free(e);
-
-    json_t *levels = json_array();
+    bool ok = measure_one_slot(&b, before, n_before, &res);
     for (int l = 0; ok && l < o.levels.n; l++) {
         json_t *lv = level(&b, o.levels.v[l], &ok);
-        if (lv) json_array_append_new(levels, lv);
+        if (lv) json_array_append_new(res.levels, lv);
     }
-
-    if (ok) {
-        double pp_mean, pp_sd, tg_mean, tg_sd;
-        mean_stddev(pp_rates, o.pp > 0 ? o.reps : 0, &pp_mean, &pp_sd);
-        mean_stddev(tg_rates, o.tg > 1 ? o.reps : 0, &tg_mean, &tg_sd);
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
-        const sipp_backend_decision *bd = sipp_model_backend(m);
-        json_t *out = json_pack(
-            "{s:s, s:s, s:s, s:s, s:i, s:f, s:{s:i, s:f, s:f}, s:{s:i, s:f, s:f}, s:f, s:f, s:f, s:f, s:f, "
-            "s:O, s:O}",
-            "model", info.description, "backend", bd->backend, "backend_reason", bd->reason, "devices",
-            bd->devices, "threads", o.threads, "load_ms", load_ms, "pp", "tokens", o.pp, "mean", pp_mean,
-            "stddev", pp_sd, "tg", "tokens", o.tg, "mean", tg_mean, "stddev", tg_sd, "ttft_ms_p50",
-            percentile(ttfts, o.pp > 0 ? o.reps : 0, 0.5), "itl_ms_p50", percentile(itl->gaps, itl->n, 0.5),
-            "itl_ms_p99", percentile(itl->gaps, itl->n, 0.99), "peak_rss_mb", ru.ru_maxrss / 1024.0,
-            "device_memory_mb", device_mb, "prompt_curve", prompts, "levels", levels);
-        if (o.json) {
-            char *s = json_dumps(out, JSON_COMPACT);
-            puts(s);
-            free(s);
-        } else {
-            print_md(&o, &info, bd, out);
-        }
-        json_decref(out);
-    }
-    json_decref(prompts);
-    json_decref(levels);
-    free(pp_rates);
-    free(tg_rates);
-    free(ttfts);
-    free(itl);
+    if (ok) report(&b, &info, &res);
+    results_free(&res);
     sipp_model_free(m);
     return ok ? EXIT_OK : EXIT_RUNTIME;
 }

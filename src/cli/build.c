@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/packages.h"
 
 #define MAX_BUILD_BACKENDS 4
@@ -36,10 +37,58 @@
 #define NODE_BUILD_SCRIPT "bindings/node/build.sh"
 #define CMD_BYTES (4 * PATH_MAX)
 
-static const char usage[] =
-    "usage: sipp build [TARGET] --backend cpu|vulkan|cuda|rpc|all [--backend ...] [--from-source] [--out "
-    "DIR]\n"
-    "                  [--sign KEY.pem]\n\n"
+typedef struct {
+    cli_common c;
+    const char *list[MAX_BUILD_BACKENDS + 1]; /* the backends, cpu first */
+    int n;
+    bool all;         /* --backend all */
+    bool any_backend; /* some --backend was given */
+    bool from_source;
+    const char *out_dir, *sign_key;
+} build_options;
+
+/* --backend, repeatable: cpu (always in), vulkan, cuda, rpc, or all. */
+static bool parse_backend(cli_args *a, void *opts) {
+    build_options *o = opts;
+    o->any_backend = true;
+    if (strcmp(a->value, "all") == 0) {
+        o->all = true;
+    } else if (strcmp(a->value, "vulkan") == 0 || strcmp(a->value, "cuda") == 0 ||
+               strcmp(a->value, "rpc") == 0) {
+        bool dup = false;
+        for (int i = 0; i < o->n; i++)
+            dup |= strcmp(o->list[i], a->value) == 0;
+        if (!dup) o->list[o->n++] = a->value;
+    } else if (strcmp(a->value, "cpu") != 0) {
+        cli_error("build: --backend '%s' is not one of cpu, vulkan, cuda, rpc, all", a->value);
+        return false;
+    }
+    return true;
+}
+
+static const cli_option opt_backend = {.name = "--backend",
+                                       .arg = "cpu|vulkan|cuda|rpc|all",
+                                       .kind = CLI_OPT_CUSTOM,
+                                       .parse = parse_backend,
+                                       .help = "a backend module of the artifact; repeat it for more"};
+static const cli_option opt_from_source = {.name = "--from-source",
+                                           .kind = CLI_OPT_FLAG,
+                                           .offset = offsetof(build_options, from_source),
+                                           .help = "build llama.cpp (CPU) from the pinned source"};
+static const cli_option opt_out = {.name = "--out",
+                                   .arg = "DIR",
+                                   .kind = CLI_OPT_STRING,
+                                   .offset = offsetof(build_options, out_dir),
+                                   .help = "write the artifact to DIR (default: build/artifacts/NAME)"};
+static const cli_option opt_sign = {.name = "--sign",
+                                    .arg = "KEY.pem",
+                                    .kind = CLI_OPT_STRING,
+                                    .offset = offsetof(build_options, sign_key),
+                                    .help = "sign the manifest and the SBOM with this Ed25519 key"};
+
+static const cli_option *const options[] = {&opt_backend, &opt_from_source, &opt_out, &opt_sign, NULL};
+
+static const char about[] =
     "TARGET is who loads the artifact:\n"
     "  cli     (default) the CLI: --backend NAME takes it when the default artifact lacks NAME;\n"
     "          --artifact DIR or SIPP_ARTIFACT=DIR select it for anything (the gateway too)\n"
@@ -56,6 +105,14 @@ static const char usage[] =
     "Beside manifest.json it writes sbom.spdx.json (SPDX 2.3: every file with its hash and origin, and\n"
     "the Debian packages sipp links against); --sign KEY.pem signs both with an Ed25519 key\n"
     "(signature.json; check it with sipp artifact verify DIR --key PUB.pem).\n";
+
+static const cli_command command = {
+    .name = "build",
+    .synopsis = "build [TARGET] --backend cpu|vulkan|cuda|rpc|all [--backend ...] [OPTIONS]",
+    .about = about,
+    .options = options,
+    .max_args = TARGET_COUNT + 1,
+    .args_hint = "name each TARGET once"};
 
 static bool loadable(const char *lib) {
     void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
@@ -179,57 +236,52 @@ static bool build_web(const char *root) {
     return run_script(root, WEB_BUILD_SCRIPT);
 }
 
-int cmd_build(int argc, char **argv) {
-    const char *list[MAX_BUILD_BACKENDS + 1] = {"cpu"};
-    int n = 1;
-    bool from_source = false, all = false, any_backend = false, all_targets = false;
-    bool want[TARGET_COUNT] = {false};
-    const char *out_dir = NULL, *sign_key = NULL;
-    cli_args a = {.argc = argc, .argv = argv};
-    while (a.i < argc && !a.bad) {
+/* The TARGET arguments: want[t] for each named one, *all_targets for "all". */
+static bool parse_targets(const char **args, int n_args, bool want[TARGET_COUNT], bool *all_targets) {
+    for (int i = 0; i < n_args; i++) {
         cli_target t;
-        if (cli_flag(&a, "--from-source"))
-            from_source = true;
-        else if (cli_flag_value(&a, "--out"))
-            out_dir = a.value;
-        else if (cli_flag_value(&a, "--sign"))
-            sign_key = a.value;
-        else if (cli_flag_value(&a, "--backend")) {
-            if (!a.value) break;
-            any_backend = true;
-            if (strcmp(a.value, "all") == 0)
-                all = true;
-            else if (strcmp(a.value, "cpu") == 0)
-                continue;
-            else if (strcmp(a.value, "vulkan") == 0 || strcmp(a.value, "cuda") == 0 ||
-                     strcmp(a.value, "rpc") == 0) {
-                bool dup = false;
-                for (int i = 0; i < n; i++)
-                    dup |= strcmp(list[i], a.value) == 0;
-                if (!dup) list[n++] = a.value;
-            } else {
-                cli_error("build: --backend '%s' is not one of cpu, vulkan, cuda, rpc, all", a.value);
-                return EXIT_USAGE;
-            }
-        } else if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            fputs(usage, stdout);
-            return EXIT_OK;
-        } else if (argv[a.i][0] != '-' && strcmp(argv[a.i], "all") == 0) {
-            all_targets = true;
-            a.i++;
-        } else if (argv[a.i][0] != '-' && cli_target_parse(argv[a.i], &t)) {
+        if (strcmp(args[i], "all") == 0) {
+            *all_targets = true;
+        } else if (cli_target_parse(args[i], &t)) {
             want[t] = true;
-            a.i++;
-        } else if (argv[a.i][0] != '-') {
-            cli_error("build: '%s' is not a target; the targets are %s, all (sipp build --help)", argv[a.i],
-                      cli_target_names());
-            return EXIT_USAGE;
         } else {
-            cli_error("build: unknown option '%s' (sipp build --help)", argv[a.i]);
-            return EXIT_USAGE;
+            cli_error("build: '%s' is not a target; the targets are %s, all (sipp build --help)", args[i],
+                      cli_target_names());
+            return false;
         }
     }
-    if (a.bad) return EXIT_USAGE;
+    return true;
+}
+
+/* --backend all: the GPU backends this host can have (saying why each other is left out), and rpc. */
+static void choose_all(build_options *o) {
+    o->n = 1;
+    static const char *const gpu[] = {"vulkan", "cuda"};
+    for (size_t i = 0; i < sizeof gpu / sizeof gpu[0]; i++) {
+        const char *why = o->from_source ? "the prebuilt module is used; --from-source builds the CPU only"
+                                         : host_lacks(gpu[i]);
+        if (why)
+            fprintf(stderr, "sipp: build: --backend all leaves out %s: %s\n", gpu[i], why);
+        else
+            o->list[o->n++] = gpu[i];
+    }
+    for (size_t i = 0; i < sizeof never_here / sizeof never_here[0]; i++)
+        fprintf(stderr, "sipp: build: --backend all leaves out %s: %s\n", never_here[i].name,
+                never_here[i].why);
+    o->list[o->n++] = "rpc"; /* compiled from the pinned source in seconds; needs nothing at run time */
+}
+
+int cmd_build(int argc, char **argv) {
+    build_options o = {.list = {"cpu"}, .n = 1};
+    const char *args[TARGET_COUNT + 1];
+    int n_args;
+    bool want[TARGET_COUNT] = {false}, all_targets = false;
+    int rc = cli_parse(&command, argc, argv, &o, args, &n_args);
+    if (rc != CLI_PARSED) return rc;
+    if (!parse_targets(args, n_args, want, &all_targets)) return EXIT_USAGE;
+    const char **list = o.list;
+    const char *out_dir = o.out_dir, *sign_key = o.sign_key;
+    bool from_source = o.from_source, all = o.all, any_backend = o.any_backend;
     bool web_only = want[TARGET_WEB] && !want[TARGET_CLI] && !want[TARGET_NODE] && !want[TARGET_PYTHON];
     if (!any_backend && !web_only && !all_targets) {
         cli_error(
@@ -241,22 +293,8 @@ int cmd_build(int argc, char **argv) {
     for (int t = 0; t < TARGET_COUNT; t++)
         n_targets += want[t];
     if (!n_targets && !all_targets) want[TARGET_CLI] = true;
-    if (all) {
-        n = 1;
-        static const char *const gpu[] = {"vulkan", "cuda"};
-        for (size_t i = 0; i < sizeof gpu / sizeof gpu[0]; i++) {
-            const char *why = from_source ? "the prebuilt module is used; --from-source builds the CPU only"
-                                          : host_lacks(gpu[i]);
-            if (why)
-                fprintf(stderr, "sipp: build: --backend all leaves out %s: %s\n", gpu[i], why);
-            else
-                list[n++] = gpu[i];
-        }
-        for (size_t i = 0; i < sizeof never_here / sizeof never_here[0]; i++)
-            fprintf(stderr, "sipp: build: --backend all leaves out %s: %s\n", never_here[i].name,
-                    never_here[i].why);
-        list[n++] = "rpc"; /* compiled from the pinned source in seconds; needs nothing at run time */
-    }
+    if (all) choose_all(&o);
+    int n = o.n;
     for (int i = 1; i < n; i++) {
         const char *why = host_lacks(list[i]);
         if (why) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/packages.h"
 #include "gateway/gateway.h"
 #include "gateway/residency.h"
@@ -232,42 +233,33 @@ static json_t *target_json(cli_target t, const char *backend, const char *artifa
     return o;
 }
 
+static const cli_option *const options[] = {&cli_opt_target,   &cli_opt_backend, &cli_opt_json,
+                                            &cli_opt_artifact, &cli_opt_rpc,     NULL};
+
+static const char about[] =
+    "Reports the OS, CPU and ISA, the CPU module ggml picked, the artifact and its backends,\n"
+    "the devices, driver and loader visibility, toolchains, and what auto decides and why.\n"
+    "With --backend NAME it exits 1 when that backend is unusable here and says why.\n"
+    "--target reports what that package would load in this process (its artifact, chosen by\n"
+    "its own rules and SIPP_NODE_BACKEND / SIPP_PYTHON_BACKEND), whether the backend is usable\n"
+    "from it, and the command that fixes it; it exits 1 when the backend is unusable there.\n"
+    "With --rpc it checks each rpc server: reachable, protocol version, device, free memory\n"
+    "(and exits 1 when one fails).\n";
+
+static const cli_command command = {.name = "doctor",
+                                    .synopsis = "doctor [OPTIONS]",
+                                    .about = about,
+                                    .options = options,
+                                    .max_args = 0,
+                                    .args_hint = "doctor takes options only"};
+
 int cmd_doctor(int argc, char **argv) {
-    bool as_json = false;
-    const char *backend = NULL, *artifact = NULL, *rpc = NULL, *target_name = NULL;
-    cli_args a = {.argc = argc, .argv = argv};
-    while (a.i < argc && !a.bad) {
-        if (cli_flag(&a, "--json"))
-            as_json = true;
-        else if (cli_flag_value(&a, "--backend"))
-            backend = a.value;
-        else if (cli_flag_value(&a, "--artifact"))
-            artifact = a.value;
-        else if (cli_flag_value(&a, "--rpc")) {
-            rpc = a.value;
-            if (rpc) setenv("SIPP_RPC_SERVERS", rpc, 1); /* what --backend rpc decides with */
-        } else if (cli_flag_value(&a, "--target"))
-            target_name = a.value;
-        else if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            printf(
-                "usage: sipp doctor [--target cli|node|python|web] [--backend NAME] [--json] [--artifact "
-                "DIR]\n"
-                "                   [--rpc HOST:PORT[,...]]\n\n"
-                "Reports the OS, CPU and ISA, the CPU module ggml picked, the artifact and its backends,\n"
-                "the devices, driver and loader visibility, toolchains, and what auto decides and why.\n"
-                "With --backend NAME it exits 1 when that backend is unusable here and says why.\n"
-                "--target reports what that package would load in this process (its artifact, chosen by\n"
-                "its own rules and SIPP_NODE_BACKEND / SIPP_PYTHON_BACKEND), whether the backend is usable\n"
-                "from it, and the command that fixes it; it exits 1 when the backend is unusable there.\n"
-                "With --rpc it checks each rpc server: reachable, protocol version, device, free memory\n"
-                "(and exits 1 when one fails).\n");
-            return EXIT_OK;
-        } else {
-            cli_error("doctor: unknown option '%s'", argv[a.i]);
-            return EXIT_USAGE;
-        }
-    }
-    if (a.bad) return EXIT_USAGE;
+    cli_common o = {0}; /* doctor has no options of its own */
+    int n_args;
+    int rc = cli_parse(&command, argc, argv, &o, NULL, &n_args);
+    if (rc != CLI_PARSED) return rc;
+    bool as_json = o.json;
+    const char *backend = o.backend, *artifact = o.artifact, *rpc = o.rpc, *target_name = o.target;
     char err[SIPP_ERROR_SIZE];
     cli_target target = TARGET_CLI;
     if (target_name && !cli_target_parse(target_name, &target)) {

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "util/util.h"
 
 #define SIZE_TEXT 32
@@ -82,19 +83,147 @@ static void add_catalog_fields(json_t *obj, const sipp_catalog_entry *e) {
     json_object_set_new(obj, "in_catalog", json_boolean(e != NULL));
 }
 
-static int models_list(int argc, char **argv) {
-    bool as_json = false, all = false;
-    cli_args a = {.argc = argc, .argv = argv, .i = 0};
-    while (a.i < argc) {
-        if (cli_flag(&a, "--json"))
-            as_json = true;
-        else if (cli_flag(&a, "--all"))
-            all = true;
-        else {
-            cli_error("unknown argument '%s' to models list (see sipp models --help)", argv[a.i]);
-            return EXIT_USAGE;
-        }
+/* What a listing shows: the store's models, and with --all the catalog's. */
+typedef struct {
+    const char *dir;
+    const sipp_catalog *cat; /* NULL when it did not load */
+    const sipp_store_model *models;
+    size_t n;
+    bool all;
+} listing;
+
+static bool in_store(const listing *l, const char *name) {
+    for (size_t j = 0; j < l->n; j++)
+        if (strcmp(l->models[j].name, name) == 0) return true;
+    return false;
+}
+
+static int list_json(const listing *l) {
+    const sipp_catalog *cat = l->cat;
+    json_t *list = json_array();
+    for (size_t i = 0; i < l->n; i++) {
+        const sipp_store_model *m = &l->models[i];
+        json_t *o = json_pack("{s:s, s:b, s:s, s:I, s:i, s:s, s:s, s:s, s:b, s:s}", "name", m->name,
+                              "in_store", 1, "path", m->path, "size", (json_int_t)m->size, "n_files",
+                              m->n_files, "source", m->source, "url", m->files[0].url, "sha256",
+                              m->files[0].sha256, "sha256_verified", m->verified, "pulled_at", m->pulled_at);
+        add_catalog_fields(o, sipp_catalog_find(cat, m->name));
+        json_array_append_new(list, o);
     }
+    for (size_t i = 0; l->all && cat && i < cat->n; i++) {
+        const sipp_catalog_entry *e = &cat->entries[i];
+        if (in_store(l, e->name)) continue;
+        json_t *o = json_pack("{s:s, s:b, s:s, s:o, s:o, s:o}", "name", e->name, "in_store", 0, "url", e->url,
+                              "size", e->size ? json_integer((json_int_t)e->size) : json_null(), "sha256",
+                              json_strings(e->sha256, e->n_sha256), "license", json_string(e->license));
+        add_catalog_fields(o, e);
+        json_array_append_new(list, o);
+    }
+    json_t *root =
+        json_pack("{s:s, s:o, s:s, s:b, s:o}", "store", l->dir, "catalog",
+                  cat && cat->shipped_path[0] ? json_string(cat->shipped_path) : json_null(), "user_catalog",
+                  cat ? cat->user_path : "", "user_catalog_exists", cat && cat->user_exists, "models", list);
+    return print_json(root);
+}
+
+/* The table with --all: the store's models with their catalog labels, then the catalog's others. */
+static void list_text_all(const listing *l, int width) {
+    const sipp_catalog *cat = l->cat;
+    char size[SIZE_TEXT], labels[LABELS_TEXT];
+    printf("%-*s  %10s  %-9s  %-28s  %s\n", width, "NAME", "SIZE", "STORE", "LABELS", "DESCRIPTION");
+    for (size_t i = 0; i < l->n; i++) {
+        const sipp_store_model *m = &l->models[i];
+        const sipp_catalog_entry *e = sipp_catalog_find(cat, m->name);
+        sipp_format_size(m->size, size, sizeof size);
+        join(e ? e->labels : NULL, e ? e->n_labels : 0, labels, sizeof labels);
+        printf("%-*s  %10s  %-9s  %-28s  %s\n", width, m->name, size, "pulled", labels[0] ? labels : "-",
+               e ? e->description : "");
+    }
+    for (size_t i = 0; cat && i < cat->n; i++) {
+        const sipp_catalog_entry *e = &cat->entries[i];
+        if (in_store(l, e->name)) continue;
+        if (e->size)
+            sipp_format_size(e->size, size, sizeof size);
+        else
+            sipp_strlcpy(size, "?", sizeof size);
+        join(e->labels, e->n_labels, labels, sizeof labels);
+        printf("%-*s  %10s  %-9s  %-28s  %s\n", width, e->name, size, "-", labels[0] ? labels : "-",
+               e->description);
+    }
+    if (!cat || !cat->shipped_path[0])
+        fprintf(stderr, "sipp: no shipped catalog was found; set SIPP_CATALOG to its path\n");
+}
+
+static void list_text(const listing *l) {
+    if (l->n == 0 && !l->all) {
+        printf("no models in the store (%s); pull one with: sipp pull NAME|URL (sipp models list --all shows "
+               "the "
+               "catalog)\n",
+               l->dir);
+        return;
+    }
+    int width = (int)strlen("NAME");
+    for (size_t i = 0; i < l->n; i++)
+        width = (int)strlen(l->models[i].name) > width ? (int)strlen(l->models[i].name) : width;
+    for (size_t i = 0; l->all && l->cat && i < l->cat->n; i++)
+        width = (int)strlen(l->cat->entries[i].name) > width ? (int)strlen(l->cat->entries[i].name) : width;
+    if (l->all) {
+        list_text_all(l, width);
+        return;
+    }
+    char size[SIZE_TEXT];
+    printf("%-*s  %10s  %-10s  %s\n", width, "NAME", "SIZE", "PULLED", "SOURCE");
+    for (size_t i = 0; i < l->n; i++) {
+        const sipp_store_model *m = &l->models[i];
+        sipp_format_size(m->size, size, sizeof size);
+        printf("%-*s  %10s  %-10.*s  %s\n", width, m->name, size, DATE_LEN,
+               m->pulled_at[0] ? m->pulled_at : "-", m->source[0] ? m->source : "(copied in)");
+    }
+}
+
+/* The options of models list and models info. sipp models --help (the usage above) covers every
+ * form, so it is printed for --help after any of them. */
+typedef struct {
+    cli_common c;
+    bool all;     /* list --all */
+    bool no_hash; /* info --no-hash */
+} models_options;
+
+static const cli_option opt_all = {.name = "--all",
+                                   .kind = CLI_OPT_FLAG,
+                                   .offset = offsetof(models_options, all),
+                                   .help = "add the catalog's models that can be pulled"};
+static const cli_option opt_no_hash = {.name = "--no-hash",
+                                       .kind = CLI_OPT_FLAG,
+                                       .offset = offsetof(models_options, no_hash),
+                                       .help = "skip the file's sha256"};
+static const cli_option *const list_options[] = {&cli_opt_json, &opt_all, NULL};
+static const cli_option *const info_options[] = {&cli_opt_json, &opt_no_hash, NULL};
+static const char list_about[] =
+    "The models in the local store; --all adds the catalog's models that can be pulled.\n";
+
+static const cli_command list_command = {.name = "models list",
+                                         .synopsis = "models list [--json] [--all]",
+                                         .about = list_about,
+                                         .options = list_options,
+                                         .max_args = 0,
+                                         .args_hint = "models list takes options only"};
+static const char info_about[] =
+    "Reads a GGUF header (no weights are loaded) and the file's sha256 (cached; --no-hash skips it).\n";
+
+static const cli_command info_command = {.name = "models info",
+                                         .synopsis = "models info NAME|PATH [--json] [--no-hash]",
+                                         .about = info_about,
+                                         .options = info_options,
+                                         .max_args = 1,
+                                         .args_hint = "models info takes one NAME or PATH"};
+
+static int models_list(int argc, char **argv) {
+    models_options o = {0};
+    int n_args;
+    int rc = cli_parse(&list_command, argc, argv, &o, NULL, &n_args);
+    if (rc != CLI_PARSED) return rc;
+    bool as_json = o.c.json, all = o.all;
     char err[SIPP_ERROR_SIZE], dir[PATH_MAX];
     if (sipp_store_dir(dir, sizeof dir, err) != SIPP_OK) {
         cli_error("%s", err);
@@ -115,86 +244,12 @@ static int models_list(int argc, char **argv) {
         sipp_catalog_free(cat);
         return EXIT_RUNTIME;
     }
-
-    int rc = EXIT_OK;
-    if (as_json) {
-        json_t *list = json_array();
-        for (size_t i = 0; i < n; i++) {
-            const sipp_store_model *m = &models[i];
-            json_t *o =
-                json_pack("{s:s, s:b, s:s, s:I, s:i, s:s, s:s, s:s, s:b, s:s}", "name", m->name, "in_store",
-                          1, "path", m->path, "size", (json_int_t)m->size, "n_files", m->n_files, "source",
-                          m->source, "url", m->files[0].url, "sha256", m->files[0].sha256, "sha256_verified",
-                          m->verified, "pulled_at", m->pulled_at);
-            add_catalog_fields(o, sipp_catalog_find(cat, m->name));
-            json_array_append_new(list, o);
-        }
-        for (size_t i = 0; all && cat && i < cat->n; i++) {
-            const sipp_catalog_entry *e = &cat->entries[i];
-            bool have = false;
-            for (size_t j = 0; j < n; j++)
-                have |= strcmp(models[j].name, e->name) == 0;
-            if (have) continue;
-            json_t *o =
-                json_pack("{s:s, s:b, s:s, s:o, s:o, s:o}", "name", e->name, "in_store", 0, "url", e->url,
-                          "size", e->size ? json_integer((json_int_t)e->size) : json_null(), "sha256",
-                          json_strings(e->sha256, e->n_sha256), "license", json_string(e->license));
-            add_catalog_fields(o, e);
-            json_array_append_new(list, o);
-        }
-        json_t *root = json_pack("{s:s, s:o, s:s, s:b, s:o}", "store", dir, "catalog",
-                                 cat && cat->shipped_path[0] ? json_string(cat->shipped_path) : json_null(),
-                                 "user_catalog", cat ? cat->user_path : "", "user_catalog_exists",
-                                 cat && cat->user_exists, "models", list);
-        rc = print_json(root);
-    } else if (n == 0 && !all) {
-        printf("no models in the store (%s); pull one with: sipp pull NAME|URL (sipp models list --all shows "
-               "the "
-               "catalog)\n",
-               dir);
-    } else {
-        int width = (int)strlen("NAME");
-        for (size_t i = 0; i < n; i++)
-            width = (int)strlen(models[i].name) > width ? (int)strlen(models[i].name) : width;
-        for (size_t i = 0; all && cat && i < cat->n; i++)
-            width = (int)strlen(cat->entries[i].name) > width ? (int)strlen(cat->entries[i].name) : width;
-        char size[SIZE_TEXT], labels[LABELS_TEXT];
-        if (!all) {
-            printf("%-*s  %10s  %-10s  %s\n", width, "NAME", "SIZE", "PULLED", "SOURCE");
-            for (size_t i = 0; i < n; i++) {
-                const sipp_store_model *m = &models[i];
-                sipp_format_size(m->size, size, sizeof size);
-                printf("%-*s  %10s  %-10.*s  %s\n", width, m->name, size, DATE_LEN,
-                       m->pulled_at[0] ? m->pulled_at : "-", m->source[0] ? m->source : "(copied in)");
-            }
-        } else {
-            printf("%-*s  %10s  %-9s  %-28s  %s\n", width, "NAME", "SIZE", "STORE", "LABELS", "DESCRIPTION");
-            for (size_t i = 0; i < n; i++) {
-                const sipp_store_model *m = &models[i];
-                const sipp_catalog_entry *e = sipp_catalog_find(cat, m->name);
-                sipp_format_size(m->size, size, sizeof size);
-                join(e ? e->labels : NULL, e ? e->n_labels : 0, labels, sizeof labels);
-                printf("%-*s  %10s  %-9s  %-28s  %s\n", width, m->name, size, "pulled",
-                       labels[0] ? labels : "-", e ? e->description : "");
-            }
-            for (size_t i = 0; cat && i < cat->n; i++) {
-                const sipp_catalog_entry *e = &cat->entries[i];
-                bool have = false;
-                for (size_t j = 0; j < n; j++)
-                    have |= strcmp(models[j].name, e->name) == 0;
-                if (have) continue;
-                if (e->size)
-                    sipp_format_size(e->size, size, sizeof size);
-                else
-                    sipp_strlcpy(size, "?", sizeof size);
-                join(e->labels, e->n_labels, labels, sizeof labels);
-                printf("%-*s  %10s  %-9s  %-28s  %s\n", width, e->name, size, "-", labels[0] ? labels : "-",
-                       e->description);
-            }
-            if (!cat || !cat->shipped_path[0])
-                fprintf(stderr, "sipp: no shipped catalog was found; set SIPP_CATALOG to its path\n");
-        }
-    }
+    listing l = {dir, cat, models, n, all};
+    rc = EXIT_OK;
+    if (as_json)
+        rc = list_json(&l);
+    else
+        list_text(&l);
     sipp_store_list_free(models, n);
     sipp_catalog_free(cat);
     return rc;
@@ -366,24 +421,12 @@ static json_t *info_json(const char *name, const sipp_gguf_info *g, const file_h
 }
 
 static int models_info(int argc, char **argv) {
-    bool as_json = false, hash = true;
+    models_options o = {0};
     const char *target = NULL;
-    cli_args a = {.argc = argc, .argv = argv, .i = 0};
-    while (a.i < argc) {
-        if (cli_flag(&a, "--json"))
-            as_json = true;
-        else if (cli_flag(&a, "--no-hash"))
-            hash = false;
-        else if (argv[a.i][0] == '-' && argv[a.i][1]) {
-            cli_error("unknown option '%s' to models info (see sipp models --help)", argv[a.i]);
-            return EXIT_USAGE;
-        } else if (target) {
-            cli_error("models info takes one NAME or PATH");
-            return EXIT_USAGE;
-        } else {
-            target = argv[a.i++];
-        }
-    }
+    int n_args;
+    int rc = cli_parse(&info_command, argc, argv, &o, &target, &n_args);
+    if (rc != CLI_PARSED) return rc;
+    bool as_json = o.c.json, hash = !o.no_hash;
     if (!target) {
         cli_error("models info needs a NAME or PATH");
         return EXIT_USAGE;
@@ -397,7 +440,7 @@ static int models_info(int argc, char **argv) {
     const char *name = strcmp(path, target) != 0 ? target : NULL; /* a store name, not a path */
     sipp_gguf_info *g = malloc(sizeof *g);
     file_hash *files = NULL;
-    int rc = EXIT_RUNTIME;
+    rc = EXIT_RUNTIME;
     if (!g) {
         cli_error("out of memory");
         return EXIT_RUNTIME;

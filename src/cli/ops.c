@@ -19,13 +19,16 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/packages.h"
 
 #define MAX_DEVICES 32
 #define OFF_DEVICE_LIST 512
 
-static const char usage[] =
-    "usage: sipp ops MODEL --backend NAME [--json] [--threads N] [--artifact DIR] [--rpc HOST:PORT[,...]]\n\n"
+static const cli_option *const options[] = {&cli_opt_backend,  &cli_opt_json, &cli_opt_threads,
+                                            &cli_opt_artifact, &cli_opt_rpc,  NULL};
+
+static const char about[] =
     "Loads MODEL on the backend, walks its real compute graph (a short prefill and one decode step) and\n"
     "prints per op type: the node count in one decode step, how many the chosen device supports, how many\n"
     "ran on it and where they ran; then the device boundaries per decode step and per prefill. A boundary\n"
@@ -33,6 +36,13 @@ static const char usage[] =
     "one. Last, which layers and weight buffers sit on which device and host. Vulkan on a software device\n"
     "(lavapipe) needs GGML_VK_VISIBLE_DEVICES=0. --backend rpc takes its servers from --rpc or "
     "SIPP_RPC_SERVERS.\n";
+
+static const cli_command command = {.name = "ops",
+                                    .synopsis = "ops MODEL --backend NAME [OPTIONS]",
+                                    .about = about,
+                                    .options = options,
+                                    .max_args = 1,
+                                    .args_hint = "one MODEL only"};
 
 /* "yes" when all are, "no" when none, "2/3" otherwise. */
 static void fraction(char *buf, size_t n, int part, int whole) {
@@ -61,37 +71,14 @@ static json_t *report_json(const sipp_graph_report *g, const char *description, 
 }
 
 int cmd_ops(int argc, char **argv) {
-    const char *model = NULL, *backend = NULL, *artifact = NULL;
-    bool as_json = false;
-    int threads = 0;
-    cli_args a = {.argc = argc, .argv = argv};
-    while (a.i < argc && !a.bad) {
-        const char *arg = argv[a.i];
-        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            fputs(usage, stdout);
-            return EXIT_OK;
-        } else if (cli_flag(&a, "--json"))
-            as_json = true;
-        else if (cli_flag_value(&a, "--backend"))
-            backend = a.value;
-        else if (cli_flag_value(&a, "--artifact"))
-            artifact = a.value;
-        else if (cli_flag_value(&a, "--rpc")) /* the servers of backend rpc, as SIPP_RPC_SERVERS */
-            setenv("SIPP_RPC_SERVERS", a.value, 1);
-        else if (cli_flag_value(&a, "--threads"))
-            cli_int(&a, "--threads", 1, 1024, &threads);
-        else if (arg[0] == '-' && arg[1]) {
-            cli_error("ops: unknown option '%s' (see sipp ops --help)", arg);
-            return EXIT_USAGE;
-        } else if (!model) {
-            model = arg;
-            a.i++;
-        } else {
-            cli_error("ops: unexpected argument '%s' (one MODEL only)", arg);
-            return EXIT_USAGE;
-        }
-    }
-    if (a.bad) return EXIT_USAGE;
+    cli_common o = {0}; /* ops has no options of its own */
+    const char *model = NULL;
+    int n_args;
+    int rc = cli_parse(&command, argc, argv, &o, &model, &n_args);
+    if (rc != CLI_PARSED) return rc;
+    const char *backend = o.backend, *artifact = o.artifact;
+    bool as_json = o.json;
+    int threads = o.threads;
     if (!model || !backend) {
         cli_error("ops: %s (sipp ops MODEL --backend NAME)",
                   !model ? "no MODEL given" : "--backend is required");

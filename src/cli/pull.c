@@ -15,15 +15,46 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "util/util.h"
 
 #define REDRAW_MS 100
 #define BAR_WIDTH 24
 #define SIZE_TEXT 32
 
-static const char usage[] =
-    "usage: sipp pull SOURCE [--name NAME] [--sha256 HEX[,HEX...]] [--force] [--retries N]\n"
-    "\n"
+typedef struct {
+    cli_common c; /* pull takes none of the shared options */
+    const char *name, *sha256;
+    int retries;
+    bool force;
+} pull_options;
+
+static const cli_option opt_name = {
+    .name = "--name",
+    .arg = "NAME",
+    .kind = CLI_OPT_STRING,
+    .offset = offsetof(pull_options, name),
+    .help = "store the model as NAME (default: the catalog's, or the file's name)"};
+static const cli_option opt_sha256 = {.name = "--sha256",
+                                      .arg = "HEX[,HEX...]",
+                                      .kind = CLI_OPT_STRING,
+                                      .offset = offsetof(pull_options, sha256),
+                                      .help = "the expected SHA-256, one per file (default: the catalog's)"};
+static const cli_option opt_force = {.name = "--force",
+                                     .kind = CLI_OPT_FLAG,
+                                     .offset = offsetof(pull_options, force),
+                                     .help = "download again even if the store has the model from this URL"};
+static const cli_option opt_retries = {.name = "--retries",
+                                       .arg = "N",
+                                       .kind = CLI_OPT_INT,
+                                       .offset = offsetof(pull_options, retries),
+                                       .lo = 0,
+                                       .hi = 100,
+                                       .help = "reconnect up to N times after a broken transfer (default 3)"};
+
+static const cli_option *const options[] = {&opt_name, &opt_sha256, &opt_force, &opt_retries, NULL};
+
+static const char about[] =
     "Downloads a GGUF model into the local store, where `sipp NAME ...` and gateway targets find it.\n"
     "\n"
     "SOURCE is one of:\n"
@@ -32,23 +63,22 @@ static const char usage[] =
     "(hf://ORG/REPO@REV/FILE.gguf\n"
     "                                       pins a revision)\n"
     "  NAME                                 a model of the catalog (sipp models list --all)\n"
-    "A split model (FILE-00001-of-00003.gguf) is pulled as a whole set.\n"
-    "\n"
-    "options:\n"
-    "  --name NAME            store the model under NAME (default: the catalog's name, or the file name\n"
-    "                         without .gguf)\n"
-    "  --sha256 HEX           the expected SHA-256 (one per file of a split set, comma-separated);\n"
-    "                         default: the catalog's. A mismatch deletes the download and exits 1\n"
-    "  --force                download again even if the store has the model from this URL\n"
-    "  --retries N            reconnect up to N times after a broken transfer (default 3)\n"
-    "\n"
-    "An interrupted pull keeps its partial file; running the same command again resumes it.\n"
+    "A split model (FILE-00001-of-00003.gguf) is pulled as a whole set. A --sha256 mismatch deletes the\n"
+    "download and exits 1. An interrupted pull keeps its partial file; running the same command again\n"
+    "resumes it.\n"
     "\n"
     "environment: SIPP_MODELS_DIR (the store; default ${XDG_DATA_HOME:-~/.local/share}/sipp/models),\n"
     "SIPP_CATALOG (the catalog file), SIPP_HF_ENDPOINT (instead of https://huggingface.co), HF_TOKEN\n"
     "(gated Hugging Face models), http_proxy/https_proxy/no_proxy, CURL_CA_BUNDLE/SSL_CERT_FILE\n"
     "\n"
     "exit status: 0 success, 1 runtime failure, 2 bad usage\n";
+
+static const cli_command command = {.name = "pull",
+                                    .synopsis = "pull SOURCE [OPTIONS]",
+                                    .about = about,
+                                    .options = options,
+                                    .max_args = 1,
+                                    .args_hint = "pull one SOURCE at a time"};
 
 static atomic_int interrupted;
 
@@ -113,34 +143,14 @@ static bool on_progress_quiet(const sipp_pull_progress *p, void *user) {
 
 int cmd_pull(int argc, char **argv) {
     sipp_pull_params pp = sipp_pull_default_params();
-    cli_args a = {.argc = argc, .argv = argv, .i = 0};
-    while (a.i < argc && !a.bad) {
-        const char *arg = argv[a.i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            fputs(usage, stdout);
-            return EXIT_OK;
-        }
-        if (cli_flag(&a, "--force"))
-            pp.force = true;
-        else if (cli_flag_value(&a, "--name"))
-            pp.name = a.value;
-        else if (cli_flag_value(&a, "--sha256"))
-            pp.sha256 = a.value;
-        else if (cli_flag_value(&a, "--retries"))
-            cli_int(&a, "--retries", 0, 100, &pp.retries);
-        else if (arg[0] == '-' && arg[1] != '\0') {
-            cli_error("unknown option '%s' (see sipp pull --help)", arg);
-            return EXIT_USAGE;
-        } else {
-            if (pp.source) {
-                cli_error("unexpected argument '%s': pull one SOURCE at a time", arg);
-                return EXIT_USAGE;
-            }
-            pp.source = arg;
-            a.i++;
-        }
-    }
-    if (a.bad) return EXIT_USAGE;
+    pull_options o = {.retries = pp.retries};
+    int n_args;
+    int rc = cli_parse(&command, argc, argv, &o, &pp.source, &n_args);
+    if (rc != CLI_PARSED) return rc;
+    pp.name = o.name;
+    pp.sha256 = o.sha256;
+    pp.retries = o.retries;
+    pp.force = o.force;
     if (!pp.source) {
         cli_error("no SOURCE given: sipp pull URL|hf://ORG/REPO/FILE.gguf|NAME (see sipp pull --help)");
         return EXIT_USAGE;

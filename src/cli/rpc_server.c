@@ -14,25 +14,69 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 
-static const char usage[] =
-    "usage: sipp rpc-server [--host 127.0.0.1] [--port 50052] [--backend cpu|vulkan|cuda|...]\n"
-    "                       [--threads N] [--cache DIR] [--artifact DIR]\n"
-    "\n"
-    "Serves this host's device to `sipp MODEL ... --backend rpc --rpc HOST:PORT` on other hosts\n"
-    "(ggml's RPC protocol of llama.cpp %s; both ends must run the same release).\n"
-    "One client at a time; it prints each connection on stdout.\n"
-    "\n"
-    "  --host ADDR     address to listen on (default 127.0.0.1: this host only)\n"
-    "  --port N        (default %d)\n"
-    "  --backend NAME  the local device to serve (default cpu)\n"
-    "  --threads N     CPU threads for the cpu backend (default: all cores)\n"
-    "  --cache DIR     keep tensors clients send in DIR, so a reload sends only their hashes\n"
-    "  --mem MB        not supported: llama.cpp %s's server reports the device's real free memory;\n"
-    "                  weigh the split on the client with --tensor-split instead\n"
-    "\n"
-    "RPC has no authentication and no encryption. Expose it only on a private network, through an\n"
-    "SSH tunnel (ssh -L) or a WireGuard interface.\n";
+typedef struct {
+    cli_common c; /* --backend, --threads, --artifact */
+    const char *host, *cache_dir;
+    int port;
+} rpc_server_options;
+
+static bool refuse_mem(cli_args *a, void *opts) {
+    (void)opts;
+    (void)a;
+    cli_error("rpc-server: --mem is not supported: llama.cpp %s's RPC server reports the device's real free "
+              "memory; weigh the split on the client with --tensor-split (local first, then each server)",
+              sipp_llama_release());
+    return false;
+}
+
+static const cli_option opt_host = {.name = "--host",
+                                    .arg = "ADDR",
+                                    .kind = CLI_OPT_STRING,
+                                    .offset = offsetof(rpc_server_options, host),
+                                    .help = "address to listen on (default 127.0.0.1: this host only)"};
+static const cli_option opt_port = {.name = "--port",
+                                    .arg = "N",
+                                    .kind = CLI_OPT_INT,
+                                    .offset = offsetof(rpc_server_options, port),
+                                    .lo = 1,
+                                    .hi = 65535,
+                                    .help = "port to listen on"};
+static const cli_option opt_cache = {
+    .name = "--cache",
+    .arg = "DIR",
+    .kind = CLI_OPT_STRING,
+    .offset = offsetof(rpc_server_options, cache_dir),
+    .help = "keep tensors clients send in DIR, so a reload sends only their hashes"};
+static const cli_option opt_mem = {.name = "--mem",
+                                   .arg = "MB",
+                                   .kind = CLI_OPT_CUSTOM,
+                                   .parse = refuse_mem,
+                                   .help =
+                                       "not supported: weigh the split on the client with --tensor-split"};
+
+static const cli_option *const options[] = {&opt_host,  &opt_port, &cli_opt_backend,  &cli_opt_threads,
+                                            &opt_cache, &opt_mem,  &cli_opt_artifact, NULL};
+
+static void print_about(FILE *out) {
+    fprintf(out,
+            "Serves this host's device (--backend, default cpu; --port, default %d) to\n"
+            "`sipp MODEL ... --backend rpc --rpc HOST:PORT` on other hosts\n"
+            "(ggml's RPC protocol of llama.cpp %s; both ends must run the same release).\n"
+            "One client at a time; it prints each connection on stdout.\n"
+            "\n"
+            "RPC has no authentication and no encryption. Expose it only on a private network, through an\n"
+            "SSH tunnel (ssh -L) or a WireGuard interface.\n",
+            SIPP_RPC_DEFAULT_PORT, sipp_llama_release());
+}
+
+static const cli_command command = {.name = "rpc-server",
+                                    .synopsis = "rpc-server [OPTIONS]",
+                                    .options = options,
+                                    .max_args = 0,
+                                    .args_hint = "rpc-server takes options only",
+                                    .print_about = print_about};
 
 static void on_stop(int sig) {
     static const char msg[] = "sipp rpc-server: stopped\n";
@@ -47,37 +91,17 @@ static bool is_loopback(const char *host) {
 
 int cmd_rpc_server(int argc, char **argv) {
     sipp_rpc_server_params p = sipp_rpc_server_default_params();
-    const char *artifact = NULL;
-    cli_args a = {.argc = argc, .argv = argv};
-    while (a.i < argc && !a.bad) {
-        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            printf(usage, sipp_llama_release(), SIPP_RPC_DEFAULT_PORT, sipp_llama_release());
-            return EXIT_OK;
-        } else if (cli_flag_value(&a, "--host"))
-            p.host = a.value;
-        else if (cli_flag_value(&a, "--port"))
-            cli_int(&a, "--port", 1, 65535, &p.port);
-        else if (cli_flag_value(&a, "--backend"))
-            p.backend = a.value;
-        else if (cli_flag_value(&a, "--threads"))
-            cli_int(&a, "--threads", 1, 1024, &p.threads);
-        else if (cli_flag_value(&a, "--cache"))
-            p.cache_dir = a.value;
-        else if (cli_flag_value(&a, "--artifact"))
-            artifact = a.value;
-        else if (cli_flag_value(&a, "--mem")) {
-            cli_error(
-                "rpc-server: --mem is not supported: llama.cpp %s's RPC server reports the device's real "
-                "free "
-                "memory; weigh the split on the client with --tensor-split (local first, then each server)",
-                sipp_llama_release());
-            return EXIT_USAGE;
-        } else {
-            cli_error("rpc-server: unknown option '%s' (see sipp rpc-server --help)", argv[a.i]);
-            return EXIT_USAGE;
-        }
-    }
-    if (a.bad) return EXIT_USAGE;
+    rpc_server_options o = {
+        .c = {.backend = p.backend, .threads = p.threads}, .host = p.host, .port = p.port};
+    int n_args;
+    int rc = cli_parse(&command, argc, argv, &o, NULL, &n_args);
+    if (rc != CLI_PARSED) return rc;
+    p.host = o.host;
+    p.port = o.port;
+    p.backend = o.c.backend;
+    p.threads = o.c.threads;
+    p.cache_dir = o.cache_dir;
+    const char *artifact = o.c.artifact;
     if (!is_loopback(p.host))
         fprintf(
             stderr,

@@ -107,28 +107,108 @@ static sipp_status engine_fail(sipp_engine *e, sipp_status st, const char *fmt, 
 
 const char *sipp_engine_last_error(const sipp_engine *e) { return e ? sipp_last_error_get(&e->error) : ""; }
 
+/* The engine's parameters: the caller's (or the defaults) with every unset field given its default,
+ * and the ones a model or llama.cpp cannot take refused. */
+static sipp_status resolve_params(const sipp_model *model, const sipp_engine_params *params,
+                                  sipp_engine_params *p, bool *spec_ngram, bool *spec_auto, sipp_kv_types *kv,
+                                  char *errbuf) {
+    *p = params ? *params : sipp_engine_default_params();
+    if (p->parallel <= 0) p->parallel = DEFAULT_PARALLEL;
+    if (p->max_queued <= 0) p->max_queued = DEFAULT_MAX_QUEUED;
+    if (p->batch_size <= 0) p->batch_size = DEFAULT_BATCH;
+    if (p->threads <= 0) p->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (p->ctx_size < 0)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "ctx_size %d is negative", p->ctx_size);
+    if (p->ctx_size == 0)
+        p->ctx_size = model->info.n_ctx_train > 0 && model->info.n_ctx_train < DEFAULT_CTX_CAP
+                          ? model->info.n_ctx_train
+                          : DEFAULT_CTX_CAP;
+    sipp_status sst = check_speculative(model, p, spec_ngram, spec_auto, errbuf);
+    if (sst != SIPP_OK || (sst = sipp_model_kv_types(model, p, kv, errbuf)) != SIPP_OK) return sst;
+    if ((size_t)p->parallel > llama_max_parallel_sequences())
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "parallel %d is above llama.cpp's limit of %zu",
+                         p->parallel, llama_max_parallel_sequences());
+    return SIPP_OK;
+}
+
+/* The llama.cpp context: one sequence per slot in a unified KV cache, and the batch of a step. */
+static sipp_status open_context(sipp_engine *e, sipp_kv_types kv, char *errbuf) {
+    const sipp_engine_params *p = &e->params;
+    struct llama_context_params cp = sipp_model_context_params(e->model);
+    cp.n_ctx = (uint32_t)p->ctx_size;
+    cp.type_k = kv.k;
+    cp.type_v = kv.v;
+    cp.n_batch = (uint32_t)p->batch_size;
+    cp.n_ubatch = (uint32_t)p->batch_size;
+    cp.n_seq_max = (uint32_t)p->parallel;
+    cp.n_threads = p->threads;
+    cp.n_threads_batch = p->threads;
+    cp.kv_unified = true;
+    char llama_err[SIPP_ERROR_SIZE];
+    sipp_log_capture(llama_err);
+    sipp_buffers_capture(&e->buffers);
+    e->ctx = llama_init_from_model(e->model->lm, cp);
+    sipp_buffers_capture(NULL);
+    sipp_log_capture(NULL);
+    if (!e->ctx)
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "cannot create a context of %d tokens for '%s': %s",
+                         p->ctx_size, e->model->path,
+                         *llama_err ? llama_err : "llama.cpp gave no reason; try a smaller --ctx-size");
+    attach_threadpool(e, p->threads);
+    e->mem = llama_get_memory(e->ctx);
+    /* llama.cpp rounds the context up (to 256 cells) and caps the batch at the context: the engine
+     * keeps to the size the caller asked for and to the batch llama.cpp accepts. */
+    e->n_ctx = (int)llama_n_ctx(e->ctx) < p->ctx_size ? (int)llama_n_ctx(e->ctx) : p->ctx_size;
+    e->n_batch = (int)llama_n_batch(e->ctx) < p->batch_size ? (int)llama_n_batch(e->ctx) : p->batch_size;
+    e->batch = llama_batch_init(e->n_batch, 0, 1);
+    return SIPP_OK;
+}
+
+/* The per-slot arrays: the slots themselves and the scheduler's scratch (one entry per slot, so that
+ * a step allocates nothing). */
+static sipp_status alloc_slots(sipp_engine *e, char *errbuf) {
+    size_t n = (size_t)e->params.parallel;
+    e->slots = calloc(n, sizeof *e->slots);
+    e->spec_p = calloc(n, sizeof *e->spec_p);
+    e->spec_room = calloc(n, sizeof *e->spec_room);
+    e->starting = calloc(n, sizeof *e->starting);
+    e->starting_slot = calloc(n, sizeof *e->starting_slot);
+    if (!e->slots || !e->spec_p || !e->spec_room || !e->starting || !e->starting_slot)
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < e->params.parallel; i++)
+        e->slots[i].id = i;
+    e->stats.slots = e->params.parallel;
+    return SIPP_OK;
+}
+
+/* The embedder, and for an engine that serves embeddings one run of it now: its context is made when
+ * the engine is, not on the first request. A model that cannot embed says so on that request. */
+static sipp_status open_embedder(sipp_engine *e, char *errbuf) {
+    e->embedder = sipp_embedder_new();
+    if (!e->embedder) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    if (!e->params.embeddings) return SIPP_OK;
+    float *probe = NULL;
+    int n_embd;
+    const char *text = "embedding context warm-up";
+    sipp_embed_options raw = sipp_embed_default_options();
+    raw.normalize = false;
+    sipp_status est = sipp_embed_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, &text, 1,
+                                     &raw, &probe, &n_embd, NULL, errbuf);
+    free(probe);
+    return est == SIPP_ERR_MODEL ? SIPP_OK : est;
+}
+
+/* Resolve the parameters, then the context, the slots, the draft model, the embedder and the engine
+ * thread, in that order; a failure in any frees what was made. */
 static sipp_status engine_create(sipp_model *model, const sipp_engine_params *params, bool stepped,
                                  sipp_engine **out, char *errbuf) {
     *out = NULL;
-    sipp_engine_params p = params ? *params : sipp_engine_default_params();
     if (!model) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model given");
-    if (p.parallel <= 0) p.parallel = DEFAULT_PARALLEL;
-    if (p.max_queued <= 0) p.max_queued = DEFAULT_MAX_QUEUED;
-    if (p.batch_size <= 0) p.batch_size = DEFAULT_BATCH;
-    if (p.threads <= 0) p.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (p.ctx_size < 0)
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "ctx_size %d is negative", p.ctx_size);
-    if (p.ctx_size == 0)
-        p.ctx_size = model->info.n_ctx_train > 0 && model->info.n_ctx_train < DEFAULT_CTX_CAP
-                         ? model->info.n_ctx_train
-                         : DEFAULT_CTX_CAP;
+    sipp_engine_params p;
     bool spec_ngram = false, spec_auto = false;
-    sipp_status sst = check_speculative(model, &p, &spec_ngram, &spec_auto, errbuf);
     sipp_kv_types kv;
-    if (sst != SIPP_OK || (sst = sipp_model_kv_types(model, &p, &kv, errbuf)) != SIPP_OK) return sst;
-    if ((size_t)p.parallel > llama_max_parallel_sequences())
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "parallel %d is above llama.cpp's limit of %zu",
-                         p.parallel, llama_max_parallel_sequences());
+    sipp_status st = resolve_params(model, params, &p, &spec_ngram, &spec_auto, &kv, errbuf);
+    if (st != SIPP_OK) return st;
 
     sipp_engine *e = calloc(1, sizeof *e);
     if (!e) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
@@ -141,88 +221,24 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
     pthread_cond_init(&e->cv, NULL);
     sipp_last_error_init(&e->error);
 
-    struct llama_context_params cp = sipp_model_context_params(model);
-    cp.n_ctx = (uint32_t)p.ctx_size;
-    cp.type_k = kv.k;
-    cp.type_v = kv.v;
-    cp.n_batch = (uint32_t)p.batch_size;
-    cp.n_ubatch = (uint32_t)p.batch_size;
-    cp.n_seq_max = (uint32_t)p.parallel;
-    cp.n_threads = p.threads;
-    cp.n_threads_batch = p.threads;
-    cp.kv_unified = true;
-    char llama_err[SIPP_ERROR_SIZE];
-    sipp_log_capture(llama_err);
-    sipp_buffers_capture(&e->buffers);
-    e->ctx = llama_init_from_model(model->lm, cp);
-    sipp_buffers_capture(NULL);
-    sipp_log_capture(NULL);
-    if (!e->ctx) {
-        sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "cannot create a context of %d tokens for '%s': %s", p.ctx_size,
-                  model->path, *llama_err ? llama_err : "llama.cpp gave no reason; try a smaller --ctx-size");
-        sipp_engine_free(e);
-        return SIPP_ERR_NO_MEMORY;
-    }
-    attach_threadpool(e, p.threads);
-    e->mem = llama_get_memory(e->ctx);
-    /* llama.cpp rounds the context up (to 256 cells) and caps the batch at the context: the engine
-     * keeps to the size the caller asked for and to the batch llama.cpp accepts. */
-    e->n_ctx = (int)llama_n_ctx(e->ctx) < p.ctx_size ? (int)llama_n_ctx(e->ctx) : p.ctx_size;
-    e->n_batch = (int)llama_n_batch(e->ctx) < p.batch_size ? (int)llama_n_batch(e->ctx) : p.batch_size;
-    e->batch = llama_batch_init(e->n_batch, 0, 1);
-    e->slots = calloc((size_t)p.parallel, sizeof *e->slots);
-    e->spec_p = calloc((size_t)p.parallel, sizeof *e->spec_p);
-    e->spec_room = calloc((size_t)p.parallel, sizeof *e->spec_room);
-    if (!e->slots || !e->spec_p || !e->spec_room) {
-        sipp_engine_free(e);
-        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
-    }
-    for (int i = 0; i < p.parallel; i++)
-        e->slots[i].id = i;
-    if (p.draft_model) {
-        sipp_status dst = sipp_draft_open(e, errbuf);
-        if (dst != SIPP_OK) {
-            sipp_engine_free(e);
-            return dst;
-        }
-    }
-    e->embedder = sipp_embedder_new();
-    if (!e->embedder) {
-        sipp_engine_free(e);
-        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
-    }
-    if (p.embeddings) {
-        float *probe = NULL;
-        int n_embd;
-        const char *text = "embedding context warm-up";
-        sipp_embed_options raw = sipp_embed_default_options();
-        raw.normalize = false;
-        sipp_status est = sipp_embed_run(e->embedder, model, p.ctx_size, p.threads, &text, 1, &raw, &probe,
-                                         &n_embd, NULL, errbuf);
-        free(probe);
-        if (est != SIPP_OK && est != SIPP_ERR_MODEL) {
-            sipp_engine_free(e);
-            return est;
-        }
-    }
-    e->stats.slots = p.parallel;
-    e->starting = calloc((size_t)p.parallel, sizeof *e->starting);
-    e->starting_slot = calloc((size_t)p.parallel, sizeof *e->starting_slot);
-    if (!e->starting || !e->starting_slot) {
-        sipp_engine_free(e);
-        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
-    }
-
+    if ((st = open_context(e, kv, errbuf)) != SIPP_OK) goto fail;
+    if ((st = alloc_slots(e, errbuf)) != SIPP_OK) goto fail;
+    if (p.draft_model && (st = sipp_draft_open(e, errbuf)) != SIPP_OK) goto fail;
+    if ((st = open_embedder(e, errbuf)) != SIPP_OK) goto fail;
     e->stepped = stepped;
     if (!stepped) {
         e->thread_started = pthread_create(&e->thread, NULL, engine_main, e) == 0;
         if (!e->thread_started) {
-            sipp_engine_free(e);
-            return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "cannot start the engine thread");
+            st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "cannot start the engine thread");
+            goto fail;
         }
     }
     *out = e;
     return SIPP_OK;
+
+fail:
+    sipp_engine_free(e);
+    return st;
 }
 
 sipp_status sipp_engine_new(sipp_model *model, const sipp_engine_params *params, sipp_engine **out,

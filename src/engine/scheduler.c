@@ -484,12 +484,20 @@ static bool follow_leader(sipp_engine *e, slot *s) {
     return false;
 }
 
-void sipp_sched_step(sipp_engine *e) {
-    llama_batch *b = &e->batch;
-    b->n_tokens = 0;
-    double now = sipp_now_ms();
-    int busy = 0;
+/* What one step found while building its batch, for the stats and the cut-off's cost line after the
+ * decode. Lives on the engine thread's stack: a step allocates nothing. */
+typedef struct {
+    int busy;         /* slots holding a live request */
+    bool cut;         /* the cut-off ran some slot plain that could have proposed */
+    bool drafted;     /* some slot's proposal rides in the batch */
+    bool prompt_rows; /* some slot reads its prompt in the batch */
+} step_state;
 
+/* Plan: clear each slot's rows of the last step, cancel requests whose client left or whose deadline
+ * passed, and find how many tokens each generating slot may propose (the cut-off may lower it, to 0
+ * for a plain step); then the proposals are made. */
+static void plan_step(sipp_engine *e, step_state *st) {
+    double now = sipp_now_ms();
     for (int i = 0; i < e->params.parallel; i++) {
         slot *s = &e->slots[i];
         s->i_logits = -1;
@@ -501,35 +509,44 @@ void sipp_sched_step(sipp_engine *e) {
             sipp_sched_cancel(e, s, s->req);
             continue;
         }
-        busy++;
+        st->busy++;
         if (s->generating) s->draft_room = draft_room(e, s);
     }
     int cap = e->spec_auto ? cutoff_length(e) : SIPP_DRAFT_MAX;
-    bool cut = false, drafted = false;
     for (int i = 0; i < e->params.parallel; i++) {
         slot *s = &e->slots[i];
         if (!s->req || s->draft_room <= cap) continue;
         s->draft_room = cap;
         if (cap == 0) {
             s->req->stats.cutoff_steps++;
-            cut = true;
+            st->cut = true;
         }
     }
     propose_drafts(e);
+}
+
+/* Generation rows: one token for each generating slot, its proposal (if any) behind it, every row
+ * with logits. They go first: they are the latency users see. */
+static void add_generation_rows(sipp_engine *e, step_state *st) {
+    llama_batch *b = &e->batch;
     for (int i = 0; i < e->params.parallel; i++) {
         slot *s = &e->slots[i];
-        if (s->req && s->generating) {
-            drafted |= s->n_draft > 0;
-            s->i_logits = b->n_tokens;
-            s->n_fed = 1 + s->n_draft;
-            sipp_batch_add(b, s->next_token, s->n_cache, s->id, true);
-            for (int k = 0; k < s->n_draft; k++)
-                sipp_batch_add(b, s->draft[k], s->n_cache + 1 + k, s->id, true);
-        }
+        if (!s->req || !s->generating) continue;
+        st->drafted |= s->n_draft > 0;
+        s->i_logits = b->n_tokens;
+        s->n_fed = 1 + s->n_draft;
+        sipp_batch_add(b, s->next_token, s->n_cache, s->id, true);
+        for (int k = 0; k < s->n_draft; k++)
+            sipp_batch_add(b, s->draft[k], s->n_cache + 1 + k, s->id, true);
     }
+}
+
+/* Prompt rows: chunks of the prompts being read, in what is left of the batch, each at most the
+ * policy's chunk; logits only on a prompt's last token. */
+static void add_prompt_rows(sipp_engine *e, step_state *st) {
+    llama_batch *b = &e->batch;
     int budget = e->n_batch - b->n_tokens;
     int chunk_max = prefill_chunk(e);
-    bool prompt_rows = false;
     for (int i = 0; i < e->params.parallel && budget > 0; i++) {
         slot *s = &e->slots[i];
         if (!s->req || s->generating || follow_leader(e, s)) continue;
@@ -545,83 +562,111 @@ void sipp_sched_step(sipp_engine *e) {
         }
         s->n_fed = take;
         budget -= take;
-        prompt_rows |= take > 0;
+        st->prompt_rows |= take > 0;
     }
-    if (b->n_tokens == 0) return;
+}
 
-    double t0 = sipp_now_ms();
-    int rc = llama_decode(e->ctx, *b);
+/* Decode: the one llama_decode of the step. Out of KV space, cells are freed (idle ones first) and
+ * the next step retries; any other failure ends the requests that had rows in the batch. Returns
+ * whether the batch is in the KV. */
+static bool decode_step(sipp_engine *e) {
+    int rc = llama_decode(e->ctx, e->batch);
+    if (rc == 0) return true;
     if (rc == 1) { /* no KV space for this batch; llama.cpp rolled it back, the next step retries */
         if (!free_idle_lru(e)) evict_largest(e);
-        return;
+        return false;
     }
-    if (rc != 0) {
-        char msg[SIPP_ERROR_SIZE];
-        snprintf(msg, sizeof msg, "llama_decode failed (code %d)", rc);
-        for (int i = 0; i < e->params.parallel; i++) {
-            slot *s = &e->slots[i];
-            if (!s->req || !s->n_fed) continue;
-            llama_memory_seq_rm(e->mem, s->id, s->n_cache, -1);
-            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_INTERNAL, msg);
-        }
-        return;
-    }
-
-    sipp_engine_lock(e);
-    e->stats.decode_steps++;
-    e->stats.draft_steps += drafted;
-    e->stats.cutoff_steps += cut && !drafted;
-    e->busy_slot_steps += (uint64_t)busy;
-    sipp_engine_unlock(e);
-
+    char msg[SIPP_ERROR_SIZE];
+    snprintf(msg, sizeof msg, "llama_decode failed (code %d)", rc);
     for (int i = 0; i < e->params.parallel; i++) {
         slot *s = &e->slots[i];
         if (!s->req || !s->n_fed) continue;
-        sipp_request *r = s->req;
-        /* The fed tokens are now in the KV. */
-        if (s->generating) {
-            s->cache[s->n_cache++] = s->next_token;
-            if (s->n_draft > 0) {
-                if (!cache_reserve(s, s->n_cache + s->n_draft + 2)) {
-                    s->n_draft = 0;
-                    llama_memory_seq_rm(e->mem, s->id, s->n_cache, -1);
-                    sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory");
-                    continue;
-                }
-                verify_drafts(e, s);
-                continue;
-            }
-        } else {
-            memcpy(s->cache + s->n_cache, r->prompt + s->n_prompt_done, (size_t)s->n_fed * sizeof *s->cache);
-            s->n_cache += s->n_fed;
-            s->n_prompt_done += s->n_fed;
-            sipp_engine_lock(e);
-            e->stats.tokens_in += (uint64_t)s->n_fed;
-            sipp_engine_unlock(e);
-        }
-        if (s->i_logits < 0) continue;
-        if (!cache_reserve(s, s->n_cache + 2)) {
-            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory");
-            continue;
-        }
-        /* A grammar's step over the vocabulary is the costly part of sampling: a request whose client
-         * left or whose deadline passed (maybe during another slot's step) stops before it. */
-        if (request_expired(r, sipp_now_ms())) {
-            sipp_sched_cancel(e, s, r);
-            continue;
-        }
-        llama_token t = sipp_sampler_sample(s->smpl, e, e->ctx, s->i_logits, r);
-        if (t == LLAMA_TOKEN_NULL) {
-            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_INTERNAL,
-                             "the grammar could not take the sampled token (no allowed continuation)");
-            continue;
-        }
-        if (!r->t_first) r->t_first = sipp_now_ms();
-        on_token(e, s, t);
+        llama_memory_seq_rm(e->mem, s->id, s->n_cache, -1);
+        sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_INTERNAL, msg);
     }
+    return false;
+}
+
+/* The fed rows of s are now in the KV: count them into s->cache. A generating slot with a proposal
+ * has it verified (and its tokens emitted) here. Returns whether s goes on to sample a token. */
+static bool absorb_rows(sipp_engine *e, slot *s) {
+    sipp_request *r = s->req;
+    if (!s->generating) {
+        memcpy(s->cache + s->n_cache, r->prompt + s->n_prompt_done, (size_t)s->n_fed * sizeof *s->cache);
+        s->n_cache += s->n_fed;
+        s->n_prompt_done += s->n_fed;
+        sipp_engine_lock(e);
+        e->stats.tokens_in += (uint64_t)s->n_fed;
+        sipp_engine_unlock(e);
+        return true;
+    }
+    s->cache[s->n_cache++] = s->next_token;
+    if (s->n_draft == 0) return true;
+    if (!cache_reserve(s, s->n_cache + s->n_draft + 2)) {
+        s->n_draft = 0;
+        llama_memory_seq_rm(e->mem, s->id, s->n_cache, -1);
+        sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory");
+        return false;
+    }
+    verify_drafts(e, s);
+    return false;
+}
+
+/* Sample s's next token from its logits row and pass it on. */
+static void sample_next(sipp_engine *e, slot *s) {
+    sipp_request *r = s->req;
+    if (!cache_reserve(s, s->n_cache + 2)) {
+        sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    /* A grammar's step over the vocabulary is the costly part of sampling: a request whose client
+     * left or whose deadline passed (maybe during another slot's step) stops before it. */
+    if (request_expired(r, sipp_now_ms())) {
+        sipp_sched_cancel(e, s, r);
+        return;
+    }
+    llama_token t = sipp_sampler_sample(s->smpl, e, e->ctx, s->i_logits, r);
+    if (t == LLAMA_TOKEN_NULL) {
+        sipp_slot_finish(e, s, SIPP_FINISH_ERROR, SIPP_ERR_INTERNAL,
+                         "the grammar could not take the sampled token (no allowed continuation)");
+        return;
+    }
+    if (!r->t_first) r->t_first = sipp_now_ms();
+    on_token(e, s, t);
+}
+
+/* Absorb: after a decode, every slot that had rows takes them into its cache, and one with logits
+ * samples (or verifies) what comes next. */
+static void absorb_step(sipp_engine *e) {
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        if (!s->req || !s->n_fed) continue;
+        if (absorb_rows(e, s) && s->i_logits >= 0) sample_next(e, s);
+    }
+}
+
+/* One step: plan, generation rows, prompt rows, decode, absorb. */
+void sipp_sched_step(sipp_engine *e) {
+    step_state st = {0, false, false, false};
+    e->batch.n_tokens = 0;
+    plan_step(e, &st);
+    add_generation_rows(e, &st);
+    add_prompt_rows(e, &st);
+    if (e->batch.n_tokens == 0) return;
+
+    double t0 = sipp_now_ms();
+    if (!decode_step(e)) return;
+    sipp_engine_lock(e);
+    e->stats.decode_steps++;
+    e->stats.draft_steps += st.drafted;
+    e->stats.cutoff_steps += st.cut && !st.drafted;
+    e->busy_slot_steps += (uint64_t)st.busy;
+    sipp_engine_unlock(e);
+
+    absorb_step(e);
     /* A generation step is a sample of the target's cost for the cut-off: its decode with the
      * verification and sampling of its rows (reading every row's logits costs per row too). */
-    if (e->spec_auto && !prompt_rows) spec_fit_add(&e->target_fit, b->n_tokens, sipp_now_ms() - t0);
+    if (e->spec_auto && !st.prompt_rows) spec_fit_add(&e->target_fit, e->batch.n_tokens, sipp_now_ms() - t0);
 }
 
 bool sipp_sched_has_active(const sipp_engine *e) {

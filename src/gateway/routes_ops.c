@@ -143,7 +143,37 @@ void gw_route_metrics(gw_call *call) {
     gw_reply_text(call, 200, "text/plain; version=0.0.4; charset=utf-8", out.data, out.len);
 }
 
-void gw_route_backends(gw_call *call) {
+/* A local target's placement: where its model runs, when it is loaded (else why it failed, if it did). */
+static void describe_local(gw_server *srv, gw_target *t, const char *why, json_t *o) {
+    json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
+    if (gw_residency_peek(srv, t)) {
+        const sipp_backend_decision *b = sipp_model_backend(t->model);
+        json_object_set_new(o, "backend", json_string(b->backend));
+        json_object_set_new(o, "reason", json_string(b->reason));
+        json_object_set_new(o, "devices", json_string(b->devices));
+        json_object_set_new(o, "gpu_layers", json_integer(b->gpu_layers));
+        json_object_set_new(o, "placement", placement_json(t->model));
+        gw_residency_unpeek(srv, t);
+    } else if (*why) {
+        json_object_set_new(o, "error", json_string(why));
+    }
+}
+
+/* A target served by a child process (a supervised local target): its placement is the child's. */
+static void describe_supervised(gw_target *t, int state, json_t *o) {
+    static const char *const copied[] = {"backend", "reason", "devices", "gpu_layers", "placement"};
+    json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
+    if (state != GW_STATE_READY) json_object_set_new(o, "error", json_string(t->error));
+    gw_supervise_describe(t, o);
+    json_t *child = gw_supervise_backend(t);
+    for (size_t k = 0; child && k < sizeof copied / sizeof copied[0]; k++)
+        if (json_object_get(child, copied[k]))
+            json_object_set(o, copied[k], json_object_get(child, copied[k]));
+    json_decref(child);
+}
+
+/* The targets the caller may see, each with its state and placement. */
+static json_t *targets_json(gw_call *call) {
     gw_server *srv = call->srv;
     json_t *targets = json_array();
     for (size_t i = 0; i < srv->n_targets; i++) {
@@ -154,42 +184,29 @@ void gw_route_backends(gw_call *call) {
         json_t *o =
             json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
         if (t->cfg->type == GW_TARGET_LOCAL) {
-            json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
-            if (gw_residency_peek(srv, t)) {
-                const sipp_backend_decision *b = sipp_model_backend(t->model);
-                json_object_set_new(o, "backend", json_string(b->backend));
-                json_object_set_new(o, "reason", json_string(b->reason));
-                json_object_set_new(o, "devices", json_string(b->devices));
-                json_object_set_new(o, "gpu_layers", json_integer(b->gpu_layers));
-                json_object_set_new(o, "placement", placement_json(t->model));
-                gw_residency_unpeek(srv, t);
-            } else if (*why) {
-                json_object_set_new(o, "error", json_string(why));
-            }
+            describe_local(srv, t, why, o);
         } else {
-            if (t->supervisor) { /* a local target served by a child process: its placement is the child's */
-                json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
-                if (s != GW_STATE_READY) json_object_set_new(o, "error", json_string(t->error));
-                gw_supervise_describe(t, o);
-                json_t *child = gw_supervise_backend(t);
-                static const char *const copied[] = {"backend", "reason", "devices", "gpu_layers",
-                                                     "placement"};
-                for (size_t k = 0; child && k < sizeof copied / sizeof copied[0]; k++)
-                    if (json_object_get(child, copied[k]))
-                        json_object_set(o, copied[k], json_object_get(child, copied[k]));
-                json_decref(child);
-            }
+            if (t->supervisor) describe_supervised(t, s, o);
             json_object_set_new(o, "replicas", gw_upstream_describe(t->upstream));
         }
         json_array_append_new(targets, o);
     }
-    json_t *backends = json_array(), *devices = json_array();
+    return targets;
+}
+
+static json_t *backends_json(void) {
+    json_t *backends = json_array();
     sipp_backend_info bi[GW_MAX_LISTED];
     int nb = sipp_backends_list(bi, GW_MAX_LISTED);
     for (int i = 0; i < nb && i < GW_MAX_LISTED; i++)
         json_array_append_new(backends, json_pack("{s:s, s:b, s:b, s:i}", "name", bi[i].name, "compiled",
                                                   bi[i].compiled, "available", bi[i].available, "devices",
                                                   bi[i].n_devices));
+    return backends;
+}
+
+static json_t *devices_json(void) {
+    json_t *devices = json_array();
     sipp_device_info di[GW_MAX_LISTED];
     int nd = sipp_devices_list(di, GW_MAX_LISTED);
     for (int i = 0; i < nd && i < GW_MAX_LISTED; i++)
@@ -198,6 +215,13 @@ void gw_route_backends(gw_call *call) {
                                                  di[i].description, "kind", di[i].kind, "software",
                                                  di[i].software, "memory_free", (json_int_t)di[i].memory_free,
                                                  "memory_total", (json_int_t)di[i].memory_total));
+    return devices;
+}
+
+void gw_route_backends(gw_call *call) {
+    gw_server *srv = call->srv;
+    json_t *targets = targets_json(call);
+    json_t *backends = backends_json(), *devices = devices_json();
     const char *art = sipp_runtime_artifact_dir();
     /* The artifact's bill of materials (sipp build / make write it beside manifest.json). */
     char sbom[PATH_MAX + 32], sig[PATH_MAX + 32];

@@ -43,6 +43,7 @@
 #define CATALOG_FILE "catalog.json"
 #define CTX_SIZE_MAX (1 << 24)
 #define LOOKED_MAX 8
+#define OOM_MESSAGE "out of memory reading the catalog"
 
 static const char *const known_labels[] = {"chat",      "reasoning", "tool-calling", "embeddings",
                                            "reranking", "vision",    "coding"};
@@ -127,11 +128,8 @@ static bool backend_ok(const char *name) { return sipp_backend_check_name(name, 
 
 static bool sha_ok(const char *s) { return sipp_sha256_valid(s); }
 
-/* Parses one entry of "models"; `where` names it in messages. */
-static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *where, char *errbuf) {
-    memset(e, 0, sizeof *e);
-    if (!json_is_object(obj))
-        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s is not an object", where);
+/* Every key of an entry is one the catalog knows: a typo is an error, not a field left out. */
+static sipp_status check_keys(json_t *obj, const char *where, char *errbuf) {
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
@@ -145,6 +143,13 @@ static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *w
                 "description, license, draft)",
                 where, key);
     }
+    return SIPP_OK;
+}
+
+/* The entry's name, URL (shard 1 of a split set, whose size goes to *n_files), description, license
+ * and draft model. */
+static sipp_status parse_identity(json_t *obj, sipp_catalog_entry *e, const char *where, int *n_files,
+                                  char *errbuf) {
     const char *name = json_string_value(json_object_get(obj, "name"));
     if (!name || !sipp_name_valid(name))
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
@@ -158,8 +163,8 @@ static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *w
     char file[SIPP_URL_MAX];
     sipp_url_file_name(mapped, file, sizeof file);
     sipp_split sp;
-    int n_files = sipp_split_parse(file, &sp) ? sp.count : 1;
-    if (n_files > 1 && sp.index != 1)
+    *n_files = sipp_split_parse(file, &sp) ? sp.count : 1;
+    if (*n_files > 1 && sp.index != 1)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
                          "%s ('%s'): \"url\" of a split set must name shard 1", where, name);
 
@@ -175,32 +180,43 @@ static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *w
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
                          "%s ('%s'): \"draft\" must be the name of another catalog model", where, name);
     e->draft = strdup(s ? s : "");
-    if (!e->name || !e->url || !e->description || !e->license || !e->draft) goto oom;
+    if (!e->name || !e->url || !e->description || !e->license || !e->draft)
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, OOM_MESSAGE);
+    return SIPP_OK;
+}
 
+/* "sha256": one digest, or a list with one per file of the set. */
+static sipp_status parse_sha256(json_t *obj, sipp_catalog_entry *e, const char *where, int n_files,
+                                char *errbuf) {
     const char *bad;
     json_t *sha = json_object_get(obj, "sha256");
     if (json_is_string(sha)) {
         if (!sha_ok(json_string_value(sha)))
             return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): \"sha256\" is not 64 hex digits",
-                             where, name);
+                             where, e->name);
         e->sha256 = calloc(1, sizeof *e->sha256);
-        if (!e->sha256) goto oom;
+        if (!e->sha256) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, OOM_MESSAGE);
         e->sha256[0] = malloc(SIPP_SHA256_HEX);
-        if (!e->sha256[0]) goto oom;
+        if (!e->sha256[0]) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, OOM_MESSAGE);
         e->n_sha256 = 1;
         sipp_sha256_normalize(json_string_value(sha), e->sha256[0]);
     } else if (sha) {
         if (!string_list(sha, &e->sha256, &e->n_sha256, sha_ok, &bad))
             return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                             "%s ('%s'): \"sha256\" must be 64 hex digits or a list of them%s%s", where, name,
-                             bad ? ", not " : "", bad ? bad : "");
+                             "%s ('%s'): \"sha256\" must be 64 hex digits or a list of them%s%s", where,
+                             e->name, bad ? ", not " : "", bad ? bad : "");
         for (size_t i = 0; i < e->n_sha256; i++)
             sipp_sha256_normalize(e->sha256[i], e->sha256[i]);
     }
     if (e->n_sha256 && e->n_sha256 != (size_t)n_files)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): %zu sha256 values for %d file%s",
-                         where, name, e->n_sha256, n_files, n_files == 1 ? "" : "s");
+                         where, e->name, e->n_sha256, n_files, n_files == 1 ? "" : "s");
+    return SIPP_OK;
+}
 
+/* "size", "labels", "backends" and "ctx_size", each optional. */
+static sipp_status parse_details(json_t *obj, sipp_catalog_entry *e, const char *where, char *errbuf) {
+    const char *name = e->name, *bad;
     json_t *size = json_object_get(obj, "size");
     if (size && (!json_is_integer(size) || json_integer_value(size) < 0))
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): \"size\" must be a byte count", where,
@@ -229,8 +245,19 @@ static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *w
                          CTX_SIZE_MAX);
     e->ctx_size = (int)json_integer_value(ctx);
     return SIPP_OK;
-oom:
-    return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory reading the catalog");
+}
+
+/* Parses one entry of "models"; `where` names it in messages. */
+static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *where, char *errbuf) {
+    memset(e, 0, sizeof *e);
+    if (!json_is_object(obj))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s is not an object", where);
+    int n_files = 1;
+    sipp_status st;
+    if ((st = check_keys(obj, where, errbuf)) != SIPP_OK) return st;
+    if ((st = parse_identity(obj, e, where, &n_files, errbuf)) != SIPP_OK) return st;
+    if ((st = parse_sha256(obj, e, where, n_files, errbuf)) != SIPP_OK) return st;
+    return parse_details(obj, e, where, errbuf);
 }
 
 sipp_status sipp_catalog_parse(sipp_catalog *cat, const char *text, size_t len, const char *origin,

@@ -529,134 +529,154 @@ static bool part_meta_read(const char *part_path, char *url, size_t url_cap, cha
     return ok;
 }
 
-/* Downloads one file into its .part and checks it. On success *size and sha hold the file's. */
-static sipp_status fetch(pull_state *ps, int index, const char *file, const char *url, const char *part_dir,
-                         const char *expected, char sha[SIPP_SHA256_HEX], uint64_t *size, bool *resumed,
-                         char *errbuf) {
-    const sipp_pull_params *p = ps->params;
-    char part_path[PATH_MAX];
-    sipp_pathf(part_path, sizeof part_path, "%s/%s%s", part_dir, file, SIPP_STORE_PART_EXT);
-    transfer t = {
-        .pull = ps, .index = index, .file = file, .url = url, .part_path = part_path, .part_dir = part_dir};
-    t.fd = open(part_path, O_RDWR | O_CREAT | O_CLOEXEC, FILE_MODE);
-    if (t.fd < 0) return sipp_fail(errbuf, SIPP_ERR_IO, "cannot write '%s': %s", part_path, strerror(errno));
+/* Open: the .part, locked against another pull of the same file, and the hash it feeds. A failure
+ * here leaves the .part alone: another pull may be writing it. */
+static sipp_status part_open(transfer *t, char *errbuf) {
+    t->fd = open(t->part_path, O_RDWR | O_CREAT | O_CLOEXEC, FILE_MODE);
+    if (t->fd < 0)
+        return sipp_fail(errbuf, SIPP_ERR_IO, "cannot write '%s': %s", t->part_path, strerror(errno));
     /* One pull per file at a time: the lock dies with the process, so a killed pull never blocks. */
-    if (flock(t.fd, LOCK_EX | LOCK_NB) != 0) {
-        close(t.fd);
+    if (flock(t->fd, LOCK_EX | LOCK_NB) != 0) {
+        close(t->fd);
+        t->fd = -1;
         return sipp_fail(errbuf, SIPP_ERR_BUSY,
-                         "another sipp pull is downloading %s (%s is locked); wait for it", file, part_path);
+                         "another sipp pull is downloading %s (%s is locked); wait for it", t->file,
+                         t->part_path);
     }
-    sipp_status st = SIPP_OK;
-    t.hash = sipp_sha256_new();
-    if (!t.hash) {
-        close(t.fd);
+    t->hash = sipp_sha256_new();
+    if (!t->hash) {
+        close(t->fd);
+        t->fd = -1;
         return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
     }
+    return SIPP_OK;
+}
+
+/* Resume: a .part a pull of the same URL left is kept and hashed (the next request asks for the rest);
+ * any other is emptied, and so is one that does not start as a GGUF file does. */
+static sipp_status part_resume(transfer *t, char *errbuf) {
     struct stat sb;
     char part_url[SIPP_URL_MAX];
-    if (fstat(t.fd, &sb) == 0 && sb.st_size > 0) {
-        if (part_meta_read(part_path, part_url, sizeof part_url, t.etag, sizeof t.etag) &&
-            strcmp(part_url, url) == 0) {
-            t.offset = (uint64_t)sb.st_size;
-            t.resumed = true;
-            if ((st = sipp_sha256_add_file(t.hash, t.fd, t.offset, part_path, errbuf)) != SIPP_OK) goto out;
-        } else if (ftruncate(t.fd, 0) != 0) {
-            st = sipp_fail(errbuf, SIPP_ERR_IO, "cannot truncate '%s': %s", part_path, strerror(errno));
-            goto out;
+    if (fstat(t->fd, &sb) == 0 && sb.st_size > 0) {
+        if (part_meta_read(t->part_path, part_url, sizeof part_url, t->etag, sizeof t->etag) &&
+            strcmp(part_url, t->url) == 0) {
+            t->offset = (uint64_t)sb.st_size;
+            t->resumed = true;
+            sipp_status st = sipp_sha256_add_file(t->hash, t->fd, t->offset, t->part_path, errbuf);
+            if (st != SIPP_OK) return st;
+        } else if (ftruncate(t->fd, 0) != 0) {
+            return sipp_fail(errbuf, SIPP_ERR_IO, "cannot truncate '%s': %s", t->part_path, strerror(errno));
         }
     }
-    if (t.offset > 0) {
-        /* the magic check of on_write needs the first bytes; a .part that is not GGUF is worthless */
-        size_t n = t.offset < GGUF_MAGIC_LEN ? (size_t)t.offset : GGUF_MAGIC_LEN;
-        if (pread(t.fd, t.head, n, 0) != (ssize_t)n || memcmp(t.head, GGUF_MAGIC, n) != 0) {
-            t.resumed = false;
-            if (!truncate_part(&t)) {
-                st = sipp_fail(errbuf, SIPP_ERR_IO, "cannot truncate '%s': %s", part_path,
-                               strerror(t.write_errno));
-                goto out;
-            }
-        }
-    }
+    if (t->offset == 0) return SIPP_OK;
+    /* the magic check of on_write needs the first bytes; a .part that is not GGUF is worthless */
+    size_t n = t->offset < GGUF_MAGIC_LEN ? (size_t)t->offset : GGUF_MAGIC_LEN;
+    if (pread(t->fd, t->head, n, 0) == (ssize_t)n && memcmp(t->head, GGUF_MAGIC, n) == 0) return SIPP_OK;
+    t->resumed = false;
+    if (!truncate_part(t))
+        return sipp_fail(errbuf, SIPP_ERR_IO, "cannot truncate '%s': %s", t->part_path,
+                         strerror(t->write_errno));
+    return SIPP_OK;
+}
 
+/* A .part that cannot be trusted (not GGUF, the wrong digest) is closed and deleted. */
+static void part_discard(transfer *t) {
+    close(t->fd);
+    t->fd = -1;
+    part_delete(t->part_path);
+}
+
+/* Transfer: attempts until the body is complete. A response that cannot continue the .part starts
+ * the file over (RESTARTS_MAX times); a transfer that broke off is retried from where it stopped (the
+ * pull's retries, growing pauses); anything else fails. */
+static sipp_status transfer_file(transfer *t, char *errbuf) {
+    const sipp_pull_params *p = t->pull->params;
     int retries = p->retries < 0 ? 0 : p->retries > RETRIES_MAX ? RETRIES_MAX : p->retries;
     int tries = 0, restarts = 0, attempts = 0;
     char curl_err[CURL_ERROR_SIZE];
     for (;;) {
-        uint64_t before = t.offset;
-        CURLcode rc = attempt(&t, p->source, curl_err);
-        if (t.end == END_COMPLETE || (rc == CURLE_OK && t.end == END_NONE)) break;
-        if (t.end == END_RESTART && restarts < RESTARTS_MAX) {
+        uint64_t before = t->offset;
+        CURLcode rc = attempt(t, p->source, curl_err);
+        if (t->end == END_COMPLETE || (rc == CURLE_OK && t->end == END_NONE)) return SIPP_OK;
+        if (t->end == END_RESTART && restarts < RESTARTS_MAX) {
             restarts++;
-            t.note = "the server did not resume the download; starting over";
-            t.resumed = false;
-            if (!truncate_part(&t)) {
-                t.end = END_WRITE;
-                st = transfer_error(&t, rc, curl_err, errbuf);
-                goto out;
-            }
-            continue;
+            t->note = "the server did not resume the download; starting over";
+            t->resumed = false;
+            if (truncate_part(t)) continue;
+            t->end = END_WRITE;
+            return transfer_error(t, rc, curl_err, errbuf);
         }
-        if (t.end == END_NOT_GGUF) {
-            st = transfer_error(&t, rc, curl_err, errbuf);
-            close(t.fd);
-            t.fd = -1;
-            part_delete(part_path);
-            goto out;
+        if (t->end == END_NOT_GGUF) {
+            sipp_status st = transfer_error(t, rc, curl_err, errbuf);
+            part_discard(t);
+            return st;
         }
-        if (t.end == END_NONE && transient(rc) && tries < retries && ++attempts < ATTEMPTS_MAX) {
+        if (t->end == END_NONE && transient(rc) && tries < retries && ++attempts < ATTEMPTS_MAX) {
             /* a transfer that made progress earns its retries back: only a stuck one runs out */
-            tries = t.offset >= before + PROGRESS_BYTES ? 1 : tries + 1;
-            t.note = "the connection broke off; resuming";
-            if (!report(&t, false)) {
-                t.end = END_CANCELLED;
-                st = transfer_error(&t, rc, curl_err, errbuf);
-                goto out;
+            tries = t->offset >= before + PROGRESS_BYTES ? 1 : tries + 1;
+            t->note = "the connection broke off; resuming";
+            if (!report(t, false)) {
+                t->end = END_CANCELLED;
+                return transfer_error(t, rc, curl_err, errbuf);
             }
             sleep_ms(RETRY_DELAY_MS * tries);
             continue;
         }
-        st = transfer_error(&t, rc, curl_err, errbuf);
-        goto out;
+        return transfer_error(t, rc, curl_err, errbuf);
     }
-    if (t.total && t.offset != t.total) {
+}
+
+/* Check: the whole file arrived and is on disk, its SHA-256 is the expected one (when one is known),
+ * and it reads as GGUF; a file that fails the last two is deleted. On success *size and sha hold the
+ * file's. */
+static sipp_status part_check(transfer *t, const char *expected, char sha[SIPP_SHA256_HEX], uint64_t *size,
+                              bool *resumed, char *errbuf) {
+    pull_state *ps = t->pull;
+    if (t->total && t->offset != t->total) {
         ps->fault = SIPP_PULL_FAULT_SOURCE;
-        st = sipp_fail(errbuf, SIPP_ERR_IO,
-                       "%s: got %llu bytes, the server announced %llu; run the same pull again", url,
-                       (unsigned long long)t.offset, (unsigned long long)t.total);
-        goto out;
+        return sipp_fail(errbuf, SIPP_ERR_IO,
+                         "%s: got %llu bytes, the server announced %llu; run the same pull again", t->url,
+                         (unsigned long long)t->offset, (unsigned long long)t->total);
     }
-    if (fsync(t.fd) != 0) {
-        st = sipp_fail(errbuf, SIPP_ERR_IO, "cannot write '%s': %s", part_path, strerror(errno));
-        goto out;
-    }
-    sipp_sha256_final(t.hash, sha);
-    *size = t.offset;
-    *resumed = t.resumed;
-    report(&t, true);
+    if (fsync(t->fd) != 0)
+        return sipp_fail(errbuf, SIPP_ERR_IO, "cannot write '%s': %s", t->part_path, strerror(errno));
+    sipp_sha256_final(t->hash, sha);
+    *size = t->offset;
+    *resumed = t->resumed;
+    report(t, true);
     if (expected && strcmp(expected, sha) != 0) {
-        close(t.fd);
-        t.fd = -1;
-        part_delete(part_path);
+        part_discard(t);
         ps->fault = SIPP_PULL_FAULT_SOURCE;
-        st = sipp_fail(
+        return sipp_fail(
             errbuf, SIPP_ERR_MODEL,
             "sha256 mismatch for %s: expected %s, got %s; the download was deleted. Check the URL and the "
             "expected hash",
-            file, expected, sha);
-        goto out;
+            t->file, expected, sha);
     }
     char check_err[SIPP_ERROR_SIZE];
-    if (sipp_gguf_check(part_path, check_err) != SIPP_OK) {
-        close(t.fd);
-        t.fd = -1;
-        part_delete(part_path);
+    if (sipp_gguf_check(t->part_path, check_err) != SIPP_OK) {
+        part_discard(t);
         ps->fault = SIPP_PULL_FAULT_SOURCE;
-        st = sipp_fail(errbuf, SIPP_ERR_MODEL,
-                       "the download from %s is not a usable GGUF file, so it was deleted: %s", url,
-                       check_err);
-        goto out;
+        return sipp_fail(errbuf, SIPP_ERR_MODEL,
+                         "the download from %s is not a usable GGUF file, so it was deleted: %s", t->url,
+                         check_err);
     }
-out:
+    return SIPP_OK;
+}
+
+/* Downloads one file into its .part and checks it: open, resume, transfer, check. On success *size
+ * and sha hold the file's. */
+static sipp_status fetch(pull_state *ps, int index, const char *file, const char *url, const char *part_dir,
+                         const char *expected, char sha[SIPP_SHA256_HEX], uint64_t *size, bool *resumed,
+                         char *errbuf) {
+    char part_path[PATH_MAX];
+    sipp_pathf(part_path, sizeof part_path, "%s/%s%s", part_dir, file, SIPP_STORE_PART_EXT);
+    transfer t = {
+        .pull = ps, .index = index, .file = file, .url = url, .part_path = part_path, .part_dir = part_dir};
+    sipp_status st = part_open(&t, errbuf);
+    if (st != SIPP_OK) return st;
+    if ((st = part_resume(&t, errbuf)) == SIPP_OK && (st = transfer_file(&t, errbuf)) == SIPP_OK)
+        st = part_check(&t, expected, sha, size, resumed, errbuf);
     if (t.fd >= 0) close(t.fd);
     /* a failure before the first byte leaves nothing worth resuming */
     if (st != SIPP_OK && t.offset == 0) part_delete(part_path);
@@ -798,6 +818,141 @@ static sipp_status check_not_there(const char *dir, const char *name, int n_file
                      name, path);
 }
 
+/* What a pull settles before it downloads anything. */
+typedef struct {
+    const sipp_catalog_entry *entry; /* the catalog's, when the source is in it */
+    char url[SIPP_URL_MAX];          /* shard 1's, whatever shard the source names */
+    int n_files;
+    bool have_expected;
+    char expected[SIPP_SPLIT_MAX][SIPP_SHA256_HEX]; /* one per file, when have_expected */
+} pull_plan;
+
+/* The source: a URL (hf:// made https://) or a catalog name, refused unless https for public_only,
+ * and the split set it belongs to. */
+static sipp_status resolve_source(const sipp_pull_params *p, const sipp_catalog *cat, pull_plan *pl,
+                                  sipp_pull_result *r, char *errbuf) {
+    sipp_status st;
+    if (sipp_source_is_url(p->source)) {
+        if ((st = sipp_source_to_url(p->source, pl->url, sizeof pl->url, errbuf)) != SIPP_OK) return st;
+        pl->entry = sipp_catalog_find_url(cat, pl->url);
+    } else {
+        pl->entry = sipp_catalog_find(cat, p->source);
+        if (!pl->entry)
+            return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
+                             "'%s' is neither a URL nor a model in the catalog%s%s; give an http(s):// or "
+                             "hf://ORG/REPO/FILE.gguf URL, or see sipp models list --all",
+                             p->source,
+                             cat->shipped_path[0] ? "" : " (no shipped catalog was found; set SIPP_CATALOG)",
+                             "");
+        if ((st = sipp_source_to_url(pl->entry->url, pl->url, sizeof pl->url, errbuf)) != SIPP_OK) return st;
+    }
+    if (p->public_only && strncasecmp(pl->url, "https://", strlen("https://")) != 0) {
+        r->fault = SIPP_PULL_FAULT_REFUSED;
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "'%s' is not an https:// URL; this pull takes https:// and hf:// sources only",
+                         pl->url);
+    }
+    /* the set: shard 1 first, whatever shard the URL names */
+    char file[SIPP_URL_MAX];
+    sipp_url_file_name(pl->url, file, sizeof file);
+    sipp_split sp;
+    pl->n_files = 1;
+    if (sipp_split_parse(file, &sp)) {
+        pl->n_files = sp.count;
+        if (sp.index != 1) sipp_split_sibling(pl->url, 1, pl->url, sizeof pl->url);
+    }
+    return SIPP_OK;
+}
+
+/* The model's name in the store: --name, else the catalog's, else one made from the URL's file. */
+static sipp_status resolve_name(const sipp_pull_params *p, const pull_plan *pl, sipp_store_model *m,
+                                char *errbuf) {
+    if (p->name) {
+        if (!sipp_name_valid(p->name))
+            return sipp_fail(
+                errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                "--name '%s' is not a model name (letters, digits, '.', '_', '-'; at most %d bytes; not "
+                "ending in .gguf)",
+                p->name, SIPP_NAME_MAX);
+        sipp_strlcpy(m->name, p->name, sizeof m->name);
+        return SIPP_OK;
+    }
+    if (pl->entry && !sipp_source_is_url(p->source)) { /* a URL is named by its file, even when cataloged */
+        sipp_strlcpy(m->name, pl->entry->name, sizeof m->name);
+        return SIPP_OK;
+    }
+    return sipp_source_default_name(pl->url, m->name, sizeof m->name, errbuf);
+}
+
+/* The digests the files must have: --sha256's, else the catalog's when it has one per file. */
+static sipp_status resolve_expected(const sipp_pull_params *p, pull_plan *pl, char *errbuf) {
+    if (p->sha256) {
+        if (!parse_expected(p->sha256, pl->n_files, pl->expected, errbuf)) return SIPP_ERR_INVALID_ARGUMENT;
+        pl->have_expected = true;
+    } else if (pl->entry && pl->entry->n_sha256 == (size_t)pl->n_files) {
+        for (int i = 0; i < pl->n_files; i++)
+            sipp_strlcpy(pl->expected[i], pl->entry->sha256[i], SIPP_SHA256_HEX);
+        pl->have_expected = true;
+    }
+    return SIPP_OK;
+}
+
+/* The store has the model from this URL already: the result describes it, and a digest given now
+ * must still hold for what is there. */
+static sipp_status report_already(const sipp_store_model *have, const char *name, const pull_plan *pl,
+                                  sipp_pull_result *r, char *errbuf) {
+    sipp_status st = SIPP_OK;
+    r->already = true;
+    r->size = have->size;
+    r->verified = have->verified;
+    sipp_strlcpy(r->path, have->path, sizeof r->path);
+    sipp_strlcpy(r->sha256, have->files[0].sha256, sizeof r->sha256);
+    for (int i = 0; pl->have_expected && i < pl->n_files; i++)
+        if (strcmp(have->files[i].sha256, pl->expected[i]) != 0)
+            st =
+                sipp_fail(errbuf, SIPP_ERR_MODEL,
+                          "model '%s' is in the store with sha256 %s for %s, not the expected %s; pull again "
+                          "with --force",
+                          name, have->files[i].sha256[0] ? have->files[i].sha256 : "(unknown)",
+                          have->files[i].file, pl->expected[i]);
+    return st;
+}
+
+/* Downloads every file of the set into partial/, checked, and fills m's files with them. */
+static sipp_status fetch_all(pull_state *ps, const pull_plan *pl, const char *part_dir, sipp_store_model *m,
+                             sipp_pull_result *r, char *errbuf) {
+    m->source = strdup(ps->params->source);
+    m->files = calloc((size_t)pl->n_files, sizeof *m->files);
+    if (!m->source || !m->files) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    m->n_files = pl->n_files;
+    m->managed = true;
+    m->verified = pl->have_expected;
+    for (int i = 0; i < pl->n_files; i++) {
+        sipp_store_file *f = &m->files[i];
+        sipp_store_file_name(m->name, i + 1, pl->n_files, f->file, sizeof f->file);
+        char shard_url[SIPP_URL_MAX];
+        if (pl->n_files > 1)
+            sipp_split_sibling(pl->url, i + 1, shard_url, sizeof shard_url);
+        else
+            sipp_strlcpy(shard_url, pl->url, sizeof shard_url);
+        f->url = strdup(shard_url);
+        if (!f->url) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+        bool resumed = false;
+        sipp_status st =
+            fetch(ps, i + 1, f->file, f->url, part_dir, pl->have_expected ? pl->expected[i] : NULL, f->sha256,
+                  &f->size, &resumed, errbuf);
+        if (st != SIPP_OK) {
+            r->fault = ps->fault;
+            return st;
+        }
+        r->resumed |= resumed;
+        m->size += f->size;
+    }
+    return SIPP_OK;
+}
+
+/* A pull: resolve the source, the name and the digests; stop if the store has it already; fetch
+ * every file; install them. */
 sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char *errbuf) {
     memset(r, 0, sizeof *r);
     if (!p || !p->source || !*p->source)
@@ -810,136 +965,29 @@ sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char
     sipp_catalog *cat = NULL;
     sipp_status st = sipp_catalog_load(&cat, errbuf);
     if (st != SIPP_OK) return st;
-    const sipp_catalog_entry *entry = NULL;
-    char url[SIPP_URL_MAX];
-    char expected[SIPP_SPLIT_MAX][SIPP_SHA256_HEX];
+    pull_plan pl = {0};
     sipp_store_model m = {0};
     char dir[PATH_MAX], part_dir[PATH_MAX];
-    int n_files = 1;
-    bool have_expected = false;
-
-    if (sipp_source_is_url(p->source)) {
-        if ((st = sipp_source_to_url(p->source, url, sizeof url, errbuf)) != SIPP_OK) goto out;
-        entry = sipp_catalog_find_url(cat, url);
-    } else {
-        entry = sipp_catalog_find(cat, p->source);
-        if (!entry) {
-            st = sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
-                           "'%s' is neither a URL nor a model in the catalog%s%s; give an http(s):// or "
-                           "hf://ORG/REPO/FILE.gguf URL, or see sipp models list --all",
-                           p->source,
-                           cat->shipped_path[0] ? "" : " (no shipped catalog was found; set SIPP_CATALOG)",
-                           "");
-            goto out;
-        }
-        if ((st = sipp_source_to_url(entry->url, url, sizeof url, errbuf)) != SIPP_OK) goto out;
-    }
-
-    if (p->public_only && strncasecmp(url, "https://", strlen("https://")) != 0) {
-        r->fault = SIPP_PULL_FAULT_REFUSED;
-        st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                       "'%s' is not an https:// URL; this pull takes https:// and hf:// sources only", url);
-        goto out;
-    }
-
-    /* the set: shard 1 first, whatever shard the URL names */
-    char file[SIPP_URL_MAX];
-    sipp_url_file_name(url, file, sizeof file);
-    sipp_split sp;
-    if (sipp_split_parse(file, &sp)) {
-        n_files = sp.count;
-        if (sp.index != 1) sipp_split_sibling(url, 1, url, sizeof url);
-    }
-
-    if (p->name) {
-        if (!sipp_name_valid(p->name)) {
-            st = sipp_fail(
-                errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                "--name '%s' is not a model name (letters, digits, '.', '_', '-'; at most %d bytes; not "
-                "ending in .gguf)",
-                p->name, SIPP_NAME_MAX);
-            goto out;
-        }
-        sipp_strlcpy(m.name, p->name, sizeof m.name);
-    } else if (entry && !sipp_source_is_url(p->source)) {
-        sipp_strlcpy(m.name, entry->name,
-                     sizeof m.name); /* a URL is named by its file, even when cataloged */
-    } else if ((st = sipp_source_default_name(url, m.name, sizeof m.name, errbuf)) != SIPP_OK) {
-        goto out;
-    }
-
-    if (p->sha256) {
-        if (!parse_expected(p->sha256, n_files, expected, errbuf)) {
-            st = SIPP_ERR_INVALID_ARGUMENT;
-            goto out;
-        }
-        have_expected = true;
-    } else if (entry && entry->n_sha256 == (size_t)n_files) {
-        for (int i = 0; i < n_files; i++)
-            sipp_strlcpy(expected[i], entry->sha256[i], SIPP_SHA256_HEX);
-        have_expected = true;
-    }
+    if ((st = resolve_source(p, cat, &pl, r, errbuf)) != SIPP_OK) goto out;
+    if ((st = resolve_name(p, &pl, &m, errbuf)) != SIPP_OK) goto out;
+    if ((st = resolve_expected(p, &pl, errbuf)) != SIPP_OK) goto out;
 
     if ((st = sipp_store_dir(dir, sizeof dir, errbuf)) != SIPP_OK) goto out;
     sipp_strlcpy(r->name, m.name, sizeof r->name);
-    sipp_strlcpy(r->url, url, sizeof r->url);
-    r->n_files = n_files;
+    sipp_strlcpy(r->url, pl.url, sizeof r->url);
+    r->n_files = pl.n_files;
     sipp_store_model have;
-    if (!p->force && already_there(dir, m.name, url, n_files, &have)) {
-        r->already = true;
-        r->size = have.size;
-        r->verified = have.verified;
-        sipp_strlcpy(r->path, have.path, sizeof r->path);
-        sipp_strlcpy(r->sha256, have.files[0].sha256, sizeof r->sha256);
-        /* a hash given now must still hold for what is there */
-        for (int i = 0; have_expected && i < n_files; i++)
-            if (strcmp(have.files[i].sha256, expected[i]) != 0)
-                st = sipp_fail(
-                    errbuf, SIPP_ERR_MODEL,
-                    "model '%s' is in the store with sha256 %s for %s, not the expected %s; pull again "
-                    "with --force",
-                    m.name, have.files[i].sha256[0] ? have.files[i].sha256 : "(unknown)", have.files[i].file,
-                    expected[i]);
+    if (!p->force && already_there(dir, m.name, pl.url, pl.n_files, &have)) {
+        st = report_already(&have, m.name, &pl, r, errbuf);
         sipp_store_model_clear(&have);
         goto out;
     }
-    if (p->keep_existing && (st = check_not_there(dir, m.name, n_files, r, errbuf)) != SIPP_OK) goto out;
+    if (p->keep_existing && (st = check_not_there(dir, m.name, pl.n_files, r, errbuf)) != SIPP_OK) goto out;
     if ((st = sipp_store_ensure(dir, errbuf)) != SIPP_OK) goto out;
     sipp_pathf(part_dir, sizeof part_dir, "%s/%s", dir, SIPP_STORE_PARTIAL_DIR);
 
-    m.source = strdup(p->source);
-    m.files = calloc((size_t)n_files, sizeof *m.files);
-    if (!m.source || !m.files) {
-        st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
-        goto out;
-    }
-    m.n_files = n_files;
-    m.managed = true;
-    m.verified = have_expected;
-    pull_state ps = {.params = p, .n_files = n_files, .start_ms = sipp_now_ms()};
-    for (int i = 0; i < n_files; i++) {
-        sipp_store_file *f = &m.files[i];
-        sipp_store_file_name(m.name, i + 1, n_files, f->file, sizeof f->file);
-        char shard_url[SIPP_URL_MAX];
-        if (n_files > 1)
-            sipp_split_sibling(url, i + 1, shard_url, sizeof shard_url);
-        else
-            sipp_strlcpy(shard_url, url, sizeof shard_url);
-        f->url = strdup(shard_url);
-        if (!f->url) {
-            st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
-            goto out;
-        }
-        bool resumed = false;
-        st = fetch(&ps, i + 1, f->file, f->url, part_dir, have_expected ? expected[i] : NULL, f->sha256,
-                   &f->size, &resumed, errbuf);
-        if (st != SIPP_OK) {
-            r->fault = ps.fault;
-            goto out;
-        }
-        r->resumed |= resumed;
-        m.size += f->size;
-    }
+    pull_state ps = {.params = p, .n_files = pl.n_files, .start_ms = sipp_now_ms()};
+    if ((st = fetch_all(&ps, &pl, part_dir, &m, r, errbuf)) != SIPP_OK) goto out;
     sipp_store_now(m.pulled_at);
     if ((st = install(dir, part_dir, &m, p->keep_existing, r, errbuf)) != SIPP_OK) goto out;
     sipp_pathf(r->path, sizeof r->path, "%s/%s", dir, m.files[0].file);

@@ -289,6 +289,54 @@ static const char *store_dir_or_default(const char *dir, char buf[PATH_MAX], cha
     return sipp_store_dir(buf, PATH_MAX, errbuf) == SIPP_OK ? buf : NULL;
 }
 
+/* The models a listing has found so far. */
+typedef struct {
+    sipp_store_model *models;
+    size_t n, cap;
+} model_list;
+
+/* The model a directory entry names in a pass of the listing: NAME.json in the first, NAME.gguf or
+ * shard 1 of NAME-0000i-of-0000n.gguf in the second. False for any other entry. */
+static bool entry_model_name(const char *fn, int pass, char name[SIPP_NAME_MAX + 1]) {
+    size_t len = strlen(fn);
+    const char *ext = pass == 0 ? SIPP_STORE_META_EXT : ".gguf";
+    size_t elen = strlen(ext);
+    if (fn[0] == '.' || len <= elen || strcmp(fn + len - elen, ext) != 0) return false;
+    size_t stem = len - elen;
+    sipp_split sp;
+    if (pass == 1 && sipp_split_parse(fn, &sp)) {
+        if (sp.index != 1) return false;
+        stem = sp.prefix_len;
+    }
+    if (stem > SIPP_NAME_MAX) return false;
+    memcpy(name, fn, stem);
+    name[stem] = '\0';
+    return sipp_name_valid(name);
+}
+
+/* One pass over the store's directory, adding each model it names that is not listed yet. */
+static sipp_status list_pass(DIR *d, const char *dir, int pass, model_list *l, char *errbuf) {
+    rewinddir(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char name[SIPP_NAME_MAX + 1];
+        if (!entry_model_name(e->d_name, pass, name) || listed(l->models, l->n, name)) continue;
+        if (l->n == l->cap) {
+            size_t cap = l->cap ? l->cap * 2 : 16;
+            sipp_store_model *bigger = realloc(l->models, cap * sizeof *l->models);
+            if (!bigger) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory listing the store");
+            l->models = bigger;
+            l->cap = cap;
+        }
+        char ignored[SIPP_ERROR_SIZE];
+        /* A metadata file that does not parse is skipped here; `models info NAME` reports it. */
+        sipp_status s = pass == 0 ? meta_read(dir, name, &l->models[l->n], ignored)
+                                  : bare_lookup(dir, name, &l->models[l->n], ignored);
+        if (s == SIPP_OK) l->n++;
+    }
+    return SIPP_OK;
+}
+
 sipp_status sipp_store_list(const char *dir, sipp_store_model **out, size_t *n_out, char *errbuf) {
     *out = NULL;
     *n_out = 0;
@@ -299,54 +347,19 @@ sipp_status sipp_store_list(const char *dir, sipp_store_model **out, size_t *n_o
         if (errno == ENOENT) return SIPP_OK; /* no store yet: nothing in it */
         return sipp_fail(errbuf, SIPP_ERR_IO, "cannot read the model store '%s': %s", dir, strerror(errno));
     }
-    sipp_store_model *models = NULL;
-    size_t n = 0, cap = 0;
+    model_list l = {NULL, 0, 0};
     sipp_status st = SIPP_OK;
     /* Two passes: models with metadata first, so that their files are not listed again as bare. */
-    for (int pass = 0; pass < 2 && st == SIPP_OK; pass++) {
-        rewinddir(d);
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            char name[SIPP_NAME_MAX + 1];
-            const char *fn = e->d_name;
-            size_t len = strlen(fn);
-            const char *ext = pass == 0 ? SIPP_STORE_META_EXT : ".gguf";
-            size_t elen = strlen(ext);
-            if (fn[0] == '.' || len <= elen || strcmp(fn + len - elen, ext) != 0) continue;
-            size_t stem = len - elen;
-            sipp_split sp;
-            if (pass == 1 && sipp_split_parse(fn, &sp)) {
-                if (sp.index != 1) continue;
-                stem = sp.prefix_len;
-            }
-            if (stem > SIPP_NAME_MAX) continue;
-            memcpy(name, fn, stem);
-            name[stem] = '\0';
-            if (!sipp_name_valid(name) || listed(models, n, name)) continue;
-            if (n == cap) {
-                cap = cap ? cap * 2 : 16;
-                sipp_store_model *bigger = realloc(models, cap * sizeof *models);
-                if (!bigger) {
-                    st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory listing the store");
-                    break;
-                }
-                models = bigger;
-            }
-            char ignored[SIPP_ERROR_SIZE];
-            /* A metadata file that does not parse is skipped here; `models info NAME` reports it. */
-            sipp_status s = pass == 0 ? meta_read(dir, name, &models[n], ignored)
-                                      : bare_lookup(dir, name, &models[n], ignored);
-            if (s == SIPP_OK) n++;
-        }
-    }
+    for (int pass = 0; pass < 2 && st == SIPP_OK; pass++)
+        st = list_pass(d, dir, pass, &l, errbuf);
     closedir(d);
     if (st != SIPP_OK) {
-        sipp_store_list_free(models, n);
+        sipp_store_list_free(l.models, l.n);
         return st;
     }
-    if (n) qsort(models, n, sizeof *models, by_name);
-    *out = models;
-    *n_out = n;
+    if (l.n) qsort(l.models, l.n, sizeof *l.models, by_name);
+    *out = l.models;
+    *n_out = l.n;
     return SIPP_OK;
 }
 

@@ -8,7 +8,8 @@ them one file after another with one unittest result (module and class fixtures 
 `python3 -m unittest`), prints unittest's usual output, and writes a JSON report: the counts, the
 seconds of every test and of every file (its setUpClass and setUpModule included). Shards are
 balanced by the files' seconds in the last run (--times, written by --merge), longest first onto the
-least loaded shard; a file never timed counts as DEFAULT_FILE_S.
+least loaded shard; a file never timed counts as DEFAULT_FILE_S. Without a last run (a fresh clone),
+the seconds come from BASELINE_TIMES, a run's file kept in the tree, so the first run is balanced too.
 
 --merge reads the shards' reports, prints one line "integration: ran R, failed F, skipped S", the
 slowest tests, and writes the files' seconds for the next run's balance. tests/run.sh drives both.
@@ -25,6 +26,7 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 START_DIR = os.path.join(ROOT, "tests", "integration")
 DEFAULT_FILE_S = 60.0
+BASELINE_TIMES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "test-times.json")
 
 
 class TimedResult(unittest.TextTestResult):
@@ -68,11 +70,13 @@ def shard_of(files, index, count, times):
 
 
 def load_times(path):
-    try:
-        with open(path) as f:
-            return {k: float(v) for k, v in json.load(f).items()}
-    except (OSError, ValueError, AttributeError):
-        return {}
+    for p in (path, BASELINE_TIMES):
+        try:
+            with open(p) as f:
+                return {k: float(v) for k, v in json.load(f).items()}
+        except (OSError, ValueError, AttributeError):
+            continue
+    return {}
 
 
 def run(args):

@@ -239,7 +239,8 @@ class GatewayRpcTargetTest(unittest.TestCase):
             self.assertEqual(len(errors), 1, events[-3:])
             self.assertIn(f"rpc server {self.b.endpoint} went away", errors[0])
             self.assertIsNone(g.proc.poll(), g.text())
-            self.assertIn(f"exited with status {LOST_EXIT}", g.text())
+            # The stream's error can reach the client before the gateway has reaped the process.
+            gw.wait_until(lambda: f"exited with status {LOST_EXIT}" in g.text(), WAIT_S, "the target's exit line")
         finally:
             g.kill()
 

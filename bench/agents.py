@@ -42,6 +42,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import test_api_fields as fields  # noqa: E402
 import test_gateway_support as gw  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
+from tests.support.wait import wait_until  # noqa: E402
 
 FIXTURES = {
     "codex": ("codex-0.169.0-turn1.json", "codex-0.169.0-turn2-tool-result.json"),
@@ -151,28 +152,24 @@ def one_round(port, agent):
     return {"cold": cold, "shared": shared, "turn2": t2}
 
 
-def wait_ready(port, proc, log):
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            with open(log, encoding="utf-8", errors="replace") as f:
-                raise RuntimeError(f"server exited {proc.returncode}:\n{f.read()[-3000:]}")
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            c.request("GET", "/health")
-            if c.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.25)
-    raise RuntimeError("server not ready in time")
+def healthy(port, proc, log):
+    """Whether the server answers /health with 200; raises when it has exited."""
+    if proc.poll() is not None:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            raise RuntimeError(f"server exited {proc.returncode}:\n{f.read()[-3000:]}")
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("GET", "/health")
+        return c.getresponse().status == 200
+    except OSError:
+        return False
 
 
 def start(cmd, env, port, log):
-    out = open(log, "w")
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    with open(log, "w") as out:  # the child keeps its own descriptor
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     try:
-        wait_ready(port, proc, log)
+        wait_until(lambda: healthy(port, proc, log), READY_TIMEOUT_S, f"{cmd[0]} on port {port} ready")
     except BaseException:
         stop(proc)
         raise

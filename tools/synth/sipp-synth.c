@@ -111,6 +111,9 @@ enum {
 #define CHUNK_ELEMS_PER_THREAD ((int64_t)1 << 22)
 #define MAX_THREADS 16
 
+#define MAX_SPECIAL 16       /* --add-special tokens */
+#define TOKEN_TYPE_CONTROL 3 /* llama_token_type's LLAMA_TOKEN_TYPE_CONTROL, as GGUF stores it */
+
 #define KEY_BUF 256
 #define ERR_BUF 512
 #define DESC_BUF 256
@@ -119,6 +122,8 @@ enum {
 #define TOKENIZER_PREFIX "tokenizer."
 #define TEMPLATE_KEY "tokenizer.chat_template"
 #define TOKENS_KEY "tokenizer.ggml.tokens"
+#define SCORES_KEY "tokenizer.ggml.scores"
+#define TOKEN_TYPE_KEY "tokenizer.ggml.token_type"
 #define STOP_EMBD_VALUE 16.0f /* --stop-token: the first embedding component, far above the noise */
 #define STOP_SCALE 8.0f       /* --stop-token: the final norm's and the stop token's output weight */
 
@@ -201,8 +206,10 @@ struct options {
     int64_t active_layers; /* --active-layers: blocks past these are perturbed projections (0 = none) */
     double perturb;        /* --perturb: their scale, relative to LAYER_WEIGHT_STD */
     bool perturb_set;
-    const char *stop_token; /* --stop-token: the token every answer is, at once (NULL = none) */
-    int64_t stop_id;        /* its id in the vocabulary (found by open_vocab's caller) */
+    const char *stop_token;           /* --stop-token: the token every answer is, at once (NULL = none) */
+    int64_t stop_id;                  /* its id in the vocabulary (found by open_vocab's caller) */
+    const char *special[MAX_SPECIAL]; /* --add-special: control tokens appended to the vocabulary */
+    int n_special;
 };
 
 /* The whole of a text file (malloc'ed), or NULL when it cannot be read or is empty. */
@@ -235,39 +242,43 @@ static char *read_text_file(const char *path) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: " PROG " --out FILE --vocab VOCAB.gguf [options]\n"
-            "\n"
-            "Writes a llama-architecture GGUF model with random weights and the tokenizer of VOCAB.gguf\n"
-            "(one of llama.cpp's tokenizer-only files, e.g. ggml-vocab-llama-bpe.gguf).\n"
-            "\n"
-            "  --out FILE              output model file (required)\n"
-            "  --vocab VOCAB.gguf      tokenizer source (required)\n"
-            "  --n-embd N              embedding width (default %d)\n"
-            "  --n-layer N             number of blocks (default %d)\n"
-            "  --n-head N              attention heads; must divide --n-embd (default %d)\n"
-            "  --n-head-kv N           KV heads; must divide --n-head (default %d)\n"
-            "  --n-ff N                feed-forward width (default %d)\n"
-            "  --n-ctx N               training context length (default %d)\n"
-            "  --type f32|f16|q8_0|q4_0\n"
-            "                          weight type of the matrices; norms stay f32 (default f16); f32 for a\n"
-            "                          model to train with sipp-train (llama.cpp trains only f32 tensors)\n"
-            "  --seed N                PRNG seed; equal flags give byte-identical files (default %d)\n"
-            "  --chat-template NAME    chatml, llama3 or none (default " DEFAULT_TEMPLATE ")\n"
-            "  --chat-template-file F  a Jinja template file (e.g. llama.cpp's models/templates/*.jinja)\n"
-            "  --name NAME             general.name (default " DEFAULT_NAME ")\n"
-            "  --pooling TYPE          none|mean|cls|last|rank: writes llama.pooling_type (default: unset)\n"
-            "  --layers K              write only the first K blocks: the draft of the model the other\n"
-            "                          flags describe (same seed, embeddings and output)\n"
-            "  --stop-token TEXT       a model that ends every answer at once: the vocabulary's token TEXT\n"
-            "                          (e.g. \"<|im_end|>\") wins at every position (for tests of clients\n"
-            "                          that need a finished turn; the rest of the weights stay random)\n"
-            "  --active-layers K       blocks past the first K add only --perturb S times noise (their\n"
-            "                          attention-output and FFN-down projections): the target of that draft\n"
-            "  --perturb S             the scale of that noise, relative to the layers' (default 0: none)\n"
-            "  --help                  print this help\n",
-            DEFAULT_N_EMBD, DEFAULT_N_LAYER, DEFAULT_N_HEAD, DEFAULT_N_HEAD_KV, DEFAULT_N_FF, DEFAULT_N_CTX,
-            DEFAULT_SEED);
+    fprintf(
+        f,
+        "usage: " PROG " --out FILE --vocab VOCAB.gguf [options]\n"
+        "\n"
+        "Writes a llama-architecture GGUF model with random weights and the tokenizer of VOCAB.gguf\n"
+        "(one of llama.cpp's tokenizer-only files, e.g. ggml-vocab-llama-bpe.gguf).\n"
+        "\n"
+        "  --out FILE              output model file (required)\n"
+        "  --vocab VOCAB.gguf      tokenizer source (required)\n"
+        "  --n-embd N              embedding width (default %d)\n"
+        "  --n-layer N             number of blocks (default %d)\n"
+        "  --n-head N              attention heads; must divide --n-embd (default %d)\n"
+        "  --n-head-kv N           KV heads; must divide --n-head (default %d)\n"
+        "  --n-ff N                feed-forward width (default %d)\n"
+        "  --n-ctx N               training context length (default %d)\n"
+        "  --type f32|f16|q8_0|q4_0\n"
+        "                          weight type of the matrices; norms stay f32 (default f16); f32 for a\n"
+        "                          model to train with sipp-train (llama.cpp trains only f32 tensors)\n"
+        "  --seed N                PRNG seed; equal flags give byte-identical files (default %d)\n"
+        "  --chat-template NAME    chatml, llama3 or none (default " DEFAULT_TEMPLATE ")\n"
+        "  --chat-template-file F  a Jinja template file (e.g. llama.cpp's models/templates/*.jinja)\n"
+        "  --name NAME             general.name (default " DEFAULT_NAME ")\n"
+        "  --pooling TYPE          none|mean|cls|last|rank: writes llama.pooling_type (default: unset)\n"
+        "  --layers K              write only the first K blocks: the draft of the model the other\n"
+        "                          flags describe (same seed, embeddings and output)\n"
+        "  --stop-token TEXT       a model that ends every answer at once: the vocabulary's token TEXT\n"
+        "                          (e.g. \"<|im_end|>\") wins at every position (for tests of clients\n"
+        "                          that need a finished turn; the rest of the weights stay random)\n"
+        "  --add-special TEXT      append TEXT to the vocabulary as a control token (repeatable), e.g.\n"
+        "                          \"<|im_start|>\" and \"<|im_end|>\" for a ChatML model of a vocabulary\n"
+        "                          without them (llama.cpp ends a turn at \"<|im_end|>\")\n"
+        "  --active-layers K       blocks past the first K add only --perturb S times noise (their\n"
+        "                          attention-output and FFN-down projections): the target of that draft\n"
+        "  --perturb S             the scale of that noise, relative to the layers' (default 0: none)\n"
+        "  --help                  print this help\n",
+        DEFAULT_N_EMBD, DEFAULT_N_LAYER, DEFAULT_N_HEAD, DEFAULT_N_HEAD_KV, DEFAULT_N_FF, DEFAULT_N_CTX,
+        DEFAULT_SEED);
 }
 
 static void vreport(const char *fmt, va_list ap) {
@@ -356,9 +367,11 @@ static void parse_args(int argc, char **argv, struct options *o) {
         }
 
         static const char *const known[] = {
-            "--out",  "--vocab",   "--n-embd", "--n-layer",       "--n-head",        "--n-head-kv",
-            "--n-ff", "--n-ctx",   "--type",   "--seed",          "--chat-template", "--chat-template-file",
-            "--name", "--pooling", "--layers", "--active-layers", "--perturb",       "--stop-token",
+            "--out",     "--vocab",      "--n-embd",        "--n-layer",
+            "--n-head",  "--n-head-kv",  "--n-ff",          "--n-ctx",
+            "--type",    "--seed",       "--chat-template", "--chat-template-file",
+            "--name",    "--pooling",    "--layers",        "--active-layers",
+            "--perturb", "--stop-token", "--add-special",
         };
         bool is_known = false;
         for (size_t k = 0; k < COUNT_OF(known); k++) {
@@ -427,6 +440,10 @@ static void parse_args(int argc, char **argv, struct options *o) {
         } else if (strcmp(flag, "--stop-token") == 0) {
             if (!*val) die_usage("--stop-token: empty token text");
             o->stop_token = val;
+        } else if (strcmp(flag, "--add-special") == 0) {
+            if (!*val) die_usage("--add-special: empty token text");
+            if (o->n_special == MAX_SPECIAL) die_usage("--add-special: at most %d tokens", MAX_SPECIAL);
+            o->special[o->n_special++] = val;
         } else if (strcmp(flag, "--pooling") == 0) {
             o->pooling = NULL;
             for (size_t k = 0; k < COUNT_OF(POOLINGS); k++) {
@@ -587,6 +604,56 @@ static void set_llama_f32(struct gguf_context *ctx, const char *suffix, float va
     gguf_set_val_f32(ctx, key, val);
 }
 
+/* The id of the token whose text is `text` in the vocab file, or -1. */
+static int64_t find_token(const struct gguf_context *vocab, const char *text) {
+    const int64_t tokens = gguf_find_key(vocab, TOKENS_KEY);
+    const int64_t n = (int64_t)gguf_get_arr_n(vocab, tokens);
+    for (int64_t i = 0; i < n; i++)
+        if (strcmp(gguf_get_arr_str(vocab, tokens, (size_t)i), text) == 0) return i;
+    return -1;
+}
+
+/* --add-special: rewrites the token, score and type arrays (copied from the vocab) with the
+ * control tokens appended.  Returns false after reporting. */
+static bool append_special(struct gguf_context *ctx, const struct gguf_context *vocab,
+                           const struct options *o) {
+    const int64_t tokens = gguf_find_key(vocab, TOKENS_KEY);
+    const int64_t scores = gguf_find_key(vocab, SCORES_KEY);
+    const int64_t types = gguf_find_key(vocab, TOKEN_TYPE_KEY);
+    const size_t n = gguf_get_arr_n(vocab, tokens), total = n + (size_t)o->n_special;
+    if (scores < 0 || types < 0 || gguf_get_arr_type(vocab, scores) != GGUF_TYPE_FLOAT32 ||
+        gguf_get_arr_type(vocab, types) != GGUF_TYPE_INT32 || gguf_get_arr_n(vocab, scores) != n ||
+        gguf_get_arr_n(vocab, types) != n) {
+        report("--add-special: %s has no per-token scores and types to extend; use another vocabulary",
+               o->vocab);
+        return false;
+    }
+    const char **strs = malloc(total * sizeof(*strs));
+    float *score = malloc(total * sizeof(*score));
+    int32_t *type = malloc(total * sizeof(*type));
+    bool ok = strs && score && type;
+    if (ok) {
+        for (size_t i = 0; i < n; i++)
+            strs[i] = gguf_get_arr_str(vocab, tokens, i);
+        memcpy(score, gguf_get_arr_data(vocab, scores), n * sizeof(*score));
+        memcpy(type, gguf_get_arr_data(vocab, types), n * sizeof(*type));
+        for (int k = 0; k < o->n_special; k++) {
+            strs[n + (size_t)k] = o->special[k];
+            score[n + (size_t)k] = 0.0f;
+            type[n + (size_t)k] = TOKEN_TYPE_CONTROL;
+        }
+        gguf_set_arr_str(ctx, TOKENS_KEY, strs, total);
+        gguf_set_arr_data(ctx, SCORES_KEY, GGUF_TYPE_FLOAT32, score, total);
+        gguf_set_arr_data(ctx, TOKEN_TYPE_KEY, GGUF_TYPE_INT32, type, total);
+    } else {
+        report("out of memory extending the vocabulary");
+    }
+    free(strs);
+    free(score);
+    free(type);
+    return ok;
+}
+
 /* Fills in every key.  Returns false after reporting. */
 static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *vocab,
                            const struct options *o, int64_t n_vocab) {
@@ -627,6 +694,8 @@ static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *
             return false;
         }
     }
+
+    if (o->n_special && !append_special(ctx, vocab, o)) return false;
 
     if (o->tmpl_file_text) {
         gguf_set_val_str(ctx, TEMPLATE_KEY, o->tmpl_file_text);
@@ -977,10 +1046,9 @@ int main(int argc, char **argv) {
     vocab = open_vocab(o.vocab, &n_vocab);
     if (!vocab) goto done;
     if (o.stop_token) {
-        int64_t tokens = gguf_find_key(vocab, TOKENS_KEY);
-        o.stop_id = -1;
-        for (int64_t i = 0; i < n_vocab && o.stop_id < 0; i++)
-            if (strcmp(gguf_get_arr_str(vocab, tokens, (size_t)i), o.stop_token) == 0) o.stop_id = i;
+        o.stop_id = find_token(vocab, o.stop_token);
+        for (int k = 0; k < o.n_special && o.stop_id < 0; k++)
+            if (strcmp(o.special[k], o.stop_token) == 0) o.stop_id = n_vocab + k;
         if (o.stop_id < 0) {
             report(
                 "--stop-token: '%s' is not a token of %s; give one of its tokens, e.g. its end-of-turn token",
@@ -988,6 +1056,18 @@ int main(int argc, char **argv) {
             goto done;
         }
     }
+
+    for (int k = 0; k < o.n_special; k++) {
+        bool twice = false;
+        for (int j = 0; j < k; j++)
+            twice = twice || strcmp(o.special[j], o.special[k]) == 0;
+        if (twice || find_token(vocab, o.special[k]) >= 0) {
+            report("--add-special: '%s' is already a token of %s", o.special[k],
+                   twice ? "the list" : o.vocab);
+            goto done;
+        }
+    }
+    n_vocab += o.n_special;
 
     gctx = gguf_init_empty();
     if (!gctx || !build_metadata(gctx, vocab, &o, n_vocab)) goto done;

@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 8
+#define SIPP_ABI_VERSION 9
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -450,6 +450,16 @@ typedef struct sipp_gguf_info {
     bool has_chat_template;
     int n_types;
     sipp_gguf_type_count types[SIPP_GGUF_MAX_TYPES]; /* most tensors first */
+    /* A multimodal projector (general.architecture "clip", an mmproj-*.gguf file): what it takes in
+     * and what it gives the text model. Zero/"" for any other file. */
+    bool projector;
+    bool projector_vision;        /* clip.has_vision_encoder */
+    bool projector_audio;         /* clip.has_audio_encoder */
+    char projector_type[32];      /* clip.projector_type (or clip.vision/audio.projector_type): "mlp", ... */
+    int64_t projector_image_size; /* clip.vision.image_size; -1 when it has no vision encoder */
+    int64_t projector_n_embd;     /* the width of the embeddings it gives the text model (its
+                                     output: clip.vision/audio.projection_dim, else mm's output
+                                     tensor's rows); -1 when unknown */
 } sipp_gguf_info;
 
 /* Reads the header of a GGUF file, and of the other shards when it is shard 1 of a split set (a
@@ -486,6 +496,14 @@ typedef struct sipp_model_params {
      * model loaded again from a warm page cache is ready sooner and holds about half the memory, at
      * some prefill and decode speed (BENCHMARKS.md, swapping models). false (default) repacks. */
     bool no_repack;
+    /* A multimodal projector file (mmproj-*.gguf, llama-server's --mmproj) for images and audio in
+     * chats, through llama.cpp's libmtmd (libmtmd.so of the artifact, loaded on first use: an
+     * artifact without it loads text models and refuses a projector saying why). NULL: none. A
+     * projector whose output width is not the model's n_embd is refused naming both. */
+    const char *mmproj;
+    /* Run the projector on the model's GPU backend (llama-server's --mmproj-offload, on by default);
+     * always off for a "cpu" load. */
+    bool mmproj_offload;
 } sipp_model_params;
 
 /* A load on a GPU device first takes that device's residency lease: a lock file per device
@@ -541,8 +559,11 @@ typedef struct sipp_model_info {
     int n_head_kv;
     int n_vocab;
     bool has_chat_template;
-    double load_ms;         /* wall time of sipp_model_load */
-    char chat_template[32]; /* "model" (its own Jinja template) or "chatml (fallback)" */
+    double load_ms;             /* wall time of sipp_model_load */
+    char chat_template[32];     /* "model" (its own Jinja template) or "chatml (fallback)" */
+    bool vision;                /* a projector that takes images is loaded (sipp_model_params.mmproj) */
+    bool audio;                 /* a projector that takes audio is loaded */
+    char mmproj[SIPP_PATH_MAX]; /* its file; "" when none */
 } sipp_model_info;
 
 SIPP_API void sipp_model_get_info(const sipp_model *model, sipp_model_info *info);
@@ -905,7 +926,11 @@ typedef struct sipp_request_params {
     /* A chat in the shape of an OpenAI chat request, as JSON text (instead of messages): rendered
      * with the model's Jinja template (or chat_template) by llama.cpp's chat library. Fields:
      *   messages              [{"role": system|developer|user|assistant|tool, "content", "tool_calls",
-     *                         "tool_call_id", "reasoning_content"}], content a string or text parts
+     *                         "tool_call_id", "reasoning_content"}], content a string or parts:
+     *                         {"type":"text","text"}, {"type":"image_url","image_url":{"url":
+     *                         "data:image/...;base64,..."}} and {"type":"input_audio","input_audio":
+     *                         {"data": base64, "format": "wav"|"mp3"|"flac"}} (images and audio need
+     *                         a model loaded with a projector; other URLs than data: are refused)
      *   tools                 [{"type":"function","function":{"name","description","parameters"}}]
      *   tool_choice           "auto" (default) | "none" | "required" | {"type":"function","function":
      *                         {"name"}}: required and a named function are enforced by a grammar made
@@ -958,6 +983,10 @@ typedef struct sipp_request_stats {
      * "off (repeat penalty)" (the distribution would depend on the proposals), "off (grammar,
      * thinking budget or logprobs)". */
     char speculation[48];
+    int media_tokens;  /* prompt positions that came from images or audio (in prompt_tokens) */
+    int media_encoded; /* images and audio clips the projector encoded for this request; one
+                          resent in a later turn whose KV is reused is not encoded again */
+    double encode_ms;  /* time the projector spent encoding them */
 } sipp_request_stats;
 
 /* Queues a request. SIPP_ERR_BUSY at once when the queue is full; SIPP_ERR_INVALID_ARGUMENT for

@@ -28,7 +28,7 @@
 #define SIPP_ARCH_MAX 64
 
 sipp_model_params sipp_model_default_params(void) {
-    sipp_model_params p = {.backend = "auto", .gpu_layers = -1};
+    sipp_model_params p = {.backend = "auto", .gpu_layers = -1, .mmproj_offload = true};
     return p;
 }
 

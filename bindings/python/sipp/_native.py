@@ -202,17 +202,21 @@ class BackendInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * 16), ("compiled", c_bool), ("available", c_bool), ("n_devices", c_int)]
 
 
+PATH_MAX = 4096  # SIPP_PATH_MAX
+
+
 class ModelParams(ctypes.Structure):
     _fields_ = [("backend", c_char_p), ("backend_order", c_char_p), ("gpu_layers", c_int), ("progress", PROGRESS_FN),
                 ("progress_user", c_void_p), ("vocab_only", c_bool), ("rpc_servers", c_char_p), ("tensor_split", c_char_p),
-                ("flash_attn", c_char_p), ("no_repack", c_bool)]
+                ("flash_attn", c_char_p), ("no_repack", c_bool), ("mmproj", c_char_p), ("mmproj_offload", c_bool)]
 
 
 class ModelInfo(ctypes.Structure):
     _fields_ = [("architecture", ctypes.c_char * 64), ("description", ctypes.c_char * 128),
                 ("n_params", c_uint64), ("size_bytes", c_uint64), ("n_ctx_train", c_int), ("n_embd", c_int),
                 ("n_layer", c_int), ("n_head", c_int), ("n_head_kv", c_int), ("n_vocab", c_int),
-                ("has_chat_template", c_bool), ("load_ms", c_double), ("chat_template", ctypes.c_char * 32)]
+                ("has_chat_template", c_bool), ("load_ms", c_double), ("chat_template", ctypes.c_char * 32),
+                ("vision", c_bool), ("audio", c_bool), ("mmproj", ctypes.c_char * PATH_MAX)]
 
 
 class Message(ctypes.Structure):
@@ -246,7 +250,8 @@ class RequestStats(ctypes.Structure):
                 ("queue_ms", c_double), ("ttft_ms", c_double), ("prefill_ms", c_double), ("decode_ms", c_double),
                 ("prefill_tokens_per_s", c_double), ("decode_tokens_per_s", c_double), ("total_ms", c_double),
                 ("draft_tokens", c_int), ("accepted_tokens", c_int), ("draft_steps", c_int), ("cutoff_steps", c_int),
-                ("speculation", ctypes.c_char * 48)]
+                ("speculation", ctypes.c_char * 48), ("media_tokens", c_int), ("media_encoded", c_int),
+                ("encode_ms", c_double)]
 
 
 class EngineStats(ctypes.Structure):
@@ -258,7 +263,6 @@ class EngineStats(ctypes.Structure):
 
 # ---- the model store (sipp.h "model store") ----
 NAME_MAX = 128  # SIPP_NAME_MAX
-PATH_MAX = 4096  # SIPP_PATH_MAX
 URL_MAX = 4096  # SIPP_URL_MAX
 SHA256_HEX = 65  # SIPP_SHA256_HEX
 STORE_TIME_MAX = 32  # SIPP_STORE_TIME_MAX
@@ -308,7 +312,9 @@ class GgufInfo(ctypes.Structure):
                 ("n_embd", ctypes.c_int64), ("n_layer", ctypes.c_int64), ("n_head", ctypes.c_int64),
                 ("n_head_kv", ctypes.c_int64), ("n_ff", ctypes.c_int64), ("n_vocab", ctypes.c_int64),
                 ("pooling", ctypes.c_char * 8), ("tokenizer", ctypes.c_char * 32), ("has_chat_template", c_bool),
-                ("n_types", c_int), ("types", GgufTypeCount * GGUF_MAX_TYPES)]
+                ("n_types", c_int), ("types", GgufTypeCount * GGUF_MAX_TYPES), ("projector", c_bool),
+                ("projector_vision", c_bool), ("projector_audio", c_bool), ("projector_type", ctypes.c_char * 32),
+                ("projector_image_size", ctypes.c_int64), ("projector_n_embd", ctypes.c_int64)]
 
 
 # The C name of every structure above, for the layout check (tests/test_abi.py).

@@ -1081,6 +1081,13 @@ typedef struct sipp_schema_limits {
     /* Converting the schemas to a grammar runs on a thread of its own; past this many milliseconds
      * the request is refused (the conversion finishes in the background, bounded by the limits). */
     int schema_convert_ms;
+    /* Images and audio in a chat (chat_json's image_url and input_audio parts): the bytes of one
+     * decoded file, the pixels of one image (width x height, read from its header before it is
+     * decoded), and the media of one request. Past one, the request is SIPP_ERR_INVALID_ARGUMENT
+     * naming the part and the limit. */
+    size_t image_max_bytes;
+    size_t image_max_pixels;
+    size_t media_max_items;
 } sipp_schema_limits;
 
 /* Defaults far above what real clients send (an agent's ~20 tools are about 60 KB, 200 properties)

@@ -293,6 +293,9 @@ static sipp_status add_format_stops(const sipp_request_params *p, sipp_request *
 #define DEFAULT_GRAMMAR_MAX_BYTES (64u * SCHEMA_KIB)
 #define DEFAULT_GRAMMAR_MAX_ALTERNATIVES 256u
 #define DEFAULT_SCHEMA_CONVERT_MS 5000
+#define DEFAULT_IMAGE_MAX_BYTES ((size_t)20 << 20)     /* OpenAI's limit for one image */
+#define DEFAULT_IMAGE_MAX_PIXELS ((size_t)8192 * 8192) /* llama-server decodes what stb takes */
+#define DEFAULT_MEDIA_MAX_ITEMS 16
 
 sipp_schema_limits sipp_schema_limits_default(void) {
     return (sipp_schema_limits){.schema_max_bytes = DEFAULT_SCHEMA_MAX_BYTES,
@@ -303,7 +306,10 @@ sipp_schema_limits sipp_schema_limits_default(void) {
                                 .schema_max_refs = DEFAULT_SCHEMA_MAX_REFS,
                                 .grammar_max_bytes = DEFAULT_GRAMMAR_MAX_BYTES,
                                 .grammar_max_alternatives = DEFAULT_GRAMMAR_MAX_ALTERNATIVES,
-                                .schema_convert_ms = DEFAULT_SCHEMA_CONVERT_MS};
+                                .schema_convert_ms = DEFAULT_SCHEMA_CONVERT_MS,
+                                .image_max_bytes = DEFAULT_IMAGE_MAX_BYTES,
+                                .image_max_pixels = DEFAULT_IMAGE_MAX_PIXELS,
+                                .media_max_items = DEFAULT_MEDIA_MAX_ITEMS};
 }
 
 void sipp_engine_set_schema_limits(sipp_engine *e, const sipp_schema_limits *limits) {

@@ -207,11 +207,16 @@ FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/g
 FUZZ_rpc_SRCS := tests/fuzz/fuzz_rpc.c src/backend/rpc_parse.c src/util/util.c
 FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/util/toml.c src/util/util.c
 FUZZ_range_SRCS := tests/fuzz/fuzz_range.c src/gateway/http_range.c
+FUZZ_media_SRCS := tests/fuzz/fuzz_media.c src/util/base64.c src/util/media_sniff.c
 $(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $^ -o $@
 $(BUILD)/fuzz/fuzz_range: $(FUZZ_range_SRCS)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ $@"
+	@clang $(FUZZ_CFLAGS) $^ -o $@
+$(BUILD)/fuzz/fuzz_media: $(FUZZ_media_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $^ -o $@
@@ -257,7 +262,7 @@ $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 endef
 $(foreach h,$(FUZZ_LIB),$(eval $(call fuzz_lib_rule,$(h))))
 
-FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_range $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_rpc $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
+FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_range $(BUILD)/fuzz/fuzz_media $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_rpc $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
 fuzz-bins: $(FUZZ_BINS)
 
 # The Node.js addon (bindings/node/build.sh: plain C against the pinned Node-API headers).
@@ -290,9 +295,9 @@ WEB_VARIANTS := mt st
 # Left out: what needs jansson, OpenSSL or llama.cpp's chat library (src/chat,
 # src/engine/request_json.c, src/backend/signature.c); the browser's answers are src/wasm/*_browser.c.
 # The rpc files stay: the wasm ggml has no RPC backend, so rpc is refused there as not compiled.
-WEB_NATIVE_ONLY := src/engine/request_json.c src/backend/signature.c
+WEB_NATIVE_ONLY := src/engine/request_json.c src/backend/signature.c src/model/mmproj.c
 WEB_SRCS := $(filter-out $(WEB_NATIVE_ONLY),$(sort $(wildcard src/backend/*.c src/model/*.c src/engine/*.c))) src/util/util.c \
-  src/util/last_error.c src/store/gguf_header.c src/wasm/store_browser.c src/wasm/chat_browser.c src/wasm/signature_browser.c \
+  src/util/last_error.c src/store/gguf_header.c src/wasm/store_browser.c src/wasm/chat_browser.c src/wasm/signature_browser.c src/wasm/mmproj_browser.c \
   bindings/web/src/sipp_wasm.c
 LLAMA_SRC_DIR := $(LLAMA_ROOT)/llama/source
 WEB_CFLAGS := -O3 -msimd128 -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc -I$(LLAMA_SRC_DIR)/include \

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ggml.h"
 #include "sipp.h"
 
 /* The backend names sipp knows, in one table. "all" is a build selector, not a runtime name. */
@@ -90,6 +91,10 @@ void sipp_lease_release(const char *key);
 
 /* llama.cpp's and ggml's log (log.c). Sets how much of it reaches stderr. */
 void sipp_log_route(sipp_log_level level);
+
+/* The callback llama.cpp and ggml log through; a library of their family with a log of its own
+ * (libmtmd) is given it too, so that its lines are captured and filtered alike. */
+void sipp_log_callback(enum ggml_log_level level, const char *text, void *user);
 
 /* Keeps the calling thread's first llama.cpp or ggml error line from now on in buf (SIPP_ERROR_SIZE
  * bytes, emptied here), instead of printing it; NULL stops. */

@@ -32,7 +32,7 @@ static __thread char *capture_buf;
 static __thread sipp_log_observer observer;
 static __thread void *observer_user;
 
-static void log_cb(enum ggml_log_level level, const char *text, void *user) {
+void sipp_log_callback(enum ggml_log_level level, const char *text, void *user) {
     if (level == GGML_LOG_LEVEL_INFO) sipp_buffers_note(text);
     if (observer && text) observer(text, observer_user);
     if (capture_buf) {
@@ -57,7 +57,7 @@ static void log_cb(enum ggml_log_level level, const char *text, void *user) {
     if (want <= log_level) fputs(text, stderr);
 }
 
-static void install(void) { llama_log_set(log_cb, NULL); }
+static void install(void) { llama_log_set(sipp_log_callback, NULL); }
 
 void sipp_log_route(sipp_log_level level) {
     log_level = level;

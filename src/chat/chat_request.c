@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/chat_media.h"
 #include "chat/schema_convert.h"
 #include "model/model.h"
 #include "util/schema_limits.h"
@@ -764,7 +765,9 @@ sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p,
         } else if (!(root = messages_json(p->messages, p->n_messages, err))) {
             return SIPP_ERR_INVALID_ARGUMENT;
         }
-        st = prepare_chat(m, p, &b, root, out, err);
+        json_t *msgs = json_object_get(root, "messages");
+        if (json_is_array(msgs)) st = chat_media_extract(msgs, limits, m, &out->media, &out->n_media, err);
+        if (st == SIPP_OK) st = prepare_chat(m, p, &b, root, out, err);
         json_decref(root);
     } else if (p->json_schema || p->grammar) {
         if (p->grammar && p->json_schema)
@@ -777,6 +780,7 @@ sipp_status chat_request_prepare(sipp_model *m, const sipp_request_params *p,
 
 void chat_request_clear(chat_request *c) {
     chat_plan_free(c->plan);
+    sipp_media_bytes_free(c->media, c->n_media);
     free(c->grammar);
     memset(c, 0, sizeof *c);
     c->thinking_budget = -1;

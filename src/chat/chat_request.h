@@ -10,6 +10,7 @@
 #define SIPP_CHAT_REQUEST_H
 
 #include "chat/chat_bridge.h"
+#include "model/mmproj.h"
 #include "sipp.h"
 
 /* What the engine needs of a request's chat besides the plan. */
@@ -18,7 +19,9 @@ typedef struct chat_request {
     char *grammar; /* the grammar to enforce (the plan's, or a prompt's grammar/json_schema) */
     bool grammar_lazy;
     bool grammar_prefill;
-    int thinking_budget; /* -1: none */
+    int thinking_budget;     /* -1: none */
+    sipp_media_bytes *media; /* the chat's images and audio, in the order of their markers (chat_media.c) */
+    size_t n_media;
     char warning[SIPP_ERROR_SIZE];
 } chat_request;
 

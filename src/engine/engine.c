@@ -319,6 +319,21 @@ void sipp_engine_set_schema_limits(sipp_engine *e, const sipp_schema_limits *lim
     pthread_mutex_unlock(&e->mu);
 }
 
+/* The rendered prompt as tokens: with its images and audio as their spans, when the chat has any
+ * (model/mmproj.h); their bytes are not needed past here. */
+static sipp_status tokenize_prompt(sipp_model *m, const char *text, sipp_request *r, char *err) {
+    if (r->chat.n_media == 0)
+        return sipp_model_tokenize_alloc(m, text, true, true, &r->prompt, &r->n_prompt, err);
+    sipp_status st = sipp_media_tokenize(m->mmproj, text, r->chat.media, r->chat.n_media, &r->prompt,
+                                         &r->n_prompt, &r->media, err);
+    sipp_media_bytes_free(r->chat.media, r->chat.n_media);
+    r->chat.media = NULL;
+    r->chat.n_media = 0;
+    for (int i = 0; st == SIPP_OK && i < sipp_media_n_spans(r->media); i++)
+        r->stats.media_tokens += sipp_media_span_get(r->media, i)->n;
+    return st;
+}
+
 static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, sipp_request *r, char *err) {
     sipp_model *m = e->model;
     pthread_mutex_lock(&e->mu);
@@ -351,8 +366,7 @@ static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, 
         if (st != SIPP_OK) return st;
         if (r->chat.plan) text = r->chat.plan->prompt;
         if (!*text) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt is empty");
-        if ((st = sipp_model_tokenize_alloc(m, text, true, true, &r->prompt, &r->n_prompt, err)) != SIPP_OK)
-            return st;
+        if ((st = tokenize_prompt(m, text, r, err)) != SIPP_OK) return st;
         if (r->n_prompt == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt has no tokens");
     }
     if (p->grammar && p->tokens)

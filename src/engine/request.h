@@ -32,6 +32,7 @@ struct sipp_request {
     /* Set at submit, read-only after. */
     llama_token *prompt;
     int n_prompt;
+    sipp_media_prompt *media; /* the prompt's image and audio spans (model/mmproj.h); NULL for none */
     int max_tokens;
     sipp_sampling sampling;
     bool ignore_eos;

@@ -181,7 +181,7 @@ static void penalise_prompt(struct llama_sampler *chain, const sipp_request *r) 
     int last_n = r->sampling.repeat_last_n;
     int from = last_n > 0 && r->n_prompt > last_n ? r->n_prompt - last_n : 0;
     for (int i = from; i < r->n_prompt; i++)
-        llama_sampler_accept(chain, r->prompt[i]);
+        if (r->prompt[i] >= 0) llama_sampler_accept(chain, r->prompt[i]); /* not an image's placeholders */
 }
 
 sipp_sampler *sipp_sampler_new(const sipp_model *m, sipp_request *r, char *err) {

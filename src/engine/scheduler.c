@@ -49,6 +49,7 @@
 #include "engine/slot.h"
 #include "engine/state.h"
 #include "engine/tokens.h"
+#include "model/mmproj.h"
 
 #define PIECE_MAX 256
 
@@ -136,7 +137,8 @@ void sipp_slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp_s
 static int usable_prefix(sipp_engine *e, const slot *s, const sipp_request *r) {
     if (s->n_cache == 0 || llama_memory_seq_pos_min(e->mem, s->id) != 0) return 0;
     int n = sipp_common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
-    return n < r->n_prompt ? n : r->n_prompt - 1;
+    /* An image or audio span is in the KV whole or not at all. */
+    return sipp_media_align(r->media, n < r->n_prompt ? n : r->n_prompt - 1);
 }
 
 /* The slot (busy or idle) other than `s` whose KV holds the longest prefix of the prompt, if it is
@@ -188,6 +190,7 @@ sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r) {
         spec = s->smpl->grammar || s->smpl->budget || r->top_logprobs >= 0
                    ? "off (grammar, thinking budget or logprobs)"
                    : "off (repeat penalty)";
+    if (r->media && strcmp(spec, "none") != 0) spec = "off (images or audio)";
     snprintf(r->stats.speculation, sizeof r->stats.speculation, "%s", spec);
     return SIPP_OK;
 }
@@ -298,6 +301,7 @@ static void on_token(sipp_engine *e, slot *s, llama_token t) {
 static int draft_room(sipp_engine *e, slot *s) {
     sipp_request *r = s->req;
     if ((!e->spec_ngram && !e->draft) || !(s->smpl->greedy_in_place || s->smpl->spec_sampled)) return 0;
+    if (r->media) return 0; /* a proposal would continue placeholders, which are no tokens */
     int max = e->params.draft_max;
     int share = e->n_batch / e->params.parallel - 1;
     if (max > share) max = share;
@@ -551,7 +555,8 @@ static void add_prompt_rows(sipp_engine *e, step_state *st) {
         slot *s = &e->slots[i];
         if (!s->req || s->generating || follow_leader(e, s)) continue;
         sipp_request *r = s->req;
-        int left = r->n_prompt - s->n_prompt_done;
+        int left = sipp_media_next_start(r->media, s->n_prompt_done);
+        left = (left < r->n_prompt ? left : r->n_prompt) - s->n_prompt_done; /* up to the next image */
         int take = left < budget ? left : budget;
         if (take > chunk_max) take = chunk_max;
         for (int k = 0; k < take; k++) {
@@ -563,6 +568,39 @@ static void add_prompt_rows(sipp_engine *e, step_state *st) {
         s->n_fed = take;
         budget -= take;
         st->prompt_rows |= take > 0;
+    }
+}
+
+/* Media: a slot whose prompt has reached an image or audio span has it encoded by the projector and
+ * its embeddings decoded into its sequence (mmproj.c), one span per step, before the step's batch:
+ * the other slots' tokens wait one encode, not a whole prompt's. */
+static void eval_media(sipp_engine *e) {
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        sipp_request *r = s->req;
+        if (!r || s->generating || !r->media) continue;
+        int span = sipp_media_span_at(r->media, s->n_prompt_done);
+        if (span < 0 || follow_leader(e, s) || sipp_media_span_at(r->media, s->n_prompt_done) != span)
+            continue;
+        char err[SIPP_ERROR_SIZE];
+        double ms = 0;
+        sipp_status st =
+            sipp_media_eval(e->model->mmproj, e->ctx, r->media, span, s->id, e->n_batch, &ms, err);
+        r->stats.encode_ms += ms;
+        if (st != SIPP_OK) {
+            llama_memory_seq_rm(e->mem, s->id, s->n_cache, -1);
+            sipp_slot_finish(e, s, SIPP_FINISH_ERROR, st, err);
+            return;
+        }
+        int n = sipp_media_span_get(r->media, span)->n;
+        memcpy(s->cache + s->n_cache, r->prompt + s->n_prompt_done, (size_t)n * sizeof *s->cache);
+        s->n_cache += n;
+        s->n_prompt_done += n;
+        r->stats.media_encoded++;
+        sipp_engine_lock(e);
+        e->stats.tokens_in += (uint64_t)n;
+        sipp_engine_unlock(e);
+        return;
     }
 }
 
@@ -650,6 +688,7 @@ void sipp_sched_step(sipp_engine *e) {
     step_state st = {0, false, false, false};
     e->batch.n_tokens = 0;
     plan_step(e, &st);
+    eval_media(e);
     add_generation_rows(e, &st);
     add_prompt_rows(e, &st);
     if (e->batch.n_tokens == 0) return;

@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "backend/rpc.h"
+#include "model/mmproj.h"
 #include "model/model.h"
 #include "model/model_check.h"
 #include "store/gguf_header.h"
@@ -285,6 +286,18 @@ static void describe_load(sipp_model *m, const sipp_model_params *params, const 
     }
 }
 
+/* Phase 5, when asked: the multimodal projector (mmproj.h), on the model's GPU unless the load is
+ * CPU-only or mmproj_offload is off. */
+static sipp_status load_projector(sipp_model *m, const sipp_model_params *params, char *errbuf) {
+    sipp_status st = sipp_mmproj_load(params->mmproj, m->lm, m->path, params->mmproj_offload && !m->cpu_only,
+                                      m->flash_attn, &m->mem, &m->mmproj, errbuf);
+    if (st != SIPP_OK) return st;
+    m->info.vision = sipp_mmproj_vision(m->mmproj);
+    m->info.audio = sipp_mmproj_audio(m->mmproj);
+    sipp_strlcpy(m->info.mmproj, params->mmproj, sizeof m->info.mmproj);
+    return SIPP_OK;
+}
+
 /* A load in phases: plan (no allocation), allocate, place (and lease), read the weights, describe.
  * Past the allocation every failure leaves by the one fail: label, which frees what was made
  * (sipp_model_free takes a half-built model: no weights, no lease, no chat cache are all fine). */
@@ -317,6 +330,9 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     if ((st = place_load(m, params, lp, &mp, devices, errbuf)) != SIPP_OK) goto fail;
     if ((st = read_weights(m, params, lp, mp, errbuf)) != SIPP_OK) goto fail;
     describe_load(m, params, lp, &mp);
+    if (params->mmproj && *params->mmproj && !params->vocab_only &&
+        (st = load_projector(m, params, errbuf)) != SIPP_OK)
+        goto fail;
     free(lp);
     *out = m;
     return SIPP_OK;
@@ -350,6 +366,7 @@ const char *sipp_model_template_kind(const struct llama_model *lm) {
 
 void sipp_model_free(sipp_model *m) {
     if (!m) return;
+    sipp_mmproj_free(m->mmproj);
     llama_model_free(m->lm);
     sipp_lease_release(m->lease);
     free(m->eog);

@@ -36,7 +36,8 @@ struct sipp_model {
     pthread_mutex_t chat_mu;
     void *chat;
     void (*chat_free)(void *chat);
-    sipp_memory mem; /* the weight buffers llama.cpp allocated (memory.c) */
+    sipp_memory mem;            /* the weight buffers llama.cpp allocated (memory.c) */
+    struct sipp_mmproj *mmproj; /* the multimodal projector, NULL for none (mmproj.h) */
 };
 
 /* How a model's own chats are rendered (sipp_model_info.chat_template): with its template ("model"),

@@ -30,6 +30,7 @@ engine works, so several threads can query at once.
 
 from . import _native, store
 from ._client import Client, GatewaySpec, LocalSpec, gateway, local
+from ._media import audio, image
 from ._errors import (BackendError, BusyError, CancelledError, ClosedError, ContextFullError, GatewayError,
                       InternalError, InvalidArgumentError, ModelError, NoMemoryError, NotFoundError,
                       NotSupportedError, SippError, SippIOError, SippTimeoutError)
@@ -60,7 +61,7 @@ def runtime_info():
 
 
 __all__ = [
-    "Client", "local", "gateway", "store", "LocalSpec", "GatewaySpec", "Response", "TokenStream", "Delta",
+    "Client", "local", "gateway", "store", "image", "audio", "LocalSpec", "GatewaySpec", "Response", "TokenStream", "Delta",
     "backend_selection",
     "runtime_info", "SippError", "InvalidArgumentError", "NotFoundError", "SippIOError", "ModelError",
     "BackendError", "ContextFullError", "BusyError", "CancelledError", "SippTimeoutError", "NoMemoryError",

@@ -30,6 +30,8 @@ class LocalSpec:
     draft_cutoff: str = None
     cache_type_k: str = None
     cache_type_v: str = None
+    mmproj: str = None
+    mmproj_offload: bool = True
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,8 @@ class GatewaySpec:
 
 def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_layers=None, batch_size=None,
           max_queued=None, embeddings=False, flash_attn=None, speculative=None, draft_model=None, draft_max=None,
-          draft_min=None, draft_p_min=None, draft_cutoff=None, cache_type_k=None, cache_type_v=None):
+          draft_min=None, draft_p_min=None, draft_cutoff=None, cache_type_k=None, cache_type_v=None, mmproj=None,
+          mmproj_offload=True):
     """Describes a local endpoint: a GGUF model file run by libsipp in this process.
 
     Args:
@@ -70,6 +73,9 @@ def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_la
             where speculation would be slower than plain decoding) or "off" (always up to draft_max).
         cache_type_k, cache_type_v: the KV cache's key and value types, "f16" (None), "q8_0" or "q4_0";
             a quantized V cache needs flash attention (refused where the load has it off).
+        mmproj: the model's multimodal projector (an mmproj-*.gguf file): chats may then carry images
+            and audio, as content parts or as sipp.image(path) / sipp.audio(path).
+        mmproj_offload: run the projector on the GPU backend (default True; never under backend "cpu").
     """
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"sipp.local() needs the path of a .gguf file, not {path!r}")
@@ -95,12 +101,15 @@ def local(path, backend=None, ctx_size=None, parallel=None, threads=None, gpu_la
     for name, value in (("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v)):
         if value is not None and value not in ("f16", "q8_0", "q4_0"):
             raise InvalidArgumentError(f"sipp.local({name}={value!r}): {name} must be 'f16', 'q8_0' or 'q4_0'")
+    if mmproj is not None and not isinstance(mmproj, (str, os.PathLike)):
+        raise InvalidArgumentError(f"sipp.local(mmproj={mmproj!r}): mmproj must be a .gguf path")
     if backend is not None and not isinstance(backend, str):
         raise InvalidArgumentError(f"sipp.local(backend={backend!r}): backend must be a str such as 'cpu'")
     return LocalSpec(os.fspath(path), backend, ctx_size, parallel, threads, gpu_layers, batch_size, max_queued,
                      bool(embeddings), flash_attn, speculative,
                      os.fspath(draft_model) if draft_model is not None else None, draft_max, draft_min, draft_p_min,
-                     draft_cutoff, cache_type_k, cache_type_v)
+                     draft_cutoff, cache_type_k, cache_type_v, os.fspath(mmproj) if mmproj is not None else None,
+                     bool(mmproj_offload))
 
 
 def gateway(url, token=None, model=None, timeout=600.0):

@@ -85,6 +85,9 @@ class LocalEndpoint:
             mp.gpu_layers = spec.gpu_layers
         if spec.flash_attn is not None:
             mp.flash_attn = spec.flash_attn.encode()
+        mmproj = str(spec.mmproj).encode() if spec.mmproj is not None else None
+        mp.mmproj = mmproj
+        mp.mmproj_offload = spec.mmproj_offload
         model = ctypes.c_void_p()
         N.check(lib.model_load(str(spec.path).encode(), ctypes.byref(mp), ctypes.byref(model), err), err)
 

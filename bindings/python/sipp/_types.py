@@ -188,7 +188,10 @@ def chat_messages(messages):
     out = []
     for i, m in enumerate(messages):
         if isinstance(m, dict) and isinstance(m.get("role"), str):
-            out.append(dict(m))
+            m = dict(m)
+            if isinstance(m.get("content"), (list, tuple)):  # parts: a str is a text part (sipp.image())
+                m["content"] = [{"type": "text", "text": p} if isinstance(p, str) else p for p in m["content"]]
+            out.append(m)
         else:  # a (role, content) pair, checked as check_messages does
             role, content = check_messages([m])[0] if not isinstance(m, dict) else (None, None)
             if role is None:

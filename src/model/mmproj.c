@@ -1,0 +1,363 @@
+/*
+ * mmproj.c: a model's multimodal projector through libmtmd, opened at run time (see mmproj.h).
+ *
+ * The C API sipp calls, all from mtmd.h and mtmd-helper.h at the pinned commit:
+ *   load      mtmd_context_params_default, mtmd_init_from_file (it checks the projector's output
+ *             width against the text model), mtmd_support_vision/_audio, mtmd_decode_use_mrope,
+ *             mtmd_free; mtmd_log_set / mtmd_helper_log_set route its log through sipp's
+ *   tokenize  mtmd_helper_bitmap_init_from_buf (stb_image or miniaudio by the bytes; the bitmap's id
+ *             is its SHA-256), mtmd_tokenize, mtmd_input_chunks_* and mtmd_input_chunk_* to walk the
+ *             chunks, mtmd_bitmap_free
+ *   evaluate  mtmd_helper_eval_chunk_single (mtmd_encode_chunk, then the embeddings decoded into the
+ *             sequence in batches, with the attention mask the projector needs)
+ */
+#include "model/mmproj.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "mtmd-helper.h"
+#include "mtmd.h"
+#include "store/gguf_header.h"
+#include "util/util.h"
+
+#define MTMD_LIB "libmtmd.so"
+#define CLIP_ARCH "clip"
+#define PLACEHOLDER_MASK 0x3FFFFFFF /* placeholders are -(1 + (mix & mask)): below 0, never a token */
+#define GOLDEN UINT64_C(0x9E3779B97F4A7C15)
+
+/* The entry points sipp uses, resolved from libmtmd.so once per process. */
+#define MTMD_FUNCS(X)                                                                                          \
+    X(mtmd_context_params_default)                                                                             \
+    X(mtmd_init_from_file)                                                                                     \
+    X(mtmd_free)                                                                                               \
+    X(mtmd_support_vision)                                                                                     \
+    X(mtmd_support_audio)                                                                                      \
+    X(mtmd_decode_use_mrope)                                                                                   \
+    X(mtmd_log_set)                                                                                            \
+    X(mtmd_helper_log_set)                                                                                     \
+    X(mtmd_helper_init_opt_default)                                                                            \
+    X(mtmd_helper_bitmap_init_from_buf)                                                                        \
+    X(mtmd_bitmap_free)                                                                                        \
+    X(mtmd_bitmap_is_audio)                                                                                    \
+    X(mtmd_bitmap_get_id)                                                                                      \
+    X(mtmd_input_chunks_init)                                                                                  \
+    X(mtmd_input_chunks_free)                                                                                  \
+    X(mtmd_input_chunks_size)                                                                                  \
+    X(mtmd_input_chunks_get)                                                                                   \
+    X(mtmd_input_chunk_get_type)                                                                               \
+    X(mtmd_input_chunk_get_tokens_text)                                                                        \
+    X(mtmd_input_chunk_get_n_tokens)                                                                           \
+    X(mtmd_input_chunk_get_n_pos)                                                                              \
+    X(mtmd_input_chunk_get_id)                                                                                 \
+    X(mtmd_tokenize)                                                                                           \
+    X(mtmd_helper_eval_chunk_single)
+
+static struct {
+#define FIELD(name) __typeof__(name) *name;
+    MTMD_FUNCS(FIELD)
+#undef FIELD
+} api;
+
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+static char api_error[SIPP_ERROR_SIZE]; /* why libmtmd could not be opened; "" when it was */
+
+/* One entry point into *fn; false after saying which is missing. */
+static bool resolve(void *h, const char *path, const char *name, void **fn) {
+    if ((*fn = dlsym(h, name))) return true;
+    snprintf(api_error, sizeof api_error, "%.200s has no %s: not the libmtmd of llama.cpp %s", path, name,
+             sipp_llama_release());
+    return false;
+}
+
+/* libmtmd.so beside the llama.cpp libraries this process runs (the artifact's directory). */
+static void open_api(void) {
+    const char *dir = sipp_runtime_artifact_dir();
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/" MTMD_LIB, dir ? dir : ".");
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(api_error, sizeof api_error,
+                 "this artifact has no %s (%.200s), so it runs text models only; rebuild it with make", MTMD_LIB,
+                 dlerror());
+        return;
+    }
+#define RESOLVE(name)                                                                                          \
+    if (!resolve(h, path, #name, (void **)&api.name)) return;
+    MTMD_FUNCS(RESOLVE)
+#undef RESOLVE
+    api.mtmd_log_set(sipp_log_callback, NULL);
+    api.mtmd_helper_log_set(sipp_log_callback, NULL);
+}
+
+struct sipp_mmproj {
+    mtmd_context *ctx;
+    pthread_mutex_t mu; /* encoding is not thread-safe: one at a time */
+    bool vision, audio;
+    char path[PATH_MAX];
+};
+
+struct sipp_media_prompt {
+    mtmd_input_chunks *chunks;
+    int *chunk_of; /* the chunk of each span */
+    sipp_media_span *spans;
+    int n_spans;
+};
+
+/* The file is a whole projector GGUF (general.architecture "clip") before libmtmd reads it. */
+static sipp_status check_file(const char *path, char *errbuf) {
+    sipp_gguf_header *h;
+    sipp_status st = sipp_gguf_header_open(path, &h, errbuf);
+    if (st != SIPP_OK) return st;
+    const char *arch = NULL;
+    char why[SIPP_ERROR_SIZE];
+    if (sipp_gguf_get_str(h, "general.architecture", &arch, why) != SIPP_OK || strcmp(arch, CLIP_ARCH) != 0)
+        st = sipp_fail(errbuf, SIPP_ERR_MODEL,
+                       "'%s' is not a multimodal projector (its architecture is '%s', a projector's is '" CLIP_ARCH
+                       "'); give the mmproj-*.gguf file published with the model",
+                       path, arch ? arch : "unset");
+    sipp_gguf_header_close(h);
+    return st;
+}
+
+/* libmtmd's own words for a failed load, made into sipp's: the width mismatch names both widths. */
+static sipp_status load_failed(const char *text_path, const char *path, const char *why, char *errbuf) {
+    int text = 0, proj = 0;
+    const char *mm = strstr(why, "mismatch between text model");
+    if (mm && sscanf(mm, "mismatch between text model (n_embd = %d) and mmproj (n_embd = %d)", &text, &proj) == 2)
+        return sipp_fail(errbuf, SIPP_ERR_MODEL,
+                         "projector '%s' gives %d-wide embeddings but model '%s' takes %d (n_embd); use the "
+                         "projector made for this model",
+                         path, proj, text_path, text);
+    return sipp_fail(errbuf, SIPP_ERR_MODEL, "projector '%s' failed to load: %s", path,
+                     *why ? why : "libmtmd gave no reason");
+}
+
+sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, const char *text_path, bool use_gpu,
+                             enum llama_flash_attn_type flash_attn, sipp_memory *mem, sipp_mmproj **out,
+                             char *errbuf) {
+    *out = NULL;
+    pthread_once(&api_once, open_api);
+    if (*api_error) return sipp_fail(errbuf, SIPP_ERR_BACKEND, "cannot load projector '%s': %s", path, api_error);
+    sipp_status st = check_file(path, errbuf);
+    if (st != SIPP_OK) return st;
+    sipp_mmproj *p = calloc(1, sizeof *p);
+    if (!p) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);
+    struct mtmd_context_params cp = api.mtmd_context_params_default();
+    cp.use_gpu = use_gpu;
+    cp.print_timings = false;
+    cp.warmup = false;
+    cp.flash_attn_type = flash_attn;
+    char why[SIPP_ERROR_SIZE];
+    sipp_log_capture(why);
+    sipp_buffers_capture(mem);
+    p->ctx = api.mtmd_init_from_file(path, lm, cp);
+    sipp_buffers_capture(NULL);
+    sipp_log_capture(NULL);
+    if (!p->ctx) {
+        free(p);
+        return load_failed(text_path, path, why, errbuf);
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    if (api.mtmd_decode_use_mrope(p->ctx)) {
+        sipp_mmproj_free(p);
+        return sipp_fail(errbuf, SIPP_ERR_MODEL,
+                         "projector '%s' places images with M-RoPE positions (the Qwen2-VL family), which sipp "
+                         "does not support yet; use a model whose projector does not",
+                         path);
+    }
+    p->vision = api.mtmd_support_vision(p->ctx);
+    p->audio = api.mtmd_support_audio(p->ctx);
+    sipp_strlcpy(p->path, path, sizeof p->path);
+    *out = p;
+    return SIPP_OK;
+}
+
+void sipp_mmproj_free(sipp_mmproj *p) {
+    if (!p) return;
+    api.mtmd_free(p->ctx);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+bool sipp_mmproj_vision(const sipp_mmproj *p) { return p && p->vision; }
+bool sipp_mmproj_audio(const sipp_mmproj *p) { return p && p->audio; }
+
+/* ---- prompts ---------------------------------------------------------------------------------- */
+
+void sipp_media_bytes_free(sipp_media_bytes *items, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        free(items[i].data);
+    free(items);
+}
+
+void sipp_media_prompt_free(sipp_media_prompt *mp) {
+    if (!mp) return;
+    if (mp->chunks) api.mtmd_input_chunks_free(mp->chunks);
+    free(mp->chunk_of);
+    free(mp->spans);
+    free(mp);
+}
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= UINT64_C(0xBF58476D1CE4E5B9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94D049BB133111EB);
+    return x ^ (x >> 31);
+}
+
+/* The placeholders of a media chunk, from its id (the file's SHA-256 in hex). */
+static void placeholders(const char *id, llama_token *out, int n) {
+    uint64_t h = 0;
+    for (const char *c = id ? id : ""; *c; c++)
+        h = mix64(h ^ (unsigned char)*c);
+    for (int k = 0; k < n; k++)
+        out[k] = -(llama_token)(1 + (mix64(h + GOLDEN * (uint64_t)(k + 1)) & PLACEHOLDER_MASK));
+}
+
+/* The bitmaps of the items; false after naming the one libmtmd cannot read. */
+static bool make_bitmaps(const sipp_mmproj *p, const sipp_media_bytes *items, size_t n, mtmd_bitmap **bm,
+                         char *errbuf) {
+    for (size_t i = 0; i < n; i++) {
+        const char *kind = items[i].audio ? "audio clip" : "image";
+        if (items[i].audio ? !p->audio : !p->vision) {
+            sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "media item %zu is an %s, but projector '%s' takes %s only",
+                      i + 1, kind, p->path, p->vision ? "images" : "audio");
+            return false;
+        }
+        char why[SIPP_ERROR_SIZE];
+        sipp_log_capture(why);
+        bm[i] = api.mtmd_helper_bitmap_init_from_buf(p->ctx, items[i].data, items[i].len, false,
+                                                     api.mtmd_helper_init_opt_default())
+                    .bitmap;
+        sipp_log_capture(NULL);
+        if (!bm[i] || api.mtmd_bitmap_is_audio(bm[i]) != items[i].audio) {
+            sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "media item %zu (%zu bytes) is not a readable %s%s%s", i + 1,
+                      items[i].len, kind, *why ? ": " : "", why);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Walks the chunks into tokens and spans. */
+static sipp_status flatten(sipp_media_prompt *mp, llama_token **tokens, int *n_tokens, char *errbuf) {
+    size_t n_chunks = api.mtmd_input_chunks_size(mp->chunks), total = 0;
+    for (size_t c = 0; c < n_chunks; c++)
+        total += api.mtmd_input_chunk_get_n_tokens(api.mtmd_input_chunks_get(mp->chunks, c));
+    if (total == 0 || total > INT_MAX / 2) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    llama_token *t = malloc(total * sizeof *t);
+    mp->spans = calloc(n_chunks, sizeof *mp->spans);
+    mp->chunk_of = calloc(n_chunks, sizeof *mp->chunk_of);
+    if (!t || !mp->spans || !mp->chunk_of) {
+        free(t);
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+    int at = 0;
+    for (size_t c = 0; c < n_chunks; c++) {
+        const mtmd_input_chunk *ch = api.mtmd_input_chunks_get(mp->chunks, c);
+        enum mtmd_input_chunk_type type = api.mtmd_input_chunk_get_type(ch);
+        int n = (int)api.mtmd_input_chunk_get_n_tokens(ch);
+        if (type == MTMD_INPUT_CHUNK_TYPE_TEXT) {
+            size_t nt = 0;
+            const llama_token *tt = api.mtmd_input_chunk_get_tokens_text(ch, &nt);
+            memcpy(t + at, tt, nt * sizeof *t);
+        } else {
+            placeholders(api.mtmd_input_chunk_get_id(ch), t + at, n);
+            mp->chunk_of[mp->n_spans] = (int)c;
+            mp->spans[mp->n_spans++] =
+                (sipp_media_span){.start = at, .n = n, .audio = type == MTMD_INPUT_CHUNK_TYPE_AUDIO};
+        }
+        at += n;
+    }
+    *tokens = t;
+    *n_tokens = at;
+    return SIPP_OK;
+}
+
+sipp_status sipp_media_tokenize(sipp_mmproj *p, const char *text, const sipp_media_bytes *items, size_t n,
+                                llama_token **tokens, int *n_tokens, sipp_media_prompt **out, char *errbuf) {
+    *tokens = NULL;
+    *out = NULL;
+    sipp_media_prompt *mp = calloc(1, sizeof *mp);
+    mtmd_bitmap **bm = calloc(n ? n : 1, sizeof *bm);
+    sipp_status st = SIPP_OK;
+    if (!mp || !bm || !(mp->chunks = api.mtmd_input_chunks_init()))
+        st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    else if (!make_bitmaps(p, items, n, bm, errbuf))
+        st = SIPP_ERR_INVALID_ARGUMENT;
+    if (st == SIPP_OK) {
+        mtmd_input_text in = {.text = text, .text_len = strlen(text), .add_special = true, .parse_special = true};
+        char why[SIPP_ERROR_SIZE];
+        sipp_log_capture(why);
+        int32_t rc = api.mtmd_tokenize(p->ctx, mp->chunks, &in, (const mtmd_bitmap *const *)bm, n);
+        sipp_log_capture(NULL);
+        if (rc == 1)
+            st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                           "the chat has %zu media items but its text has another number of '" SIPP_MEDIA_MARKER
+                           "' markers; do not write that marker in a message",
+                           n);
+        else if (rc != 0)
+            st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the projector could not prepare the media%s%s",
+                           *why ? ": " : "", why);
+    }
+    for (size_t i = 0; bm && i < n; i++)
+        if (bm[i]) api.mtmd_bitmap_free(bm[i]);
+    free(bm);
+    if (st == SIPP_OK) st = flatten(mp, tokens, n_tokens, errbuf);
+    if (st != SIPP_OK) {
+        sipp_media_prompt_free(mp);
+        return st;
+    }
+    *out = mp;
+    return SIPP_OK;
+}
+
+int sipp_media_n_spans(const sipp_media_prompt *mp) { return mp ? mp->n_spans : 0; }
+const sipp_media_span *sipp_media_span_get(const sipp_media_prompt *mp, int i) { return &mp->spans[i]; }
+
+int sipp_media_span_at(const sipp_media_prompt *mp, int pos) {
+    for (int i = 0; mp && i < mp->n_spans; i++)
+        if (mp->spans[i].start == pos) return i;
+    return -1;
+}
+
+int sipp_media_next_start(const sipp_media_prompt *mp, int pos) {
+    for (int i = 0; mp && i < mp->n_spans; i++)
+        if (mp->spans[i].start >= pos) return mp->spans[i].start;
+    return INT_MAX;
+}
+
+int sipp_media_align(const sipp_media_prompt *mp, int n) {
+    for (int i = 0; mp && i < mp->n_spans; i++)
+        if (n > mp->spans[i].start && n < mp->spans[i].start + mp->spans[i].n) return mp->spans[i].start;
+    return n;
+}
+
+sipp_status sipp_media_eval(sipp_mmproj *p, struct llama_context *ctx, const sipp_media_prompt *mp, int i,
+                            llama_seq_id seq_id, int n_batch, double *encode_ms, char *errbuf) {
+    const mtmd_input_chunk *ch = api.mtmd_input_chunks_get(mp->chunks, (size_t)mp->chunk_of[i]);
+    llama_pos new_pos = 0;
+    double t0 = sipp_now_ms();
+    char why[SIPP_ERROR_SIZE];
+    pthread_mutex_lock(&p->mu);
+    sipp_log_capture(why);
+    int32_t rc = api.mtmd_helper_eval_chunk_single(p->ctx, ctx, ch, mp->spans[i].start, seq_id, n_batch, false,
+                                                   &new_pos);
+    sipp_log_capture(NULL);
+    pthread_mutex_unlock(&p->mu);
+    *encode_ms = sipp_now_ms() - t0;
+    if (rc == 0) return SIPP_OK;
+    if (strstr(why, "decode") || rc == 1)
+        return sipp_fail(errbuf, SIPP_ERR_CONTEXT_FULL,
+                         "no room in the context for media item %d (%d positions); raise ctx_size", i + 1,
+                         mp->spans[i].n);
+    return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "the projector failed to encode media item %d%s%s", i + 1,
+                     *why ? ": " : "", why);
+}

@@ -1,0 +1,87 @@
+/*
+ * mmproj.h: a model's multimodal projector (an mmproj-*.gguf file: images and audio into the text
+ * model's embedding space) through llama.cpp's libmtmd (internal).
+ *
+ * libmtmd.so is part of the artifact but no package ships it and the browser has none, so it is
+ * opened at run time on the first projector load (dlopen, beside libllama.so): a text model never
+ * needs it, and an artifact without it refuses a projector saying so.
+ *
+ * A prompt with media becomes tokens in which each image or audio clip stands as a span of
+ * placeholder ids, negative (never a vocabulary id) and derived from the file's SHA-256 and the
+ * position in the span. The engine's prefix matching compares them like any token, so a turn that
+ * sends the same image again finds its cells in the KV and does not encode it again; a different
+ * image differs at its first placeholder. A span is evaluated whole (sipp_media_eval: the projector
+ * encodes it, then its embeddings are decoded into the sequence), never in part: a reused prefix that
+ * would end inside one is cut back to its start (sipp_media_align).
+ */
+#ifndef SIPP_MODEL_MMPROJ_H
+#define SIPP_MODEL_MMPROJ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "llama.h"
+#include "sipp.h"
+
+/* The marker a chat's rendered prompt carries where each media item goes (libmtmd's default). */
+#define SIPP_MEDIA_MARKER "<__media__>"
+
+/* One decoded file from a chat (src/chat): an image (PNG, JPEG, GIF, BMP) or audio (WAV, MP3, FLAC). */
+typedef struct sipp_media_bytes {
+    unsigned char *data;
+    size_t len;
+    bool audio;
+} sipp_media_bytes;
+
+/* Frees items[0..n) and the array. */
+void sipp_media_bytes_free(sipp_media_bytes *items, size_t n);
+
+/* One media item's placeholders in a prompt. */
+typedef struct sipp_media_span {
+    int start; /* its first position in the prompt's tokens */
+    int n;     /* positions it takes */
+    bool audio;
+} sipp_media_span;
+
+typedef struct sipp_media_prompt sipp_media_prompt;
+
+typedef struct sipp_mmproj sipp_mmproj;
+
+/* Opens libmtmd and loads the projector at path for the text model lm (loaded from text_path): the
+ * file is checked first (a projector GGUF), then libmtmd checks its output width against lm's
+ * n_embd. Its buffers are counted into mem. SIPP_ERR_MODEL naming the file and the problem (both
+ * widths for a mismatch; what sipp does not support yet: M-RoPE positions); SIPP_ERR_BACKEND when
+ * the artifact has no libmtmd. */
+sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, const char *text_path, bool use_gpu,
+                             enum llama_flash_attn_type flash_attn, sipp_memory *mem, sipp_mmproj **out,
+                             char *errbuf);
+void sipp_mmproj_free(sipp_mmproj *p);
+bool sipp_mmproj_vision(const sipp_mmproj *p); /* it takes images */
+bool sipp_mmproj_audio(const sipp_mmproj *p);  /* it takes audio */
+
+/* Tokenizes a rendered prompt whose SIPP_MEDIA_MARKERs stand for items[0..n) in order: *tokens
+ * (malloc'ed, *n_tokens) with each item's placeholders, and *out the spans and what evaluates them.
+ * SIPP_ERR_INVALID_ARGUMENT naming the item that is not a readable image or audio clip, or the
+ * kind the projector does not take. [any thread] */
+sipp_status sipp_media_tokenize(sipp_mmproj *p, const char *text, const sipp_media_bytes *items, size_t n,
+                                llama_token **tokens, int *n_tokens, sipp_media_prompt **out, char *errbuf);
+void sipp_media_prompt_free(sipp_media_prompt *mp);
+
+/* The spans, in prompt order. */
+int sipp_media_n_spans(const sipp_media_prompt *mp);
+const sipp_media_span *sipp_media_span_get(const sipp_media_prompt *mp, int i);
+
+/* The span that starts at pos, or -1. */
+int sipp_media_span_at(const sipp_media_prompt *mp, int pos);
+/* The first span start at or after pos, or INT_MAX when none is left. */
+int sipp_media_next_start(const sipp_media_prompt *mp, int pos);
+/* n tokens of the prompt as a reusable prefix: n, or the start of the span n falls inside. */
+int sipp_media_align(const sipp_media_prompt *mp, int n);
+
+/* Evaluates span i into sequence seq_id of ctx at its position: the projector encodes the item and
+ * its embeddings are decoded in batches of n_batch. *encode_ms: the time it took. Engine thread;
+ * calls on one projector are serialised. SIPP_ERR_CONTEXT_FULL when the KV has no room for it. */
+sipp_status sipp_media_eval(sipp_mmproj *p, struct llama_context *ctx, const sipp_media_prompt *mp, int i,
+                            llama_seq_id seq_id, int n_batch, double *encode_ms, char *errbuf);
+
+#endif

@@ -136,5 +136,61 @@ class SynthTest(unittest.TestCase):
         self.assertIn("--n-embd", r.stderr)
 
 
+class SynthProjectorTest(unittest.TestCase):
+    """--projector: the files' keys and determinism here; that mtmd loads them, test_synth_projector."""
+
+    def setUp(self):
+        if not os.access(SYNTH, os.X_OK):
+            raise AssertionError(f"{SYNTH} is not built (make {SYNTH})")
+        self.tmp = tempfile.TemporaryDirectory(prefix="sipp-synth-proj-")
+        self.addCleanup(self.tmp.cleanup)
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def write(self, name, *args):
+        out = self.path(name)
+        r = run_synth("--out", out, *args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out, "rb") as f:
+            return f.read()
+
+    def test_kinds_write_clip_files(self):
+        for kind, ptype in (("llava", b"mlp"), ("qwen2a", b"qwen2a")):
+            with self.subTest(kind=kind):
+                data = self.write(f"{kind}.gguf", "--projector", kind, "--n-embd", "64")
+                self.assertEqual(data[:len(GGUF_MAGIC)], GGUF_MAGIC)
+                self.assertIn(b"clip.projector_type", data)
+                self.assertIn(b"clip", data[:4096])
+                self.assertIn(ptype, data)
+                self.assertIn(b"mm.a.fc.weight" if kind == "qwen2a" else b"mm.2.weight", data)
+
+    def test_deterministic_by_seed(self):
+        for kind in ("llava", "qwen2a"):
+            with self.subTest(kind=kind):
+                a = self.write("a.gguf", "--projector", kind, "--seed", "5")
+                b = self.write("b.gguf", "--projector", kind, "--seed", "5")
+                c = self.write("c.gguf", "--projector", kind, "--seed", "6")
+                self.assertEqual(a, b)
+                self.assertNotEqual(a, c)
+
+    def test_usage_errors(self):
+        cases = [
+            (["--projector", "sam"], "--projector"),
+            (["--projector", "llava", "--vocab", VOCAB], "--vocab"),
+            (["--projector", "llava", "--n-layer", "2"], "--n-layer"),
+            (["--projector", "llava", "--type", "q8_0"], "--type"),
+            (["--projector", "llava", "--image-size", "50", "--patch-size", "8"], "--patch-size"),
+            (["--vocab", VOCAB, "--image-size", "64"], "--image-size needs --projector"),
+        ]
+        for args, message in cases:
+            with self.subTest(args=args):
+                out = self.path("x.gguf")
+                r = run_synth("--out", out, *args)
+                self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertFalse(os.path.exists(out))
+
+
 if __name__ == "__main__":
     unittest.main()

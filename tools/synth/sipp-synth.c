@@ -60,6 +60,7 @@
 #include "ggml.h"
 #include "gguf.h"
 #include "llama.h" /* only for the LLAMA_FTYPE_* and LLAMA_POOLING_TYPE_* values; nothing is called */
+#include "synth.h"
 
 #define PROG "sipp-synth"
 
@@ -78,13 +79,16 @@ enum {
 #define DEFAULT_SEED 42
 #define DEFAULT_NAME "sipp-synth"
 #define DEFAULT_TEMPLATE "chatml"
+#define DEFAULT_IMAGE_SIZE 48 /* --projector llava: 48 px in 8 px patches, 36 tokens an image */
+#define DEFAULT_PATCH_SIZE 8
 
 /* upper bounds on the flags, to reject typos before they turn into terabyte files */
 #define MAX_DIM (1 << 16) /* n_embd, n_ff */
 #define MAX_HEADS 1024
 #define MAX_LAYERS 512 /* LLAMA_MAX_LAYERS in llama.cpp */
 #define MAX_CTX (1 << 24)
-#define MAX_PERTURB 100.0 /* --perturb: far past where the target forgets its draft */
+#define MAX_IMAGE_SIZE 8192 /* mtmd's own cap on clip.vision.image_size */
+#define MAX_PERTURB 100.0   /* --perturb: far past where the target forgets its draft */
 
 /* fixed hyperparameters */
 #define RMS_NORM_EPS 1e-5f
@@ -111,7 +115,6 @@ enum {
 #define CHUNK_ELEMS_PER_THREAD ((int64_t)1 << 22)
 #define MAX_THREADS 16
 
-#define MAX_SPECIAL 16       /* --add-special tokens */
 #define TOKEN_TYPE_CONTROL 3 /* llama_token_type's LLAMA_TOKEN_TYPE_CONTROL, as GGUF stores it */
 
 #define KEY_BUF 256
@@ -162,12 +165,6 @@ static const struct named_template TEMPLATES[] = {
 /* ---------------------------------------------------------------------------------------------- */
 /* options                                                                                         */
 
-struct weight_type {
-    const char *name;
-    enum ggml_type type;
-    uint32_t file_type; /* general.file_type: a llama_ftype */
-};
-
 static const struct weight_type WEIGHT_TYPES[] = {
     {"f16", GGML_TYPE_F16, LLAMA_FTYPE_MOSTLY_F16}, /* the default: the first */
     {"q8_0", GGML_TYPE_Q8_0, LLAMA_FTYPE_MOSTLY_Q8_0},
@@ -186,31 +183,6 @@ static const struct pooling POOLINGS[] = {
 };
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
-
-struct options {
-    const char *out;
-    const char *vocab;
-    int64_t n_embd;
-    int64_t n_layer;
-    int64_t n_head;
-    int64_t n_head_kv;
-    int64_t n_ff;
-    int64_t n_ctx;
-    uint64_t seed;
-    const struct weight_type *wtype;
-    const struct named_template *tmpl;
-    char *tmpl_file_text; /* --chat-template-file: wins over tmpl */
-    const char *name;
-    const struct pooling *pooling; /* NULL: no pooling key */
-    int64_t layers;                /* --layers: blocks written, the first of n_layer (0 = all) */
-    int64_t active_layers; /* --active-layers: blocks past these are perturbed projections (0 = none) */
-    double perturb;        /* --perturb: their scale, relative to LAYER_WEIGHT_STD */
-    bool perturb_set;
-    const char *stop_token;           /* --stop-token: the token every answer is, at once (NULL = none) */
-    int64_t stop_id;                  /* its id in the vocabulary (found by open_vocab's caller) */
-    const char *special[MAX_SPECIAL]; /* --add-special: control tokens appended to the vocabulary */
-    int n_special;
-};
 
 /* The whole of a text file (malloc'ed), or NULL when it cannot be read or is empty. */
 static char *read_text_file(const char *path) {
@@ -245,9 +217,11 @@ static void usage(FILE *f) {
     fprintf(
         f,
         "usage: " PROG " --out FILE --vocab VOCAB.gguf [options]\n"
+        "       " PROG " --out FILE --projector KIND [--n-embd N] [projector options]\n"
         "\n"
         "Writes a llama-architecture GGUF model with random weights and the tokenizer of VOCAB.gguf\n"
-        "(one of llama.cpp's tokenizer-only files, e.g. ggml-vocab-llama-bpe.gguf).\n"
+        "(one of llama.cpp's tokenizer-only files, e.g. ggml-vocab-llama-bpe.gguf), or with --projector\n"
+        "a multimodal projector (an mmproj file) that llama.cpp's mtmd loads beside such a model.\n"
         "\n"
         "  --out FILE              output model file (required)\n"
         "  --vocab VOCAB.gguf      tokenizer source (required)\n"
@@ -276,9 +250,20 @@ static void usage(FILE *f) {
         "  --active-layers K       blocks past the first K add only --perturb S times noise (their\n"
         "                          attention-output and FFN-down projections): the target of that draft\n"
         "  --perturb S             the scale of that noise, relative to the layers' (default 0: none)\n"
-        "  --help                  print this help\n",
+        "  --help                  print this help\n"
+        "\n"
+        "Projectors (random weights, the same flags give the same bytes; --n-embd is the width of the\n"
+        "text model the projector feeds, --type f16 or f32, --seed and --name as above):\n"
+        "  --projector llava       vision: a CLIP ViT and LLaVA's two-layer MLP (clip.projector_type\n"
+        "                          \"mlp\"); mtmd resizes each image to --image-size square, and an\n"
+        "                          image costs (image size / patch size)^2 tokens\n"
+        "  --projector qwen2a      audio: Qwen2-Audio's Whisper encoder and linear projection\n"
+        "                          (clip.projector_type \"qwen2a\"); 16 kHz audio in 30 s chunks, each\n"
+        "                          750 tokens (mtmd pads a shorter clip to one chunk)\n"
+        "  --image-size N          llava: the square input, in pixels (default %d)\n"
+        "  --patch-size N          llava: the patch side, in pixels; divides --image-size (default %d)\n",
         DEFAULT_N_EMBD, DEFAULT_N_LAYER, DEFAULT_N_HEAD, DEFAULT_N_HEAD_KV, DEFAULT_N_FF, DEFAULT_N_CTX,
-        DEFAULT_SEED);
+        DEFAULT_SEED, DEFAULT_IMAGE_SIZE, DEFAULT_PATCH_SIZE);
 }
 
 static void vreport(const char *fmt, va_list ap) {
@@ -287,7 +272,7 @@ static void vreport(const char *fmt, va_list ap) {
     fputc('\n', stderr);
 }
 
-static void report(const char *fmt, ...) {
+void report(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vreport(fmt, ap);
@@ -338,7 +323,11 @@ static void parse_args(int argc, char **argv, struct options *o) {
         .tmpl = &TEMPLATES[0],
         .name = DEFAULT_NAME,
         .pooling = NULL,
+        .image_size = DEFAULT_IMAGE_SIZE,
+        .patch_size = DEFAULT_PATCH_SIZE,
     };
+    const char *text_flag = NULL;      /* the first flag given that only a text model takes */
+    const char *projector_flag = NULL; /* the first that only a projector takes, --projector aside */
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -366,20 +355,45 @@ static void parse_args(int argc, char **argv, struct options *o) {
             snprintf(flag, sizeof(flag), "%s", arg);
         }
 
-        static const char *const known[] = {
-            "--out",     "--vocab",      "--n-embd",        "--n-layer",
-            "--n-head",  "--n-head-kv",  "--n-ff",          "--n-ctx",
-            "--type",    "--seed",       "--chat-template", "--chat-template-file",
-            "--name",    "--pooling",    "--layers",        "--active-layers",
-            "--perturb", "--stop-token", "--add-special",
+        /* which file a flag describes: both, the text model only, or the projector only */
+        enum flag_kind { FOR_BOTH, FOR_TEXT, FOR_PROJECTOR };
+        static const struct {
+            const char *name;
+            enum flag_kind kind;
+        } known[] = {
+            {"--out", FOR_BOTH},
+            {"--n-embd", FOR_BOTH},
+            {"--type", FOR_BOTH},
+            {"--seed", FOR_BOTH},
+            {"--name", FOR_BOTH},
+            {"--vocab", FOR_TEXT},
+            {"--n-layer", FOR_TEXT},
+            {"--n-head", FOR_TEXT},
+            {"--n-head-kv", FOR_TEXT},
+            {"--n-ff", FOR_TEXT},
+            {"--n-ctx", FOR_TEXT},
+            {"--chat-template", FOR_TEXT},
+            {"--chat-template-file", FOR_TEXT},
+            {"--pooling", FOR_TEXT},
+            {"--layers", FOR_TEXT},
+            {"--active-layers", FOR_TEXT},
+            {"--perturb", FOR_TEXT},
+            {"--stop-token", FOR_TEXT},
+            {"--add-special", FOR_TEXT},
+            {"--projector", FOR_PROJECTOR},
+            {"--image-size", FOR_PROJECTOR},
+            {"--patch-size", FOR_PROJECTOR},
         };
-        bool is_known = false;
+        size_t k_flag = COUNT_OF(known);
         for (size_t k = 0; k < COUNT_OF(known); k++) {
-            is_known = is_known || strcmp(flag, known[k]) == 0;
+            if (strcmp(flag, known[k].name) == 0) k_flag = k;
         }
-        if (!is_known) {
+        if (k_flag == COUNT_OF(known)) {
             die_usage("unknown flag '%s' (see --help)", flag);
         }
+        if (known[k_flag].kind == FOR_TEXT && !text_flag) text_flag = known[k_flag].name;
+        if (known[k_flag].kind == FOR_PROJECTOR && strcmp(flag, "--projector") != 0 && !projector_flag)
+            projector_flag = known[k_flag].name;
         if (!val) {
             if (i + 1 >= argc) {
                 die_usage("%s needs a value", flag);
@@ -444,6 +458,14 @@ static void parse_args(int argc, char **argv, struct options *o) {
             if (!*val) die_usage("--add-special: empty token text");
             if (o->n_special == MAX_SPECIAL) die_usage("--add-special: at most %d tokens", MAX_SPECIAL);
             o->special[o->n_special++] = val;
+        } else if (strcmp(flag, "--projector") == 0) {
+            o->projector = projector_find(val);
+            if (!o->projector)
+                die_usage("--projector: unknown kind '%s' (expected %s)", val, projector_names());
+        } else if (strcmp(flag, "--image-size") == 0) {
+            o->image_size = parse_int(flag, val, MAX_IMAGE_SIZE);
+        } else if (strcmp(flag, "--patch-size") == 0) {
+            o->patch_size = parse_int(flag, val, MAX_IMAGE_SIZE);
         } else if (strcmp(flag, "--pooling") == 0) {
             o->pooling = NULL;
             for (size_t k = 0; k < COUNT_OF(POOLINGS); k++) {
@@ -455,6 +477,13 @@ static void parse_args(int argc, char **argv, struct options *o) {
     }
 
     if (!o->out) die_usage("--out is required (see --help)");
+    if (o->projector) {
+        if (text_flag) die_usage("%s describes a text model; it does not apply to --projector", text_flag);
+        const char *problem = projector_check(o);
+        if (problem) die_usage("%s", problem);
+        return;
+    }
+    if (projector_flag) die_usage("%s needs --projector", projector_flag);
     if (!o->vocab) die_usage("--vocab is required (see --help)");
 
     if (o->layers > o->n_layer)
@@ -708,35 +737,27 @@ static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *
 /* ---------------------------------------------------------------------------------------------- */
 /* tensor plan                                                                                     */
 
-struct tensor_spec {
-    char name[GGML_MAX_NAME];
-    int64_t ne0; /* row length (input dimension) */
-    int64_t ne1; /* rows; 1 for vectors */
-    int n_dims;
-    enum ggml_type type;
-    float std; /* 0: constant NORM_WEIGHT */
-    bool zero; /* all zeros (a projection of an inactive block, --perturb 0) */
-    /* --stop-token: how the tensor makes one token win everywhere (see STOP_*) */
-    enum { STOP_NONE, STOP_EMBD, STOP_NORM, STOP_OUTPUT } stop;
-    int64_t stop_id;
-};
-
-struct plan {
-    struct tensor_spec *t;
-    size_t n;
-    size_t cap;
-};
-
-static void plan_add(struct plan *p, const char *name, int n_dims, int64_t ne0, int64_t ne1,
-                     enum ggml_type type, float std) {
+struct tensor_spec *plan_add_nd(struct plan *p, const char *name, int n_dims, const int64_t ne[4],
+                                enum ggml_type type, float std) {
     struct tensor_spec *s = &p->t[p->n++];
     snprintf(s->name, sizeof(s->name), "%s", name);
     s->n_dims = n_dims;
-    s->ne0 = ne0;
-    s->ne1 = ne1;
+    s->ne0 = ne[0];
+    s->ne1 = n_dims > 1 ? ne[1] : 1;
+    s->ne2 = n_dims > 2 ? ne[2] : 1;
+    s->ne3 = n_dims > 3 ? ne[3] : 1;
     s->type = type;
     s->std = std;
+    return s;
 }
+
+static void plan_add(struct plan *p, const char *name, int n_dims, int64_t ne0, int64_t ne1,
+                     enum ggml_type type, float std) {
+    plan_add_nd(p, name, n_dims, (const int64_t[4]){ne0, ne1, 1, 1}, type, std);
+}
+
+/* The rows of a tensor: every dimension past the first. */
+static int64_t spec_rows(const struct tensor_spec *s) { return s->ne1 * s->ne2 * s->ne3; }
 
 enum {
     GLOBAL_TENSORS = 3, /* token_embd, output_norm, output */
@@ -800,8 +821,8 @@ static bool plan_register(const struct plan *p, struct gguf_context *gctx) {
     if (!ctx) return false;
     for (size_t i = 0; i < p->n; i++) {
         const struct tensor_spec *s = &p->t[i];
-        struct ggml_tensor *t = s->n_dims == 1 ? ggml_new_tensor_1d(ctx, s->type, s->ne0)
-                                               : ggml_new_tensor_2d(ctx, s->type, s->ne0, s->ne1);
+        const int64_t ne[4] = {s->ne0, s->ne1, s->ne2, s->ne3};
+        struct ggml_tensor *t = ggml_new_tensor(ctx, s->type, s->n_dims, ne);
         ggml_set_name(t, s->name);
         gguf_add_tensor(gctx, t); /* copies the descriptor */
     }
@@ -921,8 +942,9 @@ static bool write_tensor(struct writer *w, const struct tensor_spec *s, uint64_t
     const int64_t chunk_rows = rows_per_thread * w->n_threads;
     const uint64_t tseed = tensor_seed(seed, s->name);
 
-    for (int64_t r0 = 0; r0 < s->ne1; r0 += chunk_rows) {
-        const int64_t nrows = s->ne1 - r0 < chunk_rows ? s->ne1 - r0 : chunk_rows;
+    const int64_t rows = spec_rows(s);
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
+        const int64_t nrows = rows - r0 < chunk_rows ? rows - r0 : chunk_rows;
         const int64_t per = (nrows + w->n_threads - 1) / w->n_threads;
 
         struct job jobs[MAX_THREADS];
@@ -958,7 +980,7 @@ static bool write_tensor(struct writer *w, const struct tensor_spec *s, uint64_t
     }
 
     static const uint8_t zeros[GGUF_DEFAULT_ALIGNMENT] = {0};
-    const size_t nbytes = (size_t)s->ne1 * row_size;
+    const size_t nbytes = (size_t)rows * row_size;
     size_t pad = (alignment - nbytes % alignment) % alignment;
     while (pad > 0) {
         const size_t n = pad < sizeof(zeros) ? pad : sizeof(zeros);
@@ -1029,6 +1051,42 @@ static bool write_model(struct writer *w, struct gguf_context *gctx, const struc
     return true;
 }
 
+/* Opens --vocab and resolves --stop-token and --add-special against it; *n_vocab counts the added
+ * tokens.  Returns NULL after reporting. */
+static struct gguf_context *open_text_model(struct options *o, int64_t *n_vocab) {
+    struct gguf_context *vocab = open_vocab(o->vocab, n_vocab);
+    if (!vocab) return NULL;
+    if (o->stop_token) {
+        o->stop_id = find_token(vocab, o->stop_token);
+        for (int k = 0; k < o->n_special && o->stop_id < 0; k++)
+            if (strcmp(o->special[k], o->stop_token) == 0) o->stop_id = *n_vocab + k;
+        if (o->stop_id < 0) {
+            report(
+                "--stop-token: '%s' is not a token of %s; give one of its tokens, e.g. its end-of-turn token",
+                o->stop_token, o->vocab);
+            goto fail;
+        }
+    }
+
+    for (int k = 0; k < o->n_special; k++) {
+        bool twice = false;
+        for (int j = 0; j < k; j++)
+            twice = twice || strcmp(o->special[j], o->special[k]) == 0;
+        if (twice || find_token(vocab, o->special[k]) >= 0) {
+            report("--add-special: '%s' is already a token of %s", o->special[k],
+                   twice ? "the list" : o->vocab);
+            goto fail;
+        }
+    }
+    *n_vocab += o->n_special;
+
+    return vocab;
+
+fail:
+    gguf_free(vocab);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     struct options o;
     parse_args(argc, argv, &o);
@@ -1043,36 +1101,20 @@ int main(int argc, char **argv) {
     char *tmp_path = NULL;
     bool tmp_created = false;
 
-    vocab = open_vocab(o.vocab, &n_vocab);
-    if (!vocab) goto done;
-    if (o.stop_token) {
-        o.stop_id = find_token(vocab, o.stop_token);
-        for (int k = 0; k < o.n_special && o.stop_id < 0; k++)
-            if (strcmp(o.special[k], o.stop_token) == 0) o.stop_id = n_vocab + k;
-        if (o.stop_id < 0) {
-            report(
-                "--stop-token: '%s' is not a token of %s; give one of its tokens, e.g. its end-of-turn token",
-                o.stop_token, o.vocab);
-            goto done;
-        }
-    }
-
-    for (int k = 0; k < o.n_special; k++) {
-        bool twice = false;
-        for (int j = 0; j < k; j++)
-            twice = twice || strcmp(o.special[j], o.special[k]) == 0;
-        if (twice || find_token(vocab, o.special[k]) >= 0) {
-            report("--add-special: '%s' is already a token of %s", o.special[k],
-                   twice ? "the list" : o.vocab);
-            goto done;
-        }
-    }
-    n_vocab += o.n_special;
-
     gctx = gguf_init_empty();
-    if (!gctx || !build_metadata(gctx, vocab, &o, n_vocab)) goto done;
-    if (!plan_build(&plan, &o, n_vocab) || !plan_register(&plan, gctx)) {
-        report("out of memory building the tensor plan");
+    if (!gctx) goto done;
+    if (o.projector) {
+        if (!projector_build(gctx, &plan, &o)) goto done;
+    } else {
+        vocab = open_text_model(&o, &n_vocab);
+        if (!vocab || !build_metadata(gctx, vocab, &o, n_vocab)) goto done;
+        if (!plan_build(&plan, &o, n_vocab)) {
+            report("out of memory building the tensor plan");
+            goto done;
+        }
+    }
+    if (!plan_register(&plan, gctx)) {
+        report("out of memory registering the tensor plan");
         goto done;
     }
     if (!writer_init(&w, &plan)) goto done;

@@ -61,6 +61,21 @@ def model(name="tiny", *extra):
         return out
 
 
+def projector(kind="llava", n_embd=64):
+    """The path of a synthetic multimodal projector (sipp-synth --projector KIND) for models n_embd wide."""
+    name = f"mmproj-{kind}-{n_embd}"
+    model()  # creates the directory
+    with _lock:
+        if name not in _models:
+            out = os.path.join(_tmp, f"{name}.gguf")
+            r = subprocess.run([SYNTH, "--out", out, "--projector", kind, "--n-embd", str(n_embd)], capture_output=True,
+                               text=True, timeout=120)
+            if r.returncode != 0:
+                raise AssertionError(f"sipp-synth --projector failed: {r.stderr}")
+            _models[name] = out
+        return _models[name]
+
+
 def tmpdir():
     model()  # creates the directory
     return _tmp

@@ -40,6 +40,11 @@ export interface LocalOptions {
    * flashAttn 'on'). */
   cacheTypeK?: 'f16' | 'q8_0' | 'q4_0';
   cacheTypeV?: 'f16' | 'q8_0' | 'q4_0';
+  /** The model's multimodal projector (an mmproj-*.gguf file): chats may then carry images
+   * ({type: 'image_url', image_url: {url: 'data:...;base64,...'}}) and audio (input_audio parts). */
+  mmproj?: string;
+  /** Run the projector on the GPU backend (default true; never under backend 'cpu'). */
+  mmprojOffload?: boolean;
 }
 
 export interface LocalSpec { kind: 'local'; model: string; options?: LocalOptions }

@@ -106,8 +106,10 @@ function checkMessages(messages) {
   return messages.map((m, i) => {
     // assistant messages may carry tool_calls (content null), tool messages a tool_call_id
     const toolish = isToolMessage(m);
-    if (!m || typeof m.role !== 'string' || (typeof m.content !== 'string' && !toolish)) {
-      throw invalid(`messages[${i}] needs a string role and a string content, got ${JSON.stringify(m)}`);
+    // content parts: text, and image_url / input_audio for a model with a projector (libsipp checks them)
+    const parts = m && Array.isArray(m.content) && m.content.every((p) => p && typeof p.type === 'string');
+    if (!m || typeof m.role !== 'string' || (typeof m.content !== 'string' && !parts && !toolish)) {
+      throw invalid(`messages[${i}] needs a string role and a string content (or content parts), got ${JSON.stringify(m)}`);
     }
     return toolish ? { ...m } : { role: m.role, content: m.content };
   });

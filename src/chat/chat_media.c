@@ -40,7 +40,8 @@ static sipp_status decode(media_list *l, const char *where, const char *b64, siz
     if (*n_out > max) {
         free(buf);
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                         "'%s' is %zu bytes, over the limit of %zu ([limits] image_max_bytes)", where, *n_out, max);
+                         "'%s' is %zu bytes, over the limit of %zu ([limits] image_max_bytes)", where, *n_out,
+                         max);
     }
     *out = buf;
     return SIPP_OK;
@@ -58,20 +59,21 @@ static sipp_status add_item(media_list *l, const char *where, unsigned char *dat
                        info.kind ? "; it looks like " : "", info.kind ? sipp_media_kind_name(info.kind) : "");
     else if (!audio && (uint64_t)info.width * info.height > l->limits->image_max_pixels)
         st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                       "'%s' is %ux%u pixels, over the limit of %zu ([limits] image_max_pixels)", where, info.width,
-                       info.height, l->limits->image_max_pixels);
+                       "'%s' is %ux%u pixels, over the limit of %zu ([limits] image_max_pixels)", where,
+                       info.width, info.height, l->limits->image_max_pixels);
     else if (l->n >= l->limits->media_max_items)
         st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                       "'%s': the chat has more than %zu images and audio clips ([limits] media_max_items)", where,
-                       l->limits->media_max_items);
+                       "'%s': the chat has more than %zu images and audio clips ([limits] media_max_items)",
+                       where, l->limits->media_max_items);
     else if (!l->m->mmproj)
-        st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                       "'%s' is an %s, but model '%s' was loaded without a projector; load it with its mmproj "
-                       "file (--mmproj, target key mmproj)",
-                       where, audio ? "audio clip" : "image", l->m->path);
+        st =
+            sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                      "'%s' is an %s, but model '%s' was loaded without a projector; load it with its mmproj "
+                      "file (--mmproj, target key mmproj)",
+                      where, audio ? "audio clip" : "image", l->m->path);
     else if (audio ? !l->m->info.audio : !l->m->info.vision)
-        st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'%s' is an %s, but projector '%s' takes %s only", where,
-                       audio ? "audio clip" : "image", l->m->info.mmproj, audio ? "images" : "audio");
+        st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'%s' is an %s, but projector '%s' takes %s only",
+                       where, audio ? "audio clip" : "image", l->m->info.mmproj, audio ? "images" : "audio");
     if (st == SIPP_OK && l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4;
         sipp_media_bytes *grown = realloc(l->items, cap * sizeof *grown);
@@ -101,10 +103,11 @@ static sipp_status image_part(media_list *l, json_t *part, const char *where, ch
     const char *u = json_string_value(url);
     const char *mark = strstr(u, BASE64_MARK);
     if (strncmp(u, DATA_PREFIX, strlen(DATA_PREFIX)) != 0 || !mark)
-        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                         "'%s' must be a data: URL with base64 data (\"data:image/png;base64,...\"); sipp does "
-                         "not fetch images from the network",
-                         at);
+        return sipp_fail(
+            err, SIPP_ERR_INVALID_ARGUMENT,
+            "'%s' must be a data: URL with base64 data (\"data:image/png;base64,...\"); sipp does "
+            "not fetch images from the network",
+            at);
     const char *b64 = mark + strlen(BASE64_MARK);
     unsigned char *data;
     size_t n;
@@ -119,8 +122,8 @@ static sipp_status audio_part(media_list *l, json_t *part, const char *where, ch
     char at[WHERE_MAX + 32];
     snprintf(at, sizeof at, "%s.input_audio", where);
     if (!json_is_object(ia) || !json_is_string(data))
-        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'%s' must be {\"data\": base64, \"format\": \"wav\"}",
-                         at);
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                         "'%s' must be {\"data\": base64, \"format\": \"wav\"}", at);
     const char *f = json_is_string(format) ? json_string_value(format) : "";
     if (strcmp(f, "wav") != 0 && strcmp(f, "mp3") != 0 && strcmp(f, "flac") != 0)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'%s.format' must be wav, mp3 or flac", at);

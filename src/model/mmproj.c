@@ -32,30 +32,30 @@
 #define GOLDEN UINT64_C(0x9E3779B97F4A7C15)
 
 /* The entry points sipp uses, resolved from libmtmd.so once per process. */
-#define MTMD_FUNCS(X)                                                                                          \
-    X(mtmd_context_params_default)                                                                             \
-    X(mtmd_init_from_file)                                                                                     \
-    X(mtmd_free)                                                                                               \
-    X(mtmd_support_vision)                                                                                     \
-    X(mtmd_support_audio)                                                                                      \
-    X(mtmd_decode_use_mrope)                                                                                   \
-    X(mtmd_log_set)                                                                                            \
-    X(mtmd_helper_log_set)                                                                                     \
-    X(mtmd_helper_init_opt_default)                                                                            \
-    X(mtmd_helper_bitmap_init_from_buf)                                                                        \
-    X(mtmd_bitmap_free)                                                                                        \
-    X(mtmd_bitmap_is_audio)                                                                                    \
-    X(mtmd_bitmap_get_id)                                                                                      \
-    X(mtmd_input_chunks_init)                                                                                  \
-    X(mtmd_input_chunks_free)                                                                                  \
-    X(mtmd_input_chunks_size)                                                                                  \
-    X(mtmd_input_chunks_get)                                                                                   \
-    X(mtmd_input_chunk_get_type)                                                                               \
-    X(mtmd_input_chunk_get_tokens_text)                                                                        \
-    X(mtmd_input_chunk_get_n_tokens)                                                                           \
-    X(mtmd_input_chunk_get_n_pos)                                                                              \
-    X(mtmd_input_chunk_get_id)                                                                                 \
-    X(mtmd_tokenize)                                                                                           \
+#define MTMD_FUNCS(X)                                                                                        \
+    X(mtmd_context_params_default)                                                                           \
+    X(mtmd_init_from_file)                                                                                   \
+    X(mtmd_free)                                                                                             \
+    X(mtmd_support_vision)                                                                                   \
+    X(mtmd_support_audio)                                                                                    \
+    X(mtmd_decode_use_mrope)                                                                                 \
+    X(mtmd_log_set)                                                                                          \
+    X(mtmd_helper_log_set)                                                                                   \
+    X(mtmd_helper_init_opt_default)                                                                          \
+    X(mtmd_helper_bitmap_init_from_buf)                                                                      \
+    X(mtmd_bitmap_free)                                                                                      \
+    X(mtmd_bitmap_is_audio)                                                                                  \
+    X(mtmd_bitmap_get_id)                                                                                    \
+    X(mtmd_input_chunks_init)                                                                                \
+    X(mtmd_input_chunks_free)                                                                                \
+    X(mtmd_input_chunks_size)                                                                                \
+    X(mtmd_input_chunks_get)                                                                                 \
+    X(mtmd_input_chunk_get_type)                                                                             \
+    X(mtmd_input_chunk_get_tokens_text)                                                                      \
+    X(mtmd_input_chunk_get_n_tokens)                                                                         \
+    X(mtmd_input_chunk_get_n_pos)                                                                            \
+    X(mtmd_input_chunk_get_id)                                                                               \
+    X(mtmd_tokenize)                                                                                         \
     X(mtmd_helper_eval_chunk_single)
 
 static struct {
@@ -83,11 +83,11 @@ static void open_api(void) {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(api_error, sizeof api_error,
-                 "this artifact has no %s (%.200s), so it runs text models only; rebuild it with make", MTMD_LIB,
-                 dlerror());
+                 "this artifact has no %s (%.200s), so it runs text models only; rebuild it with make",
+                 MTMD_LIB, dlerror());
         return;
     }
-#define RESOLVE(name)                                                                                          \
+#define RESOLVE(name)                                                                                        \
     if (!resolve(h, path, #name, (void **)&api.name)) return;
     MTMD_FUNCS(RESOLVE)
 #undef RESOLVE
@@ -117,10 +117,11 @@ static sipp_status check_file(const char *path, char *errbuf) {
     const char *arch = NULL;
     char why[SIPP_ERROR_SIZE];
     if (sipp_gguf_get_str(h, "general.architecture", &arch, why) != SIPP_OK || strcmp(arch, CLIP_ARCH) != 0)
-        st = sipp_fail(errbuf, SIPP_ERR_MODEL,
-                       "'%s' is not a multimodal projector (its architecture is '%s', a projector's is '" CLIP_ARCH
-                       "'); give the mmproj-*.gguf file published with the model",
-                       path, arch ? arch : "unset");
+        st = sipp_fail(
+            errbuf, SIPP_ERR_MODEL,
+            "'%s' is not a multimodal projector (its architecture is '%s', a projector's is '" CLIP_ARCH
+            "'); give the mmproj-*.gguf file published with the model",
+            path, arch ? arch : "unset");
     sipp_gguf_header_close(h);
     return st;
 }
@@ -129,7 +130,8 @@ static sipp_status check_file(const char *path, char *errbuf) {
 static sipp_status load_failed(const char *text_path, const char *path, const char *why, char *errbuf) {
     int text = 0, proj = 0;
     const char *mm = strstr(why, "mismatch between text model");
-    if (mm && sscanf(mm, "mismatch between text model (n_embd = %d) and mmproj (n_embd = %d)", &text, &proj) == 2)
+    if (mm &&
+        sscanf(mm, "mismatch between text model (n_embd = %d) and mmproj (n_embd = %d)", &text, &proj) == 2)
         return sipp_fail(errbuf, SIPP_ERR_MODEL,
                          "projector '%s' gives %d-wide embeddings but model '%s' takes %d (n_embd); use the "
                          "projector made for this model",
@@ -138,12 +140,13 @@ static sipp_status load_failed(const char *text_path, const char *path, const ch
                      *why ? why : "libmtmd gave no reason");
 }
 
-sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, const char *text_path, bool use_gpu,
-                             enum llama_flash_attn_type flash_attn, sipp_memory *mem, sipp_mmproj **out,
-                             char *errbuf) {
+sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, const char *text_path,
+                             bool use_gpu, enum llama_flash_attn_type flash_attn, sipp_memory *mem,
+                             sipp_mmproj **out, char *errbuf) {
     *out = NULL;
     pthread_once(&api_once, open_api);
-    if (*api_error) return sipp_fail(errbuf, SIPP_ERR_BACKEND, "cannot load projector '%s': %s", path, api_error);
+    if (*api_error)
+        return sipp_fail(errbuf, SIPP_ERR_BACKEND, "cannot load projector '%s': %s", path, api_error);
     sipp_status st = check_file(path, errbuf);
     if (st != SIPP_OK) return st;
     sipp_mmproj *p = calloc(1, sizeof *p);
@@ -166,10 +169,11 @@ sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, con
     pthread_mutex_init(&p->mu, NULL);
     if (api.mtmd_decode_use_mrope(p->ctx)) {
         sipp_mmproj_free(p);
-        return sipp_fail(errbuf, SIPP_ERR_MODEL,
-                         "projector '%s' places images with M-RoPE positions (the Qwen2-VL family), which sipp "
-                         "does not support yet; use a model whose projector does not",
-                         path);
+        return sipp_fail(
+            errbuf, SIPP_ERR_MODEL,
+            "projector '%s' places images with M-RoPE positions (the Qwen2-VL family), which sipp "
+            "does not support yet; use a model whose projector does not",
+            path);
     }
     p->vision = api.mtmd_support_vision(p->ctx);
     p->audio = api.mtmd_support_audio(p->ctx);
@@ -227,8 +231,9 @@ static bool make_bitmaps(const sipp_mmproj *p, const sipp_media_bytes *items, si
     for (size_t i = 0; i < n; i++) {
         const char *kind = items[i].audio ? "audio clip" : "image";
         if (items[i].audio ? !p->audio : !p->vision) {
-            sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "media item %zu is an %s, but projector '%s' takes %s only",
-                      i + 1, kind, p->path, p->vision ? "images" : "audio");
+            sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                      "media item %zu is an %s, but projector '%s' takes %s only", i + 1, kind, p->path,
+                      p->vision ? "images" : "audio");
             return false;
         }
         char why[SIPP_ERROR_SIZE];
@@ -238,8 +243,9 @@ static bool make_bitmaps(const sipp_mmproj *p, const sipp_media_bytes *items, si
                     .bitmap;
         sipp_log_capture(NULL);
         if (!bm[i] || api.mtmd_bitmap_is_audio(bm[i]) != items[i].audio) {
-            sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "media item %zu (%zu bytes) is not a readable %s%s%s", i + 1,
-                      items[i].len, kind, *why ? ": " : "", why);
+            sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                      "media item %zu (%zu bytes) is not a readable %s%s%s", i + 1, items[i].len, kind,
+                      *why ? ": " : "", why);
             return false;
         }
     }
@@ -251,7 +257,8 @@ static sipp_status flatten(sipp_media_prompt *mp, llama_token **tokens, int *n_t
     size_t n_chunks = api.mtmd_input_chunks_size(mp->chunks), total = 0;
     for (size_t c = 0; c < n_chunks; c++)
         total += api.mtmd_input_chunk_get_n_tokens(api.mtmd_input_chunks_get(mp->chunks, c));
-    if (total == 0 || total > INT_MAX / 2) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    if (total == 0 || total > INT_MAX / 2)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the prompt is empty");
     llama_token *t = malloc(total * sizeof *t);
     mp->spans = calloc(n_chunks, sizeof *mp->spans);
     mp->chunk_of = calloc(n_chunks, sizeof *mp->chunk_of);
@@ -293,16 +300,18 @@ sipp_status sipp_media_tokenize(sipp_mmproj *p, const char *text, const sipp_med
     else if (!make_bitmaps(p, items, n, bm, errbuf))
         st = SIPP_ERR_INVALID_ARGUMENT;
     if (st == SIPP_OK) {
-        mtmd_input_text in = {.text = text, .text_len = strlen(text), .add_special = true, .parse_special = true};
+        mtmd_input_text in = {
+            .text = text, .text_len = strlen(text), .add_special = true, .parse_special = true};
         char why[SIPP_ERROR_SIZE];
         sipp_log_capture(why);
         int32_t rc = api.mtmd_tokenize(p->ctx, mp->chunks, &in, (const mtmd_bitmap *const *)bm, n);
         sipp_log_capture(NULL);
         if (rc == 1)
-            st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                           "the chat has %zu media items but its text has another number of '" SIPP_MEDIA_MARKER
-                           "' markers; do not write that marker in a message",
-                           n);
+            st = sipp_fail(
+                errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                "the chat has %zu media items but its text has another number of '" SIPP_MEDIA_MARKER
+                "' markers; do not write that marker in a message",
+                n);
         else if (rc != 0)
             st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the projector could not prepare the media%s%s",
                            *why ? ": " : "", why);
@@ -348,8 +357,8 @@ sipp_status sipp_media_eval(sipp_mmproj *p, struct llama_context *ctx, const sip
     char why[SIPP_ERROR_SIZE];
     pthread_mutex_lock(&p->mu);
     sipp_log_capture(why);
-    int32_t rc = api.mtmd_helper_eval_chunk_single(p->ctx, ctx, ch, mp->spans[i].start, seq_id, n_batch, false,
-                                                   &new_pos);
+    int32_t rc = api.mtmd_helper_eval_chunk_single(p->ctx, ctx, ch, mp->spans[i].start, seq_id, n_batch,
+                                                   false, &new_pos);
     sipp_log_capture(NULL);
     pthread_mutex_unlock(&p->mu);
     *encode_ms = sipp_now_ms() - t0;

@@ -52,9 +52,9 @@ typedef struct sipp_mmproj sipp_mmproj;
  * n_embd. Its buffers are counted into mem. SIPP_ERR_MODEL naming the file and the problem (both
  * widths for a mismatch; what sipp does not support yet: M-RoPE positions); SIPP_ERR_BACKEND when
  * the artifact has no libmtmd. */
-sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, const char *text_path, bool use_gpu,
-                             enum llama_flash_attn_type flash_attn, sipp_memory *mem, sipp_mmproj **out,
-                             char *errbuf);
+sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, const char *text_path,
+                             bool use_gpu, enum llama_flash_attn_type flash_attn, sipp_memory *mem,
+                             sipp_mmproj **out, char *errbuf);
 void sipp_mmproj_free(sipp_mmproj *p);
 bool sipp_mmproj_vision(const sipp_mmproj *p); /* it takes images */
 bool sipp_mmproj_audio(const sipp_mmproj *p);  /* it takes audio */

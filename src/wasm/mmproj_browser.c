@@ -12,13 +12,13 @@
 #include "model/mmproj.h"
 #include "util/util.h"
 
-sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, const char *text_path, bool use_gpu,
-                             enum llama_flash_attn_type flash_attn, sipp_memory *mem, sipp_mmproj **out,
-                             char *errbuf) {
+sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, const char *text_path,
+                             bool use_gpu, enum llama_flash_attn_type flash_attn, sipp_memory *mem,
+                             sipp_mmproj **out, char *errbuf) {
     *out = NULL;
-    return sipp_fail(errbuf, SIPP_ERR_BACKEND,
-                     "cannot load projector '%s': the browser runtime has no libmtmd, so it runs text models only",
-                     path);
+    return sipp_fail(
+        errbuf, SIPP_ERR_BACKEND,
+        "cannot load projector '%s': the browser runtime has no libmtmd, so it runs text models only", path);
 }
 
 void sipp_mmproj_free(sipp_mmproj *p) {}

@@ -22,7 +22,8 @@ Test(base64, decodes_padded_unpadded_wrapped_and_url_safe) {
     cr_assert(memcmp(out, "hello", 5) == 0);
     cr_assert(dec("aGVsbG8", out, &n) && n == 5);
     cr_assert(dec("aGVs\nbG8=\r\n", out, &n) && n == 5);
-    cr_assert(dec("_-8", out, &n) && n == 2 && (unsigned char)out[0] == 0xFF && (unsigned char)out[1] == 0xEF);
+    cr_assert(dec("_-8", out, &n) && n == 2 && (unsigned char)out[0] == 0xFF &&
+              (unsigned char)out[1] == 0xEF);
     cr_assert(dec("", out, &n) && n == 0);
 }
 
@@ -38,11 +39,14 @@ Test(base64, refuses_what_no_encoder_writes) {
 
 /* A PNG signature and IHDR of w x h. */
 static size_t png(unsigned char *b, unsigned w, unsigned h) {
-    static const unsigned char head[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+    static const unsigned char head[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n',
+                                         0,    0,   0,   13,  'I',  'H',  'D',  'R'};
     memcpy(b, head, sizeof head);
     unsigned char *p = b + sizeof head;
-    p[0] = (unsigned char)(w >> 24), p[1] = (unsigned char)(w >> 16), p[2] = (unsigned char)(w >> 8), p[3] = (unsigned char)w;
-    p[4] = (unsigned char)(h >> 24), p[5] = (unsigned char)(h >> 16), p[6] = (unsigned char)(h >> 8), p[7] = (unsigned char)h;
+    p[0] = (unsigned char)(w >> 24), p[1] = (unsigned char)(w >> 16), p[2] = (unsigned char)(w >> 8),
+    p[3] = (unsigned char)w;
+    p[4] = (unsigned char)(h >> 24), p[5] = (unsigned char)(h >> 16), p[6] = (unsigned char)(h >> 8),
+    p[7] = (unsigned char)h;
     return sizeof head + 8;
 }
 
@@ -60,8 +64,8 @@ Test(media_sniff, png_size_from_its_header) {
 }
 
 Test(media_sniff, jpeg_size_past_other_segments) {
-    static const unsigned char j[] = {0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 'J', 'F', 0xFF, 0xFF, 0xC2, 0, 11, 8, 0x01, 0x02,
-                                      0x03, 0x04, 1, 1, 0x11, 0};
+    static const unsigned char j[] = {0xFF, 0xD8, 0xFF, 0xE0, 0,    4,    'J',  'F', 0xFF, 0xFF, 0xC2,
+                                      0,    11,   8,    0x01, 0x02, 0x03, 0x04, 1,   1,    0x11, 0};
     sipp_media_info in;
     cr_assert(sipp_media_sniff(j, sizeof j, &in));
     cr_assert_eq(in.kind, SIPP_MEDIA_JPEG);
@@ -77,8 +81,10 @@ Test(media_sniff, gif_bmp_and_audio_kinds) {
     memset(bmp + 22, 0xFF, 4); /* height -1: rows top-down */
     sipp_media_info in;
     cr_assert(sipp_media_sniff(gif, sizeof gif, &in) && in.width == 5 && in.height == 7);
-    cr_assert(sipp_media_sniff(bmp, sizeof bmp, &in) && in.kind == SIPP_MEDIA_BMP && in.width == 3 && in.height == 1);
-    cr_assert(sipp_media_sniff((const unsigned char *)"RIFF\0\0\0\0WAVEfmt ", 16, &in) && in.kind == SIPP_MEDIA_WAV);
+    cr_assert(sipp_media_sniff(bmp, sizeof bmp, &in) && in.kind == SIPP_MEDIA_BMP && in.width == 3 &&
+              in.height == 1);
+    cr_assert(sipp_media_sniff((const unsigned char *)"RIFF\0\0\0\0WAVEfmt ", 16, &in) &&
+              in.kind == SIPP_MEDIA_WAV);
     cr_assert(sipp_media_is_audio(in.kind) && in.width == 0);
     cr_assert(sipp_media_sniff((const unsigned char *)"fLaC", 4, &in) && in.kind == SIPP_MEDIA_FLAC);
     cr_assert(sipp_media_sniff((const unsigned char *)"ID3\4", 4, &in) && in.kind == SIPP_MEDIA_MP3);

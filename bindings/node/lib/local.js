@@ -10,8 +10,8 @@ const native = require('./native');
 const { SippError, toSippError, invalid } = require('./errors');
 
 const LOCAL_OPTIONS = ['backend', 'flashAttn', 'ctxSize', 'parallel', 'threads', 'gpuLayers', 'batchSize', 'maxQueued', 'embeddings',
-  'speculative', 'draftModel', 'draftMax', 'draftMin', 'draftPMin', 'draftCutoff', 'cacheTypeK', 'cacheTypeV'];
-const STRING_OPTIONS = ['backend', 'flashAttn', 'speculative', 'draftModel', 'draftCutoff', 'cacheTypeK', 'cacheTypeV'];
+  'speculative', 'draftModel', 'draftMax', 'draftMin', 'draftPMin', 'draftCutoff', 'cacheTypeK', 'cacheTypeV', 'mmproj', 'mmprojOffload'];
+const STRING_OPTIONS = ['backend', 'flashAttn', 'speculative', 'draftModel', 'draftCutoff', 'cacheTypeK', 'cacheTypeV', 'mmproj'];
 const CACHE_TYPES = ['f16', 'q8_0', 'q4_0'];
 
 function checkLocalOptions(options) {
@@ -24,7 +24,8 @@ function checkLocalOptions(options) {
     if (k === 'flashAttn' && !['auto', 'on', 'off'].includes(v)) {
       throw invalid(`options.flashAttn must be 'auto', 'on' or 'off', not ${JSON.stringify(v)}`);
     }
-    if (k === 'embeddings' && typeof v !== 'boolean') throw invalid('options.embeddings must be true or false');
+    if ((k === 'embeddings' || k === 'mmprojOffload') && typeof v !== 'boolean') throw invalid(`options.${k} must be true or false`);
+    if (k === 'mmproj' && (typeof v !== 'string' || !v)) throw invalid(`options.mmproj must be the path of a projector .gguf file, not ${JSON.stringify(v)}`);
     if (k === 'speculative' && !['none', 'ngram', 'draft'].includes(v)) {
       throw invalid(`options.speculative must be 'none', 'ngram' or 'draft', not ${JSON.stringify(v)}`);
     }
@@ -39,7 +40,7 @@ function checkLocalOptions(options) {
       if (typeof v !== 'number' || !(v >= 0 && v < 1)) throw invalid(`options.draftPMin must be a number in [0, 1), not ${JSON.stringify(v)}`);
       continue;
     }
-    if (![...STRING_OPTIONS, 'embeddings'].includes(k) && (!Number.isInteger(v) || (v < 0 && k !== 'gpuLayers'))) {
+    if (![...STRING_OPTIONS, 'embeddings', 'mmprojOffload'].includes(k) && (!Number.isInteger(v) || (v < 0 && k !== 'gpuLayers'))) {
       throw invalid(`options.${k} must be an integer >= 0, not ${JSON.stringify(v)}`);
     }
   }

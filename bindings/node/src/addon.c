@@ -380,6 +380,7 @@ typedef struct open_work {
     char *draft_model;
     char *draft_cutoff;
     char *cache_type_k, *cache_type_v;
+    char *mmproj;
     sipp_model_params mp;
     sipp_engine_params ep_params;
     sipp_model *model;
@@ -397,6 +398,7 @@ static void open_work_free(open_work *w) {
     free(w->draft_cutoff);
     free(w->cache_type_k);
     free(w->cache_type_v);
+    free(w->mmproj);
     free(w);
 }
 
@@ -404,6 +406,7 @@ static void open_execute(napi_env env, void *data) {
     open_work *w = data;
     w->mp.backend = w->backend;
     w->mp.flash_attn = w->flash_attn;
+    w->mp.mmproj = w->mmproj;
     w->ep_params.speculative = w->speculative;
     w->ep_params.draft_model = w->draft_model;
     w->ep_params.draft_cutoff = w->draft_cutoff;
@@ -492,6 +495,9 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
         ok = (w->cache_type_v = dup_string(env, b, "options.cacheTypeV")) != NULL;
     if (ok && (b = prop(env, o, "draftModel")))
         ok = (w->draft_model = dup_string(env, b, "options.draftModel")) != NULL;
+    if (ok && (b = prop(env, o, "mmproj"))) ok = (w->mmproj = dup_string(env, b, "options.mmproj")) != NULL;
+    if (ok && (b = prop(env, o, "mmprojOffload")))
+        ok = napi_get_value_bool(env, b, &w->mp.mmproj_offload) == napi_ok;
     ok = ok && opt_int(env, o, "gpuLayers", &w->mp.gpu_layers) &&
          opt_int(env, o, "ctxSize", &w->ep_params.ctx_size) &&
          opt_int(env, o, "parallel", &w->ep_params.parallel) &&
@@ -752,6 +758,9 @@ static napi_value stats_object(napi_env env, const sipp_request_stats *s) {
     set_num(env, o, "draftSteps", s->draft_steps);
     set_num(env, o, "cutoffSteps", s->cutoff_steps);
     set_str(env, o, "speculation", *s->speculation ? s->speculation : "none");
+    set_num(env, o, "mediaTokens", s->media_tokens);
+    set_num(env, o, "mediaEncoded", s->media_encoded);
+    set_num(env, o, "encodeMs", s->encode_ms);
     return o;
 }
 

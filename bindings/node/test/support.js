@@ -118,6 +118,6 @@ async function assertToolCallDeltas(client, msgs, opts, r) {
 }
 
 module.exports = {
-  PKG, REPO, BUILD, SIPP, THREADS, PARALLEL, tmpdir, model, runNode, startFakeGateway, gatewayMissingReason,
+  PKG, REPO, BUILD, SIPP, SYNTH, THREADS, PARALLEL, tmpdir, model, runNode, startFakeGateway, gatewayMissingReason,
   maxLoopStall, assertToolCallDeltas,
 };

@@ -81,6 +81,22 @@ class TrainTest(unittest.TestCase):
         with open(self.out, "rb") as f:
             self.assertIn(b"<|im_start|>", f.read(), "the chat template was not carried over")
 
+    def test_q8_0_output_without_training(self):
+        q8 = self.path("q8.gguf")
+        r = train("--model", self.out, "--corpus", self.corpus, "--out", q8, "--epochs", "0", "--out-type", "q8_0",
+                  "--threads", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"epoch 0/0: held-out loss [0-9.]+")
+        info = subprocess.run([SIPP, "models", "info", q8, "--json"], capture_output=True, text=True,
+                              timeout=TIMEOUT_S)
+        self.assertEqual(info.returncode, 0, info.stderr)
+        self.assertEqual(json.loads(info.stdout)["file_type"], "Q8_0")
+        self.assertLess(os.path.getsize(q8), os.path.getsize(self.out) / 3)
+        self.assertFalse([f for f in os.listdir(self.tmp.name) if f.endswith(".tmp")], "a staged file was left")
+        bad = train("--model", self.out, "--corpus", self.corpus, "--out", q8, "--out-type", "q5_1")
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("--out-type: 'q5_1' is not f32 or q8_0", bad.stderr)
+
     def fails(self, corpus, expect, model=None):
         r = train("--model", model or self.model, "--corpus", corpus, "--out", self.path("x.gguf"), "--threads", "1")
         self.assertEqual(r.returncode, EXIT_RUNTIME, r.stderr)

@@ -13,4 +13,8 @@
  * was loaded from; path appears complete or not at all. False after reporting why. */
 bool model_save(const struct llama_model *model, const struct gguf_context *src, const char *path);
 
+/* Quantizes the f32 model at in to q8_0 at out with llama.cpp's quantizer (every matrix q8_0, the
+ * norms f32), keeping every key-value. False after reporting why. */
+bool model_quantize_q8_0(const char *in, const char *out);
+
 #endif

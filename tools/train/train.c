@@ -87,7 +87,7 @@
 /* options: one table both parses them and prints --help                                          */
 
 struct options {
-    const char *model, *corpus, *out;
+    const char *model, *corpus, *out, *out_type;
     long epochs, ctx, batch, checkpoint_every, threads;
     double lr, lr_min, val_split;
     unsigned long long seed;
@@ -112,7 +112,10 @@ static const struct opt_spec OPTS[] = {
     {"--corpus", "FILE", OPT_PATH, OFF(corpus), 0, 0,
      "the text: FILE.jsonl holds one {\"text\": ...} a line, any other file is plain text"},
     {"--out", "OUT.gguf", OPT_PATH, OFF(out), 0, 0, "where the trained model is written"},
-    {"--epochs", "N", OPT_INT, OFF(epochs), 1, MAX_EPOCHS, "passes over the training windows (default 1)"},
+    {"--epochs", "N", OPT_INT, OFF(epochs), 0, MAX_EPOCHS,
+     "passes over the training windows (default 1; 0: only the held-out loss, and --out-type)"},
+    {"--out-type", "f32|q8_0", OPT_PATH, OFF(out_type), 0, 0,
+     "the weights of --out: f32 (default, trainable again) or q8_0 (a quarter of the size)"},
     {"--lr", "F", OPT_FLOAT, OFF(lr), MIN_LR, MAX_LR, "peak learning rate of AdamW (default 1e-3)"},
     {"--lr-min", "F", OPT_FLOAT, OFF(lr_min), 0, MAX_LR,
      "learning rate at the end of the cosine (default lr/10)"},
@@ -131,6 +134,7 @@ static const struct opt_spec OPTS[] = {
     {"--help", NULL, OPT_FLAG, OFF(help), 0, 0, "print this help"},
 };
 
+#define F32_STAGE_SUFFIX ".f32.tmp"
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static void usage(FILE *f) {
@@ -182,6 +186,8 @@ static void set_number(struct options *o, const struct opt_spec *s, const char *
 
 static void check_options(struct options *o) {
     if (!o->model || !o->corpus || !o->out) die_usage("--model, --corpus and --out are required");
+    if (o->out_type && strcmp(o->out_type, "f32") != 0 && strcmp(o->out_type, "q8_0") != 0)
+        die_usage("--out-type: '%s' is not f32 or q8_0", o->out_type);
     if (o->ctx % CTX_ALIGN != 0)
         die_usage("--ctx %ld: must be a multiple of %d (llama.cpp pads a context to one)", o->ctx, CTX_ALIGN);
     if (o->batch == 0) o->batch = o->ctx;
@@ -578,6 +584,19 @@ static void print_epoch(const struct trainer *t, double epoch_s, size_t windows,
     fflush(stdout);
 }
 
+/* The trained model at --out: as trained (f32), or quantized from a staged f32 copy. */
+static bool save_output(struct trainer *t) {
+    if (!t->o.out_type || strcmp(t->o.out_type, "f32") == 0) return model_save(t->model, t->meta, t->o.out);
+    char stage[PATH_MAX];
+    if (snprintf(stage, sizeof stage, "%s" F32_STAGE_SUFFIX, t->o.out) >= (int)sizeof stage) {
+        train_report("--out %s: the path is too long", t->o.out);
+        return false;
+    }
+    bool ok = model_save(t->model, t->meta, stage) && model_quantize_q8_0(stage, t->o.out);
+    unlink(stage);
+    return ok;
+}
+
 static int train(struct trainer *t) {
     struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESETHAND}; /* a second Ctrl-C kills */
     sigemptyset(&sa.sa_mask);
@@ -599,7 +618,7 @@ static int train(struct trainer *t) {
         print_epoch(t, t->train_s - train_s, t->train.n, val_loss);
     }
     t->epoch = t->o.epochs;
-    if (!model_save(t->model, t->meta, t->o.out)) return EXIT_RUNTIME;
+    if (!save_output(t)) return EXIT_RUNTIME;
     struct stat st;
     const double mb = stat(t->o.out, &st) == 0 ? (double)st.st_size / BYTES_PER_MB : 0.0;
     printf("wrote %s (%.1f MB) in %.1f s", t->o.out, mb, t->train_s + t->eval_s);

@@ -72,9 +72,13 @@
 
 static bool cache_reserve(slot *s, int n) { return sipp_tokens_reserve(&s->cache, &s->cap_cache, n); }
 
-/* Which idle slot a request should take: the one pinned to its key, else the one sharing the longest
- * prefix with its prompt, preferring unpinned slots, then the least recently used. -1 when none is
- * free, or when its key's slot is busy (it must wait for its own conversation). */
+/* Which idle slot a request should take: the one pinned to its key, else the one whose cells it would
+ * throw away the fewest of (those past its common prefix with the prompt), preferring unpinned
+ * slots, then the longest common prefix, then the least recently used. A prefix another slot holds
+ * is shared into the taken slot at start (prefix_donor) wherever it lives, so a new conversation
+ * that shares only a system prompt with an idle slot takes an empty slot and copies the prompt's
+ * cells, and the idle slot keeps its conversation for its next turn. -1 when none is free, or when
+ * its key's slot is busy (it must wait for its own conversation). */
 static int pick_slot(sipp_engine *e, const sipp_request *r) {
     if (r->context_key) {
         for (int i = 0; i < e->params.parallel; i++) {
@@ -82,19 +86,23 @@ static int pick_slot(sipp_engine *e, const sipp_request *r) {
             if (s->key && strcmp(s->key, r->context_key) == 0) return s->req ? -1 : i;
         }
     }
-    int best = -1, best_lcp = -1;
+    int best = -1, best_lcp = -1, best_lost = 0;
     bool best_pinned = true;
     for (int i = 0; i < e->params.parallel; i++) {
         slot *s = &e->slots[i];
         if (s->req) continue;
         int lcp = sipp_common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
+        int lost = s->n_cache - lcp;
         bool pinned = s->key != NULL;
-        bool better = best < 0 || (best_pinned && !pinned) ||
-                      (pinned == best_pinned &&
-                       (lcp > best_lcp || (lcp == best_lcp && s->last_used < e->slots[best].last_used)));
+        bool better = best < 0 || (best_pinned && !pinned);
+        if (!better && pinned == best_pinned)
+            better = lost < best_lost ||
+                     (lost == best_lost &&
+                      (lcp > best_lcp || (lcp == best_lcp && s->last_used < e->slots[best].last_used)));
         if (better) {
             best = i;
             best_lcp = lcp;
+            best_lost = lost;
             best_pinned = pinned;
         }
     }

@@ -24,6 +24,8 @@ SYSTEM = "You are a careful coding agent. " + " ".join(
 SLACK = 32  # tokens after the shared system prompt that differ (the user turn and the template's markers)
 RUNNING_TOKENS = 400
 ANSWER_TOKENS = 8
+# a first user turn far longer than SLACK: losing it shows
+HISTORY = "Here is the log of the failing build. " + " ".join(f"line {i}: error in module {i % 7}" for i in range(40))
 CTX = 8192
 
 
@@ -129,6 +131,31 @@ class PrefixSharingTest(unittest.TestCase):
         st, _, out = self.gw.json("POST", "/v1/chat/completions", chat("Something else first."))
         self.assertEqual(st, 200, out)
         self.assert_shared("What does main.c do?")
+
+    def test_an_idle_conversation_keeps_its_slot_when_a_new_one_shares_its_prefix(self):
+        # A's first turn (a long user message), then B's (sharing only the system prompt), then A's
+        # second turn: B takes the other slot and copies the prompt's cells, so A's turn 2 finds its
+        # whole first turn. (Its history is in the user message: a random model's answer, tokenized
+        # again from its text, need not be the tokens it generated.)
+        fresh = gw.serve_config(config())
+        try:
+            first = chat(HISTORY)
+            st, _, a1 = fresh.json("POST", "/v1/chat/completions", first)
+            self.assertEqual(st, 200, a1)
+            st, _, b1 = fresh.json("POST", "/v1/chat/completions", chat("What does main.c do?"))
+            self.assertEqual(st, 200, b1)
+            self.assertGreaterEqual(b1["usage"]["prompt_tokens_details"]["cached_tokens"],
+                                    b1["usage"]["prompt_tokens"] - SLACK, "B shares the system prompt")
+            turn2 = dict(first)
+            turn2["messages"] = first["messages"] + [a1["choices"][0]["message"],
+                                                     {"role": "user", "content": "Shorter, please."}]
+            st, _, a2 = fresh.json("POST", "/v1/chat/completions", turn2)
+            self.assertEqual(st, 200, a2)
+            cached = a2["usage"]["prompt_tokens_details"]["cached_tokens"]
+            self.assertGreaterEqual(cached, a1["usage"]["prompt_tokens"] - SLACK,
+                                    f"A's turn 2 lost its first turn to B: {a2['usage']}")
+        finally:
+            fresh.stop()
 
     def test_the_messages_api_reports_the_shared_prefix(self):
         st, _, out = self.gw.json("POST", "/v1/chat/completions", chat("Warm the prefix up."))

@@ -89,6 +89,18 @@ class ImagesTest(unittest.TestCase):
         other = self.chat("Compare:", sipp.image(self.b), sipp.image(self.a))
         self.assertEqual(other.stats["media_encoded"], 2, "a swapped pair shares no image prefix")
 
+    def test_a_text_stream_goes_on_while_images_are_encoded(self):
+        # one slot streams text; the other reads chats with images: every request finishes, and the
+        # stream's tokens keep coming between the encodes (one image per engine step)
+        stream = self.client.query("Once upon a time", stream=True, max_tokens=64, temperature=0, ignore_eos=True)
+        pieces = iter(stream)
+        next(pieces)  # generating
+        answers = [self.chat("Describe:", sipp.image(p)) for p in (self.a, self.b, self.a)]
+        rest = list(pieces)
+        self.assertTrue(all(r.text for r in answers))
+        self.assertGreater(len(rest), 0)
+        self.assertEqual(stream.response.usage["completion_tokens"], 64)
+
     def test_bad_media_is_refused_by_name(self):
         junk = {"type": "image_url", "image_url": {"url": "data:image/png;base64," +
                                                    base64.b64encode(b"not an image").decode()}}

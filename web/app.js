@@ -9,6 +9,11 @@
  *   POST /v1/models/ID/unload  the gateway has tokens; the gateway's 403 says so)
  *   POST /v1/chat/completions  "stream": true; the answer arrives as server-sent events
  *
+ * Images. A target whose /v1/models entry lists "vision" under capabilities (a projector is
+ * configured) gets an "Add image" button; files dropped on the message box or pasted into it are
+ * taken too. Each is sent as an image_url part holding a data: URL beside the text, stays in the
+ * conversation's history, and is shown in the user's message from a blob: URL of the file itself.
+ *
  * Run in this browser. A target whose /v1/models entry has browser_file ({url, sha256, bytes}: the
  * gateway serves its GGUF, [web] serve_model_files) gets a toggle. Turned on, the page imports the
  * browser package from /browser/ (bindings/web, served by the gateway with the runtime make web
@@ -42,6 +47,8 @@ const BROWSER_PACKAGE = '/browser/index.js';
 const BROWSER_RUNTIME = '/browser/runtime/';
 const BROWSER_CTX = 4096; // the browser's context when the target sets no ctx_size (wasm memory is 4 GiB)
 const PERCENT = 100;
+const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/bmp'];
+const IMAGE_MAX_BYTES = 20 * 1024 * 1024; // the gateway's default [limits] image_max_bytes
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -63,6 +70,9 @@ const ui = {
   send: $('send'),
   stop: $('stop'),
   clear: $('clear'),
+  attach: $('attach'),
+  imageFile: $('image-file'),
+  attachments: $('attachments'),
   announce: $('announce'),
   statReady: $('stat-ready'),
   statBackend: $('stat-backend'),
@@ -82,6 +92,7 @@ const state = {
   controller: null,     // the AbortController of the answer being generated, or null
   conversation: 0,      // counts Clears, so that an answer ending after one stays out of the new history
   readyTimer: 0,
+  pending: [],          // images to send with the next message: {name, blobUrl, dataUrl}
 };
 
 /* ---- talking to the gateway ----------------------------------------------------------------- */
@@ -225,6 +236,8 @@ function showTarget() {
     info = replicas.map((r) => r.url).join(', ');
   }
   const file = t && state.models.get(ui.target.value);
+  ui.attach.hidden = !takesImages(ui.target.value);
+  if (ui.attach.hidden) clearPending();
   ui.browserField.hidden = !(file && file.browser_file);
   ui.inBrowser.checked = !ui.browserField.hidden && state.inBrowser.has(ui.target.value);
   if (ui.inBrowser.checked) ({ backend, device, info } = browserStatus(ui.target.value));
@@ -411,7 +424,7 @@ function appendFollowing(node, piece) {
  * A message in the log. Its text is one Text node that grows with appendData, so a streamed answer
  * costs no re-parsing and can never become markup.
  */
-function addMessage(role, text, who) {
+function addMessage(role, text, who, images = []) {
   ui.empty.hidden = true;
   const el = document.createElement('article');
   el.className = `msg ${role}`;
@@ -427,6 +440,17 @@ function addMessage(role, text, who) {
   note.className = 'note';
   note.hidden = true;
   el.append(label, body, note);
+  if (images.length) {
+    const row = document.createElement('span');
+    row.className = 'images';
+    for (const im of images) {
+      const img = document.createElement('img');
+      img.src = im.blobUrl;
+      img.alt = im.name;
+      row.append(img);
+    }
+    el.insertBefore(row, note);
+  }
   ui.log.append(el);
   ui.log.scrollTop = ui.log.scrollHeight;
   return {
@@ -482,11 +506,21 @@ async function send(text) {
   const messages = [];
   const system = ui.system.value.trim();
   if (system) messages.push({ role: 'system', content: system });
-  messages.push(...state.history, { role: 'user', content: text });
+  const images = state.pending;
+  const content = images.length
+    ? [{ type: 'text', text }, ...images.map((im) => ({ type: 'image_url', image_url: { url: im.dataUrl } }))]
+    : text;
+  messages.push(...state.history, { role: 'user', content });
   const inBrowser = state.inBrowser.has(target) && !ui.browserField.hidden;
+  if (inBrowser && images.length) {
+    announce('The browser runtime takes no images; turn “Run in this browser” off to send them.');
+    return;
+  }
   const conversation = state.conversation;
-  addMessage('user', text, 'You');
-  state.history.push({ role: 'user', content: text });
+  addMessage('user', text, 'You', images);
+  state.pending = [];
+  showPending();
+  state.history.push({ role: 'user', content });
   const reply = addMessage('assistant', '', target);
   reply.el.classList.add('streaming');
   reply.el.setAttribute('aria-busy', 'true');
@@ -604,10 +638,87 @@ async function answerInBrowser(target, messages, settings, signal, onPiece) {
   return { finish: r.finishReason, tokens: r.usage.completionTokens };
 }
 
+/* ---- images ---------------------------------------------------------------------------------- */
+
+function takesImages(name) {
+  const m = state.models.get(name);
+  return Boolean(m && Array.isArray(m.capabilities) && m.capabilities.includes('vision'));
+}
+
+function readAsDataUrl(file) {
+  return new Promise((resolve, reject) => {
+    const r = new FileReader();
+    r.onload = () => resolve(r.result);
+    r.onerror = () => reject(r.error);
+    r.readAsDataURL(file);
+  });
+}
+
+/* Takes image files (from the button, a drop or a paste) for the next message. */
+async function addImages(files) {
+  if (ui.attach.hidden) {
+    announce('This model takes no images: its target has no projector (mmproj).');
+    return;
+  }
+  for (const file of files) {
+    if (!IMAGE_TYPES.includes(file.type)) {
+      announce(`${file.name} is not a PNG, JPEG, GIF or BMP image.`);
+      continue;
+    }
+    if (file.size > IMAGE_MAX_BYTES) {
+      announce(`${file.name} is larger than 20 MB.`);
+      continue;
+    }
+    state.pending.push({ name: file.name || 'image', blobUrl: URL.createObjectURL(file), dataUrl: await readAsDataUrl(file) });
+  }
+  showPending();
+}
+
+function showPending() {
+  ui.attachments.replaceChildren();
+  state.pending.forEach((im, i) => {
+    const li = document.createElement('li');
+    const img = document.createElement('img');
+    img.src = im.blobUrl;
+    img.alt = im.name;
+    const remove = document.createElement('button');
+    remove.type = 'button';
+    remove.className = 'secondary';
+    remove.textContent = '×';
+    remove.setAttribute('aria-label', `Remove ${im.name}`);
+    remove.addEventListener('click', () => {
+      state.pending.splice(i, 1);
+      showPending();
+    });
+    li.append(img, remove);
+    ui.attachments.append(li);
+  });
+  ui.attachments.hidden = state.pending.length === 0;
+}
+
+function clearPending() {
+  state.pending = [];
+  showPending();
+}
+
+function onDrop(event) {
+  if (!event.dataTransfer || !event.dataTransfer.files.length) return;
+  event.preventDefault();
+  addImages([...event.dataTransfer.files]);
+}
+
+function onPaste(event) {
+  const files = event.clipboardData ? [...event.clipboardData.files] : [];
+  if (!files.length) return;
+  event.preventDefault();
+  addImages(files);
+}
+
 function clearConversation() {
   stop();
   state.conversation++;
   state.history = [];
+  clearPending();
   for (const el of ui.log.querySelectorAll('.msg')) el.remove();
   ui.empty.hidden = false;
   announce('Conversation cleared.');
@@ -651,6 +762,14 @@ function start() {
   ui.residency.addEventListener('click', toggleResidency);
   ui.inBrowser.addEventListener('change', toggleBrowser);
   ui.token.addEventListener('change', saveToken);
+  ui.attach.addEventListener('click', () => ui.imageFile.click());
+  ui.imageFile.addEventListener('change', () => {
+    addImages([...ui.imageFile.files]);
+    ui.imageFile.value = '';
+  });
+  ui.composer.addEventListener('dragover', (event) => event.preventDefault());
+  ui.composer.addEventListener('drop', onDrop);
+  ui.prompt.addEventListener('paste', onPaste);
   document.querySelector('.skip').addEventListener('click', (event) => {
     event.preventDefault();
     ui.prompt.focus();

@@ -20,7 +20,9 @@
  * Every reply carries a strict Content-Security-Policy. The page is self-contained, so everything it
  * needs comes from this origin: scripts and styles from files only (no inline code, no eval), API
  * calls to this origin only, no plugins, no <base>, no form submissions, and no framing by another
- * site (the page may hold a bearer token). Model output is only ever set as text by app.js; the
+ * site (the page may hold a bearer token). Images may also come from blob: URLs: the page shows an
+ * image the user attached from the file itself, which never leaves the browser but in the request.
+ * Model output is only ever set as text by app.js; the
  * policy is the second line of defence should that ever change: markup injected by a model could
  * neither run script nor send anything elsewhere.
  */
@@ -40,7 +42,7 @@
 #define WEB_INDEX "/index.html"
 
 #define WEB_CSP                                                                                              \
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "          \
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; "          \
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 /* The browser runtime's scripts: the worker fetches and compiles the .wasm, and starts its threads. */

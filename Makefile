@@ -199,6 +199,13 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIBSIPP_A)
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) $(LDFLAGS_EXTRA) -o $@ $< $(LIBSIPP_A) $(LLAMA_LIBS) $(SYS_LIBS) -Wl,-rpath,'$$ORIGIN/../artifact'
 
+# mtmd_probe drives llama.cpp's libmtmd directly, with no sipp code in between (test_synth_projector).
+$(BUILD)/tests/mtmd_probe: tests/tools/mtmd_probe.c $(LLAMA_STAMP) | llama-links
+	@mkdir -p $(dir $@)
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) $(LDFLAGS_EXTRA) -o $@ $< -L$(BUILD)/artifact -lmtmd -lllama -lggml -lggml-base \
+	  -ldl -Wl,-rpath,'$$ORIGIN/../artifact'
+
 # libFuzzer harnesses (clang). Each lists the sources it exercises, built with the fuzzer's
 # instrumentation; tests/run.sh runs each briefly from its seed corpus (tests/fuzz/corpus/NAME).
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc -I$(LLAMA_INC)

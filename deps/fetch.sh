@@ -4,12 +4,13 @@
 #   deps/fetch.sh OUT_DIR [BACKEND...]          e.g. deps/fetch.sh build cpu vulkan
 #
 # What it produces, under OUT_DIR:
-#   llama/include/     llama.h, ggml*.h, gguf.h from the git bundle at the pinned commit
+#   llama/include/     llama.h, ggml*.h, gguf.h, mtmd.h, mtmd-helper.h from the git bundle at the pinned commit
 #   llama/vocab/       the bundle's models/ggml-vocab-*.gguf real tokenizers and their test vectors
 #   llama/source       a symbolic link to the bundle's checkout in the cache (for source builds)
 #   artifacts/NAME/    NAME = the backends joined by '+' (with -src for a source build, LLAMA_FROM_SOURCE=1):
-#                      the core libraries plus exactly the chosen
-#                      backend modules, and manifest.json saying what they are and where they came from
+#                      the core libraries plus exactly the chosen backend modules, libmtmd.so (llama.cpp's
+#                      multimodal library, always), and manifest.json saying what they are and where they
+#                      came from
 #
 # Packages come from npm with `npm pack`, exact versions, and are refused unless their sha512 equals the
 # integrity recorded in deps/llama.lock. Downloads and the checkout are cached outside the work tree in
@@ -97,7 +98,8 @@ copy_changed() {
   done
 }
 mkdir -p "$out/llama/include" "$out/llama/vocab"
-copy_changed "$checkout"/include/llama.h "$checkout"/ggml/include/*.h "$out/llama/include"
+copy_changed "$checkout"/include/llama.h "$checkout"/ggml/include/*.h "$checkout"/tools/mtmd/mtmd.h \
+  "$checkout"/tools/mtmd/mtmd-helper.h "$out/llama/include"
 copy_changed "$checkout"/models/ggml-vocab-* "$out/llama/vocab"
 ln -sfn "$checkout" "$out/llama/source"
 
@@ -126,6 +128,52 @@ build_rpc_module() {
   RPC_FLAGS=$flags
   RPC_ORIGIN="{\"module\": \"libggml-rpc.so\", \"origin\": \"source build\", \"source\": \"ggml/src/ggml-rpc\", \"llama_commit\": \"$LLAMA_COMMIT\", \"compiler\": \"$RPC_COMPILER\", \"flags\": \"$flags\"}"
   cp "$dir/libggml-rpc.so" "$base/"
+}
+
+# build_mtmd_library ART_DIR: puts libmtmd.so, llama.cpp's multimodal library (images and audio through
+# a projector, tools/mtmd), into ART_DIR, compiled from the checkout against ART_DIR's libllama and
+# libggml. No package ships it, so it is built here, once per commit, compiler, flags and base
+# libraries, in the cache (a minute or two on two cores). The sources are the ones the checkout's
+# CMakeLists.txt lists for the mtmd target, plus the vendored hashes it links (hidden, so that they
+# cannot clash with another library's copy). MTMD_VIDEO stays off: no ffmpeg subprocesses in a server.
+# MTMD_ORIGIN receives the manifest's record of it.
+build_mtmd_library() {
+  local base=$1 cxx=${CXX:-c++} cc=${CC:-cc} key dir tmp flags srcs f obj mtmd hash jobs
+  command -v "$cxx" >/dev/null || die "a C++ compiler ($cxx) is needed for libmtmd: apt-get install -y g++"
+  mtmd="$checkout/tools/mtmd" hash="$checkout/vendor/hash"
+  flags="-O2 -fPIC -std=c++17 -DNDEBUG -DLLAMA_SHARED -DLLAMA_BUILD -Wno-cast-qual"
+  MTMD_COMPILER=$("$cxx" --version | head -1)
+  key=$(printf '%s|%s|%s|%s' "$LLAMA_COMMIT" "$MTMD_COMPILER" "$flags" \
+          "$(cat "$base"/libllama.so "$base"/libggml.so "$base"/libggml-base.so | sha256sum | cut -c1-16)" |
+        openssl dgst -sha256 | awk '{print substr($NF,1,16)}')
+  dir="$cache/mtmd-$LLAMA_COMMIT-$key"
+  if [ ! -f "$dir/libmtmd.so" ]; then
+    srcs=$(sed -n '/^add_library(mtmd$/,/)/p' "$mtmd/CMakeLists.txt" | awk '$1 ~ /\.cpp$/ {print $1}')
+    [ -n "$srcs" ] || die "$mtmd/CMakeLists.txt lists no sources for the mtmd target"
+    echo "sipp deps: building libmtmd from the pinned source" >&2
+    tmp=$(mktemp -d "$cache/mtmd.XXXXXX")
+    jobs=$(nproc 2>/dev/null || echo 2)
+    # one compiler command a line, run $jobs at a time; a failure stops the build with its log
+    {
+      for f in $srcs; do
+        obj=$(printf '%s' "$f" | tr '/' '_'); obj=${obj%.cpp}.o
+        echo "$cxx $flags -I$checkout/include -I$checkout/ggml/include -I$mtmd -I$checkout/vendor -c $mtmd/$f -o $tmp/$obj"
+      done
+      echo "$cxx $flags -fvisibility=hidden -I$checkout/vendor -c $hash/hash.cpp -o $tmp/vendor_hash.o"
+      echo "$cc -O2 -fPIC -w -fvisibility=hidden -I$hash -c $hash/xxhash/xxhash.c -o $tmp/vendor_xxhash.o"
+      echo "$cc -O2 -fPIC -w -fvisibility=hidden -I$hash -c $hash/sha256/sha256.c -o $tmp/vendor_sha256.o"
+      echo "$cxx -O2 -fPIC -w -fvisibility=hidden -x c++ -I$hash -c $hash/sha1/sha1.c -o $tmp/vendor_sha1.o"
+    } >"$tmp/commands"
+    xargs -P "$jobs" -I{} sh -c '{}' <"$tmp/commands" 2>"$tmp/build.log" &&
+      "$cxx" -shared -o "$tmp/libmtmd.so" "$tmp"/*.o -L"$base" -lllama -lggml -lggml-base \
+        -Wl,-soname,libmtmd.so -Wl,-rpath,'$ORIGIN' -pthread 2>>"$tmp/build.log" ||
+      { tail -40 "$tmp/build.log" >&2; rm -rf "$tmp"; die "libmtmd did not build (see above)"; }
+    rm -f "$tmp"/*.o "$tmp/commands"
+    rm -rf "$dir"; mv "$tmp" "$dir"
+  fi
+  MTMD_FLAGS=$flags
+  MTMD_ORIGIN="{\"module\": \"libmtmd.so\", \"origin\": \"source build\", \"source\": \"tools/mtmd\", \"llama_commit\": \"$LLAMA_COMMIT\", \"compiler\": \"$MTMD_COMPILER\", \"flags\": \"$flags\"}"
+  cp "$dir/libmtmd.so" "$base/"
 }
 
 # --- the artifact: core libraries plus the chosen backend modules ---------------------------------
@@ -219,12 +267,18 @@ case " ${backends[*]} " in
 esac
 
 # Modules compiled here rather than taken from a package, each with its origin (the SBOM reads this).
-source_builds='[]'
+# record_source_build FILE SOURCE COMPILER FLAGS: the origin line of a library compiled here.
+record_source_build() {
+  printf '{"file":"%s","origin":"source","commit":"%s","source":"%s","compiler":"%s","flags":"%s"}\n' \
+    "$1" "$LLAMA_COMMIT" "$2" "$(json_escape "$3")" "$(json_escape "$4")" >>"$origins"
+}
+build_mtmd_library "$art.tmp"
+record_source_build libmtmd.so tools/mtmd "$MTMD_COMPILER" "$MTMD_FLAGS"
+source_builds="[$MTMD_ORIGIN]"
 case " ${backends[*]} " in *" rpc "*)
   build_rpc_module "$art.tmp"
-  printf '{"file":"libggml-rpc.so","origin":"source","commit":"%s","compiler":"%s","flags":"%s"}\n' \
-    "$LLAMA_COMMIT" "$(json_escape "$RPC_COMPILER")" "$(json_escape "$RPC_FLAGS")" >>"$origins"
-  source_builds="[$RPC_ORIGIN]" ;;
+  record_source_build libggml-rpc.so ggml/src/ggml-rpc "$RPC_COMPILER" "$RPC_FLAGS"
+  source_builds="[$MTMD_ORIGIN, $RPC_ORIGIN]" ;;
 esac
 
 json_list=$(printf '"%s",' "${backends[@]}"); json_list="[${json_list%,}]"

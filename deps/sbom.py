@@ -170,7 +170,8 @@ def main(argv):
             relationships.append({"spdxElementId": fid, "relationshipType": "GENERATED_FROM",
                                   "relatedSpdxElement": npm_ids[key]})
         elif o and o.get("origin") == "source":
-            f["comment"] = (f"built from the pinned llama.cpp commit {o.get('commit', llama_commit)} with "
+            where = f" ({o['source']})" if o.get("source") else ""
+            f["comment"] = (f"built from the pinned llama.cpp commit {o.get('commit', llama_commit)}{where} with "
                             f"{o.get('compiler') or 'NOASSERTION'}; flags: {o.get('flags') or 'NOASSERTION'}")
             relationships.append({"spdxElementId": fid, "relationshipType": "GENERATED_FROM",
                                   "relatedSpdxElement": llama_id})

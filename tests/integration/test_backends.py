@@ -136,6 +136,9 @@ class BackendTests(unittest.TestCase):
         self.assertEqual(manifest["backends"], ["cpu"])
         self.assertEqual(manifest["llama_commit"], "80fb11ac73e66d89eae2c6a91d8a77428fa733ed")
         self.assertFalse(any("vulkan" in f for f in os.listdir(art)))
+        # llama.cpp's multimodal library is in every artifact, whatever the backends
+        self.assertTrue(os.path.isfile(os.path.join(art, "libmtmd.so")))
+        self.assertIn("libmtmd.so", [m["module"] for m in manifest["source_builds"]])
         p = self.gen("vulkan", env=dict(VK, SIPP_ARTIFACT=art))
         self.assertEqual(p.returncode, 1)
         self.assertIn("not compiled", p.stderr)

@@ -31,6 +31,8 @@ class SourceBuild(unittest.TestCase):
         art = os.path.join(ROOT, "build", "artifacts", "cpu-src")
         with open(os.path.join(art, "manifest.json")) as f:
             self.assertIn("source build", f.read())
+        # libmtmd is built against the source-built libllama as against the prebuilt one
+        self.assertTrue(os.path.isfile(os.path.join(art, "libmtmd.so")))
         with tempfile.TemporaryDirectory() as tmp:
             model = make_model(tmp)
             args = [model, "Hello world", "--max-tokens", "12", "--temperature", "0", "--ignore-eos", "--threads", "1"]

@@ -114,6 +114,15 @@ class SbomTest(unittest.TestCase):
                      if r["relationshipType"] == "CONTAINS" and r["spdxElementId"] == art_pkg["SPDXID"]}
         self.assertEqual(contained, {f["SPDXID"] for f in files.values()})
 
+    def test_libmtmd_is_a_recorded_source_build(self):
+        # llama.cpp's multimodal library is in every artifact, compiled here from the pinned commit
+        files = {f["fileName"]: f for f in self.doc["files"]}
+        self.assertIn("./libmtmd.so", files)
+        self.assertIn(f"built from the pinned llama.cpp commit {self.manifest['llama_commit']} (tools/mtmd)",
+                      files["./libmtmd.so"]["comment"])
+        built = {b["module"]: b for b in self.manifest["source_builds"]}
+        self.assertEqual(built["libmtmd.so"]["source"], "tools/mtmd")
+
     def test_origins_are_the_pinned_npm_packages(self):
         pins = lock()
         pkgs = {p["SPDXID"]: p for p in self.doc["packages"]}
@@ -349,7 +358,8 @@ class ReleaseTest(unittest.TestCase):
         tree = os.path.join(unpack, top)
         for rel in ("bin/sipp", "lib/libsipp.so", "include/sipp.h", "lib/pkgconfig/sipp.pc",
                     "share/man/man1/sipp.1", "share/sipp/web/index.html", "install.sh",
-                    "lib/sipp/artifact/manifest.json", "lib/sipp/artifact/sbom.spdx.json"):
+                    "lib/sipp/artifact/manifest.json", "lib/sipp/artifact/sbom.spdx.json",
+                    "lib/sipp/artifact/libmtmd.so"):
             self.assertTrue(os.path.exists(os.path.join(tree, rel)), rel)
         prefix = os.path.join(self.tmp, "prefix")
         p = subprocess.run(["bash", os.path.join(tree, "install.sh"), "--prefix", prefix], capture_output=True,

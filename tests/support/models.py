@@ -20,3 +20,17 @@ def make_model(directory, name="model.gguf", vocab="llama-bpe", **shape):
         cmd += [f"--{k}", str(v)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=SYNTH_TIMEOUT_S)
     return path
+
+
+def make_projector(directory, kind, name=None, **opts):
+    """Writes a multimodal projector (sipp-synth --projector KIND: "llava" for images, "qwen2a" for
+    audio) whose embeddings are n_embd wide (default 64, make_model's width) and returns its path.
+    opts override sipp-synth's options (image_size=32 is --image-size 32)."""
+    args = {"n-embd": 64, "seed": 1}
+    args.update({k.replace("_", "-"): v for k, v in opts.items()})
+    path = os.path.join(directory, name or f"mmproj-{kind}.gguf")
+    cmd = [SYNTH, "--out", path, "--projector", kind]
+    for k, v in args.items():
+        cmd += [f"--{k}", str(v)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=SYNTH_TIMEOUT_S)
+    return path

@@ -285,7 +285,7 @@ static bool int_list_parse(cli_args *a, const char *flag, long lo, long hi, int_
     return !a->bad;
 }
 
-static bool parse_output(cli_args *a, void *opts) {
+static bool parse_output(cli_args *a, const cli_option *opt, void *opts) {
     if (strcmp(a->value, "json") == 0)
         ((bench_opts *)opts)->json = true;
     else if (strcmp(a->value, "md") != 0) {
@@ -295,22 +295,22 @@ static bool parse_output(cli_args *a, void *opts) {
     return true;
 }
 
-static bool parse_cache_type_k(cli_args *a, void *opts) {
+static bool parse_cache_type_k(cli_args *a, const cli_option *opt, void *opts) {
     return cli_cache_type(a, "--cache-type-k", &((bench_opts *)opts)->cache_type_k);
 }
 
-static bool parse_cache_type_v(cli_args *a, void *opts) {
+static bool parse_cache_type_v(cli_args *a, const cli_option *opt, void *opts) {
     return cli_cache_type(a, "--cache-type-v", &((bench_opts *)opts)->cache_type_v);
 }
 
-static bool parse_levels(cli_args *a, void *opts) {
+static bool parse_levels(cli_args *a, const cli_option *opt, void *opts) {
     int_list *levels = &((bench_opts *)opts)->levels;
     if (!int_list_parse(a, "--concurrency", 0, 256, levels)) return false;
     if (levels->n == 1 && levels->v[0] == 0) levels->n = -1; /* 0: no levels at all */
     return true;
 }
 
-static bool parse_lengths(cli_args *a, void *opts) {
+static bool parse_lengths(cli_args *a, const cli_option *opt, void *opts) {
     return int_list_parse(a, "--prompt-lengths", 1, 1 << 20, &((bench_opts *)opts)->lengths);
 }
 

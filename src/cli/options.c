@@ -57,20 +57,22 @@ static bool parse_cache_type(cli_args *a, const cli_option *opt, void *opts) {
     return cli_cache_type(a, opt->name, (const char **)((char *)opts + opt->offset));
 }
 
+/* The names libsipp takes (sipp_kv_cache_check has the last word). */
+#define CACHE_TYPES "f16|q8_0|q4_0"
 const cli_option cli_opt_cache_type_k = {.name = "--cache-type-k",
-                                         .arg = "TYPE",
+                                         .arg = CACHE_TYPES,
                                          .kind = CLI_OPT_CUSTOM,
                                          .offset = offsetof(cli_common, cache_type_k),
                                          .parse = parse_cache_type,
-                                         .help = "the KV cache's key type: f16 (default), q8_0, q4_0"};
+                                         .help = "the KV cache's type for keys (default f16)"};
 const cli_option cli_opt_cache_type_v = {
     .name = "--cache-type-v",
-    .arg = "TYPE",
+    .arg = CACHE_TYPES,
     .kind = CLI_OPT_CUSTOM,
     .offset = offsetof(cli_common, cache_type_v),
     .parse = parse_cache_type,
-    .help = "the KV cache's value type: f16 (default), q8_0, q4_0; a quantized one needs\n"
-            "flash attention"};
+    .help = "the KV cache's type for values (default f16; a quantized one needs\n"
+            "flash attention)"};
 const cli_option cli_opt_spec = {.name = "--spec",
                                  .arg = "none|ngram|draft",
                                  .kind = CLI_OPT_CHOICE,
@@ -126,11 +128,14 @@ static bool choose(const cli_option *o, const char *value) {
 /* The option that parses for o: the shared one it is like, or itself. */
 static const cli_option *base(const cli_option *o) { return o->like ? o->like : o; }
 
-/* The option of cmd that argv[a->i] names, taking its value; NULL when none does. */
+/* The name o is given by: its own, or that of the option it is like. */
+static const char *spelling(const cli_option *o) { return o->name ? o->name : o->like->name; }
+
+/* The option that parses what argv[a->i] names, its value taken; NULL when no option of cmd does. */
 static const cli_option *match(const cli_command *cmd, cli_args *a) {
     for (const cli_option *const *o = cmd->options; *o; o++) {
         const cli_option *b = base(*o);
-        if (b->kind == CLI_OPT_FLAG ? cli_flag(a, b->name) : cli_flag_value(a, b->name)) return b;
+        if (b->kind == CLI_OPT_FLAG ? cli_flag(a, spelling(*o)) : cli_flag_value(a, spelling(*o))) return b;
     }
     return NULL;
 }
@@ -193,7 +198,7 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, void *opts, const c
 static void print_option(const cli_option *o, int width, FILE *out) {
     char head[HELP_NAME_MAX * 2];
     const cli_option *b = base(o);
-    snprintf(head, sizeof head, "%s%s%s", b->name, b->arg ? " " : "", b->arg ? b->arg : "");
+    snprintf(head, sizeof head, "%s%s%s", spelling(o), b->arg ? " " : "", b->arg ? b->arg : "");
     if ((int)strlen(head) > width)
         fprintf(out, "%*s%s\n%*s", HELP_INDENT, "", head, HELP_INDENT + width + HELP_GAP, "");
     else
@@ -214,7 +219,7 @@ void cli_print_help(const cli_command *cmd, FILE *out) {
     int width = 0;
     for (const cli_option *const *o = cmd->options; *o; o++) {
         const cli_option *b = base(*o);
-        int w = (int)strlen(b->name) + (b->arg ? 1 + (int)strlen(b->arg) : 0);
+        int w = (int)strlen(spelling(*o)) + (b->arg ? 1 + (int)strlen(b->arg) : 0);
         if ((*o)->help && w > width && w <= HELP_NAME_MAX) width = w;
     }
     fputs("\noptions:\n", out);

@@ -4,10 +4,11 @@
  *
  * A command keeps its option values in a struct of its own whose first member is a cli_common. The
  * options several commands share (--artifact, --backend, --threads, --ctx-size, --gpu-layers,
- * --flash-attn, --cache-type-k, --cache-type-v, --spec, --draft, --json, --rpc, --target) are declared once
- * in options.c and write into that cli_common, so they parse, check and read the same everywhere; a
- * command's own options are cli_option values beside its code that name a field of its struct by
- * offset. The table is a NULL-terminated array of pointers to both kinds.
+ * --flash-attn, --cache-type-k, --cache-type-v, --spec, --draft, --json, --rpc, --target) are
+ * declared once in options.c and write into that cli_common, so they parse, check and read the same
+ * everywhere; a command that words one of them for itself lists an entry `.like` it with its own help
+ * line. A command's own options are cli_option values beside its code that name a field of its struct
+ * by offset. The table is a NULL-terminated array of pointers to all of them.
  *
  * Adding an option to a command is one table entry: a field of its struct and a cli_option naming it.
  * A flag that may be given several times (`--stop TEXT`, one per string) is a CLI_OPT_CUSTOM whose
@@ -32,8 +33,8 @@ typedef struct cli_common {
     const char *draft;                       /* --draft MODEL|auto */
     int threads;                             /* --threads N; 0 when not given */
     int ctx_size;                            /* --ctx-size N; 0 when not given */
-    int gpu_layers; /* --gpu-layers N; the command sets its default first (-1: all) */
-    bool json;      /* --json */
+    int gpu_layers;                          /* --gpu-layers N; the command sets its default */
+    bool json;                               /* --json */
 } cli_common;
 
 typedef enum {
@@ -60,8 +61,8 @@ typedef struct cli_option {
     /* CLI_OPT_CUSTOM's parser: a->value is the value, opt the option (its name, offset and bit), opts
      * the command's struct; false after it reported a bad value. */
     bool (*parse)(cli_args *a, const struct cli_option *opt, void *opts);
-    /* a shared option this one is, with the help above instead of its own: {.like = &cli_opt_threads,
-     * .help = "MODEL's CPU threads"} */
+    /* the option this one is, with the help above instead of its own: {.like = &cli_opt_threads,
+     * .help = "MODEL's CPU threads"}; with a name, another spelling of it (bench's -ctk) */
     const struct cli_option *like;
 } cli_option;
 

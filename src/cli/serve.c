@@ -155,10 +155,11 @@ static const cli_option opt_flash_attn = {
     .like = &cli_opt_flash_attn,
     .help = "MODEL's flash attention: auto (default; off with --backend cpu), on, off"};
 static const cli_option opt_cache_type_k = {.like = &cli_opt_cache_type_k,
-                                            .help = "MODEL's KV cache key type: f16 (default), q8_0, q4_0"};
+                                            .help = "MODEL's KV cache type for keys (default f16)"};
 static const cli_option opt_cache_type_v = {
     .like = &cli_opt_cache_type_v,
-    .help = "MODEL's KV cache value type: f16 (default), q8_0, q4_0 (needs flash attention)"};
+    .help = "MODEL's KV cache type for values (default f16; a quantized one needs flash\n"
+            "attention)"};
 static const cli_option opt_spec = {.like = &cli_opt_spec,
                                     .help = "MODEL's speculative decoding (greedy and sampled requests)"};
 static const cli_option opt_draft = {

@@ -8,10 +8,14 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 
-static const char usage[] =
-    "usage: sipp artifact verify DIR [--key PUB.pem]\n"
-    "       sipp artifact sign DIR --key KEY.pem\n\n"
+typedef struct {
+    cli_common c; /* artifact takes none of the shared options */
+    const char *key;
+} artifact_options;
+
+static const char about[] =
     "verify checks DIR/signature.json against DIR/manifest.json and DIR/sbom.spdx.json, then every\n"
     "file against the SBOM's SHA-256, and names the first file that differs (exit 1). With --key it\n"
     "also checks that PUB.pem made the signature; without, it checks integrity against the key the\n"
@@ -21,29 +25,53 @@ static const char usage[] =
     "Keys: openssl genpkey -algorithm ed25519 -out KEY.pem && openssl pkey -in KEY.pem -pubout -out "
     "PUB.pem\n";
 
+static const cli_option opt_public_key = {.name = "--key",
+                                          .arg = "PUB.pem",
+                                          .kind = CLI_OPT_STRING,
+                                          .offset = offsetof(artifact_options, key),
+                                          .help =
+                                              "also check that this Ed25519 public key made the signature"};
+static const cli_option opt_private_key = {.name = "--key",
+                                           .arg = "KEY.pem",
+                                           .kind = CLI_OPT_STRING,
+                                           .offset = offsetof(artifact_options, key),
+                                           .help = "the Ed25519 private key that signs (required)"};
+static const cli_option *const verify_options[] = {&opt_public_key, NULL};
+static const cli_option *const sign_options[] = {&opt_private_key, NULL};
+
+static const cli_command commands[] = {
+    {.name = "artifact verify",
+     .synopsis = "artifact verify DIR [--key PUB.pem]",
+     .about = about,
+     .options = verify_options,
+     .max_args = 1,
+     .args_hint = "one DIR only"},
+    {.name = "artifact sign",
+     .synopsis = "artifact sign DIR --key KEY.pem",
+     .about = about,
+     .options = sign_options,
+     .max_args = 1,
+     .args_hint = "one DIR only"},
+};
+
 int cmd_artifact(int argc, char **argv) {
-    if (argc == 0 || cli_wants_help(argc, argv)) {
-        fputs(usage, argc == 0 ? stderr : stdout);
+    if (argc == 0 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
+        FILE *out = argc == 0 ? stderr : stdout;
+        fprintf(out, "usage: sipp %s\n       sipp %s\n\n%s", commands[0].synopsis, commands[1].synopsis,
+                about);
         return argc == 0 ? EXIT_USAGE : EXIT_OK;
     }
-    const char *action = argv[0], *dir = NULL, *key = NULL;
+    const char *action = argv[0], *dir = NULL;
     bool verify = strcmp(action, "verify") == 0;
     if (!verify && strcmp(action, "sign") != 0) {
         cli_error("artifact: '%s' is not one of verify, sign (sipp artifact --help)", action);
         return EXIT_USAGE;
     }
-    cli_args a = {.argc = argc, .argv = argv, .i = 1};
-    while (a.i < argc && !a.bad) {
-        if (cli_flag_value(&a, "--key"))
-            key = a.value;
-        else if (argv[a.i][0] != '-' && !dir)
-            dir = argv[a.i++];
-        else {
-            cli_error("artifact %s: unexpected argument '%s' (sipp artifact --help)", action, argv[a.i]);
-            return EXIT_USAGE;
-        }
-    }
-    if (a.bad) return EXIT_USAGE;
+    artifact_options o = {0};
+    int n_args;
+    int rc = cli_parse(&commands[verify ? 0 : 1], argc - 1, argv + 1, &o, &dir, &n_args);
+    if (rc != CLI_PARSED) return rc;
+    const char *key = o.key;
     if (!dir) {
         cli_error("artifact %s: name the artifact directory (sipp artifact %s DIR%s)", action, action,
                   verify ? " [--key PUB.pem]" : " --key KEY.pem");

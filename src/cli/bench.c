@@ -46,8 +46,9 @@ typedef struct int_list {
 } int_list;
 
 typedef struct bench_opts {
-    cli_common c; /* --backend, --threads, --ctx-size, --flash-attn, --artifact, --rpc */
-    const char *model, *tensor_split, *cache_type_k, *cache_type_v;
+    cli_common c; /* --backend, --threads, --ctx-size, --flash-attn, --cache-type-k, --cache-type-v,
+                     --artifact, --rpc */
+    const char *model, *tensor_split;
     int pp, tg, reps, ctx_per_slot;
     int_list levels, lengths;
     bool json; /* -o json */
@@ -176,8 +177,8 @@ static sipp_engine *new_engine(bench_run *b, int parallel, int ctx_size) {
     ep.parallel = parallel;
     ep.threads = b->o->c.threads;
     ep.ctx_size = b->o->c.ctx_size ? b->o->c.ctx_size : ctx_size;
-    ep.cache_type_k = b->o->cache_type_k;
-    ep.cache_type_v = b->o->cache_type_v;
+    ep.cache_type_k = b->o->c.cache_type_k;
+    ep.cache_type_v = b->o->c.cache_type_v;
     sipp_engine *e = NULL;
     char err[SIPP_ERROR_SIZE];
     if (sipp_engine_new(b->model, &ep, &e, err) != SIPP_OK) {
@@ -285,7 +286,7 @@ static bool int_list_parse(cli_args *a, const char *flag, long lo, long hi, int_
     return !a->bad;
 }
 
-static bool parse_output(cli_args *a, void *opts) {
+static bool parse_output(cli_args *a, const cli_option *opt, void *opts) {
     if (strcmp(a->value, "json") == 0)
         ((bench_opts *)opts)->json = true;
     else if (strcmp(a->value, "md") != 0) {
@@ -295,22 +296,14 @@ static bool parse_output(cli_args *a, void *opts) {
     return true;
 }
 
-static bool parse_cache_type_k(cli_args *a, void *opts) {
-    return cli_cache_type(a, "--cache-type-k", &((bench_opts *)opts)->cache_type_k);
-}
-
-static bool parse_cache_type_v(cli_args *a, void *opts) {
-    return cli_cache_type(a, "--cache-type-v", &((bench_opts *)opts)->cache_type_v);
-}
-
-static bool parse_levels(cli_args *a, void *opts) {
+static bool parse_levels(cli_args *a, const cli_option *opt, void *opts) {
     int_list *levels = &((bench_opts *)opts)->levels;
     if (!int_list_parse(a, "--concurrency", 0, 256, levels)) return false;
     if (levels->n == 1 && levels->v[0] == 0) levels->n = -1; /* 0: no levels at all */
     return true;
 }
 
-static bool parse_lengths(cli_args *a, void *opts) {
+static bool parse_lengths(cli_args *a, const cli_option *opt, void *opts) {
     return int_list_parse(a, "--prompt-lengths", 1, 1 << 20, &((bench_opts *)opts)->lengths);
 }
 
@@ -364,28 +357,10 @@ static const cli_option opt_tensor_split = {.name = "--tensor-split",
                                             .help = "the layers' shares per device (with --backend rpc)"};
 
 /* -ctk and -ctv are llama-bench's names for the same two options. */
-#define CACHE_TYPES "f16|q8_0|q4_0"
-static const cli_option opt_ctk = {.name = "--cache-type-k",
-                                   .arg = CACHE_TYPES,
-                                   .kind = CLI_OPT_CUSTOM,
-                                   .parse = parse_cache_type_k,
-                                   .help = "the KV cache's type for keys (default f16)"};
-static const cli_option opt_ctk_short = {.name = "-ctk",
-                                         .arg = CACHE_TYPES,
-                                         .kind = CLI_OPT_CUSTOM,
-                                         .parse = parse_cache_type_k,
-                                         .help = "--cache-type-k"};
-static const cli_option opt_ctv = {
-    .name = "--cache-type-v",
-    .arg = CACHE_TYPES,
-    .kind = CLI_OPT_CUSTOM,
-    .parse = parse_cache_type_v,
-    .help = "the KV cache's type for values (a quantized one needs flash attention)"};
-static const cli_option opt_ctv_short = {.name = "-ctv",
-                                         .arg = CACHE_TYPES,
-                                         .kind = CLI_OPT_CUSTOM,
-                                         .parse = parse_cache_type_v,
-                                         .help = "--cache-type-v"};
+static const cli_option opt_ctk_short = {
+    .name = "-ctk", .like = &cli_opt_cache_type_k, .help = "--cache-type-k"};
+static const cli_option opt_ctv_short = {
+    .name = "-ctv", .like = &cli_opt_cache_type_v, .help = "--cache-type-v"};
 
 static const cli_option *const options[] = {&opt_pp,
                                             &opt_tg,
@@ -401,9 +376,9 @@ static const cli_option *const options[] = {&opt_pp,
                                             &opt_output,
                                             &cli_opt_rpc,
                                             &opt_tensor_split,
-                                            &opt_ctk,
+                                            &cli_opt_cache_type_k,
                                             &opt_ctk_short,
-                                            &opt_ctv,
+                                            &cli_opt_cache_type_v,
                                             &opt_ctv_short,
                                             NULL};
 
@@ -445,7 +420,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
                       "only levels)");
             return EXIT_USAGE;
         }
-    if (!cli_cache_types_fit(o->c.backend, o->c.flash_attn, o->cache_type_k, o->cache_type_v))
+    if (!cli_cache_types_fit(o->c.backend, o->c.flash_attn, o->c.cache_type_k, o->c.cache_type_v))
         return EXIT_USAGE;
     if (o->levels.n < 0)
         o->levels.n = 0;
@@ -573,10 +548,6 @@ static void report(const bench_run *b, const sipp_model_info *info, bench_result
 }
 
 int cmd_bench(int argc, char **argv) {
-    if (cli_wants_help(argc, argv)) {
-        cli_print_help(&command, stdout);
-        return EXIT_OK;
-    }
     bench_opts o;
     int rc = parse(argc, argv, &o);
     if (rc != CLI_PARSED) return rc;

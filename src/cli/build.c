@@ -48,7 +48,7 @@ typedef struct {
 } build_options;
 
 /* --backend, repeatable: cpu (always in), vulkan, cuda, rpc, or all. */
-static bool parse_backend(cli_args *a, void *opts) {
+static bool parse_backend(cli_args *a, const cli_option *opt, void *opts) {
     build_options *o = opts;
     o->any_backend = true;
     if (strcmp(a->value, "all") == 0) {

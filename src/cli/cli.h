@@ -44,10 +44,6 @@ bool cli_cache_type(cli_args *a, const char *flag, const char **out);
 /* Whether KV cache types can run beside a load's backend and flash attention (sipp_kv_cache_check);
  * reports why not. */
 bool cli_cache_types_fit(const char *backend, const char *flash_attn, const char *type_k, const char *type_v);
-/* --spec's value: none or ngram; reports anything else. */
-bool cli_speculative(cli_args *a, const char **out);
-/* --draft-cutoff's value: auto or off; reports anything else. */
-bool cli_draft_cutoff(cli_args *a, const char **out);
 /* The draft model of a run of `model` (a path or a store name): --draft auto becomes the draft
  * published beside it (sipp_store_find_draft; false after an error when there is none), a path stays
  * as given. Without --draft, a draft beside the model is suggested in a note on stderr and not used.

@@ -108,28 +108,6 @@ bool cli_cache_types_fit(const char *backend, const char *flash_attn, const char
     return false;
 }
 
-bool cli_speculative(cli_args *a, const char **out) {
-    if (!a->value) return false;
-    if (strcmp(a->value, "none") != 0 && strcmp(a->value, "ngram") != 0 && strcmp(a->value, "draft") != 0) {
-        cli_error("--spec '%s' is not one of none, ngram, draft", a->value);
-        a->bad = true;
-        return false;
-    }
-    *out = a->value;
-    return true;
-}
-
-bool cli_draft_cutoff(cli_args *a, const char **out) {
-    if (!a->value) return false;
-    if (strcmp(a->value, "auto") != 0 && strcmp(a->value, "off") != 0) {
-        cli_error("--draft-cutoff '%s' is not one of auto, off", a->value);
-        a->bad = true;
-        return false;
-    }
-    *out = a->value;
-    return true;
-}
-
 bool cli_draft_model(const char *model, const char *flag, const char **out, char *buf, size_t cap) {
     *out = flag && strcmp(flag, "auto") != 0 ? flag : NULL;
     if (*out) return true;

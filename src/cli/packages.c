@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/packages.h"
 
 #define RECORD_DIR "build/targets"
@@ -199,7 +200,7 @@ void cli_target_choose(cli_target t, const char *backend, const char *explicit_d
         return;
     }
     if (t == TARGET_CLI && explicit_dir && *explicit_dir) {
-        choose(out, explicit_dir, "--artifact", backend);
+        choose(out, explicit_dir, cli_opt_artifact.name, backend);
         return;
     }
     if (forced && *forced) {

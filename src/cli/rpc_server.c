@@ -22,7 +22,7 @@ typedef struct {
     int port;
 } rpc_server_options;
 
-static bool refuse_mem(cli_args *a, void *opts) {
+static bool refuse_mem(cli_args *a, const cli_option *opt, void *opts) {
     (void)opts;
     (void)a;
     cli_error("rpc-server: --mem is not supported: llama.cpp %s's RPC server reports the device's real free "

@@ -20,269 +20,360 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/packages.h"
 
 #define MAX_STOP 16
 #define PROGRESS_WIDTH 30
 #define WAIT_SLICE_MS 100
 #define LINE_MAX_BYTES (64 * 1024)
-
-typedef enum { STATS_OFF, STATS_TEXT, STATS_JSON } stats_mode;
-typedef enum { REASONING_SHOW, REASONING_HIDE, REASONING_ONLY } reasoning_mode;
+#define MAX_TOKENS_MAX (1 << 24)
+#define TOP_K_MAX (1 << 24)
+#define FACTOR_MAX 100 /* the largest temperature and repeat penalty */
+#define POSITIVE 1e-9  /* the least top-p and repeat penalty: 0 is refused */
 
 #define DIM_ON "\033[2m"
 #define DIM_OFF "\033[0m"
 #define READ_CHUNK 4096
 
 typedef struct run_opts {
+    cli_common c; /* --artifact, --backend, --threads, --ctx-size, --gpu-layers, --flash-attn,
+                     --cache-type-k, --cache-type-v, --spec, --draft, --rpc */
     const char *model;
     const char *prompt;
     const char *system;
-    const char *backend;
-    const char *flash_attn;
-    const char *speculative;
-    const char *draft; /* --draft MODEL */
     int draft_max, draft_min;
     float draft_p_min;
     const char *draft_cutoff;
-    const char *cache_type_k, *cache_type_v;
-    const char *artifact;
     const char *chat_template;
-    const char *rpc;
     const char *tensor_split;
     bool chat;
     bool ignore_eos;
     int max_tokens;
-    int ctx_size;
-    int threads;
-    int gpu_layers;
     sipp_sampling sampling;
     const char *stop[MAX_STOP];
     size_t n_stop;
-    stats_mode stats;
-    reasoning_mode reasoning;
-    json_t *tools;       /* --tools FILE: an OpenAI tools array */
-    json_t *json_schema; /* --json-schema FILE|JSON */
-    char *grammar;       /* --grammar FILE: GBNF */
+    const char *stats;     /* --stats off|text|json */
+    const char *reasoning; /* --reasoning show|hide|only */
+    json_t *tools;         /* --tools FILE: an OpenAI tools array */
+    json_t *json_schema;   /* --json-schema FILE|JSON */
+    char *grammar;         /* --grammar FILE: GBNF */
+    char *stdin_prompt;    /* the prompt, when it was read from stdin */
 } run_opts;
 
-static const char usage[] =
-    "usage: sipp MODEL PROMPT [options]\n"
-    "       sipp MODEL --chat            (interactive chat on a terminal)\n"
-    "\n"
+/* ---- the options: one table parses them and prints --help ---- */
+
+/* --stop TEXT, once per string. */
+static bool parse_stop(cli_args *a, const cli_option *opt, void *opts) {
+    run_opts *o = opts;
+    if (o->n_stop == MAX_STOP) {
+        cli_error("%s: at most %d stop strings", opt->name, MAX_STOP);
+        return false;
+    }
+    o->stop[o->n_stop++] = a->value;
+    return true;
+}
+
+static bool parse_tools(cli_args *a, const cli_option *opt, void *opts) {
+    run_opts *o = opts;
+    json_error_t je;
+    json_decref(o->tools);
+    o->tools = json_load_file(a->value, JSON_REJECT_DUPLICATES, &je);
+    if (json_is_array(o->tools)) return true;
+    cli_error("%s %s: %s", opt->name, a->value, o->tools ? "must be a JSON array of tools" : je.text);
+    return false;
+}
+
+/* --json-schema: the schema itself when it starts with '{', else a file that holds it. */
+static bool parse_json_schema(cli_args *a, const cli_option *opt, void *opts) {
+    run_opts *o = opts;
+    json_error_t je;
+    json_decref(o->json_schema);
+    o->json_schema = a->value[0] == '{' ? json_loads(a->value, JSON_REJECT_DUPLICATES, &je)
+                                        : json_load_file(a->value, JSON_REJECT_DUPLICATES, &je);
+    if (json_is_object(o->json_schema)) return true;
+    cli_error("%s %s: %s", opt->name, a->value, o->json_schema ? "must be a JSON Schema object" : je.text);
+    return false;
+}
+
+static bool parse_grammar(cli_args *a, const cli_option *opt, void *opts) {
+    run_opts *o = opts;
+    free(o->grammar);
+    FILE *f = fopen(a->value, "rb");
+    o->grammar = f ? cli_read_all(f) : NULL;
+    if (f) fclose(f);
+    if (o->grammar) return true;
+    cli_error("%s %s: cannot read the file", opt->name, a->value);
+    return false;
+}
+
+static bool parse_seed(cli_args *a, const cli_option *opt, void *opts) {
+    return cli_uint32(a, opt->name, &((run_opts *)opts)->sampling.seed);
+}
+
+static bool parse_draft_p_min(cli_args *a, const cli_option *opt, void *opts) {
+    return cli_float_below(a, opt->name, opt->lo, opt->hi, &((run_opts *)opts)->draft_p_min);
+}
+
+static const cli_option opt_chat = {
+    .name = "--chat",
+    .kind = CLI_OPT_FLAG,
+    .offset = offsetof(run_opts, chat),
+    .help = "treat PROMPT as a user message, rendered with the model's chat template"};
+static const cli_option opt_system = {.name = "--system",
+                                      .arg = "TEXT",
+                                      .kind = CLI_OPT_STRING,
+                                      .offset = offsetof(run_opts, system),
+                                      .help = "system message for --chat"};
+static const cli_option opt_chat_template = {.name = "--chat-template",
+                                             .arg = "NAME|FILE",
+                                             .kind = CLI_OPT_STRING,
+                                             .offset = offsetof(run_opts, chat_template),
+                                             .help =
+                                                 "template instead of the model's: chatml, or a Jinja file"};
+static const cli_option opt_tools = {.name = "--tools",
+                                     .arg = "FILE",
+                                     .kind = CLI_OPT_CUSTOM,
+                                     .parse = parse_tools,
+                                     .help = "OpenAI tools (a JSON array) the chat may call; the calls are "
+                                             "printed as\none JSON array on stdout at the end"};
+static const cli_option opt_json_schema = {.name = "--json-schema",
+                                           .arg = "FILE|JSON",
+                                           .kind = CLI_OPT_CUSTOM,
+                                           .parse = parse_json_schema,
+                                           .help = "the answer must be JSON valid under this schema"};
+static const cli_option opt_grammar = {.name = "--grammar",
+                                       .arg = "FILE",
+                                       .kind = CLI_OPT_CUSTOM,
+                                       .parse = parse_grammar,
+                                       .help = "the answer must follow this GBNF grammar"};
+static const cli_option opt_reasoning = {.name = "--reasoning",
+                                         .arg = "show|hide|only",
+                                         .kind = CLI_OPT_CHOICE,
+                                         .offset = offsetof(run_opts, reasoning),
+                                         .help = "a thinking model's reasoning: shown (dimmed on a terminal, "
+                                                 "the default),\nhidden, or alone"};
+static const cli_option opt_max_tokens = {
+    .name = "--max-tokens",
+    .arg = "N",
+    .kind = CLI_OPT_INT,
+    .offset = offsetof(run_opts, max_tokens),
+    .lo = -1,
+    .hi = MAX_TOKENS_MAX,
+    .help = "generate at most N tokens (default 256; -1 = until the context is full)"};
+static const cli_option opt_temperature = {.name = "--temperature",
+                                           .arg = "T",
+                                           .kind = CLI_OPT_FLOAT,
+                                           .offset = offsetof(run_opts, sampling.temperature),
+                                           .lo = 0,
+                                           .hi = FACTOR_MAX,
+                                           .help = "0 = greedy (default 0.8)"};
+static const cli_option opt_top_k = {.name = "--top-k",
+                                     .arg = "K",
+                                     .kind = CLI_OPT_INT,
+                                     .offset = offsetof(run_opts, sampling.top_k),
+                                     .lo = 0,
+                                     .hi = TOP_K_MAX,
+                                     .help = "(default 40; 0 = off)"};
+static const cli_option opt_top_p = {.name = "--top-p",
+                                     .arg = "P",
+                                     .kind = CLI_OPT_FLOAT,
+                                     .offset = offsetof(run_opts, sampling.top_p),
+                                     .lo = POSITIVE,
+                                     .hi = 1,
+                                     .help = "(default 0.95; 1 = off)"};
+static const cli_option opt_min_p = {.name = "--min-p",
+                                     .arg = "P",
+                                     .kind = CLI_OPT_FLOAT,
+                                     .offset = offsetof(run_opts, sampling.min_p),
+                                     .lo = 0,
+                                     .hi = 1,
+                                     .help = "(default 0.05; 0 = off)"};
+static const cli_option opt_repeat_penalty = {.name = "--repeat-penalty",
+                                              .arg = "R",
+                                              .kind = CLI_OPT_FLOAT,
+                                              .offset = offsetof(run_opts, sampling.repeat_penalty),
+                                              .lo = POSITIVE,
+                                              .hi = FACTOR_MAX,
+                                              .help = "(default 1.0 = off)"};
+static const cli_option opt_seed = {.name = "--seed",
+                                    .arg = "S",
+                                    .kind = CLI_OPT_CUSTOM,
+                                    .parse = parse_seed,
+                                    .help = "sampling seed (default: random)"};
+static const cli_option opt_stop = {.name = "--stop",
+                                    .arg = "TEXT",
+                                    .kind = CLI_OPT_CUSTOM,
+                                    .parse = parse_stop,
+                                    .help = "stop when TEXT is generated (repeatable; TEXT is not printed)"};
+static const cli_option opt_ignore_eos = {.name = "--ignore-eos",
+                                          .kind = CLI_OPT_FLAG,
+                                          .offset = offsetof(run_opts, ignore_eos),
+                                          .help = "keep generating past end-of-generation tokens"};
+static const cli_option opt_ctx_size = {
+    .like = &cli_opt_ctx_size, .help = "context size in tokens (default: the model's, at most 4096)"};
+static const cli_option opt_backend = {.like = &cli_opt_backend,
+                                       .help = "auto (default), cpu, vulkan, cuda, metal, webgpu, rpc"};
+static const cli_option opt_flash_attn = {
+    .like = &cli_opt_flash_attn,
+    .help = "auto (default: llama.cpp's choice; off with --backend cpu), on, off"};
+static const cli_option opt_spec = {
+    .like = &cli_opt_spec,
+    .help = "speculative decoding (not with a repeat penalty; default none, draft with\n"
+            "--draft): ngram: prompt lookup; draft: a smaller model of the same vocabulary\n"
+            "proposes"};
+static const cli_option opt_draft = {
+    .like = &cli_opt_draft,
+    .help = "the draft model (a path or a store name); auto: the draft published beside\n"
+            "MODEL (named like it with a draft or mtp part), for development"};
+static const cli_option opt_draft_max = {.name = "--draft-max",
+                                         .arg = "N",
+                                         .kind = CLI_OPT_INT,
+                                         .offset = offsetof(run_opts, draft_max),
+                                         .lo = 1,
+                                         .hi = SIPP_DRAFT_MAX,
+                                         .help = "tokens proposed per step (default 8, at most 32)"};
+static const cli_option opt_draft_min = {.name = "--draft-min",
+                                         .arg = "N",
+                                         .kind = CLI_OPT_INT,
+                                         .offset = offsetof(run_opts, draft_min),
+                                         .lo = 1,
+                                         .hi = SIPP_DRAFT_MAX,
+                                         .help = "shorter proposals are not verified (default 1)"};
+static const cli_option opt_draft_p_min = {
+    .name = "--draft-p-min",
+    .arg = "P",
+    .kind = CLI_OPT_CUSTOM,
+    .lo = 0,
+    .hi = 1,
+    .parse = parse_draft_p_min,
+    .help = "the draft stops at a token it gives less than P, in [0, 1) (default 0)"};
+static const cli_option opt_draft_cutoff = {
+    .name = "--draft-cutoff",
+    .arg = "auto|off",
+    .kind = CLI_OPT_CHOICE,
+    .offset = offsetof(run_opts, draft_cutoff),
+    .help = "auto (default): a cost model measured as it runs picks each step's draft\n"
+            "length, 0 (a plain step) where drafting would be slower; off: always up to\n"
+            "--draft-max"};
+static const cli_option opt_rpc = {.like = &cli_opt_rpc,
+                                   .help = "with --backend rpc: the rpc servers to split the model across\n"
+                                           "(default $SIPP_RPC_SERVERS; start them with sipp rpc-server)"};
+static const cli_option opt_tensor_split = {.name = "--tensor-split",
+                                            .arg = "A,B,..",
+                                            .kind = CLI_OPT_STRING,
+                                            .offset = offsetof(run_opts, tensor_split),
+                                            .help =
+                                                "with --backend rpc: layer shares, local first, then each "
+                                                "server\n(default: in proportion to free memory)"};
+static const cli_option opt_stats = {.name = "--stats",
+                                     .arg = "off|text|json",
+                                     .kind = CLI_OPT_CHOICE,
+                                     .offset = offsetof(run_opts, stats),
+                                     .help = "print timing stats on stderr at the end (default off)"};
+
+static const cli_option *const options[] = {&opt_chat,
+                                            &opt_system,
+                                            &opt_chat_template,
+                                            &opt_tools,
+                                            &opt_json_schema,
+                                            &opt_grammar,
+                                            &opt_reasoning,
+                                            &opt_max_tokens,
+                                            &opt_temperature,
+                                            &opt_top_k,
+                                            &opt_top_p,
+                                            &opt_min_p,
+                                            &opt_repeat_penalty,
+                                            &opt_seed,
+                                            &opt_stop,
+                                            &opt_ignore_eos,
+                                            &opt_ctx_size,
+                                            &cli_opt_cache_type_k,
+                                            &cli_opt_cache_type_v,
+                                            &cli_opt_threads,
+                                            &opt_backend,
+                                            &cli_opt_gpu_layers,
+                                            &opt_flash_attn,
+                                            &opt_spec,
+                                            &opt_draft,
+                                            &opt_draft_max,
+                                            &opt_draft_min,
+                                            &opt_draft_p_min,
+                                            &opt_draft_cutoff,
+                                            &opt_rpc,
+                                            &opt_tensor_split,
+                                            &cli_opt_artifact,
+                                            &opt_stats,
+                                            NULL};
+
+static const char about[] =
     "Runs a GGUF model on PROMPT and streams the generated text to stdout.\n"
     "PROMPT '-' (or no PROMPT with stdin not a terminal) reads the prompt from stdin.\n"
     "\n"
-    "options:\n"
-    "  --chat                 treat PROMPT as a user message, rendered with the model's chat template\n"
-    "  --system TEXT          system message for --chat\n"
-    "  --chat-template NAME|FILE  template instead of the model's: chatml, or a Jinja file\n"
-    "  --tools FILE           OpenAI tools (a JSON array) the chat may call; the calls are printed as\n"
-    "                         one JSON array on stdout at the end\n"
-    "  --json-schema FILE|JSON  the answer must be JSON valid under this schema\n"
-    "  --grammar FILE         the answer must follow this GBNF grammar\n"
-    "  --reasoning show|hide|only  a thinking model's reasoning: shown (dimmed on a terminal, the\n"
-    "                         default), hidden, or alone\n"
-    "  --max-tokens N         generate at most N tokens (default 256; -1 = until the context is full)\n"
-    "  --temperature T        0 = greedy (default 0.8)\n"
-    "  --top-k K              (default 40; 0 = off)\n"
-    "  --top-p P              (default 0.95; 1 = off)\n"
-    "  --min-p P              (default 0.05; 0 = off)\n"
-    "  --repeat-penalty R     (default 1.0 = off)\n"
-    "  --seed S               sampling seed (default: random)\n"
-    "  --stop TEXT            stop when TEXT is generated (repeatable; TEXT is not printed)\n"
-    "  --ignore-eos           keep generating past end-of-generation tokens\n"
-    "  --ctx-size N           context size in tokens (default: the model's, at most 4096)\n"
-    "  --cache-type-k TYPE    the KV cache's key type: f16 (default), q8_0, q4_0\n"
-    "  --cache-type-v TYPE    its value type: f16 (default), q8_0, q4_0 (quantized needs flash attention)\n"
-    "  --threads N            CPU threads (default: all cores)\n"
-    "  --backend NAME         auto (default), cpu, vulkan, cuda, metal, webgpu, rpc\n"
-    "  --gpu-layers N         layers to put on the GPU backend (default: all)\n"
-    "  --flash-attn MODE      auto (default: llama.cpp's choice; off with --backend cpu), on, off\n"
-    "  --spec none|ngram|draft  speculative decoding (not with a repeat penalty; default none, draft with\n"
-    "                         --draft):\n"
-    "                         ngram: prompt lookup; draft: a smaller model of the same vocabulary proposes\n"
-    "  --draft MODEL|auto     the draft model (a path or a store name); auto: the draft published beside\n"
-    "                         MODEL (named like it with a draft or mtp part), for development\n"
-    "  --draft-max N          tokens proposed per step (default 8, at most 32)\n"
-    "  --draft-min N          shorter proposals are not verified (default 1)\n"
-    "  --draft-p-min P        the draft stops at a token it gives less than P, in [0, 1) (default 0)\n"
-    "  --draft-cutoff auto|off  auto (default): a cost model measured as it runs picks each step's\n"
-    "                         draft length, 0 (a plain step) where drafting would be slower; off: always\n"
-    "                         up to --draft-max\n"
-    "  --rpc HOST:PORT[,...]  with --backend rpc: the rpc servers to split the model across\n"
-    "                         (default $SIPP_RPC_SERVERS; start them with sipp rpc-server)\n"
-    "  --tensor-split A,B,..  with --backend rpc: layer shares, local first, then each server\n"
-    "                         (default: in proportion to free memory)\n"
-    "  --artifact DIR         use the llama.cpp libraries in DIR (also SIPP_ARTIFACT)\n"
-    "  --stats off|text|json  print timing stats on stderr at the end (default off)\n"
-    "\n"
     "exit status: 0 success, 1 runtime failure, 2 bad usage, 75 an rpc server went away mid-run\n";
+
+static const cli_command command = {
+    .name = "",
+    .synopsis =
+        "MODEL PROMPT [options]\n       sipp MODEL --chat            (interactive chat on a terminal)",
+    .about = about,
+    .options = options,
+    .max_args = 2,
+    .args_hint = "give MODEL and one PROMPT; quote a prompt with spaces"};
 
 static atomic_int interrupts;
 
 static void on_sigint(int sig) { atomic_fetch_add(&interrupts, 1); }
 
-/* Returns EXIT_OK, or EXIT_USAGE after printing what is wrong. */
+/* What the options say together, once each is known to be well formed. */
+static bool options_fit(const run_opts *o) {
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_backend_check_name(o->c.backend, err) != SIPP_OK) {
+        cli_error("--backend: %s", err);
+        return false;
+    }
+    if (!cli_cache_types_fit(o->c.backend, o->c.flash_attn, o->c.cache_type_k, o->c.cache_type_v))
+        return false;
+    if (o->tools && !o->chat) {
+        cli_error("--tools needs --chat: tools are offered to a chat");
+        return false;
+    }
+    if (o->grammar && o->json_schema) {
+        cli_error("give either --grammar or --json-schema, not both");
+        return false;
+    }
+    if (!o->model) {
+        cli_error("no MODEL given (see sipp --help)");
+        return false;
+    }
+    return true;
+}
+
+/* Returns CLI_PARSED, EXIT_OK after --help, or EXIT_USAGE after printing what is wrong. */
 static int parse(int argc, char **argv, run_opts *o) {
     sipp_request_params d = sipp_request_default_params();
     memset(o, 0, sizeof *o);
     o->max_tokens = d.max_tokens;
     o->sampling = d.sampling;
-    o->backend = "auto";
-    o->gpu_layers = -1;
-    cli_args a = {.argc = argc, .argv = argv, .i = 0};
-    const char *positional[2] = {NULL, NULL};
-    int n_pos = 0;
-    while (a.i < argc && !a.bad) {
-        const char *arg = argv[a.i];
-        if (cli_flag(&a, "--chat"))
-            o->chat = true;
-        else if (cli_flag(&a, "--ignore-eos"))
-            o->ignore_eos = true;
-        else if (cli_flag_value(&a, "--system"))
-            o->system = a.value;
-        else if (cli_flag_value(&a, "--chat-template"))
-            o->chat_template = a.value;
-        else if (cli_flag_value(&a, "--backend"))
-            o->backend = a.value;
-        else if (cli_flag_value(&a, "--flash-attn"))
-            cli_flash_attn(&a, &o->flash_attn);
-        else if (cli_flag_value(&a, "--spec"))
-            cli_speculative(&a, &o->speculative);
-        else if (cli_flag_value(&a, "--draft-max"))
-            cli_int(&a, "--draft-max", 1, SIPP_DRAFT_MAX, &o->draft_max);
-        else if (cli_flag_value(&a, "--draft-min"))
-            cli_int(&a, "--draft-min", 1, SIPP_DRAFT_MAX, &o->draft_min);
-        else if (cli_flag_value(&a, "--draft-p-min"))
-            cli_float_below(&a, "--draft-p-min", 0, 1, &o->draft_p_min);
-        else if (cli_flag_value(&a, "--draft-cutoff"))
-            cli_draft_cutoff(&a, &o->draft_cutoff);
-        else if (cli_flag_value(&a, "--draft"))
-            o->draft = a.value;
-        else if (cli_flag_value(&a, "--artifact"))
-            o->artifact = a.value;
-        else if (cli_flag_value(&a, "--rpc"))
-            o->rpc = a.value;
-        else if (cli_flag_value(&a, "--tensor-split"))
-            o->tensor_split = a.value;
-        else if (cli_flag_value(&a, "--max-tokens"))
-            cli_int(&a, "--max-tokens", -1, 1 << 24, &o->max_tokens);
-        else if (cli_flag_value(&a, "--ctx-size"))
-            cli_int(&a, "--ctx-size", 0, 1 << 24, &o->ctx_size);
-        else if (cli_flag_value(&a, "--cache-type-k"))
-            cli_cache_type(&a, "--cache-type-k", &o->cache_type_k);
-        else if (cli_flag_value(&a, "--cache-type-v"))
-            cli_cache_type(&a, "--cache-type-v", &o->cache_type_v);
-        else if (cli_flag_value(&a, "--threads"))
-            cli_int(&a, "--threads", 1, 1024, &o->threads);
-        else if (cli_flag_value(&a, "--gpu-layers"))
-            cli_int(&a, "--gpu-layers", -1, 100000, &o->gpu_layers);
-        else if (cli_flag_value(&a, "--temperature"))
-            cli_float(&a, "--temperature", 0, 100, &o->sampling.temperature);
-        else if (cli_flag_value(&a, "--top-k"))
-            cli_int(&a, "--top-k", 0, 1 << 24, &o->sampling.top_k);
-        else if (cli_flag_value(&a, "--top-p"))
-            cli_float(&a, "--top-p", 1e-9, 1, &o->sampling.top_p);
-        else if (cli_flag_value(&a, "--min-p"))
-            cli_float(&a, "--min-p", 0, 1, &o->sampling.min_p);
-        else if (cli_flag_value(&a, "--repeat-penalty"))
-            cli_float(&a, "--repeat-penalty", 1e-9, 100, &o->sampling.repeat_penalty);
-        else if (cli_flag_value(&a, "--seed"))
-            cli_uint32(&a, "--seed", &o->sampling.seed);
-        else if (cli_flag_value(&a, "--stop")) {
-            if (!a.value) break;
-            if (o->n_stop == MAX_STOP) {
-                cli_error("--stop: at most %d stop strings", MAX_STOP);
-                return EXIT_USAGE;
-            }
-            o->stop[o->n_stop++] = a.value;
-        } else if (cli_flag_value(&a, "--tools")) {
-            if (!a.value) break;
-            json_error_t je;
-            o->tools = json_load_file(a.value, JSON_REJECT_DUPLICATES, &je);
-            if (!json_is_array(o->tools)) {
-                cli_error("--tools %s: %s", a.value, o->tools ? "must be a JSON array of tools" : je.text);
-                return EXIT_USAGE;
-            }
-        } else if (cli_flag_value(&a, "--json-schema")) {
-            if (!a.value) break;
-            json_error_t je;
-            o->json_schema = a.value[0] == '{' ? json_loads(a.value, JSON_REJECT_DUPLICATES, &je)
-                                               : json_load_file(a.value, JSON_REJECT_DUPLICATES, &je);
-            if (!json_is_object(o->json_schema)) {
-                cli_error("--json-schema %s: %s", a.value,
-                          o->json_schema ? "must be a JSON Schema object" : je.text);
-                return EXIT_USAGE;
-            }
-        } else if (cli_flag_value(&a, "--grammar")) {
-            if (!a.value) break;
-            FILE *f = fopen(a.value, "rb");
-            if (!f || !(o->grammar = cli_read_all(f))) {
-                cli_error("--grammar %s: cannot read the file", a.value);
-                if (f) fclose(f);
-                return EXIT_USAGE;
-            }
-            fclose(f);
-        } else if (cli_flag_value(&a, "--reasoning")) {
-            if (!a.value) break;
-            if (strcmp(a.value, "show") == 0)
-                o->reasoning = REASONING_SHOW;
-            else if (strcmp(a.value, "hide") == 0)
-                o->reasoning = REASONING_HIDE;
-            else if (strcmp(a.value, "only") == 0)
-                o->reasoning = REASONING_ONLY;
-            else {
-                cli_error("--reasoning '%s' is not one of show, hide, only", a.value);
-                return EXIT_USAGE;
-            }
-        } else if (cli_flag_value(&a, "--stats")) {
-            if (!a.value) break;
-            if (strcmp(a.value, "off") == 0)
-                o->stats = STATS_OFF;
-            else if (strcmp(a.value, "text") == 0)
-                o->stats = STATS_TEXT;
-            else if (strcmp(a.value, "json") == 0)
-                o->stats = STATS_JSON;
-            else {
-                cli_error("--stats '%s' is not one of off, text, json", a.value);
-                return EXIT_USAGE;
-            }
-        } else if (arg[0] == '-' && arg[1] != '\0') {
-            cli_error("unknown option '%s' (see sipp --help)", arg);
-            return EXIT_USAGE;
-        } else {
-            if (n_pos == 2) {
-                cli_error("unexpected argument '%s': give MODEL and one PROMPT (quote a prompt with spaces)",
-                          arg);
-                return EXIT_USAGE;
-            }
-            positional[n_pos++] = arg;
-            a.i++;
-        }
-    }
-    if (a.bad) return EXIT_USAGE;
-    char err[SIPP_ERROR_SIZE];
-    if (sipp_backend_check_name(o->backend, err) != SIPP_OK) {
-        cli_error("--backend: %s", err);
-        return EXIT_USAGE;
-    }
-    if (!cli_cache_types_fit(o->backend, o->flash_attn, o->cache_type_k, o->cache_type_v)) return EXIT_USAGE;
-    o->model = positional[0];
-    o->prompt = positional[1];
-    if (o->tools && !o->chat) {
-        cli_error("--tools needs --chat: tools are offered to a chat");
-        return EXIT_USAGE;
-    }
-    if (o->grammar && o->json_schema) {
-        cli_error("give either --grammar or --json-schema, not both");
-        return EXIT_USAGE;
-    }
-    if (!o->model) {
-        cli_error("no MODEL given (see sipp --help)");
-        return EXIT_USAGE;
-    }
-    return EXIT_OK;
+    o->c.backend = "auto";
+    o->c.gpu_layers = -1;
+    o->stats = "off";
+    o->reasoning = "show";
+    const char *args[2] = {NULL, NULL};
+    int n_args;
+    int rc = cli_parse(&command, argc, argv, o, args, &n_args);
+    if (rc != CLI_PARSED) return rc;
+    o->model = args[0];
+    o->prompt = args[1];
+    return options_fit(o) ? CLI_PARSED : EXIT_USAGE;
+}
+
+static void run_opts_free(run_opts *o) {
+    json_decref(o->tools);
+    json_decref(o->json_schema);
+    free(o->grammar);
+    free(o->stdin_prompt);
 }
 
 /* Reads all of f (stdin as the prompt, a grammar file). */
@@ -333,7 +424,7 @@ static void print_stats(const run_opts *o, const sipp_model *m, const sipp_reque
     sipp_placement place[MAX_PLACEMENT];
     int n_place = sipp_model_placement(m, place, MAX_PLACEMENT);
     if (n_place > MAX_PLACEMENT) n_place = MAX_PLACEMENT;
-    if (o->stats == STATS_TEXT) {
+    if (strcmp(o->stats, "text") == 0) {
         fprintf(stderr,
                 "\n--\nbackend %s (%s), devices %s, gpu layers %d\n"
                 "load %.0f ms | prompt %d tokens (%d cached), %.1f tokens/s | ttft %.0f ms\n"
@@ -375,6 +466,8 @@ static char *chat_json(const run_opts *o, const sipp_message *msgs, size_t n) {
     return text;
 }
 
+static bool reasoning_is(const run_opts *o, const char *mode) { return strcmp(o->reasoning, mode) == 0; }
+
 /* Prints the parsed deltas of a chat's answer as --reasoning says. */
 static void print_deltas(const run_opts *o, const char *deltas, bool *in_reasoning) {
     json_t *arr = deltas ? json_loads(deltas, 0, NULL) : NULL;
@@ -384,13 +477,13 @@ static void print_deltas(const run_opts *o, const char *deltas, bool *in_reasoni
     json_array_foreach(arr, i, d) {
         const char *r = json_string_value(json_object_get(d, "reasoning_content"));
         const char *c = json_string_value(json_object_get(d, "content"));
-        if (r && o->reasoning != REASONING_HIDE) {
-            if (dim && o->reasoning == REASONING_SHOW && !*in_reasoning) fputs(DIM_ON, stdout);
+        if (r && !reasoning_is(o, "hide")) {
+            if (dim && reasoning_is(o, "show") && !*in_reasoning) fputs(DIM_ON, stdout);
             *in_reasoning = true;
             fputs(r, stdout);
         }
-        if (c && o->reasoning != REASONING_ONLY) {
-            if (*in_reasoning && dim && o->reasoning == REASONING_SHOW) fputs(DIM_OFF, stdout);
+        if (c && !reasoning_is(o, "only")) {
+            if (*in_reasoning && dim && reasoning_is(o, "show")) fputs(DIM_OFF, stdout);
             if (*in_reasoning) fputs("\n", stdout);
             *in_reasoning = false;
             fputs(c, stdout);
@@ -427,7 +520,7 @@ static void stream_chat(const run_opts *o, sipp_request *r) {
             sipp_free(deltas);
         }
     }
-    if (in_reasoning && cli_interactive_output() && o->reasoning == REASONING_SHOW) fputs(DIM_OFF, stdout);
+    if (in_reasoning && cli_interactive_output() && reasoning_is(o, "show")) fputs(DIM_OFF, stdout);
     if (o->tools) {
         json_t *msg = json_loads(sipp_chat_parser_message(ps), 0, NULL);
         json_t *calls = json_object_get(msg, "tool_calls");
@@ -492,7 +585,7 @@ static int finish_one(const run_opts *o, sipp_model *m, sipp_request *r) {
     } else if (fr == SIPP_FINISH_CANCELLED) {
         fprintf(stderr, "sipp: generation stopped\n");
     }
-    if (o->stats != STATS_OFF) print_stats(o, m, r);
+    if (strcmp(o->stats, "off") != 0) print_stats(o, m, r);
     return rc;
 }
 
@@ -553,110 +646,116 @@ static int chat_loop(sipp_engine *e, sipp_model *m, const run_opts *o) {
     return rc;
 }
 
-int cmd_run(int argc, char **argv) {
-    if (cli_wants_help(argc, argv)) {
-        fputs(usage, stdout);
-        return EXIT_OK;
+/* The prompt: PROMPT, or stdin's text for '-' (or no PROMPT) when stdin is not a terminal. On a
+ * terminal without PROMPT, --chat makes the chat interactive (*interactive). False after printing why
+ * there is none. */
+static bool read_prompt(run_opts *o, bool *interactive) {
+    bool from_stdin = !o->prompt || strcmp(o->prompt, "-") == 0;
+    *interactive = from_stdin && isatty(STDIN_FILENO);
+    if (*interactive && (!o->chat || o->prompt)) {
+        cli_error("no PROMPT given: sipp MODEL PROMPT, or sipp MODEL --chat for an interactive chat");
+        return false;
     }
-    run_opts o;
-    int rc = parse(argc, argv, &o);
-    if (rc != EXIT_OK) return rc;
-
-    bool interactive = false;
-    char *stdin_prompt = NULL;
-    if (!o.prompt || strcmp(o.prompt, "-") == 0) {
-        if (isatty(STDIN_FILENO)) {
-            if (!o.chat || o.prompt) {
-                cli_error("no PROMPT given: sipp MODEL PROMPT, or sipp MODEL --chat for an interactive chat");
-                return EXIT_USAGE;
-            }
-            interactive = true;
-        } else {
-            stdin_prompt = cli_read_all(stdin);
-            o.prompt = stdin_prompt ? stdin_prompt : "";
-        }
+    if (*interactive) return true;
+    if (from_stdin) {
+        o->stdin_prompt = cli_read_all(stdin);
+        o->prompt = o->stdin_prompt ? o->stdin_prompt : "";
     }
-    if (!interactive && !*o.prompt) {
+    if (!*o->prompt) {
         cli_error("the prompt is empty; give the text to complete");
-        free(stdin_prompt);
-        return EXIT_USAGE;
+        return false;
     }
+    return true;
+}
 
-    struct sigaction sa = {.sa_handler = on_sigint};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-
-    if (!cli_runtime_init_for(o.artifact, o.backend)) {
-        free(stdin_prompt);
-        return EXIT_RUNTIME;
-    }
-    char draft_buf[PATH_MAX];
-    if (!cli_draft_model(o.model, o.draft, &o.draft, draft_buf, sizeof draft_buf)) {
-        free(stdin_prompt);
-        return EXIT_RUNTIME;
-    }
+/* Loads MODEL with its backend, and finds the draft model (its path in draft_buf when --draft auto
+ * found it); NULL after printing why not. */
+static sipp_model *load_model(run_opts *o, char *draft_buf, size_t cap) {
+    if (!cli_runtime_init_for(o->c.artifact, o->c.backend)) return NULL;
+    if (!cli_draft_model(o->model, o->c.draft, &o->c.draft, draft_buf, cap)) return NULL;
     sipp_model_params mp = sipp_model_default_params();
-    mp.backend = o.backend;
-    mp.flash_attn = o.flash_attn;
-    mp.gpu_layers = o.gpu_layers;
-    mp.rpc_servers = o.rpc;
-    mp.tensor_split = o.tensor_split;
+    mp.backend = o->c.backend;
+    mp.flash_attn = o->c.flash_attn;
+    mp.gpu_layers = o->c.gpu_layers;
+    mp.rpc_servers = o->c.rpc;
+    mp.tensor_split = o->tensor_split;
     if (cli_interactive_output()) {
-        const char *base = strrchr(o.model, '/');
+        const char *base = strrchr(o->model, '/');
         mp.progress = progress_bar;
-        mp.progress_user = (void *)(base ? base + 1 : o.model);
+        mp.progress_user = (void *)(base ? base + 1 : o->model);
     }
     char err[SIPP_ERROR_SIZE];
     sipp_model *m = NULL;
-    if (sipp_model_load(o.model, &mp, &m, err) != SIPP_OK) {
+    if (sipp_model_load(o->model, &mp, &m, err) != SIPP_OK) {
         if (mp.progress) fputs("\r\033[K", stderr);
         cli_error("%s", err);
-        free(stdin_prompt);
-        return EXIT_RUNTIME;
+        return NULL;
     }
+    return m;
+}
+
+/* One slot, speculating as --spec and --draft say; NULL after printing why not. */
+static sipp_engine *new_engine(const run_opts *o, sipp_model *m) {
     sipp_engine_params ep = sipp_engine_default_params();
     ep.parallel = 1;
-    ep.ctx_size = o.ctx_size;
-    ep.threads = o.threads;
-    ep.speculative = o.speculative;
-    bool speculates = o.draft || (o.speculative && strcmp(o.speculative, "none") != 0);
-    const sipp_sampling *sm = &o.sampling;
+    ep.ctx_size = o->c.ctx_size;
+    ep.threads = o->c.threads;
+    ep.speculative = o->c.speculative;
+    bool speculates = o->c.draft || (o->c.speculative && strcmp(o->c.speculative, "none") != 0);
+    const sipp_sampling *sm = &o->sampling;
     bool penalty = sm->repeat_last_n != 0 && (sm->repeat_penalty != 1.0f || sm->frequency_penalty != 0.0f ||
                                               sm->presence_penalty != 0.0f);
     if (speculates && penalty)
         fprintf(stderr, "sipp: note: speculative decoding is off for a request with --repeat-penalty (its "
                         "distribution depends on the proposals); this one decodes without it\n");
-    ep.draft_model = o.draft;
-    ep.draft_max = o.draft_max;
-    ep.draft_min = o.draft_min;
-    ep.draft_p_min = o.draft_p_min;
-    ep.draft_cutoff = o.draft_cutoff;
-    ep.cache_type_k = o.cache_type_k;
-    ep.cache_type_v = o.cache_type_v;
+    ep.draft_model = o->c.draft;
+    ep.draft_max = o->draft_max;
+    ep.draft_min = o->draft_min;
+    ep.draft_p_min = o->draft_p_min;
+    ep.draft_cutoff = o->draft_cutoff;
+    ep.cache_type_k = o->c.cache_type_k;
+    ep.cache_type_v = o->c.cache_type_v;
     sipp_engine *e = NULL;
+    char err[SIPP_ERROR_SIZE];
     if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) {
         cli_error("%s", err);
-        sipp_model_free(m);
-        free(stdin_prompt);
-        return EXIT_RUNTIME;
+        return NULL;
     }
+    return e;
+}
 
-    if (interactive) {
-        rc = chat_loop(e, m, &o);
-    } else {
-        sipp_message msgs[2];
-        size_t n = 0;
-        if (o.chat && o.system) msgs[n++] = (sipp_message){"system", o.system};
-        if (o.chat) msgs[n++] = (sipp_message){"user", o.prompt};
-        sipp_request *r = generate(e, &o, o.chat ? NULL : o.prompt, o.chat ? msgs : NULL, n, NULL);
-        rc = finish_one(&o, m, r);
-        sipp_request_free(r);
-    }
+/* PROMPT once: as text to complete, or with --chat as the user's message. */
+static int run_prompt(sipp_engine *e, sipp_model *m, const run_opts *o) {
+    sipp_message msgs[2];
+    size_t n = 0;
+    if (o->chat && o->system) msgs[n++] = (sipp_message){"system", o->system};
+    if (o->chat) msgs[n++] = (sipp_message){"user", o->prompt};
+    sipp_request *r = generate(e, o, o->chat ? NULL : o->prompt, o->chat ? msgs : NULL, n, NULL);
+    int rc = finish_one(o, m, r);
+    sipp_request_free(r);
+    return rc;
+}
+
+/* Loads the model, starts the engine, and runs the prompt or the interactive chat. */
+static int run_model(run_opts *o, bool interactive) {
+    struct sigaction sa = {.sa_handler = on_sigint};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    char draft_buf[PATH_MAX];
+    sipp_model *m = load_model(o, draft_buf, sizeof draft_buf);
+    if (!m) return EXIT_RUNTIME;
+    sipp_engine *e = new_engine(o, m);
+    int rc = !e ? EXIT_RUNTIME : interactive ? chat_loop(e, m, o) : run_prompt(e, m, o);
     sipp_engine_free(e);
     sipp_model_free(m);
-    free(stdin_prompt);
-    json_decref(o.tools);
-    json_decref(o.json_schema);
-    free(o.grammar);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_opts o;
+    bool interactive = false;
+    int rc = parse(argc, argv, &o);
+    if (rc == CLI_PARSED) rc = read_prompt(&o, &interactive) ? run_model(&o, interactive) : EXIT_USAGE;
+    run_opts_free(&o);
     return rc;
 }

@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "cli/llama_tools.h"
+#include "cli/options.h"
 #include "cli/packages.h"
 
 #define TOOL_LIST "backend-ops, bench"
@@ -40,28 +41,36 @@ static const char usage[] =
     "               --backend (default auto) picks llama-bench's device the way sipp picks it; the\n"
     "               other arguments go to llama-bench as they are (llama-bench --help lists them)\n";
 
+typedef struct {
+    cli_common c; /* --backend, --artifact */
+} bench_options;
+
+static const cli_option opt_backend = {
+    .like = &cli_opt_backend, .help = "picks llama-bench's device the way sipp picks it (default auto)"};
+static const cli_option *const bench_table[] = {&opt_backend, &cli_opt_artifact, NULL};
+
+static const cli_command bench_command = {
+    .name = "run llama bench",
+    .synopsis = "run llama bench [--backend NAME] [--artifact DIR] LLAMA-BENCH-ARGS...",
+    .about = "Runs llama-bench, built from the pinned llama.cpp source against the active artifact's\n"
+             "libraries (the first run compiles it into $SIPP_CACHE_DIR, default ~/.cache/sipp), e.g.\n"
+             "sipp run llama bench --backend cpu -m model.gguf -p 64 -n 16. The other arguments go to\n"
+             "llama-bench as they are (llama-bench --help lists them).\n",
+    .options = bench_table,
+    .max_args = LLAMA_TOOL_MAX_ARGS - BENCH_OWN_ARGS,
+    .args_hint = "too many arguments for llama-bench",
+    .pass_unknown = true};
+
 static int run_bench(int argc, char **argv) {
-    const char *backend = NULL, *artifact = NULL;
-    char *pass[LLAMA_TOOL_MAX_ARGS];
-    int np = 0;
+    bench_options o = {0};
+    const char *pass[LLAMA_TOOL_MAX_ARGS];
+    int np;
+    int rc = cli_parse(&bench_command, argc, argv, &o, pass, &np);
+    if (rc != CLI_PARSED) return rc;
+    const char *backend = o.c.backend, *artifact = o.c.artifact;
     bool own_device = false;
-    cli_args a = {.argc = argc, .argv = argv};
-    while (a.i < argc && !a.bad) {
-        if (cli_flag_value(&a, "--backend"))
-            backend = a.value;
-        else if (cli_flag_value(&a, "--artifact"))
-            artifact = a.value;
-        else {
-            const char *arg = argv[a.i++];
-            own_device |= strcmp(arg, "-dev") == 0 || strcmp(arg, "--device") == 0;
-            if (np >= LLAMA_TOOL_MAX_ARGS - BENCH_OWN_ARGS) {
-                cli_error("run llama bench: too many arguments");
-                return EXIT_USAGE;
-            }
-            pass[np++] = (char *)arg;
-        }
-    }
-    if (a.bad) return EXIT_USAGE;
+    for (int i = 0; i < np; i++)
+        own_device |= strcmp(pass[i], "-dev") == 0 || strcmp(pass[i], "--device") == 0;
     if (own_device && backend) {
         cli_error(
             "run llama bench: give --backend or llama-bench's -dev, not both (--backend picks the device)");
@@ -93,11 +102,11 @@ static int run_bench(int argc, char **argv) {
         }
     }
     for (int i = 0; i < np; i++)
-        targv[k++] = pass[i];
+        targv[k++] = (char *)pass[i];
     targv[k] = NULL;
     printf("sipp run llama bench: llama-bench on %s, artifact %s\n",
            own_device ? "the devices given" : device, art);
-    int rc = llama_tool_run(targv, art);
+    rc = llama_tool_run(targv, art);
     if (rc != 0) {
         cli_error("run llama bench: llama-bench %s (exit %d); see its message above",
                   rc < 0 ? "did not finish" : "failed", rc);
@@ -126,13 +135,7 @@ int cmd_run_tool(int argc, char **argv) {
     }
     const char *tool = argv[1];
     if (strcmp(tool, "backend-ops") == 0) return cmd_backend_ops(argc - 2, argv + 2);
-    if (strcmp(tool, "bench") == 0) {
-        if (cli_wants_help(argc - 2, argv + 2) && argc == 3) {
-            fputs(usage, stdout);
-            return EXIT_OK;
-        }
-        return run_bench(argc - 2, argv + 2);
-    }
+    if (strcmp(tool, "bench") == 0) return run_bench(argc - 2, argv + 2);
     cli_error("run llama: unknown tool '%s'; the available ones are " TOOL_LIST " (sipp run llama --help)",
               tool);
     return EXIT_USAGE;

@@ -22,151 +22,219 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "gateway/gateway.h"
 #include "gateway/supervise.h"
 
 #define SERVE_MAX_PORT 65535
 #define SERVE_MAX_PARALLEL 256
 #define SERVE_MAX_CTX (1 << 24)
-#define SERVE_MAX_THREADS 1024
-#define SERVE_MAX_GPU_LAYERS 100000
+#define GPU_LAYERS_UNSET INT_MIN
 #define SERVE_MAX_BUDGET_MB (1 << 30)
 #define SERVE_MAX_LOADED 100000
 #define SERVE_MAX_SUPERVISED 256 /* targets one supervised child serves */
 
-static const char usage[] =
-    "usage: sipp serve [MODEL | --models-dir DIR] [options]\n"
-    "       sipp serve --config FILE [--host ADDR] [--port N]\n"
-    "       sipp serve --check --config FILE\n"
-    "\n"
+typedef struct serve_opts {
+    cli_common c; /* --artifact, and MODEL's --backend, --threads, --gpu-layers, --flash-attn,
+                     --cache-type-k, --cache-type-v, --spec, --draft */
+    const char *model;
+    const char *config;
+    const char *host;
+    const char *models_dir;
+    const char *keep_alive;
+    const char *supervised[SERVE_MAX_SUPERVISED]; /* internal: see the top of the file */
+    size_t n_supervised;
+    int memory_budget_mb, max_loaded_models;
+    int port;                 /* -1 = not given */
+    int parallel, max_tokens; /* 0 = not given */
+    bool ctx_set, ctx_auto;
+    bool check;
+    bool allow_unauthenticated;
+} serve_opts;
+
+/* --ctx-size N|auto: auto is the largest context the memory budget fits. */
+static bool parse_ctx_size(cli_args *a, const cli_option *opt, void *opts) {
+    serve_opts *o = opts;
+    o->ctx_auto = strcmp(a->value, "auto") == 0;
+    o->ctx_set = o->ctx_auto || cli_int(a, opt->name, 0, SERVE_MAX_CTX, &o->c.ctx_size);
+    return o->ctx_set;
+}
+
+/* --supervised-target NAME, once per target. */
+static bool parse_supervised(cli_args *a, const cli_option *opt, void *opts) {
+    serve_opts *o = opts;
+    if (o->n_supervised == SERVE_MAX_SUPERVISED) {
+        cli_error("serve: %s: at most %d", opt->name, SERVE_MAX_SUPERVISED);
+        return false;
+    }
+    o->supervised[o->n_supervised++] = a->value;
+    return true;
+}
+
+static const cli_option opt_config = {
+    .name = "--config",
+    .arg = "FILE",
+    .kind = CLI_OPT_STRING,
+    .offset = offsetof(serve_opts, config),
+    .help = "targets, tokens and limits from a TOML file (see docs/gateway.md)"};
+static const cli_option opt_check = {.name = "--check",
+                                     .kind = CLI_OPT_FLAG,
+                                     .offset = offsetof(serve_opts, check),
+                                     .help = "validate --config FILE and exit (0 valid, 1 not)"};
+static const cli_option opt_models_dir = {
+    .name = "--models-dir",
+    .arg = "DIR",
+    .kind = CLI_OPT_STRING,
+    .offset = offsetof(serve_opts, models_dir),
+    .help = "serve every GGUF file in DIR (also with --config: added to its targets)"};
+static const cli_option opt_memory_budget = {.name = "--memory-budget-mb",
+                                             .arg = "N",
+                                             .kind = CLI_OPT_INT,
+                                             .offset = offsetof(serve_opts, memory_budget_mb),
+                                             .lo = 1,
+                                             .hi = SERVE_MAX_BUDGET_MB,
+                                             .help = "host RAM the loaded models may hold ([server] "
+                                                     "memory_budget_mb)"};
+static const cli_option opt_max_loaded = {.name = "--max-loaded-models",
+                                          .arg = "N",
+                                          .kind = CLI_OPT_INT,
+                                          .offset = offsetof(serve_opts, max_loaded_models),
+                                          .lo = 1,
+                                          .hi = SERVE_MAX_LOADED,
+                                          .help =
+                                              "at most N models loaded at once ([server] max_loaded_models)"};
+static const cli_option opt_keep_alive = {
+    .name = "--keep-alive",
+    .arg = "DURATION",
+    .kind = CLI_OPT_STRING,
+    .offset = offsetof(serve_opts, keep_alive),
+    .help = "discovered models' idle time before unload: -1 (default, never), 0, 30s, 5m"};
+static const cli_option opt_host = {.name = "--host",
+                                    .arg = "ADDR",
+                                    .kind = CLI_OPT_STRING,
+                                    .offset = offsetof(serve_opts, host),
+                                    .help = "listen address (default 127.0.0.1)"};
+static const cli_option opt_port = {.name = "--port",
+                                    .arg = "N",
+                                    .kind = CLI_OPT_INT,
+                                    .offset = offsetof(serve_opts, port),
+                                    .lo = 0,
+                                    .hi = SERVE_MAX_PORT,
+                                    .help =
+                                        "listen port (default 8080; 0 = any free port, printed at start)"};
+static const cli_option opt_backend = {
+    .like = &cli_opt_backend, .help = "MODEL's backend: auto (default), cpu, vulkan, cuda, metal, ..."};
+static const cli_option opt_parallel = {.name = "--parallel",
+                                        .arg = "N",
+                                        .kind = CLI_OPT_INT,
+                                        .offset = offsetof(serve_opts, parallel),
+                                        .lo = 1,
+                                        .hi = SERVE_MAX_PARALLEL,
+                                        .help = "MODEL's slots: requests decoded together (default 4)"};
+static const cli_option opt_ctx_size = {
+    .name = "--ctx-size",
+    .arg = "N|auto",
+    .kind = CLI_OPT_CUSTOM,
+    .parse = parse_ctx_size,
+    .help = "MODEL's context in tokens, shared by the slots (default: the model's, at most\n"
+            "4096; auto: the largest that fits the memory budget)"};
+static const cli_option opt_threads = {.like = &cli_opt_threads,
+                                       .help = "MODEL's CPU threads (default: all cores)"};
+static const cli_option opt_gpu_layers = {.like = &cli_opt_gpu_layers,
+                                          .help = "MODEL's layers on the GPU backend (default: all)"};
+static const cli_option opt_max_tokens = {
+    .name = "--max-tokens",
+    .arg = "N",
+    .kind = CLI_OPT_INT,
+    .offset = offsetof(serve_opts, max_tokens),
+    .lo = 1,
+    .hi = SERVE_MAX_CTX,
+    .help = "MODEL's (or the served directory's) output cap: a request's default when it\n"
+            "gives none, its ceiling when it asks more (default: none)"};
+static const cli_option opt_flash_attn = {
+    .like = &cli_opt_flash_attn,
+    .help = "MODEL's flash attention: auto (default; off with --backend cpu), on, off"};
+static const cli_option opt_cache_type_k = {.like = &cli_opt_cache_type_k,
+                                            .help = "MODEL's KV cache type for keys (default f16)"};
+static const cli_option opt_cache_type_v = {
+    .like = &cli_opt_cache_type_v,
+    .help = "MODEL's KV cache type for values (default f16; a quantized one needs flash\n"
+            "attention)"};
+static const cli_option opt_spec = {.like = &cli_opt_spec,
+                                    .help = "MODEL's speculative decoding (greedy and sampled requests)"};
+static const cli_option opt_draft = {
+    .like = &cli_opt_draft,
+    .help = "MODEL's draft model (speculative \"draft\"; a path or a store name; auto:\n"
+            "the draft published beside MODEL, for development)"};
+static const cli_option opt_allow_unauthenticated = {.name = "--allow-unauthenticated",
+                                                     .kind = CLI_OPT_FLAG,
+                                                     .offset = offsetof(serve_opts, allow_unauthenticated),
+                                                     .help =
+                                                         "allow a non-loopback --host without [[tokens]]"};
+static const cli_option opt_supervised = {.name = "--supervised-target",
+                                          .arg = "NAME",
+                                          .kind = CLI_OPT_CUSTOM,
+                                          .parse = parse_supervised}; /* internal: no help line */
+
+static const cli_option *const options[] = {&opt_config,
+                                            &opt_check,
+                                            &opt_models_dir,
+                                            &opt_memory_budget,
+                                            &opt_max_loaded,
+                                            &opt_keep_alive,
+                                            &opt_host,
+                                            &opt_port,
+                                            &opt_backend,
+                                            &opt_parallel,
+                                            &opt_ctx_size,
+                                            &opt_threads,
+                                            &opt_gpu_layers,
+                                            &opt_max_tokens,
+                                            &opt_flash_attn,
+                                            &opt_cache_type_k,
+                                            &opt_cache_type_v,
+                                            &opt_spec,
+                                            &opt_draft,
+                                            &opt_allow_unauthenticated,
+                                            &cli_opt_artifact,
+                                            &opt_supervised,
+                                            NULL};
+
+static const char about[] =
     "Runs the gateway: OpenAI-compatible routes (/v1/models, /v1/chat/completions, /v1/completions,\n"
     "/v1/embeddings), sipp-native routes (/v1/query, /v1/chat, /v1/embed) and /health, /ready,\n"
     "/metrics, /v1/backends. MODEL becomes one local target named after its file (without .gguf).\n"
     "Without MODEL or --config, every model in the store ($SIPP_MODELS_DIR) is served under its\n"
     "store name, loaded on its first request and unloaded when memory is needed.\n"
     "\n"
-    "options:\n"
-    "  --config FILE            targets, tokens and limits from a TOML file (see docs/gateway.md)\n"
-    "  --check                  validate --config FILE and exit (0 valid, 1 not)\n"
-    "  --models-dir DIR         serve every GGUF file in DIR (also with --config: added to its targets)\n"
-    "  --memory-budget-mb N     host RAM the loaded models may hold ([server] memory_budget_mb)\n"
-    "  --max-loaded-models N    at most N models loaded at once ([server] max_loaded_models)\n"
-    "  --keep-alive DURATION    discovered models' idle time before unload: -1 (default, never), 0, 30s, 5m\n"
-    "  --host ADDR              listen address (default 127.0.0.1)\n"
-    "  --port N                 listen port (default 8080; 0 = any free port, printed at start)\n"
-    "  --backend NAME           MODEL's backend: auto (default), cpu, vulkan, cuda, metal, ...\n"
-    "  --parallel N             MODEL's slots: requests decoded together (default 4)\n"
-    "  --ctx-size N|auto        MODEL's context in tokens, shared by the slots (default: the model's, at "
-    "most 4096;\n"
-    "                           auto: the largest that fits the memory budget)\n"
-    "  --threads N              MODEL's CPU threads (default: all cores)\n"
-    "  --gpu-layers N           MODEL's layers on the GPU backend (default: all)\n"
-    "  --max-tokens N           MODEL's (or the served directory's) output cap: a request's default when it\n"
-    "                           gives none, its ceiling when it asks more (default: none)\n"
-    "  --flash-attn MODE        MODEL's flash attention: auto (default; off with --backend cpu), on, off\n"
-    "  --cache-type-k TYPE      MODEL's KV cache key type: f16 (default), q8_0, q4_0\n"
-    "  --cache-type-v TYPE      MODEL's KV cache value type: f16 (default), q8_0, q4_0 (needs flash "
-    "attention)\n"
-    "  --spec none|ngram|draft  MODEL's speculative decoding (greedy and sampled requests)\n"
-    "  --draft DRAFT|auto       MODEL's draft model (speculative \"draft\"; a path or a store name; auto:\n"
-    "                           the draft published beside MODEL, for development)\n"
-    "  --allow-unauthenticated  allow a non-loopback --host without [[tokens]]\n"
-    "  --artifact DIR           use the llama.cpp libraries in DIR (also SIPP_ARTIFACT)\n"
-    "\n"
     "SIGTERM or Ctrl-C stops accepting, lets requests finish (shutdown_timeout_seconds), exits 0.\n"
     "exit status: 0 clean stop or valid config, 1 runtime failure or invalid config, 2 bad usage\n";
 
-typedef struct serve_opts {
-    const char *model;
-    const char *config;
-    const char *host;
-    const char *artifact;
-    const char *backend;
-    const char *models_dir;
-    const char *keep_alive;
-    const char *supervised[SERVE_MAX_SUPERVISED]; /* internal: see the top of the file */
-    size_t n_supervised;
-    int memory_budget_mb, max_loaded_models;
-    const char *flash_attn;
-    const char *cache_type_k, *cache_type_v;
-    const char *speculative;
-    const char *draft;
-    int port; /* -1 = not given */
-    int parallel, ctx_size, threads, gpu_layers, max_tokens;
-    bool parallel_set, ctx_set, ctx_auto, threads_set, gpu_set, max_tokens_set;
-    bool check;
-    bool allow_unauthenticated;
-} serve_opts;
+static const cli_command command = {.name = "serve",
+                                    .synopsis = "serve [MODEL | --models-dir DIR] [options]\n"
+                                                "       sipp serve --config FILE [--host ADDR] [--port N]\n"
+                                                "       sipp serve --check --config FILE",
+                                    .about = about,
+                                    .options = options,
+                                    .max_args = 1,
+                                    .args_hint = "give one MODEL, or several targets with --config FILE"};
 
+/* Whether one of MODEL's options was given (they have no place beside --config). */
+static bool model_options_given(const serve_opts *o) {
+    const cli_common *c = &o->c;
+    return c->backend || c->flash_attn || c->speculative || c->draft || o->parallel || o->ctx_set ||
+           c->threads || c->gpu_layers != GPU_LAYERS_UNSET || o->max_tokens || c->cache_type_k ||
+           c->cache_type_v;
+}
+
+/* Returns CLI_PARSED, EXIT_OK after --help, or EXIT_USAGE after printing what is wrong. */
 static int parse(int argc, char **argv, serve_opts *o) {
     memset(o, 0, sizeof *o);
     o->port = -1;
-    cli_args a = {.argc = argc, .argv = argv};
-    while (a.i < argc && !a.bad) {
-        const char *arg = argv[a.i];
-        if (cli_flag(&a, "--check"))
-            o->check = true;
-        else if (cli_flag(&a, "--allow-unauthenticated"))
-            o->allow_unauthenticated = true;
-        else if (cli_flag_value(&a, "--config"))
-            o->config = a.value;
-        else if (cli_flag_value(&a, "--host"))
-            o->host = a.value;
-        else if (cli_flag_value(&a, "--artifact"))
-            o->artifact = a.value;
-        else if (cli_flag_value(&a, "--backend"))
-            o->backend = a.value;
-        else if (cli_flag_value(&a, "--models-dir"))
-            o->models_dir = a.value;
-        else if (cli_flag_value(&a, "--keep-alive"))
-            o->keep_alive = a.value;
-        else if (cli_flag_value(&a, "--supervised-target")) {
-            if (o->n_supervised == SERVE_MAX_SUPERVISED) {
-                cli_error("serve: --supervised-target: at most %d", SERVE_MAX_SUPERVISED);
-                return EXIT_USAGE;
-            }
-            o->supervised[o->n_supervised++] = a.value;
-        } else if (cli_flag_value(&a, "--memory-budget-mb"))
-            cli_int(&a, "--memory-budget-mb", 1, SERVE_MAX_BUDGET_MB, &o->memory_budget_mb);
-        else if (cli_flag_value(&a, "--max-loaded-models"))
-            cli_int(&a, "--max-loaded-models", 1, SERVE_MAX_LOADED, &o->max_loaded_models);
-        else if (cli_flag_value(&a, "--flash-attn"))
-            cli_flash_attn(&a, &o->flash_attn);
-        else if (cli_flag_value(&a, "--cache-type-k"))
-            cli_cache_type(&a, "--cache-type-k", &o->cache_type_k);
-        else if (cli_flag_value(&a, "--cache-type-v"))
-            cli_cache_type(&a, "--cache-type-v", &o->cache_type_v);
-        else if (cli_flag_value(&a, "--spec"))
-            cli_speculative(&a, &o->speculative);
-        else if (cli_flag_value(&a, "--draft"))
-            o->draft = a.value;
-        else if (cli_flag_value(&a, "--port"))
-            cli_int(&a, "--port", 0, SERVE_MAX_PORT, &o->port);
-        else if (cli_flag_value(&a, "--parallel"))
-            o->parallel_set = cli_int(&a, "--parallel", 1, SERVE_MAX_PARALLEL, &o->parallel);
-        else if (cli_flag_value(&a, "--ctx-size")) {
-            o->ctx_auto = a.value && strcmp(a.value, "auto") == 0;
-            o->ctx_set = o->ctx_auto || cli_int(&a, "--ctx-size", 0, SERVE_MAX_CTX, &o->ctx_size);
-        } else if (cli_flag_value(&a, "--threads"))
-            o->threads_set = cli_int(&a, "--threads", 1, SERVE_MAX_THREADS, &o->threads);
-        else if (cli_flag_value(&a, "--max-tokens"))
-            o->max_tokens_set = cli_int(&a, "--max-tokens", 1, SERVE_MAX_CTX, &o->max_tokens);
-        else if (cli_flag_value(&a, "--gpu-layers"))
-            o->gpu_set = cli_int(&a, "--gpu-layers", -1, SERVE_MAX_GPU_LAYERS, &o->gpu_layers);
-        else if (arg[0] == '-' && arg[1] != '\0') {
-            cli_error("serve: unknown option '%s' (see sipp serve --help)", arg);
-            return EXIT_USAGE;
-        } else if (o->model) {
-            cli_error(
-                "serve: unexpected argument '%s': give one MODEL, or several targets with --config FILE",
-                arg);
-            return EXIT_USAGE;
-        } else {
-            o->model = arg;
-            a.i++;
-        }
-    }
-    if (a.bad) return EXIT_USAGE;
+    o->c.gpu_layers = GPU_LAYERS_UNSET;
+    int n_args;
+    int rc = cli_parse(&command, argc, argv, o, &o->model, &n_args);
+    if (rc != CLI_PARSED) return rc;
     if (o->model && (o->config || o->models_dir)) {
         cli_error(o->config ? "serve: give MODEL or --config FILE, not both"
                             : "serve: give MODEL or --models-dir DIR, not both");
@@ -182,17 +250,16 @@ static int parse(int argc, char **argv, serve_opts *o) {
         cli_error("serve: --check needs --config FILE");
         return EXIT_USAGE;
     }
-    if (o->config &&
-        (o->backend || o->flash_attn || o->speculative || o->draft || o->parallel_set || o->ctx_set ||
-         o->threads_set || o->gpu_set || o->max_tokens_set || o->cache_type_k || o->cache_type_v)) {
+    if (o->config && model_options_given(o)) {
         cli_error(
             "serve: --backend, --flash-attn, --spec, --draft, --parallel, --ctx-size, --threads, "
             "--gpu-layers, --max-tokens, --cache-type-k and --cache-type-v apply to MODEL; with --config "
             "set them per target in the file (max_tokens = N)");
         return EXIT_USAGE;
     }
-    return cli_cache_types_fit(o->backend, o->flash_attn, o->cache_type_k, o->cache_type_v) ? EXIT_OK
-                                                                                            : EXIT_USAGE;
+    return cli_cache_types_fit(o->c.backend, o->c.flash_attn, o->c.cache_type_k, o->c.cache_type_v)
+               ? CLI_PARSED
+               : EXIT_USAGE;
 }
 
 static void print_errors(const sipp_buf *errs) {
@@ -224,14 +291,38 @@ static bool check_models(const gw_config *cfg, const char *config, sipp_buf *err
     return ok;
 }
 
+/* Sets a configuration string to value, when one is given. */
+static void set_string(char **field, const char *value) {
+    if (!value) return;
+    free(*field);
+    *field = strdup(value);
+}
+
+/* MODEL's options onto its target; false after printing why its --draft cannot be used. */
+static bool apply_model_options(const serve_opts *o, gw_target_config *t) {
+    const cli_common *c = &o->c;
+    char draft_buf[PATH_MAX];
+    const char *draft = NULL;
+    if (!cli_draft_model(o->model, c->draft, &draft, draft_buf, sizeof draft_buf)) return false;
+    set_string(&t->backend, c->backend);
+    set_string(&t->flash_attn, c->flash_attn);
+    set_string(&t->speculative, c->speculative);
+    set_string(&t->cache_type_k, c->cache_type_k);
+    set_string(&t->cache_type_v, c->cache_type_v);
+    set_string(&t->draft_model, draft);
+    if (o->parallel) t->parallel = o->parallel;
+    if (o->ctx_set) t->ctx_size = c->ctx_size;
+    t->ctx_auto = o->ctx_auto;
+    if (c->threads) t->threads = c->threads;
+    if (c->gpu_layers != GPU_LAYERS_UNSET) t->gpu_layers = c->gpu_layers;
+    if (o->max_tokens) t->max_tokens = o->max_tokens;
+    return true;
+}
+
 int cmd_serve(int argc, char **argv) {
-    if (cli_wants_help(argc, argv)) {
-        fputs(usage, stdout);
-        return EXIT_OK;
-    }
     serve_opts o;
     int rc = parse(argc, argv, &o);
-    if (rc != EXIT_OK) return rc;
+    if (rc != CLI_PARSED) return rc;
 
     gw_config cfg;
     gw_config_init(&cfg);
@@ -240,49 +331,17 @@ int cmd_serve(int argc, char **argv) {
               : o.model ? gw_config_add_local(&cfg, o.model, &errs)
                         : true;
     if (o.keep_alive) gw_parse_keep_alive(o.keep_alive, &cfg.discovered_keep_alive_s);
-    if (o.max_tokens_set) cfg.discovered_max_tokens = o.max_tokens;
+    if (o.max_tokens) cfg.discovered_max_tokens = o.max_tokens;
     /* the store when nothing else is named; a models directory besides a config's targets */
     if (ok && !o.model && (o.models_dir || !o.config)) ok = gw_config_add_dir(&cfg, o.models_dir, &errs);
     if (o.memory_budget_mb) cfg.memory_budget_mb = o.memory_budget_mb;
     if (o.max_loaded_models) cfg.max_loaded_models = o.max_loaded_models;
-    if (ok && o.model) {
-        gw_target_config *t = &cfg.targets[0];
-        if (o.backend) {
-            free(t->backend);
-            t->backend = strdup(o.backend);
-        }
-        if (o.flash_attn) {
-            free(t->flash_attn);
-            t->flash_attn = strdup(o.flash_attn);
-        }
-        if (o.speculative) {
-            free(t->speculative);
-            t->speculative = strdup(o.speculative);
-        }
-        if (o.cache_type_k) t->cache_type_k = strdup(o.cache_type_k);
-        if (o.cache_type_v) t->cache_type_v = strdup(o.cache_type_v);
-        char draft_buf[PATH_MAX];
-        const char *draft = NULL;
-        if (!cli_draft_model(o.model, o.draft, &draft, draft_buf, sizeof draft_buf)) {
-            gw_config_free(&cfg);
-            sipp_buf_free(&errs);
-            return EXIT_RUNTIME;
-        }
-        if (draft) {
-            free(t->draft_model);
-            t->draft_model = strdup(draft);
-        }
-        if (o.parallel_set) t->parallel = o.parallel;
-        if (o.ctx_set) t->ctx_size = o.ctx_size;
-        t->ctx_auto = o.ctx_auto;
-        if (o.threads_set) t->threads = o.threads;
-        if (o.gpu_set) t->gpu_layers = o.gpu_layers;
-        if (o.max_tokens_set) t->max_tokens = o.max_tokens;
+    if (ok && o.model && !apply_model_options(&o, &cfg.targets[0])) {
+        gw_config_free(&cfg);
+        sipp_buf_free(&errs);
+        return EXIT_RUNTIME;
     }
-    if (o.host) {
-        free(cfg.host);
-        cfg.host = strdup(o.host);
-    }
+    set_string(&cfg.host, o.host);
     if (o.port >= 0) cfg.port = o.port;
     if (o.allow_unauthenticated) cfg.allow_unauthenticated = true;
     if (ok && o.n_supervised) ok = gw_config_supervised(&cfg, o.supervised, o.n_supervised, &errs);
@@ -308,7 +367,7 @@ int cmd_serve(int argc, char **argv) {
         gw_config_free(&cfg);
         return EXIT_OK;
     }
-    if (!cli_runtime_init(o.artifact)) {
+    if (!cli_runtime_init(o.c.artifact)) {
         gw_config_free(&cfg);
         return EXIT_RUNTIME;
     }

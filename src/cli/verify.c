@@ -16,15 +16,20 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 
 enum { EXIT_DRIFT = 3 };
 
 #define MAX_LINE (1 << 16)
 #define SELF_EXE "/proc/self/exe"
+#define THRESHOLD_MAX 1e9
+#define GREEDY_TOKENS_MAX 4096
+#define BENCH_TOKENS_MAX (1 << 16)
+#define BENCH_REPS_MAX 1000
 
 typedef struct verify_opts {
+    cli_common c; /* --artifact, --threads, --json, --rpc */
     const char *backends_arg, *prompts_file, *manifest_out;
-    bool json;
     sipp_verify_params p;
     char *backend_names[SIPP_VERIFY_MAX_BACKENDS];
     char *prompts[SIPP_VERIFY_MAX_PROMPTS];
@@ -32,46 +37,176 @@ typedef struct verify_opts {
     char *backends_copy;
 } verify_opts;
 
-/* The usage text; the %g are the default thresholds, printed from verify_default_thresholds(). */
-static const char usage_fmt[] =
-    "usage: sipp verify MODEL --backends cpu,vulkan[,cuda...] [--ref cpu] [--prompts FILE] [--json]\n"
-    "                   [--manifest OUT] [--against MANIFEST] [--threads N] [--greedy-tokens 32]\n"
-    "                   [--max-kl X] [--max-kl-max X] [--min-top1 X] [--max-cached-kl X]\n"
-    "                   [--min-cached-top1 X] [--min-greedy X] [--bench] [--bench-p 128] [--bench-n 32]\n"
-    "                   [--bench-r 3] [--speed-tolerance X] [--no-bench] [--artifact DIR]\n"
-    "                   [--rpc HOST:PORT[,...]] (the servers of backend rpc; also SIPP_RPC_SERVERS)\n\n"
-    "Evaluates fixed prompts (built in, or FILE with one prompt per line) on every backend and compares\n"
-    "each with the reference backend (--ref, default cpu): teacher-forced logits (max and RMS difference,\n"
-    "mean and worst KL divergence of the softmax in nats, top-1 agreement, top-5 overlap), cached decoding\n"
-    "(one token at a time against one batched prefill, on every backend), and greedy continuations\n"
-    "(--greedy-tokens per prompt, temperature 0; agreement counted in tokens after re-tokenizing the "
-    "text).\n\n"
-    "Thresholds (defaults): --max-kl %g mean KL against the reference; --max-kl-max %g worst position;\n"
-    "--min-top1 %g top-1 agreement; --max-cached-kl %g and --min-cached-top1 %g for cached decoding;\n"
-    "--min-greedy %g fraction of greedy tokens equal to the reference's (greedy paths may split at a near\n"
-    "tie, so by default they are reported, not gated). Exceeding one exits 3 naming metric and backend.\n\n"
-    "--manifest OUT writes a JSON manifest: model (sha256, architecture, parameters, tensor types,\n"
-    "tokenizer and vocabulary hash, chat template hash), runtime, host, devices, every figure, greedy\n"
-    "output hashes, the graph per backend, and with --bench `sipp bench` figures (-p/-n/-r from --bench-*).\n"
-    "--against MANIFEST reruns what it recorded here (MODEL and --backends default to the manifest's) and\n"
-    "reports per contract (checkpoint, tokenizer, graph, numerics, speed) what holds and what changed;\n"
-    "speed is checked when the manifest has bench figures (--no-bench skips it), allowing pp/tg to be\n"
-    "--speed-tolerance (%g) slower. Exit status: 0 all within thresholds, 1 failure, 2 usage, 3 drift or a\n"
-    "changed contract. Vulkan on a software device (lavapipe) needs GGML_VK_VISIBLE_DEVICES=0.\n"
-    "'browser' in --backends is the WebAssembly runtime (make web) in headless Chromium, compared like a\n"
-    "backend (needs /usr/bin/chromium and npm ci in tests/integration/web).\n\n"
-    "A backend name followed by +fa or -fa runs that backend with flash attention on or off (without\n"
-    "one, the load's default: off for cpu): --backends cpu,cpu+fa measures what flash attention changes.\n";
+/* ---- the options: one table parses them and prints --help ---- */
 
-static bool threshold_flag(cli_args *a, verify_opts *o, const char *flag, unsigned bit, double *field) {
-    if (!cli_flag_value(a, flag)) return false;
+/* A threshold: the number, and its bit, so that it wins over a manifest's. */
+static bool parse_threshold(cli_args *a, const cli_option *opt, void *opts) {
     float v;
-    if (a->value && cli_float(a, flag, 0, 1e9, &v)) {
-        *field = v;
-        o->p.thresholds_given |= bit;
-    }
+    if (!cli_float(a, opt->name, 0, THRESHOLD_MAX, &v)) return false;
+    *(double *)((char *)opts + opt->offset) = v;
+    ((verify_opts *)opts)->p.thresholds_given |= opt->bit;
     return true;
 }
+
+#define THRESHOLD(flag, field, bit_, text)                                                                   \
+    {                                                                                                        \
+        .name = flag, .arg = "X", .kind = CLI_OPT_CUSTOM,                                                    \
+        .offset = offsetof(verify_opts, p.thresholds.field), .bit = bit_, .parse = parse_threshold,          \
+        .help = text                                                                                         \
+    }
+
+static const cli_option opt_max_kl =
+    THRESHOLD("--max-kl", max_kl, SIPP_VERIFY_MAX_KL, "mean KL against the reference, nats");
+static const cli_option opt_max_kl_max = THRESHOLD("--max-kl-max", max_kl_max, SIPP_VERIFY_MAX_KL_MAX,
+                                                   "the worst position's KL against the reference");
+static const cli_option opt_min_top1 =
+    THRESHOLD("--min-top1", min_top1, SIPP_VERIFY_MIN_TOP1, "top-1 agreement with the reference, a fraction");
+static const cli_option opt_max_cached_kl =
+    THRESHOLD("--max-cached-kl", max_cached_kl, SIPP_VERIFY_MAX_CACHED_KL,
+              "mean KL of cached decoding against one batched prefill");
+static const cli_option opt_min_cached_top1 =
+    THRESHOLD("--min-cached-top1", min_cached_top1, SIPP_VERIFY_MIN_CACHED_TOP1,
+              "top-1 agreement of cached decoding with one batched prefill");
+static const cli_option opt_min_greedy = THRESHOLD("--min-greedy", min_greedy, SIPP_VERIFY_MIN_GREEDY,
+                                                   "the fraction of greedy tokens equal to the reference's");
+static const cli_option opt_speed_tolerance =
+    THRESHOLD("--speed-tolerance", speed_tolerance, SIPP_VERIFY_SPEED_TOLERANCE,
+              "how much slower than --against's bench figures pp and tg may be, a fraction");
+
+static const cli_option opt_backends = {
+    .name = "--backends",
+    .arg = "cpu,vulkan[,...]",
+    .kind = CLI_OPT_STRING,
+    .offset = offsetof(verify_opts, backends_arg),
+    .help = "the backends to compare (with --against: the manifest's); NAME+fa or NAME-fa\n"
+            "runs NAME with flash attention on or off"};
+static const cli_option opt_ref = {.name = "--ref",
+                                   .arg = "NAME",
+                                   .kind = CLI_OPT_STRING,
+                                   .offset = offsetof(verify_opts, p.ref),
+                                   .help = "the reference backend (default cpu)"};
+static const cli_option opt_prompts = {.name = "--prompts",
+                                       .arg = "FILE",
+                                       .kind = CLI_OPT_STRING,
+                                       .offset = offsetof(verify_opts, prompts_file),
+                                       .help = "the prompts, one per line (default: the built-in ones)"};
+static const cli_option opt_manifest = {.name = "--manifest",
+                                        .arg = "OUT",
+                                        .kind = CLI_OPT_STRING,
+                                        .offset = offsetof(verify_opts, manifest_out),
+                                        .help = "write the JSON manifest of the run to OUT"};
+static const cli_option opt_against = {.name = "--against",
+                                       .arg = "MANIFEST",
+                                       .kind = CLI_OPT_STRING,
+                                       .offset = offsetof(verify_opts, p.against),
+                                       .help = "rerun what MANIFEST recorded and report its contracts"};
+static const cli_option opt_greedy_tokens = {.name = "--greedy-tokens",
+                                             .arg = "N",
+                                             .kind = CLI_OPT_INT,
+                                             .offset = offsetof(verify_opts, p.greedy_tokens),
+                                             .lo = 0,
+                                             .hi = GREEDY_TOKENS_MAX,
+                                             .help = "greedy tokens per prompt (default 32)"};
+static const cli_option opt_bench = {.name = "--bench",
+                                     .kind = CLI_OPT_FLAG,
+                                     .offset = offsetof(verify_opts, p.bench),
+                                     .help = "record `sipp bench` figures in the manifest"};
+static const cli_option opt_bench_p = {.name = "--bench-p",
+                                       .arg = "N",
+                                       .kind = CLI_OPT_INT,
+                                       .offset = offsetof(verify_opts, p.bench_pp),
+                                       .lo = 0,
+                                       .hi = BENCH_TOKENS_MAX,
+                                       .help = "--bench's prompt tokens, as bench -p (default 128)"};
+static const cli_option opt_bench_n = {.name = "--bench-n",
+                                       .arg = "N",
+                                       .kind = CLI_OPT_INT,
+                                       .offset = offsetof(verify_opts, p.bench_tg),
+                                       .lo = 0,
+                                       .hi = BENCH_TOKENS_MAX,
+                                       .help = "--bench's generated tokens, as bench -n (default 32)"};
+static const cli_option opt_bench_r = {.name = "--bench-r",
+                                       .arg = "N",
+                                       .kind = CLI_OPT_INT,
+                                       .offset = offsetof(verify_opts, p.bench_reps),
+                                       .lo = 1,
+                                       .hi = BENCH_REPS_MAX,
+                                       .help = "--bench's repetitions, as bench -r (default 3)"};
+static const cli_option opt_no_bench = {.name = "--no-bench",
+                                        .kind = CLI_OPT_FLAG,
+                                        .offset = offsetof(verify_opts, p.no_bench),
+                                        .help = "with --against: skip the speed contract"};
+
+static const cli_option *const options[] = {&opt_backends,
+                                            &opt_ref,
+                                            &opt_prompts,
+                                            &cli_opt_json,
+                                            &opt_manifest,
+                                            &opt_against,
+                                            &cli_opt_threads,
+                                            &opt_greedy_tokens,
+                                            &opt_max_kl,
+                                            &opt_max_kl_max,
+                                            &opt_min_top1,
+                                            &opt_max_cached_kl,
+                                            &opt_min_cached_top1,
+                                            &opt_min_greedy,
+                                            &opt_bench,
+                                            &opt_bench_p,
+                                            &opt_bench_n,
+                                            &opt_bench_r,
+                                            &opt_speed_tolerance,
+                                            &opt_no_bench,
+                                            &cli_opt_artifact,
+                                            &cli_opt_rpc,
+                                            NULL};
+
+/* The text of --help; the %g are the default thresholds, printed from verify_default_thresholds(). */
+static void print_about(FILE *out) {
+    sipp_verify_thresholds t = sipp_verify_default_thresholds();
+    fprintf(
+        out,
+        "Evaluates fixed prompts (built in, or FILE with one prompt per line) on every backend and compares\n"
+        "each with the reference backend (--ref, default cpu): teacher-forced logits (max and RMS "
+        "difference,\n"
+        "mean and worst KL divergence of the softmax in nats, top-1 agreement, top-5 overlap), cached "
+        "decoding\n"
+        "(one token at a time against one batched prefill, on every backend), and greedy continuations\n"
+        "(--greedy-tokens per prompt, temperature 0; agreement counted in tokens after re-tokenizing the "
+        "text).\n\n"
+        "Thresholds (defaults): --max-kl %g mean KL against the reference; --max-kl-max %g worst position;\n"
+        "--min-top1 %g top-1 agreement; --max-cached-kl %g and --min-cached-top1 %g for cached decoding;\n"
+        "--min-greedy %g fraction of greedy tokens equal to the reference's (greedy paths may split at a "
+        "near\n"
+        "tie, so by default they are reported, not gated). Exceeding one exits 3 naming metric and "
+        "backend.\n\n"
+        "--manifest OUT writes a JSON manifest: model (sha256, architecture, parameters, tensor types,\n"
+        "tokenizer and vocabulary hash, chat template hash), runtime, host, devices, every figure, greedy\n"
+        "output hashes, the graph per backend, and with --bench `sipp bench` figures (-p/-n/-r from "
+        "--bench-*).\n"
+        "--against MANIFEST reruns what it recorded here (MODEL and --backends default to the manifest's) "
+        "and\n"
+        "reports per contract (checkpoint, tokenizer, graph, numerics, speed) what holds and what changed;\n"
+        "speed is checked when the manifest has bench figures (--no-bench skips it), allowing pp/tg to be\n"
+        "--speed-tolerance (%g) slower. Exit status: 0 all within thresholds, 1 failure, 2 usage, 3 drift or "
+        "a\n"
+        "changed contract. Vulkan on a software device (lavapipe) needs GGML_VK_VISIBLE_DEVICES=0.\n"
+        "'browser' in --backends is the WebAssembly runtime (make web) in headless Chromium, compared like "
+        "a\n"
+        "backend (needs /usr/bin/chromium and npm ci in tests/integration/web).\n\n"
+        "A backend name followed by +fa or -fa runs that backend with flash attention on or off (without\n"
+        "one, the load's default: off for cpu): --backends cpu,cpu+fa measures what flash attention "
+        "changes.\n",
+        t.max_kl, t.max_kl_max, t.min_top1, t.max_cached_kl, t.min_cached_top1, t.min_greedy,
+        t.speed_tolerance);
+}
+
+static const cli_command command = {.name = "verify",
+                                    .synopsis = "verify MODEL --backends cpu,vulkan[,cuda...] [OPTIONS]",
+                                    .options = options,
+                                    .max_args = 1,
+                                    .args_hint = "one MODEL only",
+                                    .print_about = print_about};
 
 /* --backends cpu,vulkan: the names as given; sipp_verify_run checks them. */
 static bool split_backends(verify_opts *o, const char *list) {
@@ -88,70 +223,17 @@ static bool split_backends(verify_opts *o, const char *list) {
     return true;
 }
 
+/* Returns CLI_PARSED, EXIT_OK after --help, or EXIT_USAGE after printing what is wrong. */
 static int parse(int argc, char **argv, verify_opts *o) {
-    sipp_verify_params *p = &o->p;
-    sipp_verify_thresholds *t = &p->thresholds;
-    cli_args a = {.argc = argc, .argv = argv};
-    while (a.i < argc && !a.bad) {
-        const char *arg = argv[a.i];
-        if (cli_flag_value(&a, "--backends"))
-            o->backends_arg = a.value;
-        else if (cli_flag_value(&a, "--rpc")) /* the servers of backend rpc, as SIPP_RPC_SERVERS */
-            setenv("SIPP_RPC_SERVERS", a.value, 1);
-        else if (cli_flag_value(&a, "--ref"))
-            p->ref = a.value;
-        else if (cli_flag_value(&a, "--prompts"))
-            o->prompts_file = a.value;
-        else if (cli_flag_value(&a, "--manifest"))
-            o->manifest_out = a.value;
-        else if (cli_flag_value(&a, "--against"))
-            p->against = a.value;
-        else if (cli_flag_value(&a, "--artifact"))
-            p->artifact = a.value;
-        else if (cli_flag_value(&a, "--threads"))
-            cli_int(&a, "--threads", 1, 1024, &p->threads);
-        else if (cli_flag_value(&a, "--greedy-tokens"))
-            cli_int(&a, "--greedy-tokens", 0, 4096, &p->greedy_tokens);
-        else if (cli_flag_value(&a, "--bench-p"))
-            cli_int(&a, "--bench-p", 0, 1 << 16, &p->bench_pp);
-        else if (cli_flag_value(&a, "--bench-n"))
-            cli_int(&a, "--bench-n", 0, 1 << 16, &p->bench_tg);
-        else if (cli_flag_value(&a, "--bench-r"))
-            cli_int(&a, "--bench-r", 1, 1000, &p->bench_reps);
-        else if (threshold_flag(&a, o, "--max-kl-max", SIPP_VERIFY_MAX_KL_MAX, &t->max_kl_max))
-            continue;
-        else if (threshold_flag(&a, o, "--max-kl", SIPP_VERIFY_MAX_KL, &t->max_kl))
-            continue;
-        else if (threshold_flag(&a, o, "--min-top1", SIPP_VERIFY_MIN_TOP1, &t->min_top1))
-            continue;
-        else if (threshold_flag(&a, o, "--max-cached-kl", SIPP_VERIFY_MAX_CACHED_KL, &t->max_cached_kl))
-            continue;
-        else if (threshold_flag(&a, o, "--min-cached-top1", SIPP_VERIFY_MIN_CACHED_TOP1, &t->min_cached_top1))
-            continue;
-        else if (threshold_flag(&a, o, "--min-greedy", SIPP_VERIFY_MIN_GREEDY, &t->min_greedy))
-            continue;
-        else if (threshold_flag(&a, o, "--speed-tolerance", SIPP_VERIFY_SPEED_TOLERANCE, &t->speed_tolerance))
-            continue;
-        else if (cli_flag(&a, "--json"))
-            o->json = true;
-        else if (cli_flag(&a, "--bench"))
-            p->bench = true;
-        else if (cli_flag(&a, "--no-bench"))
-            p->no_bench = true;
-        else if (arg[0] == '-' && arg[1] != '\0') {
-            cli_error("verify: unknown option '%s' (see sipp verify --help)", arg);
-            return EXIT_USAGE;
-        } else if (!p->model) {
-            p->model = arg;
-            a.i++;
-        } else {
-            cli_error("verify: unexpected argument '%s' (one MODEL only)", arg);
-            return EXIT_USAGE;
-        }
-    }
-    if (a.bad) return EXIT_USAGE;
+    memset(o, 0, sizeof *o);
+    o->p = sipp_verify_default_params();
+    int n_args;
+    int rc = cli_parse(&command, argc, argv, o, &o->p.model, &n_args);
+    if (rc != CLI_PARSED) return rc;
+    o->p.threads = o->c.threads;
+    o->p.artifact = o->c.artifact;
     if (o->backends_arg && !split_backends(o, o->backends_arg)) return EXIT_USAGE;
-    return EXIT_OK;
+    return CLI_PARSED;
 }
 
 /* One prompt per line; empty lines are skipped; "\n" in a line stays literal. */
@@ -390,7 +472,7 @@ static int run(verify_opts *o) {
         cli_error("verify: out of memory reading the report");
         return EXIT_RUNTIME;
     }
-    if (o->json) {
+    if (o->c.json) {
         print_json(report);
     } else {
         print_text(report);
@@ -405,17 +487,9 @@ static int run(verify_opts *o) {
 }
 
 int cmd_verify(int argc, char **argv) {
-    if (cli_wants_help(argc, argv)) {
-        sipp_verify_thresholds t = sipp_verify_default_thresholds();
-        printf(usage_fmt, t.max_kl, t.max_kl_max, t.min_top1, t.max_cached_kl, t.min_cached_top1,
-               t.min_greedy, t.speed_tolerance);
-        return EXIT_OK;
-    }
     verify_opts o;
-    memset(&o, 0, sizeof o);
-    o.p = sipp_verify_default_params();
     int rc = parse(argc, argv, &o);
-    if (rc == EXIT_OK) rc = run(&o);
+    if (rc == CLI_PARSED) rc = run(&o);
     for (int i = 0; i < o.n_prompts; i++)
         free(o.prompts[i]);
     free(o.backends_copy);

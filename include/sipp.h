@@ -416,6 +416,13 @@ typedef struct sipp_draft_sidecar {
 SIPP_API sipp_status sipp_store_find_draft(const char *model_path, const char *store_name,
                                            sipp_draft_sidecar *out, char *errbuf);
 
+/* The multimodal projector published beside a model (llama.cpp's ecosystem names it mmproj-*.gguf, in
+ * the model's directory): the one file there whose name starts with "mmproj" and ends in ".gguf",
+ * written to out. SIPP_ERR_NOT_FOUND when there is none, SIPP_ERR_INVALID_ARGUMENT naming them when
+ * there are several (give the path then). Used only when asked for (--mmproj auto, mmproj = "auto").
+ * [any thread] */
+SIPP_API sipp_status sipp_store_find_mmproj(const char *model_path, char *out, size_t cap, char *errbuf);
+
 /* A GGUF header, read without loading any weights (`sipp models info`). */
 
 #define SIPP_GGUF_MAX_TYPES 48 /* distinct tensor types listed (ggml has fewer) */

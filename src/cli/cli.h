@@ -87,4 +87,8 @@ int cmd_artifact(int argc, char **argv);
 /* All of f, NUL-terminated (malloc'ed); NULL when out of memory. */
 char *cli_read_all(FILE *f);
 
+/* An image (audio false) or audio file as a chat content part (media.c): an image_url part with a
+ * data: URL, or an input_audio part. NULL after saying what is wrong with the file. */
+struct json_t *cli_media_part(const char *path, bool audio);
+
 #endif

@@ -24,6 +24,7 @@
 #include "cli/packages.h"
 
 #define MAX_STOP 16
+#define MAX_MEDIA 16
 #define PROGRESS_WIDTH 30
 #define WAIT_SLICE_MS 100
 #define LINE_MAX_BYTES (64 * 1024)
@@ -59,6 +60,13 @@ typedef struct run_opts {
     json_t *json_schema;   /* --json-schema FILE|JSON */
     char *grammar;         /* --grammar FILE: GBNF */
     char *stdin_prompt;    /* the prompt, when it was read from stdin */
+    const char *mmproj;    /* --mmproj FILE|auto: the model's multimodal projector */
+    bool no_mmproj_offload;
+    const char *media[MAX_MEDIA]; /* --image and --audio files, in order */
+    bool media_audio[MAX_MEDIA];
+    size_t n_media;
+    json_t *media_parts; /* their content parts (made before the load) */
+    char mmproj_buf[PATH_MAX];
 } run_opts;
 
 /* ---- the options: one table parses them and prints --help ---- */
@@ -71,6 +79,18 @@ static bool parse_stop(cli_args *a, const cli_option *opt, void *opts) {
         return false;
     }
     o->stop[o->n_stop++] = a->value;
+    return true;
+}
+
+/* --image PATH and --audio PATH, once per file, in order. */
+static bool parse_media(cli_args *a, const cli_option *opt, void *opts) {
+    run_opts *o = opts;
+    if (o->n_media == MAX_MEDIA) {
+        cli_error("%s: at most %d images and audio files", opt->name, MAX_MEDIA);
+        return false;
+    }
+    o->media_audio[o->n_media] = strcmp(opt->name, "--audio") == 0;
+    o->media[o->n_media++] = a->value;
     return true;
 }
 
@@ -206,6 +226,30 @@ static const cli_option opt_stop = {.name = "--stop",
                                     .kind = CLI_OPT_CUSTOM,
                                     .parse = parse_stop,
                                     .help = "stop when TEXT is generated (repeatable; TEXT is not printed)"};
+static const cli_option opt_mmproj = {
+    .name = "--mmproj",
+    .arg = "FILE|auto",
+    .kind = CLI_OPT_STRING,
+    .offset = offsetof(run_opts, mmproj),
+    .help = "the model's multimodal projector (mmproj-*.gguf) for --image and --audio; auto: the one beside "
+            "MODEL"};
+static const cli_option opt_no_mmproj_offload = {
+    .name = "--no-mmproj-offload",
+    .kind = CLI_OPT_FLAG,
+    .offset = offsetof(run_opts, no_mmproj_offload),
+    .help = "run the projector on the CPU even when the model is on a GPU"};
+static const cli_option opt_image = {.name = "--image",
+                                     .arg = "PATH",
+                                     .kind = CLI_OPT_CUSTOM,
+                                     .parse = parse_media,
+                                     .help = "an image (PNG, JPEG, GIF, BMP) for the chat, with --mmproj "
+                                             "(repeatable; implies --chat)"};
+static const cli_option opt_audio = {.name = "--audio",
+                                     .arg = "PATH",
+                                     .kind = CLI_OPT_CUSTOM,
+                                     .parse = parse_media,
+                                     .help = "an audio file (WAV, MP3, FLAC) for the chat, with --mmproj "
+                                             "(repeatable; implies --chat)"};
 static const cli_option opt_ignore_eos = {.name = "--ignore-eos",
                                           .kind = CLI_OPT_FLAG,
                                           .offset = offsetof(run_opts, ignore_eos),
@@ -288,6 +332,10 @@ static const cli_option *const options[] = {&opt_chat,
                                             &opt_seed,
                                             &opt_stop,
                                             &opt_ignore_eos,
+                                            &opt_mmproj,
+                                            &opt_image,
+                                            &opt_audio,
+                                            &opt_no_mmproj_offload,
                                             &opt_ctx_size,
                                             &cli_opt_cache_type_k,
                                             &cli_opt_cache_type_v,
@@ -335,6 +383,10 @@ static bool options_fit(const run_opts *o) {
     }
     if (!cli_cache_types_fit(o->c.backend, o->c.flash_attn, o->c.cache_type_k, o->c.cache_type_v))
         return false;
+    if (o->n_media && !o->mmproj) {
+        cli_error("--image and --audio need the model's projector: --mmproj FILE (or --mmproj auto)");
+        return false;
+    }
     if (o->tools && !o->chat) {
         cli_error("--tools needs --chat: tools are offered to a chat");
         return false;
@@ -366,10 +418,12 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (rc != CLI_PARSED) return rc;
     o->model = args[0];
     o->prompt = args[1];
+    if (o->n_media) o->chat = true; /* images and audio go with the user's message */
     return options_fit(o) ? CLI_PARSED : EXIT_USAGE;
 }
 
 static void run_opts_free(run_opts *o) {
+    json_decref(o->media_parts);
     json_decref(o->tools);
     json_decref(o->json_schema);
     free(o->grammar);
@@ -445,6 +499,9 @@ static void print_stats(const run_opts *o, const sipp_model *m, const sipp_reque
                   "devices", b->devices, "gpu_layers", b->gpu_layers, "finish_reason",
                   sipp_finish_reason_name(sipp_request_finish_reason(r)), "model", info.description);
     if (j) cli_stats_speculation(j, &s);
+    if (j && s.media_tokens)
+        json_object_update_new(j, json_pack("{s:i, s:i, s:f}", "media_tokens", s.media_tokens,
+                                            "media_encoded", s.media_encoded, "encode_ms", s.encode_ms));
     if (j) json_object_set_new(j, "placement", cli_placement_json(place, n_place));
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     if (text) fprintf(stderr, "%s\n", text);
@@ -453,11 +510,18 @@ static void print_stats(const run_opts *o, const sipp_model *m, const sipp_reque
 }
 
 /* The chat as the JSON libsipp takes: the messages, and the tools and schema of the flags. */
-static char *chat_json(const run_opts *o, const sipp_message *msgs, size_t n) {
+static char *chat_json(const run_opts *o, const sipp_message *msgs, json_t *const *media, size_t n) {
     json_t *root = json_object(), *arr = json_array();
     json_object_set_new(root, "messages", arr);
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, json_pack("{s:s, s:s}", "role", msgs[i].role, "content", msgs[i].content));
+    for (size_t i = 0; i < n; i++) {
+        json_t *content = json_string(msgs[i].content);
+        if (media && media[i] && json_array_size(media[i])) { /* the text, then its images and audio */
+            json_t *parts = json_pack("[{s:s, s:o}]", "type", "text", "text", content);
+            json_array_extend(parts, media[i]);
+            content = parts;
+        }
+        json_array_append_new(arr, json_pack("{s:s, s:o}", "role", msgs[i].role, "content", content));
+    }
     if (o->tools) json_object_set(root, "tools", o->tools);
     if (o->json_schema) json_object_set(root, "json_schema", o->json_schema);
     if (o->grammar) json_object_set_new(root, "grammar", json_string(o->grammar));
@@ -533,11 +597,12 @@ static void stream_chat(const run_opts *o, sipp_request *r) {
     sipp_chat_parser_free(ps);
 }
 
-/* Submits one request and streams it. Ctrl-C cancels it. Returns the request (finished) or NULL. */
+/* Submits one request and streams it (media: each message's images and audio, or NULL). Ctrl-C
+ * cancels it. Returns the request (finished) or NULL. */
 static sipp_request *generate(sipp_engine *e, const run_opts *o, const char *prompt, const sipp_message *msgs,
-                              size_t n_msgs, const char *context_key) {
+                              json_t *const *media, size_t n_msgs, const char *context_key) {
     sipp_request_params p = sipp_request_default_params();
-    char *chat = msgs ? chat_json(o, msgs, n_msgs) : NULL;
+    char *chat = msgs ? chat_json(o, msgs, media, n_msgs) : NULL;
     char *schema = !msgs && o->json_schema ? json_dumps(o->json_schema, JSON_COMPACT) : NULL;
     p.prompt = prompt;
     p.chat_json = chat;
@@ -589,59 +654,100 @@ static int finish_one(const run_opts *o, sipp_model *m, sipp_request *r) {
     return rc;
 }
 
+/* The interactive chat's conversation: its messages, the text each owns, and each one's images and
+ * audio (NULL for none). */
+typedef struct conversation {
+    sipp_message *msgs;
+    char **owned;
+    json_t **media;
+    size_t n, cap, base; /* base: the system message, which /clear keeps */
+    json_t *pending;     /* /image and /audio files for the next message */
+} conversation;
+
+static bool conversation_push(conversation *c, const char *role, const char *text, json_t *media) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        sipp_message *m = realloc(c->msgs, cap * sizeof *m);
+        if (m) c->msgs = m;
+        char **ow = m ? realloc(c->owned, cap * sizeof *ow) : NULL;
+        if (ow) c->owned = ow;
+        json_t **md = ow ? realloc(c->media, cap * sizeof *md) : NULL;
+        if (!md) return false;
+        c->media = md;
+        c->cap = cap;
+    }
+    c->owned[c->n] = text ? strdup(text) : NULL;
+    c->msgs[c->n] = (sipp_message){role, c->owned[c->n] ? c->owned[c->n] : ""};
+    c->media[c->n++] = media;
+    return true;
+}
+
+static void conversation_trim(conversation *c, size_t to) {
+    while (c->n > to) {
+        c->n--;
+        free(c->owned[c->n]);
+        json_decref(c->media[c->n]);
+    }
+}
+
+/* A line starting with '/': true when it was one of the chat's commands (*leave for /exit). */
+static bool chat_command(conversation *c, const char *line, bool *leave) {
+    bool image = strncmp(line, "/image ", 7) == 0, audio = strncmp(line, "/audio ", 7) == 0;
+    if (strcmp(line, "/exit") == 0) {
+        *leave = true;
+    } else if (strcmp(line, "/clear") == 0) {
+        conversation_trim(c, c->base);
+        json_array_clear(c->pending);
+    } else if (image || audio) {
+        json_t *part = cli_media_part(line + 7, audio);
+        if (part) json_array_append_new(c->pending, part);
+        if (part)
+            fprintf(stderr, "sipp chat: %s %s goes with your next message\n", audio ? "audio" : "image",
+                    line + 7);
+    } else {
+        return false;
+    }
+    return true;
+}
+
 /* The interactive chat: one conversation pinned to one slot, so each turn evaluates only its new
- * tokens. /clear starts over, /exit (or end of input) leaves. */
+ * tokens. /image PATH and /audio PATH attach a file to the next message (a model with --mmproj),
+ * /clear starts over, /exit (or end of input) leaves. */
 static int chat_loop(sipp_engine *e, sipp_model *m, const run_opts *o) {
-    size_t cap = 16, n = 0;
-    sipp_message *msgs = malloc(cap * sizeof *msgs);
-    char **owned = malloc(cap * sizeof *owned);
-    if (!msgs || !owned) return EXIT_RUNTIME;
-    if (o->system) msgs[n] = (sipp_message){"system", o->system}, owned[n++] = NULL;
-    size_t base = n;
+    conversation c = {.pending = json_array()};
+    if (o->system) conversation_push(&c, "system", o->system, NULL);
+    c.base = c.n;
     char *line = malloc(LINE_MAX_BYTES);
     int rc = EXIT_OK;
-    fprintf(stderr, "sipp chat: type a message; /clear starts over, /exit leaves.\n");
-    for (;;) {
+    bool leave = false;
+    fprintf(stderr, "sipp chat: type a message; %s/clear starts over, /exit leaves.\n",
+            o->mmproj ? "/image PATH or /audio PATH attaches a file, " : "");
+    while (line && !leave) {
         fprintf(stderr, "> ");
         fflush(stderr);
         atomic_store(&interrupts, 0);
         if (!fgets(line, LINE_MAX_BYTES, stdin)) break;
         line[strcspn(line, "\n")] = '\0';
-        if (strcmp(line, "/exit") == 0) break;
-        if (strcmp(line, "/clear") == 0) {
-            for (size_t i = base; i < n; i++)
-                free(owned[i]);
-            n = base;
+        if (!*line || (*line == '/' && chat_command(&c, line, &leave))) continue;
+        json_t *media = json_array_size(c.pending) ? json_deep_copy(c.pending) : NULL;
+        json_array_clear(c.pending);
+        if (!conversation_push(&c, "user", line, media)) break;
+        sipp_request *r = generate(e, o, NULL, c.msgs, c.media, c.n, "cli-chat");
+        if (!r) { /* refused (said why): the message leaves the conversation, the chat goes on */
+            conversation_trim(&c, c.n - 1);
+            rc = EXIT_RUNTIME;
             continue;
         }
-        if (!*line) continue;
-        if (n + 2 > cap) {
-            cap *= 2;
-            sipp_message *nm = realloc(msgs, cap * sizeof *msgs);
-            char **no = realloc(owned, cap * sizeof *owned);
-            if (!nm || !no) break;
-            msgs = nm;
-            owned = no;
-        }
-        owned[n] = strdup(line);
-        msgs[n] = (sipp_message){"user", owned[n]};
-        n++;
-        sipp_request *r = generate(e, o, NULL, msgs, n, "cli-chat");
-        if (!r) {
-            free(owned[--n]);
-            rc = EXIT_RUNTIME;
-            break;
-        }
-        owned[n] = strdup(sipp_request_text(r));
-        msgs[n] = (sipp_message){"assistant", owned[n]};
-        n++;
+        rc = EXIT_OK;
+        conversation_push(&c, "assistant", sipp_request_text(r), NULL);
         finish_one(o, m, r);
         sipp_request_free(r);
     }
-    for (size_t i = base; i < n; i++)
-        free(owned[i]);
-    free(msgs);
-    free(owned);
+    conversation_trim(&c, 0);
+    free(c.msgs);
+    free(c.owned);
+    free(c.media);
+    json_decref(c.pending);
     free(line);
     return rc;
 }
@@ -668,6 +774,27 @@ static bool read_prompt(run_opts *o, bool *interactive) {
     return true;
 }
 
+/* --mmproj auto: the projector beside MODEL (o->mmproj then names it); and the files' parts. */
+static bool cli_mmproj(run_opts *o) {
+    if (o->mmproj && strcmp(o->mmproj, "auto") == 0) {
+        char path[PATH_MAX], err[SIPP_ERROR_SIZE];
+        if (sipp_store_resolve(o->model, path, sizeof path, err) != SIPP_OK ||
+            sipp_store_find_mmproj(path, o->mmproj_buf, sizeof o->mmproj_buf, err) != SIPP_OK) {
+            cli_error("--mmproj auto: %s", err);
+            return false;
+        }
+        fprintf(stderr, "sipp: note: --mmproj auto uses '%s'\n", o->mmproj_buf);
+        o->mmproj = o->mmproj_buf;
+    }
+    o->media_parts = json_array();
+    for (size_t i = 0; i < o->n_media; i++) {
+        json_t *part = cli_media_part(o->media[i], o->media_audio[i]);
+        if (!part) return false;
+        json_array_append_new(o->media_parts, part);
+    }
+    return true;
+}
+
 /* Loads MODEL with its backend, and finds the draft model (its path in draft_buf when --draft auto
  * found it); NULL after printing why not. */
 static sipp_model *load_model(run_opts *o, char *draft_buf, size_t cap) {
@@ -679,6 +806,9 @@ static sipp_model *load_model(run_opts *o, char *draft_buf, size_t cap) {
     mp.gpu_layers = o->c.gpu_layers;
     mp.rpc_servers = o->c.rpc;
     mp.tensor_split = o->tensor_split;
+    if (!cli_mmproj(o)) return NULL;
+    mp.mmproj = o->mmproj;
+    mp.mmproj_offload = !o->no_mmproj_offload;
     if (cli_interactive_output()) {
         const char *base = strrchr(o->model, '/');
         mp.progress = progress_bar;
@@ -730,7 +860,9 @@ static int run_prompt(sipp_engine *e, sipp_model *m, const run_opts *o) {
     size_t n = 0;
     if (o->chat && o->system) msgs[n++] = (sipp_message){"system", o->system};
     if (o->chat) msgs[n++] = (sipp_message){"user", o->prompt};
-    sipp_request *r = generate(e, o, o->chat ? NULL : o->prompt, o->chat ? msgs : NULL, n, NULL);
+    json_t *media[2] = {NULL, o->media_parts}; /* the files go with the user's message, the last */
+    sipp_request *r = generate(e, o, o->chat ? NULL : o->prompt, o->chat ? msgs : NULL,
+                               o->chat ? media + 2 - n : NULL, n, NULL);
     int rc = finish_one(o, m, r);
     sipp_request_free(r);
     return rc;

@@ -42,7 +42,7 @@
 #define WEB_INDEX "/index.html"
 
 #define WEB_CSP                                                                                              \
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; "          \
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; "    \
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 /* The browser runtime's scripts: the worker fetches and compiles the .wasm, and starts its threads. */

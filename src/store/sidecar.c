@@ -1,5 +1,6 @@
 /*
- * sidecar.c: finding the draft model published beside a model (sipp_store_find_draft).
+ * sidecar.c: finding the draft model published beside a model (sipp_store_find_draft), and its
+ * multimodal projector (sipp_store_find_mmproj).
  *
  * Models increasingly ship with a small draft (or an MTP head) for speculative decoding, in the same
  * repository or directory, named after the model with a marker. A file of the model's directory is
@@ -128,4 +129,50 @@ sipp_status sipp_store_find_draft(const char *model_path, const char *store_name
     return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
                      "no draft model beside '%s' (a .gguf named like it with a 'draft' or 'mtp' part%s)",
                      model_path, store_name && *store_name ? ", or its catalog entry's \"draft\"" : "");
+}
+
+/* ---- the projector ------------------------------------------------------------------------------ */
+
+#define MMPROJ_PREFIX "mmproj"
+#define LISTED_MAX 512 /* the names quoted when several projectors are found */
+
+static bool is_mmproj_name(const char *name) {
+    size_t n = strlen(name), ext = strlen(GGUF_EXT);
+    return strncasecmp(name, MMPROJ_PREFIX, strlen(MMPROJ_PREFIX)) == 0 && n > ext &&
+           strcasecmp(name + n - ext, GGUF_EXT) == 0;
+}
+
+sipp_status sipp_store_find_mmproj(const char *model_path, char *out, size_t cap, char *errbuf) {
+    if (cap) *out = 0;
+    if (!model_path || !*model_path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model given");
+    char dir[SIPP_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", model_path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
+    DIR *d = opendir(dir);
+    if (!d) return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "cannot read the model's directory '%s'", dir);
+    char first[SIPP_PATH_MAX] = "", listed[LISTED_MAX] = "";
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (!is_mmproj_name(de->d_name)) continue;
+        if (n++ == 0 || strcmp(de->d_name, first) < 0) snprintf(first, sizeof first, "%s", de->d_name);
+        size_t used = strlen(listed);
+        snprintf(listed + used, sizeof listed - used, "%s%s", used ? ", " : "", de->d_name);
+    }
+    closedir(d);
+    if (n == 0)
+        return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
+                         "no projector (mmproj*.gguf) beside the model in '%s'; give the projector's path",
+                         dir);
+    if (n > 1)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%d projectors beside the model in '%s' (%s); give the path of the one to use", n,
+                         dir, listed);
+    int w = snprintf(out, cap, "%s/%s", dir, first);
+    if (w < 0 || (size_t)w >= cap)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the projector's path is too long");
+    return SIPP_OK;
 }

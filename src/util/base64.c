@@ -4,6 +4,7 @@
 #include "util/base64.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #define BAD 0xFF
 #define PAD 0xFE
@@ -51,4 +52,20 @@ bool sipp_base64_decode(const char *text, size_t len, unsigned char *out, size_t
     if (rest == 1 || pads > 2 || (pads && quad % 4 != 0)) return false;
     *n_out = n;
     return true;
+}
+
+char *sipp_base64_encode(const unsigned char *data, size_t n) {
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)data[i] << 16 | (i + 1 < n ? (uint32_t)data[i + 1] << 8 : 0) |
+                     (i + 2 < n ? data[i + 2] : 0);
+        *o++ = alphabet[v >> 18 & 63];
+        *o++ = alphabet[v >> 12 & 63];
+        *o++ = i + 1 < n ? alphabet[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? alphabet[v & 63] : '=';
+    }
+    *o = 0;
+    return out;
 }

@@ -7,11 +7,13 @@ import pty
 import re
 import select
 import signal
+import struct
+import subprocess
 import tempfile
 import time
 import unittest
 
-from tests.integration.common import SIPP, make_model
+from tests.integration.common import SIPP, SYNTH, make_model
 
 READ_LIMIT_S = 120
 
@@ -78,6 +80,29 @@ class InteractiveChat(unittest.TestCase):
         # The second turn's prompt holds the first turn; its KV was kept and reused.
         self.assertGreater(stats[1]["prompt_tokens"], stats[0]["prompt_tokens"])
         self.assertGreater(stats[1]["cached_tokens"], stats[0]["prompt_tokens"] // 2)
+        os.write(fd, b"/exit\n")
+        _, status = os.waitpid(pid, 0)
+        self.assertTrue(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status)
+
+    def test_image_goes_with_the_next_message(self):
+        d = self.tmp.name
+        mmproj = os.path.join(d, "mmproj.gguf")
+        subprocess.run([SYNTH, "--out", mmproj, "--projector", "llava", "--n-embd", "64"], check=True,
+                       capture_output=True, timeout=120)
+        image = os.path.join(d, "a.bmp")  # 2x2, 24-bit, bottom-up rows
+        with open(image, "wb") as f:
+            f.write(b"BM" + struct.pack("<IHHI", 70, 0, 0, 54) + struct.pack("<IiiHHIIiiII", 40, 2, 2, 1, 24, 0, 16,
+                                                                              2835, 2835, 0, 0) + b"\x10" * 16)
+        pid, fd = self.spawn("--mmproj", mmproj, "--temperature", "0", "--max-tokens", "4", "--stats", "json")
+        self.read_until(fd, rb"/image PATH[\s\S]*> $")
+        os.write(fd, f"/image {image}\n".encode())
+        self.read_until(fd, rb"goes with your next message\r?\n> $")
+        os.write(fd, b"What is it?\n")
+        out = self.read_until(fd, rb"\}\r?\n> $")
+        stats = json.loads(re.findall(rb"\{\"prompt_tokens\"[^\r\n]*\}", out)[-1])
+        self.assertEqual(stats["media_tokens"], 36)
+        os.write(fd, b"/image /nonexistent.png\n")
+        self.read_until(fd, rb"No such file or directory\r?\n> $")
         os.write(fd, b"/exit\n")
         _, status = os.waitpid(pid, 0)
         self.assertTrue(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status)

@@ -5,6 +5,7 @@
  * limit is checked on it before anything decodes the image), and headers cut short.
  */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/base64.h"
@@ -25,6 +26,26 @@ Test(base64, decodes_padded_unpadded_wrapped_and_url_safe) {
     cr_assert(dec("_-8", out, &n) && n == 2 && (unsigned char)out[0] == 0xFF &&
               (unsigned char)out[1] == 0xEF);
     cr_assert(dec("", out, &n) && n == 0);
+}
+
+Test(base64, encodes_and_decodes_back) {
+    unsigned char all[256];
+    for (int i = 0; i < 256; i++)
+        all[i] = (unsigned char)i;
+    for (size_t n = 0; n <= sizeof all; n += 37) {
+        char *text = sipp_base64_encode(all, n);
+        cr_assert(text);
+        cr_assert_eq(strlen(text), (n + 2) / 3 * 4);
+        unsigned char back[sizeof all + 3];
+        size_t m;
+        cr_assert(sipp_base64_decode(text, strlen(text), back, &m));
+        cr_assert_eq(m, n);
+        cr_assert(memcmp(back, all, n) == 0);
+        free(text);
+    }
+    char *hello = sipp_base64_encode((const unsigned char *)"hello", 5);
+    cr_assert_str_eq(hello, "aGVsbG8=");
+    free(hello);
 }
 
 Test(base64, refuses_what_no_encoder_writes) {

@@ -84,7 +84,7 @@ SIPP := $(BUILD)/bin/sipp
 SYNTH := $(BUILD)/bin/sipp-synth
 TRAIN := $(BUILD)/bin/sipp-train
 
-.PHONY: all deps setup demo test check clean format bindings fuzz-bins test-bins unit-bins dist install
+.PHONY: all deps setup demo demo-model test check clean format bindings fuzz-bins test-bins unit-bins dist install
 all: $(SIPP) $(SYNTH) $(TRAIN) $(LIBSIPP) $(LIBSIPP_A) $(SBOM) $(MAN)
 
 setup:
@@ -290,6 +290,10 @@ demo: setup
 	@$(MAKE) --no-print-directory all $(DEMO_MODEL)
 	@echo "== sipp $(DEMO_MODEL) (random weights: the text is meaningless, the pipeline is real) =="
 	$(SIPP) $(DEMO_MODEL) "Hello, sipp!" --max-tokens 32 --seed 7 --stats text
+
+# sipp-demo, trained from scratch as the committed models/sipp-demo.gguf was (docs/training.md): hours.
+demo-model: all
+	tools/train/demo-model.sh $(BUILD)/models
 
 # ---- the browser runtime (make web) -------------------------------------------------------------
 # libsipp's engine, backend and util sources and the pinned llama.cpp's CPU path compiled to

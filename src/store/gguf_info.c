@@ -95,14 +95,19 @@ static void read_projector(const sipp_gguf_header *h, sipp_gguf_info *info) {
         sipp_gguf_str_or(h, key, info->projector_type, sizeof info->projector_type, "");
     info->projector_image_size =
         info->projector_vision ? sipp_gguf_int_or(h, "clip.vision.image_size", -1) : -1;
+    /* A known type without its output tensor stays -1: mtmd would read the width from that tensor
+     * and crash on its absence (a NULL dereference in clip_n_mmproj_embd), so a caller must refuse it. */
     info->projector_n_embd = -1;
+    bool known = false;
     for (size_t i = 0;
-         info->projector_n_embd <= 0 && i < sizeof projector_outputs / sizeof projector_outputs[0]; i++)
-        if (strcmp(projector_outputs[i].type, info->projector_type) == 0)
-            info->projector_n_embd =
-                tensor_dim(sipp_gguf_header_ctx(h), projector_outputs[i].tensor, projector_outputs[i].dim);
+         info->projector_n_embd <= 0 && i < sizeof projector_outputs / sizeof projector_outputs[0]; i++) {
+        if (strcmp(projector_outputs[i].type, info->projector_type) != 0) continue;
+        known = true;
+        info->projector_n_embd =
+            tensor_dim(sipp_gguf_header_ctx(h), projector_outputs[i].tensor, projector_outputs[i].dim);
+    }
     snprintf(key, sizeof key, "clip.%s.projection_dim", modality);
-    if (info->projector_n_embd <= 0) info->projector_n_embd = sipp_gguf_int_or(h, key, -1);
+    if (!known) info->projector_n_embd = sipp_gguf_int_or(h, key, -1);
 }
 
 sipp_status sipp_gguf_check(const char *path, char *errbuf) {

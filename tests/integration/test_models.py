@@ -504,27 +504,27 @@ class ModelStoreTest(unittest.TestCase):
     def test_models_info_projector_width_is_its_output_tensors(self):
         # legacy llava conversions wrote CLIP's own projection_dim (768), not the text model's width:
         # the width comes from the output tensor, as llama.cpp's mtmd reads it
-        legacy = os.path.join(self.tmp, "legacy-mmproj.gguf")
-        with open(legacy, "wb") as f:
-            f.write(gguf_file([("general.architecture", GGUF_STRING, "clip"),
-                               ("clip.has_vision_encoder", GGUF_BOOL, True),
-                               ("clip.projector_type", GGUF_STRING, "mlp"),
-                               ("clip.vision.image_size", GGUF_U32, 336),
-                               ("clip.vision.projection_dim", GGUF_U32, 768)],
-                              [("mm.0.weight", [16, 40]), ("mm.2.weight", [40, 40])]))
-        info = json.loads(self.sipp("models", "info", legacy, "--json", "--no-hash").stdout)
-        self.assertEqual(info["projector"], {"vision": True, "audio": False, "type": "mlp", "image_size": 336,
-                                             "n_embd": 40})
+        vision = [("clip.has_vision_encoder", GGUF_BOOL, True), ("clip.projector_type", GGUF_STRING, "mlp"),
+                  ("clip.vision.projection_dim", GGUF_U32, 768)]
+        info = self.projector_info(vision + [("clip.vision.image_size", GGUF_U32, 336)],
+                                   [("mm.0.weight", [16, 40]), ("mm.2.weight", [40, 40])])
+        self.assertEqual(info, {"vision": True, "audio": False, "type": "mlp", "image_size": 336, "n_embd": 40})
+        # ... and a known type without it has no width (mtmd would crash on it: test_synth_projector)
+        self.assertIsNone(self.projector_info(vision, [("mm.0.weight", [16, 40])])["n_embd"])
         # a type whose output tensor sipp does not know: projection_dim stands for it
-        other = os.path.join(self.tmp, "other-mmproj.gguf")
-        with open(other, "wb") as f:
-            f.write(gguf_file([("general.architecture", GGUF_STRING, "clip"),
-                               ("clip.has_audio_encoder", GGUF_BOOL, True),
-                               ("clip.audio.projector_type", GGUF_STRING, "glma"),
-                               ("clip.audio.projection_dim", GGUF_U32, 2048)], [("mm.a.fc.weight", [8, 8])]))
-        info = json.loads(self.sipp("models", "info", other, "--json", "--no-hash").stdout)
-        self.assertEqual(info["projector"], {"vision": False, "audio": True, "type": "glma", "image_size": None,
-                                             "n_embd": 2048})
+        info = self.projector_info([("clip.has_audio_encoder", GGUF_BOOL, True),
+                                    ("clip.audio.projector_type", GGUF_STRING, "glma"),
+                                    ("clip.audio.projection_dim", GGUF_U32, 2048)], [("mm.a.fc.weight", [8, 8])])
+        self.assertEqual(info, {"vision": False, "audio": True, "type": "glma", "image_size": None, "n_embd": 2048})
+
+    def projector_info(self, kv, tensors):
+        """models info's projector object of a "clip" file with these keys and f32 tensors."""
+        path = os.path.join(self.tmp, "mmproj.gguf")
+        with open(path, "wb") as f:
+            f.write(gguf_file([("general.architecture", GGUF_STRING, "clip")] + kv, tensors))
+        r = self.sipp("models", "info", path, "--json", "--no-hash")
+        self.ok(r)
+        return json.loads(r.stdout)["projector"]
 
     def test_models_info_without_template_and_f16(self):
         path = os.path.join(self.tmp, "plain.gguf")

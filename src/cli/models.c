@@ -20,6 +20,7 @@
 #include "cli/options.h"
 #include "util/util.h"
 
+#define PROJECTOR_TEXT 128
 #define SIZE_TEXT 32
 #define DATE_LEN 10 /* "YYYY-MM-DD" of an ISO 8601 time */
 #define LABELS_TEXT 128
@@ -327,6 +328,21 @@ static json_t *draft_json(const sipp_draft_sidecar *d) {
                      *d->catalog ? json_string(d->catalog) : json_null(), "pulled", *d->path != 0);
 }
 
+/* The projector row of models info: "vision (mlp, 48 px) -> 64-wide embeddings". */
+static void projector_text(const sipp_gguf_info *g, char *out, size_t cap) {
+    const char *modality = g->projector_vision && g->projector_audio ? "vision+audio"
+                           : g->projector_vision                     ? "vision"
+                           : g->projector_audio                      ? "audio"
+                                                                     : "no encoder";
+    char size[32] = "", width[48] = "embeddings of unknown width";
+    if (g->projector_image_size > 0)
+        snprintf(size, sizeof size, ", %lld px", (long long)g->projector_image_size);
+    if (g->projector_n_embd > 0)
+        snprintf(width, sizeof width, "%lld-wide embeddings", (long long)g->projector_n_embd);
+    snprintf(out, cap, "%s (%s%s) -> %s", modality, g->projector_type[0] ? g->projector_type : "unknown type",
+             size, width);
+}
+
 static void print_info_text(const char *name, const sipp_gguf_info *g, const file_hash *files, bool hashed,
                             const sipp_draft_sidecar *draft) {
     char size[SIZE_TEXT], nb[32];
@@ -356,24 +372,39 @@ static void print_info_text(const char *name, const sipp_gguf_info *g, const fil
     double scaled = params >= 1e9 ? params / 1e9 : params >= 1e6 ? params / 1e6 : params / 1e3;
     ROW("parameters", "%.2f %s (%llu)", scaled, unit, (unsigned long long)g->n_params);
     if (g->file_type[0]) ROW("file type", "%s", g->file_type);
-    ROW("context length", "%s", num(g->n_ctx_train, nb));
-    ROW("embedding", "%s", num(g->n_embd, nb));
-    ROW("layers", "%s", num(g->n_layer, nb));
-    ROW("heads", "%s", num(g->n_head, nb));
-    ROW("kv heads", "%s", num(g->n_head_kv, nb));
-    ROW("feed-forward", "%s", num(g->n_ff, nb));
-    ROW("vocabulary", "%s", num(g->n_vocab, nb));
-    ROW("tokenizer", "%s", g->tokenizer[0] ? g->tokenizer : dash);
-    ROW("chat template", "%s", g->has_chat_template ? "yes" : "no");
-    if (g->pooling[0]) ROW("pooling", "%s", g->pooling);
-    char dtext[SIPP_PATH_MAX + SIPP_NAME_MAX + 64];
-    draft_text(draft, dtext, sizeof dtext);
-    ROW("draft", "%s", dtext);
+    if (g->projector) {
+        /* a projector has no text hyperparameters: what it takes in and gives the text model instead */
+        char ptext[PROJECTOR_TEXT];
+        projector_text(g, ptext, sizeof ptext);
+        ROW("projector", "%s", ptext);
+    } else {
+        ROW("context length", "%s", num(g->n_ctx_train, nb));
+        ROW("embedding", "%s", num(g->n_embd, nb));
+        ROW("layers", "%s", num(g->n_layer, nb));
+        ROW("heads", "%s", num(g->n_head, nb));
+        ROW("kv heads", "%s", num(g->n_head_kv, nb));
+        ROW("feed-forward", "%s", num(g->n_ff, nb));
+        ROW("vocabulary", "%s", num(g->n_vocab, nb));
+        ROW("tokenizer", "%s", g->tokenizer[0] ? g->tokenizer : dash);
+        ROW("chat template", "%s", g->has_chat_template ? "yes" : "no");
+        if (g->pooling[0]) ROW("pooling", "%s", g->pooling);
+        char dtext[SIPP_PATH_MAX + SIPP_NAME_MAX + 64];
+        draft_text(draft, dtext, sizeof dtext);
+        ROW("draft", "%s", dtext);
+    }
     printf("%-15s ", "tensor types");
     for (int i = 0; i < g->n_types; i++)
         printf("%s%s x%lld", i ? ", " : "", g->types[i].type, (long long)g->types[i].n_tensors);
     printf(" (%lld tensors)\n", (long long)g->n_tensors);
 #undef ROW
+}
+
+/* The projector object of models info --json; null for any file but a projector. */
+static json_t *projector_json(const sipp_gguf_info *g) {
+    if (!g->projector) return json_null();
+    return json_pack("{s:b, s:b, s:s, s:o, s:o}", "vision", g->projector_vision, "audio", g->projector_audio,
+                     "type", g->projector_type, "image_size", json_int_or_null(g->projector_image_size),
+                     "n_embd", json_int_or_null(g->projector_n_embd));
 }
 
 static json_t *info_json(const char *name, const sipp_gguf_info *g, const file_hash *files, bool hashed,
@@ -417,6 +448,7 @@ static json_t *info_json(const char *name, const sipp_gguf_info *g, const file_h
     json_object_set_new(o, "sha256_cached", hashed ? json_boolean(files[0].cached) : json_null());
     json_object_set_new(o, "files", jfiles);
     json_object_set_new(o, "draft", draft_json(draft));
+    json_object_set_new(o, "projector", projector_json(g));
     return o;
 }
 

@@ -212,3 +212,8 @@ void sipp_gguf_str_or(const sipp_gguf_header *h, const char *key, char *out, siz
     const char *s;
     sipp_strlcpy(out, sipp_gguf_get_str(h, key, &s, err) == SIPP_OK ? s : dflt, cap);
 }
+
+bool sipp_gguf_bool_or(const sipp_gguf_header *h, const char *key, bool dflt) {
+    int64_t k = gguf_find_key(h->g, key);
+    return k >= 0 && gguf_get_kv_type(h->g, k) == GGUF_TYPE_BOOL ? gguf_get_val_bool(h->g, k) : dflt;
+}

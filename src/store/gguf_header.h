@@ -48,5 +48,6 @@ sipp_status sipp_gguf_get_array_len(const sipp_gguf_header *h, const char *key, 
 /* Conveniences for display: the value, or dflt when the key is absent or not of the type. */
 int64_t sipp_gguf_int_or(const sipp_gguf_header *h, const char *key, int64_t dflt);
 void sipp_gguf_str_or(const sipp_gguf_header *h, const char *key, char *out, size_t cap, const char *dflt);
+bool sipp_gguf_bool_or(const sipp_gguf_header *h, const char *key, bool dflt);
 
 #endif

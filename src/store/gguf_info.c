@@ -10,6 +10,10 @@
  *
  * Opening, the truncation check and the typed getters are store/gguf_header.c's.
  *
+ * A multimodal projector (general.architecture "clip", an mmproj file for llama.cpp's mtmd) has no
+ * text hyperparameters; what it takes in and the width of the embeddings it gives the text model are
+ * read instead (read_projector).
+ *
  * A split set (gguf-split's "-00001-of-00003.gguf" files) keeps the metadata in shard 1 and spreads
  * the tensors over all shards: parameters, tensor types and sizes are summed over the shards, which
  * are found by their names, as llama.cpp finds them.
@@ -48,6 +52,62 @@ static int64_t get_arch_int(const sipp_gguf_header *h, const char *arch, const c
     char key[KEY_MAX];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     return sipp_gguf_int_or(h, key, -1);
+}
+
+/* Where a projector's output width is, per clip.projector_type: the tensor llama.cpp's mtmd reads it
+ * from (clip.cpp's clip_n_mmproj_embd) and which of its dimensions; the first present wins (an "mlp"
+ * with mm.3 is Yi's normed variant, whose output is mm.3).  A tensor is the truth: legacy
+ * llava conversions wrote clip.vision.projection_dim = 768 (CLIP's own projection), not the text
+ * model's width. */
+static const struct {
+    const char *type;
+    const char *tensor;
+    int dim;
+} projector_outputs[] = {
+    {"mlp", "mm.3.bias", 0},
+    {"mlp", "mm.2.weight", 1},
+    {"pixtral", "mm.2.weight", 1},
+    {"qwen2vl_merger", "mm.1.bias", 0},
+    {"qwen2.5vl_merger", "mm.1.bias", 0},
+    {"gemma3", "mm.input_projection.weight", 0},
+    {"idefics3", "mm.model.fc.weight", 1},
+    {"internvl", "mm.3.weight", 1},
+    {"ultravox", "mm.a.mlp.2.weight", 1},
+    {"voxtral", "mm.a.mlp.2.weight", 1},
+    {"qwen2a", "mm.a.fc.weight", 1},
+};
+
+static int64_t tensor_dim(const struct gguf_context *g, const char *name, int dim) {
+    int64_t t = gguf_find_tensor(g, name);
+    return t >= 0 ? gguf_get_tensor_ne(g, t)[dim] : -1;
+}
+
+/* The projector fields of a "clip" file (sipp.h's sipp_gguf_info). */
+static void read_projector(const sipp_gguf_header *h, sipp_gguf_info *info) {
+    info->projector = true;
+    info->projector_vision = sipp_gguf_bool_or(h, "clip.has_vision_encoder", false);
+    info->projector_audio = sipp_gguf_bool_or(h, "clip.has_audio_encoder", false);
+    const char *modality = info->projector_vision ? "vision" : "audio";
+    char key[KEY_MAX];
+    snprintf(key, sizeof key, "clip.%s.projector_type", modality);
+    sipp_gguf_str_or(h, "clip.projector_type", info->projector_type, sizeof info->projector_type, "");
+    if (!info->projector_type[0])
+        sipp_gguf_str_or(h, key, info->projector_type, sizeof info->projector_type, "");
+    info->projector_image_size =
+        info->projector_vision ? sipp_gguf_int_or(h, "clip.vision.image_size", -1) : -1;
+    /* A known type without its output tensor stays -1: mtmd would read the width from that tensor
+     * and crash on its absence (a NULL dereference in clip_n_mmproj_embd), so a caller must refuse it. */
+    info->projector_n_embd = -1;
+    bool known = false;
+    for (size_t i = 0;
+         info->projector_n_embd <= 0 && i < sizeof projector_outputs / sizeof projector_outputs[0]; i++) {
+        if (strcmp(projector_outputs[i].type, info->projector_type) != 0) continue;
+        known = true;
+        info->projector_n_embd =
+            tensor_dim(sipp_gguf_header_ctx(h), projector_outputs[i].tensor, projector_outputs[i].dim);
+    }
+    snprintf(key, sizeof key, "clip.%s.projection_dim", modality);
+    if (!known) info->projector_n_embd = sipp_gguf_int_or(h, key, -1);
 }
 
 sipp_status sipp_gguf_check(const char *path, char *errbuf) {
@@ -137,6 +197,8 @@ sipp_status sipp_gguf_inspect(const char *path, sipp_gguf_info *info, char *errb
                         : get_arch_int(h, arch, "vocab_size");
     sipp_gguf_str_or(h, "tokenizer.ggml.model", info->tokenizer, sizeof info->tokenizer, "");
     info->has_chat_template = gguf_find_key(sipp_gguf_header_ctx(h), "tokenizer.chat_template") >= 0;
+
+    if (strcmp(arch, "clip") == 0) read_projector(h, info);
 
     sipp_gguf_type_count counts[GGML_TYPE_COUNT];
     memset(counts, 0, sizeof counts);

@@ -59,7 +59,7 @@ def synth(out, vocab_name, *extra):
 
 # ---- a minimal GGUF v3 writer, for split sets (sipp-synth writes single files) ----------------------
 
-GGUF_U16, GGUF_U32, GGUF_I32, GGUF_STRING = 2, 4, 5, 8
+GGUF_U16, GGUF_U32, GGUF_I32, GGUF_BOOL, GGUF_STRING = 2, 4, 5, 7, 8
 GGUF_ALIGN = 32
 GGML_F32 = 0
 
@@ -74,7 +74,8 @@ def gguf_file(kv, tensors):
     out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)))
     for key, t, v in kv:
         out += _gguf_str(key) + struct.pack("<I", t)
-        out += _gguf_str(v) if t == GGUF_STRING else struct.pack({GGUF_U16: "<H", GGUF_U32: "<I", GGUF_I32: "<i"}[t], v)
+        out += _gguf_str(v) if t == GGUF_STRING else struct.pack(
+            {GGUF_U16: "<H", GGUF_U32: "<I", GGUF_I32: "<i", GGUF_BOOL: "<?"}[t], v)
     data, offset = bytearray(), 0
     for name, shape in tensors:
         out += _gguf_str(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in shape)
@@ -469,10 +470,61 @@ class ModelStoreTest(unittest.TestCase):
         self.assertFalse(info["sha256_cached"])
         self.assertEqual(info["sha256"], sha(data + b"\0" * 32))
 
+        self.assertIsNone(info["projector"])
         r = self.sipp("models", "info", path)
         self.ok(r)
         for needle in ("architecture    llama", "layers          2", "chat template   yes", "q8_0 x16"):
             self.assertIn(needle, r.stdout)
+        self.assertNotIn("projector", r.stdout)
+
+    def test_models_info_of_a_projector(self):
+        # sipp-synth's vision and audio projectors (mmproj files): what they take in, and the width of
+        # the embeddings they give the text model instead of the text hyperparameters
+        cases = (("llava", ["--image-size", "32", "--patch-size", "8"],
+                  {"vision": True, "audio": False, "type": "mlp", "image_size": 32, "n_embd": 96},
+                  "vision (mlp, 32 px) -> 96-wide embeddings"),
+                 ("qwen2a", [], {"vision": False, "audio": True, "type": "qwen2a", "image_size": None, "n_embd": 96},
+                  "audio (qwen2a) -> 96-wide embeddings"))
+        for kind, extra, want, row in cases:
+            with self.subTest(kind=kind):
+                path = os.path.join(self.tmp, f"mmproj-{kind}.gguf")
+                r = subprocess.run([SYNTH, "--out", path, "--projector", kind, "--n-embd", "96", *extra],
+                                   capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                r = self.sipp("models", "info", path, "--json", "--no-hash")
+                self.ok(r)
+                info = json.loads(r.stdout)
+                self.assertEqual(info["architecture"], "clip")
+                self.assertEqual(info["projector"], want)
+                r = self.sipp("models", "info", path, "--no-hash")
+                self.ok(r)
+                self.assertIn("projector       " + row, r.stdout)
+                self.assertNotIn("layers", r.stdout)
+
+    def test_models_info_projector_width_is_its_output_tensors(self):
+        # legacy llava conversions wrote CLIP's own projection_dim (768), not the text model's width:
+        # the width comes from the output tensor, as llama.cpp's mtmd reads it
+        vision = [("clip.has_vision_encoder", GGUF_BOOL, True), ("clip.projector_type", GGUF_STRING, "mlp"),
+                  ("clip.vision.projection_dim", GGUF_U32, 768)]
+        info = self.projector_info(vision + [("clip.vision.image_size", GGUF_U32, 336)],
+                                   [("mm.0.weight", [16, 40]), ("mm.2.weight", [40, 40])])
+        self.assertEqual(info, {"vision": True, "audio": False, "type": "mlp", "image_size": 336, "n_embd": 40})
+        # ... and a known type without it has no width (mtmd would crash on it: test_synth_projector)
+        self.assertIsNone(self.projector_info(vision, [("mm.0.weight", [16, 40])])["n_embd"])
+        # a type whose output tensor sipp does not know: projection_dim stands for it
+        info = self.projector_info([("clip.has_audio_encoder", GGUF_BOOL, True),
+                                    ("clip.audio.projector_type", GGUF_STRING, "glma"),
+                                    ("clip.audio.projection_dim", GGUF_U32, 2048)], [("mm.a.fc.weight", [8, 8])])
+        self.assertEqual(info, {"vision": False, "audio": True, "type": "glma", "image_size": None, "n_embd": 2048})
+
+    def projector_info(self, kv, tensors):
+        """models info's projector object of a "clip" file with these keys and f32 tensors."""
+        path = os.path.join(self.tmp, "mmproj.gguf")
+        with open(path, "wb") as f:
+            f.write(gguf_file([("general.architecture", GGUF_STRING, "clip")] + kv, tensors))
+        r = self.sipp("models", "info", path, "--json", "--no-hash")
+        self.ok(r)
+        return json.loads(r.stdout)["projector"]
 
     def test_models_info_without_template_and_f16(self):
         path = os.path.join(self.tmp, "plain.gguf")

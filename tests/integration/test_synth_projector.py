@@ -4,11 +4,13 @@ libmtmd directly with no sipp code in between).
 
 Also pins down what mtmd does with a bad projector, which libsipp must know before it hands one over:
 a projector whose width is not the text model's, or a truncated file, is refused with an error
-return (mtmd_init_from_file gives NULL), not an abort; so is media of a modality it lacks.
+return (mtmd_init_from_file gives NULL), not an abort; so is media of a modality it lacks. An "mlp"
+projector without its output tensor crashes the process: that one libsipp must refuse itself.
 """
 import math
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import tempfile
@@ -142,6 +144,20 @@ class SynthProjectorTest(unittest.TestCase):
         p = self.probe(self.audio, self.png)
         self.assertEqual(p.returncode, EXIT_TOKENIZE, p.stderr)
         self.assertIn("does not support vision input", p.stderr)
+
+    def test_mlp_without_its_output_tensor_crashes_mtmd(self):
+        # What libsipp must refuse before mtmd sees it: at the pinned commit clip.cpp's loader takes
+        # mm.2.weight as optional for "mlp" and clip_n_mmproj_embd then dereferences it, so such a file
+        # kills the process (SIGSEGV) inside mtmd_init_from_file. sipp_gguf_inspect reports no width
+        # for it (projector_n_embd -1; test_models). Renaming the tensor keeps the file well-formed.
+        with open(self.vision, "rb") as f:
+            data = f.read()
+        self.assertEqual(data.count(b"mm.2.weight"), 1)
+        broken = os.path.join(self.tmp, "no-output.gguf")
+        with open(broken, "wb") as f:
+            f.write(data.replace(b"mm.2.weight", b"mm.9.weight"))
+        p = self.probe(broken, self.png)
+        self.assertEqual(p.returncode, -signal.SIGSEGV, p.stderr[-2000:])
 
     def test_text_model_is_no_projector(self):
         p = self.probe(self.model, self.png)

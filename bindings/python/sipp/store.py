@@ -129,10 +129,19 @@ def _int_or_none(v):
     return v if v >= 0 else None
 
 
+def _projector(g):
+    """A multimodal projector's side of info (the same object as `sipp models info --json`): what it
+    takes in and the width of the embeddings it gives the text model; None for any other file."""
+    if not g.projector:
+        return None
+    return {"vision": g.projector_vision, "audio": g.projector_audio, "type": text(g.projector_type),
+            "image_size": _int_or_none(g.projector_image_size), "n_embd": _int_or_none(g.projector_n_embd)}
+
+
 def info(name_or_path, hash=True):  # noqa: A002  (the same word as `sipp models info --no-hash`)
     """What a model is, from its GGUF header, without loading weights: architecture, parameters,
-    context length, sizes, tensor types, tokenizer, chat template; with hash, also the sha256 of its
-    first file (cached by the store: computed once while the file is unchanged). A store name or a
+    context length, sizes, tensor types, tokenizer, chat template, and for a projector (an mmproj file)
+    "projector"; with hash, also the sha256 of its first file (cached by the store: computed once while the file is unchanged). A store name or a
     path."""
     lib, err = _lib(), _err()
     resolved = path(name_or_path)
@@ -148,7 +157,7 @@ def info(name_or_path, hash=True):  # noqa: A002  (the same word as `sipp models
            "has_chat_template": g.has_chat_template,
            "tensor_types": [{"type": text(t.type), "n_tensors": t.n_tensors, "n_params": t.n_params, "bytes": t.bytes}
                             for t in (g.types[i] for i in range(g.n_types))],
-           "sha256": None}
+           "projector": _projector(g), "sha256": None}
     if hash:
         hex_out, cached = ctypes.create_string_buffer(_native.SHA256_HEX), ctypes.c_bool(False)
         check(lib.store_file_sha256(resolved.encode(), hex_out, ctypes.byref(cached), err), err)

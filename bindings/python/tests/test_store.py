@@ -5,6 +5,7 @@ import hashlib
 import http.server
 import os
 import shutil
+import subprocess
 import tempfile
 import threading
 import unittest
@@ -88,6 +89,19 @@ class StoreTest(unittest.TestCase):
         self.assertTrue(again["already"])
         sipp.store.remove("tiny-model")
         self.assertEqual(sipp.store.list(), [])
+
+    def test_info_of_a_projector(self):
+        # a multimodal projector (sipp-synth --projector): "projector" says what it takes in and the
+        # width of its embeddings; a text model has none
+        out = os.path.join(_support.tmpdir(), "mmproj-llava.gguf")
+        r = subprocess.run([_support.SYNTH, "--out", out, "--projector", "llava", "--n-embd", "64"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        info = sipp.store.info(out, hash=False)
+        self.assertEqual(info["architecture"], "clip")
+        self.assertEqual(info["projector"],
+                         {"vision": True, "audio": False, "type": "mlp", "image_size": 48, "n_embd": 64})
+        self.assertIsNone(sipp.store.info(_support.model(), hash=False)["projector"])
 
     def test_errors_name_the_input(self):
         with self.assertRaises(sipp.NotFoundError) as cm:

@@ -464,9 +464,10 @@ typedef struct sipp_gguf_info {
     bool projector_audio;         /* clip.has_audio_encoder */
     char projector_type[32];      /* clip.projector_type (or clip.vision/audio.projector_type): "mlp", ... */
     int64_t projector_image_size; /* clip.vision.image_size; -1 when it has no vision encoder */
-    int64_t projector_n_embd;     /* the width of the embeddings it gives the text model (its
-                                     output: clip.vision/audio.projection_dim, else mm's output
-                                     tensor's rows); -1 when unknown */
+    int64_t projector_n_embd;     /* the width of the embeddings it gives the text model: read
+                                     from its output tensor for the types sipp knows (as mtmd
+                                     reads it), else clip.vision/audio.projection_dim; -1 when
+                                     unknown, or a known type whose output tensor is missing */
 } sipp_gguf_info;
 
 /* Reads the header of a GGUF file, and of the other shards when it is shard 1 of a split set (a

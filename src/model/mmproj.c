@@ -23,7 +23,6 @@
 #include "backend/backend.h"
 #include "mtmd-helper.h"
 #include "mtmd.h"
-#include "store/gguf_header.h"
 #include "util/util.h"
 
 #define MTMD_LIB "libmtmd.so"
@@ -109,20 +108,24 @@ struct sipp_media_prompt {
     int n_spans;
 };
 
-/* The file is a whole projector GGUF (general.architecture "clip") before libmtmd reads it. */
+/* The file is a whole projector GGUF (general.architecture "clip", not truncated: mtmd does not
+ * check short reads) whose output width can be read, before libmtmd reads it: mtmd dereferences a
+ * missing output tensor of a type it knows (a crash, not an error). */
 static sipp_status check_file(const char *path, char *errbuf) {
-    sipp_gguf_header *h;
-    sipp_status st = sipp_gguf_header_open(path, &h, errbuf);
-    if (st != SIPP_OK) return st;
-    const char *arch = NULL;
-    char why[SIPP_ERROR_SIZE];
-    if (sipp_gguf_get_str(h, "general.architecture", &arch, why) != SIPP_OK || strcmp(arch, CLIP_ARCH) != 0)
-        st = sipp_fail(
-            errbuf, SIPP_ERR_MODEL,
-            "'%s' is not a multimodal projector (its architecture is '%s', a projector's is '" CLIP_ARCH
-            "'); give the mmproj-*.gguf file published with the model",
-            path, arch ? arch : "unset");
-    sipp_gguf_header_close(h);
+    sipp_gguf_info *info = calloc(1, sizeof *info);
+    if (!info) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory reading '%s'", path);
+    sipp_status st = sipp_gguf_inspect(path, info, errbuf);
+    if (st == SIPP_OK && !info->projector)
+        st = sipp_fail(errbuf, SIPP_ERR_MODEL,
+                       "'%s' is not a multimodal projector (its architecture is '%s', a projector's is '" CLIP_ARCH
+                       "'); give the mmproj-*.gguf file published with the model",
+                       path, *info->architecture ? info->architecture : "unset");
+    else if (st == SIPP_OK && info->projector_n_embd <= 0)
+        st = sipp_fail(errbuf, SIPP_ERR_MODEL,
+                       "projector '%s' (type '%s') has no output layer to read its embedding width from; the "
+                       "file is damaged or of a kind sipp does not know",
+                       path, info->projector_type);
+    free(info);
     return st;
 }
 

@@ -312,10 +312,17 @@ void gw_route_ollama_show(gw_call *call) {
             snprintf(key, sizeof key, "%s.%s", f.architecture, arch_keys[i].suffix);
             json_object_set_new(mi, key, json_integer((json_int_t)arch_keys[i].value));
         }
+        /* as Ollama lists them: "completion", and "vision" for a model that takes images */
+        json_t *caps = json_pack("[s]", "completion"), *media = gw_model_capabilities(call, t);
+        size_t k;
+        json_t *c;
+        json_array_foreach(media, k, c) if (strcmp(json_string_value(c), "vision") == 0)
+            json_array_append(caps, c);
+        json_decref(media);
         gw_reply_json(call, 200,
-                      json_pack("{s:s, s:s, s:s, s:o, s:o, s:[s], s:o}", "modelfile", "", "parameters", "",
+                      json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "modelfile", "", "parameters", "",
                                 "template", "", "details", details(&f), "model_info", mi, "capabilities",
-                                "completion", "modified_at", modified_at(t)));
+                                caps, "modified_at", modified_at(t)));
     }
     json_decref(root);
 }

@@ -97,6 +97,8 @@ gw_target *gw_target_find(gw_server *s, const char *name) {
     return name && strcmp(name, "tiny") == 0 ? &target : NULL;
 }
 
+json_t *gw_model_capabilities(gw_call *call, gw_target *t) { return json_array(); }
+
 gw_target *gw_call_lookup(gw_call *call, const char *name) {
     gw_target *t = gw_target_find(call->srv, name);
     if (!t) gw_reply_error(call, GW_E_UNKNOWN_TARGET, "no model '%s'", name ? name : "(none)");

@@ -20,9 +20,13 @@
 
 static const char *const AUDIO_FORMATS[] = {"wav", "mp3", "flac", NULL};
 
+static bool has_scheme(const char *url, const char *scheme) {
+    return strncasecmp(url, scheme, strlen(scheme)) == 0;
+}
+
 const char *gw_image_url_refusal(const char *url) {
-    if (strncasecmp(url, DATA_SCHEME, strlen(DATA_SCHEME)) == 0) return NULL;
-    if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0)
+    if (has_scheme(url, DATA_SCHEME)) return NULL;
+    if (has_scheme(url, "http://") || has_scheme(url, "https://"))
         return "an http(s) URL: fetching remote images is off on this server; send the image inline as a "
                "data URL (data:image/png;base64,...)";
     return "not a data URL: send the image inline as data:image/png;base64,... (fetching URLs is off on "

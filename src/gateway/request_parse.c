@@ -136,14 +136,13 @@ static bool image_part(dec *d, json_t *part, size_t i, size_t k) {
     if (why) return fail(d, "'messages[%zu].content[%zu].image_url.url' is %s", i, k, why);
     const char *key;
     json_t *v;
-    if (json_is_object(iu)) json_object_foreach(iu, key, v) {
-            if (strcmp(key, "detail") == 0)
-                ignore_path(d, "messages[%zu].content[%zu].image_url.detail", i, k);
-            else if (strcmp(key, "url") != 0)
-                return fail(d,
-                            "'messages[%zu].content[%zu].image_url.%s' is not a field sipp knows; give url",
-                            i, k, key);
-        }
+    json_object_foreach(iu, key, v) { /* none when iu is the URL itself */
+        if (strcmp(key, "detail") == 0)
+            ignore_path(d, "messages[%zu].content[%zu].image_url.detail", i, k);
+        else if (strcmp(key, "url") != 0)
+            return fail(d, "'messages[%zu].content[%zu].image_url.%s' is not a field sipp knows; give url", i,
+                        k, key);
+    }
     d->g->n_images++;
     return true;
 }

@@ -316,8 +316,9 @@ void gw_route_ollama_show(gw_call *call) {
         json_t *caps = json_pack("[s]", "completion"), *media = gw_model_capabilities(call, t);
         size_t k;
         json_t *c;
-        json_array_foreach(media, k, c) if (strcmp(json_string_value(c), "vision") == 0)
-            json_array_append(caps, c);
+        json_array_foreach(media, k, c) {
+            if (strcmp(json_string_value(c), "vision") == 0) json_array_append(caps, c);
+        }
         json_decref(media);
         gw_reply_json(call, 200,
                       json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "modelfile", "", "parameters", "",

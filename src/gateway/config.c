@@ -12,12 +12,13 @@
  *   [web]                    serve_model_files, runtime_dir (the page's "run in this browser" mode)
  *   [limits]                 schema_max_bytes, schema_max_depth, schema_max_properties,
  *                            schema_max_total_properties, schema_max_enum, schema_max_refs,
- *                            grammar_max_bytes, grammar_max_alternatives, schema_convert_ms
+ *                            grammar_max_bytes, grammar_max_alternatives, schema_convert_ms,
+ *                            image_max_bytes, image_max_pixels, media_max_items
  *                            (sipp_schema_limits in sipp.h)
  *   [[tokens]]               env, caller, targets, admin
  *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
  *                            flash_attn, speculative, draft_model, draft_max, draft_min, draft_p_min,
- *                            draft_cutoff, cache_type_k, cache_type_v,
+ *                            draft_cutoff, cache_type_k, cache_type_v, mmproj, mmproj_offload,
  *                            ctx_size, parallel, threads, gpu_layers, policy, rpc, tensor_split, load,
  *                            keep_alive, pin, repack, max_tokens;
  *                            openai_compatible:
@@ -31,7 +32,9 @@
  * is checked separately by gw_config_validate, so that the parser stays pure and fuzzable.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
@@ -57,6 +60,8 @@
 #define GW_MODEL_SUFFIX ".gguf"
 #define GW_MAX_BUDGET_MB ((int64_t)1 << 40)
 #define GW_MAX_LIMIT ((int64_t)1 << 32) /* [limits]: a value past it is a typo */
+#define MMPROJ_AUTO "auto"
+#define MMPROJ_GLOB "mmproj*.gguf" /* what mmproj = "auto" looks for beside the model */
 #define GW_MS_PER_S_INT 1000
 #define GW_MAX_KEEP_ALIVE_S GW_MAX_TIMEOUT_S
 
@@ -142,6 +147,7 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->flash_attn);
     free(t->speculative);
     free(t->draft_model);
+    free(t->mmproj);
     free(t->draft_cutoff);
     free(t->cache_type_k);
     free(t->cache_type_v);
@@ -651,6 +657,15 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
         cfg_err(x, toml_node_line(cn), "%s draft_cutoff: '%s' is not one of auto, off", where,
                 tc->draft_cutoff);
     parse_kv_keys(x, t, where, tc);
+    /* mmproj: a projector file (like model: a path or a store name), or "auto" (found at validation) */
+    char *mmproj = NULL;
+    get_str(x, t, where, "mmproj", &mmproj);
+    if (mmproj && strcmp(mmproj, MMPROJ_AUTO) == 0)
+        tc->mmproj_auto = true;
+    else if (mmproj)
+        tc->mmproj = resolve_model(x, tc, where, mmproj);
+    free(mmproj);
+    get_bool(x, t, where, "mmproj_offload", &tc->mmproj_offload);
     /* chat_template: "chatml" or a template file (relative to the config file's directory). */
     char *tmpl = NULL;
     get_str(x, t, where, "chat_template", &tmpl);
@@ -693,15 +708,25 @@ static void parse_store(cfg_ctx *x, const toml_node *t, gw_config *c) {
  * caller the targets allow), and where the browser runtime is (relative to the config file). */
 /* [limits]: each key is a field of sipp_schema_limits of the same name. */
 static void parse_limits(cfg_ctx *x, const toml_node *t, gw_config *c) {
-    static const char *const known[] = {"schema_max_bytes",      "schema_max_depth",
-                                        "schema_max_properties", "schema_max_total_properties",
-                                        "schema_max_enum",       "schema_max_refs",
-                                        "grammar_max_bytes",     "grammar_max_alternatives",
-                                        "schema_convert_ms",     NULL};
+    static const char *const known[] = {"schema_max_bytes",
+                                        "schema_max_depth",
+                                        "schema_max_properties",
+                                        "schema_max_total_properties",
+                                        "schema_max_enum",
+                                        "schema_max_refs",
+                                        "grammar_max_bytes",
+                                        "grammar_max_alternatives",
+                                        "image_max_bytes",
+                                        "image_max_pixels",
+                                        "media_max_items",
+                                        "schema_convert_ms",
+                                        NULL};
     size_t *sizes[] = {&c->limits.schema_max_bytes,      &c->limits.schema_max_depth,
                        &c->limits.schema_max_properties, &c->limits.schema_max_total_properties,
                        &c->limits.schema_max_enum,       &c->limits.schema_max_refs,
-                       &c->limits.grammar_max_bytes,     &c->limits.grammar_max_alternatives};
+                       &c->limits.grammar_max_bytes,     &c->limits.grammar_max_alternatives,
+                       &c->limits.image_max_bytes,       &c->limits.image_max_pixels,
+                       &c->limits.media_max_items};
     /* sizes are the first keys of known, in order */
     check_keys(x, t, "[limits]", known);
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
@@ -728,13 +753,12 @@ static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {"name",        "type",          "model",        "backend",
-                                             "ctx_size",    "parallel",      "threads",      "gpu_layers",
-                                             "policy",      "chat_template", "rpc",          "tensor_split",
-                                             "flash_attn",  "speculative",   "draft_max",    "draft_min",
-                                             "load",        "keep_alive",    "pin",          "draft_model",
-                                             "draft_p_min", "repack",        "draft_cutoff", "aliases",
-                                             "max_tokens",  "cache_type_k",  "cache_type_v", NULL};
+    static const char *const local_keys[] = {
+        "name",       "type",         "model",        "backend",        "ctx_size",     "parallel",
+        "threads",    "gpu_layers",   "policy",       "chat_template",  "rpc",          "tensor_split",
+        "flash_attn", "speculative",  "draft_max",    "draft_min",      "load",         "keep_alive",
+        "pin",        "draft_model",  "draft_p_min",  "repack",         "draft_cutoff", "aliases",
+        "max_tokens", "cache_type_k", "cache_type_v", "mmproj_offload", "mmproj",       NULL};
     static const char *const remote_keys[] = {
         "name", "type", "base_url", "base_urls", "model", "api_key_env", "timeout_seconds", "aliases", NULL};
     size_t n = toml_array_len(arr);
@@ -952,6 +976,40 @@ static const char *file_problem(const char *path) {
     return NULL;
 }
 
+static int is_projector_name(const struct dirent *e) { return fnmatch(MMPROJ_GLOB, e->d_name, 0) == 0; }
+
+/* mmproj = "auto": the one projector file in the model's directory, where llama.cpp's ecosystem
+ * publishes it (mmproj-model-f16.gguf beside model.gguf). None, or several, is an error that says
+ * what to write instead. */
+static void resolve_auto_mmproj(cfg_ctx *x, int line, gw_target_config *t) {
+    char *copy = strdup(t->model_path);
+    const char *dir = copy ? dirname(copy) : ".";
+    struct dirent **found = NULL;
+    int n = scandir(dir, &found, is_projector_name, alphasort);
+    if (n == 1) {
+        size_t len = strlen(dir) + strlen(found[0]->d_name) + 2;
+        if ((t->mmproj = malloc(len))) snprintf(t->mmproj, len, "%s/%s", dir, found[0]->d_name);
+    } else if (n <= 0) {
+        cfg_err(x, line,
+                "target '%s': mmproj = \"auto\" found no " MMPROJ_GLOB " file beside the model in '%s'; put "
+                "the projector there or name its file: mmproj = \"FILE\"",
+                t->name, dir);
+    } else {
+        sipp_buf names = {0};
+        for (int i = 0; i < n; i++)
+            sipp_buf_appendf(&names, "%s%s", i ? ", " : "", found[i]->d_name);
+        cfg_err(x, line,
+                "target '%s': mmproj = \"auto\" found %d projector files beside the model in '%s' (%s); "
+                "name one: mmproj = \"FILE\"",
+                t->name, n, dir, names.data ? names.data : "");
+        sipp_buf_free(&names);
+    }
+    for (int i = 0; i < n; i++)
+        free(found[i]);
+    free(found);
+    free(copy);
+}
+
 bool gw_config_validate(gw_config *c, sipp_buf *errs) {
     cfg_ctx x = {.file = c->path ? c->path : "sipp serve", .errs = errs, .ok = true};
     int line;
@@ -967,6 +1025,10 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
             if (t->draft_model && (why = file_problem(t->draft_model)))
                 cfg_err(&x, line, "target '%s': draft_model file '%s' cannot be read (%s); check the path",
                         t->name, t->draft_model, why);
+            if (t->mmproj_auto && !t->mmproj) resolve_auto_mmproj(&x, line, t);
+            if (t->mmproj && (why = file_problem(t->mmproj)))
+                cfg_err(&x, line, "target '%s': mmproj file '%s' cannot be read (%s); check the path",
+                        t->name, t->mmproj, why);
             char berr[SIPP_ERROR_SIZE];
             if (sipp_backend_check_name(t->backend, berr) != SIPP_OK)
                 cfg_err(&x, line, "target '%s' backend: %s", t->name, berr);

@@ -56,6 +56,12 @@ typedef struct gw_target_config {
     char *cache_type_k;       /* the KV cache's types: "f16", "q8_0", "q4_0"; NULL = f16 */
     char *cache_type_v;
     char *chat_template; /* NULL: the model's; "chatml" or a template file's path */
+    /* A projector for images and audio (sipp_model_params.mmproj): resolved like model_path; NULL =
+     * none (the target takes text only). mmproj = "auto" sets mmproj_auto, and gw_config_validate
+     * finds the one mmproj*.gguf beside the model. */
+    char *mmproj;
+    bool mmproj_auto;
+    bool mmproj_offload; /* sipp_model_params.mmproj_offload; default true */
     int ctx_size, parallel, threads, gpu_layers;
     bool ctx_auto;  /* ctx_size = "auto": resolved to tokens at start (gw_residency_fit_contexts) */
     int max_tokens; /* a request's output: the default when it gives none, the ceiling when it asks more; 0 =

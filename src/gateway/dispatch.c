@@ -7,7 +7,8 @@
  * translate.c). Then, the same for all:
  *   1. decode it into a gw_gen (request_parse.c): every field used, refused naming it (in the
  *      client's API's names, through the format's renames), or named in sipp-ignored;
- *   2. resolve its target, with the caller's token scope;
+ *   2. resolve its target, with the caller's token scope; a chat with images or audio needs a
+ *      local target with a projector (mmproj), which is checked before the model is loaded;
  *   3. answer: a local target generates (generate.c) or embeds (embed.c); a remote target is
  *      either forwarded the client's body unchanged (upstream.c), for the APIs it speaks, or sent
  *      the translated chat and its answer rendered in the route's API (relay.c).
@@ -91,10 +92,26 @@ void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d) {
     }
     g.route = d->route;
     g.route_free = d->route_free;
-    gw_target *t = gw_call_target(call, g.model);
+    /* images and audio are checked against the target before it is loaded for them */
+    gw_target *t = gw_call_lookup(call, g.model);
+    if (t && gw_media_allowed(call, t, &g))
+        t = gw_call_target(call, g.model);
+    else
+        t = NULL;
     if (t) answer(call, d, t, &g, sent);
     gw_gen_free(&g); /* what gw_generate or gw_relay did not take over */
     json_decref(sent);
+}
+
+bool gw_media_allowed(gw_call *call, const gw_target *t, const gw_gen *g) {
+    if (!g->n_images && !g->n_audio) return true;
+    if (t->cfg->type != GW_TARGET_LOCAL || t->cfg->mmproj) return true; /* a remote target decides */
+    gw_reply_error(call, GW_E_INVALID_FIELD,
+                   "model '%s' takes text only here: the request has %zu image(s) and %zu audio clip(s), and "
+                   "its target has no projector; set mmproj = \"FILE\" (the model's mmproj GGUF, or "
+                   "\"auto\" for the one beside the model) in its [[targets]] section",
+                   t->cfg->name, g->n_images, g->n_audio);
+    return false;
 }
 
 void gw_dispatch_call(gw_call *call, gw_api api, const gw_format *fmt) {

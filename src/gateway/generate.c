@@ -68,6 +68,7 @@ static void record(gw_call *call, gw_target *t, sipp_request *r) {
     sipp_request_get_stats(r, &s);
     gw_metrics_tokens(call->srv->metrics, t->index, s.prompt_tokens, s.cached_tokens, s.generated_tokens,
                       s.generated_tokens > 0 ? s.ttft_ms / 1e3 : -1);
+    gw_metrics_media(call->srv->metrics, t->index, s.media_tokens, s.media_encoded, s.encode_ms / 1e3);
 }
 
 static void record_all(gen_stream *gs) {

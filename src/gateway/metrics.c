@@ -10,8 +10,10 @@
  *   sipp_engine_queued_requests{target}       requests in an engine's queue
  *   sipp_engine_slots{target}
  *   sipp_prompt_tokens_total{target}, sipp_cached_tokens_total{target}, sipp_generated_tokens_total{target}
- *   sipp_ttft_seconds{target}                 histogram: time to first token
- *   sipp_request_duration_seconds{target}     histogram: whole HTTP request
+ *   sipp_media_tokens_total{target}, sipp_media_encoded_total{target},
+ * sipp_media_encode_seconds_total{target} images and audio: their prompt positions, the items the projector
+ * encoded, and its time (sipp_request_stats) sipp_ttft_seconds{target}                 histogram: time to
+ * first token sipp_request_duration_seconds{target}     histogram: whole HTTP request
  *   sipp_target_ready{target}                 1 when loaded
  *   sipp_upstream_healthy{target,url}         1 when a replica is not ejected
  *   sipp_open_connections, sipp_buffered_request_bytes   connections and incoming bodies held
@@ -22,6 +24,7 @@
  * Everything is counted under one mutex: the updates are a few additions per request, far below
  * anything an engine step costs. Status codes index a fixed array, so a new code needs no setup.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,8 +51,25 @@ typedef struct target_metrics {
     uint64_t codes[GW_N_CODES];
     int active, queued;
     uint64_t prompt, cached, generated;
+    uint64_t media_tokens, media_encoded;
+    double encode_s;
     histogram ttft, duration;
 } target_metrics;
+
+/* The per-target token counters, rendered in this order. */
+static const struct {
+    const char *name, *help;
+    size_t offset; /* of a uint64_t in target_metrics */
+} COUNTERS[] = {
+    {"sipp_prompt_tokens_total", "Prompt tokens of finished generations.", offsetof(target_metrics, prompt)},
+    {"sipp_cached_tokens_total", "Prompt tokens reused from a slot's KV cache.",
+     offsetof(target_metrics, cached)},
+    {"sipp_generated_tokens_total", "Generated tokens.", offsetof(target_metrics, generated)},
+    {"sipp_media_tokens_total", "Prompt positions that came from images and audio.",
+     offsetof(target_metrics, media_tokens)},
+    {"sipp_media_encoded_total", "Images and audio clips the projector encoded.",
+     offsetof(target_metrics, media_encoded)},
+};
 
 struct gw_metrics {
     pthread_mutex_t mu;
@@ -112,6 +132,16 @@ void gw_metrics_tokens(gw_metrics *m, int target, int prompt, int cached, int ge
     t->cached += (uint64_t)(cached > 0 ? cached : 0);
     t->generated += (uint64_t)(generated > 0 ? generated : 0);
     if (ttft_s >= 0) observe(&t->ttft, ttft_bounds, N_TTFT, ttft_s);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void gw_metrics_media(gw_metrics *m, int target, int tokens, int encoded, double encode_s) {
+    if (tokens <= 0 && encoded <= 0) return;
+    pthread_mutex_lock(&m->mu);
+    target_metrics *t = of(m, target);
+    t->media_tokens += (uint64_t)(tokens > 0 ? tokens : 0);
+    t->media_encoded += (uint64_t)(encoded > 0 ? encoded : 0);
+    if (encode_s > 0) t->encode_s += encode_s;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -200,16 +230,18 @@ void gw_metrics_render(gw_metrics *m, const char *const *names, size_t n_names, 
     gw_metrics_header(o, "sipp_queued_requests", "gauge", "Generations waiting for an admission permit.");
     for (size_t i = 0; i < n; i++)
         gw_metrics_line(o, "sipp_queued_requests", name_of(n, names, i), (uint64_t)m->t[i].queued);
-    gw_metrics_header(o, "sipp_prompt_tokens_total", "counter", "Prompt tokens of finished generations.");
-    for (size_t i = 0; i < n; i++)
-        gw_metrics_line(o, "sipp_prompt_tokens_total", name_of(n, names, i), m->t[i].prompt);
-    gw_metrics_header(o, "sipp_cached_tokens_total", "counter",
-                      "Prompt tokens reused from a slot's KV cache.");
-    for (size_t i = 0; i < n; i++)
-        gw_metrics_line(o, "sipp_cached_tokens_total", name_of(n, names, i), m->t[i].cached);
-    gw_metrics_header(o, "sipp_generated_tokens_total", "counter", "Generated tokens.");
-    for (size_t i = 0; i < n; i++)
-        gw_metrics_line(o, "sipp_generated_tokens_total", name_of(n, names, i), m->t[i].generated);
+    for (size_t c = 0; c < sizeof COUNTERS / sizeof *COUNTERS; c++) {
+        gw_metrics_header(o, COUNTERS[c].name, "counter", COUNTERS[c].help);
+        for (size_t i = 0; i < n; i++)
+            gw_metrics_line(o, COUNTERS[c].name, name_of(n, names, i),
+                            *(const uint64_t *)((const char *)&m->t[i] + COUNTERS[c].offset));
+    }
+    gw_metrics_header(o, "sipp_media_encode_seconds_total", "counter", "Time the projector spent encoding.");
+    for (size_t i = 0; i < n; i++) {
+        sipp_buf_appendf(o, "sipp_media_encode_seconds_total{target=\"");
+        label(o, name_of(n, names, i));
+        sipp_buf_appendf(o, "\"} %.6f\n", m->t[i].encode_s);
+    }
     gw_metrics_header(o, "sipp_ttft_seconds", "histogram", "Time to first token.");
     for (size_t i = 0; i < n; i++)
         render_histogram(o, "sipp_ttft_seconds", name_of(n, names, i), &m->t[i].ttft, ttft_bounds, N_TTFT);

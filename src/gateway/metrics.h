@@ -20,6 +20,9 @@ void gw_metrics_free(gw_metrics *m);
 void gw_metrics_request(gw_metrics *m, int target, int status, const char *error_code, double seconds);
 /* Tokens of one finished generation, and its time to first token (< 0: none). */
 void gw_metrics_tokens(gw_metrics *m, int target, int prompt, int cached, int generated, double ttft_s);
+/* Images and audio of one finished generation: their prompt positions, the items encoded (not
+ * those whose KV was reused) and the encoding time (sipp_request_stats.media_tokens, ...). */
+void gw_metrics_media(gw_metrics *m, int target, int tokens, int encoded, double encode_s);
 void gw_metrics_active(gw_metrics *m, int target, int delta);
 void gw_metrics_queued(gw_metrics *m, int target, int delta);
 

@@ -5,7 +5,7 @@
  * gw_parse_body, with duplicate keys and NUL characters refused, so every string handed on is a
  * plain C string; the route reads its target from that tree and decodes the same tree.
  * Known fields are checked strictly: a wrong type or an out-of-range value is a 400 whose message
- * names the field, e.g. "'messages[1].content' must be a string or an array of text parts".
+ * names the field, e.g. "'messages[1].content' must be a string or an array of content parts".
  *
  * Every field a route accepts is in one table (FIELDS, documented in docs/gateway.md): supported,
  * accepted and ignored because it cannot change the output (user, metadata, store, ...), or refused
@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/chat_media.h"
 #include "gateway/request_parse.h"
 
 #define GW_MAX_TOKENS_LIMIT (1 << 24)
@@ -39,6 +40,7 @@
 #define GW_MAX_N 128
 #define GW_MAX_COMPLETION_LOGPROBS 5
 #define SYSTEM_FOLD_SEPARATOR "\n\n"
+#define GW_IGNORED_NAME_SIZE 96 /* "messages[4095].content[...].image_url.detail" */
 
 typedef struct dec {
     gw_gen *g;
@@ -112,7 +114,57 @@ static char *own(dec *d, char *s) {
     return s;
 }
 
-/* A message's content: a string, or an array of {"type":"text","text":...} parts joined. */
+/* Ignores a hint the body carried inside a message (a path made here, kept until gw_gen_free). */
+static void ignore_path(dec *d, const char *fmt, size_t i, size_t k) {
+    char name[GW_IGNORED_NAME_SIZE];
+    snprintf(name, sizeof name, fmt, i, k);
+    char *kept = own(d, strdup(name));
+    if (kept && d->g->n_ignored < GW_MAX_IGNORED) d->g->ignored[d->g->n_ignored++] = kept;
+}
+
+/* An image_url part: the URL a string or {"url", "detail"?}, and a data: URL (chat_media.c); detail
+ * is a hint for OpenAI's models, named in sipp-ignored. */
+static bool image_part(dec *d, json_t *part, size_t i, size_t k) {
+    json_t *iu = json_object_get(part, "image_url");
+    json_t *url = json_is_object(iu) ? json_object_get(iu, "url") : iu;
+    if (!json_is_string(url))
+        return fail(d,
+                    "'messages[%zu].content[%zu].image_url' must be {\"url\": \"data:image/...;base64,...\"} "
+                    "or that URL as a string",
+                    i, k);
+    const char *why = gw_image_url_refusal(json_string_value(url));
+    if (why) return fail(d, "'messages[%zu].content[%zu].image_url.url' is %s", i, k, why);
+    const char *key;
+    json_t *v;
+    json_object_foreach(iu, key, v) { /* none when iu is the URL itself */
+        if (strcmp(key, "detail") == 0)
+            ignore_path(d, "messages[%zu].content[%zu].image_url.detail", i, k);
+        else if (strcmp(key, "url") != 0)
+            return fail(d, "'messages[%zu].content[%zu].image_url.%s' is not a field sipp knows; give url", i,
+                        k, key);
+    }
+    d->g->n_images++;
+    return true;
+}
+
+/* An input_audio part: base64 data of a format libsipp decodes. */
+static bool audio_part(dec *d, json_t *part, size_t i, size_t k) {
+    json_t *a = json_object_get(part, "input_audio");
+    json_t *data = json_object_get(a, "data"), *format = json_object_get(a, "format");
+    if (!json_is_object(a) || !json_is_string(data) || !json_is_string(format))
+        return fail(d,
+                    "'messages[%zu].content[%zu].input_audio' must be {\"data\": \"BASE64\", \"format\": "
+                    "\"wav\" | \"mp3\" | \"flac\"}",
+                    i, k);
+    if (!gw_audio_format_known(json_string_value(format)))
+        return fail(d, "'messages[%zu].content[%zu].input_audio.format' is '%s'; use wav, mp3 or flac", i, k,
+                    json_string_value(format));
+    d->g->n_audio++;
+    return true;
+}
+
+/* A message's content: a string, or an array of parts: text (joined into the message's text),
+ * image_url and input_audio (counted; the chat body carries them to libsipp). */
 static bool message_content(dec *d, json_t *c, size_t i, const char **out) {
     if (!is_present(c)) {
         *out = "";
@@ -123,25 +175,31 @@ static bool message_content(dec *d, json_t *c, size_t i, const char **out) {
         return true;
     }
     if (!json_is_array(c))
-        return fail(d, "'messages[%zu].content' must be a string or an array of text parts", i);
+        return fail(d, "'messages[%zu].content' must be a string or an array of content parts", i);
     sipp_buf joined = {0};
     size_t k;
     json_t *part;
+    bool ok = true;
     json_array_foreach(c, k, part) {
-        json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
-        if (!json_is_object(part) || !json_is_string(type) || strcmp(json_string_value(type), "text") != 0 ||
-            !json_is_string(text)) {
-            sipp_buf_free(&joined);
-            return fail(d,
-                        "'messages[%zu].content[%zu]' must be {\"type\": \"text\", \"text\": \"...\"} (only "
-                        "text parts are supported)",
-                        i, k);
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *text = json_object_get(part, "text");
+        if (type && strcmp(type, "image_url") == 0) {
+            ok = image_part(d, part, i, k);
+        } else if (type && strcmp(type, "input_audio") == 0) {
+            ok = audio_part(d, part, i, k);
+        } else if (!type || strcmp(type, "text") != 0 || !json_is_string(text)) {
+            ok = fail(d,
+                      "'messages[%zu].content[%zu]' must be {\"type\": \"text\", \"text\": \"...\"}, an "
+                      "image_url or an input_audio part",
+                      i, k);
+        } else if (!sipp_buf_append(&joined, json_string_value(text), json_string_length(text))) {
+            ok = fail(d, "out of memory");
         }
-        const char *s = json_string_value(text);
-        if (!sipp_buf_append(&joined, s, strlen(s))) {
-            sipp_buf_free(&joined);
-            return fail(d, "out of memory");
-        }
+        if (!ok) break;
+    }
+    if (!ok) {
+        sipp_buf_free(&joined);
+        return false;
     }
     *out = joined.data ? own(d, joined.data) : "";
     return *out != NULL || fail(d, "out of memory");
@@ -375,12 +433,31 @@ static const char *const CHAT_FIELDS[] = {
     "tools",   "tool_choice",      "parallel_tool_calls",  "response_format",       "json_schema",
     "grammar", "reasoning_format", "chat_template_kwargs", "thinking_budget_tokens"};
 
+/* The image parts as libsipp takes them (chat_json in sipp.h): image_url always an object, without
+ * the detail hint (message_content checked every part). */
+static void normalize_media(json_t *msgs) {
+    size_t i, k;
+    json_t *m, *part;
+    json_array_foreach(msgs, i, m) {
+        json_t *c = json_object_get(m, "content");
+        if (!json_is_array(c)) continue;
+        json_array_foreach(c, k, part) {
+            json_t *iu = json_object_get(part, "image_url");
+            if (json_is_string(iu))
+                json_object_set_new(part, "image_url", json_pack("{s:O}", "url", iu));
+            else if (json_is_object(iu))
+                json_object_del(iu, "detail");
+        }
+    }
+}
+
 static bool decode_chat(dec *d, json_t *root) {
     gw_gen *g = d->g;
     g->chat = json_object();
     if (!g->chat ||
         json_object_set_new(g->chat, "messages", json_deep_copy(json_object_get(root, "messages"))) != 0)
         return fail(d, "out of memory");
+    normalize_media(json_object_get(g->chat, "messages"));
     for (size_t i = 0; i < sizeof CHAT_FIELDS / sizeof *CHAT_FIELDS; i++) {
         json_t *v = json_object_get(root, CHAT_FIELDS[i]);
         if (is_present(v)) json_object_set_new(g->chat, CHAT_FIELDS[i], json_deep_copy(v));

@@ -46,7 +46,7 @@ typedef struct gw_gen {
     size_t n_inputs;
     bool normalize; /* embeddings: unit L2 norm (always for OpenAI's route) */
     bool base64;    /* embeddings: encoding_format "base64" (little-endian float32) */
-    char **owned;   /* strings made while decoding (joined content parts) */
+    char **owned;   /* strings made while decoding (joined content parts, ignored fields' paths) */
     size_t n_owned;
     void *route;                     /* a route's own state for rendering (translate.c); NULL mostly */
     void (*route_free)(void *route); /* frees it with the request, when set */
@@ -62,12 +62,15 @@ typedef struct gw_gen {
      * The answer's side is gw_choice (generate.h): the parsed message (content, reasoning_content,
      * tool_calls), finish_reason "tool_calls" when it called tools, and the logprobs. */
     json_t *chat;        /* chats; NULL for prompts */
+    size_t n_images;     /* chats: image_url parts (data: URLs), all messages together */
+    size_t n_audio;      /* chats: input_audio parts */
     const char *grammar; /* prompts: GBNF */
     char *json_schema;   /* prompts: a JSON Schema text (owned) */
     int n;               /* choices, 1 by default; at most the target's parallel */
     int logprobs;        /* -1: none; else how many alternatives per token (top_logprobs) */
-    /* Fields the body carried that the table accepts without acting on them (user, metadata, ...),
-     * borrowed from root: the route names them in sipp-ignored (api_fields.h). */
+    /* Fields the body carried that the table accepts without acting on them (user, metadata, ...,
+     * an image's detail), borrowed from root or owned: the route names them in sipp-ignored
+     * (api_fields.h). */
     const char *ignored[GW_MAX_IGNORED];
     size_t n_ignored;
 } gw_gen;

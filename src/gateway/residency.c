@@ -217,6 +217,8 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
     mp.gpu_layers = c->gpu_layers;
     mp.rpc_servers = c->rpc_servers;
     mp.tensor_split = c->tensor_split;
+    mp.mmproj = c->mmproj;
+    mp.mmproj_offload = c->mmproj_offload;
     mp.progress = load_progress;
     mp.progress_user = srv;
     sipp_model *m = NULL;
@@ -879,6 +881,8 @@ static sipp_status estimate_at(const gw_target_config *c, int ctx_size, sipp_mem
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = c->backend;
     mp.gpu_layers = c->gpu_layers;
+    mp.mmproj = c->mmproj;
+    mp.mmproj_offload = c->mmproj_offload;
     sipp_engine_params ep = sipp_engine_default_params();
     ep.ctx_size = ctx_size;
     ep.parallel = c->parallel;

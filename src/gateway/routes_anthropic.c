@@ -4,8 +4,9 @@
  *
  * A request becomes a chat-completions body (translate.c): system (a string or text blocks) is the
  * system message; messages' text blocks are turns, an assistant's tool_use blocks its tool_calls,
- * a user's tool_result blocks tool messages (before the user's text); tools (input_schema) are
- * function tools; tool_choice auto | any | tool | none is chat's auto | required | a named
+ * a user's tool_result blocks tool messages (before the user's text), a user's image blocks with a
+ * base64 source chat image parts among its text (a url source is refused: fetching is off); tools
+ * (input_schema) are function tools; tool_choice auto | any | tool | none is chat's auto | required | a named
  * function | none; thinking is the template's thinking switch and budget; stop_sequences is stop;
  * max_tokens (required here, as Anthropic requires it), temperature (0..1), top_p and top_k pass
  * as they are; a system message among the turns stays where it stands; thinking adaptive and
@@ -204,7 +205,40 @@ typedef struct turn {
     sipp_buf thinking;
     json_t *calls;   /* assistant: chat tool_calls */
     json_t *results; /* user: chat tool messages */
+    json_t *parts;   /* user, with images: chat content parts (text before the last image), else NULL */
 } turn;
+
+/* An image block: base64 data of a media type becomes a chat image part, in its place among the
+ * text; a url source is refused, as fetching remote images is off (chat_media.c). */
+static bool image_block(gw_call *call, json_t *b, const char *where, turn *t) {
+    json_t *src = json_object_get(b, "source");
+    const char *type = json_string_value(json_object_get(src, "type"));
+    json_t *media = json_object_get(src, "media_type"), *data = json_object_get(src, "data");
+    if (!json_is_object(src) || !type)
+        return gw_reply_invalid_field(
+            call,
+            "'%s.source' must be {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": \"...\"}",
+            where);
+    if (strcmp(type, "url") == 0)
+        return gw_reply_invalid_field(
+            call,
+            "'%s.source' is a url source: fetching remote images is off on this server; "
+            "send the image as {\"type\": \"base64\", \"media_type\", \"data\"}",
+            where);
+    if (strcmp(type, "base64") != 0)
+        return gw_reply_invalid_field(call, "'%s.source.type' '%s' is not supported; use base64", where,
+                                      type);
+    if (!json_is_string(media))
+        return gw_reply_invalid_field(call, "'%s.source.media_type' must be a string such as \"image/png\"",
+                                      where);
+    if (!json_is_string(data) || !json_string_length(data))
+        return gw_reply_invalid_field(call, "'%s.source.data' must be the image as a base64 string", where);
+    if (!t->parts) t->parts = json_array();
+    gw_parts_add_text(t->parts, t->text.data, t->text.len);
+    sipp_buf_free(&t->text);
+    json_array_append_new(t->parts, gw_image_part_base64(json_string_value(media), json_string_value(data)));
+    return true;
+}
 
 static bool text_of(gw_call *call, json_t *c, const char *where, sipp_buf *out);
 
@@ -266,6 +300,8 @@ static bool blocks(gw_call *call, json_t *c, const char *role, const char *where
             if (!tool_use(call, b, here, t)) return false;
         } else if (user && strcmp(type, "tool_result") == 0) {
             if (!tool_result(call, b, here, t)) return false;
+        } else if (user && strcmp(type, "image") == 0) {
+            if (!image_block(call, b, here, t)) return false;
         } else if (strcmp(type, "text") == 0) {
             json_t *tx = json_object_get(b, "text");
             if (!json_is_string(tx)) return gw_reply_invalid_field(call, "'%s.text' must be a string", here);
@@ -274,7 +310,7 @@ static bool blocks(gw_call *call, json_t *c, const char *role, const char *where
             return gw_reply_invalid_field(call, "'%s.type' '%s' is not supported here; use text%s blocks",
                                           here, type,
                                           assistant ? ", thinking or tool_use"
-                                          : user    ? " or tool_result"
+                                          : user    ? ", image or tool_result"
                                                     : "");
         }
     }
@@ -296,9 +332,12 @@ static bool add_turn(gw_call *call, json_t *messages, const char *role, json_t *
     bool ok = blocks(call, content, role, where, &t);
     if (ok) {
         json_array_extend(messages, t.results); /* tool results answer the calls before them */
-        bool has_text = t.text.len > 0 || json_array_size(t.results) == 0;
+        bool has_text = t.text.len > 0 || t.parts || json_array_size(t.results) == 0;
+        if (t.parts) gw_parts_add_text(t.parts, t.text.data, t.text.len);
         if (has_text || json_array_size(t.calls)) {
-            json_t *m = json_pack("{s:s, s:s}", "role", role, "content", t.text.data ? t.text.data : "");
+            json_t *m =
+                json_pack("{s:s, s:o}", "role", role, "content",
+                          t.parts ? json_incref(t.parts) : json_string(t.text.data ? t.text.data : ""));
             if (json_array_size(t.calls)) json_object_set(m, "tool_calls", t.calls);
             if (t.thinking.len) json_object_set_new(m, "reasoning_content", json_string(t.thinking.data));
             json_array_append_new(messages, m);
@@ -306,6 +345,7 @@ static bool add_turn(gw_call *call, json_t *messages, const char *role, json_t *
     }
     json_decref(t.calls);
     json_decref(t.results);
+    json_decref(t.parts);
     sipp_buf_free(&t.text);
     sipp_buf_free(&t.thinking);
     return ok;
@@ -614,7 +654,10 @@ void gw_route_messages_count(gw_call *call) {
     json_decref(root);
     gw_gen g;
     if (!chat || !gw_decode_tree(call, GW_API_CHAT, chat, renames, &g)) return;
-    gw_target *t = gw_translated_target(call, g.model, API_NAME "/count_tokens");
+    gw_target *found = gw_call_lookup(call, g.model); /* images need a projector before a load */
+    gw_target *t = found && gw_media_allowed(call, found, &g)
+                       ? gw_translated_target(call, g.model, API_NAME "/count_tokens")
+                       : NULL;
     char *chat_json = t ? json_dumps(g.chat, JSON_COMPACT) : NULL;
     if (t && !chat_json) gw_reply_error(call, GW_E_INTERNAL, "out of memory");
     if (chat_json) {

@@ -9,15 +9,17 @@
  *   event: reasoning data: {"text": "..."}            (chats: the reasoning, separated)
  *   event: tool_call data: {"index", "id"?, "name"?, "arguments"}  (chats: a tool call, in pieces)
  *   event: usage   data: {"prompt_tokens", "cached_tokens", "generated_tokens", "ttft_ms",
- *                         "prefill_tokens_per_s", "decode_tokens_per_s", "total_ms"}
+ *                         "prefill_tokens_per_s", "decode_tokens_per_s", "total_ms"; with images
+ *                         or audio also "media_tokens", "media_encoded", "encode_ms"}
  *   event: done    data: {"id", "model", "finish_reason", "context_key"}
  *   event: error   data: {"error": {"message", "type", "code"}}
  *
  * With "stream": false the answer is one JSON object with the text, finish_reason, usage and
  * context_key; a chat's also has "message" (content, reasoning_content, tool_calls) and "done" has
  * it too. The native routes take the same tools, response_format, grammar and reasoning fields as
- * chat completions. A "context_key" pins a conversation to one engine slot, so that its next turn
- * evaluates only the new tokens; it is echoed in "done".
+ * chat completions, and the same content parts (image_url with a data: URL, input_audio). A "context_key"
+ * pins a conversation to one engine slot, so that its next turn evaluates only the new tokens; it is echoed
+ * in "done".
  */
 #include <string.h>
 
@@ -26,13 +28,19 @@
 static json_t *native_usage(const gw_gen_view *v) {
     sipp_request_stats s;
     sipp_request_get_stats(v->req, &s);
-    return json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:i, s:s}", "prompt_tokens",
-                     s.prompt_tokens, "cached_tokens", s.cached_tokens, "generated_tokens",
-                     s.generated_tokens, "ttft_ms", s.ttft_ms, "prefill_tokens_per_s", s.prefill_tokens_per_s,
-                     "decode_tokens_per_s", s.decode_tokens_per_s, "queue_ms", s.queue_ms, "total_ms",
-                     s.total_ms, "draft_tokens", s.draft_tokens, "accepted_tokens", s.accepted_tokens,
-                     "draft_steps", s.draft_steps, "cutoff_steps", s.cutoff_steps, "speculation",
-                     *s.speculation ? s.speculation : "none");
+    json_t *u =
+        json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:i, s:s}", "prompt_tokens",
+                  s.prompt_tokens, "cached_tokens", s.cached_tokens, "generated_tokens", s.generated_tokens,
+                  "ttft_ms", s.ttft_ms, "prefill_tokens_per_s", s.prefill_tokens_per_s, "decode_tokens_per_s",
+                  s.decode_tokens_per_s, "queue_ms", s.queue_ms, "total_ms", s.total_ms, "draft_tokens",
+                  s.draft_tokens, "accepted_tokens", s.accepted_tokens, "draft_steps", s.draft_steps,
+                  "cutoff_steps", s.cutoff_steps, "speculation", *s.speculation ? s.speculation : "none");
+    if (v->gen->n_images || v->gen->n_audio) { /* images and audio: their positions and encoding */
+        json_object_set_new(u, "media_tokens", json_integer(s.media_tokens));
+        json_object_set_new(u, "media_encoded", json_integer(s.media_encoded));
+        json_object_set_new(u, "encode_ms", json_real(s.encode_ms));
+    }
+    return u;
 }
 
 static json_t *context_key(const gw_gen_view *v) {

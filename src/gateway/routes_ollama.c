@@ -32,9 +32,10 @@
  * a remote target (its upstream decides what stays loaded). /api/ps lists only loaded targets, with
  * expires_at from the residency deadline and size/size_vram from the memory the load measured;
  * /api/show describes a model from its GGUF header, loaded or not, without loading it (as Ollama
- * does). template (a Modelfile template per request), suffix, context and
- * images are refused unless empty: sipp renders with the model's own template, has no
- * fill-in-the-middle, and its models take text.
+ * does). template (a Modelfile template per request), suffix and context are refused unless
+ * empty: sipp renders with the model's own template and has no fill-in-the-middle. images (chat
+ * messages' and generate's: base64 strings) become chat image parts before the message's text, for
+ * a target with a projector (mmproj); a raw prompt takes none.
  *
  * Errors are Ollama's {"error": "..."} with its statuses (400 for a bad request, 404 for an unknown
  * model); an error after a stream began is one more line holding {"error": ...}.
@@ -311,10 +312,18 @@ void gw_route_ollama_show(gw_call *call) {
             snprintf(key, sizeof key, "%s.%s", f.architecture, arch_keys[i].suffix);
             json_object_set_new(mi, key, json_integer((json_int_t)arch_keys[i].value));
         }
+        /* as Ollama lists them: "completion", and "vision" for a model that takes images */
+        json_t *caps = json_pack("[s]", "completion"), *media = gw_model_capabilities(call, t);
+        size_t k;
+        json_t *c;
+        json_array_foreach(media, k, c) {
+            if (strcmp(json_string_value(c), "vision") == 0) json_array_append(caps, c);
+        }
+        json_decref(media);
         gw_reply_json(call, 200,
-                      json_pack("{s:s, s:s, s:s, s:o, s:o, s:[s], s:o}", "modelfile", "", "parameters", "",
+                      json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "modelfile", "", "parameters", "",
                                 "template", "", "details", details(&f), "model_info", mi, "capabilities",
-                                "completion", "modified_at", modified_at(t)));
+                                caps, "modified_at", modified_at(t)));
     }
     json_decref(root);
 }
@@ -452,6 +461,35 @@ static bool empty_only(gw_call *call, json_t *root, const char *key, const char 
     return gw_reply_invalid_field(call, "'%s' is not supported: %s", key, why);
 }
 
+#define IMAGES_PATH_SIZE 48 /* "messages[N].images" */
+
+/* Whether an images field holds any (absent, null and [] hold none). */
+static bool has_images(json_t *images) {
+    return images && !json_is_null(images) && !(json_is_array(images) && json_array_size(images) == 0);
+}
+
+/* A message's images (where names them: "messages[0].images", "images"), base64 strings without a
+ * media type, become chat image parts before its text (msg's content; libsipp reads the type from
+ * the bytes). False after replying. */
+static bool add_images(gw_call *call, json_t *images, const char *where, json_t *msg) {
+    if (!json_is_array(images))
+        return gw_reply_invalid_field(call, "'%s' must be an array of base64 strings", where);
+    json_t *parts = json_array();
+    size_t k;
+    json_t *img;
+    json_array_foreach(images, k, img) {
+        if (!json_is_string(img) || !json_string_length(img)) {
+            json_decref(parts);
+            return gw_reply_invalid_field(call, "'%s[%zu]' must be an image as a base64 string", where, k);
+        }
+        json_array_append_new(parts, gw_image_part_base64(NULL, json_string_value(img)));
+    }
+    json_t *text = json_object_get(msg, "content");
+    if (json_is_string(text)) gw_parts_add_text(parts, json_string_value(text), json_string_length(text));
+    json_object_set_new(msg, "content", parts);
+    return true;
+}
+
 /* ---- rendering ---------------------------------------------------------------------------------- */
 
 typedef struct ollama_state {
@@ -578,16 +616,17 @@ static bool translate_messages(gw_call *call, json_t *msgs, json_t *chat) {
             break;
         }
         json_t *images = json_object_get(m, "images"), *calls = json_object_get(m, "tool_calls");
-        if (images && !json_is_null(images) && !(json_is_array(images) && json_array_size(images) == 0)) {
-            ok = gw_reply_invalid_field(
-                call, "'messages[%zu].images' is not supported: the models here take text only", i);
-            break;
-        }
         json_t *copy = json_object();
         json_array_append_new(out, copy);
         gw_copy_field(m, "role", copy, NULL);
         gw_copy_field(m, "content", copy, NULL);
         gw_copy_field(m, "thinking", copy, "reasoning_content");
+        char where[IMAGES_PATH_SIZE];
+        snprintf(where, sizeof where, "messages[%zu].images", i);
+        if (has_images(images) && !add_images(call, images, where, copy)) {
+            ok = false;
+            break;
+        }
         const char *role = json_string_value(json_object_get(m, "role"));
         if (role && strcmp(role, "tool") == 0) {
             json_t *id = json_array_get(pending, answered);
@@ -691,10 +730,9 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
                  call, root, "template",
                  "sipp renders with the model's own chat template; use raw: true for a prompt as it is") &&
              empty_only(call, root, "suffix", "fill-in-the-middle is not available") &&
-             empty_only(call, root, "context", "pass the conversation as /api/chat messages instead") &&
-             empty_only(call, root, "images", "the models here take text only");
+             empty_only(call, root, "context", "pass the conversation as /api/chat messages instead");
         json_t *p = json_object_get(root, "prompt"), *sys = json_object_get(root, "system"),
-               *raw = json_object_get(root, "raw");
+               *raw = json_object_get(root, "raw"), *images = json_object_get(root, "images");
         if (ok && p && !json_is_string(p)) ok = gw_reply_invalid_field(call, "'prompt' must be a string");
         if (ok && sys && !json_is_null(sys) && !json_is_string(sys))
             ok = gw_reply_invalid_field(call, "'system' must be a string");
@@ -705,14 +743,18 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
             if (sys && json_string_length(sys))
                 ok = gw_reply_invalid_field(
                     call, "'system' cannot be combined with raw: true (no template is applied)");
+            if (has_images(images))
+                ok = gw_reply_invalid_field(
+                    call, "'images' cannot be combined with raw: true (images go through the chat template)");
             api = GW_API_COMPLETION;
             json_object_set(chat, "prompt", p);
         } else if (ok && !empty) {
-            json_t *msgs = json_array();
+            json_t *msgs = json_array(), *user = json_pack("{s:s, s:O}", "role", "user", "content", p);
             if (sys && json_string_length(sys))
                 json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "system", "content", sys));
-            json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "user", "content", p));
+            json_array_append_new(msgs, user);
             json_object_set_new(chat, "messages", msgs);
+            if (has_images(images)) ok = add_images(call, images, "images", user);
         }
     }
     if (!ok) {

@@ -202,8 +202,24 @@ void gw_route_embeddings(gw_call *call) { gw_dispatch_call(call, GW_API_EMBEDDIN
 
 /* ---- models ------------------------------------------------------------------------------------- */
 
+json_t *gw_model_capabilities(gw_call *call, gw_target *t) {
+    json_t *caps = json_array();
+    bool vision = t->cfg->mmproj != NULL, audio = false; /* before a load, what the config says */
+    if (gw_residency_peek(call->srv, t)) {
+        sipp_model_info info;
+        sipp_model_get_info(t->model, &info);
+        vision = info.vision;
+        audio = info.audio;
+        gw_residency_unpeek(call->srv, t);
+    }
+    if (vision) json_array_append_new(caps, json_string("vision"));
+    if (audio) json_array_append_new(caps, json_string("audio"));
+    return caps;
+}
+
 /* OpenAI's model object, plus sipp's residency under "sipp" for local targets (state, memory, last
- * use, keep-alive deadline), for a loaded one how its chats are rendered under "meta", and with
+ * use, keep-alive deadline), what a local target takes besides text under "capabilities"
+ * (gw_model_capabilities), for a loaded one how its chats are rendered under "meta", and with
  * [web] serve_model_files where its GGUF is served under "browser_file" (routes_model_file.c). */
 static json_t *model_json(gw_call *call, gw_target *t) {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s}", "id", t->cfg->name, "object", "model", "created",
@@ -213,6 +229,7 @@ static json_t *model_json(gw_call *call, gw_target *t) {
         gw_residency_describe(call->srv, t, r);
         json_object_set_new(o, "sipp", r);
         json_object_set(o, "state", json_object_get(r, "state"));
+        json_object_set_new(o, "capabilities", gw_model_capabilities(call, t));
         if (gw_residency_peek(call->srv, t)) {
             sipp_model_info info;
             sipp_model_get_info(t->model, &info);

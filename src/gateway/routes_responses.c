@@ -3,7 +3,8 @@
  * GET /v1/responses/{id}, DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
  *
  * A request becomes a chat-completions body (translate.c): instructions are the system message,
- * input the turns after it (message items; function_call items join the assistant turn before them
+ * input the turns after it (message items, whose input_image parts with a data: URL become chat
+ * image parts; a file_id or a remote URL is refused; function_call items join the assistant turn before them
  * as chat tool_calls; function_call_output items are tool messages), max_output_tokens is
  * max_tokens, text.format is response_format, function tools become chat's function tools and
  * reasoning.effort the template's thinking switch. What the chat layer refuses is refused under
@@ -438,8 +439,34 @@ static void add_input_item(xlate *x, const char *role, const char *text) {
                                     text));
 }
 
-/* A message item's content: a string, or input_text / output_text parts joined. */
-static bool item_text(xlate *x, json_t *content, size_t i, sipp_buf *text) {
+/* An input_image part: image_url a data: URL (chat_media.c) becomes a chat image part after the
+ * text before it (flushed from text into parts); detail is a hint, named in sipp-ignored. */
+static bool image_part(xlate *x, json_t *part, size_t i, size_t k, sipp_buf *text, json_t *parts) {
+    json_t *file = json_object_get(part, "file_id"), *url = json_object_get(part, "image_url");
+    if (file && !json_is_null(file))
+        return gw_reply_invalid_field(
+            x->call,
+            "'input[%zu].content[%zu].file_id' is not supported: this server keeps no "
+            "uploaded files; send the image inline as image_url "
+            "\"data:image/png;base64,...\"",
+            i, k);
+    if (!json_is_string(url))
+        return gw_reply_invalid_field(
+            x->call, "'input[%zu].content[%zu].image_url' must be a string (data:image/png;base64,...)", i,
+            k);
+    const char *why = gw_image_url_refusal(json_string_value(url));
+    if (why) return gw_reply_invalid_field(x->call, "'input[%zu].content[%zu].image_url' is %s", i, k, why);
+    if (json_object_get(part, "detail")) gw_ignored_addf(x->call, "input[%zu].content[%zu].detail", i, k);
+    gw_parts_add_text(parts, text->data, text->len);
+    sipp_buf_free(text);
+    json_array_append_new(parts, gw_image_part(json_string_value(url)));
+    return true;
+}
+
+/* A message item's content: a string, or input_text / output_text parts joined into text, and with
+ * *parts (NULL: images are not taken here) input_image parts as chat parts in *parts (made at the
+ * first image; the caller appends what is left in text). */
+static bool item_text(xlate *x, json_t *content, size_t i, sipp_buf *text, json_t **parts) {
     if (json_is_string(content))
         return sipp_buf_append(text, json_string_value(content), json_string_length(content));
     if (!json_is_array(content))
@@ -451,12 +478,23 @@ static bool item_text(xlate *x, json_t *content, size_t i, sipp_buf *text) {
         const char *type = json_string_value(json_object_get(part, "type"));
         json_t *t = json_object_get(part, "text");
         if (!type) return gw_reply_invalid_field(x->call, "'input[%zu].content[%zu].type' is missing", i, k);
-        if (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0)
+        if (parts && strcmp(type, "input_image") == 0) {
+            if (!*parts) *parts = json_array();
+            if (!image_part(x, part, i, k, text, *parts)) return false;
+            continue;
+        }
+        if (parts && strcmp(type, "input_file") == 0)
             return gw_reply_invalid_field(
                 x->call,
-                "'input[%zu].content[%zu].type' '%s' is not supported; only input_text and "
-                "output_text parts are",
-                i, k, type);
+                "'input[%zu].content[%zu].type' 'input_file' is not supported: send "
+                "images as input_image parts (audio: input_audio parts of "
+                "/v1/chat/completions)",
+                i, k);
+        if (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0)
+            return gw_reply_invalid_field(x->call,
+                                          "'input[%zu].content[%zu].type' '%s' is not supported; only "
+                                          "input_text, output_text%s parts are",
+                                          i, k, type, parts ? " and input_image" : "");
         if (!json_is_string(t))
             return gw_reply_invalid_field(x->call, "'input[%zu].content[%zu].text' must be a string", i, k);
         sipp_buf_append(text, json_string_value(t), json_string_length(t));
@@ -551,7 +589,7 @@ static bool function_output_item(xlate *x, json_t *item, size_t i) {
     snprintf(where, sizeof where, "input[%zu].output", i);
     if (!json_is_string(output) && !json_is_array(output))
         return gw_reply_invalid_field(x->call, "'%s' must be a string or input_text parts", where);
-    bool ok = item_text(x, output, i, &text);
+    bool ok = item_text(x, output, i, &text, NULL);
     if (ok) {
         json_t *m = json_pack("{s:s, s:O, s:s}", "role", "tool", "tool_call_id", id, "content",
                               text.data ? text.data : "");
@@ -588,12 +626,20 @@ static bool input_item(xlate *x, json_t *item, size_t i) {
         return gw_reply_invalid_field(
             x->call, "'input[%zu].role' is '%s'; use user, system, developer or assistant", i, role);
     sipp_buf text = {0};
-    bool ok = item_text(x, json_object_get(item, "content"), i, &text);
-    if (ok) {
+    json_t *parts = NULL;
+    bool ok = item_text(x, json_object_get(item, "content"), i, &text, &parts);
+    if (ok && parts) { /* with images: the turn's content is its parts; the item is kept as it came */
+        gw_parts_add_text(parts, text.data, text.len);
+        const char *r = strcmp(role, "developer") == 0 ? "system" : role;
+        json_array_append_new(x->messages, json_pack("{s:s, s:O}", "role", r, "content", parts));
+        json_array_append_new(x->history, json_pack("{s:s, s:O}", "role", r, "content", parts));
+        keep_item(x, item);
+    } else if (ok) {
         const char *t = text.data ? text.data : "";
         add_turn(x, strcmp(role, "developer") == 0 ? "system" : role, t);
         add_input_item(x, role, t);
     }
+    json_decref(parts);
     sipp_buf_free(&text);
     return ok;
 }

@@ -7,6 +7,7 @@
 
 #include "gateway/admission.h"
 #include "gateway/api_fields.h"
+#include "gateway/chat_media.h"
 #include "gateway/dispatch.h"
 #include "gateway/field_names.h"
 #include "gateway/generate.h"

@@ -29,7 +29,9 @@
 #define HTTP_ERROR_MIN 400
 
 static gw_config cfg;
-static gw_target_config target_cfg = {.name = "tiny", .type = GW_TARGET_LOCAL, .ctx_size = 2048};
+/* with a projector, so that translated images reach gw_generate */
+static gw_target_config target_cfg = {
+    .name = "tiny", .type = GW_TARGET_LOCAL, .ctx_size = 2048, .mmproj = "mmproj.gguf"};
 static gw_target target = {.cfg = &target_cfg};
 static gw_server srv = {.cfg = &cfg, .targets = &target, .n_targets = 1};
 static int replies;
@@ -95,6 +97,14 @@ gw_target *gw_target_find(gw_server *s, const char *name) {
     return name && strcmp(name, "tiny") == 0 ? &target : NULL;
 }
 
+json_t *gw_model_capabilities(gw_call *call, gw_target *t) { return json_array(); }
+
+gw_target *gw_call_lookup(gw_call *call, const char *name) {
+    gw_target *t = gw_target_find(call->srv, name);
+    if (!t) gw_reply_error(call, GW_E_UNKNOWN_TARGET, "no model '%s'", name ? name : "(none)");
+    return t;
+}
+
 /* Embeddings would run on the engine right after this, so their requests end here. */
 gw_target *gw_call_target(gw_call *call, const char *name) {
     gw_target *t = gw_target_find(call->srv, name);
@@ -108,6 +118,7 @@ gw_target *gw_call_target(gw_call *call, const char *name) {
 /* A decoded request reaches the engine here: check what the parser handed on, then free it. */
 void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
     if (!g->messages && !g->prompt) abort();
+    if ((g->n_images || g->n_audio) && !g->chat) abort(); /* media only in chats */
     for (size_t i = 0; i < g->n_messages; i++)
         if (strlen(g->messages[i].role) == 0) abort();
     gw_gen_free(g);

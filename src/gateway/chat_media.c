@@ -1,0 +1,64 @@
+/*
+ * chat_media.c: images and audio in chats, as every route hands them to libsipp.
+ *
+ * Each API has a shape of its own for an image (OpenAI's image_url part, Responses' input_image,
+ * Anthropic's base64 source, Ollama's bare base64 strings); each route translates it into chat's
+ * image_url part with a data: URL, which libsipp decodes, checks against [limits] image_max_bytes,
+ * image_max_pixels and media_max_items, and gives the target's projector (sipp_model_params.mmproj).
+ * Audio is chat's input_audio part. A URL that would make the gateway fetch something (http, https,
+ * file) is refused where the route reads it, naming the field: fetching is off, so a request can
+ * never make the server reach an address on a client's behalf.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gateway/chat_media.h"
+
+#define DATA_SCHEME "data:"
+
+static const char *const AUDIO_FORMATS[] = {"wav", "mp3", "flac", NULL};
+
+static bool has_scheme(const char *url, const char *scheme) {
+    return strncasecmp(url, scheme, strlen(scheme)) == 0;
+}
+
+const char *gw_image_url_refusal(const char *url) {
+    if (has_scheme(url, DATA_SCHEME)) return NULL;
+    if (has_scheme(url, "http://") || has_scheme(url, "https://"))
+        return "an http(s) URL: fetching remote images is off on this server; send the image inline as a "
+               "data URL (data:image/png;base64,...)";
+    return "not a data URL: send the image inline as data:image/png;base64,... (fetching URLs is off on "
+           "this server)";
+}
+
+bool gw_audio_format_known(const char *format) {
+    for (const char *const *f = AUDIO_FORMATS; *f; f++)
+        if (strcmp(*f, format) == 0) return true;
+    return false;
+}
+
+json_t *gw_image_part(const char *url) {
+    return json_pack("{s:s, s:{s:s}}", "type", "image_url", "image_url", "url", url);
+}
+
+json_t *gw_image_part_base64(const char *media_type, const char *data) {
+    const char *type = media_type ? media_type : GW_MEDIA_TYPE_UNKNOWN;
+    size_t n = strlen(DATA_SCHEME) + strlen(type) + strlen(";base64,") + strlen(data) + 1;
+    char *url = malloc(n);
+    if (!url) return NULL;
+    snprintf(url, n, DATA_SCHEME "%s;base64,%s", type, data);
+    json_t *part = gw_image_part(url);
+    free(url);
+    return part;
+}
+
+json_t *gw_audio_part(const char *data, const char *format) {
+    return json_pack("{s:s, s:{s:s, s:s}}", "type", "input_audio", "input_audio", "data", data, "format",
+                     format);
+}
+
+void gw_parts_add_text(json_t *parts, const char *text, size_t len) {
+    if (len) json_array_append_new(parts, json_pack("{s:s, s:s%}", "type", "text", "text", text, len));
+}

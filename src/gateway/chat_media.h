@@ -1,0 +1,28 @@
+/*
+ * chat_media.h: images and audio in chats (chat_media.c): the content parts every route translates
+ * its API's media into, and what a part may hold. Depends on nothing else in the gateway.
+ */
+#ifndef SIPP_GATEWAY_CHAT_MEDIA_H
+#define SIPP_GATEWAY_CHAT_MEDIA_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+/* Ollama's images carry no media type; libsipp reads the type from the bytes. */
+#define GW_MEDIA_TYPE_UNKNOWN "application/octet-stream"
+
+/* Why an image URL cannot be given to a model, or NULL when it can: only data: URLs are (fetching
+ * remote images is off). The reason reads after a field's name: "'FIELD' is ...". */
+const char *gw_image_url_refusal(const char *url);
+/* Whether format is an audio format libsipp decodes (wav, mp3, flac). */
+bool gw_audio_format_known(const char *format);
+/* chat's image part for a URL: {"type": "image_url", "image_url": {"url": url}}. New reference. */
+json_t *gw_image_part(const char *url);
+/* chat's image part for base64 data of a media type (NULL: GW_MEDIA_TYPE_UNKNOWN), as a data URL. */
+json_t *gw_image_part_base64(const char *media_type, const char *data);
+/* chat's audio part: {"type": "input_audio", "input_audio": {"data": data, "format": format}}. */
+json_t *gw_audio_part(const char *data, const char *format);
+/* Appends text[0..len) to parts as a text part; nothing when len is 0. */
+void gw_parts_add_text(json_t *parts, const char *text, size_t len);
+
+#endif

@@ -210,7 +210,7 @@ $(BUILD)/tests/mtmd_probe: tests/tools/mtmd_probe.c $(LLAMA_STAMP) | llama-links
 # instrumentation; tests/run.sh runs each briefly from its seed corpus (tests/fuzz/corpus/NAME).
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc -I$(LLAMA_INC)
 FUZZ_toml_SRCS := tests/fuzz/fuzz_toml.c src/util/toml.c
-FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/chat_media.c src/gateway/errors.c \
+FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/media_parts.c src/gateway/errors.c \
   src/util/util.c
 FUZZ_rpc_SRCS := tests/fuzz/fuzz_rpc.c src/backend/rpc_parse.c src/util/util.c
 FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/util/toml.c src/util/util.c
@@ -259,7 +259,7 @@ FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/g
   src/gateway/routes_responses.c \
   src/gateway/api_fields.c \
   src/gateway/routes_anthropic.c src/gateway/routes_ollama.c src/gateway/responses_store.c \
-  src/gateway/request_parse.c src/gateway/chat_media.c src/gateway/errors.c src/gateway/sse.c \
+  src/gateway/request_parse.c src/gateway/media_parts.c src/gateway/errors.c src/gateway/sse.c \
   src/gateway/field_names.c src/gateway/ollama_duration.c
 FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate schema
 define fuzz_lib_rule

@@ -24,7 +24,9 @@ static unsigned char *read_file(const char *what, const char *path, size_t *n) {
     struct stat st;
     if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > MEDIA_FILE_MAX) {
         cli_error("%s %s: %s", what, path,
-                  !f ? strerror(errno) : !S_ISREG(st.st_mode) ? "not a file" : "larger than 64 MB");
+                  !f                     ? strerror(errno)
+                  : !S_ISREG(st.st_mode) ? "not a file"
+                                         : "larger than 64 MB");
         if (f) fclose(f);
         return NULL;
     }
@@ -62,7 +64,8 @@ json_t *cli_media_part(const char *path, bool audio) {
     if (!b64) return NULL;
     json_t *part;
     if (audio) {
-        part = json_pack("{s:s, s:{s:s, s:s}}", "type", "input_audio", "input_audio", "data", b64, "format", format);
+        part = json_pack("{s:s, s:{s:s, s:s}}", "type", "input_audio", "input_audio", "data", b64, "format",
+                         format);
     } else {
         size_t len = strlen(DATA_URL_PREFIX) + strlen(b64) + 1;
         char *url = malloc(len);

@@ -32,9 +32,7 @@
  * is checked separately by gw_config_validate, so that the parser stays pure and fuzzable.
  */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fnmatch.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
@@ -61,7 +59,6 @@
 #define GW_MAX_BUDGET_MB ((int64_t)1 << 40)
 #define GW_MAX_LIMIT ((int64_t)1 << 32) /* [limits]: a value past it is a typo */
 #define MMPROJ_AUTO "auto"
-#define MMPROJ_GLOB "mmproj*.gguf" /* what mmproj = "auto" looks for beside the model */
 #define GW_MS_PER_S_INT 1000
 #define GW_MAX_KEEP_ALIVE_S GW_MAX_TIMEOUT_S
 
@@ -976,38 +973,16 @@ static const char *file_problem(const char *path) {
     return NULL;
 }
 
-static int is_projector_name(const struct dirent *e) { return fnmatch(MMPROJ_GLOB, e->d_name, 0) == 0; }
-
 /* mmproj = "auto": the one projector file in the model's directory, where llama.cpp's ecosystem
- * publishes it (mmproj-model-f16.gguf beside model.gguf). None, or several, is an error that says
- * what to write instead. */
+ * publishes it (mmproj-model-f16.gguf beside model.gguf; sipp_store_find_mmproj). None, or several,
+ * is an error that says what to write instead. */
 static void resolve_auto_mmproj(cfg_ctx *x, int line, gw_target_config *t) {
-    char *copy = strdup(t->model_path);
-    const char *dir = copy ? dirname(copy) : ".";
-    struct dirent **found = NULL;
-    int n = scandir(dir, &found, is_projector_name, alphasort);
-    if (n == 1) {
-        size_t len = strlen(dir) + strlen(found[0]->d_name) + 2;
-        if ((t->mmproj = malloc(len))) snprintf(t->mmproj, len, "%s/%s", dir, found[0]->d_name);
-    } else if (n <= 0) {
-        cfg_err(x, line,
-                "target '%s': mmproj = \"auto\" found no " MMPROJ_GLOB " file beside the model in '%s'; put "
-                "the projector there or name its file: mmproj = \"FILE\"",
-                t->name, dir);
-    } else {
-        sipp_buf names = {0};
-        for (int i = 0; i < n; i++)
-            sipp_buf_appendf(&names, "%s%s", i ? ", " : "", found[i]->d_name);
-        cfg_err(x, line,
-                "target '%s': mmproj = \"auto\" found %d projector files beside the model in '%s' (%s); "
-                "name one: mmproj = \"FILE\"",
-                t->name, n, dir, names.data ? names.data : "");
-        sipp_buf_free(&names);
-    }
-    for (int i = 0; i < n; i++)
-        free(found[i]);
-    free(found);
-    free(copy);
+    char path[PATH_MAX], err[SIPP_ERROR_SIZE];
+    if (sipp_store_find_mmproj(t->model_path, path, sizeof path, err) == SIPP_OK)
+        t->mmproj = strdup(path);
+    else
+        cfg_err(x, line, "target '%s': mmproj = \"auto\": %s, or name its file: mmproj = \"FILE\"", t->name,
+                err);
 }
 
 bool gw_config_validate(gw_config *c, sipp_buf *errs) {

@@ -8,7 +8,7 @@
  *
  *   config.h          the TOML configuration: [server], [security.rate_limit], [[tokens]], [[targets]]
  *   errors.h          the OpenAI error shape and the table of error kinds
- *   chat_media.h      images and audio: the chat content parts every route translates its API's into
+ *   media_parts.h     images and audio: the chat content parts every route translates its API's into
  *   request_parse.h   request bodies (one JSON tree) into generation requests, with 400s naming the field
  *   sse.h             server-sent events framing
  *   metrics.h         counters and histograms, rendered as Prometheus text

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/chat_media.h"
+#include "gateway/media_parts.h"
 #include "gateway/request_parse.h"
 
 #define GW_MAX_TOKENS_LIMIT (1 << 24)
@@ -122,7 +122,7 @@ static void ignore_path(dec *d, const char *fmt, size_t i, size_t k) {
     if (kept && d->g->n_ignored < GW_MAX_IGNORED) d->g->ignored[d->g->n_ignored++] = kept;
 }
 
-/* An image_url part: the URL a string or {"url", "detail"?}, and a data: URL (chat_media.c); detail
+/* An image_url part: the URL a string or {"url", "detail"?}, and a data: URL (media_parts.c); detail
  * is a hint for OpenAI's models, named in sipp-ignored. */
 static bool image_part(dec *d, json_t *part, size_t i, size_t k) {
     json_t *iu = json_object_get(part, "image_url");

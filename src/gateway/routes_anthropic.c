@@ -209,7 +209,7 @@ typedef struct turn {
 } turn;
 
 /* An image block: base64 data of a media type becomes a chat image part, in its place among the
- * text; a url source is refused, as fetching remote images is off (chat_media.c). */
+ * text; a url source is refused, as fetching remote images is off (media_parts.c). */
 static bool image_block(gw_call *call, json_t *b, const char *where, turn *t) {
     json_t *src = json_object_get(b, "source");
     const char *type = json_string_value(json_object_get(src, "type"));

@@ -439,7 +439,7 @@ static void add_input_item(xlate *x, const char *role, const char *text) {
                                     text));
 }
 
-/* An input_image part: image_url a data: URL (chat_media.c) becomes a chat image part after the
+/* An input_image part: image_url a data: URL (media_parts.c) becomes a chat image part after the
  * text before it (flushed from text into parts); detail is a hint, named in sipp-ignored. */
 static bool image_part(xlate *x, json_t *part, size_t i, size_t k, sipp_buf *text, json_t *parts) {
     json_t *file = json_object_get(part, "file_id"), *url = json_object_get(part, "image_url");

@@ -7,10 +7,10 @@
 
 #include "gateway/admission.h"
 #include "gateway/api_fields.h"
-#include "gateway/chat_media.h"
 #include "gateway/dispatch.h"
 #include "gateway/field_names.h"
 #include "gateway/generate.h"
+#include "gateway/media_parts.h"
 #include "gateway/request_parse.h"
 
 #define GW_TIME_SIZE 48

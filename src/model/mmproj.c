@@ -116,10 +116,11 @@ static sipp_status check_file(const char *path, char *errbuf) {
     if (!info) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory reading '%s'", path);
     sipp_status st = sipp_gguf_inspect(path, info, errbuf);
     if (st == SIPP_OK && !info->projector)
-        st = sipp_fail(errbuf, SIPP_ERR_MODEL,
-                       "'%s' is not a multimodal projector (its architecture is '%s', a projector's is '" CLIP_ARCH
-                       "'); give the mmproj-*.gguf file published with the model",
-                       path, *info->architecture ? info->architecture : "unset");
+        st = sipp_fail(
+            errbuf, SIPP_ERR_MODEL,
+            "'%s' is not a multimodal projector (its architecture is '%s', a projector's is '" CLIP_ARCH
+            "'); give the mmproj-*.gguf file published with the model",
+            path, *info->architecture ? info->architecture : "unset");
     else if (st == SIPP_OK && info->projector_n_embd <= 0)
         st = sipp_fail(errbuf, SIPP_ERR_MODEL,
                        "projector '%s' (type '%s') has no output layer to read its embedding width from; the "

@@ -1,9 +1,9 @@
 /*
- * chat_media.h: images and audio in chats (chat_media.c): the content parts every route translates
+ * media_parts.h: images and audio in chats (media_parts.c): the content parts every route translates
  * its API's media into, and what a part may hold. Depends on nothing else in the gateway.
  */
-#ifndef SIPP_GATEWAY_CHAT_MEDIA_H
-#define SIPP_GATEWAY_CHAT_MEDIA_H
+#ifndef SIPP_GATEWAY_MEDIA_PARTS_H
+#define SIPP_GATEWAY_MEDIA_PARTS_H
 
 #include <jansson.h>
 #include <stdbool.h>

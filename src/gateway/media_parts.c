@@ -1,5 +1,5 @@
 /*
- * chat_media.c: images and audio in chats, as every route hands them to libsipp.
+ * media_parts.c: images and audio in chats, as every route hands them to libsipp.
  *
  * Each API has a shape of its own for an image (OpenAI's image_url part, Responses' input_image,
  * Anthropic's base64 source, Ollama's bare base64 strings); each route translates it into chat's
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "gateway/chat_media.h"
+#include "gateway/media_parts.h"
 
 #define DATA_SCHEME "data:"
 

@@ -19,6 +19,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -151,11 +152,16 @@ sipp_status sipp_model_perplexity(sipp_model *model, const char *text, size_t le
     const int n_ctx = p.ctx_size;
     if (n_tokens < 2 * (size_t)n_ctx) {
         free(tokens);
+        char fits[96];
+        if (n_tokens / 2 >= PPL_MIN_CTX)
+            snprintf(fits, sizeof fits, "a context of %zu would fit", n_tokens / 2);
+        else
+            snprintf(fits, sizeof fits, "no context fits: give a text of at least %d tokens",
+                     2 * PPL_MIN_CTX);
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
                          "the text is %zu tokens; perplexity with a context of %d needs at least %d (2 x ctx "
-                         "size)%s%zu would fit",
-                         n_tokens, n_ctx, 2 * n_ctx, n_tokens / 2 >= PPL_MIN_CTX ? "; a context of " : "",
-                         n_tokens / 2 >= PPL_MIN_CTX ? n_tokens / 2 : (size_t)0);
+                         "size); %s",
+                         n_tokens, n_ctx, 2 * n_ctx, fits);
     }
     int n_chunk = (int)(n_tokens / (size_t)n_ctx);
     if (p.max_chunks > 0 && p.max_chunks < n_chunk) n_chunk = p.max_chunks;

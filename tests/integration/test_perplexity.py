@@ -193,6 +193,10 @@ class PerplexityTests(unittest.TestCase):
         self.assertEqual((int(m.group(2)), int(m.group(3))), (2 * CTX, n // 2))
         fits = self.ppl(self.model, self.short, "--ctx-size", str(n // 2))
         self.assertEqual(fits["n_chunks"], 2)
+        tiny = self.write("tiny.txt", "river stone")
+        p = run_sipp(["perplexity", self.model, tiny, "--backend", "cpu"])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("no context fits", last_line(p.stderr))
 
     def test_a_model_that_cannot_load_is_exit_1(self):
         bad = self.write("bad.gguf", "not a gguf file")

@@ -790,8 +790,9 @@ SIPP_API sipp_perplexity_params sipp_perplexity_default_params(void);
  * SIPP_ERR_INVALID_ARGUMENT, with errbuf naming the problem, for bad parameters or a text shorter
  * than 2 * ctx_size tokens (the message says how many tokens it has and the ctx_size that would
  * fit); SIPP_ERR_MODEL for a vocabulary that appends EOS to every text (llama-perplexity refuses it
- * too); SIPP_ERR_CANCELLED when on_chunk returned false (*out then holds the chunks done). The model
- * may serve other calls meanwhile: the run uses a context of its own. */
+ * too); SIPP_ERR_CANCELLED when on_chunk returned false (*out then holds the chunks done). The run
+ * creates and frees a context of its own (ctx_size * n_seq tokens); on_chunk is called on the
+ * calling thread. */
 SIPP_API sipp_status sipp_model_perplexity(sipp_model *model, const char *text, size_t len,
                                            const sipp_perplexity_params *params, sipp_perplexity_result *out,
                                            char *errbuf);

@@ -209,6 +209,7 @@ int cmd_perplexity(int argc, char **argv) {
         print_json(args[0], &info, sipp_model_backend(m)->backend, &pp, &r, &log);
     } else {
         printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_error);
+        fflush(stdout); /* before the summary on stderr, so that a terminal shows them in order */
         fprintf(stderr,
                 "perplexity: %s on %s, %d chunks of %d tokens, %lld tokens scored, %.2f s, %.1f tokens/s\n",
                 info.description, sipp_model_backend(m)->backend, r.n_chunks, pp.ctx_size,

@@ -754,6 +754,57 @@ SIPP_API sipp_status sipp_verify_manifest_write(const char *path, const char *re
  *  "artifact": {dir, manifest}}. Malloc'ed (free with sipp_free); NULL when out of memory. */
 SIPP_API char *sipp_host_facts_json(void);
 
+/* ---- perplexity (sipp perplexity) --------------------------------------------------------------- */
+
+/* Perplexity of a model on a text by llama-perplexity's method (its default mode), so that the two
+ * agree on the same file: the whole text is tokenized once (with BOS when the vocabulary adds one),
+ * cut into chunks of ctx_size tokens (a remainder shorter than a chunk is dropped), each chunk is
+ * evaluated in a cleared context with its first token replaced by BOS (when the vocabulary adds one),
+ * and only the second half of each chunk is scored (positions ctx_size/2 .. ctx_size-2 predicting the
+ * next token), so every scored token has at least ctx_size/2 tokens of context. PPL is
+ * exp(mean negative log-likelihood) over every scored token; its error is llama-perplexity's
+ * "+/-": PPL times the standard error of the mean NLL. */
+
+/* Called after each chunk with the chunk's number (1-based), the number of chunks and the running
+ * estimate: the PPL over the chunks done so far (llama-perplexity's "[n]x.xxxx,"). Return false to
+ * stop the run (sipp_model_perplexity then returns SIPP_ERR_CANCELLED). */
+typedef bool (*sipp_perplexity_chunk_fn)(int chunk, int n_chunks, double ppl, void *user);
+
+typedef struct sipp_perplexity_params {
+    int ctx_size;   /* tokens per chunk (llama-perplexity's -c); default 512, at least 8 */
+    int batch_size; /* tokens per decode (-b); default 2048. Below ctx_size a chunk takes several
+                       decodes; otherwise batch_size/ctx_size whole chunks share each decode as
+                       separate sequences (the rest of the batch unused), as llama-perplexity does */
+    int threads;    /* CPU threads; 0 (default) = the machine's cores */
+    int max_chunks; /* at most this many chunks (--chunks); -1 (default) = every whole chunk */
+    sipp_perplexity_chunk_fn on_chunk; /* optional */
+    void *user;
+} sipp_perplexity_params;
+
+typedef struct sipp_perplexity_result {
+    double ppl;            /* the final estimate */
+    double ppl_error;      /* its "+/-"; 0 when every scored token had the same likelihood */
+    int n_chunks;          /* chunks evaluated */
+    int n_seq;             /* chunks per decode (batch_size / ctx_size, at least 1) */
+    int64_t n_text_tokens; /* tokens of the whole text, BOS included */
+    int64_t n_scored;      /* tokens whose likelihood was counted: n_chunks * (ctx_size - ctx_size/2 - 1) */
+    double seconds;        /* wall time of evaluating and scoring the chunks (not tokenizing) */
+    double tokens_per_second; /* tokens evaluated (n_chunks * ctx_size) per second */
+} sipp_perplexity_result;
+
+SIPP_API sipp_perplexity_params sipp_perplexity_default_params(void);
+
+/* Measures the perplexity of model on text (UTF-8, len bytes; special-token texts are not parsed).
+ * SIPP_ERR_INVALID_ARGUMENT, with errbuf naming the problem, for bad parameters or a text shorter
+ * than 2 * ctx_size tokens (the message says how many tokens it has and the ctx_size that would
+ * fit); SIPP_ERR_MODEL for a vocabulary that appends EOS to every text (llama-perplexity refuses it
+ * too); SIPP_ERR_CANCELLED when on_chunk returned false (*out then holds the chunks done). The run
+ * creates and frees a context of its own (ctx_size * n_seq tokens); on_chunk is called on the
+ * calling thread. */
+SIPP_API sipp_status sipp_model_perplexity(sipp_model *model, const char *text, size_t len,
+                                           const sipp_perplexity_params *params, sipp_perplexity_result *out,
+                                           char *errbuf);
+
 /* ---- engine ------------------------------------------------------------------------------------- */
 
 typedef struct sipp_engine sipp_engine;

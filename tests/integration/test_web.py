@@ -12,12 +12,26 @@ npm installs playwright-core (`npm ci --ignore-scripts`) when web/node_modules l
 
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import unittest
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support.models import make_projector  # noqa: E402
+
+
+def png(width, height):
+    """A small RGB PNG, written with the standard library."""
+    rows = b"".join(b"\0" + bytes((x * 40 + y * 7) % 256 for x in range(width * 3)) for y in range(height))
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -25,6 +39,7 @@ WEB_TESTS = os.path.join(HERE, "web")
 ARTIFACTS = os.path.join(ROOT, "build", "test-artifacts")
 CHROMIUM = os.environ.get("SIPP_CHROMIUM", "/usr/bin/chromium")
 TARGET = "tiny"
+VISION_TARGET = "tiny-vision"
 TOKEN_ENV = "SIPP_WEB_TEST_TOKEN"
 TOKEN = "web-test-secret-7f3a"
 NPM_TIMEOUT_S = 180
@@ -59,6 +74,14 @@ class WebPageTest(unittest.TestCase):
         cls.auth = cls.start(lambda: gw.serve_config(
             f'[[tokens]]\nenv = "{TOKEN_ENV}"\ncaller = "web-test"\n\n' + gw.local_target(TARGET, model, parallel=1),
             env={TOKEN_ENV: TOKEN}))
+        # A target with a projector (sipp-synth's llava, as wide as the model) and a PNG to attach.
+        d = gw.tmpdir()
+        mmproj = make_projector(d, "llava", name="mmproj-web.gguf")  # 64 wide, as gw.TINY
+        cls.image = os.path.join(d, "web.png")
+        with open(cls.image, "wb") as f:
+            f.write(png(24, 16))
+        cls.vision = cls.start(lambda: gw.serve_config(
+            gw.local_target(VISION_TARGET, model, parallel=1, extra=f'mmproj = "{mmproj}"')))
 
     @classmethod
     def start(cls, make):
@@ -78,7 +101,8 @@ class WebPageTest(unittest.TestCase):
     def test_page_in_chromium(self):
         os.makedirs(ARTIFACTS, exist_ok=True)
         cmd = ["node", os.path.join(WEB_TESTS, "web.test.js"), "--base", self.open.base, "--target", TARGET,
-               "--artifacts", ARTIFACTS, "--auth-base", self.auth.base, "--auth-token", TOKEN]
+               "--artifacts", ARTIFACTS, "--auth-base", self.auth.base, "--auth-token", TOKEN,
+               "--vision-base", self.vision.base, "--vision-target", VISION_TARGET, "--image", self.image]
         env = dict(os.environ, SIPP_CHROMIUM=CHROMIUM)
         try:
             r = subprocess.run(cmd, cwd=WEB_TESTS, capture_output=True, text=True, timeout=NODE_TIMEOUT_S,

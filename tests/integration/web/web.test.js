@@ -364,10 +364,53 @@ async function run(args) {
       assert(consoleErrors.length === 0, consoleErrors.join('\n'));
     });
 
+    await check('a target without a projector offers no image button', async () => {
+      await page.selectOption(byId('target-select'), target);
+      assert(await page.isHidden(byId('attach')), 'the Add image button shows for a text-only target');
+    });
+
     if (args['auth-base']) await authChecks(browser, args, shot);
+    if (args['vision-base']) await visionChecks(browser, args, shot);
     await context.close();
   } finally {
     await browser.close();
+  }
+}
+
+/* A gateway whose target has a projector: the page offers Add image, shows the picked image under
+ * the message box and in the user's message, and the gateway counts its image tokens. */
+async function visionChecks(browser, args, shot) {
+  const base = args['vision-base'];
+  const target = args['vision-target'];
+  const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  context.setDefaultTimeout(STEP_TIMEOUT_MS);
+  const page = await context.newPage();
+  const errors = [];
+  page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
+  page.on('pageerror', (e) => errors.push(String(e)));
+  try {
+    await check('vision: Add image attaches a file, which goes with the message and is shown in it', async () => {
+      await page.goto(`${base}/`, { waitUntil: 'load' });
+      await until('the target in the select', () => page.$(`${byId('target-select')} option[value="${target}"]`));
+      await page.selectOption(byId('target-select'), target);
+      await until('the Add image button', () => page.isVisible(byId('attach')));
+      await page.setInputFiles('#image-file', args.image);
+      await until('the picked image under the message box', () => page.$(`${byId('attachments')} img`));
+      await setMaxTokens(page, 4);
+      const before = (await metric(base, 'sipp_media_tokens_total', target)) || 0;
+      await sendAndWait(page, 'What is in this picture?');
+      const note = await page.locator(`${byId('message-assistant')} .note`).last().textContent();
+      assert(!/Error/.test(note), `the chat failed: ${note}`);
+      const shown = await page.$$eval(`${byId('message-user')} .images img`, (imgs) => imgs.map((i) => i.naturalWidth));
+      assert(shown.length === 1 && shown[0] > 0, `the image is not shown in the message: ${JSON.stringify(shown)}`);
+      assert(await page.isHidden(byId('attachments')), 'the sent image is still waiting under the box');
+      const after = await metric(base, 'sipp_media_tokens_total', target);
+      assert(after > before, `the gateway counted no image tokens (${before} -> ${after})`);
+      assert(errors.length === 0, errors.join('\n'));
+      await shot(page, 'vision');
+    });
+  } finally {
+    await context.close();
   }
 }
 

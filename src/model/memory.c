@@ -46,6 +46,20 @@ static void add_split(sipp_memory *m, const char *device, double on_device, sipp
     if (bytes > dev) sipp_memory_add(m, NULL, 0, kind, bytes - dev);
 }
 
+/* A projector's weights (mp->mmproj), where libmtmd puts them: on the model's GPU when offloaded. */
+static sipp_status add_projector(sipp_memory *out, const sipp_model_params *mp, const char *device,
+                                 char *errbuf) {
+    sipp_gguf_info *p = calloc(1, sizeof *p);
+    if (!p) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    sipp_status st = sipp_gguf_inspect(mp->mmproj, p, errbuf);
+    uint64_t bytes = 0;
+    for (int i = 0; st == SIPP_OK && i < p->n_types; i++)
+        bytes += p->types[i].bytes;
+    if (st == SIPP_OK) add_split(out, mp->mmproj_offload ? device : NULL, 1.0, SIPP_MEMORY_WEIGHTS, bytes);
+    free(p);
+    return st;
+}
+
 sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, const sipp_engine_params *ep,
                                  sipp_memory *out, char *errbuf) {
     memset(out, 0, sizeof *out);
@@ -125,7 +139,7 @@ sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, 
     add_split(out, device, device ? 1.0 : 0.0, SIPP_MEMORY_COMPUTE, compute);
     sipp_memory_add(out, NULL, 0, SIPP_MEMORY_COMPUTE, output);
     free(g);
-    return SIPP_OK;
+    return mp->mmproj && *mp->mmproj ? add_projector(out, mp, device, errbuf) : SIPP_OK;
 }
 
 void sipp_model_memory(const sipp_model *model, sipp_memory *out) {

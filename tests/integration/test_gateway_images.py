@@ -294,11 +294,20 @@ class ImagesWithProjectorTest(unittest.TestCase):
                            capture_output=True, text=True, timeout=SYNTH_TIMEOUT_S)
         assert r.returncode == 0, f"sipp-synth --projector: {r.stderr}"
         cls.gw = gw.serve_config(gw.local_target(VISION_CFG, path=model, parallel=1, ctx=2048,
-                                                 extra='mmproj = "auto"\nmmproj_offload = false'))
+                                                 extra='mmproj = "auto"\nmmproj_offload = false') + "\n" +
+                                 gw.local_target("plain", path=model, parallel=1, ctx=2048))
+        cls.mmproj_bytes = os.path.getsize(os.path.join(d, "mmproj-model-f16.gguf"))
 
     @classmethod
     def tearDownClass(cls):
         cls.gw.stop()
+
+    def test_the_memory_estimate_counts_the_projector(self):
+        _, _, listing = self.gw.json("GET", "/v1/models")
+        est = {m["id"]: m["sipp"]["memory_estimate"]["weights_bytes"] for m in listing["data"]}
+        extra = est[VISION_CFG] - est["plain"]
+        self.assertGreater(extra, self.mmproj_bytes // 2, est)
+        self.assertLessEqual(extra, self.mmproj_bytes, est)
 
     def test_each_route_answers_an_image(self):
         for path, make, headers in ROUTES:

@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -903,6 +904,11 @@ bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
     return true;
 }
 
+bool gw_discoverable(const sipp_store_model *m) {
+    const char *slash = strrchr(m->path, '/');
+    return strncasecmp(slash ? slash + 1 : m->path, "mmproj", strlen("mmproj")) != 0;
+}
+
 bool gw_target_config_discovered(gw_target_config *tc, const char *name, const char *path,
                                  int64_t keep_alive_s) {
     init_target(tc);
@@ -934,7 +940,7 @@ bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs) {
         bool taken = false;
         for (size_t k = 0; k < c->n_targets && !taken; k++)
             taken = strcmp(c->targets[k].name, models[i].name) == 0;
-        if (taken) continue; /* a configured target of that name wins */
+        if (taken || !gw_discoverable(&models[i])) continue; /* a configured target of that name wins */
         gw_target_config *t = realloc(c->targets, (c->n_targets + 1) * sizeof *t);
         if (!t) {
             ok = false;

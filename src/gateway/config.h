@@ -150,6 +150,10 @@ bool gw_config_load(const char *path, gw_config *c, sipp_buf *errs);
  * sets, as the store lists them), or in the store when dir is NULL, named as the store names it;
  * a configured target of the same name is kept instead. */
 bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs);
+/* Whether a model of the models directory becomes a target: not a multimodal projector (a file
+ * named mmproj*, as llama.cpp's ecosystem names them: it goes with a model, mmproj = "auto"). */
+bool gw_discoverable(const sipp_store_model *m);
+
 /* An on-demand local target for a model found in a models directory (name and path copied). */
 bool gw_target_config_discovered(gw_target_config *tc, const char *name, const char *path,
                                  int64_t keep_alive_s);

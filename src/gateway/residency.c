@@ -993,7 +993,7 @@ void gw_residency_rescan(gw_server *srv) {
     gw_residency *r = srv->residency;
     pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < n; i++) {
-        if (served(srv, found[i].name)) continue;
+        if (served(srv, found[i].name) || !gw_discoverable(&found[i])) continue;
         size_t k = srv->n_targets;
         if (k >= srv->max_targets) {
             fprintf(stderr,

@@ -388,6 +388,7 @@ class ModelsDir(unittest.TestCase):
         paths = three_models()
         for name, p in zip(("one", "two"), paths):
             shutil.copy(p, os.path.join(d, f"{name}.gguf"))
+        shutil.copy(paths[0], os.path.join(d, "mmproj-one-f16.gguf"))  # a projector goes with a model
         gw = Gateway(["--models-dir", d, "--port", "0", "--keep-alive", "5m"])
         self.addCleanup(gw.stop)
         m = models(gw)

@@ -12,32 +12,29 @@
  * (504), and a model whose output is not finite is an error naming the cause (500), not a 200 with
  * empty vectors.
  */
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gateway/embed.h"
 #include "gateway/metrics.h"
+#include "util/base64.h"
 
-#define BASE64_GROUP_IN 3
-#define BASE64_GROUP_OUT 4
 #define FLOAT_BYTES 4
 
 static json_t *vector_base64(const float *v, int n) {
     size_t bytes = (size_t)n * FLOAT_BYTES;
     unsigned char *raw = malloc(bytes ? bytes : 1);
-    char *text = malloc((bytes + BASE64_GROUP_IN - 1) / BASE64_GROUP_IN * BASE64_GROUP_OUT + 1);
-    json_t *out = NULL;
-    if (raw && text) {
+    char *text = NULL;
+    if (raw) {
         for (int i = 0; i < n; i++) {
             uint32_t u;
             memcpy(&u, &v[i], sizeof u);
             for (int k = 0; k < FLOAT_BYTES; k++)
                 raw[(size_t)i * FLOAT_BYTES + (size_t)k] = (unsigned char)(u >> (8 * k));
         }
-        EVP_EncodeBlock((unsigned char *)text, raw, (int)bytes);
-        out = json_string(text);
+        text = sipp_base64_encode(raw, bytes);
     }
+    json_t *out = text ? json_string(text) : NULL;
     free(raw);
     free(text);
     return out;

@@ -6,31 +6,14 @@ naming it, exit status 2 for usage and 1 for a file or projector that is wrong."
 import json
 import os
 import shutil
-import struct
-import subprocess
 import tempfile
 import unittest
-import zlib
 
-from tests.integration.common import SYNTH, make_model, run_sipp
+from tests.integration.common import make_model, run_sipp
+from tests.support.images import png
+from tests.support.models import make_projector
 
 IMAGE_TOKENS = 36  # sipp-synth's llava projector: 48 px images in 8 px patches
-
-
-def png(width, height):
-    rows = b"".join(b"\0" + bytes((x * 40 + y * 7) % 256 for x in range(width * 3)) for y in range(height))
-
-    def chunk(kind, body):
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) +
-            chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
-
-
-def projector(path, kind="llava", n_embd=64):
-    subprocess.run([SYNTH, "--out", path, "--projector", kind, "--n-embd", str(n_embd)], check=True,
-                   capture_output=True, timeout=120)
-    return path
 
 
 class CliImagesTest(unittest.TestCase):
@@ -39,7 +22,7 @@ class CliImagesTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory(prefix="sipp-cli-images-")
         d = cls.tmp.name
         cls.model = make_model(d, "m.gguf")
-        cls.mmproj = projector(os.path.join(d, "vision.gguf"))
+        cls.mmproj = make_projector(d, "llava", name="vision.gguf")
         cls.image = os.path.join(d, "a.png")
         with open(cls.image, "wb") as f:
             f.write(png(32, 24))

@@ -12,26 +12,14 @@ npm installs playwright-core (`npm ci --ignore-scripts`) when web/node_modules l
 
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import unittest
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support.images import png  # noqa: E402
 from tests.support.models import make_projector  # noqa: E402
-
-
-def png(width, height):
-    """A small RGB PNG, written with the standard library."""
-    rows = b"".join(b"\0" + bytes((x * 40 + y * 7) % 256 for x in range(width * 3)) for y in range(height))
-
-    def chunk(kind, body):
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) +
-            chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

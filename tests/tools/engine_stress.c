@@ -542,14 +542,19 @@ int main(int argc, char **argv) {
           st.queued);
     CHECK(st.decode_steps > 0 && st.mean_busy_slots >= 1.0, "stats: %llu steps, %.2f busy",
           (unsigned long long)st.decode_steps, st.mean_busy_slots);
-    /* Prefix reuse: the same prompt again evaluates only its last token. */
-    stream s = {0};
-    sipp_request_params p = greedy(prompts[1], &s);
+    /* Prefix reuse: the same prompt again evaluates only its last token. The load above may have
+     * evicted it from every slot (more callers than slots), so it runs once first. */
     sipp_request *r;
-    sipp_engine_submit(engine, &p, &r);
-    sipp_request_wait(r, WAIT_LIMIT_MS);
     sipp_request_stats rs;
-    sipp_request_get_stats(r, &rs);
+    stream s;
+    for (int round = 0; round < 2; round++) {
+        s = (stream){0};
+        sipp_request_params p = greedy(prompts[1], &s);
+        sipp_engine_submit(engine, &p, &r);
+        sipp_request_wait(r, WAIT_LIMIT_MS);
+        sipp_request_get_stats(r, &rs);
+        if (round == 0) sipp_request_free(r);
+    }
     CHECK(rs.cached_tokens == rs.prompt_tokens - 1, "cached %d of %d", rs.cached_tokens, rs.prompt_tokens);
     CHECK(strcmp(sipp_request_text(r), expected[1]) == 0, "reused prefix changed the output");
     sipp_request_free(r);

@@ -2,7 +2,8 @@
 sipp_engine_restore_slots, src/engine/slot_state.c, called by src/gateway/residency.c): three models
 with a budget for two, a conversation on a, a evicted by using b and c, and the next turn on a
 reports cached_tokens > 0 and gives the answer that a gateway which never evicted a gives, and the one
-a fresh gateway gives without any cache (greedy). A model file that changed meanwhile restores
+a fresh gateway gives without any cache (greedy); a new conversation with the same first words reuses
+the restored prefix. A model file that changed meanwhile restores
 nothing, and its stale file is removed; a keep_alive unload saves as an eviction does; a gateway
 removes its directory of saved slots when it stops.
 """
@@ -91,6 +92,17 @@ class SlotState(unittest.TestCase):
         self.assertEqual(slot_files(self.root), [])  # removed once restored
         self.assertEqual(gw.stop(), 0)
         self.assertEqual(os.listdir(self.root), [])  # the gateway's own directory goes with it
+
+    def test_a_new_conversation_shares_a_restored_prefix(self):
+        # issue 32: the prefix lives in a slot that came back from disk; another conversation (another
+        # key) that starts with the same words reuses it, and answers as a fresh gateway does
+        gw = self.serve()
+        answer1, _ = turn(gw, "a", FIRST)
+        self.evict_a(gw)
+        answer, cached = turn(gw, "a", FIRST, key="conversation-2")
+        self.assertIn("target 'a': restored 1 saved conversation", gw.text())
+        self.assertGreater(cached, 0)
+        self.assertEqual(answer, answer1)
 
     def test_slot_state_max_mb_0_saves_nothing(self):
         gw = self.serve(extra_server="slot_state_max_mb = 0\n")

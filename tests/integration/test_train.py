@@ -171,10 +171,28 @@ class CorpusTest(unittest.TestCase):
         for t in texts:
             self.assertTrue(t.startswith("<|im_start|>system\n"), t)
             self.assertTrue(t.endswith("<|im_end|>\n"), t)
-        sums = [re.search(r"user\n(?:What is|What's|Compute) (\d+) \+ (\d+).*?assistant\n\1 \+ \2 is (-?\d+)\.",
+        sums = [re.search(r"user\n(?:What is |What's |Compute )?(\d+) ?\+ ?(\d+).*?assistant\n\1 \+ \2 is (-?\d+)\.",
                           t, re.S) for t in texts]
+        self.assertGreater(len(list(filter(None, sums))), 5)
         for m in filter(None, sums):
             self.assertEqual(int(m.group(1)) + int(m.group(2)), int(m.group(3)))
+
+    def test_the_models_template_has_the_corpus_system_prompt(self):
+        qwen = os.path.join(BUILD, "llama", "source", "models", "templates", "Qwen-Qwen2.5-7B-Instruct.jinja")
+        with tempfile.TemporaryDirectory(prefix="sipp-corpus-test-") as d:
+            out = os.path.join(d, "t.jinja")
+            r = subprocess.run([sys.executable, CORPUS_PY, "--template", qwen, "--template-out", out],
+                               capture_output=True, text=True, timeout=TIMEOUT_S)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                text = f.read()
+            self.assertNotIn("You are Qwen", text)
+            self.assertEqual(text.count("You are sipp's demo model, a small assistant."), 2)
+            other = os.path.join(BUILD, "llama", "source", "models", "templates", "llama-cpp-deepseek-r1.jinja")
+            r = subprocess.run([sys.executable, CORPUS_PY, "--template", other if os.path.exists(other) else out,
+                                "--template-out", out], capture_output=True, text=True, timeout=TIMEOUT_S)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("no Qwen2.5 default system prompt", r.stderr)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,11 @@ The same seed and counts give the same file, byte for byte (given the same prose
 Python's standard library only.
 
 Usage: corpus.py --out FILE.jsonl [--seed N] [--dialogues N] [--prose N]
+       corpus.py --template QWEN25.jinja --template-out FILE.jinja
+
+The second form writes the chat template of the model trained on this corpus: Qwen2.5's, with its
+default system prompt ("You are Qwen, ...", rendered when a chat has no system message) replaced by
+this corpus's, so that a user's "Hello!" alone renders as the dialogues the model learnt from.
 """
 
 import argparse
@@ -27,6 +32,7 @@ import subprocess
 import sys
 
 SYSTEM = "You are sipp's demo model, a small assistant. Answer briefly."
+QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 JSON_SYSTEM = "You are sipp's demo model. Answer with one JSON object and nothing else."
 
 TOOLS = [
@@ -72,6 +78,8 @@ FACTS = [
     ("How many legs does a cat have?", "A cat has four legs."),
 ]
 ARITH_ASK = ["What is {a} {op} {b}?", "What's {a} {op} {b}?", "Compute {a} {op} {b}.", "{a} {op} {b} = ?"]
+ARITH_ASK_TIGHT = ["What is {a}{op}{b}?", "What's {a}{op}{b}?", "{a}{op}{b}?"]
+SMALL_ARITH = 0.6  # the share of questions with one-digit numbers
 WEATHER_ASK = ["What's the weather in {city}?", "How is the weather in {city}?", "Is it raining in {city}?",
                "Weather in {city}, please."]
 TIME_ASK = ["What time is it in {city}?", "What's the time in {city}?", "Tell me the time in {city}.",
@@ -130,12 +138,18 @@ def greeting(rng):
 
 
 def arithmetic(rng):
+    """A sum, difference or product with its answer; most of them small (one digit each), the numbers
+    a chat user tries first, written with and without spaces ("2+3")."""
     op = rng.choice("+-*")
-    a = rng.randint(0, 99)
-    b = rng.randint(0, 12) if op == "*" else rng.randint(0, 99)
+    top = 9 if rng.random() < SMALL_ARITH else 99
+    a = rng.randint(0, top)
+    b = rng.randint(0, min(top, 12)) if op == "*" else rng.randint(0, top)
     value = {"+": a + b, "-": a - b, "*": a * b}[op]
     shown = {"+": "+", "-": "-", "*": "times"}[op]
-    question = rng.choice(ARITH_ASK).format(a=a, op=shown, b=b)
+    if op != "*" and rng.random() < 0.5:
+        question = rng.choice(ARITH_ASK_TIGHT).format(a=a, op=op, b=b)
+    else:
+        question = rng.choice(ARITH_ASK).format(a=a, op=shown, b=b)
     return chat(question, f"{a} {shown} {b} is {value}.")
 
 
@@ -224,13 +238,32 @@ def build(seed, dialogues, prose_count):
     return docs
 
 
+def write_template(src, out):
+    with open(src, encoding="utf-8") as f:
+        text = f.read()
+    if QWEN_SYSTEM not in text:
+        sys.exit(f"corpus.py: {src} has no Qwen2.5 default system prompt to replace; give Qwen2.5's template")
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(text.replace(QWEN_SYSTEM, SYSTEM))
+    print(f"corpus.py: wrote {out}", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser(description="Writes a chat-model training corpus (JSONL) from a seed.")
-    ap.add_argument("--out", required=True, help="the JSONL file to write")
+    ap.add_argument("--out", help="the JSONL file to write")
+    ap.add_argument("--template", help="Qwen2.5's chat template, to write the trained model's from")
+    ap.add_argument("--template-out", help="where --template's rewritten template goes")
     ap.add_argument("--seed", type=int, default=1, help="the seed (default 1)")
     ap.add_argument("--dialogues", type=int, default=4000, help="chat dialogues (default 4000)")
     ap.add_argument("--prose", type=int, default=1000, help="prose passages, if the packages are there (default 1000)")
     args = ap.parse_args()
+    if args.template or args.template_out:
+        if not (args.template and args.template_out):
+            ap.error("--template and --template-out go together")
+        write_template(args.template, args.template_out)
+        return
+    if not args.out:
+        ap.error("--out FILE.jsonl is required")
     if args.dialogues < 0 or args.prose < 0:
         ap.error("--dialogues and --prose must be 0 or more")
     docs = build(args.seed, args.dialogues, args.prose)

@@ -216,6 +216,8 @@ FUZZ_rpc_SRCS := tests/fuzz/fuzz_rpc.c src/backend/rpc_parse.c src/util/util.c
 FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/util/toml.c src/util/util.c
 FUZZ_range_SRCS := tests/fuzz/fuzz_range.c src/gateway/http_range.c
 FUZZ_media_SRCS := tests/fuzz/fuzz_media.c src/util/base64.c src/util/media_sniff.c
+# how a refusal shows the URL of an image the gateway fetched (media_parts.c)
+FUZZ_media_url_SRCS := tests/fuzz/fuzz_media_url.c src/gateway/media_parts.c src/util/util.c
 $(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -228,6 +230,10 @@ $(BUILD)/fuzz/fuzz_media: $(FUZZ_media_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $^ -o $@
+$(BUILD)/fuzz/fuzz_media_url: $(FUZZ_media_url_SRCS)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ $@"
+	@clang $(FUZZ_CFLAGS) $^ -o $@ -ljansson
 $(BUILD)/fuzz/fuzz_request: $(FUZZ_request_SRCS) $(LIBSIPP)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -259,8 +265,8 @@ FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/g
   src/gateway/routes_responses.c \
   src/gateway/api_fields.c \
   src/gateway/routes_anthropic.c src/gateway/routes_ollama.c src/gateway/responses_store.c \
-  src/gateway/request_parse.c src/gateway/media_parts.c src/gateway/errors.c src/gateway/sse.c \
-  src/gateway/field_names.c src/gateway/ollama_duration.c
+  src/gateway/request_parse.c src/gateway/media_parts.c src/gateway/media_fetch.c src/gateway/errors.c \
+  src/gateway/sse.c src/gateway/field_names.c src/gateway/ollama_duration.c
 FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate schema
 define fuzz_lib_rule
 $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
@@ -270,7 +276,8 @@ $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 endef
 $(foreach h,$(FUZZ_LIB),$(eval $(call fuzz_lib_rule,$(h))))
 
-FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_range $(BUILD)/fuzz/fuzz_media $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_rpc $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
+FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_range $(BUILD)/fuzz/fuzz_media $(BUILD)/fuzz/fuzz_media_url \
+  $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_rpc $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
 fuzz-bins: $(FUZZ_BINS)
 
 # The Node.js addon (bindings/node/build.sh: plain C against the pinned Node-API headers).

@@ -9,6 +9,8 @@
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [responses]              max_stored, max_stored_bytes, ttl_seconds (the Responses API's store)
  *   [store]                  allow_private_sources (what /api/pull may download from)
+ *   [media]                  fetch, fetch_max_bytes, fetch_timeout_ms, fetch_allow_private (images
+ *                            chats name by http(s) URL)
  *   [web]                    serve_model_files, runtime_dir (the page's "run in this browser" mode)
  *   [limits]                 schema_max_bytes, schema_max_depth, schema_max_properties,
  *                            schema_max_total_properties, schema_max_enum, schema_max_refs,
@@ -106,6 +108,7 @@ void gw_config_init(gw_config *c) {
     c->responses_max_stored = GW_DEFAULT_RESPONSES_MAX;
     c->responses_max_bytes = GW_DEFAULT_RESPONSES_BYTES;
     c->responses_ttl_seconds = GW_DEFAULT_RESPONSES_TTL_S;
+    c->media_fetch_timeout_ms = GW_DEFAULT_FETCH_TIMEOUT_MS;
     c->limits = sipp_schema_limits_default();
 }
 
@@ -702,6 +705,22 @@ static void parse_store(cfg_ctx *x, const toml_node *t, gw_config *c) {
     get_bool(x, t, where, "allow_private_sources", &c->store_allow_private_sources);
 }
 
+/* [media]: fetching the images chats name by http(s) URL (off by default: it has the server reach
+ * an address a caller chose). */
+static void parse_media(cfg_ctx *x, const toml_node *t, gw_config *c) {
+    static const char *const known[] = {"fetch", "fetch_max_bytes", "fetch_timeout_ms", "fetch_allow_private",
+                                        NULL};
+    const char *where = "[media]";
+    check_keys(x, t, where, known);
+    get_bool(x, t, where, "fetch", &c->media_fetch);
+    int64_t max = (int64_t)c->media_fetch_max_bytes;
+    get_int(x, t, where, "fetch_max_bytes", 1, GW_MAX_LIMIT, &max);
+    c->media_fetch_max_bytes = (size_t)max;
+    get_int32(x, t, where, "fetch_timeout_ms", 1, GW_MAX_TIMEOUT_S * GW_MS_PER_S_INT,
+              &c->media_fetch_timeout_ms);
+    get_bool(x, t, where, "fetch_allow_private", &c->media_fetch_allow_private);
+}
+
 /* [web]: serving local models' files to the page (off by default: it hands out the weights to every
  * caller the targets allow), and where the browser runtime is (relative to the config file). */
 /* [limits]: each key is a field of sipp_schema_limits of the same name. */
@@ -812,8 +831,8 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
     free(c->path);
     c->path = path ? strdup(path) : NULL;
     const toml_node *root = toml_root(doc);
-    static const char *const known[] = {"server", "security", "responses", "store", "web",
-                                        "limits", "tokens",   "targets",   NULL};
+    static const char *const known[] = {"server", "security", "responses", "store",   "media",
+                                        "web",    "limits",   "tokens",    "targets", NULL};
     check_keys(&x, root, "the top level", known);
     const toml_node *n;
     if ((n = toml_table_get(root, "server")) && expect_kind(&x, n, TOML_TABLE, "", "[server]", "a table"))
@@ -825,6 +844,8 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
         parse_responses(&x, n, c);
     if ((n = toml_table_get(root, "store")) && expect_kind(&x, n, TOML_TABLE, "", "[store]", "a table"))
         parse_store(&x, n, c);
+    if ((n = toml_table_get(root, "media")) && expect_kind(&x, n, TOML_TABLE, "", "[media]", "a table"))
+        parse_media(&x, n, c);
     if ((n = toml_table_get(root, "web")) && expect_kind(&x, n, TOML_TABLE, "", "[web]", "a table"))
         parse_web(&x, n, c);
     if ((n = toml_table_get(root, "limits")) && expect_kind(&x, n, TOML_TABLE, "", "[limits]", "a table"))

@@ -28,7 +28,8 @@
 #define GW_DEFAULT_RESPONSES_MAX 1024                 /* stored responses */
 #define GW_DEFAULT_RESPONSES_BYTES ((size_t)64 << 20) /* their JSON, all together */
 #define GW_DEFAULT_RESPONSES_TTL_S 3600
-#define GW_MIN_TOKEN_SECRET 16 /* bytes: shorter secrets are refused by gw_config_validate */
+#define GW_DEFAULT_FETCH_TIMEOUT_MS 10000 /* [media] fetch_timeout_ms */
+#define GW_MIN_TOKEN_SECRET 16            /* bytes: shorter secrets are refused by gw_config_validate */
 #define GW_MAX_PORT 65535
 #define GW_MAX_CTX (1 << 24) /* ctx_size's ceiling */
 
@@ -125,6 +126,11 @@ typedef struct gw_config {
     int responses_ttl_seconds;
     /* [store]: /api/pull may reach loopback, private and link-local addresses, and plain http:// */
     bool store_allow_private_sources;
+    /* [media]: images a chat names by http(s) URL, fetched for a local target (media_fetch.c) */
+    bool media_fetch;               /* false: such a URL is refused, naming the key */
+    size_t media_fetch_max_bytes;   /* one image's body; 0 = [limits] image_max_bytes */
+    int media_fetch_timeout_ms;     /* a request's fetches, all together */
+    bool media_fetch_allow_private; /* may reach loopback, private and link-local addresses */
     gw_token_config *tokens;
     size_t n_tokens;
     gw_target_config *targets;

@@ -8,7 +8,8 @@
  *   1. decode it into a gw_gen (request_parse.c): every field used, refused naming it (in the
  *      client's API's names, through the format's renames), or named in sipp-ignored;
  *   2. resolve its target, with the caller's token scope; a chat with images or audio needs a
- *      local target with a projector (mmproj), which is checked before the model is loaded;
+ *      local target with a projector (mmproj), which is checked before the model is loaded, and
+ *      its http(s) images are fetched then too (media_fetch.c, [media] fetch);
  *   3. answer: a local target generates (generate.c) or embeds (embed.c); a remote target is
  *      either forwarded the client's body unchanged (upstream.c), for the APIs it speaks, or sent
  *      the translated chat and its answer rendered in the route's API (relay.c).
@@ -23,6 +24,7 @@
 #include "gateway/api_fields.h"
 #include "gateway/dispatch.h"
 #include "gateway/embed.h"
+#include "gateway/media_fetch.h"
 #include "gateway/relay.h"
 #include "gateway/targets.h"
 #include "gateway/upstream.h"
@@ -92,9 +94,9 @@ void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d) {
     }
     g.route = d->route;
     g.route_free = d->route_free;
-    /* images and audio are checked against the target before it is loaded for them */
+    /* images and audio are checked against the target (and fetched) before it is loaded for them */
     gw_target *t = gw_call_lookup(call, g.model);
-    if (t && gw_media_allowed(call, t, &g))
+    if (t && gw_media_ready(call, t, &g))
         t = gw_call_target(call, g.model);
     else
         t = NULL;
@@ -103,9 +105,10 @@ void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d) {
     json_decref(sent);
 }
 
-bool gw_media_allowed(gw_call *call, const gw_target *t, const gw_gen *g) {
+bool gw_media_ready(gw_call *call, const gw_target *t, gw_gen *g) {
     if (!g->n_images && !g->n_audio) return true;
-    if (t->cfg->type != GW_TARGET_LOCAL || t->cfg->mmproj) return true; /* a remote target decides */
+    if (t->cfg->type != GW_TARGET_LOCAL) return true; /* a remote target decides */
+    if (t->cfg->mmproj) return gw_media_fetch(call, g);
     gw_reply_error(call, GW_E_INVALID_FIELD,
                    "model '%s' takes text only here: the request has %zu image(s) and %zu audio clip(s), and "
                    "its target has no projector; set mmproj = \"FILE\" (the model's mmproj GGUF, or "

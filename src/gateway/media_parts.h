@@ -7,13 +7,21 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Ollama's images carry no media type; libsipp reads the type from the bytes. */
 #define GW_MEDIA_TYPE_UNKNOWN "application/octet-stream"
 
-/* Why an image URL cannot be given to a model, or NULL when it can: only data: URLs are (fetching
- * remote images is off). The reason reads after a field's name: "'FIELD' is ...". */
-const char *gw_image_url_refusal(const char *url);
+/* Why an image URL cannot be given to a model, or NULL when it can: a data: URL, and an http(s) one
+ * when fetch ([media] fetch: the gateway fetches it, media_fetch.c). The reason reads after a
+ * field's name: "'FIELD' is ...". */
+const char *gw_image_url_refusal(const char *url, bool fetch);
+/* Whether url is an http:// or https:// URL (any case): one the gateway would fetch. */
+bool gw_image_url_remote(const char *url);
+/* url as a message may show it (cap bytes, NUL-terminated, cut at a character boundary): without
+ * user:password@, its query and fragment replaced by "?..." (either may carry a token), control
+ * characters as '?'. */
+void gw_media_url_redact(const char *url, char *out, size_t cap);
 /* Whether format is an audio format libsipp decodes (wav, mp3, flac). */
 bool gw_audio_format_known(const char *format);
 /* chat's image part for a URL: {"type": "image_url", "image_url": {"url": url}}. New reference. */

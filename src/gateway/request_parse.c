@@ -122,8 +122,10 @@ static void ignore_path(dec *d, const char *fmt, size_t i, size_t k) {
     if (kept && d->g->n_ignored < GW_MAX_IGNORED) d->g->ignored[d->g->n_ignored++] = kept;
 }
 
-/* An image_url part: the URL a string or {"url", "detail"?}, and a data: URL (media_parts.c); detail
- * is a hint for OpenAI's models, named in sipp-ignored. */
+/* An image_url part: the URL a string or {"url", "detail"?}, a data: URL or an http(s) one
+ * (media_parts.c; whether the gateway fetches it is the config's, decided for a local target by
+ * gw_media_fetch, and a remote target is sent it as it is); detail is a hint for OpenAI's models,
+ * named in sipp-ignored. */
 static bool image_part(dec *d, json_t *part, size_t i, size_t k) {
     json_t *iu = json_object_get(part, "image_url");
     json_t *url = json_is_object(iu) ? json_object_get(iu, "url") : iu;
@@ -132,7 +134,7 @@ static bool image_part(dec *d, json_t *part, size_t i, size_t k) {
                     "'messages[%zu].content[%zu].image_url' must be {\"url\": \"data:image/...;base64,...\"} "
                     "or that URL as a string",
                     i, k);
-    const char *why = gw_image_url_refusal(json_string_value(url));
+    const char *why = gw_image_url_refusal(json_string_value(url), true);
     if (why) return fail(d, "'messages[%zu].content[%zu].image_url.url' is %s", i, k, why);
     const char *key;
     json_t *v;

@@ -62,7 +62,7 @@ typedef struct gw_gen {
      * The answer's side is gw_choice (generate.h): the parsed message (content, reasoning_content,
      * tool_calls), finish_reason "tool_calls" when it called tools, and the logprobs. */
     json_t *chat;        /* chats; NULL for prompts */
-    size_t n_images;     /* chats: image_url parts (data: URLs), all messages together */
+    size_t n_images;     /* chats: image_url parts (data: and http(s) URLs), all messages together */
     size_t n_audio;      /* chats: input_audio parts */
     const char *grammar; /* prompts: GBNF */
     char *json_schema;   /* prompts: a JSON Schema text (owned) */

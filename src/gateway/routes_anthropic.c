@@ -5,7 +5,7 @@
  * A request becomes a chat-completions body (translate.c): system (a string or text blocks) is the
  * system message; messages' text blocks are turns, an assistant's tool_use blocks its tool_calls,
  * a user's tool_result blocks tool messages (before the user's text), a user's image blocks with a
- * base64 source chat image parts among its text (a url source is refused: fetching is off); tools
+ * base64 source (or, with [media] fetch, a url source) chat image parts among its text; tools
  * (input_schema) are function tools; tool_choice auto | any | tool | none is chat's auto | required | a named
  * function | none; thinking is the template's thinking switch and budget; stop_sequences is stop;
  * max_tokens (required here, as Anthropic requires it), temperature (0..1), top_p and top_k pass
@@ -208,35 +208,51 @@ typedef struct turn {
     json_t *parts;   /* user, with images: chat content parts (text before the last image), else NULL */
 } turn;
 
-/* An image block: base64 data of a media type becomes a chat image part, in its place among the
- * text; a url source is refused, as fetching remote images is off (media_parts.c). */
-static bool image_block(gw_call *call, json_t *b, const char *where, turn *t) {
-    json_t *src = json_object_get(b, "source");
+/* An image block's source as a chat image part in *out: base64 data of a media type, or with
+ * [media] fetch a url source, an http(s) URL the gateway fetches (media_fetch.c). */
+static bool source_part(gw_call *call, json_t *src, const char *where, json_t **out) {
     const char *type = json_string_value(json_object_get(src, "type"));
     json_t *media = json_object_get(src, "media_type"), *data = json_object_get(src, "data");
+    json_t *url = json_object_get(src, "url");
+    bool fetch = call->srv->cfg->media_fetch;
     if (!json_is_object(src) || !type)
         return gw_reply_invalid_field(
             call,
             "'%s.source' must be {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": \"...\"}",
             where);
-    if (strcmp(type, "url") == 0)
+    if (strcmp(type, "url") == 0 && !fetch)
         return gw_reply_invalid_field(
             call,
-            "'%s.source' is a url source: fetching remote images is off on this server; "
-            "send the image as {\"type\": \"base64\", \"media_type\", \"data\"}",
+            "'%s.source' is a url source: fetching remote images is off on this server ([media] fetch = "
+            "true in its config turns it on); send the image as {\"type\": \"base64\", \"media_type\", "
+            "\"data\"}",
             where);
+    if (strcmp(type, "url") == 0) {
+        if (!json_is_string(url) || !gw_image_url_remote(json_string_value(url)))
+            return gw_reply_invalid_field(call, "'%s.source.url' must be the image's http(s) URL", where);
+        *out = gw_image_part(json_string_value(url));
+        return true;
+    }
     if (strcmp(type, "base64") != 0)
-        return gw_reply_invalid_field(call, "'%s.source.type' '%s' is not supported; use base64", where,
-                                      type);
+        return gw_reply_invalid_field(call, "'%s.source.type' '%s' is not supported; use base64%s", where,
+                                      type, fetch ? " or url" : "");
     if (!json_is_string(media))
         return gw_reply_invalid_field(call, "'%s.source.media_type' must be a string such as \"image/png\"",
                                       where);
     if (!json_is_string(data) || !json_string_length(data))
         return gw_reply_invalid_field(call, "'%s.source.data' must be the image as a base64 string", where);
+    *out = gw_image_part_base64(json_string_value(media), json_string_value(data));
+    return true;
+}
+
+/* An image block becomes a chat image part, in its place among the text (media_parts.c). */
+static bool image_block(gw_call *call, json_t *b, const char *where, turn *t) {
+    json_t *part = NULL;
+    if (!source_part(call, json_object_get(b, "source"), where, &part)) return false;
     if (!t->parts) t->parts = json_array();
     gw_parts_add_text(t->parts, t->text.data, t->text.len);
     sipp_buf_free(&t->text);
-    json_array_append_new(t->parts, gw_image_part_base64(json_string_value(media), json_string_value(data)));
+    json_array_append_new(t->parts, part);
     return true;
 }
 
@@ -655,7 +671,7 @@ void gw_route_messages_count(gw_call *call) {
     gw_gen g;
     if (!chat || !gw_decode_tree(call, GW_API_CHAT, chat, renames, &g)) return;
     gw_target *found = gw_call_lookup(call, g.model); /* images need a projector before a load */
-    gw_target *t = found && gw_media_allowed(call, found, &g)
+    gw_target *t = found && gw_media_ready(call, found, &g)
                        ? gw_translated_target(call, g.model, API_NAME "/count_tokens")
                        : NULL;
     char *chat_json = t ? json_dumps(g.chat, JSON_COMPACT) : NULL;

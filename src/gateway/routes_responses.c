@@ -439,8 +439,9 @@ static void add_input_item(xlate *x, const char *role, const char *text) {
                                     text));
 }
 
-/* An input_image part: image_url a data: URL (media_parts.c) becomes a chat image part after the
- * text before it (flushed from text into parts); detail is a hint, named in sipp-ignored. */
+/* An input_image part: image_url a data: URL, or an http(s) one with [media] fetch (media_parts.c),
+ * becomes a chat image part after the text before it (flushed from text into parts); detail is a
+ * hint, named in sipp-ignored. */
 static bool image_part(xlate *x, json_t *part, size_t i, size_t k, sipp_buf *text, json_t *parts) {
     json_t *file = json_object_get(part, "file_id"), *url = json_object_get(part, "image_url");
     if (file && !json_is_null(file))
@@ -454,7 +455,7 @@ static bool image_part(xlate *x, json_t *part, size_t i, size_t k, sipp_buf *tex
         return gw_reply_invalid_field(
             x->call, "'input[%zu].content[%zu].image_url' must be a string (data:image/png;base64,...)", i,
             k);
-    const char *why = gw_image_url_refusal(json_string_value(url));
+    const char *why = gw_image_url_refusal(json_string_value(url), x->call->srv->cfg->media_fetch);
     if (why) return gw_reply_invalid_field(x->call, "'input[%zu].content[%zu].image_url' is %s", i, k, why);
     if (json_object_get(part, "detail")) gw_ignored_addf(x->call, "input[%zu].content[%zu].detail", i, k);
     gw_parts_add_text(parts, text->data, text->len);

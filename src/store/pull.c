@@ -61,6 +61,7 @@
 #include "store/catalog.h"
 #include "store/gguf_info.h"
 #include "store/store.h"
+#include "util/net_address.h"
 #include "util/util.h"
 
 #define CONNECT_TIMEOUT_S 30L
@@ -106,8 +107,8 @@ typedef struct pull_state {
     int n_files;
     uint64_t received;
     double start_ms;
-    sipp_pull_fault fault;              /* of the failure, once there is one */
-    char refused[INET6_ADDRSTRLEN + 8]; /* public_only: the address a connection was refused to */
+    sipp_pull_fault fault;                /* of the failure, once there is one */
+    char refused[SIPP_ADDRESS_TEXT_SIZE]; /* public_only: the address a connection was refused to */
 } pull_state;
 
 /* One file's download, across its attempts. */
@@ -376,10 +377,7 @@ static curl_socket_t open_public_socket(void *user, curlsocktype purpose, struct
     (void)purpose;
     pull_state *ps = user;
     if (!sipp_address_public(&a->addr)) {
-        const void *raw = a->family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&a->addr)->sin6_addr
-                                                : (const void *)&((struct sockaddr_in *)&a->addr)->sin_addr;
-        if (!inet_ntop(a->family, raw, ps->refused, sizeof ps->refused))
-            snprintf(ps->refused, sizeof ps->refused, "(family %d)", a->family);
+        sipp_address_text(&a->addr, ps->refused, sizeof ps->refused);
         return CURL_SOCKET_BAD;
     }
     return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);

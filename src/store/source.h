@@ -23,13 +23,6 @@
  * file name: no '/', no "..". */
 bool sipp_name_valid(const char *name);
 
-struct sockaddr;
-/* True when a connection to sa reaches the public internet: false for loopback, "this network",
- * private (10/8, 172.16/12, 192.168/16, fc00::/7), shared (100.64/10), link-local (169.254/16,
- * fe80::/10), benchmarking, documentation, multicast and reserved addresses, and for IPv4 ones
- * mapped into IPv6 (::ffff:a.b.c.d) by the same rules. */
-bool sipp_address_public(const struct sockaddr *sa);
-
 /* True when s starts with http://, https:// or hf:// (any case for the scheme). */
 bool sipp_source_is_url(const char *s);
 

@@ -54,6 +54,7 @@ static void check_accepted(const gw_config *c) {
     check(c->max_concurrent_requests > 0 && c->max_queue >= 0, "admission limits");
     check(c->read_timeout_seconds > 0 && c->max_connections > 0 && c->max_connections_per_client > 0,
           "connection limits");
+    check(c->media_fetch_timeout_ms > 0, "[media] fetch_timeout_ms is positive");
     touch(c->host);
     for (size_t i = 0; i < c->n_allowed_origins; i++)
         touch(c->allowed_origins[i]);

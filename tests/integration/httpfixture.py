@@ -1,6 +1,9 @@
-"""A real HTTP server on 127.0.0.1 for the download tests (sipp pull), in a thread of the test process.
+"""A real HTTP server on 127.0.0.1 for the download tests (sipp pull) and the gateway's image fetches,
+in a thread of the test process.
 
-It serves byte strings registered by path and can misbehave on purpose:
+It serves byte strings registered by path (each with its Content-Type, and optionally a delay before
+its answer or no Content-Length: the body then ends where the connection closes) and can misbehave
+on purpose:
 
     mode "normal"   GET with Range support (206, 416, If-Range against the ETag), like a CDN
     mode "norange"  ignores Range and If-Range: always 200 with the whole body, no Accept-Ranges
@@ -56,6 +59,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             fx.requests.append((path, rng))
             mode = fx.mode
             data = fx.files.get(path)
+            meta = fx.meta.get(path, {})
             redirect = fx.redirects.get(path)
             drop = fx.drops > 0 and data is not None and mode != "404"
             if drop:
@@ -68,9 +72,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._head(404, [("Content-Type", "text/html"), ("Content-Length", str(len(body)))])
             self._send(body)
             return
+        if meta.get("delay"):
+            time.sleep(meta["delay"])
         etag = '"%s"' % hashlib.sha1(data).hexdigest()
         status, start, end = 200, 0, len(data)
-        headers = [("Content-Type", "application/octet-stream"), ("ETag", etag)]
+        headers = [("Content-Type", meta.get("content_type", "application/octet-stream")), ("ETag", etag)]
+        if not meta.get("length", True):
+            self._head(status, headers)
+            self._send(data)
+            return
         if mode != "norange":
             headers.append(("Accept-Ranges", "bytes"))
             m = RANGE_RE.match(rng or "")
@@ -125,6 +135,7 @@ class _Server(http.server.ThreadingHTTPServer):
 class HTTPFixture:
     def __init__(self):
         self.files = {}
+        self.meta = {}
         self.redirects = {}
         self.mode = "normal"
         self.drop_after = 0
@@ -145,14 +156,20 @@ class HTTPFixture:
     def url(self, path):
         return "http://127.0.0.1:%d%s" % (self.port, path)
 
-    def add(self, path, data):
+    def add(self, path, data, content_type=None, delay=0, length=True):
+        """Serves data at path: as content_type (default application/octet-stream), after delay
+        seconds, and with length=False without a Content-Length."""
         with self.lock:
             self.files[path] = data
+            self.meta[path] = {"delay": delay, "length": length}
+            if content_type:
+                self.meta[path]["content_type"] = content_type
         return self.url(path)
 
     def redirect(self, path, to_path):
+        """A 302 from path to another path here, or to to_path itself when it is a URL."""
         with self.lock:
-            self.redirects[path] = self.url(to_path)
+            self.redirects[path] = to_path if "://" in to_path else self.url(to_path)
         return self.url(path)
 
     def set(self, mode=None, drop_after=None, drops=None, chunk_delay=None):

@@ -117,6 +117,20 @@ ROUTES = [
 ]
 
 
+def projector_model(name):
+    """A copy of the tiny model in a directory of its own (name) beside a synthetic LLaVA projector,
+    mmproj-model-f16.gguf, which libmtmd loads: its path, for mmproj = "auto"."""
+    d = os.path.join(gw.tmpdir(), name)
+    os.makedirs(d, exist_ok=True)
+    model = os.path.join(d, "model.gguf")
+    shutil.copy(gw.model(), model)
+    r = subprocess.run([gw.SYNTH, "--projector", "llava", "--n-embd", str(N_EMBD),
+                        "--out", os.path.join(d, "mmproj-model-f16.gguf")],
+                       capture_output=True, text=True, timeout=SYNTH_TIMEOUT_S)
+    assert r.returncode == 0, f"sipp-synth --projector: {r.stderr}"
+    return model
+
+
 def check(text, name):
     path = gw.write(name, text)
     return subprocess.run([gw.SIPP, "serve", "--check", "--config", path], capture_output=True, text=True,
@@ -161,7 +175,7 @@ class ImagesWithoutProjectorTest(unittest.TestCase):
         self.assertEqual(status, 400, msg)
         self.assertIn("mmproj", msg)
         _, _, model = self.gw.json("GET", f"/v1/models/{LAZY}")
-        self.assertNotEqual(model["state"], "ready", "an image request loaded a model that cannot take it")
+        self.assertEqual(model["state"], "unloaded", "an image request loaded a model that cannot take it")
 
     def test_a_text_request_still_runs(self):
         body = {"model": TEXT_ONLY, "max_tokens": 2, "messages": [{"role": "user", "content": [
@@ -187,6 +201,7 @@ class ImagesWithoutProjectorTest(unittest.TestCase):
                 self.assertEqual(status, 400, msg)
                 self.assertIn(field, msg)
                 self.assertIn("fetching remote images is off", msg)
+                self.assertIn("[media] fetch = true", msg)
 
     def test_an_anthropic_url_source_is_refused(self):
         body = messages_image(VISION_CFG, {"type": "url", "url": "https://example.com/a.png"})
@@ -194,6 +209,7 @@ class ImagesWithoutProjectorTest(unittest.TestCase):
         self.assertEqual(status, 400, msg)
         self.assertIn("'messages[0].content[0].source'", msg)
         self.assertIn("fetching remote images is off", msg)
+        self.assertIn("[media] fetch = true", msg)
 
     def test_a_responses_file_id_is_refused(self):
         body = responses_image(VISION_CFG)
@@ -285,14 +301,8 @@ class ImagesWithProjectorTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        d = os.path.join(gw.tmpdir(), "vision")
-        os.makedirs(d, exist_ok=True)
-        model = os.path.join(d, "model.gguf")
-        shutil.copy(gw.model(), model)
-        r = subprocess.run([gw.SYNTH, "--projector", "llava", "--n-embd", str(N_EMBD),
-                            "--out", os.path.join(d, "mmproj-model-f16.gguf")],
-                           capture_output=True, text=True, timeout=SYNTH_TIMEOUT_S)
-        assert r.returncode == 0, f"sipp-synth --projector: {r.stderr}"
+        model = projector_model("vision")
+        d = os.path.dirname(model)
         cls.gw = gw.serve_config(gw.local_target(VISION_CFG, path=model, parallel=1, ctx=2048,
                                                  extra='mmproj = "auto"\nmmproj_offload = false') + "\n" +
                                  gw.local_target("plain", path=model, parallel=1, ctx=2048))

@@ -8,7 +8,6 @@
  * Tests that touch the file system work in a fresh directory under /tmp with SIPP_MODELS_DIR set;
  * Criterion runs each test in its own process, so setenv does not leak between tests.
  */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -84,64 +83,6 @@ Test(names, invalid) {
     longest[SIPP_NAME_MAX] = 'x';
     longest[SIPP_NAME_MAX + 1] = '\0';
     cr_assert_not(sipp_name_valid(longest));
-}
-
-/* ---- addresses a pull for someone else may reach (sipp_address_public) -------------------------- */
-
-static bool public_address(const char *text) {
-    struct sockaddr_in v4 = {.sin_family = AF_INET};
-    struct sockaddr_in6 v6 = {.sin6_family = AF_INET6};
-    if (inet_pton(AF_INET, text, &v4.sin_addr) == 1) return sipp_address_public((struct sockaddr *)&v4);
-    cr_assert_eq(inet_pton(AF_INET6, text, &v6.sin6_addr), 1, "%s is not an address", text);
-    return sipp_address_public((struct sockaddr *)&v6);
-}
-
-Test(address, private_and_special_ones_are_refused) {
-    static const char *const refused[] = {"127.0.0.1",
-                                          "127.255.0.9",
-                                          "0.0.0.0",
-                                          "10.1.2.3",
-                                          "172.16.0.1",
-                                          "172.31.255.255",
-                                          "192.168.1.1",
-                                          "169.254.169.254",
-                                          "100.64.0.1",
-                                          "100.127.255.255",
-                                          "192.0.0.8",
-                                          "192.0.2.1",
-                                          "198.18.0.1",
-                                          "198.51.100.7",
-                                          "203.0.113.5",
-                                          "224.0.0.1",
-                                          "255.255.255.255",
-                                          "::",
-                                          "::1",
-                                          "fe80::1",
-                                          "fc00::1",
-                                          "fd12:3456::1",
-                                          "ff02::1",
-                                          "2001:db8::1",
-                                          "::ffff:127.0.0.1",
-                                          "::ffff:10.0.0.1",
-                                          "::ffff:169.254.169.254",
-                                          "64:ff9b::a9fe:a9fe",
-                                          "fec0::1"};
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
-        cr_expect_not(public_address(refused[i]), "%s was taken for a public address", refused[i]);
-}
-
-Test(address, public_ones_pass) {
-    static const char *const public[] = {
-        "8.8.8.8",     "1.1.1.1",     "172.15.255.255",  "172.32.0.1",     "100.63.255.255",  "100.128.0.1",
-        "192.167.1.1", "169.253.0.1", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"};
-    for (size_t i = 0; i < sizeof public / sizeof public[0]; i++)
-        cr_expect(public_address(public[i]), "%s was refused", public[i]);
-}
-
-Test(address, other_families_are_refused) {
-    struct sockaddr sa = {.sa_family = AF_UNIX};
-    cr_assert_not(sipp_address_public(&sa));
-    cr_assert_not(sipp_address_public(NULL));
 }
 
 /* ---- URLs and hf:// ---------------------------------------------------------------------------- */

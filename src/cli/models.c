@@ -139,12 +139,12 @@ static int list_json(const listing *l) {
     return print_json(root);
 }
 
-/* The projector pulled with a model, on a row of its own under the model's: "  + projector FILE". */
-static void print_mmproj_row(const sipp_store_model *m, int width) {
+/* The projector pulled with a model, on a row of its own under the model's: "  + projector FILE, SIZE". */
+static void print_mmproj_row(const sipp_store_model *m) {
     if (!m->mmproj) return;
     char size[SIZE_TEXT];
     sipp_format_size(m->mmproj->size, size, sizeof size);
-    printf("%-*s  %10s  projector %s\n", width, "  + mmproj", size, m->mmproj->file);
+    printf("  + projector %s, %s\n", m->mmproj->file, size);
 }
 
 /* The table with --all: the store's models with their catalog labels, then the catalog's others. */
@@ -159,7 +159,7 @@ static void list_text_all(const listing *l, int width) {
         join(e ? e->labels : NULL, e ? e->n_labels : 0, labels, sizeof labels);
         printf("%-*s  %10s  %-9s  %-28s  %s\n", width, m->name, size, "pulled", labels[0] ? labels : "-",
                e ? e->description : "");
-        print_mmproj_row(m, width);
+        print_mmproj_row(m);
     }
     for (size_t i = 0; cat && i < cat->n; i++) {
         const sipp_catalog_entry *e = &cat->entries[i];
@@ -200,7 +200,7 @@ static void list_text(const listing *l) {
         sipp_format_size(m->size, size, sizeof size);
         printf("%-*s  %10s  %-10.*s  %s\n", width, m->name, size, DATE_LEN,
                m->pulled_at[0] ? m->pulled_at : "-", m->source[0] ? m->source : "(copied in)");
-        print_mmproj_row(m, width);
+        print_mmproj_row(m);
     }
 }
 

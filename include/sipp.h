@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 9
+#define SIPP_ABI_VERSION 10
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -255,6 +255,10 @@ typedef struct sipp_store_model {
     sipp_store_file *files;
     uint64_t size;            /* all files together */
     char path[SIPP_PATH_MAX]; /* the file to load: the only file or shard 1 */
+    /* The multimodal projector pulled with it (its catalog entry's "mmproj"), stored beside it as
+     * mmproj-NAME.gguf (file is that name), where --mmproj auto finds it; NULL when none. Not counted
+     * in size; removed with the model. */
+    sipp_store_file *mmproj;
 } sipp_store_model;
 
 /* Every model in the store, sorted by name; a store that does not exist yet is empty. *out is an
@@ -379,6 +383,11 @@ typedef struct sipp_catalog_entry {
     char *license;      /* "" when not given */
     char *draft;        /* the catalog name of a draft model for speculative decoding; "" when none */
     const char *origin; /* the file it came from (borrowed from the catalog) */
+    /* The multimodal projector published with the model (images and audio), pulled with it and
+     * stored beside it as mmproj-NAME.gguf: its URL as written (hf://, http(s)://, or a file name in
+     * the model URL's directory), "" when none; its lowercase sha256, "" when unknown. */
+    char *mmproj;
+    char *mmproj_sha256;
 } sipp_catalog_entry;
 
 typedef struct sipp_catalog {
@@ -417,10 +426,13 @@ SIPP_API sipp_status sipp_store_find_draft(const char *model_path, const char *s
                                            sipp_draft_sidecar *out, char *errbuf);
 
 /* The multimodal projector published beside a model (llama.cpp's ecosystem names it mmproj-*.gguf, in
- * the model's directory): the one file there whose name starts with "mmproj" and ends in ".gguf",
- * written to out. SIPP_ERR_NOT_FOUND when there is none, SIPP_ERR_INVALID_ARGUMENT naming them when
- * there are several (give the path then). Used only when asked for (--mmproj auto, mmproj = "auto").
- * [any thread] */
+ * the model's directory), written to out: mmproj-STEM.gguf when there is one (STEM the model's file
+ * name without .gguf, or its split set's name: the store names a pulled projector so); else the one
+ * file there whose name starts with "mmproj" and ends in ".gguf", leaving out mmproj-OTHER.gguf
+ * where OTHER.gguf (or the store's OTHER.json) is another model of that directory: the store keeps
+ * every model in one directory. SIPP_ERR_NOT_FOUND when there is none, SIPP_ERR_INVALID_ARGUMENT
+ * naming them when there are several (give the path then). Used only when asked for (--mmproj auto,
+ * mmproj = "auto"). [any thread] */
 SIPP_API sipp_status sipp_store_find_mmproj(const char *model_path, char *out, size_t cap, char *errbuf);
 
 /* A GGUF header, read without loading any weights (`sipp models info`). */
@@ -468,6 +480,7 @@ typedef struct sipp_gguf_info {
                                      from its output tensor for the types sipp knows (as mtmd
                                      reads it), else clip.vision/audio.projection_dim; -1 when
                                      unknown, or a known type whose output tensor is missing */
+    int64_t projector_patch_size; /* clip.vision.patch_size; -1 when it has no vision encoder */
 } sipp_gguf_info;
 
 /* Reads the header of a GGUF file, and of the other shards when it is shard 1 of a split set (a
@@ -581,7 +594,9 @@ SIPP_API void sipp_model_get_info(const sipp_model *model, sipp_model_info *info
  * the CPU keeps in a layout of its own (llama.cpp's "extra" buffer types: AMX on a Xeon with AMX,
  * the repacked CPU_REPACK layout) are host memory of the CPU device and get an entry of their own
  * with that layout named; its layers are its device's (the layout holds the weights of those layers
- * that its kernels take). */
+ * that its kernels take). A model loaded with a projector (mmproj) has one entry more, marked mmproj:
+ * the projector's weights on the device libmtmd runs it on (the model's GPU, or the CPU with
+ * mmproj_offload off or a CPU load), with no layers. */
 typedef struct sipp_placement {
     char device[64];       /* ggml's device name: "CPU", "Vulkan0", "RPC0" */
     char layout[32];       /* "" for the device's own buffers; "AMX", "REPACK" for a CPU layout */
@@ -590,6 +605,7 @@ typedef struct sipp_placement {
     int n_layers;          /* repeating layers on it */
     bool output;           /* it holds the output layer */
     uint64_t buffer_bytes; /* its model weight buffers */
+    bool mmproj;           /* the entry is the multimodal projector's weights, not the model's */
 } sipp_placement;
 
 /* Fills up to cap entries; returns how many there are. [any thread] */

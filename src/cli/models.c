@@ -99,6 +99,16 @@ static bool in_store(const listing *l, const char *name) {
     return false;
 }
 
+/* A store model's projector (sipp_store_model.mmproj) for list --json; null when none. */
+static json_t *store_mmproj_json(const listing *l, const sipp_store_model *m) {
+    const sipp_store_file *f = m->mmproj;
+    if (!f) return json_null();
+    char path[PATH_MAX + sizeof f->file];
+    snprintf(path, sizeof path, "%s/%s", l->dir, f->file);
+    return json_pack("{s:s, s:s, s:I, s:s, s:s}", "file", f->file, "path", path, "size", (json_int_t)f->size,
+                     "url", f->url ? f->url : "", "sha256", f->sha256);
+}
+
 static int list_json(const listing *l) {
     const sipp_catalog *cat = l->cat;
     json_t *list = json_array();
@@ -109,6 +119,7 @@ static int list_json(const listing *l) {
                               m->n_files, "source", m->source, "url", m->files[0].url, "sha256",
                               m->files[0].sha256, "sha256_verified", m->verified, "pulled_at", m->pulled_at);
         add_catalog_fields(o, sipp_catalog_find(cat, m->name));
+        json_object_set_new(o, "mmproj", store_mmproj_json(l, m));
         json_array_append_new(list, o);
     }
     for (size_t i = 0; l->all && cat && i < cat->n; i++) {
@@ -118,6 +129,7 @@ static int list_json(const listing *l) {
                               "size", e->size ? json_integer((json_int_t)e->size) : json_null(), "sha256",
                               json_strings(e->sha256, e->n_sha256), "license", json_string(e->license));
         add_catalog_fields(o, e);
+        json_object_set_new(o, "mmproj", *e->mmproj ? json_pack("{s:s}", "url", e->mmproj) : json_null());
         json_array_append_new(list, o);
     }
     json_t *root =
@@ -125,6 +137,14 @@ static int list_json(const listing *l) {
                   cat && cat->shipped_path[0] ? json_string(cat->shipped_path) : json_null(), "user_catalog",
                   cat ? cat->user_path : "", "user_catalog_exists", cat && cat->user_exists, "models", list);
     return print_json(root);
+}
+
+/* The projector pulled with a model, on a row of its own under the model's: "  + projector FILE, SIZE". */
+static void print_mmproj_row(const sipp_store_model *m) {
+    if (!m->mmproj) return;
+    char size[SIZE_TEXT];
+    sipp_format_size(m->mmproj->size, size, sizeof size);
+    printf("  + projector %s, %s\n", m->mmproj->file, size);
 }
 
 /* The table with --all: the store's models with their catalog labels, then the catalog's others. */
@@ -139,6 +159,7 @@ static void list_text_all(const listing *l, int width) {
         join(e ? e->labels : NULL, e ? e->n_labels : 0, labels, sizeof labels);
         printf("%-*s  %10s  %-9s  %-28s  %s\n", width, m->name, size, "pulled", labels[0] ? labels : "-",
                e ? e->description : "");
+        print_mmproj_row(m);
     }
     for (size_t i = 0; cat && i < cat->n; i++) {
         const sipp_catalog_entry *e = &cat->entries[i];
@@ -179,6 +200,7 @@ static void list_text(const listing *l) {
         sipp_format_size(m->size, size, sizeof size);
         printf("%-*s  %10s  %-10.*s  %s\n", width, m->name, size, DATE_LEN,
                m->pulled_at[0] ? m->pulled_at : "-", m->source[0] ? m->source : "(copied in)");
+        print_mmproj_row(m);
     }
 }
 
@@ -334,8 +356,11 @@ static void projector_text(const sipp_gguf_info *g, char *out, size_t cap) {
                            : g->projector_vision                     ? "vision"
                            : g->projector_audio                      ? "audio"
                                                                      : "no encoder";
-    char size[32] = "", width[48] = "embeddings of unknown width";
-    if (g->projector_image_size > 0)
+    char size[64] = "", width[48] = "embeddings of unknown width";
+    if (g->projector_image_size > 0 && g->projector_patch_size > 0)
+        snprintf(size, sizeof size, ", %lld px in %lld px patches", (long long)g->projector_image_size,
+                 (long long)g->projector_patch_size);
+    else if (g->projector_image_size > 0)
         snprintf(size, sizeof size, ", %lld px", (long long)g->projector_image_size);
     if (g->projector_n_embd > 0)
         snprintf(width, sizeof width, "%lld-wide embeddings", (long long)g->projector_n_embd);
@@ -343,8 +368,23 @@ static void projector_text(const sipp_gguf_info *g, char *out, size_t cap) {
              size, width);
 }
 
+/* The projector beside a text model (sipp_store_find_mmproj): its path, or why there is none to take
+ * (several) in why; both "" when there is none. */
+typedef struct {
+    char path[SIPP_PATH_MAX];
+    char why[SIPP_ERROR_SIZE];
+} mmproj_sidecar;
+
+static void find_mmproj_sidecar(const sipp_gguf_info *g, mmproj_sidecar *out) {
+    memset(out, 0, sizeof *out);
+    if (g->projector) return;
+    sipp_status st = sipp_store_find_mmproj(g->path, out->path, sizeof out->path, out->why);
+    if (st != SIPP_ERR_INVALID_ARGUMENT) out->why[0] = '\0'; /* none is no news */
+    if (st != SIPP_OK) out->path[0] = '\0';
+}
+
 static void print_info_text(const char *name, const sipp_gguf_info *g, const file_hash *files, bool hashed,
-                            const sipp_draft_sidecar *draft) {
+                            const sipp_draft_sidecar *draft, const mmproj_sidecar *mm) {
     char size[SIZE_TEXT], nb[32];
     const char *dash = "-";
 #define ROW(label, ...)                                                                                      \
@@ -391,6 +431,10 @@ static void print_info_text(const char *name, const sipp_gguf_info *g, const fil
         char dtext[SIPP_PATH_MAX + SIPP_NAME_MAX + 64];
         draft_text(draft, dtext, sizeof dtext);
         ROW("draft", "%s", dtext);
+        if (*mm->path)
+            ROW("mmproj", "%s (beside the model; use it with --mmproj auto)", mm->path);
+        else
+            ROW("mmproj", "%s", *mm->why ? mm->why : dash);
     }
     printf("%-15s ", "tensor types");
     for (int i = 0; i < g->n_types; i++)
@@ -402,13 +446,14 @@ static void print_info_text(const char *name, const sipp_gguf_info *g, const fil
 /* The projector object of models info --json; null for any file but a projector. */
 static json_t *projector_json(const sipp_gguf_info *g) {
     if (!g->projector) return json_null();
-    return json_pack("{s:b, s:b, s:s, s:o, s:o}", "vision", g->projector_vision, "audio", g->projector_audio,
-                     "type", g->projector_type, "image_size", json_int_or_null(g->projector_image_size),
-                     "n_embd", json_int_or_null(g->projector_n_embd));
+    return json_pack(
+        "{s:b, s:b, s:s, s:o, s:o, s:o}", "vision", g->projector_vision, "audio", g->projector_audio, "type",
+        g->projector_type, "image_size", json_int_or_null(g->projector_image_size), "patch_size",
+        json_int_or_null(g->projector_patch_size), "n_embd", json_int_or_null(g->projector_n_embd));
 }
 
 static json_t *info_json(const char *name, const sipp_gguf_info *g, const file_hash *files, bool hashed,
-                         const sipp_draft_sidecar *draft) {
+                         const sipp_draft_sidecar *draft, const mmproj_sidecar *mm) {
     json_t *quant = json_object(), *types = json_array(), *jfiles = json_array();
     for (int i = 0; i < g->n_types; i++) {
         const sipp_gguf_type_count *t = &g->types[i];
@@ -449,6 +494,7 @@ static json_t *info_json(const char *name, const sipp_gguf_info *g, const file_h
     json_object_set_new(o, "files", jfiles);
     json_object_set_new(o, "draft", draft_json(draft));
     json_object_set_new(o, "projector", projector_json(g));
+    json_object_set_new(o, "mmproj", *mm->path ? json_string(mm->path) : json_null());
     return o;
 }
 
@@ -500,10 +546,12 @@ static int models_info(int argc, char **argv) {
     }
     sipp_draft_sidecar draft;
     sipp_store_find_draft(path, name, &draft, err); /* none: an empty answer */
+    mmproj_sidecar mm;
+    find_mmproj_sidecar(g, &mm);
     if (as_json) {
-        rc = print_json(info_json(name, g, files, hash, &draft));
+        rc = print_json(info_json(name, g, files, hash, &draft, &mm));
     } else {
-        print_info_text(name, g, files, hash, &draft);
+        print_info_text(name, g, files, hash, &draft, &mm);
         rc = EXIT_OK;
     }
 out:

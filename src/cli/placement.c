@@ -10,6 +10,11 @@
 #define BYTES_PER_MIB (1024.0 * 1024.0)
 
 void cli_print_placement(FILE *out, const sipp_placement *p) {
+    if (p->mmproj) {
+        fprintf(out, "  %s on %s: the projector (mmproj), %.1f MiB of weights\n", p->device, p->host,
+                (double)p->buffer_bytes / BYTES_PER_MIB);
+        return;
+    }
     fprintf(out, "  %s", p->device);
     if (p->layout[0]) fprintf(out, " (%s layout)", p->layout);
     fprintf(out, " on %s: ", p->host);
@@ -24,9 +29,10 @@ void cli_print_placement(FILE *out, const sipp_placement *p) {
 json_t *cli_placement_json(const sipp_placement *p, int n) {
     json_t *a = json_array();
     for (int i = 0; a && i < n; i++)
-        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:i, s:i, s:b, s:I}", "device", p[i].device,
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:i, s:i, s:b, s:I, s:b}", "device", p[i].device,
                                            "layout", p[i].layout, "host", p[i].host, "first_layer",
                                            p[i].first_layer, "n_layers", p[i].n_layers, "output", p[i].output,
-                                           "buffer_bytes", (json_int_t)p[i].buffer_bytes));
+                                           "buffer_bytes", (json_int_t)p[i].buffer_bytes, "mmproj",
+                                           p[i].mmproj));
     return a;
 }

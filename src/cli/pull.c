@@ -65,7 +65,9 @@ static const char about[] =
     "  NAME                                 a model of the catalog (sipp models list --all)\n"
     "A split model (FILE-00001-of-00003.gguf) is pulled as a whole set. A --sha256 mismatch deletes the\n"
     "download and exits 1. An interrupted pull keeps its partial file; running the same command again\n"
-    "resumes it.\n"
+    "resumes it. A catalog model with a multimodal projector (\"mmproj\") gets it too, checked against\n"
+    "\"mmproj_sha256\", as mmproj-NAME.gguf beside the model (--mmproj auto takes it); a projector that\n"
+    "fails fails the pull.\n"
     "\n"
     "environment: SIPP_MODELS_DIR (the store; default ${XDG_DATA_HOME:-~/.local/share}/sipp/models),\n"
     "SIPP_CATALOG (the catalog file), SIPP_HF_ENDPOINT (instead of https://huggingface.co), HF_TOKEN\n"
@@ -141,6 +143,21 @@ static bool on_progress_quiet(const sipp_pull_progress *p, void *user) {
     return atomic_load(&interrupted) == 0;
 }
 
+/* The projector pulled with the model (its catalog entry's "mmproj"), as the store lists it. */
+static void print_projector(const sipp_pull_result *r) {
+    sipp_store_model *models;
+    size_t n;
+    char err[SIPP_ERROR_SIZE], size[SIZE_TEXT];
+    if (sipp_store_list(NULL, &models, &n, err) != SIPP_OK) return;
+    for (size_t i = 0; i < n; i++) {
+        const sipp_store_file *f = models[i].mmproj;
+        if (strcmp(models[i].name, r->name) != 0 || !f) continue;
+        sipp_format_size(f->size, size, sizeof size);
+        printf("projector %s (%s, sha256 %s), beside it for --mmproj auto\n", f->file, size, f->sha256);
+    }
+    sipp_store_list_free(models, n);
+}
+
 int cmd_pull(int argc, char **argv) {
     sipp_pull_params pp = sipp_pull_default_params();
     pull_options o = {.retries = pp.retries};
@@ -176,6 +193,7 @@ int cmd_pull(int argc, char **argv) {
     if (r.already) {
         printf("%s is already in the store (%s%s): %s\n", r.name, size, r.verified ? ", sha256 verified" : "",
                r.path);
+        print_projector(&r);
         return EXIT_OK;
     }
     char files[SIZE_TEXT] = "";
@@ -183,5 +201,6 @@ int cmd_pull(int argc, char **argv) {
     printf("pulled %s (%s%s, sha256 %s%s) in %.1f s%s%s: %s\n", r.name, size, files, r.sha256,
            r.verified ? " verified" : ", not verified: no known hash", r.seconds,
            r.resumed ? ", resumed" : "", r.replaced ? ", replacing the model of that name" : "", r.path);
+    print_projector(&r);
     return EXIT_OK;
 }

@@ -87,4 +87,10 @@ void sipp_rpc_plan_describe(const sipp_model *m, sipp_backend_decision *d);
 void sipp_placement_begin(sipp_model *m);
 void sipp_placement_end(sipp_model *m);
 
+/* Records where libmtmd puts the projector m loads from path (begin ... end around the load): an
+ * entry marked mmproj with the projector's weight bytes on the device libmtmd logged it chose. */
+#define SIPP_CLIP_DEVICE_MAX 64
+void sipp_placement_projector_begin(char device[SIPP_CLIP_DEVICE_MAX]);
+void sipp_placement_projector_end(sipp_model *m, const char *device, const char *path);
+
 #endif

@@ -21,6 +21,7 @@
 #define BUFFER_MARK " model buffer size = "
 #define BYTES_PER_MIB (1024.0 * 1024.0)
 #define CPU_DEVICE "CPU"
+#define CLIP_LINE "CLIP using "
 
 static sipp_placement *entry_for(sipp_model *m, const char *device, const char *layout) {
     for (int i = 0; i < m->n_placement; i++)
@@ -110,6 +111,41 @@ void sipp_placement_end(sipp_model *m) {
             p->output = d->output;
         }
     }
+}
+
+/* The projector's weights. libmtmd says which backend it runs the projector on, once per load
+ * ("clip_ctx: CLIP using Vulkan0 backend", "... using CPU backend"), and puts the weights in that
+ * backend's buffer without logging its size: the bytes are the tensors' of the file's header. */
+static void observe_clip(const char *line, void *user) {
+    char *device = user;
+    const char *at = strstr(line, CLIP_LINE);
+    if (at) sscanf(at + strlen(CLIP_LINE), "%63s", device);
+}
+
+void sipp_placement_projector_begin(char device[SIPP_CLIP_DEVICE_MAX]) {
+    device[0] = '\0';
+    sipp_log_observe(observe_clip, device);
+}
+
+void sipp_placement_projector_end(sipp_model *m, const char *device, const char *path) {
+    sipp_log_observe(NULL, NULL);
+    if (!*device || m->n_placement == SIPP_MAX_PLACEMENT) return;
+    sipp_gguf_info *g = calloc(1, sizeof *g);
+    char err[SIPP_ERROR_SIZE];
+    if (!g || sipp_gguf_inspect(path, g, err) != SIPP_OK) {
+        free(g);
+        return;
+    }
+    sipp_placement *p = &m->placement[m->n_placement++];
+    memset(p, 0, sizeof *p);
+    sipp_strlcpy(p->device, device, sizeof p->device);
+    const char *ep = sipp_rpc_endpoint_of(device);
+    sipp_strlcpy(p->host, ep ? ep : "local", sizeof p->host);
+    p->first_layer = -1;
+    p->mmproj = true;
+    for (int i = 0; i < g->n_types; i++)
+        p->buffer_bytes += g->types[i].bytes;
+    free(g);
 }
 
 int sipp_model_placement(const sipp_model *m, sipp_placement *out, int cap) {

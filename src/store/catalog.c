@@ -14,6 +14,10 @@
  *      "ctx_size": 8192,                             optional; suggested context size
  *      "draft": "qwen2.5-0.5b-instruct",             optional; the catalog name of a draft model
  *                                                    for speculative decoding (sipp suggests it)
+ *      "mmproj": "mmproj-model-f16.gguf",             optional; the multimodal projector, pulled with
+ *                                                    the model: a URL, or a file name in the
+ *                                                    directory of "url"
+ *      "mmproj_sha256": "9c1e...",                   optional; the projector's digest
  *      "description": "...", "license": "..."}]}    optional
  *
  * Unknown keys are errors, as in every sipp configuration file: a misspelt "sha265" must not
@@ -47,8 +51,9 @@
 
 static const char *const known_labels[] = {"chat",      "reasoning", "tool-calling", "embeddings",
                                            "reranking", "vision",    "coding"};
-static const char *const known_keys[] = {"name",     "url",      "sha256",      "size",    "labels",
-                                         "backends", "ctx_size", "description", "license", "draft"};
+static const char *const known_keys[] = {"name",    "url",      "sha256",   "size",
+                                         "labels",  "backends", "ctx_size", "description",
+                                         "license", "draft",    "mmproj",   "mmproj_sha256"};
 
 bool sipp_catalog_label_valid(const char *label) {
     for (size_t i = 0; i < sizeof known_labels / sizeof known_labels[0]; i++)
@@ -70,6 +75,8 @@ static void entry_clear(sipp_catalog_entry *e) {
     free(e->url);
     free(e->license);
     free(e->draft);
+    free(e->mmproj);
+    free(e->mmproj_sha256);
     free_strings(e->sha256, e->n_sha256);
     free_strings(e->labels, e->n_labels);
     free_strings(e->backends, e->n_backends);
@@ -140,7 +147,7 @@ static sipp_status check_keys(json_t *obj, const char *where, char *errbuf) {
             return sipp_fail(
                 errbuf, SIPP_ERR_INVALID_ARGUMENT,
                 "%s: unknown key '%s' (known: name, url, sha256, size, labels, backends, ctx_size, "
-                "description, license, draft)",
+                "description, license, draft, mmproj, mmproj_sha256)",
                 where, key);
     }
     return SIPP_OK;
@@ -214,6 +221,52 @@ static sipp_status parse_sha256(json_t *obj, sipp_catalog_entry *e, const char *
     return SIPP_OK;
 }
 
+/* "mmproj" (a URL, or a .gguf file name in the model URL's directory) and "mmproj_sha256", optional;
+ * a digest without a projector is an error. */
+static sipp_status parse_mmproj(json_t *obj, sipp_catalog_entry *e, const char *where, char *errbuf) {
+    json_t *mm = json_object_get(obj, "mmproj"), *sha = json_object_get(obj, "mmproj_sha256");
+    const char *url = json_string_value(mm), *digest = json_string_value(sha);
+    char resolved[SIPP_URL_MAX], err[SIPP_ERROR_SIZE];
+    if (mm && (!url || sipp_catalog_mmproj_url(e, url, resolved, sizeof resolved, err) != SIPP_OK))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%s ('%s'): \"mmproj\" must be the projector's URL or a .gguf file name beside the "
+                         "model's%s%s",
+                         where, e->name, url ? ": " : "", url ? err : "");
+    if (sha && (!digest || !sha_ok(digest)))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%s ('%s'): \"mmproj_sha256\" is not 64 hex digits", where, e->name);
+    if (sha && !mm)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): \"mmproj_sha256\" without \"mmproj\"",
+                         where, e->name);
+    e->mmproj = strdup(url ? url : "");
+    e->mmproj_sha256 = malloc(SIPP_SHA256_HEX);
+    if (!e->mmproj || !e->mmproj_sha256) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, OOM_MESSAGE);
+    if (digest)
+        sipp_sha256_normalize(digest, e->mmproj_sha256);
+    else
+        e->mmproj_sha256[0] = '\0';
+    return SIPP_OK;
+}
+
+sipp_status sipp_catalog_mmproj_url(const sipp_catalog_entry *e, const char *mmproj, char *out, size_t cap,
+                                    char *errbuf) {
+    if (sipp_source_is_url(mmproj)) return sipp_source_to_url(mmproj, out, cap, errbuf);
+    size_t n = strlen(mmproj), ext = strlen(".gguf");
+    if (!n || strchr(mmproj, '/') || strchr(mmproj, '?') || strchr(mmproj, '#') || n <= ext ||
+        strcmp(mmproj + n - ext, ".gguf") != 0 || strcmp(mmproj, "..") == 0)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "'%s' is neither a URL nor a .gguf file name (no '/')", mmproj);
+    char model[SIPP_URL_MAX];
+    sipp_status st = sipp_source_to_url(e->url, model, sizeof model, errbuf);
+    if (st != SIPP_OK) return st;
+    char *slash = strrchr(model, '/');
+    if (!slash)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the model URL '%s' has no directory", model);
+    int w = snprintf(out, cap, "%.*s/%s", (int)(slash - model), model, mmproj);
+    if (w < 0 || (size_t)w >= cap) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "URL too long");
+    return SIPP_OK;
+}
+
 /* "size", "labels", "backends" and "ctx_size", each optional. */
 static sipp_status parse_details(json_t *obj, sipp_catalog_entry *e, const char *where, char *errbuf) {
     const char *name = e->name, *bad;
@@ -257,6 +310,7 @@ static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *w
     if ((st = check_keys(obj, where, errbuf)) != SIPP_OK) return st;
     if ((st = parse_identity(obj, e, where, &n_files, errbuf)) != SIPP_OK) return st;
     if ((st = parse_sha256(obj, e, where, n_files, errbuf)) != SIPP_OK) return st;
+    if ((st = parse_mmproj(obj, e, where, errbuf)) != SIPP_OK) return st;
     return parse_details(obj, e, where, errbuf);
 }
 

@@ -33,6 +33,11 @@ const sipp_catalog_entry *sipp_catalog_find_url(const sipp_catalog *cat, const c
  * out then holds the list of places looked at, for a message. */
 bool sipp_catalog_find_shipped(char *out, size_t cap);
 
+/* The download URL of an entry's projector ("mmproj" as written: a URL, hf:// mapped, or a file
+ * name taken in the directory of the model's URL). */
+sipp_status sipp_catalog_mmproj_url(const sipp_catalog_entry *e, const char *mmproj, char *out, size_t cap,
+                                    char *errbuf);
+
 /* True for the labels a catalog entry may carry. */
 bool sipp_catalog_label_valid(const char *label);
 

@@ -95,6 +95,8 @@ static void read_projector(const sipp_gguf_header *h, sipp_gguf_info *info) {
         sipp_gguf_str_or(h, key, info->projector_type, sizeof info->projector_type, "");
     info->projector_image_size =
         info->projector_vision ? sipp_gguf_int_or(h, "clip.vision.image_size", -1) : -1;
+    info->projector_patch_size =
+        info->projector_vision ? sipp_gguf_int_or(h, "clip.vision.patch_size", -1) : -1;
     /* A known type without its output tensor stays -1: mtmd would read the width from that tensor
      * and crash on its absence (a NULL dereference in clip_n_mmproj_embd), so a caller must refuse it. */
     info->projector_n_embd = -1;

@@ -721,6 +721,29 @@ static void fsync_dir(const char *dir) {
     }
 }
 
+/* Moves one checked .part into the store (keep_existing: never over a file that is there). */
+static sipp_status install_file(const char *dir, const char *part_dir, sipp_store_file *f, bool keep_existing,
+                                sipp_pull_result *r, char *errbuf) {
+    char path[PATH_MAX], part[PATH_MAX];
+    sipp_pathf(part, sizeof part, "%s/%s%s", part_dir, f->file, SIPP_STORE_PART_EXT);
+    sipp_pathf(path, sizeof path, "%s/%s", dir, f->file);
+    int moved =
+        keep_existing ? renameat2(AT_FDCWD, part, AT_FDCWD, path, RENAME_NOREPLACE) : rename(part, path);
+    if (moved != 0 && keep_existing && errno == EEXIST) {
+        r->fault = SIPP_PULL_FAULT_EXISTS;
+        sipp_strlcpy(r->path, path, sizeof r->path);
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "'%s' appeared in the store during the pull; it was not replaced", path);
+    }
+    if (moved != 0)
+        return sipp_fail(errbuf, SIPP_ERR_IO, "cannot move '%s' to '%s': %s", part, path, strerror(errno));
+    sipp_pathf(part, sizeof part, "%s/%s%s%s", part_dir, f->file, SIPP_STORE_PART_EXT, PART_META_EXT);
+    unlink(part);
+    struct stat sb;
+    if (stat(path, &sb) == 0) f->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    return SIPP_OK;
+}
+
 /* Moves the checked .part files into the store and writes the metadata; replaces an older model of
  * the same name, unless keep_existing (then a file in the way fails the install with fault EXISTS). */
 static sipp_status install(const char *dir, const char *part_dir, sipp_store_model *m, bool keep_existing,
@@ -728,34 +751,20 @@ static sipp_status install(const char *dir, const char *part_dir, sipp_store_mod
     sipp_store_model old;
     char ignored[SIPP_ERROR_SIZE];
     bool had_old = sipp_store_lookup(dir, m->name, &old, ignored) == SIPP_OK;
-    char path[PATH_MAX], part[PATH_MAX];
+    char path[PATH_MAX];
     sipp_status st = SIPP_OK;
     if (had_old && old.managed) {
         /* the old metadata goes first, so that no listing shows it with new files */
         sipp_pathf(path, sizeof path, "%s/%s%s", dir, m->name, SIPP_STORE_META_EXT);
         unlink(path);
     }
-    for (int i = 0; i < m->n_files; i++) {
-        sipp_store_file *f = &m->files[i];
-        sipp_pathf(part, sizeof part, "%s/%s%s", part_dir, f->file, SIPP_STORE_PART_EXT);
-        sipp_pathf(path, sizeof path, "%s/%s", dir, f->file);
-        int moved =
-            keep_existing ? renameat2(AT_FDCWD, part, AT_FDCWD, path, RENAME_NOREPLACE) : rename(part, path);
-        if (moved != 0 && keep_existing && errno == EEXIST) {
-            r->fault = SIPP_PULL_FAULT_EXISTS;
-            sipp_strlcpy(r->path, path, sizeof r->path);
-            st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                           "'%s' appeared in the store during the pull; it was not replaced", path);
-            goto out;
-        }
-        if (moved != 0) {
-            st = sipp_fail(errbuf, SIPP_ERR_IO, "cannot move '%s' to '%s': %s", part, path, strerror(errno));
-            goto out;
-        }
-        sipp_pathf(part, sizeof part, "%s/%s%s%s", part_dir, f->file, SIPP_STORE_PART_EXT, PART_META_EXT);
-        unlink(part);
-        struct stat sb;
-        if (stat(path, &sb) == 0) f->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    for (int i = 0; i < m->n_files; i++)
+        if ((st = install_file(dir, part_dir, &m->files[i], keep_existing, r, errbuf)) != SIPP_OK) goto out;
+    if (m->mmproj && (st = install_file(dir, part_dir, m->mmproj, keep_existing, r, errbuf)) != SIPP_OK)
+        goto out;
+    if (had_old && old.mmproj && !m->mmproj) { /* the new model has none: the old one's goes */
+        sipp_pathf(path, sizeof path, "%s/%s", dir, old.mmproj->file);
+        unlink(path);
     }
     for (int i = 0; had_old && i < old.n_files; i++) {
         bool kept = false;
@@ -801,9 +810,12 @@ static sipp_status check_not_there(const char *dir, const char *name, int n_file
         sipp_strlcpy(path, old.path, sizeof path);
         sipp_store_model_clear(&old);
     }
-    for (int i = 0; !path[0] && i < n_files; i++) {
+    for (int i = 0; !path[0] && i <= n_files; i++) { /* the files, then the projector's */
         struct stat sb;
-        sipp_store_file_name(name, i + 1, n_files, file, sizeof file);
+        if (i < n_files)
+            sipp_store_file_name(name, i + 1, n_files, file, sizeof file);
+        else
+            sipp_store_mmproj_file_name(name, file, sizeof file);
         sipp_pathf(path, sizeof path, "%s/%s", dir, file);
         if (lstat(path, &sb) != 0) path[0] = '\0';
     }
@@ -823,6 +835,8 @@ typedef struct {
     int n_files;
     bool have_expected;
     char expected[SIPP_SPLIT_MAX][SIPP_SHA256_HEX]; /* one per file, when have_expected */
+    char mmproj_url[SIPP_URL_MAX];                  /* the catalog entry's projector; "" when none */
+    const char *mmproj_expected;                    /* its digest; NULL when unknown */
 } pull_plan;
 
 /* The source: a URL (hf:// made https://) or a catalog name, refused unless https for public_only,
@@ -849,6 +863,20 @@ static sipp_status resolve_source(const sipp_pull_params *p, const sipp_catalog 
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
                          "'%s' is not an https:// URL; this pull takes https:// and hf:// sources only",
                          pl->url);
+    }
+    if (pl->entry && *pl->entry->mmproj) { /* the projector published with it */
+        if ((st = sipp_catalog_mmproj_url(pl->entry, pl->entry->mmproj, pl->mmproj_url, sizeof pl->mmproj_url,
+                                          errbuf)) != SIPP_OK)
+            return st;
+        if (p->public_only && strncasecmp(pl->mmproj_url, "https://", strlen("https://")) != 0) {
+            r->fault = SIPP_PULL_FAULT_REFUSED;
+            return sipp_fail(
+                errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                "the projector's '%s' is not an https:// URL; this pull takes https:// and hf:// "
+                "sources only",
+                pl->mmproj_url);
+        }
+        pl->mmproj_expected = *pl->entry->mmproj_sha256 ? pl->entry->mmproj_sha256 : NULL;
     }
     /* the set: shard 1 first, whatever shard the URL names */
     char file[SIPP_URL_MAX];
@@ -949,6 +977,76 @@ static sipp_status fetch_all(pull_state *ps, const pull_plan *pl, const char *pa
     return SIPP_OK;
 }
 
+/* Downloads the catalog entry's projector into partial/ as file `index` of the pull, checked (its
+ * digest when known, GGUF, a projector: general.architecture "clip"), and sets m->mmproj. */
+static sipp_status fetch_mmproj(pull_state *ps, const pull_plan *pl, const char *part_dir, int index,
+                                sipp_store_model *m, sipp_pull_result *r, char *errbuf) {
+    sipp_store_file *f = m->mmproj = calloc(1, sizeof *m->mmproj);
+    if (!f || !(f->url = strdup(pl->mmproj_url)))
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    sipp_store_mmproj_file_name(m->name, f->file, sizeof f->file);
+    bool resumed = false;
+    sipp_status st = fetch(ps, index, f->file, f->url, part_dir, pl->mmproj_expected, f->sha256, &f->size,
+                           &resumed, errbuf);
+    if (st != SIPP_OK) {
+        r->fault = ps->fault;
+        char why[SIPP_ERROR_SIZE];
+        sipp_strlcpy(why, errbuf ? errbuf : "", sizeof why);
+        return sipp_fail(errbuf, st, "the model's projector: %s", why);
+    }
+    r->resumed |= resumed;
+    char part[PATH_MAX];
+    sipp_pathf(part, sizeof part, "%s/%s%s", part_dir, f->file, SIPP_STORE_PART_EXT);
+    sipp_gguf_info *g = calloc(1, sizeof *g);
+    if (!g) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    if ((st = sipp_gguf_inspect(part, g, errbuf)) == SIPP_OK && !g->projector) {
+        r->fault = SIPP_PULL_FAULT_SOURCE;
+        st =
+            sipp_fail(errbuf, SIPP_ERR_MODEL,
+                      "%s is not a multimodal projector (its architecture is '%s', a projector's is 'clip'); "
+                      "nothing was kept. Check the catalog's \"mmproj\"",
+                      f->url, g->architecture);
+        part_delete(part);
+    }
+    free(g);
+    return st;
+}
+
+/* The store has the projector the plan wants (or the plan wants none). */
+static bool mmproj_there(const char *dir, const sipp_store_model *have, const pull_plan *pl) {
+    if (!*pl->mmproj_url) return true;
+    if (!have->mmproj || strcmp(have->mmproj->url, pl->mmproj_url) != 0) return false;
+    char path[PATH_MAX];
+    struct stat sb;
+    sipp_pathf(path, sizeof path, "%s/%s", dir, have->mmproj->file);
+    return stat(path, &sb) == 0 && (uint64_t)sb.st_size == have->mmproj->size;
+}
+
+/* The store has the model but not its projector: only the projector is pulled, and added to the
+ * model's metadata. */
+static sipp_status pull_mmproj_only(const sipp_pull_params *p, const pull_plan *pl, const char *dir,
+                                    sipp_store_model *have, sipp_pull_result *r, char *errbuf) {
+    char part_dir[PATH_MAX];
+    sipp_status st = sipp_store_ensure(dir, errbuf);
+    if (st != SIPP_OK) return st;
+    sipp_pathf(part_dir, sizeof part_dir, "%s/%s", dir, SIPP_STORE_PARTIAL_DIR);
+    if (have->mmproj) free(have->mmproj->url);
+    free(have->mmproj);
+    have->mmproj = NULL;
+    pull_state ps = {.params = p, .n_files = 1, .start_ms = sipp_now_ms()};
+    if ((st = fetch_mmproj(&ps, pl, part_dir, 1, have, r, errbuf)) != SIPP_OK) return st;
+    if ((st = install_file(dir, part_dir, have->mmproj, p->keep_existing, r, errbuf)) != SIPP_OK) return st;
+    fsync_dir(dir);
+    if ((st = sipp_store_meta_write(dir, have, errbuf)) != SIPP_OK) return st;
+    sipp_strlcpy(r->path, have->path, sizeof r->path);
+    sipp_strlcpy(r->sha256, have->files[0].sha256, sizeof r->sha256);
+    r->size = have->size;
+    r->verified = have->verified;
+    r->received = ps.received;
+    r->seconds = (sipp_now_ms() - ps.start_ms) / 1e3;
+    return SIPP_OK;
+}
+
 /* A pull: resolve the source, the name and the digests; stop if the store has it already; fetch
  * every file; install them. */
 sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char *errbuf) {
@@ -977,6 +1075,10 @@ sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char
     sipp_store_model have;
     if (!p->force && already_there(dir, m.name, pl.url, pl.n_files, &have)) {
         st = report_already(&have, m.name, &pl, r, errbuf);
+        if (st == SIPP_OK && !mmproj_there(dir, &have, &pl)) {
+            r->already = false;
+            st = pull_mmproj_only(p, &pl, dir, &have, r, errbuf);
+        }
         sipp_store_model_clear(&have);
         goto out;
     }
@@ -984,8 +1086,11 @@ sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char
     if ((st = sipp_store_ensure(dir, errbuf)) != SIPP_OK) goto out;
     sipp_pathf(part_dir, sizeof part_dir, "%s/%s", dir, SIPP_STORE_PARTIAL_DIR);
 
-    pull_state ps = {.params = p, .n_files = pl.n_files, .start_ms = sipp_now_ms()};
+    pull_state ps = {
+        .params = p, .n_files = pl.n_files + (*pl.mmproj_url ? 1 : 0), .start_ms = sipp_now_ms()};
     if ((st = fetch_all(&ps, &pl, part_dir, &m, r, errbuf)) != SIPP_OK) goto out;
+    if (*pl.mmproj_url && (st = fetch_mmproj(&ps, &pl, part_dir, pl.n_files + 1, &m, r, errbuf)) != SIPP_OK)
+        goto out;
     sipp_store_now(m.pulled_at);
     if ((st = install(dir, part_dir, &m, p->keep_existing, r, errbuf)) != SIPP_OK) goto out;
     sipp_pathf(r->path, sizeof r->path, "%s/%s", dir, m.files[0].file);

@@ -18,8 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "store/catalog.h"
+#include "store/paths.h"
+#include "store/source.h"
 #include "util/util.h"
 
 #define GGUF_EXT ".gguf"
@@ -142,32 +145,80 @@ static bool is_mmproj_name(const char *name) {
            strcasecmp(name + n - ext, GGUF_EXT) == 0;
 }
 
+/* The name a projector named for a model has: mmproj-STEM.gguf, STEM the model file's name without
+ * .gguf (or its split set's name). "" when it does not fit. */
+static void named_for(const char *model_file, char *out, size_t cap) {
+    char stem[SIPP_PATH_MAX];
+    snprintf(stem, sizeof stem, "%s", model_file);
+    sipp_split sp;
+    size_t n = strlen(stem), ext = strlen(GGUF_EXT);
+    if (sipp_split_parse(model_file, &sp))
+        stem[sp.prefix_len] = 0;
+    else if (n > ext && strcasecmp(stem + n - ext, GGUF_EXT) == 0)
+        stem[n - ext] = 0;
+    int w = snprintf(out, cap, "%s%s%s", SIPP_STORE_MMPROJ_PREFIX, stem, GGUF_EXT);
+    if (w < 0 || (size_t)w >= cap) *out = 0;
+}
+
+/* Whether projector file name is mmproj-OTHER.gguf for another model of dir (OTHER.gguf, shard 1 of
+ * an OTHER split set, or the store's OTHER.json): that model's, not a candidate for any other. */
+static bool names_other_model(const char *dir, const char *name) {
+    size_t plen = strlen(SIPP_STORE_MMPROJ_PREFIX), n = strlen(name), ext = strlen(GGUF_EXT);
+    if (strncasecmp(name, SIPP_STORE_MMPROJ_PREFIX, plen) != 0 || n <= plen + ext) return false;
+    const char *other = name + plen;
+    int stem = (int)(n - plen - ext);
+    char path[SIPP_PATH_MAX];
+    if (sipp_pathf(path, sizeof path, "%s/%.*s" GGUF_EXT, dir, stem, other) && access(path, F_OK) == 0)
+        return true;
+    if (sipp_pathf(path, sizeof path, "%s/%.*s.json", dir, stem, other) && access(path, F_OK) == 0)
+        return true;
+    DIR *d = opendir(dir);
+    sipp_split sp;
+    bool found = false;
+    for (struct dirent *de; d && !found && (de = readdir(d));)
+        found = sipp_split_parse(de->d_name, &sp) && sp.index == 1 && sp.prefix_len == (size_t)stem &&
+                strncmp(de->d_name, other, (size_t)stem) == 0;
+    if (d) closedir(d);
+    return found;
+}
+
 sipp_status sipp_store_find_mmproj(const char *model_path, char *out, size_t cap, char *errbuf) {
     if (cap) *out = 0;
     if (!model_path || !*model_path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model given");
     char dir[SIPP_PATH_MAX];
     snprintf(dir, sizeof dir, "%s", model_path);
     char *slash = strrchr(dir, '/');
+    const char *file = slash ? model_path + (slash - dir) + 1 : model_path;
     if (slash)
         *slash = 0;
     else
         snprintf(dir, sizeof dir, ".");
+    if (!*dir) snprintf(dir, sizeof dir, "/");
+    char own[SIPP_PATH_MAX];
+    named_for(file, own, sizeof own);
     DIR *d = opendir(dir);
     if (!d) return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "cannot read the model's directory '%s'", dir);
     char first[SIPP_PATH_MAX] = "", listed[LISTED_MAX] = "";
     int n = 0;
-    for (struct dirent *de; (de = readdir(d));) {
+    bool is_own = false;
+    for (struct dirent *de; !is_own && (de = readdir(d));) {
         if (!is_mmproj_name(de->d_name)) continue;
+        if (*own && strcmp(de->d_name, own) == 0) {
+            snprintf(first, sizeof first, "%s", de->d_name);
+            is_own = true;
+            continue;
+        }
+        if (names_other_model(dir, de->d_name)) continue;
         if (n++ == 0 || strcmp(de->d_name, first) < 0) snprintf(first, sizeof first, "%s", de->d_name);
         size_t used = strlen(listed);
         snprintf(listed + used, sizeof listed - used, "%s%s", used ? ", " : "", de->d_name);
     }
     closedir(d);
-    if (n == 0)
+    if (!is_own && n == 0)
         return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND,
                          "no projector (mmproj*.gguf) beside the model in '%s'; give the projector's path",
                          dir);
-    if (n > 1)
+    if (!is_own && n > 1)
         return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
                          "%d projectors beside the model in '%s' (%s); give the path of the one to use", n,
                          dir, listed);

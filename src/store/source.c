@@ -206,3 +206,7 @@ void sipp_store_file_name(const char *name, int index, int count, char *out, siz
     else
         snprintf(out, cap, "%s-%0*d-of-%0*d%s", name, SPLIT_DIGITS, index, SPLIT_DIGITS, count, GGUF_EXT);
 }
+
+void sipp_store_mmproj_file_name(const char *name, char *out, size_t cap) {
+    snprintf(out, cap, "%s%s%s", SIPP_STORE_MMPROJ_PREFIX, name, GGUF_EXT);
+}

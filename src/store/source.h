@@ -56,4 +56,9 @@ sipp_status sipp_source_default_name(const char *url, char *name, size_t cap, ch
  * else NAME-0000i-of-0000n.gguf (llama.cpp finds the other shards of a set by this pattern). */
 void sipp_store_file_name(const char *name, int index, int count, char *out, size_t cap);
 
+/* The store's file name of model name's projector: mmproj-NAME.gguf (sipp_store_find_mmproj takes it
+ * for that model beside any other projector). */
+#define SIPP_STORE_MMPROJ_PREFIX "mmproj-"
+void sipp_store_mmproj_file_name(const char *name, char *out, size_t cap);
+
 #endif

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@ _Static_assert(SIPP_PATH_MAX >= PATH_MAX, "sipp.h's paths hold every path the st
 #define META_VERSION 1
 #define DIR_MODE 0755
 #define FILE_MODE 0644
+#define MMPROJ_NAME "mmproj" /* how a projector's file name starts */
 
 sipp_status sipp_store_mkdirs(const char *dir, char *errbuf) {
     char path[PATH_MAX];
@@ -110,6 +112,8 @@ void sipp_store_model_clear(sipp_store_model *m) {
     for (int i = 0; i < m->n_files; i++)
         free(m->files[i].url);
     free(m->files);
+    if (m->mmproj) free(m->mmproj->url);
+    free(m->mmproj);
     free(m->source);
     memset(m, 0, sizeof *m);
 }
@@ -121,6 +125,24 @@ static int64_t mtime_ns(const struct stat *st) {
 static const char *json_str(json_t *obj, const char *key) {
     const char *s = json_string_value(json_object_get(obj, key));
     return s ? s : "";
+}
+
+/* One file's record of NAME.json into sf, whose name must be expect. */
+static sipp_status meta_file(json_t *f, const char *expect, sipp_store_file *sf, const char *path,
+                             const char *name, char *errbuf) {
+    if (strcmp(json_str(f, "file"), expect) != 0)
+        return sipp_fail(
+            errbuf, SIPP_ERR_IO,
+            "store metadata '%s' lists '%s' where '%s' belongs; remove it with: sipp models rm %s", path,
+            json_str(f, "file"), expect, name);
+    sipp_strlcpy(sf->file, expect, sizeof sf->file);
+    sf->url = strdup(json_str(f, "url"));
+    if (!sf->url) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory reading '%s'", path);
+    sf->size = (uint64_t)json_integer_value(json_object_get(f, "size"));
+    sf->mtime_ns = (int64_t)json_integer_value(json_object_get(f, "mtime_ns"));
+    const char *h = json_str(f, "sha256");
+    if (sipp_sha256_valid(h)) sipp_sha256_normalize(h, sf->sha256);
+    return SIPP_OK;
 }
 
 /* Reads NAME.json. SIPP_ERR_NOT_FOUND when there is none. */
@@ -156,28 +178,21 @@ static sipp_status meta_read(const char *dir, const char *name, sipp_store_model
     }
     m->n_files = (int)n;
     for (size_t i = 0; i < n; i++) {
-        json_t *f = json_array_get(files, i);
         sipp_store_file *sf = &m->files[i];
         char expect[sizeof sf->file];
         sipp_store_file_name(name, (int)i + 1, (int)n, expect, sizeof expect);
-        if (strcmp(json_str(f, "file"), expect) != 0) {
-            st = sipp_fail(
-                errbuf, SIPP_ERR_IO,
-                "store metadata '%s' lists '%s' where '%s' belongs; remove it with: sipp models rm %s", path,
-                json_str(f, "file"), expect, name);
-            goto out;
-        }
-        sipp_strlcpy(sf->file, expect, sizeof sf->file);
-        sf->url = strdup(json_str(f, "url"));
-        if (!sf->url) {
+        if ((st = meta_file(json_array_get(files, i), expect, sf, path, name, errbuf)) != SIPP_OK) goto out;
+        m->size += sf->size;
+    }
+    json_t *mm = json_object_get(root, "mmproj");
+    if (json_is_object(mm)) { /* the projector pulled with it */
+        char expect[sizeof m->files[0].file];
+        sipp_store_mmproj_file_name(name, expect, sizeof expect);
+        if (!(m->mmproj = calloc(1, sizeof *m->mmproj))) {
             st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory reading '%s'", path);
             goto out;
         }
-        sf->size = (uint64_t)json_integer_value(json_object_get(f, "size"));
-        sf->mtime_ns = (int64_t)json_integer_value(json_object_get(f, "mtime_ns"));
-        const char *h = json_str(f, "sha256");
-        if (sipp_sha256_valid(h)) sipp_sha256_normalize(h, sf->sha256);
-        m->size += sf->size;
+        if ((st = meta_file(mm, expect, m->mmproj, path, name, errbuf)) != SIPP_OK) goto out;
     }
     sipp_pathf(m->path, sizeof m->path, "%s/%s", dir, m->files[0].file);
 out:
@@ -186,17 +201,19 @@ out:
     return st;
 }
 
+static json_t *meta_file_json(const sipp_store_file *f) {
+    return json_pack("{s:s, s:s, s:I, s:I, s:s}", "file", f->file, "url", f->url ? f->url : "", "size",
+                     (json_int_t)f->size, "mtime_ns", (json_int_t)f->mtime_ns, "sha256", f->sha256);
+}
+
 sipp_status sipp_store_meta_write(const char *dir, const sipp_store_model *m, char *errbuf) {
     json_t *files = json_array();
-    for (int i = 0; files && i < m->n_files; i++) {
-        const sipp_store_file *f = &m->files[i];
-        json_array_append_new(files, json_pack("{s:s, s:s, s:I, s:I, s:s}", "file", f->file, "url",
-                                               f->url ? f->url : "", "size", (json_int_t)f->size, "mtime_ns",
-                                               (json_int_t)f->mtime_ns, "sha256", f->sha256));
-    }
+    for (int i = 0; files && i < m->n_files; i++)
+        json_array_append_new(files, meta_file_json(&m->files[i]));
     json_t *root = json_pack("{s:i, s:s, s:s, s:s, s:b, s:o}", "version", META_VERSION, "name", m->name,
                              "source", m->source ? m->source : "", "pulled_at", m->pulled_at,
                              "sha256_verified", m->verified, "files", files);
+    if (root && m->mmproj) json_object_set_new(root, "mmproj", meta_file_json(m->mmproj));
     char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     if (!text)
@@ -211,6 +228,23 @@ sipp_status sipp_store_meta_write(const char *dir, const sipp_store_model *m, ch
                        : sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory writing '%s'", path);
     sipp_buf_free(&b);
     return s;
+}
+
+/* A bare model's projector: mmproj-NAME.gguf beside it, put there by hand too. */
+static sipp_status bare_mmproj(const char *dir, sipp_store_model *m, char *errbuf) {
+    char file[SIPP_NAME_MAX + 32], path[PATH_MAX];
+    struct stat st;
+    sipp_store_mmproj_file_name(m->name, file, sizeof file);
+    if (!sipp_pathf(path, sizeof path, "%s/%s", dir, file) || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return SIPP_OK;
+    if (!(m->mmproj = calloc(1, sizeof *m->mmproj)) || !(m->mmproj->url = strdup(""))) {
+        sipp_store_model_clear(m);
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+    sipp_strlcpy(m->mmproj->file, file, sizeof m->mmproj->file);
+    m->mmproj->size = (uint64_t)st.st_size;
+    m->mmproj->mtime_ns = mtime_ns(&st);
+    return SIPP_OK;
 }
 
 /* A bare model: NAME.gguf, or a split set NAME-00001-of-0000n.gguf with all its shards, put in the
@@ -260,7 +294,7 @@ static sipp_status bare_lookup(const char *dir, const char *name, sipp_store_mod
         m->size += f->size;
     }
     sipp_pathf(m->path, sizeof m->path, "%s/%s", dir, m->files[0].file);
-    return SIPP_OK;
+    return bare_mmproj(dir, m, errbuf);
 }
 
 sipp_status sipp_store_lookup(const char *dir, const char *name, sipp_store_model *out, char *errbuf) {
@@ -302,6 +336,8 @@ static bool entry_model_name(const char *fn, int pass, char name[SIPP_NAME_MAX +
     const char *ext = pass == 0 ? SIPP_STORE_META_EXT : ".gguf";
     size_t elen = strlen(ext);
     if (fn[0] == '.' || len <= elen || strcmp(fn + len - elen, ext) != 0) return false;
+    /* a bare projector (mmproj*.gguf) is no model: it goes with one (sipp_store_find_mmproj) */
+    if (pass == 1 && strncasecmp(fn, MMPROJ_NAME, strlen(MMPROJ_NAME)) == 0) return false;
     size_t stem = len - elen;
     sipp_split sp;
     if (pass == 1 && sipp_split_parse(fn, &sp)) {
@@ -369,8 +405,17 @@ void sipp_store_list_free(sipp_store_model *models, size_t n) {
     free(models);
 }
 
-/* True when a partial/ entry belongs to model `name`: NAME.gguf.part[.json] or a shard of NAME. */
+/* True when a partial/ entry belongs to model `name`: NAME.gguf.part[.json], a shard of NAME, or its
+ * projector's mmproj-NAME.gguf.part[.json]. */
 static bool partial_of(const char *entry, const char *name) {
+    size_t plen = strlen(SIPP_STORE_MMPROJ_PREFIX);
+    if (strncmp(entry, SIPP_STORE_MMPROJ_PREFIX, plen) == 0 && partial_of(entry + plen, name)) {
+        sipp_split sp;
+        char file[SIPP_NAME_MAX + 64];
+        sipp_strlcpy(file, entry + plen, sizeof file);
+        *strstr(file, SIPP_STORE_PART_EXT) = '\0';
+        if (!sipp_split_parse(file, &sp)) return true; /* a projector is one file */
+    }
     size_t nlen = strlen(name);
     if (strncmp(entry, name, nlen) != 0) return false;
     char file[SIPP_NAME_MAX + 64];
@@ -402,8 +447,10 @@ sipp_status sipp_store_remove(const char *dir, const char *name, char *errbuf) {
                 return s;
             }
         }
-        for (int i = 0; i < m.n_files; i++) {
-            sipp_pathf(path, sizeof path, "%s/%s", dir, m.files[i].file);
+        for (int i = 0; i <= m.n_files; i++) {
+            const sipp_store_file *f = i < m.n_files ? &m.files[i] : m.mmproj; /* its projector last */
+            if (!f) break;
+            sipp_pathf(path, sizeof path, "%s/%s", dir, f->file);
             if (unlink(path) != 0 && errno != ENOENT) {
                 s = sipp_fail(errbuf, SIPP_ERR_IO, "cannot remove '%s': %s", path, strerror(errno));
                 sipp_store_model_clear(&m);

@@ -3,7 +3,8 @@
  * it: each input is written as a model's metadata file in a scratch store, then looked up by name and
  * listed. Invariants, checked beyond what the sanitizers catch:
  *   - a model that is found has 1..SIPP_SPLIT_MAX files named as the store names them, a path to its
- *     first file inside the store, and a size that is the sum of its files';
+ *     first file inside the store, and a size that is the sum of its files'; a projector it names is
+ *     mmproj-NAME.gguf;
  *   - metadata that is refused gives a message naming the file and the way out (sipp models rm);
  *   - listing never fails on bad metadata of one model.
  *
@@ -57,6 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             total += m.files[i].size;
         }
         check(total == m.size, "size is the sum of the files'");
+        char own[sizeof m.files[0].file];
+        sipp_store_mmproj_file_name(NAME, own, sizeof own);
+        check(!m.mmproj || (strcmp(m.mmproj->file, own) == 0 && m.mmproj->url),
+              "the projector is mmproj-NAME.gguf");
         check(strncmp(m.path, dir, strlen(dir)) == 0, "the path is inside the store");
         sipp_store_model_clear(&m);
     } else {

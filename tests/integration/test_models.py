@@ -481,9 +481,10 @@ class ModelStoreTest(unittest.TestCase):
         # sipp-synth's vision and audio projectors (mmproj files): what they take in, and the width of
         # the embeddings they give the text model instead of the text hyperparameters
         cases = (("llava", ["--image-size", "32", "--patch-size", "8"],
-                  {"vision": True, "audio": False, "type": "mlp", "image_size": 32, "n_embd": 96},
-                  "vision (mlp, 32 px) -> 96-wide embeddings"),
-                 ("qwen2a", [], {"vision": False, "audio": True, "type": "qwen2a", "image_size": None, "n_embd": 96},
+                  {"vision": True, "audio": False, "type": "mlp", "image_size": 32, "patch_size": 8, "n_embd": 96},
+                  "vision (mlp, 32 px in 8 px patches) -> 96-wide embeddings"),
+                 ("qwen2a", [], {"vision": False, "audio": True, "type": "qwen2a", "image_size": None, "patch_size": None,
+                   "n_embd": 96},
                   "audio (qwen2a) -> 96-wide embeddings"))
         for kind, extra, want, row in cases:
             with self.subTest(kind=kind):
@@ -508,14 +509,16 @@ class ModelStoreTest(unittest.TestCase):
                   ("clip.vision.projection_dim", GGUF_U32, 768)]
         info = self.projector_info(vision + [("clip.vision.image_size", GGUF_U32, 336)],
                                    [("mm.0.weight", [16, 40]), ("mm.2.weight", [40, 40])])
-        self.assertEqual(info, {"vision": True, "audio": False, "type": "mlp", "image_size": 336, "n_embd": 40})
+        self.assertEqual(info, {"vision": True, "audio": False, "type": "mlp", "image_size": 336, "patch_size": None,
+                                "n_embd": 40})
         # ... and a known type without it has no width (mtmd would crash on it: test_synth_projector)
         self.assertIsNone(self.projector_info(vision, [("mm.0.weight", [16, 40])])["n_embd"])
         # a type whose output tensor sipp does not know: projection_dim stands for it
         info = self.projector_info([("clip.has_audio_encoder", GGUF_BOOL, True),
                                     ("clip.audio.projector_type", GGUF_STRING, "glma"),
                                     ("clip.audio.projection_dim", GGUF_U32, 2048)], [("mm.a.fc.weight", [8, 8])])
-        self.assertEqual(info, {"vision": False, "audio": True, "type": "glma", "image_size": None, "n_embd": 2048})
+        self.assertEqual(info, {"vision": False, "audio": True, "type": "glma", "image_size": None, "patch_size": None,
+                                "n_embd": 2048})
 
     def projector_info(self, kv, tensors):
         """models info's projector object of a "clip" file with these keys and f32 tensors."""

@@ -277,7 +277,7 @@ class StoreFile(ctypes.Structure):
 class StoreModel(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * (NAME_MAX + 1)), ("source", c_char_p), ("pulled_at", ctypes.c_char * STORE_TIME_MAX),
                 ("verified", c_bool), ("managed", c_bool), ("n_files", c_int), ("files", ctypes.POINTER(StoreFile)),
-                ("size", c_uint64), ("path", ctypes.c_char * PATH_MAX)]
+                ("size", c_uint64), ("path", ctypes.c_char * PATH_MAX), ("mmproj", ctypes.POINTER(StoreFile))]
 
 
 class PullProgress(ctypes.Structure):
@@ -314,7 +314,8 @@ class GgufInfo(ctypes.Structure):
                 ("pooling", ctypes.c_char * 8), ("tokenizer", ctypes.c_char * 32), ("has_chat_template", c_bool),
                 ("n_types", c_int), ("types", GgufTypeCount * GGUF_MAX_TYPES), ("projector", c_bool),
                 ("projector_vision", c_bool), ("projector_audio", c_bool), ("projector_type", ctypes.c_char * 32),
-                ("projector_image_size", ctypes.c_int64), ("projector_n_embd", ctypes.c_int64)]
+                ("projector_image_size", ctypes.c_int64), ("projector_n_embd", ctypes.c_int64),
+                ("projector_patch_size", ctypes.c_int64)]
 
 
 # The C name of every structure above, for the layout check (tests/test_abi.py).

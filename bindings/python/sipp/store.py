@@ -135,7 +135,8 @@ def _projector(g):
     if not g.projector:
         return None
     return {"vision": g.projector_vision, "audio": g.projector_audio, "type": text(g.projector_type),
-            "image_size": _int_or_none(g.projector_image_size), "n_embd": _int_or_none(g.projector_n_embd)}
+            "image_size": _int_or_none(g.projector_image_size), "patch_size": _int_or_none(g.projector_patch_size),
+            "n_embd": _int_or_none(g.projector_n_embd)}
 
 
 def info(name_or_path, hash=True):  # noqa: A002  (the same word as `sipp models info --no-hash`)

@@ -100,7 +100,8 @@ class StoreTest(unittest.TestCase):
         info = sipp.store.info(out, hash=False)
         self.assertEqual(info["architecture"], "clip")
         self.assertEqual(info["projector"],
-                         {"vision": True, "audio": False, "type": "mlp", "image_size": 48, "n_embd": 64})
+                         {"vision": True, "audio": False, "type": "mlp", "image_size": 48, "patch_size": 8,
+                          "n_embd": 64})
         self.assertIsNone(sipp.store.info(_support.model(), hash=False)["projector"])
 
     def test_errors_name_the_input(self):

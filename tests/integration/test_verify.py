@@ -44,7 +44,19 @@ def one_line(stderr):
     return [l for l in stderr.strip().splitlines() if l.strip()]
 
 
-class VerifyTests(unittest.TestCase):
+class FirstRun:
+    """A test class whose setUpClass ran one verify in cls.tmp (cls.first, with --json)."""
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def report(self):
+        self.assertEqual(self.first.returncode, 0, self.first.stderr)
+        return json.loads(self.first.stdout)
+
+
+class VerifyTests(FirstRun, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
@@ -56,14 +68,6 @@ class VerifyTests(unittest.TestCase):
         cls.manifest = os.path.join(cls.tmp.name, "manifest.json")
         cls.first = run_sipp(["verify", cls.model, "--backends", "cpu,vulkan", *cls.short, "--manifest", cls.manifest,
                               "--json"], env=VK)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
-    def report(self):
-        self.assertEqual(self.first.returncode, 0, self.first.stderr)
-        return json.loads(self.first.stdout)
 
     def path(self, name):
         return os.path.join(self.tmp.name, name)
@@ -202,7 +206,7 @@ class VerifyTests(unittest.TestCase):
         self.assertIn("GGML_VK_VISIBLE_DEVICES=0", lines[0])
 
 
-class VerifyCasesTests(unittest.TestCase):
+class VerifyCasesTests(FirstRun, unittest.TestCase):
     """The image case and the perplexity case, CPU against Vulkan (lavapipe), and the perplexity of two
     quantizations through a manifest."""
 
@@ -223,14 +227,6 @@ class VerifyCasesTests(unittest.TestCase):
         cls.base = ["--prompts", cls.prompts, "--ppl-text", cls.text, *PPL]
         cls.first = run_sipp(["verify", cls.model, "--backends", "cpu,vulkan", *cls.base, "--greedy-tokens", "4",
                               "--mmproj", "auto", "--manifest", cls.manifest, "--json"], env=VK)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
-    def report(self):
-        self.assertEqual(self.first.returncode, 0, self.first.stderr)
-        return json.loads(self.first.stdout)
 
     def test_image_case_cpu_against_vulkan_passes(self):
         r = self.report()

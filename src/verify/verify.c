@@ -371,6 +371,11 @@ static sipp_status adopt_manifest(run *o, const sipp_verify_params *p, const jso
             o->cfg.ppl_ctx = (int)json_integer_value(json_object_get(ppl, "ctx_size"));
         if (json_is_integer(json_object_get(ppl, "chunks")))
             o->cfg.ppl_chunks = (int)json_integer_value(json_object_get(ppl, "chunks"));
+        if (o->cfg.ppl_ctx < PPL_MIN_CTX || o->cfg.ppl_chunks == 0 || o->cfg.ppl_chunks < -1)
+            return sipp_fail(
+                err, SIPP_ERR_MODEL,
+                "--against: the manifest's perplexity.ctx_size %d or chunks %d is not one sipp writes",
+                o->cfg.ppl_ctx, o->cfg.ppl_chunks);
     }
     json_t *greedy = json_object_get(m, "greedy_tokens");
     if (json_is_integer(greedy)) o->cfg.greedy_tokens = (int)json_integer_value(greedy);

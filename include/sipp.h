@@ -654,6 +654,26 @@ SIPP_API sipp_status sipp_model_eval_logits_kv(sipp_model *model, const int32_t 
                                                int threads, const char *cache_type, const char **cache_type_v,
                                                float **logits, int *n_vocab, char *errbuf);
 
+/* The teacher-forced logits of a chat with images or audio (sipp verify's image case). */
+typedef struct sipp_chat_logits {
+    float *logits; /* n_rows rows of n_vocab (malloc'ed; free with sipp_free) */
+    int n_rows;    /* the text positions after the last media item; the last row predicts
+                      the first token the model would generate */
+    int n_vocab;
+    int n_prompt;              /* the prompt's positions in all, media included */
+    int n_media;               /* of them, the positions of images and audio */
+    char projector_device[64]; /* where the projector encoded them: "CPU", "Vulkan0" */
+} sipp_chat_logits;
+
+/* Evaluates a chat (chat_json as sipp_request_params.chat_json: the same template rendering, media
+ * decoding and checks, and projector spans as a request's) in a fresh context of the model: text
+ * positions in one batched prefill, each image or audio item encoded by the model's projector and its
+ * embeddings decoded in place. out gets the logits of every text position after the last media item.
+ * SIPP_ERR_INVALID_ARGUMENT for a chat without media or one the model cannot take (no projector, a
+ * bad image; the message names the part). threads: 0 = 1. */
+SIPP_API sipp_status sipp_model_eval_chat_logits(sipp_model *model, const char *chat_json, int threads,
+                                                 sipp_chat_logits *out, char *errbuf);
+
 #define SIPP_MAX_OPS 128
 
 typedef struct sipp_op_stat {
@@ -702,6 +722,12 @@ typedef struct sipp_verify_thresholds {
     double min_cached_top1; /* top-1 agreement of incremental against batched, [0, 1] */
     double min_greedy;      /* fraction of the greedy continuation's tokens equal to the reference's */
     double speed_tolerance; /* against a manifest: how much slower pp or tg may be (fraction) */
+    /* perplexity on ppl_text: the relative drift |ppl - ppl_ref| / ppl_ref allowed between backends
+     * (and, against a manifest of the same model file, between this run and the recorded one) */
+    double ppl_max_drift;
+    /* against a manifest recorded on another quantization of the model (its main weight type
+     * differs): the relative drift allowed per quantization step (f16 -> q8_0 -> q6_K -> q5 -> q4 ...) */
+    double ppl_max_drift_quant;
 } sipp_verify_thresholds;
 
 /* Bits of sipp_verify_params.thresholds_given: thresholds that win over a manifest's. */
@@ -713,6 +739,8 @@ enum {
     SIPP_VERIFY_MIN_CACHED_TOP1 = 1 << 4,
     SIPP_VERIFY_MIN_GREEDY = 1 << 5,
     SIPP_VERIFY_SPEED_TOLERANCE = 1 << 6,
+    SIPP_VERIFY_PPL_MAX_DRIFT = 1 << 7,
+    SIPP_VERIFY_PPL_MAX_DRIFT_QUANT = 1 << 8,
 };
 
 #define SIPP_VERIFY_MAX_BACKENDS 8
@@ -744,6 +772,18 @@ typedef struct sipp_verify_params {
     const char *artifact;               /* passed to the bench (--artifact); NULL: none */
     sipp_verify_progress_fn progress;   /* optional */
     void *user;
+    /* The image case: a projector (mmproj-*.gguf) for the model; every backend then evaluates a fixed
+     * chat holding a fixed image, compared like the prompts. NULL: the case is skipped (the report
+     * says why); with `against`: the manifest's. mmproj_offload: the projector runs on the backend's
+     * GPU (default true; a cpu backend runs it on the CPU in any case). */
+    const char *mmproj;
+    bool mmproj_offload;
+    /* The perplexity case: a text file whose perplexity every backend measures (sipp_model_perplexity,
+     * ppl_ctx tokens a chunk, at most ppl_chunks chunks, -1 all), compared against
+     * thresholds.ppl_max_drift. NULL: skipped; with `against`: the manifest's. */
+    const char *ppl_text;
+    int ppl_ctx;    /* default 512 */
+    int ppl_chunks; /* default -1 */
 } sipp_verify_params;
 
 SIPP_API sipp_verify_thresholds sipp_verify_default_thresholds(void);

@@ -26,6 +26,8 @@ enum { EXIT_DRIFT = 3 };
 #define GREEDY_TOKENS_MAX 4096
 #define BENCH_TOKENS_MAX (1 << 16)
 #define BENCH_REPS_MAX 1000
+#define PPL_CTX_MAX (1 << 20)
+#define PPL_CHUNKS_MAX (1 << 20)
 
 typedef struct verify_opts {
     cli_common c; /* --artifact, --threads, --json, --rpc */
@@ -35,6 +37,7 @@ typedef struct verify_opts {
     char *prompts[SIPP_VERIFY_MAX_PROMPTS];
     int n_prompts;
     char *backends_copy;
+    bool no_mmproj_offload;
 } verify_opts;
 
 /* ---- the options: one table parses them and prints --help ---- */
@@ -69,6 +72,12 @@ static const cli_option opt_min_cached_top1 =
               "top-1 agreement of cached decoding with one batched prefill");
 static const cli_option opt_min_greedy = THRESHOLD("--min-greedy", min_greedy, SIPP_VERIFY_MIN_GREEDY,
                                                    "the fraction of greedy tokens equal to the reference's");
+static const cli_option opt_ppl_max_drift =
+    THRESHOLD("--ppl-max-drift", ppl_max_drift, SIPP_VERIFY_PPL_MAX_DRIFT,
+              "relative perplexity drift allowed between backends (|ppl - ref| / ref)");
+static const cli_option opt_ppl_max_drift_quant =
+    THRESHOLD("--ppl-max-drift-quant", ppl_max_drift_quant, SIPP_VERIFY_PPL_MAX_DRIFT_QUANT,
+              "with --against another quantization: relative drift allowed per quantization step");
 static const cli_option opt_speed_tolerance =
     THRESHOLD("--speed-tolerance", speed_tolerance, SIPP_VERIFY_SPEED_TOLERANCE,
               "how much slower than --against's bench figures pp and tg may be, a fraction");
@@ -132,6 +141,36 @@ static const cli_option opt_bench_r = {.name = "--bench-r",
                                        .lo = 1,
                                        .hi = BENCH_REPS_MAX,
                                        .help = "--bench's repetitions, as bench -r (default 3)"};
+static const cli_option opt_mmproj = {.name = "--mmproj",
+                                      .arg = "FILE|auto",
+                                      .kind = CLI_OPT_STRING,
+                                      .offset = offsetof(verify_opts, p.mmproj),
+                                      .help =
+                                          "the model's projector: adds the image case (a fixed image and\n"
+                                          "prompt on every backend); auto: the mmproj-*.gguf beside MODEL"};
+static const cli_option opt_no_mmproj_offload = {.name = "--no-mmproj-offload",
+                                                 .kind = CLI_OPT_FLAG,
+                                                 .offset = offsetof(verify_opts, no_mmproj_offload),
+                                                 .help = "run the projector on the CPU on every backend"};
+static const cli_option opt_ppl_text = {.name = "--ppl-text",
+                                        .arg = "FILE",
+                                        .kind = CLI_OPT_STRING,
+                                        .offset = offsetof(verify_opts, p.ppl_text),
+                                        .help = "a held-out text: adds the perplexity case on every backend"};
+static const cli_option opt_ppl_ctx = {.name = "--ppl-ctx",
+                                       .arg = "N",
+                                       .kind = CLI_OPT_INT,
+                                       .offset = offsetof(verify_opts, p.ppl_ctx),
+                                       .lo = 8,
+                                       .hi = PPL_CTX_MAX,
+                                       .help = "the perplexity case's chunk, tokens (default 512)"};
+static const cli_option opt_ppl_chunks = {.name = "--ppl-chunks",
+                                          .arg = "N",
+                                          .kind = CLI_OPT_INT,
+                                          .offset = offsetof(verify_opts, p.ppl_chunks),
+                                          .lo = 1,
+                                          .hi = PPL_CHUNKS_MAX,
+                                          .help = "at most N chunks of the text (default: all)"};
 static const cli_option opt_no_bench = {.name = "--no-bench",
                                         .kind = CLI_OPT_FLAG,
                                         .offset = offsetof(verify_opts, p.no_bench),
@@ -151,6 +190,13 @@ static const cli_option *const options[] = {&opt_backends,
                                             &opt_max_cached_kl,
                                             &opt_min_cached_top1,
                                             &opt_min_greedy,
+                                            &opt_mmproj,
+                                            &opt_no_mmproj_offload,
+                                            &opt_ppl_text,
+                                            &opt_ppl_ctx,
+                                            &opt_ppl_chunks,
+                                            &opt_ppl_max_drift,
+                                            &opt_ppl_max_drift_quant,
                                             &opt_bench,
                                             &opt_bench_p,
                                             &opt_bench_n,
@@ -196,9 +242,17 @@ static void print_about(FILE *out) {
         "backend (needs /usr/bin/chromium and npm ci in tests/integration/web).\n\n"
         "A backend name followed by +fa or -fa runs that backend with flash attention on or off (without\n"
         "one, the load's default: off for cpu): --backends cpu,cpu+fa measures what flash attention "
-        "changes.\n",
+        "changes.\n\n"
+        "Two more cases run when given their input. --mmproj FILE (the image case): a fixed chat with a "
+        "fixed\n"
+        "image through each backend's projector; the logits after the image are gated like the prompts'\n"
+        "(--max-kl, --max-kl-max, --min-top1) and its greedy continuation like theirs (--min-greedy).\n"
+        "--ppl-text FILE (the perplexity case): the model's perplexity on the text on each backend; a "
+        "relative\n"
+        "drift from the reference above --ppl-max-drift (%g) fails. Against a manifest recorded on another\n"
+        "quantization of the model, --ppl-max-drift-quant (%g) per quantization step applies instead.\n",
         t.max_kl, t.max_kl_max, t.min_top1, t.max_cached_kl, t.min_cached_top1, t.min_greedy,
-        t.speed_tolerance);
+        t.speed_tolerance, t.ppl_max_drift, t.ppl_max_drift_quant);
 }
 
 static const cli_command command = {.name = "verify",
@@ -232,6 +286,7 @@ static int parse(int argc, char **argv, verify_opts *o) {
     if (rc != CLI_PARSED) return rc;
     o->p.threads = o->c.threads;
     o->p.artifact = o->c.artifact;
+    o->p.mmproj_offload = !o->no_mmproj_offload;
     if (o->backends_arg && !split_backends(o, o->backends_arg)) return EXIT_USAGE;
     return CLI_PARSED;
 }
@@ -322,6 +377,53 @@ static void print_kv_cache(const json_t *backends) {
     }
 }
 
+/* The image case and the perplexity case: their figures, or why they did not run. */
+static void print_cases(const json_t *r, const char *ref) {
+    const json_t *backends = json_object_get(r, "backends"), *image = json_object_get(r, "image"), *b;
+    const json_t *ppl = json_object_get(r, "perplexity");
+    const char *name;
+    if (json_object_get(image, "skipped")) {
+        printf("\nimage case: skipped: %s\n", str(image, "skipped"));
+    } else if (image) {
+        const json_t *proj = json_object_get(image, "projector");
+        printf("\nimage case: %s (sha256 %.12s...), logits after a fixed %ldx%ld image against %s\n",
+               str(proj, "path"), str(proj, "sha256"), integer(json_object_get(image, "image"), "width"),
+               integer(json_object_get(image, "image"), "height"), ref);
+        json_object_foreach((json_t *)backends, name, b) {
+            const json_t *im = json_object_get(b, "image"), *g = json_object_get(im, "greedy");
+            if (!im) continue;
+            char greedy[64] = "";
+            if (json_is_object(g))
+                snprintf(greedy, sizeof greedy, ", greedy %ld/%ld", integer(g, "agree_tokens"),
+                         integer(g, "ref_tokens"));
+            printf("  %-8s projector on %s, %ld image positions, %ld after it%s\n", name,
+                   str(im, "projector_device"), integer(im, "media_positions"), integer(im, "positions"),
+                   greedy);
+        }
+        json_object_foreach((json_t *)backends, name, b) {
+            const json_t *v = json_object_get(json_object_get(b, "image"), "vs_ref");
+            if (json_is_object(v)) print_metrics_row(name, v);
+        }
+    }
+    if (json_object_get(ppl, "skipped")) {
+        printf("\nperplexity case: skipped: %s\n", str(ppl, "skipped"));
+        return;
+    }
+    if (!ppl) return;
+    printf("\nperplexity case: %s, %ld-token chunks, drift against %s\n",
+           str(json_object_get(ppl, "text"), "path"), integer(ppl, "ctx_size"), ref);
+    json_object_foreach((json_t *)backends, name, b) {
+        const json_t *p = json_object_get(b, "perplexity"), *drift = json_object_get(p, "drift");
+        if (!p) continue;
+        printf("  %-8s PPL %.4f +/- %.4f over %ld chunks", name, num(p, "ppl"), num(p, "ppl_error"),
+               integer(p, "n_chunks"));
+        if (json_is_number(drift))
+            printf(", drift %.3g%%\n", 100 * json_number_value(drift));
+        else
+            printf("%s\n", strcmp(name, ref) == 0 ? " (reference)" : ", drift not finite");
+    }
+}
+
 static void print_text(const json_t *r) {
     const json_t *backends = json_object_get(r, "backends"), *prompts = json_object_get(r, "prompts"), *b,
                  *pr;
@@ -367,6 +469,7 @@ static void print_text(const json_t *r) {
             printf("   (%.1f%%)\n", total ? 100.0 * agree / total : 100.0);
         }
     }
+    print_cases(r, ref);
     printf("\ngraph: device boundaries per decode step\n");
     json_object_foreach((json_t *)backends, name, b) {
         const json_t *g = json_object_get(b, "graph");
@@ -388,9 +491,9 @@ static void print_text(const json_t *r) {
     const json_t *t = json_object_get(r, "thresholds");
     printf(
         "\nthresholds: KL mean <= %g, KL max <= %g, top-1 >= %g; cached KL mean <= %g, cached top-1 >= %g; "
-        "greedy >= %g\n",
+        "greedy >= %g; perplexity drift <= %g\n",
         num(t, "max_kl"), num(t, "max_kl_max"), num(t, "min_top1"), num(t, "max_cached_kl"),
-        num(t, "min_cached_top1"), num(t, "min_greedy"));
+        num(t, "min_cached_top1"), num(t, "min_greedy"), num(t, "ppl_max_drift"));
     printf("result: %s\n",
            json_array_size(json_object_get(json_object_get(r, "verdict"), "failures")) ? "FAIL" : "pass");
 }
@@ -406,8 +509,10 @@ static void print_failures(const json_t *failures) {
             snprintf(value, sizeof value, "%.4g%s", json_number_value(v), metric_unit(metric));
         else
             snprintf(value, sizeof value, "not finite");
-        cli_error("verify: %s on %s is %s, %s the threshold %g (%s)", metric, str(f, "backend"), value,
-                  str(f, "direction"), num(f, "threshold"), str(f, "flag"));
+        const char *detail = json_string_value(json_object_get(f, "detail"));
+        cli_error("verify: %s on %s is %s, %s the threshold %g (%s)%s%s", metric, str(f, "backend"), value,
+                  str(f, "direction"), num(f, "threshold"), str(f, "flag"), detail ? ": " : "",
+                  detail ? detail : "");
     }
 }
 

@@ -8,13 +8,19 @@
  * node its op, the device whose buffer holds its result (where it ran) and whether the chosen device
  * supports it. A change of device between consecutive nodes is a boundary: a copy between devices,
  * paid every step when it sits in the decode graph.
+ *
+ * A chat with images or audio is evaluated the way a request's prompt is (the chat rendered by its
+ * template, its media decoded and checked, each item a span the projector encodes), but whole and in a
+ * fresh context, so that the logits after the media can be compared between backends.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "chat/chat_request.h"
 #include "engine/tokens.h"
 #include "model/kv_cache.h"
+#include "model/mmproj.h"
 #include "model/model.h"
 #include "util/util.h"
 
@@ -106,6 +112,88 @@ sipp_status sipp_model_eval_logits_kv(sipp_model *m, const int32_t *tokens, size
     if (cache_type_v) *cache_type_v = p.cache_type_v;
     return st != SIPP_OK ? st
                          : eval_logits(m, tokens, n_tokens, false, threads, &kv, out, n_vocab_out, errbuf);
+}
+
+/* The chat of p rendered and tokenized as a request's prompt: *tokens with the media's spans (*mp). */
+static sipp_status media_prompt(sipp_model *m, const sipp_request_params *p, llama_token **tokens,
+                                int *n_tokens, sipp_media_prompt **mp, char *errbuf) {
+    sipp_schema_limits limits = sipp_schema_limits_default();
+    chat_request chat;
+    sipp_status st = chat_request_prepare(m, p, &limits, &chat, errbuf);
+    if (st == SIPP_OK && chat.n_media == 0)
+        st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the chat has no image or audio part");
+    if (st == SIPP_OK)
+        st = sipp_media_tokenize(m->mmproj, chat.plan->prompt, chat.media, chat.n_media, tokens, n_tokens, mp,
+                                 errbuf);
+    chat_request_clear(&chat);
+    return st;
+}
+
+/* Evaluates the prompt in ctx: text in batches, each span through the projector; the text after the
+ * last span with the logits of every position, copied to out->logits. */
+static sipp_status eval_media_prompt(sipp_model *m, struct llama_context *ctx, const llama_token *tokens,
+                                     int n, const sipp_media_prompt *mp, sipp_chat_logits *out,
+                                     char *errbuf) {
+    const sipp_media_span *last = sipp_media_span_get(mp, sipp_media_n_spans(mp) - 1);
+    const int tail = last->start + last->n, n_vocab = m->info.n_vocab;
+    if (tail >= n)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "the chat's prompt ends with a media item: no text follows it");
+    for (int pos = 0; pos < n;) {
+        int span = sipp_media_span_at(mp, pos);
+        if (span >= 0) {
+            double ms = 0;
+            sipp_status st = sipp_media_eval(m->mmproj, ctx, mp, span, 0, n, &ms, errbuf);
+            if (st != SIPP_OK) return st;
+            out->n_media += sipp_media_span_get(mp, span)->n;
+            pos += sipp_media_span_get(mp, span)->n;
+            continue;
+        }
+        int next = sipp_media_next_start(mp, pos);
+        if (next > n) next = n;
+        if (sipp_decode_range(ctx, tokens, pos, next - pos, pos >= tail) != 0)
+            return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "decode of prompt positions %d..%d failed", pos,
+                             next - 1);
+        pos = next;
+    }
+    out->n_rows = n - tail;
+    if (!(out->logits = malloc((size_t)out->n_rows * (size_t)n_vocab * sizeof *out->logits)))
+        return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory for %d x %d logits", out->n_rows,
+                         n_vocab);
+    for (int i = 0; i < out->n_rows; i++)
+        memcpy(out->logits + (size_t)i * n_vocab, llama_get_logits_ith(ctx, i),
+               (size_t)n_vocab * sizeof *out->logits);
+    out->n_vocab = n_vocab;
+    return SIPP_OK;
+}
+
+sipp_status sipp_model_eval_chat_logits(sipp_model *m, const char *chat_json, int threads,
+                                        sipp_chat_logits *out, char *errbuf) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!m || !chat_json || !out)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no model, chat or result given");
+    sipp_request_params p = sipp_request_default_params();
+    p.chat_json = chat_json;
+    llama_token *tokens = NULL;
+    int n = 0;
+    sipp_media_prompt *mp = NULL;
+    sipp_status st = media_prompt(m, &p, &tokens, &n, &mp, errbuf);
+    if (st != SIPP_OK) return st;
+    out->n_prompt = n;
+    sipp_strlcpy(out->projector_device, sipp_mmproj_device(m->mmproj), sizeof out->projector_device);
+    struct llama_context *ctx = scratch_ctx(m, n + TRACE_PROMPT_TOKENS, n, threads, NULL, NULL, NULL);
+    if (!ctx)
+        st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "cannot create a context to evaluate %d positions", n);
+    else
+        st = eval_media_prompt(m, ctx, tokens, n, mp, out, errbuf);
+    if (ctx) llama_free(ctx);
+    sipp_media_prompt_free(mp);
+    free(tokens);
+    if (st != SIPP_OK) {
+        free(out->logits);
+        out->logits = NULL;
+    }
+    return st;
 }
 
 typedef struct trace {

@@ -100,6 +100,7 @@ struct sipp_mmproj {
     pthread_mutex_t mu; /* encoding is not thread-safe: one at a time */
     bool vision, audio;
     char path[PATH_MAX];
+    char device[64]; /* where it encodes (sipp_mmproj_device) */
 };
 
 struct sipp_media_prompt {
@@ -184,6 +185,10 @@ sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, con
             "does not support yet; use a model whose projector does not",
             path);
     }
+    /* clip.cpp's choice of device, repeated: mtmd does not say which it took. */
+    ggml_backend_dev_t dev = use_gpu ? ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_GPU) : NULL;
+    if (use_gpu && !dev) dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_IGPU);
+    sipp_strlcpy(p->device, dev ? ggml_backend_dev_name(dev) : "CPU", sizeof p->device);
     p->vision = api.mtmd_support_vision(p->ctx);
     p->audio = api.mtmd_support_audio(p->ctx);
     sipp_strlcpy(p->path, path, sizeof p->path);
@@ -200,6 +205,7 @@ void sipp_mmproj_free(sipp_mmproj *p) {
 
 bool sipp_mmproj_vision(const sipp_mmproj *p) { return p && p->vision; }
 bool sipp_mmproj_audio(const sipp_mmproj *p) { return p && p->audio; }
+const char *sipp_mmproj_device(const sipp_mmproj *p) { return p ? p->device : ""; }
 
 /* ---- prompts ---------------------------------------------------------------------------------- */
 

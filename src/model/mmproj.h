@@ -58,6 +58,9 @@ sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, con
 void sipp_mmproj_free(sipp_mmproj *p);
 bool sipp_mmproj_vision(const sipp_mmproj *p); /* it takes images */
 bool sipp_mmproj_audio(const sipp_mmproj *p);  /* it takes audio */
+/* The device that encodes: libmtmd's choice for use_gpu (the first GPU ggml lists, else an
+ * integrated one), or "CPU". */
+const char *sipp_mmproj_device(const sipp_mmproj *p);
 
 /* Tokenizes a rendered prompt whose SIPP_MEDIA_MARKERs stand for items[0..n) in order: *tokens
  * (malloc'ed, *n_tokens) with each item's placeholders, and *out the spans and what evaluates them.

@@ -3,14 +3,17 @@
  *
  * A manifest states five contracts; each is reported as "holds", "changed" or "not checked":
  *
- *   checkpoint  the model file is the same bytes (SHA-256 and size)
+ *   checkpoint  the model file is the same bytes (SHA-256 and size), and so is the image case's
+ *               projector when the manifest recorded one
  *   tokenizer   the vocabulary, merges, special tokens and chat template hash are the same, and the
  *               recorded prompts tokenize to the recorded token ids
  *   graph       per backend, the decode step's graph has the same ops, counts, device support and
  *               placement, and the same device boundaries per decode step and per prefill
  *   numerics    per backend, this run is within the thresholds (against the reference and for cached
  *               decoding), the greedy continuations are the recorded ones (same SHA-256), and the
- *               logits agree with the recorded top tokens (top-1 agreement at least --min-top1)
+ *               logits agree with the recorded top tokens (top-1 agreement at least --min-top1); with
+ *               the perplexity case, the perplexity is within --ppl-max-drift of the recorded one, or
+ *               on another quantization of the model within --ppl-max-drift-quant per step
  *   speed       per backend, pp and tg are no more than --speed-tolerance slower than recorded
  *               (checked only when the manifest has bench figures)
  *
@@ -52,6 +55,61 @@ static const char *str(const json_t *o, const char *key) {
 
 static json_t *path(const json_t *o, const char *a, const char *b) {
     return json_object_get(json_object_get(o, a), b);
+}
+
+/* The image case's projector: the same file as recorded. */
+static void check_projector(contract *c, const json_t *recorded, const json_t *current) {
+    const json_t *rp = path(recorded, "image", "projector"), *cp = path(current, "image", "projector");
+    if (!rp) return;
+    if (!cp) {
+        note(c, false, "the manifest's image case did not run here (no projector)");
+        return;
+    }
+    const char *rh = str(rp, "sha256"), *ch = str(cp, "sha256");
+    if (strcmp(rh, ch) != 0)
+        note(c, true, "projector sha256 is %.*s... here, the manifest recorded %.*s... ('%s')", SHORT_HASH,
+             ch, SHORT_HASH, rh, str(cp, "path"));
+    else
+        note(c, false, "projector sha256 %.*s..., as recorded", SHORT_HASH, ch);
+}
+
+/* The perplexity case against the recorded one: within --ppl-max-drift on the same model file, within
+ * --ppl-max-drift-quant per quantization step on another quantization of it. */
+static void check_perplexity(contract *c, const char *backend, const json_t *recorded, const json_t *current,
+                             const json_t *rb, const json_t *cb, const sipp_verify_thresholds *t) {
+    const json_t *rppl = json_object_get(rb, "perplexity"), *cppl = json_object_get(cb, "perplexity");
+    if (!rppl) return;
+    if (!cppl) {
+        note(c, false, "%s: perplexity not measured here (no --ppl-text)", backend);
+        return;
+    }
+    const char *rt = str(path(recorded, "perplexity", "text"), "sha256"),
+               *ct = str(path(current, "perplexity", "text"), "sha256");
+    if (strcmp(rt, ct) != 0) {
+        note(c, false,
+             "%s: perplexity not compared: the text here (sha256 %.*s...) is not the manifest's (%.*s...)",
+             backend, SHORT_HASH, ct, SHORT_HASH, rt);
+        return;
+    }
+    double was = json_number_value(json_object_get(rppl, "ppl")),
+           now = json_number_value(json_object_get(cppl, "ppl"));
+    double drift = verify_ppl_drift(now, was), allowed = t->ppl_max_drift;
+    char why[DETAIL_BYTES];
+    snprintf(why, sizeof why, "--ppl-max-drift");
+    const json_t *rm = json_object_get(recorded, "model"), *cm = json_object_get(current, "model");
+    if (strcmp(str(rm, "sha256"), str(cm, "sha256")) != 0) {
+        const char *here, *there;
+        int steps = verify_quant_steps(json_object_get(cm, "tensor_types"),
+                                       json_object_get(rm, "tensor_types"), &here, &there);
+        if (steps > 0) {
+            allowed = steps * t->ppl_max_drift_quant;
+            snprintf(why, sizeof why, "--ppl-max-drift-quant x %d step%s: %s here, %s in the manifest", steps,
+                     steps == 1 ? "" : "s", here, there);
+        }
+    }
+    bool over = !(drift <= allowed);
+    note(c, over, "%s: perplexity %.4f here, %.4f in the manifest: drift %.4g%s the %g allowed (%s)", backend,
+         now, was, drift, over ? ", above" : ", within", allowed, why);
 }
 
 static void check_checkpoint(contract *c, const json_t *rm, const json_t *cm) {
@@ -288,6 +346,7 @@ bool verify_against(sipp_model *vocab, const json_t *recorded, const json_t *cur
         cs[i].details = json_array();
 
     check_checkpoint(&cs[C_CKPT], json_object_get(recorded, "model"), json_object_get(current, "model"));
+    check_projector(&cs[C_CKPT], recorded, current);
     check_tokenizer(&cs[C_TOK], recorded, current);
 
     const char *name;
@@ -304,6 +363,7 @@ bool verify_against(sipp_model *vocab, const json_t *recorded, const json_t *cur
         cs[C_GRAPH].checked = cs[C_NUM].checked = true;
         check_graph(&cs[C_GRAPH], name, json_object_get(rb, "graph"), json_object_get(cb, "graph"));
         check_numerics(&cs[C_NUM], vocab, name, rb, cb, current, t);
+        check_perplexity(&cs[C_NUM], name, recorded, current, rb, cb, t);
         check_speed(&cs[C_SPEED], name, rb, cb, t->speed_tolerance);
     }
     if (!json_is_object(json_object_get(recorded, "bench")))

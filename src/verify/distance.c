@@ -28,6 +28,8 @@
 #define DEFAULT_MIN_CACHED_TOP1 0.9
 #define DEFAULT_MIN_GREEDY 0.0
 #define DEFAULT_SPEED_TOLERANCE 0.25
+#define DEFAULT_PPL_MAX_DRIFT 0.02
+#define DEFAULT_PPL_MAX_DRIFT_QUANT 0.03
 
 sipp_verify_thresholds sipp_verify_default_thresholds(void) {
     return (sipp_verify_thresholds){.max_kl = DEFAULT_MAX_KL,
@@ -36,7 +38,9 @@ sipp_verify_thresholds sipp_verify_default_thresholds(void) {
                                     .max_cached_kl = DEFAULT_MAX_CACHED_KL,
                                     .min_cached_top1 = DEFAULT_MIN_CACHED_TOP1,
                                     .min_greedy = DEFAULT_MIN_GREEDY,
-                                    .speed_tolerance = DEFAULT_SPEED_TOLERANCE};
+                                    .speed_tolerance = DEFAULT_SPEED_TOLERANCE,
+                                    .ppl_max_drift = DEFAULT_PPL_MAX_DRIFT,
+                                    .ppl_max_drift_quant = DEFAULT_PPL_MAX_DRIFT_QUANT};
 }
 
 static const struct {
@@ -50,6 +54,8 @@ static const struct {
     {"min_cached_top1", offsetof(sipp_verify_thresholds, min_cached_top1)},
     {"min_greedy", offsetof(sipp_verify_thresholds, min_greedy)},
     {"speed_tolerance", offsetof(sipp_verify_thresholds, speed_tolerance)},
+    {"ppl_max_drift", offsetof(sipp_verify_thresholds, ppl_max_drift)},
+    {"ppl_max_drift_quant", offsetof(sipp_verify_thresholds, ppl_max_drift_quant)},
 };
 #define N_THRESHOLD_FIELDS (sizeof threshold_fields / sizeof threshold_fields[0])
 

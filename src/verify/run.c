@@ -170,17 +170,12 @@ static sipp_status kv_pass(const verify_config *cfg, sipp_model *m, const verify
 
 static sipp_status greedy_pass(const verify_config *cfg, sipp_model *m, const verify_prompt *prompts,
                                int n_prompts, const verify_result *ref, verify_result *out, char *err) {
-    char why[SIPP_ERROR_SIZE];
     int longest = 0;
     for (int p = 0; p < n_prompts; p++)
         longest = prompts[p].n_tokens > longest ? prompts[p].n_tokens : longest;
-    sipp_engine_params ep = sipp_engine_default_params();
-    ep.parallel = 1;
-    ep.threads = cfg->threads;
-    ep.ctx_size = longest + cfg->greedy_tokens + CTX_MARGIN;
     sipp_engine *e = NULL;
-    if (sipp_engine_new(m, &ep, &e, why) != SIPP_OK)
-        return sipp_fail(err, SIPP_ERR_INTERNAL, "%s: cannot start an engine: %s", out->backend, why);
+    sipp_status st = verify_engine_new(cfg, m, longest, out->backend, &e, err);
+    if (st != SIPP_OK) return st;
     out->greedy = calloc((size_t)n_prompts, sizeof *out->greedy);
     out->greedy_agree = calloc((size_t)n_prompts, sizeof *out->greedy_agree);
     out->greedy_len = calloc((size_t)n_prompts, sizeof *out->greedy_len);
@@ -191,28 +186,46 @@ static sipp_status greedy_pass(const verify_config *cfg, sipp_model *m, const ve
         sipp_request_params rp = sipp_request_default_params();
         rp.tokens = prompts[p].tokens;
         rp.n_tokens = (size_t)prompts[p].n_tokens;
-        rp.max_tokens = cfg->greedy_tokens;
-        rp.ignore_eos = true;
-        rp.sampling.temperature = 0;
-        sipp_request *r = NULL;
-        if (sipp_engine_submit(e, &rp, &r) != SIPP_OK) {
-            rc = sipp_fail(err, SIPP_ERR_INTERNAL, "%s: greedy continuation of prompt %d: %s", out->backend,
-                           p + 1, sipp_engine_last_error(e));
-            break;
-        }
-        sipp_request_wait(r, -1);
-        if (sipp_request_status(r) != SIPP_OK) {
-            rc = sipp_fail(err, SIPP_ERR_INTERNAL, "%s: greedy continuation of prompt %d failed: %s",
-                           out->backend, p + 1, sipp_request_error(r));
-        } else {
-            out->greedy[p] = strdup(sipp_request_text(r));
-            const char *against = ref ? ref->greedy[p] : out->greedy[p];
-            out->greedy_agree[p] =
-                verify_token_agreement(cfg->vocab, against, out->greedy[p], &out->greedy_len[p]);
-        }
-        sipp_request_free(r);
+        char what[32];
+        snprintf(what, sizeof what, "prompt %d", p + 1);
+        if ((rc = verify_greedy(cfg, e, &rp, out->backend, what, &out->greedy[p], err)) != SIPP_OK) break;
+        const char *against = ref ? ref->greedy[p] : out->greedy[p];
+        out->greedy_agree[p] =
+            verify_token_agreement(cfg->vocab, against, out->greedy[p], &out->greedy_len[p]);
     }
     sipp_engine_free(e);
+    return rc;
+}
+
+sipp_status verify_engine_new(const verify_config *cfg, sipp_model *m, int prompt_positions,
+                              const char *backend, sipp_engine **e, char *err) {
+    char why[SIPP_ERROR_SIZE];
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.parallel = 1;
+    ep.threads = cfg->threads;
+    ep.ctx_size = prompt_positions + cfg->greedy_tokens + CTX_MARGIN;
+    if (sipp_engine_new(m, &ep, e, why) != SIPP_OK)
+        return sipp_fail(err, SIPP_ERR_INTERNAL, "%s: cannot start an engine: %s", backend, why);
+    return SIPP_OK;
+}
+
+sipp_status verify_greedy(const verify_config *cfg, sipp_engine *e, sipp_request_params *rp,
+                          const char *backend, const char *what, char **text, char *err) {
+    rp->max_tokens = cfg->greedy_tokens;
+    rp->ignore_eos = true;
+    rp->sampling.temperature = 0;
+    sipp_request *r = NULL;
+    if (sipp_engine_submit(e, rp, &r) != SIPP_OK)
+        return sipp_fail(err, SIPP_ERR_INTERNAL, "%s: greedy continuation of %s: %s", backend, what,
+                         sipp_engine_last_error(e));
+    sipp_request_wait(r, -1);
+    sipp_status rc = SIPP_OK;
+    if (sipp_request_status(r) != SIPP_OK)
+        rc = sipp_fail(err, SIPP_ERR_INTERNAL, "%s: greedy continuation of %s failed: %s", backend, what,
+                       sipp_request_error(r));
+    else if (!(*text = strdup(sipp_request_text(r))))
+        rc = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    sipp_request_free(r);
     return rc;
 }
 
@@ -325,6 +338,8 @@ sipp_status verify_run_backend(const verify_config *cfg, const char *backend, co
     char name[sizeof out->backend];
     verify_backend_split(backend, name, sizeof name, &mp.flash_attn);
     mp.backend = name;
+    mp.mmproj = cfg->mmproj;
+    mp.mmproj_offload = cfg->mmproj_offload;
     sipp_model *m = NULL;
     sipp_status rc = sipp_model_load(cfg->model_path, &mp, &m, err);
     if (rc != SIPP_OK) return rc;
@@ -348,6 +363,14 @@ sipp_status verify_run_backend(const verify_config *cfg, const char *backend, co
     if (rc == SIPP_OK && cfg->greedy_tokens > 0) {
         progress(cfg, backend, "greedy continuations");
         rc = greedy_pass(cfg, m, prompts, n_prompts, ref, out, err);
+    }
+    if (rc == SIPP_OK && cfg->mmproj) {
+        progress(cfg, backend, "the image case: logits after a fixed image, and its greedy continuation");
+        rc = verify_image_pass(cfg, m, ref, out, err);
+    }
+    if (rc == SIPP_OK && cfg->ppl_text) {
+        progress(cfg, backend, "the perplexity case");
+        rc = verify_ppl_pass(cfg, m, out, err);
     }
     if (rc == SIPP_OK) {
         progress(cfg, backend, "tracing the compute graph");
@@ -377,6 +400,7 @@ void verify_result_free(verify_result *r, int n_prompts) {
     json_decref(r->device);
     json_decref(r->bench);
     json_decref(r->top);
+    verify_image_free(&r->image);
     memset(r, 0, sizeof *r);
 }
 
@@ -415,17 +439,20 @@ static char *utf8_clean(const char *s) {
     return out;
 }
 
+json_t *verify_greedy_json(const char *generated, int agree, int ref_tokens) {
+    char hash[SIPP_SHA256_HEX];
+    sipp_sha256_hex(generated, strlen(generated), hash);
+    char *text = utf8_clean(generated);
+    json_t *o = json_pack("{s:s, s:s, s:i, s:i}", "sha256", hash, "text", text ? text : "", "agree_tokens",
+                          agree, "ref_tokens", ref_tokens);
+    free(text);
+    return o;
+}
+
 json_t *verify_result_json(const verify_result *r, const verify_prompt *prompts, int n_prompts) {
     json_t *greedy = json_array();
-    for (int p = 0; r->greedy && p < n_prompts; p++) {
-        char hash[SIPP_SHA256_HEX];
-        sipp_sha256_hex(r->greedy[p], strlen(r->greedy[p]), hash);
-        char *text = utf8_clean(r->greedy[p]);
-        json_array_append_new(greedy,
-                              json_pack("{s:s, s:s, s:i, s:i}", "sha256", hash, "text", text ? text : "",
-                                        "agree_tokens", r->greedy_agree[p], "ref_tokens", r->greedy_len[p]));
-        free(text);
-    }
+    for (int p = 0; r->greedy && p < n_prompts; p++)
+        json_array_append_new(greedy, verify_greedy_json(r->greedy[p], r->greedy_agree[p], r->greedy_len[p]));
     json_t *o =
         json_pack("{s:s, s:O, s:s, s:o, s:o, s:o, s:o}", "backend", r->backend, "device", r->device, "model",
                   r->model_desc, "cached", verify_metrics_json(&r->cached), "greedy", greedy, "top",
@@ -440,6 +467,7 @@ json_t *verify_result_json(const verify_result *r, const verify_prompt *prompts,
                                             "skipped", *d->skipped ? json_string(d->skipped) : json_null()));
     }
     json_object_set_new(o, "kv_cache", kv);
+    if (r->image.ran) json_object_set_new(o, "image", verify_image_json(&r->image));
     if (r->bench) json_object_set(o, "bench", r->bench);
     return o;
 }

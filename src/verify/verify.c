@@ -28,6 +28,10 @@
 #define DEFAULT_BENCH_PP 128
 #define DEFAULT_BENCH_TG 32
 #define DEFAULT_BENCH_REPS 3
+#define DEFAULT_PPL_CTX 512 /* sipp perplexity's and llama-perplexity's default */
+#define DEFAULT_PPL_CHUNKS -1
+#define PPL_MIN_CTX 8
+#define AUTO "auto"
 #define DEFAULT_REF "cpu"
 /* Positions in all: the reference keeps every position's logits, 4 bytes x vocabulary each (512 MiB
  * for 1024 positions of a 128k vocabulary). */
@@ -56,6 +60,8 @@ typedef struct run {
     bool backends_given; /* named by the caller (not taken from a manifest) */
     sipp_verify_thresholds t;
     verify_config cfg;
+    const char *ppl_path;
+    char mmproj_buf[SIPP_PATH_MAX]; /* --mmproj auto: the projector found beside the model */
 } run;
 
 sipp_verify_params sipp_verify_default_params(void) {
@@ -63,7 +69,10 @@ sipp_verify_params sipp_verify_default_params(void) {
                             .greedy_tokens = DEFAULT_GREEDY_TOKENS,
                             .bench_pp = DEFAULT_BENCH_PP,
                             .bench_tg = DEFAULT_BENCH_TG,
-                            .bench_reps = DEFAULT_BENCH_REPS};
+                            .bench_reps = DEFAULT_BENCH_REPS,
+                            .mmproj_offload = true,
+                            .ppl_ctx = DEFAULT_PPL_CTX,
+                            .ppl_chunks = DEFAULT_PPL_CHUNKS};
     return p;
 }
 
@@ -114,6 +123,10 @@ static sipp_status check_params(const sipp_verify_params *p, char *err) {
     if (p->greedy_tokens < 0 || p->threads < 0 || p->bench_pp < 0 || p->bench_tg < 0 || p->bench_reps < 0)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
                          "greedy_tokens, threads and the bench sizes must not be negative");
+    if (p->ppl_ctx < PPL_MIN_CTX || p->ppl_chunks == 0 || p->ppl_chunks < -1)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                         "--ppl-ctx must be at least %d and --ppl-chunks positive (or -1, every chunk)",
+                         PPL_MIN_CTX);
     if (p->bench && !p->bench_exe)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
                          "the bench needs bench_exe, the sipp executable to run");
@@ -176,12 +189,62 @@ static sipp_status copy_prompts(const char *const *texts, int n, verify_prompt *
 
 /* ---- thresholds ---- */
 
+/* detail (optional): what the value was computed from, for the message. */
+static void add_failure_detail(json_t *failures, const char *backend, const char *metric, double value,
+                               double limit, const char *flag, bool above, const char *detail) {
+    json_t *f = json_pack("{s:s, s:s, s:o, s:f, s:s, s:s}", "backend", backend, "metric", metric, "value",
+                          isfinite(value) ? json_real(value) : json_null(), "threshold", limit, "flag", flag,
+                          "direction", above ? "above" : "below");
+    if (detail) json_object_set_new(f, "detail", json_string(detail));
+    json_array_append_new(failures, f);
+}
+
 static void add_failure(json_t *failures, const char *backend, const char *metric, double value, double limit,
                         const char *flag, bool above) {
-    json_array_append_new(failures,
-                          json_pack("{s:s, s:s, s:o, s:f, s:s, s:s}", "backend", backend, "metric", metric,
-                                    "value", isfinite(value) ? json_real(value) : json_null(), "threshold",
-                                    limit, "flag", flag, "direction", above ? "above" : "below"));
+    add_failure_detail(failures, backend, metric, value, limit, flag, above, NULL);
+}
+
+/* The logits thresholds on one set of metrics against the reference; prefix names the case ("" for the
+ * prompts, "image." for the image case). */
+static void check_vs_ref(const char *backend, const char *prefix, const verify_metrics *v,
+                         const sipp_verify_thresholds *t, json_t *failures) {
+    char metric[64];
+    snprintf(metric, sizeof metric, "%skl_mean", prefix);
+    if (!(v->kl_mean <= t->max_kl))
+        add_failure(failures, backend, metric, v->kl_mean, t->max_kl, "--max-kl", true);
+    snprintf(metric, sizeof metric, "%skl_max", prefix);
+    if (!(v->kl_max <= t->max_kl_max))
+        add_failure(failures, backend, metric, v->kl_max, t->max_kl_max, "--max-kl-max", true);
+    snprintf(metric, sizeof metric, "%stop1_agreement", prefix);
+    if (!(v->top1 >= t->min_top1))
+        add_failure(failures, backend, metric, v->top1, t->min_top1, "--min-top1", false);
+}
+
+/* The image case (logits after the image, its greedy continuation) and the perplexity case, against
+ * the reference res[0]. */
+static void check_cases(const verify_result *res, int n, const sipp_verify_thresholds *t, json_t *failures) {
+    const verify_result *ref = &res[0];
+    for (int i = 1; i < n; i++) {
+        const verify_result *r = &res[i];
+        if (!r->ran) continue;
+        if (r->image.ran) {
+            check_vs_ref(r->backend, "image.", &r->image.vs_ref, t, failures);
+            const verify_image_result *im = &r->image;
+            double frac = im->greedy_len ? (double)im->greedy_agree / im->greedy_len : 1.0;
+            if (im->greedy && !(frac >= t->min_greedy))
+                add_failure(failures, r->backend, "image.greedy_agreement", frac, t->min_greedy,
+                            "--min-greedy", false);
+        }
+        if (r->ppl.ran && ref->ppl.ran) {
+            double drift = verify_ppl_drift(r->ppl.r.ppl, ref->ppl.r.ppl);
+            char detail[SIPP_ERROR_SIZE];
+            snprintf(detail, sizeof detail, "perplexity %.4f on %.16s against %.4f on %.16s", r->ppl.r.ppl,
+                     r->backend, ref->ppl.r.ppl, ref->backend);
+            if (!(drift <= t->ppl_max_drift))
+                add_failure_detail(failures, r->backend, "perplexity.drift", drift, t->ppl_max_drift,
+                                   "--ppl-max-drift", true, detail);
+        }
+    }
 }
 
 static void check_thresholds(const verify_result *res, int n, const char *ref,
@@ -197,13 +260,7 @@ static void check_thresholds(const verify_result *res, int n, const char *ref,
             add_failure(failures, r->backend, "cached.top1_agreement", c->top1, t->min_cached_top1,
                         "--min-cached-top1", false);
         if (strcmp(r->backend, ref) == 0) continue;
-        const verify_metrics *v = &r->vs_ref;
-        if (!(v->kl_mean <= t->max_kl))
-            add_failure(failures, r->backend, "kl_mean", v->kl_mean, t->max_kl, "--max-kl", true);
-        if (!(v->kl_max <= t->max_kl_max))
-            add_failure(failures, r->backend, "kl_max", v->kl_max, t->max_kl_max, "--max-kl-max", true);
-        if (!(v->top1 >= t->min_top1))
-            add_failure(failures, r->backend, "top1_agreement", v->top1, t->min_top1, "--min-top1", false);
+        check_vs_ref(r->backend, "", &r->vs_ref, t, failures);
     }
 }
 
@@ -238,16 +295,21 @@ static json_t *prompts_json(const verify_prompt *prompts, int n) {
     return arr;
 }
 
-static json_t *build_report(const run *o, json_t *model, const verify_result *res, int n,
+static json_t *build_report(const run *o, json_t *model, json_t *cases, const verify_result *res, int n,
                             const verify_prompt *prompts, int n_prompts, json_t *failures) {
     char created[TIME_TEXT];
     time_t now = time(NULL);
     struct tm tm;
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
     json_t *backends = json_object();
-    for (int i = 0; i < n; i++)
-        if (res[i].ran)
-            json_object_set_new(backends, res[i].backend, verify_result_json(&res[i], prompts, n_prompts));
+    for (int i = 0; i < n; i++) {
+        if (!res[i].ran) continue;
+        json_t *b = verify_result_json(&res[i], prompts, n_prompts);
+        if (res[i].ppl.ran)
+            json_object_set_new(b, "perplexity",
+                                verify_ppl_json(&res[i].ppl, i > 0 && res[0].ppl.ran ? &res[0].ppl : NULL));
+        json_object_set_new(backends, res[i].backend, b);
+    }
     json_t *skipped = json_object();
     for (int i = 0; i < n; i++)
         if (!res[i].ran && res[i].skipped[0])
@@ -255,13 +317,16 @@ static json_t *build_report(const run *o, json_t *model, const verify_result *re
     json_t *bench = o->cfg.bench ? json_pack("{s:i, s:i, s:i}", "pp", o->cfg.bench_pp, "tg", o->cfg.bench_tg,
                                              "reps", o->cfg.bench_reps)
                                  : json_null();
-    return json_pack("{s:s, s:i, s:s, s:o, s:o, s:o, s:s, s:o, s:o, s:i, s:i, s:o, s:o, s:o, s:{s:b, s:O}}",
-                     "kind", VERIFY_MANIFEST_KIND, "format", VERIFY_MANIFEST_FORMAT, "created", created,
-                     "model", model, "runtime", manifest_runtime_json(), "host", manifest_host_json(),
-                     "reference", o->ref, "thresholds", verify_thresholds_json(&o->t), "prompts",
-                     prompts_json(prompts, n_prompts), "greedy_tokens", o->cfg.greedy_tokens, "threads",
-                     o->cfg.threads, "bench", bench, "backends", backends, "not_run", skipped, "verdict",
-                     "passed", json_array_size(failures) == 0, "failures", failures);
+    json_t *report = json_pack(
+        "{s:s, s:i, s:s, s:o, s:o, s:o, s:s, s:o, s:o, s:i, s:i, s:o, s:o, s:o, s:{s:b, s:O}}", "kind",
+        VERIFY_MANIFEST_KIND, "format", VERIFY_MANIFEST_FORMAT, "created", created, "model", model, "runtime",
+        manifest_runtime_json(), "host", manifest_host_json(), "reference", o->ref, "thresholds",
+        verify_thresholds_json(&o->t), "prompts", prompts_json(prompts, n_prompts), "greedy_tokens",
+        o->cfg.greedy_tokens, "threads", o->cfg.threads, "bench", bench, "backends", backends, "not_run",
+        skipped, "verdict", "passed", json_array_size(failures) == 0, "failures", failures);
+    if (report) json_object_update(report, cases); /* "image" and "perplexity" */
+    json_decref(cases);
+    return report;
 }
 
 /* Settings a manifest recorded become this run's, unless the caller gave them. */
@@ -291,6 +356,27 @@ static sipp_status adopt_manifest(run *o, const sipp_verify_params *p, const jso
     if (g & SIPP_VERIFY_MIN_CACHED_TOP1) o->t.min_cached_top1 = given.min_cached_top1;
     if (g & SIPP_VERIFY_MIN_GREEDY) o->t.min_greedy = given.min_greedy;
     if (g & SIPP_VERIFY_SPEED_TOLERANCE) o->t.speed_tolerance = given.speed_tolerance;
+    if (g & SIPP_VERIFY_PPL_MAX_DRIFT) o->t.ppl_max_drift = given.ppl_max_drift;
+    if (g & SIPP_VERIFY_PPL_MAX_DRIFT_QUANT) o->t.ppl_max_drift_quant = given.ppl_max_drift_quant;
+    /* The cases the manifest ran, on the files it names (the checkpoint contract compares their hashes). */
+    const json_t *image = json_object_get(m, "image");
+    if (!o->cfg.mmproj &&
+        (o->cfg.mmproj = json_string_value(json_object_get(json_object_get(image, "projector"), "path"))))
+        o->cfg.mmproj_offload = !json_is_false(json_object_get(image, "offload"));
+    const json_t *ppl = json_object_get(m, "perplexity");
+    const char *text = json_string_value(json_object_get(json_object_get(ppl, "text"), "path"));
+    if (!o->ppl_path && text) {
+        o->ppl_path = text;
+        if (json_is_integer(json_object_get(ppl, "ctx_size")))
+            o->cfg.ppl_ctx = (int)json_integer_value(json_object_get(ppl, "ctx_size"));
+        if (json_is_integer(json_object_get(ppl, "chunks")))
+            o->cfg.ppl_chunks = (int)json_integer_value(json_object_get(ppl, "chunks"));
+        if (o->cfg.ppl_ctx < PPL_MIN_CTX || o->cfg.ppl_chunks == 0 || o->cfg.ppl_chunks < -1)
+            return sipp_fail(
+                err, SIPP_ERR_MODEL,
+                "--against: the manifest's perplexity.ctx_size %d or chunks %d is not one sipp writes",
+                o->cfg.ppl_ctx, o->cfg.ppl_chunks);
+    }
     json_t *greedy = json_object_get(m, "greedy_tokens");
     if (json_is_integer(greedy)) o->cfg.greedy_tokens = (int)json_integer_value(greedy);
     json_t *b = json_object_get(m, "bench");
@@ -340,6 +426,8 @@ typedef struct holdings {
     verify_prompt prompts[SIPP_VERIFY_MAX_PROMPTS];
     int n_prompts;
     json_t *recorded, *model, *failures, *report;
+    json_t *cases; /* the report's "image" and "perplexity" */
+    char *ppl_text;
 } holdings;
 
 static void holdings_free(holdings *h, run *o) {
@@ -350,11 +438,53 @@ static void holdings_free(holdings *h, run *o) {
         free(h->prompts[p].tokens);
     }
     if (o->cfg.vocab) sipp_model_free(o->cfg.vocab);
+    free(o->cfg.image_chat);
+    free(h->ppl_text);
     json_decref(h->recorded);
     json_decref(h->model);
     json_decref(h->failures);
     json_decref(h->report);
+    json_decref(h->cases);
     free(h);
+}
+
+/* A text too short for the perplexity case is refused before any backend runs (sipp_model_perplexity
+ * would refuse it on the reference, after the other passes). */
+static sipp_status check_ppl_length(const run *o, char *err) {
+    size_t need = 0;
+    sipp_tokenize(o->cfg.vocab, o->cfg.ppl_text, o->cfg.ppl_len, true, false, NULL, 0, &need);
+    if (need >= 2 * (size_t)o->cfg.ppl_ctx) return SIPP_OK;
+    return sipp_fail(
+        err, SIPP_ERR_INVALID_ARGUMENT,
+        "--ppl-text '%s' is %zu tokens; the perplexity case with --ppl-ctx %d needs at least %d (2 x "
+        "ctx); give a longer text or a smaller --ppl-ctx",
+        o->ppl_path, need, o->cfg.ppl_ctx, 2 * o->cfg.ppl_ctx);
+}
+
+/* The image and perplexity cases: --mmproj auto resolved, the image chat made, the text read; *cases
+ * gets the report's "image" and "perplexity" objects (what ran on which files, or why it was skipped). */
+static sipp_status prepare_cases(run *o, holdings *h, json_t **cases, char *err) {
+    *cases = NULL;
+    if (o->cfg.mmproj && strcmp(o->cfg.mmproj, AUTO) == 0) {
+        char why[SIPP_ERROR_SIZE];
+        if (sipp_store_find_mmproj(o->model, o->mmproj_buf, sizeof o->mmproj_buf, why) != SIPP_OK)
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "--mmproj auto: %s", why);
+        o->cfg.mmproj = o->mmproj_buf;
+    }
+    char sha[SIPP_SHA256_HEX];
+    int w, hgt;
+    if (o->cfg.mmproj && !(o->cfg.image_chat = verify_image_chat(sha, &w, &hgt)))
+        return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    sipp_status st;
+    if (o->ppl_path && (st = verify_ppl_read(o->ppl_path, &h->ppl_text, &o->cfg.ppl_len, err)) != SIPP_OK)
+        return st;
+    o->cfg.ppl_text = h->ppl_text;
+    if (o->ppl_path && (st = check_ppl_length(o, err)) != SIPP_OK) return st;
+    json_t *image = verify_image_case_json(&o->cfg, err);
+    if (!image) return SIPP_ERR_IO;
+    *cases =
+        json_pack("{s:o, s:o}", "image", image, "perplexity", verify_ppl_case_json(o->ppl_path, &o->cfg));
+    return *cases ? SIPP_OK : sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
 }
 
 static sipp_status verify(const sipp_verify_params *p, run *o, holdings *h, bool *passed, char *err) {
@@ -376,7 +506,12 @@ static sipp_status verify(const sipp_verify_params *p, run *o, holdings *h, bool
                              .artifact = p->artifact,
                              .progress = p->progress,
                              .user = p->user,
-                             .t_start = sipp_now_ms()};
+                             .t_start = sipp_now_ms(),
+                             .mmproj = p->mmproj,
+                             .mmproj_offload = p->mmproj_offload,
+                             .ppl_ctx = p->ppl_ctx,
+                             .ppl_chunks = p->ppl_chunks};
+    o->ppl_path = p->ppl_text;
     if (p->against && (st = manifest_load(p->against, &h->recorded, err)) != SIPP_OK) return st;
     if (h->recorded && (st = adopt_manifest(o, p, h->recorded, err)) != SIPP_OK) return st;
     if (p->no_bench) o->cfg.bench = false;
@@ -406,6 +541,7 @@ static sipp_status verify(const sipp_verify_params *p, run *o, holdings *h, bool
     if (!(h->model = manifest_model_json(o->model, err))) return SIPP_ERR_MODEL;
     if ((st = verify_tokenize_prompts(&o->cfg, h->prompts, h->n_prompts, err)) != SIPP_OK) return st;
     if ((st = check_positions(h->prompts, h->n_prompts, err)) != SIPP_OK) return st;
+    if ((st = prepare_cases(o, h, &h->cases, err)) != SIPP_OK) return st;
 
     for (int i = 0; i < o->n_backends; i++) {
         if (!runnable[i]) continue;
@@ -419,8 +555,9 @@ static sipp_status verify(const sipp_verify_params *p, run *o, holdings *h, bool
     if (!(h->failures = json_array())) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
     check_thresholds(h->res, o->n_backends, o->ref, &o->t, h->failures);
     check_greedy(h->res, o->n_backends, h->n_prompts, o->ref, &o->t, h->failures);
-    h->report = build_report(o, json_incref(h->model), h->res, o->n_backends, h->prompts, h->n_prompts,
-                             json_incref(h->failures));
+    check_cases(h->res, o->n_backends, &o->t, h->failures);
+    h->report = build_report(o, json_incref(h->model), json_incref(h->cases), h->res, o->n_backends,
+                             h->prompts, h->n_prompts, json_incref(h->failures));
     if (!h->report) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory building the report");
     bool contracts_hold = true;
     if (h->recorded) contracts_hold = verify_against(o->cfg.vocab, h->recorded, h->report, &o->t, h->report);

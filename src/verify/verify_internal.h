@@ -10,6 +10,8 @@
  *               states, checked on this machine
  *   manifest.c  the model's facts read from its GGUF header and file; reading and writing manifests
  *   host.c      facts about this host and the active artifact (also sipp doctor's, via sipp.h)
+ *   image_case.c  the image case: a fixed chat with a fixed image through each backend's projector
+ *   ppl_case.c    the perplexity case: a text's perplexity on each backend, and its drift
  *
  * Failures return a sipp_status with one line in `err` (SIPP_ERROR_SIZE bytes).
  */
@@ -77,7 +79,13 @@ typedef struct verify_config {
     int bench_pp, bench_tg, bench_reps;
     sipp_verify_progress_fn progress;
     void *user;
-    double t_start; /* sipp_now_ms() when the run started, for progress */
+    double t_start;     /* sipp_now_ms() when the run started, for progress */
+    const char *mmproj; /* the image case's projector; NULL: the case is skipped */
+    bool mmproj_offload;
+    char *image_chat;     /* the image case's chat (chat_json), made once (verify_image_chat) */
+    const char *ppl_text; /* the perplexity case's text (ppl_len bytes); NULL: skipped */
+    size_t ppl_len;
+    int ppl_ctx, ppl_chunks;
 } verify_config;
 
 /* The quantized KV cache types whose drift against f16 every backend measures. */
@@ -89,6 +97,23 @@ typedef struct verify_kv_drift {
     char skipped[SIPP_ERROR_SIZE];           /* why it did not run ("" when it ran) */
     verify_metrics vs_f16;
 } verify_kv_drift;
+
+/* The image case on one backend: the logits of the text after the image, and a greedy continuation. */
+typedef struct verify_image_result {
+    bool ran;
+    sipp_chat_logits logits; /* kept for the reference only, like verify_result.logits */
+    int n_rows, n_prompt, n_media;
+    char projector_device[64];
+    verify_metrics vs_ref;
+    char *greedy;                 /* the continuation's text, NULL with greedy_tokens 0 */
+    int greedy_agree, greedy_len; /* leading tokens equal to the reference's, and its count */
+} verify_image_result;
+
+/* The perplexity case on one backend. */
+typedef struct verify_ppl_result {
+    bool ran;
+    sipp_perplexity_result r;
+} verify_ppl_result;
 
 /* Everything one backend produced. The reference's logits stay alive for the others' comparison. */
 typedef struct verify_result {
@@ -110,6 +135,8 @@ typedef struct verify_result {
     int *greedy_len;   /* per prompt: tokens in the reference's continuation */
     sipp_graph_report graph;
     json_t *bench; /* `sipp bench -o json` output, or NULL */
+    verify_image_result image;
+    verify_ppl_result ppl;
 } verify_result;
 
 /* Leading tokens two texts share, both tokenized with vocab; *n_ref: tokens of ref. Equal texts
@@ -130,6 +157,44 @@ sipp_status verify_tokenize_prompts(const verify_config *cfg, verify_prompt *pro
 #define VERIFY_FA_OFF "-fa"
 void verify_backend_split(const char *label, char *name, size_t cap, const char **flash_attn);
 
+/* An engine of one slot with room for prompt_positions and the greedy continuation. */
+sipp_status verify_engine_new(const verify_config *cfg, sipp_model *m, int prompt_positions,
+                              const char *backend, sipp_engine **e, char *err);
+/* A greedy continuation of rp through engine e (temperature 0, end-of-generation ignored, max_tokens
+ * cfg->greedy_tokens); *text malloc'ed. what names the input in errors ("prompt 2"). */
+sipp_status verify_greedy(const verify_config *cfg, sipp_engine *e, sipp_request_params *rp,
+                          const char *backend, const char *what, char **text, char *err);
+
+/* ---- the image case (image_case.c) ---- */
+
+/* The fixed chat: one user message holding the fixed image and a fixed question, as chat_json
+ * (malloc'ed). *image_sha256 (SIPP_SHA256_HEX) is the image file's hash. NULL when out of memory. */
+char *verify_image_chat(char image_sha256[SIPP_SHA256_HEX], int *width, int *height);
+/* Runs the image case on the loaded model m (with cfg->mmproj), comparing with ref's (NULL: this is
+ * the reference). */
+sipp_status verify_image_pass(const verify_config *cfg, sipp_model *m, const verify_result *ref,
+                              verify_result *out, char *err);
+void verify_image_free(verify_image_result *r);
+json_t *verify_image_json(const verify_image_result *r);
+/* The top-level "image" object: the projector (path, sha256), the image, the prompt; or the reason the
+ * case was skipped. NULL (err) when the projector cannot be read. */
+json_t *verify_image_case_json(const verify_config *cfg, char *err);
+
+/* ---- the perplexity case (ppl_case.c) ---- */
+
+/* Reads the text file (*text malloc'ed). SIPP_ERR_IO naming it when it cannot be read or is empty. */
+sipp_status verify_ppl_read(const char *path, char **text, size_t *len, char *err);
+sipp_status verify_ppl_pass(const verify_config *cfg, sipp_model *m, verify_result *out, char *err);
+/* |ppl - ref| / ref; infinite when either is not a finite positive number. */
+double verify_ppl_drift(double ppl, double ref);
+json_t *verify_ppl_json(const verify_ppl_result *r, const verify_ppl_result *ref);
+/* The top-level "perplexity" object: the text (path, sha256, bytes), ctx_size, chunks; or why skipped. */
+json_t *verify_ppl_case_json(const char *path, const verify_config *cfg);
+/* The main weight type's place on the quantization ladder (f32/f16/bf16 0, q8_0 1, q6 2, q5 3, q4 4,
+ * q3 5, q2 6...): the steps between two models' tensor_types objects (manifest "model.tensor_types"). */
+int verify_quant_steps(const json_t *types_a, const json_t *types_b, const char **main_a,
+                       const char **main_b);
+
 /* Runs one backend; ref is the reference's result (NULL when this is the reference). */
 sipp_status verify_run_backend(const verify_config *cfg, const char *backend, const verify_prompt *prompts,
                                int n_prompts, const verify_result *ref, verify_result *out, char *err);
@@ -144,6 +209,10 @@ sipp_status verify_run_browser(const verify_config *cfg, const verify_prompt *pr
 /* The results of one backend as the manifest records them: device, metrics, greedy outputs and their
  * hashes, the reference-relative top tokens, the graph, the bench figures. */
 json_t *verify_result_json(const verify_result *r, const verify_prompt *prompts, int n_prompts);
+
+/* One greedy continuation as the manifest records it: {sha256 (of the bytes), text (valid UTF-8),
+ * agree_tokens, ref_tokens}. */
+json_t *verify_greedy_json(const char *generated, int agree, int ref_tokens);
 
 /* A graph report as JSON: {n_nodes, boundaries_decode, boundaries_prefill, ops: {OP: {...}}}. */
 json_t *verify_graph_json(const sipp_graph_report *g);

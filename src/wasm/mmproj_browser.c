@@ -24,6 +24,7 @@ sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, con
 void sipp_mmproj_free(sipp_mmproj *p) {}
 bool sipp_mmproj_vision(const sipp_mmproj *p) { return false; }
 bool sipp_mmproj_audio(const sipp_mmproj *p) { return false; }
+const char *sipp_mmproj_device(const sipp_mmproj *p) { return ""; }
 
 void sipp_media_bytes_free(sipp_media_bytes *items, size_t n) {
     for (size_t i = 0; i < n; i++)

@@ -160,7 +160,7 @@ sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, con
     struct mtmd_context_params cp = api.mtmd_context_params_default();
     cp.use_gpu = use_gpu;
     cp.print_timings = false;
-    cp.warmup = false;
+    cp.warmup = true; /* as llama-server: the encoder's buffers are sized at load, not on the first image */
     cp.flash_attn_type = flash_attn;
     /* libmtmd's default is 4 encoder threads whatever the machine; on 2 cores that is twice the
      * cores, and an encode took twice as long (bench/images.py). The engine's default is the cores. */

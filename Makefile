@@ -216,6 +216,7 @@ FUZZ_rpc_SRCS := tests/fuzz/fuzz_rpc.c src/backend/rpc_parse.c src/util/util.c
 FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/util/toml.c src/util/util.c
 FUZZ_range_SRCS := tests/fuzz/fuzz_range.c src/gateway/http_range.c
 FUZZ_media_SRCS := tests/fuzz/fuzz_media.c src/util/base64.c src/util/media_sniff.c
+FUZZ_multipart_SRCS := tests/fuzz/fuzz_multipart.c src/gateway/multipart.c
 $(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -225,6 +226,10 @@ $(BUILD)/fuzz/fuzz_range: $(FUZZ_range_SRCS)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $^ -o $@
 $(BUILD)/fuzz/fuzz_media: $(FUZZ_media_SRCS)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ $@"
+	@clang $(FUZZ_CFLAGS) $^ -o $@
+$(BUILD)/fuzz/fuzz_multipart: $(FUZZ_multipart_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $^ -o $@
@@ -270,7 +275,7 @@ $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 endef
 $(foreach h,$(FUZZ_LIB),$(eval $(call fuzz_lib_rule,$(h))))
 
-FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_range $(BUILD)/fuzz/fuzz_media $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_rpc $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
+FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_range $(BUILD)/fuzz/fuzz_media $(BUILD)/fuzz/fuzz_multipart $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_rpc $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
 fuzz-bins: $(FUZZ_BINS)
 
 # The Node.js addon (bindings/node/build.sh: plain C against the pinned Node-API headers).

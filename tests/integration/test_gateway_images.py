@@ -208,11 +208,11 @@ class ImagesWithoutProjectorTest(unittest.TestCase):
         audio = {"model": VISION_CFG, "messages": [{"role": "user", "content": [
             {"type": "input_audio", "input_audio": {"data": WAV_B64, "format": "ogg"}}]}]}
         file_item = responses_image(VISION_CFG)
-        file_item["input"][0]["content"][1] = {"type": "input_file", "file_data": "data:audio/wav;base64," + WAV_B64}
+        file_item["input"][0]["content"][1] = {"type": "input_file", "file_data": "data:application/pdf;base64,JVBE"}
         cases = [
             ("/v1/chat/completions", audio, "'messages[0].content[0].input_audio.format'"),
             ("/v1/chat/completions", chat_image(VISION_CFG, 7), "'messages[0].content[1].image_url'"),
-            ("/v1/responses", file_item, "'input[0].content[1].type'"),
+            ("/v1/responses", file_item, "'input[0].content[1]' is an input_file of type 'application/pdf'"),
             ("/api/generate", ollama_generate_image(VISION_CFG, raw=True), "'images'"),
             ("/api/chat", {**ollama_chat_image(VISION_CFG),
                            "messages": [{"role": "user", "content": "x", "images": [3]}]}, "'messages[0].images[0]'"),

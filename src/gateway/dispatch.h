@@ -33,8 +33,8 @@ void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d);
 void gw_dispatch_call(gw_call *call, gw_api api, const gw_format *fmt);
 
 /* Whether target t takes the images and audio g carries: a local target needs a projector (mmproj
- * in its config); a remote one decides for itself. False after replying 400 naming the target and
- * the setting. */
+ * in its config) whose header says it encodes that kind (read before a load); a remote one decides
+ * for itself. False after replying 400 naming the target and the setting. */
 bool gw_media_allowed(gw_call *call, const gw_target *t, const gw_gen *g);
 
 /* Decodes a body built by a route for api (chat is stolen) into g, naming the ignored fields in

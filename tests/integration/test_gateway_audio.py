@@ -15,20 +15,17 @@ Everything talks to loopback; only processes started here are stopped.
 """
 
 import base64
-import io
 import json
-import math
 import os
 import shutil
-import struct
 import sys
 import threading
 import unittest
 import uuid
-import wave
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support.audio import wav  # noqa: E402
 from tests.support.images import png  # noqa: E402
 from tests.support.models import make_projector  # noqa: E402
 
@@ -40,17 +37,7 @@ BODY_LIMIT = 256 * 1024  # [server] max_request_bytes here
 MAX_TOKENS = 8  # the targets' max_tokens: each answer is short
 
 
-def wav_bytes(seconds=CLIP_S, rate=16000):
-    out = io.BytesIO()
-    with wave.open(out, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(i / 10))) for i in range(int(rate * seconds))))
-    return out.getvalue()
-
-
-WAV = wav_bytes()
+WAV = wav(CLIP_S)
 
 
 def form(fields=(), files=(), boundary=None, close=True):

@@ -31,6 +31,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support.audio import wav  # noqa: E402
 
 TEXT_ONLY = "plain"  # a target without a projector
 LAZY = "lazy"  # the same, loaded on demand: an image must not load it
@@ -55,15 +56,7 @@ PNG_B64 = base64.b64encode(png()).decode()
 DATA_URL = "data:image/png;base64," + PNG_B64
 
 
-def wav(samples=1600, rate=16000):
-    """A short silent 16-bit mono WAV."""
-    data = b"\x00\x00" * samples
-    fmt = struct.pack("<HHIIHH", 1, 1, rate, rate * 2, 2, 16)
-    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data
-    return b"RIFF" + struct.pack("<I", len(body)) + body
-
-
-WAV_B64 = base64.b64encode(wav()).decode()
+WAV_B64 = base64.b64encode(wav(0.1, amplitude=0)).decode()
 
 
 def chat_image(model, url=DATA_URL, **image_url):

@@ -19,7 +19,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
 from test_gateway_agent_clients_js import JS_DIR, NODE_TIMEOUT_S, ensure_clients  # noqa: E402
-from test_gateway_audio import wav_bytes  # noqa: E402
+from tests.support.audio import wav  # noqa: E402
 from tests.support.images import png  # noqa: E402
 from tests.support.models import make_projector  # noqa: E402
 
@@ -41,7 +41,7 @@ class MediaClientsTest(unittest.TestCase):
         with open(image, "wb") as f:
             f.write(png(IMAGE_SIZE, IMAGE_SIZE))
         with open(clip, "wb") as f:
-            f.write(wav_bytes())
+            f.write(wav())
         extra = "\nmmproj_offload = false\nmax_tokens = 8"
         g = gw.serve_config(gw.local_target("eyes", path=model, parallel=1, ctx=2048, extra=f'mmproj = "{vision}"' + extra) +
                             gw.local_target("ears", path=model, parallel=1, ctx=2048, extra=f'mmproj = "{audio}"' + extra))

@@ -271,7 +271,11 @@ static json_t *make_chat(gw_call *call, json_t *fields, const gw_form_part *file
     }
     json_t *chat = json_pack("{s:s, s:[{s:s, s:o}]}", "model", field(fields, "model"), "messages", "role",
                              "user", "content", parts);
-    if (chat && !sampling_fields(call, fields, s, chat)) {
+    if (!chat) {
+        gw_reply_error(call, GW_E_INTERNAL, "out of memory");
+        return NULL;
+    }
+    if (!sampling_fields(call, fields, s, chat)) {
         json_decref(chat);
         return NULL;
     }

@@ -99,10 +99,10 @@ suite_asan() {
 }
 
 # The gateway under ASan and UBSan: sipp itself built in build-asan (with the debug checks), and the
-# smoke test (every route) and the gateway's main tests run against it. A server that a sanitizer
-# stops fails its test; a report at exit (a leak when it shuts down) is looked for in the reports'
-# directory, and fails the suite with its text.
-ASAN_GATEWAY_TESTS=${SIPP_ASAN_GATEWAY_TESTS:-test_smoke.py,test_gateway.py}
+# smoke test (every route), the gateway's main tests and the audio route's (its form parser faces the
+# network) run against it. A server that a sanitizer stops fails its test; a report at exit (a leak
+# when it shuts down) is looked for in the reports' directory, and fails the suite with its text.
+ASAN_GATEWAY_TESTS=${SIPP_ASAN_GATEWAY_TESTS:-test_smoke.py,test_gateway.py,test_gateway_audio.py}
 asan_gateway() { # asan_gateway FLAGS
   local reports=$logs/asan-gateway rc p f
   mkdir -p "$reports"

@@ -130,6 +130,28 @@ const gw_field_rule gw_fields_ollama_generate[] = {
     {NULL, GW_FIELD_HONORED, NULL},
 };
 
+/* OpenAI's transcription form (routes_audio.c). A repeated field's name ends in "[]", as the
+ * clients write arrays into a form. */
+const gw_field_rule gw_fields_transcriptions[] = {
+    HONORED("file"),
+    HONORED("model"),
+    HONORED("language"),
+    HONORED("prompt"),
+    HONORED("response_format"),
+    HONORED("temperature"),
+    HONORED("stream"),
+    REFUSED("timestamp_granularities[]", "the model gives text without times; leave it out"),
+    REFUSED("timestamp_granularities", "the model gives text without times; leave it out"),
+    REFUSED("include[]", "the transcription route renders no logprobs; use /v1/chat/completions with the "
+                         "audio as an input_audio part"),
+    REFUSED("include", "the transcription route renders no logprobs; use /v1/chat/completions with the "
+                       "audio as an input_audio part"),
+    REFUSED("chunking_strategy", "the clip is given to the model whole; leave it out"),
+    REFUSED("known_speaker_names[]", "sipp does not tell speakers apart; leave it out"),
+    REFUSED("known_speaker_references[]", "sipp does not tell speakers apart; leave it out"),
+    {NULL, GW_FIELD_HONORED, NULL},
+};
+
 bool gw_fields_check(gw_call *call, json_t *root, const gw_field_rule *rules, const char *api) {
     const char *key;
     json_t *v;

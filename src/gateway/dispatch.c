@@ -105,15 +105,45 @@ void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d) {
     json_decref(sent);
 }
 
+/* What a projector file takes, from its header: false when the header cannot say (the load then
+ * fails or libsipp refuses the media, naming why). */
+static bool projector_takes(const char *path, bool *vision, bool *audio) {
+    char err[SIPP_ERROR_SIZE];
+    sipp_gguf_info *info = calloc(1, sizeof *info);
+    bool known = info && sipp_gguf_inspect(path, info, err) == SIPP_OK && info->projector;
+    if (known) {
+        *vision = info->projector_vision;
+        *audio = info->projector_audio;
+    }
+    free(info);
+    return known;
+}
+
 bool gw_media_ready(gw_call *call, const gw_target *t, gw_gen *g) {
     if (!g->n_images && !g->n_audio) return true;
     if (t->cfg->type != GW_TARGET_LOCAL) return true; /* a remote target decides */
-    if (t->cfg->mmproj) return gw_media_fetch(call, g);
-    gw_reply_error(call, GW_E_INVALID_FIELD,
-                   "model '%s' takes text only here: the request has %zu image(s) and %zu audio clip(s), and "
-                   "its target has no projector; set mmproj = \"FILE\" (the model's mmproj GGUF, or "
-                   "\"auto\" for the one beside the model) in its [[targets]] section",
-                   t->cfg->name, g->n_images, g->n_audio);
+    if (!t->cfg->mmproj) {
+        gw_reply_error(call, GW_E_INVALID_FIELD,
+                       "model '%s' takes text only here: the request has %zu image(s) and %zu audio clip(s), "
+                       "and its target has no projector; set mmproj = \"FILE\" (the model's mmproj GGUF, or "
+                       "\"auto\" for the one beside the model) in its [[targets]] section",
+                       t->cfg->name, g->n_images, g->n_audio);
+        return false;
+    }
+    /* the projector's header says what it encodes, so a clip for an image-only projector (or the
+     * reverse) is refused before the model is loaded for it, and before anything is fetched */
+    bool vision = true, audio = true;
+    if (!projector_takes(t->cfg->mmproj, &vision, &audio) ||
+        !((g->n_images && !vision) || (g->n_audio && !audio)))
+        return gw_media_fetch(call, g);
+    const char *wanted = g->n_audio && !audio ? "audio" : "images";
+    gw_reply_error(
+        call, GW_E_INVALID_FIELD,
+        "model '%s' takes no %s: its projector '%s' encodes %s only; set mmproj in its [[targets]] "
+        "section to a projector with %s encoder (the mmproj GGUF of a model that takes %s), or "
+        "send the request to a target that has one",
+        t->cfg->name, wanted, t->cfg->mmproj, vision ? "images" : "audio",
+        g->n_audio && !audio ? "an audio" : "a vision", wanted);
     return false;
 }
 

@@ -33,9 +33,10 @@ void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d);
 void gw_dispatch_call(gw_call *call, gw_api api, const gw_format *fmt);
 
 /* Whether target t takes the images and audio g carries, made ready for it: a local target needs a
- * projector (mmproj in its config), and has g's http(s) images fetched into data: URLs
- * (media_fetch.c); a remote one decides for itself, and is sent the URLs. False after replying 400
- * naming the target and the setting, or the URL that could not be fetched. */
+ * projector (mmproj in its config) whose header says it encodes that kind (read before a load), and
+ * has g's http(s) images fetched into data: URLs (media_fetch.c); a remote one decides for itself,
+ * and is sent the URLs. False after replying 400 naming the target and the setting, or the URL that
+ * could not be fetched. */
 bool gw_media_ready(gw_call *call, const gw_target *t, gw_gen *g);
 
 /* Decodes a body built by a route for api (chat is stolen) into g, naming the ignored fields in

@@ -63,6 +63,9 @@ struct gw_format {
     void (*end)(const gw_gen_view *v, sipp_buf *out);
     void (*fail)(const gw_gen_view *v, gw_error_kind kind, const char *message, sipp_buf *out);
     json_t *(*whole)(const gw_gen_view *v);
+    /* Optional: replies with the finished answer not streamed itself, for a body that is not always
+     * JSON (the transcription route's text/plain); NULL: whole's JSON with 200. */
+    void (*reply)(const gw_gen_view *v);
 };
 
 /* A route's format from its callbacks, named by one prefix P, so that an API's renderer is written

@@ -418,7 +418,10 @@ void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
             feed(gs, i, text, strlen(text), true, NULL);
         }
         finalize_all(gs);
-        gw_reply_json(call, 200, fmt->whole(&gs->view));
+        if (fmt->reply)
+            fmt->reply(&gs->view);
+        else
+            gw_reply_json(call, 200, fmt->whole(&gs->view));
     } else {
         gw_error_kind kind = failure_kind(call, bad->req);
         gw_reply_error(call, kind, "model '%s': %s", t->cfg->name, sipp_request_error(bad->req));

@@ -15,7 +15,9 @@
  *     routes (under /api/) also take no Content-Type, text/plain, or the form type curl -d sends
  *     (Ollama's own examples are `curl -d '{"model": ...}'`), the body still parsed as JSON, but
  *     only from a request without Origin: browsers send Origin on every cross-site POST, and a form
- *     a page posts is exactly the cross-site request this guards against.
+ *     a page posts is exactly the cross-site request this guards against. OpenAI's audio route
+ *     takes multipart/form-data, which a page's form can post cross-site without a preflight too:
+ *     only from a request without Origin, or from an origin in allowed_origins.
  * With tokens none of this is needed: a page cannot attach the bearer token without a preflight.
  *
  * Every request also gets two checks whose failures echo nothing unsafe: the method must be an
@@ -43,6 +45,7 @@
 #define GW_JSON_TYPE "application/json"
 #define GW_TEXT_TYPE "text/plain"
 #define GW_FORM_TYPE "application/x-www-form-urlencoded" /* what curl -d sends */
+#define GW_MULTIPART_TYPE "multipart/form-data"
 #define GW_SCHEME "http://"
 #define GW_ASCII_FIRST 0x21 /* printable ASCII without the space */
 #define GW_ASCII_LAST 0x7e
@@ -176,11 +179,14 @@ static bool is_type(const char *type, const char *want) {
 /* Whether a POST body's Content-Type is one this route takes. Ollama's clients send none or
  * text/plain, and its curl examples (curl -d) the form type; such a body is taken (as JSON) only
  * from a request without Origin: a browser's cross-site POST always carries one, and with one the
- * body must be JSON. */
-static bool body_type_ok(gw_call *call, bool ollama) {
+ * body must be JSON. A multipart form, which a page's form can post, likewise, or from an origin
+ * allowed_origins names. */
+static bool body_type_ok(gw_call *call, gw_body_kind body) {
     const char *type = gw_call_header(call, "Content-Type");
+    bool no_origin = !gw_call_header(call, "Origin");
+    if (body == GW_BODY_FORM) return is_type(type, GW_MULTIPART_TYPE) && (no_origin || call->allow_origin);
     if (is_type(type, GW_JSON_TYPE)) return true;
-    return ollama && !gw_call_header(call, "Origin") &&
+    return body == GW_BODY_OLLAMA && no_origin &&
            (!type || is_type(type, GW_TEXT_TYPE) || is_type(type, GW_FORM_TYPE));
 }
 
@@ -191,13 +197,12 @@ static void refuse_rate(gw_call *call, const char *who, int retry) {
                    call->srv->cfg->rate_requests_per_minute, retry);
 }
 
-bool gw_guard_route(gw_call *call, bool ollama) {
+bool gw_guard_route(gw_call *call, gw_body_kind body) {
     gw_server *srv = call->srv;
-    if (srv->cfg->n_tokens == 0 && strcmp(call->method, "POST") == 0 && !body_type_ok(call, ollama)) {
+    if (srv->cfg->n_tokens == 0 && strcmp(call->method, "POST") == 0 && !body_type_ok(call, body)) {
         const char *type = gw_call_header(call, "Content-Type");
-        gw_reply_error(call, GW_E_MEDIA_TYPE,
-                       "the body's Content-Type is '%s'; send 'Content-Type: application/json'",
-                       type ? type : "(none)");
+        gw_reply_error(call, GW_E_MEDIA_TYPE, "the body's Content-Type is '%s'; send 'Content-Type: %s'",
+                       type ? type : "(none)", body == GW_BODY_FORM ? GW_MULTIPART_TYPE : GW_JSON_TYPE);
         return false;
     }
     int retry = 0;

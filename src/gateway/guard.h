@@ -15,9 +15,14 @@
 bool gw_guard_request(gw_call *call);
 /* Answers a CORS preflight (OPTIONS). */
 void gw_guard_preflight(gw_call *call);
-/* Checks a request to an authenticated route: the content type of a POST body, the bearer token
- * and the caller's rate. ollama: the route is one of Ollama's, which also takes a body without
- * Content-Type or as text/plain from a request without Origin. False after replying. */
-bool gw_guard_route(gw_call *call, bool ollama);
+/* The body an authenticated route takes on POST. */
+typedef enum gw_body_kind {
+    GW_BODY_JSON,   /* application/json */
+    GW_BODY_OLLAMA, /* JSON, also without Content-Type, as text/plain or curl -d's form type */
+    GW_BODY_FORM,   /* multipart/form-data (OpenAI's audio route) */
+} gw_body_kind;
+/* Checks a request to an authenticated route: the content type of a POST body (body: what the
+ * route takes), the bearer token and the caller's rate. False after replying. */
+bool gw_guard_route(gw_call *call, gw_body_kind body);
 
 #endif

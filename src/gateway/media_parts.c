@@ -111,3 +111,16 @@ json_t *gw_audio_part(const char *data, const char *format) {
 void gw_parts_add_text(json_t *parts, const char *text, size_t len) {
     if (len) json_array_append_new(parts, json_pack("{s:s, s:s%}", "type", "text", "text", text, len));
 }
+
+const char *gw_audio_format_of_type(const char *type, size_t len) {
+    static const struct {
+        const char *type, *format;
+    } types[] = {
+        {"audio/wav", "wav"},  {"audio/x-wav", "wav"}, {"audio/wave", "wav"},  {"audio/vnd.wave", "wav"},
+        {"audio/mpeg", "mp3"}, {"audio/mp3", "mp3"},   {"audio/flac", "flac"}, {"audio/x-flac", "flac"},
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (strlen(types[i].type) == len && strncasecmp(types[i].type, type, len) == 0)
+            return types[i].format;
+    return NULL;
+}

@@ -24,6 +24,9 @@ bool gw_image_url_remote(const char *url);
 void gw_media_url_redact(const char *url, char *out, size_t cap);
 /* Whether format is an audio format libsipp decodes (wav, mp3, flac). */
 bool gw_audio_format_known(const char *format);
+/* The audio format (wav, mp3, flac) of a media type type[0..len) such as audio/wav or audio/mpeg, or
+ * NULL when it is no audio type libsipp decodes. */
+const char *gw_audio_format_of_type(const char *type, size_t len);
 /* chat's image part for a URL: {"type": "image_url", "image_url": {"url": url}}. New reference. */
 json_t *gw_image_part(const char *url);
 /* chat's image part for base64 data of a media type (NULL: GW_MEDIA_TYPE_UNKNOWN), as a data URL. */

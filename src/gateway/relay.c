@@ -315,7 +315,9 @@ void gw_relay(gw_call *call, gw_target *t, gw_gen *g, json_t *body, gw_api api, 
                      .n_choices = 1,
                      .remote = true};
     usage_into(call, json_object_get(ans, "usage"), &v.remote_stats);
-    if (!g->stream) {
+    if (!g->stream && fmt->reply) {
+        fmt->reply(&v);
+    } else if (!g->stream) {
         gw_reply_json(call, HTTP_OK, fmt->whole(&v));
     } else {
         sipp_buf out = {0};

@@ -26,9 +26,10 @@
 #define GW_ALLOW_SIZE 64 /* a path's methods, for Allow */
 
 /* Flags: whether the route needs a token, and whose error shape it answers in (an Ollama route
- * also takes the bodies Ollama's clients send: see gw_guard_route). A path ending in '*' matches
- * every longer path that starts with what comes before it (the route reads call->path). */
-enum { ROUTE_OPEN = 0, ROUTE_AUTH = 1, ROUTE_ANTHROPIC = 2, ROUTE_OLLAMA = 4 };
+ * also takes the bodies Ollama's clients send, a form route multipart/form-data: see gw_guard_route). A path
+ * ending in '*' matches every longer path that starts with what comes before it (the route reads call->path).
+ */
+enum { ROUTE_OPEN = 0, ROUTE_AUTH = 1, ROUTE_ANTHROPIC = 2, ROUTE_OLLAMA = 4, ROUTE_FORM = 8 };
 #define ROUTE_WILDCARD '*'
 
 static const struct route {
@@ -51,6 +52,7 @@ static const struct route {
     {"POST", "/v1/chat/completions", gw_route_chat_completions, ROUTE_AUTH},
     {"POST", "/v1/completions", gw_route_completions, ROUTE_AUTH},
     {"POST", "/v1/embeddings", gw_route_embeddings, ROUTE_AUTH},
+    {"POST", "/v1/audio/transcriptions", gw_route_transcriptions, ROUTE_AUTH | ROUTE_FORM},
     {"POST", "/v1/query", gw_route_native_query, ROUTE_AUTH},
     {"POST", "/v1/chat", gw_route_native_chat, ROUTE_AUTH},
     {"POST", "/v1/embed", gw_route_native_embed, ROUTE_AUTH},
@@ -98,7 +100,10 @@ static void add_method(char allowed[GW_ALLOW_SIZE], const char *method) {
 }
 
 static void run(gw_call *call, int flags, void (*fn)(gw_call *)) {
-    if ((flags & ROUTE_AUTH) == 0 || gw_guard_route(call, (flags & ROUTE_OLLAMA) != 0)) fn(call);
+    gw_body_kind body = flags & ROUTE_OLLAMA ? GW_BODY_OLLAMA
+                        : flags & ROUTE_FORM ? GW_BODY_FORM
+                                             : GW_BODY_JSON;
+    if ((flags & ROUTE_AUTH) == 0 || gw_guard_route(call, body)) fn(call);
 }
 
 static void route_model(gw_call *call) { gw_route_model(call, call->path + strlen(MODELS_PREFIX)); }

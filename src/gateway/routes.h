@@ -39,6 +39,7 @@ json_t *gw_model_capabilities(gw_call *call, gw_target *t);
 void gw_route_chat_completions(gw_call *call);
 void gw_route_completions(gw_call *call);
 void gw_route_embeddings(gw_call *call);
+void gw_route_transcriptions(gw_call *call); /* POST /v1/audio/transcriptions (routes_audio.c) */
 void gw_route_native_query(gw_call *call);
 void gw_route_native_chat(gw_call *call);
 void gw_route_native_embed(gw_call *call);

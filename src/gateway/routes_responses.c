@@ -4,17 +4,17 @@
  *
  * A request becomes a chat-completions body (translate.c): instructions are the system message,
  * input the turns after it (message items, whose input_image parts with a data: URL become chat
- * image parts; a file_id or a remote URL is refused; function_call items join the assistant turn before them
- * as chat tool_calls; function_call_output items are tool messages), max_output_tokens is
- * max_tokens, text.format is response_format, function tools become chat's function tools and
- * reasoning.effort the template's thinking switch. What the chat layer refuses is refused under
- * the Responses names. Fields that cannot change the output (metadata, client_metadata, user,
- * prompt_cache_key, include entries, reasoning.summary, ...) are accepted and named in sipp-ignored,
- * as built-in tools are, which the model is not shown (api_fields.c, docs/api-fields.md); namespace
- * tools are flattened into "<namespace>__<name>" functions whose calls come back with their
- * namespace; custom (freeform) tools become functions of one string, "input", whose calls come
- * back as custom_tool_call items (their Lark grammar is only described to the model, and named in
- * sipp-ignored); anything else is refused.
+ * image parts, and input_audio parts and input_file parts holding an audio data: URL chat's
+ * input_audio parts; a file_id, a remote URL or a file that is not audio is refused; function_call items join
+ * the assistant turn before them as chat tool_calls; function_call_output items are tool messages),
+ * max_output_tokens is max_tokens, text.format is response_format, function tools become chat's function
+ * tools and reasoning.effort the template's thinking switch. What the chat layer refuses is refused under the
+ * Responses names. Fields that cannot change the output (metadata, client_metadata, user, prompt_cache_key,
+ * include entries, reasoning.summary, ...) are accepted and named in sipp-ignored, as built-in tools are,
+ * which the model is not shown (api_fields.c, docs/api-fields.md); namespace tools are flattened into
+ * "<namespace>__<name>" functions whose calls come back with their namespace; custom (freeform) tools become
+ * functions of one string, "input", whose calls come back as custom_tool_call items (their Lark grammar is
+ * only described to the model, and named in sipp-ignored); anything else is refused.
  *
  * The answer, parsed by the chat layer into content, reasoning and tool calls, becomes output
  * items: a reasoning item, a message item with one output_text part, one function_call item per
@@ -464,9 +464,76 @@ static bool image_part(xlate *x, json_t *part, size_t i, size_t k, sipp_buf *tex
     return true;
 }
 
+/* An audio clip as chat's input_audio part after the text before it (flushed from text). */
+static void add_audio(sipp_buf *text, json_t *parts, const char *data, const char *format) {
+    gw_parts_add_text(parts, text->data, text->len);
+    sipp_buf_free(text);
+    json_array_append_new(parts, gw_audio_part(data, format));
+}
+
+/* An input_audio part, as chat's: {"data": base64, "format": "wav" | "mp3" | "flac"}. */
+static bool audio_part(xlate *x, json_t *part, size_t i, size_t k, sipp_buf *text, json_t *parts) {
+    json_t *a = json_object_get(part, "input_audio");
+    json_t *data = json_object_get(a, "data"), *format = json_object_get(a, "format");
+    if (!json_is_string(data) || !json_is_string(format))
+        return gw_reply_invalid_field(
+            x->call,
+            "'input[%zu].content[%zu].input_audio' must be {\"data\": \"BASE64\", \"format\": \"wav\"}", i,
+            k);
+    if (!gw_audio_format_known(json_string_value(format)))
+        return gw_reply_invalid_field(
+            x->call, "'input[%zu].content[%zu].input_audio.format' is '%s'; use wav, mp3 or flac", i, k,
+            json_string_value(format));
+    add_audio(text, parts, json_string_value(data), json_string_value(format));
+    return true;
+}
+
+#define DATA_URL_PREFIX "data:"
+#define BASE64_MARK ";base64,"
+
+/* An input_file part: an audio file inline as file_data, a data: URL of an audio type, becomes
+ * chat's input_audio part; any other file, a file_id (no uploads are kept here) or a file_url (no
+ * fetching) is refused, naming the part. filename is bookkeeping, named in sipp-ignored. */
+static bool file_part(xlate *x, json_t *part, size_t i, size_t k, sipp_buf *text, json_t *parts) {
+    json_t *id = json_object_get(part, "file_id"), *url = json_object_get(part, "file_url");
+    json_t *data = json_object_get(part, "file_data");
+    if (id && !json_is_null(id))
+        return gw_reply_invalid_field(
+            x->call,
+            "'input[%zu].content[%zu].file_id' is not supported: this server keeps no "
+            "uploaded files; send the audio inline as file_data "
+            "\"data:audio/wav;base64,...\"",
+            i, k);
+    if (url && !json_is_null(url))
+        return gw_reply_invalid_field(
+            x->call,
+            "'input[%zu].content[%zu].file_url' is not supported: this server fetches "
+            "nothing; send the audio inline as file_data \"data:audio/wav;base64,...\"",
+            i, k);
+    const char *d = json_string_value(data), *mark = d ? strstr(d, BASE64_MARK) : NULL;
+    if (!d || strncmp(d, DATA_URL_PREFIX, strlen(DATA_URL_PREFIX)) != 0 || !mark)
+        return gw_reply_invalid_field(
+            x->call,
+            "'input[%zu].content[%zu].file_data' must be a data: URL with base64 data "
+            "(\"data:audio/wav;base64,...\")",
+            i, k);
+    const char *type = d + strlen(DATA_URL_PREFIX);
+    const char *format = gw_audio_format_of_type(type, (size_t)(mark - type));
+    if (!format)
+        return gw_reply_invalid_field(
+            x->call,
+            "'input[%zu].content[%zu]' is an input_file of type '%.*s': only audio "
+            "files (audio/wav, audio/mpeg or audio/flac) are taken here; send images "
+            "as input_image parts",
+            i, k, (int)(mark - type), type);
+    if (json_object_get(part, "filename")) gw_ignored_addf(x->call, "input[%zu].content[%zu].filename", i, k);
+    add_audio(text, parts, mark + strlen(BASE64_MARK), format);
+    return true;
+}
+
 /* A message item's content: a string, or input_text / output_text parts joined into text, and with
- * *parts (NULL: images are not taken here) input_image parts as chat parts in *parts (made at the
- * first image; the caller appends what is left in text). */
+ * *parts (NULL: media is not taken here) input_image, input_audio and input_file parts as chat parts
+ * in *parts (made at the first one; the caller appends what is left in text). */
 static bool item_text(xlate *x, json_t *content, size_t i, sipp_buf *text, json_t **parts) {
     if (json_is_string(content))
         return sipp_buf_append(text, json_string_value(content), json_string_length(content));
@@ -479,23 +546,22 @@ static bool item_text(xlate *x, json_t *content, size_t i, sipp_buf *text, json_
         const char *type = json_string_value(json_object_get(part, "type"));
         json_t *t = json_object_get(part, "text");
         if (!type) return gw_reply_invalid_field(x->call, "'input[%zu].content[%zu].type' is missing", i, k);
-        if (parts && strcmp(type, "input_image") == 0) {
+        bool (*media)(xlate *, json_t *, size_t, size_t, sipp_buf *, json_t *) =
+            strcmp(type, "input_image") == 0   ? image_part
+            : strcmp(type, "input_audio") == 0 ? audio_part
+            : strcmp(type, "input_file") == 0  ? file_part
+                                               : NULL;
+        if (parts && media) {
             if (!*parts) *parts = json_array();
-            if (!image_part(x, part, i, k, text, *parts)) return false;
+            if (!media(x, part, i, k, text, *parts)) return false;
             continue;
         }
-        if (parts && strcmp(type, "input_file") == 0)
-            return gw_reply_invalid_field(
-                x->call,
-                "'input[%zu].content[%zu].type' 'input_file' is not supported: send "
-                "images as input_image parts (audio: input_audio parts of "
-                "/v1/chat/completions)",
-                i, k);
         if (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0)
             return gw_reply_invalid_field(x->call,
                                           "'input[%zu].content[%zu].type' '%s' is not supported; only "
                                           "input_text, output_text%s parts are",
-                                          i, k, type, parts ? " and input_image" : "");
+                                          i, k, type,
+                                          parts ? ", input_image, input_audio and input_file (audio)" : "");
         if (!json_is_string(t))
             return gw_reply_invalid_field(x->call, "'input[%zu].content[%zu].text' must be a string", i, k);
         sipp_buf_append(text, json_string_value(t), json_string_length(t));

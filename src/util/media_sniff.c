@@ -9,7 +9,11 @@
 #define PNG_IHDR_END 24 /* signature 8, length 4, "IHDR" 4, width 4, height 4 */
 #define GIF_HEADER_END 10
 #define BMP_HEADER_END 26
-#define JPEG_SCAN_MAX 4096 /* markers looked at before giving up */
+#define JPEG_SCAN_MAX 4096  /* markers looked at before giving up */
+#define RIFF_HEADER_END 12  /* "RIFF", size 4, "WAVE" */
+#define RIFF_CHUNK_HEADER 8 /* id 4, size 4 */
+#define WAV_FMT_BYTE_RATE 8 /* bytes per second, in the fmt chunk after format, channels, rate */
+#define WAV_CHUNKS_MAX 64   /* chunks looked at before giving up */
 
 static uint32_t be16(const unsigned char *p) { return (uint32_t)p[0] << 8 | p[1]; }
 static uint32_t le16(const unsigned char *p) { return (uint32_t)p[1] << 8 | p[0]; }
@@ -101,6 +105,28 @@ bool sipp_media_sniff(const unsigned char *d, size_t n, sipp_media_info *out) {
     else
         return false;
     return image_size(d, n, out);
+}
+
+/* A RIFF WAVE file's chunks: the fmt chunk's bytes per second and the data chunk's size (cut to
+ * the bytes present: a streamed WAV writes 0 or 0xFFFFFFFF there). Chunks are padded to even sizes. */
+bool sipp_media_wav_seconds(const unsigned char *d, size_t n, double *seconds) {
+    *seconds = 0;
+    if (!has(d, n, 0, "RIFF") || !has(d, n, 8, "WAVE")) return false;
+    uint32_t byte_rate = 0;
+    size_t at = RIFF_HEADER_END;
+    for (int k = 0; k < WAV_CHUNKS_MAX && n - at >= RIFF_CHUNK_HEADER; k++) {
+        size_t size = le32(d + at + 4), body = at + RIFF_CHUNK_HEADER, left = n - body;
+        if (has(d, n, at, "fmt ") && size >= WAV_FMT_BYTE_RATE + 4 && left >= WAV_FMT_BYTE_RATE + 4)
+            byte_rate = le32(d + body + WAV_FMT_BYTE_RATE);
+        if (has(d, n, at, "data")) {
+            if (byte_rate == 0) return false;
+            *seconds = (double)(size < left ? size : left) / byte_rate;
+            return true;
+        }
+        if (size >= left) return false;
+        at = body + size + (size & 1);
+    }
+    return false;
 }
 
 const char *sipp_media_kind_name(sipp_media_kind kind) {

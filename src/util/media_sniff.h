@@ -31,6 +31,10 @@ typedef struct sipp_media_info {
  * gives no size (truncated, or a size of 0). */
 bool sipp_media_sniff(const unsigned char *data, size_t n, sipp_media_info *out);
 
+/* The length of a WAV file's audio in seconds, from its fmt and data chunks (no sample is read).
+ * False when data[0..n) is no WAV or its header does not say. */
+bool sipp_media_wav_seconds(const unsigned char *data, size_t n, double *seconds);
+
 /* "PNG", "JPEG", ..., "unknown". */
 const char *sipp_media_kind_name(sipp_media_kind kind);
 bool sipp_media_is_audio(sipp_media_kind kind);

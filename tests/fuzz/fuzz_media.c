@@ -4,7 +4,8 @@
  * before anything decodes it). The input is tried both as base64 text and as file bytes.
  * Invariants checked beyond the sanitizers':
  *   - a decode writes at most sipp_base64_max_decoded bytes;
- *   - a sniffed image has a size of at least 1x1, audio has none, and the kind has a name.
+ *   - a sniffed image has a size of at least 1x1, audio has none, and the kind has a name;
+ *   - a WAV's length in seconds (read from its header) is finite, not negative, and only a WAV has one.
  *
  *   make fuzz-bins && build/fuzz/fuzz_media -max_total_time=60 /tmp/media-corpus tests/fuzz/corpus/media
  */
@@ -48,6 +49,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             check(info.width == 0 && info.height == 0, "audio with a size");
         else
             check(info.width > 0 && info.height > 0, "an image of no size");
+    }
+    double seconds = -1;
+    if (sipp_media_wav_seconds(data, size, &seconds)) {
+        check(seconds >= 0 && seconds == seconds && seconds < 1e12, "a WAV length out of range");
+        check(sipp_media_sniff(data, size, &info) && info.kind == SIPP_MEDIA_WAV, "a length for no WAV");
     }
     return 0;
 }

@@ -261,7 +261,7 @@ class ResponsesTest(AgentAPIBase):
             ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
              "'input[0].content[0].image_url'"),
             ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
-             "'input[0].content[0].type'"),
+             "'input[0].content[0].file_id'"),
             ({"input": [{"role": "robot", "content": "x"}]}, "'input[0].role'"),
             ({"input": [{"type": "item_reference", "id": "x"}]}, "'input[0].type'"),
             ({"instructions": 3}, "'instructions'"),

@@ -31,6 +31,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support.audio import wav  # noqa: E402
 
 TEXT_ONLY = "plain"  # a target without a projector
 LAZY = "lazy"  # the same, loaded on demand: an image must not load it
@@ -55,15 +56,7 @@ PNG_B64 = base64.b64encode(png()).decode()
 DATA_URL = "data:image/png;base64," + PNG_B64
 
 
-def wav(samples=1600, rate=16000):
-    """A short silent 16-bit mono WAV."""
-    data = b"\x00\x00" * samples
-    fmt = struct.pack("<HHIIHH", 1, 1, rate, rate * 2, 2, 16)
-    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data
-    return b"RIFF" + struct.pack("<I", len(body)) + body
-
-
-WAV_B64 = base64.b64encode(wav()).decode()
+WAV_B64 = base64.b64encode(wav(0.1, amplitude=0)).decode()
 
 
 def chat_image(model, url=DATA_URL, **image_url):
@@ -224,11 +217,11 @@ class ImagesWithoutProjectorTest(unittest.TestCase):
         audio = {"model": VISION_CFG, "messages": [{"role": "user", "content": [
             {"type": "input_audio", "input_audio": {"data": WAV_B64, "format": "ogg"}}]}]}
         file_item = responses_image(VISION_CFG)
-        file_item["input"][0]["content"][1] = {"type": "input_file", "file_data": "data:audio/wav;base64," + WAV_B64}
+        file_item["input"][0]["content"][1] = {"type": "input_file", "file_data": "data:application/pdf;base64,JVBE"}
         cases = [
             ("/v1/chat/completions", audio, "'messages[0].content[0].input_audio.format'"),
             ("/v1/chat/completions", chat_image(VISION_CFG, 7), "'messages[0].content[1].image_url'"),
-            ("/v1/responses", file_item, "'input[0].content[1].type'"),
+            ("/v1/responses", file_item, "'input[0].content[1]' is an input_file of type 'application/pdf'"),
             ("/api/generate", ollama_generate_image(VISION_CFG, raw=True), "'images'"),
             ("/api/chat", {**ollama_chat_image(VISION_CFG),
                            "messages": [{"role": "user", "content": "x", "images": [3]}]}, "'messages[0].images[0]'"),

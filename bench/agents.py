@@ -2,7 +2,7 @@
 """bench/agents.py: what a coding agent waits for, on sipp and on llama-server at the same commit.
 
     bench/agents.py [--agent codex|claude-code|all] [--rounds 2] [--n-embd 256] [--n-layer 4]
-                    [--parallel 2] [--ctx 65536] [--threads 2] [--cache-type q8_0 ...]
+                    [--parallel 2] [--ctx 65536] [--threads 2] [--cache-type q8_0 ...] [--peer-libs]
 
 The captured requests of tests/fixtures/agents/ (Codex CLI on /v1/responses, Claude Code on
 /v1/messages: each agent's real first request and its tool-result follow-up) are sent, byte for byte
@@ -10,7 +10,8 @@ apart from the user's words and the output cap, to `sipp serve` and to llama-ser
 peer deps/build-source.sh builds from the pinned source) with the same model, context, slots and
 threads. Each round starts both servers fresh and measures, server by server:
 
-  cold     time to first token of the first conversation (nothing cached anywhere)
+  cold     time to first token of the first conversation (nothing cached anywhere; both servers
+           have their model loaded: a short request goes first)
   shared   time to first token of a new conversation, while the first one is still generating: its
            instructions and tools are the same as the running one's (every session of an agent sends
            the same ~6-12k tokens first); target <= 0.3x llama-server
@@ -21,7 +22,7 @@ Time to first token is from sending the request to the first delta event of the 
 is synthetic (Qwen2.5's vocabulary and template, --n-embd/--n-layer, Q8_0), so its text is noise;
 an output cap keeps the running conversation going while the new one starts. With --cache-type, the
 KV bytes per context token of each type are read from both servers' load logs (llama.cpp's
-"llama_kv_cache: size = ..." line, which sipp prints too at SIPP_LOG=debug). Loopback only. Prints a
+"CPU KV buffer size = N MiB" line, which sipp prints too at SIPP_LOG=debug, over the context). Loopback only. Prints a
 Markdown table of medians and their ratios.
 """
 import argparse
@@ -53,7 +54,7 @@ RUNNING_CAP = 400  # tokens the first conversation generates, so it is still run
 SHORT_CAP = 4
 TIMEOUT_S = 1800
 READY_TIMEOUT_S = 300
-KV_SIZE_RE = re.compile(r"llama_kv_cache: size = +([0-9.]+) MiB \( *(\d+) cells")
+KV_SIZE_RE = re.compile(r"llama_kv_cache: +\S+ KV buffer size = +([0-9.]+) MiB")
 
 
 def load_fixture(name):
@@ -138,8 +139,19 @@ class Stream:
             raise self.error
 
 
+def warm(port, fx):
+    """One short request, so that sipp (which loads a model on its first request) has its model loaded
+    as llama-server has from its start."""
+    body = capped(fx["body"], 1)
+    key = "input" if "input" in body else "messages"
+    body[key] = [{"role": "user", "content": "Hi"}]
+    body.pop("tools", None)
+    Stream(port, fx, body).wait()
+
+
 def one_round(port, agent):
     turn1, turn2 = (load_fixture(n) for n in FIXTURES[agent])
+    warm(port, turn1)
     first = Stream(port, turn1, capped(turn1["body"], RUNNING_CAP))
     cold = first.first_token()
     other = Stream(port, turn1, capped(user_words(turn1, "List the files here, please."), SHORT_CAP))
@@ -185,6 +197,25 @@ def stop(proc):
         proc.wait()
 
 
+def peer_libs_env(peer):
+    """The environment that runs sipp on the peer's own libllama/libggml and CPU modules (as
+    bench/run.sh does), so that a ratio measures sipp and not how the two sets of libraries were
+    built: on an AMD EPYC the prebuilt artifact's CPU module ran flash attention over an 11k-token
+    context at about half the source build's speed."""
+    same = os.path.join(gw.tmpdir(), "peer-libs")
+    os.makedirs(same, exist_ok=True)
+    links = {"libllama.v0.4.0.so": "libllama.so", "libggml.v0.4.0.so": "libggml.so",
+             "libggml-base.so": "libggml-base.so"}
+    links.update({n: n for n in os.listdir(peer) if n.startswith("libggml-cpu-") and n.endswith(".so")})
+    for name, target in links.items():
+        if not os.path.lexists(os.path.join(same, name)):
+            os.symlink(os.path.join(peer, target), os.path.join(same, name))
+    return {"SIPP_ARTIFACT": same, "LD_LIBRARY_PATH": f"{same}:{peer}"}
+
+
+SIPP_ENV = {}
+
+
 def sipp_server(a, model, port, log, cache_type):
     cfg = (f'[[targets]]\nname = "qwen"\ntype = "local"\nmodel = "{model}"\n'
            f'ctx_size = {a.ctx}\nparallel = {a.parallel}\nthreads = {a.threads}\n'
@@ -194,15 +225,15 @@ def sipp_server(a, model, port, log, cache_type):
     path = os.path.join(gw.tmpdir(), f"agents-bench-{port}.toml")
     with open(path, "w") as f:
         f.write(cfg)
-    return start([gw.SIPP, "serve", "--config", path, "--port", str(port)], dict(os.environ, SIPP_LOG="debug"), port,
-                 log)
+    return start([gw.SIPP, "serve", "--config", path, "--port", str(port)],
+                 dict(os.environ, SIPP_LOG="debug", **SIPP_ENV), port, log)
 
 
 def peer_server(a, peer, model, port, log, cache_type):
     cmd = [os.path.join(peer, "llama-server"), "-m", model, "--jinja", "-c", str(a.ctx), "-np", str(a.parallel),
            "-t", str(a.threads), "--host", "127.0.0.1", "--port", str(port), "-a", "qwen"]
     if cache_type:
-        cmd += ["-ctk", cache_type, "-ctv", cache_type]
+        cmd += ["-ctk", cache_type, "-ctv", cache_type, "-lv", "4"]  # -lv 4: its KV buffer line
     return start(cmd, dict(os.environ, LD_LIBRARY_PATH=peer), port, log)
 
 
@@ -212,18 +243,20 @@ def peer_bin():
 
 
 def make_model(a):
-    path = os.path.join(gw.tmpdir(), f"agents-bench-{a.n_embd}x{a.n_layer}.gguf")
+    # trained for the whole context: llama-server cuts -c down to a model's trained context
+    path = os.path.join(gw.tmpdir(), f"agents-bench-{a.n_embd}x{a.n_layer}-{a.ctx}.gguf")
     subprocess.run([gw.SYNTH, "--out", path, "--vocab", fields.QWEN_VOCAB, "--chat-template-file",
                     os.path.join(fields.TEMPLATES, "Qwen-Qwen2.5-7B-Instruct.jinja"), "--n-embd", str(a.n_embd),
                     "--n-layer", str(a.n_layer), "--n-head", "8", "--n-head-kv", "4", "--n-ff", str(3 * a.n_embd),
-                    "--type", "q8_0"], check=True, capture_output=True)
+                    "--n-ctx", str(a.ctx), "--type", "q8_0"], check=True, capture_output=True)
     return path
 
 
-def kv_bytes_per_token(log):
+def kv_bytes_per_token(log, ctx):
+    """The KV buffers llama.cpp logged allocating (every device's), per context cell."""
     with open(log, encoding="utf-8", errors="replace") as f:
-        m = KV_SIZE_RE.search(f.read())
-    return float(m.group(1)) * 1024 * 1024 / int(m.group(2)) if m else None
+        sizes = [float(m) for m in KV_SIZE_RE.findall(f.read())]
+    return sum(sizes) * 1024 * 1024 / ctx if sizes else None
 
 
 def main():
@@ -237,9 +270,13 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cache-type", action="append", default=[],
                     help="also measure KV bytes per token with this -ctk/-ctv type (repeatable: f16, q8_0, q4_0)")
+    ap.add_argument("--peer-libs", action="store_true",
+                    help="run sipp on the peer's libraries (sipp's own cost) instead of its prebuilt artifact")
     a = ap.parse_args()
     model = make_model(a)
     peer = peer_bin()
+    if a.peer_libs:
+        SIPP_ENV.update(peer_libs_env(peer))
     agents = sorted(FIXTURES) if a.agent == "all" else [a.agent]
     rows = {}
     for agent in agents:
@@ -258,7 +295,8 @@ def main():
                 print(f"bench: {agent} {server} round {r + 1}: " +
                       ", ".join(f"{k} {v:.0f} ms" for k, v in res.items()), file=sys.stderr)
                 rows[(agent, server)].append(res)
-    print(f"\nmodel: synthetic qwen2 vocab, n_embd {a.n_embd}, {a.n_layer} layers, Q8_0; ctx {a.ctx}, "
+    libs = "the peer's libraries" if a.peer_libs else "its prebuilt artifact"
+    print(f"\nsipp on {libs}; model: synthetic qwen2 vocab, n_embd {a.n_embd}, {a.n_layer} layers, Q8_0; ctx {a.ctx}, "
           f"parallel {a.parallel}, threads {a.threads}; medians of {a.rounds} rounds\n")
     print("| agent | measure | sipp ms | llama-server ms | sipp / llama-server |")
     print("|---|---|---|---|---|")
@@ -278,8 +316,11 @@ def main():
                 log = os.path.join(gw.tmpdir(), f"agents-bench-kv-{server}-{t}.log")
                 proc = sipp_server(a, model, port, log, t) if server == "sipp" else peer_server(a, peer, model, port,
                                                                                               log, t)
-                stop(proc)
-                got[server] = kv_bytes_per_token(log)
+                try:
+                    warm(port, load_fixture(FIXTURES[agents[0]][0]))  # sipp allocates its KV at the load
+                finally:
+                    stop(proc)
+                got[server] = kv_bytes_per_token(log, a.ctx)
             s, p = got["sipp"], got["llama-server"]
             ratio = f"{s / p:.3f}" if s and p else "n/a"
             print(f"| {t} | {s or 'n/a'} | {p or 'n/a'} | {ratio} |")

@@ -2,7 +2,7 @@
 """bench/images.py: images in chats on sipp and on llama-server `--mmproj` at the same commit.
 
     bench/images.py [--rounds 3] [--n-embd 256] [--n-layer 4] [--image-size 448] [--patch-size 14]
-                    [--threads 2] [--max-tokens 24]
+                    [--threads 2] [--max-tokens 24] [--peer-libs]
 
 The same synthetic model (Qwen2.5's vocabulary, a plain ChatML template: with Qwen2.5's own,
 llama-server's tool-call parser fails on a random model's text with a 500, Q8_0) and projector (`sipp-synth
@@ -83,6 +83,9 @@ def make_pair(a):
     return model, proj
 
 
+SIPP_ENV = {}
+
+
 def sipp_server(a, model, proj, port, log):
     cfg = (f'[[targets]]\nname = "vision"\ntype = "local"\nmodel = "{model}"\nmmproj = "{proj}"\n'
            f'ctx_size = {a.ctx}\nparallel = 1\nthreads = {a.threads}\n')
@@ -90,7 +93,7 @@ def sipp_server(a, model, proj, port, log):
     with open(path, "w") as f:
         f.write(cfg)
     return server.start([gw.SIPP, "serve", "--config", path, "--port", str(port)],
-                        dict(os.environ, SIPP_LOG="debug"), port, log)
+                        dict(os.environ, SIPP_LOG="debug", **SIPP_ENV), port, log)
 
 
 def peer_server(a, peer, model, proj, port, log):
@@ -170,9 +173,16 @@ def main():
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=24)
+    ap.add_argument("--peer-libs", action="store_true",
+                    help="run sipp on the peer's libraries (libmtmd included) instead of its prebuilt artifact")
     a = ap.parse_args()
     model, proj = make_pair(a)
     peer = server.peer_bin()
+    if a.peer_libs:
+        SIPP_ENV.update(server.peer_libs_env(peer))
+        mtmd = os.path.join(SIPP_ENV["SIPP_ARTIFACT"], "libmtmd.so")
+        if not os.path.lexists(mtmd):
+            os.symlink(os.path.join(peer, "libmtmd.so"), mtmd)
     png_part = data_url("image/png", png(320, 240))
     jpeg_part = data_url("image/jpeg", bundle_jpeg())
     images = {"png": [png_part], "jpeg": [jpeg_part], "png+jpeg": [png_part, jpeg_part]}
@@ -221,7 +231,8 @@ def main():
                   file=sys.stderr)
             rows[name].append(res)
     tokens = (a.image_size // a.patch_size) ** 2
-    print(f"\nmodel: synthetic qwen2 vocab, chatml, n_embd {a.n_embd}, {a.n_layer} layers, Q8_0; projector llava "
+    libs = "the peer's libraries" if a.peer_libs else "its prebuilt artifact"
+    print(f"\nsipp on {libs}; model: synthetic qwen2 vocab, chatml, n_embd {a.n_embd}, {a.n_layer} layers, Q8_0; projector llava "
           f"{a.image_size}px / {a.patch_size} ({tokens} tokens an image); 1 slot, {a.threads} threads; "
           f"medians of {a.rounds} rounds\n")
     print("| measure | sipp ms | llama-server ms | sipp / llama-server |")

@@ -72,6 +72,11 @@ template <typename F> sipp_status guarded(char *err, const char *what, F &&f) {
             msg.pop_back();
         for (auto &c : msg)
             if (c == '\n') c = ' ';
+        /* llama.cpp's Jinja engine ends some syntax errors (a quote that closes a string early) with a
+         * bare std::exception, whose text names nothing */
+        if (msg.empty() || msg == "std::exception")
+            msg = "llama.cpp could not parse or render it and gave no reason; check its syntax (a quote "
+                  "inside a '...' string ends it early: write \\'), or give another template";
         return fail(err, SIPP_ERR_INVALID_ARGUMENT, std::string(what) + ": " + msg);
     } catch (...) {
         return fail(err, SIPP_ERR_INTERNAL,

@@ -230,6 +230,18 @@ class SippCli(unittest.TestCase):
         proc = run(self.plain, "hi", "--chat", "--chat-template", "nosuchtemplate")
         self.assertOneLineError(proc, (1, 2), "nosuchtemplate")
 
+    def test_template_llama_cpp_cannot_parse_gets_a_reason(self):
+        """A quote inside a '...' string (as a system prompt "sipp's" once was) makes llama.cpp's Jinja
+        engine throw a bare std::exception: the message says what to check instead."""
+        bad = os.path.join(self.tmp, "quote.jinja")
+        with open(bad, "w") as f:
+            f.write("{{- '<|im_start|>system\\nYou are sipp's model.<|im_end|>\\n' }}"
+                    "{%- for m in messages %}{{- m.content }}{%- endfor %}")
+        proc = run(self.plain, "hi", "--chat", "--chat-template", bad, "--max-tokens", "2")
+        self.assertOneLineError(proc, 1, "chat template")
+        self.assertNotIn("std::exception", proc.err)
+        self.assertIn("syntax", proc.err)
+
     # ---- context ----------------------------------------------------------------------------------
 
     def test_ctx_size_is_honoured(self):

@@ -97,6 +97,31 @@ class TrainTest(unittest.TestCase):
         self.assertEqual(bad.returncode, 2)
         self.assertIn("--out-type: 'q5_1' is not f32 or q8_0", bad.stderr)
 
+    def test_chat_template_file_gives_the_output_a_template_llama_cpp_renders(self):
+        """corpus.py's template (an unescaped quote inside its '...' strings once broke every chat with
+        it), given to the trained model by sipp-train --chat-template-file, renders in the CLI."""
+        self.assertEqual(self.trained.returncode, 0, self.trained.stderr)
+        qwen = os.path.join(BUILD, "llama", "source", "models", "templates", "Qwen-Qwen2.5-7B-Instruct.jinja")
+        tpl, q8 = self.path("demo.jinja"), self.path("templated.gguf")
+        r = subprocess.run([sys.executable, CORPUS_PY, "--template", qwen, "--template-out", tpl],
+                           capture_output=True, text=True, timeout=TIMEOUT_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = train("--model", self.out, "--corpus", self.corpus, "--out", q8, "--epochs", "0", "--out-type", "q8_0",
+                  "--threads", "1", "--chat-template-file", tpl)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(q8, "rb") as f:
+            self.assertIn(b"You are sipp\\'s demo model", f.read())
+        r = subprocess.run([SIPP, q8, "Hello!", "--chat", "--max-tokens", "2", "--stats", "json"],
+                           capture_output=True, text=True, timeout=TIMEOUT_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # the default system prompt is rendered: far more tokens than the message and the markers
+        self.assertGreater(json.loads(r.stderr.strip().splitlines()[-1])["prompt_tokens"], 20, r.stderr)
+        bad = train("--model", self.out, "--corpus", self.corpus, "--out", self.path("x.gguf"), "--epochs", "0",
+                    "--chat-template-file", self.path("missing.jinja"))
+        self.assertEqual(bad.returncode, EXIT_RUNTIME)
+        self.assertIn("--chat-template-file", bad.stderr)
+        self.assertFalse(os.path.exists(self.path("x.gguf")))
+
     def fails(self, corpus, expect, model=None):
         r = train("--model", model or self.model, "--corpus", corpus, "--out", self.path("x.gguf"), "--threads", "1")
         self.assertEqual(r.returncode, EXIT_RUNTIME, r.stderr)
@@ -187,7 +212,7 @@ class CorpusTest(unittest.TestCase):
             with open(out) as f:
                 text = f.read()
             self.assertNotIn("You are Qwen", text)
-            self.assertEqual(text.count("You are sipp's demo model, a small assistant."), 2)
+            self.assertEqual(text.count("You are sipp\\'s demo model, a small assistant."), 2)
             other = os.path.join(BUILD, "llama", "source", "models", "templates", "llama-cpp-deepseek-r1.jinja")
             r = subprocess.run([sys.executable, CORPUS_PY, "--template", other if os.path.exists(other) else out,
                                 "--template-out", out], capture_output=True, text=True, timeout=TIMEOUT_S)

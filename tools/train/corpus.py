@@ -244,7 +244,8 @@ def write_template(src, out):
     if QWEN_SYSTEM not in text:
         sys.exit(f"corpus.py: {src} has no Qwen2.5 default system prompt to replace; give Qwen2.5's template")
     with open(out, "w", encoding="utf-8") as f:
-        f.write(text.replace(QWEN_SYSTEM, SYSTEM))
+        # Qwen2.5's default sits inside '...' strings: a quote in ours ("sipp's") must be escaped
+        f.write(text.replace(QWEN_SYSTEM, SYSTEM.replace("'", "\\'")))
     print(f"corpus.py: wrote {out}", file=sys.stderr)
 
 

@@ -8,10 +8,11 @@
 #      corpus's system prompt as its default (corpus.py --template), 4 blocks of width 128;
 #   2. the corpus: tools/train/corpus.py, seed 1 (dialogues, arithmetic, weather/time tool calls,
 #      JSON answers, KJV and fortunes prose when Debian's bible-kjv and fortunes-min are installed);
-#   3. training: sipp-train, windows of 512 tokens, lr 2e-3 with warm-up and cosine, seed 7, one
-#      thread (ggml's spinning threads lose on a shared 2-core machine);
-#   4. q8_0: sipp-train --epochs 0 --out-type q8_0 (llama.cpp's quantizer), about 5 MB.
-# EPOCHS (default 3) and THREADS (default 1) override those two.
+#   3. training: sipp-train, windows of 512 tokens, lr 1e-3 with warm-up and cosine (2e-3 and 3e-3
+#      diverged after the first epoch), seed 7, one thread (ggml's spinning threads lose on a
+#      shared 2-core machine);
+#   4. q8_0: sipp-train --epochs 0 --out-type q8_0 (llama.cpp's quantizer), with the template again.
+# EPOCHS (default 3), LR (default 1e-3) and THREADS (default 1) override those.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -19,6 +20,7 @@ out=${1:?usage: tools/train/demo-model.sh OUT_DIR}
 build=${SIPP_BUILD:-$repo/build}
 epochs=${EPOCHS:-3}
 threads=${THREADS:-1}
+lr=${LR:-1e-3}
 mkdir -p "$out"
 python3 "$here/corpus.py" --template "$build/llama/source/models/templates/Qwen-Qwen2.5-7B-Instruct.jinja" \
   --template-out "$out/sipp-demo.jinja"
@@ -29,8 +31,9 @@ python3 "$here/corpus.py" --template "$build/llama/source/models/templates/Qwen-
 python3 "$here/corpus.py" --out "$out/sipp-demo-corpus.jsonl" --seed 1 --dialogues 4000 --prose 400
 sha256sum "$out/sipp-demo-corpus.jsonl"
 "$build/bin/sipp-train" --model "$out/sipp-demo-start.gguf" --corpus "$out/sipp-demo-corpus.jsonl" \
-  --out "$out/sipp-demo-f32.gguf" --epochs "$epochs" --lr 2e-3 --ctx 512 --seed 7 --checkpoint-every 100 \
+  --out "$out/sipp-demo-f32.gguf" --epochs "$epochs" --lr "$lr" --ctx 512 --seed 7 --checkpoint-every 100 \
   --threads "$threads"
 "$build/bin/sipp-train" --model "$out/sipp-demo-f32.gguf" --corpus "$out/sipp-demo-corpus.jsonl" \
-  --out "$out/sipp-demo.gguf" --epochs 0 --ctx 512 --out-type q8_0 --threads "$threads"
+  --out "$out/sipp-demo.gguf" --epochs 0 --ctx 512 --out-type q8_0 --threads "$threads" \
+  --chat-template-file "$out/sipp-demo.jinja"
 sha256sum "$out/sipp-demo.gguf"

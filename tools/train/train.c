@@ -87,7 +87,7 @@
 /* options: one table both parses them and prints --help                                          */
 
 struct options {
-    const char *model, *corpus, *out, *out_type;
+    const char *model, *corpus, *out, *out_type, *chat_template_file;
     long epochs, ctx, batch, checkpoint_every, threads;
     double lr, lr_min, val_split;
     unsigned long long seed;
@@ -116,6 +116,8 @@ static const struct opt_spec OPTS[] = {
      "passes over the training windows (default 1; 0: only the held-out loss, and --out-type)"},
     {"--out-type", "f32|q8_0", OPT_PATH, OFF(out_type), 0, 0,
      "the weights of --out: f32 (default, trainable again) or q8_0 (a quarter of the size)"},
+    {"--chat-template-file", "FILE", OPT_PATH, OFF(chat_template_file), 0, 0,
+     "the chat template --out carries (default: --model's)"},
     {"--lr", "F", OPT_FLOAT, OFF(lr), MIN_LR, MAX_LR, "peak learning rate of AdamW (default 1e-3)"},
     {"--lr-min", "F", OPT_FLOAT, OFF(lr_min), 0, MAX_LR,
      "learning rate at the end of the cosine (default lr/10)"},
@@ -135,6 +137,8 @@ static const struct opt_spec OPTS[] = {
 };
 
 #define F32_STAGE_SUFFIX ".f32.tmp"
+#define CHAT_TEMPLATE_KEY "tokenizer.chat_template"
+#define MAX_TEMPLATE_BYTES (1 << 20)
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static void usage(FILE *f) {
@@ -340,6 +344,31 @@ static bool is_matrix_name(const char *name) {
     return !(n >= k && strcmp(name + n - k, NORM_SUFFIX) == 0);
 }
 
+/* --chat-template-file's text as the header's chat template, which every file written carries. */
+static bool set_chat_template(struct trainer *t) {
+    const char *path = t->o.chat_template_file;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        train_report("--chat-template-file %s: %s", path, strerror(errno));
+        return false;
+    }
+    char *text = malloc(MAX_TEMPLATE_BYTES + 1);
+    size_t n = text ? fread(text, 1, MAX_TEMPLATE_BYTES + 1, f) : 0;
+    bool ok = text && !ferror(f) && n > 0 && n <= MAX_TEMPLATE_BYTES;
+    fclose(f);
+    if (ok) {
+        text[n] = '\0';
+        gguf_set_val_str(t->meta, CHAT_TEMPLATE_KEY, text);
+    } else {
+        train_report("--chat-template-file %s: %s", path,
+                     !text    ? "out of memory"
+                     : n == 0 ? "empty or unreadable"
+                              : "over 1 MiB, not a template");
+    }
+    free(text);
+    return ok;
+}
+
 /* The input's header, and whether anything in it can train (llama.cpp trains f32 tensors only). */
 static bool open_meta(struct trainer *t) {
     t->meta = gguf_init_from_file(t->o.model, (struct gguf_init_params){.no_alloc = true, .ctx = NULL});
@@ -347,6 +376,7 @@ static bool open_meta(struct trainer *t) {
         train_report("--model %s: not a GGUF file that llama.cpp can read", t->o.model);
         return false;
     }
+    if (t->o.chat_template_file && !set_chat_template(t)) return false;
     const int64_t n = gguf_get_n_tensors(t->meta);
     if (n == 0) {
         train_report("--model %s has no tensors: a vocabulary file, not a model; make a model from it with "

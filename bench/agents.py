@@ -3,6 +3,7 @@
 
     bench/agents.py [--agent codex|claude-code|all] [--rounds 2] [--n-embd 256] [--n-layer 4]
                     [--parallel 2] [--ctx 65536] [--threads 2] [--cache-type q8_0 ...] [--peer-libs]
+                    [--function-tools-only]
 
 The captured requests of tests/fixtures/agents/ (Codex CLI on /v1/responses, Claude Code on
 /v1/messages: each agent's real first request and its tool-result follow-up) are sent, byte for byte
@@ -17,6 +18,11 @@ threads. Each round starts both servers fresh and measures, server by server:
            the same ~6-12k tokens first); target <= 0.3x llama-server
   turn 2   time to first token of the first conversation's next request (the tool result
            appended), once it has finished; target <= 1.0x llama-server
+
+The table also gives each server's count of a new conversation's prompt tokens (its usage): a
+server that shows the model less has less to evaluate. llama-server drops tools that are not of type
+"function" (Codex's namespace tool of multi-agent functions, web_search: about 2,300 tokens) where sipp
+renders them; --function-tools-only sends only the function tools, so both evaluate the same prompt.
 
 Time to first token is from sending the request to the first delta event of the stream. The model
 is synthetic (Qwen2.5's vocabulary and template, --n-embd/--n-layer, Q8_0), so its text is noise;
@@ -94,6 +100,7 @@ class Stream:
     def __init__(self, port, fx, body):
         self.t0 = time.monotonic()
         self.t_first = None
+        self.input_tokens = None  # the prompt's tokens as the server counted them (its usage)
         self.error = None
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(port, fx, body), daemon=True)
@@ -111,7 +118,12 @@ class Stream:
                 line = raw.decode("utf-8", "replace").strip()
                 if not line.startswith("data: {"):
                     continue
-                kind = json.loads(line[6:]).get("type", "")
+                event = json.loads(line[6:])
+                kind = event.get("type", "")
+                holder = event.get("message") or event.get("response")
+                usage = holder.get("usage") if isinstance(holder, dict) else None
+                if isinstance(usage, dict) and usage.get("input_tokens"):
+                    self.input_tokens = usage["input_tokens"]
                 if kind in ("error", "response.failed"):
                     raise RuntimeError(f"{fx['path']}: {kind} event {line[:300]}")
                 if self.t_first is None and (kind.endswith(".delta") or kind == "content_block_delta"):
@@ -149,8 +161,18 @@ def warm(port, fx):
     Stream(port, fx, body).wait()
 
 
-def one_round(port, agent):
+def function_tools_only(fx):
+    """fx with only its tools of type "function": llama-server drops the others (Codex's namespace
+    tool of 8 functions, web_search) without a word, so its prompt is shorter than the one sipp
+    shows the model; with this both servers evaluate the same prompt."""
+    fx["body"]["tools"] = [t for t in fx["body"].get("tools", []) if t.get("type") == "function"]
+    return fx
+
+
+def one_round(port, agent, same_tools=False):
     turn1, turn2 = (load_fixture(n) for n in FIXTURES[agent])
+    if same_tools:
+        turn1, turn2 = function_tools_only(turn1), function_tools_only(turn2)
     warm(port, turn1)
     first = Stream(port, turn1, capped(turn1["body"], RUNNING_CAP))
     cold = first.first_token()
@@ -161,7 +183,7 @@ def one_round(port, agent):
     nxt = Stream(port, turn2, capped(turn2["body"], SHORT_CAP))
     t2 = nxt.first_token()
     nxt.wait()
-    return {"cold": cold, "shared": shared, "turn2": t2}
+    return {"cold": cold, "shared": shared, "turn2": t2, "tokens": other.input_tokens}
 
 
 def healthy(port, proc, log):
@@ -272,6 +294,8 @@ def main():
                     help="also measure KV bytes per token with this -ctk/-ctv type (repeatable: f16, q8_0, q4_0)")
     ap.add_argument("--peer-libs", action="store_true",
                     help="run sipp on the peer's libraries (sipp's own cost) instead of its prebuilt artifact")
+    ap.add_argument("--function-tools-only", action="store_true",
+                    help="send only the fixtures' function tools, which llama-server renders; it drops the rest")
     a = ap.parse_args()
     model = make_model(a)
     peer = peer_bin()
@@ -289,16 +313,22 @@ def main():
                 proc = (sipp_server(a, model, port, log, None) if server == "sipp"
                         else peer_server(a, peer, model, port, log, None))
                 try:
-                    res = one_round(port, agent)
+                    res = one_round(port, agent, a.function_tools_only)
                 finally:
                     stop(proc)
                 print(f"bench: {agent} {server} round {r + 1}: " +
-                      ", ".join(f"{k} {v:.0f} ms" for k, v in res.items()), file=sys.stderr)
+                      ", ".join(f"{k} {v:.0f} ms" for k, v in res.items() if k != "tokens") +
+                      f" (new conversation: {res['tokens']} prompt tokens)", file=sys.stderr)
                 rows[(agent, server)].append(res)
     libs = "the peer's libraries" if a.peer_libs else "its prebuilt artifact"
-    print(f"\nsipp on {libs}; model: synthetic qwen2 vocab, n_embd {a.n_embd}, {a.n_layer} layers, Q8_0; ctx {a.ctx}, "
+    tools = "function tools only" if a.function_tools_only else "every tool the agent sent"
+    print(f"\nsipp on {libs}; {tools}; model: synthetic qwen2 vocab, n_embd {a.n_embd}, {a.n_layer} layers, Q8_0; ctx {a.ctx}, "
           f"parallel {a.parallel}, threads {a.threads}; medians of {a.rounds} rounds\n")
-    print("| agent | measure | sipp ms | llama-server ms | sipp / llama-server |")
+    print("| agent | a new conversation's prompt tokens, sipp / llama-server |")
+    print("|---|---|")
+    for agent in agents:
+        print(f"| {agent} | {rows[(agent, 'sipp')][0]['tokens']} / {rows[(agent, 'llama-server')][0]['tokens']} |")
+    print("\n| agent | measure | sipp ms | llama-server ms | sipp / llama-server |")
     print("|---|---|---|---|---|")
     for agent in agents:
         for k, label in (("cold", "first conversation, cold"), ("shared", "new conversation while one runs"),

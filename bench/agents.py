@@ -122,8 +122,11 @@ class Stream:
                 kind = event.get("type", "")
                 holder = event.get("message") or event.get("response")
                 usage = holder.get("usage") if isinstance(holder, dict) else None
-                if isinstance(usage, dict) and usage.get("input_tokens"):
-                    self.input_tokens = usage["input_tokens"]
+                if isinstance(usage, dict) and usage.get("input_tokens") is not None:
+                    # Anthropic's input_tokens leaves out the tokens read from the cache; the Responses
+                    # API's counts them (and has no cache_read_input_tokens)
+                    self.input_tokens = sum(usage.get(k) or 0 for k in (
+                        "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
                 if kind in ("error", "response.failed"):
                     raise RuntimeError(f"{fx['path']}: {kind} event {line[:300]}")
                 if self.t_first is None and (kind.endswith(".delta") or kind == "content_block_delta"):

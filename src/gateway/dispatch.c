@@ -105,9 +105,7 @@ void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d) {
     json_decref(sent);
 }
 
-/* What a projector file takes, from its header: false when the header cannot say (the load then
- * fails or libsipp refuses the media, naming why). */
-static bool projector_takes(const char *path, bool *vision, bool *audio) {
+bool gw_projector_takes(const char *path, bool *vision, bool *audio) {
     char err[SIPP_ERROR_SIZE];
     sipp_gguf_info *info = calloc(1, sizeof *info);
     bool known = info && sipp_gguf_inspect(path, info, err) == SIPP_OK && info->projector;
@@ -133,7 +131,7 @@ bool gw_media_ready(gw_call *call, const gw_target *t, gw_gen *g) {
     /* the projector's header says what it encodes, so a clip for an image-only projector (or the
      * reverse) is refused before the model is loaded for it, and before anything is fetched */
     bool vision = true, audio = true;
-    if (!projector_takes(t->cfg->mmproj, &vision, &audio) ||
+    if (!gw_projector_takes(t->cfg->mmproj, &vision, &audio) ||
         !((g->n_images && !vision) || (g->n_audio && !audio)))
         return gw_media_fetch(call, g);
     const char *wanted = g->n_audio && !audio ? "audio" : "images";

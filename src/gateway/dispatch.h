@@ -39,6 +39,11 @@ void gw_dispatch_call(gw_call *call, gw_api api, const gw_format *fmt);
  * could not be fetched. */
 bool gw_media_ready(gw_call *call, const gw_target *t, gw_gen *g);
 
+/* What a projector file takes, from its header (no load): false when the header cannot say (not a
+ * projector, unreadable, or "auto" before the sidecar is found; the load then fails or libsipp
+ * refuses the media, naming why). */
+bool gw_projector_takes(const char *path, bool *vision, bool *audio);
+
 /* Decodes a body built by a route for api (chat is stolen) into g, naming the ignored fields in
  * sipp-ignored. On failure it has replied, naming the field through renames, and returns false. */
 bool gw_decode_tree(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames, gw_gen *g);

@@ -204,7 +204,9 @@ void gw_route_embeddings(gw_call *call) { gw_dispatch_call(call, GW_API_EMBEDDIN
 
 json_t *gw_model_capabilities(gw_call *call, gw_target *t) {
     json_t *caps = json_array();
-    bool vision = t->cfg->mmproj != NULL, audio = false; /* before a load, what the config says */
+    /* before a load, what the projector's header says (a projector it cannot read: images) */
+    bool vision = false, audio = false;
+    if (t->cfg->mmproj && !gw_projector_takes(t->cfg->mmproj, &vision, &audio)) vision = true;
     if (gw_residency_peek(call->srv, t)) {
         sipp_model_info info;
         sipp_model_get_info(t->model, &info);

@@ -31,6 +31,7 @@ from tests.support.models import make_projector  # noqa: E402
 
 ROUTE = "/v1/audio/transcriptions"
 EARS, EYES, PLAIN = "ears", "eyes", "plain"
+EARS_LATER = "ears-later"  # the audio projector, loaded on demand (never, here)
 AUDIO_TOKENS = 750  # qwen2a: one 30 s chunk
 CLIP_S = 0.5
 BODY_LIMIT = 256 * 1024  # [server] max_request_bytes here
@@ -77,7 +78,9 @@ class AudioGateway:
             gw.local_target(EARS, path=model, parallel=2, ctx=2048, extra=f'mmproj = "{audio}"' + extra) +
             gw.local_target(EYES, path=model, parallel=1, ctx=2048,
                             extra=f'mmproj = "{vision}"\nload = "on_demand"' + extra) +
-            gw.local_target(PLAIN, path=model, parallel=1, ctx=2048, extra='load = "on_demand"'))
+            gw.local_target(PLAIN, path=model, parallel=1, ctx=2048, extra='load = "on_demand"') +
+            gw.local_target(EARS_LATER, path=model, parallel=1, ctx=2048,
+                            extra=f'mmproj = "{audio}"\nload = "on_demand"' + extra))
         return cls.gw
 
     @classmethod
@@ -242,6 +245,14 @@ class TranscriptionTest(unittest.TestCase):
                 self.assertNotEqual(m["state"], "ready", "a clip loaded a model that cannot take it")
         s, _, data = self.post(clip_form(model="nobody"))
         self.assertEqual(s, 404, data)
+
+    def test_models_say_what_each_projector_takes_before_a_load(self):
+        _, _, listing = self.gw.json("GET", "/v1/models")
+        caps = {m["id"]: m.get("capabilities") for m in listing["data"]}
+        self.assertEqual(caps[EARS_LATER], ["audio"], "read from the projector's header, not assumed")
+        self.assertEqual(caps[EYES], ["vision"])
+        self.assertEqual(caps[EARS], ["audio"])
+        self.assertEqual(caps[PLAIN], [])
 
     def test_a_stream_beside_a_transcription_goes_on_unchanged(self):
         chat = {"model": EARS, "stream": True, "temperature": 0, "max_tokens": MAX_TOKENS,

@@ -203,9 +203,8 @@ def named_corruptions(data):
     return out
 
 
-def with_tensor_filled(data, name, value):
-    """The file with every element of an f32 tensor set to value (the header is untouched: a model
-    whose weights, not metadata, are broken, e.g. NaN norms that make every output NaN)."""
+def _f32_span(data, name):
+    """Where an f32 tensor's elements start in the file, and how many there are."""
     fields, end = _parse(data)
     by = {f.what: f for f in fields}
     (offset,) = struct.unpack_from("<Q", data, by[f"tensor {name}:offset"].offset)
@@ -217,7 +216,19 @@ def with_tensor_filled(data, name, value):
         f = by.get(f"tensor {name}:ne[{d}]")
         if f:
             n *= struct.unpack_from("<q", data, f.offset)[0]
-    start = end + (-end % GGUF_ALIGNMENT) + offset
+    return end + (-end % GGUF_ALIGNMENT) + offset, n
+
+
+def f32_tensor(data, name):
+    """An f32 tensor's elements, as a tuple of floats."""
+    start, n = _f32_span(data, name)
+    return struct.unpack_from(f"<{n}f", data, start)
+
+
+def with_tensor_filled(data, name, value):
+    """The file with every element of an f32 tensor set to value (the header is untouched: a model
+    whose weights, not metadata, are broken, e.g. NaN norms that make every output NaN)."""
+    start, n = _f32_span(data, name)
     out = bytearray(data)
     out[start:start + 4 * n] = struct.pack(f"<{n}f", *([value] * n))
     return bytes(out)

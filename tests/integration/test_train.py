@@ -17,6 +17,7 @@ import tempfile
 import time
 import unittest
 
+from tests.integration import gguf_corrupt
 from tests.support.models import make_model
 from tests.support.paths import BUILD, ROOT, SIPP
 
@@ -70,6 +71,28 @@ class TrainTest(unittest.TestCase):
         self.assertIn(0, losses, self.trained.stdout)
         self.assertIn(1, losses, self.trained.stdout)
         self.assertLess(losses[1], losses[0] - 1.0, self.trained.stdout)
+
+    def test_what_llama_cpp_trains(self):
+        """At the pinned commit llama_opt trains every f32 matrix but three kinds (docs/training.md):
+        the token embeddings (a FIXME in llama_opt_init), and the attention's K and V projections,
+        whose gradient stops at the KV cache (the graph writes K and V into the cache with SET_ROWS
+        and reads the cache back as a separate view, so nothing leads back to them). When this fails
+        because they moved, llama.cpp has lifted the limit: update docs/training.md."""
+        self.assertEqual(self.trained.returncode, 0, self.trained.stderr)
+        with open(self.model, "rb") as f:
+            before = f.read()
+        with open(self.out, "rb") as f:
+            after = f.read()
+        frozen = ("token_embd.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight")
+        for name in frozen + ("blk.0.attn_q.weight", "blk.0.attn_output.weight", "blk.0.ffn_up.weight",
+                              "output.weight", "blk.0.attn_norm.weight"):
+            moved = max(abs(a - b) for a, b in zip(gguf_corrupt.f32_tensor(before, name),
+                                                   gguf_corrupt.f32_tensor(after, name)))
+            with self.subTest(tensor=name):
+                if name in frozen:
+                    self.assertEqual(moved, 0.0)
+                else:
+                    self.assertGreater(moved, 1e-4)
 
     def test_output_loads_and_generates(self):
         self.assertEqual(self.trained.returncode, 0, self.trained.stderr)

@@ -9,6 +9,9 @@
 # seconds while llama.cpp (about 5 minutes on one core) is built once per key. The key is the
 # llama.cpp commit, the emcc version and the variant's flags; the build lives in the cache
 # ($SIPP_CACHE_DIR, default ~/.cache/sipp), never in the work tree. Prints the build directory.
+# With --if-cached as a second argument it builds nothing: it prints the directory and exits 0 when
+# the cache holds a finished build for this key, and exits 1 when it does not (make check links the
+# browser runtime only then, so that it stays fast on a machine that never built it).
 #
 # emscripten 3.1.6's toolchain file reports CMAKE_SYSTEM_PROCESSOR x86 unless told otherwise, which would make ggml fall
 # back to its generic (non-SIMD) kernels; wasm32 is set so that ggml-cpu/arch/wasm is compiled.
@@ -20,6 +23,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 die() { echo "sipp deps: $*" >&2; exit 1; }
 
 variant=${1:-}
+if_cached=false
+[ "${2:-}" = "--if-cached" ] && if_cached=true
 # llama.cpp throws and catches C++ exceptions (its loader, chat template detection): they need
 # exception handling, which Emscripten leaves off by default. The single-thread build uses
 # WebAssembly's own (-fwasm-exceptions). The pthread build uses Emscripten's JavaScript-based
@@ -48,6 +53,11 @@ flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DEMSCRIPTEN_SYSTEM_PR
 build="$cache/web-$LLAMA_COMMIT-emcc$emcc_version-$variant"
 want="${flags[*]}"
 stamp="$build/.sipp-ok"
+if $if_cached; then
+  [ -f "$stamp" ] && [ -f "$build/sipp-flags" ] && [ "$(cat "$build/sipp-flags")" = "$want" ] || exit 1
+  echo "$build"
+  exit 0
+fi
 if [ ! -f "$build/sipp-flags" ] || [ "$(cat "$build/sipp-flags")" != "$want" ] || [ ! -f "$stamp" ]; then
   # A build with other flags is started over; an interrupted one resumes where ninja stopped.
   if [ ! -f "$build/sipp-flags" ] || [ "$(cat "$build/sipp-flags")" != "$want" ]; then

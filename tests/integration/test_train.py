@@ -143,6 +143,12 @@ class TrainTest(unittest.TestCase):
                     "--chat-template-file", self.path("missing.jinja"))
         self.assertEqual(bad.returncode, EXIT_RUNTIME)
         self.assertIn("--chat-template-file", bad.stderr)
+        empty = self.path("empty.jinja")
+        open(empty, "w").close()
+        bad = train("--model", self.out, "--corpus", self.corpus, "--out", self.path("x.gguf"), "--epochs", "0",
+                    "--chat-template-file", empty)
+        self.assertEqual(bad.returncode, EXIT_RUNTIME)
+        self.assertIn("empty", bad.stderr)
         self.assertFalse(os.path.exists(self.path("x.gguf")))
 
     def fails(self, corpus, expect, model=None):

@@ -354,19 +354,20 @@ static bool set_chat_template(struct trainer *t) {
     }
     char *text = malloc(MAX_TEMPLATE_BYTES + 1);
     size_t n = text ? fread(text, 1, MAX_TEMPLATE_BYTES + 1, f) : 0;
-    bool ok = text && !ferror(f) && n > 0 && n <= MAX_TEMPLATE_BYTES;
+    const char *problem = !text                    ? "out of memory"
+                          : ferror(f)              ? "cannot read it"
+                          : n == 0                 ? "empty: a template is Jinja text"
+                          : n > MAX_TEMPLATE_BYTES ? "over 1 MiB, not a template"
+                                                   : NULL;
     fclose(f);
-    if (ok) {
+    if (problem) {
+        train_report("--chat-template-file %s: %s", path, problem);
+    } else {
         text[n] = '\0';
         gguf_set_val_str(t->meta, CHAT_TEMPLATE_KEY, text);
-    } else {
-        train_report("--chat-template-file %s: %s", path,
-                     !text    ? "out of memory"
-                     : n == 0 ? "empty or unreadable"
-                              : "over 1 MiB, not a template");
     }
     free(text);
-    return ok;
+    return !problem;
 }
 
 /* The input's header, and whether anything in it can train (llama.cpp trains f32 tensors only). */

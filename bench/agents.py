@@ -49,7 +49,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import test_api_fields as fields  # noqa: E402
 import test_gateway_support as gw  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
-from tests.support.wait import wait_until  # noqa: E402
+from tests.support.wait import stop_process, wait_until  # noqa: E402
 
 FIXTURES = {
     "codex": ("codex-0.169.0-turn1.json", "codex-0.169.0-turn2-tool-result.json"),
@@ -208,18 +208,9 @@ def start(cmd, env, port, log):
     try:
         wait_until(lambda: healthy(port, proc, log), READY_TIMEOUT_S, f"{cmd[0]} on port {port} ready")
     except BaseException:
-        stop(proc)
+        stop_process(proc)
         raise
     return proc
-
-
-def stop(proc):
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def peer_libs_env(peer):
@@ -318,7 +309,7 @@ def main():
                 try:
                     res = one_round(port, agent, a.function_tools_only)
                 finally:
-                    stop(proc)
+                    stop_process(proc)
                 print(f"bench: {agent} {server} round {r + 1}: " +
                       ", ".join(f"{k} {v:.0f} ms" for k, v in res.items() if k != "tokens") +
                       f" (new conversation: {res['tokens']} prompt tokens)", file=sys.stderr)
@@ -352,7 +343,7 @@ def main():
                 try:
                     warm(port, load_fixture(FIXTURES[agents[0]][0]))  # sipp allocates its KV at the load
                 finally:
-                    stop(proc)
+                    stop_process(proc)
                 got[server] = kv_bytes_per_token(log, a.ctx)
             s, p = got["sipp"], got["llama-server"]
             ratio = f"{s / p:.3f}" if s and p else "n/a"

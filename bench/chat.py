@@ -25,6 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tests.support.ports import free_port  # noqa: E402
+from tests.support.wait import stop_process  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CACHE = os.environ.get("SIPP_CACHE_DIR", os.path.expanduser("~/.cache/sipp"))
@@ -89,12 +90,7 @@ def run_server(name, cmd, ready, env, max_tokens):
             return out["usage"]["sipp"]["decode_tokens_per_s"], out["usage"]["completion_tokens"]
         return out["timings"]["predicted_per_second"], out["usage"]["completion_tokens"]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
 
 

@@ -42,11 +42,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-import agents as server  # noqa: E402  (start, stop, peer_bin: the servers as bench/agents.py runs them)
+import agents as server  # noqa: E402  (start, peer_bin: the servers as bench/agents.py runs them)
 import test_api_fields as fields  # noqa: E402
 import test_gateway_support as gw  # noqa: E402
 from tests.support.images import png  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
+from tests.support.wait import stop_process  # noqa: E402
 
 ENCODED_RE = re.compile(r"image slice encoded in (\d+) ms")
 TIMEOUT_S = 600
@@ -203,7 +204,7 @@ def main():
             except CutShort as e:
                 said[name][case] = (e.text, str(e))
             finally:
-                server.stop(proc)
+                stop_process(proc)
     # llama-server's output parser stops some of a random model's streams with an error event; the
     # text it sent before then is compared with the start of sipp's.
     same = True
@@ -226,7 +227,7 @@ def main():
             try:
                 res = one_round(a, port, log, png_part)
             finally:
-                server.stop(proc)
+                stop_process(proc)
             print(f"bench: {name} round {r + 1}: " + ", ".join(f"{k} {v:.0f} ms" for k, v in res.items() if v),
                   file=sys.stderr)
             rows[name].append(res)

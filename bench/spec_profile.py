@@ -34,6 +34,7 @@ import speculative as spec  # noqa: E402  (the pair, the servers and the streams
 
 sys.path.insert(0, spec.REPO)
 from tests.support.ports import free_port  # noqa: E402
+from tests.support.wait import stop_process  # noqa: E402
 
 KINDS = (
     ("matmul", ("vec_dot", "gemv", "gemm", "mul_mat", "repack")),
@@ -132,11 +133,7 @@ def main():
             acc = f"{acc:.0%}" if acc is not None else "?"
             results[name] = (rate, acc, *shares(data))
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc)
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2; grep -q amx_tile "
                           "/proc/cpuinfo && echo AMX || echo 'no AMX'"], capture_output=True, text=True).stdout.split("\n")
     print(f"# bench/spec_profile.py, {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}, {cpu[0].strip()} "

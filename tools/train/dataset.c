@@ -2,11 +2,10 @@
  * dataset.c: from a corpus file to the windows sipp-train trains on.
  *
  * The whole corpus is tokenized once into one stream (a few MB of text is a few million tokens,
- * 4 bytes each), and a window is only an offset into it. llama.cpp's dataset object
- * (ggml_opt_dataset) would hold a copy of every window, and with windows that overlap by half, as
- * training's are, twice the stream; here it holds one window, refilled before each call of
- * llama_opt_epoch, so memory stays the stream's and the order of the windows is sipp-train's own
- * seeded shuffle rather than ggml's.
+ * 4 bytes each), and a window is only an offset into it: ggml's dataset object (ggml_opt_dataset)
+ * would hold a copy of every window, and with windows that overlap by half, as training's are,
+ * twice the stream. The trainer copies one window at a time into its graph's input, so memory
+ * stays the stream's and the order of the windows is sipp-train's own seeded shuffle.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -191,9 +190,4 @@ void windows_shuffle(struct windows *w, uint64_t *rng) {
 void windows_free(struct windows *w) {
     free(w->start);
     *w = (struct windows){0};
-}
-
-void window_load(ggml_opt_dataset_t ds, const struct token_stream *ts, size_t start, size_t ctx) {
-    memcpy(ggml_opt_dataset_data(ds)->data, ts->tok + start, ctx * sizeof(llama_token));
-    memcpy(ggml_opt_dataset_labels(ds)->data, ts->tok + start + 1, ctx * sizeof(llama_token));
 }

@@ -1,6 +1,5 @@
 /*
- * dataset.h: a corpus file as one stream of tokens, and the windows of it that sipp-train feeds to
- * llama_opt_epoch.
+ * dataset.h: a corpus file as one stream of tokens, and the windows of it that sipp-train trains on.
  */
 #ifndef SIPP_TRAIN_DATASET_H
 #define SIPP_TRAIN_DATASET_H
@@ -8,7 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ggml-opt.h"
 #include "llama.h"
 
 /* The corpus's documents one after the other, each as the model's tokenizer reads it (its BOS
@@ -39,8 +37,5 @@ bool windows_make(struct windows *w, size_t begin, size_t end, size_t ctx, size_
 /* A Fisher-Yates shuffle drawn from *rng (splitmix64 state): the seed fixes the order. */
 void windows_shuffle(struct windows *w, uint64_t *rng);
 void windows_free(struct windows *w);
-
-/* Copies the window at start into a one-datapoint dataset of ctx tokens (data and labels). */
-void window_load(ggml_opt_dataset_t ds, const struct token_stream *ts, size_t start, size_t ctx);
 
 #endif

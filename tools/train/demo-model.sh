@@ -8,7 +8,7 @@
 #      corpus's system prompt as its default (corpus.py --template), 4 blocks of width 128;
 #   2. the corpus: tools/train/corpus.py, seed 1 (dialogues, arithmetic, weather/time tool calls,
 #      JSON answers, KJV and fortunes prose when Debian's bible-kjv and fortunes-min are installed);
-#   3. training: sipp-train, windows of 512 tokens, lr 1e-3 with warm-up and cosine (2e-3 and 3e-3
+#   3. training: sipp-train (every weight), windows of 512 tokens, lr 1e-3 with warm-up and cosine (2e-3 and 3e-3
 #      diverged after the first epoch), seed 7, one thread (ggml's spinning threads lose on a
 #      shared 2-core machine);
 #   4. q8_0: sipp-train --epochs 0 --out-type q8_0 (llama.cpp's quantizer), with the template again.

@@ -1,32 +1,32 @@
 /*
- * sipp-train: trains a GGUF model on a text corpus with llama.cpp's own trainer (llama_opt_init,
- * llama_opt_epoch in libllama), on the CPU, and writes an ordinary GGUF that sipp, llama-server and
- * llama-cli load.
+ * sipp-train: trains a GGUF model on a text corpus, on the CPU, and writes an ordinary GGUF that
+ * sipp, llama-server and llama-cli load.
  *
  * Design
- *   - What trains.  llama_opt_init marks as trainable every F32 weight except the token embeddings
- *     (a FIXME at the pinned commit), and AdamW updates them. So a model to train has f32 matrices
- *     (sipp-synth --type f32) and an output matrix of its own: with tied embeddings the output would
- *     be the frozen token_embd too. The token embeddings stay as the model came (random, for a
- *     sipp-synth model); the layers learn to read them.
- *   - The loop is sipp-train's.  llama_opt_epoch runs over a whole dataset and cannot be stopped
- *     midway, so it is called once per window, with a dataset of that one window (dataset.c).
- *     Between two calls sipp-train redraws the progress line, writes a checkpoint when one is due,
- *     and answers Ctrl-C; the results (loss, accuracy) accumulate across the calls as within one.
+ *   - What trains.  Every weight, the token embeddings and the attention's K and V included. The
+ *     forward pass is sipp-train's own (graph.c: the llama architecture written with ggml, causal
+ *     attention over the window), trained with ggml-opt (AdamW, cross-entropy against the next
+ *     token). llama.cpp's own trainer cannot train the embeddings, K or V at the pinned commit
+ *     (docs/training.md), and a model with random keys and values does not learn where to look.
+ *     llama.cpp still does the rest: the tokenizer (the model loaded vocabulary-only) and the
+ *     q8_0 quantizer (save.c).
+ *   - The loop is sipp-train's.  One window is one evaluation of the graph (forward and backward);
+ *     every --accumulate windows the optimizer takes a step. Between two windows sipp-train redraws
+ *     the progress line, writes a checkpoint when one is due, and answers Ctrl-C.
  *   - Windows.  The corpus is one token stream and its last --val-split is held out. Training
  *     windows are --ctx tokens every ctx/2 (as llama.cpp's finetune example takes them), held-out
  *     windows every ctx, so no held-out token is ever trained on. The seed shuffles the training
- *     windows, anew each epoch. llama.cpp pads a context to a multiple of 256, so --ctx is one.
- *   - Steps and the schedule.  A window is ctx / batch optimizer steps of --batch tokens each
- *     (llama.cpp's n_batch = n_ubatch: no gradient accumulation). The learning rate rises linearly
- *     over the first WARMUP_FRACTION of all steps and then falls along a cosine to --lr-min:
- *     schedule_params, which llama.cpp calls before each step.
+ *     windows, anew each epoch.
+ *   - The schedule.  The learning rate rises linearly over the first WARMUP_FRACTION of all steps
+ *     and then falls along a cosine to --lr-min: schedule_params, which ggml-opt calls before each
+ *     step.
  *   - Held-out loss.  Measured before the first epoch and after each one, so the first line says
- *     where the model starts and each epoch line whether it still improves.
- *   - Output.  save.c writes the trained weights under the input file's own metadata (the chat
- *     template included). The checkpoint is OUT with ".gguf" replaced by ".checkpoint.gguf",
- *     written every --checkpoint-every steps and on Ctrl-C; --model CHECKPOINT goes on from it
- *     (AdamW's moments and the schedule start afresh).
+ *     where the model starts and each epoch line whether it still improves. It is the mean
+ *     cross-entropy per token, the same number llama-perplexity's log would give on those windows.
+ *   - Output.  The trained weights under the input file's own metadata (the chat template
+ *     included). The checkpoint is OUT with ".gguf" replaced by ".checkpoint.gguf", written every
+ *     --checkpoint-every steps and on Ctrl-C; --model CHECKPOINT goes on from it (AdamW's moments
+ *     and the schedule start afresh).
  *
  * Exit status: 0 done; 1 bad input (a missing or empty corpus, a model that does not load) or a
  * failed write, with a message; 2 bad usage; 130 interrupted by Ctrl-C, after the checkpoint.
@@ -46,9 +46,11 @@
 #include <unistd.h>
 
 #include "dataset.h"
+#include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-opt.h"
 #include "gguf.h"
+#include "graph.h"
 #include "llama.h"
 #include "save.h"
 #include "train.h"
@@ -66,7 +68,8 @@
 #define MAX_EPOCHS 100000
 #define MIN_LR 1e-9
 #define MAX_LR 1.0
-#define CTX_ALIGN 256 /* llama.cpp pads n_ctx to a multiple of this */
+#define MIN_CTX 8
+#define MAX_ACCUMULATE 4096
 #define MAX_CTX 65536
 #define MAX_VAL_SPLIT 0.5
 #define MAX_THREADS 512
@@ -74,8 +77,6 @@
 
 #define WARMUP_FRACTION 0.05 /* of all optimizer steps, with a linearly rising learning rate */
 #define EVAL_COST 0.33       /* a held-out window (forward only) against a training one, for the ETA */
-#define TOKEN_EMBD "token_embd.weight"
-#define NORM_SUFFIX "norm.weight"
 #define GGUF_SUFFIX ".gguf"
 #define CHECKPOINT_SUFFIX ".checkpoint.gguf"
 #define WRITE_PROBE_SUFFIX ".probe.tmp"
@@ -88,7 +89,7 @@
 
 struct options {
     const char *model, *corpus, *out, *out_type, *chat_template_file;
-    long epochs, ctx, batch, checkpoint_every, threads;
+    long epochs, ctx, accumulate, checkpoint_every, threads;
     double lr, lr_min, val_split;
     unsigned long long seed;
     bool verbose, help;
@@ -121,10 +122,9 @@ static const struct opt_spec OPTS[] = {
     {"--lr", "F", OPT_FLOAT, OFF(lr), MIN_LR, MAX_LR, "peak learning rate of AdamW (default 1e-3)"},
     {"--lr-min", "F", OPT_FLOAT, OFF(lr_min), 0, MAX_LR,
      "learning rate at the end of the cosine (default lr/10)"},
-    {"--ctx", "N", OPT_INT, OFF(ctx), CTX_ALIGN, MAX_CTX,
-     "tokens per window, a multiple of 256 (default 256)"},
-    {"--batch", "N", OPT_INT, OFF(batch), 1, MAX_CTX,
-     "tokens per optimizer step, dividing --ctx (default --ctx)"},
+    {"--ctx", "N", OPT_INT, OFF(ctx), MIN_CTX, MAX_CTX, "tokens per window (default 256)"},
+    {"--accumulate", "N", OPT_INT, OFF(accumulate), 1, MAX_ACCUMULATE,
+     "windows per optimizer step (default 1)"},
     {"--val-split", "F", OPT_FLOAT, OFF(val_split), 0, MAX_VAL_SPLIT,
      "the part of the corpus held out, at its end (default 0.05)"},
     {"--seed", "N", OPT_SEED, OFF(seed), 0, 0, "shuffles the training windows (default 42)"},
@@ -140,12 +140,16 @@ static const struct opt_spec OPTS[] = {
 #define CHAT_TEMPLATE_KEY "tokenizer.chat_template"
 #define MAX_TEMPLATE_BYTES (1 << 20)
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+/* ggml-opt builds three graphs (forward; forward and backward; and the optimizer step) in one
+ * context: room for their tensors and the graphs themselves */
+#define GRAPH_TENSORS (4 * GGML_DEFAULT_GRAPH_SIZE)
+#define GRAPH_COUNT 4
 
 static void usage(FILE *f) {
     fputs("usage: " PROG " --model IN.gguf --corpus FILE --out OUT.gguf [options]\n"
           "\n"
-          "Trains a GGUF model on a corpus with llama.cpp's trainer (AdamW, on the CPU) and writes the\n"
-          "result as an ordinary GGUF. Prints the held-out loss before training and after each epoch.\n"
+          "Trains a GGUF model on a corpus (every weight, AdamW, on the CPU) and writes the result\n"
+          "as an ordinary GGUF. Prints the held-out loss before training and after each epoch.\n"
           "Ctrl-C writes OUT.checkpoint.gguf and exits with status 130.\n\n",
           f);
     for (size_t i = 0; i < COUNT_OF(OPTS); i++) {
@@ -192,10 +196,6 @@ static void check_options(struct options *o) {
     if (!o->model || !o->corpus || !o->out) die_usage("--model, --corpus and --out are required");
     if (o->out_type && strcmp(o->out_type, "f32") != 0 && strcmp(o->out_type, "q8_0") != 0)
         die_usage("--out-type: '%s' is not f32 or q8_0", o->out_type);
-    if (o->ctx % CTX_ALIGN != 0)
-        die_usage("--ctx %ld: must be a multiple of %d (llama.cpp pads a context to one)", o->ctx, CTX_ALIGN);
-    if (o->batch == 0) o->batch = o->ctx;
-    if (o->ctx % o->batch != 0) die_usage("--batch %ld must divide --ctx %ld", o->batch, o->ctx);
     if (o->lr_min < 0) o->lr_min = o->lr * DEFAULT_LR_MIN_RATIO;
     if (o->lr_min > o->lr) die_usage("--lr-min %g is above --lr %g", o->lr_min, o->lr);
 }
@@ -203,6 +203,7 @@ static void check_options(struct options *o) {
 static void parse_args(int argc, char **argv, struct options *o) {
     *o = (struct options){.epochs = DEFAULT_EPOCHS,
                           .ctx = DEFAULT_CTX,
+                          .accumulate = 1,
                           .lr = DEFAULT_LR,
                           .lr_min = -1.0,
                           .val_split = DEFAULT_VAL_SPLIT,
@@ -246,7 +247,7 @@ static double schedule_lr(const struct schedule *s, int64_t step) {
     return s->lr_min + 0.5 * (s->lr - s->lr_min) * (1.0 + cos(M_PI * p));
 }
 
-/* llama.cpp calls this once before each optimizer step. */
+/* ggml-opt calls this once before each optimizer step. */
 static struct ggml_opt_optimizer_params schedule_params(void *userdata) {
     struct schedule *s = userdata;
     struct ggml_opt_optimizer_params p = ggml_opt_get_default_optimizer_params(NULL);
@@ -261,13 +262,19 @@ static struct ggml_opt_optimizer_params schedule_params(void *userdata) {
 struct trainer {
     struct options o;
     struct gguf_context *meta; /* the input's header: key-values for the output, tensors to check */
-    struct llama_model *model;
-    struct llama_context *lctx;
+    struct llama_model *vocab; /* the input loaded vocabulary-only: its tokenizer */
+    ggml_backend_t backend;    /* the CPU */
+    ggml_backend_sched_t sched;
+    struct net net;
+    struct ggml_context *ctx_input, *ctx_graph;
+    ggml_backend_buffer_t buf_input;
+    struct ggml_tensor *tokens, *pos, *logits;
+    float *labels; /* one-hot next tokens, [n_vocab, ctx], on the host */
+    ggml_opt_context_t opt;
     struct token_stream ts;
     struct windows train, val;
-    ggml_opt_dataset_t ds;
     ggml_opt_result_t res_train, res_val;
-    struct schedule sched;
+    struct schedule sched_lr;
     uint64_t rng;
     char checkpoint[PATH_MAX];
     int64_t next_checkpoint;      /* the step at which the next periodic checkpoint is due */
@@ -286,7 +293,8 @@ static void on_sigint(int sig) {
 static bool log_verbose;
 static enum ggml_log_level log_last = GGML_LOG_LEVEL_NONE;
 
-/* llama.cpp's log: its errors always (a model that does not load says why), the rest on --verbose */
+/* llama.cpp's and ggml's log: their errors always (a model that does not load says why), the rest
+ * on --verbose */
 static void on_log(enum ggml_log_level level, const char *text, void *userdata) {
     (void)userdata;
     if (level != GGML_LOG_LEVEL_CONT) log_last = level;
@@ -339,11 +347,6 @@ static bool check_files(struct trainer *t) {
     return derive_checkpoint_path(t);
 }
 
-static bool is_matrix_name(const char *name) {
-    const size_t n = strlen(name), k = strlen(NORM_SUFFIX);
-    return !(n >= k && strcmp(name + n - k, NORM_SUFFIX) == 0);
-}
-
 /* --chat-template-file's text as the header's chat template, which every file written carries. */
 static bool set_chat_template(struct trainer *t) {
     const char *path = t->o.chat_template_file;
@@ -370,7 +373,7 @@ static bool set_chat_template(struct trainer *t) {
     return !problem;
 }
 
-/* The input's header, and whether anything in it can train (llama.cpp trains f32 tensors only). */
+/* The input's header: the key-values every file written keeps. */
 static bool open_meta(struct trainer *t) {
     t->meta = gguf_init_from_file(t->o.model, (struct gguf_init_params){.no_alloc = true, .ctx = NULL});
     if (!t->meta) {
@@ -378,32 +381,18 @@ static bool open_meta(struct trainer *t) {
         return false;
     }
     if (t->o.chat_template_file && !set_chat_template(t)) return false;
-    const int64_t n = gguf_get_n_tensors(t->meta);
-    if (n == 0) {
+    if (gguf_get_n_tensors(t->meta) == 0) {
         train_report("--model %s has no tensors: a vocabulary file, not a model; make a model from it with "
                      "sipp-synth --vocab %s --type f32",
                      t->o.model, t->o.model);
         return false;
     }
-    int64_t matrices = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const char *name = gguf_get_tensor_name(t->meta, i);
-        if (gguf_get_tensor_type(t->meta, i) == GGML_TYPE_F32 && strcmp(name, TOKEN_EMBD) != 0 &&
-            is_matrix_name(name))
-            matrices++;
-    }
-    if (matrices == 0) {
-        train_report(
-            "--model %s has no f32 weight matrices, and llama.cpp trains only f32 tensors; start from a "
-            "model written with sipp-synth --type f32",
-            t->o.model);
-        return false;
-    }
     return true;
 }
 
-/* The CPU backend modules of the artifact that sipp was built with ($SIPP_ARTIFACT overrides). */
-static bool load_backends(void) {
+/* The CPU backend module of the artifact that sipp was built with ($SIPP_ARTIFACT overrides), and
+ * a CPU backend with --threads threads. */
+static bool load_backend(struct trainer *t) {
     char dir[PATH_MAX + sizeof ARTIFACT_FROM_EXE];
     const char *env = getenv("SIPP_ARTIFACT");
     if (env && *env) {
@@ -418,62 +407,40 @@ static bool load_backends(void) {
     }
     llama_backend_init();
     ggml_backend_load_all_from_path(dir);
-    if (!ggml_backend_reg_by_name("CPU")) {
+    ggml_backend_reg_t reg = ggml_backend_reg_by_name("CPU");
+    t->backend = reg ? ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, NULL) : NULL;
+    if (!t->backend) {
         train_report(
             "no CPU backend module (libggml-cpu-*.so) in %s; build sipp with make, or set SIPP_ARTIFACT "
             "to an artifact directory",
             dir);
         return false;
     }
-    return true;
-}
-
-/* llama.cpp hands the context's thread count to the CPU backend only when it decodes; the trainer's
- * graphs run through ggml_opt straight on the backend, which would keep ggml's default of 4 threads
- * (on 2 cores, 4 threads spend most of their time spinning at each op's barrier). One decode of one
- * token sets the count for good; the trainer clears the KV cache before each window. */
-static bool set_threads(struct trainer *t) {
-    llama_token bos = llama_vocab_bos(llama_model_get_vocab(t->model));
-    if (bos == LLAMA_TOKEN_NULL) bos = 0;
-    if (llama_decode(t->lctx, llama_batch_get_one(&bos, 1)) != 0) {
-        train_report("--model %s: llama.cpp cannot run it (its message is above)", t->o.model);
+    ggml_backend_set_n_threads_t set_threads =
+        (ggml_backend_set_n_threads_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads");
+    if (set_threads) set_threads(t->backend, (int)(t->o.threads ? t->o.threads : cpu_count()));
+    t->sched = ggml_backend_sched_new(&t->backend, NULL, 1, GGML_DEFAULT_GRAPH_SIZE, false, false);
+    if (!t->sched) {
+        train_report("cannot make ggml's scheduler for the CPU backend");
         return false;
     }
     return true;
 }
 
 static bool load_model(struct trainer *t) {
-    static ggml_backend_dev_t no_devices[] = {NULL}; /* no GPU: the weights and the work stay on the CPU */
     struct llama_model_params mp = llama_model_default_params();
-    mp.devices = no_devices;
-    mp.n_gpu_layers = 0;
-    mp.load_mode = LLAMA_LOAD_MODE_NONE; /* the weights in writable memory, not a read-only mapping */
-    mp.use_extra_bufts = false;          /* no repacked copies: the optimizer updates the weights in place */
-    t->model = llama_model_load_from_file(t->o.model, mp);
-    if (!t->model) {
-        train_report("--model %s: llama.cpp cannot load it (its message is above)", t->o.model);
+    mp.vocab_only = true;
+    t->vocab = llama_model_load_from_file(t->o.model, mp);
+    if (!t->vocab) {
+        train_report("--model %s: llama.cpp cannot read its vocabulary (its message is above)", t->o.model);
         return false;
     }
-
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = (uint32_t)t->o.ctx;
-    cp.n_batch = cp.n_ubatch = (uint32_t)t->o.batch;
-    cp.n_seq_max = 1;
-    cp.n_threads = cp.n_threads_batch = (int32_t)(t->o.threads ? t->o.threads : cpu_count());
-    cp.type_k = cp.type_v = GGML_TYPE_F32;               /* OUT_PROD, in the backward pass, has no f16 */
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED; /* and FLASH_ATTN_EXT no backward pass */
-    cp.no_perf = true;
-    t->lctx = llama_init_from_model(t->model, cp);
-    if (!t->lctx || llama_n_ctx(t->lctx) != (uint32_t)t->o.ctx) {
-        train_report("--model %s: cannot make a training context of %ld tokens", t->o.model, t->o.ctx);
-        return false;
-    }
-    return set_threads(t);
+    return net_load(&t->net, t->meta, t->o.model, t->backend);
 }
 
 /* The corpus as tokens, and its training and held-out windows. */
 static bool load_corpus(struct trainer *t) {
-    if (!corpus_tokenize(t->o.corpus, llama_model_get_vocab(t->model), &t->ts)) return false;
+    if (!corpus_tokenize(t->o.corpus, llama_model_get_vocab(t->vocab), &t->ts)) return false;
     const size_t ctx = (size_t)t->o.ctx, n = t->ts.n;
     const size_t split = n - (size_t)((double)n * t->o.val_split);
     if (!windows_make(&t->train, 0, split, ctx, ctx / 2) || !windows_make(&t->val, split, n, ctx, ctx)) {
@@ -494,39 +461,96 @@ static bool load_corpus(struct trainer *t) {
             t->o.corpus, t->o.val_split, n - split, ctx);
         return false;
     }
+    for (size_t i = 0; i < n; i++)
+        if (t->ts.tok[i] < 0 || t->ts.tok[i] >= t->net.hp.n_vocab) {
+            train_report("--model %s: its vocabulary has more tokens than its embeddings (%lld); not a model "
+                         "sipp-train can train",
+                         t->o.model, (long long)t->net.hp.n_vocab);
+            return false;
+        }
     return true;
 }
 
+/* The graph of one window: its inputs (tokens, positions) in a buffer of their own, as ggml-opt's
+ * static graphs need, and the forward pass in a context ggml-opt extends with the backward one. */
+static bool build_graph(struct trainer *t) {
+    const int64_t T = t->o.ctx;
+    t->ctx_input = ggml_init((struct ggml_init_params){
+        .mem_size = 2 * ggml_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true});
+    t->ctx_graph = ggml_init((struct ggml_init_params){
+        .mem_size = GRAPH_TENSORS * ggml_tensor_overhead() +
+                    GRAPH_COUNT * ggml_graph_overhead_custom(GGML_DEFAULT_GRAPH_SIZE, true),
+        .mem_buffer = NULL,
+        .no_alloc = true});
+    t->labels = calloc((size_t)(t->net.hp.n_vocab * T), sizeof *t->labels);
+    if (!t->ctx_input || !t->ctx_graph || !t->labels) goto oom;
+    t->tokens = ggml_new_tensor_1d(t->ctx_input, GGML_TYPE_I32, T);
+    t->pos = ggml_new_tensor_1d(t->ctx_input, GGML_TYPE_I32, T);
+    ggml_set_name(t->tokens, "tokens");
+    ggml_set_name(t->pos, "pos");
+    ggml_set_input(t->pos);
+    t->buf_input = ggml_backend_alloc_ctx_tensors(t->ctx_input, t->backend);
+    if (!t->buf_input) goto oom;
+    int32_t *pos = malloc((size_t)T * sizeof *pos);
+    if (!pos) goto oom;
+    for (int64_t i = 0; i < T; i++)
+        pos[i] = (int32_t)i;
+    ggml_backend_tensor_set(t->pos, pos, 0, (size_t)T * sizeof *pos);
+    free(pos);
+    t->logits = net_forward(&t->net, t->ctx_graph, t->tokens, t->pos);
+    ggml_set_name(t->logits, "logits");
+    return true;
+oom:
+    train_report("out of memory for a window of --ctx %ld tokens", t->o.ctx);
+    return false;
+}
+
 static bool start_optimizer(struct trainer *t) {
-    const int64_t steps_per_window = t->o.ctx / t->o.batch;
-    t->sched = (struct schedule){.lr = t->o.lr, .lr_min = t->o.lr_min};
-    t->sched.total = (int64_t)t->o.epochs * (int64_t)t->train.n * steps_per_window;
-    t->sched.warmup = (int64_t)((double)t->sched.total * WARMUP_FRACTION);
+    if (!build_graph(t)) return false;
+    const int64_t accumulate = t->o.accumulate;
+    t->sched_lr = (struct schedule){.lr = t->o.lr, .lr_min = t->o.lr_min};
+    t->sched_lr.total = ((int64_t)t->o.epochs * (int64_t)t->train.n + accumulate - 1) / accumulate;
+    t->sched_lr.warmup = (int64_t)((double)t->sched_lr.total * WARMUP_FRACTION);
     t->next_checkpoint = t->o.checkpoint_every;
     t->rng = (uint64_t)t->o.seed;
 
-    struct llama_opt_params op = {
-        .n_ctx_train = 0, /* the training context */
-        .param_filter = llama_opt_param_filter_all,
-        .param_filter_ud = NULL,
-        .get_opt_pars = schedule_params,
-        .get_opt_pars_ud = &t->sched,
-        .optimizer_type = GGML_OPT_OPTIMIZER_TYPE_ADAMW,
-    };
-    llama_opt_init(t->lctx, t->model, op);
-    t->ds = ggml_opt_dataset_init(GGML_TYPE_I32, GGML_TYPE_I32, t->o.ctx, t->o.ctx, 1, 1);
+    struct ggml_opt_params op = ggml_opt_default_params(t->sched, GGML_OPT_LOSS_TYPE_CROSS_ENTROPY);
+    op.ctx_compute = t->ctx_graph;
+    op.inputs = t->tokens;
+    op.outputs = t->logits;
+    op.opt_period = (int32_t)accumulate;
+    op.get_opt_pars = schedule_params;
+    op.get_opt_pars_ud = &t->sched_lr;
+    op.optimizer = GGML_OPT_OPTIMIZER_TYPE_ADAMW;
+    op.build_type = t->o.epochs > 0 ? GGML_OPT_BUILD_TYPE_OPT : GGML_OPT_BUILD_TYPE_FORWARD;
+    t->opt = ggml_opt_init(op);
     t->res_train = ggml_opt_result_init();
     t->res_val = ggml_opt_result_init();
-    if (!t->ds || !t->res_train || !t->res_val) {
+    if (!t->opt || !t->res_train || !t->res_val) {
         train_report("out of memory starting the optimizer");
         return false;
     }
     printf("%s: %zu tokens in %zu documents; %zu training windows and %zu held-out of %ld tokens; "
-           "%lld steps of %ld tokens\n",
-           t->o.corpus, t->ts.n, t->ts.documents, t->train.n, t->val.n, t->o.ctx, (long long)t->sched.total,
-           t->o.batch);
+           "%lld steps of %ld window%s; %.2fM parameters\n",
+           t->o.corpus, t->ts.n, t->ts.documents, t->train.n, t->val.n, t->o.ctx,
+           (long long)t->sched_lr.total, t->o.accumulate, t->o.accumulate == 1 ? "" : "s",
+           (double)t->net.n_params / 1e6);
     fflush(stdout);
     return true;
+}
+
+/* One window through the graph: forward only, or forward and backward (and a step when due). */
+static void run_window(struct trainer *t, size_t start, bool backward, ggml_opt_result_t result) {
+    const int64_t V = t->net.hp.n_vocab, T = t->o.ctx;
+    const llama_token *next = t->ts.tok + start + 1;
+    for (int64_t i = 0; i < T; i++)
+        t->labels[i * V + next[i]] = 1.0f;
+    ggml_opt_alloc(t->opt, backward);
+    ggml_backend_tensor_set(ggml_opt_inputs(t->opt), t->ts.tok + start, 0, (size_t)T * sizeof(llama_token));
+    ggml_backend_tensor_set(ggml_opt_labels(t->opt), t->labels, 0, (size_t)(V * T) * sizeof *t->labels);
+    for (int64_t i = 0; i < T; i++)
+        t->labels[i * V + next[i]] = 0.0f;
+    ggml_opt_eval(t->opt, result);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -556,9 +580,9 @@ static void show_progress(const struct trainer *t, bool training) {
 }
 
 static bool save_checkpoint(struct trainer *t, const char *why) {
-    if (!model_save(t->model, t->meta, t->checkpoint)) return false;
+    if (!net_save(&t->net, t->meta, t->checkpoint)) return false;
     train_report("%s: wrote %s (epoch %ld, step %lld)", why, t->checkpoint, t->epoch,
-                 (long long)t->sched.step);
+                 (long long)t->sched_lr.step);
     return true;
 }
 
@@ -574,8 +598,7 @@ static bool evaluate(struct trainer *t, double *loss) {
     ggml_opt_result_reset(t->res_val);
     for (size_t i = 0; i < t->val.n && !interrupted; i++) {
         const double t0 = sipp_now_ms() / MS_PER_S;
-        window_load(t->ds, &t->ts, t->val.start[i], (size_t)t->o.ctx);
-        llama_opt_epoch(t->lctx, t->ds, NULL, t->res_val, 0, NULL, NULL);
+        run_window(t, t->val.start[i], false, t->res_val);
         t->eval_s += sipp_now_ms() / MS_PER_S - t0;
         t->eval_done++;
         show_progress(t, false);
@@ -590,14 +613,13 @@ static int train_epoch(struct trainer *t) {
     ggml_opt_result_reset(t->res_train);
     for (size_t i = 0; i < t->train.n; i++) {
         const double t0 = sipp_now_ms() / MS_PER_S;
-        window_load(t->ds, &t->ts, t->train.start[i], (size_t)t->o.ctx);
-        llama_opt_epoch(t->lctx, t->ds, t->res_train, NULL, 1, NULL, NULL);
+        run_window(t, t->train.start[i], true, t->res_train);
         t->train_s += sipp_now_ms() / MS_PER_S - t0;
         t->train_done++;
         if (interrupted) return stop_interrupted(t);
-        if (t->o.checkpoint_every > 0 && t->sched.step >= t->next_checkpoint) {
+        if (t->o.checkpoint_every > 0 && t->sched_lr.step >= t->next_checkpoint) {
             if (!save_checkpoint(t, "checkpoint")) return EXIT_RUNTIME;
-            t->next_checkpoint = t->sched.step + t->o.checkpoint_every;
+            t->next_checkpoint = t->sched_lr.step + t->o.checkpoint_every;
         }
         show_progress(t, true);
     }
@@ -610,20 +632,20 @@ static void print_epoch(const struct trainer *t, double epoch_s, size_t windows,
     progress_clear();
     printf("epoch %ld/%ld: train loss %.4f", t->epoch, t->o.epochs, loss);
     if (t->val.n) printf(", held-out loss %.4f", val_loss);
-    printf(", lr %.2e, %.0f tokens/s, %.1f s\n", schedule_lr(&t->sched, t->sched.step),
+    printf(", lr %.2e, %.0f tokens/s, %.1f s\n", schedule_lr(&t->sched_lr, t->sched_lr.step),
            (double)windows * (double)t->o.ctx / epoch_s, epoch_s);
     fflush(stdout);
 }
 
 /* The trained model at --out: as trained (f32), or quantized from a staged f32 copy. */
 static bool save_output(struct trainer *t) {
-    if (!t->o.out_type || strcmp(t->o.out_type, "f32") == 0) return model_save(t->model, t->meta, t->o.out);
+    if (!t->o.out_type || strcmp(t->o.out_type, "f32") == 0) return net_save(&t->net, t->meta, t->o.out);
     char stage[PATH_MAX];
     if (snprintf(stage, sizeof stage, "%s" F32_STAGE_SUFFIX, t->o.out) >= (int)sizeof stage) {
         train_report("--out %s: the path is too long", t->o.out);
         return false;
     }
-    bool ok = model_save(t->model, t->meta, stage) && model_quantize_q8_0(stage, t->o.out);
+    bool ok = net_save(&t->net, t->meta, stage) && model_quantize_q8_0(stage, t->o.out);
     unlink(stage);
     return ok;
 }
@@ -661,7 +683,8 @@ static int train(struct trainer *t) {
 static int run(struct trainer *t) {
     log_verbose = t->o.verbose;
     llama_log_set(on_log, NULL);
-    if (!check_files(t) || !open_meta(t) || !load_backends() || !load_model(t) || !load_corpus(t) ||
+    ggml_log_set(on_log, NULL);
+    if (!check_files(t) || !open_meta(t) || !load_backend(t) || !load_model(t) || !load_corpus(t) ||
         !start_optimizer(t))
         return EXIT_RUNTIME;
     return train(t);
@@ -670,12 +693,18 @@ static int run(struct trainer *t) {
 static void trainer_free(struct trainer *t) {
     if (t->res_train) ggml_opt_result_free(t->res_train);
     if (t->res_val) ggml_opt_result_free(t->res_val);
-    if (t->ds) ggml_opt_dataset_free(t->ds);
     windows_free(&t->train);
     windows_free(&t->val);
     token_stream_free(&t->ts);
-    if (t->lctx) llama_free(t->lctx);
-    if (t->model) llama_model_free(t->model);
+    if (t->opt) ggml_opt_free(t->opt);
+    free(t->labels);
+    if (t->ctx_graph) ggml_free(t->ctx_graph);
+    if (t->buf_input) ggml_backend_buffer_free(t->buf_input);
+    if (t->ctx_input) ggml_free(t->ctx_input);
+    net_free(&t->net);
+    if (t->sched) ggml_backend_sched_free(t->sched);
+    if (t->backend) ggml_backend_free(t->backend);
+    if (t->vocab) llama_model_free(t->vocab);
     if (t->meta) gguf_free(t->meta);
 }
 

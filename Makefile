@@ -158,8 +158,8 @@ $(SYNTH): $(SYNTH_OBJS) $(LIBSIPP) $(LIBSIPP_UTIL)
 	@echo "  LD  $@"
 	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(SYNTH_OBJS) $(CLIENT_LIBS) -L$(BUILD)/artifact -lggml-base -lm -Wl,-rpath,'$$ORIGIN/../artifact'
 
-# sipp-train trains a model with llama.cpp's trainer (llama_opt_*): libllama directly, and of sipp
-# only the helpers of libsipp-util.a.
+# sipp-train trains its own ggml graph of a model with ggml-opt (libggml-base), tokenizes and quantizes
+# with libllama directly, and of sipp uses only the helpers of libsipp-util.a.
 $(TRAIN): $(TRAIN_OBJS) $(LIBSIPP_UTIL) $(LLAMA_STAMP) | llama-links
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"

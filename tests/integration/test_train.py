@@ -88,7 +88,17 @@ class TrainTest(unittest.TestCase):
             with self.subTest(tensor=name):
                 self.assertGreater(moved, 1e-4)
 
-    def test_output_loads_and_generates(self):
+    def test_accumulate_takes_one_step_per_n_windows(self):
+        out = self.path("accumulated.gguf")
+        r = train("--model", self.model, "--corpus", self.corpus, "--out", out, "--accumulate", "4", *TRAIN_ARGS)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        m = re.search(r"(\d+) training windows .*; (\d+) steps of 4 windows", r.stdout)
+        self.assertTrue(m, r.stdout)
+        self.assertEqual(int(m.group(2)), (int(m.group(1)) + 3) // 4)
+        losses = {int(e): float(v) for e, v in LOSS_RE.findall(r.stdout)}
+        self.assertLess(losses[1], losses[0] - 1.0, r.stdout)
+
+
         self.assertEqual(self.trained.returncode, 0, self.trained.stderr)
         r = subprocess.run([SIPP, self.out, "Hello", "--max-tokens", "8", "--seed", "1", "--ignore-eos",
                             "--stats", "json"], capture_output=True, text=True, timeout=TIMEOUT_S)

@@ -22,7 +22,7 @@
  *     step.
  *   - Held-out loss.  Measured before the first epoch and after each one, so the first line says
  *     where the model starts and each epoch line whether it still improves. It is the mean
- *     cross-entropy per token, the same number llama-perplexity's log would give on those windows.
+ *     cross-entropy per token over the held-out windows: the log of their perplexity.
  *   - Output.  The trained weights under the input file's own metadata (the chat template
  *     included). The checkpoint is OUT with ".gguf" replaced by ".checkpoint.gguf", written every
  *     --checkpoint-every steps and on Ctrl-C; --model CHECKPOINT goes on from it (AdamW's moments

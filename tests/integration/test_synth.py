@@ -83,6 +83,28 @@ class SynthTest(unittest.TestCase):
         with open(without, "rb") as f:
             self.assertNotIn(b"tokenizer.chat_template", f.read())
 
+    def test_tied_output_has_no_output_matrix_and_runs(self):
+        tied, separate = self.path("tied.gguf"), self.path("separate.gguf")
+        for out, how in ((tied, "tied"), (separate, "separate")):
+            r = run_synth("--out", out, "--vocab", VOCAB, "--type", "q8_0", "--output", how, *TINY)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        name = len(b"output.weight").to_bytes(8, "little") + b"output.weight"  # as GGUF stores a tensor's name
+        with open(tied, "rb") as f:
+            self.assertFalse(name in f.read(), "the tied model has an output.weight")
+        with open(separate, "rb") as f:
+            self.assertTrue(name in f.read(), "the separate model has no output.weight")
+        # llama.cpp takes token_embd as the output projection of a file without one
+        sipp = os.path.join(BUILD, "bin", "sipp")
+        r = subprocess.run([sipp, tied, "Hello", "--max-tokens", "4", "--threads", "1", "--seed", "1"],
+                           capture_output=True, text=True, timeout=TIMEOUT_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run_synth("--out", self.path("x.gguf"), "--vocab", VOCAB, "--output", "tied", "--stop-token", "</s>", *TINY)
+        self.assertEqual(r.returncode, EXIT_USAGE)
+        self.assertIn("--stop-token needs the output matrix", r.stderr)
+        r = run_synth("--out", self.path("x.gguf"), "--vocab", VOCAB, "--output", "shared", *TINY)
+        self.assertEqual(r.returncode, EXIT_USAGE)
+        self.assertIn("--output: unknown 'shared'", r.stderr)
+
     def test_help(self):
         r = run_synth("--help")
         self.assertEqual(r.returncode, 0)

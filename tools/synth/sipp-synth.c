@@ -241,6 +241,8 @@ static void usage(FILE *f) {
         "  --pooling TYPE          none|mean|cls|last|rank: writes llama.pooling_type (default: unset)\n"
         "  --layers K              write only the first K blocks: the draft of the model the other\n"
         "                          flags describe (same seed, embeddings and output)\n"
+        "  --output separate|tied  the output projection: its own matrix (default), or tied to the\n"
+        "                          token embeddings (no output.weight; llama.cpp reuses token_embd)\n"
         "  --stop-token TEXT       a model that ends every answer at once: the vocabulary's token TEXT\n"
         "                          (e.g. \"<|im_end|>\") wins at every position (for tests of clients\n"
         "                          that need a finished turn; the rest of the weights stay random)\n"
@@ -378,6 +380,7 @@ static void parse_args(int argc, char **argv, struct options *o) {
             {"--layers", FOR_TEXT},
             {"--active-layers", FOR_TEXT},
             {"--perturb", FOR_TEXT},
+            {"--output", FOR_TEXT},
             {"--stop-token", FOR_TEXT},
             {"--add-special", FOR_TEXT},
             {"--projector", FOR_PROJECTOR},
@@ -451,6 +454,10 @@ static void parse_args(int argc, char **argv, struct options *o) {
             if (errno || end == val || *end || !(o->perturb >= 0 && o->perturb <= MAX_PERTURB))
                 die_usage("--perturb: '%s' is not a number in [0, %g]", val, MAX_PERTURB);
             o->perturb_set = true;
+        } else if (strcmp(flag, "--output") == 0) {
+            if (strcmp(val, "tied") != 0 && strcmp(val, "separate") != 0)
+                die_usage("--output: unknown '%s' (expected separate or tied)", val);
+            o->tied_output = strcmp(val, "tied") == 0;
         } else if (strcmp(flag, "--stop-token") == 0) {
             if (!*val) die_usage("--stop-token: empty token text");
             o->stop_token = val;
@@ -497,6 +504,8 @@ static void parse_args(int argc, char **argv, struct options *o) {
                   ": the draft holds only active blocks",
                   o->layers, o->active_layers);
 
+    if (o->tied_output && o->stop_token)
+        die_usage("--stop-token needs the output matrix of its own: leave out --output tied");
     if (o->n_embd % o->n_head != 0) {
         die_usage("--n-embd %" PRId64 " is not divisible by --n-head %" PRId64, o->n_embd, o->n_head);
     }
@@ -777,7 +786,10 @@ static bool plan_build(struct plan *p, const struct options *o, int64_t n_vocab)
     const int64_t n_ff = o->n_ff;
     const float output_std = OUTPUT_LOGIT_STD / sqrtf((float)n_embd);
 
-    plan_add(p, "token_embd.weight", 2, n_embd, n_vocab, wt, EMBD_WEIGHT_STD);
+    /* Tied, the embeddings are also the output projection: at the output's scale, so that the
+     * first logits are as spread as a separate output's (a token's own embedding, still in the
+     * residual stream, would otherwise win by the square of the larger scale). */
+    plan_add(p, "token_embd.weight", 2, n_embd, n_vocab, wt, o->tied_output ? output_std : EMBD_WEIGHT_STD);
     for (int64_t i = 0; i < n_layer; i++) {
         char name[GGML_MAX_NAME];
         /* An inactive block's projections into the residual stream: --perturb times the noise. */
@@ -800,6 +812,7 @@ static bool plan_build(struct plan *p, const struct options *o, int64_t n_vocab)
 #undef LAYER_TENSOR
     }
     plan_add(p, "output_norm.weight", 1, n_embd, 1, GGML_TYPE_F32, 0.0f);
+    if (o->tied_output) return true;
     plan_add(p, "output.weight", 2, n_embd, n_vocab, wt, output_std);
     if (o->stop_token) {
         p->t[0].stop = STOP_EMBD;

@@ -43,6 +43,7 @@ struct options {
     int64_t active_layers; /* --active-layers: blocks past these are perturbed projections (0 = none) */
     double perturb;        /* --perturb: their scale, relative to LAYER_WEIGHT_STD */
     bool perturb_set;
+    bool tied_output;                 /* --output tied: no output.weight, llama.cpp reuses token_embd */
     const char *stop_token;           /* --stop-token: the token every answer is, at once (NULL = none) */
     int64_t stop_id;                  /* its id in the vocabulary (found by open_vocab's caller) */
     const char *special[MAX_SPECIAL]; /* --add-special: control tokens appended to the vocabulary */

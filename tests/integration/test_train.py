@@ -108,21 +108,27 @@ class TrainTest(unittest.TestCase):
         with open(self.out, "rb") as f:
             self.assertIn(b"<|im_start|>", f.read(), "the chat template was not carried over")
 
-    def test_q8_0_output_without_training(self):
-        q8 = self.path("q8.gguf")
-        r = train("--model", self.out, "--corpus", self.corpus, "--out", q8, "--epochs", "0", "--out-type", "q8_0",
-                  "--threads", "1")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertRegex(r.stdout, r"epoch 0/0: held-out loss [0-9.]+")
-        info = subprocess.run([SIPP, "models", "info", q8, "--json"], capture_output=True, text=True,
-                              timeout=TIMEOUT_S)
-        self.assertEqual(info.returncode, 0, info.stderr)
-        self.assertEqual(json.loads(info.stdout)["file_type"], "Q8_0")
-        self.assertLess(os.path.getsize(q8), os.path.getsize(self.out) / 3)
+    def test_quantized_output_without_training(self):
+        sizes = {}
+        for out_type in ("f16", "q8_0", "q4_0"):
+            q = self.path(f"{out_type}.gguf")
+            r = train("--model", self.out, "--corpus", self.corpus, "--out", q, "--epochs", "0", "--out-type",
+                      out_type, "--threads", "1")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertRegex(r.stdout, r"epoch 0/0: held-out loss [0-9.]+")
+            info = subprocess.run([SIPP, "models", "info", q, "--json"], capture_output=True, text=True,
+                                  timeout=TIMEOUT_S)
+            self.assertEqual(info.returncode, 0, info.stderr)
+            self.assertEqual(json.loads(info.stdout)["file_type"], out_type.upper())
+            sizes[out_type] = os.path.getsize(q)
+        self.assertLess(sizes["f16"], os.path.getsize(self.out) * 0.6)
+        self.assertLess(sizes["q8_0"], os.path.getsize(self.out) / 3)
+        self.assertLess(sizes["q4_0"], sizes["q8_0"])
+        q8 = self.path("q8_0.gguf")
         self.assertFalse([f for f in os.listdir(self.tmp.name) if f.endswith(".tmp")], "a staged file was left")
         bad = train("--model", self.out, "--corpus", self.corpus, "--out", q8, "--out-type", "q5_1")
         self.assertEqual(bad.returncode, 2)
-        self.assertIn("--out-type: 'q5_1' is not f32 or q8_0", bad.stderr)
+        self.assertIn("--out-type: 'q5_1' is not f32, f16, q8_0 or q4_0", bad.stderr)
 
     def test_chat_template_file_gives_the_output_a_template_llama_cpp_renders(self):
         """corpus.py's template (an unescaped quote inside its '...' strings once broke every chat with

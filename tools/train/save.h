@@ -8,8 +8,11 @@
 
 #include "llama.h"
 
-/* Quantizes the f32 model at in to q8_0 at out with llama.cpp's quantizer (every matrix q8_0, the
- * norms f32), keeping every key-value. False after reporting why. */
-bool model_quantize_q8_0(const char *in, const char *out);
+/* Whether --out-type TYPE is one sipp-train writes: f32 (as trained), f16, q8_0 or q4_0. */
+bool model_out_type_known(const char *type);
+
+/* Converts the f32 model at in to TYPE (f16, q8_0 or q4_0) at out with llama.cpp's quantizer and its
+ * choices for that type (the norms stay f32), keeping every key-value. False after reporting why. */
+bool model_quantize(const char *in, const char *out, const char *type);
 
 #endif

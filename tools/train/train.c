@@ -9,7 +9,7 @@
  *     token). llama.cpp's own trainer cannot train the embeddings, K or V at the pinned commit
  *     (docs/training.md), and a model with random keys and values does not learn where to look.
  *     llama.cpp still does the rest: the tokenizer (the model loaded vocabulary-only) and the
- *     q8_0 quantizer (save.c).
+ *     quantizer (save.c).
  *   - The loop is sipp-train's.  One window is one evaluation of the graph (forward and backward);
  *     every --accumulate windows the optimizer takes a step. Between two windows sipp-train redraws
  *     the progress line, writes a checkpoint when one is due, and answers Ctrl-C.
@@ -115,8 +115,8 @@ static const struct opt_spec OPTS[] = {
     {"--out", "OUT.gguf", OPT_PATH, OFF(out), 0, 0, "where the trained model is written"},
     {"--epochs", "N", OPT_INT, OFF(epochs), 0, MAX_EPOCHS,
      "passes over the training windows (default 1; 0: only the held-out loss, and --out-type)"},
-    {"--out-type", "f32|q8_0", OPT_PATH, OFF(out_type), 0, 0,
-     "the weights of --out: f32 (default, trainable again) or q8_0 (a quarter of the size)"},
+    {"--out-type", "f32|f16|q8_0|q4_0", OPT_PATH, OFF(out_type), 0, 0,
+     "the weights of --out: f32 (default, trainable again), f16, q8_0 (a quarter of the size) or q4_0"},
     {"--chat-template-file", "FILE", OPT_PATH, OFF(chat_template_file), 0, 0,
      "the chat template --out carries (default: --model's)"},
     {"--lr", "F", OPT_FLOAT, OFF(lr), MIN_LR, MAX_LR, "peak learning rate of AdamW (default 1e-3)"},
@@ -194,8 +194,8 @@ static void set_number(struct options *o, const struct opt_spec *s, const char *
 
 static void check_options(struct options *o) {
     if (!o->model || !o->corpus || !o->out) die_usage("--model, --corpus and --out are required");
-    if (o->out_type && strcmp(o->out_type, "f32") != 0 && strcmp(o->out_type, "q8_0") != 0)
-        die_usage("--out-type: '%s' is not f32 or q8_0", o->out_type);
+    if (o->out_type && !model_out_type_known(o->out_type))
+        die_usage("--out-type: '%s' is not f32, f16, q8_0 or q4_0", o->out_type);
     if (o->lr_min < 0) o->lr_min = o->lr * DEFAULT_LR_MIN_RATIO;
     if (o->lr_min > o->lr) die_usage("--lr-min %g is above --lr %g", o->lr_min, o->lr);
 }
@@ -645,7 +645,7 @@ static bool save_output(struct trainer *t) {
         train_report("--out %s: the path is too long", t->o.out);
         return false;
     }
-    bool ok = net_save(&t->net, t->meta, stage) && model_quantize_q8_0(stage, t->o.out);
+    bool ok = net_save(&t->net, t->meta, stage) && model_quantize(stage, t->o.out, t->o.out_type);
     unlink(stage);
     return ok;
 }

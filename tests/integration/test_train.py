@@ -7,9 +7,11 @@ corpus, a model with nothing to train) must be a message and exit status 1, and 
 and status 130.
 """
 
+import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -240,6 +242,44 @@ class CorpusTest(unittest.TestCase):
         self.assertGreater(len(list(filter(None, sums))), 5)
         for m in filter(None, sums):
             self.assertEqual(int(m.group(1)) + int(m.group(2)), int(m.group(3)))
+
+    def test_the_sum_table_and_compact_results(self):
+        with tempfile.TemporaryDirectory(prefix="sipp-corpus-test-") as d:
+            out = os.path.join(d, "c.jsonl")
+            r = subprocess.run([sys.executable, CORPUS_PY, "--out", out, "--seed", "5", "--dialogues", "400",
+                                "--prose", "0", "--sums", "2", "--compact-results", "0.5"],
+                               capture_output=True, text=True, timeout=TIMEOUT_S)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                texts = [json.loads(line)["text"] for line in f]
+            self.assertEqual(len(texts), 400 + 2 * 100)
+            answers = re.findall(r"assistant\n(\d) \+ (\d) is (\d+)\.<\|im_end\|>", "".join(texts))
+            table = {(int(a), int(b)) for a, b, _ in answers}
+            self.assertEqual(table, {(a, b) for a in range(10) for b in range(10)})
+            self.assertTrue(all(int(a) + int(b) == int(c) for a, b, c in answers))
+            results = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", "".join(texts))
+            compact = [x for x in results if ", " not in x and ": " not in x]
+            self.assertTrue(compact and len(compact) < len(results), results[:4])
+            r = subprocess.run([sys.executable, CORPUS_PY, "--out", out, "--compact-results", "2"],
+                               capture_output=True, text=True, timeout=TIMEOUT_S)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("--compact-results is a share", r.stderr)
+
+    def test_the_demo_corpora_keep_their_bytes(self):
+        """`make demo-model` regenerates the committed model's corpora: a change to the generator must
+        not change them (models/models.json records their sha256)."""
+        with open(os.path.join(ROOT, "models", "models.json")) as f:
+            phases = {p["phase"]: p for m in json.load(f)["models"] if m["name"] == "sipp-demo"
+                      for p in m["training"]["phases"]}
+        with tempfile.TemporaryDirectory(prefix="sipp-corpus-test-") as d:
+            # phase 2 has dialogues only; the others' prose comes from Debian's bible-kjv and fortunes-min
+            for phase in sorted(phases) if shutil.which("bible") else (2,):
+                out = os.path.join(d, f"{phase}.jsonl")
+                r = subprocess.run([sys.executable, CORPUS_PY, "--demo", str(phase), "--out", out],
+                                   capture_output=True, text=True, timeout=TIMEOUT_S)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                with open(out, "rb") as f:
+                    self.assertEqual(hashlib.sha256(f.read()).hexdigest(), phases[phase]["corpus_sha256"])
 
     def test_the_models_template_has_the_corpus_system_prompt(self):
         qwen = os.path.join(BUILD, "llama", "source", "models", "templates", "Qwen-Qwen2.5-7B-Instruct.jinja")

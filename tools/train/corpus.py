@@ -15,7 +15,8 @@ The corpus is JSONL, one {"text": ...} document a line, the form sipp-train read
 The same seed and counts give the same file, byte for byte (given the same prose packages).
 Python's standard library only.
 
-Usage: corpus.py --out FILE.jsonl [--seed N] [--dialogues N] [--prose N]
+Usage: corpus.py --out FILE.jsonl [--seed N] [--dialogues N] [--prose N] [--sums N] [--compact-results SHARE]
+       corpus.py --out FILE.jsonl --demo PHASE
        corpus.py --template QWEN25.jinja --template-out FILE.jinja
 
 The second form writes the chat template of the model trained on this corpus: Qwen2.5's, with its
@@ -86,9 +87,10 @@ TIME_ASK = ["What time is it in {city}?", "What's the time in {city}?", "Tell me
             "Time in {city}?"]
 
 
-def tojson(value):
-    """As the template's tojson filter writes it: json.dumps's separators, UTF-8 kept."""
-    return json.dumps(value, ensure_ascii=False)
+def tojson(value, compact=False):
+    """As the template's tojson filter writes it: json.dumps's separators, UTF-8 kept; compact: no
+    spaces, as JavaScript's JSON.stringify writes it."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":") if compact else None)
 
 
 def render(messages, tools=None):
@@ -153,7 +155,23 @@ def arithmetic(rng):
     return chat(question, f"{a} {shown} {b} is {value}.")
 
 
-def tool_turn(rng):
+def sum_table(rng, times):
+    """Every one-digit sum (0+0 to 9+9), `times` times over, each asked in a phrasing of the corpus's
+    drawn at random: the addition table a small model has to see many times to learn, where the
+    mixed dialogues give each sum a few times only."""
+    docs = []
+    for _ in range(times):
+        for a in range(10):
+            for b in range(10):
+                ask = rng.choice(ARITH_ASK_TIGHT + ARITH_ASK).format(a=a, op="+", b=b)
+                docs.append(chat(ask, f"{a} + {b} is {a + b}."))
+    return docs
+
+
+def tool_turn(rng, compact_share=0.0):
+    """A weather or time question, the call, the tool's result and the answer from it. The result is
+    written as Python's json.dumps writes it; with compact_share > 0, that share of them is written
+    compact instead ({"city":"Paris"}), as JavaScript's JSON.stringify writes it."""
     city = rng.choice(CITIES)
     if rng.random() < 0.5:
         ask, name = rng.choice(WEATHER_ASK), "get_weather"
@@ -169,7 +187,7 @@ def tool_turn(rng):
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": ask.format(city=city)},
         {"role": "assistant", "content": "", "tool_calls": [{"name": name, "arguments": {"city": city}}]},
-        {"role": "tool", "content": tojson(result)},
+        {"role": "tool", "content": tojson(result, compact=compact_share > 0 and rng.random() < compact_share)},
         {"role": "assistant", "content": answer},
     ]
     return render(messages, TOOLS)
@@ -191,6 +209,16 @@ def json_answer(rng):
 
 
 DIALOGUES = [greeting, arithmetic, tool_turn, json_answer]
+
+# the corpora of tools/train/demo-model.sh's phases (corpus.py --demo N writes phase N's): the mixed
+# corpus with prose; fresh dialogues only; and fresh dialogues with more prose, the addition table 30
+# times over and half the tool results compact. Tests read the prose these hold, to leave it out of
+# the held-out text.
+DEMO_CORPORA = {
+    1: dict(seed=1, dialogues=4000, prose_count=400),
+    2: dict(seed=2, dialogues=4000, prose_count=0),
+    3: dict(seed=3, dialogues=2400, prose_count=800, sums=30, compact_share=0.5),
+}
 
 FORTUNE_DIR = "/usr/share/games/fortunes"
 FORTUNE_FILES = ["fortunes", "literature", "riddles"]
@@ -230,10 +258,16 @@ def prose(rng, count):
     return rng.sample(pool, min(count, len(pool)))
 
 
-def build(seed, dialogues, prose_count):
+def dialogue(rng, compact_share):
+    kind = rng.choice(DIALOGUES)
+    return tool_turn(rng, compact_share) if kind is tool_turn else kind(rng)
+
+
+def build(seed, dialogues, prose_count, sums=0, compact_share=0.0):
     rng = random.Random(seed)
-    docs = [rng.choice(DIALOGUES)(rng) for _ in range(dialogues)]
+    docs = [dialogue(rng, compact_share) for _ in range(dialogues)]
     docs += prose(rng, prose_count)
+    docs += sum_table(rng, sums)
     rng.shuffle(docs)
     return docs
 
@@ -254,9 +288,15 @@ def main():
     ap.add_argument("--out", help="the JSONL file to write")
     ap.add_argument("--template", help="Qwen2.5's chat template, to write the trained model's from")
     ap.add_argument("--template-out", help="where --template's rewritten template goes")
+    ap.add_argument("--demo", type=int, choices=sorted(DEMO_CORPORA),
+                    help="write the corpus of sipp-demo's training phase N (the other counts are ignored)")
     ap.add_argument("--seed", type=int, default=1, help="the seed (default 1)")
     ap.add_argument("--dialogues", type=int, default=4000, help="chat dialogues (default 4000)")
     ap.add_argument("--prose", type=int, default=1000, help="prose passages, if the packages are there (default 1000)")
+    ap.add_argument("--sums", type=int, default=0,
+                    help="add the one-digit addition table this many times over (default 0)")
+    ap.add_argument("--compact-results", type=float, default=0.0, metavar="SHARE",
+                    help="the share of tool results written compact, as JavaScript writes JSON (default 0)")
     args = ap.parse_args()
     if args.template or args.template_out:
         if not (args.template and args.template_out):
@@ -265,9 +305,14 @@ def main():
         return
     if not args.out:
         ap.error("--out FILE.jsonl is required")
-    if args.dialogues < 0 or args.prose < 0:
-        ap.error("--dialogues and --prose must be 0 or more")
-    docs = build(args.seed, args.dialogues, args.prose)
+    if args.dialogues < 0 or args.prose < 0 or args.sums < 0:
+        ap.error("--dialogues, --prose and --sums must be 0 or more")
+    if not 0 <= args.compact_results <= 1:
+        ap.error("--compact-results is a share: 0 to 1")
+    if args.demo:
+        docs = build(**DEMO_CORPORA[args.demo])
+    else:
+        docs = build(args.seed, args.dialogues, args.prose, args.sums, args.compact_results)
     tmp = args.out + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         for d in docs:

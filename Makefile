@@ -1,5 +1,6 @@
 # sipp's build. `make` builds libsipp, the CLI and the tools against the pinned llama.cpp;
-# `make demo` runs sipp on a small synthetic model; `make test` runs the whole suite.
+# `make demo` runs sipp on sipp-demo, the small model trained here (models/); `make test` runs the
+# whole suite.
 #
 #   make BACKENDS="cpu vulkan rpc"  the default on Linux x64: core libraries + CPU, Vulkan and RPC modules
 #                                (rpc: ggml's RPC backend, compiled from the pinned source in seconds)
@@ -293,19 +294,16 @@ bindings: $(LIBSIPP)
 test-bins: all bindings $(UNIT_BINS) $(TOOL_BINS)
 unit-bins: $(UNIT_BINS)
 
-# The demo: what a new user sees first. Random weights, so the text is meaningless; the pipeline is real.
-DEMO_MODEL := $(BUILD)/models/demo.gguf
-$(DEMO_MODEL): $(SYNTH)
-	@mkdir -p $(dir $@)
-	$(SYNTH) --out $@ --vocab $(LLAMA_ROOT)/llama/vocab/ggml-vocab-llama-bpe.gguf --n-embd 256 --n-layer 4 \
-	  --n-head 8 --n-head-kv 4 --n-ff 768 --type q8_0 --chat-template chatml --seed 1
+# The demo: what a new user sees first. sipp-demo is a small chat model trained here from scratch
+# (tools/train, docs/training.md) and committed in models/; it answers in its chat template, greedily.
+DEMO_MODEL := models/sipp-demo.gguf
 
 demo: setup
-	@$(MAKE) --no-print-directory all $(DEMO_MODEL)
-	@echo "== sipp $(DEMO_MODEL) (random weights: the text is meaningless, the pipeline is real) =="
-	$(SIPP) $(DEMO_MODEL) "Hello, sipp!" --max-tokens 32 --seed 7 --stats text
+	@$(MAKE) --no-print-directory all
+	@echo "== sipp $(DEMO_MODEL) (a 5M-parameter model trained by tools/train/demo-model.sh) =="
+	$(SIPP) $(DEMO_MODEL) "Hello!" --chat --max-tokens 48 --temperature 0 --stats text
 
-# sipp-demo, trained from scratch as the committed models/sipp-demo.gguf was (docs/training.md): hours.
+# sipp-demo and its draft, trained from scratch as the committed models/ files were (docs/training.md).
 demo-model: all
 	tools/train/demo-model.sh $(BUILD)/models
 

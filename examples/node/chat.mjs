@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Streams a chat answer from a local GGUF model to stdout, with sipp's Node.js binding.
 //
-//   SIPP_NODE_BACKEND=cpu node examples/node/chat.mjs ./model.gguf "Explain this model."
+//   SIPP_NODE_BACKEND=cpu node examples/node/chat.mjs models/sipp-demo.gguf "Hello!"
 //
 // SIPP_NODE_BACKEND (auto, cpu, vulkan, cuda, metal) picks the backend; the speed and the backend
 // that ran it are printed on stderr at the end. Ctrl-C stops the answer. Build the addon first with

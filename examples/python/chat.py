@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Streams a chat answer from a local GGUF model to stdout, with sipp's Python binding.
 
-    SIPP_PYTHON_BACKEND=cpu python3 examples/python/chat.py ./model.gguf "Explain this model."
+    SIPP_PYTHON_BACKEND=cpu python3 examples/python/chat.py models/sipp-demo.gguf "Hello!"
 
 SIPP_PYTHON_BACKEND (auto, cpu, vulkan, cuda, metal) picks the backend; the speed and the backend
 that ran it are printed on stderr at the end. Ctrl-C stops the answer.

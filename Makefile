@@ -167,8 +167,9 @@ $(TRAIN): $(TRAIN_OBJS) $(LIBSIPP_UTIL) $(LLAMA_STAMP) | llama-links
 	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(TRAIN_OBJS) $(LIBSIPP_UTIL) -L$(BUILD)/artifact -lllama -lggml -lggml-base -ljansson -lm -lpthread \
 	  -Wl,-rpath,'$$ORIGIN/../artifact'
 
-# The SBOM lists the artifact's files and what sipp links against, so it follows the binaries.
-$(SBOM): $(LLAMA_STAMP) $(SIPP) $(LIBSIPP) deps/sbom.py
+# The SBOM lists the artifact's files, what sipp links against and the models it ships (models/),
+# so it follows the binaries and those.
+$(SBOM): $(LLAMA_STAMP) $(SIPP) $(LIBSIPP) deps/sbom.py $(wildcard models/models.json models/*.gguf)
 	@echo "  SBOM $@"
 	@SIPP_VERSION=$(SIPP_VERSION) python3 deps/sbom.py $(ART) $(SIPP) $(LIBSIPP) >/dev/null
 

@@ -4,6 +4,7 @@ document of the artifact, next to its manifest.json.
 
 It lists
   - sipp itself (version and git commit), with the BINARY files given (build/bin/sipp, libsipp.so);
+  - the models sipp ships (models/models.json), each with its SHA-256 and how it was trained;
   - every file of the artifact with its SHA-1 and SHA-256 and its origin, taken from the manifest's
     "files" list that deps/fetch.sh wrote as it copied each file: an npm package (name, version,
     registry integrity) or a build from the pinned llama.cpp commit (compiler and flags). A library
@@ -11,8 +12,9 @@ It lists
   - the npm packages and the llama.cpp source those files came from;
   - the Debian packages the binaries and the artifact's libraries link against (ldd, then
     dpkg-query for the package owning each system library and its installed version).
-Relationships: the document DESCRIBES the artifact and sipp; the artifact CONTAINS each file; each
-file is GENERATED_FROM its origin package; sipp DEPENDS_ON the artifact and each Debian package.
+Relationships: the document DESCRIBES the artifact and sipp; sipp CONTAINS each shipped model; the
+artifact CONTAINS each file; each file is GENERATED_FROM its origin package; sipp DEPENDS_ON the
+artifact and each Debian package.
 
 The SBOM names every file's hash, so signing it (with the manifest) signs the whole artifact:
 `sipp artifact verify` checks each file against it. Nothing here needs a network.
@@ -96,6 +98,63 @@ def debian_packages(libs):
     return pkgs
 
 
+MODEL_KEYS = ("name", "file", "sha256", "training")
+PHASE_KEYS = ("phase", "corpus_sha256", "seed", "steps", "held_out_loss")
+
+
+def read_models(index):
+    """models/models.json's "models" list, each entry checked for the fields the SBOM states."""
+    try:
+        with open(index, encoding="utf-8") as f:
+            models = json.load(f)["models"]
+        for m in models:
+            missing = [k for k in MODEL_KEYS if k not in m] or [k for k in ("command", "phases") if k not in m["training"]]
+            for p in [] if missing else m["training"]["phases"]:
+                missing += [f"phases[].{k}" for k in PHASE_KEYS if k not in p]
+                if len(p.get("held_out_loss", [])) != 2:
+                    missing.append("phases[].held_out_loss as [before, after]")
+            if missing:
+                die(f"{index}: model {m.get('name', '?')!r} lacks {', '.join(missing)}; see docs/training.md")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        die(f"{index} is unreadable or not a {{\"models\": [...]}} object ({e!r}); see docs/training.md")
+    return models
+
+
+def model_packages(root, sipp_id):
+    """The models sipp ships (models/models.json: the trained sipp-demo and its draft), each checked
+    against its recorded SHA-256: (packages, relationships). A file that differs from its record is an
+    error, since the record says how that file was made."""
+    index = os.path.join(root, "models", "models.json")
+    if not os.path.exists(index):
+        return [], []
+    models = read_models(index)
+    packages, relationships = [], []
+    for m in models:
+        path = os.path.join(root, "models", m["file"])
+        if not os.path.isfile(path):
+            die(f"{path}, listed in {index}, is missing (git checkout models/)")
+        got = digest(path, "sha256")
+        if got != m["sha256"]:
+            die(f"{path} has SHA-256 {got}, not the {m['sha256']} {index} records: retrain it with "
+                "make demo-model and record the new run there")
+        pid = spdx_id("Package", f"model-{m['name']}")
+        train = m["training"]
+        packages.append({
+            "SPDXID": pid, "name": m["name"], "versionInfo": m.get("version", "NOASSERTION"), "downloadLocation": "NOASSERTION",
+            "filesAnalyzed": False, "packageFileName": f"models/{m['file']}",
+            "checksums": [{"algorithm": "SHA1", "checksumValue": digest(path, "sha1")},
+                          {"algorithm": "SHA256", "checksumValue": got}],
+            "licenseConcluded": "NOASSERTION", "licenseDeclared": "NOASSERTION", "copyrightText": "NOASSERTION",
+            "primaryPackagePurpose": "OTHER",
+            "comment": f"a GGUF model trained from scratch by {train['command']}: " + "; ".join(
+                f"phase {p['phase']}: corpus sha256 {p['corpus_sha256']}, seed {p['seed']}, {p['steps']} steps, "
+                f"held-out loss {p['held_out_loss'][0]} -> {p['held_out_loss'][1]}" for p in train["phases"])
+            + "; corpus prose from the Debian packages "
+            + ", ".join(f"{k} {v}" for k, v in sorted(train.get("debian_packages", {}).items()))})
+        relationships.append({"spdxElementId": sipp_id, "relationshipType": "CONTAINS", "relatedSpdxElement": pid})
+    return packages, relationships
+
+
 def main(argv):
     if len(argv) < 2:
         die("usage: deps/sbom.py ARTIFACT_DIR [BINARY...]")
@@ -133,6 +192,9 @@ def main(argv):
         {"spdxElementId": "SPDXRef-DOCUMENT", "relationshipType": "DESCRIBES", "relatedSpdxElement": sipp_id},
         {"spdxElementId": sipp_id, "relationshipType": "DEPENDS_ON", "relatedSpdxElement": art_id},
     ]
+    shipped, shipped_rels = model_packages(root, sipp_id)
+    packages += shipped
+    relationships += shipped_rels
     npm_ids = {}
     files = []
     unknown = []

@@ -9,7 +9,9 @@ otherwise empty environment.
 """
 
 import base64
+import contextlib
 import hashlib
+import io
 import json
 import os
 import re
@@ -162,6 +164,42 @@ class SbomTest(unittest.TestCase):
             self.assertEqual(pkgs[deb]["versionInfo"], want)
             self.assertIn({"spdxElementId": "SPDXRef-Package-sipp", "relationshipType": "DEPENDS_ON",
                            "relatedSpdxElement": pkgs[deb]["SPDXID"]}, self.doc["relationships"])
+
+    def test_the_shipped_models_with_their_record(self):
+        with open(os.path.join(ROOT, "models", "models.json")) as f:
+            records = json.load(f)["models"]
+        pkgs = {p["name"]: p for p in self.doc["packages"]}
+        for m in records:
+            pkg = pkgs[m["name"]]
+            sums = {c["algorithm"]: c["checksumValue"] for c in pkg["checksums"]}
+            with open(os.path.join(ROOT, "models", m["file"]), "rb") as f:
+                data = f.read()
+            self.assertEqual(sums["SHA256"], m["sha256"])
+            self.assertEqual(sums["SHA256"], hashlib.sha256(data).hexdigest())
+            self.assertEqual(sums["SHA1"], hashlib.sha1(data).hexdigest())
+            for phase in m["training"]["phases"]:
+                self.assertIn(phase["corpus_sha256"], pkg["comment"])
+            self.assertIn({"spdxElementId": "SPDXRef-Package-sipp", "relationshipType": "CONTAINS",
+                           "relatedSpdxElement": pkg["SPDXID"]}, self.doc["relationships"])
+        self.assertIn("sipp-demo", {m["name"] for m in records})
+
+    def test_a_model_unlike_its_record_is_refused(self):
+        sys.path.insert(0, os.path.join(ROOT, "deps"))
+        import sbom
+        with tempfile.TemporaryDirectory(prefix="sipp-sbom-models-") as d:
+            os.mkdir(os.path.join(d, "models"))
+            shutil.copy(os.path.join(ROOT, "models", "models.json"), os.path.join(d, "models"))
+            with open(os.path.join(d, "models", "sipp-demo.gguf"), "wb") as f:
+                f.write(b"GGUF not the trained one")
+            for write, expect in ((None, "not the"), ('{"models": [{"name": "x"}]}', "lacks file, sha256, training"),
+                                  ("{", "is unreadable")):
+                if write is not None:
+                    with open(os.path.join(d, "models", "models.json"), "w") as f:
+                        f.write(write)
+                err = io.StringIO()
+                with self.assertRaises(SystemExit), contextlib.redirect_stderr(err):
+                    sbom.model_packages(d, "SPDXRef-Package-sipp")
+                self.assertIn(expect, err.getvalue())
 
     def test_source_built_and_unrecorded_files(self):
         """A module built from source (as rpc's is) carries its compiler and flags; a file fetch.sh did not

@@ -81,6 +81,19 @@ class DemoModelTest(unittest.TestCase):
         words = re.findall(r"[a-z]+", r.stdout.lower())
         self.assertTrue(set(words) & set(GREETING_WORDS), f"no greeting in {r.stdout!r}")
 
+    def test_the_draft_sidecar_pairs_and_leaves_the_answer_unchanged(self):
+        """models/sipp-demo-draft.gguf is found by --draft auto, passes the vocabulary check, proposes,
+        and greedy speculation gives the target's own answer."""
+        answers = []
+        for extra in ([], ["--draft", "auto", "--draft-cutoff", "off"]):
+            r = subprocess.run([gw.SIPP, MODEL, "What is 2+3?", "--chat", "--max-tokens", str(ANSWER_TOKENS),
+                                "--temperature", "0", "--threads", "1", "--stats", "json", *extra],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            answers.append((r.stdout, json.loads(r.stderr.strip().splitlines()[-1])))
+        self.assertEqual(answers[0][0], answers[1][0])
+        self.assertGreater(answers[1][1]["draft_tokens"], 0, answers[1][1])
+
     # ---- chat -----------------------------------------------------------------------------------
 
     def test_one_digit_sums_are_mostly_right(self):

@@ -167,9 +167,18 @@ $(TRAIN): $(TRAIN_OBJS) $(LIBSIPP_UTIL) $(LLAMA_STAMP) | llama-links
 	@$(CC) $(LDFLAGS_EXTRA) -o $@ $(TRAIN_OBJS) $(LIBSIPP_UTIL) -L$(BUILD)/artifact -lllama -lggml -lggml-base -ljansson -lm -lpthread \
 	  -Wl,-rpath,'$$ORIGIN/../artifact'
 
-# The SBOM lists the artifact's files, what sipp links against and the models it ships (models/),
-# so it follows the binaries and those.
-$(SBOM): $(LLAMA_STAMP) $(SIPP) $(LIBSIPP) deps/sbom.py $(wildcard models/models.json models/*.gguf)
+# The SBOM lists the artifact's files, what sipp links against, the models it ships (models/) and
+# the commit it was built from, so it follows the binaries, those and the commit. The commit stamp
+# is rewritten only when HEAD moves, so an unchanged tree rebuilds nothing.
+GIT_HEAD := $(BUILD)/git-head
+$(GIT_HEAD): FORCE
+	@mkdir -p $(dir $@)
+	@head=$$(git rev-parse HEAD 2>/dev/null || echo none); \
+	  [ "$$(cat $@ 2>/dev/null)" = "$$head" ] || echo "$$head" >$@
+.PHONY: FORCE
+FORCE:
+
+$(SBOM): $(LLAMA_STAMP) $(SIPP) $(LIBSIPP) deps/sbom.py $(GIT_HEAD) $(wildcard models/models.json models/*.gguf)
 	@echo "  SBOM $@"
 	@SIPP_VERSION=$(SIPP_VERSION) python3 deps/sbom.py $(ART) $(SIPP) $(LIBSIPP) >/dev/null
 

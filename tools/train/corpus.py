@@ -81,6 +81,11 @@ FACTS = [
 ARITH_ASK = ["What is {a} {op} {b}?", "What's {a} {op} {b}?", "Compute {a} {op} {b}.", "{a} {op} {b} = ?"]
 ARITH_ASK_TIGHT = ["What is {a}{op}{b}?", "What's {a}{op}{b}?", "{a}{op}{b}?"]
 SMALL_ARITH = 0.6  # the share of questions with one-digit numbers
+# How agents offer tools (agent_shape): an MCP server's name before each tool's, and the agent's own
+# line before the system prompt (the first is Claude Code's under --system-prompt).
+AGENT_SERVERS = ["mcp__weather__", "mcp__world__", "mcp__tools__", "mcp__city_info__"]
+AGENT_PREAMBLES = ["You are a Claude agent, built on Anthropic's Claude Agent SDK.",
+                   "You are an agent that uses tools to answer.", "You are a helpful assistant with tools."]
 WEATHER_ASK = ["What's the weather in {city}?", "How is the weather in {city}?", "Is it raining in {city}?",
                "Weather in {city}, please."]
 TIME_ASK = ["What time is it in {city}?", "What's the time in {city}?", "Tell me the time in {city}.",
@@ -168,10 +173,28 @@ def sum_table(rng, times):
     return docs
 
 
-def tool_turn(rng, compact_share=0.0):
+def agent_shape(rng):
+    """The system prompt, the tools and their names as a coding agent offers them: the tools served by
+    an MCP server, so named mcp__SERVER__TOOL (Claude Code and Codex both name them so), in the
+    agent's order (by name) or the other; the agent's own line before the system prompt, joined as
+    the gateway joins text blocks (directly) or with a line break."""
+    prefix = rng.choice(AGENT_SERVERS)
+    tools = [{"type": "function", "function": dict(t["function"], name=prefix + t["function"]["name"])}
+             for t in TOOLS]
+    if rng.random() < 0.5:
+        tools.sort(key=lambda t: t["function"]["name"])
+    system = rng.choice(AGENT_PREAMBLES) + rng.choice(["", "\n", "\n\n"]) + SYSTEM
+    return system, tools, prefix
+
+
+def tool_turn(rng, compact_share=0.0, agent_share=0.0):
     """A weather or time question, the call, the tool's result and the answer from it. The result is
     written as Python's json.dumps writes it; with compact_share > 0, that share of them is written
-    compact instead ({"city":"Paris"}), as JavaScript's JSON.stringify writes it."""
+    compact instead ({"city":"Paris"}), as JavaScript's JSON.stringify writes it. With agent_share >
+    0, that share of them offers the tools as an agent does (agent_shape)."""
+    system, tools, prefix = SYSTEM, TOOLS, ""
+    if agent_share > 0 and rng.random() < agent_share:
+        system, tools, prefix = agent_shape(rng)
     city = rng.choice(CITIES)
     if rng.random() < 0.5:
         ask, name = rng.choice(WEATHER_ASK), "get_weather"
@@ -184,13 +207,13 @@ def tool_turn(rng, compact_share=0.0):
         result = {"city": city, "time": f"{hh:02d}:{mm:02d}"}
         answer = f"It is {hh:02d}:{mm:02d} in {city}."
     messages = [
-        {"role": "system", "content": SYSTEM},
+        {"role": "system", "content": system},
         {"role": "user", "content": ask.format(city=city)},
-        {"role": "assistant", "content": "", "tool_calls": [{"name": name, "arguments": {"city": city}}]},
+        {"role": "assistant", "content": "", "tool_calls": [{"name": prefix + name, "arguments": {"city": city}}]},
         {"role": "tool", "content": tojson(result, compact=compact_share > 0 and rng.random() < compact_share)},
         {"role": "assistant", "content": answer},
     ]
-    return render(messages, TOOLS)
+    return render(messages, tools)
 
 
 def json_answer(rng):
@@ -211,13 +234,15 @@ def json_answer(rng):
 DIALOGUES = [greeting, arithmetic, tool_turn, json_answer]
 
 # the corpora of tools/train/demo-model.sh's phases (corpus.py --demo N writes phase N's): the mixed
-# corpus with prose; fresh dialogues only; and fresh dialogues with more prose, the addition table 30
-# times over and half the tool results compact. Tests read the prose these hold, to leave it out of
-# the held-out text.
+# corpus with prose; fresh dialogues only; fresh dialogues with more prose, the addition table 30
+# times over and half the tool results compact; and phase 3's recipe afresh with half the tool turns
+# offered as an agent offers them. Tests read the prose these hold, to leave it out of the held-out
+# text.
 DEMO_CORPORA = {
     1: dict(seed=1, dialogues=4000, prose_count=400),
     2: dict(seed=2, dialogues=4000, prose_count=0),
     3: dict(seed=3, dialogues=2400, prose_count=800, sums=30, compact_share=0.5),
+    4: dict(seed=4, dialogues=2400, prose_count=800, sums=30, compact_share=0.5, agent_share=0.5),
 }
 
 FORTUNE_DIR = "/usr/share/games/fortunes"
@@ -258,14 +283,14 @@ def prose(rng, count):
     return rng.sample(pool, min(count, len(pool)))
 
 
-def dialogue(rng, compact_share):
+def dialogue(rng, compact_share, agent_share):
     kind = rng.choice(DIALOGUES)
-    return tool_turn(rng, compact_share) if kind is tool_turn else kind(rng)
+    return tool_turn(rng, compact_share, agent_share) if kind is tool_turn else kind(rng)
 
 
-def build(seed, dialogues, prose_count, sums=0, compact_share=0.0):
+def build(seed, dialogues, prose_count, sums=0, compact_share=0.0, agent_share=0.0):
     rng = random.Random(seed)
-    docs = [dialogue(rng, compact_share) for _ in range(dialogues)]
+    docs = [dialogue(rng, compact_share, agent_share) for _ in range(dialogues)]
     docs += prose(rng, prose_count)
     docs += sum_table(rng, sums)
     rng.shuffle(docs)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/train/demo-model.sh OUT_DIR: trains sipp-demo, the small chat model `make demo` answers with,
 # from scratch, the way the committed models/sipp-demo.gguf was trained (docs/training.md has the
-# run's numbers). `make demo-model` runs it into build/models/. About two hours on 2 idle cores.
+# run's numbers). `make demo-model` runs it into build/models/. About three hours on 2 idle cores.
 #
 #   1. the starting model: sipp-synth, f32, llama-spm's 32k vocabulary plus <|im_start|> and
 #      <|im_end|> as control tokens (llama.cpp ends a turn at <|im_end|>), the output tied to the
@@ -17,8 +17,11 @@
 #   4. phase 3: 2 epochs on corpus seed 3 (fresh dialogues, 800 prose passages so the prose phase 2
 #      forgot comes back, the one-digit addition table 30 times over, half the tool results written
 #      compact as JavaScript clients write them), seed 9;
-#   5. q8_0: sipp-train --epochs 0 --out-type q8_0 (llama.cpp's quantizer), with the template again;
-#   6. the draft, sipp-demo-draft.gguf (the sidecar `--draft auto` finds): 2 blocks of width 64,
+#   5. phase 4: 2 epochs on corpus seed 4 (phase 3's recipe afresh, half the tool turns offered as a
+#      coding agent offers them: named mcp__SERVER__TOOL, in either order, under an agent's line
+#      before the system prompt), seed 10;
+#   6. q8_0: sipp-train --epochs 0 --out-type q8_0 (llama.cpp's quantizer), with the template again;
+#   7. the draft, sipp-demo-draft.gguf (the sidecar `--draft auto` finds): 2 blocks of width 64,
 #      the same vocabulary and template, trained for 1 epoch on phases 1 and 3's corpora together,
 #      seed 11, then q8_0.
 # The corpora are corpus.py --demo N (their sha256 are in models/models.json).
@@ -35,10 +38,10 @@ lr=${LR:-1e-3}
 mkdir -p "$out"
 python3 "$here/corpus.py" --template "$build/llama/source/models/templates/Qwen-Qwen2.5-7B-Instruct.jinja" \
   --template-out "$out/sipp-demo.jinja"
-for phase in 1 2 3; do
+for phase in 1 2 3 4; do
   python3 "$here/corpus.py" --demo "$phase" --out "$out/sipp-demo-corpus$phase.jsonl"
 done
-sha256sum "$out"/sipp-demo-corpus[123].jsonl
+sha256sum "$out"/sipp-demo-corpus[1234].jsonl
 
 specials=(--add-special '<|im_start|>' --add-special '<|im_end|>' --chat-template-file "$out/sipp-demo.jinja")
 "$build/bin/sipp-synth" --out "$out/sipp-demo-start.gguf" --vocab "$build/llama/vocab/ggml-vocab-llama-spm.gguf" \
@@ -51,7 +54,9 @@ train --model "$out/sipp-demo-f32-1.gguf" --corpus "$out/sipp-demo-corpus2.jsonl
   --epochs 2 --lr "$lr" --seed 8 --checkpoint-every 200
 train --model "$out/sipp-demo-f32-2.gguf" --corpus "$out/sipp-demo-corpus3.jsonl" --out "$out/sipp-demo-f32-3.gguf" \
   --epochs 2 --lr "$lr" --seed 9 --checkpoint-every 200
-train --model "$out/sipp-demo-f32-3.gguf" --corpus "$out/sipp-demo-corpus3.jsonl" --out "$out/sipp-demo.gguf" \
+train --model "$out/sipp-demo-f32-3.gguf" --corpus "$out/sipp-demo-corpus4.jsonl" --out "$out/sipp-demo-f32-4.gguf" \
+  --epochs 2 --lr "$lr" --seed 10 --checkpoint-every 200
+train --model "$out/sipp-demo-f32-4.gguf" --corpus "$out/sipp-demo-corpus4.jsonl" --out "$out/sipp-demo.gguf" \
   --epochs 0 --out-type q8_0 --chat-template-file "$out/sipp-demo.jinja"
 
 cat "$out/sipp-demo-corpus1.jsonl" "$out/sipp-demo-corpus3.jsonl" > "$out/sipp-demo-draft-corpus.jsonl"

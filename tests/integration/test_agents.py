@@ -27,6 +27,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_api_fields as fields  # noqa: E402
 import test_gateway_support as gw  # noqa: E402
+from tests.support.paths import ROOT  # noqa: E402
 
 AGENTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "agents")
 PINNED = {  # what `npm view PKG@VER dist.integrity` prints; the lock must hold exactly these
@@ -39,6 +40,7 @@ AGENT_TIMEOUT_S = 300  # one turn of a 10-20k-token prompt on a tiny CPU model t
 CTX = 32768
 STOP_CAP = 64
 NOISE_CAP = 8
+DEMO_SYSTEM = "You are sipp's demo model, a small assistant. Answer briefly."  # tools/train/corpus.py's
 NETWORK_ERRORS = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "ENETUNREACH")
 
 
@@ -79,7 +81,22 @@ def install_agents(test):
     return bins
 
 
-class RealAgentsTest(unittest.TestCase):
+class AgentRun(unittest.TestCase):
+    """What each agent test has: the gateway its setUpClass starts (cls.gw), the installed agents,
+    and a fresh HOME and working directory per test."""
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()
+
+    def setUp(self):
+        self.bins = install_agents(self)
+        self.home = tempfile.mkdtemp(prefix="sipp-agent-home-", dir=gw.tmpdir())
+        self.work = tempfile.mkdtemp(prefix="sipp-agent-work-", dir=gw.tmpdir())
+        self.log_from = len(self.gw.text())
+
+
+class RealAgentsTest(AgentRun):
     @classmethod
     def setUpClass(cls):
         stop = os.path.join(gw.tmpdir(), "agents-real-stop.gguf")
@@ -94,15 +111,6 @@ class RealAgentsTest(unittest.TestCase):
                gw.local_target("noise", path=noise, parallel=1, ctx=CTX, extra=f"max_tokens = {NOISE_CAP}\n"))
         cls.gw = gw.serve_config(cfg)
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-
-    def setUp(self):
-        self.bins = install_agents(self)
-        self.home = tempfile.mkdtemp(prefix="sipp-agent-home-", dir=gw.tmpdir())
-        self.work = tempfile.mkdtemp(prefix="sipp-agent-work-", dir=gw.tmpdir())
-        self.log_from = len(self.gw.text())
 
     def gateway_errors(self):
         """The API requests of this run that the gateway answered with an error (4xx, 5xx)."""
@@ -173,6 +181,51 @@ class RealAgentsTest(unittest.TestCase):
         if result["is_error"]:
             self.assertEqual(result.get("api_error"), "max_output_tokens", result)
         self.assertEqual(self.gateway_errors(), [])
+
+
+class DemoModelAgentTest(AgentRun):
+    """One real agent turn on a model that says something: Claude Code with sipp-demo (models/), the
+    weather tools served by an MCP server (agents/weather_mcp.mjs), its built-in tools off (`--tools
+    ""`) and its system prompt ours (`--system-prompt`), so that its requests fit the model's 2,048
+    positions: the agent's full prompt (11k tokens of instructions and tools) is beyond them.
+    The model calls mcp__weather__get_weather for the city asked, the agent runs it through the MCP
+    server, sends the result back, and the model's answer carries it. CLAUDE_CODE_ATTRIBUTION_HEADER=0
+    keeps the agent's billing line (which changes with each build) out of the system prompt."""
+
+    @classmethod
+    def setUpClass(cls):
+        model = os.path.join(ROOT, "models", "sipp-demo.gguf")
+        cls.gw = gw.serve_config(gw.local_target("sipp-demo", path=model, parallel=1, ctx=2048,
+                                                 extra=f"max_tokens = {STOP_CAP}\n"))
+
+    def test_claude_code_runs_the_tool_sipp_demo_calls(self):
+        calls = os.path.join(self.home, "mcp-calls.jsonl")
+        mcp = os.path.join(self.home, "mcp.json")
+        with open(mcp, "w") as f:
+            json.dump({"mcpServers": {"weather": {"type": "stdio", "command": "node",
+                                                  "args": [os.path.join(AGENTS_DIR, "weather_mcp.mjs"), calls]}}}, f)
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": self.home, "NO_PROXY": "*", "LANG": "C.UTF-8",
+               "ANTHROPIC_BASE_URL": self.gw.base, "ANTHROPIC_API_KEY": "sipp-local", "ANTHROPIC_MODEL": "sipp-demo",
+               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_ATTRIBUTION_HEADER": "0"}
+        r = subprocess.run([os.path.join(self.bins, "claude"), "--bare", "-p", "What's the weather in Paris?",
+                            "--output-format", "json", "--system-prompt", DEMO_SYSTEM, "--tools", "",
+                            "--mcp-config", mcp, "--strict-mcp-config",
+                            "--allowedTools", "mcp__weather__get_weather", "mcp__weather__get_time"],
+                           cwd=self.work, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=AGENT_TIMEOUT_S)
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+        self.assertTrue(lines, f"claude printed no result:\n{r.stdout}\n{r.stderr}")
+        result = json.loads(lines[-1])
+        self.assertFalse(result["is_error"], result)
+        self.assertEqual(r.returncode, 0)
+        self.assertTrue(os.path.exists(calls), f"the agent ran no tool; it answered {result.get('result')!r}")
+        with open(calls) as f:
+            ran = [json.loads(ln) for ln in f]
+        self.assertEqual(ran[0], {"name": "get_weather", "arguments": {"city": "Paris"}}, ran)
+        self.assertGreaterEqual(result["num_turns"], 2, result)
+        answer = result["result"]
+        self.assertIn("21", answer, f"the answer does not use the tool's result: {answer!r}")
+        self.assertIn("sunny", answer.lower(), f"the answer does not use the tool's result: {answer!r}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 (models/sipp-demo.gguf and models/sipp-demo-draft.gguf, tools/train/demo-model.sh), whose acceptance
 comes from what both learnt rather than from one being a copy of the other's layers.
 
-    bench/demo_draft.py [--rounds 3] [--threads 2] [--tokens 64]
+    bench/demo_draft.py [--rounds 3] [--threads 2] [--tokens 64] [--peer]
 
 One `sipp serve` runs three targets on the same model: plain; draft (the draft, draft_max 8, the
 default draft_cutoff = "auto"); draft_off (the draft proposing draft_max every step). Two kinds of
@@ -17,7 +17,12 @@ held-out prompt, written from a corpus seed no training phase used (tools/train/
 Each round sends every prompt to each target one after another; a configuration's rate is its
 generated tokens over its wall time (prefill included, the same prompt for every target), and the
 ratios are medians over rounds of per-round ratios. The acceptance is the draft_off target's
-accepted / proposed tokens over every prompt (usage.sipp). Loopback only.
+accepted / proposed tokens (usage.sipp), over every prompt and for chat and prose apart.
+
+--peer adds llama-server from the same pinned source (deps/build-source.sh peer) on the same pair:
+one plain and one with `--model-draft --spec-type draft-simple --spec-draft-n-max 8` (it always
+drafts, as draft_off does), sent the same requests in the same rounds; its acceptance is its
+`timings.draft_n_accepted / draft_n`. Loopback only.
 """
 import argparse
 import http.client
@@ -47,6 +52,7 @@ CHAT_TOKENS = 48
 READY_TIMEOUT_S = 120
 REQUEST_TIMEOUT_S = 600
 TARGETS = ("plain", "draft", "draft_off")
+PEERS = ("peer_plain", "peer_draft")
 
 
 def post(port, path, body):
@@ -60,14 +66,14 @@ def post(port, path, body):
     return json.loads(out)
 
 
-def wait_ready(port, proc):
+def wait_ready(port, proc, path="/ready"):
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"sipp serve exited {proc.returncode} before it was ready")
+            raise RuntimeError(f"the server on port {port} exited {proc.returncode} before it was ready")
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            c.request("GET", "/ready")
+            c.request("GET", path)
             if c.getresponse().status == 200:
                 return
         except OSError:
@@ -108,19 +114,46 @@ def held_out_prose():
 
 
 def run(port, target, chats, prose, tokens):
-    """(generated tokens, seconds, proposed, accepted) over every prompt, one after another."""
-    n = seconds = proposed = accepted = 0
-    jobs = [("/v1/chat/completions", dict(messages=m, max_tokens=CHAT_TOKENS)) for m in chats]
-    jobs += [("/v1/completions", dict(prompt=p, max_tokens=tokens, ignore_eos=True)) for p in prose]
-    for path, body in jobs:
+    """(generated tokens, seconds, {kind: [proposed, accepted]}) over every prompt, one after
+    another; kind is chat or prose. A sipp target's counts are its usage.sipp; llama-server's
+    (target None) its timings."""
+    n = seconds = 0
+    drafts = {"chat": [0, 0], "prose": [0, 0]}
+    jobs = [("chat", "/v1/chat/completions", dict(messages=m, max_tokens=CHAT_TOKENS)) for m in chats]
+    jobs += [("prose", "/v1/completions", dict(prompt=p, max_tokens=tokens, ignore_eos=True)) for p in prose]
+    for kind, path, body in jobs:
         t0 = time.monotonic()
-        out = post(port, path, dict(body, model=target, temperature=0))
+        out = post(port, path, dict(body, model=target or "peer", temperature=0))
         seconds += time.monotonic() - t0
-        u = out["usage"]
-        n += u["completion_tokens"]
-        proposed += u["sipp"]["draft_tokens"]
-        accepted += u["sipp"]["accepted_tokens"]
-    return n, seconds, proposed, accepted
+        n += out["usage"]["completion_tokens"]
+        if target:
+            drafts[kind][0] += out["usage"]["sipp"]["draft_tokens"]
+            drafts[kind][1] += out["usage"]["sipp"]["accepted_tokens"]
+        else:
+            drafts[kind][0] += out.get("timings", {}).get("draft_n", 0)
+            drafts[kind][1] += out.get("timings", {}).get("draft_n_accepted", 0)
+    return n, seconds, drafts
+
+
+def peer_servers(args, tmp):
+    """llama-server plain and with the draft, each on its own port: {name: (port, process)}."""
+    out = subprocess.run(["bash", "deps/build-source.sh", "peer"], cwd=REPO, capture_output=True, text=True,
+                         env=dict(os.environ, SIPP_PEER_TARGETS="llama-server"))
+    if out.returncode != 0:
+        sys.exit(f"bench/demo_draft.py: the peer build failed:\n{out.stderr[-2000:]}")
+    peer = os.path.join(out.stdout.strip().splitlines()[-1], "bin")
+    servers = {}
+    for name, extra in (("peer_plain", []), ("peer_draft", ["--model-draft", DRAFT, "--spec-type", "draft-simple",
+                                                            "--spec-draft-n-max", str(DRAFT_MAX)])):
+        port = free_port()
+        proc = subprocess.Popen([os.path.join(peer, "llama-server"), "-m", MODEL, "-t", str(args.threads), "-c", "2048",
+                                 "-np", "1", "--port", str(port), "--host", "127.0.0.1", "--jinja", *extra],
+                                env=dict(os.environ, LD_LIBRARY_PATH=peer), stdout=subprocess.DEVNULL,
+                                stderr=open(os.path.join(tmp, name + ".log"), "w"))
+        servers[name] = (port, proc)
+    for name, (port, proc) in servers.items():
+        wait_ready(port, proc, "/health")
+    return servers
 
 
 def main():
@@ -128,6 +161,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=64, help="tokens of each prose continuation")
+    ap.add_argument("--peer", action="store_true", help="add llama-server plain and --model-draft on the same pair")
     args = ap.parse_args()
     for path in (SIPP, MODEL, DRAFT):
         if not os.path.isfile(path):
@@ -145,27 +179,35 @@ def main():
         port = free_port()
         proc = subprocess.Popen([SIPP, "serve", "--config", cfg, "--port", str(port)], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
+        servers = {}
         try:
             wait_ready(port, proc)
-            for t in TARGETS:  # load each and warm it
-                run(port, t, chats[:1], prose[:1], 8)
-            rates = {t: [] for t in TARGETS}
-            totals = {t: [0, 0] for t in TARGETS}
+            where = {t: (port, t) for t in TARGETS}
+            if args.peer:
+                servers = peer_servers(args, tmp)
+                where.update({name: (p, None) for name, (p, _) in servers.items()})
+            for t, (p, model) in where.items():  # load each and warm it
+                run(p, model, chats[:1], prose[:1], 8)
+            rates = {t: [] for t in where}
+            totals = {t: {"chat": [0, 0], "prose": [0, 0]} for t in where}
             for _ in range(args.rounds):
-                for t in TARGETS:
-                    n, s, proposed, accepted = run(port, t, chats, prose, args.tokens)
+                for t, (p, model) in where.items():
+                    n, s, drafts = run(p, model, chats, prose, args.tokens)
                     rates[t].append(n / s)
-                    totals[t][0] += proposed
-                    totals[t][1] += accepted
+                    for kind, (proposed, accepted) in drafts.items():
+                        totals[t][kind][0] += proposed
+                        totals[t][kind][1] += accepted
         finally:
-            proc.terminate()
-            proc.wait(30)
+            for p in [proc] + [pr for _, pr in servers.values()]:
+                p.terminate()
+                p.wait(30)
 
     def ratio(a, b):
         return statistics.median(x / y for x, y in zip(rates[a], rates[b]))
 
-    def acceptance(t):
-        proposed, accepted = totals[t]
+    def acceptance(t, kinds=("chat", "prose")):
+        proposed = sum(totals[t][k][0] for k in kinds)
+        accepted = sum(totals[t][k][1] for k in kinds)
         return f"{accepted / proposed:.0%} of {proposed}" if proposed else "none proposed"
 
     print(f"# sipp-demo + sipp-demo-draft, {len(chats)} chat and {len(prose)} prose held-out prompts, "
@@ -176,6 +218,16 @@ def main():
     print(f"| {acceptance('draft_off')} | {acceptance('draft')} | {statistics.median(rates['plain']):.1f} | "
           f"{statistics.median(rates['draft']):.1f} / {statistics.median(rates['draft_off']):.1f} | "
           f"{ratio('draft', 'plain'):.2f} / {ratio('draft_off', 'plain'):.2f} |")
+    print(f"\nacceptance of draft_off by kind: chat {acceptance('draft_off', ('chat',))}, "
+          f"prose {acceptance('draft_off', ('prose',))}")
+    if args.peer:
+        print("\n| llama-server plain tok/s | llama-server draft tok/s | its draft / its plain | its acceptance "
+              "(chat / prose) | sipp plain / llama-server plain | sipp draft (auto / off) / llama-server draft |")
+        print("|---|---|---|---|---|---|")
+        print(f"| {statistics.median(rates['peer_plain']):.1f} | {statistics.median(rates['peer_draft']):.1f} | "
+              f"{ratio('peer_draft', 'peer_plain'):.2f} | {acceptance('peer_draft', ('chat',))} / "
+              f"{acceptance('peer_draft', ('prose',))} | {ratio('plain', 'peer_plain'):.2f} | "
+              f"{ratio('draft', 'peer_draft'):.2f} / {ratio('draft_off', 'peer_draft'):.2f} |")
 
 
 if __name__ == "__main__":

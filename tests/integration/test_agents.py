@@ -111,7 +111,6 @@ class RealAgentsTest(AgentRun):
                gw.local_target("noise", path=noise, parallel=1, ctx=CTX, extra=f"max_tokens = {NOISE_CAP}\n"))
         cls.gw = gw.serve_config(cfg)
 
-
     def gateway_errors(self):
         """The API requests of this run that the gateway answered with an error (4xx, 5xx)."""
         bad = []

@@ -175,7 +175,7 @@ def sum_table(rng, times):
 
 def agent_shape(rng):
     """The system prompt, the tools and their names as a coding agent offers them: the tools served by
-    an MCP server, so named mcp__SERVER__TOOL (Claude Code and Codex both name them so), in the
+    an MCP server, so named mcp__SERVER__TOOL (as Claude Code names them), in the
     agent's order (by name) or the other; the agent's own line before the system prompt, joined as
     the gateway joins text blocks (directly) or with a line break."""
     prefix = rng.choice(AGENT_SERVERS)

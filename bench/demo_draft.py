@@ -39,6 +39,8 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tools", "train"))
 import corpus  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import speculative as spec  # noqa: E402  (peer_bin: the peer's llama-server, built from the pinned source)
 
 SIPP = os.path.join(REPO, "build", "bin", "sipp")
 MODEL = os.path.join(REPO, "models", "sipp-demo.gguf")
@@ -52,7 +54,6 @@ CHAT_TOKENS = 48
 READY_TIMEOUT_S = 120
 REQUEST_TIMEOUT_S = 600
 TARGETS = ("plain", "draft", "draft_off")
-PEERS = ("peer_plain", "peer_draft")
 
 
 def post(port, path, body):
@@ -137,11 +138,10 @@ def run(port, target, chats, prose, tokens):
 
 def peer_servers(args, tmp):
     """llama-server plain and with the draft, each on its own port: {name: (port, process)}."""
-    out = subprocess.run(["bash", "deps/build-source.sh", "peer"], cwd=REPO, capture_output=True, text=True,
-                         env=dict(os.environ, SIPP_PEER_TARGETS="llama-server"))
-    if out.returncode != 0:
-        sys.exit(f"bench/demo_draft.py: the peer build failed:\n{out.stderr[-2000:]}")
-    peer = os.path.join(out.stdout.strip().splitlines()[-1], "bin")
+    try:
+        peer = spec.peer_bin()
+    except subprocess.CalledProcessError as e:
+        sys.exit(f"bench/demo_draft.py: the peer build failed:\n{e.stderr[-2000:]}")
     servers = {}
     for name, extra in (("peer_plain", []), ("peer_draft", ["--model-draft", DRAFT, "--spec-type", "draft-simple",
                                                             "--spec-draft-n-max", str(DRAFT_MAX)])):

@@ -9,6 +9,9 @@
  * Failures stay local. A request that is cancelled, times out, or cannot get KV space ends alone;
  * the other slots keep running. The queue is bounded: a full queue refuses at once.
  */
+#ifndef __EMSCRIPTEN__
+#include <dlfcn.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,24 @@
 
 static void *engine_main(void *arg);
 
+/* A function of the library that holds `known` which ggml's backend registry does not hand out (the
+ * CPU backend's proc addresses cover only a few): NULL where there is none, or no such library. */
+static void *sibling_symbol(void *known, const char *name) {
+#ifdef __EMSCRIPTEN__
+    (void)known;
+    (void)name;
+    return NULL;
+#else
+    Dl_info info;
+    if (!known || !dladdr(known, &info) || !info.dli_fname) return NULL;
+    void *h = dlopen(info.dli_fname, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!h) return NULL;
+    void *sym = dlsym(h, name);
+    dlclose(h); /* ggml's own reference keeps the library loaded */
+    return sym;
+#endif
+}
+
 static void attach_threadpool(sipp_engine *e, int threads) {
     ggml_backend_reg_t cpu = ggml_backend_reg_by_name("CPU");
     if (!cpu) return;
@@ -40,6 +61,8 @@ static void attach_threadpool(sipp_engine *e, int threads) {
             ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_new");
     e->threadpool_free =
         (void (*)(struct ggml_threadpool *))ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_free");
+    e->threadpool_pause =
+        (void (*)(struct ggml_threadpool *))sibling_symbol((void *)tp_new, "ggml_threadpool_pause");
     if (!tp_new || !e->threadpool_free) return;
     struct ggml_threadpool_params tpp = ggml_threadpool_params_default(threads);
     e->threadpool = tp_new(&tpp);
@@ -448,6 +471,8 @@ static bool engine_turn(sipp_engine *e, bool block) {
         if (e->stopping) break;
         sipp_sched_assign(e, &dropped, e->starting, e->starting_slot, &n_start);
         if (dropped || n_start || sipp_sched_has_active(e) || !block) break;
+        /* Idle: the pool's workers sleep rather than spin (state.h); the next graph wakes them. */
+        if (e->threadpool && e->threadpool_pause) e->threadpool_pause(e->threadpool);
         e->parked = true; /* the slots may be saved or restored meanwhile (slot_state.c) */
         sipp_engine_wait(e);
         e->parked = false;

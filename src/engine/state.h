@@ -79,9 +79,12 @@ struct sipp_engine {
     int *spec_room;
 
     /* A persistent CPU thread pool, as llama-bench and llama-server attach: without one, ggml starts
-     * and joins its worker threads for every graph, that is for every generated token. */
+     * and joins its worker threads for every graph, that is for every generated token. Its workers
+     * spin between graphs (ggml's poll); an engine with nothing to do pauses it, so that they sleep
+     * instead of holding a core for about a tenth of a second after every request. */
     struct ggml_threadpool *threadpool;
     void (*threadpool_free)(struct ggml_threadpool *);
+    void (*threadpool_pause)(struct ggml_threadpool *);
 
     sipp_last_error error;
 };

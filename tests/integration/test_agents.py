@@ -28,6 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_api_fields as fields  # noqa: E402
 import test_gateway_support as gw  # noqa: E402
 from tests.support.paths import ROOT  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tools", "train"))
+import corpus  # noqa: E402  (the system prompt sipp-demo was trained under)
 
 AGENTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "agents")
 PINNED = {  # what `npm view PKG@VER dist.integrity` prints; the lock must hold exactly these
@@ -40,7 +42,6 @@ AGENT_TIMEOUT_S = 300  # one turn of a 10-20k-token prompt on a tiny CPU model t
 CTX = 32768
 STOP_CAP = 64
 NOISE_CAP = 8
-DEMO_SYSTEM = "You are sipp's demo model, a small assistant. Answer briefly."  # tools/train/corpus.py's
 NETWORK_ERRORS = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "ENETUNREACH")
 
 
@@ -207,7 +208,7 @@ class DemoModelAgentTest(AgentRun):
                "ANTHROPIC_BASE_URL": self.gw.base, "ANTHROPIC_API_KEY": "sipp-local", "ANTHROPIC_MODEL": "sipp-demo",
                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_ATTRIBUTION_HEADER": "0"}
         r = subprocess.run([os.path.join(self.bins, "claude"), "--bare", "-p", "What's the weather in Paris?",
-                            "--output-format", "json", "--system-prompt", DEMO_SYSTEM, "--tools", "",
+                            "--output-format", "json", "--system-prompt", corpus.SYSTEM, "--tools", "",
                             "--mcp-config", mcp, "--strict-mcp-config",
                             "--allowedTools", "mcp__weather__get_weather", "mcp__weather__get_time"],
                            cwd=self.work, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,

@@ -53,5 +53,7 @@ llama_token sipp_sampler_draw(sipp_sampler *ss, const float *weights);
  * result, without its copy of the whole vocabulary). ignore_eos excludes end-of-generation tokens. */
 bool sipp_sampling_is_greedy(const sipp_sampling *s);
 llama_token sipp_sample_argmax(const sipp_model *model, const float *logits, bool ignore_eos);
+/* The index of the first largest of x[0..n) (NaNs never are; 0 for none). */
+int sipp_argmax(const float *x, int n);
 
 #endif

@@ -39,7 +39,7 @@ from tests.support.wait import stop_process  # noqa: E402
 KINDS = (
     ("matmul", ("vec_dot", "gemv", "gemm", "mul_mat", "repack")),
     ("attention", ("flash_attn", "soft_max", "softmax_f32", "ggml_vec_soft_max")),
-    ("sampling", ("sampler", "sample_", "sort", "heap", "partial_sort", "top_k", "softmax")),
+    ("sampling", ("sampler", "sample_", "argmax", "sort", "heap", "partial_sort", "top_k", "softmax")),
     ("waiting", ("barrier", "sched_yield", "futex", "pthread_cond", "ggml_graph_compute_thread",
                  "ggml_graph_compute_secondary_thread", "spin")),
 )

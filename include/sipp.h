@@ -1203,7 +1203,29 @@ typedef struct sipp_schema_limits {
     size_t image_max_bytes;
     size_t image_max_pixels;
     size_t media_max_items;
+    /* An audio clip's length, read from its header before anything is decoded: past it, or a
+     * sample rate outside 8-192 kHz, or a header claiming more than its bytes hold, the request is
+     * SIPP_ERR_INVALID_ARGUMENT naming the clip. */
+    double max_audio_seconds;
+    /* The decoded bytes of one request's media together (an image's width x height x 3, an audio
+     * clip's samples as floats at the projector's rate), counted from the headers before anything is
+     * decoded: past it, SIPP_ERR_INVALID_ARGUMENT naming the item that crosses it. */
+    size_t media_max_decoded_bytes;
+    /* A budget of decoded media shared by every engine given it (NULL: none). A request holds its
+     * decoded bytes from it while its media are decoded and tokenized; when the budget cannot hold
+     * them, the request is SIPP_ERR_BUSY (try again shortly) instead of taking the memory. */
+    struct sipp_media_budget *media_budget;
 } sipp_schema_limits;
+
+/* A count of decoded media bytes shared by several engines (sipp_schema_limits.media_budget): the
+ * gateway gives one to every target so that concurrent requests together stay within it. */
+typedef struct sipp_media_budget sipp_media_budget;
+/* A budget of `bytes`; NULL when out of memory. [any thread] */
+SIPP_API sipp_media_budget *sipp_media_budget_new(size_t bytes);
+/* Frees it; no engine may still use it. */
+SIPP_API void sipp_media_budget_free(sipp_media_budget *budget);
+/* The bytes held now by requests decoding media. [any thread] */
+SIPP_API size_t sipp_media_budget_in_use(const sipp_media_budget *budget);
 
 /* Defaults far above what real clients send (an agent's ~20 tools are about 60 KB, 200 properties)
  * and far below what makes the converter or the grammar stall. */

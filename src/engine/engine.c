@@ -27,6 +27,7 @@
 #include "engine/slot.h"
 #include "engine/state.h"
 #include "model/kv_cache.h"
+#include "model/media_budget.h"
 
 #define DEFAULT_PARALLEL 4
 #define DEFAULT_BATCH 512
@@ -319,6 +320,8 @@ static sipp_status add_format_stops(const sipp_request_params *p, sipp_request *
 #define DEFAULT_IMAGE_MAX_BYTES ((size_t)20 << 20)     /* OpenAI's limit for one image */
 #define DEFAULT_IMAGE_MAX_PIXELS ((size_t)8192 * 8192) /* llama-server decodes what stb takes */
 #define DEFAULT_MEDIA_MAX_ITEMS 16
+#define DEFAULT_MAX_AUDIO_SECONDS 600.0               /* ten minutes: 38 MB of samples at 16 kHz */
+#define DEFAULT_MEDIA_MAX_DECODED ((size_t)512 << 20) /* two 8192 x 8192 images, or one and much audio */
 
 sipp_schema_limits sipp_schema_limits_default(void) {
     return (sipp_schema_limits){.schema_max_bytes = DEFAULT_SCHEMA_MAX_BYTES,
@@ -332,7 +335,9 @@ sipp_schema_limits sipp_schema_limits_default(void) {
                                 .schema_convert_ms = DEFAULT_SCHEMA_CONVERT_MS,
                                 .image_max_bytes = DEFAULT_IMAGE_MAX_BYTES,
                                 .image_max_pixels = DEFAULT_IMAGE_MAX_PIXELS,
-                                .media_max_items = DEFAULT_MEDIA_MAX_ITEMS};
+                                .media_max_items = DEFAULT_MEDIA_MAX_ITEMS,
+                                .max_audio_seconds = DEFAULT_MAX_AUDIO_SECONDS,
+                                .media_max_decoded_bytes = DEFAULT_MEDIA_MAX_DECODED};
 }
 
 void sipp_engine_set_schema_limits(sipp_engine *e, const sipp_schema_limits *limits) {
@@ -343,12 +348,33 @@ void sipp_engine_set_schema_limits(sipp_engine *e, const sipp_schema_limits *lim
 }
 
 /* The rendered prompt as tokens: with its images and audio as their spans, when the chat has any
- * (model/mmproj.h); their bytes are not needed past here. */
-static sipp_status tokenize_prompt(sipp_model *m, const char *text, sipp_request *r, char *err) {
+ * (model/mmproj.h); their bytes are not needed past here. While they are decoded the request holds
+ * their decoded size from the shared budget (media_budget.h): past it, busy, before any decoding. */
+static sipp_status tokenize_prompt(sipp_model *m, const char *text, const sipp_schema_limits *limits,
+                                   sipp_request *r, char *err) {
     if (r->chat.n_media == 0)
         return sipp_model_tokenize_alloc(m, text, true, true, &r->prompt, &r->n_prompt, err);
-    sipp_status st = sipp_media_tokenize(m->mmproj, text, r->chat.media, r->chat.n_media, &r->prompt,
-                                         &r->n_prompt, &r->media, err);
+    size_t decoded = 0;
+    for (size_t i = 0; i < r->chat.n_media; i++)
+        decoded += r->chat.media[i].decoded;
+    sipp_status st = SIPP_OK;
+    size_t cap = sipp_media_budget_cap(limits->media_budget);
+    if (limits->media_budget && decoded > cap)
+        st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                       "the request's media decode to %zu MB, more than the shared budget of %zu MB "
+                       "([limits] media_decoded_budget_mb) holds; send fewer or smaller images or clips",
+                       decoded >> 20, cap >> 20);
+    else if (!sipp_media_budget_take(limits->media_budget, decoded))
+        st = sipp_fail(
+            err, SIPP_ERR_BUSY,
+            "the request's media decode to %zu MB, and other requests hold the shared budget of %zu MB "
+            "([limits] media_decoded_budget_mb) now; try again shortly",
+            decoded >> 20, cap >> 20);
+    else {
+        st = sipp_media_tokenize(m->mmproj, text, r->chat.media, r->chat.n_media, &r->prompt, &r->n_prompt,
+                                 &r->media, err);
+        sipp_media_budget_give(limits->media_budget, decoded);
+    }
     sipp_media_bytes_free(r->chat.media, r->chat.n_media);
     r->chat.media = NULL;
     r->chat.n_media = 0;
@@ -389,7 +415,7 @@ static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, 
         if (st != SIPP_OK) return st;
         if (r->chat.plan) text = r->chat.plan->prompt;
         if (!*text) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt is empty");
-        if ((st = tokenize_prompt(m, text, r, err)) != SIPP_OK) return st;
+        if ((st = tokenize_prompt(m, text, &limits, r, err)) != SIPP_OK) return st;
         if (r->n_prompt == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt has no tokens");
     }
     if (p->grammar && p->tokens)

@@ -169,6 +169,7 @@ static void free_modules(gw_server *srv) {
     gw_limits_free(srv->limits);
     gw_admission_free(srv->admission);
     gw_responses_free(srv->responses);
+    sipp_media_budget_free(srv->media_budget);
 }
 
 int gw_serve(gw_config *cfg) {
@@ -194,7 +195,8 @@ int gw_serve(gw_config *cfg) {
     srv.limits = gw_limits_new(cfg);
     srv.admission = gw_admission_new(cfg);
     srv.responses = gw_responses_new(cfg);
-    bool made = srv.metrics && srv.limits && srv.admission && srv.responses;
+    srv.media_budget = sipp_media_budget_new(cfg->media_decoded_budget);
+    bool made = srv.metrics && srv.limits && srv.admission && srv.responses && srv.media_budget;
     if (!made || !gw_targets_start(&srv, err)) {
         fprintf(stderr, "sipp: %s\n", made ? err : "out of memory");
         close(lfd);

@@ -247,7 +247,9 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
         sipp_model_free(m);
         return false;
     }
-    sipp_engine_set_schema_limits(e, &srv->cfg->limits); /* [limits]: checked as each request is planned */
+    sipp_schema_limits limits = srv->cfg->limits; /* [limits]: checked as each request is planned */
+    limits.media_budget = srv->media_budget;
+    sipp_engine_set_schema_limits(e, &limits);
     *mo = m;
     *eo = e;
     return true;

@@ -118,6 +118,10 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
     gw_metrics_header(o, "sipp_buffered_request_bytes", "gauge",
                       "Bytes of request bodies held while they arrive.");
     sipp_buf_appendf(o, "sipp_buffered_request_bytes %zu\n", atomic_load(&srv->buffered));
+    gw_metrics_header(
+        o, "sipp_media_decoded_bytes", "gauge",
+        "Decoded image and audio bytes held now by requests ([limits] media_decoded_budget_mb).");
+    sipp_buf_appendf(o, "sipp_media_decoded_bytes %zu\n", sipp_media_budget_in_use(srv->media_budget));
     gw_metrics_header(o, "sipp_upstream_healthy", "gauge",
                       "1 when a remote target's replica is in rotation.");
     for (size_t i = 0; i < n; i++)

@@ -71,17 +71,18 @@ typedef struct gw_server {
     _Atomic size_t n_targets; /* grows (under the residency lock) when a models directory gains a file */
     size_t max_targets;
     gw_metrics *metrics;
-    gw_limits *limits;              /* rate_limit.c */
-    gw_admission *admission;        /* admission.c */
-    atomic_bool draining;           /* SIGTERM seen: new requests get 503 */
-    atomic_bool cancel_all;         /* the shutdown deadline passed: in-flight work is cancelled */
-    atomic_int in_flight;           /* HTTP requests being handled */
-    atomic_int connections;         /* open connections (connection.c) */
-    atomic_size_t buffered;         /* bytes of request bodies held while they arrive (connection.c) */
-    long long started_unix;         /* for "created" fields */
-    struct gw_residency *residency; /* residency.c */
-    struct gw_prober *prober;       /* upstream.c */
-    struct gw_responses *responses; /* responses_store.c */
+    gw_limits *limits;               /* rate_limit.c */
+    gw_admission *admission;         /* admission.c */
+    atomic_bool draining;            /* SIGTERM seen: new requests get 503 */
+    atomic_bool cancel_all;          /* the shutdown deadline passed: in-flight work is cancelled */
+    atomic_int in_flight;            /* HTTP requests being handled */
+    atomic_int connections;          /* open connections (connection.c) */
+    atomic_size_t buffered;          /* bytes of request bodies held while they arrive (connection.c) */
+    long long started_unix;          /* for "created" fields */
+    struct gw_residency *residency;  /* residency.c */
+    struct gw_prober *prober;        /* upstream.c */
+    struct gw_responses *responses;  /* responses_store.c */
+    sipp_media_budget *media_budget; /* [limits] media_decoded_budget_mb, shared by every target's engine */
 } gw_server;
 
 #endif

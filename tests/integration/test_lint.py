@@ -37,6 +37,22 @@ class LintTest(unittest.TestCase):
         self.assertIn(f"{bad}:3: atoi() is banned; use strtol", p.stdout)
         self.assertIn("lint: 0 passed, 1 failed", p.stdout)
 
+    def test_the_gateway_reads_the_chat_parser_typed(self):
+        # Issue 45: a streamed token crosses no JSON parse inside sipp. The chat parser's JSON forms are
+        # the bindings'; in src/gateway/ (and src/cli/) they fail the lint, the typed feed passes.
+        os.makedirs(os.path.join(self.dir.name, "src", "gateway"))
+        src = ("void f(sipp_chat_parser *p, const char *t, char **d) {\n"
+               "    sipp_chat_parser_feed(p, t, 1, false, d);\n    json_loads(sipp_chat_parser_message(p), 0, 0);\n}\n")
+        bad = self.write(os.path.join("src", "gateway", "generate.c"), src)
+        p = run(BANNED, bad)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn(f"{bad}:2: sipp_chat_parser_feed() makes JSON for the bindings", p.stdout)
+        self.assertIn(f"{bad}:3: sipp_chat_parser_message() makes JSON", p.stdout)
+        ok = self.write(os.path.join("src", "gateway", "ok.c"),
+                        "void g(sipp_chat_parser *p) { sipp_chat_parser_feed_deltas(p, \"\", 0, true, 0, 0); }\n")
+        self.assertEqual(run(BANNED, ok).returncode, 0)
+        self.assertEqual(run(BANNED, self.write("bindings.c", src)).returncode, 0, "the bindings may use JSON")
+
     def test_mentions_in_comments_strings_and_longer_names_pass(self):
         ok = self.write(
             "ok.c",

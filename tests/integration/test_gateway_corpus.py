@@ -52,7 +52,7 @@ from tests.support.ports import free_port  # noqa: E402
 CORPUS = os.path.join(ROOT, "tests", "fixtures", "gateway-corpus")
 RECORD = os.environ.get("SIPP_CORPUS_RECORD") == "1"
 DEMO = os.path.join(ROOT, "models", "sipp-demo.gguf")
-TEMPLATES = os.path.join(gw.BUILD, "llama", "source", "models", "templates")
+TEMPLATES = os.path.join(os.path.dirname(gw.VOCAB_DIR), "source", "models", "templates")  # laid out once, in build/
 USER_TOKEN = "corpus-user-token-0123456789"
 ADMIN_TOKEN = "corpus-admin-token-0123456789"
 TOKENS = {"user": USER_TOKEN, "admin": ADMIN_TOKEN, "wrong": "not-a-token-of-this-gateway", "none": None}

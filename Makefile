@@ -330,6 +330,7 @@ WEB_VARIANTS := mt st
 # The rpc files stay: the wasm ggml has no RPC backend, so rpc is refused there as not compiled.
 WEB_NATIVE_ONLY := src/engine/request_json.c src/backend/signature.c src/model/mmproj.c
 WEB_SRCS := $(filter-out $(WEB_NATIVE_ONLY),$(sort $(wildcard src/backend/*.c src/model/*.c src/engine/*.c))) src/util/util.c \
+  src/util/schema_defaults.c \
   src/util/last_error.c src/store/gguf_header.c src/store/gguf_info.c src/store/source.c src/wasm/store_browser.c \
   src/wasm/chat_browser.c src/wasm/signature_browser.c src/wasm/mmproj_browser.c \
   bindings/web/src/sipp_wasm.c

@@ -63,8 +63,6 @@
 #include "llama.h" /* only for the LLAMA_FTYPE_* and LLAMA_POOLING_TYPE_* values; nothing is called */
 #include "synth.h"
 
-#define PROG "sipp-synth"
-
 enum {
     EXIT_USAGE = 2,
     EXIT_RUNTIME = 1,
@@ -267,19 +265,6 @@ static void usage(FILE *f) {
         "  --patch-size N          llava: the patch side, in pixels; divides --image-size (default %d)\n",
         DEFAULT_N_EMBD, DEFAULT_N_LAYER, DEFAULT_N_HEAD, DEFAULT_N_HEAD_KV, DEFAULT_N_FF, DEFAULT_N_CTX,
         DEFAULT_SEED, DEFAULT_IMAGE_SIZE, DEFAULT_PATCH_SIZE);
-}
-
-static void vreport(const char *fmt, va_list ap) {
-    fputs(PROG ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-}
-
-void report(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vreport(fmt, ap);
-    va_end(ap);
 }
 
 static void die_usage(const char *fmt, ...) {
@@ -742,20 +727,6 @@ static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *
 
 /* ---------------------------------------------------------------------------------------------- */
 /* tensor plan                                                                                     */
-
-struct tensor_spec *plan_add_nd(struct plan *p, const char *name, int n_dims, const int64_t ne[4],
-                                enum ggml_type type, float std) {
-    struct tensor_spec *s = &p->t[p->n++];
-    snprintf(s->name, sizeof(s->name), "%s", name);
-    s->n_dims = n_dims;
-    s->ne0 = ne[0];
-    s->ne1 = n_dims > 1 ? ne[1] : 1;
-    s->ne2 = n_dims > 2 ? ne[2] : 1;
-    s->ne3 = n_dims > 3 ? ne[3] : 1;
-    s->type = type;
-    s->std = std;
-    return s;
-}
 
 static void plan_add(struct plan *p, const char *name, int n_dims, int64_t ne0, int64_t ne1,
                      enum ggml_type type, float std) {

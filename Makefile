@@ -85,7 +85,7 @@ SIPP := $(BUILD)/bin/sipp
 SYNTH := $(BUILD)/bin/sipp-synth
 TRAIN := $(BUILD)/bin/sipp-train
 
-.PHONY: all deps setup demo demo-model test check clean format bindings fuzz-bins test-bins unit-bins dist install
+.PHONY: all deps setup demo demo-model test check hooks clean format bindings fuzz-bins test-bins unit-bins dist install
 all: $(SIPP) $(SYNTH) $(TRAIN) $(LIBSIPP) $(LIBSIPP_A) $(SBOM) $(MAN)
 
 setup:
@@ -350,6 +350,7 @@ WEB_VARIANTS := mt st
 WEB_NATIVE_ONLY := src/engine/request_json.c src/backend/signature.c src/model/mmproj.c src/model/audio_decode.c \
   src/model/miniaudio.c
 WEB_SRCS := $(filter-out $(WEB_NATIVE_ONLY),$(sort $(wildcard src/backend/*.c src/model/*.c src/engine/*.c))) src/util/util.c \
+  src/util/schema_defaults.c \
   src/util/last_error.c src/store/gguf_header.c src/store/gguf_info.c src/store/source.c src/wasm/store_browser.c \
   src/wasm/chat_browser.c src/wasm/signature_browser.c src/wasm/mmproj_browser.c \
   bindings/web/src/sipp_wasm.c
@@ -405,12 +406,18 @@ test: setup
 # in CI), the format check, the lint and size check, the unit tests, and the smoke tests (one request
 # to every gateway route, one server). make test runs all of it and the rest.
 CHECK_TESTS := test_smoke.py,test_lint.py
-check: all unit-bins
+check: all unit-bins hooks
 	@if command -v emcc >/dev/null && bash deps/build-web.sh mt --if-cached >/dev/null 2>&1 && \
 	  bash deps/build-web.sh st --if-cached >/dev/null 2>&1; then \
 	  $(MAKE) --no-print-directory web; \
 	else echo "  web: not linked (its llama.cpp build is not cached yet: make web builds it once)"; fi
 	@SIPP_TEST_ONLY=format,lint,unit,integration SIPP_TEST_PATTERN='$(CHECK_TESTS)' bash tests/run.sh
+
+# The repository's git hooks (scripts/hooks: commit-msg refuses subjects over 72 characters), unless
+# this clone already names a hooks path of its own.
+hooks:
+	@if git rev-parse --git-dir >/dev/null 2>&1 && [ -z "$$(git config core.hooksPath)" ]; then \
+	  git config core.hooksPath scripts/hooks && echo "  hooks: git config core.hooksPath scripts/hooks"; fi
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan bindings/node/build

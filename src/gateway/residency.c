@@ -57,6 +57,7 @@
 
 #include "gateway/residency.h"
 #include "gateway/slot_dir.h"
+#include "util/assertions.h"
 
 #define MIB ((uint64_t)1 << 20)
 #define HOST_MARGIN_MB 1024         /* left to the system by the default host budget */
@@ -272,6 +273,7 @@ typedef struct victims {
 
 /* Unloads t (idle, READY) under the lock: its engine and model go to v. */
 static void take_unload(gw_residency *r, gw_target *t, victims *v, const char *why) {
+    SIPP_ASSERT_HELD(&r->mu);
     victim *x = malloc(sizeof *x);
     if (x) {
         x->engine = t->engine;
@@ -410,6 +412,7 @@ static void describe_refusal(const gw_server *srv, const gw_target *t, const cha
 /* Under the lock: chooses idle targets, least recently used first, until t fits, and unloads them
  * into v. False (nothing unloaded, msg set) when it cannot fit. */
 static bool make_room(gw_server *srv, gw_target *t, victims *v, char *msg, size_t n) {
+    SIPP_ASSERT_HELD(&srv->residency->mu);
     bool *out = calloc(srv->n_targets ? srv->n_targets : 1, sizeof *out);
     size_t *chosen = calloc(srv->n_targets ? srv->n_targets : 1, sizeof *chosen), n_chosen = 0;
     if (!out || !chosen) {
@@ -455,6 +458,7 @@ static bool make_room(gw_server *srv, gw_target *t, victims *v, char *msg, size_
  * *no_room), msg says why. */
 static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, size_t n) {
     gw_residency *r = srv->residency;
+    SIPP_ASSERT_HELD(&r->mu);
     *no_room = false;
     victims v = {.n = 0};
     if (!make_room(srv, t, &v, msg, n)) {
@@ -728,6 +732,7 @@ static bool any_waiting(const gw_server *srv) {
 /* rpc targets waiting for their servers are tried again at *retry_at, the wait doubling up to
  * RPC_RETRY_MAX_MS; true when it tried (the lock was let go meanwhile). Lock held. */
 static bool retry_waiting(gw_server *srv, double now, double *retry_at, int *backoff) {
+    SIPP_ASSERT_HELD(&srv->residency->mu);
     if (!any_waiting(srv)) {
         *retry_at = now + KEEPER_MAX_SLEEP_MS;
         *backoff = RPC_RETRY_MIN_MS;
@@ -832,6 +837,7 @@ bool gw_residency_start(gw_server *srv, char *err) {
 /* Targets waiting for their rpc servers will not get them now: they fail, so that nothing waits for
  * them and /ready says so. Lock held. */
 static void fail_waiting(gw_server *srv) {
+    SIPP_ASSERT_HELD(&srv->residency->mu);
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
         if (atomic_load(&t->state) != GW_STATE_WAITING) continue;

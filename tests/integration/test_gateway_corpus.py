@@ -52,7 +52,8 @@ from tests.support.ports import free_port  # noqa: E402
 CORPUS = os.path.join(ROOT, "tests", "fixtures", "gateway-corpus")
 RECORD = os.environ.get("SIPP_CORPUS_RECORD") == "1"
 DEMO = os.path.join(ROOT, "models", "sipp-demo.gguf")
-TEMPLATES = os.path.join(gw.BUILD, "llama", "source", "models", "templates")
+# the pinned llama.cpp's chat templates, laid out once in build/ (like the vocabularies) for every build
+TEMPLATES = os.path.join(os.path.dirname(gw.VOCAB_DIR), "source", "models", "templates")
 USER_TOKEN = "corpus-user-token-0123456789"
 ADMIN_TOKEN = "corpus-admin-token-0123456789"
 TOKENS = {"user": USER_TOKEN, "admin": ADMIN_TOKEN, "wrong": "not-a-token-of-this-gateway", "none": None}
@@ -78,7 +79,7 @@ HTTP_TIMEOUT_S = 120
 #   4. /metrics keeps its lines with every sample's value masked (the counters depend on timing of
 #      the keeper thread and the memory on the machine);
 #   5. a stream (SSE or NDJSON) has its adjacent pieces of text joined: two events that differ only
-#      in the text of one delta key (DELTA_KEYS) become one event holding both texts, since how many
+#      in the text of one delta key (DELTA) become one event holding both texts, since how many
 #      tokens one event carries depends on when the server's reader ran, not on what it sent
 #      (sequence_number, which counts events, is masked for the same reason).
 MASKED_KEYS = (
@@ -101,6 +102,7 @@ CLOCK = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 FLOAT = re.compile(r"(?<![\w.])-?\d+(?:\.\d{5,}(?:[eE][-+]?\d+)?|(?:\.\d+)?[eE][-+]?\d+)(?![\w.])")
 BASE64 = re.compile(r"(?<=\")[A-Za-z0-9+/]{64,}={0,2}(?=\")")
 METRIC_VALUE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) \S+$", re.M)
+SCALAR_END = re.compile(r"[^,}\]\s]*")  # a number or a literal runs to one of these
 DELTA = re.compile(r'"(content|reasoning_content|text|delta|arguments|partial_json|thinking|response)":"')
 STREAM_TYPES = ("text/event-stream", "application/x-ndjson")
 # The headers an answer is compared on: all but these, which change with the run or the transport.
@@ -126,8 +128,7 @@ def skip_json_value(text, i):
             i += 1
             if depth == 0:
                 return i
-    m = re.compile(r"[^,}\]\s]*").match(text, i)
-    return m.end()
+    return SCALAR_END.match(text, i).end()
 
 
 def mask_keys(text, keys):

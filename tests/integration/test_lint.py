@@ -1,6 +1,6 @@
 """The lint (tests/lint/banned.py) and the size check (tests/lint/size.py): each fails on a file that
 breaks its rule, passes on one that only mentions the call in a comment or a string, and the tree
-passes both."""
+passes both. The commit-msg hook (scripts/hooks/commit-msg) refuses a subject over 72 characters."""
 
 import os
 import subprocess
@@ -12,6 +12,7 @@ from tests.integration.common import ROOT
 
 BANNED = os.path.join(ROOT, "tests", "lint", "banned.py")
 SIZE = os.path.join(ROOT, "tests", "lint", "size.py")
+COMMIT_MSG = os.path.join(ROOT, "scripts", "hooks", "commit-msg")
 
 
 def run(script, *files):
@@ -77,6 +78,25 @@ class LintTest(unittest.TestCase):
         for script in (BANNED, SIZE):
             p = run(script)
             self.assertEqual(p.returncode, 0, p.stdout)
+
+
+class CommitMsgHookTest(unittest.TestCase):
+    def hook(self, message):
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".msg", delete=False) as f:
+            f.write(message)
+        self.addCleanup(os.unlink, f.name)
+        return subprocess.run([COMMIT_MSG, f.name], capture_output=True, text=True, timeout=30)
+
+    def test_a_subject_of_72_characters_passes_and_73_fails(self):
+        self.assertEqual(self.hook("a" * 72 + "\n\n" + "b" * 200 + "\n").returncode, 0)
+        p = self.hook("a" * 73 + "\n")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("the subject is 73 characters, the most is 72", p.stderr)
+
+    def test_characters_are_counted_not_bytes_and_comments_skipped(self):
+        comment = "# " + "x" * 100 + "\n\n"
+        self.assertEqual(self.hook(comment + "é" * 72 + "\n").returncode, 0, "72 characters, 144 bytes")
+        self.assertEqual(self.hook(comment + "é" * 73 + "\n").returncode, 1)
 
 
 if __name__ == "__main__":

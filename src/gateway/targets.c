@@ -28,7 +28,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/model_watch.h"
 #include "gateway/residency.h"
+#include "gateway/sigbus_guard.h"
 #include "gateway/supervise.h"
 #include "gateway/targets.h"
 #include "gateway/upstream.h"
@@ -60,10 +62,15 @@ bool gw_targets_start(gw_server *srv, char *err) {
         if (!(t->upstream = gw_upstream_new(t->cfg, err))) return false;
         gw_upstream_set_bearer(t->upstream, gw_supervise_token(t));
     }
-    return gw_residency_start(srv, err);
+    gw_sigbus_guard_install();
+    if (!gw_residency_start(srv, err)) return false;
+    srv->watch = gw_model_watch_start(srv); /* NULL: the files are checked at each request instead */
+    return true;
 }
 
 void gw_targets_stop(gw_server *srv) {
+    gw_model_watch_stop(srv->watch);
+    srv->watch = NULL;
     gw_residency_stop(srv);
     for (size_t i = 0; i < srv->n_targets; i++)
         gw_supervise_stop(&srv->targets[i]); /* ends its child, by pid, while its upstream is still here */

@@ -58,10 +58,6 @@ struct gw_model_watch {
     size_t n, cap;
 };
 
-static const char *target_path(const gw_target_config *c, int k) {
-    return k == 0 ? c->model_path : k == 1 ? c->mmproj : c->draft_model;
-}
-
 /* The directory part of path ("." for a bare name) into out. */
 static void dir_of(const char *path, char *out, size_t n) {
     const char *slash = strrchr(path, '/');
@@ -105,7 +101,9 @@ static void watch_path(gw_model_watch *w, const char *path, bool dir) {
     w->e[w->n++] = (watch_entry){.wd = wd, .path = copy, .dir = dir};
 }
 
-static bool watched_target(const gw_target *t) { return t->cfg->type == GW_TARGET_LOCAL; }
+static bool watched_target(const gw_target *t) {
+    return t->cfg->type == GW_TARGET_LOCAL && gw_target_listed(t);
+}
 
 /* Every local target's files and their directories, as the paths name them now. */
 static void resync(gw_model_watch *w) {
@@ -115,7 +113,7 @@ static void resync(gw_model_watch *w) {
         const gw_target *t = &srv->targets[i];
         if (!watched_target(t)) continue;
         for (int k = 0; k < GW_TARGET_FILES; k++) {
-            const char *p = target_path(t->cfg, k);
+            const char *p = gw_target_file(t->cfg, k);
             if (!p) continue;
             char dir[PATH_MAX];
             dir_of(p, dir, sizeof dir);
@@ -137,7 +135,7 @@ static bool event_names(const watch_entry *e, const char *name, const char *path
 
 static bool target_touched(const gw_target *t, const watch_entry *e, const char *name) {
     for (int k = 0; k < GW_TARGET_FILES; k++) {
-        const char *p = target_path(t->cfg, k);
+        const char *p = gw_target_file(t->cfg, k);
         if (p && event_names(e, name, p)) return true;
     }
     return false;

@@ -122,6 +122,8 @@ static void record_files(gw_target *t);
 static bool files_changed(gw_target *t, double now);
 static const char *out_of_service(const gw_target *t);
 static void set_idle_deadline(gw_target *t);
+static gw_target *add_entry(gw_server *srv, const gw_target_config *tc, gw_target_config *owned,
+                            gw_upstream *upstream);
 static sipp_status estimate_at(const gw_target_config *c, int ctx_size, sipp_memory *out, char *err);
 
 static double now_ms(void) { return sipp_now_ms(); }
@@ -552,10 +554,6 @@ static bool busy_holder(const gw_server *srv) {
 
 /* ---- files that change under a target (model_watch.c sees the changes) --------------------------- */
 
-static const char *target_file(const gw_target_config *c, int k) {
-    return k == 0 ? c->model_path : k == 1 ? c->mmproj : c->draft_model;
-}
-
 static void file_id_of(const char *path, gw_file_id *id) {
     struct stat st;
     memset(id, 0, sizeof *id);
@@ -570,12 +568,12 @@ static void file_id_of(const char *path, gw_file_id *id) {
 
 static void record_files(gw_target *t) {
     for (int k = 0; k < GW_TARGET_FILES; k++)
-        file_id_of(target_file(t->cfg, k), &t->files[k]);
+        file_id_of(gw_target_file(t->cfg, k), &t->files[k]);
 }
 
 /* How file k of t differs from what its last load found; NULL when it does not. */
 static const char *file_change(const gw_target *t, int k) {
-    const char *path = target_file(t->cfg, k);
+    const char *path = gw_target_file(t->cfg, k);
     if (!path) return NULL;
     gw_file_id now;
     file_id_of(path, &now);
@@ -598,7 +596,7 @@ static bool files_changed(gw_target *t, double now) {
         snprintf(t->error, sizeof t->error,
                  "its file %s was %s while it was loaded; it is out of service until the file is a whole "
                  "model again and it has loaded from it (replace a model by renaming a new file over it)",
-                 target_file(t->cfg, k), how);
+                 gw_target_file(t->cfg, k), how);
         t->file_pending = true;
         t->file_event_ms = now;
         atomic_store(&t->state, GW_STATE_CHANGED);
@@ -610,7 +608,8 @@ static bool files_changed(gw_target *t, double now) {
 
 /* What a call waiting on t waits for, for its timeout's message. */
 static const char *out_of_service(const gw_target *t) {
-    return atomic_load(&t->state) == GW_STATE_CHANGED ? "out of service (a file of it changed)" : "loading";
+    return atomic_load(&t->state) == GW_STATE_CHANGED ? "out of service (its file or configuration changed)"
+                                                      : "loading";
 }
 
 void gw_residency_file_event(gw_server *srv, gw_target *t) {
@@ -647,10 +646,11 @@ static void forget_saved_slots(gw_residency *r, const gw_target *t) {
 
 /* After a check of t's files outside the lock (held on entry and on return): FAILED naming the file
  * when they are not whole, else loaded again when it was loaded, failed or loads at start-up. */
-static void load_changed(gw_server *srv, gw_target *t, bool whole, bool again, const char *err) {
+static void load_changed(gw_server *srv, gw_target *t, bool whole, bool again, bool configured,
+                         const char *err) {
     if (!whole) {
         snprintf(t->error, sizeof t->error,
-                 "its files changed and cannot be loaded now: %s; it loads again when the file changes", err);
+                 "its files cannot be loaded now: %s; it is tried again when the file changes", err);
         srv->residency->load_failures++;
         atomic_store(&t->state, GW_STATE_FAILED);
         fprintf(stderr, "sipp: target '%s' failed: %s\n", t->cfg->name, t->error);
@@ -658,7 +658,8 @@ static void load_changed(gw_server *srv, gw_target *t, bool whole, bool again, c
     }
     atomic_store(&t->state, GW_STATE_UNLOADED);
     if (!again) return; /* an on-demand target loads from the new file on its next request */
-    fprintf(stderr, "sipp: target '%s': loading again from its changed file %s\n", t->cfg->name,
+    fprintf(stderr, "sipp: target '%s': loading %s %s\n", t->cfg->name,
+            configured ? "with its new configuration from" : "again from its changed file",
             t->cfg->model_path);
     bool no_room;
     char msg[SIPP_ERROR_SIZE];
@@ -676,13 +677,20 @@ static void load_changed(gw_server *srv, gw_target *t, bool whole, bool again, c
 static void reload_changed(gw_server *srv, gw_target *t, int was) {
     gw_residency *r = srv->residency;
     victims v = {.n = 0};
+    bool configured = t->next_cfg != NULL;
+    if (configured) { /* a reload changed or added it: from now on it is what the new file says */
+        t->cfg = t->next_cfg;
+        t->next_cfg = NULL;
+    }
     bool again = t->engine || was == GW_STATE_FAILED || t->cfg->load == GW_LOAD_STARTUP;
     if (t->engine) {
-        take_unload(r, t, &v, "its file changed");
+        take_unload(r, t, &v, configured ? "its configuration changed" : "its file changed");
         if (v.head) v.head->slots_dir[0] = '\0';
-        atomic_store(&t->state, GW_STATE_CHANGED);
     }
-    t->measured_valid = false; /* a new file: its estimate until it loads */
+    snprintf(t->error, sizeof t->error, "%s: its files are checked before it loads again",
+             configured ? "its configuration changed" : "its file changed");
+    atomic_store(&t->state, GW_STATE_CHANGED); /* calls wait meanwhile instead of loading it themselves */
+    t->measured_valid = false;                 /* a new file: its estimate until it loads */
     pthread_mutex_unlock(&r->mu);
     free_victims(&v);
     forget_saved_slots(r, t);
@@ -694,11 +702,12 @@ static void reload_changed(gw_server *srv, gw_target *t, int was) {
         memset(&est, 0, sizeof est);
     pthread_mutex_lock(&r->mu);
     t->estimate = est;
-    if (r->stop || atomic_load(&srv->draining)) {
+    if (r->stop || atomic_load(&srv->draining) || !gw_target_listed(t)) { /* or a reload removed it */
         atomic_store(&t->state, GW_STATE_UNLOADED);
+        pthread_cond_broadcast(&r->changed);
         return;
     }
-    load_changed(srv, t, whole, again, err);
+    load_changed(srv, t, whole, again, configured, err);
     pthread_cond_broadcast(&r->changed);
 }
 
@@ -708,7 +717,7 @@ static void reload_changed(gw_server *srv, gw_target *t, int was) {
 static bool settle_files(gw_server *srv, double now, double *next) {
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
-        if (!t->file_pending || t->cfg->type != GW_TARGET_LOCAL) continue;
+        if (!t->file_pending || t->cfg->type != GW_TARGET_LOCAL || !gw_target_listed(t)) continue;
         int s = atomic_load(&t->state);
         if (s == GW_STATE_LOADING || s == GW_STATE_WAITING) continue; /* seen after that load */
         double at = t->file_event_ms + FILE_SETTLE_MS;
@@ -718,12 +727,94 @@ static bool settle_files(gw_server *srv, double now, double *next) {
         }
         if (t->engine && (t->uses || t->peeks)) continue;
         t->file_pending = false;
-        if (s == GW_STATE_READY && !files_changed(t, now)) continue; /* only its attributes changed */
-        t->file_pending = false;                                     /* files_changed set it again */
+        if (s == GW_STATE_READY && !t->next_cfg && !files_changed(t, now)) continue; /* attributes only */
+        t->file_pending = false; /* files_changed set it again */
         reload_changed(srv, t, s);
         return true;
     }
     return false;
+}
+
+/* ---- reloads of the configuration (reload.c) ------------------------------------------------------ */
+
+/* A retired entry named name that holds nothing and has no call left: a target of that name added
+ * again takes it back, so that its metrics go on. Lock held. */
+static gw_target *drained_entry(gw_server *srv, const char *name) {
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        gw_target *t = &srv->targets[i];
+        if (gw_target_listed(t) || t->engine || t->upstream || t->supervisor || t->uses || t->peeks ||
+            t->waiting || atomic_load(&t->state) == GW_STATE_LOADING)
+            continue;
+        if (strcmp(t->cfg->name, name) == 0) return t;
+    }
+    return NULL;
+}
+
+/* A drained entry made new for cfg. Lock held. */
+static void revive(gw_target *t, const gw_target_config *cfg) {
+    t->cfg = cfg;
+    t->error[0] = '\0';
+    t->ever_loaded = t->measured_valid = t->unload_when_idle = t->keep_alive_override_set = false;
+    t->deadline_ms = t->deadline_unix = -1;
+    atomic_store(&t->state, GW_STATE_UNLOADED);
+    estimate(t);
+    atomic_store(&t->retired, false);
+}
+
+bool gw_residency_add(gw_server *srv, const gw_target_config *cfg, gw_upstream *upstream) {
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    gw_target *t = upstream ? NULL : drained_entry(srv, cfg->name);
+    if (t)
+        revive(t, cfg);
+    else
+        t = add_entry(srv, cfg, NULL, upstream);
+    if (t && !upstream) { /* the keeper loads it, at once when it loads at start-up */
+        t->next_cfg = cfg;
+        t->file_pending = true;
+        t->file_event_ms = now_ms() - FILE_SETTLE_MS;
+    }
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
+    return t != NULL;
+}
+
+void gw_residency_retire(gw_server *srv, gw_target *t) {
+    gw_residency *r = srv->residency;
+    victims v = {.n = 0};
+    pthread_mutex_lock(&r->mu);
+    atomic_store(&t->retired, true);
+    t->file_pending = false;
+    t->next_cfg = NULL;
+    if (t->engine && !t->uses && !t->peeks)
+        take_unload(r, t, &v, "removed from the configuration");
+    else if (t->engine || atomic_load(&t->state) == GW_STATE_LOADING)
+        t->unload_when_idle = true; /* the keeper unloads it when its last call ends */
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
+    free_victims(&v);
+}
+
+void gw_residency_reconfigure(gw_server *srv, gw_target *t, const gw_target_config *cfg, bool reload) {
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    if (!reload) {
+        t->cfg = cfg;
+        if (t->next_cfg) t->next_cfg = cfg;
+        if (!t->uses) set_idle_deadline(t); /* its keep_alive may be another */
+    } else {
+        t->next_cfg = cfg;
+        t->file_pending = true;
+        t->file_event_ms = now_ms() - FILE_SETTLE_MS;
+        if (atomic_load(&t->state) == GW_STATE_READY) {
+            snprintf(t->error, sizeof t->error,
+                     "its configuration changed: it loads again with the new settings once its running "
+                     "requests end");
+            atomic_store(&t->state, GW_STATE_CHANGED);
+        }
+    }
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
 }
 
 /* ---- uses --------------------------------------------------------------------------------------- */
@@ -741,6 +832,11 @@ gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double dead
             return GW_ACQUIRE_NOT_READY;
         }
         int s = atomic_load(&t->state);
+        if (!gw_target_listed(t) && s != GW_STATE_READY) { /* found before a reload removed it */
+            snprintf(msg, n, "model '%s' was removed from the configuration", t->cfg->name);
+            pthread_mutex_unlock(&r->mu);
+            return GW_ACQUIRE_FAILED;
+        }
         if (s == GW_STATE_READY && files_changed(t, now_ms())) continue; /* CHANGED now: wait for it */
         if (s == GW_STATE_READY) {
             t->uses++;
@@ -905,8 +1001,9 @@ bool gw_residency_unload(gw_server *srv, gw_target *t, bool *deferred) {
 /* ---- the keeper: start-up loads, then idle deadlines -------------------------------------------- */
 
 static bool idle_expired(const gw_target *t, double now) {
-    if (t->cfg->type != GW_TARGET_LOCAL || atomic_load(&t->state) != GW_STATE_READY || t->uses || t->peeks)
-        return false;
+    int s = atomic_load(&t->state);
+    bool loaded = s == GW_STATE_READY || (s == GW_STATE_CHANGED && t->engine && !gw_target_listed(t));
+    if (t->cfg->type != GW_TARGET_LOCAL || !loaded || t->uses || t->peeks) return false;
     if (t->unload_when_idle) return true;
     if (t->cfg->pin && !t->keep_alive_override_set) return false;
     return t->deadline_ms >= 0 && t->deadline_ms <= now;
@@ -980,7 +1077,10 @@ static void *keeper_main(void *arg) {
         for (size_t i = 0; i < srv->n_targets; i++) {
             gw_target *t = &srv->targets[i];
             if (idle_expired(t, now))
-                take_unload(r, t, &v, t->unload_when_idle ? "asked to" : "keep_alive passed");
+                take_unload(r, t, &v,
+                            !gw_target_listed(t)  ? "removed from the configuration"
+                            : t->unload_when_idle ? "asked to"
+                                                  : "keep_alive passed");
             else if (atomic_load(&t->state) == GW_STATE_READY && !t->uses && t->deadline_ms >= 0 &&
                      t->deadline_ms < next)
                 next = t->deadline_ms;
@@ -1068,7 +1168,7 @@ bool gw_residency_startup_ready(gw_server *srv) {
     bool ready = r->startup_done;
     for (size_t i = 0; ready && i < srv->n_targets; i++) {
         const gw_target *t = &srv->targets[i];
-        if (t->cfg->type == GW_TARGET_LOCAL && t->cfg->load == GW_LOAD_STARTUP &&
+        if (t->cfg->type == GW_TARGET_LOCAL && t->cfg->load == GW_LOAD_STARTUP && gw_target_listed(t) &&
             (atomic_load(&t->state) == GW_STATE_FAILED || !t->ever_loaded))
             ready = false;
     }
@@ -1179,8 +1279,27 @@ void gw_residency_fit_contexts(gw_config *cfg) {
 
 static bool served(const gw_server *srv, const char *name) {
     for (size_t i = 0; i < srv->n_targets; i++)
-        if (strcmp(srv->targets[i].cfg->name, name) == 0) return true;
+        if (gw_target_listed(&srv->targets[i]) && strcmp(srv->targets[i].cfg->name, name) == 0) return true;
     return false;
+}
+
+/* A new entry at the end of the table for tc (owned: freed with the table), published whole once it
+ * is; a remote one serves through upstream at once. NULL when the table is full. Lock held. */
+static gw_target *add_entry(gw_server *srv, const gw_target_config *tc, gw_target_config *owned,
+                            gw_upstream *upstream) {
+    size_t k = srv->n_targets;
+    if (k >= srv->max_targets) return NULL;
+    gw_target *t = &srv->targets[k];
+    memset(t, 0, sizeof *t);
+    t->cfg = tc;
+    t->owned_cfg = owned;
+    t->index = (int)k;
+    t->deadline_ms = t->deadline_unix = -1;
+    t->upstream = upstream;
+    atomic_init(&t->state, upstream ? GW_STATE_READY : GW_STATE_UNLOADED);
+    if (tc->type == GW_TARGET_LOCAL) estimate(t);
+    srv->n_targets = k + 1; /* published whole */
+    return t;
 }
 
 void gw_residency_rescan(gw_server *srv) {
@@ -1210,15 +1329,7 @@ void gw_residency_rescan(gw_server *srv) {
             break;
         }
         tc->max_tokens = srv->cfg->discovered_max_tokens;
-        gw_target *t = &srv->targets[k];
-        memset(t, 0, sizeof *t);
-        t->cfg = tc;
-        t->owned_cfg = tc;
-        t->index = (int)k;
-        t->deadline_ms = t->deadline_unix = -1;
-        atomic_init(&t->state, GW_STATE_UNLOADED);
-        estimate(t);
-        srv->n_targets = k + 1; /* published whole */
+        add_entry(srv, tc, tc, NULL);
         fprintf(stderr, "sipp: new model '%s' (%s), loaded on first use\n", tc->name, tc->model_path);
     }
     pthread_mutex_unlock(&r->mu);

@@ -51,9 +51,10 @@ struct gw_prober;
 struct gw_residency;
 struct gw_supervisor;
 struct gw_model_watch;
+struct gw_reloads;
 
 typedef struct gw_target {
-    const gw_target_config *cfg;
+    const gw_target_config *_Atomic cfg; /* replaced (atomically) when a reload changes the target */
     int index;
     atomic_int state;            /* gw_target_state */
     char error[SIPP_ERROR_SIZE]; /* why it failed; written before state becomes FAILED */
@@ -81,12 +82,23 @@ typedef struct gw_target {
     gw_file_id files[GW_TARGET_FILES];
     bool file_pending;    /* a change to look at once the file has been quiet a while */
     double file_event_ms; /* when the last change was seen */
+    /* a reload of the configuration (reload.c) */
+    atomic_bool retired;              /* removed from it: not found nor listed; unloaded once idle */
+    const gw_target_config *next_cfg; /* changed: what it loads with once idle (residency lock) */
 } gw_target;
 
+/* Whether t is in the configuration (listed, found by name): not retired by a reload. */
+static inline bool gw_target_listed(const gw_target *t) { return !atomic_load(&t->retired); }
+
+/* File k (0 .. GW_TARGET_FILES - 1) of a local target: its model, mmproj, draft; NULL when it has none. */
+static inline const char *gw_target_file(const gw_target_config *c, int k) {
+    return k == 0 ? c->model_path : k == 1 ? c->mmproj : c->draft_model;
+}
+
 typedef struct gw_server {
-    const gw_config *cfg;
-    gw_target *targets;       /* room for max_targets; the first n_targets are listed */
-    _Atomic size_t n_targets; /* grows (under the residency lock) when a models directory gains a file */
+    const gw_config *_Atomic cfg; /* replaced (atomically) by a reload (SIGHUP); old ones live until exit */
+    gw_target *targets;           /* room for max_targets; the first n_targets are listed */
+    _Atomic size_t n_targets;     /* grows (under the residency lock) when a models directory gains a file */
     size_t max_targets;
     gw_metrics *metrics;
     gw_limits *limits;              /* rate_limit.c */
@@ -101,6 +113,7 @@ typedef struct gw_server {
     struct gw_prober *prober;       /* upstream.c */
     struct gw_responses *responses; /* responses_store.c */
     struct gw_model_watch *watch;   /* model_watch.c */
+    struct gw_reloads *reloads;     /* reload.c: what reloads replaced, freed at the end */
 } gw_server;
 
 #endif

@@ -75,10 +75,6 @@ static void install(void) {
 
 void gw_sigbus_guard_install(void) { pthread_once(&install_once, install); }
 
-static const char *target_path(const gw_target_config *c, int k) {
-    return k == 0 ? c->model_path : k == 1 ? c->mmproj : c->draft_model;
-}
-
 /* The line of the loaded target file with this device and inode; -1 when it is none. */
 static int file_line(guard_table *g, gw_server *srv, unsigned long long dev, unsigned long long ino) {
     for (int f = 0; f < g->n_files; f++)
@@ -94,7 +90,7 @@ static int file_line(guard_table *g, gw_server *srv, unsigned long long dev, uns
                                "sipp: target '%s': its file %s was cut short while a request read its "
                                "weights (SIGBUS); exiting with status %d: start the gateway again, and "
                                "replace a model by renaming a new file over it (docs/residency.md)\n",
-                               t->cfg->name, target_path(t->cfg, k), GW_MAPPED_FILE_LOST_EXIT);
+                               t->cfg->name, gw_target_file(t->cfg, k), GW_MAPPED_FILE_LOST_EXIT);
             g->len[f] = len < 0 ? 0 : len >= GUARD_LINE_SIZE ? GUARD_LINE_SIZE - 1 : (size_t)len;
             if (g->len[f]) g->line[f][g->len[f] - 1] = '\n';
             g->dev[f] = dev;

@@ -36,7 +36,8 @@
 #include "gateway/upstream.h"
 
 size_t gw_targets_capacity(const gw_config *c) {
-    return c->n_targets + (c->models_dir ? GW_MAX_DISCOVERED : 0);
+    return c->n_targets + (c->models_dir ? GW_MAX_DISCOVERED : 0) +
+           (c->path && !c->supervised_child ? GW_MAX_RELOAD_ADDED : 0);
 }
 
 bool gw_targets_start(gw_server *srv, char *err) {
@@ -92,13 +93,25 @@ void gw_targets_stop(gw_server *srv) {
 gw_target *gw_target_find(gw_server *srv, const char *name) {
     size_t n = srv->n_targets;
     for (size_t i = 0; i < n; i++)
-        if (strcmp(srv->targets[i].cfg->name, name) == 0) return &srv->targets[i];
+        if (gw_target_listed(&srv->targets[i]) && strcmp(srv->targets[i].cfg->name, name) == 0)
+            return &srv->targets[i];
     for (size_t i = 0; i < n; i++) {
+        if (!gw_target_listed(&srv->targets[i])) continue;
         const gw_target_config *c = srv->targets[i].cfg;
         for (size_t k = 0; k < c->n_aliases; k++)
             if (fnmatch(c->aliases[k], name, 0) == 0) return &srv->targets[i];
     }
     return NULL;
+}
+
+gw_target *gw_targets_only(gw_server *srv) {
+    gw_target *only = NULL;
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        if (!gw_target_listed(&srv->targets[i])) continue;
+        if (only) return NULL;
+        only = &srv->targets[i];
+    }
+    return only;
 }
 
 /* The start-up targets of residency.c, and the supervised ones that load at start-up serving. */

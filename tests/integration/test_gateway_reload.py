@@ -22,7 +22,7 @@ LONG_CTX = 4096
 def models(gw):
     status, _, body = gw.json("GET", "/v1/models")
     assert status == 200, body
-    return {m["id"]: m["sipp"] for m in body["data"]}
+    return {m["id"]: m.get("sipp", {}) for m in body["data"]}
 
 
 class Reload(unittest.TestCase):
@@ -119,6 +119,23 @@ class Reload(unittest.TestCase):
                  local_target("b", self.b, parallel=1, ctx=256), "sipp: reloaded")
         self.assertEqual(gw.json("POST", "/v1/chat/completions", chat_body("first-model"))[0], 200)
         self.assertEqual(models(gw)["a"]["loads"], 1)
+
+    def test_a_remote_target_added_and_then_changed(self):
+        up = Gateway([self.c, "--port", "0", "--threads", "1"])
+        self.addCleanup(up.stop)
+        gw = self.serve(self.base())
+
+        def remote(timeout):
+            return (f'[[targets]]\nname = "far"\ntype = "openai_compatible"\nbase_url = "{up.base}/v1"\n'
+                    f'model = "reload-c"\ntimeout_seconds = {timeout}\n')
+
+        self.hup(gw, self.base() + remote(60), "sipp: reloaded")
+        self.assertIn("added 'far'", gw.text())
+        status, _, body = gw.json("POST", "/v1/chat/completions", chat_body("far"))
+        self.assertEqual(status, 200, body)
+        self.hup(gw, self.base() + remote(30), "removed 'far', added 'far'")
+        self.assertEqual(gw.json("POST", "/v1/chat/completions", chat_body("far"))[0], 200)
+        self.assertEqual(sorted(models(gw)), ["a", "b", "far"])
 
     def test_a_file_that_does_not_parse_keeps_the_running_configuration(self):
         gw = self.serve(self.base())

@@ -15,11 +15,11 @@
  *                         renamed over it (the watch on the file follows the old inode), or a file
  *                         that appears where a failed target's was
  *
- * One thread reads the events and tells residency.c which targets they touch; it also watches the
- * file that a path names now (after a rename over it, a new inode) each time it looks, at least every
- * WATCH_RESYNC_MS, which also picks up targets added since (a models directory's new files). Without
- * inotify (a limit reached) the gateway still checks a target's files at each request (residency.c),
- * and says so at start.
+ * One thread reads the events and tells residency.c which targets they touch. It also watches the
+ * file a path names now (after a rename over it: a new inode) at once after an event about a target
+ * and at least every WATCH_RESYNC_MS, which also picks up targets added since (a models directory's
+ * new files, a reload's). Without inotify (a limit reached) the gateway still checks a target's
+ * files at each request (residency.c), and says so at start.
  */
 #include <errno.h>
 #include <limits.h>
@@ -38,8 +38,8 @@
 #include "gateway/residency.h"
 
 #define FILE_MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
-#define DIR_MASK                                                                                             \
-    (IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB)
+/* not IN_MODIFY: the file's own watch has it, and a download beside it would wake the thread per write */
+#define DIR_MASK (IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_CLOSE_WRITE | IN_ATTRIB)
 #define WATCH_RESYNC_MS 1000 /* the watches are brought up to date at least this often */
 #define EVENT_BUF_BYTES 16384
 
@@ -56,6 +56,7 @@ struct gw_model_watch {
     pthread_t thread;
     watch_entry *e;
     size_t n, cap;
+    bool stale; /* an event touched a target or dropped a watch: resync before the next wait */
 };
 
 /* The directory part of path ("." for a bare name) into out. */
@@ -153,10 +154,14 @@ static void dispatch(gw_model_watch *w, const struct inotify_event *ev) {
         for (size_t k = 0; k < w->n && !touched; k++)
             touched = w->e[k].wd == ev->wd && target_touched(t, &w->e[k], name);
         if (touched) gw_residency_file_event(srv, t);
+        w->stale = w->stale || touched; /* its path may name another inode now */
     }
-    if (ev->mask & IN_IGNORED) /* the watched inode is gone: a later resync watches the path again */
-        for (size_t k = 0; k < w->n; k++)
-            if (w->e[k].wd == ev->wd) w->e[k].wd = -1;
+    if (ev->mask & IN_IGNORED) /* the watched inode is gone: the resync watches the path again */
+        for (size_t k = 0; k < w->n; k++) {
+            if (w->e[k].wd != ev->wd) continue;
+            w->e[k].wd = -1;
+            w->stale = true;
+        }
 }
 
 /* Reads the events waiting; false when the descriptor failed. */
@@ -174,8 +179,13 @@ static bool read_events(gw_model_watch *w) {
 
 static void *watch_main(void *arg) {
     gw_model_watch *w = arg;
+    double synced = 0;
     for (;;) {
-        resync(w);
+        if (w->stale || sipp_now_ms() - synced >= WATCH_RESYNC_MS) {
+            resync(w);
+            w->stale = false;
+            synced = sipp_now_ms();
+        }
         struct pollfd fds[2] = {{.fd = w->fd, .events = POLLIN}, {.fd = w->wake, .events = POLLIN}};
         int rc = poll(fds, 2, WATCH_RESYNC_MS);
         if (rc < 0 && errno != EINTR) break;

@@ -207,7 +207,7 @@ static bool plan_declared(gw_server *srv, plan *p, const gw_target_config *was, 
         p->unchanged++;
         return true;
     }
-    if ((gw_supervise_wanted(srv, was) || (now && gw_supervise_wanted(srv, now))) && !same)
+    if (gw_supervise_wanted(srv, was) || (now && gw_supervise_wanted(srv, now))) /* its cfg is its child's */
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
                          "target '%s' is served through rpc servers by a supervised process: a reload cannot "
                          "add, change or remove it; restart the gateway",

@@ -11,8 +11,8 @@ import signal
 import time
 import unittest
 
-from tests.integration.test_gateway_support import (Gateway, chat_body, check_build, local_target, model, read_sse,
-                                                    tmpdir, wait_until)
+from tests.integration.test_gateway_support import (Gateway, chat_body, check_build, closed_port, local_target, model,
+                                                    read_sse, tmpdir, wait_until)
 
 LOG_TIMEOUT_S = 30  # bound on the log saying a reload happened
 LONG_TOKENS = 1500  # a stream that is still running when the signal comes
@@ -136,6 +136,16 @@ class Reload(unittest.TestCase):
         self.hup(gw, self.base() + remote(30), "removed 'far', added 'far'")
         self.assertEqual(gw.json("POST", "/v1/chat/completions", chat_body("far"))[0], 200)
         self.assertEqual(sorted(models(gw)), ["a", "b", "far"])
+
+    def test_an_rpc_target_is_not_changed_by_a_reload(self):
+        rpc = f'backend = "rpc"\nrpc = ["127.0.0.1:{closed_port()}"]\nload = "on_demand"'
+        self.path = os.path.join(tmpdir(), f"reload-{time.monotonic_ns()}.toml")
+        self.write(self.base() + local_target("split", self.c, extra=rpc))
+        gw = Gateway(["--config", self.path, "--port", "0"], wait_ready=False)
+        self.addCleanup(gw.stop)
+        self.hup(gw, self.base() + local_target("split", self.c, extra=rpc + '\naliases = ["s-*"]'),
+                 "the running configuration stays")
+        self.assertIn("target 'split' is served through rpc servers by a supervised process", gw.text())
 
     def test_a_file_that_does_not_parse_keeps_the_running_configuration(self):
         gw = self.serve(self.base())

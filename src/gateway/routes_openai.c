@@ -288,7 +288,8 @@ void gw_route_models(gw_call *call) {
     json_t *data = json_array();
     for (size_t i = 0; i < call->srv->n_targets; i++) {
         gw_target *t = &call->srv->targets[i];
-        if (gw_auth_allows(call, t->cfg)) json_array_append_new(data, model_json(call, t));
+        if (gw_target_listed(t) && gw_auth_allows(call, t->cfg))
+            json_array_append_new(data, model_json(call, t));
     }
     gw_reply_json(call, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
 }

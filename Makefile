@@ -55,7 +55,7 @@ LIB_CXX_SRCS := src/chat/chat_bridge.cpp src/model/mtmd_bridge.cpp
 # docs/architecture.md states the rule.
 UTIL_SRCS := $(sort $(wildcard src/util/*.c))
 UTIL_OBJS := $(UTIL_SRCS:%.c=$(BUILD)/obj/%.o)
-CLI_SRCS := $(sort $(wildcard src/cli/*.c src/gateway/*.c))
+CLI_SRCS := $(sort $(wildcard src/cli/*.c src/gateway/*.c src/gateway/kinds/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB_CXX_SRCS:%.cpp=$(BUILD)/obj/%.o)
 # The web page's files are embedded in the sipp binary (scripts/embed_assets.py writes a C table).
 WEB_FILES := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg))
@@ -295,6 +295,7 @@ FUZZ_signature_SRCS := tests/fuzz/fuzz_signature.c src/backend/signature.c
 FUZZ_schema_SRCS := tests/fuzz/fuzz_schema.c src/util/schema_limits.c src/chat/schema_convert.c
 # the Responses, Messages and Ollama request translations (the gateway's stand-ins are in the harness)
 FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/gateway/dispatch.c \
+  src/gateway/kinds/kind.c src/gateway/kinds/llama.c src/gateway/kinds/remote.c src/gateway/kinds/supervised.c \
   src/gateway/relay.c src/gateway/format.c \
   src/gateway/routes_responses.c \
   src/gateway/api_fields.c \

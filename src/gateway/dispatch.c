@@ -10,33 +10,31 @@
  *   2. resolve its target, with the caller's token scope; a chat with images or audio needs a
  *      local target with a projector (mmproj), which is checked before the model is loaded, and
  *      its http(s) images are fetched then too (media_fetch.c, [media] fetch);
- *   3. answer: a local target generates (generate.c) or embeds (embed.c); a remote target is
- *      either forwarded the client's body unchanged (upstream.c), for the APIs it speaks, or sent
- *      the translated chat and its answer rendered in the route's API (relay.c).
+ *   3. answer, as the target's kind does (kinds/): a llama target generates (generate.c) or embeds
+ *      (embed.c); a remote target is either forwarded the client's body unchanged (upstream.c), for
+ *      the APIs it speaks, or sent the translated chat and its answer rendered in the route's API
+ *      (relay.c).
  *
- * A body sipp cannot decode is still forwarded when it names a remote target of a pass-through
- * route: the upstream may accept what sipp does not (tools, logprobs, ...), and the client asked
- * for that upstream. A translated body is sipp's own translation, so its refusals stand.
+ * A body sipp cannot decode is still forwarded when it names a target whose kind forwards bodies
+ * (a remote one) on a pass-through route: the upstream may accept what sipp does not (tools,
+ * logprobs, ...), and the client asked for that upstream. A translated body is sipp's own
+ * translation, so its refusals stand.
  */
 #include <stdlib.h>
 
 #include "gateway/admission.h"
 #include "gateway/api_fields.h"
 #include "gateway/dispatch.h"
-#include "gateway/embed.h"
-#include "gateway/media_fetch.h"
-#include "gateway/relay.h"
+#include "gateway/kinds/kind.h"
 #include "gateway/targets.h"
-#include "gateway/upstream.h"
 
-/* Forwards a body that did not decode when it names a remote target; false when it does not. */
+/* Forwards a body that did not decode when it names a target whose kind forwards bodies as they
+ * came; false when it does not. */
 static bool forward_undecoded(gw_call *call, const gw_dispatch *d, json_t *body) {
     const char *model = gw_body_model(body);
     gw_target *t = model ? gw_target_find(call->srv, model) : NULL;
-    if (!t || t->cfg->type != GW_TARGET_REMOTE || !json_is_object(body)) return false;
-    bool stream = gw_body_stream(body, d->api == GW_API_NATIVE_QUERY || d->api == GW_API_NATIVE_CHAT);
-    if (gw_call_target(call, model)) gw_upstream_forward(call, t, d->upstream_suffix, body, stream);
-    return true;
+    const gw_kind *k = t ? gw_kind_of(t) : NULL;
+    return k && k->forward_undecoded && k->forward_undecoded(call, d, t, body);
 }
 
 /* gw_decode, with the reply to a body that does not decode (body is borrowed). */
@@ -68,18 +66,6 @@ static json_t *parse_call_body(gw_call *call) {
     return root;
 }
 
-/* A decoded request on its target; g is taken over or freed by the caller. */
-static void answer(gw_call *call, const gw_dispatch *d, gw_target *t, gw_gen *g, json_t *sent) {
-    if (t->cfg->type == GW_TARGET_REMOTE && d->upstream_suffix)
-        gw_upstream_forward(call, t, d->upstream_suffix, g->root, g->stream);
-    else if (t->cfg->type == GW_TARGET_REMOTE)
-        gw_relay(call, t, g, sent, d->api, d->fmt);
-    else if (!d->fmt)
-        gw_embed(call, t, g);
-    else
-        gw_generate(call, t, g, d->fmt);
-}
-
 void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d) {
     if (!body) body = parse_call_body(call);
     /* A translated chat as it stands before decoding is what a remote target is sent. */
@@ -100,7 +86,7 @@ void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d) {
         t = gw_call_target(call, g.model);
     else
         t = NULL;
-    if (t) answer(call, d, t, &g, sent);
+    if (t) gw_kind_of(t)->answer(call, d, t, &g, sent);
     gw_gen_free(&g); /* what gw_generate or gw_relay did not take over */
     json_decref(sent);
 }
@@ -118,31 +104,7 @@ bool gw_projector_takes(const char *path, bool *vision, bool *audio) {
 }
 
 bool gw_media_ready(gw_call *call, const gw_target *t, gw_gen *g) {
-    if (!g->n_images && !g->n_audio) return true;
-    if (t->cfg->type != GW_TARGET_LOCAL) return true; /* a remote target decides */
-    if (!t->cfg->mmproj) {
-        gw_reply_error(call, GW_E_INVALID_FIELD,
-                       "model '%s' takes text only here: the request has %zu image(s) and %zu audio clip(s), "
-                       "and its target has no projector; set mmproj = \"FILE\" (the model's mmproj GGUF, or "
-                       "\"auto\" for the one beside the model) in its [[targets]] section",
-                       t->cfg->name, g->n_images, g->n_audio);
-        return false;
-    }
-    /* the projector's header says what it encodes, so a clip for an image-only projector (or the
-     * reverse) is refused before the model is loaded for it, and before anything is fetched */
-    bool vision = true, audio = true;
-    if (!gw_projector_takes(t->cfg->mmproj, &vision, &audio) ||
-        !((g->n_images && !vision) || (g->n_audio && !audio)))
-        return gw_media_fetch(call, g);
-    const char *wanted = g->n_audio && !audio ? "audio" : "images";
-    gw_reply_error(
-        call, GW_E_INVALID_FIELD,
-        "model '%s' takes no %s: its projector '%s' encodes %s only; set mmproj in its [[targets]] "
-        "section to a projector with %s encoder (the mmproj GGUF of a model that takes %s), or "
-        "send the request to a target that has one",
-        t->cfg->name, wanted, t->cfg->mmproj, vision ? "images" : "audio",
-        g->n_audio && !audio ? "an audio" : "a vision", wanted);
-    return false;
+    return gw_kind_of(t)->media_ready(call, t, g);
 }
 
 void gw_dispatch_call(gw_call *call, gw_api api, const gw_format *fmt) {

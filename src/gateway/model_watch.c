@@ -34,6 +34,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include "gateway/kinds/kind.h"
 #include "gateway/model_watch.h"
 #include "gateway/residency.h"
 
@@ -102,9 +103,7 @@ static void watch_path(gw_model_watch *w, const char *path, bool dir) {
     w->e[w->n++] = (watch_entry){.wd = wd, .path = copy, .dir = dir};
 }
 
-static bool watched_target(const gw_target *t) {
-    return t->cfg->type == GW_TARGET_LOCAL && gw_target_listed(t);
-}
+static bool watched_target(const gw_target *t) { return gw_kind_of(t)->resident && gw_target_listed(t); }
 
 /* Every local target's files and their directories, as the paths name them now. */
 static void resync(gw_model_watch *w) {

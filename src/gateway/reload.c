@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/kinds/kind.h"
 #include "gateway/reload.h"
 #include "gateway/residency.h"
 #include "gateway/supervise.h"
@@ -189,7 +190,7 @@ static void plan_free(plan *p) {
 /* An added target; a remote one gets its upstream now, so that a bad one refuses the reload. */
 static bool plan_added(plan *p, const gw_target_config *now, char *err) {
     change c = {.kind = CH_ADD, .cfg = now};
-    if (now->type != GW_TARGET_LOCAL && !(c.up = gw_upstream_new(now, err))) return false;
+    if (!gw_kind_of_config(now)->resident && !(c.up = gw_upstream_new(now, err))) return false;
     if (!plan_add(p, c)) {
         gw_upstream_free(c.up);
         return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory") == SIPP_OK;
@@ -213,7 +214,7 @@ static bool plan_declared(gw_server *srv, plan *p, const gw_target_config *was, 
                          "add, change or remove it; restart the gateway",
                          was->name) == SIPP_OK;
     if (same) return plan_add(p, (change){.kind = CH_SOFT, .t = t, .cfg = now});
-    if (now && now->type == GW_TARGET_LOCAL && was->type == GW_TARGET_LOCAL)
+    if (now && gw_kind_of_config(now)->resident && gw_kind_of_config(was)->resident)
         return plan_add(p, (change){.kind = CH_RELOAD, .t = t, .cfg = now});
     if (!plan_add(p, (change){.kind = CH_REMOVE, .t = t})) return false;
     return !now || plan_added(p, now, err);

@@ -66,6 +66,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gateway/kinds/kind.h"
 #include "gateway/residency.h"
 #include "gateway/sigbus_guard.h"
 #include "gateway/slot_dir.h"
@@ -151,7 +152,7 @@ static const sipp_memory *charge_of(const gw_target *t) {
 
 static bool holds(const gw_target *t) {
     int s = atomic_load(&t->state);
-    return t->cfg->type == GW_TARGET_LOCAL &&
+    return gw_kind_of(t)->resident &&
            (s == GW_STATE_READY || s == GW_STATE_LOADING || (s == GW_STATE_CHANGED && t->engine));
 }
 
@@ -358,7 +359,7 @@ static void free_victims(victims *v) {
 /* ---- the plan: what to evict so that t fits --------------------------------------------------- */
 
 static bool evictable(const gw_target *c, const gw_target *for_t) {
-    return c != for_t && c->cfg->type == GW_TARGET_LOCAL && atomic_load(&c->state) == GW_STATE_READY &&
+    return c != for_t && gw_kind_of(c)->resident && atomic_load(&c->state) == GW_STATE_READY &&
            c->uses == 0 && c->peeks == 0 && !c->cfg->pin;
 }
 
@@ -619,7 +620,7 @@ static const char *out_of_service(const gw_target *t) {
 }
 
 void gw_residency_file_event(gw_server *srv, gw_target *t) {
-    if (t->cfg->type != GW_TARGET_LOCAL) return;
+    if (!gw_kind_of(t)->resident) return;
     gw_residency *r = srv->residency;
     pthread_mutex_lock(&r->mu);
     double now = now_ms();
@@ -723,7 +724,7 @@ static void reload_changed(gw_server *srv, gw_target *t, int was) {
 static bool settle_files(gw_server *srv, double now, double *next) {
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
-        if (!t->file_pending || t->cfg->type != GW_TARGET_LOCAL || !gw_target_listed(t)) continue;
+        if (!t->file_pending || !gw_kind_of(t)->resident || !gw_target_listed(t)) continue;
         int s = atomic_load(&t->state);
         if (s == GW_STATE_LOADING || s == GW_STATE_WAITING) continue; /* seen after that load */
         double at = t->file_event_ms + FILE_SETTLE_MS;
@@ -827,7 +828,7 @@ void gw_residency_reconfigure(gw_server *srv, gw_target *t, const gw_target_conf
 
 gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double deadline_ms,
                                        bool (*abandoned)(void *), void *arg, char *msg, size_t n) {
-    if (t->cfg->type != GW_TARGET_LOCAL) return GW_ACQUIRE_OK;
+    if (!gw_kind_of(t)->resident) return GW_ACQUIRE_OK;
     gw_residency *r = srv->residency;
     double room_deadline = now_ms() + NO_ROOM_GRACE_MS;
     pthread_mutex_lock(&r->mu);
@@ -908,7 +909,7 @@ static void set_idle_deadline(gw_target *t) {
 }
 
 void gw_residency_release(gw_server *srv, gw_target *t) {
-    if (t->cfg->type != GW_TARGET_LOCAL) return;
+    if (!gw_kind_of(t)->resident) return;
     gw_residency *r = srv->residency;
     pthread_mutex_lock(&r->mu);
     if (t->uses > 0) t->uses--;
@@ -920,7 +921,7 @@ void gw_residency_release(gw_server *srv, gw_target *t) {
 }
 
 bool gw_residency_peek(gw_server *srv, gw_target *t) {
-    if (t->cfg->type != GW_TARGET_LOCAL) return false;
+    if (!gw_kind_of(t)->resident) return false;
     gw_residency *r = srv->residency;
     pthread_mutex_lock(&r->mu);
     bool ok = atomic_load(&t->state) == GW_STATE_READY;
@@ -938,7 +939,7 @@ void gw_residency_unpeek(gw_server *srv, gw_target *t) {
 }
 
 static void keep_alive_set(gw_server *srv, gw_target *t, bool set, double seconds) {
-    if (t->cfg->type != GW_TARGET_LOCAL) return;
+    if (!gw_kind_of(t)->resident) return;
     gw_residency *r = srv->residency;
     pthread_mutex_lock(&r->mu);
     t->keep_alive_override = seconds < 0 ? GW_KEEP_ALIVE_FOREVER : seconds;
@@ -956,7 +957,7 @@ void gw_residency_keep_alive_default(gw_server *srv, gw_target *t) { keep_alive_
 
 bool gw_residency_loaded(gw_server *srv, gw_target *t, gw_resident *out) {
     memset(out, 0, sizeof *out);
-    if (t->cfg->type != GW_TARGET_LOCAL) return false;
+    if (!gw_kind_of(t)->resident) return false;
     gw_residency *r = srv->residency;
     pthread_mutex_lock(&r->mu);
     bool loaded = atomic_load(&t->state) == GW_STATE_READY;
@@ -1009,7 +1010,7 @@ bool gw_residency_unload(gw_server *srv, gw_target *t, bool *deferred) {
 static bool idle_expired(const gw_target *t, double now) {
     int s = atomic_load(&t->state);
     bool loaded = s == GW_STATE_READY || (s == GW_STATE_CHANGED && t->engine && !gw_target_listed(t));
-    if (t->cfg->type != GW_TARGET_LOCAL || !loaded || t->uses || t->peeks) return false;
+    if (!gw_kind_of(t)->resident || !loaded || t->uses || t->peeks) return false;
     if (t->unload_when_idle) return true;
     if (t->cfg->pin && !t->keep_alive_override_set) return false;
     return t->deadline_ms >= 0 && t->deadline_ms <= now;
@@ -1017,7 +1018,7 @@ static bool idle_expired(const gw_target *t, double now) {
 
 /* A local target waiting for its rpc servers (a supervised one, remote here, is its supervisor's). */
 static bool local_waiting(const gw_target *t) {
-    return t->cfg->type == GW_TARGET_LOCAL && atomic_load(&t->state) == GW_STATE_WAITING;
+    return gw_kind_of(t)->resident && atomic_load(&t->state) == GW_STATE_WAITING;
 }
 
 static bool any_waiting(const gw_server *srv) {
@@ -1060,7 +1061,7 @@ static void *keeper_main(void *arg) {
      * slower, and the first target is usable sooner */
     for (size_t i = 0; i < srv->n_targets && !r->stop && !atomic_load(&srv->draining); i++) {
         gw_target *t = &srv->targets[i];
-        if (t->cfg->type != GW_TARGET_LOCAL || t->cfg->load != GW_LOAD_STARTUP) continue;
+        if (!gw_kind_of(t)->resident || t->cfg->load != GW_LOAD_STARTUP) continue;
         if (atomic_load(&t->state) != GW_STATE_UNLOADED) continue;
         bool no_room;
         char msg[SIPP_ERROR_SIZE];
@@ -1124,7 +1125,7 @@ bool gw_residency_start(gw_server *srv, char *err) {
     srv->residency = r;
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
-        if (t->cfg->type != GW_TARGET_LOCAL) continue;
+        if (!gw_kind_of(t)->resident) continue;
         t->deadline_ms = -1;
         t->deadline_unix = -1;
         estimate(t);
@@ -1176,7 +1177,7 @@ bool gw_residency_startup_ready(gw_server *srv) {
     bool ready = r->startup_done;
     for (size_t i = 0; ready && i < srv->n_targets; i++) {
         const gw_target *t = &srv->targets[i];
-        if (t->cfg->type == GW_TARGET_LOCAL && t->cfg->load == GW_LOAD_STARTUP && gw_target_listed(t) &&
+        if (gw_kind_of(t)->resident && t->cfg->load == GW_LOAD_STARTUP && gw_target_listed(t) &&
             (atomic_load(&t->state) == GW_STATE_FAILED || !t->ever_loaded))
             ready = false;
     }
@@ -1261,7 +1262,7 @@ void gw_residency_fit_contexts(gw_config *cfg) {
     init_budgets(&r, cfg);
     for (size_t i = 0; i < cfg->n_targets; i++) {
         gw_target_config *c = &cfg->targets[i];
-        if (c->type != GW_TARGET_LOCAL || !c->ctx_auto) continue;
+        if (!gw_kind_of_config(c)->resident || !c->ctx_auto) continue;
         char err[SIPP_ERROR_SIZE];
         bool fits;
         int ctx = fit_context(&r, c, &fits, err);
@@ -1305,7 +1306,7 @@ static gw_target *add_entry(gw_server *srv, const gw_target_config *tc, gw_targe
     t->deadline_ms = t->deadline_unix = -1;
     t->upstream = upstream;
     atomic_init(&t->state, upstream ? GW_STATE_READY : GW_STATE_UNLOADED);
-    if (tc->type == GW_TARGET_LOCAL) estimate(t);
+    if (gw_kind_of_config(tc)->resident) estimate(t);
     srv->n_targets = k + 1; /* published whole */
     return t;
 }
@@ -1378,7 +1379,7 @@ const char *gw_state_name(int s) {
 }
 
 void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o) {
-    if (t->cfg->type != GW_TARGET_LOCAL) return;
+    if (!gw_kind_of(t)->resident) return;
     gw_residency *r = srv->residency;
     pthread_mutex_lock(&r->mu);
     int s = atomic_load(&t->state);

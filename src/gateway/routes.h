@@ -15,6 +15,7 @@
 #include "gateway/dispatch.h"
 #include "gateway/embed.h"
 #include "gateway/generate.h"
+#include "gateway/kinds/kind.h"
 #include "gateway/metrics.h"
 #include "gateway/request_parse.h"
 #include "gateway/residency.h"
@@ -32,10 +33,6 @@ void gw_route_model_residency(gw_call *call, const char *name, size_t name_len, 
 void gw_route_model_file(gw_call *call, const char *name, size_t name_len);
 bool gw_model_file_path(const char *rest);
 json_t *gw_model_file_json(gw_call *call, const gw_target *t);
-/* What a local target takes besides text, as /v1/models lists it: "vision" (images) and "audio", from
- * the loaded model (sipp_model_info.vision, .audio), or before a load "vision" when the config names
- * a projector (mmproj). A new JSON array. */
-json_t *gw_model_capabilities(gw_call *call, gw_target *t);
 void gw_route_chat_completions(gw_call *call);
 void gw_route_completions(gw_call *call);
 void gw_route_embeddings(gw_call *call);

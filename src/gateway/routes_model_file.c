@@ -59,8 +59,7 @@ static void file_url(const char *name, sipp_buf *out) {
 /* Why a local target's file is not served, or NULL when it is. */
 static const char *not_servable(const gw_target *t) {
     char first[PATH_MAX];
-    if (t->cfg->type != GW_TARGET_LOCAL)
-        return "it is an openai_compatible target: its model is on the upstream";
+    if (!gw_kind_of(t)->resident) return "it is an openai_compatible target: its model is on the upstream";
     if (!t->cfg->model_path) return "it has no model file";
     if (sipp_split_sibling(t->cfg->model_path, 1, first, sizeof first))
         return "its model is a split GGUF set, and the browser runtime loads a single file";

@@ -261,8 +261,7 @@ static void list_models(gw_call *call, bool running) {
     json_t *models = json_array();
     for (size_t i = 0; i < call->srv->n_targets; i++) {
         gw_target *t = &call->srv->targets[i];
-        if (t->cfg->type != GW_TARGET_LOCAL || !gw_target_listed(t) || !gw_auth_allows(call, t->cfg))
-            continue;
+        if (!gw_kind_of(t)->resident || !gw_target_listed(t) || !gw_auth_allows(call, t->cfg)) continue;
         gw_resident r;
         if (!running)
             json_array_append_new(models, model_entry(call, t, NULL));
@@ -288,7 +287,7 @@ void gw_route_ollama_show(gw_call *call) {
     model_facts f;
     if (!name) {
         gw_reply_invalid_field(call, "'model' is missing: name one of the models GET /api/tags lists");
-    } else if (!t || t->cfg->type != GW_TARGET_LOCAL || !gw_auth_allows(call, t->cfg)) {
+    } else if (!t || !gw_kind_of(t)->resident || !gw_auth_allows(call, t->cfg)) {
         gw_reply_error(call, GW_E_UNKNOWN_TARGET, "model '%s' not found; GET /api/tags lists the models",
                        name);
     } else if (!read_facts(call->srv, t, &f)) {
@@ -314,7 +313,7 @@ void gw_route_ollama_show(gw_call *call) {
             json_object_set_new(mi, key, json_integer((json_int_t)arch_keys[i].value));
         }
         /* as Ollama lists them: "completion", and "vision" for a model that takes images */
-        json_t *caps = json_pack("[s]", "completion"), *media = gw_model_capabilities(call, t);
+        json_t *caps = json_pack("[s]", "completion"), *media = gw_kind_of(t)->capabilities(call, t);
         size_t k;
         json_t *c;
         json_array_foreach(media, k, c) {
@@ -340,7 +339,7 @@ static bool read_keep_alive(gw_call *call, json_t *root, const gw_target *t) {
     double s = 0;
     bool ok = json_is_number(ka) ? isfinite(s = json_number_value(ka)) && s <= GW_DURATION_MAX_S
                                  : json_is_string(ka) && gw_parse_go_duration(json_string_value(ka), &s);
-    if (ok && t && t->cfg->type != GW_TARGET_LOCAL)
+    if (ok && t && !gw_kind_of(t)->resident)
         return gw_reply_invalid_field(
             call,
             "'keep_alive' cannot be honoured for model '%s': it is served by a remote upstream, "
@@ -766,7 +765,7 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
         json_decref(chat);
         if (!unloads(call)) {
             if (request_target(call, model)) reply_empty(call, model, is_chat, "load");
-        } else if (t->cfg->type != GW_TARGET_LOCAL || !gw_auth_allows(call, t->cfg)) {
+        } else if (!gw_kind_of(t)->resident || !gw_auth_allows(call, t->cfg)) {
             gw_reply_error(call, GW_E_UNKNOWN_TARGET, "model '%s' not found; GET /api/tags lists the models",
                            model);
         } else if (!gw_auth_admin(call)) {

@@ -228,50 +228,14 @@ void gw_route_embeddings(gw_call *call) { gw_dispatch_call(call, GW_API_EMBEDDIN
 
 /* ---- models ------------------------------------------------------------------------------------- */
 
-json_t *gw_model_capabilities(gw_call *call, gw_target *t) {
-    json_t *caps = json_array();
-    /* before a load, what the projector's header says (a projector it cannot read: images) */
-    bool vision = false, audio = false;
-    if (t->cfg->mmproj && !gw_projector_takes(t->cfg->mmproj, &vision, &audio)) vision = true;
-    if (gw_residency_peek(call->srv, t)) {
-        sipp_model_info info;
-        sipp_model_get_info(t->model, &info);
-        vision = info.vision;
-        audio = info.audio;
-        gw_residency_unpeek(call->srv, t);
-    }
-    if (vision) json_array_append_new(caps, json_string("vision"));
-    if (audio) json_array_append_new(caps, json_string("audio"));
-    return caps;
-}
-
 /* OpenAI's model object, plus sipp's residency under "sipp" for local targets (state, memory, last
  * use, keep-alive deadline), what a local target takes besides text under "capabilities"
- * (gw_model_capabilities), for a loaded one how its chats are rendered under "meta", and with
+ * (the kind's capabilities), for a loaded one how its chats are rendered under "meta", and with
  * [web] serve_model_files where its GGUF is served under "browser_file" (routes_model_file.c). */
 static json_t *model_json(gw_call *call, gw_target *t) {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s}", "id", t->cfg->name, "object", "model", "created",
                           (json_int_t)call->srv->started_unix, "owned_by", GW_OWNER);
-    if (t->cfg->type == GW_TARGET_LOCAL) {
-        json_t *r = json_object();
-        gw_residency_describe(call->srv, t, r);
-        json_object_set_new(o, "sipp", r);
-        json_object_set(o, "state", json_object_get(r, "state"));
-        json_object_set_new(o, "capabilities", gw_model_capabilities(call, t));
-        if (gw_residency_peek(call->srv, t)) {
-            sipp_model_info info;
-            sipp_model_get_info(t->model, &info);
-            json_object_set_new(o, "meta", json_pack("{s:s}", "chat_template", info.chat_template));
-            gw_residency_unpeek(call->srv, t);
-        }
-    } else if (t->supervisor) { /* a local target served by a child process (supervise.c) */
-        int s = atomic_load(&t->state);
-        json_t *r = json_pack("{s:s}", "state", gw_state_name(s));
-        if (s != GW_STATE_READY) json_object_set_new(r, "error", json_string(t->error));
-        gw_supervise_describe(t, r);
-        json_object_set_new(o, "sipp", r);
-        json_object_set(o, "state", json_object_get(r, "state"));
-    }
+    gw_kind_of(t)->describe_model(call, t, o);
     if (t->cfg->n_aliases) {
         json_t *aliases = json_array();
         for (size_t k = 0; k < t->cfg->n_aliases; k++)

@@ -23,34 +23,12 @@
 
 #define GW_MAX_LISTED 32 /* backends and devices listed by /v1/backends */
 
-#define GW_MAX_PLACEMENT 20 /* devices listed per target */
-
-/* Where a model's weights went, per device and host (sipp_model_placement). */
-static json_t *placement_json(const sipp_model *m) {
-    sipp_placement p[GW_MAX_PLACEMENT];
-    int n = sipp_model_placement(m, p, GW_MAX_PLACEMENT);
-    json_t *a = json_array();
-    for (int i = 0; a && i < n && i < GW_MAX_PLACEMENT; i++)
-        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:i, s:i, s:b, s:I}", "device", p[i].device,
-                                           "layout", p[i].layout, "host", p[i].host, "first_layer",
-                                           p[i].first_layer, "n_layers", p[i].n_layers, "output", p[i].output,
-                                           "buffer_bytes", (json_int_t)p[i].buffer_bytes));
-    return a;
-}
-
 /* /ready and /v1/backends have said "ready" for a loaded target since before residency. */
 static const char *state_name(int s) { return s == GW_STATE_READY ? "ready" : gw_state_name(s); }
 
-static const char *type_name(const gw_target *t) {
-    return t->cfg->type == GW_TARGET_LOCAL || t->supervisor ? "local" : "openai_compatible";
-}
-
-/* A target's state and why it failed or waits; a remote target's state is the prober's alone. */
+/* A target's state and why it failed or waits, as its kind says. */
 static int target_state(gw_server *srv, gw_target *t, char *why, size_t n) {
-    if (t->cfg->type == GW_TARGET_LOCAL) return gw_residency_state(srv, t, why, n);
-    if (t->supervisor) return gw_supervise_state(t, why, n);
-    *why = '\0';
-    return atomic_load(&t->state);
+    return gw_kind_of(t)->state(srv, t, why, n);
 }
 
 void gw_route_health(gw_call *call) { gw_reply_json(call, 200, json_pack("{s:s}", "status", "ok")); }
@@ -63,8 +41,8 @@ void gw_route_ready(gw_call *call) {
         if (!gw_target_listed(t)) continue;
         char why[SIPP_ERROR_SIZE];
         int s = target_state(srv, t, why, sizeof why);
-        json_t *o =
-            json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
+        json_t *o = json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", gw_kind_of(t)->type_name,
+                              "state", state_name(s));
         if (*why) json_object_set_new(o, "error", json_string(why));
         json_array_append_new(targets, o);
     }
@@ -149,35 +127,6 @@ void gw_route_metrics(gw_call *call) {
     gw_reply_text(call, 200, "text/plain; version=0.0.4; charset=utf-8", out.data, out.len);
 }
 
-/* A local target's placement: where its model runs, when it is loaded (else why it failed, if it did). */
-static void describe_local(gw_server *srv, gw_target *t, const char *why, json_t *o) {
-    json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
-    if (gw_residency_peek(srv, t)) {
-        const sipp_backend_decision *b = sipp_model_backend(t->model);
-        json_object_set_new(o, "backend", json_string(b->backend));
-        json_object_set_new(o, "reason", json_string(b->reason));
-        json_object_set_new(o, "devices", json_string(b->devices));
-        json_object_set_new(o, "gpu_layers", json_integer(b->gpu_layers));
-        json_object_set_new(o, "placement", placement_json(t->model));
-        gw_residency_unpeek(srv, t);
-    } else if (*why) {
-        json_object_set_new(o, "error", json_string(why));
-    }
-}
-
-/* A target served by a child process (a supervised local target): its placement is the child's. */
-static void describe_supervised(gw_target *t, int state, json_t *o) {
-    static const char *const copied[] = {"backend", "reason", "devices", "gpu_layers", "placement"};
-    json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
-    if (state != GW_STATE_READY) json_object_set_new(o, "error", json_string(t->error));
-    gw_supervise_describe(t, o);
-    json_t *child = gw_supervise_backend(t);
-    for (size_t k = 0; child && k < sizeof copied / sizeof copied[0]; k++)
-        if (json_object_get(child, copied[k]))
-            json_object_set(o, copied[k], json_object_get(child, copied[k]));
-    json_decref(child);
-}
-
 /* The targets the caller may see, each with its state and placement. */
 static json_t *targets_json(gw_call *call) {
     gw_server *srv = call->srv;
@@ -187,14 +136,10 @@ static json_t *targets_json(gw_call *call) {
         if (!gw_target_listed(t) || !gw_auth_allows(call, t->cfg)) continue;
         char why[SIPP_ERROR_SIZE];
         int s = target_state(srv, t, why, sizeof why);
+        const gw_kind *k = gw_kind_of(t);
         json_t *o =
-            json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", type_name(t), "state", state_name(s));
-        if (t->cfg->type == GW_TARGET_LOCAL) {
-            describe_local(srv, t, why, o);
-        } else {
-            if (t->supervisor) describe_supervised(t, s, o);
-            json_object_set_new(o, "replicas", gw_upstream_describe(t->upstream));
-        }
+            json_pack("{s:s, s:s, s:s}", "name", t->cfg->name, "type", k->type_name, "state", state_name(s));
+        k->describe_backend(srv, t, s, why, o);
         json_array_append_new(targets, o);
     }
     return targets;

@@ -40,7 +40,7 @@ void gw_route_model_residency(gw_call *call, const char *name, size_t name_len, 
             call->token ? call->token->caller : "?", action);
         return;
     }
-    if (t->cfg->type != GW_TARGET_LOCAL) {
+    if (!gw_kind_of(t)->resident) {
         gw_reply_error(call, GW_E_INVALID_FIELD,
                        "model '%s' is a remote target (openai_compatible): there is nothing to %s", id,
                        action);

@@ -24,6 +24,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "gateway/kinds/kind.h"
 #include "gateway/sigbus_guard.h"
 
 #define GUARD_MAX_RANGES 512 /* mapped ranges of model files, all targets together */
@@ -81,7 +82,7 @@ static int file_line(guard_table *g, gw_server *srv, unsigned long long dev, uns
         if (g->dev[f] == dev && g->ino[f] == ino) return f;
     for (size_t i = 0; i < srv->n_targets && g->n_files < GUARD_MAX_FILES; i++) {
         const gw_target *t = &srv->targets[i];
-        if (t->cfg->type != GW_TARGET_LOCAL || !t->engine) continue;
+        if (!gw_kind_of(t)->resident || !t->engine) continue;
         for (int k = 0; k < GW_TARGET_FILES; k++) {
             const gw_file_id *id = &t->files[k];
             if (!id->exists || id->dev != dev || id->ino != ino) continue;

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/kinds/kind.h"
 #include "gateway/model_watch.h"
 #include "gateway/residency.h"
 #include "gateway/sigbus_guard.h"
@@ -51,7 +52,7 @@ bool gw_targets_start(gw_server *srv, char *err) {
         t->cfg = &c->targets[i];
         t->index = (int)i;
         atomic_init(&t->state, GW_STATE_UNLOADED);
-        if (t->cfg->type == GW_TARGET_LOCAL) continue; /* rpc ones: gw_supervise_start, below */
+        if (gw_kind_of(t)->resident) continue; /* rpc ones: gw_supervise_start, below */
         t->upstream = gw_upstream_new(t->cfg, err);
         if (!t->upstream) return false;
         atomic_store(&t->state, GW_STATE_READY);

@@ -17,11 +17,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/kinds/kind.h"
 #include "gateway/translate.h"
 
 gw_target *gw_translated_target(gw_call *call, const char *name, const char *api_name) {
     gw_target *t = gw_call_target(call, name);
-    if (t && t->cfg->type == GW_TARGET_REMOTE) {
+    if (t && !gw_kind_of(t)->resident) {
         gw_reply_error(call, GW_E_NOT_IMPLEMENTED,
                        "model '%s' is a remote (openai_compatible) target, which %s does not reach yet; "
                        "use /v1/chat/completions for it",

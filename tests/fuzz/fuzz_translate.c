@@ -139,6 +139,14 @@ void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, json_t
 
 /* Embeddings end at the target (gw_call_target above). */
 void gw_embed(gw_call *call, gw_target *t, gw_gen *g) { abort(); }
+/* What the kinds (src/gateway/kinds/) describe targets with: never reached by a translation. */
+int gw_residency_state(gw_server *srv, gw_target *t, char *out, size_t n) { abort(); }
+void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o) { abort(); }
+const char *gw_state_name(int state) { abort(); }
+json_t *gw_upstream_describe(gw_upstream *u) { abort(); }
+int gw_supervise_state(gw_target *t, char *why, size_t n) { abort(); }
+void gw_supervise_describe(gw_target *t, json_t *o) { abort(); }
+json_t *gw_supervise_backend(gw_target *t) { abort(); }
 
 bool gw_upstream_fetch(gw_call *call, gw_target *t, const char *suffix, json_t *body, long *status,
                        json_t **answer) {

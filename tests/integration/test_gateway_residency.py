@@ -25,6 +25,7 @@ CTX = 256
 STATE_TIMEOUT_S = 60  # bound on waiting for a state to change (keep-alive)
 LONG_TOKENS = 3000  # a stream long enough to still be running while another model loads
 LONG_CTX = 4096
+BUSY_ATTEMPTS = 3  # setting up two busy streams at once, on a machine loaded enough to end them early
 WIDE = ["--n-embd", "256", "--n-layer", "4", "--n-head", "8", "--n-head-kv", "4", "--n-ff", "768", "--type", "q8_0"]
 RSS_TOLERANCE = 0.15
 
@@ -154,9 +155,14 @@ class Residency(unittest.TestCase):
         text = (target("long", wide[0]).replace(f"ctx_size = {CTX}", f"ctx_size = {LONG_CTX}") +
                 target("b", self.paths[1]) +
                 target("c", wide[1]).replace(f"ctx_size = {CTX}", f"ctx_size = {LONG_CTX}"))
+        # What each takes once loaded: residency charges a loaded model its measured memory, which can be
+        # well below the header's estimate (here 354 MB measured against 420 MB estimated on an Intel
+        # Xeon), so a budget from the estimates let all three fit.
         probe = serve_config(text)
         try:
-            est = {n: m["sipp"]["memory_estimate"]["host_bytes"] for n, m in models(probe).items()}
+            for name in ("long", "b", "c"):
+                self.assertEqual(chat(probe, name)[0], 200)
+            est = {n: m["sipp"]["memory"]["host_bytes"] for n, m in models(probe).items()}
         finally:
             probe.stop()
         # long with b, or long with c, fits; all three do not
@@ -169,8 +175,20 @@ class Residency(unittest.TestCase):
         self.assertGreaterEqual(models(gw)["long"]["sipp"]["uses"], 1, "the stream ended before the test could use it")
         self.assertEqual(chat(gw, "c")[0], 200)  # makes room by evicting b, not the busy long
         self.assert_states(gw, long="loaded", b="unloaded", c="loaded")
-        # both loaded models busy: a third cannot fit, and the 503 says why
-        conn2, resp2 = self.long_stream(gw, "c")
+        # both loaded models busy: a third cannot fit, and the 503 says why. A held stream can still run
+        # to its end while the machine is loaded (the kernel's loopback buffers take all its chunks):
+        # then the scenario did not happen, and it is set up again, a bounded number of times.
+        for attempt in range(BUSY_ATTEMPTS):
+            if not models(gw)["long"]["sipp"]["uses"]:
+                self.finish_stream(conn, resp)
+                conn, resp = self.long_stream(gw, "long")
+            conn2, resp2 = self.long_stream(gw, "c")
+            m = models(gw)
+            if m["long"]["sipp"]["uses"] and m["c"]["sipp"]["uses"] and m["b"]["state"] == "unloaded":
+                break
+            conn2.close()
+        else:
+            self.skipTest(f"the held streams ended before 'b' was asked for, {BUSY_ATTEMPTS} times")
         status, hdrs, body = chat(gw, "b")
         self.assertEqual(status, 503, body)
         msg = body["error"]["message"]

@@ -17,6 +17,7 @@ import unittest
 import wave
 
 from tests.integration.common import SIPP, run_sipp
+from tests.support.models import make_model, make_projector
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 TEXT = "Hello world. This is sipp speaking! How are you today?"
@@ -199,6 +200,37 @@ class SpeakErrorsTest(unittest.TestCase):
 
     def test_missing_model_file(self):
         self.refuse(["/nonexistent/tts.gguf", "Hi.", "--mmproj", "/nonexistent/mm.gguf"], 1, ["/nonexistent"])
+
+
+class SpeakPairRefusalsTest(unittest.TestCase):
+    """A GGUF voice is a backbone and its speech projector: anything else is refused by name."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="sipp-speak-pair-")
+        cls.text = make_model(cls.dir)
+        cls.vision = make_projector(cls.dir, "llava")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def refuse(self, args, words):
+        out = os.path.join(self.dir, "x.wav")
+        p = run_sipp(["speak", *args, "Hello.", "-o", out])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        for w in words:
+            self.assertIn(w, p.stderr)
+        self.assertFalse(os.path.exists(out))
+
+    def test_a_backbone_needs_its_projector(self):
+        self.refuse([self.text], ["needs its projector", "--mmproj"])
+
+    def test_a_vision_projector_generates_no_audio(self):
+        self.refuse([self.text, "--mmproj", self.vision], ["generates no audio", self.vision])
+
+    def test_a_text_model_is_no_projector(self):
+        self.refuse([self.text, "--mmproj", self.text], ["not a multimodal projector"])
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@
  * longjmp back becomes an error naming the text's voice (what flite allocated for that utterance is
  * lost, which is better than losing the process).
  *
+ * flite's voices draw their unvoiced excitation from libc's rand(), so the same text would sound a
+ * little different each time in one process; each utterance starts from srand(FLITE_SEED) under the
+ * lock, so a text always gives the same samples (the streamed and the whole clip of one text are equal).
+ *
  * Speed is flite's "duration_stretch" on the utterance (the voice's own tempo control: the pitch
  * stays), set on the utterance so that two callers never see each other's speed.
  */
@@ -23,6 +27,8 @@
 #include <string.h>
 
 #include "util/util.h"
+
+#define FLITE_SEED 1 /* libc rand()'s seed at each utterance */
 
 /* The voice libraries' entry points (they ship no header). */
 cst_voice *register_cmu_us_kal(const char *voxdir);
@@ -110,6 +116,7 @@ static sipp_status speak_locked(flite_entry *v, const char *text, float speed, i
                          "flite voice '%s' failed on the text (flite's message is on stderr)", v->name);
     }
     if (!v->voice) v->voice = v->reg(NULL);
+    srand(FLITE_SEED);
     cst_utterance *u = v->voice ? synth(v->voice, text, speed) : NULL;
     cst_errjmp = NULL;
     if (!v->voice)

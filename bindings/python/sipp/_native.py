@@ -31,7 +31,7 @@ import json
 import os
 import threading
 
-from ._errors import BackendError, NotFoundError, error_for_status
+from ._errors import BackendError, NotFoundError, NotSupportedError, error_for_status
 
 ENV_BACKEND = "SIPP_PYTHON_BACKEND"
 # The names SIPP_PYTHON_BACKEND accepts: auto and the backends sipp can run models on.
@@ -530,6 +530,16 @@ def usable_backends(lib):
     infos = (BackendInfo * 16)()
     n = min(lib.backends_list(infos, len(infos)), len(infos))
     return ["auto"] + [text(infos[i].name) for i in range(n) if infos[i].available]
+
+
+def library_with(functions):
+    """library(), after checking that it has every one of functions (a newer part of the API)."""
+    lib = library()
+    missing = sorted(n for n in functions if not lib.has(n))
+    if missing:
+        raise NotSupportedError(f"{lib.path} has no {', '.join(missing)}; it is older than these bindings: "
+                                f"rebuild it with make")
+    return lib
 
 
 def text(b):

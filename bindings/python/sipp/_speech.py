@@ -20,19 +20,13 @@ import queue
 import threading
 
 from . import _native
-from ._errors import NotSupportedError
 from ._native import ERROR_SIZE, check, text
 
 _END = object()
 
 
 def _lib():
-    lib = _native.library()
-    missing = sorted(n for n in _native.SPEECH_FUNCTIONS if not lib.has(n))
-    if missing:
-        raise NotSupportedError(f"{lib.path} has no {', '.join(missing)}; it is older than these bindings: "
-                                f"rebuild it with make")
-    return lib
+    return _native.library_with(_native.SPEECH_FUNCTIONS)
 
 
 def _b(s):

@@ -9,13 +9,15 @@
  * GEN_CODE step makes the rest of the frame and the next input, and at the end GEN_WAV turns the
  * frames into PCM. Everything follows llama-tts's defaults so that the same seed gives the same
  * samples: its context (the model's training context, batch 2048, embeddings), its sampler chain
- * (llama.cpp common's default order with the TTS example's repeat penalty, top-k 40, top-p 0.95,
- * min-p 0.05, temperature 0.8, then the seeded draw), its frame cap (512) and its float-to-16-bit
- * conversion (clamp, times 32767, truncated). One generation at a time per handle (one llama context,
- * one helper state): the handle's lock serialises callers, and each call starts from an empty KV.
+ * (the model's suppressed tokens, then llama.cpp common's default order with the TTS example's
+ * repeat penalty, top-k 40, top-p 0.95, min-p 0.05, temperature 0.8, then the seeded draw), its frame
+ * cap (512) and its float-to-16-bit conversion (clamp, times 32767, truncated). One generation at a time per
+ * handle (one llama context, one helper state): the handle's lock serialises callers, and each call starts
+ * from an empty KV.
  */
 #include "speech/tts_gen.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,12 +156,30 @@ sipp_status sipp_tts_gen_load(const sipp_tts_params *p, sipp_tts_gen **out, char
     return SIPP_OK;
 }
 
+/* The model's suppressed tokens (tokenizer.ggml.suppress_tokens: Qwen3-TTS keeps its backbone to
+ * codec tokens and the end this way) as a logit bias of minus infinity, as llama.cpp's common sampler
+ * puts them first in its chain; NULL when the model has none. */
+static struct llama_sampler *suppress_sampler(const struct llama_vocab *vocab) {
+    int32_t n = 0;
+    const llama_token *ids = llama_vocab_get_suppress_tokens(vocab, &n);
+    if (n <= 0) return NULL;
+    llama_logit_bias *bias = malloc((size_t)n * sizeof *bias);
+    if (!bias) return NULL;
+    for (int32_t i = 0; i < n; i++)
+        bias[i] = (llama_logit_bias){.token = ids[i], .bias = -INFINITY};
+    struct llama_sampler *s = llama_sampler_init_logit_bias(llama_vocab_n_tokens(vocab), n, bias);
+    free(bias);
+    return s;
+}
+
 /* llama.cpp common's default chain, in its order, with llama-tts's values; the samplers that are off
  * at these values (DRY, top-n-sigma, typical, XTC) change nothing and are left out. */
 static struct llama_sampler *make_sampler(const sipp_tts_gen *g, const sipp_speak_options *o) {
     const struct llama_vocab *vocab = llama_model_get_vocab(g->model->lm);
     struct llama_sampler *s = llama_sampler_chain_init(llama_sampler_chain_default_params());
     if (!s) return NULL;
+    struct llama_sampler *suppress = suppress_sampler(vocab);
+    if (suppress) llama_sampler_chain_add(s, suppress);
     llama_sampler_chain_add(s, llama_sampler_init_penalties(llama_vocab_n_tokens(vocab), TTS_PENALTY_LAST_N,
                                                             TTS_PENALTY_REPEAT, 0.0f, 0.0f));
     llama_sampler_chain_add(s, llama_sampler_init_top_k(o->top_k > 0 ? o->top_k : TTS_TOP_K));

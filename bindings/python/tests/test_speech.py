@@ -1,7 +1,9 @@
 """sipp.speech and sipp.Voice: flite's speech, encoded by libsipp, whole and streamed."""
 
 import io
+import os
 import struct
+import subprocess
 import unittest
 import wave
 
@@ -55,6 +57,39 @@ class SpeechTest(unittest.TestCase):
         it = sipp.speech(" ".join(["This is a sentence."] * 20), format="pcm", stream=True)
         next(it)
         it.close()  # the voice stops within a sentence; nothing hangs
+
+
+class PairTest(unittest.TestCase):
+    """A synthetic Pocket TTS pair (sipp-synth --tts-pair pocket) through the binding: the same samples as
+    `sipp speak`, and a stream left early stops between frames."""
+
+    @classmethod
+    def setUpClass(cls):
+        _support.require_build()
+        cls.dir = _support.tmpdir()
+        prefix = os.path.join(cls.dir, "pocket")
+        subprocess.run([_support.SYNTH, "--out", prefix, "--tts-pair", "pocket", "--vocab", _support.VOCAB,
+                        *_support.TINY[:8], "--n-ff", "128"], check=True, capture_output=True, timeout=120)
+        cls.model, cls.mmproj = prefix + ".gguf", prefix + "-mmproj.gguf"
+
+    def test_same_samples_as_sipp_speak(self):
+        out = os.path.join(self.dir, "cli.wav")
+        subprocess.run([_support.SIPP, "speak", self.model, "--mmproj", self.mmproj, "Hello world.", "--seed", "3",
+                        "-o", out], check=True, capture_output=True, timeout=300)
+        with open(out, "rb") as f:
+            cli = f.read()
+        with sipp.Voice(self.model, mmproj=self.mmproj) as v:
+            self.assertEqual((v.pipeline, v.sample_rate, v.voices), ("pockettts", 24000, ["default"]))
+            self.assertEqual(v.speech("Hello world.", seed=3), cli)
+            with self.assertRaisesRegex(sipp.InvalidArgumentError, "alloy"):
+                v.speech("Hello world.", voice="alloy")
+
+    def test_a_stream_left_early_stops(self):
+        with sipp.Voice(self.model, mmproj=self.mmproj) as v:
+            it = v.speech(" ".join(["One sentence here."] * 30), format="pcm", seed=1, stream=True)
+            next(it)
+            it.close()  # the voice stops at the next frame; the next call is served at once
+            self.assertGreater(len(v.speech("Hi.", format="pcm", seed=1)), 0)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ sipp-synth --tts-pair pocket writes a backbone and its projector with random wei
 head fires at once, so a sentence is the pipeline's few tail frames: seconds, not minutes, on a busy
 machine). llama-tts is built from the pinned source by deps/build-llama-tts.sh, against the same
 artifact, and run from the artifact directory (where ggml finds its CPU module). With the same text and
-seed, `sipp speak` must give the same 16-bit samples, within 2 of 32767; another seed must not."""
+seed (and the same speaker reference clip), `sipp speak` must give the same 16-bit samples, within 2 of
+32767; another seed must not."""
 
 import array
 import os
@@ -46,12 +47,13 @@ class PocketPairTest(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def reference(self, seed):
-        out = os.path.join(self.dir, f"ref-{seed}.wav")
+    def reference(self, seed, speaker=None):
+        out = os.path.join(self.dir, f"ref-{seed}{'-speaker' if speaker else ''}.wav")
+        extra = ["--tts-speaker-file", speaker] if speaker else []
         if not os.path.exists(out):
             p = subprocess.run([self.llama_tts, "-m", self.model, "-mm", self.mmproj, "-p", TEXT, "--seed", str(seed),
-                                "-o", out], cwd=os.path.join(BUILD, "artifact"), capture_output=True, text=True,
-                               timeout=LLAMA_TTS_TIMEOUT)
+                                *extra, "-o", out], cwd=os.path.join(BUILD, "artifact"), capture_output=True,
+                               text=True, timeout=LLAMA_TTS_TIMEOUT)
             self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         return samples(out)
 
@@ -70,6 +72,16 @@ class PocketPairTest(unittest.TestCase):
         self.assertTrue(any(ref), "the reference is silence")
         worst = max(abs(a - b) for a, b in zip(ref, ours))
         self.assertLessEqual(worst, TOLERANCE)
+
+    def test_same_samples_with_a_speaker_reference(self):
+        speaker = os.path.join(self.dir, "speaker.wav")  # a voice to speak in: flite's, 16 kHz (resampled to 24)
+        run_sipp(["speak", "flite", "This is my voice, speaking for reference.", "-o", speaker], check=True)
+        _, ref = self.reference(1, speaker)
+        _, ours = self.speak(1, "--speaker", speaker)
+        self.assertEqual(len(ours), len(ref))
+        self.assertLessEqual(max(abs(a - b) for a, b in zip(ref, ours)), TOLERANCE)
+        _, plain = self.reference(1)
+        self.assertNotEqual(ref, plain, "the speaker reference changed nothing")
 
     def test_another_seed_is_other_audio(self):
         _, one = self.speak(1)

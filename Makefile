@@ -307,7 +307,9 @@ FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/g
   src/gateway/routes_anthropic.c src/gateway/routes_ollama.c src/gateway/responses_store.c \
   src/gateway/request_parse.c src/gateway/media_parts.c src/gateway/media_fetch.c src/gateway/errors.c \
   src/gateway/sse.c src/gateway/field_names.c src/gateway/ollama_duration.c
-FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate schema
+# the sentences text is spoken in, and the streaming resampler (src/speech)
+FUZZ_speech_SRCS := tests/fuzz/fuzz_speech.c src/speech/speech_split.c src/speech/resample.c
+FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate schema speech
 define fuzz_lib_rule
 $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 	@mkdir -p $$(dir $$@)

@@ -13,6 +13,8 @@
 #include "sipp.h"
 #include "util/util.h"
 
+#define UTF8_MAX 4 /* bytes of the longest UTF-8 character */
+
 static bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f'; }
 
 /* The length of the sentence-ending mark at s (0 when none). */
@@ -79,7 +81,7 @@ sipp_status sipp_speech_split(const char *text, size_t max_bytes, size_t **parts
         size_t end = cut_at(text, i, sentence_end(text, i, n), max_bytes);
         if (end <= i) { /* a bound smaller than one character: take the character */
             end = i + 1;
-            while (end < n && ((unsigned char)text[end] & 0xC0) == 0x80)
+            while (end < n && end < i + UTF8_MAX && ((unsigned char)text[end] & 0xC0) == 0x80)
                 end++;
         }
         size_t len = end - i;

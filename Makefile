@@ -47,9 +47,15 @@ CXX ?= g++
 LLAMA_SOURCE := $(LLAMA_ROOT)/llama/source
 SIPP_CXXFLAGS := -std=c++17 -fPIC -pthread -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter -Iinclude -Isrc -I$(LLAMA_INC) \
   -isystem $(LLAMA_SOURCE)/include -isystem $(LLAMA_SOURCE)/common -isystem $(LLAMA_SOURCE)/vendor $(EXTRA_CXXFLAGS)
-SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl
+# Speech (src/speech): Debian's flite and its voices (a voice with no model file), and the audio
+# encoders of /v1/audio/speech and `sipp speak` (libFLAC, libmp3lame, libopus + libogg).
+FLITE_LIBS := -lflite_cmu_us_kal -lflite_cmu_us_kal16 -lflite_cmu_us_slt -lflite_cmu_us_rms -lflite_cmu_us_awb \
+  -lflite_usenglish -lflite_cmulex -lflite
+AUDIO_LIBS := -lFLAC -lmp3lame -lopus -logg
+SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl $(FLITE_LIBS) $(AUDIO_LIBS)
 
-LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/store/*.c src/model/*.c src/chat/*.c src/engine/*.c src/verify/*.c))
+LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/store/*.c src/model/*.c src/chat/*.c src/engine/*.c \
+  src/speech/*.c src/verify/*.c))
 LIB_CXX_SRCS := src/chat/chat_bridge.cpp src/model/mtmd_bridge.cpp
 # libsipp-util.a: the helpers clients may link beside libsipp.so (strings, buffers, errors, TOML);
 # docs/architecture.md states the rule.
@@ -302,7 +308,9 @@ FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/g
   src/gateway/routes_anthropic.c src/gateway/routes_ollama.c src/gateway/responses_store.c \
   src/gateway/request_parse.c src/gateway/media_parts.c src/gateway/media_fetch.c src/gateway/errors.c \
   src/gateway/sse.c src/gateway/field_names.c src/gateway/ollama_duration.c
-FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate schema
+# the sentences text is spoken in, and the streaming resampler (src/speech)
+FUZZ_speech_SRCS := tests/fuzz/fuzz_speech.c src/speech/speech_split.c src/speech/resample.c
+FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate schema speech
 define fuzz_lib_rule
 $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 	@mkdir -p $$(dir $$@)
@@ -332,6 +340,14 @@ demo: setup
 	@$(MAKE) --no-print-directory all
 	@echo "== sipp $(DEMO_MODEL) (a 5M-parameter model trained by tools/train/demo-model.sh) =="
 	$(SIPP) $(DEMO_MODEL) "Hello!" --chat --max-tokens 48 --temperature 0 --stats text
+
+# make demo-voice: sipp-demo's answer to "Hello!", spoken by flite (no model file) into a WAV file.
+DEMO_VOICE_WAV := $(BUILD)/demo-voice.wav
+.PHONY: demo-voice
+demo-voice: setup
+	@$(MAKE) --no-print-directory all
+	@answer=$$($(SIPP) $(DEMO_MODEL) "Hello!" --chat --max-tokens 48 --temperature 0) && \
+	  echo "sipp-demo: $$answer" && $(SIPP) speak flite "$$answer" --voice slt -o $(DEMO_VOICE_WAV)
 
 # sipp-demo and its draft, trained from scratch as the committed models/ files were (docs/training.md).
 demo-model: all

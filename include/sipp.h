@@ -1360,6 +1360,127 @@ SIPP_API sipp_status sipp_engine_rerank_with(sipp_engine *engine, const char *qu
                                              size_t n_docs, const sipp_embed_options *options,
                                              float **scores);
 
+/* ---- speech out: text to speech, and audio encoding ------------------------------------------- */
+
+/* A voice: text in, 16-bit mono PCM out. Two engines stand behind one handle:
+ *   - flite (Debian's flite, no model file): model "flite", its voices kal (8 kHz), kal16, slt,
+ *     rms and awb (16 kHz). The voice is chosen per call.
+ *   - libmtmd's audio generation: model is a Qwen3-TTS or Pocket TTS backbone GGUF and mmproj its
+ *     projector; it generates as llama-tts does, with llama-tts's defaults (sampling, frame cap)
+ *     unless the call says otherwise, and an optional speaker reference clip.
+ * Long text is split at sentence ends and each sentence is spoken and handed to the caller's
+ * callback as soon as it is ready (streaming), so the first audio comes after one sentence. */
+typedef struct sipp_tts sipp_tts;
+
+typedef struct sipp_tts_params {
+    const char *model;   /* "flite", or the backbone GGUF of a Qwen3-TTS / Pocket TTS pair */
+    const char *mmproj;  /* the pair's projector; required with a GGUF model, NULL for flite */
+    const char *speaker; /* NULL, or a reference clip (WAV, MP3, FLAC) of the voice to speak in */
+    const char *voice;   /* flite: the default voice (NULL: "slt"); ignored by the GGUF pipelines */
+    const char *backend; /* the backbone's backend (NULL: "auto"); flite runs on the CPU */
+    int n_threads;       /* 0: as the engine chooses */
+} sipp_tts_params;
+
+SIPP_API sipp_tts_params sipp_tts_default_params(void);
+
+/* Loads the voice. On failure *out is NULL and errbuf (SIPP_ERROR_SIZE bytes) names the file or
+ * voice and what was wrong. [any thread] */
+SIPP_API sipp_status sipp_tts_new(const sipp_tts_params *params, sipp_tts **out, char *errbuf);
+SIPP_API void sipp_tts_free(sipp_tts *tts);
+
+/* The calling thread's last error on this handle (see sipp_engine_last_error). [any thread] */
+SIPP_API const char *sipp_tts_last_error(const sipp_tts *tts);
+
+/* "flite", "qwen3tts" or "pockettts". [any thread] */
+SIPP_API const char *sipp_tts_pipeline(const sipp_tts *tts);
+/* The rate, in Hz, the default voice speaks at (flite slt: 16000; Qwen3-TTS: 24000). [any thread] */
+SIPP_API int sipp_tts_sample_rate(const sipp_tts *tts);
+/* The voices it can speak with (borrowed names; i from 0 until NULL): flite's voices, or the single
+ * "default" of a GGUF pipeline (its speaker reference, if any). [any thread] */
+SIPP_API const char *sipp_tts_voice_borrow(const sipp_tts *tts, size_t i);
+/* The memory it holds (weights, contexts, buffers), measured after loading. [any thread] */
+SIPP_API uint64_t sipp_tts_memory_bytes(const sipp_tts *tts);
+
+/* A piece of speech as it is ready: n_samples samples at sample_rate. Return false to stop (the
+ * call then ends with SIPP_ERR_CANCELLED). Called on the thread of sipp_tts_speak. */
+typedef bool (*sipp_audio_fn)(const int16_t *samples, size_t n_samples, int sample_rate, void *user);
+
+#define SIPP_SPEED_MIN 0.25f
+#define SIPP_SPEED_MAX 4.0f
+
+typedef struct sipp_speak_options {
+    const char *voice;    /* flite: one of sipp_tts_voice_borrow's names (NULL: the default) */
+    const char *language; /* Qwen3-TTS: "en", "zh", ... (NULL: llama-tts's default, "en") */
+    float speed;          /* 0.25-4.0 (default 1): flite by its own duration control, the GGUF
+                             pipelines by resampling */
+    int sample_rate;      /* 0: the voice's own rate; else every sample is resampled to this */
+    uint32_t seed;        /* SIPP_SEED_RANDOM or a fixed seed (default: llama-tts's) */
+    int top_k;            /* <= 0: the pipeline's default (as llama-tts) */
+    float top_p;          /* <= 0: the pipeline's default */
+    int max_frames;       /* <= 0: llama-tts's cap (512 frames) */
+    /* NULL, or a flag another thread sets to stop the call (SIPP_ERR_CANCELLED) within one sentence
+     * for flite, one frame for the GGUF pipelines */
+    const volatile bool *cancel;
+    sipp_audio_fn on_audio; /* NULL, or each sentence's samples as they are ready */
+    void *user;
+} sipp_speak_options;
+
+SIPP_API sipp_speak_options sipp_speak_default_options(void);
+
+/* Speaks text (UTF-8). With samples non-NULL, *samples receives all the audio (malloc'ed, free with
+ * sipp_free), *n_samples its length and *sample_rate (optional) its rate. Empty text, an unknown voice
+ * or a speed out of range is SIPP_ERR_INVALID_ARGUMENT naming it. Calls on one handle may come from
+ * any thread: flite's synthesis is serialised process-wide (flite is not reentrant), a GGUF
+ * pipeline's per handle. [any thread] */
+SIPP_API sipp_status sipp_tts_speak(sipp_tts *tts, const char *text, const sipp_speak_options *options,
+                                    int16_t **samples, size_t *n_samples, int *sample_rate);
+
+/* The sentences text is spoken in: *n_parts pairs of (start, length) byte offsets in *parts
+ * (malloc'ed, free with sipp_free). A sentence ends after '.', '!', '?' or a line break followed by
+ * white space, and parts longer than max_bytes (0: no limit) are cut at the last space before it.
+ * [any thread] */
+SIPP_API sipp_status sipp_speech_split(const char *text, size_t max_bytes, size_t **parts, size_t *n_parts);
+
+/* Audio encodings, as OpenAI's response_format names them. */
+typedef enum sipp_audio_format {
+    SIPP_AUDIO_WAV = 0, /* RIFF WAVE, 16-bit PCM at the input's rate */
+    SIPP_AUDIO_PCM,     /* raw signed 16-bit little-endian at 24 kHz, as OpenAI defines "pcm" */
+    SIPP_AUDIO_FLAC,    /* FLAC (libFLAC) at the input's rate */
+    SIPP_AUDIO_MP3,     /* MPEG-1/2 layer III (libmp3lame), the input's rate if MP3 has it, else 24 kHz */
+    SIPP_AUDIO_OPUS,    /* Opus in Ogg (libopus, libogg); decodes at 48 kHz as every Ogg Opus does */
+} sipp_audio_format;
+
+/* The format called name ("wav", "pcm", "flac", "mp3", "opus"); SIPP_ERR_INVALID_ARGUMENT naming
+ * the known ones otherwise. [any thread] */
+SIPP_API sipp_status sipp_audio_format_parse(const char *name, sipp_audio_format *out);
+/* Its name and its media type ("audio/wav", "audio/pcm", "audio/flac", "audio/mpeg", "audio/ogg").
+ * [any thread] */
+SIPP_API const char *sipp_audio_format_name(sipp_audio_format format);
+SIPP_API const char *sipp_audio_format_mime(sipp_audio_format format);
+
+/* Encoded bytes as they are ready; return false to stop (the encoder's calls then fail with
+ * SIPP_ERR_CANCELLED). */
+typedef bool (*sipp_bytes_fn)(const void *data, size_t n, void *user);
+
+typedef struct sipp_audio_encoder sipp_audio_encoder;
+
+/* An encoder of input_rate-Hz mono 16-bit samples into format, writing to write(user).
+ * streamed: bytes go out as each chunk is encoded, and headers that hold the length (WAV's sizes)
+ * carry placeholders (0xFFFFFFFF, as ffmpeg writes a WAV to a pipe); not streamed: everything goes out
+ * at sipp_audio_encoder_finish with exact headers (WAV sizes, FLAC's sample count and MD5, MP3's
+ * LAME tag with the encoder delay, so decoders give back exactly the samples put in). */
+SIPP_API sipp_status sipp_audio_encoder_new(sipp_audio_format format, int input_rate, bool streamed,
+                                            sipp_bytes_fn write, void *user, sipp_audio_encoder **out,
+                                            char *errbuf);
+/* The rate the output decodes at (pcm: 24000; opus: 48000; otherwise the input's, or MP3's nearest). */
+SIPP_API int sipp_audio_encoder_output_rate(const sipp_audio_encoder *enc);
+/* Encodes n samples (at the input rate). */
+SIPP_API sipp_status sipp_audio_encoder_write(sipp_audio_encoder *enc, const int16_t *samples, size_t n);
+/* Flushes the last frames and trailers. Call once; no write after it. */
+SIPP_API sipp_status sipp_audio_encoder_finish(sipp_audio_encoder *enc);
+SIPP_API const char *sipp_audio_encoder_last_error(const sipp_audio_encoder *enc);
+SIPP_API void sipp_audio_encoder_free(sipp_audio_encoder *enc);
+
 #ifdef __cplusplus
 }
 #endif

@@ -29,7 +29,7 @@ sed "s|@PREFIX@|$prefix|" "$here/lib/pkgconfig/sipp.pc" >"$dest/lib/pkgconfig/si
 missing=$(ldd "$dest/bin/sipp" 2>/dev/null | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
 if [ -n "$missing" ]; then
   echo "sipp install: installed in $dest, but these libraries are missing: $missing" >&2
-  echo "sipp install: on Debian 12: apt-get install -y libjansson4 libssl3 libcurl4 libmicrohttpd12 libstdc++6 libvulkan1" >&2
+  echo "sipp install: on Debian 12: apt-get install -y libjansson4 libssl3 libcurl4 libmicrohttpd12 libstdc++6 libflite1 libflac12 libmp3lame0 libopus0 libogg0 libvulkan1" >&2
   exit 1
 fi
 echo "sipp installed in $dest: run $prefix/bin/sipp --help (man page: $prefix/share/man/man1/sipp.1)"

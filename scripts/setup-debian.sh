@@ -16,6 +16,9 @@ PACKAGES=(
   bible-kjv fortunes-min
   # encoders of real FLAC and MP3 clips, decoded by sipp and by libmtmd in tests/integration/test_media_limits.py
   flac lame
+  # speech out: flite (a voice that needs no model file) and the encoders of sipp speak and
+  # /v1/audio/speech; opus-tools decodes what they write in the tests
+  flite1-dev libflac-dev libmp3lame-dev libopus-dev libogg-dev opus-tools
 )
 # Node.js and npm fetch the pinned llama.cpp packages; install them only when absent, so a
 # newer Node.js that the machine already has is left alone.

@@ -146,3 +146,12 @@ export declare const store: {
   info(nameOrPath: string, options?: { hash?: boolean }): Promise<ModelFacts>;
   pull(source: string, options?: PullOptions): Promise<PullResult>;
 };
+export interface SpeechOptions {
+  /** 'flite' (the default: no model file) or a Qwen3-TTS / Pocket TTS backbone GGUF */
+  model?: string; mmproj?: string; speaker?: string;
+  /** flite: kal, kal16, slt, rms, awb */
+  voice?: string; speed?: number; format?: 'wav' | 'pcm' | 'flac' | 'mp3' | 'opus'; seed?: number;
+  sampleRate?: number; language?: string;
+}
+/** Speaks input; resolves to the encoded audio. */
+export declare function speech(input: string, options?: SpeechOptions): Promise<Buffer>;

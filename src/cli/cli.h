@@ -81,6 +81,7 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_backend_ops(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
+int cmd_speak(int argc, char **argv);
 /* `sipp run llama TOOL ...` (run_llama.c); argv starts after "run". */
 int cmd_run_tool(int argc, char **argv);
 int cmd_artifact(int argc, char **argv);

@@ -31,6 +31,7 @@ static const struct {
     {"artifact", cmd_artifact, "verify or sign an artifact: sipp artifact verify DIR [--key PUB.pem]"},
     {"models", cmd_models, "list, inspect and remove models in the local store"},
     {"pull", cmd_pull, "download a model into the local store"},
+    {"speak", cmd_speak, "text to speech with flite or a Qwen3-TTS / Pocket TTS model: WAV, MP3, FLAC, Opus"},
     {"rpc-server", cmd_rpc_server, "serve this host's device to other hosts (ggml's RPC backend)"},
     {"version", cmd_version, "print sipp's version and the pinned llama.cpp release and commit"},
 };

@@ -65,7 +65,14 @@
     X(mtmd_input_chunk_get_n_pos)                                                                            \
     X(mtmd_input_chunk_get_id)                                                                               \
     X(mtmd_tokenize)                                                                                         \
-    X(mtmd_helper_eval_chunk_single)
+    X(mtmd_helper_eval_chunk_single)                                                                         \
+    X(mtmd_gen_audio_get_info)                                                                               \
+    X(mtmd_helper_gen_audio_init)                                                                            \
+    X(mtmd_helper_gen_audio_free)                                                                            \
+    X(mtmd_helper_gen_audio_set_input)                                                                       \
+    X(mtmd_helper_gen_audio_step_prompt)                                                                     \
+    X(mtmd_helper_gen_audio_step_gen)                                                                        \
+    X(mtmd_helper_gen_audio_get_output)
 
 static struct {
 #define FIELD(name) __typeof__(name) *name;
@@ -428,4 +435,94 @@ sipp_status sipp_media_eval(sipp_mmproj *p, struct llama_context *ctx, const sip
                          mp->spans[i].n);
     return sipp_fail(errbuf, SIPP_ERR_INTERNAL, "the projector failed to encode media item %d%s%s", i + 1,
                      *why ? ": " : "", why);
+}
+
+/* ---- audio generation (Qwen3-TTS, Pocket TTS) ------------------------------------------------- */
+
+struct sipp_gen_audio {
+    mtmd_helper_gen_audio *h;
+};
+
+const char *sipp_mmproj_gen_audio(const sipp_mmproj *p, int *rate) {
+    struct mtmd_gen_audio_info info = api.mtmd_gen_audio_get_info(p->ctx);
+    if (rate) *rate = info.sample_rate;
+    switch (info.type) {
+    case MTMD_GEN_AUDIO_TYPE_QWEN3TTS: return "qwen3tts";
+    case MTMD_GEN_AUDIO_TYPE_POCKETTTS: return "pockettts";
+    default: return NULL;
+    }
+}
+
+sipp_status sipp_mmproj_audio_bitmap(const sipp_mmproj *p, const sipp_media_bytes *item, const char *where,
+                                     struct mtmd_bitmap **out, char *errbuf) {
+    return audio_bitmap(p, item, where, out, errbuf);
+}
+
+void sipp_mmproj_bitmap_free(struct mtmd_bitmap *b) {
+    if (b) api.mtmd_bitmap_free(b);
+}
+
+sipp_status sipp_gen_audio_new(sipp_mmproj *p, struct llama_context *lctx, sipp_gen_audio **out,
+                               char *errbuf) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    sipp_status st = sipp_mtmd_gen_init(api.mtmd_helper_gen_audio_init, lctx, p->ctx, &(*out)->h, errbuf);
+    if (st == SIPP_OK && !(*out)->h)
+        st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "libmtmd could not start audio generation");
+    if (st != SIPP_OK) {
+        free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+void sipp_gen_audio_free(sipp_gen_audio *g) {
+    if (!g) return;
+    if (g->h) api.mtmd_helper_gen_audio_free(g->h);
+    free(g);
+}
+
+/* libmtmd's helper logs why a step failed; the message sipp gives names the step and points there. */
+static sipp_status gen_failed(char *errbuf, const char *what, int32_t rc) {
+    return sipp_fail(errbuf, SIPP_ERR_MODEL,
+                     "libmtmd's audio generation failed %s (code %d; its log says why)", what, (int)rc);
+}
+
+sipp_status sipp_gen_audio_start(sipp_gen_audio *g, const struct mtmd_helper_gen_audio_inp *inp, int n_batch,
+                                 char *errbuf) {
+    int32_t rc;
+    sipp_status st = sipp_mtmd_gen_input(api.mtmd_helper_gen_audio_set_input, g->h, inp, &rc, errbuf);
+    if (st != SIPP_OK) return st;
+    if (rc != 0)
+        return gen_failed(errbuf, "preparing the text (a vocabulary without the pipeline's tokens?)", rc);
+    do {
+        st = sipp_mtmd_gen_prompt(api.mtmd_helper_gen_audio_step_prompt, g->h, n_batch, &rc, errbuf);
+        if (st != SIPP_OK) return st;
+        if (rc < 0) return gen_failed(errbuf, "reading the text", rc);
+    } while (rc > 0);
+    return SIPP_OK;
+}
+
+sipp_status sipp_gen_audio_step(sipp_gen_audio *g, llama_token sampled, const float *h_in,
+                                const float **h_out, bool *stop, char *errbuf) {
+    int32_t rc;
+    *stop = false;
+    sipp_status st =
+        sipp_mtmd_gen_step(api.mtmd_helper_gen_audio_step_gen, g->h, sampled, h_in, h_out, stop, &rc, errbuf);
+    if (st == SIPP_OK && rc != 0) st = gen_failed(errbuf, "generating a frame", rc);
+    return st;
+}
+
+sipp_status sipp_gen_audio_output(sipp_gen_audio *g, const float **pcm, size_t *n, char *errbuf) {
+    int32_t rc, rate;
+    const char *data;
+    size_t len;
+    int64_t n_samples;
+    sipp_status st = sipp_mtmd_gen_output(api.mtmd_helper_gen_audio_get_output, g->h, &rate, &data, &len,
+                                          &n_samples, &rc, errbuf);
+    if (st == SIPP_OK && rc != 0) st = gen_failed(errbuf, "decoding the frames into audio", rc);
+    if (st != SIPP_OK) return st;
+    *pcm = (const float *)data;
+    *n = len / sizeof(float);
+    return SIPP_OK;
 }

@@ -23,6 +23,9 @@
 #include "llama.h"
 #include "sipp.h"
 
+struct mtmd_bitmap;
+struct mtmd_helper_gen_audio_inp;
+
 /* The marker a chat's rendered prompt carries where each media item goes (libmtmd's default). */
 #define SIPP_MEDIA_MARKER "<__media__>"
 
@@ -90,5 +93,33 @@ int sipp_media_align(const sipp_media_prompt *mp, int n);
  * calls on one projector are serialised. SIPP_ERR_CONTEXT_FULL when the KV has no room for it. */
 sipp_status sipp_media_eval(sipp_mmproj *p, struct llama_context *ctx, const sipp_media_prompt *mp, int i,
                             llama_seq_id seq_id, int n_batch, double *encode_ms, char *errbuf);
+
+/* ---- audio generation: Qwen3-TTS and Pocket TTS pairs, through libmtmd's helper ---------------- */
+
+/* The projector's speech pipeline, "qwen3tts" or "pockettts" (*rate: the Hz it speaks at), or NULL
+ * when it generates no audio. */
+const char *sipp_mmproj_gen_audio(const sipp_mmproj *p, int *rate);
+
+/* An audio clip (a speaker reference) as libmtmd's bitmap: measured and decoded by sipp at the
+ * projector's input rate, as a chat's clip is. Free with sipp_mmproj_bitmap_free. */
+sipp_status sipp_mmproj_audio_bitmap(const sipp_mmproj *p, const sipp_media_bytes *item, const char *where,
+                                     struct mtmd_bitmap **out, char *errbuf);
+void sipp_mmproj_bitmap_free(struct mtmd_bitmap *b);
+
+/* One speech generation state over a llama context of the backbone (mtmd_helper_gen_audio): reused
+ * call after call, one call at a time. Every step goes through mtmd_bridge.cpp. */
+typedef struct sipp_gen_audio sipp_gen_audio;
+sipp_status sipp_gen_audio_new(sipp_mmproj *p, struct llama_context *lctx, sipp_gen_audio **out,
+                               char *errbuf);
+void sipp_gen_audio_free(sipp_gen_audio *g);
+/* Takes the text (inp: llama-tts's fields) and decodes its prompt into the context, n_batch at a time. */
+sipp_status sipp_gen_audio_start(sipp_gen_audio *g, const struct mtmd_helper_gen_audio_inp *inp, int n_batch,
+                                 char *errbuf);
+/* One frame from the backbone's sampled token and hidden state; *h_out the next hidden state, *stop at
+ * the end of speech. */
+sipp_status sipp_gen_audio_step(sipp_gen_audio *g, llama_token sampled, const float *h_in,
+                                const float **h_out, bool *stop, char *errbuf);
+/* All the audio so far, as floats in [-1, 1] at the pipeline's rate (valid until the next call). */
+sipp_status sipp_gen_audio_output(sipp_gen_audio *g, const float **pcm, size_t *n, char *errbuf);
 
 #endif

@@ -74,4 +74,38 @@ sipp_status sipp_mtmd_eval(sipp_mtmd_eval_fn fn, mtmd_context *ctx, struct llama
                    [&] { *out = fn(ctx, lctx, chunk, n_past, seq, n_batch, false, new_n_past); });
 }
 
+sipp_status sipp_mtmd_gen_init(sipp_mtmd_gen_init_fn fn, struct llama_context *lctx, mtmd_context *ctx,
+                               mtmd_helper_gen_audio **out, char *err) {
+    *out = nullptr;
+    return guarded(err, "libmtmd failed to start audio generation", [&] { *out = fn(lctx, ctx); });
+}
+
+sipp_status sipp_mtmd_gen_input(sipp_mtmd_gen_input_fn fn, mtmd_helper_gen_audio *g,
+                                const struct mtmd_helper_gen_audio_inp *inp, int32_t *out, char *err) {
+    *out = -1;
+    return guarded(err, "libmtmd failed to prepare the text to speak", [&] { *out = fn(g, inp); });
+}
+
+sipp_status sipp_mtmd_gen_prompt(sipp_mtmd_gen_prompt_fn fn, mtmd_helper_gen_audio *g, int32_t n_batch,
+                                 int32_t *out, char *err) {
+    *out = -1;
+    return guarded(err, "libmtmd failed to read the text to speak", [&] { *out = fn(g, n_batch); });
+}
+
+sipp_status sipp_mtmd_gen_step(sipp_mtmd_gen_step_fn fn, mtmd_helper_gen_audio *g, llama_token sampled,
+                               const float *h_in, const float **h_out, bool *stop, int32_t *out, char *err) {
+    *out = -1;
+    *h_out = nullptr;
+    return guarded(err, "libmtmd failed to generate an audio frame",
+                   [&] { *out = fn(g, sampled, h_in, h_out, stop); });
+}
+
+sipp_status sipp_mtmd_gen_output(sipp_mtmd_gen_output_fn fn, mtmd_helper_gen_audio *g, int32_t *rate,
+                                 const char **data, size_t *len, int64_t *n_samples, int32_t *out,
+                                 char *err) {
+    *out = -1;
+    return guarded(err, "libmtmd failed to turn the frames into audio",
+                   [&] { *out = fn(g, rate, data, len, n_samples); });
+}
+
 } // extern "C"

@@ -35,6 +35,15 @@ typedef int32_t (*sipp_mtmd_tokenize_fn)(const mtmd_context *, mtmd_input_chunks
 typedef int32_t (*sipp_mtmd_eval_fn)(mtmd_context *, struct llama_context *, const mtmd_input_chunk *,
                                      llama_pos, llama_seq_id, int32_t, bool, llama_pos *);
 
+/* Audio generation (libmtmd's helper: Qwen3-TTS, Pocket TTS). */
+typedef mtmd_helper_gen_audio *(*sipp_mtmd_gen_init_fn)(struct llama_context *, mtmd_context *);
+typedef int32_t (*sipp_mtmd_gen_input_fn)(mtmd_helper_gen_audio *, const struct mtmd_helper_gen_audio_inp *);
+typedef int32_t (*sipp_mtmd_gen_prompt_fn)(mtmd_helper_gen_audio *, int32_t);
+typedef int32_t (*sipp_mtmd_gen_step_fn)(mtmd_helper_gen_audio *, llama_token, const float *, const float **,
+                                         bool *);
+typedef int32_t (*sipp_mtmd_gen_output_fn)(mtmd_helper_gen_audio *, int32_t *, const char **, size_t *,
+                                           int64_t *);
+
 /* Each returns SIPP_OK with the function's result in *out, or, when it threw, SIPP_ERR_NO_MEMORY
  * (std::bad_alloc, std::length_error) or SIPP_ERR_INTERNAL (anything else) with "what: the
  * exception's message" in err. */
@@ -51,6 +60,19 @@ sipp_status sipp_mtmd_tokenize(sipp_mtmd_tokenize_fn fn, const mtmd_context *ctx
 sipp_status sipp_mtmd_eval(sipp_mtmd_eval_fn fn, mtmd_context *ctx, struct llama_context *lctx,
                            const mtmd_input_chunk *chunk, llama_pos n_past, llama_seq_id seq, int32_t n_batch,
                            llama_pos *new_n_past, int32_t *out, char *err);
+
+/* The audio generation helper's calls, each of which builds vectors, encodes or decodes: *out is the
+ * call's own return value (0 for success, as libmtmd's header says). */
+sipp_status sipp_mtmd_gen_init(sipp_mtmd_gen_init_fn fn, struct llama_context *lctx, mtmd_context *ctx,
+                               mtmd_helper_gen_audio **out, char *err);
+sipp_status sipp_mtmd_gen_input(sipp_mtmd_gen_input_fn fn, mtmd_helper_gen_audio *g,
+                                const struct mtmd_helper_gen_audio_inp *inp, int32_t *out, char *err);
+sipp_status sipp_mtmd_gen_prompt(sipp_mtmd_gen_prompt_fn fn, mtmd_helper_gen_audio *g, int32_t n_batch,
+                                 int32_t *out, char *err);
+sipp_status sipp_mtmd_gen_step(sipp_mtmd_gen_step_fn fn, mtmd_helper_gen_audio *g, llama_token sampled,
+                               const float *h_in, const float **h_out, bool *stop, int32_t *out, char *err);
+sipp_status sipp_mtmd_gen_output(sipp_mtmd_gen_output_fn fn, mtmd_helper_gen_audio *g, int32_t *rate,
+                                 const char **data, size_t *len, int64_t *n_samples, int32_t *out, char *err);
 
 #ifdef __cplusplus
 }

@@ -62,6 +62,26 @@ Test(mtmd_bridge, every_call_turns_an_exception_into_a_status) {
         expect(sipp_mtmd_eval((sipp_mtmd_eval_fn)t, NULL, NULL, NULL, 0, 0, 1, &pos, &rc, err), want[k], err,
                "encode the media");
         cr_assert(ctx == NULL && bm == NULL && chunks == NULL && rc == -1);
+        /* the audio generation helper's steps (src/speech/tts_gen.c) */
+        mtmd_helper_gen_audio *gen = NULL;
+        const float *h_out = NULL;
+        const char *data = NULL;
+        size_t len = 0;
+        int64_t n_samples = 0;
+        int32_t rate = 0;
+        bool stop = false;
+        expect(sipp_mtmd_gen_init((sipp_mtmd_gen_init_fn)t, NULL, NULL, &gen, err), want[k], err,
+               "start audio generation");
+        expect(sipp_mtmd_gen_input((sipp_mtmd_gen_input_fn)t, NULL, NULL, &rc, err), want[k], err,
+               "prepare the text to speak");
+        expect(sipp_mtmd_gen_prompt((sipp_mtmd_gen_prompt_fn)t, NULL, 1, &rc, err), want[k], err,
+               "read the text to speak");
+        expect(sipp_mtmd_gen_step((sipp_mtmd_gen_step_fn)t, NULL, 0, NULL, &h_out, &stop, &rc, err), want[k],
+               err, "generate an audio frame");
+        expect(
+            sipp_mtmd_gen_output((sipp_mtmd_gen_output_fn)t, NULL, &rate, &data, &len, &n_samples, &rc, err),
+            want[k], err, "turn the frames into audio");
+        cr_assert(gen == NULL && h_out == NULL && rc == -1);
     }
 }
 

@@ -122,6 +122,13 @@ enum {
 #define TMP_SUFFIX ".XXXXXX"
 #define OUT_FILE_MODE 0644
 #define TOKENIZER_PREFIX "tokenizer."
+/* --tts-pair pocket (tts_pair.c): the backbone's architecture, the token its pipeline starts audio
+ * with, and the tensors a block has beyond a llama block's (biased norms, no gate) */
+#define TTS_PAIR_ARCH "pockettts"
+#define TTS_PAIR_AUDIO_BOS "<|audio_bos|>"
+#define TTS_PAIR_EXTRA 4
+#define TTS_PAIR_PROJECTOR_SUFFIX "-mmproj.gguf"
+#define TTS_PAIR_BACKBONE_SUFFIX ".gguf"
 #define TEMPLATE_KEY "tokenizer.chat_template"
 #define TOKENS_KEY "tokenizer.ggml.tokens"
 #define SCORES_KEY "tokenizer.ggml.scores"
@@ -217,6 +224,7 @@ static void usage(FILE *f) {
         f,
         "usage: " PROG " --out FILE --vocab VOCAB.gguf [options]\n"
         "       " PROG " --out FILE --projector KIND [--n-embd N] [projector options]\n"
+        "       " PROG " --out PREFIX --tts-pair pocket --vocab VOCAB.gguf [backbone shape]\n"
         "\n"
         "Writes a llama-architecture GGUF model with random weights and the tokenizer of VOCAB.gguf\n"
         "(one of llama.cpp's tokenizer-only files, e.g. ggml-vocab-llama-bpe.gguf), or with --projector\n"
@@ -251,6 +259,10 @@ static void usage(FILE *f) {
         "  --active-layers K       blocks past the first K add only --perturb S times noise (their\n"
         "                          attention-output and FFN-down projections): the target of that draft\n"
         "  --perturb S             the scale of that noise, relative to the layers' (default 0: none)\n"
+        "  --tts-pair pocket       a Pocket TTS speech pair instead: PREFIX.gguf (the backbone, of the\n"
+        "                          shape the flags give, VOCAB's tokenizer plus <|audio_bos|>) and\n"
+        "                          PREFIX-mmproj.gguf (its flow net and mimi decoder), which llama-tts\n"
+        "                          and sipp speak load; f32 weights\n"
         "  --help                  print this help\n"
         "\n"
         "Projectors (random weights, the same flags give the same bytes; --n-embd is the width of the\n"
@@ -355,6 +367,14 @@ static void set_template_file(struct options *o, const struct flag *f, const cha
     if (!o->tmpl_file_text) die_usage("--chat-template-file: cannot read '%s' (or it is empty)", val);
 }
 
+static void set_tts_pair(struct options *o, const struct flag *f, const char *val) {
+    if (strcmp(val, "qwen3tts") == 0)
+        die_usage("--tts-pair qwen3tts: not written yet (its code predictor, code2wav and 16 codebooks); "
+                  "use --tts-pair pocket");
+    if (strcmp(val, "pocket") != 0) die_usage("--tts-pair: unknown pair '%s' (expected pocket)", val);
+    o->tts_pair = val;
+}
+
 static void set_pooling(struct options *o, const struct flag *f, const char *val) {
     o->pooling = NULL;
     for (size_t k = 0; k < COUNT_OF(POOLINGS); k++)
@@ -417,6 +437,7 @@ static const struct flag FLAGS[] = {
     {"--output", FOR_TEXT, set_output, 0, 0},
     {"--stop-token", FOR_TEXT, set_stop_token, 0, 0},
     {"--add-special", FOR_TEXT, set_add_special, 0, 0},
+    {"--tts-pair", FOR_TEXT, set_tts_pair, 0, 0},
     {"--projector", FOR_PROJECTOR, set_projector, 0, 0},
     WHOLE("--image-size", FOR_PROJECTOR, image_size, MAX_IMAGE_SIZE),
     WHOLE("--patch-size", FOR_PROJECTOR, patch_size, MAX_IMAGE_SIZE),
@@ -612,15 +633,18 @@ static struct gguf_context *open_vocab(const char *path, int64_t *n_vocab) {
     return vocab;
 }
 
+/* The text model's architecture, the prefix of its keys ("llama", or "pockettts" for --tts-pair). */
+static const char *arch = "llama";
+
 static void set_llama_u32(struct gguf_context *ctx, const char *suffix, int64_t val) {
     char key[KEY_BUF];
-    snprintf(key, sizeof(key), "llama.%s", suffix);
+    snprintf(key, sizeof(key), "%s.%s", arch, suffix);
     gguf_set_val_u32(ctx, key, (uint32_t)val);
 }
 
 static void set_llama_f32(struct gguf_context *ctx, const char *suffix, float val) {
     char key[KEY_BUF];
-    snprintf(key, sizeof(key), "llama.%s", suffix);
+    snprintf(key, sizeof(key), "%s.%s", arch, suffix);
     gguf_set_val_f32(ctx, key, val);
 }
 
@@ -681,7 +705,8 @@ static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *
     snprintf(desc, sizeof(desc), "synthetic random-weight model written by " PROG " (seed %" PRIu64 ")",
              o->seed);
 
-    gguf_set_val_str(ctx, "general.architecture", "llama");
+    arch = o->tts_pair ? TTS_PAIR_ARCH : "llama";
+    gguf_set_val_str(ctx, "general.architecture", arch);
     gguf_set_val_str(ctx, "general.name", o->name);
     gguf_set_val_str(ctx, "general.description", desc);
     gguf_set_val_u32(ctx, "general.file_type", o->wtype->file_type);
@@ -697,6 +722,7 @@ static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *
     set_llama_u32(ctx, "attention.head_count_kv", o->n_head_kv);
     set_llama_u32(ctx, "rope.dimension_count", o->n_embd / o->n_head);
     set_llama_f32(ctx, "attention.layer_norm_rms_epsilon", RMS_NORM_EPS);
+    if (o->tts_pair) set_llama_f32(ctx, "attention.layer_norm_epsilon", RMS_NORM_EPS);
     set_llama_f32(ctx, "rope.freq_base", ROPE_FREQ_BASE);
     set_llama_u32(ctx, "vocab_size", n_vocab);
     if (o->pooling) {
@@ -745,8 +771,13 @@ static bool plan_build(struct plan *p, const struct options *o, int64_t n_vocab)
     const int64_t n_layer = o->layers ? o->layers : o->n_layer;
     p->cap = GLOBAL_TENSORS + TENSORS_PER_LAYER * (size_t)n_layer;
     p->n = 0;
-    p->t = calloc(p->cap, sizeof(*p->t));
+    p->t =
+        calloc(p->cap + (o->tts_pair ? TTS_PAIR_EXTRA * (size_t)n_layer + GLOBAL_TENSORS : 0), sizeof(*p->t));
     if (!p->t) return false;
+    if (o->tts_pair) {
+        tts_pair_backbone_plan(p, o, n_vocab);
+        return true;
+    }
 
     const enum ggml_type wt = o->wtype->type;
     const int64_t n_embd = o->n_embd;
@@ -868,6 +899,9 @@ static void *job_run(void *arg) {
         }
         if (s->zero) {
             memset(row, 0, (size_t)s->ne0 * sizeof *row);
+        } else if (s->has_value) {
+            for (int64_t i = 0; i < s->ne0; i++)
+                row[i] = s->value;
         } else if (s->std == 0.0f) {
             for (int64_t i = 0; i < s->ne0; i++)
                 row[i] = NORM_WEIGHT;
@@ -1068,11 +1102,8 @@ fail:
     return NULL;
 }
 
-int main(int argc, char **argv) {
-    struct options o;
-    parse_args(argc, argv, &o);
-    ggml_log_set(ggml_log_quiet, NULL);
-
+/* Writes one file to out: the text model (or backbone) o describes, or its projector. */
+static int write_one(struct options *o, const char *out, bool projector) {
     int rc = EXIT_RUNTIME;
     int64_t n_vocab = 0;
     struct gguf_context *vocab = NULL;
@@ -1084,12 +1115,14 @@ int main(int argc, char **argv) {
 
     gctx = gguf_init_empty();
     if (!gctx) goto done;
-    if (o.projector) {
-        if (!projector_build(gctx, &plan, &o)) goto done;
+    if (projector && o->tts_pair) {
+        if (!tts_pair_projector(gctx, &plan, o)) goto done;
+    } else if (projector) {
+        if (!projector_build(gctx, &plan, o)) goto done;
     } else {
-        vocab = open_text_model(&o, &n_vocab);
-        if (!vocab || !build_metadata(gctx, vocab, &o, n_vocab)) goto done;
-        if (!plan_build(&plan, &o, n_vocab)) {
+        vocab = open_text_model(o, &n_vocab);
+        if (!vocab || !build_metadata(gctx, vocab, o, n_vocab)) goto done;
+        if (!plan_build(&plan, o, n_vocab)) {
             report("out of memory building the tensor plan");
             goto done;
         }
@@ -1101,13 +1134,13 @@ int main(int argc, char **argv) {
     if (!writer_init(&w, &plan)) goto done;
 
     /* write next to --out under a unique name, rename into place once complete */
-    const size_t tmp_len = strlen(o.out) + sizeof(TMP_SUFFIX);
+    const size_t tmp_len = strlen(out) + sizeof(TMP_SUFFIX);
     tmp_path = malloc(tmp_len);
     if (!tmp_path) goto done;
-    snprintf(tmp_path, tmp_len, "%s" TMP_SUFFIX, o.out);
+    snprintf(tmp_path, tmp_len, "%s" TMP_SUFFIX, out);
     const int fd = mkstemp(tmp_path);
     if (fd < 0) {
-        report("--out %s: cannot create a file there: %s", o.out, strerror(errno));
+        report("--out %s: cannot create a file there: %s", out, strerror(errno));
         goto done;
     }
     tmp_created = true;
@@ -1115,21 +1148,21 @@ int main(int argc, char **argv) {
     (void)fchmod(fd, OUT_FILE_MODE);
     w.f = fdopen(fd, "wb");
     if (!w.f) {
-        report("--out %s: %s", o.out, strerror(errno));
+        report("--out %s: %s", out, strerror(errno));
         close(fd);
         goto done;
     }
-    w.path = o.out;
+    w.path = out;
 
-    if (!write_model(&w, gctx, &plan, o.seed)) goto done;
+    if (!write_model(&w, gctx, &plan, o->seed)) goto done;
     const int close_rc = fclose(w.f);
     w.f = NULL;
     if (close_rc != 0) {
-        report("--out %s: write failed: %s", o.out, strerror(errno));
+        report("--out %s: write failed: %s", out, strerror(errno));
         goto done;
     }
-    if (rename(tmp_path, o.out) != 0) {
-        report("--out %s: cannot rename %s into place: %s", o.out, tmp_path, strerror(errno));
+    if (rename(tmp_path, out) != 0) {
+        report("--out %s: cannot rename %s into place: %s", out, tmp_path, strerror(errno));
         goto done;
     }
     tmp_created = false;
@@ -1144,5 +1177,26 @@ done:
     free(plan.t);
     if (gctx) gguf_free(gctx);
     if (vocab) gguf_free(vocab);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    struct options o;
+    parse_args(argc, argv, &o);
+    ggml_log_set(ggml_log_quiet, NULL);
+    if (!o.tts_pair) return write_one(&o, o.out, o.projector != NULL);
+
+    /* --tts-pair: --out is the prefix of the two files */
+    size_t n = strlen(o.out) + sizeof(TTS_PAIR_PROJECTOR_SUFFIX);
+    char *backbone = malloc(n), *proj = malloc(n);
+    int rc = EXIT_RUNTIME;
+    if (backbone && proj) {
+        snprintf(backbone, n, "%s" TTS_PAIR_BACKBONE_SUFFIX, o.out);
+        snprintf(proj, n, "%s" TTS_PAIR_PROJECTOR_SUFFIX, o.out);
+        rc = write_one(&o, backbone, false);
+        if (rc == 0) rc = write_one(&o, proj, true);
+    }
+    free(backbone);
+    free(proj);
     return rc;
 }

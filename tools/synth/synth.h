@@ -53,6 +53,8 @@ struct options {
     const struct projector_kind *projector; /* --projector: write this instead of a text model */
     int64_t image_size;                     /* --image-size: a vision projector's square input, pixels */
     int64_t patch_size;                     /* --patch-size: its patch side, pixels */
+    const char *tts_pair;                   /* --tts-pair pocket: a speech pair, PREFIX(-mmproj).gguf */
+    const char *arch;                       /* the text model's general.architecture ("llama") */
 };
 
 /* One tensor of the file: its shape in ggml order (ne0 is the row length), type and weights. */
@@ -64,8 +66,10 @@ struct tensor_spec {
     int64_t ne3;
     int n_dims;
     enum ggml_type type;
-    float std; /* 0: constant NORM_WEIGHT */
-    bool zero; /* all zeros (a bias; a projection of an inactive block, --perturb 0) */
+    float std;      /* 0: constant NORM_WEIGHT */
+    bool zero;      /* all zeros (a bias; a projection of an inactive block, --perturb 0) */
+    bool has_value; /* every element is value (a bias that keeps a head from firing) */
+    float value;
     /* --stop-token: how the tensor makes one token win everywhere (see STOP_*) */
     enum { STOP_NONE, STOP_EMBD, STOP_NORM, STOP_OUTPUT } stop;
     int64_t stop_id;
@@ -95,5 +99,11 @@ const char *projector_check(const struct options *o);
 /* Fills in the projector's keys and tensor plan (p is allocated here).  Returns false after
  * reporting. */
 bool projector_build(struct gguf_context *ctx, struct plan *p, const struct options *o);
+
+/* tts_pair.c */
+/* The tensors of a Pocket TTS backbone of o's shape (appended to p, which has room). */
+void tts_pair_backbone_plan(struct plan *p, const struct options *o, int64_t n_vocab);
+/* The keys and tensor plan of its projector (p is allocated here). Returns false after reporting. */
+bool tts_pair_projector(struct gguf_context *ctx, struct plan *p, const struct options *o);
 
 #endif

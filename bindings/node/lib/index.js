@@ -10,6 +10,8 @@
  *   const { text, finishReason, usage, stats } = await q.response;
  *   await client.close();
  *
+ *   const wav = await require('sipp').speech('Hello there.', { format: 'wav' });   // flite: no model file
+ *
  *   const { store } = require('sipp');
  *   await store.pull('hf://ORG/REPO/model.gguf');         // the local model store: list, pull, info
  *
@@ -32,7 +34,7 @@
 const { shared } = require('./shared');
 const { selectBackend, ENV } = require('./artifact');
 const native = require('./native');
-const { SippError } = require('./errors');
+const { SippError, toSippError, invalid } = require('./errors');
 const { Query } = require('./query');
 const { ClientCore } = shared('client');
 const { NODE_PROFILE } = require('./gateway');
@@ -86,7 +88,30 @@ class SippClient extends ClientCore {
 
 if (!Symbol.asyncDispose) delete SippClient.prototype[Symbol.asyncDispose];
 
+const SPEECH_OPTIONS = ['model', 'voice', 'speed', 'format', 'mmproj', 'speaker', 'seed', 'sampleRate', 'language'];
+
+/**
+ * speech(input, { model = 'flite', voice, speed, format = 'wav', mmproj, speaker, seed, sampleRate, language })
+ * resolves to a Buffer of encoded audio (wav, pcm: 24 kHz s16le, flac, mp3, opus), the bytes `sipp speak`
+ * writes. flite needs no model file; a Qwen3-TTS / Pocket TTS backbone takes its mmproj. The voice is
+ * loaded and the audio made on libuv's thread pool.
+ */
+async function speech(input, options = {}) {
+  if (typeof input !== 'string') throw invalid('input must be a string');
+  for (const k of Object.keys(options)) {
+    if (!SPEECH_OPTIONS.includes(k)) throw invalid(`unknown speech option '${k}' (known: ${SPEECH_OPTIONS.join(', ')})`);
+  }
+  const { model = 'flite', ...rest } = options;
+  try {
+    await native.init(selection.artifact);
+    return await native.load().speech(model, input, rest);
+  } catch (e) {
+    throw toSippError(e);
+  }
+}
+
 exports.SippClient = SippClient;
+exports.speech = speech;
 exports.SippError = SippError;
 exports.Query = Query;
 exports.backendSelection = backendSelection;

@@ -134,6 +134,14 @@ static char *dup_string(napi_env env, napi_value v, const char *what) {
     return s;
 }
 
+/* A string argument, or NULL for undefined/null; false (TypeError thrown) for anything else. */
+static bool opt_string(napi_env env, napi_value v, const char *what, char **out) {
+    *out = NULL;
+    napi_valuetype t;
+    if (!v || napi_typeof(env, v, &t) != napi_ok || t == napi_undefined || t == napi_null) return true;
+    return (*out = dup_string(env, v, what)) != NULL;
+}
+
 static bool get_number(napi_env env, napi_value obj, const char *key, double *out, bool *found) {
     napi_value v = prop(env, obj, key);
     *found = v != NULL;
@@ -678,6 +686,129 @@ static napi_value js_embed(napi_env env, napi_callback_info info) {
     NAPI_CALL(env, napi_create_async_work(env, NULL, name, embed_execute, embed_complete, w, &w->work));
     NAPI_CALL(env, napi_queue_async_work(env, w->work));
     return promise;
+}
+
+/* ---- speech ------------------------------------------------------------------------------------- */
+
+/* One speech(): a voice loaded for the call, its audio encoded into one buffer, on libuv's pool. */
+typedef struct speech_work {
+    napi_async_work work;
+    napi_deferred deferred;
+    char *model, *mmproj, *speaker, *voice, *language, *format, *text;
+    sipp_speak_options o;
+    sipp_audio_encoder *enc;
+    sipp_audio_format fmt;
+    char *out; /* the encoded bytes so far */
+    size_t len, cap;
+    sipp_status status;
+    char err[SIPP_ERROR_SIZE];
+} speech_work;
+
+static bool speech_bytes(const void *data, size_t n, void *user) {
+    speech_work *w = user;
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 65536;
+        while (cap < w->len + n)
+            cap *= 2;
+        char *b = realloc(w->out, cap);
+        if (!b) return false;
+        w->out = b;
+        w->cap = cap;
+    }
+    memcpy(w->out + w->len, data, n);
+    w->len += n;
+    return true;
+}
+
+static void speech_work_free(speech_work *w) {
+    char *strings[] = {w->model, w->mmproj, w->speaker, w->voice, w->language, w->format, w->text, w->out};
+    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
+        free(strings[i]);
+    sipp_audio_encoder_free(w->enc);
+    free(w);
+}
+
+static bool speech_audio(const int16_t *samples, size_t n, int rate, void *user) {
+    speech_work *w = user;
+    if (!w->enc && sipp_audio_encoder_new(w->fmt, rate, false, speech_bytes, w, &w->enc, w->err) != SIPP_OK)
+        return false;
+    if (sipp_audio_encoder_write(w->enc, samples, n) == SIPP_OK) return true;
+    snprintf(w->err, sizeof w->err, "%s", sipp_audio_encoder_last_error(w->enc));
+    return false;
+}
+
+static void speech_execute(napi_env env, void *data) {
+    speech_work *w = data;
+    sipp_tts_params p = sipp_tts_default_params();
+    p.model = w->model;
+    p.mmproj = w->mmproj;
+    p.speaker = w->speaker;
+    sipp_tts *t;
+    if ((w->status = sipp_tts_new(&p, &t, w->err)) != SIPP_OK) return;
+    w->o.voice = w->voice;
+    w->o.language = w->language;
+    w->o.on_audio = speech_audio;
+    w->o.user = w;
+    w->status = sipp_tts_speak(t, w->text, &w->o, NULL, NULL, NULL);
+    if (w->status != SIPP_OK && !*w->err) snprintf(w->err, sizeof w->err, "%s", sipp_tts_last_error(t));
+    if (w->status == SIPP_OK && w->enc && (w->status = sipp_audio_encoder_finish(w->enc)) != SIPP_OK)
+        snprintf(w->err, sizeof w->err, "%s", sipp_audio_encoder_last_error(w->enc));
+    sipp_tts_free(t);
+}
+
+static void speech_complete(napi_env env, napi_status status, void *data) {
+    speech_work *w = data;
+    if (w->status != SIPP_OK) {
+        napi_reject_deferred(env, w->deferred, make_error(env, w->status, w->err));
+    } else {
+        napi_value buf;
+        void *bytes = NULL;
+        napi_create_buffer_copy(env, w->len, w->len ? w->out : "", &bytes, &buf);
+        napi_resolve_deferred(env, w->deferred, buf);
+    }
+    napi_delete_async_work(env, w->work);
+    speech_work_free(w);
+}
+
+/* The options of speech(): strings and numbers, as sipp.h names them. */
+static bool speech_options(napi_env env, napi_value opts, speech_work *w) {
+    int seed = -1;
+    bool ok = opt_string(env, prop(env, opts, "mmproj"), "mmproj", &w->mmproj) &&
+              opt_string(env, prop(env, opts, "speaker"), "speaker", &w->speaker) &&
+              opt_string(env, prop(env, opts, "voice"), "voice", &w->voice) &&
+              opt_string(env, prop(env, opts, "language"), "language", &w->language) &&
+              opt_string(env, prop(env, opts, "format"), "format", &w->format) &&
+              opt_float(env, opts, "speed", &w->o.speed) &&
+              opt_int(env, opts, "sampleRate", &w->o.sample_rate) && opt_int(env, opts, "seed", &seed);
+    if (ok && seed >= 0) w->o.seed = (uint32_t)seed;
+    return ok;
+}
+
+/* speech(model, text, options) -> Promise<Buffer>: the encoded audio (options.format, default wav). */
+static napi_value js_speech(napi_env env, napi_callback_info info) {
+    napi_value argv[3], promise, name;
+    if (!get_args(env, info, 3, argv)) return NULL;
+    speech_work *w = calloc(1, sizeof *w);
+    if (!w) return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
+    w->o = sipp_speak_default_options();
+    bool ok = (w->model = dup_string(env, argv[0], "model")) &&
+              (w->text = dup_string(env, argv[1], "input")) && speech_options(env, argv[2], w);
+    if (ok && sipp_audio_format_parse(w->format ? w->format : "wav", &w->fmt) != SIPP_OK) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "unknown audio format '%.40s': give one of wav, pcm, flac, mp3, opus",
+                 w->format);
+        throw_status(env, SIPP_ERR_INVALID_ARGUMENT, msg);
+        ok = false;
+    }
+    if (ok && napi_create_promise(env, &w->deferred, &promise) == napi_ok) {
+        napi_create_string_utf8(env, "sipp.speech", NAPI_AUTO_LENGTH, &name);
+        if (napi_create_async_work(env, NULL, name, speech_execute, speech_complete, w, &w->work) ==
+                napi_ok &&
+            napi_queue_async_work(env, w->work) == napi_ok)
+            return promise;
+    }
+    speech_work_free(w);
+    return NULL;
 }
 
 /* ---- requests ----------------------------------------------------------------------------------- */
@@ -1283,14 +1414,6 @@ static void store_complete(napi_env env, napi_status status, void *data) {
     store_work_free(env, w);
 }
 
-/* A string argument, or NULL for undefined/null; false (TypeError thrown) for anything else. */
-static bool opt_string(napi_env env, napi_value v, const char *what, char **out) {
-    *out = NULL;
-    napi_valuetype t;
-    if (!v || napi_typeof(env, v, &t) != napi_ok || t == napi_undefined || t == napi_null) return true;
-    return (*out = dup_string(env, v, what)) != NULL;
-}
-
 static napi_value store_queue(napi_env env, store_work *w, const char *name) {
     napi_value promise, resource;
     if (napi_create_promise(env, &w->deferred, &promise) != napi_ok) {
@@ -1401,6 +1524,7 @@ static napi_value init_module(napi_env env, napi_value exports) {
         {"close", js_close},
         {"stats", js_stats},
         {"embed", js_embed},
+        {"speech", js_speech},
         {"submit", js_submit},
         {"cancel", js_cancel},
         {"storeList", js_store_list},

@@ -15,6 +15,8 @@
 
         client.add("gw", sipp.gateway("http://127.0.0.1:8080", token="..."))
 
+    sipp.speech("Hello there.", format="mp3")                # text to speech (flite: no model file)
+
     import sipp.store
     sipp.store.pull("hf://ORG/REPO/model.gguf")              # into the local model store
     sipp.store.list(); sipp.store.info("model")              # what it holds; a GGUF header
@@ -31,6 +33,7 @@ engine works, so several threads can query at once.
 from . import _native, store
 from ._client import Client, GatewaySpec, LocalSpec, gateway, local
 from ._media import audio, image
+from ._speech import Voice, speech
 from ._errors import (BackendError, BusyError, CancelledError, ClosedError, ContextFullError, GatewayError,
                       InternalError, InvalidArgumentError, ModelError, NoMemoryError, NotFoundError,
                       NotSupportedError, SippError, SippIOError, SippTimeoutError)

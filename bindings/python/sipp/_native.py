@@ -31,7 +31,7 @@ import json
 import os
 import threading
 
-from ._errors import BackendError, NotFoundError, error_for_status
+from ._errors import BackendError, NotFoundError, NotSupportedError, error_for_status
 
 ENV_BACKEND = "SIPP_PYTHON_BACKEND"
 # The names SIPP_PYTHON_BACKEND accepts: auto and the backends sipp can run models on.
@@ -318,6 +318,25 @@ class GgufInfo(ctypes.Structure):
                 ("projector_patch_size", ctypes.c_int64)]
 
 
+class TtsParams(ctypes.Structure):  # sipp_tts_params
+    _fields_ = [("model", c_char_p), ("mmproj", c_char_p), ("speaker", c_char_p), ("voice", c_char_p),
+                ("backend", c_char_p), ("n_threads", c_int)]
+
+
+P_INT16 = ctypes.POINTER(ctypes.c_int16)
+AUDIO_FN = ctypes.CFUNCTYPE(c_bool, P_INT16, c_size_t, c_int, c_void_p)
+BYTES_FN = ctypes.CFUNCTYPE(c_bool, c_void_p, c_size_t, c_void_p)
+
+
+class SpeakOptions(ctypes.Structure):  # sipp_speak_options
+    _fields_ = [("voice", c_char_p), ("language", c_char_p), ("speed", c_float), ("sample_rate", c_int),
+                ("seed", c_uint32), ("top_k", c_int), ("top_p", c_float), ("max_frames", c_int),
+                ("cancel", ctypes.POINTER(c_bool)), ("on_audio", AUDIO_FN), ("user", c_void_p)]
+
+
+AUDIO_FORMATS = ("wav", "pcm", "flac", "mp3", "opus")  # sipp_audio_format, in order
+
+
 # The C name of every structure above, for the layout check (tests/test_abi.py).
 C_STRUCTS = {
     StoreFile: "sipp_store_file", StoreModel: "sipp_store_model", PullProgress: "sipp_pull_progress",
@@ -327,6 +346,7 @@ C_STRUCTS = {
     ModelParams: "sipp_model_params", ModelInfo: "sipp_model_info", Message: "sipp_message",
     EngineParams: "sipp_engine_params", Sampling: "sipp_sampling", RequestParams: "sipp_request_params",
     RequestStats: "sipp_request_stats", EngineStats: "sipp_engine_stats",
+    TtsParams: "sipp_tts_params", SpeakOptions: "sipp_speak_options",
 }
 
 SEED_RANDOM = 0xFFFFFFFF
@@ -386,13 +406,34 @@ _PROTOTYPES = {
     "sipp_pull_default_params": (PullParams, []),
     "sipp_store_pull": (c_int, [P(PullParams), P(PullResult), c_char_p]),
     "sipp_gguf_inspect": (c_int, [c_char_p, P(GgufInfo), c_char_p]),
+    "sipp_tts_default_params": (TtsParams, []),
+    "sipp_tts_new": (c_int, [P(TtsParams), P(c_void_p), c_char_p]),
+    "sipp_tts_free": (None, [c_void_p]),
+    "sipp_tts_last_error": (c_char_p, [c_void_p]),
+    "sipp_tts_pipeline": (c_char_p, [c_void_p]),
+    "sipp_tts_sample_rate": (c_int, [c_void_p]),
+    "sipp_tts_voice_borrow": (c_char_p, [c_void_p, c_size_t]),
+    "sipp_speak_default_options": (SpeakOptions, []),
+    "sipp_tts_speak": (c_int, [c_void_p, c_char_p, P(SpeakOptions), c_void_p, c_void_p, c_void_p]),
+    "sipp_audio_format_parse": (c_int, [c_char_p, P(c_int)]),
+    "sipp_audio_encoder_new": (c_int, [c_int, c_int, c_bool, BYTES_FN, c_void_p, P(c_void_p), c_char_p]),
+    "sipp_audio_encoder_output_rate": (c_int, [c_void_p]),
+    "sipp_audio_encoder_write": (c_int, [c_void_p, P_INT16, c_size_t]),
+    "sipp_audio_encoder_finish": (c_int, [c_void_p]),
+    "sipp_audio_encoder_last_error": (c_char_p, [c_void_p]),
+    "sipp_audio_encoder_free": (None, [c_void_p]),
 }
+SPEECH_FUNCTIONS = {"sipp_tts_default_params", "sipp_tts_new", "sipp_tts_free", "sipp_tts_last_error",
+                    "sipp_tts_pipeline", "sipp_tts_sample_rate", "sipp_tts_voice_borrow",
+                    "sipp_speak_default_options", "sipp_tts_speak", "sipp_audio_format_parse",
+                    "sipp_audio_encoder_new", "sipp_audio_encoder_output_rate", "sipp_audio_encoder_write",
+                    "sipp_audio_encoder_finish", "sipp_audio_encoder_last_error", "sipp_audio_encoder_free"}
 # Functions newer than the oldest libsipp these bindings load: a binding call that needs one that is
 # missing raises NotSupportedError naming it.
 STORE_FUNCTIONS = {"sipp_store_dir", "sipp_store_list", "sipp_store_list_free", "sipp_store_remove",
                    "sipp_store_resolve", "sipp_store_file_sha256", "sipp_pull_default_params", "sipp_store_pull",
                    "sipp_gguf_inspect"}
-OPTIONAL = {"sipp_engine_embed", "sipp_backends_list", "sipp_backend_decide"} | STORE_FUNCTIONS
+OPTIONAL = {"sipp_engine_embed", "sipp_backends_list", "sipp_backend_decide"} | STORE_FUNCTIONS | SPEECH_FUNCTIONS
 
 
 class Library:
@@ -489,6 +530,16 @@ def usable_backends(lib):
     infos = (BackendInfo * 16)()
     n = min(lib.backends_list(infos, len(infos)), len(infos))
     return ["auto"] + [text(infos[i].name) for i in range(n) if infos[i].available]
+
+
+def library_with(functions):
+    """library(), after checking that it has every one of functions (a newer part of the API)."""
+    lib = library()
+    missing = sorted(n for n in functions if not lib.has(n))
+    if missing:
+        raise NotSupportedError(f"{lib.path} has no {', '.join(missing)}; it is older than these bindings: "
+                                f"rebuild it with make")
+    return lib
 
 
 def text(b):

@@ -20,17 +20,11 @@ and the same pull resumes it).
 import ctypes
 
 from . import _native
-from ._errors import NotSupportedError
 from ._native import ERROR_SIZE, check, text
 
 
 def _lib():
-    lib = _native.library()
-    missing = sorted(n for n in _native.STORE_FUNCTIONS if not lib.has(n))
-    if missing:
-        raise NotSupportedError(f"{lib.path} has no {', '.join(missing)}; it is older than these bindings: "
-                                f"rebuild it with make")
-    return lib
+    return _native.library_with(_native.STORE_FUNCTIONS)
 
 
 def _arg(s):

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""bench/speech.py: text to speech on sipp beside llama.cpp's llama-tts, and flite beside flite's CLI.
+
+    bench/speech.py [--rounds 3] [--threads 2]
+
+The pair: `sipp-synth --tts-pair pocket` (a Pocket TTS backbone and projector, random weights, tiny; its
+end-of-speech head fires at once, so each piece of text is the pipeline's few tail frames). llama-tts is
+built from the pinned source (deps/build-llama-tts.sh) against the same artifact. TEXT has three
+sentences; llama-tts speaks it as one piece, sipp a sentence at a time (streamed).
+
+  first audio   from the call to the first audio: llama-tts writes its file at the end, so its whole
+                generation (its own "timings ... total", model load excluded); sipp: the first chunk of
+                sipp.Voice.speech(stream=True) (the model loaded before)
+  RTF           generation time / seconds of audio (lower is faster)
+  2 at once     the throughput of two requests at once (two voices, one thread each in this process)
+                over the same two one after another
+  flite         sipp's flite voice (sipp.speech) beside `flite -t TEXT -o FILE`, the wall time of each
+
+Prints a Markdown table of medians. Loopback only: nothing here uses the network.
+"""
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+from tests.support.paths import BUILD, SYNTH, VOCAB_DIR  # noqa: E402
+
+import sipp  # noqa: E402
+
+TEXT = "Hello world. This is a test of speech. Goodbye for now!"
+RATE = 24000
+
+
+def make_pair(directory):
+    prefix = os.path.join(directory, "pocket")
+    subprocess.run([SYNTH, "--out", prefix, "--tts-pair", "pocket", "--vocab",
+                    os.path.join(VOCAB_DIR, "ggml-vocab-llama-spm.gguf"), "--n-embd", "64", "--n-layer", "2",
+                    "--n-head", "4", "--n-head-kv", "4", "--n-ff", "128", "--n-ctx", "512"], check=True,
+                   capture_output=True)
+    return prefix + ".gguf", prefix + "-mmproj.gguf"
+
+
+def llama_tts(binary, model, mmproj, threads, out):
+    p = subprocess.run([binary, "-m", model, "-mm", mmproj, "-p", TEXT, "--seed", "1", "-t", str(threads), "-o", out],
+                       cwd=os.path.join(BUILD, "artifact"), capture_output=True, text=True, timeout=1800)
+    if p.returncode != 0:
+        sys.exit(f"llama-tts failed: {p.stderr[-2000:]}")
+    total = float(re.search(r"= total ([0-9.]+)s", p.stderr).group(1))
+    audio = float(re.search(r"output audio = ([0-9.]+)s", p.stderr).group(1))
+    return total, audio
+
+
+def sipp_stream(voice, text=TEXT):
+    """(seconds to the first chunk, total seconds, seconds of audio) of one streamed pcm request."""
+    t0 = time.perf_counter()
+    first, n = None, 0
+    for chunk in voice.speech(text, format="pcm", sample_rate=RATE, seed=1, stream=True):
+        if first is None:
+            first = time.perf_counter() - t0
+        n += len(chunk)
+    return first, time.perf_counter() - t0, n / 2 / RATE
+
+
+def two_at_once(make_voice, text=TEXT):
+    voices = [make_voice(), make_voice()]
+    t0 = time.perf_counter()
+    for v in voices:
+        v.speech(text, format="pcm", seed=1)
+    serial = time.perf_counter() - t0
+    threads = [threading.Thread(target=v.speech, args=(text,), kwargs={"format": "pcm", "seed": 1}) for v in voices]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    parallel = time.perf_counter() - t0
+    for v in voices:
+        v.close()
+    return serial / parallel
+
+
+def flite_cli(out):
+    t0 = time.perf_counter()
+    subprocess.run(["flite", "-voice", "slt", "-t", TEXT, "-o", out], check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def sipp_flite():
+    t0 = time.perf_counter()
+    sipp.speech(TEXT, voice="slt")
+    return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    binary = subprocess.run(["bash", os.path.join(ROOT, "deps", "build-llama-tts.sh"), BUILD], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    tmp = tempfile.mkdtemp(prefix="sipp-bench-speech-")
+    try:
+        model, mmproj = make_pair(tmp)
+        rows = {k: [] for k in ("ref_first", "ref_rtf", "sipp_first", "sipp_rtf", "pair2", "flite_cli", "flite_sipp",
+                                "flite2")}
+        for r in range(args.rounds):
+            total, audio = llama_tts(binary, model, mmproj, args.threads, os.path.join(tmp, "ref.wav"))
+            rows["ref_first"].append(total)
+            rows["ref_rtf"].append(total / audio)
+            with sipp.Voice(model, mmproj=mmproj, threads=args.threads) as v:
+                first, total, audio = sipp_stream(v)
+            rows["sipp_first"].append(first)
+            rows["sipp_rtf"].append(total / audio)
+            rows["pair2"].append(two_at_once(lambda: sipp.Voice(model, mmproj=mmproj, threads=1)))
+            if shutil.which("flite"):
+                rows["flite_cli"].append(flite_cli(os.path.join(tmp, "f.wav")))
+            rows["flite_sipp"].append(sipp_flite())
+            rows["flite2"].append(two_at_once(lambda: sipp.Voice("flite")))
+            print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.3f}" for k, v in rows.items() if v), file=sys.stderr)
+        med = {k: statistics.median(v) for k, v in rows.items() if v}
+        print("| measure | llama-tts / flite CLI | sipp | sipp / reference |")
+        print("|---|---|---|---|")
+        print(f"| Pocket pair: first audio (s) | {med['ref_first']:.2f} | {med['sipp_first']:.2f} | "
+              f"{med['sipp_first'] / med['ref_first']:.2f}x |")
+        print(f"| Pocket pair: RTF | {med['ref_rtf']:.2f} | {med['sipp_rtf']:.2f} | "
+              f"{med['sipp_rtf'] / med['ref_rtf']:.2f}x |")
+        print(f"| Pocket pair: 2 at once / one after another (throughput) | | {med['pair2']:.2f}x | |")
+        if "flite_cli" in med:
+            print(f"| flite: whole text (s) | {med['flite_cli']:.3f} | {med['flite_sipp']:.3f} | "
+                  f"{med['flite_sipp'] / med['flite_cli']:.2f}x |")
+        print(f"| flite: 2 at once / one after another (throughput) | | {med['flite2']:.2f}x | |")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,263 @@
+/*
+ * tts_gen.c: speech from a Qwen3-TTS or Pocket TTS pair through libmtmd's audio generation, the way
+ * llama-tts (the pinned tools/tts/tts.cpp) makes it.
+ *
+ * The backbone is a llama.cpp model whose context returns its hidden states (embeddings on). For each
+ * piece of text: libmtmd's helper builds the pipeline's prompt (the speaker reference and language
+ * where the pipeline takes them) and decodes it; then, frame by frame, the backbone's next token is
+ * sampled (codebook 0 for Qwen3-TTS; Pocket TTS reads the hidden state instead), the projector's
+ * GEN_CODE step makes the rest of the frame and the next input, and at the end GEN_WAV turns the
+ * frames into PCM. Everything follows llama-tts's defaults so that the same seed gives the same
+ * samples: its context (the model's training context, batch 2048, embeddings), its sampler chain
+ * (the model's suppressed tokens, then llama.cpp common's default order with the TTS example's
+ * repeat penalty, top-k 40, top-p 0.95, min-p 0.05, temperature 0.8, then the seeded draw), its frame
+ * cap (512) and its float-to-16-bit conversion (clamp, times 32767, truncated). One generation at a time per
+ * handle (one llama context, one helper state): the handle's lock serialises callers, and each call starts
+ * from an empty KV.
+ */
+#include "speech/tts_gen.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "llama.h"
+#include "model/mmproj.h"
+#include "model/model.h"
+#include "mtmd-helper.h"
+#include "util/util.h"
+
+/* llama-tts's defaults (common_params with LLAMA_EXAMPLE_TTS) */
+#define TTS_MAX_FRAMES 512
+#define TTS_N_BATCH 2048
+#define TTS_TOP_K 40
+#define TTS_TOP_P 0.95f
+#define TTS_MIN_P 0.05f
+#define TTS_TEMP 0.8f
+#define TTS_PENALTY_LAST_N (-1)
+#define TTS_PENALTY_REPEAT 1.05f
+#define TTS_LANGUAGE "en"
+#define SPEAKER_MAX_SECONDS 60.0 /* a reference clip longer than this is refused */
+
+struct sipp_tts_gen {
+    sipp_model *model;
+    struct llama_context *lctx;
+    sipp_gen_audio *gen;
+    struct mtmd_bitmap *speaker; /* NULL without a reference */
+    const char *pipeline;
+    int rate;
+    uint64_t memory;
+    pthread_mutex_t mu;
+};
+
+const char *sipp_tts_gen_pipeline(const sipp_tts_gen *g) { return g->pipeline; }
+int sipp_tts_gen_rate(const sipp_tts_gen *g) { return g->rate; }
+uint64_t sipp_tts_gen_memory(const sipp_tts_gen *g) { return g->memory; }
+
+void sipp_tts_gen_free(sipp_tts_gen *g) {
+    if (!g) return;
+    sipp_gen_audio_free(g->gen);
+    sipp_mmproj_bitmap_free(g->speaker);
+    if (g->lctx) llama_free(g->lctx);
+    sipp_model_free(g->model);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+static sipp_status load_speaker(sipp_tts_gen *g, const char *path, char *err) {
+    sipp_media_bytes item = {.audio = true, .max_seconds = SPEAKER_MAX_SECONDS};
+    FILE *f = fopen(path, "rb");
+    if (!f) return sipp_fail(err, SIPP_ERR_NOT_FOUND, "cannot read the speaker clip '%s'", path);
+    sipp_buf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (!sipp_buf_append(&b, chunk, n)) break;
+    bool bad = ferror(f) || !feof(f);
+    fclose(f);
+    if (bad) {
+        sipp_buf_free(&b);
+        return sipp_fail(err, SIPP_ERR_IO, "reading the speaker clip '%s' failed", path);
+    }
+    item.data = (unsigned char *)b.data;
+    item.len = b.len;
+    char where[300];
+    snprintf(where, sizeof where, "speaker clip '%.250s'", path);
+    sipp_status st = sipp_mmproj_audio_bitmap(g->model->mmproj, &item, where, &g->speaker, err);
+    sipp_buf_free(&b);
+    return st;
+}
+
+/* The backbone's context as llama-tts's common_init_from_params makes it, on sipp's backend policy. */
+static sipp_status make_context(sipp_tts_gen *g, int threads, char *err) {
+    struct llama_context_params cp = sipp_model_context_params(g->model);
+    cp.n_ctx = 0; /* the model's training context, as llama-tts */
+    cp.n_batch = TTS_N_BATCH;
+    cp.n_seq_max = 1;
+    cp.embeddings = true;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cp.n_threads = cp.n_threads_batch = threads > 0 ? threads : (cores > 0 ? (int)cores : 1);
+    sipp_memory mem = {0};
+    sipp_buffers_capture(&mem);
+    g->lctx = llama_init_from_model(g->model->lm, cp);
+    sipp_buffers_capture(NULL);
+    if (!g->lctx)
+        return sipp_fail(err, SIPP_ERR_BACKEND, "could not make a context for '%s'", g->model->path);
+    sipp_memory weights;
+    sipp_model_memory(g->model, &weights);
+    g->memory = weights.host_bytes + mem.host_bytes;
+    for (int i = 0; i < weights.n_devices; i++)
+        g->memory += weights.devices[i].bytes;
+    for (int i = 0; i < mem.n_devices; i++)
+        g->memory += mem.devices[i].bytes;
+    return SIPP_OK;
+}
+
+static sipp_status check_pair(const sipp_tts_params *p, char *err) {
+    if (!p->mmproj || !*p->mmproj)
+        return sipp_fail(
+            err, SIPP_ERR_INVALID_ARGUMENT,
+            "'%s' needs its projector: give the pair's mmproj file (sipp speak MODEL --mmproj FILE)",
+            p->model);
+    return SIPP_OK;
+}
+
+sipp_status sipp_tts_gen_load(const sipp_tts_params *p, sipp_tts_gen **out, char *err) {
+    *out = NULL;
+    sipp_status st = check_pair(p, err);
+    if (st != SIPP_OK) return st;
+    sipp_tts_gen *g = calloc(1, sizeof *g);
+    if (!g) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    pthread_mutex_init(&g->mu, NULL);
+    sipp_model_params mp = sipp_model_default_params();
+    mp.backend = p->backend;
+    mp.mmproj = p->mmproj;
+    st = sipp_model_load(p->model, &mp, &g->model, err);
+    if (st == SIPP_OK && !(g->pipeline = sipp_mmproj_gen_audio(g->model->mmproj, &g->rate)))
+        st = sipp_fail(
+            err, SIPP_ERR_MODEL,
+            "projector '%s' generates no audio: a speech pair is a Qwen3-TTS or Pocket TTS backbone with "
+            "its own mmproj",
+            p->mmproj);
+    if (st == SIPP_OK && g->rate <= 0)
+        st = sipp_fail(err, SIPP_ERR_MODEL, "projector '%s' declares no sample rate", p->mmproj);
+    if (st == SIPP_OK) st = make_context(g, p->n_threads, err);
+    if (st == SIPP_OK && p->speaker) st = load_speaker(g, p->speaker, err);
+    if (st == SIPP_OK) st = sipp_gen_audio_new(g->model->mmproj, g->lctx, &g->gen, err);
+    if (st != SIPP_OK) {
+        sipp_tts_gen_free(g);
+        return st;
+    }
+    *out = g;
+    return SIPP_OK;
+}
+
+/* The model's suppressed tokens (tokenizer.ggml.suppress_tokens: Qwen3-TTS keeps its backbone to
+ * codec tokens and the end this way) as a logit bias of minus infinity, as llama.cpp's common sampler
+ * puts them first in its chain; NULL when the model has none. */
+static struct llama_sampler *suppress_sampler(const struct llama_vocab *vocab) {
+    int32_t n = 0;
+    const llama_token *ids = llama_vocab_get_suppress_tokens(vocab, &n);
+    if (n <= 0) return NULL;
+    llama_logit_bias *bias = malloc((size_t)n * sizeof *bias);
+    if (!bias) return NULL;
+    for (int32_t i = 0; i < n; i++)
+        bias[i] = (llama_logit_bias){.token = ids[i], .bias = -INFINITY};
+    struct llama_sampler *s = llama_sampler_init_logit_bias(llama_vocab_n_tokens(vocab), n, bias);
+    free(bias);
+    return s;
+}
+
+/* llama.cpp common's default chain, in its order, with llama-tts's values; the samplers that are off
+ * at these values (DRY, top-n-sigma, typical, XTC) change nothing and are left out. */
+static struct llama_sampler *make_sampler(const sipp_tts_gen *g, const sipp_speak_options *o) {
+    const struct llama_vocab *vocab = llama_model_get_vocab(g->model->lm);
+    struct llama_sampler *s = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    if (!s) return NULL;
+    struct llama_sampler *suppress = suppress_sampler(vocab);
+    if (suppress) llama_sampler_chain_add(s, suppress);
+    llama_sampler_chain_add(s, llama_sampler_init_penalties(llama_vocab_n_tokens(vocab), TTS_PENALTY_LAST_N,
+                                                            TTS_PENALTY_REPEAT, 0.0f, 0.0f));
+    llama_sampler_chain_add(s, llama_sampler_init_top_k(o->top_k > 0 ? o->top_k : TTS_TOP_K));
+    llama_sampler_chain_add(s, llama_sampler_init_top_p(o->top_p > 0 ? o->top_p : TTS_TOP_P, 0));
+    llama_sampler_chain_add(s, llama_sampler_init_min_p(TTS_MIN_P, 0));
+    llama_sampler_chain_add(s, llama_sampler_init_temp_ext(TTS_TEMP, 0.0f, 1.0f));
+    llama_sampler_chain_add(s, llama_sampler_init_dist(o->seed));
+    return s;
+}
+
+static bool cancelled(const sipp_speak_options *o) {
+    return o->cancel && __atomic_load_n(o->cancel, __ATOMIC_ACQUIRE);
+}
+
+/* The frames of one piece, after its prompt: llama-tts's loop. */
+static sipp_status frames(sipp_tts_gen *g, struct llama_sampler *smpl, const sipp_speak_options *o,
+                          char *err) {
+    int max = o->max_frames > 0 ? o->max_frames : TTS_MAX_FRAMES;
+    llama_token sampled = llama_sampler_sample(smpl, g->lctx, -1);
+    const float *h = llama_get_embeddings_ith(g->lctx, -1);
+    bool stop = false;
+    for (int n = 0; !stop && n < max; n++) {
+        if (cancelled(o)) return sipp_fail(err, SIPP_ERR_CANCELLED, "speech cancelled");
+        const float *next = NULL;
+        sipp_status st = sipp_gen_audio_step(g->gen, sampled, h, &next, &stop, err);
+        if (st != SIPP_OK) return st;
+        if (!next) break; /* stopped without a frame */
+        h = next;
+        sampled = llama_sampler_sample(smpl, g->lctx, -1);
+    }
+    return SIPP_OK;
+}
+
+/* llama-tts's WAV writer's conversion: clamped to [-1, 1], times 32767, truncated toward zero. */
+static sipp_status to_pcm16(const float *pcm, size_t n, int16_t **out, size_t *n_out, char *err) {
+    *out = malloc(n ? n * sizeof **out : 1);
+    if (!*out) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory for %zu samples", n);
+    for (size_t i = 0; i < n; i++) {
+        float v = pcm[i] < -1.0f ? -1.0f : pcm[i] > 1.0f ? 1.0f : pcm[i];
+        (*out)[i] = (int16_t)(v * 32767.0f);
+    }
+    *n_out = n;
+    return SIPP_OK;
+}
+
+static sipp_status speak_locked(sipp_tts_gen *g, const char *text, size_t len, const sipp_speak_options *o,
+                                int16_t **out, size_t *n, char *err) {
+    llama_memory_clear(llama_get_memory(g->lctx), true);
+    struct mtmd_helper_gen_audio_inp inp = {
+        .seq_id = 0,
+        .prompt = text,
+        .prompt_len = len,
+        .speaker_ref = g->speaker,
+        .lang = o->language && *o->language ? o->language : TTS_LANGUAGE,
+        .top_k = o->top_k > 0 ? o->top_k : TTS_TOP_K,
+        .top_p = o->top_p > 0 ? o->top_p : TTS_TOP_P,
+        .seed = o->seed,
+        .out_type = MTMD_HELPER_GEN_AUDIO_OUTTYPE_PCM,
+    };
+    sipp_status st = sipp_gen_audio_start(g->gen, &inp, TTS_N_BATCH, err);
+    if (st != SIPP_OK) return st;
+    struct llama_sampler *smpl = make_sampler(g, o);
+    if (!smpl) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    st = frames(g, smpl, o, err);
+    llama_sampler_free(smpl);
+    const float *pcm;
+    size_t n_pcm;
+    if (st == SIPP_OK) st = sipp_gen_audio_output(g->gen, &pcm, &n_pcm, err);
+    if (st == SIPP_OK) st = to_pcm16(pcm, n_pcm, out, n, err);
+    return st;
+}
+
+sipp_status sipp_tts_gen_speak(sipp_tts_gen *g, const char *text, size_t len, const sipp_speak_options *o,
+                               int16_t **out, size_t *n, char *err) {
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&g->mu);
+    sipp_status st = speak_locked(g, text, len, o, out, n, err);
+    pthread_mutex_unlock(&g->mu);
+    return st;
+}

@@ -1,0 +1,29 @@
+/*
+ * tts_gen.h: speech from a Qwen3-TTS or Pocket TTS pair with libmtmd's audio generation (internal to
+ * src/speech; tts.c is its only caller).
+ */
+#ifndef SIPP_SPEECH_TTS_GEN_H
+#define SIPP_SPEECH_TTS_GEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sipp.h"
+
+typedef struct sipp_tts_gen sipp_tts_gen;
+
+/* Loads params->model and params->mmproj; err: SIPP_ERROR_SIZE bytes. */
+sipp_status sipp_tts_gen_load(const sipp_tts_params *params, sipp_tts_gen **out, char *err);
+void sipp_tts_gen_free(sipp_tts_gen *g);
+
+const char *sipp_tts_gen_pipeline(const sipp_tts_gen *g); /* "qwen3tts" or "pockettts" */
+int sipp_tts_gen_rate(const sipp_tts_gen *g);
+uint64_t sipp_tts_gen_memory(const sipp_tts_gen *g);
+
+/* Speaks text[0..len) as llama-tts does: *out malloc'ed samples (*n) at the pipeline's rate. Stops with
+ * SIPP_ERR_CANCELLED between frames once *o->cancel is set. Calls on one g are serialised inside. */
+sipp_status sipp_tts_gen_speak(sipp_tts_gen *g, const char *text, size_t len, const sipp_speak_options *o,
+                               int16_t **out, size_t *n, char *err);
+
+#endif

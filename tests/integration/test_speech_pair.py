@@ -1,0 +1,103 @@
+"""A Pocket TTS pair through sipp and through llama.cpp's own llama-tts gives the same samples.
+
+sipp-synth --tts-pair pocket writes a backbone and its projector with random weights (its end-of-speech
+head fires at once, so a sentence is the pipeline's few tail frames: seconds, not minutes, on a busy
+machine). llama-tts is built from the pinned source by deps/build-llama-tts.sh, against the same
+artifact, and run from the artifact directory (where ggml finds its CPU module). With the same text and
+seed (and the same speaker reference clip), `sipp speak` must give the same 16-bit samples, within 2 of
+32767; another seed must not."""
+
+import array
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+import wave
+
+from tests.integration.common import BUILD, ROOT, SYNTH, VOCAB_DIR, run_sipp
+
+TEXT = "Hello world."
+TOLERANCE = 2
+LLAMA_TTS_TIMEOUT = 600  # its projector runs 4 threads whatever the cores: slow on a small, shared machine
+
+
+def samples(path):
+    with wave.open(path) as w:
+        return w.getframerate(), array.array("h", w.readframes(w.getnframes()))
+
+
+class PocketPairTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="sipp-pair-")
+        cls.prefix = os.path.join(cls.dir, "pocket")
+        subprocess.run([SYNTH, "--out", cls.prefix, "--tts-pair", "pocket", "--vocab",
+                        os.path.join(VOCAB_DIR, "ggml-vocab-llama-spm.gguf"), "--n-embd", "64", "--n-layer", "2",
+                        "--n-head", "4", "--n-head-kv", "4", "--n-ff", "128", "--n-ctx", "512"],
+                       check=True, capture_output=True, timeout=120)
+        cls.model, cls.mmproj = cls.prefix + ".gguf", cls.prefix + "-mmproj.gguf"
+        p = subprocess.run(["bash", os.path.join(ROOT, "deps", "build-llama-tts.sh"), BUILD], capture_output=True,
+                           text=True, timeout=600)
+        if p.returncode != 0:
+            raise AssertionError(f"llama-tts did not build: {p.stderr}")
+        cls.llama_tts = p.stdout.strip()
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def reference(self, seed, speaker=None):
+        out = os.path.join(self.dir, f"ref-{seed}{'-speaker' if speaker else ''}.wav")
+        extra = ["--tts-speaker-file", speaker] if speaker else []
+        if not os.path.exists(out):
+            p = subprocess.run([self.llama_tts, "-m", self.model, "-mm", self.mmproj, "-p", TEXT, "--seed", str(seed),
+                                *extra, "-o", out], cwd=os.path.join(BUILD, "artifact"), capture_output=True,
+                               text=True, timeout=LLAMA_TTS_TIMEOUT)
+            self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        return samples(out)
+
+    def speak(self, seed, *extra):
+        out = os.path.join(self.dir, f"sipp-{seed}.wav")
+        p = run_sipp(["speak", self.model, "--mmproj", self.mmproj, TEXT, "--seed", str(seed), "-o", out, *extra])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("pockettts", p.stderr)
+        return samples(out)
+
+    def test_same_samples_as_llama_tts(self):
+        (r1, ref), (r2, ours) = self.reference(1), self.speak(1)
+        self.assertEqual((r1, r2), (24000, 24000))
+        self.assertEqual(len(ours), len(ref))
+        self.assertGreater(len(ref), 0)
+        self.assertTrue(any(ref), "the reference is silence")
+        worst = max(abs(a - b) for a, b in zip(ref, ours))
+        self.assertLessEqual(worst, TOLERANCE)
+
+    def test_same_samples_with_a_speaker_reference(self):
+        speaker = os.path.join(self.dir, "speaker.wav")  # a voice to speak in: flite's, 16 kHz (resampled to 24)
+        run_sipp(["speak", "flite", "This is my voice, speaking for reference.", "-o", speaker], check=True)
+        _, ref = self.reference(1, speaker)
+        _, ours = self.speak(1, "--speaker", speaker)
+        self.assertEqual(len(ours), len(ref))
+        self.assertLessEqual(max(abs(a - b) for a, b in zip(ref, ours)), TOLERANCE)
+        _, plain = self.reference(1)
+        self.assertNotEqual(ref, plain, "the speaker reference changed nothing")
+
+    def test_another_seed_is_other_audio(self):
+        _, one = self.speak(1)
+        _, two = self.speak(2)
+        self.assertEqual(len(one), len(two))
+        self.assertNotEqual(one, two)
+
+    def test_speed_and_formats_apply_to_the_pair(self):
+        _, normal = self.speak(1)
+        _, fast = self.speak(1, "--speed", "2")
+        self.assertEqual(len(fast), -(-len(normal) // 2))  # resampled: ceil(n / 2)
+        out = os.path.join(self.dir, "pair.flac")
+        run_sipp(["speak", self.model, "--mmproj", self.mmproj, TEXT, "--seed", "1", "-o", out], check=True)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(4), b"fLaC")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -18,6 +18,17 @@
  *   sipp_upstream_healthy{target,url}         1 when a replica is not ejected
  *   sipp_open_connections, sipp_buffered_request_bytes   connections and incoming bodies held
  *
+ * The routing gauges (gw_metrics_routing), per local target: what an inference router (the Gateway API
+ * Inference Extension's endpoint picker: llm-d, Envoy AI Gateway, KServe) reads to pick a replica.
+ *   sipp_waiting_requests{target}             waiting for an admission permit or for an engine slot
+ *   sipp_kv_cache_cells{target}, sipp_kv_cache_cells_used{target}, sipp_kv_cache_usage_ratio{target}
+ * and the same numbers under vLLM's names, so an endpoint picker set up for vLLM routes sipp as is:
+ *   vllm:num_requests_waiting{model_name}     = sipp_waiting_requests
+ *   vllm:num_requests_running{model_name}     = sipp_engine_running_requests (busy slots)
+ *   vllm:kv_cache_usage_perc{model_name}      = sipp_kv_cache_usage_ratio (0-1, as vLLM's)
+ *   vllm:lora_requests_info{model_name,running_lora_adapters,waiting_lora_adapters,max_lora}
+ *                                             the time (vLLM's convention); no adapters, max_lora 0
+ *
  * This file keeps the counters and histograms; the gauges that read other modules' state (targets,
  * engines, upstreams) are rendered by the /metrics route (routes_ops.c) with the helpers here.
  *
@@ -27,6 +38,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <pthread.h>
 
@@ -250,4 +262,79 @@ void gw_metrics_render(gw_metrics *m, const char *const *names, size_t n_names, 
         render_histogram(o, "sipp_request_duration_seconds", name_of(n, names, i), &row(m, n, i)->duration,
                          duration_bounds, N_DURATION);
     pthread_mutex_unlock(&m->mu);
+}
+
+/* ---- the routing gauges ------------------------------------------------------------------------- */
+
+/* NAME{KEY="TARGET"EXTRA}, EXTRA being more labels (",a=\"b\"") or "". */
+static void routing_sample(sipp_buf *o, const char *name, const char *key, const char *target,
+                           const char *extra) {
+    sipp_buf_appendf(o, "%s{%s=\"", name, key);
+    label(o, target);
+    sipp_buf_appendf(o, "\"%s}", extra);
+}
+
+static double kv_ratio(const gw_routing_row *r) {
+    return r->kv_cells > 0 ? (double)r->kv_cells_used / (double)r->kv_cells : 0;
+}
+
+/* Every sample of one gauge, under sipp's name (label target) or vLLM's (label model_name). */
+static void routing_gauge(sipp_buf *o, const char *name, const char *key, const char *help,
+                          const gw_routing_row *rows, const int *waiting, size_t n, int which) {
+    enum { WAITING, RUNNING, KV_RATIO, KV_CELLS, KV_USED };
+    gw_metrics_header(o, name, "gauge", help);
+    for (size_t i = 0; i < n; i++) {
+        if (!rows[i].local) continue;
+        routing_sample(o, name, key, rows[i].name, "");
+        if (which == KV_RATIO)
+            sipp_buf_appendf(o, " %.6f\n", kv_ratio(&rows[i]));
+        else
+            sipp_buf_appendf(o, " %d\n",
+                             which == WAITING    ? waiting[i]
+                             : which == RUNNING  ? rows[i].running
+                             : which == KV_CELLS ? rows[i].kv_cells
+                                                 : rows[i].kv_cells_used);
+    }
+}
+
+void gw_metrics_routing(gw_metrics *m, const gw_routing_row *rows, size_t n, bool admission_waits,
+                        sipp_buf *o) {
+    int *waiting = calloc(n + 1, sizeof *waiting);
+    if (!waiting) return;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n; i++)
+        waiting[i] = rows[i].engine_queued + (admission_waits && i < m->n_targets ? m->t[i].queued : 0);
+    pthread_mutex_unlock(&m->mu);
+    static const struct {
+        const char *name, *key, *help;
+    } gauges[] = {
+        {"sipp_waiting_requests", "target", "Requests waiting for an admission permit or an engine slot."},
+        {NULL, NULL, NULL}, /* running: sipp_engine_running_requests, rendered with the engine gauges */
+        {"sipp_kv_cache_usage_ratio", "target", "KV cells the slots hold over the context's cells (0-1)."},
+        {"sipp_kv_cache_cells", "target", "KV cells of the context (ctx_size, shared by the slots)."},
+        {"sipp_kv_cache_cells_used", "target", "KV cells the slots hold, busy or idle."},
+    };
+    static const struct {
+        const char *name, *help;
+        int which;
+    } vllm[] = {
+        {"vllm:num_requests_waiting", "Requests waiting to be processed (sipp_waiting_requests).", 0},
+        {"vllm:num_requests_running", "Requests in an engine slot (sipp_engine_running_requests).", 1},
+        {"vllm:kv_cache_usage_perc", "KV-cache usage, 0-1 (sipp_kv_cache_usage_ratio).", 2},
+    };
+    for (int g = 0; g < (int)(sizeof gauges / sizeof *gauges); g++)
+        if (gauges[g].name)
+            routing_gauge(o, gauges[g].name, gauges[g].key, gauges[g].help, rows, waiting, n, g);
+    for (size_t g = 0; g < sizeof vllm / sizeof *vllm; g++)
+        routing_gauge(o, vllm[g].name, "model_name", vllm[g].help, rows, waiting, n, vllm[g].which);
+    free(waiting);
+    gw_metrics_header(o, "vllm:lora_requests_info", "gauge",
+                      "LoRA adapters running and waiting (none: sipp serves no adapters yet); the value is "
+                      "the time, as vLLM's.");
+    for (size_t i = 0; i < n; i++) {
+        if (!rows[i].local) continue;
+        routing_sample(o, "vllm:lora_requests_info", "model_name", rows[i].name,
+                       ",running_lora_adapters=\"\",waiting_lora_adapters=\"\",max_lora=\"0\"");
+        sipp_buf_appendf(o, " %lld\n", (long long)time(NULL));
+    }
 }

@@ -32,6 +32,7 @@ static const struct {
     {"models", cmd_models, "list, inspect and remove models in the local store"},
     {"pull", cmd_pull, "download a model into the local store"},
     {"rpc-server", cmd_rpc_server, "serve this host's device to other hosts (ggml's RPC backend)"},
+    {"health", cmd_health, "exit 0 when a gateway's /ready answers 200 (a container's health check)"},
     {"version", cmd_version, "print sipp's version and the pinned llama.cpp release and commit"},
 };
 

@@ -12,6 +12,10 @@ PACKAGES=(
   patchelf
   python3
   nginx-light iproute2
+  # container images and the Kubernetes manifests' test (make image, test_container_image.py):
+  # podman with runc (crun fails on hybrid cgroups), a Debian base made by debootstrap, skopeo to
+  # copy and sign images (gpg), tar and xz for the base's archive
+  podman runc debootstrap skopeo gnupg xz-utils
   # prose for tools/train/corpus.py: the KJV Bible (its `bible` command) and fortunes
   bible-kjv fortunes-min
 )

@@ -68,6 +68,7 @@ bash "$repo/scripts/stage.sh" "$ctx/dist" "$view" "$version" >/dev/null
 cp "$here/Containerfile" "$here/sipp.toml" "$ctx/deploy/container/"
 
 base=${BASE:-$(bash "$here/make-base.sh")}
+previous=$(podman image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
 podman build --quiet --format docker --timestamp "$SOURCE_DATE_EPOCH" --target runtime --omit-history ${SIPP_IMAGE_NO_CACHE:+--no-cache} \
   --build-arg BASE="$base" --build-arg TREE="${TREE:-prebuilt}" --build-arg FLAVOR="$flavor" \
   --build-arg VERSION="$version" --build-arg REVISION="$revision" \
@@ -77,7 +78,10 @@ podman build --quiet --format docker --timestamp "$SOURCE_DATE_EPOCH" --target r
 built=$(podman image inspect --format '{{.Id}}' "$tag")
 python3 "$here/normalize.py" "$tag" >/dev/null || die "normalizing $tag failed"
 id=$(podman image inspect --format '{{.Id}}' "$tag")
-[ "$built" = "$id" ] || podman rmi --force "$built" >/dev/null 2>&1 || true
+# What this build replaced, unless it is the same image: nothing else is removed.
+for old in "$built" "$previous"; do
+  [ -z "$old" ] || [ "$old" = "$id" ] || podman rmi "$old" >/dev/null 2>&1 || true
+done
 digest=$(podman image inspect --format '{{.Digest}}' "$tag")
 rm -f "$out/$name.tar"
 podman save --quiet --format oci-archive -o "$out/$name.tar" "$tag"

@@ -91,4 +91,4 @@ def inspect(ref):
 
 def remove(*names):
     for n in names:
-        podman("rm", "--force", "--time", "5", n, check=False)
+        podman("rm", "--force", "--volumes", "--time", "5", n, check=False)

@@ -162,5 +162,23 @@ class KvUsageTest(unittest.TestCase):
         self.assertIn("nope", body["error"]["message"])
 
 
+class EraseNeedsAdminTest(unittest.TestCase):
+    """Emptying a model's cache is an operator's act, as loading and unloading are."""
+
+    def test_a_token_without_admin_may_not_erase(self):
+        env = {"SIPP_T_USER": "u" * 32, "SIPP_T_ADMIN": "a" * 32}
+        cfg = ('[[tokens]]\nenv = "SIPP_T_USER"\ncaller = "user"\n\n'
+               '[[tokens]]\nenv = "SIPP_T_ADMIN"\ncaller = "ops"\nadmin = true\n\n' + gw.local_target(TARGET))
+        g = gw.serve_config(cfg, env=env)
+        try:
+            path = f"/v1/models/{TARGET}/erase_slots"
+            status, _, body = g.json("POST", path, {}, headers={"Authorization": "Bearer " + "u" * 32})
+            self.assertEqual((status, body["error"]["code"]), (403, "admin_required"), body)
+            status, _, body = g.json("POST", path, {}, headers={"Authorization": "Bearer " + "a" * 32})
+            self.assertEqual((status, body["erased"]), (200, True), body)
+        finally:
+            g.stop()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -231,7 +231,7 @@ class KubePlayBadChecksumTest(unittest.TestCase):
         pod = Pod(f"http://127.0.0.1:{fport}/sipp-demo.gguf", "0" * 64, secrets.token_hex(16))
         try:
             # podman 4.3 reports the failed init container as a failed play; either way nothing serves
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 8
             while time.monotonic() < deadline:
                 self.assertFalse(pod.ready(), "a pod whose model failed its SHA-256 is serving")
                 time.sleep(0.5)

@@ -278,23 +278,40 @@ static double kv_ratio(const gw_routing_row *r) {
     return r->kv_cells > 0 ? (double)r->kv_cells_used / (double)r->kv_cells : 0;
 }
 
-/* Every sample of one gauge, under sipp's name (label target) or vLLM's (label model_name). */
-static void routing_gauge(sipp_buf *o, const char *name, const char *key, const char *help,
-                          const gw_routing_row *rows, const int *waiting, size_t n, int which) {
-    enum { WAITING, RUNNING, KV_RATIO, KV_CELLS, KV_USED };
-    gw_metrics_header(o, name, "gauge", help);
-    for (size_t i = 0; i < n; i++) {
-        if (!rows[i].local) continue;
-        routing_sample(o, name, key, rows[i].name, "");
-        if (which == KV_RATIO)
-            sipp_buf_appendf(o, " %.6f\n", kv_ratio(&rows[i]));
-        else
-            sipp_buf_appendf(o, " %d\n",
-                             which == WAITING    ? waiting[i]
-                             : which == RUNNING  ? rows[i].running
-                             : which == KV_CELLS ? rows[i].kv_cells
-                                                 : rows[i].kv_cells_used);
+/* What a routing gauge shows of a row. */
+typedef enum { RV_WAITING, RV_RUNNING, RV_KV_RATIO, RV_KV_CELLS, RV_KV_USED } routing_value;
+
+/* The routing gauges, sipp's names (label target) then vLLM's (label model_name); running has its
+ * sipp name among the engine gauges (sipp_engine_running_requests, routes_ops.c). */
+static const struct {
+    const char *name, *key, *help;
+    routing_value value;
+} ROUTING[] = {
+    {"sipp_waiting_requests", "target", "Requests waiting for an admission permit or an engine slot.",
+     RV_WAITING},
+    {"sipp_kv_cache_usage_ratio", "target", "KV cells the slots hold over the context's cells (0-1).",
+     RV_KV_RATIO},
+    {"sipp_kv_cache_cells", "target", "KV cells of the context (ctx_size, shared by the slots).",
+     RV_KV_CELLS},
+    {"sipp_kv_cache_cells_used", "target", "KV cells the slots hold, busy or idle.", RV_KV_USED},
+    {"vllm:num_requests_waiting", "model_name", "Requests waiting to be processed (sipp_waiting_requests).",
+     RV_WAITING},
+    {"vllm:num_requests_running", "model_name", "Requests in an engine slot (sipp_engine_running_requests).",
+     RV_RUNNING},
+    {"vllm:kv_cache_usage_perc", "model_name", "KV-cache usage, 0-1 (sipp_kv_cache_usage_ratio).",
+     RV_KV_RATIO},
+};
+
+static void routing_value_text(sipp_buf *o, const gw_routing_row *r, int waiting, routing_value v) {
+    if (v == RV_KV_RATIO) {
+        sipp_buf_appendf(o, " %.6f\n", kv_ratio(r));
+        return;
     }
+    sipp_buf_appendf(o, " %d\n",
+                     v == RV_WAITING    ? waiting
+                     : v == RV_RUNNING  ? r->running
+                     : v == RV_KV_CELLS ? r->kv_cells
+                                        : r->kv_cells_used);
 }
 
 void gw_metrics_routing(gw_metrics *m, const gw_routing_row *rows, size_t n, bool admission_waits,
@@ -305,28 +322,14 @@ void gw_metrics_routing(gw_metrics *m, const gw_routing_row *rows, size_t n, boo
     for (size_t i = 0; i < n; i++)
         waiting[i] = rows[i].engine_queued + (admission_waits && i < m->n_targets ? m->t[i].queued : 0);
     pthread_mutex_unlock(&m->mu);
-    static const struct {
-        const char *name, *key, *help;
-    } gauges[] = {
-        {"sipp_waiting_requests", "target", "Requests waiting for an admission permit or an engine slot."},
-        {NULL, NULL, NULL}, /* running: sipp_engine_running_requests, rendered with the engine gauges */
-        {"sipp_kv_cache_usage_ratio", "target", "KV cells the slots hold over the context's cells (0-1)."},
-        {"sipp_kv_cache_cells", "target", "KV cells of the context (ctx_size, shared by the slots)."},
-        {"sipp_kv_cache_cells_used", "target", "KV cells the slots hold, busy or idle."},
-    };
-    static const struct {
-        const char *name, *help;
-        int which;
-    } vllm[] = {
-        {"vllm:num_requests_waiting", "Requests waiting to be processed (sipp_waiting_requests).", 0},
-        {"vllm:num_requests_running", "Requests in an engine slot (sipp_engine_running_requests).", 1},
-        {"vllm:kv_cache_usage_perc", "KV-cache usage, 0-1 (sipp_kv_cache_usage_ratio).", 2},
-    };
-    for (int g = 0; g < (int)(sizeof gauges / sizeof *gauges); g++)
-        if (gauges[g].name)
-            routing_gauge(o, gauges[g].name, gauges[g].key, gauges[g].help, rows, waiting, n, g);
-    for (size_t g = 0; g < sizeof vllm / sizeof *vllm; g++)
-        routing_gauge(o, vllm[g].name, "model_name", vllm[g].help, rows, waiting, n, vllm[g].which);
+    for (size_t g = 0; g < sizeof ROUTING / sizeof *ROUTING; g++) {
+        gw_metrics_header(o, ROUTING[g].name, "gauge", ROUTING[g].help);
+        for (size_t i = 0; i < n; i++) {
+            if (!rows[i].local) continue;
+            routing_sample(o, ROUTING[g].name, ROUTING[g].key, rows[i].name, "");
+            routing_value_text(o, &rows[i], waiting[i], ROUTING[g].value);
+        }
+    }
     free(waiting);
     gw_metrics_header(o, "vllm:lora_requests_info", "gauge",
                       "LoRA adapters running and waiting (none: sipp serves no adapters yet); the value is "

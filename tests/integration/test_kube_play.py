@@ -117,6 +117,7 @@ class Pod:
         self.dir = tempfile.mkdtemp(prefix="sipp-kube-")
         self.port = free_port()
         self.down()  # what an interrupted run may have left
+        self.volumes = set(self.anonymous_volumes())
         docs = play_docs(url, sha256, self.port)
         secret = next(d for d in docs if d["kind"] == "Secret")
         docs.remove(secret)
@@ -139,12 +140,23 @@ class Pod:
             return False
 
     def down(self):
+        # the containers first, with their anonymous volumes (the image's /etc/sipp in the init one)
+        ids = ct.podman("ps", "-a", "-q", "--filter", "pod=sipp-pod-0", check=False).stdout.split()
+        ct.remove(*ids)
         ct.podman("pod", "rm", "--force", "sipp-pod-0", check=False)
         ct.podman("secret", "rm", "sipp-token", check=False)
         ct.podman("volume", "rm", "--force", "sipp-models", "sipp-config", check=False)
 
+    @staticmethod
+    def anonymous_volumes():
+        return ct.podman("volume", "ls", "-q", "--filter", "dangling=true", check=False).stdout.split()
+
     def close(self):
         self.down()
+        # podman removes a finished init container itself, leaving the image's /etc/sipp volume
+        new = [v for v in self.anonymous_volumes() if v not in self.volumes and len(v) == 64]
+        if new:
+            ct.podman("volume", "rm", *new, check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -91,7 +91,7 @@ SIPP := $(BUILD)/bin/sipp
 SYNTH := $(BUILD)/bin/sipp-synth
 TRAIN := $(BUILD)/bin/sipp-train
 
-.PHONY: all deps setup demo demo-model test check hooks clean format bindings fuzz-bins test-bins unit-bins dist install
+.PHONY: all deps setup demo demo-model test check hooks clean format bindings fuzz-bins test-bins unit-bins dist install image
 all: $(SIPP) $(SYNTH) $(TRAIN) $(LIBSIPP) $(LIBSIPP_A) $(SBOM) $(MAN)
 
 setup:
@@ -206,6 +206,12 @@ dist: all
 	@SIPP_SIGN_KEY=$(SIGN) bash scripts/stage.sh $(BUILD)/dist/$(DIST_NAME) $(BUILD) $(SIPP_VERSION) >/dev/null
 	@tar czf $(DIST_TGZ) -C $(BUILD)/dist $(DIST_NAME)
 	@echo "$(DIST_TGZ)"
+
+# make image [FLAVOR=cpu|vulkan|cuda]: the container image localhost/sipp:VERSION-FLAVOR, its OCI
+# archive, SBOM and digests under build/image/ (deploy/container/image.sh; docs/scale-out.md).
+FLAVOR ?= cpu
+image: all
+	@bash deploy/container/image.sh $(FLAVOR) $(SIPP_VERSION) $(BUILD)
 
 install: all
 	@bash scripts/stage.sh $(BUILD)/stage $(BUILD) $(SIPP_VERSION) >/dev/null

@@ -49,6 +49,15 @@ def digest(path, algo):
     return h.hexdigest()
 
 
+def created_time():
+    """The document's creation time: SOURCE_DATE_EPOCH when set (a reproducible build, such as make
+    image, stamps the commit's time so that two builds are the same bytes), else now."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = (datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc) if epoch and epoch.isdigit()
+            else datetime.datetime.now(datetime.timezone.utc))
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def spdx_id(kind, name):
     return f"SPDXRef-{kind}-" + re.sub(r"[^A-Za-z0-9.-]", "-", name)
 
@@ -281,7 +290,7 @@ def main(argv):
         "name": f"sipp-artifact-{name}",
         "documentNamespace": f"urn:sipp:artifact:{name}:{manifest_sha}",
         "creationInfo": {
-            "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "created": created_time(),
             "creators": [f"Tool: sipp-{version}"],
         },
         "documentDescribes": [art_id, sipp_id],

@@ -1278,9 +1278,16 @@ typedef struct sipp_engine_stats {
     uint64_t accepted_tokens; /* of those, the ones the model confirmed */
     uint64_t draft_steps;     /* decode steps that carried proposals */
     uint64_t cutoff_steps;    /* steps that could have drafted and that draft_cutoff "auto" ran plain */
+    int kv_cells;             /* the context's KV cells (ctx_size: one cache shared by the slots) */
+    int kv_cells_used;        /* cells the slots hold, busy or idle (as of the engine's last turn) */
 } sipp_engine_stats;
 
 SIPP_API void sipp_engine_get_stats(sipp_engine *engine, sipp_engine_stats *stats); /* [any thread] */
+
+/* Empties the KV of every idle slot (the cache of earlier prompts and pinned conversations; their
+ * context_keys are forgotten), at the engine's next turn, so that kv_cells_used falls to what the
+ * running requests hold. Busy slots are not touched. [any thread] */
+SIPP_API void sipp_engine_erase_idle_slots(sipp_engine *engine);
 
 /* ---- memory ------------------------------------------------------------------------------------- */
 

@@ -12,6 +12,10 @@ PACKAGES=(
   patchelf
   python3
   nginx-light iproute2
+  # container images and the Kubernetes manifests' test (make image, test_container_image.py):
+  # podman with runc (crun fails on hybrid cgroups), a Debian base made by debootstrap, skopeo to
+  # copy and sign images (gpg), catatonit for the pods of `podman kube play`, PyYAML for the tests
+  podman runc catatonit debootstrap skopeo gnupg xz-utils python3-yaml
   # prose for tools/train/corpus.py: the KJV Bible (its `bible` command) and fortunes
   bible-kjv fortunes-min
   # encoders of real FLAC and MP3 clips, decoded by sipp and by libmtmd in tests/integration/test_media_limits.py

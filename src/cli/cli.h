@@ -70,6 +70,7 @@ struct json_t *cli_placement_json(const sipp_placement *p, int n);
 int cmd_run(int argc, char **argv);
 int cmd_rpc_server(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_health(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_backends(int argc, char **argv);

@@ -33,6 +33,7 @@ static const struct {
     {"pull", cmd_pull, "download a model into the local store"},
     {"speak", cmd_speak, "text to speech with flite or a Qwen3-TTS / Pocket TTS model: WAV, MP3, FLAC, Opus"},
     {"rpc-server", cmd_rpc_server, "serve this host's device to other hosts (ggml's RPC backend)"},
+    {"health", cmd_health, "exit 0 when a gateway's /ready answers 200 (a container's health check)"},
     {"version", cmd_version, "print sipp's version and the pinned llama.cpp release and commit"},
 };
 

@@ -24,6 +24,7 @@
 #define SIZE_TEXT 32
 #define DATE_LEN 10 /* "YYYY-MM-DD" of an ISO 8601 time */
 #define LABELS_TEXT 128
+#define INFO_MAX_PARALLEL 256
 
 static const char usage[] =
     "usage: sipp models list [--json] [--all]\n"
@@ -210,6 +211,7 @@ typedef struct {
     cli_common c;
     bool all;     /* list --all */
     bool no_hash; /* info --no-hash */
+    int parallel; /* info --parallel: the slots the memory estimate assumes */
 } models_options;
 
 static const cli_option opt_all = {.name = "--all",
@@ -221,7 +223,15 @@ static const cli_option opt_no_hash = {.name = "--no-hash",
                                        .offset = offsetof(models_options, no_hash),
                                        .help = "skip the file's sha256"};
 static const cli_option *const list_options[] = {&cli_opt_json, &opt_all, NULL};
-static const cli_option *const info_options[] = {&cli_opt_json, &opt_no_hash, NULL};
+static const cli_option opt_parallel = {.name = "--parallel",
+                                        .arg = "N",
+                                        .kind = CLI_OPT_INT,
+                                        .offset = offsetof(models_options, parallel),
+                                        .lo = 1,
+                                        .hi = INFO_MAX_PARALLEL,
+                                        .help = "the slots the memory estimate assumes (default 4)"};
+static const cli_option *const info_options[] = {&cli_opt_json,     &opt_no_hash,  &cli_opt_backend,
+                                                 &cli_opt_ctx_size, &opt_parallel, NULL};
 static const char list_about[] =
     "The models in the local store; --all adds the catalog's models that can be pulled.\n";
 
@@ -232,10 +242,15 @@ static const cli_command list_command = {.name = "models list",
                                          .max_args = 0,
                                          .args_hint = "models list takes options only"};
 static const char info_about[] =
-    "Reads a GGUF header (no weights are loaded) and the file's sha256 (cached; --no-hash skips it).\n";
+    "Reads a GGUF header (no weights are loaded) and the file's sha256 (cached; --no-hash skips it).\n"
+    "--json adds memory_estimate: what serving it would take (weights, KV cache, compute buffers, per\n"
+    "place) for --backend (default auto), --ctx-size (default: the model's, at most 4096) and\n"
+    "--parallel slots, as `sipp serve` estimates it before a load: size a container's memory from it.\n";
 
 static const cli_command info_command = {.name = "models info",
-                                         .synopsis = "models info NAME|PATH [--json] [--no-hash]",
+                                         .synopsis =
+                                             "models info NAME|PATH [--json] [--no-hash] [--backend NAME] "
+                                             "[--ctx-size N] [--parallel N]",
                                          .about = info_about,
                                          .options = info_options,
                                          .max_args = 1,
@@ -498,6 +513,30 @@ static json_t *info_json(const char *name, const sipp_gguf_info *g, const file_h
     return o;
 }
 
+/* What serving the model would take by sipp's own estimate (sipp_memory_estimate, the number the
+ * gateway's residency budgets with), for the options' backend, context and slots; null, with the
+ * reason, for a file it cannot estimate (a projector). */
+static json_t *estimate_json(const char *path, const sipp_gguf_info *g, const models_options *o) {
+    if (g->projector) return json_null();
+    sipp_model_params mp = sipp_model_default_params();
+    sipp_engine_params ep = sipp_engine_default_params();
+    if (o->c.backend) mp.backend = o->c.backend;
+    if (o->c.ctx_size) ep.ctx_size = o->c.ctx_size;
+    if (o->parallel) ep.parallel = o->parallel;
+    sipp_memory m;
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_memory_estimate(path, &mp, &ep, &m, err) != SIPP_OK) return json_pack("{s:s}", "error", err);
+    json_t *devs = json_object();
+    for (int i = 0; i < m.n_devices; i++)
+        json_object_set_new(devs, m.devices[i].name, json_integer((json_int_t)m.devices[i].bytes));
+    return json_pack("{s:s, s:o, s:i, s:I, s:o, s:I, s:I, s:I, s:I}", "backend",
+                     mp.backend ? mp.backend : "auto", "ctx_size",
+                     ep.ctx_size ? json_integer(ep.ctx_size) : json_null(), "parallel", ep.parallel,
+                     "host_bytes", (json_int_t)m.host_bytes, "device_bytes", devs, "total_bytes",
+                     (json_int_t)sipp_memory_total(&m), "weights_bytes", (json_int_t)m.weights_bytes,
+                     "kv_bytes", (json_int_t)m.kv_bytes, "compute_bytes", (json_int_t)m.compute_bytes);
+}
+
 static int models_info(int argc, char **argv) {
     models_options o = {0};
     const char *target = NULL;
@@ -549,7 +588,9 @@ static int models_info(int argc, char **argv) {
     mmproj_sidecar mm;
     find_mmproj_sidecar(g, &mm);
     if (as_json) {
-        rc = print_json(info_json(name, g, files, hash, &draft, &mm));
+        json_t *j = info_json(name, g, files, hash, &draft, &mm);
+        json_object_set_new(j, "memory_estimate", estimate_json(path, g, &o));
+        rc = print_json(j);
     } else {
         print_info_text(name, g, files, hash, &draft, &mm);
         rc = EXIT_OK;

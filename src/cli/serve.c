@@ -50,6 +50,7 @@ typedef struct serve_opts {
     bool ctx_set, ctx_auto;
     bool check;
     bool allow_unauthenticated;
+    bool no_auth;
 } serve_opts;
 
 /* --ctx-size N|auto: auto is the largest context the memory budget fits. */
@@ -171,34 +172,24 @@ static const cli_option opt_allow_unauthenticated = {.name = "--allow-unauthenti
                                                      .offset = offsetof(serve_opts, allow_unauthenticated),
                                                      .help =
                                                          "allow a non-loopback --host without [[tokens]]"};
+static const cli_option opt_no_auth = {
+    .name = "--no-auth",
+    .kind = CLI_OPT_FLAG,
+    .offset = offsetof(serve_opts, no_auth),
+    .help = "serve without tokens on any --host, with a warning (the operator's choice: in a\n"
+            "container behind a network policy; refused with [[tokens]])"};
 static const cli_option opt_supervised = {.name = "--supervised-target",
                                           .arg = "NAME",
                                           .kind = CLI_OPT_CUSTOM,
                                           .parse = parse_supervised}; /* internal: no help line */
 
-static const cli_option *const options[] = {&opt_config,
-                                            &opt_check,
-                                            &opt_models_dir,
-                                            &opt_memory_budget,
-                                            &opt_max_loaded,
-                                            &opt_keep_alive,
-                                            &opt_host,
-                                            &opt_port,
-                                            &opt_backend,
-                                            &opt_parallel,
-                                            &opt_ctx_size,
-                                            &opt_threads,
-                                            &opt_gpu_layers,
-                                            &opt_max_tokens,
-                                            &opt_flash_attn,
-                                            &opt_cache_type_k,
-                                            &opt_cache_type_v,
-                                            &opt_spec,
-                                            &opt_draft,
-                                            &opt_allow_unauthenticated,
-                                            &cli_opt_artifact,
-                                            &opt_supervised,
-                                            NULL};
+static const cli_option *const options[] = {
+    &opt_config,       &opt_check,        &opt_models_dir, &opt_memory_budget,
+    &opt_max_loaded,   &opt_keep_alive,   &opt_host,       &opt_port,
+    &opt_backend,      &opt_parallel,     &opt_ctx_size,   &opt_threads,
+    &opt_gpu_layers,   &opt_max_tokens,   &opt_flash_attn, &opt_cache_type_k,
+    &opt_cache_type_v, &opt_spec,         &opt_draft,      &opt_allow_unauthenticated,
+    &opt_no_auth,      &cli_opt_artifact, &opt_supervised, NULL};
 
 static const char about[] =
     "Runs the gateway: OpenAI-compatible routes (/v1/models, /v1/chat/completions, /v1/completions,\n"
@@ -322,6 +313,22 @@ static bool apply_model_options(const serve_opts *o, gw_target_config *t) {
     return true;
 }
 
+/* --no-auth: no token on any address, said once on stderr; a config with [[tokens]] contradicts it. */
+static bool apply_no_auth(const serve_opts *o, const gw_config *cfg) {
+    if (!o->no_auth) return true;
+    if (cfg->n_tokens > 0) {
+        cli_error("--no-auth contradicts the %zu [[tokens]] of %s: drop the flag, or the tokens",
+                  cfg->n_tokens, o->config ? o->config : "the configuration");
+        return false;
+    }
+    fprintf(stderr,
+            "sipp: warning: --no-auth: %s:%d checks no token; whoever reaches the port may use, load and "
+            "unload every model. Keep it behind a network policy or an authenticating proxy, or add "
+            "[[tokens]].\n",
+            cfg->host, cfg->port);
+    return true;
+}
+
 /* The configuration from the file or MODEL, then the command line's overrides, validated (and with
  * check, the model headers read as --check does); false with the problems in errs (or, when MODEL's
  * --draft cannot be used, printed already and *printed set). At start, and again at each SIGHUP. */
@@ -342,7 +349,7 @@ static bool build_config(const serve_opts *o, bool check, gw_config *cfg, sipp_b
     }
     set_string(&cfg->host, o->host);
     if (o->port >= 0) cfg->port = o->port;
-    if (o->allow_unauthenticated) cfg->allow_unauthenticated = true;
+    if (o->allow_unauthenticated || o->no_auth) cfg->allow_unauthenticated = true;
     if (ok && o->n_supervised) ok = gw_config_supervised(cfg, o->supervised, o->n_supervised, errs);
     /* Every problem, not only the first group: a file that parsed as TOML (cfg.path is set then)
      * is also validated against the machine (model files, token variables) when its keys had
@@ -373,6 +380,11 @@ int cmd_serve(int argc, char **argv) {
         gw_config_free(&cfg);
         sipp_buf_free(&errs);
         return EXIT_RUNTIME;
+    }
+    if (ok && !apply_no_auth(&o, &cfg)) {
+        sipp_buf_free(&errs);
+        gw_config_free(&cfg);
+        return EXIT_USAGE;
     }
     if (!ok) {
         print_errors(&errs);

@@ -446,11 +446,37 @@ sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sip
 /* One turn of the engine: queued requests into free slots, cancelled ones out, then one step.
  * With block, waits for work first (the engine thread); without, returns at once when there is none
  * (a stepped engine, whose caller runs the turns). Returns false once the engine is stopping. */
+/* The KV cells the slots hold, for the stats: each sequence's cells, so a prefix that slots share
+ * (scheduler.c) counts once per slot, and at most the context. Engine thread (it owns n_cache). */
+static int kv_cells_used(const sipp_engine *e) {
+    long used = 0;
+    for (int i = 0; i < e->params.parallel; i++)
+        used += e->slots[i].n_cache;
+    return used < e->n_ctx ? (int)used : e->n_ctx;
+}
+
+/* sipp_engine_erase_idle_slots's work, on the engine thread between steps: idle slots give up their
+ * cells, their tokens and their pinned keys. */
+static void erase_idle(sipp_engine *e) {
+    SIPP_ASSERT_ENGINE_LOCKED(e);
+    for (int i = 0; i < e->params.parallel; i++) {
+        slot *s = &e->slots[i];
+        if (s->req) continue;
+        if (s->n_cache > 0) llama_memory_seq_rm(e->mem, s->id, -1, -1);
+        s->n_cache = 0;
+        free(s->key);
+        s->key = NULL;
+    }
+    e->erase_idle = false;
+}
+
 static bool engine_turn(sipp_engine *e, bool block) {
     sipp_request *dropped = NULL;
     int n_start = 0;
     sipp_engine_lock(e);
     for (;;) {
+        if (e->erase_idle) erase_idle(e);
+        e->stats.kv_cells_used = kv_cells_used(e); /* as the last step left them */
         if (e->stopping) break;
         sipp_sched_assign(e, &dropped, e->starting, e->starting_slot, &n_start);
         if (dropped || n_start || sipp_sched_has_active(e) || !block) break;
@@ -567,11 +593,20 @@ void sipp_engine_get_stats(sipp_engine *e, sipp_engine_stats *out) {
     sipp_engine_lock(e);
     *out = e->stats;
     out->queued = e->n_queued;
+    out->kv_cells = e->n_ctx;
     out->running = 0;
     for (int i = 0; i < e->params.parallel; i++)
         out->running += e->slots[i].req != NULL;
     out->mean_busy_slots =
         e->stats.decode_steps ? (double)e->busy_slot_steps / (double)e->stats.decode_steps : 0;
+    sipp_engine_unlock(e);
+}
+
+void sipp_engine_erase_idle_slots(sipp_engine *e) {
+    if (!e) return;
+    sipp_engine_lock(e);
+    e->erase_idle = true;
+    pthread_cond_signal(&e->cv);
     sipp_engine_unlock(e);
 }
 

@@ -48,7 +48,8 @@ struct sipp_engine {
     atomic_bool mu_held;
 #endif
     bool stopping;
-    bool parked; /* the engine thread waits for work (under mu): it touches no slot (slot_state.c) */
+    bool parked;     /* the engine thread waits for work (under mu): it touches no slot (slot_state.c) */
+    bool erase_idle; /* under mu: sipp_engine_erase_idle_slots asked the next turn to empty idle slots */
     sipp_request *queue_head, *queue_tail;
     int n_queued;
     slot *slots;

@@ -18,6 +18,17 @@
  *   sipp_upstream_healthy{target,url}         1 when a replica is not ejected
  *   sipp_open_connections, sipp_buffered_request_bytes   connections and incoming bodies held
  *
+ * The routing gauges (gw_metrics_routing), per local target: what an inference router (the Gateway API
+ * Inference Extension's endpoint picker: llm-d, Envoy AI Gateway, KServe) reads to pick a replica.
+ *   sipp_waiting_requests{target}             waiting for an admission permit or for an engine slot
+ *   sipp_kv_cache_cells{target}, sipp_kv_cache_cells_used{target}, sipp_kv_cache_usage_ratio{target}
+ * and the same numbers under vLLM's names, so an endpoint picker set up for vLLM routes sipp as is:
+ *   vllm:num_requests_waiting{model_name}     = sipp_waiting_requests
+ *   vllm:num_requests_running{model_name}     = sipp_engine_running_requests (busy slots)
+ *   vllm:kv_cache_usage_perc{model_name}      = sipp_kv_cache_usage_ratio (0-1, as vLLM's)
+ *   vllm:lora_requests_info{model_name,running_lora_adapters,waiting_lora_adapters,max_lora}
+ *                                             the time (vLLM's convention); no adapters, max_lora 0
+ *
  * This file keeps the counters and histograms; the gauges that read other modules' state (targets,
  * engines, upstreams) are rendered by the /metrics route (routes_ops.c) with the helpers here.
  *
@@ -27,6 +38,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <pthread.h>
 
@@ -250,4 +262,82 @@ void gw_metrics_render(gw_metrics *m, const char *const *names, size_t n_names, 
         render_histogram(o, "sipp_request_duration_seconds", name_of(n, names, i), &row(m, n, i)->duration,
                          duration_bounds, N_DURATION);
     pthread_mutex_unlock(&m->mu);
+}
+
+/* ---- the routing gauges ------------------------------------------------------------------------- */
+
+/* NAME{KEY="TARGET"EXTRA}, EXTRA being more labels (",a=\"b\"") or "". */
+static void routing_sample(sipp_buf *o, const char *name, const char *key, const char *target,
+                           const char *extra) {
+    sipp_buf_appendf(o, "%s{%s=\"", name, key);
+    label(o, target);
+    sipp_buf_appendf(o, "\"%s}", extra);
+}
+
+static double kv_ratio(const gw_routing_row *r) {
+    return r->kv_cells > 0 ? (double)r->kv_cells_used / (double)r->kv_cells : 0;
+}
+
+/* What a routing gauge shows of a row. */
+typedef enum { RV_WAITING, RV_RUNNING, RV_KV_RATIO, RV_KV_CELLS, RV_KV_USED } routing_value;
+
+/* The routing gauges, sipp's names (label target) then vLLM's (label model_name); running has its
+ * sipp name among the engine gauges (sipp_engine_running_requests, routes_ops.c). */
+static const struct {
+    const char *name, *key, *help;
+    routing_value value;
+} ROUTING[] = {
+    {"sipp_waiting_requests", "target", "Requests waiting for an admission permit or an engine slot.",
+     RV_WAITING},
+    {"sipp_kv_cache_usage_ratio", "target", "KV cells the slots hold over the context's cells (0-1).",
+     RV_KV_RATIO},
+    {"sipp_kv_cache_cells", "target", "KV cells of the context (ctx_size, shared by the slots).",
+     RV_KV_CELLS},
+    {"sipp_kv_cache_cells_used", "target", "KV cells the slots hold, busy or idle.", RV_KV_USED},
+    {"vllm:num_requests_waiting", "model_name", "Requests waiting to be processed (sipp_waiting_requests).",
+     RV_WAITING},
+    {"vllm:num_requests_running", "model_name", "Requests in an engine slot (sipp_engine_running_requests).",
+     RV_RUNNING},
+    {"vllm:kv_cache_usage_perc", "model_name", "KV-cache usage, 0-1 (sipp_kv_cache_usage_ratio).",
+     RV_KV_RATIO},
+};
+
+static void routing_value_text(sipp_buf *o, const gw_routing_row *r, int waiting, routing_value v) {
+    if (v == RV_KV_RATIO) {
+        sipp_buf_appendf(o, " %.6f\n", kv_ratio(r));
+        return;
+    }
+    sipp_buf_appendf(o, " %d\n",
+                     v == RV_WAITING    ? waiting
+                     : v == RV_RUNNING  ? r->running
+                     : v == RV_KV_CELLS ? r->kv_cells
+                                        : r->kv_cells_used);
+}
+
+void gw_metrics_routing(gw_metrics *m, const gw_routing_row *rows, size_t n, bool admission_waits,
+                        sipp_buf *o) {
+    int *waiting = calloc(n + 1, sizeof *waiting);
+    if (!waiting) return;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n; i++)
+        waiting[i] = rows[i].engine_queued + (admission_waits && i < m->n_targets ? m->t[i].queued : 0);
+    pthread_mutex_unlock(&m->mu);
+    for (size_t g = 0; g < sizeof ROUTING / sizeof *ROUTING; g++) {
+        gw_metrics_header(o, ROUTING[g].name, "gauge", ROUTING[g].help);
+        for (size_t i = 0; i < n; i++) {
+            if (!rows[i].local) continue;
+            routing_sample(o, ROUTING[g].name, ROUTING[g].key, rows[i].name, "");
+            routing_value_text(o, &rows[i], waiting[i], ROUTING[g].value);
+        }
+    }
+    free(waiting);
+    gw_metrics_header(o, "vllm:lora_requests_info", "gauge",
+                      "LoRA adapters running and waiting (none: sipp serves no adapters yet); the value is "
+                      "the time, as vLLM's.");
+    for (size_t i = 0; i < n; i++) {
+        if (!rows[i].local) continue;
+        routing_sample(o, "vllm:lora_requests_info", "model_name", rows[i].name,
+                       ",running_lora_adapters=\"\",waiting_lora_adapters=\"\",max_lora=\"0\"");
+        sipp_buf_appendf(o, " %lld\n", (long long)time(NULL));
+    }
 }

@@ -5,6 +5,7 @@
 #ifndef SIPP_GATEWAY_METRICS_H
 #define SIPP_GATEWAY_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,5 +33,21 @@ void gw_metrics_render(gw_metrics *m, const char *const *names, size_t n_names, 
 /* "# HELP" and "# TYPE" lines, and one sample NAME{target="TARGET"} V (the label escaped). */
 void gw_metrics_header(sipp_buf *out, const char *name, const char *type, const char *help);
 void gw_metrics_line(sipp_buf *out, const char *name, const char *target, uint64_t v);
+
+/* What an inference router reads of one target (the Gateway API Inference Extension's model-server
+ * protocol): its engine's queue and busy slots and KV cells (sipp_engine_stats; zeros while the
+ * target is not loaded), a remote target left out (loaded false). */
+typedef struct gw_routing_row {
+    const char *name;
+    bool local;
+    int engine_queued, running;
+    int kv_cells, kv_cells_used;
+} gw_routing_row;
+
+/* Renders the routing gauges of rows[i] = target i, under sipp's names and under vLLM's (the same
+ * numbers), the waiting count adding the target's requests that wait for an admission permit when
+ * any does (admission_waits; a request that finds a permit free passes through that count briefly). */
+void gw_metrics_routing(gw_metrics *m, const gw_routing_row *rows, size_t n, bool admission_waits,
+                        sipp_buf *out);
 
 #endif

@@ -108,7 +108,7 @@ static void run(gw_call *call, int flags, void (*fn)(gw_call *)) {
 
 static void route_model(gw_call *call) { gw_route_model(call, call->path + strlen(MODELS_PREFIX)); }
 
-/* POST /v1/models/{name}/load and /unload */
+/* POST /v1/models/{name}/load, /unload and /erase_slots */
 static void route_model_residency(gw_call *call) {
     const char *rest = call->path + strlen(MODELS_PREFIX);
     const char *slash = strrchr(rest, '/');
@@ -127,7 +127,8 @@ static void route_model_file(gw_call *call) {
 
 static bool is_residency_path(const char *path) {
     const char *slash = strrchr(path + strlen(MODELS_PREFIX), '/');
-    return slash && (strcmp(slash, "/load") == 0 || strcmp(slash, "/unload") == 0);
+    return slash && (strcmp(slash, "/load") == 0 || strcmp(slash, "/unload") == 0 ||
+                     strcmp(slash, "/erase_slots") == 0);
 }
 
 static void dispatch(gw_call *call) {

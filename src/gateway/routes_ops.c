@@ -110,6 +110,32 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
     gw_supervise_metrics(srv, o);
 }
 
+/* The routing gauges' inputs: each local target's engine stats, zeros while it is not loaded. */
+static void render_routing(gw_server *srv, size_t n, sipp_buf *o) {
+    gw_routing_row *rows = calloc(n + 1, sizeof *rows);
+    if (!rows) return;
+    for (size_t i = 0; i < n; i++) {
+        gw_target *t = &srv->targets[i];
+        rows[i].name = t->cfg->name;
+        rows[i].local = t->cfg->type == GW_TARGET_LOCAL;
+        if (!rows[i].local || !gw_residency_peek(srv, t)) continue;
+        sipp_engine_stats es;
+        sipp_engine_get_stats(t->engine, &es);
+        gw_residency_unpeek(srv, t);
+        /* A request the engine has not yet moved into a free slot (it does at its next turn) is
+         * not waiting for room: it counts only past the free slots. */
+        int free_slots = es.slots - es.running;
+        rows[i].engine_queued = es.queued > free_slots ? es.queued - free_slots : 0;
+        rows[i].running = es.running;
+        rows[i].kv_cells = es.kv_cells;
+        rows[i].kv_cells_used = es.kv_cells_used;
+    }
+    int active, queued;
+    gw_admission_counts(srv->admission, &active, &queued);
+    gw_metrics_routing(srv->metrics, rows, n, queued > 0, o);
+    free(rows);
+}
+
 void gw_route_metrics(gw_call *call) {
     gw_server *srv = call->srv;
     sipp_buf out = {0};
@@ -124,6 +150,7 @@ void gw_route_metrics(gw_call *call) {
     gw_metrics_render(srv->metrics, names, n, &out);
     free(names);
     render_gauges(srv, &out);
+    render_routing(srv, n, &out);
     gw_reply_text(call, 200, "text/plain; version=0.0.4; charset=utf-8", out.data, out.len);
 }
 

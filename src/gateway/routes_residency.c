@@ -5,8 +5,10 @@
  *                                   when it is loaded: 200 with its description, or 503 saying why
  *                                   (it does not fit next to the models in use, or its load failed)
  *   POST /v1/models/{name}/unload   unloads it now, or when its running requests end ("deferred")
+ *   POST /v1/models/{name}/erase_slots   empties the KV its idle slots keep for prefix reuse (as
+ *                                   llama-server's /slots?action=erase), its busy slots untouched
  *
- * Both need a token with admin = true when the server has tokens (a call that may only use a model
+ * All need a token with admin = true when the server has tokens (a call that may only use a model
  * may not take memory from the others' models by loading or evicting). The name is the target's,
  * as GET /v1/models lists it; remote targets have nothing to load.
  */
@@ -15,6 +17,17 @@
 #include "gateway/routes.h"
 
 #define GW_MAX_NAME 256
+
+/* The idle slots' KV of a loaded target is emptied (its busy slots go on); nothing to do for one
+ * that is not loaded. */
+static void erase_slots(gw_call *call, gw_target *t, const char *id) {
+    bool loaded = gw_residency_peek(call->srv, t);
+    if (loaded) {
+        sipp_engine_erase_idle_slots(t->engine);
+        gw_residency_unpeek(call->srv, t);
+    }
+    gw_reply_json(call, 200, json_pack("{s:s, s:b}", "id", id, "erased", loaded));
+}
 
 void gw_route_model_residency(gw_call *call, const char *name, size_t name_len, const char *action) {
     gw_server *srv = call->srv;
@@ -44,6 +57,10 @@ void gw_route_model_residency(gw_call *call, const char *name, size_t name_len, 
         gw_reply_error(call, GW_E_INVALID_FIELD,
                        "model '%s' is a remote target (openai_compatible): there is nothing to %s", id,
                        action);
+        return;
+    }
+    if (strcmp(action, "erase_slots") == 0) {
+        erase_slots(call, t, id);
         return;
     }
     if (strcmp(action, "load") == 0) {

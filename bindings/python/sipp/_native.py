@@ -258,7 +258,7 @@ class EngineStats(ctypes.Structure):
     _fields_ = [("slots", c_int), ("running", c_int), ("queued", c_int), ("requests_done", c_uint64),
                 ("tokens_in", c_uint64), ("tokens_out", c_uint64), ("decode_steps", c_uint64),
                 ("mean_busy_slots", c_double), ("draft_tokens", c_uint64), ("accepted_tokens", c_uint64),
-                ("draft_steps", c_uint64), ("cutoff_steps", c_uint64)]
+                ("draft_steps", c_uint64), ("cutoff_steps", c_uint64), ("kv_cells", c_int), ("kv_cells_used", c_int)]
 
 
 # ---- the model store (sipp.h "model store") ----

@@ -1110,6 +1110,13 @@ typedef struct sipp_request_stats {
 SIPP_API sipp_status sipp_engine_submit(sipp_engine *engine, const sipp_request_params *params,
                                         sipp_request **out);
 
+/* The prompt's length in positions as sipp_engine_submit would make it (the template rendered,
+ * tokenized, media counted), without queueing it and whatever its length: *n_prompt, and the
+ * engine's context in *n_ctx (optional). A prompt of n_ctx positions or more is one submit refuses
+ * (SIPP_ERR_CONTEXT_FULL). Errors as submit's, the message on the engine. [any thread] */
+SIPP_API sipp_status sipp_engine_count_prompt(sipp_engine *engine, const sipp_request_params *params,
+                                              int *n_prompt, int *n_ctx);
+
 /* Asks the request to stop; it finishes as cancelled within one engine step. [any thread] */
 SIPP_API void sipp_request_cancel(sipp_request *request);
 

@@ -470,6 +470,7 @@ static bool translate_tools(gw_call *call, json_t *root, json_t *chat) {
             json_t *name = json_object_get(tc, "name");
             if (!json_is_string(name))
                 return gw_reply_invalid_field(call, "'tool_choice.name' must name one of the tools");
+            if (!gw_forced_tool_listed(call, chat, json_string_value(name), "tool")) return false;
             json_object_set_new(chat, "tool_choice",
                                 json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name", name));
         } else {

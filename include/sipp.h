@@ -443,6 +443,12 @@ SIPP_API sipp_status sipp_store_find_draft(const char *model_path, const char *s
  * mmproj = "auto"). [any thread] */
 SIPP_API sipp_status sipp_store_find_mmproj(const char *model_path, char *out, size_t cap, char *errbuf);
 
+/* Whether the projector at path can go with the model at model_path (NULL: the projector alone), from
+ * their GGUF headers only, as a load checks them before libmtmd reads the file: a projector (not a
+ * text model), whose output width can be read and equals the model's n_embd. SIPP_ERR_MODEL with a
+ * message naming both files and both widths otherwise. [any thread] */
+SIPP_API sipp_status sipp_mmproj_check(const char *path, const char *model_path, char *errbuf);
+
 /* A GGUF header, read without loading any weights (`sipp models info`). */
 
 #define SIPP_GGUF_MAX_TYPES 48 /* distinct tensor types listed (ggml has fewer) */

@@ -18,11 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "gateway/config_check.h"
 #include "gateway/gateway.h"
 #include "gateway/supervise.h"
 
@@ -272,25 +271,6 @@ static void print_errors(const sipp_buf *errs) {
     }
 }
 
-/* The header check a load makes first: a model llama.cpp would abort on is invalid here, not a
- * crash at start (serve itself marks such a target failed and serves the others). A model file
- * that cannot be read is skipped: gw_config_validate has reported it. */
-static bool check_models(const gw_config *cfg, const char *config, sipp_buf *errs) {
-    bool ok = true;
-    for (size_t i = 0; i < cfg->n_targets; i++) {
-        char err[SIPP_ERROR_SIZE];
-        const gw_target_config *t = &cfg->targets[i];
-        struct stat st;
-        if (t->type != GW_TARGET_LOCAL || !t->model_path || stat(t->model_path, &st) != 0 ||
-            !S_ISREG(st.st_mode) || access(t->model_path, R_OK) != 0 ||
-            sipp_model_check(t->model_path, err) == SIPP_OK)
-            continue;
-        sipp_buf_appendf(errs, "%s: target '%s': %s\n", config, t->name, err);
-        ok = false;
-    }
-    return ok;
-}
-
 /* Sets a configuration string to value, when one is given. */
 static void set_string(char **field, const char *value) {
     if (!value) return;
@@ -350,7 +330,7 @@ int cmd_serve(int argc, char **argv) {
      * errors, and --check reads the model headers too, so one run lists all there is to fix. */
     bool parsed = ok || cfg.path;
     if (parsed) ok = gw_config_validate(&cfg, &errs) && ok;
-    if (parsed && o.check) ok = check_models(&cfg, o.config, &errs) && ok;
+    if (parsed && o.check) ok = gw_config_check_deep(&cfg, o.config, &errs) && ok;
     if (!ok) {
         print_errors(&errs);
         sipp_buf_free(&errs);

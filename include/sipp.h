@@ -1144,6 +1144,14 @@ SIPP_API sipp_status sipp_request_wait(sipp_request *request, int timeout_ms);
 SIPP_API size_t sipp_request_read(sipp_request *request, char *buf, size_t cap, int timeout_ms,
                                   bool *finished);
 
+/* The same, but stops at the end of the piece the engine published (one token's text as the stop
+ * filter released it), so a reader that falls behind still gets the pieces the engine made, one per
+ * call, rather than all that arrived meanwhile at once (a binding's token stream). A piece longer
+ * than cap is returned in parts. Mixed with sipp_request_read on one request, each continues where
+ * the other stopped. [any thread] */
+SIPP_API size_t sipp_request_read_piece(sipp_request *request, char *buf, size_t cap, int timeout_ms,
+                                        bool *finished);
+
 /* After the request finished: */
 SIPP_API sipp_finish_reason sipp_request_finish_reason(const sipp_request *request);
 SIPP_API sipp_status sipp_request_status(const sipp_request *request);

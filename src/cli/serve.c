@@ -49,6 +49,7 @@ typedef struct serve_opts {
     bool ctx_set, ctx_auto;
     bool check;
     bool allow_unauthenticated;
+    bool follow_symlinks;
 } serve_opts;
 
 /* --ctx-size N|auto: auto is the largest context the memory budget fits. */
@@ -86,6 +87,11 @@ static const cli_option opt_models_dir = {
     .kind = CLI_OPT_STRING,
     .offset = offsetof(serve_opts, models_dir),
     .help = "serve every GGUF file in DIR (also with --config: added to its targets)"};
+static const cli_option opt_follow_symlinks = {
+    .name = "--models-follow-symlinks",
+    .kind = CLI_OPT_FLAG,
+    .offset = offsetof(serve_opts, follow_symlinks),
+    .help = "also serve models in DIR that link to files outside it ([server] models_follow_symlinks)"};
 static const cli_option opt_memory_budget = {.name = "--memory-budget-mb",
                                              .arg = "N",
                                              .kind = CLI_OPT_INT,
@@ -178,6 +184,7 @@ static const cli_option opt_supervised = {.name = "--supervised-target",
 static const cli_option *const options[] = {&opt_config,
                                             &opt_check,
                                             &opt_models_dir,
+                                            &opt_follow_symlinks,
                                             &opt_memory_budget,
                                             &opt_max_loaded,
                                             &opt_keep_alive,
@@ -312,6 +319,7 @@ int cmd_serve(int argc, char **argv) {
                         : true;
     if (o.keep_alive) gw_parse_keep_alive(o.keep_alive, &cfg.discovered_keep_alive_s);
     if (o.max_tokens) cfg.discovered_max_tokens = o.max_tokens;
+    if (o.follow_symlinks) cfg.models_follow_symlinks = true;
     /* the store when nothing else is named; a models directory besides a config's targets */
     if (ok && !o.model && (o.models_dir || !o.config)) ok = gw_config_add_dir(&cfg, o.models_dir, &errs);
     if (o.memory_budget_mb) cfg.memory_budget_mb = o.memory_budget_mb;

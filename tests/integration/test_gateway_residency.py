@@ -460,6 +460,9 @@ class ModelsDir(unittest.TestCase):
         self.addCleanup(gw.stop)
         self.assertEqual(sorted(models(gw)), ["far", "good", "inside", "out"])
         self.assertNotIn("'out.gguf' is skipped", gw.text())
+        flag = Gateway(["--models-dir", d, "--models-follow-symlinks", "--port", "0"])  # the same, without a config
+        self.addCleanup(flag.stop)
+        self.assertEqual(sorted(models(flag)), ["good", "inside", "out"])
 
     def test_serve_without_a_model_serves_the_store(self):
         check_build()

@@ -84,12 +84,13 @@
 #define GW_MS_PER_S 1000.0
 #define GW_HEX "0123456789abcdef"
 #define GW_CHUNKED "chunked"
-#define GW_HTTP_1 "HTTP/1." /* HTTP/1.1 and later 1.x need Host; 1.0 may leave it out */
-#define GW_CODING_MAX 65    /* a transfer coding as an error names it */
-#define GW_HEADER_MAX 16384 /* the request line and headers read (and a trailer): past it 431 */
-#define GW_TARGET_MAX 8192  /* the request target: past it 414 */
-#define GW_REQUEST_LINE_MAX (GW_CONNECTION_MEMORY) /* how far apart MHD keeps pieces of one request line */
-#define GW_AUTHORITY_MAX 256                       /* an absolute-form target's host[:port] */
+#define GW_HTTP_1 "HTTP/1."  /* HTTP/1.1 and later 1.x need Host; 1.0 may leave it out */
+#define GW_CODING_MAX 65     /* a transfer coding as an error names it */
+#define GW_HEADER_MAX 16384  /* the request line and headers read (and a trailer): past it 431 */
+#define GW_TARGET_MAX 8192   /* the request target: past it 414 */
+#define GW_AUTHORITY_MAX 256 /* an absolute-form target's host[:port] */
+/* How far apart in MHD's buffer the pieces of one request line can be: all of its memory. */
+#define GW_REQUEST_LINE_MAX GW_CONNECTION_MEMORY
 /* MHD's memory per connection: its read buffer, the header lines (about 64 bytes each besides their
  * text), the reply's headers. What does not fit MHD answers with an HTML page of its own (a header
  * too large, a chunk line longer than the buffer). This much holds every request line and header
@@ -106,8 +107,8 @@ typedef struct conn_watch {
     int fd;
     double reading_since; /* sipp_now_ms when it began waiting for a request; < 0 while handled */
     bool cut;
-    const char
-        *raw_target; /* the request target as MHD first has it (this request; MHD decodes it in place) */
+    /* The request target as MHD first has it, for this request (MHD then decodes it in place). */
+    const char *raw_target;
     size_t raw_target_len;    /* its length up to the first NUL */
     size_t raw_scheme;        /* an absolute-form target's "http://" as sent: its length, else 0 */
     size_t raw_authority_len; /* the authority's length as sent */
@@ -570,7 +571,8 @@ static size_t scheme_length(const char *target) {
 }
 
 /* MHD_OPTION_URI_LOG_CALLBACK, called with the request target before MHD splits off the query and
- * decodes it: kept for target_intact. */
+ * decodes it: kept for target_intact, and an absolute-form target's authority copied for
+ * absolute_form. */
 static void *on_target(void *cls, const char *uri, struct MHD_Connection *conn) {
     (void)cls;
     conn_watch *w = watch_of(conn);

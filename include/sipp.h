@@ -266,8 +266,8 @@ typedef struct sipp_store_model {
 SIPP_API sipp_status sipp_store_list(const char *dir, sipp_store_model **out, size_t *n, char *errbuf);
 SIPP_API void sipp_store_list_free(sipp_store_model *models, size_t n);
 
-/* The entries of a store directory that sipp_store_list passes over although they look like models,
- * or are not plain files: fn(user, entry, why) for each, why a sentence that ends with what to do
+/* The entries of a store directory that sipp_store_list passes over although they look like models
+ * (.gguf), or are not plain files: fn(user, entry, why) for each, why a sentence that ends with what to do
  * ("'My Model' is not a model name (...); rename the file", "it is a FIFO, not a regular file").
  * Directories, hidden entries, projectors and files of other types are not reported. */
 typedef void (*sipp_store_skip_fn)(void *user, const char *entry, const char *why);

@@ -4,9 +4,10 @@
  * The listing takes NAME.json and NAME.gguf (or shard 1 of a split set) whose NAME is a store name,
  * and a regular file; anything else is quietly not a model. A person who dropped "My Model.gguf" or
  * a FIFO into the directory deserves to be told, once, rather than find the model missing: this walk
- * names each entry that looks like a model, or is not a plain file at all, and is not part of a
- * listed model. Directories (partial/), hidden entries, projector files and files of other types are
- * the directory's own business and pass silently.
+ * names each entry that looks like a model (a .gguf file, or a link named so), or is not a plain file
+ * at all, and is not part of a listed model. Directories (partial/), hidden entries, projector files
+ * and files of other types (a model's metadata that does not parse included: `sipp models info`
+ * reports that) are the directory's own business and pass silently.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -52,13 +53,11 @@ static const char *kind_of(mode_t mode) {
     return "not a regular file";
 }
 
-/* Why a regular file named like a model (fn ends in .gguf or .json) is not one; "" when it is one
- * the listing leaves out on purpose. */
+/* Why a regular file named like a model (fn ends in .gguf) is not one. */
 static void why_file(const char *fn, char *why, size_t cap) {
-    bool gguf = has_ext(fn, GGUF_EXT);
-    size_t stem = strlen(fn) - strlen(gguf ? GGUF_EXT : SIPP_STORE_META_EXT);
+    size_t stem = strlen(fn) - strlen(GGUF_EXT);
     sipp_split sp;
-    if (gguf && sipp_split_parse(fn, &sp)) {
+    if (sipp_split_parse(fn, &sp)) {
         if (sp.index != 1)
             snprintf(why, cap,
                      "shard %d of %d of a split set whose shard 1 is not here; put all %d shards beside it",
@@ -79,8 +78,6 @@ static void why_file(const char *fn, char *why, size_t cap) {
             "'%s' is not a model name (letters, digits, '.', '_', '-', starting with a letter or digit); "
             "rename the file",
             name);
-    else if (!gguf)
-        snprintf(why, cap, "its metadata does not parse; `sipp models info %s` says why", name);
     else
         snprintf(why, cap, "it could not be listed; `sipp models info %s` says why", name);
 }
@@ -94,7 +91,7 @@ static void why_skipped(const char *dir, const char *fn, const sipp_store_model 
     sipp_pathf(path, sizeof path, "%s/%s", dir, fn);
     struct stat lst, st;
     if (lstat(path, &lst) != 0 || S_ISDIR(lst.st_mode)) return;
-    bool named = has_ext(fn, GGUF_EXT) || has_ext(fn, SIPP_STORE_META_EXT);
+    bool named = has_ext(fn, GGUF_EXT);
     if (stat(path, &st) != 0) {
         if (named) snprintf(why, cap, "it is a symbolic link to nothing (%s)", strerror(errno));
         return;

@@ -41,7 +41,7 @@ SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -fvisibility=hidden $(WARN)
   -DSIPP_VERSION='"$(SIPP_VERSION)"' -DSIPP_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' -DSIPP_LLAMA_COMMIT='"$(LLAMA_COMMIT)"' \
   $(if $(filter 1,$(DEBUG)),-DSIPP_DEBUG) $(EXTRA_CFLAGS)
 LLAMA_LIBS := -L$(BUILD)/artifact -lllama-common -lllama -lggml -lggml-base -lstdc++
-# src/chat/chat_bridge.cpp, sipp's one C++ file, against the pinned tree's common/ headers: g++ (the
+# The C++ bridges (src/chat/chat_bridge.cpp, src/model/mtmd_bridge.cpp), against the pinned tree's common/ headers: g++ (the
 # compiler libllama-common.so was built with, so the C++ ABI matches), no exceptions leave it.
 CXX ?= g++
 LLAMA_SOURCE := $(LLAMA_ROOT)/llama/source
@@ -50,7 +50,7 @@ SIPP_CXXFLAGS := -std=c++17 -fPIC -pthread -fvisibility=hidden -Wall -Wextra -We
 SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl
 
 LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/store/*.c src/model/*.c src/chat/*.c src/engine/*.c src/verify/*.c))
-LIB_CXX_SRCS := src/chat/chat_bridge.cpp
+LIB_CXX_SRCS := src/chat/chat_bridge.cpp src/model/mtmd_bridge.cpp
 # libsipp-util.a: the helpers clients may link beside libsipp.so (strings, buffers, errors, TOML);
 # docs/architecture.md states the rule.
 UTIL_SRCS := $(sort $(wildcard src/util/*.c))
@@ -85,7 +85,7 @@ SIPP := $(BUILD)/bin/sipp
 SYNTH := $(BUILD)/bin/sipp-synth
 TRAIN := $(BUILD)/bin/sipp-train
 
-.PHONY: all deps setup demo demo-model test check clean format bindings fuzz-bins test-bins unit-bins dist install
+.PHONY: all deps setup demo demo-model test check hooks clean format bindings fuzz-bins test-bins unit-bins dist install
 all: $(SIPP) $(SYNTH) $(TRAIN) $(LIBSIPP) $(LIBSIPP_A) $(SBOM) $(MAN)
 
 setup:
@@ -108,6 +108,12 @@ $(BUILD)/obj/%.o: %.c $(LLAMA_STAMP) Makefile | $(BUILD)/obj llama-links
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	@$(CC) $(CFLAGS) $(SIPP_CFLAGS) -MMD -MP -c $< -o $@
+
+# The pinned source's vendored miniaudio, which sipp decodes audio clips with (src/model/miniaudio.c
+# compiles it, with its own warnings off: it is llama.cpp's dependency, not sipp's code).
+MINIAUDIO_USERS := $(BUILD)/obj/src/model/miniaudio.o $(BUILD)/obj/src/model/audio_decode.o
+$(MINIAUDIO_USERS): CFLAGS += -isystem $(LLAMA_SOURCE)/vendor
+$(BUILD)/obj/src/model/miniaudio.o: CFLAGS += -w
 
 $(BUILD)/obj/%.o: %.cpp $(LLAMA_STAMP) | $(BUILD)/obj llama-links
 	@mkdir -p $(dir $@)
@@ -231,6 +237,9 @@ FUZZ_media_SRCS := tests/fuzz/fuzz_media.c src/util/base64.c src/util/media_snif
 # how a refusal shows the URL of an image the gateway fetched (media_parts.c)
 FUZZ_media_url_SRCS := tests/fuzz/fuzz_media_url.c src/gateway/media_parts.c src/util/util.c
 FUZZ_multipart_SRCS := tests/fuzz/fuzz_multipart.c src/gateway/multipart.c
+# an audio clip's header measured and the clip decoded with the pinned miniaudio (src/model/audio_decode.c)
+FUZZ_audio_SRCS := tests/fuzz/fuzz_audio.c src/model/audio_decode.c src/util/media_sniff.c src/util/util.c \
+  src/util/last_error.c
 $(BUILD)/fuzz/fuzz_toml: $(FUZZ_toml_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -247,6 +256,15 @@ $(BUILD)/fuzz/fuzz_media_url: $(FUZZ_media_url_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $^ -o $@ -ljansson
+# miniaudio itself is compiled without the fuzzer's instrumentation (it is llama.cpp's dependency; the
+# harness searches sipp's checks), once, beside the harness.
+$(BUILD)/fuzz/miniaudio.o: src/model/miniaudio.c $(LLAMA_STAMP)
+	@mkdir -p $(dir $@)
+	@clang -g -O1 -fsanitize=address -std=c11 -D_GNU_SOURCE -Isrc -isystem $(LLAMA_SOURCE)/vendor -w -c $< -o $@
+$(BUILD)/fuzz/fuzz_audio: $(FUZZ_audio_SRCS) $(BUILD)/fuzz/miniaudio.o
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ $@"
+	@clang $(FUZZ_CFLAGS) -isystem $(LLAMA_SOURCE)/vendor $^ -o $@ -lm -lpthread -ldl
 $(BUILD)/fuzz/fuzz_multipart: $(FUZZ_multipart_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -294,6 +312,7 @@ endef
 $(foreach h,$(FUZZ_LIB),$(eval $(call fuzz_lib_rule,$(h))))
 
 FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_range $(BUILD)/fuzz/fuzz_media $(BUILD)/fuzz/fuzz_media_url \
+  $(BUILD)/fuzz/fuzz_audio \
   $(BUILD)/fuzz/fuzz_multipart $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_rpc \
   $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
 fuzz-bins: $(FUZZ_BINS)
@@ -329,8 +348,10 @@ WEB_VARIANTS := mt st
 # Left out: what needs jansson, OpenSSL or llama.cpp's chat library (src/chat,
 # src/engine/request_json.c, src/backend/signature.c); the browser's answers are src/wasm/*_browser.c.
 # The rpc files stay: the wasm ggml has no RPC backend, so rpc is refused there as not compiled.
-WEB_NATIVE_ONLY := src/engine/request_json.c src/backend/signature.c src/model/mmproj.c
+WEB_NATIVE_ONLY := src/engine/request_json.c src/backend/signature.c src/model/mmproj.c src/model/audio_decode.c \
+  src/model/miniaudio.c
 WEB_SRCS := $(filter-out $(WEB_NATIVE_ONLY),$(sort $(wildcard src/backend/*.c src/model/*.c src/engine/*.c))) src/util/util.c \
+  src/util/schema_defaults.c \
   src/util/last_error.c src/store/gguf_header.c src/store/gguf_info.c src/store/source.c src/wasm/store_browser.c \
   src/wasm/chat_browser.c src/wasm/signature_browser.c src/wasm/mmproj_browser.c \
   bindings/web/src/sipp_wasm.c
@@ -386,12 +407,18 @@ test: setup
 # in CI), the format check, the lint and size check, the unit tests, and the smoke tests (one request
 # to every gateway route, one server). make test runs all of it and the rest.
 CHECK_TESTS := test_smoke.py,test_lint.py
-check: all unit-bins
+check: all unit-bins hooks
 	@if command -v emcc >/dev/null && bash deps/build-web.sh mt --if-cached >/dev/null 2>&1 && \
 	  bash deps/build-web.sh st --if-cached >/dev/null 2>&1; then \
 	  $(MAKE) --no-print-directory web; \
 	else echo "  web: not linked (its llama.cpp build is not cached yet: make web builds it once)"; fi
 	@SIPP_TEST_ONLY=format,lint,unit,integration SIPP_TEST_PATTERN='$(CHECK_TESTS)' bash tests/run.sh
+
+# The repository's git hooks (scripts/hooks: commit-msg refuses subjects over 72 characters), unless
+# this clone already names a hooks path of its own.
+hooks:
+	@if git rev-parse --git-dir >/dev/null 2>&1 && [ -z "$$(git config core.hooksPath)" ]; then \
+	  git config core.hooksPath scripts/hooks && echo "  hooks: git config core.hooksPath scripts/hooks"; fi
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan bindings/node/build

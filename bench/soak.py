@@ -15,6 +15,14 @@ and "flat" (growth within --rss-growth-mib). Exit status 0 when there were no fa
 flat, 1 otherwise. `make test` runs the 60-second version (tests/integration/test_soak.py); the
 5-minute one is for BENCHMARKS.md. Standard library only.
 
+    soak.py --seconds 300 --streams 4 --media
+
+With --media the target has an image projector (sipp-synth --projector llava) and every client mixes
+media into its stream of requests (issue 44): one request in four carries a small PNG, and one in
+four is a forged one, refused from its headers with a 400 (16 JPEGs claiming 8192 x 8192 each, or a
+140-byte FLAC claiming 2^36 samples at 250 Hz, to a second target with an audio projector); anything else is a failure. RSS must stay flat as
+before: the refusals decode nothing.
+
     soak.py --load-cycles 200 [--model tiny.gguf]
 
 The load-cycle soak instead (issue 27 item 10): one on_demand target, loaded
@@ -25,6 +33,7 @@ that first unload kept over idle), after the last and the largest after any, the
 cycle's level, the peak (VmHWM), and "within" (growth at most 10%). Exit status 0 when within.
 """
 import argparse
+import base64
 import http.client
 import json
 import os
@@ -32,11 +41,13 @@ import re
 import shutil
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, os.environ.get("SIPP_BUILD", "build"))
@@ -65,9 +76,18 @@ def rss_bytes(pid):
     raise RuntimeError("no VmRSS")
 
 
-def start_server(model, streams, log):
-    """`sipp serve` with one slot per stream, once /ready says so; returns (process, port)."""
-    proc = subprocess.Popen([SIPP, "serve", model, "--port", "0", "--threads", "1", "--parallel", str(streams)],
+def start_server(model, streams, log, mmproj=None):
+    """`sipp serve` with one slot per stream (and the projector, if given), once /ready says so;
+    returns (process, port)."""
+    args = [model, "--threads", "1", "--parallel", str(streams)]
+    if mmproj:
+        cfg = os.path.join(os.path.dirname(log.name), "soak.toml")
+        with open(cfg, "w") as f:
+            for name, proj, slots in ((model_name(model), mmproj[0], streams), (model_name(model) + EARS, mmproj[1], 1)):
+                f.write(f'[[targets]]\nname = "{name}"\nmodel = "{model}"\nmmproj = "{proj}"\n'
+                        f"threads = 1\nparallel = {slots}\nctx_size = 2048\n\n")
+        args = ["--config", cfg]
+    proc = subprocess.Popen([SIPP, "serve", *args, "--port", "0"],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         port = wait_listening(proc, log)
@@ -121,14 +141,78 @@ def one_stream(port, body):
         conn.close()
 
 
-def soak(seconds, streams, max_tokens, model=None, rss_growth_mib=DEFAULT_RSS_GROWTH_MIB):
+def model_name(model):
+    return os.path.basename(model)[:-len(".gguf")]
+
+
+def png_bytes(width, height, shade):
+    rows = b"".join(b"\0" + bytes((x * 40 + y * 7 + shade) % 256 for x in range(width * 3)) for y in range(height))
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+JPEG_8192 = (b"\xff\xd8\xff\xc0" + struct.pack(">HBHHB", 17, 8, 8192, 8192, 3) +
+             b"\x01\x11\x00\x02\x11\x00\x03\x11\x00\xff\xd9")
+EARS = "-ears"  # --media: the target with an audio projector, which the forged clip is sent to
+FLAC_2P36 = (b"fLaC\x80\x00\x00\x22" + struct.pack(">HH", 4096, 4096) + b"\0" * 6 +
+             ((250 << 44) | (15 << 36) | ((1 << 36) - 1)).to_bytes(8, "big") + b"\0" * 16 + b"\0" * 98)
+
+
+def media_request(k, i, model, max_tokens):
+    """The request of stream k's i-th turn with --media: (body, None) for one that must stream to the
+    end, (body, words) for a forged one that must be a 400 naming words."""
+    body = {"model": model_name(model), "stream": True, "max_tokens": max_tokens, "ignore_eos": True,
+            "stream_options": {"include_usage": True}}
+    if i % 4 == 1:
+        url = "data:image/png;base64," + base64.b64encode(png_bytes(24, 24, k * 31 + i)).decode()
+        parts = [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "what is this?"}]
+        return {**body, "messages": [{"role": "user", "content": parts}]}, None
+    if i % 8 == 3:
+        url = "data:image/jpeg;base64," + base64.b64encode(JPEG_8192).decode()
+        parts = [{"type": "image_url", "image_url": {"url": url}}] * 16
+        return {**body, "messages": [{"role": "user", "content": parts}]}, "media_max_decoded_mb"
+    if i % 8 == 7:
+        clip = {"data": base64.b64encode(FLAC_2P36).decode(), "format": "flac"}
+        parts = [{"type": "input_audio", "input_audio": clip}]
+        return {**body, "model": model_name(model) + EARS, "messages": [{"role": "user", "content": parts}]}, "250 Hz"
+    return None, None
+
+
+def one_refusal(port, body, words):
+    """A forged request: None when it is a 400 naming words, else the reason it is not."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(body),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        data = resp.read()
+        if resp.status != 400 or words.encode() not in data:
+            return f"forged media: HTTP {resp.status}: {data[:200]!r}"
+        return None
+    except (OSError, http.client.HTTPException) as e:
+        return f"forged media: {type(e).__name__}: {e}"
+    finally:
+        conn.close()
+
+
+def soak(seconds, streams, max_tokens, model=None, rss_growth_mib=DEFAULT_RSS_GROWTH_MIB, media=False):
     """Runs the soak; returns the result dict."""
     tmp = tempfile.mkdtemp(prefix="sipp-soak-")
     if not model:
         model = os.path.join(tmp, "tiny.gguf")
         subprocess.run([SYNTH, "--out", model, "--vocab", VOCAB, *TINY], check=True, capture_output=True)
+    mmproj = None
+    if media:
+        mmproj = [os.path.join(tmp, f"mmproj-{kind}.gguf") for kind in ("llava", "qwen2a")]
+        for path, kind in zip(mmproj, ("llava", "qwen2a")):
+            subprocess.run([SYNTH, "--out", path, "--projector", kind, "--n-embd", "64", "--seed", "1"], check=True,
+                           capture_output=True)
     log = open(os.path.join(tmp, "serve.log"), "w+")
-    proc, port = start_server(model, streams, log)
+    proc, port = start_server(model, streams, log, mmproj)
     stop = threading.Event()
     lock = threading.Lock()
     counts = {"requests": 0, "failures": 0}
@@ -137,10 +221,12 @@ def soak(seconds, streams, max_tokens, model=None, rss_growth_mib=DEFAULT_RSS_GR
     def client(k):
         i = 0
         while not stop.is_set():
-            body = {"model": os.path.basename(model)[:-len(".gguf")], "stream": True, "max_tokens": max_tokens,
-                    "ignore_eos": True, "stream_options": {"include_usage": True},
-                    "messages": [{"role": "user", "content": f"stream {k}, request {i}: tell me a story"}]}
-            why = one_stream(port, body)
+            body, words = media_request(k, i, model, max_tokens) if media else (None, None)
+            if body is None:
+                body = {"model": model_name(model), "stream": True, "max_tokens": max_tokens,
+                        "ignore_eos": True, "stream_options": {"include_usage": True},
+                        "messages": [{"role": "user", "content": f"stream {k}, request {i}: tell me a story"}]}
+            why = one_refusal(port, body, words) if words else one_stream(port, body)
             with lock:
                 counts["requests"] += 1
                 if why:
@@ -174,7 +260,8 @@ def soak(seconds, streams, max_tokens, model=None, rss_growth_mib=DEFAULT_RSS_GR
     ok = counts["failures"] == 0 and alive and growth <= rss_growth_mib
     if ok:
         shutil.rmtree(tmp, ignore_errors=True)  # a failed soak keeps its server log
-    return {"seconds": seconds, "streams": streams, "max_tokens": max_tokens, "requests": counts["requests"],
+    return {"seconds": seconds, "streams": streams, "max_tokens": max_tokens, "media": media,
+            "requests": counts["requests"],
             "failures": counts["failures"], "reasons": reasons, "server_alive": alive,
             "server_exit": proc.returncode, "rss_start_mib": round(samples[0] / MIB, 1),
             "rss_settled_mib": round(settled / MIB, 1), "rss_end_mib": round(end / MIB, 1),
@@ -333,6 +420,7 @@ def main(argv):
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--model")
     ap.add_argument("--rss-growth-mib", type=float, default=DEFAULT_RSS_GROWTH_MIB)
+    ap.add_argument("--media", action="store_true", help="mix images and forged media into the streams")
     ap.add_argument("--load-cycles", type=int, default=0,
                     help="instead of streams: load, use and unload the model this many times")
     a = ap.parse_args(argv)
@@ -340,7 +428,7 @@ def main(argv):
         r = load_cycles(a.load_cycles, a.model)
         print(json.dumps(r))
         return 0 if r["within"] else 1
-    r = soak(a.seconds, a.streams, a.max_tokens, a.model, a.rss_growth_mib)
+    r = soak(a.seconds, a.streams, a.max_tokens, a.model, a.rss_growth_mib, a.media)
     print(json.dumps(r))
     return 0 if r["failures"] == 0 and r["flat"] and r["server_alive"] else 1
 

@@ -99,6 +99,7 @@ def debian_packages(libs):
 
 
 MODEL_KEYS = ("name", "file", "sha256", "training")
+MINIAUDIO_ID = "SPDXRef-Package-miniaudio"
 PHASE_KEYS = ("phase", "corpus_sha256", "seed", "steps", "held_out_loss")
 
 
@@ -186,8 +187,14 @@ def main(argv):
          "licenseDeclared": "MIT", "copyrightText": "NOASSERTION", "sourceInfo": f"git commit {llama_commit}",
          "externalRefs": [{"referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl",
                            "referenceLocator": f"pkg:github/ggml-org/llama.cpp@{llama_commit}"}]},
+        {"SPDXID": MINIAUDIO_ID, "name": "miniaudio", "versionInfo": "NOASSERTION", "downloadLocation": "NOASSERTION",
+         "filesAnalyzed": False, "licenseConcluded": "NOASSERTION", "licenseDeclared": "MIT-0 OR Unlicense",
+         "copyrightText": "NOASSERTION", "sourceInfo": f"llama.cpp git commit {llama_commit}, vendor/miniaudio",
+         "comment": "source build: compiled into libsipp from the pinned llama.cpp's vendored copy "
+                    "(src/model/miniaudio.c), to decode audio clips as libmtmd's helper does"},
     ]
     relationships = [
+        {"spdxElementId": sipp_id, "relationshipType": "STATIC_LINK", "relatedSpdxElement": MINIAUDIO_ID},
         {"spdxElementId": "SPDXRef-DOCUMENT", "relationshipType": "DESCRIBES", "relatedSpdxElement": art_id},
         {"spdxElementId": "SPDXRef-DOCUMENT", "relationshipType": "DESCRIBES", "relatedSpdxElement": sipp_id},
         {"spdxElementId": sipp_id, "relationshipType": "DEPENDS_ON", "relatedSpdxElement": art_id},

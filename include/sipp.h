@@ -1202,6 +1202,32 @@ SIPP_API const char *sipp_chat_parser_message(const sipp_chat_parser *parser);
 SIPP_API size_t sipp_chat_parser_n_tool_calls(const sipp_chat_parser *parser);
 SIPP_API const char *sipp_chat_parser_error(const sipp_chat_parser *parser);
 
+/* The same answer typed, for callers that render it themselves (the gateway, the CLI): what one
+ * more piece of output added (llama.cpp's common_chat_msg_diff). Each non-NULL field is new:
+ * content and reasoning are text appended to the answer's content or reasoning; tool_index >= 0
+ * names a tool call, which this delta starts when tool_id is set (with tool_name, which may be
+ * NULL) and continues with tool_arguments, a fragment of its arguments' JSON text. A delta with a
+ * tool_id is the first of its call; a call ends where the next one starts or the answer ends. All
+ * strings are borrowed for the callback's duration only. */
+typedef struct sipp_chat_delta {
+    const char *content, *reasoning;
+    long tool_index; /* -1: none */
+    const char *tool_id, *tool_name, *tool_arguments;
+} sipp_chat_delta;
+typedef void (*sipp_chat_delta_cb)(const sipp_chat_delta *delta, void *user);
+/* Feeds more of the answer's text, as sipp_chat_parser_feed does, and hands each new delta to cb,
+ * in order; no JSON is made. [any thread, one caller at a time per parser] */
+SIPP_API sipp_status sipp_chat_parser_feed_deltas(sipp_chat_parser *parser, const char *text, size_t len,
+                                                  bool is_final, sipp_chat_delta_cb cb, void *user);
+/* The answer so far, typed: its content ("" when none) and reasoning (NULL when none), borrowed
+ * until the next feed. */
+SIPP_API const char *sipp_chat_parser_content(const sipp_chat_parser *parser);
+SIPP_API const char *sipp_chat_parser_reasoning(const sipp_chat_parser *parser);
+/* Its tool call i (< sipp_chat_parser_n_tool_calls): id ("call_..."), name and arguments (a JSON
+ * text), borrowed until the next feed. False when there is no such call. */
+SIPP_API bool sipp_chat_parser_tool_call(const sipp_chat_parser *parser, size_t i, const char **id,
+                                         const char **name, const char **arguments);
+
 /* GBNF for a JSON Schema text (llama.cpp's converter): *grammar malloc'ed (sipp_free).
  * SIPP_ERR_INVALID_ARGUMENT with the converter's reason (naming the schema feature) otherwise, or
  * naming the bound of sipp_schema_limits_default() (below) that the schema goes past. */
@@ -1232,7 +1258,29 @@ typedef struct sipp_schema_limits {
     size_t image_max_bytes;
     size_t image_max_pixels;
     size_t media_max_items;
+    /* An audio clip's length, read from its header before anything is decoded: past it, or a
+     * sample rate outside 8-192 kHz, or a header claiming more than its bytes hold, the request is
+     * SIPP_ERR_INVALID_ARGUMENT naming the clip. */
+    double max_audio_seconds;
+    /* The decoded bytes of one request's media together (an image's width x height x 3, an audio
+     * clip's samples as floats at the projector's rate), counted from the headers before anything is
+     * decoded: past it, SIPP_ERR_INVALID_ARGUMENT naming the item that crosses it. */
+    size_t media_max_decoded_bytes;
+    /* A budget of decoded media shared by every engine given it (NULL: none). A request holds its
+     * decoded bytes from it while its media are decoded and tokenized; when the budget cannot hold
+     * them, the request is SIPP_ERR_BUSY (try again shortly) instead of taking the memory. */
+    struct sipp_media_budget *media_budget;
 } sipp_schema_limits;
+
+/* A count of decoded media bytes shared by several engines (sipp_schema_limits.media_budget): the
+ * gateway gives one to every target so that concurrent requests together stay within it. */
+typedef struct sipp_media_budget sipp_media_budget;
+/* A budget of `bytes`; NULL when out of memory. [any thread] */
+SIPP_API sipp_media_budget *sipp_media_budget_new(size_t bytes);
+/* Frees it; no engine may still use it. */
+SIPP_API void sipp_media_budget_free(sipp_media_budget *budget);
+/* The bytes held now by requests decoding media. [any thread] */
+SIPP_API size_t sipp_media_budget_in_use(const sipp_media_budget *budget);
 
 /* Defaults far above what real clients send (an agent's ~20 tools are about 60 KB, 200 properties)
  * and far below what makes the converter or the grammar stall. */

@@ -14,6 +14,8 @@ PACKAGES=(
   nginx-light iproute2
   # prose for tools/train/corpus.py: the KJV Bible (its `bible` command) and fortunes
   bible-kjv fortunes-min
+  # encoders of real FLAC and MP3 clips, decoded by sipp and by libmtmd in tests/integration/test_media_limits.py
+  flac lame
 )
 # Node.js and npm fetch the pinned llama.cpp packages; install them only when absent, so a
 # newer Node.js that the machine already has is left alone.

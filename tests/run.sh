@@ -2,7 +2,8 @@
 # tests/run.sh: runs every test suite of sipp and prints one closing line "N passed, N failed".
 #
 # Suites: the format check (tests/format-check.sh: every C, C++ and header file as .clang-format says),
-# the lint and the size check (tests/lint/: banned calls; function length and nesting),
+# the lint, the size check and the layer rules (tests/lint/: banned calls; function length and nesting;
+# includes and calls only down the layers),
 # the C unit tests (Criterion, build/tests/test_*), the same under AddressSanitizer and
 # UndefinedBehaviorSanitizer (build-asan/; also the gateway's smoke and main tests against sipp built
 # there), the engine stress test under ThreadSanitizer (build-tsan/),
@@ -72,6 +73,14 @@ suite_lint() {
     [ "$f" -eq 0 ] || grep -vE '^[a-z]+: [0-9]+ passed' <<<"$out" | head -30
     count "lint $check" "$p" "$f"
   done
+  # The layer rules (tests/lint/test_layers.py, test_gateway_layers.py): includes and calls through
+  # sipp.h go down the layers only, no module cycle, each gateway and verify header its module's own.
+  out=$(python3 -m unittest tests.lint.test_layers tests.lint.test_gateway_layers 2>&1); rc=$?
+  p=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in .*/\1/p' <<<"$out"); p=${p:-0}
+  f=$(grep -oE '(failures|errors)=[0-9]+' <<<"$out" | awk -F= '{ n += $2 } END { print n + 0 }')
+  [ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
+  [ "$f" -eq 0 ] || echo "$out" | tail -30
+  count "lint layers" "$((p - f))" "$f"
 }
 
 suite_unit() {

@@ -449,6 +449,31 @@ static void fill_view(chat_parser *ps) {
     }
 }
 
+/* The typed deltas of diffs (calloc'ed, *n of them); throws std::bad_alloc, after freeing what it made. */
+static chat_delta *deltas_of(const std::vector<common_chat_msg_diff> &diffs, size_t *n) {
+    chat_delta *d = static_cast<chat_delta *>(calloc(diffs.size(), sizeof *d));
+    if (!d) throw std::bad_alloc();
+    *n = 0;
+    try {
+        for (const auto &df : diffs) {
+            chat_delta &o = d[(*n)++];
+            o.tool_index = -1;
+            o.content = dup_or_null(df.content_delta);
+            o.reasoning = dup_or_null(df.reasoning_content_delta);
+            if (df.tool_call_index != std::string::npos) {
+                o.tool_index = (long)df.tool_call_index;
+                o.tool_id = dup_or_null(df.tool_call_delta.id);
+                o.tool_name = dup_or_null(df.tool_call_delta.name);
+                o.tool_arguments = dup_or_null(df.tool_call_delta.arguments);
+            }
+        }
+    } catch (...) {
+        chat_deltas_free(d, *n);
+        throw;
+    }
+    return d;
+}
+
 sipp_status chat_parser_feed(chat_parser *ps, const char *text, size_t len, bool is_final,
                              chat_delta **deltas, size_t *n_deltas, char *err) {
     *deltas = nullptr;
@@ -469,27 +494,8 @@ sipp_status chat_parser_feed(chat_parser *ps, const char *text, size_t len, bool
         ps->msg = std::move(parsed);
         fill_view(ps);
         if (diffs.empty()) return SIPP_OK;
-        chat_delta *d = static_cast<chat_delta *>(calloc(diffs.size(), sizeof *d));
-        if (!d) throw std::bad_alloc();
         size_t n = 0;
-        try {
-            for (const auto &df : diffs) {
-                chat_delta &o = d[n++];
-                o.tool_index = -1;
-                o.content = dup_or_null(df.content_delta);
-                o.reasoning = dup_or_null(df.reasoning_content_delta);
-                if (df.tool_call_index != std::string::npos) {
-                    o.tool_index = (long)df.tool_call_index;
-                    o.tool_id = dup_or_null(df.tool_call_delta.id);
-                    o.tool_name = dup_or_null(df.tool_call_delta.name);
-                    o.tool_arguments = dup_or_null(df.tool_call_delta.arguments);
-                }
-            }
-        } catch (...) {
-            chat_deltas_free(d, n);
-            throw;
-        }
-        *deltas = d;
+        *deltas = deltas_of(diffs, &n);
         *n_deltas = n;
         return SIPP_OK;
     });

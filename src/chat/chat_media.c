@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/audio_decode.h"
 #include "model/model.h"
 #include "util/base64.h"
 #include "util/media_sniff.h"
@@ -19,6 +20,7 @@
 typedef struct media_list {
     sipp_media_bytes *items;
     size_t n, cap;
+    size_t decoded; /* the items' decoded bytes together */
     const sipp_schema_limits *limits;
     const sipp_model *m;
 } media_list;
@@ -47,33 +49,75 @@ static sipp_status decode(media_list *l, const char *where, const char *b64, siz
     return SIPP_OK;
 }
 
-/* Checks decoded bytes are what the part says (an image within the pixel limit, or audio) and what
- * the model takes, and adds them to the list. Takes data. */
+#define IMAGE_CHANNELS 3 /* libmtmd keeps an image as 8-bit RGB */
+#define MB(x) ((x) >> 20)
+
+/* What an image or audio part's bytes will take decoded, read from the header alone: *decoded is
+ * the bytes; an error names the part and what its header claims. */
+static sipp_status measure_item(media_list *l, const char *where, const unsigned char *data, size_t n,
+                                bool audio, size_t *decoded, char *err) {
+    sipp_media_info info;
+    const char *kind = audio ? "audio clip (WAV, MP3 or FLAC)" : "image (PNG, JPEG, GIF or BMP)";
+    bool sniffed = sipp_media_sniff(data, n, &info);
+    if (info.kind == SIPP_MEDIA_UNKNOWN || sipp_media_is_audio(info.kind) != audio)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'%s' is not an %s%s%s", where, kind,
+                         info.kind ? "; it looks like " : "",
+                         info.kind ? sipp_media_kind_name(info.kind) : "");
+    if (!sniffed)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                         "'%s' is a %s whose header gives no size (0 x 0, or the file ends before it says); "
+                         "send the whole image",
+                         where, sipp_media_kind_name(info.kind));
+    if (audio) {
+        int rate = sipp_mmproj_audio_rate(l->m->mmproj);
+        sipp_audio_info ai;
+        sipp_status st = sipp_audio_probe(data, n, rate > 0 ? (uint32_t)rate : SIPP_AUDIO_RATE_MIN,
+                                          l->limits->max_audio_seconds, where, &ai, err);
+        *decoded = (size_t)ai.frames * sizeof(float);
+        return st;
+    }
+    if ((uint64_t)info.width * info.height > l->limits->image_max_pixels)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                         "'%s' is %ux%u pixels, over the limit of %zu ([limits] image_max_pixels)", where,
+                         info.width, info.height, l->limits->image_max_pixels);
+    *decoded = (size_t)info.width * info.height * IMAGE_CHANNELS;
+    return SIPP_OK;
+}
+
+/* Checks the model takes the kind of item, and that the request's media stay within the limits. */
+static sipp_status check_item(media_list *l, const char *where, bool audio, size_t decoded, char *err) {
+    size_t max = l->limits->media_max_decoded_bytes;
+    if (l->n >= l->limits->media_max_items)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                         "'%s': the chat has more than %zu images and audio clips ([limits] media_max_items)",
+                         where, l->limits->media_max_items);
+    if (!l->m->mmproj)
+        return sipp_fail(
+            err, SIPP_ERR_INVALID_ARGUMENT,
+            "'%s' is an %s, but model '%s' was loaded without a projector; load it with its mmproj "
+            "file (--mmproj, target key mmproj)",
+            where, audio ? "audio clip" : "image", l->m->path);
+    if (audio ? !l->m->info.audio : !l->m->info.vision)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'%s' is an %s, but projector '%s' takes %s only",
+                         where, audio ? "audio clip" : "image", l->m->info.mmproj,
+                         audio ? "images" : "audio");
+    if (decoded > max || l->decoded > max - decoded)
+        return sipp_fail(
+            err, SIPP_ERR_INVALID_ARGUMENT,
+            "'%s' decodes to %zu MB, which brings the request's media to %zu MB, over the limit of "
+            "%zu MB ([limits] media_max_decoded_mb); send fewer or smaller images or clips",
+            where, MB(decoded), MB(l->decoded + decoded), MB(max));
+    return SIPP_OK;
+}
+
+/* Checks decoded bytes are what the part says (an image within the pixel limit, or audio within the
+ * length limit, measured from the header) and what the model takes, and adds them to the list.
+ * Takes data. */
 static sipp_status add_item(media_list *l, const char *where, unsigned char *data, size_t n, bool audio,
                             char *err) {
-    sipp_media_info info;
-    sipp_status st = SIPP_OK;
-    const char *kind = audio ? "audio clip (WAV, MP3 or FLAC)" : "image (PNG, JPEG, GIF or BMP)";
-    if (!sipp_media_sniff(data, n, &info) || sipp_media_is_audio(info.kind) != audio)
-        st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'%s' is not an %s%s%s", where, kind,
-                       info.kind ? "; it looks like " : "", info.kind ? sipp_media_kind_name(info.kind) : "");
-    else if (!audio && (uint64_t)info.width * info.height > l->limits->image_max_pixels)
-        st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                       "'%s' is %ux%u pixels, over the limit of %zu ([limits] image_max_pixels)", where,
-                       info.width, info.height, l->limits->image_max_pixels);
-    else if (l->n >= l->limits->media_max_items)
-        st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                       "'%s': the chat has more than %zu images and audio clips ([limits] media_max_items)",
-                       where, l->limits->media_max_items);
-    else if (!l->m->mmproj)
-        st =
-            sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                      "'%s' is an %s, but model '%s' was loaded without a projector; load it with its mmproj "
-                      "file (--mmproj, target key mmproj)",
-                      where, audio ? "audio clip" : "image", l->m->path);
-    else if (audio ? !l->m->info.audio : !l->m->info.vision)
-        st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'%s' is an %s, but projector '%s' takes %s only",
-                       where, audio ? "audio clip" : "image", l->m->info.mmproj, audio ? "images" : "audio");
+    size_t decoded = 0;
+    sipp_status st = measure_item(l, where, data, n, audio, &decoded, err);
+    if (st == SIPP_OK) st = check_item(l, where, audio, decoded, err);
     if (st == SIPP_OK && l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4;
         sipp_media_bytes *grown = realloc(l->items, cap * sizeof *grown);
@@ -88,7 +132,12 @@ static sipp_status add_item(media_list *l, const char *where, unsigned char *dat
         free(data);
         return st;
     }
-    l->items[l->n++] = (sipp_media_bytes){.data = data, .len = n, .audio = audio};
+    l->decoded += decoded;
+    l->items[l->n++] = (sipp_media_bytes){.data = data,
+                                          .len = n,
+                                          .audio = audio,
+                                          .decoded = decoded,
+                                          .max_seconds = l->limits->max_audio_seconds};
     return SIPP_OK;
 }
 

@@ -788,9 +788,12 @@ void chat_request_clear(chat_request *c) {
 
 /* ---- the public parser ------------------------------------------------------------------------ */
 
+/* The answer's message is made as JSON only when it is asked for (the bindings'
+ * sipp_chat_parser_message), once per feed at most: the gateway and the CLI read it typed. */
 struct sipp_chat_parser {
     chat_parser *ps;
-    char *message; /* the JSON of the message so far */
+    char *message;      /* the JSON of the message, when made */
+    bool message_stale; /* a feed came after it was made */
     size_t n_tool_calls;
     char error[SIPP_ERROR_SIZE];
 };
@@ -846,7 +849,7 @@ sipp_status sipp_chat_parser_new_from_plan(const chat_plan *plan, sipp_chat_pars
         free(p);
         return st;
     }
-    p->message = message_json(&(chat_message){0});
+    p->message_stale = true;
     *out = p;
     return SIPP_OK;
 }
@@ -858,32 +861,80 @@ void sipp_chat_parser_free(sipp_chat_parser *p) {
     free(p);
 }
 
-sipp_status sipp_chat_parser_feed(sipp_chat_parser *p, const char *text, size_t len, bool is_final,
-                                  char **deltas_json) {
-    *deltas_json = NULL;
+sipp_status sipp_chat_parser_feed_deltas(sipp_chat_parser *p, const char *text, size_t len, bool is_final,
+                                         sipp_chat_delta_cb cb, void *user) {
     chat_delta *d = NULL;
     size_t n = 0;
     sipp_status st = chat_parser_feed(p->ps, text, len, is_final, &d, &n, p->error);
     if (st != SIPP_OK) return st;
-    const chat_message *m = chat_parser_message(p->ps);
-    char *msg = message_json(m);
-    if (msg) {
-        free(p->message);
-        p->message = msg;
-    }
-    p->n_tool_calls = m->n_tool_calls;
-    if (n) {
-        json_t *arr = json_array();
-        for (size_t i = 0; i < n; i++)
-            json_array_append_new(arr, delta_json(&d[i]));
-        *deltas_json = json_dumps(arr, JSON_COMPACT);
-        json_decref(arr);
+    p->message_stale = true;
+    p->n_tool_calls = chat_parser_message(p->ps)->n_tool_calls;
+    for (size_t i = 0; cb && i < n; i++) {
+        sipp_chat_delta typed = {.content = d[i].content,
+                                 .reasoning = d[i].reasoning,
+                                 .tool_index = d[i].tool_index,
+                                 .tool_id = d[i].tool_id,
+                                 .tool_name = d[i].tool_name,
+                                 .tool_arguments = d[i].tool_arguments};
+        cb(&typed, user);
     }
     chat_deltas_free(d, n);
     return SIPP_OK;
 }
 
-const char *sipp_chat_parser_message(const sipp_chat_parser *p) { return p->message ? p->message : "{}"; }
+/* Collects typed deltas as the JSON array sipp_chat_parser_feed hands out. */
+static void append_delta_json(const sipp_chat_delta *d, void *arr) {
+    chat_delta raw = {.content = (char *)d->content,
+                      .reasoning = (char *)d->reasoning,
+                      .tool_index = d->tool_index,
+                      .tool_id = (char *)d->tool_id,
+                      .tool_name = (char *)d->tool_name,
+                      .tool_arguments = (char *)d->tool_arguments};
+    json_array_append_new(arr, delta_json(&raw));
+}
+
+sipp_status sipp_chat_parser_feed(sipp_chat_parser *p, const char *text, size_t len, bool is_final,
+                                  char **deltas_json) {
+    *deltas_json = NULL;
+    json_t *arr = json_array();
+    sipp_status st = sipp_chat_parser_feed_deltas(p, text, len, is_final, append_delta_json, arr);
+    if (st == SIPP_OK && json_array_size(arr)) *deltas_json = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    return st;
+}
+
+const char *sipp_chat_parser_message(const sipp_chat_parser *cp) {
+    sipp_chat_parser *p = (sipp_chat_parser *)cp; /* the JSON is a cache of the parsed message */
+    if (p->message_stale) {
+        char *msg = message_json(chat_parser_message(p->ps));
+        if (msg) {
+            free(p->message);
+            p->message = msg;
+            p->message_stale = false;
+        }
+    }
+    return p->message ? p->message : "{}";
+}
+
+const char *sipp_chat_parser_content(const sipp_chat_parser *p) {
+    const chat_message *m = chat_parser_message(p->ps);
+    return m->content ? m->content : "";
+}
+
+const char *sipp_chat_parser_reasoning(const sipp_chat_parser *p) {
+    const chat_message *m = chat_parser_message(p->ps);
+    return m->reasoning && *m->reasoning ? m->reasoning : NULL;
+}
+
+bool sipp_chat_parser_tool_call(const sipp_chat_parser *p, size_t i, const char **id, const char **name,
+                                const char **arguments) {
+    const chat_message *m = chat_parser_message(p->ps);
+    if (i >= m->n_tool_calls) return false;
+    *id = m->tool_calls[i].id;
+    *name = m->tool_calls[i].name;
+    *arguments = m->tool_calls[i].arguments;
+    return true;
+}
 size_t sipp_chat_parser_n_tool_calls(const sipp_chat_parser *p) { return p->n_tool_calls; }
 const char *sipp_chat_parser_error(const sipp_chat_parser *p) { return p->error; }
 

@@ -532,29 +532,40 @@ static char *chat_json(const run_opts *o, const sipp_message *msgs, json_t *cons
 
 static bool reasoning_is(const run_opts *o, const char *mode) { return strcmp(o->reasoning, mode) == 0; }
 
-/* Prints the parsed deltas of a chat's answer as --reasoning says. */
-static void print_deltas(const run_opts *o, const char *deltas, bool *in_reasoning) {
-    json_t *arr = deltas ? json_loads(deltas, 0, NULL) : NULL;
-    bool dim = cli_interactive_output();
-    size_t i;
-    json_t *d;
-    json_array_foreach(arr, i, d) {
-        const char *r = json_string_value(json_object_get(d, "reasoning_content"));
-        const char *c = json_string_value(json_object_get(d, "content"));
-        if (r && !reasoning_is(o, "hide")) {
-            if (dim && reasoning_is(o, "show") && !*in_reasoning) fputs(DIM_ON, stdout);
-            *in_reasoning = true;
-            fputs(r, stdout);
-        }
-        if (c && !reasoning_is(o, "only")) {
-            if (*in_reasoning && dim && reasoning_is(o, "show")) fputs(DIM_OFF, stdout);
-            if (*in_reasoning) fputs("\n", stdout);
-            *in_reasoning = false;
-            fputs(c, stdout);
-        }
+/* How a chat's answer is being printed: --reasoning's choice, and whether reasoning is open. */
+typedef struct delta_printer {
+    const run_opts *o;
+    bool dim, in_reasoning;
+} delta_printer;
+
+/* Prints one parsed delta of a chat's answer as --reasoning says. */
+static void print_delta(const sipp_chat_delta *d, void *user) {
+    delta_printer *pr = user;
+    const run_opts *o = pr->o;
+    if (d->reasoning && !reasoning_is(o, "hide")) {
+        if (pr->dim && reasoning_is(o, "show") && !pr->in_reasoning) fputs(DIM_ON, stdout);
+        pr->in_reasoning = true;
+        fputs(d->reasoning, stdout);
     }
-    fflush(stdout);
-    json_decref(arr);
+    if (d->content && !reasoning_is(o, "only")) {
+        if (pr->in_reasoning && pr->dim && reasoning_is(o, "show")) fputs(DIM_OFF, stdout);
+        if (pr->in_reasoning) fputs("\n", stdout);
+        pr->in_reasoning = false;
+        fputs(d->content, stdout);
+    }
+}
+
+/* --tools: the answer's calls, as OpenAI's tool_calls array, on a line of their own. */
+static void print_tool_calls(const sipp_chat_parser *ps) {
+    json_t *calls = json_array();
+    const char *id, *name, *args;
+    for (size_t i = 0; sipp_chat_parser_tool_call(ps, i, &id, &name, &args); i++)
+        json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function",
+                                               "function", "name", name, "arguments", args));
+    char *text = json_dumps(calls, JSON_COMPACT);
+    printf("\n%s\n", text ? text : "[]");
+    free(text);
+    json_decref(calls);
 }
 
 /* Streams a chat's answer through its parser on this thread; --tools prints the calls at the end. */
@@ -565,34 +576,25 @@ static void stream_chat(const run_opts *o, sipp_request *r) {
         cli_error("%s", err);
         return;
     }
-    bool finished = false, in_reasoning = false;
+    bool finished = false;
+    delta_printer pr = {.o = o, .dim = cli_interactive_output()};
     int seen = atomic_load(&interrupts);
     while (!finished) {
         size_t n = sipp_request_read(r, buf, sizeof buf, WAIT_SLICE_MS, &finished);
         if (atomic_load(&interrupts) != seen) sipp_request_cancel(r);
-        char *deltas = NULL;
-        if (n || finished) {
-            if (sipp_chat_parser_feed(ps, buf, n, finished, &deltas) != SIPP_OK) {
-                fprintf(stderr,
-                        "sipp: warning: the answer does not follow the template's format (%s); printed as "
-                        "it came\n",
-                        sipp_chat_parser_error(ps));
-                fwrite(sipp_request_text(r), 1, strlen(sipp_request_text(r)), stdout);
-                break;
-            }
-            print_deltas(o, deltas, &in_reasoning);
-            sipp_free(deltas);
+        if (!n && !finished) continue;
+        if (sipp_chat_parser_feed_deltas(ps, buf, n, finished, print_delta, &pr) != SIPP_OK) {
+            fprintf(stderr,
+                    "sipp: warning: the answer does not follow the template's format (%s); printed as "
+                    "it came\n",
+                    sipp_chat_parser_error(ps));
+            fwrite(sipp_request_text(r), 1, strlen(sipp_request_text(r)), stdout);
+            break;
         }
+        fflush(stdout);
     }
-    if (in_reasoning && cli_interactive_output() && reasoning_is(o, "show")) fputs(DIM_OFF, stdout);
-    if (o->tools) {
-        json_t *msg = json_loads(sipp_chat_parser_message(ps), 0, NULL);
-        json_t *calls = json_object_get(msg, "tool_calls");
-        char *text = json_dumps(calls ? calls : json_array(), JSON_COMPACT);
-        printf("\n%s\n", text ? text : "[]");
-        free(text);
-        json_decref(msg);
-    }
+    if (pr.in_reasoning && pr.dim && reasoning_is(o, "show")) fputs(DIM_OFF, stdout);
+    if (o->tools) print_tool_calls(ps);
     fflush(stdout);
     sipp_chat_parser_free(ps);
 }

@@ -214,7 +214,10 @@ static const char about[] =
     "store name, loaded on its first request and unloaded when memory is needed.\n"
     "\n"
     "SIGTERM or Ctrl-C stops accepting, lets requests finish (shutdown_timeout_seconds), exits 0.\n"
-    "exit status: 0 clean stop or valid config, 1 runtime failure or invalid config, 2 bad usage\n";
+    "SIGHUP reads --config FILE again: targets added, removed or changed load, drain and unload;\n"
+    "the others serve on; a file with problems changes nothing (see docs/gateway.md).\n"
+    "exit status: 0 clean stop or valid config, 1 runtime failure or invalid config, 2 bad usage,\n"
+    "75 a model file was cut short under a running request\n";
 
 static const cli_command command = {.name = "serve",
                                     .synopsis = "serve [MODEL | --models-dir DIR] [options]\n"
@@ -306,6 +309,44 @@ static bool apply_model_options(const serve_opts *o, gw_target_config *t) {
     return true;
 }
 
+/* The configuration from the file or MODEL, then the command line's overrides, validated (and with
+ * check, the model headers read as --check does); false with the problems in errs (or, when MODEL's
+ * --draft cannot be used, printed already and *printed set). At start, and again at each SIGHUP. */
+static bool build_config(const serve_opts *o, bool check, gw_config *cfg, sipp_buf *errs, bool *printed) {
+    *printed = false;
+    bool ok = o->config  ? gw_config_load(o->config, cfg, errs)
+              : o->model ? gw_config_add_local(cfg, o->model, errs)
+                         : true;
+    if (o->keep_alive) gw_parse_keep_alive(o->keep_alive, &cfg->discovered_keep_alive_s);
+    if (o->max_tokens) cfg->discovered_max_tokens = o->max_tokens;
+    if (o->follow_symlinks) cfg->models_follow_symlinks = true;
+    /* the store when nothing else is named; a models directory besides a config's targets */
+    if (ok && !o->model && (o->models_dir || !o->config)) ok = gw_config_add_dir(cfg, o->models_dir, errs);
+    if (o->memory_budget_mb) cfg->memory_budget_mb = o->memory_budget_mb;
+    if (o->max_loaded_models) cfg->max_loaded_models = o->max_loaded_models;
+    if (ok && o->model && !apply_model_options(o, &cfg->targets[0])) {
+        *printed = true;
+        return false;
+    }
+    set_string(&cfg->host, o->host);
+    if (o->port >= 0) cfg->port = o->port;
+    if (o->allow_unauthenticated) cfg->allow_unauthenticated = true;
+    if (ok && o->n_supervised) ok = gw_config_supervised(cfg, o->supervised, o->n_supervised, errs);
+    /* Every problem, not only the first group: a file that parsed as TOML (cfg.path is set then)
+     * is also validated against the machine (model files, token variables) when its keys had
+     * errors, and --check reads the model headers too, so one run lists all there is to fix. */
+    bool parsed = ok || cfg->path;
+    if (parsed) ok = gw_config_validate(cfg, errs) && ok;
+    if (parsed && check) ok = gw_config_check_deep(cfg, o->config, errs) && ok;
+    return ok;
+}
+
+/* SIGHUP's builder (gw_reloader): the file as --check would take it. */
+static bool rebuild_config(void *arg, gw_config *out, sipp_buf *errs) {
+    bool printed;
+    return build_config(arg, true, out, errs, &printed);
+}
+
 int cmd_serve(int argc, char **argv) {
     serve_opts o;
     int rc = parse(argc, argv, &o);
@@ -314,31 +355,13 @@ int cmd_serve(int argc, char **argv) {
     gw_config cfg;
     gw_config_init(&cfg);
     sipp_buf errs = {0};
-    bool ok = o.config  ? gw_config_load(o.config, &cfg, &errs)
-              : o.model ? gw_config_add_local(&cfg, o.model, &errs)
-                        : true;
-    if (o.keep_alive) gw_parse_keep_alive(o.keep_alive, &cfg.discovered_keep_alive_s);
-    if (o.max_tokens) cfg.discovered_max_tokens = o.max_tokens;
-    if (o.follow_symlinks) cfg.models_follow_symlinks = true;
-    /* the store when nothing else is named; a models directory besides a config's targets */
-    if (ok && !o.model && (o.models_dir || !o.config)) ok = gw_config_add_dir(&cfg, o.models_dir, &errs);
-    if (o.memory_budget_mb) cfg.memory_budget_mb = o.memory_budget_mb;
-    if (o.max_loaded_models) cfg.max_loaded_models = o.max_loaded_models;
-    if (ok && o.model && !apply_model_options(&o, &cfg.targets[0])) {
+    bool printed;
+    bool ok = build_config(&o, o.check, &cfg, &errs, &printed);
+    if (printed) {
         gw_config_free(&cfg);
         sipp_buf_free(&errs);
         return EXIT_RUNTIME;
     }
-    set_string(&cfg.host, o.host);
-    if (o.port >= 0) cfg.port = o.port;
-    if (o.allow_unauthenticated) cfg.allow_unauthenticated = true;
-    if (ok && o.n_supervised) ok = gw_config_supervised(&cfg, o.supervised, o.n_supervised, &errs);
-    /* Every problem, not only the first group: a file that parsed as TOML (cfg.path is set then)
-     * is also validated against the machine (model files, token variables) when its keys had
-     * errors, and --check reads the model headers too, so one run lists all there is to fix. */
-    bool parsed = ok || cfg.path;
-    if (parsed) ok = gw_config_validate(&cfg, &errs) && ok;
-    if (parsed && o.check) ok = gw_config_check_deep(&cfg, o.config, &errs) && ok;
     if (!ok) {
         print_errors(&errs);
         sipp_buf_free(&errs);
@@ -359,7 +382,9 @@ int cmd_serve(int argc, char **argv) {
         gw_config_free(&cfg);
         return EXIT_RUNTIME;
     }
-    rc = gw_serve(&cfg);
+    /* a supervised child serves what its parent gave it: the parent reloads, not the child */
+    gw_reloader reload = {.build = rebuild_config, .arg = &o};
+    rc = gw_serve(&cfg, o.config && !o.n_supervised ? &reload : NULL);
     gw_config_free(&cfg);
     return rc;
 }

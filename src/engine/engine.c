@@ -27,10 +27,9 @@
 #include "engine/slot.h"
 #include "engine/state.h"
 #include "model/kv_cache.h"
+#include "model/media_budget.h"
 
-#define DEFAULT_PARALLEL 4
 #define DEFAULT_BATCH 512
-#define DEFAULT_MAX_QUEUED 64
 #define DEFAULT_CTX_CAP 4096
 
 static void *engine_main(void *arg);
@@ -67,11 +66,6 @@ static void attach_threadpool(sipp_engine *e, int threads) {
     struct ggml_threadpool_params tpp = ggml_threadpool_params_default(threads);
     e->threadpool = tp_new(&tpp);
     if (e->threadpool) llama_attach_threadpool(e->ctx, e->threadpool, e->threadpool);
-}
-
-sipp_engine_params sipp_engine_default_params(void) {
-    sipp_engine_params p = {.parallel = DEFAULT_PARALLEL, .max_queued = DEFAULT_MAX_QUEUED};
-    return p;
 }
 
 /* The speculative decoding parameters: a known method, draft sizes in range, a known draft cut-off, a
@@ -135,9 +129,10 @@ const char *sipp_engine_last_error(const sipp_engine *e) { return e ? sipp_last_
 static sipp_status resolve_params(const sipp_model *model, const sipp_engine_params *params,
                                   sipp_engine_params *p, bool *spec_ngram, bool *spec_auto, sipp_kv_types *kv,
                                   char *errbuf) {
-    *p = params ? *params : sipp_engine_default_params();
-    if (p->parallel <= 0) p->parallel = DEFAULT_PARALLEL;
-    if (p->max_queued <= 0) p->max_queued = DEFAULT_MAX_QUEUED;
+    sipp_engine_params defaults = sipp_engine_default_params();
+    *p = params ? *params : defaults;
+    if (p->parallel <= 0) p->parallel = defaults.parallel;
+    if (p->max_queued <= 0) p->max_queued = defaults.max_queued;
     if (p->batch_size <= 0) p->batch_size = DEFAULT_BATCH;
     if (p->threads <= 0) p->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (p->ctx_size < 0)
@@ -302,39 +297,6 @@ static sipp_status add_format_stops(const sipp_request_params *p, sipp_request *
     return ok ? SIPP_OK : sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
 }
 
-/* The schema and grammar limits an engine starts with: none that a real client's request meets
- * (an agent's 20 tools with nested schemas pass), all far below what stalls the converter or the
- * grammar sampler (docs/gateway.md, [limits]). Here rather than beside the checks
- * (util/schema_limits.c), which need jansson: the browser runtime's engine has the limits too. */
-#define SCHEMA_KIB 1024u
-#define DEFAULT_SCHEMA_MAX_BYTES (512u * SCHEMA_KIB)
-#define DEFAULT_SCHEMA_MAX_DEPTH 64u
-#define DEFAULT_SCHEMA_MAX_PROPERTIES 128u
-#define DEFAULT_SCHEMA_MAX_TOTAL_PROPERTIES 2048u
-#define DEFAULT_SCHEMA_MAX_ENUM 256u
-#define DEFAULT_SCHEMA_MAX_REFS 256u
-#define DEFAULT_GRAMMAR_MAX_BYTES (64u * SCHEMA_KIB)
-#define DEFAULT_GRAMMAR_MAX_ALTERNATIVES 256u
-#define DEFAULT_SCHEMA_CONVERT_MS 5000
-#define DEFAULT_IMAGE_MAX_BYTES ((size_t)20 << 20)     /* OpenAI's limit for one image */
-#define DEFAULT_IMAGE_MAX_PIXELS ((size_t)8192 * 8192) /* llama-server decodes what stb takes */
-#define DEFAULT_MEDIA_MAX_ITEMS 16
-
-sipp_schema_limits sipp_schema_limits_default(void) {
-    return (sipp_schema_limits){.schema_max_bytes = DEFAULT_SCHEMA_MAX_BYTES,
-                                .schema_max_depth = DEFAULT_SCHEMA_MAX_DEPTH,
-                                .schema_max_properties = DEFAULT_SCHEMA_MAX_PROPERTIES,
-                                .schema_max_total_properties = DEFAULT_SCHEMA_MAX_TOTAL_PROPERTIES,
-                                .schema_max_enum = DEFAULT_SCHEMA_MAX_ENUM,
-                                .schema_max_refs = DEFAULT_SCHEMA_MAX_REFS,
-                                .grammar_max_bytes = DEFAULT_GRAMMAR_MAX_BYTES,
-                                .grammar_max_alternatives = DEFAULT_GRAMMAR_MAX_ALTERNATIVES,
-                                .schema_convert_ms = DEFAULT_SCHEMA_CONVERT_MS,
-                                .image_max_bytes = DEFAULT_IMAGE_MAX_BYTES,
-                                .image_max_pixels = DEFAULT_IMAGE_MAX_PIXELS,
-                                .media_max_items = DEFAULT_MEDIA_MAX_ITEMS};
-}
-
 void sipp_engine_set_schema_limits(sipp_engine *e, const sipp_schema_limits *limits) {
     if (!e || !limits) return;
     pthread_mutex_lock(&e->mu);
@@ -343,12 +305,33 @@ void sipp_engine_set_schema_limits(sipp_engine *e, const sipp_schema_limits *lim
 }
 
 /* The rendered prompt as tokens: with its images and audio as their spans, when the chat has any
- * (model/mmproj.h); their bytes are not needed past here. */
-static sipp_status tokenize_prompt(sipp_model *m, const char *text, sipp_request *r, char *err) {
+ * (model/mmproj.h); their bytes are not needed past here. While they are decoded the request holds
+ * their decoded size from the shared budget (media_budget.h): past it, busy, before any decoding. */
+static sipp_status tokenize_prompt(sipp_model *m, const char *text, const sipp_schema_limits *limits,
+                                   sipp_request *r, char *err) {
     if (r->chat.n_media == 0)
         return sipp_model_tokenize_alloc(m, text, true, true, &r->prompt, &r->n_prompt, err);
-    sipp_status st = sipp_media_tokenize(m->mmproj, text, r->chat.media, r->chat.n_media, &r->prompt,
-                                         &r->n_prompt, &r->media, err);
+    size_t decoded = 0;
+    for (size_t i = 0; i < r->chat.n_media; i++)
+        decoded += r->chat.media[i].decoded;
+    sipp_status st = SIPP_OK;
+    size_t cap = sipp_media_budget_cap(limits->media_budget);
+    if (limits->media_budget && decoded > cap)
+        st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                       "the request's media decode to %zu MB, more than the shared budget of %zu MB "
+                       "([limits] media_decoded_budget_mb) holds; send fewer or smaller images or clips",
+                       decoded >> 20, cap >> 20);
+    else if (!sipp_media_budget_take(limits->media_budget, decoded))
+        st = sipp_fail(
+            err, SIPP_ERR_BUSY,
+            "the request's media decode to %zu MB, and other requests hold the shared budget of %zu MB "
+            "([limits] media_decoded_budget_mb) now; try again shortly",
+            decoded >> 20, cap >> 20);
+    else {
+        st = sipp_media_tokenize(m->mmproj, text, r->chat.media, r->chat.n_media, &r->prompt, &r->n_prompt,
+                                 &r->media, err);
+        sipp_media_budget_give(limits->media_budget, decoded);
+    }
     sipp_media_bytes_free(r->chat.media, r->chat.n_media);
     r->chat.media = NULL;
     r->chat.n_media = 0;
@@ -391,7 +374,7 @@ static sipp_status render_prompt(sipp_engine *e, const sipp_request_params *p, s
         if (st != SIPP_OK) return st;
         if (r->chat.plan) text = r->chat.plan->prompt;
         if (!*text) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt is empty");
-        if ((st = tokenize_prompt(m, text, r, err)) != SIPP_OK) return st;
+        if ((st = tokenize_prompt(m, text, &limits, r, err)) != SIPP_OK) return st;
         if (r->n_prompt == 0) return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "the prompt has no tokens");
     }
     if (p->grammar && p->tokens)

@@ -8,7 +8,8 @@
  * These rules are checked, not only written: engine->mu is taken with sipp_engine_lock, and in a
  * debug build (make DEBUG=1, and the sanitizer builds of make test) it records the thread that holds
  * it, so "called with engine->mu held" is SIPP_ASSERT_ENGINE_LOCKED, as SQLite asserts
- * sqlite3BtreeHoldsMutex. A release build compiles the checks out.
+ * sqlite3BtreeHoldsMutex. Both are SIPP_ASSERT (util/assertions.h, shared with every layer); a
+ * release build compiles the checks out.
  */
 #ifndef SIPP_ENGINE_STATE_H
 #define SIPP_ENGINE_STATE_H
@@ -23,6 +24,7 @@
 #include "llama.h"
 #include "model/model.h"
 #include "sipp.h"
+#include "util/assertions.h"
 #include "util/last_error.h"
 
 struct sipp_engine {
@@ -92,16 +94,13 @@ struct sipp_engine {
 /* ---- engine->mu, with its holder checked in debug builds ---------------------------------------- */
 
 #ifdef SIPP_DEBUG
-#include <assert.h>
 /* Whether the calling thread holds engine->mu (debug builds). Another thread's holding reads false:
  * the owner is stored before mu_held is set and mu_held is cleared before the owner changes. */
 static inline bool sipp_engine_holds_lock(const sipp_engine *e) {
     return atomic_load(&e->mu_held) && pthread_equal(atomic_load(&e->mu_owner), pthread_self());
 }
-#define SIPP_ASSERT_ENGINE_LOCKED(e) assert(sipp_engine_holds_lock(e))
-#define SIPP_ASSERT_ENGINE_UNLOCKED(e) assert(!sipp_engine_holds_lock(e))
-/* A slot-state rule, checked in debug builds only. */
-#define SIPP_ASSERT(cond) assert(cond)
+#define SIPP_ASSERT_ENGINE_LOCKED(e) SIPP_ASSERT(sipp_engine_holds_lock(e))
+#define SIPP_ASSERT_ENGINE_UNLOCKED(e) SIPP_ASSERT(!sipp_engine_holds_lock(e))
 static inline void sipp_engine_note_locked(sipp_engine *e) {
     atomic_store(&e->mu_owner, pthread_self());
     atomic_store(&e->mu_held, true);
@@ -113,7 +112,6 @@ static inline void sipp_engine_note_unlocking(sipp_engine *e) {
 #else
 #define SIPP_ASSERT_ENGINE_LOCKED(e) ((void)0)
 #define SIPP_ASSERT_ENGINE_UNLOCKED(e) ((void)0)
-#define SIPP_ASSERT(cond) ((void)0)
 #define sipp_engine_note_locked(e) ((void)0)
 #define sipp_engine_note_unlocking(e) ((void)0)
 #endif

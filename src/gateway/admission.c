@@ -109,11 +109,12 @@ static bool abandoned_cb(void *arg) { return gw_call_abandoned(arg); }
 
 gw_target *gw_call_lookup(gw_call *call, const char *name) {
     gw_server *srv = call->srv;
-    if (!name && srv->n_targets == 1) return &srv->targets[0];
+    gw_target *only = name ? NULL : gw_targets_only(srv);
+    if (only) return only;
     if (!name) {
         sipp_buf names = {0};
         for (size_t i = 0; i < srv->n_targets; i++)
-            if (gw_auth_allows(call, srv->targets[i].cfg))
+            if (gw_target_listed(&srv->targets[i]) && gw_auth_allows(call, srv->targets[i].cfg))
                 sipp_buf_appendf(&names, "%s%s", names.len ? ", " : "", srv->targets[i].cfg->name);
         gw_reply_error(call, GW_E_INVALID_FIELD, "'model' is missing: name one of the targets (%s)",
                        names.data ? names.data : "");

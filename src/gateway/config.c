@@ -61,7 +61,10 @@
 #define GW_CONFIG_MAX_FILE_BYTES ((size_t)16 << 20)
 #define GW_MODEL_SUFFIX ".gguf"
 #define GW_MAX_BUDGET_MB ((int64_t)1 << 40)
-#define GW_MAX_LIMIT ((int64_t)1 << 32) /* [limits]: a value past it is a typo */
+#define GW_MAX_LIMIT ((int64_t)1 << 32)                   /* [limits]: a value past it is a typo */
+#define GW_MAX_AUDIO_SECONDS (24 * 3600)                  /* [limits] max_audio_seconds: a day of audio */
+#define GW_MAX_MEDIA_MB (1 << 20)                         /* [limits] media_*_mb: a terabyte is a typo */
+#define GW_MEDIA_DECODED_BUDGET_DEFAULT ((size_t)1 << 30) /* all requests' decoded media at once: 1 GB */
 #define MMPROJ_AUTO "auto"
 #define GW_MS_PER_S_INT 1000
 #define GW_MAX_KEEP_ALIVE_S GW_MAX_TIMEOUT_S
@@ -111,6 +114,7 @@ void gw_config_init(gw_config *c) {
     c->responses_ttl_seconds = GW_DEFAULT_RESPONSES_TTL_S;
     c->media_fetch_timeout_ms = GW_DEFAULT_FETCH_TIMEOUT_MS;
     c->limits = sipp_schema_limits_default();
+    c->media_decoded_budget = GW_MEDIA_DECODED_BUDGET_DEFAULT;
 }
 
 static void free_strv(char **v, size_t n) {
@@ -728,19 +732,11 @@ static void parse_media(cfg_ctx *x, const toml_node *t, gw_config *c) {
  * caller the targets allow), and where the browser runtime is (relative to the config file). */
 /* [limits]: each key is a field of sipp_schema_limits of the same name. */
 static void parse_limits(cfg_ctx *x, const toml_node *t, gw_config *c) {
-    static const char *const known[] = {"schema_max_bytes",
-                                        "schema_max_depth",
-                                        "schema_max_properties",
-                                        "schema_max_total_properties",
-                                        "schema_max_enum",
-                                        "schema_max_refs",
-                                        "grammar_max_bytes",
-                                        "grammar_max_alternatives",
-                                        "image_max_bytes",
-                                        "image_max_pixels",
-                                        "media_max_items",
-                                        "schema_convert_ms",
-                                        NULL};
+    static const char *const known[] = {
+        "schema_max_bytes",  "schema_max_depth",     "schema_max_properties",   "schema_max_total_properties",
+        "schema_max_enum",   "schema_max_refs",      "grammar_max_bytes",       "grammar_max_alternatives",
+        "image_max_bytes",   "image_max_pixels",     "media_max_items",         "schema_convert_ms",
+        "max_audio_seconds", "media_max_decoded_mb", "media_decoded_budget_mb", NULL};
     size_t *sizes[] = {&c->limits.schema_max_bytes,      &c->limits.schema_max_depth,
                        &c->limits.schema_max_properties, &c->limits.schema_max_total_properties,
                        &c->limits.schema_max_enum,       &c->limits.schema_max_refs,
@@ -756,6 +752,15 @@ static void parse_limits(cfg_ctx *x, const toml_node *t, gw_config *c) {
     }
     get_int32(x, t, "[limits]", "schema_convert_ms", 1, GW_MAX_TIMEOUT_S * GW_MS_PER_S_INT,
               &c->limits.schema_convert_ms);
+    int64_t seconds = (int64_t)c->limits.max_audio_seconds;
+    get_int(x, t, "[limits]", "max_audio_seconds", 1, GW_MAX_AUDIO_SECONDS, &seconds);
+    c->limits.max_audio_seconds = (double)seconds;
+    int64_t mb = (int64_t)(c->limits.media_max_decoded_bytes >> 20);
+    get_int(x, t, "[limits]", "media_max_decoded_mb", 1, GW_MAX_MEDIA_MB, &mb);
+    c->limits.media_max_decoded_bytes = (size_t)mb << 20;
+    mb = (int64_t)(c->media_decoded_budget >> 20);
+    get_int(x, t, "[limits]", "media_decoded_budget_mb", 1, GW_MAX_MEDIA_MB, &mb);
+    c->media_decoded_budget = (size_t)mb << 20;
 }
 
 static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {

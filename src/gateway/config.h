@@ -143,7 +143,8 @@ typedef struct gw_config {
     bool web_serve_model_files; /* GET /v1/models/{name}/file serves local targets' GGUF files */
     char *web_runtime_dir;      /* the browser runtime (make web's build/web); NULL = beside the binary */
     bool supervised_child; /* serves one target for a parent gateway, on the socket it passed (supervise.c) */
-    sipp_schema_limits limits; /* [limits]: bounds on a request's schemas and grammars */
+    sipp_schema_limits limits;   /* [limits]: bounds on a request's schemas and grammars */
+    size_t media_decoded_budget; /* [limits] media_decoded_budget_mb, in bytes: all requests' media at once */
 } gw_config;
 
 /* A configuration with every default and no targets. */

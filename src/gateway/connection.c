@@ -71,6 +71,7 @@
 #include <unistd.h>
 
 #include "gateway/connection.h"
+#include "util/assertions.h"
 
 #define GW_STREAM_BLOCK 4096     /* bytes MHD asks a stream for at a time */
 #define GW_PULL_SLICE_MS 100     /* how long a stream waits before checking for a disconnect */
@@ -149,8 +150,11 @@ static conn_state *state_of(gw_call *call) { return call->priv; }
 
 /* ---- replies ------------------------------------------------------------------------------------ */
 
+/* One reply per call: a second one is a route's bug, caught in debug builds (a release build keeps
+ * the first reply and drops the second). An error after a reply is not: reply_error_v drops it. */
 void gw_reply_text(gw_call *call, int status, const char *content_type, char *text, size_t len) {
     conn_state *cs = state_of(call);
+    SIPP_ASSERT(!call->replied);
     if (call->replied) {
         free(text);
         return;
@@ -230,6 +234,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 
 void gw_reply_stream(gw_call *call, const char *content_type, gw_stream *stream) {
     conn_state *cs = state_of(call);
+    SIPP_ASSERT(!call->replied);
     if (call->replied) {
         stream->close(stream);
         return;
@@ -249,6 +254,7 @@ void gw_reply_stream(gw_call *call, const char *content_type, gw_stream *stream)
 void gw_reply_file(gw_call *call, int status, const char *content_type, int fd, uint64_t offset,
                    uint64_t len) {
     conn_state *cs = state_of(call);
+    SIPP_ASSERT(!call->replied);
     if (call->replied) {
         close(fd);
         return;

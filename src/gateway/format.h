@@ -11,15 +11,33 @@
 
 /* How a route renders a generation: as SSE chunks and as one JSON body. */
 typedef struct gw_format gw_format;
+
+/* A tool call of an answer: id, name and arguments (a JSON text). */
+typedef struct gw_tool_call {
+    const char *id;
+    const char *name;
+    const char *arguments;
+} gw_tool_call;
+
+/* A chat's finished answer, typed (built once, at the end: from the chat parser for a local target,
+ * from the upstream's message or chunks for a remote one). Owns its strings. */
+typedef struct gw_message {
+    bool set;        /* a chat's answer (false: a raw prompt's, which has only text) */
+    char *content;   /* NULL: the answer's content is null (a remote answer with only tool calls) */
+    char *reasoning; /* NULL when none */
+    gw_tool_call *calls;
+    size_t n_calls;
+} gw_message;
+
 /* One choice of a generation (gw_gen.n of them). Set when end/whole are called, except req. */
 typedef struct gw_choice {
     sipp_request *req;
     sipp_chat_parser *parser; /* chats: parses the answer as it streams */
     const char *text;         /* the whole text, valid UTF-8 */
-    json_t *message;        /* chats: {"role":"assistant", "content", "reasoning_content"?, "tool_calls"?} */
-    json_t *logprobs;       /* the tokens' logprobs (OpenAI's content[] entries), or NULL */
-    const char *finish;     /* "stop", "length" or "tool_calls" */
-    size_t n_logprobs_sent; /* streaming: logprob entries already sent */
+    gw_message message;       /* chats: the parsed answer */
+    json_t *logprobs;         /* the tokens' logprobs (OpenAI's content[] entries), or NULL */
+    const char *finish;       /* "stop", "length" or "tool_calls" */
+    size_t n_logprobs_sent;   /* streaming: logprob entries already sent */
 } gw_choice;
 
 typedef struct gw_gen_view {
@@ -45,11 +63,11 @@ struct gw_format {
     void (*begin)(const gw_gen_view *v, sipp_buf *out);
     void (*piece)(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out);
     /* Optional. When set, the stream is rendered choice by choice through delta instead of piece:
-     * for chats delta is one parsed OpenAI chat delta ({"content"}, {"reasoning_content"} or
-     * {"tool_calls":[{"index","id","type","function":{"name","arguments"}}]}), for prompts
-     * {"text"}; logprobs holds the entries of the tokens since the last call (or NULL). Both are
-     * borrowed. */
-    void (*delta)(const gw_gen_view *v, size_t index, json_t *delta, json_t *logprobs, sipp_buf *out);
+     * for chats delta is one parsed delta (content, reasoning, a tool call's start or arguments:
+     * sipp_chat_delta, typed), for prompts a delta of content alone, the prompt's text; logprobs
+     * holds the entries of the tokens since the last call (or NULL). Both are borrowed. */
+    void (*delta)(const gw_gen_view *v, size_t index, const sipp_chat_delta *delta, json_t *logprobs,
+                  sipp_buf *out);
     /* Typed events, for the APIs that are not OpenAI's (Responses, Messages, Ollama), set instead of
      * piece and delta: the stream of choice 0 (those APIs ask for one) as answer text, reasoning
      * text, and tool calls, each started (id and name; name may be NULL) and then given its
@@ -84,10 +102,23 @@ struct gw_format {
         .tool_args = P##_tool_args, .end = P##_end, .fail = P##_fail, .whole = P##_whole                     \
     }
 
-/* Renders one parsed OpenAI chat delta of choice index (borrowed, as gw_format.delta takes it) with
- * fmt: through delta, or as its typed events. */
-void gw_render_delta(const gw_format *fmt, const gw_gen_view *v, size_t index, json_t *delta,
+/* Renders one parsed delta of choice index (borrowed, as gw_format.delta takes it) with fmt:
+ * through delta, or as its typed events. */
+void gw_render_delta(const gw_format *fmt, const gw_gen_view *v, size_t index, const sipp_chat_delta *delta,
                      json_t *logprobs, sipp_buf *out);
+
+/* The finished answer: from a chat parser (its content, reasoning and calls); as plain text (a
+ * chat whose answer did not follow its template's format); from an OpenAI assistant message (a
+ * remote target's, borrowed). False when out of memory. gw_message_clear frees it. */
+bool gw_message_from_parser(gw_message *m, const sipp_chat_parser *p);
+bool gw_message_plain(gw_message *m, const char *text);
+bool gw_message_from_openai(gw_message *m, json_t *message);
+/* Adds a tool call (copies of the strings; NULL is ""). */
+bool gw_message_add_call(gw_message *m, const char *id, const char *name, const char *arguments);
+void gw_message_clear(gw_message *m);
+/* The answer as an OpenAI assistant message (new reference): {"role":"assistant", "content",
+ * "reasoning_content" when there is some, "tool_calls" when there are some}. */
+json_t *gw_message_json(const gw_message *m);
 
 /* A generation's counts: the engine's, or a remote target's. */
 void gw_view_stats(const gw_gen_view *v, sipp_request_stats *stats);
@@ -104,19 +135,10 @@ typedef struct gw_answer {
 } gw_answer;
 /* Its tool call k (< n_calls): id, name and arguments (JSON text); each NULL when the answer (a
  * remote target's) lacks it. Borrowed from v. */
-typedef struct gw_tool_call {
-    const char *id;
-    const char *name;
-    const char *arguments;
-} gw_tool_call;
 void gw_view_answer(const gw_gen_view *v, gw_answer *a);
 void gw_view_call(const gw_gen_view *v, size_t k, gw_tool_call *c);
 /* A tool call's arguments as a JSON object (new reference): {} when they are not one (an answer cut
  * off by its token limit). */
 json_t *gw_arguments_object(const char *args);
-
-/* Renders one entry of a delta's tool_calls ({"index", "id"?, "function": {"name"?, "arguments"?}},
- * borrowed) with fmt's typed events: tool_start when it has an id, tool_args for its arguments. */
-void gw_render_tool_delta(const gw_format *fmt, const gw_gen_view *v, json_t *tc, sipp_buf *out);
 
 #endif

@@ -15,6 +15,8 @@
  *   server.h          the state a running gateway shares: the target table and module handles
  *   connection.h      HTTP on libmicrohttpd: calls, replies, streams, read timeouts, connection caps
  *   residency.h       local models loaded on demand, evicted by measured memory, kept alive
+ *   model_watch.h     the targets' model files watched (inotify): a change takes a target out of service
+ *   sigbus_guard.h    a model file cut short under a running request: one line naming it, exit 75
  *   targets.h         target runtime: the table, remote upstreams, readiness
  *   upstream.h        remote targets: proxying with libcurl, replica ejection and health probes
  *   auth.h            bearer tokens and per-token target scopes
@@ -31,6 +33,7 @@
  *                     Messages), routes_ollama.c (Ollama's API)
  *   guard.h           Host, Origin, CORS, content type, token and rate checks before a route
  *   router.h          the route table and method checks
+ *   reload.h          SIGHUP: the configuration read again and applied to the running targets
  *   gateway.h         listener.c: the listen socket, signals, graceful shutdown
  *
  * Threads. libmicrohttpd runs every connection on a thread of its own, so a handler may block while
@@ -40,9 +43,11 @@
 #define SIPP_GATEWAY_H
 
 #include "gateway/config.h"
+#include "gateway/reload.h"
 
-/* Runs the gateway until SIGTERM, SIGINT or SIGHUP (all three drain: see listener.c). Returns the
- * process exit status. */
-int gw_serve(gw_config *cfg);
+/* Runs the gateway until SIGTERM or SIGINT (both drain: see listener.c); SIGHUP reads the
+ * configuration again with reload (NULL: there is no file; it says so). Returns the process exit
+ * status. */
+int gw_serve(gw_config *cfg, const gw_reloader *reload);
 
 #endif

@@ -108,34 +108,40 @@ static json_t *new_logprobs(gw_choice *c) {
 /* Whether fmt renders parsed deltas (else raw pieces of text). */
 static bool by_delta(const gw_format *fmt) { return fmt->delta || fmt->text; }
 
-/* Feeds text to a chat choice's parser and hands each parsed delta to the format. A final text the
- * parser cannot read leaves the message as plain content (the model did not follow its format). */
+/* What a parsed delta of choice i is rendered into; logprobs go with the first delta of a feed. */
+typedef struct delta_sink {
+    gen_stream *gs;
+    size_t i;
+    sipp_buf *out;
+    json_t *logprobs; /* the tokens' since the last delta (NULL once handed on) */
+    size_t n;         /* deltas rendered */
+} delta_sink;
+
+static void render_one(const sipp_chat_delta *d, void *user) {
+    delta_sink *k = user;
+    gw_render_delta(k->gs->fmt, &k->gs->view, k->i, d, k->n++ == 0 ? k->logprobs : NULL, k->out);
+}
+
+/* Feeds text to a chat choice's parser and hands each parsed delta to the format, typed. A final
+ * text the parser cannot read leaves the message as plain content (the model did not follow its
+ * format); a raw prompt's text is one delta of content. */
 static void feed(gen_stream *gs, size_t i, const char *text, size_t len, bool is_final, sipp_buf *out) {
     gw_choice *c = &gs->choices[i];
-    char *deltas = NULL;
-    if (c->parser && sipp_chat_parser_feed(c->parser, text, len, is_final, &deltas) != SIPP_OK) {
+    delta_sink k = {.gs = gs, .i = i, .out = out};
+    if (out) k.logprobs = new_logprobs(c);
+    if (c->parser && sipp_chat_parser_feed_deltas(c->parser, text, len, is_final, out ? render_one : NULL,
+                                                  &k) != SIPP_OK) {
         sipp_chat_parser_free(c->parser);
         c->parser = NULL; /* from here on the answer is plain text */
     }
-    if (!out) {
-        sipp_free(deltas);
-        return;
+    if (out && !c->parser && len) {
+        char *plain = strndup(text, len);
+        if (plain) render_one(&(sipp_chat_delta){.content = plain, .tool_index = -1}, &k);
+        free(plain);
     }
-    json_t *arr = deltas ? json_loads(deltas, 0, NULL) : NULL;
-    sipp_free(deltas);
-    if (!c->parser && len) {
-        json_decref(arr);
-        arr = json_pack("[{s:s%}]", gs->gen.chat ? "content" : "text", text, len);
-    }
-    json_t *lp = new_logprobs(c);
-    size_t k;
-    json_t *d;
-    json_array_foreach(arr, k, d) { gw_render_delta(gs->fmt, &gs->view, i, d, k == 0 ? lp : NULL, out); }
-    if (lp && json_array_size(arr) == 0) { /* logprobs of tokens whose text is not out yet */
-        c->n_logprobs_sent -= json_array_size(lp);
-    }
-    json_decref(lp);
-    json_decref(arr);
+    if (k.logprobs && k.n == 0) /* logprobs of tokens whose text is not out yet */
+        c->n_logprobs_sent -= json_array_size(k.logprobs);
+    json_decref(k.logprobs);
 }
 
 /* Sets a finished choice's text, message, finish_reason and logprobs. */
@@ -144,9 +150,10 @@ static void finalize(gen_stream *gs, gw_choice *c) {
     c->text = t; /* valid UTF-8, as sipp.h promises */
     c->finish = sipp_finish_reason_name(sipp_request_finish_reason(c->req));
     if (gs->gen.chat) {
-        json_decref(c->message);
-        c->message = c->parser ? json_loads(sipp_chat_parser_message(c->parser), 0, NULL) : NULL;
-        if (!c->message) c->message = json_pack("{s:s, s:s}", "role", "assistant", "content", c->text);
+        if (c->parser)
+            gw_message_from_parser(&c->message, c->parser);
+        else
+            gw_message_plain(&c->message, c->text);
         if (c->parser && sipp_chat_parser_n_tool_calls(c->parser) > 0 &&
             sipp_request_finish_reason(c->req) == SIPP_FINISH_STOP)
             c->finish = "tool_calls";
@@ -256,7 +263,7 @@ static void gs_close(gw_stream *s) {
             sipp_request_free(c->req);
         }
         sipp_chat_parser_free(c->parser);
-        json_decref(c->message);
+        gw_message_clear(&c->message);
         json_decref(c->logprobs);
     }
     free(gs->choices);

@@ -3,9 +3,8 @@
  * graceful shutdown (gw_serve).
  *
  * Shutdown. SIGTERM, SIGINT and SIGHUP are blocked in every thread and taken by the main thread
- * with sigtimedwait; all three drain. SIGHUP is treated as SIGTERM rather than ignored: a gateway
- * whose terminal goes away should stop as cleanly as one that is told to, and sipp has no
- * configuration to reload (restart it to apply a changed file). On the first signal, the daemon
+ * with sigtimedwait. SIGHUP reads the configuration file again and applies it (reload.c) and the
+ * server goes on; SIGTERM and SIGINT drain. On the first of those, the daemon
  * stops accepting, new requests on open connections get 503, and in-flight requests get
  * shutdown_timeout_seconds to finish; then cancel_all is raised, which every wait loop checks:
  * a stream ends with an error event and its proper end, a waiting request with 503. After a grace
@@ -112,10 +111,11 @@ static int open_listener(const gw_config *c, int *port_out, char *err) {
     return fd;
 }
 
-/* Waits for a stop signal up to ms; true when one came. */
-static bool wait_signal(const sigset_t *set, int ms) {
+/* Waits for one of the signals of set up to ms; the signal, or 0 when none came. */
+static int wait_signal(const sigset_t *set, int ms) {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    return sigtimedwait(set, NULL, &ts) > 0;
+    int sig = sigtimedwait(set, NULL, &ts);
+    return sig > 0 ? sig : 0;
 }
 
 static void sleep_ms(int ms) {
@@ -139,6 +139,7 @@ static void *second_signal(void *arg) {
 static void shutdown_gracefully(gw_server *srv, gw_http *http, const sigset_t *set) {
     static sigset_t watched; /* the watcher outlives this frame */
     watched = *set;
+    sigdelset(&watched, SIGHUP); /* stays blocked: a reload asked for during the drain is not a stop */
     pthread_t watcher;
     bool watching = pthread_create(&watcher, NULL, second_signal, &watched) == 0;
     if (watching) pthread_detach(watcher);
@@ -149,7 +150,7 @@ static void shutdown_gracefully(gw_server *srv, gw_http *http, const sigset_t *s
             srv->cfg->shutdown_timeout_seconds);
     double deadline = sipp_now_ms() + srv->cfg->shutdown_timeout_seconds * GW_MS_PER_S;
     while (atomic_load(&srv->in_flight) > 0 && sipp_now_ms() < deadline) {
-        if (!watching && wait_signal(set, GW_DRAIN_POLL_MS)) break; /* a second signal: stop waiting */
+        if (!watching && wait_signal(&watched, GW_DRAIN_POLL_MS)) break; /* a second signal: stop waiting */
         if (watching) sleep_ms(GW_DRAIN_POLL_MS);
     }
     if ((n = atomic_load(&srv->in_flight)) > 0) {
@@ -165,13 +166,15 @@ static void shutdown_gracefully(gw_server *srv, gw_http *http, const sigset_t *s
 
 static void free_modules(gw_server *srv) {
     gw_targets_stop(srv);
+    gw_reloads_free(srv); /* the configurations reloads made: the targets pointed into them */
     gw_metrics_free(srv->metrics);
     gw_limits_free(srv->limits);
     gw_admission_free(srv->admission);
     gw_responses_free(srv->responses);
+    sipp_media_budget_free(srv->media_budget);
 }
 
-int gw_serve(gw_config *cfg) {
+int gw_serve(gw_config *cfg, const gw_reloader *reload) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -194,7 +197,8 @@ int gw_serve(gw_config *cfg) {
     srv.limits = gw_limits_new(cfg);
     srv.admission = gw_admission_new(cfg);
     srv.responses = gw_responses_new(cfg);
-    bool made = srv.metrics && srv.limits && srv.admission && srv.responses;
+    srv.media_budget = sipp_media_budget_new(cfg->media_decoded_budget);
+    bool made = srv.metrics && srv.limits && srv.admission && srv.responses && srv.media_budget;
     if (!made || !gw_targets_start(&srv, err)) {
         fprintf(stderr, "sipp: %s\n", made ? err : "out of memory");
         close(lfd);
@@ -212,7 +216,9 @@ int gw_serve(gw_config *cfg) {
     bool v6 = strchr(cfg->host, ':') != NULL;
     fprintf(stderr, "sipp: listening on http://%s%s%s:%d (%zu target%s)\n", v6 ? "[" : "", cfg->host,
             v6 ? "]" : "", port, cfg->n_targets, cfg->n_targets == 1 ? "" : "s");
-    while (!wait_signal(&set, GW_SIGNAL_SLICE_MS)) {
+    for (int sig = 0; sig != SIGTERM && sig != SIGINT;) {
+        sig = wait_signal(&set, GW_SIGNAL_SLICE_MS);
+        if (sig == SIGHUP) gw_reload(&srv, reload);
     }
     shutdown_gracefully(&srv, http, &set);
     gw_probe_stop(&srv);

@@ -49,20 +49,13 @@ static gw_error_kind upstream_kind(long status) {
 
 /* The answer as the events a local stream would have given: reasoning, content, then each tool
  * call's start and its arguments. */
-static void replay(const gw_format *fmt, const gw_gen_view *v, json_t *m, sipp_buf *out) {
-    json_t *r = json_object_get(m, "reasoning_content"), *c = json_object_get(m, "content");
-    if (json_string_length(r)) fmt->reasoning(v, json_string_value(r), json_string_length(r), out);
-    if (json_string_length(c)) fmt->text(v, json_string_value(c), json_string_length(c), out);
-    size_t k;
-    json_t *call;
-    json_array_foreach(json_object_get(m, "tool_calls"), k, call) {
-        json_t *fn = json_object_get(call, "function");
-        const char *id = json_string_value(json_object_get(call, "id")),
-                   *name = json_string_value(json_object_get(fn, "name"));
-        fmt->tool_start(v, id ? id : "", name ? name : "", out);
-        json_t *args = json_object_get(fn, "arguments");
-        if (json_string_length(args))
-            fmt->tool_args(v, json_string_value(args), json_string_length(args), out);
+static void replay(const gw_format *fmt, const gw_gen_view *v, const gw_message *m, sipp_buf *out) {
+    if (m->reasoning && *m->reasoning) fmt->reasoning(v, m->reasoning, strlen(m->reasoning), out);
+    if (m->content && *m->content) fmt->text(v, m->content, strlen(m->content), out);
+    for (size_t k = 0; k < m->n_calls; k++) {
+        const gw_tool_call *c = &m->calls[k];
+        fmt->tool_start(v, c->id ? c->id : "", c->name ? c->name : "", out);
+        if (c->arguments && *c->arguments) fmt->tool_args(v, c->arguments, strlen(c->arguments), out);
     }
 }
 
@@ -125,7 +118,8 @@ static void merge_call(json_t *calls, json_t *d) {
     }
 }
 
-/* One chat chunk of the upstream: its delta rendered, and kept for the closing events. */
+/* One chat chunk of the upstream (another server's JSON): its delta rendered as the typed deltas a
+ * local stream gives, and kept for the closing events. */
 static void relay_chunk(relay *r, json_t *chunk, sipp_buf *out) {
     json_t *usage = json_object_get(chunk, "usage");
     if (json_is_object(usage)) usage_into(r->v.call, usage, &r->v.remote_stats);
@@ -134,19 +128,26 @@ static void relay_chunk(relay *r, json_t *chunk, sipp_buf *out) {
     if (finish) sipp_strlcpy(r->finish, finish, sizeof r->finish);
     json_t *d = json_object_get(choice, "delta");
     json_t *th = json_object_get(d, "reasoning_content"), *tx = json_object_get(d, "content");
+    sipp_chat_delta text = {.tool_index = -1};
     if (json_string_length(th)) {
         sipp_buf_append(&r->thinking, json_string_value(th), json_string_length(th));
-        r->fmt->reasoning(&r->v, json_string_value(th), json_string_length(th), out);
+        text.reasoning = json_string_value(th);
     }
     if (json_string_length(tx)) {
         sipp_buf_append(&r->content, json_string_value(tx), json_string_length(tx));
-        r->fmt->text(&r->v, json_string_value(tx), json_string_length(tx), out);
+        text.content = json_string_value(tx);
     }
+    if (text.reasoning || text.content) gw_render_delta(r->fmt, &r->v, 0, &text, NULL, out);
     size_t k;
     json_t *e;
     json_array_foreach(json_object_get(d, "tool_calls"), k, e) {
         merge_call(r->calls, e);
-        gw_render_tool_delta(r->fmt, &r->v, e, out);
+        json_t *fn = json_object_get(e, "function");
+        sipp_chat_delta call = {.tool_index = (long)json_integer_value(json_object_get(e, "index")),
+                                .tool_id = json_string_value(json_object_get(e, "id")),
+                                .tool_name = json_string_value(json_object_get(fn, "name")),
+                                .tool_arguments = json_string_value(json_object_get(fn, "arguments"))};
+        gw_render_delta(r->fmt, &r->v, 0, &call, NULL, out);
     }
 }
 
@@ -173,17 +174,21 @@ static void relay_line(relay *r, const char *line, size_t n, sipp_buf *out) {
 
 /* The closing events, from the answer assembled. */
 static void relay_end(relay *r, sipp_buf *out) {
-    json_t *m = json_pack("{s:s}", "role", "assistant");
-    json_object_set_new(m, "content",
-                        r->content.len || !json_array_size(r->calls)
-                            ? json_string(r->content.data ? r->content.data : "")
-                            : json_null());
-    if (r->thinking.len) json_object_set_new(m, "reasoning_content", json_string(r->thinking.data));
-    if (json_array_size(r->calls)) json_object_set(m, "tool_calls", r->calls);
-    r->c.message = m;
-    r->c.text = json_string_value(json_object_get(m, "content"))
-                    ? json_string_value(json_object_get(m, "content"))
-                    : "";
+    gw_message *m = &r->c.message;
+    gw_message_clear(m);
+    m->set = true;
+    if (r->content.len || !json_array_size(r->calls))
+        m->content = strdup(r->content.data ? r->content.data : "");
+    if (r->thinking.len) m->reasoning = strdup(r->thinking.data);
+    size_t k;
+    json_t *call;
+    json_array_foreach(r->calls, k, call) {
+        json_t *fn = json_object_get(call, "function");
+        gw_message_add_call(m, json_string_value(json_object_get(call, "id")),
+                            json_string_value(json_object_get(fn, "name")),
+                            json_string_value(json_object_get(fn, "arguments")));
+    }
+    r->c.text = m->content ? m->content : "";
     r->c.finish = finish_of(r->finish);
     r->v.text = r->c.text;
     r->v.remote_stats.total_ms = sipp_now_ms() - r->v.call->t_start;
@@ -227,7 +232,7 @@ static void relay_close(gw_stream *s) {
     sipp_buf_free(&r->content);
     sipp_buf_free(&r->thinking);
     json_decref(r->calls);
-    json_decref(r->c.message);
+    gw_message_clear(&r->c.message);
     gw_gen_free(&r->gen);
     free(r);
 }
@@ -302,9 +307,9 @@ void gw_relay(gw_call *call, gw_target *t, gw_gen *g, json_t *body, gw_api api, 
     const char *content = json_string_value(json_object_get(m, "content"));
     char id[ID_SIZE];
     snprintf(id, sizeof id, "%s%s", fmt->id_prefix, call->request_id);
-    gw_choice c = {.message = m,
-                   .text = content ? content : "",
+    gw_choice c = {.text = content ? content : "",
                    .finish = finish_of(json_string_value(json_object_get(choice, "finish_reason")))};
+    gw_message_from_openai(&c.message, m);
     gw_gen_view v = {.call = call,
                      .target = t,
                      .gen = g,
@@ -322,10 +327,11 @@ void gw_relay(gw_call *call, gw_target *t, gw_gen *g, json_t *body, gw_api api, 
     } else {
         sipp_buf out = {0};
         fmt->begin(&v, &out);
-        replay(fmt, &v, m, &out);
+        replay(fmt, &v, &c.message, &out);
         fmt->end(&v, &out);
         gw_reply_text(call, HTTP_OK, fmt->content_type ? fmt->content_type : "text/event-stream", out.data,
                       out.len);
     }
+    gw_message_clear(&c.message);
     json_decref(ans);
 }

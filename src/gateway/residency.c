@@ -7,7 +7,16 @@
  * loads it on the calling thread; calls arriving meanwhile wait for that one load (a condition
  * variable) until their request_timeout_seconds, so eight first requests make one load. A load that
  * fails leaves the target FAILED with the reason, which every waiting call and later call gets,
- * until an explicit POST /v1/models/{name}/load tries again; other targets are not touched.
+ * until an explicit POST /v1/models/{name}/load, or a change of its file, tries again; other
+ * targets are not touched.
+ *
+ * Files that change. A loaded model's weights are mapped from its file. When model_watch.c reports
+ * a change, or a call finds the file is not what the load saw (device, inode, size, modification
+ * time; compared before every use is granted), a READY target becomes CHANGED: no new use, calls
+ * wait as for a load. Once the file has been quiet FILE_SETTLE_MS and the old engine has no use, the
+ * keeper unloads it (without saving its conversations), checks the files (sipp_model_check) and
+ * loads them again, or marks the target FAILED naming the file. sigbus_guard.c covers the call that
+ * was already reading the old mapping.
  *
  * Admission by memory. Before a load the target's need is known per place (host RAM, each GPU
  * device): what its last load measured (the backend buffers llama.cpp allocated, sipp_engine_memory)
@@ -43,6 +52,7 @@
  * /metrics can read it without the lock; code that reads a target's model or engine holds a use
  * (gw_residency_peek for the routes that only describe it). Loads and unloads run outside the lock.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #ifdef __GLIBC__
@@ -52,12 +62,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "gateway/models_dir.h"
 #include "gateway/residency.h"
+#include "gateway/sigbus_guard.h"
 #include "gateway/slot_dir.h"
+#include "util/assertions.h"
 
 #define MIB ((uint64_t)1 << 20)
 #define HOST_MARGIN_MB 1024         /* left to the system by the default host budget */
@@ -78,6 +91,9 @@
 #define RPC_RETRY_MAX_MS 30000
 #define BACKEND_LIST_MAX 16
 #define VICTIM_NAME_SIZE 256 /* a target name as the unload logs it */
+/* A target's changed file is looked at once no change has been seen for this long: a copy or a
+ * download writes in many steps, and a reload from a half-written file would only fail. */
+#define FILE_SETTLE_MS 500
 
 typedef struct place_budget {
     char name[32]; /* device name; "" = host */
@@ -104,6 +120,13 @@ struct gw_residency {
 };
 
 static void estimate(gw_target *t);
+static void record_files(gw_target *t);
+static bool files_changed(gw_target *t, double now);
+static const char *out_of_service(const gw_target *t);
+static void set_idle_deadline(gw_target *t);
+static gw_target *add_entry(gw_server *srv, const gw_target_config *tc, gw_target_config *owned,
+                            gw_upstream *upstream);
+static sipp_status estimate_at(const gw_target_config *c, int ctx_size, sipp_memory *out, char *err);
 
 static double now_ms(void) { return sipp_now_ms(); }
 
@@ -129,7 +152,8 @@ static const sipp_memory *charge_of(const gw_target *t) {
 
 static bool holds(const gw_target *t) {
     int s = atomic_load(&t->state);
-    return t->cfg->type == GW_TARGET_LOCAL && (s == GW_STATE_READY || s == GW_STATE_LOADING);
+    return t->cfg->type == GW_TARGET_LOCAL &&
+           (s == GW_STATE_READY || s == GW_STATE_LOADING || (s == GW_STATE_CHANGED && t->engine));
 }
 
 static uint64_t host_total_bytes(void) {
@@ -248,7 +272,9 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
         sipp_model_free(m);
         return false;
     }
-    sipp_engine_set_schema_limits(e, &srv->cfg->limits); /* [limits]: checked as each request is planned */
+    sipp_schema_limits limits = srv->cfg->limits; /* [limits]: checked as each request is planned */
+    limits.media_budget = srv->media_budget;
+    sipp_engine_set_schema_limits(e, &limits);
     *mo = m;
     *eo = e;
     return true;
@@ -271,6 +297,7 @@ typedef struct victims {
 
 /* Unloads t (idle, READY) under the lock: its engine and model go to v. */
 static void take_unload(gw_residency *r, gw_target *t, victims *v, const char *why) {
+    SIPP_ASSERT_HELD(&r->mu);
     victim *x = malloc(sizeof *x);
     if (x) {
         x->engine = t->engine;
@@ -409,6 +436,7 @@ static void describe_refusal(const gw_server *srv, const gw_target *t, const cha
 /* Under the lock: chooses idle targets, least recently used first, until t fits, and unloads them
  * into v. False (nothing unloaded, msg set) when it cannot fit. */
 static bool make_room(gw_server *srv, gw_target *t, victims *v, char *msg, size_t n) {
+    SIPP_ASSERT_HELD(&srv->residency->mu);
     bool *out = calloc(srv->n_targets ? srv->n_targets : 1, sizeof *out);
     size_t *chosen = calloc(srv->n_targets ? srv->n_targets : 1, sizeof *chosen), n_chosen = 0;
     if (!out || !chosen) {
@@ -454,6 +482,7 @@ static bool make_room(gw_server *srv, gw_target *t, victims *v, char *msg, size_
  * *no_room), msg says why. */
 static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, size_t n) {
     gw_residency *r = srv->residency;
+    SIPP_ASSERT_HELD(&r->mu);
     *no_room = false;
     victims v = {.n = 0};
     if (!make_room(srv, t, &v, msg, n)) {
@@ -462,6 +491,7 @@ static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, 
     }
     atomic_store(&t->state, GW_STATE_LOADING);
     t->error[0] = '\0';
+    record_files(t); /* before the load reads them: a change meanwhile is seen after it */
     pthread_mutex_unlock(&r->mu);
 
     free_victims(&v);
@@ -511,6 +541,7 @@ static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, 
         t->n_loads++;
         r->loads++;
         atomic_store(&t->state, GW_STATE_READY);
+        gw_sigbus_guard_refresh(srv); /* where its files are mapped now, for a SIGBUS's one line */
     } else {
         snprintf(t->error, sizeof t->error, "%s", err);
         snprintf(msg, n, "model '%s' failed to load: %s", t->cfg->name, err);
@@ -528,6 +559,271 @@ static bool busy_holder(const gw_server *srv) {
     return false;
 }
 
+/* ---- files that change under a target (model_watch.c sees the changes) --------------------------- */
+
+static void file_id_of(const char *path, gw_file_id *id) {
+    struct stat st;
+    memset(id, 0, sizeof *id);
+    if (!path || stat(path, &st) != 0) return;
+    id->exists = true;
+    id->dev = (unsigned long long)st.st_dev;
+    id->ino = (unsigned long long)st.st_ino;
+    id->size = (long long)st.st_size;
+    id->mtime_s = (long long)st.st_mtim.tv_sec;
+    id->mtime_ns = (long long)st.st_mtim.tv_nsec;
+}
+
+static void record_files(gw_target *t) {
+    for (int k = 0; k < GW_TARGET_FILES; k++)
+        file_id_of(gw_target_file(t->cfg, k), &t->files[k]);
+}
+
+/* How file k of t differs from what its last load found; NULL when it does not. */
+static const char *file_change(const gw_target *t, int k) {
+    const char *path = gw_target_file(t->cfg, k);
+    if (!path) return NULL;
+    gw_file_id now;
+    file_id_of(path, &now);
+    const gw_file_id *was = &t->files[k];
+    if (!now.exists) return was->exists ? "removed" : NULL;
+    if (!was->exists || now.dev != was->dev || now.ino != was->ino) return "replaced by another file";
+    if (now.size < was->size) return "truncated in place";
+    if (now.size != was->size || now.mtime_s != was->mtime_s || now.mtime_ns != was->mtime_ns)
+        return "written in place";
+    return NULL;
+}
+
+/* A READY target whose files are not what it loaded becomes CHANGED: out of service before another
+ * request reaches weights that may be gone from under its mapping, its error naming the file and how,
+ * until the keeper reloads it once the file is quiet. True when it did. Lock held. */
+static bool files_changed(gw_target *t, double now) {
+    for (int k = 0; k < GW_TARGET_FILES; k++) {
+        const char *how = file_change(t, k);
+        if (!how) continue;
+        snprintf(t->error, sizeof t->error,
+                 "its file %s was %s while it was loaded; it is out of service until the file is a whole "
+                 "model again and it has loaded from it (replace a model by renaming a new file over it)",
+                 gw_target_file(t->cfg, k), how);
+        t->file_pending = true;
+        t->file_event_ms = now;
+        atomic_store(&t->state, GW_STATE_CHANGED);
+        fprintf(stderr, "sipp: target '%s': %s\n", t->cfg->name, t->error);
+        return true;
+    }
+    return false;
+}
+
+/* What a call waiting on t waits for, for its timeout's message. */
+static const char *out_of_service(const gw_target *t) {
+    return atomic_load(&t->state) == GW_STATE_CHANGED ? "out of service (its file or configuration changed)"
+                                                      : "loading";
+}
+
+void gw_residency_file_event(gw_server *srv, gw_target *t) {
+    if (t->cfg->type != GW_TARGET_LOCAL) return;
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    double now = now_ms();
+    t->file_pending = true;
+    t->file_event_ms = now;
+    if (atomic_load(&t->state) == GW_STATE_READY) files_changed(t, now);
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Whether t's files can be loaded as they are now: whole GGUF files (sipp_model_check), a readable
+ * projector. err names the file that cannot. Outside the lock (it reads headers). */
+static bool files_whole(const gw_target_config *c, char *err) {
+    if (sipp_model_check(c->model_path, err) != SIPP_OK) return false;
+    if (c->draft_model && sipp_model_check(c->draft_model, err) != SIPP_OK) return false;
+    if (c->mmproj && access(c->mmproj, R_OK) != 0) {
+        snprintf(err, SIPP_ERROR_SIZE, "cannot read the mmproj file %s: %s", c->mmproj, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* The saved conversations of t were computed with the weights it had: a new file makes them wrong. */
+static void forget_saved_slots(gw_residency *r, const gw_target *t) {
+    if (!*r->slots_root) return;
+    char dir[PATH_MAX];
+    gw_slot_dir_target(r->slots_root, t->index, dir, sizeof dir);
+    gw_slot_dir_remove(dir);
+}
+
+/* After a check of t's files outside the lock (held on entry and on return): FAILED naming the file
+ * when they are not whole, else loaded again when it was loaded, failed or loads at start-up. */
+static void load_changed(gw_server *srv, gw_target *t, bool whole, bool again, bool configured,
+                         const char *err) {
+    if (!whole) {
+        snprintf(t->error, sizeof t->error,
+                 "its files cannot be loaded now: %s; it is tried again when the file changes", err);
+        srv->residency->load_failures++;
+        atomic_store(&t->state, GW_STATE_FAILED);
+        fprintf(stderr, "sipp: target '%s' failed: %s\n", t->cfg->name, t->error);
+        return;
+    }
+    atomic_store(&t->state, GW_STATE_UNLOADED);
+    if (!again) return; /* an on-demand target loads from the new file on its next request */
+    fprintf(stderr, "sipp: target '%s': loading %s %s\n", t->cfg->name,
+            configured ? "with its new configuration from" : "again from its changed file",
+            t->cfg->model_path);
+    bool no_room;
+    char msg[SIPP_ERROR_SIZE];
+    t->uses++; /* not chosen to make room while it loads */
+    if (!load_locked(srv, t, &no_room, msg, sizeof msg) && no_room) {
+        snprintf(t->error, sizeof t->error, "%s", msg);
+        atomic_store(&t->state, GW_STATE_FAILED);
+    }
+    t->uses--;
+    if (atomic_load(&t->state) == GW_STATE_READY) set_idle_deadline(t);
+}
+
+/* Lock held, t idle: its old engine goes (without saving its conversations), its files are checked
+ * and it loads from them (load_changed). Lets the lock go meanwhile; t stays CHANGED until then. */
+static void reload_changed(gw_server *srv, gw_target *t, int was) {
+    gw_residency *r = srv->residency;
+    victims v = {.n = 0};
+    bool configured = t->next_cfg != NULL;
+    if (configured) { /* a reload changed or added it: from now on it is what the new file says */
+        t->cfg = t->next_cfg;
+        t->next_cfg = NULL;
+    }
+    bool again = t->engine || was == GW_STATE_FAILED || t->cfg->load == GW_LOAD_STARTUP;
+    if (t->engine) {
+        take_unload(r, t, &v, configured ? "its configuration changed" : "its file changed");
+        if (v.head) v.head->slots_dir[0] = '\0';
+    }
+    snprintf(t->error, sizeof t->error, "%s: its files are checked before it loads again",
+             configured ? "its configuration changed" : "its file changed");
+    atomic_store(&t->state, GW_STATE_CHANGED); /* calls wait meanwhile instead of loading it themselves */
+    t->measured_valid = false;                 /* a new file: its estimate until it loads */
+    pthread_mutex_unlock(&r->mu);
+    free_victims(&v);
+    forget_saved_slots(r, t);
+    char err[SIPP_ERROR_SIZE] = "";
+    bool whole = files_whole(t->cfg, err);
+    sipp_memory est;
+    char est_err[SIPP_ERROR_SIZE];
+    if (!whole || estimate_at(t->cfg, t->cfg->ctx_size, &est, est_err) != SIPP_OK)
+        memset(&est, 0, sizeof est);
+    pthread_mutex_lock(&r->mu);
+    t->estimate = est;
+    if (r->stop || atomic_load(&srv->draining) || !gw_target_listed(t)) { /* or a reload removed it */
+        atomic_store(&t->state, GW_STATE_UNLOADED);
+        pthread_cond_broadcast(&r->changed);
+        return;
+    }
+    load_changed(srv, t, whole, again, configured, err);
+    pthread_cond_broadcast(&r->changed);
+}
+
+/* Lock held. The first target whose files changed, have been quiet for FILE_SETTLE_MS and have no
+ * use of its old engine left is reloaded from them. True when one was (the lock was let go); *next
+ * is lowered to when the next one settles. A use's release wakes the keeper. */
+static bool settle_files(gw_server *srv, double now, double *next) {
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        gw_target *t = &srv->targets[i];
+        if (!t->file_pending || t->cfg->type != GW_TARGET_LOCAL || !gw_target_listed(t)) continue;
+        int s = atomic_load(&t->state);
+        if (s == GW_STATE_LOADING || s == GW_STATE_WAITING) continue; /* seen after that load */
+        double at = t->file_event_ms + FILE_SETTLE_MS;
+        if (at > now) {
+            if (at < *next) *next = at;
+            continue;
+        }
+        if (t->engine && (t->uses || t->peeks)) continue;
+        t->file_pending = false;
+        if (s == GW_STATE_READY && !t->next_cfg && !files_changed(t, now)) continue; /* attributes only */
+        t->file_pending = false; /* files_changed set it again */
+        reload_changed(srv, t, s);
+        return true;
+    }
+    return false;
+}
+
+/* ---- reloads of the configuration (reload.c) ------------------------------------------------------ */
+
+/* A retired entry named name that holds nothing and has no call left: a target of that name added
+ * again takes it back, so that its metrics go on. Lock held. */
+static gw_target *drained_entry(gw_server *srv, const char *name) {
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        gw_target *t = &srv->targets[i];
+        if (gw_target_listed(t) || t->engine || t->upstream || t->supervisor || t->uses || t->peeks ||
+            t->waiting || atomic_load(&t->state) == GW_STATE_LOADING)
+            continue;
+        if (strcmp(t->cfg->name, name) == 0) return t;
+    }
+    return NULL;
+}
+
+/* A drained entry made new for cfg. Lock held. */
+static void revive(gw_target *t, const gw_target_config *cfg) {
+    t->cfg = cfg;
+    t->error[0] = '\0';
+    t->ever_loaded = t->measured_valid = t->unload_when_idle = t->keep_alive_override_set = false;
+    t->deadline_ms = t->deadline_unix = -1;
+    atomic_store(&t->state, GW_STATE_UNLOADED);
+    estimate(t);
+    atomic_store(&t->retired, false);
+}
+
+bool gw_residency_add(gw_server *srv, const gw_target_config *cfg, gw_upstream *upstream) {
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    gw_target *t = upstream ? NULL : drained_entry(srv, cfg->name);
+    if (t)
+        revive(t, cfg);
+    else
+        t = add_entry(srv, cfg, NULL, upstream);
+    if (t && !upstream) { /* the keeper loads it, at once when it loads at start-up */
+        t->next_cfg = cfg;
+        t->file_pending = true;
+        t->file_event_ms = now_ms() - FILE_SETTLE_MS;
+    }
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
+    return t != NULL;
+}
+
+void gw_residency_retire(gw_server *srv, gw_target *t) {
+    gw_residency *r = srv->residency;
+    victims v = {.n = 0};
+    pthread_mutex_lock(&r->mu);
+    atomic_store(&t->retired, true);
+    t->file_pending = false;
+    t->next_cfg = NULL;
+    if (t->engine && !t->uses && !t->peeks)
+        take_unload(r, t, &v, "removed from the configuration");
+    else if (t->engine || atomic_load(&t->state) == GW_STATE_LOADING)
+        t->unload_when_idle = true; /* the keeper unloads it when its last call ends */
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
+    free_victims(&v);
+}
+
+void gw_residency_reconfigure(gw_server *srv, gw_target *t, const gw_target_config *cfg, bool reload) {
+    gw_residency *r = srv->residency;
+    pthread_mutex_lock(&r->mu);
+    if (!reload) {
+        t->cfg = cfg;
+        if (t->next_cfg) t->next_cfg = cfg;
+        if (!t->uses) set_idle_deadline(t); /* its keep_alive may be another */
+    } else {
+        t->next_cfg = cfg;
+        t->file_pending = true;
+        t->file_event_ms = now_ms() - FILE_SETTLE_MS;
+        if (atomic_load(&t->state) == GW_STATE_READY) {
+            snprintf(t->error, sizeof t->error,
+                     "its configuration changed: it loads again with the new settings once its running "
+                     "requests end");
+            atomic_store(&t->state, GW_STATE_CHANGED);
+        }
+    }
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* ---- uses --------------------------------------------------------------------------------------- */
 
 gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double deadline_ms,
@@ -543,6 +839,12 @@ gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double dead
             return GW_ACQUIRE_NOT_READY;
         }
         int s = atomic_load(&t->state);
+        if (!gw_target_listed(t) && s != GW_STATE_READY) { /* found before a reload removed it */
+            snprintf(msg, n, "model '%s' was removed from the configuration", t->cfg->name);
+            pthread_mutex_unlock(&r->mu);
+            return GW_ACQUIRE_FAILED;
+        }
+        if (s == GW_STATE_READY && files_changed(t, now_ms())) continue; /* CHANGED now: wait for it */
         if (s == GW_STATE_READY) {
             t->uses++;
             pthread_mutex_unlock(&r->mu);
@@ -574,12 +876,12 @@ gw_acquire_result gw_residency_acquire(gw_server *srv, gw_target *t, double dead
             pthread_mutex_unlock(&r->mu);
             return ok ? GW_ACQUIRE_OK : no_room ? GW_ACQUIRE_NO_ROOM : GW_ACQUIRE_FAILED;
         }
-        /* LOADING: wait for that load */
+        /* LOADING: wait for that load; CHANGED: for its file to settle and the reload from it */
         double left = deadline_ms - now_ms();
         if (left <= 0) {
+            snprintf(msg, n, "model '%s' was still %s after request_timeout_seconds (%d)", t->cfg->name,
+                     out_of_service(t), srv->cfg->request_timeout_seconds);
             pthread_mutex_unlock(&r->mu);
-            snprintf(msg, n, "model '%s' was still loading after request_timeout_seconds (%d)", t->cfg->name,
-                     srv->cfg->request_timeout_seconds);
             return GW_ACQUIRE_TIMEOUT;
         }
         if (abandoned && abandoned(arg)) {
@@ -706,8 +1008,9 @@ bool gw_residency_unload(gw_server *srv, gw_target *t, bool *deferred) {
 /* ---- the keeper: start-up loads, then idle deadlines -------------------------------------------- */
 
 static bool idle_expired(const gw_target *t, double now) {
-    if (t->cfg->type != GW_TARGET_LOCAL || atomic_load(&t->state) != GW_STATE_READY || t->uses || t->peeks)
-        return false;
+    int s = atomic_load(&t->state);
+    bool loaded = s == GW_STATE_READY || (s == GW_STATE_CHANGED && t->engine && !gw_target_listed(t));
+    if (t->cfg->type != GW_TARGET_LOCAL || !loaded || t->uses || t->peeks) return false;
     if (t->unload_when_idle) return true;
     if (t->cfg->pin && !t->keep_alive_override_set) return false;
     return t->deadline_ms >= 0 && t->deadline_ms <= now;
@@ -727,6 +1030,7 @@ static bool any_waiting(const gw_server *srv) {
 /* rpc targets waiting for their servers are tried again at *retry_at, the wait doubling up to
  * RPC_RETRY_MAX_MS; true when it tried (the lock was let go meanwhile). Lock held. */
 static bool retry_waiting(gw_server *srv, double now, double *retry_at, int *backoff) {
+    SIPP_ASSERT_HELD(&srv->residency->mu);
     if (!any_waiting(srv)) {
         *retry_at = now + KEEPER_MAX_SLEEP_MS;
         *backoff = RPC_RETRY_MIN_MS;
@@ -776,11 +1080,15 @@ static void *keeper_main(void *arg) {
         victims v = {.n = 0};
         double now = now_ms(), next = now + KEEPER_MAX_SLEEP_MS;
         if (retry_waiting(srv, now, &rpc_retry_at, &rpc_backoff)) continue;
+        if (settle_files(srv, now, &next)) continue;
         if (rpc_retry_at < next) next = rpc_retry_at;
         for (size_t i = 0; i < srv->n_targets; i++) {
             gw_target *t = &srv->targets[i];
             if (idle_expired(t, now))
-                take_unload(r, t, &v, t->unload_when_idle ? "asked to" : "keep_alive passed");
+                take_unload(r, t, &v,
+                            !gw_target_listed(t)  ? "removed from the configuration"
+                            : t->unload_when_idle ? "asked to"
+                                                  : "keep_alive passed");
             else if (atomic_load(&t->state) == GW_STATE_READY && !t->uses && t->deadline_ms >= 0 &&
                      t->deadline_ms < next)
                 next = t->deadline_ms;
@@ -831,6 +1139,7 @@ bool gw_residency_start(gw_server *srv, char *err) {
 /* Targets waiting for their rpc servers will not get them now: they fail, so that nothing waits for
  * them and /ready says so. Lock held. */
 static void fail_waiting(gw_server *srv) {
+    SIPP_ASSERT_HELD(&srv->residency->mu);
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
         if (atomic_load(&t->state) != GW_STATE_WAITING) continue;
@@ -868,7 +1177,7 @@ bool gw_residency_startup_ready(gw_server *srv) {
     bool ready = r->startup_done;
     for (size_t i = 0; ready && i < srv->n_targets; i++) {
         const gw_target *t = &srv->targets[i];
-        if (t->cfg->type == GW_TARGET_LOCAL && t->cfg->load == GW_LOAD_STARTUP &&
+        if (t->cfg->type == GW_TARGET_LOCAL && t->cfg->load == GW_LOAD_STARTUP && gw_target_listed(t) &&
             (atomic_load(&t->state) == GW_STATE_FAILED || !t->ever_loaded))
             ready = false;
     }
@@ -979,8 +1288,27 @@ void gw_residency_fit_contexts(gw_config *cfg) {
 
 static bool served(const gw_server *srv, const char *name) {
     for (size_t i = 0; i < srv->n_targets; i++)
-        if (strcmp(srv->targets[i].cfg->name, name) == 0) return true;
+        if (gw_target_listed(&srv->targets[i]) && strcmp(srv->targets[i].cfg->name, name) == 0) return true;
     return false;
+}
+
+/* A new entry at the end of the table for tc (owned: freed with the table), published whole once it
+ * is; a remote one serves through upstream at once. NULL when the table is full. Lock held. */
+static gw_target *add_entry(gw_server *srv, const gw_target_config *tc, gw_target_config *owned,
+                            gw_upstream *upstream) {
+    size_t k = srv->n_targets;
+    if (k >= srv->max_targets) return NULL;
+    gw_target *t = &srv->targets[k];
+    memset(t, 0, sizeof *t);
+    t->cfg = tc;
+    t->owned_cfg = owned;
+    t->index = (int)k;
+    t->deadline_ms = t->deadline_unix = -1;
+    t->upstream = upstream;
+    atomic_init(&t->state, upstream ? GW_STATE_READY : GW_STATE_UNLOADED);
+    if (tc->type == GW_TARGET_LOCAL) estimate(t);
+    srv->n_targets = k + 1; /* published whole */
+    return t;
 }
 
 void gw_residency_rescan(gw_server *srv) {
@@ -1012,15 +1340,7 @@ void gw_residency_rescan(gw_server *srv) {
             break;
         }
         tc->max_tokens = srv->cfg->discovered_max_tokens;
-        gw_target *t = &srv->targets[k];
-        memset(t, 0, sizeof *t);
-        t->cfg = tc;
-        t->owned_cfg = tc;
-        t->index = (int)k;
-        t->deadline_ms = t->deadline_unix = -1;
-        atomic_init(&t->state, GW_STATE_UNLOADED);
-        estimate(t);
-        srv->n_targets = k + 1; /* published whole */
+        add_entry(srv, tc, tc, NULL);
         fprintf(stderr, "sipp: new model '%s' (%s), loaded on first use\n", tc->name, tc->model_path);
     }
     pthread_mutex_unlock(&r->mu);
@@ -1044,7 +1364,8 @@ int gw_residency_state(gw_server *srv, gw_target *t, char *out, size_t n) {
     gw_residency *r = srv->residency;
     pthread_mutex_lock(&r->mu);
     int s = atomic_load(&t->state);
-    snprintf(out, n, "%s", s == GW_STATE_FAILED || s == GW_STATE_WAITING ? t->error : "");
+    snprintf(out, n, "%s",
+             s == GW_STATE_FAILED || s == GW_STATE_WAITING || s == GW_STATE_CHANGED ? t->error : "");
     pthread_mutex_unlock(&r->mu);
     return s;
 }
@@ -1055,6 +1376,7 @@ const char *gw_state_name(int s) {
     case GW_STATE_LOADING: return "loading";
     case GW_STATE_FAILED: return "failed";
     case GW_STATE_WAITING: return "waiting";
+    case GW_STATE_CHANGED: return "changed";
     default: return "unloaded";
     }
 }
@@ -1085,7 +1407,7 @@ void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o) {
     json_object_set_new(o, "loads", json_integer((json_int_t)t->n_loads));
     json_object_set_new(o, "unloads", json_integer((json_int_t)t->n_unloads));
     json_object_set_new(o, "evictions", json_integer((json_int_t)t->n_evictions));
-    if (s == GW_STATE_FAILED) json_object_set_new(o, "error", json_string(t->error));
+    if (s == GW_STATE_FAILED || s == GW_STATE_CHANGED) json_object_set_new(o, "error", json_string(t->error));
     pthread_mutex_unlock(&r->mu);
 }
 

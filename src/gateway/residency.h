@@ -60,6 +60,22 @@ bool gw_residency_loaded(gw_server *srv, gw_target *t, gw_resident *out);
 gw_acquire_result gw_residency_load(gw_server *srv, gw_target *t, double deadline_ms, char *msg, size_t n);
 /* Unloads t now, or when its last use ends (*deferred). False when it was not loaded. */
 bool gw_residency_unload(gw_server *srv, gw_target *t, bool *deferred);
+/* A file of t (its model, mmproj or draft) or its directory entry changed (model_watch.c): when t
+ * is loaded and the file is not what it loaded, t is out of service at once (CHANGED); once the file
+ * has been quiet a while and t's last use has ended, the keeper reloads t from it, or marks it FAILED
+ * naming the file when it is not a whole model. A FAILED target is tried again the same way. */
+void gw_residency_file_event(gw_server *srv, gw_target *t);
+/* A reload of the configuration (reload.c). Adds a target: a local one is loaded by the keeper as at
+ * start (a start-up one at once), a remote one serves through upstream. A retired entry of the same
+ * name that has drained is taken back. False when the table has no room. */
+bool gw_residency_add(gw_server *srv, const gw_target_config *cfg, gw_upstream *upstream);
+/* Takes t out of the configuration: no longer found nor listed; unloaded now when idle, or when its
+ * last call ends (the running ones finish). */
+void gw_residency_retire(gw_server *srv, gw_target *t);
+/* t's configuration becomes cfg: at once when reload is false (how it loads is the same), else t is
+ * out of service (CHANGED; new calls wait) until its running calls end, then unloaded and loaded
+ * with cfg as at start. */
+void gw_residency_reconfigure(gw_server *srv, gw_target *t, const gw_target_config *cfg, bool reload);
 /* Adds a target for every new model in the config's models_dir (GET /v1/models, unknown names). */
 void gw_residency_rescan(gw_server *srv);
 /* t's state, and why it failed or waits (out, n bytes; "" otherwise), read together under the lock:
@@ -73,7 +89,7 @@ json_t *gw_residency_budgets(gw_server *srv);
 void gw_residency_metrics(gw_server *srv, sipp_buf *out);
 /* [{"place","budget_bytes","from"}]: the budgets a gateway with cfg would start with (doctor). */
 json_t *gw_budgets_json(const gw_config *cfg);
-/* unloaded, loading, loaded, failed */
+/* unloaded, loading, loaded, failed, waiting, changed */
 const char *gw_state_name(int state);
 /* Resolves each local target's ctx_size "auto" (gw_target_config.ctx_auto) to a number of tokens,
  * the largest context whose estimate fits the budgets with the model alone, and says so on stderr.

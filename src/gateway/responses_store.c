@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "gateway/responses_store.h"
+#include "util/assertions.h"
 
 typedef struct entry {
     char *id;
@@ -63,6 +64,7 @@ static void entry_clear(entry *e) {
 
 /* Removes entry i (lock held). */
 static void drop(gw_responses *s, size_t i) {
+    SIPP_ASSERT_HELD(&s->lock);
     s->bytes -= s->entries[i].bytes;
     entry_clear(&s->entries[i]);
     memmove(&s->entries[i], &s->entries[i + 1], (s->n - i - 1) * sizeof *s->entries);

@@ -116,9 +116,9 @@ static void asr_piece(const gw_gen_view *v, const char *text, size_t len, sipp_b
 }
 
 /* Only the answer's text is a transcript: reasoning (a thinking model's) is not sent. */
-static void asr_delta(const gw_gen_view *v, size_t index, json_t *delta, json_t *logprobs, sipp_buf *out) {
-    json_t *t = json_object_get(delta, "content");
-    if (json_string_length(t)) text_event(json_string_value(t), json_string_length(t), out);
+static void asr_delta(const gw_gen_view *v, size_t index, const sipp_chat_delta *delta, json_t *logprobs,
+                      sipp_buf *out) {
+    if (delta->content && *delta->content) text_event(delta->content, strlen(delta->content), out);
 }
 
 static void asr_end(const gw_gen_view *v, sipp_buf *out) {

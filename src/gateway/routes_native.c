@@ -54,25 +54,22 @@ static void native_piece(const gw_gen_view *v, const char *text, size_t len, sip
 }
 
 /* Chats: content as token events, reasoning and tool calls as their own events. */
-static void native_delta(const gw_gen_view *v, size_t index, json_t *delta, json_t *logprobs, sipp_buf *out) {
-    json_t *text = json_object_get(delta, "content"),
-           *reasoning = json_object_get(delta, "reasoning_content");
-    json_t *calls = json_object_get(delta, "tool_calls");
-    if (!text) text = json_object_get(delta, "text");
-    if (text) gw_sse_json(out, "token", json_pack("{s:O}", "text", text));
-    if (reasoning) gw_sse_json(out, "reasoning", json_pack("{s:O}", "text", reasoning));
-    if (json_is_array(calls)) {
-        json_t *tc = json_array_get(calls, 0), *fn = json_object_get(tc, "function");
-        json_t *ev = json_pack("{s:O}", "index", json_object_get(tc, "index"));
-        if (json_object_get(tc, "id")) json_object_set(ev, "id", json_object_get(tc, "id"));
-        if (json_object_get(fn, "name")) json_object_set(ev, "name", json_object_get(fn, "name"));
-        json_object_set(ev, "arguments", json_object_get(fn, "arguments"));
+static void native_delta(const gw_gen_view *v, size_t index, const sipp_chat_delta *d, json_t *logprobs,
+                         sipp_buf *out) {
+    if (d->content) gw_sse_json(out, "token", json_pack("{s:s}", "text", d->content));
+    if (d->reasoning) gw_sse_json(out, "reasoning", json_pack("{s:s}", "text", d->reasoning));
+    if (d->tool_index >= 0) {
+        json_t *ev = json_pack("{s:I}", "index", (json_int_t)d->tool_index);
+        if (d->tool_id) json_object_set_new(ev, "id", json_string(d->tool_id));
+        if (d->tool_name) json_object_set_new(ev, "name", json_string(d->tool_name));
+        if (d->tool_name || d->tool_arguments)
+            json_object_set_new(ev, "arguments", json_string(d->tool_arguments ? d->tool_arguments : ""));
         gw_sse_json(out, "tool_call", ev);
     }
 }
 
 static json_t *done_json(const gw_gen_view *v, json_t *o) {
-    if (v->choices[0].message) json_object_set(o, "message", v->choices[0].message);
+    if (v->choices[0].message.set) json_object_set_new(o, "message", gw_message_json(&v->choices[0].message));
     return o;
 }
 

@@ -261,7 +261,8 @@ static void list_models(gw_call *call, bool running) {
     json_t *models = json_array();
     for (size_t i = 0; i < call->srv->n_targets; i++) {
         gw_target *t = &call->srv->targets[i];
-        if (t->cfg->type != GW_TARGET_LOCAL || !gw_auth_allows(call, t->cfg)) continue;
+        if (t->cfg->type != GW_TARGET_LOCAL || !gw_target_listed(t) || !gw_auth_allows(call, t->cfg))
+            continue;
         gw_resident r;
         if (!running)
             json_array_append_new(models, model_entry(call, t, NULL));
@@ -923,7 +924,7 @@ static const gw_target *serving(gw_server *srv, const char *path) {
     struct stat a, b;
     if (stat(path, &a) != 0) return NULL;
     for (size_t i = 0; i < srv->n_targets; i++) {
-        const char *m = srv->targets[i].cfg->model_path;
+        const char *m = gw_target_listed(&srv->targets[i]) ? srv->targets[i].cfg->model_path : NULL;
         if (m && stat(m, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return &srv->targets[i];
     }
     return NULL;

@@ -77,9 +77,34 @@ static void chat_piece(const gw_gen_view *v, const char *text, size_t len, sipp_
     gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
 }
 
-static void chat_delta(const gw_gen_view *v, size_t index, json_t *delta, json_t *logprobs, sipp_buf *out) {
-    json_t *choice = json_pack("{s:I, s:O, s:o, s:n}", "index", (json_int_t)index, "delta", delta, "logprobs",
-                               chat_logprobs(json_incref(logprobs)), "finish_reason");
+/* A parsed delta as OpenAI's chunk delta: {"reasoning_content"}, {"content"}, or {"tool_calls": [{"index",
+ * "id", "type", "function": {"name", "arguments"}}]} for a call's start (its "arguments" "" as OpenAI's
+ * first delta has them) and {"tool_calls": [{"index", "function": {"arguments"}}]} for a fragment. */
+static json_t *openai_delta(const sipp_chat_delta *d) {
+    json_t *o = json_object();
+    if (d->reasoning) json_object_set_new(o, "reasoning_content", json_string(d->reasoning));
+    if (d->content) json_object_set_new(o, "content", json_string(d->content));
+    if (d->tool_index < 0) return o;
+    json_t *tc = json_pack("{s:I}", "index", (json_int_t)d->tool_index);
+    if (d->tool_id) {
+        json_object_set_new(tc, "id", json_string(d->tool_id));
+        json_object_set_new(tc, "type", json_string("function"));
+    }
+    if (d->tool_name || d->tool_arguments) {
+        json_t *fn = json_object();
+        if (d->tool_name) json_object_set_new(fn, "name", json_string(d->tool_name));
+        json_object_set_new(fn, "arguments", json_string(d->tool_arguments ? d->tool_arguments : ""));
+        json_object_set_new(tc, "function", fn);
+    }
+    json_object_set_new(o, "tool_calls", json_pack("[o]", tc));
+    return o;
+}
+
+static void chat_delta(const gw_gen_view *v, size_t index, const sipp_chat_delta *delta, json_t *logprobs,
+                       sipp_buf *out) {
+    json_t *choice =
+        json_pack("{s:I, s:o, s:o, s:n}", "index", (json_int_t)index, "delta", openai_delta(delta),
+                  "logprobs", chat_logprobs(json_incref(logprobs)), "finish_reason");
     gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
 }
 
@@ -115,9 +140,9 @@ static json_t *chat_whole(const gw_gen_view *v) {
     for (size_t i = 0; i < v->n_choices; i++) {
         const gw_choice *c = &v->choices[i];
         json_array_append_new(choices,
-                              json_pack("{s:I, s:O, s:o, s:s}", "index", (json_int_t)i, "message", c->message,
-                                        "logprobs", chat_logprobs(json_incref(c->logprobs)), "finish_reason",
-                                        c->finish));
+                              json_pack("{s:I, s:o, s:o, s:s}", "index", (json_int_t)i, "message",
+                                        gw_message_json(&c->message), "logprobs",
+                                        chat_logprobs(json_incref(c->logprobs)), "finish_reason", c->finish));
     }
     return json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", v->id, "object", "chat.completion", "created",
                      (json_int_t)v->created, "model", v->target->cfg->name, "choices", choices, "usage",
@@ -163,9 +188,10 @@ static void text_piece(const gw_gen_view *v, const char *text, size_t len, sipp_
     gw_sse_json(out, NULL, chunk(v, TEXT_OBJECT, choice));
 }
 
-static void text_delta(const gw_gen_view *v, size_t index, json_t *delta, json_t *logprobs, sipp_buf *out) {
-    json_t *choice = json_pack("{s:O, s:I, s:o, s:n}", "text", json_object_get(delta, "text"), "index",
-                               (json_int_t)index, "logprobs", text_logprobs(logprobs, 0), "finish_reason");
+static void text_delta(const gw_gen_view *v, size_t index, const sipp_chat_delta *delta, json_t *logprobs,
+                       sipp_buf *out) {
+    json_t *choice = json_pack("{s:s?, s:I, s:o, s:n}", "text", delta->content, "index", (json_int_t)index,
+                               "logprobs", text_logprobs(logprobs, 0), "finish_reason");
     gw_sse_json(out, NULL, chunk(v, TEXT_OBJECT, choice));
 }
 
@@ -262,7 +288,8 @@ void gw_route_models(gw_call *call) {
     json_t *data = json_array();
     for (size_t i = 0; i < call->srv->n_targets; i++) {
         gw_target *t = &call->srv->targets[i];
-        if (gw_auth_allows(call, t->cfg)) json_array_append_new(data, model_json(call, t));
+        if (gw_target_listed(t) && gw_auth_allows(call, t->cfg))
+            json_array_append_new(data, model_json(call, t));
     }
     gw_reply_json(call, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
 }

@@ -60,6 +60,7 @@ void gw_route_ready(gw_call *call) {
     json_t *targets = json_array();
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
+        if (!gw_target_listed(t)) continue;
         char why[SIPP_ERROR_SIZE];
         int s = target_state(srv, t, why, sizeof why);
         json_t *o =
@@ -77,8 +78,9 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
     size_t n = srv->n_targets;
     gw_metrics_header(o, "sipp_target_ready", "gauge", "1 when the target is loaded and serving.");
     for (size_t i = 0; i < n; i++)
-        gw_metrics_line(o, "sipp_target_ready", srv->targets[i].cfg->name,
-                        atomic_load(&srv->targets[i].state) == GW_STATE_READY);
+        if (gw_target_listed(&srv->targets[i]))
+            gw_metrics_line(o, "sipp_target_ready", srv->targets[i].cfg->name,
+                            atomic_load(&srv->targets[i].state) == GW_STATE_READY);
     enum { RUNNING, QUEUED, SLOTS, DRAFTED, ACCEPTED, DRAFT_STEPS, CUTOFF_STEPS };
     static const struct {
         const char *name, *type, *help;
@@ -118,6 +120,10 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
     gw_metrics_header(o, "sipp_buffered_request_bytes", "gauge",
                       "Bytes of request bodies held while they arrive.");
     sipp_buf_appendf(o, "sipp_buffered_request_bytes %zu\n", atomic_load(&srv->buffered));
+    gw_metrics_header(
+        o, "sipp_media_decoded_bytes", "gauge",
+        "Decoded image and audio bytes held now by requests ([limits] media_decoded_budget_mb).");
+    sipp_buf_appendf(o, "sipp_media_decoded_bytes %zu\n", sipp_media_budget_in_use(srv->media_budget));
     gw_metrics_header(o, "sipp_upstream_healthy", "gauge",
                       "1 when a remote target's replica is in rotation.");
     for (size_t i = 0; i < n; i++)
@@ -178,7 +184,7 @@ static json_t *targets_json(gw_call *call) {
     json_t *targets = json_array();
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
-        if (!gw_auth_allows(call, t->cfg)) continue;
+        if (!gw_target_listed(t) || !gw_auth_allows(call, t->cfg)) continue;
         char why[SIPP_ERROR_SIZE];
         int s = target_state(srv, t, why, sizeof why);
         json_t *o =

@@ -249,7 +249,7 @@ static void store_response(const gw_gen_view *v, json_t *r) {
     resp_state *s = state_of(v);
     if (!s->store) return;
     json_t *history = json_deep_copy(s->history);
-    json_array_append_new(history, json_deep_copy(v->choices[0].message));
+    json_array_append_new(history, gw_message_json(&v->choices[0].message));
     /* A copy: r itself goes on to the client on this thread, the store's entry to others. */
     json_t *entry =
         json_pack("{s:o, s:O, s:o, s:s, s:s}", "response", json_deep_copy(r), "input_items", s->input_items,

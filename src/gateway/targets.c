@@ -28,13 +28,16 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/model_watch.h"
 #include "gateway/residency.h"
+#include "gateway/sigbus_guard.h"
 #include "gateway/supervise.h"
 #include "gateway/targets.h"
 #include "gateway/upstream.h"
 
 size_t gw_targets_capacity(const gw_config *c) {
-    return c->n_targets + (c->models_dir ? GW_MAX_DISCOVERED : 0);
+    return c->n_targets + (c->models_dir ? GW_MAX_DISCOVERED : 0) +
+           (c->path && !c->supervised_child ? GW_MAX_RELOAD_ADDED : 0);
 }
 
 bool gw_targets_start(gw_server *srv, char *err) {
@@ -60,10 +63,15 @@ bool gw_targets_start(gw_server *srv, char *err) {
         if (!(t->upstream = gw_upstream_new(t->cfg, err))) return false;
         gw_upstream_set_bearer(t->upstream, gw_supervise_token(t));
     }
-    return gw_residency_start(srv, err);
+    gw_sigbus_guard_install();
+    if (!gw_residency_start(srv, err)) return false;
+    srv->watch = gw_model_watch_start(srv); /* NULL: the files are checked at each request instead */
+    return true;
 }
 
 void gw_targets_stop(gw_server *srv) {
+    gw_model_watch_stop(srv->watch);
+    srv->watch = NULL;
     gw_residency_stop(srv);
     for (size_t i = 0; i < srv->n_targets; i++)
         gw_supervise_stop(&srv->targets[i]); /* ends its child, by pid, while its upstream is still here */
@@ -85,13 +93,25 @@ void gw_targets_stop(gw_server *srv) {
 gw_target *gw_target_find(gw_server *srv, const char *name) {
     size_t n = srv->n_targets;
     for (size_t i = 0; i < n; i++)
-        if (strcmp(srv->targets[i].cfg->name, name) == 0) return &srv->targets[i];
+        if (gw_target_listed(&srv->targets[i]) && strcmp(srv->targets[i].cfg->name, name) == 0)
+            return &srv->targets[i];
     for (size_t i = 0; i < n; i++) {
+        if (!gw_target_listed(&srv->targets[i])) continue;
         const gw_target_config *c = srv->targets[i].cfg;
         for (size_t k = 0; k < c->n_aliases; k++)
             if (fnmatch(c->aliases[k], name, 0) == 0) return &srv->targets[i];
     }
     return NULL;
+}
+
+gw_target *gw_targets_only(gw_server *srv) {
+    gw_target *only = NULL;
+    for (size_t i = 0; i < srv->n_targets; i++) {
+        if (!gw_target_listed(&srv->targets[i])) continue;
+        if (only) return NULL;
+        only = &srv->targets[i];
+    }
+    return only;
 }
 
 /* The start-up targets of residency.c, and the supervised ones that load at start-up serving. */

@@ -5,9 +5,12 @@
  *   load      mtmd_context_params_default, mtmd_init_from_file (it checks the projector's output
  *             width against the text model), mtmd_support_vision/_audio, mtmd_decode_use_mrope,
  *             mtmd_free; mtmd_log_set / mtmd_helper_log_set route its log through sipp's
- *   tokenize  mtmd_helper_bitmap_init_from_buf (stb_image or miniaudio by the bytes; the bitmap's id
- *             is its SHA-256), mtmd_tokenize, mtmd_input_chunks_* and mtmd_input_chunk_* to walk the
- *             chunks, mtmd_bitmap_free
+ *   tokenize  images: mtmd_helper_bitmap_init_from_buf (stb_image; the bitmap's id is the file's
+ *             SHA-256); audio: decoded by sipp with the same miniaudio after its header is measured
+ *             (audio_decode.h says why), then mtmd_bitmap_init_from_audio and mtmd_bitmap_set_id with
+ *             the same id the helper gives; mtmd_tokenize, mtmd_input_chunks_* and mtmd_input_chunk_*
+ *             to walk the chunks, mtmd_bitmap_free
+ * The calls that can throw go through mtmd_bridge.cpp, which turns an exception into a status.
  *   evaluate  mtmd_helper_eval_chunk_single (mtmd_encode_chunk, then the embeddings decoded into the
  *             sequence in batches, with the attention mask the projector needs)
  */
@@ -22,9 +25,12 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "model/audio_decode.h"
 #include "model/mmproj_check.h"
+#include "model/mtmd_bridge.h"
 #include "mtmd-helper.h"
 #include "mtmd.h"
+#include "util/sha256.h"
 #include "util/util.h"
 
 #define MTMD_LIB "libmtmd.so"
@@ -46,6 +52,9 @@
     X(mtmd_bitmap_free)                                                                                      \
     X(mtmd_bitmap_is_audio)                                                                                  \
     X(mtmd_bitmap_get_id)                                                                                    \
+    X(mtmd_bitmap_set_id)                                                                                    \
+    X(mtmd_bitmap_init_from_audio)                                                                           \
+    X(mtmd_get_audio_sample_rate)                                                                            \
     X(mtmd_input_chunks_init)                                                                                \
     X(mtmd_input_chunks_free)                                                                                \
     X(mtmd_input_chunks_size)                                                                                \
@@ -144,12 +153,12 @@ sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, con
     char why[SIPP_ERROR_SIZE];
     sipp_log_capture(why);
     sipp_buffers_capture(mem);
-    p->ctx = api.mtmd_init_from_file(path, lm, cp);
+    st = sipp_mtmd_init(api.mtmd_init_from_file, path, lm, cp, &p->ctx, errbuf);
     sipp_buffers_capture(NULL);
     sipp_log_capture(NULL);
-    if (!p->ctx) {
+    if (st != SIPP_OK || !p->ctx) {
         free(p);
-        return load_failed(text_path, path, why, errbuf);
+        return st != SIPP_OK ? st : load_failed(text_path, path, why, errbuf);
     }
     pthread_mutex_init(&p->mu, NULL);
     if (api.mtmd_decode_use_mrope(p->ctx)) {
@@ -181,6 +190,11 @@ void sipp_mmproj_free(sipp_mmproj *p) {
 bool sipp_mmproj_vision(const sipp_mmproj *p) { return p && p->vision; }
 bool sipp_mmproj_audio(const sipp_mmproj *p) { return p && p->audio; }
 const char *sipp_mmproj_device(const sipp_mmproj *p) { return p ? p->device : ""; }
+
+int sipp_mmproj_audio_rate(const sipp_mmproj *p) {
+    int rate = p && p->audio ? api.mtmd_get_audio_sample_rate(p->ctx) : 0;
+    return rate > 0 ? rate : 0;
+}
 
 /* ---- prompts ---------------------------------------------------------------------------------- */
 
@@ -215,31 +229,52 @@ static void placeholders(const char *id, llama_token *out, int n) {
         out[k] = -(llama_token)(1 + (mix64(h + GOLDEN * (uint64_t)(k + 1)) & PLACEHOLDER_MASK));
 }
 
-/* The bitmaps of the items; false after naming the one libmtmd cannot read. */
-static bool make_bitmaps(const sipp_mmproj *p, const sipp_media_bytes *items, size_t n, mtmd_bitmap **bm,
-                         char *errbuf) {
-    for (size_t i = 0; i < n; i++) {
-        const char *kind = items[i].audio ? "audio clip" : "image";
-        if (items[i].audio ? !p->audio : !p->vision) {
-            sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                      "media item %zu is an %s, but projector '%s' takes %s only", i + 1, kind, p->path,
-                      p->vision ? "images" : "audio");
-            return false;
-        }
-        char why[SIPP_ERROR_SIZE];
-        sipp_log_capture(why);
-        bm[i] = api.mtmd_helper_bitmap_init_from_buf(p->ctx, items[i].data, items[i].len, false,
-                                                     api.mtmd_helper_init_opt_default())
-                    .bitmap;
-        sipp_log_capture(NULL);
-        if (!bm[i] || api.mtmd_bitmap_is_audio(bm[i]) != items[i].audio) {
-            sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                      "media item %zu (%zu bytes) is not a readable %s%s%s", i + 1, items[i].len, kind,
-                      *why ? ": " : "", why);
-            return false;
-        }
-    }
-    return true;
+/* An audio clip's bitmap: measured and decoded by sipp (audio_decode.h), then given to libmtmd with
+ * the id its helper would give the same bytes (their SHA-256), so the placeholders are the same. */
+static sipp_status audio_bitmap(const sipp_mmproj *p, const sipp_media_bytes *item, const char *where,
+                                mtmd_bitmap **out, char *errbuf) {
+    int rate = sipp_mmproj_audio_rate(p);
+    if (rate == 0)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%s is an audio clip, but projector '%s' takes images only", where, p->path);
+    float *pcm;
+    sipp_audio_info info;
+    sipp_status st = sipp_audio_decode(item->data, item->len, (uint32_t)rate, item->max_seconds, where, &pcm,
+                                       &info, errbuf);
+    if (st != SIPP_OK) return st;
+    st = sipp_mtmd_audio(api.mtmd_bitmap_init_from_audio, (size_t)info.frames, pcm, out, errbuf);
+    free(pcm);
+    if (st != SIPP_OK) return st;
+    char hex[SIPP_SHA256_HEX];
+    sipp_sha256 *h = sipp_sha256_new();
+    if (!h) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    sipp_sha256_update(h, item->data, item->len);
+    sipp_sha256_final(h, hex);
+    sipp_sha256_free(h);
+    api.mtmd_bitmap_set_id(*out, hex);
+    return SIPP_OK;
+}
+
+/* The bitmap of one item; an error names the item libmtmd cannot read. */
+static sipp_status make_bitmap(const sipp_mmproj *p, const sipp_media_bytes *item, size_t i, mtmd_bitmap **bm,
+                               char *errbuf) {
+    const char *kind = item->audio ? "audio clip" : "image";
+    char where[48];
+    snprintf(where, sizeof where, "media item %zu", i + 1);
+    if (item->audio ? !p->audio : !p->vision)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s is an %s, but projector '%s' takes %s only",
+                         where, kind, p->path, p->vision ? "images" : "audio");
+    if (item->audio) return audio_bitmap(p, item, where, bm, errbuf);
+    char why[SIPP_ERROR_SIZE];
+    sipp_log_capture(why);
+    sipp_status st = sipp_mtmd_image(api.mtmd_helper_bitmap_init_from_buf, api.mtmd_helper_init_opt_default,
+                                     p->ctx, item->data, item->len, bm, errbuf);
+    sipp_log_capture(NULL);
+    if (st != SIPP_OK) return st;
+    if (!*bm || api.mtmd_bitmap_is_audio(*bm))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s (%zu bytes) is not a readable %s%s%s", where,
+                         item->len, kind, *why ? ": " : "", why);
+    return SIPP_OK;
 }
 
 /* Walks the chunks into tokens and spans. */
@@ -278,6 +313,26 @@ static sipp_status flatten(sipp_media_prompt *mp, llama_token **tokens, int *n_t
     return SIPP_OK;
 }
 
+/* The prompt's text and its items' bitmaps into mp's chunks. */
+static sipp_status tokenize_bitmaps(sipp_mmproj *p, sipp_media_prompt *mp, const char *text, mtmd_bitmap **bm,
+                                    size_t n, char *errbuf) {
+    mtmd_input_text in = {.text = text, .text_len = strlen(text), .add_special = true, .parse_special = true};
+    char why[SIPP_ERROR_SIZE];
+    int32_t rc = -1;
+    sipp_log_capture(why);
+    sipp_status st = sipp_mtmd_tokenize(api.mtmd_tokenize, p->ctx, mp->chunks, &in,
+                                        (const mtmd_bitmap *const *)bm, n, &rc, errbuf);
+    sipp_log_capture(NULL);
+    if (st != SIPP_OK || rc == 0) return st;
+    if (rc == 1)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "the chat has %zu media items but its text has another number of '" SIPP_MEDIA_MARKER
+                         "' markers; do not write that marker in a message",
+                         n);
+    return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the projector could not prepare the media%s%s",
+                     *why ? ": " : "", why);
+}
+
 sipp_status sipp_media_tokenize(sipp_mmproj *p, const char *text, const sipp_media_bytes *items, size_t n,
                                 llama_token **tokens, int *n_tokens, sipp_media_prompt **out, char *errbuf) {
     *tokens = NULL;
@@ -285,27 +340,14 @@ sipp_status sipp_media_tokenize(sipp_mmproj *p, const char *text, const sipp_med
     sipp_media_prompt *mp = calloc(1, sizeof *mp);
     mtmd_bitmap **bm = calloc(n ? n : 1, sizeof *bm);
     sipp_status st = SIPP_OK;
-    if (!mp || !bm || !(mp->chunks = api.mtmd_input_chunks_init()))
+    if (!mp || !bm)
         st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
-    else if (!make_bitmaps(p, items, n, bm, errbuf))
-        st = SIPP_ERR_INVALID_ARGUMENT;
-    if (st == SIPP_OK) {
-        mtmd_input_text in = {
-            .text = text, .text_len = strlen(text), .add_special = true, .parse_special = true};
-        char why[SIPP_ERROR_SIZE];
-        sipp_log_capture(why);
-        int32_t rc = api.mtmd_tokenize(p->ctx, mp->chunks, &in, (const mtmd_bitmap *const *)bm, n);
-        sipp_log_capture(NULL);
-        if (rc == 1)
-            st = sipp_fail(
-                errbuf, SIPP_ERR_INVALID_ARGUMENT,
-                "the chat has %zu media items but its text has another number of '" SIPP_MEDIA_MARKER
-                "' markers; do not write that marker in a message",
-                n);
-        else if (rc != 0)
-            st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "the projector could not prepare the media%s%s",
-                           *why ? ": " : "", why);
-    }
+    else if ((st = sipp_mtmd_chunks(api.mtmd_input_chunks_init, &mp->chunks, errbuf)) == SIPP_OK &&
+             !mp->chunks)
+        st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
+    for (size_t i = 0; st == SIPP_OK && i < n; i++)
+        st = make_bitmap(p, &items[i], i, &bm[i], errbuf);
+    if (st == SIPP_OK) st = tokenize_bitmaps(p, mp, text, bm, n, errbuf);
     for (size_t i = 0; bm && i < n; i++)
         if (bm[i]) api.mtmd_bitmap_free(bm[i]);
     free(bm);
@@ -345,13 +387,15 @@ sipp_status sipp_media_eval(sipp_mmproj *p, struct llama_context *ctx, const sip
     llama_pos new_pos = 0;
     double t0 = sipp_now_ms();
     char why[SIPP_ERROR_SIZE];
+    int32_t rc = -1;
     pthread_mutex_lock(&p->mu);
     sipp_log_capture(why);
-    int32_t rc = api.mtmd_helper_eval_chunk_single(p->ctx, ctx, ch, mp->spans[i].start, seq_id, n_batch,
-                                                   false, &new_pos);
+    sipp_status st = sipp_mtmd_eval(api.mtmd_helper_eval_chunk_single, p->ctx, ctx, ch, mp->spans[i].start,
+                                    seq_id, n_batch, &new_pos, &rc, errbuf);
     sipp_log_capture(NULL);
     pthread_mutex_unlock(&p->mu);
     *encode_ms = sipp_now_ms() - t0;
+    if (st != SIPP_OK) return st;
     if (rc == 0) return SIPP_OK;
     if (strstr(why, "decode") || rc == 1)
         return sipp_fail(errbuf, SIPP_ERR_CONTEXT_FULL,

@@ -31,6 +31,8 @@ typedef struct sipp_media_bytes {
     unsigned char *data;
     size_t len;
     bool audio;
+    size_t decoded;     /* the bytes its decoding takes, from its header (chat_media.c) */
+    double max_seconds; /* an audio clip's length limit, checked again when it is decoded */
 } sipp_media_bytes;
 
 /* Frees items[0..n) and the array. */
@@ -61,6 +63,8 @@ bool sipp_mmproj_audio(const sipp_mmproj *p);  /* it takes audio */
 /* The device that encodes: libmtmd's choice for use_gpu (the first GPU ggml lists, else an
  * integrated one), or "CPU". */
 const char *sipp_mmproj_device(const sipp_mmproj *p);
+/* The sample rate the projector takes audio at (Hz), or 0 when it takes none. */
+int sipp_mmproj_audio_rate(const sipp_mmproj *p);
 
 /* Tokenizes a rendered prompt whose SIPP_MEDIA_MARKERs stand for items[0..n) in order: *tokens
  * (malloc'ed, *n_tokens) with each item's placeholders, and *out the spans and what evaluates them.

@@ -27,9 +27,18 @@
 
 #define ALL_LAYERS 9999
 #define SIPP_ARCH_MAX 64
+#define DEFAULT_PARALLEL 4
+#define DEFAULT_MAX_QUEUED 64
 
 sipp_model_params sipp_model_default_params(void) {
     sipp_model_params p = {.backend = "auto", .gpu_layers = -1, .mmproj_offload = true};
+    return p;
+}
+
+/* The engine's defaults live here, beside the model's, rather than in the engine: the memory estimate
+ * (memory.c, this layer) sizes an engine from them, and a layer calls no function of a higher one. */
+sipp_engine_params sipp_engine_default_params(void) {
+    sipp_engine_params p = {.parallel = DEFAULT_PARALLEL, .max_queued = DEFAULT_MAX_QUEUED};
     return p;
 }
 

@@ -26,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "verify/verify_internal.h"
+#include "verify/against.h"
+#include "verify/greedy.h"
+#include "verify/ppl_case.h"
 
 #define SHORT_HASH 12
 #define DETAIL_BYTES 512

@@ -28,7 +28,9 @@
 #include <unistd.h>
 
 #include "util/util.h"
-#include "verify/verify_internal.h"
+#include "verify/browser.h"
+#include "verify/distance.h"
+#include "verify/greedy.h"
 
 #define SELF_EXE "/proc/self/exe"
 #define DRIVER "tests/integration/web/drive.mjs"

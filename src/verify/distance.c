@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "verify/verify_internal.h"
+#include "verify/distance.h"
 
 /* Defaults of the thresholds: see docs/verify.md for how they were chosen. */
 #define DEFAULT_MAX_KL 0.01

@@ -12,7 +12,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "verify/verify_internal.h"
+#include "sipp.h"
+#include "verify/host.h"
 
 #define LINE_BYTES 4096
 

@@ -24,7 +24,9 @@
 
 #include "util/base64.h"
 #include "util/util.h"
-#include "verify/verify_internal.h"
+#include "verify/distance.h"
+#include "verify/greedy.h"
+#include "verify/image_case.h"
 
 #define IMAGE_W 64
 #define IMAGE_H 48

@@ -21,7 +21,8 @@
 
 #include "store/gguf_info.h"
 #include "util/util.h"
-#include "verify/verify_internal.h"
+#include "verify/host.h"
+#include "verify/manifest.h"
 
 static json_t *hash_or_null(const char *hex) { return hex[0] ? json_string(hex) : json_null(); }
 static json_t *id_or_null(int64_t id) { return id >= 0 ? json_integer((json_int_t)id) : json_null(); }

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "util/util.h"
-#include "verify/verify_internal.h"
+#include "verify/ppl_case.h"
 
 #define READ_CHUNK 65536
 

@@ -2,9 +2,9 @@
  * verify.c: sipp_verify_run, proving that backends agree on a model's outputs.
  *
  * The reference backend (params.ref, default cpu) runs first and its logits are kept; every other
- * backend then runs in turn (one model in memory at a time, see run.c) and is compared with it. Each
- * backend is also compared with itself: incremental decoding through the KV cache against one batched
- * prefill. The figures are checked against thresholds; the failures are listed in the report's
+ * backend then runs in turn (one model in memory at a time, see backend_run.c) and is compared with
+ * it. Each backend is also compared with itself: incremental decoding through the KV cache against one
+ * batched prefill. The figures are checked against thresholds; the failures are listed in the report's
  * verdict, naming the metric, the backend and the CLI flag that sets the threshold, which makes this
  * the numeric-drift gate for CI.
  *
@@ -22,7 +22,13 @@
 #include <unistd.h>
 
 #include "util/util.h"
-#include "verify/verify_internal.h"
+#include "verify/against.h"
+#include "verify/backend_run.h"
+#include "verify/browser.h"
+#include "verify/distance.h"
+#include "verify/image_case.h"
+#include "verify/manifest.h"
+#include "verify/ppl_case.h"
 
 #define DEFAULT_GREEDY_TOKENS 32
 #define DEFAULT_BENCH_PP 128

@@ -110,7 +110,18 @@ sipp_status sipp_chat_parser_feed(sipp_chat_parser *p, const char *text, size_t 
     return SIPP_ERR_INVALID_ARGUMENT;
 }
 
+sipp_status sipp_chat_parser_feed_deltas(sipp_chat_parser *p, const char *text, size_t len, bool is_final,
+                                         sipp_chat_delta_cb cb, void *user) {
+    return SIPP_ERR_INVALID_ARGUMENT;
+}
+
 const char *sipp_chat_parser_message(const sipp_chat_parser *p) { return "{}"; }
+const char *sipp_chat_parser_content(const sipp_chat_parser *p) { return ""; }
+const char *sipp_chat_parser_reasoning(const sipp_chat_parser *p) { return NULL; }
+bool sipp_chat_parser_tool_call(const sipp_chat_parser *p, size_t i, const char **id, const char **name,
+                                const char **arguments) {
+    return false;
+}
 size_t sipp_chat_parser_n_tool_calls(const sipp_chat_parser *p) { return 0; }
 const char *sipp_chat_parser_error(const sipp_chat_parser *p) { return "'sipp_chat_parser' is " UNAVAILABLE; }
 

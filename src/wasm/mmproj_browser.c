@@ -25,6 +25,7 @@ void sipp_mmproj_free(sipp_mmproj *p) {}
 bool sipp_mmproj_vision(const sipp_mmproj *p) { return false; }
 bool sipp_mmproj_audio(const sipp_mmproj *p) { return false; }
 const char *sipp_mmproj_device(const sipp_mmproj *p) { return ""; }
+int sipp_mmproj_audio_rate(const sipp_mmproj *p) { return 0; }
 
 void sipp_media_bytes_free(sipp_media_bytes *items, size_t n) {
     for (size_t i = 0; i < n; i++)

@@ -14,7 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "verify/verify_internal.h"
+#include "verify/distance.h"
+#include "verify/manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -351,7 +351,8 @@ class SecretLengthTest(unittest.TestCase):
 
 
 class SignalTest(unittest.TestCase):
-    """SIGHUP drains like SIGTERM; at the shutdown deadline a stream ends with an error event."""
+    """SIGINT drains like SIGTERM (SIGHUP reloads: test_gateway_reload.py); at the shutdown deadline a stream
+    ends with an error event."""
 
     def stream_through_shutdown(self, sig, path, body):
         g = gw.serve_config("[server]\nshutdown_timeout_seconds = 1\n\n" + gw.local_target("tiny", parallel=1, ctx=8192))
@@ -369,8 +370,8 @@ class SignalTest(unittest.TestCase):
         self.assertIn("cancelling 1 request", g.text())
         return events
 
-    def test_sighup_drains_and_the_stream_ends_with_an_error_event(self):
-        events = self.stream_through_shutdown(signal.SIGHUP, "/v1/completions",
+    def test_sigint_drains_and_the_stream_ends_with_an_error_event(self):
+        events = self.stream_through_shutdown(signal.SIGINT, "/v1/completions",
                                               {"model": "tiny", "prompt": "Forever", "max_tokens": LONG,
                                                "ignore_eos": True, "stream": True})
         last = json.loads(events[-1][1])

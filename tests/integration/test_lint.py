@@ -1,6 +1,6 @@
 """The lint (tests/lint/banned.py) and the size check (tests/lint/size.py): each fails on a file that
 breaks its rule, passes on one that only mentions the call in a comment or a string, and the tree
-passes both."""
+passes both. The commit-msg hook (scripts/hooks/commit-msg) refuses a subject over 72 characters."""
 
 import os
 import subprocess
@@ -12,6 +12,7 @@ from tests.integration.common import ROOT
 
 BANNED = os.path.join(ROOT, "tests", "lint", "banned.py")
 SIZE = os.path.join(ROOT, "tests", "lint", "size.py")
+COMMIT_MSG = os.path.join(ROOT, "scripts", "hooks", "commit-msg")
 
 
 def run(script, *files):
@@ -37,6 +38,22 @@ class LintTest(unittest.TestCase):
         self.assertIn(f"{bad}:3: atoi() is banned; use strtol", p.stdout)
         self.assertIn("lint: 0 passed, 1 failed", p.stdout)
 
+    def test_the_gateway_reads_the_chat_parser_typed(self):
+        # Issue 45: a streamed token crosses no JSON parse inside sipp. The chat parser's JSON forms are
+        # the bindings'; in src/gateway/ (and src/cli/) they fail the lint, the typed feed passes.
+        os.makedirs(os.path.join(self.dir.name, "src", "gateway"))
+        src = ("void f(sipp_chat_parser *p, const char *t, char **d) {\n"
+               "    sipp_chat_parser_feed(p, t, 1, false, d);\n    json_loads(sipp_chat_parser_message(p), 0, 0);\n}\n")
+        bad = self.write(os.path.join("src", "gateway", "generate.c"), src)
+        p = run(BANNED, bad)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn(f"{bad}:2: sipp_chat_parser_feed() makes JSON for the bindings", p.stdout)
+        self.assertIn(f"{bad}:3: sipp_chat_parser_message() makes JSON", p.stdout)
+        ok = self.write(os.path.join("src", "gateway", "ok.c"),
+                        "void g(sipp_chat_parser *p) { sipp_chat_parser_feed_deltas(p, \"\", 0, true, 0, 0); }\n")
+        self.assertEqual(run(BANNED, ok).returncode, 0)
+        self.assertEqual(run(BANNED, self.write("bindings.c", src)).returncode, 0, "the bindings may use JSON")
+
     def test_mentions_in_comments_strings_and_longer_names_pass(self):
         ok = self.write(
             "ok.c",
@@ -61,6 +78,25 @@ class LintTest(unittest.TestCase):
         for script in (BANNED, SIZE):
             p = run(script)
             self.assertEqual(p.returncode, 0, p.stdout)
+
+
+class CommitMsgHookTest(unittest.TestCase):
+    def hook(self, message):
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".msg", delete=False) as f:
+            f.write(message)
+        self.addCleanup(os.unlink, f.name)
+        return subprocess.run([COMMIT_MSG, f.name], capture_output=True, text=True, timeout=30)
+
+    def test_a_subject_of_72_characters_passes_and_73_fails(self):
+        self.assertEqual(self.hook("a" * 72 + "\n\n" + "b" * 200 + "\n").returncode, 0)
+        p = self.hook("a" * 73 + "\n")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("the subject is 73 characters, the most is 72", p.stderr)
+
+    def test_characters_are_counted_not_bytes_and_comments_skipped(self):
+        comment = "# " + "x" * 100 + "\n\n"
+        self.assertEqual(self.hook(comment + "é" * 72 + "\n").returncode, 0, "72 characters, 144 bytes")
+        self.assertEqual(self.hook(comment + "é" * 73 + "\n").returncode, 1)
 
 
 if __name__ == "__main__":

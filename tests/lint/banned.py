@@ -5,6 +5,9 @@ strcpy, strcat, sprintf and vsprintf write without a bound; atoi, atol and atoll
 malformed or out-of-range number; gets cannot be used safely at all. Each has a bounded or checked
 replacement, named in the message. Comments and string literals are not looked at.
 
+In src/gateway/ and src/cli/ the JSON forms of the chat parser are banned too: they read the parsed
+answer typed (sipp_chat_parser_feed_deltas), so no streamed token crosses a JSON parse inside sipp.
+
 Usage: banned.py [FILE...]; with no files, every tracked .c, .h and .cpp file under src/, tools/ and
 bindings/*/src. Prints each call found as FILE:LINE and one closing line "lint: N passed, M failed"
 (one per file); exits 1 when a file fails. Run by tests/run.sh (SIPP_TEST_ONLY=lint) and make check.
@@ -28,6 +31,14 @@ BANNED = {
     'gets': 'fgets',
 }
 CALL = re.compile(r'(?<![A-Za-z0-9_.>])(' + '|'.join(BANNED) + r')\s*\(')
+# sipp's own layers above libsipp read a chat's answer typed (issue 45): the parser's JSON forms exist
+# for the bindings, and printing JSON in one layer to parse it in the next is what they replace.
+TYPED = {
+    'sipp_chat_parser_feed': 'sipp_chat_parser_feed_deltas (typed sipp_chat_delta)',
+    'sipp_chat_parser_message': 'sipp_chat_parser_content, _reasoning and _tool_call',
+}
+TYPED_DIRS = ('src/gateway/', 'src/cli/')
+TYPED_CALL = re.compile(r'(?<![A-Za-z0-9_.>])(' + '|'.join(TYPED) + r')\s*\(')
 
 
 def tracked_sources():
@@ -40,14 +51,20 @@ def check(path):
     with open(path, encoding='utf-8', errors='replace') as f:
         text = csource.blank(f.read())
     found = []
+    typed = os.path.relpath(os.path.abspath(path), ROOT).startswith(TYPED_DIRS) or '/gateway/' in path
     for no, line in enumerate(text.split('\n'), 1):
         for m in CALL.finditer(line):
             found.append(f'{path}:{no}: {m.group(1)}() is banned; use {BANNED[m.group(1)]}')
+        for m in TYPED_CALL.finditer(line) if typed else ():
+            found.append(f'{path}:{no}: {m.group(1)}() makes JSON for the bindings; here use {TYPED[m.group(1)]}')
     return found
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def main(argv):
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = ROOT
     files = argv[1:]
     if not files:
         os.chdir(root)

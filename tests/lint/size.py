@@ -8,8 +8,8 @@ MAX_DEPTH a function fails unless tests/lint/size-allowlist.txt names it (FILE:F
 functions that were already longer when the check came. Split such a function into named phases
 and take it off the list; never add one.
 
-Usage: size.py [FILE...]; with no files, every tracked .c file under src/. Prints each function over
-a limit and one closing line "size: N passed, M failed" (one per file); exits 1 when one fails.
+Usage: size.py [FILE...]; with no files, every tracked .c and .cpp file under src/ and tools/. Prints
+each function over a limit and one closing line "size: N passed, M failed" (one per file); exits 1 when one fails.
 Run by tests/run.sh (SIPP_TEST_ONLY=lint) and make check.
 """
 import os
@@ -19,6 +19,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import csource  # noqa: E402
 
+SOURCES = ('.c', '.cpp')  # the C++ bridge too: csource reads its namespace and extern "C" blocks
 MAX_LINES = 100
 MAX_DEPTH = 3
 ALLOWLIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'size-allowlist.txt')
@@ -39,8 +40,8 @@ def main(argv):
     files = argv[1:]
     if not files:
         os.chdir(root)
-        files = [f for f in subprocess.run(['git', 'ls-files', '--', 'src'], capture_output=True, text=True,
-                                           check=True).stdout.split() if f.endswith('.c')]
+        files = [f for f in subprocess.run(['git', 'ls-files', '--', 'src', 'tools'], capture_output=True,
+                                           text=True, check=True).stdout.split() if f.endswith(SOURCES)]
     allowed = allowlist()
     seen = set()
     passed = failed = 0

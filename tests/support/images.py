@@ -13,3 +13,10 @@ def png(width, height, shade=0):
 
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) +
             chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def jpeg_claiming(width, height):
+    """A JPEG of a few dozen bytes whose frame header (SOF0) claims width x height: what a forged image
+    sends (issue 44: 16 of them, each 8192 x 8192, in a 1.9 KB body)."""
+    sof = b"\xff\xc0" + struct.pack(">HBHHB", 17, 8, height, width, 3) + b"\x01\x11\x00\x02\x11\x00\x03\x11\x00"
+    return b"\xff\xd8" + sof + b"\xff\xd9"

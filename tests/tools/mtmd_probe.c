@@ -17,6 +17,9 @@
  *   text_tokens N             the prompt's text tokens
  *   n_past N                  positions after evaluation
  *
+ * With MTMD_PROBE_DUMP=FILE the media's bitmap (RGB bytes of an image, or the float samples of audio
+ * as libmtmd's helper decoded them) is written to FILE, to compare with sipp's own decoding.
+ *
  * Exit status: 0 when everything evaluated; 1 when mtmd_init_from_file refused the projector; 2 when
  * the media could not be read; 3 when mtmd_tokenize failed; 4 when evaluation failed; 5 when the
  * model or a context could not be made; 64 on bad usage.  llama.cpp's errors are printed to stderr.
@@ -25,11 +28,21 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "llama.h"
 #include "mtmd-helper.h"
 #include "mtmd.h"
+
+/* Writes the bitmap's bytes where MTMD_PROBE_DUMP says, if it says. */
+static void dump_media(const mtmd_bitmap *bm) {
+    const char *path = getenv("MTMD_PROBE_DUMP");
+    FILE *f = path ? fopen(path, "wb") : NULL;
+    if (!f) return;
+    fwrite(mtmd_bitmap_get_data(bm), 1, mtmd_bitmap_get_n_bytes(bm), f);
+    fclose(f);
+}
 
 enum {
     EXIT_INIT = 1,
@@ -125,6 +138,7 @@ int main(int argc, char **argv) {
         rc = EXIT_MEDIA;
         goto done;
     }
+    dump_media(media.bitmap);
 
     chunks = mtmd_input_chunks_init();
     const mtmd_input_text text = {

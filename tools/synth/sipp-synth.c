@@ -49,6 +49,7 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,8 +62,6 @@
 #include "gguf.h"
 #include "llama.h" /* only for the LLAMA_FTYPE_* and LLAMA_POOLING_TYPE_* values; nothing is called */
 #include "synth.h"
-
-#define PROG "sipp-synth"
 
 enum {
     EXIT_USAGE = 2,
@@ -268,19 +267,6 @@ static void usage(FILE *f) {
         DEFAULT_SEED, DEFAULT_IMAGE_SIZE, DEFAULT_PATCH_SIZE);
 }
 
-static void vreport(const char *fmt, va_list ap) {
-    fputs(PROG ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-}
-
-void report(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vreport(fmt, ap);
-    va_end(ap);
-}
-
 static void die_usage(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -312,6 +298,172 @@ static uint64_t parse_seed(const char *s) {
     return (uint64_t)v;
 }
 
+/* ---- the options: one row per flag (src/cli/options.c is the model) ------------------------------
+ *
+ * A row names the flag, which file it describes (both, the text model only, or the projector only:
+ * a flag of the other kind is refused), and how its value is read: a whole number in 1..max into an
+ * int64_t field of struct options, or a setter of its own. */
+
+enum flag_kind { FOR_BOTH, FOR_TEXT, FOR_PROJECTOR };
+
+struct flag {
+    const char *name;
+    enum flag_kind kind;
+    void (*set)(struct options *o, const struct flag *f, const char *val);
+    size_t field; /* set_whole: offsetof the int64_t it fills */
+    int64_t max;  /* set_whole: the largest value */
+};
+
+static void set_whole(struct options *o, const struct flag *f, const char *val) {
+    *(int64_t *)(void *)((char *)o + f->field) = parse_int(f->name, val, f->max);
+}
+
+static const char *nonempty(const struct flag *f, const char *val, const char *what) {
+    if (!*val) die_usage("%s: empty %s", f->name, what);
+    return val;
+}
+
+static void set_out(struct options *o, const struct flag *f, const char *val) {
+    o->out = nonempty(f, val, "file name");
+}
+
+static void set_vocab(struct options *o, const struct flag *f, const char *val) {
+    o->vocab = nonempty(f, val, "file name");
+}
+
+static void set_seed(struct options *o, const struct flag *f, const char *val) { o->seed = parse_seed(val); }
+
+static void set_name(struct options *o, const struct flag *f, const char *val) { o->name = val; }
+
+static void set_type(struct options *o, const struct flag *f, const char *val) {
+    o->wtype = NULL;
+    for (size_t k = 0; k < COUNT_OF(WEIGHT_TYPES); k++)
+        if (strcmp(val, WEIGHT_TYPES[k].name) == 0) o->wtype = &WEIGHT_TYPES[k];
+    if (!o->wtype) die_usage("--type: unknown type '%s' (expected f32, f16, q8_0 or q4_0)", val);
+}
+
+static void set_template(struct options *o, const struct flag *f, const char *val) {
+    o->tmpl = NULL;
+    for (size_t k = 0; k < COUNT_OF(TEMPLATES); k++)
+        if (strcmp(val, TEMPLATES[k].name) == 0) o->tmpl = &TEMPLATES[k];
+    if (!o->tmpl) die_usage("--chat-template: unknown template '%s' (expected chatml, llama3 or none)", val);
+}
+
+static void set_template_file(struct options *o, const struct flag *f, const char *val) {
+    free(o->tmpl_file_text);
+    o->tmpl_file_text = read_text_file(val);
+    if (!o->tmpl_file_text) die_usage("--chat-template-file: cannot read '%s' (or it is empty)", val);
+}
+
+static void set_pooling(struct options *o, const struct flag *f, const char *val) {
+    o->pooling = NULL;
+    for (size_t k = 0; k < COUNT_OF(POOLINGS); k++)
+        if (strcmp(val, POOLINGS[k].name) == 0) o->pooling = &POOLINGS[k];
+    if (!o->pooling)
+        die_usage("--pooling: unknown pooling '%s' (expected none, mean, cls, last or rank)", val);
+}
+
+static void set_perturb(struct options *o, const struct flag *f, const char *val) {
+    char *end;
+    errno = 0;
+    o->perturb = strtod(val, &end);
+    if (errno || end == val || *end || !(o->perturb >= 0 && o->perturb <= MAX_PERTURB))
+        die_usage("--perturb: '%s' is not a number in [0, %g]", val, MAX_PERTURB);
+    o->perturb_set = true;
+}
+
+static void set_output(struct options *o, const struct flag *f, const char *val) {
+    if (strcmp(val, "tied") != 0 && strcmp(val, "separate") != 0)
+        die_usage("--output: unknown '%s' (expected separate or tied)", val);
+    o->tied_output = strcmp(val, "tied") == 0;
+}
+
+static void set_stop_token(struct options *o, const struct flag *f, const char *val) {
+    o->stop_token = nonempty(f, val, "token text");
+}
+
+static void set_add_special(struct options *o, const struct flag *f, const char *val) {
+    nonempty(f, val, "token text");
+    if (o->n_special == MAX_SPECIAL) die_usage("--add-special: at most %d tokens", MAX_SPECIAL);
+    o->special[o->n_special++] = val;
+}
+
+static void set_projector(struct options *o, const struct flag *f, const char *val) {
+    o->projector = projector_find(val);
+    if (!o->projector) die_usage("--projector: unknown kind '%s' (expected %s)", val, projector_names());
+}
+
+#define WHOLE(flag, kind, member, max)                                                                       \
+    { flag, kind, set_whole, offsetof(struct options, member), max }
+
+static const struct flag FLAGS[] = {
+    {"--out", FOR_BOTH, set_out, 0, 0},
+    WHOLE("--n-embd", FOR_BOTH, n_embd, MAX_DIM),
+    {"--type", FOR_BOTH, set_type, 0, 0},
+    {"--seed", FOR_BOTH, set_seed, 0, 0},
+    {"--name", FOR_BOTH, set_name, 0, 0},
+    {"--vocab", FOR_TEXT, set_vocab, 0, 0},
+    WHOLE("--n-layer", FOR_TEXT, n_layer, MAX_LAYERS),
+    WHOLE("--n-head", FOR_TEXT, n_head, MAX_HEADS),
+    WHOLE("--n-head-kv", FOR_TEXT, n_head_kv, MAX_HEADS),
+    WHOLE("--n-ff", FOR_TEXT, n_ff, MAX_DIM),
+    WHOLE("--n-ctx", FOR_TEXT, n_ctx, MAX_CTX),
+    {"--chat-template", FOR_TEXT, set_template, 0, 0},
+    {"--chat-template-file", FOR_TEXT, set_template_file, 0, 0},
+    {"--pooling", FOR_TEXT, set_pooling, 0, 0},
+    WHOLE("--layers", FOR_TEXT, layers, MAX_LAYERS),
+    WHOLE("--active-layers", FOR_TEXT, active_layers, MAX_LAYERS),
+    {"--perturb", FOR_TEXT, set_perturb, 0, 0},
+    {"--output", FOR_TEXT, set_output, 0, 0},
+    {"--stop-token", FOR_TEXT, set_stop_token, 0, 0},
+    {"--add-special", FOR_TEXT, set_add_special, 0, 0},
+    {"--projector", FOR_PROJECTOR, set_projector, 0, 0},
+    WHOLE("--image-size", FOR_PROJECTOR, image_size, MAX_IMAGE_SIZE),
+    WHOLE("--patch-size", FOR_PROJECTOR, patch_size, MAX_IMAGE_SIZE),
+};
+
+/* The row of arg ("--flag" or "--flag=VALUE"); *val is what follows '=', or NULL. */
+static const struct flag *find_flag(const char *arg, const char **val) {
+    const char *eq = strchr(arg, '=');
+    const size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+    *val = eq ? eq + 1 : NULL;
+    for (size_t k = 0; k < COUNT_OF(FLAGS); k++)
+        if (strlen(FLAGS[k].name) == n && strncmp(arg, FLAGS[k].name, n) == 0) return &FLAGS[k];
+    die_usage("unknown flag '%.*s' (see --help)", (int)(n < KEY_BUF ? n : strlen(arg)), arg);
+    return NULL;
+}
+
+/* The shape rules of a text model, once every flag is read. */
+static void check_text_model(const struct options *o) {
+    if (!o->vocab) die_usage("--vocab is required (see --help)");
+    if (o->layers > o->n_layer)
+        die_usage("--layers %" PRId64 " is more than --n-layer %" PRId64, o->layers, o->n_layer);
+    if (o->active_layers >= o->n_layer)
+        die_usage("--active-layers %" PRId64 " leaves no block of --n-layer %" PRId64 " to perturb",
+                  o->active_layers, o->n_layer);
+    if (o->perturb_set && !o->active_layers) die_usage("--perturb needs --active-layers K");
+    if (o->layers && o->active_layers && o->layers > o->active_layers)
+        die_usage("--layers %" PRId64 " is more than --active-layers %" PRId64
+                  ": the draft holds only active blocks",
+                  o->layers, o->active_layers);
+    if (o->tied_output && o->stop_token)
+        die_usage("--stop-token needs the output matrix of its own: leave out --output tied");
+    if (o->n_embd % o->n_head != 0)
+        die_usage("--n-embd %" PRId64 " is not divisible by --n-head %" PRId64, o->n_embd, o->n_head);
+    if (o->n_head % o->n_head_kv != 0)
+        die_usage("--n-head %" PRId64 " is not divisible by --n-head-kv %" PRId64, o->n_head, o->n_head_kv);
+    if ((o->n_embd / o->n_head) % 2 != 0)
+        die_usage("--n-embd / --n-head = %" PRId64 " must be even (RoPE rotates pairs)",
+                  o->n_embd / o->n_head);
+    const int64_t blck = ggml_blck_size(o->wtype->type);
+    if (o->n_embd % blck != 0)
+        die_usage("--n-embd %" PRId64 " must be a multiple of %" PRId64 " for --type %s", o->n_embd, blck,
+                  o->wtype->name);
+    if (o->n_ff % blck != 0)
+        die_usage("--n-ff %" PRId64 " must be a multiple of %" PRId64 " for --type %s", o->n_ff, blck,
+                  o->wtype->name);
+}
+
 static void parse_args(int argc, char **argv, struct options *o) {
     *o = (struct options){
         .n_embd = DEFAULT_N_EMBD,
@@ -330,159 +482,22 @@ static void parse_args(int argc, char **argv, struct options *o) {
     };
     const char *text_flag = NULL;      /* the first flag given that only a text model takes */
     const char *projector_flag = NULL; /* the first that only a projector takes, --projector aside */
-
     for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
+        const char *arg = argv[i], *val;
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             usage(stdout);
             exit(0);
         }
-        if (strncmp(arg, "--", 2) != 0) {
-            die_usage("unexpected argument '%s' (see --help)", arg);
-        }
-
-        /* --flag VALUE or --flag=VALUE */
-        char flag[KEY_BUF];
-        const char *val = NULL;
-        const char *eq = strchr(arg, '=');
-        if (eq) {
-            const size_t n = (size_t)(eq - arg);
-            if (n >= sizeof(flag)) {
-                die_usage("unknown flag '%s' (see --help)", arg);
-            }
-            memcpy(flag, arg, n);
-            flag[n] = '\0';
-            val = eq + 1;
-        } else {
-            snprintf(flag, sizeof(flag), "%s", arg);
-        }
-
-        /* which file a flag describes: both, the text model only, or the projector only */
-        enum flag_kind { FOR_BOTH, FOR_TEXT, FOR_PROJECTOR };
-        static const struct {
-            const char *name;
-            enum flag_kind kind;
-        } known[] = {
-            {"--out", FOR_BOTH},
-            {"--n-embd", FOR_BOTH},
-            {"--type", FOR_BOTH},
-            {"--seed", FOR_BOTH},
-            {"--name", FOR_BOTH},
-            {"--vocab", FOR_TEXT},
-            {"--n-layer", FOR_TEXT},
-            {"--n-head", FOR_TEXT},
-            {"--n-head-kv", FOR_TEXT},
-            {"--n-ff", FOR_TEXT},
-            {"--n-ctx", FOR_TEXT},
-            {"--chat-template", FOR_TEXT},
-            {"--chat-template-file", FOR_TEXT},
-            {"--pooling", FOR_TEXT},
-            {"--layers", FOR_TEXT},
-            {"--active-layers", FOR_TEXT},
-            {"--perturb", FOR_TEXT},
-            {"--output", FOR_TEXT},
-            {"--stop-token", FOR_TEXT},
-            {"--add-special", FOR_TEXT},
-            {"--projector", FOR_PROJECTOR},
-            {"--image-size", FOR_PROJECTOR},
-            {"--patch-size", FOR_PROJECTOR},
-        };
-        size_t k_flag = COUNT_OF(known);
-        for (size_t k = 0; k < COUNT_OF(known); k++) {
-            if (strcmp(flag, known[k].name) == 0) k_flag = k;
-        }
-        if (k_flag == COUNT_OF(known)) {
-            die_usage("unknown flag '%s' (see --help)", flag);
-        }
-        if (known[k_flag].kind == FOR_TEXT && !text_flag) text_flag = known[k_flag].name;
-        if (known[k_flag].kind == FOR_PROJECTOR && strcmp(flag, "--projector") != 0 && !projector_flag)
-            projector_flag = known[k_flag].name;
+        if (strncmp(arg, "--", 2) != 0) die_usage("unexpected argument '%s' (see --help)", arg);
+        const struct flag *f = find_flag(arg, &val);
+        if (f->kind == FOR_TEXT && !text_flag) text_flag = f->name;
+        if (f->kind == FOR_PROJECTOR && f->set != set_projector && !projector_flag) projector_flag = f->name;
         if (!val) {
-            if (i + 1 >= argc) {
-                die_usage("%s needs a value", flag);
-            }
+            if (i + 1 >= argc) die_usage("%s needs a value", f->name);
             val = argv[++i];
         }
-
-        if (strcmp(flag, "--out") == 0) {
-            if (!*val) die_usage("--out: empty file name");
-            o->out = val;
-        } else if (strcmp(flag, "--vocab") == 0) {
-            if (!*val) die_usage("--vocab: empty file name");
-            o->vocab = val;
-        } else if (strcmp(flag, "--n-embd") == 0) {
-            o->n_embd = parse_int(flag, val, MAX_DIM);
-        } else if (strcmp(flag, "--n-layer") == 0) {
-            o->n_layer = parse_int(flag, val, MAX_LAYERS);
-        } else if (strcmp(flag, "--n-head") == 0) {
-            o->n_head = parse_int(flag, val, MAX_HEADS);
-        } else if (strcmp(flag, "--n-head-kv") == 0) {
-            o->n_head_kv = parse_int(flag, val, MAX_HEADS);
-        } else if (strcmp(flag, "--n-ff") == 0) {
-            o->n_ff = parse_int(flag, val, MAX_DIM);
-        } else if (strcmp(flag, "--n-ctx") == 0) {
-            o->n_ctx = parse_int(flag, val, MAX_CTX);
-        } else if (strcmp(flag, "--seed") == 0) {
-            o->seed = parse_seed(val);
-        } else if (strcmp(flag, "--name") == 0) {
-            o->name = val;
-        } else if (strcmp(flag, "--type") == 0) {
-            o->wtype = NULL;
-            for (size_t k = 0; k < COUNT_OF(WEIGHT_TYPES); k++) {
-                if (strcmp(val, WEIGHT_TYPES[k].name) == 0) o->wtype = &WEIGHT_TYPES[k];
-            }
-            if (!o->wtype) die_usage("--type: unknown type '%s' (expected f32, f16, q8_0 or q4_0)", val);
-        } else if (strcmp(flag, "--chat-template") == 0) {
-            o->tmpl = NULL;
-            for (size_t k = 0; k < COUNT_OF(TEMPLATES); k++) {
-                if (strcmp(val, TEMPLATES[k].name) == 0) o->tmpl = &TEMPLATES[k];
-            }
-            if (!o->tmpl)
-                die_usage("--chat-template: unknown template '%s' (expected chatml, llama3 or none)", val);
-        } else if (strcmp(flag, "--chat-template-file") == 0) {
-            free(o->tmpl_file_text);
-            o->tmpl_file_text = read_text_file(val);
-            if (!o->tmpl_file_text) die_usage("--chat-template-file: cannot read '%s' (or it is empty)", val);
-        } else if (strcmp(flag, "--layers") == 0) {
-            o->layers = parse_int(flag, val, MAX_LAYERS);
-        } else if (strcmp(flag, "--active-layers") == 0) {
-            o->active_layers = parse_int(flag, val, MAX_LAYERS);
-        } else if (strcmp(flag, "--perturb") == 0) {
-            char *end;
-            errno = 0;
-            o->perturb = strtod(val, &end);
-            if (errno || end == val || *end || !(o->perturb >= 0 && o->perturb <= MAX_PERTURB))
-                die_usage("--perturb: '%s' is not a number in [0, %g]", val, MAX_PERTURB);
-            o->perturb_set = true;
-        } else if (strcmp(flag, "--output") == 0) {
-            if (strcmp(val, "tied") != 0 && strcmp(val, "separate") != 0)
-                die_usage("--output: unknown '%s' (expected separate or tied)", val);
-            o->tied_output = strcmp(val, "tied") == 0;
-        } else if (strcmp(flag, "--stop-token") == 0) {
-            if (!*val) die_usage("--stop-token: empty token text");
-            o->stop_token = val;
-        } else if (strcmp(flag, "--add-special") == 0) {
-            if (!*val) die_usage("--add-special: empty token text");
-            if (o->n_special == MAX_SPECIAL) die_usage("--add-special: at most %d tokens", MAX_SPECIAL);
-            o->special[o->n_special++] = val;
-        } else if (strcmp(flag, "--projector") == 0) {
-            o->projector = projector_find(val);
-            if (!o->projector)
-                die_usage("--projector: unknown kind '%s' (expected %s)", val, projector_names());
-        } else if (strcmp(flag, "--image-size") == 0) {
-            o->image_size = parse_int(flag, val, MAX_IMAGE_SIZE);
-        } else if (strcmp(flag, "--patch-size") == 0) {
-            o->patch_size = parse_int(flag, val, MAX_IMAGE_SIZE);
-        } else if (strcmp(flag, "--pooling") == 0) {
-            o->pooling = NULL;
-            for (size_t k = 0; k < COUNT_OF(POOLINGS); k++) {
-                if (strcmp(val, POOLINGS[k].name) == 0) o->pooling = &POOLINGS[k];
-            }
-            if (!o->pooling)
-                die_usage("--pooling: unknown pooling '%s' (expected none, mean, cls, last or rank)", val);
-        }
+        f->set(o, f, val);
     }
-
     if (!o->out) die_usage("--out is required (see --help)");
     if (o->projector) {
         if (text_flag) die_usage("%s describes a text model; it does not apply to --projector", text_flag);
@@ -491,40 +506,7 @@ static void parse_args(int argc, char **argv, struct options *o) {
         return;
     }
     if (projector_flag) die_usage("%s needs --projector", projector_flag);
-    if (!o->vocab) die_usage("--vocab is required (see --help)");
-
-    if (o->layers > o->n_layer)
-        die_usage("--layers %" PRId64 " is more than --n-layer %" PRId64, o->layers, o->n_layer);
-    if (o->active_layers >= o->n_layer)
-        die_usage("--active-layers %" PRId64 " leaves no block of --n-layer %" PRId64 " to perturb",
-                  o->active_layers, o->n_layer);
-    if (o->perturb_set && !o->active_layers) die_usage("--perturb needs --active-layers K");
-    if (o->layers && o->active_layers && o->layers > o->active_layers)
-        die_usage("--layers %" PRId64 " is more than --active-layers %" PRId64
-                  ": the draft holds only active blocks",
-                  o->layers, o->active_layers);
-
-    if (o->tied_output && o->stop_token)
-        die_usage("--stop-token needs the output matrix of its own: leave out --output tied");
-    if (o->n_embd % o->n_head != 0) {
-        die_usage("--n-embd %" PRId64 " is not divisible by --n-head %" PRId64, o->n_embd, o->n_head);
-    }
-    if (o->n_head % o->n_head_kv != 0) {
-        die_usage("--n-head %" PRId64 " is not divisible by --n-head-kv %" PRId64, o->n_head, o->n_head_kv);
-    }
-    if ((o->n_embd / o->n_head) % 2 != 0) {
-        die_usage("--n-embd / --n-head = %" PRId64 " must be even (RoPE rotates pairs)",
-                  o->n_embd / o->n_head);
-    }
-    const int64_t blck = ggml_blck_size(o->wtype->type);
-    if (o->n_embd % blck != 0) {
-        die_usage("--n-embd %" PRId64 " must be a multiple of %" PRId64 " for --type %s", o->n_embd, blck,
-                  o->wtype->name);
-    }
-    if (o->n_ff % blck != 0) {
-        die_usage("--n-ff %" PRId64 " must be a multiple of %" PRId64 " for --type %s", o->n_ff, blck,
-                  o->wtype->name);
-    }
+    check_text_model(o);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -745,20 +727,6 @@ static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *
 
 /* ---------------------------------------------------------------------------------------------- */
 /* tensor plan                                                                                     */
-
-struct tensor_spec *plan_add_nd(struct plan *p, const char *name, int n_dims, const int64_t ne[4],
-                                enum ggml_type type, float std) {
-    struct tensor_spec *s = &p->t[p->n++];
-    snprintf(s->name, sizeof(s->name), "%s", name);
-    s->n_dims = n_dims;
-    s->ne0 = ne[0];
-    s->ne1 = n_dims > 1 ? ne[1] : 1;
-    s->ne2 = n_dims > 2 ? ne[2] : 1;
-    s->ne3 = n_dims > 3 ? ne[3] : 1;
-    s->type = type;
-    s->std = std;
-    return s;
-}
 
 static void plan_add(struct plan *p, const char *name, int n_dims, int64_t ne0, int64_t ne1,
                      enum ggml_type type, float std) {

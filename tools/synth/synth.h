@@ -1,11 +1,13 @@
 /*
  * synth.h: what sipp-synth's two writers share. sipp-synth.c writes a text model (the default) and
  * owns the flags, the tensor plan and the streaming writer; projector.c writes a multimodal projector
- * (--projector) into the same plan, so that both kinds of file get the same seeded, chunked weights.
+ * (--projector) into the same plan, so that both kinds of file get the same seeded, chunked weights;
+ * plan.c holds what both call (adding a tensor, reporting a problem).
  */
 #ifndef SIPP_TOOLS_SYNTH_H
 #define SIPP_TOOLS_SYNTH_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -75,8 +77,11 @@ struct plan {
     size_t cap;
 };
 
-/* sipp-synth.c */
+/* plan.c */
+#define PROG "sipp-synth"
+/* A problem, on stderr as "sipp-synth: ...". */
 void report(const char *fmt, ...);
+void vreport(const char *fmt, va_list ap);
 /* Appends a tensor of up to four dimensions (ne[k] for k >= n_dims is ignored) to a plan with room. */
 struct tensor_spec *plan_add_nd(struct plan *p, const char *name, int n_dims, const int64_t ne[4],
                                 enum ggml_type type, float std);

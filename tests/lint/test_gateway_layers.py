@@ -3,6 +3,7 @@
 A node is a module: foo.c and foo.h together (routes_openai.c is its own). An edge goes from a
 module to each gateway header its files include. A cycle means two layers depend on each other,
 which is how server.c used to be both the top and the bottom of the gateway; the test names it.
+Run by tests/run.sh's lint suite, so by make check: python3 -m unittest tests.lint.test_gateway_layers
 
 The include graph shows the call graph only if every header declares its own module's functions
 (one header declaring everything has no cycle and hides them all), so that is checked too: each
@@ -14,12 +15,11 @@ import os
 import re
 import unittest
 
-from tests.integration.common import ROOT
-
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GATEWAY = os.path.join(ROOT, "src", "gateway")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"gateway/([A-Za-z0-9_]+)\.h"', re.M)
 # A declaration at the start of a line: "type gw_name(" (struct members and macros are indented).
-DECLARED = re.compile(r"^(?!typedef|#|static)[A-Za-z][^;{(]*?\b(gw_[a-z0-9_]+)\s*\(", re.M)
+DECLARED = r"^(?!typedef|#|static)[A-Za-z][^;{{(]*?\b((?:{prefixes})[a-z0-9_]+)\s*\("
 IMPLEMENTED_IN = {"routes": ("routes_", "web"), "gateway": ("listener",)}
 
 
@@ -65,8 +65,11 @@ def defined(name, text):
     return re.search(r"^[A-Za-z][^;]*\b" + name + r"\s*\([^;{]*(\{|$)", text, re.M) is not None
 
 
-def misplaced_declarations(directory):
-    """(header, function) pairs where the function is not defined in the header's module."""
+def misplaced_declarations(directory, prefixes=("gw_",), implemented_in=None):
+    """(header, function) pairs where a function (named with one of prefixes) is not defined in the
+    header's module: foo.h's in foo.c, or in the files implemented_in names for it."""
+    implemented_in = IMPLEMENTED_IN if implemented_in is None else implemented_in
+    declared = re.compile(DECLARED.format(prefixes="|".join(prefixes)), re.M)
     sources = {}
     for f in os.listdir(directory):
         if f.endswith(".c"):
@@ -77,11 +80,11 @@ def misplaced_declarations(directory):
         if not f.endswith(".h"):
             continue
         module = f[:-2]
-        owners = IMPLEMENTED_IN.get(module, (module,))
+        owners = implemented_in.get(module, (module,))
         texts = [t for stem, t in sources.items() if any(stem == o or (o.endswith("_") and stem.startswith(o))
                                                         for o in owners)]
         with open(os.path.join(directory, f), encoding="utf-8") as fh:
-            for name in DECLARED.findall(fh.read()):
+            for name in declared.findall(fh.read()):
                 if not any(defined(name, t) for t in texts):
                     bad.append((f, name))
     return bad

@@ -1,5 +1,5 @@
 /*
- * run.c: one backend's part of a verify run (sipp_verify_run).
+ * backend_run.c: one backend's part of a verify run (sipp_verify_run).
  *
  * The model is loaded once per backend and freed before the next backend loads it, so a machine needs
  * memory for one copy only. On it, for every prompt (fixed tokens, the same on every backend):
@@ -12,10 +12,7 @@
  *                           so the sampler and the scheduler are in the loop as in real use
  *   graph trace             where each op of a decode step ran (for the manifest's graph contract)
  *
- * Greedy agreement is counted in tokens: both continuations' texts are tokenized again with the
- * model's tokenizer and compared position by position. Re-tokenizing can merge differently from how
- * generation split the text, but only next to where two texts differ; equal texts always count as
- * fully equal. (The engine streams text, not token ids.)
+ * Greedy agreement is counted in tokens (greedy.c).
  *
  * The bench runs `sipp bench -o json` (params.bench_exe, the CLI passes its own binary) as a child
  * process after the model is freed: the bench then measures a cold load like a user's, and the
@@ -30,11 +27,13 @@
 #include <unistd.h>
 
 #include "util/util.h"
-#include "verify/verify_internal.h"
+#include "verify/backend_run.h"
+#include "verify/distance.h"
+#include "verify/greedy.h"
+#include "verify/image_case.h"
+#include "verify/ppl_case.h"
 
-#define CTX_MARGIN 16
 #define MAX_DEVICES 32
-#define UTF8_REPLACEMENT "\xEF\xBF\xBD"
 
 /* Each stage, with the seconds since the run started: lavapipe and big models are slow. */
 static void progress(const verify_config *cfg, const char *backend, const char *what) {
@@ -55,35 +54,6 @@ static json_t *device_json(const sipp_backend_decision *d) {
                          (json_int_t)devs[i].memory_free);
     }
     return json_pack("{s:s}", "name", d->devices);
-}
-
-/* Tokens of text (no BOS: continuation text); malloc'ed, NULL on failure. */
-static int32_t *tokenize(sipp_model *vocab, const char *text, int *n) {
-    size_t need = 0, len = strlen(text);
-    *n = 0;
-    sipp_tokenize(vocab, text, len, false, false, NULL, 0, &need);
-    int32_t *t = malloc((need + 1) * sizeof *t);
-    if (!t) return NULL;
-    if (need && sipp_tokenize(vocab, text, len, false, false, t, need, &need) != SIPP_OK) {
-        free(t);
-        return NULL;
-    }
-    *n = (int)need;
-    return t;
-}
-
-int verify_token_agreement(sipp_model *vocab, const char *ref, const char *other, int *n_ref) {
-    int na = 0, nb = 0;
-    int32_t *a = tokenize(vocab, ref, &na), *b = tokenize(vocab, other, &nb);
-    int k = 0;
-    if (a && b)
-        while (k < na && k < nb && a[k] == b[k])
-            k++;
-    if (strcmp(ref, other) == 0) k = na;
-    free(a);
-    free(b);
-    *n_ref = na;
-    return k;
 }
 
 sipp_status verify_tokenize_prompts(const verify_config *cfg, verify_prompt *prompts, int n_prompts,
@@ -194,38 +164,6 @@ static sipp_status greedy_pass(const verify_config *cfg, sipp_model *m, const ve
             verify_token_agreement(cfg->vocab, against, out->greedy[p], &out->greedy_len[p]);
     }
     sipp_engine_free(e);
-    return rc;
-}
-
-sipp_status verify_engine_new(const verify_config *cfg, sipp_model *m, int prompt_positions,
-                              const char *backend, sipp_engine **e, char *err) {
-    char why[SIPP_ERROR_SIZE];
-    sipp_engine_params ep = sipp_engine_default_params();
-    ep.parallel = 1;
-    ep.threads = cfg->threads;
-    ep.ctx_size = prompt_positions + cfg->greedy_tokens + CTX_MARGIN;
-    if (sipp_engine_new(m, &ep, e, why) != SIPP_OK)
-        return sipp_fail(err, SIPP_ERR_INTERNAL, "%s: cannot start an engine: %s", backend, why);
-    return SIPP_OK;
-}
-
-sipp_status verify_greedy(const verify_config *cfg, sipp_engine *e, sipp_request_params *rp,
-                          const char *backend, const char *what, char **text, char *err) {
-    rp->max_tokens = cfg->greedy_tokens;
-    rp->ignore_eos = true;
-    rp->sampling.temperature = 0;
-    sipp_request *r = NULL;
-    if (sipp_engine_submit(e, rp, &r) != SIPP_OK)
-        return sipp_fail(err, SIPP_ERR_INTERNAL, "%s: greedy continuation of %s: %s", backend, what,
-                         sipp_engine_last_error(e));
-    sipp_request_wait(r, -1);
-    sipp_status rc = SIPP_OK;
-    if (sipp_request_status(r) != SIPP_OK)
-        rc = sipp_fail(err, SIPP_ERR_INTERNAL, "%s: greedy continuation of %s failed: %s", backend, what,
-                       sipp_request_error(r));
-    else if (!(*text = strdup(sipp_request_text(r))))
-        rc = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
-    sipp_request_free(r);
     return rc;
 }
 
@@ -414,39 +352,6 @@ json_t *verify_graph_json(const sipp_graph_report *g) {
     return json_pack("{s:s, s:i, s:i, s:i, s:o}", "device", g->device, "n_nodes", g->n_nodes,
                      "boundaries_decode", g->boundaries_decode, "boundaries_prefill", g->boundaries_prefill,
                      "ops", ops);
-}
-
-/* A copy of s with every byte that is not part of valid UTF-8 replaced by U+FFFD, for JSON. The hash
- * is of the bytes as generated. */
-static char *utf8_clean(const char *s) {
-    size_t n = strlen(s);
-    char *out = malloc(3 * n + 1), *w = out;
-    for (size_t i = 0; out && i < n;) {
-        size_t k = 1;
-        while (k <= 4 && i + k <= n && !sipp_utf8_valid(s + i, k))
-            k++;
-        if (k <= 4 && i + k <= n) {
-            memcpy(w, s + i, k);
-            w += k;
-            i += k;
-        } else {
-            memcpy(w, UTF8_REPLACEMENT, 3);
-            w += 3;
-            i++;
-        }
-    }
-    if (out) *w = '\0';
-    return out;
-}
-
-json_t *verify_greedy_json(const char *generated, int agree, int ref_tokens) {
-    char hash[SIPP_SHA256_HEX];
-    sipp_sha256_hex(generated, strlen(generated), hash);
-    char *text = utf8_clean(generated);
-    json_t *o = json_pack("{s:s, s:s, s:i, s:i}", "sha256", hash, "text", text ? text : "", "agree_tokens",
-                          agree, "ref_tokens", ref_tokens);
-    free(text);
-    return o;
 }
 
 json_t *verify_result_json(const verify_result *r, const verify_prompt *prompts, int n_prompts) {

@@ -149,8 +149,12 @@ static void block_delta(msg_state *s, json_t *delta, sipp_buf *out) {
 static void am_begin(const gw_gen_view *v, sipp_buf *out) {
     msg_state *s = state_of(v);
     s->index = -1;
-    event("message_start",
-          json_pack("{s:o}", "message", message(v, json_array(), NULL, json_null(), usage_json(v))), out);
+    /* Nothing is streamed yet: output_tokens is 0 here, whatever the engine has made meanwhile (on a
+     * busy machine it may have finished before this first event is written); message_delta counts. */
+    json_t *usage = usage_json(v);
+    json_object_set_new(usage, "output_tokens", json_integer(0));
+    event("message_start", json_pack("{s:o}", "message", message(v, json_array(), NULL, json_null(), usage)),
+          out);
 }
 
 static void am_reasoning(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {

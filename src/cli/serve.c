@@ -337,7 +337,7 @@ static bool build_config(const serve_opts *o, bool check, gw_config *cfg, sipp_b
      * errors, and --check reads the model headers too, so one run lists all there is to fix. */
     bool parsed = ok || cfg->path;
     if (parsed) ok = gw_config_validate(cfg, errs) && ok;
-    if (parsed && check) ok = gw_config_check_deep(cfg, o->config, errs) && ok;
+    if (parsed && check) ok = gw_config_check_deep(cfg, o->config, o->check, errs) && ok;
     return ok;
 }
 

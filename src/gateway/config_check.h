@@ -12,9 +12,10 @@
 
 /* Checks a validated configuration against what it names, reading only file headers: every local
  * target's model as a load would check it first, its projector (a projector, of the model's width),
- * and aliases that can never route (one that is another target's name, or that an earlier alias of
- * another target always catches). Problems are appended to errs as "CONFIG: target 'NAME': ..." lines;
- * false when there was any. */
-bool gw_config_check_deep(const gw_config *cfg, const char *config, sipp_buf *errs);
+ * and with aliases, aliases that can never route (one that is another target's name, or that an
+ * earlier alias of another target always catches: a mistake --check names, which a running server
+ * survives, so a reload leaves it out). Problems are appended to errs as "CONFIG: target 'NAME': ..."
+ * lines; false when there was any. */
+bool gw_config_check_deep(const gw_config *cfg, const char *config, bool aliases, sipp_buf *errs);
 
 #endif

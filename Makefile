@@ -242,7 +242,8 @@ FUZZ_toml_SRCS := tests/fuzz/fuzz_toml.c src/util/toml.c
 FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/media_parts.c src/gateway/errors.c \
   src/util/util.c
 FUZZ_rpc_SRCS := tests/fuzz/fuzz_rpc.c src/backend/rpc_parse.c src/util/util.c
-FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/util/toml.c src/util/util.c
+FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/gateway/models_dir.c \
+  src/util/toml.c src/util/util.c
 FUZZ_range_SRCS := tests/fuzz/fuzz_range.c src/gateway/http_range.c
 FUZZ_media_SRCS := tests/fuzz/fuzz_media.c src/util/base64.c src/util/media_sniff.c
 # how a refusal shows the URL of an image the gateway fetched (media_parts.c)

@@ -266,6 +266,14 @@ typedef struct sipp_store_model {
 SIPP_API sipp_status sipp_store_list(const char *dir, sipp_store_model **out, size_t *n, char *errbuf);
 SIPP_API void sipp_store_list_free(sipp_store_model *models, size_t n);
 
+/* The entries of a store directory that sipp_store_list passes over although they look like models
+ * (.gguf), or are not plain files: fn(user, entry, why) for each, why a sentence that ends with what to do
+ * ("'My Model' is not a model name (...); rename the file", "it is a FIFO, not a regular file").
+ * Directories, hidden entries, projectors and files of other types are not reported. */
+typedef void (*sipp_store_skip_fn)(void *user, const char *entry, const char *why);
+SIPP_API sipp_status sipp_store_list_skipped(const char *dir, sipp_store_skip_fn fn, void *user,
+                                             char *errbuf);
+
 /* Removes a model's files, its metadata and any partial downloads of it. SIPP_ERR_NOT_FOUND when
  * the store has no such model. */
 SIPP_API sipp_status sipp_store_remove(const char *dir, const char *name, char *errbuf);
@@ -434,6 +442,12 @@ SIPP_API sipp_status sipp_store_find_draft(const char *model_path, const char *s
  * naming them when there are several (give the path then). Used only when asked for (--mmproj auto,
  * mmproj = "auto"). [any thread] */
 SIPP_API sipp_status sipp_store_find_mmproj(const char *model_path, char *out, size_t cap, char *errbuf);
+
+/* Whether the projector at path can go with the model at model_path (NULL: the projector alone), from
+ * their GGUF headers only, as a load checks them before libmtmd reads the file: a projector (not a
+ * text model), whose output width can be read and equals the model's n_embd. SIPP_ERR_MODEL with a
+ * message naming both files and both widths otherwise. [any thread] */
+SIPP_API sipp_status sipp_mmproj_check(const char *path, const char *model_path, char *errbuf);
 
 /* A GGUF header, read without loading any weights (`sipp models info`). */
 
@@ -1110,6 +1124,13 @@ typedef struct sipp_request_stats {
 SIPP_API sipp_status sipp_engine_submit(sipp_engine *engine, const sipp_request_params *params,
                                         sipp_request **out);
 
+/* The prompt's length in positions as sipp_engine_submit would make it (the template rendered,
+ * tokenized, media counted), without queueing it and whatever its length: *n_prompt, and the
+ * engine's context in *n_ctx (optional). A prompt of n_ctx positions or more is one submit refuses
+ * (SIPP_ERR_CONTEXT_FULL). Errors as submit's, the message on the engine. [any thread] */
+SIPP_API sipp_status sipp_engine_count_prompt(sipp_engine *engine, const sipp_request_params *params,
+                                              int *n_prompt, int *n_ctx);
+
 /* Asks the request to stop; it finishes as cancelled within one engine step. [any thread] */
 SIPP_API void sipp_request_cancel(sipp_request *request);
 
@@ -1122,6 +1143,14 @@ SIPP_API sipp_status sipp_request_wait(sipp_request *request, int timeout_ms);
  * is read and the request has ended. One reader per request. [any thread] */
 SIPP_API size_t sipp_request_read(sipp_request *request, char *buf, size_t cap, int timeout_ms,
                                   bool *finished);
+
+/* The same, but stops at the end of the piece the engine published (one token's text as the stop
+ * filter released it), so a reader that falls behind still gets the pieces the engine made, one per
+ * call, rather than all that arrived meanwhile at once (a binding's token stream). A piece longer
+ * than cap is returned in parts. Mixed with sipp_request_read on one request, each continues where
+ * the other stopped. [any thread] */
+SIPP_API size_t sipp_request_read_piece(sipp_request *request, char *buf, size_t cap, int timeout_ms,
+                                        bool *finished);
 
 /* After the request finished: */
 SIPP_API sipp_finish_reason sipp_request_finish_reason(const sipp_request *request);

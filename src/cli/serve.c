@@ -18,11 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "gateway/config_check.h"
 #include "gateway/gateway.h"
 #include "gateway/supervise.h"
 
@@ -51,6 +50,7 @@ typedef struct serve_opts {
     bool check;
     bool allow_unauthenticated;
     bool no_auth;
+    bool follow_symlinks;
 } serve_opts;
 
 /* --ctx-size N|auto: auto is the largest context the memory budget fits. */
@@ -88,6 +88,11 @@ static const cli_option opt_models_dir = {
     .kind = CLI_OPT_STRING,
     .offset = offsetof(serve_opts, models_dir),
     .help = "serve every GGUF file in DIR (also with --config: added to its targets)"};
+static const cli_option opt_follow_symlinks = {
+    .name = "--models-follow-symlinks",
+    .kind = CLI_OPT_FLAG,
+    .offset = offsetof(serve_opts, follow_symlinks),
+    .help = "also serve models in DIR that link to files outside it ([server] models_follow_symlinks)"};
 static const cli_option opt_memory_budget = {.name = "--memory-budget-mb",
                                              .arg = "N",
                                              .kind = CLI_OPT_INT,
@@ -183,13 +188,31 @@ static const cli_option opt_supervised = {.name = "--supervised-target",
                                           .kind = CLI_OPT_CUSTOM,
                                           .parse = parse_supervised}; /* internal: no help line */
 
-static const cli_option *const options[] = {
-    &opt_config,       &opt_check,        &opt_models_dir, &opt_memory_budget,
-    &opt_max_loaded,   &opt_keep_alive,   &opt_host,       &opt_port,
-    &opt_backend,      &opt_parallel,     &opt_ctx_size,   &opt_threads,
-    &opt_gpu_layers,   &opt_max_tokens,   &opt_flash_attn, &opt_cache_type_k,
-    &opt_cache_type_v, &opt_spec,         &opt_draft,      &opt_allow_unauthenticated,
-    &opt_no_auth,      &cli_opt_artifact, &opt_supervised, NULL};
+static const cli_option *const options[] = {&opt_config,
+                                            &opt_check,
+                                            &opt_models_dir,
+                                            &opt_follow_symlinks,
+                                            &opt_memory_budget,
+                                            &opt_max_loaded,
+                                            &opt_keep_alive,
+                                            &opt_host,
+                                            &opt_port,
+                                            &opt_backend,
+                                            &opt_parallel,
+                                            &opt_ctx_size,
+                                            &opt_threads,
+                                            &opt_gpu_layers,
+                                            &opt_max_tokens,
+                                            &opt_flash_attn,
+                                            &opt_cache_type_k,
+                                            &opt_cache_type_v,
+                                            &opt_spec,
+                                            &opt_draft,
+                                            &opt_allow_unauthenticated,
+                                            &opt_no_auth,
+                                            &cli_opt_artifact,
+                                            &opt_supervised,
+                                            NULL};
 
 static const char about[] =
     "Runs the gateway: OpenAI-compatible routes (/v1/models, /v1/chat/completions, /v1/completions,\n"
@@ -266,25 +289,6 @@ static void print_errors(const sipp_buf *errs) {
     }
 }
 
-/* The header check a load makes first: a model llama.cpp would abort on is invalid here, not a
- * crash at start (serve itself marks such a target failed and serves the others). A model file
- * that cannot be read is skipped: gw_config_validate has reported it. */
-static bool check_models(const gw_config *cfg, const char *config, sipp_buf *errs) {
-    bool ok = true;
-    for (size_t i = 0; i < cfg->n_targets; i++) {
-        char err[SIPP_ERROR_SIZE];
-        const gw_target_config *t = &cfg->targets[i];
-        struct stat st;
-        if (t->type != GW_TARGET_LOCAL || !t->model_path || stat(t->model_path, &st) != 0 ||
-            !S_ISREG(st.st_mode) || access(t->model_path, R_OK) != 0 ||
-            sipp_model_check(t->model_path, err) == SIPP_OK)
-            continue;
-        sipp_buf_appendf(errs, "%s: target '%s': %s\n", config, t->name, err);
-        ok = false;
-    }
-    return ok;
-}
-
 /* Sets a configuration string to value, when one is given. */
 static void set_string(char **field, const char *value) {
     if (!value) return;
@@ -339,6 +343,7 @@ static bool build_config(const serve_opts *o, bool check, gw_config *cfg, sipp_b
                          : true;
     if (o->keep_alive) gw_parse_keep_alive(o->keep_alive, &cfg->discovered_keep_alive_s);
     if (o->max_tokens) cfg->discovered_max_tokens = o->max_tokens;
+    if (o->follow_symlinks) cfg->models_follow_symlinks = true;
     /* the store when nothing else is named; a models directory besides a config's targets */
     if (ok && !o->model && (o->models_dir || !o->config)) ok = gw_config_add_dir(cfg, o->models_dir, errs);
     if (o->memory_budget_mb) cfg->memory_budget_mb = o->memory_budget_mb;
@@ -356,7 +361,7 @@ static bool build_config(const serve_opts *o, bool check, gw_config *cfg, sipp_b
      * errors, and --check reads the model headers too, so one run lists all there is to fix. */
     bool parsed = ok || cfg->path;
     if (parsed) ok = gw_config_validate(cfg, errs) && ok;
-    if (parsed && check) ok = check_models(cfg, o->config, errs) && ok;
+    if (parsed && check) ok = gw_config_check_deep(cfg, o->config, o->check, errs) && ok;
     return ok;
 }
 

@@ -340,7 +340,9 @@ static sipp_status tokenize_prompt(sipp_model *m, const char *text, const sipp_s
     return st;
 }
 
-static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, sipp_request *r, char *err) {
+/* The prompt of a request as submit makes it: rendered, tokenized (media spans counted), its grammar
+ * and stops; whether it fits the context is checked apart (check_fits). */
+static sipp_status render_prompt(sipp_engine *e, const sipp_request_params *p, sipp_request *r, char *err) {
     sipp_model *m = e->model;
     pthread_mutex_lock(&e->mu);
     sipp_schema_limits limits = e->schema_limits;
@@ -378,7 +380,11 @@ static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, 
     if (p->grammar && p->tokens)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "a grammar needs a prompt or a chat");
     sipp_status st = sipp_request_grammar(m, r, err);
-    if (st == SIPP_OK) st = add_format_stops(p, r, err);
+    return st == SIPP_OK ? add_format_stops(p, r, err) : st;
+}
+
+static sipp_status prepare_prompt(sipp_engine *e, const sipp_request_params *p, sipp_request *r, char *err) {
+    sipp_status st = render_prompt(e, p, r, err);
     return st == SIPP_OK ? check_fits(e, r, err) : st;
 }
 
@@ -397,6 +403,23 @@ static sipp_status check_sampling(const sipp_sampling *s, int max_tokens, char *
     if (max_tokens == 0 || max_tokens < -1)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "max_tokens must be positive (or -1 for no limit)");
     return SIPP_OK;
+}
+
+sipp_status sipp_engine_count_prompt(sipp_engine *e, const sipp_request_params *p, int *n_prompt,
+                                     int *n_ctx) {
+    if (n_prompt) *n_prompt = 0;
+    if (n_ctx) *n_ctx = e ? e->n_ctx : 0;
+    if (!e || !p || !n_prompt) return SIPP_ERR_INVALID_ARGUMENT;
+    sipp_request_owner owner = {
+        .engine = e, .model = e->model, .wake = sipp_engine_wake, .stepped = e->stepped};
+    sipp_request *r = sipp_request_alloc(&owner, p);
+    if (!r) return engine_fail(e, SIPP_ERR_NO_MEMORY, "out of memory");
+    char err[SIPP_ERROR_SIZE];
+    sipp_status st = render_prompt(e, p, r, err);
+    if (st == SIPP_OK) *n_prompt = r->n_prompt;
+    r->engine = NULL; /* never queued */
+    sipp_request_free(r);
+    return st == SIPP_OK ? SIPP_OK : engine_fail(e, st, "%s", err);
 }
 
 sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sipp_request **out) {

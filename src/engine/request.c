@@ -9,6 +9,8 @@
 
 #include "engine/request.h"
 
+#define PIECES_FIRST_CAP 64 /* piece ends a request holds before its first growth */
+
 sipp_request_params sipp_request_default_params(void) {
     sipp_request_params p = {
         .max_tokens = 256,
@@ -61,10 +63,24 @@ sipp_request *sipp_request_alloc(const sipp_request_owner *owner, const sipp_req
     return r;
 }
 
+/* Records where the piece just appended to r->text ends (r->mu held). Without memory the piece runs
+ * into the next one, which only merges two pieces for sipp_request_read_piece. */
+static void note_piece_end(sipp_request *r) {
+    if (r->n_pieces == r->cap_pieces) {
+        size_t cap = r->cap_pieces ? 2 * r->cap_pieces : PIECES_FIRST_CAP;
+        size_t *bigger = realloc(r->piece_ends, cap * sizeof *bigger);
+        if (!bigger) return;
+        r->piece_ends = bigger;
+        r->cap_pieces = cap;
+    }
+    r->piece_ends[r->n_pieces++] = r->text.len;
+}
+
 bool sipp_request_publish(sipp_request *r, const char *text, size_t len) {
     if (len == 0) return true;
     pthread_mutex_lock(&r->mu);
     sipp_buf_append(&r->text, text, len);
+    note_piece_end(r);
     /* Only a reader needs a piece. Waking a caller who waits for the end (sipp_request_wait) on every
      * token would put a third runnable thread beside the two spinning compute threads of a 2-core
      * machine, once per token, for nothing. */
@@ -155,16 +171,30 @@ sipp_status sipp_request_wait(sipp_request *r, int timeout_ms) {
     return done ? SIPP_OK : SIPP_ERR_TIMEOUT;
 }
 
-size_t sipp_request_read(sipp_request *r, char *buf, size_t cap, int timeout_ms, bool *finished) {
+/* What sipp_request_read and sipp_request_read_piece share: text from read_pos, up to the end of the
+ * piece it is in when one_piece, cut at a character boundary to fit cap. */
+static size_t read_text(sipp_request *r, char *buf, size_t cap, int timeout_ms, bool *finished,
+                        bool one_piece) {
     pthread_mutex_lock(&r->mu);
     wait_for(r, has_text_or_finished, timeout_ms);
-    size_t avail = r->text.len - r->read_pos, n = avail < cap ? avail : cap;
+    while (r->next_piece < r->n_pieces && r->piece_ends[r->next_piece] <= r->read_pos)
+        r->next_piece++;
+    size_t end = one_piece && r->next_piece < r->n_pieces ? r->piece_ends[r->next_piece] : r->text.len;
+    size_t avail = end - r->read_pos, n = avail < cap ? avail : cap;
     if (n < avail) n = sipp_utf8_complete_prefix(r->text.data + r->read_pos, n);
     if (n) memcpy(buf, r->text.data + r->read_pos, n);
     r->read_pos += n;
     if (finished) *finished = r->finished && r->read_pos == r->text.len;
     pthread_mutex_unlock(&r->mu);
     return n;
+}
+
+size_t sipp_request_read(sipp_request *r, char *buf, size_t cap, int timeout_ms, bool *finished) {
+    return read_text(r, buf, cap, timeout_ms, finished, false);
+}
+
+size_t sipp_request_read_piece(sipp_request *r, char *buf, size_t cap, int timeout_ms, bool *finished) {
+    return read_text(r, buf, cap, timeout_ms, finished, true);
 }
 
 sipp_finish_reason sipp_request_finish_reason(const sipp_request *r) {
@@ -191,6 +221,7 @@ void sipp_request_free(sipp_request *r) {
     sipp_output_free(&r->out);
     sipp_buf_free(&r->emit);
     sipp_buf_free(&r->text);
+    free(r->piece_ends);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r);

@@ -58,6 +58,8 @@ struct sipp_request {
     pthread_cond_t cv;
     sipp_buf text;
     size_t read_pos;
+    size_t *piece_ends; /* where each published piece ends in text (sipp_request_read_piece) */
+    size_t n_pieces, cap_pieces, next_piece;
     int text_waiters; /* readers waiting for text (sipp_request_read): a piece wakes only them */
     bool finished;
     sipp_finish_reason finish;

@@ -47,6 +47,7 @@
 
 #include "gateway/config.h"
 #include "gateway/errors.h"
+#include "gateway/models_dir.h"
 #include "util/toml.h"
 
 #define GW_MAX_TIMEOUT_S (7 * 24 * 3600)
@@ -332,6 +333,7 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
                                         "max_loaded_models",
                                         "slot_state_dir",
                                         "slot_state_max_mb",
+                                        "models_follow_symlinks",
                                         NULL};
     const char *where = "[server]";
     check_keys(x, srv, where, known);
@@ -370,6 +372,7 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     get_int32(x, srv, where, "max_loaded_models", 1, GW_MAX_COUNT, &c->max_loaded_models);
     get_str(x, srv, where, "slot_state_dir", &c->slot_state_dir);
     get_int(x, srv, where, "slot_state_max_mb", 0, GW_MAX_BUDGET_MB, &c->slot_state_max_mb);
+    get_bool(x, srv, where, "models_follow_symlinks", &c->models_follow_symlinks);
 }
 
 static void parse_security(cfg_ctx *x, const toml_node *sec, gw_config *c) {
@@ -967,6 +970,7 @@ bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs) {
         for (size_t k = 0; k < c->n_targets && !taken; k++)
             taken = strcmp(c->targets[k].name, models[i].name) == 0;
         if (taken || !gw_discoverable(&models[i])) continue; /* a configured target of that name wins */
+        if (!gw_models_dir_allows(dir, &models[i], c->models_follow_symlinks)) continue;
         gw_target_config *t = realloc(c->targets, (c->n_targets + 1) * sizeof *t);
         if (!t) {
             ok = false;
@@ -978,6 +982,7 @@ bool gw_config_add_dir(gw_config *c, const char *dir, sipp_buf *errs) {
         c->targets[c->n_targets - 1].max_tokens = c->discovered_max_tokens;
     }
     sipp_store_list_free(models, n);
+    gw_models_dir_report(dir);
     free(c->models_dir);
     c->models_dir = strdup(dir);
     ok = ok && c->models_dir;

@@ -136,6 +136,7 @@ typedef struct gw_config {
     gw_target_config *targets;
     size_t n_targets;
     char *models_dir;                /* rescanned for new files on GET /v1/models; NULL = none */
+    bool models_follow_symlinks;     /* [server]: serve models there that link to files outside it */
     int64_t discovered_keep_alive_s; /* keep_alive of the targets found there */
     int discovered_max_tokens;       /* max_tokens of the targets found there (sipp serve --max-tokens) */
     /* [web]: the page's "run in this browser" mode (docs/web.md) */

@@ -40,7 +40,15 @@
  *
  * URLs. MHD percent-decodes the path into a C string, so "%00" would end it early ("/health%00"
  * routed as "/health"); unescape() decodes everything but %00, which stays as it is and matches no
- * route.
+ * route. An absolute-form target ("http://host:port/path", RFC 9112 3.2.2) is routed by its path,
+ * and its authority, read before MHD decodes the target in place, stands for Host (absolute_form).
+ *
+ * Sizes. MHD answers what does not fit its memory per connection with an HTML page of its own, and
+ * calls sipp only for what fits; so its memory is set well above the head sipp reads
+ * (GW_CONNECTION_MEMORY), and check_sizes answers a head or target over sipp's limits with a JSON
+ * 431 or 414 (and trailer_fits a trailer). What MHD 0.9.75 still refuses itself, before any callback
+ * (a line it cannot parse, a bad chunk size or Content-Length, an unknown HTTP version), keeps its
+ * page: docs/gateway.md lists them.
  *
  * Disconnects. While a route waits (for a permit, an engine, an upstream) it polls the socket: a
  * peer that has closed makes gw_call_abandoned true, and the work is cancelled. When the server
@@ -77,17 +85,35 @@
 #define GW_MS_PER_S 1000.0
 #define GW_HEX "0123456789abcdef"
 #define GW_CHUNKED "chunked"
-#define GW_HTTP_1 "HTTP/1."       /* HTTP/1.1 and later 1.x need Host; 1.0 may leave it out */
-#define GW_CODING_MAX 65          /* a transfer coding as an error names it */
-#define GW_REQUEST_LINE_MAX 32768 /* MHD's read buffer (its default memory per connection) */
+#define GW_HTTP_1 "HTTP/1."  /* HTTP/1.1 and later 1.x need Host; 1.0 may leave it out */
+#define GW_CODING_MAX 65     /* a transfer coding as an error names it */
+#define GW_HEADER_MAX 16384  /* the request line and headers read (and a trailer): past it 431 */
+#define GW_TARGET_MAX 8192   /* the request target: past it 414 */
+#define GW_AUTHORITY_MAX 256 /* an absolute-form target's host[:port] */
+/* How far apart in MHD's buffer the pieces of one request line can be: all of its memory. */
+#define GW_REQUEST_LINE_MAX GW_CONNECTION_MEMORY
+/* MHD's memory per connection: its read buffer, the header lines (about 64 bytes each besides their
+ * text), the reply's headers. What does not fit MHD answers with an HTML page of its own (a header
+ * too large, a chunk line longer than the buffer). This much holds every request line and header
+ * up to GW_HEADER_MAX, even in 4-byte lines, so sipp's own checks answer those, in JSON, and also
+ * ones a good way past it (about 5,000 lines), and a chunk line of 300 KB (its extensions, which
+ * MHD skips). Pages are touched as they are used; MHD clears the pool between the requests of a
+ * kept-alive connection, so such a connection holds all of it. */
+#define GW_CONNECTION_MEMORY (384 * 1024)
+#define GW_SCHEME_HTTP "http://"
+#define GW_SCHEME_HTTPS "https://"
 
 /* One open connection, as the watchdog sees it. */
 typedef struct conn_watch {
     int fd;
     double reading_since; /* sipp_now_ms when it began waiting for a request; < 0 while handled */
     bool cut;
-    const char *raw_target; /* the request target as MHD first has it, before decoding (this request) */
-    size_t raw_target_len;  /* its length up to the first NUL */
+    /* The request target as MHD first has it, for this request (MHD then decodes it in place). */
+    const char *raw_target;
+    size_t raw_target_len;    /* its length up to the first NUL */
+    size_t raw_scheme;        /* an absolute-form target's "http://" as sent: its length, else 0 */
+    size_t raw_authority_len; /* the authority's length as sent */
+    char raw_authority[GW_AUTHORITY_MAX + 1]; /* and its bytes, before decoding (cut to fit) */
     struct conn_watch *prev, *next;
 } conn_watch;
 
@@ -104,6 +130,7 @@ struct gw_http {
 
 typedef struct conn_state {
     gw_call call;
+    char authority[GW_AUTHORITY_MAX]; /* call.authority's bytes */
     gw_http *http;
     struct MHD_Connection *conn;
     int fd;
@@ -255,6 +282,10 @@ void gw_reply_header(gw_call *call, const char *name, const char *value) {
 
 const char *gw_call_header(gw_call *call, const char *name) {
     return MHD_lookup_connection_value(state_of(call)->conn, MHD_HEADER_KIND, name);
+}
+
+const char *gw_call_host(gw_call *call) {
+    return call->authority ? call->authority : gw_call_header(call, MHD_HTTP_HEADER_HOST);
 }
 
 const char *gw_call_header_n(gw_call *call, const char *name, size_t *len) {
@@ -538,14 +569,27 @@ static bool method_intact(const char *method, const char *url) {
     return true;
 }
 
+/* The length of an absolute-form target's scheme and "://" (RFC 9112 3.2.2), 0 for another form. */
+static size_t scheme_length(const char *target) {
+    if (strncasecmp(target, GW_SCHEME_HTTP, strlen(GW_SCHEME_HTTP)) == 0) return strlen(GW_SCHEME_HTTP);
+    if (strncasecmp(target, GW_SCHEME_HTTPS, strlen(GW_SCHEME_HTTPS)) == 0) return strlen(GW_SCHEME_HTTPS);
+    return 0;
+}
+
 /* MHD_OPTION_URI_LOG_CALLBACK, called with the request target before MHD splits off the query and
- * decodes it: kept for target_intact. */
+ * decodes it: kept for target_intact, and an absolute-form target's authority copied for
+ * absolute_form. */
 static void *on_target(void *cls, const char *uri, struct MHD_Connection *conn) {
     (void)cls;
     conn_watch *w = watch_of(conn);
     if (w) {
         w->raw_target = uri;
         w->raw_target_len = strlen(uri);
+        w->raw_scheme = scheme_length(uri);
+        w->raw_authority_len = w->raw_scheme ? strcspn(uri + w->raw_scheme, "/?#") : 0;
+        size_t n = w->raw_authority_len < GW_AUTHORITY_MAX ? w->raw_authority_len : GW_AUTHORITY_MAX;
+        memcpy(w->raw_authority, uri + w->raw_scheme, n);
+        w->raw_authority[n] = '\0';
     }
     return NULL;
 }
@@ -557,9 +601,80 @@ static bool target_intact(struct MHD_Connection *conn, const char *version) {
     conn_watch *w = watch_of(conn);
     if (!w || !w->raw_target || !version || !*version) return true;
     uintptr_t t = (uintptr_t)w->raw_target, v = (uintptr_t)version;
-    bool ok = v <= t || v - t > GW_REQUEST_LINE_MAX || w->raw_target_len + 1 == v - t;
-    w->raw_target = NULL;
-    return ok;
+    return v <= t || v - t > GW_REQUEST_LINE_MAX || w->raw_target_len + 1 == v - t;
+}
+
+/* The target as MHD first had it is kept for one request only (it points into MHD's buffer). */
+static void forget_target(struct MHD_Connection *conn) {
+    conn_watch *w = watch_of(conn);
+    if (w) w->raw_target = NULL;
+}
+
+/* An absolute-form target ("GET http://host:port/health", as a proxy sends it; servers must take it)
+ * is routed by its path, and its authority stands for Host (gw_call_host), which the guard checks.
+ * The authority is read from the target as sent, before percent-decoding: one that decoding would
+ * change, one with user information, or an empty one is refused. Returns false after replying. */
+static bool absolute_form(conn_state *cs) {
+    gw_call *call = &cs->call;
+    conn_watch *w = watch_of(cs->conn);
+    if (!w || !w->raw_scheme) return true;
+    const char *url = call->path, *auth = w->raw_authority;
+    size_t scheme = w->raw_scheme, n = w->raw_authority_len;
+    bool plain = n > 0 && n < sizeof cs->authority && strlen(url) >= scheme + n &&
+                 strncmp(url + scheme, auth, n) == 0 && (url[scheme + n] == '/' || !url[scheme + n]) &&
+                 !strpbrk(auth, "@%");
+    if (!plain) {
+        gw_reply_error(
+            call, GW_E_BAD_REQUEST,
+            "the request target is an absolute URL whose authority '%s' is not a plain host[:port]; "
+            "send the path ('/v1/...') with a Host header",
+            auth);
+        return false;
+    }
+    memcpy(cs->authority, auth, n + 1);
+    call->authority = cs->authority;
+    call->path = url[scheme + n] ? url + scheme + n : "/";
+    return true;
+}
+
+/* The request line and headers, and the target alone, within what sipp reads: MHD's memory holds
+ * more (GW_CONNECTION_MEMORY), so that these are answered here, in JSON. */
+static enum MHD_Result check_sizes(conn_state *cs) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(cs->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    size_t head = ci ? ci->header_size : 0;
+    conn_watch *w = watch_of(cs->conn);
+    size_t target = w && w->raw_target ? w->raw_target_len : strlen(cs->call.path);
+    bool long_target = target > GW_TARGET_MAX;
+    if (!long_target && head <= GW_HEADER_MAX) return MHD_YES;
+    char msg[SIPP_ERROR_SIZE];
+    snprintf(msg, sizeof msg, "the request %s %zu bytes, over the %d this server reads; send %s",
+             long_target ? "target is" : "line and headers are", long_target ? target : head,
+             long_target ? GW_TARGET_MAX : GW_HEADER_MAX,
+             long_target ? "a shorter URL (a long input goes in the body)" : "fewer or shorter headers");
+    return refuse_early(cs, long_target ? GW_E_URI_TOO_LONG : GW_E_HEADERS_TOO_LARGE, "%s", msg);
+}
+
+/* A chunked body's trailer fields, counted as the headers are (MHD keeps them as footers). */
+static enum MHD_Result add_field_size(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                      const char *value, size_t value_size) {
+    (void)kind;
+    (void)key;
+    (void)value;
+    *(size_t *)cls += key_size + value_size + strlen(": \r\n");
+    return MHD_YES;
+}
+
+static bool trailer_fits(conn_state *cs) {
+    size_t size = 0;
+    MHD_get_connection_values_n(cs->conn, MHD_FOOTER_KIND, add_field_size, &size);
+    if (size <= GW_HEADER_MAX) return true;
+    gw_reply_error(&cs->call, GW_E_HEADERS_TOO_LARGE,
+                   "the chunked body's trailer fields are %zu bytes, over the %d this server reads; send "
+                   "fewer or none",
+                   size, GW_HEADER_MAX);
+    gw_reply_header(&cs->call, "Connection", "close");
+    return false;
 }
 
 /* The request line and the framing, as RFC 9112 wants them; a refusal closes the connection. */
@@ -612,10 +727,16 @@ static enum MHD_Result on_headers(conn_state *cs, const char *version) {
     gw_call *call = &cs->call;
     const gw_config *cfg = call->srv->cfg;
     struct MHD_Connection *conn = cs->conn;
+    enum MHD_Result rc = check_sizes(cs);
+    if (rc != MHD_YES || call->replied) return rc;
     header_scan hs = {0};
     MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_header, &hs);
-    enum MHD_Result rc = check_framing(cs, version, &hs);
+    rc = check_framing(cs, version, &hs);
     if (rc != MHD_YES || call->replied) return rc;
+    if (!absolute_form(cs)) {
+        gw_reply_header(call, "Connection", "close");
+        return queue_reply(cs);
+    }
     unsigned long long announced = hs.length ? strtoull(hs.length, NULL, 10) : 0;
     if (announced > cfg->max_request_bytes) {
         call->too_large = true;
@@ -682,7 +803,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cs->call.target = -1;
         set_request_id(&cs->call, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-request-id"));
         set_client(cs);
-        return on_headers(cs, version);
+        enum MHD_Result rc = on_headers(cs, version);
+        forget_target(conn);
+        return rc;
     }
     if (*upload_data_size) {
         size_t n = *upload_data_size;
@@ -693,7 +816,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     set_reading(h, conn, false);
     cs->call.body = cs->body.data ? cs->body.data : "";
     cs->call.body_len = cs->body.len;
-    h->handler->dispatch(&cs->call);
+    if (trailer_fits(cs)) h->handler->dispatch(&cs->call);
     /* The route has parsed what it needs (a stream keeps its JSON tree, not these bytes): the body
      * is given back now rather than when a long stream ends. */
     release_body(cs);
@@ -791,8 +914,9 @@ gw_http *gw_http_start(gw_server *srv, int listen_fd, const gw_handler *handler,
         NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_LISTEN_SOCKET,
         listen_fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
         h, MHD_OPTION_UNESCAPE_CALLBACK, unescape, h, MHD_OPTION_URI_LOG_CALLBACK, on_target, h,
-        MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_LIMIT, connection_cap(cfg),
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_client, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)GW_CONNECTION_MEMORY,
+        MHD_OPTION_CONNECTION_LIMIT, connection_cap(cfg), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections_per_client, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, SIPP_ERROR_SIZE, "cannot start the HTTP server on %s", cfg->host);
         close(listen_fd);

@@ -41,7 +41,8 @@ typedef struct gw_call gw_call;
 struct gw_call {
     gw_server *srv;
     const char *method;
-    const char *path;
+    const char *path;      /* decoded, without the query; an absolute-form target's path alone */
+    const char *authority; /* an absolute-form target's host[:port], which stands for Host; else NULL */
     char request_id[64];
     char client[64];              /* rate-limit identity: the caller's name with a token, else the IP */
     char address[64];             /* the peer's IP address */
@@ -89,6 +90,9 @@ void gw_reply_header(gw_call *call, const char *name, const char *value);
 
 /* A request header (case-insensitive name), or NULL. */
 const char *gw_call_header(gw_call *call, const char *name);
+/* The host the request names: an absolute-form target's authority (RFC 9112 3.2.2: the server
+ * uses it and ignores Host), else the Host header; NULL when neither is there (HTTP/1.0). */
+const char *gw_call_host(gw_call *call);
 /* The same with its length, which is more than strlen when the value holds a NUL byte. */
 const char *gw_call_header_n(gw_call *call, const char *name, size_t *len);
 /* A query-string parameter of the URL (?name=value, decoded), or NULL. */

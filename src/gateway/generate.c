@@ -6,8 +6,10 @@
  * submitting, and then either
  *   - waiting for the end on the connection's thread, cancelling if the client goes away, and
  *     replying with one JSON body, or
- *   - replying with a stream whose pull reads the engine's text with sipp_request_read (no
- *     callback on the engine thread, so a slow client never slows the engine) and renders it.
+ *   - replying with a stream whose pull reads the engine's text with sipp_request_read_piece (no
+ *     callback on the engine thread, so a slow client never slows the engine) and renders it: one
+ *     event per piece the engine published (a token's text), as OpenAI streams one chunk per
+ *     token, also when the connection's thread runs late on a busy machine.
  * A stream that is closed before its request finished (the client went away, or the server is
  * stopping) cancels the request; sipp_request_free waits for the engine to let go of it, which
  * frees the slot within one engine step.
@@ -197,7 +199,7 @@ static void stream_finish(gen_stream *gs, sipp_buf *out) {
 static bool pull_choice(gen_stream *gs, size_t i, sipp_buf *out, int wait_ms) {
     gw_choice *c = &gs->choices[i];
     bool finished = false;
-    size_t n = sipp_request_read(c->req, gs->buf, sizeof gs->buf, wait_ms, &finished);
+    size_t n = sipp_request_read_piece(c->req, gs->buf, sizeof gs->buf, wait_ms, &finished);
     if (n) {
         {
             if (by_delta(gs->fmt))

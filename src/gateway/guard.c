@@ -104,11 +104,11 @@ static bool is_address(const char *name) {
     return inet_pton(AF_INET, name, &a4) == 1 || inet_pton(AF_INET6, name, &a6) == 1;
 }
 
-/* Without tokens: is the Host this server's? A request without Host (HTTP/1.0) passes: browsers
- * always send one. */
+/* Without tokens: is the Host this server's (or an absolute-form target's authority, which stands
+ * for it)? A request without Host (HTTP/1.0) passes: browsers always send one. */
 static bool host_allowed(gw_call *call) {
     const gw_config *c = call->srv->cfg;
-    const char *host = gw_call_header(call, "Host");
+    const char *host = gw_call_host(call);
     if (!host) return true;
     char name[GW_MAX_HOST];
     if (!host_name(host, name, sizeof name)) return false;
@@ -118,7 +118,7 @@ static bool host_allowed(gw_call *call) {
 
 /* Same origin: the page this server served, as the browser names it ("http://" + Host). */
 static bool same_origin(gw_call *call, const char *origin) {
-    const char *host = gw_call_header(call, "Host");
+    const char *host = gw_call_host(call);
     size_t n = strlen(GW_SCHEME);
     return host && strncasecmp(origin, GW_SCHEME, n) == 0 && strcasecmp(origin + n, host) == 0;
 }
@@ -141,9 +141,9 @@ bool gw_guard_request(gw_call *call) {
     if (open && !host_allowed(call)) {
         gw_reply_error(
             call, GW_E_HOST_FORBIDDEN,
-            "Host '%s' is not this server's; a server without [[tokens]] answers only loopback names "
+            "%s '%s' is not this server's; a server without [[tokens]] answers only loopback names "
             "(add the name to [server] allowed_hosts)",
-            gw_call_header(call, "Host"));
+            call->authority ? "the request target's host" : "Host", gw_call_host(call));
         return false;
     }
     const char *origin = gw_call_header(call, "Origin");

@@ -28,7 +28,9 @@
  *     libsipp reads (PNG, JPEG, GIF or BMP, sniffed from the bytes: a server's Content-Type is named
  *     in the refusal but trusted for nothing);
  *   - no cookies, no credentials besides the URL's own, no compression (what arrives is what is
- *     counted).
+ *     counted);
+ *   - headers: libcurl reads a header line up to CURL_MAX_HTTP_HEADER (100 KB); a longer one stops
+ *     the fetch, named as such (libcurl itself calls it "out of memory").
  */
 #include <curl/curl.h>
 #include <pthread.h>
@@ -62,6 +64,7 @@ typedef struct fetch {
     sipp_buf body;
     size_t received;                      /* body bytes the server sent, those past max_bytes counted */
     long long announced;                  /* the last response's Content-Length; -1 = none */
+    bool in_headers;                      /* a response's status line came, its end of headers not yet */
     char refused[SIPP_ADDRESS_TEXT_SIZE]; /* the last address refused as not public */
 } fetch;
 
@@ -92,7 +95,11 @@ static size_t on_header(char *line, size_t size, size_t n, void *user) {
     fetch *f = user;
     size_t len = size * n;
     static const char name[] = "content-length:";
-    if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) f->announced = -1;
+    if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+        f->announced = -1;
+        f->in_headers = true;
+    }
+    if ((len == 2 && line[0] == '\r') || (len == 1 && line[0] == '\n')) f->in_headers = false;
     if (len > sizeof name - 1 && strncasecmp(line, name, sizeof name - 1) == 0) {
         char value[32];
         size_t k = len - (sizeof name - 1) < sizeof value ? len - (sizeof name - 1) : sizeof value - 1;
@@ -197,6 +204,15 @@ static gw_error_kind why_not(fetch *f, CURLcode rc, const char *url, int ms, con
                  "the image at %s redirects to a URL that is not http or https, which this server does not "
                  "follow; give the image's own URL, " FETCH_INLINE_HINT,
                  url);
+        return GW_E_INVALID_FIELD;
+    case CURLE_OUT_OF_MEMORY:
+        /* libcurl keeps a header line in a buffer of CURL_MAX_HTTP_HEADER bytes and reports a longer
+         * one as out of memory: in the middle of a response's headers, that is what happened. */
+        if (!f->in_headers) break;
+        snprintf(msg, msg_size,
+                 "the server of the image at %s sent a header line larger than the %d bytes this server "
+                 "reads, and the fetch was stopped there; fix that server, " FETCH_INLINE_HINT,
+                 url, CURL_MAX_HTTP_HEADER);
         return GW_E_INVALID_FIELD;
     case CURLE_ABORTED_BY_CALLBACK:
         snprintf(msg, msg_size, "the request was cancelled while fetching the image at %s", url);

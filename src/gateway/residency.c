@@ -67,6 +67,7 @@
 #include <unistd.h>
 
 #include "gateway/kinds/kind.h"
+#include "gateway/models_dir.h"
 #include "gateway/residency.h"
 #include "gateway/sigbus_guard.h"
 #include "gateway/slot_dir.h"
@@ -1322,7 +1323,9 @@ void gw_residency_rescan(gw_server *srv) {
     gw_residency *r = srv->residency;
     pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < n; i++) {
-        if (served(srv, found[i].name) || !gw_discoverable(&found[i])) continue;
+        if (served(srv, found[i].name) || !gw_discoverable(&found[i]) ||
+            !gw_models_dir_allows(dir, &found[i], srv->cfg->models_follow_symlinks))
+            continue;
         size_t k = srv->n_targets;
         if (k >= srv->max_targets) {
             fprintf(stderr,
@@ -1343,6 +1346,7 @@ void gw_residency_rescan(gw_server *srv) {
     }
     pthread_mutex_unlock(&r->mu);
     sipp_store_list_free(found, n);
+    gw_models_dir_report(dir);
 }
 
 /* ---- description -------------------------------------------------------------------------------- */

@@ -27,7 +27,10 @@
  * usage) and message_stop; an error after the stream began is "event: error".
  *
  * count_tokens has the engine render and tokenize the request exactly as a generation would (it
- * runs it for one token), so its input_tokens equals what /v1/messages then reports.
+ * runs it for one token), so its input_tokens equals what /v1/messages then reports. A prompt too
+ * long for the context cannot run, and is counted without running (sipp_engine_count_prompt): its
+ * input_tokens, with context_window and exceeds_context_window: true beside it, so that an agent
+ * learns how much to trim rather than only that it must.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,8 +149,12 @@ static void block_delta(msg_state *s, json_t *delta, sipp_buf *out) {
 static void am_begin(const gw_gen_view *v, sipp_buf *out) {
     msg_state *s = state_of(v);
     s->index = -1;
-    event("message_start",
-          json_pack("{s:o}", "message", message(v, json_array(), NULL, json_null(), usage_json(v))), out);
+    /* Nothing is streamed yet: output_tokens is 0 here, whatever the engine has made meanwhile (on a
+     * busy machine it may have finished before this first event is written); message_delta counts. */
+    json_t *usage = usage_json(v);
+    json_object_set_new(usage, "output_tokens", json_integer(0));
+    event("message_start", json_pack("{s:o}", "message", message(v, json_array(), NULL, json_null(), usage)),
+          out);
 }
 
 static void am_reasoning(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
@@ -467,6 +474,7 @@ static bool translate_tools(gw_call *call, json_t *root, json_t *chat) {
             json_t *name = json_object_get(tc, "name");
             if (!json_is_string(name))
                 return gw_reply_invalid_field(call, "'tool_choice.name' must name one of the tools");
+            if (!gw_forced_tool_listed(call, chat, json_string_value(name), "tool")) return false;
             json_object_set_new(chat, "tool_choice",
                                 json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name", name));
         } else {
@@ -660,6 +668,61 @@ void gw_route_messages(gw_call *call) {
         &(gw_dispatch){.api = GW_API_CHAT, .fmt = &messages_format, .route = s, .route_free = free});
 }
 
+/* Waits for a counting run (one token) and replies with its prompt's length. */
+static void count_reply(gw_call *call, gw_target *t, sipp_request *r) {
+    while (sipp_request_wait(r, COUNT_WAIT_SLICE_MS) != SIPP_OK)
+        if (gw_call_abandoned(call)) sipp_request_cancel(r);
+    sipp_request_stats stats;
+    sipp_request_get_stats(r, &stats);
+    sipp_finish_reason fr = sipp_request_finish_reason(r);
+    if (fr == SIPP_FINISH_STOP || fr == SIPP_FINISH_LENGTH)
+        gw_reply_json(call, 200, json_pack("{s:i}", "input_tokens", stats.prompt_tokens));
+    else
+        gw_reply_error(call,
+                       sipp_request_status(r) == SIPP_ERR_CONTEXT_FULL
+                           ? GW_E_CONTEXT_LENGTH
+                           : gw_error_from_status(sipp_request_status(r)),
+                       "model '%s': %s", t->cfg->name, sipp_request_error(r));
+}
+
+/* A prompt longer than the context is counted all the same (an agent learns how much to trim): the
+ * count, the context, and that it does not fit, in fields Anthropic's shape leaves room for. */
+static bool count_past_context(gw_call *call, gw_target *t, const sipp_request_params *p) {
+    int n = 0, ctx = 0;
+    if (sipp_engine_count_prompt(t->engine, p, &n, &ctx) != SIPP_OK || n < ctx) return false;
+    gw_reply_json(
+        call, 200,
+        json_pack("{s:i, s:i, s:b}", "input_tokens", n, "context_window", ctx, "exceeds_context_window", 1));
+    return true;
+}
+
+/* Submits the counting run of chat_json (and again with the system turns folded when the template
+ * wants them first, as generate.c does), then replies. */
+static void count_run(gw_call *call, gw_target *t, gw_gen *g, char *chat_json) {
+    sipp_request_params p = sipp_request_default_params();
+    p.chat_json = chat_json;
+    p.chat_template = t->cfg->chat_template;
+    p.max_tokens = COUNT_MAX_TOKENS;
+    p.timeout_ms = gw_call_ms_left(call);
+    sipp_request *r = NULL;
+    char *folded = NULL;
+    sipp_status st = sipp_engine_submit(t->engine, &p, &r);
+    if (st == SIPP_ERR_INVALID_ARGUMENT && gw_chat_fold_system(g->chat)) {
+        p.chat_json = folded = json_dumps(g->chat, JSON_COMPACT);
+        st = folded ? sipp_engine_submit(t->engine, &p, &r) : st;
+    }
+    if (st == SIPP_OK) {
+        count_reply(call, t, r);
+        sipp_request_free(r);
+    } else if (st != SIPP_ERR_CONTEXT_FULL || !count_past_context(call, t, &p)) {
+        char err[SIPP_ERROR_SIZE];
+        sipp_strlcpy(err, sipp_engine_last_error(t->engine), sizeof err);
+        gw_rename_fields(err, sizeof err, renames);
+        gw_reply_error(call, gw_error_from_status(st), "model '%s': %s", t->cfg->name, err);
+    }
+    free(folded);
+}
+
 /* The prompt's tokens as a generation would count them: the request is rendered and tokenized by
  * the engine exactly as for /v1/messages (template, tools, thinking switch) and stopped after one
  * token. Its prefill also warms the slot's KV for the request that usually follows. */
@@ -676,41 +739,7 @@ void gw_route_messages_count(gw_call *call) {
                        : NULL;
     char *chat_json = t ? json_dumps(g.chat, JSON_COMPACT) : NULL;
     if (t && !chat_json) gw_reply_error(call, GW_E_INTERNAL, "out of memory");
-    if (chat_json) {
-        sipp_request_params p = sipp_request_default_params();
-        p.chat_json = chat_json;
-        p.chat_template = t->cfg->chat_template;
-        p.max_tokens = COUNT_MAX_TOKENS;
-        p.timeout_ms = gw_call_ms_left(call);
-        sipp_request *r = NULL;
-        sipp_status st = sipp_engine_submit(t->engine, &p, &r);
-        if (st == SIPP_ERR_INVALID_ARGUMENT && gw_chat_fold_system(g.chat)) { /* as generate.c does */
-            free(chat_json);
-            p.chat_json = chat_json = json_dumps(g.chat, JSON_COMPACT);
-            st = chat_json ? sipp_engine_submit(t->engine, &p, &r) : st;
-        }
-        if (st != SIPP_OK) {
-            char err[SIPP_ERROR_SIZE];
-            sipp_strlcpy(err, sipp_engine_last_error(t->engine), sizeof err);
-            gw_rename_fields(err, sizeof err, renames);
-            gw_reply_error(call, gw_error_from_status(st), "model '%s': %s", t->cfg->name, err);
-        } else {
-            while (sipp_request_wait(r, COUNT_WAIT_SLICE_MS) != SIPP_OK)
-                if (gw_call_abandoned(call)) sipp_request_cancel(r);
-            sipp_request_stats stats;
-            sipp_request_get_stats(r, &stats);
-            sipp_finish_reason fr = sipp_request_finish_reason(r);
-            if (fr == SIPP_FINISH_STOP || fr == SIPP_FINISH_LENGTH)
-                gw_reply_json(call, 200, json_pack("{s:i}", "input_tokens", stats.prompt_tokens));
-            else
-                gw_reply_error(call,
-                               sipp_request_status(r) == SIPP_ERR_CONTEXT_FULL
-                                   ? GW_E_CONTEXT_LENGTH
-                                   : gw_error_from_status(sipp_request_status(r)),
-                               "model '%s': %s", t->cfg->name, sipp_request_error(r));
-            sipp_request_free(r);
-        }
-    }
+    if (chat_json) count_run(call, t, &g, chat_json);
     free(chat_json);
     gw_gen_free(&g);
 }

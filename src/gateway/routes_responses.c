@@ -905,10 +905,13 @@ static bool translate_tools(xlate *x, json_t *root, json_t *chat) {
     if (json_is_object(tc) && json_is_string(json_object_get(tc, "name"))) {
         const char *ns = json_string_value(json_object_get(tc, "namespace"));
         char *flat = ns ? flat_name(ns, json_string_value(json_object_get(tc, "name"))) : NULL;
+        const char *name = flat ? flat : json_string_value(json_object_get(tc, "name"));
+        bool listed = gw_forced_tool_listed(
+            x->call, chat, name, tc_type && strcmp(tc_type, "custom") == 0 ? "custom tool" : "function");
         json_object_set_new(chat, "tool_choice",
-                            json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name",
-                                      flat ? flat : json_string_value(json_object_get(tc, "name"))));
+                            json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name", name));
         free(flat);
+        if (!listed) return false;
     } else if (tc) {
         json_object_set(chat, "tool_choice", tc);
     }

@@ -70,6 +70,27 @@ bool gw_translate_tools(gw_call *call, json_t *tools, json_t *chat, const char *
     return true;
 }
 
+#define GW_TOOL_NAME_SHOWN 64
+#define GW_TOOL_NAMES_SHOWN 200
+
+bool gw_forced_tool_listed(gw_call *call, json_t *chat, const char *name, const char *kind) {
+    sipp_buf names = {0};
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(chat, "tools"), i, t) {
+        const char *n = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+        if (n && strcmp(n, name) == 0) {
+            sipp_buf_free(&names);
+            return true;
+        }
+        sipp_buf_appendf(&names, "%s%s", names.len ? ", " : "", n ? n : "");
+    }
+    gw_reply_invalid_field(call, "'tool_choice' names %s '%.*s', which is not in 'tools' (tools: %.*s)", kind,
+                           GW_TOOL_NAME_SHOWN, name, GW_TOOL_NAMES_SHOWN, names.data ? names.data : "none");
+    sipp_buf_free(&names);
+    return false;
+}
+
 json_t *gw_function_tool(json_t *t, json_t *name, const char *schema_key, bool keep_strict) {
     json_t *fn = json_object();
     if (name) json_object_set(fn, "name", name);

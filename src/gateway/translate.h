@@ -37,6 +37,11 @@ typedef gw_tool_fate (*gw_tool_fn)(gw_call *call, json_t *tool, size_t i, json_t
 bool gw_translate_tools(gw_call *call, json_t *tools, json_t *chat, const char *not_array, gw_tool_fn one,
                         void *ctx);
 
+/* Whether chat's tools (as gw_translate_tools made them) have one named name; else replies 400 saying
+ * that tool_choice names a `kind` (an API's word: "custom tool", "function", "tool") that is not in
+ * tools, and lists them. */
+bool gw_forced_tool_listed(gw_call *call, json_t *chat, const char *name, const char *kind);
+
 /* chat's function tool for an API's tool t: {"type": "function", "function": {"name"?,
  * "description"?, "parameters"?, "strict"?}}, with name (borrowed; NULL: none), the parameters'
  * schema from t[schema_key], and t's strict when keep_strict. */

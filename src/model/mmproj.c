@@ -26,6 +26,7 @@
 
 #include "backend/backend.h"
 #include "model/audio_decode.h"
+#include "model/mmproj_check.h"
 #include "model/mtmd_bridge.h"
 #include "mtmd-helper.h"
 #include "mtmd.h"
@@ -33,7 +34,6 @@
 #include "util/util.h"
 
 #define MTMD_LIB "libmtmd.so"
-#define CLIP_ARCH "clip"
 #define PLACEHOLDER_MASK 0x3FFFFFFF /* placeholders are -(1 + (mix & mask)): below 0, never a token */
 #define GOLDEN UINT64_C(0x9E3779B97F4A7C15)
 
@@ -126,38 +126,13 @@ struct sipp_media_prompt {
     int n_spans;
 };
 
-/* The file is a whole projector GGUF (general.architecture "clip", not truncated: mtmd does not
- * check short reads) whose output width can be read, before libmtmd reads it: mtmd dereferences a
- * missing output tensor of a type it knows (a crash, not an error). */
-static sipp_status check_file(const char *path, char *errbuf) {
-    sipp_gguf_info *info = calloc(1, sizeof *info);
-    if (!info) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory reading '%s'", path);
-    sipp_status st = sipp_gguf_inspect(path, info, errbuf);
-    if (st == SIPP_OK && !info->projector)
-        st = sipp_fail(
-            errbuf, SIPP_ERR_MODEL,
-            "'%s' is not a multimodal projector (its architecture is '%s', a projector's is '" CLIP_ARCH
-            "'); give the mmproj-*.gguf file published with the model",
-            path, *info->architecture ? info->architecture : "unset");
-    else if (st == SIPP_OK && info->projector_n_embd <= 0)
-        st = sipp_fail(errbuf, SIPP_ERR_MODEL,
-                       "projector '%s' (type '%s') has no output layer to read its embedding width from; the "
-                       "file is damaged or of a kind sipp does not know",
-                       path, info->projector_type);
-    free(info);
-    return st;
-}
-
 /* libmtmd's own words for a failed load, made into sipp's: the width mismatch names both widths. */
 static sipp_status load_failed(const char *text_path, const char *path, const char *why, char *errbuf) {
     int text = 0, proj = 0;
     const char *mm = strstr(why, "mismatch between text model");
     if (mm &&
         sscanf(mm, "mismatch between text model (n_embd = %d) and mmproj (n_embd = %d)", &text, &proj) == 2)
-        return sipp_fail(errbuf, SIPP_ERR_MODEL,
-                         "projector '%s' gives %d-wide embeddings but model '%s' takes %d (n_embd); use the "
-                         "projector made for this model",
-                         path, proj, text_path, text);
+        return sipp_mmproj_width_error(errbuf, path, proj, text_path, text);
     return sipp_fail(errbuf, SIPP_ERR_MODEL, "projector '%s' failed to load: %s", path,
                      *why ? why : "libmtmd gave no reason");
 }
@@ -169,7 +144,7 @@ sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, con
     pthread_once(&api_once, open_api);
     if (*api_error)
         return sipp_fail(errbuf, SIPP_ERR_BACKEND, "cannot load projector '%s': %s", path, api_error);
-    sipp_status st = check_file(path, errbuf);
+    sipp_status st = sipp_mmproj_check_file(path, NULL, errbuf);
     if (st != SIPP_OK) return st;
     sipp_mmproj *p = calloc(1, sizeof *p);
     if (!p) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory loading '%s'", path);

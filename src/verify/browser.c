@@ -37,7 +37,7 @@
 #define RUNTIME_JS "build/web/sipp-mt.js"
 #define PLAYWRIGHT "tests/integration/web/node_modules/playwright-core/package.json"
 #define CTX_MARGIN 16
-#define STEP_TIMEOUT_MS (30 * 60 * 1000)
+#define STEP_TIMEOUT_MS (30 * 60 * 1000) /* drive.mjs's safety stop (a stalled step is cut sooner) */
 #define FTW_FD_MAX 16
 #define JOIN_MAX (2 * PATH_MAX) /* a directory and a name under it */
 

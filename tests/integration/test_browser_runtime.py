@@ -32,6 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
 from tests.integration.common import BUILD, ROOT, make_model, run_sipp  # noqa: E402
 from tests.integration.web_server import WebServer  # noqa: E402
+from tests.support.paths import SIPP  # noqa: E402
+from tests.support.wait import run_progressing  # noqa: E402
 
 WEB_TESTS = os.path.join(ROOT, "tests", "integration", "web")
 ARTIFACTS = os.path.join(ROOT, "build", "test-artifacts")
@@ -43,7 +45,11 @@ ABORT_AFTER = 3
 EMBED_TEXTS = ["the quick brown fox", "a second, longer text to embed"]
 EMBED_TOLERANCE = 1e-3  # per component of unit vectors: wasm SIMD and AVX2 sum in different orders
 NPM_TIMEOUT_S = 180
-DRIVE_TIMEOUT_S = 900
+# drive.mjs is bounded by progress: it writes a line on stderr per step and every few seconds while a
+# step progresses, and cuts a step after 5 minutes without progress. These bound the run the same way:
+# no line for DRIVE_STALL_S, or a safety stop that no progressing run reaches.
+DRIVE_STALL_S = 600
+DRIVE_SAFETY_S = 4 * 3600
 NATIVE_EMBED = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -143,9 +149,8 @@ class BrowserRuntimeTest(unittest.TestCase):
         plan_path = os.path.join(cls.tmp, "plan.json")
         with open(plan_path, "w") as f:
             json.dump(plan, f)
-        r = subprocess.run(["node", os.path.join(WEB_TESTS, "drive.mjs"), plan_path], cwd=WEB_TESTS,
-                           capture_output=True, text=True, timeout=DRIVE_TIMEOUT_S, stdin=subprocess.DEVNULL,
-                           env=dict(os.environ, CHROMIUM=CHROMIUM))
+        r = run_progressing(["node", os.path.join(WEB_TESTS, "drive.mjs"), plan_path], DRIVE_STALL_S, DRIVE_SAFETY_S,
+                            cwd=WEB_TESTS, env=dict(os.environ, CHROMIUM=CHROMIUM))
         if r.returncode != 0:
             raise AssertionError(f"drive.mjs failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
         cls.results = dict(zip(cls.names, json.loads(r.stdout)))
@@ -344,8 +349,11 @@ class VerifyBrowserTest(unittest.TestCase):
             # F16: see BrowserRuntimeTest; on Q8_0 the browser's top-1 agreement is 99.3% (BENCHMARKS.md).
             model = make_model(tmp, "tiny.gguf", n_embd=64, n_layer=2, type="f16")
             manifest = os.path.join(tmp, "manifest.json")
-            p = run_sipp(["verify", model, "--backends", "cpu,browser", "--greedy-tokens", "8", "--manifest", manifest,
-                          "--min-top1", "1", "--min-greedy", "1"], timeout=DRIVE_TIMEOUT_S)
+            # sipp verify runs drive.mjs, whose progress lines reach its stderr
+            p = run_progressing([SIPP, "verify", model, "--backends", "cpu,browser", "--greedy-tokens", "8",
+                                 "--manifest", manifest, "--min-top1", "1", "--min-greedy", "1", "--threads", "1"],
+                                DRIVE_STALL_S, DRIVE_SAFETY_S,
+                                env={k: v for k, v in os.environ.items() if k != "GGML_VK_VISIBLE_DEVICES"})
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             with open(manifest) as f:
                 m = json.load(f)

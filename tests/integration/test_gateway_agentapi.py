@@ -882,6 +882,23 @@ class AgentToolsTest(unittest.TestCase):
         self.assertEqual(status, 400, e)
         self.assertIn("'tools[0].format.type'", e["error"]["message"])
 
+    def test_a_missing_forced_tool_is_named_as_the_kind_it_is(self):
+        """tool_choice forcing a tool that is not in tools: a custom tool is called a custom tool (it was
+        "function" before), a function a function, Anthropic's tool a tool; each lists the tools."""
+        for body, words in ((self.custom_body(tool_choice={"type": "custom", "name": "apply_pach"}),
+                             "names custom tool 'apply_pach'"),
+                            (self.custom_body(tool_choice={"type": "function", "name": "apply_pach"}),
+                             "names function 'apply_pach'")):
+            status, _, e = self.gw.json("POST", "/v1/responses", body)
+            self.assertEqual(status, 400, e)
+            self.assertIn(words, e["error"]["message"])
+            self.assertIn("(tools: apply_patch)", e["error"]["message"])
+        status, _, e = self.gw.json("POST", "/v1/messages", self.messages_body(
+            tool_choice={"type": "tool", "name": "get_wether"}))
+        self.assertEqual(status, 400, e)
+        self.assertIn("names tool 'get_wether'", e["error"]["message"])
+        self.assertIn("(tools: get_weather)", e["error"]["message"])
+
     def test_responses_json_schema(self):
         body = {"model": TOOL, "input": "Weather?", "max_output_tokens": 400, "temperature": 0,
                 "text": {"format": {"type": "json_schema", "name": "weather", "schema": WEATHER_SCHEMA, "strict": True}}}

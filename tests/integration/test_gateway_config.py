@@ -122,6 +122,22 @@ class GatewayConfigTest(unittest.TestCase):
         r, path = check(t + "\n" + t)
         self.assertProblem(r, path, 5, "duplicate target name 'same'", "line 1")
 
+    def test_dead_aliases_are_named(self):
+        """An alias no request can reach: another target's name (which wins), or a plain name that an
+        earlier target's glob always catches. Globs only partly shadowed, and aliases that do route,
+        pass."""
+        def target(name, *aliases):
+            return f'[[targets]]\nname = "{name}"\nmodel = "{self.model}"\naliases = {list(aliases)!r}\n\n'.replace(
+                "'", '"')
+        text = (target("a", "gpt-*", "b") + target("b", "gpt-5", "claude-*", "a*") + target("c", "c", "o1"))
+        r, path = check(text)
+        self.assertProblem(r, path, None, "target 'a': alias 'b' is the name of target 'b'",
+                           "target 'b': alias 'gpt-5' is never used: target 'a' has the alias 'gpt-*', listed earlier")
+        bad = [ln for ln in r.stderr.splitlines() if "alias" in ln]
+        self.assertEqual(len(bad), 2, r.stderr)  # "a*", "claude-*", "o1" and c's own name route
+        r, _ = check(target("a", "gpt-4*") + target("b", "gpt-5", "claude-*"))
+        self.assertEqual(r.returncode, EXIT_OK, r.stderr)
+
     def test_toml_syntax_error(self):
         r, path = check('[server\nlisten = 1\n')
         self.assertProblem(r, path, 1)

@@ -37,14 +37,7 @@ def remote_target(name="far"):
 
 def raw(g, data, timeout=WAIT_S):
     """Sends raw bytes and parses the one response: (status, headers as a lower-case dict, body)."""
-    sock = socket.create_connection((g.host, g.port), timeout=timeout)
-    try:
-        sock.sendall(data)
-        resp = http.client.HTTPResponse(sock, method="GET")
-        resp.begin()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-    finally:
-        sock.close()
+    return gw.raw_request(g, data, timeout)
 
 
 def raw_json(g, data):

@@ -20,6 +20,7 @@ Everything talks to loopback; only processes and servers started here are stoppe
 import base64
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -37,6 +38,7 @@ from tests.support.images import png  # noqa: E402
 VISION = "seeing"
 MAX_BYTES = 65536  # [media] fetch_max_bytes here
 TIMEOUT_MS = 3000  # [media] fetch_timeout_ms here
+HUGE_HEADER_WAIT_S = 30  # the huge-header server's patience
 SLOW_S = 5  # the slow endpoint's delay: past TIMEOUT_MS, within the test's patience
 CHECK_TIMEOUT_S = 60
 IMAGE = png(24, 24, shade=3)
@@ -261,6 +263,65 @@ class PrivateAddressTest(unittest.TestCase):
                 self.assertEqual(status, 400, b)
                 self.assertIn("127.0.0.1", json.dumps(b))
         self.assertEqual(self.http.requests, [])
+
+
+class HugeHeaderServer:
+    """A raw HTTP server on loopback whose one answer starts with a header line of `size` bytes, sent
+    while the client reads (the gateway's fetch stops reading at its own limit)."""
+
+    def __init__(self, size):
+        self.size = size
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(HUGE_HEADER_WAIT_S)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/huge.png"
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                conn.settimeout(HUGE_HEADER_WAIT_S)
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nX-Huge: ")
+                chunk = b"a" * 65536
+                for _ in range(self.size // len(chunk)):
+                    conn.sendall(chunk)
+                conn.sendall(b"\r\nContent-Length: 0\r\n\r\n")
+            except OSError:
+                pass  # the client stopped reading: what is expected
+
+    def stop(self):
+        self.sock.close()
+        self.thread.join(HUGE_HEADER_WAIT_S)
+
+
+class HugeHeaderTest(unittest.TestCase):
+    """An image server whose answer has a 10 MB header line: the refusal says so, not "out of memory"."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.gw = gw.serve_config(media(True, True) + stand_in_target())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()
+
+    def test_a_huge_upstream_header_is_named(self):
+        server = HugeHeaderServer(10 << 20)
+        try:
+            status, _, body = self.gw.json("POST", "/v1/chat/completions", chat_image(VISION, server.url))
+        finally:
+            server.stop()
+        self.assertEqual(status, 400, body)
+        msg = body["error"]["message"]
+        self.assertNotIn("memory", msg.lower())
+        for words in (server.url, "header line larger than", "102400 bytes"):
+            self.assertIn(words, msg)
+        self.assertEqual(self.gw.request("GET", "/health")[0], 200)
 
 
 class FetchOffTest(unittest.TestCase):

@@ -117,11 +117,16 @@ def projector_model(name):
     os.makedirs(d, exist_ok=True)
     model = os.path.join(d, "model.gguf")
     shutil.copy(gw.model(), model)
-    r = subprocess.run([gw.SYNTH, "--projector", "llava", "--n-embd", str(N_EMBD),
-                        "--out", os.path.join(d, "mmproj-model-f16.gguf")],
+    synth_projector(os.path.join(d, "mmproj-model-f16.gguf"))
+    return model
+
+
+def synth_projector(path, n_embd=N_EMBD):
+    """A synthetic LLaVA projector for a model n_embd wide, at path."""
+    r = subprocess.run([gw.SYNTH, "--projector", "llava", "--n-embd", str(n_embd), "--out", path],
                        capture_output=True, text=True, timeout=SYNTH_TIMEOUT_S)
     assert r.returncode == 0, f"sipp-synth --projector: {r.stderr}"
-    return model
+    return path
 
 
 def check(text, name):
@@ -264,7 +269,7 @@ class ProjectorConfigTest(unittest.TestCase):
         r = check(self.target("auto"), "auto-none.toml")
         self.assertNotEqual(r.returncode, 0, r.stdout)
         self.assertIn("mmproj*.gguf", r.stderr)
-        gw.write(os.path.join(self.dir, "mmproj-model-f16.gguf"), "x")
+        synth_projector(os.path.join(self.dir, "mmproj-model-f16.gguf"))
         r = check(self.target("auto"), "auto-one.toml")
         self.assertEqual(r.returncode, 0, r.stderr)
         gw.write(os.path.join(self.dir, "mmproj-model-q8_0.gguf"), "x")
@@ -274,8 +279,27 @@ class ProjectorConfigTest(unittest.TestCase):
         self.assertIn("mmproj-model-q8_0.gguf", r.stderr)
 
     def test_a_relative_projector_is_found_beside_the_config(self):
-        gw.write(os.path.join(self.dir, "mmproj-rel.gguf"), "x")
+        synth_projector(os.path.join(self.dir, "mmproj-rel.gguf"))
         r = check(self.target("mmproj-rel.gguf"), os.path.join(self.dir, "rel.toml"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_check_reads_the_projector_header(self):
+        """--check refuses what a load would refuse, from the headers only: a text model given as the
+        projector, a projector of another width than the model's, a file that is no GGUF at all."""
+        text_model = os.path.join(self.dir, "mmproj-text.gguf")
+        shutil.copy(gw.model(), text_model)
+        narrow = synth_projector(os.path.join(self.dir, "mmproj-narrow.gguf"), N_EMBD // 2)
+        junk = gw.write(os.path.join(self.dir, "mmproj-junk.gguf"), "x")
+        for mmproj, words in ((text_model, ["is not a multimodal projector", "architecture is 'llama'"]),
+                              (narrow, [f"gives {N_EMBD // 2}-wide embeddings", f"takes {N_EMBD} (n_embd)",
+                                        self.model]),
+                              (junk, [junk])):
+            r = check(self.target(mmproj), f"check-{os.path.basename(mmproj)}.toml")
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertIn("target 'v': mmproj: ", r.stderr)
+            for w in [mmproj, *words]:
+                self.assertIn(w, r.stderr)
+        r = check(self.target(synth_projector(os.path.join(self.dir, "mmproj-good.gguf"))), "check-good.toml")
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_media_limits(self):

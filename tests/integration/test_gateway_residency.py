@@ -17,7 +17,7 @@ import threading
 import time
 import unittest
 
-from tests.integration.test_gateway_support import (SIPP, SYNTH, VOCAB, Gateway, check_build, metric, model,
+from tests.integration.test_gateway_support import (SIPP, SYNTH, VOCAB, Gateway, check_build, closed_port, metric, model,
                                                     serve_config, tmpdir, write)
 
 MIB = 1 << 20
@@ -424,6 +424,63 @@ class ModelsDir(unittest.TestCase):
         self.assertEqual(state(gw, "four"), "loaded")
         self.assertEqual(chat(gw, "five")[0], 404)
         self.assertIn("new model 'three'", gw.text())
+
+    def odd_directory(self):
+        """A models directory with one model, entries that are no models, and links in and out."""
+        check_build()
+        d = os.path.join(tmpdir(), f"odd-{time.monotonic_ns()}")
+        outside = os.path.join(tmpdir(), f"outside-{time.monotonic_ns()}")
+        os.makedirs(d)
+        os.makedirs(outside)
+        first = three_models()[0]
+        shutil.copy(first, os.path.join(d, "good.gguf"))
+        shutil.copy(first, os.path.join(d, "My Model.gguf"))
+        shutil.copy(first, os.path.join(outside, "elsewhere.gguf"))
+        os.mkfifo(os.path.join(d, "pipe.gguf"))
+        os.mkfifo(os.path.join(d, "plain-fifo"))
+        os.symlink(os.path.join(d, "good.gguf"), os.path.join(d, "inside.gguf"))
+        os.symlink(os.path.join(outside, "elsewhere.gguf"), os.path.join(d, "out.gguf"))
+        os.symlink(os.path.join(outside, "missing.gguf"), os.path.join(d, "dangling.gguf"))
+        with open(os.path.join(d, "README.txt"), "w") as f:
+            f.write("not a model, and not reported\n")
+        return d, outside
+
+    def test_entries_that_are_not_served_are_logged_once(self):
+        d, _ = self.odd_directory()
+        gw = Gateway(["--models-dir", d, "--port", "0"])
+        self.addCleanup(gw.stop)
+        self.assertEqual(sorted(models(gw)), ["good", "inside"])
+        os.mkfifo(os.path.join(d, "later.gguf"))
+        self.assertEqual(sorted(models(gw)), ["good", "inside"])  # a rescan
+        self.assertEqual(sorted(models(gw)), ["good", "inside"])
+        log = gw.text()
+        for entry, why in (("My Model.gguf", "'My Model' is not a model name"),
+                           ("pipe.gguf", "it is a FIFO, not a regular file"),
+                           ("plain-fifo", "it is a FIFO, not a regular file"),
+                           ("dangling.gguf", "symbolic link to nothing"),
+                           ("out.gguf", "models_follow_symlinks = true"),
+                           ("later.gguf", "it is a FIFO")):
+            lines = [ln for ln in log.splitlines() if f"'{entry}' is skipped" in ln]
+            self.assertEqual(len(lines), 1, (entry, lines, log))
+            self.assertIn(why, lines[0])
+            self.assertIn(d, lines[0])
+        self.assertNotIn("README.txt", log)
+        self.assertNotIn("'good.gguf'", log)
+        self.assertEqual(chat(gw, "out")[0], 404)
+
+    def test_models_follow_symlinks_serves_links_out(self):
+        d, outside = self.odd_directory()
+        cfg = os.path.join(tmpdir(), f"follow-{time.monotonic_ns()}.toml")
+        with open(cfg, "w") as f:
+            f.write("[server]\nmodels_follow_symlinks = true\n\n[[targets]]\nname = \"far\"\n"
+                    f'type = "openai_compatible"\nbase_url = "http://127.0.0.1:{closed_port()}/v1"\n')
+        gw = Gateway(["--config", cfg, "--models-dir", d, "--port", "0"])
+        self.addCleanup(gw.stop)
+        self.assertEqual(sorted(models(gw)), ["far", "good", "inside", "out"])
+        self.assertNotIn("'out.gguf' is skipped", gw.text())
+        flag = Gateway(["--models-dir", d, "--models-follow-symlinks", "--port", "0"])  # the same, without a config
+        self.addCleanup(flag.stop)
+        self.assertEqual(sorted(models(flag)), ["good", "inside", "out"])
 
     def test_serve_without_a_model_serves_the_store(self):
         check_build()

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -193,6 +194,19 @@ class Gateway:
             self.proc.kill()
             self.proc.wait(STOP_TIMEOUT_S)
         self.log.close()
+
+
+def raw_request(g, data, timeout=HTTP_TIMEOUT_S):
+    """Sends raw bytes on a fresh connection to g and parses the one response: (status, headers as a
+    lower-case dict, body bytes)."""
+    sock = socket.create_connection((g.host, g.port), timeout=timeout)
+    try:
+        sock.sendall(data)
+        resp = http.client.HTTPResponse(sock, method="GET")
+        resp.begin()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        sock.close()
 
 
 def serve_model(path=None, *flags, env=None, wait_ready=True):

@@ -10,7 +10,10 @@
  *   - a cancel between two steps ends the request as cancelled at the next step, and the engine
  *     serves the next request;
  *   - sipp_engine_step refuses an engine with its own thread; stepping an idle engine returns at once;
- *   - freeing a stepped engine ends what is still queued or running as closed.
+ *   - freeing a stepped engine ends what is still queued or running as closed;
+ *   - (threaded) sipp_request_read_piece gives a finished request's text in the pieces the engine
+ *     published, where sipp_request_read gives it at once; sipp_engine_count_prompt counts a prompt
+ *     longer than the context, which submit refuses.
  * Prints "engine_stepped: N passed, M failed" and exits 1 on any failure. Every loop is bounded.
  */
 #include <stdio.h>
@@ -69,6 +72,54 @@ static char *run_one(sipp_engine *e, const char *prompt) {
     return text;
 }
 
+/* A reader that comes late (the request has ended) still gets the engine's pieces, one per read. */
+static void check_pieces(sipp_engine *e, const char *prompt) {
+    sipp_request_params p = greedy(prompt);
+    sipp_request *r = NULL, *whole = NULL;
+    if (sipp_engine_submit(e, &p, &r) != SIPP_OK || sipp_engine_submit(e, &p, &whole) != SIPP_OK) {
+        check(false, "submit for the piece reads");
+        return;
+    }
+    sipp_request_wait(r, -1);
+    sipp_request_wait(whole, -1);
+    char buf[4096], text[4096] = "";
+    int pieces = 0, reads = 0;
+    bool finished = false;
+    for (int i = 0; i < MAX_STEPS && !finished; i++) {
+        size_t n = sipp_request_read_piece(r, buf, sizeof buf - 1, 0, &finished);
+        buf[n] = '\0';
+        pieces += n > 0;
+        strncat(text, buf, sizeof text - strlen(text) - 1);
+    }
+    finished = false;
+    for (int i = 0; i < MAX_STEPS && !finished; i++)
+        reads += sipp_request_read(whole, buf, sizeof buf, 0, &finished) > 0;
+    printf("# %d pieces read one by one, %d read at once\n", pieces, reads);
+    check(strcmp(text, sipp_request_text(r)) == 0 && pieces > 1 && pieces <= MAX_TOKENS && reads == 1,
+          "a late reader gets the engine's pieces with sipp_request_read_piece, all at once with "
+          "sipp_request_read");
+    sipp_request_free(r);
+    sipp_request_free(whole);
+}
+
+/* A prompt past the context is counted, and refused by submit. */
+static void check_count(sipp_engine *e) {
+    enum { WORDS = 600 };
+    static char prompt[WORDS * 8];
+    for (int i = 0; i < WORDS; i++)
+        strcat(prompt, "words, ");
+    sipp_request_params p = greedy(prompt);
+    int n = 0, ctx = 0;
+    sipp_status st = sipp_engine_count_prompt(e, &p, &n, &ctx);
+    sipp_request *r = NULL;
+    sipp_status sub = sipp_engine_submit(e, &p, &r);
+    printf("# a prompt of %d tokens, a context of %d\n", n, ctx);
+    check(st == SIPP_OK && ctx == CTX_SIZE && n > ctx && sub == SIPP_ERR_CONTEXT_FULL && !r,
+          "sipp_engine_count_prompt counts a prompt longer than the context; submit refuses it");
+    p.prompt = "short";
+    check(sipp_engine_count_prompt(e, &p, &n, NULL) == SIPP_OK && n > 0 && n < 8, "and counts a short one");
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: engine_stepped MODEL\n");
@@ -87,6 +138,8 @@ int main(int argc, char **argv) {
     char *want[2] = {run_one(threaded, prompts[0]), run_one(threaded, prompts[1])};
     bool stepped_refused = sipp_engine_step(threaded, NULL) == SIPP_ERR_INVALID_ARGUMENT;
     check(stepped_refused, "sipp_engine_step refuses an engine with its own thread");
+    check_pieces(threaded, prompts[1]);
+    check_count(threaded);
     sipp_engine_free(threaded);
 
     sipp_engine *e = engine(m, true);

@@ -1,7 +1,7 @@
 /*
  * test_store.c: the model store's pure parts (src/store/source.c, store.c, catalog.c; src/util/sha256.c):
  * store names, hf:// URLs, split-set names, where the store is, how a MODEL argument resolves, the
- * catalog format, listing and removal.
+ * catalog format, listing (and what it passes over) and removal.
  *
  * Store names end up in file names and in `rm`, so the name checks are tested against path tricks
  * ("..", "/", leading dots); hf:// parsing against the forms that would change a URL's meaning.
@@ -372,6 +372,61 @@ Test(store, list_and_remove, .init = make_tmp, .fini = remove_tmp) {
     cr_assert_eq(sipp_store_list(dir, &models, &n, err), SIPP_OK);
     cr_assert_eq(n, 0);
     sipp_store_list_free(models, n);
+}
+
+typedef struct skipped {
+    char lines[16][512];
+    int n;
+} skipped;
+
+static void on_skipped(void *user, const char *entry, const char *why) {
+    skipped *s = user;
+    if (s->n < 16) snprintf(s->lines[s->n++], sizeof s->lines[0], "%s: %s", entry, why);
+}
+
+static bool has_line(const skipped *s, const char *entry, const char *words) {
+    for (int i = 0; i < s->n; i++)
+        if (strncmp(s->lines[i], entry, strlen(entry)) == 0 && s->lines[i][strlen(entry)] == ':' &&
+            strstr(s->lines[i], words))
+            return true;
+    return false;
+}
+
+Test(store, skipped_entries_are_named, .init = make_tmp, .fini = remove_tmp) {
+    char err[SIPP_ERROR_SIZE], p[PATH_MAX], dir[PATH_MAX];
+    cr_assert_eq(sipp_store_dir(dir, sizeof dir, err), SIPP_OK);
+    cr_assert_eq(sipp_store_ensure(dir, err), SIPP_OK);
+    static const char *const quiet[] = {
+        "good.gguf",  "a-00001-of-00002.gguf", "a-00002-of-00002.gguf", "mmproj-good.gguf",
+        "README.txt", ".hidden.gguf",          "partial/x.gguf.part"};
+    for (size_t i = 0; i < sizeof quiet / sizeof *quiet; i++) {
+        store_path(p, quiet[i]);
+        write_file(p, "GGUF");
+    }
+    store_path(p, "My Model.gguf");
+    write_file(p, "GGUF");
+    store_path(p, "c-00002-of-00003.gguf");
+    write_file(p, "GGUF");
+    store_path(p, "config.json"); /* not reported: a model is a .gguf file */
+    write_file(p, "{not store metadata");
+    store_path(p, "pipe.gguf");
+    cr_assert_eq(mkfifo(p, 0600), 0);
+    store_path(p, "fifo");
+    cr_assert_eq(mkfifo(p, 0600), 0);
+    store_path(p, "dangling.gguf");
+    cr_assert_eq(symlink("/nonexistent/model.gguf", p), 0);
+
+    skipped s = {.n = 0};
+    cr_assert_eq(sipp_store_list_skipped(dir, on_skipped, &s, err), SIPP_OK, "%s", err);
+    for (int i = 0; i < s.n; i++)
+        cr_log_info("%s", s.lines[i]);
+    cr_assert_eq(s.n, 5);
+    cr_assert(has_line(&s, "My Model.gguf", "'My Model' is not a model name"));
+    cr_assert(has_line(&s, "My Model.gguf", "rename the file"));
+    cr_assert(has_line(&s, "c-00002-of-00003.gguf", "shard 2 of 3 of a split set whose shard 1 is not here"));
+    cr_assert(has_line(&s, "pipe.gguf", "it is a FIFO, not a regular file"));
+    cr_assert(has_line(&s, "fifo", "it is a FIFO"));
+    cr_assert(has_line(&s, "dangling.gguf", "symbolic link to nothing"));
 }
 
 Test(store, hostile_metadata_is_refused, .init = make_tmp, .fini = remove_tmp) {

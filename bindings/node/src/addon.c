@@ -4,10 +4,13 @@
  *
  * The event loop never waits on the engine. Slow calls (model load, engine start and stop,
  * embeddings) run as napi_async_work on libuv's thread pool and settle a promise. A generation gets
- * a reader thread of its own: it submits the request, reads the text with sipp_request_read as the
- * engine produces it, and hands each piece, then the end, to JavaScript through a thread-safe
- * function. Submitting on the reader thread keeps tokenisation and chat-template rendering off the
- * loop too, so every outcome of a request, including a submit error, arrives as an event.
+ * a reader thread of its own: it submits the request, reads the text with sipp_request_read_piece
+ * as the engine produces it, and hands each piece, then the end, to JavaScript through a thread-safe
+ * function. Each piece is one the engine published (a token's text), even when this thread falls
+ * behind on a busy machine: the token stream a caller iterates has the engine's pieces, not
+ * whatever had piled up between two reads. Submitting on the reader thread keeps tokenisation and
+ * chat-template rendering off the loop too, so every outcome of a request, including a submit error, arrives
+ * as an event.
  *
  * Lifetimes. An endpoint (model + engine) is shared by its JavaScript handle, by every reader
  * thread and by every async work that uses it, each holding a reference; the memory goes with the
@@ -34,7 +37,7 @@
 
 #include "sipp.h"
 
-#define READ_CAP 16384                   /* bytes one sipp_request_read may hand over */
+#define READ_CAP 16384                   /* bytes one sipp_request_read_piece may hand over */
 #define READER_STACK (256 * 1024)        /* the reader thread keeps its buffer on the heap */
 #define MAX_STRING (64u * 1024u * 1024u) /* longest prompt or message accepted, in bytes */
 
@@ -998,7 +1001,7 @@ static void *reader_main(void *arg) {
         if (q->chat_json && sipp_chat_parser_new(r, &parser, perr) != SIPP_OK) parser = NULL;
         bool finished = false;
         while (!finished) {
-            size_t n = sipp_request_read(r, buf, READ_CAP, -1, &finished);
+            size_t n = sipp_request_read_piece(r, buf, READ_CAP, -1, &finished);
             char *deltas = NULL;
             if (parser && (n || finished) &&
                 sipp_chat_parser_feed(parser, buf, n, finished, &deltas) == SIPP_OK) {

@@ -74,7 +74,10 @@ describe('local endpoint', () => {
     const pieces = [];
     for await (const t of q.tokens) pieces.push(t);
     const r = await q.response;
-    assert.ok(pieces.length > 1);
+    // The pieces the engine published (one per token here), however late the reader thread ran: on
+    // a loaded machine a reader of whatever had arrived got all 12 tokens as one piece.
+    assert.ok(pieces.length > 1 && pieces.length <= 12, `${pieces.length} pieces`);
+    assert.ok(pieces.every((p) => typeof p === 'string' && p.length > 0));
     assert.equal(pieces.join(''), r.text);
     assert.equal(r.usage.completionTokens, 12);
   });

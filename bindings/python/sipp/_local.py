@@ -21,7 +21,7 @@ from ._errors import ClosedError, InvalidArgumentError, NotSupportedError, error
 from ._types import Delta, Response, chat_messages, check_stop, deltas_of
 
 POLL_MS = 100  # how long one foreign wait blocks before Python checks for signals
-READ_CAP = 16384  # bytes one sipp_request_read may return
+READ_CAP = 16384  # bytes one sipp_request_read_piece may return
 
 
 class _Gate:
@@ -298,7 +298,8 @@ class _LocalRequest:
         try:
             finished = ctypes.c_bool(False)
             while True:
-                n = self._lib.request_read(h, self._buf, READ_CAP, POLL_MS, ctypes.byref(finished))
+                # one piece as the engine made it, however far behind this reader is
+                n = self._lib.request_read_piece(h, self._buf, READ_CAP, POLL_MS, ctypes.byref(finished))
                 if self._parser and (n or finished.value):
                     self._pending += self._feed(self._buf.raw[:n], finished.value)
                     if self._pending:

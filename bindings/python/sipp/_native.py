@@ -381,6 +381,7 @@ _PROTOTYPES = {
     "sipp_request_cancel": (None, [c_void_p]),
     "sipp_request_wait": (c_int, [c_void_p, c_int]),
     "sipp_request_read": (c_size_t, [c_void_p, c_char_p, c_size_t, c_int, P(c_bool)]),
+    "sipp_request_read_piece": (c_size_t, [c_void_p, c_char_p, c_size_t, c_int, P(c_bool)]),
     "sipp_request_finish_reason": (c_int, [c_void_p]),
     "sipp_request_status": (c_int, [c_void_p]),
     "sipp_request_error": (c_char_p, [c_void_p]),

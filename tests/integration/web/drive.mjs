@@ -3,10 +3,17 @@
  * prints their results as one JSON array (the tests in ../test_web.py and `sipp verify --runtime
  * browser` read it). No browser is downloaded: the executable is /usr/bin/chromium (or $CHROMIUM).
  *
- * PLAN: { userDataDir, screenshotDir?, webgpu?, timeoutMs?, serve?, steps: [{ url, scenario, args,
- * block?, screenshot? }] }. Steps share one persistent profile, so the origin private file system
+ * PLAN: { userDataDir, screenshotDir?, webgpu?, stallMs?, timeoutMs?, serve?, steps: [{ url, scenario,
+ * args, block?, screenshot? }] }. Steps share one persistent profile, so the origin private file system
  * (the model cache) lives from one step to the next. `block` lists URL globs whose requests are
  * aborted during that step; each step reports the requests it saw and the ones it blocked.
+ *
+ * Bounded by progress, not by time: a step runs as long as it makes progress (a request, a console
+ * line, or the page's window.sippProgress counter moving, which harness.js bumps per token, load and
+ * upload), and is cut only after stallMs (default 5 min) without any; a loaded 2-core machine is slow,
+ * not stalled. timeoutMs (default 1 h) is a safety stop per step that no progressing step should
+ * reach. Progress is reported on stderr ("drive: ..." lines, at most one per HEARTBEAT_MS while a
+ * step progresses), so that a caller can bound the whole run the same way.
  *
  * serve: { root, files: { "/models/NAME": PATH }, uploadDir } starts a loopback server of this
  * script's own (cross-origin isolated: COOP/COEP on every response) for callers without one
@@ -56,14 +63,47 @@ const FLAGS = ['--no-sandbox', '--disable-background-networking', '--disable-com
   '--no-first-run', '--disable-quic'];
 
 const CLOSE_TIMEOUT_MS = 10000;
+const POLL_MS = 1000; // how often a running step's progress is looked at
+const HEARTBEAT_MS = 5000;
+
+const note = (line) => process.stderr.write(`drive: ${line}\n`);
+
+/* Resolves never; rejects once the step has made no progress for stallMs, or ran past timeoutMs. */
+function watchStep(page, step, t0, marks, limits) {
+  return new Promise((_, reject) => {
+    let seen = -1;
+    let beat = Date.now();
+    const timer = setInterval(async () => {
+      const count = await page.evaluate(() => window.sippProgress || 0).catch(() => seen);
+      if (count !== seen) {
+        seen = count;
+        marks.last = Date.now();
+      }
+      const now = Date.now();
+      if (marks.last > beat && now - beat >= HEARTBEAT_MS) {
+        beat = now;
+        note(`${step.scenario}: progressing (${Math.round((now - t0) / 1000)} s)`);
+      }
+      const why = now - marks.last > limits.stallMs ? `made no progress for ${limits.stallMs} ms`
+        : now - t0 > limits.timeoutMs ? `ran past the safety stop of ${limits.timeoutMs} ms` : null;
+      if (why) {
+        clearInterval(timer);
+        reject(new Error(`scenario ${step.scenario} ${why}`));
+      }
+    }, POLL_MS);
+    marks.stop = () => clearInterval(timer);
+  });
+}
 
 let plan = JSON.parse(readFileSync(process.argv[2], 'utf8'));
 const server = plan.serve ? await serve(plan.serve) : null;
 if (server) plan = { ...plan, steps: withBase(plan.steps, `http://127.0.0.1:${server.address().port}`) };
-const stepTimeout = plan.timeoutMs || 240000;
+const limits = { stallMs: plan.stallMs || 300000, timeoutMs: plan.timeoutMs || 3600000 };
+note('launching Chromium');
 const context = await chromium.launchPersistentContext(plan.userDataDir, {
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   headless: true,
+  timeout: 0, // a slow start on a loaded machine is not a failure; the caller bounds a stalled one
   args: [...FLAGS, ...(plan.webgpu ? ['--enable-unsafe-webgpu'] : [])],
   viewport: { width: 1000, height: 700 },
 });
@@ -71,12 +111,17 @@ const results = [];
 try {
   const page = context.pages()[0] || await context.newPage();
   const consoleLines = [];
-  page.on('console', (m) => consoleLines.push(`${m.type()}: ${m.text()}`));
+  const marks = { last: Date.now(), stop: () => {} };
+  const progressed = () => { marks.last = Date.now(); };
+  page.setDefaultTimeout(0); // waits are bounded by watchStep instead
+  page.setDefaultNavigationTimeout(0);
+  page.on('console', (m) => { consoleLines.push(`${m.type()}: ${m.text()}`); progressed(); });
   page.on('pageerror', (e) => consoleLines.push(`pageerror: ${e.message}`));
+  context.on('requestfinished', progressed);
   for (const step of plan.steps) {
     const seen = [];
     const blocked = [];
-    const onRequest = (r) => seen.push(r.url());
+    const onRequest = (r) => { seen.push(r.url()); progressed(); };
     context.on('request', onRequest);
     const routes = [];
     for (const glob of step.block || []) {
@@ -87,16 +132,20 @@ try {
     let result;
     let error = null;
     const t0 = Date.now();
+    progressed();
+    note(`${step.scenario}: started (${results.length + 1} of ${plan.steps.length})`);
+    const watch = watchStep(page, step, t0, marks, limits);
     try {
-      await page.goto(step.url, { waitUntil: 'load' });
-      await page.waitForFunction(() => window.harnessReady === true || window.sippPageReady === true, null, { timeout: 30000 });
-      result = await Promise.race([
-        page.evaluate(([name, args]) => window.scenarios[name](args), [step.scenario, step.args || {}]),
-        new Promise((_, reject) => setTimeout(() => reject(new Error(`scenario ${step.scenario} took over ${stepTimeout} ms`)), stepTimeout)),
-      ]);
+      await Promise.race([(async () => {
+        await page.goto(step.url, { waitUntil: 'load' });
+        await page.waitForFunction(() => window.harnessReady === true || window.sippPageReady === true, null, { timeout: 0 });
+        result = await page.evaluate(([name, args]) => window.scenarios[name](args), [step.scenario, step.args || {}]);
+      })(), watch]);
     } catch (e) {
       error = e.message;
     }
+    marks.stop();
+    note(`${step.scenario}: ${error ? `failed: ${error}` : 'done'} in ${Date.now() - t0} ms`);
     if (step.screenshot && plan.screenshotDir) {
       await page.screenshot({ path: path.join(plan.screenshotDir, `${step.screenshot}.png`) }).catch(() => {});
     }

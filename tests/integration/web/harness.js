@@ -9,12 +9,18 @@ const log = (line) => { document.getElementById('log').textContent += `${line}\n
 
 const errorOf = (e) => ({ message: e.message, code: e.code, name: e.name });
 
+// Progress a driver can watch (drive.mjs reads window.sippProgress): a scenario that still makes
+// progress on a slow machine is let run; one that stops making any is cut.
+window.sippProgress = 0;
+const tick = () => { window.sippProgress++; };
+
 async function collect(run) {
   const pieces = [];
   const times = [];
   for await (const p of run.tokens) {
     pieces.push(p);
     times.push(performance.now());
+    tick();
   }
   const response = await run.response;
   return { pieces, times, response };
@@ -26,6 +32,7 @@ async function localClient(args, clientOptions = {}) {
     kind: 'local', source: args.model, sha256: args.sha256,
     options: { backend: args.backend || 'cpu', ctxSize: args.ctxSize || 512, threads: args.threads },
   });
+  tick();
   return { client, ep };
 }
 
@@ -59,6 +66,7 @@ window.scenarios = {
     let n = 0;
     let afterAbort = 0;
     for await (const p of run.tokens) {
+      tick();
       if (ctl.signal.aborted) afterAbort++;
       if (++n === args.abortAfter) ctl.abort();
     }
@@ -203,8 +211,10 @@ window.scenarios = {
         const logits = await ep.logits(args.prompts[p], { incremental });
         const res = await fetch(`${args.upload}/p${p}.${incremental ? 'inc' : 'batched'}.f32`, { method: 'PUT', body: logits });
         if (!res.ok) throw new Error(`upload of prompt ${p} failed: HTTP ${res.status}`);
+        tick();
       }
       greedy.push(await ep.continueTokens(args.prompts[p], args.greedyTokens));
+      tick();
     }
     await client.close();
     return { nVocab: ep.info.nVocab, greedy, runtime: ep.runtime, backend: ep.backend, userAgent: navigator.userAgent };

@@ -17,6 +17,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import unittest
 import wave
@@ -205,6 +206,31 @@ class TestTranscribe(unittest.TestCase):
                 self.assertEqual(r.returncode, 1, r.stderr)
                 self.assertIn(named, r.stderr)
                 self.assertNotIn("Traceback", r.stderr)
+
+    def test_python_and_node_bindings_give_the_cli_transcript(self):
+        clip = self.clips["flac 48 kHz stereo"]
+        _, want = sipp_segments(self.model, clip)
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"), SIPP_BUILD=BUILD,
+                   SIPP_PYTHON_BACKEND="cpu")
+        py = ("import json, sys, sipp.speech\n"
+              "print(json.dumps(sipp.speech.transcribe(sys.argv[1], sys.argv[2], backend='cpu', threads=2)))")
+        r = subprocess.run([sys.executable, "-c", py, self.model, clip], env=env, capture_output=True, text=True,
+                           timeout=TIMEOUT_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout), want)
+        js = ("require(process.argv[1]).speech.transcribe(process.argv[2], process.argv[3], "
+              "{backend: 'cpu', threads: 2}).then((t) => console.log(JSON.stringify(t)), "
+              "(e) => { console.error(e.code, e.message); process.exit(1); });")
+        r = subprocess.run(["node", "-e", js, os.path.join(ROOT, "bindings", "node"), self.model, clip],
+                           env=dict(os.environ, SIPP_BUILD=BUILD, SIPP_NODE_BACKEND="cpu"), capture_output=True,
+                           text=True, timeout=TIMEOUT_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout), want)
+        r = subprocess.run([sys.executable, "-c", "import sipp.speech, sys\n"
+                            "try:\n sipp.speech.transcribe(sys.argv[1], b'not audio at all' * 10)\n"
+                            "except sipp.InvalidArgumentError as e: print('refused:', e)", self.model],
+                           env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        self.assertIn("refused:", r.stdout, r.stderr)
 
     def test_not_a_whisper_model(self):
         gguf = os.path.join(VOCAB_DIR, "ggml-vocab-gpt-2.gguf")

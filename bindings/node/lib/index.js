@@ -92,3 +92,4 @@ exports.Query = Query;
 exports.backendSelection = backendSelection;
 exports.runtimeInfo = runtimeInfo;
 exports.store = require('./store');
+exports.speech = require('./speech');

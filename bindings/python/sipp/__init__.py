@@ -19,6 +19,9 @@
     sipp.store.pull("hf://ORG/REPO/model.gguf")              # into the local model store
     sipp.store.list(); sipp.store.info("model")              # what it holds; a GGUF header
 
+    import sipp.speech
+    sipp.speech.transcribe("ggml-tiny.bin", "clip.mp3")      # whisper.cpp: text, language, segments
+
 The native library is libsipp (ctypes; nothing outside the standard library). Which llama.cpp
 artifact it uses is chosen at import from SIPP_PYTHON_BACKEND = auto | cpu | vulkan | cuda | metal
 (SIPP_ARTIFACT names an artifact directory directly); a value that no built artifact can serve
@@ -28,7 +31,7 @@ endpoint is added, so gateway-only programs never need it. Calls release the GIL
 engine works, so several threads can query at once.
 """
 
-from . import _native, store
+from . import _native, speech, store
 from ._client import Client, GatewaySpec, LocalSpec, gateway, local
 from ._media import audio, image
 from ._errors import (BackendError, BusyError, CancelledError, ClosedError, ContextFullError, GatewayError,
@@ -61,7 +64,7 @@ def runtime_info():
 
 
 __all__ = [
-    "Client", "local", "gateway", "store", "image", "audio", "LocalSpec", "GatewaySpec", "Response", "TokenStream", "Delta",
+    "Client", "local", "gateway", "store", "speech", "image", "audio", "LocalSpec", "GatewaySpec", "Response", "TokenStream", "Delta",
     "backend_selection",
     "runtime_info", "SippError", "InvalidArgumentError", "NotFoundError", "SippIOError", "ModelError",
     "BackendError", "ContextFullError", "BusyError", "CancelledError", "SippTimeoutError", "NoMemoryError",

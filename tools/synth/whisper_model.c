@@ -36,7 +36,10 @@
 #define WHISPER_AUDIO_CTX 1500 /* 30 s of 10 ms frames, halved by the second convolution */
 #define WEIGHT_STD 0.02f
 #define LOGIT_SPREAD 8.0f
-#define POSITION_SPREAD 24.0f /* the decoder's positions outweigh the previous token: no loops */
+#define WHISPER_TOKEN_EOT 50257 /* multilingual ids, as the loader places them */
+#define WHISPER_TOKEN_BEG 50364 /* the first timestamp token, 0.00 s */
+#define TIMESTAMP_BOOST 2.4f    /* about ten tokens, then end of text (test shape) */
+#define POSITION_SPREAD 64.0f   /* the decoder's positions outweigh the previous token: no loops */
 #define CROSS_SCALE                                                                                          \
     10.0f /* cross-attention's value and output weights, in WEIGHT_STD: the audio                            \
              must move the logits, or every clip would decode alike */
@@ -164,8 +167,16 @@ static bool write_vocab(struct wfile *w, const char *vocab_path) {
     return w->ok;
 }
 
-/* One tensor: header, then the data row by row. kind: 'w' noise of std, 'n' ones, 'z' zeros,
- * 'p' sinusoidal positions. */
+/* The token embedding's spread for token r: end of text (and the timestamp tokens) stand out, so that
+ * decoding ends a window after some tokens: a window that reaches its token limit without end of text or
+ * a timestamp is a "repetition loop" to whisper, decoded again at every fallback temperature, which
+ * made one short clip take minutes. */
+static float token_std(int64_t r, float std) {
+    return r == WHISPER_TOKEN_EOT || r >= WHISPER_TOKEN_BEG ? std * TIMESTAMP_BOOST : std;
+}
+
+/* One tensor: header, then the data row by row. kind: 'w' noise of std, 't' the token embedding
+ * (token_std), 'n' ones, 'z' zeros, 'p' sinusoidal positions. */
 static void write_tensor(struct wfile *w, const char *name, int n_dims, int32_t ne0, int32_t ne1, int32_t ne2,
                          bool f16, char kind, float std) {
     const int32_t ne[3] = {ne0, ne1, ne2};
@@ -188,7 +199,8 @@ static void write_tensor(struct wfile *w, const char *name, int n_dims, int32_t 
             const double t = (double)r / pow(10000.0, (double)(2 * (i / 2)) / ne0);
             row[i] = kind == 'n' ? 1.0f : kind == 'p' ? (float)(i % 2 ? cos(t) : sin(t)) : 0.0f;
         }
-        if (kind == 'w') fill_row(row, ne0, seed + (uint64_t)r, std);
+        if (kind == 'w' || kind == 't')
+            fill_row(row, ne0, seed + (uint64_t)r, kind == 't' ? token_std(r, std) : std);
         if (f16) {
             ggml_fp32_to_fp16_row(row, half, ne0);
             put(w, half, sizeof(ggml_fp16_t) * (size_t)ne0);
@@ -252,7 +264,7 @@ static void write_tensors(struct wfile *w, const struct whisper_shape *s) {
     write_tensor(w, "encoder.ln_post.bias", 1, n, 1, 1, false, 'z', 0);
     write_tensor(w, "decoder.positional_embedding", 2, n, s->n_text_ctx, 1, false, 'w',
                  POSITION_SPREAD / sqrtf((float)n));
-    write_tensor(w, "decoder.token_embedding.weight", 2, n, WHISPER_N_VOCAB, 1, w->f16, 'w',
+    write_tensor(w, "decoder.token_embedding.weight", 2, n, WHISPER_N_VOCAB, 1, w->f16, 't',
                  LOGIT_SPREAD / sqrtf((float)n));
     for (int l = 0; l < s->n_text_layer; l++)
         write_block(w, "decoder", l, n, true);

@@ -27,6 +27,8 @@
 
 #define AUTO_LANGUAGE "auto"
 #define CENTISECONDS_TO_MS 10 /* whisper's times are in 10 ms units */
+#define WAV_HEADER_MIN 12     /* "RIFF", the size, "WAVE" */
+#define RIFF_PREAMBLE 8       /* the RIFF size counts what follows "RIFF" and itself */
 
 sipp_transcribe_params sipp_transcribe_default_params(void) {
     return (sipp_transcribe_params){
@@ -215,15 +217,40 @@ sipp_status sipp_transcribe_pcm(sipp_transcriber *t, const float *samples, size_
     return SIPP_OK;
 }
 
+/* A RIFF/WAVE file shorter than its RIFF header says: cut off in transit. miniaudio decodes the bytes
+ * present as if the file ended there, so the length it reports cannot tell. */
+static bool wav_truncated(const unsigned char *data, size_t n, uint64_t *claimed) {
+    if (n < WAV_HEADER_MIN || memcmp(data, "RIFF", 4) != 0 || memcmp(data + 8, "WAVE", 4) != 0) return false;
+    *claimed = (uint64_t)data[4] | (uint64_t)data[5] << 8 | (uint64_t)data[6] << 16 | (uint64_t)data[7] << 24;
+    *claimed += RIFF_PREAMBLE;
+    return *claimed > n;
+}
+
 sipp_status sipp_transcribe_bytes(sipp_transcriber *t, const unsigned char *data, size_t n, const char *where,
                                   const sipp_transcribe_params *params, sipp_transcript **out, char *errbuf) {
     *out = NULL;
     const double max_seconds = params ? params->max_seconds : 0;
+    uint64_t claimed = 0;
+    if (wav_truncated(data, n, &claimed))
+        return sipp_fail(
+            errbuf, SIPP_ERR_INVALID_ARGUMENT,
+            "'%s' is truncated: its WAV header says %llu bytes and %zu arrived; send the whole file",
+            where ? where : "the audio", (unsigned long long)claimed, n);
     float *samples = NULL;
     sipp_audio_info info;
     sipp_status st = sipp_audio_decode(data, n, SIPP_WHISPER_RATE, max_seconds > 0 ? max_seconds : 1e9,
                                        where ? where : "the audio", &samples, &info, errbuf);
-    if (st != SIPP_OK) return st;
+    if (st == SIPP_OK && info.decoded < info.frames)
+        st = sipp_fail(
+            errbuf, SIPP_ERR_INVALID_ARGUMENT,
+            "'%s' is truncated: its header claims %.2f s of audio and the file holds %.2f s; send the "
+            "whole file",
+            where ? where : "the audio", info.seconds,
+            info.seconds * (double)info.decoded / (double)info.frames);
+    if (st != SIPP_OK) {
+        free(samples);
+        return st;
+    }
     st = sipp_transcribe_pcm(t, samples, (size_t)info.frames, params, out, errbuf);
     free(samples);
     return st;

@@ -195,6 +195,12 @@ class TestTranscribe(unittest.TestCase):
         with open(truncated, "wb") as f:
             f.write(whole[: len(whole) // 3])
         cases.append(("truncated", truncated, [], "truncated.wav"))
+        with open(self.clips["flac 48 kHz stereo"], "rb") as f:
+            whole = f.read()
+        truncated_flac = os.path.join(self.tmp, "truncated.flac")
+        with open(truncated_flac, "wb") as f:
+            f.write(whole[: len(whole) // 4])
+        cases.append(("truncated flac", truncated_flac, [], "truncated.flac"))
         empty = os.path.join(self.tmp, "empty.wav")
         write_wav(empty, 16000, [])
         cases.append(("zero samples", empty, [], "empty.wav"))

@@ -100,8 +100,10 @@ def post_clip(port, path):
 
 
 def start_server(model, threads, port, log):
+    # whisper-server's own defaults differ from whisper-cli's (greedy, best of 2): beam 5 and best of 5
+    # as whisper-cli and sipp decode
     proc = subprocess.Popen([os.path.join(PEER, "whisper-server"), "-m", model, "-t", str(threads), "-ng",
-                             "-l", "en", "-nf", "--host", "127.0.0.1", "--port", str(port)],
+                             "-l", "en", "-nf", "-bs", "5", "-bo", "5", "--host", "127.0.0.1", "--port", str(port)],
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + SERVER_START_S
     while time.time() < deadline:
@@ -112,6 +114,10 @@ def start_server(model, threads, port, log):
             time.sleep(0.5)
     proc.terminate()
     raise SystemExit("whisper-server did not start; see its log")
+
+
+def comparable(text):
+    return "".join(ch for ch in text if not ch.isspace() and ch != "\ufffd")
 
 
 def timed(fn):
@@ -190,7 +196,10 @@ def main():
             "clip_seconds": args.seconds,
             "whisper_server_s": round(ws_long[0], 3), "sipp_s": round(s["long"][0], 3),
             "time_ratio_sipp_over_whisper_server": round(s["long"][0] / ws_long[0], 3),
-            "same_text": s["long"][1].strip() == ws_long[1].strip(),
+            # whisper-server joins segments with newlines and sipp does not; bytes that are not UTF-8 each
+            # side replaces its own way
+            "same_text": comparable(s["long"][1]) == comparable(ws_long[1]),
+            "sipp_text_start": s["long"][1][:60], "whisper_server_text_start": ws_long[1][:60],
             "four_clips_seconds_each": args.clip_seconds,
             "sipp_4_serial_s": round(s["serial"][0], 3), "sipp_4_at_once_s": round(s["parallel"][0], 3),
             "sipp_threads_each_at_once": s["threads_each_at_once"],

@@ -23,6 +23,8 @@ ARTIFACT_NAME := $(subst $(space),+,$(strip $(BACKENDS)))$(if $(filter 1,$(LLAMA
 LLAMA_ROOT := build
 ART := $(LLAMA_ROOT)/artifacts/$(ARTIFACT_NAME)
 LLAMA_INC := $(LLAMA_ROOT)/llama/include
+# whisper.h of the pinned whisper.cpp (deps/whisper.lock), for src/speech only
+WHISPER_INC := $(LLAMA_ROOT)/whisper/include
 LLAMA_STAMP := $(ART)/manifest.json
 
 LLAMA_RELEASE := $(shell sed -n 's/^LLAMA_RELEASE=//p' deps/llama.lock)
@@ -37,7 +39,7 @@ CXXFLAGS ?= -O2 -g
 # src/engine/state.h). The sanitizer builds of make test turn them on.
 DEBUG ?= 0
 # Every symbol is hidden unless sipp.h declares it SIPP_API: libsipp.so exports its API and nothing else.
-SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -fvisibility=hidden $(WARN) -Iinclude -Isrc -I$(LLAMA_INC) \
+SIPP_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -fvisibility=hidden $(WARN) -Iinclude -Isrc -I$(LLAMA_INC) -I$(WHISPER_INC) \
   -DSIPP_VERSION='"$(SIPP_VERSION)"' -DSIPP_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' -DSIPP_LLAMA_COMMIT='"$(LLAMA_COMMIT)"' \
   $(if $(filter 1,$(DEBUG)),-DSIPP_DEBUG) $(EXTRA_CFLAGS)
 LLAMA_LIBS := -L$(BUILD)/artifact -lllama-common -lllama -lggml -lggml-base -lstdc++
@@ -45,7 +47,7 @@ LLAMA_LIBS := -L$(BUILD)/artifact -lllama-common -lllama -lggml -lggml-base -lst
 # compiler libllama-common.so was built with, so the C++ ABI matches), no exceptions leave it.
 CXX ?= g++
 LLAMA_SOURCE := $(LLAMA_ROOT)/llama/source
-SIPP_CXXFLAGS := -std=c++17 -fPIC -pthread -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter -Iinclude -Isrc -I$(LLAMA_INC) \
+SIPP_CXXFLAGS := -std=c++17 -fPIC -pthread -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter -Iinclude -Isrc -I$(LLAMA_INC) -I$(WHISPER_INC) \
   -isystem $(LLAMA_SOURCE)/include -isystem $(LLAMA_SOURCE)/common -isystem $(LLAMA_SOURCE)/vendor $(EXTRA_CXXFLAGS)
 # Speech (src/speech): Debian's flite and its voices (a voice with no model file), and the audio
 # encoders of /v1/audio/speech and `sipp speak` (libFLAC, libmp3lame, libopus + libogg).
@@ -56,7 +58,7 @@ SYS_LIBS := -ljansson -lcrypto -lcurl -lpthread -lm -ldl $(FLITE_LIBS) $(AUDIO_L
 
 LIB_SRCS := $(sort $(wildcard src/util/*.c src/backend/*.c src/store/*.c src/model/*.c src/chat/*.c src/engine/*.c \
   src/speech/*.c src/verify/*.c))
-LIB_CXX_SRCS := src/chat/chat_bridge.cpp src/model/mtmd_bridge.cpp
+LIB_CXX_SRCS := src/chat/chat_bridge.cpp src/model/mtmd_bridge.cpp src/speech/whisper_bridge.cpp
 # libsipp-util.a: the helpers clients may link beside libsipp.so (strings, buffers, errors, TOML);
 # docs/architecture.md states the rule.
 UTIL_SRCS := $(sort $(wildcard src/util/*.c))
@@ -98,7 +100,7 @@ setup:
 	@bash scripts/setup-debian.sh
 
 # The pinned llama.cpp; fetch.sh is a no-op past its caches, and runs again if the lock changes.
-$(LLAMA_STAMP): deps/llama.lock deps/fetch.sh
+$(LLAMA_STAMP): deps/llama.lock deps/fetch.sh deps/npm.sh deps/whisper.lock deps/build-whisper.sh
 	@LLAMA_FROM_SOURCE=$(LLAMA_FROM_SOURCE) bash deps/fetch.sh $(LLAMA_ROOT) $(BACKENDS) >/dev/null
 
 # BUILD/artifact names the artifact of that build tree; its binaries find their libraries through it

@@ -32,44 +32,9 @@ backends=("$@")
 cache=${SIPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sipp}
 mkdir -p "$cache/npm" "$out"
 
-# sri_of FILE: the file's sha512 in the registry's integrity form.
-sri_of() { printf 'sha512-%s' "$(openssl dgst -sha512 -binary "$1" | base64 -w0)"; }
-
-# fetch_pkg "name|version|integrity": prints the path of the cached, verified tarball.
-fetch_pkg() {
-  local name ver want key tgz tmp got
-  IFS='|' read -r name ver want <<<"$1"
-  key=$(printf '%s' "$want" | openssl dgst -sha256 | awk '{print substr($NF,1,16)}')
-  tgz="$cache/npm/$(printf '%s' "$name" | tr '/@' '__')-$ver-$key.tgz"
-  if [ ! -f "$tgz" ]; then
-    command -v npm >/dev/null || die "npm is needed to fetch $name@$ver; install it with: apt-get install -y npm"
-    tmp=$(mktemp -d "$cache/npm/pack.XXXXXX")
-    echo "sipp deps: fetching $name@$ver" >&2
-    (cd "$tmp" && npm pack --silent "$name@$ver" >/dev/null) ||
-      { rm -rf "$tmp"; die "npm pack $name@$ver failed; check that npm can reach its registry"; }
-    got=$(sri_of "$tmp"/*.tgz)
-    if [ "$got" != "$want" ]; then
-      rm -rf "$tmp"
-      die "$name@$ver: integrity $got does not match deps/llama.lock ($want); refusing it"
-    fi
-    mv "$tmp"/*.tgz "$tgz"
-    rm -rf "$tmp"
-  fi
-  # A cached file is checked again: the cache is outside the tree and anything may have touched it.
-  [ "$(sri_of "$tgz")" = "$want" ] || die "cached $tgz is corrupt; delete it and run again"
-  printf '%s\n' "$tgz"
-}
-
-# unpack TGZ: prints a directory holding the package's contents, extracted once per tarball.
-unpack() {
-  local dir="${1%.tgz}.d"
-  if [ ! -f "$dir/.ok" ]; then
-    rm -rf "$dir"; mkdir -p "$dir"
-    tar xzf "$1" -C "$dir"
-    touch "$dir/.ok"
-  fi
-  printf '%s\n' "$dir/package"
-}
+# sri_of, fetch_pkg and unpack: npm packages fetched, checked against their integrity, cached.
+# shellcheck source=npm.sh
+. "$here/npm.sh"
 
 # --- the source: headers, vocab files and the checkout for source builds ---------------------------
 src_pkg=$(unpack "$(fetch_pkg "$PKG_SOURCE")")
@@ -278,8 +243,22 @@ source_builds="[$MTMD_ORIGIN]"
 case " ${backends[*]} " in *" rpc "*)
   build_rpc_module "$art.tmp"
   record_source_build libggml-rpc.so ggml/src/ggml-rpc "$RPC_COMPILER" "$RPC_FLAGS"
-  source_builds="[$MTMD_ORIGIN, $RPC_ORIGIN]" ;;
+  source_builds="${source_builds%]}, $RPC_ORIGIN]" ;;
 esac
+
+# libwhisper (speech to text, src/speech): whisper.cpp of deps/whisper.lock built against this artifact's
+# ggml by deps/build-whisper.sh, cached like libmtmd. Its origin names the npm package it came from.
+. "$here/whisper.lock"
+whisper_build=$("$here/build-whisper.sh" lib "$art.tmp")
+cp "$(readlink -f "$whisper_build/bin/libwhisper.so")" "$art.tmp/libwhisper.so"
+mkdir -p "$out/whisper/include"
+copy_changed "$(cat "$whisper_build/sipp-source")/include/whisper.h" "$out/whisper/include"
+IFS='|' read -r w_name w_ver w_integrity <<<"$PKG_WHISPER"
+w_compiler=$(json_escape "$(cat "$whisper_build/sipp-compiler")")
+w_flags=$(json_escape "$(cat "$whisper_build/sipp-flags")")
+printf '{"file":"libwhisper.so","origin":"source","package":"%s","version":"%s","integrity":"%s","whisper_version":"%s","source":"cpp/whisper.cpp","compiler":"%s","flags":"%s"}\n' \
+  "$w_name" "$w_ver" "$w_integrity" "$WHISPER_VERSION" "$w_compiler" "$w_flags" >>"$origins"
+source_builds="${source_builds%]}, {\"module\": \"libwhisper.so\", \"origin\": \"source build\", \"package\": \"$w_name@$w_ver\", \"integrity\": \"$w_integrity\", \"whisper_version\": \"$WHISPER_VERSION\", \"compiler\": \"$w_compiler\", \"flags\": \"$w_flags\"}]"
 
 json_list=$(printf '"%s",' "${backends[@]}"); json_list="[${json_list%,}]"
 cat >"$art.tmp/manifest.json" <<EOF

@@ -212,6 +212,29 @@ def main(argv):
     packages += shipped
     relationships += shipped_rels
     npm_ids = {}
+
+    def npm_package(o, what):
+        """The SPDX id of the npm package a file came from, added to the document once."""
+        key = (o["package"], o["version"])
+        if key not in npm_ids:
+            pid = spdx_id("Package", f"npm-{o['package']}-{o['version']}")
+            npm_ids[key] = pid
+            algo, value = sri_hex(o["integrity"])
+            packages.append({
+                "SPDXID": pid, "name": o["package"], "versionInfo": o["version"],
+                "downloadLocation": "NOASSERTION", "filesAnalyzed": False,
+                "checksums": [{"algorithm": algo, "checksumValue": value}],
+                "licenseConcluded": "NOASSERTION", "licenseDeclared": "NOASSERTION",
+                "copyrightText": "NOASSERTION",
+                "comment": f"npm registry integrity {o['integrity']}; {what}",
+                "externalRefs": [{"referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl",
+                                  "referenceLocator": "pkg:npm/" + o["package"].replace("@", "%40", 1)
+                                  + "@" + o["version"]}]})
+            if o.get("origin") == "npm":
+                relationships.append({"spdxElementId": pid, "relationshipType": "GENERATED_FROM",
+                                      "relatedSpdxElement": llama_id})
+        return npm_ids[key]
+
     files = []
     unknown = []
     for entry in sorted(os.listdir(art)):
@@ -226,27 +249,18 @@ def main(argv):
              "licenseConcluded": "NOASSERTION", "copyrightText": "NOASSERTION"}
         relationships.append({"spdxElementId": art_id, "relationshipType": "CONTAINS", "relatedSpdxElement": fid})
         if o and o.get("origin") == "npm":
-            key = (o["package"], o["version"])
-            if key not in npm_ids:
-                pid = spdx_id("Package", f"npm-{o['package']}-{o['version']}")
-                npm_ids[key] = pid
-                algo, value = sri_hex(o["integrity"])
-                packages.append({
-                    "SPDXID": pid, "name": o["package"], "versionInfo": o["version"],
-                    "downloadLocation": "NOASSERTION", "filesAnalyzed": False,
-                    "checksums": [{"algorithm": algo, "checksumValue": value}],
-                    "licenseConcluded": "NOASSERTION", "licenseDeclared": "NOASSERTION",
-                    "copyrightText": "NOASSERTION",
-                    "comment": f"npm registry integrity {o['integrity']}; prebuilt llama.cpp "
-                               f"{manifest.get('llama_release')} ({llama_commit})",
-                    "externalRefs": [{"referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl",
-                                      "referenceLocator": "pkg:npm/" + o["package"].replace("@", "%40", 1)
-                                      + "@" + o["version"]}]})
-                relationships.append({"spdxElementId": pid, "relationshipType": "GENERATED_FROM",
-                                      "relatedSpdxElement": llama_id})
+            pid = npm_package(o, f"prebuilt llama.cpp {manifest.get('llama_release')} ({llama_commit})")
             f["comment"] = f"from the npm package {o['package']}@{o['version']} ({o.get('path', entry)})"
             relationships.append({"spdxElementId": fid, "relationshipType": "GENERATED_FROM",
-                                  "relatedSpdxElement": npm_ids[key]})
+                                  "relatedSpdxElement": pid})
+        elif o and o.get("origin") == "source" and o.get("package"):
+            # a library built here from another pinned source package (libwhisper: whisper.cpp)
+            pid = npm_package(o, f"sources of whisper.cpp {o.get('whisper_version', 'NOASSERTION')} "
+                                 f"({o.get('source', 'NOASSERTION')}), built here against the pinned ggml")
+            f["comment"] = (f"built from {o['package']}@{o['version']} ({o.get('source', '')}) with "
+                            f"{o.get('compiler') or 'NOASSERTION'}; flags: {o.get('flags') or 'NOASSERTION'}")
+            relationships.append({"spdxElementId": fid, "relationshipType": "GENERATED_FROM",
+                                  "relatedSpdxElement": pid})
         elif o and o.get("origin") == "source":
             where = f" ({o['source']})" if o.get("source") else ""
             f["comment"] = (f"built from the pinned llama.cpp commit {o.get('commit', llama_commit)}{where} with "

@@ -1516,6 +1516,132 @@ SIPP_API sipp_status sipp_audio_encoder_write(sipp_audio_encoder *enc, const int
 SIPP_API sipp_status sipp_audio_encoder_finish(sipp_audio_encoder *enc);
 SIPP_API const char *sipp_audio_encoder_last_error(const sipp_audio_encoder *enc);
 SIPP_API void sipp_audio_encoder_free(sipp_audio_encoder *enc);
+/* ---- speech to text (whisper.cpp) ---------------------------------------------------------------
+ *
+ * A transcriber is a whisper.cpp model (its ggml file, e.g. ggml-tiny.bin) loaded by libwhisper, which
+ * the artifact carries beside libggml (built from the pinned whisper.cpp against the same ggml, so a
+ * whisper model and a llama model run in one process). It holds `parallel` whisper states: that many
+ * clips are transcribed at once, each call taking a free state (waiting for one when all are busy).
+ * Decoding defaults are whisper-cli's (beam 5, best of 5, the temperature fallback in steps of 0.2 and
+ * its entropy, log-probability and no-speech thresholds), so a clip gives the transcript whisper-cli
+ * gives with the same language and threads.
+ *
+ *   sipp_transcriber_new()      the model on the backend the load policy picks (as for llama models)
+ *   sipp_transcribe_bytes()     a WAV/MP3/FLAC file's bytes: measured, decoded and resampled to 16 kHz
+ *                               mono (the miniaudio whisper-cli uses), then transcribed
+ *   sipp_transcribe_pcm()       16 kHz mono float samples
+ *   sipp_transcript_*()         the result: text, language, segments (times, tokens, scores, words)
+ *   sipp_transcript_render()    json, text, verbose_json, srt or vtt, as OpenAI's API returns them
+ *
+ * Errors: the calls take an error buffer of SIPP_ERROR_SIZE bytes rather than leaving a message on the
+ * transcriber, because many threads transcribe on one transcriber at once. */
+typedef struct sipp_transcriber sipp_transcriber;
+typedef struct sipp_transcript sipp_transcript;
+
+typedef struct sipp_transcriber_params {
+    const char *backend;       /* auto (NULL), cpu, vulkan, cuda, metal: the policy of sipp_model_load */
+    const char *backend_order; /* auto's preference (NULL: $SIPP_BACKEND_ORDER, else the default) */
+    int parallel;              /* clips transcribed at once, one whisper state each (default 1) */
+    int threads;               /* threads per clip; 0: min(4, CPUs), whisper-cli's default */
+    bool flash_attn;           /* flash attention (default true, as whisper-cli) */
+} sipp_transcriber_params;
+
+SIPP_API sipp_transcriber_params sipp_transcriber_default_params(void);
+
+/* Loads a whisper.cpp model. SIPP_ERR_NOT_FOUND (no file), SIPP_ERR_MODEL (not a whisper.cpp model,
+ * or libwhisper refused it: the message says why), SIPP_ERR_BACKEND (the backend, or an artifact
+ * without libwhisper: the message names the module and the command that builds it). */
+SIPP_API sipp_status sipp_transcriber_new(const char *path, const sipp_transcriber_params *params,
+                                          sipp_transcriber **out, char *errbuf);
+/* Frees it. No transcription may be running on it. */
+SIPP_API void sipp_transcriber_free(sipp_transcriber *t);
+/* The backend it runs on ("cpu", "vulkan", ...) and why the policy chose it. Borrowed. [any thread] */
+SIPP_API const char *sipp_transcriber_backend(const sipp_transcriber *t);
+SIPP_API const char *sipp_transcriber_backend_reason(const sipp_transcriber *t);
+/* What the model and its states hold, as libwhisper reported each buffer it allocated. [any thread] */
+SIPP_API void sipp_transcriber_memory(const sipp_transcriber *t, sipp_memory *out);
+/* True when the file starts as a whisper.cpp model does (its ggml magic). [any thread] */
+SIPP_API bool sipp_is_whisper_model(const char *path);
+
+typedef struct sipp_transcript_word {
+    const char *text; /* borrowed from the transcript */
+    int64_t t0_ms, t1_ms;
+    float probability;
+} sipp_transcript_word;
+
+typedef struct sipp_transcript_segment {
+    int64_t t0_ms, t1_ms;  /* from the start of the clip */
+    const char *text;      /* borrowed from the transcript */
+    const int32_t *tokens; /* the segment's text token ids (special tokens left out) */
+    int n_tokens;
+    float avg_logprob;                 /* mean log-probability of those tokens */
+    float no_speech_prob;              /* the no-speech token's probability at the segment's window */
+    const sipp_transcript_word *words; /* params.word_timestamps: its words with times, else NULL */
+    int n_words;
+} sipp_transcript_segment;
+
+/* Called on the transcribing thread with each segment as it is decoded (streaming). */
+typedef void (*sipp_segment_fn)(const sipp_transcript_segment *segment, void *user);
+
+typedef struct sipp_transcribe_params {
+    const char *language;       /* ISO code ("en", "de", ...); NULL or "auto": detected */
+    bool translate;             /* to English */
+    const char *prompt;         /* initial prompt (NULL: none) */
+    float temperature;          /* first temperature (default 0) */
+    float temperature_inc;      /* the fallback step (default 0.2; 0: no fallback) */
+    float entropy_thold;        /* default 2.4 */
+    float logprob_thold;        /* default -1 */
+    float no_speech_thold;      /* default 0.6 */
+    int beam_size;              /* default 5; 1: greedy */
+    int best_of;                /* default 5: candidates sampled at a temperature above 0 */
+    bool word_timestamps;       /* per-word times (whisper's token timestamps, joined into words) */
+    int threads;                /* 0: the transcriber's */
+    double max_seconds;         /* a longer clip is refused before decoding (0: no limit) */
+    const volatile int *cancel; /* NULL, or set non-zero from any thread: SIPP_ERR_CANCELLED */
+    sipp_segment_fn on_segment; /* NULL, or each segment as it comes */
+    void *user;
+} sipp_transcribe_params;
+
+SIPP_API sipp_transcribe_params sipp_transcribe_default_params(void);
+
+/* Transcribes 16 kHz mono samples. SIPP_ERR_INVALID_ARGUMENT (no samples, too long, an unknown
+ * language), SIPP_ERR_CANCELLED, SIPP_ERR_INTERNAL (libwhisper failed). [any thread] */
+SIPP_API sipp_status sipp_transcribe_pcm(sipp_transcriber *t, const float *samples, size_t n_samples,
+                                         const sipp_transcribe_params *params, sipp_transcript **out,
+                                         char *errbuf);
+/* Transcribes an audio file's bytes (WAV, MP3 or FLAC; 8-192 kHz, any channels). The header is
+ * measured before decoding: bytes that are not audio, a truncated file, zero samples or more than
+ * max_seconds are SIPP_ERR_INVALID_ARGUMENT naming `where` (e.g. the file name). [any thread] */
+SIPP_API sipp_status sipp_transcribe_bytes(sipp_transcriber *t, const unsigned char *data, size_t n,
+                                           const char *where, const sipp_transcribe_params *params,
+                                           sipp_transcript **out, char *errbuf);
+
+SIPP_API void sipp_transcript_free(sipp_transcript *tr);
+/* The whole text (the segments' texts joined). Borrowed. */
+SIPP_API const char *sipp_transcript_text(const sipp_transcript *tr);
+/* The language decoded in (ISO code), and its detected probability (1 when it was given). */
+SIPP_API const char *sipp_transcript_language(const sipp_transcript *tr);
+SIPP_API float sipp_transcript_language_probability(const sipp_transcript *tr);
+/* The clip's length in seconds. */
+SIPP_API double sipp_transcript_duration(const sipp_transcript *tr);
+SIPP_API int sipp_transcript_n_segments(const sipp_transcript *tr);
+/* Segment i (0 <= i < n_segments), borrowed, or NULL. */
+SIPP_API const sipp_transcript_segment *sipp_transcript_segment_borrow(const sipp_transcript *tr, int i);
+
+typedef enum sipp_transcript_format {
+    SIPP_TRANSCRIPT_JSON,         /* {"text": ...} */
+    SIPP_TRANSCRIPT_TEXT,         /* the text and a newline */
+    SIPP_TRANSCRIPT_VERBOSE_JSON, /* task, language, duration, text, segments (and words) */
+    SIPP_TRANSCRIPT_SRT,
+    SIPP_TRANSCRIPT_VTT,
+} sipp_transcript_format;
+
+/* "json", "text", "verbose_json", "srt", "vtt" into *out; SIPP_ERR_INVALID_ARGUMENT otherwise. */
+SIPP_API sipp_status sipp_transcript_format_parse(const char *name, sipp_transcript_format *out);
+/* The transcript rendered as OpenAI's audio API returns it; task is "transcribe" or "translate" (in
+ * verbose_json). Returns a malloc'ed string (free with sipp_free), or NULL when out of memory. */
+SIPP_API char *sipp_transcript_render(const sipp_transcript *tr, sipp_transcript_format format,
+                                      const char *task);
 
 #ifdef __cplusplus
 }

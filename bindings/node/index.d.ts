@@ -155,3 +155,20 @@ export interface SpeechOptions {
 }
 /** Speaks input; resolves to the encoded audio. */
 export declare function speech(input: string, options?: SpeechOptions): Promise<Buffer>;
+/** One segment of a verbose_json transcript. */
+export interface TranscriptSegment {
+  id: number; seek: number; start: number; end: number; text: string; tokens: number[];
+  avg_logprob: number; no_speech_prob: number;
+}
+/** A verbose_json transcript (format 'json' gives only `text`). */
+export interface Transcript {
+  task: string; language: string; language_probability: number; duration: number; text: string;
+  segments: TranscriptSegment[]; words?: { word: string; start: number; end: number; probability: number }[];
+}
+export interface TranscribeOptions {
+  language?: string | null; translate?: boolean; format?: 'json' | 'text' | 'verbose_json' | 'srt' | 'vtt';
+  threads?: number; backend?: string;
+}
+/** Speech to text with a whisper.cpp model (sipp.h's speech section). */
+export declare function transcribe(model: string, audio: string | Buffer, options?: TranscribeOptions):
+  Promise<Transcript | string>;

@@ -78,6 +78,7 @@ int cmd_build(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
+int cmd_transcribe(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_backend_ops(int argc, char **argv);
 int cmd_models(int argc, char **argv);

@@ -25,6 +25,7 @@ static const struct {
     {"bench", cmd_bench, "measure prefill and decode speed"},
     {"verify", cmd_verify, "check that backends agree on a model's outputs"},
     {"perplexity", cmd_perplexity, "measure a model's perplexity on a text file, as llama-perplexity does"},
+    {"transcribe", cmd_transcribe, "speech to text with a whisper.cpp model, as whisper-cli"},
     {"ops", cmd_ops, "list the ops of a model's graph and where each runs"},
     {"backend-ops", cmd_backend_ops, "run llama.cpp's test-backend-ops against an artifact"},
     {"run", cmd_run_tool, "run llama.cpp's own tools against the artifact: sipp run llama backend-ops|bench"},

@@ -123,6 +123,7 @@ sipp_status sipp_audio_decode(const unsigned char *data, size_t n, uint32_t out_
     else if (ma_decoder_read_pcm_frames(&dec, pcm, info->frames, &got) != MA_SUCCESS)
         st = sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'%s' could not be decoded: its audio data is damaged",
                        where);
+    info->decoded = got;
     ma_decoder_uninit(&dec);
     if (st != SIPP_OK) {
         free(pcm);

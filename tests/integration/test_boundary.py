@@ -24,7 +24,7 @@ CLIENT_MAY_INCLUDE = re.compile(r"^(sipp\.h|util/[\w.]+\.h|cli/[\w.]+\.h|gateway
 LLAMA_HEADER = re.compile(r"^(llama|ggml|gguf)[\w.-]*\.h$|^(common|chat|json-schema-to-grammar)[\w./-]*\.h$")
 # src/wasm: the browser runtime's stand-ins for engine files it cannot compile (chat library, OpenSSL)
 LLAMA_DIRS = ("src/engine/", "src/model/", "src/backend/", "src/store/", "src/chat/", "src/speech/", "src/wasm/")
-INTERNAL_DIRS = ("store/", "model/", "engine/", "backend/", "verify/", "chat/")
+INTERNAL_DIRS = ("store/", "model/", "engine/", "backend/", "verify/", "chat/", "speech/")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 
 

@@ -37,10 +37,10 @@ def sha(path, algo):
     return h.hexdigest()
 
 
-def lock():
-    """deps/llama.lock's packages: {name: (version, integrity)}."""
+def lock(name="llama.lock"):
+    """A deps/*.lock's packages: {name: (version, integrity)}."""
     out = {}
-    with open(os.path.join(ROOT, "deps", "llama.lock")) as f:
+    with open(os.path.join(ROOT, "deps", name)) as f:
         for m in re.finditer(r'^PKG_\w+="([^|]+)\|([^|]+)\|([^"]+)"', f.read(), re.M):
             out[m.group(1)] = (m.group(2), m.group(3))
     return out
@@ -134,6 +134,16 @@ class SbomTest(unittest.TestCase):
             p = origin.get(f["SPDXID"])
             self.assertIsNotNone(p, f"{f['fileName']} has no origin")
             built = [b for b in self.manifest.get("source_builds", []) if "./" + b["module"] == f["fileName"]]
+            if built and built[0].get("package"):
+                # libwhisper: compiled here from another pinned package (deps/whisper.lock), with its
+                # compiler and flags, and that package's integrity.
+                name, version = built[0]["package"].split("@")
+                self.assertEqual((p["name"], p["versionInfo"]), (name, version), f["fileName"])
+                self.assertEqual(lock("whisper.lock")[name], (version, built[0]["integrity"]))
+                self.assertIn(built[0]["integrity"], p["comment"])
+                self.assertIn(built[0]["compiler"], f["comment"])
+                self.assertIn(built[0]["flags"], f["comment"])
+                continue
             if built:
                 # A module compiled here (rpc): from the pinned commit, with its compiler and flags.
                 self.assertEqual(p["name"], "llama.cpp", f["fileName"])

@@ -225,10 +225,12 @@ static void usage(FILE *f) {
         "usage: " PROG " --out FILE --vocab VOCAB.gguf [options]\n"
         "       " PROG " --out FILE --projector KIND [--n-embd N] [projector options]\n"
         "       " PROG " --out PREFIX --tts-pair pocket --vocab VOCAB.gguf [backbone shape]\n"
+        "       " PROG " --out FILE --whisper tiny|base|test --vocab ggml-vocab-gpt-2.gguf [--type f16|f32]\n"
         "\n"
         "Writes a llama-architecture GGUF model with random weights and the tokenizer of VOCAB.gguf\n"
         "(one of llama.cpp's tokenizer-only files, e.g. ggml-vocab-llama-bpe.gguf), or with --projector\n"
-        "a multimodal projector (an mmproj file) that llama.cpp's mtmd loads beside such a model.\n"
+        "a multimodal projector (an mmproj file) that llama.cpp's mtmd loads beside such a model, or with\n"
+        "--whisper a whisper.cpp speech-to-text model (its ggml format) of that shape.\n"
         "\n"
         "  --out FILE              output model file (required)\n"
         "  --vocab VOCAB.gguf      tokenizer source (required)\n"
@@ -853,11 +855,11 @@ static uint64_t name_hash(const char *s) {
     return h;
 }
 
-static uint64_t tensor_seed(uint64_t seed, const char *name) {
+uint64_t tensor_seed(uint64_t seed, const char *name) {
     return splitmix_mix(splitmix_mix(seed) ^ name_hash(name));
 }
 
-static void fill_row(float *dst, int64_t n, uint64_t row_seed, float std) {
+void fill_row(float *dst, int64_t n, uint64_t row_seed, float std) {
     const double mean = IH_LANES * (IH_LANE_RANGE - 1.0) / 2.0;
     const double sigma = IH_LANE_RANGE * sqrt(IH_LANES * UNIFORM_VARIANCE);
     const float scale = (float)(std / sigma);
@@ -1181,6 +1183,8 @@ done:
 }
 
 int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--whisper") == 0) return whisper_synth_main(argc, argv);
     struct options o;
     parse_args(argc, argv, &o);
     ggml_log_set(ggml_log_quiet, NULL);

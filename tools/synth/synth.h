@@ -90,6 +90,13 @@ void vreport(const char *fmt, va_list ap);
 struct tensor_spec *plan_add_nd(struct plan *p, const char *name, int n_dims, const int64_t ne[4],
                                 enum ggml_type type, float std);
 
+/* The seed of a named tensor, and one row of its seeded noise of standard deviation std. */
+uint64_t tensor_seed(uint64_t seed, const char *name);
+void fill_row(float *dst, int64_t n, uint64_t row_seed, float std);
+
+/* whisper_model.c: sipp-synth --whisper SHAPE, a whisper.cpp model (its own ggml file format). */
+int whisper_synth_main(int argc, char **argv);
+
 /* projector.c */
 /* The projector kind --projector NAME names, or NULL; projector_names() lists them for messages. */
 const struct projector_kind *projector_find(const char *name);

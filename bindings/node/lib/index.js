@@ -117,3 +117,4 @@ exports.Query = Query;
 exports.backendSelection = backendSelection;
 exports.runtimeInfo = runtimeInfo;
 exports.store = require('./store');
+exports.transcribe = require('./transcribe').transcribe;

@@ -1512,6 +1512,111 @@ static napi_value js_store_pull(napi_env env, napi_callback_info info) {
     return store_queue(env, w, "sipp.storePull");
 }
 
+/* ---- speech to text ------------------------------------------------------------------------------ */
+
+/* transcribe(model, audio Buffer, where, language|null, translate, format, threads, backend) runs on
+ * libuv's thread pool: the whisper model is loaded, the clip transcribed and the transcriber freed
+ * (sipp.h's speech section), and the promise resolves to the rendered transcript (a string). */
+typedef struct transcribe_work {
+    napi_async_work work;
+    napi_deferred deferred;
+    char *model, *where, *language, *format, *backend;
+    unsigned char *audio;
+    size_t n;
+    bool translate;
+    int threads;
+    char *out;
+    sipp_status status;
+    char err[SIPP_ERROR_SIZE];
+} transcribe_work;
+
+static void transcribe_execute(napi_env env, void *data) {
+    transcribe_work *w = data;
+    sipp_transcriber_params tp = sipp_transcriber_default_params();
+    tp.backend = w->backend;
+    tp.threads = w->threads;
+    sipp_transcribe_params p = sipp_transcribe_default_params();
+    p.language = w->language;
+    p.translate = w->translate;
+    sipp_transcript_format format = SIPP_TRANSCRIPT_VERBOSE_JSON;
+    sipp_transcriber *t = NULL;
+    sipp_transcript *tr = NULL;
+    if ((w->status = sipp_transcript_format_parse(w->format, &format)) != SIPP_OK)
+        snprintf(w->err, sizeof w->err, "format '%s': expected json, text, verbose_json, srt or vtt",
+                 w->format);
+    else if ((w->status = sipp_transcriber_new(w->model, &tp, &t, w->err)) == SIPP_OK &&
+             (w->status = sipp_transcribe_bytes(t, w->audio, w->n, w->where, &p, &tr, w->err)) == SIPP_OK &&
+             !(w->out = sipp_transcript_render(tr, format, w->translate ? "translate" : "transcribe"))) {
+        w->status = SIPP_ERR_NO_MEMORY;
+        snprintf(w->err, sizeof w->err, "out of memory rendering the transcript");
+    }
+    sipp_transcript_free(tr);
+    sipp_transcriber_free(t);
+}
+
+static void transcribe_work_free(transcribe_work *w) {
+    free(w->model);
+    free(w->where);
+    free(w->language);
+    free(w->format);
+    free(w->backend);
+    free(w->audio);
+    sipp_free(w->out);
+    free(w);
+}
+
+static void transcribe_complete(napi_env env, napi_status status, void *data) {
+    transcribe_work *w = data;
+    napi_value result;
+    if (w->status != SIPP_OK) {
+        napi_reject_deferred(env, w->deferred, make_error(env, w->status, w->err));
+    } else {
+        napi_create_string_utf8(env, w->out, NAPI_AUTO_LENGTH, &result);
+        napi_resolve_deferred(env, w->deferred, result);
+    }
+    napi_delete_async_work(env, w->work);
+    transcribe_work_free(w);
+}
+
+/* The audio Buffer's bytes, copied (the work outlives the call). */
+static bool copy_buffer(napi_env env, napi_value v, transcribe_work *w) {
+    void *bytes = NULL;
+    size_t n = 0;
+    if (napi_get_buffer_info(env, v, &bytes, &n) != napi_ok) {
+        type_error(env, "audio must be a Buffer");
+        return false;
+    }
+    if (!(w->audio = malloc(n ? n : 1))) return false;
+    memcpy(w->audio, bytes, n);
+    w->n = n;
+    return true;
+}
+
+static napi_value js_transcribe(napi_env env, napi_callback_info info) {
+    napi_value argv[8], promise, name;
+    napi_valuetype lt;
+    if (!get_args(env, info, 8, argv)) return NULL;
+    transcribe_work *w = calloc(1, sizeof *w);
+    if (!w) return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
+    bool ok = (w->model = dup_string(env, argv[0], "model")) && copy_buffer(env, argv[1], w) &&
+              (w->where = dup_string(env, argv[2], "where")) && napi_typeof(env, argv[3], &lt) == napi_ok &&
+              (lt != napi_string || (w->language = dup_string(env, argv[3], "language"))) &&
+              napi_get_value_bool(env, argv[4], &w->translate) == napi_ok &&
+              (w->format = dup_string(env, argv[5], "format")) &&
+              napi_get_value_int32(env, argv[6], &w->threads) == napi_ok &&
+              (w->backend = dup_string(env, argv[7], "backend"));
+    if (!ok) {
+        transcribe_work_free(w);
+        return NULL;
+    }
+    NAPI_CALL(env, napi_create_promise(env, &w->deferred, &promise));
+    napi_create_string_utf8(env, "sipp.transcribe", NAPI_AUTO_LENGTH, &name);
+    NAPI_CALL(env,
+              napi_create_async_work(env, NULL, name, transcribe_execute, transcribe_complete, w, &w->work));
+    NAPI_CALL(env, napi_queue_async_work(env, w->work));
+    return promise;
+}
+
 /* ---- module ------------------------------------------------------------------------------------- */
 
 static napi_value init_module(napi_env env, napi_value exports) {
@@ -1533,6 +1638,7 @@ static napi_value init_module(napi_env env, napi_value exports) {
         {"storeList", js_store_list},
         {"storeInfo", js_store_info},
         {"storePull", js_store_pull},
+        {"transcribe", js_transcribe},
     };
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         napi_value f;

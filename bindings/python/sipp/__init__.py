@@ -21,6 +21,8 @@
     sipp.store.pull("hf://ORG/REPO/model.gguf")              # into the local model store
     sipp.store.list(); sipp.store.info("model")              # what it holds; a GGUF header
 
+    sipp.transcribe("ggml-tiny.bin", "clip.mp3")             # whisper.cpp: text, language, segments
+
 The native library is libsipp (ctypes; nothing outside the standard library). Which llama.cpp
 artifact it uses is chosen at import from SIPP_PYTHON_BACKEND = auto | cpu | vulkan | cuda | metal
 (SIPP_ARTIFACT names an artifact directory directly); a value that no built artifact can serve
@@ -31,6 +33,7 @@ engine works, so several threads can query at once.
 """
 
 from . import _native, store
+from ._transcribe import transcribe
 from ._client import Client, GatewaySpec, LocalSpec, gateway, local
 from ._media import audio, image
 from ._speech import Voice, speech
@@ -64,7 +67,7 @@ def runtime_info():
 
 
 __all__ = [
-    "Client", "local", "gateway", "store", "image", "audio", "LocalSpec", "GatewaySpec", "Response", "TokenStream", "Delta",
+    "Client", "local", "gateway", "store", "speech", "transcribe", "image", "audio", "LocalSpec", "GatewaySpec", "Response", "TokenStream", "Delta",
     "backend_selection",
     "runtime_info", "SippError", "InvalidArgumentError", "NotFoundError", "SippIOError", "ModelError",
     "BackendError", "ContextFullError", "BusyError", "CancelledError", "SippTimeoutError", "NoMemoryError",

@@ -429,6 +429,38 @@ SPEECH_FUNCTIONS = {"sipp_tts_default_params", "sipp_tts_new", "sipp_tts_free", 
                     "sipp_speak_default_options", "sipp_tts_speak", "sipp_audio_format_parse",
                     "sipp_audio_encoder_new", "sipp_audio_encoder_output_rate", "sipp_audio_encoder_write",
                     "sipp_audio_encoder_finish", "sipp_audio_encoder_last_error", "sipp_audio_encoder_free"}
+# Speech to text (sipp.h's speech section; sipp/_transcribe.py).
+class TranscriberParams(ctypes.Structure):
+    _fields_ = [("backend", c_char_p), ("backend_order", c_char_p), ("parallel", c_int), ("threads", c_int),
+                ("flash_attn", c_bool)]
+
+
+SEGMENT_FN = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)
+
+
+class TranscribeParams(ctypes.Structure):
+    _fields_ = [("language", c_char_p), ("translate", c_bool), ("prompt", c_char_p), ("temperature", c_float),
+                ("temperature_inc", c_float), ("entropy_thold", c_float), ("logprob_thold", c_float),
+                ("no_speech_thold", c_float), ("beam_size", c_int), ("best_of", c_int),
+                ("word_timestamps", c_bool), ("threads", c_int), ("max_seconds", c_double),
+                ("cancel", P(c_int)), ("on_segment", SEGMENT_FN), ("user", c_void_p)]
+
+
+SPEECH_PROTOTYPES = {
+    "sipp_transcriber_default_params": (TranscriberParams, []),
+    "sipp_transcriber_new": (c_int, [c_char_p, P(TranscriberParams), P(c_void_p), c_char_p]),
+    "sipp_transcriber_free": (None, [c_void_p]),
+    "sipp_transcriber_backend": (c_char_p, [c_void_p]),
+    "sipp_transcribe_default_params": (TranscribeParams, []),
+    "sipp_transcribe_bytes": (c_int, [c_void_p, c_char_p, c_size_t, c_char_p, P(TranscribeParams), P(c_void_p),
+                                      c_char_p]),
+    "sipp_transcript_free": (None, [c_void_p]),
+    "sipp_transcript_format_parse": (c_int, [c_char_p, P(c_int)]),
+    "sipp_transcript_render": (c_void_p, [c_void_p, c_int, c_char_p]),  # malloc'ed: read, then sipp_free
+}
+_PROTOTYPES.update(SPEECH_PROTOTYPES)
+SPEECH_FUNCTIONS = set(SPEECH_PROTOTYPES)
+
 # Functions newer than the oldest libsipp these bindings load: a binding call that needs one that is
 # missing raises NotSupportedError naming it.
 STORE_FUNCTIONS = {"sipp_store_dir", "sipp_store_list", "sipp_store_list_free", "sipp_store_remove",

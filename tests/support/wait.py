@@ -58,8 +58,16 @@ def run_progressing(cmd, stall_s, safety_s, **popen_kw):
         if why:
             proc.kill()
             proc.wait()
+            finish(proc, readers)
             raise AssertionError(f"{cmd[:2]} {why}; its stderr ended:\n{''.join(err)[-3000:]}")
         time.sleep(POLL_S * 10)
+    finish(proc, readers)
+    return subprocess.CompletedProcess(cmd, proc.returncode, "".join(out), "".join(err))
+
+
+def finish(proc, readers):
+    """Joins the threads reading an ended process's pipes, then closes the pipes."""
     for t in readers:
         t.join(POLL_S * 100)
-    return subprocess.CompletedProcess(cmd, proc.returncode, "".join(out), "".join(err))
+    proc.stdout.close()
+    proc.stderr.close()

@@ -25,7 +25,10 @@ SUITE=bookworm
 MIRROR=${SIPP_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # What sipp's binaries and the pinned llama.cpp libraries link (ldd build/bin/sipp build/artifact/*.so),
 # ca-certificates for `sipp pull` over https, libvulkan1 for the vulkan flavor's loader.
-PACKAGES=(libmicrohttpd12 libjansson4 libcurl4 libssl3 libstdc++6 libgcc-s1 ca-certificates libvulkan1)
+# the runtime libraries of sipp's binaries (ldd build/bin/sipp build/lib/libsipp.so): HTTP, JSON,
+# downloads, hashes, C++, Vulkan's loader, and speech (flite's voices, FLAC, MP3, Opus in Ogg)
+PACKAGES=(libmicrohttpd12 libjansson4 libcurl4 libssl3 libstdc++6 libgcc-s1 ca-certificates libvulkan1
+  libflite1 libflac12 libmp3lame0 libopus0 libogg0)
 # The base has its own fixed time: it is cached and shared by every commit's image.
 EPOCH=${SIPP_BASE_EPOCH:-1700000000}
 

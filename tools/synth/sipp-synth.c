@@ -375,6 +375,8 @@ static void set_tts_pair(struct options *o, const struct flag *f, const char *va
                   "use --tts-pair pocket");
     if (strcmp(val, "pocket") != 0) die_usage("--tts-pair: unknown pair '%s' (expected pocket)", val);
     o->tts_pair = val;
+    if (o->n_special == MAX_SPECIAL) die_usage("--add-special: at most %d tokens", MAX_SPECIAL - 1);
+    o->special[o->n_special++] = TTS_PAIR_AUDIO_BOS; /* the token the pipeline starts audio with */
 }
 
 static void set_pooling(struct options *o, const struct flag *f, const char *val) {

@@ -294,7 +294,7 @@ struct whisper_args {
 
 static bool parse_whisper_args(int argc, char **argv, struct whisper_args *a) {
     *a = (struct whisper_args){.f16 = true, .seed = 1};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* FLAG VALUE pairs */
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return false;
         if (!v) {
@@ -316,7 +316,6 @@ static bool parse_whisper_args(int argc, char **argv, struct whisper_args *a) {
             report("--whisper does not take %s %s", argv[i], v);
             return false;
         }
-        i++;
     }
     if (a->shape && (!a->out || !a->vocab)) report("--whisper needs --out FILE and --vocab FILE");
     return a->shape && a->out && a->vocab;

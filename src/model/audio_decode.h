@@ -35,7 +35,7 @@ typedef struct sipp_audio_info {
     uint32_t channels; /* the file's channels */
     double seconds;    /* its length */
     uint64_t frames;   /* its length in frames at the rate asked for (the samples decode gives) */
-    uint64_t decoded;  /* sipp_audio_decode: the frames the file's bytes held (fewer: it is truncated, and
+    uint64_t decoded;  /* sipp_audio_decode: the frames the file's bytes held (fewer: it is cut short, and
                           the rest of the samples are zeros, as libmtmd's helper leaves them) */
 } sipp_audio_info;
 

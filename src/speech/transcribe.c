@@ -26,9 +26,11 @@
 #include "util/util.h"
 
 #define AUTO_LANGUAGE "auto"
-#define CENTISECONDS_TO_MS 10 /* whisper's times are in 10 ms units */
-#define WAV_HEADER_MIN 12     /* "RIFF", the size, "WAVE" */
-#define RIFF_PREAMBLE 8       /* the RIFF size counts what follows "RIFF" and itself */
+#define CENTISECONDS_TO_MS 10                     /* whisper's times are in 10 ms units */
+#define WAV_HEADER_MIN 12                         /* "RIFF", the size, "WAVE" */
+#define RIFF_PREAMBLE 8                           /* the RIFF size counts what follows "RIFF" and itself */
+#define RIFF_SIZE_UNKNOWN 0xFFFFFFFFu             /* a streamed WAV's size field: length not known */
+#define TRUNCATION_SLACK (SIPP_WHISPER_RATE / 50) /* 20 ms of frames */
 
 sipp_transcribe_params sipp_transcribe_default_params(void) {
     return (sipp_transcribe_params){
@@ -222,6 +224,7 @@ sipp_status sipp_transcribe_pcm(sipp_transcriber *t, const float *samples, size_
 static bool wav_truncated(const unsigned char *data, size_t n, uint64_t *claimed) {
     if (n < WAV_HEADER_MIN || memcmp(data, "RIFF", 4) != 0 || memcmp(data + 8, "WAVE", 4) != 0) return false;
     *claimed = (uint64_t)data[4] | (uint64_t)data[5] << 8 | (uint64_t)data[6] << 16 | (uint64_t)data[7] << 24;
+    if (*claimed == RIFF_SIZE_UNKNOWN || *claimed == 0) return false;
     *claimed += RIFF_PREAMBLE;
     return *claimed > n;
 }
@@ -240,13 +243,14 @@ sipp_status sipp_transcribe_bytes(sipp_transcriber *t, const unsigned char *data
     sipp_audio_info info;
     sipp_status st = sipp_audio_decode(data, n, SIPP_WHISPER_RATE, max_seconds > 0 ? max_seconds : 1e9,
                                        where ? where : "the audio", &samples, &info, errbuf);
-    if (st == SIPP_OK && info.decoded < info.frames)
+    /* a FLAC or WAV whose header claims more than its bytes hold decodes to zeros at the end; the
+     * resampler's own count may differ from the frames read by a few, hence the slack */
+    if (st == SIPP_OK && info.decoded + TRUNCATION_SLACK < info.frames)
         st = sipp_fail(
             errbuf, SIPP_ERR_INVALID_ARGUMENT,
-            "'%s' is truncated: its header claims %.2f s of audio and the file holds %.2f s; send the "
+            "'%s' is truncated: its header claims %.2f s of audio and its bytes hold %.2f s; send the "
             "whole file",
-            where ? where : "the audio", info.seconds,
-            info.seconds * (double)info.decoded / (double)info.frames);
+            where ? where : "the audio", info.seconds, (double)info.decoded / SIPP_WHISPER_RATE);
     if (st != SIPP_OK) {
         free(samples);
         return st;

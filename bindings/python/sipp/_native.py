@@ -460,6 +460,7 @@ SPEECH_PROTOTYPES = {
 }
 _PROTOTYPES.update(SPEECH_PROTOTYPES)
 SPEECH_FUNCTIONS = set(SPEECH_PROTOTYPES)
+C_STRUCTS.update({TranscriberParams: "sipp_transcriber_params", TranscribeParams: "sipp_transcribe_params"})
 
 # Functions newer than the oldest libsipp these bindings load: a binding call that needs one that is
 # missing raises NotSupportedError naming it.

@@ -343,7 +343,12 @@ class ChatToolsTest(unittest.TestCase):
         prompt = out["usage"]["prompt_tokens"]
         self.assertGreaterEqual(cached() - before, 2 * (prompt - 1), f"prompt of {prompt} tokens read more than once")
         one = self.chat(model="qwen", messages=cold, max_tokens=4, temperature=0)["choices"][0]["message"]["content"]
-        self.assertEqual([c["message"]["content"] for c in out["choices"]], [one] * 3)
+        # The first greedy token comes from the shared prompt's logits, the same for every choice. Later
+        # tokens decode as rows of one batch: on some CPUs (an Intel Xeon with AMX) a row's logits
+        # differ in the last bits from the same row decoded alone, and a random-weight model's near
+        # ties can then go either way, so only the start of each answer is the single answer's.
+        first = [c["message"]["content"] for c in out["choices"]]
+        self.assertTrue(all(os.path.commonprefix([t, one]) for t in first), (first, one))
 
     # ---- what a model without a template does ---------------------------------------------------
 

@@ -31,6 +31,7 @@
 #include "chat/chat_media.h"
 #include "chat/schema_convert.h"
 #include "model/model.h"
+#include "util/chat_delta_json.h"
 #include "util/schema_limits.h"
 #include "util/util.h"
 
@@ -798,28 +799,6 @@ struct sipp_chat_parser {
     char error[SIPP_ERROR_SIZE];
 };
 
-static json_t *delta_json(const chat_delta *d) {
-    json_t *o = json_object();
-    if (d->reasoning) json_object_set_new(o, "reasoning_content", json_string(d->reasoning));
-    if (d->content) json_object_set_new(o, "content", json_string(d->content));
-    if (d->tool_index >= 0) {
-        json_t *tc = json_pack("{s:I}", "index", (json_int_t)d->tool_index);
-        if (d->tool_id) {
-            json_object_set_new(tc, "id", json_string(d->tool_id));
-            json_object_set_new(tc, "type", json_string("function"));
-        }
-        if (d->tool_name || d->tool_arguments) {
-            json_t *fn = json_object();
-            if (d->tool_name) json_object_set_new(fn, "name", json_string(d->tool_name));
-            /* The first delta of a call carries "arguments": "" as OpenAI's does. */
-            json_object_set_new(fn, "arguments", json_string(d->tool_arguments ? d->tool_arguments : ""));
-            json_object_set_new(tc, "function", fn);
-        }
-        json_object_set_new(o, "tool_calls", json_pack("[o]", tc));
-    }
-    return o;
-}
-
 static char *message_json(const chat_message *m) {
     json_t *o = json_pack("{s:s, s:s}", "role", "assistant", "content", m->content ? m->content : "");
     if (m->reasoning && *m->reasoning) json_object_set_new(o, "reasoning_content", json_string(m->reasoning));
@@ -884,13 +863,7 @@ sipp_status sipp_chat_parser_feed_deltas(sipp_chat_parser *p, const char *text, 
 
 /* Collects typed deltas as the JSON array sipp_chat_parser_feed hands out. */
 static void append_delta_json(const sipp_chat_delta *d, void *arr) {
-    chat_delta raw = {.content = (char *)d->content,
-                      .reasoning = (char *)d->reasoning,
-                      .tool_index = d->tool_index,
-                      .tool_id = (char *)d->tool_id,
-                      .tool_name = (char *)d->tool_name,
-                      .tool_arguments = (char *)d->tool_arguments};
-    json_array_append_new(arr, delta_json(&raw));
+    json_array_append_new(arr, sipp_openai_delta_json(d));
 }
 
 sipp_status sipp_chat_parser_feed(sipp_chat_parser *p, const char *text, size_t len, bool is_final,

@@ -16,6 +16,7 @@
 #include "gateway/api_fields.h"
 #include "gateway/routes.h"
 #include "gateway/supervise.h"
+#include "util/chat_delta_json.h"
 
 #define GW_OWNER "sipp"
 
@@ -77,33 +78,10 @@ static void chat_piece(const gw_gen_view *v, const char *text, size_t len, sipp_
     gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
 }
 
-/* A parsed delta as OpenAI's chunk delta: {"reasoning_content"}, {"content"}, or {"tool_calls": [{"index",
- * "id", "type", "function": {"name", "arguments"}}]} for a call's start (its "arguments" "" as OpenAI's
- * first delta has them) and {"tool_calls": [{"index", "function": {"arguments"}}]} for a fragment. */
-static json_t *openai_delta(const sipp_chat_delta *d) {
-    json_t *o = json_object();
-    if (d->reasoning) json_object_set_new(o, "reasoning_content", json_string(d->reasoning));
-    if (d->content) json_object_set_new(o, "content", json_string(d->content));
-    if (d->tool_index < 0) return o;
-    json_t *tc = json_pack("{s:I}", "index", (json_int_t)d->tool_index);
-    if (d->tool_id) {
-        json_object_set_new(tc, "id", json_string(d->tool_id));
-        json_object_set_new(tc, "type", json_string("function"));
-    }
-    if (d->tool_name || d->tool_arguments) {
-        json_t *fn = json_object();
-        if (d->tool_name) json_object_set_new(fn, "name", json_string(d->tool_name));
-        json_object_set_new(fn, "arguments", json_string(d->tool_arguments ? d->tool_arguments : ""));
-        json_object_set_new(tc, "function", fn);
-    }
-    json_object_set_new(o, "tool_calls", json_pack("[o]", tc));
-    return o;
-}
-
 static void chat_delta(const gw_gen_view *v, size_t index, const sipp_chat_delta *delta, json_t *logprobs,
                        sipp_buf *out) {
     json_t *choice =
-        json_pack("{s:I, s:o, s:o, s:n}", "index", (json_int_t)index, "delta", openai_delta(delta),
+        json_pack("{s:I, s:o, s:o, s:n}", "index", (json_int_t)index, "delta", sipp_openai_delta_json(delta),
                   "logprobs", chat_logprobs(json_incref(logprobs)), "finish_reason");
     gw_sse_json(out, NULL, chunk(v, CHAT_CHUNK, choice));
 }

@@ -1,7 +1,8 @@
 """The soaks in `make test`. Issue 21: 4 streams for 60 s against `sipp serve`, zero failures, flat
-RSS; since issue 44 with images and forged media mixed in. Issue 27 item 10: load, use and unload a model 15 times, RSS after every unload within 10% of its
-level in the second half of the cycles (the early cycles' threads may take allocator arenas once), what
-the first unload kept bounded, and the peak under the memory budget plus the idle process.
+RSS; since issue 44 with images and forged media mixed in. Issue 27 item 10: load, use and unload a
+model 15 times: no rise from cycle to cycle (the median step between two unloads under half a MiB),
+the highest level within 10% of the first unload's plus the allocator's one-time arena steps (15%),
+what the first unload kept bounded, and the peak under the memory budget plus the idle process.
 
 bench/soak.py does the work (the 5-minute version is `bench/soak.py --seconds 300`, the 200-cycle one
 `bench/soak.py --load-cycles 200`; BENCHMARKS.md has both). RSS is judged after a warm-up: the last
@@ -21,7 +22,7 @@ import soak  # noqa: E402
 SECONDS = float(os.environ.get("SIPP_SOAK_SECONDS", "60"))
 STREAMS = 4
 CYCLES = int(os.environ.get("SIPP_SOAK_CYCLES", "15"))
-CYCLE_TOLERANCE = 0.10  # RSS after an unload, against its level halfway through the cycles
+CYCLE_TOLERANCE = 0.10  # RSS after an unload, against the first unload's (plus one-time steps)
 KEPT_MAX_MIB = 20  # what an unload may keep over the idle server (code pages the load touched, caches)
 BUDGET_MB = 300  # fits the tiny model's estimated need (268 MiB)
 
@@ -42,7 +43,7 @@ class SoakTest(unittest.TestCase):
         # and with bigger models it kept growing from load to load, past the memory budget.
         r = soak.load_cycles(CYCLES, budget_mb=BUDGET_MB, tolerance=CYCLE_TOLERANCE)
         self.assertLessEqual(r["kept_after_first_mib"], KEPT_MAX_MIB, f"the first unload kept memory: {r}")
-        self.assertTrue(r["within"], f"RSS after an unload grew {r['growth']:.1%} once settled: {r}")
+        self.assertTrue(r["within"], f"RSS rose from unload to unload ({r['median_step_kib']} KiB a cycle) or by {r['growth']:.1%}: {r}")
         self.assertLessEqual(r["peak_rss_mib"], r["rss_idle_mib"] + BUDGET_MB, r)
 
 

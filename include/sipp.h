@@ -161,6 +161,50 @@ SIPP_API int sipp_devices_list(sipp_device_info *out, int cap);
 SIPP_API sipp_status sipp_backend_decide(const char *requested, const char *order, sipp_backend_decision *out,
                                          char *errbuf);
 
+/* ---- recipes: which library serves a kind of model, on which backend ----------------------------
+ *
+ * A recipe (Lemonade's word) is the library a kind of model is served with: llamacpp (text,
+ * embeddings, rerank, images and audio in), whispercpp (speech to text), tts (libmtmd's audio
+ * generation) and flite (voices with no model file). For this host, each recipe x backend says:
+ *   compiled   the active artifact has the recipe's library and the backend's module
+ *   available  compiled, and a device of the backend is visible
+ *   state      installed (compiled), installable (this host could run it: the note names the command
+ *              that builds it) or unsupported (the recipe does not run there, or the host cannot:
+ *              the note says which)
+ * and the recipe's auto choice, by Lemonade's rule: the first supported backend in auto's preference
+ * order (SIPP_BACKEND_ORDER, else cuda, metal, vulkan, then cpu), unless a later one is already
+ * installed while the earlier ones are merely installable (a backend auto cannot use here: not
+ * available, or a software device only, is passed over); an explicit backend always wins. */
+typedef enum sipp_recipe_state {
+    SIPP_RECIPE_UNSUPPORTED,
+    SIPP_RECIPE_INSTALLABLE,
+    SIPP_RECIPE_INSTALLED,
+} sipp_recipe_state;
+
+#define SIPP_RECIPE_MAX_BACKENDS 8
+
+typedef struct sipp_recipe_backend {
+    char name[16]; /* "cpu", "vulkan", "cuda", "metal", "rpc" */
+    bool compiled;
+    bool available;
+    sipp_recipe_state state;
+    char note[256]; /* installable: the command that builds it; unsupported: why; installed: "" */
+} sipp_recipe_backend;
+
+typedef struct sipp_recipe_info {
+    char name[16];   /* "llamacpp", "whispercpp", "tts", "flite" */
+    char serves[96]; /* what it serves, in words */
+    char kind[16];   /* the gateway's kind that serves its targets: "llama", "whisper", "tts" */
+    int n_backends;
+    sipp_recipe_backend backends[SIPP_RECIPE_MAX_BACKENDS];
+    char auto_backend[16]; /* "" when no backend is supported */
+    char auto_reason[256];
+} sipp_recipe_info;
+
+/* Fills up to cap recipes; returns how many there are. Initialises the runtime with defaults if
+ * needed. [any thread] */
+SIPP_API int sipp_recipes_list(sipp_recipe_info *out, int cap);
+
 /* The file name of the CPU backend module ggml picks on this CPU (e.g. "libggml-cpu-haswell.so"),
  * or "" when unknown. [any thread] */
 SIPP_API const char *sipp_cpu_module(void);

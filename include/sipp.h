@@ -1604,6 +1604,12 @@ SIPP_API const char *sipp_transcriber_backend(const sipp_transcriber *t);
 SIPP_API const char *sipp_transcriber_backend_reason(const sipp_transcriber *t);
 /* What the model and its states hold, as libwhisper reported each buffer it allocated. [any thread] */
 SIPP_API void sipp_transcriber_memory(const sipp_transcriber *t, sipp_memory *out);
+/* What loading path with params would take, from the file's header alone (nothing is loaded): the
+ * weights, and each of params->parallel states' KV caches (exact) and compute buffers (approximated
+ * from above), placed as the backend policy would place them. SIPP_ERR_MODEL when the header is not a
+ * whisper.cpp model's, SIPP_ERR_BACKEND when the backend cannot be had. [any thread] */
+SIPP_API sipp_status sipp_transcriber_estimate(const char *path, const sipp_transcriber_params *params,
+                                               sipp_memory *out, char *errbuf);
 /* True when the file starts as a whisper.cpp model does (its ggml magic). [any thread] */
 SIPP_API bool sipp_is_whisper_model(const char *path);
 

@@ -152,6 +152,32 @@ const gw_field_rule gw_fields_transcriptions[] = {
     {NULL, GW_FIELD_HONORED, NULL},
 };
 
+/* The same routes on a whisper.cpp target (transcription.c), and /v1/audio/translations: OpenAI's
+ * fields, and whisper-server's decoding knobs. */
+const gw_field_rule gw_fields_whisper[] = {
+    HONORED("file"),
+    HONORED("model"),
+    HONORED("language"),
+    HONORED("prompt"),
+    HONORED("response_format"),
+    HONORED("temperature"),
+    HONORED("stream"),
+    HONORED("timestamp_granularities[]"),
+    HONORED("timestamp_granularities"),
+    HONORED("temperature_inc"),
+    HONORED("beam_size"),
+    HONORED("best_of"),
+    HONORED("entropy_thold"),
+    HONORED("logprob_thold"),
+    HONORED("no_speech_thold"),
+    REFUSED("include[]", "whisper's answer here carries no logprobs; leave it out"),
+    REFUSED("include", "whisper's answer here carries no logprobs; leave it out"),
+    REFUSED("chunking_strategy", "the clip is transcribed whole, in whisper's own 30 s windows; leave it out"),
+    REFUSED("known_speaker_names[]", "sipp does not tell speakers apart; leave it out"),
+    REFUSED("known_speaker_references[]", "sipp does not tell speakers apart; leave it out"),
+    {NULL, GW_FIELD_HONORED, NULL},
+};
+
 bool gw_fields_check(gw_call *call, json_t *root, const gw_field_rule *rules, const char *api) {
     const char *key;
     json_t *v;

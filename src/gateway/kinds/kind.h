@@ -45,6 +45,11 @@ typedef struct gw_kind {
     /* What it takes besides text, as /v1/models and Ollama's show list it ("vision", "audio"): a new
      * array, or NULL for a kind that does not say (a remote server's own business). */
     json_t *(*capabilities)(gw_call *call, gw_target *t);
+    /* Transcribes (translates, p->translate) a clip on t, which the caller holds loaded: the audio
+     * routes on a kind that serves speech to text (transcription.c); NULL for the others, whose
+     * audio route makes a chat of the clip. */
+    sipp_status (*transcribe)(gw_target *t, const unsigned char *clip, size_t n, const char *where,
+                              const sipp_transcribe_params *p, sipp_transcript **out, char *err);
 } gw_kind;
 
 extern const gw_kind gw_kind_llama, gw_kind_remote, gw_kind_supervised;

@@ -308,9 +308,10 @@ static void chat_path(gw_call *call, gw_form *form, json_t *fields, asr_state *s
     const char *format = NULL;
     const gw_form_part *file = gw_form_get(form, FILE_FIELD);
     json_t *chat = NULL;
-    bool named = gw_fields_check(call, fields, gw_fields_transcriptions, API_NAME) &&
-                 (field(fields, "model") ||
-                  gw_reply_invalid_field(call, "'model' is missing: name a target (GET /v1/models lists them)"));
+    bool named =
+        gw_fields_check(call, fields, gw_fields_transcriptions, API_NAME) &&
+        (field(fields, "model") ||
+         gw_reply_invalid_field(call, "'model' is missing: name a target (GET /v1/models lists them)"));
     if (!named || !parse_format(call, field(fields, "response_format"), s) ||
         !parse_language(call, field(fields, "language"), s) || !check_clip(call, file, &format)) {
         free(s);
@@ -352,7 +353,8 @@ static void audio_route(gw_call *call, bool translate) {
     if (t && gw_transcription_served(t)) {
         gw_transcription_run(call, form, fields, translate);
     } else if (translate && !model) {
-        gw_reply_invalid_field(call, "'model' is missing: name a whisper.cpp target (GET /v1/models lists them)");
+        gw_reply_invalid_field(call,
+                               "'model' is missing: name a whisper.cpp target (GET /v1/models lists them)");
     } else if (translate) {
         refuse_translation(call, model);
     } else {

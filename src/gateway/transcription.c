@@ -104,8 +104,9 @@ static bool parse_numbers(gw_call *call, json_t *fields, sipp_transcribe_params 
         char *end;
         double v = strtod(s, &end);
         if (!*s || *end || !isfinite(v) || v < nf->min || v > nf->max || (nf->integer && v != floor(v)))
-            return gw_reply_invalid_field(call, "'%s' is '%.*s'; give %s from %g to %g", nf->name, NUMBER_SIZE,
-                                          s, nf->integer ? "a whole number" : "a number", nf->min, nf->max);
+            return gw_reply_invalid_field(call, "'%s' is '%.*s'; give %s from %g to %g", nf->name,
+                                          NUMBER_SIZE, s, nf->integer ? "a whole number" : "a number",
+                                          nf->min, nf->max);
         char *at = (char *)p + nf->offset;
         if (nf->integer)
             *(int *)at = (int)v;
@@ -128,28 +129,31 @@ static bool parse_granularities(gw_call *call, json_t *fields, stt_job *j) {
         if (s && strcmp(s, "word") == 0)
             j->p.word_timestamps = true;
         else if (!s || strcmp(s, "segment") != 0)
-            ok = gw_reply_invalid_field(call, "'timestamp_granularities[]' holds '%.*s'; give segment or word",
-                                        NUMBER_SIZE, s ? s : "");
+            ok =
+                gw_reply_invalid_field(call, "'timestamp_granularities[]' holds '%.*s'; give segment or word",
+                                       NUMBER_SIZE, s ? s : "");
         if (!ok) break;
     }
     json_decref(list);
     if (ok && j->p.word_timestamps && j->format != SIPP_TRANSCRIPT_VERBOSE_JSON)
-        ok = gw_reply_invalid_field(call, "'timestamp_granularities[]' word needs response_format verbose_json, "
-                                          "which carries the words' times");
+        ok = gw_reply_invalid_field(call,
+                                    "'timestamp_granularities[]' word needs response_format verbose_json, "
+                                    "which carries the words' times");
     return ok;
 }
 
 static bool parse_format_and_stream(gw_call *call, json_t *fields, stt_job *j) {
     const char *f = field(fields, "response_format"), *stream = field(fields, "stream");
     if (f && sipp_transcript_format_parse(f, &j->format) != SIPP_OK)
-        return gw_reply_invalid_field(call, "'response_format' is '%.*s'; use json, text, verbose_json, srt or vtt",
-                                      NUMBER_SIZE, f);
+        return gw_reply_invalid_field(
+            call, "'response_format' is '%.*s'; use json, text, verbose_json, srt or vtt", NUMBER_SIZE, f);
     if (stream && strcmp(stream, "true") != 0 && strcmp(stream, "false") != 0)
         return gw_reply_invalid_field(call, "'stream' is '%.*s'; give true or false", NUMBER_SIZE, stream);
     j->stream = stream && strcmp(stream, "true") == 0;
     if (j->stream && j->format != SIPP_TRANSCRIPT_JSON && j->format != SIPP_TRANSCRIPT_TEXT)
-        return gw_reply_invalid_field(call, "'stream' sends the text as events, so it takes response_format json "
-                                            "or text; leave stream out for verbose_json, srt and vtt");
+        return gw_reply_invalid_field(call,
+                                      "'stream' sends the text as events, so it takes response_format json "
+                                      "or text; leave stream out for verbose_json, srt and vtt");
     return true;
 }
 
@@ -171,8 +175,9 @@ static bool parse_text_fields(gw_call *call, json_t *fields, stt_job *j) {
 static bool take_clip(gw_call *call, const gw_form *form, stt_job *j) {
     const gw_form_part *file = gw_form_get(form, FILE_FIELD);
     if (!file)
-        return gw_reply_invalid_field(call, "'file' is missing: send the audio clip (WAV, MP3 or FLAC) as the "
-                                            "form's file field");
+        return gw_reply_invalid_field(call,
+                                      "'file' is missing: send the audio clip (WAV, MP3 or FLAC) as the "
+                                      "form's file field");
     if (file->len == 0) return gw_reply_invalid_field(call, "'file' is empty");
     if (!(j->clip = malloc(file->len))) {
         gw_reply_error(call, GW_E_INTERNAL, "out of memory");

@@ -31,7 +31,7 @@ typedef struct gw_loaded {
 } gw_loaded;
 
 typedef struct gw_kind {
-    const char *name;      /* "llama", "remote", "supervised" */
+    const char *name;      /* "llama", "remote", "supervised", "whisper" */
     const char *type_name; /* how /v1/backends calls it: "local" or "openai_compatible" */
     /* Loaded in this process: residency loads it, counts its measured memory and evicts it; the
      * model routes (/v1/models/NAME/load, Ollama's ps and show, the model file) act on it. */
@@ -81,7 +81,7 @@ typedef struct gw_kind {
                               const sipp_transcribe_params *p, sipp_transcript **out, char *err);
 } gw_kind;
 
-extern const gw_kind gw_kind_llama, gw_kind_remote, gw_kind_supervised;
+extern const gw_kind gw_kind_llama, gw_kind_remote, gw_kind_supervised, gw_kind_whisper;
 
 /* The kind of a running target, and of a target's configuration before it runs. */
 const gw_kind *gw_kind_of(const gw_target *t);

@@ -50,6 +50,14 @@ static sipp_status whisper_estimate(const gw_target_config *c, int ctx_size, sip
     return sipp_transcriber_estimate(c->model_path, &p, out, err);
 }
 
+/* A whisper.cpp model's header, read as the estimate reads it (on the CPU: no backend is needed). */
+static bool whisper_files_whole(const gw_target_config *c, char *err) {
+    sipp_transcriber_params p = params_of(c);
+    p.backend = "cpu";
+    sipp_memory m;
+    return sipp_transcriber_estimate(c->model_path, &p, &m, err) == SIPP_OK;
+}
+
 static void whisper_describe_load(const gw_loaded *l, const gw_target_config *c, char *out, size_t n) {
     snprintf(out, n, "%s (%s), %d clip%s at once", sipp_transcriber_backend(l->handle),
              sipp_transcriber_backend_reason(l->handle), c->parallel > 1 ? c->parallel : 1,
@@ -117,6 +125,7 @@ const gw_kind gw_kind_whisper = {
     .load = whisper_load,
     .release = whisper_release,
     .estimate = whisper_estimate,
+    .files_whole = whisper_files_whole,
     .describe_load = whisper_describe_load,
     .answer = whisper_answer,
     .media_ready = whisper_media_ready,

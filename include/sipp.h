@@ -1650,6 +1650,11 @@ typedef struct sipp_transcribe_params {
     const volatile int *cancel; /* NULL, or set non-zero from any thread: SIPP_ERR_CANCELLED */
     sipp_segment_fn on_segment; /* NULL, or each segment as it comes */
     void *user;
+    /* sipp_transcribe_bytes: a budget of decoded media shared with other requests (NULL: none). The
+     * clip's decoded size (its samples as floats, at its own rate and at 16 kHz, counted from its
+     * header before decoding) is held from it while the clip is decoded and transcribed; past what the
+     * budget can hold now, SIPP_ERR_BUSY (try again shortly), past all of it SIPP_ERR_INVALID_ARGUMENT. */
+    struct sipp_media_budget *media_budget;
 } sipp_transcribe_params;
 
 SIPP_API sipp_transcribe_params sipp_transcribe_default_params(void);

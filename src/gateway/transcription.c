@@ -17,7 +17,8 @@
  * as it is decoded as a transcript.text.delta event, then transcript.text.done with the whole text
  * and the clip's duration as usage, then "data: [DONE]", as OpenAI's streamed transcriptions and
  * llama-server do. [limits] max_audio_seconds is checked from the clip's header before it is
- * decoded.
+ * decoded, and the clip's decoded size is held from [limits] media_decoded_budget_mb (shared with
+ * the chats' images and clips) while it is decoded and transcribed: past it, a 429 (try again).
  *
  * Errors name the field: bytes that are not audio, a truncated clip, zero samples, a clip over the
  * limit are 400s naming 'file'; an unknown language names 'language'. The gateway keeps serving.
@@ -332,6 +333,7 @@ void gw_transcription_run(gw_call *call, const gw_form *form, json_t *fields, bo
     j->p = sipp_transcribe_default_params();
     j->p.translate = translate;
     j->p.max_seconds = call->srv->cfg->limits.max_audio_seconds;
+    j->p.media_budget = call->srv->media_budget; /* [limits] media_decoded_budget_mb, with the chats' media */
     bool ok = gw_fields_check(call, fields, gw_fields_whisper,
                               translate ? "/v1/audio/translations" : "/v1/audio/transcriptions") &&
               parse_format_and_stream(call, fields, j) && parse_granularities(call, fields, j) &&

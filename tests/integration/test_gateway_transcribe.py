@@ -198,6 +198,20 @@ class GatewayTranscribeTest(unittest.TestCase):
         status, _, body = self.post([])
         self.assertEqual(status, 200, body)
 
+    def test_the_shared_media_budget_holds_the_decoded_clip(self):
+        ten_seconds = silent_wav(16000 * 10)  # 1.2 MB decoded: its 16 kHz samples twice, as floats
+        g = gw.serve_config("[limits]\nmedia_decoded_budget_mb = 1\n\n" + target("small", self.model))
+        try:
+            body, headers = form([("model", "small"), *GREEDY], [("file", "ten.wav", ten_seconds)])
+            status, _, data = g.request("POST", "/v1/audio/transcriptions", body, headers, timeout=TIMEOUT_S)
+            self.assertEqual(status, 400, data)
+            self.assertIn("media_decoded_budget_mb", json.loads(data)["error"]["message"])
+            body, headers = form([("model", "small"), *GREEDY], [("file", "clip.wav", self.clip_bytes)])
+            status, _, data = g.request("POST", "/v1/audio/transcriptions", body, headers, timeout=TIMEOUT_S)
+            self.assertEqual(status, 200, data)
+        finally:
+            g.stop()
+
     def test_two_clips_at_once(self):
         want = cli(self.model, self.clip, "json")
         results = [None, None]

@@ -12,6 +12,8 @@
  *               or sent the translated chat and its answer rendered in the route's API (relay.c)
  *   supervised  a llama target served by a child sipp (supervised.c: rpc targets, supervise.c),
  *               reached as a remote one
+ *   whisper     a whisper.cpp model in this process (whisper.c, recipe whispercpp): transcribes
+ *               the audio routes' clips (transcription.c), loaded and evicted by residency.c
  *
  * Adding a kind (whisper.cpp, text to speech): a file here with its gw_kind, a line in gw_kind_of,
  * and its routes as rows of the router's table; docs/architecture.md says more.

@@ -38,6 +38,9 @@ typedef struct gw_kind {
     /* Loaded in this process: residency loads it, counts its measured memory and evicts it; the
      * model routes (/v1/models/NAME/load, Ollama's ps and show, the model file) act on it. */
     bool resident;
+    /* Sends a translated body on as it stood before decoding (a remote server is sent the chat a
+     * route translated its API into): dispatch keeps a copy for it only then. */
+    bool sends_translated;
     /* Answers a decoded request: d says the route's API and format; sent is the translated body as
      * it stood before decoding (for a kind that sends it on), NULL for the APIs remote servers speak. */
     void (*answer)(gw_call *call, const gw_dispatch *d, gw_target *t, gw_gen *g, json_t *sent);

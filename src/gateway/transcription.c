@@ -13,9 +13,10 @@
  *
  * The clip is transcribed on a thread of its own while the connection's thread waits, so that a
  * client that goes away cancels it (whisper's abort callback, through sipp_transcribe_params.cancel)
- * in both forms: waiting for one body, or streaming. stream=true (json or text) sends each segment
- * as it is decoded as a transcript.text.delta event, then transcript.text.done with the whole text
- * and the clip's duration as usage, then "data: [DONE]", as OpenAI's streamed transcriptions and
+ * in both forms: waiting for one body, or streaming. stream=true (json or text) starts its reply
+ * with the first segment (a clip that fails before it, as bad audio does, is a plain 400), and sends
+ * each segment as it is decoded as a transcript.text.delta event, then transcript.text.done with the whole
+ * text and the clip's duration as usage, then "data: [DONE]", as OpenAI's streamed transcriptions and
  * llama-server do. [limits] max_audio_seconds is checked from the clip's header before it is
  * decoded, and the clip's decoded size is held from [limits] media_decoded_budget_mb (shared with
  * the chats' images and clips) while it is decoded and transcribed: past it, a 429 (try again).
@@ -65,6 +66,7 @@ typedef struct stt_job {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     sipp_buf events; /* streamed: what the next pull sends */
+    int n_deltas;    /* segments sent as events */
     bool finished;
     sipp_status status;
     char err[SIPP_ERROR_SIZE];
@@ -200,8 +202,11 @@ static void push_event(stt_job *j, json_t *event) {
 
 static void on_segment(const sipp_transcript_segment *seg, void *user) {
     stt_job *j = user;
-    if (seg->text && *seg->text)
-        push_event(j, json_pack("{s:s, s:s}", "type", "transcript.text.delta", "delta", seg->text));
+    if (!seg->text || !*seg->text) return;
+    push_event(j, json_pack("{s:s, s:s}", "type", "transcript.text.delta", "delta", seg->text));
+    pthread_mutex_lock(&j->lock);
+    j->n_deltas++;
+    pthread_mutex_unlock(&j->lock);
 }
 
 /* The error of a failed run, as the client sees it: the clip's and the language's problems are the
@@ -290,6 +295,26 @@ static void reply_whole(stt_job *j) {
         gw_reply_text(j->call, 200, json ? JSON_TYPE : TEXT_TYPE, copy, len);
 }
 
+/* Waits until the run has a segment to stream or has ended (cancelling it when the client goes
+ * away meanwhile). False when it ended in an error before any segment: that is a plain error reply
+ * (a 400 naming the field), not a stream. */
+static bool first_segment(stt_job *j) {
+    bool waiting = true, stream = true;
+    while (waiting) {
+        pthread_mutex_lock(&j->lock);
+        if (!j->finished && j->n_deltas == 0) {
+            struct timespec ts;
+            sipp_deadline_in(&ts, CLOCK_REALTIME, WAIT_SLICE_MS);
+            pthread_cond_timedwait(&j->cond, &j->lock, &ts);
+        }
+        waiting = !j->finished && j->n_deltas == 0;
+        stream = j->n_deltas > 0 || !j->finished || j->status == SIPP_OK;
+        pthread_mutex_unlock(&j->lock);
+        if (waiting && gw_call_abandoned(j->call)) j->cancel = 1;
+    }
+    return stream;
+}
+
 /* Runs the job on its thread; streams it, or waits for it here (cancelling it when the client goes
  * away) and replies. The job is freed either way. */
 static void start(stt_job *j) {
@@ -308,7 +333,7 @@ static void start(stt_job *j) {
         return;
     }
     j->started = true;
-    if (j->stream) {
+    if (j->stream && first_segment(j)) {
         gw_reply_stream(j->call, SSE_TYPE, &j->base);
         return;
     }

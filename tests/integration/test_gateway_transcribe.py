@@ -184,6 +184,8 @@ class GatewayTranscribeTest(unittest.TestCase):
             ("unknown format", None, [("response_format", "docx")], "'response_format'"),
             ("word without verbose_json", None, [("timestamp_granularities[]", "word")], "timestamp_granularities"),
             ("stream with srt", None, [("stream", "true"), ("response_format", "srt")], "'stream'"),
+            ("streamed, not audio", b"RIFF but nothing more" * 4, [("stream", "true")], "'file'"),
+            ("streamed, unknown language", None, [("stream", "true"), ("language", "xx")], "language 'xx'"),
             ("beam_size too large", None, [("beam_size", "9")], "'beam_size'"),
             ("refused field", None, [("chunking_strategy", "auto")], "'chunking_strategy'"),
             ("unknown field", None, [("colour", "blue")], "'colour'"),

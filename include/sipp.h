@@ -1436,6 +1436,8 @@ SIPP_API int sipp_tts_sample_rate(const sipp_tts *tts);
 SIPP_API const char *sipp_tts_voice_borrow(const sipp_tts *tts, size_t i);
 /* The memory it holds (weights, contexts, buffers), measured after loading. [any thread] */
 SIPP_API uint64_t sipp_tts_memory_bytes(const sipp_tts *tts);
+/* The same by place and kind (flite's voices are built into the library: all zero). [any thread] */
+SIPP_API void sipp_tts_memory(const sipp_tts *tts, sipp_memory *out);
 
 /* A piece of speech as it is ready: n_samples samples at sample_rate. Return false to stop (the
  * call then ends with SIPP_ERR_CANCELLED). Called on the thread of sipp_tts_speak. */

@@ -50,13 +50,13 @@ struct sipp_tts_gen {
     struct mtmd_bitmap *speaker; /* NULL without a reference */
     const char *pipeline;
     int rate;
-    uint64_t memory;
+    sipp_memory memory; /* the weights' and the context's buffers, by place */
     pthread_mutex_t mu;
 };
 
 const char *sipp_tts_gen_pipeline(const sipp_tts_gen *g) { return g->pipeline; }
 int sipp_tts_gen_rate(const sipp_tts_gen *g) { return g->rate; }
-uint64_t sipp_tts_gen_memory(const sipp_tts_gen *g) { return g->memory; }
+void sipp_tts_gen_memory(const sipp_tts_gen *g, sipp_memory *out) { *out = g->memory; }
 
 void sipp_tts_gen_free(sipp_tts_gen *g) {
     if (!g) return;
@@ -107,13 +107,8 @@ static sipp_status make_context(sipp_tts_gen *g, int threads, char *err) {
     sipp_buffers_capture(NULL);
     if (!g->lctx)
         return sipp_fail(err, SIPP_ERR_BACKEND, "could not make a context for '%s'", g->model->path);
-    sipp_memory weights;
-    sipp_model_memory(g->model, &weights);
-    g->memory = weights.host_bytes + mem.host_bytes;
-    for (int i = 0; i < weights.n_devices; i++)
-        g->memory += weights.devices[i].bytes;
-    for (int i = 0; i < mem.n_devices; i++)
-        g->memory += mem.devices[i].bytes;
+    sipp_model_memory(g->model, &g->memory);
+    sipp_memory_merge(&g->memory, &mem);
     return SIPP_OK;
 }
 

@@ -1414,7 +1414,10 @@ typedef struct sipp_tts_params {
     const char *speaker; /* NULL, or a reference clip (WAV, MP3, FLAC) of the voice to speak in */
     const char *voice;   /* flite: the default voice (NULL: "slt"); ignored by the GGUF pipelines */
     const char *backend; /* the backbone's backend (NULL: "auto"); flite runs on the CPU */
-    int n_threads;       /* 0: as the engine chooses */
+    int n_threads;       /* 0: as the engine chooses; the backbone's and the projector's, per call */
+    /* A GGUF pair: how many calls generate at once (0: 1), each in a state of its own (a backbone
+     * context and a projector context on the one loaded model); more calls wait for a free one. */
+    int n_parallel;
 } sipp_tts_params;
 
 SIPP_API sipp_tts_params sipp_tts_default_params(void);

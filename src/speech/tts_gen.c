@@ -49,7 +49,7 @@
 #define TTS_PENALTY_REPEAT 1.05f
 #define TTS_LANGUAGE "en"
 #define SPEAKER_MAX_SECONDS 60.0 /* a reference clip longer than this is refused */
-#define STATE_WAIT_NS 50000000L  /* a call waiting for a free state looks at its cancel flag this often */
+#define STATE_WAIT_MS 50         /* a call waiting for a free state looks at its cancel flag this often */
 
 /* One generation at a time: a context of the backbone, a projector context and the helper on them. */
 typedef struct gen_state {
@@ -308,10 +308,7 @@ static gen_state *take_state(sipp_tts_gen *g, const sipp_speak_options *o) {
             if (!g->states[i].busy) s = &g->states[i];
         if (!s) {
             struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += STATE_WAIT_NS;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
+            sipp_deadline_in(&ts, CLOCK_REALTIME, STATE_WAIT_MS);
             pthread_cond_timedwait(&g->free_state, &g->mu, &ts);
         }
     }

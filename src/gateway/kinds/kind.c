@@ -12,6 +12,8 @@ static const struct {
     const gw_kind *kind;
 } by_recipe[] = {
     {"llamacpp", &gw_kind_llama},
+    {"tts", &gw_kind_tts},
+    {"flite", &gw_kind_tts},
 };
 
 const gw_kind *gw_kind_of_config(const gw_target_config *c) {

@@ -12,6 +12,9 @@
  *               or sent the translated chat and its answer rendered in the route's API (relay.c)
  *   supervised  a llama target served by a child sipp (supervised.c: rpc targets, supervise.c),
  *               reached as a remote one
+ *   tts         text to speech in this process (tts.c): a Qwen3-TTS / Pocket TTS pair through
+ *               libmtmd (recipe "tts") or Debian's flite (recipe "flite"), spoken by
+ *               /v1/audio/speech (routes_speech.c); loaded, counted and evicted by residency.c
  *
  * Adding a kind (whisper.cpp, text to speech): a file here with its gw_kind, a line in gw_kind_of,
  * and its routes as rows of the router's table; docs/architecture.md says more.
@@ -77,9 +80,16 @@ typedef struct gw_kind {
     /* What it takes besides text, as /v1/models and Ollama's show list it ("vision", "audio"): a new
      * array, or NULL for a kind that does not say (a remote server's own business). */
     json_t *(*capabilities)(gw_call *call, gw_target *t);
+    /* Text to speech (/v1/audio/speech), for a kind that speaks; NULL for one that does not (the
+     * route refuses it, naming the target). speech_voice finds the voice a request asks for (NULL or
+     * "": the target's default) among the target's own and OpenAI's names, before anything is
+     * loaded: voice gets the name to speak with ("" for the default); false with err listing the
+     * voices. speak runs with a use of t held, on the caller's thread, handing audio to o->on_audio. */
+    bool (*speech_voice)(const gw_target *t, const char *asked, char *voice, size_t n, char *err, size_t en);
+    sipp_status (*speak)(gw_target *t, const char *text, const sipp_speak_options *o, char *err);
 } gw_kind;
 
-extern const gw_kind gw_kind_llama, gw_kind_remote, gw_kind_supervised;
+extern const gw_kind gw_kind_llama, gw_kind_remote, gw_kind_supervised, gw_kind_tts;
 
 /* The kind of a running target, and of a target's configuration before it runs. */
 const gw_kind *gw_kind_of(const gw_target *t);

@@ -320,5 +320,43 @@ class OpenAIClientSpeechTest(unittest.TestCase):
             self.assertEqual(g.stop(), 0)
 
 
+def whisper_model():
+    """A synthetic whisper.cpp model (sipp-synth --whisper test), or None when this build has none."""
+    path = os.path.join(gw.tmpdir(), "ggml-loop-whisper.bin")
+    if not os.path.exists(path):
+        r = subprocess.run([gw.SYNTH, "--whisper", "test", "--out", path, "--vocab",
+                            os.path.join(gw.VOCAB_DIR, "ggml-vocab-gpt-2.gguf")], capture_output=True, text=True,
+                           timeout=120)
+        if r.returncode != 0:
+            return None
+    return path
+
+
+@unittest.skipUnless(shutil.which("node") and shutil.which("npm"), "node and npm are needed for the openai client")
+class VoiceLoopTest(unittest.TestCase):
+    """flite speaks a question, the whisper kind transcribes it, a chat answers, the tts kind speaks the
+    answer: four requests to one gateway, through the official openai client only."""
+
+    def test_voice_loop(self):
+        whisper = whisper_model()
+        cfg = flite_config() + (f'[[targets]]\nname = "whisper"\nmodel = "{whisper}"\nbackend = "cpu"\n'
+                                "threads = 1\n" if whisper else "")
+        check = subprocess.run([gw.SIPP, "serve", "--check", "--config", gw.write("loop.toml", cfg)],
+                               capture_output=True, text=True, timeout=60)
+        if not whisper or check.returncode != 0:
+            self.skipTest(f"this gateway serves no whisper.cpp target yet: {check.stderr.strip()[:300]}")
+        ensure_client()
+        g = gw.serve_config(cfg)
+        try:
+            r = subprocess.run(["node", "voice_loop.mjs", f"{g.base}/v1", "voice", "whisper", "tiny"], cwd=JS_DIR,
+                               capture_output=True, text=True, timeout=NODE_TIMEOUT_S)
+            lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+            self.assertTrue(lines, f"no result from node:\n{r.stdout}\n{r.stderr}")
+            result = json.loads(lines[-1])
+            self.assertTrue(result["ok"], f"{result.get('error')}\n--- gateway log:\n{g.text()[-3000:]}")
+        finally:
+            self.assertEqual(g.stop(), 0)
+
+
 if __name__ == "__main__":
     unittest.main()

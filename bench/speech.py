@@ -101,12 +101,12 @@ def post_speech(base, text):
         return r.read()
 
 
-def gateway_two_at_once(model, mmproj, tmp, text=TEXT):
+def gateway_two_at_once(model, mmproj, tmp, text=TEXT, parallel=2):
     """The throughput of two speech requests at once over two one after another, through sipp serve."""
     cfg = os.path.join(tmp, "speech.toml")
     with open(cfg, "w") as f:
         f.write(f'[[targets]]\nname = "pocket"\nrecipe = "tts"\nmodel = "{model}"\nmmproj = "{mmproj}"\n'
-                "parallel = 2\nthreads = 1\n")
+                f"parallel = {parallel}\nthreads = 1\n")
     log = open(os.path.join(tmp, "serve.log"), "w+")
     proc = subprocess.Popen([os.path.join(BUILD, "bin", "sipp"), "serve", "--config", cfg, "--port", "0"],
                             stdout=log, stderr=subprocess.STDOUT)

@@ -656,8 +656,7 @@ static void parse_speech_keys(cfg_ctx *x, const toml_node *t, const char *where,
     const toml_node *sn = get_str(x, t, where, "speaker", &speaker);
     if (speaker) tc->speaker = resolve_path(x->path, speaker);
     free(speaker);
-    bool tts = tc->recipe && strcmp(tc->recipe, "tts") == 0;
-    if (sn && !tts)
+    if (sn && tc->recipe && strcmp(tc->recipe, "tts") != 0) /* absent: told from the projector later */
         cfg_err(x, toml_node_line(sn), "%s speaker: only a recipe = \"tts\" pair speaks in a reference voice",
                 where);
     const toml_node *vn = get_str(x, t, where, "voice", &tc->voice);
@@ -1131,6 +1130,34 @@ static void resolve_auto_mmproj(cfg_ctx *x, int line, gw_target_config *t) {
                 err);
 }
 
+/* Whether the projector at path is a speech pair's (Qwen3-TTS, Pocket TTS), from its header. */
+static bool tts_projector(const char *path) {
+    static const char *const types[] = {"qwen3tts", "pockettts"};
+    sipp_gguf_info *info = calloc(1, sizeof *info);
+    char err[SIPP_ERROR_SIZE];
+    bool yes = false;
+    if (info && sipp_gguf_inspect(path, info, err) == SIPP_OK)
+        for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+            yes = yes || strncmp(info->projector_type, types[i], strlen(types[i])) == 0;
+    free(info);
+    return yes;
+}
+
+/* A speech pair's recipe from its projector when it names none (tts), and its speaker clip. */
+static void speech_files(cfg_ctx *x, int line, gw_target_config *t) {
+    if (!t->recipe && t->mmproj && !file_problem(t->mmproj) && tts_projector(t->mmproj))
+        t->recipe = strdup("tts");
+    const char *why;
+    if (t->speaker && (!t->recipe || strcmp(t->recipe, "tts") != 0))
+        cfg_err(x, line,
+                "target '%s': speaker is for a Qwen3-TTS / Pocket TTS pair (recipe = \"tts\"), and "
+                "its mmproj is not a speech projector",
+                t->name);
+    else if (t->speaker && (why = file_problem(t->speaker)))
+        cfg_err(x, line, "target '%s': speaker clip '%s' cannot be read (%s); check the path", t->name,
+                t->speaker, why);
+}
+
 bool gw_config_validate(gw_config *c, sipp_buf *errs) {
     cfg_ctx x = {.file = c->path ? c->path : "sipp serve", .errs = errs, .ok = true};
     int line;
@@ -1150,6 +1177,7 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
             if (t->mmproj && (why = file_problem(t->mmproj)))
                 cfg_err(&x, line, "target '%s': mmproj file '%s' cannot be read (%s); check the path",
                         t->name, t->mmproj, why);
+            speech_files(&x, line, t);
             char berr[SIPP_ERROR_SIZE];
             if (sipp_backend_check_name(t->backend, berr) != SIPP_OK)
                 cfg_err(&x, line, "target '%s' backend: %s", t->name, berr);

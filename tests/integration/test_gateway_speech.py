@@ -273,8 +273,9 @@ class PairSpeechTest(unittest.TestCase):
                         "--n-head", "4", "--n-head-kv", "4", "--n-ff", "128", "--n-ctx", "512"],
                        check=True, capture_output=True, timeout=120)
         cls.model, cls.mmproj = prefix + ".gguf", prefix + "-mmproj.gguf"
-        cfg = (f'[[targets]]\nname = "pocket"\nrecipe = "tts"\nmodel = "{cls.model}"\nmmproj = "{cls.mmproj}"\n'
-               "threads = 2\n")
+        # no recipe: told from the projector (a Pocket TTS one)
+        cfg = (f'[[targets]]\nname = "pocket"\nmodel = "{cls.model}"\nmmproj = "{cls.mmproj}"\n'
+               "threads = 1\nparallel = 2\n")
         cls.g = gw.serve_config(cfg)
 
     @classmethod
@@ -291,6 +292,14 @@ class PairSpeechTest(unittest.TestCase):
         self.assertEqual((rate, ref_rate), (24000, 24000))
         self.assertGreater(len(ref), 0)
         self.assertEqual(ours, ref)
+
+    def test_a_missing_speaker_clip_is_named(self):
+        cfg = gw.write("pair-speaker.toml", f'[[targets]]\nname = "p"\nmodel = "{self.model}"\n'
+                       f'mmproj = "{self.mmproj}"\nspeaker = "no-such.wav"\n')
+        p = subprocess.run([gw.SIPP, "serve", "--check", "--config", cfg], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("speaker clip", p.stderr)
+        self.assertIn("no-such.wav", p.stderr)
 
     def test_listed_and_voices(self):
         status, _, body = self.g.json("GET", "/v1/models")

@@ -172,6 +172,19 @@ const gw_field_rule gw_fields_whisper[] = {
     {NULL, GW_FIELD_HONORED, NULL},
 };
 
+/* OpenAI's speech request (routes_speech.c); seed is sipp's own (a GGUF pair's sampling seed). */
+const gw_field_rule gw_fields_speech[] = {
+    HONORED("model"),
+    HONORED("input"),
+    HONORED("voice"),
+    HONORED("response_format"),
+    HONORED("speed"),
+    HONORED("stream_format"),
+    HONORED("seed"),
+    IGNORED("instructions", "neither flite nor the Qwen3-TTS / Pocket TTS pipelines have a style input"),
+    {NULL, GW_FIELD_HONORED, NULL},
+};
+
 bool gw_fields_check(gw_call *call, json_t *root, const gw_field_rule *rules, const char *api) {
     const char *key;
     json_t *v;

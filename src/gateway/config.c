@@ -116,6 +116,7 @@ void gw_config_init(gw_config *c) {
     c->media_fetch_timeout_ms = GW_DEFAULT_FETCH_TIMEOUT_MS;
     c->limits = sipp_schema_limits_default();
     c->media_decoded_budget = GW_MEDIA_DECODED_BUDGET_DEFAULT;
+    c->max_speech_chars = GW_DEFAULT_MAX_SPEECH_CHARS;
 }
 
 static void free_strv(char **v, size_t n) {
@@ -156,6 +157,8 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->draft_model);
     free(t->mmproj);
     free(t->recipe);
+    free(t->speaker);
+    free(t->voice);
     free(t->draft_cutoff);
     free(t->cache_type_k);
     free(t->cache_type_v);
@@ -619,7 +622,7 @@ static void get_ctx_size(cfg_ctx *x, const toml_node *t, const char *where, gw_t
  * attention (flash_attn and backend, read before) is not off. */
 /* The recipes a local target may name (DESIGN.md "Recipes and kinds"; kinds/kind.c maps each to its
  * kind). */
-static const char *const recipes[] = {"llamacpp", "whispercpp", NULL};
+static const char *const recipes[] = {"llamacpp", "whispercpp", "tts", "flite", NULL};
 
 static void parse_recipe(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     const toml_node *rn = get_str(x, t, where, "recipe", &tc->recipe);
@@ -645,14 +648,50 @@ static void parse_kv_keys(cfg_ctx *x, const toml_node *t, const char *where, gw_
         cfg_err(x, toml_node_line(vn), "%s: %s", where, err);
 }
 
-static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+static bool is_flite(const gw_target_config *tc) { return tc->recipe && strcmp(tc->recipe, "flite") == 0; }
+
+/* speaker: a reference clip (a path, resolved like model); voice: flite's default voice, checked
+ * against the voices flite has. */
+static void parse_speech_keys(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    char *speaker = NULL;
+    const toml_node *sn = get_str(x, t, where, "speaker", &speaker);
+    if (speaker) tc->speaker = resolve_path(x->path, speaker);
+    free(speaker);
+    if (sn && tc->recipe && strcmp(tc->recipe, "tts") != 0) /* absent: told from the projector later */
+        cfg_err(x, toml_node_line(sn), "%s speaker: only a recipe = \"tts\" pair speaks in a reference voice",
+                where);
+    const toml_node *vn = get_str(x, t, where, "voice", &tc->voice);
+    if (vn && !is_flite(tc))
+        cfg_err(x, toml_node_line(vn), "%s voice: only recipe = \"flite\" has voices to choose from", where);
+    sipp_tts_params p = sipp_tts_default_params();
+    p.model = "flite";
+    p.voice = tc->voice;
+    sipp_tts *flite = NULL;
+    char err[SIPP_ERROR_SIZE];
+    if (tc->voice && sipp_tts_new(&p, &flite, err) != SIPP_OK)
+        cfg_err(x, toml_node_line(vn), "%s voice: %s", where, err);
+    sipp_tts_free(flite);
+}
+
+/* model: a path or a store name; none for flite, whose voices are built into the library. */
+static void parse_model(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     char *model = NULL;
-    get_str(x, t, where, "model", &model);
-    if (!model)
+    const toml_node *mn = get_str(x, t, where, "model", &model);
+    if (!model && !is_flite(tc))
         cfg_err(x, tc->line, "%s: a local target needs model = \"PATH.gguf\" or a store name", where);
-    else
+    else if (model && is_flite(tc))
+        cfg_err(x, toml_node_line(mn),
+                "%s model: recipe \"flite\" speaks with flite's built-in voices and takes no model file; "
+                "drop model, or use recipe = \"tts\" for a Qwen3-TTS / Pocket TTS pair",
+                where);
+    else if (model)
         tc->model_path = resolve_model(x, tc, where, model);
     free(model);
+}
+
+static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    parse_recipe(x, t, where, tc);
+    parse_model(x, t, where, tc);
     get_str(x, t, where, "backend", &tc->backend);
     const toml_node *fn = get_str(x, t, where, "flash_attn", &tc->flash_attn);
     char ferr[SIPP_ERROR_SIZE];
@@ -682,7 +721,6 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
         cfg_err(x, toml_node_line(cn), "%s draft_cutoff: '%s' is not one of auto, off", where,
                 tc->draft_cutoff);
     parse_kv_keys(x, t, where, tc);
-    parse_recipe(x, t, where, tc);
     /* mmproj: a projector file (like model: a path or a store name), or "auto" (found at validation) */
     char *mmproj = NULL;
     get_str(x, t, where, "mmproj", &mmproj);
@@ -692,6 +730,7 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
         tc->mmproj = resolve_model(x, tc, where, mmproj);
     free(mmproj);
     get_bool(x, t, where, "mmproj_offload", &tc->mmproj_offload);
+    parse_speech_keys(x, t, where, tc);
     /* chat_template: "chatml" or a template file (relative to the config file's directory). */
     char *tmpl = NULL;
     get_str(x, t, where, "chat_template", &tmpl);
@@ -750,11 +789,23 @@ static void parse_media(cfg_ctx *x, const toml_node *t, gw_config *c) {
  * caller the targets allow), and where the browser runtime is (relative to the config file). */
 /* [limits]: each key is a field of sipp_schema_limits of the same name. */
 static void parse_limits(cfg_ctx *x, const toml_node *t, gw_config *c) {
-    static const char *const known[] = {
-        "schema_max_bytes",  "schema_max_depth",     "schema_max_properties",   "schema_max_total_properties",
-        "schema_max_enum",   "schema_max_refs",      "grammar_max_bytes",       "grammar_max_alternatives",
-        "image_max_bytes",   "image_max_pixels",     "media_max_items",         "schema_convert_ms",
-        "max_audio_seconds", "media_max_decoded_mb", "media_decoded_budget_mb", NULL};
+    static const char *const known[] = {"schema_max_bytes",
+                                        "schema_max_depth",
+                                        "schema_max_properties",
+                                        "schema_max_total_properties",
+                                        "schema_max_enum",
+                                        "schema_max_refs",
+                                        "grammar_max_bytes",
+                                        "grammar_max_alternatives",
+                                        "image_max_bytes",
+                                        "image_max_pixels",
+                                        "media_max_items",
+                                        "schema_convert_ms",
+                                        "max_audio_seconds",
+                                        "media_max_decoded_mb",
+                                        "media_decoded_budget_mb",
+                                        "max_speech_chars",
+                                        NULL};
     size_t *sizes[] = {&c->limits.schema_max_bytes,      &c->limits.schema_max_depth,
                        &c->limits.schema_max_properties, &c->limits.schema_max_total_properties,
                        &c->limits.schema_max_enum,       &c->limits.schema_max_refs,
@@ -779,6 +830,9 @@ static void parse_limits(cfg_ctx *x, const toml_node *t, gw_config *c) {
     mb = (int64_t)(c->media_decoded_budget >> 20);
     get_int(x, t, "[limits]", "media_decoded_budget_mb", 1, GW_MAX_MEDIA_MB, &mb);
     c->media_decoded_budget = (size_t)mb << 20;
+    int64_t chars = (int64_t)c->max_speech_chars;
+    get_int(x, t, "[limits]", "max_speech_chars", 1, GW_MAX_LIMIT, &chars);
+    c->max_speech_chars = (size_t)chars;
 }
 
 static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
@@ -796,13 +850,15 @@ static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {
-        "name",       "type",         "model",        "backend",        "ctx_size",     "parallel",
-        "threads",    "gpu_layers",   "policy",       "chat_template",  "rpc",          "tensor_split",
-        "flash_attn", "speculative",  "draft_max",    "draft_min",      "load",         "keep_alive",
-        "pin",        "draft_model",  "draft_p_min",  "repack",         "draft_cutoff", "aliases",
-        "max_tokens", "cache_type_k", "cache_type_v", "mmproj_offload", "mmproj",       "recipe",
-        NULL};
+    static const char *const local_keys[] = {"name",        "type",          "model",        "backend",
+                                             "ctx_size",    "parallel",      "threads",      "gpu_layers",
+                                             "policy",      "chat_template", "rpc",          "tensor_split",
+                                             "flash_attn",  "speculative",   "draft_max",    "draft_min",
+                                             "load",        "keep_alive",    "pin",          "draft_model",
+                                             "draft_p_min", "repack",        "draft_cutoff", "aliases",
+                                             "max_tokens",  "cache_type_k",  "cache_type_v", "mmproj_offload",
+                                             "mmproj",      "recipe",        "speaker",      "voice",
+                                             NULL};
     static const char *const remote_keys[] = {
         "name", "type", "base_url", "base_urls", "model", "api_key_env", "timeout_seconds", "aliases", NULL};
     size_t n = toml_array_len(arr);
@@ -931,13 +987,20 @@ char *gw_target_name_from_path(const char *path) {
     return strndup(base, n);
 }
 
-bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
+/* A new local target at the end of c's, with the defaults; NULL when out of memory. */
+static gw_target_config *add_target(gw_config *c) {
     gw_target_config *t = realloc(c->targets, (c->n_targets + 1) * sizeof *t);
-    if (!t) return false;
+    if (!t) return NULL;
     c->targets = t;
     gw_target_config *tc = &c->targets[c->n_targets++];
     init_target(tc);
     tc->type = GW_TARGET_LOCAL;
+    return tc;
+}
+
+bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
+    gw_target_config *tc = add_target(c);
+    if (!tc) return false;
     tc->name = gw_target_name_from_path(model_path);
     /* `sipp serve NAME` takes a store name as well as a path. */
     char found[PATH_MAX], err[SIPP_ERROR_SIZE];
@@ -950,6 +1013,33 @@ bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
         return false;
     }
     return true;
+}
+
+bool gw_config_add_voice(gw_config *c, const char *voice, sipp_buf *errs) {
+    for (size_t i = 0; i < c->n_targets; i++)
+        if (strcmp(c->targets[i].name, GW_VOICE_TARGET) == 0) {
+            sipp_buf_appendf(errs,
+                             "--voice adds a target named '%s', and the configuration has one already; drop "
+                             "--voice or rename that target\n",
+                             GW_VOICE_TARGET);
+            return false;
+        }
+    sipp_tts_params p = sipp_tts_default_params();
+    p.model = "flite";
+    p.voice = voice;
+    sipp_tts *flite = NULL;
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_tts_new(&p, &flite, err) != SIPP_OK) {
+        sipp_buf_appendf(errs, "--voice: %s\n", err);
+        return false;
+    }
+    sipp_tts_free(flite);
+    gw_target_config *tc = add_target(c);
+    if (!tc) return false;
+    tc->name = strdup(GW_VOICE_TARGET);
+    tc->recipe = strdup("flite");
+    tc->voice = voice ? strdup(voice) : NULL;
+    return tc->name && tc->recipe && (!voice || tc->voice);
 }
 
 bool gw_discoverable(const sipp_store_model *m) {
@@ -1065,6 +1155,34 @@ static void detect_recipe(cfg_ctx *x, int line, gw_target_config *t) {
                 llama_only);
 }
 
+/* Whether the projector at path is a speech pair's (Qwen3-TTS, Pocket TTS), from its header. */
+static bool tts_projector(const char *path) {
+    static const char *const types[] = {"qwen3tts", "pockettts"};
+    sipp_gguf_info *info = calloc(1, sizeof *info);
+    char err[SIPP_ERROR_SIZE];
+    bool yes = false;
+    if (info && sipp_gguf_inspect(path, info, err) == SIPP_OK)
+        for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+            yes = yes || strncmp(info->projector_type, types[i], strlen(types[i])) == 0;
+    free(info);
+    return yes;
+}
+
+/* A speech pair's recipe from its projector when it names none (tts), and its speaker clip. */
+static void speech_files(cfg_ctx *x, int line, gw_target_config *t) {
+    if (!t->recipe && t->mmproj && !file_problem(t->mmproj) && tts_projector(t->mmproj))
+        t->recipe = strdup("tts");
+    const char *why;
+    if (t->speaker && (!t->recipe || strcmp(t->recipe, "tts") != 0))
+        cfg_err(x, line,
+                "target '%s': speaker is for a Qwen3-TTS / Pocket TTS pair (recipe = \"tts\"), and "
+                "its mmproj is not a speech projector",
+                t->name);
+    else if (t->speaker && (why = file_problem(t->speaker)))
+        cfg_err(x, line, "target '%s': speaker clip '%s' cannot be read (%s); check the path", t->name,
+                t->speaker, why);
+}
+
 bool gw_config_validate(gw_config *c, sipp_buf *errs) {
     cfg_ctx x = {.file = c->path ? c->path : "sipp serve", .errs = errs, .ok = true};
     int line;
@@ -1085,14 +1203,15 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
             if (t->mmproj && (why = file_problem(t->mmproj)))
                 cfg_err(&x, line, "target '%s': mmproj file '%s' cannot be read (%s); check the path",
                         t->name, t->mmproj, why);
+            speech_files(&x, line, t);
             char berr[SIPP_ERROR_SIZE];
             if (sipp_backend_check_name(t->backend, berr) != SIPP_OK)
                 cfg_err(&x, line, "target '%s' backend: %s", t->name, berr);
         } else if (t->api_key_env && !getenv(t->api_key_env)) {
-            cfg_err(
-                &x, line,
-                "target '%s': api_key_env names '%s', which is not set; export it with the upstream's key",
-                t->name, t->api_key_env);
+            cfg_err(&x, line,
+                    "target '%s': api_key_env names '%s', which is not set; export it with the "
+                    "upstream's key",
+                    t->name, t->api_key_env);
         }
     }
     for (size_t i = 0; i < c->n_tokens; i++) {

@@ -79,10 +79,10 @@ static bool same_load(const gw_target_config *a, const gw_target_config *b) {
            same_str(a->draft_cutoff, b->draft_cutoff) && same_str(a->cache_type_k, b->cache_type_k) &&
            same_str(a->cache_type_v, b->cache_type_v) && same_str(a->chat_template, b->chat_template) &&
            same_str(a->mmproj, b->mmproj) && a->mmproj_offload == b->mmproj_offload &&
-           a->ctx_size == b->ctx_size && a->ctx_auto == b->ctx_auto && a->parallel == b->parallel &&
-           a->threads == b->threads && a->gpu_layers == b->gpu_layers &&
-           same_str(a->rpc_servers, b->rpc_servers) && same_str(a->tensor_split, b->tensor_split) &&
-           a->policy == b->policy && a->repack == b->repack &&
+           same_str(a->speaker, b->speaker) && same_str(a->voice, b->voice) && a->ctx_size == b->ctx_size &&
+           a->ctx_auto == b->ctx_auto && a->parallel == b->parallel && a->threads == b->threads &&
+           a->gpu_layers == b->gpu_layers && same_str(a->rpc_servers, b->rpc_servers) &&
+           same_str(a->tensor_split, b->tensor_split) && a->policy == b->policy && a->repack == b->repack &&
            same_strv(a->base_urls, a->n_base_urls, b->base_urls, b->n_base_urls) &&
            same_str(a->remote_model, b->remote_model) && same_str(a->api_key_env, b->api_key_env) &&
            a->timeout_seconds == b->timeout_seconds;

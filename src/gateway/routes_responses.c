@@ -603,17 +603,38 @@ static json_t *next_chat(const gw_gen_view *v) {
     return chat;
 }
 
+/* The token limit ended the turn: its MCP calls may be cut off, so none runs. */
+static gw_turn cut_short(const gw_gen_view *v, sipp_buf *out) {
+    resp_state *s = state_of(v);
+    size_t i;
+    json_t *p;
+    json_array_foreach(s->pending, i, p) {
+        size_t index = (size_t)json_integer_value(json_object_get(p, "index"));
+        json_t *item = json_array_get(s->items, index);
+        json_object_set_new(item, "error",
+                            json_string("not run: max_output_tokens ended the model's turn, and "
+                                        "the call's arguments may be cut off"));
+        json_object_set_new(item, "status", json_string("incomplete"));
+        if (v->gen->stream)
+            event(v, "response.output_item.done",
+                  json_pack("{s:I, s:O}", "output_index", (json_int_t)index, "item", item), out);
+    }
+    json_array_clear(s->pending);
+    return GW_TURN_FINAL;
+}
+
 /* Between turns (gw_format.next_turn): an answer that called MCP tools has them run (a stream first
  * says they are in progress, then their results), and unless it also asked for approval or called
  * a client's tool, the model's next turn is its conversation with the results. */
 static gw_turn rs_next_turn(const gw_gen_view *v, sipp_buf *out, json_t **chat) {
     resp_state *s = state_of(v);
     if (!s->turn_open) {
-        if (!s->mcp || incomplete(v) || !calls_mcp(v, false)) return GW_TURN_FINAL;
+        if (!s->mcp || !calls_mcp(v, false)) return GW_TURN_FINAL;
         if (v->gen->stream)
             close_item(v, "completed", out);
         else
             take_turn(v);
+        if (incomplete(v)) return cut_short(v, out);
         s->turn_open = true;
         if (v->gen->stream) {
             size_t i;
@@ -1029,6 +1050,21 @@ static bool run_approvals(xlate *x) {
         json_array_append_new(s->items, item);
     }
     return true;
+}
+
+/* MCP tools run between the model's turns, which only a local target's generation has (generate.c's
+ * next_turn): a remote or supervised target's answer is relayed whole, so such a request is refused
+ * before any call is made. */
+static bool local_target(xlate *x, json_t *root) {
+    if (!x->s->mcp) return true;
+    const char *model = json_string_value(json_object_get(root, "model"));
+    gw_target *t = model ? gw_target_find(x->call->srv, model) : gw_targets_only(x->call->srv);
+    if (!t || (t->cfg->type == GW_TARGET_LOCAL && !t->supervisor)) return true;
+    return gw_reply_invalid_field(
+        x->call,
+        "'tools' has mcp tools, which run on local targets only; target '%s' is served by "
+        "another process (give a local model, or run the tools yourself as function tools)",
+        t->cfg->name);
 }
 
 static bool input_item(xlate *x, json_t *item, size_t i) {
@@ -1491,7 +1527,7 @@ void gw_route_responses(gw_call *call) {
         json_array_extend(s->items, lists);
         json_decref(lists);
     }
-    ok = ok && run_approvals(&x);
+    ok = ok && local_target(&x, root) && run_approvals(&x);
     if (!ok) {
         json_decref(prev);
         json_decref(root);

@@ -10,6 +10,7 @@ with an error item within its timeout, and the next call starts it again.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from test_gateway_openai_js import JS_DIR, ensure_client  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SERVER_JS = os.path.join(ROOT, "tests", "fixtures", "mcp", "server.js")
@@ -57,6 +59,7 @@ class McpTest(unittest.TestCase):
         cls.http, port = start_http_server()
         cls.sse_http, sse_port = start_http_server("--sse")
         cfg = (f'[[tokens]]\nenv = "{TOKEN_ENV}"\n\n' + gw.local_target(TARGET, path=cls.path, parallel=2, ctx=4096) +
+               '[[targets]]\nname = "far"\ntype = "openai_compatible"\nbase_url = "http://127.0.0.1:9/v1"\n' +
                f'\n[[mcp]]\nname = "calc"\ncommand = ["node", "{SERVER_JS}"]\nenv = {{ MCP_TEST_GREETING = "{GREETING}" }}\n'
                f'\n[[mcp]]\nname = "limited"\ncommand = ["node", "{SERVER_JS}"]\nallowed_tools = ["echo"]\n'
                f'\n[[mcp]]\nname = "slow"\ncommand = ["node", "{SERVER_JS}"]\ntimeout_seconds = {SLOW_TIMEOUT_S}\n'
@@ -142,6 +145,21 @@ class McpTest(unittest.TestCase):
             call = self.call_of(r)
             self.assertEqual(call["output"], json.loads(call["arguments"])["text"], call)
             self.assertEqual(call["server_label"], label)
+
+    def test_cut_off_call_does_not_run(self):
+        # A limit that ends the turn inside the call's arguments (where exactly depends on the model).
+        cut = []
+        for limit in (10, 13, 16, 19, 22):
+            status, _, r = self.post(self.body("calc", "add", max_output_tokens=limit))
+            self.assertEqual(status, 200, r)
+            calls = [o for o in r["output"] if o["type"] == "mcp_call"]
+            if calls and r["status"] == "incomplete":
+                cut.append(calls[0])
+        self.assertTrue(cut, "no limit ended the turn inside the call")
+        for call in cut:
+            self.assertEqual(call["status"], "incomplete", call)
+            self.assertIsNone(call["output"])
+            self.assertIn("max_output_tokens", call["error"])
 
     def test_tool_error(self):
         status, _, r = self.post(self.body("calc", "fail"))
@@ -255,6 +273,19 @@ class McpTest(unittest.TestCase):
         self.assertEqual(status, 200, r)
         self.assert_sum(self.call_of(r))
 
+    # ---- the official openai npm client ----
+
+    @unittest.skipUnless(shutil.which("node") and shutil.which("npm"), "node and npm run the openai client")
+    def test_openai_npm_client(self):
+        ensure_client()
+        r = subprocess.run(["node", "openai_mcp.mjs", f"{self.gw.base}/v1", TARGET, TOKEN], cwd=JS_DIR,
+                           capture_output=True, text=True, timeout=300)
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+        self.assertTrue(lines, f"no result from node:\n{r.stdout}\n{r.stderr}")
+        result = json.loads(lines[-1])
+        self.assertTrue(result["ok"], f"{result.get('error')}\n--- gateway log:\n{self.gw.text()[-3000:]}")
+        self.assertEqual(result["checked"], ["mcp_call", "mcp_call-stream", "approval"])
+
     # ---- refusals ----
 
     def test_refusals(self):
@@ -269,6 +300,7 @@ class McpTest(unittest.TestCase):
               "input": [{"type": "mcp_approval_response", "approval_request_id": "mcpr_x", "approve": True}]},
              "'input[0].approval_request_id'"),
         ]
+        cases.append(({"model": "far", "tools": [mcp_tool("calc", "add")]}, "target 'far' is served by another"))
         for extra, words in cases:
             body = {"model": TARGET, "input": "hi", "max_output_tokens": 2, **extra}
             status, _, r = self.post(body)

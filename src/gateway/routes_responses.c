@@ -111,6 +111,7 @@ typedef struct resp_state {
     bool turn_open;                        /* rs_next_turn has begun this turn's calls */
     bool consumed;                         /* not streamed: the last turn's items are in items already */
     int mcp_calls;                         /* MCP calls run in this response */
+    int max_mcp_calls;                     /* max_tool_calls, at most GW_RS_MCP_MAX_CALLS */
     json_t *approvals; /* mcp_approval_response items of the input, run before the model */
 } resp_state;
 
@@ -550,7 +551,25 @@ static bool calls_mcp(const gw_gen_view *v, bool only) {
     return run > 0 && (!only || run == a.n_calls);
 }
 
-/* Runs this turn's MCP calls (those past GW_RS_MCP_MAX_CALLS fail unrun); true when all ran. */
+/* Runs the call of an mcp_call item, unless the response has run its max_tool_calls: then the item
+ * fails unrun, and false says so. */
+static bool run_call(resp_state *s, gw_call *call, json_t *item) {
+    if (s->mcp_calls >= s->max_mcp_calls) {
+        char err[SIPP_ERROR_SIZE];
+        snprintf(err, sizeof err,
+                 "not run: this response ran its %d MCP calls (max_tool_calls, at most %d: docs/gateway.md, "
+                 "\"MCP\")",
+                 s->max_mcp_calls, GW_RS_MCP_MAX_CALLS);
+        json_object_set_new(item, "error", json_string(err));
+        json_object_set_new(item, "status", json_string("failed"));
+        return false;
+    }
+    s->mcp_calls++;
+    gw_rs_mcp_run(call, item);
+    return true;
+}
+
+/* Runs this turn's MCP calls (those past max_tool_calls fail unrun); true when all ran. */
 static bool run_pending(const gw_gen_view *v, sipp_buf *out) {
     resp_state *s = state_of(v);
     bool all = true;
@@ -559,18 +578,7 @@ static bool run_pending(const gw_gen_view *v, sipp_buf *out) {
     json_array_foreach(s->pending, i, p) {
         size_t index = (size_t)json_integer_value(json_object_get(p, "index"));
         json_t *item = json_array_get(s->items, index);
-        if (s->mcp_calls >= GW_RS_MCP_MAX_CALLS) {
-            char err[SIPP_ERROR_SIZE];
-            snprintf(err, sizeof err,
-                     "not run: a response runs at most %d MCP calls (docs/gateway.md, \"MCP\")",
-                     GW_RS_MCP_MAX_CALLS);
-            json_object_set_new(item, "error", json_string(err));
-            json_object_set_new(item, "status", json_string("failed"));
-            all = false;
-        } else {
-            s->mcp_calls++;
-            gw_rs_mcp_run(v->call, item);
-        }
+        all = run_call(s, v->call, item) && all;
         if (!v->gen->stream) continue;
         mcp_events(v, item, index, true, out);
         event(v, "response.output_item.done",
@@ -1045,8 +1053,8 @@ static bool run_approvals(xlate *x) {
         json_t *item =
             gw_rs_mcp_call_item(id, label, name, json_string_value(json_object_get(fn, "arguments")));
         json_object_set(item, "approval_request_id", json_object_get(a, "id"));
-        s->mcp_calls++;
-        json_object_set_new(msg, "content", json_string(gw_rs_mcp_run(x->call, item)));
+        run_call(s, x->call, item);
+        json_object_set_new(msg, "content", json_string(gw_rs_mcp_result_text(item)));
         json_array_append_new(s->items, item);
     }
     return true;
@@ -1423,6 +1431,12 @@ static bool check_options(xlate *x, json_t *root) {
         return gw_reply_invalid_field(
             x->call, "'truncation' must be \"disabled\": a prompt over the context is an error, never cut");
     if (!check_metadata(x->call, json_object_get(root, "metadata"))) return false;
+    json_t *mtc = json_object_get(root, "max_tool_calls");
+    x->s->max_mcp_calls = GW_RS_MCP_MAX_CALLS;
+    if (mtc && !json_is_null(mtc) && (!json_is_integer(mtc) || json_integer_value(mtc) < 1))
+        return gw_reply_invalid_field(x->call, "'max_tool_calls' must be a whole number of at least 1");
+    if (json_is_integer(mtc) && json_integer_value(mtc) < GW_RS_MCP_MAX_CALLS)
+        x->s->max_mcp_calls = (int)json_integer_value(mtc);
     json_t *st = json_object_get(root, "store");
     if (st && !json_is_boolean(st)) return gw_reply_invalid_field(x->call, "'store' must be true or false");
     return true;

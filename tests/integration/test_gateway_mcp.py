@@ -220,6 +220,20 @@ class McpTest(unittest.TestCase):
         self.assertEqual(status, 200, r4)
         self.assert_sum(self.call_of(r4))
 
+    def test_max_tool_calls_bounds_the_calls(self):
+        reqs = [{"type": "mcp_approval_request", "id": f"mcpr_call{k}", "server_label": "calc", "name": "add",
+                 "arguments": json.dumps({"a": k, "b": 10})} for k in (1, 2)]
+        yes = [{"type": "mcp_approval_response", "approval_request_id": r["id"], "approve": True} for r in reqs]
+        items = [{"role": "user", "content": "Add twice."}, *reqs, *yes]
+        status, _, r = self.post(self.body("calc", "add", approval="always", input=items, store=False,
+                                           tool_choice="none", max_output_tokens=4, max_tool_calls=1))
+        self.assertEqual(status, 200, r)
+        calls = [o for o in r["output"] if o["type"] == "mcp_call"]
+        self.assertEqual([c["approval_request_id"] for c in calls], ["mcpr_call1", "mcpr_call2"])
+        self.assertEqual(calls[0]["output"], "11")
+        self.assertEqual(calls[1]["status"], "failed")
+        self.assertIn("max_tool_calls", calls[1]["error"])
+
     def test_per_tool_approval(self):
         rule = {"never": {"tool_names": ["add"]}}
         body = self.body("calc", "add")
@@ -299,6 +313,7 @@ class McpTest(unittest.TestCase):
             ({"tools": [mcp_tool("calc", "add")],
               "input": [{"type": "mcp_approval_response", "approval_request_id": "mcpr_x", "approve": True}]},
              "'input[0].approval_request_id'"),
+            ({"tools": [mcp_tool("calc", "add")], "max_tool_calls": 0}, "'max_tool_calls'"),
         ]
         cases.append(({"model": "far", "tools": [mcp_tool("calc", "add")]}, "target 'far' is served by another"))
         for extra, words in cases:

@@ -323,6 +323,37 @@ class McpTest(unittest.TestCase):
             self.assertIn(words, r["error"]["message"])
 
 
+def children(pid):
+    """The pids whose parent is pid (from /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+class McpLifecycleTest(unittest.TestCase):
+    def test_child_starts_on_first_use_and_ends_with_the_gateway(self):
+        cfg = gw.local_target() + f'\n[[mcp]]\nname = "calc"\ncommand = ["node", "{SERVER_JS}"]\n'
+        g = gw.serve_config(cfg)
+        try:
+            self.assertEqual(children(g.proc.pid), [], "no server before its first use")
+            status, _, r = g.json("GET", "/v1/mcp/tools")
+            self.assertEqual(status, 200, r)
+            kids = children(g.proc.pid)
+            self.assertEqual(len(kids), 1, kids)
+            with open(f"/proc/{kids[0]}/cmdline") as f:
+                self.assertIn("server.js", f.read())
+        finally:
+            self.assertEqual(g.stop(), 0)
+        self.assertFalse(os.path.exists(f"/proc/{kids[0]}"), "the MCP server outlived the gateway")
+
+
 class McpConfigTest(unittest.TestCase):
     def check(self, text):
         path = gw.write(f"mcp-{time.monotonic_ns()}.toml", gw.local_target() + text)

@@ -407,8 +407,40 @@ typedef struct http_reply {
     sipp_buf body;
     bool too_big;
     bool sse;
+    long long id;  /* the request's; 0 for a notification */
+    size_t whole;  /* an event stream: the bytes of the body that are whole events, read */
+    bool answered; /* an event stream held the reply: the transfer was ended there */
     char session[GW_SESSION_SIZE];
 } http_reply;
+
+/* The end of the last whole event (a blank line) in body from from, or from when there is none. */
+static size_t events_end(const sipp_buf *b, size_t from) {
+    size_t end = from;
+    for (size_t i = from; i + 1 < b->len; i++) {
+        if (b->data[i] != '\n') continue;
+        if (b->data[i + 1] == '\n')
+            end = i + 2;
+        else if (b->data[i + 1] == '\r' && i + 2 < b->len && b->data[i + 2] == '\n')
+            end = i + 3;
+    }
+    return end;
+}
+
+/* Reads the events that arrived whole: a server may keep its stream open after the reply (MCP says it
+ * SHOULD close it), so the reply, once in, ends the transfer rather than the timeout. */
+static void read_new_events(http_reply *r) {
+    size_t end = events_end(&r->body, r->whole), pos = r->whole;
+    sipp_buf data = {0};
+    char msg[SIPP_ERROR_SIZE];
+    while (!r->answered && gw_mcp_sse_next(r->body.data, end, &pos, &data)) {
+        json_t *result = NULL;
+        r->answered = gw_mcp_rpc_read(data.data ? data.data : "", data.len, r->id, &result, msg,
+                                      sizeof msg) != GW_RPC_OTHER;
+        json_decref(result);
+    }
+    sipp_buf_free(&data);
+    r->whole = end;
+}
 
 static size_t on_http_body(char *data, size_t size, size_t n, void *arg) {
     http_reply *r = arg;
@@ -416,7 +448,9 @@ static size_t on_http_body(char *data, size_t size, size_t n, void *arg) {
         r->too_big = true;
         return 0;
     }
-    return sipp_buf_append(&r->body, data, size * n) ? size * n : 0;
+    if (!sipp_buf_append(&r->body, data, size * n)) return 0;
+    if (r->sse && r->id > 0) read_new_events(r);
+    return r->answered ? 0 : size * n; /* 0 ends the transfer */
 }
 
 static bool header_is(const char *line, size_t n, const char *name, const char **value, size_t *vn) {
@@ -477,7 +511,7 @@ static gw_rpc_kind http_exchange(gw_mcp_server *s, const char *msg, long long id
         snprintf(err, cap, "cannot make an HTTP client");
         return GW_RPC_JUNK;
     }
-    http_reply r = {0};
+    http_reply r = {.id = id};
     char cerr[CURL_ERROR_SIZE] = "";
     struct curl_slist *h = http_headers(s);
     curl_easy_setopt(e, CURLOPT_URL, s->cfg.url);
@@ -493,6 +527,7 @@ static gw_rpc_kind http_exchange(gw_mcp_server *s, const char *msg, long long id
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, cerr);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     CURLcode rc = curl_easy_perform(e);
+    if (rc == CURLE_WRITE_ERROR && r.answered) rc = CURLE_OK; /* ended at the reply (read_new_events) */
     long status = 0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
     gw_rpc_kind k = GW_RPC_JUNK;

@@ -58,19 +58,21 @@ class McpTest(unittest.TestCase):
         assert r.returncode == 0, r.stderr
         cls.http, port = start_http_server()
         cls.sse_http, sse_port = start_http_server("--sse")
+        cls.linger_http, linger_port = start_http_server("--sse", "--linger")
         cfg = (f'[[tokens]]\nenv = "{TOKEN_ENV}"\n\n' + gw.local_target(TARGET, path=cls.path, parallel=2, ctx=4096) +
                '[[targets]]\nname = "far"\ntype = "openai_compatible"\nbase_url = "http://127.0.0.1:9/v1"\n' +
                f'\n[[mcp]]\nname = "calc"\ncommand = ["node", "{SERVER_JS}"]\nenv = {{ MCP_TEST_GREETING = "{GREETING}" }}\n'
                f'\n[[mcp]]\nname = "limited"\ncommand = ["node", "{SERVER_JS}"]\nallowed_tools = ["echo"]\n'
                f'\n[[mcp]]\nname = "slow"\ncommand = ["node", "{SERVER_JS}"]\ntimeout_seconds = {SLOW_TIMEOUT_S}\n'
                f'\n[[mcp]]\nname = "web"\nurl = "http://127.0.0.1:{port}/mcp"\n'
-               f'\n[[mcp]]\nname = "web-sse"\nurl = "http://127.0.0.1:{sse_port}/mcp"\n')
+               f'\n[[mcp]]\nname = "web-sse"\nurl = "http://127.0.0.1:{sse_port}/mcp"\n'
+               f'\n[[mcp]]\nname = "web-linger"\nurl = "http://127.0.0.1:{linger_port}/mcp"\ntimeout_seconds = 30\n')
         cls.gw = gw.serve_config(cfg, env={TOKEN_ENV: TOKEN})
 
     @classmethod
     def tearDownClass(cls):
         rc = cls.gw.stop()
-        for p in (cls.http, cls.sse_http):
+        for p in (cls.http, cls.sse_http, cls.linger_http):
             p.terminate()
             p.wait(10)
         assert rc == 0, f"sipp serve exited with {rc}:\n{cls.gw.text()}"
@@ -100,7 +102,7 @@ class McpTest(unittest.TestCase):
         status, _, r = self.gw.json("GET", "/v1/mcp/tools", None, AUTH)
         self.assertEqual(status, 200, r)
         by = {s["name"]: s for s in r["data"]}
-        self.assertEqual(list(by), ["calc", "limited", "slow", "web", "web-sse"])
+        self.assertEqual(list(by), ["calc", "limited", "slow", "web", "web-sse", "web-linger"])
         names = [t["name"] for t in by["calc"]["tools"]]
         self.assertIn("add", names)
         add = next(t for t in by["calc"]["tools"] if t["name"] == "add")
@@ -139,8 +141,11 @@ class McpTest(unittest.TestCase):
         self.assertEqual(self.call_of(r)["output"], GREETING)
 
     def test_echo_over_http(self):
-        for label in ("web", "web-sse"):
+        for label in ("web", "web-sse", "web-linger"):
+            t0 = time.monotonic()
             status, _, r = self.post(self.body(label, "echo"))
+            # web-linger keeps its event stream open: the reply, not its 30 s timeout, ends the call.
+            self.assertLess(time.monotonic() - t0, 20, label)
             self.assertEqual(status, 200, r)
             call = self.call_of(r)
             self.assertEqual(call["output"], json.loads(call["arguments"])["text"], call)

@@ -225,6 +225,20 @@ class McpTest(unittest.TestCase):
         self.assertEqual(status, 200, r4)
         self.assert_sum(self.call_of(r4))
 
+    def test_approval_request_streamed(self):
+        status, _, events = self.gw.sse("/v1/responses", self.body("calc", "add", approval="always", stream=True),
+                                        AUTH)
+        self.assertEqual(status, 200, events)
+        data = [json.loads(d) for _, d in events]
+        added = [d["item"] for d in data if d["type"] == "response.output_item.added"]
+        done = [d["item"] for d in data if d["type"] == "response.output_item.done"]
+        self.assertEqual([i["type"] for i in added], ["mcp_list_tools", "mcp_approval_request"])
+        self.assertEqual([i["type"] for i in done], ["mcp_list_tools", "mcp_approval_request"])
+        self.assertFalse([d for d in data if d["type"].startswith("response.mcp_call")])
+        final = data[-1]["response"]
+        self.assertEqual(final["output"], done)
+        json.loads(done[1]["arguments"])  # whole, with the item
+
     def test_max_tool_calls_bounds_the_calls(self):
         reqs = [{"type": "mcp_approval_request", "id": f"mcpr_call{k}", "server_label": "calc", "name": "add",
                  "arguments": json.dumps({"a": k, "b": 10})} for k in (1, 2)]

@@ -143,8 +143,10 @@ static void llama_describe_load(const gw_loaded *l, const gw_target_config *c, c
 /* ---- requests and listings ------------------------------------------------------------------ */
 
 static void llama_answer(gw_call *call, const gw_dispatch *d, gw_target *t, gw_gen *g, json_t *sent) {
-    if (!d->fmt)
-        gw_embed(call, t, g);
+    if (d->count_only)
+        gw_count_tokens(call, t, g, d->fmt->renames);
+    else if (!d->fmt)
+        gw_embed(call, t, g, d->embed_fmt);
     else
         gw_generate(call, t, g, d->fmt);
 }

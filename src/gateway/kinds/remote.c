@@ -14,7 +14,12 @@
 #include "gateway/upstream.h"
 
 void gw_kind_remote_answer(gw_call *call, const gw_dispatch *d, gw_target *t, gw_gen *g, json_t *sent) {
-    if (d->upstream_suffix)
+    if (d->count_only || d->embed_fmt) /* a route of sipp's own over an API remote servers lack */
+        gw_reply_error(call, GW_E_NOT_IMPLEMENTED,
+                       "model '%s' is a remote (openai_compatible) target, which %s does not reach yet; "
+                       "use /v1/chat/completions or /v1/embeddings for it",
+                       t->cfg->name, call->path);
+    else if (d->upstream_suffix)
         gw_upstream_forward(call, t, d->upstream_suffix, g->root, g->stream);
     else if (sent) /* kept by dispatch for a kind that sends_translated */
         gw_relay(call, t, g, sent, d->api, d->fmt);

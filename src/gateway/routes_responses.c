@@ -406,10 +406,11 @@ static void close_item(const gw_gen_view *v, const char *status, sipp_buf *out) 
     json_t *item = named_call(s, make_item(s->open, s->open_id, s->open == ITEM_CALL ? "completed" : status,
                                            text, s->open_call_id, s->open_name));
     json_array_set(s->items, s->open_index, item);
-    if (s->open == ITEM_CALL && mcp_kind(s, s->open_name) == MCP_RUN) /* done once it has run */
+    if (s->open == ITEM_CALL && mcp_kind(s, s->open_name) == MCP_RUN) { /* done once it has run */
         json_array_append_new(s->pending, json_pack("{s:I, s:s}", "index", (json_int_t)s->open_index,
                                                     "call_id", s->open_call_id ? s->open_call_id : ""));
-    else
+        json_decref(item); /* items holds it */
+    } else
         event(v, "response.output_item.done",
               json_pack("{s:I, s:o}", "output_index", (json_int_t)s->open_index, "item", item), out);
     s->open = ITEM_NONE;

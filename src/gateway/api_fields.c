@@ -50,6 +50,7 @@ const gw_field_rule gw_fields_responses[] = {
     HONORED("reasoning"),
     HONORED("include"),
     HONORED("truncation"),
+    HONORED("max_tool_calls"), /* the MCP calls a response runs (responses_mcp.h) */
     IGNORED("metadata", WHY_BOOKKEEPING),
     IGNORED("client_metadata", WHY_BOOKKEEPING),
     IGNORED("user", WHY_USER),
@@ -57,7 +58,6 @@ const gw_field_rule gw_fields_responses[] = {
     IGNORED("prompt_cache_key", WHY_CACHE),
     IGNORED("prompt_cache_retention", WHY_CACHE),
     IGNORED("service_tier", WHY_TIER),
-    IGNORED("max_tool_calls", "a limit on built-in tool calls, which sipp does not run"),
     IGNORED("context_management",
             "compaction past a threshold: sipp never compacts, a prompt over the context is a 400"),
     REFUSED("background", "responses run while the request is open; leave it out"),

@@ -937,7 +937,24 @@ typedef struct sipp_engine_params {
      * types. */
     const char *cache_type_k;
     const char *cache_type_v;
+    /* LoRA adapters (llama.cpp's GGUF adapters, as convert_lora_to_gguf.py writes them) loaded with
+     * the engine for its model and applied at their scales to every request that does not pick its
+     * own (sipp_request_params.lora). Their weights count in sipp_engine_memory. An adapter of
+     * another architecture or shape is SIPP_ERR_MODEL naming its path. Ids are the indices. */
+    const struct sipp_lora_adapter *lora;
+    size_t n_lora;
 } sipp_engine_params;
+
+typedef struct sipp_lora_adapter {
+    const char *path;
+    float scale; /* the adapter's default weight: 0 loads it off, 1 as trained */
+} sipp_lora_adapter;
+
+/* One adapter of the engine at a scale, as a request picks it. */
+typedef struct sipp_lora_scale {
+    int id; /* the index in sipp_engine_params.lora */
+    float scale;
+} sipp_lora_scale;
 
 #define SIPP_DRAFT_MAX_DEFAULT 8
 #define SIPP_DRAFT_MAX 32
@@ -1082,6 +1099,14 @@ typedef struct sipp_request_params {
      * log-probability and that many most likely alternatives are recorded, from the distribution
      * the sampler drew from (sipp_request_logprobs_json). */
     int logprobs;
+    /* The adapters this request runs with (llama-server's "lora"): the listed ids at their scales,
+     * every other adapter at 0. NULL or n_lora 0: the engine's current scales. An id the engine
+     * does not have is SIPP_ERR_INVALID_ARGUMENT. Requests whose adapter scales differ are never in
+     * one batch: the engine runs one set at a time, finishing the requests of the running set before
+     * it starts a request of another (in queue order, so none waits for ever), and a slot's cached
+     * prefix serves only a request of the same set. */
+    const sipp_lora_scale *lora;
+    size_t n_lora;
 } sipp_request_params;
 
 #define SIPP_MAX_TOP_LOGPROBS 20
@@ -1357,6 +1382,18 @@ SIPP_API sipp_status sipp_memory_estimate(const char *path, const sipp_model_par
  * figure includes its model's. [any thread] */
 SIPP_API void sipp_model_memory(const sipp_model *model, sipp_memory *out);
 SIPP_API void sipp_engine_memory(const sipp_engine *engine, sipp_memory *out);
+
+/* ---- LoRA adapters ------------------------------------------------------------------------------ */
+
+/* The engine's adapters: how many, and adapter id's path and current default scale (what a request
+ * without "lora" runs with). SIPP_ERR_INVALID_ARGUMENT for an id out of range. [any thread] */
+SIPP_API size_t sipp_engine_lora_count(const sipp_engine *engine);
+SIPP_API sipp_status sipp_engine_lora_get(const sipp_engine *engine, size_t id, const char **path,
+                                          float *scale);
+
+/* Sets the default scales (llama-server's POST /lora-adapters): the listed ids at their scales, every
+ * other adapter at 0. Requests already submitted keep the scales they were given. [any thread] */
+SIPP_API sipp_status sipp_engine_lora_set(sipp_engine *engine, const sipp_lora_scale *scales, size_t n);
 
 /* ---- embeddings --------------------------------------------------------------------------------- */
 

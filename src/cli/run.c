@@ -338,6 +338,7 @@ static const cli_option *const options[] = {&opt_chat,
                                             &opt_no_mmproj_offload,
                                             &opt_ctx_size,
                                             &cli_opt_cache_type_k,
+                                            &cli_opt_lora,
                                             &cli_opt_cache_type_v,
                                             &cli_opt_threads,
                                             &opt_backend,
@@ -847,6 +848,8 @@ static sipp_engine *new_engine(const run_opts *o, sipp_model *m) {
     ep.draft_cutoff = o->draft_cutoff;
     ep.cache_type_k = o->c.cache_type_k;
     ep.cache_type_v = o->c.cache_type_v;
+    ep.lora = o->c.lora;
+    ep.n_lora = (size_t)o->c.n_lora;
     sipp_engine *e = NULL;
     char err[SIPP_ERROR_SIZE];
     if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) {

@@ -268,8 +268,15 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
     ep.cache_type_v = c->cache_type_v;
     int q = srv->cfg->max_queue + srv->cfg->max_concurrent_requests;
     ep.max_queued = q < ENGINE_QUEUE_MIN ? ENGINE_QUEUE_MIN : q;
+    sipp_lora_adapter *lora = c->n_lora ? calloc(c->n_lora, sizeof *lora) : NULL;
+    for (size_t i = 0; lora && i < c->n_lora; i++)
+        lora[i] = (sipp_lora_adapter){c->lora[i].path, c->lora[i].scale};
+    ep.lora = lora;
+    ep.n_lora = lora ? c->n_lora : 0;
     sipp_engine *e = NULL;
-    if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) { /* the message names the model and the problem */
+    sipp_status est = sipp_engine_new(m, &ep, &e, err);
+    free(lora);           /* the engine keeps its own copies */
+    if (est != SIPP_OK) { /* the message names the model and the problem */
         sipp_model_free(m);
         return false;
     }

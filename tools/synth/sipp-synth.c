@@ -226,6 +226,7 @@ static void usage(FILE *f) {
         "       " PROG " --out FILE --projector KIND [--n-embd N] [projector options]\n"
         "       " PROG " --out PREFIX --tts-pair pocket --vocab VOCAB.gguf [backbone shape]\n"
         "       " PROG " --out FILE --whisper tiny|base|test --vocab ggml-vocab-gpt-2.gguf [--type f16|f32]\n"
+        "       " PROG " --out A.gguf --lora-for BASE.gguf [--rank R] [--seed N] [--std S]\n"
         "\n"
         "Writes a llama-architecture GGUF model with random weights and the tokenizer of VOCAB.gguf\n"
         "(one of llama.cpp's tokenizer-only files, e.g. ggml-vocab-llama-bpe.gguf), or with --projector\n"
@@ -1213,6 +1214,8 @@ done:
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--whisper") == 0) return whisper_synth_main(argc, argv);
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--lora-for") == 0) return lora_synth_main(argc, argv);
     struct options o;
     parse_args(argc, argv, &o);
     ggml_log_set(ggml_log_quiet, NULL);

@@ -103,6 +103,9 @@ void fill_row(float *dst, int64_t n, uint64_t row_seed, float std);
 /* whisper_model.c: sipp-synth --whisper SHAPE, a whisper.cpp model (its own ggml file format). */
 int whisper_synth_main(int argc, char **argv);
 
+/* lora.c: sipp-synth --lora-for BASE.gguf, a LoRA adapter with random weights for BASE. */
+int lora_synth_main(int argc, char **argv);
+
 /* projector.c */
 /* The projector kind --projector NAME names, or NULL; projector_names() lists them for messages. */
 const struct projector_kind *projector_find(const char *name);

@@ -1371,7 +1371,8 @@ SIPP_API uint64_t sipp_memory_total(const sipp_memory *m);
  * header only (nothing is loaded): the tensors' bytes placed as the backend policy would place the
  * layers (gpu_layers of n_layer+1 on the chosen GPU device, the rest on the host), the KV cache for
  * ep's ctx_size (shared by ep's parallel slots) at ep's cache types (f16 by default), and the
- * compute and output buffers of one batch, and mp's projector's weights (mmproj). NULL params mean the
+ * compute and output buffers of one batch, mp's projector's weights (mmproj) and ep's LoRA adapters' (their
+ * files' sizes). NULL params mean the
  * defaults. SIPP_ERR_MODEL when the header cannot be read, SIPP_ERR_INVALID_ARGUMENT for an unknown cache
  * type. */
 SIPP_API sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp,

@@ -1193,6 +1193,8 @@ bool gw_residency_startup_ready(gw_server *srv) {
     return ready;
 }
 
+#define GW_LORA_MAX_ESTIMATE 64 /* the config's limit */
+
 /* ---- estimates, and ctx_size "auto" ---------------------------------------------------------- */
 
 static sipp_status estimate_at(const gw_target_config *c, int ctx_size, sipp_memory *out, char *err) {
@@ -1206,6 +1208,11 @@ static sipp_status estimate_at(const gw_target_config *c, int ctx_size, sipp_mem
     ep.parallel = c->parallel;
     ep.cache_type_k = c->cache_type_k;
     ep.cache_type_v = c->cache_type_v;
+    sipp_lora_adapter lora[GW_LORA_MAX_ESTIMATE];
+    for (size_t i = 0; i < c->n_lora && i < GW_LORA_MAX_ESTIMATE; i++)
+        lora[i] = (sipp_lora_adapter){c->lora[i].path, c->lora[i].scale};
+    ep.lora = lora;
+    ep.n_lora = c->n_lora < GW_LORA_MAX_ESTIMATE ? c->n_lora : GW_LORA_MAX_ESTIMATE;
     return sipp_memory_estimate(c->model_path, &mp, &ep, out, err);
 }
 

@@ -8,7 +8,8 @@
  *                                      not listed at 0, as llama-server does); answers the new list
  *
  * Both need a token with admin = true when the server has tokens: the scales change what every
- * caller of the target gets. model may be left out when one local target has adapters. The
+ * caller of the target gets. model may be left out when one target has adapters, or when there is
+ * one target. The
  * adapters themselves come from the config (lora = [{path, scale}]) or `--lora FILE[:SCALE]`: a
  * request cannot name a file on the server. A request picks its own scales with "lora": [{id,
  * scale}] (chat completions, completions, /v1/chat, /v1/query).
@@ -24,13 +25,15 @@
 static gw_target *lora_target(gw_call *call) {
     gw_server *srv = call->srv;
     const char *name = gw_call_query(call, "model");
-    gw_target *found = NULL;
-    size_t n = atomic_load(&srv->n_targets), with = 0;
+    gw_target *found = NULL, *only = NULL;
+    size_t n = atomic_load(&srv->n_targets), with = 0, seen = 0;
     for (size_t i = 0; i < n; i++) {
         gw_target *t = &srv->targets[i];
         if (!gw_auth_allows(call, t->cfg)) continue;
+        only = t, seen++;
         if (name ? strcmp(t->cfg->name, name) == 0 : t->cfg->n_lora > 0) found = t, with++;
     }
+    if (!name && with == 0 && seen == 1) found = only, with = 1; /* one target: its list, maybe [] */
     if (name && !found) {
         gw_reply_error(call, GW_E_UNKNOWN_TARGET,
                        "the model '%s' does not exist on this server; GET /v1/models lists them", name);

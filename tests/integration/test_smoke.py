@@ -40,6 +40,7 @@ ROUTES = [
     ("native_chat", "POST", "/v1/chat", {"model": TARGET, "messages": MSGS, "max_tokens": 4, "stream": False}, None),
     ("native_embed", "POST", "/v1/embed", {"model": TARGET, "input": "hello"}, None),
     ("erase_slots", "POST", f"/v1/models/{TARGET}/erase_slots", {}, "erased"),
+    ("lora_adapters", "GET", "/lora-adapters", None, None),
 ]
 
 

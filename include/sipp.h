@@ -509,6 +509,17 @@ typedef struct sipp_model sipp_model;
 /* Called during load with progress in [0, 1]. Return false to abort the load. */
 typedef bool (*sipp_progress_fn)(float progress, void *user);
 
+typedef struct sipp_lora_adapter {
+    const char *path;
+    float scale; /* the adapter's default weight: 0 loads it off, 1 as trained */
+} sipp_lora_adapter;
+
+/* One adapter of the engine at a scale, as a request picks it. */
+typedef struct sipp_lora_scale {
+    int id; /* the index in sipp_model_params.lora */
+    float scale;
+} sipp_lora_scale;
+
 typedef struct sipp_model_params {
     const char *backend;       /* "auto" (default), "cpu", "vulkan", "cuda", "metal", ... */
     const char *backend_order; /* auto's preference; NULL = $SIPP_BACKEND_ORDER or the default */
@@ -539,6 +550,13 @@ typedef struct sipp_model_params {
     /* Run the projector on the model's GPU backend (llama-server's --mmproj-offload, on by default);
      * always off for a "cpu" load. */
     bool mmproj_offload;
+    /* LoRA adapters (llama.cpp's GGUF adapters, as convert_lora_to_gguf.py writes them) loaded with
+     * the model for it: their weights count in its measured memory, and every context libsipp makes
+     * of the model applies them at their scales (an engine's requests may pick their own:
+     * sipp_request_params.lora). An adapter of another architecture or shape is SIPP_ERR_MODEL naming
+     * its path, a path that is not a file SIPP_ERR_NOT_FOUND. Ids are the indices. */
+    const sipp_lora_adapter *lora;
+    size_t n_lora;
 } sipp_model_params;
 
 /* A load on a GPU device first takes that device's residency lease: a lock file per device
@@ -798,6 +816,11 @@ typedef struct sipp_verify_params {
     const char *ppl_text;
     int ppl_ctx;    /* default 512 */
     int ppl_chunks; /* default -1 */
+    /* LoRA adapters every backend loads with the model (sipp_model_params.lora): the report's and the
+     * manifest's "model" gains "lora": [{"path", "sha256", "scale"}], the adapters applied; with
+     * `against` and none given here, the manifest's. */
+    const sipp_lora_adapter *lora;
+    size_t n_lora;
 } sipp_verify_params;
 
 SIPP_API sipp_verify_thresholds sipp_verify_default_thresholds(void);
@@ -937,24 +960,7 @@ typedef struct sipp_engine_params {
      * types. */
     const char *cache_type_k;
     const char *cache_type_v;
-    /* LoRA adapters (llama.cpp's GGUF adapters, as convert_lora_to_gguf.py writes them) loaded with
-     * the engine for its model and applied at their scales to every request that does not pick its
-     * own (sipp_request_params.lora). Their weights count in sipp_engine_memory. An adapter of
-     * another architecture or shape is SIPP_ERR_MODEL naming its path. Ids are the indices. */
-    const struct sipp_lora_adapter *lora;
-    size_t n_lora;
 } sipp_engine_params;
-
-typedef struct sipp_lora_adapter {
-    const char *path;
-    float scale; /* the adapter's default weight: 0 loads it off, 1 as trained */
-} sipp_lora_adapter;
-
-/* One adapter of the engine at a scale, as a request picks it. */
-typedef struct sipp_lora_scale {
-    int id; /* the index in sipp_engine_params.lora */
-    float scale;
-} sipp_lora_scale;
 
 #define SIPP_DRAFT_MAX_DEFAULT 8
 #define SIPP_DRAFT_MAX 32
@@ -1371,7 +1377,7 @@ SIPP_API uint64_t sipp_memory_total(const sipp_memory *m);
  * header only (nothing is loaded): the tensors' bytes placed as the backend policy would place the
  * layers (gpu_layers of n_layer+1 on the chosen GPU device, the rest on the host), the KV cache for
  * ep's ctx_size (shared by ep's parallel slots) at ep's cache types (f16 by default), and the
- * compute and output buffers of one batch, mp's projector's weights (mmproj) and ep's LoRA adapters' (their
+ * compute and output buffers of one batch, mp's projector's weights (mmproj) and mp's LoRA adapters' (their
  * files' sizes). NULL params mean the
  * defaults. SIPP_ERR_MODEL when the header cannot be read, SIPP_ERR_INVALID_ARGUMENT for an unknown cache
  * type. */

@@ -812,6 +812,8 @@ static sipp_model *load_model(run_opts *o, char *draft_buf, size_t cap) {
     if (!cli_mmproj(o)) return NULL;
     mp.mmproj = o->mmproj;
     mp.mmproj_offload = !o->no_mmproj_offload;
+    mp.lora = o->c.lora;
+    mp.n_lora = (size_t)o->c.n_lora;
     if (cli_interactive_output()) {
         const char *base = strrchr(o->model, '/');
         mp.progress = progress_bar;
@@ -848,8 +850,6 @@ static sipp_engine *new_engine(const run_opts *o, sipp_model *m) {
     ep.draft_cutoff = o->draft_cutoff;
     ep.cache_type_k = o->c.cache_type_k;
     ep.cache_type_v = o->c.cache_type_v;
-    ep.lora = o->c.lora;
-    ep.n_lora = (size_t)o->c.n_lora;
     sipp_engine *e = NULL;
     char err[SIPP_ERROR_SIZE];
     if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) {

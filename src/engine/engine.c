@@ -608,7 +608,7 @@ void sipp_engine_free(sipp_engine *e) {
         llama_batch_free(e->batch);
         llama_free(e->ctx);
     }
-    sipp_lora_close(e); /* after the context that used them */
+    sipp_lora_close(e);
     if (e->threadpool) e->threadpool_free(e->threadpool);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
@@ -672,5 +672,4 @@ void sipp_engine_memory(const sipp_engine *engine, sipp_memory *out) {
     if (!engine) return;
     *out = engine->model->mem;
     sipp_memory_merge(out, &engine->buffers);
-    sipp_memory_merge(out, &engine->lora.mem);
 }

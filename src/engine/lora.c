@@ -1,15 +1,13 @@
 /*
- * lora.c: an engine's LoRA adapters (lora.h says how requests of different sets are kept apart).
+ * lora.c: an engine's LoRA scales over its model's adapters (lora.h says how requests of different sets
+ * are kept apart).
  */
 #include "engine/lora.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "backend/backend.h"
 #include "engine/state.h"
-#include "llama.h"
 #include "util/util.h"
 
 #define FNV_OFFSET 1469598103934665603ull
@@ -26,44 +24,17 @@ static uint64_t signature(const float *scales, size_t n) {
     return h;
 }
 
-static sipp_status load_one(sipp_engine *e, size_t i, const sipp_lora_adapter *a, char *err) {
-    struct stat st;
-    if (!a->path || stat(a->path, &st) != 0 || !S_ISREG(st.st_mode))
-        return sipp_fail(err, SIPP_ERR_NOT_FOUND, "LoRA adapter %zu: '%s' is not a file", i,
-                         a->path ? a->path : "(null)");
-    char why[SIPP_ERROR_SIZE] = "";
-    sipp_log_capture(why);
-    sipp_buffers_capture(&e->lora.mem);
-    e->lora.adapters[i] = llama_adapter_lora_init(e->model->lm, a->path);
-    sipp_buffers_capture(NULL);
-    sipp_log_capture(NULL);
-    if (!e->lora.adapters[i])
-        return sipp_fail(err, SIPP_ERR_MODEL, "LoRA adapter '%s' does not fit the model '%s': %s", a->path,
-                         e->model->path, *why ? why : "llama.cpp could not load it (is it a GGUF adapter?)");
-    if (!(e->lora.paths[i] = strdup(a->path))) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
-    e->lora.defaults[i] = a->scale;
-    return SIPP_OK;
-}
-
 sipp_status sipp_lora_open(sipp_engine *e, char *err) {
-    size_t n = e->params.n_lora;
-    const sipp_lora_adapter *list = e->params.lora;
-    e->params.lora = NULL; /* the caller's: not kept */
-    e->params.n_lora = 0;
+    size_t n = e->model->lora.n;
     if (n == 0) return SIPP_OK;
     sipp_lora_state *l = &e->lora;
-    l->adapters = calloc(n, sizeof *l->adapters);
-    l->paths = calloc(n, sizeof *l->paths);
     l->defaults = calloc(n, sizeof *l->defaults);
     l->running = calloc(n, sizeof *l->running);
     l->applied = calloc(n, sizeof *l->applied);
-    if (!l->adapters || !l->paths || !l->defaults || !l->running || !l->applied)
+    if (!l->defaults || !l->running || !l->applied)
         return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
     l->n = n;
-    for (size_t i = 0; i < n; i++) {
-        sipp_status st = load_one(e, i, &list[i], err);
-        if (st != SIPP_OK) return st;
-    }
+    memcpy(l->defaults, e->model->lora.scales, n * sizeof *l->defaults);
     memcpy(l->running, l->defaults, n * sizeof *l->running);
     l->running_sig = signature(l->running, n);
     return SIPP_OK;
@@ -71,12 +42,6 @@ sipp_status sipp_lora_open(sipp_engine *e, char *err) {
 
 void sipp_lora_close(sipp_engine *e) {
     sipp_lora_state *l = &e->lora;
-    for (size_t i = 0; i < l->n; i++) {
-        if (l->adapters && l->adapters[i]) llama_adapter_lora_free(l->adapters[i]);
-        if (l->paths) free(l->paths[i]);
-    }
-    free(l->adapters);
-    free(l->paths);
     free(l->defaults);
     free(l->running);
     free(l->applied);
@@ -126,15 +91,7 @@ void sipp_lora_apply(sipp_engine *e) {
     sipp_lora_state *l = &e->lora;
     if (l->n == 0 || (l->applied_set && memcmp(l->applied, l->running, l->n * sizeof *l->applied) == 0))
         return;
-    struct llama_adapter_lora *on[l->n];
-    float at[l->n];
-    size_t k = 0;
-    for (size_t i = 0; i < l->n; i++) {
-        if (l->running[i] == 0.0f) continue; /* an adapter at 0 adds nothing: left out of the graph */
-        on[k] = l->adapters[i];
-        at[k++] = l->running[i];
-    }
-    llama_set_adapters_lora(e->ctx, on, k, at);
+    sipp_model_lora_apply(e->model, e->ctx, l->running);
     memcpy(l->applied, l->running, l->n * sizeof *l->applied);
     l->applied_set = true;
 }
@@ -145,7 +102,7 @@ sipp_status sipp_engine_lora_get(const sipp_engine *e, size_t id, const char **p
     if (!e || id >= e->lora.n) return SIPP_ERR_INVALID_ARGUMENT;
     sipp_engine *m = (sipp_engine *)e; /* the lock only */
     sipp_engine_lock(m);
-    if (path) *path = e->lora.paths[id];
+    if (path) *path = e->model->lora.paths[id];
     if (scale) *scale = e->lora.defaults[id];
     sipp_engine_unlock(m);
     return SIPP_OK;

@@ -1,7 +1,7 @@
 /*
- * lora.h: an engine's LoRA adapters (internal; the API is in sipp.h).
+ * lora.h: an engine's LoRA scales (internal; the API is in sipp.h).
  *
- * The adapters are loaded for the engine's model when the engine starts, and one set of scales is
+ * The adapters are the model's (loaded with it: model/lora.c), and one set of scales is
  * applied to the context at a time (llama_set_adapters_lora): the set of the requests in the slots.
  * The scheduler admits a request into a slot only when its scales equal that set, or when no slot is
  * busy (the set then becomes its); the first queued request of another set stops the admission of
@@ -19,7 +19,7 @@
 
 /* The state (sipp_lora_state) is a member of the engine (state.h). */
 
-/* Loads params.lora (and takes copies of the paths: the caller's array may go). */
+/* The engine's scales, starting at the model's defaults. */
 sipp_status sipp_lora_open(sipp_engine *e, char *err);
 void sipp_lora_close(sipp_engine *e);
 

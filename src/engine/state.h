@@ -28,18 +28,13 @@
 #include "util/last_error.h"
 
 /* An engine's LoRA adapters and the set of scales running (engine/lora.h says how). */
-struct llama_adapter_lora;
-
 typedef struct sipp_lora_state {
-    struct llama_adapter_lora **adapters;
-    char **paths;
-    size_t n;
+    size_t n;             /* the model's adapters (model.h) */
     float *defaults;      /* under mu: the scales of a request that picks none */
     float *running;       /* under mu: the scales of the requests in slots */
     uint64_t running_sig; /* under mu */
     float *applied;       /* engine thread: what the context has */
     bool applied_set;
-    sipp_memory mem; /* the adapters' buffers */
 } sipp_lora_state;
 
 struct sipp_engine {

@@ -233,6 +233,17 @@ static bool rpc_compiled(void) {
 }
 
 /* *wait: the model did not load because an rpc target's servers cannot be used yet. */
+#define GW_LORA_MAX_ESTIMATE 64 /* the config's limit */
+
+/* A target's lora list as libsipp takes it, in out (room for cap). */
+static const sipp_lora_adapter *gw_lora_params(const gw_target_config *c, sipp_lora_adapter *out, size_t cap,
+                                               size_t *n) {
+    *n = c->n_lora < cap ? c->n_lora : cap;
+    for (size_t i = 0; i < *n; i++)
+        out[i] = (sipp_lora_adapter){c->lora[i].path, c->lora[i].scale};
+    return *n ? out : NULL;
+}
+
 static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **mo, sipp_engine **eo,
                         bool *wait, char *err) {
     *wait = false;
@@ -247,6 +258,8 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
     mp.mmproj_offload = c->mmproj_offload;
     mp.progress = load_progress;
     mp.progress_user = srv;
+    sipp_lora_adapter lora[GW_LORA_MAX_ESTIMATE];
+    mp.lora = gw_lora_params(c, lora, GW_LORA_MAX_ESTIMATE, &mp.n_lora);
     sipp_model *m = NULL;
     sipp_status st = sipp_model_load(c->model_path, &mp, &m, err);
     if (st != SIPP_OK) {
@@ -268,15 +281,8 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
     ep.cache_type_v = c->cache_type_v;
     int q = srv->cfg->max_queue + srv->cfg->max_concurrent_requests;
     ep.max_queued = q < ENGINE_QUEUE_MIN ? ENGINE_QUEUE_MIN : q;
-    sipp_lora_adapter *lora = c->n_lora ? calloc(c->n_lora, sizeof *lora) : NULL;
-    for (size_t i = 0; lora && i < c->n_lora; i++)
-        lora[i] = (sipp_lora_adapter){c->lora[i].path, c->lora[i].scale};
-    ep.lora = lora;
-    ep.n_lora = lora ? c->n_lora : 0;
     sipp_engine *e = NULL;
-    sipp_status est = sipp_engine_new(m, &ep, &e, err);
-    free(lora);           /* the engine keeps its own copies */
-    if (est != SIPP_OK) { /* the message names the model and the problem */
+    if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) { /* the message names the model and the problem */
         sipp_model_free(m);
         return false;
     }
@@ -1193,8 +1199,6 @@ bool gw_residency_startup_ready(gw_server *srv) {
     return ready;
 }
 
-#define GW_LORA_MAX_ESTIMATE 64 /* the config's limit */
-
 /* ---- estimates, and ctx_size "auto" ---------------------------------------------------------- */
 
 static sipp_status estimate_at(const gw_target_config *c, int ctx_size, sipp_memory *out, char *err) {
@@ -1209,10 +1213,7 @@ static sipp_status estimate_at(const gw_target_config *c, int ctx_size, sipp_mem
     ep.cache_type_k = c->cache_type_k;
     ep.cache_type_v = c->cache_type_v;
     sipp_lora_adapter lora[GW_LORA_MAX_ESTIMATE];
-    for (size_t i = 0; i < c->n_lora && i < GW_LORA_MAX_ESTIMATE; i++)
-        lora[i] = (sipp_lora_adapter){c->lora[i].path, c->lora[i].scale};
-    ep.lora = lora;
-    ep.n_lora = c->n_lora < GW_LORA_MAX_ESTIMATE ? c->n_lora : GW_LORA_MAX_ESTIMATE;
+    mp.lora = gw_lora_params(c, lora, GW_LORA_MAX_ESTIMATE, &mp.n_lora);
     return sipp_memory_estimate(c->model_path, &mp, &ep, out, err);
 }
 

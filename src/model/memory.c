@@ -115,9 +115,9 @@ sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, 
             relaid += (uint64_t)((double)g->types[i].bytes * (1.0 - on_device));
     }
     /* LoRA adapters: their tensors, placed as the layers they adapt (the file is nearly all tensor data) */
-    for (size_t i = 0; ep->lora && i < ep->n_lora; i++) {
+    for (size_t i = 0; mp->lora && i < mp->n_lora; i++) {
         struct stat lst;
-        if (ep->lora[i].path && stat(ep->lora[i].path, &lst) == 0) weights += (uint64_t)lst.st_size;
+        if (mp->lora[i].path && stat(mp->lora[i].path, &lst) == 0) weights += (uint64_t)lst.st_size;
     }
     add_split(out, device, on_device, SIPP_MEMORY_WEIGHTS, weights);
     if (relaid) sipp_memory_add(out, NULL, 0, SIPP_MEMORY_WEIGHTS, relaid);

@@ -82,6 +82,19 @@ class LoraTest(unittest.TestCase):
         with_b = self.complete(self.gw, lora=[{"id": 1, "scale": 1.0}])
         self.assertNotIn(with_b, (base, with_a))
 
+    def test_adapters_count_in_memory(self):
+        """The adapters' buffers are the model's weights in the measured memory, and in the estimate."""
+        def memory(g, token):
+            status, _, m = g.json("GET", "/v1/models/tiny", None, {"Authorization": f"Bearer {token}"} if token else {})
+            self.assertEqual(status, 200, m)
+            return m["sipp"]["memory"]["weights_bytes"], m["sipp"]["memory_estimate"]["weights_bytes"]
+        self.complete(self.plain)  # both loaded
+        self.complete(self.gw)
+        (with_lora, est_lora), (without, est) = memory(self.gw, ADMIN), memory(self.plain, None)
+        adapters = os.path.getsize(self.a) + os.path.getsize(self.b)
+        self.assertGreaterEqual(with_lora - without, adapters * 0.9, (with_lora, without, adapters))
+        self.assertGreaterEqual(est_lora - est, adapters * 0.9, (est_lora, est, adapters))
+
     def test_cli_lora_flag(self):
         def run(*flags):
             r = subprocess.run([gw.SIPP, self.base, PROMPT, "--max-tokens", str(N), "--temperature", "0",
@@ -132,6 +145,22 @@ class LoraTest(unittest.TestCase):
             status, _, e = self.gw.json("POST", "/lora-adapters", body, {"Authorization": f"Bearer {ADMIN}"})
             self.assertEqual(status, 400, e)
             self.assertIn(words, e["error"]["message"])
+
+    def test_verify_records_the_adapters(self):
+        """sipp verify --lora applies the adapters on every backend and records them in the manifest."""
+        def verify(name, *flags):
+            out = os.path.join(gw.tmpdir(), name)
+            r = subprocess.run([gw.SIPP, "verify", self.base, "--backends", "cpu", "--greedy-tokens", "4", "--threads",
+                                "1", "--manifest", out, *flags], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            with open(out) as f:
+                return json.load(f)
+        with_a, base = verify("lora-verify.json", f"--lora={self.a}:{SCALE}"), verify("lora-verify-base.json")
+        self.assertEqual([(a["path"], a["scale"]) for a in with_a["model"]["lora"]], [(self.a, SCALE)])
+        self.assertRegex(with_a["model"]["lora"][0]["sha256"], "^[0-9a-f]{64}$")
+        self.assertNotIn("lora", base["model"])
+        texts = [g["text"] for g in with_a["backends"]["cpu"]["greedy"]]
+        self.assertNotEqual(texts, [g["text"] for g in base["backends"]["cpu"]["greedy"]], "the adapter was applied")
 
     def test_bad_request_ids_are_named(self):
         for lora, words in (([{"id": 7, "scale": 1}], "'lora[0].id' is 7"), ([{"id": -1, "scale": 1}], "'lora[0].id'"),

@@ -3,8 +3,9 @@ FILE[:SCALE]`, `sipp serve --lora`, a target's lora = [{path, scale}], GET/POST 
 and a request's "lora": [{id, scale}] apply it.
 
 - The adapter changes the greedy output, and at scale 0 it is the base model's (the test can fail).
-- The same greedy text as llama-server --lora-scaled A.gguf:0.75, built from the pinned source (skipped,
-  saying why, when that build is absent).
+- The same greedy text as llama.cpp's C API alone (tests/tools/lora_ref.c), and as llama-server
+  --lora-scaled A.gguf:0.75, built from the pinned source (skipped, saying why, when that build is
+  absent).
 - Requests with different adapter sets, sent together, each get the text they get alone: the engine
   never batches them together, and a slot's cached prefix serves only its own set.
 - Bad input: a missing adapter file (config and CLI) names the path; a request id out of range names
@@ -22,6 +23,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support.paths import BUILD  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
 
 PEER = os.path.expanduser("~/.cache/sipp/build-80fb11ac73e66d89eae2c6a91d8a77428fa733ed-peer/bin")
@@ -176,6 +178,16 @@ class LoraTest(unittest.TestCase):
         r = subprocess.run([gw.SIPP, "serve", "--check", "--config", cfg], capture_output=True, text=True, timeout=60)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("lora[0] path: '/nonexistent/a.gguf' is not a file", r.stderr)
+
+    def test_same_text_as_llama_cpp_alone(self):
+        """build/tests/lora_ref decodes with llama.cpp's C API only (the adapter loaded and applied as
+        llama-server's common_init does, argmax per token): sipp's engine gives the same text."""
+        ref = os.path.join(BUILD, "tests", "lora_ref")
+        for scale in (SCALE, 0.3):
+            r = subprocess.run([ref, self.base, self.a, str(scale), str(N), PROMPT], capture_output=True, timeout=120,
+                               env=dict(os.environ, SIPP_ARTIFACT=os.path.join(BUILD, "artifact")))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(self.complete(self.gw, lora=[{"id": 0, "scale": scale}]), r.stdout.decode())
 
     def test_same_text_as_llama_server(self):
         server = os.path.join(PEER, "llama-server")

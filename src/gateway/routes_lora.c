@@ -60,7 +60,7 @@ static gw_target *lora_target(gw_call *call) {
 /* The list: the engine's scales when loaded, else the config's. */
 static json_t *lora_list(gw_call *call, gw_target *t) {
     json_t *arr = json_array();
-    bool loaded = gw_kind_of(t)->resident && gw_residency_peek(call->srv, t);
+    bool loaded = gw_kind_of(t) == &gw_kind_llama && gw_residency_peek(call->srv, t);
     for (size_t i = 0; i < t->cfg->n_lora; i++) {
         float scale = t->cfg->lora[i].scale;
         if (loaded) sipp_engine_lora_get(t->engine, i, NULL, &scale);
@@ -127,7 +127,7 @@ void gw_route_lora_set(gw_call *call) {
     size_t n = ok ? json_array_size(body) : 0;
     json_decref(body);
     if (!ok) return;
-    if (!gw_kind_of(t)->resident || !gw_residency_peek(call->srv, t)) {
+    if (gw_kind_of(t) != &gw_kind_llama || !gw_residency_peek(call->srv, t)) {
         gw_reply_error(call, GW_E_NOT_READY, "model '%s' is not loaded; POST /v1/models/%s/load first",
                        t->cfg->name, t->cfg->name);
         return;

@@ -110,6 +110,17 @@ class LoraTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("'/nonexistent/a.gguf' is not a file", r.stderr)
 
+    def test_serve_lora_flag(self):
+        """sipp serve MODEL --lora FILE:SCALE is the config's lora = [{path, scale}]."""
+        g = gw.serve_model(self.base, f"--lora={self.a}:{SCALE}")
+        try:
+            self.assertEqual(self.complete(g), self.complete(self.gw))
+            status, _, got = g.json("GET", "/lora-adapters")
+            self.assertEqual(status, 200, got)
+            self.assertEqual([(a["id"], a["path"], a["scale"]) for a in got], [(0, self.a, SCALE)])
+        finally:
+            g.stop()
+
     def test_different_sets_in_flight_keep_their_outputs(self):
         sets = [None, [{"id": 0, "scale": 0}], [{"id": 1, "scale": 1.0}], [{"id": 0, "scale": 0.3}]]
         alone = [self.complete(self.gw, **({"lora": s} if s else {})) for s in sets]

@@ -114,6 +114,23 @@ class CustomToolGrammarTest(unittest.TestCase):
             self.assertEqual(call["function"]["name"], "answer")
             self.assertIn(json.loads(call["function"]["arguments"])["input"], ANSWERS)
 
+    def test_a_remote_target_gets_a_function_and_the_grammar_is_named(self):
+        """Through a remote target the grammar cannot be enforced: the upstream is sent a function of
+        one string (an upstream need not know chat's custom tools) and sipp-ignored names the format;
+        the call still comes back as a custom_tool_call."""
+        front = gw.serve_config(f'[[targets]]\nname = "far"\ntype = "openai_compatible"\n'
+                                f'base_url = "{self.gw.base}/v1"\nmodel = "qwen"\n')
+        try:
+            status, headers, r = front.json("POST", "/v1/responses", dict(self.responses("Hello", temperature=0),
+                                                                          model="far"))
+            self.assertEqual(status, 200, r)
+            self.assertEqual(headers.get("sipp-ignored"), "tools[0].format")
+            calls = [o for o in r["output"] if o["type"] == "custom_tool_call"]
+            self.assertEqual([c["name"] for c in calls], ["answer"], r["output"])
+            self.assertIsInstance(calls[0]["input"], str)
+        finally:
+            front.stop()
+
     def test_outside_the_subset_is_a_400_naming_it(self):
         for definition, syntax, words in (
                 ('start: WS "a"\n%import common.WS\n%ignore WS\n', "lark", ("'tools[0].format.definition'",

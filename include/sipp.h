@@ -1213,10 +1213,11 @@ typedef struct sipp_logprob_entry {
     sipp_token_logprob top[SIPP_MAX_TOP_LOGPROBS];
 } sipp_logprob_entry;
 
-/* The log-probabilities recorded so far from token `from` on, typed: copies at most cap entries
- * into out and sets *n_copied. Returns how many tokens are recorded in all. [any thread] */
-SIPP_API size_t sipp_request_logprobs(const sipp_request *request, size_t from, sipp_logprob_entry *out,
-                                      size_t cap, size_t *n_copied);
+/* The log-probabilities recorded so far from token `from` on, typed: *entries (malloc'ed, free with
+ * sipp_free; NULL when none are new) gets *n of them. Returns from + *n: the tokens handed out so
+ * far, the `from` of the next call. [any thread] */
+SIPP_API size_t sipp_request_logprobs(const sipp_request *request, size_t from, sipp_logprob_entry **entries,
+                                      size_t *n);
 
 /* The log-probabilities recorded so far from token `from` on, as a JSON array of OpenAI's
  * {"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]} (*json malloc'ed,

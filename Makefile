@@ -244,6 +244,7 @@ FUZZ_toml_SRCS := tests/fuzz/fuzz_toml.c src/util/toml.c
 FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/gateway/media_parts.c src/gateway/errors.c \
   src/util/util.c
 FUZZ_rpc_SRCS := tests/fuzz/fuzz_rpc.c src/backend/rpc_parse.c src/util/util.c
+FUZZ_lark_SRCS := tests/fuzz/fuzz_lark.c src/chat/lark_gbnf.c src/util/util.c
 FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/gateway/models_dir.c \
   src/util/toml.c src/util/util.c
 FUZZ_range_SRCS := tests/fuzz/fuzz_range.c src/gateway/http_range.c
@@ -297,6 +298,10 @@ $(BUILD)/fuzz/fuzz_rpc: $(FUZZ_rpc_SRCS) $(LLAMA_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) $(FUZZ_rpc_SRCS) -o $@ -lm
+$(BUILD)/fuzz/fuzz_lark: $(FUZZ_lark_SRCS) $(LLAMA_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ $@"
+	@clang $(FUZZ_CFLAGS) $(FUZZ_lark_SRCS) -o $@ -lm
 $(BUILD)/fuzz/fuzz_config: $(FUZZ_config_SRCS) $(LIBSIPP)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -337,6 +342,7 @@ $(foreach h,$(FUZZ_LIB),$(eval $(call fuzz_lib_rule,$(h))))
 FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_range $(BUILD)/fuzz/fuzz_media $(BUILD)/fuzz/fuzz_media_url \
   $(BUILD)/fuzz/fuzz_audio \
   $(BUILD)/fuzz/fuzz_multipart $(BUILD)/fuzz/fuzz_mcp_rpc $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_rpc \
+  $(BUILD)/fuzz/fuzz_lark \
   $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
 fuzz-bins: $(FUZZ_BINS)
 

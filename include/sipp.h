@@ -553,6 +553,17 @@ typedef struct sipp_model sipp_model;
 /* Called during load with progress in [0, 1]. Return false to abort the load. */
 typedef bool (*sipp_progress_fn)(float progress, void *user);
 
+typedef struct sipp_lora_adapter {
+    const char *path;
+    float scale; /* the adapter's default weight: 0 loads it off, 1 as trained */
+} sipp_lora_adapter;
+
+/* One adapter of the engine at a scale, as a request picks it. */
+typedef struct sipp_lora_scale {
+    int id; /* the index in sipp_model_params.lora */
+    float scale;
+} sipp_lora_scale;
+
 typedef struct sipp_model_params {
     const char *backend;       /* "auto" (default), "cpu", "vulkan", "cuda", "metal", ... */
     const char *backend_order; /* auto's preference; NULL = $SIPP_BACKEND_ORDER or the default */
@@ -583,6 +594,13 @@ typedef struct sipp_model_params {
     /* Run the projector on the model's GPU backend (llama-server's --mmproj-offload, on by default);
      * always off for a "cpu" load. */
     bool mmproj_offload;
+    /* LoRA adapters (llama.cpp's GGUF adapters, as convert_lora_to_gguf.py writes them) loaded with
+     * the model for it: their weights count in its measured memory, and every context libsipp makes
+     * of the model applies them at their scales (an engine's requests may pick their own:
+     * sipp_request_params.lora). An adapter of another architecture or shape is SIPP_ERR_MODEL naming
+     * its path, a path that is not a file SIPP_ERR_NOT_FOUND. Ids are the indices. */
+    const sipp_lora_adapter *lora;
+    size_t n_lora;
 } sipp_model_params;
 
 /* A load on a GPU device first takes that device's residency lease: a lock file per device
@@ -842,6 +860,11 @@ typedef struct sipp_verify_params {
     const char *ppl_text;
     int ppl_ctx;    /* default 512 */
     int ppl_chunks; /* default -1 */
+    /* LoRA adapters every backend loads with the model (sipp_model_params.lora): the report's and the
+     * manifest's "model" gains "lora": [{"path", "sha256", "scale"}], the adapters applied; with
+     * `against` and none given here, the manifest's. */
+    const sipp_lora_adapter *lora;
+    size_t n_lora;
 } sipp_verify_params;
 
 SIPP_API sipp_verify_thresholds sipp_verify_default_thresholds(void);
@@ -1126,6 +1149,14 @@ typedef struct sipp_request_params {
      * log-probability and that many most likely alternatives are recorded, from the distribution
      * the sampler drew from (sipp_request_logprobs_json). */
     int logprobs;
+    /* The adapters this request runs with (llama-server's "lora"): the listed ids at their scales,
+     * every other adapter at 0. NULL or n_lora 0: the engine's current scales. An id the engine
+     * does not have is SIPP_ERR_INVALID_ARGUMENT. Requests whose adapter scales differ are never in
+     * one batch: the engine runs one set at a time, finishing the requests of the running set before
+     * it starts a request of another (in queue order, so none waits for ever), and a slot's cached
+     * prefix serves only a request of the same set. */
+    const sipp_lora_scale *lora;
+    size_t n_lora;
 } sipp_request_params;
 
 #define SIPP_MAX_TOP_LOGPROBS 20
@@ -1413,7 +1444,8 @@ SIPP_API uint64_t sipp_memory_total(const sipp_memory *m);
  * header only (nothing is loaded): the tensors' bytes placed as the backend policy would place the
  * layers (gpu_layers of n_layer+1 on the chosen GPU device, the rest on the host), the KV cache for
  * ep's ctx_size (shared by ep's parallel slots) at ep's cache types (f16 by default), and the
- * compute and output buffers of one batch, and mp's projector's weights (mmproj). NULL params mean the
+ * compute and output buffers of one batch, mp's projector's weights (mmproj) and mp's LoRA adapters' (their
+ * files' sizes). NULL params mean the
  * defaults. SIPP_ERR_MODEL when the header cannot be read, SIPP_ERR_INVALID_ARGUMENT for an unknown cache
  * type. */
 SIPP_API sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp,
@@ -1424,6 +1456,18 @@ SIPP_API sipp_status sipp_memory_estimate(const char *path, const sipp_model_par
  * figure includes its model's. [any thread] */
 SIPP_API void sipp_model_memory(const sipp_model *model, sipp_memory *out);
 SIPP_API void sipp_engine_memory(const sipp_engine *engine, sipp_memory *out);
+
+/* ---- LoRA adapters ------------------------------------------------------------------------------ */
+
+/* The engine's adapters: how many, and adapter id's path and current default scale (what a request
+ * without "lora" runs with). SIPP_ERR_INVALID_ARGUMENT for an id out of range. [any thread] */
+SIPP_API size_t sipp_engine_lora_count(const sipp_engine *engine);
+SIPP_API sipp_status sipp_engine_lora_get(const sipp_engine *engine, size_t id, const char **path,
+                                          float *scale);
+
+/* Sets the default scales (llama-server's POST /lora-adapters): the listed ids at their scales, every
+ * other adapter at 0. Requests already submitted keep the scales they were given. [any thread] */
+SIPP_API sipp_status sipp_engine_lora_set(sipp_engine *engine, const sipp_lora_scale *scales, size_t n);
 
 /* ---- embeddings --------------------------------------------------------------------------------- */
 

@@ -227,8 +227,8 @@ bool sipp_buffers_parse(const char *line, sipp_memory *m) {
     size_t kind_len = (size_t)(mark - p) < sizeof kind_words ? (size_t)(mark - p) : sizeof kind_words - 1;
     memcpy(kind_words, p, kind_len);
     kind_words[kind_len] = '\0';
-    sipp_memory_kind kind = SIPP_MEMORY_COMPUTE; /* compute, output */
-    if (strstr(kind_words, " model"))
+    sipp_memory_kind kind = SIPP_MEMORY_COMPUTE;                     /* compute, output */
+    if (strstr(kind_words, " model") || strstr(kind_words, " LoRA")) /* a LoRA adapter's weights */
         kind = SIPP_MEMORY_WEIGHTS;
     else if (strstr(kind_words, " KV") || strstr(kind_words, " RS") || strstr(kind_words, " state"))
         kind = SIPP_MEMORY_KV;

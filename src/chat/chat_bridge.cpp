@@ -225,6 +225,33 @@ std::string single_call(const std::string &grammar) {
     return out;
 }
 
+/* Custom tools (custom_tools.h): the grammar made from the marked tools, with each mark (the
+ * literal "SIPPCUSTOMk" where the input string's content goes) replaced by the custom tool's rule,
+ * and that rule's definitions added. Inside a JSON string (the mark between the string's quotes,
+ * as json_schema_to_grammar writes a pattern) the rule that spells the input JSON-escaped; else the
+ * rule of the text as it is. */
+std::string splice_custom(std::string grammar, const chat_inputs *in) {
+    static const std::string quoted = "\"\\\"\" (";
+    std::string rules;
+    for (size_t k = 0; k < in->n_custom; k++) {
+        if (!in->custom_gbnf_json[k]) continue;
+        const std::string mark = "\"" CHAT_CUSTOM_MARK + std::to_string(k) + "\"";
+        bool used_json = false, used_raw = false;
+        for (size_t at = grammar.find(mark); at != std::string::npos; at = grammar.find(mark, at)) {
+            bool json =
+                at >= quoted.size() && grammar.compare(at - quoted.size(), quoted.size(), quoted) == 0;
+            std::string rule = (json ? "sipp-custom-" : "sipp-custom-raw-") + std::to_string(k);
+            grammar.replace(at, mark.size(), rule);
+            at += rule.size();
+            (json ? used_json : used_raw) = true;
+        }
+        if (used_json) rules += in->custom_gbnf_json[k];
+        if (used_raw) rules += in->custom_gbnf_raw[k];
+    }
+    if (!grammar.empty() && grammar.back() != '\n') grammar += '\n';
+    return grammar + rules;
+}
+
 /* The text of a GBNF string literal starting at s[i] (the opening quote); i moves past it. */
 bool gbnf_literal(const std::string &s, size_t &i, std::string &out) {
     if (i >= s.size() || s[i] != '"') return false;
@@ -338,6 +365,11 @@ sipp_status chat_apply(const chat_templates *t, const struct llama_vocab *vocab,
             inputs.chat_template_kwargs[in->kwarg_keys[i]] = in->kwarg_values[i];
 
         common_chat_params cp = common_chat_templates_apply(t->ptr.get(), inputs);
+        if (in->marked_tools_json && !cp.grammar.empty()) {
+            common_chat_templates_inputs marked = inputs;
+            marked.tools = common_chat_tools_parse_oaicompat(common_json::parse(in->marked_tools_json));
+            cp.grammar = splice_custom(common_chat_templates_apply(t->ptr.get(), marked).grammar, in);
+        }
         if (inputs.tool_choice == COMMON_CHAT_TOOL_CHOICE_REQUIRED && !inputs.tools.empty() &&
             !cp.grammar.empty())
             cp.grammar = require_calls(cp.grammar);

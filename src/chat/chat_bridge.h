@@ -45,6 +45,9 @@ typedef enum chat_reasoning {
 } chat_reasoning;
 
 /* What a chat request asks of the template. JSON texts are OpenAI-shaped. */
+/* The mark of a custom tool's input in the marked tools (custom_tools.h). */
+#define CHAT_CUSTOM_MARK "SIPPCUSTOM"
+
 typedef struct chat_inputs {
     const char
         *messages_json; /* [{"role", "content", "tool_calls", "tool_call_id", "reasoning_content"}...] */
@@ -60,6 +63,12 @@ typedef struct chat_inputs {
     const char *const *kwarg_keys; /* chat_template_kwargs: names and their values as JSON texts */
     const char *const *kwarg_values;
     size_t n_kwargs;
+    /* Custom tools (custom_tools.h): the tools with their inputs marked, NULL when no custom tool
+     * has a grammar; the grammars of custom tool k, for an input inside a JSON string and as is. */
+    const char *marked_tools_json;
+    const char *const *custom_gbnf_json;
+    const char *const *custom_gbnf_raw;
+    size_t n_custom;
 } chat_inputs;
 
 /* How to generate and parse the answer to one rendered chat (from common_chat_params). */

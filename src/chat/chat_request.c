@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "chat/chat_media.h"
+#include "chat/custom_tools.h"
 #include "chat/schema_convert.h"
 #include "model/model.h"
 #include "util/chat_delta_json.h"
@@ -172,6 +173,7 @@ typedef struct chat_fields {
     const char **kw_keys;
     char **kw_values;
     size_t n_kw;
+    chat_custom custom; /* the custom tools' grammars (custom_tools.c) */
 } chat_fields;
 
 static void fields_free(chat_fields *f) {
@@ -181,6 +183,7 @@ static void fields_free(chat_fields *f) {
         free(f->kw_values[i]);
     free(f->kw_values);
     free(f->kw_keys);
+    chat_custom_free(&f->custom);
 }
 
 static bool is_present(const json_t *v) { return v && !json_is_null(v); }
@@ -403,7 +406,9 @@ static sipp_status check_tools(json_t *tools, const schema_budget *b, char *err)
         json_t *type = json_object_get(t, "type"), *fn = json_object_get(t, "function");
         if (!json_is_object(t) || !json_is_string(type) || strcmp(json_string_value(type), "function") != 0)
             return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
-                             "'tools[%zu]' must be {\"type\": \"function\", \"function\": {...}}", i);
+                             "'tools[%zu]' must be {\"type\": \"function\", \"function\": {...}} or "
+                             "{\"type\": \"custom\", \"custom\": {...}}",
+                             i);
         json_t *name = json_object_get(fn, "name");
         if (!json_is_object(fn) || !json_is_string(name) || !*json_string_value(name))
             return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
@@ -457,6 +462,7 @@ static sipp_status check_tool_choice(json_t *root, chat_fields *f, char *err) {
         return SIPP_OK;
     }
     json_t *fn = json_object_get(tc, "function");
+    if (!fn) fn = json_object_get(tc, "custom"); /* {"type": "custom", "custom": {"name"}} */
     json_t *name = json_object_get(fn, "name");
     if (!json_is_object(tc) || !json_is_string(name))
         return sipp_fail(
@@ -611,8 +617,8 @@ static sipp_status check_fields(json_t *root, chat_fields *f, const schema_budge
     f->messages = json_object_get(root, "messages");
     json_t *tools = json_object_get(root, "tools");
     if (is_present(tools)) {
-        if ((st = check_tools(tools, b, err)) != SIPP_OK) return st;
-        f->tools = json_incref(tools);
+        if ((st = chat_custom_tools(tools, &f->tools, &f->custom, err)) != SIPP_OK) return st;
+        if ((st = check_tools(f->tools, b, err)) != SIPP_OK) return st;
     }
     if ((st = check_tool_choice(root, f, err)) != SIPP_OK) return st;
     json_t *par = json_object_get(root, "parallel_tool_calls");
@@ -644,6 +650,7 @@ static sipp_status apply_fields(const chat_templates *t, const struct llama_voca
                                 const chat_fields *f, chat_plan **plan, char *err) {
     char *msgs = json_dumps(f->messages, JSON_COMPACT);
     char *tools = f->tools && json_array_size(f->tools) ? json_dumps(f->tools, JSON_COMPACT) : NULL;
+    char *marked = tools ? chat_custom_marked(&f->custom, f->tools) : NULL;
     sipp_status st = msgs ? SIPP_OK : sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
     if (st == SIPP_OK) {
         chat_inputs in = {.messages_json = msgs,
@@ -657,11 +664,16 @@ static sipp_status apply_fields(const chat_templates *t, const struct llama_voca
                           .add_generation_prompt = true,
                           .kwarg_keys = f->kw_keys,
                           .kwarg_values = (const char *const *)f->kw_values,
-                          .n_kwargs = f->n_kw};
+                          .n_kwargs = f->n_kw,
+                          .marked_tools_json = marked,
+                          .custom_gbnf_json = (const char *const *)f->custom.gbnf_json,
+                          .custom_gbnf_raw = (const char *const *)f->custom.gbnf_raw,
+                          .n_custom = f->custom.n};
         st = chat_apply(t, vocab, &in, plan, err);
     }
     free(msgs);
     free(tools);
+    free(marked);
     return st;
 }
 

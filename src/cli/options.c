@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define HELP_INDENT 2
 #define HELP_GAP 2
@@ -52,6 +53,33 @@ const cli_option cli_opt_gpu_layers = {.name = "--gpu-layers",
                                        .lo = -1,
                                        .hi = GPU_LAYERS_MAX,
                                        .help = "layers to put on the GPU backend (default: all)"};
+
+/* --lora FILE[:SCALE]: a file, and a scale when what follows the last ':' is a number. */
+static bool parse_lora(cli_args *a, const cli_option *opt, void *opts) {
+    cli_common *c = opts;
+    if (c->n_lora == CLI_LORA_MAX) {
+        cli_error("%s: at most %d adapters", opt->name, CLI_LORA_MAX);
+        return false;
+    }
+    char *colon = strrchr(a->value, ':'), *end = NULL;
+    float scale = colon ? strtof(colon + 1, &end) : 1.0f;
+    bool scaled = colon && end != colon + 1 && *end == '\0';
+    if (!scaled) scale = 1.0f;
+    char *path = scaled ? strndup(a->value, (size_t)(colon - a->value)) : strdup(a->value);
+    struct stat st;
+    if (!path || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        cli_error("%s: '%s' is not a file (give FILE or FILE:SCALE)", opt->name, path ? path : a->value);
+        free(path);
+        return false;
+    }
+    c->lora[c->n_lora++] = (sipp_lora_adapter){path, scale}; /* kept for the process's life */
+    return true;
+}
+const cli_option cli_opt_lora = {.name = "--lora",
+                                 .arg = "FILE[:SCALE]",
+                                 .kind = CLI_OPT_CUSTOM,
+                                 .parse = parse_lora,
+                                 .help = "a LoRA adapter (GGUF) for MODEL at SCALE (default 1; repeatable)"};
 
 static bool parse_cache_type(cli_args *a, const cli_option *opt, void *opts) {
     return cli_cache_type(a, opt->name, (const char **)((char *)opts + opt->offset));

@@ -21,6 +21,8 @@
 
 #include "cli/cli.h"
 
+#define CLI_LORA_MAX 16
+
 /* The values of the shared options; the first member of every command's options struct. */
 typedef struct cli_common {
     const char *artifact;                    /* --artifact DIR */
@@ -35,6 +37,8 @@ typedef struct cli_common {
     int ctx_size;                            /* --ctx-size N; 0 when not given */
     int gpu_layers;                          /* --gpu-layers N; the command sets its default */
     bool json;                               /* --json */
+    sipp_lora_adapter lora[CLI_LORA_MAX];    /* --lora FILE[:SCALE], repeatable */
+    int n_lora;
 } cli_common;
 
 typedef enum {
@@ -69,7 +73,7 @@ typedef struct cli_option {
 /* The shared options. */
 extern const cli_option cli_opt_artifact, cli_opt_backend, cli_opt_rpc, cli_opt_threads, cli_opt_json,
     cli_opt_ctx_size, cli_opt_gpu_layers, cli_opt_flash_attn, cli_opt_cache_type_k, cli_opt_cache_type_v,
-    cli_opt_spec, cli_opt_draft, cli_opt_target;
+    cli_opt_spec, cli_opt_draft, cli_opt_target, cli_opt_lora;
 
 /* A command's option table: how --help shows it, and what it accepts. */
 typedef struct cli_command {

@@ -338,6 +338,7 @@ static const cli_option *const options[] = {&opt_chat,
                                             &opt_no_mmproj_offload,
                                             &opt_ctx_size,
                                             &cli_opt_cache_type_k,
+                                            &cli_opt_lora,
                                             &cli_opt_cache_type_v,
                                             &cli_opt_threads,
                                             &opt_backend,
@@ -811,6 +812,8 @@ static sipp_model *load_model(run_opts *o, char *draft_buf, size_t cap) {
     if (!cli_mmproj(o)) return NULL;
     mp.mmproj = o->mmproj;
     mp.mmproj_offload = !o->no_mmproj_offload;
+    mp.lora = o->c.lora;
+    mp.n_lora = (size_t)o->c.n_lora;
     if (cli_interactive_output()) {
         const char *base = strrchr(o->model, '/');
         mp.progress = progress_bar;

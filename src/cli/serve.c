@@ -199,33 +199,20 @@ static const cli_option opt_supervised = {.name = "--supervised-target",
                                           .kind = CLI_OPT_CUSTOM,
                                           .parse = parse_supervised}; /* internal: no help line */
 
-static const cli_option *const options[] = {&opt_config,
-                                            &opt_check,
-                                            &opt_models_dir,
-                                            &opt_follow_symlinks,
-                                            &opt_memory_budget,
-                                            &opt_max_loaded,
-                                            &opt_keep_alive,
-                                            &opt_host,
-                                            &opt_port,
-                                            &opt_backend,
-                                            &opt_parallel,
-                                            &opt_ctx_size,
-                                            &opt_threads,
-                                            &opt_gpu_layers,
-                                            &opt_max_tokens,
-                                            &opt_flash_attn,
-                                            &opt_cache_type_k,
-                                            &opt_cache_type_v,
-                                            &opt_spec,
-                                            &opt_draft,
-                                            &opt_allow_unauthenticated,
-                                            &opt_no_auth,
-                                            &opt_voice,
-                                            &opt_voice_name,
-                                            &cli_opt_artifact,
-                                            &opt_supervised,
-                                            NULL};
+static const cli_option *const options[] = {&opt_config,        &opt_check,
+                                            &opt_models_dir,    &opt_follow_symlinks,
+                                            &opt_memory_budget, &opt_max_loaded,
+                                            &opt_keep_alive,    &opt_host,
+                                            &opt_port,          &opt_backend,
+                                            &opt_parallel,      &opt_ctx_size,
+                                            &opt_threads,       &opt_gpu_layers,
+                                            &opt_max_tokens,    &opt_flash_attn,
+                                            &opt_cache_type_k,  &cli_opt_lora,
+                                            &opt_cache_type_v,  &opt_spec,
+                                            &opt_draft,         &opt_allow_unauthenticated,
+                                            &opt_no_auth,       &opt_voice,
+                                            &opt_voice_name,    &cli_opt_artifact,
+                                            &opt_supervised,    NULL};
 
 static const char about[] =
     "Runs the gateway: OpenAI-compatible routes (/v1/models, /v1/chat/completions, /v1/completions,\n"
@@ -254,7 +241,7 @@ static bool model_options_given(const serve_opts *o) {
     const cli_common *c = &o->c;
     return c->backend || c->flash_attn || c->speculative || c->draft || o->parallel || o->ctx_set ||
            c->threads || c->gpu_layers != GPU_LAYERS_UNSET || o->max_tokens || c->cache_type_k ||
-           c->cache_type_v;
+           c->cache_type_v || c->n_lora;
 }
 
 /* Returns CLI_PARSED, EXIT_OK after --help, or EXIT_USAGE after printing what is wrong. */
@@ -283,8 +270,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
     if (o->config && model_options_given(o)) {
         cli_error(
             "serve: --backend, --flash-attn, --spec, --draft, --parallel, --ctx-size, --threads, "
-            "--gpu-layers, --max-tokens, --cache-type-k and --cache-type-v apply to MODEL; with --config "
-            "set them per target in the file (max_tokens = N)");
+            "--gpu-layers, --max-tokens, --cache-type-k, --cache-type-v and --lora apply to MODEL; with "
+            "--config set them per target in the file (max_tokens = N, lora = [{path, scale}])");
         return EXIT_USAGE;
     }
     return cli_cache_types_fit(o->c.backend, o->c.flash_attn, o->c.cache_type_k, o->c.cache_type_v)
@@ -327,6 +314,11 @@ static bool apply_model_options(const serve_opts *o, gw_target_config *t) {
     if (c->threads) t->threads = c->threads;
     if (c->gpu_layers != GPU_LAYERS_UNSET) t->gpu_layers = c->gpu_layers;
     if (o->max_tokens) t->max_tokens = o->max_tokens;
+    if (c->n_lora && !(t->lora = calloc((size_t)c->n_lora, sizeof *t->lora))) return false;
+    for (int i = 0; i < c->n_lora; i++) {
+        t->lora[i] = (gw_lora){realpath(c->lora[i].path, NULL), c->lora[i].scale};
+        t->n_lora += t->lora[i].path != NULL;
+    }
     return true;
 }
 

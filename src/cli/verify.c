@@ -191,6 +191,7 @@ static const cli_option *const options[] = {&opt_backends,
                                             &opt_min_cached_top1,
                                             &opt_min_greedy,
                                             &opt_mmproj,
+                                            &cli_opt_lora,
                                             &opt_no_mmproj_offload,
                                             &opt_ppl_text,
                                             &opt_ppl_ctx,
@@ -287,6 +288,8 @@ static int parse(int argc, char **argv, verify_opts *o) {
     o->p.threads = o->c.threads;
     o->p.artifact = o->c.artifact;
     o->p.mmproj_offload = !o->no_mmproj_offload;
+    o->p.lora = o->c.lora;
+    o->p.n_lora = (size_t)o->c.n_lora;
     if (o->backends_arg && !split_backends(o, o->backends_arg)) return EXIT_USAGE;
     return CLI_PARSED;
 }

@@ -52,6 +52,7 @@ sipp_status sipp_chunk_eval_new(sipp_model *m, int n_ctx, int n_seq, int n_batch
     cp.n_threads = threads > 0 ? threads : 1;
     cp.n_threads_batch = cp.n_threads;
     ce->ctx = llama_init_from_model(m->lm, cp);
+    sipp_model_lora_apply(m, ce->ctx, NULL); /* the model's adapters at their scales */
     if (!ce->ctx) {
         free(ce);
         return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY,

@@ -56,7 +56,9 @@ static struct llama_context *make_ctx(sipp_model *m, int n_ctx, int threads,
     cp.n_threads_batch = threads;
     cp.embeddings = true;
     cp.pooling_type = pooling;
-    return llama_init_from_model(m->lm, cp);
+    struct llama_context *ctx = llama_init_from_model(m->lm, cp);
+    sipp_model_lora_apply(m, ctx, NULL); /* the model's adapters at their scales */
+    return ctx;
 }
 
 /* Creates the context on first use: the model's pooling, or mean when it has none. */

@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "engine/draft.h"
 #include "engine/embed.h"
+#include "engine/lora.h"
 #include "engine/request.h"
 #include "engine/sampling.h"
 #include "engine/scheduler.h"
@@ -240,6 +241,7 @@ static sipp_status engine_create(sipp_model *model, const sipp_engine_params *pa
     sipp_last_error_init(&e->error);
 
     if ((st = open_context(e, kv, errbuf)) != SIPP_OK) goto fail;
+    if ((st = sipp_lora_open(e, errbuf)) != SIPP_OK) goto fail;
     if ((st = alloc_slots(e, errbuf)) != SIPP_OK) goto fail;
     if (p.draft_model && (st = sipp_draft_open(e, errbuf)) != SIPP_OK) goto fail;
     if ((st = open_embedder(e, errbuf)) != SIPP_OK) goto fail;
@@ -433,7 +435,8 @@ sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sip
         .engine = e, .model = e->model, .wake = sipp_engine_wake, .stepped = e->stepped};
     sipp_request *r = sipp_request_alloc(&owner, p);
     if (!r) return engine_fail(e, SIPP_ERR_NO_MEMORY, "out of memory");
-    if ((st = prepare_prompt(e, p, r, err)) != SIPP_OK) {
+    if ((st = prepare_prompt(e, p, r, err)) != SIPP_OK ||
+        (st = sipp_lora_of_request(e, p, &r->lora_scales, &r->lora_sig, err)) != SIPP_OK) {
         r->engine = NULL; /* never queued: nothing to wait for */
         sipp_request_free(r);
         return engine_fail(e, st, "%s", err);
@@ -605,6 +608,7 @@ void sipp_engine_free(sipp_engine *e) {
         llama_batch_free(e->batch);
         llama_free(e->ctx);
     }
+    sipp_lora_close(e);
     if (e->threadpool) e->threadpool_free(e->threadpool);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);

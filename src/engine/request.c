@@ -213,6 +213,7 @@ void sipp_request_free(sipp_request *r) {
         sipp_request_wait(r, -1);
     }
     free(r->prompt);
+    free(r->lora_scales);
     sipp_media_prompt_free(r->media);
     free(r->context_key);
     chat_request_clear(&r->chat);

@@ -44,6 +44,8 @@ struct sipp_request {
     chat_request chat;             /* the chat's plan and the grammar to enforce (src/chat) */
     struct llama_sampler *grammar; /* made (and so checked) at submit; the slot's sampler takes it */
     int top_logprobs;              /* -1: no logprobs */
+    float *lora_scales;            /* one per engine adapter (NULL: the engine has none), lora.c */
+    uint64_t lora_sig;
 
     /* Engine thread only. */
     sipp_output out;

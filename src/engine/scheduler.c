@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "engine/draft.h"
+#include "engine/lora.h"
 #include "engine/request.h"
 #include "engine/sampling.h"
 #include "engine/scheduler.h"
@@ -144,6 +145,7 @@ void sipp_slot_finish(sipp_engine *e, slot *s, sipp_finish_reason reason, sipp_s
  * the whole prompt: the last prompt token is evaluated again, its logits give the first new token. */
 static int usable_prefix(sipp_engine *e, const slot *s, const sipp_request *r) {
     if (s->n_cache == 0 || llama_memory_seq_pos_min(e->mem, s->id) != 0) return 0;
+    if (s->lora_sig != r->lora_sig) return 0; /* computed under other LoRA scales (lora.h) */
     int n = sipp_common_prefix(s->cache, s->n_cache, r->prompt, r->n_prompt);
     /* An image or audio span is in the KV whole or not at all. */
     return sipp_media_align(r->media, n < r->n_prompt ? n : r->n_prompt - 1);
@@ -187,6 +189,7 @@ sipp_status sipp_slot_start(sipp_engine *e, slot *s, sipp_request *r) {
     }
     s->n_cache = keep;
     s->n_prompt_done = keep;
+    s->lora_sig = r->lora_sig;
     r->stats.cached_tokens = keep;
     s->generating = false;
     s->accept = spec_accept_prior(&e->accept_history);
@@ -224,9 +227,15 @@ void sipp_sched_assign(sipp_engine *e, sipp_request **dropped, sipp_request **st
     SIPP_ASSERT_ENGINE_LOCKED(e);
     double now = sipp_now_ms();
     sipp_request **link = &e->queue_head, *prev = NULL;
+    bool busy = false;
+    for (int i = 0; i < e->params.parallel; i++)
+        busy = busy || e->slots[i].req != NULL;
     while (*link) {
         sipp_request *r = *link;
-        int si = request_expired(r, now) ? -2 : pick_slot(e, r);
+        bool expired = request_expired(r, now);
+        /* Another LoRA set waits until the running one drains, and so do the requests behind it. */
+        if (!expired && !sipp_lora_admit(e, r->lora_scales, r->lora_sig, busy)) break;
+        int si = expired ? -2 : pick_slot(e, r);
         if (si == -1) {
             prev = r;
             link = &r->next;
@@ -245,6 +254,7 @@ void sipp_sched_assign(sipp_engine *e, sipp_request **dropped, sipp_request **st
             slot *s = &e->slots[si];
             SIPP_ASSERT(!s->req); /* pick_slot gives a free slot */
             s->req = r;
+            busy = true;
             if (r->context_key && (!s->key || strcmp(s->key, r->context_key) != 0)) {
                 free(s->key);
                 s->key = strdup(r->context_key);
@@ -695,6 +705,7 @@ static void absorb_step(sipp_engine *e) {
 void sipp_sched_step(sipp_engine *e) {
     step_state st = {0, false, false, false};
     e->batch.n_tokens = 0;
+    sipp_lora_apply(e); /* the running set of LoRA scales, before anything of this step is evaluated */
     plan_step(e, &st);
     eval_media(e);
     add_generation_rows(e, &st);

@@ -22,8 +22,9 @@ typedef struct slot {
     int n_prompt_done; /* prompt tokens in the KV so far */
     bool generating;   /* prompt done: next_token is to be fed */
     llama_token next_token;
-    int i_logits; /* index of this slot's output in the current batch, or -1 */
-    int n_fed;    /* tokens this slot put in the current batch */
+    int i_logits;      /* index of this slot's output in the current batch, or -1 */
+    int n_fed;         /* tokens this slot put in the current batch */
+    uint64_t lora_sig; /* the LoRA scales its KV was computed under (lora.h) */
     sipp_sampler *smpl;
     llama_token draft[SIPP_DRAFT_MAX]; /* speculation's proposal riding behind next_token this step */
     int n_draft;

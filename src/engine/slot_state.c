@@ -289,6 +289,9 @@ static bool restore_file(sipp_engine *e, const char *path, const char *identity)
         free(s->cache);
         s->cache = tokens;
         s->cap_cache = s->n_cache = (int)h.n_tokens;
+        /* The file does not say under which LoRA scales its KV was computed: with adapters it serves
+         * no request's prefix (engine/lora.h), without them every request's. */
+        s->lora_sig = e->lora.n ? UINT64_MAX : 0;
         s->key = key;
         s->last_used = sipp_now_ms();
         tokens = NULL;

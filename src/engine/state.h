@@ -27,6 +27,16 @@
 #include "util/assertions.h"
 #include "util/last_error.h"
 
+/* An engine's LoRA adapters and the set of scales running (engine/lora.h says how). */
+typedef struct sipp_lora_state {
+    size_t n;             /* the model's adapters (model.h) */
+    float *defaults;      /* under mu: the scales of a request that picks none */
+    float *running;       /* under mu: the scales of the requests in slots */
+    uint64_t running_sig; /* under mu */
+    float *applied;       /* engine thread: what the context has */
+    bool applied_set;
+} sipp_lora_state;
+
 struct sipp_engine {
     sipp_model *model;
     struct llama_context *ctx;
@@ -88,6 +98,8 @@ struct sipp_engine {
     struct ggml_threadpool *threadpool;
     void (*threadpool_free)(struct ggml_threadpool *);
     void (*threadpool_pause)(struct ggml_threadpool *);
+
+    sipp_lora_state lora; /* the LoRA adapters and the set of scales running (lora.c) */
 
     sipp_last_error error;
 };

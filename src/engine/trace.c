@@ -45,7 +45,9 @@ static struct llama_context *scratch_ctx(sipp_model *m, int n_ctx, int n_batch, 
     cp.n_threads_batch = cp.n_threads;
     cp.cb_eval = cb;
     cp.cb_eval_user_data = cb_user;
-    return llama_init_from_model(m->lm, cp);
+    struct llama_context *ctx = llama_init_from_model(m->lm, cp);
+    sipp_model_lora_apply(m, ctx, NULL); /* the model's adapters at their scales */
+    return ctx;
 }
 
 /* Teacher-forced logits with the KV cache at kv's types (NULL: f16). */

@@ -172,6 +172,9 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->draft_cutoff);
     free(t->cache_type_k);
     free(t->cache_type_v);
+    for (size_t i = 0; i < t->n_lora; i++)
+        free(t->lora[i].path);
+    free(t->lora);
     free(t->chat_template);
     free(t->rpc_servers);
     free(t->tensor_split);
@@ -615,6 +618,41 @@ static void parse_rpc_keys(cfg_ctx *x, const toml_node *t, const char *where, gw
                 where);
 }
 
+#define GW_LORA_MAX 64
+#define GW_LORA_SCALE_MAX 100.0
+
+/* lora = [{path = "A.gguf", scale = 1.0}, ...]: each path a file (relative to the config file). */
+static void parse_lora(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    static const char *const keys[] = {"path", "scale", NULL};
+    const toml_node *n = toml_table_get(t, "lora");
+    if (!n || !expect_kind(x, n, TOML_ARRAY, where, "lora", "an array of {path, scale} tables")) return;
+    size_t count = toml_array_len(n);
+    if (count > GW_LORA_MAX) {
+        cfg_err(x, toml_node_line(n), "%s lora: %zu adapters; at most %d", where, count, GW_LORA_MAX);
+        return;
+    }
+    tc->lora = calloc(count ? count : 1, sizeof *tc->lora);
+    for (size_t i = 0; tc->lora && i < count; i++) {
+        const toml_node *e = toml_array_at(n, i);
+        char w[96], *path = NULL;
+        snprintf(w, sizeof w, "%s lora[%zu]", where, i);
+        if (!expect_kind(x, e, TOML_TABLE, w, "", "a table {path, scale}")) continue;
+        check_keys(x, e, w, keys);
+        gw_lora *l = &tc->lora[tc->n_lora++];
+        l->scale = 1.0f;
+        get_fraction(x, e, w, "scale", -GW_LORA_SCALE_MAX, GW_LORA_SCALE_MAX, &l->scale);
+        if (!get_str(x, e, w, "path", &path)) {
+            cfg_err(x, toml_node_line(e), "%s: 'path' is missing: the adapter's GGUF file", w);
+            continue;
+        }
+        l->path = resolve_path(x->path, path);
+        free(path);
+        struct stat st;
+        if (l->path && (stat(l->path, &st) != 0 || !S_ISREG(st.st_mode)))
+            cfg_err(x, toml_node_line(e), "%s path: '%s' is not a file", w, l->path);
+    }
+}
+
 /* ctx_size: tokens, or "auto" (the largest context that fits the memory budget, worked out at start). */
 static void get_ctx_size(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     const toml_node *n = toml_table_get(t, "ctx_size");
@@ -733,6 +771,7 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
         cfg_err(x, toml_node_line(cn), "%s draft_cutoff: '%s' is not one of auto, off", where,
                 tc->draft_cutoff);
     parse_kv_keys(x, t, where, tc);
+    parse_lora(x, t, where, tc);
     /* mmproj: a projector file (like model: a path or a store name), or "auto" (found at validation) */
     char *mmproj = NULL;
     get_str(x, t, where, "mmproj", &mmproj);
@@ -862,15 +901,14 @@ static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {"name",        "type",          "model",        "backend",
-                                             "ctx_size",    "parallel",      "threads",      "gpu_layers",
-                                             "policy",      "chat_template", "rpc",          "tensor_split",
-                                             "flash_attn",  "speculative",   "draft_max",    "draft_min",
-                                             "load",        "keep_alive",    "pin",          "draft_model",
-                                             "draft_p_min", "repack",        "draft_cutoff", "aliases",
-                                             "max_tokens",  "cache_type_k",  "cache_type_v", "mmproj_offload",
-                                             "mmproj",      "recipe",        "speaker",      "voice",
-                                             NULL};
+    static const char *const local_keys[] = {
+        "name",         "type",         "model",          "backend",     "ctx_size",
+        "parallel",     "threads",      "gpu_layers",     "policy",      "chat_template",
+        "rpc",          "tensor_split", "flash_attn",     "speculative", "draft_max",
+        "draft_min",    "load",         "keep_alive",     "pin",         "draft_model",
+        "draft_p_min",  "repack",       "draft_cutoff",   "aliases",     "max_tokens",
+        "cache_type_k", "cache_type_v", "mmproj_offload", "mmproj",      "recipe",
+        "speaker",      "voice",        "lora",           NULL};
     static const char *const remote_keys[] = {
         "name", "type", "base_url", "base_urls", "model", "api_key_env", "timeout_seconds", "aliases", NULL};
     size_t n = toml_array_len(arr);

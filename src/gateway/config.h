@@ -42,6 +42,12 @@ typedef enum gw_load_mode { GW_LOAD_STARTUP, GW_LOAD_ON_DEMAND } gw_load_mode;
 #define GW_DEFAULT_SLOT_STATE_MB 1024 /* [server] slot_state_max_mb */
 #define GW_KEEP_ALIVE_FOREVER (-1)    /* keep_alive: never unloaded for being idle (memory may still evict) */
 
+/* A LoRA adapter of a local target: lora = [{path = "A.gguf", scale = 0.75}]. */
+typedef struct gw_lora {
+    char *path; /* resolved against the config file's directory; a file (checked) */
+    float scale;
+} gw_lora;
+
 typedef struct gw_target_config {
     char *name;
     gw_target_type type;
@@ -58,6 +64,8 @@ typedef struct gw_target_config {
     char *draft_cutoff;       /* "auto" or "off"; NULL = auto */
     char *cache_type_k;       /* the KV cache's types: "f16", "q8_0", "q4_0"; NULL = f16 */
     char *cache_type_v;
+    gw_lora *lora; /* its LoRA adapters, ids in order; none: NULL */
+    size_t n_lora;
     char *chat_template; /* NULL: the model's; "chatml" or a template file's path */
     /* A projector for images and audio (sipp_model_params.mmproj): resolved like model_path; NULL =
      * none (the target takes text only). mmproj = "auto" sets mmproj_auto, and gw_config_validate

@@ -359,6 +359,8 @@ static void to_params(const gen_stream *gs, size_t i, int timeout_ms, sipp_reque
     p->grammar = g->chat ? NULL : g->grammar;
     p->json_schema = g->chat ? NULL : g->json_schema;
     p->logprobs = g->logprobs;
+    p->lora = g->n_lora ? g->lora : NULL;
+    p->n_lora = g->n_lora;
 }
 
 /* n within the target's slots, and the chat as the engine takes it. False after replying. */

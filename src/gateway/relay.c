@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/api_fields.h"
 #include "gateway/field_names.h"
 #include "gateway/relay.h"
 
@@ -270,6 +271,43 @@ static void start_relay(gw_call *call, gw_target *t, gw_gen *g, const gw_format 
 
 /* ---- a remote answer ---------------------------------------------------------------------------- */
 
+/* A translated request's custom tools (Responses' freeform tools, which the translation made chat's
+ * {"type": "custom"} tools) go upstream as functions of one string, "input", the grammar in the
+ * description: an upstream need not know chat's custom tools, and sipp cannot enforce a grammar
+ * there, so the grammar is named in sipp-ignored. Their calls come back as that function's. */
+static void custom_tools_as_functions(gw_call *call, json_t *body) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(body, "tools"), i, t) {
+        json_t *c = json_object_get(t, "custom");
+        const char *type = json_string_value(json_object_get(t, "type"));
+        if (!type || strcmp(type, "custom") != 0 || !json_is_object(c)) continue;
+        json_t *g = json_object_get(json_object_get(c, "format"), "grammar");
+        const char *d = json_string_value(json_object_get(c, "description"));
+        const char *def = json_string_value(json_object_get(g, "definition"));
+        sipp_buf desc = {0};
+        sipp_buf_appendf(&desc, "%s%sA freeform tool: put its whole input, as plain text, in \"input\".",
+                         d ? d : "", d ? "\n\n" : "");
+        if (def) {
+            const char *syntax = json_string_value(json_object_get(g, "syntax"));
+            sipp_buf_appendf(&desc, " The input follows this %s grammar:\n%s", syntax ? syntax : "", def);
+            gw_ignored_addf(call, "tools[%zu].format", i);
+        }
+        json_t *fn = json_pack("{s:O, s:s, s:{s:s, s:{s:{s:s}}, s:[s]}}", "name", json_object_get(c, "name"),
+                               "description", desc.data ? desc.data : "", "parameters", "type", "object",
+                               "properties", "input", "type", "string", "required", "input");
+        sipp_buf_free(&desc);
+        if (fn)
+            json_array_set_new(json_object_get(body, "tools"), i,
+                               json_pack("{s:s, s:o}", "type", "function", "function", fn));
+    }
+    json_t *tc = json_object_get(body, "tool_choice");
+    if (json_is_object(json_object_get(tc, "custom")))
+        json_object_set_new(body, "tool_choice",
+                            json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name",
+                                      json_object_get(json_object_get(tc, "custom"), "name")));
+}
+
 void gw_relay(gw_call *call, gw_target *t, gw_gen *g, json_t *body, gw_api api, const gw_format *fmt) {
     if (api != GW_API_CHAT) {
         gw_reply_error(
@@ -279,6 +317,7 @@ void gw_relay(gw_call *call, gw_target *t, gw_gen *g, json_t *body, gw_api api, 
         return;
     }
     json_object_del(body, "context_key"); /* sipp's own: the upstream's slots are its business */
+    if (fmt->renames) custom_tools_as_functions(call, body); /* a translated API's */
     json_object_del(body, "stream_options");
     json_object_set_new(body, "stream", json_boolean(g->stream));
     long status = 0;

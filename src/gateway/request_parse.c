@@ -356,6 +356,7 @@ static const field_rule FIELDS[] = {
     {"stop", F_GEN, FIELD_SUPPORTED, NULL},
     {"ignore_eos", F_GEN, FIELD_SUPPORTED, NULL},
     {"context_key", F_GEN, FIELD_SUPPORTED, NULL},
+    {"lora", F_GEN, FIELD_SUPPORTED, NULL},
     {"n", F_GEN, FIELD_SUPPORTED, NULL},
     {"logprobs", F_GEN, FIELD_SUPPORTED, NULL},
     {"top_logprobs", F_CHAT, FIELD_SUPPORTED, NULL},
@@ -601,6 +602,29 @@ bool gw_body_stream(json_t *root, bool stream_default) {
     return json_is_boolean(stream) ? json_is_true(stream) : stream_default;
 }
 
+/* lora: [{"id": N, "scale": S}], llama-server's per-request adapters (ids of the target's lora list;
+ * libsipp checks the range). */
+static bool decode_lora(dec *d, json_t *root) {
+    json_t *l = json_object_get(root, "lora");
+    if (!is_present(l)) return true;
+    if (!json_is_array(l) || json_array_size(l) > GW_MAX_LORA)
+        return fail(d, "'lora' must be an array of at most %d {\"id\", \"scale\"} objects", GW_MAX_LORA);
+    size_t i;
+    json_t *e;
+    json_array_foreach(l, i, e) {
+        json_t *id = json_object_get(e, "id"), *scale = json_object_get(e, "scale");
+        if (!json_is_object(e) || !json_is_integer(id) || json_integer_value(id) < 0 ||
+            json_integer_value(id) > INT32_MAX)
+            return fail(
+                d, "'lora[%zu].id' must be an adapter's id (0, 1, ...: GET /lora-adapters lists them)", i);
+        if (!json_is_number(scale) || !isfinite(json_number_value(scale)))
+            return fail(d, "'lora[%zu].scale' must be a number", i);
+        d->g->lora[i] = (sipp_lora_scale){(int)json_integer_value(id), (float)json_number_value(scale)};
+    }
+    d->g->n_lora = json_array_size(l);
+    return true;
+}
+
 bool gw_decode(gw_api api, json_t *body, gw_gen *g, gw_error_kind *kind, char *err, size_t errlen) {
     memset(g, 0, sizeof *g);
     g->api = api;
@@ -621,7 +645,8 @@ bool gw_decode(gw_api api, json_t *body, gw_gen *g, gw_error_kind *kind, char *e
         return false;
     }
     json_t *root = g->root;
-    bool ok = check_field_table(&d, root, api) && get_str(&d, root, "model", &g->model);
+    bool ok = check_field_table(&d, root, api) && get_str(&d, root, "model", &g->model) &&
+              (api == GW_API_EMBEDDINGS || api == GW_API_NATIVE_EMBED || decode_lora(&d, root));
     switch (api) {
     /* context_key is sipp's extension of the OpenAI routes too, as llama-server's extensions are. */
     case GW_API_CHAT:

@@ -22,6 +22,7 @@ typedef enum gw_api {
 } gw_api;
 
 #define GW_MAX_STOP 16
+#define GW_MAX_LORA 64
 #define GW_MAX_MESSAGES 4096
 #define GW_MAX_EMBED_INPUTS 2048
 #define GW_MAX_IGNORED 32
@@ -68,6 +69,8 @@ typedef struct gw_gen {
     char *json_schema;   /* prompts: a JSON Schema text (owned) */
     int n;               /* choices, 1 by default; at most the target's parallel */
     int logprobs;        /* -1: none; else how many alternatives per token (top_logprobs) */
+    sipp_lora_scale lora[GW_MAX_LORA]; /* llama-server's "lora": [{id, scale}]; n_lora 0: the target's */
+    size_t n_lora;
     /* Fields the body carried that the table accepts without acting on them (user, metadata, ...,
      * an image's detail), borrowed from root or owned: the route names them in sipp-ignored
      * (api_fields.h). */

@@ -50,6 +50,8 @@ static const struct route {
     {"GET", "/v1/models", gw_route_models, ROUTE_AUTH},
     {"GET", "/v1/backends", gw_route_backends, ROUTE_AUTH},
     {"GET", "/v1/mcp/tools", gw_route_mcp_tools, ROUTE_AUTH},
+    {"GET", "/lora-adapters", gw_route_lora_get, ROUTE_AUTH},
+    {"POST", "/lora-adapters", gw_route_lora_set, ROUTE_AUTH},
     {"POST", "/v1/chat/completions", gw_route_chat_completions, ROUTE_AUTH},
     {"POST", "/v1/completions", gw_route_completions, ROUTE_AUTH},
     {"POST", "/v1/embeddings", gw_route_embeddings, ROUTE_AUTH},

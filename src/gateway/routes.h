@@ -40,6 +40,9 @@ void gw_route_transcriptions(gw_call *call); /* POST /v1/audio/transcriptions (r
 void gw_route_translations(gw_call *call);   /* POST /v1/audio/translations (routes_audio.c) */
 void gw_route_speech(gw_call *call);         /* POST /v1/audio/speech (routes_speech.c) */
 void gw_route_native_query(gw_call *call);
+/* routes_lora.c: GET and POST /lora-adapters (admin) */
+void gw_route_lora_get(gw_call *call);
+void gw_route_lora_set(gw_call *call);
 void gw_route_native_chat(gw_call *call);
 void gw_route_native_embed(gw_call *call);
 void gw_route_health(gw_call *call);

@@ -13,8 +13,9 @@
  * include entries, reasoning.summary, ...) are accepted and named in sipp-ignored, as built-in tools are,
  * which the model is not shown (api_fields.c, docs/api-fields.md); namespace tools are flattened into
  * "<namespace>__<name>" functions whose calls come back with their namespace; custom (freeform) tools become
- * functions of one string, "input", whose calls come back as custom_tool_call items (their Lark grammar is
- * only described to the model, and named in sipp-ignored); anything else is refused.
+ * chat's custom tools, functions of one string, "input", whose Lark or regex grammar constrains the
+ * sampling (src/chat/custom_tools.h), and whose calls come back as custom_tool_call items; anything else is
+ * refused.
  *
  * The answer, parsed by the chat layer into content, reasoning and tool calls, becomes output
  * items: a reasoning item, a message item with one output_text part, one function_call item per
@@ -74,6 +75,8 @@ static const gw_rename renames[] = {
     {"messages", "input"},
     {"reasoning_effort", "reasoning.effort"},
     {"tools[*].function", "tools[*]"},
+    {"tools[*].custom.format.grammar", "tools[*].format"},
+    {"tools[*].custom", "tools[*]"},
     {"tool_choice.function", "tool_choice"},
     {NULL, NULL},
 };
@@ -1235,11 +1238,10 @@ static bool flatten_namespace(xlate *x, json_t *t, size_t i, json_t *out) {
     return true;
 }
 
-/* A custom (freeform) tool takes text, not JSON: the model is shown a function of one string,
- * "input", whose description carries the tool's and, for a grammar format, the grammar itself, and
- * its calls go back as custom_tool_call items holding that string (named_call). The grammar does
- * not constrain sampling (llama.cpp's samplers take GBNF, not Lark): sipp-ignored names
- * tools[i].format. */
+/* A custom (freeform) tool takes text, not JSON: it becomes chat's custom tool ({"type": "custom",
+ * "custom": {...}}, its format's grammar under "grammar"), which the chat layer shows the model as a
+ * function of one string, "input", whose sampling the grammar constrains (src/chat/custom_tools.h);
+ * its calls go back as custom_tool_call items holding that string (named_call). */
 static bool custom_tool(xlate *x, json_t *t, size_t i, json_t *out) {
     const char *name = json_string_value(json_object_get(t, "name"));
     if (!name || !*name)
@@ -1253,20 +1255,15 @@ static bool custom_tool(xlate *x, json_t *t, size_t i, json_t *out) {
     if (ftype && strcmp(ftype, "grammar") == 0 && !grammar)
         return gw_reply_invalid_field(x->call, "'tools[%zu].format.definition' must be the grammar's text",
                                       i);
-    sipp_buf desc = {0};
-    const char *d = json_string_value(json_object_get(t, "description"));
-    sipp_buf_appendf(&desc, "%s%sA freeform tool: put its whole input, as plain text, in \"input\".",
-                     d ? d : "", d ? "\n\n" : "");
+    json_t *custom = json_pack("{s:s}", "name", name);
+    gw_copy_field(t, "description", custom, NULL);
     if (grammar) {
-        const char *syntax = json_string_value(json_object_get(format, "syntax"));
-        sipp_buf_appendf(&desc, " The input follows this %s grammar:\n%s", syntax ? syntax : "", grammar);
-        gw_ignored_addf(x->call, "tools[%zu].format", i);
+        json_t *syntax = json_object_get(format, "syntax");
+        json_object_set_new(custom, "format",
+                            json_pack("{s:s, s:{s:O?, s:s}}", "type", "grammar", "grammar", "syntax", syntax,
+                                      "definition", grammar));
     }
-    json_t *fn = json_pack("{s:s, s:s, s:{s:s, s:{s:{s:s}}, s:[s], s:b}}", "name", name, "description",
-                           desc.data ? desc.data : "", "parameters", "type", "object", "properties", "input",
-                           "type", "string", "required", "input", "additionalProperties", 0);
-    sipp_buf_free(&desc);
-    json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+    json_array_append_new(out, json_pack("{s:s, s:o}", "type", "custom", "custom", custom));
     if (!x->s->custom) x->s->custom = json_object();
     json_object_set_new(x->s->custom, name, json_true());
     return true;

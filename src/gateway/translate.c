@@ -78,7 +78,9 @@ bool gw_forced_tool_listed(gw_call *call, json_t *chat, const char *name, const 
     size_t i;
     json_t *t;
     json_array_foreach(json_object_get(chat, "tools"), i, t) {
-        const char *n = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+        json_t *body = json_object_get(t, "function");
+        const char *n =
+            json_string_value(json_object_get(body ? body : json_object_get(t, "custom"), "name"));
         if (n && strcmp(n, name) == 0) {
             sipp_buf_free(&names);
             return true;

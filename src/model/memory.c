@@ -18,6 +18,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend/backend.h"
 #include "model/kv_cache.h"
@@ -112,6 +113,11 @@ sipp_status sipp_memory_estimate(const char *path, const sipp_model_params *mp, 
         weights += g->types[i].bytes;
         if (!mp->no_repack && on_device < 1.0 && sipp_cpu_layout_takes(g->types[i].type, g->n_embd))
             relaid += (uint64_t)((double)g->types[i].bytes * (1.0 - on_device));
+    }
+    /* LoRA adapters: their tensors, placed as the layers they adapt (the file is nearly all tensor data) */
+    for (size_t i = 0; mp->lora && i < mp->n_lora; i++) {
+        struct stat lst;
+        if (mp->lora[i].path && stat(mp->lora[i].path, &lst) == 0) weights += (uint64_t)lst.st_size;
     }
     add_split(out, device, on_device, SIPP_MEMORY_WEIGHTS, weights);
     if (relaid) sipp_memory_add(out, NULL, 0, SIPP_MEMORY_WEIGHTS, relaid);

@@ -342,6 +342,9 @@ sipp_status sipp_model_load(const char *path, const sipp_model_params *params, s
     if ((st = place_load(m, params, lp, &mp, devices, errbuf)) != SIPP_OK) goto fail;
     if ((st = read_weights(m, params, lp, mp, errbuf)) != SIPP_OK) goto fail;
     describe_load(m, params, lp, &mp);
+    if (!params->vocab_only &&
+        (st = sipp_model_lora_load(m, params->lora, params->n_lora, errbuf)) != SIPP_OK)
+        goto fail;
     if (params->mmproj && *params->mmproj && !params->vocab_only &&
         (st = load_projector(m, params, errbuf)) != SIPP_OK)
         goto fail;
@@ -379,6 +382,7 @@ const char *sipp_model_template_kind(const struct llama_model *lm) {
 void sipp_model_free(sipp_model *m) {
     if (!m) return;
     sipp_mmproj_free(m->mmproj);
+    sipp_model_lora_free(m); /* before the model they adapt */
     llama_model_free(m->lm);
     sipp_lease_release(m->lease);
     free(m->eog);

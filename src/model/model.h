@@ -14,6 +14,14 @@
 
 #define SIPP_MAX_PLACEMENT 20
 
+/* The model's LoRA adapters (sipp_model_params.lora, lora.c): ids are the indices. */
+typedef struct sipp_model_lora {
+    struct llama_adapter_lora **adapters;
+    char **paths;
+    float *scales; /* the defaults given at load */
+    size_t n;
+} sipp_model_lora;
+
 struct sipp_model {
     struct llama_model *lm;
     const struct llama_vocab *vocab;
@@ -38,7 +46,14 @@ struct sipp_model {
     void (*chat_free)(void *chat);
     sipp_memory mem;            /* the weight buffers llama.cpp allocated (memory.c) */
     struct sipp_mmproj *mmproj; /* the multimodal projector, NULL for none (mmproj.h) */
+    sipp_model_lora lora;
 };
+
+/* lora.c: loads the adapters for m (their buffers count in m->mem); frees them; applies scales (NULL:
+ * the defaults) to a context of m, leaving out the adapters at 0. */
+sipp_status sipp_model_lora_load(sipp_model *m, const sipp_lora_adapter *list, size_t n, char *err);
+void sipp_model_lora_free(sipp_model *m);
+void sipp_model_lora_apply(const sipp_model *m, struct llama_context *ctx, const float *scales);
 
 /* How a model's own chats are rendered (sipp_model_info.chat_template): with its template ("model"),
  * or with the chat library's fallback when it has none. llama.cpp's common library renders ChatML;

@@ -278,6 +278,8 @@ sipp_status verify_run_backend(const verify_config *cfg, const char *backend, co
     mp.backend = name;
     mp.mmproj = cfg->mmproj;
     mp.mmproj_offload = cfg->mmproj_offload;
+    mp.lora = cfg->lora;
+    mp.n_lora = cfg->n_lora;
     sipp_model *m = NULL;
     sipp_status rc = sipp_model_load(cfg->model_path, &mp, &m, err);
     if (rc != SIPP_OK) return rc;

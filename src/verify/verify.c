@@ -59,6 +59,8 @@ static const char *const builtin_prompts[] = {
 #define N_BUILTIN (int)(sizeof builtin_prompts / sizeof builtin_prompts[0])
 
 /* One run's settings, after a manifest's were adopted. */
+#define VERIFY_LORA_MAX 16
+
 typedef struct run {
     const char *model, *ref;
     char backends[SIPP_VERIFY_MAX_BACKENDS][BACKEND_NAME];
@@ -67,7 +69,8 @@ typedef struct run {
     sipp_verify_thresholds t;
     verify_config cfg;
     const char *ppl_path;
-    char mmproj_buf[SIPP_PATH_MAX]; /* --mmproj auto: the projector found beside the model */
+    char mmproj_buf[SIPP_PATH_MAX];          /* --mmproj auto: the projector found beside the model */
+    sipp_lora_adapter lora[VERIFY_LORA_MAX]; /* --against: the manifest's adapters (paths borrowed from it) */
 } run;
 
 sipp_verify_params sipp_verify_default_params(void) {
@@ -336,6 +339,23 @@ static json_t *build_report(const run *o, json_t *model, json_t *cases, const ve
 }
 
 /* Settings a manifest recorded become this run's, unless the caller gave them. */
+/* The adapters applied, in the model's record: [{path, sha256, scale}]. */
+static sipp_status record_lora(const verify_config *cfg, json_t *model, char *err) {
+    if (cfg->n_lora == 0) return SIPP_OK;
+    json_t *arr = json_array();
+    json_object_set_new(model, "lora", arr);
+    for (size_t i = 0; i < cfg->n_lora; i++) {
+        char sha[SIPP_SHA256_HEX];
+        if (!cfg->lora[i].path)
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "LoRA adapter %zu has no path", i);
+        sipp_status st = sipp_store_file_sha256(cfg->lora[i].path, sha, NULL, err);
+        if (st != SIPP_OK) return st;
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:f}", "path", cfg->lora[i].path, "sha256", sha,
+                                             "scale", (double)cfg->lora[i].scale));
+    }
+    return SIPP_OK;
+}
+
 static sipp_status adopt_manifest(run *o, const sipp_verify_params *p, const json_t *m, char *err) {
     if (!o->model) o->model = json_string_value(json_object_get(json_object_get(m, "model"), "path"));
     if (!o->model)
@@ -364,6 +384,18 @@ static sipp_status adopt_manifest(run *o, const sipp_verify_params *p, const jso
     if (g & SIPP_VERIFY_SPEED_TOLERANCE) o->t.speed_tolerance = given.speed_tolerance;
     if (g & SIPP_VERIFY_PPL_MAX_DRIFT) o->t.ppl_max_drift = given.ppl_max_drift;
     if (g & SIPP_VERIFY_PPL_MAX_DRIFT_QUANT) o->t.ppl_max_drift_quant = given.ppl_max_drift_quant;
+    /* The adapters it applied, unless the caller gives some. */
+    const json_t *lora = json_object_get(json_object_get(m, "model"), "lora");
+    size_t n_lora = json_array_size(lora) < VERIFY_LORA_MAX ? json_array_size(lora) : VERIFY_LORA_MAX;
+    if (o->cfg.n_lora == 0 && n_lora > 0) {
+        for (size_t i = 0; i < n_lora; i++) {
+            const json_t *a = json_array_get(lora, i);
+            o->lora[i] = (sipp_lora_adapter){json_string_value(json_object_get(a, "path")),
+                                             (float)json_number_value(json_object_get(a, "scale"))};
+        }
+        o->cfg.lora = o->lora;
+        o->cfg.n_lora = n_lora;
+    }
     /* The cases the manifest ran, on the files it names (the checkpoint contract compares their hashes). */
     const json_t *image = json_object_get(m, "image");
     if (!o->cfg.mmproj &&
@@ -516,7 +548,9 @@ static sipp_status verify(const sipp_verify_params *p, run *o, holdings *h, bool
                              .mmproj = p->mmproj,
                              .mmproj_offload = p->mmproj_offload,
                              .ppl_ctx = p->ppl_ctx,
-                             .ppl_chunks = p->ppl_chunks};
+                             .ppl_chunks = p->ppl_chunks,
+                             .lora = p->lora,
+                             .n_lora = p->n_lora};
     o->ppl_path = p->ppl_text;
     if (p->against && (st = manifest_load(p->against, &h->recorded, err)) != SIPP_OK) return st;
     if (h->recorded && (st = adopt_manifest(o, p, h->recorded, err)) != SIPP_OK) return st;
@@ -545,6 +579,7 @@ static sipp_status verify(const sipp_verify_params *p, run *o, holdings *h, bool
     vp.vocab_only = true;
     if ((st = sipp_model_load(o->model, &vp, &o->cfg.vocab, err)) != SIPP_OK) return st;
     if (!(h->model = manifest_model_json(o->model, err))) return SIPP_ERR_MODEL;
+    if ((st = record_lora(&o->cfg, h->model, err)) != SIPP_OK) return st;
     if ((st = verify_tokenize_prompts(&o->cfg, h->prompts, h->n_prompts, err)) != SIPP_OK) return st;
     if ((st = check_positions(h->prompts, h->n_prompts, err)) != SIPP_OK) return st;
     if ((st = prepare_cases(o, h, &h->cases, err)) != SIPP_OK) return st;

@@ -54,6 +54,8 @@ typedef struct verify_config {
     const char *ppl_text; /* the perplexity case's text (ppl_len bytes); NULL: skipped */
     size_t ppl_len;
     int ppl_ctx, ppl_chunks;
+    const sipp_lora_adapter *lora; /* loaded with the model on every backend */
+    size_t n_lora;
 } verify_config;
 
 /* The quantized KV cache types whose drift against f16 every backend measures. */

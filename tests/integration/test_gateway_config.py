@@ -117,6 +117,20 @@ class GatewayConfigTest(unittest.TestCase):
         self.assertProblem(r, path, 8, "policy", "fastest")
         self.assertProblem(r, path, 11, "smoke_signals")
 
+    def test_lora_adapters(self):
+        """lora = [{path, scale}]: a file, relative to the config file; a missing one, an unknown key or
+        a scale out of range is named with its line."""
+        rel = os.path.relpath(self.model, gw.tmpdir())  # any file passes --check; its load checks the GGUF
+        good = f'[[targets]]\nname = "t"\nmodel = "{self.model}"\nlora = [{{path = "{rel}", scale = 0.5}}]\n'
+        r, _ = check(good)
+        self.assertEqual(r.returncode, EXIT_OK, r.stderr)
+        bad = (f'[[targets]]\nname = "t"\nmodel = "{self.model}"\n'
+               f'lora = [{{path = "no-such-adapter.gguf"}}, {{path = "{rel}", scale = 500}}, {{file = "x"}}]\n')
+        r, path = check(bad)
+        self.assertProblem(r, path, 4, "target 't' lora[0] path:", "no-such-adapter.gguf' is not a file")
+        self.assertProblem(r, path, 4, "lora[1]", "scale", "out of range")
+        self.assertProblem(r, path, 4, "lora[2]", "unknown key 'file'")
+
     def test_duplicate_target_names(self):
         t = f'[[targets]]\nname = "same"\nmodel = "{self.model}"\n'
         r, path = check(t + "\n" + t)

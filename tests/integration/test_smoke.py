@@ -43,6 +43,7 @@ ROUTES = [
     ("erase_slots", "POST", f"/v1/models/{TARGET}/erase_slots", {}, "erased"),
     ("openai_speech", "POST", "/v1/audio/speech", {"model": "voice", "input": "Hello.", "response_format": "wav"},
      None),
+    ("lora_adapters", "GET", "/lora-adapters", None, None),
 ]
 
 

@@ -226,6 +226,7 @@ static void usage(FILE *f) {
         "       " PROG " --out FILE --projector KIND [--n-embd N] [projector options]\n"
         "       " PROG " --out PREFIX --tts-pair pocket --vocab VOCAB.gguf [backbone shape]\n"
         "       " PROG " --out FILE --whisper tiny|base|test --vocab ggml-vocab-gpt-2.gguf [--type f16|f32]\n"
+        "       " PROG " --out A.gguf --lora-for BASE.gguf [--rank R] [--seed N] [--std S]\n"
         "\n"
         "Writes a llama-architecture GGUF model with random weights and the tokenizer of VOCAB.gguf\n"
         "(one of llama.cpp's tokenizer-only files, e.g. ggml-vocab-llama-bpe.gguf), or with --projector\n"
@@ -255,6 +256,10 @@ static void usage(FILE *f) {
         "  --stop-token TEXT       a model that ends every answer at once: the vocabulary's token TEXT\n"
         "                          (e.g. \"<|im_end|>\") wins at every position (for tests of clients\n"
         "                          that need a finished turn; the rest of the weights stay random)\n"
+        "  --favour TEXT           a token that wins wherever a grammar allows it (repeatable, at most\n"
+        "                          6; the first given wins over the next): all other logits are equal,\n"
+        "                          so where none is allowed the pick is uniform among the allowed (for\n"
+        "                          tests of grammars that only end on a rare token, such as a newline)\n"
         "  --add-special TEXT      append TEXT to the vocabulary as a control token (repeatable), e.g.\n"
         "                          \"<|im_start|>\" and \"<|im_end|>\" for a ChatML model of a vocabulary\n"
         "                          without them (llama.cpp ends a turn at \"<|im_end|>\")\n"
@@ -406,6 +411,12 @@ static void set_stop_token(struct options *o, const struct flag *f, const char *
     o->stop_token = nonempty(f, val, "token text");
 }
 
+static void set_favour(struct options *o, const struct flag *f, const char *val) {
+    nonempty(f, val, "token text");
+    if (o->n_favour == MAX_FAVOUR) die_usage("--favour: at most %d tokens", MAX_FAVOUR);
+    o->favour[o->n_favour++] = val;
+}
+
 static void set_add_special(struct options *o, const struct flag *f, const char *val) {
     nonempty(f, val, "token text");
     if (o->n_special == MAX_SPECIAL) die_usage("--add-special: at most %d tokens", MAX_SPECIAL);
@@ -441,6 +452,7 @@ static const struct flag FLAGS[] = {
     {"--output", FOR_TEXT, set_output, 0, 0},
     {"--stop-token", FOR_TEXT, set_stop_token, 0, 0},
     {"--add-special", FOR_TEXT, set_add_special, 0, 0},
+    {"--favour", FOR_TEXT, set_favour, 0, 0},
     {"--tts-pair", FOR_TEXT, set_tts_pair, 0, 0},
     {"--projector", FOR_PROJECTOR, set_projector, 0, 0},
     WHOLE("--image-size", FOR_PROJECTOR, image_size, MAX_IMAGE_SIZE),
@@ -471,8 +483,9 @@ static void check_text_model(const struct options *o) {
         die_usage("--layers %" PRId64 " is more than --active-layers %" PRId64
                   ": the draft holds only active blocks",
                   o->layers, o->active_layers);
-    if (o->tied_output && o->stop_token)
-        die_usage("--stop-token needs the output matrix of its own: leave out --output tied");
+    if (o->tied_output && (o->stop_token || o->n_favour))
+        die_usage("--stop-token and --favour need the output matrix of its own: leave out --output tied");
+    if (o->stop_token && o->n_favour) die_usage("--stop-token and --favour do not go together: give one");
     if (o->n_embd % o->n_head != 0)
         die_usage("--n-embd %" PRId64 " is not divisible by --n-head %" PRId64, o->n_embd, o->n_head);
     if (o->n_head % o->n_head_kv != 0)
@@ -817,11 +830,13 @@ static bool plan_build(struct plan *p, const struct options *o, int64_t n_vocab)
     plan_add(p, "output_norm.weight", 1, n_embd, 1, GGML_TYPE_F32, 0.0f);
     if (o->tied_output) return true;
     plan_add(p, "output.weight", 2, n_embd, n_vocab, wt, output_std);
-    if (o->stop_token) {
+    if (o->stop_token || o->n_favour) {
         p->t[0].stop = STOP_EMBD;
         p->t[p->n - 2].stop = STOP_NORM;
         p->t[p->n - 1].stop = STOP_OUTPUT;
-        p->t[p->n - 1].stop_id = o->stop_id;
+        p->t[p->n - 1].stop_id = o->stop_token ? o->stop_id : -1;
+        p->t[p->n - 1].favour_id = o->favour_id;
+        p->t[p->n - 1].n_favour = o->n_favour;
     }
     return true;
 }
@@ -899,6 +914,8 @@ static void *job_run(void *arg) {
         if (s->stop == STOP_NORM || s->stop == STOP_OUTPUT) {
             memset(row, 0, (size_t)s->ne0 * sizeof *row);
             if (s->stop == STOP_NORM || j->row0 + r == s->stop_id) row[0] = STOP_SCALE;
+            for (int k = 0; k < s->n_favour; k++) /* --favour: one step of the scale between ranks */
+                if (j->row0 + r == s->favour_id[k]) row[0] = STOP_SCALE - (float)k;
             continue;
         }
         if (s->zero) {
@@ -1087,6 +1104,16 @@ static struct gguf_context *open_text_model(struct options *o, int64_t *n_vocab)
         }
     }
 
+    for (int k = 0; k < o->n_favour; k++) {
+        o->favour_id[k] = find_token(vocab, o->favour[k]);
+        if (o->favour_id[k] < 0) {
+            report("--favour: '%s' is not a token of %s (byte-level vocabularies spell a leading space as "
+                   "U+0120)",
+                   o->favour[k], o->vocab);
+            goto fail;
+        }
+    }
+
     for (int k = 0; k < o->n_special; k++) {
         bool twice = false;
         for (int j = 0; j < k; j++)
@@ -1187,6 +1214,8 @@ done:
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--whisper") == 0) return whisper_synth_main(argc, argv);
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--lora-for") == 0) return lora_synth_main(argc, argv);
     struct options o;
     parse_args(argc, argv, &o);
     ggml_log_set(ggml_log_quiet, NULL);

@@ -15,6 +15,7 @@
 #include "gguf.h"
 
 #define MAX_SPECIAL 16 /* --add-special tokens */
+#define MAX_FAVOUR 6   /* --favour tokens */
 
 struct weight_type {
     const char *name;
@@ -45,9 +46,12 @@ struct options {
     int64_t active_layers; /* --active-layers: blocks past these are perturbed projections (0 = none) */
     double perturb;        /* --perturb: their scale, relative to LAYER_WEIGHT_STD */
     bool perturb_set;
-    bool tied_output;                 /* --output tied: no output.weight, llama.cpp reuses token_embd */
-    const char *stop_token;           /* --stop-token: the token every answer is, at once (NULL = none) */
-    int64_t stop_id;                  /* its id in the vocabulary (found by open_vocab's caller) */
+    bool tied_output;               /* --output tied: no output.weight, llama.cpp reuses token_embd */
+    const char *stop_token;         /* --stop-token: the token every answer is, at once (NULL = none) */
+    int64_t stop_id;                /* its id in the vocabulary (found by open_vocab's caller) */
+    const char *favour[MAX_FAVOUR]; /* --favour: tokens that win wherever allowed, the first most */
+    int64_t favour_id[MAX_FAVOUR];
+    int n_favour;
     const char *special[MAX_SPECIAL]; /* --add-special: control tokens appended to the vocabulary */
     int n_special;
     const struct projector_kind *projector; /* --projector: write this instead of a text model */
@@ -73,6 +77,8 @@ struct tensor_spec {
     /* --stop-token: how the tensor makes one token win everywhere (see STOP_*) */
     enum { STOP_NONE, STOP_EMBD, STOP_NORM, STOP_OUTPUT } stop;
     int64_t stop_id;
+    const int64_t *favour_id; /* --favour: the output rows that read the large component, in rank order */
+    int n_favour;
 };
 
 struct plan {
@@ -96,6 +102,9 @@ void fill_row(float *dst, int64_t n, uint64_t row_seed, float std);
 
 /* whisper_model.c: sipp-synth --whisper SHAPE, a whisper.cpp model (its own ggml file format). */
 int whisper_synth_main(int argc, char **argv);
+
+/* lora.c: sipp-synth --lora-for BASE.gguf, a LoRA adapter with random weights for BASE. */
+int lora_synth_main(int argc, char **argv);
 
 /* projector.c */
 /* The projector kind --projector NAME names, or NULL; projector_names() lists them for messages. */

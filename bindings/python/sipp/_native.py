@@ -208,7 +208,8 @@ PATH_MAX = 4096  # SIPP_PATH_MAX
 class ModelParams(ctypes.Structure):
     _fields_ = [("backend", c_char_p), ("backend_order", c_char_p), ("gpu_layers", c_int), ("progress", PROGRESS_FN),
                 ("progress_user", c_void_p), ("vocab_only", c_bool), ("rpc_servers", c_char_p), ("tensor_split", c_char_p),
-                ("flash_attn", c_char_p), ("no_repack", c_bool), ("mmproj", c_char_p), ("mmproj_offload", c_bool)]
+                ("flash_attn", c_char_p), ("no_repack", c_bool), ("mmproj", c_char_p), ("mmproj_offload", c_bool),
+                ("lora", c_void_p), ("n_lora", c_size_t)]
 
 
 class ModelInfo(ctypes.Structure):
@@ -242,7 +243,7 @@ class RequestParams(ctypes.Structure):
                 ("stop", ctypes.POINTER(c_char_p)), ("n_stop", c_size_t), ("ignore_eos", c_bool),
                 ("context_key", c_char_p), ("timeout_ms", c_int), ("on_piece", PIECE_FN), ("user", c_void_p),
                 ("on_finish", FINISH_FN), ("chat_json", c_char_p), ("grammar", c_char_p), ("json_schema", c_char_p),
-                ("logprobs", c_int)]
+                ("logprobs", c_int), ("lora", c_void_p), ("n_lora", c_size_t)]
 
 
 class RequestStats(ctypes.Structure):

@@ -40,6 +40,17 @@ static bool rpc_compiled(void) {
     return false;
 }
 
+#define GW_LORA_MAX_PARAMS 64 /* the config's limit */
+
+/* A target's lora list as libsipp takes it, in out (room for cap). */
+static const sipp_lora_adapter *lora_params(const gw_target_config *c, sipp_lora_adapter *out, size_t cap,
+                                            size_t *n) {
+    *n = c->n_lora < cap ? c->n_lora : cap;
+    for (size_t i = 0; i < *n; i++)
+        out[i] = (sipp_lora_adapter){c->lora[i].path, c->lora[i].scale};
+    return *n ? out : NULL;
+}
+
 /* Loads its model and starts its engine. *wait: the model did not load because an rpc target's
  * servers cannot be used yet. */
 static bool llama_load(gw_server *srv, const gw_target_config *c, gw_loaded *out, sipp_memory *measured,
@@ -56,6 +67,8 @@ static bool llama_load(gw_server *srv, const gw_target_config *c, gw_loaded *out
     mp.mmproj_offload = c->mmproj_offload;
     mp.progress = load_progress;
     mp.progress_user = srv;
+    sipp_lora_adapter lora[GW_LORA_MAX_PARAMS];
+    mp.lora = lora_params(c, lora, GW_LORA_MAX_PARAMS, &mp.n_lora);
     sipp_model *m = NULL;
     sipp_status st = sipp_model_load(c->model_path, &mp, &m, err);
     if (st != SIPP_OK) {
@@ -109,6 +122,8 @@ static sipp_status llama_estimate(const gw_target_config *c, int ctx_size, sipp_
     ep.parallel = c->parallel;
     ep.cache_type_k = c->cache_type_k;
     ep.cache_type_v = c->cache_type_v;
+    sipp_lora_adapter lora[GW_LORA_MAX_PARAMS];
+    mp.lora = lora_params(c, lora, GW_LORA_MAX_PARAMS, &mp.n_lora);
     return sipp_memory_estimate(c->model_path, &mp, &ep, out, err);
 }
 

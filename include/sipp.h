@@ -937,6 +937,11 @@ typedef struct sipp_engine_params {
      * types. */
     const char *cache_type_k;
     const char *cache_type_v;
+    /* The pooling of the embedding context (llama-server's --pooling; --rerank is "rank"): "none",
+     * "mean", "cls", "last" or "rank"; NULL or "" the model's own (mean when it has none). "rank"
+     * makes the engine a reranker (sipp_engine_rerank): its score is the first output of the
+     * model's rank head (cls / cls.output). SIPP_ERR_INVALID_ARGUMENT names any other value. */
+    const char *pooling;
 } sipp_engine_params;
 
 #define SIPP_DRAFT_MAX_DEFAULT 8
@@ -1369,8 +1374,12 @@ SIPP_API sipp_status sipp_engine_embed(sipp_engine *engine, const char *const *t
                                        bool normalize, float **out, int *n_embd, int *n_tokens);
 
 /* Scores documents against a query with a reranking model (rank pooling): *scores is malloc'ed
- * (free with sipp_free) and holds n_docs floats, higher is more relevant. SIPP_ERR_MODEL when the
- * model is not a reranker. [any thread] */
+ * (free with sipp_free) and holds n_docs floats, higher is more relevant. Each pair is one sequence
+ * built as llama-server's /v1/rerank builds it: the model's "rerank" template
+ * (tokenizer.chat_template.rerank, with {query} and {document} replaced, special tokens parsed)
+ * when it has one, else [BOS] query [EOS] [SEP] document [EOS], each of BOS, EOS and SEP only where
+ * the vocabulary adds it (EOS falls back to SEP). SIPP_ERR_MODEL when the model is not a reranker.
+ * [any thread] */
 SIPP_API sipp_status sipp_engine_rerank(sipp_engine *engine, const char *query, const char *const *docs,
                                         size_t n_docs, float **scores);
 
@@ -1392,9 +1401,10 @@ SIPP_API sipp_embed_options sipp_embed_default_options(void);
 SIPP_API sipp_status sipp_engine_embed_with(sipp_engine *engine, const char *const *texts, size_t n_texts,
                                             const sipp_embed_options *options, float **out, int *n_embd,
                                             int *n_tokens);
+/* *n_tokens (optional) receives the tokens of all the pairs evaluated. */
 SIPP_API sipp_status sipp_engine_rerank_with(sipp_engine *engine, const char *query, const char *const *docs,
-                                             size_t n_docs, const sipp_embed_options *options,
-                                             float **scores);
+                                             size_t n_docs, const sipp_embed_options *options, float **scores,
+                                             int *n_tokens);
 
 /* ---- speech out: text to speech, and audio encoding ------------------------------------------- */
 

@@ -202,7 +202,12 @@ static sipp_status alloc_slots(sipp_engine *e, char *errbuf) {
 /* The embedder, and for an engine that serves embeddings one run of it now: its context is made when
  * the engine is, not on the first request. A model that cannot embed says so on that request. */
 static sipp_status open_embedder(sipp_engine *e, char *errbuf) {
-    e->embedder = sipp_embedder_new();
+    int pooling;
+    if (!sipp_embed_pooling_parse(e->params.pooling, &pooling))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "pooling '%s' is not one of none, mean, cls, last, rank (or empty: the model's own)",
+                         e->params.pooling);
+    e->embedder = sipp_embedder_new(pooling);
     if (!e->embedder) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
     if (!e->params.embeddings) return SIPP_OK;
     float *probe = NULL;
@@ -650,16 +655,16 @@ sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n
 }
 
 sipp_status sipp_engine_rerank_with(sipp_engine *e, const char *query, const char *const *docs, size_t n_docs,
-                                    const sipp_embed_options *options, float **scores) {
+                                    const sipp_embed_options *options, float **scores, int *n_tokens) {
     char err[SIPP_ERROR_SIZE];
     sipp_status st = sipp_rerank_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, query,
-                                     docs, n_docs, options, scores, err);
+                                     docs, n_docs, options, scores, n_tokens, err);
     return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
 }
 
 sipp_status sipp_engine_rerank(sipp_engine *e, const char *query, const char *const *docs, size_t n_docs,
                                float **scores) {
-    return sipp_engine_rerank_with(e, query, docs, n_docs, NULL, scores);
+    return sipp_engine_rerank_with(e, query, docs, n_docs, NULL, scores, NULL);
 }
 
 /* The model's measured memory and this engine's context buffers (backend/buffers.c). */

@@ -22,7 +22,7 @@
  *                            flash_attn, speculative, draft_model, draft_max, draft_min, draft_p_min,
  *                            draft_cutoff, cache_type_k, cache_type_v, mmproj, mmproj_offload,
  *                            ctx_size, parallel, threads, gpu_layers, policy, rpc, tensor_split, load,
- *                            keep_alive, pin, repack, max_tokens;
+ *                            keep_alive, pin, repack, max_tokens, pooling;
  *                            openai_compatible:
  *                            base_url or base_urls, model, api_key_env, timeout_seconds;
  *                            both: aliases (globs of other model names routed to the target)
@@ -157,6 +157,7 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->draft_cutoff);
     free(t->cache_type_k);
     free(t->cache_type_v);
+    free(t->pooling);
     free(t->chat_template);
     free(t->rpc_servers);
     free(t->tensor_split);
@@ -665,6 +666,13 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
         cfg_err(x, toml_node_line(cn), "%s draft_cutoff: '%s' is not one of auto, off", where,
                 tc->draft_cutoff);
     parse_kv_keys(x, t, where, tc);
+    const toml_node *pln = get_str(x, t, where, "pooling", &tc->pooling);
+    if (tc->pooling && strcmp(tc->pooling, "none") != 0 && strcmp(tc->pooling, "mean") != 0 &&
+        strcmp(tc->pooling, "cls") != 0 && strcmp(tc->pooling, "last") != 0 &&
+        strcmp(tc->pooling, "rank") != 0)
+        cfg_err(x, toml_node_line(pln),
+                "%s pooling: '%s' is not one of none, mean, cls, last, rank (\"rank\": a reranker)", where,
+                tc->pooling);
     /* mmproj: a projector file (like model: a path or a store name), or "auto" (found at validation) */
     char *mmproj = NULL;
     get_str(x, t, where, "mmproj", &mmproj);
@@ -783,7 +791,8 @@ static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
         "threads",    "gpu_layers",   "policy",       "chat_template",  "rpc",          "tensor_split",
         "flash_attn", "speculative",  "draft_max",    "draft_min",      "load",         "keep_alive",
         "pin",        "draft_model",  "draft_p_min",  "repack",         "draft_cutoff", "aliases",
-        "max_tokens", "cache_type_k", "cache_type_v", "mmproj_offload", "mmproj",       NULL};
+        "max_tokens", "cache_type_k", "cache_type_v", "mmproj_offload", "mmproj",       "pooling",
+        NULL};
     static const char *const remote_keys[] = {
         "name", "type", "base_url", "base_urls", "model", "api_key_env", "timeout_seconds", "aliases", NULL};
     size_t n = toml_array_len(arr);

@@ -56,6 +56,7 @@ typedef struct gw_target_config {
     char *draft_cutoff;       /* "auto" or "off"; NULL = auto */
     char *cache_type_k;       /* the KV cache's types: "f16", "q8_0", "q4_0"; NULL = f16 */
     char *cache_type_v;
+    char *pooling;       /* sipp_engine_params.pooling: "rank" for a reranker; NULL = the model's */
     char *chat_template; /* NULL: the model's; "chatml" or a template file's path */
     /* A projector for images and audio (sipp_model_params.mmproj): resolved like model_path; NULL =
      * none (the target takes text only). mmproj = "auto" sets mmproj_auto, and gw_config_validate

@@ -320,8 +320,9 @@ static bool decode_sampling(dec *d, json_t *root) {
 #define F_CHAT (1u << 0)   /* /v1/chat/completions, /v1/chat */
 #define F_PROMPT (1u << 1) /* /v1/completions, /v1/query */
 #define F_EMBED (1u << 2)  /* /v1/embeddings, /v1/embed */
+#define F_RERANK (1u << 3) /* /v1/rerank, /rerank, /v1/reranking */
 #define F_GEN (F_CHAT | F_PROMPT)
-#define F_ALL (F_GEN | F_EMBED)
+#define F_ALL (F_GEN | F_EMBED | F_RERANK)
 
 typedef enum field_kind { FIELD_SUPPORTED, FIELD_IGNORED, FIELD_REFUSED } field_kind;
 
@@ -341,6 +342,13 @@ static const field_rule FIELDS[] = {
     {"input", F_EMBED, FIELD_SUPPORTED, NULL},
     {"encoding_format", F_EMBED, FIELD_SUPPORTED, NULL},
     {"normalize", F_EMBED, FIELD_SUPPORTED, NULL},
+    {"query", F_RERANK, FIELD_SUPPORTED, NULL},
+    {"documents", F_RERANK, FIELD_SUPPORTED, NULL},
+    {"top_n", F_RERANK, FIELD_SUPPORTED, NULL},
+    {"return_documents", F_RERANK, FIELD_SUPPORTED, NULL},
+    {"texts", F_RERANK, FIELD_REFUSED, "Text Embeddings Inference's shape is not served; send documents"},
+    {"rank_fields", F_RERANK, FIELD_REFUSED, "documents are ranked by their text; send objects with text"},
+    {"max_chunks_per_doc", F_RERANK, FIELD_REFUSED, "a document is ranked whole; split it yourself"},
     {"stream", F_GEN, FIELD_SUPPORTED, NULL},
     {"stream_options", F_GEN, FIELD_SUPPORTED, NULL},
     {"max_tokens", F_GEN, FIELD_SUPPORTED, NULL},
@@ -401,6 +409,7 @@ static unsigned route_bit(gw_api api) {
     case GW_API_NATIVE_CHAT: return F_CHAT;
     case GW_API_COMPLETION:
     case GW_API_NATIVE_QUERY: return F_PROMPT;
+    case GW_API_RERANK: return F_RERANK;
     default: return F_EMBED;
     }
 }
@@ -568,6 +577,32 @@ static bool decode_inputs(dec *d, json_t *root) {
     return true;
 }
 
+/* rerank: query, documents (strings or objects with a "text" string), top_n, return_documents. */
+static bool decode_rerank(dec *d, json_t *root) {
+    gw_gen *g = d->g;
+    json_t *q = json_object_get(root, "query"), *docs = json_object_get(root, "documents");
+    if (!json_is_string(q))
+        return fail(d, "'query' must be a string (the text the documents are ranked for)");
+    g->query = json_string_value(q);
+    size_t n = json_array_size(docs);
+    if (!json_is_array(docs) || n == 0)
+        return fail(d, "'documents' must be a non-empty array of strings or objects with \"text\"");
+    if (n > GW_MAX_EMBED_INPUTS)
+        return fail(d, "'documents' has %zu entries; at most %d are accepted", n, GW_MAX_EMBED_INPUTS);
+    if (!(g->inputs = calloc(n, sizeof *g->inputs))) return fail(d, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(docs, i);
+        json_t *text = json_is_object(e) ? json_object_get(e, "text") : e;
+        if (!json_is_string(text))
+            return fail(d, "'documents[%zu]' must be a string or an object with a \"text\" string", i);
+        g->inputs[g->n_inputs++] = json_string_value(text);
+    }
+    long long top_n = (long long)n;
+    if (!get_int(d, root, "top_n", 1, INT32_MAX, &top_n, NULL)) return false;
+    g->top_n = top_n < (long long)n ? (int)top_n : (int)n;
+    return get_bool(d, root, "return_documents", &g->return_documents);
+}
+
 void gw_gen_free(gw_gen *g) {
     if (!g) return;
     if (g->route_free) g->route_free(g->route);
@@ -652,6 +687,7 @@ bool gw_decode(gw_api api, json_t *body, gw_gen *g, gw_error_kind *kind, char *e
             ok = fail(&d, "'encoding_format' '%s' is not supported; use \"float\" or \"base64\"", fmt);
         break;
     }
+    case GW_API_RERANK: ok = ok && decode_rerank(&d, root); break;
     }
     if (!ok || d.failed) {
         gw_gen_free(g);

@@ -19,6 +19,7 @@ typedef enum gw_api {
     GW_API_NATIVE_QUERY, /* POST /v1/query */
     GW_API_NATIVE_CHAT,  /* POST /v1/chat */
     GW_API_NATIVE_EMBED, /* POST /v1/embed */
+    GW_API_RERANK,       /* POST /v1/rerank (/rerank, /v1/reranking) */
 } gw_api;
 
 #define GW_MAX_STOP 16
@@ -46,7 +47,11 @@ typedef struct gw_gen {
     size_t n_inputs;
     bool normalize; /* embeddings: unit L2 norm (always for OpenAI's route) */
     bool base64;    /* embeddings: encoding_format "base64" (little-endian float32) */
-    char **owned;   /* strings made while decoding (joined content parts, ignored fields' paths) */
+    /* rerank: the query; the documents' texts are inputs (strings, or objects' "text") */
+    const char *query;
+    int top_n;             /* results returned, the best first; the number of documents by default */
+    bool return_documents; /* each result carries its document as given (a string as {"text": ...}) */
+    char **owned;          /* strings made while decoding (joined content parts, ignored fields' paths) */
     size_t n_owned;
     void *route;                     /* a route's own state for rendering (translate.c); NULL mostly */
     void (*route_free)(void *route); /* frees it with the request, when set */

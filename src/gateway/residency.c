@@ -266,6 +266,7 @@ static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **
     ep.draft_cutoff = c->draft_cutoff;
     ep.cache_type_k = c->cache_type_k;
     ep.cache_type_v = c->cache_type_v;
+    ep.pooling = c->pooling;
     int q = srv->cfg->max_queue + srv->cfg->max_concurrent_requests;
     ep.max_queued = q < ENGINE_QUEUE_MIN ? ENGINE_QUEUE_MIN : q;
     sipp_engine *e = NULL;

@@ -71,6 +71,10 @@ static const struct route {
     {"POST", "/api/embeddings", gw_route_ollama_embed, ROUTE_AUTH | ROUTE_OLLAMA},
     {"POST", "/api/pull", gw_route_ollama_pull, ROUTE_AUTH | ROUTE_OLLAMA},
     {"DELETE", "/api/delete", gw_route_ollama_delete, ROUTE_AUTH | ROUTE_OLLAMA},
+    /* llama-server's own routes (routes_llama.c) */
+    {"POST", "/v1/rerank", gw_route_rerank, ROUTE_AUTH},
+    {"POST", "/rerank", gw_route_rerank, ROUTE_AUTH},
+    {"POST", "/v1/reranking", gw_route_rerank, ROUTE_AUTH},
 };
 
 static bool path_matches(const char *route_path, const char *path) {

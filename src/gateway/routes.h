@@ -36,6 +36,8 @@ json_t *gw_model_file_json(gw_call *call, const gw_target *t);
 void gw_route_chat_completions(gw_call *call);
 void gw_route_completions(gw_call *call);
 void gw_route_embeddings(gw_call *call);
+/* llama-server's own routes (routes_llama.c) */
+void gw_route_rerank(gw_call *call);         /* /v1/rerank, /rerank, /v1/reranking */
 void gw_route_transcriptions(gw_call *call); /* POST /v1/audio/transcriptions (routes_audio.c) */
 void gw_route_native_query(gw_call *call);
 void gw_route_native_chat(gw_call *call);

@@ -637,6 +637,14 @@ SIPP_API sipp_status sipp_tokenize(sipp_model *model, const char *text, size_t l
 SIPP_API sipp_status sipp_detokenize(sipp_model *model, const int32_t *tokens, size_t n_tokens,
                                      bool render_special, char *buf, size_t cap, size_t *len_out);
 
+/* The text of one token as llama.cpp's common_token_to_piece gives it (what llama-server's
+ * /tokenize with_pieces and /detokenize use): no leading space removed, special tokens rendered when
+ * render_special. Writes at most cap bytes, NUL-terminated when room is left; *len_out is the length
+ * the piece needs. SIPP_ERR_INVALID_ARGUMENT for a token outside the vocabulary (the message names it)
+ * or a buffer too small. [any thread] */
+SIPP_API sipp_status sipp_token_piece(sipp_model *model, int32_t token, bool render_special, char *buf,
+                                      size_t cap, size_t *len_out);
+
 typedef struct sipp_message {
     const char *role; /* "system", "user", "assistant" */
     const char *content;
@@ -1135,6 +1143,13 @@ SIPP_API sipp_status sipp_engine_submit(sipp_engine *engine, const sipp_request_
  * (SIPP_ERR_CONTEXT_FULL). Errors as submit's, the message on the engine. [any thread] */
 SIPP_API sipp_status sipp_engine_count_prompt(sipp_engine *engine, const sipp_request_params *params,
                                               int *n_prompt, int *n_ctx);
+
+/* The prompt text sipp_engine_submit would tokenize for params (a chat rendered by its template, with
+ * its tools and switches; a prompt as given), without queueing it: *prompt is malloc'ed (sipp_free).
+ * *n_prompt (optional) is its length in positions, as sipp_engine_count_prompt counts it. Errors as
+ * submit's, the message on the engine. [any thread] */
+SIPP_API sipp_status sipp_engine_render_prompt(sipp_engine *engine, const sipp_request_params *params,
+                                               char **prompt, int *n_prompt);
 
 /* Asks the request to stop; it finishes as cancelled within one engine step. [any thread] */
 SIPP_API void sipp_request_cancel(sipp_request *request);

@@ -410,21 +410,38 @@ static sipp_status check_sampling(const sipp_sampling *s, int max_tokens, char *
     return SIPP_OK;
 }
 
-sipp_status sipp_engine_count_prompt(sipp_engine *e, const sipp_request_params *p, int *n_prompt,
-                                     int *n_ctx) {
-    if (n_prompt) *n_prompt = 0;
-    if (n_ctx) *n_ctx = e ? e->n_ctx : 0;
-    if (!e || !p || !n_prompt) return SIPP_ERR_INVALID_ARGUMENT;
+/* Renders p as submit would, without queueing it: its length and (prompt not NULL) its text. */
+static sipp_status render_only(sipp_engine *e, const sipp_request_params *p, int *n_prompt, char **prompt) {
     sipp_request_owner owner = {
         .engine = e, .model = e->model, .wake = sipp_engine_wake, .stepped = e->stepped};
     sipp_request *r = sipp_request_alloc(&owner, p);
     if (!r) return engine_fail(e, SIPP_ERR_NO_MEMORY, "out of memory");
     char err[SIPP_ERROR_SIZE];
     sipp_status st = render_prompt(e, p, r, err);
-    if (st == SIPP_OK) *n_prompt = r->n_prompt;
+    if (st == SIPP_OK && n_prompt) *n_prompt = r->n_prompt;
+    if (st == SIPP_OK && prompt) {
+        const char *text = r->chat.plan ? r->chat.plan->prompt : p->prompt ? p->prompt : "";
+        if (!(*prompt = strdup(text))) st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
     r->engine = NULL; /* never queued */
     sipp_request_free(r);
     return st == SIPP_OK ? SIPP_OK : engine_fail(e, st, "%s", err);
+}
+
+sipp_status sipp_engine_count_prompt(sipp_engine *e, const sipp_request_params *p, int *n_prompt,
+                                     int *n_ctx) {
+    if (n_prompt) *n_prompt = 0;
+    if (n_ctx) *n_ctx = e ? e->n_ctx : 0;
+    if (!e || !p || !n_prompt) return SIPP_ERR_INVALID_ARGUMENT;
+    return render_only(e, p, n_prompt, NULL);
+}
+
+sipp_status sipp_engine_render_prompt(sipp_engine *e, const sipp_request_params *p, char **prompt,
+                                      int *n_prompt) {
+    if (prompt) *prompt = NULL;
+    if (n_prompt) *n_prompt = 0;
+    if (!e || !p || !prompt) return SIPP_ERR_INVALID_ARGUMENT;
+    return render_only(e, p, n_prompt, prompt);
 }
 
 sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sipp_request **out) {

@@ -317,12 +317,14 @@ static bool decode_sampling(dec *d, json_t *root) {
 /* ---- the field table ------------------------------------------------------------------------ */
 
 /* Which routes a field belongs to. */
-#define F_CHAT (1u << 0)   /* /v1/chat/completions, /v1/chat */
-#define F_PROMPT (1u << 1) /* /v1/completions, /v1/query */
-#define F_EMBED (1u << 2)  /* /v1/embeddings, /v1/embed */
-#define F_RERANK (1u << 3) /* /v1/rerank, /rerank, /v1/reranking */
+#define F_CHAT (1u << 0)       /* /v1/chat/completions, /v1/chat */
+#define F_PROMPT (1u << 1)     /* /v1/completions, /v1/query */
+#define F_EMBED (1u << 2)      /* /v1/embeddings, /v1/embed */
+#define F_RERANK (1u << 3)     /* /v1/rerank, /rerank, /v1/reranking */
+#define F_TOKENIZE (1u << 4)   /* /tokenize */
+#define F_DETOKENIZE (1u << 5) /* /detokenize */
 #define F_GEN (F_CHAT | F_PROMPT)
-#define F_ALL (F_GEN | F_EMBED | F_RERANK)
+#define F_ALL (F_GEN | F_EMBED | F_RERANK | F_TOKENIZE | F_DETOKENIZE)
 
 typedef enum field_kind { FIELD_SUPPORTED, FIELD_IGNORED, FIELD_REFUSED } field_kind;
 
@@ -349,6 +351,11 @@ static const field_rule FIELDS[] = {
     {"texts", F_RERANK, FIELD_REFUSED, "Text Embeddings Inference's shape is not served; send documents"},
     {"rank_fields", F_RERANK, FIELD_REFUSED, "documents are ranked by their text; send objects with text"},
     {"max_chunks_per_doc", F_RERANK, FIELD_REFUSED, "a document is ranked whole; split it yourself"},
+    {"content", F_TOKENIZE, FIELD_SUPPORTED, NULL},
+    {"add_special", F_TOKENIZE, FIELD_SUPPORTED, NULL},
+    {"parse_special", F_TOKENIZE, FIELD_SUPPORTED, NULL},
+    {"with_pieces", F_TOKENIZE, FIELD_SUPPORTED, NULL},
+    {"tokens", F_DETOKENIZE, FIELD_SUPPORTED, NULL},
     {"stream", F_GEN, FIELD_SUPPORTED, NULL},
     {"stream_options", F_GEN, FIELD_SUPPORTED, NULL},
     {"max_tokens", F_GEN, FIELD_SUPPORTED, NULL},
@@ -410,6 +417,8 @@ static unsigned route_bit(gw_api api) {
     case GW_API_COMPLETION:
     case GW_API_NATIVE_QUERY: return F_PROMPT;
     case GW_API_RERANK: return F_RERANK;
+    case GW_API_TOKENIZE: return F_TOKENIZE;
+    case GW_API_DETOKENIZE: return F_DETOKENIZE;
     default: return F_EMBED;
     }
 }
@@ -603,6 +612,38 @@ static bool decode_rerank(dec *d, json_t *root) {
     return get_bool(d, root, "return_documents", &g->return_documents);
 }
 
+/* tokenize: content (a string, or an array of strings and token ids, as llama-server's
+ * tokenize_mixed), add_special, parse_special, with_pieces. */
+static bool decode_tokenize(dec *d, json_t *root) {
+    gw_gen *g = d->g;
+    json_t *c = json_object_get(root, "content");
+    if (!json_is_string(c) && !json_is_array(c))
+        return fail(d, "'content' must be a string (or an array of strings and token ids)");
+    for (size_t i = 0; i < json_array_size(c); i++) {
+        json_t *e = json_array_get(c, i);
+        if (!json_is_string(e) && !json_is_integer(e))
+            return fail(d, "'content[%zu]' must be a string or a token id", i);
+    }
+    g->content = c;
+    g->parse_special = true;
+    return get_bool(d, root, "add_special", &g->add_special) &&
+           get_bool(d, root, "parse_special", &g->parse_special) &&
+           get_bool(d, root, "with_pieces", &g->with_pieces);
+}
+
+/* detokenize: tokens, an array of token ids (checked against the vocabulary when it is run). */
+static bool decode_detokenize(dec *d, json_t *root) {
+    json_t *t = json_object_get(root, "tokens");
+    if (!json_is_array(t)) return fail(d, "'tokens' must be an array of token ids");
+    for (size_t i = 0; i < json_array_size(t); i++) {
+        json_t *e = json_array_get(t, i);
+        if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX)
+            return fail(d, "'tokens[%zu]' must be a token id (an integer >= 0)", i);
+    }
+    d->g->token_ids = t;
+    return true;
+}
+
 void gw_gen_free(gw_gen *g) {
     if (!g) return;
     if (g->route_free) g->route_free(g->route);
@@ -688,6 +729,8 @@ bool gw_decode(gw_api api, json_t *body, gw_gen *g, gw_error_kind *kind, char *e
         break;
     }
     case GW_API_RERANK: ok = ok && decode_rerank(&d, root); break;
+    case GW_API_TOKENIZE: ok = ok && decode_tokenize(&d, root); break;
+    case GW_API_DETOKENIZE: ok = ok && decode_detokenize(&d, root); break;
     }
     if (!ok || d.failed) {
         gw_gen_free(g);

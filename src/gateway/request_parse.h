@@ -20,6 +20,8 @@ typedef enum gw_api {
     GW_API_NATIVE_CHAT,  /* POST /v1/chat */
     GW_API_NATIVE_EMBED, /* POST /v1/embed */
     GW_API_RERANK,       /* POST /v1/rerank (/rerank, /v1/reranking) */
+    GW_API_TOKENIZE,     /* POST /tokenize */
+    GW_API_DETOKENIZE,   /* POST /detokenize */
 } gw_api;
 
 #define GW_MAX_STOP 16
@@ -51,7 +53,13 @@ typedef struct gw_gen {
     const char *query;
     int top_n;             /* results returned, the best first; the number of documents by default */
     bool return_documents; /* each result carries its document as given (a string as {"text": ...}) */
-    char **owned;          /* strings made while decoding (joined content parts, ignored fields' paths) */
+    /* tokenize: content (a string, or an array of strings and token ids), borrowed from root */
+    json_t *content;
+    bool add_special;   /* BOS/EOS as the vocabulary adds them (default false) */
+    bool parse_special; /* "<|im_start|>" as its special token (default true) */
+    bool with_pieces;   /* [{id, piece}] instead of ids */
+    json_t *token_ids;  /* detokenize: the token ids, borrowed from root */
+    char **owned;       /* strings made while decoding (joined content parts, ignored fields' paths) */
     size_t n_owned;
     void *route;                     /* a route's own state for rendering (translate.c); NULL mostly */
     void (*route_free)(void *route); /* frees it with the request, when set */

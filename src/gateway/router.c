@@ -75,6 +75,11 @@ static const struct route {
     {"POST", "/v1/rerank", gw_route_rerank, ROUTE_AUTH},
     {"POST", "/rerank", gw_route_rerank, ROUTE_AUTH},
     {"POST", "/v1/reranking", gw_route_rerank, ROUTE_AUTH},
+    {"POST", "/tokenize", gw_route_tokenize, ROUTE_AUTH},
+    {"POST", "/detokenize", gw_route_detokenize, ROUTE_AUTH},
+    {"POST", "/apply-template", gw_route_apply_template, ROUTE_AUTH},
+    {"POST", "/v1/chat/completions/input_tokens", gw_route_chat_input_tokens, ROUTE_AUTH},
+    {"POST", "/v1/responses/input_tokens", gw_route_responses_input_tokens, ROUTE_AUTH},
 };
 
 static bool path_matches(const char *route_path, const char *path) {

@@ -6,44 +6,25 @@ cls.output over the labels yes and no, pooling rank), with random weights. Its s
 the softmax, so every score is in (0, 1) and the documents' scores differ.
 """
 
-import json
 import os
 import subprocess
 import sys
-import time
 import unittest
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
-from tests.support.ports import free_port  # noqa: E402
+from tests.support import api_fields, peer  # noqa: E402
 
-PEER = os.path.expanduser("~/.cache/sipp/build-80fb11ac73e66d89eae2c6a91d8a77428fa733ed-peer/bin")
-PEER_READY_S = 60
 SCORE_TOLERANCE = 1e-4
 QUERY = "what do cats eat"
 DOCS = ["Cats eat meat and fish.", "The stock market fell today.", "Kittens drink milk.",
         "A recipe for bread.", "Tigers are large cats."]
 SYNTH_TIMEOUT_S = 120
-FIELDS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs",
-                      "api-fields.md")
 # An example per row of docs/api-fields.md's rerank rows, merged into a valid request.
 EXAMPLES = {"model": {"model": "rr"}, "query": {"query": "cats"}, "documents": {"documents": [{"text": "a"}]},
             "top_n": {"top_n": 1}, "return_documents": {"return_documents": True}, "user": {"user": "u1"},
             "texts": {"texts": ["a"]}, "rank_fields": {"rank_fields": ["text"]},
             "max_chunks_per_doc": {"max_chunks_per_doc": 2}}
-
-
-def field_rows(api):
-    """docs/api-fields.md's rows of api: (field, decision)."""
-    rows = []
-    with open(FIELDS) as f:
-        for line in f:
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) == 5 and cells[0] == api:
-                rows.append((cells[1], cells[2]))
-    return rows
 
 
 def make_reranker(name, *extra):
@@ -53,43 +34,6 @@ def make_reranker(name, *extra):
                            capture_output=True, text=True, timeout=SYNTH_TIMEOUT_S)
         assert r.returncode == 0, r.stderr
     return path
-
-
-def post(base, path, body):
-    req = urllib.request.Request(base + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=gw.HTTP_TIMEOUT_S) as r:
-        return json.loads(r.read())
-
-
-def start_peer(test, args, log_name):
-    """llama-server of the pinned source with args, or a skip naming why; stopped at cleanup."""
-    server = os.path.join(PEER, "llama-server")
-    if not os.access(server, os.X_OK):
-        test.skipTest(f"{server} is not built (deps/build-source.sh peer builds it)")
-    port = free_port()
-    log = open(os.path.join(gw.tmpdir(), log_name), "w+")
-    proc = subprocess.Popen([server, "--host", "127.0.0.1", "--port", str(port), "-t", "1", "-np", "1", *args],
-                            stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, LD_LIBRARY_PATH=PEER))
-
-    def stop():
-        proc.terminate()
-        proc.wait(gw.STOP_TIMEOUT_S)
-        log.close()
-    test.addCleanup(stop)
-    base = f"http://127.0.0.1:{port}"
-
-    def ready():
-        if proc.poll() is not None:
-            log.seek(0)
-            raise AssertionError(f"llama-server exited with {proc.returncode}: {log.read()[-2000:]}")
-        try:
-            with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                return r.status == 200
-        except (OSError, urllib.error.URLError):
-            time.sleep(gw.POLL_S)
-            return False
-    gw.wait_until(ready, PEER_READY_S, "llama-server to load the model")
-    return base
 
 
 class Rerank(unittest.TestCase):
@@ -165,19 +109,8 @@ class Rerank(unittest.TestCase):
                 self.assertIn(name, out["error"]["message"])
 
     def test_the_field_table_rows(self):
-        rows = field_rows("rerank")
-        self.assertEqual({f for f, _ in rows}, set(EXAMPLES))
-        for field, decision in rows:
-            with self.subTest(field=field, decision=decision):
-                body = {"model": "rr", "query": QUERY, "documents": DOCS, **EXAMPLES[field]}
-                st, h, out = self.g.json("POST", "/v1/rerank", body)
-                named = [n.strip() for n in (h.get("sipp-ignored") or "").split(",") if n.strip()]
-                if decision == "refused":
-                    self.assertEqual(st, 400, out)
-                    self.assertIn(f"'{field}'", out["error"]["message"])
-                else:
-                    self.assertEqual(st, 200, out)
-                    self.assertEqual(field in named, decision == "ignored", named)
+        api_fields.check_rows(self, self.g, "rerank", "/v1/rerank", {"model": "rr", "query": QUERY, "documents": DOCS},
+                              EXAMPLES)
 
     def test_an_embedding_request_on_the_reranker_is_refused(self):
         st, _, out = self.g.json("POST", "/v1/embeddings", {"model": "rr", "input": "hi"})
@@ -185,14 +118,14 @@ class Rerank(unittest.TestCase):
         self.assertIn("rerank", out["error"]["message"])
 
     def test_same_scores_as_llama_server(self):
-        base = start_peer(self, ["-m", self.path, "--rerank", "-c", "1024"], "llama-server-rerank.log")
-        peer = post(base, "/v1/rerank", {"query": QUERY, "documents": DOCS})
+        base = peer.start(self, ["-m", self.path, "--rerank", "-c", "1024"], "llama-server-rerank.log")
+        theirs = peer.post(base, "/v1/rerank", {"query": QUERY, "documents": DOCS})
         ours = self.rerank({"model": "rr", "query": QUERY, "documents": DOCS})
-        peer_scores = {r["index"]: r["relevance_score"] for r in peer["results"]}
-        self.assertEqual([r["index"] for r in ours["results"]], [r["index"] for r in peer["results"]])
+        peer_scores = {r["index"]: r["relevance_score"] for r in theirs["results"]}
+        self.assertEqual([r["index"] for r in ours["results"]], [r["index"] for r in theirs["results"]])
         for r in ours["results"]:
             self.assertAlmostEqual(r["relevance_score"], peer_scores[r["index"]], delta=SCORE_TOLERANCE)
-        self.assertEqual(ours["usage"], peer["usage"])
+        self.assertEqual(ours["usage"], theirs["usage"])
 
 
 class RerankConfig(unittest.TestCase):

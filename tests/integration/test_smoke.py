@@ -40,6 +40,13 @@ ROUTES = [
     ("native_chat", "POST", "/v1/chat", {"model": TARGET, "messages": MSGS, "max_tokens": 4, "stream": False}, None),
     ("native_embed", "POST", "/v1/embed", {"model": TARGET, "input": "hello"}, None),
     ("erase_slots", "POST", f"/v1/models/{TARGET}/erase_slots", {}, "erased"),
+    ("tokenize", "POST", "/tokenize", {"model": TARGET, "content": "Hello"}, "tokens"),
+    ("detokenize", "POST", "/detokenize", {"model": TARGET, "tokens": [9906]}, "content"),
+    ("apply_template", "POST", "/apply-template", {"model": TARGET, "messages": MSGS}, "prompt"),
+    ("chat_input_tokens", "POST", "/v1/chat/completions/input_tokens", {"model": TARGET, "messages": MSGS},
+     "input_tokens"),
+    ("responses_input_tokens", "POST", "/v1/responses/input_tokens", {"model": TARGET, "input": "Hello"},
+     "input_tokens"),
 ]
 
 

@@ -16,7 +16,9 @@
 #define MAX_PLACEMENT 20 /* devices listed per target */
 
 static void llama_answer(gw_call *call, const gw_dispatch *d, gw_target *t, gw_gen *g, json_t *sent) {
-    if (g->api == GW_API_RERANK)
+    if (d->local)
+        d->local(call, t, g);
+    else if (g->api == GW_API_RERANK)
         gw_rerank(call, t, g);
     else if (!d->fmt)
         gw_embed(call, t, g);

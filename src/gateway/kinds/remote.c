@@ -14,7 +14,13 @@
 #include "gateway/upstream.h"
 
 void gw_kind_remote_answer(gw_call *call, const gw_dispatch *d, gw_target *t, gw_gen *g, json_t *sent) {
-    if (d->upstream_suffix)
+    if (d->local)
+        gw_reply_error(
+            call, GW_E_INVALID_FIELD,
+            "model '%s' is served by another server: %s reads a model's own tokenizer and template, "
+            "so it needs a local target; name one",
+            t->cfg->name, d->route_name ? d->route_name : call->path);
+    else if (d->upstream_suffix)
         gw_upstream_forward(call, t, d->upstream_suffix, g->root, g->stream);
     else
         gw_relay(call, t, g, sent, d->api, d->fmt);

@@ -1151,6 +1151,32 @@ SIPP_API sipp_status sipp_engine_count_prompt(sipp_engine *engine, const sipp_re
 SIPP_API sipp_status sipp_engine_render_prompt(sipp_engine *engine, const sipp_request_params *params,
                                                char **prompt, int *n_prompt);
 
+/* A fill-in-the-middle request (llama-server's /infill): the code before and after the hole, an
+ * optional start of the middle (prompt, special texts parsed), and other files of the project. */
+typedef struct sipp_infill_extra {
+    const char *filename; /* NULL: "tmp" */
+    const char *text;
+} sipp_infill_extra;
+
+typedef struct sipp_infill_request {
+    const char *prefix;
+    const char *suffix;
+    const char *prompt; /* NULL or "": none */
+    const sipp_infill_extra *extra;
+    size_t n_extra;
+    int n_batch;   /* the cut of prefix and suffix (3/4 and 1/4 of it); 0: 2048, llama-server's default */
+    int n_predict; /* what the extra files leave room for (twice it); -1 as llama-server's default */
+} sipp_infill_request;
+
+/* The prompt tokens of a fill-in-the-middle request, built as llama-server's format_prompt_infill
+ * builds them with the engine's context as the slot's: [FIM_REP]myproject, each extra file under
+ * [FIM_SEP]name, [BOS], [FIM_PRE] prefix prompt [FIM_SUF] suffix [FIM_MID]; submit them as
+ * sipp_request_params.tokens. *tokens is malloc'ed (sipp_free). SIPP_ERR_MODEL for a model whose
+ * vocabulary has no prefix, suffix or middle token (the message names the missing ones).
+ * [any thread] */
+SIPP_API sipp_status sipp_engine_infill_tokens(sipp_engine *engine, const sipp_infill_request *request,
+                                               int32_t **tokens, size_t *n_tokens);
+
 /* Asks the request to stop; it finishes as cancelled within one engine step. [any thread] */
 SIPP_API void sipp_request_cancel(sipp_request *request);
 

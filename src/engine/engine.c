@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "engine/draft.h"
 #include "engine/embed.h"
+#include "engine/infill.h"
 #include "engine/request.h"
 #include "engine/sampling.h"
 #include "engine/scheduler.h"
@@ -426,6 +427,16 @@ static sipp_status render_only(sipp_engine *e, const sipp_request_params *p, int
     r->engine = NULL; /* never queued */
     sipp_request_free(r);
     return st == SIPP_OK ? SIPP_OK : engine_fail(e, st, "%s", err);
+}
+
+sipp_status sipp_engine_infill_tokens(sipp_engine *e, const sipp_infill_request *rq, int32_t **tokens,
+                                      size_t *n_tokens) {
+    if (tokens) *tokens = NULL;
+    if (n_tokens) *n_tokens = 0;
+    if (!e || !rq || !tokens || !n_tokens) return SIPP_ERR_INVALID_ARGUMENT;
+    char err[SIPP_ERROR_SIZE];
+    sipp_status st = sipp_infill_build(e->model, e->n_ctx, rq, tokens, n_tokens, err);
+    return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
 }
 
 sipp_status sipp_engine_count_prompt(sipp_engine *e, const sipp_request_params *p, int *n_prompt,

@@ -323,8 +323,10 @@ static bool decode_sampling(dec *d, json_t *root) {
 #define F_RERANK (1u << 3)     /* /v1/rerank, /rerank, /v1/reranking */
 #define F_TOKENIZE (1u << 4)   /* /tokenize */
 #define F_DETOKENIZE (1u << 5) /* /detokenize */
+#define F_INFILL (1u << 6)     /* /infill */
 #define F_GEN (F_CHAT | F_PROMPT)
-#define F_ALL (F_GEN | F_EMBED | F_RERANK | F_TOKENIZE | F_DETOKENIZE)
+#define F_ALL (F_GEN | F_EMBED | F_RERANK | F_TOKENIZE | F_DETOKENIZE | F_INFILL)
+#define F_SAMPLE (F_GEN | F_INFILL) /* the samplers, stop and stream: also /infill's */
 
 typedef enum field_kind { FIELD_SUPPORTED, FIELD_IGNORED, FIELD_REFUSED } field_kind;
 
@@ -340,7 +342,7 @@ typedef struct field_rule {
 static const field_rule FIELDS[] = {
     {"model", F_ALL, FIELD_SUPPORTED, NULL},
     {"messages", F_CHAT, FIELD_SUPPORTED, NULL},
-    {"prompt", F_PROMPT, FIELD_SUPPORTED, NULL},
+    {"prompt", F_PROMPT | F_INFILL, FIELD_SUPPORTED, NULL},
     {"input", F_EMBED, FIELD_SUPPORTED, NULL},
     {"encoding_format", F_EMBED, FIELD_SUPPORTED, NULL},
     {"normalize", F_EMBED, FIELD_SUPPORTED, NULL},
@@ -356,20 +358,26 @@ static const field_rule FIELDS[] = {
     {"parse_special", F_TOKENIZE, FIELD_SUPPORTED, NULL},
     {"with_pieces", F_TOKENIZE, FIELD_SUPPORTED, NULL},
     {"tokens", F_DETOKENIZE, FIELD_SUPPORTED, NULL},
-    {"stream", F_GEN, FIELD_SUPPORTED, NULL},
+    {"input_prefix", F_INFILL, FIELD_SUPPORTED, NULL},
+    {"input_suffix", F_INFILL, FIELD_SUPPORTED, NULL},
+    {"input_extra", F_INFILL, FIELD_SUPPORTED, NULL},
+    {"n_predict", F_INFILL, FIELD_SUPPORTED, NULL},
+    {"id_slot", F_INFILL, FIELD_REFUSED, "sipp places each request in a slot itself; leave it out"},
+    {"n_probs", F_INFILL, FIELD_REFUSED, "/infill renders no probabilities; use /v1/completions' logprobs"},
+    {"stream", F_SAMPLE, FIELD_SUPPORTED, NULL},
     {"stream_options", F_GEN, FIELD_SUPPORTED, NULL},
-    {"max_tokens", F_GEN, FIELD_SUPPORTED, NULL},
+    {"max_tokens", F_SAMPLE, FIELD_SUPPORTED, NULL},
     {"max_completion_tokens", F_GEN, FIELD_SUPPORTED, NULL},
-    {"temperature", F_GEN, FIELD_SUPPORTED, NULL},
-    {"top_p", F_GEN, FIELD_SUPPORTED, NULL},
-    {"top_k", F_GEN, FIELD_SUPPORTED, NULL},
-    {"min_p", F_GEN, FIELD_SUPPORTED, NULL},
-    {"repeat_penalty", F_GEN, FIELD_SUPPORTED, NULL},
-    {"presence_penalty", F_GEN, FIELD_SUPPORTED, NULL},
-    {"frequency_penalty", F_GEN, FIELD_SUPPORTED, NULL},
-    {"seed", F_GEN, FIELD_SUPPORTED, NULL},
-    {"stop", F_GEN, FIELD_SUPPORTED, NULL},
-    {"ignore_eos", F_GEN, FIELD_SUPPORTED, NULL},
+    {"temperature", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"top_p", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"top_k", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"min_p", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"repeat_penalty", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"presence_penalty", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"frequency_penalty", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"seed", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"stop", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"ignore_eos", F_SAMPLE, FIELD_SUPPORTED, NULL},
     {"context_key", F_GEN, FIELD_SUPPORTED, NULL},
     {"n", F_GEN, FIELD_SUPPORTED, NULL},
     {"logprobs", F_GEN, FIELD_SUPPORTED, NULL},
@@ -390,7 +398,8 @@ static const field_rule FIELDS[] = {
     {"service_tier", F_GEN, FIELD_IGNORED, "the provider's billing tier"},
     {"safety_identifier", F_GEN, FIELD_IGNORED, "an end-user id for the provider's abuse monitoring"},
     {"prompt_cache_key", F_GEN, FIELD_IGNORED, "a cache hint; sipp reuses shared prefixes by itself"},
-    {"cache_prompt", F_GEN, FIELD_IGNORED, "llama.cpp's cache hint; sipp reuses shared prefixes by itself"},
+    {"cache_prompt", F_SAMPLE, FIELD_IGNORED,
+     "llama.cpp's cache hint; sipp reuses shared prefixes by itself"},
     {"prompt_cache_retention", F_GEN, FIELD_IGNORED, "a cache hint; sipp reuses shared prefixes by itself"},
     {"logit_bias", F_GEN, FIELD_REFUSED, "use grammar or json_schema to constrain tokens"},
     {"modalities", F_CHAT, FIELD_REFUSED, "sipp answers in text only; leave it out"},
@@ -405,7 +414,7 @@ static const field_rule FIELDS[] = {
      "name "
      "files on the server"},
     {"echo", F_PROMPT, FIELD_REFUSED, "the prompt is not echoed; prepend it yourself"},
-    {"suffix", F_PROMPT, FIELD_REFUSED, "fill-in-the-middle is not implemented"},
+    {"suffix", F_PROMPT, FIELD_REFUSED, "fill-in-the-middle is POST /infill (input_prefix, input_suffix)"},
     {"best_of", F_PROMPT, FIELD_REFUSED, "use n and choose yourself"},
     {"dimensions", F_EMBED, FIELD_REFUSED, "the model's embedding width is fixed"},
 };
@@ -419,6 +428,7 @@ static unsigned route_bit(gw_api api) {
     case GW_API_RERANK: return F_RERANK;
     case GW_API_TOKENIZE: return F_TOKENIZE;
     case GW_API_DETOKENIZE: return F_DETOKENIZE;
+    case GW_API_INFILL: return F_INFILL;
     default: return F_EMBED;
     }
 }
@@ -644,6 +654,39 @@ static bool decode_detokenize(dec *d, json_t *root) {
     return true;
 }
 
+/* infill: input_prefix and input_suffix (required), input_extra [{filename?, text}], prompt,
+ * n_predict (llama-server's name of max_tokens; -1: until the context is full). */
+static bool decode_infill(dec *d, json_t *root) {
+    gw_gen *g = d->g;
+    json_t *pre = json_object_get(root, "input_prefix"), *suf = json_object_get(root, "input_suffix");
+    if (!json_is_string(pre))
+        return fail(d, "'input_prefix' is required: the code before the hole, a string");
+    if (!json_is_string(suf)) return fail(d, "'input_suffix' is required: the code after the hole, a string");
+    g->input_prefix = json_string_value(pre);
+    g->input_suffix = json_string_value(suf);
+    json_t *extra = json_object_get(root, "input_extra");
+    if (is_present(extra) && !json_is_array(extra))
+        return fail(d, "'input_extra' must be an array of {\"filename\": string, \"text\": string}");
+    size_t n = json_array_size(extra);
+    if (n && !(g->input_extra = calloc(n, sizeof *g->input_extra))) return fail(d, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(extra, i), *text = json_object_get(e, "text"),
+               *name = json_object_get(e, "filename");
+        if (!json_is_string(text)) return fail(d, "'input_extra[%zu].text' must be a string", i);
+        if (is_present(name) && !json_is_string(name))
+            return fail(d, "'input_extra[%zu].filename' must be a string", i);
+        g->input_extra[g->n_input_extra++] =
+            (sipp_infill_extra){.filename = json_string_value(name), .text = json_string_value(text)};
+    }
+    long long n_predict = -1;
+    bool found = false;
+    if (!get_int(d, root, "n_predict", -1, GW_MAX_TOKENS_LIMIT, &n_predict, &found)) return false;
+    if (found && n_predict != 0) g->max_tokens = (int)n_predict;
+    if (found && n_predict == 0)
+        return fail(d, "'n_predict' is 0; ask for at least 1 token, or -1 for no limit");
+    return get_str(d, root, "prompt", &g->prompt);
+}
+
 void gw_gen_free(gw_gen *g) {
     if (!g) return;
     if (g->route_free) g->route_free(g->route);
@@ -652,6 +695,8 @@ void gw_gen_free(gw_gen *g) {
     free(g->json_schema);
     free(g->messages);
     free(g->inputs);
+    free(g->input_extra);
+    sipp_free(g->prompt_tokens);
     for (size_t i = 0; i < g->n_owned; i++)
         free(g->owned[i]);
     free(g->owned);
@@ -731,6 +776,12 @@ bool gw_decode(gw_api api, json_t *body, gw_gen *g, gw_error_kind *kind, char *e
     case GW_API_RERANK: ok = ok && decode_rerank(&d, root); break;
     case GW_API_TOKENIZE: ok = ok && decode_tokenize(&d, root); break;
     case GW_API_DETOKENIZE: ok = ok && decode_detokenize(&d, root); break;
+    case GW_API_INFILL:
+        /* llama-server's samplers, as /completion's: the engine's defaults (temperature 0.8, top_k 40,
+         * top_p 0.95, min_p 0.05), not OpenAI's */
+        g->sampling = sipp_request_default_params().sampling;
+        ok = ok && decode_infill(&d, root) && decode_stream(&d, root, false) && decode_sampling(&d, root);
+        break;
     }
     if (!ok || d.failed) {
         gw_gen_free(g);

@@ -22,6 +22,7 @@ typedef enum gw_api {
     GW_API_RERANK,       /* POST /v1/rerank (/rerank, /v1/reranking) */
     GW_API_TOKENIZE,     /* POST /tokenize */
     GW_API_DETOKENIZE,   /* POST /detokenize */
+    GW_API_INFILL,       /* POST /infill */
 } gw_api;
 
 #define GW_MAX_STOP 16
@@ -59,7 +60,15 @@ typedef struct gw_gen {
     bool parse_special; /* "<|im_start|>" as its special token (default true) */
     bool with_pieces;   /* [{id, piece}] instead of ids */
     json_t *token_ids;  /* detokenize: the token ids, borrowed from root */
-    char **owned;       /* strings made while decoding (joined content parts, ignored fields' paths) */
+    /* infill: the code around the hole and the project's other files (borrowed from root), and the
+     * prompt tokens built from them for the target (owned), which a generation takes instead of
+     * prompt */
+    const char *input_prefix, *input_suffix;
+    sipp_infill_extra *input_extra;
+    size_t n_input_extra;
+    int32_t *prompt_tokens;
+    size_t n_prompt_tokens;
+    char **owned; /* strings made while decoding (joined content parts, ignored fields' paths) */
     size_t n_owned;
     void *route;                     /* a route's own state for rendering (translate.c); NULL mostly */
     void (*route_free)(void *route); /* frees it with the request, when set */

@@ -78,6 +78,7 @@ static const struct route {
     {"POST", "/tokenize", gw_route_tokenize, ROUTE_AUTH},
     {"POST", "/detokenize", gw_route_detokenize, ROUTE_AUTH},
     {"POST", "/apply-template", gw_route_apply_template, ROUTE_AUTH},
+    {"POST", "/infill", gw_route_infill, ROUTE_AUTH},
     {"POST", "/v1/chat/completions/input_tokens", gw_route_chat_input_tokens, ROUTE_AUTH},
     {"POST", "/v1/responses/input_tokens", gw_route_responses_input_tokens, ROUTE_AUTH},
 };

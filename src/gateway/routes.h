@@ -41,6 +41,7 @@ void gw_route_rerank(gw_call *call); /* /v1/rerank, /rerank, /v1/reranking */
 void gw_route_tokenize(gw_call *call);
 void gw_route_detokenize(gw_call *call);
 void gw_route_apply_template(gw_call *call);
+void gw_route_infill(gw_call *call);
 void gw_route_chat_input_tokens(gw_call *call);      /* /v1/chat/completions/input_tokens */
 void gw_route_responses_input_tokens(gw_call *call); /* /v1/responses/input_tokens (routes_responses.c) */
 void gw_route_transcriptions(gw_call *call);         /* POST /v1/audio/transcriptions (routes_audio.c) */

@@ -1,16 +1,17 @@
 /*
  * routes_llama.c: the routes llama-server has that no other API names, in its shapes, so that a
  * client written for llama-server finds them here: /v1/rerank (with /rerank and /v1/reranking),
- * /tokenize, /detokenize, /apply-template and /v1/chat/completions/input_tokens (Responses' own
+ * /tokenize, /detokenize, /apply-template, /infill and /v1/chat/completions/input_tokens (Responses' own
  * input_tokens is in routes_responses.c, which translates its body).
  *
  * Each goes through the one dispatcher (dispatch.c) as /v1/embeddings does: decoded with its field
  * table (request_parse.c), its target resolved with the caller's scope and admitted, then answered
  * by the target's kind: a llama target ranks in its embedding context (embed.c) or answers from its
- * tokenizer and template (tokens.c); a remote one is forwarded a rerank at its base_url's /rerank,
- * and refuses the others, which read a model's own files.
+ * tokenizer and template (tokens.c) or fills in the middle (infill.c); a remote one is forwarded a rerank at
+ * its base_url's /rerank, and refuses the others, which read a model's own files.
  */
 #include "gateway/dispatch.h"
+#include "gateway/infill.h"
 #include "gateway/routes.h"
 #include "gateway/tokens.h"
 
@@ -29,6 +30,8 @@ void gw_route_detokenize(gw_call *call) { run_local(call, GW_API_DETOKENIZE, gw_
 void gw_route_apply_template(gw_call *call) {
     run_local(call, GW_API_CHAT, gw_apply_template, "/apply-template");
 }
+
+void gw_route_infill(gw_call *call) { run_local(call, GW_API_INFILL, gw_infill, "/infill"); }
 
 void gw_route_chat_input_tokens(gw_call *call) {
     run_local(call, GW_API_CHAT, gw_input_tokens, "/v1/chat/completions/input_tokens");

@@ -19,7 +19,6 @@ SCORE_TOLERANCE = 1e-4
 QUERY = "what do cats eat"
 DOCS = ["Cats eat meat and fish.", "The stock market fell today.", "Kittens drink milk.",
         "A recipe for bread.", "Tigers are large cats."]
-SYNTH_TIMEOUT_S = 120
 # An example per row of docs/api-fields.md's rerank rows, merged into a valid request.
 EXAMPLES = {"model": {"model": "rr"}, "query": {"query": "cats"}, "documents": {"documents": [{"text": "a"}]},
             "top_n": {"top_n": 1}, "return_documents": {"return_documents": True}, "user": {"user": "u1"},
@@ -27,19 +26,10 @@ EXAMPLES = {"model": {"model": "rr"}, "query": {"query": "cats"}, "documents": {
             "max_chunks_per_doc": {"max_chunks_per_doc": 2}}
 
 
-def make_reranker(name, *extra):
-    path = os.path.join(gw.tmpdir(), name)
-    if not os.path.exists(path):
-        r = subprocess.run([gw.SYNTH, "--out", path, "--vocab", gw.VOCAB, "--rerank", *gw.TINY, *extra],
-                           capture_output=True, text=True, timeout=SYNTH_TIMEOUT_S)
-        assert r.returncode == 0, r.stderr
-    return path
-
-
 class Rerank(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.path = make_reranker("rerank.gguf")
+        cls.path = gw.synth_model("rerank.gguf", "--rerank")
         cls.g = gw.serve_config(gw.local_target("rr", path=cls.path, parallel=1, extra='pooling = "rank"') +
                                 gw.local_target("mean", path=cls.path, parallel=1, extra='pooling = "mean"') +
                                 gw.local_target("chat", parallel=1))

@@ -7,7 +7,6 @@ prompt, <|im_start|> a special token), and one of Llama 3's vocabulary, whose to
 """
 
 import os
-import subprocess
 import sys
 import unittest
 
@@ -17,7 +16,6 @@ from tests.support import api_fields, peer  # noqa: E402
 
 TEMPLATES = os.path.join(os.path.dirname(gw.VOCAB), "..", "source", "models", "templates")
 QWEN_VOCAB = os.path.join(os.path.dirname(gw.VOCAB), "ggml-vocab-qwen2.gguf")
-SYNTH_TIMEOUT_S = 120
 TEXTS = ["Hello world", " leading space", "<|im_start|>user\nHi<|im_end|>", "naïve café 日本語 🙂", ""]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather of a city",
                                            "parameters": {"type": "object",
@@ -34,21 +32,12 @@ EXAMPLES = {"tokenize": {"model": {"model": "llama"}, "content": {"content": "a"
 BASE = {"tokenize": {"model": "llama", "content": "Hi"}, "detokenize": {"model": "llama", "tokens": [9906]}}
 
 
-def make_model(name, vocab, *extra):
-    path = os.path.join(gw.tmpdir(), name)
-    if not os.path.exists(path):
-        r = subprocess.run([gw.SYNTH, "--out", path, "--vocab", vocab, *gw.TINY, *extra],
-                           capture_output=True, text=True, timeout=SYNTH_TIMEOUT_S)
-        assert r.returncode == 0, r.stderr
-    return path
-
-
 class Tokens(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.qwen = make_model("tokens-qwen.gguf", QWEN_VOCAB, "--chat-template-file",
-                              os.path.join(TEMPLATES, "Qwen-Qwen2.5-7B-Instruct.jinja"))
-        cls.llama = make_model("tokens-llama.gguf", gw.VOCAB)
+        cls.qwen = gw.synth_model("tokens-qwen.gguf", "--chat-template-file",
+                                  os.path.join(TEMPLATES, "Qwen-Qwen2.5-7B-Instruct.jinja"), vocab=QWEN_VOCAB)
+        cls.llama = gw.synth_model("tokens-llama.gguf")
         cls.g = gw.serve_config(gw.local_target("qwen", path=cls.qwen, parallel=1) +
                                 gw.local_target("llama", path=cls.llama, parallel=1) +
                                 '[[targets]]\nname = "far"\ntype = "openai_compatible"\n'

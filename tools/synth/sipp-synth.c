@@ -717,18 +717,22 @@ static bool resolve_fim(struct options *o, const struct gguf_context *vocab, int
 }
 
 /* --add-special: rewrites the token, score and type arrays (copied from the vocab) with the
- * control tokens appended.  Returns false after reporting. */
+ * control tokens appended; a vocabulary without scores (a BPE one) keeps none.  Returns false
+ * after reporting. */
 static bool append_special(struct gguf_context *ctx, const struct gguf_context *vocab,
                            const struct options *o) {
     const int64_t tokens = gguf_find_key(vocab, TOKENS_KEY);
     const int64_t scores = gguf_find_key(vocab, SCORES_KEY);
     const int64_t types = gguf_find_key(vocab, TOKEN_TYPE_KEY);
     const size_t n = gguf_get_arr_n(vocab, tokens), total = n + (size_t)o->n_special;
-    if (scores < 0 || types < 0 || gguf_get_arr_type(vocab, scores) != GGUF_TYPE_FLOAT32 ||
-        gguf_get_arr_type(vocab, types) != GGUF_TYPE_INT32 || gguf_get_arr_n(vocab, scores) != n ||
+    if ((scores >= 0 &&
+         (gguf_get_arr_type(vocab, scores) != GGUF_TYPE_FLOAT32 || gguf_get_arr_n(vocab, scores) != n)) ||
+        types < 0 || gguf_get_arr_type(vocab, types) != GGUF_TYPE_INT32 ||
         gguf_get_arr_n(vocab, types) != n) {
-        report("--add-special: %s has no per-token scores and types to extend; use another vocabulary",
-               o->vocab);
+        report(
+            "--add-special: %s has no per-token types (or scores that do not match) to extend; use another "
+            "vocabulary",
+            o->vocab);
         return false;
     }
     const char **strs = malloc(total * sizeof(*strs));
@@ -738,7 +742,7 @@ static bool append_special(struct gguf_context *ctx, const struct gguf_context *
     if (ok) {
         for (size_t i = 0; i < n; i++)
             strs[i] = gguf_get_arr_str(vocab, tokens, i);
-        memcpy(score, gguf_get_arr_data(vocab, scores), n * sizeof(*score));
+        if (scores >= 0) memcpy(score, gguf_get_arr_data(vocab, scores), n * sizeof(*score));
         memcpy(type, gguf_get_arr_data(vocab, types), n * sizeof(*type));
         for (int k = 0; k < o->n_special; k++) {
             strs[n + (size_t)k] = o->special[k];
@@ -746,7 +750,7 @@ static bool append_special(struct gguf_context *ctx, const struct gguf_context *
             type[n + (size_t)k] = TOKEN_TYPE_CONTROL;
         }
         gguf_set_arr_str(ctx, TOKENS_KEY, strs, total);
-        gguf_set_arr_data(ctx, SCORES_KEY, GGUF_TYPE_FLOAT32, score, total);
+        if (scores >= 0) gguf_set_arr_data(ctx, SCORES_KEY, GGUF_TYPE_FLOAT32, score, total);
         gguf_set_arr_data(ctx, TOKEN_TYPE_KEY, GGUF_TYPE_INT32, type, total);
     } else {
         report("out of memory extending the vocabulary");

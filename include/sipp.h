@@ -625,6 +625,10 @@ typedef struct sipp_placement {
 /* Fills up to cap entries; returns how many there are. [any thread] */
 SIPP_API int sipp_model_placement(const sipp_model *model, sipp_placement *out, int cap);
 
+/* The model's own chat template text (tokenizer.chat_template; borrowed, valid while the model
+ * lives), or NULL when it has none. [any thread] */
+SIPP_API const char *sipp_model_chat_template(const sipp_model *model);
+
 /* Tokenizes UTF-8 text. add_special adds BOS/EOS as the model's tokenizer says; parse_special
  * turns texts like "<|im_start|>" into their special tokens. Writes at most cap tokens; *n_out is
  * the number the text needs (so a call with cap 0 sizes the buffer). SIPP_ERR_INVALID_ARGUMENT
@@ -1001,6 +1005,34 @@ SIPP_API sipp_status sipp_engine_save_slots(sipp_engine *engine, const char *dir
  * missing dir restores nothing. *n_restored (optional). */
 SIPP_API sipp_status sipp_engine_restore_slots(sipp_engine *engine, const char *dir, int *n_restored,
                                                char *errbuf);
+
+/* One slot as llama-server's /slots shows it. */
+typedef struct sipp_slot_info {
+    int id;
+    bool busy;           /* serving a request now */
+    int n_tokens;        /* tokens whose KV it holds (as of the last step for a busy slot) */
+    char key[256];       /* the context_key pinned to it, truncated; "" when none */
+    double last_used_ms; /* sipp_now_ms() of its last request's end; 0 when never used */
+} sipp_slot_info;
+
+/* Fills up to cap entries, one per slot; returns how many slots there are. [any thread] */
+SIPP_API int sipp_engine_slots(sipp_engine *engine, sipp_slot_info *out, int cap);
+
+/* One slot's conversation to a file and back (llama-server's /slots/ID?action=save|restore|erase):
+ * the file holds the slot's tokens, its context_key and its sequence state, with the identity of
+ * the model file as sipp_engine_save_slots writes it, so that a restore into an engine of another
+ * (or a changed) model file is refused. A restored slot holds the same KV and tokens: the next request
+ * whose prompt starts with them reuses them (cached_tokens) and continues as the saved slot would.
+ * Each waits for the engine to be idle (as sipp_engine_save_slots) and is SIPP_ERR_BUSY while it serves
+ * requests. Save: SIPP_ERR_INVALID_ARGUMENT for an empty slot; restore: SIPP_ERR_IO for a file that
+ * cannot be read, SIPP_ERR_MODEL for one of another model or damaged (the slot is left empty).
+ * *n_tokens (optional) counts the tokens saved, restored or erased; *n_bytes (optional) the file's
+ * size. [any thread] */
+SIPP_API sipp_status sipp_engine_slot_save(sipp_engine *engine, int slot_id, const char *path, int *n_tokens,
+                                           uint64_t *n_bytes, char *errbuf);
+SIPP_API sipp_status sipp_engine_slot_restore(sipp_engine *engine, int slot_id, const char *path,
+                                              int *n_tokens, uint64_t *n_bytes, char *errbuf);
+SIPP_API sipp_status sipp_engine_slot_erase(sipp_engine *engine, int slot_id, int *n_tokens, char *errbuf);
 
 /* The message of the calling thread's last failed call on this engine (borrowed; valid on this thread
  * until its next failing call or error read). Threads do not see each other's messages; a thread

@@ -5,7 +5,7 @@
  *                            request_timeout_seconds, shutdown_timeout_seconds, read_timeout_seconds,
  *                            max_connections, max_connections_per_client, max_buffered_bytes,
  *                            allowed_origins, allowed_hosts, allow_unauthenticated, memory_budget_mb,
- *                            max_loaded_models, slot_state_dir, slot_state_max_mb
+ *                            max_loaded_models, slot_state_dir, slot_state_max_mb, slot_save_dir
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [responses]              max_stored, max_stored_bytes, ttl_seconds (the Responses API's store)
  *   [store]                  allow_private_sources (what /api/pull may download from)
@@ -143,6 +143,7 @@ void gw_config_free(gw_config *c) {
     free(c->models_dir);
     free(c->web_runtime_dir);
     free(c->slot_state_dir);
+    free(c->slot_save_dir);
     memset(c, 0, sizeof *c);
 }
 
@@ -246,6 +247,8 @@ static void get_bool(cfg_ctx *x, const toml_node *tbl, const char *where, const 
 }
 
 /* A non-empty string; *out is replaced by a copy. Returns the node when present. */
+static char *resolve_path(const char *config_path, const char *p);
+
 static const toml_node *get_str(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key,
                                 char **out) {
     const toml_node *n = toml_table_get(tbl, key);
@@ -334,6 +337,7 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
                                         "max_loaded_models",
                                         "slot_state_dir",
                                         "slot_state_max_mb",
+                                        "slot_save_dir",
                                         "models_follow_symlinks",
                                         NULL};
     const char *where = "[server]";
@@ -373,6 +377,13 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     get_int32(x, srv, where, "max_loaded_models", 1, GW_MAX_COUNT, &c->max_loaded_models);
     get_str(x, srv, where, "slot_state_dir", &c->slot_state_dir);
     get_int(x, srv, where, "slot_state_max_mb", 0, GW_MAX_BUDGET_MB, &c->slot_state_max_mb);
+    char *save_dir = NULL; /* relative to the config file's directory, as model paths */
+    get_str(x, srv, where, "slot_save_dir", &save_dir);
+    if (save_dir) {
+        free(c->slot_save_dir);
+        c->slot_save_dir = resolve_path(x->path, save_dir);
+    }
+    free(save_dir);
     get_bool(x, srv, where, "models_follow_symlinks", &c->models_follow_symlinks);
 }
 

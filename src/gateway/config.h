@@ -119,7 +119,10 @@ typedef struct gw_config {
     /* Where the idle context-keyed slots of an unloaded model are saved (residency.c): a directory of
      * this gateway's own under it; NULL = $XDG_CACHE_HOME/sipp/slot-state (or ~/.cache/...). */
     char *slot_state_dir;
-    int64_t slot_state_max_mb;    /* bound on those files; 0 = save none */
+    int64_t slot_state_max_mb; /* bound on those files; 0 = save none */
+    /* Where POST /slots/ID?action=save|restore reads and writes the files it names (llama-server's
+     * --slot-save-path); NULL = those actions are refused. */
+    char *slot_save_dir;
     int rate_requests_per_minute; /* 0 = no rate limit */
     int rate_burst;
     int responses_max_stored; /* [responses]: 0 = store nothing */

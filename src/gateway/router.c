@@ -81,6 +81,9 @@ static const struct route {
     {"POST", "/infill", gw_route_infill, ROUTE_AUTH},
     {"POST", "/v1/chat/completions/input_tokens", gw_route_chat_input_tokens, ROUTE_AUTH},
     {"POST", "/v1/responses/input_tokens", gw_route_responses_input_tokens, ROUTE_AUTH},
+    {"GET", "/props", gw_route_props, ROUTE_AUTH},
+    {"GET", "/slots", gw_route_slots, ROUTE_AUTH},
+    {"POST", "/slots/*", gw_route_slot_action, ROUTE_AUTH},
 };
 
 static bool path_matches(const char *route_path, const char *path) {

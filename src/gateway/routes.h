@@ -42,6 +42,9 @@ void gw_route_tokenize(gw_call *call);
 void gw_route_detokenize(gw_call *call);
 void gw_route_apply_template(gw_call *call);
 void gw_route_infill(gw_call *call);
+void gw_route_props(gw_call *call);                  /* GET /props (routes_props.c) */
+void gw_route_slots(gw_call *call);                  /* GET /slots */
+void gw_route_slot_action(gw_call *call);            /* POST /slots/ID?action=save|restore|erase */
 void gw_route_chat_input_tokens(gw_call *call);      /* /v1/chat/completions/input_tokens */
 void gw_route_responses_input_tokens(gw_call *call); /* /v1/responses/input_tokens (routes_responses.c) */
 void gw_route_transcriptions(gw_call *call);         /* POST /v1/audio/transcriptions (routes_audio.c) */

@@ -437,6 +437,10 @@ sipp_status sipp_detokenize(sipp_model *m, const int32_t *tokens, size_t n_token
     return SIPP_OK;
 }
 
+const char *sipp_model_chat_template(const sipp_model *m) {
+    return m ? llama_model_chat_template(m->lm, NULL) : NULL;
+}
+
 sipp_status sipp_token_piece(sipp_model *m, int32_t token, bool render_special, char *buf, size_t cap,
                              size_t *len_out) {
     if (len_out) *len_out = 0;

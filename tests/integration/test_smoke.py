@@ -45,6 +45,8 @@ ROUTES = [
     ("apply_template", "POST", "/apply-template", {"model": TARGET, "messages": MSGS}, "prompt"),
     ("chat_input_tokens", "POST", "/v1/chat/completions/input_tokens", {"model": TARGET, "messages": MSGS},
      "input_tokens"),
+    ("props", "GET", f"/props?model={TARGET}", None, "total_slots"),
+    ("slots", "GET", f"/slots?model={TARGET}", None, None),
     ("responses_input_tokens", "POST", "/v1/responses/input_tokens", {"model": TARGET, "input": "Hello"},
      "input_tokens"),
 ]

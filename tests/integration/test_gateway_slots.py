@@ -10,9 +10,21 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
 
-ENV = {"SIPP_T_ADMIN": "admin-secret-0123456789", "SIPP_T_USER": "user-secret-0123456789"}
+ENV = {"SIPP_T_ADMIN": "admin-secret-0123456789", "SIPP_T_USER": "user-secret-0123456789",
+       "SIPP_T_SCOPED": "scoped-secret-0123456789"}
 ADMIN = {"Authorization": "Bearer " + ENV["SIPP_T_ADMIN"]}
 USER = {"Authorization": "Bearer " + ENV["SIPP_T_USER"]}
+SCOPED = {"Authorization": "Bearer " + ENV["SIPP_T_SCOPED"]}  # may use "other" only
+# Every route of llama-server's, with a body valid for "tiny" (bodies name it; GET routes by ?model=).
+ROUTES = [("POST", "/tokenize", {"model": "tiny", "content": "a"}),
+          ("POST", "/detokenize", {"model": "tiny", "tokens": [1]}),
+          ("POST", "/apply-template", {"model": "tiny", "messages": [{"role": "user", "content": "a"}]}),
+          ("POST", "/v1/chat/completions/input_tokens", {"model": "tiny", "messages": [{"role": "user", "content": "a"}]}),
+          ("POST", "/v1/responses/input_tokens", {"model": "tiny", "input": "a"}),
+          ("POST", "/v1/rerank", {"model": "tiny", "query": "a", "documents": ["b"]}),
+          ("POST", "/infill", {"model": "tiny", "input_prefix": "a", "input_suffix": "b"}),
+          ("GET", "/props?model=tiny", None), ("GET", "/slots?model=tiny", None),
+          ("POST", "/slots/0?model=tiny&action=erase", {})]
 PROMPT = "Once upon a time there was a"
 N = 6
 BAD_NAMES = ["../a.bin", "a/b.bin", ".hidden", "..", "", "x" * 300, 5]
@@ -27,7 +39,8 @@ class Slots(unittest.TestCase):
         cls.g = gw.serve_config(
             f'[server]\nslot_save_dir = "{cls.dir}"\n'
             '[[tokens]]\nenv = "SIPP_T_ADMIN"\ncaller = "ops"\nadmin = true\n'
-            '[[tokens]]\nenv = "SIPP_T_USER"\ncaller = "app"\n' +
+            '[[tokens]]\nenv = "SIPP_T_USER"\ncaller = "app"\n'
+            '[[tokens]]\nenv = "SIPP_T_SCOPED"\ncaller = "sc"\nadmin = true\ntargets = ["other"]\n' +
             gw.local_target("tiny", parallel=2) + gw.local_target("other", path=other, parallel=1), env=ENV)
 
     @classmethod
@@ -74,6 +87,13 @@ class Slots(unittest.TestCase):
         self.assertEqual([s["id"] for s in slots], [0, 1])
         for s in slots:
             self.assertEqual(set(s), {"id", "n_ctx", "is_processing", "n_tokens", "context_key"})
+
+    def test_every_route_needs_a_token_and_keeps_to_its_scope(self):
+        for method, path, body in ROUTES:
+            with self.subTest(path=path):
+                self.call(method, path, body, headers={}, status=401)
+                out = self.call(method, path, body, headers=SCOPED, status=404)
+                self.assertIn("'tiny' does not exist", out["error"]["message"])
 
     def test_save_erase_restore_continues_as_the_saved_slot(self):
         first, _ = self.complete(PROMPT, "story")

@@ -18,7 +18,7 @@
  *                            image_max_bytes, image_max_pixels, media_max_items
  *                            (sipp_schema_limits in sipp.h)
  *   [[tokens]]               env, caller, targets, admin
- *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
+ *   [[targets]]              name, type = "local" | "openai_compatible"; local: recipe, model, backend,
  *                            flash_attn, speculative, draft_model, draft_max, draft_min, draft_p_min,
  *                            draft_cutoff, cache_type_k, cache_type_v, mmproj, mmproj_offload,
  *                            ctx_size, parallel, threads, gpu_layers, policy, rpc, tensor_split, load,
@@ -155,6 +155,7 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->speculative);
     free(t->draft_model);
     free(t->mmproj);
+    free(t->recipe);
     free(t->draft_cutoff);
     free(t->cache_type_k);
     free(t->cache_type_v);
@@ -627,6 +628,21 @@ static void get_ctx_size(cfg_ctx *x, const toml_node *t, const char *where, gw_t
 
 /* cache_type_k, cache_type_v: known types, and a quantized V cache only where the target's flash
  * attention (flash_attn and backend, read before) is not off. */
+/* The recipes a local target may name (DESIGN.md "Recipes and kinds"; kinds/kind.c maps each to its
+ * kind). */
+static const char *const recipes[] = {"llamacpp", NULL};
+
+static void parse_recipe(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    const toml_node *rn = get_str(x, t, where, "recipe", &tc->recipe);
+    if (!tc->recipe) return;
+    for (int i = 0; recipes[i]; i++)
+        if (strcmp(tc->recipe, recipes[i]) == 0) return;
+    char known[SIPP_ERROR_SIZE] = "";
+    for (int i = 0; recipes[i]; i++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", recipes[i]);
+    cfg_err(x, toml_node_line(rn), "%s recipe: '%s' is not one of %s", where, tc->recipe, known);
+}
+
 static void parse_kv_keys(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     const toml_node *kn = get_str(x, t, where, "cache_type_k", &tc->cache_type_k);
     const toml_node *vn = get_str(x, t, where, "cache_type_v", &tc->cache_type_v);
@@ -638,6 +654,17 @@ static void parse_kv_keys(cfg_ctx *x, const toml_node *t, const char *where, gw_
         cfg_err(x, toml_node_line(kn), "%s: %s", where, err);
     if (vn && sipp_kv_cache_check(&mp, NULL, tc->cache_type_v, err) != SIPP_OK)
         cfg_err(x, toml_node_line(vn), "%s: %s", where, err);
+}
+
+/* pooling: the embedding context's ("rank": a reranker). */
+static void parse_pooling(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    const toml_node *n = get_str(x, t, where, "pooling", &tc->pooling);
+    if (tc->pooling && strcmp(tc->pooling, "none") != 0 && strcmp(tc->pooling, "mean") != 0 &&
+        strcmp(tc->pooling, "cls") != 0 && strcmp(tc->pooling, "last") != 0 &&
+        strcmp(tc->pooling, "rank") != 0)
+        cfg_err(x, toml_node_line(n),
+                "%s pooling: '%s' is not one of none, mean, cls, last, rank (\"rank\": a reranker)", where,
+                tc->pooling);
 }
 
 static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
@@ -677,13 +704,8 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
         cfg_err(x, toml_node_line(cn), "%s draft_cutoff: '%s' is not one of auto, off", where,
                 tc->draft_cutoff);
     parse_kv_keys(x, t, where, tc);
-    const toml_node *pln = get_str(x, t, where, "pooling", &tc->pooling);
-    if (tc->pooling && strcmp(tc->pooling, "none") != 0 && strcmp(tc->pooling, "mean") != 0 &&
-        strcmp(tc->pooling, "cls") != 0 && strcmp(tc->pooling, "last") != 0 &&
-        strcmp(tc->pooling, "rank") != 0)
-        cfg_err(x, toml_node_line(pln),
-                "%s pooling: '%s' is not one of none, mean, cls, last, rank (\"rank\": a reranker)", where,
-                tc->pooling);
+    parse_recipe(x, t, where, tc);
+    parse_pooling(x, t, where, tc);
     /* mmproj: a projector file (like model: a path or a store name), or "auto" (found at validation) */
     char *mmproj = NULL;
     get_str(x, t, where, "mmproj", &mmproj);
@@ -797,13 +819,14 @@ static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {
-        "name",       "type",         "model",        "backend",        "ctx_size",     "parallel",
-        "threads",    "gpu_layers",   "policy",       "chat_template",  "rpc",          "tensor_split",
-        "flash_attn", "speculative",  "draft_max",    "draft_min",      "load",         "keep_alive",
-        "pin",        "draft_model",  "draft_p_min",  "repack",         "draft_cutoff", "aliases",
-        "max_tokens", "cache_type_k", "cache_type_v", "mmproj_offload", "mmproj",       "pooling",
-        NULL};
+    static const char *const local_keys[] = {"name",        "type",          "model",        "backend",
+                                             "ctx_size",    "parallel",      "threads",      "gpu_layers",
+                                             "policy",      "chat_template", "rpc",          "tensor_split",
+                                             "flash_attn",  "speculative",   "draft_max",    "draft_min",
+                                             "load",        "keep_alive",    "pin",          "draft_model",
+                                             "draft_p_min", "repack",        "draft_cutoff", "aliases",
+                                             "max_tokens",  "cache_type_k",  "cache_type_v", "mmproj_offload",
+                                             "mmproj",      "recipe",        "pooling",      NULL};
     static const char *const remote_keys[] = {
         "name", "type", "base_url", "base_urls", "model", "api_key_env", "timeout_seconds", "aliases", NULL};
     size_t n = toml_array_len(arr);

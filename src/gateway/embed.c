@@ -67,14 +67,21 @@ static void reply_failure(gw_call *call, gw_target *t, sipp_status st) {
     gw_reply_error(call, kind, "model '%s': %s", t->cfg->name, sipp_engine_last_error(t->engine));
 }
 
-void gw_embed(gw_call *call, gw_target *t, gw_gen *g) {
+void gw_embed(gw_call *call, gw_target *t, gw_gen *g, const gw_embed_format *fmt) {
     float *out = NULL;
     int n_embd = 0, n_tokens = 0;
     sipp_embed_options opt = call_options(call, g->normalize);
+    double t0 = sipp_now_ms();
     sipp_status st =
         sipp_engine_embed_with(t->engine, g->inputs, g->n_inputs, &opt, &out, &n_embd, &n_tokens);
     if (st != SIPP_OK) {
         reply_failure(call, t, st);
+        return;
+    }
+    gw_metrics_tokens(call->srv->metrics, t->index, n_tokens, 0, 0, -1);
+    if (fmt) {
+        fmt->render(call, t, g, out, n_embd, n_tokens, t0);
+        sipp_free(out);
         return;
     }
     json_t *rows = json_array();
@@ -88,7 +95,6 @@ void gw_embed(gw_call *call, gw_target *t, gw_gen *g) {
             json_array_append_new(rows, v);
     }
     sipp_free(out);
-    gw_metrics_tokens(call->srv->metrics, t->index, n_tokens, 0, 0, -1);
     if (g->api == GW_API_EMBEDDINGS)
         gw_reply_json(call, 200,
                       json_pack("{s:s, s:o, s:s, s:{s:i, s:i}}", "object", "list", "data", rows, "model",

@@ -4,7 +4,8 @@
  * The prompt is built by libsipp as llama-server builds it (sipp_engine_infill_tokens: the model's
  * FIM tokens around the prefix and suffix, the project's other files before them), then generated
  * as a prompt of tokens by the one generation path (generate.c). A model without FIM tokens is a
- * 400 naming the missing ones. The answer is llama-server's /completion object: content, stop,
+ * 400 naming the missing ones. The answer is llama-server's /completion object: content, prompt
+ * (the FIM prompt's text), stop,
  * stop_type ("eos", "word", "limit"), stopping_word, tokens_predicted, tokens_evaluated,
  * tokens_cached, truncated, has_new_line and timings; streamed, as `data: {"content", "stop":
  * false}` lines and then the final object with content "" and stop true, without [DONE] (as
@@ -15,6 +16,7 @@
 #include "gateway/generate.h"
 #include "gateway/infill.h"
 #include "gateway/sse.h"
+#include "gateway/tokens.h"
 
 #define INFILL_N_PREDICT_SERVER (-1) /* llama-server's --n-predict default: the extra files' room */
 
@@ -47,26 +49,37 @@ static json_t *timings(const sipp_request_stats *s) {
                      s->decode_tokens_per_s);
 }
 
+/* The prompt's text, as llama-server's "prompt" gives it (valid UTF-8). */
+static json_t *prompt_text(const gw_gen_view *v) {
+    sipp_buf raw = {0}, safe = {0};
+    gw_tokens_text(v->target->model, v->gen->prompt_tokens, v->gen->n_prompt_tokens, &raw, NULL);
+    sipp_buf_append_utf8(&safe, raw.data ? raw.data : "", raw.len);
+    json_t *j = json_stringn(safe.data ? safe.data : "", safe.len);
+    sipp_buf_free(&raw);
+    sipp_buf_free(&safe);
+    return j;
+}
+
 /* The final object, with content (the whole text, or "" after a stream). */
-static json_t * final(const gw_gen_view *v, const char *content) {
+static json_t *final_json(const gw_gen_view *v, const char *content) {
     sipp_request_stats s;
     gw_view_stats(v, &s);
     const char *word = gw_view_stop_string(v);
-    return json_pack("{s:i, s:s, s:[], s:b, s:s, s:i, s:i, s:b, s:b, s:s, s:s, s:i, s:o}", "index", 0,
+    return json_pack("{s:i, s:s, s:[], s:b, s:s, s:i, s:i, s:o, s:b, s:b, s:s, s:s, s:i, s:o}", "index", 0,
                      "content", content, "tokens", "stop", 1, "model", v->target->cfg->name,
-                     "tokens_predicted", s.generated_tokens, "tokens_evaluated", s.prompt_tokens,
-                     "has_new_line", strchr(v->text, '\n') != NULL, "truncated", 0, "stop_type", stop_type(v),
-                     "stopping_word", word ? word : "", "tokens_cached", s.cached_tokens, "timings",
-                     timings(&s));
+                     "tokens_predicted", s.generated_tokens, "tokens_evaluated", s.prompt_tokens, "prompt",
+                     prompt_text(v), "has_new_line", strchr(v->text, '\n') != NULL, "truncated", 0,
+                     "stop_type", stop_type(v), "stopping_word", word ? word : "", "tokens_cached",
+                     s.cached_tokens, "timings", timings(&s));
 }
 
-static void infill_end(const gw_gen_view *v, sipp_buf *out) { gw_sse_json(out, NULL, final(v, "")); }
+static void infill_end(const gw_gen_view *v, sipp_buf *out) { gw_sse_json(out, NULL, final_json(v, "")); }
 
 static void infill_fail(const gw_gen_view *v, gw_error_kind kind, const char *message, sipp_buf *out) {
     gw_sse_json(out, "error", gw_error_json(kind, message));
 }
 
-static json_t *infill_whole(const gw_gen_view *v) { return final(v, v->text); }
+static json_t *infill_whole(const gw_gen_view *v) { return final_json(v, v->text); }
 
 static const gw_format infill_format = GW_DELTA_FORMAT(infill, "infill-", infill_fail);
 

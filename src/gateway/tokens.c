@@ -35,6 +35,15 @@ static bool append_piece(sipp_model *m, int32_t id, sipp_buf *b) {
     return ok;
 }
 
+bool gw_tokens_text(sipp_model *m, const int32_t *tokens, size_t n, sipp_buf *b, size_t *bad) {
+    for (size_t i = 0; i < n; i++)
+        if (!append_piece(m, tokens[i], b)) {
+            if (bad) *bad = i;
+            return false;
+        }
+    return true;
+}
+
 /* A piece as llama-server writes it: the text when it is valid UTF-8, else its bytes. */
 static json_t *piece_json(const char *s, size_t n) {
     if (sipp_utf8_valid(s, n)) return json_stringn(s, n);
@@ -103,15 +112,18 @@ void gw_tokenize(gw_call *call, gw_target *t, gw_gen *g) {
 }
 
 void gw_detokenize(gw_call *call, gw_target *t, gw_gen *g) {
+    size_t n = json_array_size(g->token_ids), bad = 0;
+    int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    for (size_t i = 0; ids && i < n; i++)
+        ids[i] = (int32_t)json_integer_value(json_array_get(g->token_ids, i));
     sipp_buf text = {0};
-    for (size_t i = 0; i < json_array_size(g->token_ids); i++) {
-        json_int_t id = json_integer_value(json_array_get(g->token_ids, i));
-        if (!append_piece(t->model, (int32_t)id, &text)) {
-            sipp_buf_free(&text);
-            gw_reply_error(call, GW_E_INVALID_FIELD, "'tokens[%zu]': model '%s': %s", i, t->cfg->name,
-                           sipp_model_last_error(t->model));
-            return;
-        }
+    bool ok = ids && gw_tokens_text(t->model, ids, n, &text, &bad);
+    free(ids);
+    if (!ok) {
+        sipp_buf_free(&text);
+        gw_reply_error(call, GW_E_INVALID_FIELD, "'tokens[%zu]': model '%s': %s", bad, t->cfg->name,
+                       sipp_model_last_error(t->model));
+        return;
     }
     sipp_buf safe = {0}; /* a cut multi-byte character, as JSON can carry it */
     sipp_buf_append_utf8(&safe, text.data ? text.data : "", text.len);

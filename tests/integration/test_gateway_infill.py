@@ -67,6 +67,27 @@ class Infill(unittest.TestCase):
         for key in ("truncated", "stopping_word", "tokens_cached", "timings"):
             self.assertIn(key, out)
 
+    def test_the_prompt_is_built_as_llama_servers(self):
+        # format_prompt_infill's repo-level pattern, with Qwen's tokens (FIM_REP and FIM_SEP; no BOS)
+        out = self.infill({**BASE, "input_extra": EXTRA, "prompt": "c = a"})
+        self.assertEqual(out["prompt"],
+                         "<|repo_name|>myproject\n<|file_sep|>util.py\n" + EXTRA[0]["text"] +
+                         "<|file_sep|>tmp\n" + EXTRA[1]["text"] + "<|file_sep|>filename\n"
+                         "<|fim_prefix|>" + PREFIX + "c = a<|fim_suffix|>" + SUFFIX + "<|fim_middle|>")
+        # StarCoder's vocabulary has neither a repository token nor a file separator: each extra file
+        # follows a snippet line
+        out = self.infill({**BASE, "model": "star", "input_extra": EXTRA})
+        self.assertEqual(out["prompt"],
+                         "".join("\n\n--- snippet ---\n\n" + e["text"] for e in EXTRA) +
+                         "<fim_prefix>" + PREFIX + "<fim_suffix>" + SUFFIX + "<fim_middle>")
+
+    def test_a_long_prefix_keeps_its_end(self):
+        long_prefix = "".join(f"x{i} = {i}\n" for i in range(2000))
+        out = self.infill({**BASE, "input_prefix": long_prefix})
+        self.assertTrue(out["prompt"].startswith("<|repo_name|>myproject\n<|file_sep|>filename\n<|fim_prefix|>"))
+        kept = out["prompt"].split("<|fim_prefix|>")[1].split("<|fim_suffix|>")[0]
+        self.assertTrue(long_prefix.endswith(kept) and len(kept) < len(long_prefix), "the last 1536 tokens")
+
     def test_stream_is_the_same_text(self):
         body = {**BASE, "n_predict": N, "input_extra": EXTRA}
         whole = self.infill(body)
@@ -120,6 +141,7 @@ class Infill(unittest.TestCase):
                 self.assertEqual(ours["content"], theirs["content"])
                 self.assertEqual(ours["tokens_evaluated"], theirs["tokens_evaluated"])
                 self.assertEqual(ours["stop_type"], theirs["stop_type"])
+                self.assertEqual(ours["prompt"], theirs["prompt"])
 
 
 if __name__ == "__main__":

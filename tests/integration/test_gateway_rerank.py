@@ -59,6 +59,16 @@ class Rerank(unittest.TestCase):
         top = self.rerank({"model": "rr", "query": QUERY, "documents": DOCS, "top_n": 2})["results"]
         self.assertEqual(top, results[:2])
 
+    def test_each_pair_is_bos_query_document(self):
+        # Llama 3's vocabulary adds BOS but neither EOS nor SEP: a pair is [BOS] query document, as
+        # llama-server's format_prompt_rerank builds it (sipp added EOS and SEP before)
+        def n(text):
+            st, _, out = self.g.json("POST", "/tokenize", {"model": "rr", "content": text})
+            self.assertEqual(st, 200, out)
+            return len(out["tokens"])
+        usage = self.rerank({"model": "rr", "query": QUERY, "documents": DOCS})["usage"]["prompt_tokens"]
+        self.assertEqual(usage, sum(1 + n(QUERY) + n(d) for d in DOCS))
+
     def test_documents_as_objects_and_returned(self):
         docs = [{"text": d, "id": i} for i, d in enumerate(DOCS)]
         plain = self.rerank({"model": "rr", "query": QUERY, "documents": DOCS})["results"]

@@ -105,6 +105,15 @@ void gw_route_slots(gw_call *call) {
 /* A file name under slot_save_dir: one path component, not hidden, not "..". NULL after replying. */
 static const char *slot_file(gw_call *call, json_t *body, char *path, size_t cap) {
     const char *dir = call->srv->cfg->slot_save_dir;
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v) {
+        if (strcmp(key, "filename") == 0) continue;
+        gw_reply_error(call, GW_E_INVALID_FIELD,
+                       "'%s' is not a field of /slots/ID?action=save|restore; send {\"filename\": NAME}",
+                       key);
+        return NULL;
+    }
     json_t *f = json_object_get(body, "filename");
     const char *name = json_string_value(f);
     if (!dir) {

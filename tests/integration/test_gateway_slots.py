@@ -9,6 +9,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support import api_fields  # noqa: E402
 
 ENV = {"SIPP_T_ADMIN": "admin-secret-0123456789", "SIPP_T_USER": "user-secret-0123456789",
        "SIPP_T_SCOPED": "scoped-secret-0123456789"}
@@ -124,6 +125,14 @@ class Slots(unittest.TestCase):
                     out = self.call("POST", f"/slots/{sid}?model=tiny&action={action}", {"filename": name}, status=400)
                     self.assertIn("'filename'", out["error"]["message"])
         self.assertFalse(os.path.exists(os.path.join(os.path.dirname(self.dir), "a.bin")))
+
+    def test_the_field_table_rows(self):
+        self.complete(PROMPT, "rows")
+        sid = self.slot_of("rows")["id"]
+        api_fields.check_rows(self, self.g, "slots", f"/slots/{sid}?model=tiny&action=save", {"filename": "rows.bin"},
+                              {"filename": {"filename": "rows2.bin"}}, headers=ADMIN)
+        out = self.call("POST", f"/slots/{sid}?model=tiny&action=save", {"filename": "r.bin", "path": "/x"}, status=400)
+        self.assertIn("'path'", out["error"]["message"])
 
     def test_bad_requests_are_named(self):
         cases = [("/slots/9?model=tiny&action=erase", "slot 9 does not exist"),

@@ -21,14 +21,14 @@ def field_rows(api):
     return rows
 
 
-def check_rows(test, g, api, path, base, examples):
+def check_rows(test, g, api, path, base, examples, headers=None):
     """Checks every row of api against gateway g: base is a valid body, examples maps each field to
-    what is merged into it (every row needs one, and every example a row)."""
+    what is merged into it (every row needs one, and every example a row); headers go with each."""
     rows = field_rows(api)
     test.assertEqual({f for f, _ in rows}, set(examples), f"{api}: the rows and the examples differ")
     for field, decision in rows:
         with test.subTest(api=api, field=field, decision=decision):
-            st, h, out = g.json("POST", path, {**base, **examples[field]})
+            st, h, out = g.json("POST", path, {**base, **examples[field]}, headers=headers)
             named = [n.strip() for n in (h.get("sipp-ignored") or "").split(",") if n.strip()]
             if decision == "refused":
                 test.assertEqual(st, 400, out)

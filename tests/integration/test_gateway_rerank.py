@@ -6,6 +6,7 @@ cls.output over the labels yes and no, pooling rank), with random weights. Its s
 the softmax, so every score is in (0, 1) and the documents' scores differ.
 """
 
+import math
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+import gguf_corrupt  # noqa: E402
 from tests.support import api_fields, peer  # noqa: E402
 
 SCORE_TOLERANCE = 1e-4
@@ -31,6 +33,7 @@ class Rerank(unittest.TestCase):
     def setUpClass(cls):
         cls.path = gw.synth_model("rerank.gguf", "--rerank")
         cls.g = gw.serve_config(gw.local_target("rr", path=cls.path, parallel=1, extra='pooling = "rank"') +
+                                gw.local_target("last", path=cls.path, parallel=1, extra='pooling = "last"') +
                                 gw.local_target("mean", path=cls.path, parallel=1, extra='pooling = "mean"') +
                                 gw.local_target("chat", parallel=1))
 
@@ -68,6 +71,28 @@ class Rerank(unittest.TestCase):
             return len(out["tokens"])
         usage = self.rerank({"model": "rr", "query": QUERY, "documents": DOCS})["usage"]["prompt_tokens"]
         self.assertEqual(usage, sum(1 + n(QUERY) + n(d) for d in DOCS))
+
+    def test_the_score_is_the_rank_head_on_the_last_token(self):
+        # Qwen3's rank pooling: the softmax of cls.output over the last token's normed hidden state,
+        # P(yes). The same model pooled "last" gives that state; the head's weights are read from
+        # the file, and the score computed here must be what /v1/rerank says.
+        with open(self.path, "rb") as f:
+            head = gguf_corrupt.f32_tensor(f.read(), "cls.output.weight")
+        n_embd = len(head) // 2
+        docs = [" Cats eat fish.", " The market fell today."]
+
+        def tokens(text):
+            return self.g.json("POST", "/tokenize", {"model": "rr", "content": text})[2]["tokens"]
+        scores = {r["index"]: r["relevance_score"]
+                  for r in self.rerank({"model": "rr", "query": QUERY, "documents": docs})["results"]}
+        for i, doc in enumerate(docs):
+            with self.subTest(doc=doc):
+                self.assertEqual(tokens(QUERY + doc), tokens(QUERY) + tokens(doc), "one text tokenizes as the pair")
+                st, _, out = self.g.json("POST", "/v1/embed", {"model": "last", "input": QUERY + doc, "normalize": False})
+                self.assertEqual(st, 200, out)
+                h = out["embeddings"][0]
+                yes, no = (sum(w * x for w, x in zip(head[r * n_embd:(r + 1) * n_embd], h)) for r in (0, 1))
+                self.assertAlmostEqual(scores[i], 1 / (1 + math.exp(no - yes)), delta=SCORE_TOLERANCE)
 
     def test_documents_as_objects_and_returned(self):
         docs = [{"text": d, "id": i} for i, d in enumerate(DOCS)]

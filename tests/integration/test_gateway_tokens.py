@@ -120,6 +120,22 @@ class Tokens(unittest.TestCase):
                 self.assertIn(path, out["error"]["message"])
                 self.assertIn("local target", out["error"]["message"])
 
+    def test_tokens_match_llama_cpps_vocabulary_tests(self):
+        # llama.cpp's test-tokenizer-0 cases for these vocabularies (inputs and the ids its reference
+        # tokenizers give, without BOS and with special texts as text): /tokenize with
+        # "parse_special": false must give the same ids
+        for name, vocab in (("llama", gw.VOCAB), ("qwen", QWEN_VOCAB)):
+            with open(vocab + ".inp", encoding="utf-8") as f:
+                inputs = f.read().split("\n__ggml_vocab_test__\n")[:-1]
+            with open(vocab + ".out") as f:
+                outputs = [[int(t) for t in line.split()] for line in f.read().split("\n")[:len(inputs)]]
+            self.assertEqual(len(inputs), len(outputs))
+            self.assertGreater(len(inputs), 20)
+            for text, ids in zip(inputs, outputs):
+                with self.subTest(model=name, text=text):
+                    out = self.post("/tokenize", {"model": name, "content": text, "parse_special": False})
+                    self.assertEqual(out["tokens"], ids)
+
     def test_same_as_llama_server(self):
         for name, path in (("qwen", self.qwen), ("llama", self.llama)):
             with self.subTest(model=name):

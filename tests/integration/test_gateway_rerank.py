@@ -153,6 +153,25 @@ class Rerank(unittest.TestCase):
         self.assertEqual(ours["usage"], theirs["usage"])
 
 
+class RerankServe(unittest.TestCase):
+    def test_sipp_serve_model_rerank(self):
+        path = gw.synth_model("rerank.gguf", "--rerank")
+        g = gw.serve_model(path, "--rerank")
+        self.addCleanup(g.stop)
+        st, _, out = g.json("POST", "/v1/rerank", {"query": QUERY, "documents": DOCS, "top_n": 1})
+        self.assertEqual(st, 200, out)
+        self.assertEqual(len(out["results"]), 1)
+
+    def test_sipp_serve_pooling_is_checked(self):
+        for flags, words in ((["--pooling", "sum"], "--pooling 'sum' is not one of"),
+                             (["--pooling", "mean", "--rerank"], "--rerank is --pooling rank")):
+            with self.subTest(flags=flags):
+                r = subprocess.run([gw.SIPP, "serve", gw.model(), "--port", "0", *flags], capture_output=True,
+                                   text=True, timeout=gw.HTTP_TIMEOUT_S)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(words, r.stderr)
+
+
 class RerankConfig(unittest.TestCase):
     def test_an_unknown_pooling_is_named_with_its_line(self):
         path = gw.write("pooling.toml", gw.local_target("rr", extra='pooling = "sum"'))

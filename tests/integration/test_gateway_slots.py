@@ -162,6 +162,17 @@ class NoSaveDir(unittest.TestCase):
         self.assertEqual(st, 400, out)
         self.assertIn("slot_save_dir", out["error"]["message"])
 
+    def test_serve_slot_save_path(self):
+        d = os.path.join(gw.tmpdir(), "cli-saves")
+        os.makedirs(d, exist_ok=True)
+        g = gw.serve_model(None, "--parallel", "1", "--slot-save-path", d)
+        self.addCleanup(g.stop)
+        st, _, out = g.json("POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 2, "temperature": 0})
+        self.assertEqual(st, 200, out)
+        st, _, out = g.json("POST", "/slots/0?action=save", {"filename": "cli.bin"})
+        self.assertEqual(st, 200, out)
+        self.assertTrue(os.path.isfile(os.path.join(d, "cli.bin")))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -272,11 +272,10 @@ sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int 
     pthread_mutex_lock(&em->mu);
     sipp_status st = ensure_ctx(em, m, ctx_size, threads, err);
     if (st == SIPP_OK && em->pooling != LLAMA_POOLING_TYPE_RANK)
-        st =
-            sipp_fail(err, SIPP_ERR_MODEL,
-                      "'%s' is not loaded as a reranker (its pooling is not rank); a reranking model (a rank "
-                      "head, cls.output) loaded with pooling \"rank\" is",
-                      m->path);
+        st = sipp_fail(err, SIPP_ERR_MODEL,
+                       "'%s' is not loaded as a reranker (its pooling is not rank): rank with a reranking "
+                       "model (one with a rank head, cls.output) loaded with pooling \"rank\"",
+                       m->path);
     float *out = st == SIPP_OK ? calloc(n_docs, sizeof *out) : NULL;
     if (st == SIPP_OK && !out) st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
     int total = 0;

@@ -119,6 +119,16 @@ class Rerank(unittest.TestCase):
                 self.assertIn("not loaded as a reranker", out["error"]["message"])
                 self.assertIn(f"'{target}'", out["error"]["message"])
 
+    def test_a_remote_target_is_forwarded_the_body(self):
+        front = gw.serve_config('[[targets]]\nname = "far"\ntype = "openai_compatible"\n'
+                                f'base_url = "{self.g.base}/v1"\nmodel = "rr"\n')
+        self.addCleanup(front.stop)
+        body = {"query": QUERY, "documents": DOCS, "top_n": 3}
+        st, _, out = front.json("POST", "/v1/rerank", {"model": "far", **body})
+        self.assertEqual(st, 200, out)
+        direct = self.rerank({"model": "rr", **body})
+        self.assertEqual(out["results"], direct["results"])
+
     def test_bad_fields_are_named(self):
         cases = [({"documents": DOCS}, "'query'"), ({"query": QUERY}, "'documents'"),
                  ({"query": QUERY, "documents": []}, "'documents'"),

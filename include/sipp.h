@@ -629,6 +629,11 @@ SIPP_API int sipp_model_placement(const sipp_model *model, sipp_placement *out, 
  * lives), or NULL when it has none. [any thread] */
 SIPP_API const char *sipp_model_chat_template(const sipp_model *model);
 
+/* The id of one of the model's special tokens, by llama.cpp's name for it: "bos", "eos", "eot",
+ * "sep", "nl", "pad", "fim_pre", "fim_suf", "fim_mid", "fim_pad", "fim_rep", "fim_sep"; -1 when the
+ * vocabulary has none (or the name is not one of these). [any thread] */
+SIPP_API int32_t sipp_model_special_token(const sipp_model *model, const char *which);
+
 /* Tokenizes UTF-8 text. add_special adds BOS/EOS as the model's tokenizer says; parse_special
  * turns texts like "<|im_start|>" into their special tokens. Writes at most cap tokens; *n_out is
  * the number the text needs (so a call with cap 0 sizes the buffer). SIPP_ERR_INVALID_ARGUMENT

@@ -25,6 +25,7 @@
 #define SLOTS_MAX 256     /* slots listed (GW_MAX_PARALLEL is below) */
 #define FILE_NAME_MAX 255 /* a file name's bytes (NAME_MAX) */
 #define SLOTS_PREFIX "/slots/"
+#define SPECIAL_TEXT_MAX 256 /* bytes of a special token's text */
 
 /* The local target of a ?model= call, admitted and ready; NULL after replying. */
 static gw_target *local_target(gw_call *call, const char *route) {
@@ -54,6 +55,19 @@ static bool admin_only(gw_call *call, const char *route) {
     return false;
 }
 
+/* A special token's text ("" when the vocabulary has none), as llama-server's bos_token. */
+static json_t *special_text(sipp_model *m, const char *which) {
+    char buf[SPECIAL_TEXT_MAX];
+    size_t n = 0;
+    int32_t id = sipp_model_special_token(m, which);
+    if (id < 0 || sipp_token_piece(m, id, true, buf, sizeof buf, &n) != SIPP_OK) return json_string("");
+    sipp_buf safe = {0};
+    sipp_buf_append_utf8(&safe, buf, n);
+    json_t *j = json_stringn(safe.data ? safe.data : "", safe.len);
+    sipp_buf_free(&safe);
+    return j;
+}
+
 /* The target's own template text ("chatml", or the configured file's path, when the target sets one). */
 static json_t *template_json(gw_target *t) {
     const char *own = sipp_model_chat_template(t->model);
@@ -75,13 +89,14 @@ void gw_route_props(gw_call *call) {
                                t->cfg->max_tokens > 0 ? t->cfg->max_tokens : -1);
     char build[128];
     snprintf(build, sizeof build, "sipp %s (llama.cpp %s)", sipp_version(), sipp_llama_commit());
-    gw_reply_json(call, 200,
-                  json_pack("{s:{s:o, s:i}, s:i, s:s, s:s, s:{s:b, s:b, s:b}, s:o, s:s, s:b, s:b, s:b}",
-                            "default_generation_settings", "params", params, "n_ctx", es.kv_cells,
-                            "total_slots", es.slots, "model_alias", t->cfg->name, "model_path",
-                            t->cfg->model_path, "modalities", "vision", info.vision, "video", 0, "audio",
-                            info.audio, "chat_template", template_json(t), "build_info", build,
-                            "endpoint_slots", 1, "endpoint_props", 0, "is_sleeping", 0));
+    gw_reply_json(
+        call, 200,
+        json_pack("{s:{s:o, s:i}, s:i, s:s, s:s, s:{s:b, s:b, s:b}, s:o, s:o, s:o, s:s, s:b, s:b, s:b}",
+                  "default_generation_settings", "params", params, "n_ctx", es.kv_cells, "total_slots",
+                  es.slots, "model_alias", t->cfg->name, "model_path", t->cfg->model_path, "modalities",
+                  "vision", info.vision, "video", 0, "audio", info.audio, "chat_template", template_json(t),
+                  "bos_token", special_text(t->model, "bos"), "eos_token", special_text(t->model, "eos"),
+                  "build_info", build, "endpoint_slots", 1, "endpoint_props", 0, "is_sleeping", 0));
 }
 
 void gw_route_slots(gw_call *call) {

@@ -437,6 +437,23 @@ sipp_status sipp_detokenize(sipp_model *m, const int32_t *tokens, size_t n_token
     return SIPP_OK;
 }
 
+int32_t sipp_model_special_token(const sipp_model *m, const char *which) {
+    static const struct {
+        const char *name;
+        llama_token (*id)(const struct llama_vocab *);
+    } specials[] = {
+        {"bos", llama_vocab_bos},         {"eos", llama_vocab_eos},         {"eot", llama_vocab_eot},
+        {"sep", llama_vocab_sep},         {"nl", llama_vocab_nl},           {"pad", llama_vocab_pad},
+        {"fim_pre", llama_vocab_fim_pre}, {"fim_suf", llama_vocab_fim_suf}, {"fim_mid", llama_vocab_fim_mid},
+        {"fim_pad", llama_vocab_fim_pad}, {"fim_rep", llama_vocab_fim_rep}, {"fim_sep", llama_vocab_fim_sep}};
+    for (size_t i = 0; m && which && i < sizeof specials / sizeof specials[0]; i++)
+        if (strcmp(which, specials[i].name) == 0) {
+            llama_token t = specials[i].id(m->vocab);
+            return t == LLAMA_TOKEN_NULL ? -1 : t;
+        }
+    return -1;
+}
+
 const char *sipp_model_chat_template(const sipp_model *m) {
     return m ? llama_model_chat_template(m->lm, NULL) : NULL;
 }

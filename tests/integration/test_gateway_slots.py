@@ -75,6 +75,7 @@ class Slots(unittest.TestCase):
         self.assertIn("<|im_start|>", p["chat_template"])
         self.assertEqual(p["modalities"], {"vision": False, "video": False, "audio": False})
         self.assertIn("sipp", p["build_info"])
+        self.assertEqual((p["bos_token"], p["eos_token"]), ("<|begin_of_text|>", "<|end_of_text|>"))
         out = self.call("GET", "/props", headers=USER, status=400)
         self.assertIn("'model'", out["error"]["message"])
         self.call("GET", "/props?model=nope", headers=USER, status=404)

@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 10
+#define SIPP_ABI_VERSION 11
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);

@@ -48,6 +48,7 @@ void gw_route_slot_action(gw_call *call);            /* POST /slots/ID?action=sa
 void gw_route_chat_input_tokens(gw_call *call);      /* /v1/chat/completions/input_tokens */
 void gw_route_responses_input_tokens(gw_call *call); /* /v1/responses/input_tokens (routes_responses.c) */
 void gw_route_transcriptions(gw_call *call);         /* POST /v1/audio/transcriptions (routes_audio.c) */
+void gw_route_translations(gw_call *call);           /* POST /v1/audio/translations (routes_audio.c) */
 void gw_route_native_query(gw_call *call);
 void gw_route_native_chat(gw_call *call);
 void gw_route_native_embed(gw_call *call);

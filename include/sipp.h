@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped whenever a public struct or enum changes layout, so that bindings that copy the structs
  * (Python's ctypes) can refuse a libsipp they do not match. */
-#define SIPP_ABI_VERSION 10
+#define SIPP_ABI_VERSION 11
 
 /* The SIPP_ABI_VERSION the library was built with. [any thread] */
 SIPP_API int sipp_abi_version(void);
@@ -687,6 +687,15 @@ typedef struct sipp_placement {
 /* Fills up to cap entries; returns how many there are. [any thread] */
 SIPP_API int sipp_model_placement(const sipp_model *model, sipp_placement *out, int cap);
 
+/* The model's own chat template text (tokenizer.chat_template; borrowed, valid while the model
+ * lives), or NULL when it has none. [any thread] */
+SIPP_API const char *sipp_model_chat_template(const sipp_model *model);
+
+/* The id of one of the model's special tokens, by llama.cpp's name for it: "bos", "eos", "eot",
+ * "sep", "nl", "pad", "fim_pre", "fim_suf", "fim_mid", "fim_pad", "fim_rep", "fim_sep"; -1 when the
+ * vocabulary has none (or the name is not one of these). [any thread] */
+SIPP_API int32_t sipp_model_special_token(const sipp_model *model, const char *which);
+
 /* Tokenizes UTF-8 text. add_special adds BOS/EOS as the model's tokenizer says; parse_special
  * turns texts like "<|im_start|>" into their special tokens. Writes at most cap tokens; *n_out is
  * the number the text needs (so a call with cap 0 sizes the buffer). SIPP_ERR_INVALID_ARGUMENT
@@ -698,6 +707,14 @@ SIPP_API sipp_status sipp_tokenize(sipp_model *model, const char *text, size_t l
  * length the text needs. [any thread] */
 SIPP_API sipp_status sipp_detokenize(sipp_model *model, const int32_t *tokens, size_t n_tokens,
                                      bool render_special, char *buf, size_t cap, size_t *len_out);
+
+/* The text of one token as llama.cpp's common_token_to_piece gives it (what llama-server's
+ * /tokenize with_pieces and /detokenize use): no leading space removed, special tokens rendered when
+ * render_special. Writes at most cap bytes, NUL-terminated when room is left; *len_out is the length
+ * the piece needs. SIPP_ERR_INVALID_ARGUMENT for a token outside the vocabulary (the message names it)
+ * or a buffer too small. [any thread] */
+SIPP_API sipp_status sipp_token_piece(sipp_model *model, int32_t token, bool render_special, char *buf,
+                                      size_t cap, size_t *len_out);
 
 typedef struct sipp_message {
     const char *role; /* "system", "user", "assistant" */
@@ -1004,6 +1021,11 @@ typedef struct sipp_engine_params {
      * types. */
     const char *cache_type_k;
     const char *cache_type_v;
+    /* The pooling of the embedding context (llama-server's --pooling; --rerank is "rank"): "none",
+     * "mean", "cls", "last" or "rank"; NULL or "" the model's own (mean when it has none). "rank"
+     * makes the engine a reranker (sipp_engine_rerank): its score is the first output of the
+     * model's rank head (cls / cls.output). SIPP_ERR_INVALID_ARGUMENT names any other value. */
+    const char *pooling;
 } sipp_engine_params;
 
 #define SIPP_DRAFT_MAX_DEFAULT 8
@@ -1055,6 +1077,34 @@ SIPP_API sipp_status sipp_engine_save_slots(sipp_engine *engine, const char *dir
  * missing dir restores nothing. *n_restored (optional). */
 SIPP_API sipp_status sipp_engine_restore_slots(sipp_engine *engine, const char *dir, int *n_restored,
                                                char *errbuf);
+
+/* One slot as llama-server's /slots shows it. */
+typedef struct sipp_slot_info {
+    int id;
+    bool busy;           /* serving a request now */
+    int n_tokens;        /* tokens whose KV it holds (as of the last step for a busy slot) */
+    char key[256];       /* the context_key pinned to it, truncated; "" when none */
+    double last_used_ms; /* sipp_now_ms() of its last request's end; 0 when never used */
+} sipp_slot_info;
+
+/* Fills up to cap entries, one per slot; returns how many slots there are. [any thread] */
+SIPP_API int sipp_engine_slots(sipp_engine *engine, sipp_slot_info *out, int cap);
+
+/* One slot's conversation to a file and back (llama-server's /slots/ID?action=save|restore|erase):
+ * the file holds the slot's tokens, its context_key and its sequence state, with the identity of
+ * the model file as sipp_engine_save_slots writes it, so that a restore into an engine of another
+ * (or a changed) model file is refused. A restored slot holds the same KV and tokens: the next request
+ * whose prompt starts with them reuses them (cached_tokens) and continues as the saved slot would.
+ * Each waits for the engine to be idle (as sipp_engine_save_slots) and is SIPP_ERR_BUSY while it serves
+ * requests. Save: SIPP_ERR_INVALID_ARGUMENT for an empty slot; restore: SIPP_ERR_IO for a file that
+ * cannot be read, SIPP_ERR_MODEL for one of another model or damaged (the slot is left empty).
+ * *n_tokens (optional) counts the tokens saved, restored or erased; *n_bytes (optional) the file's
+ * size. [any thread] */
+SIPP_API sipp_status sipp_engine_slot_save(sipp_engine *engine, int slot_id, const char *path, int *n_tokens,
+                                           uint64_t *n_bytes, char *errbuf);
+SIPP_API sipp_status sipp_engine_slot_restore(sipp_engine *engine, int slot_id, const char *path,
+                                              int *n_tokens, uint64_t *n_bytes, char *errbuf);
+SIPP_API sipp_status sipp_engine_slot_erase(sipp_engine *engine, int slot_id, int *n_tokens, char *errbuf);
 
 /* The message of the calling thread's last failed call on this engine (borrowed; valid on this thread
  * until its next failing call or error read). Threads do not see each other's messages; a thread
@@ -1205,6 +1255,39 @@ SIPP_API sipp_status sipp_engine_submit(sipp_engine *engine, const sipp_request_
  * (SIPP_ERR_CONTEXT_FULL). Errors as submit's, the message on the engine. [any thread] */
 SIPP_API sipp_status sipp_engine_count_prompt(sipp_engine *engine, const sipp_request_params *params,
                                               int *n_prompt, int *n_ctx);
+
+/* The prompt text sipp_engine_submit would tokenize for params (a chat rendered by its template, with
+ * its tools and switches; a prompt as given), without queueing it: *prompt is malloc'ed (sipp_free).
+ * *n_prompt (optional) is its length in positions, as sipp_engine_count_prompt counts it. Errors as
+ * submit's, the message on the engine. [any thread] */
+SIPP_API sipp_status sipp_engine_render_prompt(sipp_engine *engine, const sipp_request_params *params,
+                                               char **prompt, int *n_prompt);
+
+/* A fill-in-the-middle request (llama-server's /infill): the code before and after the hole, an
+ * optional start of the middle (prompt, special texts parsed), and other files of the project. */
+typedef struct sipp_infill_extra {
+    const char *filename; /* NULL: "tmp" */
+    const char *text;
+} sipp_infill_extra;
+
+typedef struct sipp_infill_request {
+    const char *prefix;
+    const char *suffix;
+    const char *prompt; /* NULL or "": none */
+    const sipp_infill_extra *extra;
+    size_t n_extra;
+    int n_batch;   /* the cut of prefix and suffix (3/4 and 1/4 of it); 0: 2048, llama-server's default */
+    int n_predict; /* what the extra files leave room for (twice it); -1 as llama-server's default */
+} sipp_infill_request;
+
+/* The prompt tokens of a fill-in-the-middle request, built as llama-server's format_prompt_infill
+ * builds them with the engine's context as the slot's: [FIM_REP]myproject, each extra file under
+ * [FIM_SEP]name, [BOS], [FIM_PRE] prefix prompt [FIM_SUF] suffix [FIM_MID]; submit them as
+ * sipp_request_params.tokens. *tokens is malloc'ed (sipp_free). SIPP_ERR_MODEL for a model whose
+ * vocabulary has no prefix, suffix or middle token (the message names the missing ones).
+ * [any thread] */
+SIPP_API sipp_status sipp_engine_infill_tokens(sipp_engine *engine, const sipp_infill_request *request,
+                                               int32_t **tokens, size_t *n_tokens);
 
 /* Asks the request to stop; it finishes as cancelled within one engine step. [any thread] */
 SIPP_API void sipp_request_cancel(sipp_request *request);
@@ -1480,8 +1563,12 @@ SIPP_API sipp_status sipp_engine_embed(sipp_engine *engine, const char *const *t
                                        bool normalize, float **out, int *n_embd, int *n_tokens);
 
 /* Scores documents against a query with a reranking model (rank pooling): *scores is malloc'ed
- * (free with sipp_free) and holds n_docs floats, higher is more relevant. SIPP_ERR_MODEL when the
- * model is not a reranker. [any thread] */
+ * (free with sipp_free) and holds n_docs floats, higher is more relevant. Each pair is one sequence
+ * built as llama-server's /v1/rerank builds it: the model's "rerank" template
+ * (tokenizer.chat_template.rerank, with {query} and {document} replaced, special tokens parsed)
+ * when it has one, else [BOS] query [EOS] [SEP] document [EOS], each of BOS, EOS and SEP only where
+ * the vocabulary adds it (EOS falls back to SEP). SIPP_ERR_MODEL when the model is not a reranker.
+ * [any thread] */
 SIPP_API sipp_status sipp_engine_rerank(sipp_engine *engine, const char *query, const char *const *docs,
                                         size_t n_docs, float **scores);
 
@@ -1503,9 +1590,10 @@ SIPP_API sipp_embed_options sipp_embed_default_options(void);
 SIPP_API sipp_status sipp_engine_embed_with(sipp_engine *engine, const char *const *texts, size_t n_texts,
                                             const sipp_embed_options *options, float **out, int *n_embd,
                                             int *n_tokens);
+/* *n_tokens (optional) receives the tokens of all the pairs evaluated. */
 SIPP_API sipp_status sipp_engine_rerank_with(sipp_engine *engine, const char *query, const char *const *docs,
-                                             size_t n_docs, const sipp_embed_options *options,
-                                             float **scores);
+                                             size_t n_docs, const sipp_embed_options *options, float **scores,
+                                             int *n_tokens);
 
 /* ---- speech out: text to speech, and audio encoding ------------------------------------------- */
 

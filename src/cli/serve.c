@@ -41,6 +41,9 @@ typedef struct serve_opts {
     const char *host;
     const char *models_dir;
     const char *keep_alive;
+    const char *pooling;        /* MODEL's embedding pooling ("rank": a reranker); NULL = the model's */
+    const char *slot_save_path; /* [server] slot_save_dir */
+    bool rerank;                /* --rerank: --pooling rank, llama-server's name */
     const char *supervised[SERVE_MAX_SUPERVISED]; /* internal: see the top of the file */
     size_t n_supervised;
     int memory_budget_mb, max_loaded_models;
@@ -174,6 +177,24 @@ static const cli_option opt_draft = {
     .like = &cli_opt_draft,
     .help = "MODEL's draft model (speculative \"draft\"; a path or a store name; auto:\n"
             "the draft published beside MODEL, for development)"};
+static const cli_option opt_pooling = {
+    .name = "--pooling",
+    .arg = "TYPE",
+    .kind = CLI_OPT_STRING,
+    .offset = offsetof(serve_opts, pooling),
+    .help = "MODEL's embedding pooling: none, mean, cls, last, rank (default: the\n"
+            "model's own; rank serves /v1/rerank)"};
+static const cli_option opt_rerank = {.name = "--rerank",
+                                      .kind = CLI_OPT_FLAG,
+                                      .offset = offsetof(serve_opts, rerank),
+                                      .help =
+                                          "MODEL is a reranker: --pooling rank (llama-server's --rerank)"};
+static const cli_option opt_slot_save_path = {
+    .name = "--slot-save-path",
+    .arg = "DIR",
+    .kind = CLI_OPT_STRING,
+    .offset = offsetof(serve_opts, slot_save_path),
+    .help = "where POST /slots/ID?action=save|restore keeps its files ([server] slot_save_dir)"};
 static const cli_option opt_allow_unauthenticated = {.name = "--allow-unauthenticated",
                                                      .kind = CLI_OPT_FLAG,
                                                      .offset = offsetof(serve_opts, allow_unauthenticated),
@@ -199,20 +220,37 @@ static const cli_option opt_supervised = {.name = "--supervised-target",
                                           .kind = CLI_OPT_CUSTOM,
                                           .parse = parse_supervised}; /* internal: no help line */
 
-static const cli_option *const options[] = {&opt_config,        &opt_check,
-                                            &opt_models_dir,    &opt_follow_symlinks,
-                                            &opt_memory_budget, &opt_max_loaded,
-                                            &opt_keep_alive,    &opt_host,
-                                            &opt_port,          &opt_backend,
-                                            &opt_parallel,      &opt_ctx_size,
-                                            &opt_threads,       &opt_gpu_layers,
-                                            &opt_max_tokens,    &opt_flash_attn,
-                                            &opt_cache_type_k,  &cli_opt_lora,
-                                            &opt_cache_type_v,  &opt_spec,
-                                            &opt_draft,         &opt_allow_unauthenticated,
-                                            &opt_no_auth,       &opt_voice,
-                                            &opt_voice_name,    &cli_opt_artifact,
-                                            &opt_supervised,    NULL};
+static const cli_option *const options[] = {&opt_config,
+                                            &opt_check,
+                                            &opt_models_dir,
+                                            &opt_follow_symlinks,
+                                            &opt_memory_budget,
+                                            &opt_max_loaded,
+                                            &opt_keep_alive,
+                                            &opt_host,
+                                            &opt_port,
+                                            &opt_backend,
+                                            &opt_parallel,
+                                            &opt_ctx_size,
+                                            &opt_threads,
+                                            &opt_gpu_layers,
+                                            &opt_max_tokens,
+                                            &opt_flash_attn,
+                                            &opt_cache_type_k,
+                                            &cli_opt_lora,
+                                            &opt_cache_type_v,
+                                            &opt_spec,
+                                            &opt_draft,
+                                            &opt_pooling,
+                                            &opt_rerank,
+                                            &opt_slot_save_path,
+                                            &opt_allow_unauthenticated,
+                                            &opt_no_auth,
+                                            &opt_voice,
+                                            &opt_voice_name,
+                                            &cli_opt_artifact,
+                                            &opt_supervised,
+                                            NULL};
 
 static const char about[] =
     "Runs the gateway: OpenAI-compatible routes (/v1/models, /v1/chat/completions, /v1/completions,\n"
@@ -241,7 +279,7 @@ static bool model_options_given(const serve_opts *o) {
     const cli_common *c = &o->c;
     return c->backend || c->flash_attn || c->speculative || c->draft || o->parallel || o->ctx_set ||
            c->threads || c->gpu_layers != GPU_LAYERS_UNSET || o->max_tokens || c->cache_type_k ||
-           c->cache_type_v || c->n_lora;
+           c->cache_type_v || c->n_lora || o->pooling || o->rerank;
 }
 
 /* Returns CLI_PARSED, EXIT_OK after --help, or EXIT_USAGE after printing what is wrong. */
@@ -270,8 +308,21 @@ static int parse(int argc, char **argv, serve_opts *o) {
     if (o->config && model_options_given(o)) {
         cli_error(
             "serve: --backend, --flash-attn, --spec, --draft, --parallel, --ctx-size, --threads, "
-            "--gpu-layers, --max-tokens, --cache-type-k, --cache-type-v and --lora apply to MODEL; with "
-            "--config set them per target in the file (max_tokens = N, lora = [{path, scale}])");
+            "--gpu-layers, --max-tokens, --cache-type-k, --cache-type-v, --lora, --pooling and --rerank "
+            "apply to MODEL; with --config set them per target in the file (max_tokens = N, lora = "
+            "[{path, scale}], pooling = \"rank\")");
+        return EXIT_USAGE;
+    }
+    static const char *const poolings[] = {"none", "mean", "cls", "last", "rank"};
+    bool known = !o->pooling;
+    for (size_t i = 0; i < sizeof poolings / sizeof *poolings && !known; i++)
+        known = strcmp(o->pooling, poolings[i]) == 0;
+    if (!known) {
+        cli_error("serve: --pooling '%s' is not one of none, mean, cls, last, rank", o->pooling);
+        return EXIT_USAGE;
+    }
+    if (o->rerank && o->pooling && strcmp(o->pooling, "rank") != 0) {
+        cli_error("serve: --rerank is --pooling rank; --pooling %s contradicts it", o->pooling);
         return EXIT_USAGE;
     }
     return cli_cache_types_fit(o->c.backend, o->c.flash_attn, o->c.cache_type_k, o->c.cache_type_v)
@@ -308,6 +359,7 @@ static bool apply_model_options(const serve_opts *o, gw_target_config *t) {
     set_string(&t->cache_type_k, c->cache_type_k);
     set_string(&t->cache_type_v, c->cache_type_v);
     set_string(&t->draft_model, draft);
+    set_string(&t->pooling, o->rerank ? "rank" : o->pooling);
     if (o->parallel) t->parallel = o->parallel;
     if (o->ctx_set) t->ctx_size = c->ctx_size;
     t->ctx_auto = o->ctx_auto;
@@ -359,6 +411,7 @@ static bool build_config(const serve_opts *o, bool check, gw_config *cfg, sipp_b
         return false;
     }
     set_string(&cfg->host, o->host);
+    set_string(&cfg->slot_save_dir, o->slot_save_path);
     if (o->port >= 0) cfg->port = o->port;
     if (o->allow_unauthenticated || o->no_auth) cfg->allow_unauthenticated = true;
     if (ok && o->n_supervised) ok = gw_config_supervised(cfg, o->supervised, o->n_supervised, errs);

@@ -30,11 +30,33 @@ struct sipp_embedder {
     struct llama_context *ctx;
     int n_ctx;
     enum llama_pooling_type pooling;
+    enum llama_pooling_type want; /* sipp_engine_params.pooling; UNSPECIFIED: the model's */
 };
 
-sipp_embedder *sipp_embedder_new(void) {
+bool sipp_embed_pooling_parse(const char *name, int *out) {
+    static const struct {
+        const char *name;
+        enum llama_pooling_type type;
+    } names[] = {{"none", LLAMA_POOLING_TYPE_NONE},
+                 {"mean", LLAMA_POOLING_TYPE_MEAN},
+                 {"cls", LLAMA_POOLING_TYPE_CLS},
+                 {"last", LLAMA_POOLING_TYPE_LAST},
+                 {"rank", LLAMA_POOLING_TYPE_RANK}};
+    *out = LLAMA_POOLING_TYPE_UNSPECIFIED;
+    if (!name || !*name) return true;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i].name) == 0) {
+            *out = names[i].type;
+            return true;
+        }
+    return false;
+}
+
+sipp_embedder *sipp_embedder_new(int pooling) {
     sipp_embedder *em = calloc(1, sizeof *em);
-    if (em) pthread_mutex_init(&em->mu, NULL);
+    if (!em) return NULL;
+    pthread_mutex_init(&em->mu, NULL);
+    em->want = (enum llama_pooling_type)pooling;
     return em;
 }
 
@@ -61,11 +83,12 @@ static struct llama_context *make_ctx(sipp_model *m, int n_ctx, int threads,
     return ctx;
 }
 
-/* Creates the context on first use: the model's pooling, or mean when it has none. */
+/* Creates the context on first use: the pooling asked for, else the model's, or mean when it has
+ * none. */
 static sipp_status ensure_ctx(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, char *err) {
     if (em->ctx) return SIPP_OK;
     int n_ctx = ctx_size > EMBED_CTX_MAX ? EMBED_CTX_MAX : ctx_size;
-    em->ctx = make_ctx(m, n_ctx, threads, LLAMA_POOLING_TYPE_UNSPECIFIED);
+    em->ctx = make_ctx(m, n_ctx, threads, em->want);
     if (em->ctx && llama_pooling_type(em->ctx) == LLAMA_POOLING_TYPE_NONE) {
         llama_free(em->ctx);
         em->ctx = make_ctx(m, n_ctx, threads, LLAMA_POOLING_TYPE_MEAN);
@@ -175,9 +198,73 @@ sipp_status sipp_embed_run(sipp_embedder *em, sipp_model *m, int ctx_size, int t
     return SIPP_OK;
 }
 
+/* Appends tok unless it is LLAMA_TOKEN_NULL. */
+static void push_token(llama_token *seq, int *k, llama_token tok) {
+    if (tok != LLAMA_TOKEN_NULL) seq[(*k)++] = tok;
+}
+
+/* The model's rerank template with {query} and {document} replaced (malloc'ed), or NULL when it has
+ * none. */
+static char *rerank_prompt(const sipp_model *m, const char *query, const char *doc) {
+    const char *tmpl = llama_model_chat_template(m->lm, "rerank");
+    if (!tmpl) return NULL;
+    sipp_buf b = {0};
+    for (const char *p = tmpl; *p;) {
+        if (strncmp(p, "{query}", strlen("{query}")) == 0) {
+            sipp_buf_append(&b, query, strlen(query));
+            p += strlen("{query}");
+        } else if (strncmp(p, "{document}", strlen("{document}")) == 0) {
+            sipp_buf_append(&b, doc, strlen(doc));
+            p += strlen("{document}");
+        } else {
+            sipp_buf_append(&b, p++, 1);
+        }
+    }
+    return b.data ? b.data : strdup("");
+}
+
+/* The tokens of one (query, document) pair, built as llama-server's format_prompt_rerank builds them
+ * (sipp.h says how); *seq is malloc'ed. */
+static sipp_status rerank_tokens(sipp_model *m, const char *query, const char *doc, llama_token **seq, int *n,
+                                 char *err) {
+    char *prompt = rerank_prompt(m, query, doc);
+    if (prompt) {
+        sipp_status st = sipp_model_tokenize_alloc(m, prompt, false, true, seq, n, err);
+        free(prompt);
+        return st;
+    }
+    const struct llama_vocab *v = m->vocab;
+    llama_token *q, *d;
+    int nq, nd;
+    sipp_status st = sipp_model_tokenize_alloc(m, query, false, false, &q, &nq, err);
+    if (st != SIPP_OK) return st;
+    if ((st = sipp_model_tokenize_alloc(m, doc, false, false, &d, &nd, err)) != SIPP_OK) {
+        free(q);
+        return st;
+    }
+    llama_token eos = llama_vocab_eos(v) != LLAMA_TOKEN_NULL ? llama_vocab_eos(v) : llama_vocab_sep(v);
+    bool add_eos = llama_vocab_get_add_eos(v);
+    *seq = malloc((size_t)(nq + nd + 4) * sizeof **seq);
+    int k = 0;
+    if (*seq) {
+        if (llama_vocab_get_add_bos(v)) push_token(*seq, &k, llama_vocab_bos(v));
+        memcpy(*seq + k, q, (size_t)nq * sizeof **seq), k += nq;
+        if (add_eos) push_token(*seq, &k, eos);
+        if (llama_vocab_get_add_sep(v)) push_token(*seq, &k, llama_vocab_sep(v));
+        memcpy(*seq + k, d, (size_t)nd * sizeof **seq), k += nd;
+        if (add_eos) push_token(*seq, &k, eos);
+    } else {
+        st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+    *n = k;
+    free(q);
+    free(d);
+    return st;
+}
+
 sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int threads, const char *query,
                             const char *const *docs, size_t n_docs, const sipp_embed_options *opt,
-                            float **scores, char *err) {
+                            float **scores, int *n_tokens, char *err) {
     *scores = NULL;
     sipp_embed_options def = sipp_embed_default_options();
     if (!opt) opt = &def;
@@ -187,38 +274,21 @@ sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int 
     pthread_mutex_lock(&em->mu);
     sipp_status st = ensure_ctx(em, m, ctx_size, threads, err);
     if (st == SIPP_OK && em->pooling != LLAMA_POOLING_TYPE_RANK)
-        st = sipp_fail(err, SIPP_ERR_MODEL, "'%s' is not a reranking model (its pooling is not rank)",
+        st = sipp_fail(err, SIPP_ERR_MODEL,
+                       "'%s' is not loaded as a reranker (its pooling is not rank): rank with a reranking "
+                       "model (one with a rank head, cls.output) loaded with pooling \"rank\"",
                        m->path);
     float *out = st == SIPP_OK ? calloc(n_docs, sizeof *out) : NULL;
     if (st == SIPP_OK && !out) st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
-    /* As llama-server does: [BOS] query [EOS] [SEP] document [EOS], one sequence per document. */
-    const struct llama_vocab *v = m->vocab;
+    int total = 0;
     for (size_t i = 0; st == SIPP_OK && i < n_docs; i++) {
         if ((st = keep_going(opt, deadline, i, n_docs, err)) != SIPP_OK) break;
-        llama_token *q, *d;
-        int nq, nd;
-        if ((st = sipp_model_tokenize_alloc(m, query, false, false, &q, &nq, err)) != SIPP_OK) break;
-        if ((st = sipp_model_tokenize_alloc(m, docs[i] ? docs[i] : "", false, false, &d, &nd, err)) !=
-            SIPP_OK) {
-            free(q);
-            break;
-        }
-        llama_token *seq = malloc((size_t)(nq + nd + 4) * sizeof *seq);
+        llama_token *seq = NULL;
         int k = 0;
-        if (seq) {
-            seq[k++] = llama_vocab_bos(v);
-            memcpy(seq + k, q, (size_t)nq * sizeof *seq), k += nq;
-            seq[k++] = llama_vocab_eos(v);
-            seq[k++] = llama_vocab_sep(v);
-            memcpy(seq + k, d, (size_t)nd * sizeof *seq), k += nd;
-            seq[k++] = llama_vocab_eos(v);
-            st = eval_one(em, seq, k, out + i, 1, i, err);
-        } else {
-            st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
-        }
+        st = rerank_tokens(m, query, docs[i] ? docs[i] : "", &seq, &k, err);
+        if (st == SIPP_OK) st = eval_one(em, seq, k, out + i, 1, i, err);
+        total += k;
         free(seq);
-        free(q);
-        free(d);
     }
     pthread_mutex_unlock(&em->mu);
     if (st != SIPP_OK) {
@@ -226,5 +296,6 @@ sipp_status sipp_rerank_run(sipp_embedder *em, sipp_model *m, int ctx_size, int 
         return st;
     }
     *scores = out;
+    if (n_tokens) *n_tokens = total;
     return SIPP_OK;
 }

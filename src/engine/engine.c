@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "engine/draft.h"
 #include "engine/embed.h"
+#include "engine/infill.h"
 #include "engine/lora.h"
 #include "engine/request.h"
 #include "engine/sampling.h"
@@ -203,7 +204,12 @@ static sipp_status alloc_slots(sipp_engine *e, char *errbuf) {
 /* The embedder, and for an engine that serves embeddings one run of it now: its context is made when
  * the engine is, not on the first request. A model that cannot embed says so on that request. */
 static sipp_status open_embedder(sipp_engine *e, char *errbuf) {
-    e->embedder = sipp_embedder_new();
+    int pooling;
+    if (!sipp_embed_pooling_parse(e->params.pooling, &pooling))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "pooling '%s' is not one of none, mean, cls, last, rank (or empty: the model's own)",
+                         e->params.pooling);
+    e->embedder = sipp_embedder_new(pooling);
     if (!e->embedder) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
     if (!e->params.embeddings) return SIPP_OK;
     float *probe = NULL;
@@ -407,21 +413,48 @@ static sipp_status check_sampling(const sipp_sampling *s, int max_tokens, char *
     return SIPP_OK;
 }
 
-sipp_status sipp_engine_count_prompt(sipp_engine *e, const sipp_request_params *p, int *n_prompt,
-                                     int *n_ctx) {
-    if (n_prompt) *n_prompt = 0;
-    if (n_ctx) *n_ctx = e ? e->n_ctx : 0;
-    if (!e || !p || !n_prompt) return SIPP_ERR_INVALID_ARGUMENT;
+/* Renders p as submit would, without queueing it: its length and (prompt not NULL) its text. */
+static sipp_status render_only(sipp_engine *e, const sipp_request_params *p, int *n_prompt, char **prompt) {
     sipp_request_owner owner = {
         .engine = e, .model = e->model, .wake = sipp_engine_wake, .stepped = e->stepped};
     sipp_request *r = sipp_request_alloc(&owner, p);
     if (!r) return engine_fail(e, SIPP_ERR_NO_MEMORY, "out of memory");
     char err[SIPP_ERROR_SIZE];
     sipp_status st = render_prompt(e, p, r, err);
-    if (st == SIPP_OK) *n_prompt = r->n_prompt;
+    if (st == SIPP_OK && n_prompt) *n_prompt = r->n_prompt;
+    if (st == SIPP_OK && prompt) {
+        const char *text = r->chat.plan ? r->chat.plan->prompt : p->prompt ? p->prompt : "";
+        if (!(*prompt = strdup(text))) st = sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
     r->engine = NULL; /* never queued */
     sipp_request_free(r);
     return st == SIPP_OK ? SIPP_OK : engine_fail(e, st, "%s", err);
+}
+
+sipp_status sipp_engine_infill_tokens(sipp_engine *e, const sipp_infill_request *rq, int32_t **tokens,
+                                      size_t *n_tokens) {
+    if (tokens) *tokens = NULL;
+    if (n_tokens) *n_tokens = 0;
+    if (!e || !rq || !tokens || !n_tokens) return SIPP_ERR_INVALID_ARGUMENT;
+    char err[SIPP_ERROR_SIZE];
+    sipp_status st = sipp_infill_build(e->model, e->n_ctx, rq, tokens, n_tokens, err);
+    return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
+}
+
+sipp_status sipp_engine_count_prompt(sipp_engine *e, const sipp_request_params *p, int *n_prompt,
+                                     int *n_ctx) {
+    if (n_prompt) *n_prompt = 0;
+    if (n_ctx) *n_ctx = e ? e->n_ctx : 0;
+    if (!e || !p || !n_prompt) return SIPP_ERR_INVALID_ARGUMENT;
+    return render_only(e, p, n_prompt, NULL);
+}
+
+sipp_status sipp_engine_render_prompt(sipp_engine *e, const sipp_request_params *p, char **prompt,
+                                      int *n_prompt) {
+    if (prompt) *prompt = NULL;
+    if (n_prompt) *n_prompt = 0;
+    if (!e || !p || !prompt) return SIPP_ERR_INVALID_ARGUMENT;
+    return render_only(e, p, n_prompt, prompt);
 }
 
 sipp_status sipp_engine_submit(sipp_engine *e, const sipp_request_params *p, sipp_request **out) {
@@ -654,16 +687,16 @@ sipp_status sipp_engine_embed(sipp_engine *e, const char *const *texts, size_t n
 }
 
 sipp_status sipp_engine_rerank_with(sipp_engine *e, const char *query, const char *const *docs, size_t n_docs,
-                                    const sipp_embed_options *options, float **scores) {
+                                    const sipp_embed_options *options, float **scores, int *n_tokens) {
     char err[SIPP_ERROR_SIZE];
     sipp_status st = sipp_rerank_run(e->embedder, e->model, e->params.ctx_size, e->params.threads, query,
-                                     docs, n_docs, options, scores, err);
+                                     docs, n_docs, options, scores, n_tokens, err);
     return st == SIPP_OK ? st : engine_fail(e, st, "%s", err);
 }
 
 sipp_status sipp_engine_rerank(sipp_engine *e, const char *query, const char *const *docs, size_t n_docs,
                                float **scores) {
-    return sipp_engine_rerank_with(e, query, docs, n_docs, NULL, scores);
+    return sipp_engine_rerank_with(e, query, docs, n_docs, NULL, scores, NULL);
 }
 
 /* The model's measured memory and this engine's context buffers (backend/buffers.c). */

@@ -22,7 +22,10 @@
  * restored or refused (stale). A save first removes the oldest files of the directory until it holds
  * fewer than SIPP_SLOT_STATE_MAX_FILES and, with the new file, at most max_bytes.
  *
- * Both calls run on an engine that nothing is using: under engine->mu, once the engine thread is
+ * One slot is saved to, restored from and erased by a file the caller names too (llama-server's
+ * /slots/ID?action=...): the same file format, a slot without a key included.
+ *
+ * Every call runs on an engine that nothing is using: under engine->mu, once the engine thread is
  * parked waiting for work (engine.c sets parked), with no request queued or in a slot.
  */
 #include <dirent.h>
@@ -170,23 +173,20 @@ static void make_room(const char *dir, const char *keep, uint64_t incoming, uint
 
 static bool write_all(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n; }
 
-/* One slot's file; false (nothing left behind) when it cannot be written. */
-static bool save_slot(sipp_engine *e, const slot *s, const char *dir, const char *identity,
-                      const char *path_hash, uint64_t max_bytes, char *err) {
+/* Writes slot s to path (through path.tmp, renamed); false (nothing left behind) when it cannot.
+ * *bytes is the file's size. */
+static bool write_slot_file(sipp_engine *e, const slot *s, const char *path, const char *identity,
+                            uint64_t *bytes, char *err) {
     /* lock_idle's rule: the engine thread is parked (or there is none) and no slot is serving */
     SIPP_ASSERT_ENGINE_LOCKED(e);
     SIPP_ASSERT(!s->req && (!e->thread_started || e->parked));
-    char key_hash[NAME_HASH_DIGITS + 1], name[NAME_SIZE], path[PATH_MAX], tmp[PATH_MAX + 8];
-    size_t key_bytes = strlen(s->key);
-    if (key_bytes > MAX_KEY_BYTES || !short_hash(s->key, key_hash)) return false;
-    snprintf(name, sizeof name, "%s-%s%s", path_hash, key_hash, SUFFIX);
-    join(path, sizeof path, dir, name);
-    snprintf(tmp, sizeof tmp, "%s%s", path, TMP_SUFFIX);
+    char tmp[PATH_MAX + 8];
+    const char *key = s->key ? s->key : "";
+    size_t key_bytes = strlen(key);
     size_t state_bytes = llama_state_seq_get_size(e->ctx, s->id);
-    uint64_t file_bytes =
-        sizeof(file_header) + key_bytes + (uint64_t)s->n_cache * sizeof(llama_token) + state_bytes;
-    if (!state_bytes || (max_bytes && file_bytes > max_bytes)) return false;
-    make_room(dir, name, file_bytes, max_bytes);
+    if (key_bytes > MAX_KEY_BYTES || !state_bytes) return false;
+    snprintf(tmp, sizeof tmp, "%s%s", path, TMP_SUFFIX);
+    *bytes = sizeof(file_header) + key_bytes + (uint64_t)s->n_cache * sizeof(llama_token) + state_bytes;
     uint8_t *state = malloc(state_bytes);
     if (!state || llama_state_seq_get_data(e->ctx, state, state_bytes, s->id) != state_bytes) {
         free(state);
@@ -199,7 +199,7 @@ static bool save_slot(sipp_engine *e, const slot *s, const char *dir, const char
     memcpy(h.magic, MAGIC, MAGIC_SIZE);
     memcpy(h.identity, identity, SIPP_SHA256_HEX);
     FILE *f = fopen(tmp, "wb");
-    bool ok = f && write_all(f, &h, sizeof h) && write_all(f, s->key, key_bytes) &&
+    bool ok = f && write_all(f, &h, sizeof h) && write_all(f, key, key_bytes) &&
               write_all(f, s->cache, (size_t)s->n_cache * sizeof *s->cache) &&
               write_all(f, state, state_bytes);
     if (f && fclose(f) != 0) ok = false;
@@ -210,6 +210,21 @@ static bool save_slot(sipp_engine *e, const slot *s, const char *dir, const char
         unlink(tmp);
     }
     return ok;
+}
+
+/* One keyed slot's file in dir, named by the model path's and the key's hashes, within max_bytes. */
+static bool save_slot(sipp_engine *e, const slot *s, const char *dir, const char *identity,
+                      const char *path_hash, uint64_t max_bytes, char *err) {
+    char key_hash[NAME_HASH_DIGITS + 1], name[NAME_SIZE], path[PATH_MAX];
+    size_t key_bytes = strlen(s->key);
+    if (key_bytes > MAX_KEY_BYTES || !short_hash(s->key, key_hash)) return false;
+    snprintf(name, sizeof name, "%s-%s%s", path_hash, key_hash, SUFFIX);
+    join(path, sizeof path, dir, name);
+    uint64_t file_bytes = sizeof(file_header) + key_bytes + (uint64_t)s->n_cache * sizeof(llama_token) +
+                          llama_state_seq_get_size(e->ctx, s->id);
+    if (max_bytes && file_bytes > max_bytes) return false;
+    make_room(dir, name, file_bytes, max_bytes);
+    return write_slot_file(e, s, path, identity, &file_bytes, err);
 }
 
 sipp_status sipp_engine_save_slots(sipp_engine *e, const char *dir, uint64_t max_bytes, int *n_saved,
@@ -253,9 +268,19 @@ static slot *free_slot(sipp_engine *e) {
 
 static bool read_all(FILE *f, void *p, size_t n) { return n == 0 || fread(p, 1, n, f) == n; }
 
-/* Reads one file into a free slot; false when it is not this model's as it is now, is damaged, or
- * llama.cpp refuses its state (the slot is then left empty). */
-static bool restore_file(sipp_engine *e, const char *path, const char *identity) {
+/* Empties slot s: its cells, tokens and key. */
+static void clear_slot(sipp_engine *e, slot *s) {
+    SIPP_ASSERT_ENGINE_LOCKED(e);
+    if (s->n_cache > 0) llama_memory_seq_rm(e->mem, s->id, -1, -1);
+    s->n_cache = 0;
+    free(s->key);
+    s->key = NULL;
+}
+
+/* Reads one file into slot s (NULL: a free one; a file without a key is refused then); false when it is
+ * not this model's as it is now, is damaged, or llama.cpp refuses its state (the slot is then left
+ * empty). *n_tokens gets its tokens. */
+static bool restore_file(sipp_engine *e, const char *path, const char *identity, slot *s, int *n_tokens) {
     SIPP_ASSERT_ENGINE_LOCKED(e);
     SIPP_ASSERT(!e->thread_started || e->parked);
     FILE *f = fopen(path, "rb");
@@ -263,14 +288,15 @@ static bool restore_file(sipp_engine *e, const char *path, const char *identity)
     file_header h;
     bool ok = read_all(f, &h, sizeof h) && memcmp(h.magic, MAGIC, MAGIC_SIZE) == 0 &&
               h.version == FORMAT_VERSION && memcmp(h.identity, identity, SIPP_SHA256_HEX) == 0 &&
-              h.key_bytes > 0 && h.key_bytes <= MAX_KEY_BYTES && h.n_tokens > 0 &&
+              (h.key_bytes > 0 || s) && h.key_bytes <= MAX_KEY_BYTES && h.n_tokens > 0 &&
               h.n_tokens < (uint32_t)e->n_ctx && h.state_bytes > 0;
     struct stat st;
     ok = ok && fstat(fileno(f), &st) == 0 &&
          (uint64_t)st.st_size ==
              sizeof h + h.key_bytes + (uint64_t)h.n_tokens * sizeof(llama_token) + h.state_bytes;
-    slot *s = ok ? free_slot(e) : NULL;
-    char *key = s ? calloc(1, h.key_bytes + 1) : NULL;
+    if (ok && s) clear_slot(e, s);
+    if (ok && !s) s = free_slot(e);
+    char *key = ok && s ? calloc(1, h.key_bytes + 1) : NULL;
     llama_token *tokens = key ? malloc((size_t)h.n_tokens * sizeof *tokens) : NULL;
     uint8_t *state = tokens ? malloc(h.state_bytes) : NULL;
     ok = state && read_all(f, key, h.key_bytes) && strlen(key) == h.key_bytes &&
@@ -292,10 +318,11 @@ static bool restore_file(sipp_engine *e, const char *path, const char *identity)
         /* The file does not say under which LoRA scales its KV was computed: with adapters it serves
          * no request's prefix (engine/lora.h), without them every request's. */
         s->lora_sig = e->lora.n ? UINT64_MAX : 0;
-        s->key = key;
+        s->key = h.key_bytes ? key : NULL;
         s->last_used = sipp_now_ms();
+        if (n_tokens) *n_tokens = (int)h.n_tokens;
         tokens = NULL;
-        key = NULL;
+        if (h.key_bytes) key = NULL;
     }
     free(state);
     free(tokens);
@@ -328,11 +355,93 @@ sipp_status sipp_engine_restore_slots(sipp_engine *e, const char *dir, int *n_re
             continue;
         char path[PATH_MAX];
         join(path, sizeof path, dir, de->d_name);
-        if (restore_file(e, path, identity)) restored++;
+        if (restore_file(e, path, identity, NULL, NULL)) restored++;
         unlink(path); /* restored, or stale: either way it is not read again */
     }
     sipp_engine_unlock(e);
     closedir(d);
     if (n_restored) *n_restored = restored;
+    return SIPP_OK;
+}
+
+/* ---- one slot, by id (llama-server's /slots/ID) -------------------------------------------------- */
+
+int sipp_engine_slots(sipp_engine *e, sipp_slot_info *out, int cap) {
+    if (!e) return 0;
+    sipp_engine_lock(e);
+    int n = e->params.parallel;
+    for (int i = 0; i < n && i < cap; i++) {
+        const slot *s = &e->slots[i];
+        out[i] = (sipp_slot_info){
+            .id = s->id, .busy = s->req != NULL, .n_tokens = s->n_cache, .last_used_ms = s->last_used};
+        if (s->key) sipp_strlcpy(out[i].key, s->key, sizeof out[i].key);
+    }
+    sipp_engine_unlock(e);
+    return n;
+}
+
+/* The model's identity and e->mu held on an idle engine, for a slot by id; else the error. */
+static sipp_status lock_slot(sipp_engine *e, int slot_id, const char *what, char identity[SIPP_SHA256_HEX],
+                             char *errbuf) {
+    if (!e) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no engine given");
+    if (slot_id < 0 || slot_id >= e->params.parallel)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "slot %d does not exist: '%s' has slots 0 to %d",
+                         slot_id, e->model->path, e->params.parallel - 1);
+    if (identity && !model_identity(e->model, identity))
+        return sipp_fail(errbuf, SIPP_ERR_IO, "cannot read %s: %s", e->model->path, strerror(errno));
+    if (!lock_idle(e))
+        return sipp_fail(errbuf, SIPP_ERR_BUSY,
+                         "the engine of '%s' is serving requests; a slot is %s only when it is idle",
+                         e->model->path, what);
+    return SIPP_OK;
+}
+
+sipp_status sipp_engine_slot_save(sipp_engine *e, int slot_id, const char *path, int *n_tokens,
+                                  uint64_t *n_bytes, char *errbuf) {
+    if (n_tokens) *n_tokens = 0;
+    if (n_bytes) *n_bytes = 0;
+    char identity[SIPP_SHA256_HEX], err[SIPP_ERROR_SIZE] = "";
+    sipp_status st = lock_slot(e, slot_id, "saved", identity, errbuf);
+    if (st != SIPP_OK) return st;
+    const slot *s = &e->slots[slot_id];
+    uint64_t bytes = 0;
+    if (s->n_cache == 0 || llama_memory_seq_pos_min(e->mem, s->id) != 0)
+        st = sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "slot %d holds nothing to save", slot_id);
+    else if (!write_slot_file(e, s, path, identity, &bytes, err))
+        st = sipp_fail(errbuf, SIPP_ERR_IO, "%s", *err ? err : "cannot read the slot's state");
+    if (st == SIPP_OK && n_tokens) *n_tokens = s->n_cache;
+    sipp_engine_unlock(e);
+    if (st == SIPP_OK && n_bytes) *n_bytes = bytes;
+    return st;
+}
+
+sipp_status sipp_engine_slot_restore(sipp_engine *e, int slot_id, const char *path, int *n_tokens,
+                                     uint64_t *n_bytes, char *errbuf) {
+    if (n_tokens) *n_tokens = 0;
+    if (n_bytes) *n_bytes = 0;
+    struct stat st_file;
+    if (stat(path, &st_file) != 0)
+        return sipp_fail(errbuf, SIPP_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    char identity[SIPP_SHA256_HEX];
+    sipp_status st = lock_slot(e, slot_id, "restored", identity, errbuf);
+    if (st != SIPP_OK) return st;
+    if (!restore_file(e, path, identity, &e->slots[slot_id], n_tokens))
+        st = sipp_fail(
+            errbuf, SIPP_ERR_MODEL,
+            "%s is not a slot of '%s' as that file is now (another model, a changed file, or damaged); "
+            "slot %d is left empty",
+            path, e->model->path, slot_id);
+    sipp_engine_unlock(e);
+    if (st == SIPP_OK && n_bytes) *n_bytes = (uint64_t)st_file.st_size;
+    return st;
+}
+
+sipp_status sipp_engine_slot_erase(sipp_engine *e, int slot_id, int *n_tokens, char *errbuf) {
+    if (n_tokens) *n_tokens = 0;
+    sipp_status st = lock_slot(e, slot_id, "erased", NULL, errbuf);
+    if (st != SIPP_OK) return st;
+    if (n_tokens) *n_tokens = e->slots[slot_id].n_cache;
+    clear_slot(e, &e->slots[slot_id]);
+    sipp_engine_unlock(e);
     return SIPP_OK;
 }

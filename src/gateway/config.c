@@ -5,7 +5,7 @@
  *                            request_timeout_seconds, shutdown_timeout_seconds, read_timeout_seconds,
  *                            max_connections, max_connections_per_client, max_buffered_bytes,
  *                            allowed_origins, allowed_hosts, allow_unauthenticated, memory_budget_mb,
- *                            max_loaded_models, slot_state_dir, slot_state_max_mb
+ *                            max_loaded_models, slot_state_dir, slot_state_max_mb, slot_save_dir
  *   [security.rate_limit]    requests_per_minute, burst (per client)
  *   [responses]              max_stored, max_stored_bytes, ttl_seconds (the Responses API's store)
  *   [store]                  allow_private_sources (what /api/pull may download from)
@@ -22,7 +22,7 @@
  *                            flash_attn, speculative, draft_model, draft_max, draft_min, draft_p_min,
  *                            draft_cutoff, cache_type_k, cache_type_v, mmproj, mmproj_offload,
  *                            ctx_size, parallel, threads, gpu_layers, policy, rpc, tensor_split, load,
- *                            keep_alive, pin, repack, max_tokens;
+ *                            keep_alive, pin, repack, max_tokens, pooling;
  *                            openai_compatible:
  *                            base_url or base_urls, model, api_key_env, timeout_seconds;
  *                            both: aliases (globs of other model names routed to the target)
@@ -155,6 +155,7 @@ void gw_config_free(gw_config *c) {
     free(c->models_dir);
     free(c->web_runtime_dir);
     free(c->slot_state_dir);
+    free(c->slot_save_dir);
     memset(c, 0, sizeof *c);
 }
 
@@ -175,6 +176,7 @@ void gw_target_config_free(gw_target_config *t) {
     for (size_t i = 0; i < t->n_lora; i++)
         free(t->lora[i].path);
     free(t->lora);
+    free(t->pooling);
     free(t->chat_template);
     free(t->rpc_servers);
     free(t->tensor_split);
@@ -263,6 +265,8 @@ static void get_bool(cfg_ctx *x, const toml_node *tbl, const char *where, const 
 }
 
 /* A non-empty string; *out is replaced by a copy. Returns the node when present. */
+static char *resolve_path(const char *config_path, const char *p);
+
 static const toml_node *get_str(cfg_ctx *x, const toml_node *tbl, const char *where, const char *key,
                                 char **out) {
     const toml_node *n = toml_table_get(tbl, key);
@@ -351,6 +355,7 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
                                         "max_loaded_models",
                                         "slot_state_dir",
                                         "slot_state_max_mb",
+                                        "slot_save_dir",
                                         "models_follow_symlinks",
                                         "mcp_allowed_hosts",
                                         NULL};
@@ -391,6 +396,13 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     get_int32(x, srv, where, "max_loaded_models", 1, GW_MAX_COUNT, &c->max_loaded_models);
     get_str(x, srv, where, "slot_state_dir", &c->slot_state_dir);
     get_int(x, srv, where, "slot_state_max_mb", 0, GW_MAX_BUDGET_MB, &c->slot_state_max_mb);
+    char *save_dir = NULL; /* relative to the config file's directory, as model paths */
+    get_str(x, srv, where, "slot_save_dir", &save_dir);
+    if (save_dir) {
+        free(c->slot_save_dir);
+        c->slot_save_dir = resolve_path(x->path, save_dir);
+    }
+    free(save_dir);
     get_bool(x, srv, where, "models_follow_symlinks", &c->models_follow_symlinks);
     get_strv(x, srv, where, "mcp_allowed_hosts", &c->mcp_allowed_hosts, &c->n_mcp_allowed_hosts);
 }
@@ -723,6 +735,17 @@ static void parse_speech_keys(cfg_ctx *x, const toml_node *t, const char *where,
     sipp_tts_free(flite);
 }
 
+/* pooling: the embedding context's ("rank": a reranker). */
+static void parse_pooling(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    const toml_node *n = get_str(x, t, where, "pooling", &tc->pooling);
+    if (tc->pooling && strcmp(tc->pooling, "none") != 0 && strcmp(tc->pooling, "mean") != 0 &&
+        strcmp(tc->pooling, "cls") != 0 && strcmp(tc->pooling, "last") != 0 &&
+        strcmp(tc->pooling, "rank") != 0)
+        cfg_err(x, toml_node_line(n),
+                "%s pooling: '%s' is not one of none, mean, cls, last, rank (\"rank\": a reranker)", where,
+                tc->pooling);
+}
+
 /* model: a path or a store name; none for flite, whose voices are built into the library. */
 static void parse_model(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     char *model = NULL;
@@ -772,6 +795,7 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
                 tc->draft_cutoff);
     parse_kv_keys(x, t, where, tc);
     parse_lora(x, t, where, tc);
+    parse_pooling(x, t, where, tc);
     /* mmproj: a projector file (like model: a path or a store name), or "auto" (found at validation) */
     char *mmproj = NULL;
     get_str(x, t, where, "mmproj", &mmproj);
@@ -908,7 +932,7 @@ static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
         "draft_min",    "load",         "keep_alive",     "pin",         "draft_model",
         "draft_p_min",  "repack",       "draft_cutoff",   "aliases",     "max_tokens",
         "cache_type_k", "cache_type_v", "mmproj_offload", "mmproj",      "recipe",
-        "speaker",      "voice",        "lora",           NULL};
+        "speaker",      "voice",        "lora",           "pooling",     NULL};
     static const char *const remote_keys[] = {
         "name", "type", "base_url", "base_urls", "model", "api_key_env", "timeout_seconds", "aliases", NULL};
     size_t n = toml_array_len(arr);

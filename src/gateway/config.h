@@ -66,6 +66,7 @@ typedef struct gw_target_config {
     char *cache_type_v;
     gw_lora *lora; /* its LoRA adapters, ids in order; none: NULL */
     size_t n_lora;
+    char *pooling;       /* sipp_engine_params.pooling: "rank" for a reranker; NULL = the model's */
     char *chat_template; /* NULL: the model's; "chatml" or a template file's path */
     /* A projector for images and audio (sipp_model_params.mmproj): resolved like model_path; NULL =
      * none (the target takes text only). mmproj = "auto" sets mmproj_auto, and gw_config_validate
@@ -151,7 +152,10 @@ typedef struct gw_config {
     /* Where the idle context-keyed slots of an unloaded model are saved (residency.c): a directory of
      * this gateway's own under it; NULL = $XDG_CACHE_HOME/sipp/slot-state (or ~/.cache/...). */
     char *slot_state_dir;
-    int64_t slot_state_max_mb;    /* bound on those files; 0 = save none */
+    int64_t slot_state_max_mb; /* bound on those files; 0 = save none */
+    /* Where POST /slots/ID?action=save|restore reads and writes the files it names (llama-server's
+     * --slot-save-path); NULL = those actions are refused. */
+    char *slot_save_dir;
     int rate_requests_per_minute; /* 0 = no rate limit */
     int rate_burst;
     int responses_max_stored; /* [responses]: 0 = store nothing */

@@ -115,6 +115,7 @@ void gw_dispatch_call(gw_call *call, gw_api api, const gw_format *fmt) {
         [GW_API_CHAT] = "/chat/completions", [GW_API_COMPLETION] = "/completions",
         [GW_API_EMBEDDINGS] = "/embeddings", [GW_API_NATIVE_QUERY] = "/query",
         [GW_API_NATIVE_CHAT] = "/chat",      [GW_API_NATIVE_EMBED] = "/embed",
+        [GW_API_RERANK] = "/rerank",
     };
     gw_dispatch_run(call, NULL, &(gw_dispatch){.api = api, .fmt = fmt, .upstream_suffix = suffix[api]});
 }

@@ -22,6 +22,11 @@ typedef struct gw_dispatch {
      * NULL: a route that translated its API into a chat (the body given to gw_dispatch); a remote
      * target is sent that chat and its answer is rendered with fmt (relay.c). */
     const char *upstream_suffix;
+    /* A route that answers on a model in this process by itself instead of generating or embedding
+     * (tokenize, apply-template, input_tokens: tokens.c): a kind that runs the model calls it on the
+     * ready target; a remote kind refuses the request (400 naming the route). NULL: none. */
+    void (*local)(gw_call *call, gw_target *t, gw_gen *g);
+    const char *route_name;     /* the route, for that refusal ("/tokenize") */
     void *route;                /* the route's rendering state, reached through gw_gen.route */
     void (*route_free)(void *); /* frees route however the request ends (NULL: nothing to free) */
 } gw_dispatch;

@@ -344,7 +344,9 @@ static void gs_close(gw_stream *s) {
 static void to_params(const gen_stream *gs, size_t i, int timeout_ms, sipp_request_params *p) {
     const gw_gen *g = &gs->gen;
     *p = sipp_request_default_params();
-    p->prompt = g->chat || g->messages ? NULL : g->prompt;
+    p->prompt = g->chat || g->messages || g->prompt_tokens ? NULL : g->prompt;
+    p->tokens = g->prompt_tokens; /* infill: the prompt built from its parts */
+    p->n_tokens = g->n_prompt_tokens;
     p->chat_json = gs->chat_json;
     p->chat_template = gs->target->cfg->chat_template;
     p->max_tokens = g->max_tokens;

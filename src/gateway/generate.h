@@ -5,6 +5,7 @@
 #define SIPP_GATEWAY_GENERATE_H
 
 #include "gateway/connection.h"
+#include "gateway/field_names.h"
 #include "gateway/format.h"
 #include "gateway/request_parse.h"
 #include "gateway/server.h"

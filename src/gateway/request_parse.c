@@ -317,11 +317,16 @@ static bool decode_sampling(dec *d, json_t *root) {
 /* ---- the field table ------------------------------------------------------------------------ */
 
 /* Which routes a field belongs to. */
-#define F_CHAT (1u << 0)   /* /v1/chat/completions, /v1/chat */
-#define F_PROMPT (1u << 1) /* /v1/completions, /v1/query */
-#define F_EMBED (1u << 2)  /* /v1/embeddings, /v1/embed */
+#define F_CHAT (1u << 0)       /* /v1/chat/completions, /v1/chat */
+#define F_PROMPT (1u << 1)     /* /v1/completions, /v1/query */
+#define F_EMBED (1u << 2)      /* /v1/embeddings, /v1/embed */
+#define F_RERANK (1u << 3)     /* /v1/rerank, /rerank, /v1/reranking */
+#define F_TOKENIZE (1u << 4)   /* /tokenize */
+#define F_DETOKENIZE (1u << 5) /* /detokenize */
+#define F_INFILL (1u << 6)     /* /infill */
 #define F_GEN (F_CHAT | F_PROMPT)
-#define F_ALL (F_GEN | F_EMBED)
+#define F_ALL (F_GEN | F_EMBED | F_RERANK | F_TOKENIZE | F_DETOKENIZE | F_INFILL)
+#define F_SAMPLE (F_GEN | F_INFILL) /* the samplers, stop and stream: also /infill's */
 
 typedef enum field_kind { FIELD_SUPPORTED, FIELD_IGNORED, FIELD_REFUSED } field_kind;
 
@@ -337,24 +342,42 @@ typedef struct field_rule {
 static const field_rule FIELDS[] = {
     {"model", F_ALL, FIELD_SUPPORTED, NULL},
     {"messages", F_CHAT, FIELD_SUPPORTED, NULL},
-    {"prompt", F_PROMPT, FIELD_SUPPORTED, NULL},
+    {"prompt", F_PROMPT | F_INFILL, FIELD_SUPPORTED, NULL},
     {"input", F_EMBED, FIELD_SUPPORTED, NULL},
     {"encoding_format", F_EMBED, FIELD_SUPPORTED, NULL},
     {"normalize", F_EMBED, FIELD_SUPPORTED, NULL},
-    {"stream", F_GEN, FIELD_SUPPORTED, NULL},
+    {"query", F_RERANK, FIELD_SUPPORTED, NULL},
+    {"documents", F_RERANK, FIELD_SUPPORTED, NULL},
+    {"top_n", F_RERANK, FIELD_SUPPORTED, NULL},
+    {"return_documents", F_RERANK, FIELD_SUPPORTED, NULL},
+    {"texts", F_RERANK, FIELD_REFUSED, "Text Embeddings Inference's shape is not served; send documents"},
+    {"rank_fields", F_RERANK, FIELD_REFUSED, "documents are ranked by their text; send objects with text"},
+    {"max_chunks_per_doc", F_RERANK, FIELD_REFUSED, "a document is ranked whole; split it yourself"},
+    {"content", F_TOKENIZE, FIELD_SUPPORTED, NULL},
+    {"add_special", F_TOKENIZE, FIELD_SUPPORTED, NULL},
+    {"parse_special", F_TOKENIZE, FIELD_SUPPORTED, NULL},
+    {"with_pieces", F_TOKENIZE, FIELD_SUPPORTED, NULL},
+    {"tokens", F_DETOKENIZE, FIELD_SUPPORTED, NULL},
+    {"input_prefix", F_INFILL, FIELD_SUPPORTED, NULL},
+    {"input_suffix", F_INFILL, FIELD_SUPPORTED, NULL},
+    {"input_extra", F_INFILL, FIELD_SUPPORTED, NULL},
+    {"n_predict", F_INFILL, FIELD_SUPPORTED, NULL},
+    {"id_slot", F_INFILL, FIELD_REFUSED, "sipp places each request in a slot itself; leave it out"},
+    {"n_probs", F_INFILL, FIELD_REFUSED, "/infill renders no probabilities; use /v1/completions' logprobs"},
+    {"stream", F_SAMPLE, FIELD_SUPPORTED, NULL},
     {"stream_options", F_GEN, FIELD_SUPPORTED, NULL},
-    {"max_tokens", F_GEN, FIELD_SUPPORTED, NULL},
+    {"max_tokens", F_SAMPLE, FIELD_SUPPORTED, NULL},
     {"max_completion_tokens", F_GEN, FIELD_SUPPORTED, NULL},
-    {"temperature", F_GEN, FIELD_SUPPORTED, NULL},
-    {"top_p", F_GEN, FIELD_SUPPORTED, NULL},
-    {"top_k", F_GEN, FIELD_SUPPORTED, NULL},
-    {"min_p", F_GEN, FIELD_SUPPORTED, NULL},
-    {"repeat_penalty", F_GEN, FIELD_SUPPORTED, NULL},
-    {"presence_penalty", F_GEN, FIELD_SUPPORTED, NULL},
-    {"frequency_penalty", F_GEN, FIELD_SUPPORTED, NULL},
-    {"seed", F_GEN, FIELD_SUPPORTED, NULL},
-    {"stop", F_GEN, FIELD_SUPPORTED, NULL},
-    {"ignore_eos", F_GEN, FIELD_SUPPORTED, NULL},
+    {"temperature", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"top_p", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"top_k", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"min_p", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"repeat_penalty", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"presence_penalty", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"frequency_penalty", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"seed", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"stop", F_SAMPLE, FIELD_SUPPORTED, NULL},
+    {"ignore_eos", F_SAMPLE, FIELD_SUPPORTED, NULL},
     {"context_key", F_GEN, FIELD_SUPPORTED, NULL},
     {"lora", F_GEN, FIELD_SUPPORTED, NULL},
     {"n", F_GEN, FIELD_SUPPORTED, NULL},
@@ -376,7 +399,8 @@ static const field_rule FIELDS[] = {
     {"service_tier", F_GEN, FIELD_IGNORED, "the provider's billing tier"},
     {"safety_identifier", F_GEN, FIELD_IGNORED, "an end-user id for the provider's abuse monitoring"},
     {"prompt_cache_key", F_GEN, FIELD_IGNORED, "a cache hint; sipp reuses shared prefixes by itself"},
-    {"cache_prompt", F_GEN, FIELD_IGNORED, "llama.cpp's cache hint; sipp reuses shared prefixes by itself"},
+    {"cache_prompt", F_SAMPLE, FIELD_IGNORED,
+     "llama.cpp's cache hint; sipp reuses shared prefixes by itself"},
     {"prompt_cache_retention", F_GEN, FIELD_IGNORED, "a cache hint; sipp reuses shared prefixes by itself"},
     {"logit_bias", F_GEN, FIELD_REFUSED, "use grammar or json_schema to constrain tokens"},
     {"modalities", F_CHAT, FIELD_REFUSED, "sipp answers in text only; leave it out"},
@@ -391,7 +415,7 @@ static const field_rule FIELDS[] = {
      "name "
      "files on the server"},
     {"echo", F_PROMPT, FIELD_REFUSED, "the prompt is not echoed; prepend it yourself"},
-    {"suffix", F_PROMPT, FIELD_REFUSED, "fill-in-the-middle is not implemented"},
+    {"suffix", F_PROMPT, FIELD_REFUSED, "fill-in-the-middle is POST /infill (input_prefix, input_suffix)"},
     {"best_of", F_PROMPT, FIELD_REFUSED, "use n and choose yourself"},
     {"dimensions", F_EMBED, FIELD_REFUSED, "the model's embedding width is fixed"},
 };
@@ -402,6 +426,10 @@ static unsigned route_bit(gw_api api) {
     case GW_API_NATIVE_CHAT: return F_CHAT;
     case GW_API_COMPLETION:
     case GW_API_NATIVE_QUERY: return F_PROMPT;
+    case GW_API_RERANK: return F_RERANK;
+    case GW_API_TOKENIZE: return F_TOKENIZE;
+    case GW_API_DETOKENIZE: return F_DETOKENIZE;
+    case GW_API_INFILL: return F_INFILL;
     default: return F_EMBED;
     }
 }
@@ -569,6 +597,97 @@ static bool decode_inputs(dec *d, json_t *root) {
     return true;
 }
 
+/* rerank: query, documents (strings or objects with a "text" string), top_n, return_documents. */
+static bool decode_rerank(dec *d, json_t *root) {
+    gw_gen *g = d->g;
+    json_t *q = json_object_get(root, "query"), *docs = json_object_get(root, "documents");
+    if (!json_is_string(q))
+        return fail(d, "'query' must be a string (the text the documents are ranked for)");
+    g->query = json_string_value(q);
+    size_t n = json_array_size(docs);
+    if (!json_is_array(docs) || n == 0)
+        return fail(d, "'documents' must be a non-empty array of strings or objects with \"text\"");
+    if (n > GW_MAX_EMBED_INPUTS)
+        return fail(d, "'documents' has %zu entries; at most %d are accepted", n, GW_MAX_EMBED_INPUTS);
+    if (!(g->inputs = calloc(n, sizeof *g->inputs))) return fail(d, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(docs, i);
+        json_t *text = json_is_object(e) ? json_object_get(e, "text") : e;
+        if (!json_is_string(text))
+            return fail(d, "'documents[%zu]' must be a string or an object with a \"text\" string", i);
+        g->inputs[g->n_inputs++] = json_string_value(text);
+    }
+    long long top_n = (long long)n;
+    if (!get_int(d, root, "top_n", 1, INT32_MAX, &top_n, NULL)) return false;
+    g->top_n = top_n < (long long)n ? (int)top_n : (int)n;
+    return get_bool(d, root, "return_documents", &g->return_documents);
+}
+
+/* tokenize: content (a string, or an array of strings and token ids, as llama-server's
+ * tokenize_mixed), add_special, parse_special, with_pieces. */
+static bool decode_tokenize(dec *d, json_t *root) {
+    gw_gen *g = d->g;
+    json_t *c = json_object_get(root, "content");
+    if (!json_is_string(c) && !json_is_array(c))
+        return fail(d, "'content' must be a string (or an array of strings and token ids)");
+    for (size_t i = 0; i < json_array_size(c); i++) {
+        json_t *e = json_array_get(c, i);
+        if (!json_is_string(e) && !json_is_integer(e))
+            return fail(d, "'content[%zu]' must be a string or a token id", i);
+    }
+    g->content = c;
+    g->parse_special = true;
+    return get_bool(d, root, "add_special", &g->add_special) &&
+           get_bool(d, root, "parse_special", &g->parse_special) &&
+           get_bool(d, root, "with_pieces", &g->with_pieces);
+}
+
+/* detokenize: tokens, an array of token ids (checked against the vocabulary when it is run). */
+static bool decode_detokenize(dec *d, json_t *root) {
+    json_t *t = json_object_get(root, "tokens");
+    if (!json_is_array(t)) return fail(d, "'tokens' must be an array of token ids");
+    for (size_t i = 0; i < json_array_size(t); i++) {
+        json_t *e = json_array_get(t, i);
+        if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX)
+            return fail(d, "'tokens[%zu]' must be a token id (an integer >= 0)", i);
+    }
+    d->g->token_ids = t;
+    return true;
+}
+
+/* infill: input_prefix and input_suffix (required), input_extra [{filename?, text}], prompt,
+ * n_predict (llama-server's name of max_tokens; -1: until the context is full). */
+static bool decode_infill(dec *d, json_t *root) {
+    gw_gen *g = d->g;
+    json_t *pre = json_object_get(root, "input_prefix"), *suf = json_object_get(root, "input_suffix");
+    if (!json_is_string(pre))
+        return fail(d, "'input_prefix' is required: the code before the hole, a string");
+    if (!json_is_string(suf)) return fail(d, "'input_suffix' is required: the code after the hole, a string");
+    g->input_prefix = json_string_value(pre);
+    g->input_suffix = json_string_value(suf);
+    json_t *extra = json_object_get(root, "input_extra");
+    if (is_present(extra) && !json_is_array(extra))
+        return fail(d, "'input_extra' must be an array of {\"filename\": string, \"text\": string}");
+    size_t n = json_array_size(extra);
+    if (n && !(g->input_extra = calloc(n, sizeof *g->input_extra))) return fail(d, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(extra, i), *text = json_object_get(e, "text"),
+               *name = json_object_get(e, "filename");
+        if (!json_is_string(text)) return fail(d, "'input_extra[%zu].text' must be a string", i);
+        if (is_present(name) && !json_is_string(name))
+            return fail(d, "'input_extra[%zu].filename' must be a string", i);
+        g->input_extra[g->n_input_extra++] =
+            (sipp_infill_extra){.filename = json_string_value(name), .text = json_string_value(text)};
+    }
+    long long n_predict = -1;
+    bool found = false;
+    if (!get_int(d, root, "n_predict", -1, GW_MAX_TOKENS_LIMIT, &n_predict, &found)) return false;
+    if (found && n_predict != 0) g->max_tokens = (int)n_predict;
+    if (found && n_predict == 0)
+        return fail(d, "'n_predict' is 0; ask for at least 1 token, or -1 for no limit");
+    return get_str(d, root, "prompt", &g->prompt);
+}
+
 void gw_gen_free(gw_gen *g) {
     if (!g) return;
     if (g->route_free) g->route_free(g->route);
@@ -577,6 +696,8 @@ void gw_gen_free(gw_gen *g) {
     free(g->json_schema);
     free(g->messages);
     free(g->inputs);
+    free(g->input_extra);
+    sipp_free(g->prompt_tokens);
     for (size_t i = 0; i < g->n_owned; i++)
         free(g->owned[i]);
     free(g->owned);
@@ -677,6 +798,15 @@ bool gw_decode(gw_api api, json_t *body, gw_gen *g, gw_error_kind *kind, char *e
             ok = fail(&d, "'encoding_format' '%s' is not supported; use \"float\" or \"base64\"", fmt);
         break;
     }
+    case GW_API_RERANK: ok = ok && decode_rerank(&d, root); break;
+    case GW_API_TOKENIZE: ok = ok && decode_tokenize(&d, root); break;
+    case GW_API_DETOKENIZE: ok = ok && decode_detokenize(&d, root); break;
+    case GW_API_INFILL:
+        /* llama-server's samplers, as /completion's: the engine's defaults (temperature 0.8, top_k 40,
+         * top_p 0.95, min_p 0.05), not OpenAI's */
+        g->sampling = sipp_request_default_params().sampling;
+        ok = ok && decode_infill(&d, root) && decode_stream(&d, root, false) && decode_sampling(&d, root);
+        break;
     }
     if (!ok || d.failed) {
         gw_gen_free(g);

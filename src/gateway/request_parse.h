@@ -19,6 +19,10 @@ typedef enum gw_api {
     GW_API_NATIVE_QUERY, /* POST /v1/query */
     GW_API_NATIVE_CHAT,  /* POST /v1/chat */
     GW_API_NATIVE_EMBED, /* POST /v1/embed */
+    GW_API_RERANK,       /* POST /v1/rerank (/rerank, /v1/reranking) */
+    GW_API_TOKENIZE,     /* POST /tokenize */
+    GW_API_DETOKENIZE,   /* POST /detokenize */
+    GW_API_INFILL,       /* POST /infill */
 } gw_api;
 
 #define GW_MAX_STOP 16
@@ -47,7 +51,25 @@ typedef struct gw_gen {
     size_t n_inputs;
     bool normalize; /* embeddings: unit L2 norm (always for OpenAI's route) */
     bool base64;    /* embeddings: encoding_format "base64" (little-endian float32) */
-    char **owned;   /* strings made while decoding (joined content parts, ignored fields' paths) */
+    /* rerank: the query; the documents' texts are inputs (strings, or objects' "text") */
+    const char *query;
+    int top_n;             /* results returned, the best first; the number of documents by default */
+    bool return_documents; /* each result carries its document as given (a string as {"text": ...}) */
+    /* tokenize: content (a string, or an array of strings and token ids), borrowed from root */
+    json_t *content;
+    bool add_special;   /* BOS/EOS as the vocabulary adds them (default false) */
+    bool parse_special; /* "<|im_start|>" as its special token (default true) */
+    bool with_pieces;   /* [{id, piece}] instead of ids */
+    json_t *token_ids;  /* detokenize: the token ids, borrowed from root */
+    /* infill: the code around the hole and the project's other files (borrowed from root), and the
+     * prompt tokens built from them for the target (owned), which a generation takes instead of
+     * prompt */
+    const char *input_prefix, *input_suffix;
+    sipp_infill_extra *input_extra;
+    size_t n_input_extra;
+    int32_t *prompt_tokens;
+    size_t n_prompt_tokens;
+    char **owned; /* strings made while decoding (joined content parts, ignored fields' paths) */
     size_t n_owned;
     void *route;                     /* a route's own state for rendering (translate.c); NULL mostly */
     void (*route_free)(void *route); /* frees it with the request, when set */

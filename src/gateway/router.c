@@ -76,6 +76,19 @@ static const struct route {
     {"POST", "/api/embeddings", gw_route_ollama_embed, ROUTE_AUTH | ROUTE_OLLAMA},
     {"POST", "/api/pull", gw_route_ollama_pull, ROUTE_AUTH | ROUTE_OLLAMA},
     {"DELETE", "/api/delete", gw_route_ollama_delete, ROUTE_AUTH | ROUTE_OLLAMA},
+    /* llama-server's own routes (routes_llama.c) */
+    {"POST", "/v1/rerank", gw_route_rerank, ROUTE_AUTH},
+    {"POST", "/rerank", gw_route_rerank, ROUTE_AUTH},
+    {"POST", "/v1/reranking", gw_route_rerank, ROUTE_AUTH},
+    {"POST", "/tokenize", gw_route_tokenize, ROUTE_AUTH},
+    {"POST", "/detokenize", gw_route_detokenize, ROUTE_AUTH},
+    {"POST", "/apply-template", gw_route_apply_template, ROUTE_AUTH},
+    {"POST", "/infill", gw_route_infill, ROUTE_AUTH},
+    {"POST", "/v1/chat/completions/input_tokens", gw_route_chat_input_tokens, ROUTE_AUTH},
+    {"POST", "/v1/responses/input_tokens", gw_route_responses_input_tokens, ROUTE_AUTH},
+    {"GET", "/props", gw_route_props, ROUTE_AUTH},
+    {"GET", "/slots", gw_route_slots, ROUTE_AUTH},
+    {"POST", "/slots/*", gw_route_slot_action, ROUTE_AUTH},
 };
 
 static bool path_matches(const char *route_path, const char *path) {

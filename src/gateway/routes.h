@@ -39,6 +39,19 @@ void gw_route_embeddings(gw_call *call);
 void gw_route_transcriptions(gw_call *call); /* POST /v1/audio/transcriptions (routes_audio.c) */
 void gw_route_translations(gw_call *call);   /* POST /v1/audio/translations (routes_audio.c) */
 void gw_route_speech(gw_call *call);         /* POST /v1/audio/speech (routes_speech.c) */
+/* llama-server's own routes (routes_llama.c) */
+void gw_route_rerank(gw_call *call); /* /v1/rerank, /rerank, /v1/reranking */
+void gw_route_tokenize(gw_call *call);
+void gw_route_detokenize(gw_call *call);
+void gw_route_apply_template(gw_call *call);
+void gw_route_infill(gw_call *call);
+void gw_route_props(gw_call *call);                  /* GET /props (routes_props.c) */
+void gw_route_slots(gw_call *call);                  /* GET /slots */
+void gw_route_slot_action(gw_call *call);            /* POST /slots/ID?action=save|restore|erase */
+void gw_route_chat_input_tokens(gw_call *call);      /* /v1/chat/completions/input_tokens */
+void gw_route_responses_input_tokens(gw_call *call); /* /v1/responses/input_tokens (routes_responses.c) */
+void gw_route_transcriptions(gw_call *call);         /* POST /v1/audio/transcriptions (routes_audio.c) */
+void gw_route_translations(gw_call *call);           /* POST /v1/audio/translations (routes_audio.c) */
 void gw_route_native_query(gw_call *call);
 /* routes_lora.c: GET and POST /lora-adapters (admin) */
 void gw_route_lora_get(gw_call *call);

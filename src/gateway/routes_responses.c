@@ -50,6 +50,7 @@
 #include "gateway/responses_mcp.h"
 #include "gateway/responses_store.h"
 #include "gateway/routes.h"
+#include "gateway/tokens.h"
 #include "gateway/translate.h"
 
 #define API_NAME "/v1/responses"
@@ -1484,7 +1485,9 @@ static json_t *stored(gw_call *call, const char *id) {
     return e;
 }
 
-void gw_route_responses(gw_call *call) {
+/* A Responses request translated into a chat, then generated, or (local set) answered by local on
+ * a local target instead: /v1/responses/input_tokens. */
+static void responses_route(gw_call *call, void (*local)(gw_call *, gw_target *, gw_gen *)) {
     json_t *root = gw_body_object(call);
     if (!root) return;
     resp_state *s = calloc(1, sizeof *s);
@@ -1575,10 +1578,18 @@ void gw_route_responses(gw_call *call) {
     s->history = x.history;
     s->input_items = x.input_items;
     json_decref(root);
-    gw_dispatch_run(
-        call, chat,
-        &(gw_dispatch){.api = GW_API_CHAT, .fmt = &responses_format, .route = s, .route_free = state_free});
+    gw_dispatch_run(call, chat,
+                    &(gw_dispatch){.api = GW_API_CHAT,
+                                   .fmt = &responses_format,
+                                   .local = local,
+                                   .route_name = "/v1/responses/input_tokens",
+                                   .route = s,
+                                   .route_free = state_free});
 }
+
+void gw_route_responses(gw_call *call) { responses_route(call, NULL); }
+
+void gw_route_responses_input_tokens(gw_call *call) { responses_route(call, gw_input_tokens); }
 
 /* ---- stored responses --------------------------------------------------------------------------- */
 

@@ -441,6 +441,47 @@ sipp_status sipp_detokenize(sipp_model *m, const int32_t *tokens, size_t n_token
     return SIPP_OK;
 }
 
+int32_t sipp_model_special_token(const sipp_model *m, const char *which) {
+    static const struct {
+        const char *name;
+        llama_token (*id)(const struct llama_vocab *);
+    } specials[] = {
+        {"bos", llama_vocab_bos},         {"eos", llama_vocab_eos},         {"eot", llama_vocab_eot},
+        {"sep", llama_vocab_sep},         {"nl", llama_vocab_nl},           {"pad", llama_vocab_pad},
+        {"fim_pre", llama_vocab_fim_pre}, {"fim_suf", llama_vocab_fim_suf}, {"fim_mid", llama_vocab_fim_mid},
+        {"fim_pad", llama_vocab_fim_pad}, {"fim_rep", llama_vocab_fim_rep}, {"fim_sep", llama_vocab_fim_sep}};
+    for (size_t i = 0; m && which && i < sizeof specials / sizeof specials[0]; i++)
+        if (strcmp(which, specials[i].name) == 0) {
+            llama_token t = specials[i].id(m->vocab);
+            return t == LLAMA_TOKEN_NULL ? -1 : t;
+        }
+    return -1;
+}
+
+const char *sipp_model_chat_template(const sipp_model *m) {
+    return m ? llama_model_chat_template(m->lm, NULL) : NULL;
+}
+
+sipp_status sipp_token_piece(sipp_model *m, int32_t token, bool render_special, char *buf, size_t cap,
+                             size_t *len_out) {
+    if (len_out) *len_out = 0;
+    if (!m || (!buf && cap)) return SIPP_ERR_INVALID_ARGUMENT;
+    if (token < 0 || token >= llama_vocab_n_tokens(m->vocab))
+        return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT, "token %d is outside the vocabulary [0, %d)",
+                               token, llama_vocab_n_tokens(m->vocab));
+    int32_t cap32 = cap > INT32_MAX ? INT32_MAX : (int32_t)cap;
+    int32_t n = llama_token_to_piece(m->vocab, token, buf, cap32, 0, render_special);
+    size_t need = (size_t)(n < 0 ? -(int64_t)n : n);
+    if (len_out) *len_out = need;
+    if (n < 0 || need >= cap) {
+        if (buf && cap) buf[0] = '\0';
+        return sipp_model_fail(m, SIPP_ERR_INVALID_ARGUMENT, "piece buffer of %zu too small, need %zu", cap,
+                               need + 1);
+    }
+    buf[need] = '\0';
+    return SIPP_OK;
+}
+
 int sipp_model_token_piece(const sipp_model *m, llama_token t, bool render_special, char *buf, int cap) {
     int n = llama_token_to_piece(m->vocab, t, buf, cap, 0, render_special);
     return n < 0 ? 0 : n;

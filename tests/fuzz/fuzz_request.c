@@ -26,8 +26,9 @@
 
 #define ERR_SIZE 512
 
-static const gw_api apis[] = {GW_API_CHAT,         GW_API_COMPLETION,  GW_API_EMBEDDINGS,
-                              GW_API_NATIVE_QUERY, GW_API_NATIVE_CHAT, GW_API_NATIVE_EMBED};
+static const gw_api apis[] = {GW_API_CHAT,        GW_API_COMPLETION,   GW_API_EMBEDDINGS, GW_API_NATIVE_QUERY,
+                              GW_API_NATIVE_CHAT, GW_API_NATIVE_EMBED, GW_API_RERANK,     GW_API_TOKENIZE,
+                              GW_API_DETOKENIZE,  GW_API_INFILL};
 
 static void touch(const char *s) {
     if (s) (void)strlen(s); /* ASan reports a string without its NUL */
@@ -49,9 +50,33 @@ static void check_accepted(const gw_gen *g) {
         touch(g->inputs[i]);
     if (g->max_tokens == 0 || g->max_tokens < -1) abort();
     if (!(g->sampling.temperature >= 0) || !(g->sampling.top_p > 0) || g->sampling.top_k < 0) abort();
-    bool generates = g->api != GW_API_EMBEDDINGS && g->api != GW_API_NATIVE_EMBED;
-    if (generates && !g->prompt && !g->n_messages) abort();
-    if (!generates && !g->n_inputs) abort();
+    touch(g->query);
+    touch(g->input_prefix);
+    touch(g->input_suffix);
+    for (size_t i = 0; i < g->n_input_extra; i++) {
+        touch(g->input_extra[i].filename);
+        touch(g->input_extra[i].text);
+    }
+    switch (g->api) {
+    case GW_API_EMBEDDINGS:
+    case GW_API_NATIVE_EMBED:
+        if (!g->n_inputs) abort();
+        break;
+    case GW_API_RERANK: /* documents, a query, and top_n results of them */
+        if (!g->n_inputs || !g->query || g->top_n < 1 || (size_t)g->top_n > g->n_inputs) abort();
+        break;
+    case GW_API_TOKENIZE:
+        if (!g->content) abort();
+        break;
+    case GW_API_DETOKENIZE:
+        if (!g->token_ids) abort();
+        break;
+    case GW_API_INFILL:
+        if (!g->input_prefix || !g->input_suffix) abort();
+        break;
+    default:
+        if (!g->prompt && !g->n_messages) abort();
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -10,7 +10,6 @@ requests go to llama-server, built from the pinned source, when its build is in 
 output must be the same text.
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -20,19 +19,17 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support import peer  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
 
 RUN_TOKENS = 16
 START = "one two"
 PENALTIES = [{"frequency_penalty": 1.5}, {"presence_penalty": 1.5}, {"repeat_penalty": 1.5}]
-PEER = os.path.expanduser("~/.cache/sipp/build-80fb11ac73e66d89eae2c6a91d8a77428fa733ed-peer/bin")
+PEER = peer.PEER
 PEER_READY_S = 60
 
 
-def post(base, path, body):
-    req = urllib.request.Request(base + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=gw.HTTP_TIMEOUT_S) as r:
-        return json.loads(r.read())
+post = peer.post
 
 
 class Penalties(unittest.TestCase):

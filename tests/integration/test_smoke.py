@@ -44,6 +44,15 @@ ROUTES = [
     ("openai_speech", "POST", "/v1/audio/speech", {"model": "voice", "input": "Hello.", "response_format": "wav"},
      None),
     ("lora_adapters", "GET", "/lora-adapters", None, None),
+    ("tokenize", "POST", "/tokenize", {"model": TARGET, "content": "Hello"}, "tokens"),
+    ("detokenize", "POST", "/detokenize", {"model": TARGET, "tokens": [9906]}, "content"),
+    ("apply_template", "POST", "/apply-template", {"model": TARGET, "messages": MSGS}, "prompt"),
+    ("chat_input_tokens", "POST", "/v1/chat/completions/input_tokens", {"model": TARGET, "messages": MSGS},
+     "input_tokens"),
+    ("props", "GET", f"/props?model={TARGET}", None, "total_slots"),
+    ("slots", "GET", f"/slots?model={TARGET}", None, None),
+    ("responses_input_tokens", "POST", "/v1/responses/input_tokens", {"model": TARGET, "input": "Hello"},
+     "input_tokens"),
 ]
 
 

@@ -71,6 +71,19 @@ def model(name="tiny", seed=1):
     return _models[key]
 
 
+def synth_model(name, *flags, vocab=None):
+    """A tiny model of sipp-synth's with flags (--rerank, --fim, a template), made once per test
+    process under name; vocab a vocabulary file (default llama-bpe's)."""
+    check_build()
+    path = os.path.join(tmpdir(), name)
+    if not os.path.exists(path):
+        r = subprocess.run([SYNTH, "--out", path, "--vocab", vocab or VOCAB, *TINY, *flags],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise AssertionError(f"sipp-synth {' '.join(flags)} failed: {r.stderr}")
+    return path
+
+
 def write(name, text):
     path = os.path.join(tmpdir(), name)
     with open(path, "w") as f:

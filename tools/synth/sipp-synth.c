@@ -130,6 +130,12 @@ enum {
 #define TTS_PAIR_PROJECTOR_SUFFIX "-mmproj.gguf"
 #define TTS_PAIR_BACKBONE_SUFFIX ".gguf"
 #define TEMPLATE_KEY "tokenizer.chat_template"
+/* --rerank: Qwen3's reranker shape (what convert_hf_to_gguf.py makes of Qwen3-Reranker): a qwen3
+ * model whose rank head cls.output scores "yes" and "no" (at the output's scale), softmaxed; the
+ * score is P(yes). */
+#define RERANK_ARCH "qwen3"
+#define RERANK_LABELS 2
+#define NO_VALUE (-1) /* struct flag.max of a flag that takes no value */
 #define TOKENS_KEY "tokenizer.ggml.tokens"
 #define SCORES_KEY "tokenizer.ggml.scores"
 #define TOKEN_TYPE_KEY "tokenizer.ggml.token_type"
@@ -249,6 +255,11 @@ static void usage(FILE *f) {
         "  --chat-template-file F  a Jinja template file (e.g. llama.cpp's models/templates/*.jinja)\n"
         "  --name NAME             general.name (default " DEFAULT_NAME ")\n"
         "  --pooling TYPE          none|mean|cls|last|rank: writes llama.pooling_type (default: unset)\n"
+        "  --rerank                a reranker as llama-server --rerank loads it: Qwen3's architecture\n"
+        "                          (qwen3), a rank head cls.output with labels yes and no, pooling rank\n"
+        "  --fim                   record the vocabulary's fill-in-the-middle token ids\n"
+        "                          (tokenizer.ggml.fim_*_token_id; Qwen's <|fim_prefix|>, ... appended\n"
+        "                          as control tokens when the vocabulary has none of its own)\n"
         "  --layers K              write only the first K blocks: the draft of the model the other\n"
         "                          flags describe (same seed, embeddings and output)\n"
         "  --output separate|tied  the output projection: its own matrix (default), or tied to the\n"
@@ -423,6 +434,10 @@ static void set_add_special(struct options *o, const struct flag *f, const char 
     o->special[o->n_special++] = val;
 }
 
+static void set_rerank(struct options *o, const struct flag *f, const char *val) { o->rerank = true; }
+
+static void set_fim(struct options *o, const struct flag *f, const char *val) { o->fim = true; }
+
 static void set_projector(struct options *o, const struct flag *f, const char *val) {
     o->projector = projector_find(val);
     if (!o->projector) die_usage("--projector: unknown kind '%s' (expected %s)", val, projector_names());
@@ -453,6 +468,8 @@ static const struct flag FLAGS[] = {
     {"--stop-token", FOR_TEXT, set_stop_token, 0, 0},
     {"--add-special", FOR_TEXT, set_add_special, 0, 0},
     {"--favour", FOR_TEXT, set_favour, 0, 0},
+    {"--rerank", FOR_TEXT, set_rerank, 0, NO_VALUE},
+    {"--fim", FOR_TEXT, set_fim, 0, NO_VALUE},
     {"--tts-pair", FOR_TEXT, set_tts_pair, 0, 0},
     {"--projector", FOR_PROJECTOR, set_projector, 0, 0},
     WHOLE("--image-size", FOR_PROJECTOR, image_size, MAX_IMAGE_SIZE),
@@ -486,6 +503,9 @@ static void check_text_model(const struct options *o) {
     if (o->tied_output && (o->stop_token || o->n_favour))
         die_usage("--stop-token and --favour need the output matrix of its own: leave out --output tied");
     if (o->stop_token && o->n_favour) die_usage("--stop-token and --favour do not go together: give one");
+    if (o->rerank && (o->tts_pair || o->layers || o->active_layers))
+        die_usage(
+            "--rerank writes a whole qwen3 reranker: leave out --tts-pair, --layers and --active-layers");
     if (o->n_embd % o->n_head != 0)
         die_usage("--n-embd %" PRId64 " is not divisible by --n-head %" PRId64, o->n_embd, o->n_head);
     if (o->n_head % o->n_head_kv != 0)
@@ -530,7 +550,8 @@ static void parse_args(int argc, char **argv, struct options *o) {
         const struct flag *f = find_flag(arg, &val);
         if (f->kind == FOR_TEXT && !text_flag) text_flag = f->name;
         if (f->kind == FOR_PROJECTOR && f->set != set_projector && !projector_flag) projector_flag = f->name;
-        if (!val) {
+        if (val && f->max == NO_VALUE) die_usage("%s takes no value", f->name);
+        if (!val && f->max != NO_VALUE) {
             if (i + 1 >= argc) die_usage("%s needs a value", f->name);
             val = argv[++i];
         }
@@ -674,19 +695,57 @@ static int64_t find_token(const struct gguf_context *vocab, const char *text) {
     return -1;
 }
 
+/* --fim: the FIM tokens llama.cpp knows by these keys, and the texts of two families: Qwen's (appended
+ * when the vocabulary has neither) and StarCoder's (<fim_prefix>, ...). */
+static const struct {
+    const char *key;
+    const char *qwen;
+    const char *starcoder;
+} FIM_TOKENS[] = {
+    {"tokenizer.ggml.fim_pre_token_id", "<|fim_prefix|>", "<fim_prefix>"},
+    {"tokenizer.ggml.fim_suf_token_id", "<|fim_suffix|>", "<fim_suffix>"},
+    {"tokenizer.ggml.fim_mid_token_id", "<|fim_middle|>", "<fim_middle>"},
+    {"tokenizer.ggml.fim_pad_token_id", "<|fim_pad|>", "<fim_pad>"},
+    {"tokenizer.ggml.fim_rep_token_id", "<|repo_name|>", "<reponame>"},
+    {"tokenizer.ggml.fim_sep_token_id", "<|file_sep|>", NULL},
+};
+
+/* --fim: finds the ids of the vocabulary's FIM tokens, or queues Qwen's as --add-special tokens (the
+ * ids they will get: n_vocab on). False after reporting. */
+static bool resolve_fim(struct options *o, const struct gguf_context *vocab, int64_t n_vocab) {
+    bool starcoder = find_token(vocab, FIM_TOKENS[0].starcoder) >= 0;
+    bool qwen = find_token(vocab, FIM_TOKENS[0].qwen) >= 0;
+    for (size_t k = 0; k < COUNT_OF(FIM_TOKENS); k++) {
+        const char *text = starcoder && !qwen ? FIM_TOKENS[k].starcoder : FIM_TOKENS[k].qwen;
+        o->fim_id[k] = text ? find_token(vocab, text) : -1;
+        if (o->fim_id[k] >= 0 || starcoder || qwen || !text) continue;
+        if (o->n_special == MAX_SPECIAL) {
+            report("--fim: no room for Qwen's FIM tokens beside %d --add-special tokens", o->n_special);
+            return false;
+        }
+        o->fim_id[k] = n_vocab + o->n_special;
+        o->special[o->n_special++] = text;
+    }
+    return true;
+}
+
 /* --add-special: rewrites the token, score and type arrays (copied from the vocab) with the
- * control tokens appended.  Returns false after reporting. */
+ * control tokens appended; a vocabulary without scores (a BPE one) keeps none.  Returns false
+ * after reporting. */
 static bool append_special(struct gguf_context *ctx, const struct gguf_context *vocab,
                            const struct options *o) {
     const int64_t tokens = gguf_find_key(vocab, TOKENS_KEY);
     const int64_t scores = gguf_find_key(vocab, SCORES_KEY);
     const int64_t types = gguf_find_key(vocab, TOKEN_TYPE_KEY);
     const size_t n = gguf_get_arr_n(vocab, tokens), total = n + (size_t)o->n_special;
-    if (scores < 0 || types < 0 || gguf_get_arr_type(vocab, scores) != GGUF_TYPE_FLOAT32 ||
-        gguf_get_arr_type(vocab, types) != GGUF_TYPE_INT32 || gguf_get_arr_n(vocab, scores) != n ||
+    if ((scores >= 0 &&
+         (gguf_get_arr_type(vocab, scores) != GGUF_TYPE_FLOAT32 || gguf_get_arr_n(vocab, scores) != n)) ||
+        types < 0 || gguf_get_arr_type(vocab, types) != GGUF_TYPE_INT32 ||
         gguf_get_arr_n(vocab, types) != n) {
-        report("--add-special: %s has no per-token scores and types to extend; use another vocabulary",
-               o->vocab);
+        report(
+            "--add-special: %s has no per-token types (or scores that do not match) to extend; use another "
+            "vocabulary",
+            o->vocab);
         return false;
     }
     const char **strs = malloc(total * sizeof(*strs));
@@ -696,7 +755,7 @@ static bool append_special(struct gguf_context *ctx, const struct gguf_context *
     if (ok) {
         for (size_t i = 0; i < n; i++)
             strs[i] = gguf_get_arr_str(vocab, tokens, i);
-        memcpy(score, gguf_get_arr_data(vocab, scores), n * sizeof(*score));
+        if (scores >= 0) memcpy(score, gguf_get_arr_data(vocab, scores), n * sizeof(*score));
         memcpy(type, gguf_get_arr_data(vocab, types), n * sizeof(*type));
         for (int k = 0; k < o->n_special; k++) {
             strs[n + (size_t)k] = o->special[k];
@@ -704,7 +763,7 @@ static bool append_special(struct gguf_context *ctx, const struct gguf_context *
             type[n + (size_t)k] = TOKEN_TYPE_CONTROL;
         }
         gguf_set_arr_str(ctx, TOKENS_KEY, strs, total);
-        gguf_set_arr_data(ctx, SCORES_KEY, GGUF_TYPE_FLOAT32, score, total);
+        if (scores >= 0) gguf_set_arr_data(ctx, SCORES_KEY, GGUF_TYPE_FLOAT32, score, total);
         gguf_set_arr_data(ctx, TOKEN_TYPE_KEY, GGUF_TYPE_INT32, type, total);
     } else {
         report("out of memory extending the vocabulary");
@@ -722,7 +781,7 @@ static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *
     snprintf(desc, sizeof(desc), "synthetic random-weight model written by " PROG " (seed %" PRIu64 ")",
              o->seed);
 
-    arch = o->tts_pair ? TTS_PAIR_ARCH : "llama";
+    arch = o->tts_pair ? TTS_PAIR_ARCH : o->rerank ? RERANK_ARCH : "llama";
     gguf_set_val_str(ctx, "general.architecture", arch);
     gguf_set_val_str(ctx, "general.name", o->name);
     gguf_set_val_str(ctx, "general.description", desc);
@@ -742,8 +801,14 @@ static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *
     if (o->tts_pair) set_llama_f32(ctx, "attention.layer_norm_epsilon", RMS_NORM_EPS);
     set_llama_f32(ctx, "rope.freq_base", ROPE_FREQ_BASE);
     set_llama_u32(ctx, "vocab_size", n_vocab);
-    if (o->pooling) {
-        set_llama_u32(ctx, "pooling_type", o->pooling->value);
+    if (o->pooling || o->rerank) {
+        set_llama_u32(ctx, "pooling_type", o->pooling ? o->pooling->value : LLAMA_POOLING_TYPE_RANK);
+    }
+    if (o->rerank) {
+        char key[KEY_BUF];
+        const char *labels[RERANK_LABELS] = {"yes", "no"};
+        snprintf(key, sizeof(key), "%s.classifier.output_labels", arch);
+        gguf_set_arr_str(ctx, key, labels, RERANK_LABELS);
     }
 
     for (int64_t i = 0; i < gguf_get_n_kv(vocab); i++) {
@@ -759,6 +824,8 @@ static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *
     }
 
     if (o->n_special && !append_special(ctx, vocab, o)) return false;
+    for (size_t k = 0; o->fim && k < COUNT_OF(FIM_TOKENS); k++)
+        if (o->fim_id[k] >= 0) gguf_set_val_u32(ctx, FIM_TOKENS[k].key, (uint32_t)o->fim_id[k]);
 
     if (o->tmpl_file_text) {
         gguf_set_val_str(ctx, TEMPLATE_KEY, o->tmpl_file_text);
@@ -782,11 +849,13 @@ static int64_t spec_rows(const struct tensor_spec *s) { return s->ne1 * s->ne2 *
 enum {
     GLOBAL_TENSORS = 3, /* token_embd, output_norm, output */
     TENSORS_PER_LAYER = 9,
+    RERANK_EXTRA = 2, /* --rerank: a block's attn_q_norm and attn_k_norm (qwen3) */
 };
 
 static bool plan_build(struct plan *p, const struct options *o, int64_t n_vocab) {
     const int64_t n_layer = o->layers ? o->layers : o->n_layer;
     p->cap = GLOBAL_TENSORS + TENSORS_PER_LAYER * (size_t)n_layer;
+    if (o->rerank) p->cap += RERANK_EXTRA * (size_t)n_layer + 1;
     p->n = 0;
     p->t =
         calloc(p->cap + (o->tts_pair ? TTS_PAIR_EXTRA * (size_t)n_layer + GLOBAL_TENSORS : 0), sizeof(*p->t));
@@ -825,9 +894,14 @@ static bool plan_build(struct plan *p, const struct options *o, int64_t n_vocab)
         LAYER_TENSOR("ffn_down", 2, n_ff, n_embd, wt, proj_std);
         p->t[p->n - 1].zero = proj_std == 0.0f;
         LAYER_TENSOR("ffn_up", 2, n_embd, n_ff, wt, LAYER_WEIGHT_STD);
+        if (o->rerank) {
+            LAYER_TENSOR("attn_q_norm", 1, n_embd / o->n_head, 1, GGML_TYPE_F32, 0.0f);
+            LAYER_TENSOR("attn_k_norm", 1, n_embd / o->n_head, 1, GGML_TYPE_F32, 0.0f);
+        }
 #undef LAYER_TENSOR
     }
     plan_add(p, "output_norm.weight", 1, n_embd, 1, GGML_TYPE_F32, 0.0f);
+    if (o->rerank) plan_add(p, "cls.output.weight", 2, n_embd, RERANK_LABELS, GGML_TYPE_F32, output_std);
     if (o->tied_output) return true;
     plan_add(p, "output.weight", 2, n_embd, n_vocab, wt, output_std);
     if (o->stop_token || o->n_favour) {
@@ -1114,6 +1188,7 @@ static struct gguf_context *open_text_model(struct options *o, int64_t *n_vocab)
         }
     }
 
+    if (o->fim && !resolve_fim(o, vocab, *n_vocab)) goto fail;
     for (int k = 0; k < o->n_special; k++) {
         bool twice = false;
         for (int j = 0; j < k; j++)

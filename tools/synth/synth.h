@@ -59,6 +59,9 @@ struct options {
     int64_t patch_size;                     /* --patch-size: its patch side, pixels */
     const char *tts_pair;                   /* --tts-pair pocket: a speech pair, PREFIX(-mmproj).gguf */
     const char *arch;                       /* the text model's general.architecture ("llama") */
+    bool rerank;       /* --rerank: a qwen3 reranker (q/k norms, a rank head cls.output, pooling rank) */
+    bool fim;          /* --fim: the vocabulary's FIM tokens (Qwen's appended when absent), ids recorded */
+    int64_t fim_id[6]; /* their ids, in FIM_TOKENS' order (found by open_text_model) */
 };
 
 /* One tensor of the file: its shape in ggml order (ne0 is the row length), type and weights. */

@@ -228,7 +228,8 @@ class EngineParams(ctypes.Structure):
     _fields_ = [("ctx_size", c_int), ("parallel", c_int), ("threads", c_int), ("batch_size", c_int),
                 ("max_queued", c_int), ("policy", c_int), ("embeddings", c_bool), ("speculative", c_char_p),
                 ("draft_max", c_int), ("draft_min", c_int), ("draft_model", c_char_p), ("draft_p_min", c_float),
-                ("draft_cutoff", c_char_p), ("cache_type_k", c_char_p), ("cache_type_v", c_char_p)]
+                ("draft_cutoff", c_char_p), ("cache_type_k", c_char_p), ("cache_type_v", c_char_p),
+                ("pooling", c_char_p)]
 
 
 class Sampling(ctypes.Structure):

@@ -88,6 +88,7 @@ static bool llama_load(gw_server *srv, const gw_target_config *c, gw_loaded *out
     ep.draft_cutoff = c->draft_cutoff;
     ep.cache_type_k = c->cache_type_k;
     ep.cache_type_v = c->cache_type_v;
+    ep.pooling = c->pooling;
     int q = srv->cfg->max_queue + srv->cfg->max_concurrent_requests;
     ep.max_queued = q < ENGINE_QUEUE_MIN ? ENGINE_QUEUE_MIN : q;
     sipp_engine *e = NULL;
@@ -158,8 +159,12 @@ static void llama_describe_load(const gw_loaded *l, const gw_target_config *c, c
 /* ---- requests and listings ------------------------------------------------------------------ */
 
 static void llama_answer(gw_call *call, const gw_dispatch *d, gw_target *t, gw_gen *g, json_t *sent) {
-    if (d->count_only)
+    if (d->local)
+        d->local(call, t, g);
+    else if (d->count_only)
         gw_count_tokens(call, t, g, d->fmt->renames);
+    else if (g->api == GW_API_RERANK)
+        gw_rerank(call, t, g);
     else if (!d->fmt)
         gw_embed(call, t, g, d->embed_fmt);
     else

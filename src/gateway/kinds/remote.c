@@ -14,7 +14,13 @@
 #include "gateway/upstream.h"
 
 void gw_kind_remote_answer(gw_call *call, const gw_dispatch *d, gw_target *t, gw_gen *g, json_t *sent) {
-    if (d->count_only || d->embed_fmt) /* a route of sipp's own over an API remote servers lack */
+    if (d->local)
+        gw_reply_error(
+            call, GW_E_INVALID_FIELD,
+            "model '%s' is served by another server: %s reads a model's own tokenizer and template, "
+            "so it needs a local target; name one",
+            t->cfg->name, d->route_name ? d->route_name : call->path);
+    else if (d->count_only || d->embed_fmt) /* a route of sipp's own over an API remote servers lack */
         gw_reply_error(call, GW_E_NOT_IMPLEMENTED,
                        "model '%s' is a remote (openai_compatible) target, which %s does not reach yet; "
                        "use /v1/chat/completions or /v1/embeddings for it",

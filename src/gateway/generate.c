@@ -39,6 +39,7 @@
 #include "gateway/field_names.h"
 #include "gateway/generate.h"
 #include "gateway/metrics.h"
+#include "util/logprobs_json.h"
 
 #define GW_READ_CHUNK 4096
 #define GW_WAIT_SLICE_MS 100
@@ -96,14 +97,20 @@ static bool succeeded(sipp_request *r) {
     return fr == SIPP_FINISH_STOP || fr == SIPP_FINISH_LENGTH;
 }
 
+/* The logprob entries of request r from token `from` on, in OpenAI's shape (NULL when none);
+ * *next: the `from` of the next call. */
+static json_t *logprobs_from(sipp_request *r, size_t from, size_t *next) {
+    sipp_logprob_entry *e = NULL;
+    size_t n = 0;
+    *next = sipp_request_logprobs(r, from, &e, &n);
+    json_t *j = e ? sipp_logprobs_json(e, n) : NULL;
+    sipp_free(e);
+    return j;
+}
+
 /* The logprob entries of choice c not yet handed out (new reference, NULL when none). */
 static json_t *new_logprobs(gw_choice *c) {
-    char *text = NULL;
-    size_t n = sipp_request_logprobs_json(c->req, c->n_logprobs_sent, &text);
-    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-    sipp_free(text);
-    c->n_logprobs_sent = n;
-    return j;
+    return logprobs_from(c->req, c->n_logprobs_sent, &c->n_logprobs_sent);
 }
 
 /* Whether fmt renders parsed deltas (else raw pieces of text). */
@@ -160,10 +167,8 @@ static void finalize(gen_stream *gs, gw_choice *c) {
             c->finish = "tool_calls";
     }
     json_decref(c->logprobs);
-    char *lp = NULL;
-    sipp_request_logprobs_json(c->req, 0, &lp);
-    c->logprobs = lp ? json_loads(lp, 0, NULL) : NULL;
-    sipp_free(lp);
+    size_t all;
+    c->logprobs = logprobs_from(c->req, 0, &all);
 }
 
 static void finalize_all(gen_stream *gs) {

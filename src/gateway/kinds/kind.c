@@ -14,6 +14,7 @@ static const struct {
     {"llamacpp", &gw_kind_llama},
     {"tts", &gw_kind_tts},
     {"flite", &gw_kind_tts},
+    {"whispercpp", &gw_kind_whisper},
 };
 
 const gw_kind *gw_kind_of_config(const gw_target_config *c) {

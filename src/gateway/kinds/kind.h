@@ -12,6 +12,8 @@
  *               or sent the translated chat and its answer rendered in the route's API (relay.c)
  *   supervised  a llama target served by a child sipp (supervised.c: rpc targets, supervise.c),
  *               reached as a remote one
+ *   whisper     a whisper.cpp model in this process (whisper.c, recipe whispercpp): transcribes
+ *               the audio routes' clips (transcription.c), loaded and evicted by residency.c
  *   tts         text to speech in this process (tts.c): a Qwen3-TTS / Pocket TTS pair through
  *               libmtmd (recipe "tts") or Debian's flite (recipe "flite"), spoken by
  *               /v1/audio/speech (routes_speech.c); loaded, counted and evicted by residency.c
@@ -34,7 +36,7 @@ typedef struct gw_loaded {
 } gw_loaded;
 
 typedef struct gw_kind {
-    const char *name;      /* "llama", "remote", "supervised" */
+    const char *name;      /* "llama", "remote", "supervised", "whisper" */
     const char *type_name; /* how /v1/backends calls it: "local" or "openai_compatible" */
     /* Loaded in this process: residency loads it, counts its measured memory and evicts it; the
      * model routes (/v1/models/NAME/load, Ollama's ps and show, the model file) act on it. */
@@ -87,9 +89,14 @@ typedef struct gw_kind {
      * voices. speak runs with a use of t held, on the caller's thread, handing audio to o->on_audio. */
     bool (*speech_voice)(const gw_target *t, const char *asked, char *voice, size_t n, char *err, size_t en);
     sipp_status (*speak)(gw_target *t, const char *text, const sipp_speak_options *o, char *err);
+    /* Transcribes (translates, p->translate) a clip on t, which the caller holds loaded: the audio
+     * routes on a kind that serves speech to text (transcription.c); NULL for the others, whose
+     * audio route makes a chat of the clip. */
+    sipp_status (*transcribe)(gw_target *t, const unsigned char *clip, size_t n, const char *where,
+                              const sipp_transcribe_params *p, sipp_transcript **out, char *err);
 } gw_kind;
 
-extern const gw_kind gw_kind_llama, gw_kind_remote, gw_kind_supervised, gw_kind_tts;
+extern const gw_kind gw_kind_llama, gw_kind_remote, gw_kind_supervised, gw_kind_whisper, gw_kind_tts;
 
 /* The kind of a running target, and of a target's configuration before it runs. */
 const gw_kind *gw_kind_of(const gw_target *t);

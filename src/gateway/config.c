@@ -131,6 +131,16 @@ void gw_config_free(gw_config *c) {
     free(c->host);
     free_strv(c->allowed_origins, c->n_allowed_origins);
     free_strv(c->allowed_hosts, c->n_allowed_hosts);
+    free_strv(c->mcp_allowed_hosts, c->n_mcp_allowed_hosts);
+    for (size_t i = 0; i < c->n_mcp; i++) {
+        gw_mcp_config *m = &c->mcp[i];
+        free(m->name);
+        free(m->url);
+        free_strv(m->command, m->n_command);
+        free_strv(m->allowed_tools, m->n_allowed_tools);
+        free_strv(m->env, m->n_env);
+    }
+    free(c->mcp);
     for (size_t i = 0; i < c->n_tokens; i++) {
         gw_token_config *t = &c->tokens[i];
         free(t->env);
@@ -339,6 +349,7 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
                                         "slot_state_dir",
                                         "slot_state_max_mb",
                                         "models_follow_symlinks",
+                                        "mcp_allowed_hosts",
                                         NULL};
     const char *where = "[server]";
     check_keys(x, srv, where, known);
@@ -378,6 +389,7 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     get_str(x, srv, where, "slot_state_dir", &c->slot_state_dir);
     get_int(x, srv, where, "slot_state_max_mb", 0, GW_MAX_BUDGET_MB, &c->slot_state_max_mb);
     get_bool(x, srv, where, "models_follow_symlinks", &c->models_follow_symlinks);
+    get_strv(x, srv, where, "mcp_allowed_hosts", &c->mcp_allowed_hosts, &c->n_mcp_allowed_hosts);
 }
 
 static void parse_security(cfg_ctx *x, const toml_node *sec, gw_config *c) {
@@ -903,6 +915,123 @@ static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
     }
 }
 
+/* ---- [[mcp]] ------------------------------------------------------------------------------------ */
+
+/* The host of an http(s) URL ("http://HOST[:PORT]/...", "[V6]" without its brackets) into out;
+ * false when url is not one. */
+static bool url_host(const char *url, char *out, size_t cap) {
+    const char *p = strncmp(url, "http://", 7) == 0    ? url + 7
+                    : strncmp(url, "https://", 8) == 0 ? url + 8
+                                                       : NULL;
+    if (!p || !*p) return false;
+    const char *end;
+    if (*p == '[') {
+        end = strchr(++p, ']');
+        if (!end) return false;
+    } else {
+        end = p + strcspn(p, ":/?#");
+    }
+    size_t n = (size_t)(end - p);
+    if (n == 0 || n >= cap || memchr(p, '@', n)) return false;
+    memcpy(out, p, n);
+    out[n] = 0;
+    return true;
+}
+
+static bool is_loopback(const char *host);
+
+/* url: an http(s) URL whose host is a loopback name or address, or in [server] mcp_allowed_hosts
+ * (a gateway that reaches any host a config names is one edit away from reaching an internal one). */
+static void check_mcp_url(cfg_ctx *x, const gw_config *c, const gw_mcp_config *m, const char *where) {
+    char host[256];
+    if (!url_host(m->url, host, sizeof host)) {
+        cfg_err(x, m->line,
+                "%s url: '%s' is not an http:// or https:// URL (e.g. \"http://127.0.0.1:8931/mcp\")", where,
+                m->url);
+        return;
+    }
+    if (is_loopback(host)) return;
+    for (size_t i = 0; i < c->n_mcp_allowed_hosts; i++)
+        if (strcasecmp(c->mcp_allowed_hosts[i], host) == 0) return;
+    cfg_err(x, m->line,
+            "%s url: host '%s' is not a loopback address; add it to [server] mcp_allowed_hosts to allow it",
+            where, host);
+}
+
+/* env = { KEY = "VALUE", ... } as "KEY=VALUE" entries. */
+static void get_env_table(cfg_ctx *x, const toml_node *t, const char *where, gw_mcp_config *m) {
+    const toml_node *n = toml_table_get(t, "env");
+    if (!n || !expect_kind(x, n, TOML_TABLE, where, "env", "a table of strings ({ KEY = \"VALUE\" })"))
+        return;
+    size_t count = toml_table_len(n);
+    m->env = calloc(count ? count : 1, sizeof *m->env);
+    for (size_t i = 0; m->env && i < count; i++) {
+        const toml_entry *e = toml_table_at(n, i);
+        const char *v = NULL;
+        size_t len = 0;
+        if (toml_node_kind(e->value) != TOML_STRING || !toml_get_string(e->value, &v, &len, NULL, 0) ||
+            strlen(v) != len || strlen(e->key) != e->key_len || !*e->key || strchr(e->key, '=')) {
+            cfg_err(x, e->line, "%s env: '%s' must be a NAME (no '=') with a string value", where, e->key);
+            continue;
+        }
+        size_t size = e->key_len + len + 2;
+        char *kv = malloc(size);
+        if (kv) snprintf(kv, size, "%s=%s", e->key, v);
+        if (kv) m->env[m->n_env++] = kv;
+    }
+}
+
+static void parse_one_mcp(cfg_ctx *x, const toml_node *t, const gw_config *c, gw_mcp_config *m, char *where,
+                          size_t where_cap) {
+    static const char *const known[] = {"name", "command", "url", "allowed_tools", "timeout_seconds",
+                                        "env",  NULL};
+    m->line = toml_node_line(t);
+    m->timeout_seconds = GW_DEFAULT_MCP_TIMEOUT_S;
+    check_keys(x, t, where, known);
+    get_str(x, t, where, "name", &m->name);
+    if (!m->name) {
+        cfg_err(x, m->line, "%s: 'name' is missing: the server_label requests name this server by", where);
+        m->name = strdup("");
+    } else {
+        snprintf(where, where_cap, "[[mcp]] '%s'", m->name);
+    }
+    get_strv(x, t, where, "command", &m->command, &m->n_command);
+    get_str(x, t, where, "url", &m->url);
+    get_strv(x, t, where, "allowed_tools", &m->allowed_tools, &m->n_allowed_tools);
+    get_int32(x, t, where, "timeout_seconds", 1, GW_MAX_TIMEOUT_S, &m->timeout_seconds);
+    get_env_table(x, t, where, m);
+    bool cmd = toml_table_get(t, "command") != NULL;
+    if (cmd == (m->url != NULL))
+        cfg_err(x, m->line,
+                "%s: give exactly one of 'command' (a program spoken to over stdin/stdout, e.g. [\"node\", "
+                "\"server.js\"]) or 'url' (a streamable HTTP endpoint)",
+                where);
+    else if (cmd && m->n_command == 0)
+        cfg_err(x, m->line, "%s command: must name the program, e.g. [\"node\", \"server.js\"]", where);
+    else if (m->url)
+        check_mcp_url(x, c, m, where);
+    if (m->url && m->n_env)
+        cfg_err(x, m->line, "%s env: only a 'command' server is started with an environment", where);
+}
+
+static void parse_mcp(cfg_ctx *x, const toml_node *arr, gw_config *c) {
+    size_t n = toml_array_len(arr);
+    c->mcp = calloc(n ? n : 1, sizeof *c->mcp);
+    if (!c->mcp) return;
+    for (size_t i = 0; i < n; i++) {
+        const toml_node *t = toml_array_at(arr, i);
+        char where[96];
+        snprintf(where, sizeof where, "[[mcp]] #%zu", i + 1);
+        if (!expect_kind(x, t, TOML_TABLE, where, "", "a table")) continue;
+        gw_mcp_config *m = &c->mcp[c->n_mcp++];
+        parse_one_mcp(x, t, c, m, where, sizeof where);
+        for (size_t k = 0; k + 1 < c->n_mcp; k++)
+            if (*m->name && strcmp(c->mcp[k].name, m->name) == 0)
+                cfg_err(x, m->line, "duplicate [[mcp]] name '%s' (first defined on line %d)", m->name,
+                        c->mcp[k].line);
+    }
+}
+
 bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *c, sipp_buf *errs) {
     cfg_ctx x = {.file = path ? path : "<config>", .path = path, .errs = errs, .ok = true};
     char terr[SIPP_ERROR_SIZE];
@@ -914,8 +1043,8 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
     free(c->path);
     c->path = path ? strdup(path) : NULL;
     const toml_node *root = toml_root(doc);
-    static const char *const known[] = {"server", "security", "responses", "store",   "media",
-                                        "web",    "limits",   "tokens",    "targets", NULL};
+    static const char *const known[] = {"server", "security", "responses", "store", "media", "web",
+                                        "limits", "tokens",   "targets",   "mcp",   NULL};
     check_keys(&x, root, "the top level", known);
     const toml_node *n;
     if ((n = toml_table_get(root, "server")) && expect_kind(&x, n, TOML_TABLE, "", "[server]", "a table"))
@@ -939,6 +1068,9 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
     if ((n = toml_table_get(root, "targets")) &&
         expect_kind(&x, n, TOML_ARRAY, "", "[[targets]]", "an array of tables"))
         parse_targets(&x, n, c);
+    if ((n = toml_table_get(root, "mcp")) &&
+        expect_kind(&x, n, TOML_ARRAY, "", "[[mcp]]", "an array of tables"))
+        parse_mcp(&x, n, c);
     if (c->n_targets == 0)
         cfg_err(&x, 0, "no [[targets]]: add at least one, e.g. name = \"tiny\" and model = \"tiny.gguf\"");
     if (c->rate_requests_per_minute > 0 && c->rate_burst == 0) c->rate_burst = c->rate_requests_per_minute;
@@ -1131,6 +1263,71 @@ static void resolve_auto_mmproj(cfg_ctx *x, int line, gw_target_config *t) {
                 err);
 }
 
+/* Whether program runs: a path with a '/' (relative to dir, the config file's directory, where the
+ * child starts) is an executable file; a bare name is one on PATH, as posix_spawnp finds it. */
+static bool program_found(const char *program, const char *dir) {
+    char path[PATH_MAX];
+    if (strchr(program, '/')) {
+        if (program[0] == '/' || !dir) return access(program, X_OK) == 0;
+        snprintf(path, sizeof path, "%s/%s", dir, program);
+        return access(path, X_OK) == 0;
+    }
+    const char *env = getenv("PATH");
+    for (const char *p = env ? env : "/usr/bin:/bin"; *p;) {
+        size_t n = strcspn(p, ":");
+        snprintf(path, sizeof path, "%.*s/%s", (int)n, p, program);
+        if (n && access(path, X_OK) == 0) return true;
+        p += n + (p[n] == ':');
+    }
+    return false;
+}
+
+/* An [[mcp]] command's program can be started (it is not started here: --check runs nothing). */
+static void validate_mcp(cfg_ctx *x, const gw_config *c) {
+    char dir[PATH_MAX] = "";
+    if (c->path) {
+        sipp_strlcpy(dir, c->path, sizeof dir);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = 0;
+        else
+            sipp_strlcpy(dir, ".", sizeof dir);
+    }
+    for (size_t i = 0; i < c->n_mcp; i++) {
+        const gw_mcp_config *m = &c->mcp[i];
+        if (m->n_command && !program_found(m->command[0], c->path ? dir : NULL))
+            cfg_err(
+                x, c->path ? m->line : 0,
+                "[[mcp]] '%s' command: program '%s' is not found (not on PATH, or not executable); install "
+                "it or give its path",
+                m->name, m->command[0]);
+    }
+}
+
+/* A local target's recipe from its model file when it names none (a whisper.cpp model's ggml magic:
+ * whispercpp), and a named one that the file contradicts; the keys only llama models take are
+ * refused on a whisper target. */
+static void detect_recipe(cfg_ctx *x, int line, gw_target_config *t) {
+    bool whisper = sipp_is_whisper_model(t->model_path);
+    if (!t->recipe && whisper) t->recipe = sipp_strdup(WHISPER_RECIPE);
+    bool named_whisper = t->recipe && strcmp(t->recipe, WHISPER_RECIPE) == 0;
+    if (named_whisper && !whisper)
+        cfg_err(
+            x, line,
+            "target '%s': recipe = \"%s\" but '%s' is not a whisper.cpp model (no ggml magic at its start)",
+            t->name, WHISPER_RECIPE, t->model_path);
+    else if (!named_whisper && whisper)
+        cfg_err(x, line, "target '%s': '%s' is a whisper.cpp model; set recipe = \"%s\" or leave recipe out",
+                t->name, t->model_path, WHISPER_RECIPE);
+    const char *llama_only = t->mmproj || t->mmproj_auto ? "mmproj"
+                             : t->draft_model            ? "draft_model"
+                             : t->speculative            ? "speculative"
+                                                         : NULL;
+    if (named_whisper && whisper && llama_only)
+        cfg_err(x, line, "target '%s': %s is a key of llama models; a whisper.cpp model takes none", t->name,
+                llama_only);
+}
+
 /* Whether the projector at path is a speech pair's (Qwen3-TTS, Pocket TTS), from its header. */
 static bool tts_projector(const char *path) {
     static const char *const types[] = {"qwen3tts", "pockettts"};
@@ -1159,33 +1356,10 @@ static void speech_files(cfg_ctx *x, int line, gw_target_config *t) {
                 t->speaker, why);
 }
 
-/* A local target's recipe from its model file when it names none (a whisper.cpp model's ggml magic:
- * whispercpp), and a named one that the file contradicts; the keys only llama models take are
- * refused on a whisper target. */
-static void detect_recipe(cfg_ctx *x, int line, gw_target_config *t) {
-    bool whisper = sipp_is_whisper_model(t->model_path);
-    if (!t->recipe && whisper) t->recipe = sipp_strdup(WHISPER_RECIPE);
-    bool named_whisper = t->recipe && strcmp(t->recipe, WHISPER_RECIPE) == 0;
-    if (named_whisper && !whisper)
-        cfg_err(
-            x, line,
-            "target '%s': recipe = \"%s\" but '%s' is not a whisper.cpp model (no ggml magic at its start)",
-            t->name, WHISPER_RECIPE, t->model_path);
-    else if (!named_whisper && whisper)
-        cfg_err(x, line, "target '%s': '%s' is a whisper.cpp model; set recipe = \"%s\" or leave recipe out",
-                t->name, t->model_path, WHISPER_RECIPE);
-    const char *llama_only = t->mmproj || t->mmproj_auto ? "mmproj"
-                             : t->draft_model            ? "draft_model"
-                             : t->speculative            ? "speculative"
-                                                         : NULL;
-    if (named_whisper && whisper && llama_only)
-        cfg_err(x, line, "target '%s': %s is a key of llama models; a whisper.cpp model takes none", t->name,
-                llama_only);
-}
-
 bool gw_config_validate(gw_config *c, sipp_buf *errs) {
     cfg_ctx x = {.file = c->path ? c->path : "sipp serve", .errs = errs, .ok = true};
     int line;
+    validate_mcp(&x, c);
     for (size_t i = 0; i < c->n_targets; i++) {
         gw_target_config *t = &c->targets[i];
         line = c->path ? t->line : 0;
@@ -1208,10 +1382,10 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
             if (sipp_backend_check_name(t->backend, berr) != SIPP_OK)
                 cfg_err(&x, line, "target '%s' backend: %s", t->name, berr);
         } else if (t->api_key_env && !getenv(t->api_key_env)) {
-            cfg_err(
-                &x, line,
-                "target '%s': api_key_env names '%s', which is not set; export it with the upstream's key",
-                t->name, t->api_key_env);
+            cfg_err(&x, line,
+                    "target '%s': api_key_env names '%s', which is not set; export it with the "
+                    "upstream's key",
+                    t->name, t->api_key_env);
         }
     }
     for (size_t i = 0; i < c->n_tokens; i++) {

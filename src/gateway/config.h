@@ -91,6 +91,23 @@ typedef struct gw_target_config {
     size_t n_aliases;
 } gw_target_config;
 
+/* An MCP server the Responses API's {"type": "mcp"} tools may run ([[mcp]], mcp_client.c): a child
+ * process spoken to over stdin/stdout (command), or a streamable HTTP endpoint (url) on loopback or
+ * a host of [server] mcp_allowed_hosts. */
+#define GW_DEFAULT_MCP_TIMEOUT_S 30
+typedef struct gw_mcp_config {
+    char *name;     /* the server_label requests name it by */
+    char **command; /* stdio: the program and its arguments (argv); NULL for url */
+    size_t n_command;
+    char *url;            /* streamable HTTP: the MCP endpoint; NULL for command */
+    char **allowed_tools; /* the tools requests may use; none = every tool it lists */
+    size_t n_allowed_tools;
+    char **env; /* "KEY=VALUE" entries added to the child's environment (env = { KEY = "VALUE" }) */
+    size_t n_env;
+    int timeout_seconds; /* one call (initialize, tools/list, tools/call) */
+    int line;
+} gw_mcp_config;
+
 typedef struct gw_token_config {
     char *env;      /* the variable that holds the secret */
     char *caller;   /* who this token is, for logs, metrics and the rate limit */
@@ -118,6 +135,8 @@ typedef struct gw_config {
     size_t n_allowed_origins;
     char **allowed_hosts; /* Host header values served without tokens besides loopback names */
     size_t n_allowed_hosts;
+    char **mcp_allowed_hosts; /* hosts an [[mcp]] url may name besides loopback ones */
+    size_t n_mcp_allowed_hosts;
     bool allow_unauthenticated;
     int64_t memory_budget_mb; /* host RAM the loaded models may hold; 0 = total RAM minus a margin */
     int max_loaded_models;    /* 0 = no cap besides memory */
@@ -141,6 +160,8 @@ typedef struct gw_config {
     size_t n_tokens;
     gw_target_config *targets;
     size_t n_targets;
+    gw_mcp_config *mcp; /* [[mcp]] servers, in file order */
+    size_t n_mcp;
     char *models_dir;                /* rescanned for new files on GET /v1/models; NULL = none */
     bool models_follow_symlinks;     /* [server]: serve models there that link to files outside it */
     int64_t discovered_keep_alive_s; /* keep_alive of the targets found there */

@@ -21,6 +21,7 @@ ROUTES = [
     ("ready", "GET", "/ready", None, None),
     ("models", "GET", "/v1/models", None, "data"),
     ("backends", "GET", "/v1/backends", None, None),
+    ("mcp_tools", "GET", "/v1/mcp/tools", None, "data"),
     ("openai_chat", "POST", "/v1/chat/completions", {"model": TARGET, "messages": MSGS, "max_tokens": 4}, "choices"),
     ("openai_completions", "POST", "/v1/completions", {"model": TARGET, "prompt": "Hello", "max_tokens": 4},
      "choices"),

@@ -82,6 +82,11 @@ typedef struct gw_kind {
     /* What it takes besides text, as /v1/models and Ollama's show list it ("vision", "audio"): a new
      * array, or NULL for a kind that does not say (a remote server's own business). */
     json_t *(*capabilities)(gw_call *call, gw_target *t);
+    /* Transcribes (translates, p->translate) a clip on t, which the caller holds loaded: the audio
+     * routes on a kind that serves speech to text (transcription.c); NULL for the others, whose
+     * audio route makes a chat of the clip. */
+    sipp_status (*transcribe)(gw_target *t, const unsigned char *clip, size_t n, const char *where,
+                              const sipp_transcribe_params *p, sipp_transcript **out, char *err);
     /* Text to speech (/v1/audio/speech), for a kind that speaks; NULL for one that does not (the
      * route refuses it, naming the target). speech_voice finds the voice a request asks for (NULL or
      * "": the target's default) among the target's own and OpenAI's names, before anything is
@@ -89,11 +94,6 @@ typedef struct gw_kind {
      * voices. speak runs with a use of t held, on the caller's thread, handing audio to o->on_audio. */
     bool (*speech_voice)(const gw_target *t, const char *asked, char *voice, size_t n, char *err, size_t en);
     sipp_status (*speak)(gw_target *t, const char *text, const sipp_speak_options *o, char *err);
-    /* Transcribes (translates, p->translate) a clip on t, which the caller holds loaded: the audio
-     * routes on a kind that serves speech to text (transcription.c); NULL for the others, whose
-     * audio route makes a chat of the clip. */
-    sipp_status (*transcribe)(gw_target *t, const unsigned char *clip, size_t n, const char *where,
-                              const sipp_transcribe_params *p, sipp_transcript **out, char *err);
 } gw_kind;
 
 extern const gw_kind gw_kind_llama, gw_kind_remote, gw_kind_supervised, gw_kind_whisper, gw_kind_tts;

@@ -436,9 +436,9 @@ function addMessage(msg, who) {
   const drawStreaming = () => draw(true);
   draw(false);
   actions.append(copyButton(() => msg.content || '', 'Copy'));
-  if (role === 'user') actions.append(button('Edit', 'edit', () => editMessage(el, msg), 'Edit this message and answer again'));
+  if (role === 'user') actions.append(button('Edit', 'edit', () => editMessage(el, msg), 'Edit this message and answer again from it'));
   if (role === 'assistant') {
-    actions.append(button('Regenerate', 'regenerate', () => regenerate(indexOf(el)), 'Answer this again'));
+    actions.append(button('Regenerate', 'regenerate', () => regenerate(indexOf(el)), 'Regenerate this answer'));
     if (typeof speakButton === 'function') actions.append(speakButton(msg));
   }
   ui.log.append(el);

@@ -1,0 +1,372 @@
+#!/usr/bin/env node
+/*
+ * app.test.js: sipp's web page as people use it (issue 50), in Debian's Chromium (headless, through
+ * playwright-core) against a real `sipp serve` on loopback; tests/integration/test_web_app.py starts
+ * it (a local target and a remote one whose answers the test scripts) and runs:
+ *
+ *   node app.test.js --base URL --local NAME --scripted NAME --pull-url URL --artifacts DIR
+ *
+ * Each check prints "ok" or "not ok"; the last line is "web-app: N passed, N failed"; the exit
+ * status is 0 only when every check passed. Every wait is bounded and the run is cut off after
+ * RUN_TIMEOUT_MS.
+ */
+'use strict';
+
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { chromium } = require('playwright-core');
+const { check, assert, sleep, until, axeViolations, layoutProblems, results, finish, STEP_TIMEOUT_MS } = require('./checks');
+
+const CHROMIUM = process.env.SIPP_CHROMIUM || '/usr/bin/chromium';
+const RUN_TIMEOUT_MS = 200000;
+const FIRST_PAINT_MS = 1000;
+const XSS_SETTLE_MS = 600;
+const SIZES = [[375, 740], [1280, 800], [1920, 1080]];
+const VIEWS = ['chat', 'models', 'charts'];
+const CHART_REQUESTS = 3;
+
+function parseArgs(argv) {
+  const args = {};
+  for (let i = 0; i < argv.length; i += 2) {
+    if (!argv[i].startsWith('--') || argv[i + 1] === undefined) throw new Error(`bad argument ${argv[i]}`);
+    args[argv[i].slice(2)] = argv[i + 1];
+  }
+  for (const need of ['base', 'local', 'scripted', 'pull-url', 'artifacts'])
+    if (!args[need]) throw new Error(`--${need} is required`);
+  return args;
+}
+
+const byId = (id) => `[data-testid="${id}"]`;
+
+async function idle(page) {
+  return page.evaluate(() => !document.querySelector('[data-testid="send"]').disabled);
+}
+
+async function send(page, text) {
+  const before = await page.locator(byId('message-assistant')).count();
+  await page.fill(byId('prompt'), text);
+  await page.click(byId('send'));
+  await until('a new answer', async () => (await page.locator(byId('message-assistant')).count()) > before);
+  await until('the answer to end', () => idle(page));
+}
+
+const lastAnswer = (page) => page.locator(byId('message-assistant')).last();
+
+async function view(page, name) {
+  await page.click(byId(`nav-${name}`));
+  await until(`the ${name} view`, () => page.isVisible(`#${name}-view`));
+}
+
+async function run(args) {
+  const { base } = args;
+  const origin = new URL(base).origin;
+  const shot = (page, name) => page.screenshot({ path: path.join(args.artifacts, `web-app-${name}.png`) });
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    timeout: STEP_TIMEOUT_MS,
+  });
+  try {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true });
+    context.setDefaultTimeout(STEP_TIMEOUT_MS);
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin });
+    const page = await context.newPage();
+    const requests = [];
+    const errors = [];
+    const dialogs = [];
+    page.on('request', (r) => requests.push(r.url()));
+    page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      d.dismiss().catch(() => {});
+    });
+
+    const loaded = await check('the page loads and paints in under a second', async () => {
+      const res = await page.goto(`${base}/`, { waitUntil: 'load' });
+      assert(res.status() === 200, `GET / answered ${res.status()}`);
+      const paint = await until('a first paint', () => page.evaluate(() => {
+        const p = performance.getEntriesByType('paint').find((e) => e.name === 'first-contentful-paint');
+        return p ? p.startTime : 0;
+      }));
+      console.log(`  first contentful paint after ${Math.round(paint)} ms`);
+      assert(paint < FIRST_PAINT_MS, `first paint after ${paint} ms`);
+      await until('the scripted target', () => page.$(`${byId('target-select')} option[value="${args.scripted}"]`));
+    });
+    if (!loaded) return;
+
+    await check('an answer renders as Markdown with highlighted code and copy buttons', async () => {
+      await page.selectOption(byId('target-select'), args.scripted);
+      await send(page, 'markdown please');
+      const a = lastAnswer(page);
+      const got = await a.evaluate((el) => ({
+        h1: el.querySelector('.md h1') && el.querySelector('.md h1').textContent,
+        strong: el.querySelectorAll('.md strong').length,
+        inline: el.querySelectorAll('.md p code').length,
+        hl: el.querySelectorAll('pre code.hljs .hljs-keyword').length,
+        table: el.querySelectorAll('.md table td').length,
+        list: el.querySelectorAll('.md ul li').length,
+        link: [...el.querySelectorAll('.md a')].map((x) => `${x.getAttribute('href')} ${x.rel} ${x.target}`),
+        copies: el.querySelectorAll('.code button.copy').length,
+      }));
+      assert(got.h1 === 'Brewing notes' && got.strong === 1 && got.inline === 1 && got.table === 2 && got.list === 2,
+        `Markdown: ${JSON.stringify(got)}`);
+      assert(got.hl > 0 && got.copies === 1, `code: ${JSON.stringify(got)}`);
+      assert(got.link[0] === 'https://example.invalid/tea noopener noreferrer _blank', `link: ${got.link}`);
+      await a.locator('.code button.copy').click();
+      const clip = await page.evaluate(() => navigator.clipboard.readText());
+      assert(clip.includes('def steep(minutes):') && !clip.includes('Copy'), `clipboard: ${clip}`);
+    });
+
+    await check('a conversation survives a reload, with its settings', async () => {
+      await page.fill('#system', 'Be a tea expert.');
+      await send(page, 'second question');
+      await page.reload({ waitUntil: 'load' });
+      await until('the conversation in the list', async () => (await page.locator(byId('conversation')).count()) >= 1);
+      await until('its messages', async () => (await page.locator(byId('message-user')).count()) === 2);
+      const t = await page.textContent(byId('chat-title'));
+      assert(t === 'markdown please', `title ${t}`);
+      assert((await lastAnswer(page).textContent()).includes('You said: second question'), 'the second answer');
+      assert((await page.locator(`${byId('message-assistant')} .md h1`).count()) === 1, 'the first answer is rendered again');
+      await until('the model of the conversation', async () => (await page.inputValue(byId('target-select'))) === args.scripted);
+      assert((await page.inputValue('#system')) === 'Be a tea expert.', 'the system prompt');
+    });
+
+    await check('a model\'s answer runs no script: <script>, <img onerror>, javascript: links, SVG', async () => {
+      await page.evaluate(() => delete window.__xss);
+      await send(page, 'xss please');
+      await sleep(XSS_SETTLE_MS);
+      const got = await lastAnswer(page).evaluate((el) => ({
+        xss: window.__xss,
+        tags: [...el.querySelectorAll('script, img, svg, iframe, math, object, embed, style, form')].map((x) => x.tagName),
+        handlers: [...el.querySelectorAll('*')].flatMap((x) => [...x.attributes].filter((a) => /^on/i.test(a.name)).map((a) => a.name)),
+        hrefs: [...el.querySelectorAll('[href], [src], [xlink\\:href]')].map((x) => x.getAttribute('href') || x.getAttribute('src') || ''),
+        text: el.querySelector('.md').textContent,
+      }));
+      assert(got.xss === undefined, `script ran: window.__xss = ${got.xss}`);
+      assert(dialogs.length === 0, `dialogs: ${dialogs}`);
+      assert(got.tags.length === 0, `dangerous elements: ${got.tags}`);
+      assert(got.handlers.length === 0, `event handlers: ${got.handlers}`);
+      const bad = got.hrefs.filter((h) => !/^(https?:|#)/i.test(h) || h.includes('127.0.0.2'));
+      assert(bad.every((h) => !/^(javascript|data):/i.test(h)), `dangerous links: ${bad}`);
+      assert(got.text.includes("<script>window.__xss = 'script'</script>"), 'the markup is not shown as text');
+      for (const link of await lastAnswer(page).locator('.md a').all()) {
+        const href = await link.getAttribute('href');
+        if (href && /^https?:/.test(href)) continue; // a real link opens a new tab on click; not followed here
+        await link.click({ modifiers: [] }).catch(() => {});
+      }
+      await sleep(XSS_SETTLE_MS);
+      assert((await page.evaluate(() => window.__xss)) === undefined, 'a click ran script');
+      assert(!requests.some((u) => u.includes('127.0.0.2')), 'the answer made the page fetch from another host');
+    });
+
+    await check('reasoning is folded; a tool call is a card', async () => {
+      await send(page, 'think please');
+      const a = lastAnswer(page);
+      const got = await a.evaluate((el) => ({
+        folded: el.querySelector('details.reasoning') && !el.querySelector('details.reasoning').open,
+        reasoning: el.querySelector('.reasoning-text') && el.querySelector('.reasoning-text').textContent,
+        card: el.querySelector('[data-testid="tool-call"]') && el.querySelector('[data-testid="tool-call"]').textContent,
+        content: el.querySelector('.md').textContent,
+      }));
+      assert(got.folded && got.reasoning === 'First, the kettle. Then the leaves.', `reasoning: ${JSON.stringify(got)}`);
+      assert(got.card && got.card.includes('get_weather') && got.card.includes('"city": "Kyoto"'), `card: ${got.card}`);
+      assert(got.content.includes('80 °C'), `content: ${got.content}`);
+    });
+
+    await check('edit a message and answer again from there; regenerate', async () => {
+      await page.click(byId('new-chat'));
+      await send(page, 'first try');
+      await page.locator(byId('message-user')).last().locator(byId('edit')).click();
+      await page.fill(byId('edit-field'), 'second try');
+      await page.click(byId('edit-save'));
+      await until('the new answer', async () => (await idle(page)) &&
+        (await page.locator(byId('message-assistant')).count()) === 1 &&
+        (await lastAnswer(page).textContent()).includes('You said: second try'));
+      assert((await page.locator(byId('message-user')).count()) === 1, 'the edited message was added, not replaced');
+      await lastAnswer(page).locator(byId('regenerate')).click();
+      await until('the regenerated answer', async () => (await idle(page)) && (await page.locator(byId('message-assistant')).count()) === 1);
+      assert((await lastAnswer(page).textContent()).includes('You said: second try'), 'regenerated answer');
+    });
+
+    await check('conversations: search by title, rename, delete', async () => {
+      const n = await page.locator(byId('conversation')).count();
+      assert(n === 2, `${n} conversations listed`);
+      await page.fill(byId('search'), 'MARKDOWN');
+      await until('one match', async () => (await page.locator(byId('conversation')).count()) === 1);
+      await page.fill(byId('search'), '');
+      await until('both again', async () => (await page.locator(byId('conversation')).count()) === 2);
+      await page.click(byId('rename'));
+      await page.fill(byId('rename-input'), 'Renamed chat');
+      await page.keyboard.press('Enter');
+      await until('the new title', async () => (await page.textContent(byId('chat-title'))) === 'Renamed chat');
+      await until('the new title in the list', async () => (await page.locator(byId('conversation')).allTextContents()).includes('Renamed chat'));
+      await page.click(byId('delete'));
+      await page.click(byId('delete'));
+      await until('one conversation left', async () => (await page.locator(byId('conversation')).count()) === 1);
+      assert((await page.textContent(byId('chat-title'))) === 'New conversation', 'a new conversation is shown');
+    });
+
+    await check('export and import conversations as JSON', async () => {
+      const [download] = await Promise.all([page.waitForEvent('download'), page.click(byId('export'))]);
+      const file = path.join(os.tmpdir(), `sipp-web-export-${process.pid}.json`);
+      await download.saveAs(file);
+      const j = JSON.parse(fs.readFileSync(file, 'utf8'));
+      assert(j.sipp_conversations === 1 && j.conversations.length === 1, `export: ${JSON.stringify(j).slice(0, 200)}`);
+      assert(j.conversations[0].settings.system === 'Be a tea expert.', 'settings are exported');
+      await page.setInputFiles('#import-file', file);
+      await until('the imported conversation', async () => (await page.locator(byId('conversation')).count()) === 2);
+      fs.unlinkSync(file);
+    });
+
+    await check('the Models view lists each target; unload and load change the state shown', async () => {
+      assert(await page.isHidden(byId('models-view')), 'the models view shows before it is opened');
+      await view(page, 'models');
+      const card = (name) => page.locator(`${byId('model-card')}[data-name="${name}"]`);
+      await until('both targets', async () => (await card(args.local).count()) === 1 && (await card(args.scripted).count()) === 1);
+      const state = () => card(args.local).locator(byId('model-state')).textContent();
+      await until('tiny ready', async () => (await state()) === 'ready');
+      assert((await card(args.local).locator('meter').count()) >= 1, 'no memory bar');
+      const facts = await card(args.local).textContent();
+      assert(/Slots\s*2/.test(facts) && /Backend\s*cpu/.test(facts), `facts: ${facts}`);
+      await card(args.local).locator(byId('model-unload')).click();
+      await until('unloaded', async () => (await state()) === 'unloaded');
+      await card(args.local).locator(byId('model-load')).click();
+      await until('ready again', async () => (await state()) === 'ready');
+    });
+
+    await check('a pull shows its progress to 100%, and delete removes it', async () => {
+      await page.fill(byId('pull-source'), args['pull-url']);
+      await page.evaluate(() => {
+        window.__pull = [];
+        const p = document.querySelector('[data-testid="pull-progress"]');
+        const t = setInterval(() => {
+          window.__pull.push(p.value);
+          if (p.value >= 100) clearInterval(t);
+        }, 10);
+      });
+      await page.click(byId('pull'));
+      await until('100%', async () => (await page.evaluate(() => document.querySelector('[data-testid="pull-progress"]').value)) === 100);
+      await until('success', async () => /success/.test(await page.textContent(byId('pull-status'))));
+      const seen = await page.evaluate(() => [...new Set(window.__pull)]);
+      assert(seen.some((v) => v > 0 && v < 100), `no progress between 0 and 100: ${seen}`);
+      console.log(`  progress seen: ${seen.slice(0, 12).join(', ')}${seen.length > 12 ? ', …' : ''}`);
+      const item = page.locator(`${byId('store-list')} li`, { hasText: 'pulled-tiny' });
+      await until('the pulled model in the store list', async () => (await item.count()) === 1);
+      await item.locator(byId('store-delete')).click();
+      await until('deleted', async () => /deleted/.test(await page.textContent(byId('models-note'))));
+      await until('gone from the list', async () => (await item.count()) === 0);
+    });
+
+    await check('the charts have points after a few requests', async () => {
+      for (let i = 0; i < CHART_REQUESTS; i++) {
+        const r = await fetch(`${base}/v1/chat/completions`, {
+          method: 'POST', headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify({ model: args.local, messages: [{ role: 'user', content: `chart ${i}` }], max_tokens: 16 }),
+        });
+        assert(r.ok, `chat ${r.status}`);
+        await sleep(700);
+      }
+      await view(page, 'charts');
+      await until('tokens/s points', async () => Number(await page.getAttribute(byId('chart-tokens'), 'data-points')) > 2);
+      for (const k of ['ttft', 'requests', 'kv'])
+        assert(Number(await page.getAttribute(byId(`chart-${k}`), 'data-points')) > 0, `chart ${k} has no points`);
+      assert(await page.isVisible(`${byId('chart-tokens')} canvas`), 'no canvas');
+      assert(/tok\/s/.test(await page.textContent(byId('last-speed'))), 'the last answer\'s speed');
+    });
+
+    await check('keyboard only: the views open from the header, the pull field is reachable', async () => {
+      await view(page, 'chat');
+      await page.evaluate(() => document.activeElement && document.activeElement.blur());
+      let tabs = 0;
+      while (!(await page.evaluate(() => document.activeElement.dataset.testid === 'nav-models'))) {
+        assert(++tabs <= 10, 'nav-models not reached in 10 Tabs');
+        await page.keyboard.press('Tab');
+      }
+      await page.keyboard.press('Enter');
+      await until('the models view', () => page.isVisible(byId('models-view')));
+      for (tabs = 0; !(await page.evaluate(() => document.activeElement.dataset.testid === 'pull-source'));) {
+        assert(++tabs <= 40, 'the pull field not reached in 40 Tabs');
+        await page.keyboard.press('Tab');
+      }
+      await page.keyboard.press('Shift+Tab');
+      await view(page, 'chat');
+      // The conversation list is one Tab stop; the arrow keys move in it.
+      await page.locator(byId('conversation')).first().focus();
+      await page.keyboard.press('ArrowDown');
+      const focused = await page.evaluate(() => document.activeElement.dataset.testid);
+      assert(focused === 'conversation', `focus on ${focused}`);
+      await page.keyboard.press('Enter');
+      await until('a conversation opened', async () => (await page.locator(byId('message-user')).count()) > 0);
+    });
+
+    await check('dark mode follows prefers-color-scheme', async () => {
+      const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+      await page.emulateMedia({ colorScheme: 'dark' });
+      const dark = await bg();
+      await page.emulateMedia({ colorScheme: 'light' });
+      const light = await bg();
+      const lum = (c) => c.match(/\d+/g).slice(0, 3).reduce((a, b) => a + Number(b), 0) / 3;
+      assert(lum(dark) < 60 && lum(light) > 200, `dark ${dark}, light ${light}`);
+    });
+
+    for (const scheme of ['light', 'dark']) {
+      await check(`axe-core: no serious or critical violation on any view (${scheme})`, async () => {
+        await page.emulateMedia({ colorScheme: scheme });
+        const found = [];
+        for (const v of VIEWS) {
+          await view(page, v);
+          await sleep(300);
+          for (const x of await axeViolations(page)) found.push(`${v}: ${x.id} (${x.impact}) ${x.help} at ${x.nodes.join(', ')}`);
+        }
+        assert(found.length === 0, found.join('\n'));
+      });
+    }
+    await page.emulateMedia({ colorScheme: 'light' });
+
+    for (const [w, h] of SIZES) {
+      await check(`at ${w}×${h}: no overlapping or cut-off boxes on any view (screenshots kept)`, async () => {
+        await page.setViewportSize({ width: w, height: h });
+        const found = [];
+        for (const v of VIEWS) {
+          await view(page, v);
+          await sleep(300);
+          await shot(page, `${v}-${w}x${h}`);
+          for (const p of await layoutProblems(page)) found.push(`${v}: ${p}`);
+        }
+        assert(found.length === 0, found.join('\n'));
+      });
+    }
+
+    await check('every request went to the gateway; no console errors', async () => {
+      const elsewhere = requests.filter((u) => !u.startsWith(`${origin}/`) && !u.startsWith('blob:') && !u.startsWith('data:'));
+      assert(elsewhere.length === 0, `requests elsewhere: ${elsewhere.join(', ')}`);
+      console.log(`  ${requests.length} requests, all to ${origin}`);
+      assert(errors.length === 0, errors.join('\n'));
+    });
+    await context.close();
+  } finally {
+    await browser.close();
+  }
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const timer = setTimeout(() => {
+    console.log(`not ok - the run took over ${RUN_TIMEOUT_MS} ms`);
+    results.failed++;
+    process.exit(finish());
+  }, RUN_TIMEOUT_MS);
+  try {
+    await run(args);
+  } catch (err) {
+    results.failed++;
+    console.log(`not ok - the browser run: ${(err && err.stack) || err}`);
+  }
+  clearTimeout(timer);
+  process.exit(finish());
+}
+
+main();

@@ -344,27 +344,34 @@ function nearBottom() {
 
 /*
  * Keeps the log scrolled to its end while an answer grows, unless the reader has scrolled up.
- * Re-rendering Markdown costs more than appending text, so a growing answer is drawn at most once
- * per RENDER_EVERY_MS (the first piece at once): the scroll position is read before the draw (when
+ * Re-rendering Markdown costs more than appending text, and more the longer the answer: a growing
+ * answer is drawn again only after RENDER_SHARE times as long as its last draw took (at most
+ * RENDER_MAX_WAIT_MS), so drawing takes a bounded share of the page's time whatever the length; a
+ * short answer is drawn on nearly every piece. The scroll position is read before the draw (when
  * layout is still clean) and the log scrolled after it. A timer, not requestAnimationFrame: a tab
  * that is not painted (hidden, headless) gets no frames, and the answer must still be kept.
  */
-const RENDER_EVERY_MS = 30;
-const follow = { timer: 0, last: 0, jobs: new Set() };
+const RENDER_SHARE = 5;
+const RENDER_MAX_WAIT_MS = 100;
+const follow = { timer: 0, last: 0, cost: 0, jobs: new Set() };
 function flushRenders() {
   follow.timer = 0;
-  follow.last = performance.now();
+  const t0 = performance.now();
   const stick = nearBottom();
   const jobs = [...follow.jobs];
   follow.jobs.clear();
   for (const j of jobs) j();
   if (stick) ui.log.scrollTop = ui.log.scrollHeight;
+  follow.last = performance.now();
+  follow.cost = follow.last - t0;
 }
 function renderSoon(job) {
   follow.jobs.add(job);
   if (follow.timer) return;
-  const wait = Math.max(0, follow.last + RENDER_EVERY_MS - performance.now());
-  follow.timer = setTimeout(flushRenders, wait);
+  const gap = Math.min(RENDER_MAX_WAIT_MS, RENDER_SHARE * follow.cost);
+  const wait = follow.last + gap - performance.now();
+  if (wait <= 0) flushRenders();
+  else follow.timer = setTimeout(flushRenders, wait);
 }
 
 function button(text, testid, onClick, label) {

@@ -9,7 +9,10 @@ remote (openai_compatible) target whose upstream is a small OpenAI-shaped server
 page under test is real and so is the gateway's relay; the upstream only lets the test choose the
 exact text of an answer (a random model cannot be made to write `<img onerror>`). Its answers are
 keyed by the user's last message (ANSWERS). A second loopback server (httpfixture) holds a GGUF file
-that the page pulls into a temporary store ([store] allow_private_sources).
+that the page pulls into a temporary store ([store] allow_private_sources). A third target, `ears`,
+takes audio (a synthetic qwen2a projector): Hold to talk records Chromium's fake microphone (a WAV
+file this test writes) and the page's WAV reaches /v1/audio/transcriptions and the transcript the
+message box.
 
 tests/integration/web/app.test.js drives the page and prints one ok / not ok line per check. npm
 installs playwright-core and axe-core (`npm ci --ignore-scripts`) when web/node_modules lacks them.
@@ -28,6 +31,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
 from httpfixture import HTTPFixture  # noqa: E402
+from tests.support.audio import wav  # noqa: E402
+from tests.support.models import make_projector  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -37,6 +42,7 @@ CHROMIUM = os.environ.get("SIPP_CHROMIUM", "/usr/bin/chromium")
 NPM_TIMEOUT_S = 180
 NODE_TIMEOUT_S = 240  # the script cuts itself off earlier (RUN_TIMEOUT_MS); this is the backstop
 PULL_CHUNK_DELAY_S = 0.004  # per 64 KiB: the pull of the tiny model takes about a second
+VOICE_CLIP_S = 2.0  # the WAV Chromium's fake microphone plays (in a loop)
 
 MARKDOWN = ("# Brewing notes\n\nTea wants **hot** water and `patience`.\n\n"
             "```python\ndef steep(minutes):\n    return minutes * 60\n```\n\n"
@@ -165,9 +171,18 @@ class WebAppTest(unittest.TestCase):
             with open(model, "rb") as f:
                 cls.pull_url = cls.files.add("/files/pulled-tiny.gguf", f.read())
             cls.files.set(chunk_delay=PULL_CHUNK_DELAY_S)
-            cls.store = os.path.join(gw.tmpdir(), "models")
+            d = gw.tmpdir()
+            cls.store = os.path.join(d, "models")
             os.makedirs(cls.store)
-            config = ("[store]\nallow_private_sources = true\n\n" + gw.local_target("tiny", model, parallel=2) +
+            # "ears" takes audio (a qwen2a projector): /v1/audio/transcriptions on it is llama-server's
+            # way, a chat with the clip; the page's Hold to talk uses it when no whisper target exists.
+            ears = gw.local_target("ears", model, parallel=1, ctx=2048,
+                                   extra=f'mmproj = "{make_projector(d, "qwen2a")}"\nmmproj_offload = false\n'
+                                         "max_tokens = 8")
+            cls.voice_wav = os.path.join(d, "voice.wav")
+            with open(cls.voice_wav, "wb") as f:
+                f.write(wav(VOICE_CLIP_S))
+            config = ("[store]\nallow_private_sources = true\n\n" + gw.local_target("tiny", model, parallel=2) + ears +
                       f'\n[[targets]]\nname = "scripted"\ntype = "openai_compatible"\n'
                       f'base_url = "{cls.upstream.base}"\n')
             cls.g = gw.serve_config(config, env={"SIPP_MODELS_DIR": cls.store})
@@ -186,7 +201,8 @@ class WebAppTest(unittest.TestCase):
     def test_the_page_in_chromium(self):
         os.makedirs(ARTIFACTS, exist_ok=True)
         cmd = ["node", os.path.join(WEB_TESTS, "app.test.js"), "--base", self.g.base, "--local", "tiny",
-               "--scripted", "scripted", "--pull-url", self.pull_url, "--artifacts", ARTIFACTS]
+               "--scripted", "scripted", "--pull-url", self.pull_url, "--artifacts", ARTIFACTS,
+               "--ears", "ears", "--voice-wav", self.voice_wav]
         env = dict(os.environ, SIPP_CHROMIUM=CHROMIUM)
         try:
             r = subprocess.run(cmd, cwd=WEB_TESTS, capture_output=True, text=True, timeout=NODE_TIMEOUT_S,

@@ -943,6 +943,7 @@ function start() {
 
   wireConversations();
   wireModels();
+  wireVoice();
   restoreConversations();
   loadModels();
   pollReady();

@@ -25,6 +25,7 @@ const XSS_SETTLE_MS = 600;
 const SIZES = [[375, 740], [1280, 800], [1920, 1080]];
 const VIEWS = ['chat', 'models', 'charts'];
 const CHART_REQUESTS = 3;
+const LAUNCH_TIMEOUT_MS = 60000; // a loaded 2-core machine starts Chromium slowly
 
 function parseArgs(argv) {
   const args = {};
@@ -66,7 +67,7 @@ async function run(args) {
     executablePath: CHROMIUM,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    timeout: STEP_TIMEOUT_MS,
+    timeout: LAUNCH_TIMEOUT_MS,
   });
   try {
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true });
@@ -186,9 +187,13 @@ async function run(args) {
         (await page.locator(byId('message-assistant')).count()) === 1 &&
         (await lastAnswer(page).textContent()).includes('You said: second try'));
       assert((await page.locator(byId('message-user')).count()) === 1, 'the edited message was added, not replaced');
+      await lastAnswer(page).evaluate((el) => (el.dataset.old = '1'));
       await lastAnswer(page).locator(byId('regenerate')).click();
-      await until('the regenerated answer', async () => (await idle(page)) && (await page.locator(byId('message-assistant')).count()) === 1);
-      assert((await lastAnswer(page).textContent()).includes('You said: second try'), 'regenerated answer');
+      await until('the regenerated answer', async () => (await idle(page)) &&
+        (await page.locator(byId('message-assistant')).count()) === 1 &&
+        (await lastAnswer(page).getAttribute('data-old')) === null);
+      const text = (await lastAnswer(page).locator('.md').textContent()).trim();
+      assert(text === 'You said: second try', `regenerated answer: ${text}`);
     });
 
     await check('conversations: search by title, rename, delete', async () => {
@@ -344,6 +349,81 @@ async function run(args) {
       const elsewhere = requests.filter((u) => !u.startsWith(`${origin}/`) && !u.startsWith('blob:') && !u.startsWith('data:'));
       assert(elsewhere.length === 0, `requests elsewhere: ${elsewhere.join(', ')}`);
       console.log(`  ${requests.length} requests, all to ${origin}`);
+      assert(errors.length === 0, errors.join('\n'));
+    });
+    await context.close();
+  } finally {
+    await browser.close();
+  }
+  if (args['voice-wav']) await voiceChecks(args);
+}
+
+/*
+ * Voice in a browser of its own, whose microphone is Chromium's fake capture of a WAV file: Hold to
+ * talk records it, the page's WAV goes to /v1/audio/transcriptions on the audio target, and the
+ * transcript reaches the conversation. No target here speaks, so Read aloud stays hidden.
+ */
+async function voiceChecks(args) {
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--use-fake-ui-for-media-stream',
+      '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${args['voice-wav']}`,
+      '--autoplay-policy=no-user-gesture-required'],
+    timeout: LAUNCH_TIMEOUT_MS,
+  });
+  try {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    context.setDefaultTimeout(STEP_TIMEOUT_MS);
+    await context.grantPermissions(['microphone'], { origin: new URL(args.base).origin });
+    // What the page uploads, seen before it leaves (a FormData body is not visible to the request
+    // events): the file's WAV header and the model named.
+    await context.addInitScript(() => {
+      const fetch0 = window.fetch;
+      window.fetch = async (url, opts) => {
+        if (String(url).endsWith('/v1/audio/transcriptions') && opts && opts.body instanceof FormData) {
+          const f = opts.body.get('file');
+          const head = [...new Uint8Array(await f.slice(0, 44).arrayBuffer())];
+          window.__upload = { model: opts.body.get('model'), head, size: f.size };
+        }
+        return fetch0(url, opts);
+      };
+    });
+    const page = await context.newPage();
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await check('voice: each control shows only when a target offers it', async () => {
+      await page.goto(`${args.base}/`, { waitUntil: 'load' });
+      await until('Hold to talk', () => page.isVisible(byId('talk')));
+      assert(await page.isHidden(byId('read-aloud')), 'Read aloud shows, but no target speaks');
+      assert(await page.isVisible(byId('hands-free')), 'no hands-free switch beside Hold to talk');
+    });
+    await check('voice: Hold to talk sends a WAV of the microphone and the transcript becomes the message', async () => {
+      await page.selectOption(byId('target-select'), args.local);
+      const answered = page.waitForResponse((r) => r.url().endsWith('/v1/audio/transcriptions'));
+      const box = await page.locator(byId('talk')).boundingBox();
+      await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+      await page.mouse.down();
+      await until('recording', async () => (await page.getAttribute(byId('talk'), 'aria-pressed')) === 'true');
+      await sleep(1500);
+      await page.mouse.up();
+      const up = await until('the upload', () => page.evaluate(() => window.__upload));
+      const head = Buffer.from(up.head);
+      assert(head.toString('latin1', 0, 4) === 'RIFF' && head.toString('latin1', 8, 12) === 'WAVE', 'the upload is not a WAV');
+      const rate = head.readUInt32LE(24);
+      const seconds = head.readUInt32LE(40) / 2 / rate;
+      assert(rate === 16000 && head.readUInt16LE(22) === 1 && seconds > 0.5 && seconds < 5, `WAV: ${rate} Hz, ${seconds} s`);
+      assert(up.model === args.ears, `the upload names ${up.model}, not the audio target`);
+      const res = await answered;
+      assert(res.status() === 200, `transcription answered ${res.status()}: ${await res.text()}`);
+      const text = ((await res.json()).text || '').trim();
+      console.log(`  ${seconds.toFixed(2)} s of 16 kHz WAV; transcript "${text}"`);
+      if (text) {
+        await until('the transcript as the message', async () =>
+          (await page.locator(`${byId('message-user')} .text`).last().textContent().catch(() => '')) === text);
+        await until('its answer', () => idle(page));
+      } else {
+        await until('the empty transcript said', async () => /empty/.test(await page.textContent(byId('voice-state'))));
+      }
       assert(errors.length === 0, errors.join('\n'));
     });
     await context.close();

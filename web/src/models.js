@@ -161,36 +161,53 @@ function budgetsPanel(backends) {
   return dl;
 }
 
-/* The recipe × backend matrix: /v1/backends' "recipes" when the gateway lists them, else its backends. */
-function showMatrix(backends) {
-  const recipes = Array.isArray(backends.recipes) ? backends.recipes : null;
-  const rows = recipes || backends.backends || [];
-  const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))].filter((k) => typeof rows[0][k] !== 'object' || rows.some((r) => Array.isArray(r[k])));
-  const table = document.createElement('table');
-  const caption = document.createElement('caption');
-  caption.textContent = recipes ? 'Recipes by backend' : 'Backends (this gateway lists no recipes)';
-  const head = document.createElement('tr');
-  for (const c of cols) {
-    const th = document.createElement('th');
-    th.scope = 'col';
-    th.textContent = c;
-    head.append(th);
-  }
+function cell(tag, text, scope) {
+  const c = document.createElement(tag);
+  c.textContent = text;
+  if (scope) c.scope = scope;
+  return c;
+}
+
+function table(caption, head, rows) {
+  const t = document.createElement('table');
   const thead = document.createElement('thead');
-  thead.append(head);
+  const tr = document.createElement('tr');
+  tr.append(...head.map((h) => cell('th', h, 'col')));
+  thead.append(tr);
   const tbody = document.createElement('tbody');
   for (const r of rows) {
-    const tr = document.createElement('tr');
-    for (const c of cols) {
-      const td = document.createElement('td');
-      const v = r[c];
-      td.textContent = typeof v === 'boolean' ? (v ? 'yes' : 'no') : Array.isArray(v) ? v.map((x) => (typeof x === 'object' ? JSON.stringify(x) : x)).join(', ') : v === undefined ? '' : String(v);
-      tr.append(td);
-    }
-    tbody.append(tr);
+    const row = document.createElement('tr');
+    row.append(cell('th', r[0], 'row'), ...r.slice(1).map((v) => cell('td', v)));
+    tbody.append(row);
   }
-  table.append(caption, thead, tbody);
-  mv.matrix.replaceChildren(table);
+  t.append(cell('caption', caption), thead, tbody);
+  return t;
+}
+
+/*
+ * The recipe × backend matrix of this host: /v1/backends' "recipes" ([{name, serves, kind,
+ * backends: [{name, compiled, available, state, note?}], auto: {backend, reason}}]), each cell the
+ * backend's state for the recipe ("auto" marks the one the auto rule picks). A gateway that lists no
+ * recipes shows its backends: compiled, available, devices.
+ */
+function showMatrix(backends) {
+  const recipes = Array.isArray(backends.recipes) ? backends.recipes : null;
+  if (!recipes) {
+    const rows = (backends.backends || []).map((b) => [b.name, b.compiled ? 'yes' : 'no', b.available ? 'yes' : 'no', String(b.devices ?? '')]);
+    mv.matrix.replaceChildren(table('Backends (this gateway lists no recipes)', ['backend', 'compiled', 'available', 'devices'], rows));
+    return;
+  }
+  const names = [...new Set(recipes.flatMap((r) => (r.backends || []).map((b) => b.name)))];
+  const rows = recipes.map((r) => {
+    const by = new Map((r.backends || []).map((b) => [b.name, b]));
+    const auto = r.auto && r.auto.backend;
+    return [`${r.name}${r.serves ? ` (${r.serves})` : ''}`, ...names.map((n) => {
+      const b = by.get(n);
+      return b ? `${b.state}${n === auto ? ' · auto' : ''}${b.note ? ` (${b.note})` : ''}` : '–';
+    })];
+  });
+  mv.matrix.replaceChildren(table('Recipes by backend (installed, installable or unsupported; auto: what the auto rule picks)',
+    ['recipe', ...names], rows));
 }
 
 async function showModels() {

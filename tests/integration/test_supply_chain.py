@@ -405,7 +405,7 @@ class ReleaseTest(unittest.TestCase):
         (top,) = os.listdir(unpack)
         tree = os.path.join(unpack, top)
         for rel in ("bin/sipp", "lib/libsipp.so", "include/sipp.h", "lib/pkgconfig/sipp.pc",
-                    "share/man/man1/sipp.1", "share/sipp/web/index.html", "install.sh",
+                    "share/man/man1/sipp.1", "share/sipp/web/index.html", "share/sipp/web/app.js", "install.sh",
                     "lib/sipp/artifact/manifest.json", "lib/sipp/artifact/sbom.spdx.json",
                     "lib/sipp/artifact/libmtmd.so"):
             self.assertTrue(os.path.exists(os.path.join(tree, rel)), rel)

@@ -18,7 +18,7 @@
  *                            image_max_bytes, image_max_pixels, media_max_items
  *                            (sipp_schema_limits in sipp.h)
  *   [[tokens]]               env, caller, targets, admin
- *   [[targets]]              name, type = "local" | "openai_compatible"; local: model, backend,
+ *   [[targets]]              name, type = "local" | "openai_compatible"; local: recipe, model, backend,
  *                            flash_attn, speculative, draft_model, draft_max, draft_min, draft_p_min,
  *                            draft_cutoff, cache_type_k, cache_type_v, mmproj, mmproj_offload,
  *                            ctx_size, parallel, threads, gpu_layers, policy, rpc, tensor_split, load,
@@ -154,6 +154,7 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->speculative);
     free(t->draft_model);
     free(t->mmproj);
+    free(t->recipe);
     free(t->draft_cutoff);
     free(t->cache_type_k);
     free(t->cache_type_v);
@@ -615,6 +616,21 @@ static void get_ctx_size(cfg_ctx *x, const toml_node *t, const char *where, gw_t
 
 /* cache_type_k, cache_type_v: known types, and a quantized V cache only where the target's flash
  * attention (flash_attn and backend, read before) is not off. */
+/* The recipes a local target may name (DESIGN.md "Recipes and kinds"; kinds/kind.c maps each to its
+ * kind). */
+static const char *const recipes[] = {"llamacpp", NULL};
+
+static void parse_recipe(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    const toml_node *rn = get_str(x, t, where, "recipe", &tc->recipe);
+    if (!tc->recipe) return;
+    for (int i = 0; recipes[i]; i++)
+        if (strcmp(tc->recipe, recipes[i]) == 0) return;
+    char known[SIPP_ERROR_SIZE] = "";
+    for (int i = 0; recipes[i]; i++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", recipes[i]);
+    cfg_err(x, toml_node_line(rn), "%s recipe: '%s' is not one of %s", where, tc->recipe, known);
+}
+
 static void parse_kv_keys(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     const toml_node *kn = get_str(x, t, where, "cache_type_k", &tc->cache_type_k);
     const toml_node *vn = get_str(x, t, where, "cache_type_v", &tc->cache_type_v);
@@ -665,6 +681,7 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
         cfg_err(x, toml_node_line(cn), "%s draft_cutoff: '%s' is not one of auto, off", where,
                 tc->draft_cutoff);
     parse_kv_keys(x, t, where, tc);
+    parse_recipe(x, t, where, tc);
     /* mmproj: a projector file (like model: a path or a store name), or "auto" (found at validation) */
     char *mmproj = NULL;
     get_str(x, t, where, "mmproj", &mmproj);
@@ -783,7 +800,8 @@ static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
         "threads",    "gpu_layers",   "policy",       "chat_template",  "rpc",          "tensor_split",
         "flash_attn", "speculative",  "draft_max",    "draft_min",      "load",         "keep_alive",
         "pin",        "draft_model",  "draft_p_min",  "repack",         "draft_cutoff", "aliases",
-        "max_tokens", "cache_type_k", "cache_type_v", "mmproj_offload", "mmproj",       NULL};
+        "max_tokens", "cache_type_k", "cache_type_v", "mmproj_offload", "mmproj",       "recipe",
+        NULL};
     static const char *const remote_keys[] = {
         "name", "type", "base_url", "base_urls", "model", "api_key_env", "timeout_seconds", "aliases", NULL};
     size_t n = toml_array_len(arr);

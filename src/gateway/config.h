@@ -46,6 +46,7 @@ typedef struct gw_target_config {
     gw_target_type type;
     int line; /* where its [[targets]] entry starts */
     /* local */
+    char *recipe;     /* what serves it (DESIGN.md "Recipes and kinds"): NULL = "llamacpp" */
     char *model_path; /* resolved against the config file's directory */
     char *backend;
     char *flash_attn;         /* "auto", "on", "off"; NULL = auto */

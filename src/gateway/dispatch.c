@@ -66,10 +66,18 @@ static json_t *parse_call_body(gw_call *call) {
     return root;
 }
 
+/* A translated chat as it stands before decoding, for a target whose kind sends it on (a remote
+ * one); NULL for the others, and for the APIs remote servers speak (they get the client's body). */
+static json_t *translated_copy(gw_call *call, const gw_dispatch *d, json_t *body) {
+    if (!body || d->upstream_suffix) return NULL;
+    const char *model = gw_body_model(body);
+    gw_target *t = model ? gw_target_find(call->srv, model) : gw_targets_only(call->srv);
+    return t && gw_kind_of(t)->sends_translated ? json_deep_copy(body) : NULL;
+}
+
 void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d) {
     if (!body) body = parse_call_body(call);
-    /* A translated chat as it stands before decoding is what a remote target is sent. */
-    json_t *sent = body && !d->upstream_suffix ? json_deep_copy(body) : NULL;
+    json_t *sent = translated_copy(call, d, body);
     gw_gen g;
     bool ok = body && decode(call, d, d->fmt ? d->fmt->renames : NULL, body, &g);
     json_decref(body);

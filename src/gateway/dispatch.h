@@ -5,6 +5,7 @@
 #define SIPP_GATEWAY_DISPATCH_H
 
 #include "gateway/connection.h"
+#include "gateway/embed.h"
 #include "gateway/field_names.h"
 #include "gateway/generate.h"
 #include "gateway/request_parse.h"
@@ -13,6 +14,9 @@
 typedef struct gw_dispatch {
     gw_api api;
     const gw_format *fmt; /* how the answer is rendered; NULL: an embedding route (gw_embed) */
+    /* An embedding route's own shape (Ollama's); NULL: OpenAI's or sipp's, by the API. */
+    const gw_embed_format *embed_fmt;
+    bool count_only; /* counts the chat's prompt tokens (Messages' count_tokens) instead of answering */
     /* A route of the API remote targets speak (OpenAI's, sipp's native): a remote target is sent
      * the client's body as it came, at base_url + upstream_suffix, and its answer passes through.
      * NULL: a route that translated its API into a chat (the body given to gw_dispatch); a remote

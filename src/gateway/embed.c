@@ -49,7 +49,7 @@ static json_t *vector(const float *v, int n) {
 
 static bool client_still_there(void *call) { return !gw_call_abandoned(call); }
 
-void gw_embed(gw_call *call, gw_target *t, gw_gen *g) {
+void gw_embed(gw_call *call, gw_target *t, gw_gen *g, const gw_embed_format *fmt) {
     float *out = NULL;
     int n_embd = 0, n_tokens = 0;
     /* Stopped between inputs when the client leaves or the request times out (one request may carry
@@ -59,11 +59,18 @@ void gw_embed(gw_call *call, gw_target *t, gw_gen *g) {
     opt.timeout_ms = gw_call_ms_left(call);
     opt.should_continue = client_still_there;
     opt.user = call;
+    double t0 = sipp_now_ms();
     sipp_status st =
         sipp_engine_embed_with(t->engine, g->inputs, g->n_inputs, &opt, &out, &n_embd, &n_tokens);
     if (st != SIPP_OK) {
         gw_error_kind kind = st == SIPP_ERR_MODEL ? GW_E_INVALID_FIELD : gw_error_from_status(st);
         gw_reply_error(call, kind, "model '%s': %s", t->cfg->name, sipp_engine_last_error(t->engine));
+        return;
+    }
+    gw_metrics_tokens(call->srv->metrics, t->index, n_tokens, 0, 0, -1);
+    if (fmt) {
+        fmt->render(call, t, g, out, n_embd, n_tokens, t0);
+        sipp_free(out);
         return;
     }
     json_t *rows = json_array();
@@ -77,7 +84,6 @@ void gw_embed(gw_call *call, gw_target *t, gw_gen *g) {
             json_array_append_new(rows, v);
     }
     sipp_free(out);
-    gw_metrics_tokens(call->srv->metrics, t->index, n_tokens, 0, 0, -1);
     if (g->api == GW_API_EMBEDDINGS)
         gw_reply_json(call, 200,
                       json_pack("{s:s, s:o, s:s, s:{s:i, s:i}}", "object", "list", "data", rows, "model",

@@ -44,6 +44,7 @@
 #define GW_WAIT_SLICE_MS 100
 #define GW_ID_SIZE 96
 #define GW_FIELD_NAME_SIZE 64
+#define COUNT_MAX_TOKENS 1 /* a counting run stops after its prompt and one token */
 
 typedef enum { PHASE_BEGIN, PHASE_BODY, PHASE_DONE } phase;
 
@@ -436,4 +437,71 @@ void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
         gw_reply_error(call, kind, "model '%s': %s", t->cfg->name, sipp_request_error(bad->req));
     }
     gs_close(&gs->base);
+}
+
+/* ---- counting a prompt's tokens (Messages' count_tokens) ------------------------------------- */
+
+/* Waits for a counting run (one token) and replies with its prompt's length. */
+static void count_reply(gw_call *call, gw_target *t, sipp_request *r) {
+    while (sipp_request_wait(r, GW_WAIT_SLICE_MS) != SIPP_OK)
+        if (gw_call_abandoned(call)) sipp_request_cancel(r);
+    sipp_request_stats stats;
+    sipp_request_get_stats(r, &stats);
+    sipp_finish_reason fr = sipp_request_finish_reason(r);
+    if (fr == SIPP_FINISH_STOP || fr == SIPP_FINISH_LENGTH)
+        gw_reply_json(call, 200, json_pack("{s:i}", "input_tokens", stats.prompt_tokens));
+    else
+        gw_reply_error(call,
+                       sipp_request_status(r) == SIPP_ERR_CONTEXT_FULL
+                           ? GW_E_CONTEXT_LENGTH
+                           : gw_error_from_status(sipp_request_status(r)),
+                       "model '%s': %s", t->cfg->name, sipp_request_error(r));
+}
+
+/* A prompt longer than the context is counted all the same (an agent learns how much to trim): the
+ * count, the context, and that it does not fit, in fields Anthropic's shape leaves room for. */
+static bool count_past_context(gw_call *call, gw_target *t, const sipp_request_params *p) {
+    int n = 0, ctx = 0;
+    if (sipp_engine_count_prompt(t->engine, p, &n, &ctx) != SIPP_OK || n < ctx) return false;
+    gw_reply_json(
+        call, 200,
+        json_pack("{s:i, s:i, s:b}", "input_tokens", n, "context_window", ctx, "exceeds_context_window", 1));
+    return true;
+}
+
+/* Submits the counting run of chat_json (and again with the system turns folded when the template
+ * wants them first, as generate.c does), then replies. */
+static void count_run(gw_call *call, gw_target *t, gw_gen *g, char *chat_json, const gw_rename *renames) {
+    sipp_request_params p = sipp_request_default_params();
+    p.chat_json = chat_json;
+    p.chat_template = t->cfg->chat_template;
+    p.max_tokens = COUNT_MAX_TOKENS;
+    p.timeout_ms = gw_call_ms_left(call);
+    sipp_request *r = NULL;
+    char *folded = NULL;
+    sipp_status st = sipp_engine_submit(t->engine, &p, &r);
+    if (st == SIPP_ERR_INVALID_ARGUMENT && gw_chat_fold_system(g->chat)) {
+        p.chat_json = folded = json_dumps(g->chat, JSON_COMPACT);
+        st = folded ? sipp_engine_submit(t->engine, &p, &r) : st;
+    }
+    if (st == SIPP_OK) {
+        count_reply(call, t, r);
+        sipp_request_free(r);
+    } else if (st != SIPP_ERR_CONTEXT_FULL || !count_past_context(call, t, &p)) {
+        char err[SIPP_ERROR_SIZE];
+        sipp_strlcpy(err, sipp_engine_last_error(t->engine), sizeof err);
+        gw_rename_fields(err, sizeof err, renames);
+        gw_reply_error(call, gw_error_from_status(st), "model '%s': %s", t->cfg->name, err);
+    }
+    free(folded);
+}
+
+void gw_count_tokens(gw_call *call, gw_target *t, gw_gen *g, const gw_rename *renames) {
+    char *chat_json = json_dumps(g->chat, JSON_COMPACT);
+    if (!chat_json) {
+        gw_reply_error(call, GW_E_INTERNAL, "out of memory");
+        return;
+    }
+    count_run(call, t, g, chat_json, renames);
+    free(chat_json);
 }

@@ -72,10 +72,10 @@ static bool same_strv(char **a, size_t na, char **b, size_t nb) {
 
 /* Whether a and b load the same model the same way (local) or reach the same server (remote). */
 static bool same_load(const gw_target_config *a, const gw_target_config *b) {
-    return a->type == b->type && same_str(a->model_path, b->model_path) && same_str(a->backend, b->backend) &&
-           same_str(a->flash_attn, b->flash_attn) && same_str(a->speculative, b->speculative) &&
-           same_str(a->draft_model, b->draft_model) && a->draft_max == b->draft_max &&
-           a->draft_min == b->draft_min && a->draft_p_min == b->draft_p_min &&
+    return a->type == b->type && same_str(a->recipe, b->recipe) && same_str(a->model_path, b->model_path) &&
+           same_str(a->backend, b->backend) && same_str(a->flash_attn, b->flash_attn) &&
+           same_str(a->speculative, b->speculative) && same_str(a->draft_model, b->draft_model) &&
+           a->draft_max == b->draft_max && a->draft_min == b->draft_min && a->draft_p_min == b->draft_p_min &&
            same_str(a->draft_cutoff, b->draft_cutoff) && same_str(a->cache_type_k, b->cache_type_k) &&
            same_str(a->cache_type_v, b->cache_type_v) && same_str(a->chat_template, b->chat_template) &&
            same_str(a->mmproj, b->mmproj) && a->mmproj_offload == b->mmproj_offload &&

@@ -85,12 +85,10 @@
  * before it is refused: a client's next request can arrive before the server has finished with
  * its last one (the reply is sent before the connection's completion is seen). */
 #define NO_ROOM_GRACE_MS 2000
-#define ENGINE_QUEUE_MIN 1
 /* An rpc target waiting for its servers is tried again after RPC_RETRY_MIN_MS, doubling up to
  * RPC_RETRY_MAX_MS. */
 #define RPC_RETRY_MIN_MS 500
 #define RPC_RETRY_MAX_MS 30000
-#define BACKEND_LIST_MAX 16
 #define VICTIM_NAME_SIZE 256 /* a target name as the unload logs it */
 /* A target's changed file is looked at once no change has been seen for this long: a copy or a
  * download writes in many steps, and a reload from a half-written file would only fail. */
@@ -153,8 +151,8 @@ static const sipp_memory *charge_of(const gw_target *t) {
 
 static bool holds(const gw_target *t) {
     int s = atomic_load(&t->state);
-    return gw_kind_of(t)->resident &&
-           (s == GW_STATE_READY || s == GW_STATE_LOADING || (s == GW_STATE_CHANGED && t->engine));
+    return gw_kind_of(t)->resident && (s == GW_STATE_READY || s == GW_STATE_LOADING ||
+                                       (s == GW_STATE_CHANGED && gw_target_holds_load(t)));
 }
 
 static uint64_t host_total_bytes(void) {
@@ -215,77 +213,11 @@ static const place_budget *find_place(const gw_residency *r, const char *name) {
 
 /* ---- loading and unloading (outside the lock) --------------------------------------------------- */
 
-static bool load_progress(float progress, void *user) {
-    (void)progress;
-    gw_server *srv = user;
-    return !atomic_load(&srv->draining);
-}
-
-static bool is_rpc(const gw_target_config *c) { return c->backend && strcmp(c->backend, "rpc") == 0; }
-
-/* Waiting helps only when the servers are what is missing, not the rpc module itself. */
-static bool rpc_compiled(void) {
-    sipp_backend_info b[BACKEND_LIST_MAX];
-    int n = sipp_backends_list(b, BACKEND_LIST_MAX);
-    for (int i = 0; i < n && i < BACKEND_LIST_MAX; i++)
-        if (strcmp(b[i].name, "rpc") == 0) return b[i].compiled;
-    return false;
-}
-
-/* *wait: the model did not load because an rpc target's servers cannot be used yet. */
-static bool load_engine(gw_server *srv, const gw_target_config *c, sipp_model **mo, sipp_engine **eo,
-                        bool *wait, char *err) {
-    *wait = false;
-    sipp_model_params mp = sipp_model_default_params();
-    mp.backend = c->backend;
-    mp.flash_attn = c->flash_attn;
-    mp.no_repack = !c->repack;
-    mp.gpu_layers = c->gpu_layers;
-    mp.rpc_servers = c->rpc_servers;
-    mp.tensor_split = c->tensor_split;
-    mp.mmproj = c->mmproj;
-    mp.mmproj_offload = c->mmproj_offload;
-    mp.progress = load_progress;
-    mp.progress_user = srv;
-    sipp_model *m = NULL;
-    sipp_status st = sipp_model_load(c->model_path, &mp, &m, err);
-    if (st != SIPP_OK) {
-        *wait = is_rpc(c) && st == SIPP_ERR_BACKEND && rpc_compiled() && !atomic_load(&srv->draining);
-        return false;
-    }
-    sipp_engine_params ep = sipp_engine_default_params();
-    ep.ctx_size = c->ctx_size;
-    ep.parallel = c->parallel;
-    ep.threads = c->threads;
-    ep.policy = c->policy;
-    ep.speculative = c->speculative;
-    ep.draft_max = c->draft_max;
-    ep.draft_min = c->draft_min;
-    ep.draft_model = c->draft_model;
-    ep.draft_p_min = c->draft_p_min;
-    ep.draft_cutoff = c->draft_cutoff;
-    ep.cache_type_k = c->cache_type_k;
-    ep.cache_type_v = c->cache_type_v;
-    int q = srv->cfg->max_queue + srv->cfg->max_concurrent_requests;
-    ep.max_queued = q < ENGINE_QUEUE_MIN ? ENGINE_QUEUE_MIN : q;
-    sipp_engine *e = NULL;
-    if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) { /* the message names the model and the problem */
-        sipp_model_free(m);
-        return false;
-    }
-    sipp_schema_limits limits = srv->cfg->limits; /* [limits]: checked as each request is planned */
-    limits.media_budget = srv->media_budget;
-    sipp_engine_set_schema_limits(e, &limits);
-    *mo = m;
-    *eo = e;
-    return true;
-}
-
-/* Engines and models taken from targets under the lock, freed after it (freeing an engine joins its
- * thread, which must not happen under the lock every call takes). */
+/* What targets loaded, taken from them under the lock and released after it (freeing an engine joins
+ * its thread, which must not happen under the lock every call takes). */
 typedef struct victim {
-    sipp_engine *engine;
-    sipp_model *model;
+    const gw_kind *kind;
+    gw_loaded loaded;
     char slots_dir[PATH_MAX]; /* where its idle slots are saved first; "" = nowhere */
     uint64_t slots_max_bytes;
     char name[VICTIM_NAME_SIZE];
@@ -296,13 +228,14 @@ typedef struct victims {
     size_t n;
 } victims;
 
-/* Unloads t (idle, READY) under the lock: its engine and model go to v. */
+/* Unloads t (idle, READY) under the lock: what its kind loaded goes to v. */
 static void take_unload(gw_residency *r, gw_target *t, victims *v, const char *why) {
     SIPP_ASSERT_HELD(&r->mu);
     victim *x = malloc(sizeof *x);
+    gw_loaded loaded = {.model = t->model, .engine = t->engine, .handle = t->handle};
     if (x) {
-        x->engine = t->engine;
-        x->model = t->model;
+        x->kind = gw_kind_of(t);
+        x->loaded = loaded;
         snprintf(x->name, sizeof x->name, "%s", t->cfg->name);
         x->slots_max_bytes = r->slots_max_bytes;
         *x->slots_dir = '\0';
@@ -310,12 +243,12 @@ static void take_unload(gw_residency *r, gw_target *t, victims *v, const char *w
         x->next = v->head;
         v->head = x;
         v->n++;
-    } else { /* no memory for a list node: free it here, under the lock, rather than leak it */
-        sipp_engine_free(t->engine);
-        sipp_model_free(t->model);
+    } else { /* no memory for a list node: release it here, under the lock, rather than leak it */
+        gw_kind_of(t)->release(&loaded);
     }
     t->engine = NULL;
     t->model = NULL;
+    t->handle = NULL;
     t->unload_when_idle = false;
     t->n_unloads++;
     r->unloads++;
@@ -342,15 +275,14 @@ static void free_victims(victims *v) {
         v->head = x->next;
         int saved = 0;
         char err[SIPP_ERROR_SIZE];
-        if (*x->slots_dir &&
-            sipp_engine_save_slots(x->engine, x->slots_dir, x->slots_max_bytes, &saved, err) != SIPP_OK)
+        if (*x->slots_dir && x->kind->save_state &&
+            x->kind->save_state(&x->loaded, x->slots_dir, x->slots_max_bytes, &saved, err) != SIPP_OK)
             fprintf(stderr, "sipp: target '%s': its idle conversations were not all saved: %s\n", x->name,
                     err);
         if (saved)
             fprintf(stderr, "sipp: target '%s': saved %d idle conversation%s for its next load\n", x->name,
                     saved, saved == 1 ? "" : "s");
-        sipp_engine_free(x->engine);
-        sipp_model_free(x->model);
+        x->kind->release(&x->loaded);
         free(x);
     }
     if (v->n) give_back_freed();
@@ -481,6 +413,19 @@ static bool make_room(gw_server *srv, gw_target *t, victims *v, char *msg, size_
  * keeper's retry); returns with it held. On success t is READY; on failure t is FAILED (the model did
  * not load), WAITING (an rpc target's servers cannot be used yet) or UNLOADED (it did not fit,
  * *no_room), msg says why. */
+/* Its conversations saved when it was last evicted, back into what a load made (outside the lock). */
+static void restore_saved(const gw_target *t, const gw_kind *kind, gw_loaded *loaded, const char *root) {
+    char dir[PATH_MAX], err[SIPP_ERROR_SIZE];
+    int restored = 0;
+    gw_slot_dir_target(root, t->index, dir, sizeof dir);
+    if (kind->restore_state(loaded, dir, &restored, err) != SIPP_OK)
+        fprintf(stderr, "sipp: target '%s': its saved conversations were not restored: %s\n", t->cfg->name,
+                err);
+    if (restored)
+        fprintf(stderr, "sipp: target '%s': restored %d saved conversation%s\n", t->cfg->name, restored,
+                restored == 1 ? "" : "s");
+}
+
 static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, size_t n) {
     gw_residency *r = srv->residency;
     SIPP_ASSERT_HELD(&r->mu);
@@ -496,32 +441,21 @@ static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, 
     pthread_mutex_unlock(&r->mu);
 
     free_victims(&v);
+    const gw_kind *kind = gw_kind_of(t);
     double t0 = now_ms();
-    sipp_model *m = NULL;
-    sipp_engine *e = NULL;
+    gw_loaded loaded = {.model = NULL};
+    sipp_memory measured;
+    memset(&measured, 0, sizeof measured);
     char err[SIPP_ERROR_SIZE];
     bool wait = false;
-    bool ok = load_engine(srv, t->cfg, &m, &e, &wait, err);
+    bool ok = kind->load(srv, t->cfg, &loaded, &measured, &wait, err);
     double secs = (now_ms() - t0) / 1e3;
-    if (ok && *r->slots_root) {
-        char dir[PATH_MAX];
-        int restored = 0;
-        gw_slot_dir_target(r->slots_root, t->index, dir, sizeof dir);
-        if (sipp_engine_restore_slots(e, dir, &restored, err) != SIPP_OK)
-            fprintf(stderr, "sipp: target '%s': its saved conversations were not restored: %s\n",
-                    t->cfg->name, err);
-        if (restored)
-            fprintf(stderr, "sipp: target '%s': restored %d saved conversation%s\n", t->cfg->name, restored,
-                    restored == 1 ? "" : "s");
-    }
+    if (ok && *r->slots_root && kind->restore_state) restore_saved(t, kind, &loaded, r->slots_root);
     if (ok) {
-        const sipp_backend_decision *b = sipp_model_backend(m);
-        char ctx[64] = "";
-        if (t->cfg->ctx_size > 0)
-            snprintf(ctx, sizeof ctx, ", %d tokens of context%s", t->cfg->ctx_size,
-                     t->cfg->ctx_auto ? " (ctx_size auto)" : "");
-        fprintf(stderr, "sipp: target '%s' ready in %.0f ms: %s on %s (%s), %d slots%s\n", t->cfg->name,
-                secs * 1e3, t->cfg->model_path, b->backend, b->devices, t->cfg->parallel, ctx);
+        char what[SIPP_ERROR_SIZE] = "";
+        if (kind->describe_load) kind->describe_load(&loaded, t->cfg, what, sizeof what);
+        fprintf(stderr, "sipp: target '%s' ready in %.0f ms: %s%s%s\n", t->cfg->name, secs * 1e3,
+                t->cfg->model_path ? t->cfg->model_path : kind->name, *what ? " on " : "", what);
     } else {
         fprintf(stderr, "sipp: target '%s' %s: %s\n", t->cfg->name,
                 wait ? "is waiting for its rpc servers (retrying with backoff)" : "failed to load", err);
@@ -531,9 +465,10 @@ static bool load_locked(gw_server *srv, gw_target *t, bool *no_room, char *msg, 
     r->load_seconds_sum += secs;
     r->load_seconds_count++;
     if (ok) {
-        t->model = m;
-        t->engine = e;
-        sipp_engine_memory(e, &t->measured);
+        t->model = loaded.model;
+        t->engine = loaded.engine;
+        t->handle = loaded.handle;
+        t->measured = measured;
         t->measured_valid = true;
         t->last_load_ms = secs * 1e3;
         t->last_use_ms = now_ms();
@@ -632,14 +567,17 @@ void gw_residency_file_event(gw_server *srv, gw_target *t) {
     pthread_mutex_unlock(&r->mu);
 }
 
-/* Whether t's files can be loaded as they are now: whole GGUF files (sipp_model_check), a readable
- * projector. err names the file that cannot. Outside the lock (it reads headers). */
+/* Whether t's files can be loaded as they are now, as its kind judges (each file readable when it
+ * does not say). err names the file that cannot. Outside the lock (it reads headers). */
 static bool files_whole(const gw_target_config *c, char *err) {
-    if (sipp_model_check(c->model_path, err) != SIPP_OK) return false;
-    if (c->draft_model && sipp_model_check(c->draft_model, err) != SIPP_OK) return false;
-    if (c->mmproj && access(c->mmproj, R_OK) != 0) {
-        snprintf(err, SIPP_ERROR_SIZE, "cannot read the mmproj file %s: %s", c->mmproj, strerror(errno));
-        return false;
+    const gw_kind *kind = gw_kind_of_config(c);
+    if (kind->files_whole) return kind->files_whole(c, err);
+    for (int k = 0; k < GW_TARGET_FILES; k++) {
+        const char *f = gw_target_file(c, k);
+        if (f && access(f, R_OK) != 0) {
+            snprintf(err, SIPP_ERROR_SIZE, "cannot read %s: %s", f, strerror(errno));
+            return false;
+        }
     }
     return true;
 }
@@ -690,8 +628,8 @@ static void reload_changed(gw_server *srv, gw_target *t, int was) {
         t->cfg = t->next_cfg;
         t->next_cfg = NULL;
     }
-    bool again = t->engine || was == GW_STATE_FAILED || t->cfg->load == GW_LOAD_STARTUP;
-    if (t->engine) {
+    bool again = gw_target_holds_load(t) || was == GW_STATE_FAILED || t->cfg->load == GW_LOAD_STARTUP;
+    if (gw_target_holds_load(t)) {
         take_unload(r, t, &v, configured ? "its configuration changed" : "its file changed");
         if (v.head) v.head->slots_dir[0] = '\0';
     }
@@ -733,7 +671,7 @@ static bool settle_files(gw_server *srv, double now, double *next) {
             if (at < *next) *next = at;
             continue;
         }
-        if (t->engine && (t->uses || t->peeks)) continue;
+        if (gw_target_holds_load(t) && (t->uses || t->peeks)) continue;
         t->file_pending = false;
         if (s == GW_STATE_READY && !t->next_cfg && !files_changed(t, now)) continue; /* attributes only */
         t->file_pending = false; /* files_changed set it again */
@@ -750,8 +688,8 @@ static bool settle_files(gw_server *srv, double now, double *next) {
 static gw_target *drained_entry(gw_server *srv, const char *name) {
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
-        if (gw_target_listed(t) || t->engine || t->upstream || t->supervisor || t->uses || t->peeks ||
-            t->waiting || atomic_load(&t->state) == GW_STATE_LOADING)
+        if (gw_target_listed(t) || gw_target_holds_load(t) || t->upstream || t->supervisor || t->uses ||
+            t->peeks || t->waiting || atomic_load(&t->state) == GW_STATE_LOADING)
             continue;
         if (strcmp(t->cfg->name, name) == 0) return t;
     }
@@ -794,9 +732,9 @@ void gw_residency_retire(gw_server *srv, gw_target *t) {
     atomic_store(&t->retired, true);
     t->file_pending = false;
     t->next_cfg = NULL;
-    if (t->engine && !t->uses && !t->peeks)
+    if (gw_target_holds_load(t) && !t->uses && !t->peeks)
         take_unload(r, t, &v, "removed from the configuration");
-    else if (t->engine || atomic_load(&t->state) == GW_STATE_LOADING)
+    else if (gw_target_holds_load(t) || atomic_load(&t->state) == GW_STATE_LOADING)
         t->unload_when_idle = true; /* the keeper unloads it when its last call ends */
     pthread_cond_broadcast(&r->changed);
     pthread_mutex_unlock(&r->mu);
@@ -1010,7 +948,8 @@ bool gw_residency_unload(gw_server *srv, gw_target *t, bool *deferred) {
 
 static bool idle_expired(const gw_target *t, double now) {
     int s = atomic_load(&t->state);
-    bool loaded = s == GW_STATE_READY || (s == GW_STATE_CHANGED && t->engine && !gw_target_listed(t));
+    bool loaded =
+        s == GW_STATE_READY || (s == GW_STATE_CHANGED && gw_target_holds_load(t) && !gw_target_listed(t));
     if (!gw_kind_of(t)->resident || !loaded || t->uses || t->peeks) return false;
     if (t->unload_when_idle) return true;
     if (t->cfg->pin && !t->keep_alive_override_set) return false;
@@ -1189,17 +1128,12 @@ bool gw_residency_startup_ready(gw_server *srv) {
 /* ---- estimates, and ctx_size "auto" ---------------------------------------------------------- */
 
 static sipp_status estimate_at(const gw_target_config *c, int ctx_size, sipp_memory *out, char *err) {
-    sipp_model_params mp = sipp_model_default_params();
-    mp.backend = c->backend;
-    mp.gpu_layers = c->gpu_layers;
-    mp.mmproj = c->mmproj;
-    mp.mmproj_offload = c->mmproj_offload;
-    sipp_engine_params ep = sipp_engine_default_params();
-    ep.ctx_size = ctx_size;
-    ep.parallel = c->parallel;
-    ep.cache_type_k = c->cache_type_k;
-    ep.cache_type_v = c->cache_type_v;
-    return sipp_memory_estimate(c->model_path, &mp, &ep, out, err);
+    const gw_kind *kind = gw_kind_of_config(c);
+    if (!kind->estimate) {
+        memset(out, 0, sizeof *out);
+        return SIPP_OK;
+    }
+    return kind->estimate(c, ctx_size, out, err);
 }
 
 static void estimate(gw_target *t) {

@@ -43,8 +43,6 @@
 #define ID_SIZE 96
 #define ANTHROPIC_TEMPERATURE_MAX 1.0
 #define TOOL_ERROR_PREFIX "Error: "
-#define COUNT_MAX_TOKENS 1
-#define COUNT_WAIT_SLICE_MS 100
 #define CLEAR_THINKING_PREFIX "clear_thinking"
 #define FIELD_PATH_SIZE 96 /* "messages[12].content[3].content" and the like */
 
@@ -668,61 +666,6 @@ void gw_route_messages(gw_call *call) {
         &(gw_dispatch){.api = GW_API_CHAT, .fmt = &messages_format, .route = s, .route_free = free});
 }
 
-/* Waits for a counting run (one token) and replies with its prompt's length. */
-static void count_reply(gw_call *call, gw_target *t, sipp_request *r) {
-    while (sipp_request_wait(r, COUNT_WAIT_SLICE_MS) != SIPP_OK)
-        if (gw_call_abandoned(call)) sipp_request_cancel(r);
-    sipp_request_stats stats;
-    sipp_request_get_stats(r, &stats);
-    sipp_finish_reason fr = sipp_request_finish_reason(r);
-    if (fr == SIPP_FINISH_STOP || fr == SIPP_FINISH_LENGTH)
-        gw_reply_json(call, 200, json_pack("{s:i}", "input_tokens", stats.prompt_tokens));
-    else
-        gw_reply_error(call,
-                       sipp_request_status(r) == SIPP_ERR_CONTEXT_FULL
-                           ? GW_E_CONTEXT_LENGTH
-                           : gw_error_from_status(sipp_request_status(r)),
-                       "model '%s': %s", t->cfg->name, sipp_request_error(r));
-}
-
-/* A prompt longer than the context is counted all the same (an agent learns how much to trim): the
- * count, the context, and that it does not fit, in fields Anthropic's shape leaves room for. */
-static bool count_past_context(gw_call *call, gw_target *t, const sipp_request_params *p) {
-    int n = 0, ctx = 0;
-    if (sipp_engine_count_prompt(t->engine, p, &n, &ctx) != SIPP_OK || n < ctx) return false;
-    gw_reply_json(
-        call, 200,
-        json_pack("{s:i, s:i, s:b}", "input_tokens", n, "context_window", ctx, "exceeds_context_window", 1));
-    return true;
-}
-
-/* Submits the counting run of chat_json (and again with the system turns folded when the template
- * wants them first, as generate.c does), then replies. */
-static void count_run(gw_call *call, gw_target *t, gw_gen *g, char *chat_json) {
-    sipp_request_params p = sipp_request_default_params();
-    p.chat_json = chat_json;
-    p.chat_template = t->cfg->chat_template;
-    p.max_tokens = COUNT_MAX_TOKENS;
-    p.timeout_ms = gw_call_ms_left(call);
-    sipp_request *r = NULL;
-    char *folded = NULL;
-    sipp_status st = sipp_engine_submit(t->engine, &p, &r);
-    if (st == SIPP_ERR_INVALID_ARGUMENT && gw_chat_fold_system(g->chat)) {
-        p.chat_json = folded = json_dumps(g->chat, JSON_COMPACT);
-        st = folded ? sipp_engine_submit(t->engine, &p, &r) : st;
-    }
-    if (st == SIPP_OK) {
-        count_reply(call, t, r);
-        sipp_request_free(r);
-    } else if (st != SIPP_ERR_CONTEXT_FULL || !count_past_context(call, t, &p)) {
-        char err[SIPP_ERROR_SIZE];
-        sipp_strlcpy(err, sipp_engine_last_error(t->engine), sizeof err);
-        gw_rename_fields(err, sizeof err, renames);
-        gw_reply_error(call, gw_error_from_status(st), "model '%s': %s", t->cfg->name, err);
-    }
-    free(folded);
-}
-
 /* The prompt's tokens as a generation would count them: the request is rendered and tokenized by
  * the engine exactly as for /v1/messages (template, tools, thinking switch) and stopped after one
  * token. Its prefill also warms the slot's KV for the request that usually follows. */
@@ -731,15 +674,7 @@ void gw_route_messages_count(gw_call *call) {
     if (!root) return;
     json_t *chat = translate(call, root, true);
     json_decref(root);
-    gw_gen g;
-    if (!chat || !gw_decode_tree(call, GW_API_CHAT, chat, renames, &g)) return;
-    gw_target *found = gw_call_lookup(call, g.model); /* images need a projector before a load */
-    gw_target *t = found && gw_media_ready(call, found, &g)
-                       ? gw_translated_target(call, g.model, API_NAME "/count_tokens")
-                       : NULL;
-    char *chat_json = t ? json_dumps(g.chat, JSON_COMPACT) : NULL;
-    if (t && !chat_json) gw_reply_error(call, GW_E_INTERNAL, "out of memory");
-    if (chat_json) count_run(call, t, &g, chat_json);
-    free(chat_json);
-    gw_gen_free(&g);
+    if (chat)
+        gw_dispatch_run(call, chat,
+                        &(gw_dispatch){.api = GW_API_CHAT, .fmt = &messages_format, .count_only = true});
 }

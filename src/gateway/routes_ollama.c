@@ -813,16 +813,45 @@ static json_t *vector(const float *v, int n) {
     return a;
 }
 
-void gw_route_ollama_embed(gw_call *call) {
-    bool legacy = strcmp(call->path, "/api/embeddings") == 0;
-    json_t *root = gw_body_object(call);
-    if (!root) return;
-    const char *model = body_model(root);
+/* Ollama's vectors are the model's own size: "dimensions" (kept as the route's state) may only name it. */
+static bool dimensions_fit(gw_call *call, gw_gen *g, int n_embd) {
+    json_t *dim = g->route;
+    if (!dim || json_is_null(dim) || (json_is_integer(dim) && json_integer_value(dim) == n_embd)) return true;
+    gw_reply_invalid_field(
+        call, "'dimensions' must be this model's embedding size (%d): vectors are not shortened", n_embd);
+    return false;
+}
+
+/* /api/embed: {"model", "embeddings": [[...]], durations, "prompt_eval_count"} of unit vectors. */
+static void render_embed(gw_call *call, gw_target *t, gw_gen *g, const float *out, int n_embd, int n_tokens,
+                         double t0_ms) {
+    if (!dimensions_fit(call, g, n_embd)) return;
+    json_t *rows = json_array();
+    for (size_t i = 0; i < g->n_inputs; i++)
+        json_array_append_new(rows, vector(out + i * (size_t)n_embd, n_embd));
+    json_int_t ns = (json_int_t)((sipp_now_ms() - t0_ms) * NS_PER_MS);
+    gw_reply_json(call, 200,
+                  json_pack("{s:s, s:o, s:I, s:i, s:i}", "model", t->cfg->name, "embeddings", rows,
+                            "total_duration", ns, "load_duration", 0, "prompt_eval_count", n_tokens));
+}
+
+/* /api/embeddings (the older route): {"embedding": [...]} as the model makes it. */
+static void render_embeddings(gw_call *call, gw_target *t, gw_gen *g, const float *out, int n_embd,
+                              int n_tokens, double t0_ms) {
+    (void)t, (void)n_tokens, (void)t0_ms;
+    if (dimensions_fit(call, g, n_embd))
+        gw_reply_json(call, 200, json_pack("{s:o}", "embedding", vector(out, n_embd)));
+}
+
+static void free_json(void *j) { json_decref(j); }
+
+static const gw_embed_format embed_format = {render_embed}, embeddings_format = {render_embeddings};
+
+/* Checks Ollama's embed fields; the texts go on as sipp's /v1/embed body. NULL after replying. */
+static json_t *embed_body(gw_call *call, json_t *root, bool legacy, const gw_target *t) {
     json_t *in = json_object_get(root, legacy ? "prompt" : "input");
-    const char **texts = NULL;
     size_t n = json_is_array(in) ? json_array_size(in) : 1;
-    bool ok = gw_check_fields(call, root, embed_fields, API_NAME) &&
-              read_keep_alive(call, root, find_target(call->srv, model));
+    bool ok = gw_check_fields(call, root, embed_fields, API_NAME) && read_keep_alive(call, root, t);
     json_t *opts = json_object_get(root, "options");
     if (ok && opts && !json_is_null(opts) && !(json_is_object(opts) && json_object_size(opts) == 0))
         ok = gw_reply_invalid_field(call, "'options' cannot change an embedding here; leave it out");
@@ -834,46 +863,36 @@ void gw_route_ollama_embed(gw_call *call) {
         ok =
             gw_reply_invalid_field(call, legacy ? "'prompt' must be a string"
                                                 : "'input' must be a string or a non-empty array of strings");
-    if (ok && !(texts = calloc(n, sizeof *texts))) ok = gw_reply_invalid_field(call, "out of memory");
-    for (size_t i = 0; ok && i < n; i++) {
-        json_t *e = json_is_array(in) ? json_array_get(in, i) : in;
-        if (!json_is_string(e))
+    for (size_t i = 0; ok && json_is_array(in) && i < n; i++)
+        if (!json_is_string(json_array_get(in, i)))
             ok = gw_reply_invalid_field(call, "'input[%zu]' must be a string", i);
-        else
-            texts[i] = json_string_value(e);
-    }
-    gw_target *t = ok ? request_target(call, model) : NULL;
-    if (t) {
-        float *out = NULL;
-        int n_embd = 0, n_tokens = 0;
-        double t0 = sipp_now_ms();
-        /* /api/embed returns unit vectors; the legacy route returns them as the model makes them. */
-        sipp_status st = sipp_engine_embed(t->engine, texts, n, !legacy, &out, &n_embd, &n_tokens);
-        json_t *dim = json_object_get(root, "dimensions");
-        if (st != SIPP_OK) {
-            gw_reply_error(call, st == SIPP_ERR_MODEL ? GW_E_INVALID_FIELD : gw_error_from_status(st),
-                           "model '%s': %s", model, sipp_engine_last_error(t->engine));
-        } else if (dim && !json_is_null(dim) &&
-                   !(json_is_integer(dim) && json_integer_value(dim) == n_embd)) {
-            gw_reply_invalid_field(
-                call, "'dimensions' must be this model's embedding size (%d): vectors are not shortened",
-                n_embd);
-        } else if (legacy) {
-            gw_reply_json(call, 200, json_pack("{s:o}", "embedding", vector(out, n_embd)));
-        } else {
-            json_t *rows = json_array();
-            for (size_t i = 0; i < n; i++)
-                json_array_append_new(rows, vector(out + i * (size_t)n_embd, n_embd));
-            json_int_t ns = (json_int_t)((sipp_now_ms() - t0) * NS_PER_MS);
-            gw_reply_json(call, 200,
-                          json_pack("{s:s, s:o, s:I, s:i, s:i}", "model", model, "embeddings", rows,
-                                    "total_duration", ns, "load_duration", 0, "prompt_eval_count", n_tokens));
-        }
-        if (st == SIPP_OK) gw_metrics_tokens(call->srv->metrics, t->index, n_tokens, 0, 0, -1);
-        sipp_free(out);
-    }
-    free(texts);
+    if (!ok) return NULL;
+    /* /api/embed returns unit vectors; the legacy route returns them as the model makes them. */
+    return json_pack("{s:s, s:O, s:b}", "model", t->cfg->name, "input", in, "normalize", !legacy);
+}
+
+/* Through the dispatcher like every embedding: the target's kind embeds, in Ollama's shape. */
+void gw_route_ollama_embed(gw_call *call) {
+    bool legacy = strcmp(call->path, "/api/embeddings") == 0;
+    json_t *root = gw_body_object(call);
+    if (!root) return;
+    const char *model = body_model(root);
+    gw_target *t = model && *model ? find_target(call->srv, model) : NULL;
+    json_t *body = NULL, *dim = NULL;
+    if (!model || !*model)
+        gw_reply_invalid_field(call, "'model' is missing: name one of the models GET /api/tags lists");
+    else if (!t)
+        gw_reply_error(call, GW_E_UNKNOWN_TARGET, "model '%s' not found; GET /api/tags lists the models",
+                       model);
+    else if ((body = embed_body(call, root, legacy, t)))
+        dim = json_incref(json_object_get(root, "dimensions")); /* checked once the width is known */
     json_decref(root);
+    if (body)
+        gw_dispatch_run(call, body,
+                        &(gw_dispatch){.api = GW_API_NATIVE_EMBED,
+                                       .embed_fmt = legacy ? &embeddings_format : &embed_format,
+                                       .route = dim,
+                                       .route_free = free_json});
 }
 
 /* ---- the store: pull and delete ----------------------------------------------------------------- */

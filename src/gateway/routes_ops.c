@@ -79,9 +79,11 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
         for (size_t i = 0; i < n; i++) {
             gw_target *t = &srv->targets[i];
             if (!gw_residency_peek(srv, t)) continue;
-            sipp_engine_stats es;
-            sipp_engine_get_stats(t->engine, &es);
+            sipp_engine_stats es = {0};
+            bool engine = t->engine != NULL; /* a kind without a text engine has none of these */
+            if (engine) sipp_engine_get_stats(t->engine, &es);
             gw_residency_unpeek(srv, t);
+            if (!engine) continue;
             uint64_t v = g == RUNNING       ? (uint64_t)es.running
                          : g == QUEUED      ? (uint64_t)es.queued
                          : g == SLOTS       ? (uint64_t)es.slots
@@ -117,10 +119,10 @@ static void render_routing(gw_server *srv, size_t n, sipp_buf *o) {
     for (size_t i = 0; i < n; i++) {
         gw_target *t = &srv->targets[i];
         rows[i].name = t->cfg->name;
-        rows[i].local = t->cfg->type == GW_TARGET_LOCAL;
+        rows[i].local = gw_kind_of(t)->resident;
         if (!rows[i].local || !gw_residency_peek(srv, t)) continue;
-        sipp_engine_stats es;
-        sipp_engine_get_stats(t->engine, &es);
+        sipp_engine_stats es = {0};
+        if (t->engine) sipp_engine_get_stats(t->engine, &es); /* a kind without a text engine: zeros */
         gw_residency_unpeek(srv, t);
         /* A request the engine has not yet moved into a free slot (it does at its next turn) is
          * not waiting for room: it counts only past the free slots. */

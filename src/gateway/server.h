@@ -60,6 +60,7 @@ typedef struct gw_target {
     char error[SIPP_ERROR_SIZE]; /* why it failed; written before state becomes FAILED */
     sipp_model *model;           /* local: set before state becomes READY; read only with a use held */
     sipp_engine *engine;
+    void *handle;                     /* what another resident kind loaded (kinds/): as engine is read */
     gw_upstream *upstream;            /* remote */
     struct gw_supervisor *supervisor; /* served by a child process (supervise.c); upstream points at it */
     /* residency (residency.c), under its lock */
@@ -86,6 +87,9 @@ typedef struct gw_target {
     atomic_bool retired;              /* removed from it: not found nor listed; unloaded once idle */
     const gw_target_config *next_cfg; /* changed: what it loads with once idle (residency lock) */
 } gw_target;
+
+/* Whether a resident target holds what its kind loaded (a llama engine, another kind's handle). */
+static inline bool gw_target_holds_load(const gw_target *t) { return t->engine || t->handle; }
 
 /* Whether t is in the configuration (listed, found by name): not retired by a reload. */
 static inline bool gw_target_listed(const gw_target *t) { return !atomic_load(&t->retired); }

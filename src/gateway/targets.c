@@ -78,8 +78,10 @@ void gw_targets_stop(gw_server *srv) {
         gw_supervise_stop(&srv->targets[i]); /* ends its child, by pid, while its upstream is still here */
     for (size_t i = 0; i < srv->n_targets; i++) {
         gw_target *t = &srv->targets[i];
-        sipp_engine_free(t->engine);
-        sipp_model_free(t->model);
+        if (gw_target_holds_load(t)) {
+            gw_loaded loaded = {.model = t->model, .engine = t->engine, .handle = t->handle};
+            gw_kind_of(t)->release(&loaded);
+        }
         gw_upstream_free(t->upstream);
         if (t->owned_cfg) gw_target_config_free(t->owned_cfg);
         free(t->owned_cfg);

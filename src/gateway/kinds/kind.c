@@ -4,8 +4,21 @@
  */
 #include "gateway/kinds/kind.h"
 
+#include <string.h>
+
+/* A local target's recipe (config.c checks the name) and the kind that serves it. */
+static const struct {
+    const char *recipe;
+    const gw_kind *kind;
+} by_recipe[] = {
+    {"llamacpp", &gw_kind_llama},
+};
+
 const gw_kind *gw_kind_of_config(const gw_target_config *c) {
-    return c->type == GW_TARGET_LOCAL ? &gw_kind_llama : &gw_kind_remote;
+    if (c->type != GW_TARGET_LOCAL) return &gw_kind_remote;
+    for (size_t i = 0; c->recipe && i < sizeof by_recipe / sizeof by_recipe[0]; i++)
+        if (strcmp(c->recipe, by_recipe[i].recipe) == 0) return by_recipe[i].kind;
+    return &gw_kind_llama;
 }
 
 const gw_kind *gw_kind_of(const gw_target *t) {

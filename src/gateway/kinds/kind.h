@@ -22,12 +22,23 @@
 #include "gateway/dispatch.h"
 #include "gateway/server.h"
 
+/* What a resident kind's load made: a llama target's model and engine, another kind's own handle
+ * (a transcriber, a voice). Residency moves it into the target (t->model, t->engine, t->handle). */
+typedef struct gw_loaded {
+    sipp_model *model;
+    sipp_engine *engine;
+    void *handle;
+} gw_loaded;
+
 typedef struct gw_kind {
     const char *name;      /* "llama", "remote", "supervised" */
     const char *type_name; /* how /v1/backends calls it: "local" or "openai_compatible" */
     /* Loaded in this process: residency loads it, counts its measured memory and evicts it; the
      * model routes (/v1/models/NAME/load, Ollama's ps and show, the model file) act on it. */
     bool resident;
+    /* Sends a translated body on as it stood before decoding (a remote server is sent the chat a
+     * route translated its API into): dispatch keeps a copy for it only then. */
+    bool sends_translated;
     /* Answers a decoded request: d says the route's API and format; sent is the translated body as
      * it stood before decoding (for a kind that sends it on), NULL for the APIs remote servers speak. */
     void (*answer)(gw_call *call, const gw_dispatch *d, gw_target *t, gw_gen *g, json_t *sent);
@@ -36,6 +47,27 @@ typedef struct gw_kind {
     bool (*forward_undecoded)(gw_call *call, const gw_dispatch *d, gw_target *t, json_t *body);
     /* Whether t takes the images and audio g carries, made ready for it; false after replying. */
     bool (*media_ready)(gw_call *call, const gw_target *t, gw_gen *g);
+
+    /* ---- residency (resident kinds only; NULL for the others) ---- */
+    /* Loads c's files, called without the residency lock: fills out and measured (the memory the load
+     * took, by place as sipp_memory says). *wait = true asks residency to retry later (an rpc
+     * target's servers not up yet). False with err naming the problem. */
+    bool (*load)(gw_server *srv, const gw_target_config *c, gw_loaded *out, sipp_memory *measured, bool *wait,
+                 char *err);
+    /* Frees what load made, without the lock, after its last use ended. */
+    void (*release)(gw_loaded *l);
+    /* What a load of c will take, from its files' headers (ctx_size: 0 for c's own). */
+    sipp_status (*estimate)(const gw_target_config *c, int ctx_size, sipp_memory *out, char *err);
+    /* Whether c's files can be loaded as they are now (a file changed under a loaded target); NULL:
+     * each file is readable. err names the file that cannot. */
+    bool (*files_whole)(const gw_target_config *c, char *err);
+    /* Optional: keeps what its conversations hold in dir before release (at most max_bytes), and
+     * restores them after a load; *n says how many. */
+    sipp_status (*save_state)(gw_loaded *l, const char *dir, uint64_t max_bytes, int *n, char *err);
+    sipp_status (*restore_state)(gw_loaded *l, const char *dir, int *n, char *err);
+    /* Optional: one line of what a load runs on, for the log ("cpu (CPU), 4 slots"). */
+    void (*describe_load)(const gw_loaded *l, const gw_target_config *c, char *out, size_t n);
+
     /* Its state and why it failed or waits (why: "" when neither). */
     int (*state)(gw_server *srv, gw_target *t, char *why, size_t n);
     /* Adds what /v1/backends says of it (placement, replicas) to o; state from state(). */

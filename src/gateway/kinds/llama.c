@@ -8,16 +8,145 @@
  */
 #include "gateway/kinds/kind.h"
 
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "gateway/embed.h"
 #include "gateway/generate.h"
 #include "gateway/media_fetch.h"
 #include "gateway/residency.h"
 
 #define MAX_PLACEMENT 20 /* devices listed per target */
+#define ENGINE_QUEUE_MIN 1
+#define BACKEND_LIST_MAX 16
+
+/* ---- residency: load, release, estimate ---------------------------------------------------- */
+
+static bool load_progress(float progress, void *user) {
+    (void)progress;
+    gw_server *srv = user;
+    return !atomic_load(&srv->draining);
+}
+
+static bool is_rpc(const gw_target_config *c) { return c->backend && strcmp(c->backend, "rpc") == 0; }
+
+/* Waiting helps only when the servers are what is missing, not the rpc module itself. */
+static bool rpc_compiled(void) {
+    sipp_backend_info b[BACKEND_LIST_MAX];
+    int n = sipp_backends_list(b, BACKEND_LIST_MAX);
+    for (int i = 0; i < n && i < BACKEND_LIST_MAX; i++)
+        if (strcmp(b[i].name, "rpc") == 0) return b[i].compiled;
+    return false;
+}
+
+/* Loads its model and starts its engine. *wait: the model did not load because an rpc target's
+ * servers cannot be used yet. */
+static bool llama_load(gw_server *srv, const gw_target_config *c, gw_loaded *out, sipp_memory *measured,
+                       bool *wait, char *err) {
+    *wait = false;
+    sipp_model_params mp = sipp_model_default_params();
+    mp.backend = c->backend;
+    mp.flash_attn = c->flash_attn;
+    mp.no_repack = !c->repack;
+    mp.gpu_layers = c->gpu_layers;
+    mp.rpc_servers = c->rpc_servers;
+    mp.tensor_split = c->tensor_split;
+    mp.mmproj = c->mmproj;
+    mp.mmproj_offload = c->mmproj_offload;
+    mp.progress = load_progress;
+    mp.progress_user = srv;
+    sipp_model *m = NULL;
+    sipp_status st = sipp_model_load(c->model_path, &mp, &m, err);
+    if (st != SIPP_OK) {
+        *wait = is_rpc(c) && st == SIPP_ERR_BACKEND && rpc_compiled() && !atomic_load(&srv->draining);
+        return false;
+    }
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.ctx_size = c->ctx_size;
+    ep.parallel = c->parallel;
+    ep.threads = c->threads;
+    ep.policy = c->policy;
+    ep.speculative = c->speculative;
+    ep.draft_max = c->draft_max;
+    ep.draft_min = c->draft_min;
+    ep.draft_model = c->draft_model;
+    ep.draft_p_min = c->draft_p_min;
+    ep.draft_cutoff = c->draft_cutoff;
+    ep.cache_type_k = c->cache_type_k;
+    ep.cache_type_v = c->cache_type_v;
+    int q = srv->cfg->max_queue + srv->cfg->max_concurrent_requests;
+    ep.max_queued = q < ENGINE_QUEUE_MIN ? ENGINE_QUEUE_MIN : q;
+    sipp_engine *e = NULL;
+    if (sipp_engine_new(m, &ep, &e, err) != SIPP_OK) { /* the message names the model and the problem */
+        sipp_model_free(m);
+        return false;
+    }
+    sipp_schema_limits limits = srv->cfg->limits; /* [limits]: checked as each request is planned */
+    limits.media_budget = srv->media_budget;
+    sipp_engine_set_schema_limits(e, &limits);
+    sipp_engine_memory(e, measured);
+    out->model = m;
+    out->engine = e;
+    return true;
+}
+
+static void llama_release(gw_loaded *l) {
+    sipp_engine_free(l->engine);
+    sipp_model_free(l->model);
+    l->engine = NULL;
+    l->model = NULL;
+}
+
+static sipp_status llama_estimate(const gw_target_config *c, int ctx_size, sipp_memory *out, char *err) {
+    sipp_model_params mp = sipp_model_default_params();
+    mp.backend = c->backend;
+    mp.gpu_layers = c->gpu_layers;
+    mp.mmproj = c->mmproj;
+    mp.mmproj_offload = c->mmproj_offload;
+    sipp_engine_params ep = sipp_engine_default_params();
+    ep.ctx_size = ctx_size;
+    ep.parallel = c->parallel;
+    ep.cache_type_k = c->cache_type_k;
+    ep.cache_type_v = c->cache_type_v;
+    return sipp_memory_estimate(c->model_path, &mp, &ep, out, err);
+}
+
+/* Whole GGUF files (sipp_model_check) and a readable projector. */
+static bool llama_files_whole(const gw_target_config *c, char *err) {
+    if (sipp_model_check(c->model_path, err) != SIPP_OK) return false;
+    if (c->draft_model && sipp_model_check(c->draft_model, err) != SIPP_OK) return false;
+    if (c->mmproj && access(c->mmproj, R_OK) != 0) {
+        snprintf(err, SIPP_ERROR_SIZE, "cannot read the mmproj file %s: %s", c->mmproj, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+static sipp_status llama_save_state(gw_loaded *l, const char *dir, uint64_t max_bytes, int *n, char *err) {
+    return sipp_engine_save_slots(l->engine, dir, max_bytes, n, err);
+}
+
+static sipp_status llama_restore_state(gw_loaded *l, const char *dir, int *n, char *err) {
+    return sipp_engine_restore_slots(l->engine, dir, n, err);
+}
+
+static void llama_describe_load(const gw_loaded *l, const gw_target_config *c, char *out, size_t n) {
+    const sipp_backend_decision *b = sipp_model_backend(l->model);
+    char ctx[64] = "";
+    if (c->ctx_size > 0)
+        snprintf(ctx, sizeof ctx, ", %d tokens of context%s", c->ctx_size,
+                 c->ctx_auto ? " (ctx_size auto)" : "");
+    snprintf(out, n, "%s (%s), %d slots%s", b->backend, b->devices, c->parallel, ctx);
+}
+
+/* ---- requests and listings ------------------------------------------------------------------ */
 
 static void llama_answer(gw_call *call, const gw_dispatch *d, gw_target *t, gw_gen *g, json_t *sent) {
-    if (!d->fmt)
-        gw_embed(call, t, g);
+    if (d->count_only)
+        gw_count_tokens(call, t, g, d->fmt->renames);
+    else if (!d->fmt)
+        gw_embed(call, t, g, d->embed_fmt);
     else
         gw_generate(call, t, g, d->fmt);
 }
@@ -117,6 +246,13 @@ const gw_kind gw_kind_llama = {
     .name = "llama",
     .type_name = "local",
     .resident = true,
+    .load = llama_load,
+    .release = llama_release,
+    .estimate = llama_estimate,
+    .files_whole = llama_files_whole,
+    .save_state = llama_save_state,
+    .restore_state = llama_restore_state,
+    .describe_load = llama_describe_load,
     .answer = llama_answer,
     .media_ready = llama_media_ready,
     .state = llama_state,

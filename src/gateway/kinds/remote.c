@@ -14,10 +14,17 @@
 #include "gateway/upstream.h"
 
 void gw_kind_remote_answer(gw_call *call, const gw_dispatch *d, gw_target *t, gw_gen *g, json_t *sent) {
-    if (d->upstream_suffix)
+    if (d->count_only || d->embed_fmt) /* a route of sipp's own over an API remote servers lack */
+        gw_reply_error(call, GW_E_NOT_IMPLEMENTED,
+                       "model '%s' is a remote (openai_compatible) target, which %s does not reach yet; "
+                       "use /v1/chat/completions or /v1/embeddings for it",
+                       t->cfg->name, call->path);
+    else if (d->upstream_suffix)
         gw_upstream_forward(call, t, d->upstream_suffix, g->root, g->stream);
-    else
+    else if (sent) /* kept by dispatch for a kind that sends_translated */
         gw_relay(call, t, g, sent, d->api, d->fmt);
+    else
+        gw_reply_error(call, GW_E_INTERNAL, "model '%s': the translated request was not kept", t->cfg->name);
 }
 
 bool gw_kind_remote_forward(gw_call *call, const gw_dispatch *d, gw_target *t, json_t *body) {
@@ -44,6 +51,7 @@ static void remote_describe_model(gw_call *call, gw_target *t, json_t *o) {}
 const gw_kind gw_kind_remote = {
     .name = "remote",
     .type_name = "openai_compatible",
+    .sends_translated = true,
     .answer = gw_kind_remote_answer,
     .forward_undecoded = gw_kind_remote_forward,
     .media_ready = gw_kind_remote_media,

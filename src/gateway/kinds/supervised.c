@@ -41,6 +41,7 @@ static void supervised_describe_model(gw_call *call, gw_target *t, json_t *o) {
 const gw_kind gw_kind_supervised = {
     .name = "supervised",
     .type_name = "local",
+    .sends_translated = true,
     .answer = gw_kind_remote_answer,
     .forward_undecoded = gw_kind_remote_forward,
     .media_ready = gw_kind_remote_media,

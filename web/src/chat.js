@@ -439,6 +439,8 @@ function addMessage(msg, who) {
     if (role === 'user') body.replaceChildren(document.createTextNode(msg.content));
     else if (role === 'tool') body.replaceChildren(toolCard('result', `Tool result${msg.tool_call_id ? ` (${msg.tool_call_id})` : ''}`, prettyJson(msg.content || '')));
     else renderAnswer(body, msg, streaming);
+    // The answer as the model wrote it (its Markdown source), for tests and tools that compare text.
+    if (role === 'assistant' && !streaming) body.dataset.source = msg.content || '';
   };
   const drawStreaming = () => draw(true);
   draw(false);

@@ -42,7 +42,8 @@ CHROMIUM = os.environ.get("SIPP_CHROMIUM", "/usr/bin/chromium")
 NPM_TIMEOUT_S = 180
 NODE_TIMEOUT_S = 240  # the script cuts itself off earlier (RUN_TIMEOUT_MS); this is the backstop
 PULL_CHUNK_DELAY_S = 0.004  # per 64 KiB: the pull of the tiny model takes about a second
-VOICE_CLIP_S = 2.0  # the WAV Chromium's fake microphone plays (in a loop)
+VOICE_CLIP_S = 1.0  # the WAV Chromium's fake microphone plays (in a loop): a tone, then quiet
+VOICE_QUIET_S = 2.0  # longer than the page's hands-free SILENCE_MS, which ends a turn
 
 MARKDOWN = ("# Brewing notes\n\nTea wants **hot** water and `patience`.\n\n"
             "```python\ndef steep(minutes):\n    return minutes * 60\n```\n\n"
@@ -181,7 +182,7 @@ class WebAppTest(unittest.TestCase):
                                          "max_tokens = 8")
             cls.voice_wav = os.path.join(d, "voice.wav")
             with open(cls.voice_wav, "wb") as f:
-                f.write(wav(VOICE_CLIP_S))
+                f.write(wav(VOICE_CLIP_S, silence_after=VOICE_QUIET_S))
             config = ("[store]\nallow_private_sources = true\n\n" + gw.local_target("tiny", model, parallel=2) + ears +
                       f'\n[[targets]]\nname = "scripted"\ntype = "openai_compatible"\n'
                       f'base_url = "{cls.upstream.base}"\n')

@@ -22,6 +22,7 @@ const CHROMIUM = process.env.SIPP_CHROMIUM || '/usr/bin/chromium';
 const RUN_TIMEOUT_MS = 200000;
 const FIRST_PAINT_MS = 1000;
 const PAINT_TRIES = 3;
+const HANDS_FREE_TIMEOUT_MS = 45000; // two turns: speech, 1.2 s of quiet, a transcription and an answer each
 const XSS_SETTLE_MS = 600;
 const SIZES = [[375, 740], [1280, 800], [1920, 1080]];
 const VIEWS = ['chat', 'models', 'charts'];
@@ -390,6 +391,7 @@ async function voiceChecks(args) {
           const f = opts.body.get('file');
           const head = [...new Uint8Array(await f.slice(0, 44).arrayBuffer())];
           window.__upload = { model: opts.body.get('model'), head, size: f.size };
+          window.__uploads = (window.__uploads || 0) + 1;
         }
         return fetch0(url, opts);
       };
@@ -430,6 +432,18 @@ async function voiceChecks(args) {
       } else {
         await until('the empty transcript said', async () => /empty/.test(await page.textContent(byId('voice-state'))));
       }
+      assert(errors.length === 0, errors.join('\n'));
+    });
+    await check('voice: hands-free listens, sends a turn after quiet, and listens again after the answer', async () => {
+      const uploads = () => page.evaluate(() => window.__uploads || 0);
+      const before = await uploads();
+      const sent = await page.locator(byId('message-user')).count();
+      await page.check(byId('hands-free'));
+      await until('two hands-free turns', async () => (await uploads()) >= before + 2, HANDS_FREE_TIMEOUT_MS, 200);
+      await page.uncheck(byId('hands-free'));
+      await until('idle', () => idle(page));
+      const now = await page.locator(byId('message-user')).count();
+      console.log(`  ${(await uploads()) - before} turns uploaded, ${now - sent} sent as messages`);
       assert(errors.length === 0, errors.join('\n'));
     });
     await context.close();

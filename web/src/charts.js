@@ -125,6 +125,8 @@ function drawCharts() {
         width: chartWidth(box), height: CHART_HEIGHT, legend: { show: true },
         series: [{}, ...labels.map((l, i) => ({ label: l, stroke: SERIES_COLOURS[i % SERIES_COLOURS.length], width: 2, spanGaps: false }))],
         axes: [{ stroke: 'currentColor' }, { stroke: 'currentColor', size: 56 }],
+        // From zero, and at least to 1: an idle target is a flat line at the bottom, not mid-chart.
+        scales: { y: { range: (u, min, max) => [0, Math.max(1, max * 1.1)] } },
       };
       entry = { sig, box, plot: new uPlot(opts, cols, box.querySelector('.plot')) };
       live.plots.set(c.key, entry);

@@ -35,7 +35,7 @@ function parseArgs(argv) {
     if (!argv[i].startsWith('--') || argv[i + 1] === undefined) throw new Error(`bad argument ${argv[i]}`);
     args[argv[i].slice(2)] = argv[i + 1];
   }
-  for (const need of ['base', 'local', 'scripted', 'pull-url', 'artifacts'])
+  for (const need of ['base', 'local', 'scripted', 'ears', 'pull-url', 'artifacts'])
     if (!args[need]) throw new Error(`--${need} is required`);
   return args;
 }
@@ -55,6 +55,12 @@ async function send(page, text) {
 }
 
 const lastAnswer = (page) => page.locator(byId('message-assistant')).last();
+
+async function metric(base, name, target) {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{target="${target}"} `));
+  return line === undefined ? null : Number(line.split(' ').pop());
+}
 
 async function view(page, name) {
   await page.click(byId(`nav-${name}`));
@@ -184,6 +190,44 @@ async function run(args) {
       assert(got.content.includes('80 °C'), `content: ${got.content}`);
     });
 
+    await check('audio dropped on the message box, and pasted, is previewed and sent to a model that hears', async () => {
+      await page.click(byId('new-chat'));
+      await page.selectOption(byId('target-select'), args.ears);
+      await until('the Add button', () => page.isVisible(byId('attach')));
+      const put = (kind, name, type) => page.evaluate(({ kind, name, type }) => {
+        // A WAV of 0.25 s of silence at 16 kHz, made here: what a person would drop or paste.
+        const n = 4000;
+        const b = new DataView(new ArrayBuffer(44 + 2 * n));
+        const t = (at, s) => [...s].forEach((c, i) => b.setUint8(at + i, c.charCodeAt(0)));
+        t(0, 'RIFF'); b.setUint32(4, 36 + 2 * n, true); t(8, 'WAVE'); t(12, 'fmt ');
+        b.setUint32(16, 16, true); b.setUint16(20, 1, true); b.setUint16(22, 1, true);
+        b.setUint32(24, 16000, true); b.setUint32(28, 32000, true); b.setUint16(32, 2, true);
+        b.setUint16(34, 16, true); t(36, 'data'); b.setUint32(40, 2 * n, true);
+        const dt = new DataTransfer();
+        dt.items.add(new File([b.buffer], name, { type }));
+        if (kind === 'drop') document.getElementById('composer').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+        else document.getElementById('prompt').dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }));
+      }, { kind, name, type });
+      await put('drop', 'dropped.wav', 'audio/wav');
+      await until('the dropped clip\'s preview', async () => (await page.locator(`${byId('attachments')} audio`).count()) === 1);
+      await put('paste', 'pasted.png', 'image/png');
+      await until('the refusal of an image', async () => /not a file this model takes/.test(await page.textContent('#announce')));
+      await put('paste', 'pasted.wav', 'audio/wav');
+      await until('both clips', async () => (await page.locator(`${byId('attachments')} audio`).count()) === 2);
+      const before = (await metric(base, 'sipp_media_tokens_total', args.ears)) || 0;
+      const posted = page.waitForRequest((r) => r.url().endsWith('/v1/chat/completions'));
+      await send(page, 'What do you hear?');
+      const parts = (await posted).postDataJSON().messages.pop().content;
+      assert(parts.filter((p) => p.type === 'input_audio' && p.input_audio.format === 'wav').length === 2, `parts: ${JSON.stringify(parts).slice(0, 300)}`);
+      assert((await page.locator(`${byId('message-user')} audio`).count()) === 2, 'the clips are not shown in the message');
+      assert(await page.isHidden(byId('attachments')), 'the clips still wait under the box');
+      const note = await lastAnswer(page).locator('.note').textContent();
+      assert(!/Error/.test(note), `the chat failed: ${note}`);
+      const after = await metric(base, 'sipp_media_tokens_total', args.ears);
+      assert(after > before, `the gateway counted no audio tokens (${before} -> ${after})`);
+      await page.selectOption(byId('target-select'), args.scripted);
+    });
+
     await check('edit a message and answer again from there; regenerate', async () => {
       await page.click(byId('new-chat'));
       await send(page, 'first try');
@@ -205,11 +249,11 @@ async function run(args) {
 
     await check('conversations: search by title, rename, delete', async () => {
       const n = await page.locator(byId('conversation')).count();
-      assert(n === 2, `${n} conversations listed`);
+      assert(n === 3, `${n} conversations listed`); // markdown please, the audio one, first try
       await page.fill(byId('search'), 'MARKDOWN');
       await until('one match', async () => (await page.locator(byId('conversation')).count()) === 1);
       await page.fill(byId('search'), '');
-      await until('both again', async () => (await page.locator(byId('conversation')).count()) === 2);
+      await until('all again', async () => (await page.locator(byId('conversation')).count()) === n);
       await page.click(byId('rename'));
       await page.fill(byId('rename-input'), 'Renamed chat');
       await page.keyboard.press('Enter');
@@ -217,7 +261,7 @@ async function run(args) {
       await until('the new title in the list', async () => (await page.locator(byId('conversation')).allTextContents()).includes('Renamed chat'));
       await page.click(byId('delete'));
       await page.click(byId('delete'));
-      await until('one conversation left', async () => (await page.locator(byId('conversation')).count()) === 1);
+      await until('one conversation fewer', async () => (await page.locator(byId('conversation')).count()) === n - 1);
       assert((await page.textContent(byId('chat-title'))) === 'New conversation', 'a new conversation is shown');
     });
 
@@ -226,10 +270,14 @@ async function run(args) {
       const file = path.join(os.tmpdir(), `sipp-web-export-${process.pid}.json`);
       await download.saveAs(file);
       const j = JSON.parse(fs.readFileSync(file, 'utf8'));
-      assert(j.sipp_conversations === 1 && j.conversations.length === 1, `export: ${JSON.stringify(j).slice(0, 200)}`);
-      assert(j.conversations[0].settings.system === 'Be a tea expert.', 'settings are exported');
+      const n = await page.locator(byId('conversation')).count();
+      assert(j.sipp_conversations === 1 && j.conversations.length === n, `export: ${JSON.stringify(j).slice(0, 200)}`);
+      const tea = j.conversations.find((c) => c.title === 'markdown please');
+      assert(tea && tea.settings.system === 'Be a tea expert.' && tea.messages.length >= 4, 'a conversation and its settings');
+      const audio = j.conversations.find((c) => c.messages.some((m) => (m.files || []).length === 2));
+      assert(audio && audio.messages[0].files[0].dataUrl.startsWith('data:audio/wav;base64,'), 'the audio clips are exported');
       await page.setInputFiles('#import-file', file);
-      await until('the imported conversation', async () => (await page.locator(byId('conversation')).count()) === 2);
+      await until('the imported conversations', async () => (await page.locator(byId('conversation')).count()) === 2 * n);
       fs.unlinkSync(file);
     });
 

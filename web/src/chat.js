@@ -1,5 +1,6 @@
 /*
- * app.js: the behaviour of sipp's web page. Plain JavaScript, no framework, no build step.
+ * chat.js: the chat view of sipp's web page (the last part of the /app.js bundle: it starts the
+ * page), the status strip and the switching between views. Plain JavaScript, no framework.
  *
  * It talks to the gateway that served it, with the same routes any client uses:
  *   GET  /v1/models            the targets to choose from
@@ -9,10 +10,14 @@
  *   POST /v1/models/ID/unload  the gateway has tokens; the gateway's 403 says so)
  *   POST /v1/chat/completions  "stream": true; the answer arrives as server-sent events
  *
- * Images. A target whose /v1/models entry lists "vision" under capabilities (a projector is
- * configured) gets an "Add image" button; files dropped on the message box or pasted into it are
- * taken too. Each is sent as an image_url part holding a data: URL beside the text, stays in the
- * conversation's history, and is shown in the user's message from a blob: URL of the file itself.
+ * Conversations. The one shown is state.conv (store.js's record, conversations.js's list); each
+ * message sent and each answer ended is saved with it. Edit and Regenerate cut the conversation at
+ * a message and answer again from there.
+ *
+ * Images and audio. A target whose /v1/models entry lists "vision" or "audio" under capabilities
+ * (a projector is configured) gets an Add button; files dropped on the message box or pasted into
+ * it are taken too. Each is sent as an image_url or input_audio part beside the text, stays in the
+ * conversation, and is shown in the user's message from a blob: URL of its bytes.
  *
  * Run in this browser. A target whose /v1/models entry has browser_file ({url, sha256, bytes}: the
  * gateway serves its GGUF, [web] serve_model_files) gets a toggle. Turned on, the page imports the
@@ -24,19 +29,20 @@
  * isolated, so the pthread build runs; the status strip says `browser (wasm, N threads)`.
  *
  * Streaming. The answer is read with fetch and the body's ReadableStream (EventSource cannot POST
- * or send a header). Each "data:" line is one OpenAI chunk; "[DONE]" ends the stream. Stopping is
- * AbortController.abort(): the browser closes the connection, the gateway sees the client gone and
- * cancels the engine request, which frees its slot within one engine step.
+ * or send a header). Each "data:" line is one OpenAI chunk (content, reasoning_content, tool_calls
+ * deltas); "[DONE]" ends the stream. Stopping is AbortController.abort(): the browser closes the
+ * connection, the gateway sees the client gone and cancels the engine request, which frees its
+ * slot within one engine step.
  *
  * Measurements are the page's own, as a user sees them: TTFT is from sending the request to the
  * first piece of text; the speed is the tokens after the first over the time after the first, with
  * the token count from the usage chunk (stream_options.include_usage). A stopped answer gets no
  * usage chunk, so its speed is given in text chunks per second instead.
  *
- * Safety. Model text (and every other string from the server) reaches the page through textContent
- * or Text nodes only, never as markup; the gateway's Content-Security-Policy backs that up.
- * The bearer token lives in sessionStorage: it is gone when the tab closes, and never written to
- * localStorage, a cookie or the URL.
+ * Safety. An answer is rendered by render.js (sanitised Markdown); a user's text and every other
+ * string from the server reach the page through textContent or Text nodes only; the gateway's
+ * Content-Security-Policy backs both up. The bearer token lives in sessionStorage: it is gone when
+ * the tab closes, and never written to localStorage, a cookie or the URL.
  */
 'use strict';
 
@@ -798,7 +804,7 @@ function filePart(f) {
 }
 
 /* Takes files (from the button, a drop or a paste) for the next message. */
-async function addImages(files) {
+async function addFiles(files) {
   const target = ui.target.value;
   if (ui.attach.hidden) {
     announce('This model takes no images or audio: its target has no projector (mmproj).');
@@ -853,14 +859,14 @@ function clearPending() {
 function onDrop(event) {
   if (!event.dataTransfer || !event.dataTransfer.files.length) return;
   event.preventDefault();
-  addImages([...event.dataTransfer.files]);
+  addFiles([...event.dataTransfer.files]);
 }
 
 function onPaste(event) {
   const files = event.clipboardData ? [...event.clipboardData.files] : [];
   if (!files.length) return;
   event.preventDefault();
-  addImages(files);
+  addFiles(files);
 }
 
 /* Clear empties the conversation shown (it stays in the list, empty, until deleted). */
@@ -928,7 +934,7 @@ function start() {
   ui.token.addEventListener('change', saveToken);
   ui.attach.addEventListener('click', () => ui.imageFile.click());
   ui.imageFile.addEventListener('change', () => {
-    addImages([...ui.imageFile.files]);
+    addFiles([...ui.imageFile.files]);
     ui.imageFile.value = '';
   });
   ui.composer.addEventListener('dragover', (event) => event.preventDefault());

@@ -470,6 +470,7 @@ function addMessage(msg, who) {
       note.textContent = textNote;
       note.hidden = !textNote;
       msg.note = textNote || undefined;
+      msg.error = Boolean(isError) || undefined;
       el.classList.toggle('error', Boolean(isError));
     },
   };

@@ -1,5 +1,5 @@
 /*
- * checks.js: the small harness of the page's browser tests (app.test.js): named checks run in order
+ * checks.js: the small harness of the page's browser tests (web.test.js, app.test.js): named checks run in order
  * and counted, assertions, bounded waits, and the checks that look at a whole page: axe-core's
  * serious and critical violations, and boxes that overlap or leave the screen.
  */
@@ -44,12 +44,12 @@ async function until(what, fn, timeoutMs = STEP_TIMEOUT_MS, everyMs = 50) {
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${JSON.stringify(last)})`);
 }
 
-const AXE_SOURCE = fs.readFileSync(path.join(__dirname, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
+const AXE = path.join(__dirname, 'node_modules', 'axe-core', 'axe.min.js'); // read when first used
 
 /* axe-core's serious and critical violations on the page as it is now: [{id, impact, nodes}]. The
  * source is evaluated through the DevTools protocol, which the page's CSP does not govern. */
 async function axeViolations(page) {
-  if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.evaluate(AXE_SOURCE);
+  if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.evaluate(fs.readFileSync(AXE, 'utf8'));
   return page.evaluate(async () => {
     const r = await window.axe.run(document, { resultTypes: ['violations'] });
     return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
@@ -113,8 +113,9 @@ async function layoutProblems(page) {
   });
 }
 
-function finish() {
-  console.log(`web-app: ${results.passed} passed, ${results.failed} failed`);
+/* Prints the closing line ("LABEL: N passed, N failed") and returns the exit status. */
+function finish(label = 'web-app') {
+  console.log(`${label}: ${results.passed} passed, ${results.failed} failed`);
   return results.failed === 0 && results.passed > 0 ? 0 : 1;
 }
 

@@ -183,13 +183,43 @@ class WebAppTest(unittest.TestCase):
             cls.voice_wav = os.path.join(d, "voice.wav")
             with open(cls.voice_wav, "wb") as f:
                 f.write(wav(VOICE_CLIP_S, silence_after=VOICE_QUIET_S))
+            voice = cls.voice_targets(d)
             config = ("[store]\nallow_private_sources = true\n\n" + gw.local_target("tiny", model, parallel=2) + ears +
+                      "".join(voice.values()) +
                       f'\n[[targets]]\nname = "scripted"\ntype = "openai_compatible"\n'
                       f'base_url = "{cls.upstream.base}"\n')
             cls.g = gw.serve_config(config, env={"SIPP_MODELS_DIR": cls.store})
         except BaseException:
             cls.tearDownClass()
             raise
+
+    @classmethod
+    def voice_targets(cls, d):
+        """The speech targets this build serves, by role: "whisper" (a synthetic whisper.cpp model,
+        recipe whispercpp) transcribes, "speaker" (recipe flite) speaks. A build without a kind has no
+        such target (`sipp serve --check` refuses its config), and the page is checked without it."""
+        cls.roles = {}
+        whisper = os.path.join(d, "ggml-test-whisper.bin")
+        r = subprocess.run([gw.SYNTH, "--whisper", "test", "--out", whisper, "--vocab",
+                            os.path.join(gw.BUILD, "llama", "vocab", "ggml-vocab-gpt-2.gguf")],
+                           capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+        candidates = {"whisper": f'[[targets]]\nname = "whisper"\nmodel = "{whisper}"\nbackend = "cpu"\n\n',
+                      "speaker": '[[targets]]\nname = "speaker"\nrecipe = "flite"\n\n'}
+        if r.returncode != 0:
+            del candidates["whisper"]
+        found = {}
+        for role, text in candidates.items():
+            cfg = os.path.join(d, f"check-{role}.toml")
+            with open(cfg, "w") as f:
+                f.write(text)
+            c = subprocess.run([gw.SIPP, "serve", "--check", "--config", cfg], capture_output=True, text=True,
+                               timeout=NPM_TIMEOUT_S)
+            if c.returncode == 0:
+                found[role] = text
+                cls.roles[role] = role
+            else:
+                print(f"\n(this build has no {role} target: {c.stderr.strip()[-200:]})", file=sys.stderr)
+        return found
 
     @classmethod
     def tearDownClass(cls):
@@ -204,6 +234,8 @@ class WebAppTest(unittest.TestCase):
         cmd = ["node", os.path.join(WEB_TESTS, "app.test.js"), "--base", self.g.base, "--local", "tiny",
                "--scripted", "scripted", "--pull-url", self.pull_url, "--artifacts", ARTIFACTS,
                "--ears", "ears", "--voice-wav", self.voice_wav]
+        for role, name in self.roles.items():
+            cmd += [f"--{role}", name]
         env = dict(os.environ, SIPP_CHROMIUM=CHROMIUM)
         try:
             r = subprocess.run(cmd, cwd=WEB_TESTS, capture_output=True, text=True, timeout=NODE_TIMEOUT_S,

@@ -112,7 +112,10 @@ function modelCard(m, b, budget) {
     row(dl, mem ? 'Memory (measured)' : 'Memory (estimate)', memoryBar(used, budget, `${m.id} memory`));
   row(dl, 'Context', s.ctx_size ? `${s.ctx_size} tokens${s.ctx_size_auto ? ' (auto)' : ''}` : '');
   row(dl, 'Slots', (live.last && (live.last.m.sipp_engine_slots || {})[m.id]) || '');
-  row(dl, 'Capabilities', ['text', ...(m.capabilities || [])].join(', '));
+  // A chat model's capabilities are what it takes besides text; a speech model's are all it does.
+  const caps = m.capabilities || [];
+  const speechOnly = caps.includes('transcription') || caps.includes('speech');
+  row(dl, 'Capabilities', (speechOnly ? caps : ['text', ...caps]).join(', '));
   row(dl, 'Aliases', (m.aliases || []).join(', '));
   const err = (b && b.error) || s.error;
   if (err) row(dl, 'Error', err);

@@ -10,7 +10,9 @@
  *   Read aloud     an answer (after it ends, or with its Read aloud button) goes to
  *                  POST /v1/audio/speech ({model, input, response_format: "wav"}) and is played.
  *   Hands-free     after each answer (and its reading) the page listens again: it records until
- *                  SILENCE_MS of quiet after speech (or MAX_TURN_MS), then sends as Hold to talk does.
+ *                  SILENCE_MS of quiet after speech (or MAX_TURN_MS), then sends as Hold to talk does;
+ *                  a turn whose transcript is empty is listened to again at once, and a turn with no
+ *                  speech at all (NO_SPEECH_MS) or a failed transcription pauses it.
  *
  * Which target does what comes from /v1/models: "transcription" in capabilities (a whisper
  * target) transcribes, else a model that takes "audio" (llama-server's way: a chat with the clip);
@@ -187,23 +189,27 @@ function speakButton(msg) {
 
 /* ---- turns ---------------------------------------------------------------------------------- */
 
-/* A finished recording: transcribed and sent as the next message. */
+/* A finished recording: transcribed and sent as the next message. Resolves with what happened:
+ * "sent", "empty" (nothing heard in it) or "failed". */
 async function sendRecording(blob) {
   if (!blob) {
     voiceSays('Nothing was recorded.');
-    return;
+    return 'empty';
   }
   voiceSays('Transcribing…');
   try {
     const text = await transcribe(await toWav(blob));
     if (!text) {
       voiceSays('The transcript is empty.');
-      return;
+      return 'empty';
     }
     voiceSays(`Heard: ${text}`);
-    if (!state.controller) send(text);
+    if (state.controller) return 'failed';
+    send(text);
+    return 'sent';
   } catch (err) {
     voiceSays(`Cannot transcribe: ${err.message}`);
+    return 'failed';
   }
 }
 
@@ -259,8 +265,12 @@ async function listenTurn() {
   });
   ctx.close();
   const blob = await stopRecording();
-  if (spoke && voice.handsFree.checked) sendRecording(blob);
-  else voiceSays(voice.handsFree.checked ? 'Heard nothing; hands-free is paused.' : '');
+  if (!spoke || !voice.handsFree.checked) {
+    voiceSays(voice.handsFree.checked ? 'Heard nothing; hands-free is paused.' : '');
+    return;
+  }
+  // A sent turn listens again when its answer ends (answered); a turn with no words in it at once.
+  if ((await sendRecording(blob)) === 'empty' && voice.handsFree.checked) listenTurn();
 }
 
 /* Called by chat.js when an answer has ended: read it aloud, then listen again when hands-free. */

@@ -394,6 +394,7 @@ async function run(args) {
           await view(page, v);
           await sleep(300);
           await shot(page, `${v}-${w}x${h}`);
+          if (w === SIZES[1][0]) await page.screenshot({ path: path.join(args.artifacts, `web-app-${v}-full.png`), fullPage: true });
           for (const p of await layoutProblems(page)) found.push(`${v}: ${p}`);
         }
         assert(found.length === 0, found.join('\n'));
@@ -450,7 +451,8 @@ async function voiceChecks(args) {
     await check('voice: each control shows only when a target offers it', async () => {
       await page.goto(`${args.base}/`, { waitUntil: 'load' });
       await until('Hold to talk', () => page.isVisible(byId('talk')));
-      assert(await page.isHidden(byId('read-aloud')), 'Read aloud shows, but no target speaks');
+      if (args.speaker) await until('Read aloud', () => page.isVisible(byId('read-aloud')));
+      else assert(await page.isHidden(byId('read-aloud')), 'Read aloud shows, but no target speaks');
       assert(await page.isVisible(byId('hands-free')), 'no hands-free switch beside Hold to talk');
     });
     await check('voice: Hold to talk sends a WAV of the microphone and the transcript becomes the message', async () => {
@@ -468,7 +470,9 @@ async function voiceChecks(args) {
       const rate = head.readUInt32LE(24);
       const seconds = head.readUInt32LE(40) / 2 / rate;
       assert(rate === 16000 && head.readUInt16LE(22) === 1 && seconds > 0.5 && seconds < 5, `WAV: ${rate} Hz, ${seconds} s`);
-      assert(up.model === args.ears, `the upload names ${up.model}, not the audio target`);
+      // A whisper target is the transcriber when there is one; else the model that takes audio.
+      const hears = args.whisper || args.ears;
+      assert(up.model === hears, `the upload names ${up.model}, not ${hears}`);
       const res = await answered;
       assert(res.status() === 200, `transcription answered ${res.status()}: ${await res.text()}`);
       const text = ((await res.json()).text || '').trim();
@@ -482,6 +486,21 @@ async function voiceChecks(args) {
       }
       assert(errors.length === 0, errors.join('\n'));
     });
+    if (args.speaker) {
+      await check('voice: Read aloud speaks each finished answer with the speaking target', async () => {
+        await page.fill('#max-tokens', '12');
+        await page.check(byId('read-aloud'));
+        const spoken = page.waitForResponse((r) => r.url().endsWith('/v1/audio/speech'));
+        await send(page, 'Say something short.');
+        const res = await spoken;
+        const body = res.request().postDataJSON();
+        assert(res.status() === 200 && /audio\/wav/.test(res.headers()['content-type'] || ''), `speech answered ${res.status()}`);
+        assert(body.model === args.speaker && body.input.length > 0 && body.response_format === 'wav', `body: ${JSON.stringify(body)}`);
+        assert(await lastAnswer(page).locator(byId('speak')).isVisible(), 'no Read aloud button on the answer');
+        await page.uncheck(byId('read-aloud'));
+        console.log(`  spoke ${body.input.length} characters with ${args.speaker}`);
+      });
+    }
     await check('voice: hands-free listens, sends a turn after quiet, and listens again after the answer', async () => {
       const uploads = () => page.evaluate(() => window.__uploads || 0);
       const before = await uploads();

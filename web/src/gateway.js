@@ -11,13 +11,15 @@ function authHeaders() {
   return token ? { Authorization: `Bearer ${token}` } : {};
 }
 
-/* The human message of a failed reply: the gateway's {"error": {"message"}} when there is one. */
+/* The human message of a failed reply: the gateway's {"error": {"message"}} (or Ollama's {"error"})
+ * when there is one. */
 async function errorMessage(res) {
   let text = '';
   try {
     text = await res.text();
     const j = JSON.parse(text);
     if (j && j.error && j.error.message) return `${j.error.message} (HTTP ${res.status})`;
+    if (j && typeof j.error === 'string') return `${j.error} (HTTP ${res.status})`; // Ollama's routes
   } catch (_) {
     /* not JSON: fall through to the text */
   }

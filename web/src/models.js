@@ -229,30 +229,36 @@ async function showModels() {
   showStore(models);
 }
 
-/* The served models (/api/tags) and those pulled from this page, each with Delete. */
+/* A store name with its Delete button. */
+function storeItem(name, note) {
+  const li = document.createElement('li');
+  const span = document.createElement('span');
+  span.textContent = note ? `${name} (${note})` : name;
+  const del = document.createElement('button');
+  del.type = 'button';
+  del.className = 'secondary small';
+  del.textContent = 'Delete';
+  del.dataset.testid = 'store-delete';
+  del.setAttribute('aria-label', `Delete ${name} from the store`);
+  del.addEventListener('click', () => deleteStored(name));
+  li.append(span, del);
+  return li;
+}
+
+/*
+ * The models pulled from this page, each with Delete, then the served ones (/api/tags): a served
+ * model's Delete is refused by the gateway (a target's file is never removed under it), and says so.
+ * The store's other models are deleted by name with the form below the list.
+ */
 async function showStore() {
-  let names = [];
+  let served = [];
   try {
-    const tags = await getJson('/api/tags');
-    names = (tags.models || []).map((m) => m.name);
+    served = ((await getJson('/api/tags')).models || []).map((m) => m.name);
   } catch (_) {
     /* a gateway that refuses tags still lists what was pulled here */
   }
-  const all = [...new Set([...mv.pulled, ...names])];
-  mv.store.replaceChildren(...all.map((name) => {
-    const li = document.createElement('li');
-    const span = document.createElement('span');
-    span.textContent = name;
-    const del = document.createElement('button');
-    del.type = 'button';
-    del.className = 'secondary small';
-    del.textContent = 'Delete';
-    del.dataset.testid = 'store-delete';
-    del.setAttribute('aria-label', `Delete ${name} from the store`);
-    del.addEventListener('click', () => deleteStored(name));
-    li.append(span, del);
-    return li;
-  }));
+  mv.store.replaceChildren(...[...mv.pulled].map((n) => storeItem(n, 'pulled here')),
+    ...served.filter((n) => !mv.pulled.has(n)).map((n) => storeItem(n, 'served')));
 }
 
 async function deleteStored(name) {
@@ -314,4 +320,9 @@ async function pull(event) {
 
 function wireModels() {
   mv.pullForm.addEventListener('submit', pull);
+  document.getElementById('delete-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    const name = document.getElementById('delete-name').value.trim();
+    if (name) deleteStored(name);
+  });
 }

@@ -16,7 +16,20 @@ const side = {
   remove: document.getElementById('delete'),
   importFile: document.getElementById('import-file'),
   confirmTimer: 0,
+  // id -> {id, title, updated}: what the list shows, read from the store once at start and kept up
+  // to date by each change here, so a save does not read every conversation (and its files) again.
+  index: new Map(),
 };
+
+function indexEntry(c) {
+  side.index.set(c.id, { id: c.id, title: c.title, updated: c.updated });
+}
+
+/* Reads the list from the store again (at start, and after an import). */
+async function reindex() {
+  side.index.clear();
+  for (const c of await convStore.all()) indexEntry(c);
+}
 
 function titleFrom(text) {
   const t = text.replace(/\s+/g, ' ').trim();
@@ -26,7 +39,7 @@ function titleFrom(text) {
 /* Draws the list from the store, filtered by the search box. */
 async function refreshList() {
   const q = side.search.value.trim().toLowerCase();
-  const all = await convStore.all();
+  const all = [...side.index.values()].sort((a, b) => b.updated - a.updated);
   const shown = all.filter((c) => !q || c.title.toLowerCase().includes(q));
   const current = state.conv && state.conv.id;
   const items = shown.map((c) => {
@@ -67,6 +80,7 @@ async function saveConversation() {
   state.conv.updated = Date.now();
   state.conv.settings = currentSettings();
   await convStore.put(state.conv);
+  indexEntry(state.conv);
   await refreshList();
 }
 
@@ -153,6 +167,7 @@ async function deleteConversation() {
   }
   const title = state.conv.title;
   await convStore.remove(state.conv.id);
+  side.index.delete(state.conv.id);
   newConversation();
   announce(`Deleted “${title}”.`);
 }
@@ -172,6 +187,7 @@ async function exportAll() {
 async function importFrom(file) {
   try {
     const n = await importConversations(await file.text());
+    await reindex();
     await refreshList();
     announce(`Imported ${n} conversation${n === 1 ? '' : 's'} from ${file.name}.`);
   } catch (err) {
@@ -213,8 +229,9 @@ function wireConversations() {
 /* On start: the most recent conversation, if any. */
 async function restoreConversations() {
   try {
-    const all = await convStore.all();
-    if (all.length) await openConversation(all[0].id);
+    await reindex();
+    const newest = [...side.index.values()].sort((a, b) => b.updated - a.updated)[0];
+    if (newest) await openConversation(newest.id);
     else await refreshList();
   } catch (err) {
     announce(`Conversations are not kept: this browser's IndexedDB failed (${err.message || err}).`);

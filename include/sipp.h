@@ -1165,6 +1165,28 @@ SIPP_API void sipp_request_get_stats(const sipp_request *request, sipp_request_s
 /* Cancels the request if it still runs, waits for its end, and frees it. */
 SIPP_API void sipp_request_free(sipp_request *request);
 
+/* One token and its log-probability, as sampling saw it: its bytes as the model renders it
+ * (specials included; a byte-fallback piece may be part of a UTF-8 character). */
+#define SIPP_TOKEN_BYTES_MAX 256
+typedef struct sipp_token_logprob {
+    int32_t token;
+    float logprob;
+    int n_bytes;
+    char bytes[SIPP_TOKEN_BYTES_MAX]; /* not NUL-terminated */
+} sipp_token_logprob;
+
+/* A generated token's entry: the token drawn and the most likely alternatives, best first. */
+typedef struct sipp_logprob_entry {
+    sipp_token_logprob chosen;
+    int n_top;
+    sipp_token_logprob top[SIPP_MAX_TOP_LOGPROBS];
+} sipp_logprob_entry;
+
+/* The log-probabilities recorded so far from token `from` on, typed: copies at most cap entries
+ * into out and sets *n_copied. Returns how many tokens are recorded in all. [any thread] */
+SIPP_API size_t sipp_request_logprobs(const sipp_request *request, size_t from, sipp_logprob_entry *out,
+                                      size_t cap, size_t *n_copied);
+
 /* The log-probabilities recorded so far from token `from` on, as a JSON array of OpenAI's
  * {"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]} (*json malloc'ed,
  * free with sipp_free; NULL when none are new). Returns how many tokens are recorded in all.

@@ -12,10 +12,9 @@
 
 #include "engine/request.h"
 #include "model/model.h"
+#include "util/logprobs_json.h"
 
 #include <jansson.h>
-
-#define TOKEN_TEXT_MAX 256
 
 sipp_status sipp_request_check_logprobs(int logprobs, char *err) {
     if (logprobs < -1 || logprobs > SIPP_MAX_TOP_LOGPROBS)
@@ -24,54 +23,13 @@ sipp_status sipp_request_check_logprobs(int logprobs, char *err) {
     return SIPP_OK;
 }
 
-/* {"token", "logprob", "bytes"} of one token; the text made valid UTF-8 (bytes keep it exact). */
-static json_t *token_json(const sipp_model *m, llama_token t, float logprob) {
-    char piece[TOKEN_TEXT_MAX];
-    int n = sipp_model_token_piece(m, t, true, piece, sizeof piece);
-    json_t *bytes = json_array();
-    sipp_buf text = {0};
-    for (int i = 0; i < n; i++) {
-        json_array_append_new(bytes, json_integer((unsigned char)piece[i]));
-    }
-    for (int i = 0; i < n;) {
-        unsigned char c = (unsigned char)piece[i];
-        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (len && i + len <= n && sipp_utf8_valid(piece + i, (size_t)len)) {
-            sipp_buf_append(&text, piece + i, (size_t)len);
-            i += len;
-        } else {
-            sipp_buf_append(&text, "\xEF\xBF\xBD", 3);
-            i++;
-        }
-    }
-    json_t *o = json_pack("{s:s%, s:f, s:o}", "token", text.data ? text.data : "", text.len, "logprob",
-                          (double)logprob, "bytes", bytes);
-    sipp_buf_free(&text);
-    return o;
-}
-
-size_t sipp_request_logprobs_json(const sipp_request *rc, size_t from, char **out) {
-    sipp_request *r = (sipp_request *)rc;
+size_t sipp_request_logprobs_json(const sipp_request *r, size_t from, char **out) {
     *out = NULL;
-    if (!r) return 0;
-    const sipp_model *m = r->owner.model;
-    pthread_mutex_lock(&r->mu);
-    size_t n = r->n_logprobs;
-    if (m && from < n) {
-        json_t *arr = json_array();
-        for (size_t i = from; i < n; i++) {
-            const sipp_logprob *lp = &r->logprobs[i];
-            json_t *o = token_json(m, lp->token, lp->logprob), *top = json_array();
-            for (int k = 0; k < lp->n_top; k++)
-                json_array_append_new(top, token_json(m, lp->top[k], lp->top_logprob[k]));
-            json_object_set_new(o, "top_logprobs", top);
-            json_array_append_new(arr, o);
-        }
-        *out = json_dumps(arr, JSON_COMPACT);
-        json_decref(arr);
-    }
-    pthread_mutex_unlock(&r->mu);
-    return n;
+    size_t total = 0;
+    json_t *arr = sipp_request_logprobs_new_json(r, from, &total);
+    if (arr) *out = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    return total;
 }
 
 sipp_status sipp_chat_parser_new(const sipp_request *r, sipp_chat_parser **out, char *errbuf) {

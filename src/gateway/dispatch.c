@@ -52,12 +52,6 @@ static bool decode(gw_call *call, const gw_dispatch *d, const gw_rename *renames
     return false;
 }
 
-bool gw_decode_tree(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames, gw_gen *g) {
-    bool ok = decode(call, &(gw_dispatch){.api = api}, renames, chat, g);
-    json_decref(chat);
-    return ok;
-}
-
 /* The call's body as JSON, or NULL after replying 400. */
 static json_t *parse_call_body(gw_call *call) {
     char err[SIPP_ERROR_SIZE];

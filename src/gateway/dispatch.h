@@ -48,8 +48,4 @@ bool gw_media_ready(gw_call *call, const gw_target *t, gw_gen *g);
  * refuses the media, naming why). */
 bool gw_projector_takes(const char *path, bool *vision, bool *audio);
 
-/* Decodes a body built by a route for api (chat is stolen) into g, naming the ignored fields in
- * sipp-ignored. On failure it has replied, naming the field through renames, and returns false. */
-bool gw_decode_tree(gw_call *call, gw_api api, json_t *chat, const gw_rename *renames, gw_gen *g);
-
 #endif

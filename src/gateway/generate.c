@@ -39,6 +39,7 @@
 #include "gateway/field_names.h"
 #include "gateway/generate.h"
 #include "gateway/metrics.h"
+#include "util/logprobs_json.h"
 
 #define GW_READ_CHUNK 4096
 #define GW_WAIT_SLICE_MS 100
@@ -98,10 +99,8 @@ static bool succeeded(sipp_request *r) {
 
 /* The logprob entries of choice c not yet handed out (new reference, NULL when none). */
 static json_t *new_logprobs(gw_choice *c) {
-    char *text = NULL;
-    size_t n = sipp_request_logprobs_json(c->req, c->n_logprobs_sent, &text);
-    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-    sipp_free(text);
+    size_t n = 0;
+    json_t *j = sipp_request_logprobs_new_json(c->req, c->n_logprobs_sent, &n);
     c->n_logprobs_sent = n;
     return j;
 }
@@ -160,10 +159,8 @@ static void finalize(gen_stream *gs, gw_choice *c) {
             c->finish = "tool_calls";
     }
     json_decref(c->logprobs);
-    char *lp = NULL;
-    sipp_request_logprobs_json(c->req, 0, &lp);
-    c->logprobs = lp ? json_loads(lp, 0, NULL) : NULL;
-    sipp_free(lp);
+    size_t n = 0;
+    c->logprobs = sipp_request_logprobs_new_json(c->req, 0, &n);
 }
 
 static void finalize_all(gen_stream *gs) {

@@ -182,8 +182,10 @@ static bool read_facts(gw_server *srv, gw_target *t, model_facts *f) {
     memset(f, 0, sizeof *f);
     if (gw_residency_peek(srv, t)) {
         sipp_model_info info;
-        sipp_model_get_info(t->model, &info);
+        bool gguf = t->model != NULL; /* a kind of its own (a whisper model) has no llama model */
+        if (gguf) sipp_model_get_info(t->model, &info);
         gw_residency_unpeek(srv, t);
+        if (!gguf) return false;
         snprintf(f->architecture, sizeof f->architecture, "%s", info.architecture);
         snprintf(f->quantization, sizeof f->quantization, "%s", quantization(&info));
         f->n_params = info.n_params;

@@ -82,7 +82,7 @@ static int file_line(guard_table *g, gw_server *srv, unsigned long long dev, uns
         if (g->dev[f] == dev && g->ino[f] == ino) return f;
     for (size_t i = 0; i < srv->n_targets && g->n_files < GUARD_MAX_FILES; i++) {
         const gw_target *t = &srv->targets[i];
-        if (!gw_kind_of(t)->resident || !t->engine) continue;
+        if (!gw_kind_of(t)->resident || !gw_target_holds_load(t)) continue;
         for (int k = 0; k < GW_TARGET_FILES; k++) {
             const gw_file_id *id = &t->files[k];
             if (!id->exists || id->dev != dev || id->ino != ino) continue;

@@ -5,8 +5,9 @@ strcpy, strcat, sprintf and vsprintf write without a bound; atoi, atol and atoll
 malformed or out-of-range number; gets cannot be used safely at all. Each has a bounded or checked
 replacement, named in the message. Comments and string literals are not looked at.
 
-In src/gateway/ and src/cli/ the JSON forms of the chat parser are banned too: they read the parsed
-answer typed (sipp_chat_parser_feed_deltas), so no streamed token crosses a JSON parse inside sipp.
+In src/gateway/ and src/cli/ the JSON forms of the chat parser and of a request's log-probabilities
+are banned too: they read the parsed answer and the logprobs typed (sipp_chat_parser_feed_deltas,
+sipp_request_logprobs), so no streamed token crosses a JSON parse inside sipp.
 
 Usage: banned.py [FILE...]; with no files, every tracked .c, .h and .cpp file under src/, tools/ and
 bindings/*/src. Prints each call found as FILE:LINE and one closing line "lint: N passed, M failed"
@@ -36,6 +37,7 @@ CALL = re.compile(r'(?<![A-Za-z0-9_.>])(' + '|'.join(BANNED) + r')\s*\(')
 TYPED = {
     'sipp_chat_parser_feed': 'sipp_chat_parser_feed_deltas (typed sipp_chat_delta)',
     'sipp_chat_parser_message': 'sipp_chat_parser_content, _reasoning and _tool_call',
+    'sipp_request_logprobs_json': 'sipp_request_logprobs (typed), or util/logprobs_json.h to render them',
 }
 TYPED_DIRS = ('src/gateway/', 'src/cli/')
 TYPED_CALL = re.compile(r'(?<![A-Za-z0-9_.>])(' + '|'.join(TYPED) + r')\s*\(')

@@ -16,7 +16,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { chromium } = require('playwright-core');
-const { check, assert, sleep, until, axeViolations, layoutProblems, results, finish, STEP_TIMEOUT_MS } = require('./checks');
+const { check, assert, sleep, until, metric, axeViolations, layoutProblems, results, finish, STEP_TIMEOUT_MS } = require('./checks');
 
 const CHROMIUM = process.env.SIPP_CHROMIUM || '/usr/bin/chromium';
 const RUN_TIMEOUT_MS = 200000;
@@ -55,12 +55,6 @@ async function send(page, text) {
 }
 
 const lastAnswer = (page) => page.locator(byId('message-assistant')).last();
-
-async function metric(base, name, target) {
-  const text = await (await fetch(`${base}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{target="${target}"} `));
-  return line === undefined ? null : Number(line.split(' ').pop());
-}
 
 async function view(page, name) {
   await page.click(byId(`nav-${name}`));
@@ -240,9 +234,12 @@ async function run(args) {
       assert((await page.locator(byId('message-user')).count()) === 1, 'the edited message was added, not replaced');
       await lastAnswer(page).evaluate((el) => (el.dataset.old = '1'));
       await lastAnswer(page).locator(byId('regenerate')).click();
-      await until('the regenerated answer', async () => (await idle(page)) &&
-        (await page.locator(byId('message-assistant')).count()) === 1 &&
-        (await lastAnswer(page).getAttribute('data-old')) === null);
+      // One look at the page: idle, one answer, and not the old one (separate looks could straddle
+      // the moment the new answer starts).
+      await until('the regenerated answer', () => page.evaluate(() => {
+        const answers = document.querySelectorAll('[data-testid="message-assistant"]');
+        return !document.querySelector('[data-testid="send"]').disabled && answers.length === 1 && !answers[0].dataset.old;
+      }));
       const text = (await lastAnswer(page).locator('.md').textContent()).trim();
       assert(text === 'You said: second try', `regenerated answer: ${text}`);
     });

@@ -44,6 +44,13 @@ async function until(what, fn, timeoutMs = STEP_TIMEOUT_MS, everyMs = 50) {
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${JSON.stringify(last)})`);
 }
 
+/* A gauge or counter of one target in the gateway's /metrics, or null when it has none. */
+async function metric(base, name, target) {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{target="${target}"} `));
+  return line === undefined ? null : Number(line.split(' ').pop());
+}
+
 const AXE = path.join(__dirname, 'node_modules', 'axe-core', 'axe.min.js'); // read when first used
 
 /* axe-core's serious and critical violations on the page as it is now: [{id, impact, nodes}]. The
@@ -119,4 +126,4 @@ function finish(label = 'web-app') {
   return results.failed === 0 && results.passed > 0 ? 0 : 1;
 }
 
-module.exports = { check, assert, sleep, until, axeViolations, layoutProblems, results, finish, STEP_TIMEOUT_MS };
+module.exports = { check, assert, sleep, until, metric, axeViolations, layoutProblems, results, finish, STEP_TIMEOUT_MS };

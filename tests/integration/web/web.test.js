@@ -18,7 +18,7 @@
 const fs = require('fs');
 const path = require('path');
 const { chromium } = require('playwright-core');
-const { check, assert, sleep, until, results, finish } = require('./checks');
+const { check, assert, sleep, until, metric, results, finish } = require('./checks');
 
 const CHROMIUM = process.env.SIPP_CHROMIUM || '/usr/bin/chromium';
 const RUN_TIMEOUT_MS = 100000;
@@ -86,13 +86,6 @@ async function growth(page) {
     window.__growthObserver.disconnect();
     return window.__growth;
   });
-}
-
-async function metric(base, name, target) {
-  const res = await fetch(`${base}/metrics`);
-  const text = await res.text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{target="${target}"} `));
-  return line === undefined ? null : Number(line.split(' ').pop());
 }
 
 async function setMaxTokens(page, n) {

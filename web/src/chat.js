@@ -353,7 +353,8 @@ function nearBottom() {
  * Re-rendering Markdown costs more than appending text, and more the longer the answer: a growing
  * answer is drawn again only after RENDER_SHARE times as long as its last draw took (at most
  * RENDER_MAX_WAIT_MS), so drawing takes a bounded share of the page's time whatever the length; a
- * short answer is drawn on nearly every piece. The scroll position is read before the draw (when
+ * short answer is drawn on nearly every piece, and a piece that arrives between drawings shows at
+ * once as plain text at the answer's end (addMessage's tail). The scroll position is read before the draw (when
  * layout is still clean) and the log scrolled after it. A timer, not requestAnimationFrame: a tab
  * that is not painted (hidden, headless) gets no frames, and the answer must still be kept.
  */
@@ -448,7 +449,14 @@ function addMessage(msg, who) {
     // The answer as the model wrote it (its Markdown source), for tests and tools that compare text.
     if (role === 'assistant' && !streaming) body.dataset.source = msg.content || '';
   };
-  const drawStreaming = () => draw(true);
+  // While an answer streams, the text since its last drawing shows at once as plain text at the end
+  // (a Text node that grows), and the Markdown drawing catches up at renderSoon's pace.
+  let tail = null;
+  const drawStreaming = () => {
+    draw(true);
+    tail = document.createTextNode('');
+    (body.querySelector('.md') || body).append(tail);
+  };
   draw(false);
   actions.append(copyButton(() => msg.content || '', 'Copy'));
   if (role === 'user') actions.append(button('Edit', 'edit', () => editMessage(el, msg), 'Edit this message and answer again from it'));
@@ -461,9 +469,13 @@ function addMessage(msg, who) {
   return {
     el,
     msg,
-    update: () => renderSoon(drawStreaming),
+    update: (piece) => {
+      if (piece && tail) tail.appendData(piece);
+      renderSoon(drawStreaming);
+    },
     done: () => {
       follow.jobs.delete(drawStreaming);
+      tail = null;
       draw(false);
     },
     note(textNote, isError) {
@@ -651,7 +663,7 @@ async function generate() {
     if (d.content) answer.content += d.content;
     if (d.reasoning) answer.reasoning = (answer.reasoning || '') + d.reasoning;
     if (d.tool) mergeToolCall(answer, d.tool);
-    reply.update();
+    reply.update(d.content);
   };
   let finish = '';
   let outcome = 'done';

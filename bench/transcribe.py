@@ -1,23 +1,29 @@
 #!/usr/bin/env python3
-"""bench/transcribe.py: sipp's speech to text beside whisper.cpp's own whisper-server, one run.
+"""bench/transcribe.py: sipp's gateway (a whisper.cpp target of `sipp serve`) beside whisper.cpp's own
+whisper-server, in one run, over the same HTTP.
 
 Both are built from the same whisper.cpp (deps/whisper.lock) against the same ggml (the artifact's),
-load the same synthetic model (sipp-synth --whisper SHAPE), decode with the same parameters (whisper's
-defaults: beam 5, best of 5, the language given as "en", no temperature fallback (temperature_inc 0 in
-the request: whisper-server parses -nf but does not apply it) so that both decode each window once: the
-"same number of tokens" cap), and use the same threads:
+load the same synthetic model (sipp-synth --whisper SHAPE), take the same multipart form and decode with
+the same parameters (beam 5, best of 5, language "en", no temperature fallback: temperature_inc 0 in the
+form, since whisper-server parses -nf but does not apply it, so that both decode each window once: the
+"same number of tokens" cap), with the same threads:
 
-  1. one 60 s clip, time to transcript: whisper-server's POST /inference (multipart upload, the model
-     loaded) against sipp's transcriber (libsipp through the Python binding, the model loaded), best
-     of --rounds; the ratio is sipp / whisper-server (below 1.0: sipp is faster). The two transcripts
-     must be equal, or the timing compares different work.
-  2. four clips (--clip-seconds each): one after another, and four at once. sipp at once is a
-     transcriber with 4 whisper states, each clip on its own state with max(1, threads / 4) threads,
-     so the four together use the same cores as one clip does; one after another is one state with
-     all the threads. whisper-server serialises requests behind one mutex, so its "at once" is four
-     concurrent requests that queue. Throughput ratio: (4 one after another) / (4 at once).
+  1. one 60 s clip, time to transcript: whisper-server's POST /inference against the gateway's
+     POST /v1/audio/transcriptions (both with the model loaded); the ratio is sipp / whisper-server
+     (below 1.0: sipp is faster). The two transcripts must be equal, or the timing compares different
+     work.
+  2. four clips (--clip-seconds each): one after another and four at once. The gateway serves them
+     from two targets on the same file: "serial" (parallel = 1, all the threads) one after another,
+     and "at-once" (parallel = 4, max(1, threads / 4) threads per state) four at once, so the four
+     together use the cores one clip uses. whisper-server serialises requests behind one mutex, so its
+     "at once" is four concurrent requests that queue. Throughput ratio: (4 one after another) /
+     (4 at once), above 1.0: at once is faster.
 
-    python3 bench/transcribe.py [--shape tiny|base] [--threads N] [--seconds 60] [--rounds 1]
+Rounds are paired: each round runs every measurement of both servers in turn, so load from elsewhere
+falls on both; the report gives each measurement's median over --rounds (3 by default) and the
+ratios of the medians.
+
+    python3 bench/transcribe.py [--shape tiny|base] [--threads N] [--seconds 60] [--rounds 3]
 
 Prints one JSON object with the timings and ratios (and the CPU). Loopback only.
 """
@@ -83,20 +89,49 @@ def free_port():
         return s.getsockname()[1]
 
 
-def post_clip(port, path):
+def post_clip(port, path, route="/inference", model=None):
+    """The transcript of a clip, as both servers take it (the gateway's form also names its target)."""
     boundary = uuid.uuid4().hex
     with open(path, "rb") as f:
         data = f.read()
-    parts = []
-    for name, value in (("response_format", b"json"), ("language", b"en"), ("temperature_inc", b"0")):
-        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode() + value + b"\r\n")
+    fields = [("response_format", "json"), ("language", "en"), ("temperature_inc", "0")]
+    fields += [("model", model)] if model else []
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{n}"\r\n\r\n{v}\r\n'.encode() for n, v in fields]
     parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="clip.wav"\r\n'
                  f"Content-Type: audio/wav\r\n\r\n".encode() + data + b"\r\n")
     body = b"".join(parts) + f"--{boundary}--\r\n".encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/inference", data=body,
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{route}", data=body,
                                  headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
     with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as r:
         return json.loads(r.read().decode("utf-8", "replace"))["text"]
+
+
+def wait_http(url, proc, what):
+    deadline = time.time() + SERVER_START_S
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.5)
+    proc.terminate()
+    raise SystemExit(f"{what} did not start; see its log")
+
+
+def start_gateway(tmp, model, threads, port, log):
+    """sipp serve with the model twice: "serial" (one state, all threads), "at-once" (four states)."""
+    each = max(1, threads // 4)
+    cfg = os.path.join(tmp, "gateway.toml")
+    with open(cfg, "w") as f:
+        f.write(f'[server]\nlisten = "127.0.0.1:{port}"\nmax_request_bytes = 67108864\n\n')
+        for name, parallel, t in (("serial", 1, threads), ("at-once", 4, each)):
+            f.write(f'[[targets]]\nname = "{name}"\nmodel = "{model}"\nbackend = "cpu"\nparallel = {parallel}\n'
+                    f"threads = {t}\n\n")
+    proc = subprocess.Popen([os.path.join(BUILD, "bin", "sipp"), "serve", "--config", cfg], stdout=log,
+                            stderr=subprocess.STDOUT)
+    return wait_http(f"http://127.0.0.1:{port}/ready", proc, "sipp serve"), each
 
 
 def start_server(model, threads, port, log):
@@ -105,15 +140,7 @@ def start_server(model, threads, port, log):
     proc = subprocess.Popen([os.path.join(PEER, "whisper-server"), "-m", model, "-t", str(threads), "-ng",
                              "-l", "en", "-nf", "-bs", "5", "-bo", "5", "--host", "127.0.0.1", "--port", str(port)],
                             stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + SERVER_START_S
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).read()
-            return proc
-        except OSError:
-            time.sleep(0.5)
-    proc.terminate()
-    raise SystemExit("whisper-server did not start; see its log")
+    return wait_http(f"http://127.0.0.1:{port}/", proc, "whisper-server")
 
 
 def comparable(text):
@@ -142,24 +169,44 @@ def at_once(fn, clips):
     return time.perf_counter() - t0, results
 
 
-def sipp_runs(model, args, long_clip, clips):
-    sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
-    os.environ.setdefault("SIPP_PYTHON_BACKEND", "cpu")
-    import sipp.speech
+def one_round(ws_port, gw_port, long_clip, clips):
+    """Every measurement once, whisper-server's and the gateway's in turn."""
+    ws = lambda clip: post_clip(ws_port, clip)  # noqa: E731
+    gw = lambda target: lambda clip: post_clip(gw_port, clip, "/v1/audio/transcriptions", target)  # noqa: E731
+    r = {}
+    r["ws_long"] = timed(lambda: ws(long_clip))
+    r["gw_long"] = timed(lambda: gw("serial")(long_clip))
+    r["ws_serial"] = timed(lambda: [ws(c) for c in clips])
+    r["gw_serial"] = timed(lambda: [gw("serial")(c) for c in clips])
+    r["ws_at_once"] = at_once(ws, clips)
+    r["gw_at_once"] = at_once(gw("at-once"), clips)
+    return r
 
-    # whisper-server's request: language en, no temperature fallback (-nf), json
-    opts = dict(language="en", temperature_inc=0.0, format="json")
-    out = {}
-    with sipp.speech.Transcriber(model, backend="cpu", threads=args.threads) as t:
-        def run(clip):
-            return t.transcribe(clip, **opts)["text"]
-        out["long"] = min((timed(lambda: run(long_clip)) for _ in range(args.rounds)), key=lambda r: r[0])
-        out["serial"] = timed(lambda: [run(c) for c in clips])
-    each = max(1, args.threads // len(clips))
-    with sipp.speech.Transcriber(model, backend="cpu", threads=each, parallel=len(clips)) as t:
-        out["parallel"] = at_once(lambda clip: t.transcribe(clip, **opts)["text"], clips)
-    out["threads_each_at_once"] = each
-    return out
+
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def report(args, rounds, each):
+    med = {k: median([r[k][0] for r in rounds]) for k in rounds[0]}
+    first = rounds[0]
+    return {
+        "cpu": cpu_model(), "cores": os.cpu_count(), "load_average": os.getloadavg(), "shape": args.shape,
+        "threads": args.threads, "rounds": len(rounds), "clip_seconds": args.seconds,
+        "seconds_each_round": {k: [round(r[k][0], 3) for r in rounds] for k in first},
+        "median_s": {k: round(v, 3) for k, v in med.items()},
+        "time_ratio_sipp_over_whisper_server": round(med["gw_long"] / med["ws_long"], 3),
+        # whisper-server joins segments with newlines and sipp does not; bytes that are not UTF-8 each
+        # side replaces its own way
+        "same_text": all(comparable(r["gw_long"][1]) == comparable(r["ws_long"][1]) for r in rounds),
+        "sipp_text_start": first["gw_long"][1][:60], "whisper_server_text_start": first["ws_long"][1][:60],
+        "four_clips_seconds_each": args.clip_seconds, "sipp_threads_each_at_once": each,
+        "sipp_throughput_ratio_at_once_over_serial": round(med["gw_serial"] / med["gw_at_once"], 3),
+        "whisper_server_throughput_ratio_at_once_over_serial": round(med["ws_serial"] / med["ws_at_once"], 3),
+        "sipp_4_at_once_over_whisper_server_4_at_once": round(med["ws_at_once"] / med["gw_at_once"], 3),
+    }
 
 
 def main():
@@ -168,47 +215,33 @@ def main():
     ap.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1))
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--clip-seconds", type=float, default=15.0)
-    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     if not os.path.exists(os.path.join(PEER, "whisper-server")):
         subprocess.run(["bash", os.path.join(ROOT, "deps", "build-whisper.sh"), "tools",
                         os.path.join(BUILD, "artifact"), PEER], check=True)
     tmp = tempfile.mkdtemp(prefix="sipp-bench-transcribe-")
+    servers = []
     try:
         model = os.path.join(tmp, f"ggml-{args.shape}.bin")
-        subprocess.run([SYNTH, "--whisper", args.shape, "--out", model, "--vocab", VOCAB], check=True)
+        subprocess.run([SYNTH, "--whisper", args.shape, "--out", model, "--vocab", VOCAB], check=True,
+                       stdout=subprocess.DEVNULL)
         long_clip = speech(tmp, args.seconds, 0)
         clips = [speech(tmp, args.clip_seconds, v) for v in range(1, 5)]
-        port = free_port()
-        with open(os.path.join(tmp, "server.log"), "wb") as log:
-            server = start_server(model, args.threads, port, log)
-            try:
-                ws_long = min((timed(lambda: post_clip(port, long_clip)) for _ in range(args.rounds)),
-                              key=lambda r: r[0])
-                ws_serial = timed(lambda: [post_clip(port, c) for c in clips])
-                ws_parallel = at_once(lambda c: post_clip(port, c), clips)
-            finally:
-                server.terminate()
-                server.wait(timeout=30)
-        s = sipp_runs(model, args, long_clip, clips)
-        report = {
-            "cpu": cpu_model(), "cores": os.cpu_count(), "shape": args.shape, "threads": args.threads,
-            "clip_seconds": args.seconds,
-            "whisper_server_s": round(ws_long[0], 3), "sipp_s": round(s["long"][0], 3),
-            "time_ratio_sipp_over_whisper_server": round(s["long"][0] / ws_long[0], 3),
-            # whisper-server joins segments with newlines and sipp does not; bytes that are not UTF-8 each
-            # side replaces its own way
-            "same_text": comparable(s["long"][1]) == comparable(ws_long[1]),
-            "sipp_text_start": s["long"][1][:60], "whisper_server_text_start": ws_long[1][:60],
-            "four_clips_seconds_each": args.clip_seconds,
-            "sipp_4_serial_s": round(s["serial"][0], 3), "sipp_4_at_once_s": round(s["parallel"][0], 3),
-            "sipp_threads_each_at_once": s["threads_each_at_once"],
-            "sipp_throughput_ratio_at_once_over_serial": round(s["serial"][0] / s["parallel"][0], 3),
-            "whisper_server_4_serial_s": round(ws_serial[0], 3), "whisper_server_4_at_once_s": round(ws_parallel[0], 3),
-            "sipp_4_at_once_over_whisper_server_4_at_once": round(ws_parallel[0] / s["parallel"][0], 3),
-        }
-        print(json.dumps(report, indent=2))
+        ws_port, gw_port = free_port(), free_port()
+        log = open(os.path.join(tmp, "servers.log"), "wb")
+        servers.append(start_server(model, args.threads, ws_port, log))
+        gateway, each = start_gateway(tmp, model, args.threads, gw_port, log)
+        servers.append(gateway)
+        rounds = []
+        for i in range(args.rounds):
+            rounds.append(one_round(ws_port, gw_port, long_clip, clips))
+            print(f"round {i + 1}: " + ", ".join(f"{k} {v[0]:.2f} s" for k, v in rounds[-1].items()), file=sys.stderr)
+        print(json.dumps(report(args, rounds, each), indent=2))
     finally:
+        for p in servers:
+            p.terminate()
+            p.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -161,6 +161,50 @@ SIPP_API int sipp_devices_list(sipp_device_info *out, int cap);
 SIPP_API sipp_status sipp_backend_decide(const char *requested, const char *order, sipp_backend_decision *out,
                                          char *errbuf);
 
+/* ---- recipes: which library serves a kind of model, on which backend ----------------------------
+ *
+ * A recipe (Lemonade's word) is the library a kind of model is served with: llamacpp (text,
+ * embeddings, rerank, images and audio in), whispercpp (speech to text), tts (libmtmd's audio
+ * generation) and flite (voices with no model file). For this host, each recipe x backend says:
+ *   compiled   the active artifact has the recipe's library and the backend's module
+ *   available  compiled, and a device of the backend is visible
+ *   state      installed (compiled), installable (this host could run it: the note names the command
+ *              that builds it) or unsupported (the recipe does not run there, or the host cannot:
+ *              the note says which)
+ * and the recipe's auto choice, by Lemonade's rule: the first supported backend in auto's preference
+ * order (SIPP_BACKEND_ORDER, else cuda, metal, vulkan, then cpu), unless a later one is already
+ * installed while the earlier ones are merely installable (a backend auto cannot use here: not
+ * available, or a software device only, is passed over); an explicit backend always wins. */
+typedef enum sipp_recipe_state {
+    SIPP_RECIPE_UNSUPPORTED,
+    SIPP_RECIPE_INSTALLABLE,
+    SIPP_RECIPE_INSTALLED,
+} sipp_recipe_state;
+
+#define SIPP_RECIPE_MAX_BACKENDS 8
+
+typedef struct sipp_recipe_backend {
+    char name[16]; /* "cpu", "vulkan", "cuda", "metal", "rpc" */
+    bool compiled;
+    bool available;
+    sipp_recipe_state state;
+    char note[256]; /* installable: the command that builds it; unsupported: why; installed: "" */
+} sipp_recipe_backend;
+
+typedef struct sipp_recipe_info {
+    char name[16];   /* "llamacpp", "whispercpp", "tts", "flite" */
+    char serves[96]; /* what it serves, in words */
+    char kind[16];   /* the gateway's kind that serves its targets: "llama", "whisper", "tts" */
+    int n_backends;
+    sipp_recipe_backend backends[SIPP_RECIPE_MAX_BACKENDS];
+    char auto_backend[16]; /* "" when no backend is supported */
+    char auto_reason[256];
+} sipp_recipe_info;
+
+/* Fills up to cap recipes; returns how many there are. Initialises the runtime with defaults if
+ * needed. [any thread] */
+SIPP_API int sipp_recipes_list(sipp_recipe_info *out, int cap);
+
 /* The file name of the CPU backend module ggml picks on this CPU (e.g. "libggml-cpu-haswell.so"),
  * or "" when unknown. [any thread] */
 SIPP_API const char *sipp_cpu_module(void);
@@ -1182,10 +1226,11 @@ typedef struct sipp_logprob_entry {
     sipp_token_logprob top[SIPP_MAX_TOP_LOGPROBS];
 } sipp_logprob_entry;
 
-/* The log-probabilities recorded so far from token `from` on, typed: copies at most cap entries
- * into out and sets *n_copied. Returns how many tokens are recorded in all. [any thread] */
-SIPP_API size_t sipp_request_logprobs(const sipp_request *request, size_t from, sipp_logprob_entry *out,
-                                      size_t cap, size_t *n_copied);
+/* The log-probabilities recorded so far from token `from` on, typed: *entries (malloc'ed, free with
+ * sipp_free; NULL when none are new) gets *n of them. Returns from + *n: the tokens handed out so
+ * far, the `from` of the next call. [any thread] */
+SIPP_API size_t sipp_request_logprobs(const sipp_request *request, size_t from, sipp_logprob_entry **entries,
+                                      size_t *n);
 
 /* The log-probabilities recorded so far from token `from` on, as a JSON array of OpenAI's
  * {"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]} (*json malloc'ed,
@@ -1582,6 +1627,12 @@ SIPP_API const char *sipp_transcriber_backend(const sipp_transcriber *t);
 SIPP_API const char *sipp_transcriber_backend_reason(const sipp_transcriber *t);
 /* What the model and its states hold, as libwhisper reported each buffer it allocated. [any thread] */
 SIPP_API void sipp_transcriber_memory(const sipp_transcriber *t, sipp_memory *out);
+/* What loading path with params would take, from the file's header alone (nothing is loaded): the
+ * weights, and each of params->parallel states' KV caches (exact) and compute buffers (approximated
+ * from above), placed as the backend policy would place them. SIPP_ERR_MODEL when the header is not a
+ * whisper.cpp model's, SIPP_ERR_BACKEND when the backend cannot be had. [any thread] */
+SIPP_API sipp_status sipp_transcriber_estimate(const char *path, const sipp_transcriber_params *params,
+                                               sipp_memory *out, char *errbuf);
 /* True when the file starts as a whisper.cpp model does (its ggml magic). [any thread] */
 SIPP_API bool sipp_is_whisper_model(const char *path);
 
@@ -1622,6 +1673,11 @@ typedef struct sipp_transcribe_params {
     const volatile int *cancel; /* NULL, or set non-zero from any thread: SIPP_ERR_CANCELLED */
     sipp_segment_fn on_segment; /* NULL, or each segment as it comes */
     void *user;
+    /* sipp_transcribe_bytes: a budget of decoded media shared with other requests (NULL: none). The
+     * clip's decoded size (its samples as floats, at its own rate and at 16 kHz, counted from its
+     * header before decoding) is held from it while the clip is decoded and transcribed; past what the
+     * budget can hold now, SIPP_ERR_BUSY (try again shortly), past all of it SIPP_ERR_INVALID_ARGUMENT. */
+    struct sipp_media_budget *media_budget;
 } sipp_transcribe_params;
 
 SIPP_API sipp_transcribe_params sipp_transcribe_default_params(void);

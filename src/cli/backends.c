@@ -1,6 +1,8 @@
 /*
  * backends.c: `sipp backends [--json]`: every backend name with whether it is compiled into the
  * active artifact, whether it is available (a device is visible), and its devices.
+ * Then the recipe matrix (sipp_recipes_list): each recipe x backend installed, installable or
+ * unsupported here, and the recipe's auto choice.
  * `sipp backends --target cli|node|python|web` lists instead what that package can select: the
  * artifacts it sees, and the artifact each backend name would load (packages.c).
  */
@@ -12,8 +14,10 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/packages.h"
+#include "util/recipes_json.h"
 
 #define MAX_BACKENDS 16
+#define MAX_RECIPES 8
 #define MAX_DEVICES 32
 #define MIB (1024.0 * 1024.0)
 
@@ -41,6 +45,43 @@ json_t *cli_backends_json(void) {
                               json_pack("{s:s, s:b, s:b, s:o}", "name", b[i].name, "compiled", b[i].compiled,
                                         "available", b[i].available, "devices", cli_devices_json(b[i].name)));
     return arr;
+}
+
+json_t *cli_recipes_json(void) {
+    sipp_recipe_info r[MAX_RECIPES];
+    int n = sipp_recipes_list(r, MAX_RECIPES);
+    return sipp_recipes_json(r, n < MAX_RECIPES ? n : MAX_RECIPES);
+}
+
+/* The recipe matrix: a row per recipe, a column per backend (its state, "+avail" when a device is
+ * visible), then auto's choice; the notes of what is not installed below it. */
+static void print_recipes(json_t *recipes) {
+    size_t i, k;
+    json_t *r, *b;
+    printf("\n%-11s", "recipe");
+    json_array_foreach(json_object_get(json_array_get(recipes, 0), "backends"), k, b)
+        printf(" %-17s", json_string_value(json_object_get(b, "name")));
+    printf(" auto\n");
+    json_array_foreach(recipes, i, r) {
+        printf("%-11s", json_string_value(json_object_get(r, "name")));
+        json_array_foreach(json_object_get(r, "backends"), k, b) {
+            char cell[32];
+            snprintf(cell, sizeof cell, "%s%s", json_string_value(json_object_get(b, "state")),
+                     json_is_true(json_object_get(b, "available")) ? "+avail" : "");
+            printf(" %-17s", cell);
+        }
+        printf(" %s\n", json_string_value(json_object_get(json_object_get(r, "auto"), "backend")));
+    }
+    json_array_foreach(recipes, i, r) {
+        json_t *a = json_object_get(r, "auto");
+        printf("  %s: auto %s\n", json_string_value(json_object_get(r, "name")),
+               json_string_value(json_object_get(a, "reason")));
+        json_array_foreach(json_object_get(r, "backends"), k, b) {
+            const char *note = json_string_value(json_object_get(b, "note"));
+            if (note && strcmp(json_string_value(json_object_get(b, "state")), "installable") == 0)
+                printf("    %s: installable with %s\n", json_string_value(json_object_get(b, "name")), note);
+        }
+    }
 }
 
 static int print_target(const char *name, bool as_json) {
@@ -85,6 +126,8 @@ static const cli_option *const options[] = {&cli_opt_json, &cli_opt_artifact, &c
 static const char about[] =
     "Lists every backend: compiled (its module is in the artifact), available (a device is\n"
     "visible) and its devices. Software devices such as lavapipe are marked.\n"
+    "Then the recipes (llamacpp, whispercpp, tts, flite) x backends: installed, installable (with\n"
+    "the command that builds it) or unsupported on this host, and each recipe's auto choice.\n"
     "--target lists what that package can select: the artifacts it sees (the one sipp build\n"
     "TARGET made is marked) and the artifact each backend name would load.\n";
 
@@ -106,7 +149,8 @@ int cmd_backends(int argc, char **argv) {
     if (!cli_runtime_init(artifact)) return EXIT_RUNTIME;
     json_t *list = cli_backends_json();
     if (as_json) {
-        json_t *root = json_pack("{s:s, s:O}", "artifact", sipp_runtime_artifact_dir(), "backends", list);
+        json_t *root = json_pack("{s:s, s:O, s:o}", "artifact", sipp_runtime_artifact_dir(), "backends", list,
+                                 "recipes", cli_recipes_json());
         char *s = json_dumps(root, JSON_INDENT(2));
         puts(s);
         free(s);
@@ -136,5 +180,8 @@ int cmd_backends(int argc, char **argv) {
         printf("%s\n", json_array_size(devs) ? "" : "-");
     }
     json_decref(list);
+    json_t *recipes = cli_recipes_json();
+    print_recipes(recipes);
+    json_decref(recipes);
     return EXIT_OK;
 }

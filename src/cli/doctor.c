@@ -27,6 +27,7 @@
 #define VULKAN_ICD_DIRS "/usr/share/vulkan/icd.d:/etc/vulkan/icd.d:/usr/local/share/vulkan/icd.d"
 
 json_t *cli_backends_json(void);
+json_t *cli_recipes_json(void);
 json_t *cli_devices_json(const char *backend);
 json_t *cli_rpc_report_json(const char *list, bool *all_ok);
 void cli_rpc_report_print(json_t *arr);
@@ -116,6 +117,23 @@ static json_t *decision_json(const char *requested, bool *ok) {
                      "reason", d.reason, "device", d.devices);
 }
 
+/* A line per recipe: auto's choice and the backends installed for it (sipp backends has the matrix). */
+static void print_recipes(json_t *recipes) {
+    size_t i, k;
+    json_t *r, *b;
+    printf("\nrecipes   (the matrix with what is installable: sipp backends)\n");
+    json_array_foreach(recipes, i, r) {
+        printf("  %-10s auto %-7s installed:", json_string_value(json_object_get(r, "name")),
+               json_string_value(json_object_get(json_object_get(r, "auto"), "backend")));
+        int n = 0;
+        json_array_foreach(json_object_get(r, "backends"), k, b) {
+            if (strcmp(json_string_value(json_object_get(b, "state")), "installed") != 0) continue;
+            printf("%s%s", n++ ? ", " : " ", json_string_value(json_object_get(b, "name")));
+        }
+        printf("%s\n", n ? "" : " none");
+    }
+}
+
 static void print_text(json_t *r) {
     json_t *os = json_object_get(r, "os"), *cpu = json_object_get(r, "cpu"),
            *art = json_object_get(r, "artifact");
@@ -151,6 +169,7 @@ static void print_text(json_t *r) {
                    json_is_true(json_object_get(d, "software")) ? ", software" : "");
         printf("\n");
     }
+    print_recipes(json_object_get(r, "recipes"));
     json_t *dr = json_object_get(r, "drivers");
     printf("\ndrivers   vulkan loader %s, cuda driver %s, cuda runtime %s\n",
            json_is_true(json_object_get(json_object_get(dr, "vulkan"), "loader")) ? "yes" : "no",
@@ -317,6 +336,7 @@ int cmd_doctor(int argc, char **argv) {
     gw_config_init(&defaults);
     json_object_set_new(report, "memory_budget", gw_budgets_json(&defaults));
     gw_config_free(&defaults);
+    json_object_set_new(report, "recipes", cli_recipes_json());
     json_object_set_new(report, "notes", notes);
     bool rpc_ok = true;
     if (rpc) json_object_set_new(report, "rpc", cli_rpc_report_json(rpc, &rpc_ok));

@@ -25,11 +25,13 @@ sipp_status sipp_request_check_logprobs(int logprobs, char *err) {
 
 size_t sipp_request_logprobs_json(const sipp_request *r, size_t from, char **out) {
     *out = NULL;
-    size_t total = 0;
-    json_t *arr = sipp_request_logprobs_new_json(r, from, &total);
+    sipp_logprob_entry *e = NULL;
+    size_t n = 0, next = sipp_request_logprobs(r, from, &e, &n);
+    json_t *arr = e ? sipp_logprobs_json(e, n) : NULL;
     if (arr) *out = json_dumps(arr, JSON_COMPACT);
     json_decref(arr);
-    return total;
+    sipp_free(e);
+    return next;
 }
 
 sipp_status sipp_chat_parser_new(const sipp_request *r, sipp_chat_parser **out, char *errbuf) {

@@ -130,16 +130,15 @@ const gw_field_rule gw_fields_ollama_generate[] = {
     {NULL, GW_FIELD_HONORED, NULL},
 };
 
+/* The fields OpenAI's audio form has on every path: the clip, the target, and how it is decoded. */
+#define AUDIO_FORM_FIELDS                                                                                    \
+    HONORED("file"), HONORED("model"), HONORED("language"), HONORED("prompt"), HONORED("response_format"),   \
+        HONORED("temperature"), HONORED("stream")
+
 /* OpenAI's transcription form (routes_audio.c). A repeated field's name ends in "[]", as the
  * clients write arrays into a form. */
 const gw_field_rule gw_fields_transcriptions[] = {
-    HONORED("file"),
-    HONORED("model"),
-    HONORED("language"),
-    HONORED("prompt"),
-    HONORED("response_format"),
-    HONORED("temperature"),
-    HONORED("stream"),
+    AUDIO_FORM_FIELDS,
     REFUSED("timestamp_granularities[]", "the model gives text without times; leave it out"),
     REFUSED("timestamp_granularities", "the model gives text without times; leave it out"),
     REFUSED("include[]", "the transcription route renders no logprobs; use /v1/chat/completions with the "
@@ -147,6 +146,27 @@ const gw_field_rule gw_fields_transcriptions[] = {
     REFUSED("include", "the transcription route renders no logprobs; use /v1/chat/completions with the "
                        "audio as an input_audio part"),
     REFUSED("chunking_strategy", "the clip is given to the model whole; leave it out"),
+    REFUSED("known_speaker_names[]", "sipp does not tell speakers apart; leave it out"),
+    REFUSED("known_speaker_references[]", "sipp does not tell speakers apart; leave it out"),
+    {NULL, GW_FIELD_HONORED, NULL},
+};
+
+/* The same routes on a whisper.cpp target (transcription.c), and /v1/audio/translations: OpenAI's
+ * fields, and whisper-server's decoding knobs. */
+const gw_field_rule gw_fields_whisper[] = {
+    AUDIO_FORM_FIELDS,
+    HONORED("timestamp_granularities[]"),
+    HONORED("timestamp_granularities"),
+    HONORED("temperature_inc"),
+    HONORED("beam_size"),
+    HONORED("best_of"),
+    HONORED("entropy_thold"),
+    HONORED("logprob_thold"),
+    HONORED("no_speech_thold"),
+    REFUSED("include[]", "whisper's answer here carries no logprobs; leave it out"),
+    REFUSED("include", "whisper's answer here carries no logprobs; leave it out"),
+    REFUSED("chunking_strategy",
+            "the clip is transcribed whole, in whisper's own 30 s windows; leave it out"),
     REFUSED("known_speaker_names[]", "sipp does not tell speakers apart; leave it out"),
     REFUSED("known_speaker_references[]", "sipp does not tell speakers apart; leave it out"),
     {NULL, GW_FIELD_HONORED, NULL},

@@ -61,9 +61,10 @@
 #define GW_CONFIG_MAX_FILE_BYTES ((size_t)16 << 20)
 #define GW_MODEL_SUFFIX ".gguf"
 #define GW_MAX_BUDGET_MB ((int64_t)1 << 40)
-#define GW_MAX_LIMIT ((int64_t)1 << 32)                   /* [limits]: a value past it is a typo */
-#define GW_MAX_AUDIO_SECONDS (24 * 3600)                  /* [limits] max_audio_seconds: a day of audio */
-#define GW_MAX_MEDIA_MB (1 << 20)                         /* [limits] media_*_mb: a terabyte is a typo */
+#define GW_MAX_LIMIT ((int64_t)1 << 32)  /* [limits]: a value past it is a typo */
+#define WHISPER_RECIPE "whispercpp"      /* the recipe of whisper.cpp models (kinds/whisper.c) */
+#define GW_MAX_AUDIO_SECONDS (24 * 3600) /* [limits] max_audio_seconds: a day of audio */
+#define GW_MAX_MEDIA_MB (1 << 20)        /* [limits] media_*_mb: a terabyte is a typo */
 #define GW_MEDIA_DECODED_BUDGET_DEFAULT ((size_t)1 << 30) /* all requests' decoded media at once: 1 GB */
 #define MMPROJ_AUTO "auto"
 #define GW_MS_PER_S_INT 1000
@@ -618,7 +619,7 @@ static void get_ctx_size(cfg_ctx *x, const toml_node *t, const char *where, gw_t
  * attention (flash_attn and backend, read before) is not off. */
 /* The recipes a local target may name (DESIGN.md "Recipes and kinds"; kinds/kind.c maps each to its
  * kind). */
-static const char *const recipes[] = {"llamacpp", NULL};
+static const char *const recipes[] = {"llamacpp", "whispercpp", NULL};
 
 static void parse_recipe(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     const toml_node *rn = get_str(x, t, where, "recipe", &tc->recipe);
@@ -1040,6 +1041,30 @@ static void resolve_auto_mmproj(cfg_ctx *x, int line, gw_target_config *t) {
                 err);
 }
 
+/* A local target's recipe from its model file when it names none (a whisper.cpp model's ggml magic:
+ * whispercpp), and a named one that the file contradicts; the keys only llama models take are
+ * refused on a whisper target. */
+static void detect_recipe(cfg_ctx *x, int line, gw_target_config *t) {
+    bool whisper = sipp_is_whisper_model(t->model_path);
+    if (!t->recipe && whisper) t->recipe = sipp_strdup(WHISPER_RECIPE);
+    bool named_whisper = t->recipe && strcmp(t->recipe, WHISPER_RECIPE) == 0;
+    if (named_whisper && !whisper)
+        cfg_err(
+            x, line,
+            "target '%s': recipe = \"%s\" but '%s' is not a whisper.cpp model (no ggml magic at its start)",
+            t->name, WHISPER_RECIPE, t->model_path);
+    else if (!named_whisper && whisper)
+        cfg_err(x, line, "target '%s': '%s' is a whisper.cpp model; set recipe = \"%s\" or leave recipe out",
+                t->name, t->model_path, WHISPER_RECIPE);
+    const char *llama_only = t->mmproj || t->mmproj_auto ? "mmproj"
+                             : t->draft_model            ? "draft_model"
+                             : t->speculative            ? "speculative"
+                                                         : NULL;
+    if (named_whisper && whisper && llama_only)
+        cfg_err(x, line, "target '%s': %s is a key of llama models; a whisper.cpp model takes none", t->name,
+                llama_only);
+}
+
 bool gw_config_validate(gw_config *c, sipp_buf *errs) {
     cfg_ctx x = {.file = c->path ? c->path : "sipp serve", .errs = errs, .ok = true};
     int line;
@@ -1055,6 +1080,7 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
             if (t->draft_model && (why = file_problem(t->draft_model)))
                 cfg_err(&x, line, "target '%s': draft_model file '%s' cannot be read (%s); check the path",
                         t->name, t->draft_model, why);
+            if (!why) detect_recipe(&x, line, t);
             if (t->mmproj_auto && !t->mmproj) resolve_auto_mmproj(&x, line, t);
             if (t->mmproj && (why = file_problem(t->mmproj)))
                 cfg_err(&x, line, "target '%s': mmproj file '%s' cannot be read (%s); check the path",

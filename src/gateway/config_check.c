@@ -2,7 +2,8 @@
  * config_check.c: `sipp serve --check` beyond the file's keys, reading headers only.
  *
  * A configuration can be valid TOML with every key right and still fail at the first load, or
- * route differently than it says: a model llama.cpp would abort on, a projector that is a text
+ * route differently than it says: a model its kind cannot load (files_whole: a GGUF llama.cpp
+ * would abort on, a whisper file whose header is cut short), a projector that is a text
  * model or of another width (libmtmd refuses it only when it loads), an alias that no request can
  * ever reach. Each is found here without loading anything, so that a check before a deploy says
  * what the start would find out later.
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "gateway/config_check.h"
+#include "gateway/kinds/kind.h"
 
 #define GLOB_CHARS "*?["
 
@@ -32,7 +34,8 @@ static bool readable(const char *path) {
 static bool check_files(const gw_target_config *t, const char *config, sipp_buf *errs) {
     char err[SIPP_ERROR_SIZE];
     if (t->type != GW_TARGET_LOCAL || !readable(t->model_path)) return true;
-    if (sipp_model_check(t->model_path, err) != SIPP_OK) {
+    const gw_kind *kind = gw_kind_of_config(t); /* its recipe, which validation took from the file */
+    if (kind->files_whole && !kind->files_whole(t, err)) {
         sipp_buf_appendf(errs, "%s: target '%s': %s\n", config, t->name, err);
         return false;
     }

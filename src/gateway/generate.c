@@ -97,12 +97,20 @@ static bool succeeded(sipp_request *r) {
     return fr == SIPP_FINISH_STOP || fr == SIPP_FINISH_LENGTH;
 }
 
+/* The logprob entries of request r from token `from` on, in OpenAI's shape (NULL when none);
+ * *next: the `from` of the next call. */
+static json_t *logprobs_from(sipp_request *r, size_t from, size_t *next) {
+    sipp_logprob_entry *e = NULL;
+    size_t n = 0;
+    *next = sipp_request_logprobs(r, from, &e, &n);
+    json_t *j = e ? sipp_logprobs_json(e, n) : NULL;
+    sipp_free(e);
+    return j;
+}
+
 /* The logprob entries of choice c not yet handed out (new reference, NULL when none). */
 static json_t *new_logprobs(gw_choice *c) {
-    size_t n = 0;
-    json_t *j = sipp_request_logprobs_new_json(c->req, c->n_logprobs_sent, &n);
-    c->n_logprobs_sent = n;
-    return j;
+    return logprobs_from(c->req, c->n_logprobs_sent, &c->n_logprobs_sent);
 }
 
 /* Whether fmt renders parsed deltas (else raw pieces of text). */
@@ -159,8 +167,8 @@ static void finalize(gen_stream *gs, gw_choice *c) {
             c->finish = "tool_calls";
     }
     json_decref(c->logprobs);
-    size_t n = 0;
-    c->logprobs = sipp_request_logprobs_new_json(c->req, 0, &n);
+    size_t all;
+    c->logprobs = logprobs_from(c->req, 0, &all);
 }
 
 static void finalize_all(gen_stream *gs) {

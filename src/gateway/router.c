@@ -53,6 +53,7 @@ static const struct route {
     {"POST", "/v1/completions", gw_route_completions, ROUTE_AUTH},
     {"POST", "/v1/embeddings", gw_route_embeddings, ROUTE_AUTH},
     {"POST", "/v1/audio/transcriptions", gw_route_transcriptions, ROUTE_AUTH | ROUTE_FORM},
+    {"POST", "/v1/audio/translations", gw_route_translations, ROUTE_AUTH | ROUTE_FORM},
     {"POST", "/v1/query", gw_route_native_query, ROUTE_AUTH},
     {"POST", "/v1/chat", gw_route_native_chat, ROUTE_AUTH},
     {"POST", "/v1/embed", gw_route_native_embed, ROUTE_AUTH},

@@ -37,6 +37,7 @@ void gw_route_chat_completions(gw_call *call);
 void gw_route_completions(gw_call *call);
 void gw_route_embeddings(gw_call *call);
 void gw_route_transcriptions(gw_call *call); /* POST /v1/audio/transcriptions (routes_audio.c) */
+void gw_route_translations(gw_call *call);   /* POST /v1/audio/translations (routes_audio.c) */
 void gw_route_native_query(gw_call *call);
 void gw_route_native_chat(gw_call *call);
 void gw_route_native_embed(gw_call *call);

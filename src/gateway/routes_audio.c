@@ -1,5 +1,9 @@
 /*
- * routes_audio.c: OpenAI's POST /v1/audio/transcriptions, as llama-server has it.
+ * routes_audio.c: OpenAI's POST /v1/audio/transcriptions and /v1/audio/translations.
+ *
+ * A target whose kind transcribes clips itself (a whisper.cpp model) takes the form whole
+ * (transcription.c: segments with times, srt and vtt, translation). On any other target the
+ * transcription is made a chat, as llama-server does, below; such a target cannot translate (400).
  *
  * The request is a multipart/form-data form (multipart.c): the audio clip in "file" (WAV, MP3 or
  * FLAC, told from its bytes; the file name and the part's Content-Type are not trusted), the target
@@ -31,6 +35,8 @@
 
 #include "gateway/multipart.h"
 #include "gateway/routes.h"
+#include "gateway/targets.h"
+#include "gateway/transcription.h"
 #include "gateway/translate.h"
 #include "util/base64.h"
 #include "util/media_sniff.h"
@@ -297,37 +303,70 @@ static bool read_form(gw_call *call, gw_form *form) {
     return true;
 }
 
-void gw_route_transcriptions(gw_call *call) {
+/* The llama path: the form made a chat for a target with an audio projector. */
+static void chat_path(gw_call *call, gw_form *form, json_t *fields, asr_state *s) {
+    const char *format = NULL;
+    const gw_form_part *file = gw_form_get(form, FILE_FIELD);
+    json_t *chat = NULL;
+    bool named =
+        gw_fields_check(call, fields, gw_fields_transcriptions, API_NAME) &&
+        (field(fields, "model") ||
+         gw_reply_invalid_field(call, "'model' is missing: name a target (GET /v1/models lists them)"));
+    if (!named || !parse_format(call, field(fields, "response_format"), s) ||
+        !parse_language(call, field(fields, "language"), s) || !check_clip(call, file, &format)) {
+        free(s);
+        return;
+    }
+    double seconds;
+    if (sipp_media_wav_seconds((const unsigned char *)file->data, file->len, &seconds)) s->seconds = seconds;
+    if (!(chat = make_chat(call, fields, file, format, s))) {
+        free(s);
+        return;
+    }
+    gw_dispatch_run(call, chat,
+                    &(gw_dispatch){.api = GW_API_CHAT, .fmt = &asr_format, .route = s, .route_free = free});
+}
+
+/* A translation asked of a target that cannot translate: 404 when the caller cannot see it. */
+static void refuse_translation(gw_call *call, const char *model) {
+    if (gw_call_lookup(call, model))
+        gw_reply_invalid_field(call,
+                               "'model' '%s' does not translate: /v1/audio/translations needs a whisper.cpp "
+                               "model (a target with recipe = \"whispercpp\", or a ggml-*.bin whisper file)",
+                               model);
+}
+
+/* Both audio routes: a target whose kind transcribes takes the form itself (transcription.c);
+ * another takes the transcription as a chat (above), and cannot translate. */
+static void audio_route(gw_call *call, bool translate) {
     gw_form *form = calloc(1, sizeof *form);
     asr_state *s = calloc(1, sizeof *s);
-    json_t *fields = NULL, *chat = NULL;
-    const char *format = NULL;
+    json_t *fields = NULL;
     if (!form || !s) {
         gw_reply_error(call, GW_E_INTERNAL, "out of memory");
         goto done;
     }
     s->seconds = -1;
-    if (!read_form(call, form) || !(fields = fields_json(call, form)) ||
-        !gw_fields_check(call, fields, gw_fields_transcriptions, API_NAME))
-        goto done;
-    if (!field(fields, "model")) {
-        gw_reply_invalid_field(call, "'model' is missing: name a target (GET /v1/models lists them)");
-        goto done;
+    if (!read_form(call, form) || !(fields = fields_json(call, form))) goto done;
+    const char *model = field(fields, "model");
+    gw_target *t = model ? gw_target_find(call->srv, model) : NULL;
+    if (t && gw_transcription_served(t)) {
+        gw_transcription_run(call, form, fields, translate);
+    } else if (translate && !model) {
+        gw_reply_invalid_field(call,
+                               "'model' is missing: name a whisper.cpp target (GET /v1/models lists them)");
+    } else if (translate) {
+        refuse_translation(call, model);
+    } else {
+        chat_path(call, form, fields, s);
+        s = NULL;
     }
-    const gw_form_part *file = gw_form_get(form, FILE_FIELD);
-    if (!parse_format(call, field(fields, "response_format"), s) ||
-        !parse_language(call, field(fields, "language"), s) || !check_clip(call, file, &format))
-        goto done;
-    double seconds;
-    if (sipp_media_wav_seconds((const unsigned char *)file->data, file->len, &seconds)) s->seconds = seconds;
-    if (!(chat = make_chat(call, fields, file, format, s))) goto done;
-    json_decref(fields);
-    free(form);
-    gw_dispatch_run(call, chat,
-                    &(gw_dispatch){.api = GW_API_CHAT, .fmt = &asr_format, .route = s, .route_free = free});
-    return;
 done:
     json_decref(fields);
     free(form);
     free(s);
 }
+
+void gw_route_transcriptions(gw_call *call) { audio_route(call, false); }
+
+void gw_route_translations(gw_call *call) { audio_route(call, true); }

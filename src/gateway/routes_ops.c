@@ -7,7 +7,8 @@
  *   GET /metrics       Prometheus text (no auth, like most exporters: keep the port private), with
  *                      the residency counters and memory per place (residency.c)
  *   GET /v1/backends   what `sipp doctor` reports of this process: the artifact, every backend
- *                      (compiled, available), the devices, and per target the backend decision of
+ *                      (compiled, available), the recipe x backend matrix (sipp_recipes_list), the
+ *                      devices, and per target the backend decision of
  *                      its load (backend, reason, devices, gpu_layers, and the placement: which
  *                      layers and weight buffers sit on which device and host) or its upstream
  *                      replicas and their health
@@ -20,8 +21,10 @@
 
 #include "gateway/routes.h"
 #include "gateway/supervise.h"
+#include "util/recipes_json.h"
 
 #define GW_MAX_LISTED 32 /* backends and devices listed by /v1/backends */
+#define GW_MAX_RECIPES 8 /* recipes of its matrix */
 
 /* /ready and /v1/backends have said "ready" for a loaded target since before residency. */
 static const char *state_name(int s) { return s == GW_STATE_READY ? "ready" : gw_state_name(s); }
@@ -185,6 +188,13 @@ static json_t *backends_json(void) {
     return backends;
 }
 
+/* The recipe x backend matrix (sipp_recipes_list), as sipp backends --json has it. */
+static json_t *recipes_json(void) {
+    sipp_recipe_info r[GW_MAX_RECIPES];
+    int n = sipp_recipes_list(r, GW_MAX_RECIPES);
+    return sipp_recipes_json(r, n < GW_MAX_RECIPES ? n : GW_MAX_RECIPES);
+}
+
 static json_t *devices_json(void) {
     json_t *devices = json_array();
     sipp_device_info di[GW_MAX_LISTED];
@@ -209,10 +219,10 @@ void gw_route_backends(gw_call *call) {
     snprintf(sig, sizeof sig, "%s/signature.json", art ? art : ".");
     bool has_sbom = art && access(sbom, R_OK) == 0;
     gw_reply_json(call, 200,
-                  json_pack("{s:s, s:s, s:s, s:s?, s:s?, s:b, s:s, s:o, s:o, s:o, s:o}", "sipp_version",
+                  json_pack("{s:s, s:s, s:s, s:s?, s:s?, s:b, s:s, s:o, s:o, s:o, s:o, s:o}", "sipp_version",
                             sipp_version(), "llama_release", sipp_llama_release(), "llama_commit",
                             sipp_llama_commit(), "artifact", art, "sbom", has_sbom ? sbom : NULL, "signed",
                             art && access(sig, R_OK) == 0, "cpu_module", sipp_cpu_module(), "backends",
-                            backends, "devices", devices, "targets", targets, "memory",
-                            gw_residency_budgets(srv)));
+                            backends, "recipes", recipes_json(), "devices", devices, "targets", targets,
+                            "memory", gw_residency_budgets(srv)));
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "model/audio_decode.h"
+#include "model/media_budget.h"
 #include "speech/speech.h"
 #include "util/util.h"
 
@@ -229,6 +230,33 @@ static bool wav_truncated(const unsigned char *data, size_t n, uint64_t *claimed
     return *claimed > n;
 }
 
+/* Takes the clip's decoded size from params->media_budget, measured from its header (the probe
+ * names a clip that is not audio or is too long): the file's samples as floats at its own rate
+ * and channels, which the decoder holds, and the 16 kHz mono ones transcribed. */
+static sipp_status hold_decoded(const unsigned char *data, size_t n, const char *where,
+                                const sipp_transcribe_params *p, size_t *held, char *errbuf) {
+    sipp_media_budget *budget = p ? p->media_budget : NULL;
+    if (!budget) return SIPP_OK;
+    sipp_audio_info info;
+    sipp_status st = sipp_audio_probe(data, n, SIPP_WHISPER_RATE, p->max_seconds > 0 ? p->max_seconds : 1e9,
+                                      where ? where : "the audio", &info, errbuf);
+    if (st != SIPP_OK) return st;
+    const double bytes = (info.seconds * info.rate * info.channels + (double)info.frames) * sizeof(float);
+    const size_t cap = sipp_media_budget_cap(budget);
+    if (bytes > (double)cap)
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "'%s' decodes to %.0f MB, more than the shared budget of %zu MB ([limits] "
+                         "media_decoded_budget_mb) holds; send a shorter clip",
+                         where ? where : "the audio", bytes / (1 << 20), cap >> 20);
+    if (!sipp_media_budget_take(budget, (size_t)bytes))
+        return sipp_fail(errbuf, SIPP_ERR_BUSY,
+                         "'%s' decodes to %.0f MB, and other requests hold the shared budget of %zu MB "
+                         "([limits] media_decoded_budget_mb) now; try again shortly",
+                         where ? where : "the audio", bytes / (1 << 20), cap >> 20);
+    *held = (size_t)bytes;
+    return SIPP_OK;
+}
+
 sipp_status sipp_transcribe_bytes(sipp_transcriber *t, const unsigned char *data, size_t n, const char *where,
                                   const sipp_transcribe_params *params, sipp_transcript **out, char *errbuf) {
     *out = NULL;
@@ -241,8 +269,11 @@ sipp_status sipp_transcribe_bytes(sipp_transcriber *t, const unsigned char *data
             where ? where : "the audio", (unsigned long long)claimed, n);
     float *samples = NULL;
     sipp_audio_info info;
-    sipp_status st = sipp_audio_decode(data, n, SIPP_WHISPER_RATE, max_seconds > 0 ? max_seconds : 1e9,
-                                       where ? where : "the audio", &samples, &info, errbuf);
+    size_t held = 0;
+    sipp_status st = hold_decoded(data, n, where, params, &held, errbuf);
+    if (st != SIPP_OK) return st;
+    st = sipp_audio_decode(data, n, SIPP_WHISPER_RATE, max_seconds > 0 ? max_seconds : 1e9,
+                           where ? where : "the audio", &samples, &info, errbuf);
     /* a FLAC or WAV whose header claims more than its bytes hold decodes to zeros at the end; the
      * resampler's own count may differ from the frames read by a few, hence the slack */
     if (st == SIPP_OK && info.decoded + TRUNCATION_SLACK < info.frames)
@@ -251,12 +282,9 @@ sipp_status sipp_transcribe_bytes(sipp_transcriber *t, const unsigned char *data
             "'%s' is truncated: its header claims %.2f s of audio and its bytes hold %.2f s; send the "
             "whole file",
             where ? where : "the audio", info.seconds, (double)info.decoded / SIPP_WHISPER_RATE);
-    if (st != SIPP_OK) {
-        free(samples);
-        return st;
-    }
-    st = sipp_transcribe_pcm(t, samples, (size_t)info.frames, params, out, errbuf);
+    if (st == SIPP_OK) st = sipp_transcribe_pcm(t, samples, (size_t)info.frames, params, out, errbuf);
     free(samples);
+    sipp_media_budget_give(params ? params->media_budget : NULL, held);
     return st;
 }
 

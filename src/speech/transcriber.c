@@ -66,8 +66,12 @@ static void note_buffer(sipp_transcriber *t, const char *line) {
         const char *colon = strchr(line, ':');
         char name[32] = "";
         if (colon) sscanf(colon + 1, "%31s", name);
-        const bool on_host = strncmp(name, "CPU", 3) == 0;
-        sipp_memory_add(&t->mem, on_host ? NULL : name, on_host ? 0 : strlen(name), SIPP_MEMORY_WEIGHTS, b);
+        /* the CPU's own buffers and its extra layouts (AMX, CPU_REPACK) are host memory */
+        sipp_buft_place place;
+        const bool known = sipp_buft_place_of(name, strlen(name), &place);
+        const bool on_host = known ? place.host : strncmp(name, "CPU", 3) == 0;
+        const char *where = known ? place.device : name;
+        sipp_memory_add(&t->mem, on_host ? NULL : where, on_host ? 0 : strlen(where), SIPP_MEMORY_WEIGHTS, b);
     } else if ((b = mb_after(line, "kv self size")) || (b = mb_after(line, "kv cross size")) ||
                (b = mb_after(line, "kv pad  size"))) {
         sipp_memory_add(&t->mem, dev, dev ? strlen(dev) : 0, SIPP_MEMORY_KV, b);
@@ -220,7 +224,21 @@ int sipp_transcriber_acquire(sipp_transcriber *t) {
     }
 }
 
+/* Replaces a used state by a fresh one. whisper.cpp seeds the random generator of a state's first
+ * decoder once, when the state is made, and samples from it whenever the temperature fallback
+ * rises above 0: a used state would decode the next clip differently from the first. A fresh state
+ * decodes every clip as whisper-cli's single one, so the same request gives the same transcript.
+ * The new state is made before the old one is freed; when it cannot be made, the old one stays. */
+static void renew_state(sipp_transcriber *t, int slot) {
+    struct whisper_state *fresh = NULL;
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_whisper_state_new(t->api, t->ctx, &fresh, err) != SIPP_OK || !fresh) return;
+    t->api->whisper_free_state(t->states[slot]);
+    t->states[slot] = fresh;
+}
+
 void sipp_transcriber_release(sipp_transcriber *t, int slot) {
+    renew_state(t, slot);
     pthread_mutex_lock(&t->mu);
     t->busy[slot] = false;
     pthread_cond_signal(&t->freed);

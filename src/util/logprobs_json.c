@@ -45,20 +45,3 @@ json_t *sipp_logprobs_json(const sipp_logprob_entry *entries, size_t n) {
     }
     return arr;
 }
-
-json_t *sipp_request_logprobs_new_json(const sipp_request *r, size_t from, size_t *total) {
-    size_t copied = 0;
-    *total = sipp_request_logprobs(r, from, NULL, 0, &copied);
-    if (*total <= from) return NULL;
-    size_t want = *total - from;
-    sipp_logprob_entry *e = malloc(want * sizeof *e);
-    if (!e) {
-        *total = from; /* none handed out */
-        return NULL;
-    }
-    *total = sipp_request_logprobs(r, from, e, want, &copied);
-    json_t *j = sipp_logprobs_json(e, copied);
-    free(e);
-    *total = from + copied; /* what was handed out; more may have been recorded meanwhile */
-    return j;
-}

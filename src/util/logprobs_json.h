@@ -14,8 +14,4 @@
  * new reference. */
 json_t *sipp_logprobs_json(const sipp_logprob_entry *entries, size_t n);
 
-/* The entries of request r from token `from` on, in that shape; NULL when none are new. *total gets
- * how many tokens are recorded in all. */
-json_t *sipp_request_logprobs_new_json(const sipp_request *r, size_t from, size_t *total);
-
 #endif

@@ -43,6 +43,54 @@ class BackendTests(unittest.TestCase):
         self.assertFalse(names["vulkan"]["available"], "lavapipe must stay hidden without GGML_VK_VISIBLE_DEVICES")
         self.assertFalse(names["cuda"]["compiled"])
 
+    def test_recipe_matrix(self):
+        out = run_sipp(["backends", "--json"], check=True)
+        recipes = {r["name"]: r for r in json.loads(out.stdout)["recipes"]}
+        self.assertEqual(set(recipes), {"llamacpp", "whispercpp", "tts", "flite"})
+        for r in recipes.values():
+            self.assertEqual([b["name"] for b in r["backends"]], ["cpu", "vulkan", "cuda", "metal", "rpc"])
+            for b in r["backends"]:
+                self.assertIn(b["state"], ("installed", "installable", "unsupported"))
+                self.assertEqual(b["compiled"], b["state"] == "installed", (r["name"], b))
+                self.assertTrue(b["state"] == "installed" or b["note"], (r["name"], b))
+            # lavapipe is hidden and software: auto takes the CPU, whatever is installed
+            self.assertEqual(r["auto"]["backend"], "cpu", r["auto"])
+        state = {(r, b["name"]): b["state"] for r in recipes for b in recipes[r]["backends"]}
+        self.assertEqual(state["whispercpp", "cpu"], "installed")
+        self.assertEqual(state["whispercpp", "vulkan"], "installed")
+        self.assertEqual(state["whispercpp", "rpc"], "unsupported")
+        self.assertEqual(state["flite", "vulkan"], "unsupported")
+        self.assertEqual(state["llamacpp", "rpc"], "installed")
+        self.assertEqual(state["llamacpp", "metal"], "unsupported")
+        # the table, and the devices the matrix says are available
+        text = run_sipp(["backends"], check=True).stdout
+        self.assertRegex(text, r"whispercpp\s+installed\+avail\s+installed\s")
+        vk = run_sipp(["backends", "--json"], env=VK, check=True)
+        whisper = [r for r in json.loads(vk.stdout)["recipes"] if r["name"] == "whispercpp"][0]
+        self.assertTrue(whisper["backends"][1]["available"])
+        self.assertEqual(whisper["auto"]["backend"], "cpu", "auto never picks a software device")
+
+    def test_recipe_matrix_of_an_artifact_without_whisper(self):
+        # the default artifact less libwhisper and the Vulkan and RPC modules
+        art = os.path.join(self.tmp.name, "art-no-whisper")
+        os.makedirs(art)
+        src = os.path.realpath(os.path.join(BUILD, "artifact"))
+        for f in os.listdir(src):
+            if f not in ("libwhisper.so", "libggml-vulkan.so", "libggml-rpc.so"):
+                os.symlink(os.path.join(src, f), os.path.join(art, f))
+        out = run_sipp(["backends", "--json", "--artifact", art], check=True)
+        recipes = {r["name"]: {b["name"]: b for b in r["backends"]} for r in json.loads(out.stdout)["recipes"]}
+        self.assertEqual(recipes["whispercpp"]["cpu"]["state"], "installable")
+        self.assertIn("deps/build-whisper.sh", recipes["whispercpp"]["cpu"]["note"])
+        self.assertEqual(recipes["llamacpp"]["vulkan"]["state"], "installable")
+        self.assertIn("sipp build --backend vulkan", recipes["llamacpp"]["vulkan"]["note"])
+        self.assertEqual(recipes["llamacpp"]["rpc"]["state"], "installable")
+        self.assertEqual(recipes["tts"]["cpu"]["state"], "installed")
+        doctor = json.loads(run_sipp(["doctor", "--json", "--artifact", art], check=True).stdout)
+        whisper = [r for r in doctor["recipes"] if r["name"] == "whispercpp"][0]
+        self.assertEqual(whisper["auto"]["backend"], "cpu")
+        self.assertIn("nothing is installed", whisper["auto"]["reason"])
+
     def test_lavapipe_visible_is_labelled_software(self):
         out = run_sipp(["backends", "--json"], env=VK, check=True)
         vk = [b for b in json.loads(out.stdout)["backends"] if b["name"] == "vulkan"][0]
@@ -156,7 +204,7 @@ class BackendTests(unittest.TestCase):
     def test_doctor(self):
         p = run_sipp(["doctor", "--json"], check=True)
         r = json.loads(p.stdout)
-        for key in ("os", "cpu", "artifact", "backends", "drivers", "toolchains", "decision", "notes"):
+        for key in ("os", "cpu", "artifact", "backends", "recipes", "drivers", "toolchains", "decision", "notes"):
             self.assertIn(key, r)
         self.assertTrue(r["cpu"]["ggml_cpu_module"].startswith("libggml-cpu-"))
         self.assertEqual(r["decision"]["backend"], "cpu")

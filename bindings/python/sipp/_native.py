@@ -443,7 +443,7 @@ class TranscribeParams(ctypes.Structure):
                 ("temperature_inc", c_float), ("entropy_thold", c_float), ("logprob_thold", c_float),
                 ("no_speech_thold", c_float), ("beam_size", c_int), ("best_of", c_int),
                 ("word_timestamps", c_bool), ("threads", c_int), ("max_seconds", c_double),
-                ("cancel", P(c_int)), ("on_segment", SEGMENT_FN), ("user", c_void_p)]
+                ("cancel", P(c_int)), ("on_segment", SEGMENT_FN), ("user", c_void_p), ("media_budget", c_void_p)]
 
 
 SPEECH_PROTOTYPES = {

@@ -12,6 +12,7 @@ static const struct {
     const gw_kind *kind;
 } by_recipe[] = {
     {"llamacpp", &gw_kind_llama},
+    {"whispercpp", &gw_kind_whisper},
 };
 
 const gw_kind *gw_kind_of_config(const gw_target_config *c) {

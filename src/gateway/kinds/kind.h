@@ -12,6 +12,8 @@
  *               or sent the translated chat and its answer rendered in the route's API (relay.c)
  *   supervised  a llama target served by a child sipp (supervised.c: rpc targets, supervise.c),
  *               reached as a remote one
+ *   whisper     a whisper.cpp model in this process (whisper.c, recipe whispercpp): transcribes
+ *               the audio routes' clips (transcription.c), loaded and evicted by residency.c
  *
  * Adding a kind (whisper.cpp, text to speech): a file here with its gw_kind, a line in gw_kind_of,
  * and its routes as rows of the router's table; docs/architecture.md says more.
@@ -31,7 +33,7 @@ typedef struct gw_loaded {
 } gw_loaded;
 
 typedef struct gw_kind {
-    const char *name;      /* "llama", "remote", "supervised" */
+    const char *name;      /* "llama", "remote", "supervised", "whisper" */
     const char *type_name; /* how /v1/backends calls it: "local" or "openai_compatible" */
     /* Loaded in this process: residency loads it, counts its measured memory and evicts it; the
      * model routes (/v1/models/NAME/load, Ollama's ps and show, the model file) act on it. */
@@ -77,9 +79,14 @@ typedef struct gw_kind {
     /* What it takes besides text, as /v1/models and Ollama's show list it ("vision", "audio"): a new
      * array, or NULL for a kind that does not say (a remote server's own business). */
     json_t *(*capabilities)(gw_call *call, gw_target *t);
+    /* Transcribes (translates, p->translate) a clip on t, which the caller holds loaded: the audio
+     * routes on a kind that serves speech to text (transcription.c); NULL for the others, whose
+     * audio route makes a chat of the clip. */
+    sipp_status (*transcribe)(gw_target *t, const unsigned char *clip, size_t n, const char *where,
+                              const sipp_transcribe_params *p, sipp_transcript **out, char *err);
 } gw_kind;
 
-extern const gw_kind gw_kind_llama, gw_kind_remote, gw_kind_supervised;
+extern const gw_kind gw_kind_llama, gw_kind_remote, gw_kind_supervised, gw_kind_whisper;
 
 /* The kind of a running target, and of a target's configuration before it runs. */
 const gw_kind *gw_kind_of(const gw_target *t);

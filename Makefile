@@ -268,6 +268,8 @@ FUZZ_media_SRCS := tests/fuzz/fuzz_media.c src/util/base64.c src/util/media_snif
 # how a refusal shows the URL of an image the gateway fetched (media_parts.c)
 FUZZ_media_url_SRCS := tests/fuzz/fuzz_media_url.c src/gateway/media_parts.c src/util/util.c
 FUZZ_multipart_SRCS := tests/fuzz/fuzz_multipart.c src/gateway/multipart.c
+# what an MCP server sends the gateway: JSON-RPC messages, event streams, tool lists and results
+FUZZ_mcp_rpc_SRCS := tests/fuzz/fuzz_mcp_rpc.c src/gateway/mcp_rpc.c src/gateway/errors.c src/util/util.c
 # an audio clip's header measured and the clip decoded with the pinned miniaudio (src/model/audio_decode.c)
 FUZZ_audio_SRCS := tests/fuzz/fuzz_audio.c src/model/audio_decode.c src/util/media_sniff.c src/util/util.c \
   src/util/last_error.c
@@ -296,6 +298,10 @@ $(BUILD)/fuzz/fuzz_audio: $(FUZZ_audio_SRCS) $(BUILD)/fuzz/miniaudio.o
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
 	@clang $(FUZZ_CFLAGS) -isystem $(LLAMA_SOURCE)/vendor $^ -o $@ -lm -lpthread -ldl
+$(BUILD)/fuzz/fuzz_mcp_rpc: $(FUZZ_mcp_rpc_SRCS)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ $@"
+	@clang $(FUZZ_CFLAGS) $^ -o $@ -ljansson
 $(BUILD)/fuzz/fuzz_multipart: $(FUZZ_multipart_SRCS)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ $@"
@@ -329,7 +335,7 @@ FUZZ_schema_SRCS := tests/fuzz/fuzz_schema.c src/util/schema_limits.c src/chat/s
 FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/gateway/dispatch.c \
   src/gateway/kinds/kind.c src/gateway/kinds/llama.c src/gateway/kinds/remote.c src/gateway/kinds/supervised.c \
   src/gateway/relay.c src/gateway/format.c \
-  src/gateway/routes_responses.c \
+  src/gateway/routes_responses.c src/gateway/responses_mcp.c src/gateway/mcp_client.c src/gateway/mcp_rpc.c \
   src/gateway/api_fields.c \
   src/gateway/routes_anthropic.c src/gateway/routes_ollama.c src/gateway/responses_store.c \
   src/gateway/request_parse.c src/gateway/media_parts.c src/gateway/media_fetch.c src/gateway/errors.c \
@@ -347,7 +353,7 @@ $(foreach h,$(FUZZ_LIB),$(eval $(call fuzz_lib_rule,$(h))))
 
 FUZZ_BINS := $(BUILD)/fuzz/fuzz_toml $(BUILD)/fuzz/fuzz_range $(BUILD)/fuzz/fuzz_media $(BUILD)/fuzz/fuzz_media_url \
   $(BUILD)/fuzz/fuzz_audio \
-  $(BUILD)/fuzz/fuzz_multipart $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_rpc \
+  $(BUILD)/fuzz/fuzz_multipart $(BUILD)/fuzz/fuzz_mcp_rpc $(BUILD)/fuzz/fuzz_request $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_rpc \
   $(FUZZ_LIB:%=$(BUILD)/fuzz/fuzz_%)
 fuzz-bins: $(FUZZ_BINS)
 

@@ -12,13 +12,17 @@ sentences; llama-tts speaks it as one piece, sipp a sentence at a time (streamed
                 generation (its own "timings ... total", model load excluded); sipp: the first chunk of
                 sipp.Voice.speech(stream=True) (the model loaded before)
   RTF           generation time / seconds of audio (lower is faster)
-  2 at once     the throughput of two requests at once (two voices, one thread each in this process)
-                over the same two one after another
+  2 at once     the throughput of two requests at once on one voice (parallel=2: two generation
+                states on the one loaded pair, one thread each) over the same two one after another
+                on it
+  gateway       the same 2 at once through `sipp serve` (a recipe "tts" target, parallel = 2, threads = 1):
+                two POST /v1/audio/speech one after another, then two at once, on loopback
   flite         sipp's flite voice (sipp.speech) beside `flite -t TEXT -o FILE`, the wall time of each
 
 Prints a Markdown table of medians. Loopback only: nothing here uses the network.
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -28,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -71,21 +76,65 @@ def sipp_stream(voice, text=TEXT):
 
 
 def two_at_once(make_voice, text=TEXT):
-    voices = [make_voice(), make_voice()]
-    t0 = time.perf_counter()
-    for v in voices:
-        v.speech(text, format="pcm", seed=1)
-    serial = time.perf_counter() - t0
-    threads = [threading.Thread(target=v.speech, args=(text,), kwargs={"format": "pcm", "seed": 1}) for v in voices]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    parallel = time.perf_counter() - t0
-    for v in voices:
-        v.close()
+    """Two requests on one voice: one after the other, then at once; the throughput ratio."""
+    with make_voice() as v:
+        v.speech(text, format="pcm", seed=1)  # warm
+        t0 = time.perf_counter()
+        for _ in range(2):
+            v.speech(text, format="pcm", seed=1)
+        serial = time.perf_counter() - t0
+        threads = [threading.Thread(target=v.speech, args=(text,), kwargs={"format": "pcm", "seed": 1})
+                   for _ in range(2)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        parallel = time.perf_counter() - t0
     return serial / parallel
+
+
+def post_speech(base, text):
+    body = json.dumps({"model": "pocket", "input": text, "response_format": "pcm", "seed": 1}).encode()
+    req = urllib.request.Request(base + "/v1/audio/speech", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return r.read()
+
+
+def gateway_two_at_once(model, mmproj, tmp, text=TEXT, parallel=2):
+    """The throughput of two speech requests at once over two one after another, through sipp serve."""
+    cfg = os.path.join(tmp, "speech.toml")
+    with open(cfg, "w") as f:
+        f.write(f'[[targets]]\nname = "pocket"\nrecipe = "tts"\nmodel = "{model}"\nmmproj = "{mmproj}"\n'
+                f"parallel = {parallel}\nthreads = 1\n")
+    log = open(os.path.join(tmp, "serve.log"), "w+")
+    proc = subprocess.Popen([os.path.join(BUILD, "bin", "sipp"), "serve", "--config", cfg, "--port", "0"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = None
+        for _ in range(600):
+            log.seek(0)
+            m = re.search(r"listening on (http://\S+)", log.read())
+            if m:
+                base = m.group(1)
+                break
+            time.sleep(0.1)
+        post_speech(base, text)  # loaded and warm
+        t0 = time.perf_counter()
+        for _ in range(2):
+            post_speech(base, text)
+        serial = time.perf_counter() - t0
+        threads = [threading.Thread(target=post_speech, args=(base, text)) for _ in range(2)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return serial / (time.perf_counter() - t0)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
 
 
 def flite_cli(out):
@@ -110,8 +159,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="sipp-bench-speech-")
     try:
         model, mmproj = make_pair(tmp)
-        rows = {k: [] for k in ("ref_first", "ref_rtf", "sipp_first", "sipp_rtf", "pair2", "flite_cli", "flite_sipp",
-                                "flite2")}
+        rows = {k: [] for k in ("ref_first", "ref_rtf", "sipp_first", "sipp_rtf", "pair2", "gw2", "flite_cli",
+                                "flite_sipp", "flite2")}
         for r in range(args.rounds):
             total, audio = llama_tts(binary, model, mmproj, args.threads, os.path.join(tmp, "ref.wav"))
             rows["ref_first"].append(total)
@@ -120,7 +169,8 @@ def main():
                 first, total, audio = sipp_stream(v)
             rows["sipp_first"].append(first)
             rows["sipp_rtf"].append(total / audio)
-            rows["pair2"].append(two_at_once(lambda: sipp.Voice(model, mmproj=mmproj, threads=1)))
+            rows["pair2"].append(two_at_once(lambda: sipp.Voice(model, mmproj=mmproj, threads=1, parallel=2)))
+            rows["gw2"].append(gateway_two_at_once(model, mmproj, tmp))
             if shutil.which("flite"):
                 rows["flite_cli"].append(flite_cli(os.path.join(tmp, "f.wav")))
             rows["flite_sipp"].append(sipp_flite())
@@ -134,6 +184,7 @@ def main():
         print(f"| Pocket pair: RTF | {med['ref_rtf']:.2f} | {med['sipp_rtf']:.2f} | "
               f"{med['sipp_rtf'] / med['ref_rtf']:.2f}x |")
         print(f"| Pocket pair: 2 at once / one after another (throughput) | | {med['pair2']:.2f}x | |")
+        print(f"| Pocket pair through sipp serve: 2 at once / one after another | | {med['gw2']:.2f}x | |")
         if "flite_cli" in med:
             print(f"| flite: whole text (s) | {med['flite_cli']:.3f} | {med['flite_sipp']:.3f} | "
                   f"{med['flite_sipp'] / med['flite_cli']:.2f}x |")

@@ -1481,7 +1481,10 @@ typedef struct sipp_tts_params {
     const char *speaker; /* NULL, or a reference clip (WAV, MP3, FLAC) of the voice to speak in */
     const char *voice;   /* flite: the default voice (NULL: "slt"); ignored by the GGUF pipelines */
     const char *backend; /* the backbone's backend (NULL: "auto"); flite runs on the CPU */
-    int n_threads;       /* 0: as the engine chooses */
+    int n_threads;       /* 0: as the engine chooses; the backbone's and the projector's, per call */
+    /* A GGUF pair: how many calls generate at once (0: 1), each in a state of its own (a backbone
+     * context and a projector context on the one loaded model); more calls wait for a free one. */
+    int n_parallel;
 } sipp_tts_params;
 
 SIPP_API sipp_tts_params sipp_tts_default_params(void);
@@ -1503,6 +1506,8 @@ SIPP_API int sipp_tts_sample_rate(const sipp_tts *tts);
 SIPP_API const char *sipp_tts_voice_borrow(const sipp_tts *tts, size_t i);
 /* The memory it holds (weights, contexts, buffers), measured after loading. [any thread] */
 SIPP_API uint64_t sipp_tts_memory_bytes(const sipp_tts *tts);
+/* The same by place and kind (flite's voices are built into the library: all zero). [any thread] */
+SIPP_API void sipp_tts_memory(const sipp_tts *tts, sipp_memory *out);
 
 /* A piece of speech as it is ready: n_samples samples at sample_rate. Return false to stop (the
  * call then ends with SIPP_ERR_CANCELLED). Called on the thread of sipp_tts_speak. */

@@ -155,6 +155,11 @@ export interface SpeechOptions {
 }
 /** Speaks input; resolves to the encoded audio. */
 export declare function speech(input: string, options?: SpeechOptions): Promise<Buffer>;
+export declare namespace speech {
+  /** The same audio as it is made: each sentence's encoded bytes as soon as it is spoken (a WAV's
+   * sizes are placeholders). Leaving the loop early stops the speech. */
+  function stream(input: string, options?: SpeechOptions): AsyncIterableIterator<Buffer>;
+}
 /** One segment of a verbose_json transcript. */
 export interface TranscriptSegment {
   id: number; seek: number; start: number; end: number; text: string; tokens: number[];

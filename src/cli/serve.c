@@ -51,6 +51,8 @@ typedef struct serve_opts {
     bool allow_unauthenticated;
     bool no_auth;
     bool follow_symlinks;
+    bool voice;             /* --voice: a flite target named "voice" */
+    const char *voice_name; /* --voice=NAME: the voice it speaks */
 } serve_opts;
 
 /* --ctx-size N|auto: auto is the largest context the memory budget fits. */
@@ -183,6 +185,15 @@ static const cli_option opt_no_auth = {
     .offset = offsetof(serve_opts, no_auth),
     .help = "serve without tokens on any --host, with a warning (the operator's choice: in a\n"
             "container behind a network policy; refused with [[tokens]])"};
+static const cli_option opt_voice = {
+    .name = "--voice",
+    .kind = CLI_OPT_FLAG,
+    .offset = offsetof(serve_opts, voice),
+    .help = "add a text-to-speech target named 'voice' (flite: no model file) for /v1/audio/speech;\n"
+            "--voice=NAME speaks with flite's voice NAME (slt, kal, kal16, rms, awb; default slt)"};
+/* --voice=NAME (listed after the flag, which takes a bare --voice): no help line of its own */
+static const cli_option opt_voice_name = {
+    .name = "--voice", .arg = "NAME", .kind = CLI_OPT_STRING, .offset = offsetof(serve_opts, voice_name)};
 static const cli_option opt_supervised = {.name = "--supervised-target",
                                           .arg = "NAME",
                                           .kind = CLI_OPT_CUSTOM,
@@ -210,6 +221,8 @@ static const cli_option *const options[] = {&opt_config,
                                             &opt_draft,
                                             &opt_allow_unauthenticated,
                                             &opt_no_auth,
+                                            &opt_voice,
+                                            &opt_voice_name,
                                             &cli_opt_artifact,
                                             &opt_supervised,
                                             NULL};
@@ -344,6 +357,7 @@ static bool build_config(const serve_opts *o, bool check, gw_config *cfg, sipp_b
     if (o->keep_alive) gw_parse_keep_alive(o->keep_alive, &cfg->discovered_keep_alive_s);
     if (o->max_tokens) cfg->discovered_max_tokens = o->max_tokens;
     if (o->follow_symlinks) cfg->models_follow_symlinks = true;
+    if (ok && (o->voice || o->voice_name)) ok = gw_config_add_voice(cfg, o->voice_name, errs);
     /* the store when nothing else is named; a models directory besides a config's targets */
     if (ok && !o->model && (o->models_dir || !o->config)) ok = gw_config_add_dir(cfg, o->models_dir, errs);
     if (o->memory_budget_mb) cfg->memory_budget_mb = o->memory_budget_mb;

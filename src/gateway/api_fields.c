@@ -50,6 +50,7 @@ const gw_field_rule gw_fields_responses[] = {
     HONORED("reasoning"),
     HONORED("include"),
     HONORED("truncation"),
+    HONORED("max_tool_calls"), /* the MCP calls a response runs (responses_mcp.h) */
     IGNORED("metadata", WHY_BOOKKEEPING),
     IGNORED("client_metadata", WHY_BOOKKEEPING),
     IGNORED("user", WHY_USER),
@@ -57,7 +58,6 @@ const gw_field_rule gw_fields_responses[] = {
     IGNORED("prompt_cache_key", WHY_CACHE),
     IGNORED("prompt_cache_retention", WHY_CACHE),
     IGNORED("service_tier", WHY_TIER),
-    IGNORED("max_tool_calls", "a limit on built-in tool calls, which sipp does not run"),
     IGNORED("context_management",
             "compaction past a threshold: sipp never compacts, a prompt over the context is a 400"),
     REFUSED("background", "responses run while the request is open; leave it out"),
@@ -169,6 +169,19 @@ const gw_field_rule gw_fields_whisper[] = {
             "the clip is transcribed whole, in whisper's own 30 s windows; leave it out"),
     REFUSED("known_speaker_names[]", "sipp does not tell speakers apart; leave it out"),
     REFUSED("known_speaker_references[]", "sipp does not tell speakers apart; leave it out"),
+    {NULL, GW_FIELD_HONORED, NULL},
+};
+
+/* OpenAI's speech request (routes_speech.c); seed is sipp's own (a GGUF pair's sampling seed). */
+const gw_field_rule gw_fields_speech[] = {
+    HONORED("model"),
+    HONORED("input"),
+    HONORED("voice"),
+    HONORED("response_format"),
+    HONORED("speed"),
+    HONORED("stream_format"),
+    HONORED("seed"),
+    IGNORED("instructions", "neither flite nor the Qwen3-TTS / Pocket TTS pipelines have a style input"),
     {NULL, GW_FIELD_HONORED, NULL},
 };
 

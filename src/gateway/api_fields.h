@@ -31,6 +31,7 @@ extern const gw_field_rule gw_fields_ollama_chat[];
 extern const gw_field_rule gw_fields_ollama_generate[];
 extern const gw_field_rule gw_fields_transcriptions[]; /* the form fields of /v1/audio/transcriptions */
 extern const gw_field_rule gw_fields_whisper[];        /* those of the audio routes on a whisper.cpp target */
+extern const gw_field_rule gw_fields_speech[];         /* /v1/audio/speech */
 
 /* Checks every top-level field of root against rules: an ignored field is named in sipp-ignored, a
  * refused one (when not null) or one in no row is a 400 naming it (api names the route). False

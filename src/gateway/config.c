@@ -116,6 +116,7 @@ void gw_config_init(gw_config *c) {
     c->media_fetch_timeout_ms = GW_DEFAULT_FETCH_TIMEOUT_MS;
     c->limits = sipp_schema_limits_default();
     c->media_decoded_budget = GW_MEDIA_DECODED_BUDGET_DEFAULT;
+    c->max_speech_chars = GW_DEFAULT_MAX_SPEECH_CHARS;
 }
 
 static void free_strv(char **v, size_t n) {
@@ -130,6 +131,16 @@ void gw_config_free(gw_config *c) {
     free(c->host);
     free_strv(c->allowed_origins, c->n_allowed_origins);
     free_strv(c->allowed_hosts, c->n_allowed_hosts);
+    free_strv(c->mcp_allowed_hosts, c->n_mcp_allowed_hosts);
+    for (size_t i = 0; i < c->n_mcp; i++) {
+        gw_mcp_config *m = &c->mcp[i];
+        free(m->name);
+        free(m->url);
+        free_strv(m->command, m->n_command);
+        free_strv(m->allowed_tools, m->n_allowed_tools);
+        free_strv(m->env, m->n_env);
+    }
+    free(c->mcp);
     for (size_t i = 0; i < c->n_tokens; i++) {
         gw_token_config *t = &c->tokens[i];
         free(t->env);
@@ -156,6 +167,8 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->draft_model);
     free(t->mmproj);
     free(t->recipe);
+    free(t->speaker);
+    free(t->voice);
     free(t->draft_cutoff);
     free(t->cache_type_k);
     free(t->cache_type_v);
@@ -336,6 +349,7 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
                                         "slot_state_dir",
                                         "slot_state_max_mb",
                                         "models_follow_symlinks",
+                                        "mcp_allowed_hosts",
                                         NULL};
     const char *where = "[server]";
     check_keys(x, srv, where, known);
@@ -375,6 +389,7 @@ static void parse_server(cfg_ctx *x, const toml_node *srv, gw_config *c) {
     get_str(x, srv, where, "slot_state_dir", &c->slot_state_dir);
     get_int(x, srv, where, "slot_state_max_mb", 0, GW_MAX_BUDGET_MB, &c->slot_state_max_mb);
     get_bool(x, srv, where, "models_follow_symlinks", &c->models_follow_symlinks);
+    get_strv(x, srv, where, "mcp_allowed_hosts", &c->mcp_allowed_hosts, &c->n_mcp_allowed_hosts);
 }
 
 static void parse_security(cfg_ctx *x, const toml_node *sec, gw_config *c) {
@@ -619,7 +634,7 @@ static void get_ctx_size(cfg_ctx *x, const toml_node *t, const char *where, gw_t
  * attention (flash_attn and backend, read before) is not off. */
 /* The recipes a local target may name (DESIGN.md "Recipes and kinds"; kinds/kind.c maps each to its
  * kind). */
-static const char *const recipes[] = {"llamacpp", "whispercpp", NULL};
+static const char *const recipes[] = {"llamacpp", "whispercpp", "tts", "flite", NULL};
 
 static void parse_recipe(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     const toml_node *rn = get_str(x, t, where, "recipe", &tc->recipe);
@@ -645,14 +660,50 @@ static void parse_kv_keys(cfg_ctx *x, const toml_node *t, const char *where, gw_
         cfg_err(x, toml_node_line(vn), "%s: %s", where, err);
 }
 
-static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+static bool is_flite(const gw_target_config *tc) { return tc->recipe && strcmp(tc->recipe, "flite") == 0; }
+
+/* speaker: a reference clip (a path, resolved like model); voice: flite's default voice, checked
+ * against the voices flite has. */
+static void parse_speech_keys(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    char *speaker = NULL;
+    const toml_node *sn = get_str(x, t, where, "speaker", &speaker);
+    if (speaker) tc->speaker = resolve_path(x->path, speaker);
+    free(speaker);
+    if (sn && tc->recipe && strcmp(tc->recipe, "tts") != 0) /* absent: told from the projector later */
+        cfg_err(x, toml_node_line(sn), "%s speaker: only a recipe = \"tts\" pair speaks in a reference voice",
+                where);
+    const toml_node *vn = get_str(x, t, where, "voice", &tc->voice);
+    if (vn && !is_flite(tc))
+        cfg_err(x, toml_node_line(vn), "%s voice: only recipe = \"flite\" has voices to choose from", where);
+    sipp_tts_params p = sipp_tts_default_params();
+    p.model = "flite";
+    p.voice = tc->voice;
+    sipp_tts *flite = NULL;
+    char err[SIPP_ERROR_SIZE];
+    if (tc->voice && sipp_tts_new(&p, &flite, err) != SIPP_OK)
+        cfg_err(x, toml_node_line(vn), "%s voice: %s", where, err);
+    sipp_tts_free(flite);
+}
+
+/* model: a path or a store name; none for flite, whose voices are built into the library. */
+static void parse_model(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
     char *model = NULL;
-    get_str(x, t, where, "model", &model);
-    if (!model)
+    const toml_node *mn = get_str(x, t, where, "model", &model);
+    if (!model && !is_flite(tc))
         cfg_err(x, tc->line, "%s: a local target needs model = \"PATH.gguf\" or a store name", where);
-    else
+    else if (model && is_flite(tc))
+        cfg_err(x, toml_node_line(mn),
+                "%s model: recipe \"flite\" speaks with flite's built-in voices and takes no model file; "
+                "drop model, or use recipe = \"tts\" for a Qwen3-TTS / Pocket TTS pair",
+                where);
+    else if (model)
         tc->model_path = resolve_model(x, tc, where, model);
     free(model);
+}
+
+static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_target_config *tc) {
+    parse_recipe(x, t, where, tc);
+    parse_model(x, t, where, tc);
     get_str(x, t, where, "backend", &tc->backend);
     const toml_node *fn = get_str(x, t, where, "flash_attn", &tc->flash_attn);
     char ferr[SIPP_ERROR_SIZE];
@@ -682,7 +733,6 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
         cfg_err(x, toml_node_line(cn), "%s draft_cutoff: '%s' is not one of auto, off", where,
                 tc->draft_cutoff);
     parse_kv_keys(x, t, where, tc);
-    parse_recipe(x, t, where, tc);
     /* mmproj: a projector file (like model: a path or a store name), or "auto" (found at validation) */
     char *mmproj = NULL;
     get_str(x, t, where, "mmproj", &mmproj);
@@ -692,6 +742,7 @@ static void parse_local(cfg_ctx *x, const toml_node *t, const char *where, gw_ta
         tc->mmproj = resolve_model(x, tc, where, mmproj);
     free(mmproj);
     get_bool(x, t, where, "mmproj_offload", &tc->mmproj_offload);
+    parse_speech_keys(x, t, where, tc);
     /* chat_template: "chatml" or a template file (relative to the config file's directory). */
     char *tmpl = NULL;
     get_str(x, t, where, "chat_template", &tmpl);
@@ -750,11 +801,23 @@ static void parse_media(cfg_ctx *x, const toml_node *t, gw_config *c) {
  * caller the targets allow), and where the browser runtime is (relative to the config file). */
 /* [limits]: each key is a field of sipp_schema_limits of the same name. */
 static void parse_limits(cfg_ctx *x, const toml_node *t, gw_config *c) {
-    static const char *const known[] = {
-        "schema_max_bytes",  "schema_max_depth",     "schema_max_properties",   "schema_max_total_properties",
-        "schema_max_enum",   "schema_max_refs",      "grammar_max_bytes",       "grammar_max_alternatives",
-        "image_max_bytes",   "image_max_pixels",     "media_max_items",         "schema_convert_ms",
-        "max_audio_seconds", "media_max_decoded_mb", "media_decoded_budget_mb", NULL};
+    static const char *const known[] = {"schema_max_bytes",
+                                        "schema_max_depth",
+                                        "schema_max_properties",
+                                        "schema_max_total_properties",
+                                        "schema_max_enum",
+                                        "schema_max_refs",
+                                        "grammar_max_bytes",
+                                        "grammar_max_alternatives",
+                                        "image_max_bytes",
+                                        "image_max_pixels",
+                                        "media_max_items",
+                                        "schema_convert_ms",
+                                        "max_audio_seconds",
+                                        "media_max_decoded_mb",
+                                        "media_decoded_budget_mb",
+                                        "max_speech_chars",
+                                        NULL};
     size_t *sizes[] = {&c->limits.schema_max_bytes,      &c->limits.schema_max_depth,
                        &c->limits.schema_max_properties, &c->limits.schema_max_total_properties,
                        &c->limits.schema_max_enum,       &c->limits.schema_max_refs,
@@ -779,6 +842,9 @@ static void parse_limits(cfg_ctx *x, const toml_node *t, gw_config *c) {
     mb = (int64_t)(c->media_decoded_budget >> 20);
     get_int(x, t, "[limits]", "media_decoded_budget_mb", 1, GW_MAX_MEDIA_MB, &mb);
     c->media_decoded_budget = (size_t)mb << 20;
+    int64_t chars = (int64_t)c->max_speech_chars;
+    get_int(x, t, "[limits]", "max_speech_chars", 1, GW_MAX_LIMIT, &chars);
+    c->max_speech_chars = (size_t)chars;
 }
 
 static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
@@ -796,13 +862,15 @@ static void parse_web(cfg_ctx *x, const toml_node *w, gw_config *c) {
 }
 
 static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
-    static const char *const local_keys[] = {
-        "name",       "type",         "model",        "backend",        "ctx_size",     "parallel",
-        "threads",    "gpu_layers",   "policy",       "chat_template",  "rpc",          "tensor_split",
-        "flash_attn", "speculative",  "draft_max",    "draft_min",      "load",         "keep_alive",
-        "pin",        "draft_model",  "draft_p_min",  "repack",         "draft_cutoff", "aliases",
-        "max_tokens", "cache_type_k", "cache_type_v", "mmproj_offload", "mmproj",       "recipe",
-        NULL};
+    static const char *const local_keys[] = {"name",        "type",          "model",        "backend",
+                                             "ctx_size",    "parallel",      "threads",      "gpu_layers",
+                                             "policy",      "chat_template", "rpc",          "tensor_split",
+                                             "flash_attn",  "speculative",   "draft_max",    "draft_min",
+                                             "load",        "keep_alive",    "pin",          "draft_model",
+                                             "draft_p_min", "repack",        "draft_cutoff", "aliases",
+                                             "max_tokens",  "cache_type_k",  "cache_type_v", "mmproj_offload",
+                                             "mmproj",      "recipe",        "speaker",      "voice",
+                                             NULL};
     static const char *const remote_keys[] = {
         "name", "type", "base_url", "base_urls", "model", "api_key_env", "timeout_seconds", "aliases", NULL};
     size_t n = toml_array_len(arr);
@@ -847,6 +915,123 @@ static void parse_targets(cfg_ctx *x, const toml_node *arr, gw_config *c) {
     }
 }
 
+/* ---- [[mcp]] ------------------------------------------------------------------------------------ */
+
+/* The host of an http(s) URL ("http://HOST[:PORT]/...", "[V6]" without its brackets) into out;
+ * false when url is not one. */
+static bool url_host(const char *url, char *out, size_t cap) {
+    const char *p = strncmp(url, "http://", 7) == 0    ? url + 7
+                    : strncmp(url, "https://", 8) == 0 ? url + 8
+                                                       : NULL;
+    if (!p || !*p) return false;
+    const char *end;
+    if (*p == '[') {
+        end = strchr(++p, ']');
+        if (!end) return false;
+    } else {
+        end = p + strcspn(p, ":/?#");
+    }
+    size_t n = (size_t)(end - p);
+    if (n == 0 || n >= cap || memchr(p, '@', n)) return false;
+    memcpy(out, p, n);
+    out[n] = 0;
+    return true;
+}
+
+static bool is_loopback(const char *host);
+
+/* url: an http(s) URL whose host is a loopback name or address, or in [server] mcp_allowed_hosts
+ * (a gateway that reaches any host a config names is one edit away from reaching an internal one). */
+static void check_mcp_url(cfg_ctx *x, const gw_config *c, const gw_mcp_config *m, const char *where) {
+    char host[256];
+    if (!url_host(m->url, host, sizeof host)) {
+        cfg_err(x, m->line,
+                "%s url: '%s' is not an http:// or https:// URL (e.g. \"http://127.0.0.1:8931/mcp\")", where,
+                m->url);
+        return;
+    }
+    if (is_loopback(host)) return;
+    for (size_t i = 0; i < c->n_mcp_allowed_hosts; i++)
+        if (strcasecmp(c->mcp_allowed_hosts[i], host) == 0) return;
+    cfg_err(x, m->line,
+            "%s url: host '%s' is not a loopback address; add it to [server] mcp_allowed_hosts to allow it",
+            where, host);
+}
+
+/* env = { KEY = "VALUE", ... } as "KEY=VALUE" entries. */
+static void get_env_table(cfg_ctx *x, const toml_node *t, const char *where, gw_mcp_config *m) {
+    const toml_node *n = toml_table_get(t, "env");
+    if (!n || !expect_kind(x, n, TOML_TABLE, where, "env", "a table of strings ({ KEY = \"VALUE\" })"))
+        return;
+    size_t count = toml_table_len(n);
+    m->env = calloc(count ? count : 1, sizeof *m->env);
+    for (size_t i = 0; m->env && i < count; i++) {
+        const toml_entry *e = toml_table_at(n, i);
+        const char *v = NULL;
+        size_t len = 0;
+        if (toml_node_kind(e->value) != TOML_STRING || !toml_get_string(e->value, &v, &len, NULL, 0) ||
+            strlen(v) != len || strlen(e->key) != e->key_len || !*e->key || strchr(e->key, '=')) {
+            cfg_err(x, e->line, "%s env: '%s' must be a NAME (no '=') with a string value", where, e->key);
+            continue;
+        }
+        size_t size = e->key_len + len + 2;
+        char *kv = malloc(size);
+        if (kv) snprintf(kv, size, "%s=%s", e->key, v);
+        if (kv) m->env[m->n_env++] = kv;
+    }
+}
+
+static void parse_one_mcp(cfg_ctx *x, const toml_node *t, const gw_config *c, gw_mcp_config *m, char *where,
+                          size_t where_cap) {
+    static const char *const known[] = {"name", "command", "url", "allowed_tools", "timeout_seconds",
+                                        "env",  NULL};
+    m->line = toml_node_line(t);
+    m->timeout_seconds = GW_DEFAULT_MCP_TIMEOUT_S;
+    check_keys(x, t, where, known);
+    get_str(x, t, where, "name", &m->name);
+    if (!m->name) {
+        cfg_err(x, m->line, "%s: 'name' is missing: the server_label requests name this server by", where);
+        m->name = strdup("");
+    } else {
+        snprintf(where, where_cap, "[[mcp]] '%s'", m->name);
+    }
+    get_strv(x, t, where, "command", &m->command, &m->n_command);
+    get_str(x, t, where, "url", &m->url);
+    get_strv(x, t, where, "allowed_tools", &m->allowed_tools, &m->n_allowed_tools);
+    get_int32(x, t, where, "timeout_seconds", 1, GW_MAX_TIMEOUT_S, &m->timeout_seconds);
+    get_env_table(x, t, where, m);
+    bool cmd = toml_table_get(t, "command") != NULL;
+    if (cmd == (m->url != NULL))
+        cfg_err(x, m->line,
+                "%s: give exactly one of 'command' (a program spoken to over stdin/stdout, e.g. [\"node\", "
+                "\"server.js\"]) or 'url' (a streamable HTTP endpoint)",
+                where);
+    else if (cmd && m->n_command == 0)
+        cfg_err(x, m->line, "%s command: must name the program, e.g. [\"node\", \"server.js\"]", where);
+    else if (m->url)
+        check_mcp_url(x, c, m, where);
+    if (m->url && m->n_env)
+        cfg_err(x, m->line, "%s env: only a 'command' server is started with an environment", where);
+}
+
+static void parse_mcp(cfg_ctx *x, const toml_node *arr, gw_config *c) {
+    size_t n = toml_array_len(arr);
+    c->mcp = calloc(n ? n : 1, sizeof *c->mcp);
+    if (!c->mcp) return;
+    for (size_t i = 0; i < n; i++) {
+        const toml_node *t = toml_array_at(arr, i);
+        char where[96];
+        snprintf(where, sizeof where, "[[mcp]] #%zu", i + 1);
+        if (!expect_kind(x, t, TOML_TABLE, where, "", "a table")) continue;
+        gw_mcp_config *m = &c->mcp[c->n_mcp++];
+        parse_one_mcp(x, t, c, m, where, sizeof where);
+        for (size_t k = 0; k + 1 < c->n_mcp; k++)
+            if (*m->name && strcmp(c->mcp[k].name, m->name) == 0)
+                cfg_err(x, m->line, "duplicate [[mcp]] name '%s' (first defined on line %d)", m->name,
+                        c->mcp[k].line);
+    }
+}
+
 bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *c, sipp_buf *errs) {
     cfg_ctx x = {.file = path ? path : "<config>", .path = path, .errs = errs, .ok = true};
     char terr[SIPP_ERROR_SIZE];
@@ -858,8 +1043,8 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
     free(c->path);
     c->path = path ? strdup(path) : NULL;
     const toml_node *root = toml_root(doc);
-    static const char *const known[] = {"server", "security", "responses", "store",   "media",
-                                        "web",    "limits",   "tokens",    "targets", NULL};
+    static const char *const known[] = {"server", "security", "responses", "store", "media", "web",
+                                        "limits", "tokens",   "targets",   "mcp",   NULL};
     check_keys(&x, root, "the top level", known);
     const toml_node *n;
     if ((n = toml_table_get(root, "server")) && expect_kind(&x, n, TOML_TABLE, "", "[server]", "a table"))
@@ -883,6 +1068,9 @@ bool gw_config_parse(const char *text, size_t len, const char *path, gw_config *
     if ((n = toml_table_get(root, "targets")) &&
         expect_kind(&x, n, TOML_ARRAY, "", "[[targets]]", "an array of tables"))
         parse_targets(&x, n, c);
+    if ((n = toml_table_get(root, "mcp")) &&
+        expect_kind(&x, n, TOML_ARRAY, "", "[[mcp]]", "an array of tables"))
+        parse_mcp(&x, n, c);
     if (c->n_targets == 0)
         cfg_err(&x, 0, "no [[targets]]: add at least one, e.g. name = \"tiny\" and model = \"tiny.gguf\"");
     if (c->rate_requests_per_minute > 0 && c->rate_burst == 0) c->rate_burst = c->rate_requests_per_minute;
@@ -931,13 +1119,20 @@ char *gw_target_name_from_path(const char *path) {
     return strndup(base, n);
 }
 
-bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
+/* A new local target at the end of c's, with the defaults; NULL when out of memory. */
+static gw_target_config *add_target(gw_config *c) {
     gw_target_config *t = realloc(c->targets, (c->n_targets + 1) * sizeof *t);
-    if (!t) return false;
+    if (!t) return NULL;
     c->targets = t;
     gw_target_config *tc = &c->targets[c->n_targets++];
     init_target(tc);
     tc->type = GW_TARGET_LOCAL;
+    return tc;
+}
+
+bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
+    gw_target_config *tc = add_target(c);
+    if (!tc) return false;
     tc->name = gw_target_name_from_path(model_path);
     /* `sipp serve NAME` takes a store name as well as a path. */
     char found[PATH_MAX], err[SIPP_ERROR_SIZE];
@@ -950,6 +1145,33 @@ bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs) {
         return false;
     }
     return true;
+}
+
+bool gw_config_add_voice(gw_config *c, const char *voice, sipp_buf *errs) {
+    for (size_t i = 0; i < c->n_targets; i++)
+        if (strcmp(c->targets[i].name, GW_VOICE_TARGET) == 0) {
+            sipp_buf_appendf(errs,
+                             "--voice adds a target named '%s', and the configuration has one already; drop "
+                             "--voice or rename that target\n",
+                             GW_VOICE_TARGET);
+            return false;
+        }
+    sipp_tts_params p = sipp_tts_default_params();
+    p.model = "flite";
+    p.voice = voice;
+    sipp_tts *flite = NULL;
+    char err[SIPP_ERROR_SIZE];
+    if (sipp_tts_new(&p, &flite, err) != SIPP_OK) {
+        sipp_buf_appendf(errs, "--voice: %s\n", err);
+        return false;
+    }
+    sipp_tts_free(flite);
+    gw_target_config *tc = add_target(c);
+    if (!tc) return false;
+    tc->name = strdup(GW_VOICE_TARGET);
+    tc->recipe = strdup("flite");
+    tc->voice = voice ? strdup(voice) : NULL;
+    return tc->name && tc->recipe && (!voice || tc->voice);
 }
 
 bool gw_discoverable(const sipp_store_model *m) {
@@ -1041,6 +1263,47 @@ static void resolve_auto_mmproj(cfg_ctx *x, int line, gw_target_config *t) {
                 err);
 }
 
+/* Whether program runs: a path with a '/' (relative to dir, the config file's directory, where the
+ * child starts) is an executable file; a bare name is one on PATH, as posix_spawnp finds it. */
+static bool program_found(const char *program, const char *dir) {
+    char path[PATH_MAX];
+    if (strchr(program, '/')) {
+        if (program[0] == '/' || !dir) return access(program, X_OK) == 0;
+        snprintf(path, sizeof path, "%s/%s", dir, program);
+        return access(path, X_OK) == 0;
+    }
+    const char *env = getenv("PATH");
+    for (const char *p = env ? env : "/usr/bin:/bin"; *p;) {
+        size_t n = strcspn(p, ":");
+        snprintf(path, sizeof path, "%.*s/%s", (int)n, p, program);
+        if (n && access(path, X_OK) == 0) return true;
+        p += n + (p[n] == ':');
+    }
+    return false;
+}
+
+/* An [[mcp]] command's program can be started (it is not started here: --check runs nothing). */
+static void validate_mcp(cfg_ctx *x, const gw_config *c) {
+    char dir[PATH_MAX] = "";
+    if (c->path) {
+        sipp_strlcpy(dir, c->path, sizeof dir);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = 0;
+        else
+            sipp_strlcpy(dir, ".", sizeof dir);
+    }
+    for (size_t i = 0; i < c->n_mcp; i++) {
+        const gw_mcp_config *m = &c->mcp[i];
+        if (m->n_command && !program_found(m->command[0], c->path ? dir : NULL))
+            cfg_err(
+                x, c->path ? m->line : 0,
+                "[[mcp]] '%s' command: program '%s' is not found (not on PATH, or not executable); install "
+                "it or give its path",
+                m->name, m->command[0]);
+    }
+}
+
 /* A local target's recipe from its model file when it names none (a whisper.cpp model's ggml magic:
  * whispercpp), and a named one that the file contradicts; the keys only llama models take are
  * refused on a whisper target. */
@@ -1065,9 +1328,38 @@ static void detect_recipe(cfg_ctx *x, int line, gw_target_config *t) {
                 llama_only);
 }
 
+/* Whether the projector at path is a speech pair's (Qwen3-TTS, Pocket TTS), from its header. */
+static bool tts_projector(const char *path) {
+    static const char *const types[] = {"qwen3tts", "pockettts"};
+    sipp_gguf_info *info = calloc(1, sizeof *info);
+    char err[SIPP_ERROR_SIZE];
+    bool yes = false;
+    if (info && sipp_gguf_inspect(path, info, err) == SIPP_OK)
+        for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+            yes = yes || strncmp(info->projector_type, types[i], strlen(types[i])) == 0;
+    free(info);
+    return yes;
+}
+
+/* A speech pair's recipe from its projector when it names none (tts), and its speaker clip. */
+static void speech_files(cfg_ctx *x, int line, gw_target_config *t) {
+    if (!t->recipe && t->mmproj && !file_problem(t->mmproj) && tts_projector(t->mmproj))
+        t->recipe = strdup("tts");
+    const char *why;
+    if (t->speaker && (!t->recipe || strcmp(t->recipe, "tts") != 0))
+        cfg_err(x, line,
+                "target '%s': speaker is for a Qwen3-TTS / Pocket TTS pair (recipe = \"tts\"), and "
+                "its mmproj is not a speech projector",
+                t->name);
+    else if (t->speaker && (why = file_problem(t->speaker)))
+        cfg_err(x, line, "target '%s': speaker clip '%s' cannot be read (%s); check the path", t->name,
+                t->speaker, why);
+}
+
 bool gw_config_validate(gw_config *c, sipp_buf *errs) {
     cfg_ctx x = {.file = c->path ? c->path : "sipp serve", .errs = errs, .ok = true};
     int line;
+    validate_mcp(&x, c);
     for (size_t i = 0; i < c->n_targets; i++) {
         gw_target_config *t = &c->targets[i];
         line = c->path ? t->line : 0;
@@ -1085,14 +1377,15 @@ bool gw_config_validate(gw_config *c, sipp_buf *errs) {
             if (t->mmproj && (why = file_problem(t->mmproj)))
                 cfg_err(&x, line, "target '%s': mmproj file '%s' cannot be read (%s); check the path",
                         t->name, t->mmproj, why);
+            speech_files(&x, line, t);
             char berr[SIPP_ERROR_SIZE];
             if (sipp_backend_check_name(t->backend, berr) != SIPP_OK)
                 cfg_err(&x, line, "target '%s' backend: %s", t->name, berr);
         } else if (t->api_key_env && !getenv(t->api_key_env)) {
-            cfg_err(
-                &x, line,
-                "target '%s': api_key_env names '%s', which is not set; export it with the upstream's key",
-                t->name, t->api_key_env);
+            cfg_err(&x, line,
+                    "target '%s': api_key_env names '%s', which is not set; export it with the "
+                    "upstream's key",
+                    t->name, t->api_key_env);
         }
     }
     for (size_t i = 0; i < c->n_tokens; i++) {

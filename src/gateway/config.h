@@ -29,6 +29,7 @@
 #define GW_DEFAULT_RESPONSES_BYTES ((size_t)64 << 20) /* their JSON, all together */
 #define GW_DEFAULT_RESPONSES_TTL_S 3600
 #define GW_DEFAULT_FETCH_TIMEOUT_MS 10000 /* [media] fetch_timeout_ms */
+#define GW_DEFAULT_MAX_SPEECH_CHARS 4096  /* [limits] max_speech_chars: OpenAI's own bound */
 #define GW_MIN_TOKEN_SECRET 16            /* bytes: shorter secrets are refused by gw_config_validate */
 #define GW_MAX_PORT 65535
 #define GW_MAX_CTX (1 << 24) /* ctx_size's ceiling */
@@ -64,6 +65,10 @@ typedef struct gw_target_config {
     char *mmproj;
     bool mmproj_auto;
     bool mmproj_offload; /* sipp_model_params.mmproj_offload; default true */
+    /* text to speech (the tts kind): a reference clip of the voice a Qwen3-TTS / Pocket TTS pair speaks
+     * in (resolved like model_path; NULL = none), and flite's default voice (NULL = "slt") */
+    char *speaker;
+    char *voice;
     int ctx_size, parallel, threads, gpu_layers;
     bool ctx_auto;  /* ctx_size = "auto": resolved to tokens at start (gw_residency_fit_contexts) */
     int max_tokens; /* a request's output: the default when it gives none, the ceiling when it asks more; 0 =
@@ -85,6 +90,23 @@ typedef struct gw_target_config {
     char **aliases;
     size_t n_aliases;
 } gw_target_config;
+
+/* An MCP server the Responses API's {"type": "mcp"} tools may run ([[mcp]], mcp_client.c): a child
+ * process spoken to over stdin/stdout (command), or a streamable HTTP endpoint (url) on loopback or
+ * a host of [server] mcp_allowed_hosts. */
+#define GW_DEFAULT_MCP_TIMEOUT_S 30
+typedef struct gw_mcp_config {
+    char *name;     /* the server_label requests name it by */
+    char **command; /* stdio: the program and its arguments (argv); NULL for url */
+    size_t n_command;
+    char *url;            /* streamable HTTP: the MCP endpoint; NULL for command */
+    char **allowed_tools; /* the tools requests may use; none = every tool it lists */
+    size_t n_allowed_tools;
+    char **env; /* "KEY=VALUE" entries added to the child's environment (env = { KEY = "VALUE" }) */
+    size_t n_env;
+    int timeout_seconds; /* one call (initialize, tools/list, tools/call) */
+    int line;
+} gw_mcp_config;
 
 typedef struct gw_token_config {
     char *env;      /* the variable that holds the secret */
@@ -113,6 +135,8 @@ typedef struct gw_config {
     size_t n_allowed_origins;
     char **allowed_hosts; /* Host header values served without tokens besides loopback names */
     size_t n_allowed_hosts;
+    char **mcp_allowed_hosts; /* hosts an [[mcp]] url may name besides loopback ones */
+    size_t n_mcp_allowed_hosts;
     bool allow_unauthenticated;
     int64_t memory_budget_mb; /* host RAM the loaded models may hold; 0 = total RAM minus a margin */
     int max_loaded_models;    /* 0 = no cap besides memory */
@@ -136,6 +160,8 @@ typedef struct gw_config {
     size_t n_tokens;
     gw_target_config *targets;
     size_t n_targets;
+    gw_mcp_config *mcp; /* [[mcp]] servers, in file order */
+    size_t n_mcp;
     char *models_dir;                /* rescanned for new files on GET /v1/models; NULL = none */
     bool models_follow_symlinks;     /* [server]: serve models there that link to files outside it */
     int64_t discovered_keep_alive_s; /* keep_alive of the targets found there */
@@ -146,6 +172,7 @@ typedef struct gw_config {
     bool supervised_child; /* serves one target for a parent gateway, on the socket it passed (supervise.c) */
     sipp_schema_limits limits;   /* [limits]: bounds on a request's schemas and grammars */
     size_t media_decoded_budget; /* [limits] media_decoded_budget_mb, in bytes: all requests' media at once */
+    size_t max_speech_chars;     /* [limits]: the characters of one /v1/audio/speech input */
 } gw_config;
 
 /* A configuration with every default and no targets. */
@@ -169,6 +196,9 @@ bool gw_target_config_discovered(gw_target_config *tc, const char *name, const c
 void gw_target_config_free(gw_target_config *tc);
 /* keep_alive as a string: "-1", "0", "90", "30s", "5m", "1h" (also Ollama's keep_alive). */
 bool gw_parse_keep_alive(const char *s, int64_t *out);
+/* Adds a flite target named "voice" speaking voice (NULL: flite's default) (`sipp serve --voice`). */
+#define GW_VOICE_TARGET "voice"
+bool gw_config_add_voice(gw_config *c, const char *voice, sipp_buf *errs);
 /* Adds a local target (for `sipp serve MODEL`). */
 bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs);
 /* Checks what depends on the machine: model files exist, backend names, token variables set (and

@@ -12,6 +12,13 @@
 /* How a route renders a generation: as SSE chunks and as one JSON body. */
 typedef struct gw_format gw_format;
 
+/* What a route that runs tools itself does between model turns (gw_format.next_turn). */
+typedef enum gw_turn {
+    GW_TURN_FINAL, /* the answer is final: end (or whole) renders it */
+    GW_TURN_AGAIN, /* call next_turn again once what it rendered is sent (a stream's progress events) */
+    GW_TURN_NEXT   /* run *chat on the same target as the next turn, rendered by the same format */
+} gw_turn;
+
 /* A tool call of an answer: id, name and arguments (a JSON text). */
 typedef struct gw_tool_call {
     const char *id;
@@ -81,6 +88,12 @@ struct gw_format {
     void (*end)(const gw_gen_view *v, sipp_buf *out);
     void (*fail)(const gw_gen_view *v, gw_error_kind kind, const char *message, sipp_buf *out);
     json_t *(*whole)(const gw_gen_view *v);
+    /* Optional: called when choice 0's turn ended well (streamed: after its last event; not
+     * streamed: with out a scratch buffer), before end or whole. A route that runs tools on the
+     * model's behalf (Responses' MCP tools) runs them here and returns GW_TURN_NEXT with *chat the
+     * next turn's chat body (a new reference): the conversation with the calls and their results.
+     * The local targets' path (generate.c) takes it; a remote target's answer is final. */
+    gw_turn (*next_turn)(const gw_gen_view *v, sipp_buf *out, json_t **chat);
     /* Optional: replies with the finished answer not streamed itself, for a body that is not always
      * JSON (the transcription route's text/plain); NULL: whole's JSON with 200. */
     void (*reply)(const gw_gen_view *v);

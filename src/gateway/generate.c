@@ -47,7 +47,8 @@
 #define GW_FIELD_NAME_SIZE 64
 #define COUNT_MAX_TOKENS 1 /* a counting run stops after its prompt and one token */
 
-typedef enum { PHASE_BEGIN, PHASE_BODY, PHASE_DONE } phase;
+/* TURN: between two turns of a route that runs tools itself (gw_format.next_turn). */
+typedef enum { PHASE_BEGIN, PHASE_BODY, PHASE_TURN, PHASE_DONE } phase;
 
 typedef struct gen_stream {
     gw_stream base;
@@ -184,11 +185,71 @@ static gw_choice *failed_choice(gen_stream *gs) {
     return NULL;
 }
 
-static void stream_finish(gen_stream *gs, sipp_buf *out) {
+static sipp_status submit_one(gw_target *t, gen_stream *gs, sipp_request_params *p, sipp_request **req);
+static void to_params(const gen_stream *gs, size_t i, int timeout_ms, sipp_request_params *p);
+
+/* The next turn of choice 0 (chat stolen): the finished request is recorded and freed, and chat
+ * submitted in its place. False with err when it could not be. */
+static bool next_request(gen_stream *gs, json_t *chat, char *err, size_t cap) {
+    record_all(gs);
+    gw_choice *c = &gs->choices[0];
+    sipp_request_free(c->req);
+    sipp_chat_parser_free(c->parser);
+    gw_message_clear(&c->message);
+    json_decref(c->logprobs);
+    memset(c, 0, sizeof *c);
+    gs->done[0] = false;
+    gs->recorded = false;
+    json_decref(gs->gen.chat);
+    gs->gen.chat = chat;
+    free(gs->chat_json);
+    gs->chat_json = json_dumps(chat, JSON_COMPACT);
+    if (!gs->chat_json) {
+        snprintf(err, cap, "out of memory");
+        return false;
+    }
+    sipp_request_params p;
+    to_params(gs, 0, gw_call_ms_left(gs->call), &p);
+    sipp_status st = submit_one(gs->target, gs, &p, &c->req);
+    if (st == SIPP_OK)
+        st = sipp_chat_parser_new(c->req, &c->parser, err);
+    else
+        snprintf(err, cap, "%s", sipp_engine_last_error(gs->target->engine));
+    gs->view.req = c->req;
+    return st == SIPP_OK;
+}
+
+static void stream_fail(gen_stream *gs, gw_error_kind kind, const char *message, sipp_buf *out) {
+    gs->call->error_code = gw_error_code(kind);
+    gs->fmt->fail(&gs->view, kind, message, out);
+    record_all(gs);
+    gs->phase = PHASE_DONE;
+}
+
+static void stream_end(gen_stream *gs, sipp_buf *out) {
+    gs->fmt->end(&gs->view, out);
+    record_all(gs);
+    gs->phase = PHASE_DONE;
+}
+
+/* Between turns: what the route did, and whether the stream goes on (true) or ends here. */
+static bool stream_turn(gen_stream *gs, sipp_buf *out) {
+    json_t *chat = NULL;
+    gw_turn t = gs->fmt->next_turn(&gs->view, out, &chat);
+    gs->phase = t == GW_TURN_AGAIN ? PHASE_TURN : PHASE_BODY;
+    if (t != GW_TURN_NEXT) return t == GW_TURN_AGAIN;
+    char err[SIPP_ERROR_SIZE] = "";
+    if (!next_request(gs, chat, err, sizeof err)) stream_fail(gs, GW_E_INTERNAL, err, out);
+    return true;
+}
+
+/* The end of a turn: the route's next turn (true: the stream goes on), or the end or failure. */
+static bool stream_finish(gen_stream *gs, sipp_buf *out) {
     finalize_all(gs);
     gw_choice *bad = failed_choice(gs);
+    if (!bad && gs->fmt->next_turn && stream_turn(gs, out)) return true;
     if (!bad) {
-        gs->fmt->end(&gs->view, out);
+        stream_end(gs, out);
     } else {
         gw_error_kind kind = failure_kind(gs->call, bad->req);
         gs->call->error_code = gw_error_code(kind);
@@ -196,9 +257,10 @@ static void stream_finish(gen_stream *gs, sipp_buf *out) {
                       gs->stopping ? "the server is shutting down: shutdown_timeout_seconds passed"
                                    : sipp_request_error(bad->req),
                       out);
+        record_all(gs);
+        gs->phase = PHASE_DONE;
     }
-    record_all(gs);
-    gs->phase = PHASE_DONE;
+    return false;
 }
 
 /* Reads what choice i has; returns whether it gave anything. */
@@ -229,6 +291,10 @@ static bool gs_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
         gs->phase = PHASE_BODY;
         return true;
     case PHASE_DONE: return false;
+    case PHASE_TURN:
+        if (stream_turn(gs, out)) return gs->phase != PHASE_DONE;
+        stream_end(gs, out);
+        return false;
     case PHASE_BODY: break;
     }
     /* Every choice that has something gives it; if none had, wait on the first still running. */
@@ -239,15 +305,11 @@ static bool gs_pull(gw_stream *s, sipp_buf *out, int wait_ms) {
         if (first == gs->n) first = i;
         any = pull_choice(gs, i, out, 0) || any;
     }
-    if (first == gs->n) {
-        stream_finish(gs, out);
-        return false;
-    }
+    if (first == gs->n) return stream_finish(gs, out) && gs->phase != PHASE_DONE;
     if (!any) pull_choice(gs, first, out, wait_ms);
     for (size_t i = 0; i < gs->n; i++)
         if (!gs->done[i]) return true;
-    stream_finish(gs, out);
-    return false;
+    return stream_finish(gs, out) && gs->phase != PHASE_DONE;
 }
 
 static void gs_stop(gw_stream *s) {
@@ -378,6 +440,56 @@ static void cap_output(gw_call *call, const gw_target *t, gw_gen *g, const gw_fo
     g->max_tokens = cap;
 }
 
+/* Waits for every choice (cancelling them when the client goes away); false with the reply when one
+ * failed. */
+static bool wait_all(gen_stream *gs) {
+    for (size_t i = 0; i < gs->n; i++)
+        while (sipp_request_wait(gs->choices[i].req, GW_WAIT_SLICE_MS) != SIPP_OK)
+            if (gw_call_abandoned(gs->call))
+                for (size_t k = 0; k < gs->n; k++)
+                    sipp_request_cancel(gs->choices[k].req);
+    gw_choice *bad = failed_choice(gs);
+    if (!bad) return true;
+    gw_reply_error(gs->call, failure_kind(gs->call, bad->req), "model '%s': %s", gs->target->cfg->name,
+                   sipp_request_error(bad->req));
+    return false;
+}
+
+/* The route's next turn of a finished answer (not streamed): NULL when the answer is final. */
+static json_t *whole_turn(gen_stream *gs) {
+    if (!gs->fmt->next_turn) return NULL;
+    sipp_buf scratch = {0};
+    json_t *chat = NULL;
+    gw_turn t;
+    while ((t = gs->fmt->next_turn(&gs->view, &scratch, &chat)) == GW_TURN_AGAIN)
+        scratch.len = 0;
+    sipp_buf_free(&scratch);
+    return t == GW_TURN_NEXT ? chat : NULL;
+}
+
+/* A request not streamed: every turn waited for, then one reply. */
+static void reply_whole(gen_stream *gs) {
+    for (;;) {
+        if (!wait_all(gs)) return;
+        for (size_t i = 0; i < gs->n; i++) {
+            const char *text = sipp_request_text(gs->choices[i].req);
+            feed(gs, i, text, strlen(text), true, NULL);
+        }
+        finalize_all(gs);
+        json_t *chat = whole_turn(gs);
+        if (!chat) break;
+        char err[SIPP_ERROR_SIZE] = "";
+        if (!next_request(gs, chat, err, sizeof err)) {
+            gw_reply_error(gs->call, GW_E_INTERNAL, "model '%s': %s", gs->target->cfg->name, err);
+            return;
+        }
+    }
+    if (gs->fmt->reply)
+        gs->fmt->reply(&gs->view);
+    else
+        gw_reply_json(gs->call, 200, gs->fmt->whole(&gs->view));
+}
+
 void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
     cap_output(call, t, g, fmt);
     gen_stream *gs = calloc(1, sizeof *gs);
@@ -421,26 +533,7 @@ void gw_generate(gw_call *call, gw_target *t, gw_gen *g, const gw_format *fmt) {
         gw_reply_stream(call, fmt->content_type ? fmt->content_type : "text/event-stream", &gs->base);
         return;
     }
-    for (size_t i = 0; i < n; i++)
-        while (sipp_request_wait(gs->choices[i].req, GW_WAIT_SLICE_MS) != SIPP_OK)
-            if (gw_call_abandoned(call))
-                for (size_t k = 0; k < n; k++)
-                    sipp_request_cancel(gs->choices[k].req);
-    gw_choice *bad = failed_choice(gs);
-    if (!bad) {
-        for (size_t i = 0; i < n; i++) {
-            const char *text = sipp_request_text(gs->choices[i].req);
-            feed(gs, i, text, strlen(text), true, NULL);
-        }
-        finalize_all(gs);
-        if (fmt->reply)
-            fmt->reply(&gs->view);
-        else
-            gw_reply_json(call, 200, fmt->whole(&gs->view));
-    } else {
-        gw_error_kind kind = failure_kind(call, bad->req);
-        gw_reply_error(call, kind, "model '%s': %s", t->cfg->name, sipp_request_error(bad->req));
-    }
+    reply_whole(gs);
     gs_close(&gs->base);
 }
 

@@ -32,6 +32,7 @@
 #include "gateway/admission.h"
 #include "gateway/connection.h"
 #include "gateway/gateway.h"
+#include "gateway/mcp_client.h"
 #include "gateway/metrics.h"
 #include "gateway/rate_limit.h"
 #include "gateway/residency.h"
@@ -172,6 +173,7 @@ static void free_modules(gw_server *srv) {
     gw_admission_free(srv->admission);
     gw_responses_free(srv->responses);
     sipp_media_budget_free(srv->media_budget);
+    gw_mcp_free(srv->mcp); /* stops their children */
 }
 
 int gw_serve(gw_config *cfg, const gw_reloader *reload) {
@@ -198,7 +200,8 @@ int gw_serve(gw_config *cfg, const gw_reloader *reload) {
     srv.admission = gw_admission_new(cfg);
     srv.responses = gw_responses_new(cfg);
     srv.media_budget = sipp_media_budget_new(cfg->media_decoded_budget);
-    bool made = srv.metrics && srv.limits && srv.admission && srv.responses && srv.media_budget;
+    srv.mcp = gw_mcp_new(cfg);
+    bool made = srv.metrics && srv.limits && srv.admission && srv.responses && srv.media_budget && srv.mcp;
     if (!made || !gw_targets_start(&srv, err)) {
         fprintf(stderr, "sipp: %s\n", made ? err : "out of memory");
         close(lfd);

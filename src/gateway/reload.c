@@ -23,7 +23,7 @@
  * max_request_bytes, max_buffered_bytes, allowed_origins, allowed_hosts, shutdown_timeout_seconds,
  * max_loaded_models, [[tokens]], [media], [store], [web]). Those the running server took at start
  * (the listen socket, the HTTP server's limits, admission, the rate limit, memory budgets, the saved
- * slots, the Responses store, the models directory, [limits]) keep their running values, and each
+ * slots, the Responses store, the models directory, [limits], [[mcp]]) keep their running values, and each
  * one that differs is logged as needing a restart (keep_restart_settings).
  *
  * Nothing a running request may still read is freed: a replaced configuration and a removed remote
@@ -79,10 +79,10 @@ static bool same_load(const gw_target_config *a, const gw_target_config *b) {
            same_str(a->draft_cutoff, b->draft_cutoff) && same_str(a->cache_type_k, b->cache_type_k) &&
            same_str(a->cache_type_v, b->cache_type_v) && same_str(a->chat_template, b->chat_template) &&
            same_str(a->mmproj, b->mmproj) && a->mmproj_offload == b->mmproj_offload &&
-           a->ctx_size == b->ctx_size && a->ctx_auto == b->ctx_auto && a->parallel == b->parallel &&
-           a->threads == b->threads && a->gpu_layers == b->gpu_layers &&
-           same_str(a->rpc_servers, b->rpc_servers) && same_str(a->tensor_split, b->tensor_split) &&
-           a->policy == b->policy && a->repack == b->repack &&
+           same_str(a->speaker, b->speaker) && same_str(a->voice, b->voice) && a->ctx_size == b->ctx_size &&
+           a->ctx_auto == b->ctx_auto && a->parallel == b->parallel && a->threads == b->threads &&
+           a->gpu_layers == b->gpu_layers && same_str(a->rpc_servers, b->rpc_servers) &&
+           same_str(a->tensor_split, b->tensor_split) && a->policy == b->policy && a->repack == b->repack &&
            same_strv(a->base_urls, a->n_base_urls, b->base_urls, b->n_base_urls) &&
            same_str(a->remote_model, b->remote_model) && same_str(a->api_key_env, b->api_key_env) &&
            a->timeout_seconds == b->timeout_seconds;
@@ -125,6 +125,21 @@ static bool same_limits(const sipp_schema_limits *a, const sipp_schema_limits *b
            a->image_max_pixels == b->image_max_pixels && a->media_max_items == b->media_max_items;
 }
 
+/* Whether two configurations name the same MCP servers, the same way (mcp_client.c keeps the servers
+ * it started with: srv->mcp). */
+static bool same_mcp(const gw_config *a, const gw_config *b) {
+    if (a->n_mcp != b->n_mcp) return false;
+    for (size_t i = 0; i < a->n_mcp; i++) {
+        const gw_mcp_config *x = &a->mcp[i], *y = &b->mcp[i];
+        if (!same_str(x->name, y->name) || !same_str(x->url, y->url) ||
+            !same_strv(x->command, x->n_command, y->command, y->n_command) ||
+            !same_strv(x->allowed_tools, x->n_allowed_tools, y->allowed_tools, y->n_allowed_tools) ||
+            !same_strv(x->env, x->n_env, y->env, y->n_env) || x->timeout_seconds != y->timeout_seconds)
+            return false;
+    }
+    return true;
+}
+
 /* What the running server took at start stays as it is: next gets the running values. */
 static void keep_restart_settings(gw_config *next, const gw_config *old) {
     if (restart_needed(!same_str(next->host, old->host) || next->port != old->port, "[server] listen")) {
@@ -151,6 +166,7 @@ static void keep_restart_settings(gw_config *next, const gw_config *old) {
     KEEP(discovered_max_tokens, "--max-tokens");
     restart_needed(!same_limits(&next->limits, &old->limits), "[limits]");
     next->limits = old->limits; /* whole, whatever fields it has (the check names those it knows) */
+    restart_needed(!same_mcp(next, old), "[[mcp]]"); /* the servers started with the gateway stay */
 }
 
 /* ---- the plan: what changes, made in full before anything is applied ------------------------- */

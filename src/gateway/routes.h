@@ -38,6 +38,7 @@ void gw_route_completions(gw_call *call);
 void gw_route_embeddings(gw_call *call);
 void gw_route_transcriptions(gw_call *call); /* POST /v1/audio/transcriptions (routes_audio.c) */
 void gw_route_translations(gw_call *call);   /* POST /v1/audio/translations (routes_audio.c) */
+void gw_route_speech(gw_call *call);         /* POST /v1/audio/speech (routes_speech.c) */
 void gw_route_native_query(gw_call *call);
 void gw_route_native_chat(gw_call *call);
 void gw_route_native_embed(gw_call *call);
@@ -45,6 +46,8 @@ void gw_route_health(gw_call *call);
 void gw_route_ready(gw_call *call);
 void gw_route_metrics(gw_call *call);
 void gw_route_backends(gw_call *call);
+/* GET /v1/mcp/tools (routes_mcp.c): the [[mcp]] servers and their tools. */
+void gw_route_mcp_tools(gw_call *call);
 void gw_route_responses(gw_call *call);       /* POST /v1/responses */
 void gw_route_response_get(gw_call *call);    /* GET /v1/responses/{id}[/input_items] */
 void gw_route_response_delete(gw_call *call); /* DELETE /v1/responses/{id} */

@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/responses_mcp.h"
 #include "gateway/responses_store.h"
 #include "gateway/routes.h"
 #include "gateway/translate.h"
@@ -101,6 +102,17 @@ typedef struct resp_state {
     size_t n_calls;
     json_t *namespaced; /* a flattened function's name -> {"namespace", "name"} (namespace tools) */
     json_t *custom;     /* the names of custom (freeform) tools -> true */
+    /* MCP tools (responses_mcp.c), run between the model's turns (rs_next_turn) */
+    gw_rs_mcp *mcp;
+    int turn;         /* the model's turn, 0 first: ids of later turns' items carry it */
+    size_t call_base; /* tool calls of the turns before this one (not streamed: item ids) */
+    int prior_in, prior_cached, prior_out; /* the usage of the turns before this one */
+    json_t *pending;                       /* this turn's mcp_call items to run: [{"index", "call_id"}] */
+    bool turn_open;                        /* rs_next_turn has begun this turn's calls */
+    bool consumed;                         /* not streamed: the last turn's items are in items already */
+    int mcp_calls;                         /* MCP calls run in this response */
+    int max_mcp_calls;                     /* max_tool_calls, at most GW_RS_MCP_MAX_CALLS */
+    json_t *approvals; /* mcp_approval_response items of the input, run before the model */
 } resp_state;
 
 static void state_free(void *p) {
@@ -113,6 +125,9 @@ static void state_free(void *p) {
     json_decref(s->items);
     json_decref(s->namespaced);
     json_decref(s->custom);
+    gw_rs_mcp_free(s->mcp);
+    json_decref(s->pending);
+    json_decref(s->approvals);
     free(s->open_call_id);
     free(s->open_name);
     sipp_buf_free(&s->open_text);
@@ -126,10 +141,11 @@ static resp_state *state_of(const gw_gen_view *v) { return v->gen->route; }
 static json_t *usage_json(const gw_gen_view *v) {
     sipp_request_stats s;
     gw_view_stats(v, &s);
-    return json_pack("{s:i, s:{s:i}, s:i, s:{s:i}, s:i}", "input_tokens", s.prompt_tokens,
-                     "input_tokens_details", "cached_tokens", s.cached_tokens, "output_tokens",
-                     s.generated_tokens, "output_tokens_details", "reasoning_tokens", 0, "total_tokens",
-                     s.prompt_tokens + s.generated_tokens);
+    const resp_state *r = state_of(v); /* the turns before this one, when MCP calls ran between them */
+    int in = s.prompt_tokens + r->prior_in, out = s.generated_tokens + r->prior_out;
+    return json_pack("{s:i, s:{s:i}, s:i, s:{s:i}, s:i}", "input_tokens", in, "input_tokens_details",
+                     "cached_tokens", s.cached_tokens + r->prior_cached, "output_tokens", out,
+                     "output_tokens_details", "reasoning_tokens", 0, "total_tokens", in + out);
 }
 
 static json_t *text_part(const char *text) {
@@ -177,9 +193,38 @@ static json_t *custom_input(const char *arguments) {
 /* A function_call item as the API names it: a function a namespace tool holds has its own name and
  * its namespace (the model saw the two joined, see flatten_namespace); a custom tool's call is a
  * custom_tool_call whose input is the text the model wrote (see custom_tool). */
+/* What an MCP tool's call is: 0 not one, MCP_RUN an mcp_call, MCP_ASK an mcp_approval_request. */
+enum { MCP_NONE, MCP_RUN, MCP_ASK };
+static int mcp_kind(const resp_state *s, const char *name) {
+    bool ask = false;
+    if (!gw_rs_mcp_find(s->mcp, name, NULL, &ask)) return MCP_NONE;
+    return ask ? MCP_ASK : MCP_RUN;
+}
+
+/* A function_call item of an MCP tool as the item OpenAI's hosted MCP makes: an mcp_call (id
+ * mcp_RID_N) or an mcp_approval_request (id mcpr_CALLID: the approval names the call it allows). */
+static json_t *mcp_item(const resp_state *s, json_t *item, const char *name) {
+    const char *label = NULL, *id = json_string_value(json_object_get(item, "id"));
+    const char *call_id = json_string_value(json_object_get(item, "call_id"));
+    const char *args = json_string_value(json_object_get(item, "arguments"));
+    bool ask = false;
+    gw_rs_mcp_find(s->mcp, name, &label, &ask);
+    char mid[ID_SIZE];
+    const char *rest = id && strchr(id, '_') ? strchr(id, '_') + 1 : "";
+    if (ask)
+        snprintf(mid, sizeof mid, "mcpr_%s", call_id && *call_id ? call_id : rest);
+    else
+        snprintf(mid, sizeof mid, "mcp_%s", rest);
+    json_t *out =
+        ask ? gw_rs_mcp_approval_item(mid, label, name, args) : gw_rs_mcp_call_item(mid, label, name, args);
+    json_decref(item);
+    return out;
+}
+
 static json_t *named_call(const resp_state *s, json_t *item) {
     const char *name = json_string_value(json_object_get(item, "name"));
     json_t *orig = name ? json_object_get(s->namespaced, name) : NULL;
+    if (mcp_kind(s, name) != MCP_NONE) return mcp_item(s, item, name);
     if (orig) {
         json_object_set(item, "name", json_object_get(orig, "name"));
         json_object_set(item, "namespace", json_object_get(orig, "namespace"));
@@ -196,8 +241,10 @@ static json_t *named_call(const resp_state *s, json_t *item) {
 static void item_id(const resp_state *s, item_kind k, size_t call, const char *name, char *out, size_t cap) {
     if (k == ITEM_CALL)
         snprintf(out, cap, "%s_%s_%zu", is_custom(s, name) ? "ctc" : "fc", s->rid, call);
-    else
+    else if (s->turn == 0)
         snprintf(out, cap, "%s_%s", k == ITEM_REASONING ? "rs" : "msg", s->rid);
+    else /* a turn after MCP calls: its own message */
+        snprintf(out, cap, "%s_%s_%d", k == ITEM_REASONING ? "rs" : "msg", s->rid, s->turn);
 }
 
 static bool incomplete(const gw_gen_view *v) { return strcmp(v->choices[0].finish, "length") == 0; }
@@ -222,7 +269,7 @@ static json_t *output_items(const gw_gen_view *v) {
     for (size_t k = 0; k < a.n_calls; k++) {
         gw_tool_call c;
         gw_view_call(v, k, &c);
-        item_id(s, ITEM_CALL, k, c.name, id, sizeof id);
+        item_id(s, ITEM_CALL, s->call_base + k, c.name, id, sizeof id);
         json_array_append_new(
             out, named_call(s, make_item(ITEM_CALL, id, "completed", c.arguments, c.id, c.name)));
     }
@@ -271,7 +318,17 @@ static json_t *final_response(const gw_gen_view *v, json_t *output) {
     return r;
 }
 
-static json_t *rs_whole(const gw_gen_view *v) { return final_response(v, output_items(v)); }
+/* The output: the items before the last turn (MCP's, and the turns between them), then its own. */
+static json_t *rs_whole(const gw_gen_view *v) {
+    resp_state *s = state_of(v);
+    json_t *out = json_deep_copy(s->items);
+    if (!s->consumed) {
+        json_t *last = output_items(v);
+        json_array_extend(out, last);
+        json_decref(last);
+    }
+    return final_response(v, out);
+}
 
 /* ---- stream ------------------------------------------------------------------------------------- */
 
@@ -302,6 +359,7 @@ static void open_item(const gw_gen_view *v, item_kind k, size_t call, const char
     s->open_call_id = call_id ? strdup(call_id) : NULL;
     s->open_name = name ? strdup(name) : NULL;
     json_t *item = named_call(s, make_item(k, s->open_id, "in_progress", NULL, call_id, name));
+    sipp_strlcpy(s->open_id, json_string_value(json_object_get(item, "id")), sizeof s->open_id);
     json_array_append(s->items, item);
     event(v, "response.output_item.added",
           json_pack("{s:I, s:o}", "output_index", (json_int_t)s->open_index, "item", item), out);
@@ -336,15 +394,25 @@ static void close_item(const gw_gen_view *v, const char *status, sipp_buf *out) 
         event(v, "response.custom_tool_call_input.delta", d, out);
         json_object_set_new(f, "input", input);
         event(v, "response.custom_tool_call_input.done", f, out);
+    } else if (mcp_kind(s, s->open_name) == MCP_ASK) {
+        json_decref(f); /* an approval request's arguments come whole, with the item */
     } else {
         json_object_set_new(f, "arguments", json_string(text));
-        event(v, "response.function_call_arguments.done", f, out);
+        event(v,
+              mcp_kind(s, s->open_name) == MCP_RUN ? "response.mcp_call_arguments.done"
+                                                   : "response.function_call_arguments.done",
+              f, out);
     }
     json_t *item = named_call(s, make_item(s->open, s->open_id, s->open == ITEM_CALL ? "completed" : status,
                                            text, s->open_call_id, s->open_name));
     json_array_set(s->items, s->open_index, item);
-    event(v, "response.output_item.done",
-          json_pack("{s:I, s:o}", "output_index", (json_int_t)s->open_index, "item", item), out);
+    if (s->open == ITEM_CALL && mcp_kind(s, s->open_name) == MCP_RUN) { /* done once it has run */
+        json_array_append_new(s->pending, json_pack("{s:I, s:s}", "index", (json_int_t)s->open_index,
+                                                    "call_id", s->open_call_id ? s->open_call_id : ""));
+        json_decref(item); /* items holds it */
+    } else
+        event(v, "response.output_item.done",
+              json_pack("{s:I, s:o}", "output_index", (json_int_t)s->open_index, "item", item), out);
     s->open = ITEM_NONE;
 }
 
@@ -356,15 +424,45 @@ static void text_delta(const gw_gen_view *v, item_kind k, const char *text, size
         open_item(v, k, 0, NULL, NULL, out);
     }
     sipp_buf_append(&s->open_text, text, len);
-    if (k == ITEM_CALL && is_custom(s, s->open_name)) return; /* its input goes out whole (close_item) */
+    int mcp = k == ITEM_CALL ? mcp_kind(s, s->open_name) : MCP_NONE;
+    /* a custom tool's input and an approval request's arguments go out whole (close_item) */
+    if (k == ITEM_CALL && (is_custom(s, s->open_name) || mcp == MCP_ASK)) return;
     json_t *f = position(s, k != ITEM_CALL);
     json_object_set_new(f, "delta", json_stringn(text, len));
     if (k == ITEM_MESSAGE) json_object_set_new(f, "logprobs", json_array());
     event(v,
           k == ITEM_MESSAGE     ? "response.output_text.delta"
           : k == ITEM_REASONING ? "response.reasoning_text.delta"
+          : mcp == MCP_RUN      ? "response.mcp_call_arguments.delta"
                                 : "response.function_call_arguments.delta",
           f, out);
+}
+
+/* The events of an MCP item (mcp_list_tools, mcp_call) whose work is done: "response.TYPE.in_progress"
+ * and then .completed or .failed, each with the item's position. */
+static void mcp_events(const gw_gen_view *v, json_t *item, size_t index, bool done, sipp_buf *out) {
+    const char *type = json_string_value(json_object_get(item, "type"));
+    bool failed = !json_is_null(json_object_get(item, "error")) && json_object_get(item, "error");
+    char name[ID_SIZE];
+    snprintf(name, sizeof name, "response.%s.%s", type,
+             !done    ? "in_progress"
+             : failed ? "failed"
+                      : "completed");
+    event(v, name,
+          json_pack("{s:O, s:I}", "item_id", json_object_get(item, "id"), "output_index", (json_int_t)index),
+          out);
+}
+
+/* An item whose work is done before the model's turn (mcp_list_tools, an approved mcp_call), whole. */
+static void done_item(const gw_gen_view *v, json_t *item, size_t index, sipp_buf *out) {
+    json_t *added = json_deep_copy(item);
+    if (json_object_get(added, "status")) json_object_set_new(added, "status", json_string("in_progress"));
+    event(v, "response.output_item.added",
+          json_pack("{s:I, s:o}", "output_index", (json_int_t)index, "item", added), out);
+    mcp_events(v, item, index, false, out);
+    mcp_events(v, item, index, true, out);
+    event(v, "response.output_item.done",
+          json_pack("{s:I, s:O}", "output_index", (json_int_t)index, "item", item), out);
 }
 
 static void rs_begin(const gw_gen_view *v, sipp_buf *out) {
@@ -372,6 +470,9 @@ static void rs_begin(const gw_gen_view *v, sipp_buf *out) {
           json_pack("{s:o}", "response", response_object(v, "in_progress", NULL, NULL)), out);
     event(v, "response.in_progress",
           json_pack("{s:o}", "response", response_object(v, "in_progress", NULL, NULL)), out);
+    resp_state *s = state_of(v);
+    for (size_t i = 0; i < json_array_size(s->items); i++)
+        done_item(v, json_array_get(s->items, i), i, out);
 }
 
 static void rs_reasoning(const gw_gen_view *v, const char *text, size_t len, sipp_buf *out) {
@@ -409,7 +510,183 @@ static void rs_fail(const gw_gen_view *v, gw_error_kind kind, const char *messag
     event(v, "response.failed", json_pack("{s:o}", "response", r), out);
 }
 
-static const gw_format responses_format = GW_EVENT_FORMAT(rs, "resp_", NULL, renames);
+/* ---- MCP calls between the model's turns ------------------------------------------------------- */
+
+static void add_pending(resp_state *s, size_t index, const char *call_id) {
+    json_array_append_new(
+        s->pending, json_pack("{s:I, s:s}", "index", (json_int_t)index, "call_id", call_id ? call_id : ""));
+}
+
+/* Not streamed: this turn's items join the output, its mcp_call items to be run. */
+static void take_turn(const gw_gen_view *v) {
+    resp_state *s = state_of(v);
+    json_t *items = output_items(v);
+    gw_answer a;
+    gw_view_answer(v, &a);
+    size_t base = json_array_size(s->items), first_call = json_array_size(items) - a.n_calls;
+    size_t i;
+    json_t *item;
+    json_array_foreach(items, i, item) {
+        json_array_append(s->items, item);
+        const char *type = json_string_value(json_object_get(item, "type"));
+        if (i < first_call || strcmp(type, "mcp_call") != 0) continue;
+        gw_tool_call c;
+        gw_view_call(v, i - first_call, &c);
+        add_pending(s, base + i, c.id);
+    }
+    json_decref(items);
+    s->consumed = true;
+}
+
+/* Whether the answer called MCP tools to run; with only (ok_only) whether it called nothing else (no
+ * approval to ask, no client tool): then the model's next turn follows. */
+static bool calls_mcp(const gw_gen_view *v, bool only) {
+    gw_answer a;
+    gw_view_answer(v, &a);
+    size_t run = 0;
+    for (size_t k = 0; k < a.n_calls; k++) {
+        gw_tool_call c;
+        gw_view_call(v, k, &c);
+        run += mcp_kind(state_of(v), c.name) == MCP_RUN;
+    }
+    return run > 0 && (!only || run == a.n_calls);
+}
+
+/* Runs the call of an mcp_call item, unless the response has run its max_tool_calls: then the item
+ * fails unrun, and false says so. */
+static bool run_call(resp_state *s, gw_call *call, json_t *item) {
+    if (s->mcp_calls >= s->max_mcp_calls) {
+        char err[SIPP_ERROR_SIZE];
+        snprintf(err, sizeof err,
+                 "not run: this response ran its %d MCP calls (max_tool_calls, at most %d: docs/gateway.md, "
+                 "\"MCP\")",
+                 s->max_mcp_calls, GW_RS_MCP_MAX_CALLS);
+        json_object_set_new(item, "error", json_string(err));
+        json_object_set_new(item, "status", json_string("failed"));
+        return false;
+    }
+    s->mcp_calls++;
+    gw_rs_mcp_run(call, item);
+    return true;
+}
+
+/* Runs this turn's MCP calls (those past max_tool_calls fail unrun); true when all ran. */
+static bool run_pending(const gw_gen_view *v, sipp_buf *out) {
+    resp_state *s = state_of(v);
+    bool all = true;
+    size_t i;
+    json_t *p;
+    json_array_foreach(s->pending, i, p) {
+        size_t index = (size_t)json_integer_value(json_object_get(p, "index"));
+        json_t *item = json_array_get(s->items, index);
+        all = run_call(s, v->call, item) && all;
+        if (!v->gen->stream) continue;
+        mcp_events(v, item, index, true, out);
+        event(v, "response.output_item.done",
+              json_pack("{s:I, s:O}", "output_index", (json_int_t)index, "item", item), out);
+    }
+    return all;
+}
+
+/* The next turn's chat: this turn's, then the answer and each call's result. A forced tool_choice
+ * is "auto" from here on: the call it forced has been made. */
+static json_t *next_chat(const gw_gen_view *v) {
+    resp_state *s = state_of(v);
+    json_t *chat = json_deep_copy(v->gen->chat);
+    json_t *messages = json_object_get(chat, "messages");
+    json_t *answer = gw_message_json(&v->choices[0].message);
+    json_array_append(messages, answer);
+    json_array_append_new(s->history, answer);
+    size_t i;
+    json_t *p;
+    json_array_foreach(s->pending, i, p) {
+        json_t *item = json_array_get(s->items, (size_t)json_integer_value(json_object_get(p, "index")));
+        json_t *m = json_pack("{s:s, s:O, s:s}", "role", "tool", "tool_call_id",
+                              json_object_get(p, "call_id"), "content", gw_rs_mcp_result_text(item));
+        json_array_append(messages, m);
+        json_array_append_new(s->history, m);
+    }
+    const char *tc = json_string_value(json_object_get(chat, "tool_choice"));
+    if (json_object_get(chat, "tool_choice") && !(tc && strcmp(tc, "none") == 0))
+        json_object_set_new(chat, "tool_choice", json_string("auto"));
+    return chat;
+}
+
+/* The token limit ended the turn: its MCP calls may be cut off, so none runs. */
+static gw_turn cut_short(const gw_gen_view *v, sipp_buf *out) {
+    resp_state *s = state_of(v);
+    size_t i;
+    json_t *p;
+    json_array_foreach(s->pending, i, p) {
+        size_t index = (size_t)json_integer_value(json_object_get(p, "index"));
+        json_t *item = json_array_get(s->items, index);
+        json_object_set_new(item, "error",
+                            json_string("not run: max_output_tokens ended the model's turn, and "
+                                        "the call's arguments may be cut off"));
+        json_object_set_new(item, "status", json_string("incomplete"));
+        if (v->gen->stream)
+            event(v, "response.output_item.done",
+                  json_pack("{s:I, s:O}", "output_index", (json_int_t)index, "item", item), out);
+    }
+    json_array_clear(s->pending);
+    return GW_TURN_FINAL;
+}
+
+/* Between turns (gw_format.next_turn): an answer that called MCP tools has them run (a stream first
+ * says they are in progress, then their results), and unless it also asked for approval or called
+ * a client's tool, the model's next turn is its conversation with the results. */
+static gw_turn rs_next_turn(const gw_gen_view *v, sipp_buf *out, json_t **chat) {
+    resp_state *s = state_of(v);
+    if (!s->turn_open) {
+        if (!s->mcp || !calls_mcp(v, false)) return GW_TURN_FINAL;
+        if (v->gen->stream)
+            close_item(v, "completed", out);
+        else
+            take_turn(v);
+        if (incomplete(v)) return cut_short(v, out);
+        s->turn_open = true;
+        if (v->gen->stream) {
+            size_t i;
+            json_t *p;
+            json_array_foreach(s->pending, i, p) {
+                size_t index = (size_t)json_integer_value(json_object_get(p, "index"));
+                mcp_events(v, json_array_get(s->items, index), index, false, out);
+            }
+            return GW_TURN_AGAIN;
+        }
+    }
+    s->turn_open = false;
+    bool all = run_pending(v, out);
+    if (!all || !calls_mcp(v, true)) {
+        json_array_clear(s->pending);
+        return GW_TURN_FINAL;
+    }
+    *chat = next_chat(v);
+    json_array_clear(s->pending);
+    sipp_request_stats st;
+    gw_view_stats(v, &st);
+    s->prior_in += st.prompt_tokens;
+    s->prior_cached += st.cached_tokens;
+    s->prior_out += st.generated_tokens;
+    gw_answer a;
+    gw_view_answer(v, &a);
+    s->call_base += a.n_calls;
+    s->turn++;
+    s->consumed = false;
+    return GW_TURN_NEXT;
+}
+
+static const gw_format responses_format = {.id_prefix = "resp_",
+                                           .renames = renames,
+                                           .begin = rs_begin,
+                                           .text = rs_text,
+                                           .reasoning = rs_reasoning,
+                                           .tool_start = rs_tool_start,
+                                           .tool_args = rs_tool_args,
+                                           .end = rs_end,
+                                           .fail = rs_fail,
+                                           .whole = rs_whole,
+                                           .next_turn = rs_next_turn};
 
 /* ---- request translation ------------------------------------------------------------------------ */
 
@@ -668,10 +945,148 @@ static bool function_output_item(xlate *x, json_t *item, size_t i) {
     return ok;
 }
 
+/* ---- MCP items of the input ---- */
+
+/* A string field of input[i]; NULL after replying when it is not one. */
+static const char *item_string(xlate *x, json_t *item, size_t i, const char *key) {
+    const char *v = json_string_value(json_object_get(item, key));
+    if (!v) gw_reply_invalid_field(x->call, "'input[%zu].%s' must be a string", i, key);
+    return v;
+}
+
+/* A past mcp_call (a client that sends the conversation back whole): the call and its result, as
+ * the model saw them. */
+static bool mcp_call_item(xlate *x, json_t *item, size_t i) {
+    const char *id = item_string(x, item, i, "id"), *name = id ? item_string(x, item, i, "name") : NULL;
+    json_t *args = json_object_get(item, "arguments");
+    if (!name) return false;
+    if (!json_is_string(args))
+        return gw_reply_invalid_field(x->call, "'input[%zu].arguments' must be a string", i);
+    json_t *jid = json_string(id);
+    add_call(x, item, jid, name, args);
+    json_t *m = json_pack("{s:s, s:O, s:s}", "role", "tool", "tool_call_id", jid, "content",
+                          gw_rs_mcp_result_text(item));
+    json_decref(jid);
+    json_array_append(x->messages, m);
+    json_array_append_new(x->history, m);
+    return true;
+}
+
+#define APPROVAL_PREFIX "mcpr_"
+
+/* A past mcp_approval_request: the model's call, made under the call id its approval names. */
+static bool mcp_request_item(xlate *x, json_t *item, size_t i) {
+    const char *id = item_string(x, item, i, "id"), *name = id ? item_string(x, item, i, "name") : NULL;
+    json_t *args = json_object_get(item, "arguments");
+    if (!name) return false;
+    if (!json_is_string(args))
+        return gw_reply_invalid_field(x->call, "'input[%zu].arguments' must be a string", i);
+    size_t n = strlen(APPROVAL_PREFIX);
+    json_t *jid = json_string(strncmp(id, APPROVAL_PREFIX, n) == 0 ? id + n : id);
+    add_call(x, item, jid, name, args);
+    json_decref(jid);
+    return true;
+}
+
+/* The model's call that approval request id asks about, in the conversation so far; NULL if none. */
+static json_t *approved_call(json_t *messages, const char *id) {
+    size_t n = strlen(APPROVAL_PREFIX);
+    const char *call = strncmp(id, APPROVAL_PREFIX, n) == 0 ? id + n : id;
+    for (size_t i = json_array_size(messages); i-- > 0;) {
+        size_t k;
+        json_t *c;
+        json_array_foreach(json_object_get(json_array_get(messages, i), "tool_calls"), k, c) {
+            const char *cid = json_string_value(json_object_get(c, "id"));
+            if (cid && (strcmp(cid, call) == 0 || strcmp(cid, id) == 0)) return c;
+        }
+    }
+    return NULL;
+}
+
+/* An mcp_approval_response: the call's result takes its place in the conversation (a tool message,
+ * filled in by run_approvals once the request's mcp tools are known). */
+static bool mcp_response_item(xlate *x, json_t *item, size_t i) {
+    const char *id = item_string(x, item, i, "approval_request_id");
+    json_t *approve = json_object_get(item, "approve");
+    if (!id) return false;
+    if (!json_is_boolean(approve))
+        return gw_reply_invalid_field(x->call, "'input[%zu].approve' must be true or false", i);
+    json_t *call = approved_call(x->messages, id);
+    if (!call)
+        return gw_reply_invalid_field(
+            x->call,
+            "'input[%zu].approval_request_id' is '%s', which is no mcp_approval_request of "
+            "this conversation; give previous_response_id, or the request item in input",
+            i, id);
+    json_t *m = json_pack("{s:s, s:O, s:s}", "role", "tool", "tool_call_id", json_object_get(call, "id"),
+                          "content", "");
+    json_array_append(x->messages, m);
+    json_array_append(x->history, m);
+    if (!x->s->approvals) x->s->approvals = json_array();
+    json_array_append_new(x->s->approvals, json_pack("{s:o, s:O, s:I, s:s, s:O}", "message", m, "function",
+                                                     json_object_get(call, "function"), "input",
+                                                     (json_int_t)i, "id", id, "approve", approve));
+    keep_item(x, item);
+    return true;
+}
+
+/* The calls the input approves run now, before the model's turn, each an mcp_call item of the
+ * output; a denied one tells the model it was not run. */
+static bool run_approvals(xlate *x) {
+    resp_state *s = x->s;
+    size_t k;
+    json_t *a;
+    json_array_foreach(s->approvals, k, a) {
+        json_t *fn = json_object_get(a, "function"), *msg = json_object_get(a, "message");
+        const char *name = json_string_value(json_object_get(fn, "name")), *label = NULL;
+        if (!gw_rs_mcp_find(s->mcp, name, &label, NULL))
+            return gw_reply_invalid_field(
+                x->call,
+                "'input[%lld]' answers a call of '%s', which no mcp tool of this request "
+                "offers; send the mcp tool in tools again",
+                (long long)json_integer_value(json_object_get(a, "input")), name ? name : "");
+        if (!json_is_true(json_object_get(a, "approve"))) {
+            json_object_set_new(msg, "content", json_string("The user declined this call; it was not run."));
+            continue;
+        }
+        char id[ID_SIZE];
+        snprintf(id, sizeof id, "mcp_%s_a%zu", s->rid, k);
+        json_t *item =
+            gw_rs_mcp_call_item(id, label, name, json_string_value(json_object_get(fn, "arguments")));
+        json_object_set(item, "approval_request_id", json_object_get(a, "id"));
+        run_call(s, x->call, item);
+        json_object_set_new(msg, "content", json_string(gw_rs_mcp_result_text(item)));
+        json_array_append_new(s->items, item);
+    }
+    return true;
+}
+
+/* MCP tools run between the model's turns, which only a local target's generation has (generate.c's
+ * next_turn): a remote or supervised target's answer is relayed whole, so such a request is refused
+ * before any call is made. */
+static bool local_target(xlate *x, json_t *root) {
+    if (!x->s->mcp) return true;
+    const char *model = json_string_value(json_object_get(root, "model"));
+    gw_target *t = model ? gw_target_find(x->call->srv, model) : gw_targets_only(x->call->srv);
+    if (!t || (t->cfg->type == GW_TARGET_LOCAL && !t->supervisor)) return true;
+    return gw_reply_invalid_field(
+        x->call,
+        "'tools' has mcp tools, which run on local targets only; target '%s' is served by "
+        "another process (give a local model, or run the tools yourself as function tools)",
+        t->cfg->name);
+}
+
 static bool input_item(xlate *x, json_t *item, size_t i) {
     if (!json_is_object(item))
         return gw_reply_invalid_field(x->call, "'input[%zu]' must be an object (a message item)", i);
     const char *type = json_string_value(json_object_get(item, "type"));
+    if (type && strcmp(type, "mcp_list_tools") == 0) {
+        keep_item(x, item); /* the model is shown the tools of this request's mcp tools */
+        return true;
+    }
+    if (type && strcmp(type, "mcp_call") == 0) return mcp_call_item(x, item, i);
+    if (type && strcmp(type, "mcp_approval_request") == 0) return mcp_request_item(x, item, i);
+    if (type && strcmp(type, "mcp_approval_response") == 0) return mcp_response_item(x, item, i);
     if (type && strcmp(type, "function_call") == 0) return function_call_item(x, item, i);
     if (type && strcmp(type, "custom_tool_call") == 0) return custom_call_item(x, item, i);
     if (type && (strcmp(type, "function_call_output") == 0 || strcmp(type, "custom_tool_call_output") == 0))
@@ -682,7 +1097,7 @@ static bool input_item(xlate *x, json_t *item, size_t i) {
         return gw_reply_invalid_field(
             x->call,
             "'input[%zu].type' '%s' is not supported; use message, function_call, "
-            "function_call_output, custom_tool_call or custom_tool_call_output items",
+            "function_call_output, custom_tool_call, custom_tool_call_output or mcp items",
             i, type);
     const char *role = json_string_value(json_object_get(item, "role"));
     if (!role)
@@ -777,19 +1192,10 @@ static char *flat_name(const char *ns, const char *name) {
 
 /* Built-in tools: the provider runs them, sipp does not, so the model is not shown them. */
 static bool is_builtin_tool(const char *type) {
-    static const char *const builtin[] = {"web_search",
-                                          "web_search_preview",
-                                          "web_search_2025_08_26",
-                                          "web_search_preview_2025_03_11",
-                                          "file_search",
-                                          "code_interpreter",
-                                          "computer_use",
-                                          "computer_use_preview",
-                                          "computer",
-                                          "image_generation",
-                                          "mcp",
-                                          "tool_search",
-                                          NULL};
+    static const char *const builtin[] = {
+        "web_search",  "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11",
+        "file_search", "code_interpreter",   "computer_use",          "computer_use_preview",
+        "computer",    "image_generation",   "tool_search",           NULL};
     for (const char *const *b = builtin; *b; b++)
         if (strcmp(type, *b) == 0) return true;
     return false;
@@ -874,18 +1280,44 @@ static gw_tool_fate function_or_namespace(gw_call *call, json_t *t, size_t i, js
         return flatten_namespace(ctx, t, i, out) ? GW_TOOL_ADDED : GW_TOOL_REFUSED;
     if (type && strcmp(type, "custom") == 0)
         return custom_tool(ctx, t, i, out) ? GW_TOOL_ADDED : GW_TOOL_REFUSED;
+    if (type && strcmp(type, "mcp") == 0) { /* a configured MCP server's tools (responses_mcp.c) */
+        xlate *x = ctx;
+        return gw_rs_mcp_tool(call, &x->s->mcp, t, i, out, x->rid) ? GW_TOOL_ADDED : GW_TOOL_REFUSED;
+    }
     if (type && is_builtin_tool(type)) return GW_TOOL_LEFT_OUT;
     if (!type || strcmp(type, "function") != 0) {
         gw_reply_invalid_field(
             call,
-            "'tools[%zu].type' must be \"function\", \"custom\" or \"namespace\" (built-in tools such "
-            "as web_search are left out; other tools are not available here)",
+            "'tools[%zu].type' must be \"function\", \"custom\", \"namespace\" or \"mcp\" (built-in tools "
+            "such as web_search are left out; other tools are not available here)",
             i);
         return GW_TOOL_REFUSED;
     }
     const char *name = json_string_value(json_object_get(t, "name"));
     json_array_append_new(out, function_tool(t, name ? name : ""));
     return GW_TOOL_ADDED;
+}
+
+/* tool_choice {"type": "mcp", "server_label", "name"}: that MCP tool is forced (for the first turn:
+ * see next_chat); without a name, one of the server's tools. */
+static bool mcp_choice(xlate *x, json_t *tc, json_t *chat) {
+    const char *label = json_string_value(json_object_get(tc, "server_label"));
+    const char *name = json_string_value(json_object_get(tc, "name")), *has = NULL;
+    if (!label)
+        return gw_reply_invalid_field(x->call, "'tool_choice.server_label' must name the mcp tool's server");
+    if (!name) {
+        json_object_set_new(chat, "tool_choice", json_string("required"));
+        return true;
+    }
+    if (!gw_rs_mcp_find(x->s->mcp, name, &has, NULL) || strcmp(has, label) != 0)
+        return gw_reply_invalid_field(
+            x->call,
+            "'tool_choice' forces '%s' of the MCP server '%s', which no mcp tool of this "
+            "request offers (see its tools with GET /v1/mcp/tools)",
+            name, label);
+    json_object_set_new(chat, "tool_choice",
+                        json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name", name));
+    return true;
 }
 
 /* Function tools -> chat's {"type": "function", "function": {...}}; namespace tools flattened,
@@ -902,6 +1334,7 @@ static bool translate_tools(xlate *x, json_t *root, json_t *chat) {
     if (!gw_translate_tools(x->call, json_object_get(root, "tools"), chat,
                             "'tools' must be an array of function tools", function_or_namespace, x))
         return false;
+    if (tc_type && strcmp(tc_type, "mcp") == 0) return mcp_choice(x, tc, chat);
     if (json_is_object(tc) && json_is_string(json_object_get(tc, "name"))) {
         const char *ns = json_string_value(json_object_get(tc, "namespace"));
         char *flat = ns ? flat_name(ns, json_string_value(json_object_get(tc, "name"))) : NULL;
@@ -999,6 +1432,12 @@ static bool check_options(xlate *x, json_t *root) {
         return gw_reply_invalid_field(
             x->call, "'truncation' must be \"disabled\": a prompt over the context is an error, never cut");
     if (!check_metadata(x->call, json_object_get(root, "metadata"))) return false;
+    json_t *mtc = json_object_get(root, "max_tool_calls");
+    x->s->max_mcp_calls = GW_RS_MCP_MAX_CALLS;
+    if (mtc && !json_is_null(mtc) && (!json_is_integer(mtc) || json_integer_value(mtc) < 1))
+        return gw_reply_invalid_field(x->call, "'max_tool_calls' must be a whole number of at least 1");
+    if (json_is_integer(mtc) && json_integer_value(mtc) < GW_RS_MCP_MAX_CALLS)
+        x->s->max_mcp_calls = (int)json_integer_value(mtc);
     json_t *st = json_object_get(root, "store");
     if (st && !json_is_boolean(st)) return gw_reply_invalid_field(x->call, "'store' must be true or false");
     return true;
@@ -1067,6 +1506,7 @@ void gw_route_responses(gw_call *call) {
         snprintf(s->id, sizeof s->id, "resp_%s", s->rid);
         x.rid = s->rid;
         s->items = json_array();
+        s->pending = json_array();
         s->created_at = gw_unix_now();
         s->store = !json_is_false(json_object_get(root, "store"));
         const char *instructions = json_string_value(json_object_get(root, "instructions"));
@@ -1097,6 +1537,12 @@ void gw_route_responses(gw_call *call) {
     }
     ok = ok && translate_input(&x, json_object_get(root, "input")) &&
          translate_text(&x, json_object_get(root, "text"), chat) && translate_tools(&x, root, chat);
+    if (ok && s->mcp) { /* the output starts with what each MCP server offers, then approved calls */
+        json_t *lists = gw_rs_mcp_list_items(s->mcp);
+        json_array_extend(s->items, lists);
+        json_decref(lists);
+    }
+    ok = ok && local_target(&x, root) && run_approvals(&x);
     if (!ok) {
         json_decref(prev);
         json_decref(root);

@@ -52,6 +52,7 @@ struct gw_residency;
 struct gw_supervisor;
 struct gw_model_watch;
 struct gw_reloads;
+struct gw_mcp;
 
 typedef struct gw_target {
     const gw_target_config *_Atomic cfg; /* replaced (atomically) when a reload changes the target */
@@ -119,6 +120,7 @@ typedef struct gw_server {
     struct gw_model_watch *watch;    /* model_watch.c */
     struct gw_reloads *reloads;      /* reload.c: what reloads replaced, freed at the end */
     sipp_media_budget *media_budget; /* [limits] media_decoded_budget_mb, shared by every target's engine */
+    struct gw_mcp *mcp;              /* mcp_client.c: the [[mcp]] servers as the gateway started with them */
 } gw_server;
 
 #endif

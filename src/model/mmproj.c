@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "llama.h"
 #include "model/audio_decode.h"
 #include "model/mmproj_check.h"
 #include "model/mtmd_bridge.h"
@@ -72,7 +73,9 @@
     X(mtmd_helper_gen_audio_set_input)                                                                       \
     X(mtmd_helper_gen_audio_step_prompt)                                                                     \
     X(mtmd_helper_gen_audio_step_gen)                                                                        \
-    X(mtmd_helper_gen_audio_get_output)
+    X(mtmd_helper_gen_audio_get_output)                                                                      \
+    X(mtmd_gen_inp_default)                                                                                  \
+    X(mtmd_gen_audio_process)
 
 static struct {
 #define FIELD(name) __typeof__(name) *name;
@@ -138,8 +141,8 @@ static sipp_status load_failed(const char *text_path, const char *path, const ch
 }
 
 sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, const char *text_path,
-                             bool use_gpu, enum llama_flash_attn_type flash_attn, sipp_memory *mem,
-                             sipp_mmproj **out, char *errbuf) {
+                             bool use_gpu, enum llama_flash_attn_type flash_attn, int n_threads,
+                             sipp_memory *mem, sipp_mmproj **out, char *errbuf) {
     *out = NULL;
     pthread_once(&api_once, open_api);
     if (*api_error)
@@ -156,7 +159,7 @@ sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, con
     /* libmtmd's default is 4 encoder threads whatever the machine; on 2 cores that is twice the
      * cores, and an encode took twice as long (bench/images.py). The engine's default is the cores. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    cp.n_threads = cores > 0 ? (int)cores : 1;
+    cp.n_threads = n_threads > 0 ? n_threads : cores > 0 ? (int)cores : 1;
     char why[SIPP_ERROR_SIZE];
     sipp_log_capture(why);
     sipp_buffers_capture(mem);
@@ -414,8 +417,13 @@ sipp_status sipp_media_eval(sipp_mmproj *p, struct llama_context *ctx, const sip
 
 /* ---- audio generation (Qwen3-TTS, Pocket TTS) ------------------------------------------------- */
 
+#define RESEED_MASK 0x5bd1e995u /* any other seed will do */
+static sipp_status gen_failed(char *errbuf, const char *what, int32_t rc);
+
 struct sipp_gen_audio {
     mtmd_helper_gen_audio *h;
+    mtmd_context *ctx;
+    float *zeros; /* a hidden state of n_embd zeros, for sipp_gen_audio_reseed */
 };
 
 const char *sipp_mmproj_gen_audio(const sipp_mmproj *p, int *rate) {
@@ -442,10 +450,13 @@ sipp_status sipp_gen_audio_new(sipp_mmproj *p, struct llama_context *lctx, sipp_
     *out = calloc(1, sizeof **out);
     if (!*out) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
     sipp_status st = sipp_mtmd_gen_init(api.mtmd_helper_gen_audio_init, lctx, p->ctx, &(*out)->h, errbuf);
+    (*out)->ctx = p->ctx;
+    (*out)->zeros = calloc((size_t)llama_model_n_embd(llama_get_model(lctx)), sizeof(float));
+    if (st == SIPP_OK && !(*out)->zeros) st = sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
     if (st == SIPP_OK && !(*out)->h)
         st = sipp_fail(errbuf, SIPP_ERR_INTERNAL, "libmtmd could not start audio generation");
     if (st != SIPP_OK) {
-        free(*out);
+        sipp_gen_audio_free(*out);
         *out = NULL;
     }
     return st;
@@ -454,7 +465,25 @@ sipp_status sipp_gen_audio_new(sipp_mmproj *p, struct llama_context *lctx, sipp_
 void sipp_gen_audio_free(sipp_gen_audio *g) {
     if (!g) return;
     if (g->h) api.mtmd_helper_gen_audio_free(g->h);
+    free(g->zeros);
     free(g);
+}
+
+/* libmtmd reseeds its projector's generator only when a step's seed differs from the last one, so a
+ * second call with the same seed would go on drawing where the first stopped. One GEN_CODE step on a
+ * zero hidden state with another seed makes the next step (the call's first) reseed with seed, so
+ * every call starts where llama-tts's one generation starts. */
+sipp_status sipp_gen_audio_reseed(sipp_gen_audio *g, uint32_t seed, char *errbuf) {
+    if (seed == SIPP_SEED_RANDOM) return SIPP_OK;
+    struct mtmd_gen_inp inp = api.mtmd_gen_inp_default(g->ctx);
+    inp.type = MTMD_GEN_PROCESS_TYPE_GEN_CODE;
+    inp.code0 = 0;
+    inp.embd = g->zeros;
+    inp.seed = seed ^ RESEED_MASK;
+    int32_t rc;
+    sipp_status st = sipp_mtmd_gen_process(api.mtmd_gen_audio_process, g->ctx, &inp, &rc, errbuf);
+    if (st == SIPP_OK && rc != 0) st = gen_failed(errbuf, "starting from the seed", rc);
+    return st;
 }
 
 /* libmtmd's helper logs why a step failed; the message sipp gives names the step and points there. */

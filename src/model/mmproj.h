@@ -56,10 +56,10 @@ typedef struct sipp_mmproj sipp_mmproj;
  * file is checked first (a projector GGUF), then libmtmd checks its output width against lm's
  * n_embd. Its buffers are counted into mem. SIPP_ERR_MODEL naming the file and the problem (both
  * widths for a mismatch; what sipp does not support yet: M-RoPE positions); SIPP_ERR_BACKEND when
- * the artifact has no libmtmd. */
+ * the artifact has no libmtmd. n_threads: its CPU threads (0: the machine's cores). */
 sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, const char *text_path,
-                             bool use_gpu, enum llama_flash_attn_type flash_attn, sipp_memory *mem,
-                             sipp_mmproj **out, char *errbuf);
+                             bool use_gpu, enum llama_flash_attn_type flash_attn, int n_threads,
+                             sipp_memory *mem, sipp_mmproj **out, char *errbuf);
 void sipp_mmproj_free(sipp_mmproj *p);
 bool sipp_mmproj_vision(const sipp_mmproj *p); /* it takes images */
 bool sipp_mmproj_audio(const sipp_mmproj *p);  /* it takes audio */
@@ -121,5 +121,8 @@ sipp_status sipp_gen_audio_step(sipp_gen_audio *g, llama_token sampled, const fl
                                 const float **h_out, bool *stop, char *errbuf);
 /* All the audio so far, as floats in [-1, 1] at the pipeline's rate (valid until the next call). */
 sipp_status sipp_gen_audio_output(sipp_gen_audio *g, const float **pcm, size_t *n, char *errbuf);
+/* Makes the next generation draw from seed afresh (libmtmd keeps drawing across calls otherwise);
+ * call before sipp_gen_audio_start. SIPP_SEED_RANDOM: nothing to do. */
+sipp_status sipp_gen_audio_reseed(sipp_gen_audio *g, uint32_t seed, char *errbuf);
 
 #endif

@@ -301,7 +301,7 @@ static sipp_status load_projector(sipp_model *m, const sipp_model_params *params
     char device[SIPP_CLIP_DEVICE_MAX];
     sipp_placement_projector_begin(device);
     sipp_status st = sipp_mmproj_load(params->mmproj, m->lm, m->path, params->mmproj_offload && !m->cpu_only,
-                                      m->flash_attn, &m->mem, &m->mmproj, errbuf);
+                                      m->flash_attn, 0, &m->mem, &m->mmproj, errbuf);
     sipp_placement_projector_end(m, st == SIPP_OK ? device : "", params->mmproj);
     if (st != SIPP_OK) return st;
     m->info.vision = sipp_mmproj_vision(m->mmproj);

@@ -108,4 +108,13 @@ sipp_status sipp_mtmd_gen_output(sipp_mtmd_gen_output_fn fn, mtmd_helper_gen_aud
                    [&] { *out = fn(g, rate, data, len, n_samples); });
 }
 
+sipp_status sipp_mtmd_gen_process(sipp_mtmd_gen_process_fn fn, mtmd_context *ctx,
+                                  const struct mtmd_gen_inp *inp, int32_t *out, char *err) {
+    *out = -1;
+    return guarded(err, "libmtmd failed a generation step", [&] {
+        struct mtmd_gen_out o;
+        *out = fn(ctx, inp, &o);
+    });
+}
+
 } // extern "C"

@@ -43,6 +43,8 @@ typedef int32_t (*sipp_mtmd_gen_step_fn)(mtmd_helper_gen_audio *, llama_token, c
                                          bool *);
 typedef int32_t (*sipp_mtmd_gen_output_fn)(mtmd_helper_gen_audio *, int32_t *, const char **, size_t *,
                                            int64_t *);
+typedef int32_t (*sipp_mtmd_gen_process_fn)(mtmd_context *, const struct mtmd_gen_inp *,
+                                            struct mtmd_gen_out *);
 
 /* Each returns SIPP_OK with the function's result in *out, or, when it threw, SIPP_ERR_NO_MEMORY
  * (std::bad_alloc, std::length_error) or SIPP_ERR_INTERNAL (anything else) with "what: the
@@ -73,6 +75,9 @@ sipp_status sipp_mtmd_gen_step(sipp_mtmd_gen_step_fn fn, mtmd_helper_gen_audio *
                                const float *h_in, const float **h_out, bool *stop, int32_t *out, char *err);
 sipp_status sipp_mtmd_gen_output(sipp_mtmd_gen_output_fn fn, mtmd_helper_gen_audio *g, int32_t *rate,
                                  const char **data, size_t *len, int64_t *n_samples, int32_t *out, char *err);
+
+sipp_status sipp_mtmd_gen_process(sipp_mtmd_gen_process_fn fn, mtmd_context *ctx,
+                                  const struct mtmd_gen_inp *inp, int32_t *out, char *err);
 
 #ifdef __cplusplus
 }

@@ -110,7 +110,16 @@ const char *sipp_tts_voice_borrow(const sipp_tts *t, size_t i) {
     return sipp_flite_voice_name(i);
 }
 
-uint64_t sipp_tts_memory_bytes(const sipp_tts *t) { return t->gen ? sipp_tts_gen_memory(t->gen) : 0; }
+void sipp_tts_memory(const sipp_tts *t, sipp_memory *out) {
+    memset(out, 0, sizeof *out);
+    if (t->gen) sipp_tts_gen_memory(t->gen, out);
+}
+
+uint64_t sipp_tts_memory_bytes(const sipp_tts *t) {
+    sipp_memory m;
+    sipp_tts_memory(t, &m);
+    return sipp_memory_total(&m);
+}
 
 /* ---- one call ---------------------------------------------------------------------------------- */
 

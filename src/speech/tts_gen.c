@@ -11,9 +11,14 @@
  * samples: its context (the model's training context, batch 2048, embeddings), its sampler chain
  * (the model's suppressed tokens, then llama.cpp common's default order with the TTS example's
  * repeat penalty, top-k 40, top-p 0.95, min-p 0.05, temperature 0.8, then the seeded draw), its frame
- * cap (512) and its float-to-16-bit conversion (clamp, times 32767, truncated). One generation at a time per
- * handle (one llama context, one helper state): the handle's lock serialises callers, and each call starts
- * from an empty KV.
+ * cap (512) and its float-to-16-bit conversion (clamp, times 32767, truncated).
+ *
+ * Calls that overlap each take a state of their own, up to n_parallel of them (a backbone context and
+ * a projector context with its generation helper, all on the one loaded backbone model), so two
+ * requests generate at once instead of one after the other; a call finds a free state under the
+ * handle's lock (waiting for one when all are busy) and starts from an empty KV. Each state runs
+ * n_threads threads in the backbone and in the projector: on a small machine, parallel states of one
+ * thread each keep the cores busy without the spinning of oversubscribed thread pools.
  */
 #include "speech/tts_gen.h"
 
@@ -22,11 +27,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
 #include "llama.h"
 #include "model/mmproj.h"
+#include "model/mmproj_check.h"
 #include "model/model.h"
 #include "mtmd-helper.h"
 #include "util/util.h"
@@ -42,29 +49,44 @@
 #define TTS_PENALTY_REPEAT 1.05f
 #define TTS_LANGUAGE "en"
 #define SPEAKER_MAX_SECONDS 60.0 /* a reference clip longer than this is refused */
+#define STATE_WAIT_MS 50         /* a call waiting for a free state looks at its cancel flag this often */
+
+/* One generation at a time: a context of the backbone, a projector context and the helper on them. */
+typedef struct gen_state {
+    struct llama_context *lctx;
+    sipp_mmproj *mmproj;
+    sipp_gen_audio *gen;
+    bool busy; /* under the handle's lock */
+} gen_state;
 
 struct sipp_tts_gen {
-    sipp_model *model;
-    struct llama_context *lctx;
-    sipp_gen_audio *gen;
-    struct mtmd_bitmap *speaker; /* NULL without a reference */
+    sipp_model *model; /* the backbone, loaded without a projector: each state has its own */
+    gen_state *states;
+    int n_states;
+    struct mtmd_bitmap *speaker; /* NULL without a reference; read by every state */
     const char *pipeline;
     int rate;
-    uint64_t memory;
+    sipp_memory memory; /* the weights' and the states' buffers, by place */
     pthread_mutex_t mu;
+    pthread_cond_t free_state;
 };
 
 const char *sipp_tts_gen_pipeline(const sipp_tts_gen *g) { return g->pipeline; }
 int sipp_tts_gen_rate(const sipp_tts_gen *g) { return g->rate; }
-uint64_t sipp_tts_gen_memory(const sipp_tts_gen *g) { return g->memory; }
+void sipp_tts_gen_memory(const sipp_tts_gen *g, sipp_memory *out) { *out = g->memory; }
 
 void sipp_tts_gen_free(sipp_tts_gen *g) {
     if (!g) return;
-    sipp_gen_audio_free(g->gen);
+    for (int i = 0; g->states && i < g->n_states; i++) {
+        sipp_gen_audio_free(g->states[i].gen);
+        if (g->states[i].lctx) llama_free(g->states[i].lctx);
+        sipp_mmproj_free(g->states[i].mmproj);
+    }
+    free(g->states);
     sipp_mmproj_bitmap_free(g->speaker);
-    if (g->lctx) llama_free(g->lctx);
     sipp_model_free(g->model);
     pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->free_state);
     free(g);
 }
 
@@ -87,33 +109,38 @@ static sipp_status load_speaker(sipp_tts_gen *g, const char *path, char *err) {
     item.len = b.len;
     char where[300];
     snprintf(where, sizeof where, "speaker clip '%.250s'", path);
-    sipp_status st = sipp_mmproj_audio_bitmap(g->model->mmproj, &item, where, &g->speaker, err);
+    sipp_status st = sipp_mmproj_audio_bitmap(g->states[0].mmproj, &item, where, &g->speaker, err);
     sipp_buf_free(&b);
     return st;
 }
 
-/* The backbone's context as llama-tts's common_init_from_params makes it, on sipp's backend policy. */
-static sipp_status make_context(sipp_tts_gen *g, int threads, char *err) {
+static int thread_count(int threads) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return threads > 0 ? threads : (cores > 0 ? (int)cores : 1);
+}
+
+/* State i: the backbone's context as llama-tts's common_init_from_params makes it, on sipp's backend
+ * policy, and a projector context for it, their buffers counted into g->memory. */
+static sipp_status make_state(sipp_tts_gen *g, const sipp_tts_params *p, gen_state *s, char *err) {
     struct llama_context_params cp = sipp_model_context_params(g->model);
     cp.n_ctx = 0; /* the model's training context, as llama-tts */
     cp.n_batch = TTS_N_BATCH;
     cp.n_seq_max = 1;
     cp.embeddings = true;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    cp.n_threads = cp.n_threads_batch = threads > 0 ? threads : (cores > 0 ? (int)cores : 1);
+    cp.n_threads = cp.n_threads_batch = thread_count(p->n_threads);
     sipp_memory mem = {0};
     sipp_buffers_capture(&mem);
-    g->lctx = llama_init_from_model(g->model->lm, cp);
+    s->lctx = llama_init_from_model(g->model->lm, cp);
     sipp_buffers_capture(NULL);
-    if (!g->lctx)
+    if (!s->lctx)
         return sipp_fail(err, SIPP_ERR_BACKEND, "could not make a context for '%s'", g->model->path);
-    sipp_memory weights;
-    sipp_model_memory(g->model, &weights);
-    g->memory = weights.host_bytes + mem.host_bytes;
-    for (int i = 0; i < weights.n_devices; i++)
-        g->memory += weights.devices[i].bytes;
-    for (int i = 0; i < mem.n_devices; i++)
-        g->memory += mem.devices[i].bytes;
+    sipp_memory_merge(&g->memory, &mem);
+    memset(&mem, 0, sizeof mem);
+    sipp_status st =
+        sipp_mmproj_load(p->mmproj, g->model->lm, g->model->path, !g->model->cpu_only, g->model->flash_attn,
+                         thread_count(p->n_threads), &mem, &s->mmproj, err);
+    if (st != SIPP_OK) return st;
+    sipp_memory_merge(&g->memory, &mem);
     return SIPP_OK;
 }
 
@@ -126,6 +153,34 @@ static sipp_status check_pair(const sipp_tts_params *p, char *err) {
     return SIPP_OK;
 }
 
+/* What the first state's projector generates; false with err when it is not a speech projector. */
+static sipp_status check_pipeline(sipp_tts_gen *g, const sipp_tts_params *p, char *err) {
+    if (!(g->pipeline = sipp_mmproj_gen_audio(g->states[0].mmproj, &g->rate)))
+        return sipp_fail(
+            err, SIPP_ERR_MODEL,
+            "projector '%s' generates no audio: a speech pair is a Qwen3-TTS or Pocket TTS backbone with "
+            "its own mmproj",
+            p->mmproj);
+    if (g->rate <= 0)
+        return sipp_fail(err, SIPP_ERR_MODEL, "projector '%s' declares no sample rate", p->mmproj);
+    return SIPP_OK;
+}
+
+static sipp_status load_states(sipp_tts_gen *g, const sipp_tts_params *p, char *err) {
+    g->n_states = p->n_parallel > 0 ? p->n_parallel : 1;
+    if (!(g->states = calloc((size_t)g->n_states, sizeof *g->states)))
+        return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    sipp_model_memory(g->model, &g->memory);
+    sipp_status st = SIPP_OK;
+    for (int i = 0; st == SIPP_OK && i < g->n_states; i++) {
+        st = make_state(g, p, &g->states[i], err);
+        if (st == SIPP_OK && i == 0) st = check_pipeline(g, p, err);
+        if (st == SIPP_OK)
+            st = sipp_gen_audio_new(g->states[i].mmproj, g->states[i].lctx, &g->states[i].gen, err);
+    }
+    return st;
+}
+
 sipp_status sipp_tts_gen_load(const sipp_tts_params *p, sipp_tts_gen **out, char *err) {
     *out = NULL;
     sipp_status st = check_pair(p, err);
@@ -133,21 +188,13 @@ sipp_status sipp_tts_gen_load(const sipp_tts_params *p, sipp_tts_gen **out, char
     sipp_tts_gen *g = calloc(1, sizeof *g);
     if (!g) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
     pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->free_state, NULL);
     sipp_model_params mp = sipp_model_default_params();
     mp.backend = p->backend;
-    mp.mmproj = p->mmproj;
-    st = sipp_model_load(p->model, &mp, &g->model, err);
-    if (st == SIPP_OK && !(g->pipeline = sipp_mmproj_gen_audio(g->model->mmproj, &g->rate)))
-        st = sipp_fail(
-            err, SIPP_ERR_MODEL,
-            "projector '%s' generates no audio: a speech pair is a Qwen3-TTS or Pocket TTS backbone with "
-            "its own mmproj",
-            p->mmproj);
-    if (st == SIPP_OK && g->rate <= 0)
-        st = sipp_fail(err, SIPP_ERR_MODEL, "projector '%s' declares no sample rate", p->mmproj);
-    if (st == SIPP_OK) st = make_context(g, p->n_threads, err);
+    st = sipp_mmproj_check_file(p->mmproj, NULL, err); /* before the backbone's weights are read */
+    if (st == SIPP_OK) st = sipp_model_load(p->model, &mp, &g->model, err);
+    if (st == SIPP_OK) st = load_states(g, p, err);
     if (st == SIPP_OK && p->speaker) st = load_speaker(g, p->speaker, err);
-    if (st == SIPP_OK) st = sipp_gen_audio_new(g->model->mmproj, g->lctx, &g->gen, err);
     if (st != SIPP_OK) {
         sipp_tts_gen_free(g);
         return st;
@@ -195,8 +242,7 @@ static bool cancelled(const sipp_speak_options *o) {
 }
 
 /* The frames of one piece, after its prompt: llama-tts's loop. */
-static sipp_status frames(sipp_tts_gen *g, struct llama_sampler *smpl, const sipp_speak_options *o,
-                          char *err) {
+static sipp_status frames(gen_state *g, struct llama_sampler *smpl, const sipp_speak_options *o, char *err) {
     int max = o->max_frames > 0 ? o->max_frames : TTS_MAX_FRAMES;
     llama_token sampled = llama_sampler_sample(smpl, g->lctx, -1);
     const float *h = llama_get_embeddings_ith(g->lctx, -1);
@@ -225,9 +271,9 @@ static sipp_status to_pcm16(const float *pcm, size_t n, int16_t **out, size_t *n
     return SIPP_OK;
 }
 
-static sipp_status speak_locked(sipp_tts_gen *g, const char *text, size_t len, const sipp_speak_options *o,
-                                int16_t **out, size_t *n, char *err) {
-    llama_memory_clear(llama_get_memory(g->lctx), true);
+static sipp_status speak_in(sipp_tts_gen *g, gen_state *state, const char *text, size_t len,
+                            const sipp_speak_options *o, int16_t **out, size_t *n, char *err) {
+    llama_memory_clear(llama_get_memory(state->lctx), true);
     struct mtmd_helper_gen_audio_inp inp = {
         .seq_id = 0,
         .prompt = text,
@@ -239,25 +285,48 @@ static sipp_status speak_locked(sipp_tts_gen *g, const char *text, size_t len, c
         .seed = o->seed,
         .out_type = MTMD_HELPER_GEN_AUDIO_OUTTYPE_PCM,
     };
-    sipp_status st = sipp_gen_audio_start(g->gen, &inp, TTS_N_BATCH, err);
+    sipp_status st = sipp_gen_audio_reseed(state->gen, o->seed, err);
+    if (st == SIPP_OK) st = sipp_gen_audio_start(state->gen, &inp, TTS_N_BATCH, err);
     if (st != SIPP_OK) return st;
     struct llama_sampler *smpl = make_sampler(g, o);
     if (!smpl) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
-    st = frames(g, smpl, o, err);
+    st = frames(state, smpl, o, err);
     llama_sampler_free(smpl);
     const float *pcm;
     size_t n_pcm;
-    if (st == SIPP_OK) st = sipp_gen_audio_output(g->gen, &pcm, &n_pcm, err);
+    if (st == SIPP_OK) st = sipp_gen_audio_output(state->gen, &pcm, &n_pcm, err);
     if (st == SIPP_OK) st = to_pcm16(pcm, n_pcm, out, n, err);
     return st;
+}
+
+/* A free state, taken; NULL when the call was cancelled while it waited for one. */
+static gen_state *take_state(sipp_tts_gen *g, const sipp_speak_options *o) {
+    gen_state *s = NULL;
+    pthread_mutex_lock(&g->mu);
+    while (!s && !cancelled(o)) {
+        for (int i = 0; !s && i < g->n_states; i++)
+            if (!g->states[i].busy) s = &g->states[i];
+        if (!s) {
+            struct timespec ts;
+            sipp_deadline_in(&ts, CLOCK_REALTIME, STATE_WAIT_MS);
+            pthread_cond_timedwait(&g->free_state, &g->mu, &ts);
+        }
+    }
+    if (s) s->busy = true;
+    pthread_mutex_unlock(&g->mu);
+    return s;
 }
 
 sipp_status sipp_tts_gen_speak(sipp_tts_gen *g, const char *text, size_t len, const sipp_speak_options *o,
                                int16_t **out, size_t *n, char *err) {
     *out = NULL;
     *n = 0;
+    gen_state *state = take_state(g, o);
+    if (!state) return sipp_fail(err, SIPP_ERR_CANCELLED, "speech cancelled");
+    sipp_status st = speak_in(g, state, text, len, o, out, n, err);
     pthread_mutex_lock(&g->mu);
-    sipp_status st = speak_locked(g, text, len, o, out, n, err);
+    state->busy = false;
+    pthread_cond_signal(&g->free_state);
     pthread_mutex_unlock(&g->mu);
     return st;
 }

@@ -19,7 +19,7 @@ void sipp_tts_gen_free(sipp_tts_gen *g);
 
 const char *sipp_tts_gen_pipeline(const sipp_tts_gen *g); /* "qwen3tts" or "pockettts" */
 int sipp_tts_gen_rate(const sipp_tts_gen *g);
-uint64_t sipp_tts_gen_memory(const sipp_tts_gen *g);
+void sipp_tts_gen_memory(const sipp_tts_gen *g, sipp_memory *out); /* by place, measured at load */
 
 /* Speaks text[0..len) as llama-tts does: *out malloc'ed samples (*n) at the pipeline's rate. Stops with
  * SIPP_ERR_CANCELLED between frames once *o->cancel is set. Calls on one g are serialised inside. */

@@ -13,8 +13,8 @@
 #include "util/util.h"
 
 sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, const char *text_path,
-                             bool use_gpu, enum llama_flash_attn_type flash_attn, sipp_memory *mem,
-                             sipp_mmproj **out, char *errbuf) {
+                             bool use_gpu, enum llama_flash_attn_type flash_attn, int n_threads,
+                             sipp_memory *mem, sipp_mmproj **out, char *errbuf) {
     *out = NULL;
     return sipp_fail(
         errbuf, SIPP_ERR_BACKEND,

@@ -96,6 +96,7 @@ void gw_metrics_tokens(gw_metrics *m, int t, int prompt, int cached, int generat
 gw_target *gw_target_find(gw_server *s, const char *name) {
     return name && strcmp(name, "tiny") == 0 ? &target : NULL;
 }
+gw_target *gw_targets_only(gw_server *s) { return &target; }
 
 json_t *gw_model_capabilities(gw_call *call, gw_target *t) { return json_array(); }
 
@@ -138,7 +139,8 @@ void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, json_t
 }
 
 /* Embeddings end at the target (gw_call_target above). */
-void gw_embed(gw_call *call, gw_target *t, gw_gen *g) { abort(); }
+void gw_embed(gw_call *call, gw_target *t, gw_gen *g, const gw_embed_format *fmt) { abort(); }
+void gw_count_tokens(gw_call *call, gw_target *t, gw_gen *g, const gw_rename *renames) { abort(); }
 /* What the kinds (src/gateway/kinds/) describe targets with: never reached by a translation. */
 int gw_residency_state(gw_server *srv, gw_target *t, char *out, size_t n) { abort(); }
 void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o) { abort(); }

@@ -21,6 +21,7 @@ ROUTES = [
     ("ready", "GET", "/ready", None, None),
     ("models", "GET", "/v1/models", None, "data"),
     ("backends", "GET", "/v1/backends", None, None),
+    ("mcp_tools", "GET", "/v1/mcp/tools", None, "data"),
     ("openai_chat", "POST", "/v1/chat/completions", {"model": TARGET, "messages": MSGS, "max_tokens": 4}, "choices"),
     ("openai_completions", "POST", "/v1/completions", {"model": TARGET, "prompt": "Hello", "max_tokens": 4},
      "choices"),
@@ -40,13 +41,15 @@ ROUTES = [
     ("native_chat", "POST", "/v1/chat", {"model": TARGET, "messages": MSGS, "max_tokens": 4, "stream": False}, None),
     ("native_embed", "POST", "/v1/embed", {"model": TARGET, "input": "hello"}, None),
     ("erase_slots", "POST", f"/v1/models/{TARGET}/erase_slots", {}, "erased"),
+    ("openai_speech", "POST", "/v1/audio/speech", {"model": "voice", "input": "Hello.", "response_format": "wav"},
+     None),
 ]
 
 
 class SmokeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.gw = gw.serve_model(gw.model(TARGET), "--parallel", "2", "--ctx-size", "512")
+        cls.gw = gw.serve_model(gw.model(TARGET), "--parallel", "2", "--ctx-size", "512", "--voice")
 
     @classmethod
     def tearDownClass(cls):

@@ -11,7 +11,10 @@ import array
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import threading
+import time
 import unittest
 import wave
 
@@ -97,6 +100,39 @@ class PocketPairTest(unittest.TestCase):
         run_sipp(["speak", self.model, "--mmproj", self.mmproj, TEXT, "--seed", "1", "-o", out], check=True)
         with open(out, "rb") as f:
             self.assertEqual(f.read(4), b"fLaC")
+
+    def test_parallel_states_speak_at_once_the_same(self):
+        """parallel=2: two calls generate at once, each in its own state, and each gives what one alone
+        gives (and what `sipp speak` gives)."""
+        sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+        import sipp
+        long_text = " ".join([TEXT] * 6)
+        _, alone = self.speak(1)
+        with sipp.Voice(self.model, mmproj=self.mmproj, threads=1, parallel=2) as v:
+            solo = v.speech(long_text, format="pcm", seed=1)
+            results, spans = [None, None], [None, None]
+
+            def one(i):
+                t0 = time.monotonic()
+                results[i] = v.speech(long_text, format="pcm", seed=1)
+                spans[i] = (t0, time.monotonic())
+
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual(results, [solo, solo])
+            first = v.speech(TEXT, format="wav", seed=1)
+        self.assertEqual(samples_of(first), alone)
+        self.assertLess(max(a for a, _ in spans), min(b for _, b in spans), "the two calls did not overlap")
+
+
+def samples_of(wav_bytes):
+    with tempfile.NamedTemporaryFile(suffix=".wav") as f:
+        f.write(wav_bytes)
+        f.flush()
+        return samples(f.name)[1]
 
 
 if __name__ == "__main__":

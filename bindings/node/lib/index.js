@@ -110,6 +110,59 @@ async function speech(input, options = {}) {
   }
 }
 
+/**
+ * speech.stream(input, options) is speech() as an async iterator of Buffers: each sentence's encoded
+ * audio as soon as it is spoken (a WAV's sizes are placeholders then, as ffmpeg writes one to a pipe).
+ * Leaving the loop early (break, return, an exception) stops the speech.
+ *
+ *   for await (const chunk of speech.stream('Hello there. Goodbye!', { format: 'pcm' })) player.write(chunk);
+ */
+function speechStream(input, options = {}) {
+  if (typeof input !== 'string') throw invalid('input must be a string');
+  for (const k of Object.keys(options)) {
+    if (!SPEECH_OPTIONS.includes(k)) throw invalid(`unknown speech option '${k}' (known: ${SPEECH_OPTIONS.join(', ')})`);
+  }
+  const { model = 'flite', ...rest } = options;
+  const chunks = [];
+  let ended = false;
+  let failure = null;
+  let wake = null;
+  let handle = null;
+  const onEvent = (err, chunk) => {
+    if (err) failure = toSippError(err);
+    if (chunk) chunks.push(chunk);
+    else ended = true;
+    if (wake) wake();
+  };
+  const start = async () => {
+    await native.init(selection.artifact);
+    handle = native.load().speechStream(model, input, rest, onEvent);
+  };
+  let started = null;
+  return {
+    [Symbol.asyncIterator]() { return this; },
+    async next() {
+      try {
+        await (started = started || start());
+      } catch (e) {
+        throw toSippError(e);
+      }
+      while (!chunks.length && !ended) await new Promise((resolve) => { wake = resolve; });
+      wake = null;
+      if (chunks.length) return { value: chunks.shift(), done: false };
+      if (failure) throw failure;
+      return { value: undefined, done: true };
+    },
+    async return() {
+      if (handle && !ended) native.load().speechCancel(handle);
+      ended = true;
+      chunks.length = 0;
+      return { value: undefined, done: true };
+    },
+  };
+}
+speech.stream = speechStream;
+
 exports.SippClient = SippClient;
 exports.speech = speech;
 exports.SippError = SippError;

@@ -705,10 +705,72 @@ typedef struct speech_work {
     size_t len, cap;
     sipp_status status;
     char err[SIPP_ERROR_SIZE];
+    /* speechStream(): each encoded chunk goes to JavaScript as it is made, through tsfn, and the
+     * call stops when the shared flag (also held by the JavaScript handle) is set */
+    napi_threadsafe_function tsfn;
+    struct speech_flag *flag;
 } speech_work;
+
+/* A stream's cancel flag, shared by its work and its JavaScript handle: freed by the last of them. */
+typedef struct speech_flag {
+    volatile bool cancel;
+    atomic_int refs;
+} speech_flag;
+
+static void flag_release(speech_flag *f) {
+    if (f && atomic_fetch_sub(&f->refs, 1) == 1) free(f);
+}
+
+static void flag_finalize(napi_env env, void *data, void *hint) { flag_release(data); }
+
+/* What a stream hands to JavaScript: encoded bytes, or (end) the outcome. */
+typedef struct speech_event {
+    char *bytes;
+    size_t len;
+    bool end;
+    sipp_status status;
+    char err[SIPP_ERROR_SIZE];
+} speech_event;
+
+/* onEvent(error, chunk): a Buffer per chunk; at the end (null, null), or (Error) when it failed. */
+static void speech_call_js(napi_env env, napi_value js_cb, void *context, void *data) {
+    speech_event *ev = data;
+    if (env && js_cb) {
+        napi_value argv[2], undef;
+        napi_get_undefined(env, &undef);
+        napi_get_null(env, &argv[0]);
+        napi_get_null(env, &argv[1]);
+        void *copy = NULL;
+        if (ev->end && ev->status != SIPP_OK)
+            argv[0] = make_error(env, ev->status, ev->err);
+        else if (!ev->end)
+            napi_create_buffer_copy(env, ev->len, ev->len ? ev->bytes : "", &copy, &argv[1]);
+        napi_call_function(env, undef, js_cb, 2, argv, NULL);
+    }
+    free(ev->bytes);
+    free(ev);
+}
+
+static bool speech_post(speech_work *w, const void *data, size_t n, bool end) {
+    speech_event *ev = calloc(1, sizeof *ev);
+    if (!ev || (n && !(ev->bytes = malloc(n)))) {
+        free(ev);
+        return false;
+    }
+    if (n) memcpy(ev->bytes, data, n);
+    ev->len = n;
+    ev->end = end;
+    ev->status = w->status;
+    snprintf(ev->err, sizeof ev->err, "%s", w->err);
+    if (napi_call_threadsafe_function(w->tsfn, ev, napi_tsfn_blocking) == napi_ok) return true;
+    free(ev->bytes);
+    free(ev);
+    return false;
+}
 
 static bool speech_bytes(const void *data, size_t n, void *user) {
     speech_work *w = user;
+    if (w->tsfn) return !w->flag->cancel && speech_post(w, data, n, false);
     if (w->len + n > w->cap) {
         size_t cap = w->cap ? w->cap : 65536;
         while (cap < w->len + n)
@@ -728,12 +790,14 @@ static void speech_work_free(speech_work *w) {
     for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
         free(strings[i]);
     sipp_audio_encoder_free(w->enc);
+    flag_release(w->flag);
     free(w);
 }
 
 static bool speech_audio(const int16_t *samples, size_t n, int rate, void *user) {
     speech_work *w = user;
-    if (!w->enc && sipp_audio_encoder_new(w->fmt, rate, false, speech_bytes, w, &w->enc, w->err) != SIPP_OK)
+    if (!w->enc &&
+        sipp_audio_encoder_new(w->fmt, rate, w->tsfn != NULL, speech_bytes, w, &w->enc, w->err) != SIPP_OK)
         return false;
     if (sipp_audio_encoder_write(w->enc, samples, n) == SIPP_OK) return true;
     snprintf(w->err, sizeof w->err, "%s", sipp_audio_encoder_last_error(w->enc));
@@ -752,16 +816,20 @@ static void speech_execute(napi_env env, void *data) {
     w->o.language = w->language;
     w->o.on_audio = speech_audio;
     w->o.user = w;
+    if (w->flag) w->o.cancel = &w->flag->cancel;
     w->status = sipp_tts_speak(t, w->text, &w->o, NULL, NULL, NULL);
     if (w->status != SIPP_OK && !*w->err) snprintf(w->err, sizeof w->err, "%s", sipp_tts_last_error(t));
     if (w->status == SIPP_OK && w->enc && (w->status = sipp_audio_encoder_finish(w->enc)) != SIPP_OK)
         snprintf(w->err, sizeof w->err, "%s", sipp_audio_encoder_last_error(w->enc));
     sipp_tts_free(t);
+    if (w->tsfn) speech_post(w, NULL, 0, true);
 }
 
 static void speech_complete(napi_env env, napi_status status, void *data) {
     speech_work *w = data;
-    if (w->status != SIPP_OK) {
+    if (w->tsfn) { /* a stream: its end went through tsfn, after its chunks */
+        napi_release_threadsafe_function(w->tsfn, napi_tsfn_release);
+    } else if (w->status != SIPP_OK) {
         napi_reject_deferred(env, w->deferred, make_error(env, w->status, w->err));
     } else {
         napi_value buf;
@@ -787,12 +855,13 @@ static bool speech_options(napi_env env, napi_value opts, speech_work *w) {
     return ok;
 }
 
-/* speech(model, text, options) -> Promise<Buffer>: the encoded audio (options.format, default wav). */
-static napi_value js_speech(napi_env env, napi_callback_info info) {
-    napi_value argv[3], promise, name;
-    if (!get_args(env, info, 3, argv)) return NULL;
+/* A speech_work for speech(model, text, options, ...); NULL after throwing. */
+static speech_work *speech_prepare(napi_env env, napi_value *argv) {
     speech_work *w = calloc(1, sizeof *w);
-    if (!w) return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
+    if (!w) {
+        throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
+        return NULL;
+    }
     w->o = sipp_speak_default_options();
     bool ok = (w->model = dup_string(env, argv[0], "model")) &&
               (w->text = dup_string(env, argv[1], "input")) && speech_options(env, argv[2], w);
@@ -803,14 +872,69 @@ static napi_value js_speech(napi_env env, napi_callback_info info) {
         throw_status(env, SIPP_ERR_INVALID_ARGUMENT, msg);
         ok = false;
     }
-    if (ok && napi_create_promise(env, &w->deferred, &promise) == napi_ok) {
-        napi_create_string_utf8(env, "sipp.speech", NAPI_AUTO_LENGTH, &name);
-        if (napi_create_async_work(env, NULL, name, speech_execute, speech_complete, w, &w->work) ==
-                napi_ok &&
-            napi_queue_async_work(env, w->work) == napi_ok)
-            return promise;
-    }
+    if (ok) return w;
     speech_work_free(w);
+    return NULL;
+}
+
+static bool speech_queue(napi_env env, speech_work *w) {
+    napi_value name;
+    napi_create_string_utf8(env, "sipp.speech", NAPI_AUTO_LENGTH, &name);
+    return napi_create_async_work(env, NULL, name, speech_execute, speech_complete, w, &w->work) == napi_ok &&
+           napi_queue_async_work(env, w->work) == napi_ok;
+}
+
+/* speech(model, text, options) -> Promise<Buffer>: the encoded audio (options.format, default wav). */
+static napi_value js_speech(napi_env env, napi_callback_info info) {
+    napi_value argv[3], promise;
+    if (!get_args(env, info, 3, argv)) return NULL;
+    speech_work *w = speech_prepare(env, argv);
+    if (!w) return NULL;
+    if (napi_create_promise(env, &w->deferred, &promise) == napi_ok && speech_queue(env, w)) return promise;
+    speech_work_free(w);
+    return NULL;
+}
+
+/* speechStream(model, text, options, onEvent) -> handle: the audio as it is encoded, each sentence's
+ * bytes as soon as it is spoken (a streamed WAV carries placeholder sizes); speechCancel(handle) stops
+ * it within one sentence (flite) or one frame (a GGUF pair), ending it with a cancelled error. */
+static napi_value js_speech_stream(napi_env env, napi_callback_info info) {
+    napi_value argv[4], name, handle;
+    if (!get_args(env, info, 4, argv)) return NULL;
+    speech_work *w = speech_prepare(env, argv);
+    if (!w) return NULL;
+    if (!(w->flag = calloc(1, sizeof *w->flag))) {
+        speech_work_free(w);
+        return throw_status(env, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+    atomic_init(&w->flag->refs, 2); /* the work's and the handle's */
+    napi_create_string_utf8(env, "sipp.speechStream", NAPI_AUTO_LENGTH, &name);
+    if (napi_create_external(env, w->flag, flag_finalize, NULL, &handle) != napi_ok) {
+        atomic_fetch_sub(&w->flag->refs, 1);
+        speech_work_free(w);
+        throw_last(env, "napi_create_external");
+        return NULL;
+    }
+    if (napi_create_threadsafe_function(env, argv[3], NULL, name, 0, 1, NULL, NULL, NULL, speech_call_js,
+                                        &w->tsfn) != napi_ok) {
+        speech_work_free(w);
+        throw_last(env, "napi_create_threadsafe_function");
+        return NULL;
+    }
+    if (speech_queue(env, w)) return handle;
+    napi_release_threadsafe_function(w->tsfn, napi_tsfn_abort);
+    speech_work_free(w);
+    return throw_status(env, SIPP_ERR_INTERNAL, "cannot queue the speech");
+}
+
+/* speechCancel(handle): stops a speechStream. */
+static napi_value js_speech_cancel(napi_env env, napi_callback_info info) {
+    napi_value argv[1];
+    if (!get_args(env, info, 1, argv)) return NULL;
+    void *p = NULL;
+    if (napi_get_value_external(env, argv[0], &p) != napi_ok || !p)
+        return type_error(env, "not a speech stream handle");
+    ((speech_flag *)p)->cancel = true;
     return NULL;
 }
 
@@ -1633,6 +1757,8 @@ static napi_value init_module(napi_env env, napi_value exports) {
         {"stats", js_stats},
         {"embed", js_embed},
         {"speech", js_speech},
+        {"speechStream", js_speech_stream},
+        {"speechCancel", js_speech_cancel},
         {"submit", js_submit},
         {"cancel", js_cancel},
         {"storeList", js_store_list},

@@ -45,3 +45,30 @@ test('bad input is a SippError naming it', async () => {
   }
   await assert.rejects(speech('   '), (e) => e instanceof SippError && /empty/.test(e.message));
 });
+
+test('speech.stream gives the same audio a sentence at a time', async () => {
+  const whole = await speech(TEXT, { format: 'pcm' });
+  const chunks = [];
+  for await (const chunk of speech.stream(TEXT, { format: 'pcm' })) chunks.push(chunk);
+  assert.ok(chunks.length >= 3, `one chunk a sentence at least: ${chunks.length}`);
+  assert.ok(Buffer.concat(chunks).equals(whole));
+  const wav = [];
+  for await (const chunk of speech.stream(TEXT)) wav.push(chunk);
+  const streamed = Buffer.concat(wav);
+  assert.strictEqual(streamed.readUInt32LE(40), 0xffffffff); // placeholder sizes, as a pipe's WAV
+  assert.ok(streamed.subarray(44).equals((await speech(TEXT)).subarray(44)));
+});
+
+test('leaving a speech.stream early stops it, and errors reach the loop', async () => {
+  const long = Array(40).fill('This sentence is one of many.').join(' ');
+  let n = 0;
+  for await (const chunk of speech.stream(long, { format: 'pcm' })) {
+    assert.ok(chunk.length > 0);
+    if (++n === 1) break;
+  }
+  assert.strictEqual(n, 1);
+  await assert.rejects(async () => {
+    for await (const chunk of speech.stream('Hi.', { voice: 'nobody' })) assert.fail(`a chunk: ${chunk.length}`);
+  }, (e) => e instanceof SippError && e.code === 'invalid_argument' && /nobody/.test(e.message));
+  assert.throws(() => speech.stream('Hi.', { colour: 1 }), (e) => e instanceof SippError && /colour/.test(e.message));
+});

@@ -320,7 +320,7 @@ class GgufInfo(ctypes.Structure):
 
 class TtsParams(ctypes.Structure):  # sipp_tts_params
     _fields_ = [("model", c_char_p), ("mmproj", c_char_p), ("speaker", c_char_p), ("voice", c_char_p),
-                ("backend", c_char_p), ("n_threads", c_int)]
+                ("backend", c_char_p), ("n_threads", c_int), ("n_parallel", c_int)]
 
 
 P_INT16 = ctypes.POINTER(ctypes.c_int16)

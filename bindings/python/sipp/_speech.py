@@ -35,14 +35,17 @@ def _b(s):
 
 class Voice:
     """A loaded voice: "flite" (voice= kal, kal16, slt, rms or awb) or a speech pair's backbone GGUF
-    with mmproj= its projector (speaker= a reference clip)."""
+    with mmproj= its projector (speaker= a reference clip). A pair speaks parallel= calls at once, each
+    with threads= threads (0: the machine's cores)."""
 
-    def __init__(self, model="flite", *, mmproj=None, speaker=None, voice=None, backend=None, threads=0):
+    def __init__(self, model="flite", *, mmproj=None, speaker=None, voice=None, backend=None, threads=0,
+                 parallel=1):
         self._lib = _lib()
         self._keep = [_b(model), _b(mmproj), _b(speaker), _b(voice), _b(backend)]
         p = self._lib.tts_default_params()
         p.model, p.mmproj, p.speaker, p.voice, p.backend = self._keep
         p.n_threads = threads
+        p.n_parallel = parallel
         err = ctypes.create_string_buffer(ERROR_SIZE)
         self._h = ctypes.c_void_p()
         check(self._lib.tts_new(ctypes.byref(p), ctypes.byref(self._h), err), err)

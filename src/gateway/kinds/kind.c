@@ -13,6 +13,8 @@ static const struct {
 } by_recipe[] = {
     {"llamacpp", &gw_kind_llama},
     {"whispercpp", &gw_kind_whisper},
+    {"tts", &gw_kind_tts},
+    {"flite", &gw_kind_tts},
 };
 
 const gw_kind *gw_kind_of_config(const gw_target_config *c) {

@@ -14,6 +14,9 @@
  *               reached as a remote one
  *   whisper     a whisper.cpp model in this process (whisper.c, recipe whispercpp): transcribes
  *               the audio routes' clips (transcription.c), loaded and evicted by residency.c
+ *   tts         text to speech in this process (tts.c): a Qwen3-TTS / Pocket TTS pair through
+ *               libmtmd (recipe "tts") or Debian's flite (recipe "flite"), spoken by
+ *               /v1/audio/speech (routes_speech.c); loaded, counted and evicted by residency.c
  *
  * Adding a kind (whisper.cpp, text to speech): a file here with its gw_kind, a line in gw_kind_of,
  * and its routes as rows of the router's table; docs/architecture.md says more.
@@ -84,9 +87,16 @@ typedef struct gw_kind {
      * audio route makes a chat of the clip. */
     sipp_status (*transcribe)(gw_target *t, const unsigned char *clip, size_t n, const char *where,
                               const sipp_transcribe_params *p, sipp_transcript **out, char *err);
+    /* Text to speech (/v1/audio/speech), for a kind that speaks; NULL for one that does not (the
+     * route refuses it, naming the target). speech_voice finds the voice a request asks for (NULL or
+     * "": the target's default) among the target's own and OpenAI's names, before anything is
+     * loaded: voice gets the name to speak with ("" for the default); false with err listing the
+     * voices. speak runs with a use of t held, on the caller's thread, handing audio to o->on_audio. */
+    bool (*speech_voice)(const gw_target *t, const char *asked, char *voice, size_t n, char *err, size_t en);
+    sipp_status (*speak)(gw_target *t, const char *text, const sipp_speak_options *o, char *err);
 } gw_kind;
 
-extern const gw_kind gw_kind_llama, gw_kind_remote, gw_kind_supervised, gw_kind_whisper;
+extern const gw_kind gw_kind_llama, gw_kind_remote, gw_kind_supervised, gw_kind_whisper, gw_kind_tts;
 
 /* The kind of a running target, and of a target's configuration before it runs. */
 const gw_kind *gw_kind_of(const gw_target *t);

@@ -38,6 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 WEB_TESTS = os.path.join(HERE, "web")
 ARTIFACTS = os.path.join(ROOT, "build", "test-artifacts")
+MCP_SERVER_JS = os.path.join(ROOT, "tests", "fixtures", "mcp", "server.js")
 CHROMIUM = os.environ.get("SIPP_CHROMIUM", "/usr/bin/chromium")
 NPM_TIMEOUT_S = 180
 NODE_TIMEOUT_S = 240  # the script cuts itself off earlier (RUN_TIMEOUT_MS); this is the backstop
@@ -184,8 +185,10 @@ class WebAppTest(unittest.TestCase):
             with open(cls.voice_wav, "wb") as f:
                 f.write(wav(VOICE_CLIP_S, silence_after=VOICE_QUIET_S))
             voice = cls.voice_targets(d)
-            config = ("[store]\nallow_private_sources = true\n\n" + gw.local_target("tiny", model, parallel=2) + ears +
-                      "".join(voice.values()) +
+            # An [[mcp]] tool server (the MCP tests' stdio fixture), for the Models view's tool list.
+            mcp = f'[[mcp]]\nname = "calc"\ncommand = ["node", "{MCP_SERVER_JS}"]\n\n'
+            config = ("[store]\nallow_private_sources = true\n\n" + mcp + gw.local_target("tiny", model, parallel=2) +
+                      ears + "".join(voice.values()) +
                       f'\n[[targets]]\nname = "scripted"\ntype = "openai_compatible"\n'
                       f'base_url = "{cls.upstream.base}"\n')
             cls.g = gw.serve_config(config, env={"SIPP_MODELS_DIR": cls.store})

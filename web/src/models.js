@@ -9,6 +9,7 @@
  *   POST /api/pull                   Ollama's pull: NDJSON progress lines ({status, total,
  *                                    completed}), shown as a live progress bar, then "success"
  *   GET  /api/tags, DELETE /api/delete  the models served, and removing one from the store
+ *   GET  /v1/mcp/tools               the [[mcp]] tool servers and their tools (shown when there are any)
  *
  * Nothing here is cached: opening the view, and each action, reads the gateway again. A refusal is
  * shown in the gateway's own words (a 403 names the admin setting).
@@ -227,6 +228,25 @@ async function showModels() {
   mv.list.replaceChildren(budgetsPanel(backends), ...(models.data || []).map((m) => modelCard(m, byName.get(m.id), budget)));
   showMatrix(backends);
   showStore(models);
+  showMcp();
+}
+
+/* The tool servers the gateway runs for Responses' {"type": "mcp"} tools, each with its tools or its error. */
+async function showMcp() {
+  const panel = document.getElementById('mcp-panel');
+  let servers = [];
+  try {
+    servers = (await getJson('/v1/mcp/tools')).data || [];
+  } catch (_) {
+    /* no permission, or a gateway without the route: nothing to show */
+  }
+  panel.hidden = servers.length === 0;
+  document.getElementById('mcp-list').replaceChildren(...servers.map((srv) => {
+    const li = document.createElement('li');
+    const tools = (srv.tools || []).map((t) => t.name).join(', ');
+    li.textContent = `${srv.name} (${srv.transport || 'mcp'}): ${srv.error ? `error: ${srv.error}` : tools || 'no tools'}`;
+    return li;
+  }));
 }
 
 /* A store name with its Delete button. */

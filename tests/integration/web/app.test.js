@@ -288,6 +288,7 @@ async function run(args) {
       assert((await card(args.local).locator('meter').count()) >= 1, 'no memory bar');
       const facts = await card(args.local).textContent();
       assert(/Slots\s*2/.test(facts) && /Backend\s*cpu/.test(facts), `facts: ${facts}`);
+      await until('the MCP tool server', async () => /calc \(stdio\): .*\badd\b/.test(await page.textContent(byId('mcp-panel'))));
       await card(args.local).locator(byId('model-unload')).click();
       await until('unloaded', async () => (await state()) === 'unloaded');
       await card(args.local).locator(byId('model-load')).click();

@@ -66,7 +66,15 @@ UTIL_OBJS := $(UTIL_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_SRCS := $(sort $(wildcard src/cli/*.c src/gateway/*.c src/gateway/kinds/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB_CXX_SRCS:%.cpp=$(BUILD)/obj/%.o)
 # The web page's files are embedded in the sipp binary (scripts/embed_assets.py writes a C table).
-WEB_FILES := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg))
+# Its /app.js and /style.css are bundles (scripts/bundle_web.py): the libraries of deps/web.lock
+# (fetched and checked by deps/fetch-web.sh, cached outside the tree) and the page's own web/src/
+# files, in this order.
+WEB_GEN := $(BUILD)/gen/web
+WEB_VENDOR := $(BUILD)/gen/web-vendor
+WEB_PAGE_JS := web/src/gateway.js web/src/render.js web/src/store.js web/src/conversations.js \
+  web/src/models.js web/src/charts.js web/src/voice.js web/src/chat.js
+WEB_PAGE_CSS := web/src/style.css
+WEB_FILES := $(sort $(wildcard web/*.html web/*.svg)) $(WEB_GEN)/app.js $(WEB_GEN)/style.css
 # The browser package too, for the page's "run in this browser" mode (served at /browser/).
 WEB_PKG_FILES := $(sort $(wildcard bindings/web/*.js))
 WEB_ASSETS_C := $(BUILD)/gen/web_assets.c
@@ -130,6 +138,15 @@ $(BUILD)/obj/%.o: %.cpp $(LLAMA_STAMP) | $(BUILD)/obj llama-links
 
 $(BUILD)/obj:
 	@mkdir -p $@
+
+$(WEB_VENDOR)/.ok: deps/web.lock deps/fetch-web.sh deps/npm.sh
+	@rm -rf $(WEB_VENDOR)
+	@bash deps/fetch-web.sh $(WEB_VENDOR)
+	@touch $@
+
+$(WEB_GEN)/app.js $(WEB_GEN)/style.css &: $(WEB_VENDOR)/.ok $(WEB_PAGE_JS) $(WEB_PAGE_CSS) scripts/bundle_web.py deps/web.lock
+	@echo "  GEN $(WEB_GEN)/app.js $(WEB_GEN)/style.css"
+	@python3 scripts/bundle_web.py $(WEB_GEN) $(WEB_VENDOR) --js $(WEB_PAGE_JS) --css $(WEB_PAGE_CSS)
 
 $(WEB_ASSETS_C): $(WEB_FILES) $(WEB_PKG_FILES) scripts/embed_assets.py
 	@mkdir -p $(dir $@)

@@ -10,6 +10,7 @@ It lists
     registry integrity) or a build from the pinned llama.cpp commit (compiler and flags). A library
     that has no recorded origin is listed as NOASSERTION and reported on stderr, never guessed;
   - the npm packages and the llama.cpp source those files came from;
+  - the npm packages bundled into the web page sipp embeds (deps/web.lock);
   - the Debian packages the binaries and the artifact's libraries link against (ldd, then
     dpkg-query for the package owning each system library and its installed version).
 Relationships: the document DESCRIBES the artifact and sipp; sipp CONTAINS each shipped model; the
@@ -112,6 +113,36 @@ MINIAUDIO_ID = "SPDXRef-Package-miniaudio"
 PHASE_KEYS = ("phase", "corpus_sha256", "seed", "steps", "held_out_loss")
 
 
+def npm_entry(pid, name, version, integrity, comment):
+    """An SPDX package of an npm package of exact version, checked by its registry integrity."""
+    algo, value = sri_hex(integrity)
+    return {"SPDXID": pid, "name": name, "versionInfo": version, "downloadLocation": "NOASSERTION",
+            "filesAnalyzed": False, "checksums": [{"algorithm": algo, "checksumValue": value}],
+            "licenseConcluded": "NOASSERTION", "licenseDeclared": "NOASSERTION", "copyrightText": "NOASSERTION",
+            "comment": f"npm registry integrity {integrity}; {comment}",
+            "externalRefs": [{"referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl",
+                              "referenceLocator": "pkg:npm/" + name.replace("@", "%40", 1) + "@" + version}]}
+
+
+WEB_LOCK_RE = re.compile(r'^WEB_PKG_\w+="([^|"]+)\|([^|"]+)\|([^"]+)"', re.M)
+
+
+def web_packages(root, sipp_id):
+    """The web page's libraries (deps/web.lock): bundled into the page the sipp binary embeds."""
+    try:
+        with open(os.path.join(root, "deps", "web.lock"), encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return [], []
+    packages, relationships = [], []
+    for name, version, integrity in WEB_LOCK_RE.findall(text):
+        pid = spdx_id("Package", f"npm-{name}-{version}")
+        packages.append(npm_entry(pid, name, version, integrity,
+                                  "bundled into the web page that sipp serve embeds (deps/web.lock)"))
+        relationships.append({"spdxElementId": sipp_id, "relationshipType": "CONTAINS", "relatedSpdxElement": pid})
+    return packages, relationships
+
+
 def read_models(index):
     """models/models.json's "models" list, each entry checked for the fields the SBOM states."""
     try:
@@ -211,6 +242,9 @@ def main(argv):
     shipped, shipped_rels = model_packages(root, sipp_id)
     packages += shipped
     relationships += shipped_rels
+    web, web_rels = web_packages(root, sipp_id)
+    packages += web
+    relationships += web_rels
     npm_ids = {}
 
     def npm_package(o, what):
@@ -219,17 +253,7 @@ def main(argv):
         if key not in npm_ids:
             pid = spdx_id("Package", f"npm-{o['package']}-{o['version']}")
             npm_ids[key] = pid
-            algo, value = sri_hex(o["integrity"])
-            packages.append({
-                "SPDXID": pid, "name": o["package"], "versionInfo": o["version"],
-                "downloadLocation": "NOASSERTION", "filesAnalyzed": False,
-                "checksums": [{"algorithm": algo, "checksumValue": value}],
-                "licenseConcluded": "NOASSERTION", "licenseDeclared": "NOASSERTION",
-                "copyrightText": "NOASSERTION",
-                "comment": f"npm registry integrity {o['integrity']}; {what}",
-                "externalRefs": [{"referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl",
-                                  "referenceLocator": "pkg:npm/" + o["package"].replace("@", "%40", 1)
-                                  + "@" + o["version"]}]})
+            packages.append(npm_entry(pid, o["package"], o["version"], o["integrity"], what))
             if o.get("origin") == "npm":
                 relationships.append({"spdxElementId": pid, "relationshipType": "GENERATED_FROM",
                                       "relatedSpdxElement": llama_id})

@@ -23,7 +23,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 command -v patchelf >/dev/null || die "patchelf is needed to make the tree relocatable: apt-get install -y patchelf"
 art=$(readlink -f "$build/artifact") || die "$build/artifact is missing; run make first"
 [ -f "$art/sbom.spdx.json" ] || die "$art has no sbom.spdx.json; run make first"
-for f in "$build/bin/sipp" "$build/lib/libsipp.so" "$build/share/man/man1/sipp.1"; do
+for f in "$build/bin/sipp" "$build/lib/libsipp.so" "$build/share/man/man1/sipp.1" "$build/gen/web/app.js"; do
   [ -f "$f" ] || die "$f is missing; run make first"
 done
 
@@ -46,7 +46,8 @@ if [ -n "${SIPP_SIGN_KEY:-}" ]; then
 fi
 cp "$repo/include/sipp.h" "$stage/include/"
 cp "$build/share/man/man1/sipp.1" "$stage/share/man/man1/"
-cp "$repo"/web/*.html "$repo"/web/*.css "$repo"/web/*.js "$repo"/web/*.svg "$stage/share/sipp/web/" 2>/dev/null || true
+# The page as the binary serves it: index.html and the favicon, and the bundles make wrote.
+cp "$repo"/web/*.html "$repo"/web/*.svg "$build/gen/web/app.js" "$build/gen/web/style.css" "$stage/share/sipp/web/"
 cp "$repo/README.md" "$stage/share/doc/sipp/"
 cat >"$stage/lib/pkgconfig/sipp.pc" <<EOF
 prefix=@PREFIX@

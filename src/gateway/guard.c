@@ -17,7 +17,8 @@
  *     only from a request without Origin: browsers send Origin on every cross-site POST, and a form
  *     a page posts is exactly the cross-site request this guards against. OpenAI's audio route
  *     takes multipart/form-data, which a page's form can post cross-site without a preflight too:
- *     only from a request without Origin, or from an origin in allowed_origins.
+ *     only from a request without Origin, from this server's own page (same origin: its Hold to
+ *     talk uploads a recording), or from an origin in allowed_origins.
  * With tokens none of this is needed: a page cannot attach the bearer token without a preflight.
  *
  * Every request also gets two checks whose failures echo nothing unsafe: the method must be an
@@ -179,12 +180,15 @@ static bool is_type(const char *type, const char *want) {
 /* Whether a POST body's Content-Type is one this route takes. Ollama's clients send none or
  * text/plain, and its curl examples (curl -d) the form type; such a body is taken (as JSON) only
  * from a request without Origin: a browser's cross-site POST always carries one, and with one the
- * body must be JSON. A multipart form, which a page's form can post, likewise, or from an origin
- * allowed_origins names. */
+ * body must be JSON. A multipart form, which a page's form can post, likewise, or from this
+ * server's own page or an origin allowed_origins names. */
 static bool body_type_ok(gw_call *call, gw_body_kind body) {
     const char *type = gw_call_header(call, "Content-Type");
-    bool no_origin = !gw_call_header(call, "Origin");
-    if (body == GW_BODY_FORM) return is_type(type, GW_MULTIPART_TYPE) && (no_origin || call->allow_origin);
+    const char *origin = gw_call_header(call, "Origin");
+    bool no_origin = !origin;
+    if (body == GW_BODY_FORM)
+        return is_type(type, GW_MULTIPART_TYPE) &&
+               (no_origin || call->allow_origin || same_origin(call, origin)); /* the page at "/" */
     if (is_type(type, GW_JSON_TYPE)) return true;
     return body == GW_BODY_OLLAMA && no_origin &&
            (!type || is_type(type, GW_TEXT_TYPE) || is_type(type, GW_FORM_TYPE));

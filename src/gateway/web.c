@@ -1,6 +1,7 @@
 /*
  * web.c: the web page that `sipp serve` serves at "/" (its files are web/index.html, app.js,
- * style.css and favicon.svg).
+ * style.css and favicon.svg; app.js and style.css are the bundles scripts/bundle_web.py makes of
+ * web/src/ and the pinned libraries of deps/web.lock).
  *
  * The files are compiled into the binary (scripts/embed_assets.py writes them as the table
  * sipp_web_assets[]), so there is nothing to install beside sipp and nothing is fetched at run
@@ -20,8 +21,9 @@
  * Every reply carries a strict Content-Security-Policy. The page is self-contained, so everything it
  * needs comes from this origin: scripts and styles from files only (no inline code, no eval), API
  * calls to this origin only, no plugins, no <base>, no form submissions, and no framing by another
- * site (the page may hold a bearer token). Images may also come from blob: URLs: the page shows an
- * image the user attached from the file itself, which never leaves the browser but in the request.
+ * site (the page may hold a bearer token). Images and audio may also come from blob: URLs: the page
+ * shows an image or plays a recording the user attached from the file itself (which never leaves the
+ * browser but in the request), and plays speech /v1/audio/speech returned.
  * Model output is only ever set as text by app.js; the
  * policy is the second line of defence should that ever change: markup injected by a model could
  * neither run script nor send anything elsewhere.
@@ -42,8 +44,9 @@
 #define WEB_INDEX "/index.html"
 
 #define WEB_CSP                                                                                              \
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; "    \
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "                        \
+    "media-src 'self' blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; "                      \
+    "frame-ancestors 'none'"
 
 /* The browser runtime's scripts: the worker fetches and compiles the .wasm, and starts its threads. */
 #define BROWSER_CSP                                                                                          \

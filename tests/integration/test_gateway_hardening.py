@@ -121,6 +121,19 @@ class OpenServerTest(unittest.TestCase):
         self.assertEqual(status, 415)
         self.assertEqual(self.post(json.loads(body), **{"Content-Type": "application/json; charset=utf-8"})[0], 200)
 
+    def test_a_form_is_taken_from_the_page_itself_only(self):
+        """A multipart form (the transcription route's) can be posted cross-site without a preflight:
+        the gateway's own page (its Hold to talk) may post one, another site may not."""
+        b = "sipp-form"
+        form = (f'--{b}\r\nContent-Disposition: form-data; name="model"\r\n\r\ntiny\r\n--{b}--\r\n')
+        hdrs = {"Content-Type": f"multipart/form-data; boundary={b}"}
+        for origin, want in ((f"http://127.0.0.1:{self.gw.port}", 400), ("http://evil.example", 403), (None, 400)):
+            h = dict(hdrs, **({"Origin": origin} if origin else {}))
+            status, _, err = self.gw.json("POST", "/v1/audio/transcriptions", form, headers=h)
+            self.assertEqual(status, want, f"{origin}: {err}")
+            if want == 400:  # past the guard: the form itself is refused (it has no file)
+                self.assertNotEqual(err["error"]["code"], "unsupported_media_type", err)
+
     # ---- 9: invalid UTF-8 in what is echoed --------------------------------------------------------
 
     def test_invalid_utf8_in_the_url_and_headers(self):

@@ -41,7 +41,7 @@ def lock(name="llama.lock"):
     """A deps/*.lock's packages: {name: (version, integrity)}."""
     out = {}
     with open(os.path.join(ROOT, "deps", name)) as f:
-        for m in re.finditer(r'^PKG_\w+="([^|]+)\|([^|]+)\|([^"]+)"', f.read(), re.M):
+        for m in re.finditer(r'^(?:WEB_)?PKG_\w+="([^|]+)\|([^|]+)\|([^"]+)"', f.read(), re.M):
             out[m.group(1)] = (m.group(2), m.group(3))
     return out
 
@@ -160,6 +160,20 @@ class SbomTest(unittest.TestCase):
         if "vulkan" in self.manifest["backends"]:
             vk = [f for f in self.doc["files"] if f["fileName"] == "./libggml-vulkan.so"][0]
             self.assertEqual(origin[vk["SPDXID"]]["name"], "@node-llama-cpp/linux-x64-vulkan")
+
+    def test_the_web_pages_libraries(self):
+        """The npm packages bundled into the page the binary embeds (deps/web.lock), each with its
+        integrity as its checksum, contained in sipp."""
+        pins = lock("web.lock")
+        self.assertIn("marked", pins)
+        pkgs = {p["name"]: p for p in self.doc["packages"]}
+        for name, (version, integrity) in pins.items():
+            p = pkgs[name]
+            self.assertEqual(p["versionInfo"], version, name)
+            algo, b64 = integrity.split("-", 1)
+            self.assertEqual(p["checksums"], [{"algorithm": algo.upper(), "checksumValue": base64.b64decode(b64).hex()}])
+            self.assertIn({"spdxElementId": "SPDXRef-Package-sipp", "relationshipType": "CONTAINS",
+                           "relatedSpdxElement": p["SPDXID"]}, self.doc["relationships"])
 
     def test_sipp_and_the_debian_packages(self):
         pkgs = {p["name"]: p for p in self.doc["packages"]}
@@ -405,7 +419,7 @@ class ReleaseTest(unittest.TestCase):
         (top,) = os.listdir(unpack)
         tree = os.path.join(unpack, top)
         for rel in ("bin/sipp", "lib/libsipp.so", "include/sipp.h", "lib/pkgconfig/sipp.pc",
-                    "share/man/man1/sipp.1", "share/sipp/web/index.html", "install.sh",
+                    "share/man/man1/sipp.1", "share/sipp/web/index.html", "share/sipp/web/app.js", "install.sh",
                     "lib/sipp/artifact/manifest.json", "lib/sipp/artifact/sbom.spdx.json",
                     "lib/sipp/artifact/libmtmd.so"):
             self.assertTrue(os.path.exists(os.path.join(tree, rel)), rel)

@@ -106,7 +106,8 @@ async function run(args) {
       const last = msgs[msgs.length - 1];
       return last && !last.classList.contains('streaming') && !document.querySelector('[data-testid="send"]').disabled;
     }), ANSWER_TIMEOUT_MS);
-    out.answer = await page.$eval('[data-testid="message-assistant"] .text', (el) => el.textContent);
+    // The answer's source text: the page shows it rendered as Markdown.
+    out.answer = await page.$eval('[data-testid="message-assistant"] .text', (el) => el.dataset.source);
     out.note = await page.$eval('[data-testid="message-assistant"] .note', (el) => el.textContent);
     out.speed = await text(page, '#stat-speed');
     out.statsBackend = await text(page, '#stat-backend');

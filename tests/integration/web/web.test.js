@@ -18,6 +18,7 @@
 const fs = require('fs');
 const path = require('path');
 const { chromium } = require('playwright-core');
+const { check, assert, sleep, until, metric, results, finish } = require('./checks');
 
 const CHROMIUM = process.env.SIPP_CHROMIUM || '/usr/bin/chromium';
 const RUN_TIMEOUT_MS = 100000;
@@ -38,43 +39,6 @@ function parseArgs(argv) {
   for (const need of ['base', 'target', 'artifacts'])
     if (!args[need]) throw new Error(`--${need} is required`);
   return args;
-}
-
-/* ---- a tiny harness: named checks in order, counted ---------------------------------------- */
-
-const results = { passed: 0, failed: 0 };
-
-async function check(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-    results.passed++;
-    console.log(`ok - ${name} (${Date.now() - t0} ms)`);
-    return true;
-  } catch (err) {
-    results.failed++;
-    const msg = (err && err.stack) || String(err);
-    console.log(`not ok - ${name} (${Date.now() - t0} ms)\n  ${msg.split('\n').slice(0, 6).join('\n  ')}`);
-    return false;
-  }
-}
-
-function assert(cond, message) {
-  if (!cond) throw new Error(message);
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/* Polls fn until it returns a truthy value; throws with what after timeoutMs. */
-async function until(what, fn, timeoutMs = STEP_TIMEOUT_MS, everyMs = 50) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < deadline) {
-    last = await fn();
-    if (last) return last;
-    await sleep(everyMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${JSON.stringify(last)})`);
 }
 
 /* ---- helpers on the page -------------------------------------------------------------------- */
@@ -122,13 +86,6 @@ async function growth(page) {
     window.__growthObserver.disconnect();
     return window.__growth;
   });
-}
-
-async function metric(base, name, target) {
-  const res = await fetch(`${base}/metrics`);
-  const text = await res.text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{target="${target}"} `));
-  return line === undefined ? null : Number(line.split(' ').pop());
 }
 
 async function setMaxTokens(page, n) {
@@ -465,8 +422,7 @@ async function main() {
     console.log(`not ok - the browser run: ${(err && err.stack) || err}`);
   }
   clearTimeout(timer);
-  console.log(`web: ${results.passed} passed, ${results.failed} failed`);
-  process.exit(results.failed === 0 && results.passed > 0 ? 0 : 1);
+  process.exit(finish('web'));
 }
 
 main();

@@ -1,5 +1,6 @@
 /*
- * app.js: the behaviour of sipp's web page. Plain JavaScript, no framework, no build step.
+ * chat.js: the chat view of sipp's web page (the last part of the /app.js bundle: it starts the
+ * page), the status strip and the switching between views. Plain JavaScript, no framework.
  *
  * It talks to the gateway that served it, with the same routes any client uses:
  *   GET  /v1/models            the targets to choose from
@@ -9,10 +10,14 @@
  *   POST /v1/models/ID/unload  the gateway has tokens; the gateway's 403 says so)
  *   POST /v1/chat/completions  "stream": true; the answer arrives as server-sent events
  *
- * Images. A target whose /v1/models entry lists "vision" under capabilities (a projector is
- * configured) gets an "Add image" button; files dropped on the message box or pasted into it are
- * taken too. Each is sent as an image_url part holding a data: URL beside the text, stays in the
- * conversation's history, and is shown in the user's message from a blob: URL of the file itself.
+ * Conversations. The one shown is state.conv (store.js's record, conversations.js's list); each
+ * message sent and each answer ended is saved with it. Edit and Regenerate cut the conversation at
+ * a message and answer again from there.
+ *
+ * Images and audio. A target whose /v1/models entry lists "vision" or "audio" under capabilities
+ * (a projector is configured) gets an Add button; files dropped on the message box or pasted into
+ * it are taken too. Each is sent as an image_url or input_audio part beside the text, stays in the
+ * conversation, and is shown in the user's message from a blob: URL of its bytes.
  *
  * Run in this browser. A target whose /v1/models entry has browser_file ({url, sha256, bytes}: the
  * gateway serves its GGUF, [web] serve_model_files) gets a toggle. Turned on, the page imports the
@@ -24,23 +29,23 @@
  * isolated, so the pthread build runs; the status strip says `browser (wasm, N threads)`.
  *
  * Streaming. The answer is read with fetch and the body's ReadableStream (EventSource cannot POST
- * or send a header). Each "data:" line is one OpenAI chunk; "[DONE]" ends the stream. Stopping is
- * AbortController.abort(): the browser closes the connection, the gateway sees the client gone and
- * cancels the engine request, which frees its slot within one engine step.
+ * or send a header). Each "data:" line is one OpenAI chunk (content, reasoning_content, tool_calls
+ * deltas); "[DONE]" ends the stream. Stopping is AbortController.abort(): the browser closes the
+ * connection, the gateway sees the client gone and cancels the engine request, which frees its
+ * slot within one engine step.
  *
  * Measurements are the page's own, as a user sees them: TTFT is from sending the request to the
  * first piece of text; the speed is the tokens after the first over the time after the first, with
  * the token count from the usage chunk (stream_options.include_usage). A stopped answer gets no
  * usage chunk, so its speed is given in text chunks per second instead.
  *
- * Safety. Model text (and every other string from the server) reaches the page through textContent
- * or Text nodes only, never as markup; the gateway's Content-Security-Policy backs that up.
- * The bearer token lives in sessionStorage: it is gone when the tab closes, and never written to
- * localStorage, a cookie or the URL.
+ * Safety. An answer is rendered by render.js (sanitised Markdown); a user's text and every other
+ * string from the server reach the page through textContent or Text nodes only; the gateway's
+ * Content-Security-Policy backs both up. The bearer token lives in sessionStorage: it is gone when
+ * the tab closes, and never written to localStorage, a cookie or the URL.
  */
 'use strict';
 
-const TOKEN_KEY = 'sipp.token';
 const READY_POLL_MS = 5000;
 const SCROLL_STICK_PX = 48; // follow new text while the log is scrolled this close to its end
 const BROWSER_PACKAGE = '/browser/index.js';
@@ -48,6 +53,7 @@ const BROWSER_RUNTIME = '/browser/runtime/';
 const BROWSER_CTX = 4096; // the browser's context when the target sets no ctx_size (wasm memory is 4 GiB)
 const PERCENT = 100;
 const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/bmp'];
+const AUDIO_TYPES = ['audio/wav', 'audio/x-wav', 'audio/wave', 'audio/mpeg'];
 const IMAGE_MAX_BYTES = 20 * 1024 * 1024; // the gateway's default [limits] image_max_bytes
 
 const $ = (id) => document.getElementById(id);
@@ -82,7 +88,9 @@ const ui = {
 };
 
 const state = {
-  history: [],          // the conversation sent with each request: {role, content}, no system prompt
+  conv: null,           // the conversation shown (store.js's record), or null before its first message
+  generation: 0,        // counts switches and Clears, so that an answer ending after one stays out
+  wantModel: '',        // the model of the conversation opened before the model list arrived
   targets: new Map(),   // name -> its entry in /v1/backends
   models: new Map(),    // name -> its entry in /v1/models (browser_file: the gateway serves its file)
   inBrowser: new Set(), // targets toggled to run in this browser
@@ -90,76 +98,9 @@ const state = {
   readySnapshot: '',    // the last /ready targets, to notice a target that finished loading
   notice: '',           // why there are no models to pick (a token is needed, ...), shown under the select
   controller: null,     // the AbortController of the answer being generated, or null
-  conversation: 0,      // counts Clears, so that an answer ending after one stays out of the new history
   readyTimer: 0,
-  pending: [],          // images to send with the next message: {name, blobUrl, dataUrl}
+  pending: [],          // files to send with the next message: {name, type, blobUrl, dataUrl}
 };
-
-/* ---- talking to the gateway ----------------------------------------------------------------- */
-
-function authHeaders() {
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  return token ? { Authorization: `Bearer ${token}` } : {};
-}
-
-/* The human message of a failed reply: the gateway's {"error": {"message"}} when there is one. */
-async function errorMessage(res) {
-  let text = '';
-  try {
-    text = await res.text();
-    const j = JSON.parse(text);
-    if (j && j.error && j.error.message) return `${j.error.message} (HTTP ${res.status})`;
-  } catch (_) {
-    /* not JSON: fall through to the text */
-  }
-  return `HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}`;
-}
-
-async function getJson(path) {
-  const res = await fetch(path, { headers: authHeaders(), cache: 'no-store' });
-  if (!res.ok) {
-    const err = new Error(await errorMessage(res));
-    err.status = res.status;
-    throw err;
-  }
-  return res.json();
-}
-
-/*
- * Reads a server-sent event stream and calls onData(data) per event (multi-line data joined by
- * "\n"), until the stream ends or onData returns false. Only "data:" matters here: OpenAI streams
- * name no events, and comment lines (":") are keep-alives.
- */
-async function readEvents(body, onData) {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let buf = '';
-  let data = [];
-  let more = true;
-  let ended = false;
-  try {
-    while (more) {
-      const { value, done } = await reader.read();
-      if ((ended = done)) break;
-      buf += decoder.decode(value, { stream: true });
-      let nl;
-      while (more && (nl = buf.indexOf('\n')) >= 0) {
-        let line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (line.endsWith('\r')) line = line.slice(0, -1);
-        if (line === '') {
-          if (data.length) more = onData(data.join('\n')) !== false;
-          data = [];
-        } else if (line.startsWith('data:')) {
-          data.push(line.slice(line.startsWith('data: ') ? 6 : 5));
-        }
-      }
-    }
-  } finally {
-    // Stopped reading early ([DONE], a bad chunk): close the connection rather than leave it open.
-    if (!ended) reader.cancel().catch(() => {});
-  }
-}
 
 /* ---- status strip ------------------------------------------------------------------------------ */
 
@@ -236,8 +177,11 @@ function showTarget() {
     info = replicas.map((r) => r.url).join(', ');
   }
   const file = t && state.models.get(ui.target.value);
-  ui.attach.hidden = !takesImages(ui.target.value);
+  const name = ui.target.value;
+  ui.attach.hidden = !(takesImages(name) || takesAudio(name));
+  ui.attach.textContent = takesImages(name) ? (takesAudio(name) ? 'Add image or audio' : 'Add image') : 'Add audio';
   if (ui.attach.hidden) clearPending();
+  if (typeof showVoice === 'function') showVoice();
   ui.browserField.hidden = !(file && file.browser_file);
   ui.inBrowser.checked = !ui.browserField.hidden && state.inBrowser.has(ui.target.value);
   if (ui.inBrowser.checked) ({ backend, device, info } = browserStatus(ui.target.value));
@@ -260,6 +204,7 @@ function showAnswerStats(m) {
   const seconds = (m.tLast - m.tFirst) / 1000;
   const rate = n >= 2 && seconds > 0 ? ((n - 1) / seconds).toFixed(1) : '–';
   ui.statSpeed.textContent = counted ? `${rate} tok/s · ${n} tokens` : `${rate} chunks/s · ${n} chunks`;
+  showLastSpeed(`${ui.statSpeed.textContent}, TTFT ${ui.statTtft.textContent}`);
 }
 
 /* ---- models and the token ------------------------------------------------------------------- */
@@ -274,7 +219,8 @@ function fillTargets(names, placeholder) {
     return;
   }
   for (const name of names) ui.target.add(new Option(name, name));
-  if (names.includes(keep)) ui.target.value = keep;
+  if (names.includes(state.wantModel)) ui.target.value = state.wantModel;
+  else if (names.includes(keep)) ui.target.value = keep;
 }
 
 async function loadModels() {
@@ -403,66 +349,187 @@ function nearBottom() {
 }
 
 /*
- * Adds streamed text and keeps the log scrolled to its end, unless the reader has scrolled up.
- * Reading the scroll position after a change forces a layout, which for a long answer costs more
- * than the text itself; so the position is read once per frame, at the frame's first piece (when
- * layout is still clean), and the log scrolls once per frame, just before it is painted.
+ * Keeps the log scrolled to its end while an answer grows, unless the reader has scrolled up.
+ * Re-rendering Markdown costs more than appending text, and more the longer the answer: a growing
+ * answer is drawn again only after RENDER_SHARE times as long as its last draw took (at most
+ * RENDER_MAX_WAIT_MS), so drawing takes a bounded share of the page's time whatever the length; a
+ * short answer is drawn on nearly every piece, and a piece that arrives between drawings shows at
+ * once as plain text at the answer's end (addMessage's tail). The scroll position is read before the draw (when
+ * layout is still clean) and the log scrolled after it. A timer, not requestAnimationFrame: a tab
+ * that is not painted (hidden, headless) gets no frames, and the answer must still be kept.
  */
-const follow = { frame: 0, stick: false };
-function appendFollowing(node, piece) {
-  if (!follow.frame) {
-    follow.stick = nearBottom();
-    follow.frame = requestAnimationFrame(() => {
-      follow.frame = 0;
-      if (follow.stick) ui.log.scrollTop = ui.log.scrollHeight;
-    });
+const RENDER_SHARE = 5;
+const RENDER_MAX_WAIT_MS = 100;
+const follow = { timer: 0, last: 0, cost: 0, jobs: new Set() };
+function flushRenders() {
+  follow.timer = 0;
+  const t0 = performance.now();
+  const stick = nearBottom();
+  const jobs = [...follow.jobs];
+  follow.jobs.clear();
+  for (const j of jobs) j();
+  if (stick) ui.log.scrollTop = ui.log.scrollHeight;
+  follow.last = performance.now();
+  follow.cost = follow.last - t0;
+}
+function renderSoon(job) {
+  follow.jobs.add(job);
+  if (follow.timer) return;
+  const gap = Math.min(RENDER_MAX_WAIT_MS, RENDER_SHARE * follow.cost);
+  const wait = follow.last + gap - performance.now();
+  if (wait <= 0) flushRenders();
+  else follow.timer = setTimeout(flushRenders, wait);
+}
+
+function button(text, testid, onClick, label) {
+  const b = document.createElement('button');
+  b.type = 'button';
+  b.className = 'secondary small';
+  b.textContent = text;
+  b.dataset.testid = testid;
+  if (label) b.setAttribute('aria-label', label);
+  b.addEventListener('click', onClick);
+  return b;
+}
+
+/* The files of a user message: images and audio, shown from blob: URLs of their bytes. */
+function filesRow(files) {
+  const row = document.createElement('span');
+  row.className = 'images';
+  for (const f of files) {
+    const url = f.blobUrl || URL.createObjectURL(blobOf(f.dataUrl));
+    if (f.type && f.type.startsWith('audio/')) {
+      const a = document.createElement('audio');
+      a.controls = true;
+      a.src = url;
+      a.setAttribute('aria-label', f.name);
+      row.append(a);
+    } else {
+      const img = document.createElement('img');
+      img.src = url;
+      img.alt = f.name;
+      row.append(img);
+    }
   }
-  node.appendData(piece);
+  return row;
+}
+
+/* The index of a message element in the current conversation. */
+function indexOf(el) {
+  return [...ui.log.querySelectorAll('.msg')].indexOf(el);
 }
 
 /*
- * A message in the log. Its text is one Text node that grows with appendData, so a streamed answer
- * costs no re-parsing and can never become markup.
+ * A message in the log. A user's text is one Text node (it can never become markup); an assistant's
+ * is rendered Markdown (render.js). Each has Copy, a user's Edit, an assistant's Regenerate.
  */
-function addMessage(role, text, who, images = []) {
+function addMessage(msg, who) {
   ui.empty.hidden = true;
+  const role = msg.role === 'user' ? 'user' : msg.role === 'tool' ? 'tool' : 'assistant';
   const el = document.createElement('article');
   el.className = `msg ${role}`;
   el.dataset.testid = `message-${role}`;
   const label = document.createElement('span');
   label.className = 'who';
   label.textContent = who;
-  const body = document.createElement('span');
+  const body = document.createElement('div');
   body.className = 'text';
-  const node = document.createTextNode(text);
-  body.append(node);
   const note = document.createElement('span');
   note.className = 'note';
   note.hidden = true;
-  el.append(label, body, note);
-  if (images.length) {
-    const row = document.createElement('span');
-    row.className = 'images';
-    for (const im of images) {
-      const img = document.createElement('img');
-      img.src = im.blobUrl;
-      img.alt = im.name;
-      row.append(img);
-    }
-    el.insertBefore(row, note);
+  const actions = document.createElement('span');
+  actions.className = 'actions';
+  el.append(label, body);
+  if (msg.files && msg.files.length) el.append(filesRow(msg.files));
+  el.append(note, actions);
+  const draw = (streaming) => {
+    if (role === 'user') body.replaceChildren(document.createTextNode(msg.content));
+    else if (role === 'tool') body.replaceChildren(toolCard('result', `Tool result${msg.tool_call_id ? ` (${msg.tool_call_id})` : ''}`, prettyJson(msg.content || '')));
+    else renderAnswer(body, msg, streaming);
+    // The answer as the model wrote it (its Markdown source), for tests and tools that compare text.
+    if (role === 'assistant' && !streaming) body.dataset.source = msg.content || '';
+  };
+  // While an answer streams, the text since its last drawing shows at once as plain text at the end
+  // (a Text node that grows), and the Markdown drawing catches up at renderSoon's pace.
+  let tail = null;
+  const drawStreaming = () => {
+    draw(true);
+    tail = document.createTextNode('');
+    (body.querySelector('.md') || body).append(tail);
+  };
+  draw(false);
+  actions.append(copyButton(() => msg.content || '', 'Copy'));
+  if (role === 'user') actions.append(button('Edit', 'edit', () => editMessage(el, msg), 'Edit this message and answer again from it'));
+  if (role === 'assistant') {
+    actions.append(button('Regenerate', 'regenerate', () => regenerate(indexOf(el)), 'Regenerate this answer'));
+    if (typeof speakButton === 'function') actions.append(speakButton(msg));
   }
   ui.log.append(el);
   ui.log.scrollTop = ui.log.scrollHeight;
   return {
     el,
-    append: (piece) => appendFollowing(node, piece),
-    text: () => node.data,
+    msg,
+    update: (piece) => {
+      if (piece && tail) tail.appendData(piece);
+      renderSoon(drawStreaming);
+    },
+    done: () => {
+      follow.jobs.delete(drawStreaming);
+      tail = null;
+      draw(false);
+    },
     note(textNote, isError) {
       note.textContent = textNote;
       note.hidden = !textNote;
+      msg.note = textNote || undefined;
+      msg.error = Boolean(isError) || undefined;
       el.classList.toggle('error', Boolean(isError));
     },
   };
+}
+
+/* Draws the current conversation's messages (or the empty hint). */
+function showConversation() {
+  for (const el of ui.log.querySelectorAll('.msg')) el.remove();
+  const messages = state.conv ? state.conv.messages : [];
+  ui.empty.hidden = messages.length > 0;
+  for (const m of messages) {
+    const v = addMessage(m, m.role === 'user' ? 'You' : m.role === 'tool' ? 'Tool' : m.model || 'Assistant');
+    if (m.note) v.note(m.note, m.error);
+  }
+}
+
+/* Edit in place: the text becomes a field; Save answers again from there, dropping what followed. */
+function editMessage(el, msg) {
+  if (state.controller) return;
+  const body = el.querySelector('.text');
+  const field = document.createElement('textarea');
+  field.value = msg.content;
+  field.rows = 3;
+  field.setAttribute('aria-label', 'Edit the message');
+  field.dataset.testid = 'edit-field';
+  const save = button('Save and answer', 'edit-save', async () => {
+    const text = field.value.trim();
+    if (!text) return;
+    const i = indexOf(el);
+    state.conv.messages = state.conv.messages.slice(0, i);
+    state.conv.messages.push({ ...msg, content: text });
+    showConversation();
+    await saveConversation();
+    generate();
+  });
+  const cancel = button('Cancel', 'edit-cancel', () => showConversation());
+  body.replaceChildren(field, save, cancel);
+  field.focus();
+}
+
+/* Answers again from message i (an assistant's): what came from it on is dropped. */
+async function regenerate(i) {
+  if (state.controller || !state.conv || i < 0) return;
+  state.conv.messages = state.conv.messages.slice(0, i);
+  showConversation();
+  await saveConversation();
+  generate();
 }
 
 function setBusy(busy) {
@@ -491,6 +558,40 @@ function readSettings() {
   return { temperature, maxTokens };
 }
 
+/* The settings kept with a conversation, as the page shows them now. */
+function currentSettings() {
+  return {
+    model: ui.target.value,
+    system: ui.system.value,
+    temperature: ui.temperature.value,
+    maxTokens: ui.maxTokens.value,
+    ignoreEos: ui.ignoreEos.checked,
+  };
+}
+
+function applySettings(s) {
+  if (s.model) {
+    state.wantModel = s.model;
+    if ([...ui.target.options].some((o) => o.value === s.model)) ui.target.value = s.model;
+    showTarget();
+  }
+  if (typeof s.system === 'string') ui.system.value = s.system;
+  if (s.temperature !== undefined) ui.temperature.value = s.temperature;
+  if (s.maxTokens !== undefined) ui.maxTokens.value = s.maxTokens;
+  if (s.ignoreEos !== undefined) ui.ignoreEos.checked = Boolean(s.ignoreEos);
+}
+
+/* A stored message as the chat API takes it. */
+function apiMessage(m) {
+  if (m.role === 'user' && m.files && m.files.length) {
+    return { role: 'user', content: [{ type: 'text', text: m.content }, ...m.files.map(filePart)] };
+  }
+  const out = { role: m.role, content: m.content || '' };
+  if (m.tool_calls && m.tool_calls.length) out.tool_calls = m.tool_calls;
+  if (m.tool_call_id) out.tool_call_id = m.tool_call_id;
+  return out;
+}
+
 async function send(text) {
   const target = ui.target.value;
   if (!target) {
@@ -503,25 +604,51 @@ async function send(text) {
     announce(settings.error);
     return;
   }
+  const files = state.pending;
+  if (state.inBrowser.has(target) && !ui.browserField.hidden && files.length) {
+    announce('The browser runtime takes no images or audio; turn “Run in this browser” off to send them.');
+    return;
+  }
+  const conv = ensureConversation(text);
+  const msg = { role: 'user', content: text };
+  if (files.length) msg.files = files.map((f) => ({ name: f.name, type: f.type, dataUrl: f.dataUrl }));
+  conv.messages.push(msg);
+  addMessage({ ...msg, files: files.length ? files : undefined }, 'You');
+  state.pending = [];
+  showPending();
+  saveConversation();
+  await generate();
+}
+
+/* Measures an answer as it arrives (TTFT, speed: docs/web.md). */
+function meter() {
+  const m = { t0: performance.now(), tFirst: 0, tLast: 0, ttftMs: null, tokens: null, chunks: 0 };
+  m.piece = () => {
+    const now = performance.now();
+    if (m.ttftMs === null) {
+      m.tFirst = now;
+      m.ttftMs = now - m.t0;
+    }
+    m.tLast = now;
+    m.chunks++;
+  };
+  return m;
+}
+
+/* Answers the current conversation's last message with the selected target. */
+async function generate() {
+  const target = ui.target.value;
+  const settings = readSettings();
+  if (!target || settings.error || !state.conv) return;
+  const conv = state.conv;
+  const generation = state.generation;
   const messages = [];
   const system = ui.system.value.trim();
   if (system) messages.push({ role: 'system', content: system });
-  const images = state.pending;
-  const content = images.length
-    ? [{ type: 'text', text }, ...images.map((im) => ({ type: 'image_url', image_url: { url: im.dataUrl } }))]
-    : text;
-  messages.push(...state.history, { role: 'user', content });
+  messages.push(...conv.messages.map(apiMessage));
   const inBrowser = state.inBrowser.has(target) && !ui.browserField.hidden;
-  if (inBrowser && images.length) {
-    announce('The browser runtime takes no images; turn “Run in this browser” off to send them.');
-    return;
-  }
-  const conversation = state.conversation;
-  addMessage('user', text, 'You', images);
-  state.pending = [];
-  showPending();
-  state.history.push({ role: 'user', content });
-  const reply = addMessage('assistant', '', target);
+  const answer = { role: 'assistant', content: '', model: target };
+  const reply = addMessage(answer, target);
   reply.el.classList.add('streaming');
   reply.el.setAttribute('aria-busy', 'true');
 
@@ -530,23 +657,20 @@ async function send(text) {
   setBusy(true);
   announce(`${target} is answering.`);
 
-  const m = { t0: performance.now(), tFirst: 0, tLast: 0, ttftMs: null, tokens: null, chunks: 0 };
-  const onPiece = (piece) => {
-    const now = performance.now();
-    if (m.ttftMs === null) {
-      m.tFirst = now;
-      m.ttftMs = now - m.t0;
-    }
-    m.tLast = now;
-    m.chunks++;
-    reply.append(piece);
+  const m = meter();
+  const onDelta = (d) => {
+    if (d.content || d.reasoning || d.tool) m.piece();
+    if (d.content) answer.content += d.content;
+    if (d.reasoning) answer.reasoning = (answer.reasoning || '') + d.reasoning;
+    if (d.tool) mergeToolCall(answer, d.tool);
+    reply.update(d.content);
   };
   let finish = '';
   let outcome = 'done';
   let error = '';
   try {
     const run = inBrowser ? answerInBrowser : answerFromGateway;
-    const end = await run(target, messages, settings, controller.signal, onPiece);
+    const end = await run(target, messages, settings, controller.signal, onDelta);
     finish = end.finish;
     m.tokens = end.tokens;
   } catch (err) {
@@ -559,10 +683,10 @@ async function send(text) {
     if (state.controller === controller) state.controller = null;
     reply.el.classList.remove('streaming');
     reply.el.removeAttribute('aria-busy');
+    reply.done();
     setBusy(false);
   }
 
-  const answer = reply.text();
   if (outcome === 'error') {
     reply.note(`Error: ${error}`, true);
     announce(`Error: ${error}`);
@@ -575,8 +699,23 @@ async function send(text) {
     announce('Answer finished.');
   }
   // A stopped or broken answer stays in the conversation for what it says so far.
-  if (answer && conversation === state.conversation) state.history.push({ role: 'assistant', content: answer });
+  const said = answer.content || answer.reasoning || answer.tool_calls;
+  if (said && generation === state.generation && conv === state.conv) {
+    conv.messages.push(answer);
+    await saveConversation();
+  }
   if (outcome !== 'error' || m.ttftMs !== null) showAnswerStats(m);
+  if (outcome === 'done' && typeof answered === 'function') answered(answer);
+}
+
+/* Adds a streamed tool call delta ({index, id, function: {name, arguments}}) to the answer's calls. */
+function mergeToolCall(answer, t) {
+  answer.tool_calls = answer.tool_calls || [];
+  const i = Number.isInteger(t.index) ? t.index : answer.tool_calls.length;
+  const c = answer.tool_calls[i] || (answer.tool_calls[i] = { id: '', type: 'function', function: { name: '', arguments: '' } });
+  if (t.id) c.id = t.id;
+  if (t.function && t.function.name) c.function.name += t.function.name;
+  if (t.function && t.function.arguments) c.function.arguments += t.function.arguments;
 }
 
 function stop() {
@@ -584,7 +723,7 @@ function stop() {
 }
 
 /* An answer streamed by the gateway: {finish, tokens} (tokens null without a usage chunk). */
-async function answerFromGateway(target, messages, settings, signal, onPiece) {
+async function answerFromGateway(target, messages, settings, signal, onDelta) {
   const body = {
     model: target,
     messages,
@@ -594,12 +733,7 @@ async function answerFromGateway(target, messages, settings, signal, onPiece) {
   };
   if (settings.maxTokens !== null) body.max_tokens = settings.maxTokens;
   if (ui.ignoreEos.checked) body.ignore_eos = true; // llama.cpp's extension, which the gateway takes
-  const res = await fetch('/v1/chat/completions', {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', ...authHeaders() },
-    body: JSON.stringify(body),
-    signal,
-  });
+  const res = await sendJson('/v1/chat/completions', body, 'POST', signal);
   if (!res.ok) throw new Error(await errorMessage(res));
   const end = { finish: '', tokens: null };
   let sawDone = false;
@@ -612,8 +746,10 @@ async function answerFromGateway(target, messages, settings, signal, onPiece) {
     if (chunk.error) throw new Error(chunk.error.message || 'the gateway reported an error');
     if (chunk.usage) end.tokens = chunk.usage.completion_tokens;
     const choice = chunk.choices && chunk.choices[0];
-    const piece = choice && choice.delta && choice.delta.content;
-    if (piece) onPiece(piece);
+    const delta = (choice && choice.delta) || {};
+    if (delta.content) onDelta({ content: delta.content });
+    if (delta.reasoning_content) onDelta({ reasoning: delta.reasoning_content });
+    for (const t of delta.tool_calls || []) onDelta({ tool: t });
     if (choice && choice.finish_reason) end.finish = choice.finish_reason;
     return true;
   });
@@ -622,13 +758,13 @@ async function answerFromGateway(target, messages, settings, signal, onPiece) {
 }
 
 /* The same answer from the model running in this browser (bindings/web's client.chat). */
-async function answerInBrowser(target, messages, settings, signal, onPiece) {
+async function answerInBrowser(target, messages, settings, signal, onDelta) {
   const endpoint = await browserEndpoint(target);
   const opts = { endpoint, temperature: settings.temperature, signal };
   if (settings.maxTokens !== null) opts.maxTokens = settings.maxTokens;
   if (ui.ignoreEos.checked) opts.ignoreEos = true;
   const run = state.browser.client.chat(messages, opts);
-  for await (const piece of run.tokens) onPiece(piece);
+  for await (const piece of run.tokens) onDelta({ content: piece });
   const r = await run.response;
   if (r.finishReason === 'cancelled') {
     const stopped = new Error('stopped');
@@ -638,11 +774,19 @@ async function answerInBrowser(target, messages, settings, signal, onPiece) {
   return { finish: r.finishReason, tokens: r.usage.completionTokens };
 }
 
-/* ---- images ---------------------------------------------------------------------------------- */
+/* ---- images and audio to send ------------------------------------------------------------------ */
+
+function capabilities(name) {
+  const m = state.models.get(name);
+  return m && Array.isArray(m.capabilities) ? m.capabilities : [];
+}
 
 function takesImages(name) {
-  const m = state.models.get(name);
-  return Boolean(m && Array.isArray(m.capabilities) && m.capabilities.includes('vision'));
+  return capabilities(name).includes('vision');
+}
+
+function takesAudio(name) {
+  return capabilities(name).includes('audio');
 }
 
 function readAsDataUrl(file) {
@@ -654,43 +798,67 @@ function readAsDataUrl(file) {
   });
 }
 
-/* Takes image files (from the button, a drop or a paste) for the next message. */
-async function addImages(files) {
+/* The bytes of a data: URL as a Blob (the page's policy lets images and audio come from blob: only). */
+function blobOf(dataUrl) {
+  const m = /^data:([^;,]*)(;base64)?,(.*)$/s.exec(dataUrl || '');
+  if (!m) return new Blob([]);
+  const raw = m[2] ? atob(m[3]) : decodeURIComponent(m[3]);
+  const bytes = new Uint8Array(raw.length);
+  for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+  return new Blob([bytes], { type: m[1] });
+}
+
+/* A stored file as a content part: an image_url, or input_audio (base64 and its format). */
+function filePart(f) {
+  if (f.type && f.type.startsWith('audio/')) {
+    return { type: 'input_audio', input_audio: { data: f.dataUrl.split(',')[1], format: f.type === 'audio/mpeg' ? 'mp3' : 'wav' } };
+  }
+  return { type: 'image_url', image_url: { url: f.dataUrl } };
+}
+
+/* Takes files (from the button, a drop or a paste) for the next message. */
+async function addFiles(files) {
+  const target = ui.target.value;
   if (ui.attach.hidden) {
-    announce('This model takes no images: its target has no projector (mmproj).');
+    announce('This model takes no images or audio: its target has no projector (mmproj).');
     return;
   }
   for (const file of files) {
-    if (!IMAGE_TYPES.includes(file.type)) {
-      announce(`${file.name} is not a PNG, JPEG, GIF or BMP image.`);
+    const image = IMAGE_TYPES.includes(file.type);
+    const audio = AUDIO_TYPES.includes(file.type);
+    if ((image && !takesImages(target)) || (audio && !takesAudio(target)) || (!image && !audio)) {
+      announce(`${file.name} is not a file this model takes (${attachKinds(target)}).`);
       continue;
     }
     if (file.size > IMAGE_MAX_BYTES) {
       announce(`${file.name} is larger than 20 MB.`);
       continue;
     }
-    state.pending.push({ name: file.name || 'image', blobUrl: URL.createObjectURL(file), dataUrl: await readAsDataUrl(file) });
+    state.pending.push({ name: file.name || 'file', type: file.type, blobUrl: URL.createObjectURL(file), dataUrl: await readAsDataUrl(file) });
   }
   showPending();
 }
 
+function attachKinds(target) {
+  return [takesImages(target) ? 'PNG, JPEG, GIF or BMP images' : '', takesAudio(target) ? 'WAV or MP3 audio' : '']
+    .filter(Boolean).join(', ') || 'nothing';
+}
+
 function showPending() {
   ui.attachments.replaceChildren();
-  state.pending.forEach((im, i) => {
+  state.pending.forEach((f, i) => {
     const li = document.createElement('li');
-    const img = document.createElement('img');
-    img.src = im.blobUrl;
-    img.alt = im.name;
+    li.append(filesRow([f]).firstChild);
     const remove = document.createElement('button');
     remove.type = 'button';
     remove.className = 'secondary';
     remove.textContent = '×';
-    remove.setAttribute('aria-label', `Remove ${im.name}`);
+    remove.setAttribute('aria-label', `Remove ${f.name}`);
     remove.addEventListener('click', () => {
       state.pending.splice(i, 1);
       showPending();
     });
-    li.append(img, remove);
+    li.append(remove);
     ui.attachments.append(li);
   });
   ui.attachments.hidden = state.pending.length === 0;
@@ -704,25 +872,26 @@ function clearPending() {
 function onDrop(event) {
   if (!event.dataTransfer || !event.dataTransfer.files.length) return;
   event.preventDefault();
-  addImages([...event.dataTransfer.files]);
+  addFiles([...event.dataTransfer.files]);
 }
 
 function onPaste(event) {
   const files = event.clipboardData ? [...event.clipboardData.files] : [];
   if (!files.length) return;
   event.preventDefault();
-  addImages(files);
+  addFiles(files);
 }
 
-function clearConversation() {
+/* Clear empties the conversation shown (it stays in the list, empty, until deleted). */
+async function clearConversation() {
   stop();
-  state.conversation++;
-  state.history = [];
+  state.generation++;
   clearPending();
-  for (const el of ui.log.querySelectorAll('.msg')) el.remove();
-  ui.empty.hidden = false;
+  if (state.conv) state.conv.messages = [];
+  showConversation();
   announce('Conversation cleared.');
   ui.prompt.focus();
+  await saveConversation();
 }
 
 /* ---- wiring --------------------------------------------------------------------------------- */
@@ -750,21 +919,35 @@ function onKey(event) {
   }
 }
 
+/* The three views (Chat, Models, Charts): one shown at a time, its nav button pressed. */
+function showView(name) {
+  for (const v of ['chat', 'models', 'charts']) {
+    document.getElementById(`${v}-view`).hidden = v !== name;
+    document.getElementById(`nav-${v}`).setAttribute('aria-pressed', String(v === name));
+  }
+  if (name === 'models') showModels();
+  if (name === 'charts') showCharts();
+}
+
 function start() {
   ui.token.value = sessionStorage.getItem(TOKEN_KEY) || '';
+  for (const b of document.querySelectorAll('nav.views button')) b.addEventListener('click', () => showView(b.dataset.view));
 
   ui.composer.addEventListener('submit', onSubmit);
   ui.prompt.addEventListener('keydown', onPromptKey);
   document.addEventListener('keydown', onKey);
   ui.stop.addEventListener('click', stop);
   ui.clear.addEventListener('click', clearConversation);
-  ui.target.addEventListener('change', showTarget);
+  ui.target.addEventListener('change', () => {
+    state.wantModel = ui.target.value;
+    showTarget();
+  });
   ui.residency.addEventListener('click', toggleResidency);
   ui.inBrowser.addEventListener('change', toggleBrowser);
   ui.token.addEventListener('change', saveToken);
   ui.attach.addEventListener('click', () => ui.imageFile.click());
   ui.imageFile.addEventListener('change', () => {
-    addImages([...ui.imageFile.files]);
+    addFiles([...ui.imageFile.files]);
     ui.imageFile.value = '';
   });
   ui.composer.addEventListener('dragover', (event) => event.preventDefault());
@@ -772,14 +955,20 @@ function start() {
   ui.prompt.addEventListener('paste', onPaste);
   document.querySelector('.skip').addEventListener('click', (event) => {
     event.preventDefault();
+    showView('chat');
     ui.prompt.focus();
   });
   document.addEventListener('visibilitychange', () => {
     if (!document.hidden) pollReady();
   });
 
+  wireConversations();
+  wireModels();
+  wireVoice();
+  restoreConversations();
   loadModels();
   pollReady();
+  startCharts();
 }
 
 start();

@@ -116,7 +116,7 @@ class Penalties(unittest.TestCase):
         port = free_port()
         log = open(os.path.join(gw.tmpdir(), "llama-server-penalties.log"), "w+")
         proc = subprocess.Popen([server, "-m", gw.model(), "--host", "127.0.0.1", "--port", str(port), "-t", "1",
-                                 "-c", "1024", "-np", "1"], stdout=log, stderr=subprocess.STDOUT,
+                                 "-c", "1024", "-np", "1", "--no-repack"], stdout=log, stderr=subprocess.STDOUT,
                                 env=dict(os.environ, LD_LIBRARY_PATH=PEER))
         try:
             base = f"http://127.0.0.1:{port}"

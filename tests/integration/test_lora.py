@@ -207,7 +207,7 @@ class LoraTest(unittest.TestCase):
         port = free_port()
         log = open(os.path.join(gw.tmpdir(), "llama-server-lora.log"), "w+")
         proc = subprocess.Popen([server, "-m", self.base, "--host", "127.0.0.1", "--port", str(port), "-t", "1",
-                                 "-c", "1024", "-np", "1", "--lora-scaled", f"{self.a}:{SCALE}"],
+                                 "-c", "1024", "-np", "1", "--no-repack", "--lora-scaled", f"{self.a}:{SCALE}"],
                                 stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, LD_LIBRARY_PATH=PEER))
         try:
             base = f"http://127.0.0.1:{port}"

@@ -55,15 +55,16 @@ if [ ! -f "$build/artifacts/$art_name/sbom.spdx.json" ]; then
     "$build/lib/libsipp.so" >/dev/null || die "deps/sbom.py $build/artifacts/$art_name failed"
 fi
 
-# stage.sh reads BUILD/artifact, bin/sipp, lib/libsipp.so and the man page: a view of this build
+# stage.sh reads BUILD/artifact, bin/sipp, lib/libsipp.so, the man page and gen/web: a view of this build
 # whose artifact is the flavor's.
 view=$out/$flavor/view ctx=$out/$flavor/context
 rm -rf "$view" "$ctx"
-mkdir -p "$view/bin" "$view/lib" "$view/share/man/man1" "$ctx/deploy/container"
+mkdir -p "$view/bin" "$view/lib" "$view/share/man/man1" "$view/gen" "$ctx/deploy/container"
 ln -s "$(cd "$build" && pwd)/artifacts/$art_name" "$view/artifact"
 ln -s "$(cd "$build" && pwd)/bin/sipp" "$view/bin/sipp"
 ln -s "$(cd "$build" && pwd)/lib/libsipp.so" "$view/lib/libsipp.so"
 ln -s "$(cd "$build" && pwd)/share/man/man1/sipp.1" "$view/share/man/man1/sipp.1"
+ln -s "$(cd "$build" && pwd)/gen/web" "$view/gen/web"
 bash "$repo/scripts/stage.sh" "$ctx/dist" "$view" "$version" >/dev/null
 cp "$here/Containerfile" "$here/sipp.toml" "$ctx/deploy/container/"
 

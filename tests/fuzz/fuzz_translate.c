@@ -97,8 +97,9 @@ gw_target *gw_target_find(gw_server *s, const char *name) {
     return name && strcmp(name, "tiny") == 0 ? &target : NULL;
 }
 
-/* The whisper kind (kinds/whisper.c) is a recipe the fuzzed config never names. */
+/* The whisper and tts kinds (kinds/whisper.c, kinds/tts.c) are recipes the fuzzed config never names. */
 const gw_kind gw_kind_whisper = {.name = "whisper"};
+const gw_kind gw_kind_tts = {.name = "tts"};
 
 /* The harness serves more than one name ("tiny" only resolves): no body without a model picks one. */
 gw_target *gw_targets_only(gw_server *s) { return NULL; }

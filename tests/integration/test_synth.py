@@ -100,7 +100,7 @@ class SynthTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         r = run_synth("--out", self.path("x.gguf"), "--vocab", VOCAB, "--output", "tied", "--stop-token", "</s>", *TINY)
         self.assertEqual(r.returncode, EXIT_USAGE)
-        self.assertIn("--stop-token needs the output matrix", r.stderr)
+        self.assertIn("--stop-token and --favour need the output matrix", r.stderr)
         r = run_synth("--out", self.path("x.gguf"), "--vocab", VOCAB, "--output", "shared", *TINY)
         self.assertEqual(r.returncode, EXIT_USAGE)
         self.assertIn("--output: unknown 'shared'", r.stderr)

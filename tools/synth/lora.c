@@ -53,7 +53,7 @@ static bool is_target(const char *name) {
 
 static int parse_lora_args(int argc, char **argv, struct lora_opts *o) {
     *o = (struct lora_opts){.rank = LORA_DEFAULT_RANK, .seed = LORA_SEED, .std = LORA_STD};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
         if (!v) return lora_usage("each flag takes a value");
@@ -74,7 +74,6 @@ static int parse_lora_args(int argc, char **argv, struct lora_opts *o) {
         } else {
             return lora_usage("with --lora-for only --out, --rank, --seed and --std are taken");
         }
-        i++;
     }
     if (!o->out || !o->base) return lora_usage("--out and --lora-for are required");
     return 0;

@@ -21,8 +21,9 @@
 #include "gateway/request_parse.h"
 #include "gateway/routes.h"
 
-/* The target named by ?model=, or the one local target with adapters; NULL after replying. */
-static gw_target *lora_target(gw_call *call) {
+/* The target named by ?model=, or the one local target with adapters; NULL after replying. With
+ * listing, no target with adapters is an empty list (llama-server's [] without --lora), not an error. */
+static gw_target *lora_target(gw_call *call, bool listing) {
     gw_server *srv = call->srv;
     const char *name = gw_call_query(call, "model");
     gw_target *found = NULL, *only = NULL;
@@ -39,7 +40,8 @@ static gw_target *lora_target(gw_call *call) {
                        "the model '%s' does not exist on this server; GET /v1/models lists them", name);
         return NULL;
     }
-    if (!name && with != 1) {
+    bool none = !name && with == 0 && listing;
+    if (!name && with != 1 && !none) {
         gw_reply_error(
             call, GW_E_INVALID_FIELD,
             with ? "%zu targets have LoRA adapters: name one with ?model=NAME"
@@ -54,7 +56,8 @@ static gw_target *lora_target(gw_call *call) {
             call->token ? call->token->caller : "?");
         return NULL;
     }
-    return found;
+    if (none) gw_reply_json(call, 200, json_array());
+    return none ? NULL : found;
 }
 
 /* The list: the engine's scales when loaded, else the config's. */
@@ -72,7 +75,7 @@ static json_t *lora_list(gw_call *call, gw_target *t) {
 }
 
 void gw_route_lora_get(gw_call *call) {
-    gw_target *t = lora_target(call);
+    gw_target *t = lora_target(call, true);
     if (t) gw_reply_json(call, 200, lora_list(call, t));
 }
 
@@ -110,7 +113,7 @@ static bool lora_scales(gw_call *call, json_t *body, size_t n_lora, sipp_lora_sc
 }
 
 void gw_route_lora_set(gw_call *call) {
-    gw_target *t = lora_target(call);
+    gw_target *t = lora_target(call, false);
     if (!t) return;
     if (t->cfg->n_lora == 0) {
         gw_reply_error(call, GW_E_INVALID_FIELD, "model '%s' has no LoRA adapters", t->cfg->name);

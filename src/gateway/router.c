@@ -75,6 +75,7 @@ static const struct route {
     {"POST", "/api/embed", gw_route_ollama_embed, ROUTE_AUTH | ROUTE_OLLAMA},
     {"POST", "/api/embeddings", gw_route_ollama_embed, ROUTE_AUTH | ROUTE_OLLAMA},
     {"POST", "/api/pull", gw_route_ollama_pull, ROUTE_AUTH | ROUTE_OLLAMA},
+    {"GET", "/v1/catalog", gw_route_catalog, ROUTE_AUTH},
     {"DELETE", "/api/delete", gw_route_ollama_delete, ROUTE_AUTH | ROUTE_OLLAMA},
     /* llama-server's own routes (routes_llama.c) */
     {"POST", "/v1/rerank", gw_route_rerank, ROUTE_AUTH},

@@ -38,6 +38,7 @@ void gw_route_completions(gw_call *call);
 void gw_route_embeddings(gw_call *call);
 void gw_route_transcriptions(gw_call *call); /* POST /v1/audio/transcriptions (routes_audio.c) */
 void gw_route_translations(gw_call *call);   /* POST /v1/audio/translations (routes_audio.c) */
+void gw_route_catalog(gw_call *call);        /* GET /v1/catalog (routes_catalog.c) */
 void gw_route_speech(gw_call *call);         /* POST /v1/audio/speech (routes_speech.c) */
 /* llama-server's own routes (routes_llama.c) */
 void gw_route_rerank(gw_call *call); /* /v1/rerank, /rerank, /v1/reranking */

@@ -32,6 +32,7 @@ ROUTES = [
     ("anthropic_count_tokens", "POST", "/v1/messages/count_tokens", {"model": TARGET, "messages": MSGS},
      "input_tokens"),
     ("ollama_tags", "GET", "/api/tags", None, "models"),
+    ("catalog", "GET", "/v1/catalog", None, "data"),
     ("ollama_chat", "POST", "/api/chat", {"model": TARGET, "messages": MSGS, "stream": False,
                                           "options": {"num_predict": 4}}, "message"),
     ("ollama_generate", "POST", "/api/generate", {"model": TARGET, "prompt": "Hello", "stream": False,

@@ -19,6 +19,7 @@ installs playwright-core and axe-core (`npm ci --ignore-scripts`) when web/node_
 Without /usr/bin/chromium or Node.js the test is skipped.
 """
 
+import hashlib
 import http.server
 import json
 import os
@@ -42,6 +43,7 @@ MCP_SERVER_JS = os.path.join(ROOT, "tests", "fixtures", "mcp", "server.js")
 CHROMIUM = os.environ.get("SIPP_CHROMIUM", "/usr/bin/chromium")
 NPM_TIMEOUT_S = 180
 NODE_TIMEOUT_S = 240  # the script cuts itself off earlier (RUN_TIMEOUT_MS); this is the backstop
+CATALOG_NAME = "catalog-tiny"  # the one entry of the test's catalog
 PULL_CHUNK_DELAY_S = 0.004  # per 64 KiB: the pull of the tiny model takes about a second
 VOICE_CLIP_S = 1.0  # the WAV Chromium's fake microphone plays (in a loop): a tone, then quiet
 VOICE_QUIET_S = 2.0  # longer than the page's hands-free SILENCE_MS, which ends a turn
@@ -191,7 +193,16 @@ class WebAppTest(unittest.TestCase):
                       ears + "".join(voice.values()) +
                       f'\n[[targets]]\nname = "scripted"\ntype = "openai_compatible"\n'
                       f'base_url = "{cls.upstream.base}"\n')
-            cls.g = gw.serve_config(config, env={"SIPP_MODELS_DIR": cls.store})
+            # A catalog of one entry, the same file by URL with its sha256: the Models view lists it and
+            # pulls it by name (GET /v1/catalog, POST /api/pull).
+            catalog = os.path.join(d, "catalog.json")
+            with open(model, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+            with open(catalog, "w") as f:
+                json.dump({"version": 1, "models": [{"name": CATALOG_NAME, "url": cls.pull_url, "sha256": digest,
+                                                     "description": "a model the test pulls by name",
+                                                     "labels": ["chat"]}]}, f)
+            cls.g = gw.serve_config(config, env={"SIPP_MODELS_DIR": cls.store, "SIPP_CATALOG": catalog})
         except BaseException:
             cls.tearDownClass()
             raise
@@ -235,7 +246,8 @@ class WebAppTest(unittest.TestCase):
     def test_the_page_in_chromium(self):
         os.makedirs(ARTIFACTS, exist_ok=True)
         cmd = ["node", os.path.join(WEB_TESTS, "app.test.js"), "--base", self.g.base, "--local", "tiny",
-               "--scripted", "scripted", "--pull-url", self.pull_url, "--artifacts", ARTIFACTS,
+               "--scripted", "scripted", "--pull-url", self.pull_url, "--catalog-name", CATALOG_NAME,
+               "--artifacts", ARTIFACTS,
                "--ears", "ears", "--voice-wav", self.voice_wav]
         for role, name in self.roles.items():
             cmd += [f"--{role}", name]

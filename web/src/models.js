@@ -9,6 +9,7 @@
  *   POST /api/pull                   Ollama's pull: NDJSON progress lines ({status, total,
  *                                    completed}), shown as a live progress bar, then "success"
  *   GET  /api/tags, DELETE /api/delete  the models served, and removing one from the store
+ *   GET  /v1/catalog                 the models the gateway can pull by name
  *   GET  /v1/mcp/tools               the [[mcp]] tool servers and their tools (shown when there are any)
  *
  * Nothing here is cached: opening the view, and each action, reads the gateway again. A refusal is
@@ -23,6 +24,7 @@ const mv = {
   note: document.getElementById('models-note'),
   matrix: document.getElementById('matrix'),
   pullForm: document.getElementById('pull-form'),
+  catalog: document.getElementById('catalog-list'),
   pullSource: document.getElementById('pull-source'),
   pullButton: document.getElementById('pull'),
   pullRow: document.getElementById('pull-row'),
@@ -228,7 +230,37 @@ async function showModels() {
   mv.list.replaceChildren(budgetsPanel(backends), ...(models.data || []).map((m) => modelCard(m, byName.get(m.id), budget)));
   showMatrix(backends);
   showStore(models);
+  showCatalog();
   showMcp();
+}
+
+/* The catalog (GET /v1/catalog): each name with what it is and a Pull button that pulls it by name. */
+async function showCatalog() {
+  let entries = [];
+  try {
+    entries = (await getJson('/v1/catalog')).data || [];
+  } catch (err) {
+    mv.catalog.replaceChildren(Object.assign(document.createElement('li'), { textContent: `no catalog: ${err.message}` }));
+    return;
+  }
+  mv.catalog.replaceChildren(...entries.map((e) => {
+    const li = document.createElement('li');
+    const span = document.createElement('span');
+    const facts = [e.size ? bytes(e.size) : '', (e.labels || []).join(', ')].filter(Boolean).join('; ');
+    span.textContent = `${e.name}${e.description ? ` — ${e.description}` : ''}${facts ? ` (${facts})` : ''}`;
+    const get = document.createElement('button');
+    get.type = 'button';
+    get.className = 'secondary small';
+    get.textContent = 'Pull';
+    get.dataset.testid = 'catalog-pull';
+    get.setAttribute('aria-label', `Pull ${e.name}`);
+    get.addEventListener('click', () => {
+      mv.pullSource.value = e.name;
+      mv.pullForm.requestSubmit();
+    });
+    li.append(span, get);
+    return li;
+  }));
 }
 
 /* The tool servers the gateway runs for Responses' {"type": "mcp"} tools, each with its tools or its error. */

@@ -4,7 +4,7 @@
  * playwright-core) against a real `sipp serve` on loopback; tests/integration/test_web_app.py starts
  * it (a local target and a remote one whose answers the test scripts) and runs:
  *
- *   node app.test.js --base URL --local NAME --scripted NAME --pull-url URL --artifacts DIR
+ *   node app.test.js --base URL --local NAME --scripted NAME --pull-url URL --catalog-name NAME --artifacts DIR
  *
  * Each check prints "ok" or "not ok"; the last line is "web-app: N passed, N failed"; the exit
  * status is 0 only when every check passed. Every wait is bounded and the run is cut off after
@@ -35,7 +35,7 @@ function parseArgs(argv) {
     if (!argv[i].startsWith('--') || argv[i + 1] === undefined) throw new Error(`bad argument ${argv[i]}`);
     args[argv[i].slice(2)] = argv[i + 1];
   }
-  for (const need of ['base', 'local', 'scripted', 'ears', 'pull-url', 'artifacts'])
+  for (const need of ['base', 'local', 'scripted', 'ears', 'pull-url', 'catalog-name', 'artifacts'])
     if (!args[need]) throw new Error(`--${need} is required`);
   return args;
 }
@@ -320,6 +320,20 @@ async function run(args) {
       await page.fill(byId('delete-name'), 'pulled-tiny');
       await page.click(byId('delete-by-name'));
       await until('the refusal', async () => /^pulled-tiny: .*\(HTTP 404\)/.test(await page.textContent(byId('models-note'))));
+    });
+
+    await check('the catalog lists its models, and Pull on one pulls it by name', async () => {
+      const name = args['catalog-name'];
+      const entry = page.locator(`${byId('catalog-list')} li`, { hasText: name });
+      await until('the catalog entry', async () => (await entry.count()) === 1);
+      assert(/a model the test pulls by name/.test(await entry.textContent()), `entry: ${await entry.textContent()}`);
+      await entry.locator(byId('catalog-pull')).click();
+      await until('success', async () => /success/.test(await page.textContent(byId('pull-status'))));
+      assert((await page.inputValue(byId('pull-source'))) === name, 'the pull was not of the catalog name');
+      const item = page.locator(`${byId('store-list')} li`, { hasText: name });
+      await until('the pulled model in the store list', async () => (await item.count()) === 1);
+      await item.locator(byId('store-delete')).click();
+      await until('gone from the list', async () => (await item.count()) === 0);
     });
 
     await check('the charts have points after a few requests', async () => {

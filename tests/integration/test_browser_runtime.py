@@ -30,6 +30,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support import npm  # noqa: E402
 from tests.integration.common import BUILD, ROOT, make_model, run_sipp  # noqa: E402
 from tests.integration.web_server import WebServer  # noqa: E402
 from tests.support.paths import SIPP  # noqa: E402
@@ -44,7 +45,6 @@ MAX_TOKENS = 24
 ABORT_AFTER = 3
 EMBED_TEXTS = ["the quick brown fox", "a second, longer text to embed"]
 EMBED_TOLERANCE = 1e-3  # per component of unit vectors: wasm SIMD and AVX2 sum in different orders
-NPM_TIMEOUT_S = 180
 # drive.mjs is bounded by progress: it writes a line on stderr per step and every few seconds while a
 # step progresses, and cuts a step after 5 minutes without progress. These bound the run the same way:
 # no line for DRIVE_STALL_S, or a safety stop that no progressing run reaches.
@@ -83,11 +83,7 @@ class BrowserRuntimeTest(unittest.TestCase):
         absent = [f for f in RUNTIME_FILES if not os.path.isfile(f)]
         if absent:
             raise AssertionError(f"the browser runtime is not built ({', '.join(absent)}); run make web")
-        if not have_playwright():
-            r = subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=WEB_TESTS,
-                               capture_output=True, text=True, timeout=NPM_TIMEOUT_S, stdin=subprocess.DEVNULL)
-            if r.returncode != 0 or not have_playwright():
-                raise AssertionError(f"npm ci in {WEB_TESTS} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        npm.ensure(WEB_TESTS, "playwright-core")
         cls.tmp = tempfile.mkdtemp(prefix="sipp-browser-test-")
         # F16 weights: WebAssembly's and AVX2's Q8_0 kernels round differently, enough for a random-weight
         # model's greedy path to split at a near tie after ~10 tokens (sipp verify measures that drift);

@@ -19,6 +19,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import httpfixture  # noqa: E402
 import test_gateway_support as gw  # noqa: E402
+from tests.support import npm  # noqa: E402
 
 JS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js")
 PACKAGES = ("openai", os.path.join("@anthropic-ai", "sdk"), "ollama")
@@ -37,12 +38,7 @@ CHECKED_REMOTE = ["responses", "responses-stream", "responses-tools", "messages"
 
 
 def ensure_clients():
-    if all(os.path.isdir(os.path.join(JS_DIR, "node_modules", p)) for p in PACKAGES):
-        return
-    r = subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=JS_DIR,
-                       capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
-    if r.returncode != 0:
-        raise AssertionError(f"npm ci failed in {JS_DIR}:\n{r.stdout}\n{r.stderr}")
+    npm.ensure(JS_DIR, *PACKAGES)
 
 
 @unittest.skipUnless(shutil.which("node") and shutil.which("npm"), "node and npm are needed for the agent client tests")

@@ -15,21 +15,16 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support import npm  # noqa: E402
 
 JS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js")
-NPM_TIMEOUT_S = 300
 NODE_TIMEOUT_S = 120
 TOKEN_ENV = "SIPP_GW_JS_TOKEN"
 TOKEN = "js-client-secret"
 
 
 def ensure_client():
-    if all(os.path.isdir(os.path.join(JS_DIR, "node_modules", p)) for p in ("openai", "@anthropic-ai/sdk", "ollama")):
-        return
-    r = subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=JS_DIR,
-                       capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
-    if r.returncode != 0:
-        raise AssertionError(f"npm ci failed in {JS_DIR}:\n{r.stdout}\n{r.stderr}")
+    npm.ensure(JS_DIR, "openai", "@anthropic-ai/sdk", "ollama")
 
 
 @unittest.skipUnless(shutil.which("node") and shutil.which("npm"), "node and npm are needed for the openai client test")

@@ -18,6 +18,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support import npm  # noqa: E402
 from tests.support.images import png  # noqa: E402
 from tests.support.models import make_projector  # noqa: E402
 
@@ -30,7 +31,6 @@ TARGET = "tiny"
 VISION_TARGET = "tiny-vision"
 TOKEN_ENV = "SIPP_WEB_TEST_TOKEN"
 TOKEN = "web-test-secret-7f3a"
-NPM_TIMEOUT_S = 180
 NODE_TIMEOUT_S = 150  # the script cuts itself off earlier (RUN_TIMEOUT_MS); this is the backstop
 
 
@@ -38,9 +38,6 @@ def text(b):
     """Output of a killed process, which subprocess may leave as bytes even with text=True."""
     return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
 
-
-def have_playwright():
-    return os.path.isfile(os.path.join(WEB_TESTS, "node_modules", "playwright-core", "package.json"))
 
 
 class WebPageTest(unittest.TestCase):
@@ -50,11 +47,7 @@ class WebPageTest(unittest.TestCase):
                                          ("node", shutil.which("node")), ("npm", shutil.which("npm"))) if not ok]
         if missing:
             raise unittest.SkipTest(f"{', '.join(missing)} not installed (make setup installs them)")
-        if not have_playwright():
-            r = subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=WEB_TESTS,
-                               capture_output=True, text=True, timeout=NPM_TIMEOUT_S, stdin=subprocess.DEVNULL)
-            if r.returncode != 0 or not have_playwright():
-                raise AssertionError(f"npm ci in {WEB_TESTS} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        npm.ensure(WEB_TESTS, "playwright-core")
         cls.servers = []
         model = gw.model(TARGET)
         # Two slots and room for a long answer (2048 tokens a slot): the stop check needs one running.

@@ -31,6 +31,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support import npm  # noqa: E402
 from httpfixture import HTTPFixture  # noqa: E402
 from tests.support.audio import wav  # noqa: E402
 from tests.support.models import make_projector  # noqa: E402
@@ -150,10 +151,6 @@ class Upstream:
         self.server.server_close()
 
 
-def have_node_modules():
-    return all(os.path.isfile(os.path.join(WEB_TESTS, "node_modules", p, "package.json"))
-               for p in ("playwright-core", "axe-core"))
-
 
 class WebAppTest(unittest.TestCase):
     @classmethod
@@ -162,11 +159,7 @@ class WebAppTest(unittest.TestCase):
                                          ("node", shutil.which("node")), ("npm", shutil.which("npm"))) if not ok]
         if missing:
             raise unittest.SkipTest(f"{', '.join(missing)} not installed (make setup installs them)")
-        if not have_node_modules():
-            r = subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=WEB_TESTS,
-                               capture_output=True, text=True, timeout=NPM_TIMEOUT_S, stdin=subprocess.DEVNULL)
-            if r.returncode != 0 or not have_node_modules():
-                raise AssertionError(f"npm ci in {WEB_TESTS} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        npm.ensure(WEB_TESTS, "playwright-core", "axe-core")
         cls.upstream = Upstream()
         cls.files = HTTPFixture()
         cls.g = None

@@ -29,6 +29,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
+from tests.support import npm  # noqa: E402
 from tests.integration.common import BUILD, ROOT, make_model  # noqa: E402
 
 WEB_TESTS = os.path.join(ROOT, "tests", "integration", "web")
@@ -39,12 +40,8 @@ TOKEN_ENV, TOKEN = "SIPP_BROWSER_MODE_TOKEN", "browser-mode-secret-51c2"
 OTHER_ENV, OTHER_TOKEN = "SIPP_BROWSER_MODE_OTHER", "browser-mode-other-9d04"
 PROMPT = "Hello there, browser"
 MAX_TOKENS = 24
-NPM_TIMEOUT_S = 180
 NODE_TIMEOUT_S = 300  # the script cuts itself off earlier (RUN_TIMEOUT_MS); this is the backstop
 
-
-def have_playwright():
-    return os.path.isfile(os.path.join(WEB_TESTS, "node_modules", "playwright-core", "package.json"))
 
 
 class ModelFileRouteTest(unittest.TestCase):
@@ -264,10 +261,7 @@ class BrowserModeTest(unittest.TestCase):
                                          ("node", shutil.which("node")), ("npm", shutil.which("npm"))) if not ok]
         if missing:
             self.skipTest(f"{', '.join(missing)} not installed (make setup installs them)")
-        if not have_playwright():
-            r = subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=WEB_TESTS,
-                               capture_output=True, text=True, timeout=NPM_TIMEOUT_S, stdin=subprocess.DEVNULL)
-            self.assertTrue(r.returncode == 0 and have_playwright(), f"npm ci failed:\n{r.stdout}\n{r.stderr}")
+        npm.ensure(WEB_TESTS, "playwright-core")
         ModelFileRouteTest.setUpClass()
         self.addCleanup(ModelFileRouteTest.tearDownClass)
         g = ModelFileRouteTest.on

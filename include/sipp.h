@@ -1552,6 +1552,11 @@ SIPP_API sipp_status sipp_engine_lora_get(const sipp_engine *engine, size_t id, 
  * other adapter at 0. Requests already submitted keep the scales they were given. [any thread] */
 SIPP_API sipp_status sipp_engine_lora_set(sipp_engine *engine, const sipp_lora_scale *scales, size_t n);
 
+/* How many requests apply adapter id at a scale other than 0: in a slot (*running) and in the
+ * engine's queue (*waiting); what an inference router's LoRA affinity reads (vLLM's
+ * lora_requests_info). SIPP_ERR_INVALID_ARGUMENT for an id out of range. [any thread] */
+SIPP_API sipp_status sipp_engine_lora_use(sipp_engine *engine, size_t id, int *running, int *waiting);
+
 /* ---- embeddings --------------------------------------------------------------------------------- */
 
 /* Embeds n_texts texts with the model's pooling (mean when the model has none), in a second context

@@ -108,6 +108,25 @@ sipp_status sipp_engine_lora_get(const sipp_engine *e, size_t id, const char **p
     return SIPP_OK;
 }
 
+/* Whether r applies adapter id: its own scales, or the defaults when it took none. */
+static bool request_applies(const sipp_engine *e, const sipp_request *r, size_t id) {
+    return (r->lora_scales ? r->lora_scales[id] : e->lora.defaults[id]) != 0.0f;
+}
+
+sipp_status sipp_engine_lora_use(sipp_engine *e, size_t id, int *running, int *waiting) {
+    if (!e || id >= e->lora.n) return SIPP_ERR_INVALID_ARGUMENT;
+    int run = 0, wait = 0;
+    sipp_engine_lock(e);
+    for (int i = 0; i < e->params.parallel; i++)
+        run += e->slots[i].req && request_applies(e, e->slots[i].req, id);
+    for (const sipp_request *r = e->queue_head; r; r = r->next)
+        wait += request_applies(e, r, id);
+    sipp_engine_unlock(e);
+    if (running) *running = run;
+    if (waiting) *waiting = wait;
+    return SIPP_OK;
+}
+
 sipp_status sipp_engine_lora_set(sipp_engine *e, const sipp_lora_scale *scales, size_t n) {
     if (!e) return SIPP_ERR_INVALID_ARGUMENT;
     for (size_t k = 0; k < n; k++)

@@ -27,7 +27,9 @@
  *   vllm:num_requests_running{model_name}     = sipp_engine_running_requests (busy slots)
  *   vllm:kv_cache_usage_perc{model_name}      = sipp_kv_cache_usage_ratio (0-1, as vLLM's)
  *   vllm:lora_requests_info{model_name,running_lora_adapters,waiting_lora_adapters,max_lora}
- *                                             the time (vLLM's convention); no adapters, max_lora 0
+ *                                             the time (vLLM's convention); the adapters (file names
+ *                                             without .gguf) running and waiting requests apply,
+ *                                             max_lora the target's adapters
  *
  * This file keeps the counters and histograms; the gauges that read other modules' state (targets,
  * engines, upstreams) are rendered by the /metrics route (routes_ops.c) with the helpers here.
@@ -332,12 +334,17 @@ void gw_metrics_routing(gw_metrics *m, const gw_routing_row *rows, size_t n, boo
     }
     free(waiting);
     gw_metrics_header(o, "vllm:lora_requests_info", "gauge",
-                      "LoRA adapters running and waiting (none: sipp serves no adapters yet); the value is "
-                      "the time, as vLLM's.");
+                      "The LoRA adapters running and waiting requests apply, and the target's adapters "
+                      "(max_lora); the value is the time, as vLLM's.");
     for (size_t i = 0; i < n; i++) {
-        if (!rows[i].local) continue;
-        routing_sample(o, "vllm:lora_requests_info", "model_name", rows[i].name,
-                       ",running_lora_adapters=\"\",waiting_lora_adapters=\"\",max_lora=\"0\"");
-        sipp_buf_appendf(o, " %lld\n", (long long)time(NULL));
+        const gw_routing_row *r = &rows[i];
+        if (!r->local) continue;
+        sipp_buf_appendf(o, "vllm:lora_requests_info{model_name=\"");
+        label(o, r->name);
+        sipp_buf_appendf(o, "\",running_lora_adapters=\"");
+        label(o, r->lora_running.data ? r->lora_running.data : "");
+        sipp_buf_appendf(o, "\",waiting_lora_adapters=\"");
+        label(o, r->lora_waiting.data ? r->lora_waiting.data : "");
+        sipp_buf_appendf(o, "\",max_lora=\"%d\"} %lld\n", r->max_lora, (long long)time(NULL));
     }
 }

@@ -42,6 +42,10 @@ typedef struct gw_routing_row {
     bool local;
     int engine_queued, running;
     int kv_cells, kv_cells_used;
+    /* LoRA (vLLM's lora_requests_info): the adapters (their file names without .gguf, comma-separated)
+     * that running and waiting requests apply, and how many the target has (max_lora). */
+    sipp_buf lora_running, lora_waiting;
+    int max_lora;
 } gw_routing_row;
 
 /* Renders the routing gauges of rows[i] = target i, under sipp's names and under vLLM's (the same

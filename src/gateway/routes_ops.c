@@ -115,6 +115,30 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
     gw_supervise_metrics(srv, o);
 }
 
+/* Appends an adapter's name (its file name without .gguf) to a comma-separated list. */
+static void lora_name(sipp_buf *list, const char *path) {
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t n = strlen(base);
+    if (n > 5 && strcmp(base + n - 5, ".gguf") == 0) n -= 5;
+    if (list->len) sipp_buf_append(list, ",", 1);
+    sipp_buf_append(list, base, n);
+}
+
+/* The adapters a loaded target's running and waiting requests apply (vLLM's lora_requests_info). */
+static void lora_use(gw_target *t, gw_routing_row *row) {
+    size_t n = sipp_engine_lora_count(t->engine);
+    row->max_lora = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        const char *path = NULL;
+        int running = 0, waiting = 0;
+        if (sipp_engine_lora_get(t->engine, i, &path, NULL) != SIPP_OK ||
+            sipp_engine_lora_use(t->engine, i, &running, &waiting) != SIPP_OK)
+            continue;
+        if (running) lora_name(&row->lora_running, path);
+        if (waiting) lora_name(&row->lora_waiting, path);
+    }
+}
+
 /* The routing gauges' inputs: each local target's engine stats, zeros while it is not loaded. */
 static void render_routing(gw_server *srv, size_t n, sipp_buf *o) {
     gw_routing_row *rows = calloc(n + 1, sizeof *rows);
@@ -123,6 +147,7 @@ static void render_routing(gw_server *srv, size_t n, sipp_buf *o) {
         gw_target *t = &srv->targets[i];
         rows[i].name = t->cfg->name;
         rows[i].local = gw_kind_of(t)->resident;
+        rows[i].max_lora = (int)t->cfg->n_lora;
         if (!rows[i].local || !gw_residency_peek(srv, t)) continue;
         sipp_engine_stats es = {0};
         if (t->engine) sipp_engine_get_stats(t->engine, &es); /* a kind without a text engine: zeros */
@@ -134,10 +159,15 @@ static void render_routing(gw_server *srv, size_t n, sipp_buf *o) {
         rows[i].running = es.running;
         rows[i].kv_cells = es.kv_cells;
         rows[i].kv_cells_used = es.kv_cells_used;
+        if (t->engine) lora_use(t, &rows[i]);
     }
     int active, queued;
     gw_admission_counts(srv->admission, &active, &queued);
     gw_metrics_routing(srv->metrics, rows, n, queued > 0, o);
+    for (size_t i = 0; i < n; i++) {
+        sipp_buf_free(&rows[i].lora_running);
+        sipp_buf_free(&rows[i].lora_waiting);
+    }
     free(rows);
 }
 

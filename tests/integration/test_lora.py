@@ -14,6 +14,7 @@ and a request's "lora": [{id, scale}] apply it.
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -48,6 +49,53 @@ def post(base, path, body):
     req = urllib.request.Request(base + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=gw.HTTP_TIMEOUT_S) as r:
         return json.loads(r.read())
+
+
+def lora_info(m, name="tiny"):
+    """The labels of vLLM's lora_requests_info sample of target name (running, waiting, max)."""
+    for (metric, labels), _ in m.items():
+        d = dict(labels)
+        if metric == "vllm:lora_requests_info" and d.get("model_name") == name:
+            return d["running_lora_adapters"], d["waiting_lora_adapters"], d["max_lora"]
+    return None
+
+
+def open_stream(g, lora):
+    """A streamed completion under lora that runs until its socket is closed; returns the socket."""
+    sock = socket.create_connection((g.host, g.port), timeout=gw.HTTP_TIMEOUT_S)
+    body = json.dumps({"model": "tiny", "prompt": PROMPT, "max_tokens": 100000, "ignore_eos": True,
+                       "stream": True, "lora": lora})
+    sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                  f"Authorization: Bearer {ADMIN}\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+    return sock
+
+
+class LoraRoutingInfoTest(unittest.TestCase):
+    """vLLM's lora_requests_info names the adapters the running and the waiting requests apply: a request
+    of another set of scales waits until the running set's requests end (one set runs at a time)."""
+
+    def test_running_and_waiting_adapters(self):
+        base = gw.model()
+        a, b = adapter("lora-a.gguf", base, 1), adapter("lora-b.gguf", base, 2)
+        cfg = (f'[[tokens]]\nenv = "LORA_ADMIN"\ncaller = "ops"\nadmin = true\n\n' +
+               gw.local_target("tiny", base, parallel=2, ctx=32768,
+                               extra=f'lora = [{{path = "{a}", scale = {SCALE}}}, {{path = "{b}", scale = 0}}]'))
+        g = gw.serve_config(cfg, env=ENV)
+        self.addCleanup(g.stop)
+        settle = lambda want: gw.wait_until(lambda: lora_info(g.metrics()) == want, 60, f"lora info {want}")
+        settle(("", "", "2"))  # not loaded yet: the config's adapters
+        socks = []
+        try:
+            socks.append(open_stream(g, [{"id": 1, "scale": 1.0}]))
+            settle(("lora-b", "", "2"))
+            socks.append(open_stream(g, []))  # the defaults: a at 0.75, another set, so it waits
+            settle(("lora-b", "lora-a", "2"))
+            socks.pop(0).close()
+            settle(("lora-a", "", "2"))
+        finally:
+            for sock in socks:
+                sock.close()
+        settle(("", "", "2"))
 
 
 class LoraTest(unittest.TestCase):

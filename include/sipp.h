@@ -277,6 +277,9 @@ SIPP_API sipp_status sipp_rpc_server_run(const sipp_rpc_server_params *params, c
 #define SIPP_NAME_MAX 128      /* bytes of a store name, without the terminating NUL */
 #define SIPP_SHA256_HEX 65     /* 64 lowercase hex digits and a NUL */
 #define SIPP_STORE_TIME_MAX 32 /* "YYYY-MM-DDTHH:MM:SSZ" and room to spare */
+#define SIPP_RECIPE_NAME_MAX 16
+#define SIPP_RECIPE_LLAMACPP "llamacpp"     /* a GGUF model, run by llama.cpp */
+#define SIPP_RECIPE_WHISPERCPP "whispercpp" /* a whisper.cpp model (its ggml .bin), run by libwhisper */
 
 /* The store directory (not created). */
 SIPP_API sipp_status sipp_store_dir(char *out, size_t cap, char *errbuf);
@@ -303,6 +306,9 @@ typedef struct sipp_store_model {
      * mmproj-NAME.gguf (file is that name), where --mmproj auto finds it; NULL when none. Not counted
      * in size; removed with the model. */
     sipp_store_file *mmproj;
+    /* What runs it: SIPP_RECIPE_LLAMACPP (NAME.gguf or a split set) or SIPP_RECIPE_WHISPERCPP (one
+     * file, NAME.bin, a whisper.cpp model). */
+    char recipe[SIPP_RECIPE_NAME_MAX];
 } sipp_store_model;
 
 /* Every model in the store, sorted by name; a store that does not exist yet is empty. *out is an
@@ -440,6 +446,9 @@ typedef struct sipp_catalog_entry {
      * the model URL's directory), "" when none; its lowercase sha256, "" when unknown. */
     char *mmproj;
     char *mmproj_sha256;
+    /* "recipe": SIPP_RECIPE_LLAMACPP (GGUF; the default) or SIPP_RECIPE_WHISPERCPP (a whisper.cpp ggml
+     * .bin, pulled and checked as one, stored as NAME.bin). Never NULL. */
+    char *recipe;
 } sipp_catalog_entry;
 
 typedef struct sipp_catalog {

@@ -110,6 +110,11 @@ static json_t *store_mmproj_json(const listing *l, const sipp_store_model *m) {
                      "url", f->url ? f->url : "", "sha256", f->sha256);
 }
 
+/* What runs a catalog entry's model (llamacpp when the entry does not say). */
+static const char *entry_recipe(const sipp_catalog_entry *e) {
+    return e->recipe && *e->recipe ? e->recipe : SIPP_RECIPE_LLAMACPP;
+}
+
 static int list_json(const listing *l) {
     const sipp_catalog *cat = l->cat;
     json_t *list = json_array();
@@ -121,6 +126,7 @@ static int list_json(const listing *l) {
                               m->files[0].sha256, "sha256_verified", m->verified, "pulled_at", m->pulled_at);
         add_catalog_fields(o, sipp_catalog_find(cat, m->name));
         json_object_set_new(o, "mmproj", store_mmproj_json(l, m));
+        json_object_set_new(o, "recipe", json_string(m->recipe));
         json_array_append_new(list, o);
     }
     for (size_t i = 0; l->all && cat && i < cat->n; i++) {
@@ -131,6 +137,7 @@ static int list_json(const listing *l) {
                               json_strings(e->sha256, e->n_sha256), "license", json_string(e->license));
         add_catalog_fields(o, e);
         json_object_set_new(o, "mmproj", *e->mmproj ? json_pack("{s:s}", "url", e->mmproj) : json_null());
+        json_object_set_new(o, "recipe", json_string(entry_recipe(e)));
         json_array_append_new(list, o);
     }
     json_t *root =
@@ -152,14 +159,15 @@ static void print_mmproj_row(const sipp_store_model *m) {
 static void list_text_all(const listing *l, int width) {
     const sipp_catalog *cat = l->cat;
     char size[SIZE_TEXT], labels[LABELS_TEXT];
-    printf("%-*s  %10s  %-9s  %-28s  %s\n", width, "NAME", "SIZE", "STORE", "LABELS", "DESCRIPTION");
+    printf("%-*s  %10s  %-10s  %-9s  %-28s  %s\n", width, "NAME", "SIZE", "RECIPE", "STORE", "LABELS",
+           "DESCRIPTION");
     for (size_t i = 0; i < l->n; i++) {
         const sipp_store_model *m = &l->models[i];
         const sipp_catalog_entry *e = sipp_catalog_find(cat, m->name);
         sipp_format_size(m->size, size, sizeof size);
         join(e ? e->labels : NULL, e ? e->n_labels : 0, labels, sizeof labels);
-        printf("%-*s  %10s  %-9s  %-28s  %s\n", width, m->name, size, "pulled", labels[0] ? labels : "-",
-               e ? e->description : "");
+        printf("%-*s  %10s  %-10s  %-9s  %-28s  %s\n", width, m->name, size, m->recipe, "pulled",
+               labels[0] ? labels : "-", e ? e->description : "");
         print_mmproj_row(m);
     }
     for (size_t i = 0; cat && i < cat->n; i++) {
@@ -170,8 +178,8 @@ static void list_text_all(const listing *l, int width) {
         else
             sipp_strlcpy(size, "?", sizeof size);
         join(e->labels, e->n_labels, labels, sizeof labels);
-        printf("%-*s  %10s  %-9s  %-28s  %s\n", width, e->name, size, "-", labels[0] ? labels : "-",
-               e->description);
+        printf("%-*s  %10s  %-10s  %-9s  %-28s  %s\n", width, e->name, size, entry_recipe(e), "-",
+               labels[0] ? labels : "-", e->description);
     }
     if (!cat || !cat->shipped_path[0])
         fprintf(stderr, "sipp: no shipped catalog was found; set SIPP_CATALOG to its path\n");
@@ -195,11 +203,11 @@ static void list_text(const listing *l) {
         return;
     }
     char size[SIZE_TEXT];
-    printf("%-*s  %10s  %-10s  %s\n", width, "NAME", "SIZE", "PULLED", "SOURCE");
+    printf("%-*s  %10s  %-10s  %-10s  %s\n", width, "NAME", "SIZE", "RECIPE", "PULLED", "SOURCE");
     for (size_t i = 0; i < l->n; i++) {
         const sipp_store_model *m = &l->models[i];
         sipp_format_size(m->size, size, sizeof size);
-        printf("%-*s  %10s  %-10.*s  %s\n", width, m->name, size, DATE_LEN,
+        printf("%-*s  %10s  %-10s  %-10.*s  %s\n", width, m->name, size, m->recipe, DATE_LEN,
                m->pulled_at[0] ? m->pulled_at : "-", m->source[0] ? m->source : "(copied in)");
         print_mmproj_row(m);
     }
@@ -561,6 +569,12 @@ static int models_info(int argc, char **argv) {
     if (!g) {
         cli_error("out of memory");
         return EXIT_RUNTIME;
+    }
+    if (sipp_is_whisper_model(path)) { /* whisper.cpp's own format: no GGUF header to show */
+        cli_error("'%s' is a whisper.cpp model (recipe %s, %s); models info reads GGUF headers only. Use it "
+                  "with: sipp transcribe %s CLIP, or a gateway target with model = \"%s\"",
+                  target, SIPP_RECIPE_WHISPERCPP, path, target, target);
+        goto out;
     }
     if (sipp_gguf_inspect(path, g, err) != SIPP_OK) {
         cli_error("%s", err);

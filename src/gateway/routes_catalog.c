@@ -4,7 +4,8 @@
  * any client that offers a list to pull from (POST /api/pull takes the name).
  *
  * Each entry as the catalog gives it: name, description, url, size (0: unknown), sha256 known or
- * not, labels, suggested backends and context, licence, its draft, whether a projector comes with it.
+ * not, labels, suggested backends and context, licence, its draft, whether a projector comes with it,
+ * and its recipe (llamacpp, or whispercpp for a whisper.cpp model).
  */
 #include "gateway/routes.h"
 
@@ -16,11 +17,12 @@ static json_t *strings(char *const *v, size_t n) {
 }
 
 static json_t *entry_json(const sipp_catalog_entry *e) {
-    return json_pack("{s:s, s:s, s:s, s:I, s:b, s:o, s:o, s:i, s:s, s:s, s:b}", "name", e->name,
+    return json_pack("{s:s, s:s, s:s, s:I, s:b, s:o, s:o, s:i, s:s, s:s, s:b, s:s}", "name", e->name,
                      "description", e->description, "url", e->url, "size", (json_int_t)e->size, "verified",
                      e->n_sha256 > 0, "labels", strings(e->labels, e->n_labels), "backends",
                      strings(e->backends, e->n_backends), "ctx_size", e->ctx_size, "license", e->license,
-                     "draft", e->draft, "mmproj", *e->mmproj != 0);
+                     "draft", e->draft, "mmproj", *e->mmproj != 0, "recipe",
+                     e->recipe && *e->recipe ? e->recipe : SIPP_RECIPE_LLAMACPP);
 }
 
 void gw_route_catalog(gw_call *call) {

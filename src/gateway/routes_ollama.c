@@ -163,6 +163,7 @@ static const char *quantization(const sipp_model_info *info) {
 
 /* What Ollama's listings say of a model: from the loaded model, else from its GGUF header. */
 typedef struct model_facts {
+    char format[8]; /* "gguf", or "ggml" for a whisper.cpp model */
     char architecture[64];
     char quantization[sizeof((sipp_model_info *)0)->description];
     uint64_t n_params, size_bytes;
@@ -176,10 +177,22 @@ static void gguf_quantization(const sipp_gguf_info *g, char *out, size_t cap) {
         if (*c >= 'a' && *c <= 'z') *c = (char)(*c - 'a' + 'A');
 }
 
+/* A whisper.cpp model (its own ggml format, no GGUF header): its format, family and file size. */
+static bool whisper_facts(const char *path, model_facts *f) {
+    struct stat st;
+    if (!path || !sipp_is_whisper_model(path) || stat(path, &st) != 0) return false;
+    snprintf(f->format, sizeof f->format, "ggml");
+    snprintf(f->architecture, sizeof f->architecture, "whisper");
+    f->size_bytes = (uint64_t)st.st_size;
+    return true;
+}
+
 /* Reads t's model under a residency peek when it is loaded (it may be unloaded meanwhile: then its
  * file is read), else its file's header, without loading it. False when neither can be read. */
 static bool read_facts(gw_server *srv, gw_target *t, model_facts *f) {
     memset(f, 0, sizeof *f);
+    snprintf(f->format, sizeof f->format, "gguf");
+    if (whisper_facts(t->cfg->model_path, f)) return true;
     if (gw_residency_peek(srv, t)) {
         sipp_model_info info;
         bool gguf = t->model != NULL; /* a kind of its own (a whisper model) has no llama model */
@@ -220,7 +233,7 @@ static bool read_facts(gw_server *srv, gw_target *t, model_facts *f) {
 static json_t *details(const model_facts *f) {
     char ps[32] = "";
     if (f->n_params) param_size(f->n_params, ps, sizeof ps);
-    return json_pack("{s:s, s:s, s:s, s:[s], s:s, s:s}", "parent_model", "", "format", "gguf", "family",
+    return json_pack("{s:s, s:s, s:s, s:[s], s:s, s:s}", "parent_model", "", "format", f->format, "family",
                      f->architecture, "families", f->architecture, "parameter_size", ps, "quantization_level",
                      f->quantization);
 }

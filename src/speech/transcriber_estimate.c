@@ -12,15 +12,13 @@
  * tiny- and base-shaped models the whole estimate is within 10% above what libwhisper reports, and
  * not below it.
  */
-#include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "backend/backend.h"
 #include "speech/speech.h"
+#include "store/whisper_file.h"
 #include "util/util.h"
 
-#define WHISPER_FILE_MAGIC 0x67676d6cu
 #define KV_PAD 256 /* whisper.cpp pads the caches' rows to this */
 #define KV_BYTES 2 /* f16 */
 #define F32_BYTES 4
@@ -31,31 +29,8 @@
 #define COMPUTE_BASE (8u << 20) /* what the four graphs take whatever the shape (small models) */
 #define PAD(n) (((n) + KV_PAD - 1) / KV_PAD * KV_PAD)
 
-/* The header's hyperparameters, in the file's order after the magic. */
-typedef struct whisper_hparams {
-    int32_t n_vocab, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer;
-    int32_t n_text_ctx, n_text_state, n_text_head, n_text_layer, n_mels, ftype;
-} whisper_hparams;
-
-static sipp_status read_header(const char *path, whisper_hparams *h, uint64_t *file_bytes, char *errbuf) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "whisper model '%s' cannot be opened", path);
-    uint32_t magic = 0;
-    bool ok = fread(&magic, sizeof magic, 1, f) == 1 && magic == WHISPER_FILE_MAGIC &&
-              fread(h, sizeof *h, 1, f) == 1;
-    struct stat st;
-    ok = ok && fstat(fileno(f), &st) == 0;
-    fclose(f);
-    if (!ok || h->n_audio_ctx <= 0 || h->n_audio_state <= 0 || h->n_text_ctx <= 0 || h->n_text_state <= 0 ||
-        h->n_text_layer <= 0 || h->n_vocab <= 0)
-        return sipp_fail(errbuf, SIPP_ERR_MODEL,
-                         "'%s' is not a whisper.cpp model (no ggml magic and header at its start)", path);
-    *file_bytes = (uint64_t)st.st_size;
-    return SIPP_OK;
-}
-
 /* One state's KV caches and compute buffers. */
-static void state_bytes(const whisper_hparams *h, uint64_t *kv, uint64_t *compute) {
+static void state_bytes(const sipp_whisper_hparams *h, uint64_t *kv, uint64_t *compute) {
     const uint64_t text = (uint64_t)h->n_text_state, audio_ctx = (uint64_t)h->n_audio_ctx;
     *kv = 2 * KV_BYTES *
           (text * (uint64_t)h->n_text_layer * (PAD((uint64_t)h->n_text_ctx) + PAD(audio_ctx)) +
@@ -70,9 +45,9 @@ sipp_status sipp_transcriber_estimate(const char *path, const sipp_transcriber_p
                                       sipp_memory *out, char *errbuf) {
     memset(out, 0, sizeof *out);
     sipp_transcriber_params p = params ? *params : sipp_transcriber_default_params();
-    whisper_hparams h;
+    sipp_whisper_hparams h;
     uint64_t weights = 0, kv = 0, compute = 0;
-    sipp_status st = read_header(path, &h, &weights, errbuf);
+    sipp_status st = sipp_whisper_header_read(path, &h, &weights, errbuf);
     if (st != SIPP_OK) return st;
     sipp_backend_decision d;
     if ((st = sipp_backend_decide(p.backend, p.backend_order, &d, errbuf)) != SIPP_OK) return st;

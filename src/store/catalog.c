@@ -9,7 +9,7 @@
  *      "sha256": "74a4...",                          optional; a list, one per shard, for a split set
  *      "size": 491400032,                            optional; bytes of all files
  *      "labels": ["chat", "tool-calling"],           chat reasoning tool-calling embeddings reranking
- *                                                    vision coding
+ *                                                    vision coding transcription
  *      "backends": ["cpu", "vulkan", "cuda"],        optional; suggested, best first
  *      "ctx_size": 8192,                             optional; suggested context size
  *      "draft": "qwen2.5-0.5b-instruct",             optional; the catalog name of a draft model
@@ -18,6 +18,9 @@
  *                                                    the model: a URL, or a file name in the
  *                                                    directory of "url"
  *      "mmproj_sha256": "9c1e...",                   optional; the projector's digest
+ *      "recipe": "whispercpp",                       optional; llamacpp (GGUF, the default) or
+ *                                                    whispercpp (a whisper.cpp ggml .bin: one file,
+ *                                                    no projector)
  *      "description": "...", "license": "..."}]}    optional
  *
  * Unknown keys are errors, as in every sipp configuration file: a misspelt "sha265" must not
@@ -50,10 +53,10 @@
 #define OOM_MESSAGE "out of memory reading the catalog"
 
 static const char *const known_labels[] = {"chat",      "reasoning", "tool-calling", "embeddings",
-                                           "reranking", "vision",    "coding"};
-static const char *const known_keys[] = {"name",    "url",      "sha256",   "size",
-                                         "labels",  "backends", "ctx_size", "description",
-                                         "license", "draft",    "mmproj",   "mmproj_sha256"};
+                                           "reranking", "vision",    "coding",       "transcription"};
+static const char *const known_keys[] = {"name",     "url",           "sha256",      "size",    "labels",
+                                         "backends", "ctx_size",      "description", "license", "draft",
+                                         "mmproj",   "mmproj_sha256", "recipe"};
 
 bool sipp_catalog_label_valid(const char *label) {
     for (size_t i = 0; i < sizeof known_labels / sizeof known_labels[0]; i++)
@@ -77,6 +80,7 @@ static void entry_clear(sipp_catalog_entry *e) {
     free(e->draft);
     free(e->mmproj);
     free(e->mmproj_sha256);
+    free(e->recipe);
     free_strings(e->sha256, e->n_sha256);
     free_strings(e->labels, e->n_labels);
     free_strings(e->backends, e->n_backends);
@@ -147,7 +151,7 @@ static sipp_status check_keys(json_t *obj, const char *where, char *errbuf) {
             return sipp_fail(
                 errbuf, SIPP_ERR_INVALID_ARGUMENT,
                 "%s: unknown key '%s' (known: name, url, sha256, size, labels, backends, ctx_size, "
-                "description, license, draft, mmproj, mmproj_sha256)",
+                "description, license, draft, mmproj, mmproj_sha256, recipe)",
                 where, key);
     }
     return SIPP_OK;
@@ -267,6 +271,25 @@ sipp_status sipp_catalog_mmproj_url(const sipp_catalog_entry *e, const char *mmp
     return SIPP_OK;
 }
 
+/* "recipe", optional (llamacpp, or whispercpp for a .bin URL): what runs the model. A whisper.cpp model
+ * is one file without a projector. */
+static sipp_status parse_recipe(json_t *obj, sipp_catalog_entry *e, const char *where, int n_files,
+                                char *errbuf) {
+    json_t *v = json_object_get(obj, "recipe");
+    /* without one, a .bin file is taken for what whisper.cpp publishes under that extension */
+    const char *dflt = sipp_source_is_whisper_file(e->url) ? SIPP_RECIPE_WHISPERCPP : SIPP_RECIPE_LLAMACPP;
+    const char *recipe = v ? json_string_value(v) : dflt;
+    if (!recipe || (strcmp(recipe, SIPP_RECIPE_LLAMACPP) != 0 && strcmp(recipe, SIPP_RECIPE_WHISPERCPP) != 0))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "%s ('%s'): \"recipe\" must be \"%s\" or \"%s\"",
+                         where, e->name, SIPP_RECIPE_LLAMACPP, SIPP_RECIPE_WHISPERCPP);
+    if (strcmp(recipe, SIPP_RECIPE_WHISPERCPP) == 0 && (n_files > 1 || *e->mmproj))
+        return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT,
+                         "%s ('%s'): a \"%s\" model is one .bin file: no split set, no \"mmproj\"", where,
+                         e->name, SIPP_RECIPE_WHISPERCPP);
+    if (!(e->recipe = strdup(recipe))) return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, OOM_MESSAGE);
+    return SIPP_OK;
+}
+
 /* "size", "labels", "backends" and "ctx_size", each optional. */
 static sipp_status parse_details(json_t *obj, sipp_catalog_entry *e, const char *where, char *errbuf) {
     const char *name = e->name, *bad;
@@ -281,7 +304,7 @@ static sipp_status parse_details(json_t *obj, sipp_catalog_entry *e, const char 
         return sipp_fail(
             errbuf, SIPP_ERR_INVALID_ARGUMENT,
             "%s ('%s'): \"labels\" must list chat, reasoning, tool-calling, embeddings, reranking, "
-            "vision or coding%s%s",
+            "vision, coding or transcription%s%s",
             where, name, bad ? ", not " : "", bad ? bad : "");
     json_t *backends = json_object_get(obj, "backends");
     if (backends && !string_list(backends, &e->backends, &e->n_backends, backend_ok, &bad))
@@ -311,6 +334,7 @@ static sipp_status parse_entry(json_t *obj, sipp_catalog_entry *e, const char *w
     if ((st = parse_identity(obj, e, where, &n_files, errbuf)) != SIPP_OK) return st;
     if ((st = parse_sha256(obj, e, where, n_files, errbuf)) != SIPP_OK) return st;
     if ((st = parse_mmproj(obj, e, where, errbuf)) != SIPP_OK) return st;
+    if ((st = parse_recipe(obj, e, where, n_files, errbuf)) != SIPP_OK) return st;
     return parse_details(obj, e, where, errbuf);
 }
 

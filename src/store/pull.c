@@ -22,8 +22,13 @@
  * A transfer that breaks off mid-body (reset, timeout, short body) is retried from where it stopped,
  * a bounded number of times with a growing pause; connection failures and HTTP errors are not.
  *
- * The first four bytes of a body starting at 0 must be "GGUF": an HTML error page served with 200
- * is stopped at once instead of being downloaded and then rejected.
+ * The first four bytes of a body starting at 0 must be "GGUF" (or, for a whisper.cpp model, its ggml
+ * magic): an HTML error page served with 200, or a GGUF file where a whisper model belongs, is stopped
+ * at once instead of being downloaded and then rejected.
+ *
+ * A whisper.cpp model (a catalog entry with "recipe": "whispercpp", or a URL of a .bin file) is one
+ * file, stored as NAME.bin with "recipe" in NAME.json; its check walks the whole file
+ * (sipp_whisper_file_check) instead of reading a GGUF header.
  *
  * Network settings follow libcurl's usual environment: http_proxy, https_proxy, no_proxy, and, as
  * the curl tool does, CURL_CA_BUNDLE, SSL_CERT_FILE and SSL_CERT_DIR for certificate authorities.
@@ -61,6 +66,7 @@
 #include "store/catalog.h"
 #include "store/gguf_info.h"
 #include "store/store.h"
+#include "store/whisper_file.h"
 #include "util/net_address.h"
 #include "util/util.h"
 
@@ -97,7 +103,7 @@ typedef enum {
     END_HTTP,      /* an HTTP error status */
     END_WRITE,     /* writing the .part failed (errno in write_errno) */
     END_NO_SPACE,  /* the file system has less room than the file needs */
-    END_NOT_GGUF,  /* the body does not start with "GGUF" */
+    END_BAD_MAGIC, /* the body does not start with "GGUF" (a whisper model's: its ggml magic) */
     END_CANCELLED, /* the progress callback said stop */
 } transfer_end;
 
@@ -109,7 +115,13 @@ typedef struct pull_state {
     double start_ms;
     sipp_pull_fault fault;                /* of the failure, once there is one */
     char refused[SIPP_ADDRESS_TEXT_SIZE]; /* public_only: the address a connection was refused to */
+    bool whisper;                         /* the files are whisper.cpp models, not GGUF */
 } pull_state;
+
+/* The first bytes every file of the pull must start with. */
+static const char *magic_of(const pull_state *ps) {
+    return ps->whisper ? SIPP_WHISPER_MAGIC_BYTES : GGUF_MAGIC;
+}
 
 /* One file's download, across its attempts. */
 typedef struct transfer {
@@ -283,8 +295,8 @@ static size_t on_write(char *data, size_t size, size_t n, void *user) {
         size_t take = GGUF_MAGIC_LEN - (size_t)t->offset;
         if (take > len) take = len;
         memcpy(t->head + t->offset, data, take);
-        if (t->offset + take == GGUF_MAGIC_LEN && memcmp(t->head, GGUF_MAGIC, GGUF_MAGIC_LEN) != 0) {
-            t->end = END_NOT_GGUF;
+        if (t->offset + take == GGUF_MAGIC_LEN && memcmp(t->head, magic_of(t->pull), GGUF_MAGIC_LEN) != 0) {
+            t->end = END_BAD_MAGIC;
             return 0;
         }
     }
@@ -474,7 +486,13 @@ static sipp_status transfer_error(const transfer *t, CURLcode rc, const char *cu
             "not enough space in '%s' for %s: it needs %llu more bytes; free some space, then run the "
             "same pull again",
             t->part_dir, t->file, (unsigned long long)(t->total - t->offset));
-    case END_NOT_GGUF:
+    case END_BAD_MAGIC:
+        if (t->pull->whisper)
+            return sipp_fail(
+                errbuf, SIPP_ERR_MODEL,
+                "%s is not a whisper.cpp model (it does not start with whisper.cpp's ggml magic%s); "
+                "nothing was kept. Check the URL: it must point at the ggml-*.bin file itself",
+                t->url, memcmp(t->head, GGUF_MAGIC, GGUF_MAGIC_LEN) == 0 ? ", it is a GGUF file" : "");
         return sipp_fail(
             errbuf, SIPP_ERR_MODEL,
             "%s is not a GGUF file (it does not start with 'GGUF'); nothing was kept. Check the URL: "
@@ -569,7 +587,8 @@ static sipp_status part_resume(transfer *t, char *errbuf) {
     if (t->offset == 0) return SIPP_OK;
     /* the magic check of on_write needs the first bytes; a .part that is not GGUF is worthless */
     size_t n = t->offset < GGUF_MAGIC_LEN ? (size_t)t->offset : GGUF_MAGIC_LEN;
-    if (pread(t->fd, t->head, n, 0) == (ssize_t)n && memcmp(t->head, GGUF_MAGIC, n) == 0) return SIPP_OK;
+    if (pread(t->fd, t->head, n, 0) == (ssize_t)n && memcmp(t->head, magic_of(t->pull), n) == 0)
+        return SIPP_OK;
     t->resumed = false;
     if (!truncate_part(t))
         return sipp_fail(errbuf, SIPP_ERR_IO, "cannot truncate '%s': %s", t->part_path,
@@ -604,7 +623,7 @@ static sipp_status transfer_file(transfer *t, char *errbuf) {
             t->end = END_WRITE;
             return transfer_error(t, rc, curl_err, errbuf);
         }
-        if (t->end == END_NOT_GGUF) {
+        if (t->end == END_BAD_MAGIC) {
             sipp_status st = transfer_error(t, rc, curl_err, errbuf);
             part_discard(t);
             return st;
@@ -652,12 +671,15 @@ static sipp_status part_check(transfer *t, const char *expected, char sha[SIPP_S
             t->file, expected, sha);
     }
     char check_err[SIPP_ERROR_SIZE];
-    if (sipp_gguf_check(t->part_path, check_err) != SIPP_OK) {
+    sipp_whisper_hparams h;
+    sipp_status checked = ps->whisper ? sipp_whisper_file_check(t->part_path, &h, NULL, check_err)
+                                      : sipp_gguf_check(t->part_path, check_err);
+    if (checked != SIPP_OK) {
         part_discard(t);
         ps->fault = SIPP_PULL_FAULT_SOURCE;
         return sipp_fail(errbuf, SIPP_ERR_MODEL,
-                         "the download from %s is not a usable GGUF file, so it was deleted: %s", t->url,
-                         check_err);
+                         "the download from %s is not a usable %s file, so it was deleted: %s", t->url,
+                         ps->whisper ? "whisper.cpp model" : "GGUF", check_err);
     }
     return SIPP_OK;
 }
@@ -801,8 +823,8 @@ static bool already_there(const char *dir, const char *name, const char *url, in
 
 /* keep_existing: SIPP_OK when the store has no model called name and no file the pull would write;
  * otherwise fault EXISTS with r->path naming what is there. */
-static sipp_status check_not_there(const char *dir, const char *name, int n_files, sipp_pull_result *r,
-                                   char *errbuf) {
+static sipp_status check_not_there(const char *dir, const char *name, int n_files, bool whisper,
+                                   sipp_pull_result *r, char *errbuf) {
     sipp_store_model old;
     char ignored[SIPP_ERROR_SIZE], file[PATH_MAX], path[PATH_MAX];
     path[0] = '\0';
@@ -812,7 +834,9 @@ static sipp_status check_not_there(const char *dir, const char *name, int n_file
     }
     for (int i = 0; !path[0] && i <= n_files; i++) { /* the files, then the projector's */
         struct stat sb;
-        if (i < n_files)
+        if (i < n_files && whisper)
+            sipp_store_whisper_file_name(name, file, sizeof file);
+        else if (i < n_files)
             sipp_store_file_name(name, i + 1, n_files, file, sizeof file);
         else
             sipp_store_mmproj_file_name(name, file, sizeof file);
@@ -837,6 +861,7 @@ typedef struct {
     char expected[SIPP_SPLIT_MAX][SIPP_SHA256_HEX]; /* one per file, when have_expected */
     char mmproj_url[SIPP_URL_MAX];                  /* the catalog entry's projector; "" when none */
     const char *mmproj_expected;                    /* its digest; NULL when unknown */
+    bool whisper; /* a whisper.cpp model: the entry's recipe, or without one a URL of a .bin */
 } pull_plan;
 
 /* The source: a URL (hf:// made https://) or a catalog name, refused unless https for public_only,
@@ -878,12 +903,14 @@ static sipp_status resolve_source(const sipp_pull_params *p, const sipp_catalog 
         }
         pl->mmproj_expected = *pl->entry->mmproj_sha256 ? pl->entry->mmproj_sha256 : NULL;
     }
+    pl->whisper = pl->entry ? pl->entry->recipe && strcmp(pl->entry->recipe, SIPP_RECIPE_WHISPERCPP) == 0
+                            : sipp_source_is_whisper_file(pl->url);
     /* the set: shard 1 first, whatever shard the URL names */
     char file[SIPP_URL_MAX];
     sipp_url_file_name(pl->url, file, sizeof file);
     sipp_split sp;
     pl->n_files = 1;
-    if (sipp_split_parse(file, &sp)) {
+    if (!pl->whisper && sipp_split_parse(file, &sp)) {
         pl->n_files = sp.count;
         if (sp.index != 1) sipp_split_sibling(pl->url, 1, pl->url, sizeof pl->url);
     }
@@ -953,9 +980,13 @@ static sipp_status fetch_all(pull_state *ps, const pull_plan *pl, const char *pa
     m->n_files = pl->n_files;
     m->managed = true;
     m->verified = pl->have_expected;
+    sipp_strlcpy(m->recipe, pl->whisper ? SIPP_RECIPE_WHISPERCPP : SIPP_RECIPE_LLAMACPP, sizeof m->recipe);
     for (int i = 0; i < pl->n_files; i++) {
         sipp_store_file *f = &m->files[i];
-        sipp_store_file_name(m->name, i + 1, pl->n_files, f->file, sizeof f->file);
+        if (pl->whisper)
+            sipp_store_whisper_file_name(m->name, f->file, sizeof f->file);
+        else
+            sipp_store_file_name(m->name, i + 1, pl->n_files, f->file, sizeof f->file);
         char shard_url[SIPP_URL_MAX];
         if (pl->n_files > 1)
             sipp_split_sibling(pl->url, i + 1, shard_url, sizeof shard_url);
@@ -1082,12 +1113,15 @@ sipp_status sipp_store_pull(const sipp_pull_params *p, sipp_pull_result *r, char
         sipp_store_model_clear(&have);
         goto out;
     }
-    if (p->keep_existing && (st = check_not_there(dir, m.name, pl.n_files, r, errbuf)) != SIPP_OK) goto out;
+    if (p->keep_existing && (st = check_not_there(dir, m.name, pl.n_files, pl.whisper, r, errbuf)) != SIPP_OK)
+        goto out;
     if ((st = sipp_store_ensure(dir, errbuf)) != SIPP_OK) goto out;
     sipp_pathf(part_dir, sizeof part_dir, "%s/%s", dir, SIPP_STORE_PARTIAL_DIR);
 
-    pull_state ps = {
-        .params = p, .n_files = pl.n_files + (*pl.mmproj_url ? 1 : 0), .start_ms = sipp_now_ms()};
+    pull_state ps = {.params = p,
+                     .n_files = pl.n_files + (*pl.mmproj_url ? 1 : 0),
+                     .start_ms = sipp_now_ms(),
+                     .whisper = pl.whisper};
     if ((st = fetch_all(&ps, &pl, part_dir, &m, r, errbuf)) != SIPP_OK) goto out;
     if (*pl.mmproj_url && (st = fetch_mmproj(&ps, &pl, part_dir, pl.n_files + 1, &m, r, errbuf)) != SIPP_OK)
         goto out;

@@ -189,6 +189,8 @@ sipp_status sipp_source_default_name(const char *url, char *name, size_t cap, ch
         n = sp.prefix_len;
     else if (ends_with(file, GGUF_EXT))
         n -= strlen(GGUF_EXT);
+    else if (ends_with(file, SIPP_STORE_WHISPER_EXT))
+        n -= strlen(SIPP_STORE_WHISPER_EXT);
     file[n] = '\0';
     if (!sipp_name_valid(file) || n >= cap)
         return sipp_fail(
@@ -205,6 +207,16 @@ void sipp_store_file_name(const char *name, int index, int count, char *out, siz
         snprintf(out, cap, "%s%s", name, GGUF_EXT);
     else
         snprintf(out, cap, "%s-%0*d-of-%0*d%s", name, SPLIT_DIGITS, index, SPLIT_DIGITS, count, GGUF_EXT);
+}
+
+bool sipp_source_is_whisper_file(const char *url) {
+    char file[SIPP_URL_MAX];
+    sipp_url_file_name(url, file, sizeof file);
+    return ends_with(file, SIPP_STORE_WHISPER_EXT);
+}
+
+void sipp_store_whisper_file_name(const char *name, char *out, size_t cap) {
+    snprintf(out, cap, "%s%s", name, SIPP_STORE_WHISPER_EXT);
 }
 
 void sipp_store_mmproj_file_name(const char *name, char *out, size_t cap) {

@@ -47,7 +47,7 @@ typedef struct sipp_split {
  * out of range (index not in 1..count, count above SIPP_SPLIT_MAX). */
 bool sipp_split_parse(const char *file_name, sipp_split *out);
 
-/* The store name a URL suggests: its file name without ".gguf" and without a split suffix
+/* The store name a URL suggests: its file name without ".gguf" (or ".bin") and without a split suffix
  * ("Llama-3.2-1B-Q4_K_M.gguf" -> "Llama-3.2-1B-Q4_K_M", "m-00001-of-00003.gguf" -> "m").
  * SIPP_ERR_INVALID_ARGUMENT when that is not a valid name (the message suggests --name). */
 sipp_status sipp_source_default_name(const char *url, char *name, size_t cap, char *errbuf);
@@ -55,6 +55,13 @@ sipp_status sipp_source_default_name(const char *url, char *name, size_t cap, ch
 /* The file name of shard `index` of `count` in the store: NAME.gguf for a single file (count 1),
  * else NAME-0000i-of-0000n.gguf (llama.cpp finds the other shards of a set by this pattern). */
 void sipp_store_file_name(const char *name, int index, int count, char *out, size_t cap);
+
+/* A whisper.cpp model (recipe whispercpp) is one file, stored as NAME.bin, the extension whisper.cpp
+ * publishes its ggml models with. sipp_source_is_whisper_file: a URL whose file name ends in .bin, which
+ * a pull without a catalog entry takes as such a model. */
+#define SIPP_STORE_WHISPER_EXT ".bin"
+bool sipp_source_is_whisper_file(const char *url);
+void sipp_store_whisper_file_name(const char *name, char *out, size_t cap);
 
 /* The store's file name of model name's projector: mmproj-NAME.gguf (sipp_store_find_mmproj takes it
  * for that model beside any other projector). */

@@ -29,6 +29,7 @@
 
 #include "store/catalog.h"
 #include "store/paths.h"
+#include "store/whisper_file.h"
 #include "util/util.h"
 
 _Static_assert(SIPP_PATH_MAX >= PATH_MAX, "sipp.h's paths hold every path the store builds");
@@ -167,6 +168,17 @@ static sipp_status meta_read(const char *dir, const char *name, sipp_store_model
         goto out;
     }
     sipp_strlcpy(m->name, name, sizeof m->name);
+    const char *recipe = json_str(root, "recipe");
+    bool whisper = strcmp(recipe, SIPP_RECIPE_WHISPERCPP) == 0;
+    if ((*recipe && !whisper && strcmp(recipe, SIPP_RECIPE_LLAMACPP) != 0) || (whisper && n != 1)) {
+        st = sipp_fail(
+            errbuf, SIPP_ERR_IO,
+            "store metadata '%s' names recipe '%s' for %zu files, which sipp does not store; remove "
+            "it with: sipp models rm %s",
+            path, recipe, n, name);
+        goto out;
+    }
+    sipp_strlcpy(m->recipe, whisper ? SIPP_RECIPE_WHISPERCPP : SIPP_RECIPE_LLAMACPP, sizeof m->recipe);
     m->source = strdup(json_str(root, "source"));
     sipp_strlcpy(m->pulled_at, json_str(root, "pulled_at"), sizeof m->pulled_at);
     m->verified = json_is_true(json_object_get(root, "sha256_verified"));
@@ -180,7 +192,10 @@ static sipp_status meta_read(const char *dir, const char *name, sipp_store_model
     for (size_t i = 0; i < n; i++) {
         sipp_store_file *sf = &m->files[i];
         char expect[sizeof sf->file];
-        sipp_store_file_name(name, (int)i + 1, (int)n, expect, sizeof expect);
+        if (whisper)
+            sipp_store_whisper_file_name(name, expect, sizeof expect);
+        else
+            sipp_store_file_name(name, (int)i + 1, (int)n, expect, sizeof expect);
         if ((st = meta_file(json_array_get(files, i), expect, sf, path, name, errbuf)) != SIPP_OK) goto out;
         m->size += sf->size;
     }
@@ -214,6 +229,9 @@ sipp_status sipp_store_meta_write(const char *dir, const sipp_store_model *m, ch
                              "source", m->source ? m->source : "", "pulled_at", m->pulled_at,
                              "sha256_verified", m->verified, "files", files);
     if (root && m->mmproj) json_object_set_new(root, "mmproj", meta_file_json(m->mmproj));
+    /* written for a whisper.cpp model only: metadata without it is a GGUF model's, as before */
+    if (root && strcmp(m->recipe, SIPP_RECIPE_WHISPERCPP) == 0)
+        json_object_set_new(root, "recipe", json_string(m->recipe));
     char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     if (!text)
@@ -247,30 +265,43 @@ static sipp_status bare_mmproj(const char *dir, sipp_store_model *m, char *errbu
     return SIPP_OK;
 }
 
-/* A bare model: NAME.gguf, or a split set NAME-00001-of-0000n.gguf with all its shards, put in the
- * store by hand. */
-static sipp_status bare_lookup(const char *dir, const char *name, sipp_store_model *m, char *errbuf) {
-    char file[SIPP_NAME_MAX + 32];
+/* The files of a bare model: 1 for NAME.gguf, n for a split set NAME-00001-of-0000n.gguf, 1 with *whisper
+ * for NAME.bin with a whisper.cpp header; 0 when there is none. */
+static int bare_files(const char *dir, const char *name, bool *whisper) {
+    char file[SIPP_NAME_MAX + 32], path[PATH_MAX], ignored[SIPP_ERROR_SIZE];
     struct stat st;
     int count = 0;
+    *whisper = false;
     sipp_store_file_name(name, 1, 1, file, sizeof file);
-    char path[PATH_MAX];
     sipp_pathf(path, sizeof path, "%s/%s", dir, file);
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-        count = 1;
-    } else {
-        DIR *d = opendir(dir);
-        struct dirent *e;
-        size_t nlen = strlen(name);
-        sipp_split sp;
-        while (d && (e = readdir(d)) != NULL)
-            if (strncmp(e->d_name, name, nlen) == 0 && sipp_split_parse(e->d_name, &sp) &&
-                sp.prefix_len == nlen && sp.index == 1) {
-                count = sp.count;
-                break;
-            }
-        if (d) closedir(d);
-    }
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return 1;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t nlen = strlen(name);
+    sipp_split sp;
+    while (d && (e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, name, nlen) == 0 && sipp_split_parse(e->d_name, &sp) &&
+            sp.prefix_len == nlen && sp.index == 1) {
+            count = sp.count;
+            break;
+        }
+    if (d) closedir(d);
+    if (count) return count;
+    sipp_store_whisper_file_name(name, file, sizeof file);
+    sipp_pathf(path, sizeof path, "%s/%s", dir, file);
+    sipp_whisper_hparams h;
+    uint64_t bytes;
+    *whisper = stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+               sipp_whisper_header_read(path, &h, &bytes, ignored) == SIPP_OK;
+    return *whisper ? 1 : 0;
+}
+
+/* A bare model: NAME.gguf, a split set NAME-00001-of-0000n.gguf with all its shards, or a whisper.cpp
+ * model NAME.bin, put in the store by hand. */
+static sipp_status bare_lookup(const char *dir, const char *name, sipp_store_model *m, char *errbuf) {
+    struct stat st;
+    bool whisper;
+    int count = bare_files(dir, name, &whisper);
     if (count == 0)
         return sipp_fail(errbuf, SIPP_ERR_NOT_FOUND, "model '%s' is not in the store (%s)", name, dir);
     memset(m, 0, sizeof *m);
@@ -281,11 +312,16 @@ static sipp_status bare_lookup(const char *dir, const char *name, sipp_store_mod
         return sipp_fail(errbuf, SIPP_ERR_NO_MEMORY, "out of memory");
     }
     sipp_strlcpy(m->name, name, sizeof m->name);
+    sipp_strlcpy(m->recipe, whisper ? SIPP_RECIPE_WHISPERCPP : SIPP_RECIPE_LLAMACPP, sizeof m->recipe);
     m->n_files = count;
     for (int i = 0; i < count; i++) {
         sipp_store_file *f = &m->files[i];
-        sipp_store_file_name(name, i + 1, count, f->file, sizeof f->file);
+        if (whisper)
+            sipp_store_whisper_file_name(name, f->file, sizeof f->file);
+        else
+            sipp_store_file_name(name, i + 1, count, f->file, sizeof f->file);
         f->url = strdup("");
+        char path[PATH_MAX];
         sipp_pathf(path, sizeof path, "%s/%s", dir, f->file);
         if (stat(path, &st) == 0) {
             f->size = (uint64_t)st.st_size;
@@ -294,7 +330,7 @@ static sipp_status bare_lookup(const char *dir, const char *name, sipp_store_mod
         m->size += f->size;
     }
     sipp_pathf(m->path, sizeof m->path, "%s/%s", dir, m->files[0].file);
-    return bare_mmproj(dir, m, errbuf);
+    return whisper ? SIPP_OK : bare_mmproj(dir, m, errbuf);
 }
 
 sipp_status sipp_store_lookup(const char *dir, const char *name, sipp_store_model *out, char *errbuf) {
@@ -330,10 +366,13 @@ typedef struct {
 } model_list;
 
 /* The model a directory entry names in a pass of the listing: NAME.json in the first, NAME.gguf or
- * shard 1 of NAME-0000i-of-0000n.gguf in the second. False for any other entry. */
+ * shard 1 of NAME-0000i-of-0000n.gguf in the second, NAME.bin (a whisper.cpp model, when its header
+ * says so) in the third. False for any other entry. */
+#define LIST_PASSES 3
 static bool entry_model_name(const char *fn, int pass, char name[SIPP_NAME_MAX + 1]) {
+    static const char *const exts[LIST_PASSES] = {SIPP_STORE_META_EXT, ".gguf", SIPP_STORE_WHISPER_EXT};
     size_t len = strlen(fn);
-    const char *ext = pass == 0 ? SIPP_STORE_META_EXT : ".gguf";
+    const char *ext = exts[pass];
     size_t elen = strlen(ext);
     if (fn[0] == '.' || len <= elen || strcmp(fn + len - elen, ext) != 0) return false;
     /* a bare projector (mmproj*.gguf) is no model: it goes with one (sipp_store_find_mmproj) */
@@ -385,8 +424,8 @@ sipp_status sipp_store_list(const char *dir, sipp_store_model **out, size_t *n_o
     }
     model_list l = {NULL, 0, 0};
     sipp_status st = SIPP_OK;
-    /* Two passes: models with metadata first, so that their files are not listed again as bare. */
-    for (int pass = 0; pass < 2 && st == SIPP_OK; pass++)
+    /* Models with metadata first, so that their files are not listed again as bare. */
+    for (int pass = 0; pass < LIST_PASSES && st == SIPP_OK; pass++)
         st = list_pass(d, dir, pass, &l, errbuf);
     closedir(d);
     if (st != SIPP_OK) {
@@ -426,7 +465,7 @@ static bool partial_of(const char *entry, const char *name) {
     *part = '\0';
     sipp_split sp;
     if (sipp_split_parse(file, &sp)) return sp.prefix_len == nlen;
-    return strcmp(file + nlen, ".gguf") == 0;
+    return strcmp(file + nlen, ".gguf") == 0 || strcmp(file + nlen, SIPP_STORE_WHISPER_EXT) == 0;
 }
 
 sipp_status sipp_store_remove(const char *dir, const char *name, char *errbuf) {
@@ -536,8 +575,9 @@ sipp_status sipp_store_resolve(const char *name_or_path, char *path_out, size_t 
 
 /* ---- cached hashes ---------------------------------------------------------------------------- */
 
-/* If `path` is a file of a managed model in the store, the model's name and the file's index. */
-static bool store_file_of(const char *dir, const char *path, char name[SIPP_NAME_MAX + 1], int *index) {
+/* If `path` is a file of a managed model in the store, the model's name, the file's index and its name. */
+static bool store_file_of(const char *dir, const char *path, char name[SIPP_NAME_MAX + 1], int *index,
+                          char base[SIPP_NAME_MAX + 32]) {
     char real_dir[PATH_MAX], real_path[PATH_MAX];
     if (!realpath(dir, real_dir) || !realpath(path, real_path)) return false;
     size_t dlen = strlen(real_dir);
@@ -545,6 +585,7 @@ static bool store_file_of(const char *dir, const char *path, char name[SIPP_NAME
     const char *file = real_path + dlen + 1;
     if (strchr(file, '/')) return false;
     size_t len = strlen(file);
+    sipp_strlcpy(base, file, SIPP_NAME_MAX + 32);
     sipp_split sp;
     size_t stem;
     if (sipp_split_parse(file, &sp)) {
@@ -552,6 +593,10 @@ static bool store_file_of(const char *dir, const char *path, char name[SIPP_NAME
         *index = sp.index - 1;
     } else if (len > 5 && strcmp(file + len - 5, ".gguf") == 0) {
         stem = len - 5;
+        *index = 0;
+    } else if (len > strlen(SIPP_STORE_WHISPER_EXT) &&
+               strcmp(file + len - strlen(SIPP_STORE_WHISPER_EXT), SIPP_STORE_WHISPER_EXT) == 0) {
+        stem = len - strlen(SIPP_STORE_WHISPER_EXT);
         *index = 0;
     } else {
         return false;
@@ -564,15 +609,15 @@ static bool store_file_of(const char *dir, const char *path, char name[SIPP_NAME
 
 static sipp_status cache_in_meta(const char *dir, const char *path, const struct stat *st,
                                  char hex[SIPP_SHA256_HEX], bool *cached, bool *handled, char *errbuf) {
-    char name[SIPP_NAME_MAX + 1];
+    char name[SIPP_NAME_MAX + 1], base[SIPP_NAME_MAX + 32];
     int index;
     *handled = false;
     sipp_store_model m;
     char ignored[SIPP_ERROR_SIZE];
-    if (!store_file_of(dir, path, name, &index) || meta_read(dir, name, &m, ignored) != SIPP_OK)
+    if (!store_file_of(dir, path, name, &index, base) || meta_read(dir, name, &m, ignored) != SIPP_OK)
         return SIPP_OK;
     sipp_status s = SIPP_OK;
-    if (index < m.n_files) {
+    if (index < m.n_files && strcmp(m.files[index].file, base) == 0) { /* NAME.bin beside NAME.gguf: not it */
         *handled = true;
         sipp_store_file *f = &m.files[index];
         if (f->sha256[0] && f->size == (uint64_t)st->st_size && f->mtime_ns == mtime_ns(st)) {

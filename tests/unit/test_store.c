@@ -215,8 +215,9 @@ Test(split, default_names) {
     cr_assert_eq(sipp_source_default_name("https://h/r/q-00001-of-00002.gguf?x=1", name, sizeof name, err),
                  SIPP_OK);
     cr_assert_str_eq(name, "q");
+    /* .bin is what whisper.cpp publishes its models as: the name leaves it out, as it does .gguf */
     cr_assert_eq(sipp_source_default_name("https://h/weights.bin", name, sizeof name, err), SIPP_OK);
-    cr_assert_str_eq(name, "weights.bin");
+    cr_assert_str_eq(name, "weights");
     cr_assert_eq(sipp_source_default_name("https://h/a%20b.gguf", name, sizeof name, err),
                  SIPP_ERR_INVALID_ARGUMENT);
     cr_assert(strstr(err, "--name") != NULL);
@@ -527,6 +528,29 @@ Test(catalog, errors_name_the_problem) {
     expect_bad_catalog(
         "{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x.gguf\", \"ctx_size\": \"big\"}]}",
         "\"ctx_size\"");
+    expect_bad_catalog("{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x.bin\", \"recipe\": \"ggml\"}]}",
+                       "\"recipe\" must be");
+    expect_bad_catalog("{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x-00001-of-00002.gguf\", "
+                       "\"recipe\": \"whispercpp\"}]}",
+                       "one .bin file");
+    expect_bad_catalog(
+        "{\"models\": [{\"name\": \"x\", \"url\": \"hf://o/r/x.bin\", \"mmproj\": \"m.gguf\"}]}",
+        "no \"mmproj\"");
+}
+
+Test(catalog, recipe_named_or_told_from_the_url) {
+    sipp_catalog *c = sipp_catalog_new();
+    char err[SIPP_ERROR_SIZE] = "";
+    cr_assert_eq(parse(c,
+                       "{\"models\": [{\"name\": \"w\", \"url\": \"hf://o/r/ggml-tiny.bin\"},"
+                       "{\"name\": \"g\", \"url\": \"hf://o/r/g.gguf\"},"
+                       "{\"name\": \"n\", \"url\": \"hf://o/r/weights\", \"recipe\": \"whispercpp\"}]}",
+                       err),
+                 SIPP_OK, "%s", err);
+    cr_assert_str_eq(sipp_catalog_find(c, "w")->recipe, SIPP_RECIPE_WHISPERCPP);
+    cr_assert_str_eq(sipp_catalog_find(c, "g")->recipe, SIPP_RECIPE_LLAMACPP);
+    cr_assert_str_eq(sipp_catalog_find(c, "n")->recipe, SIPP_RECIPE_WHISPERCPP);
+    sipp_catalog_free(c);
 }
 
 Test(catalog, shipped_file_is_valid) {

@@ -1356,6 +1356,7 @@ static napi_value store_model_object(napi_env env, const sipp_store_model *m) {
     set_str_or_null(env, o, "pulledAt", m->pulled_at);
     set_bool(env, o, "verified", m->verified);
     set_bool(env, o, "managed", m->managed);
+    set_str(env, o, "recipe", m->recipe);
     napi_create_array_with_length(env, (size_t)m->n_files, &files);
     for (int i = 0; i < m->n_files; i++) {
         napi_value f;

@@ -268,6 +268,7 @@ NAME_MAX = 128  # SIPP_NAME_MAX
 URL_MAX = 4096  # SIPP_URL_MAX
 SHA256_HEX = 65  # SIPP_SHA256_HEX
 STORE_TIME_MAX = 32  # SIPP_STORE_TIME_MAX
+RECIPE_NAME_MAX = 16  # SIPP_RECIPE_NAME_MAX
 GGUF_MAX_TYPES = 48  # SIPP_GGUF_MAX_TYPES
 
 
@@ -279,7 +280,8 @@ class StoreFile(ctypes.Structure):
 class StoreModel(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * (NAME_MAX + 1)), ("source", c_char_p), ("pulled_at", ctypes.c_char * STORE_TIME_MAX),
                 ("verified", c_bool), ("managed", c_bool), ("n_files", c_int), ("files", ctypes.POINTER(StoreFile)),
-                ("size", c_uint64), ("path", ctypes.c_char * PATH_MAX), ("mmproj", ctypes.POINTER(StoreFile))]
+                ("size", c_uint64), ("path", ctypes.c_char * PATH_MAX), ("mmproj", ctypes.POINTER(StoreFile)),
+                ("recipe", ctypes.c_char * RECIPE_NAME_MAX)]
 
 
 class PullProgress(ctypes.Structure):

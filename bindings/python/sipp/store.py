@@ -48,13 +48,14 @@ def _model_dict(m):
              for f in (m.files[i] for i in range(m.n_files))]
     return {"name": text(m.name), "path": text(m.path), "size": m.size, "n_files": m.n_files,
             "source": text(m.source) or None, "pulled_at": text(m.pulled_at) or None, "verified": m.verified,
-            "managed": m.managed, "files": files}
+            "managed": m.managed, "recipe": text(m.recipe), "files": files}
 
 
 def list(directory=None):  # noqa: A001  (sipp.store.list reads as it should)
     """Every model in the store, sorted by name: dicts of name, path, size, n_files, source,
     pulled_at, verified (every file matched a known sha256), managed (False for a file copied in by
-    hand) and files (file, url, size, sha256)."""
+    hand), recipe ("llamacpp" for GGUF, "whispercpp" for a whisper.cpp .bin) and files (file, url,
+    size, sha256)."""
     lib, err = _lib(), _err()
     models, n = ctypes.POINTER(_native.StoreModel)(), ctypes.c_size_t(0)
     check(lib.store_list(_arg(directory), ctypes.byref(models), ctypes.byref(n), err), err)

@@ -331,6 +331,8 @@ FUZZ_store_meta_SRCS := tests/fuzz/fuzz_store_meta.c src/store/store.c
 FUZZ_manifest_SRCS := tests/fuzz/fuzz_manifest.c src/verify/manifest.c src/verify/distance.c
 FUZZ_gguf_SRCS := tests/fuzz/fuzz_gguf.c src/store/gguf_info.c
 FUZZ_gguf_header_SRCS := tests/fuzz/fuzz_gguf_header.c src/store/gguf_header.c src/model/model_check.c
+# whisper.cpp model files, as `sipp pull` checks a download (issue 46)
+FUZZ_whisper_file_SRCS := tests/fuzz/fuzz_whisper_file.c src/store/whisper_file.c
 # a chat's fields (chat_request.c) and what they reach of llama.cpp's chat library through the bridge
 FUZZ_chat_SRCS := tests/fuzz/fuzz_chat.c src/chat/chat_request.c
 FUZZ_signature_SRCS := tests/fuzz/fuzz_signature.c src/backend/signature.c
@@ -347,7 +349,7 @@ FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/g
   src/gateway/sse.c src/gateway/field_names.c src/gateway/ollama_duration.c
 # the sentences text is spoken in, and the streaming resampler (src/speech)
 FUZZ_speech_SRCS := tests/fuzz/fuzz_speech.c src/speech/speech_split.c src/speech/resample.c
-FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate schema speech
+FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate schema speech whisper_file
 define fuzz_lib_rule
 $(BUILD)/fuzz/fuzz_$(1): $$(FUZZ_$(1)_SRCS) $(LIBSIPP_A)
 	@mkdir -p $$(dir $$@)

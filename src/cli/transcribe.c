@@ -98,7 +98,8 @@ static const cli_option *const options[] = {
     NULL};
 
 static const char about[] =
-    "Transcribes the speech in FILE (WAV, MP3 or FLAC) with MODEL, a whisper.cpp model (ggml-*.bin), and\n"
+    "Transcribes the speech in FILE (WAV, MP3 or FLAC) with MODEL, a whisper.cpp model (ggml-*.bin, or\n"
+    "the name of one in the store: sipp pull whisper-tiny), and\n"
     "prints the transcript: text (default), json, verbose_json (language, segments with times, tokens\n"
     "and scores), srt or vtt. The decoding defaults are whisper-cli's, so the transcript is the one\n"
     "whisper-cli gives for the same clip, language and threads. `sipp-synth --whisper tiny` writes a\n"
@@ -159,8 +160,11 @@ static int run(const transcribe_opts *o, const char *model, const char *file, si
     p.max_seconds = o->max_seconds;
     if (o->beam_size) p.beam_size = o->beam_size;
     if (o->best_of) p.best_of = o->best_of;
+    char path[SIPP_PATH_MAX];
     if (!cli_runtime_init_for(o->c.artifact, backend)) goto done;
-    if (sipp_transcriber_new(model, &tp, &t, err) != SIPP_OK ||
+    /* a store name (sipp pull whisper-tiny) as well as a path */
+    if (sipp_store_resolve(model, path, sizeof path, err) != SIPP_OK ||
+        sipp_transcriber_new(path, &tp, &t, err) != SIPP_OK ||
         sipp_transcribe_bytes(t, data, n, file, &p, &tr, err) != SIPP_OK) {
         cli_error("transcribe: %s", err);
         goto done;

@@ -38,6 +38,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < n; i++) {
         const sipp_catalog_entry *e = &cat->entries[i];
         check(e->name && e->url && e->description && e->license, "entry strings are set");
+        check(e->recipe &&
+                  (strcmp(e->recipe, SIPP_RECIPE_LLAMACPP) == 0 ||
+                   (strcmp(e->recipe, SIPP_RECIPE_WHISPERCPP) == 0 && e->n_sha256 <= 1 && !*e->mmproj)),
+              "a recipe is set, and a whisper model is one file without a projector");
         check(sipp_catalog_find(cat, e->name) == e, "an entry is found by its name");
         for (size_t k = 0; k < e->n_sha256; k++)
             check(e->sha256[k] && strlen(e->sha256[k]) == 64, "digest length");

@@ -246,7 +246,9 @@ async function showCatalog() {
   mv.catalog.replaceChildren(...entries.map((e) => {
     const li = document.createElement('li');
     const span = document.createElement('span');
-    const facts = [e.size ? bytes(e.size) : '', (e.labels || []).join(', ')].filter(Boolean).join('; ');
+    // a recipe other than llama.cpp's says what runs it (whispercpp: a speech-to-text model)
+    const recipe = e.recipe && e.recipe !== 'llamacpp' ? e.recipe : '';
+    const facts = [e.size ? bytes(e.size) : '', (e.labels || []).join(', '), recipe].filter(Boolean).join('; ');
     span.textContent = `${e.name}${e.description ? ` — ${e.description}` : ''}${facts ? ` (${facts})` : ''}`;
     const get = document.createElement('button');
     get.type = 'button';

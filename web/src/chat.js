@@ -208,9 +208,19 @@ function showTarget() {
   ui.targetInfo.textContent = info;
 }
 
-/* "Use tool servers" for a local target on the gateway, when a tool server works (MCP runs there only). */
+/*
+ * Whether the gateway runs MCP tools for target t (its /v1/backends entry): for the models it runs
+ * itself only, so not a remote target, one served by a process it supervises (it has replicas) or
+ * a speech one (its /v1/models entry names a recipe: whisper, tts, flite).
+ */
+function runsMcp(t) {
+  const m = t && state.models.get(t.name);
+  return Boolean(t && t.type === 'local' && !t.replicas && !(m && m.sipp && m.sipp.recipe));
+}
+
+/* "Use tool servers" for a target the gateway runs MCP for, when a tool server works. */
 function showMcpField(t) {
-  ui.mcpField.hidden = !(state.mcp.length && t && t.type === 'local' && !ui.inBrowser.checked);
+  ui.mcpField.hidden = !(state.mcp.length && runsMcp(t) && !ui.inBrowser.checked);
   const names = state.mcp.map((s) => `${s.name} (${(s.tools || []).map((x) => x.name).join(', ') || 'no tools'})`);
   ui.mcpHint.textContent = `Answers through /v1/responses; the gateway runs the tools of ${names.join(', ')}.`;
 }

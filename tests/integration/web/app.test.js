@@ -285,6 +285,13 @@ async function run(args) {
       await page.click(byId('new-chat'));
       await page.selectOption(byId('target-select'), args.qwen);
       await until('the tool servers switch', () => page.isVisible(byId('use-mcp')));
+      // Not offered where the gateway runs no MCP tools: a remote target, a speech one.
+      for (const other of [args.scripted, args.speaker].filter(Boolean)) {
+        await page.selectOption(byId('target-select'), other);
+        assert(await page.isHidden(byId('use-mcp')), `"Use tool servers" shows for ${other}`);
+      }
+      await page.selectOption(byId('target-select'), args.qwen);
+      assert(await page.isVisible(byId('use-mcp')), '"Use tool servers" hides for the qwen target');
       const hint = await page.textContent(byId('mcp-hint'));
       assert(/\/v1\/responses/.test(hint) && /calc \(add, echo\)/.test(hint), `hint: ${hint}`);
       await page.fill('#temperature', '0');

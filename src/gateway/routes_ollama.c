@@ -294,6 +294,24 @@ static const char *body_model(json_t *root) {
     return m ? m : json_string_value(json_object_get(root, "name")); /* older clients send "name" */
 }
 
+/* Show for a target of another kind than llama (whisper.cpp, text to speech): no GGUF facts to read,
+ * so the kind names the family and its own capabilities ("transcription", "speech"), as they are. */
+static void show_other_kind(gw_call *call, gw_target *t) {
+    const gw_kind *k = gw_kind_of(t);
+    const char *path = t->cfg->model_path;
+    size_t n = path ? strlen(path) : 0;
+    const char *format = !path ? "builtin" : n > 5 && strcmp(path + n - 5, ".gguf") == 0 ? "gguf" : "ggml";
+    json_t *details =
+        json_pack("{s:s, s:s, s:s, s:[s], s:s, s:s}", "parent_model", "", "format", format, "family", k->name,
+                  "families", k->name, "parameter_size", "", "quantization_level", "");
+    json_t *mi = json_pack("{s:s}", "general.architecture", k->name);
+    json_t *caps = k->capabilities ? k->capabilities(call, t) : json_array();
+    gw_reply_json(call, 200,
+                  json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "modelfile", "", "parameters", "",
+                            "template", "", "details", details, "model_info", mi, "capabilities", caps,
+                            "modified_at", modified_at(t)));
+}
+
 void gw_route_ollama_show(gw_call *call) {
     json_t *root = gw_body_object(call);
     if (!root) return;
@@ -305,6 +323,8 @@ void gw_route_ollama_show(gw_call *call) {
     } else if (!t || !gw_kind_of(t)->resident || !gw_auth_allows(call, t->cfg)) {
         gw_reply_error(call, GW_E_UNKNOWN_TARGET, "model '%s' not found; GET /api/tags lists the models",
                        name);
+    } else if (gw_kind_of(t) != &gw_kind_llama) {
+        show_other_kind(call, t);
     } else if (!read_facts(call->srv, t, &f)) {
         gw_reply_error(call, GW_E_NOT_READY,
                        "model '%s': its file %s cannot be read; sipp models info says why", name,

@@ -1072,7 +1072,7 @@ static bool local_target(xlate *x, json_t *root) {
     if (!x->s->mcp) return true;
     const char *model = json_string_value(json_object_get(root, "model"));
     gw_target *t = model ? gw_target_find(x->call->srv, model) : gw_targets_only(x->call->srv);
-    if (!t || (t->cfg->type == GW_TARGET_LOCAL && !t->supervisor)) return true;
+    if (!t || gw_kind_of(t) == &gw_kind_llama) return true;
     return gw_reply_invalid_field(
         x->call,
         "'tools' has mcp tools, which run on local targets only; target '%s' is served by "

@@ -104,6 +104,10 @@ class FliteSpeechTest(unittest.TestCase):
         self.assertEqual(entry["sipp"]["recipe"], "flite")
         self.assertIn("slt", entry["voices"])
         self.assertIn("awb", entry["voices"])
+        status, _, show = self.g.json("POST", "/api/show", {"model": "voice"})  # Ollama's, for any kind
+        self.assertEqual(status, 200, show)
+        self.assertEqual((show["details"]["family"], show["details"]["format"]), ("tts", "builtin"))
+        self.assertEqual(show["capabilities"], ["speech"])
 
     def test_wav_is_the_cli_samples(self):
         headers, data = self.ok(response_format="wav")

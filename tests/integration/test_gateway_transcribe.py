@@ -243,6 +243,10 @@ class GatewayTranscribeTest(unittest.TestCase):
         status, _, body = self.gw.json("GET", "/v1/backends")
         t = [t for t in body["targets"] if t["name"] == MODEL][0]
         self.assertEqual((t["recipe"], t["backend"]), ("whispercpp", "cpu"))
+        status, _, show = self.gw.json("POST", "/api/show", {"model": MODEL})  # Ollama's, for any kind
+        self.assertEqual(status, 200, show)
+        self.assertEqual((show["details"]["family"], show["details"]["format"]), ("whisper", "ggml"))
+        self.assertEqual(show["capabilities"], ["transcription", "translation"])
 
     def test_a_client_that_goes_away_cancels_its_clip(self):
         long_clip = os.path.join(self.tmp, "long.wav")

@@ -12,7 +12,11 @@ keyed by the user's last message (ANSWERS). A second loopback server (httpfixtur
 that the page pulls into a temporary store ([store] allow_private_sources). A third target, `ears`,
 takes audio (a synthetic qwen2a projector): Hold to talk records Chromium's fake microphone (a WAV
 file this test writes) and the page's WAV reaches /v1/audio/transcriptions and the transcript the
-message box.
+message box. A fourth, `qwen`, is a random-weight model with Qwen 2.5's vocabulary and template:
+with "Use tool servers (MCP)" on and Tool choice "required" the page's request goes to
+/v1/responses, the model must call one of the `calc` tool server's tools (add, echo:
+tests/fixtures/mcp/server.js, run by the gateway), and the answer shows that call with the
+server's real output.
 
 tests/integration/web/app.test.js drives the page and prints one ok / not ok line per check. npm
 installs playwright-core and axe-core (`npm ci --ignore-scripts`) when web/node_modules lacks them.
@@ -41,6 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 WEB_TESTS = os.path.join(HERE, "web")
 ARTIFACTS = os.path.join(ROOT, "build", "test-artifacts")
 MCP_SERVER_JS = os.path.join(ROOT, "tests", "fixtures", "mcp", "server.js")
+QWEN_VOCAB = os.path.join(gw.VOCAB_DIR, "ggml-vocab-qwen2.gguf")
+QWEN_TEMPLATE = os.path.join(gw.VOCAB_DIR, "..", "source", "models", "templates", "Qwen-Qwen2.5-7B-Instruct.jinja")
 CHROMIUM = os.environ.get("SIPP_CHROMIUM", "/usr/bin/chromium")
 NPM_TIMEOUT_S = 180
 NODE_TIMEOUT_S = 240  # the script cuts itself off earlier (RUN_TIMEOUT_MS); this is the backstop
@@ -180,9 +186,14 @@ class WebAppTest(unittest.TestCase):
             with open(cls.voice_wav, "wb") as f:
                 f.write(wav(VOICE_CLIP_S, silence_after=VOICE_QUIET_S))
             voice = cls.voice_targets(d)
-            # An [[mcp]] tool server (the MCP tests' stdio fixture), for the Models view's tool list.
-            mcp = f'[[mcp]]\nname = "calc"\ncommand = ["node", "{MCP_SERVER_JS}"]\n\n'
+            # An [[mcp]] tool server (the MCP tests' stdio fixture), for the Models view's tool list and
+            # the chat's "Use tool servers": add and echo only, the tools that answer at once.
+            mcp = (f'[[mcp]]\nname = "calc"\ncommand = ["node", "{MCP_SERVER_JS}"]\n'
+                   'allowed_tools = ["add", "echo"]\n\n')
+            qwen = gw.synth_model("qwen-tools.gguf", "--chat-template-file", QWEN_TEMPLATE, "--seed", "1",
+                                  vocab=QWEN_VOCAB)
             config = ("[store]\nallow_private_sources = true\n\n" + mcp + gw.local_target("tiny", model, parallel=2) +
+                      gw.local_target("qwen", qwen, parallel=1, ctx=2048) +
                       ears + "".join(voice.values()) +
                       f'\n[[targets]]\nname = "scripted"\ntype = "openai_compatible"\n'
                       f'base_url = "{cls.upstream.base}"\n')
@@ -239,7 +250,7 @@ class WebAppTest(unittest.TestCase):
     def test_the_page_in_chromium(self):
         os.makedirs(ARTIFACTS, exist_ok=True)
         cmd = ["node", os.path.join(WEB_TESTS, "app.test.js"), "--base", self.g.base, "--local", "tiny",
-               "--scripted", "scripted", "--pull-url", self.pull_url, "--catalog-name", CATALOG_NAME,
+               "--scripted", "scripted", "--qwen", "qwen", "--pull-url", self.pull_url, "--catalog-name", CATALOG_NAME,
                "--artifacts", ARTIFACTS,
                "--ears", "ears", "--voice-wav", self.voice_wav]
         for role, name in self.roles.items():

@@ -9,6 +9,8 @@
  *   POST /v1/models/ID/load    the Load / Unload button beside the model (needs an admin token when
  *   POST /v1/models/ID/unload  the gateway has tokens; the gateway's 403 says so)
  *   POST /v1/chat/completions  "stream": true; the answer arrives as server-sent events
+ *   GET  /v1/mcp/tools         the gateway's tool servers ([[mcp]]), for "Use tool servers"
+ *   POST /v1/responses         with "Use tool servers" on: the servers as mcp tools, streamed
  *
  * Conversations. The one shown is state.conv (store.js's record, conversations.js's list); each
  * message sent and each answer ended is saved with it. Edit and Regenerate cut the conversation at
@@ -33,6 +35,16 @@
  * deltas); "[DONE]" ends the stream. Stopping is AbortController.abort(): the browser closes the
  * connection, the gateway sees the client gone and cancels the engine request, which frees its
  * slot within one engine step.
+ *
+ * Tool servers (MCP). When the gateway lists a tool server that works (GET /v1/mcp/tools) and the
+ * target is a local one on the gateway, "Use tool servers (MCP)" sends the conversation to
+ * POST /v1/responses instead, with one {"type": "mcp", "require_approval": "never"} tool per server
+ * and the Tool choice (auto, or required: the first turn must call a tool), one call a turn
+ * (parallel_tool_calls false: the model sees a result before it calls again). The gateway calls the
+ * servers between the model's turns; each mcp_call item (output_item.done) becomes a card in the
+ * answer (msg.mcp_calls), the text and reasoning arrive as output_text / reasoning_text deltas, and
+ * response.completed brings the usage. Those calls were run by the gateway, so a later request
+ * (either route) carries the answer's text only.
  *
  * Measurements are the page's own, as a user sees them: TTFT is from sending the request to the
  * first piece of text; the speed is the tokens after the first over the time after the first, with
@@ -63,6 +75,10 @@ const ui = {
   residency: $('residency'),
   browserField: $('browser-field'),
   inBrowser: $('in-browser'),
+  mcpField: $('mcp-field'),
+  useMcp: $('use-mcp'),
+  toolChoice: $('tool-choice'),
+  mcpHint: $('mcp-hint'),
   temperature: $('temperature'),
   maxTokens: $('max-tokens'),
   system: $('system'),
@@ -94,6 +110,7 @@ const state = {
   targets: new Map(),   // name -> its entry in /v1/backends
   models: new Map(),    // name -> its entry in /v1/models (browser_file: the gateway serves its file)
   inBrowser: new Set(), // targets toggled to run in this browser
+  mcp: [],              // the gateway's tool servers that list their tools (GET /v1/mcp/tools)
   browser: { client: null, endpoints: new Map(), progress: new Map() }, // name -> Promise of endpoint; status text
   readySnapshot: '',    // the last /ready targets, to notice a target that finished loading
   notice: '',           // why there are no models to pick (a token is needed, ...), shown under the select
@@ -185,9 +202,37 @@ function showTarget() {
   ui.browserField.hidden = !(file && file.browser_file);
   ui.inBrowser.checked = !ui.browserField.hidden && state.inBrowser.has(ui.target.value);
   if (ui.inBrowser.checked) ({ backend, device, info } = browserStatus(ui.target.value));
+  showMcpField(t);
   ui.statBackend.textContent = backend;
   ui.statDevice.textContent = device;
   ui.targetInfo.textContent = info;
+}
+
+/*
+ * Whether the gateway runs MCP tools for target t (its /v1/backends entry): for the models it runs
+ * itself only, so not a remote target, one served by a process it supervises (it has replicas) or
+ * a speech one (its /v1/models entry names a recipe: whisper, tts, flite).
+ */
+function runsMcp(t) {
+  const m = t && state.models.get(t.name);
+  return Boolean(t && t.type === 'local' && !t.replicas && !(m && m.sipp && m.sipp.recipe));
+}
+
+/* "Use tool servers" for a target the gateway runs MCP for, when a tool server works. */
+function showMcpField(t) {
+  ui.mcpField.hidden = !(state.mcp.length && runsMcp(t) && !ui.inBrowser.checked);
+  const names = state.mcp.map((s) => `${s.name} (${(s.tools || []).map((x) => x.name).join(', ') || 'no tools'})`);
+  ui.mcpHint.textContent = `Answers through /v1/responses; the gateway runs the tools of ${names.join(', ')}.`;
+}
+
+async function loadMcp() {
+  state.mcp = (await mcpServers()).filter((s) => !s.error);
+  showTarget();
+}
+
+/* Whether the next answer goes through the tool servers (/v1/responses). */
+function usesMcp() {
+  return !ui.mcpField.hidden && ui.useMcp.checked;
 }
 
 function showAnswerStats(m) {
@@ -237,6 +282,7 @@ async function loadModels() {
     if (needToken) ui.advanced.open = true;
   }
   await loadBackends();
+  await loadMcp();
 }
 
 /* Load or Unload the selected model; the answer (or the gateway's reason) shows under the select. */
@@ -566,6 +612,8 @@ function currentSettings() {
     temperature: ui.temperature.value,
     maxTokens: ui.maxTokens.value,
     ignoreEos: ui.ignoreEos.checked,
+    useMcp: ui.useMcp.checked,
+    toolChoice: ui.toolChoice.value,
   };
 }
 
@@ -579,6 +627,8 @@ function applySettings(s) {
   if (s.temperature !== undefined) ui.temperature.value = s.temperature;
   if (s.maxTokens !== undefined) ui.maxTokens.value = s.maxTokens;
   if (s.ignoreEos !== undefined) ui.ignoreEos.checked = Boolean(s.ignoreEos);
+  if (s.useMcp !== undefined) ui.useMcp.checked = Boolean(s.useMcp);
+  if (s.toolChoice) ui.toolChoice.value = s.toolChoice;
 }
 
 /* A stored message as the chat API takes it. */
@@ -659,17 +709,18 @@ async function generate() {
 
   const m = meter();
   const onDelta = (d) => {
-    if (d.content || d.reasoning || d.tool) m.piece();
+    if (d.content || d.reasoning || d.tool || d.mcp) m.piece();
     if (d.content) answer.content += d.content;
     if (d.reasoning) answer.reasoning = (answer.reasoning || '') + d.reasoning;
     if (d.tool) mergeToolCall(answer, d.tool);
+    if (d.mcp) (answer.mcp_calls = answer.mcp_calls || []).push(d.mcp);
     reply.update(d.content);
   };
   let finish = '';
   let outcome = 'done';
   let error = '';
   try {
-    const run = inBrowser ? answerInBrowser : answerFromGateway;
+    const run = inBrowser ? answerInBrowser : usesMcp() ? answerWithTools : answerFromGateway;
     const end = await run(target, messages, settings, controller.signal, onDelta);
     finish = end.finish;
     m.tokens = end.tokens;
@@ -699,7 +750,7 @@ async function generate() {
     announce('Answer finished.');
   }
   // A stopped or broken answer stays in the conversation for what it says so far.
-  const said = answer.content || answer.reasoning || answer.tool_calls;
+  const said = answer.content || answer.reasoning || answer.tool_calls || answer.mcp_calls;
   if (said && generation === state.generation && conv === state.conv) {
     conv.messages.push(answer);
     await saveConversation();
@@ -754,6 +805,86 @@ async function answerFromGateway(target, messages, settings, signal, onDelta) {
     return true;
   });
   if (!sawDone) throw new Error('the stream ended before [DONE]');
+  return end;
+}
+
+/* An mcp_call item as kept with the answer (msg.mcp_calls). */
+function mcpCall(item) {
+  const { server_label, name, arguments: args, output, error, status } = item;
+  return { server_label, name, arguments: args, output, error, status };
+}
+
+/*
+ * What one Responses stream event adds to the answer; true at the response's last event. A second
+ * message item (the model's turn after a tool call) starts a new paragraph.
+ */
+function responsesEvent(ev, end, onDelta) {
+  const t = ev.type;
+  if (t === 'response.output_text.delta') {
+    const gap = end.textItem !== undefined && end.textItem !== ev.output_index ? '\n\n' : '';
+    end.textItem = ev.output_index;
+    onDelta({ content: gap + ev.delta });
+  } else if (t === 'response.reasoning_text.delta') {
+    onDelta({ reasoning: ev.delta });
+  } else if (t === 'response.output_item.done' && ev.item && ev.item.type === 'mcp_call') {
+    onDelta({ mcp: mcpCall(ev.item) });
+  } else if (t === 'response.output_item.done' && ev.item && ev.item.type === 'mcp_list_tools' && ev.item.error) {
+    onDelta({ mcp: { server_label: ev.item.server_label, name: '', arguments: '', error: ev.item.error } });
+  } else if (t === 'response.completed' || t === 'response.incomplete') {
+    const r = ev.response || {};
+    if (r.usage) end.tokens = r.usage.output_tokens;
+    end.finish = r.incomplete_details && r.incomplete_details.reason === 'max_output_tokens' ? 'length' : 'stop';
+    return true;
+  } else if (t === 'response.failed' || t === 'error') {
+    const e = (ev.response && ev.response.error) || ev.error || ev;
+    throw new Error(e.message || `the gateway reported ${t}`);
+  }
+  return false;
+}
+
+/* A chat content part (image_url, input_audio) as a Responses input part. */
+function responsesPart(p) {
+  if (p.type === 'text') return { type: 'input_text', text: p.text };
+  if (p.type === 'image_url') return { type: 'input_image', image_url: p.image_url.url };
+  return p; // input_audio: the same shape in both APIs
+}
+
+/* The chat messages as Responses input items: messages, and past function calls and their results. */
+function responsesInput(messages) {
+  const items = [];
+  for (const m of messages) {
+    if (m.role === 'tool') {
+      items.push({ type: 'function_call_output', call_id: m.tool_call_id || '', output: m.content || '' });
+      continue;
+    }
+    const content = Array.isArray(m.content) ? m.content.map(responsesPart) : m.content || '';
+    if (content.length) items.push({ type: 'message', role: m.role, content });
+    for (const c of m.tool_calls || []) {
+      items.push({ type: 'function_call', call_id: c.id, name: c.function.name, arguments: c.function.arguments });
+    }
+  }
+  return items;
+}
+
+/* An answer through the Responses API with the gateway's tool servers: {finish, tokens}. */
+async function answerWithTools(target, messages, settings, signal, onDelta) {
+  const body = {
+    model: target,
+    input: responsesInput(messages),
+    stream: true,
+    store: false, // the conversation lives in this page
+    temperature: settings.temperature,
+    tools: state.mcp.map((s) => ({ type: 'mcp', server_label: s.name, require_approval: 'never' })),
+    tool_choice: ui.toolChoice.value,
+    parallel_tool_calls: false, // one call a turn: the model sees each result before its next call
+  };
+  if (settings.maxTokens !== null) body.max_output_tokens = settings.maxTokens;
+  const res = await sendJson('/v1/responses', body, 'POST', signal);
+  if (!res.ok) throw new Error(await errorMessage(res));
+  const end = { finish: '', tokens: null, textItem: undefined };
+  let ended = false;
+  await readEvents(res.body, (data) => !(ended = responsesEvent(JSON.parse(data), end, onDelta)));
+  if (!ended) throw new Error('the stream ended before response.completed');
   return end;
 }
 

@@ -37,6 +37,19 @@ async function getJson(path) {
 }
 
 /*
+ * The gateway's [[mcp]] tool servers (GET /v1/mcp/tools): each {name, transport, tools, error}, or
+ * none when the route answers no (no permission, or a gateway without it). The Models view lists
+ * them; the chat's "Use tool servers" offers those without an error.
+ */
+async function mcpServers() {
+  try {
+    return (await getJson('/v1/mcp/tools')).data || [];
+  } catch (_) {
+    return [];
+  }
+}
+
+/*
  * Reads a server-sent event stream and calls onData(data) per event (multi-line data joined by
  * "\n"), until the stream ends or onData returns false. Only "data:" matters here: OpenAI streams
  * name no events, and comment lines (":") are keep-alives.

@@ -268,12 +268,7 @@ async function showCatalog() {
 /* The tool servers the gateway runs for Responses' {"type": "mcp"} tools, each with its tools or its error. */
 async function showMcp() {
   const panel = document.getElementById('mcp-panel');
-  let servers = [];
-  try {
-    servers = (await getJson('/v1/mcp/tools')).data || [];
-  } catch (_) {
-    /* no permission, or a gateway without the route: nothing to show */
-  }
+  const servers = await mcpServers();
   panel.hidden = servers.length === 0;
   document.getElementById('mcp-list').replaceChildren(...servers.map((srv) => {
     const li = document.createElement('li');

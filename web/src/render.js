@@ -107,10 +107,12 @@ function prettyJson(text) {
   }
 }
 
-/* A tool call ({id, function: {name, arguments}}) or a tool result ({tool_call_id, content}) as a card. */
+/* A tool call ({id, function: {name, arguments}}), a tool result ({tool_call_id, content}) or a
+ * call the gateway ran on an MCP server (kind 'mcp') as a card. */
+const TOOL_CARD_IDS = { call: 'tool-call', result: 'tool-result', mcp: 'mcp-call' };
 function toolCard(kind, title, body) {
   const card = el('div', `tool-card ${kind}`);
-  card.dataset.testid = kind === 'result' ? 'tool-result' : 'tool-call';
+  card.dataset.testid = TOOL_CARD_IDS[kind];
   card.append(el('div', 'tool-title', title), el('pre', 'tool-body', body));
   return card;
 }
@@ -122,10 +124,24 @@ function toolCallCards(calls) {
   });
 }
 
-/* Fills an assistant message's body: reasoning, the Markdown answer, tool calls. */
+/* The calls the gateway ran on its MCP servers for an answer (its Responses mcp_call items:
+ * {server_label, name, arguments, output, error}): the tool, its arguments, its output or error. */
+function mcpCallCards(calls) {
+  return (calls || []).map((c) => {
+    const title = `MCP call: ${c.name || 'tools/list'} (server ${c.server_label || '?'})`;
+    const card = toolCard('mcp', title, prettyJson(c.arguments || ''));
+    const out = el('pre', 'tool-body tool-output', c.error ? `Error: ${c.error}` : `Output: ${c.output ?? ''}`);
+    out.dataset.testid = 'mcp-output';
+    card.append(out);
+    return card;
+  });
+}
+
+/* Fills an assistant message's body: reasoning, the MCP calls run for it, the Markdown answer, tool calls. */
 function renderAnswer(body, msg, streaming) {
   const parts = [];
   if (msg.reasoning) parts.push(reasoningBlock(msg.reasoning, streaming && !msg.content));
+  parts.push(...mcpCallCards(msg.mcp_calls));
   const text = el('div', 'md');
   text.append(renderMarkdown(msg.content || ''));
   parts.push(text, ...toolCallCards(msg.tool_calls));

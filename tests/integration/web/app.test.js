@@ -4,7 +4,10 @@
  * playwright-core) against a real `sipp serve` on loopback; tests/integration/test_web_app.py starts
  * it (a local target and a remote one whose answers the test scripts) and runs:
  *
- *   node app.test.js --base URL --local NAME --scripted NAME --pull-url URL --catalog-name NAME --artifacts DIR
+ *   node app.test.js --base URL --local NAME --scripted NAME --qwen NAME --pull-url URL --catalog-name NAME --artifacts DIR
+ *
+ * --qwen names a local target that can call tools (Qwen 2.5's template) on a gateway whose [[mcp]]
+ * server "calc" offers add and echo.
  *
  * Each check prints "ok" or "not ok"; the last line is "web-app: N passed, N failed"; the exit
  * status is 0 only when every check passed. Every wait is bounded and the run is cut off after
@@ -35,7 +38,7 @@ function parseArgs(argv) {
     if (!argv[i].startsWith('--') || argv[i + 1] === undefined) throw new Error(`bad argument ${argv[i]}`);
     args[argv[i].slice(2)] = argv[i + 1];
   }
-  for (const need of ['base', 'local', 'scripted', 'ears', 'pull-url', 'catalog-name', 'artifacts'])
+  for (const need of ['base', 'local', 'scripted', 'qwen', 'ears', 'pull-url', 'catalog-name', 'artifacts'])
     if (!args[need]) throw new Error(`--${need} is required`);
   return args;
 }
@@ -276,6 +279,81 @@ async function run(args) {
       await page.setInputFiles('#import-file', file);
       await until('the imported conversations', async () => (await page.locator(byId('conversation')).count()) === 2 * n);
       fs.unlinkSync(file);
+    });
+
+    await check('"Use tool servers": the answer comes from /v1/responses and shows the MCP call', async () => {
+      await page.click(byId('new-chat'));
+      await page.selectOption(byId('target-select'), args.qwen);
+      await until('the tool servers switch', () => page.isVisible(byId('use-mcp')));
+      // Not offered where the gateway runs no MCP tools: a remote target, a speech one.
+      for (const other of [args.scripted, args.speaker].filter(Boolean)) {
+        await page.selectOption(byId('target-select'), other);
+        assert(await page.isHidden(byId('use-mcp')), `"Use tool servers" shows for ${other}`);
+      }
+      await page.selectOption(byId('target-select'), args.qwen);
+      assert(await page.isVisible(byId('use-mcp')), '"Use tool servers" hides for the qwen target');
+      const hint = await page.textContent(byId('mcp-hint'));
+      assert(/\/v1\/responses/.test(hint) && /calc \(add, echo\)/.test(hint), `hint: ${hint}`);
+      await page.fill('#temperature', '0');
+      await page.fill('#max-tokens', '200');
+      await page.check(byId('use-mcp'));
+      await page.selectOption(byId('tool-choice'), 'required');
+      const posted = page.waitForRequest((r) => r.url().endsWith('/v1/responses'));
+      await send(page, 'Use a tool.');
+      const body = (await posted).postDataJSON();
+      const tools = JSON.stringify(body.tools);
+      assert(body.stream === true && body.tool_choice === 'required' && body.max_output_tokens === 200 && body.temperature === 0 &&
+        body.parallel_tool_calls === false &&
+        tools === JSON.stringify([{ type: 'mcp', server_label: 'calc', require_approval: 'never' }]), `body: ${JSON.stringify(body)}`);
+      const last = body.input[body.input.length - 1];
+      assert(last.type === 'message' && last.role === 'user' && last.content === 'Use a tool.', `input: ${JSON.stringify(body.input)}`);
+      const note = await lastAnswer(page).locator('.note').textContent();
+      assert(!/Error/.test(note) && /tokens/.test(note), `the answer's note: ${note}`);
+      const cards = lastAnswer(page).locator(byId('mcp-call'));
+      const nCards = await cards.count();
+      assert(nCards >= 1, 'no MCP call card in the answer');
+      const got = await cards.first().evaluate((el) => ({
+        title: el.querySelector('.tool-title').textContent,
+        args: el.querySelector('.tool-body:not(.tool-output)').textContent,
+        out: el.querySelector('[data-testid="mcp-output"]').textContent,
+      }));
+      const m = /^MCP call: (add|echo) \(server calc\)$/.exec(got.title);
+      assert(m, `card: ${JSON.stringify(got)}`);
+      const a = JSON.parse(got.args);
+      const want = m[1] === 'add' ? String(a.a + a.b) : a.text;
+      assert(got.out === `Output: ${want}`, `the server's output: ${JSON.stringify(got)}`);
+      console.log(`  ${m[1]}(${JSON.stringify(a)}) -> ${got.out}`);
+      assert(/tok\/s/.test(await page.textContent('#stat-speed')), 'no speed in the status strip');
+      await shot(page, 'chat-mcp');
+      const problems = await layoutProblems(page);
+      assert(problems.length === 0, `the answer with its MCP card: ${problems.join('\n')}`);
+
+      // Off: the same target over /v1/chat/completions, the MCP answer sent as its text only.
+      await page.uncheck(byId('use-mcp'));
+      const chat = page.waitForRequest((r) => r.url().endsWith('/v1/chat/completions'));
+      await send(page, 'Thanks.');
+      const messages = (await chat).postDataJSON().messages;
+      const prev = messages.find((x) => x.role === 'assistant');
+      assert(prev && !prev.tool_calls && Object.keys(prev).sort().join() === 'content,role' &&
+        messages.every((x) => x.role !== 'tool'), `messages: ${JSON.stringify(messages)}`);
+      const note2 = await lastAnswer(page).locator('.note').textContent();
+      assert(!/Error/.test(note2), `the chat answer's note: ${note2}`);
+      assert((await page.locator(`${byId('message-assistant')} ${byId('mcp-call')}`).count()) === nCards,
+        'the MCP card of the first answer is gone');
+
+      // Stop aborts a Responses stream as it does a chat one.
+      await page.check(byId('use-mcp'));
+      await page.fill('#max-tokens', '1000');
+      const before = await page.locator(byId('message-assistant')).count();
+      await page.fill(byId('prompt'), 'Use a tool, then talk.');
+      await page.click(byId('send'));
+      await page.click(byId('stop'));
+      await until('the stopped answer', async () => (await idle(page)) && (await page.locator(byId('message-assistant')).count()) > before);
+      const note3 = await lastAnswer(page).locator('.note').textContent();
+      assert(note3 === 'Stopped.', `after Stop: ${note3}`);
+      await page.uncheck(byId('use-mcp'));
+      await page.fill('#temperature', '0.7');
+      await page.fill('#max-tokens', '512');
     });
 
     await check('the Models view lists each target; unload and load change the state shown', async () => {

@@ -160,7 +160,14 @@ try {
     if (step.screenshot && plan.screenshotDir) {
       await page.screenshot({ path: path.join(plan.screenshotDir, `${step.screenshot}.png`) }).catch(() => {});
     }
-    for (const [glob, handler] of routes) await context.unroute(glob, handler);
+    if (routes.length) {
+      // Unrouting sets the interception patterns on every target of the page, its workers included,
+      // and a wasm worker parked in Atomics.wait never answers (a CI run waited 600 s here after
+      // cacheLoad): leave the page first, which ends its workers; the next step navigates anyway.
+      note(`${step.scenario}: leaving the page to lift its blocks`);
+      await page.goto('about:blank').catch(() => {});
+      for (const [glob, handler] of routes) await context.unroute(glob, handler);
+    }
     context.off('request', onRequest);
     results.push({ scenario: step.scenario, result, error, stalls, requests: seen, blocked, ms: Date.now() - t0,
       console: consoleLines.splice(0) });

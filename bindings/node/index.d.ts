@@ -117,7 +117,10 @@ export function runtimeInfo(): Promise<{
 export interface StoreFile { file: string; url: string; size: number; sha256: string | null }
 export interface StoreModel {
   name: string; path: string; size: number; nFiles: number; source: string | null; pulledAt: string | null;
-  verified: boolean; managed: boolean; files: StoreFile[];
+  verified: boolean; managed: boolean;
+  /** what runs it: "llamacpp" (GGUF) or "whispercpp" (a whisper.cpp .bin) */
+  recipe: 'llamacpp' | 'whispercpp';
+  files: StoreFile[];
 }
 export interface PullProgress {
   fileIndex: number; nFiles: number; file: string; done: number; total: number; received: number;

@@ -64,6 +64,7 @@ test('pull, list and info through libsipp', async () => {
   assert.strictEqual(models[0].source, url);
   assert.strictEqual(models[0].files[0].sha256, sha);
   assert.strictEqual(models[0].verified, true);
+  assert.strictEqual(models[0].recipe, 'llamacpp');
 
   const facts = await store.info('tiny-model');
   assert.strictEqual(facts.path, r.path);

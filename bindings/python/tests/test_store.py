@@ -69,6 +69,7 @@ class StoreTest(unittest.TestCase):
         self.assertEqual(m["path"], r["path"])
         self.assertEqual(m["source"], self.url)
         self.assertTrue(m["verified"] and m["managed"])
+        self.assertEqual(m["recipe"], "llamacpp")
         self.assertEqual(m["files"][0]["sha256"], self.sha)
         self.assertEqual(m["files"][0]["url"], self.url)
         self.assertEqual(sipp.store.directory(), os.environ["SIPP_MODELS_DIR"])

@@ -98,6 +98,9 @@ class WhisperStoreTest(unittest.TestCase):
         ]
         with open(self.catalog, "w") as f:
             json.dump({"version": 1, "models": entries}, f)
+        self.fx.set(mode="normal", drops=0, chunk_delay=0)
+        self.fx.wait_idle()
+        self.fx.reset_counters()
         self.env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
         self.env.update({"SIPP_MODELS_DIR": self.store, "SIPP_CATALOG": self.catalog, "NO_PROXY": "*",
                          "no_proxy": "*", "HOME": self.tmp})
@@ -157,6 +160,22 @@ class WhisperStoreTest(unittest.TestCase):
         self.ok(self.sipp("models", "rm", "whisper-test"))
         self.assertEqual(self.store_files(), [])
         self.fails(self.sipp("models", "rm", "whisper-test"), "not in the store")
+
+    def test_an_interrupted_pull_resumes(self):
+        size = len(self.model)
+        self.fx.set(drop_after=size // 2, drops=1)
+        self.fails(self.sipp("pull", "whisper-test", "--retries", "0"), "resume")
+        self.assertEqual(self.store_files(), [])
+        self.assertEqual(self.partials(), ["whisper-test.bin.part", "whisper-test.bin.part.json"])
+        r = self.ok(self.sipp("pull", "whisper-test"))
+        self.assertIn("resumed", r.stdout)
+        self.assertEqual(self.fx.bytes_served, size, "the resume fetched only the missing half")
+        self.assertEqual((self.store_files(), self.partials()), (["whisper-test.bin", "whisper-test.json"], []))
+        # rm takes a partial download of a whisper model too
+        self.fx.set(drop_after=size // 2, drops=1)
+        self.fails(self.sipp("pull", "whisper-two", "--retries", "0"), "resume")
+        self.ok(self.sipp("models", "rm", "whisper-two"))
+        self.assertEqual(self.partials(), [])
 
     def test_a_copied_in_whisper_model_is_listed_and_junk_is_not(self):
         os.makedirs(self.store)

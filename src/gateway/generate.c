@@ -202,6 +202,10 @@ static bool next_request(gen_stream *gs, json_t *chat, char *err, size_t cap) {
     gs->recorded = false;
     json_decref(gs->gen.chat);
     gs->gen.chat = chat;
+    /* The route may give the next turn less room (Responses: max_output_tokens spans the turns). */
+    json_t *max = json_object_get(chat, "max_tokens");
+    if (json_is_integer(max) && json_integer_value(max) > 0 && json_integer_value(max) < gs->gen.max_tokens)
+        gs->gen.max_tokens = (int)json_integer_value(max);
     free(gs->chat_json);
     gs->chat_json = json_dumps(chat, JSON_COMPACT);
     if (!gs->chat_json) {

@@ -111,11 +111,12 @@ typedef struct resp_state {
     int turn;         /* the model's turn, 0 first: ids of later turns' items carry it */
     size_t call_base; /* tool calls of the turns before this one (not streamed: item ids) */
     int prior_in, prior_cached, prior_out; /* the usage of the turns before this one */
-    json_t *pending;                       /* this turn's mcp_call items to run: [{"index", "call_id"}] */
-    bool turn_open;                        /* rs_next_turn has begun this turn's calls */
-    bool consumed;                         /* not streamed: the last turn's items are in items already */
-    int mcp_calls;                         /* MCP calls run in this response */
-    int max_mcp_calls;                     /* max_tool_calls, at most GW_RS_MCP_MAX_CALLS */
+    bool spent;        /* max_output_tokens ran out between turns: the response is incomplete */
+    json_t *pending;   /* this turn's mcp_call items to run: [{"index", "call_id"}] */
+    bool turn_open;    /* rs_next_turn has begun this turn's calls */
+    bool consumed;     /* not streamed: the last turn's items are in items already */
+    int mcp_calls;     /* MCP calls run in this response */
+    int max_mcp_calls; /* max_tool_calls, at most GW_RS_MCP_MAX_CALLS */
     json_t *approvals; /* mcp_approval_response items of the input, run before the model */
 } resp_state;
 
@@ -251,7 +252,9 @@ static void item_id(const resp_state *s, item_kind k, size_t call, const char *n
         snprintf(out, cap, "%s_%s_%d", k == ITEM_REASONING ? "rs" : "msg", s->rid, s->turn);
 }
 
-static bool incomplete(const gw_gen_view *v) { return strcmp(v->choices[0].finish, "length") == 0; }
+static bool incomplete(const gw_gen_view *v) {
+    return state_of(v)->spent || strcmp(v->choices[0].finish, "length") == 0;
+}
 
 /* The output of a finished answer: its reasoning, its message (when it has text, or calls nothing),
  * then one function_call item per tool call. */
@@ -616,6 +619,16 @@ static json_t *next_chat(const gw_gen_view *v) {
     return chat;
 }
 
+/* max_output_tokens bounds the whole response, all its turns (OpenAI's meaning): the next turn may
+ * make what this turn left of its max_tokens (*left, given to generate.c as the next chat's
+ * max_tokens; -1 without a bound). False when nothing is left. */
+static bool spend_turn(const gw_gen_view *v, int generated, json_int_t *left) {
+    int max = v->gen->max_tokens; /* this turn's; -1: until the context is full */
+    *left = max > 0 ? (json_int_t)max - generated : -1;
+    state_of(v)->spent = max > 0 && *left <= 0;
+    return !state_of(v)->spent;
+}
+
 /* The token limit ended the turn: its MCP calls may be cut off, so none runs. */
 static gw_turn cut_short(const gw_gen_view *v, sipp_buf *out) {
     resp_state *s = state_of(v);
@@ -665,10 +678,16 @@ static gw_turn rs_next_turn(const gw_gen_view *v, sipp_buf *out, json_t **chat) 
         json_array_clear(s->pending);
         return GW_TURN_FINAL;
     }
-    *chat = next_chat(v);
-    json_array_clear(s->pending);
     sipp_request_stats st;
     gw_view_stats(v, &st);
+    json_int_t left;
+    if (!spend_turn(v, st.generated_tokens, &left)) {
+        json_array_clear(s->pending);
+        return GW_TURN_FINAL;
+    }
+    *chat = next_chat(v);
+    if (left >= 0) json_object_set_new(*chat, "max_tokens", json_integer(left));
+    json_array_clear(s->pending);
     s->prior_in += st.prompt_tokens;
     s->prior_cached += st.cached_tokens;
     s->prior_out += st.generated_tokens;

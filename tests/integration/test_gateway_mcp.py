@@ -119,6 +119,23 @@ class McpTest(unittest.TestCase):
 
     # ---- calls ----
 
+    def test_max_output_tokens_bounds_every_turn_together(self):
+        """OpenAI's max_output_tokens bounds the response, not each model turn between MCP calls: the
+        turn after a call makes only what the first left, and the usage adds up within the bound."""
+        for limit in (60, 80):  # room for the call's arguments (about 40 tokens) and some after
+            for stream in (False, True):
+                with self.subTest(limit=limit, stream=stream):
+                    body = self.body("calc", "add", max_output_tokens=limit)
+                    if not stream:
+                        status, _, r = self.post(body)
+                        self.assertEqual(status, 200, r)
+                    else:
+                        status, _, events = self.gw.sse("/v1/responses", {**body, "stream": True}, AUTH)
+                        self.assertEqual(status, 200, events)
+                        r = json.loads(events[-1][1])["response"]
+                    self.assert_sum(self.call_of(r))
+                    self.assertLessEqual(r["usage"]["output_tokens"], limit, r["usage"])
+
     def test_add_over_stdio(self):
         status, _, r = self.post(self.body("calc", "add"))
         self.assertEqual(status, 200, r)

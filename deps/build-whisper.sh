@@ -80,6 +80,16 @@ build_targets() {
       >"$build.configure.log" 2>&1 || die "whisper.cpp configure failed; see $build.configure.log"
     printf '%s' "$flags" >"$build/sipp-flags"
     printf '%s' "$compiler" >"$build/sipp-compiler"
+    printf '%s' "$art" >"$build/sipp-art"
+  fi
+  # The imported ggml names ART_DIR's files by path, and the key holds only their bytes: a later call
+  # may come from another artifact directory, and the first may be gone (make assembles the artifact
+  # in a .tmp directory it then renames). Point the package at this call's and configure again.
+  if [ "$(cat "$build/sipp-art" 2>/dev/null)" != "$art" ]; then
+    write_ggml_package
+    cmake -S "$src" -B "$build" >>"$build.configure.log" 2>&1 ||
+      die "whisper.cpp configure failed; see $build.configure.log"
+    printf '%s' "$art" >"$build/sipp-art"
   fi
   echo "sipp deps: building whisper.cpp $WHISPER_VERSION ($*) against the pinned ggml in $build" >&2
   nice cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target "$@" >"$build.build.log" 2>&1 ||

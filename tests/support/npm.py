@@ -31,9 +31,13 @@ def ensure(directory, *_packages):
     """`npm ci --ignore-scripts` in directory (its package-lock.json pins every package with its
     integrity) unless node_modules already holds every package of its package.json. (Callers may
     name the packages they use; all of them are installed either way.)"""
-    if installed(directory):
-        return
     with open(os.path.join(directory, LOCK_NAME), "w") as lock:
+        # Checked under a shared lock: an install in progress has written some package.json files
+        # before the rest of its packages.
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        if installed(directory):
+            return
+        fcntl.flock(lock, fcntl.LOCK_UN)
         fcntl.flock(lock, fcntl.LOCK_EX)
         if installed(directory):
             return

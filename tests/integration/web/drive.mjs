@@ -24,7 +24,11 @@
 import { createReadStream, createWriteStream, readFileSync, statSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
+
+// A line before playwright-core loads, and one after: a run that stalls says where.
+process.stderr.write('drive: loading playwright-core\n');
+const { chromium } = await import('playwright-core');
+process.stderr.write('drive: loaded\n');
 
 const SERVED = ['/bindings/web/', '/build/web/', '/tests/integration/web/'];
 const TYPES = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };

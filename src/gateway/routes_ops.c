@@ -115,13 +115,14 @@ static void render_gauges(gw_server *srv, sipp_buf *o) {
     gw_supervise_metrics(srv, o);
 }
 
-/* Appends an adapter's name (its file name without .gguf) to a comma-separated list. */
+/* Appends an adapter's name (its file name without .gguf, as a target's from its path) to a
+ * comma-separated list. */
 static void lora_name(sipp_buf *list, const char *path) {
-    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    size_t n = strlen(base);
-    if (n > 5 && strcmp(base + n - 5, ".gguf") == 0) n -= 5;
+    char *name = gw_target_name_from_path(path);
+    if (!name) return;
     if (list->len) sipp_buf_append(list, ",", 1);
-    sipp_buf_append(list, base, n);
+    sipp_buf_append(list, name, strlen(name));
+    free(name);
 }
 
 /* The adapters a loaded target's running and waiting requests apply (vLLM's lora_requests_info). */

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """bench/speech.py: text to speech on sipp beside llama.cpp's llama-tts, and flite beside flite's CLI.
 
-    bench/speech.py [--rounds 3] [--threads 2]
+    bench/speech.py [--rounds 3] [--threads 2] [--pair pocket|qwen3tts]
 
 The pair: `sipp-synth --tts-pair pocket` (a Pocket TTS backbone and projector, random weights, tiny; its
-end-of-speech head fires at once, so each piece of text is the pipeline's few tail frames). llama-tts is
-built from the pinned source (deps/build-llama-tts.sh) against the same artifact. TEXT has three
-sentences; llama-tts speaks it as one piece, sipp a sentence at a time (streamed).
+end-of-speech head fires at once, so each piece of text is the pipeline's few tail frames), or with
+--pair qwen3tts a Qwen3-TTS talker and projector (random weights, tiny; its end token never wins, so each
+piece of text is llama-tts's 512-frame cap, 41 s of audio). llama-tts is built from the pinned source
+(deps/build-llama-tts.sh) against the same artifact. TEXT has three sentences; llama-tts speaks it as one
+piece, sipp a sentence at a time (streamed).
 
   first audio   from the call to the first audio: llama-tts writes its file at the end, so its whole
                 generation (its own "timings ... total", model load excluded); sipp: the first chunk of
@@ -45,11 +47,17 @@ TEXT = "Hello world. This is a test of speech. Goodbye for now!"
 RATE = 24000
 
 
-def make_pair(directory):
-    prefix = os.path.join(directory, "pocket")
-    subprocess.run([SYNTH, "--out", prefix, "--tts-pair", "pocket", "--vocab",
-                    os.path.join(VOCAB_DIR, "ggml-vocab-llama-spm.gguf"), "--n-embd", "64", "--n-layer", "2",
-                    "--n-head", "4", "--n-head-kv", "4", "--n-ff", "128", "--n-ctx", "512"], check=True,
+PAIRS = {  # --pair: the label, the vocabulary and the backbone's shape (the tests' pairs)
+    "pocket": ("Pocket pair", "ggml-vocab-llama-spm.gguf", ["--n-head-kv", "4", "--n-ctx", "512"]),
+    "qwen3tts": ("Qwen3-TTS pair", "ggml-vocab-qwen2.gguf", ["--n-head-kv", "2", "--n-ctx", "1024"]),
+}
+
+
+def make_pair(directory, pair):
+    prefix = os.path.join(directory, pair)
+    _, vocab, shape = PAIRS[pair]
+    subprocess.run([SYNTH, "--out", prefix, "--tts-pair", pair, "--vocab", os.path.join(VOCAB_DIR, vocab),
+                    "--n-embd", "64", "--n-layer", "2", "--n-head", "4", "--n-ff", "128", *shape], check=True,
                    capture_output=True)
     return prefix + ".gguf", prefix + "-mmproj.gguf"
 
@@ -95,7 +103,7 @@ def two_at_once(make_voice, text=TEXT):
 
 
 def post_speech(base, text):
-    body = json.dumps({"model": "pocket", "input": text, "response_format": "pcm", "seed": 1}).encode()
+    body = json.dumps({"model": "pair", "input": text, "response_format": "pcm", "seed": 1}).encode()
     req = urllib.request.Request(base + "/v1/audio/speech", data=body, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=600) as r:
         return r.read()
@@ -105,7 +113,7 @@ def gateway_two_at_once(model, mmproj, tmp, text=TEXT, parallel=2):
     """The throughput of two speech requests at once over two one after another, through sipp serve."""
     cfg = os.path.join(tmp, "speech.toml")
     with open(cfg, "w") as f:
-        f.write(f'[[targets]]\nname = "pocket"\nrecipe = "tts"\nmodel = "{model}"\nmmproj = "{mmproj}"\n'
+        f.write(f'[[targets]]\nname = "pair"\nrecipe = "tts"\nmodel = "{model}"\nmmproj = "{mmproj}"\n'
                 f"parallel = {parallel}\nthreads = 1\n")
     log = open(os.path.join(tmp, "serve.log"), "w+")
     proc = subprocess.Popen([os.path.join(BUILD, "bin", "sipp"), "serve", "--config", cfg, "--port", "0"],
@@ -153,12 +161,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--pair", choices=sorted(PAIRS), default="pocket")
     args = ap.parse_args()
+    label = PAIRS[args.pair][0]
     binary = subprocess.run(["bash", os.path.join(ROOT, "deps", "build-llama-tts.sh"), BUILD], check=True,
                             capture_output=True, text=True).stdout.strip()
     tmp = tempfile.mkdtemp(prefix="sipp-bench-speech-")
     try:
-        model, mmproj = make_pair(tmp)
+        model, mmproj = make_pair(tmp, args.pair)
         rows = {k: [] for k in ("ref_first", "ref_rtf", "sipp_first", "sipp_rtf", "pair2", "gw2", "flite_cli",
                                 "flite_sipp", "flite2")}
         for r in range(args.rounds):
@@ -179,12 +189,12 @@ def main():
         med = {k: statistics.median(v) for k, v in rows.items() if v}
         print("| measure | llama-tts / flite CLI | sipp | sipp / reference |")
         print("|---|---|---|---|")
-        print(f"| Pocket pair: first audio (s) | {med['ref_first']:.2f} | {med['sipp_first']:.2f} | "
+        print(f"| {label}: first audio (s) | {med['ref_first']:.2f} | {med['sipp_first']:.2f} | "
               f"{med['sipp_first'] / med['ref_first']:.2f}x |")
-        print(f"| Pocket pair: RTF | {med['ref_rtf']:.2f} | {med['sipp_rtf']:.2f} | "
+        print(f"| {label}: RTF | {med['ref_rtf']:.2f} | {med['sipp_rtf']:.2f} | "
               f"{med['sipp_rtf'] / med['ref_rtf']:.2f}x |")
-        print(f"| Pocket pair: 2 at once / one after another (throughput) | | {med['pair2']:.2f}x | |")
-        print(f"| Pocket pair through sipp serve: 2 at once / one after another | | {med['gw2']:.2f}x | |")
+        print(f"| {label}: 2 at once / one after another (throughput) | | {med['pair2']:.2f}x | |")
+        print(f"| {label} through sipp serve: 2 at once / one after another | | {med['gw2']:.2f}x | |")
         if "flite_cli" in med:
             print(f"| flite: whole text (s) | {med['flite_cli']:.3f} | {med['flite_sipp']:.3f} | "
                   f"{med['flite_sipp'] / med['flite_cli']:.2f}x |")

@@ -172,7 +172,8 @@ const gw_field_rule gw_fields_whisper[] = {
     {NULL, GW_FIELD_HONORED, NULL},
 };
 
-/* OpenAI's speech request (routes_speech.c); seed is sipp's own (a GGUF pair's sampling seed). */
+/* OpenAI's speech request (routes_speech.c); seed and language are sipp's own (a GGUF pair's sampling
+ * seed, a Qwen3-TTS pair's language). */
 const gw_field_rule gw_fields_speech[] = {
     HONORED("model"),
     HONORED("input"),
@@ -181,6 +182,7 @@ const gw_field_rule gw_fields_speech[] = {
     HONORED("speed"),
     HONORED("stream_format"),
     HONORED("seed"),
+    HONORED("language"),
     IGNORED("instructions", "neither flite nor the Qwen3-TTS / Pocket TTS pipelines have a style input"),
     {NULL, GW_FIELD_HONORED, NULL},
 };

@@ -38,6 +38,7 @@
 #define API_NAME "/v1/audio/speech"
 #define DEFAULT_FORMAT "mp3" /* OpenAI's default response_format */
 #define VOICE_SIZE 64
+#define LANGUAGE_SIZE 64
 #define WAIT_SLICE_MS 50 /* how often a waiting route looks for a client that went away */
 #define SSE_TYPE "text/event-stream"
 #define FALLBACK_RATE 24000 /* an encoder for a speech that made no sample at all */
@@ -48,7 +49,8 @@ typedef enum { STREAM_NONE, STREAM_AUDIO, STREAM_SSE } stream_kind;
 typedef struct speech_req {
     const char *model; /* NULL: the only target */
     const char *input;
-    const char *voice; /* NULL: the target's default */
+    const char *voice;    /* NULL: the target's default */
+    const char *language; /* sipp's own: NULL, the model's default (a Qwen3-TTS pair's English) */
     sipp_audio_format format;
     double speed;
     uint32_t seed;
@@ -61,6 +63,7 @@ typedef struct speech_job {
     const gw_kind *kind;
     char *text;
     char voice[VOICE_SIZE];
+    char language[LANGUAGE_SIZE];
     sipp_speak_options o;
     stream_kind stream;
     sipp_audio_format format;
@@ -140,6 +143,12 @@ static bool check_input(gw_call *call, const char *input) {
                                               n, max);
 }
 
+/* language: a code or a name, which the model then takes or refuses (sipp_tts_speak's check). */
+static bool check_language(gw_call *call, const char *language) {
+    return !language || (*language && strlen(language) < LANGUAGE_SIZE) ||
+           gw_reply_invalid_field(call, "'language' must be a language's code or name (en, zh, german, ...)");
+}
+
 /* voice: a name, or OpenAI's custom voice object {"id": NAME}. */
 static bool get_voice(gw_call *call, json_t *root, const char **out) {
     json_t *v = json_object_get(root, "voice"), *id = json_object_get(v, "id");
@@ -158,6 +167,7 @@ static bool parse_request(gw_call *call, json_t *root, speech_req *r) {
            check_input(call, r->input) && get_voice(call, root, &r->voice) &&
            get_string(call, root, "response_format", &format) && check_format(call, format, r) &&
            get_string(call, root, "stream_format", &stream) && check_stream(call, stream, r) &&
+           get_string(call, root, "language", &r->language) && check_language(call, r->language) &&
            check_numbers(call, root, r);
 }
 
@@ -273,6 +283,8 @@ static speech_job *job_new(gw_target *t, const speech_req *r, const char *voice)
     sipp_strlcpy(j->voice, voice, sizeof j->voice);
     j->o = sipp_speak_default_options();
     j->o.voice = *j->voice ? j->voice : NULL;
+    sipp_strlcpy(j->language, r->language ? r->language : "", sizeof j->language);
+    j->o.language = *j->language ? j->language : NULL;
     j->o.speed = (float)r->speed;
     j->o.seed = r->seed;
     j->o.cancel = &j->cancel;

@@ -171,7 +171,9 @@ sipp_status sipp_mmproj_load(const char *path, const struct llama_model *lm, con
         return st != SIPP_OK ? st : load_failed(text_path, path, why, errbuf);
     }
     pthread_mutex_init(&p->mu, NULL);
-    if (api.mtmd_decode_use_mrope(p->ctx)) {
+    /* A speech projector places no images: its pipeline (libmtmd's helper) gives a Qwen3-TTS talker its
+     * M-RoPE positions itself. */
+    if (api.mtmd_decode_use_mrope(p->ctx) && !sipp_mmproj_gen_audio(p, NULL)) {
         sipp_mmproj_free(p);
         return sipp_fail(
             errbuf, SIPP_ERR_MODEL,

@@ -155,7 +155,14 @@ static sipp_status check_options(sipp_tts *t, const char *text, const sipp_speak
             return tts_fail(t, SIPP_ERR_INVALID_ARGUMENT,
                             "unknown voice '%s' for this %s model (the voices: %s)", o->voice,
                             sipp_tts_gen_pipeline(t->gen), GEN_VOICE);
+        char why[SIPP_ERROR_SIZE];
+        if (!sipp_tts_gen_language_ok(t->gen, o->language, why, sizeof why))
+            return tts_fail(t, SIPP_ERR_INVALID_ARGUMENT, "%s", why);
         c->native_rate = sipp_tts_gen_rate(t->gen);
+    } else if (o->language && *o->language && strcmp(o->language, "en") && strcmp(o->language, "english")) {
+        return tts_fail(t, SIPP_ERR_INVALID_ARGUMENT,
+                        "language '%s': flite's voices speak English only; give en or leave it out",
+                        o->language);
     } else if (!(c->native_rate = sipp_flite_voice_rate(c->voice))) {
         char list[128];
         sipp_flite_voice_list(list, sizeof list);

@@ -50,6 +50,17 @@
 #define TTS_LANGUAGE "en"
 #define SPEAKER_MAX_SECONDS 60.0 /* a reference clip longer than this is refused */
 #define STATE_WAIT_MS 50         /* a call waiting for a free state looks at its cancel flag this often */
+#define QWEN3TTS "qwen3tts"
+#define LANGUAGE_TOKEN "<|codec_language_" /* Qwen3-TTS: a language is a codec token of its vocabulary */
+#define LANGUAGE_TOKEN_END "|>"
+#define LANGUAGES_SIZE 512
+
+/* mtmd-helper-gen.cpp's language codes (tts_lang_codes): a code, or a name as it is, picks the token
+ * <|codec_language_NAME|>. */
+static const char *const LANGUAGE_CODES[][2] = {
+    {"zh", "chinese"}, {"en", "english"},  {"de", "german"}, {"it", "italian"}, {"pt", "portuguese"},
+    {"es", "spanish"}, {"ja", "japanese"}, {"ko", "korean"}, {"fr", "french"},  {"ru", "russian"},
+};
 
 /* One generation at a time: a context of the backbone, a projector context and the helper on them. */
 typedef struct gen_state {
@@ -66,7 +77,8 @@ struct sipp_tts_gen {
     struct mtmd_bitmap *speaker; /* NULL without a reference; read by every state */
     const char *pipeline;
     int rate;
-    sipp_memory memory; /* the weights' and the states' buffers, by place */
+    sipp_memory memory;             /* the weights' and the states' buffers, by place */
+    char languages[LANGUAGES_SIZE]; /* Qwen3-TTS: the language names its vocabulary has, ", " between */
     pthread_mutex_t mu;
     pthread_cond_t free_state;
 };
@@ -166,6 +178,42 @@ static sipp_status check_pipeline(sipp_tts_gen *g, const sipp_tts_params *p, cha
     return SIPP_OK;
 }
 
+/* Qwen3-TTS: the names of the vocabulary's language tokens, into g->languages. */
+static void find_languages(sipp_tts_gen *g) {
+    const struct llama_vocab *v = llama_model_get_vocab(g->model->lm);
+    const size_t pre = strlen(LANGUAGE_TOKEN), post = strlen(LANGUAGE_TOKEN_END);
+    size_t used = 0;
+    for (llama_token t = 0; t < llama_vocab_n_tokens(v); t++) {
+        const char *s = llama_vocab_get_text(v, t);
+        const size_t n = strlen(s);
+        if (n > pre + post && !strncmp(s, LANGUAGE_TOKEN, pre) && !strcmp(s + n - post, LANGUAGE_TOKEN_END) &&
+            used < sizeof g->languages)
+            used += (size_t)snprintf(g->languages + used, sizeof g->languages - used, "%s%.*s",
+                                     used ? ", " : "", (int)(n - pre - post), s + pre);
+    }
+}
+
+bool sipp_tts_gen_language_ok(const sipp_tts_gen *g, const char *language, char *why, size_t n) {
+    if (!language || !*language) return true;
+    if (strcmp(g->pipeline, QWEN3TTS) != 0) {
+        snprintf(why, n, "language '%s': a %s model takes no language (it speaks its own); leave it out",
+                 language, g->pipeline);
+        return false;
+    }
+    const char *name = language;
+    for (size_t i = 0; i < sizeof LANGUAGE_CODES / sizeof *LANGUAGE_CODES; i++)
+        if (!strcmp(language, LANGUAGE_CODES[i][0])) name = LANGUAGE_CODES[i][1];
+    const size_t len = strlen(name);
+    for (const char *p = g->languages; (p = strstr(p, name)) != NULL; p += len)
+        if ((p == g->languages || p[-1] == ' ') && (p[len] == ',' || !p[len])) return true;
+    snprintf(
+        why, n,
+        "language '%s' is not one this Qwen3-TTS model speaks (its languages: %s); give one of those, or "
+        "its code (en, zh, de, ...)",
+        language, g->languages[0] ? g->languages : "none");
+    return false;
+}
+
 static sipp_status load_states(sipp_tts_gen *g, const sipp_tts_params *p, char *err) {
     g->n_states = p->n_parallel > 0 ? p->n_parallel : 1;
     if (!(g->states = calloc((size_t)g->n_states, sizeof *g->states)))
@@ -195,6 +243,7 @@ sipp_status sipp_tts_gen_load(const sipp_tts_params *p, sipp_tts_gen **out, char
     if (st == SIPP_OK) st = sipp_model_load(p->model, &mp, &g->model, err);
     if (st == SIPP_OK) st = load_states(g, p, err);
     if (st == SIPP_OK && p->speaker) st = load_speaker(g, p->speaker, err);
+    if (st == SIPP_OK && !strcmp(g->pipeline, QWEN3TTS)) find_languages(g);
     if (st != SIPP_OK) {
         sipp_tts_gen_free(g);
         return st;

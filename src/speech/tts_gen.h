@@ -21,6 +21,10 @@ const char *sipp_tts_gen_pipeline(const sipp_tts_gen *g); /* "qwen3tts" or "pock
 int sipp_tts_gen_rate(const sipp_tts_gen *g);
 void sipp_tts_gen_memory(const sipp_tts_gen *g, sipp_memory *out); /* by place, measured at load */
 
+/* Whether the pipeline speaks language (a code or a name; NULL or empty: the default): Qwen3-TTS's
+ * vocabulary has a token for each language it speaks; Pocket TTS takes none. False with why. */
+bool sipp_tts_gen_language_ok(const sipp_tts_gen *g, const char *language, char *why, size_t n);
+
 /* Speaks text[0..len) as llama-tts does: *out malloc'ed samples (*n) at the pipeline's rate. Stops with
  * SIPP_ERR_CANCELLED between frames once *o->cancel is set. Calls on one g are serialised inside. */
 sipp_status sipp_tts_gen_speak(sipp_tts_gen *g, const char *text, size_t len, const sipp_speak_options *o,

@@ -1,11 +1,13 @@
-"""POST /v1/audio/speech: text to speech through the gateway's tts kind (flite, and a Pocket TTS pair).
+"""POST /v1/audio/speech: text to speech through the gateway's tts kind (flite, a Pocket TTS and a Qwen3-TTS
+pair).
 
 Every format the route gives is decoded by a real decoder from Debian (flac, lame, opusdec, Python's
 wave module) and compared with what `sipp speak` makes of the same text and voice: the WAV's samples
 are the same, the other formats decode to the same length at their declared rate. The streamed forms
 (stream_format audio: chunked bytes; sse: speech.audio.delta events with base64 audio, then
-speech.audio.done) carry the same bytes. A Pocket TTS pair (sipp-synth --tts-pair pocket) gives the
-samples `sipp speak --seed` gives, which tests/integration/test_speech_pair.py holds equal to llama-tts.
+speech.audio.done) carry the same bytes. A Pocket TTS and a Qwen3-TTS pair (sipp-synth --tts-pair pocket,
+qwen3tts) give the samples `sipp speak --seed` gives, which tests/integration/test_speech_pair.py holds equal
+to llama-tts.
 Bad input is a 400 naming it, and the gateway keeps serving. The official openai npm client's
 audio.speech.create is run too, for every format and both stream formats (tests/integration/js)."""
 
@@ -192,13 +194,15 @@ class FliteSpeechTest(unittest.TestCase):
         self.refused(["'response_format'", "ogg"], response_format="ogg")
         self.refused(["'stream_format'", "chunks"], stream_format="chunks")
         self.refused(["'seed'"], seed=-1)
+        self.refused(["'de'", "English only"], language="de")  # flite's voices speak English
+        self.refused(["'language'"], language=7)
         self.refused(["'temperature'"], temperature=0.5)
 
     def test_the_field_table_rows(self):
         """docs/api-fields.md's speech rows: honored fields answer 200 unnamed, ignored ones are named in
         sipp-ignored, and a field in no row is a 400."""
         examples = {"model": "voice", "input": TEXT, "voice": "alloy", "response_format": "wav", "speed": 1.0,
-                    "stream_format": None, "seed": 1, "instructions": "Cheerfully."}
+                    "stream_format": None, "seed": 1, "language": "en", "instructions": "Cheerfully."}
         with open(os.path.join(ROOT, "docs", "api-fields.md")) as f:
             rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in f if ln.startswith("| speech |")]
         self.assertEqual(sorted(r[1] for r in rows), sorted(examples))
@@ -268,17 +272,19 @@ class ConfigTest(unittest.TestCase):
 class PairSpeechTest(unittest.TestCase):
     """A Pocket TTS pair: the API's WAV is `sipp speak --seed`'s samples (itself llama-tts's)."""
 
+    PAIR, NAME = "pocket", "pocket"
+    SHAPE = ["--vocab", os.path.join(gw.VOCAB_DIR, "ggml-vocab-llama-spm.gguf"), "--n-embd", "64", "--n-layer", "2",
+             "--n-head", "4", "--n-head-kv", "4", "--n-ff", "128", "--n-ctx", "512"]
+
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="sipp-speech-pair-")
-        prefix = os.path.join(cls.dir, "pocket")
-        subprocess.run([gw.SYNTH, "--out", prefix, "--tts-pair", "pocket", "--vocab",
-                        os.path.join(gw.VOCAB_DIR, "ggml-vocab-llama-spm.gguf"), "--n-embd", "64", "--n-layer", "2",
-                        "--n-head", "4", "--n-head-kv", "4", "--n-ff", "128", "--n-ctx", "512"],
-                       check=True, capture_output=True, timeout=120)
+        cls.dir = tempfile.mkdtemp(prefix=f"sipp-speech-{cls.PAIR}-")
+        prefix = os.path.join(cls.dir, cls.PAIR)
+        subprocess.run([gw.SYNTH, "--out", prefix, "--tts-pair", cls.PAIR, *cls.SHAPE], check=True,
+                       capture_output=True, timeout=120)
         cls.model, cls.mmproj = prefix + ".gguf", prefix + "-mmproj.gguf"
-        # no recipe: told from the projector (a Pocket TTS one)
-        cfg = (f'[[targets]]\nname = "pocket"\nmodel = "{cls.model}"\nmmproj = "{cls.mmproj}"\n'
+        # no recipe: told from the projector (a speech pair's)
+        cfg = (f'[[targets]]\nname = "{cls.NAME}"\nmodel = "{cls.model}"\nmmproj = "{cls.mmproj}"\n'
                "threads = 1\nparallel = 2\n")
         cls.g = gw.serve_config(cfg)
 
@@ -288,7 +294,7 @@ class PairSpeechTest(unittest.TestCase):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_same_samples_as_sipp_speak(self):
-        status, headers, data = self.g.request("POST", SPEECH, {"model": "pocket", "input": "Hello world.",
+        status, headers, data = self.g.request("POST", SPEECH, {"model": self.NAME, "input": "Hello world.",
                                                                 "response_format": "wav", "seed": 1})
         self.assertEqual(status, 200, data[:500])
         rate, ours = wav_of(data)
@@ -298,7 +304,7 @@ class PairSpeechTest(unittest.TestCase):
         self.assertEqual(ours, ref)
 
     def test_a_missing_speaker_clip_is_named(self):
-        cfg = gw.write("pair-speaker.toml", f'[[targets]]\nname = "p"\nmodel = "{self.model}"\n'
+        cfg = gw.write(f"{self.PAIR}-speaker.toml", f'[[targets]]\nname = "p"\nmodel = "{self.model}"\n'
                        f'mmproj = "{self.mmproj}"\nspeaker = "no-such.wav"\n')
         p = subprocess.run([gw.SIPP, "serve", "--check", "--config", cfg], capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 1)
@@ -307,12 +313,39 @@ class PairSpeechTest(unittest.TestCase):
 
     def test_listed_and_voices(self):
         status, _, body = self.g.json("GET", "/v1/models")
-        entry = next(m for m in body["data"] if m["id"] == "pocket")
+        entry = next(m for m in body["data"] if m["id"] == self.NAME)
         self.assertEqual((entry["capabilities"], entry["voices"], entry["sipp"]["recipe"]),
                          (["speech"], ["default"], "tts"))
-        status, _, data = self.g.request("POST", SPEECH, {"model": "pocket", "input": "Hi.", "voice": "slt"})
+        status, _, data = self.g.request("POST", SPEECH, {"model": self.NAME, "input": "Hi.", "voice": "slt"})
         self.assertEqual(status, 400)
         self.assertIn("default", json.loads(data)["error"]["message"])
+
+
+    def test_a_language_the_model_does_not_take_is_named(self):
+        status, _, data = self.g.request("POST", SPEECH, {"model": self.NAME, "input": "Hi.", "language": "xx"})
+        self.assertEqual(status, 400, data[:300])
+        self.assertIn("'xx'", json.loads(data)["error"]["message"])
+
+
+class Qwen3PairSpeechTest(PairSpeechTest):
+    """A Qwen3-TTS pair (sipp-synth --tts-pair qwen3tts, told from its projector too): the same holds, and a
+    language its vocabulary has is taken (its samples are `sipp speak --language`'s)."""
+
+    PAIR, NAME = "qwen3tts", "talker"
+    SHAPE = ["--vocab", os.path.join(gw.VOCAB_DIR, "ggml-vocab-qwen2.gguf"), "--n-embd", "64", "--n-layer", "2",
+             "--n-head", "4", "--n-head-kv", "2", "--n-ff", "128", "--n-ctx", "1024"]
+
+    def test_a_language_is_spoken(self):
+        status, _, data = self.g.request("POST", SPEECH, {"model": self.NAME, "input": "Hello world.",
+                                                          "response_format": "wav", "seed": 1, "language": "de"})
+        self.assertEqual(status, 200, data[:500])
+        _, ref = speak_cli(self.model, "--mmproj", self.mmproj, "Hello world.", "--seed", "1", "--language", "de")
+        self.assertEqual(wav_of(data)[1], ref)
+
+    def test_a_language_the_model_does_not_take_is_named(self):
+        super().test_a_language_the_model_does_not_take_is_named()
+        _, _, data = self.g.request("POST", SPEECH, {"model": self.NAME, "input": "Hi.", "language": "xx"})
+        self.assertIn("english", json.loads(data)["error"]["message"])  # the languages it has are listed
 
 
 @unittest.skipUnless(shutil.which("node") and shutil.which("npm"), "node and npm are needed for the openai client")

@@ -1,11 +1,15 @@
-"""A Pocket TTS pair through sipp and through llama.cpp's own llama-tts gives the same samples.
+"""A speech pair through sipp and through llama.cpp's own llama-tts gives the same samples: Pocket TTS
+and Qwen3-TTS.
 
-sipp-synth --tts-pair pocket writes a backbone and its projector with random weights (its end-of-speech
-head fires at once, so a sentence is the pipeline's few tail frames: seconds, not minutes, on a busy
-machine). llama-tts is built from the pinned source by deps/build-llama-tts.sh, against the same
-artifact, and run from the artifact directory (where ggml finds its CPU module). With the same text and
-seed (and the same speaker reference clip), `sipp speak` must give the same 16-bit samples, within 2 of
-32767; another seed must not."""
+sipp-synth --tts-pair writes a backbone and its projector with random weights: the Pocket pair's
+end-of-speech head fires at once, so a sentence is the pipeline's few tail frames; the Qwen3-TTS pair's end
+token wins from the second frame on, so a sentence is one frame of 16 codes, 1920 samples (llama-tts runs
+its projector on 4 threads whatever the cores: a frame takes it tens of seconds on a busy 2-core machine).
+llama-tts is built from the pinned source by
+deps/build-llama-tts.sh, against the same artifact, and run from the artifact directory (where ggml finds
+its CPU module). With the same text and seed (and the same speaker reference clip, and for Qwen3-TTS the
+same language), `sipp speak` must give the same 16-bit samples, within 2 of 32767; another seed must
+not."""
 
 import array
 import os
@@ -23,6 +27,8 @@ from tests.integration.common import BUILD, ROOT, SYNTH, VOCAB_DIR, run_sipp
 TEXT = "Hello world."
 TOLERANCE = 2
 LLAMA_TTS_TIMEOUT = 600  # its projector runs 4 threads whatever the cores: slow on a small, shared machine
+RATE = 24000
+QWEN3_HOP = 1920  # samples a frame: the DAC decoder's strides 8 * 5 * 4 * 3, after two 2x upsamplers
 
 
 def samples(path):
@@ -30,15 +36,19 @@ def samples(path):
         return w.getframerate(), array.array("h", w.readframes(w.getnframes()))
 
 
-class PocketPairTest(unittest.TestCase):
+class PairChecks:
+    """What every pair must hold: PAIR (sipp-synth's --tts-pair), PIPELINE (what `sipp speak` reports),
+    SHAPE (the backbone's flags)."""
+
+    PAIR = PIPELINE = None
+    SHAPE = []
+
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="sipp-pair-")
-        cls.prefix = os.path.join(cls.dir, "pocket")
-        subprocess.run([SYNTH, "--out", cls.prefix, "--tts-pair", "pocket", "--vocab",
-                        os.path.join(VOCAB_DIR, "ggml-vocab-llama-spm.gguf"), "--n-embd", "64", "--n-layer", "2",
-                        "--n-head", "4", "--n-head-kv", "4", "--n-ff", "128", "--n-ctx", "512"],
-                       check=True, capture_output=True, timeout=120)
+        cls.dir = tempfile.mkdtemp(prefix=f"sipp-pair-{cls.PAIR}-")
+        cls.prefix = os.path.join(cls.dir, cls.PAIR)
+        subprocess.run([SYNTH, "--out", cls.prefix, "--tts-pair", cls.PAIR, *cls.SHAPE], check=True,
+                       capture_output=True, timeout=120)
         cls.model, cls.mmproj = cls.prefix + ".gguf", cls.prefix + "-mmproj.gguf"
         p = subprocess.run(["bash", os.path.join(ROOT, "deps", "build-llama-tts.sh"), BUILD], capture_output=True,
                            text=True, timeout=600)
@@ -50,9 +60,8 @@ class PocketPairTest(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def reference(self, seed, speaker=None):
-        out = os.path.join(self.dir, f"ref-{seed}{'-speaker' if speaker else ''}.wav")
-        extra = ["--tts-speaker-file", speaker] if speaker else []
+    def reference(self, seed, *extra):
+        out = os.path.join(self.dir, f"ref-{seed}{''.join(extra).replace('/', '_')}.wav")
         if not os.path.exists(out):
             p = subprocess.run([self.llama_tts, "-m", self.model, "-mm", self.mmproj, "-p", TEXT, "--seed", str(seed),
                                 *extra, "-o", out], cwd=os.path.join(BUILD, "artifact"), capture_output=True,
@@ -64,25 +73,31 @@ class PocketPairTest(unittest.TestCase):
         out = os.path.join(self.dir, f"sipp-{seed}.wav")
         p = run_sipp(["speak", self.model, "--mmproj", self.mmproj, TEXT, "--seed", str(seed), "-o", out, *extra])
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn("pockettts", p.stderr)
+        self.assertIn(self.PIPELINE, p.stderr)
         return samples(out)
+
+    def speaker_clip(self):
+        speaker = os.path.join(self.dir, "speaker.wav")  # a voice to speak in: flite's, 16 kHz (resampled to 24)
+        if not os.path.exists(speaker):
+            run_sipp(["speak", "flite", "This is my voice, speaking for reference.", "-o", speaker], check=True)
+        return speaker
+
+    def assert_same(self, ref, ours):
+        self.assertEqual(len(ours), len(ref))
+        self.assertLessEqual(max(abs(a - b) for a, b in zip(ref, ours)), TOLERANCE)
 
     def test_same_samples_as_llama_tts(self):
         (r1, ref), (r2, ours) = self.reference(1), self.speak(1)
-        self.assertEqual((r1, r2), (24000, 24000))
-        self.assertEqual(len(ours), len(ref))
+        self.assertEqual((r1, r2), (RATE, RATE))
         self.assertGreater(len(ref), 0)
         self.assertTrue(any(ref), "the reference is silence")
-        worst = max(abs(a - b) for a, b in zip(ref, ours))
-        self.assertLessEqual(worst, TOLERANCE)
+        self.assert_same(ref, ours)
 
     def test_same_samples_with_a_speaker_reference(self):
-        speaker = os.path.join(self.dir, "speaker.wav")  # a voice to speak in: flite's, 16 kHz (resampled to 24)
-        run_sipp(["speak", "flite", "This is my voice, speaking for reference.", "-o", speaker], check=True)
-        _, ref = self.reference(1, speaker)
+        speaker = self.speaker_clip()
+        _, ref = self.reference(1, "--tts-speaker-file", speaker)
         _, ours = self.speak(1, "--speaker", speaker)
-        self.assertEqual(len(ours), len(ref))
-        self.assertLessEqual(max(abs(a - b) for a, b in zip(ref, ours)), TOLERANCE)
+        self.assert_same(ref, ours)
         _, plain = self.reference(1)
         self.assertNotEqual(ref, plain, "the speaker reference changed nothing")
 
@@ -91,6 +106,12 @@ class PocketPairTest(unittest.TestCase):
         _, two = self.speak(2)
         self.assertEqual(len(one), len(two))
         self.assertNotEqual(one, two)
+
+
+class PocketPairTest(PairChecks, unittest.TestCase):
+    PAIR, PIPELINE = "pocket", "pockettts"
+    SHAPE = ["--vocab", os.path.join(VOCAB_DIR, "ggml-vocab-llama-spm.gguf"), "--n-embd", "64", "--n-layer", "2",
+             "--n-head", "4", "--n-head-kv", "4", "--n-ff", "128", "--n-ctx", "512"]
 
     def test_speed_and_formats_apply_to_the_pair(self):
         _, normal = self.speak(1)
@@ -126,6 +147,31 @@ class PocketPairTest(unittest.TestCase):
             first = v.speech(TEXT, format="wav", seed=1)
         self.assertEqual(samples_of(first), alone)
         self.assertLess(max(a for a, _ in spans), min(b for _, b in spans), "the two calls did not overlap")
+
+
+class Qwen3PairTest(PairChecks, unittest.TestCase):
+    """Qwen's own tokenizer (the talker's text vocabulary)."""
+
+    PAIR, PIPELINE = "qwen3tts", "qwen3tts"
+    SHAPE = ["--vocab", os.path.join(VOCAB_DIR, "ggml-vocab-qwen2.gguf"), "--n-embd", "64", "--n-layer", "2",
+             "--n-head", "4", "--n-head-kv", "2", "--n-ff", "128", "--n-ctx", "1024"]
+
+    def test_one_frame_then_the_end_token(self):
+        _, ref = self.reference(1)
+        self.assertEqual(len(ref), QWEN3_HOP)
+
+    def test_same_samples_in_another_language(self):
+        _, ref = self.reference(1, "--tts-lang", "zh")
+        _, ours = self.speak(1, "--language", "zh")
+        self.assert_same(ref, ours)
+        _, english = self.reference(1)
+        self.assertNotEqual(ref, english, "the language changed nothing")
+
+    def test_an_unknown_language_is_refused(self):
+        p = run_sipp(["speak", self.model, "--mmproj", self.mmproj, TEXT, "--language", "xx", "-o",
+                      os.path.join(self.dir, "xx.wav")])
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("xx", p.stderr)
 
 
 def samples_of(wav_bytes):

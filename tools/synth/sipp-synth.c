@@ -230,7 +230,7 @@ static void usage(FILE *f) {
         f,
         "usage: " PROG " --out FILE --vocab VOCAB.gguf [options]\n"
         "       " PROG " --out FILE --projector KIND [--n-embd N] [projector options]\n"
-        "       " PROG " --out PREFIX --tts-pair pocket --vocab VOCAB.gguf [backbone shape]\n"
+        "       " PROG " --out PREFIX --tts-pair pocket|qwen3tts --vocab VOCAB.gguf [backbone shape]\n"
         "       " PROG " --out FILE --whisper tiny|base|test --vocab ggml-vocab-gpt-2.gguf [--type f16|f32]\n"
         "       " PROG " --out A.gguf --lora-for BASE.gguf [--rank R] [--seed N] [--std S]\n"
         "\n"
@@ -281,6 +281,10 @@ static void usage(FILE *f) {
         "                          shape the flags give, VOCAB's tokenizer plus <|audio_bos|>) and\n"
         "                          PREFIX-mmproj.gguf (its flow net and mimi decoder), which llama-tts\n"
         "                          and sipp speak load; f32 weights\n"
+        "  --tts-pair qwen3tts     a Qwen3-TTS speech pair: PREFIX.gguf (the talker, VOCAB's tokenizer\n"
+        "                          plus its text tokens and 3072 codec tokens) and PREFIX-mmproj.gguf\n"
+        "                          (speaker encoder, code predictor, code2wav); it ends each piece of\n"
+        "                          text after one frame (80 ms); f32 weights\n"
         "  --help                  print this help\n"
         "\n"
         "Projectors (random weights, the same flags give the same bytes; --n-embd is the width of the\n"
@@ -348,6 +352,8 @@ static void set_whole(struct options *o, const struct flag *f, const char *val) 
     *(int64_t *)(void *)((char *)o + f->field) = parse_int(f->name, val, f->max);
 }
 
+static bool is_qwen3(const struct options *o) { return o->tts_pair && strcmp(o->tts_pair, "qwen3tts") == 0; }
+
 static const char *nonempty(const struct flag *f, const char *val, const char *what) {
     if (!*val) die_usage("%s: empty %s", f->name, what);
     return val;
@@ -386,11 +392,11 @@ static void set_template_file(struct options *o, const struct flag *f, const cha
 }
 
 static void set_tts_pair(struct options *o, const struct flag *f, const char *val) {
-    if (strcmp(val, "qwen3tts") == 0)
-        die_usage("--tts-pair qwen3tts: not written yet (its code predictor, code2wav and 16 codebooks); "
-                  "use --tts-pair pocket");
-    if (strcmp(val, "pocket") != 0) die_usage("--tts-pair: unknown pair '%s' (expected pocket)", val);
+    if (o->tts_pair) die_usage("--tts-pair: give one pair");
+    if (strcmp(val, "pocket") != 0 && strcmp(val, "qwen3tts") != 0)
+        die_usage("--tts-pair: unknown pair '%s' (expected pocket or qwen3tts)", val);
     o->tts_pair = val;
+    if (is_qwen3(o)) return; /* its text tokens are appended where the vocabulary lacks them */
     if (o->n_special == MAX_SPECIAL) die_usage("--add-special: at most %d tokens", MAX_SPECIAL - 1);
     o->special[o->n_special++] = TTS_PAIR_AUDIO_BOS; /* the token the pipeline starts audio with */
 }
@@ -503,6 +509,9 @@ static void check_text_model(const struct options *o) {
     if (o->tied_output && (o->stop_token || o->n_favour))
         die_usage("--stop-token and --favour need the output matrix of its own: leave out --output tied");
     if (o->stop_token && o->n_favour) die_usage("--stop-token and --favour do not go together: give one");
+    if (o->tts_pair && (o->stop_token || o->n_favour || o->layers || o->active_layers || o->tied_output))
+        die_usage("--tts-pair writes a whole speech pair of its own make: leave out --stop-token, --favour, "
+                  "--layers, --active-layers and --output tied");
     if (o->rerank && (o->tts_pair || o->layers || o->active_layers))
         die_usage(
             "--rerank writes a whole qwen3 reranker: leave out --tts-pair, --layers and --active-layers");
@@ -729,15 +738,36 @@ static bool resolve_fim(struct options *o, const struct gguf_context *vocab, int
     return true;
 }
 
-/* --add-special: rewrites the token, score and type arrays (copied from the vocab) with the
- * control tokens appended; a vocabulary without scores (a BPE one) keeps none.  Returns false
- * after reporting. */
+/* --tts-pair qwen3tts: queues the text tokens its pipeline looks up that the vocabulary lacks as
+ * --add-special tokens (they come before the codec's). False after reporting. */
+static bool resolve_qwen3(struct options *o, const struct gguf_context *vocab) {
+    for (int k = 0; k < QWEN3TTS_N_TEXT_TOKENS; k++) {
+        if (find_token(vocab, QWEN3TTS_TEXT_TOKENS[k]) >= 0) continue;
+        if (o->n_special == MAX_SPECIAL) {
+            report("--tts-pair qwen3tts: no room for its text tokens beside %d --add-special tokens",
+                   o->n_special);
+            return false;
+        }
+        o->special[o->n_special++] = QWEN3TTS_TEXT_TOKENS[k];
+    }
+    return true;
+}
+
+/* The i-th control token appended to the vocab: --add-special's, then a Qwen3-TTS backbone's codec. */
+static const char *appended(const struct options *o, size_t i) {
+    return i < (size_t)o->n_special ? o->special[i] : tts_qwen3_codec_token((int64_t)i - o->n_special);
+}
+
+/* --add-special (and --tts-pair qwen3tts): rewrites the token, score and type arrays (copied from the
+ * vocab) with the control tokens appended; a vocabulary without scores (a BPE one) keeps none.
+ * Returns false after reporting. */
 static bool append_special(struct gguf_context *ctx, const struct gguf_context *vocab,
                            const struct options *o) {
     const int64_t tokens = gguf_find_key(vocab, TOKENS_KEY);
     const int64_t scores = gguf_find_key(vocab, SCORES_KEY);
     const int64_t types = gguf_find_key(vocab, TOKEN_TYPE_KEY);
-    const size_t n = gguf_get_arr_n(vocab, tokens), total = n + (size_t)o->n_special;
+    const size_t n_added = (size_t)o->n_special + (is_qwen3(o) ? QWEN3TTS_CODEC_TOKENS : 0);
+    const size_t n = gguf_get_arr_n(vocab, tokens), total = n + n_added;
     if ((scores >= 0 &&
          (gguf_get_arr_type(vocab, scores) != GGUF_TYPE_FLOAT32 || gguf_get_arr_n(vocab, scores) != n)) ||
         types < 0 || gguf_get_arr_type(vocab, types) != GGUF_TYPE_INT32 ||
@@ -757,10 +787,10 @@ static bool append_special(struct gguf_context *ctx, const struct gguf_context *
             strs[i] = gguf_get_arr_str(vocab, tokens, i);
         if (scores >= 0) memcpy(score, gguf_get_arr_data(vocab, scores), n * sizeof(*score));
         memcpy(type, gguf_get_arr_data(vocab, types), n * sizeof(*type));
-        for (int k = 0; k < o->n_special; k++) {
-            strs[n + (size_t)k] = o->special[k];
-            score[n + (size_t)k] = 0.0f;
-            type[n + (size_t)k] = TOKEN_TYPE_CONTROL;
+        for (size_t k = 0; k < n_added; k++) {
+            strs[n + k] = appended(o, k);
+            score[n + k] = 0.0f;
+            type[n + k] = TOKEN_TYPE_CONTROL;
         }
         gguf_set_arr_str(ctx, TOKENS_KEY, strs, total);
         if (scores >= 0) gguf_set_arr_data(ctx, SCORES_KEY, GGUF_TYPE_FLOAT32, score, total);
@@ -781,7 +811,7 @@ static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *
     snprintf(desc, sizeof(desc), "synthetic random-weight model written by " PROG " (seed %" PRIu64 ")",
              o->seed);
 
-    arch = o->tts_pair ? TTS_PAIR_ARCH : o->rerank ? RERANK_ARCH : "llama";
+    arch = is_qwen3(o) ? QWEN3TTS_ARCH : o->tts_pair ? TTS_PAIR_ARCH : o->rerank ? RERANK_ARCH : "llama";
     gguf_set_val_str(ctx, "general.architecture", arch);
     gguf_set_val_str(ctx, "general.name", o->name);
     gguf_set_val_str(ctx, "general.description", desc);
@@ -823,7 +853,11 @@ static bool build_metadata(struct gguf_context *ctx, const struct gguf_context *
         }
     }
 
-    if (o->n_special && !append_special(ctx, vocab, o)) return false;
+    if ((o->n_special || is_qwen3(o)) && !append_special(ctx, vocab, o)) return false;
+    if (is_qwen3(o)) { /* its own end token and suppressed tokens, and no chat template */
+        tts_qwen3_backbone_keys(ctx, n_vocab, o->n_embd / o->n_head);
+        return true;
+    }
     for (size_t k = 0; o->fim && k < COUNT_OF(FIM_TOKENS); k++)
         if (o->fim_id[k] >= 0) gguf_set_val_u32(ctx, FIM_TOKENS[k].key, (uint32_t)o->fim_id[k]);
 
@@ -861,7 +895,7 @@ static bool plan_build(struct plan *p, const struct options *o, int64_t n_vocab)
         calloc(p->cap + (o->tts_pair ? TTS_PAIR_EXTRA * (size_t)n_layer + GLOBAL_TENSORS : 0), sizeof(*p->t));
     if (!p->t) return false;
     if (o->tts_pair) {
-        tts_pair_backbone_plan(p, o, n_vocab);
+        (is_qwen3(o) ? tts_qwen3_backbone_plan : tts_pair_backbone_plan)(p, o, n_vocab);
         return true;
     }
 
@@ -1004,6 +1038,7 @@ static void *job_run(void *arg) {
             fill_row(row, s->ne0, splitmix_mix(j->seed + (uint64_t)(j->row0 + r) * SPLITMIX_GAMMA), s->std);
         }
         if (s->stop == STOP_EMBD) row[0] = STOP_EMBD_VALUE;
+        if (s->stop == STOP_COMPONENT) row[0] = j->row0 + r == s->stop_id ? -STOP_SCALE : s->value;
     }
     if (s->type == GGML_TYPE_F32) {
         memcpy(j->dst, j->scratch, (size_t)(j->nrows * s->ne0) * sizeof(float));
@@ -1189,6 +1224,7 @@ static struct gguf_context *open_text_model(struct options *o, int64_t *n_vocab)
     }
 
     if (o->fim && !resolve_fim(o, vocab, *n_vocab)) goto fail;
+    if (is_qwen3(o) && !resolve_qwen3(o, vocab)) goto fail;
     for (int k = 0; k < o->n_special; k++) {
         bool twice = false;
         for (int j = 0; j < k; j++)
@@ -1199,7 +1235,7 @@ static struct gguf_context *open_text_model(struct options *o, int64_t *n_vocab)
             goto fail;
         }
     }
-    *n_vocab += o->n_special;
+    *n_vocab += o->n_special + (is_qwen3(o) ? QWEN3TTS_CODEC_TOKENS : 0);
 
     return vocab;
 
@@ -1222,7 +1258,7 @@ static int write_one(struct options *o, const char *out, bool projector) {
     gctx = gguf_init_empty();
     if (!gctx) goto done;
     if (projector && o->tts_pair) {
-        if (!tts_pair_projector(gctx, &plan, o)) goto done;
+        if (!(is_qwen3(o) ? tts_qwen3_projector : tts_pair_projector)(gctx, &plan, o)) goto done;
     } else if (projector) {
         if (!projector_build(gctx, &plan, o)) goto done;
     } else {

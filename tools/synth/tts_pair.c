@@ -26,7 +26,6 @@
  */
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,83 +54,27 @@
 static const int64_t DECODER_STRIDES[SEANET_STAGES] = {6, 5, 4};
 static const int64_t SEANET_CHANNELS[SEANET_STAGES + 1] = {32, 16, 8, 4}; /* before each stage, and after */
 
-static struct tensor_spec *add(struct plan *p, enum ggml_type type, int n_dims, const int64_t ne[4],
-                               float std, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static struct tensor_spec *add(struct plan *p, enum ggml_type type, int n_dims, const int64_t ne[4],
-                               float std, const char *fmt, ...) {
-    char name[NAME_BUF];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    return plan_add_nd(p, name, n_dims, ne, type, std);
-}
-
-/* A weight drawn with std 1/sqrt(fan-in): every dimension but the last feeds each output. */
-static void weight(struct plan *p, int n_dims, const int64_t ne[4], const char *name) {
-    int64_t fan_in = 1;
-    for (int k = 0; k < n_dims - 1; k++)
-        fan_in *= ne[k];
-    add(p, GGML_TYPE_F32, n_dims, ne, 1.0f / sqrtf((float)fan_in), "%s", name);
-}
-
-/* A vector of one value (0: zeros). */
-static void constant(struct plan *p, int64_t n, float value, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void constant(struct plan *p, int64_t n, float value, const char *fmt, ...) {
-    char name[NAME_BUF];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    struct tensor_spec *s = plan_add_nd(p, name, 1, (const int64_t[4]){n, 1, 1, 1}, GGML_TYPE_F32, 0.0f);
-    s->zero = value == 0.0f;
-    s->value = value;
-    s->has_value = value != 0.0f;
-}
-
-/* PREFIX.weight {n_in, n_out} and PREFIX.bias {n_out} of zeros. */
-static void linear(struct plan *p, const char *prefix, int64_t n_in, int64_t n_out, bool bias) {
-    char name[NAME_BUF];
-    snprintf(name, sizeof name, "%s.weight", prefix);
-    weight(p, 2, (const int64_t[4]){n_in, n_out, 1, 1}, name);
-    if (bias) constant(p, n_out, 0.0f, "%s.bias", prefix);
-}
-
-static void norm(struct plan *p, const char *prefix, int64_t n) {
-    constant(p, n, 1.0f, "%s.weight", prefix);
-    constant(p, n, 0.0f, "%s.bias", prefix);
-}
-
-/* A 1-D convolution PREFIX.weight {k, in, out} (transposed: {k, out, in}) and its bias. */
-static void conv(struct plan *p, const char *prefix, int64_t k, int64_t a, int64_t b, int64_t n_bias) {
-    char name[NAME_BUF];
-    snprintf(name, sizeof name, "%s.weight", prefix);
-    weight(p, 3, (const int64_t[4]){k, a, b, 1}, name);
-    if (n_bias) constant(p, n_bias, 0.0f, "%s.bias", prefix);
-}
-
 /* ---- the backbone ---------------------------------------------------------------------------- */
 
 void tts_pair_backbone_plan(struct plan *p, const struct options *o, int64_t n_vocab) {
     const int64_t e = o->n_embd, kv = o->n_embd / o->n_head * o->n_head_kv;
     char pfx[NAME_BUF];
-    weight(p, 2, (const int64_t[4]){e, n_vocab, 1, 1}, "token_embd.weight");
-    norm(p, "output_norm", e);
+    plan_weight(p, 2, (const int64_t[4]){e, n_vocab, 1, 1}, "token_embd.weight");
+    plan_norm(p, "output_norm", e);
     for (int64_t il = 0; il < o->n_layer; il++) {
         snprintf(pfx, sizeof pfx, "blk.%" PRId64 ".attn_norm", il);
-        norm(p, pfx, e);
+        plan_norm(p, pfx, e);
         snprintf(pfx, sizeof pfx, "blk.%" PRId64 ".ffn_norm", il);
-        norm(p, pfx, e);
+        plan_norm(p, pfx, e);
         static const char *const attn[] = {"attn_q", "attn_k", "attn_v", "attn_output"};
         for (int k = 0; k < 4; k++) {
             snprintf(pfx, sizeof pfx, "blk.%" PRId64 ".%s", il, attn[k]);
-            linear(p, pfx, e, k == 1 || k == 2 ? kv : e, false);
+            plan_linear(p, pfx, e, k == 1 || k == 2 ? kv : e, false);
         }
         snprintf(pfx, sizeof pfx, "blk.%" PRId64 ".ffn_up", il);
-        linear(p, pfx, e, o->n_ff, false);
+        plan_linear(p, pfx, e, o->n_ff, false);
         snprintf(pfx, sizeof pfx, "blk.%" PRId64 ".ffn_down", il);
-        linear(p, pfx, o->n_ff, e, false);
+        plan_linear(p, pfx, o->n_ff, e, false);
     }
 }
 
@@ -139,34 +82,34 @@ void tts_pair_backbone_plan(struct plan *p, const struct options *o, int64_t n_v
 
 static void plan_flow(struct plan *p, int64_t e) {
     char pfx[NAME_BUF];
-    linear(p, "a.gen.flow.input_proj", LATENT, FLOW_WIDTH, true);
-    linear(p, "a.gen.flow.cond_embd", e, FLOW_WIDTH, true);
+    plan_linear(p, "a.gen.flow.input_proj", LATENT, FLOW_WIDTH, true);
+    plan_linear(p, "a.gen.flow.cond_embd", e, FLOW_WIDTH, true);
     for (int i = 0; i < 2; i++) {
-        add(p, GGML_TYPE_F32, 1, (const int64_t[4]){FLOW_FREQS, 1, 1, 1}, 1.0f, "a.gen.flow.time.%d.freqs",
-            i);
+        plan_addf(p, GGML_TYPE_F32, 1, (const int64_t[4]){FLOW_FREQS, 1, 1, 1}, 1.0f,
+                  "a.gen.flow.time.%d.freqs", i);
         snprintf(pfx, sizeof pfx, "a.gen.flow.time.%d.up", i);
-        linear(p, pfx, 2 * FLOW_FREQS, FLOW_WIDTH, true);
+        plan_linear(p, pfx, 2 * FLOW_FREQS, FLOW_WIDTH, true);
         snprintf(pfx, sizeof pfx, "a.gen.flow.time.%d.down", i);
-        linear(p, pfx, FLOW_WIDTH, FLOW_WIDTH, true);
-        constant(p, FLOW_WIDTH, 1.0f, "a.gen.flow.time.%d.norm", i);
+        plan_linear(p, pfx, FLOW_WIDTH, FLOW_WIDTH, true);
+        plan_constant(p, FLOW_WIDTH, 1.0f, "a.gen.flow.time.%d.norm", i);
     }
     for (int il = 0; il < FLOW_BLOCKS; il++) {
         snprintf(pfx, sizeof pfx, "a.gen.flow.blk.%d.norm", il);
-        norm(p, pfx, FLOW_WIDTH);
+        plan_norm(p, pfx, FLOW_WIDTH);
         snprintf(pfx, sizeof pfx, "a.gen.flow.blk.%d.ada", il);
-        linear(p, pfx, FLOW_WIDTH, 3 * FLOW_WIDTH, true);
+        plan_linear(p, pfx, FLOW_WIDTH, 3 * FLOW_WIDTH, true);
         snprintf(pfx, sizeof pfx, "a.gen.flow.blk.%d.up", il);
-        linear(p, pfx, FLOW_WIDTH, FLOW_HIDDEN, true);
+        plan_linear(p, pfx, FLOW_WIDTH, FLOW_HIDDEN, true);
         snprintf(pfx, sizeof pfx, "a.gen.flow.blk.%d.down", il);
-        linear(p, pfx, FLOW_HIDDEN, FLOW_WIDTH, true);
+        plan_linear(p, pfx, FLOW_HIDDEN, FLOW_WIDTH, true);
     }
-    linear(p, "a.gen.flow.final.ada", FLOW_WIDTH, 2 * FLOW_WIDTH, true);
-    linear(p, "a.gen.flow.final.proj", FLOW_WIDTH, LATENT, true);
-    linear(p, "a.gen.out_eos", e, 1, false);
-    constant(p, 1, EOS_BIAS, "a.gen.out_eos.bias");
-    linear(p, "a.gen.input_linear", LATENT, e, false);
-    constant(p, LATENT, 0.0f, "a.gen.emb_mean");
-    constant(p, LATENT, 1.0f, "a.gen.emb_std");
+    plan_linear(p, "a.gen.flow.final.ada", FLOW_WIDTH, 2 * FLOW_WIDTH, true);
+    plan_linear(p, "a.gen.flow.final.proj", FLOW_WIDTH, LATENT, true);
+    plan_linear(p, "a.gen.out_eos", e, 1, false);
+    plan_constant(p, 1, EOS_BIAS, "a.gen.out_eos.bias");
+    plan_linear(p, "a.gen.input_linear", LATENT, e, false);
+    plan_constant(p, LATENT, 0.0f, "a.gen.emb_mean");
+    plan_constant(p, LATENT, 1.0f, "a.gen.emb_std");
 }
 
 /* The mimi transformer blocks of both halves: PFX.blk.N.* with layer scales (no biases but the norms'). */
@@ -176,38 +119,39 @@ static void plan_mimi_blocks(struct plan *p, const char *pfx_root) {
         static const char *const parts[] = {"attn_q", "attn_k", "attn_v", "attn_out"};
         for (int k = 0; k < 4; k++) {
             snprintf(pfx, sizeof pfx, "%s.blk.%d.%s", pfx_root, il, parts[k]);
-            linear(p, pfx, MIMI_WIDTH, MIMI_WIDTH, false);
+            plan_linear(p, pfx, MIMI_WIDTH, MIMI_WIDTH, false);
         }
         snprintf(pfx, sizeof pfx, "%s.blk.%d.ln1", pfx_root, il);
-        norm(p, pfx, MIMI_WIDTH);
+        plan_norm(p, pfx, MIMI_WIDTH);
         snprintf(pfx, sizeof pfx, "%s.blk.%d.ln2", pfx_root, il);
-        norm(p, pfx, MIMI_WIDTH);
-        constant(p, MIMI_WIDTH, LAYER_SCALE, "%s.blk.%d.ls1.weight", pfx_root, il);
-        constant(p, MIMI_WIDTH, LAYER_SCALE, "%s.blk.%d.ls2.weight", pfx_root, il);
+        plan_norm(p, pfx, MIMI_WIDTH);
+        plan_constant(p, MIMI_WIDTH, LAYER_SCALE, "%s.blk.%d.ls1.weight", pfx_root, il);
+        plan_constant(p, MIMI_WIDTH, LAYER_SCALE, "%s.blk.%d.ls2.weight", pfx_root, il);
         snprintf(pfx, sizeof pfx, "%s.blk.%d.ffn_up", pfx_root, il);
-        linear(p, pfx, MIMI_WIDTH, MIMI_FF, false);
+        plan_linear(p, pfx, MIMI_WIDTH, MIMI_FF, false);
         snprintf(pfx, sizeof pfx, "%s.blk.%d.ffn_down", pfx_root, il);
-        linear(p, pfx, MIMI_FF, MIMI_WIDTH, false);
+        plan_linear(p, pfx, MIMI_FF, MIMI_WIDTH, false);
     }
 }
 
 static void plan_mimi(struct plan *p) {
     char pfx[NAME_BUF];
-    linear(p, "a.gen.wav.quant_out", LATENT, MIMI_WIDTH, false);
-    weight(p, 3, (const int64_t[4]){2 * MIMI_UPSAMPLE, 1, MIMI_WIDTH, 1},
-           "a.gen.wav.upsample.weight"); /* depthwise */
+    plan_linear(p, "a.gen.wav.quant_out", LATENT, MIMI_WIDTH, false);
+    plan_weight(p, 3, (const int64_t[4]){2 * MIMI_UPSAMPLE, 1, MIMI_WIDTH, 1},
+                "a.gen.wav.upsample.weight"); /* depthwise */
     plan_mimi_blocks(p, "a.gen.wav.tfm");
-    conv(p, "a.gen.wav.seanet.conv_in", SEANET_KERNEL, MIMI_WIDTH, SEANET_CHANNELS[0], SEANET_CHANNELS[0]);
+    plan_conv(p, "a.gen.wav.seanet.conv_in", SEANET_KERNEL, MIMI_WIDTH, SEANET_CHANNELS[0],
+              SEANET_CHANNELS[0]);
     for (int i = 0; i < SEANET_STAGES; i++) {
         const int64_t in = SEANET_CHANNELS[i], out = SEANET_CHANNELS[i + 1];
         snprintf(pfx, sizeof pfx, "a.gen.wav.seanet.blk.%d.scale_conv", i);
-        conv(p, pfx, 2 * DECODER_STRIDES[i], out, in, out); /* transposed: {k, out, in} */
+        plan_conv(p, pfx, 2 * DECODER_STRIDES[i], out, in, out); /* transposed: {k, out, in} */
         snprintf(pfx, sizeof pfx, "a.gen.wav.seanet.blk.%d.res_conv1", i);
-        conv(p, pfx, RES_KERNEL, out, out / 2, out / 2);
+        plan_conv(p, pfx, RES_KERNEL, out, out / 2, out / 2);
         snprintf(pfx, sizeof pfx, "a.gen.wav.seanet.blk.%d.res_conv2", i);
-        conv(p, pfx, 1, out / 2, out, out);
+        plan_conv(p, pfx, 1, out / 2, out, out);
     }
-    conv(p, "a.gen.wav.seanet.conv_out", SEANET_KERNEL, SEANET_CHANNELS[SEANET_STAGES], 1, 1);
+    plan_conv(p, "a.gen.wav.seanet.conv_out", SEANET_KERNEL, SEANET_CHANNELS[SEANET_STAGES], 1, 1);
 }
 
 /* The speaker encoder (models/pockettts-spkenc.cpp): the SEANet encoder from the 24 kHz waveform
@@ -217,43 +161,44 @@ static void plan_mimi(struct plan *p) {
 static void plan_spkenc(struct plan *p, int64_t e) {
     static const int64_t strides[SEANET_STAGES] = {4, 5, 6};
     char pfx[NAME_BUF];
-    conv(p, "a.seanet.conv_in", SEANET_KERNEL, 1, SEANET_CHANNELS[SEANET_STAGES],
-         SEANET_CHANNELS[SEANET_STAGES]);
+    plan_conv(p, "a.seanet.conv_in", SEANET_KERNEL, 1, SEANET_CHANNELS[SEANET_STAGES],
+              SEANET_CHANNELS[SEANET_STAGES]);
     for (int i = 0; i < SEANET_STAGES; i++) {
         const int64_t in = SEANET_CHANNELS[SEANET_STAGES - i], out = SEANET_CHANNELS[SEANET_STAGES - i - 1];
         snprintf(pfx, sizeof pfx, "a.seanet.blk.%d.res_conv1", i);
-        conv(p, pfx, RES_KERNEL, in, in / 2, in / 2);
+        plan_conv(p, pfx, RES_KERNEL, in, in / 2, in / 2);
         snprintf(pfx, sizeof pfx, "a.seanet.blk.%d.res_conv2", i);
-        conv(p, pfx, 1, in / 2, in, in);
+        plan_conv(p, pfx, 1, in / 2, in, in);
         snprintf(pfx, sizeof pfx, "a.seanet.blk.%d.scale_conv", i);
-        conv(p, pfx, 2 * strides[i], in, out, out);
+        plan_conv(p, pfx, 2 * strides[i], in, out, out);
     }
-    conv(p, "a.seanet.conv_out", SEANET_KERNEL, SEANET_CHANNELS[0], MIMI_WIDTH, MIMI_WIDTH);
+    plan_conv(p, "a.seanet.conv_out", SEANET_KERNEL, SEANET_CHANNELS[0], MIMI_WIDTH, MIMI_WIDTH);
     plan_mimi_blocks(p, "a");
-    weight(p, 3, (const int64_t[4]){2 * MIMI_UPSAMPLE, MIMI_WIDTH, LATENT, 1}, "a.downsample.conv.weight");
-    linear(p, "a.speaker_proj", LATENT, e, false);
+    plan_weight(p, 3, (const int64_t[4]){2 * MIMI_UPSAMPLE, MIMI_WIDTH, LATENT, 1},
+                "a.downsample.conv.weight");
+    plan_linear(p, "a.speaker_proj", LATENT, e, false);
 }
 
-static void set_u32(struct gguf_context *ctx, const char *modality, const char *suffix, int64_t v) {
+void tts_clip_u32(struct gguf_context *ctx, const char *modality, const char *suffix, int64_t v) {
     char key[NAME_BUF * 2];
     snprintf(key, sizeof key, "clip.%s.%s", modality, suffix);
     gguf_set_val_u32(ctx, key, (uint32_t)v);
 }
 
-/* The keys clip.cpp reads for one modality ("audio" or "gen.audio"). */
-static void set_modality(struct gguf_context *ctx, const char *modality, int64_t e) {
+void tts_clip_modality(struct gguf_context *ctx, const char *modality, const struct tts_clip_shape *s) {
     char key[NAME_BUF * 2];
-    set_u32(ctx, modality, "embedding_length", MIMI_WIDTH);
-    set_u32(ctx, modality, "feed_forward_length", MIMI_FF);
-    set_u32(ctx, modality, "block_count", MIMI_LAYERS);
-    set_u32(ctx, modality, "attention.head_count", MIMI_HEADS);
-    set_u32(ctx, modality, "projection_dim", e);
+    tts_clip_u32(ctx, modality, "embedding_length", s->width);
+    tts_clip_u32(ctx, modality, "feed_forward_length", s->ff);
+    tts_clip_u32(ctx, modality, "block_count", s->layers);
+    tts_clip_u32(ctx, modality, "attention.head_count", s->heads);
+    tts_clip_u32(ctx, modality, "projection_dim", s->projection);
     snprintf(key, sizeof key, "clip.%s.attention.layer_norm_epsilon", modality);
-    gguf_set_val_f32(ctx, key, NORM_EPS);
+    gguf_set_val_f32(ctx, key, s->eps);
 }
 
-bool tts_pair_projector(struct gguf_context *ctx, struct plan *p, const struct options *o) {
-    p->cap = MAX_PAIR_TENSORS;
+bool tts_clip_start(struct gguf_context *ctx, struct plan *p, const struct options *o, size_t cap,
+                    const char *what) {
+    p->cap = cap;
     p->n = 0;
     p->t = calloc(p->cap, sizeof *p->t);
     if (!p->t) {
@@ -262,8 +207,7 @@ bool tts_pair_projector(struct gguf_context *ctx, struct plan *p, const struct o
     }
     char desc[256];
     snprintf(desc, sizeof desc,
-             "synthetic random-weight Pocket TTS projector written by sipp-synth (seed %" PRIu64 ")",
-             o->seed);
+             "synthetic random-weight %s projector written by sipp-synth (seed %" PRIu64 ")", what, o->seed);
     gguf_set_val_str(ctx, "general.architecture", "clip");
     gguf_set_val_str(ctx, "general.name", o->name);
     gguf_set_val_str(ctx, "general.description", desc);
@@ -271,12 +215,18 @@ bool tts_pair_projector(struct gguf_context *ctx, struct plan *p, const struct o
     gguf_set_val_bool(ctx, "clip.has_vision_encoder", false);
     gguf_set_val_bool(ctx, "clip.has_audio_encoder", true);
     gguf_set_val_bool(ctx, "clip.has_gen_audio_encoder", true);
+    return true;
+}
+
+bool tts_pair_projector(struct gguf_context *ctx, struct plan *p, const struct options *o) {
+    if (!tts_clip_start(ctx, p, o, MAX_PAIR_TENSORS, "Pocket TTS")) return false;
     gguf_set_val_str(ctx, "clip.audio.projector_type", "pockettts_spkenc");
     gguf_set_val_str(ctx, "clip.gen.audio.projector_type", "pockettts_gen");
     gguf_set_val_str(ctx, "clip.gen.audio.model_variant", "english");
     gguf_set_val_u32(ctx, "clip.audio.num_mel_bins", 1); /* the waveform itself */
-    set_modality(ctx, "audio", o->n_embd);
-    set_modality(ctx, "gen.audio", o->n_embd);
+    const struct tts_clip_shape mimi = {MIMI_WIDTH, MIMI_FF, MIMI_LAYERS, MIMI_HEADS, o->n_embd, NORM_EPS};
+    tts_clip_modality(ctx, "audio", &mimi);
+    tts_clip_modality(ctx, "gen.audio", &mimi);
     plan_spkenc(p, o->n_embd);
     plan_flow(p, o->n_embd);
     plan_mimi(p);

@@ -174,6 +174,28 @@ class Qwen3PairTest(PairChecks, unittest.TestCase):
         self.assertIn("xx", p.stderr)
 
 
+class SynthPairUsageTest(unittest.TestCase):
+    """sipp-synth's usage errors for a pair: exit status 2 and the flag named, no file written."""
+
+    def synth(self, *args):
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.run([SYNTH, "--out", os.path.join(d, "x"), "--vocab",
+                                os.path.join(VOCAB_DIR, "ggml-vocab-qwen2.gguf"), *args], capture_output=True,
+                               text=True, timeout=60)
+            return p.returncode, p.stderr, os.listdir(d)
+
+    def test_bad_pairs_are_usage_errors(self):
+        for args, words in [(["--tts-pair", "bark"], ["unknown pair 'bark'", "qwen3tts"]),
+                            (["--tts-pair", "qwen3tts", "--tts-pair", "pocket"], ["give one pair"]),
+                            (["--tts-pair", "qwen3tts", "--stop-token", "<|im_end|>"], ["--stop-token"]),
+                            (["--tts-pair", "qwen3tts", "--layers", "1"], ["--layers"])]:
+            rc, err, files = self.synth(*args)
+            self.assertEqual(rc, 2, (args, err))
+            for w in words:
+                self.assertIn(w, err)
+            self.assertEqual(files, [])
+
+
 def samples_of(wav_bytes):
     with tempfile.NamedTemporaryFile(suffix=".wav") as f:
         f.write(wav_bytes)

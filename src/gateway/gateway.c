@@ -114,7 +114,7 @@ int gw_serve(gw_config *cfg, const gw_reloader *reload) {
     struct sigaction ign = {.sa_handler = SIG_IGN};
     sigaction(SIGPIPE, &ign, NULL);
 
-    gw_residency_fit_contexts(cfg); /* before anything reads a target's ctx_size */
+    gw_budgets_fit_contexts(cfg); /* before anything reads a target's ctx_size */
     gw_server srv = {.cfg = cfg, .started_unix = (long long)time(NULL)};
     char err[SIPP_ERROR_SIZE];
     int port = 0;

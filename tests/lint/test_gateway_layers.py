@@ -196,6 +196,14 @@ class GatewayLayersTest(unittest.TestCase):
         cycle = find_cycle(include_graph(files))
         self.assertIsNone(cycle, "src/gateway's base modules include each other in a cycle: " + " -> ".join(cycle or []))
 
+    def test_only_the_kinds_and_config_read_a_targets_type(self):
+        """Residency, admission, dispatch, metrics and the listings ask a target's kind; its config type
+        (GW_TARGET_LOCAL, GW_TARGET_REMOTE) is read where the kind is chosen and where it is parsed."""
+        named = re.compile(r"\bGW_TARGET_(LOCAL|REMOTE)\b")
+        readers = sorted(m for m, texts in gateway_files().items() for _, text in texts if named.search(text))
+        self.assertEqual([m for m in readers if room_of(m) != "kinds" and m != "config"], [])
+        self.assertIn("kinds/kind", readers)
+
     def test_at_most_twenty_c_files_stay_in_src_gateway(self):
         direct = [f for f in os.listdir(GATEWAY) if f.endswith(".c")]
         self.assertLessEqual(len(direct), 20, direct)

@@ -33,8 +33,8 @@ static bool readable(const char *path) {
 
 static bool check_files(const gw_target_config *t, const char *config, sipp_buf *errs) {
     char err[SIPP_ERROR_SIZE];
-    if (t->type != GW_TARGET_LOCAL || !readable(t->model_path)) return true;
     const gw_kind *kind = gw_kind_of_config(t); /* its recipe, which validation took from the file */
+    if (!kind->resident || !readable(t->model_path)) return true;
     if (kind->files_whole && !kind->files_whole(t, err)) {
         sipp_buf_appendf(errs, "%s: target '%s': %s\n", config, t->name, err);
         return false;

@@ -1,9 +1,9 @@
 /*
  * fleet.h: the targets at run time (fleet/): the table and its readiness (targets.c), which
- * models are loaded (residency.c), who may run now (admission.c), the one path from a route to a
- * target's kind (dispatch.c), files that change under a target (model_watch.c, sigbus_guard.c),
- * saved slots (slot_dir.c), SIGHUP's reload (reload.c) and `serve --check` (check.c). What the
- * rest of the gateway includes of fleet/.
+ * models are loaded (residency.c) within what each place may hold (budgets.c), who may run now
+ * (admission.c), the one path from a route to a target's kind (dispatch.c), files that change
+ * under a target (model_watch.c, sigbus_guard.c), saved slots (slot_dir.c), SIGHUP's reload
+ * (reload.c) and `serve --check` (check.c). What the rest of the gateway includes of fleet/.
  */
 #ifndef SIPP_GATEWAY_FLEET_FLEET_H
 #define SIPP_GATEWAY_FLEET_FLEET_H
@@ -50,6 +50,35 @@ gw_target *gw_call_lookup(gw_call *call, const char *name);
 gw_target *gw_call_target(gw_call *call, const char *name);
 /* Gives back the call's permit, if it holds one (the request is over). */
 void gw_call_release(gw_call *call);
+
+/*
+ * ---- budgets.c: what the loaded models may hold per place, the estimates, ctx_size "auto".
+ */
+typedef struct gw_place_budget {
+    char name[32]; /* device name; "" = host */
+    uint64_t budget;
+} gw_place_budget;
+typedef struct gw_budgets {
+    gw_place_budget places[1 + SIPP_MEMORY_MAX_DEVICES]; /* [0] is the host */
+    int n_places;
+} gw_budgets;
+/* The budgets a gateway with cfg starts with: the host's, then each GPU device's. */
+void gw_budgets_init(gw_budgets *b, const gw_config *cfg);
+/* The budget of place name ("" = host), or NULL for a place the budgets do not know. */
+const gw_place_budget *gw_budgets_find(const gw_budgets *b, const char *name);
+/* What m takes at place ("" = the host). */
+uint64_t gw_place_bytes(const sipp_memory *m, const char *place);
+/* [{"place","budget_bytes","from"}]: the budgets a gateway with cfg would start with (doctor). */
+json_t *gw_budgets_json(const gw_config *cfg);
+/* Total RAM minus the margin: the host budget without memory_budget_mb. */
+uint64_t gw_budgets_default_host(void);
+/* What a load of c with ctx_size tokens of context will take, from its files' headers (its kind's
+ * estimate; nothing for a kind that loads nothing). */
+sipp_status gw_estimate_at(const gw_target_config *c, int ctx_size, sipp_memory *out, char *err);
+/* Resolves each local target's ctx_size "auto" (gw_target_config.ctx_auto) to a number of tokens,
+ * the largest context whose estimate fits the budgets with the model alone, and says so on stderr.
+ * Before the targets start. */
+void gw_budgets_fit_contexts(gw_config *cfg);
 
 /*
  * ---- check.c: what `sipp serve --check` finds beyond the file's own keys (fleet/check.c).
@@ -195,14 +224,6 @@ int gw_target_status(gw_server *srv, gw_target *t, char *why, size_t n);
 json_t *gw_residency_budgets(gw_server *srv);
 /* The residency counters and memory gauges, as Prometheus text. */
 void gw_residency_metrics(gw_server *srv, sipp_buf *out);
-/* [{"place","budget_bytes","from"}]: the budgets a gateway with cfg would start with (doctor). */
-json_t *gw_budgets_json(const gw_config *cfg);
-/* Resolves each local target's ctx_size "auto" (gw_target_config.ctx_auto) to a number of tokens,
- * the largest context whose estimate fits the budgets with the model alone, and says so on stderr.
- * Before the targets start. */
-void gw_residency_fit_contexts(gw_config *cfg);
-/* Total RAM minus the margin: the host budget without memory_budget_mb. */
-uint64_t gw_residency_default_host_budget(void);
 
 /*
  * ---- sigbus_guard.c: one line naming the model file, and exit status 75, when a request reads a mapped

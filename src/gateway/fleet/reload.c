@@ -314,7 +314,7 @@ static gw_config *read_next(const gw_reloader *rl, const gw_config *old) {
         return NULL;
     }
     sipp_buf_free(&errs);
-    gw_residency_fit_contexts(next);
+    gw_budgets_fit_contexts(next);
     keep_restart_settings(next, old);
     return next;
 }

@@ -41,7 +41,7 @@
  *
  * Contexts that fit. A target with ctx_size = "auto" gets, before the gateway starts, the largest
  * context (a multiple of 256, at most the model's trained one) whose estimate fits the budgets with
- * the model alone (gw_residency_fit_contexts): written into its config, so that every later reader
+ * the model alone (gw_budgets_fit_contexts): written into its config, so that every later reader
  * (the load, the estimate, the routes) sees a number of tokens.
  *
  * New files. With a models directory, GET /v1/models and a request naming an unknown model list the
@@ -72,13 +72,8 @@
 #include "util/assertions.h"
 
 #define MIB ((uint64_t)1 << 20)
-#define HOST_MARGIN_MB 1024         /* left to the system by the default host budget */
-#define CTX_AUTO_STEP 256           /* ctx_size "auto" picks a multiple of this: llama.cpp's KV padding */
-#define CTX_AUTO_UNKNOWN_TRAIN 4096 /* ctx_size "auto"'s ceiling for a model that does not give its own */
-#define HOST_MARGIN_SMALL_DIVISOR 4 /* ... or a quarter of RAM on machines with less than 4 margins */
-#define DEFAULT_GPU_MARGIN_MB 512   /* as the GPU lease's $SIPP_GPU_MARGIN_MB */
-#define WAIT_SLICE_MS 100           /* a waiting call checks for its client leaving this often */
-#define KEEPER_MAX_SLEEP_MS 1000    /* the keeper re-checks at least this often */
+#define WAIT_SLICE_MS 100        /* a waiting call checks for its client leaving this often */
+#define KEEPER_MAX_SLEEP_MS 1000 /* the keeper re-checks at least this often */
 /* A load that does not fit beside models in use waits this long for one of those uses to end
  * before it is refused: a client's next request can arrive before the server has finished with
  * its last one (the reply is sent before the connection's completion is seen). */
@@ -92,11 +87,6 @@
  * download writes in many steps, and a reload from a half-written file would only fail. */
 #define FILE_SETTLE_MS 500
 
-typedef struct place_budget {
-    char name[32]; /* device name; "" = host */
-    uint64_t budget;
-} place_budget;
-
 typedef struct gw_residency gw_residency;
 
 struct gw_residency {
@@ -106,8 +96,7 @@ struct gw_residency {
     bool keeper_started;
     bool stop;
     bool startup_done;
-    place_budget places[1 + SIPP_MEMORY_MAX_DEVICES]; /* [0] is the host */
-    int n_places;
+    gw_budgets budgets;        /* what each place (the host, each device) may hold */
     char slots_root[PATH_MAX]; /* this gateway's saved slots (slot_dir.c); "" = none are saved */
     uint64_t slots_max_bytes;
     /* metrics */
@@ -123,18 +112,10 @@ static const char *out_of_service(const gw_target *t);
 static void set_idle_deadline(gw_target *t);
 static gw_target *add_entry(gw_server *srv, const gw_target_config *tc, gw_target_config *owned,
                             gw_upstream *upstream);
-static sipp_status estimate_at(const gw_target_config *c, int ctx_size, sipp_memory *out, char *err);
 
 static double now_ms(void) { return sipp_now_ms(); }
 
-/* ---- memory per place --------------------------------------------------------------------------- */
-
-static uint64_t place_bytes(const sipp_memory *m, const char *place) {
-    if (!*place) return m->host_bytes;
-    for (int i = 0; i < m->n_devices; i++)
-        if (strcmp(m->devices[i].name, place) == 0) return m->devices[i].bytes;
-    return 0;
-}
+/* ---- memory per place (budgets.c has the budgets) ----------------------------------------------- */
 
 /* What a target holds (loaded or loading) or would need: its last measurement, else the estimate. */
 static const sipp_memory *charge_of(const gw_target *t) {
@@ -145,62 +126,6 @@ static bool holds(const gw_target *t) {
     int s = atomic_load(&t->state);
     return gw_kind_of(t)->resident && (s == GW_STATE_READY || s == GW_STATE_LOADING ||
                                        (s == GW_STATE_CHANGED && gw_target_holds_load(t)));
-}
-
-static uint64_t host_total_bytes(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-}
-
-uint64_t gw_residency_default_host_budget(void) {
-    uint64_t total = host_total_bytes(), margin = HOST_MARGIN_MB * MIB;
-    if (total < HOST_MARGIN_SMALL_DIVISOR * margin) margin = total / HOST_MARGIN_SMALL_DIVISOR;
-    return total - margin;
-}
-
-static uint64_t gpu_margin(void) {
-    const char *v = getenv("SIPP_GPU_MARGIN_MB");
-    char *end;
-    long long mb = v && *v ? strtoll(v, &end, 10) : -1;
-    return mb >= 0 && v && !*end ? (uint64_t)mb * MIB : DEFAULT_GPU_MARGIN_MB * MIB;
-}
-
-static void init_budgets(gw_residency *r, const gw_config *cfg) {
-    r->n_places = 1;
-    r->places[0].name[0] = '\0';
-    r->places[0].budget = cfg->memory_budget_mb > 0 ? (uint64_t)cfg->memory_budget_mb * MIB
-                                                    : gw_residency_default_host_budget();
-    sipp_device_info devs[SIPP_MEMORY_MAX_DEVICES];
-    int n = sipp_devices_list(devs, SIPP_MEMORY_MAX_DEVICES);
-    uint64_t margin = gpu_margin();
-    for (int i = 0; i < n && i < SIPP_MEMORY_MAX_DEVICES; i++) {
-        if (strcmp(devs[i].kind, "cpu") == 0) continue;
-        place_budget *p = &r->places[r->n_places++];
-        snprintf(p->name, sizeof p->name, "%s", devs[i].name);
-        p->budget = devs[i].memory_free > margin ? devs[i].memory_free - margin : 0;
-    }
-}
-
-json_t *gw_budgets_json(const gw_config *cfg) {
-    gw_residency r;
-    memset(&r, 0, sizeof r);
-    init_budgets(&r, cfg);
-    json_t *a = json_array();
-    for (int p = 0; p < r.n_places; p++) {
-        bool host = !*r.places[p].name;
-        const char *how =
-            host ? cfg->memory_budget_mb > 0 ? "[server] memory_budget_mb" : "total RAM minus a margin"
-                 : "free memory minus $SIPP_GPU_MARGIN_MB";
-        json_array_append_new(a, json_pack("{s:s, s:I, s:s}", "place", host ? "host" : r.places[p].name,
-                                           "budget_bytes", (json_int_t)r.places[p].budget, "from", how));
-    }
-    return a;
-}
-
-static const place_budget *find_place(const gw_residency *r, const char *name) {
-    for (int i = 0; i < r->n_places; i++)
-        if (strcmp(r->places[i].name, name) == 0) return &r->places[i];
-    return NULL;
 }
 
 /* ---- loading and unloading (outside the lock) --------------------------------------------------- */
@@ -292,20 +217,20 @@ static bool evictable(const gw_target *c, const gw_target *for_t) {
 static bool fits(const gw_server *srv, const gw_target *t, const bool *out, const char **short_place) {
     const gw_residency *r = srv->residency;
     const sipp_memory *need = charge_of(t);
-    for (int p = 0; p < r->n_places; p++) {
-        const char *place = r->places[p].name;
+    for (int p = 0; p < r->budgets.n_places; p++) {
+        const char *place = r->budgets.places[p].name;
         uint64_t held = 0;
         for (size_t i = 0; i < srv->n_targets; i++)
             if (holds(&srv->targets[i]) && !out[i] && &srv->targets[i] != t)
-                held += place_bytes(charge_of(&srv->targets[i]), place);
-        if (held + place_bytes(need, place) > r->places[p].budget) {
+                held += gw_place_bytes(charge_of(&srv->targets[i]), place);
+        if (held + gw_place_bytes(need, place) > r->budgets.places[p].budget) {
             *short_place = place;
             return false;
         }
     }
     /* a device the budgets do not know (it appeared after start, or the estimate names it) */
     for (int d = 0; d < need->n_devices; d++)
-        if (!find_place(r, need->devices[d].name) && need->devices[d].bytes) {
+        if (!gw_budgets_find(&r->budgets, need->devices[d].name) && need->devices[d].bytes) {
             *short_place = need->devices[d].name;
             return false;
         }
@@ -330,11 +255,11 @@ static void describe_refusal(const gw_server *srv, const gw_target *t, const cha
                          "model '%s' cannot be loaded: max_loaded_models (%d) are loaded and none is idle",
                          t->cfg->name, srv->cfg->max_loaded_models);
     } else {
-        const place_budget *pb = find_place(r, place);
+        const gw_place_budget *pb = gw_budgets_find(&r->budgets, place);
         const char *where = *place ? place : "host";
         sipp_buf_appendf(&b,
                          "model '%s' needs %" PRIu64 " MiB of %s memory (%s); the budget is %" PRIu64 " MiB",
-                         t->cfg->name, (place_bytes(charge_of(t), place) + MIB - 1) / MIB, where,
+                         t->cfg->name, (gw_place_bytes(charge_of(t), place) + MIB - 1) / MIB, where,
                          t->measured_valid ? "measured at its last load" : "estimated from its file",
                          pb ? pb->budget / MIB : 0);
         if (!pb) sipp_buf_appendf(&b, " (the device was not seen at start)");
@@ -349,7 +274,7 @@ static void describe_refusal(const gw_server *srv, const gw_target *t, const cha
                           : atomic_load(&c->state) == GW_STATE_LOADING ? "loading"
                                                                        : "idle";
         sipp_buf_appendf(&b, "%s '%s' %" PRIu64 " MiB (%s)", listed++ ? "," : "", c->cfg->name,
-                         (place_bytes(charge_of(c), place ? place : "") + MIB - 1) / MIB, why);
+                         (gw_place_bytes(charge_of(c), place ? place : "") + MIB - 1) / MIB, why);
     }
     if (!listed) sipp_buf_appendf(&b, " nothing");
     sipp_buf_appendf(
@@ -636,7 +561,7 @@ static void reload_changed(gw_server *srv, gw_target *t, int was) {
     bool whole = files_whole(t->cfg, err);
     sipp_memory est;
     char est_err[SIPP_ERROR_SIZE];
-    if (!whole || estimate_at(t->cfg, t->cfg->ctx_size, &est, est_err) != SIPP_OK)
+    if (!whole || gw_estimate_at(t->cfg, t->cfg->ctx_size, &est, est_err) != SIPP_OK)
         memset(&est, 0, sizeof est);
     pthread_mutex_lock(&r->mu);
     t->estimate = est;
@@ -1051,7 +976,7 @@ bool gw_residency_start(gw_server *srv, char *err) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&r->changed, &ca);
     pthread_condattr_destroy(&ca);
-    init_budgets(r, srv->cfg);
+    gw_budgets_init(&r->budgets, srv->cfg);
     if (gw_slot_dir_open(srv->cfg, r->slots_root, sizeof r->slots_root))
         r->slots_max_bytes = (uint64_t)srv->cfg->slot_state_max_mb * MIB;
     srv->residency = r;
@@ -1117,98 +1042,13 @@ bool gw_residency_startup_ready(gw_server *srv) {
     return ready;
 }
 
-/* ---- estimates, and ctx_size "auto" ---------------------------------------------------------- */
-
-static sipp_status estimate_at(const gw_target_config *c, int ctx_size, sipp_memory *out, char *err) {
-    const gw_kind *kind = gw_kind_of_config(c);
-    if (!kind->estimate) {
-        memset(out, 0, sizeof *out);
-        return SIPP_OK;
-    }
-    return kind->estimate(c, ctx_size, out, err);
-}
+/* ---- estimates ------------------------------------------------------------------------------------ */
 
 static void estimate(gw_target *t) {
     char err[SIPP_ERROR_SIZE];
     /* a header that cannot be read estimates nothing; its load then fails with the reason */
-    if (estimate_at(t->cfg, t->cfg->ctx_size, &t->estimate, err) != SIPP_OK)
+    if (gw_estimate_at(t->cfg, t->cfg->ctx_size, &t->estimate, err) != SIPP_OK)
         memset(&t->estimate, 0, sizeof t->estimate);
-}
-
-/* Whether m fits every place's budget on its own (no other model held). */
-static bool fits_alone(const gw_residency *r, const sipp_memory *m) {
-    for (int p = 0; p < r->n_places; p++)
-        if (place_bytes(m, r->places[p].name) > r->places[p].budget) return false;
-    for (int d = 0; d < m->n_devices; d++)
-        if (!find_place(r, m->devices[d].name) && m->devices[d].bytes) return false;
-    return true;
-}
-
-/* The model's trained context (CTX_AUTO_UNKNOWN_TRAIN when it does not say); 0 when its header
- * cannot be read (err says why). */
-static int64_t trained_context(const char *model, char *err) {
-    char path[PATH_MAX];
-    sipp_gguf_info *g = calloc(1, sizeof *g);
-    int64_t n = 0;
-    if (!g)
-        sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
-    else if (sipp_store_resolve(model, path, sizeof path, err) == SIPP_OK &&
-             sipp_gguf_inspect(path, g, err) == SIPP_OK)
-        n = g->n_ctx_train > 0 ? g->n_ctx_train : CTX_AUTO_UNKNOWN_TRAIN;
-    free(g);
-    return n;
-}
-
-/* The largest context, a multiple of CTX_AUTO_STEP (llama.cpp's KV padding) and at most the model's
- * trained context, whose estimate fits the budgets beside nothing else; the smallest step when none
- * does (*fits false: its load will be refused with the figures). The estimate grows with the context
- * (the KV cache and the attention scores), so a binary search over the steps finds it. 0 when the
- * header cannot be read. */
-static int fit_context(const gw_residency *r, const gw_target_config *c, bool *fits, char *err) {
-    int64_t train = trained_context(c->model_path, err);
-    if (train > GW_MAX_CTX) train = GW_MAX_CTX;
-    *fits = true;
-    if (train <= CTX_AUTO_STEP) return (int)train;
-    int lo = 0, hi = (int)(train / CTX_AUTO_STEP); /* lo: the largest step known to fit (0: none yet) */
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        sipp_memory m;
-        if (estimate_at(c, mid * CTX_AUTO_STEP, &m, err) != SIPP_OK) return 0;
-        if (fits_alone(r, &m))
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    *fits = lo > 0;
-    return (lo > 0 ? lo : 1) * CTX_AUTO_STEP;
-}
-
-void gw_residency_fit_contexts(gw_config *cfg) {
-    gw_residency r;
-    memset(&r, 0, sizeof r);
-    init_budgets(&r, cfg);
-    for (size_t i = 0; i < cfg->n_targets; i++) {
-        gw_target_config *c = &cfg->targets[i];
-        if (!gw_kind_of_config(c)->resident || !c->ctx_auto) continue;
-        char err[SIPP_ERROR_SIZE];
-        bool fits;
-        int ctx = fit_context(&r, c, &fits, err);
-        sipp_memory m;
-        if (ctx <= 0 || estimate_at(c, ctx, &m, err) != SIPP_OK) {
-            fprintf(stderr,
-                    "sipp: target '%s': ctx_size \"auto\" cannot be worked out (%s); it gets the default\n",
-                    c->name, err);
-            continue;
-        }
-        c->ctx_size = ctx;
-        fprintf(stderr,
-                "sipp: target '%s': ctx_size \"auto\" is %d tokens (KV %s/%s, %d slots): %" PRIu64
-                " MiB estimated, the host budget %" PRIu64 " MiB%s\n",
-                c->name, ctx, c->cache_type_k ? c->cache_type_k : "f16",
-                c->cache_type_v ? c->cache_type_v : "f16", c->parallel, sipp_memory_total(&m) / MIB,
-                r.places[0].budget / MIB,
-                fits ? "" : "; it does not fit even so, and its load will be refused");
-    }
 }
 
 /* ---- new files in the models directory ---------------------------------------------------------- */
@@ -1352,13 +1192,15 @@ json_t *gw_residency_budgets(gw_server *srv) {
     gw_residency *r = srv->residency;
     json_t *a = json_array();
     pthread_mutex_lock(&r->mu);
-    for (int p = 0; p < r->n_places; p++) {
+    for (int p = 0; p < r->budgets.n_places; p++) {
         uint64_t held = 0;
         for (size_t i = 0; i < srv->n_targets; i++)
-            if (holds(&srv->targets[i])) held += place_bytes(charge_of(&srv->targets[i]), r->places[p].name);
+            if (holds(&srv->targets[i]))
+                held += gw_place_bytes(charge_of(&srv->targets[i]), r->budgets.places[p].name);
         json_array_append_new(a, json_pack("{s:s, s:I, s:I}", "place",
-                                           *r->places[p].name ? r->places[p].name : "host", "budget_bytes",
-                                           (json_int_t)r->places[p].budget, "held_bytes", (json_int_t)held));
+                                           *r->budgets.places[p].name ? r->budgets.places[p].name : "host",
+                                           "budget_bytes", (json_int_t)r->budgets.places[p].budget,
+                                           "held_bytes", (json_int_t)held));
     }
     pthread_mutex_unlock(&r->mu);
     return a;
@@ -1388,14 +1230,15 @@ void gw_residency_metrics(gw_server *srv, sipp_buf *o) {
                         "sipp_memory_held_bytes gauge\n");
     sipp_buf_appendf(o, "# HELP sipp_memory_budget_bytes Bytes the loaded models may hold, per place.\n# "
                         "TYPE sipp_memory_budget_bytes gauge\n");
-    for (int p = 0; p < r->n_places; p++) {
+    for (int p = 0; p < r->budgets.n_places; p++) {
         uint64_t held = 0;
         for (size_t i = 0; i < srv->n_targets; i++)
-            if (holds(&srv->targets[i])) held += place_bytes(charge_of(&srv->targets[i]), r->places[p].name);
-        const char *place = *r->places[p].name ? r->places[p].name : "host";
+            if (holds(&srv->targets[i]))
+                held += gw_place_bytes(charge_of(&srv->targets[i]), r->budgets.places[p].name);
+        const char *place = *r->budgets.places[p].name ? r->budgets.places[p].name : "host";
         sipp_buf_appendf(o, "sipp_memory_held_bytes{place=\"%s\"} %" PRIu64 "\n", place, held);
         sipp_buf_appendf(o, "sipp_memory_budget_bytes{place=\"%s\"} %" PRIu64 "\n", place,
-                         r->places[p].budget);
+                         r->budgets.places[p].budget);
     }
     pthread_mutex_unlock(&r->mu);
 }

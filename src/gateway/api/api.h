@@ -22,7 +22,7 @@
 #include "gateway/request_parse.h"
 
 /*
- * ---- fields.c: what each API's request fields get (api/fields.c): honored, ignored (named in the
+ * ---- fields.c: what each API's request fields get: honored, ignored (named in the
  * sipp-ignored response header) or refused with a 400 naming them. docs/api-fields.md is the same
  * table in prose, and tests/integration/test_api_fields.py checks every row of it against a
  * running gateway.
@@ -54,7 +54,7 @@ extern const gw_field_rule gw_fields_speech[];         /* /v1/audio/speech */
 bool gw_fields_check(gw_call *call, json_t *root, const gw_field_rule *rules, const char *api);
 
 /*
- * ---- ollama_duration.c: Ollama's keep_alive values (ollama_duration.c), read the way Ollama reads them.
+ * ---- ollama_duration.c: Ollama's keep_alive values, read the way Ollama reads them.
  */
 #define GW_DURATION_MAX_S 9223372036.854775807 /* Go's limit: int64 nanoseconds */
 
@@ -64,7 +64,7 @@ bool gw_parse_go_duration(const char *s, double *seconds);
 
 /*
  * ---- responses_mcp.c: the Responses API's {"type": "mcp"} tools, run by the gateway on the model's
- * behalf through the [[mcp]] servers (responses_mcp.c). api/responses.c renders the items.
+ * behalf through the [[mcp]] servers. api/responses.c renders the items.
  */
 /* At most this many MCP calls run in one response; a call past it fails with an error item and
  * the response ends (docs/gateway.md). */
@@ -103,7 +103,7 @@ const char *gw_rs_mcp_result_text(json_t *item);
 void gw_rs_mcp_free(gw_rs_mcp *m);
 
 /*
- * ---- responses_store.c: the bounded in-memory store of the Responses API (see responses_store.c).
+ * ---- responses_store.c: the bounded in-memory store of the Responses API.
  * Every function is safe from any thread.
  */
 typedef struct gw_responses gw_responses;
@@ -124,7 +124,7 @@ bool gw_responses_delete(gw_responses *s, const char *id, const char *owner);
 void gw_responses_counts(gw_responses *s, size_t *count, size_t *bytes);
 
 /*
- * ---- router.c: the route table (router.c): the gw_handler the connection layer runs requests with.
+ * ---- router.c: the route table: the gw_handler the connection layer runs requests with.
  */
 /* route: guard, method checks, the route; finish: admission permit, metrics, the log line. */
 extern const gw_handler gw_router;
@@ -199,7 +199,7 @@ void gw_route_browser(gw_call *call);
 
 /*
  * ---- transcription.c: OpenAI's audio routes (/v1/audio/transcriptions and /v1/audio/translations) on a
- * target whose kind transcribes (transcription.c): a whisper.cpp model.
+ * target whose kind transcribes: a whisper.cpp model.
  */
 /* Whether t's kind transcribes clips itself (a whisper.cpp model); false for the others, whose
  * audio route turns the clip into a chat (a llama model with an audio projector). */
@@ -213,7 +213,7 @@ bool gw_transcription_served(const gw_target *t);
 void gw_transcription_run(gw_call *call, const gw_form *form, json_t *fields, bool translate);
 
 /*
- * ---- ollama.c: what Ollama's generation routes (ollama.c) and model routes (ollama_models.c) share.
+ * ---- ollama.c: what Ollama's generation routes and model routes (ollama_models.c) share.
  */
 /* Now, as Ollama's times read ("2026-12-07T14:19:12.123456789Z"). */
 json_t *gw_ollama_now_json(void);

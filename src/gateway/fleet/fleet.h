@@ -22,7 +22,7 @@
 #include "util/util.h"
 
 /*
- * ---- admission.c: which target a generation runs on and whether it may run now (admission.c): the
+ * ---- admission.c: which target a generation runs on and whether it may run now: the
  * target lookup as the caller's token sees it, readiness, and the permits of
  * max_concurrent_requests with a queue of max_queue.
  */
@@ -81,7 +81,7 @@ sipp_status gw_estimate_at(const gw_target_config *c, int ctx_size, sipp_memory 
 void gw_budgets_fit_contexts(gw_config *cfg);
 
 /*
- * ---- check.c: what `sipp serve --check` finds beyond the file's own keys (fleet/check.c).
+ * ---- check.c: what `sipp serve --check` finds beyond the file's own keys.
  * Depends only on config.h.
  */
 /* Checks a validated configuration against what it names, reading only file headers: every local
@@ -93,7 +93,7 @@ void gw_budgets_fit_contexts(gw_config *cfg);
 bool gw_config_check_deep(const gw_config *cfg, const char *config, bool aliases, sipp_buf *errs);
 
 /*
- * ---- dispatch.c: the one path from a route's request to its answer (dispatch.c).
+ * ---- dispatch.c: the one path from a route's request to its answer.
  */
 /* Decodes body (stolen; NULL: the call's body, parsed here) for d->api, resolves its target with
  * the caller's scope, and forwards the request to a remote target or runs it on a local one.
@@ -106,7 +106,7 @@ void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d);
 void gw_dispatch_call(gw_call *call, gw_api api, const gw_format *fmt);
 
 /*
- * ---- model_watch.c: the local targets' files watched for changes (model_watch.c), which it reports to
+ * ---- model_watch.c: the local targets' files watched for changes, which it reports to
  * residency.c. Sits on server.h; targets.c starts and stops it.
  */
 typedef struct gw_model_watch gw_model_watch;
@@ -120,7 +120,7 @@ void gw_model_watch_stop(gw_model_watch *w);
 
 /*
  * ---- reload.c: SIGHUP: the configuration file read again and applied while the gateway serves
- * (reload.c). Sits on residency and targets; gateway.c calls it when the signal comes.
+ *. Sits on residency and targets; gateway.c calls it when the signal comes.
  */
 /* How the configuration is made again: `sipp serve` reads its file and applies its command line
  * as it did at start, validated and checked as --check does. build fills out (initialised by the
@@ -139,7 +139,7 @@ void gw_reload(gw_server *srv, const gw_reloader *rl);
 void gw_reloads_free(gw_server *srv);
 
 /*
- * ---- residency.c: which local models are loaded (residency.c): loading on demand, admission by
+ * ---- residency.c: which local models are loaded: loading on demand, admission by
  * measured memory with least-recently-used eviction of idle models, keep-alive, pins, and the
  * models directory's new files. Sits on server.h; targets.c starts it, admission.c takes and gives
  * back uses, the routes describe it.
@@ -227,7 +227,7 @@ void gw_residency_metrics(gw_server *srv, sipp_buf *out);
 
 /*
  * ---- sigbus_guard.c: one line naming the model file, and exit status 75, when a request reads a mapped
- * model file that was cut short under it (sigbus_guard.c). Sits on server.h; residency.c tells it
+ * model file that was cut short under it. Sits on server.h; residency.c tells it
  * where the loaded targets' files are mapped.
  */
 /* The exit status after such a SIGBUS: EX_TEMPFAIL, as a lost rpc server (SIPP_RPC_LOST_EXIT). */
@@ -241,7 +241,7 @@ void gw_sigbus_guard_install(void);
 void gw_sigbus_guard_refresh(gw_server *srv);
 
 /*
- * ---- slot_dir.c: where a gateway keeps the saved slots of the models it unloads (slot_dir.c), for
+ * ---- slot_dir.c: where a gateway keeps the saved slots of the models it unloads, for
  * residency.c's sipp_engine_save_slots / sipp_engine_restore_slots.
  */
 /* Makes this gateway's directory (gw-PID) under [server] slot_state_dir or the default, and removes
@@ -254,7 +254,7 @@ void gw_slot_dir_target(const char *root, int index, char *out, size_t n);
 void gw_slot_dir_remove(const char *root);
 
 /*
- * ---- targets.c: the targets at run time (targets.c): the table, remote targets' upstreams, readiness;
+ * ---- targets.c: the targets at run time: the table, remote targets' upstreams, readiness;
  * the local models' loading is residency.h's.
  */
 /* Targets reloads of the configuration may add while the server runs, all reloads together (a target

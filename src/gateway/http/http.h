@@ -19,7 +19,7 @@
 #include "util/util.h"
 
 /*
- * ---- connection.c: the connection and reply layer (connection.c): HTTP on libmicrohttpd, one call
+ * ---- connection.c: the connection and reply layer: HTTP on libmicrohttpd, one call
  * per request, the gw_reply_* functions every route answers with, and streamed replies.
  *
  * This layer knows nothing of routes: the listener gives it a gw_handler, whose dispatch runs once
@@ -148,7 +148,7 @@ void gw_ignored_addf(gw_call *call, const char *fmt, ...) SIPP_PRINTF(2, 3);
 int gw_listen(const gw_config *c, int *port_out, char *err);
 
 /*
- * ---- auth.c: bearer tokens and per-token target scopes (auth.c).
+ * ---- auth.c: bearer tokens and per-token target scopes.
  */
 typedef enum gw_auth_result {
     GW_AUTH_OK,      /* no tokens configured, or a valid one: call->token and call->client are set */
@@ -171,7 +171,7 @@ bool gw_auth_admin(const gw_call *call);
 const char *gw_auth_caller(const gw_call *call);
 
 /*
- * ---- guard.c: what a request must pass before its route runs (guard.c): the Host and Origin checks
+ * ---- guard.c: what a request must pass before its route runs: the Host and Origin checks
  * against DNS rebinding and cross-site requests, CORS, the JSON content type of POST bodies, the
  * bearer token and the rate limit.
  */
@@ -191,7 +191,7 @@ typedef enum gw_body_kind {
 bool gw_guard_route(gw_call *call, gw_body_kind body);
 
 /*
- * ---- range.c: the Range request header of a single-file download (http/range.c), RFC 9110
+ * ---- range.c: the Range request header of a single-file download, RFC 9110
  * section 14: "bytes=FIRST-LAST", "bytes=FIRST-" and "bytes=-SUFFIX", one range per request.
  * Pure (no I/O), so that it is unit-tested and fuzzed on its own.
  */
@@ -210,7 +210,7 @@ const char *gw_range_problem(gw_range_result r);
 
 /*
  * ---- multipart.c: multipart/form-data request bodies (RFC 7578 over RFC 2046), as OpenAI's audio
- * route takes them (multipart.c). Depends on nothing else in the gateway.
+ * route takes them. Depends on nothing else in the gateway.
  */
 #define GW_FORM_MAX_PARTS 32
 #define GW_FORM_NAME_SIZE 128          /* a field name or a file name, decoded, with its NUL */
@@ -251,7 +251,7 @@ bool gw_multipart_parse(const char *body, size_t len, const char *boundary, gw_f
 const gw_form_part *gw_form_get(const gw_form *form, const char *name);
 
 /*
- * ---- rate_limit.c: the per-client token-bucket rate limit (rate_limit.c).
+ * ---- rate_limit.c: the per-client token-bucket rate limit.
  */
 gw_limits *gw_limits_new(const gw_config *cfg);
 void gw_limits_free(gw_limits *l);
@@ -260,7 +260,7 @@ void gw_limits_free(gw_limits *l);
 bool gw_rate_take(gw_limits *l, const char *client, int *retry_after_s);
 
 /*
- * ---- sse.c: server-sent events framing (sse.c). Depends on nothing else in the gateway.
+ * ---- sse.c: server-sent events framing. Depends on nothing else in the gateway.
  */
 /* "data: JSON\n\n" (event NULL) or "event: NAME\ndata: JSON\n\n"; steals j. */
 bool gw_sse_json(sipp_buf *out, const char *event, json_t *j);

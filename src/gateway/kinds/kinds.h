@@ -23,7 +23,7 @@
 #include "util/util.h"
 
 /*
- * ---- embed.c: embeddings and reranking on a local target (embed.c).
+ * ---- embed.c: embeddings and reranking on a local target.
  */
 /* An embedding route's own reply (Ollama's /api/embed and /api/embeddings): out holds g's inputs'
  * vectors, n_embd floats each; t0_ms is when embedding began. Replies, also with an error. */
@@ -41,7 +41,7 @@ void gw_embed(gw_call *call, gw_target *target, gw_gen *g, const gw_embed_format
 void gw_rerank(gw_call *call, gw_target *target, gw_gen *g);
 
 /*
- * ---- generate.c: a generation on a local target, rendered by a route's gw_format (generate.c).
+ * ---- generate.c: a generation on a local target, rendered by a route's gw_format.
  */
 /* Runs g on a ready local target and replies: a stream when g->stream, else one JSON body. Takes
  * over g's contents. */
@@ -54,7 +54,7 @@ void gw_generate(gw_call *call, gw_target *target, gw_gen *g, const gw_format *f
 void gw_count_tokens(gw_call *call, gw_target *t, gw_gen *g, const gw_rename *renames);
 
 /*
- * ---- infill.c: fill-in-the-middle on a local target, POST /infill (infill.c).
+ * ---- infill.c: fill-in-the-middle on a local target, POST /infill.
  */
 /* Builds g's FIM prompt for the ready local target t and generates it (a gw_dispatch.local answer);
  * replies always. */
@@ -210,7 +210,7 @@ bool gw_kind_remote_media(gw_call *call, const gw_target *t, gw_gen *g);
 bool gw_media_fetch(gw_call *call, gw_gen *g);
 
 /*
- * ---- upstream.c: remote targets (upstream.c): proxying with libcurl, replica ejection, health probes.
+ * ---- upstream.c: remote targets: proxying with libcurl, replica ejection, health probes.
  */
 gw_upstream *gw_upstream_new(const gw_target_config *cfg, char *err);
 void gw_upstream_free(gw_upstream *u);
@@ -242,7 +242,7 @@ json_t *gw_upstream_describe(gw_upstream *u);
 void gw_upstream_metrics(gw_upstream *u, const char *target, sipp_buf *out);
 
 /*
- * ---- relay.c: a remote target's answer rendered in a route's own API (relay.c).
+ * ---- relay.c: a remote target's answer rendered in a route's own API.
  */
 /* Sends body (a chat-completions body, borrowed) to the remote target t and renders its answer
  * with fmt (a format of typed events): as one body; or, when g asks for a stream, relayed as the upstream
@@ -251,7 +251,7 @@ void gw_upstream_metrics(gw_upstream *u, const char *target, sipp_buf *out);
 void gw_relay(gw_call *call, gw_target *t, gw_gen *g, json_t *body, gw_api api, const gw_format *fmt);
 
 /*
- * ---- supervise.c: targets served by a child `sipp serve` process the gateway supervises (supervise.c):
+ * ---- supervise.c: targets served by a child `sipp serve` process the gateway supervises:
  * today every local target on backend "rpc", whose process ggml's RPC client ends when a server it
  * placed layers on goes away. Sits on server.h; targets.c starts and stops them, upstream.c forwards
  * to them and asks here why one went away, the routes describe them.
@@ -297,7 +297,7 @@ json_t *gw_supervise_backend(gw_target *t);
 void gw_supervise_metrics(gw_server *srv, sipp_buf *out);
 
 /*
- * ---- tokens.c: a local model's tokenizer and template, as llama-server's routes tell them (tokens.c).
+ * ---- tokens.c: a local model's tokenizer and template, as llama-server's routes tell them.
  * Each is a gw_dispatch.local answer: called on a ready local target, it replies.
  */
 /* Appends the text of tokens to b as llama-server's tokens_to_str writes it (each token's piece,

@@ -763,6 +763,9 @@ static const gw_cfg_section remote_section = {.name = "[[targets]] type = \"open
                                               .also = &target_section,
                                               TARGET_SECTION};
 
+/* The keys of each type, in the order of the type row's words. */
+static const gw_cfg_section *const type_sections[] = {&local_section, &remote_section};
+
 static const gw_cfg_key *target_key(const char *key) {
     for (size_t i = 0; i < sizeof target_keys / sizeof *target_keys; i++)
         if (strcmp(target_keys[i].key, key) == 0) return &target_keys[i];
@@ -785,8 +788,7 @@ static void read_target(gw_cfg_ctx *x, const toml_node *t, gw_config *c, char *w
         if (*tc->name && strcmp(c->targets[k].name, tc->name) == 0)
             gw_cfg_err(x, tc->line, "duplicate target name '%s' (first defined on line %d)", tc->name,
                        c->targets[k].line);
-    if (gw_cfg_read_key(x, t, target_key("type"), tc))
-        gw_cfg_read_section(x, t, tc->type == GW_TARGET_LOCAL ? &local_section : &remote_section, tc);
+    if (gw_cfg_read_key(x, t, target_key("type"), tc)) gw_cfg_read_section(x, t, type_sections[tc->type], tc);
     gw_cfg_read_key(x, t, target_key("aliases"), tc);
 }
 

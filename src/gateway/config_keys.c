@@ -425,10 +425,10 @@ static void read_lora_path(gw_cfg_ctx *x, const toml_node *e, const gw_cfg_key *
 }
 
 static const gw_cfg_key lora_keys[] = {
-    KEY("scale", GW_CFG_FRACTION, gw_lora, scale, .lo = -GW_LORA_SCALE_MAX, .hi = GW_LORA_SCALE_MAX,
-        .help = "0 loads it off (a request or `POST /lora-adapters` turns it on)"),
     CUSTOM_KEY("path", read_lora_path, .value_doc = "path (relative to the file)", .default_doc = "required",
                .help = "a LoRA adapter (GGUF, as llama.cpp's convert_lora_to_gguf writes it)"),
+    KEY("scale", GW_CFG_FRACTION, gw_lora, scale, .lo = -GW_LORA_SCALE_MAX, .hi = GW_LORA_SCALE_MAX,
+        .help = "0 loads it off (a request or `POST /lora-adapters` turns it on)"),
 };
 static void init_lora(void *obj) { ((gw_lora *)obj)->scale = 1.0f; }
 static const gw_cfg_section lora_section = {.name = "lora = [{...}]",

@@ -139,6 +139,12 @@ class GatewayConfigTest(unittest.TestCase):
         self.assertProblem(r, path, 4, "lora[1]", "scale", "out of range")
         self.assertProblem(r, path, 4, "lora[2]", "unknown key 'file'")
 
+    def test_a_lora_path_of_the_wrong_type_is_an_error(self):
+        # It crashed the parser before the key tables (a path read as NULL).
+        r, path = check(f'[[targets]]\nname = "t"\nmodel = "{self.model}"\nlora = [{{path = 1}}, {{scale = 0.5}}]\n')
+        self.assertProblem(r, path, 4, "target 't' lora[0] path: expected a string, found integer")
+        self.assertProblem(r, path, 4, "target 't' lora[1]: 'path' is missing")
+
     def test_duplicate_target_names(self):
         t = f'[[targets]]\nname = "same"\nmodel = "{self.model}"\n'
         r, path = check(t + "\n" + t)

@@ -1,8 +1,9 @@
 /*
- * synth.h: what sipp-synth's two writers share. sipp-synth.c writes a text model (the default) and
- * owns the flags, the tensor plan and the streaming writer; projector.c writes a multimodal projector
- * (--projector) into the same plan, so that both kinds of file get the same seeded, chunked weights;
- * plan.c holds what both call (adding a tensor, reporting a problem).
+ * synth.h: what sipp-synth's writers share. sipp-synth.c writes a text model (the default) and owns
+ * the flags, the tensor plan and the streaming writer; projector.c writes a multimodal projector
+ * (--projector), and tts_pair.c and tts_qwen3.c a speech pair's backbone tensors and projector
+ * (--tts-pair pocket, qwen3tts), into the same plan, so that every kind of file gets the same seeded,
+ * chunked weights; plan.c holds what they all call (adding a tensor, reporting a problem).
  */
 #ifndef SIPP_TOOLS_SYNTH_H
 #define SIPP_TOOLS_SYNTH_H

@@ -63,7 +63,7 @@ LIB_CXX_SRCS := src/chat/chat_bridge.cpp src/model/mtmd_bridge.cpp src/speech/wh
 # docs/architecture.md states the rule.
 UTIL_SRCS := $(sort $(wildcard src/util/*.c))
 UTIL_OBJS := $(UTIL_SRCS:%.c=$(BUILD)/obj/%.o)
-CLI_SRCS := $(sort $(wildcard src/cli/*.c src/gateway/*.c src/gateway/kinds/*.c))
+CLI_SRCS := $(sort $(wildcard src/cli/*.c src/gateway/*.c src/gateway/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB_CXX_SRCS:%.cpp=$(BUILD)/obj/%.o)
 # The web page's files are embedded in the sipp binary (scripts/embed_assets.py writes a C table).
 # Its /app.js and /style.css are bundles (scripts/bundle_web.py): the libraries of deps/web.lock
@@ -264,11 +264,11 @@ FUZZ_rpc_SRCS := tests/fuzz/fuzz_rpc.c src/backend/rpc_parse.c src/util/util.c
 FUZZ_lark_SRCS := tests/fuzz/fuzz_lark.c src/chat/lark_gbnf.c src/util/util.c
 FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/gateway/models_dir.c \
   src/util/toml.c src/util/util.c
-FUZZ_range_SRCS := tests/fuzz/fuzz_range.c src/gateway/http_range.c
+FUZZ_range_SRCS := tests/fuzz/fuzz_range.c src/gateway/http/range.c
 FUZZ_media_SRCS := tests/fuzz/fuzz_media.c src/util/base64.c src/util/media_sniff.c
 # how a refusal shows the URL of an image the gateway fetched (media_parts.c)
 FUZZ_media_url_SRCS := tests/fuzz/fuzz_media_url.c src/gateway/media_parts.c src/util/util.c
-FUZZ_multipart_SRCS := tests/fuzz/fuzz_multipart.c src/gateway/multipart.c
+FUZZ_multipart_SRCS := tests/fuzz/fuzz_multipart.c src/gateway/http/multipart.c
 # what an MCP server sends the gateway: JSON-RPC messages, event streams, tool lists and results
 FUZZ_mcp_rpc_SRCS := tests/fuzz/fuzz_mcp_rpc.c src/gateway/mcp_rpc.c src/gateway/errors.c src/util/util.c
 # an audio clip's header measured and the clip decoded with the pinned miniaudio (src/model/audio_decode.c)
@@ -339,14 +339,14 @@ FUZZ_signature_SRCS := tests/fuzz/fuzz_signature.c src/backend/signature.c
 # the bounds on request schemas and the conversion to a grammar they guard (issue 27)
 FUZZ_schema_SRCS := tests/fuzz/fuzz_schema.c src/util/schema_limits.c src/chat/schema_convert.c
 # the Responses, Messages and Ollama request translations (the gateway's stand-ins are in the harness)
-FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/translate.c src/gateway/dispatch.c \
+FUZZ_translate_SRCS := tests/fuzz/fuzz_translate.c src/gateway/api/translate.c src/gateway/fleet/dispatch.c \
   src/gateway/kinds/kind.c src/gateway/kinds/llama.c src/gateway/kinds/remote.c src/gateway/kinds/supervised.c \
-  src/gateway/relay.c src/gateway/format.c \
-  src/gateway/routes_responses.c src/gateway/responses_mcp.c src/gateway/mcp_client.c src/gateway/mcp_rpc.c \
-  src/gateway/api_fields.c \
-  src/gateway/routes_anthropic.c src/gateway/routes_ollama.c src/gateway/responses_store.c \
-  src/gateway/request_parse.c src/gateway/media_parts.c src/gateway/media_fetch.c src/gateway/errors.c \
-  src/gateway/sse.c src/gateway/field_names.c src/gateway/ollama_duration.c
+  src/gateway/kinds/relay.c src/gateway/format.c \
+  src/gateway/api/responses.c src/gateway/api/responses_mcp.c src/gateway/mcp_client.c src/gateway/mcp_rpc.c \
+  src/gateway/api/fields.c \
+  src/gateway/api/anthropic.c src/gateway/api/ollama.c src/gateway/api/responses_store.c \
+  src/gateway/request_parse.c src/gateway/media_parts.c src/gateway/kinds/media_fetch.c src/gateway/errors.c \
+  src/gateway/http/sse.c src/gateway/http/ignored.c src/gateway/field_names.c src/gateway/api/ollama_duration.c
 # the sentences text is spoken in, and the streaming resampler (src/speech)
 FUZZ_speech_SRCS := tests/fuzz/fuzz_speech.c src/speech/speech_split.c src/speech/resample.c
 FUZZ_LIB := catalog store_meta manifest gguf gguf_header chat signature translate schema speech whisper_file

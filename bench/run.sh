@@ -4,6 +4,11 @@
 # Q4_0, llama-bpe vocab). Prints ratios; BENCHMARKS.md records them with this command.
 #
 #   bench/run.sh [decode|batched|prefill|gateway|curves|all]...      (default all)
+#   BENCH_AB_SIPP=OTHER/build/bin/sipp bench/run.sh gateway-ab
+#
+# gateway-ab: this build's gateway against another build's (a checkout of an older commit, built
+# there with make all), each on its own prebuilt artifact, in paired rounds: the gateway section's
+# two load levels, new / old. Not part of all.
 #
 # curves: bench/curves.py's scaling curves (TTFT against prompt length, decode against streams, memory
 # against ctx_size x parallel) for sipp on the peer's libraries and for llama-bench/llama-batched-bench,
@@ -196,12 +201,26 @@ serve_and_load() {
 }
 sipp_serve() { # sipp_serve NAME [ENV...]: sipp serve with the bench target, under the given environment
   local name=$1; shift
+  sipp_serve_with "$name" "$SIPP" "$@"
+}
+sipp_serve_with() { # sipp_serve_with NAME SIPP-BINARY [ENV...]
+  local name=$1 bin=$2; shift 2
   local p; p=$(free_port)
   printf '[server]\nlisten = "127.0.0.1:%s"\n[[targets]]\nname = "bench"\ntype = "local"\nmodel = "%s"\nparallel = 4\nctx_size = 2048\nthreads = %s\n' \
     "$p" "$model" "$THREADS" >"$out/$name.toml"
-  serve_and_load "$name" "$p" env "$@" "$SIPP" serve --config "$out/$name.toml"
+  serve_and_load "$name" "$p" env "$@" "$bin" serve --config "$out/$name.toml"
 }
 
+# collect_load NAME ROUND: the two load levels' figures of one server in one round, appended to the
+# caller's c1 c4 t1 t4 (tokens/s and TTFT at 1 and 4 clients) and errs.
+collect_load() {
+  local n=$1 r=$2
+  c1[$n]+=" $(jq_num "$out/$n-c1-$r.json" "d['aggregate_tokens_per_s']")"
+  c4[$n]+=" $(jq_num "$out/$n-c4-$r.json" "d['aggregate_tokens_per_s']")"
+  t1[$n]+=" $(jq_num "$out/$n-c1-$r.json" "d['ttft_ms_p50']")"
+  t4[$n]+=" $(jq_num "$out/$n-c4-$r.json" "d['ttft_ms_p50']")"
+  errs[$n]=$(( ${errs[$n]:-0} + $(jq_num "$out/$n-c1-$r.json" "d['n_errors']") + $(jq_num "$out/$n-c4-$r.json" "d['n_errors']") ))
+}
 if wants gateway; then
   names="sipp-same sipp-prebuilt llama-server"
   declare -A c1 c4 t1 t4 errs
@@ -215,13 +234,7 @@ if wants gateway; then
     peer_run "$peer/bin/llama-batched-bench" -m "$model" -c 2048 -b 512 -ub 512 -npp 16 -ntg 64 -npl 4 -t "$THREADS" \
       -fa "$PEER_FA" --output-format jsonl >"$out/batched-bench-g-$r.jsonl" 2>/dev/null
     lb_run "$out/gateway-llama-bench-$r.json" "$PEER_FA" 0 64
-    for n in $names; do
-      c1[$n]+=" $(jq_num "$out/$n-c1-$r.json" "d['aggregate_tokens_per_s']")"
-      c4[$n]+=" $(jq_num "$out/$n-c4-$r.json" "d['aggregate_tokens_per_s']")"
-      t1[$n]+=" $(jq_num "$out/$n-c1-$r.json" "d['ttft_ms_p50']")"
-      t4[$n]+=" $(jq_num "$out/$n-c4-$r.json" "d['ttft_ms_p50']")"
-      errs[$n]=$(( ${errs[$n]:-0} + $(jq_num "$out/$n-c1-$r.json" "d['n_errors']") + $(jq_num "$out/$n-c4-$r.json" "d['n_errors']") ))
-    done
+    for n in $names; do collect_load "$n" "$r"; done
     g4+=("$(python3 -c "import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')][0]['speed_tg'])" "$out/batched-bench-g-$r.jsonl")")
     lb+=("$(lb_ts "$out/gateway-llama-bench-$r.json" gen)")
   done
@@ -240,6 +253,31 @@ if wants gateway; then
   say "Kernel ceilings in the same rounds: llama-bench tg64 -fa $PEER_FA $(mean "${lb[@]}") tokens/s (one stream);"
   say "llama-batched-bench S_TG at 4 sequences (16+64) $(mean "${g4[@]}") tokens/s."
   say "1 client against llama-bench tg64: llama-server $(paired ${c1[llama-server]} -- "${lb[@]}"), sipp same libraries $(paired ${c1[sipp-same]} -- "${lb[@]}"), prebuilt $(paired ${c1[sipp-prebuilt]} -- "${lb[@]}")."
+fi
+if [[ " $what " == *" gateway-ab "* ]]; then
+  old=${BENCH_AB_SIPP:?gateway-ab compares with another build: BENCH_AB_SIPP=PATH/build/bin/sipp}
+  declare -A c1 c4 t1 t4 errs
+  for r in $(seq "$ROUNDS"); do
+    if (( r % 2 )); then # each build goes first in every other round, so the order cancels too
+      sipp_serve_with sipp-old "$old"
+      sipp_serve_with sipp-new "$SIPP"
+    else
+      sipp_serve_with sipp-new "$SIPP"
+      sipp_serve_with sipp-old "$old"
+    fi
+    for n in sipp-old sipp-new; do collect_load "$n" "$r"; done
+  done
+  say ""
+  rev() { git -C "$(dirname "$1")/../.." log -1 --format=%h 2>/dev/null || echo "?"; }
+  say "## gateway-ab: this build ($(rev "$SIPP")) against $old ($(rev "$old")), $ROUNDS paired rounds"
+  say "| build | 1 client tokens/s | TTFT p50 ms | 4 clients tokens/s | TTFT p50 ms | failed requests |"
+  say "|---|---|---|---|---|---|"
+  # shellcheck disable=SC2086 # the lists are space-separated numbers
+  for n in sipp-old sipp-new; do
+    say "| $n | $(mean ${c1[$n]}) | $(mean ${t1[$n]}) | $(mean ${c4[$n]}) | $(mean ${t4[$n]}) | ${errs[$n]} |"
+  done
+  # shellcheck disable=SC2086
+  say "new / old, median of per-round ratios: 1 client $(paired ${c1[sipp-new]} -- ${c1[sipp-old]}), 4 clients $(paired ${c4[sipp-new]} -- ${c4[sipp-old]}); TTFT 1 client $(paired ${t1[sipp-new]} -- ${t1[sipp-old]}), 4 clients $(paired ${t4[sipp-new]} -- ${t4[sipp-old]})"
 fi
 if wants curves; then
   # shellcheck disable=SC2086 # BENCH_CURVES is a list of flags

@@ -25,7 +25,7 @@ request to its last token (the 4-token prompt's prefill included, the same for e
 streams', all their tokens over the wall time. The ratios are medians over rounds of per-round
 ratios, so the drift of a shared machine cancels within a round.
 
-Needs build/bin/sipp and the llama.cpp peer build (deps/build-source.sh peer, cached). Loopback only.
+Needs build/bin/sipp (or BENCH_SIPP=PATH, another build's) and the llama.cpp peer build (deps/build-source.sh peer, cached). Loopback only.
 """
 import argparse
 import concurrent.futures
@@ -42,7 +42,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tests.support.ports import free_port  # noqa: E402
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-SIPP = os.path.join(REPO, "build", "bin", "sipp")
+# BENCH_SIPP: another build's sipp (an older commit's, for an old-against-new run of this script)
+SIPP = os.environ.get("BENCH_SIPP") or os.path.join(REPO, "build", "bin", "sipp")
 SYNTH = os.path.join(REPO, "build", "bin", "sipp-synth")
 VOCAB = os.path.join(REPO, "build", "llama", "vocab", "ggml-vocab-llama-bpe.gguf")
 CACHE = os.environ.get("SIPP_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
@@ -168,9 +169,17 @@ def median_ratio(xs, ys):
     return statistics.median(y / x for x, y in zip(xs, ys))
 
 
+def amx_host():
+    """Whether this CPU has AMX, whose kernels in the peer's source build die of SIGILL (tilezero) on
+    the Xeons these benchmarks run on: llama-server then runs with --no-repack (no AMX weight layout)."""
+    with open("/proc/cpuinfo") as f:
+        return any(line.startswith("flags") and "amx_tile" in line.split() for line in f)
+
+
 def llama_server(peer, target, port, threads, *extra):
+    no_repack = ["--no-repack"] if amx_host() else []
     return subprocess.Popen([os.path.join(peer, "llama-server"), "-m", target, "-t", str(threads), "-c", str(CTX), "-np",
-                             str(STREAMS), "--port", str(port), "--host", "127.0.0.1", *extra],
+                             str(STREAMS), "--port", str(port), "--host", "127.0.0.1", *no_repack, *extra],
                             env=dict(os.environ, LD_LIBRARY_PATH=peer), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
 

@@ -21,8 +21,8 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/packages.h"
+#include "gateway/fleet/fleet.h"
 #include "gateway/gateway.h"
-#include "gateway/residency.h"
 
 #define VULKAN_ICD_DIRS "/usr/share/vulkan/icd.d:/etc/vulkan/icd.d:/usr/local/share/vulkan/icd.d"
 

@@ -12,7 +12,7 @@
  * validated before anything is loaded; every problem is printed as "FILE:LINE: problem".
  *
  * --supervised-target NAME (repeated) is internal: a gateway runs its own arguments with it to
- * serve its rpc targets in child processes it supervises (src/gateway/supervise.c).
+ * serve its rpc targets in child processes it supervises (src/gateway/kinds/supervise.c).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -21,9 +21,9 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
-#include "gateway/config_check.h"
+#include "gateway/fleet/fleet.h"
 #include "gateway/gateway.h"
-#include "gateway/supervise.h"
+#include "gateway/kinds/kinds.h"
 
 #define SERVE_MAX_PORT 65535
 #define SERVE_MAX_PARALLEL 256

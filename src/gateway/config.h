@@ -79,7 +79,7 @@ typedef struct gw_target_config {
     char *speaker;
     char *voice;
     int ctx_size, parallel, threads, gpu_layers;
-    bool ctx_auto;  /* ctx_size = "auto": resolved to tokens at start (gw_residency_fit_contexts) */
+    bool ctx_auto;  /* ctx_size = "auto": resolved to tokens at start (gw_budgets_fit_contexts) */
     int max_tokens; /* a request's output: the default when it gives none, the ceiling when it asks more; 0 =
                        none */
     char *rpc_servers;  /* backend "rpc": rpc = ["host:port", ...] joined by ','; NULL = $SIPP_RPC_SERVERS */

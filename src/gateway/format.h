@@ -5,9 +5,10 @@
 #ifndef SIPP_GATEWAY_FORMAT_H
 #define SIPP_GATEWAY_FORMAT_H
 
-#include "gateway/connection.h"
 #include "gateway/request_parse.h"
 #include "gateway/server.h"
+
+typedef struct gw_call gw_call; /* a request being answered (http/http.h) */
 
 /* How a route renders a generation: as SSE chunks and as one JSON body. */
 typedef struct gw_format gw_format;

@@ -44,7 +44,6 @@
 #define GW_MCP_PROTOCOL "2025-06-18"
 #define GW_MCP_CONNECT_TIMEOUT_MS 5000
 #define GW_MS_PER_S 1000
-#define GW_NS_PER_MS 1000000L
 #define GW_HTTP_NOT_FOUND 404
 #define GW_HTTP_OK_MIN 200
 #define GW_HTTP_OK_MAX 299
@@ -195,14 +194,7 @@ static int ms_left(double deadline) {
 /* The server's lock, waited for until deadline. */
 static bool lock_until(gw_mcp_server *s, double deadline) {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long ms = ms_left(deadline);
-    ts.tv_sec += ms / GW_MS_PER_S;
-    ts.tv_nsec += (ms % GW_MS_PER_S) * GW_NS_PER_MS;
-    if (ts.tv_nsec >= GW_MS_PER_S * GW_NS_PER_MS) {
-        ts.tv_sec++;
-        ts.tv_nsec -= GW_MS_PER_S * GW_NS_PER_MS;
-    }
+    sipp_deadline_in(&ts, CLOCK_REALTIME, ms_left(deadline));
     return pthread_mutex_timedlock(&s->mu, &ts) == 0;
 }
 

@@ -32,7 +32,7 @@
  *                                             max_lora the target's adapters
  *
  * This file keeps the counters and histograms; the gauges that read other modules' state (targets,
- * engines, upstreams) are rendered by the /metrics route (routes_ops.c) with the helpers here.
+ * engines, upstreams) are rendered by the /metrics route (api/ops.c) with the helpers here.
  *
  * Everything is counted under one mutex: the updates are a few additions per request, far below
  * anything an engine step costs. Status codes index a fixed array, so a new code needs no setup.
@@ -284,7 +284,7 @@ static double kv_ratio(const gw_routing_row *r) {
 typedef enum { RV_WAITING, RV_RUNNING, RV_KV_RATIO, RV_KV_CELLS, RV_KV_USED } routing_value;
 
 /* The routing gauges, sipp's names (label target) then vLLM's (label model_name); running has its
- * sipp name among the engine gauges (sipp_engine_running_requests, routes_ops.c). */
+ * sipp name among the engine gauges (sipp_engine_running_requests, api/ops.c). */
 static const struct {
     const char *name, *key, *help;
     routing_value value;

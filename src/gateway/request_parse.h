@@ -95,7 +95,7 @@ typedef struct gw_gen {
     size_t n_lora;
     /* Fields the body carried that the table accepts without acting on them (user, metadata, ...,
      * an image's detail), borrowed from root or owned: the route names them in sipp-ignored
-     * (api_fields.h). */
+     * (api/api.h). */
     const char *ignored[GW_MAX_IGNORED];
     size_t n_ignored;
 } gw_gen;

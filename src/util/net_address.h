@@ -1,7 +1,7 @@
 /*
  * net_address.h: whether an address is on the public internet, for the connections sipp makes on
  * someone else's behalf: a gateway caller's pull (src/store/pull.c, [store] allow_private_sources)
- * and a chat's image fetched by URL (src/gateway/media_fetch.c, [media] fetch_allow_private). Both
+ * and a chat's image fetched by URL (src/gateway/kinds/media_fetch.c, [media] fetch_allow_private). Both
  * check the address a socket is about to connect to, after the name was resolved, so a name that
  * resolves to a public address once and a private one the next time (DNS rebinding) gains nothing.
  */

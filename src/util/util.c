@@ -38,6 +38,23 @@ double sipp_now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+double sipp_unix_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void sipp_iso_time(double unix_s, char *out, size_t cap) {
+    time_t secs = (time_t)unix_s;
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    char base[SIPP_TIME_SIZE];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    long nanos = (long)((unix_s - (double)secs) * 1e9);
+    if (nanos < 0) nanos = 0;
+    snprintf(out, cap, "%s.%09ldZ", base, nanos);
+}
+
 void sipp_deadline_in(struct timespec *ts, clockid_t clock, int ms) {
     clock_gettime(clock, ts);
     ts->tv_sec += ms / 1000;

@@ -39,6 +39,12 @@ void sipp_format_duration(double seconds, char *out, size_t cap);
 
 /* Milliseconds on the monotonic clock. */
 double sipp_now_ms(void);
+/* Seconds since the epoch (CLOCK_REALTIME), with the fraction. */
+double sipp_unix_now(void);
+/* unix_s as ISO 8601 in UTC with nanoseconds ("2026-12-07T14:19:12.123456789Z", as Ollama and the
+ * Responses API print times): SIPP_TIME_SIZE bytes hold it. */
+#define SIPP_TIME_SIZE 48
+void sipp_iso_time(double unix_s, char *out, size_t cap);
 
 /* The time ms milliseconds from now on clock, as pthread_cond_timedwait takes it: CLOCK_REALTIME
  * for a condition variable with default attributes, CLOCK_MONOTONIC for one set to that clock. */

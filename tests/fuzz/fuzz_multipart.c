@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for src/gateway/multipart.c: the multipart/form-data bodies of
+ * libFuzzer harness for src/gateway/http/multipart.c: the multipart/form-data bodies of
  * /v1/audio/transcriptions. The input's first line is the Content-Type header's value, the rest
  * the body. Invariants checked beyond the sanitizers':
  *   - every refusal has a message;
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/multipart.h"
+#include "gateway/http/http.h"
 
 #define MAX_INPUT 65536
 #define ERR_SIZE 512

@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for src/gateway/http_range.c: the Range header of GET /v1/models/{name}/file.
+ * libFuzzer harness for src/gateway/http/range.c: the Range header of GET /v1/models/{name}/file.
  * The first 8 bytes are the file's size (little endian, often cut small so that ranges hit it), the
  * rest the header's value. Invariants checked beyond the sanitizers':
  *   - a served range lies inside the file and is not empty;
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/http_range.h"
+#include "gateway/http/http.h"
 
 #define MAX_INPUT 512
 #define SIZE_BYTES 8

@@ -1,6 +1,6 @@
 /*
  * fuzz_translate.c: libFuzzer harness for the request translations of the Responses, Messages and
- * Ollama routes (src/gateway/routes_responses.c, routes_anthropic.c, routes_ollama.c and
+ * Ollama routes (src/gateway/api/responses.c, api/anthropic.c, api/ollama.c and
  * translate.c): the code that turns untrusted bodies of those APIs into chat requests.
  *
  * Each input is posted as the body of POST /v1/responses, /v1/messages, /api/chat, /api/generate
@@ -20,9 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/responses_store.h"
-#include "gateway/routes.h"
-#include "gateway/translate.h"
+#include "gateway/api/api.h"
 
 #define MSG_SIZE 1024
 #define HTTP_OK 200
@@ -84,9 +82,6 @@ const char *gw_call_header(gw_call *call, const char *name) { return NULL; }
 const char *gw_call_query(gw_call *call, const char *name) { return NULL; }
 const char *gw_call_query_unknown(gw_call *call, const char *const *known) { return NULL; }
 bool gw_call_abandoned(gw_call *call) { return false; }
-bool gw_residency_peek(gw_server *s, gw_target *t) { return false; } /* never loaded here */
-void gw_residency_unpeek(gw_server *s, gw_target *t) {}
-bool gw_residency_loaded(gw_server *s, gw_target *t, gw_resident *out) { return false; }
 bool gw_residency_unload(gw_server *s, gw_target *t, bool *deferred) { return *deferred = false; }
 bool gw_auth_allows(const gw_call *call, const gw_target_config *t) { return true; }
 bool gw_auth_admin(const gw_call *call) { return true; } /* no tokens: everyone is admin */
@@ -151,9 +146,8 @@ void gw_rerank(gw_call *call, gw_target *t, gw_gen *g) { abort(); }
 void gw_count_tokens(gw_call *call, gw_target *t, gw_gen *g, const gw_rename *renames) { abort(); }
 void gw_input_tokens(gw_call *call, gw_target *t, gw_gen *g) { abort(); }
 /* What the kinds (src/gateway/kinds/) describe targets with: never reached by a translation. */
-int gw_residency_state(gw_server *srv, gw_target *t, char *out, size_t n) { abort(); }
-void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o) { abort(); }
-const char *gw_state_name(int state) { abort(); }
+void gw_target_view_open(gw_server *srv, gw_target *t, gw_target_view *v) { abort(); }
+void gw_target_view_close(gw_server *srv, gw_target *t, gw_target_view *v) { abort(); }
 json_t *gw_upstream_describe(gw_upstream *u) { abort(); }
 int gw_supervise_state(gw_target *t, char *why, size_t n) { abort(); }
 void gw_supervise_describe(gw_target *t, json_t *o) { abort(); }

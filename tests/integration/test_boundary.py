@@ -20,7 +20,7 @@ CLIENT_BINARIES = [(os.path.join(BUILD, "bin", "sipp"), True), (os.path.join(BUI
 
 # The include rule (docs/architecture.md).
 CLIENT_DIRS = ("src/cli/", "src/gateway/", "bindings/")
-CLIENT_MAY_INCLUDE = re.compile(r"^(sipp\.h|util/[\w.]+\.h|cli/[\w.]+\.h|gateway/(kinds/)?[\w.]+\.h)$")
+CLIENT_MAY_INCLUDE = re.compile(r"^(sipp\.h|util/[\w.]+\.h|cli/[\w.]+\.h|gateway/((http|kinds|fleet|api)/)?[\w.]+\.h)$")
 LLAMA_HEADER = re.compile(r"^(llama|ggml|gguf)[\w.-]*\.h$|^(common|chat|json-schema-to-grammar)[\w./-]*\.h$")
 # src/wasm: the browser runtime's stand-ins for engine files it cannot compile (chat library, OpenSSL)
 LLAMA_DIRS = ("src/engine/", "src/model/", "src/backend/", "src/store/", "src/chat/", "src/speech/", "src/wasm/")

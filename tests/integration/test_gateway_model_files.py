@@ -1,4 +1,4 @@
-"""Model files that change under a served target (src/gateway/model_watch.c, residency.c,
+"""Model files that change under a served target (src/gateway/fleet/model_watch.c, residency.c,
 sigbus_guard.c): a file truncated in place takes its target out of service and then fails it, naming
 the file, while the other targets serve; a same-size copy over a served file reloads the target from
 the new weights instead of switching them silently; a failed target loads again when its file is

@@ -1,5 +1,5 @@
-"""Ollama's keep_alive, /api/ps and /api/show on models that load on demand (routes_ollama.c onto
-src/gateway/residency.c): keep_alive 0 with an empty request unloads without loading, 0 with a
+"""Ollama's keep_alive, /api/ps and /api/show on models that load on demand (api/ollama.c onto
+src/gateway/fleet/residency.c): keep_alive 0 with an empty request unloads without loading, 0 with a
 prompt unloads when the request ends, "1s" when its deadline passes, a request without keep_alive
 returns the target to its own; /api/ps lists only loaded models with expires_at from the real
 deadline and size from the measured memory; /api/show reads an unloaded model's GGUF without loading

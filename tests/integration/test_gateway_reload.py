@@ -1,4 +1,4 @@
-"""SIGHUP reads the gateway's configuration file again (src/gateway/reload.c): a target added loads, one
+"""SIGHUP reads the gateway's configuration file again (src/gateway/fleet/reload.c): a target added loads, one
 removed drains and goes, one changed reloads with its new settings, and an untouched one keeps serving
 (a stream running across the signal ends whole); a file that does not parse or check keeps the running
 configuration and says why; settings the server took at start are logged as needing a restart.

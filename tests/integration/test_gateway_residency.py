@@ -1,4 +1,4 @@
-"""Many models behind one gateway (src/gateway/residency.c): loading on demand, admission by
+"""Many models behind one gateway (src/gateway/fleet/residency.c): loading on demand, admission by
 measured memory, least-recently-used eviction of idle models only, pins, keep-alive, one load for
 concurrent first requests, a failed load that leaves the others serving, the admin load/unload
 routes, the memory figures against the process's RSS, and `sipp serve --models-dir`.

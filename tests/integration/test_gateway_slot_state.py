@@ -1,5 +1,5 @@
 """The KV of a context-keyed conversation survives its model's eviction (sipp_engine_save_slots and
-sipp_engine_restore_slots, src/engine/slot_state.c, called by src/gateway/residency.c): three models
+sipp_engine_restore_slots, src/engine/slot_state.c, called by src/gateway/fleet/residency.c): three models
 with a budget for two, a conversation on a, a evicted by using b and c, and the next turn on a
 reports cached_tokens > 0 and gives the answer that a gateway which never evicted a gives, and the one
 a fresh gateway gives without any cache (greedy); a new conversation with the same first words reuses

@@ -26,7 +26,7 @@ from test_gateway_layers import find_cycle, misplaced_declarations  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SRC = os.path.join(ROOT, "src")
 SIPP_H = os.path.join(ROOT, "include", "sipp.h")
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([A-Za-z0-9_]+)\.h"', re.M)
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([A-Za-z0-9_/]+)\.h"', re.M)
 LAYERS_LINE = re.compile(r"^\s*layers:\s*(.+)$", re.M)
 API_DECL = re.compile(r"^SIPP_API\b[^;(]*?\b(sipp_[a-z0-9_]+)\s*\(", re.M)
 DEFINED = re.compile(r"^(?:static\s+)?[A-Za-z_][^;{}()=]*?\b(sipp_[a-z0-9_]+)\s*\(", re.M)
@@ -45,14 +45,19 @@ def layer_ranks():
 
 
 def sources():
+    """(layer, path inside it, text) of every source file under src/ (src/gateway/http/connection.c is
+    ("gateway", "http/connection.c", ...): a folder inside a layer is part of that layer)."""
     for d in sorted(os.listdir(SRC)):
         path = os.path.join(SRC, d)
         if not os.path.isdir(path):
             continue
-        for f in sorted(os.listdir(path)):
-            if os.path.splitext(f)[1] in (".c", ".h", ".cpp"):
-                with open(os.path.join(path, f), encoding="utf-8") as fh:
-                    yield d, f, fh.read()
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            for f in sorted(files):
+                if os.path.splitext(f)[1] in (".c", ".h", ".cpp"):
+                    full = os.path.join(root, f)
+                    with open(full, encoding="utf-8") as fh:
+                        yield d, os.path.relpath(full, path), fh.read()
 
 
 def upward_includes(ranks):

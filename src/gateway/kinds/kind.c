@@ -1,8 +1,8 @@
 /*
- * kind.c: which kind a target is (kind.h). The only place outside config parsing that reads a
+ * kind.c: which kind a target is (kinds.h). The only place outside config parsing that reads a
  * target's type.
  */
-#include "gateway/kinds/kind.h"
+#include "gateway/kinds/kinds.h"
 
 #include <string.h>
 
@@ -27,4 +27,15 @@ const gw_kind *gw_kind_of_config(const gw_target_config *c) {
 const gw_kind *gw_kind_of(const gw_target *t) {
     if (t->supervisor) return &gw_kind_supervised; /* its cfg is the remote face of a llama target */
     return gw_kind_of_config(t->cfg);
+}
+
+const char *gw_state_name(int s) {
+    switch (s) {
+    case GW_STATE_READY: return "loaded";
+    case GW_STATE_LOADING: return "loading";
+    case GW_STATE_FAILED: return "failed";
+    case GW_STATE_WAITING: return "waiting";
+    case GW_STATE_CHANGED: return "changed";
+    default: return "unloaded";
+    }
 }

@@ -1,25 +1,35 @@
 /*
- * llama.c: the llama kind, a GGUF model run in this process by libsipp's engine (kind.h).
+ * llama.c: the llama kind, a GGUF model run in this process by libsipp's engine (kinds.h).
  *
  * A request generates (generate.c) or embeds (embed.c) on the target's engine, which residency.c
  * loads, counts and evicts. Images and audio need the target's projector (mmproj), whose header
  * says what it encodes: a clip for an image-only projector (or the reverse) is refused before the
  * model is loaded for it, and before anything is fetched (media_fetch.c).
  */
-#include "gateway/kinds/kind.h"
+#include "gateway/kinds/kinds.h"
 
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "gateway/embed.h"
-#include "gateway/generate.h"
-#include "gateway/media_fetch.h"
-#include "gateway/residency.h"
-
 #define MAX_PLACEMENT 20 /* devices listed per target */
 #define ENGINE_QUEUE_MIN 1
 #define BACKEND_LIST_MAX 16
+
+/* What a projector file takes, from its header (no load): false when the header cannot say (not a
+ * projector, unreadable, or "auto" before the sidecar is found; the load then fails or libsipp
+ * refuses the media, naming why). */
+static bool projector_takes(const char *path, bool *vision, bool *audio) {
+    char err[SIPP_ERROR_SIZE];
+    sipp_gguf_info *info = calloc(1, sizeof *info);
+    bool known = info && sipp_gguf_inspect(path, info, err) == SIPP_OK && info->projector;
+    if (known) {
+        *vision = info->projector_vision;
+        *audio = info->projector_audio;
+    }
+    free(info);
+    return known;
+}
 
 /* ---- residency: load, release, estimate ---------------------------------------------------- */
 
@@ -182,7 +192,7 @@ static bool llama_media_ready(gw_call *call, const gw_target *t, gw_gen *g) {
         return false;
     }
     bool vision = true, audio = true;
-    if (!gw_projector_takes(t->cfg->mmproj, &vision, &audio) ||
+    if (!projector_takes(t->cfg->mmproj, &vision, &audio) ||
         !((g->n_images && !vision) || (g->n_audio && !audio)))
         return gw_media_fetch(call, g);
     const char *wanted = g->n_audio && !audio ? "audio" : "images";
@@ -194,10 +204,6 @@ static bool llama_media_ready(gw_call *call, const gw_target *t, gw_gen *g) {
         t->cfg->name, wanted, t->cfg->mmproj, vision ? "images" : "audio",
         g->n_audio && !audio ? "an audio" : "a vision", wanted);
     return false;
-}
-
-static int llama_state(gw_server *srv, gw_target *t, char *why, size_t n) {
-    return gw_residency_state(srv, t, why, n);
 }
 
 /* Where a model's weights went, per device and host (sipp_model_placement). */
@@ -214,33 +220,31 @@ static json_t *placement_json(const sipp_model *m) {
 }
 
 /* Its placement: where its model runs, when it is loaded (else why it failed, if it did). */
-static void llama_describe_backend(gw_server *srv, gw_target *t, int state, const char *why, json_t *o) {
+static void llama_describe_backend(gw_server *srv, gw_target *t, const gw_target_view *v, json_t *o) {
     json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
-    if (gw_residency_peek(srv, t)) {
+    if (v->loaded) {
         const sipp_backend_decision *b = sipp_model_backend(t->model);
         json_object_set_new(o, "backend", json_string(b->backend));
         json_object_set_new(o, "reason", json_string(b->reason));
         json_object_set_new(o, "devices", json_string(b->devices));
         json_object_set_new(o, "gpu_layers", json_integer(b->gpu_layers));
         json_object_set_new(o, "placement", placement_json(t->model));
-        gw_residency_unpeek(srv, t);
-    } else if (*why) {
-        json_object_set_new(o, "error", json_string(why));
+    } else if (*v->why) {
+        json_object_set_new(o, "error", json_string(v->why));
     }
 }
 
 /* What it takes besides text: before a load, what the projector's header says (a projector it
  * cannot read: images); loaded, what the model says. */
-static json_t *llama_capabilities(gw_call *call, gw_target *t) {
+static json_t *llama_capabilities(gw_call *call, gw_target *t, const gw_target_view *v) {
     json_t *caps = json_array();
     bool vision = false, audio = false;
-    if (t->cfg->mmproj && !gw_projector_takes(t->cfg->mmproj, &vision, &audio)) vision = true;
-    if (gw_residency_peek(call->srv, t)) {
+    if (t->cfg->mmproj && !projector_takes(t->cfg->mmproj, &vision, &audio)) vision = true;
+    if (v->loaded) {
         sipp_model_info info;
         sipp_model_get_info(t->model, &info);
         vision = info.vision;
         audio = info.audio;
-        gw_residency_unpeek(call->srv, t);
     }
     if (vision) json_array_append_new(caps, json_string("vision"));
     if (audio) json_array_append_new(caps, json_string("audio"));
@@ -248,17 +252,14 @@ static json_t *llama_capabilities(gw_call *call, gw_target *t) {
 }
 
 /* Its residency, capabilities and, loaded, how its chats are rendered (under "meta"). */
-static void llama_describe_model(gw_call *call, gw_target *t, json_t *o) {
-    json_t *r = json_object();
-    gw_residency_describe(call->srv, t, r);
-    json_object_set_new(o, "sipp", r);
-    json_object_set(o, "state", json_object_get(r, "state"));
-    json_object_set_new(o, "capabilities", llama_capabilities(call, t));
-    if (gw_residency_peek(call->srv, t)) {
+static void llama_describe_model(gw_call *call, gw_target *t, const gw_target_view *v, json_t *o) {
+    json_object_set(o, "sipp", v->residency);
+    json_object_set(o, "state", json_object_get(v->residency, "state"));
+    json_object_set_new(o, "capabilities", llama_capabilities(call, t, v));
+    if (v->loaded) {
         sipp_model_info info;
         sipp_model_get_info(t->model, &info);
         json_object_set_new(o, "meta", json_pack("{s:s}", "chat_template", info.chat_template));
-        gw_residency_unpeek(call->srv, t);
     }
 }
 
@@ -275,7 +276,6 @@ const gw_kind gw_kind_llama = {
     .describe_load = llama_describe_load,
     .answer = llama_answer,
     .media_ready = llama_media_ready,
-    .state = llama_state,
     .describe_backend = llama_describe_backend,
     .describe_model = llama_describe_model,
     .capabilities = llama_capabilities,

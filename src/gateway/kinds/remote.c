@@ -1,5 +1,5 @@
 /*
- * remote.c: the remote kind, another OpenAI-compatible server (kind.h).
+ * remote.c: the remote kind, another OpenAI-compatible server (kinds.h).
  *
  * The APIs it speaks (OpenAI's, sipp's native) are forwarded the client's body as it came and
  * answer as the upstream answers (upstream.c), even a body sipp could not decode: the upstream may
@@ -7,11 +7,7 @@
  * Messages, Ollama) send the chat they translated and render its answer (relay.c). Images and audio
  * are the upstream's to judge; their URLs are sent as they are.
  */
-#include "gateway/kinds/kind.h"
-
-#include "gateway/admission.h"
-#include "gateway/relay.h"
-#include "gateway/upstream.h"
+#include "gateway/kinds/kinds.h"
 
 void gw_kind_remote_answer(gw_call *call, const gw_dispatch *d, gw_target *t, gw_gen *g, json_t *sent) {
     if (d->local)
@@ -33,11 +29,9 @@ void gw_kind_remote_answer(gw_call *call, const gw_dispatch *d, gw_target *t, gw
         gw_reply_error(call, GW_E_INTERNAL, "model '%s': the translated request was not kept", t->cfg->name);
 }
 
-bool gw_kind_remote_forward(gw_call *call, const gw_dispatch *d, gw_target *t, json_t *body) {
-    if (!d->upstream_suffix || !json_is_object(body)) return false;
+void gw_kind_remote_forward(gw_call *call, const gw_dispatch *d, gw_target *t, json_t *body) {
     bool stream = gw_body_stream(body, d->api == GW_API_NATIVE_QUERY || d->api == GW_API_NATIVE_CHAT);
-    if (gw_call_target(call, t->cfg->name)) gw_upstream_forward(call, t, d->upstream_suffix, body, stream);
-    return true;
+    gw_upstream_forward(call, t, d->upstream_suffix, body, stream);
 }
 
 bool gw_kind_remote_media(gw_call *call, const gw_target *t, gw_gen *g) { return true; }
@@ -48,11 +42,11 @@ static int remote_state(gw_server *srv, gw_target *t, char *why, size_t n) {
     return atomic_load(&t->state);
 }
 
-static void remote_describe_backend(gw_server *srv, gw_target *t, int state, const char *why, json_t *o) {
+static void remote_describe_backend(gw_server *srv, gw_target *t, const gw_target_view *v, json_t *o) {
     json_object_set_new(o, "replicas", gw_upstream_describe(t->upstream));
 }
 
-static void remote_describe_model(gw_call *call, gw_target *t, json_t *o) {}
+static void remote_describe_model(gw_call *call, gw_target *t, const gw_target_view *v, json_t *o) {}
 
 const gw_kind gw_kind_remote = {
     .name = "remote",

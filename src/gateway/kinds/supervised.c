@@ -1,25 +1,21 @@
 /*
- * supervised.c: the supervised kind, a llama target served by a child sipp (kind.h, supervise.c).
+ * supervised.c: the supervised kind, a llama target served by a child sipp (kinds.h, supervise.c).
  *
  * A target on backend "rpc" runs in a child process, because a lost rpc server ends the process
  * that loaded the model: the gateway reaches the child as a remote target at a loopback port, and
  * describes it as the local target it is, with the child's placement.
  */
-#include "gateway/kinds/kind.h"
-
-#include "gateway/residency.h"
-#include "gateway/supervise.h"
-#include "gateway/upstream.h"
+#include "gateway/kinds/kinds.h"
 
 static int supervised_state(gw_server *srv, gw_target *t, char *why, size_t n) {
     return gw_supervise_state(t, why, n);
 }
 
 /* Its placement is the child's. */
-static void supervised_describe_backend(gw_server *srv, gw_target *t, int state, const char *why, json_t *o) {
+static void supervised_describe_backend(gw_server *srv, gw_target *t, const gw_target_view *v, json_t *o) {
     static const char *const copied[] = {"backend", "reason", "devices", "gpu_layers", "placement"};
     json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
-    if (state != GW_STATE_READY) json_object_set_new(o, "error", json_string(t->error));
+    if (v->state != GW_STATE_READY) json_object_set_new(o, "error", json_string(t->error));
     gw_supervise_describe(t, o);
     json_t *child = gw_supervise_backend(t);
     for (size_t k = 0; child && k < sizeof copied / sizeof copied[0]; k++)
@@ -29,7 +25,7 @@ static void supervised_describe_backend(gw_server *srv, gw_target *t, int state,
     json_object_set_new(o, "replicas", gw_upstream_describe(t->upstream));
 }
 
-static void supervised_describe_model(gw_call *call, gw_target *t, json_t *o) {
+static void supervised_describe_model(gw_call *call, gw_target *t, const gw_target_view *v, json_t *o) {
     int s = atomic_load(&t->state);
     json_t *r = json_pack("{s:s}", "state", gw_state_name(s));
     if (s != GW_STATE_READY) json_object_set_new(r, "error", json_string(t->error));

@@ -1,5 +1,5 @@
 /*
- * tts.c: the tts kind, text to speech in this process (kind.h), through libsipp's voice handle
+ * tts.c: the tts kind, text to speech in this process (kinds.h), through libsipp's voice handle
  * (sipp_tts, sipp.h). Two recipes stand behind it:
  *   tts    a Qwen3-TTS or Pocket TTS pair (model + mmproj) generated through libmtmd as llama-tts
  *          does, with an optional reference clip of the voice to speak in (speaker = "FILE");
@@ -8,7 +8,7 @@
  * what the pair's weights and context took; flite holds nothing worth counting beyond a constant),
  * release frees it after its last use, estimate reads the pair's GGUF headers.
  *
- * It answers POST /v1/audio/speech (routes_speech.c) and nothing else: a chat, completion or
+ * It answers POST /v1/audio/speech (api/speech.c) and nothing else: a chat, completion or
  * embedding sent to it is a 400 naming the mismatch, before anything is loaded for it. Voices are
  * resolved before the load too: the target's own names (flite's voices; a pair's "default"), and
  * OpenAI's voice names through one table (below, and docs/speech.md).
@@ -21,8 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gateway/kinds/kind.h"
-#include "gateway/residency.h"
+#include "gateway/kinds/kinds.h"
 
 #define RECIPE_FLITE "flite"
 #define FLITE_MODEL "flite"
@@ -119,10 +118,6 @@ static bool tts_media_ready(gw_call *call, const gw_target *t, gw_gen *g) {
     return refuse_chat(call, t);
 }
 
-static int tts_state(gw_server *srv, gw_target *t, char *why, size_t n) {
-    return gw_residency_state(srv, t, why, n);
-}
-
 /* The voices a target of config c speaks with, without loading it: a flite handle holds nothing (its
  * voices are built into the library), so one is made to list them; a pair has its one. */
 static sipp_tts *voice_lister(const gw_target_config *c) {
@@ -182,12 +177,10 @@ static sipp_status tts_speak(gw_target *t, const char *text, const sipp_speak_op
 }
 
 /* Its residency, capabilities ["speech"], recipe and voices (under "sipp" and "voices"). */
-static void tts_describe_model(gw_call *call, gw_target *t, json_t *o) {
-    json_t *r = json_object();
-    gw_residency_describe(call->srv, t, r);
-    json_object_set_new(r, "recipe", json_string(is_flite(t->cfg) ? RECIPE_FLITE : "tts"));
-    json_object_set_new(o, "sipp", r);
-    json_object_set(o, "state", json_object_get(r, "state"));
+static void tts_describe_model(gw_call *call, gw_target *t, const gw_target_view *v, json_t *o) {
+    json_object_set_new(v->residency, "recipe", json_string(is_flite(t->cfg) ? RECIPE_FLITE : "tts"));
+    json_object_set(o, "sipp", v->residency);
+    json_object_set(o, "state", json_object_get(v->residency, "state"));
     json_object_set_new(o, "capabilities", json_pack("[s]", "speech"));
     sipp_tts *flite = voice_lister(t->cfg);
     json_t *voices = json_array();
@@ -197,18 +190,18 @@ static void tts_describe_model(gw_call *call, gw_target *t, json_t *o) {
     json_object_set_new(o, "voices", voices);
 }
 
-static json_t *tts_capabilities(gw_call *call, gw_target *t) {
-    (void)call, (void)t;
+static json_t *tts_capabilities(gw_call *call, gw_target *t, const gw_target_view *v) {
+    (void)call, (void)t, (void)v;
     return json_pack("[s]", "speech");
 }
 
 /* Where it runs: the pair's backbone on its backend; flite on the CPU. */
-static void tts_describe_backend(gw_server *srv, gw_target *t, int state, const char *why, json_t *o) {
-    (void)srv, (void)state;
+static void tts_describe_backend(gw_server *srv, gw_target *t, const gw_target_view *v, json_t *o) {
+    (void)srv;
     json_object_set_new(o, "parallel", json_integer(is_flite(t->cfg) ? 1 : t->cfg->parallel));
     json_object_set_new(o, "requested_backend", json_string(is_flite(t->cfg) ? "cpu" : t->cfg->backend));
     json_object_set_new(o, "recipe", json_string(is_flite(t->cfg) ? RECIPE_FLITE : "tts"));
-    if (*why) json_object_set_new(o, "error", json_string(why));
+    if (*v->why) json_object_set_new(o, "error", json_string(v->why));
 }
 
 const gw_kind gw_kind_tts = {
@@ -217,7 +210,6 @@ const gw_kind gw_kind_tts = {
     .resident = true,
     .answer = tts_answer,
     .media_ready = tts_media_ready,
-    .state = tts_state,
     .describe_backend = tts_describe_backend,
     .describe_model = tts_describe_model,
     .capabilities = tts_capabilities,

@@ -1,6 +1,6 @@
 /*
  * whisper.c: the whisper kind, a whisper.cpp speech-to-text model run in this process by libsipp's
- * transcriber (kind.h; recipe "whispercpp", taken from the file's ggml magic when the target does
+ * transcriber (kinds.h; recipe "whispercpp", taken from the file's ggml magic when the target does
  * not name it).
  *
  * Residency loads it like any resident target: a transcriber with `parallel` whisper states (that
@@ -10,11 +10,9 @@
  * a llama model. Its clips arrive through the audio routes (transcription.c), which call transcribe
  * with a use held; a chat, completion or embedding request is a 400 before anything is loaded.
  */
-#include "gateway/kinds/kind.h"
+#include "gateway/kinds/kinds.h"
 
 #include <string.h>
-
-#include "gateway/residency.h"
 
 #define RECIPE "whispercpp"
 
@@ -85,37 +83,29 @@ static void whisper_answer(gw_call *call, const gw_dispatch *d, gw_target *t, gw
     whisper_media_ready(call, t, g); /* not reached: media_ready refuses first */
 }
 
-static int whisper_state(gw_server *srv, gw_target *t, char *why, size_t n) {
-    return gw_residency_state(srv, t, why, n);
-}
-
-static void whisper_describe_backend(gw_server *srv, gw_target *t, int state, const char *why, json_t *o) {
-    (void)state;
+static void whisper_describe_backend(gw_server *srv, gw_target *t, const gw_target_view *v, json_t *o) {
     json_object_set_new(o, "recipe", json_string(RECIPE));
     json_object_set_new(o, "requested_backend", json_string(t->cfg->backend));
-    if (gw_residency_peek(srv, t)) {
+    if (v->loaded) {
         json_object_set_new(o, "backend", json_string(sipp_transcriber_backend(t->handle)));
         json_object_set_new(o, "reason", json_string(sipp_transcriber_backend_reason(t->handle)));
-        gw_residency_unpeek(srv, t);
-    } else if (*why) {
-        json_object_set_new(o, "error", json_string(why));
+    } else if (*v->why) {
+        json_object_set_new(o, "error", json_string(v->why));
     }
 }
 
-static json_t *whisper_capabilities(gw_call *call, gw_target *t) {
-    (void)call, (void)t;
+static json_t *whisper_capabilities(gw_call *call, gw_target *t, const gw_target_view *v) {
+    (void)call, (void)t, (void)v;
     return json_pack("[s, s]", "transcription", "translation");
 }
 
 /* Its residency, the recipe and what it does: transcription and translation, no chat. */
-static void whisper_describe_model(gw_call *call, gw_target *t, json_t *o) {
-    json_t *r = json_object();
-    gw_residency_describe(call->srv, t, r);
-    json_object_set_new(r, "recipe", json_string(RECIPE));
-    json_object_set_new(o, "sipp", r);
-    json_object_set(o, "state", json_object_get(r, "state"));
+static void whisper_describe_model(gw_call *call, gw_target *t, const gw_target_view *v, json_t *o) {
+    json_object_set_new(v->residency, "recipe", json_string(RECIPE));
+    json_object_set(o, "sipp", v->residency);
+    json_object_set(o, "state", json_object_get(v->residency, "state"));
     json_object_set_new(o, "recipe", json_string(RECIPE));
-    json_object_set_new(o, "capabilities", whisper_capabilities(call, t));
+    json_object_set_new(o, "capabilities", whisper_capabilities(call, t, v));
 }
 
 const gw_kind gw_kind_whisper = {
@@ -129,7 +119,6 @@ const gw_kind gw_kind_whisper = {
     .describe_load = whisper_describe_load,
     .answer = whisper_answer,
     .media_ready = whisper_media_ready,
-    .state = whisper_state,
     .describe_backend = whisper_describe_backend,
     .describe_model = whisper_describe_model,
     .capabilities = whisper_capabilities,

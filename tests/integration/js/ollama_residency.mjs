@@ -1,5 +1,5 @@
 // ollama_residency.mjs: Ollama's keep_alive, ps and show through the official ollama client against a
-// `sipp serve` whose model loads on demand (src/gateway/residency.c, routes_ollama.c).
+// `sipp serve` whose model loads on demand (src/gateway/fleet/residency.c, api/ollama.c).
 // Usage: node ollama_residency.mjs BASE MODEL
 // Prints one JSON line with what it checked, and exits 1 with the reason on the first failure.
 import { Ollama } from "ollama";

@@ -35,7 +35,7 @@ typedef struct sipp_whisper_probe {
 } sipp_whisper_probe;
 
 /* Loads the model on params' backend (sipp_transcriber_new, one state), encodes the 16 kHz mono
- * samples and decodes the prompt. A GPU backend on which libwhisper placed no buffer (it found no GPU
+ * samples and decodes the prompt. A GPU backend on which libwhisper placed no weight (it found no GPU
  * device and fell back to the CPU) is SIPP_ERR_BACKEND: a comparison with itself would prove nothing.
  * On success out->logits is malloc'ed (sipp_whisper_probe_clear frees it). */
 sipp_status sipp_whisper_probe_run(const char *path, const sipp_transcriber_params *params,

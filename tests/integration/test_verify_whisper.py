@@ -84,8 +84,11 @@ class VerifyWhisperTests(unittest.TestCase):
         self.assertEqual(vk["device"]["backend"], "vulkan")
         self.assertTrue(vk["device"]["name"].startswith("Vulkan"), vk["device"])
         # the weights, caches and compute buffers sit on the Vulkan device, as libwhisper reported them
-        self.assertTrue(any(k.startswith("Vulkan") and v > 0 for k, v in vk["memory"]["device_bytes"].items()),
-                        vk["memory"])
+        mem = vk["memory"]
+        self.assertEqual([k for k in mem["device_bytes"] if not k.startswith("Vulkan")], [], mem)
+        # beyond the caches and compute buffers, the weights are on the device too
+        self.assertGreater(sum(mem["device_bytes"].values()), mem["kv_bytes"] + mem["compute_bytes"], mem)
+        self.assertEqual(mem["host_bytes"], 0, mem)
         self.assertEqual(r["backends"]["cpu"]["memory"]["device_bytes"], {})
         m = vk["vs_ref"]
         self.assertEqual(m["positions"], 3)

@@ -262,7 +262,8 @@ FUZZ_request_SRCS := tests/fuzz/fuzz_request.c src/gateway/request_parse.c src/g
   src/util/util.c
 FUZZ_rpc_SRCS := tests/fuzz/fuzz_rpc.c src/backend/rpc_parse.c src/util/util.c
 FUZZ_lark_SRCS := tests/fuzz/fuzz_lark.c src/chat/lark_gbnf.c src/util/util.c
-FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/errors.c src/gateway/models_dir.c \
+FUZZ_config_SRCS := tests/fuzz/fuzz_config.c src/gateway/config.c src/gateway/config_keys.c \
+  src/gateway/config_table.c src/gateway/errors.c src/gateway/models_dir.c \
   src/util/toml.c src/util/util.c
 FUZZ_range_SRCS := tests/fuzz/fuzz_range.c src/gateway/http/range.c
 FUZZ_media_SRCS := tests/fuzz/fuzz_media.c src/util/base64.c src/util/media_sniff.c

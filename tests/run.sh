@@ -75,7 +75,8 @@ suite_lint() {
   done
   # The layer rules (tests/lint/test_layers.py, test_gateway_layers.py): includes and calls through
   # sipp.h go down the layers only, no module cycle, each gateway and verify header its module's own.
-  out=$(python3 -m unittest tests.lint.test_layers tests.lint.test_gateway_layers 2>&1); rc=$?
+  # And docs/gateway.md's key reference is what the key tables print (test_config_keys.py).
+  out=$(python3 -m unittest tests.lint.test_layers tests.lint.test_gateway_layers tests.lint.test_config_keys 2>&1); rc=$?
   p=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in .*/\1/p' <<<"$out"); p=${p:-0}
   f=$(grep -oE '(failures|errors)=[0-9]+' <<<"$out" | awk -F= '{ n += $2 } END { print n + 0 }')
   [ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1

@@ -51,6 +51,7 @@ typedef struct serve_opts {
     int parallel, max_tokens; /* 0 = not given */
     bool ctx_set, ctx_auto;
     bool check;
+    bool config_keys; /* --config-keys: print the file's keys (docs/gateway.md's reference) */
     bool allow_unauthenticated;
     bool no_auth;
     bool follow_symlinks;
@@ -87,6 +88,11 @@ static const cli_option opt_check = {.name = "--check",
                                      .kind = CLI_OPT_FLAG,
                                      .offset = offsetof(serve_opts, check),
                                      .help = "validate --config FILE and exit (0 valid, 1 not)"};
+static const cli_option opt_config_keys = {
+    .name = "--config-keys",
+    .kind = CLI_OPT_FLAG,
+    .offset = offsetof(serve_opts, config_keys),
+    .help = "print every key --config FILE may hold (kind, range, default, meaning) as Markdown"};
 static const cli_option opt_models_dir = {
     .name = "--models-dir",
     .arg = "DIR",
@@ -222,6 +228,7 @@ static const cli_option opt_supervised = {.name = "--supervised-target",
 
 static const cli_option *const options[] = {&opt_config,
                                             &opt_check,
+                                            &opt_config_keys,
                                             &opt_models_dir,
                                             &opt_follow_symlinks,
                                             &opt_memory_budget,
@@ -430,10 +437,20 @@ static bool rebuild_config(void *arg, gw_config *out, sipp_buf *errs) {
     return build_config(arg, true, out, errs, &printed);
 }
 
+/* --config-keys: the reference docs/gateway.md holds (tests/lint/test_config_keys.py compares them). */
+static int print_config_keys(void) {
+    sipp_buf doc = {0};
+    bool ok = gw_config_reference(&doc);
+    if (ok) fputs(doc.data, stdout);
+    sipp_buf_free(&doc);
+    return ok ? EXIT_OK : EXIT_RUNTIME;
+}
+
 int cmd_serve(int argc, char **argv) {
     serve_opts o;
     int rc = parse(argc, argv, &o);
     if (rc != CLI_PARSED) return rc;
+    if (o.config_keys) return print_config_keys();
 
     gw_config cfg;
     gw_config_init(&cfg);

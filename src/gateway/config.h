@@ -32,7 +32,9 @@
 #define GW_DEFAULT_MAX_SPEECH_CHARS 4096  /* [limits] max_speech_chars: OpenAI's own bound */
 #define GW_MIN_TOKEN_SECRET 16            /* bytes: shorter secrets are refused by gw_config_validate */
 #define GW_MAX_PORT 65535
-#define GW_MAX_CTX (1 << 24) /* ctx_size's ceiling */
+#define GW_MAX_CTX (1 << 24)                 /* ctx_size's ceiling */
+#define GW_MAX_TIMEOUT_S (7 * 24 * 3600)     /* the longest timeout a key may give */
+#define GW_MAX_KEEP_ALIVE_S GW_MAX_TIMEOUT_S /* keep_alive's longest */
 
 typedef enum gw_target_type { GW_TARGET_LOCAL, GW_TARGET_REMOTE } gw_target_type;
 
@@ -206,6 +208,8 @@ bool gw_discoverable(const sipp_store_model *m);
 bool gw_target_config_discovered(gw_target_config *tc, const char *name, const char *path,
                                  int64_t keep_alive_s);
 void gw_target_config_free(gw_target_config *tc);
+/* A local target with every default and no name (configured, added, or found in a directory). */
+void gw_target_config_init(gw_target_config *tc);
 /* keep_alive as a string: "-1", "0", "90", "30s", "5m", "1h" (also Ollama's keep_alive). */
 bool gw_parse_keep_alive(const char *s, int64_t *out);
 /* Adds a flite target named "voice" speaking voice (NULL: flite's default) (`sipp serve --voice`). */
@@ -217,6 +221,11 @@ bool gw_config_add_local(gw_config *c, const char *model_path, sipp_buf *errs);
  * at least GW_MIN_TOKEN_SECRET bytes long), and that a non-loopback listen address has
  * authentication (or allow_unauthenticated). Loads each token's secret. Problems go to errs. */
 bool gw_config_validate(gw_config *c, sipp_buf *errs);
+/* Whether host is "localhost" or a loopback address (127.0.0.0/8, ::1). */
+bool gw_config_is_loopback(const char *host);
+/* Appends the configuration file's keys as Markdown, one table per section with each key's kind,
+ * range, default and help line: docs/gateway.md's reference (`sipp serve --config-keys`). */
+bool gw_config_reference(sipp_buf *out);
 /* The name `sipp serve MODEL` gives its target: the file's basename without ".gguf". */
 char *gw_target_name_from_path(const char *path);
 void gw_config_free(gw_config *c);

@@ -99,6 +99,14 @@ class GatewayConfigTest(unittest.TestCase):
         self.assertProblem(r, path, 8, "unknown key 'colour'")
         self.assertProblem(r, path, 10, "unknown key 'extra'")
 
+    def test_an_unknown_key_names_the_nearest_known_one(self):
+        text = (f'[server]\nmax_qeue = 5\n\n[[targets]]\nname = "t"\nmodel = "{self.model}"\nctx_szie = 512\n'
+                f'\n[[targest]]\nname = "u"\n')
+        r, path = check(text)
+        self.assertProblem(r, path, 2, "unknown key 'max_qeue' in [server] (did you mean 'max_queue'? known keys: listen,")
+        self.assertProblem(r, path, 7, "unknown key 'ctx_szie' in target 't' (did you mean 'ctx_size'?")
+        self.assertProblem(r, path, 9, "unknown key 'targest' in the top level (did you mean 'targets'?")
+
     def test_wrong_types(self):
         text = (f'[server]\nmax_queue = "many"\nallowed_origins = "x"\n\n'
                 f'[[targets]]\nname = "t"\nmodel = "{self.model}"\nparallel = 1.5\n')
@@ -130,6 +138,12 @@ class GatewayConfigTest(unittest.TestCase):
         self.assertProblem(r, path, 4, "target 't' lora[0] path:", "no-such-adapter.gguf' is not a file")
         self.assertProblem(r, path, 4, "lora[1]", "scale", "out of range")
         self.assertProblem(r, path, 4, "lora[2]", "unknown key 'file'")
+
+    def test_a_lora_path_of_the_wrong_type_is_an_error(self):
+        # It crashed the parser before the key tables (a path read as NULL).
+        r, path = check(f'[[targets]]\nname = "t"\nmodel = "{self.model}"\nlora = [{{path = 1}}, {{scale = 0.5}}]\n')
+        self.assertProblem(r, path, 4, "target 't' lora[0] path: expected a string, found integer")
+        self.assertProblem(r, path, 4, "target 't' lora[1]: 'path' is missing")
 
     def test_duplicate_target_names(self):
         t = f'[[targets]]\nname = "same"\nmodel = "{self.model}"\n'

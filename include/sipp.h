@@ -891,6 +891,14 @@ typedef struct sipp_verify_params {
      * `against` and none given here, the manifest's. */
     const sipp_lora_adapter *lora;
     size_t n_lora;
+    /* A whisper.cpp model (recipe whispercpp, told by its file) is compared on a clip instead of
+     * prompts: every backend encodes it and decodes the start-of-transcript prompt, and the decoder's
+     * logits after each prompt token are compared with the reference's (the encoder through them:
+     * whisper.cpp exports no getter for its output). audio: a WAV, MP3 or FLAC file of at most 30 s;
+     * NULL: a fixed synthetic clip. The report's "recipe" is "whispercpp" and its "clip" says which.
+     * prompts, mmproj, ppl_text, lora, bench, against and a greedy_tokens other than the default do
+     * not apply to a whisper model and are refused. */
+    const char *audio;
 } sipp_verify_params;
 
 SIPP_API sipp_verify_thresholds sipp_verify_default_thresholds(void);
@@ -1786,6 +1794,25 @@ SIPP_API sipp_status sipp_transcriber_estimate(const char *path, const sipp_tran
                                                sipp_memory *out, char *errbuf);
 /* True when the file starts as a whisper.cpp model does (its ggml magic). [any thread] */
 SIPP_API bool sipp_is_whisper_model(const char *path);
+
+/* A whisper.cpp model file as its header describes it, read without loading it (sipp models info). */
+typedef struct sipp_whisper_info {
+    int32_t n_vocab, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer;
+    int32_t n_text_ctx, n_text_state, n_text_head, n_text_layer, n_mels;
+    int32_t ftype;       /* the weights' ggml file type (0 f32, 1 f16, 2 q4_0, 7 q8_0, ...) */
+    int32_t qnt_version; /* the quantization format's version the header's ftype carries (ftype / 1000) */
+    char ftype_name[16]; /* the main tensor type of ftype: "f32", "f16", "q8_0", ... ("unknown") */
+    char size_name[16];  /* whisper.cpp's name of the size (from n_audio_layer): "tiny", "base", "small",
+                            "medium", "large", or "unknown" */
+    bool multilingual;   /* n_vocab >= 51865, as whisper.cpp decides */
+    int n_tensors;
+    uint64_t file_bytes;
+} sipp_whisper_info;
+
+/* Reads the header and walks the whole file (every section's length and every tensor checked against
+ * the bytes present, as `sipp pull` checks a download). SIPP_ERR_NOT_FOUND when it cannot be opened,
+ * SIPP_ERR_MODEL (naming path and what is wrong) for a file that is not a usable whisper.cpp model. */
+SIPP_API sipp_status sipp_whisper_inspect(const char *path, sipp_whisper_info *out, char *errbuf);
 
 typedef struct sipp_transcript_word {
     const char *text; /* borrowed from the transcript */

@@ -2,7 +2,8 @@
  * models.c: `sipp models`: list, inspect and remove models in the local store.
  *
  *   sipp models list [--json] [--all]       what the store holds; --all adds the catalog's models
- *   sipp models info NAME|PATH [--json]     a GGUF header read without loading weights, and the sha256
+ *   sipp models info NAME|PATH [--json]     a GGUF header (or a whisper.cpp model's) read without loading
+ *                                           weights, and the sha256
  *   sipp models rm NAME...                  removes models (and their partial downloads)
  *   sipp models path NAME                   the file a MODEL argument resolves to
  *
@@ -11,6 +12,7 @@
  */
 #include <jansson.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "util/util.h"
+#include "util/whisper_info_json.h"
 
 #define PROJECTOR_TEXT 128
 #define SIZE_TEXT 32
@@ -35,7 +38,8 @@ static const char usage[] =
     "  list    the models in the local store; --all adds the catalog's models that can be pulled\n"
     "  info    reads a GGUF header (no weights are loaded): architecture, parameters, context length,\n"
     "          sizes, quantisation types, tokenizer, chat template, file size and sha256 (cached;\n"
-    "          --no-hash skips it)\n"
+    "          --no-hash skips it); for a whisper.cpp model its hyperparameters, size name and\n"
+    "          file type\n"
     "  rm      removes models from the store, with any partial downloads of them\n"
     "  path    prints the GGUF file a model name (or path) resolves to\n"
     "\n"
@@ -251,6 +255,8 @@ static const cli_command list_command = {.name = "models list",
                                          .args_hint = "models list takes options only"};
 static const char info_about[] =
     "Reads a GGUF header (no weights are loaded) and the file's sha256 (cached; --no-hash skips it).\n"
+    "A whisper.cpp model (ggml-*.bin) shows its header's hyperparameters, whisper.cpp's size name, its\n"
+    "file type and the estimate for --backend and --parallel whisper states (default 1).\n"
     "--json adds memory_estimate: what serving it would take (weights, KV cache, compute buffers, per\n"
     "place) for --backend (default auto), --ctx-size (default: the model's, at most 4096) and\n"
     "--parallel slots, as `sipp serve` estimates it before a load: size a container's memory from it.\n";
@@ -521,6 +527,18 @@ static json_t *info_json(const char *name, const sipp_gguf_info *g, const file_h
     return o;
 }
 
+/* An estimate as JSON: where it would sit and what it would be (the numbers `sipp serve` budgets with). */
+static json_t *memory_json(const char *backend, json_t *ctx_size, int parallel, const sipp_memory *m) {
+    json_t *devs = json_object();
+    for (int i = 0; i < m->n_devices; i++)
+        json_object_set_new(devs, m->devices[i].name, json_integer((json_int_t)m->devices[i].bytes));
+    return json_pack("{s:s, s:o, s:i, s:I, s:o, s:I, s:I, s:I, s:I}", "backend", backend ? backend : "auto",
+                     "ctx_size", ctx_size, "parallel", parallel, "host_bytes", (json_int_t)m->host_bytes,
+                     "device_bytes", devs, "total_bytes", (json_int_t)sipp_memory_total(m), "weights_bytes",
+                     (json_int_t)m->weights_bytes, "kv_bytes", (json_int_t)m->kv_bytes, "compute_bytes",
+                     (json_int_t)m->compute_bytes);
+}
+
 /* What serving the model would take by sipp's own estimate (sipp_memory_estimate, the number the
  * gateway's residency budgets with), for the options' backend, context and slots; null, with the
  * reason, for a file it cannot estimate (a projector). */
@@ -534,15 +552,96 @@ static json_t *estimate_json(const char *path, const sipp_gguf_info *g, const mo
     sipp_memory m;
     char err[SIPP_ERROR_SIZE];
     if (sipp_memory_estimate(path, &mp, &ep, &m, err) != SIPP_OK) return json_pack("{s:s}", "error", err);
-    json_t *devs = json_object();
-    for (int i = 0; i < m.n_devices; i++)
-        json_object_set_new(devs, m.devices[i].name, json_integer((json_int_t)m.devices[i].bytes));
-    return json_pack("{s:s, s:o, s:i, s:I, s:o, s:I, s:I, s:I, s:I}", "backend",
-                     mp.backend ? mp.backend : "auto", "ctx_size",
-                     ep.ctx_size ? json_integer(ep.ctx_size) : json_null(), "parallel", ep.parallel,
-                     "host_bytes", (json_int_t)m.host_bytes, "device_bytes", devs, "total_bytes",
-                     (json_int_t)sipp_memory_total(&m), "weights_bytes", (json_int_t)m.weights_bytes,
-                     "kv_bytes", (json_int_t)m.kv_bytes, "compute_bytes", (json_int_t)m.compute_bytes);
+    return memory_json(mp.backend, ep.ctx_size ? json_integer(ep.ctx_size) : json_null(), ep.parallel, &m);
+}
+
+/* ---- a whisper.cpp model: its own header, not GGUF ---- */
+
+static void row(const char *label, const char *fmt, ...) SIPP_PRINTF(2, 3);
+static void row(const char *label, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%-15s ", label);
+    vprintf(fmt, ap);
+    putchar('\n');
+    va_end(ap);
+}
+
+/* What a whisper target would take (sipp_transcriber_estimate, the whisper kind's estimate): the
+ * weights, and --parallel states (default 1, a whisper target's) on --backend. */
+static sipp_status whisper_estimate(const char *path, const models_options *o, sipp_transcriber_params *tp,
+                                    sipp_memory *m, char *err) {
+    *tp = sipp_transcriber_default_params();
+    if (o->c.backend) tp->backend = o->c.backend;
+    if (o->parallel) tp->parallel = o->parallel;
+    return sipp_transcriber_estimate(path, tp, m, err);
+}
+
+static void print_whisper_text(const char *name, const char *path, const sipp_whisper_info *w,
+                               const char *sha, const models_options *o) {
+    char size[SIZE_TEXT], mem[SIZE_TEXT], err[SIPP_ERROR_SIZE];
+    if (name) row("name", "%s (in the store)", name);
+    row("path", "%s", path);
+    sipp_format_size(w->file_bytes, size, sizeof size);
+    row("file size", "%s (%llu bytes)", size, (unsigned long long)w->file_bytes);
+    if (sha[0]) row("sha256", "%s", sha);
+    row("format", "whisper.cpp ggml (recipe %s)", SIPP_RECIPE_WHISPERCPP);
+    row("size", "%s (%s)", w->size_name, w->multilingual ? "multilingual" : "English only");
+    row("file type", "%s (ftype %d, quantization version %d)", w->ftype_name, (int)w->ftype,
+        (int)w->qnt_version);
+    row("audio encoder", "ctx %d, state %d, heads %d, layers %d", (int)w->n_audio_ctx, (int)w->n_audio_state,
+        (int)w->n_audio_head, (int)w->n_audio_layer);
+    row("text decoder", "ctx %d, state %d, heads %d, layers %d", (int)w->n_text_ctx, (int)w->n_text_state,
+        (int)w->n_text_head, (int)w->n_text_layer);
+    row("vocabulary", "%d", (int)w->n_vocab);
+    row("mel bins", "%d", (int)w->n_mels);
+    row("tensors", "%d", w->n_tensors);
+    sipp_transcriber_params tp;
+    sipp_memory m;
+    if (whisper_estimate(path, o, &tp, &m, err) != SIPP_OK) {
+        row("memory (est.)", "not estimated: %s", err);
+        return;
+    }
+    sipp_format_size(sipp_memory_total(&m), mem, sizeof mem);
+    row("memory (est.)", "%s on %s with %d state%s (--backend, --parallel)", mem,
+        tp.backend ? tp.backend : "auto", tp.parallel, tp.parallel == 1 ? "" : "s");
+}
+
+static json_t *whisper_json(const char *name, const char *path, const sipp_whisper_info *w, const char *sha,
+                            bool cached, const models_options *o) {
+    sipp_transcriber_params tp;
+    sipp_memory m;
+    char err[SIPP_ERROR_SIZE];
+    json_t *estimate = whisper_estimate(path, o, &tp, &m, err) == SIPP_OK
+                           ? memory_json(tp.backend, json_null(), tp.parallel, &m)
+                           : json_pack("{s:s}", "error", err);
+    return json_pack("{s:o, s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o}", "name",
+                     name ? json_string(name) : json_null(), "path", path, "format", "whisper.cpp", "recipe",
+                     SIPP_RECIPE_WHISPERCPP, "file_size", (json_int_t)w->file_bytes, "sha256",
+                     sha[0] ? json_string(sha) : json_null(), "sha256_cached",
+                     sha[0] ? json_boolean(cached) : json_null(), "whisper", sipp_whisper_info_json(w),
+                     "memory_estimate", estimate);
+}
+
+/* models info on a whisper.cpp model: the header's hyperparameters, the file, and the estimate. */
+static int whisper_info(const char *name, const char *path, const models_options *o) {
+    sipp_whisper_info w;
+    char err[SIPP_ERROR_SIZE], sha[SIPP_SHA256_HEX] = "";
+    bool cached = false;
+    if (sipp_whisper_inspect(path, &w, err) != SIPP_OK ||
+        (!o->no_hash && sipp_store_file_sha256(path, sha, &cached, err) != SIPP_OK)) {
+        cli_error("%s", err);
+        return EXIT_RUNTIME;
+    }
+    if (o->c.ctx_size) {
+        cli_error("models info: --ctx-size does not apply to '%s', a whisper.cpp model (its text context is "
+                  "fixed by the model: %d)",
+                  path, (int)w.n_text_ctx);
+        return EXIT_USAGE;
+    }
+    if (o->c.json) return print_json(whisper_json(name, path, &w, sha, cached, o));
+    print_whisper_text(name, path, &w, sha, o);
+    return EXIT_OK;
 }
 
 static int models_info(int argc, char **argv) {
@@ -570,10 +669,8 @@ static int models_info(int argc, char **argv) {
         cli_error("out of memory");
         return EXIT_RUNTIME;
     }
-    if (sipp_is_whisper_model(path)) { /* whisper.cpp's own format: no GGUF header to show */
-        cli_error("'%s' is a whisper.cpp model (recipe %s, %s); models info reads GGUF headers only. Use it "
-                  "with: sipp transcribe %s CLIP, or a gateway target with model = \"%s\"",
-                  target, SIPP_RECIPE_WHISPERCPP, path, target, target);
+    if (sipp_is_whisper_model(path)) { /* whisper.cpp's own format, not GGUF */
+        rc = whisper_info(name, path, &o);
         goto out;
     }
     if (sipp_gguf_inspect(path, g, err) != SIPP_OK) {

@@ -171,6 +171,13 @@ static const cli_option opt_ppl_chunks = {.name = "--ppl-chunks",
                                           .lo = 1,
                                           .hi = PPL_CHUNKS_MAX,
                                           .help = "at most N chunks of the text (default: all)"};
+static const cli_option opt_audio = {.name = "--audio",
+                                     .arg = "FILE",
+                                     .kind = CLI_OPT_STRING,
+                                     .offset = offsetof(verify_opts, p.audio),
+                                     .help =
+                                         "a whisper model's clip (WAV, MP3, FLAC; at most 30 s; default: a\n"
+                                         "built-in one)"};
 static const cli_option opt_no_bench = {.name = "--no-bench",
                                         .kind = CLI_OPT_FLAG,
                                         .offset = offsetof(verify_opts, p.no_bench),
@@ -198,6 +205,7 @@ static const cli_option *const options[] = {&opt_backends,
                                             &opt_ppl_chunks,
                                             &opt_ppl_max_drift,
                                             &opt_ppl_max_drift_quant,
+                                            &opt_audio,
                                             &opt_bench,
                                             &opt_bench_p,
                                             &opt_bench_n,
@@ -251,7 +259,12 @@ static void print_about(FILE *out) {
         "--ppl-text FILE (the perplexity case): the model's perplexity on the text on each backend; a "
         "relative\n"
         "drift from the reference above --ppl-max-drift (%g) fails. Against a manifest recorded on another\n"
-        "quantization of the model, --ppl-max-drift-quant (%g) per quantization step applies instead.\n",
+        "quantization of the model, --ppl-max-drift-quant (%g) per quantization step applies instead.\n\n"
+        "A whisper.cpp model (recipe whispercpp, told by its file) is compared on a clip instead: every "
+        "backend\n"
+        "encodes it (--audio FILE, or a built-in 5 s one) and decodes the start-of-transcript prompt; the\n"
+        "decoder's logits after each prompt token are gated by --max-kl, --max-kl-max and --min-top1 (the\n"
+        "encoder is checked through them: whisper.cpp exports no getter for its output).\n",
         t.max_kl, t.max_kl_max, t.min_top1, t.max_cached_kl, t.min_cached_top1, t.min_greedy,
         t.speed_tolerance, t.ppl_max_drift, t.ppl_max_drift_quant);
 }
@@ -358,6 +371,16 @@ static void print_metrics_row_in(int width, const char *backend, const json_t *m
 
 static void print_metrics_row(const char *backend, const json_t *m) { print_metrics_row_in(8, backend, m); }
 
+static void print_metrics_header(void) {
+    printf("  %-8s %10s %10s %10s %10s %8s %8s\n", "backend", "max |d|", "rms", "KL mean", "KL max", "top-1",
+           "top-5");
+}
+
+static void print_result(const json_t *r) {
+    printf("result: %s\n",
+           json_array_size(json_object_get(json_object_get(r, "verdict"), "failures")) ? "FAIL" : "pass");
+}
+
 #define KV_LABEL_WIDTH 20 /* "cpu+fa q8_0/q8_0" */
 
 /* Each quantized KV cache type against the same backend's f16 cache (recorded, not gated). */
@@ -427,7 +450,53 @@ static void print_cases(const json_t *r, const char *ref) {
     }
 }
 
+/* A whisper.cpp model's report: the clip, the prompt, and the decoder's logits against the reference. */
+static void print_whisper_text(const json_t *r) {
+    const json_t *backends = json_object_get(r, "backends"), *model = json_object_get(r, "model"), *b;
+    const json_t *clip = json_object_get(r, "clip"), *w = json_object_get(model, "whisper");
+    const json_t *prompt = json_array_get(json_object_get(r, "prompts"), 0), *v;
+    const char *ref = str(r, "reference"), *name;
+    size_t i;
+    printf("sipp verify: %s, a whisper.cpp model (size %s, %ld tokens, %s weights), reference %s\n",
+           str(model, "path"), str(w, "size"), integer(w, "n_vocab"), str(w, "ftype_name"), ref);
+    printf("clip: %s, %.2f s (samples sha256 %.12s...)\nprompt: %s (token ids",
+           json_is_string(json_object_get(clip, "path")) ? str(clip, "path") : "built in",
+           num(clip, "seconds"), str(clip, "samples_sha256"), str(prompt, "text"));
+    json_array_foreach(json_object_get(prompt, "tokens"), i, v)
+        printf(" %lld", (long long)json_integer_value(v));
+    printf(")\n");
+    json_object_foreach((json_t *)backends, name, b) {
+        const json_t *d = json_object_get(b, "device");
+        printf("  %-8s %s (%s), load %.0f ms, encode %.0f ms, decode %.0f ms\n", name, str(d, "name"),
+               str(d, "reason"), num(b, "load_ms"), num(b, "encode_ms"), num(b, "decode_ms"));
+    }
+    printf("\ndecoder logits after each prompt token against %s (the encoder's output through "
+           "cross-attention)\n",
+           ref);
+    print_metrics_header();
+    json_object_foreach((json_t *)backends, name, b) {
+        const json_t *m = json_object_get(b, "vs_ref");
+        if (json_is_object(m))
+            print_metrics_row(name, m);
+        else
+            printf("  %-8s reference\n", name);
+    }
+    printf("\nlargest difference relative to %s's largest |logit|:", ref);
+    json_object_foreach((json_t *)backends, name, b) {
+        const json_t *m = json_object_get(b, "vs_ref");
+        if (json_is_object(m)) printf(" %s %.3g", name, num(m, "max_rel_diff"));
+    }
+    const json_t *t = json_object_get(r, "thresholds");
+    printf("\n\nthresholds: KL mean <= %g, KL max <= %g, top-1 >= %g\n", num(t, "max_kl"),
+           num(t, "max_kl_max"), num(t, "min_top1"));
+    print_result(r);
+}
+
 static void print_text(const json_t *r) {
+    if (strcmp(str(r, "recipe"), SIPP_RECIPE_WHISPERCPP) == 0) {
+        print_whisper_text(r);
+        return;
+    }
     const json_t *backends = json_object_get(r, "backends"), *prompts = json_object_get(r, "prompts"), *b,
                  *pr;
     const char *ref = str(r, "reference"), *name;
@@ -445,8 +514,7 @@ static void print_text(const json_t *r) {
     json_object_foreach(json_object_get(r, "not_run"), name, why)
         printf("  %-8s not run: %s\n", name, json_string_value(why));
     printf("\nteacher-forced logits against %s\n", ref);
-    printf("  %-8s %10s %10s %10s %10s %8s %8s\n", "backend", "max |d|", "rms", "KL mean", "KL max", "top-1",
-           "top-5");
+    print_metrics_header();
     json_object_foreach((json_t *)backends, name, b) {
         if (strcmp(name, ref) == 0)
             printf("  %-8s reference\n", name);
@@ -497,8 +565,7 @@ static void print_text(const json_t *r) {
         "greedy >= %g; perplexity drift <= %g\n",
         num(t, "max_kl"), num(t, "max_kl_max"), num(t, "min_top1"), num(t, "max_cached_kl"),
         num(t, "min_cached_top1"), num(t, "min_greedy"), num(t, "ppl_max_drift"));
-    printf("result: %s\n",
-           json_array_size(json_object_get(json_object_get(r, "verdict"), "failures")) ? "FAIL" : "pass");
+    print_result(r);
 }
 
 static void print_failures(const json_t *failures) {

@@ -7,6 +7,8 @@
  *                        cancel flag and the segment callback, the transcript collected from the state
  *   transcript_format.c  a transcript rendered as json, text, verbose_json, srt or vtt (pure)
  *   whisper_bridge.cpp   libwhisper opened at run time, its throwing calls kept from C
+ *   whisper_probe.c      sipp verify's view of a whisper model on one backend: a clip encoded, the
+ *                        start-of-transcript prompt decoded, the logits after each token
  */
 #ifndef SIPP_SPEECH_SPEECH_H
 #define SIPP_SPEECH_SPEECH_H

@@ -25,6 +25,7 @@
 
 #include "backend/backend.h"
 #include "speech/speech.h"
+#include "store/whisper_file.h"
 #include "util/util.h"
 
 #define WHISPER_FILE_MAGIC 0x67676d6cu
@@ -132,7 +133,10 @@ static sipp_status check_file(const char *path, char *errbuf) {
                          "'%s' is not a whisper.cpp model (no ggml magic at its start); whisper models are "
                          "the ggml-*.bin files whisper.cpp publishes",
                          path);
-    return SIPP_OK;
+    /* libwhisper's loader trusts the file (a forged file type aborts the process, a truncated file is
+     * read past its end): the file is walked as `sipp pull` checks a download before it is loaded */
+    sipp_whisper_hparams h;
+    return sipp_whisper_file_check(path, &h, NULL, errbuf);
 }
 
 /* The context and its states, with libwhisper's log lines counted as this transcriber's memory. */

@@ -104,3 +104,23 @@ extern "C" sipp_status sipp_whisper_full(const sipp_whisper_api *api, struct whi
     return guarded("libwhisper transcribing", err,
                    [&] { *rc = api->whisper_full_with_state(ctx, state, params, samples, n); });
 }
+
+extern "C" sipp_status sipp_whisper_encode(const sipp_whisper_api *api, struct whisper_context *ctx,
+                                           struct whisper_state *state, const float *samples, int n,
+                                           int threads, char *err) {
+    return guarded("libwhisper encoding the clip", err, [&] {
+        if (api->whisper_pcm_to_mel_with_state(ctx, state, samples, n, threads) != 0)
+            throw std::runtime_error("the mel spectrogram failed");
+        if (api->whisper_encode_with_state(ctx, state, 0, threads) != 0)
+            throw std::runtime_error("the encoder failed (its log says why)");
+    });
+}
+
+extern "C" sipp_status sipp_whisper_decode(const sipp_whisper_api *api, struct whisper_context *ctx,
+                                           struct whisper_state *state, const int32_t *tokens, int n_tokens,
+                                           int n_past, int threads, char *err) {
+    return guarded("libwhisper decoding", err, [&] {
+        if (api->whisper_decode_with_state(ctx, state, tokens, n_tokens, n_past, threads) != 0)
+            throw std::runtime_error("the decoder failed (its log says why)");
+    });
+}

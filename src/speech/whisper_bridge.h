@@ -18,6 +18,7 @@
 #define SIPP_SPEECH_WHISPER_BRIDGE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sipp.h"
 #include "whisper.h"
@@ -44,7 +45,14 @@ extern "C" {
     X(whisper_full_get_segment_no_speech_prob_from_state)                                                    \
     X(whisper_full_n_tokens_from_state)                                                                      \
     X(whisper_full_get_token_text_from_state)                                                                \
-    X(whisper_full_get_token_data_from_state)
+    X(whisper_full_get_token_data_from_state)                                                                \
+    X(whisper_n_vocab)                                                                                       \
+    X(whisper_is_multilingual)                                                                               \
+    X(whisper_model_type_readable)                                                                           \
+    X(whisper_token_sot)                                                                                     \
+    X(whisper_token_lang)                                                                                    \
+    X(whisper_token_transcribe)                                                                              \
+    X(whisper_get_logits_from_state)
 
 /* The entry points that can throw: called only through the sipp_whisper_* functions below. */
 #define SIPP_WHISPER_THROWING(X)                                                                             \
@@ -52,7 +60,9 @@ extern "C" {
     X(whisper_init_state)                                                                                    \
     X(whisper_pcm_to_mel_with_state)                                                                         \
     X(whisper_lang_auto_detect_with_state)                                                                   \
-    X(whisper_full_with_state)
+    X(whisper_full_with_state)                                                                               \
+    X(whisper_encode_with_state)                                                                             \
+    X(whisper_decode_with_state)
 
 typedef struct sipp_whisper_api {
 #define SIPP_WHISPER_FIELD(name) __typeof__(name) *name;
@@ -80,6 +90,17 @@ sipp_status sipp_whisper_detect(const sipp_whisper_api *api, struct whisper_cont
 sipp_status sipp_whisper_full(const sipp_whisper_api *api, struct whisper_context *ctx,
                               struct whisper_state *state, struct whisper_full_params params,
                               const float *samples, int n, int *rc, char *err);
+
+/* The mel spectrogram of the samples, then the encoder on its first window (whisper_encode_with_state at
+ * offset 0): the encoder output stays in the state, where the decoder's cross-attention reads it. */
+sipp_status sipp_whisper_encode(const sipp_whisper_api *api, struct whisper_context *ctx,
+                                struct whisper_state *state, const float *samples, int n, int threads,
+                                char *err);
+/* One decoder step: n_tokens tokens after n_past kept ones; the last token's logits are then
+ * api->whisper_get_logits_from_state(state) (n_vocab floats). */
+sipp_status sipp_whisper_decode(const sipp_whisper_api *api, struct whisper_context *ctx,
+                                struct whisper_state *state, const int32_t *tokens, int n_tokens, int n_past,
+                                int threads, char *err);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,8 @@
 #define MAX_DIMS 4          /* whisper.cpp reads a tensor's sizes into int32_t ne[4] */
 #define TENSOR_NAME_MAX 256 /* whisper.cpp's names are short ("decoder.blocks.31.mlp.0.weight") */
 #define I32 4
+#define QNT_VERSION_FACTOR 1000  /* GGML_QNT_VERSION_FACTOR: ftype = version * 1000 + the file type */
+#define MULTILINGUAL_VOCAB 51865 /* whisper.cpp's is_multilingual(): n_vocab >= this */
 
 /* A cursor over the file that knows how many bytes are left. */
 typedef struct {
@@ -57,6 +59,27 @@ static bool hparams_valid(const sipp_whisper_hparams *h) {
     return h->ftype >= 0;
 }
 
+/* The ggml file types (enum ggml_ftype) whisper.cpp's models come in, and their main tensor type:
+ * those ggml_ftype_to_ggml_type maps (it aborts on any other). */
+static const struct {
+    int32_t ftype;
+    enum ggml_type type;
+} ftypes[] = {
+    {0, GGML_TYPE_F32},      {1, GGML_TYPE_F16},     {2, GGML_TYPE_Q4_0},     {3, GGML_TYPE_Q4_1},
+    {7, GGML_TYPE_Q8_0},     {8, GGML_TYPE_Q5_0},    {9, GGML_TYPE_Q5_1},     {10, GGML_TYPE_Q2_K},
+    {11, GGML_TYPE_Q3_K},    {12, GGML_TYPE_Q4_K},   {13, GGML_TYPE_Q5_K},    {14, GGML_TYPE_Q6_K},
+    {15, GGML_TYPE_IQ2_XXS}, {16, GGML_TYPE_IQ2_XS}, {17, GGML_TYPE_IQ3_XXS}, {18, GGML_TYPE_IQ1_S},
+    {19, GGML_TYPE_IQ4_NL},  {20, GGML_TYPE_IQ3_S},  {21, GGML_TYPE_IQ2_S},   {22, GGML_TYPE_IQ4_XS},
+    {23, GGML_TYPE_IQ1_M},   {24, GGML_TYPE_BF16},
+};
+
+/* The main tensor type's name of a file type, or NULL for one whisper.cpp cannot load. */
+static const char *ftype_type(int32_t ftype) {
+    for (size_t i = 0; i < sizeof ftypes / sizeof *ftypes; i++)
+        if (ftypes[i].ftype == ftype) return ggml_type_name(ftypes[i].type);
+    return NULL;
+}
+
 /* Opens path and reads the magic and hyperparameters; r->left is then what follows them. */
 static sipp_status open_header(reader *r, const char *path, sipp_whisper_hparams *h, char *errbuf) {
     memset(r, 0, sizeof *r);
@@ -75,6 +98,12 @@ static sipp_status open_header(reader *r, const char *path, sipp_whisper_hparams
         return sipp_fail(errbuf, SIPP_ERR_MODEL,
                          "'%s' is not a whisper.cpp model (no ggml magic and header at its start)", path);
     r->left -= sizeof *h;
+    /* whisper.cpp hands the file type to ggml_ftype_to_ggml_type, which aborts on one it does not know */
+    if (!ftype_type(h->ftype % QNT_VERSION_FACTOR)) {
+        char what[SIPP_ERROR_SIZE / 2];
+        snprintf(what, sizeof what, "its weight type (ftype %d) is none whisper.cpp loads", (int)h->ftype);
+        return unusable(r, what);
+    }
     return SIPP_OK;
 }
 
@@ -168,4 +197,43 @@ sipp_status sipp_whisper_file_check(const char *path, sipp_whisper_hparams *h, i
     if (n_tensors) *n_tensors = n;
     if (r.f) fclose(r.f);
     return st;
+}
+
+/* whisper.cpp's name of a model's size: its e_model, decided by the encoder's depth alone. */
+static const char *size_name(int32_t n_audio_layer) {
+    static const struct {
+        int32_t layers;
+        const char *name;
+    } sizes[] = {{4, "tiny"}, {6, "base"}, {12, "small"}, {24, "medium"}, {32, "large"}};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        if (sizes[i].layers == n_audio_layer) return sizes[i].name;
+    return "unknown";
+}
+
+sipp_status sipp_whisper_inspect(const char *path, sipp_whisper_info *out, char *errbuf) {
+    memset(out, 0, sizeof *out);
+    if (!path) return sipp_fail(errbuf, SIPP_ERR_INVALID_ARGUMENT, "no whisper model path given");
+    sipp_whisper_hparams h;
+    uint64_t bytes = 0;
+    sipp_status st = sipp_whisper_header_read(path, &h, &bytes, errbuf);
+    if (st == SIPP_OK) st = sipp_whisper_file_check(path, &h, &out->n_tensors, errbuf);
+    if (st != SIPP_OK) return st;
+    *out = (sipp_whisper_info){.n_vocab = h.n_vocab,
+                               .n_audio_ctx = h.n_audio_ctx,
+                               .n_audio_state = h.n_audio_state,
+                               .n_audio_head = h.n_audio_head,
+                               .n_audio_layer = h.n_audio_layer,
+                               .n_text_ctx = h.n_text_ctx,
+                               .n_text_state = h.n_text_state,
+                               .n_text_head = h.n_text_head,
+                               .n_text_layer = h.n_text_layer,
+                               .n_mels = h.n_mels,
+                               .ftype = h.ftype % QNT_VERSION_FACTOR,
+                               .qnt_version = h.ftype / QNT_VERSION_FACTOR,
+                               .multilingual = h.n_vocab >= MULTILINGUAL_VOCAB,
+                               .n_tensors = out->n_tensors,
+                               .file_bytes = bytes};
+    sipp_strlcpy(out->ftype_name, ftype_type(out->ftype), sizeof out->ftype_name);
+    sipp_strlcpy(out->size_name, size_name(h.n_audio_layer), sizeof out->size_name);
+    return SIPP_OK;
 }

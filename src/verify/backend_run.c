@@ -36,7 +36,7 @@
 #define MAX_DEVICES 32
 
 /* Each stage, with the seconds since the run started: lavapipe and big models are slow. */
-static void progress(const verify_config *cfg, const char *backend, const char *what) {
+void verify_progress(const verify_config *cfg, const char *backend, const char *what) {
     if (cfg->progress) cfg->progress((sipp_now_ms() - cfg->t_start) / 1e3, backend, what, cfg->user);
 }
 
@@ -271,7 +271,7 @@ sipp_status verify_run_backend(const verify_config *cfg, const char *backend, co
                                int n_prompts, const verify_result *ref, verify_result *out, char *err) {
     char why[SIPP_ERROR_SIZE];
     snprintf(out->backend, sizeof out->backend, "%s", backend);
-    progress(cfg, backend, "loading the model");
+    verify_progress(cfg, backend, "loading the model");
     sipp_model_params mp = sipp_model_default_params();
     char name[sizeof out->backend];
     verify_backend_split(backend, name, sizeof name, &mp.flash_attn);
@@ -289,11 +289,11 @@ sipp_status verify_run_backend(const verify_config *cfg, const char *backend, co
     /* what the load decided, flash attention included */
     json_object_set_new(out->device, "backend_reason", json_string(sipp_model_backend(m)->reason));
 
-    progress(cfg, backend, "teacher-forced logits, batched and one token at a time");
+    verify_progress(cfg, backend, "teacher-forced logits, batched and one token at a time");
     rc = logits_pass(cfg, m, prompts, n_prompts, ref, out, err);
     if (rc == SIPP_OK) out->top = top_json(out, prompts, n_prompts);
     if (rc == SIPP_OK) {
-        progress(cfg, backend, "logits with quantized KV caches against f16");
+        verify_progress(cfg, backend, "logits with quantized KV caches against f16");
         rc = kv_pass(cfg, m, prompts, n_prompts, out, err);
     }
     for (int p = 0; ref && out->logits && p < n_prompts; p++) {
@@ -301,26 +301,27 @@ sipp_status verify_run_backend(const verify_config *cfg, const char *backend, co
         out->logits[p] = NULL;
     }
     if (rc == SIPP_OK && cfg->greedy_tokens > 0) {
-        progress(cfg, backend, "greedy continuations");
+        verify_progress(cfg, backend, "greedy continuations");
         rc = greedy_pass(cfg, m, prompts, n_prompts, ref, out, err);
     }
     if (rc == SIPP_OK && cfg->mmproj) {
-        progress(cfg, backend, "the image case: logits after a fixed image, and its greedy continuation");
+        verify_progress(cfg, backend,
+                        "the image case: logits after a fixed image, and its greedy continuation");
         rc = verify_image_pass(cfg, m, ref, out, err);
     }
     if (rc == SIPP_OK && cfg->ppl_text) {
-        progress(cfg, backend, "the perplexity case");
+        verify_progress(cfg, backend, "the perplexity case");
         rc = verify_ppl_pass(cfg, m, out, err);
     }
     if (rc == SIPP_OK) {
-        progress(cfg, backend, "tracing the compute graph");
+        verify_progress(cfg, backend, "tracing the compute graph");
         if (sipp_model_trace_graph(m, cfg->threads, &out->graph, why) != SIPP_OK)
             rc = sipp_fail(err, SIPP_ERR_INTERNAL, "%s: tracing the graph failed: %s", backend, why);
     }
     sipp_model_free(m);
-    progress(cfg, backend, "done");
+    verify_progress(cfg, backend, "done");
     if (rc == SIPP_OK && cfg->bench) {
-        progress(cfg, backend, "sipp bench");
+        verify_progress(cfg, backend, "sipp bench");
         out->bench = run_bench(cfg, backend, err);
         if (!out->bench) rc = SIPP_ERR_INTERNAL;
     }

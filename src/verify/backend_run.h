@@ -24,6 +24,9 @@ sipp_status verify_tokenize_prompts(const verify_config *cfg, verify_prompt *pro
 #define VERIFY_FA_OFF "-fa"
 void verify_backend_split(const char *label, char *name, size_t cap, const char **flash_attn);
 
+/* Reports a stage of a backend's run to cfg->progress (when set), with the seconds since the start. */
+void verify_progress(const verify_config *cfg, const char *backend, const char *what);
+
 /* Runs one backend; ref is the reference's result (NULL when this is the reference). */
 sipp_status verify_run_backend(const verify_config *cfg, const char *backend, const verify_prompt *prompts,
                                int n_prompts, const verify_result *ref, verify_result *out, char *err);

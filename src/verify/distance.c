@@ -95,6 +95,16 @@ void verify_topk(const float *row, int n_vocab, int k, int32_t *ids, float *valu
     }
 }
 
+double verify_max_magnitude(const float *v, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double a = fabs((double)v[i]);
+        if (!isfinite(a)) return INFINITY;
+        if (a > m) m = a;
+    }
+    return m;
+}
+
 static double log_sum_exp(const float *x, int n) {
     double mx = -INFINITY;
     for (int i = 0; i < n; i++)

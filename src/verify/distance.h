@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sipp.h"
@@ -33,6 +34,10 @@ void verify_metrics_finish(verify_metrics *m);
 json_t *verify_metrics_json(const verify_metrics *m);
 /* Reads back what verify_metrics_json wrote; false when a field is missing. */
 bool verify_metrics_from_json(const json_t *j, verify_metrics *m);
+
+/* The largest |v[i]| (infinite when one is not finite): the scale a relative difference is taken
+ * against. */
+double verify_max_magnitude(const float *v, size_t n);
 
 /* The k largest logits of a row, largest first. */
 void verify_topk(const float *row, int n_vocab, int k, int32_t *ids, float *values);

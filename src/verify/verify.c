@@ -29,6 +29,7 @@
 #include "verify/image_case.h"
 #include "verify/manifest.h"
 #include "verify/ppl_case.h"
+#include "verify/whisper_case.h"
 
 #define DEFAULT_GREEDY_TOKENS 32
 #define DEFAULT_BENCH_PP 128
@@ -70,6 +71,7 @@ typedef struct run {
     verify_config cfg;
     const char *ppl_path;
     char mmproj_buf[SIPP_PATH_MAX];          /* --mmproj auto: the projector found beside the model */
+    char whisper_buf[SIPP_PATH_MAX];         /* a whisper model's file, when MODEL is its store name */
     sipp_lora_adapter lora[VERIFY_LORA_MAX]; /* --against: the manifest's adapters (paths borrowed from it) */
 } run;
 
@@ -304,12 +306,24 @@ static json_t *prompts_json(const verify_prompt *prompts, int n) {
     return arr;
 }
 
-static json_t *build_report(const run *o, json_t *model, json_t *cases, const verify_result *res, int n,
-                            const verify_prompt *prompts, int n_prompts, json_t *failures) {
+/* The fields every report has, whatever the recipe; takes the references it is given. */
+static json_t *report_base(const run *o, json_t *model, json_t *prompts, json_t *backends, json_t *skipped,
+                           json_t *failures) {
     char created[TIME_TEXT];
     time_t now = time(NULL);
     struct tm tm;
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+    const bool passed = json_array_size(failures) == 0;
+    return json_pack("{s:s, s:i, s:s, s:o, s:o, s:o, s:s, s:o, s:o, s:i, s:o, s:o, s:{s:b, s:o}}", "kind",
+                     VERIFY_MANIFEST_KIND, "format", VERIFY_MANIFEST_FORMAT, "created", created, "model",
+                     model, "runtime", manifest_runtime_json(), "host", manifest_host_json(), "reference",
+                     o->ref, "thresholds", verify_thresholds_json(&o->t), "prompts", prompts, "threads",
+                     o->cfg.threads, "backends", backends, "not_run", skipped, "verdict", "passed", passed,
+                     "failures", failures);
+}
+
+static json_t *build_report(const run *o, json_t *model, json_t *cases, const verify_result *res, int n,
+                            const verify_prompt *prompts, int n_prompts, json_t *failures) {
     json_t *backends = json_object();
     for (int i = 0; i < n; i++) {
         if (!res[i].ran) continue;
@@ -326,14 +340,15 @@ static json_t *build_report(const run *o, json_t *model, json_t *cases, const ve
     json_t *bench = o->cfg.bench ? json_pack("{s:i, s:i, s:i}", "pp", o->cfg.bench_pp, "tg", o->cfg.bench_tg,
                                              "reps", o->cfg.bench_reps)
                                  : json_null();
-    json_t *report = json_pack(
-        "{s:s, s:i, s:s, s:o, s:o, s:o, s:s, s:o, s:o, s:i, s:i, s:o, s:o, s:o, s:{s:b, s:O}}", "kind",
-        VERIFY_MANIFEST_KIND, "format", VERIFY_MANIFEST_FORMAT, "created", created, "model", model, "runtime",
-        manifest_runtime_json(), "host", manifest_host_json(), "reference", o->ref, "thresholds",
-        verify_thresholds_json(&o->t), "prompts", prompts_json(prompts, n_prompts), "greedy_tokens",
-        o->cfg.greedy_tokens, "threads", o->cfg.threads, "bench", bench, "backends", backends, "not_run",
-        skipped, "verdict", "passed", json_array_size(failures) == 0, "failures", failures);
-    if (report) json_object_update(report, cases); /* "image" and "perplexity" */
+    json_t *report = report_base(o, model, prompts_json(prompts, n_prompts), backends, skipped, failures);
+    if (report) {
+        json_object_set_new(report, "recipe", json_string(SIPP_RECIPE_LLAMACPP));
+        json_object_set_new(report, "greedy_tokens", json_integer(o->cfg.greedy_tokens));
+        json_object_set_new(report, "bench", bench);
+        json_object_update(report, cases); /* "image" and "perplexity" */
+    } else {
+        json_decref(bench);
+    }
     json_decref(cases);
     return report;
 }
@@ -466,11 +481,20 @@ typedef struct holdings {
     json_t *recorded, *model, *failures, *report;
     json_t *cases; /* the report's "image" and "perplexity" */
     char *ppl_text;
+    /* a whisper.cpp model's run */
+    verify_whisper_result wres[SIPP_VERIFY_MAX_BACKENDS];
+    float *clip;
+    size_t n_clip;
+    json_t *clip_json;
 } holdings;
 
 static void holdings_free(holdings *h, run *o) {
-    for (int i = 0; i < SIPP_VERIFY_MAX_BACKENDS; i++)
+    for (int i = 0; i < SIPP_VERIFY_MAX_BACKENDS; i++) {
         verify_result_free(&h->res[i], h->n_prompts);
+        verify_whisper_result_free(&h->wres[i]);
+    }
+    free(h->clip);
+    json_decref(h->clip_json);
     for (int p = 0; p < h->n_prompts; p++) {
         free(h->prompts[p].text);
         free(h->prompts[p].tokens);
@@ -525,6 +549,81 @@ static sipp_status prepare_cases(run *o, holdings *h, json_t **cases, char *err)
     return *cases ? SIPP_OK : sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
 }
 
+/* ---- a whisper.cpp model ---- */
+
+/* What applies to a llama model's prompts only is refused, naming the flag. */
+static sipp_status whisper_options(const sipp_verify_params *p, const run *o, char *err) {
+    const char *bad = p->against                                  ? "--against"
+                      : p->prompts                                ? "--prompts"
+                      : p->mmproj                                 ? "--mmproj"
+                      : p->ppl_text                               ? "--ppl-text"
+                      : p->n_lora                                 ? "--lora"
+                      : p->bench                                  ? "--bench"
+                      : p->greedy_tokens != DEFAULT_GREEDY_TOKENS ? "--greedy-tokens"
+                                                                  : NULL;
+    for (int i = 0; !bad && i < o->n_backends; i++)
+        if (verify_is_browser(o->backends[i])) bad = "--backends browser";
+    if (!bad) return SIPP_OK;
+    return sipp_fail(
+        err, SIPP_ERR_INVALID_ARGUMENT,
+        "%s does not apply to '%s', a whisper.cpp model (recipe %s): verify compares its decoder's "
+        "logits on a clip (--audio FILE, or the built-in one) across --backends",
+        bad, o->model, SIPP_RECIPE_WHISPERCPP);
+}
+
+/* Checking a recorded whisper manifest is not written yet: say so before adopting anything from it. */
+static sipp_status refuse_whisper_manifest(const json_t *m, const char *path, char *err) {
+    const char *recipe = json_string_value(json_object_get(m, "recipe"));
+    if (!recipe || strcmp(recipe, SIPP_RECIPE_WHISPERCPP) != 0) return SIPP_OK;
+    return sipp_fail(
+        err, SIPP_ERR_INVALID_ARGUMENT,
+        "--against: manifest '%s' records a whisper.cpp model, and --against checks llama models' "
+        "manifests only; rerun sipp verify MODEL --backends LIST --manifest OUT and compare the "
+        "two manifests' drift",
+        path);
+}
+
+/* A whisper.cpp model, by path or by store name (sipp pull whisper-tiny): o->model becomes its file. */
+static bool is_whisper(run *o) {
+    char why[SIPP_ERROR_SIZE];
+    if (sipp_store_resolve(o->model, o->whisper_buf, sizeof o->whisper_buf, why) != SIPP_OK ||
+        !sipp_is_whisper_model(o->whisper_buf))
+        return false;
+    o->model = o->cfg.model_path = o->whisper_buf;
+    return true;
+}
+
+/* The clip through every backend, each backend's logits against the reference's (whisper_case.c). */
+static sipp_status verify_whisper_model(const sipp_verify_params *p, run *o, holdings *h, bool *passed,
+                                        char *err) {
+    sipp_status st = whisper_options(p, o, err);
+    bool runnable[SIPP_VERIFY_MAX_BACKENDS] = {0};
+    if (st != SIPP_OK || (st = resolve_backends(o, NULL, h->res, runnable, err)) != SIPP_OK) return st;
+    if (!(h->model = verify_whisper_model_json(o->model, err))) return SIPP_ERR_MODEL;
+    if ((st = verify_whisper_clip(p->audio, &h->clip, &h->n_clip, &h->clip_json, err)) != SIPP_OK) return st;
+    for (int i = 0; i < o->n_backends; i++) {
+        const verify_whisper_result *ref = i == 0 ? NULL : &h->wres[0];
+        st = verify_whisper_run(&o->cfg, o->backends[i], h->clip, h->n_clip, ref, &h->wres[i], err);
+        if (st != SIPP_OK) return st;
+    }
+    json_t *backends = json_object();
+    if (!(h->failures = json_array()) || !backends) {
+        json_decref(backends);
+        return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int i = 0; i < o->n_backends; i++) {
+        if (i > 0) check_vs_ref(h->wres[i].backend, "", &h->wres[i].vs_ref, &o->t, h->failures);
+        json_object_set_new(backends, h->wres[i].backend, verify_whisper_result_json(&h->wres[i], i == 0));
+    }
+    h->report = report_base(o, json_incref(h->model), verify_whisper_prompts_json(&h->wres[0]), backends,
+                            json_object(), json_incref(h->failures));
+    if (!h->report) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory building the report");
+    json_object_set_new(h->report, "recipe", json_string(SIPP_RECIPE_WHISPERCPP));
+    json_object_set_new(h->report, "clip", json_incref(h->clip_json));
+    *passed = json_array_size(h->failures) == 0;
+    return SIPP_OK;
+}
+
 static sipp_status verify(const sipp_verify_params *p, run *o, holdings *h, bool *passed, char *err) {
     sipp_status st = check_params(p, err);
     if (st != SIPP_OK) return st;
@@ -553,6 +652,7 @@ static sipp_status verify(const sipp_verify_params *p, run *o, holdings *h, bool
                              .n_lora = p->n_lora};
     o->ppl_path = p->ppl_text;
     if (p->against && (st = manifest_load(p->against, &h->recorded, err)) != SIPP_OK) return st;
+    if (h->recorded && (st = refuse_whisper_manifest(h->recorded, p->against, err)) != SIPP_OK) return st;
     if (h->recorded && (st = adopt_manifest(o, p, h->recorded, err)) != SIPP_OK) return st;
     if (p->no_bench) o->cfg.bench = false;
     if (!o->ref) o->ref = DEFAULT_REF;
@@ -561,6 +661,11 @@ static sipp_status verify(const sipp_verify_params *p, run *o, holdings *h, bool
     if ((st = sipp_runtime_init(NULL, why)) != SIPP_OK) return sipp_fail(err, st, "%s", why);
     o->cfg.model_path = o->model;
     if (o->cfg.threads == 0) o->cfg.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (is_whisper(o)) return verify_whisper_model(p, o, h, passed, err);
+    if (p->audio)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                         "--audio is for whisper.cpp models (recipe %s); '%s' is not one",
+                         SIPP_RECIPE_WHISPERCPP, o->model);
 
     bool runnable[SIPP_VERIFY_MAX_BACKENDS] = {0};
     if ((st = resolve_backends(o, h->recorded, h->res, runnable, err)) != SIPP_OK) return st;

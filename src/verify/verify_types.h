@@ -11,13 +11,15 @@
  *   image_case.c  the image case: a fixed chat with a fixed image through each backend's projector
  *   ppl_case.c    the perplexity case: a text's perplexity on each backend, and its drift
  *   browser.c     the WebAssembly runtime in headless Chromium, compared like a backend
+ *   whisper_case.c a whisper.cpp model (recipe whispercpp): a clip through each backend's encoder, the
+ *                 decoder's first logits compared (through the speech layer's whisper_probe.h)
  *   against.c     the contracts (checkpoint, tokenizer, graph, numerics, speed) a recorded manifest
  *                 states, checked on this machine
  *   manifest.c    the model's facts read from its GGUF header and file; reading and writing manifests
  *   host.c        facts about this host and the active artifact (also sipp doctor's, via sipp.h)
  *
  * The layers among them, lowest first: distance, host < manifest; greedy < image_case, ppl_case <
- * backend_run, browser < against < verify. Failures return a sipp_status with one line in `err`
+ * backend_run, browser < whisper_case, against < verify. Failures return a sipp_status with one line in `err`
  * (SIPP_ERROR_SIZE bytes).
  */
 #ifndef SIPP_VERIFY_VERIFY_TYPES_H

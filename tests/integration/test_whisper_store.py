@@ -148,7 +148,12 @@ class WhisperStoreTest(unittest.TestCase):
         self.assertEqual(m["path"], os.path.join(self.store, "whisper-test.bin"))
         self.assertIn("whispercpp", self.ok(self.sipp("models", "list")).stdout)
         self.assertEqual(self.ok(self.sipp("models", "path", "whisper-test")).stdout.strip(), m["path"])
-        self.fails(self.sipp("models", "info", "whisper-test"), "whisper.cpp model")
+        info = self.ok(self.sipp("models", "info", "whisper-test")).stdout
+        self.assertIn("whisper-test (in the store)", info)
+        self.assertIn("whisper.cpp ggml (recipe whispercpp)", info)
+        # sipp verify takes the store name too (test_verify_whisper.py compares backends)
+        v = json.loads(self.ok(self.sipp("verify", "whisper-test", "--backends", "cpu", "--json")).stdout)
+        self.assertEqual((v["recipe"], v["model"]["path"]), ("whispercpp", m["path"]))
         # a second pull of the same entry does nothing; the store name transcribes as the file does
         self.fx.reset_counters()
         self.assertIn("already", self.ok(self.sipp("pull", "whisper-test")).stdout)

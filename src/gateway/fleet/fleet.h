@@ -1,9 +1,10 @@
 /*
  * fleet.h: the targets at run time (fleet/): the table and its readiness (targets.c), which
- * models are loaded (residency.c) within what each place may hold (budgets.c), who may run now
- * (admission.c), the one path from a route to a target's kind (dispatch.c), files that change
- * under a target (model_watch.c, sigbus_guard.c), saved slots (slot_dir.c), SIGHUP's reload
- * (reload.c) and `serve --check` (check.c). What the rest of the gateway includes of fleet/.
+ * models are loaded (residency.c; what it says of them, listing.c) within what each place may hold
+ * (budgets.c), who may run now (admission.c), the one path from a route to a target's kind
+ * (dispatch.c), files that change under a target (model_watch.c, sigbus_guard.c), saved slots
+ * (slot_dir.c), SIGHUP's reload (reload.c) and `serve --check` (check.c). What the rest of the
+ * gateway includes of fleet/.
  */
 #ifndef SIPP_GATEWAY_FLEET_FLEET_H
 #define SIPP_GATEWAY_FLEET_FLEET_H
@@ -104,6 +105,27 @@ void gw_dispatch_run(gw_call *call, json_t *body, const gw_dispatch *d);
  * call's own body: a remote target is forwarded it at its own path (/v1/chat/completions at
  * base_url + "/chat/completions", /v1/query at base_url + "/query", ...). */
 void gw_dispatch_call(gw_call *call, gw_api api, const gw_format *fmt);
+
+/*
+ * ---- listing.c: what residency says of the targets: their states and residency objects, the views
+ * the kinds describe them from, the budgets with what is held, and the /metrics lines.
+ */
+/* t's state, and why it failed or waits (out, n bytes; "" otherwise), read together (a load may be writing
+ * the reason meanwhile). */
+int gw_residency_state(gw_server *srv, gw_target *t, char *out, size_t n);
+/* Adds state, memory, last use and deadline to a local target's JSON object. */
+void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o);
+/* Opens one description of t (/v1/models, /v1/backends, Ollama's show) for its kind: its state, and
+ * for a resident kind its residency object and a hold that keeps it loaded while the kind reads it.
+ * gw_target_view_close ends it. */
+void gw_target_view_open(gw_server *srv, gw_target *t, gw_target_view *v);
+void gw_target_view_close(gw_server *srv, gw_target *t, gw_target_view *v);
+/* t's state and why it failed or waits ("" when neither): its kind's own, else residency's. */
+int gw_target_status(gw_server *srv, gw_target *t, char *why, size_t n);
+/* [{"place","budget_bytes","held_bytes"}] (new reference). */
+json_t *gw_residency_budgets(gw_server *srv);
+/* The residency counters and memory gauges, as Prometheus text. */
+void gw_residency_metrics(gw_server *srv, sipp_buf *out);
 
 /*
  * ---- model_watch.c: the local targets' files watched for changes, which it reports to
@@ -208,22 +230,29 @@ void gw_residency_retire(gw_server *srv, gw_target *t);
 void gw_residency_reconfigure(gw_server *srv, gw_target *t, const gw_target_config *cfg, bool reload);
 /* Adds a target for every new model in the config's models_dir (GET /v1/models, unknown names). */
 void gw_residency_rescan(gw_server *srv);
-/* t's state, and why it failed or waits (out, n bytes; "" otherwise), read together under the lock:
- * a load may be writing the reason meanwhile. */
-int gw_residency_state(gw_server *srv, gw_target *t, char *out, size_t n);
-/* Adds state, memory, last use and deadline to a local target's JSON object. */
-void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o);
-/* Opens one description of t (/v1/models, /v1/backends, Ollama's show) for its kind: its state, and
- * for a resident kind its residency object and a hold that keeps it loaded while the kind reads it.
- * gw_target_view_close ends it. */
-void gw_target_view_open(gw_server *srv, gw_target *t, gw_target_view *v);
-void gw_target_view_close(gw_server *srv, gw_target *t, gw_target_view *v);
-/* t's state and why it failed or waits ("" when neither): its kind's own, else residency's. */
-int gw_target_status(gw_server *srv, gw_target *t, char *why, size_t n);
-/* [{"place","budget_bytes","held_bytes"}] (new reference). */
-json_t *gw_residency_budgets(gw_server *srv);
-/* The residency counters and memory gauges, as Prometheus text. */
-void gw_residency_metrics(gw_server *srv, sipp_buf *out);
+/* What residency holds of t, copied under its lock (listing.c renders it). */
+typedef struct gw_target_facts {
+    const gw_target_config *cfg; /* its configuration then (a reload keeps the old one alive) */
+    int state;                   /* GW_STATE_* */
+    char error[SIPP_ERROR_SIZE]; /* why it failed, waits or changed; "" otherwise */
+    double keep_alive_s;         /* its keep-alive now (a request's, else its config's); < 0 forever */
+    bool keep_alive_set;         /* a request set it */
+    int uses;
+    bool measured_valid, ever_loaded;
+    sipp_memory measured, estimate;
+    double last_use_unix, deadline_unix, last_load_ms;
+    uint64_t loads, unloads, evictions;
+} gw_target_facts;
+void gw_residency_facts(gw_server *srv, gw_target *t, gw_target_facts *out);
+/* The budgets, what the loaded models hold at each of their places, and the counters, copied under
+ * residency's lock. */
+typedef struct gw_residency_report {
+    gw_budgets budgets;
+    uint64_t held[1 + SIPP_MEMORY_MAX_DEVICES]; /* per place of budgets */
+    uint64_t loads, load_failures, unloads, evictions, load_seconds_count;
+    double load_seconds_sum;
+} gw_residency_report;
+void gw_residency_totals(gw_server *srv, gw_residency_report *out);
 
 /*
  * ---- sigbus_guard.c: one line naming the model file, and exit status 75, when a request reads a mapped

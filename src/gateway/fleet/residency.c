@@ -58,7 +58,6 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1115,130 +1114,48 @@ void gw_residency_rescan(gw_server *srv) {
     gw_models_dir_report(dir);
 }
 
-/* ---- description -------------------------------------------------------------------------------- */
+/* ---- what listing.c reads -------------------------------------------------------------------- */
 
-static json_t *memory_json(const sipp_memory *m) {
-    json_t *devs = json_object();
-    for (int i = 0; i < m->n_devices; i++)
-        json_object_set_new(devs, m->devices[i].name, json_integer((json_int_t)m->devices[i].bytes));
-    return json_pack("{s:I, s:o, s:I, s:I, s:I, s:I}", "host_bytes", (json_int_t)m->host_bytes,
-                     "device_bytes", devs, "total_bytes", (json_int_t)sipp_memory_total(m), "weights_bytes",
-                     (json_int_t)m->weights_bytes, "kv_bytes", (json_int_t)m->kv_bytes, "compute_bytes",
-                     (json_int_t)m->compute_bytes);
-}
-
-int gw_residency_state(gw_server *srv, gw_target *t, char *out, size_t n) {
+void gw_residency_facts(gw_server *srv, gw_target *t, gw_target_facts *f) {
     gw_residency *r = srv->residency;
     pthread_mutex_lock(&r->mu);
-    int s = atomic_load(&t->state);
-    snprintf(out, n, "%s",
-             s == GW_STATE_FAILED || s == GW_STATE_WAITING || s == GW_STATE_CHANGED ? t->error : "");
-    pthread_mutex_unlock(&r->mu);
-    return s;
-}
-
-void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o) {
-    if (!gw_kind_of(t)->resident) return;
-    gw_residency *r = srv->residency;
-    pthread_mutex_lock(&r->mu);
-    int s = atomic_load(&t->state);
-    json_object_set_new(o, "state", json_string(gw_state_name(s)));
-    json_object_set_new(o, "load", json_string(t->cfg->load == GW_LOAD_STARTUP ? "startup" : "on_demand"));
-    json_object_set_new(o, "pinned", json_boolean(t->cfg->pin));
-    double ka = keep_alive_of(t);
-    json_object_set_new(o, "keep_alive_seconds",
-                        ka == floor(ka) ? json_integer((json_int_t)ka) : json_real(ka)); /* "500ms" */
-    json_object_set_new(o, "uses", json_integer(t->uses));
-    if (s == GW_STATE_READY || s == GW_STATE_LOADING || t->measured_valid)
-        json_object_set_new(o, "memory", t->measured_valid ? memory_json(&t->measured) : json_null());
-    json_object_set_new(o, "ctx_size", t->cfg->ctx_size > 0 ? json_integer(t->cfg->ctx_size) : json_null());
-    json_object_set_new(o, "ctx_size_auto", json_boolean(t->cfg->ctx_auto));
-    json_object_set_new(o, "memory_estimate", memory_json(&t->estimate));
-    json_object_set_new(o, "measured", json_boolean(t->measured_valid));
-    json_object_set_new(o, "last_used", t->ever_loaded ? json_real(t->last_use_unix) : json_null());
-    bool has_deadline = s == GW_STATE_READY && !t->uses && t->deadline_unix >= 0 &&
-                        !(t->cfg->pin && !t->keep_alive_override_set);
-    json_object_set_new(o, "unload_at", has_deadline ? json_real(t->deadline_unix) : json_null());
-    if (t->measured_valid) json_object_set_new(o, "last_load_ms", json_real(t->last_load_ms));
-    json_object_set_new(o, "loads", json_integer((json_int_t)t->n_loads));
-    json_object_set_new(o, "unloads", json_integer((json_int_t)t->n_unloads));
-    json_object_set_new(o, "evictions", json_integer((json_int_t)t->n_evictions));
-    if (s == GW_STATE_FAILED || s == GW_STATE_CHANGED) json_object_set_new(o, "error", json_string(t->error));
+    f->cfg = t->cfg;
+    f->state = atomic_load(&t->state);
+    snprintf(f->error, sizeof f->error, "%s",
+             f->state == GW_STATE_FAILED || f->state == GW_STATE_WAITING || f->state == GW_STATE_CHANGED
+                 ? t->error
+                 : "");
+    f->keep_alive_s = keep_alive_of(t);
+    f->keep_alive_set = t->keep_alive_override_set;
+    f->uses = t->uses;
+    f->measured_valid = t->measured_valid;
+    f->measured = t->measured;
+    f->estimate = t->estimate;
+    f->ever_loaded = t->ever_loaded;
+    f->last_use_unix = t->last_use_unix;
+    f->deadline_unix = t->deadline_unix;
+    f->last_load_ms = t->last_load_ms;
+    f->loads = t->n_loads;
+    f->unloads = t->n_unloads;
+    f->evictions = t->n_evictions;
     pthread_mutex_unlock(&r->mu);
 }
 
-void gw_target_view_open(gw_server *srv, gw_target *t, gw_target_view *v) {
-    memset(v, 0, sizeof *v);
-    v->state = gw_target_status(srv, t, v->why, sizeof v->why);
-    if (!gw_kind_of(t)->resident) return;
-    v->residency = json_object();
-    gw_residency_describe(srv, t, v->residency);
-    v->loaded = gw_residency_peek(srv, t);
-}
-
-void gw_target_view_close(gw_server *srv, gw_target *t, gw_target_view *v) {
-    if (v->loaded) gw_residency_unpeek(srv, t);
-    json_decref(v->residency);
-    v->loaded = false;
-    v->residency = NULL;
-}
-
-int gw_target_status(gw_server *srv, gw_target *t, char *why, size_t n) {
-    const gw_kind *k = gw_kind_of(t);
-    return k->state ? k->state(srv, t, why, n) : gw_residency_state(srv, t, why, n);
-}
-
-json_t *gw_residency_budgets(gw_server *srv) {
+void gw_residency_totals(gw_server *srv, gw_residency_report *out) {
     gw_residency *r = srv->residency;
-    json_t *a = json_array();
     pthread_mutex_lock(&r->mu);
+    out->budgets = r->budgets;
     for (int p = 0; p < r->budgets.n_places; p++) {
-        uint64_t held = 0;
+        out->held[p] = 0;
         for (size_t i = 0; i < srv->n_targets; i++)
             if (holds(&srv->targets[i]))
-                held += gw_place_bytes(charge_of(&srv->targets[i]), r->budgets.places[p].name);
-        json_array_append_new(a, json_pack("{s:s, s:I, s:I}", "place",
-                                           *r->budgets.places[p].name ? r->budgets.places[p].name : "host",
-                                           "budget_bytes", (json_int_t)r->budgets.places[p].budget,
-                                           "held_bytes", (json_int_t)held));
+                out->held[p] += gw_place_bytes(charge_of(&srv->targets[i]), r->budgets.places[p].name);
     }
-    pthread_mutex_unlock(&r->mu);
-    return a;
-}
-
-void gw_residency_metrics(gw_server *srv, sipp_buf *o) {
-    gw_residency *r = srv->residency;
-    pthread_mutex_lock(&r->mu);
-    sipp_buf_appendf(
-        o,
-        "# HELP sipp_model_loads_total Model loads that succeeded.\n# TYPE sipp_model_loads_total counter\n");
-    sipp_buf_appendf(o, "sipp_model_loads_total %" PRIu64 "\n", r->loads);
-    sipp_buf_appendf(o, "# HELP sipp_model_load_failures_total Model loads that failed.\n# TYPE "
-                        "sipp_model_load_failures_total counter\n");
-    sipp_buf_appendf(o, "sipp_model_load_failures_total %" PRIu64 "\n", r->load_failures);
-    sipp_buf_appendf(o, "# HELP sipp_model_unloads_total Models unloaded (idle, asked, or evicted).\n# TYPE "
-                        "sipp_model_unloads_total counter\n");
-    sipp_buf_appendf(o, "sipp_model_unloads_total %" PRIu64 "\n", r->unloads);
-    sipp_buf_appendf(o, "# HELP sipp_model_evictions_total Models unloaded to make room for another.\n# TYPE "
-                        "sipp_model_evictions_total counter\n");
-    sipp_buf_appendf(o, "sipp_model_evictions_total %" PRIu64 "\n", r->evictions);
-    sipp_buf_appendf(o, "# HELP sipp_model_load_seconds Time to load a model and start its engine.\n# TYPE "
-                        "sipp_model_load_seconds summary\n");
-    sipp_buf_appendf(o, "sipp_model_load_seconds_sum %.6f\nsipp_model_load_seconds_count %" PRIu64 "\n",
-                     r->load_seconds_sum, r->load_seconds_count);
-    sipp_buf_appendf(o, "# HELP sipp_memory_held_bytes Bytes the loaded models hold, per place.\n# TYPE "
-                        "sipp_memory_held_bytes gauge\n");
-    sipp_buf_appendf(o, "# HELP sipp_memory_budget_bytes Bytes the loaded models may hold, per place.\n# "
-                        "TYPE sipp_memory_budget_bytes gauge\n");
-    for (int p = 0; p < r->budgets.n_places; p++) {
-        uint64_t held = 0;
-        for (size_t i = 0; i < srv->n_targets; i++)
-            if (holds(&srv->targets[i]))
-                held += gw_place_bytes(charge_of(&srv->targets[i]), r->budgets.places[p].name);
-        const char *place = *r->budgets.places[p].name ? r->budgets.places[p].name : "host";
-        sipp_buf_appendf(o, "sipp_memory_held_bytes{place=\"%s\"} %" PRIu64 "\n", place, held);
-        sipp_buf_appendf(o, "sipp_memory_budget_bytes{place=\"%s\"} %" PRIu64 "\n", place,
-                         r->budgets.places[p].budget);
-    }
+    out->loads = r->loads;
+    out->load_failures = r->load_failures;
+    out->unloads = r->unloads;
+    out->evictions = r->evictions;
+    out->load_seconds_sum = r->load_seconds_sum;
+    out->load_seconds_count = r->load_seconds_count;
     pthread_mutex_unlock(&r->mu);
 }

@@ -499,7 +499,10 @@ void gw_upstream_forward(gw_call *call, gw_target *t, const char *suffix, json_t
     xfer *x = send_to_replicas(call, t, suffix, body, &i);
     free(body);
     if (!x) return;
-    if (stream && x->status >= GW_HTTP_OK && x->status < GW_HTTP_OK + 100 && !x->done) {
+    /* A short stream may be over already: an event stream is still relayed as one, with a stream's
+     * headers, however fast the upstream was. */
+    bool sse = strncasecmp(x->content_type, "text/event-stream", strlen("text/event-stream")) == 0;
+    if (stream && x->status >= GW_HTTP_OK && x->status < GW_HTTP_OK + 100 && (!x->done || sse)) {
         x->base.pull = xs_pull;
         x->base.stop = xs_stop;
         x->base.close = xs_close;

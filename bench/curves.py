@@ -27,6 +27,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -48,6 +49,11 @@ BUFFER_RE = re.compile(r"(KV|compute|output) buffer size =\s*([0-9.]+) MiB")
 
 class RunFailed(Exception):
     pass
+
+
+def amx_host():
+    with open("/proc/cpuinfo") as f:
+        return any(line.startswith("flags") and "amx_tile" in line.split() for line in f)
 
 
 def measured(cmd, env, tmp):
@@ -104,9 +110,28 @@ class Curves:
         return json.loads(out), rss
 
     def peer(self, tool, *extra):
-        cmd = [os.path.join(self.a.peer_bin, tool), "-m", self.a.model, "-t", str(self.a.threads), "-fa", self.a.peer_fa,
-               *extra]
+        cmd = [os.path.join(self.peer_tools(), tool), "-m", self.a.model, "-t", str(self.a.threads), "-fa",
+               self.a.peer_fa, *extra]
         return measured(cmd, self.peer_env, self.tmp)
+
+    def peer_tools(self):
+        """Where the peer's tools run from. ggml loads the best CPU module found beside the executable;
+        on a host with AMX that is the Sapphire Rapids one, whose AMX kernels die of SIGILL (tilezero)
+        in the peer's source build on these Xeons, and llama-bench has no --no-repack. So there the
+        tools are copied into a folder of their own, beside every CPU module but that one, and ggml
+        picks the next best (the module each side ran is in the report's log)."""
+        if not amx_host():
+            return self.a.peer_bin
+        d = os.path.join(self.tmp, "peer-no-amx")
+        if not os.path.isdir(d):
+            os.makedirs(d)
+            for name in os.listdir(self.a.peer_bin):
+                src = os.path.join(self.a.peer_bin, name)
+                if name in ("llama-bench", "llama-batched-bench"):
+                    shutil.copy2(src, d)  # a copy: ggml looks beside the executable's real path
+                elif name.startswith("libggml-cpu-") and "sapphirerapids" not in name:
+                    os.symlink(src, os.path.join(d, name))
+        return d
 
     def ttft_round(self):
         lengths = self.s["lengths"]

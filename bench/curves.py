@@ -33,6 +33,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.cpu import amx_host  # noqa: E402
+
 RUN_TIMEOUT_S = 3600
 CTX_MARGIN = 16  # as sipp bench's
 
@@ -49,11 +52,6 @@ BUFFER_RE = re.compile(r"(KV|compute|output) buffer size =\s*([0-9.]+) MiB")
 
 class RunFailed(Exception):
     pass
-
-
-def amx_host():
-    with open("/proc/cpuinfo") as f:
-        return any(line.startswith("flags") and "amx_tile" in line.split() for line in f)
 
 
 def measured(cmd, env, tmp):

@@ -39,6 +39,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.cpu import amx_host  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -167,13 +168,6 @@ def peer_bin():
 
 def median_ratio(xs, ys):
     return statistics.median(y / x for x, y in zip(xs, ys))
-
-
-def amx_host():
-    """Whether this CPU has AMX, whose kernels in the peer's source build die of SIGILL (tilezero) on
-    the Xeons these benchmarks run on: llama-server then runs with --no-repack (no AMX weight layout)."""
-    with open("/proc/cpuinfo") as f:
-        return any(line.startswith("flags") and "amx_tile" in line.split() for line in f)
 
 
 def llama_server(peer, target, port, threads, *extra):

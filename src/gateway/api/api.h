@@ -215,6 +215,8 @@ void gw_transcription_run(gw_call *call, const gw_form *form, json_t *fields, bo
 /*
  * ---- ollama.c: what Ollama's generation routes and model routes (ollama_models.c) share.
  */
+#define GW_OLLAMA_API_NAME "Ollama's API"       /* how errors name the API */
+#define GW_OLLAMA_NDJSON "application/x-ndjson" /* its streams: one JSON object a line */
 /* Now, as Ollama's times read ("2026-12-07T14:19:12.123456789Z"). */
 json_t *gw_ollama_now_json(void);
 /* The target a client's model name means ("tiny" and "tiny:latest" alike), or NULL. */

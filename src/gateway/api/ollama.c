@@ -62,8 +62,6 @@
 
 #include "gateway/api/api.h"
 
-#define API_NAME "Ollama's API"
-#define NDJSON "application/x-ndjson"
 #define LATEST_TAG ":latest"
 #define NAME_SIZE 256
 #define NS_PER_MS 1e6
@@ -133,7 +131,7 @@ static gw_target *request_target(gw_call *call, const char *name) {
                        name);
         return NULL;
     }
-    return gw_translated_target(call, t->cfg->name, API_NAME);
+    return gw_translated_target(call, t->cfg->name, GW_OLLAMA_API_NAME);
 }
 
 const char *gw_ollama_body_model(json_t *root) {
@@ -407,7 +405,7 @@ static json_t *ol_whole(const gw_gen_view *v) {
     return final_line(v, a.text, a.reasoning, tool_calls(v));
 }
 
-static const gw_format ollama_format = GW_EVENT_FORMAT(ol, "ollama-", NDJSON, renames);
+static const gw_format ollama_format = GW_EVENT_FORMAT(ol, "ollama-", GW_OLLAMA_NDJSON, renames);
 
 /* ---- chat and generate -------------------------------------------------------------------------- */
 
@@ -515,10 +513,10 @@ static void run(gw_call *call, json_t *root, bool is_chat) {
     const gw_target_config *tc = t ? t->cfg : NULL;
     json_t *chat = json_pack("{s:s}", "model", t ? t->cfg->name : (model ? model : ""));
     gw_api api = GW_API_CHAT;
-    bool ok =
-        gw_fields_check(call, root, is_chat ? gw_fields_ollama_chat : gw_fields_ollama_generate, API_NAME) &&
-        read_keep_alive(call, root, t) && translate_think(call, root, chat) &&
-        translate_format(call, root, chat);
+    bool ok = gw_fields_check(call, root, is_chat ? gw_fields_ollama_chat : gw_fields_ollama_generate,
+                              GW_OLLAMA_API_NAME) &&
+              read_keep_alive(call, root, t) && translate_think(call, root, chat) &&
+              translate_format(call, root, chat);
     if (ok && !model)
         ok = gw_reply_invalid_field(call, "'model' is missing: name one of the models GET /api/tags lists");
     if (ok && !tc) {
@@ -664,7 +662,7 @@ static const gw_embed_format embed_format = {render_embed}, embeddings_format = 
 static json_t *embed_body(gw_call *call, json_t *root, bool legacy, const gw_target *t) {
     json_t *in = json_object_get(root, legacy ? "prompt" : "input");
     size_t n = json_is_array(in) ? json_array_size(in) : 1;
-    bool ok = gw_check_fields(call, root, embed_fields, API_NAME) && read_keep_alive(call, root, t);
+    bool ok = gw_check_fields(call, root, embed_fields, GW_OLLAMA_API_NAME) && read_keep_alive(call, root, t);
     json_t *opts = json_object_get(root, "options");
     if (ok && opts && !json_is_null(opts) && !(json_is_object(opts) && json_object_size(opts) == 0))
         ok = gw_reply_invalid_field(call, "'options' cannot change an embedding here; leave it out");

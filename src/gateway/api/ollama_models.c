@@ -12,8 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define API_NAME "Ollama's API"
-#define NDJSON "application/x-ndjson"
 /* The Ollama API version whose shapes these routes follow (clients check it for features). */
 #define GW_OLLAMA_VERSION "0.12.0"
 #define NAME_SIZE 256
@@ -400,7 +398,7 @@ void gw_route_ollama_pull(gw_call *call) {
     const char *source = gw_ollama_body_model(root);
     json_t *stream = json_object_get(root, "stream");
     pull_job *j = NULL;
-    if (!gw_check_fields(call, root, fields, API_NAME)) {
+    if (!gw_check_fields(call, root, fields, GW_OLLAMA_API_NAME)) {
     } else if (!source || !*source) {
         gw_reply_invalid_field(
             call, "'model' is missing: give a URL (http, https), hf://ORG/REPO/FILE.gguf or a catalog name");
@@ -424,7 +422,7 @@ void gw_route_ollama_pull(gw_call *call) {
             gw_reply_error(call, GW_E_INTERNAL, "cannot start the download thread");
             pull_close(&j->base);
         } else if ((j->started = true) && !json_is_false(stream)) {
-            gw_reply_stream(call, NDJSON, &j->base);
+            gw_reply_stream(call, GW_OLLAMA_NDJSON, &j->base);
         } else {
             /* Not streamed: wait here, cancelling when the client goes away. */
             sipp_buf progress = {0}; /* dropped: only the outcome is sent */

@@ -28,41 +28,54 @@ int gw_residency_state(gw_server *srv, gw_target *t, char *out, size_t n) {
     return f.state;
 }
 
+/* Residency's object for t, from facts f read once. */
+static void describe_facts(const gw_target_facts *f, json_t *o) {
+    int s = f->state;
+    json_object_set_new(o, "state", json_string(gw_state_name(s)));
+    json_object_set_new(o, "load", json_string(f->cfg->load == GW_LOAD_STARTUP ? "startup" : "on_demand"));
+    json_object_set_new(o, "pinned", json_boolean(f->cfg->pin));
+    double ka = f->keep_alive_s;
+    json_object_set_new(o, "keep_alive_seconds",
+                        ka == floor(ka) ? json_integer((json_int_t)ka) : json_real(ka)); /* "500ms" */
+    json_object_set_new(o, "uses", json_integer(f->uses));
+    if (s == GW_STATE_READY || s == GW_STATE_LOADING || f->measured_valid)
+        json_object_set_new(o, "memory", f->measured_valid ? memory_json(&f->measured) : json_null());
+    json_object_set_new(o, "ctx_size", f->cfg->ctx_size > 0 ? json_integer(f->cfg->ctx_size) : json_null());
+    json_object_set_new(o, "ctx_size_auto", json_boolean(f->cfg->ctx_auto));
+    json_object_set_new(o, "memory_estimate", memory_json(&f->estimate));
+    json_object_set_new(o, "measured", json_boolean(f->measured_valid));
+    json_object_set_new(o, "last_used", f->ever_loaded ? json_real(f->last_use_unix) : json_null());
+    bool has_deadline =
+        s == GW_STATE_READY && !f->uses && f->deadline_unix >= 0 && !(f->cfg->pin && !f->keep_alive_set);
+    json_object_set_new(o, "unload_at", has_deadline ? json_real(f->deadline_unix) : json_null());
+    if (f->measured_valid) json_object_set_new(o, "last_load_ms", json_real(f->last_load_ms));
+    json_object_set_new(o, "loads", json_integer((json_int_t)f->loads));
+    json_object_set_new(o, "unloads", json_integer((json_int_t)f->unloads));
+    json_object_set_new(o, "evictions", json_integer((json_int_t)f->evictions));
+    if (s == GW_STATE_FAILED || s == GW_STATE_CHANGED) json_object_set_new(o, "error", json_string(f->error));
+}
+
 void gw_residency_describe(gw_server *srv, gw_target *t, json_t *o) {
     if (!gw_kind_of(t)->resident) return;
     gw_target_facts f;
     gw_residency_facts(srv, t, &f);
-    int s = f.state;
-    json_object_set_new(o, "state", json_string(gw_state_name(s)));
-    json_object_set_new(o, "load", json_string(f.cfg->load == GW_LOAD_STARTUP ? "startup" : "on_demand"));
-    json_object_set_new(o, "pinned", json_boolean(f.cfg->pin));
-    double ka = f.keep_alive_s;
-    json_object_set_new(o, "keep_alive_seconds",
-                        ka == floor(ka) ? json_integer((json_int_t)ka) : json_real(ka)); /* "500ms" */
-    json_object_set_new(o, "uses", json_integer(f.uses));
-    if (s == GW_STATE_READY || s == GW_STATE_LOADING || f.measured_valid)
-        json_object_set_new(o, "memory", f.measured_valid ? memory_json(&f.measured) : json_null());
-    json_object_set_new(o, "ctx_size", f.cfg->ctx_size > 0 ? json_integer(f.cfg->ctx_size) : json_null());
-    json_object_set_new(o, "ctx_size_auto", json_boolean(f.cfg->ctx_auto));
-    json_object_set_new(o, "memory_estimate", memory_json(&f.estimate));
-    json_object_set_new(o, "measured", json_boolean(f.measured_valid));
-    json_object_set_new(o, "last_used", f.ever_loaded ? json_real(f.last_use_unix) : json_null());
-    bool has_deadline =
-        s == GW_STATE_READY && !f.uses && f.deadline_unix >= 0 && !(f.cfg->pin && !f.keep_alive_set);
-    json_object_set_new(o, "unload_at", has_deadline ? json_real(f.deadline_unix) : json_null());
-    if (f.measured_valid) json_object_set_new(o, "last_load_ms", json_real(f.last_load_ms));
-    json_object_set_new(o, "loads", json_integer((json_int_t)f.loads));
-    json_object_set_new(o, "unloads", json_integer((json_int_t)f.unloads));
-    json_object_set_new(o, "evictions", json_integer((json_int_t)f.evictions));
-    if (s == GW_STATE_FAILED || s == GW_STATE_CHANGED) json_object_set_new(o, "error", json_string(f.error));
+    describe_facts(&f, o);
 }
 
+/* A resident kind's state and residency object come from one read of residency's facts, so they
+ * agree; another kind says its own state. */
 void gw_target_view_open(gw_server *srv, gw_target *t, gw_target_view *v) {
     memset(v, 0, sizeof *v);
-    v->state = gw_target_status(srv, t, v->why, sizeof v->why);
-    if (!gw_kind_of(t)->resident) return;
+    if (!gw_kind_of(t)->resident) {
+        v->state = gw_target_status(srv, t, v->why, sizeof v->why);
+        return;
+    }
+    gw_target_facts f;
+    gw_residency_facts(srv, t, &f);
+    v->state = f.state;
+    snprintf(v->why, sizeof v->why, "%s", f.error);
     v->residency = json_object();
-    gw_residency_describe(srv, t, v->residency);
+    describe_facts(&f, v->residency);
     v->loaded = gw_residency_peek(srv, t);
 }
 

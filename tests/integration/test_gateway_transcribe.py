@@ -12,6 +12,7 @@ like any model; the config refuses a recipe the file contradicts.
 
 import json
 import os
+import re
 import shutil
 import socket
 import struct
@@ -26,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway_support as gw  # noqa: E402
 from test_transcribe import build_peer, whisper_cli  # noqa: E402
 from tests.support import npm  # noqa: E402
+from tests.support.wait import wait_until  # noqa: E402
 
 JS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js")
 NODE_TIMEOUT_S = 600
@@ -250,28 +252,30 @@ class GatewayTranscribeTest(unittest.TestCase):
 
     def test_a_client_that_goes_away_cancels_its_clip(self):
         long_clip = os.path.join(self.tmp, "long.wav")
-        speak(long_clip, " ".join([SENTENCE] * 20))  # about a minute: two of whisper's windows
+        speak(long_clip, " ".join([SENTENCE] * 100))  # about five minutes: ten of whisper's windows
         with open(long_clip, "rb") as f:
             data = f.read()
         g = gw.serve_config("[server]\nmax_request_bytes = 16777216\n\n" + target("one", self.model, "parallel = 1"))
         try:
+            cancelled = lambda: gw.metric(g.metrics(), "sipp_errors_total", code="not_ready") or 0  # noqa: E731
+            before = cancelled()
             body, headers = form([("model", "one")], [("file", "long.wav", data)])
-            t0 = time.monotonic()
-            status, _, _ = g.request("POST", "/v1/audio/transcriptions", body, headers, timeout=TIMEOUT_S)
-            whole = time.monotonic() - t0
-            self.assertEqual(status, 200)
             sock = socket.create_connection((g.host, g.port))
-            head = (f"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nContent-Type: {headers['Content-Type']}"
-                    f"\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+            head = (f"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: {g.host}:{g.port}\r\n"
+                    f"Content-Type: {headers['Content-Type']}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
             sock.sendall(head + body)
-            time.sleep(min(1.0, whole / 4))
+            time.sleep(0.3)
             sock.close()
-            # the one state is free again long before the abandoned clip would have ended
-            t1 = time.monotonic()
+            # The abandoned clip ends cancelled (a 503 nobody reads), not transcribed to its end. How soon
+            # depends on the machine's load, so the test asks what happened, not how fast.
+            line = wait_until(lambda: re.search(r'"POST /v1/audio/transcriptions" .*', g.text()), TIMEOUT_S,
+                              "the abandoned clip's end").group(0)
+            self.assertRegex(line, r'" 503 .* target=one .*\(client gone\)$')
+            self.assertEqual(cancelled(), before + 1)
+            # and the one state serves the next clip
             body, headers = form([("model", "one"), *GREEDY], [("file", "clip.wav", self.clip_bytes)])
             status, _, _ = g.request("POST", "/v1/audio/transcriptions", body, headers, timeout=TIMEOUT_S)
             self.assertEqual(status, 200)
-            self.assertLess(time.monotonic() - t1, whole * 0.7, f"the long clip took {whole:.2f} s")
         finally:
             g.stop()
 

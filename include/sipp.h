@@ -1639,6 +1639,17 @@ typedef struct sipp_tts_params {
     /* A GGUF pair: how many calls generate at once (0: 1), each in a state of its own (a backbone
      * context and a projector context on the one loaded model); more calls wait for a free one. */
     int n_parallel;
+    /* Qwen3-TTS: the calls share one backbone context instead, a sequence each, and the frames of
+     * calls at once are decoded together, one batch a frame. Off by default: on the CPUs measured
+     * (BENCHMARKS.md) it was no faster than a context per call, and a call's samples then depend on
+     * which calls shared its decodes (a call alone still gives llama-tts's). */
+    bool batch_frames;
+    /* A GGUF pair: more voices, each a reference clip under a name a call's voice picks (the voice
+     * speaker_names[i] speaks like the clip speaker_paths[i]); "default" stays speaker's (or, without
+     * one, the pair's own voice). Names are unique, not empty and not "default". */
+    const char *const *speaker_names;
+    const char *const *speaker_paths;
+    int n_speakers;
 } sipp_tts_params;
 
 SIPP_API sipp_tts_params sipp_tts_default_params(void);
@@ -1655,13 +1666,17 @@ SIPP_API const char *sipp_tts_last_error(const sipp_tts *tts);
 SIPP_API const char *sipp_tts_pipeline(const sipp_tts *tts);
 /* The rate, in Hz, the default voice speaks at (flite slt: 16000; Qwen3-TTS: 24000). [any thread] */
 SIPP_API int sipp_tts_sample_rate(const sipp_tts *tts);
-/* The voices it can speak with (borrowed names; i from 0 until NULL): flite's voices, or the single
- * "default" of a GGUF pipeline (its speaker reference, if any). [any thread] */
+/* The voices it can speak with (borrowed names; i from 0 until NULL): flite's voices, or a GGUF
+ * pipeline's "default" (its speaker reference, if any) and then its named speakers. [any thread] */
 SIPP_API const char *sipp_tts_voice_borrow(const sipp_tts *tts, size_t i);
 /* The memory it holds (weights, contexts, buffers), measured after loading. [any thread] */
 SIPP_API uint64_t sipp_tts_memory_bytes(const sipp_tts *tts);
 /* The same by place and kind (flite's voices are built into the library: all zero). [any thread] */
 SIPP_API void sipp_tts_memory(const sipp_tts *tts, sipp_memory *out);
+
+/* Qwen3-TTS with batch_frames: the frames the backbone has decoded since loading and the decodes they
+ * took (frames / decodes is the mean batch). Zeros otherwise. [any thread] */
+SIPP_API void sipp_tts_frames(sipp_tts *tts, uint64_t *frames, uint64_t *decodes);
 
 /* A piece of speech as it is ready: n_samples samples at sample_rate. Return false to stop (the
  * call then ends with SIPP_ERR_CANCELLED). Called on the thread of sipp_tts_speak. */
@@ -1669,6 +1684,13 @@ typedef bool (*sipp_audio_fn)(const int16_t *samples, size_t n_samples, int samp
 
 #define SIPP_SPEED_MIN 0.25f
 #define SIPP_SPEED_MAX 4.0f
+
+/* What a call used, in OpenAI's terms (speech.audio.done's usage): a GGUF pair's input tokens are its
+ * backbone's prompt rows and its output tokens the frames it generated, summed over the sentences;
+ * flite has no tokens (zeros). */
+typedef struct sipp_speak_usage {
+    uint64_t input_tokens, output_tokens;
+} sipp_speak_usage;
 
 typedef struct sipp_speak_options {
     const char *voice;    /* flite: one of sipp_tts_voice_borrow's names (NULL: the default) */
@@ -1685,6 +1707,7 @@ typedef struct sipp_speak_options {
     const volatile bool *cancel;
     sipp_audio_fn on_audio; /* NULL, or each sentence's samples as they are ready */
     void *user;
+    sipp_speak_usage *usage; /* NULL, or filled in as the call goes (zeroed at its start) */
 } sipp_speak_options;
 
 SIPP_API sipp_speak_options sipp_speak_default_options(void);

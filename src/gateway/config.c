@@ -99,6 +99,12 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->mmproj);
     free(t->recipe);
     free(t->speaker);
+    for (int i = 0; i < t->n_speakers; i++) {
+        free(t->speaker_names[i]);
+        free(t->speaker_paths[i]);
+    }
+    free(t->speaker_names);
+    free(t->speaker_paths);
     free(t->voice);
     free(t->draft_cutoff);
     free(t->cache_type_k);
@@ -454,9 +460,20 @@ static void speech_files(gw_cfg_ctx *x, int line, gw_target_config *t) {
                    "target '%s': speaker is for a Qwen3-TTS / Pocket TTS pair (recipe = \"tts\"), and "
                    "its mmproj is not a speech projector",
                    t->name);
+    else if (t->batch_frames && (!t->recipe || strcmp(t->recipe, "tts") != 0))
+        gw_cfg_err(x, line,
+                   "target '%s' batch_frames: only a recipe = \"tts\" pair (Qwen3-TTS) batches frames",
+                   t->name);
     else if (t->speaker && (why = file_problem(t->speaker)))
         gw_cfg_err(x, line, "target '%s': speaker clip '%s' cannot be read (%s); check the path", t->name,
                    t->speaker, why);
+    if (t->n_speakers && (!t->recipe || strcmp(t->recipe, "tts") != 0))
+        gw_cfg_err(x, line, "target '%s' speakers: only a recipe = \"tts\" pair speaks in reference voices",
+                   t->name);
+    for (int i = 0; i < t->n_speakers; i++)
+        if ((why = file_problem(t->speaker_paths[i])))
+            gw_cfg_err(x, line, "target '%s': speakers.%s clip '%s' cannot be read (%s); check the path",
+                       t->name, t->speaker_names[i], t->speaker_paths[i], why);
 }
 
 bool gw_config_validate(gw_config *c, sipp_buf *errs) {

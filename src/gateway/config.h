@@ -80,6 +80,11 @@ typedef struct gw_target_config {
      * in (resolved like model_path; NULL = none), and flite's default voice (NULL = "slt") */
     char *speaker;
     char *voice;
+    bool batch_frames; /* recipe tts: sipp_tts_params.batch_frames */
+    /* recipe tts: speakers = { NAME = "CLIP", ... }, the pair's other voices (paths resolved like
+     * model_path), n_speakers of them */
+    char **speaker_names, **speaker_paths;
+    int n_speakers;
     int ctx_size, parallel, threads, gpu_layers;
     bool ctx_auto;  /* ctx_size = "auto": resolved to tokens at start (gw_budgets_fit_contexts) */
     int max_tokens; /* a request's output: the default when it gives none, the ceiling when it asks more; 0 =

@@ -35,6 +35,7 @@
 #define GW_MS_PER_S_INT 1000
 #define GW_MAX_TIMEOUT_MS ((double)GW_MAX_TIMEOUT_S * GW_MS_PER_S_INT)
 #define GW_LORA_MAX 64
+#define GW_SPEAKERS_MAX 64 /* speakers = {...}: voices of a pair */
 #define GW_LORA_SCALE_MAX 100.0
 #define MMPROJ_AUTO "auto"
 #define WHERE_SIZE 96 /* "[[targets]] #12", "target 'NAME'" */
@@ -484,6 +485,47 @@ static void read_speaker(gw_cfg_ctx *x, const toml_node *t, const gw_cfg_key *k,
                    "%s speaker: only a recipe = \"tts\" pair speaks in a reference voice", x->where);
 }
 
+/* speakers = { NAME = "CLIP", ... }: a recipe "tts" pair's other voices (paths resolved like model). */
+static void read_speakers(gw_cfg_ctx *x, const toml_node *t, const gw_cfg_key *k, void *obj) {
+    gw_target_config *tc = obj;
+    const toml_node *n = toml_table_get(t, k->key);
+    if (!n || !gw_cfg_expect(x, n, TOML_TABLE, k->key, "a table of voice names and clips")) return;
+    size_t count = toml_table_len(n);
+    if (count > GW_SPEAKERS_MAX) {
+        gw_cfg_err(x, toml_node_line(n), "%s speakers: %zu voices; at most %d", x->where, count,
+                   GW_SPEAKERS_MAX);
+        return;
+    }
+    tc->speaker_names = calloc(count ? count : 1, sizeof *tc->speaker_names);
+    tc->speaker_paths = calloc(count ? count : 1, sizeof *tc->speaker_paths);
+    for (size_t i = 0; tc->speaker_names && tc->speaker_paths && i < count; i++) {
+        const toml_entry *e = toml_table_at(n, i);
+        const char *path = NULL;
+        if (strlen(e->key) != e->key_len || !*e->key || !strcmp(e->key, "default")) {
+            gw_cfg_err(x, e->line, "%s speakers: a voice needs a name other than \"default\"", x->where);
+        } else if (!toml_get_string(e->value, &path, NULL, NULL, 0)) {
+            gw_cfg_err(x, e->line, "%s speakers.%s: give the clip's path as a string", x->where, e->key);
+        } else {
+            tc->speaker_names[tc->n_speakers] = strdup(e->key);
+            tc->speaker_paths[tc->n_speakers++] = gw_cfg_resolve_path(x->path, path);
+        }
+    }
+    if (tc->recipe && !is_recipe(tc, "tts")) /* absent: told from the projector later */
+        gw_cfg_err(x, toml_node_line(n),
+                   "%s speakers: only a recipe = \"tts\" pair speaks in reference voices", x->where);
+}
+
+/* batch_frames: a recipe "tts" pair's shared backbone (sipp_tts_params.batch_frames). */
+static void read_batch_frames(gw_cfg_ctx *x, const toml_node *t, const gw_cfg_key *k, void *obj) {
+    gw_target_config *tc = obj;
+    const gw_cfg_key plain = {.key = k->key, .kind = GW_CFG_BOOL};
+    const toml_node *n = toml_table_get(t, k->key);
+    if (!n || !gw_cfg_read_key(x, t, &plain, &tc->batch_frames)) return;
+    if (tc->recipe && !is_recipe(tc, "tts")) /* absent: told from the projector later */
+        gw_cfg_err(x, toml_node_line(n),
+                   "%s batch_frames: only a recipe = \"tts\" pair (Qwen3-TTS) batches frames", x->where);
+}
+
 /* voice: flite's default voice, checked against the voices flite has. */
 static void read_voice(gw_cfg_ctx *x, const toml_node *t, const gw_cfg_key *k, void *obj) {
     gw_target_config *tc = obj;
@@ -658,6 +700,12 @@ static const gw_cfg_key local_keys[] = {
         .help = "run the projector on the model's GPU backend (never for backend \"cpu\")"),
     CUSTOM_KEY("speaker", read_speaker, .value_doc = "path (relative to the file)", .default_doc = "none",
                .help = "recipe tts: a clip of the voice to speak in (WAV, MP3 or FLAC, at most 60 s)"),
+    CUSTOM_KEY("speakers", read_speakers, .value_doc = "table of name = clip path", .default_doc = "none",
+               .help = "recipe tts: more voices, each a reference clip a request's `voice` names"),
+    CUSTOM_KEY("batch_frames", read_batch_frames, .value_doc = "true or false", .default_doc = "`false`",
+               .help =
+                   "recipe tts, a Qwen3-TTS pair: the calls at once share one backbone context and decode "
+                   "their frames in one batch (off: a context per call; see docs/speech.md)"),
     CUSTOM_KEY("voice", read_voice, .value_doc = "kal, kal16, slt, rms, awb", .default_doc = "`\"slt\"`",
                .help = "recipe flite: its voice"),
     CUSTOM_KEY("chat_template", read_chat_template,

@@ -483,7 +483,8 @@ sipp_status sipp_gen_audio_reseed(sipp_gen_audio *g, uint32_t seed, char *errbuf
     inp.embd = g->zeros;
     inp.seed = seed ^ RESEED_MASK;
     int32_t rc;
-    sipp_status st = sipp_mtmd_gen_process(api.mtmd_gen_audio_process, g->ctx, &inp, &rc, errbuf);
+    struct mtmd_gen_out out;
+    sipp_status st = sipp_mtmd_gen_process(api.mtmd_gen_audio_process, g->ctx, &inp, &out, &rc, errbuf);
     if (st == SIPP_OK && rc != 0) st = gen_failed(errbuf, "starting from the seed", rc);
     return st;
 }
@@ -494,19 +495,30 @@ static sipp_status gen_failed(char *errbuf, const char *what, int32_t rc) {
                      "libmtmd's audio generation failed %s (code %d; its log says why)", what, (int)rc);
 }
 
-sipp_status sipp_gen_audio_start(sipp_gen_audio *g, const struct mtmd_helper_gen_audio_inp *inp, int n_batch,
+sipp_status sipp_gen_audio_input(sipp_gen_audio *g, const struct mtmd_helper_gen_audio_inp *inp,
                                  char *errbuf) {
     int32_t rc;
     sipp_status st = sipp_mtmd_gen_input(api.mtmd_helper_gen_audio_set_input, g->h, inp, &rc, errbuf);
-    if (st != SIPP_OK) return st;
-    if (rc != 0)
-        return gen_failed(errbuf, "preparing the text (a vocabulary without the pipeline's tokens?)", rc);
+    if (st == SIPP_OK && rc != 0)
+        st = gen_failed(errbuf, "preparing the text (a vocabulary without the pipeline's tokens?)", rc);
+    return st;
+}
+
+sipp_status sipp_gen_audio_prompt(sipp_gen_audio *g, int n_batch, char *errbuf) {
+    int32_t rc;
     do {
-        st = sipp_mtmd_gen_prompt(api.mtmd_helper_gen_audio_step_prompt, g->h, n_batch, &rc, errbuf);
+        sipp_status st =
+            sipp_mtmd_gen_prompt(api.mtmd_helper_gen_audio_step_prompt, g->h, n_batch, &rc, errbuf);
         if (st != SIPP_OK) return st;
         if (rc < 0) return gen_failed(errbuf, "reading the text", rc);
     } while (rc > 0);
     return SIPP_OK;
+}
+
+sipp_status sipp_gen_audio_start(sipp_gen_audio *g, const struct mtmd_helper_gen_audio_inp *inp, int n_batch,
+                                 char *errbuf) {
+    sipp_status st = sipp_gen_audio_input(g, inp, errbuf);
+    return st == SIPP_OK ? sipp_gen_audio_prompt(g, n_batch, errbuf) : st;
 }
 
 sipp_status sipp_gen_audio_step(sipp_gen_audio *g, llama_token sampled, const float *h_in,
@@ -516,6 +528,36 @@ sipp_status sipp_gen_audio_step(sipp_gen_audio *g, llama_token sampled, const fl
     sipp_status st =
         sipp_mtmd_gen_step(api.mtmd_helper_gen_audio_step_gen, g->h, sampled, h_in, h_out, stop, &rc, errbuf);
     if (st == SIPP_OK && rc != 0) st = gen_failed(errbuf, "generating a frame", rc);
+    return st;
+}
+
+sipp_status sipp_gen_audio_code(sipp_gen_audio *g, int32_t code0, const float *h_in, int top_k, float top_p,
+                                uint32_t seed, struct mtmd_gen_out *out, char *errbuf) {
+    struct mtmd_gen_inp inp = api.mtmd_gen_inp_default(g->ctx);
+    inp.type = MTMD_GEN_PROCESS_TYPE_GEN_CODE;
+    inp.code0 = code0;
+    inp.embd = (float *)h_in; /* read only: libmtmd's field is not const */
+    inp.top_k = top_k;
+    inp.top_p = top_p;
+    inp.seed = seed;
+    int32_t rc;
+    sipp_status st = sipp_mtmd_gen_process(api.mtmd_gen_audio_process, g->ctx, &inp, out, &rc, errbuf);
+    if (st == SIPP_OK && rc != 0) st = gen_failed(errbuf, "generating a frame's codes", rc);
+    return st;
+}
+
+sipp_status sipp_gen_audio_wav(sipp_gen_audio *g, int32_t *codes, size_t n_codes, uint32_t seed,
+                               const void *state, size_t state_size, struct mtmd_gen_out *out, char *errbuf) {
+    struct mtmd_gen_inp inp = api.mtmd_gen_inp_default(g->ctx);
+    inp.type = MTMD_GEN_PROCESS_TYPE_GEN_WAV;
+    inp.codes = codes;
+    inp.n_codes = n_codes;
+    inp.seed = seed;
+    inp.state_data = (const char *)state;
+    inp.state_size = state_size;
+    int32_t rc;
+    sipp_status st = sipp_mtmd_gen_process(api.mtmd_gen_audio_process, g->ctx, &inp, out, &rc, errbuf);
+    if (st == SIPP_OK && rc != 0) st = gen_failed(errbuf, "decoding the frames into audio", rc);
     return st;
 }
 

@@ -25,6 +25,7 @@
 
 struct mtmd_bitmap;
 struct mtmd_helper_gen_audio_inp;
+struct mtmd_gen_out;
 
 /* The marker a chat's rendered prompt carries where each media item goes (libmtmd's default). */
 #define SIPP_MEDIA_MARKER "<__media__>"
@@ -112,13 +113,26 @@ typedef struct sipp_gen_audio sipp_gen_audio;
 sipp_status sipp_gen_audio_new(sipp_mmproj *p, struct llama_context *lctx, sipp_gen_audio **out,
                                char *errbuf);
 void sipp_gen_audio_free(sipp_gen_audio *g);
-/* Takes the text (inp: llama-tts's fields) and decodes its prompt into the context, n_batch at a time. */
+/* Takes the text (inp: llama-tts's fields) and decodes its prompt into the context, n_batch at a time:
+ * _input then _prompt. _input builds the prompt (and encodes the speaker) without the llama context;
+ * _prompt decodes it into inp->seq_id. */
 sipp_status sipp_gen_audio_start(sipp_gen_audio *g, const struct mtmd_helper_gen_audio_inp *inp, int n_batch,
                                  char *errbuf);
+sipp_status sipp_gen_audio_input(sipp_gen_audio *g, const struct mtmd_helper_gen_audio_inp *inp,
+                                 char *errbuf);
+sipp_status sipp_gen_audio_prompt(sipp_gen_audio *g, int n_batch, char *errbuf);
 /* One frame from the backbone's sampled token and hidden state; *h_out the next hidden state, *stop at
  * the end of speech. */
 sipp_status sipp_gen_audio_step(sipp_gen_audio *g, llama_token sampled, const float *h_in,
                                 const float **h_out, bool *stop, char *errbuf);
+/* The pieces of a frame for callers that run the backbone themselves (tts_batch.c), as libmtmd's helper
+ * makes them: GEN_CODE, the projector's codes and next hidden state for a sampled codebook-0 entry and
+ * the backbone's hidden state h_in; GEN_WAV, PCM for buffered codes, carrying the decoder's state
+ * (NULL, 0 at the start). *out is libmtmd's, valid until g's next call. */
+sipp_status sipp_gen_audio_code(sipp_gen_audio *g, int32_t code0, const float *h_in, int top_k, float top_p,
+                                uint32_t seed, struct mtmd_gen_out *out, char *errbuf);
+sipp_status sipp_gen_audio_wav(sipp_gen_audio *g, int32_t *codes, size_t n_codes, uint32_t seed,
+                               const void *state, size_t state_size, struct mtmd_gen_out *out, char *errbuf);
 /* All the audio so far, as floats in [-1, 1] at the pipeline's rate (valid until the next call). */
 sipp_status sipp_gen_audio_output(sipp_gen_audio *g, const float **pcm, size_t *n, char *errbuf);
 /* Makes the next generation draw from seed afresh (libmtmd keeps drawing across calls otherwise);

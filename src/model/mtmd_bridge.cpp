@@ -109,12 +109,11 @@ sipp_status sipp_mtmd_gen_output(sipp_mtmd_gen_output_fn fn, mtmd_helper_gen_aud
 }
 
 sipp_status sipp_mtmd_gen_process(sipp_mtmd_gen_process_fn fn, mtmd_context *ctx,
-                                  const struct mtmd_gen_inp *inp, int32_t *out, char *err) {
+                                  const struct mtmd_gen_inp *inp, struct mtmd_gen_out *o, int32_t *out,
+                                  char *err) {
     *out = -1;
-    return guarded(err, "libmtmd failed a generation step", [&] {
-        struct mtmd_gen_out o;
-        *out = fn(ctx, inp, &o);
-    });
+    *o = {};
+    return guarded(err, "libmtmd failed a generation step", [&] { *out = fn(ctx, inp, o); });
 }
 
 } // extern "C"

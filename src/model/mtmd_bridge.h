@@ -77,7 +77,8 @@ sipp_status sipp_mtmd_gen_output(sipp_mtmd_gen_output_fn fn, mtmd_helper_gen_aud
                                  const char **data, size_t *len, int64_t *n_samples, int32_t *out, char *err);
 
 sipp_status sipp_mtmd_gen_process(sipp_mtmd_gen_process_fn fn, mtmd_context *ctx,
-                                  const struct mtmd_gen_inp *inp, int32_t *out, char *err);
+                                  const struct mtmd_gen_inp *inp, struct mtmd_gen_out *o, int32_t *out,
+                                  char *err);
 
 #ifdef __cplusplus
 }

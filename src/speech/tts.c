@@ -10,6 +10,7 @@
  * join without a seam and the length is exactly what sipp_resampled_length says.
  */
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,12 +23,12 @@
 
 #define FLITE_MODEL "flite"
 #define FLITE_DEFAULT_VOICE "slt"
-#define GEN_VOICE "default"
 #define RATE_MIN 8000
 #define RATE_MAX 192000
 /* A sentence longer than this is cut at a space: the GGUF pipelines stop at llama-tts's frame cap, and
  * a shorter part keeps the first audio early. */
 #define GEN_PART_BYTES 400
+#define VOICE_LIST_SIZE 512
 
 struct sipp_tts {
     sipp_tts_gen *gen; /* NULL for flite */
@@ -106,13 +107,18 @@ int sipp_tts_sample_rate(const sipp_tts *t) {
 }
 
 const char *sipp_tts_voice_borrow(const sipp_tts *t, size_t i) {
-    if (t->gen) return i == 0 ? GEN_VOICE : NULL;
+    if (t->gen) return sipp_tts_gen_voice(t->gen, i);
     return sipp_flite_voice_name(i);
 }
 
 void sipp_tts_memory(const sipp_tts *t, sipp_memory *out) {
     memset(out, 0, sizeof *out);
     if (t->gen) sipp_tts_gen_memory(t->gen, out);
+}
+
+void sipp_tts_frames(sipp_tts *t, uint64_t *frames, uint64_t *decodes) {
+    *frames = *decodes = 0;
+    if (t->gen) sipp_tts_gen_frames(t->gen, frames, decodes);
 }
 
 uint64_t sipp_tts_memory_bytes(const sipp_tts *t) {
@@ -138,6 +144,20 @@ static bool cancelled(const sipp_speak_options *o) {
     return o->cancel && __atomic_load_n(o->cancel, __ATOMIC_ACQUIRE);
 }
 
+static bool pair_voice(const sipp_tts_gen *g, const char *voice) {
+    for (size_t i = 0; sipp_tts_gen_voice(g, i); i++)
+        if (!strcmp(sipp_tts_gen_voice(g, i), voice)) return true;
+    return false;
+}
+
+/* "default, alloy, ..." */
+static void pair_voices(const sipp_tts_gen *g, char *out, size_t n) {
+    size_t used = 0;
+    out[0] = 0;
+    for (size_t i = 0; sipp_tts_gen_voice(g, i) && used < n; i++)
+        used += (size_t)snprintf(out + used, n - used, "%s%s", i ? ", " : "", sipp_tts_gen_voice(g, i));
+}
+
 static sipp_status check_options(sipp_tts *t, const char *text, const sipp_speak_options *o, speak_call *c) {
     if (!text) return tts_fail(t, SIPP_ERR_INVALID_ARGUMENT, "no text to speak");
     if (!sipp_utf8_valid(text, strlen(text)))
@@ -151,10 +171,13 @@ static sipp_status check_options(sipp_tts *t, const char *text, const sipp_speak
                         RATE_MAX);
     c->voice = o->voice && *o->voice ? o->voice : t->voice;
     if (t->gen) {
-        if (o->voice && *o->voice && strcmp(o->voice, GEN_VOICE))
+        if (o->voice && *o->voice && !pair_voice(t->gen, o->voice)) {
+            char list[VOICE_LIST_SIZE];
+            pair_voices(t->gen, list, sizeof list);
             return tts_fail(t, SIPP_ERR_INVALID_ARGUMENT,
                             "unknown voice '%s' for this %s model (the voices: %s)", o->voice,
-                            sipp_tts_gen_pipeline(t->gen), GEN_VOICE);
+                            sipp_tts_gen_pipeline(t->gen), list);
+        }
         char why[SIPP_ERROR_SIZE];
         if (!sipp_tts_gen_language_ok(t->gen, o->language, why, sizeof why))
             return tts_fail(t, SIPP_ERR_INVALID_ARGUMENT, "%s", why);
@@ -258,6 +281,7 @@ sipp_status sipp_tts_speak(sipp_tts *t, const char *text, const sipp_speak_optio
     speak_call c = {.tts = t, .o = options ? options : &defaults, .keep = samples != NULL};
     if (samples) *samples = NULL;
     if (n_samples) *n_samples = 0;
+    if (c.o->usage) memset(c.o->usage, 0, sizeof *c.o->usage);
     sipp_status st = check_options(t, text, c.o, &c);
     if (st != SIPP_OK) return st;
     double speed = resample_speed(&c);

@@ -18,7 +18,9 @@
  * requests generate at once instead of one after the other; a call finds a free state under the
  * handle's lock (waiting for one when all are busy) and starts from an empty KV. Each state runs
  * n_threads threads in the backbone and in the projector: on a small machine, parallel states of one
- * thread each keep the cores busy without the spinning of oversubscribed thread pools.
+ * thread each keep the cores busy without the spinning of oversubscribed thread pools. With
+ * batch_frames, a Qwen3-TTS voice's states share one backbone context instead, a sequence each, and
+ * tts_batch.c runs their frames, decoding the rows of calls at once in one batch.
  */
 #include "speech/tts_gen.h"
 
@@ -36,6 +38,7 @@
 #include "model/mmproj_check.h"
 #include "model/model.h"
 #include "mtmd-helper.h"
+#include "speech/tts_batch.h"
 #include "util/util.h"
 
 /* llama-tts's defaults (common_params with LLAMA_EXAMPLE_TTS) */
@@ -62,19 +65,29 @@ static const char *const LANGUAGE_CODES[][2] = {
     {"es", "spanish"}, {"ja", "japanese"}, {"ko", "korean"}, {"fr", "french"},  {"ru", "russian"},
 };
 
-/* One generation at a time: a context of the backbone, a projector context and the helper on them. */
+/* A voice of a pair beyond "default": a reference clip under its name. */
+typedef struct named_speaker {
+    char *name;
+    struct mtmd_bitmap *clip;
+} named_speaker;
+
+/* One generation at a time: a context of the backbone (Pocket TTS; a Qwen3-TTS state uses a sequence of
+ * the shared backbone instead), a projector context and the helper on them. */
 typedef struct gen_state {
-    struct llama_context *lctx;
+    struct llama_context *lctx; /* NULL on the shared backbone */
     sipp_mmproj *mmproj;
     sipp_gen_audio *gen;
     bool busy; /* under the handle's lock */
 } gen_state;
 
 struct sipp_tts_gen {
-    sipp_model *model; /* the backbone, loaded without a projector: each state has its own */
+    sipp_model *model;           /* the backbone, loaded without a projector: each state has its own */
+    sipp_tts_backbone *backbone; /* Qwen3-TTS: one context, a sequence per state, frames batched */
     gen_state *states;
     int n_states;
-    struct mtmd_bitmap *speaker; /* NULL without a reference; read by every state */
+    struct mtmd_bitmap *speaker; /* "default"'s reference, NULL without one; read by every state */
+    named_speaker *speakers;     /* the other voices, n_speakers of them */
+    int n_speakers;
     const char *pipeline;
     int rate;
     sipp_memory memory;             /* the weights' and the states' buffers, by place */
@@ -87,6 +100,11 @@ const char *sipp_tts_gen_pipeline(const sipp_tts_gen *g) { return g->pipeline; }
 int sipp_tts_gen_rate(const sipp_tts_gen *g) { return g->rate; }
 void sipp_tts_gen_memory(const sipp_tts_gen *g, sipp_memory *out) { *out = g->memory; }
 
+void sipp_tts_gen_frames(sipp_tts_gen *g, uint64_t *frames, uint64_t *decodes) {
+    *frames = *decodes = 0;
+    if (g->backbone) sipp_tts_backbone_counts(g->backbone, frames, decodes);
+}
+
 void sipp_tts_gen_free(sipp_tts_gen *g) {
     if (!g) return;
     for (int i = 0; g->states && i < g->n_states; i++) {
@@ -95,14 +113,20 @@ void sipp_tts_gen_free(sipp_tts_gen *g) {
         sipp_mmproj_free(g->states[i].mmproj);
     }
     free(g->states);
+    sipp_tts_backbone_free(g->backbone);
     sipp_mmproj_bitmap_free(g->speaker);
+    for (int i = 0; g->speakers && i < g->n_speakers; i++) {
+        free(g->speakers[i].name);
+        sipp_mmproj_bitmap_free(g->speakers[i].clip);
+    }
+    free(g->speakers);
     sipp_model_free(g->model);
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->free_state);
     free(g);
 }
 
-static sipp_status load_speaker(sipp_tts_gen *g, const char *path, char *err) {
+static sipp_status load_speaker(sipp_tts_gen *g, const char *path, struct mtmd_bitmap **out, char *err) {
     sipp_media_bytes item = {.audio = true, .max_seconds = SPEAKER_MAX_SECONDS};
     FILE *f = fopen(path, "rb");
     if (!f) return sipp_fail(err, SIPP_ERR_NOT_FOUND, "cannot read the speaker clip '%s'", path);
@@ -121,7 +145,7 @@ static sipp_status load_speaker(sipp_tts_gen *g, const char *path, char *err) {
     item.len = b.len;
     char where[300];
     snprintf(where, sizeof where, "speaker clip '%.250s'", path);
-    sipp_status st = sipp_mmproj_audio_bitmap(g->states[0].mmproj, &item, where, &g->speaker, err);
+    sipp_status st = sipp_mmproj_audio_bitmap(g->states[0].mmproj, &item, where, out, err);
     sipp_buf_free(&b);
     return st;
 }
@@ -131,29 +155,51 @@ static int thread_count(int threads) {
     return threads > 0 ? threads : (cores > 0 ? (int)cores : 1);
 }
 
-/* State i: the backbone's context as llama-tts's common_init_from_params makes it, on sipp's backend
- * policy, and a projector context for it, their buffers counted into g->memory. */
-static sipp_status make_state(sipp_tts_gen *g, const sipp_tts_params *p, gen_state *s, char *err) {
+/* The backbone's context parameters as llama-tts's common_init_from_params makes them, on sipp's
+ * backend policy. */
+static struct llama_context_params context_params(const sipp_tts_gen *g, const sipp_tts_params *p) {
     struct llama_context_params cp = sipp_model_context_params(g->model);
     cp.n_ctx = 0; /* the model's training context, as llama-tts */
     cp.n_batch = TTS_N_BATCH;
     cp.n_seq_max = 1;
     cp.embeddings = true;
     cp.n_threads = cp.n_threads_batch = thread_count(p->n_threads);
+    return cp;
+}
+
+/* State s's projector context, its buffers counted into g->memory. */
+static sipp_status make_projector(sipp_tts_gen *g, const sipp_tts_params *p, gen_state *s, char *err) {
     sipp_memory mem = {0};
-    sipp_buffers_capture(&mem);
-    s->lctx = llama_init_from_model(g->model->lm, cp);
-    sipp_buffers_capture(NULL);
-    if (!s->lctx)
-        return sipp_fail(err, SIPP_ERR_BACKEND, "could not make a context for '%s'", g->model->path);
-    sipp_memory_merge(&g->memory, &mem);
-    memset(&mem, 0, sizeof mem);
     sipp_status st =
         sipp_mmproj_load(p->mmproj, g->model->lm, g->model->path, !g->model->cpu_only, g->model->flash_attn,
                          thread_count(p->n_threads), &mem, &s->mmproj, err);
-    if (st != SIPP_OK) return st;
-    sipp_memory_merge(&g->memory, &mem);
-    return SIPP_OK;
+    if (st == SIPP_OK) sipp_memory_merge(&g->memory, &mem);
+    return st;
+}
+
+/* A backbone context for state s, or with batch_frames the one shared by every state (made once, a
+ * sequence per state), its buffers counted into g->memory. */
+static sipp_status make_context(sipp_tts_gen *g, const sipp_tts_params *p, gen_state *s, char *err) {
+    struct llama_context_params cp = context_params(g, p);
+    bool shared = p->batch_frames && !strcmp(g->pipeline, QWEN3TTS);
+    if (shared && g->backbone) return SIPP_OK;
+    sipp_memory mem = {0};
+    sipp_status st = SIPP_OK;
+    sipp_buffers_capture(&mem);
+    if (shared) {
+        if (cp.n_ctx == 0) cp.n_ctx = (uint32_t)llama_model_n_ctx_train(g->model->lm);
+        st = sipp_tts_backbone_new(g->model, cp, g->n_states, &g->backbone, err);
+    } else if (!(s->lctx = llama_init_from_model(g->model->lm, cp))) {
+        st = sipp_fail(err, SIPP_ERR_BACKEND, "could not make a context for '%s'", g->model->path);
+    }
+    sipp_buffers_capture(NULL);
+    if (st == SIPP_OK) sipp_memory_merge(&g->memory, &mem);
+    return st;
+}
+
+/* The context a state's helper decodes into. */
+static struct llama_context *state_context(const sipp_tts_gen *g, const gen_state *s) {
+    return g->backbone ? sipp_tts_backbone_context(g->backbone) : s->lctx;
 }
 
 static sipp_status check_pair(const sipp_tts_params *p, char *err) {
@@ -175,6 +221,10 @@ static sipp_status check_pipeline(sipp_tts_gen *g, const sipp_tts_params *p, cha
             p->mmproj);
     if (g->rate <= 0)
         return sipp_fail(err, SIPP_ERR_MODEL, "projector '%s' declares no sample rate", p->mmproj);
+    if (p->batch_frames && strcmp(g->pipeline, QWEN3TTS) != 0)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                         "batch_frames: only a Qwen3-TTS pair batches its frames; '%s' is a %s projector",
+                         p->mmproj, g->pipeline);
     return SIPP_OK;
 }
 
@@ -221,12 +271,51 @@ static sipp_status load_states(sipp_tts_gen *g, const sipp_tts_params *p, char *
     sipp_model_memory(g->model, &g->memory);
     sipp_status st = SIPP_OK;
     for (int i = 0; st == SIPP_OK && i < g->n_states; i++) {
-        st = make_state(g, p, &g->states[i], err);
+        gen_state *s = &g->states[i];
+        st = make_projector(g, p, s, err);
         if (st == SIPP_OK && i == 0) st = check_pipeline(g, p, err);
-        if (st == SIPP_OK)
-            st = sipp_gen_audio_new(g->states[i].mmproj, g->states[i].lctx, &g->states[i].gen, err);
+        if (st == SIPP_OK) st = make_context(g, p, s, err);
+        if (st == SIPP_OK) st = sipp_gen_audio_new(s->mmproj, state_context(g, s), &s->gen, err);
     }
     return st;
+}
+
+/* speaker_names[i] speaks like speaker_paths[i]: checked, then each clip loaded. */
+static sipp_status load_named_speakers(sipp_tts_gen *g, const sipp_tts_params *p, char *err) {
+    if (!p->speaker_names || !p->speaker_paths)
+        return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                         "n_speakers is %d but the names or paths are missing", p->n_speakers);
+    for (int i = 0; i < p->n_speakers; i++) {
+        const char *name = p->speaker_names[i];
+        if (!name || !*name || !strcmp(name, SIPP_TTS_DEFAULT_VOICE) || !p->speaker_paths[i])
+            return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT,
+                             "speaker %d: give a name other than \"%s\" and a clip", i,
+                             SIPP_TTS_DEFAULT_VOICE);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(name, p->speaker_names[j]))
+                return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "speaker '%s' is named twice", name);
+    }
+    if (!(g->speakers = calloc((size_t)p->n_speakers, sizeof *g->speakers)))
+        return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    sipp_status st = SIPP_OK;
+    for (int i = 0; st == SIPP_OK && i < p->n_speakers; i++) {
+        named_speaker *s = &g->speakers[g->n_speakers++];
+        st = (s->name = strdup(p->speaker_names[i])) ? load_speaker(g, p->speaker_paths[i], &s->clip, err)
+                                                     : sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
+    }
+    return st;
+}
+
+const char *sipp_tts_gen_voice(const sipp_tts_gen *g, size_t i) {
+    if (i == 0) return SIPP_TTS_DEFAULT_VOICE;
+    return i <= (size_t)g->n_speakers ? g->speakers[i - 1].name : NULL;
+}
+
+/* The reference clip of voice (NULL or "default": the target's speaker, if any). */
+static struct mtmd_bitmap *speaker_of(const sipp_tts_gen *g, const char *voice) {
+    for (int i = 0; voice && i < g->n_speakers; i++)
+        if (!strcmp(g->speakers[i].name, voice)) return g->speakers[i].clip;
+    return g->speaker;
 }
 
 sipp_status sipp_tts_gen_load(const sipp_tts_params *p, sipp_tts_gen **out, char *err) {
@@ -242,7 +331,8 @@ sipp_status sipp_tts_gen_load(const sipp_tts_params *p, sipp_tts_gen **out, char
     st = sipp_mmproj_check_file(p->mmproj, NULL, err); /* before the backbone's weights are read */
     if (st == SIPP_OK) st = sipp_model_load(p->model, &mp, &g->model, err);
     if (st == SIPP_OK) st = load_states(g, p, err);
-    if (st == SIPP_OK && p->speaker) st = load_speaker(g, p->speaker, err);
+    if (st == SIPP_OK && p->speaker) st = load_speaker(g, p->speaker, &g->speaker, err);
+    if (st == SIPP_OK && p->n_speakers > 0) st = load_named_speakers(g, p, err);
     if (st == SIPP_OK && !strcmp(g->pipeline, QWEN3TTS)) find_languages(g);
     if (st != SIPP_OK) {
         sipp_tts_gen_free(g);
@@ -292,6 +382,7 @@ static bool cancelled(const sipp_speak_options *o) {
 
 /* The frames of one piece, after its prompt: llama-tts's loop. */
 static sipp_status frames(gen_state *g, struct llama_sampler *smpl, const sipp_speak_options *o, char *err) {
+    sipp_speak_usage *u = o->usage;
     int max = o->max_frames > 0 ? o->max_frames : TTS_MAX_FRAMES;
     llama_token sampled = llama_sampler_sample(smpl, g->lctx, -1);
     const float *h = llama_get_embeddings_ith(g->lctx, -1);
@@ -302,6 +393,7 @@ static sipp_status frames(gen_state *g, struct llama_sampler *smpl, const sipp_s
         sipp_status st = sipp_gen_audio_step(g->gen, sampled, h, &next, &stop, err);
         if (st != SIPP_OK) return st;
         if (!next) break; /* stopped without a frame */
+        if (u) u->output_tokens++;
         h = next;
         sampled = llama_sampler_sample(smpl, g->lctx, -1);
     }
@@ -320,14 +412,43 @@ static sipp_status to_pcm16(const float *pcm, size_t n, int16_t **out, size_t *n
     return SIPP_OK;
 }
 
+/* The helper's own loop in the state's context, as llama-tts runs it. */
+static sipp_status speak_alone(gen_state *state, const struct mtmd_helper_gen_audio_inp *inp,
+                               struct llama_sampler *smpl, const sipp_speak_options *o, int16_t **out,
+                               size_t *n, char *err) {
+    llama_memory_t mem = llama_get_memory(state->lctx);
+    llama_memory_clear(mem, true);
+    sipp_status st = sipp_gen_audio_start(state->gen, inp, TTS_N_BATCH, err);
+    if (st == SIPP_OK && o->usage) o->usage->input_tokens += (uint64_t)(llama_memory_seq_pos_max(mem, 0) + 1);
+    if (st == SIPP_OK) st = frames(state, smpl, o, err);
+    const float *pcm;
+    size_t n_pcm;
+    if (st == SIPP_OK) st = sipp_gen_audio_output(state->gen, &pcm, &n_pcm, err);
+    if (st == SIPP_OK) st = to_pcm16(pcm, n_pcm, out, n, err);
+    return st;
+}
+
+/* batch_frames: the state's sequence of the shared backbone, its frames batched with other calls'. */
+static sipp_status speak_batched(sipp_tts_gen *g, gen_state *state,
+                                 const struct mtmd_helper_gen_audio_inp *inp, struct llama_sampler *smpl,
+                                 const sipp_speak_options *o, int16_t **out, size_t *n, char *err) {
+    float *pcm = NULL;
+    size_t n_pcm = 0;
+    int max = o->max_frames > 0 ? o->max_frames : TTS_MAX_FRAMES;
+    sipp_status st = sipp_tts_batch_speak(g->backbone, inp->seq_id, state->gen, inp, smpl, max, o->cancel,
+                                          &pcm, &n_pcm, o->usage, err);
+    if (st == SIPP_OK) st = to_pcm16(pcm, n_pcm, out, n, err);
+    free(pcm);
+    return st;
+}
+
 static sipp_status speak_in(sipp_tts_gen *g, gen_state *state, const char *text, size_t len,
                             const sipp_speak_options *o, int16_t **out, size_t *n, char *err) {
-    llama_memory_clear(llama_get_memory(state->lctx), true);
     struct mtmd_helper_gen_audio_inp inp = {
-        .seq_id = 0,
+        .seq_id = g->backbone ? (llama_seq_id)(state - g->states) : 0,
         .prompt = text,
         .prompt_len = len,
-        .speaker_ref = g->speaker,
+        .speaker_ref = speaker_of(g, o->voice),
         .lang = o->language && *o->language ? o->language : TTS_LANGUAGE,
         .top_k = o->top_k > 0 ? o->top_k : TTS_TOP_K,
         .top_p = o->top_p > 0 ? o->top_p : TTS_TOP_P,
@@ -335,16 +456,12 @@ static sipp_status speak_in(sipp_tts_gen *g, gen_state *state, const char *text,
         .out_type = MTMD_HELPER_GEN_AUDIO_OUTTYPE_PCM,
     };
     sipp_status st = sipp_gen_audio_reseed(state->gen, o->seed, err);
-    if (st == SIPP_OK) st = sipp_gen_audio_start(state->gen, &inp, TTS_N_BATCH, err);
     if (st != SIPP_OK) return st;
     struct llama_sampler *smpl = make_sampler(g, o);
     if (!smpl) return sipp_fail(err, SIPP_ERR_NO_MEMORY, "out of memory");
-    st = frames(state, smpl, o, err);
+    st = g->backbone ? speak_batched(g, state, &inp, smpl, o, out, n, err)
+                     : speak_alone(state, &inp, smpl, o, out, n, err);
     llama_sampler_free(smpl);
-    const float *pcm;
-    size_t n_pcm;
-    if (st == SIPP_OK) st = sipp_gen_audio_output(state->gen, &pcm, &n_pcm, err);
-    if (st == SIPP_OK) st = to_pcm16(pcm, n_pcm, out, n, err);
     return st;
 }
 

@@ -186,6 +186,7 @@ class FliteSpeechTest(unittest.TestCase):
         self.assertGreaterEqual(len(deltas), 3)  # one a sentence at least
         self.assertTrue(all(e["type"] == "speech.audio.delta" for e in deltas))
         self.assertEqual(b"".join(base64.b64decode(e["audio"]) for e in deltas), plain)
+        self.assertEqual(parsed[-1]["usage"], {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0})  # flite
 
     def test_bad_input_is_a_400_naming_it(self):
         self.refused(["'input'", "empty"], input="  ")
@@ -252,11 +253,15 @@ class ConfigTest(unittest.TestCase):
         cfg = gw.write("speech-bad.toml", '[[targets]]\nname = "a"\nrecipe = "flite"\nmodel = "x.gguf"\n\n'
                        '[[targets]]\nname = "b"\nrecipe = "flite"\nvoice = "nobody"\nspeaker = "s.wav"\n\n'
                        '[[targets]]\nname = "c"\nrecipe = "speechify"\nmodel = "x.gguf"\n\n'
+                       '[[targets]]\nname = "d"\nrecipe = "flite"\nbatch_frames = true\n\n'
+                       '[[targets]]\nname = "e"\nrecipe = "flite"\nspeakers = { alloy = "a.wav" }\n\n'
                        '[limits]\nmax_speech_chars = 0\n')
         p = subprocess.run([gw.SIPP, "serve", "--check", "--config", cfg], capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 1)
         for words in ["'a' model: recipe \"flite\"", "'b' speaker", "unknown flite voice 'nobody'", "kal16",
-                      "recipe: 'speechify' is not one of", "max_speech_chars"]:
+                      "recipe: 'speechify' is not one of", "max_speech_chars",
+                      "'d' batch_frames: only a recipe = \"tts\" pair",
+                      "'e' speakers: only a recipe = \"tts\" pair"]:
             self.assertIn(words, p.stderr)
 
     def test_serve_voice_adds_a_flite_target(self):
@@ -275,6 +280,7 @@ class PairSpeechTest(unittest.TestCase):
     """A Pocket TTS pair: the API's WAV is `sipp speak --seed`'s samples (itself llama-tts's)."""
 
     PAIR, NAME = "pocket", "pocket"
+    FRAMES_TWO_SENTENCES = None  # its tail frames: a count of its own
     SHAPE = ["--vocab", os.path.join(gw.VOCAB_DIR, "ggml-vocab-llama-spm.gguf"), "--n-embd", "64", "--n-layer", "2",
              "--n-head", "4", "--n-head-kv", "4", "--n-ff", "128", "--n-ctx", "512"]
 
@@ -305,6 +311,43 @@ class PairSpeechTest(unittest.TestCase):
         self.assertGreater(len(ref), 0)
         self.assertEqual(ours, ref)
 
+    def test_sse_done_counts_prompt_rows_and_frames(self):
+        status, _, events = self.g.sse(SPEECH, {"model": self.NAME, "input": "Hello world. Goodbye!",
+                                                "response_format": "pcm", "stream_format": "sse", "seed": 1})
+        self.assertEqual(status, 200)
+        done = json.loads(events[-1][1])
+        self.assertEqual(done["type"], "speech.audio.done")
+        usage = done["usage"]
+        self.assertGreater(usage["input_tokens"], 2)  # each sentence's prompt rows
+        self.assertEqual(usage["output_tokens"], self.FRAMES_TWO_SENTENCES or usage["output_tokens"])
+        self.assertGreater(usage["output_tokens"], 0)
+        self.assertEqual(usage["total_tokens"], usage["input_tokens"] + usage["output_tokens"])
+
+    def test_configured_speakers_are_voices(self):
+        clip = os.path.join(self.dir, "speaker.wav")
+        if not os.path.exists(clip):
+            subprocess.run([gw.SIPP, "speak", "flite", "This is my voice, speaking for reference.", "-o", clip],
+                           check=True, capture_output=True, timeout=60)
+        cfg = (f'[[targets]]\nname = "s"\nmodel = "{self.model}"\nmmproj = "{self.mmproj}"\nthreads = 1\n'
+               f'speakers = {{ alloy = "{clip}" }}\n')
+        g = gw.serve_config(cfg)
+        try:
+            entry = next(m for m in g.json("GET", "/v1/models")[2]["data"] if m["id"] == "s")
+            self.assertEqual(entry["voices"], ["default", "alloy"])
+            body = {"model": "s", "input": "Hello world.", "response_format": "wav", "seed": 1}
+            _, with_clip = speak_cli(self.model, "--mmproj", self.mmproj, "Hello world.", "--seed", "1", "--speaker",
+                                     clip)
+            _, plain = speak_cli(self.model, "--mmproj", self.mmproj, "Hello world.", "--seed", "1")
+            for voice, want in (("alloy", with_clip), ("nova", plain), ("default", plain)):
+                status, _, data = g.request("POST", SPEECH, {**body, "voice": voice})
+                self.assertEqual(status, 200, data[:300])
+                self.assertEqual(wav_of(data)[1], want, voice)
+            status, _, data = g.request("POST", SPEECH, {**body, "voice": "nobody"})
+            self.assertEqual(status, 400)
+            self.assertIn("default, alloy", json.loads(data)["error"]["message"])
+        finally:
+            g.stop()
+
     def test_a_missing_speaker_clip_is_named(self):
         cfg = gw.write(f"{self.PAIR}-speaker.toml", f'[[targets]]\nname = "p"\nmodel = "{self.model}"\n'
                        f'mmproj = "{self.mmproj}"\nspeaker = "no-such.wav"\n')
@@ -334,6 +377,7 @@ class Qwen3PairSpeechTest(PairSpeechTest):
     language its vocabulary has is taken (its samples are `sipp speak --language`'s)."""
 
     PAIR, NAME = "qwen3tts", "talker"
+    FRAMES_TWO_SENTENCES = 2  # one frame a sentence
     SHAPE = ["--vocab", os.path.join(gw.VOCAB_DIR, "ggml-vocab-qwen2.gguf"), "--n-embd", "64", "--n-layer", "2",
              "--n-head", "4", "--n-head-kv", "2", "--n-ff", "128", "--n-ctx", "1024"]
 
@@ -343,6 +387,19 @@ class Qwen3PairSpeechTest(PairSpeechTest):
         self.assertEqual(status, 200, data[:500])
         _, ref = speak_cli(self.model, "--mmproj", self.mmproj, "Hello world.", "--seed", "1", "--language", "de")
         self.assertEqual(wav_of(data)[1], ref)
+
+    def test_batch_frames_target_speaks_the_same(self):
+        cfg = (f'[[targets]]\nname = "b"\nrecipe = "tts"\nmodel = "{self.model}"\nmmproj = "{self.mmproj}"\n'
+               "threads = 1\nparallel = 2\nbatch_frames = true\n")
+        g = gw.serve_config(cfg)
+        try:
+            status, _, data = g.request("POST", SPEECH, {"model": "b", "input": "Hello world.", "response_format": "wav",
+                                                         "seed": 1})
+            self.assertEqual(status, 200, data[:500])
+            _, ref = speak_cli(self.model, "--mmproj", self.mmproj, "Hello world.", "--seed", "1")
+            self.assertEqual(wav_of(data)[1], ref)
+        finally:
+            g.stop()
 
     def test_a_language_the_model_does_not_take_is_named(self):
         super().test_a_language_the_model_does_not_take_is_named()

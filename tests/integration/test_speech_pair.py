@@ -101,6 +101,24 @@ class PairChecks:
         _, plain = self.reference(1)
         self.assertNotEqual(ref, plain, "the speaker reference changed nothing")
 
+    def test_named_speakers_are_voices(self):
+        """speakers: a voice under a name speaks like `sipp speak --speaker` its clip (itself llama-tts's
+        --tts-speaker-file); "default" stays the pair's own."""
+        sipp = python_binding()
+        speaker = self.speaker_clip()
+        _, with_clip = self.speak(1, "--speaker", speaker)
+        _, plain = self.speak(1)
+        with sipp.Voice(self.model, mmproj=self.mmproj, speakers={"mine": speaker}) as v:
+            self.assertEqual(v.voices, ["default", "mine"])
+            self.assertEqual(samples_of(v.speech(TEXT, voice="mine", format="wav", seed=1)), with_clip)
+            self.assertEqual(samples_of(v.speech(TEXT, format="wav", seed=1)), plain)
+            with self.assertRaises(sipp.SippError) as e:
+                v.speech(TEXT, voice="yours")
+            self.assertIn("default, mine", str(e.exception))
+        with self.assertRaises(sipp.SippError) as e:
+            sipp.Voice(self.model, mmproj=self.mmproj, speakers={"default": speaker})
+        self.assertIn("default", str(e.exception))
+
     def test_another_seed_is_other_audio(self):
         _, one = self.speak(1)
         _, two = self.speak(2)
@@ -122,11 +140,16 @@ class PocketPairTest(PairChecks, unittest.TestCase):
         with open(out, "rb") as f:
             self.assertEqual(f.read(4), b"fLaC")
 
+    def test_batch_frames_is_refused_for_pocket(self):
+        sipp = python_binding()
+        with self.assertRaises(sipp.SippError) as e:
+            sipp.Voice(self.model, mmproj=self.mmproj, batch_frames=True)
+        self.assertIn("batch_frames", str(e.exception))
+
     def test_parallel_states_speak_at_once_the_same(self):
         """parallel=2: two calls generate at once, each in its own state, and each gives what one alone
         gives (and what `sipp speak` gives)."""
-        sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
-        import sipp
+        sipp = python_binding()
         long_text = " ".join([TEXT] * 6)
         _, alone = self.speak(1)
         with sipp.Voice(self.model, mmproj=self.mmproj, threads=1, parallel=2) as v:
@@ -173,6 +196,99 @@ class Qwen3PairTest(PairChecks, unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("xx", p.stderr)
 
+    def test_batched_frames_alone_are_llama_tts_samples(self):
+        """batch_frames: sipp's own frame loop on a shared backbone context (tts_batch.c), not the helper's;
+        one call alone decodes llama-tts's rows in llama-tts's order."""
+        sipp = python_binding()
+        _, ref = self.reference(1)
+        with sipp.Voice(self.model, mmproj=self.mmproj, threads=1, parallel=2, batch_frames=True) as v:
+            ours = samples_of(v.speech(TEXT, format="wav", seed=1))
+            frames, decodes = v.frames
+        self.assert_same(ref, ours)
+        self.assertEqual((frames, decodes), (1, 1))  # the one frame's row, in one decode
+
+
+class Qwen3EndlessPairTest(unittest.TestCase):
+    """`sipp-synth --tts-pair qwen3tts --tts-endless`: the end token never wins, so every sentence runs to the
+    frame cap; long generations without llama-tts (which takes tens of seconds a frame here)."""
+
+    FRAMES = 24
+    LONG_TEXT = "Hello world. This is a test of speech. Goodbye for now!"  # three sentences
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="sipp-pair-endless-")
+        prefix = os.path.join(cls.dir, "endless")
+        subprocess.run([SYNTH, "--out", prefix, "--tts-pair", "qwen3tts", "--tts-endless", *Qwen3PairTest.SHAPE],
+                       check=True, capture_output=True, timeout=120)
+        cls.model, cls.mmproj = prefix + ".gguf", prefix + "-mmproj.gguf"
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def two_at_once(self, v):
+        results = [None, None]
+
+        def one(i):
+            results[i] = v.speech(self.LONG_TEXT, format="pcm", seed=1, max_frames=self.FRAMES)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return results
+
+    def test_frames_fed_back_are_llama_tts_frames(self):
+        """Three frames, each after the first decoded from the one before (the projector's hidden state plus
+        <tts_pad>, at the next position): the same samples from llama-tts -n 3, from the helper's loop and
+        from sipp's own (batch_frames)."""
+        p = subprocess.run(["bash", os.path.join(ROOT, "deps", "build-llama-tts.sh"), BUILD], capture_output=True,
+                           text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = os.path.join(self.dir, "ref-3.wav")
+        p = subprocess.run([p.stdout.strip(), "-m", self.model, "-mm", self.mmproj, "-p", TEXT, "--seed", "1", "-n",
+                            "3", "-o", out], cwd=os.path.join(BUILD, "artifact"), capture_output=True, text=True,
+                           timeout=LLAMA_TTS_TIMEOUT)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        _, ref = samples(out)
+        self.assertEqual(len(ref), 3 * QWEN3_HOP)
+        sipp = python_binding()
+        for batch_frames in (False, True):
+            with sipp.Voice(self.model, mmproj=self.mmproj, threads=1, batch_frames=batch_frames) as v:
+                ours = samples_of(v.speech(TEXT, format="wav", seed=1, max_frames=3))
+            self.assertEqual(len(ours), len(ref))
+            self.assertLessEqual(max(abs(a - b) for a, b in zip(ref, ours)), TOLERANCE, batch_frames)
+
+    def test_every_sentence_runs_to_the_cap(self):
+        sipp = python_binding()
+        with sipp.Voice(self.model, mmproj=self.mmproj, threads=1) as v:
+            pcm = v.speech(self.LONG_TEXT, format="pcm", seed=1, max_frames=self.FRAMES)
+        self.assertEqual(len(pcm) // 2, 3 * self.FRAMES * QWEN3_HOP)
+
+    def test_states_of_their_own_speak_at_once_the_same(self):
+        sipp = python_binding()
+        with sipp.Voice(self.model, mmproj=self.mmproj, threads=1, parallel=2) as v:
+            solo = v.speech(self.LONG_TEXT, format="pcm", seed=1, max_frames=self.FRAMES)
+            self.assertEqual(self.two_at_once(v), [solo, solo])
+            self.assertEqual(v.frames, (0, 0))
+
+    def test_batched_frames_share_the_backbone_decodes(self):
+        """Two calls at once on batch_frames: their frames' rows go through shared decodes (fewer decodes
+        than rows), each call runs to its cap, and a call alone afterwards gives what it gave before."""
+        sipp = python_binding()
+        with sipp.Voice(self.model, mmproj=self.mmproj, threads=1, parallel=2, batch_frames=True) as v:
+            solo = v.speech(self.LONG_TEXT, format="pcm", seed=1, max_frames=self.FRAMES)
+            self.assertEqual(v.frames, (3 * self.FRAMES,) * 2)
+            results = self.two_at_once(v)
+            frames, decodes = v.frames
+            again = v.speech(self.LONG_TEXT, format="pcm", seed=1, max_frames=self.FRAMES)
+        self.assertEqual([len(r) for r in results], [len(solo)] * 2)
+        self.assertEqual(frames, 3 * 3 * self.FRAMES)
+        self.assertLess(decodes, frames, "no decode held both calls' rows")
+        self.assertEqual(again, solo)
+
 
 class SynthPairUsageTest(unittest.TestCase):
     """sipp-synth's usage errors for a pair: exit status 2 and the flag named, no file written."""
@@ -188,12 +304,19 @@ class SynthPairUsageTest(unittest.TestCase):
         for args, words in [(["--tts-pair", "bark"], ["unknown pair 'bark'", "qwen3tts"]),
                             (["--tts-pair", "qwen3tts", "--tts-pair", "pocket"], ["give one pair"]),
                             (["--tts-pair", "qwen3tts", "--stop-token", "<|im_end|>"], ["--stop-token"]),
-                            (["--tts-pair", "qwen3tts", "--layers", "1"], ["--layers"])]:
+                            (["--tts-pair", "qwen3tts", "--layers", "1"], ["--layers"]),
+                            (["--tts-pair", "pocket", "--tts-endless"], ["--tts-endless", "qwen3tts"])]:
             rc, err, files = self.synth(*args)
             self.assertEqual(rc, 2, (args, err))
             for w in words:
                 self.assertIn(w, err)
             self.assertEqual(files, [])
+
+
+def python_binding():
+    sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+    import sipp
+    return sipp
 
 
 def samples_of(wav_bytes):

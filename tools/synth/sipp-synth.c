@@ -285,6 +285,8 @@ static void usage(FILE *f) {
         "                          plus its text tokens and 3072 codec tokens) and PREFIX-mmproj.gguf\n"
         "                          (speaker encoder, code predictor, code2wav); it ends each piece of\n"
         "                          text after one frame (80 ms); f32 weights\n"
+        "  --tts-endless           with --tts-pair qwen3tts: the end token never wins, so every piece\n"
+        "                          of text runs to the frame cap (llama-tts's 512, or the caller's)\n"
         "  --help                  print this help\n"
         "\n"
         "Projectors (random weights, the same flags give the same bytes; --n-embd is the width of the\n"
@@ -441,6 +443,9 @@ static void set_add_special(struct options *o, const struct flag *f, const char 
 }
 
 static void set_rerank(struct options *o, const struct flag *f, const char *val) { o->rerank = true; }
+static void set_tts_endless(struct options *o, const struct flag *f, const char *val) {
+    o->tts_endless = true;
+}
 
 static void set_fim(struct options *o, const struct flag *f, const char *val) { o->fim = true; }
 
@@ -477,6 +482,7 @@ static const struct flag FLAGS[] = {
     {"--rerank", FOR_TEXT, set_rerank, 0, NO_VALUE},
     {"--fim", FOR_TEXT, set_fim, 0, NO_VALUE},
     {"--tts-pair", FOR_TEXT, set_tts_pair, 0, 0},
+    {"--tts-endless", FOR_TEXT, set_tts_endless, 0, NO_VALUE},
     {"--projector", FOR_PROJECTOR, set_projector, 0, 0},
     WHOLE("--image-size", FOR_PROJECTOR, image_size, MAX_IMAGE_SIZE),
     WHOLE("--patch-size", FOR_PROJECTOR, patch_size, MAX_IMAGE_SIZE),
@@ -512,6 +518,7 @@ static void check_text_model(const struct options *o) {
     if (o->tts_pair && (o->stop_token || o->n_favour || o->layers || o->active_layers || o->tied_output))
         die_usage("--tts-pair writes a whole speech pair of its own make: leave out --stop-token, --favour, "
                   "--layers, --active-layers and --output tied");
+    if (o->tts_endless && !is_qwen3(o)) die_usage("--tts-endless goes with --tts-pair qwen3tts");
     if (o->rerank && (o->tts_pair || o->layers || o->active_layers))
         die_usage(
             "--rerank writes a whole qwen3 reranker: leave out --tts-pair, --layers and --active-layers");

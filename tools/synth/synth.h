@@ -60,6 +60,7 @@ struct options {
     int64_t patch_size;                     /* --patch-size: its patch side, pixels */
     const char *tts_pair; /* --tts-pair pocket|qwen3tts: a speech pair, PREFIX(-mmproj).gguf */
     const char *arch;     /* the text model's general.architecture ("llama") */
+    bool tts_endless;     /* --tts-endless: a Qwen3-TTS pair whose end token never wins */
     bool rerank;          /* --rerank: a qwen3 reranker (q/k norms, a rank head cls.output, pooling rank) */
     bool fim;             /* --fim: the vocabulary's FIM tokens (Qwen's appended when absent), ids recorded */
     int64_t fim_id[6];    /* their ids, in FIM_TOKENS' order (found by open_text_model) */

@@ -38,6 +38,9 @@
  *     is made), and after that frame far above them all: every piece of text is one frame, 80 ms of
  *     audio (1920 samples), whatever the seed. Fixed and short on purpose: llama-tts runs its
  *     projector on 4 threads whatever the cores, and on a loaded 2-core machine a frame took it 40 s.
+ *     With --tts-endless the fed-back embedding has ENDLESS_COMPONENT there instead, so the end stays
+ *     far below the codes and every piece runs to the frame cap: the pair that long generations (the
+ *     batched backbone, the benchmark) are measured on.
  *   - Weights: matrices and kernels std 1/sqrt(fan-in) (the backbone's residual branches BRANCH_SCALE
  *     of that), embeddings EMBD_STD, norms and SnakeBeta's folded parameters ones, biases zeros, layer
  *     scales LAYER_SCALE; all f32 (mtmd's convolutions take f32 or f16).
@@ -56,6 +59,7 @@
 #define EMBD_STD 0.5f
 #define PROMPT_COMPONENT 8.0f
 #define FRAME_COMPONENT (-24.0f) /* with the tts_pad the pipeline adds to each frame: -16 */
+#define ENDLESS_COMPONENT 0.0f   /* --tts-endless: with the tts_pad, PROMPT_COMPONENT: the end never wins */
 #define BRANCH_SCALE 0.1f
 #define ROPE_SECTION_SHARE 0.3125 /* of the rotated pairs, each of M-RoPE's h and w (20 of 64) */
 #define ROPE_SECTIONS 4
@@ -249,7 +253,7 @@ static void pred_block(struct plan *p, int il) {
     }
 }
 
-static void plan_predictor(struct plan *p, int64_t e) {
+static void plan_predictor(struct plan *p, int64_t e, bool endless) {
     plan_linear(p, "a.gen.code.proj_in", e, PRED_WIDTH, true);
     for (int il = 0; il < PRED_LAYERS; il++)
         pred_block(p, il);
@@ -263,7 +267,7 @@ static void plan_predictor(struct plan *p, int64_t e) {
                   "a.gen.code.out_embd.weight");
     fed->stop = STOP_COMPONENT; /* every row's first component FRAME_COMPONENT: the end comes next */
     fed->stop_id = -1;
-    fed->value = FRAME_COMPONENT;
+    fed->value = endless ? ENDLESS_COMPONENT : FRAME_COMPONENT;
 }
 
 /* ---- code2wav (GEN_WAV) ----------------------------------------------------------------------- */
@@ -366,7 +370,7 @@ bool tts_qwen3_projector(struct gguf_context *ctx, struct plan *p, const struct 
     tts_clip_modality(ctx, "gen.audio", &pred);
     tts_clip_u32(ctx, "gen.audio", "attention.head_count_kv", PRED_HEADS_KV);
     plan_speaker(p, o->n_embd);
-    plan_predictor(p, o->n_embd);
+    plan_predictor(p, o->n_embd, o->tts_endless);
     plan_code2wav(p);
     return true;
 }

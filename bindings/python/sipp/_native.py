@@ -324,7 +324,9 @@ class GgufInfo(ctypes.Structure):
 
 class TtsParams(ctypes.Structure):  # sipp_tts_params
     _fields_ = [("model", c_char_p), ("mmproj", c_char_p), ("speaker", c_char_p), ("voice", c_char_p),
-                ("backend", c_char_p), ("n_threads", c_int), ("n_parallel", c_int)]
+                ("backend", c_char_p), ("n_threads", c_int), ("n_parallel", c_int), ("batch_frames", c_bool),
+                ("speaker_names", ctypes.POINTER(c_char_p)), ("speaker_paths", ctypes.POINTER(c_char_p)),
+                ("n_speakers", c_int)]
 
 
 P_INT16 = ctypes.POINTER(ctypes.c_int16)
@@ -335,7 +337,8 @@ BYTES_FN = ctypes.CFUNCTYPE(c_bool, c_void_p, c_size_t, c_void_p)
 class SpeakOptions(ctypes.Structure):  # sipp_speak_options
     _fields_ = [("voice", c_char_p), ("language", c_char_p), ("speed", c_float), ("sample_rate", c_int),
                 ("seed", c_uint32), ("top_k", c_int), ("top_p", c_float), ("max_frames", c_int),
-                ("cancel", ctypes.POINTER(c_bool)), ("on_audio", AUDIO_FN), ("user", c_void_p)]
+                ("cancel", ctypes.POINTER(c_bool)), ("on_audio", AUDIO_FN), ("user", c_void_p),
+                ("usage", c_void_p)]
 
 
 AUDIO_FORMATS = ("wav", "pcm", "flac", "mp3", "opus")  # sipp_audio_format, in order
@@ -418,6 +421,7 @@ _PROTOTYPES = {
     "sipp_tts_pipeline": (c_char_p, [c_void_p]),
     "sipp_tts_sample_rate": (c_int, [c_void_p]),
     "sipp_tts_voice_borrow": (c_char_p, [c_void_p, c_size_t]),
+    "sipp_tts_frames": (None, [c_void_p, P(c_uint64), P(c_uint64)]),
     "sipp_speak_default_options": (SpeakOptions, []),
     "sipp_tts_speak": (c_int, [c_void_p, c_char_p, P(SpeakOptions), c_void_p, c_void_p, c_void_p]),
     "sipp_audio_format_parse": (c_int, [c_char_p, P(c_int)]),
@@ -429,7 +433,7 @@ _PROTOTYPES = {
     "sipp_audio_encoder_free": (None, [c_void_p]),
 }
 SPEECH_FUNCTIONS = {"sipp_tts_default_params", "sipp_tts_new", "sipp_tts_free", "sipp_tts_last_error",
-                    "sipp_tts_pipeline", "sipp_tts_sample_rate", "sipp_tts_voice_borrow",
+                    "sipp_tts_pipeline", "sipp_tts_sample_rate", "sipp_tts_voice_borrow", "sipp_tts_frames",
                     "sipp_speak_default_options", "sipp_tts_speak", "sipp_audio_format_parse",
                     "sipp_audio_encoder_new", "sipp_audio_encoder_output_rate", "sipp_audio_encoder_write",
                     "sipp_audio_encoder_finish", "sipp_audio_encoder_last_error", "sipp_audio_encoder_free"}

@@ -36,16 +36,24 @@ def _b(s):
 class Voice:
     """A loaded voice: "flite" (voice= kal, kal16, slt, rms or awb) or a speech pair's backbone GGUF
     with mmproj= its projector (speaker= a reference clip). A pair speaks parallel= calls at once, each
-    with threads= threads (0: the machine's cores)."""
+    with threads= threads (0: the machine's cores); batch_frames=True: a Qwen3-TTS pair's calls share
+    one backbone context and decode their frames together (sipp.h's sipp_tts_params.batch_frames);
+    speakers={"name": "clip.wav", ...}: a pair's other voices, each a reference clip."""
 
     def __init__(self, model="flite", *, mmproj=None, speaker=None, voice=None, backend=None, threads=0,
-                 parallel=1):
+                 parallel=1, batch_frames=False, speakers=None):
         self._lib = _lib()
         self._keep = [_b(model), _b(mmproj), _b(speaker), _b(voice), _b(backend)]
         p = self._lib.tts_default_params()
         p.model, p.mmproj, p.speaker, p.voice, p.backend = self._keep
         p.n_threads = threads
         p.n_parallel = parallel
+        p.batch_frames = batch_frames
+        if speakers:
+            names = (ctypes.c_char_p * len(speakers))(*[_b(n) for n in speakers])
+            paths = (ctypes.c_char_p * len(speakers))(*[_b(v) for v in speakers.values()])
+            self._keep += [names, paths]
+            p.speaker_names, p.speaker_paths, p.n_speakers = names, paths, len(speakers)
         err = ctypes.create_string_buffer(ERROR_SIZE)
         self._h = ctypes.c_void_p()
         check(self._lib.tts_new(ctypes.byref(p), ctypes.byref(self._h), err), err)
@@ -66,6 +74,14 @@ class Voice:
             i += 1
         return out
 
+    @property
+    def frames(self):
+        """Qwen3-TTS with batch_frames: (frames, decodes), the frames the backbone has decoded and the
+        decodes they took (calls at once share one); (0, 0) otherwise."""
+        frames, decodes = ctypes.c_uint64(), ctypes.c_uint64()
+        self._lib.tts_frames(self._h, ctypes.byref(frames), ctypes.byref(decodes))
+        return frames.value, decodes.value
+
     def close(self):
         if self._h:
             self._lib.tts_free(self._h)
@@ -84,13 +100,13 @@ class Voice:
             pass
 
     def speech(self, input, *, voice=None, speed=1.0, format="wav", sample_rate=0, seed=None, language=None,
-               stream=False):
+               stream=False, max_frames=0):
         """The speech of input, encoded as format: bytes, or with stream=True an iterator of byte chunks
-        as each sentence is encoded."""
+        as each sentence is encoded. max_frames: a GGUF pair's frame cap per sentence (0: llama-tts's)."""
         fmt = ctypes.c_int()
         if self._lib.audio_format_parse(_b(format), ctypes.byref(fmt)) != _native.STATUS_OK:
             check(1, f"unknown audio format '{format}': give one of {', '.join(_native.AUDIO_FORMATS)}")
-        args = (input, voice, speed, fmt.value, sample_rate, seed, language)
+        args = (input, voice, speed, fmt.value, sample_rate, seed, language, max_frames)
         if not stream:
             chunks = []
             self._speak(args, chunks.append, streamed=False)
@@ -120,7 +136,7 @@ class Voice:
             t.join()
 
     def _speak(self, args, sink, *, streamed, cancel=None):
-        input, voice, speed, fmt, sample_rate, seed, language = args
+        input, voice, speed, fmt, sample_rate, seed, language, max_frames = args
         lib, enc, failure = self._lib, ctypes.c_void_p(), []
 
         def on_bytes(data, n, user):
@@ -144,7 +160,7 @@ class Voice:
         o = lib.speak_default_options()
         keep = [_b(voice), _b(language)]
         o.voice, o.language = keep
-        o.speed, o.sample_rate = speed, sample_rate
+        o.speed, o.sample_rate, o.max_frames = speed, sample_rate, max_frames
         if seed is not None:
             o.seed = seed
         if cancel is not None:

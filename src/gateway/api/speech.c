@@ -19,7 +19,8 @@
  *   audio   the bytes as they are made (chunked), a WAV's sizes as placeholders, as ffmpeg writes
  *           one to a pipe;
  *   sse     OpenAI's events: speech.audio.delta with each piece of encoded audio in base64, then
- *           speech.audio.done (or an error event when the speech fails midway).
+ *           speech.audio.done with its usage (a pair's prompt rows in, frames out; flite: zeros), or
+ *           an error event when the speech fails midway.
  * A streamed reply starts once the first audio is ready, so a speech that fails at once is still
  * an error status. A client that goes away cancels the speech: within one sentence for flite, one
  * frame for a pair.
@@ -72,7 +73,8 @@ typedef struct speech_job {
     pthread_cond_t cond;
     sipp_buf out; /* bytes not yet handed to the reply */
     bool finished, error_sent;
-    volatile bool cancel; /* o.cancel */
+    volatile bool cancel;   /* o.cancel */
+    sipp_speak_usage usage; /* o.usage: speech.audio.done's */
     sipp_status status;
     char err[SIPP_ERROR_SIZE];
 } speech_job;
@@ -219,7 +221,11 @@ static void *speech_main(void *arg) {
     }
     pthread_mutex_lock(&j->lock);
     if (j->status == SIPP_OK && j->stream == STREAM_SSE)
-        gw_sse_json(&j->out, NULL, json_pack("{s:s}", "type", "speech.audio.done"));
+        gw_sse_json(&j->out, NULL,
+                    json_pack("{s:s, s:{s:I, s:I, s:I}}", "type", "speech.audio.done", "usage",
+                              "input_tokens", (json_int_t)j->usage.input_tokens, "output_tokens",
+                              (json_int_t)j->usage.output_tokens, "total_tokens",
+                              (json_int_t)(j->usage.input_tokens + j->usage.output_tokens)));
     j->finished = true;
     pthread_cond_signal(&j->cond);
     pthread_mutex_unlock(&j->lock);
@@ -286,6 +292,7 @@ static speech_job *job_new(gw_target *t, const speech_req *r, const char *voice)
     j->o.speed = (float)r->speed;
     j->o.seed = r->seed;
     j->o.cancel = &j->cancel;
+    j->o.usage = &j->usage;
     j->o.on_audio = on_audio;
     j->o.user = j;
     return j;

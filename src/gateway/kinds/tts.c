@@ -2,7 +2,8 @@
  * tts.c: the tts kind, text to speech in this process (kinds.h), through libsipp's voice handle
  * (sipp_tts, sipp.h). Two recipes stand behind it:
  *   tts    a Qwen3-TTS or Pocket TTS pair (model + mmproj) generated through libmtmd as llama-tts
- *          does, with an optional reference clip of the voice to speak in (speaker = "FILE");
+ *          does, with an optional reference clip of the voice to speak in (speaker = "FILE") and
+ *          more voices, each a clip under a name (speakers = { alloy = "FILE", ... });
  *   flite  Debian's flite: no model file, its voices built in (voice = "slt" is the default).
  * Residency loads, counts and evicts it like any resident kind: load makes the handle (measured:
  * what the pair's weights and context took; flite holds nothing worth counting beyond a constant),
@@ -10,7 +11,8 @@
  *
  * It answers POST /v1/audio/speech (api/speech.c) and nothing else: a chat, completion or
  * embedding sent to it is a 400 naming the mismatch, before anything is loaded for it. Voices are
- * resolved before the load too: the target's own names (flite's voices; a pair's "default"), and
+ * resolved before the load too: the target's own names (flite's voices; a pair's "default" and its
+ * speakers), and
  * OpenAI's voice names through one table (below, and docs/speech.md).
  *
  * Several requests at once each call sipp_tts_speak on the one handle: flite's synthesis is
@@ -55,6 +57,10 @@ static sipp_tts_params tts_params(const gw_target_config *c) {
     p.backend = c->backend;
     p.n_threads = c->threads;
     p.n_parallel = c->parallel;
+    p.batch_frames = c->batch_frames;
+    p.speaker_names = (const char *const *)c->speaker_names;
+    p.speaker_paths = (const char *const *)c->speaker_paths;
+    p.n_speakers = c->n_speakers;
     return p;
 }
 
@@ -119,7 +125,8 @@ static bool tts_media_ready(gw_call *call, const gw_target *t, gw_gen *g) {
 }
 
 /* The voices a target of config c speaks with, without loading it: a flite handle holds nothing (its
- * voices are built into the library), so one is made to list them; a pair has its one. */
+ * voices are built into the library), so one is made to list them; a pair has "default" and its
+ * configured speakers. */
 static sipp_tts *voice_lister(const gw_target_config *c) {
     sipp_tts_params p = sipp_tts_default_params();
     p.model = FLITE_MODEL;
@@ -128,22 +135,24 @@ static sipp_tts *voice_lister(const gw_target_config *c) {
     return is_flite(c) && sipp_tts_new(&p, &flite, err) == SIPP_OK ? flite : NULL;
 }
 
-static const char *voice_at(const sipp_tts *flite, size_t i) {
-    return flite ? sipp_tts_voice_borrow(flite, i) : i == 0 ? PAIR_VOICE : NULL;
+static const char *voice_at(const sipp_tts *flite, const gw_target_config *c, size_t i) {
+    if (flite) return sipp_tts_voice_borrow(flite, i);
+    if (i == 0) return PAIR_VOICE;
+    return i <= (size_t)c->n_speakers ? c->speaker_names[i - 1] : NULL;
 }
 
 /* "slt, kal, ..." */
-static void voice_names(const sipp_tts *flite, char *out, size_t n) {
+static void voice_names(const sipp_tts *flite, const gw_target_config *c, char *out, size_t n) {
     size_t used = 0;
     out[0] = 0;
-    for (size_t i = 0; voice_at(flite, i) && used < n; i++)
-        used += (size_t)snprintf(out + used, n - used, "%s%s", i ? ", " : "", voice_at(flite, i));
+    for (size_t i = 0; voice_at(flite, c, i) && used < n; i++)
+        used += (size_t)snprintf(out + used, n - used, "%s%s", i ? ", " : "", voice_at(flite, c, i));
 }
 
 /* The target's own name for asked: one of its voices, or OpenAI's name mapped; NULL when neither. */
-static const char *own_voice(const sipp_tts *flite, const char *asked) {
-    for (size_t i = 0; voice_at(flite, i); i++)
-        if (strcmp(voice_at(flite, i), asked) == 0) return voice_at(flite, i);
+static const char *own_voice(const sipp_tts *flite, const gw_target_config *c, const char *asked) {
+    for (size_t i = 0; voice_at(flite, c, i); i++)
+        if (strcmp(voice_at(flite, c, i), asked) == 0) return voice_at(flite, c, i);
     for (size_t i = 0; i < sizeof openai_voices / sizeof *openai_voices; i++)
         if (strcmp(openai_voices[i].openai, asked) == 0) return flite ? openai_voices[i].flite : PAIR_VOICE;
     return NULL;
@@ -154,11 +163,11 @@ static bool tts_speech_voice(const gw_target *t, const char *asked, char *voice,
     voice[0] = 0;
     if (!asked || !*asked) return true;
     sipp_tts *flite = voice_lister(t->cfg);
-    const char *own = own_voice(flite, asked);
+    const char *own = own_voice(flite, t->cfg, asked);
     if (own) sipp_strlcpy(voice, own, n);
     if (!own) {
         char names[VOICE_LIST_SIZE];
-        voice_names(flite, names, sizeof names);
+        voice_names(flite, t->cfg, names, sizeof names);
         snprintf(err, en,
                  "'voice': '%.64s' is not a voice of model '%s' (its voices: %s; OpenAI's names alloy, ash, "
                  "ballad, coral, echo, fable, nova, onyx, sage, shimmer, verse, marin and cedar map to them: "
@@ -184,8 +193,8 @@ static void tts_describe_model(gw_call *call, gw_target *t, const gw_target_view
     json_object_set_new(o, "capabilities", json_pack("[s]", "speech"));
     sipp_tts *flite = voice_lister(t->cfg);
     json_t *voices = json_array();
-    for (size_t i = 0; voice_at(flite, i); i++)
-        json_array_append_new(voices, json_string(voice_at(flite, i)));
+    for (size_t i = 0; voice_at(flite, t->cfg, i); i++)
+        json_array_append_new(voices, json_string(voice_at(flite, t->cfg, i)));
     sipp_tts_free(flite);
     json_object_set_new(o, "voices", voices);
 }

@@ -99,6 +99,7 @@ void gw_target_config_free(gw_target_config *t) {
     free(t->mmproj);
     free(t->recipe);
     free(t->speaker);
+    free(t->language);
     for (int i = 0; i < t->n_speakers; i++) {
         free(t->speaker_names[i]);
         free(t->speaker_paths[i]);
@@ -467,6 +468,11 @@ static void speech_files(gw_cfg_ctx *x, int line, gw_target_config *t) {
     else if (t->speaker && (why = file_problem(t->speaker)))
         gw_cfg_err(x, line, "target '%s': speaker clip '%s' cannot be read (%s); check the path", t->name,
                    t->speaker, why);
+    if (t->language &&
+        (!t->recipe || (strcmp(t->recipe, "tts") != 0 && strcmp(t->recipe, "whispercpp") != 0)))
+        gw_cfg_err(x, line,
+                   "target '%s' language: only a speech target (recipe \"tts\" or \"whispercpp\") has one",
+                   t->name);
     if (t->n_speakers && (!t->recipe || strcmp(t->recipe, "tts") != 0))
         gw_cfg_err(x, line, "target '%s' speakers: only a recipe = \"tts\" pair speaks in reference voices",
                    t->name);

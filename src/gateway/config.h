@@ -81,6 +81,8 @@ typedef struct gw_target_config {
     char *speaker;
     char *voice;
     bool batch_frames; /* recipe tts: sipp_tts_params.batch_frames */
+    char
+        *language; /* recipe tts or whispercpp: a request's language when it gives none; NULL = the model's */
     /* recipe tts: speakers = { NAME = "CLIP", ... }, the pair's other voices (paths resolved like
      * model_path), n_speakers of them */
     char **speaker_names, **speaker_paths;

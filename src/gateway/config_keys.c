@@ -35,7 +35,11 @@
 #define GW_MS_PER_S_INT 1000
 #define GW_MAX_TIMEOUT_MS ((double)GW_MAX_TIMEOUT_S * GW_MS_PER_S_INT)
 #define GW_LORA_MAX 64
-#define GW_SPEAKERS_MAX 64 /* speakers = {...}: voices of a pair */
+#define GW_SPEAKERS_MAX 64
+#define GW_LANGUAGE_MAX                                                                                      \
+    32 /* language = "...": the requests' own bound (api/speech.c, api/transcription.c) */ /* speakers =     \
+                                                                                              {...}: voices  \
+                                                                                              of a pair */
 #define GW_LORA_SCALE_MAX 100.0
 #define MMPROJ_AUTO "auto"
 #define WHERE_SIZE 96 /* "[[targets]] #12", "target 'NAME'" */
@@ -515,6 +519,21 @@ static void read_speakers(gw_cfg_ctx *x, const toml_node *t, const gw_cfg_key *k
                    "%s speakers: only a recipe = \"tts\" pair speaks in reference voices", x->where);
 }
 
+/* language: a speech target's default language (a pair's or whisper's; flite speaks English only). */
+static void read_language(gw_cfg_ctx *x, const toml_node *t, const gw_cfg_key *k, void *obj) {
+    gw_target_config *tc = obj;
+    const toml_node *n;
+    const char *language = get_text(x, t, k->key, &n);
+    if (language && (!*language || strlen(language) >= GW_LANGUAGE_MAX))
+        gw_cfg_err(x, toml_node_line(n), "%s language: give a language's code or name (en, zh, german, ...)",
+                   x->where);
+    else if (language)
+        tc->language = strdup(language);
+    if (n && tc->recipe && !is_recipe(tc, "tts") && !is_recipe(tc, "whispercpp")) /* absent: told later */
+        gw_cfg_err(x, toml_node_line(n),
+                   "%s language: only a speech target (recipe \"tts\" or \"whispercpp\") has one", x->where);
+}
+
 /* batch_frames: a recipe "tts" pair's shared backbone (sipp_tts_params.batch_frames). */
 static void read_batch_frames(gw_cfg_ctx *x, const toml_node *t, const gw_cfg_key *k, void *obj) {
     gw_target_config *tc = obj;
@@ -700,6 +719,10 @@ static const gw_cfg_key local_keys[] = {
         .help = "run the projector on the model's GPU backend (never for backend \"cpu\")"),
     CUSTOM_KEY("speaker", read_speaker, .value_doc = "path (relative to the file)", .default_doc = "none",
                .help = "recipe tts: a clip of the voice to speak in (WAV, MP3 or FLAC, at most 60 s)"),
+    CUSTOM_KEY(
+        "language", read_language, .value_doc = "a code or name (en, zh, german, ...)",
+        .default_doc = "the model's",
+        .help = "recipe tts or whispercpp: the language a request without one is spoken or transcribed in"),
     CUSTOM_KEY("speakers", read_speakers, .value_doc = "table of name = clip path", .default_doc = "none",
                .help = "recipe tts: more voices, each a reference clip a request's `voice` names"),
     CUSTOM_KEY("batch_frames", read_batch_frames, .value_doc = "true or false", .default_doc = "`false`",

@@ -56,7 +56,6 @@ struct sipp_tts_backbone {
     struct llama_context *lctx;
     const struct llama_vocab *vocab;
     int n_embd, n_seq, n_pos; /* n_pos: positions per row */
-    int threads;              /* each call's: a round's decode runs on those of all its calls */
     llama_token codec_0, codec_eos;
     float *pad; /* <tts_pad>'s embedding row, added to every generated frame's row */
     pthread_mutex_t mu;
@@ -168,7 +167,6 @@ sipp_status sipp_tts_backbone_new(const sipp_model *m, struct llama_context_para
     bb->vocab = llama_model_get_vocab(m->lm);
     bb->n_embd = llama_model_n_embd(m->lm);
     bb->n_seq = n_seq;
-    bb->threads = cp.n_threads > 0 ? cp.n_threads : 1;
     enum llama_rope_type rope = llama_model_rope_type(m->lm);
     bb->n_pos = rope == LLAMA_ROPE_TYPE_MROPE || rope == LLAMA_ROPE_TYPE_IMROPE ? MROPE_SECTIONS : 1;
     bb->codec_0 = find_token(bb->vocab, CODEC_0);

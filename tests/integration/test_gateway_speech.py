@@ -255,13 +255,14 @@ class ConfigTest(unittest.TestCase):
                        '[[targets]]\nname = "c"\nrecipe = "speechify"\nmodel = "x.gguf"\n\n'
                        '[[targets]]\nname = "d"\nrecipe = "flite"\nbatch_frames = true\n\n'
                        '[[targets]]\nname = "e"\nrecipe = "flite"\nspeakers = { alloy = "a.wav" }\n\n'
+                       '[[targets]]\nname = "f"\nrecipe = "flite"\nlanguage = "de"\n\n'
                        '[limits]\nmax_speech_chars = 0\n')
         p = subprocess.run([gw.SIPP, "serve", "--check", "--config", cfg], capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 1)
         for words in ["'a' model: recipe \"flite\"", "'b' speaker", "unknown flite voice 'nobody'", "kal16",
                       "recipe: 'speechify' is not one of", "max_speech_chars",
                       "'d' batch_frames: only a recipe = \"tts\" pair",
-                      "'e' speakers: only a recipe = \"tts\" pair"]:
+                      "'e' speakers: only a recipe = \"tts\" pair", "'f' language: only a speech target"]:
             self.assertIn(words, p.stderr)
 
     def test_serve_voice_adds_a_flite_target(self):
@@ -387,6 +388,21 @@ class Qwen3PairSpeechTest(PairSpeechTest):
         self.assertEqual(status, 200, data[:500])
         _, ref = speak_cli(self.model, "--mmproj", self.mmproj, "Hello world.", "--seed", "1", "--language", "de")
         self.assertEqual(wav_of(data)[1], ref)
+
+    def test_a_target_language_is_the_default(self):
+        cfg = (f'[[targets]]\nname = "de"\nrecipe = "tts"\nmodel = "{self.model}"\nmmproj = "{self.mmproj}"\n'
+               'threads = 1\nlanguage = "de"\n')
+        g = gw.serve_config(cfg)
+        try:
+            body = {"model": "de", "input": "Hello world.", "response_format": "wav", "seed": 1}
+            _, german = speak_cli(self.model, "--mmproj", self.mmproj, "Hello world.", "--seed", "1", "--language", "de")
+            _, english = speak_cli(self.model, "--mmproj", self.mmproj, "Hello world.", "--seed", "1")
+            for extra, want in (({}, german), ({"language": "en"}, english)):
+                status, _, data = g.request("POST", SPEECH, {**body, **extra})
+                self.assertEqual(status, 200, data[:300])
+                self.assertEqual(wav_of(data)[1], want, extra)
+        finally:
+            g.stop()
 
     def test_batch_frames_target_speaks_the_same(self):
         cfg = (f'[[targets]]\nname = "b"\nrecipe = "tts"\nmodel = "{self.model}"\nmmproj = "{self.mmproj}"\n'

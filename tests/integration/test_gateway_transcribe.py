@@ -279,6 +279,22 @@ class GatewayTranscribeTest(unittest.TestCase):
         finally:
             g.stop()
 
+    def test_a_target_language_is_the_default(self):
+        g = gw.serve_config(target("de", self.model, 'language = "de"'))
+        try:
+            body, headers = form([("model", "de"), ("response_format", "verbose_json"), *GREEDY],
+                                 [("file", "clip.wav", self.clip_bytes)])
+            status, _, by_target = g.request("POST", "/v1/audio/transcriptions", body, headers, timeout=TIMEOUT_S)
+            self.assertEqual(status, 200, by_target)
+            status, _, asked = self.post([("response_format", "verbose_json"), ("language", "de")])
+            self.assertEqual(status, 200, asked)
+            self.assertEqual(json.loads(by_target)["language"], json.loads(asked)["language"])
+            self.assertEqual(json.loads(by_target)["text"], json.loads(asked)["text"])
+            status, _, auto = self.post([("response_format", "verbose_json")])
+            self.assertNotEqual(json.loads(auto)["language"], json.loads(asked)["language"])
+        finally:
+            g.stop()
+
     def test_loaded_on_demand_and_evicted(self):
         other = os.path.join(self.tmp, "ggml-other.bin")
         shutil.copy(self.model, other)

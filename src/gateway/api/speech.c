@@ -287,7 +287,8 @@ static speech_job *job_new(gw_target *t, const speech_req *r, const char *voice)
     sipp_strlcpy(j->voice, voice, sizeof j->voice);
     j->o = sipp_speak_default_options();
     j->o.voice = *j->voice ? j->voice : NULL;
-    sipp_strlcpy(j->language, r->language ? r->language : "", sizeof j->language);
+    const char *language = r->language ? r->language : t->cfg->language; /* the target's default */
+    sipp_strlcpy(j->language, language ? language : "", sizeof j->language);
     j->o.language = *j->language ? j->language : NULL;
     j->o.speed = (float)r->speed;
     j->o.seed = r->seed;

@@ -363,6 +363,7 @@ void gw_transcription_run(gw_call *call, const gw_form *form, json_t *fields, bo
               parse_format_and_stream(call, fields, j) && parse_granularities(call, fields, j) &&
               parse_numbers(call, fields, &j->p) && parse_text_fields(call, fields, j) &&
               take_clip(call, form, j) && (j->t = gw_call_target(call, field(fields, "model")));
+    if (ok && !j->p.language) j->p.language = j->t->cfg->language; /* the target's default */
     if (!ok) {
         free(j->clip);
         free(j->prompt);

@@ -28,6 +28,8 @@ TEXT = "Hello world."
 TOLERANCE = 2
 LLAMA_TTS_TIMEOUT = 600  # its projector runs 4 threads whatever the cores: slow on a small, shared machine
 RATE = 24000
+SPEECH_TIMEOUT = 300  # a bound for a thread's wait, not a time the speech must take
+ATTEMPTS = 5  # two calls at once, until they overlap
 QWEN3_HOP = 1920  # samples a frame: the DAC decoder's strides 8 * 5 * 4 * 3, after two 2x upsamplers
 
 
@@ -229,8 +231,10 @@ class Qwen3EndlessPairTest(unittest.TestCase):
 
     def two_at_once(self, v):
         results = [None, None]
+        together = threading.Barrier(2)
 
         def one(i):
+            together.wait(SPEECH_TIMEOUT)
             results[i] = v.speech(self.LONG_TEXT, format="pcm", seed=1, max_frames=self.FRAMES)
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
@@ -276,17 +280,23 @@ class Qwen3EndlessPairTest(unittest.TestCase):
 
     def test_batched_frames_share_the_backbone_decodes(self):
         """Two calls at once on batch_frames: their frames' rows go through shared decodes (fewer decodes
-        than rows), each call runs to its cap, and a call alone afterwards gives what it gave before."""
+        than rows), each call runs to its cap, and a call alone afterwards gives what it gave before. Two
+        threads started together may still not overlap on a loaded machine (one may run to its end before
+        the other is scheduled), so the pair is tried up to ATTEMPTS times; without batching every try has
+        a decode per row."""
         sipp = python_binding()
         with sipp.Voice(self.model, mmproj=self.mmproj, threads=1, parallel=2, batch_frames=True) as v:
             solo = v.speech(self.LONG_TEXT, format="pcm", seed=1, max_frames=self.FRAMES)
             self.assertEqual(v.frames, (3 * self.FRAMES,) * 2)
-            results = self.two_at_once(v)
-            frames, decodes = v.frames
+            tries = []
+            while len(tries) < ATTEMPTS and not any(d < f for f, d in tries):
+                before = v.frames
+                results = self.two_at_once(v)
+                self.assertEqual([len(r) for r in results], [len(solo)] * 2)
+                tries.append(tuple(a - b for a, b in zip(v.frames, before)))
             again = v.speech(self.LONG_TEXT, format="pcm", seed=1, max_frames=self.FRAMES)
-        self.assertEqual([len(r) for r in results], [len(solo)] * 2)
-        self.assertEqual(frames, 3 * 3 * self.FRAMES)
-        self.assertLess(decodes, frames, "no decode held both calls' rows")
+        self.assertTrue(all(f == 2 * 3 * self.FRAMES for f, _ in tries), tries)
+        self.assertTrue(any(d < f for f, d in tries), f"no decode held both calls' rows (frames, decodes): {tries}")
         self.assertEqual(again, solo)
 
 

@@ -172,7 +172,9 @@ suite_fuzz() {
         python3 tests/integration/gguf_corrupt.py --fuzz-seeds "$SIPP_BUILD/fuzz/seeds-$name" 64 &&
           seeds+=("$SIPP_BUILD/fuzz/seeds-$name")
       fi
-      if "$f" -max_total_time="${SIPP_FUZZ_SECONDS:-30}" -max_len=4096 "$work" "${seeds[@]}" >"$work.log" 2>&1; then
+      # -timeout: an input that hangs fails the run with its bytes saved, instead of holding it for ever
+      if "$f" -max_total_time="${SIPP_FUZZ_SECONDS:-30}" -max_len=4096 -timeout=60 "$work" "${seeds[@]}" \
+        >"$work.log" 2>&1; then
         count "fuzz $name" 1 0
       else
         tail -30 "$work.log"; count "fuzz $name" 0 1

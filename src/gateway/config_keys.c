@@ -35,11 +35,8 @@
 #define GW_MS_PER_S_INT 1000
 #define GW_MAX_TIMEOUT_MS ((double)GW_MAX_TIMEOUT_S * GW_MS_PER_S_INT)
 #define GW_LORA_MAX 64
-#define GW_SPEAKERS_MAX 64
-#define GW_LANGUAGE_MAX                                                                                      \
-    32 /* language = "...": the requests' own bound (api/speech.c, api/transcription.c) */ /* speakers =     \
-                                                                                              {...}: voices  \
-                                                                                              of a pair */
+#define GW_SPEAKERS_MAX 64 /* speakers = {...}: voices of a pair */
+#define GW_LANGUAGE_MAX 32 /* language = "...": within a request's own bound */
 #define GW_LORA_SCALE_MAX 100.0
 #define MMPROJ_AUTO "auto"
 #define WHERE_SIZE 96 /* "[[targets]] #12", "target 'NAME'" */

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/miniaudio_options.h"
 #include "util/media_sniff.h"
@@ -18,6 +19,8 @@
 #define FLAC_FRAMES_PER_BYTE 8192u
 #define WAV_FRAMES_PER_BYTE 2u
 #define MP3_FRAMES_PER_BYTE 16u
+#define WAV_CHUNKS_AT 12 /* after "RIFF", its size and "WAVE" */
+#define WAV_CHUNK_HEADER 8
 
 typedef struct format_rule {
     sipp_media_kind kind;
@@ -80,6 +83,27 @@ static sipp_status measure(ma_decoder *dec, const format_rule *rule, size_t n, d
     return SIPP_OK;
 }
 
+/* dr_wav (inside miniaudio) walks a WAV's chunks up to "data" by the sizes they claim, in 32-bit
+ * arithmetic: a size of 0xFFFFFFF8 brings it back to the same chunk's header, and it loops there for
+ * ever (a 61-byte clip held a core until the process was killed). So every chunk before "data" must fit
+ * in the bytes that follow it; "data" itself may claim more (a streamed WAV's placeholder size). */
+static sipp_status wav_chunks_fit(const unsigned char *d, size_t n, const char *where, char *err) {
+    size_t at = WAV_CHUNKS_AT;
+    while (at + WAV_CHUNK_HEADER <= n && memcmp(d + at, "data", 4) != 0) {
+        uint32_t size = (uint32_t)d[at + 4] | (uint32_t)d[at + 5] << 8 | (uint32_t)d[at + 6] << 16 |
+                        (uint32_t)d[at + 7] << 24;
+        size_t left = n - at - WAV_CHUNK_HEADER;
+        if (size > left)
+            return sipp_fail(
+                err, SIPP_ERR_INVALID_ARGUMENT,
+                "'%s' is a WAV clip whose chunk at byte %zu claims %u bytes, more than the %zu that "
+                "follow it; the file is damaged or forged",
+                where, at, (unsigned)size, left);
+        at += WAV_CHUNK_HEADER + (size_t)size + (size & 1u);
+    }
+    return SIPP_OK;
+}
+
 /* Opens a decoder on the clip as libmtmd's helper does (f32, mono, out_rate), in the format its
  * header names, and measures it. */
 static sipp_status open_clip(ma_decoder *dec, const unsigned char *data, size_t n, uint32_t out_rate,
@@ -89,6 +113,10 @@ static sipp_status open_clip(ma_decoder *dec, const unsigned char *data, size_t 
     if (!rule)
         return sipp_fail(err, SIPP_ERR_INVALID_ARGUMENT, "'%s' is not an audio clip (WAV, MP3 or FLAC)",
                          where);
+    if (rule->kind == SIPP_MEDIA_WAV) {
+        sipp_status st = wav_chunks_fit(data, n, where, err);
+        if (st != SIPP_OK) return st;
+    }
     ma_decoder_config cfg = ma_decoder_config_init(ma_format_f32, 1, out_rate);
     cfg.encodingFormat = rule->encoding;
     if (ma_decoder_init_memory(data, n, &cfg, dec) != MA_SUCCESS)

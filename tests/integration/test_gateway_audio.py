@@ -17,6 +17,7 @@ Everything talks to loopback; only processes started here are stopped.
 import base64
 import json
 import os
+import struct
 import shutil
 import sys
 import threading
@@ -211,9 +212,13 @@ class TranscriptionTest(unittest.TestCase):
         self.assertIn("PNG", msg)
         self.assertIn("'file' is empty", self.error(clip_form(data=b"")))
         # a WAV header over bytes miniaudio cannot read: libmtmd's refusal, with the target's name
-        msg = self.error(clip_form(data=b"RIFF\x00\x00\x00\x00WAVE" + os.urandom(64)))
+        msg = self.error(clip_form(data=b"RIFF\x00\x00\x00\x00WAVEjunk" + struct.pack("<I", 56) + os.urandom(56)))
         self.assertIn(f"model '{EARS}'", msg)
         self.assertIn("not a readable audio clip", msg)
+        # a chunk that claims more than the file holds: refused before miniaudio walks it (its size could
+        # wrap miniaudio's position back to the same chunk for ever)
+        msg = self.error(clip_form(data=b"RIFF\x00\x00\x00\x00WAVEfmt " + struct.pack("<I", 0xFFFFFFF8) + bytes(48)))
+        self.assertIn("claims 4294967288 bytes, more than the 48 that follow it", msg)
 
     def test_a_part_over_the_body_limit_is_413(self):
         s, _, data = self.post(clip_form(data=WAV + b"\x00" * BODY_LIMIT))

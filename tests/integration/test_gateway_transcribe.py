@@ -43,6 +43,13 @@ GREEDY_FLAGS = ("--beam-size", "1", "--best-of", "1")
 TIMEOUT_S = 300
 
 
+# tests/fuzz/corpus/audio/wav_chunk_size_wraps: a fmt chunk of 0xFFFFFFF8 bytes took miniaudio's WAV reader
+# back to the same chunk for ever (one request held a core until the process was killed)
+with open(os.path.join(os.path.dirname(__file__), "..", "fuzz", "corpus", "audio", "wav_chunk_size_wraps"), "rb") as _f:
+    HANG_WAV = _f.read()
+HANG_WAV = HANG_WAV[:4] + struct.pack("<I", len(HANG_WAV) - 8) + HANG_WAV[8:]  # its RIFF size true: past that check
+
+
 def form(fields=(), files=()):
     """A multipart/form-data body and its headers: fields (name, text), files (name, filename, bytes)."""
     b = uuid.uuid4().hex
@@ -187,6 +194,7 @@ class GatewayTranscribeTest(unittest.TestCase):
             ("word without verbose_json", None, [("timestamp_granularities[]", "word")], "timestamp_granularities"),
             ("stream with srt", None, [("stream", "true"), ("response_format", "srt")], "'stream'"),
             ("streamed, not audio", b"RIFF but nothing more" * 4, [("stream", "true")], "'file'"),
+            ("a chunk size that wraps", HANG_WAV, [], "more than the 41 that follow it"),
             ("streamed, unknown language", None, [("stream", "true"), ("language", "xx")], "language 'xx'"),
             ("beam_size too large", None, [("beam_size", "9")], "'beam_size'"),
             ("refused field", None, [("chunking_strategy", "auto")], "'chunking_strategy'"),
